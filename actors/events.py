@@ -1,0 +1,48 @@
+"""The catalogue of log event names that tools read (the Spark job, system tests, the console).
+
+Every process logs these names, and `analysis/` reads them by these constants, so producer and
+consumer of the logs cannot drift apart. One name per happening, snake_case. Fields listed in the
+comment are always present on that event.
+"""
+
+from __future__ import annotations
+
+# process lifecycle
+NAMESRV_BOOT = "namesrv_boot"  # addr
+BROKER_BOOT = "broker_boot"  # broker, addr, cluster, broker_id
+CONTROLLER_BOOT = "controller_boot"  # addr, peers
+PROCESS_SHUTDOWN = "process_shutdown"  # reason
+ACTOR_CRASHED = "actor_crashed"  # actor, restarting
+
+# storage
+COMMITLOG_RECOVERED = "commitlog_recovered"  # max_offset, truncated_at, dropped_bytes
+COMMITLOG_TRUNCATED = "commitlog_truncated"  # offset, dropped_bytes, reason
+CONSUME_QUEUE_REBUILT = "consume_queue_rebuilt"  # topic, queue_id, entries
+FLUSH_SLOW = "flush_slow"  # duration_ms
+
+# namesrv
+BROKER_REGISTERED = "broker_registered"  # cluster, broker, broker_id, addr
+BROKER_UNREGISTERED = "broker_unregistered"  # broker, broker_id, addr, reason
+BROKER_EXPIRED = "broker_expired"  # broker, addr, silent_ms (heartbeat timeout)
+
+# messaging
+TOPIC_UPDATED = "topic_updated"  # topic, read_queues, write_queues, perm
+TOPIC_DELETED = "topic_deleted"  # topic
+SEND_ACKED = "send_acked"  # sampled: topic, queue_id, offset, count
+CONSUMER_GROUP_CHANGED = "consumer_group_changed"  # group, members
+REBALANCE = "rebalance"  # group, client_id, queues
+MESSAGE_TO_DLQ = "message_to_dlq"  # group, topic, msg_id, reconsume_times
+
+# raft / controller
+RAFT_ROLE_CHANGED = "raft_role_changed"  # term, role, leader
+RAFT_LEADER_ELECTED = "raft_leader_elected"  # term, leader
+RAFT_VOTE_RESULT = "raft_vote_result"  # term, outcome
+RAFT_LOG_TRUNCATED = "raft_log_truncated"  # index
+RAFT_SNAPSHOT_TAKEN = "raft_snapshot_taken"  # index, term
+BROKER_HEARTBEAT_TIMEOUT = "broker_heartbeat_timeout"  # broker, broker_id, silent_ms
+ELECT_MASTER = "elect_master"  # broker, master_id, epoch, reason
+SYNC_STATE_SET_CHANGED = "sync_state_set_changed"  # broker, sync_state_set, epoch
+BROKER_ID_APPLIED = "broker_id_applied"  # broker, broker_id
+BROKER_ROLE_CHANGED = "broker_role_changed"  # broker, broker_id, role, epoch
+
+ALL = frozenset(v for k, v in dict(globals()).items() if k.isupper() and isinstance(v, str))

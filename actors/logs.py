@@ -1,0 +1,129 @@
+"""Structured logging: JSON lines per process into the log directory, readable console output.
+
+Common schema of every line: ``ts`` (UTC ISO-8601 with ms), ``level``, ``node``, ``role``,
+``actor``, ``event``, plus the fields of the happening (``term``, ``epoch``, ``offset`` ...).
+Event names that tools read are in `rocketrio.actors.events`. Wall-clock time comes from one
+injectable function (`set_wallclock`) so simulations can log deterministic timestamps.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import sys
+import time
+import traceback
+from collections.abc import Callable
+from datetime import UTC, datetime
+from typing import Any, TextIO
+
+import structlog
+
+_wallclock_ms: Callable[[], int] = lambda: time.time_ns() // 1_000_000  # noqa: E731
+
+
+def set_wallclock(fn: Callable[[], int]) -> None:
+    """Replace the wall clock (ms since the epoch) used for log ts and message store times."""
+    global _wallclock_ms
+    _wallclock_ms = fn
+
+
+def wallclock_ms() -> int:
+    return _wallclock_ms()
+
+
+def _iso(ms: int) -> str:
+    return (
+        datetime.fromtimestamp(ms / 1000, UTC).strftime("%Y-%m-%dT%H:%M:%S.") + f"{ms % 1000:03d}Z"
+    )
+
+
+class _Sink:
+    """Final processor: writes the JSON line and the console line, then drops the event."""
+
+    def __init__(
+        self, node: str, role: str, json_out: TextIO | None, console: TextIO | None
+    ) -> None:
+        self.node, self.role = node, role
+        self.json_out, self.console = json_out, console
+
+    def __call__(self, _logger: Any, method: str, ed: dict[str, Any]) -> Any:
+        exc = ed.pop("exc_info", None)
+        if exc:
+            if exc is True:
+                exc = sys.exc_info()[1]
+            if isinstance(exc, BaseException):
+                ed["exception"] = "".join(traceback.format_exception(exc)).rstrip()
+        line = {
+            "ts": _iso(wallclock_ms()),
+            "level": method if method != "exception" else "error",
+            "node": self.node,
+            "role": self.role,
+            "actor": ed.pop("actor", ed.pop("logger", "")),
+            "event": ed.pop("event", ""),
+        }
+        line.update(ed)
+        if self.json_out is not None:
+            self.json_out.write(json.dumps(line, default=str, separators=(",", ":")) + "\n")
+            self.json_out.flush()
+        if self.console is not None:
+            extra = " ".join(
+                f"{k}={v}"
+                for k, v in line.items()
+                if k not in ("ts", "level", "node", "role", "actor", "event", "exception")
+            )
+            self.console.write(
+                f"{line['ts'][11:23]} {line['level'][:4].upper():4} {self.node} "
+                f"{line['actor']}: {line['event']} {extra}\n"
+            )
+            if "exception" in line:
+                self.console.write(line["exception"] + "\n")
+            self.console.flush()
+        raise structlog.DropEvent
+
+
+def _add_logger_name(logger: Any, _m: str, ed: dict[str, Any]) -> dict[str, Any]:
+    if "actor" not in ed and "logger" not in ed:
+        name = getattr(logger, "name", None)
+        if name:
+            ed["actor"] = name
+    return ed
+
+
+class _NamedLogger:
+    def __init__(self, name: str = "") -> None:
+        self.name = name
+
+    def msg(self, *args: Any, **kw: Any) -> None:  # pragma: no cover - the sink drops events
+        pass
+
+    debug = info = warning = warn = error = critical = exception = log = msg
+
+
+def configure_logging(
+    node: str,
+    role: str,
+    log_dir: str | None = None,
+    *,
+    console: TextIO | None = sys.stderr,
+    level: str = "info",
+) -> str | None:
+    """Set up logging for this process; returns the JSON log file path (or None)."""
+    json_out: TextIO | None = None
+    path = None
+    if log_dir:
+        os.makedirs(log_dir, exist_ok=True)
+        path = os.path.join(log_dir, f"{node}.jsonl")
+        json_out = open(path, "a", encoding="utf-8", buffering=1)
+    structlog.configure(
+        processors=[
+            structlog.contextvars.merge_contextvars,
+            _add_logger_name,
+            _Sink(node, role, json_out, console),
+        ],
+        wrapper_class=structlog.make_filtering_bound_logger(getattr(logging, level.upper())),
+        logger_factory=lambda *a: _NamedLogger(a[0] if a else ""),
+        cache_logger_on_first_use=False,
+    )
+    return path

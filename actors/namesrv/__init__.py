@@ -1,0 +1,1 @@
+"""rocketrio actors/namesrv package."""

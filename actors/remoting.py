@@ -1,0 +1,370 @@
+"""Remoting connections over a `Transport`: framing, request/response matching, oneway, pushes.
+
+A `Connection` is symmetric (either side may send requests: the broker pushes
+NOTIFY_CONSUMER_IDS_CHANGED, the controller NOTIFY_BROKER_ROLE_CHANGED). It has one reader
+task that decodes frames with `FrameDecoder` and one writer task that coalesces queued frames
+into few ``send_all`` calls. Incoming requests go to a `Processor` inline in the reader: fast
+requests answer at once; slow ones (long-polling pulls, synced sends) hand the `RequestContext`
+to an actor, return, and the actor answers later with ``ctx.respond``. That keeps many requests
+in flight on one connection without a task per request.
+
+A malformed frame closes only that connection (logged as ``bad_frame``); a processor exception
+becomes a SYSTEM_ERROR answer with the reason, and is logged with its traceback.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from collections import deque
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import structlog
+import trio
+from rocketrio.actors.runtime import AskTimeout, Reply
+from rocketrio.actors.transport import Transport
+from rocketrio.protocol.codes import (
+    RPC_ONEWAY,
+    ResponseCode,
+    request_name,
+)
+from rocketrio.protocol.remoting import (
+    DEFAULT_MAX_FRAME,
+    FrameDecoder,
+    RemoteProtocolError,
+    RemotingCommand,
+    encode_command,
+)
+from rocketrio.protocol.serde import HeaderError
+
+log = structlog.get_logger("remoting")
+
+READ_CHUNK = 256 * 1024
+WRITE_HIGH_WATER = 8 * 1024 * 1024
+
+
+class RemotingError(Exception):
+    """A call failed before a response arrived (connect failure, closed connection, timeout)."""
+
+
+class RemotingTimeout(RemotingError):
+    pass
+
+
+class RequestContext:
+    """One incoming request and the means to answer it exactly once."""
+
+    __slots__ = ("cmd", "conn", "responded")
+
+    def __init__(self, conn: Connection, cmd: RemotingCommand) -> None:
+        self.conn = conn
+        self.cmd = cmd
+        self.responded = False
+
+    def respond(self, response: RemotingCommand) -> None:
+        if self.responded:
+            return
+        self.responded = True
+        if not self.cmd.is_oneway:
+            self.conn.send_nowait(response)
+
+    def respond_code(
+        self,
+        code: int,
+        remark: str | None = None,
+        ext_fields: dict[str, str] | None = None,
+        body: bytes = b"",
+    ) -> None:
+        self.respond(self.cmd.make_response(code, remark, ext_fields, body))
+
+    @property
+    def remote(self) -> str:
+        return self.conn.remote
+
+
+# A processor returns a response, or None when it will (or need not) respond later.
+Processor = Callable[[RequestContext], Awaitable[RemotingCommand | None]]
+
+
+class Connection:
+    def __init__(
+        self,
+        stream: trio.abc.Stream,
+        processor: Processor | None,
+        *,
+        remote: str = "?",
+        max_frame: int = DEFAULT_MAX_FRAME,
+        opaque_seq: itertools.count[int] | None = None,
+    ) -> None:
+        self.stream = stream
+        self.processor = processor
+        self.remote = remote
+        self.max_frame = max_frame
+        self._out: deque[bytes] = deque()
+        self._out_bytes = 0
+        self._writer_lot = trio.lowlevel.ParkingLot()
+        self._drain_lot = trio.lowlevel.ParkingLot()
+        self._pending: dict[int, Reply[RemotingCommand]] = {}
+        self._opaque = opaque_seq or itertools.count(1)
+        self.closed = False
+        self.close_reason: str | None = None
+        self.on_close: list[Callable[[Connection], None]] = []
+        self.attrs: dict[str, Any] = {}  # per-connection facts (client id, broker identity...)
+
+    # -- sending
+    def send_nowait(self, cmd: RemotingCommand) -> None:
+        if self.closed:
+            return
+        frame = encode_command(cmd)
+        self._out.append(frame)
+        self._out_bytes += len(frame)
+        self._writer_lot.unpark()
+
+    async def request(self, cmd: RemotingCommand, timeout: float) -> RemotingCommand:
+        if self.closed:
+            raise RemotingError(f"connection to {self.remote} is closed")
+        opaque = next(self._opaque)
+        cmd.opaque = opaque
+        reply: Reply[RemotingCommand] = Reply()
+        self._pending[opaque] = reply
+        try:
+            await self._wait_drained()
+            self.send_nowait(cmd)
+            try:
+                return await reply.wait(timeout)
+            except AskTimeout:
+                raise RemotingTimeout(
+                    f"{request_name(cmd.code)} to {self.remote} timed out after {timeout}s"
+                ) from None
+        finally:
+            self._pending.pop(opaque, None)
+
+    async def oneway(self, cmd: RemotingCommand) -> None:
+        if self.closed:
+            raise RemotingError(f"connection to {self.remote} is closed")
+        cmd.opaque = next(self._opaque)
+        cmd.flag |= RPC_ONEWAY
+        await self._wait_drained()
+        self.send_nowait(cmd)
+
+    async def _wait_drained(self) -> None:
+        while self._out_bytes > WRITE_HIGH_WATER and not self.closed:
+            await self._drain_lot.park()
+
+    # -- the two tasks
+    async def run(self) -> None:
+        """Serve the connection until either side closes it."""
+        try:
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(self._writer)
+                await self._reader()
+                nursery.cancel_scope.cancel()
+        finally:
+            self._close("closed")
+            with trio.CancelScope(shield=True), trio.move_on_after(1):
+                await self.stream.aclose()
+
+    async def _reader(self) -> None:
+        decoder = FrameDecoder(self.max_frame)
+        while True:
+            try:
+                data = await self.stream.receive_some(READ_CHUNK)
+            except (trio.BrokenResourceError, trio.ClosedResourceError, OSError):
+                self.close_reason = "reset"
+                return
+            if not data:
+                self.close_reason = "eof"
+                return
+            try:
+                decoder.feed(data)
+                while (cmd := decoder.next_command()) is not None:
+                    await self._dispatch(cmd)
+            except RemoteProtocolError as e:
+                log.warning("bad_frame", remote=self.remote, error=str(e))
+                self.close_reason = f"bad frame: {e}"
+                return
+
+    async def _dispatch(self, cmd: RemotingCommand) -> None:
+        if cmd.is_response:
+            reply = self._pending.get(cmd.opaque)
+            if reply is not None:
+                reply.set(cmd)
+            return
+        ctx = RequestContext(self, cmd)
+        if self.processor is None:
+            ctx.respond_code(
+                ResponseCode.REQUEST_CODE_NOT_SUPPORTED, "this endpoint serves no requests"
+            )
+            return
+        try:
+            resp = await self.processor(ctx)
+        except HeaderError as e:
+            resp = cmd.make_response(ResponseCode.INVALID_PARAMETER, str(e))
+        except Exception as e:
+            log.error("request_failed", code=request_name(cmd.code), remote=self.remote, exc_info=e)
+            resp = cmd.make_response(
+                ResponseCode.SYSTEM_ERROR,
+                f"{request_name(cmd.code)} failed: {type(e).__name__}: {e}",
+            )
+        if resp is not None:
+            ctx.respond(resp)
+
+    async def _writer(self) -> None:
+        out = self._out
+        while True:
+            while not out:
+                await self._writer_lot.park()
+            if len(out) == 1:
+                data = out.popleft()
+            else:
+                data = b"".join(out)
+                out.clear()
+            self._out_bytes = 0
+            self._drain_lot.unpark_all()
+            try:
+                await self.stream.send_all(data)
+            except (trio.BrokenResourceError, trio.ClosedResourceError, OSError):
+                self.close_reason = "reset"
+                self._close("write failed")
+                # wake the reader by closing the stream
+                with trio.CancelScope(shield=True), trio.move_on_after(1):
+                    await self.stream.aclose()
+                return
+
+    def _close(self, why: str) -> None:
+        if self.closed:
+            return
+        self.closed = True
+        self.close_reason = self.close_reason or why
+        for reply in self._pending.values():
+            reply.fail(RemotingError(f"connection to {self.remote} closed ({self.close_reason})"))
+        self._pending.clear()
+        self._drain_lot.unpark_all()
+        for cb in self.on_close:
+            cb(self)
+
+
+class RemotingServer:
+    """Accepts connections on ``addr`` and feeds their requests to ``processor``."""
+
+    def __init__(
+        self,
+        transport: Transport,
+        addr: str,
+        processor: Processor,
+        *,
+        max_frame: int = DEFAULT_MAX_FRAME,
+        on_connect: Callable[[Connection], None] | None = None,
+    ) -> None:
+        self.transport = transport
+        self.addr = addr
+        self.processor = processor
+        self.max_frame = max_frame
+        self.on_connect = on_connect
+        self.connections: set[Connection] = set()
+
+    async def run(self, *, task_status: trio.TaskStatus[str] = trio.TASK_STATUS_IGNORED) -> None:
+        await self.transport.serve(self.addr, self._handle, task_status=task_status)
+
+    async def _handle(self, stream: trio.abc.Stream) -> None:
+        conn = Connection(
+            stream, self.processor, remote=_peer_name(stream), max_frame=self.max_frame
+        )
+        self.connections.add(conn)
+        conn.on_close.append(self.connections.discard)
+        if self.on_connect is not None:
+            self.on_connect(conn)
+        await conn.run()
+
+
+def _peer_name(stream: trio.abc.Stream) -> str:
+    sock = getattr(stream, "socket", None)
+    if sock is not None:
+        try:
+            host, port = sock.getpeername()[:2]
+            return f"{host}:{port}"
+        except OSError:
+            return "?"
+    host = getattr(stream, "remote_host", None)
+    return str(host) if host else "?"
+
+
+class RemotingClient:
+    """Connection pool by address; ``invoke`` / ``invoke_oneway``; answers server pushes.
+
+    Use as ``async with RemotingClient(transport) as client:`` so connection tasks live in a
+    nursery that the client owns.
+    """
+
+    def __init__(
+        self,
+        transport: Transport,
+        *,
+        processor: Processor | None = None,
+        connect_timeout: float = 3.0,
+    ) -> None:
+        self.transport = transport
+        self.processor = processor
+        self.connect_timeout = connect_timeout
+        self._conns: dict[str, Connection] = {}
+        self._connecting: dict[str, trio.Event] = {}
+        self._nursery: trio.Nursery | None = None
+        self._opaque = itertools.count(1)
+        self._cm: Any = None
+
+    async def __aenter__(self) -> RemotingClient:
+        self._cm = trio.open_nursery()
+        self._nursery = await self._cm.__aenter__()
+        return self
+
+    async def __aexit__(self, *exc: object) -> bool | None:
+        assert self._nursery is not None
+        self._nursery.cancel_scope.cancel()
+        return await self._cm.__aexit__(*exc)
+
+    async def get_connection(self, addr: str) -> Connection:
+        while True:
+            conn = self._conns.get(addr)
+            if conn is not None and not conn.closed:
+                return conn
+            pending = self._connecting.get(addr)
+            if pending is None:
+                break
+            await pending.wait()
+        event = trio.Event()
+        self._connecting[addr] = event
+        try:
+            with trio.move_on_after(self.connect_timeout) as scope:
+                stream = await self.transport.connect(addr)
+            if scope.cancelled_caught:
+                raise RemotingError(f"connect to {addr} timed out after {self.connect_timeout}s")
+        except OSError as e:
+            raise RemotingError(f"cannot connect to {addr}: {e}") from None
+        finally:
+            del self._connecting[addr]
+            event.set()
+        conn = Connection(stream, self.processor, remote=addr, opaque_seq=self._opaque)
+        conn.on_close.append(lambda c: self._conns.get(addr) is c and self._conns.pop(addr))
+        self._conns[addr] = conn
+        assert self._nursery is not None, "use RemotingClient as an async context manager"
+        self._nursery.start_soon(conn.run)
+        return conn
+
+    async def invoke(
+        self, addr: str, cmd: RemotingCommand, timeout: float = 3.0
+    ) -> RemotingCommand:
+        deadline = trio.current_time() + timeout
+        conn = await self.get_connection(addr)
+        left = max(0.0, deadline - trio.current_time())
+        return await conn.request(cmd, left if left > 0 else math.ulp(0))
+
+    async def invoke_oneway(self, addr: str, cmd: RemotingCommand) -> None:
+        conn = await self.get_connection(addr)
+        await conn.oneway(cmd)
+
+    def close_connection(self, addr: str) -> None:
+        conn = self._conns.pop(addr, None)
+        if conn is not None:
+            conn._close("closed by client")
+            self._nursery.start_soon(conn.stream.aclose)  # type: ignore[union-attr]

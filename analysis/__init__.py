@@ -1,0 +1,1 @@
+"""rocketrio analysis package."""

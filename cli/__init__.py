@@ -1,0 +1,1 @@
+"""rocketrio cli package."""

@@ -1,0 +1,1 @@
+"""rocketrio protocol package."""

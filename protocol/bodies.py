@@ -1,0 +1,253 @@
+"""JSON bodies of remoting calls and config files, as attrs classes with upstream field names.
+
+Routes (TopicRouteData, QueueData, BrokerData), cluster info, broker registration
+(RegisterBrokerBody with TopicConfigSerializeWrapper and DataVersion), topic and subscription
+group configs, client heartbeats and consumer lists. Where upstream's fastjson output is not
+standard JSON (maps keyed by MessageQueue objects in TopicStatsTable / ConsumeStats) we use a list
+of entries instead and say so on the class.
+"""
+
+from __future__ import annotations
+
+import attrs
+
+PERM_PRIORITY = 8
+PERM_READ = 4
+PERM_WRITE = 2
+PERM_INHERIT = 1
+
+
+def perm_to_string(perm: int) -> str:
+    return (
+        ("R" if perm & PERM_READ else "-")
+        + ("W" if perm & PERM_WRITE else "-")
+        + ("X" if perm & PERM_INHERIT else "-")
+    )
+
+
+@attrs.define(slots=True)
+class DataVersion:
+    """Version of a config table: bumped on every change; readers compare all three fields."""
+
+    stateVersion: int = 0
+    timestamp: int = 0
+    counter: int = 0
+
+    def next_version(self, now_ms: int) -> DataVersion:
+        return DataVersion(self.stateVersion, now_ms, self.counter + 1)
+
+
+@attrs.define(slots=True)
+class TopicConfig:
+    topicName: str
+    readQueueNums: int = 16
+    writeQueueNums: int = 16
+    perm: int = PERM_READ | PERM_WRITE
+    topicFilterType: str = "SINGLE_TAG"
+    topicSysFlag: int = 0
+    order: bool = False
+    attributes: dict[str, str] = attrs.field(factory=dict)
+
+
+@attrs.define(slots=True)
+class TopicConfigSerializeWrapper:
+    topicConfigTable: dict[str, TopicConfig] = attrs.field(factory=dict)
+    dataVersion: DataVersion = attrs.field(factory=DataVersion)
+
+
+@attrs.define(slots=True)
+class RegisterBrokerBody:
+    topicConfigSerializeWrapper: TopicConfigSerializeWrapper = attrs.field(
+        factory=TopicConfigSerializeWrapper
+    )
+    filterServerList: list[str] = attrs.field(factory=list)
+
+
+@attrs.define(slots=True)
+class KVTable:
+    table: dict[str, str] = attrs.field(factory=dict)
+
+
+@attrs.define(slots=True)
+class QueueData:
+    brokerName: str
+    readQueueNums: int
+    writeQueueNums: int
+    perm: int
+    topicSysFlag: int = 0
+
+
+@attrs.define(slots=True)
+class BrokerData:
+    cluster: str
+    brokerName: str
+    brokerAddrs: dict[int, str] = attrs.field(factory=dict)
+    zoneName: str | None = None
+    enableActingMaster: bool = False
+
+    def select_broker_addr(self) -> str | None:
+        """Master address if there is one, otherwise any replica (reads can go to slaves)."""
+        if 0 in self.brokerAddrs:
+            return self.brokerAddrs[0]
+        return next(iter(self.brokerAddrs.values()), None)
+
+
+@attrs.define(slots=True)
+class TopicRouteData:
+    queueDatas: list[QueueData] = attrs.field(factory=list)
+    brokerDatas: list[BrokerData] = attrs.field(factory=list)
+    orderTopicConf: str | None = None
+    filterServerTable: dict[str, list[str]] = attrs.field(factory=dict)
+
+
+@attrs.define(slots=True)
+class ClusterInfo:
+    brokerAddrTable: dict[str, BrokerData] = attrs.field(factory=dict)
+    clusterAddrTable: dict[str, list[str]] = attrs.field(factory=dict)
+
+
+@attrs.define(slots=True)
+class TopicList:
+    topicList: list[str] = attrs.field(factory=list)
+    brokerAddr: str | None = None
+
+
+@attrs.define(slots=True)
+class BrokerMemberGroup:
+    cluster: str
+    brokerName: str
+    brokerAddrs: dict[int, str] = attrs.field(factory=dict)
+
+
+@attrs.define(slots=True)
+class GetBrokerMemberGroupResponseBody:
+    brokerMemberGroup: BrokerMemberGroup
+
+
+# --- subscription groups / clients -----------------------------------------------------------
+
+
+@attrs.define(slots=True)
+class SubscriptionGroupConfig:
+    groupName: str
+    consumeEnable: bool = True
+    consumeFromMinEnable: bool = True
+    consumeBroadcastEnable: bool = True
+    consumeMessageOrderly: bool = False
+    retryQueueNums: int = 1
+    retryMaxTimes: int = 16
+    brokerId: int = 0
+    whichBrokerWhenConsumeSlowly: int = 1
+    notifyConsumerIdsChangedEnable: bool = True
+
+
+@attrs.define(slots=True)
+class SubscriptionData:
+    topic: str
+    subString: str = "*"
+    classFilterMode: bool = False
+    tagsSet: list[str] = attrs.field(factory=list)
+    codeSet: list[int] = attrs.field(factory=list)
+    subVersion: int = 0
+    expressionType: str = "TAG"
+
+
+@attrs.define(slots=True)
+class ProducerData:
+    groupName: str
+
+
+@attrs.define(slots=True)
+class ConsumerData:
+    groupName: str
+    consumeType: str = "CONSUME_PASSIVELY"  # push; CONSUME_ACTIVELY = pull
+    messageModel: str = "CLUSTERING"  # or BROADCASTING
+    consumeFromWhere: str = "CONSUME_FROM_LAST_OFFSET"
+    subscriptionDataSet: list[SubscriptionData] = attrs.field(factory=list)
+    unitMode: bool = False
+
+
+@attrs.define(slots=True)
+class HeartbeatData:
+    clientID: str
+    producerDataSet: list[ProducerData] = attrs.field(factory=list)
+    consumerDataSet: list[ConsumerData] = attrs.field(factory=list)
+
+
+@attrs.define(slots=True)
+class ConsumerIdList:
+    consumerIdList: list[str] = attrs.field(factory=list)
+
+
+@attrs.define(slots=True, frozen=True)
+class MessageQueue:
+    topic: str
+    brokerName: str
+    queueId: int
+
+
+@attrs.define(slots=True)
+class LockBatchRequestBody:
+    consumerGroup: str
+    clientId: str
+    onlyThisBroker: bool = False
+    mqSet: list[MessageQueue] = attrs.field(factory=list)
+
+
+@attrs.define(slots=True)
+class LockBatchResponseBody:
+    lockOKMQSet: list[MessageQueue] = attrs.field(factory=list)
+
+
+# --- stats (admin) ---------------------------------------------------------------------------
+
+
+@attrs.define(slots=True)
+class TopicOffset:
+    """One queue of GET_TOPIC_STATS_INFO (upstream keys a map by MessageQueue; we list them)."""
+
+    brokerName: str
+    queueId: int
+    minOffset: int
+    maxOffset: int
+    lastUpdateTimestamp: int = 0
+
+
+@attrs.define(slots=True)
+class TopicStatsTable:
+    offsets: list[TopicOffset] = attrs.field(factory=list)
+
+
+@attrs.define(slots=True)
+class OffsetWrapper:
+    """One queue of GET_CONSUME_STATS (a list instead of upstream's MessageQueue-keyed map)."""
+
+    topic: str
+    brokerName: str
+    queueId: int
+    brokerOffset: int
+    consumerOffset: int
+    lastTimestamp: int = 0
+
+    @property
+    def lag(self) -> int:
+        return max(0, self.brokerOffset - max(self.consumerOffset, 0))
+
+
+@attrs.define(slots=True)
+class ConsumeStats:
+    offsets: list[OffsetWrapper] = attrs.field(factory=list)
+    consumeTps: float = 0.0
+
+
+@attrs.define(slots=True)
+class ConsumerConnection:
+    clientIds: list[str] = attrs.field(factory=list)
+    messageModel: str | None = None
+    consumeType: str | None = None
+    subscriptions: list[SubscriptionData] = attrs.field(factory=list)
+
+
+@attrs.define(slots=True)
+class BrokerRuntimeInfo:
+    table: dict[str, str] = attrs.field(factory=dict)

@@ -1,0 +1,285 @@
+"""The RocketMQ remoting frame, sans-io: bytes in, `RemotingCommand` out, and back.
+
+Frame: ``int32 total | int32 (serializeType << 24 | headerLength) | header | body`` (big-endian),
+where ``total = 4 + headerLength + bodyLength``. The header is JSON (serialize type 0) or
+RocketMQ's binary layout (type 1); both decode, we answer in the type the request used.
+
+`FrameDecoder` is fed raw bytes and yields whole commands (h11 style: ``feed`` then
+``next_command`` until it returns None). Any malformed input raises `RemoteProtocolError`; after
+that the decoder refuses further input, and the connection owner closes the connection.
+"""
+
+from __future__ import annotations
+
+import json
+import struct
+from typing import Any
+
+import attrs
+from rocketrio.protocol.codes import (
+    CURRENT_VERSION,
+    RPC_ONEWAY,
+    RPC_TYPE_RESPONSE,
+    SERIALIZE_JSON,
+    SERIALIZE_ROCKETMQ,
+    LanguageCode,
+)
+
+DEFAULT_MAX_FRAME = 16 * 1024 * 1024  # com.rocketmq.remoting.frameMaxLength
+_I32 = struct.Struct(">i")
+_HDR = struct.Struct(">ii")
+_LANG_BY_NAME = {m.name: m for m in LanguageCode}
+
+
+class RemoteProtocolError(Exception):
+    """The peer sent bytes that are not a valid remoting frame."""
+
+
+class LocalProtocolError(Exception):
+    """We tried to encode something that cannot be a valid frame."""
+
+
+@attrs.define(slots=True)
+class RemotingCommand:
+    """One request or response. ``ext_fields`` values are always strings on the wire."""
+
+    code: int
+    opaque: int = 0
+    flag: int = 0
+    remark: str | None = None
+    ext_fields: dict[str, str] = attrs.field(factory=dict)
+    body: bytes = b""
+    language: str = "PYTHON"
+    version: int = CURRENT_VERSION
+    serialize_type: int = SERIALIZE_JSON
+
+    @property
+    def is_response(self) -> bool:
+        return bool(self.flag & RPC_TYPE_RESPONSE)
+
+    @property
+    def is_oneway(self) -> bool:
+        return bool(self.flag & RPC_ONEWAY)
+
+    def make_response(
+        self,
+        code: int,
+        remark: str | None = None,
+        ext_fields: dict[str, str] | None = None,
+        body: bytes = b"",
+    ) -> RemotingCommand:
+        """A response to this request: same opaque and serialize type, response flag set."""
+        return RemotingCommand(
+            code=code,
+            opaque=self.opaque,
+            flag=RPC_TYPE_RESPONSE,
+            remark=remark,
+            ext_fields=ext_fields if ext_fields is not None else {},
+            body=body,
+            serialize_type=self.serialize_type,
+        )
+
+
+def _json_header(cmd: RemotingCommand) -> bytes:
+    h: dict[str, Any] = {
+        "code": cmd.code,
+        "flag": cmd.flag,
+        "language": cmd.language,
+        "opaque": cmd.opaque,
+        "serializeTypeCurrentRPC": "JSON",
+        "version": cmd.version,
+    }
+    if cmd.remark is not None:
+        h["remark"] = cmd.remark
+    if cmd.ext_fields:
+        h["extFields"] = cmd.ext_fields
+    return json.dumps(h, separators=(",", ":"), ensure_ascii=False).encode()
+
+
+def _rocketmq_header(cmd: RemotingCommand) -> bytes:
+    if not -32768 <= cmd.code <= 32767:
+        raise LocalProtocolError(f"code {cmd.code} does not fit the ROCKETMQ header (short)")
+    lang = _LANG_BY_NAME.get(cmd.language, LanguageCode.OTHER)
+    parts = [struct.pack(">hbhii", cmd.code, lang, cmd.version, cmd.opaque, cmd.flag)]
+    remark = (cmd.remark or "").encode()
+    parts.append(_I32.pack(len(remark)))
+    parts.append(remark)
+    ext = bytearray()
+    for k, v in cmd.ext_fields.items():
+        kb, vb = k.encode(), v.encode()
+        ext += struct.pack(">h", len(kb)) + kb + _I32.pack(len(vb)) + vb
+    parts.append(_I32.pack(len(ext)))
+    parts.append(bytes(ext))
+    return b"".join(parts)
+
+
+def encode_command(cmd: RemotingCommand) -> bytes:
+    """One whole frame, length prefix included."""
+    if cmd.serialize_type == SERIALIZE_ROCKETMQ:
+        header = _rocketmq_header(cmd)
+    else:
+        header = _json_header(cmd)
+    hlen = len(header)
+    if hlen > 0xFFFFFF:
+        raise LocalProtocolError("header longer than 16 MiB")
+    return b"".join(
+        (_HDR.pack(4 + hlen + len(cmd.body), (cmd.serialize_type << 24) | hlen), header, cmd.body)
+    )
+
+
+def _decode_json_header(raw: bytes, body: bytes) -> RemotingCommand:
+    try:
+        h = json.loads(raw)
+    except (ValueError, UnicodeDecodeError) as e:
+        raise RemoteProtocolError(f"header is not valid JSON: {e}") from None
+    if not isinstance(h, dict):
+        raise RemoteProtocolError("header JSON is not an object")
+    code = h.get("code")
+    opaque = h.get("opaque", 0)
+    flag = h.get("flag", 0)
+    version = h.get("version", 0)
+    if not all(
+        isinstance(v, int) and not isinstance(v, bool) for v in (code, opaque, flag, version)
+    ):
+        raise RemoteProtocolError("header code/opaque/flag/version must be integers")
+    ext = h.get("extFields") or {}
+    if not isinstance(ext, dict):
+        raise RemoteProtocolError("extFields must be an object")
+    ext_fields: dict[str, str] = {}
+    for k, v in ext.items():
+        if v is None:
+            continue
+        if isinstance(v, bool):
+            v = "true" if v else "false"
+        elif not isinstance(v, str):
+            v = str(v)
+        ext_fields[k] = v
+    remark = h.get("remark")
+    if remark is not None and not isinstance(remark, str):
+        remark = str(remark)
+    language = h.get("language", "JAVA")
+    if not isinstance(language, str):
+        language = "OTHER"
+    return RemotingCommand(
+        code=code,
+        opaque=opaque,
+        flag=flag,
+        remark=remark,
+        ext_fields=ext_fields,
+        body=body,
+        language=language,
+        version=version,
+        serialize_type=SERIALIZE_JSON,
+    )
+
+
+def _decode_rocketmq_header(raw: bytes, body: bytes) -> RemotingCommand:
+    try:
+        code, lang, version, opaque, flag = struct.unpack_from(">hbhii", raw, 0)
+        pos = 13
+        (rlen,) = _I32.unpack_from(raw, pos)
+        pos += 4
+        if rlen < 0 or pos + rlen > len(raw):
+            raise RemoteProtocolError("remark length out of range")
+        remark = raw[pos : pos + rlen].decode() if rlen else None
+        pos += rlen
+        (elen,) = _I32.unpack_from(raw, pos)
+        pos += 4
+        if elen < 0 or pos + elen != len(raw):
+            raise RemoteProtocolError("extFields length does not match the header")
+        ext: dict[str, str] = {}
+        end = pos + elen
+        while pos < end:
+            (klen,) = struct.unpack_from(">h", raw, pos)
+            pos += 2
+            key = raw[pos : pos + klen].decode()
+            pos += klen
+            (vlen,) = _I32.unpack_from(raw, pos)
+            pos += 4
+            if klen < 0 or vlen < 0 or pos + vlen > end:
+                raise RemoteProtocolError("extFields entry out of range")
+            ext[key] = raw[pos : pos + vlen].decode()
+            pos += vlen
+    except (struct.error, UnicodeDecodeError) as e:
+        raise RemoteProtocolError(f"bad ROCKETMQ header: {e}") from None
+    try:
+        language = LanguageCode(lang).name
+    except ValueError:
+        language = "OTHER"
+    return RemotingCommand(
+        code=code,
+        opaque=opaque,
+        flag=flag,
+        remark=remark,
+        ext_fields=ext,
+        body=body,
+        language=language,
+        version=version,
+        serialize_type=SERIALIZE_ROCKETMQ,
+    )
+
+
+def decode_frame_payload(payload: bytes) -> RemotingCommand:
+    """Decode a frame without its leading total-length field."""
+    if len(payload) < 4:
+        raise RemoteProtocolError("frame shorter than its header-length field")
+    (hword,) = _I32.unpack_from(payload, 0)
+    stype = (hword >> 24) & 0xFF
+    hlen = hword & 0xFFFFFF
+    if 4 + hlen > len(payload):
+        raise RemoteProtocolError(f"header length {hlen} exceeds frame length {len(payload)}")
+    raw = payload[4 : 4 + hlen]
+    body = payload[4 + hlen :]
+    if stype == SERIALIZE_JSON:
+        return _decode_json_header(raw, body)
+    if stype == SERIALIZE_ROCKETMQ:
+        return _decode_rocketmq_header(raw, body)
+    raise RemoteProtocolError(f"unknown serialize type {stype}")
+
+
+class FrameDecoder:
+    """Incremental frame decoder: ``feed(bytes)``, then ``next_command()`` until None."""
+
+    def __init__(self, max_frame: int = DEFAULT_MAX_FRAME) -> None:
+        self._buf = bytearray()
+        self._pos = 0
+        self._max = max_frame
+        self._failed: RemoteProtocolError | None = None
+
+    def feed(self, data: bytes) -> None:
+        if self._failed is not None:
+            raise self._failed
+        self._buf += data
+
+    def next_command(self) -> RemotingCommand | None:
+        if self._failed is not None:
+            raise self._failed
+        buf = self._buf
+        avail = len(buf) - self._pos
+        if avail < 4:
+            self._compact()
+            return None
+        (total,) = _I32.unpack_from(buf, self._pos)
+        if total < 4 or total > self._max:
+            self._failed = RemoteProtocolError(f"frame length {total} outside 4..{self._max}")
+            raise self._failed
+        if avail < 4 + total:
+            self._compact()
+            return None
+        start = self._pos + 4
+        payload = bytes(buf[start : start + total])
+        self._pos = start + total
+        try:
+            return decode_frame_payload(payload)
+        except RemoteProtocolError as e:
+            self._failed = e
+            raise
+
+    @property
+    def buffered(self) -> int:
+        return len(self._buf) - self._pos
+
+    def _compact(self) -> None:
+        if self._pos:
+            del self._buf[: self._pos]
+            self._pos = 0

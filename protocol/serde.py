@@ -1,0 +1,161 @@
+"""The one cattrs converter: typed attrs values <-> extFields (all strings) and JSON bodies.
+
+Header classes name their attributes exactly like upstream's extField keys (camelCase), so
+conversion needs no rename tables. Required fields (no default) missing from a request give a
+`HeaderError` naming the field; an unparsable number names the field and the value.
+
+JSON bodies (routes, topic configs, heartbeat data...) are attrs classes too; `to_json` drops
+None fields, like fastjson, and `from_json` ignores unknown keys (newer clients add fields) and
+tolerates fastjson's unquoted integer map keys (``{0:"127.0.0.1:10911"}``).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any, TypeVar
+
+import attrs
+import cattrs
+from cattrs.errors import ClassValidationError, ForbiddenExtraKeysError
+
+T = TypeVar("T")
+
+
+class HeaderError(ValueError):
+    """A request header (extFields) or JSON body that does not fit its declared type."""
+
+
+def _int_hook(v: Any, _t: type) -> int:
+    if isinstance(v, bool):
+        return int(v)
+    if isinstance(v, int):
+        return v
+    if isinstance(v, str):
+        return int(v.strip())
+    if isinstance(v, float) and v.is_integer():
+        return int(v)
+    raise ValueError(f"not an integer: {v!r}")
+
+
+def _bool_hook(v: Any, _t: type) -> bool:
+    if isinstance(v, bool):
+        return v
+    if isinstance(v, str):
+        s = v.strip().lower()
+        if s in ("true", "1"):
+            return True
+        if s in ("false", "0", ""):
+            return False
+    if isinstance(v, int):
+        return bool(v)
+    raise ValueError(f"not a boolean: {v!r}")
+
+
+def _str_hook(v: Any, _t: type) -> str:
+    if isinstance(v, str):
+        return v
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, (int, float)):
+        return str(v)
+    raise ValueError(f"not a string: {v!r}")
+
+
+def _make_converter() -> cattrs.Converter:
+    c = cattrs.Converter(omit_if_default=False, forbid_extra_keys=False)
+    c.register_structure_hook(int, _int_hook)
+    c.register_structure_hook(bool, _bool_hook)
+    c.register_structure_hook(str, _str_hook)
+    return c
+
+
+converter = _make_converter()
+
+
+def _explain(exc: BaseException, cls: type) -> str:
+    """Turn cattrs' nested exception groups into one line a person can act on."""
+    if isinstance(exc, ClassValidationError):
+        msgs = []
+        for sub in exc.exceptions:
+            note = next(iter(getattr(sub, "__notes__", []) or []), "")
+            field = ""
+            m = re.search(r"attribute (\w+)", note)
+            if m:
+                field = m.group(1)
+            if isinstance(sub, KeyError):
+                msgs.append(f"missing required field '{field or sub.args[0]}'")
+            elif isinstance(sub, ClassValidationError):
+                msgs.append(f"{field}: {_explain(sub, cls)}")
+            else:
+                msgs.append(f"field '{field}': {sub}")
+        return "; ".join(msgs) or str(exc)
+    if isinstance(exc, ForbiddenExtraKeysError):
+        return f"unknown fields {sorted(exc.extra_fields)}"
+    return str(exc)
+
+
+def from_ext(cls: type[T], ext: dict[str, str]) -> T:
+    """Build a typed header from a request's extFields."""
+    try:
+        return converter.structure(ext, cls)
+    except (ClassValidationError, ValueError, TypeError, KeyError) as e:
+        raise HeaderError(f"{cls.__name__}: {_explain(e, cls)}") from None
+
+
+def to_ext(header: Any) -> dict[str, str]:
+    """extFields of a typed header: None omitted, booleans as true/false, all values strings."""
+    out: dict[str, str] = {}
+    for a in attrs.fields(type(header)):
+        v = getattr(header, a.name)
+        if v is None:
+            continue
+        if isinstance(v, bool):
+            out[a.name] = "true" if v else "false"
+        else:
+            out[a.name] = str(v)
+    return out
+
+
+def _drop_none(v: Any) -> Any:
+    if isinstance(v, dict):
+        return {k: _drop_none(x) for k, x in v.items() if x is not None}
+    if isinstance(v, list):
+        return [_drop_none(x) for x in v]
+    return v
+
+
+def to_plain(obj: Any) -> Any:
+    """Unstructure to JSON-ready dicts/lists, None fields dropped."""
+    return _drop_none(converter.unstructure(obj))
+
+
+def to_json(obj: Any) -> bytes:
+    return json.dumps(to_plain(obj), separators=(",", ":"), ensure_ascii=False).encode()
+
+
+_UNQUOTED_INT_KEY = re.compile(r"([{,])\s*(-?\d+)\s*:")
+
+
+def loads_lenient(data: bytes | str) -> Any:
+    """json.loads that also accepts fastjson's unquoted integer keys."""
+    text = data.decode() if isinstance(data, (bytes, bytearray)) else data
+    try:
+        return json.loads(text)
+    except ValueError:
+        return json.loads(_UNQUOTED_INT_KEY.sub(r'\1"\2":', text))
+
+
+def from_json(cls: type[T], data: bytes | str) -> T:
+    try:
+        plain = loads_lenient(data)
+    except (ValueError, UnicodeDecodeError) as e:
+        raise HeaderError(f"{cls.__name__}: body is not valid JSON: {e}") from None
+    return from_plain(cls, plain)
+
+
+def from_plain(cls: type[T], plain: Any) -> T:
+    try:
+        return converter.structure(plain, cls)
+    except (ClassValidationError, ValueError, TypeError, KeyError) as e:
+        raise HeaderError(f"{cls.__name__}: {_explain(e, cls)}") from None

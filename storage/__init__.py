@@ -1,0 +1,1 @@
+"""rocketrio storage package."""
