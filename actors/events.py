@@ -24,6 +24,7 @@ FLUSH_SLOW = "flush_slow"  # duration_ms
 BROKER_REGISTERED = "broker_registered"  # cluster, broker, broker_id, addr
 BROKER_UNREGISTERED = "broker_unregistered"  # broker, broker_id, addr, reason
 BROKER_EXPIRED = "broker_expired"  # broker, addr, silent_ms (heartbeat timeout)
+MIN_BROKER_ID_CHANGED = "min_broker_id_changed"  # broker, min_broker_id, min_broker_addr, notify
 
 # messaging
 TOPIC_UPDATED = "topic_updated"  # topic, read_queues, write_queues, perm

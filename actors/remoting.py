@@ -22,6 +22,7 @@ from typing import Any
 
 import structlog
 import trio
+
 from rocketrio.actors.runtime import AskTimeout, Reply
 from rocketrio.actors.transport import Transport
 from rocketrio.protocol.codes import (

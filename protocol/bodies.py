@@ -251,3 +251,29 @@ class ConsumerConnection:
 @attrs.define(slots=True)
 class BrokerRuntimeInfo:
     table: dict[str, str] = attrs.field(factory=dict)
+
+
+# --- broker config files (appended by the broker helper) -------------------------------------
+
+
+@attrs.define(slots=True)
+class ConsumerOffsetSerializeWrapper:
+    """consumerOffset.json and GET_ALL_CONSUMER_OFFSET: ``topic@group -> {queueId: offset}``."""
+
+    offsetTable: dict[str, dict[int, int]] = attrs.field(factory=dict)
+    dataVersion: DataVersion = attrs.field(factory=DataVersion)
+
+
+@attrs.define(slots=True)
+class SubscriptionGroupWrapper:
+    """subscriptionGroup.json and GET_ALL_SUBSCRIPTIONGROUP_CONFIG."""
+
+    subscriptionGroupTable: dict[str, SubscriptionGroupConfig] = attrs.field(factory=dict)
+    dataVersion: DataVersion = attrs.field(factory=DataVersion)
+
+
+@attrs.define(slots=True)
+class KVConfigSerializeWrapper:
+    """The NameServer's kvConfig.json: namespace -> key -> value (upstream's file layout)."""
+
+    configTable: dict[str, dict[str, str]] = attrs.field(factory=dict)

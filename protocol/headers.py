@@ -373,3 +373,82 @@ class WipeWritePermOfBrokerRequestHeader:
 @attrs.define(slots=True)
 class WipeWritePermOfBrokerResponseHeader:
     wipeTopicCount: int
+
+
+# --- broker admin (appended by the broker helper) --------------------------------------------
+
+
+@attrs.define(slots=True)
+class DeleteSubscriptionGroupRequestHeader:
+    groupName: str
+    cleanOffset: bool = False
+
+
+@attrs.define(slots=True)
+class GetSubscriptionGroupConfigRequestHeader:
+    group: str
+
+
+@attrs.define(slots=True)
+class GetBrokerConfigResponseHeader:
+    version: str | None = None
+
+
+# --- namesrv: kv config, topic registration, write perm, min broker id (helper-namesrv) -------
+
+
+@attrs.define(slots=True)
+class PutKVConfigRequestHeader:
+    namespace: str
+    key: str
+    value: str
+
+
+@attrs.define(slots=True)
+class GetKVConfigRequestHeader:
+    namespace: str
+    key: str
+
+
+@attrs.define(slots=True)
+class GetKVConfigResponseHeader:
+    value: str | None = None
+
+
+@attrs.define(slots=True)
+class DeleteKVConfigRequestHeader:
+    namespace: str
+    key: str
+
+
+@attrs.define(slots=True)
+class GetKVListByNamespaceRequestHeader:
+    namespace: str
+
+
+@attrs.define(slots=True)
+class RegisterTopicRequestHeader:
+    """REGISTER_TOPIC_IN_NAMESRV; the body is a TopicRouteData whose queueDatas are taken."""
+
+    topic: str
+
+
+@attrs.define(slots=True)
+class AddWritePermOfBrokerRequestHeader:
+    brokerName: str
+
+
+@attrs.define(slots=True)
+class AddWritePermOfBrokerResponseHeader:
+    addTopicCount: int
+
+
+@attrs.define(slots=True)
+class NotifyMinBrokerIdChangeRequestHeader:
+    """NOTIFY_MIN_BROKER_ID_CHANGE (905), NameServer -> broker, oneway; every field nullable."""
+
+    minBrokerId: int | None = None
+    brokerName: str | None = None
+    minBrokerAddr: str | None = None
+    offlineBrokerAddr: str | None = None
+    haBrokerAddr: str | None = None

@@ -114,6 +114,7 @@ class HeartBeatRequest:
     leader_id: str
     term: int
     round: int
+    commit_index: int = 0  # ours: min(member's match, leader commit), so idle members apply
 
 
 @attrs.frozen(slots=True)
@@ -201,7 +202,7 @@ _COUNT = struct.Struct("!I")
 # fixed-size part of each message, after the tag byte
 _VOTE_REQ = struct.Struct("!QQQQ")
 _VOTE_RESP = struct.Struct("!QQB")
-_HB_REQ = struct.Struct("!QQ")
+_HB_REQ = struct.Struct("!QQQ")
 _HB_RESP = struct.Struct("!QQh")
 _APPEND_REQ = struct.Struct("!QQQQ")
 _APPEND_RESP = struct.Struct("!QhQQ")
@@ -297,7 +298,7 @@ def encode_message(msg: RaftMessage) -> bytes:
             fixed = _VOTE_RESP.pack(msg.term, msg.round, msg.result)
             return b"".join((_TAG.pack(_T_VOTE_RESP), fixed, _pack_ids(msg.from_id, msg.to_id)))
         case HeartBeatRequest():
-            fixed = _HB_REQ.pack(msg.term, msg.round)
+            fixed = _HB_REQ.pack(msg.term, msg.round, msg.commit_index)
             ids = _pack_ids(msg.from_id, msg.to_id, msg.leader_id)
             return b"".join((_TAG.pack(_T_HB_REQ), fixed, ids))
         case HeartBeatResponse():
@@ -344,9 +345,9 @@ def _decode_body(tag: int, buf: bytes | memoryview) -> tuple[RaftMessage, int]:
         (f, t), off = _unpack_ids(buf, 1 + _VOTE_RESP.size, 2)
         return VoteResponse(f, t, term, rnd, _enum(VoteResult, result)), off
     if tag == _T_HB_REQ:
-        term, rnd = _fixed(buf, _HB_REQ)
+        term, rnd, commit = _fixed(buf, _HB_REQ)
         (f, t, leader), off = _unpack_ids(buf, 1 + _HB_REQ.size, 3)
-        return HeartBeatRequest(f, t, leader, term, rnd), off
+        return HeartBeatRequest(f, t, leader, term, rnd, commit), off
     if tag == _T_HB_RESP:
         term, rnd, code = _fixed(buf, _HB_RESP)
         (f, t), off = _unpack_ids(buf, 1 + _HB_RESP.size, 2)

@@ -16,6 +16,7 @@ import struct
 from typing import Any
 
 import attrs
+
 from rocketrio.protocol.codes import (
     CURRENT_VERSION,
     RPC_ONEWAY,

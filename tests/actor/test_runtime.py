@@ -7,6 +7,7 @@ import itertools
 import attrs
 import pytest
 import trio
+
 from rocketrio.actors.remoting import RemotingClient, RemotingError, RemotingServer, RequestContext
 from rocketrio.actors.runtime import Actor, AskTimeout, Reply, every, supervise
 from rocketrio.actors.transport import SimNetwork, TcpTransport

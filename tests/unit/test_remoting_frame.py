@@ -8,6 +8,7 @@ import struct
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+
 from rocketrio.protocol.codes import SERIALIZE_JSON, SERIALIZE_ROCKETMQ
 from rocketrio.protocol.headers import PullMessageRequestHeader, SendMessageRequestHeaderV2
 from rocketrio.protocol.remoting import (

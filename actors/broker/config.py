@@ -1,0 +1,92 @@
+"""Broker configuration: upstream BrokerConfig + MessageStoreConfig keys and defaults.
+
+One flat class, like upstream's broker.conf which mixes both. Key names are upstream's, so an
+existing broker.conf reads unchanged (keys we do not implement are rejected, naming the key).
+"""
+
+from __future__ import annotations
+
+import enum
+import os
+
+import attrs
+
+from rocketrio.protocol.config import non_negative, positive
+
+
+class BrokerRole(enum.Enum):
+    ASYNC_MASTER = "ASYNC_MASTER"
+    SYNC_MASTER = "SYNC_MASTER"
+    SLAVE = "SLAVE"
+
+
+class FlushDiskType(enum.Enum):
+    ASYNC_FLUSH = "ASYNC_FLUSH"
+    SYNC_FLUSH = "SYNC_FLUSH"
+
+
+@attrs.define
+class BrokerConfig:
+    # identity
+    brokerClusterName: str = "DefaultCluster"
+    brokerName: str = "broker-a"
+    brokerId: int = attrs.field(default=0, validator=non_negative)
+    brokerIP1: str = "127.0.0.1"
+    listenPort: int = attrs.field(default=10911, validator=positive)
+    namesrvAddr: str = ""
+    rocketmqHome: str = "."
+    storePathRootDir: str = attrs.field(factory=lambda: os.path.join(".", "store"))
+    logDir: str = "logs"
+    brokerRole: BrokerRole = BrokerRole.ASYNC_MASTER
+    # topics
+    autoCreateTopicEnable: bool = True
+    autoCreateSubscriptionGroup: bool = True
+    defaultTopicQueueNums: int = attrs.field(default=8, validator=positive)
+    brokerPermission: int = 6
+    # name server registration / heartbeat
+    registerNameServerPeriod: int = attrs.field(default=30_000, validator=positive)
+    brokerHeartbeatInterval: int = attrs.field(default=1000, validator=positive)
+    brokerNotActiveTimeoutMillis: int = attrs.field(default=10_000, validator=positive)
+    sendHeartbeatTimeoutMillis: int = attrs.field(default=1000, validator=positive)
+    registerBrokerTimeoutMills: int = attrs.field(default=24_000, validator=positive)
+    enableSlaveActingMaster: bool = False
+    # pull / long polling
+    longPollingEnable: bool = True
+    shortPollingTimeMills: int = attrs.field(default=1000, validator=positive)
+    maxPullMsgNums: int = attrs.field(default=32 * 1024, validator=positive)
+    # per pull response (MessageStoreConfig; upstream's "in memory" limits)
+    maxTransferCountOnMessageInMemory: int = attrs.field(default=32, validator=positive)
+    maxTransferBytesOnMessageInMemory: int = attrs.field(default=256 * 1024, validator=positive)
+    # consumer offsets / retries
+    flushConsumerOffsetInterval: int = attrs.field(default=5000, validator=positive)
+    maxReconsumeTimes: int = attrs.field(default=16, validator=non_negative)
+    # store (MessageStoreConfig keys)
+    flushDiskType: FlushDiskType = FlushDiskType.ASYNC_FLUSH
+    syncFlushTimeout: int = attrs.field(default=5000, validator=positive)
+    flushIntervalCommitLog: int = attrs.field(default=500, validator=positive)
+    mappedFileSizeCommitLog: int = attrs.field(default=1024 * 1024 * 1024, validator=positive)
+    mappedFileSizeConsumeQueue: int = attrs.field(default=300_000 * 20, validator=positive)
+    maxMessageSize: int = attrs.field(default=4 * 1024 * 1024, validator=positive)
+    fileReservedTime: int = attrs.field(default=72, validator=positive)
+    messageIndexEnable: bool = True
+    messageDelayLevel: str = "1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h"
+    # controller mode (issue 3)
+    enableControllerMode: bool = False
+    controllerAddr: str = ""
+    fetchControllerAddrByDnsLookup: bool = False
+    controllerHeartBeatTimeoutMills: int = attrs.field(default=10_000, validator=positive)
+    syncBrokerMetadataPeriod: int = attrs.field(default=5000, validator=positive)
+    checkSyncStateSetPeriod: int = attrs.field(default=5000, validator=positive)
+    syncControllerMetadataPeriod: int = attrs.field(default=10_000, validator=positive)
+    brokerElectionPriority: int = 2**31 - 1
+    storePathBrokerIdentity: str = ""
+    # HA (issue 4); listed so configs of the deployment guide load
+    haListenPort: int = attrs.field(default=10912, validator=positive)
+
+    @property
+    def broker_addr(self) -> str:
+        return f"{self.brokerIP1}:{self.listenPort}"
+
+    @property
+    def namesrv_addrs(self) -> list[str]:
+        return [a.strip() for a in self.namesrvAddr.split(";") if a.strip()]

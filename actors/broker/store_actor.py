@@ -1,0 +1,244 @@
+"""The store actor: the one writer of the MessageStore, with group commit.
+
+Puts arrive as `PutMessages` carrying a callback. Each turn the actor drains its inbox (up to
+`MAX_DRAIN` messages), calls ``put_messages`` ONCE for every put of the turn, and then:
+
+- ASYNC_FLUSH: answers every put at once.
+- SYNC_FLUSH: fsyncs the CommitLog ONCE in a worker thread and only then answers every put of
+  the turn. Puts that arrive during that fsync wait in the inbox and form the next turn's
+  batch: this is the group commit that keeps SYNC_FLUSH within a small factor of ASYNC_FLUSH.
+
+In both modes `run` keeps a task that fully flushes (CommitLog, ConsumeQueues, index and the
+dispatch checkpoint) every flush interval in a worker thread, concurrently with later appends
+(the store's threading contract allows a flush beside appends and reads, not beside another
+flush, so flushes take `_flush_lock`).
+
+A put is answered only after its bytes are written (and, with SYNC_FLUSH, fsynced). A flush
+that took longer than syncFlushTimeout is answered FLUSH_DISK_TIMEOUT (the message is stored;
+upstream does the same). A failing fsync answers SYSTEM_ERROR and crashes the actor, because
+after a failed fsync the page cache state is unknown (the process must restart and recover).
+
+Readers (pull, admin queries) call the store directly from the Trio thread: they never run
+concurrently with an append because Trio runs one task at a time; only flushes run in
+threads. Mutations other than puts (delete topic ...) go through `call`, which also waits for
+any running flush, since the store forbids flush beside truncation or deletion.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar
+
+import attrs
+import trio
+from rocketrio.actors import events
+from rocketrio.actors.runtime import Actor, Reply
+from rocketrio.protocol.codes import ResponseCode
+from rocketrio.storage.message_store import MessageStore, MessageToStore, PutResult
+
+T = TypeVar("T")
+
+MAX_DRAIN = 2048
+
+# on_done(results, code, remark): results is empty unless code is SUCCESS/FLUSH_DISK_TIMEOUT
+PutCallback = Callable[[list[PutResult], int, str | None], None]
+# arrived(topic, queue_id, new max offset): called after every successful put
+ArrivalListener = Callable[[str, int, int], None]
+# runs a blocking function off the Trio thread (trio.to_thread.run_sync; tests may inject one)
+RunBlocking = Callable[[Callable[[], Any]], Awaitable[Any]]
+
+
+@attrs.frozen
+class PutMessages:
+    messages: list[MessageToStore]
+    on_done: PutCallback
+
+
+@attrs.frozen
+class StoreCall:
+    """Run ``fn(store)`` between puts and never beside a flush; the result goes to reply."""
+
+    fn: Callable[[MessageStore], Any]
+    reply: Reply[Any]
+
+
+StoreMsg = PutMessages | StoreCall
+
+
+class StoreActor(Actor[StoreMsg]):
+    inbox_capacity = 4096
+
+    def __init__(
+        self,
+        store: MessageStore,
+        *,
+        sync_flush: bool,
+        flush_interval_ms: int,
+        sync_flush_timeout_ms: int,
+        now_ms: Callable[[], int],
+        on_arrival: ArrivalListener | None = None,
+        on_put: Callable[[int, int], None] | None = None,
+        run_blocking: RunBlocking = trio.to_thread.run_sync,
+    ) -> None:
+        super().__init__("store")
+        self.store = store
+        self.sync_flush = sync_flush
+        self.flush_interval_s = flush_interval_ms / 1000
+        self.sync_flush_timeout_s = sync_flush_timeout_ms / 1000
+        self.now_ms = now_ms
+        self.on_arrival = on_arrival
+        self.on_put = on_put
+        self.run_blocking = run_blocking
+        self._flush_lock = trio.Lock()
+        self.flush_count = 0  # every flush, periodic or group commit
+        self.sync_flush_count = 0  # group-commit flushes only (SYNC_FLUSH)
+        self.put_turns = 0
+
+    # -- entry points for other tasks
+    def put_nowait(self, messages: list[MessageToStore], on_done: PutCallback) -> None:
+        """Enqueue a put; raises trio.WouldBlock when the inbox is full (caller awaits `put`)."""
+        self.tell_nowait(PutMessages(messages, on_done))
+
+    async def put(self, messages: list[MessageToStore], on_done: PutCallback) -> None:
+        await self.tell(PutMessages(messages, on_done))
+
+    async def call(self, fn: Callable[[MessageStore], T], timeout: float = 30.0) -> T:
+        return await self.ask(lambda r: StoreCall(fn, r), timeout)
+
+    async def flush(self) -> None:
+        """Full flush now (serialized with other flushes): periodic task and shutdown."""
+        async with self._flush_lock:
+            await self._flush_in_thread(self.store.flush)
+
+    # -- the actor
+    async def run(self, *, task_status: trio.TaskStatus[Any] = trio.TASK_STATUS_IGNORED) -> None:
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(self._flush_periodically)
+            task_status.started(self)
+            await self.serve_inbox()
+            nursery.cancel_scope.cancel()
+
+    async def serve_inbox(self) -> None:
+        recv = self._recv
+        async with recv:
+            while True:
+                try:
+                    first = await recv.receive()
+                except trio.EndOfChannel:
+                    return
+                batch = [first]
+                while len(batch) < MAX_DRAIN:
+                    try:
+                        batch.append(recv.receive_nowait())
+                    except (trio.WouldBlock, trio.EndOfChannel):
+                        break
+                await self._turn(batch)
+
+    async def handle(self, msg: StoreMsg) -> None:
+        await self._turn([msg])
+
+    async def _turn(self, batch: list[StoreMsg]) -> None:
+        puts: list[PutMessages] = []
+        for msg in batch:
+            if isinstance(msg, PutMessages):
+                puts.append(msg)
+                continue
+            # keep order: puts queued before a call are committed before it runs
+            if puts:
+                await self._commit(puts)
+                puts = []
+            await self._run_call(msg)
+        if puts:
+            await self._commit(puts)
+
+    async def _run_call(self, msg: StoreCall) -> None:
+        async with self._flush_lock:
+            try:
+                msg.reply.set(msg.fn(self.store))
+            except Exception as e:
+                msg.reply.fail(e)
+
+    async def _commit(self, puts: list[PutMessages]) -> None:
+        self.put_turns += 1
+        done = self._append(puts)
+        if not done:
+            return
+        code, remark = ResponseCode.SUCCESS, None
+        if self.sync_flush:
+            code, remark = await self._sync_flush(done)
+        for put, results in done:
+            put.on_done(results, code, remark)
+
+    def _append(self, puts: list[PutMessages]) -> list[tuple[PutMessages, list[PutResult]]]:
+        """put_messages once for the whole turn. If that fails, the store wrote nothing (it
+        validates before writing and undoes a partial append), so the turn is retried put by
+        put and only the faulty request is answered with an error."""
+        msgs = puts[0].messages if len(puts) == 1 else [m for p in puts for m in p.messages]
+        try:
+            results = self.store.put_messages(msgs, self.now_ms())
+        except Exception as e:
+            if len(puts) == 1:
+                self._answer_error(puts[0], e)
+                return []
+            out: list[tuple[PutMessages, list[PutResult]]] = []
+            for put in puts:
+                out.extend(self._append([put]))
+            return out
+        self._after_put(msgs, results)
+        out = []
+        i = 0
+        for put in puts:
+            n = len(put.messages)
+            out.append((put, results[i : i + n]))
+            i += n
+        return out
+
+    def _answer_error(self, put: PutMessages, exc: Exception) -> None:
+        if isinstance(exc, ValueError):
+            # MessageTooLarge and fields out of range: the request's fault, not the store's
+            put.on_done([], ResponseCode.MESSAGE_ILLEGAL, f"the message is illegal: {exc}")
+            return
+        self.log.error("put_failed", topic=put.messages[0].topic, exc_info=exc)
+        put.on_done([], ResponseCode.SYSTEM_ERROR, f"store put failed: {type(exc).__name__}: {exc}")
+
+    def _after_put(self, msgs: list[MessageToStore], results: list[PutResult]) -> None:
+        if self.on_put is not None:
+            self.on_put(len(results), sum(r.size for r in results))
+        if self.on_arrival is None:
+            return
+        grown: dict[tuple[str, int], int] = {}
+        for m, r in zip(msgs, results, strict=True):
+            grown[(m.topic, m.queue_id)] = r.queue_offset
+        for (topic, queue_id), last in grown.items():
+            self.on_arrival(topic, queue_id, last + 1)
+
+    async def _sync_flush(
+        self, done: list[tuple[PutMessages, list[PutResult]]]
+    ) -> tuple[int, str | None]:
+        started = trio.current_time()
+        try:
+            async with self._flush_lock:
+                await self._flush_in_thread(self.store.flush_commitlog)
+                self.sync_flush_count += 1
+        except OSError as e:
+            remark = f"flush to disk failed, data durability unknown: {e}"
+            for put, _ in done:
+                put.on_done([], ResponseCode.SYSTEM_ERROR, remark)
+            raise
+        took = trio.current_time() - started
+        if took > self.sync_flush_timeout_s:
+            return ResponseCode.FLUSH_DISK_TIMEOUT, f"flush took {took * 1000:.0f} ms"
+        return ResponseCode.SUCCESS, None
+
+    async def _flush_in_thread(self, flush: Callable[[], int]) -> None:
+        started = trio.current_time()
+        await self.run_blocking(flush)
+        self.flush_count += 1
+        took_ms = (trio.current_time() - started) * 1000
+        if took_ms > 1000:
+            self.log.warning(events.FLUSH_SLOW, duration_ms=round(took_ms))
+
+    async def _flush_periodically(self) -> None:
+        while True:
+            await trio.sleep(self.flush_interval_s)
+            await self.flush()

@@ -1,0 +1,33 @@
+"""Client-side exceptions: what a caller of the producer, consumers or admin API can catch.
+
+`MQClientError` is the base. A broker or name server that answered with a failure code gives
+`MQBrokerError` carrying the upstream response code and remark; network failures stay
+`rocketrio.actors.remoting.RemotingError` (connect failure, closed connection, timeout).
+"""
+
+from __future__ import annotations
+
+from rocketrio.protocol.codes import response_name
+
+
+class MQClientError(Exception):
+    """A client-side failure: bad argument, no route, client not started."""
+
+
+class MQBrokerError(MQClientError):
+    """A server answered a request with a failure response code."""
+
+    def __init__(self, code: int, remark: str | None, addr: str = "") -> None:
+        self.code = code
+        self.remark = remark or ""
+        self.addr = addr
+        where = f" from {addr}" if addr else ""
+        super().__init__(f"{response_name(code)} ({code}){where}: {self.remark}")
+
+
+class TopicRouteNotFound(MQClientError):
+    """No name server knows a route for the topic."""
+
+    def __init__(self, topic: str, detail: str = "") -> None:
+        self.topic = topic
+        super().__init__(f"no route for topic {topic}" + (f": {detail}" if detail else ""))

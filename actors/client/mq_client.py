@@ -1,0 +1,268 @@
+"""The client core shared by the producers and consumers of one `MQClientInstance`
+(upstream MQClientInstance).
+
+It owns the `RemotingClient` (one connection per broker / name server), the topic route cache
+(refreshed every ``pollNameServerInterval`` and on demand), the broker-name -> addresses table
+built from the routes, and the heartbeats: every ``heartbeatBrokerInterval`` and at once when a
+producer or consumer registers, a HeartbeatData naming every group of this client goes to every
+broker (masters only when there are no consumers). Server pushes arrive at its processor:
+NOTIFY_CONSUMER_IDS_CHANGED makes the named consumer group rebalance now.
+
+Client id: ``<ip>@<instanceName>``; the default instance name ``<pid>#<n>`` is unique per
+instance in the process, so two consumers of one group in one process are two members.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import socket
+from collections.abc import Callable
+from typing import Any, Protocol
+
+import structlog
+import trio
+from rocketrio.actors.client.api import MQClientAPI
+from rocketrio.actors.client.config import MASTER_ID, ClientConfig
+from rocketrio.actors.client.errors import MQClientError, TopicRouteNotFound
+from rocketrio.actors.remoting import RemotingClient, RemotingError, RequestContext
+from rocketrio.actors.runtime import every
+from rocketrio.actors.transport import TcpTransport, Transport
+from rocketrio.protocol.bodies import ConsumerData, HeartbeatData, ProducerData, TopicRouteData
+from rocketrio.protocol.codes import RequestCode, ResponseCode, request_name
+from rocketrio.protocol.headers import NotifyConsumerIdsChangedRequestHeader
+from rocketrio.protocol.remoting import RemotingCommand
+from rocketrio.protocol.serde import HeaderError, from_ext
+
+log = structlog.get_logger("client")
+
+_instance_seq = itertools.count()
+
+
+class ConsumerInner(Protocol):
+    """What the client core needs from a consumer (upstream MQConsumerInner)."""
+
+    group: str
+
+    def consumer_data(self) -> ConsumerData: ...
+
+    def subscribed_topics(self) -> set[str]: ...
+
+    def request_rebalance(self) -> None: ...
+
+
+def local_ip() -> str:
+    """This host's outgoing IPv4 address (no packet is sent), 127.0.0.1 if there is none."""
+    try:
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+            s.connect(("10.255.255.255", 1))
+            return str(s.getsockname()[0])
+    except OSError:
+        return "127.0.0.1"
+
+
+RouteListener = Callable[[str, TopicRouteData], None]
+
+
+class MQClientInstance:
+    """Use as ``async with MQClientInstance(...) as client:``; producers and consumers do this
+    for you unless they are handed a running instance."""
+
+    def __init__(
+        self,
+        namesrv_addr: str | list[str],
+        *,
+        transport: Transport | None = None,
+        config: ClientConfig | None = None,
+    ) -> None:
+        addrs = namesrv_addr if isinstance(namesrv_addr, list) else namesrv_addr.split(";")
+        self.config = config or ClientConfig()
+        self.config.namesrvAddr = ";".join(a.strip() for a in addrs if a.strip())
+        ip = self.config.clientIP or local_ip()
+        instance = self.config.instanceName or f"{os.getpid()}#{next(_instance_seq)}"
+        self.client_ip = ip
+        self.client_id = f"{ip}@{instance}"
+        self.transport = transport or TcpTransport()
+        self.remoting = RemotingClient(self.transport, processor=self._process)
+        self.api = MQClientAPI(
+            self.remoting, self.config.namesrv_addrs, self.config.mqClientApiTimeout / 1000
+        )
+        self.routes: dict[str, TopicRouteData] = {}
+        self.broker_addrs: dict[str, dict[int, str]] = {}
+        self.producer_groups: set[str] = set()
+        self.consumers: dict[str, ConsumerInner] = {}
+        self.route_listeners: list[RouteListener] = []
+        self._watched: set[str] = set()
+        self._nursery: trio.Nursery | None = None
+        self._nursery_cm: Any = None
+        self.log = log.bind(client_id=self.client_id)
+
+    # -- lifecycle
+    async def __aenter__(self) -> MQClientInstance:
+        await self.remoting.__aenter__()
+        try:
+            self._nursery_cm = trio.open_nursery()
+            self._nursery = await self._nursery_cm.__aenter__()
+        except BaseException:
+            await self.remoting.__aexit__(None, None, None)
+            raise
+        poll_s = self.config.pollNameServerInterval / 1000
+        hb_s = self.config.heartbeatBrokerInterval / 1000
+        self._nursery.start_soon(every, poll_s, self._poll_routes)
+        self._nursery.start_soon(every, hb_s, self.send_heartbeat_to_all)
+        return self
+
+    async def __aexit__(self, *exc: Any) -> None:
+        # The body's exception is not passed into our nurseries: it propagates unchanged
+        # (not wrapped in an ExceptionGroup) once the background tasks are cancelled.
+        assert self._nursery is not None and self._nursery_cm is not None
+        try:
+            with trio.CancelScope(shield=True), trio.move_on_after(self.api.timeout_s):
+                await self._unregister_all()
+        finally:
+            self._nursery.cancel_scope.cancel()
+            try:
+                await self._nursery_cm.__aexit__(None, None, None)
+            finally:
+                self._nursery = None
+                await self.remoting.__aexit__(None, None, None)
+
+    @property
+    def nursery(self) -> trio.Nursery:
+        if self._nursery is None:
+            raise MQClientError("client is not started: use it as an async context manager")
+        return self._nursery
+
+    # -- registration
+    async def register_producer(self, group: str) -> None:
+        self.producer_groups.add(group)
+        await self.send_heartbeat_to_all()
+
+    async def unregister_producer(self, group: str) -> None:
+        if group in self.producer_groups:
+            self.producer_groups.discard(group)
+            await self._unregister_on_brokers(group, None)
+
+    async def register_consumer(self, consumer: ConsumerInner) -> None:
+        if consumer.group in self.consumers:
+            raise MQClientError(
+                f"consumer group {consumer.group} is already registered in client {self.client_id}"
+            )
+        self.consumers[consumer.group] = consumer
+        for topic in consumer.subscribed_topics():
+            self.watch_topic(topic)
+            await self.update_route(topic)
+        await self.send_heartbeat_to_all()
+
+    async def unregister_consumer(self, group: str) -> None:
+        if self.consumers.pop(group, None) is not None:
+            await self._unregister_on_brokers(None, group)
+
+    async def _unregister_all(self) -> None:
+        for g in list(self.producer_groups):
+            await self.unregister_producer(g)
+        for g in list(self.consumers):
+            await self.unregister_consumer(g)
+
+    async def _unregister_on_brokers(self, producer: str | None, consumer: str | None) -> None:
+        for addr in self.all_broker_addrs():
+            try:
+                await self.api.unregister_client(addr, self.client_id, producer, consumer)
+            except (RemotingError, MQClientError) as e:
+                self.log.warning("unregister_client_failed", broker=addr, error=str(e))
+
+    # -- routes
+    def watch_topic(self, topic: str) -> None:
+        """Keep this topic's route fresh (polled every pollNameServerInterval)."""
+        self._watched.add(topic)
+
+    async def update_route(self, topic: str) -> TopicRouteData | None:
+        """Fetch the topic's route now; None when no name server knows the topic."""
+        try:
+            route = await self.api.get_route(topic)
+        except TopicRouteNotFound:
+            return None
+        old = self.routes.get(topic)
+        self.routes[topic] = route
+        for bd in route.brokerDatas:
+            self.broker_addrs[bd.brokerName] = dict(bd.brokerAddrs)
+        if old != route:
+            for listener in self.route_listeners:
+                listener(topic, route)
+        return route
+
+    async def _poll_routes(self) -> None:
+        topics = set(self._watched)
+        for c in self.consumers.values():
+            topics |= c.subscribed_topics()
+        for topic in sorted(topics):
+            try:
+                await self.update_route(topic)
+            except (RemotingError, MQClientError, HeaderError) as e:
+                self.log.warning("route_update_failed", topic=topic, error=str(e))
+
+    def find_broker_addr(
+        self, broker_name: str, broker_id: int = MASTER_ID, *, only_this: bool = False
+    ) -> str | None:
+        """Address of ``broker_id`` in the group; with only_this=False any replica if that one
+        is unknown (consumers may read from a slave while the master is down)."""
+        addrs = self.broker_addrs.get(broker_name)
+        if not addrs:
+            return None
+        addr = addrs.get(broker_id)
+        if addr is not None or only_this:
+            return addr
+        if MASTER_ID in addrs:
+            return addrs[MASTER_ID]
+        return addrs[min(addrs)]
+
+    def find_master_addr(self, broker_name: str) -> str | None:
+        return self.find_broker_addr(broker_name, MASTER_ID, only_this=True)
+
+    async def find_master_addr_refreshing(self, broker_name: str, topic: str) -> str | None:
+        addr = self.find_master_addr(broker_name)
+        if addr is None:
+            await self.update_route(topic)
+            addr = self.find_master_addr(broker_name)
+        return addr
+
+    def all_broker_addrs(self, masters_only: bool = False) -> list[str]:
+        out: list[str] = []
+        for addrs in self.broker_addrs.values():
+            for bid, addr in sorted(addrs.items()):
+                if (not masters_only or bid == MASTER_ID) and addr not in out:
+                    out.append(addr)
+        return out
+
+    # -- heartbeats
+    def heartbeat_data(self) -> HeartbeatData:
+        return HeartbeatData(
+            clientID=self.client_id,
+            producerDataSet=[ProducerData(g) for g in sorted(self.producer_groups)],
+            consumerDataSet=[c.consumer_data() for c in self.consumers.values()],
+        )
+
+    async def send_heartbeat_to_all(self) -> None:
+        if not self.producer_groups and not self.consumers:
+            return
+        data = self.heartbeat_data()
+        for addr in self.all_broker_addrs(masters_only=not self.consumers):
+            try:
+                await self.api.send_heartbeat(addr, data)
+            except (RemotingError, MQClientError) as e:
+                self.log.warning("heartbeat_failed", broker=addr, error=str(e))
+
+    # -- server pushes
+    async def _process(self, ctx: RequestContext) -> RemotingCommand | None:
+        cmd = ctx.cmd
+        if cmd.code == RequestCode.NOTIFY_CONSUMER_IDS_CHANGED:
+            header = from_ext(NotifyConsumerIdsChangedRequestHeader, cmd.ext_fields)
+            consumer = self.consumers.get(header.consumerGroup)
+            if consumer is not None:
+                self.log.info("consumer_ids_changed", group=header.consumerGroup)
+                consumer.request_rebalance()
+            return cmd.make_response(ResponseCode.SUCCESS)
+        return cmd.make_response(
+            ResponseCode.REQUEST_CODE_NOT_SUPPORTED,
+            f"client {self.client_id} does not serve {request_name(cmd.code)}",
+        )

@@ -1,0 +1,497 @@
+"""The producer (upstream DefaultMQProducer): single, batch, async, oneway and ordered sends.
+
+``async with Producer(group, "127.0.0.1:9876") as p: await p.send(Message(...))``.
+
+A send picks a writable master queue round robin (`TopicPublishInfo`), stamps a UNIQ_KEY,
+and sends SEND_MESSAGE_V2 (310). On a failure that another broker may not have (no answer,
+SYSTEM_ERROR, SYSTEM_BUSY, SERVICE_NOT_AVAILABLE, TOPIC_NOT_EXIST, NO_PERMISSION) it refreshes
+the route, avoids that broker for ``notAvailableDuration`` and retries up to ``retries`` times
+on another broker, all within ``send_timeout``. Ordered sends (a queue selector) and oneway
+sends are one attempt, like upstream: a retry on another queue would break the order.
+
+``send_batch`` sends SEND_BATCH_MESSAGE (320) bodies of at most ``maxMessageSize`` bytes.
+``send_async`` returns a `SendFuture` at once (after waiting for a free slot when
+``maxInFlight`` sends are outstanding), so hundreds of sends share one connection; each runs as
+a task in the producer's nursery, and leaving the ``async with`` waits for them to finish.
+"""
+
+from __future__ import annotations
+
+import random
+import re
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import structlog
+import trio
+from rocketrio.actors.client.config import (
+    ClientConfig,
+    ProducerConfig,
+)
+from rocketrio.actors.client.errors import MQBrokerError, MQClientError
+from rocketrio.actors.client.message import (
+    Message,
+    SendResult,
+    SendStatus,
+    UniqIdGenerator,
+)
+from rocketrio.actors.client.mq_client import MQClientInstance
+from rocketrio.actors.client.queue_select import (
+    FaultTracker,
+    MessageQueueSelector,
+    TopicPublishInfo,
+)
+from rocketrio.actors.logs import wallclock_ms
+from rocketrio.actors.remoting import RemotingError
+from rocketrio.actors.transport import Transport
+from rocketrio.protocol.bodies import MessageQueue, TopicRouteData
+from rocketrio.protocol.codes import RequestCode, ResponseCode
+from rocketrio.protocol.headers import SendMessageRequestHeaderV2, SendMessageResponseHeader
+from rocketrio.protocol.message import (
+    WAIT,
+    BatchItem,
+    encode_batch_body,
+    encode_properties,
+)
+from rocketrio.protocol.remoting import RemotingCommand
+from rocketrio.protocol.serde import from_ext, to_ext
+
+log = structlog.get_logger("producer")
+
+_SEND_STATUS = {
+    ResponseCode.SUCCESS: SendStatus.SEND_OK,
+    ResponseCode.FLUSH_DISK_TIMEOUT: SendStatus.FLUSH_DISK_TIMEOUT,
+    ResponseCode.FLUSH_SLAVE_TIMEOUT: SendStatus.FLUSH_SLAVE_TIMEOUT,
+    ResponseCode.SLAVE_NOT_AVAILABLE: SendStatus.SLAVE_NOT_AVAILABLE,
+}
+# upstream DefaultMQProducer.retryResponseCodes: another broker may accept the message
+RETRY_RESPONSE_CODES = frozenset(
+    {
+        ResponseCode.TOPIC_NOT_EXIST,
+        ResponseCode.SERVICE_NOT_AVAILABLE,
+        ResponseCode.SYSTEM_ERROR,
+        ResponseCode.SYSTEM_BUSY,
+        ResponseCode.NO_PERMISSION,
+    }
+)
+_TOPIC_RE = re.compile(r"^[%|a-zA-Z0-9_-]+$")
+TOPIC_MAX_LENGTH = 127
+
+
+def check_topic(topic: str) -> None:
+    """Upstream Validators.checkTopic."""
+    if not topic or not topic.strip():
+        raise MQClientError("the topic is empty")
+    if len(topic) > TOPIC_MAX_LENGTH:
+        raise MQClientError(f"the topic is longer than {TOPIC_MAX_LENGTH} characters: {topic}")
+    if not _TOPIC_RE.match(topic):
+        raise MQClientError(f"the topic {topic!r} contains characters other than [%|a-zA-Z0-9_-]")
+
+
+def check_message(msg: Message, max_size: int) -> None:
+    """Upstream Validators.checkMessage."""
+    check_topic(msg.topic)
+    if not msg.body:
+        raise MQClientError("the message body is empty")
+    if len(msg.body) > max_size:
+        raise MQClientError(f"the message body is {len(msg.body)} bytes, above {max_size}")
+
+
+def batch_chunks(sizes: Sequence[int], limit: int) -> list[tuple[int, int]]:
+    """Split encoded batch records into [lo, hi) runs of at most ``limit`` bytes each (a
+    record larger than the limit travels alone and the broker judges it)."""
+    chunks: list[tuple[int, int]] = []
+    lo, total = 0, 0
+    for i, size in enumerate(sizes):
+        if i > lo and total + size > limit:
+            chunks.append((lo, i))
+            lo, total = i, 0
+        total += size
+    if lo < len(sizes):
+        chunks.append((lo, len(sizes)))
+    return chunks
+
+
+class SendFuture:
+    """The outcome of `Producer.send_async`: ``await fut.wait()`` or ``fut.result()``."""
+
+    __slots__ = ("_callback", "_event", "_exc", "_result", "done")
+
+    def __init__(self, callback: Callable[[SendFuture], None] | None) -> None:
+        self._callback = callback
+        self._event = trio.Event()
+        self._result: SendResult | None = None
+        self._exc: BaseException | None = None
+        self.done = False
+
+    def _finish(self, result: SendResult | None, exc: BaseException | None) -> None:
+        self._result, self._exc, self.done = result, exc, True
+        self._event.set()
+        if self._callback is not None:
+            try:
+                self._callback(self)
+            except Exception as e:  # a user callback must not take the producer down
+                log.error("send_callback_failed", exc_info=e)
+
+    def result(self) -> SendResult:
+        if not self.done:
+            raise MQClientError("the send has not finished yet")
+        if self._exc is not None:
+            raise self._exc
+        assert self._result is not None
+        return self._result
+
+    def exception(self) -> BaseException | None:
+        return self._exc
+
+    async def wait(self) -> SendResult:
+        await self._event.wait()
+        return self.result()
+
+
+class Producer:
+    def __init__(
+        self,
+        group: str,
+        namesrv_addr: str | list[str],
+        *,
+        transport: Transport | None = None,
+        send_timeout: float = 3.0,
+        retries: int = 2,
+        config: ProducerConfig | None = None,
+        client_config: ClientConfig | None = None,
+        client: MQClientInstance | None = None,
+        rng: random.Random | None = None,
+    ) -> None:
+        self.config = config or ProducerConfig(
+            producerGroup=group,
+            sendMsgTimeout=round(send_timeout * 1000),
+            retryTimesWhenSendFailed=retries,
+        )
+        self.group = self.config.producerGroup
+        self._own_client = client is None
+        self.client = client or MQClientInstance(
+            namesrv_addr, transport=transport, config=client_config
+        )
+        self._rng = rng or random.Random()
+        self._publish: dict[str, TopicPublishInfo] = {}
+        self.faults = FaultTracker()
+        self._ids: UniqIdGenerator | None = None
+        self._in_flight = trio.Semaphore(self.config.maxInFlight)
+        self._nursery: trio.Nursery | None = None
+        self._nursery_cm: Any = None
+
+    # -- lifecycle
+    async def __aenter__(self) -> Producer:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc: Any) -> None:
+        await self.shutdown()
+
+    async def start(self) -> None:
+        """Start (call `shutdown` from the same task); prefer ``async with``."""
+        if self._own_client:
+            await self.client.__aenter__()
+        try:
+            self._ids = UniqIdGenerator(self.client.client_ip)
+            self._nursery_cm = trio.open_nursery()
+            self._nursery = await self._nursery_cm.__aenter__()
+            self.client.route_listeners.append(self._on_route)
+            await self.client.register_producer(self.group)
+        except BaseException:
+            await self._close()
+            raise
+
+    async def shutdown(self) -> None:
+        """Wait for outstanding async sends, unregister, stop the client if we own it."""
+        await self._close()
+
+    async def _close(self) -> None:
+        try:
+            if self._nursery_cm is not None:
+                cm, self._nursery_cm = self._nursery_cm, None
+                await cm.__aexit__(None, None, None)
+        finally:
+            self._nursery = None
+            if self._on_route in self.client.route_listeners:
+                self.client.route_listeners.remove(self._on_route)
+            if self._own_client:
+                await self.client.__aexit__(None, None, None)
+            else:
+                await self.client.unregister_producer(self.group)
+
+    # -- routes
+    def _on_route(self, topic: str, route: TopicRouteData) -> None:
+        if topic in self._publish:
+            self._publish[topic] = TopicPublishInfo.from_route(
+                topic, route, start_index=self._publish[topic].index
+            )
+
+    async def publish_info(self, topic: str) -> TopicPublishInfo:
+        """Writable queues of the topic (upstream tryToFindTopicPublishInfo)."""
+        info = self._publish.get(topic)
+        if info is not None and info.ok() and info.have_route:
+            return info
+        self.client.watch_topic(topic)
+        route = await self.client.update_route(topic)
+        start = self._rng.randrange(1 << 16)
+        if route is not None:
+            info = TopicPublishInfo.from_route(topic, route, start_index=start)
+            if info.ok():
+                self._publish[topic] = info
+                return info
+        default = self.client.routes.get(self.config.createTopicKey)
+        if default is None:
+            default = await self.client.update_route(self.config.createTopicKey)
+        if default is not None:
+            info = TopicPublishInfo.from_default_route(
+                topic, default, self.config.defaultTopicQueueNums, start_index=start
+            )
+            if info.ok():
+                self._publish[topic] = info
+                return info
+        raise MQClientError(
+            f"no route info for topic {topic} (and no auto-create route "
+            f"{self.config.createTopicKey}) from name server {self.client.config.namesrvAddr}"
+        )
+
+    # -- sends
+    def _next_id(self) -> str:
+        if self._ids is None:
+            raise MQClientError("producer is not started")
+        return self._ids.next_id()
+
+    async def send(
+        self,
+        msg: Message,
+        queue_selector: MessageQueueSelector | None = None,
+        arg: Any = None,
+        *,
+        timeout: float | None = None,
+    ) -> SendResult:
+        """Send and wait for the broker's answer; retries on another broker on failure."""
+        check_message(msg, self.config.maxMessageSize)
+        uniq = self._next_id()
+        body = msg.body
+        props = encode_properties(msg.wire_properties(uniq))
+        timeout_s = self.config.sendMsgTimeout / 1000 if timeout is None else timeout
+        if queue_selector is not None:
+            info = await self.publish_info(msg.topic)
+            mq = queue_selector(list(info.queues), msg, arg)
+            return await self._send_to(mq, msg, body, props, uniq, False, timeout_s)
+        return await self._send_with_retries(
+            msg, body, props, uniq, False, timeout_s, self.config.retryTimesWhenSendFailed
+        )
+
+    async def send_to_queue(
+        self, msg: Message, mq: MessageQueue, *, timeout: float | None = None
+    ) -> SendResult:
+        """Send to one given queue (one attempt)."""
+        check_message(msg, self.config.maxMessageSize)
+        if mq.topic != msg.topic:
+            raise MQClientError(f"queue {mq} is not of topic {msg.topic}")
+        uniq = self._next_id()
+        props = encode_properties(msg.wire_properties(uniq))
+        timeout_s = self.config.sendMsgTimeout / 1000 if timeout is None else timeout
+        return await self._send_to(mq, msg, msg.body, props, uniq, False, timeout_s)
+
+    async def send_async(
+        self,
+        msg: Message,
+        callback: Callable[[SendFuture], None] | None = None,
+        queue_selector: MessageQueueSelector | None = None,
+        arg: Any = None,
+    ) -> SendFuture:
+        """Start a send and return its future at once (waits only for a free slot)."""
+        if self._nursery is None:
+            raise MQClientError("producer is not started")
+        check_message(msg, self.config.maxMessageSize)
+        await self._in_flight.acquire()
+        fut = SendFuture(callback)
+        self._nursery.start_soon(self._run_async, fut, msg, queue_selector, arg)
+        return fut
+
+    async def _run_async(
+        self, fut: SendFuture, msg: Message, selector: MessageQueueSelector | None, arg: Any
+    ) -> None:
+        try:
+            uniq = self._next_id()
+            props = encode_properties(msg.wire_properties(uniq))
+            timeout_s = self.config.sendMsgTimeout / 1000
+            if selector is not None:
+                info = await self.publish_info(msg.topic)
+                mq = selector(list(info.queues), msg, arg)
+                result = await self._send_to(mq, msg, msg.body, props, uniq, False, timeout_s)
+            else:
+                result = await self._send_with_retries(
+                    msg,
+                    msg.body,
+                    props,
+                    uniq,
+                    False,
+                    timeout_s,
+                    self.config.retryTimesWhenSendAsyncFailed,
+                )
+        except Exception as e:
+            fut._finish(None, e)
+        else:
+            fut._finish(result, None)
+        finally:
+            self._in_flight.release()
+
+    async def send_oneway(
+        self, msg: Message, queue_selector: MessageQueueSelector | None = None, arg: Any = None
+    ) -> None:
+        """Send without waiting for an answer (no result, no retry)."""
+        check_message(msg, self.config.maxMessageSize)
+        info = await self.publish_info(msg.topic)
+        if queue_selector is not None:
+            mq = queue_selector(list(info.queues), msg, arg)
+        else:
+            mq = info.select(None, self._available)
+        addr = await self.client.find_master_addr_refreshing(mq.brokerName, msg.topic)
+        if addr is None:
+            raise MQClientError(f"broker {mq.brokerName} has no master address")
+        uniq = self._next_id()
+        props = encode_properties(msg.wire_properties(uniq))
+        cmd = self._request(mq, msg.flag, props, msg.body, batch=False)
+        await self.client.remoting.invoke_oneway(addr, cmd)
+
+    async def send_batch(
+        self, msgs: Sequence[Message], *, timeout: float | None = None
+    ) -> list[SendResult]:
+        """Send messages of one topic as SEND_BATCH_MESSAGE; one result per request (bodies
+        above maxMessageSize are split into several requests, each to one queue)."""
+        if not msgs:
+            raise MQClientError("the batch is empty")
+        topic = msgs[0].topic
+        for m in msgs:
+            check_message(m, self.config.maxMessageSize)
+            if m.topic != topic:
+                raise MQClientError("every message of a batch must have the same topic")
+            if m.delay_time_level > 0:
+                raise MQClientError("delay messages cannot be sent in a batch")
+        timeout_s = self.config.sendMsgTimeout / 1000 if timeout is None else timeout
+        wait = "true" if msgs[0].wait_store_msg_ok else "false"
+        header_props = encode_properties({WAIT: wait})
+        ids = [self._next_id() for _ in msgs]
+        records = [
+            encode_batch_body([BatchItem(m.flag, m.body, m.wire_properties(u))])
+            for m, u in zip(msgs, ids, strict=True)
+        ]
+        results = []
+        for lo, hi in batch_chunks([len(r) for r in records], self.config.maxMessageSize):
+            result = await self._send_with_retries(
+                msgs[lo],
+                b"".join(records[lo:hi]),
+                header_props,
+                ",".join(ids[lo:hi]),
+                True,
+                timeout_s,
+                self.config.retryTimesWhenSendFailed,
+            )
+            results.append(result)
+        return results
+
+    def _available(self, broker_name: str) -> bool:
+        return self.faults.is_available(broker_name, trio.current_time())
+
+    async def _send_with_retries(
+        self,
+        msg: Message,
+        body: bytes,
+        props: str,
+        uniq: str,
+        batch: bool,
+        timeout_s: float,
+        retries: int,
+    ) -> SendResult:
+        deadline = trio.current_time() + timeout_s
+        last_failed: str | None = None
+        last_exc: Exception | None = None
+        for attempt in range(1 + retries):
+            left = deadline - trio.current_time()
+            if left <= 0:
+                break
+            info = await self.publish_info(msg.topic)
+            mq = info.select(last_failed, self._available)
+            try:
+                return await self._send_to(mq, msg, body, props, uniq, batch, left)
+            except (RemotingError, MQBrokerError) as e:
+                if isinstance(e, MQBrokerError) and e.code not in RETRY_RESPONSE_CODES:
+                    raise
+                last_exc, last_failed = e, mq.brokerName
+                self.faults.mark_unavailable(
+                    mq.brokerName, trio.current_time(), self.config.notAvailableDuration / 1000
+                )
+                log.warning(
+                    "send_failed",
+                    topic=msg.topic,
+                    broker=mq.brokerName,
+                    attempt=attempt + 1,
+                    error=str(e),
+                )
+                await self._refresh_after_failure(msg.topic)
+        if last_exc is None:
+            raise MQClientError(f"send to {msg.topic} timed out after {timeout_s}s")
+        raise MQClientError(
+            f"send to {msg.topic} failed after {1 + retries} attempts: {last_exc}"
+        ) from last_exc
+
+    async def _refresh_after_failure(self, topic: str) -> None:
+        try:
+            await self.client.update_route(topic)
+        except (RemotingError, MQClientError) as e:
+            log.warning("route_update_failed", topic=topic, error=str(e))
+
+    def _request(
+        self, mq: MessageQueue, flag: int, props: str, body: bytes, *, batch: bool
+    ) -> RemotingCommand:
+        header = SendMessageRequestHeaderV2(
+            a=self.group,
+            b=mq.topic,
+            c=self.config.createTopicKey,
+            d=self.config.defaultTopicQueueNums,
+            e=mq.queueId,
+            f=0,
+            g=wallclock_ms(),
+            h=flag,
+            i=props,
+            j=0,
+            k=False,
+            m=batch,
+            n=mq.brokerName,
+        )
+        code = RequestCode.SEND_BATCH_MESSAGE if batch else RequestCode.SEND_MESSAGE_V2
+        return RemotingCommand(code=code, ext_fields=to_ext(header), body=body)
+
+    async def _send_to(
+        self,
+        mq: MessageQueue,
+        msg: Message,
+        body: bytes,
+        props: str,
+        uniq: str,
+        batch: bool,
+        timeout_s: float,
+    ) -> SendResult:
+        addr = await self.client.find_master_addr_refreshing(mq.brokerName, mq.topic)
+        if addr is None:
+            raise MQBrokerError(
+                ResponseCode.SERVICE_NOT_AVAILABLE, f"broker {mq.brokerName} has no master"
+            )
+        cmd = self._request(mq, msg.flag, props, body, batch=batch)
+        resp = await self.client.remoting.invoke(addr, cmd, timeout_s)
+        status = _SEND_STATUS.get(resp.code)  # type: ignore[call-overload]
+        if status is None:
+            raise MQBrokerError(resp.code, resp.remark, addr)
+        h = from_ext(SendMessageResponseHeader, resp.ext_fields)
+        return SendResult(
+            send_status=status,
+            msg_id=uniq,
+            offset_msg_id=h.msgId,
+            message_queue=MessageQueue(mq.topic, mq.brokerName, h.queueId),
+            queue_offset=h.queueOffset,
+            transaction_id=h.transactionId,
+        )

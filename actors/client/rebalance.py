@@ -1,0 +1,116 @@
+"""Pure rebalance decisions: queue allocation and where a newly assigned queue starts.
+
+`allocate_averagely` is upstream's AllocateMessageQueueAveragely: both lists sorted (queues by
+topic, broker name, queue id; client ids as strings), each client gets a contiguous block, and
+the first ``len(queues) % len(clients)`` clients get one extra queue. Every member computes
+the same table from the same inputs, which is what makes clustering consumption split the
+queues without coordination.
+
+`start_offset` is upstream's RebalancePushImpl.computePullFromWhere as a decision: given the
+offset the broker has for the group (or "none" / "error"), it says which offset to use or which
+query (max offset, search by time) the shell has to make.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Iterable, Sequence
+
+import attrs
+from rocketrio.actors.client.config import RETRY_GROUP_TOPIC_PREFIX, ConsumeFromWhere
+from rocketrio.protocol.bodies import MessageQueue
+
+OFFSET_NOT_FOUND = -1  # the broker has no offset for the group (QUERY_NOT_FOUND)
+OFFSET_ERROR = -2  # the broker could not be asked
+
+
+def mq_sort_key(mq: MessageQueue) -> tuple[str, str, int]:
+    """Upstream MessageQueue.compareTo order."""
+    return (mq.topic, mq.brokerName, mq.queueId)
+
+
+def sort_queues(mqs: Iterable[MessageQueue]) -> list[MessageQueue]:
+    return sorted(mqs, key=mq_sort_key)
+
+
+def allocate_averagely(
+    current_cid: str, mq_all: Sequence[MessageQueue], cid_all: Sequence[str]
+) -> list[MessageQueue]:
+    """The queues ``current_cid`` owns; both lists must already be sorted (see `allocate`)."""
+    if not current_cid:
+        raise ValueError("current client id is empty")
+    if current_cid not in cid_all or not mq_all:
+        return []
+    n_mq, n_cid = len(mq_all), len(cid_all)
+    index = cid_all.index(current_cid)
+    mod = n_mq % n_cid
+    if n_mq <= n_cid:
+        average = 1
+    elif mod > 0 and index < mod:
+        average = n_mq // n_cid + 1
+    else:
+        average = n_mq // n_cid
+    start = index * average if (mod > 0 and index < mod) else index * average + mod
+    count = min(average, n_mq - start)
+    return [mq_all[(start + i) % n_mq] for i in range(count)]
+
+
+def allocate(
+    current_cid: str, mq_all: Iterable[MessageQueue], cid_all: Iterable[str]
+) -> list[MessageQueue]:
+    """Sort like upstream's RebalanceImpl, then allocate averagely."""
+    return allocate_averagely(current_cid, sort_queues(set(mq_all)), sorted(set(cid_all)))
+
+
+class StartKind(enum.Enum):
+    OFFSET = "offset"  # start at StartOffset.offset
+    MAX_OFFSET = "max_offset"  # ask the broker for the queue's max offset
+    SEARCH_BY_TIME = "search_by_time"  # ask the broker for the offset at consumeTimestamp
+    RETRY_LATER = "retry_later"  # the stored offset could not be read: skip this round
+
+
+@attrs.frozen
+class StartOffset:
+    kind: StartKind
+    offset: int = -1
+
+
+def start_offset(where: ConsumeFromWhere, stored: int, topic: str) -> StartOffset:
+    """Where a newly assigned queue starts, given the broker's stored offset for the group.
+
+    ``stored`` is the offset (>= 0), OFFSET_NOT_FOUND or OFFSET_ERROR. A stored offset always
+    wins. A brand-new group on a queue whose min offset is 0 gets 0 from the broker, so it
+    starts at the beginning even with CONSUME_FROM_LAST_OFFSET (upstream's rule). Retry topics
+    start at 0 for LAST_OFFSET (nothing there is older than the group) and at the max offset
+    for TIMESTAMP, like upstream.
+    """
+    if stored >= 0:
+        return StartOffset(StartKind.OFFSET, stored)
+    if stored != OFFSET_NOT_FOUND:
+        return StartOffset(StartKind.RETRY_LATER)
+    is_retry = topic.startswith(RETRY_GROUP_TOPIC_PREFIX)
+    if where is ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET:
+        return StartOffset(StartKind.OFFSET, 0)
+    if where is ConsumeFromWhere.CONSUME_FROM_TIMESTAMP:
+        return StartOffset(StartKind.MAX_OFFSET if is_retry else StartKind.SEARCH_BY_TIME)
+    if is_retry:
+        return StartOffset(StartKind.OFFSET, 0)
+    return StartOffset(StartKind.MAX_OFFSET)
+
+
+@attrs.frozen
+class RebalanceDiff:
+    """What changes for one topic: queues to stop (persist first) and queues to start."""
+
+    removed: frozenset[MessageQueue]
+    added: tuple[MessageQueue, ...]
+
+
+def diff_assignment(
+    current: Iterable[MessageQueue], wanted: Sequence[MessageQueue]
+) -> RebalanceDiff:
+    cur = set(current)
+    want = set(wanted)
+    return RebalanceDiff(
+        removed=frozenset(cur - want), added=tuple(mq for mq in wanted if mq not in cur)
+    )

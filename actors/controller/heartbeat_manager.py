@@ -1,0 +1,159 @@
+"""Broker liveness inside the controller: a pure table keyed by (cluster, brokerName, brokerId).
+
+Fed by BROKER_HEARTBEAT (direct when the controller is standalone, forwarded by the NameServer
+when embedded) and by channel closes; asked by the election code (`is_alive`, `live_info`).
+Time comes in as `now_ms` on every call; nothing here reads a clock.
+
+Rules (upstream DefaultBrokerHeartbeatManager, with the fixes noted):
+- A broker is alive while `last_update_ms + heartbeat_timeout_ms >= now_ms`; the timeout is the
+  one the broker sends (`heartbeatTimeoutMills`), else 10 s (DEFAULT_BROKER_CHANNEL_EXPIRED_TIME,
+  the broker's controllerHeartBeatTimeoutMills default).
+- `scan_not_active` removes the expired entries and returns them, so each death is reported
+  exactly once (upstream #9717 was a scan that never ran; the actor calls this every
+  scanNotActiveBrokerInterval and tests pin the behaviour).
+- `on_channel_closed(address)` is immediate death, like upstream's onBrokerChannelClose, but only
+  for entries still at that address: a broker that restarted elsewhere and heartbeats from its new
+  address is not killed by the close of its old connection.
+- epoch / maxOffset / confirmOffset are replaced by every heartbeat. Upstream keeps the old values
+  unless (epoch, maxOffset) grows, so a broker that came back with a shorter log (unflushed tail
+  lost, or truncated on handshake) would still look most advanced to the election.
+- Liveness is only meaningful on the controller leader, and only after it has listened for one
+  timeout: a new leader has heard nobody yet. `reset(now_ms)` (call it when this replica becomes
+  leader) clears the table and opens a grace window; until `liveness_settled(now_ms)` the actor
+  must not depose masters for silence (#8380-style wrong elections after a controller switch).
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+import attrs
+
+DEFAULT_BROKER_CHANNEL_EXPIRED_TIME_MS: Final = 10_000
+# upstream brokerElectionPriority default (Integer.MAX_VALUE): lower values are preferred
+DEFAULT_ELECTION_PRIORITY: Final = 2**31 - 1
+
+
+@attrs.frozen(slots=True)
+class BrokerIdentity:
+    cluster_name: str
+    broker_name: str
+    broker_id: int
+
+
+@attrs.frozen(slots=True)
+class BrokerLiveInfo:
+    """The last heartbeat of one broker. -1 means "not reported"."""
+
+    cluster_name: str
+    broker_name: str
+    broker_id: int
+    broker_addr: str
+    last_update_ms: int
+    heartbeat_timeout_ms: int = DEFAULT_BROKER_CHANNEL_EXPIRED_TIME_MS
+    epoch: int = -1
+    max_offset: int = -1
+    confirm_offset: int = -1
+    election_priority: int = DEFAULT_ELECTION_PRIORITY
+
+    @property
+    def identity(self) -> BrokerIdentity:
+        return BrokerIdentity(self.cluster_name, self.broker_name, self.broker_id)
+
+    def is_alive(self, now_ms: int) -> bool:
+        return self.last_update_ms + self.heartbeat_timeout_ms >= now_ms
+
+
+class BrokerHeartbeatManager:
+    """The liveness table. Not thread-safe by design: one actor owns it."""
+
+    def __init__(self, default_timeout_ms: int = DEFAULT_BROKER_CHANNEL_EXPIRED_TIME_MS) -> None:
+        if default_timeout_ms <= 0:
+            raise ValueError(f"default_timeout_ms must be > 0, got {default_timeout_ms}")
+        self._default_timeout_ms = default_timeout_ms
+        self._table: dict[BrokerIdentity, BrokerLiveInfo] = {}
+        self._settled_at_ms: int | None = None
+
+    def reset(self, now_ms: int) -> None:
+        """Forget everything and listen for one default timeout before judging silence."""
+        self._table.clear()
+        self._settled_at_ms = now_ms + self._default_timeout_ms
+
+    def liveness_settled(self, now_ms: int) -> bool:
+        """False during the grace window after `reset`: silence does not yet mean death."""
+        return self._settled_at_ms is None or now_ms >= self._settled_at_ms
+
+    def on_heartbeat(
+        self,
+        cluster_name: str,
+        broker_name: str,
+        broker_id: int,
+        broker_addr: str,
+        now_ms: int,
+        *,
+        timeout_ms: int | None = None,
+        epoch: int | None = None,
+        max_offset: int | None = None,
+        confirm_offset: int | None = None,
+        election_priority: int | None = None,
+    ) -> bool:
+        """Record a heartbeat; True when the broker was unknown or had expired (came alive)."""
+        key = BrokerIdentity(cluster_name, broker_name, broker_id)
+        prev = self._table.get(key)
+        self._table[key] = BrokerLiveInfo(
+            cluster_name=cluster_name,
+            broker_name=broker_name,
+            broker_id=broker_id,
+            broker_addr=broker_addr,
+            last_update_ms=now_ms,
+            heartbeat_timeout_ms=(
+                timeout_ms
+                if timeout_ms is not None and timeout_ms > 0
+                else self._default_timeout_ms
+            ),
+            epoch=-1 if epoch is None else epoch,
+            max_offset=-1 if max_offset is None else max_offset,
+            confirm_offset=-1 if confirm_offset is None else confirm_offset,
+            election_priority=(
+                DEFAULT_ELECTION_PRIORITY if election_priority is None else election_priority
+            ),
+        )
+        return prev is None or not prev.is_alive(now_ms)
+
+    def on_channel_closed(self, broker_addr: str) -> list[BrokerLiveInfo]:
+        """The connection from `broker_addr` closed: those brokers are dead now (returned)."""
+        dead = [info for info in self._table.values() if info.broker_addr == broker_addr]
+        for info in dead:
+            del self._table[info.identity]
+        return dead
+
+    def scan_not_active(self, now_ms: int) -> list[BrokerLiveInfo]:
+        """Remove and return the brokers whose heartbeat expired (each reported once)."""
+        dead = [info for info in self._table.values() if not info.is_alive(now_ms)]
+        for info in dead:
+            del self._table[info.identity]
+        return dead
+
+    def is_alive(self, cluster_name: str, broker_name: str, broker_id: int, now_ms: int) -> bool:
+        info = self._table.get(BrokerIdentity(cluster_name, broker_name, broker_id))
+        return info is not None and info.is_alive(now_ms)
+
+    def live_info(
+        self, cluster_name: str, broker_name: str, broker_id: int
+    ) -> BrokerLiveInfo | None:
+        """The last heartbeat of that broker (expired or not), None if never heard or removed."""
+        return self._table.get(BrokerIdentity(cluster_name, broker_name, broker_id))
+
+    def alive_brokers(self, now_ms: int) -> list[BrokerLiveInfo]:
+        """Live entries in a stable order (cluster, brokerName, brokerId), for admin views."""
+        alive = [info for info in self._table.values() if info.is_alive(now_ms)]
+        alive.sort(key=lambda i: (i.cluster_name, i.broker_name, i.broker_id))
+        return alive
+
+    def active_brokers_num(self, now_ms: int) -> dict[str, dict[str, int]]:
+        """cluster -> brokerName -> number of live replicas (upstream getActiveBrokersNum)."""
+        out: dict[str, dict[str, int]] = {}
+        for info in self.alive_brokers(now_ms):
+            per_cluster = out.setdefault(info.cluster_name, {})
+            per_cluster[info.broker_name] = per_cluster.get(info.broker_name, 0) + 1
+        return out

@@ -1,0 +1,35 @@
+"""NameServer configuration: upstream NamesrvConfig keys and defaults (plus listenPort)."""
+
+from __future__ import annotations
+
+import attrs
+
+from rocketrio.protocol.config import positive
+
+
+@attrs.define
+class NamesrvConfig:
+    listenPort: int = attrs.field(default=9876, validator=positive)
+    listenHost: str = "127.0.0.1"
+    rocketmqHome: str = "."
+    # where the process writes its JSON log lines (<logDir>/<node>.jsonl)
+    logDir: str = "logs"
+    scanNotActiveBrokerInterval: int = attrs.field(default=5000, validator=positive)
+    # used when a broker does not send heartbeatTimeoutMillis (upstream RouteInfoManager: 120 s)
+    brokerChannelExpiredTime: int = attrs.field(default=120_000, validator=positive)
+    supportActingMaster: bool = False
+    orderMessageEnable: bool = False
+    clusterTest: bool = False
+    # controller embedded in the NameServer (issue 3)
+    enableControllerInNamesrv: bool = False
+    # kvConfig.json (PUT/GET/DELETE_KV_CONFIG); empty keeps the KV table in memory only.
+    # Upstream's default is ~/namesrv/kvConfig.json; deploy configs set it explicitly.
+    kvConfigPath: str = ""
+    # REGISTER_BROKER answers with the ORDER_TOPIC_CONFIG namespace of the KV table
+    returnOrderTopicConfigToBroker: bool = True
+    # GET_ALL_TOPIC_LIST_FROM_NAMESERVER / GET_TOPICS_BY_CLUSTER answer "disable" when false
+    enableAllTopicList: bool = True
+    enableTopicList: bool = True
+    # push NOTIFY_MIN_BROKER_ID_CHANGE to a group's brokers when its smallest brokerId changes
+    notifyMinBrokerIdChanged: bool = False
+    notifyMinBrokerIdChangeTimeoutMillis: int = attrs.field(default=3000, validator=positive)

@@ -1,0 +1,1 @@
+"""The controller's hand-written Raft: pure core (`core`), settings (`config`)."""

@@ -1,0 +1,137 @@
+"""`rocketrio`: the one launcher. Subcommands start a role or run a tool.
+
+    rocketrio namesrv [-c namesrv.conf] [-p 9876]
+    rocketrio broker -c broker.conf [-n "127.0.0.1:9876;..."]
+    rocketrio controller -c controller.conf
+    rocketrio up [--mode single|2m-noslave] [--dir DIR]
+    rocketrio admin <command> ...
+    rocketrio produce / consume ...
+
+Role processes run under `run_service`: logging configured, SIGINT/SIGTERM cancel the service so
+it shuts down gracefully (data flushed, unregistered), and a config error exits with status 2 and
+a message naming the key and the file.
+"""
+
+from __future__ import annotations
+
+import argparse
+import signal
+import sys
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import trio
+
+from rocketrio.actors.logs import configure_logging
+from rocketrio.protocol.config import ConfigError, load_config
+
+
+def _overrides(args: argparse.Namespace) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for item in getattr(args, "set", None) or []:
+        if "=" not in item:
+            raise ConfigError(f"--set expects key=value, got {item!r}")
+        k, v = item.split("=", 1)
+        out[k.strip()] = v.strip()
+    return out
+
+
+def run_service(
+    name: str,
+    role: str,
+    log_dir: str,
+    service: Callable[..., Awaitable[Any]],
+    *args: Any,
+) -> int:
+    """Run one role until SIGINT/SIGTERM; returns the process exit status."""
+    configure_logging(name, role, log_dir)
+
+    async def main() -> None:
+        async with trio.open_nursery() as nursery:
+
+            async def watch_signals() -> None:
+                with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as sigs:
+                    async for sig in sigs:
+                        import structlog
+
+                        structlog.get_logger("launcher").info(
+                            "process_shutdown", reason=signal.Signals(sig).name
+                        )
+                        nursery.cancel_scope.cancel()
+                        return
+
+            nursery.start_soon(watch_signals)
+            await service(*args)
+            nursery.cancel_scope.cancel()
+
+    trio.run(main)
+    return 0
+
+
+def cmd_namesrv(args: argparse.Namespace) -> int:
+    from rocketrio.actors.namesrv.config import NamesrvConfig
+    from rocketrio.actors.namesrv.namesrv import run_namesrv
+    from rocketrio.actors.transport import TcpTransport
+
+    ov = _overrides(args)
+    if args.port:
+        ov["listenPort"] = str(args.port)
+    cfg = load_config(NamesrvConfig, args.config, ov)
+    name = args.name or f"namesrv-{cfg.listenPort}"
+    return run_service(name, "namesrv", cfg.logDir, run_namesrv, cfg, TcpTransport())
+
+
+def cmd_broker(args: argparse.Namespace) -> int:
+    from rocketrio.actors.broker.broker import run_broker
+    from rocketrio.actors.broker.config import BrokerConfig
+    from rocketrio.actors.transport import TcpTransport
+
+    ov = _overrides(args)
+    if args.namesrv:
+        ov["namesrvAddr"] = args.namesrv
+    cfg = load_config(BrokerConfig, args.config, ov)
+    name = args.name or f"{cfg.brokerName}-{cfg.listenPort}"
+    return run_service(name, "broker", cfg.logDir, run_broker, cfg, TcpTransport())
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="rocketrio", description=__doc__.split("\n\n")[0])
+    sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    def role_parser(name: str, help_: str) -> argparse.ArgumentParser:
+        sp = sub.add_parser(name, help=help_)
+        sp.add_argument("-c", "--config", help="key=value config file (upstream key names)")
+        sp.add_argument("--set", action="append", metavar="KEY=VALUE", help="override a config key")
+        sp.add_argument("--name", help="node name used in logs (default derived from the config)")
+        return sp
+
+    sp = role_parser("namesrv", "start a NameServer")
+    sp.add_argument("-p", "--port", type=int, help="listen port (listenPort)")
+    sp.set_defaults(func=cmd_namesrv)
+
+    sp = role_parser("broker", "start a Broker")
+    sp.add_argument("-n", "--namesrv", help='name servers, "host:port;host:port" (namesrvAddr)')
+    sp.set_defaults(func=cmd_broker)
+
+    from rocketrio.cli import admin, tools, up
+
+    up.add_parser(sub)
+    admin.add_parser(sub)
+    tools.add_parsers(sub)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return int(args.func(args) or 0)
+    except ConfigError as e:
+        print(f"rocketrio: config error: {e}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

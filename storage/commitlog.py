@@ -1,0 +1,599 @@
+"""CommitLog: the append-only message log in fixed-size segment files, and its recovery (M1).
+
+Layout. ``<store>/commitlog/`` holds segments named by their 20-digit zero-padded start
+offset; every segment covers ``mapped_file_size`` logical bytes (upstream
+mappedFileSizeCommitLog). Files are not pre-allocated: a segment grows by append. A record
+that does not fit in the rest of a segment (it must leave 8 bytes spare, upstream's
+END_FILE_MIN_BLANK_LENGTH) is preceded by an 8-byte BLANK record (totalSize = bytes left,
+magic BLANK) and goes to the next segment; the closed segment is then extended to its full
+size with ``ftruncate`` (sparse, nothing written) so a file position always equals
+``offset - segment base`` and raw byte ranges (replication) never meet a hole.
+
+Records are the stored-message layout of `rocketrio.protocol.message` and must carry the
+``__CRC32#`` record-CRC trailer; `append` patches each record's physical offset and seals
+that CRC, so a record on disk is checked end to end (size, magic, inner lengths, physical
+offset, CRC) by `check_stored_record`.
+
+Durability. `append` writes with ``pwrite`` and never fsyncs. `flush` fdatasyncs every segment
+holding unflushed bytes (and the directory when a segment was created), then records the
+flushed offset in ``flushed.checkpoint`` (12 bytes: offset + CRC32, rewritten in place and not
+fsynced: it is written only after the data it vouches for is durable, so whatever version
+survives a crash is a true lower bound).
+
+Threading contract: `flush` may run in a worker thread while the owning thread appends or
+reads; it must not overlap `truncate_to`, `delete_segments_below`, `open` or `close`. A lock
+guards the segment table, which is all the two threads share.
+
+Recovery (`open`) scans from the start of the segment holding the flushed checkpoint (every
+segment when there is none), validating each record. At the first invalid record, offset P:
+- P below the flushed checkpoint: fsynced data changed -> CorruptionError;
+- a valid record (full CRC and matching physical offset) starts after P in the same segment:
+  the damage is in the middle, not a torn tail -> CorruptionError naming file and offset;
+- otherwise P starts a torn tail: the file is truncated at P (ftruncate + fdatasync) and later
+  segments, which then hold only never-flushed bytes, are deleted. The report says so.
+The price of that rule: if a crash persisted a later unflushed page but not an earlier one,
+open refuses rather than silently dropping the later, valid records.
+"""
+
+from __future__ import annotations
+
+import itertools
+import mmap
+import os
+import struct
+import threading
+import zlib
+from collections.abc import Iterator, Sequence
+
+import attrs
+from rocketrio.protocol.message import (
+    BLANK_MAGIC_CODE,
+    CRC32_RESERVED_LEN,
+    CRC32_TRAILER_PREFIX,
+    MAGIC_CODE_V1,
+    MAGIC_CODE_V2,
+    MessageDecodeError,
+    check_stored_record,
+)
+
+END_FILE_MIN_BLANK_LENGTH = 8
+CHECKPOINT_FILE = "flushed.checkpoint"
+
+_HEAD = struct.Struct(">ii")
+_PHY = struct.Struct(">q")
+_CKPT = struct.Struct(">qI")
+_fdatasync = getattr(os, "fdatasync", os.fsync)
+
+
+class CorruptionError(Exception):
+    """Stored data is damaged where it cannot be a torn tail; nothing was changed on disk."""
+
+
+class RecordNotFound(LookupError):
+    """No whole record at the requested offset."""
+
+
+def segment_name(base: int) -> str:
+    return f"{base:020d}"
+
+
+def list_segments(path: str) -> list[int]:
+    """Sorted start offsets of the 20-digit segment files in ``path``."""
+    try:
+        names = os.listdir(path)
+    except FileNotFoundError:
+        return []
+    return sorted(int(n) for n in names if len(n) == 20 and n.isdigit())
+
+
+def fsync_dir(path: str) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def pwrite_all(fd: int, data: bytes | bytearray | memoryview, pos: int) -> None:
+    view = memoryview(data)
+    while view:
+        n = os.pwrite(fd, view, pos)
+        view = view[n:]
+        pos += n
+
+
+class OffsetCheckpoint:
+    """One offset in a small file (offset + CRC32), rewritten in place.
+
+    `store` does not fsync unless asked: callers write it only after the data it describes is
+    durable, so a lost update leaves an older, still true, value. A torn or missing file loads
+    as None.
+    """
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self._fd: int | None = None
+
+    def load(self) -> int | None:
+        try:
+            with open(self.path, "rb") as f:
+                raw = f.read(_CKPT.size)
+        except FileNotFoundError:
+            return None
+        if len(raw) != _CKPT.size:
+            return None
+        offset, crc = _CKPT.unpack(raw)
+        return offset if zlib.crc32(raw[:8]) == crc and offset >= 0 else None
+
+    def store(self, offset: int, *, sync: bool = False) -> None:
+        if self._fd is None:
+            self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        head = _PHY.pack(offset)
+        pwrite_all(self._fd, head + struct.pack(">I", zlib.crc32(head)), 0)
+        if sync:
+            os.fsync(self._fd)
+
+    def close(self) -> None:
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
+
+
+@attrs.frozen
+class CommitLogRecovery:
+    """What `CommitLog.open` found and did."""
+
+    scanned_from: int
+    max_offset: int
+    flushed_checkpoint: int | None
+    truncated_at: int | None = None
+    bytes_dropped: int = 0
+    segment: str | None = None
+    reason: str = ""
+    deleted_segments: tuple[str, ...] = ()
+
+
+class CommitLog:
+    """Segmented append-only log of stored-message records (see module docstring)."""
+
+    def __init__(self, path: str, mapped_file_size: int = 1024 * 1024 * 1024) -> None:
+        if mapped_file_size < 1024:
+            raise ValueError(f"mappedFileSizeCommitLog must be >= 1024, got {mapped_file_size}")
+        self.path = path
+        self.mapped_file_size = mapped_file_size
+        self._fds: dict[int, int] = {}  # segment base -> fd (O_RDWR)
+        self._lock = threading.Lock()
+        self._checkpoint = OffsetCheckpoint(os.path.join(path, CHECKPOINT_FILE))
+        self._min_offset = 0
+        self._max_offset = 0
+        self._flushed_offset = 0
+        self._dir_dirty = False
+        self._opened = False
+
+    # ------------------------------------------------------------------ properties
+
+    @property
+    def min_offset(self) -> int:
+        return self._min_offset
+
+    @property
+    def max_offset(self) -> int:
+        """End of written data: the offset the next record gets (before any roll)."""
+        return self._max_offset
+
+    @property
+    def flushed_offset(self) -> int:
+        return self._flushed_offset
+
+    def segment_files(self) -> list[tuple[int, str]]:
+        with self._lock:
+            bases = sorted(self._fds)
+        return [(b, os.path.join(self.path, segment_name(b))) for b in bases]
+
+    def segment_base(self, offset: int) -> int:
+        return offset - offset % self.mapped_file_size
+
+    # ------------------------------------------------------------------ open / close
+
+    def open(self) -> CommitLogRecovery:
+        """Open the segments, validate the unflushed tail and cut a torn one."""
+        if self._opened:
+            raise RuntimeError("commitlog already open")
+        os.makedirs(self.path, exist_ok=True)
+        bases = list_segments(self.path)
+        size = self.mapped_file_size
+        for prev, nxt in itertools.pairwise(bases):
+            if nxt != prev + size:
+                raise CorruptionError(
+                    f"commitlog {self.path}: segment {segment_name(nxt)} does not follow "
+                    f"{segment_name(prev)} (segment size {size}); a segment file is missing"
+                )
+        if bases and bases[0] % size:
+            raise CorruptionError(
+                f"commitlog {self.path}: segment {segment_name(bases[0])} is not aligned to "
+                f"mappedFileSizeCommitLog={size}; was the store written with another size?"
+            )
+        for b in bases:
+            self._fds[b] = os.open(os.path.join(self.path, segment_name(b)), os.O_RDWR)
+        self._opened = True
+        ckpt = self._checkpoint.load()
+        if not bases:
+            return CommitLogRecovery(0, 0, ckpt)
+        start = bases[0]
+        if ckpt is not None:
+            start = max(start, min(self.segment_base(ckpt), bases[-1]))
+        report = self._recover(bases, start, ckpt)
+        self._min_offset = bases[0]
+        self._flushed_offset = min(ckpt or 0, self._max_offset)
+        return report
+
+    def close(self) -> None:
+        if not self._opened:
+            return
+        self.flush()
+        with self._lock:
+            for fd in self._fds.values():
+                os.close(fd)
+            self._fds.clear()
+        self._checkpoint.close()
+        self._opened = False
+
+    # ------------------------------------------------------------------ recovery
+
+    def _recover(self, bases: list[int], start: int, ckpt: int | None) -> CommitLogRecovery:
+        for base in (b for b in bases if b >= start):
+            is_last = base == bases[-1]
+            with self._map(base) as data:
+                end, blank, reason = self._scan_segment(base, data)
+                if reason is None and blank:
+                    self._extend_closed_segment(base)
+                    self._max_offset = base + self.mapped_file_size
+                    continue
+                if reason is None and is_last:
+                    self._max_offset = base + end
+                    break
+                if reason is None:
+                    reason = "segment ends without an end-of-file record"
+                self._refuse_if_corrupt(base, end, data, reason, ckpt)
+            return self._cut_torn_tail(base, end, bases, start, ckpt, reason)
+        if ckpt is not None and ckpt > self._max_offset:
+            raise CorruptionError(
+                f"commitlog {self.path} ends at offset {self._max_offset}, below its flushed "
+                f"checkpoint {ckpt}: fsynced data is missing (truncated or deleted file?)"
+            )
+        return CommitLogRecovery(start, self._max_offset, ckpt)
+
+    def _map(self, base: int) -> mmap.mmap | _Empty:
+        fd = self._fds[base]
+        if os.fstat(fd).st_size == 0:
+            return _Empty()
+        return mmap.mmap(fd, 0, access=mmap.ACCESS_READ)
+
+    def _scan_segment(self, base: int, data: mmap.mmap | bytes) -> tuple[int, bool, str | None]:
+        """(end position, ended by a BLANK record, reason the record at end is bad or None)."""
+        size = self.mapped_file_size
+        n = len(data)
+        pos = 0
+        while pos < n:
+            if n - pos < 8:
+                return pos, False, "partial record header"
+            total, magic = _HEAD.unpack_from(data, pos)
+            if magic == BLANK_MAGIC_CODE:
+                if total != size - pos:
+                    return pos, False, f"blank record size {total} != {size - pos} bytes left"
+                return pos, True, None
+            try:
+                pos += check_stored_record(
+                    data, pos, expected_offset=base + pos, limit=size - END_FILE_MIN_BLANK_LENGTH
+                )
+            except MessageDecodeError as e:
+                return pos, False, str(e)
+        return pos, False, None
+
+    def _refuse_if_corrupt(
+        self, base: int, pos: int, data: mmap.mmap | bytes, reason: str, ckpt: int | None
+    ) -> None:
+        where = (
+            f"{os.path.join(self.path, segment_name(base))} position {pos} (offset {base + pos})"
+        )
+        if ckpt is not None and base + pos < ckpt:
+            raise CorruptionError(
+                f"commitlog corruption in {where}: {reason}; this is below the flushed "
+                f"checkpoint {ckpt}, so fsynced data changed. Refusing to truncate."
+            )
+        after = self._find_valid_record(base, data, pos + 1)
+        if after is not None:
+            raise CorruptionError(
+                f"commitlog corruption in {where}: {reason}; a valid record follows at offset "
+                f"{after}, so this is damage in the middle, not a torn tail. Refusing to truncate."
+            )
+
+    def _find_valid_record(self, base: int, data: mmap.mmap | bytes, start: int) -> int | None:
+        size = self.mapped_file_size
+        for magic in (MAGIC_CODE_V1, MAGIC_CODE_V2, BLANK_MAGIC_CODE):
+            pattern = struct.pack(">i", magic)
+            hit = data.find(pattern, start + 4)
+            while hit >= 0:
+                pos = hit - 4
+                if magic == BLANK_MAGIC_CODE:
+                    if _HEAD.unpack_from(data, pos)[0] == size - pos:
+                        return base + pos
+                else:
+                    try:
+                        check_stored_record(data, pos, expected_offset=base + pos)
+                        return base + pos
+                    except MessageDecodeError:
+                        pass
+                hit = data.find(pattern, hit + 1)
+        return None
+
+    def _cut_torn_tail(
+        self, base: int, pos: int, bases: list[int], start: int, ckpt: int | None, reason: str
+    ) -> CommitLogRecovery:
+        fd = self._fds[base]
+        dropped = os.fstat(fd).st_size - pos
+        os.ftruncate(fd, pos)
+        _fdatasync(fd)
+        deleted = []
+        for later in (b for b in bases if b > base):
+            later_fd = self._fds.pop(later)
+            dropped += os.fstat(later_fd).st_size
+            os.close(later_fd)
+            os.unlink(os.path.join(self.path, segment_name(later)))
+            deleted.append(segment_name(later))
+        if deleted:
+            fsync_dir(self.path)
+        self._max_offset = base + pos
+        return CommitLogRecovery(
+            scanned_from=start,
+            max_offset=self._max_offset,
+            flushed_checkpoint=ckpt,
+            truncated_at=base + pos,
+            bytes_dropped=dropped,
+            segment=os.path.join(self.path, segment_name(base)),
+            reason=reason,
+            deleted_segments=tuple(deleted),
+        )
+
+    def _extend_closed_segment(self, base: int) -> None:
+        fd = self._fds[base]
+        if os.fstat(fd).st_size < self.mapped_file_size:
+            os.ftruncate(fd, self.mapped_file_size)
+
+    # ------------------------------------------------------------------ append / flush
+
+    def append(self, records: Sequence[bytes]) -> list[int]:
+        """Append whole records with one pwrite per touched segment; returns their offsets.
+
+        Each record must carry the ``__CRC32#`` trailer ("reserve" or "seal" when built); its
+        physical offset field is set here and its record CRC sealed. No fsync (see `flush`).
+        On a write error the files are cut back to where they were and the error re-raised.
+        """
+        if not records:
+            return []
+        size = self.mapped_file_size
+        limit = size - END_FILE_MIN_BLANK_LENGTH
+        for rec in records:
+            n = len(rec)
+            if n > limit:
+                raise ValueError(f"record of {n} bytes cannot fit a {size}-byte segment")
+            if not rec.startswith(CRC32_TRAILER_PREFIX, n - CRC32_RESERVED_LEN):
+                raise ValueError("commitlog records must carry the __CRC32# trailer")
+        start_offset = self._max_offset
+        buf = bytearray().join(records)
+        try:
+            positions = self._place_and_write(records, buf, start_offset)
+        except BaseException:
+            self._undo_partial_append(start_offset)
+            raise
+        return positions
+
+    def _place_and_write(self, records: Sequence[bytes], buf: bytearray, offset: int) -> list[int]:
+        size = self.mapped_file_size
+        view = memoryview(buf)
+        positions: list[int] = []
+        chunk_start = 0
+        chunk_offset = offset
+        p = 0
+        pack_phy = _PHY.pack_into
+        crc32 = zlib.crc32
+        for rec in records:
+            n = len(rec)
+            room = size - offset % size
+            if n + END_FILE_MIN_BLANK_LENGTH > room:
+                self._write(chunk_offset, view[chunk_start:p])
+                self._write_blank(offset, room)
+                offset += room
+                chunk_start, chunk_offset = p, offset
+            pack_phy(buf, p + 28, offset)
+            end = p + n
+            crc = crc32(view[p : end - CRC32_RESERVED_LEN]) & 0x7FFFFFFF
+            buf[end - 11 : end - 1] = str(crc)[::-1].ljust(10, "0").encode()
+            positions.append(offset)
+            offset += n
+            p = end
+        self._write(chunk_offset, view[chunk_start:p])
+        self._max_offset = offset
+        return positions
+
+    def _segment_fd(self, base: int) -> int:
+        fd = self._fds.get(base)
+        if fd is None:
+            path = os.path.join(self.path, segment_name(base))
+            fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+            with self._lock:
+                self._fds[base] = fd
+                self._dir_dirty = True
+        return fd
+
+    def _write(self, offset: int, data: memoryview) -> None:
+        if data:
+            base = self.segment_base(offset)
+            pwrite_all(self._segment_fd(base), data, offset - base)
+
+    def _write_blank(self, offset: int, room: int) -> None:
+        base = self.segment_base(offset)
+        fd = self._segment_fd(base)
+        pwrite_all(fd, _HEAD.pack(room, BLANK_MAGIC_CODE), offset - base)
+        os.ftruncate(fd, self.mapped_file_size)
+
+    def _undo_partial_append(self, offset: int) -> None:
+        try:
+            self._truncate_files(offset)
+        finally:
+            self._max_offset = offset
+
+    def flush(self) -> int:
+        """fdatasync every segment with unflushed bytes; returns the new flushed offset."""
+        with self._lock:
+            target = self._max_offset
+            low = self.segment_base(self._flushed_offset)
+            fds = [fd for b, fd in self._fds.items() if low <= b < target]
+            dir_dirty, self._dir_dirty = self._dir_dirty, False
+        if target <= self._flushed_offset and not dir_dirty:
+            return self._flushed_offset
+        try:
+            for fd in fds:
+                _fdatasync(fd)
+            if dir_dirty:
+                fsync_dir(self.path)
+        except BaseException:
+            with self._lock:
+                self._dir_dirty = self._dir_dirty or dir_dirty
+            raise
+        with self._lock:
+            if target > self._flushed_offset:
+                self._flushed_offset = target
+                self._checkpoint.store(target)
+        return self._flushed_offset
+
+    # ------------------------------------------------------------------ reads
+
+    def read(self, offset: int, size: int) -> bytes:
+        """Up to ``size`` bytes from ``offset``, clipped to [min_offset, max_offset)."""
+        end = min(offset + size, self._max_offset)
+        if offset < self._min_offset or offset >= end:
+            return b""
+        seg = self.mapped_file_size
+        parts = []
+        while offset < end:
+            base = offset - offset % seg
+            fd = self._fds.get(base)
+            if fd is None:
+                break
+            want = min(end, base + seg) - offset
+            data = os.pread(fd, want, offset - base)
+            parts.append(data)
+            if len(data) < want:
+                break
+            offset += want
+        return parts[0] if len(parts) == 1 else b"".join(parts)
+
+    def read_span(self, offset: int, size: int) -> bytes:
+        """`read` for the pull hot path: one pread when the range sits in one segment."""
+        base = offset - offset % self.mapped_file_size
+        fd = self._fds.get(base)
+        if (
+            fd is None
+            or offset < self._min_offset
+            or offset + size > self._max_offset
+            or offset + size > base + self.mapped_file_size
+        ):
+            return self.read(offset, size)
+        return os.pread(fd, size, offset - base)
+
+    def read_record(self, offset: int) -> bytes:
+        """The whole record starting at ``offset``; RecordNotFound if there is none."""
+        head = self.read(offset, 8)
+        if len(head) < 8:
+            raise RecordNotFound(f"no record at commitlog offset {offset}")
+        total, magic = _HEAD.unpack(head)
+        if magic not in (MAGIC_CODE_V1, MAGIC_CODE_V2) or total <= 8:
+            raise RecordNotFound(f"no message record at commitlog offset {offset}")
+        data = self.read(offset, total)
+        if len(data) != total:
+            raise RecordNotFound(f"record at commitlog offset {offset} is cut short")
+        return data
+
+    def iter_records(
+        self, start: int, chunk_size: int = 4 * 1024 * 1024
+    ) -> Iterator[tuple[int, bytes]]:
+        """(offset, record) for every message record from ``start`` (a record boundary)."""
+        offset = max(start, self._min_offset)
+        seg = self.mapped_file_size
+        while offset < self._max_offset:
+            chunk = self.read(offset, min(chunk_size, seg - offset % seg))
+            if len(chunk) >= 8:
+                total = _HEAD.unpack_from(chunk)[0]
+                if total > len(chunk):  # a record bigger than the chunk: read it whole
+                    chunk = self.read(offset, total)
+            pos = 0
+            while len(chunk) - pos >= 8:
+                total, magic = _HEAD.unpack_from(chunk, pos)
+                if magic == BLANK_MAGIC_CODE:
+                    pos += total
+                    break
+                if total <= 8 or pos + total > len(chunk):
+                    break
+                yield offset + pos, chunk[pos : pos + total]
+                pos += total
+            if pos == 0:
+                raise CorruptionError(f"cannot read a record at commitlog offset {offset}")
+            offset += pos
+
+    # ------------------------------------------------------------------ truncation / retention
+
+    def truncate_to(self, offset: int) -> None:
+        """Drop everything at and after ``offset`` (a record boundary), durably."""
+        if offset > self._max_offset or offset < self._min_offset:
+            raise ValueError(
+                f"truncate offset {offset} outside [{self._min_offset}, {self._max_offset}]"
+            )
+        if offset == self._max_offset:
+            return
+        if self._flushed_offset > offset:
+            # lower the checkpoint first: a crash must never find it above the data
+            self._flushed_offset = offset
+            self._checkpoint.store(offset, sync=True)
+        self._truncate_files(offset)
+        self._max_offset = offset
+
+    def _truncate_files(self, offset: int) -> None:
+        base = self.segment_base(offset)
+        with self._lock:
+            later = [b for b in self._fds if b > base]
+            later_fds = [self._fds.pop(b) for b in later]
+        for b, fd in zip(later, later_fds, strict=True):
+            os.close(fd)
+            os.unlink(os.path.join(self.path, segment_name(b)))
+        fd = self._fds.get(base)
+        if fd is not None:
+            os.ftruncate(fd, offset - base)
+            _fdatasync(fd)
+        fsync_dir(self.path)
+
+    def delete_segments_below(self, offset: int) -> list[str]:
+        """Retention: delete segments lying wholly below ``offset``, never the last one."""
+        seg = self.mapped_file_size
+        with self._lock:
+            bases = sorted(self._fds)
+            doomed = [b for b in bases[:-1] if b + seg <= offset]
+            fds = [self._fds.pop(b) for b in doomed]
+            if doomed:
+                self._min_offset = min(self._fds)
+        for b, fd in zip(doomed, fds, strict=True):
+            os.close(fd)
+            os.unlink(os.path.join(self.path, segment_name(b)))
+        if doomed:
+            fsync_dir(self.path)
+        return [segment_name(b) for b in doomed]
+
+
+class _Empty(bytes):
+    """Stands in for the mmap of an empty file (mmap refuses length 0)."""
+
+    def __enter__(self) -> _Empty:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        return None

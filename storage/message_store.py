@@ -1,0 +1,725 @@
+"""MessageStore: the facade the broker actor calls: put, get, flush, recover (M1, M2).
+
+Wires the CommitLog (truth), the ConsumeQueues and the key index (both derived) under
+``<store>/commitlog``, ``<store>/consumequeue`` and ``<store>/index``, and owns the topic-queue
+offset table. Synchronous file code, no trio: the broker actor calls `put_messages` and
+`get_messages` on its own thread and runs `flush_commitlog` / `flush` (fsync) in a worker
+thread (same contract as `CommitLog.flush`: appends may continue, truncation may not).
+
+Put path: assign queue offsets, build every record of the batch, append them with one write,
+then dispatch synchronously (ConsumeQueue entries + index records, page cache only).
+Transaction PREPARED / ROLLBACK records get queue offset 0 and no ConsumeQueue entry, like
+upstream; ROLLBACK records are not indexed either.
+
+Durability: SYNC_FLUSH acks need only `flush_commitlog`; `flush` also syncs ConsumeQueues and
+the index and then writes ``dispatch.checkpoint``, the CommitLog offset below which they are
+known to be durable. `open` recovers the CommitLog, cuts ConsumeQueue and index records at or
+above ``min(dispatch checkpoint, highest CommitLog end any ConsumeQueue references)`` and
+re-dispatches the records from there, so a crash never leaves an entry pointing past the log
+and deleting the ConsumeQueue files rebuilds them. A missing index log is rebuilt from the
+oldest record.
+
+Config: `StoreConfig` keeps upstream's MessageStoreConfig key names (camelCase) so a broker
+config file maps onto it with no alias table.
+"""
+
+from __future__ import annotations
+
+import enum
+import os
+from collections.abc import Callable, Iterable, Sequence
+
+import attrs
+from rocketrio.protocol.config import positive
+from rocketrio.protocol.message import (
+    CRC32_RESERVED_LEN,
+    PROPERTY_CRC32,
+    PROPERTY_DELAY_TIME_LEVEL,
+    PROPERTY_KEYS,
+    PROPERTY_TAGS,
+    TRANSACTION_PREPARED_TYPE,
+    TRANSACTION_ROLLBACK_TYPE,
+    UNIQ_KEY,
+    MessageDecodeError,
+    MessageExt,
+    build_stored_message,
+    check_stored_record,
+    decode_properties,
+    decode_stored,
+    encode_properties,
+    stored_timestamp,
+    tags_hash_code,
+)
+from rocketrio.storage.commitlog import (
+    CommitLog,
+    CommitLogRecovery,
+    CorruptionError,
+    OffsetCheckpoint,
+    RecordNotFound,
+)
+from rocketrio.storage.consume_queue import ENTRY, Boundary, ConsumeQueue
+from rocketrio.storage.index_file import MessageIndex, key_hash
+
+SCHEDULE_TOPIC = "SCHEDULE_TOPIC_XXXX"
+COMMITLOG_DIR = "commitlog"
+CONSUME_QUEUE_DIR = "consumequeue"
+DISPATCH_CHECKPOINT = "dispatch.checkpoint"
+# upstream reads at most 16000 bytes (800 entries) of ConsumeQueue per pull when filtering
+MAX_FILTER_SCAN_ENTRIES = 800
+_STORE_TS_HEAD = 80  # enough of a record to find storeTimestamp with an IPv6 born host
+_REDISPATCH_BATCH = 1024
+_MAX_READ_GAP = 16 * 1024  # bytes of other queues' records a pull read may step over
+_MAX_SPAN = 1024 * 1024  # bytes one pull read may cover
+_UNIT_MS = {"s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}
+
+
+def _cq_file_size(_inst: object, attribute: attrs.Attribute[int], value: int) -> None:
+    if value <= 0 or value % 20:
+        raise ValueError(f"{attribute.name} must be a positive multiple of 20, got {value}")
+
+
+def parse_delay_levels(text: str) -> list[int]:
+    """``"1s 5s 1m 2h"`` -> delays in ms, level 1 first (upstream messageDelayLevel)."""
+    out = []
+    for item in text.split():
+        unit = _UNIT_MS.get(item[-1:])
+        if unit is None or not item[:-1].isdigit():
+            raise ValueError(f"messageDelayLevel: bad level {item!r} (use e.g. 5s, 1m, 2h, 1d)")
+        out.append(int(item[:-1]) * unit)
+    return out
+
+
+@attrs.define
+class StoreConfig:
+    """The MessageStoreConfig keys the store uses, with upstream names and defaults."""
+
+    mappedFileSizeCommitLog: int = attrs.field(default=1024 * 1024 * 1024, validator=positive)
+    mappedFileSizeConsumeQueue: int = attrs.field(default=300_000 * 20, validator=_cq_file_size)
+    maxMessageSize: int = attrs.field(default=4 * 1024 * 1024, validator=positive)
+    messageIndexEnable: bool = True
+    messageDelayLevel: str = "1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h"
+
+    def __attrs_post_init__(self) -> None:
+        parse_delay_levels(self.messageDelayLevel)
+
+
+class InvalidMessage(ValueError):
+    """A message the store refuses (nothing of its batch was written)."""
+
+
+class MessageTooLarge(InvalidMessage):
+    """Body above maxMessageSize, properties above 32767 bytes, or a record above a segment."""
+
+
+class GetMessageStatus(enum.Enum):
+    FOUND = "FOUND"
+    NO_MATCHED_MESSAGE = "NO_MATCHED_MESSAGE"
+    MESSAGE_WAS_REMOVING = "MESSAGE_WAS_REMOVING"
+    OFFSET_FOUND_NULL = "OFFSET_FOUND_NULL"
+    OFFSET_OVERFLOW_BADLY = "OFFSET_OVERFLOW_BADLY"
+    OFFSET_OVERFLOW_ONE = "OFFSET_OVERFLOW_ONE"
+    OFFSET_TOO_SMALL = "OFFSET_TOO_SMALL"
+    NO_MATCHED_LOGIC_QUEUE = "NO_MATCHED_LOGIC_QUEUE"
+    NO_MESSAGE_IN_QUEUE = "NO_MESSAGE_IN_QUEUE"
+
+
+@attrs.define(slots=True)
+class MessageToStore:
+    """One message for `MessageStore.put_messages` (upstream MessageExtBrokerInner)."""
+
+    topic: str
+    queue_id: int
+    body: bytes
+    flag: int = 0
+    properties: dict[str, str] | str = attrs.field(factory=dict)
+    sys_flag: int = 0
+    born_timestamp: int = 0
+    born_host: tuple[bytes, int] = (b"\x7f\x00\x00\x01", 0)
+    reconsume_times: int = 0
+    prepared_transaction_offset: int = 0
+
+
+@attrs.define(slots=True)  # not frozen: a frozen init costs ~1 us per message
+class PutResult:
+    commitlog_offset: int
+    size: int
+    queue_offset: int
+    msg_id: str  # offset message id
+    store_timestamp: int
+
+
+@attrs.define(slots=True)
+class GetResult:
+    """A pull answer: ``buffers`` are whole stored records, one per message, in queue order."""
+
+    status: GetMessageStatus
+    next_begin_offset: int
+    min_offset: int
+    max_offset: int
+    buffers: list[bytes] = attrs.field(factory=list)
+    message_count: int = 0
+
+    @property
+    def body(self) -> bytes:
+        """The pull response body: the records back to back."""
+        return b"".join(self.buffers)
+
+
+@attrs.frozen
+class RecoveryReport:
+    commitlog: CommitLogRecovery
+    redispatch_from: int
+    redispatched: int
+    cq_entries_dropped: int
+    cq_torn_bytes: int
+    index_records_dropped: int
+    index_rebuilt: bool
+    queues: int
+
+
+@attrs.frozen
+class StoreStats:
+    put_message_count: int
+    put_message_bytes: int
+    get_message_count: int
+    commitlog_min_offset: int
+    commitlog_max_offset: int
+    commitlog_flushed_offset: int
+
+
+# (commitlog offset, size, (topic, queue id), queue offset, tags code, index hashes, to CQ)
+_Dispatch = tuple[int, int, tuple[str, int], int, int, list[int] | None, bool]
+
+
+class MessageStore:
+    """Facade over CommitLog, ConsumeQueues and the index (see module docstring)."""
+
+    def __init__(
+        self,
+        store_path: str,
+        config: StoreConfig | None = None,
+        *,
+        store_host: tuple[bytes, int] = (b"\x7f\x00\x00\x01", 10911),
+    ) -> None:
+        self.store_path = store_path
+        self.config = config or StoreConfig()
+        self.store_host = store_host
+        self._msg_id_prefix = (store_host[0] + store_host[1].to_bytes(4, "big")).hex().upper()
+        self._commitlog = CommitLog(
+            os.path.join(store_path, COMMITLOG_DIR), self.config.mappedFileSizeCommitLog
+        )
+        self._cq_root = os.path.join(store_path, CONSUME_QUEUE_DIR)
+        self._cqs: dict[tuple[str, int], ConsumeQueue] = {}
+        self._queue_offsets: dict[tuple[str, int], int] = {}
+        self._index = MessageIndex(store_path) if self.config.messageIndexEnable else None
+        self._dispatch_ckpt = OffsetCheckpoint(os.path.join(store_path, DISPATCH_CHECKPOINT))
+        self._dispatched = 0
+        self._delay_ms = parse_delay_levels(self.config.messageDelayLevel)
+        self._put_count = 0
+        self._put_bytes = 0
+        self._get_count = 0
+
+    @property
+    def commitlog(self) -> CommitLog:
+        return self._commitlog
+
+    # ------------------------------------------------------------------ open / close
+
+    def open(self) -> RecoveryReport:
+        """Recover the CommitLog, reconcile ConsumeQueues and index, re-dispatch the rest."""
+        os.makedirs(self.store_path, exist_ok=True)
+        clog_report = self._commitlog.open()
+        clog_min, clog_max = self._commitlog.min_offset, self._commitlog.max_offset
+        torn = self._load_consume_queues()
+        ckpt = self._dispatch_ckpt.load()
+        cq_end = 0
+        for cq in self._cqs.values():
+            last = cq.last_entry()
+            if last is not None:
+                cq_end = max(cq_end, last[0] + last[1])
+        redo = max(clog_min, min(clog_max, cq_end, clog_min if ckpt is None else ckpt))
+        dropped = 0
+        for cq in self._cqs.values():
+            dropped += cq.truncate_by_phy(redo)
+            cq.correct_min_offset(clog_min)
+        index_rebuilt = False
+        index_dropped = 0
+        start = redo
+        if self._index is not None:
+            index_rebuilt = not self._index.exists() and clog_max > clog_min
+            start = clog_min if index_rebuilt else redo
+            index_dropped = self._index.open(start)
+        self._queue_offsets = {key: cq.max_offset for key, cq in self._cqs.items()}
+        redispatched = self._redispatch(start, redo)
+        self._dispatched = clog_max
+        self.flush()
+        return RecoveryReport(
+            commitlog=clog_report,
+            redispatch_from=start,
+            redispatched=redispatched,
+            cq_entries_dropped=dropped,
+            cq_torn_bytes=torn,
+            index_records_dropped=index_dropped,
+            index_rebuilt=index_rebuilt,
+            queues=len(self._cqs),
+        )
+
+    def _load_consume_queues(self) -> int:
+        torn = 0
+        if not os.path.isdir(self._cq_root):
+            return 0
+        for topic in sorted(os.listdir(self._cq_root)):
+            topic_dir = os.path.join(self._cq_root, topic)
+            if not os.path.isdir(topic_dir):
+                continue
+            for qid in os.listdir(topic_dir):
+                if not qid.isdigit() or not os.path.isdir(os.path.join(topic_dir, qid)):
+                    continue
+                cq = ConsumeQueue(
+                    self._cq_root, topic, int(qid), self.config.mappedFileSizeConsumeQueue
+                )
+                torn += cq.open()
+                self._cqs[(topic, int(qid))] = cq
+        return torn
+
+    def _redispatch(self, start: int, cq_from: int) -> int:
+        """Dispatch records from ``start``; ConsumeQueue entries only from ``cq_from``."""
+        batch: list[_Dispatch] = []
+        count = 0
+        for offset, record in self._commitlog.iter_records(start):
+            try:
+                msg, _ = decode_stored(record)
+            except MessageDecodeError as e:
+                raise CorruptionError(
+                    f"cannot re-dispatch commitlog record at {offset}: {e}"
+                ) from None
+            tran = msg.sys_flag & TRANSACTION_ROLLBACK_TYPE
+            to_cq = offset >= cq_from and tran not in _NO_CQ_TRAN
+            tags = self._tags_code(msg.topic, msg.properties, msg.store_timestamp)
+            hashes = self._index_hashes(msg.topic, msg.properties, tran)
+            key = (msg.topic, msg.queue_id)
+            batch.append((offset, len(record), key, msg.queue_offset, tags, hashes, to_cq))
+            if to_cq:
+                nxt = msg.queue_offset + 1
+                if nxt > self._queue_offsets.get(key, 0):
+                    self._queue_offsets[key] = nxt
+            count += 1
+            if len(batch) >= _REDISPATCH_BATCH:
+                self._dispatch(batch)
+                batch = []
+        self._dispatch(batch)
+        return count
+
+    def close(self) -> None:
+        self.flush()
+        for cq in self._cqs.values():
+            cq.close()
+        if self._index is not None:
+            self._index.close()
+        self._commitlog.close()
+        self._dispatch_ckpt.close()
+
+    # ------------------------------------------------------------------ put
+
+    def put_messages(
+        self, msgs: Sequence[MessageToStore], store_timestamp_ms: int
+    ) -> list[PutResult]:
+        """Store a batch with one CommitLog write and dispatch it; no fsync (see flush)."""
+        records: list[bytes] = []
+        pending: list[tuple[tuple[str, int], int, int, list[int] | None, bool]] = []
+        next_qo: dict[tuple[str, int], int] = {}
+        for i, m in enumerate(msgs):
+            rec, meta = self._build(i, m, store_timestamp_ms, next_qo)
+            records.append(rec)
+            pending.append(meta)
+        positions = self._commitlog.append(records)
+        self._queue_offsets.update(next_qo)
+        items: list[_Dispatch] = []
+        results: list[PutResult] = []
+        prefix = self._msg_id_prefix
+        total = 0
+        for pos, rec, (key, qo, tags, hashes, to_cq) in zip(
+            positions, records, pending, strict=True
+        ):
+            n = len(rec)
+            total += n
+            items.append((pos, n, key, qo, tags, hashes, to_cq))
+            results.append(PutResult(pos, n, qo, f"{prefix}{pos:016X}", store_timestamp_ms))
+        self._dispatch(items)
+        self._put_count += len(records)
+        self._put_bytes += total
+        return results
+
+    def _build(
+        self, i: int, m: MessageToStore, store_ts: int, next_qo: dict[tuple[str, int], int]
+    ) -> tuple[bytes, tuple[tuple[str, int], int, int, list[int] | None, bool]]:
+        cfg = self.config
+        if len(m.body) > cfg.maxMessageSize:
+            raise MessageTooLarge(
+                f"message {i} to {m.topic}: body of {len(m.body)} bytes exceeds "
+                f"maxMessageSize={cfg.maxMessageSize}"
+            )
+        text, props = _split_properties(m.properties)
+        raw_props = text.encode()
+        if len(raw_props) + 1 + CRC32_RESERVED_LEN > 32767:
+            raise MessageTooLarge(
+                f"message {i} to {m.topic}: properties of {len(raw_props)} bytes exceed 32767"
+            )
+        tran = m.sys_flag & TRANSACTION_ROLLBACK_TYPE
+        to_cq = tran not in _NO_CQ_TRAN
+        key = (m.topic, m.queue_id)
+        qo = 0
+        if to_cq:
+            qo = next_qo.get(key, -1)
+            if qo < 0:
+                qo = self._queue_offsets.get(key, 0)
+            next_qo[key] = qo + 1
+        try:
+            rec = build_stored_message(
+                topic=m.topic, queue_id=m.queue_id, body=m.body, flag=m.flag,
+                properties=raw_props, sys_flag=m.sys_flag, born_timestamp=m.born_timestamp,
+                born_host=m.born_host, store_timestamp=store_ts, store_host=self.store_host,
+                reconsume_times=m.reconsume_times,
+                prepared_transaction_offset=m.prepared_transaction_offset,
+                queue_offset=qo, record_crc="reserve",
+            )  # fmt: skip
+        except ValueError as e:
+            raise InvalidMessage(f"message {i} to {m.topic}: {e}") from None
+        if len(rec) > cfg.mappedFileSizeCommitLog - 8:
+            raise MessageTooLarge(
+                f"message {i} to {m.topic}: record of {len(rec)} bytes exceeds a commitlog "
+                f"segment (mappedFileSizeCommitLog={cfg.mappedFileSizeCommitLog})"
+            )
+        tags = self._tags_code(m.topic, props, store_ts)
+        return rec, (key, qo, tags, self._index_hashes(m.topic, props, tran), to_cq)
+
+    def _tags_code(self, topic: str, props: dict[str, str], store_ts: int) -> int:
+        tags = props.get(PROPERTY_TAGS)
+        code = tags_hash_code(tags) if tags else 0
+        if topic == SCHEDULE_TOPIC:
+            # delay messages are ordered by deliver time (upstream computeDeliverTimestamp)
+            level = props.get(PROPERTY_DELAY_TIME_LEVEL, "")
+            if level.isdigit() and int(level) > 0:
+                delays = self._delay_ms
+                code = store_ts + delays[min(int(level), len(delays)) - 1]
+        return code
+
+    def _index_hashes(self, topic: str, props: dict[str, str], tran: int) -> list[int] | None:
+        if self._index is None or tran == TRANSACTION_ROLLBACK_TYPE:
+            return None
+        keys = props.get(PROPERTY_KEYS)
+        uniq = props.get(UNIQ_KEY)
+        if not keys and not uniq:
+            return None
+        hashes = [key_hash(topic, k) for k in keys.split(" ") if k] if keys else []
+        if uniq:
+            hashes.append(key_hash(topic, uniq))
+        return hashes
+
+    def _dispatch(self, items: Iterable[_Dispatch]) -> None:
+        groups: dict[tuple[str, int], list[bytes]] = {}
+        firsts: dict[tuple[str, int], int] = {}
+        index_entries: list[tuple[int, int]] = []
+        pack = ENTRY.pack
+        end = None
+        for offset, size, key, qo, tags, hashes, to_cq in items:
+            end = offset + size
+            if to_cq:
+                group = groups.get(key)
+                if group is None:
+                    groups[key] = group = []
+                    firsts[key] = qo
+                elif qo != firsts[key] + len(group):
+                    raise CorruptionError(
+                        f"queue offsets of {key[0]}:{key[1]} jump to {qo} at commitlog {offset}"
+                    )
+                group.append(pack(offset, size, tags))
+            if hashes:
+                index_entries.extend([(h, offset) for h in hashes])
+        for key, parts in groups.items():
+            self._consume_queue(key).append(b"".join(parts), firsts[key])
+        if index_entries and self._index is not None:
+            self._index.add(index_entries)
+        if end is not None:
+            self._dispatched = end
+
+    def _consume_queue(self, key: tuple[str, int]) -> ConsumeQueue:
+        cq = self._cqs.get(key)
+        if cq is None:
+            cq = ConsumeQueue(self._cq_root, key[0], key[1], self.config.mappedFileSizeConsumeQueue)
+            self._cqs[key] = cq
+        return cq
+
+    # ------------------------------------------------------------------ flush
+
+    def flush_commitlog(self) -> int:
+        """fsync the CommitLog only (what a SYNC_FLUSH ack needs); returns flushed offset."""
+        return self._commitlog.flush()
+
+    def flush(self) -> int:
+        """fsync CommitLog, then ConsumeQueues and index; advance the dispatch checkpoint."""
+        dispatched = self._dispatched
+        flushed = self._commitlog.flush()
+        for cq in list(self._cqs.values()):
+            cq.flush()
+        if self._index is not None:
+            self._index.flush()
+        self._dispatch_ckpt.store(dispatched)
+        return flushed
+
+    @property
+    def flushed_offset(self) -> int:
+        return self._commitlog.flushed_offset
+
+    # ------------------------------------------------------------------ get
+
+    def get_messages(
+        self,
+        topic: str,
+        queue_id: int,
+        offset: int,
+        max_count: int,
+        max_bytes: int,
+        tag_codes: set[int] | None = None,
+    ) -> GetResult:
+        """Read up to ``max_count`` messages / ``max_bytes`` (at least one) from a queue.
+
+        Statuses and next_begin_offset follow upstream DefaultMessageStore.getMessage; the
+        corrected offsets are returned as they are (the broker decides whether to use them).
+        """
+        cq = self._cqs.get((topic, queue_id))
+        if cq is None:
+            return GetResult(GetMessageStatus.NO_MATCHED_LOGIC_QUEUE, 0, 0, 0)
+        lo, hi = cq.min_offset, cq.max_offset
+        if hi == 0:
+            return GetResult(GetMessageStatus.NO_MESSAGE_IN_QUEUE, 0, lo, hi)
+        if offset < lo:
+            return GetResult(GetMessageStatus.OFFSET_TOO_SMALL, lo, lo, hi)
+        if offset == hi:
+            return GetResult(GetMessageStatus.OFFSET_OVERFLOW_ONE, offset, lo, hi)
+        if offset > hi:
+            return GetResult(GetMessageStatus.OFFSET_OVERFLOW_BADLY, lo if lo == 0 else hi, lo, hi)
+        scan = max_count if tag_codes is None else max(max_count, MAX_FILTER_SCAN_ENTRIES)
+        raw = cq.read_raw(offset, scan)
+        result = GetResult(GetMessageStatus.NO_MATCHED_MESSAGE, offset, lo, hi)
+        self._collect(raw, offset, max_count, max_bytes, tag_codes, result)
+        self._get_count += result.message_count
+        return result
+
+    def _collect(
+        self,
+        raw: bytes,
+        offset: int,
+        max_count: int,
+        max_bytes: int,
+        tag_codes: set[int] | None,
+        result: GetResult,
+    ) -> None:
+        clog_min = self._commitlog.min_offset
+        # spans of the commitlog to read with one pread each: records of one queue are
+        # usually near each other (other queues' records in between), so a span takes a
+        # record if the gap is small, and skips the gap bytes when slicing
+        spans: list[tuple[int, int, list[int]]] = []  # (start, end, [start, size, ...])
+        span_start = span_end = -_MAX_READ_GAP - 1
+        parts: list[int] = []
+        count = total = consumed = removed = 0
+        for phy, size, tags in ENTRY.iter_unpack(raw):
+            if phy < clog_min:
+                consumed += 1
+                removed += 1
+                continue
+            if tag_codes is not None and tags not in tag_codes:
+                consumed += 1
+                continue
+            if count and total + size > max_bytes:
+                break
+            consumed += 1
+            if 0 <= phy - span_end <= _MAX_READ_GAP and phy + size - span_start <= _MAX_SPAN:
+                parts.append(phy - span_start)
+                parts.append(size)
+            else:
+                if parts:
+                    spans.append((span_start, span_end, parts))
+                span_start, parts = phy, [0, size]
+            span_end = phy + size
+            count += 1
+            total += size
+            if count >= max_count:
+                break
+        if parts:
+            spans.append((span_start, span_end, parts))
+        self._read_spans(spans, result.buffers)
+        result.message_count = len(result.buffers)
+        result.next_begin_offset = offset + consumed
+        if result.buffers:
+            result.status = GetMessageStatus.FOUND
+        elif removed and removed == consumed:
+            result.status = GetMessageStatus.MESSAGE_WAS_REMOVING
+
+    def _read_spans(self, spans: list[tuple[int, int, list[int]]], out: list[bytes]) -> None:
+        read = self._commitlog.read_span
+        for start, end, parts in spans:
+            data = read(start, end - start)
+            if len(data) != end - start:
+                break  # the log moved under us (retention); what was read stays valid
+            if len(parts) == 2:
+                out.append(data)
+                continue
+            for i in range(0, len(parts), 2):
+                p = parts[i]
+                out.append(data[p : p + parts[i + 1]])
+
+    # ------------------------------------------------------------------ queries
+
+    def get_max_offset(self, topic: str, queue_id: int) -> int:
+        cq = self._cqs.get((topic, queue_id))
+        return cq.max_offset if cq else 0
+
+    def get_min_offset(self, topic: str, queue_id: int) -> int:
+        cq = self._cqs.get((topic, queue_id))
+        return cq.min_offset if cq else 0
+
+    def get_commitlog_max_offset(self) -> int:
+        return self._commitlog.max_offset
+
+    def get_commitlog_min_offset(self) -> int:
+        return self._commitlog.min_offset
+
+    def _store_timestamp_at(self, phy: int, _size: int = 0) -> int | None:
+        head = self._commitlog.read(phy, _STORE_TS_HEAD)
+        return stored_timestamp(head) if len(head) == _STORE_TS_HEAD else None
+
+    def get_message_store_timestamp(self, topic: str, queue_id: int, offset: int) -> int | None:
+        cq = self._cqs.get((topic, queue_id))
+        entry = cq.entry(offset) if cq else None
+        return self._store_timestamp_at(entry[0]) if entry else None
+
+    def get_earliest_msg_store_time(self, topic: str, queue_id: int) -> int | None:
+        return self.get_message_store_timestamp(
+            topic, queue_id, self.get_min_offset(topic, queue_id)
+        )
+
+    def search_offset_by_timestamp(
+        self, topic: str, queue_id: int, timestamp_ms: int, boundary: Boundary = "LOWER"
+    ) -> int:
+        cq = self._cqs.get((topic, queue_id))
+        if cq is None:
+            return 0
+        return cq.search_by_timestamp(timestamp_ms, self._store_timestamp_at, boundary)
+
+    def look_message_by_offset(self, commitlog_offset: int) -> MessageExt | None:
+        """The message whose record starts at ``commitlog_offset``, or None."""
+        try:
+            record = self._commitlog.read_record(commitlog_offset)
+            check_stored_record(record, 0, expected_offset=commitlog_offset)
+            return decode_stored(record)[0]
+        except (RecordNotFound, MessageDecodeError):
+            return None
+
+    def query_by_key(
+        self,
+        topic: str,
+        key: str,
+        max_num: int = 32,
+        begin_ts: int = 0,
+        end_ts: int = 2**63 - 1,
+    ) -> list[MessageExt]:
+        """Messages of ``topic`` whose KEYS contain ``key``, newest first."""
+        return self._query(
+            topic, key, max_num, lambda m: key in m.keys and begin_ts <= m.store_timestamp <= end_ts
+        )
+
+    def query_by_uniq_key(self, topic: str, uniq_key: str, max_num: int = 32) -> list[MessageExt]:
+        """Messages of ``topic`` whose UNIQ_KEY is ``uniq_key`` (retries keep it), newest first."""
+        return self._query(
+            topic, uniq_key, max_num, lambda m: m.properties.get(UNIQ_KEY) == uniq_key
+        )
+
+    def _query(
+        self, topic: str, key: str, max_num: int, match: Callable[[MessageExt], bool]
+    ) -> list[MessageExt]:
+        if self._index is None:
+            return []
+        out: list[MessageExt] = []
+        for offset in self._index.lookup(topic, key):
+            msg = self.look_message_by_offset(offset)
+            if msg is not None and msg.topic == topic and match(msg):
+                out.append(msg)
+                if len(out) >= max_num:
+                    break
+        return out
+
+    def topic_queue_ids(self) -> dict[str, list[int]]:
+        out: dict[str, list[int]] = {}
+        for topic, qid in sorted(self._cqs):
+            out.setdefault(topic, []).append(qid)
+        return out
+
+    def delete_topic(self, topic: str) -> int:
+        """Drop the topic's ConsumeQueues and queue offsets; returns how many queues.
+
+        Flushes first so the dispatch checkpoint is past every record of the topic: recovery
+        must not resurrect the queues.
+        """
+        keys = [k for k in self._cqs if k[0] == topic]
+        if not keys:
+            return 0
+        self.flush()
+        for key in keys:
+            self._cqs.pop(key).destroy()
+            self._queue_offsets.pop(key, None)
+        topic_dir = os.path.join(self._cq_root, topic)
+        if os.path.isdir(topic_dir):
+            os.rmdir(topic_dir)
+        return len(keys)
+
+    # ------------------------------------------------------------------ truncation / retention
+
+    def truncate_to(self, commitlog_offset: int) -> None:
+        """Drop every record at or after ``commitlog_offset`` and what was dispatched from them."""
+        ckpt = self._dispatch_ckpt.load()
+        if ckpt is None or ckpt > commitlog_offset:
+            # lowered durably first: a crash must not find it above the log
+            self._dispatch_ckpt.store(commitlog_offset, sync=True)
+        self._commitlog.truncate_to(commitlog_offset)
+        for cq in self._cqs.values():
+            cq.truncate_by_phy(commitlog_offset)
+        if self._index is not None:
+            self._index.truncate_from(commitlog_offset)
+        self._queue_offsets = {key: cq.max_offset for key, cq in self._cqs.items()}
+        self._dispatched = min(self._dispatched, commitlog_offset)
+
+    def delete_files_below(self, commitlog_offset: int) -> list[str]:
+        """Retention: delete CommitLog segments wholly below the offset, then what indexes them."""
+        deleted = self._commitlog.delete_segments_below(commitlog_offset)
+        clog_min = self._commitlog.min_offset
+        for cq in self._cqs.values():
+            cq.delete_files_below_phy(clog_min)
+        if self._index is not None:
+            self._index.delete_below(clog_min)
+        return deleted
+
+    def stats(self) -> StoreStats:
+        return StoreStats(
+            put_message_count=self._put_count,
+            put_message_bytes=self._put_bytes,
+            get_message_count=self._get_count,
+            commitlog_min_offset=self._commitlog.min_offset,
+            commitlog_max_offset=self._commitlog.max_offset,
+            commitlog_flushed_offset=self._commitlog.flushed_offset,
+        )
+
+
+_NO_CQ_TRAN = (TRANSACTION_PREPARED_TYPE, TRANSACTION_ROLLBACK_TYPE)
+
+
+def _split_properties(props: dict[str, str] | str) -> tuple[str, dict[str, str]]:
+    """(encoded text, dict) without a stale ``__CRC32#`` (the CommitLog writes its own)."""
+    if isinstance(props, str):
+        parsed = decode_properties(props)
+        if PROPERTY_CRC32 not in parsed:
+            return props, parsed
+        props = parsed
+    if PROPERTY_CRC32 in props:
+        props = {k: v for k, v in props.items() if k != PROPERTY_CRC32}
+    return encode_properties(props), props

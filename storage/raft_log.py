@@ -1,0 +1,758 @@
+"""Durable storage of the controller's Raft node: log segments, term/vote, snapshots.
+
+Everything lives in one directory:
+
+- ``<first index, 20 digits>``: log segments. Each is a run of records
+  ``int32 length | uint32 crc32 | int64 index | int64 term | data`` (big-endian; ``length`` is
+  ``len(data)``; the crc covers index, term and data). A segment rolls when the next record would
+  make it exceed ``segment_size`` (a record larger than that gets a segment of its own).
+- ``hard_state.json``: current term and vote, replaced atomically.
+- ``snapshot``: the latest snapshot, ``magic | uint32 crc | int64 index | int64 term | data``,
+  replaced atomically.
+- ``LOCK``: an flock so two processes never share one store.
+
+Durability points. ``append`` only writes (page cache); ``sync`` fsyncs the last segment and, when
+segments were created, the directory: one fsync for many appends. Rolling to a new segment fsyncs
+the old one first, so every segment that is not the last is complete on disk; that invariant is
+what lets recovery be strict about them. ``save_hard_state`` and ``save_snapshot`` write a temp
+file, fsync it, rename it over the old one and fsync the directory before returning. Suffix
+truncation and compaction fsync the directory and the truncated file before returning.
+
+Torn tail or corruption? Recovery checks every record (complete header, length inside the file,
+crc, index = previous + 1, terms never decreasing). A bad record in any segment but the last is
+corruption. In the last segment a bad record is a torn tail only if no valid record follows it:
+every byte offset after it is tried as a record start (an int64 index in the range a later record
+could have, then a full crc check). If one is found the bad record sits in the middle of good data
+and start-up stops with ``RaftLogCorruption`` naming the file and offset; otherwise the file is cut
+at the bad record, fsynced, and the cut is described in ``recovery_report``. A crc-valid record
+with an unexpected index, a gap between segments or between the snapshot and the log, or a bad
+hard-state/snapshot file are always corruption: silent loss is never an option.
+
+Crash consistency of the multi-step operations:
+
+- suffix truncation deletes later segments from the last one backwards, fsyncs the directory,
+  then cuts the segment holding the first dropped index: a crash leaves a prefix of the old log
+  (the dropped entries were conflicting, uncommitted ones; losing more of them is harmless);
+- compaction deletes whole segments from the oldest forwards: a crash leaves a suffix that still
+  starts at or below ``snapshot.index + 1``;
+- a snapshot the log does not match (a follower installing the leader's snapshot: the log does
+  not reach its index or has another term there) makes the whole log obsolete; the snapshot file
+  is made durable first, then the segments are deleted. Recovery applies the same rule, so a
+  crash in between ends the same way.
+
+Entries at or below the snapshot index are hidden even while their segment still exists:
+``first_index`` is ``snapshot.index + 1``. Not thread-safe: the owner (one actor) may run
+``sync`` in a worker thread but must not call anything else until it returns.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import re
+import struct
+import sys
+import zlib
+from array import array
+from bisect import bisect_right
+from collections.abc import Sequence
+from types import TracebackType
+
+import attrs
+from rocketrio.protocol.raft import Entry, HardState, SnapshotMeta
+
+DEFAULT_SEGMENT_SIZE = 64 * 1024 * 1024
+_HDR = struct.Struct(">iIqq")
+HEADER_SIZE = _HDR.size
+_CRC = struct.Struct(">I")
+_INDEX_TERM = struct.Struct(">qq")
+MAX_ENTRY_BYTES = 2**31 - 1
+_SNAP_MAGIC = b"RRSNAP01"
+_SNAP_HDR = struct.Struct(">8sIqq")
+
+HARD_STATE_FILE = "hard_state.json"
+SNAPSHOT_FILE = "snapshot"
+LOCK_FILE = "LOCK"
+_TMP_SUFFIX = ".tmp"
+_SEGMENT_NAME = re.compile(r"\d{20}")
+
+
+class RaftLogCorruption(Exception):
+    """The store holds damaged data that recovery must not silently drop."""
+
+    def __init__(self, file: str, offset: int, reason: str) -> None:
+        super().__init__(
+            f"raft store corrupted: {file} at offset {offset}: {reason}; "
+            "repair the file or wipe this replica's store so it is re-seeded from its peers"
+        )
+        self.file = file
+        self.offset = offset
+        self.reason = reason
+
+
+class RaftLogCompacted(LookupError):
+    """The index is covered by the snapshot: its entry is gone, use the snapshot instead."""
+
+
+@attrs.frozen
+class TornTail:
+    file: str
+    offset: int
+    dropped_bytes: int
+    reason: str
+
+
+@attrs.frozen
+class RecoveryReport:
+    """What ``RaftLog.open`` had to repair; the owner logs it."""
+
+    torn_tail: TornTail | None = None
+    removed_files: tuple[str, ...] = ()
+    log_discarded_for_snapshot: bool = False
+
+    @property
+    def clean(self) -> bool:
+        return (
+            self.torn_tail is None
+            and not self.removed_files
+            and not self.log_discarded_for_snapshot
+        )
+
+
+@attrs.define(eq=False)
+class _Segment:
+    """In-memory index of one segment file: record start offsets and terms by position."""
+
+    first_index: int
+    path: str
+    size: int = 0
+    offsets: array = attrs.Factory(lambda: array("q"))
+    terms: array = attrs.Factory(lambda: array("q"))
+
+    @property
+    def last_index(self) -> int:
+        return self.first_index + len(self.offsets) - 1
+
+    def offset_of(self, index: int) -> int:
+        return self.offsets[index - self.first_index]
+
+    def end_of(self, index: int) -> int:
+        """File offset just after the record of ``index``."""
+        pos = index - self.first_index + 1
+        return self.offsets[pos] if pos < len(self.offsets) else self.size
+
+
+def _fsync_dir(path: str) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _write_file_atomically(directory: str, name: str, payload: bytes) -> None:
+    """temp + fsync + rename + directory fsync: readers see the old or the new file, never a mix."""
+    tmp = os.path.join(directory, name + _TMP_SUFFIX)
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    try:
+        view = memoryview(payload)
+        while view:
+            view = view[os.write(fd, view) :]
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    os.replace(tmp, os.path.join(directory, name))
+    _fsync_dir(directory)
+
+
+def _cut_file(path: str, size: int) -> None:
+    fd = os.open(path, os.O_RDWR)
+    try:
+        os.ftruncate(fd, size)
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _record_problem(buf: bytes, pos: int) -> str | None:
+    """Why the record at ``pos`` is unreadable, or None when it is whole and crc-valid."""
+    end = len(buf)
+    if end - pos < HEADER_SIZE:
+        return f"incomplete record header ({end - pos} of {HEADER_SIZE} bytes)"
+    length, crc, _, _ = _HDR.unpack_from(buf, pos)
+    if length < 0 or pos + HEADER_SIZE + length > end:
+        return f"record length {length} runs past the end of the file"
+    if zlib.crc32(memoryview(buf)[pos + 8 : pos + HEADER_SIZE + length]) != crc:
+        return "crc mismatch"
+    return None
+
+
+def _find_valid_record(buf: bytes, start: int, last_good_index: int) -> int | None:
+    """Offset of a whole, crc-valid record after ``start`` that could follow the good prefix.
+
+    Tries every byte offset. To stay fast it reads the would-be index fields eight at a time as
+    an int64 array (one pass per alignment) and runs the crc only where the index is plausible;
+    zero-filled or random tails almost never pass that filter.
+    """
+    lo = last_good_index + 1
+    hi = last_good_index + (len(buf) - start) // HEADER_SIZE + 1
+    for align in range(8):
+        first = start + 1 + align
+        # the index field of a record at q is buf[q+8:q+16]; q + HEADER_SIZE must fit in buf
+        count = max(0, (len(buf) - HEADER_SIZE - first) // 8 + 1)
+        if count == 0:
+            continue
+        words = array("q")
+        words.frombytes(buf[first + 8 : first + 8 + 8 * count])
+        if sys.byteorder == "little":
+            words.byteswap()
+        for k, value in enumerate(words):
+            if lo <= value <= hi:
+                pos = first + 8 * k
+                if _record_problem(buf, pos) is None:
+                    return pos
+    return None
+
+
+def _decode(buf: bytes, first_index: int, count: int, file: str, base: int) -> list[Entry]:
+    """Parse ``count`` consecutive records; a re-check of crc and index catches rot since start."""
+    out: list[Entry] = []
+    view = memoryview(buf)
+    pos = 0
+    unpack = _HDR.unpack_from
+    crc32 = zlib.crc32
+    for expected in range(first_index, first_index + count):
+        length, crc, index, term = unpack(buf, pos)
+        end = pos + HEADER_SIZE + length
+        if index != expected or end > len(buf) or crc32(view[pos + 8 : end]) != crc:
+            raise RaftLogCorruption(file, base + pos, f"record of index {expected} is damaged")
+        out.append(Entry(index, term, bytes(view[pos + HEADER_SIZE : end])))
+        pos = end
+    return out
+
+
+class RaftLog:
+    """The controller Raft node's log, hard state and snapshot in one directory."""
+
+    def __init__(self, path: str, segment_size: int, lock_fd: int) -> None:
+        self._dir = path
+        self._segment_size = segment_size
+        self._lock_fd = lock_fd
+        self._hard_state = HardState(0, None)
+        self._snapshot: SnapshotMeta | None = None
+        self._segments: list[_Segment] = []
+        self._firsts: list[int] = []
+        self._fd: int | None = None  # append fd of self._segments[-1], opened lazily
+        self._unsynced = False
+        self._dir_unsynced = False
+        self._closed = False
+        self.recovery_report = RecoveryReport()
+
+    # ----------------------------------------------------------------- open / close
+
+    @classmethod
+    def open(cls, path: str, segment_size: int = DEFAULT_SEGMENT_SIZE) -> RaftLog:
+        """Open (creating if needed) and recover the store at ``path``."""
+        if segment_size <= HEADER_SIZE:
+            raise ValueError(f"segment_size must exceed {HEADER_SIZE} bytes, got {segment_size}")
+        os.makedirs(path, exist_ok=True)
+        lock_fd = os.open(os.path.join(path, LOCK_FILE), os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(lock_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(lock_fd)
+            raise RuntimeError(f"raft store {path} is in use by another RaftLog") from None
+        log = cls(path, segment_size, lock_fd)
+        try:
+            log._recover()
+        except BaseException:
+            log._release()
+            raise
+        return log
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        try:
+            self.sync()
+        finally:
+            self._release()
+
+    def __enter__(self) -> RaftLog:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    def _release(self) -> None:
+        self._closed = True
+        self._close_fd()
+        os.close(self._lock_fd)  # closing the fd drops the flock
+
+    # ----------------------------------------------------------------- recovery
+
+    def _recover(self) -> None:
+        removed: list[str] = []
+        for name in sorted(os.listdir(self._dir)):
+            if name.endswith(_TMP_SUFFIX):  # an atomic write that never reached its rename
+                os.unlink(os.path.join(self._dir, name))
+                removed.append(name)
+        self._hard_state = self._load_hard_state()
+        self._snapshot = self._load_snapshot_meta()
+        torn, empty_last = self._load_segments()
+        self._check_log_start()
+        # every check passed: only now repair, so a refused start-up leaves the files as found
+        if torn is not None:
+            _cut_file(torn.file, torn.offset)
+        if empty_last is not None:
+            os.unlink(empty_last)  # a roll that never wrote its first record, or a torn one
+            removed.append(os.path.basename(empty_last))
+        discarded = not self._log_matches_snapshot()
+        if discarded:
+            self._discard_log()
+        if removed:
+            _fsync_dir(self._dir)
+        self.recovery_report = RecoveryReport(torn, tuple(removed), discarded)
+
+    def _load_hard_state(self) -> HardState:
+        file = os.path.join(self._dir, HARD_STATE_FILE)
+        try:
+            with open(file, "rb") as f:
+                raw = f.read()
+        except FileNotFoundError:
+            return HardState(0, None)
+        try:
+            doc = json.loads(raw)
+            term, voted_for = doc["term"], doc["voted_for"]
+        except (ValueError, TypeError, KeyError) as exc:
+            raise RaftLogCorruption(file, 0, f"unreadable hard state: {exc}") from None
+        if not isinstance(term, int) or term < 0 or not isinstance(voted_for, str | None):
+            raise RaftLogCorruption(file, 0, f"bad hard state values {doc!r}")
+        return HardState(term, voted_for)
+
+    def _read_snapshot_file(self) -> tuple[SnapshotMeta, bytes] | None:
+        file = os.path.join(self._dir, SNAPSHOT_FILE)
+        try:
+            with open(file, "rb") as f:
+                raw = f.read()
+        except FileNotFoundError:
+            return None
+        if len(raw) < _SNAP_HDR.size:
+            raise RaftLogCorruption(file, 0, "snapshot file shorter than its header")
+        magic, crc, index, term = _SNAP_HDR.unpack_from(raw)
+        if magic != _SNAP_MAGIC or zlib.crc32(memoryview(raw)[12:]) != crc:
+            raise RaftLogCorruption(file, 0, "snapshot magic or crc mismatch")
+        return SnapshotMeta(index, term), raw[_SNAP_HDR.size :]
+
+    def _load_snapshot_meta(self) -> SnapshotMeta | None:
+        loaded = self._read_snapshot_file()
+        return None if loaded is None else loaded[0]
+
+    def _load_segments(self) -> tuple[TornTail | None, str | None]:
+        """Index every segment without writing: the torn tail and empty last file to repair."""
+        names = sorted(n for n in os.listdir(self._dir) if _SEGMENT_NAME.fullmatch(n))
+        term_floor = 0
+        torn: TornTail | None = None
+        for pos, name in enumerate(names):
+            path = os.path.join(self._dir, name)
+            first = int(name)
+            if self._segments and first != self._segments[-1].last_index + 1:
+                want = self._segments[-1].last_index + 1
+                raise RaftLogCorruption(path, 0, f"segment should start at index {want}")
+            seg, torn = self._scan_segment(path, first, term_floor, pos == len(names) - 1)
+            if not seg.offsets:
+                if pos != len(names) - 1:
+                    raise RaftLogCorruption(path, 0, "empty segment that is not the last one")
+                return torn, path
+            term_floor = seg.terms[-1]
+            self._segments.append(seg)
+            self._firsts.append(first)
+        return torn, None
+
+    def _scan_segment(
+        self, path: str, first: int, term_floor: int, is_last: bool
+    ) -> tuple[_Segment, TornTail | None]:
+        with open(path, "rb") as f:
+            buf = f.read()
+        seg = _Segment(first, path)
+        pos = 0
+        while pos < len(buf):
+            problem = _record_problem(buf, pos)
+            if problem is not None:
+                return seg, self._torn_tail(seg, buf, pos, problem, is_last)
+            length, _, index, term = _HDR.unpack_from(buf, pos)
+            if index != seg.last_index + 1:
+                want = seg.last_index + 1
+                raise RaftLogCorruption(path, pos, f"record has index {index}, expected {want}")
+            if term < term_floor:
+                raise RaftLogCorruption(path, pos, f"term {term} below earlier term {term_floor}")
+            seg.offsets.append(pos)
+            seg.terms.append(term)
+            term_floor = term
+            pos += HEADER_SIZE + length
+        seg.size = pos
+        return seg, None
+
+    def _torn_tail(
+        self, seg: _Segment, buf: bytes, pos: int, problem: str, is_last: bool
+    ) -> TornTail:
+        """Classify the bad record at ``pos``: a torn tail to cut, or corruption (raised)."""
+        if not is_last:
+            raise RaftLogCorruption(seg.path, pos, f"{problem} in a segment that is not the last")
+        later = _find_valid_record(buf, pos, seg.last_index)
+        if later is not None:
+            raise RaftLogCorruption(
+                seg.path, pos, f"{problem}, yet a valid record follows at offset {later}"
+            )
+        seg.size = pos
+        return TornTail(seg.path, pos, len(buf) - pos, problem)
+
+    def _check_log_start(self) -> None:
+        if not self._segments:
+            return
+        first = self._segments[0]
+        if self._snapshot is None and first.first_index != 1:
+            raise RaftLogCorruption(
+                first.path, 0, f"log starts at index {first.first_index} but there is no snapshot"
+            )
+        if self._snapshot is not None and first.first_index > self._snapshot.index + 1:
+            raise RaftLogCorruption(
+                first.path,
+                0,
+                f"gap: snapshot ends at index {self._snapshot.index}, "
+                f"log starts at {first.first_index}",
+            )
+
+    # ----------------------------------------------------------------- queries
+
+    @property
+    def hard_state(self) -> HardState:
+        return self._hard_state
+
+    @property
+    def snapshot_meta(self) -> SnapshotMeta | None:
+        return self._snapshot
+
+    @property
+    def first_index(self) -> int:
+        if self._snapshot is not None:
+            return self._snapshot.index + 1
+        return self._segments[0].first_index if self._segments else 1
+
+    @property
+    def last_index(self) -> int:
+        if self._segments:
+            return self._segments[-1].last_index
+        return self._snapshot.index if self._snapshot is not None else 0
+
+    def term_at(self, index: int) -> int:
+        """Term of ``index``; the snapshot's index answers with the snapshot term, 0 answers 0."""
+        snap = self._snapshot
+        if snap is not None and index == snap.index:
+            return snap.term
+        if snap is None and index == 0:
+            return 0
+        if index < self.first_index:
+            raise RaftLogCompacted(f"index {index} is compacted (first index {self.first_index})")
+        if index > self.last_index:
+            raise IndexError(f"index {index} is past the last index {self.last_index}")
+        seg = self._segments[bisect_right(self._firsts, index) - 1]
+        return seg.terms[index - seg.first_index]
+
+    def entries(self, lo: int, hi: int, max_bytes: int | None = None) -> list[Entry]:
+        """Entries ``lo <= index < hi``, cut once their data exceeds ``max_bytes``.
+
+        At least one entry comes back when ``lo < hi``, however large, so callers always progress.
+        """
+        if lo < self.first_index:
+            raise RaftLogCompacted(f"index {lo} is compacted (first index {self.first_index})")
+        if hi > self.last_index + 1 or lo > hi:
+            raise IndexError(f"range [{lo}, {hi}) outside the log ..{self.last_index}")
+        out: list[Entry] = []
+        budget = max_bytes
+        index = lo
+        while index < hi:
+            seg = self._segments[bisect_right(self._firsts, index) - 1]
+            stop = min(hi, seg.last_index + 1)
+            if budget is not None:
+                stop, budget = self._cut_by_bytes(seg, index, stop, budget, not out)
+                if stop == index:
+                    break
+            start = seg.offset_of(index)
+            raw = self._read(seg, start, seg.end_of(stop - 1) - start)
+            out.extend(_decode(raw, index, stop - index, seg.path, start))
+            index = stop
+        return out
+
+    @staticmethod
+    def _cut_by_bytes(
+        seg: _Segment, index: int, stop: int, budget: int, must_take_one: bool
+    ) -> tuple[int, int]:
+        pos = index
+        while pos < stop:
+            size = seg.end_of(pos) - seg.offset_of(pos) - HEADER_SIZE
+            if size > budget and not (must_take_one and pos == index):
+                break
+            budget -= size
+            pos += 1
+        return pos, max(budget, 0)
+
+    def all_entries(self) -> list[Entry]:
+        """Every entry after the snapshot, for start-up."""
+        return self.entries(self.first_index, self.last_index + 1)
+
+    def load_snapshot(self) -> tuple[SnapshotMeta, bytes] | None:
+        return self._read_snapshot_file()
+
+    def _read(self, seg: _Segment, offset: int, length: int) -> bytes:
+        if seg is self._segments[-1]:
+            raw = os.pread(self._active_fd(), length, offset)
+        else:
+            fd = os.open(seg.path, os.O_RDONLY)
+            try:
+                raw = os.pread(fd, length, offset)
+            finally:
+                os.close(fd)
+        if len(raw) != length:
+            raise RaftLogCorruption(seg.path, offset, f"file shrank: read {len(raw)} of {length}")
+        return raw
+
+    # ----------------------------------------------------------------- hard state
+
+    def save_hard_state(self, term: int, voted_for: str | None) -> None:
+        """Persist term and vote durably before returning (no-op when unchanged).
+
+        Refuses a lower term and a changed vote within one term: both would break Raft safety.
+        """
+        old = self._hard_state
+        if term < old.term:
+            raise ValueError(f"term must not go backwards: {old.term} -> {term}")
+        if term == old.term and old.voted_for not in (None, voted_for):
+            raise ValueError(f"term {term} already voted for {old.voted_for}, not {voted_for}")
+        new = HardState(term, voted_for)
+        if new == old:
+            return
+        payload = json.dumps({"term": term, "voted_for": voted_for}).encode()
+        _write_file_atomically(self._dir, HARD_STATE_FILE, payload)
+        self._hard_state = new
+
+    # ----------------------------------------------------------------- append / sync
+
+    def append(self, entries: Sequence[Entry]) -> None:
+        """Write contiguous entries, first dropping the log's suffix that conflicts with them.
+
+        Leading entries the log already holds (same index and term, hence the same entry by
+        Raft's Log Matching property) are skipped rather than truncated and rewritten: a rewrite
+        would open a window in which durable, possibly acknowledged entries are missing on disk.
+        No fsync: call ``sync`` once for a batch of appends before acknowledging them.
+        """
+        if not entries:
+            return
+        self._check_batch(entries)
+        skip = 0
+        last_index = self.last_index
+        while skip < len(entries) and entries[skip].index <= last_index:
+            if self.term_at(entries[skip].index) != entries[skip].term:
+                break
+            skip += 1
+        entries = entries[skip:]
+        if not entries:
+            return
+        if entries[0].index <= last_index:
+            self._truncate_from(entries[0].index)
+        i = 0
+        while i < len(entries):
+            last = self._segments[-1] if self._segments else None
+            if last is None or (
+                last.size > 0
+                and last.size + HEADER_SIZE + len(entries[i].data) > self._segment_size + 30
+            ):
+                self._roll(entries[i].index)
+            i = self._write_into_last(entries, i)
+
+    def _check_batch(self, entries: Sequence[Entry]) -> None:
+        head = entries[0].index
+        snap = self._snapshot
+        if snap is not None and head <= snap.index:
+            raise ValueError(f"cannot append at index {head}: at or below snapshot {snap.index}")
+        if head < 1:
+            raise ValueError(f"log indexes start at 1, got {head}")
+        if head > self.last_index + 1:
+            raise ValueError(f"gap: append at index {head} after last index {self.last_index}")
+        prev_term = self.term_at(head - 1)
+        expected = head
+        for entry in entries:
+            if entry.index != expected:
+                raise ValueError(f"entries not contiguous: index {entry.index}, want {expected}")
+            if entry.term < prev_term:
+                raise ValueError(f"term goes backwards at index {entry.index}: {entry.term}")
+            if len(entry.data) > MAX_ENTRY_BYTES:
+                raise ValueError(f"entry {entry.index} has {len(entry.data)} bytes, too large")
+            prev_term = entry.term
+            expected += 1
+
+    def _write_into_last(self, entries: Sequence[Entry], i: int) -> int:
+        """Encode and write entries[i:j] that fit into the last segment; returns j."""
+        seg = self._segments[-1]
+        room = self._segment_size - seg.size
+        total = 0
+        j = i
+        while j < len(entries):
+            size = HEADER_SIZE + len(entries[j].data)
+            if total + size > room and (total or seg.size):
+                break
+            total += size
+            j += 1
+        buf = bytearray(total)
+        view = memoryview(buf)
+        offsets = array("q")
+        terms = array("q")
+        pos = 0
+        for k in range(i, j):
+            entry = entries[k]
+            end = pos + HEADER_SIZE + len(entry.data)
+            _HDR.pack_into(buf, pos, len(entry.data), 0, entry.index, entry.term)
+            buf[pos + HEADER_SIZE : end] = entry.data
+            _CRC.pack_into(buf, pos + 4, zlib.crc32(view[pos + 8 : end]))
+            offsets.append(seg.size + pos)
+            terms.append(entry.term)
+            pos = end
+        self._write_all(seg, view)
+        seg.offsets.extend(offsets)
+        seg.terms.extend(terms)
+        seg.size += total
+        self._unsynced = True
+        return j
+
+    def _write_all(self, seg: _Segment, view: memoryview) -> None:
+        fd = self._active_fd()
+        try:
+            while view:
+                view = view[os.write(fd, view) :]
+        except BaseException:
+            # a half-written record followed by later appends would read as mid-log corruption
+            os.ftruncate(fd, seg.size)
+            raise
+
+    def sync(self) -> None:
+        """Make every appended entry durable: fsync the last segment (and the directory)."""
+        if self._unsynced and self._fd is not None:
+            os.fsync(self._fd)
+        self._unsynced = False
+        if self._dir_unsynced:
+            _fsync_dir(self._dir)
+            self._dir_unsynced = False
+
+    def _active_fd(self) -> int:
+        if self._fd is None:
+            self._fd = os.open(self._segments[-1].path, os.O_RDWR | os.O_APPEND)
+        return self._fd
+
+    def _close_fd(self) -> None:
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
+
+    def _roll(self, first_index: int) -> None:
+        if self._segments:
+            os.fsync(self._active_fd())  # only the last segment may ever be incomplete on disk
+            self._close_fd()
+            self._unsynced = False
+        path = os.path.join(self._dir, f"{first_index:020d}")
+        self._fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_EXCL, 0o644)
+        self._segments.append(_Segment(first_index, path))
+        self._firsts.append(first_index)
+        self._dir_unsynced = True
+
+    # ----------------------------------------------------------------- truncation
+
+    def _truncate_from(self, index: int) -> None:
+        """Drop entries ``>= index``: later segments last-first, then cut the one holding index."""
+        k = bisect_right(self._firsts, index) - 1
+        target = self._segments[k]
+        removed = False
+        while len(self._segments) > k + 1:
+            self._remove_last_segment()
+            removed = True
+        if index == target.first_index:
+            self._remove_last_segment()
+            removed = True
+        if removed:
+            _fsync_dir(self._dir)
+        if index == target.first_index:
+            return
+        cut = target.offset_of(index)
+        fd = self._active_fd()
+        os.ftruncate(fd, cut)
+        os.fsync(fd)
+        keep = index - target.first_index
+        del target.offsets[keep:]
+        del target.terms[keep:]
+        target.size = cut
+
+    def _remove_last_segment(self) -> None:
+        seg = self._segments[-1]
+        self._close_fd()
+        os.unlink(seg.path)
+        self._segments.pop()
+        self._firsts.pop()
+        self._unsynced = False
+
+    # ----------------------------------------------------------------- snapshots
+
+    def save_snapshot(self, index: int, term: int, data: bytes) -> None:
+        """Store a snapshot durably; a log that does not match it is discarded afterwards."""
+        snap = self._snapshot
+        if index < 1:
+            raise ValueError(f"snapshot index must be >= 1, got {index}")
+        if snap is not None and (index < snap.index or (index == snap.index and term != snap.term)):
+            raise ValueError(
+                f"snapshot ({index}, {term}) older than stored ({snap.index}, {snap.term})"
+            )
+        crc = zlib.crc32(data, zlib.crc32(_INDEX_TERM.pack(index, term)))
+        payload = _SNAP_HDR.pack(_SNAP_MAGIC, crc, index, term) + data
+        _write_file_atomically(self._dir, SNAPSHOT_FILE, payload)
+        self._snapshot = SnapshotMeta(index, term)
+        if not self._log_matches_snapshot():
+            self._discard_log()
+
+    def _log_matches_snapshot(self) -> bool:
+        """Whether the physical log may stay next to the snapshot (Raft's InstallSnapshot rule)."""
+        snap = self._snapshot
+        if snap is None or not self._segments:
+            return True
+        first, last = self._segments[0].first_index, self._segments[-1].last_index
+        if first == snap.index + 1:
+            return True
+        if not first <= snap.index <= last:
+            return False
+        seg = self._segments[bisect_right(self._firsts, snap.index) - 1]
+        return seg.terms[snap.index - seg.first_index] == snap.term
+
+    def _discard_log(self) -> None:
+        while self._segments:
+            self._remove_last_segment()
+        _fsync_dir(self._dir)
+
+    def compact(self, upto_index: int) -> None:
+        """Delete segment files whose entries are all ``<= upto_index`` (oldest first)."""
+        snap = self._snapshot
+        if snap is None or upto_index > snap.index:
+            raise ValueError(f"cannot compact to {upto_index}: no snapshot covers it")
+        removed = False
+        while self._segments and self._segments[0].last_index <= upto_index:
+            if len(self._segments) == 1:
+                self._close_fd()
+                self._unsynced = False
+            os.unlink(self._segments[0].path)
+            del self._segments[0]
+            del self._firsts[0]
+            removed = True
+        if removed:
+            _fsync_dir(self._dir)

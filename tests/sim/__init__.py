@@ -1,0 +1,1 @@
+"""Deterministic simulators for the pure cores."""

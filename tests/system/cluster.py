@@ -1,0 +1,131 @@
+"""Helpers for system tests: free ports, a `rocketrio up` process, log scanning."""
+
+from __future__ import annotations
+
+import glob
+import json
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import time
+
+import attrs
+
+
+def free_port_block(count: int, step: int = 10) -> int:
+    """A base port such that base, base+step, ... are all free on 127.0.0.1."""
+    for _ in range(200):
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            base = s.getsockname()[1]
+        if base + step * count > 65000:
+            continue
+        ok = True
+        for i in range(count):
+            with socket.socket() as t:
+                try:
+                    t.bind(("127.0.0.1", base + i * step))
+                except OSError:
+                    ok = False
+                    break
+        if ok:
+            return base
+    raise RuntimeError("no free port block")
+
+
+@attrs.define
+class UpProcess:
+    proc: subprocess.Popen[str]
+    base_dir: str
+    namesrv: str
+    lines: list[str] = attrs.field(factory=list)
+
+    def read_until(self, pattern: str, timeout_s: float) -> re.Match[str]:
+        deadline = time.monotonic() + timeout_s
+        rx = re.compile(pattern)
+        for line in self.lines:
+            if m := rx.search(line):
+                return m
+        assert self.proc.stdout is not None
+        os.set_blocking(self.proc.stdout.fileno(), False)
+        buf = ""
+        while time.monotonic() < deadline:
+            chunk = self.proc.stdout.read()
+            if chunk:
+                buf += chunk
+                *done, buf = buf.split("\n")
+                for line in done:
+                    self.lines.append(line)
+                    if m := rx.search(line):
+                        return m
+            elif self.proc.poll() is not None:
+                break
+            else:
+                time.sleep(0.05)
+        raise AssertionError(f"{pattern!r} not seen; output so far:\n" + "\n".join(self.lines))
+
+    def pid_of(self, name: str) -> int:
+        pids = [
+            int(m.group(1))
+            for line in self.lines
+            if (m := re.search(rf"\s{re.escape(name)}\s+\S+\s+pid (\d+)", line))
+        ]
+        assert pids, f"no pid line for {name}"
+        return pids[-1]
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGINT)
+            try:
+                self.proc.wait(40)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+
+
+def start_up(base_dir: str, mode: str, *extra: str) -> UpProcess:
+    base = free_port_block(3)
+    cmd = [
+        sys.executable,
+        "-m",
+        "rocketrio.cli.main",
+        "up",
+        "--mode",
+        mode,
+        "--dir",
+        base_dir,
+        "--namesrv-port",
+        str(base),
+        "--broker-port",
+        str(base + 10),
+        "--no-demo",
+        *extra,
+    ]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    up = UpProcess(proc, base_dir, f"127.0.0.1:{base}")
+    up.read_until("running; press Ctrl-C to stop", 60)
+    return up
+
+
+def log_problems(log_dir: str) -> list[str]:
+    """Lines of the JSON logs that carry a traceback or are at error level."""
+    bad = []
+    for path in glob.glob(os.path.join(log_dir, "*.jsonl")):
+        with open(path, encoding="utf-8") as f:
+            for line in f:
+                try:
+                    rec = json.loads(line)
+                except ValueError:
+                    bad.append(f"{path}: unparsable line {line[:200]!r}")
+                    continue
+                if "exception" in rec or rec.get("level") in ("error", "critical"):
+                    bad.append(f"{os.path.basename(path)}: {line[:500]}")
+    for path in glob.glob(os.path.join(log_dir, "*.out")):
+        with open(path, encoding="utf-8", errors="replace") as f:
+            text = f.read()
+        if "Traceback" in text:
+            bad.append(f"{path}: traceback in console output")
+    return bad

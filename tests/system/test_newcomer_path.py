@@ -1,0 +1,96 @@
+"""The README's path, as a newcomer runs it: `rocketrio up`, produce, consume, admin commands."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from typing import Any
+
+import pytest
+
+from tests.system.cluster import free_port_block, log_problems, start_up
+
+pytestmark = pytest.mark.system
+
+
+def rr(*args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "rocketrio.cli.main", *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
+
+
+def test_up_runs_the_demo_and_stops_cleanly(tmp_path: Any) -> None:
+    base = free_port_block(2)
+    r = rr(
+        "up",
+        "--dir",
+        str(tmp_path / "c"),
+        "--namesrv-port",
+        str(base),
+        "--broker-port",
+        str(base + 10),
+        "--exit-after-demo",
+        "--demo-count",
+        "300",
+        timeout=120,
+    )
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "cluster is up" in r.stdout
+    assert "consumed 300 distinct messages" in r.stdout
+    assert "cluster stopped" in r.stdout
+    assert not log_problems(str(tmp_path / "c" / "logs"))
+
+
+def test_produce_consume_and_admin_commands(tmp_path: Any) -> None:
+    up = start_up(str(tmp_path / "c"), "single")
+    ns = up.namesrv
+    try:
+        r = rr("admin", "updateTopic", "-n", ns, "-t", "Orders", "-r", "4", "-w", "4")
+        assert r.returncode == 0, r.stderr
+        r = rr("produce", "-n", ns, "-t", "Orders", "-c", "5", "--tags", "new", "--keys", "order-1")
+        assert r.returncode == 0, r.stderr
+        assert r.stdout.count("SEND_OK") == 5
+        r = rr(
+            "consume",
+            "-n",
+            ns,
+            "-t",
+            "Orders",
+            "-g",
+            "cli_g",
+            "--count",
+            "5",
+            "--from-first",
+            "--idle",
+            "20",
+        )
+        assert r.returncode == 0, r.stderr
+        assert r.stdout.count("recv Orders") == 5
+        r = rr("admin", "clusterList", "-n", ns)
+        assert r.returncode == 0 and "broker-a" in r.stdout, r.stdout + r.stderr
+        r = rr("admin", "topicRoute", "-n", ns, "-t", "Orders")
+        assert r.returncode == 0 and "broker-a" in r.stdout and "4" in r.stdout, r.stdout + r.stderr
+        r = rr("admin", "topicStatus", "-n", ns, "-t", "Orders")
+        assert r.returncode == 0 and "total messages: 5" in r.stdout, r.stdout + r.stderr
+        r = rr("admin", "consumerProgress", "-n", ns, "-g", "cli_g")
+        assert r.returncode == 0 and "total lag: 0" in r.stdout, r.stdout + r.stderr
+        r = rr("admin", "topicRoute", "-n", ns, "-t", "NoSuchTopic")
+        assert r.returncode == 1 and "NoSuchTopic" in r.stderr
+        r = rr("admin", "clusterList", "-n", ns, "--json")
+        assert r.returncode == 0 and r.stdout.lstrip().startswith("[")
+    finally:
+        up.stop()
+    assert not log_problems(os.path.join(str(tmp_path / "c"), "logs"))
+
+
+def test_bad_config_names_the_key(tmp_path: Any) -> None:
+    conf = tmp_path / "b.conf"
+    conf.write_text("brokerName=x\nlistenPrt=1\n")
+    r = rr("broker", "-c", str(conf))
+    assert r.returncode == 2
+    assert "unknown key listenPrt" in r.stderr and str(conf) in r.stderr

@@ -1,0 +1,313 @@
+"""CommitLog: append, roll with BLANK, flush checkpoint, recovery of torn tails vs corruption."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import struct
+import threading
+from pathlib import Path
+
+import pytest
+from rocketrio.protocol.message import (
+    BLANK_MAGIC_CODE,
+    build_stored_message,
+    check_stored_record,
+    decode_stored,
+)
+from rocketrio.storage import commitlog as commitlog_mod
+from rocketrio.storage.commitlog import (
+    CHECKPOINT_FILE,
+    CommitLog,
+    CorruptionError,
+    OffsetCheckpoint,
+    RecordNotFound,
+    segment_name,
+)
+
+SEG = 4096
+HOST = (b"\x7f\x00\x00\x01", 10911)
+
+
+def rec(i: int, body_len: int = 100) -> bytes:
+    return build_stored_message(
+        topic="T",
+        queue_id=0,
+        body=bytes([i % 256]) * body_len,
+        flag=0,
+        properties=f"UNIQ_KEY\x01M{i:06d}\x02",  # fixed size
+        sys_flag=0,
+        born_timestamp=i,
+        born_host=HOST,
+        store_timestamp=1000 + i,
+        store_host=HOST,
+        queue_offset=i,
+        record_crc="reserve",
+    )
+
+
+def opened(path: Path, size: int = SEG) -> CommitLog:
+    log = CommitLog(str(path), size)
+    log.open()
+    return log
+
+
+def seg_path(path: Path, base: int) -> Path:
+    return path / segment_name(base)
+
+
+def test_append_read_round_trip(tmp_path: Path) -> None:
+    log = opened(tmp_path / "cl")
+    records = [rec(i) for i in range(5)]
+    positions = log.append(records)
+    assert positions == [sum(len(r) for r in records[:i]) for i in range(5)]
+    assert log.max_offset == sum(len(r) for r in records)
+    for pos, r in zip(positions, records, strict=True):
+        stored = log.read_record(pos)
+        assert len(stored) == len(r)
+        assert check_stored_record(stored, 0, expected_offset=pos) == len(r)
+        msg, _ = decode_stored(stored)
+        assert msg.commitlog_offset == pos
+    assert log.read(positions[1], 10) == log.read_record(positions[1])[:10]
+    with pytest.raises(RecordNotFound):
+        log.read_record(log.max_offset)
+    log.close()
+
+
+def test_roll_writes_blank_and_full_size_segment(tmp_path: Path) -> None:
+    log = opened(tmp_path / "cl")
+    size = len(rec(0))
+    per_segment = (SEG - 8) // size
+    positions = log.append([rec(i) for i in range(per_segment + 2)])
+    assert positions[per_segment] == SEG  # first record of the second segment
+    blank_at = positions[per_segment - 1] + size
+    first = seg_path(tmp_path / "cl", 0)
+    assert first.stat().st_size == SEG
+    total, magic = struct.unpack_from(">ii", first.read_bytes(), blank_at)
+    assert (total, magic) == (SEG - blank_at, BLANK_MAGIC_CODE)
+    got = [off for off, _ in log.iter_records(0)]
+    assert got == positions
+    log.close()
+    log = opened(tmp_path / "cl")
+    assert log.max_offset == positions[-1] + size
+    assert [off for off, _ in log.iter_records(0)] == positions
+
+
+def test_refuses_records_without_trailer_or_too_big(tmp_path: Path) -> None:
+    log = opened(tmp_path / "cl")
+    plain = build_stored_message(
+        topic="T", queue_id=0, body=b"x", flag=0, properties="", sys_flag=0,
+        born_timestamp=0, born_host=HOST, store_timestamp=0, store_host=HOST, record_crc="none",
+    )  # fmt: skip
+    with pytest.raises(ValueError, match="__CRC32#"):
+        log.append([rec(0), plain])
+    with pytest.raises(ValueError, match="cannot fit"):
+        log.append([rec(0, body_len=SEG)])
+    assert log.max_offset == 0
+    assert log.append([rec(1)]) == [0]
+
+
+def test_flush_records_checkpoint(tmp_path: Path) -> None:
+    log = opened(tmp_path / "cl")
+    log.append([rec(i) for i in range(3)])
+    assert log.flushed_offset == 0
+    end = log.flush()
+    assert end == log.max_offset == log.flushed_offset
+    assert OffsetCheckpoint(str(tmp_path / "cl" / CHECKPOINT_FILE)).load() == end
+    log.append([rec(3)])
+    log.close()
+    log = opened(tmp_path / "cl")
+    assert log.flushed_offset == log.max_offset
+
+
+def test_flush_in_a_thread_while_appending(tmp_path: Path) -> None:
+    log = opened(tmp_path / "cl", 64 * 1024)
+    stop = threading.Event()
+
+    def flusher() -> None:
+        while not stop.is_set():
+            log.flush()
+
+    t = threading.Thread(target=flusher)
+    t.start()
+    try:
+        positions = [p for i in range(200) for p in log.append([rec(i), rec(i + 1)])]
+    finally:
+        stop.set()
+        t.join()
+    log.close()
+    log = opened(tmp_path / "cl", 64 * 1024)
+    assert [off for off, _ in log.iter_records(0)] == positions
+
+
+def _crash_image(tmp_path: Path, n: int, flush_before_last: bool = True) -> tuple[Path, int, int]:
+    """A commitlog dir copied while open: n-1 records flushed, the last one not."""
+    src = tmp_path / "src"
+    log = opened(src)
+    log.append([rec(i) for i in range(n - 1)])
+    if flush_before_last:
+        log.flush()
+    start = log.append([rec(n - 1)])[0]
+    image = tmp_path / "image"
+    shutil.copytree(src, image)
+    log.close()
+    return image, start, start + len(rec(n - 1))
+
+
+def test_cut_inside_last_record_at_every_byte(tmp_path: Path) -> None:
+    image, start, end = _crash_image(tmp_path, 6)
+    assert start // SEG == (end - 1) // SEG
+    base = start - start % SEG
+    for cut in range(start + 1, end):
+        work = tmp_path / f"cut{cut}"
+        shutil.copytree(image, work)
+        os.truncate(seg_path(work, base), cut - base)
+        log = CommitLog(str(work), SEG)
+        report = log.open()
+        assert report.truncated_at == start, cut
+        assert report.bytes_dropped == cut - start
+        assert report.segment == str(seg_path(work, base))
+        assert log.max_offset == start
+        assert seg_path(work, base).stat().st_size == start - base
+        assert len(list(log.iter_records(0))) == 5
+        log.close()
+        shutil.rmtree(work)
+
+
+def test_zero_filled_tail_is_torn(tmp_path: Path) -> None:
+    image, start, end = _crash_image(tmp_path, 4)
+    with open(seg_path(image, 0), "r+b") as f:
+        f.seek(start)
+        f.write(bytes(end - start + 500))
+    log = CommitLog(str(image), SEG)
+    report = log.open()
+    assert report.truncated_at == start
+    assert "bad magic" in report.reason
+
+
+def test_garbage_in_flushed_middle_is_corruption(tmp_path: Path) -> None:
+    log = opened(tmp_path / "cl")
+    positions = log.append([rec(i) for i in range(6)])
+    log.close()
+    with open(seg_path(tmp_path / "cl", 0), "r+b") as f:
+        f.seek(positions[2] + 90)
+        f.write(b"\xde\xad\xbe\xef")
+    with pytest.raises(CorruptionError, match=rf"{segment_name(0)} position {positions[2]}"):
+        CommitLog(str(tmp_path / "cl"), SEG).open()
+
+
+def test_garbage_before_valid_unflushed_records_is_corruption(tmp_path: Path) -> None:
+    image, _, _ = _crash_image(tmp_path, 6, flush_before_last=False)
+    size = len(rec(0))
+    with open(seg_path(image, 0), "r+b") as f:
+        f.seek(2 * size + 10)
+        f.write(b"garbage!")
+    with pytest.raises(CorruptionError, match=f"valid record follows at offset {3 * size}"):
+        CommitLog(str(image), SEG).open()
+    # nothing was cut
+    assert seg_path(image, 0).stat().st_size == 6 * size
+
+
+def test_missing_flushed_bytes_is_corruption(tmp_path: Path) -> None:
+    log = opened(tmp_path / "cl")
+    positions = log.append([rec(i) for i in range(3)])
+    log.close()
+    os.truncate(seg_path(tmp_path / "cl", 0), positions[2] + 5)
+    with pytest.raises(CorruptionError, match="below the flushed checkpoint"):
+        CommitLog(str(tmp_path / "cl"), SEG).open()
+    os.truncate(seg_path(tmp_path / "cl", 0), positions[2])
+    with pytest.raises(CorruptionError, match="fsynced data is missing"):
+        CommitLog(str(tmp_path / "cl"), SEG).open()
+
+
+def test_torn_segment_end_drops_later_unflushed_segments(tmp_path: Path) -> None:
+    src = tmp_path / "src"
+    log = opened(src)
+    size = len(rec(0))
+    per_segment = (SEG - 8) // size
+    log.append([rec(i) for i in range(per_segment - 2)])
+    log.flush()
+    positions = log.append([rec(i) for i in range(per_segment)])  # ends in segment 2
+    image = tmp_path / "image"
+    shutil.copytree(src, image)
+    log.close()
+    # the crash kept the second segment but lost the end of the first (blank included)
+    cut = positions[1]
+    os.truncate(seg_path(image, 0), cut + 7)
+    log = CommitLog(str(image), SEG)
+    report = log.open()
+    assert report.truncated_at == cut
+    assert report.deleted_segments == (segment_name(SEG),)
+    assert not seg_path(image, SEG).exists()
+    assert log.max_offset == cut
+
+
+def test_missing_middle_segment_is_corruption(tmp_path: Path) -> None:
+    log = opened(tmp_path / "cl")
+    log.append([rec(i) for i in range(60)])
+    log.close()
+    assert seg_path(tmp_path / "cl", 2 * SEG).exists()
+    os.unlink(seg_path(tmp_path / "cl", SEG))
+    with pytest.raises(CorruptionError, match="missing"):
+        CommitLog(str(tmp_path / "cl"), SEG).open()
+
+
+def test_truncate_to_is_durable_and_lowers_checkpoint(tmp_path: Path) -> None:
+    log = opened(tmp_path / "cl")
+    positions = log.append([rec(i) for i in range(40)])
+    log.flush()
+    cut = positions[20]
+    log.truncate_to(cut)
+    assert log.max_offset == log.flushed_offset == cut
+    assert log.read(cut, 10) == b""
+    assert OffsetCheckpoint(str(tmp_path / "cl" / CHECKPOINT_FILE)).load() == cut
+    assert log.append([rec(99)]) == [cut]
+    log.close()
+    log = opened(tmp_path / "cl")
+    assert [off for off, _ in log.iter_records(0)] == [*positions[:20], cut]
+    with pytest.raises(ValueError, match="outside"):
+        log.truncate_to(log.max_offset + 1)
+
+
+def test_delete_segments_below(tmp_path: Path) -> None:
+    log = opened(tmp_path / "cl")
+    positions = log.append([rec(i) for i in range(80)])
+    last = log.segment_base(log.max_offset)
+    assert last >= 4 * SEG
+    assert log.delete_segments_below(2 * SEG + 1) == [segment_name(0), segment_name(SEG)]
+    assert log.min_offset == 2 * SEG
+    assert log.read(positions[0], 10) == b""
+    assert [off for off, _ in log.iter_records(0)] == [p for p in positions if p >= 2 * SEG]
+    # the segment being written is never deleted
+    expected = [segment_name(b) for b in range(2 * SEG, last, SEG)]
+    assert log.delete_segments_below(10**9) == expected
+    assert log.min_offset == last
+    log.close()
+    assert opened(tmp_path / "cl").min_offset == last
+
+
+def test_failed_write_is_rolled_back(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    log = opened(tmp_path / "cl")
+    size = len(rec(0))
+    per_segment = (SEG - 8) // size
+    log.append([rec(i) for i in range(per_segment - 1)])
+    before = log.max_offset
+    calls = []
+    real = commitlog_mod.pwrite_all
+
+    def failing(fd: int, data: object, pos: int) -> None:
+        calls.append(pos)
+        if len(calls) == 3:  # first chunk, blank, then the new segment's chunk fails
+            raise OSError(28, "No space left on device")
+        real(fd, data, pos)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(commitlog_mod, "pwrite_all", failing)
+    with pytest.raises(OSError, match="No space"):
+        log.append([rec(i) for i in range(3)])
+    monkeypatch.undo()
+    assert log.max_offset == before
+    assert seg_path(tmp_path / "cl", 0).stat().st_size == before
+    assert not seg_path(tmp_path / "cl", SEG).exists()
+    assert log.append([rec(7)]) == [before]
+    log.close()
+    assert opened(tmp_path / "cl").max_offset == before + size

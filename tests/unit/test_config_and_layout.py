@@ -1,0 +1,79 @@
+"""Config loading (upstream key=value files), deploy/ configs, and the package layout."""
+
+from __future__ import annotations
+
+import glob
+import os
+import tomllib
+
+import pytest
+
+from rocketrio.actors.broker.config import BrokerConfig, FlushDiskType
+from rocketrio.actors.namesrv.config import NamesrvConfig
+from rocketrio.protocol.config import ConfigError, load_config, parse_properties
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def _role_of(path: str) -> type:
+    name = os.path.basename(path)
+    if name.startswith("namesrv"):
+        return NamesrvConfig
+    if name.startswith("broker"):
+        return BrokerConfig
+    raise AssertionError(f"no config class for {path}")
+
+
+@pytest.mark.parametrize(
+    "path",
+    sorted(
+        glob.glob(os.path.join(ROOT, "deploy", "single", "*.conf"))
+        + glob.glob(os.path.join(ROOT, "deploy", "2m-noslave", "*.conf"))
+    ),
+)
+def test_every_deploy_config_loads(path: str) -> None:
+    cfg = load_config(_role_of(path), path)
+    assert cfg is not None
+
+
+def test_deploy_dirs_exist() -> None:
+    for mode in ("single", "2m-noslave"):
+        assert glob.glob(os.path.join(ROOT, "deploy", mode, "*.conf")), mode
+
+
+def test_properties_parsing_and_errors(tmp_path: os.PathLike[str]) -> None:
+    assert parse_properties("# c\n! c2\na=1\nb: two\n c = x=y \n") == {
+        "a": "1",
+        "b": "two",
+        "c": "x=y",
+    }
+    with pytest.raises(ConfigError, match="expected key=value"):
+        parse_properties("novalue\n", "f.conf")
+    p = os.path.join(tmp_path, "b.conf")
+    with open(p, "w") as f:
+        f.write("brokerName=x\nflushDiskType=SYNC_FLUSH\n")
+    assert load_config(BrokerConfig, p).flushDiskType is FlushDiskType.SYNC_FLUSH
+    with open(p, "w") as f:
+        f.write("brokerNme=x\n")
+    with pytest.raises(ConfigError, match=r"b\.conf: unknown key brokerNme"):
+        load_config(BrokerConfig, p)
+    with open(p, "w") as f:
+        f.write("listenPort=ten\n")
+    with pytest.raises(ConfigError, match="listenPort"):
+        load_config(BrokerConfig, p)
+    with pytest.raises(ConfigError, match="cannot read"):
+        load_config(BrokerConfig, os.path.join(tmp_path, "missing.conf"))
+
+
+def test_pyproject_lists_every_package() -> None:
+    with open(os.path.join(ROOT, "pyproject.toml"), "rb") as f:
+        tool = tomllib.load(f)["tool"]["setuptools"]
+    listed = set(tool["packages"])
+    found = set()
+    for top in ("protocol", "storage", "actors", "cli", "analysis"):
+        for init in glob.glob(os.path.join(ROOT, top, "**", "__init__.py"), recursive=True):
+            rel = os.path.relpath(os.path.dirname(init), ROOT)
+            found.add("rocketrio." + rel.replace(os.sep, "."))
+    assert found == listed
+    for pkg in listed:
+        assert tool["package-dir"][pkg] == pkg.removeprefix("rocketrio.").replace(".", "/")

@@ -1,0 +1,192 @@
+"""ConsumeQueue: 20-byte entries across files, torn tails, truncation, min offset, time lookup."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from rocketrio.storage.commitlog import CorruptionError, segment_name
+from rocketrio.storage.consume_queue import ENTRY, Boundary, ConsumeQueue
+
+FILE = 100  # five entries per file
+
+
+def entries(first: int, count: int) -> bytes:
+    # entry i points at commitlog offset 1000*i, size 100+i, tags code -i
+    return b"".join(ENTRY.pack(1000 * i, 100 + i, -i) for i in range(first, first + count))
+
+
+def cq_at(root: Path) -> ConsumeQueue:
+    cq = ConsumeQueue(str(root), "TopicA", 3, FILE)
+    cq.open()
+    return cq
+
+
+def files(root: Path) -> list[str]:
+    return sorted(os.listdir(root / "TopicA" / "3"))
+
+
+def test_append_and_get_across_files(tmp_path: Path) -> None:
+    cq = cq_at(tmp_path)
+    cq.append(entries(0, 7), 0)
+    cq.append(entries(7, 6), 7)
+    assert (cq.min_offset, cq.max_offset) == (0, 13)
+    assert files(tmp_path) == [segment_name(0), segment_name(100), segment_name(200)]
+    assert cq.get(3, 4) == [(1000 * i, 100 + i, -i) for i in range(3, 7)]
+    assert cq.get(11, 10) == [(1000 * i, 100 + i, -i) for i in (11, 12)]
+    assert cq.get(13, 5) == []
+    assert cq.entry(12) == (12000, 112, -12)
+    assert cq.entry(13) is None
+    assert cq.last_entry() == (12000, 112, -12)
+    cq.close()
+    again = cq_at(tmp_path)
+    assert again.get(0, 100) == [(1000 * i, 100 + i, -i) for i in range(13)]
+
+
+def test_dispatch_gap_is_refused(tmp_path: Path) -> None:
+    cq = cq_at(tmp_path)
+    cq.append(entries(0, 3), 0)
+    with pytest.raises(CorruptionError, match="expects entry 3"):
+        cq.append(entries(5, 1), 5)
+    assert cq.max_offset == 3
+
+
+def test_empty_queue_can_start_above_zero(tmp_path: Path) -> None:
+    cq = cq_at(tmp_path)
+    cq.append(entries(12, 4), 12)
+    assert (cq.min_offset, cq.max_offset) == (12, 16)
+    assert cq.get(0, 10) == [(1000 * i, 100 + i, -i) for i in range(12, 16)]
+    cq.close()
+    again = cq_at(tmp_path)
+    # the leading hole of the first file is found again after a restart
+    assert (again.min_offset, again.max_offset) == (12, 16)
+
+
+def _cut7(path: str) -> None:
+    os.truncate(path, os.path.getsize(path) - 7)
+
+
+def _append_bytes(path: str, data: bytes) -> None:
+    with open(path, "ab") as f:
+        f.write(data)
+
+
+@pytest.mark.parametrize(
+    ("damage", "max_after", "dropped"),
+    [
+        (_cut7, 12, 13),  # a partial entry
+        (lambda f: _append_bytes(f, bytes(40)), 13, 40),  # pages of zeros
+        (lambda f: _append_bytes(f, ENTRY.pack(99, 0, 5)), 13, 20),  # an entry of size 0
+    ],
+)
+def test_torn_tail_is_dropped(
+    tmp_path: Path, damage: Callable[[str], None], max_after: int, dropped: int
+) -> None:
+    cq = cq_at(tmp_path)
+    cq.append(entries(0, 13), 0)
+    cq.close()
+    damage(str(tmp_path / "TopicA" / "3" / segment_name(200)))
+    cq = ConsumeQueue(str(tmp_path), "TopicA", 3, FILE)
+    assert cq.open() == dropped
+    assert cq.max_offset == max_after
+    assert cq.get(0, 100) == [(1000 * i, 100 + i, -i) for i in range(max_after)]
+    cq.append(entries(max_after, 1), max_after)
+    assert cq.last_entry() == (1000 * max_after, 100 + max_after, -max_after)
+
+
+def test_short_middle_file_ends_the_queue(tmp_path: Path) -> None:
+    cq = cq_at(tmp_path)
+    cq.append(entries(0, 13), 0)
+    cq.close()
+    os.truncate(tmp_path / "TopicA" / "3" / segment_name(100), 60)
+    cq = ConsumeQueue(str(tmp_path), "TopicA", 3, FILE)
+    cq.open()
+    assert cq.max_offset == 8
+    assert files(tmp_path) == [segment_name(0), segment_name(100)]
+
+
+def test_missing_middle_file_is_corruption(tmp_path: Path) -> None:
+    cq = cq_at(tmp_path)
+    cq.append(entries(0, 13), 0)
+    cq.close()
+    os.unlink(tmp_path / "TopicA" / "3" / segment_name(100))
+    with pytest.raises(CorruptionError, match="does not follow"):
+        cq_at(tmp_path)
+
+
+@pytest.mark.parametrize(
+    ("phy", "max_after", "file_count"),
+    [
+        (13000, 13, 3),
+        (12000, 12, 3),
+        (9500, 10, 3),
+        (10000, 10, 3),
+        (4500, 5, 2),
+        (1, 1, 1),
+        (0, 0, 1),
+    ],
+)
+def test_truncate_by_phy(tmp_path: Path, phy: int, max_after: int, file_count: int) -> None:
+    cq = cq_at(tmp_path)
+    cq.append(entries(0, 13), 0)
+    assert cq.truncate_by_phy(phy) == 13 - max_after
+    assert cq.max_offset == max_after
+    assert len(files(tmp_path)) == file_count
+    cq.close()
+    again = cq_at(tmp_path)
+    assert again.max_offset == max_after
+    assert all(e[0] < phy for e in again.get(0, 100))
+
+
+def test_retention_moves_min_offset(tmp_path: Path) -> None:
+    cq = cq_at(tmp_path)
+    cq.append(entries(0, 13), 0)
+    cq.correct_min_offset(2500)
+    assert cq.min_offset == 3
+    assert cq.get(0, 2) == [(3000, 103, -3), (4000, 104, -4)]
+    assert cq.delete_files_below_phy(7000) == 1  # file 0 (entries 0..4) only
+    assert files(tmp_path) == [segment_name(100), segment_name(200)]
+    assert cq.min_offset == 7
+    # the last file is kept even when everything is below
+    assert cq.delete_files_below_phy(10**9) == 1
+    assert files(tmp_path) == [segment_name(200)]
+    assert cq.min_offset == cq.max_offset == 13
+
+
+@pytest.mark.parametrize(
+    ("ts", "boundary", "expected"),
+    [
+        (0, "LOWER", 0),
+        (100, "LOWER", 0),
+        (105, "LOWER", 1),
+        (110, "LOWER", 1),
+        (220, "LOWER", 12),
+        (221, "LOWER", 13),  # after everything: max offset
+        (0, "UPPER", 0),  # before everything: min offset
+        (100, "UPPER", 0),
+        (105, "UPPER", 0),
+        (110, "UPPER", 1),
+        (10**6, "UPPER", 12),
+    ],
+)
+def test_search_by_timestamp(tmp_path: Path, ts: int, boundary: Boundary, expected: int) -> None:
+    cq = cq_at(tmp_path)
+    cq.append(entries(0, 13), 0)
+    store_time = {1000 * i: 100 + 10 * i for i in range(13)}
+    got = cq.search_by_timestamp(ts, lambda phy, _size: store_time[phy], boundary)
+    assert got == expected
+
+
+def test_destroy_removes_files(tmp_path: Path) -> None:
+    cq = cq_at(tmp_path)
+    cq.append(entries(0, 3), 0)
+    cq.destroy()
+    assert not (tmp_path / "TopicA" / "3").exists()
+    assert cq.max_offset == 0
+
+
+def test_bad_file_size_is_refused(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="multiple of 20"):
+        ConsumeQueue(str(tmp_path), "T", 0, 30)

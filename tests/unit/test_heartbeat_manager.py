@@ -1,0 +1,136 @@
+"""Controller-side broker liveness table."""
+
+from __future__ import annotations
+
+import pytest
+from rocketrio.actors.controller.heartbeat_manager import (
+    DEFAULT_BROKER_CHANNEL_EXPIRED_TIME_MS,
+    DEFAULT_ELECTION_PRIORITY,
+    BrokerHeartbeatManager,
+)
+
+
+def beat(m: BrokerHeartbeatManager, broker_id: int, now: int, **kw) -> bool:
+    addr = kw.pop("addr", f"h:{broker_id}")
+    name = kw.pop("name", "b")
+    return m.on_heartbeat("c", name, broker_id, addr, now, **kw)
+
+
+def test_default_timeout_is_ten_seconds() -> None:
+    assert DEFAULT_BROKER_CHANNEL_EXPIRED_TIME_MS == 10_000
+
+
+@pytest.mark.parametrize(
+    ("timeout_ms", "now", "alive"),
+    [
+        (None, 1000 + 10_000, True),  # last + timeout == now: still alive
+        (None, 1000 + 10_001, False),
+        (3000, 1000 + 3000, True),
+        (3000, 1000 + 3001, False),
+        (0, 1000 + 10_000, True),  # a nonsense timeout falls back to the default
+    ],
+)
+def test_alive_until_timeout(timeout_ms: int | None, now: int, alive: bool) -> None:
+    m = BrokerHeartbeatManager()
+    beat(m, 1, 1000, timeout_ms=timeout_ms)
+    assert m.is_alive("c", "b", 1, now) is alive
+
+
+def test_unknown_broker_is_not_alive() -> None:
+    m = BrokerHeartbeatManager()
+    beat(m, 1, 0)
+    assert not m.is_alive("c", "b", 2, 0)
+    assert not m.is_alive("other", "b", 1, 0)
+    assert m.live_info("c", "b", 2) is None
+
+
+def test_scan_reports_each_death_once() -> None:
+    m = BrokerHeartbeatManager()
+    beat(m, 1, 0)
+    beat(m, 2, 5000)
+    assert m.scan_not_active(10_000) == []
+    dead = m.scan_not_active(10_001)
+    assert [d.broker_id for d in dead] == [1]
+    assert m.scan_not_active(10_002) == []
+    assert [d.broker_id for d in m.scan_not_active(15_001)] == [2]
+    assert m.scan_not_active(99_999) == []
+    # back to life, dies again: reported again
+    assert beat(m, 1, 20_000) is True
+    assert [d.broker_id for d in m.scan_not_active(30_001)] == [1]
+
+
+def test_on_heartbeat_says_when_a_broker_comes_alive() -> None:
+    m = BrokerHeartbeatManager()
+    assert beat(m, 1, 0) is True
+    assert beat(m, 1, 1000) is False
+    assert beat(m, 1, 20_000) is True  # had expired (not yet scanned)
+
+
+def test_channel_close_kills_at_once_only_that_address() -> None:
+    m = BrokerHeartbeatManager()
+    beat(m, 1, 0, addr="h:1")
+    beat(m, 2, 0, addr="h:2")
+    dead = m.on_channel_closed("h:1")
+    assert [d.broker_id for d in dead] == [1]
+    assert not m.is_alive("c", "b", 1, 1)
+    assert m.is_alive("c", "b", 2, 1)
+    assert m.scan_not_active(50_000)[0].broker_id == 2  # 1 is not reported a second time
+    assert m.on_channel_closed("h:1") == []
+
+
+def test_old_connection_closing_does_not_kill_a_moved_broker() -> None:
+    m = BrokerHeartbeatManager()
+    beat(m, 1, 0, addr="10.0.0.1:10911")
+    beat(m, 1, 100, addr="10.0.0.7:10911")  # restarted on a new address
+    assert m.on_channel_closed("10.0.0.1:10911") == []
+    assert m.is_alive("c", "b", 1, 200)
+
+
+def test_latest_heartbeat_values_win_even_when_smaller() -> None:
+    m = BrokerHeartbeatManager()
+    beat(m, 1, 0, epoch=3, max_offset=5000, confirm_offset=4000, election_priority=2)
+    beat(m, 1, 1000, epoch=3, max_offset=4096, confirm_offset=4096)  # truncated on restart
+    info = m.live_info("c", "b", 1)
+    assert info is not None
+    assert (info.epoch, info.max_offset, info.confirm_offset) == (3, 4096, 4096)
+    assert info.election_priority == DEFAULT_ELECTION_PRIORITY
+    assert info.last_update_ms == 1000
+
+
+def test_missing_heartbeat_fields_default_to_minus_one() -> None:
+    m = BrokerHeartbeatManager()
+    beat(m, 1, 0)
+    info = m.live_info("c", "b", 1)
+    assert info is not None
+    assert (info.epoch, info.max_offset, info.confirm_offset) == (-1, -1, -1)
+    assert info.heartbeat_timeout_ms == 10_000
+
+
+def test_reset_opens_a_grace_window() -> None:
+    m = BrokerHeartbeatManager(default_timeout_ms=3000)
+    assert m.liveness_settled(0)  # never reset: settled
+    beat(m, 1, 0)
+    m.reset(1000)
+    assert not m.is_alive("c", "b", 1, 1000)  # forgotten
+    assert not m.liveness_settled(1000)
+    assert not m.liveness_settled(3999)
+    assert m.liveness_settled(4000)
+
+
+def test_counts_and_listing_of_live_brokers() -> None:
+    m = BrokerHeartbeatManager()
+    beat(m, 2, 0, name="b")
+    beat(m, 1, 0, name="b")
+    beat(m, 1, 0, name="a")
+    beat(m, 3, -20_000, name="b")  # already expired
+    assert [(i.broker_name, i.broker_id) for i in m.alive_brokers(0)] == [
+        ("a", 1),
+        ("b", 1),
+        ("b", 2),
+    ]
+    assert m.active_brokers_num(0) == {"c": {"a": 1, "b": 2}}
+
+
+def test_bad_default_timeout_is_refused() -> None:
+    with pytest.raises(ValueError, match="default_timeout_ms"):
+        BrokerHeartbeatManager(default_timeout_ms=0)

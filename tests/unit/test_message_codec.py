@@ -1,0 +1,345 @@
+"""Stored-message codec: upstream layout, round trips, CRC trailer, batch bodies, ids, garbage."""
+
+from __future__ import annotations
+
+import struct
+import zlib
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from rocketrio.protocol.message import (
+    BORNHOST_V6_FLAG,
+    COMPRESSED_FLAG,
+    CRC32_RESERVED_LEN,
+    MAGIC_CODE_V1,
+    MAGIC_CODE_V2,
+    PHY_POS_POSITION,
+    PROPERTY_CRC32,
+    QUEUE_OFFSET_POSITION,
+    STOREHOSTADDRESS_V6_FLAG,
+    SYSFLAG_POSITION,
+    BatchItem,
+    MessageDecodeError,
+    build_stored_message,
+    check_stored_record,
+    decode_batch_body,
+    decode_properties,
+    decode_stored,
+    encode_batch_body,
+    encode_properties,
+    host_to_str,
+    iter_stored,
+    offset_msg_id,
+    parse_offset_msg_id,
+    seal_record_crc,
+    stored_timestamp,
+    tags_hash_code,
+)
+
+LOCAL = (b"\x7f\x00\x00\x01", 10911)
+prop_text = st.text(
+    st.characters(blacklist_categories=("Cs",), blacklist_characters="\x01\x02"),
+    min_size=1,
+    max_size=12,
+)
+properties = st.dictionaries(prop_text, prop_text, max_size=6)
+ipv4 = st.binary(min_size=4, max_size=4)
+ipv6 = st.binary(min_size=16, max_size=16)
+hosts = st.tuples(ipv4 | ipv6, st.integers(0, 65535))
+int32 = st.integers(-(2**31), 2**31 - 1)
+int64 = st.integers(0, 2**63 - 1)
+
+
+def record(**over: object) -> bytes:
+    fields: dict[str, object] = dict(
+        topic="TopicTest",
+        queue_id=3,
+        body=b"hello",
+        flag=7,
+        properties=encode_properties({"TAGS": "TagA", "KEYS": "k1 k2", "UNIQ_KEY": "ABC"}),
+        sys_flag=0,
+        born_timestamp=1_700_000_000_000,
+        born_host=(b"\x0a\x00\x00\x02", 50000),
+        store_timestamp=1_700_000_000_123,
+        store_host=LOCAL,
+        queue_offset=42,
+        physical_offset=4096,
+    )
+    fields.update(over)
+    return build_stored_message(**fields)  # type: ignore[arg-type]
+
+
+# ----------------------------------------------------------------------------- properties
+
+
+@given(properties)
+def test_properties_round_trip(props: dict[str, str]) -> None:
+    assert decode_properties(encode_properties(props)) == props
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("", {}),
+        ("A\x011\x02B\x012\x02", {"A": "1", "B": "2"}),
+        ("A\x011\x02B\x012", {"A": "1", "B": "2"}),  # no trailing separator
+        ("A\x01\x02B\x012\x02", {"B": "2"}),  # empty value dropped, like upstream
+        ("\x01x\x02", {}),  # empty key dropped
+        ("noseparator\x02", {}),
+        ("K\x01v\x01w\x02", {"K": "v\x01w"}),  # first separator splits
+    ],
+)
+def test_decode_properties_like_upstream(text: str, expected: dict[str, str]) -> None:
+    assert decode_properties(text) == expected
+
+
+def test_encode_properties_refuses_separators() -> None:
+    with pytest.raises(ValueError, match="must not contain"):
+        encode_properties({"K": "a\x02b"})
+
+
+# ----------------------------------------------------------------------------- layout
+
+
+def test_layout_matches_upstream_positions() -> None:
+    rec = record(record_crc="none")
+    total, magic, body_crc, queue_id, flag = struct.unpack_from(">iiiii", rec)
+    assert total == len(rec)
+    assert magic == MAGIC_CODE_V1
+    assert body_crc == zlib.crc32(b"hello") & 0x7FFFFFFF
+    assert (queue_id, flag) == (3, 7)
+    assert struct.unpack_from(">q", rec, QUEUE_OFFSET_POSITION)[0] == 42
+    assert struct.unpack_from(">q", rec, PHY_POS_POSITION)[0] == 4096
+    assert struct.unpack_from(">i", rec, SYSFLAG_POSITION)[0] == 0
+    assert struct.unpack_from(">q4si", rec, 40) == (1_700_000_000_000, b"\x0a\x00\x00\x02", 50000)
+    assert struct.unpack_from(">q4si", rec, 56) == (1_700_000_000_123, LOCAL[0], LOCAL[1])
+    assert struct.unpack_from(">iqi", rec, 72) == (0, 0, 5)  # reconsume, prepared, bodyLen
+    assert rec[88:93] == b"hello"
+    assert rec[93] == len("TopicTest")
+    assert rec[94:103] == b"TopicTest"
+    props_len = struct.unpack_from(">h", rec, 103)[0]
+    assert (
+        rec[105:]
+        == encode_properties({"TAGS": "TagA", "KEYS": "k1 k2", "UNIQ_KEY": "ABC"}).encode()
+    )
+    assert 105 + props_len == total
+
+
+def test_crc_trailer_is_upstream_format() -> None:
+    rec = record()
+    trailer = rec[-CRC32_RESERVED_LEN:]
+    assert trailer[:9] == PROPERTY_CRC32.encode() + b"\x01"
+    assert trailer[-1:] == b"\x02"
+    crc = zlib.crc32(rec[:-CRC32_RESERVED_LEN]) & 0x7FFFFFFF
+    # upstream writes the least significant digit first
+    assert trailer[9:19] == str(crc)[::-1].ljust(10, "0").encode()
+    assert check_stored_record(rec, 0, expected_offset=4096) == len(rec)
+
+
+def test_ipv6_hosts_set_flags_and_widen_layout() -> None:
+    v6 = (bytes(range(16)), 9876)
+    rec = record(born_host=v6, store_host=v6, record_crc="none")
+    sys_flag = struct.unpack_from(">i", rec, SYSFLAG_POSITION)[0]
+    assert sys_flag & BORNHOST_V6_FLAG and sys_flag & STOREHOSTADDRESS_V6_FLAG
+    assert len(rec) == len(record(record_crc="none")) + 24
+    msg, _ = decode_stored(rec)
+    assert msg.born_host == host_to_str(v6[0], 9876)
+    assert stored_timestamp(rec) == 1_700_000_000_123
+
+
+def test_long_topic_uses_magic_v2() -> None:
+    topic = "T" * 200
+    rec = record(topic=topic)
+    assert struct.unpack_from(">i", rec, 4)[0] == MAGIC_CODE_V2
+    assert decode_stored(rec)[0].topic == topic
+    with pytest.raises(ValueError, match="needs magic V2"):
+        record(topic=topic, magic=MAGIC_CODE_V1)
+
+
+# ----------------------------------------------------------------------------- round trips
+
+
+@settings(max_examples=150)
+@given(
+    topic=st.text(st.characters(blacklist_categories=("Cs",)), min_size=1, max_size=150),
+    queue_id=int32,
+    body=st.binary(max_size=300),
+    flag=int32,
+    props=properties,
+    tran=st.sampled_from([0, 0x4, 0x8, 0xC]),
+    born_ts=int64,
+    born=hosts,
+    store_ts=int64,
+    store=hosts,
+    reconsume=int32,
+    prepared=int64,
+    queue_offset=int64,
+    phy=int64,
+    crc_mode=st.sampled_from(["seal", "reserve", "none"]),
+)
+def test_stored_record_round_trip(**kw: object) -> None:
+    props: dict[str, str] = kw["props"]  # type: ignore[assignment]
+    born: tuple[bytes, int] = kw["born"]  # type: ignore[assignment]
+    store: tuple[bytes, int] = kw["store"]  # type: ignore[assignment]
+    rec = build_stored_message(
+        topic=kw["topic"], queue_id=kw["queue_id"], body=kw["body"], flag=kw["flag"],
+        properties=encode_properties(props), sys_flag=kw["tran"], born_timestamp=kw["born_ts"],
+        born_host=born, store_timestamp=kw["store_ts"], store_host=store,
+        reconsume_times=kw["reconsume"], prepared_transaction_offset=kw["prepared"],
+        queue_offset=kw["queue_offset"], physical_offset=kw["phy"], record_crc=kw["crc_mode"],
+    )  # type: ignore[arg-type]  # fmt: skip
+    msg, end = decode_stored(rec, check_crc=kw["crc_mode"] == "seal")
+    assert end == len(rec) == msg.store_size
+    got_props = dict(msg.properties)
+    if kw["crc_mode"] != "none":
+        assert PROPERTY_CRC32 in got_props
+        del got_props[PROPERTY_CRC32]
+    assert got_props == props
+    assert (msg.topic, msg.queue_id, msg.body, msg.flag) == (
+        kw["topic"], kw["queue_id"], kw["body"], kw["flag"]
+    )  # fmt: skip
+    assert msg.sys_flag & 0xC == kw["tran"]
+    assert (msg.born_timestamp, msg.store_timestamp) == (kw["born_ts"], kw["store_ts"])
+    assert msg.born_host == host_to_str(*born)
+    assert msg.store_host == host_to_str(*store)
+    assert (msg.reconsume_times, msg.prepared_transaction_offset) == (
+        kw["reconsume"], kw["prepared"]
+    )  # fmt: skip
+    assert (msg.queue_offset, msg.commitlog_offset) == (kw["queue_offset"], kw["phy"])
+    assert msg.offset_msg_id == offset_msg_id(store[0], store[1], kw["phy"])
+
+
+def test_reserved_trailer_is_sealed_later() -> None:
+    buf = bytearray(record(record_crc="reserve"))
+    with pytest.raises(MessageDecodeError, match="CRC mismatch"):
+        check_stored_record(buf, 0)
+    seal_record_crc(buf, 0, len(buf))
+    assert bytes(buf) == record(record_crc="seal")
+
+
+def test_iter_stored_reads_a_pull_body() -> None:
+    recs = [record(queue_offset=i, body=bytes([i]) * i) for i in range(5)]
+    msgs = list(iter_stored(b"".join(recs)))
+    assert [m.queue_offset for m in msgs] == list(range(5))
+    assert [m.body for m in msgs] == [bytes([i]) * i for i in range(5)]
+
+
+def test_message_ext_views() -> None:
+    msg, _ = decode_stored(record())
+    assert msg.tags == "TagA"
+    assert msg.keys == ["k1", "k2"]
+    assert msg.msg_id == "ABC"  # UNIQ_KEY wins
+    no_uniq, _ = decode_stored(record(properties="TAGS\x01x\x02"))
+    assert no_uniq.msg_id == offset_msg_id(LOCAL[0], LOCAL[1], 4096)
+    assert no_uniq.keys == []
+
+
+def test_check_crc_and_decompression() -> None:
+    body = zlib.compress(b"payload" * 10)
+    rec = record(body=body, sys_flag=COMPRESSED_FLAG)
+    assert decode_stored(rec, decompress_body=True)[0].body == b"payload" * 10
+    assert decode_stored(rec)[0].body == body
+    bad = bytearray(record(record_crc="none"))
+    bad[88] ^= 0xFF  # first body byte
+    decode_stored(bytes(bad))
+    with pytest.raises(MessageDecodeError, match="body CRC"):
+        decode_stored(bytes(bad), check_crc=True)
+
+
+# ----------------------------------------------------------------------------- garbage
+
+
+def test_every_truncation_raises_decode_error() -> None:
+    rec = record()
+    for cut in range(len(rec)):
+        with pytest.raises(MessageDecodeError):
+            decode_stored(rec[:cut])
+        with pytest.raises(MessageDecodeError):
+            check_stored_record(rec[:cut], 0)
+
+
+@settings(max_examples=300)
+@given(pos=st.integers(0, 10_000), xor=st.integers(1, 255))
+def test_any_flipped_byte_fails_the_record_check(pos: int, xor: int) -> None:
+    rec = bytearray(record())
+    rec[pos % len(rec)] ^= xor
+    with pytest.raises(MessageDecodeError):
+        check_stored_record(rec, 0, expected_offset=4096)
+    try:
+        decode_stored(bytes(rec))
+    except MessageDecodeError:
+        pass
+
+
+@given(st.binary(max_size=400))
+def test_random_bytes_only_raise_decode_error(data: bytes) -> None:
+    for fn in (lambda: list(iter_stored(data)), lambda: decode_batch_body(data)):
+        try:
+            fn()
+        except MessageDecodeError:
+            pass
+
+
+def test_blank_record_is_not_a_message() -> None:
+    with pytest.raises(MessageDecodeError, match="blank"):
+        decode_stored(struct.pack(">ii", 64, -875286124) + bytes(56))
+
+
+# ----------------------------------------------------------------------------- batch bodies
+
+
+@given(st.lists(st.builds(BatchItem, int32, st.binary(max_size=50), properties), max_size=6))
+def test_batch_body_round_trip(items: list[BatchItem]) -> None:
+    assert decode_batch_body(encode_batch_body(items)) == items
+
+
+def test_batch_body_layout_and_truncation() -> None:
+    data = encode_batch_body([BatchItem(5, b"abc", {"K": "v"})])
+    props = b"K\x01v\x02"
+    assert data == struct.pack(">iiiii", 20 + 3 + 2 + 4, 0, 0, 5, 3) + b"abc" + b"\x00\x04" + props
+    for cut in range(1, len(data)):
+        with pytest.raises(MessageDecodeError):
+            decode_batch_body(data[:cut])
+
+
+# ----------------------------------------------------------------------------- ids and tags
+
+
+@given(ip=ipv4 | ipv6, port=st.integers(0, 65535), offset=int64)
+def test_offset_msg_id_round_trip(ip: bytes, port: int, offset: int) -> None:
+    msg_id = offset_msg_id(ip, port, offset)
+    assert msg_id == msg_id.upper()
+    assert len(msg_id) == (32 if len(ip) == 4 else 56)
+    ip_str, got_port, got_offset = parse_offset_msg_id(msg_id)
+    assert host_to_str(ip, port) == f"{ip_str}:{got_port}"
+    assert got_offset == offset
+
+
+def test_offset_msg_id_known_value() -> None:
+    assert offset_msg_id(LOCAL[0], 10911, 1234) == "7F00000100002A9F00000000000004D2"
+    assert parse_offset_msg_id("7F00000100002A9F00000000000004D2") == ("127.0.0.1", 10911, 1234)
+
+
+@pytest.mark.parametrize("bad", ["", "XYZ", "7F000001", "G" * 32, "0" * 40])
+def test_parse_offset_msg_id_rejects_garbage(bad: str) -> None:
+    with pytest.raises(MessageDecodeError):
+        parse_offset_msg_id(bad)
+
+
+@pytest.mark.parametrize(
+    ("tag", "java_hash"),
+    [
+        ("", 0),
+        ("a", 97),
+        ("TagA", 2598919),
+        ("hello", 99162322),
+        ("Aa", 2112),
+        ("BB", 2112),
+        ("polygenelubricants", -2147483648),
+        ("é", 233),
+        ("\U0001f600", 1772899),  # surrogate pair, like Java's UTF-16
+    ],
+)
+def test_tags_hash_code_is_java_string_hash(tag: str, java_hash: int) -> None:
+    assert tags_hash_code(tag) == java_hash

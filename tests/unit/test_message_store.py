@@ -1,0 +1,378 @@
+"""MessageStore: put/get, statuses, filters, indexes, crash recovery and re-dispatch."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+from rocketrio.protocol.message import (
+    TRANSACTION_COMMIT_TYPE,
+    TRANSACTION_PREPARED_TYPE,
+    TRANSACTION_ROLLBACK_TYPE,
+    UNIQ_KEY,
+    check_stored_record,
+    iter_stored,
+    offset_msg_id,
+    tags_hash_code,
+)
+from rocketrio.storage.commitlog import CorruptionError, segment_name
+from rocketrio.storage.message_store import (
+    SCHEDULE_TOPIC,
+    GetMessageStatus,
+    InvalidMessage,
+    MessageStore,
+    MessageTooLarge,
+    MessageToStore,
+    StoreConfig,
+)
+
+CFG = StoreConfig(mappedFileSizeCommitLog=4096, mappedFileSizeConsumeQueue=100, maxMessageSize=1024)
+HOST = (b"\x0a\x00\x00\x09", 10911)
+BIG = 1 << 30
+
+
+def msg(i: int, topic: str = "T", queue_id: int | None = None, **over: object) -> MessageToStore:
+    fields: dict[str, object] = dict(
+        topic=topic,
+        queue_id=i % 2 if queue_id is None else queue_id,
+        body=f"body-{i:04d}".encode(),
+        properties={
+            "TAGS": "even" if i % 2 == 0 else "odd",
+            "KEYS": f"k{i} all",
+            UNIQ_KEY: f"U{i:04d}",
+        },
+        born_timestamp=i,
+        born_host=(b"\x7f\x00\x00\x01", 40000),
+    )
+    fields.update(over)
+    return MessageToStore(**fields)  # type: ignore[arg-type]
+
+
+def opened(path: Path, cfg: StoreConfig = CFG) -> MessageStore:
+    store = MessageStore(str(path), cfg, store_host=HOST)
+    store.open()
+    return store
+
+
+def bodies(store: MessageStore, topic: str, qid: int, tags: set[int] | None = None) -> list[bytes]:
+    res = store.get_messages(topic, qid, store.get_min_offset(topic, qid), 10_000, BIG, tags)
+    return [m.body for m in iter_stored(res.body)]
+
+
+def test_put_assigns_offsets_and_get_returns_records(tmp_path: Path) -> None:
+    store = opened(tmp_path / "s")
+    results = store.put_messages([msg(i) for i in range(6)], 5000)
+    assert [r.queue_offset for r in results] == [0, 0, 1, 1, 2, 2]
+    assert results[0].commitlog_offset == 0
+    assert results[1].commitlog_offset == results[0].size
+    assert results[3].msg_id == offset_msg_id(HOST[0], HOST[1], results[3].commitlog_offset)
+    assert {r.store_timestamp for r in results} == {5000}
+    more = store.put_messages([msg(6, queue_id=1)], 6000)
+    assert more[0].queue_offset == 3
+    res = store.get_messages("T", 1, 0, 32, BIG)
+    assert res.status is GetMessageStatus.FOUND
+    assert (res.message_count, res.next_begin_offset, res.min_offset, res.max_offset) == (
+        4,
+        4,
+        0,
+        4,
+    )
+    got = list(iter_stored(res.body))
+    assert [m.body for m in got] == [b"body-0001", b"body-0003", b"body-0005", b"body-0006"]
+    assert [m.queue_offset for m in got] == [0, 1, 2, 3]
+    for buf, m in zip(res.buffers, got, strict=True):
+        check_stored_record(buf, 0, expected_offset=m.commitlog_offset)
+        assert m.store_host == "10.0.0.9:10911"
+    assert store.get_max_offset("T", 1) == 4
+    assert store.topic_queue_ids() == {"T": [0, 1]}
+    stats = store.stats()
+    assert stats.put_message_count == 7
+    assert stats.put_message_bytes == sum(r.size for r in [*results, *more])
+    assert stats.commitlog_max_offset == store.get_commitlog_max_offset()
+    store.close()
+
+
+def test_get_statuses(tmp_path: Path) -> None:
+    store = opened(tmp_path / "s")
+    store.put_messages([msg(i, queue_id=0) for i in range(4)], 1)
+    cases = [
+        (("T", 0, 1, 2), GetMessageStatus.FOUND, 3, 2),
+        (("T", 0, 4, 2), GetMessageStatus.OFFSET_OVERFLOW_ONE, 4, 0),
+        (("T", 0, 9, 2), GetMessageStatus.OFFSET_OVERFLOW_BADLY, 0, 0),  # min is 0
+        (("T", 5, 0, 2), GetMessageStatus.NO_MATCHED_LOGIC_QUEUE, 0, 0),
+        (("X", 0, 0, 2), GetMessageStatus.NO_MATCHED_LOGIC_QUEUE, 0, 0),
+    ]
+    for (topic, qid, offset, count), status, next_offset, n in cases:
+        res = store.get_messages(topic, qid, offset, count, BIG)
+        assert (res.status, res.next_begin_offset, res.message_count) == (status, next_offset, n)
+    store.truncate_to(0)
+    res = store.get_messages("T", 0, 0, 2, BIG)
+    assert res.status is GetMessageStatus.NO_MESSAGE_IN_QUEUE
+
+
+def test_max_bytes_returns_at_least_one(tmp_path: Path) -> None:
+    store = opened(tmp_path / "s")
+    sizes = [r.size for r in store.put_messages([msg(i, queue_id=0) for i in range(5)], 1)]
+    res = store.get_messages("T", 0, 0, 32, 1)
+    assert (res.message_count, res.next_begin_offset) == (1, 1)
+    res = store.get_messages("T", 0, 1, 32, sizes[1] + sizes[2] + sizes[3] - 1)
+    assert (res.message_count, res.next_begin_offset) == (2, 3)
+
+
+def test_tag_filter_skips_and_advances(tmp_path: Path) -> None:
+    store = opened(tmp_path / "s")
+    store.put_messages([msg(i, queue_id=0) for i in range(10)], 1)
+    even = {tags_hash_code("even")}
+    res = store.get_messages("T", 0, 0, 3, BIG, even)
+    assert [m.body for m in iter_stored(res.body)] == [b"body-0000", b"body-0002", b"body-0004"]
+    assert res.next_begin_offset == 5
+    none = store.get_messages("T", 0, 0, 3, BIG, {tags_hash_code("nope")})
+    assert none.status is GetMessageStatus.NO_MATCHED_MESSAGE
+    assert (none.message_count, none.next_begin_offset) == (0, 10)
+
+
+def test_reads_span_other_queues_and_segments(tmp_path: Path) -> None:
+    store = opened(tmp_path / "s")
+    for i in range(0, 120, 6):
+        store.put_messages([msg(j, queue_id=j % 3) for j in range(i, i + 6)], i)
+    assert len(store.commitlog.segment_files()) > 3
+    for qid in range(3):
+        assert bodies(store, "T", qid) == [f"body-{j:04d}".encode() for j in range(qid, 120, 3)]
+        res = store.get_messages("T", qid, 5, 7, BIG)
+        assert [m.queue_offset for m in iter_stored(res.body)] == list(range(5, 12))
+
+
+def test_queries_by_key_and_uniq_key(tmp_path: Path) -> None:
+    store = opened(tmp_path / "s")
+    store.put_messages([msg(i) for i in range(5)], 100)
+    store.put_messages([msg(i) for i in range(5, 10)], 200)
+    store.put_messages([msg(99, topic="Other")], 300)
+    assert [m.body for m in store.query_by_key("T", "k3")] == [b"body-0003"]
+    newest = store.query_by_key("T", "all", max_num=3)
+    assert [m.body for m in newest] == [b"body-0009", b"body-0008", b"body-0007"]
+    early = store.query_by_key("T", "all", max_num=100, begin_ts=0, end_ts=150)
+    assert len(early) == 5
+    assert store.query_by_key("T", "k99") == []  # another topic's key
+    assert [m.msg_id for m in store.query_by_uniq_key("T", "U0004")] == ["U0004"]
+    assert store.query_by_uniq_key("Other", "U0004") == []
+    no_index = opened(tmp_path / "n", StoreConfig(messageIndexEnable=False))
+    no_index.put_messages([msg(1)], 1)
+    assert no_index.query_by_key("T", "k1") == []
+
+
+def test_look_message_by_offset(tmp_path: Path) -> None:
+    store = opened(tmp_path / "s")
+    results = store.put_messages([msg(i) for i in range(3)], 1)
+    found = store.look_message_by_offset(results[1].commitlog_offset)
+    assert found is not None and found.body == b"body-0001"
+    assert store.look_message_by_offset(results[1].commitlog_offset + 1) is None
+    assert store.look_message_by_offset(10**9) is None
+
+
+def test_refused_messages_write_nothing(tmp_path: Path) -> None:
+    store = opened(tmp_path / "s")
+    store.put_messages([msg(0, queue_id=0)], 1)
+    before = store.get_commitlog_max_offset()
+    cases = [
+        (msg(1, queue_id=0, body=b"x" * 1025), MessageTooLarge, "maxMessageSize=1024"),
+        (msg(1, queue_id=0, properties={"K": "v" * 40000}), MessageTooLarge, "32767"),
+        (msg(1, queue_id=0, born_host=(b"\x01", 1)), InvalidMessage, "4 or 16 bytes"),
+    ]
+    for bad, exc, text in cases:
+        with pytest.raises(exc, match=text):
+            store.put_messages([msg(1, queue_id=0), bad], 2)
+    big_seg = opened(tmp_path / "b", StoreConfig(mappedFileSizeCommitLog=1024))
+    with pytest.raises(MessageTooLarge, match="segment"):
+        big_seg.put_messages([msg(1, body=b"x" * 1000)], 1)
+    assert store.get_commitlog_max_offset() == before
+    assert store.put_messages([msg(2, queue_id=0)], 3)[0].queue_offset == 1
+
+
+def test_transaction_types_and_delay_tags(tmp_path: Path) -> None:
+    store = opened(tmp_path / "s")
+    half = store.put_messages([msg(1, queue_id=0, sys_flag=TRANSACTION_PREPARED_TYPE)], 1)
+    rollback = store.put_messages([msg(2, queue_id=0, sys_flag=TRANSACTION_ROLLBACK_TYPE)], 1)
+    commit = store.put_messages([msg(3, queue_id=0, sys_flag=TRANSACTION_COMMIT_TYPE)], 1)
+    assert [r[0].queue_offset for r in (half, rollback, commit)] == [0, 0, 0]
+    assert bodies(store, "T", 0) == [b"body-0003"]
+    assert store.query_by_uniq_key("T", "U0001")  # prepared messages are indexed
+    assert store.query_by_uniq_key("T", "U0002") == []  # rollback ones are not
+    delayed = msg(4, topic=SCHEDULE_TOPIC, queue_id=2, properties={"DELAY": "3"})
+    store.put_messages([delayed], 50_000)
+    cq = store._cqs[(SCHEDULE_TOPIC, 2)]
+    assert cq.entry(0)[2] == 50_000 + 10_000  # level 3 = 10s: tagsCode is the deliver time
+
+
+def test_properties_text_with_stale_crc_is_replaced(tmp_path: Path) -> None:
+    store = opened(tmp_path / "s")
+    text = "TAGS\x01a\x02__CRC32#\x010000000001\x02"
+    result = store.put_messages([msg(1, properties=text)], 1)[0]
+    found = store.look_message_by_offset(result.commitlog_offset)
+    assert found is not None and found.tags == "a"
+    assert list(found.properties) == ["TAGS", "__CRC32#"]
+
+
+def test_timestamps(tmp_path: Path) -> None:
+    store = opened(tmp_path / "s")
+    for i in range(6):
+        store.put_messages([msg(i, queue_id=0)], 1000 * (i + 1))
+    assert store.search_offset_by_timestamp("T", 0, 2500) == 2
+    assert store.search_offset_by_timestamp("T", 0, 2500, "UPPER") == 1
+    assert store.search_offset_by_timestamp("T", 0, 10**9) == 6
+    assert store.search_offset_by_timestamp("Nope", 0, 1) == 0
+    assert store.get_earliest_msg_store_time("T", 0) == 1000
+    assert store.get_message_store_timestamp("T", 0, 4) == 5000
+    assert store.get_message_store_timestamp("T", 0, 6) is None
+
+
+# ----------------------------------------------------------------------------- recovery
+
+
+def crash_image(tmp_path: Path, n: int) -> tuple[Path, int, int, int]:
+    """Store dir copied while open: n-1 messages flushed, the last one only written.
+
+    Returns (image, start and end of the last record, its queue id).
+    """
+    src = tmp_path / "src"
+    store = opened(src)
+    for i in range(n - 1):
+        store.put_messages([msg(i)], 1000 + i)
+    store.flush()
+    last = store.put_messages([msg(n - 1)], 1000 + n)[0]
+    image = tmp_path / "image"
+    shutil.copytree(src, image)
+    store.close()
+    return image, last.commitlog_offset, last.commitlog_offset + last.size, (n - 1) % 2
+
+
+def assert_queues_within_log(store: MessageStore) -> None:
+    end = store.get_commitlog_max_offset()
+    for topic, qids in store.topic_queue_ids().items():
+        for qid in qids:
+            cq = store._cqs[(topic, qid)]
+            for phy, size, _ in cq.get(cq.min_offset, 10**6):
+                assert phy + size <= end
+
+
+def test_cut_inside_last_message_at_every_byte(tmp_path: Path) -> None:
+    n = 25
+    image, start, end, last_qid = crash_image(tmp_path, n)
+    base = start - start % CFG.mappedFileSizeCommitLog
+    segment = segment_name(base)
+    expected = {q: [f"body-{i:04d}".encode() for i in range(q, n - 1, 2)] for q in (0, 1)}
+    for cut in range(start + 1, end):
+        work = tmp_path / "work"
+        shutil.copytree(image, work)
+        os.truncate(work / "commitlog" / segment, cut - base)
+        store = MessageStore(str(work), CFG, store_host=HOST)
+        report = store.open()
+        assert report.commitlog.truncated_at == start, cut
+        assert report.commitlog.bytes_dropped == cut - start
+        assert report.commitlog.segment == str(work / "commitlog" / segment)
+        assert store.get_commitlog_max_offset() == start
+        assert_queues_within_log(store)
+        assert bodies(store, "T", 0) == expected[0]
+        assert bodies(store, "T", 1) == expected[1]
+        assert store.query_by_uniq_key("T", f"U{n - 1:04d}") == []
+        # the lost message's queue offset is free again
+        assert store.put_messages([msg(n - 1)], 1)[0].queue_offset == len(expected[last_qid])
+        store.close()
+        shutil.rmtree(work)
+
+
+def test_garbage_in_the_middle_is_corruption(tmp_path: Path) -> None:
+    store = opened(tmp_path / "s")
+    results = store.put_messages([msg(i) for i in range(8)], 1)
+    store.close()
+    with open(tmp_path / "s" / "commitlog" / segment_name(0), "r+b") as f:
+        f.seek(results[3].commitlog_offset + 40)
+        f.write(b"\x00garbage\x00")
+    with pytest.raises(CorruptionError, match=f"offset {results[3].commitlog_offset}"):
+        MessageStore(str(tmp_path / "s"), CFG).open()
+
+
+def test_torn_consume_queue_entry_is_rebuilt(tmp_path: Path) -> None:
+    image, _, _, last_qid = crash_image(tmp_path, 12)
+    qdir = image / "consumequeue" / "T" / str(last_qid)
+    last_file = sorted(qdir.iterdir())[-1]
+    os.truncate(last_file, last_file.stat().st_size - 9)
+    store = MessageStore(str(image), CFG)
+    report = store.open()
+    assert report.cq_torn_bytes == 11
+    assert report.redispatched >= 1
+    assert bodies(store, "T", last_qid) == [
+        f"body-{i:04d}".encode() for i in range(last_qid, 12, 2)
+    ]
+
+
+def test_deleted_consume_queues_and_index_are_rebuilt(tmp_path: Path) -> None:
+    store = opened(tmp_path / "s")
+    for i in range(0, 60, 4):
+        store.put_messages([msg(j, queue_id=j % 3) for j in range(i, i + 4)], i)
+    before = {q: bodies(store, "T", q) for q in range(3)}
+    store.close()
+    shutil.rmtree(tmp_path / "s" / "consumequeue")
+    shutil.rmtree(tmp_path / "s" / "index")
+    store = opened(tmp_path / "s")
+    assert {q: bodies(store, "T", q) for q in range(3)} == before
+    assert [m.body for m in store.query_by_key("T", "k17")] == [b"body-0017"]
+    assert store.put_messages([msg(60, queue_id=0)], 1)[0].queue_offset == 20
+    store.close()
+    report = MessageStore(str(tmp_path / "s"), CFG).open()
+    assert (report.redispatched, report.index_rebuilt, report.cq_entries_dropped) == (0, False, 0)
+
+
+def test_delete_topic_is_not_resurrected(tmp_path: Path) -> None:
+    store = opened(tmp_path / "s")
+    store.put_messages([msg(i) for i in range(4)] + [msg(9, topic="Keep")], 1)
+    assert store.delete_topic("T") == 2
+    assert not (tmp_path / "s" / "consumequeue" / "T").exists()
+    assert store.topic_queue_ids() == {"Keep": [1]}
+    assert store.put_messages([msg(10, queue_id=0)], 2)[0].queue_offset == 0
+    store.close()
+    store = opened(tmp_path / "s")
+    assert bodies(store, "T", 0) == [b"body-0010"]
+    assert store.get_max_offset("T", 1) == 0
+
+
+def test_truncate_to_cuts_dispatched_data(tmp_path: Path) -> None:
+    store = opened(tmp_path / "s")
+    results = store.put_messages([msg(i) for i in range(10)], 1)
+    store.flush()
+    store.truncate_to(results[6].commitlog_offset)
+    assert store.get_max_offset("T", 0) == 3
+    assert store.get_max_offset("T", 1) == 3
+    assert store.query_by_uniq_key("T", "U0007") == []
+    assert store.put_messages([msg(10, queue_id=0)], 2)[0].queue_offset == 3
+    store.close()
+    store = opened(tmp_path / "s")
+    assert bodies(store, "T", 0) == [b"body-0000", b"body-0002", b"body-0004", b"body-0010"]
+    assert_queues_within_log(store)
+
+
+def test_delete_files_below_moves_queue_minimum(tmp_path: Path) -> None:
+    store = opened(tmp_path / "s")
+    for i in range(0, 80, 8):
+        store.put_messages([msg(j, queue_id=0) for j in range(i, i + 8)], i)
+    deleted = store.delete_files_below(2 * CFG.mappedFileSizeCommitLog)
+    assert deleted == [segment_name(0), segment_name(4096)]
+    low = store.get_min_offset("T", 0)
+    assert low > 0
+    res = store.get_messages("T", 0, 0, 4, BIG)
+    assert (res.status, res.next_begin_offset) == (GetMessageStatus.OFFSET_TOO_SMALL, low)
+    assert bodies(store, "T", 0)[0] == f"body-{low:04d}".encode()
+    assert store.query_by_key("T", "k0") == []
+    assert store.query_by_key("T", f"k{low}")
+    store.close()
+    assert opened(tmp_path / "s").get_min_offset("T", 0) == low
+
+
+def test_config_validation() -> None:
+    with pytest.raises(ValueError, match="multiple of 20"):
+        StoreConfig(mappedFileSizeConsumeQueue=30)
+    with pytest.raises(ValueError, match="messageDelayLevel"):
+        StoreConfig(messageDelayLevel="1s 5x")
+    with pytest.raises(ValueError, match="maxMessageSize"):
+        StoreConfig(maxMessageSize=0)

@@ -1,0 +1,666 @@
+"""RaftLog: segments, torn tails vs corruption, hard state, snapshots, crash points, model."""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import functools
+import itertools
+import os
+import random
+import shutil
+import struct
+import tempfile
+import time
+import zlib
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from rocketrio.protocol.raft import Entry, HardState, SnapshotMeta
+from rocketrio.storage.raft_log import HEADER_SIZE, RaftLog, RaftLogCompacted, RaftLogCorruption
+
+DATA = 40
+REC = HEADER_SIZE + DATA  # every entry made by ents() has this on-disk size
+
+
+def ents(lo: int, hi: int, term: int = 1, tag: str = "") -> list[Entry]:
+    """Entries lo..hi-1 whose data (DATA bytes) names index, term and tag."""
+    return [Entry(i, term, f"{tag}{i}/{term}".encode().ljust(DATA, b".")) for i in range(lo, hi)]
+
+
+def segments(path: Path) -> list[str]:
+    return sorted(n for n in os.listdir(path) if n.isdigit())
+
+
+def open_log(path: Path, segment_size: int = 1 << 20) -> RaftLog:
+    return RaftLog.open(str(path), segment_size=segment_size)
+
+
+@contextlib.contextmanager
+def filled(path: Path, entries: list[Entry], segment_size: int = 1 << 20) -> Iterator[RaftLog]:
+    with open_log(path, segment_size) as log:
+        log.append(entries)
+        log.sync()
+        yield log
+
+
+def patch_bytes(file: Path, offset: int, data: bytes) -> None:
+    with open(file, "r+b") as f:
+        f.seek(offset)
+        f.write(data)
+
+
+# ---------------------------------------------------------------------------- append / read
+
+
+def test_roundtrip_segments_named_by_first_index(tmp_path: Path) -> None:
+    with filled(tmp_path, ents(1, 11), segment_size=3 * REC) as log:
+        assert log.recovery_report.clean
+        assert segments(tmp_path) == [f"{i:020d}" for i in (1, 4, 7, 10)]
+        assert (log.first_index, log.last_index) == (1, 10)
+    with open_log(tmp_path, 3 * REC) as log:
+        assert log.recovery_report.clean
+        assert log.all_entries() == ents(1, 11)
+        assert log.entries(3, 8) == ents(3, 8)
+        assert [log.term_at(i) for i in range(0, 11)] == [0] + [1] * 10
+        with pytest.raises(IndexError):
+            log.term_at(11)
+
+
+def record(index: int, term: int, data: bytes) -> bytes:
+    """The documented layout: int32 length | uint32 crc32(index, term, data) | int64 | int64."""
+    body = struct.pack(">qq", index, term) + data
+    return struct.pack(">iI", len(data), zlib.crc32(body)) + body
+
+
+def test_on_disk_records_have_the_documented_layout(tmp_path: Path) -> None:
+    with filled(tmp_path, [Entry(1, 1, b"abc"), Entry(2, 4, b""), Entry(3, 4, b"x" * 300)]):
+        pass
+    raw = (tmp_path / f"{1:020d}").read_bytes()
+    assert raw == record(1, 1, b"abc") + record(2, 4, b"") + record(3, 4, b"x" * 300)
+
+
+def test_crc_valid_record_with_a_lower_term_is_corruption(tmp_path: Path) -> None:
+    with filled(tmp_path, ents(1, 4, term=3)):
+        pass
+    with open(tmp_path / f"{1:020d}", "ab") as f:
+        f.write(record(4, 2, b"old term"))
+    with pytest.raises(RaftLogCorruption, match="term 2 below earlier term 3") as err:
+        open_log(tmp_path)
+    assert err.value.offset == 3 * REC
+
+
+def test_oversized_entry_gets_its_own_segment(tmp_path: Path) -> None:
+    big = [Entry(1, 1, b"a" * 10), Entry(2, 1, b"b" * 500), Entry(3, 1, b"c")]
+    with filled(tmp_path, big, segment_size=100) as log:
+        assert segments(tmp_path) == [f"{i:020d}" for i in (1, 2, 3)]
+    with open_log(tmp_path, 100) as log:
+        assert log.all_entries() == big
+
+
+@pytest.mark.parametrize(
+    ("batch", "message"),
+    [
+        ([Entry(7, 2)], "gap"),
+        ([Entry(6, 2), Entry(8, 2)], "not contiguous"),
+        ([Entry(4, 1)], "term goes backwards"),
+        ([Entry(6, 3), Entry(7, 2)], "term goes backwards"),
+        ([Entry(0, 2)], "start at 1"),
+        ([Entry(3, 2)], "at or below snapshot"),
+    ],
+)
+def test_bad_appends_are_refused_and_change_nothing(
+    tmp_path: Path, batch: list[Entry], message: str
+) -> None:
+    with filled(tmp_path, ents(1, 6, term=2)) as log:
+        if message == "at or below snapshot":
+            log.save_snapshot(3, 2, b"s")
+        before = (log.first_index, log.last_index, log.all_entries())
+        with pytest.raises(ValueError, match=message):
+            log.append(batch)
+        assert (log.first_index, log.last_index, log.all_entries()) == before
+
+
+def test_entries_max_bytes_and_bounds(tmp_path: Path) -> None:
+    with filled(tmp_path, ents(1, 11), segment_size=3 * REC) as log:
+        assert log.entries(2, 11, max_bytes=3 * DATA) == ents(2, 5)
+        assert log.entries(2, 11, max_bytes=3 * DATA + DATA - 1) == ents(2, 5)
+        assert log.entries(2, 11, max_bytes=1) == ents(2, 3)  # always at least one
+        assert log.entries(5, 5) == []
+        with pytest.raises(IndexError):
+            log.entries(5, 12)
+        log.save_snapshot(4, 1, b"")
+        with pytest.raises(RaftLogCompacted):
+            log.entries(4, 6)
+        with pytest.raises(RaftLogCompacted):
+            log.term_at(3)
+
+
+def test_append_and_sync_10k_entries_is_fast(tmp_path: Path) -> None:
+    batch = [Entry(i, 1, os.urandom(256)) for i in range(1, 10_001)]
+    best = float("inf")
+    for run in range(3):
+        with open_log(tmp_path / str(run)) as log:
+            start = time.perf_counter()
+            log.append(batch)
+            log.sync()
+            best = min(best, time.perf_counter() - start)
+            assert log.entries(9_990, 10_001) == batch[-11:]
+    assert best < 0.1
+
+
+def test_second_open_of_a_store_is_refused(tmp_path: Path) -> None:
+    with open_log(tmp_path), pytest.raises(RuntimeError, match="in use"):
+        open_log(tmp_path)
+    open_log(tmp_path).close()
+
+
+# ---------------------------------------------------------------------------- suffix truncation
+
+
+@pytest.mark.parametrize("conflict_at", [2, 4, 6, 9, 10])
+def test_conflicting_append_truncates_suffix_across_segments(
+    tmp_path: Path, conflict_at: int
+) -> None:
+    seg = 3 * REC
+    with filled(tmp_path, ents(1, 11), segment_size=seg) as log:
+        log.append(ents(conflict_at, conflict_at + 2, term=2))
+        expected = ents(1, conflict_at) + ents(conflict_at, conflict_at + 2, term=2)
+        assert log.all_entries() == expected
+        assert log.last_index == conflict_at + 1
+        log.append(ents(conflict_at + 2, conflict_at + 4, term=2))  # append after truncation
+        expected += ents(conflict_at + 2, conflict_at + 4, term=2)
+    with open_log(tmp_path, seg) as log:
+        assert log.recovery_report.clean
+        assert log.all_entries() == expected
+        names = segments(tmp_path)
+        assert int(names[-1]) <= log.last_index  # no stale later segment survived
+
+
+def test_append_skips_entries_the_log_already_holds(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with filled(tmp_path, ents(1, 11), segment_size=3 * REC) as log:
+        # a leader's retransmission overlapping the log: nothing may be cut, only 11 added
+        assert not run_until_crash(monkeypatch, lambda: log.append(ents(4, 12)), step=0)
+        assert log.all_entries() == ents(1, 12)
+        # the conflict is at 8, in the middle of the batch: the cut starts there, not at 5
+        log.append(ents(5, 8) + ents(8, 9, term=2))
+        assert log.all_entries() == ents(1, 8) + ents(8, 9, term=2)
+
+
+# ---------------------------------------------------------------------------- kill -9: torn tails
+
+
+@pytest.mark.parametrize("segment_size", [1 << 20, 3 * REC], ids=["mid-segment", "own-segment"])
+def test_kill9_inside_last_entry_keeps_everything_before(tmp_path: Path, segment_size: int) -> None:
+    src = tmp_path / "src"
+    with filled(src, ents(1, 11), segment_size):
+        pass
+    last_file = segments(src)[-1]
+    end = (src / last_file).stat().st_size
+    start = end - REC
+    for cut in range(start, end):
+        dst = tmp_path / f"cut{cut}"
+        shutil.copytree(src, dst)
+        os.truncate(dst / last_file, cut)
+        with open_log(dst, segment_size) as log:
+            assert log.all_entries() == ents(1, 10)
+            report = log.recovery_report
+            if cut == start:
+                assert report.torn_tail is None
+                assert report.removed_files == ((last_file,) if start == 0 else ())
+            else:
+                assert report.torn_tail is not None
+                assert (report.torn_tail.offset, report.torn_tail.dropped_bytes) == (
+                    start,
+                    cut - start,
+                )
+            log.append(ents(10, 12, term=2))
+        with open_log(dst, segment_size) as log:
+            assert log.recovery_report.clean
+            assert log.all_entries() == ents(1, 10) + ents(10, 12, term=2)
+
+
+GARBLED_TAILS: dict[str, Callable[[bytes], bytes]] = {
+    "zeros-over-last": lambda b: b[:-REC] + bytes(REC),
+    "random-over-last": lambda b: b[:-REC] + random.Random(1).randbytes(REC),
+    "flipped-crc-last": lambda b: b[: -REC + 4] + bytes([b[-REC + 4] ^ 1]) + b[-REC + 5 :],
+    "huge-length-last": lambda b: b[:-REC] + b"\x7f\xff\xff\xff" + b[-REC + 4 :],
+    "negative-length-last": lambda b: b[:-REC] + b"\xff\xff\xff\xf0" + b[-REC + 4 :],
+    "zero-fill-after": lambda b: b + bytes(4096),
+    "random-after": lambda b: b + random.Random(2).randbytes(64 * 1024),
+}
+
+
+@pytest.mark.parametrize("kind", GARBLED_TAILS)
+def test_garbled_tail_is_dropped_not_fatal(tmp_path: Path, kind: str) -> None:
+    with filled(tmp_path, ents(1, 11)):
+        pass
+    file = tmp_path / segments(tmp_path)[0]
+    good = file.read_bytes()
+    file.write_bytes(GARBLED_TAILS[kind](good))
+    keep = 9 if kind.endswith("last") else 10
+    with open_log(tmp_path) as log:
+        assert log.all_entries() == ents(1, keep + 1)
+        assert log.recovery_report.torn_tail is not None
+        assert log.recovery_report.torn_tail.offset == keep * REC
+    assert file.read_bytes() == good[: keep * REC]  # the cut was made on disk
+
+
+def _flip(offset: int) -> Callable[[bytes], bytes]:
+    return lambda b: b[:offset] + bytes([b[offset] ^ 0x40]) + b[offset + 1 :]
+
+
+MIDDLE_DAMAGE: dict[str, tuple[Callable[[bytes], bytes], int]] = {
+    "data-byte": (_flip(3 * REC + HEADER_SIZE + 5), 3 * REC),
+    "crc-byte": (_flip(3 * REC + 6), 3 * REC),
+    "index-byte": (_flip(3 * REC + 15), 3 * REC),
+    "length-huge": (lambda b: b[: 3 * REC] + b"\x7f\xff\xff\xff" + b[3 * REC + 4 :], 3 * REC),
+    "length-off-by-one": (_flip(3 * REC + 3), 3 * REC),
+    "first-record": (_flip(HEADER_SIZE + 1), 0),
+    "stale-copy-at-tail": (lambda b: b + b[:REC], 10 * REC),
+}
+
+
+@pytest.mark.parametrize("kind", MIDDLE_DAMAGE)
+def test_damage_followed_by_valid_records_stops_startup(tmp_path: Path, kind: str) -> None:
+    with filled(tmp_path, ents(1, 11)):
+        pass
+    name = segments(tmp_path)[0]
+    damage, offset = MIDDLE_DAMAGE[kind]
+    file = tmp_path / name
+    before = damage(file.read_bytes())
+    file.write_bytes(before)
+    with pytest.raises(RaftLogCorruption) as err:
+        open_log(tmp_path)
+    assert err.value.file.endswith(name)
+    assert err.value.offset == offset
+    assert name in str(err.value) and f"offset {offset}" in str(err.value)
+    assert file.read_bytes() == before  # nothing was cut
+    with open(tmp_path / "LOCK", "rb") as lock:  # the failed open released its lock
+        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+
+
+@pytest.mark.parametrize(
+    "damage", ["truncate-first-segment", "flip-first-segment-tail", "delete-middle-segment"]
+)
+def test_damage_in_a_segment_that_is_not_the_last_is_corruption(
+    tmp_path: Path, damage: str
+) -> None:
+    with filled(tmp_path, ents(1, 11), segment_size=3 * REC):
+        pass
+    first, second = (tmp_path / n for n in segments(tmp_path)[:2])
+    if damage == "truncate-first-segment":
+        os.truncate(first, 3 * REC - 1)
+    elif damage == "flip-first-segment-tail":
+        patch_bytes(first, 3 * REC - 1, b"!")
+    else:
+        second.unlink()
+    reason = "not the last" if damage != "delete-middle-segment" else "should start at index 4"
+    with pytest.raises(RaftLogCorruption, match=reason):
+        open_log(tmp_path, 3 * REC)
+
+
+def test_missing_first_segment_without_snapshot_is_corruption(tmp_path: Path) -> None:
+    with filled(tmp_path, ents(1, 11), segment_size=3 * REC):
+        pass
+    (tmp_path / segments(tmp_path)[0]).unlink()
+    with pytest.raises(RaftLogCorruption, match="no snapshot"):
+        open_log(tmp_path, 3 * REC)
+
+
+def test_refused_startup_leaves_the_torn_tail_uncut(tmp_path: Path) -> None:
+    with filled(tmp_path, ents(1, 11), segment_size=3 * REC):
+        pass
+    names = segments(tmp_path)
+    (tmp_path / names[0]).unlink()
+    last = tmp_path / names[-1]
+    os.truncate(last, REC - 3)
+    with pytest.raises(RaftLogCorruption, match="no snapshot"):
+        open_log(tmp_path, 3 * REC)
+    assert last.stat().st_size == REC - 3
+
+
+def test_large_garbage_tail_recovers_quickly(tmp_path: Path) -> None:
+    with filled(tmp_path, ents(1, 11)):
+        pass
+    with open(tmp_path / segments(tmp_path)[0], "ab") as f:
+        f.write(random.Random(3).randbytes(1 << 20))
+    start = time.perf_counter()
+    with open_log(tmp_path) as log:
+        assert log.last_index == 10
+    assert time.perf_counter() - start < 2.0
+
+
+# ---------------------------------------------------------------------------- hard state
+
+
+def test_hard_state_survives_reopen_and_guards_safety(tmp_path: Path) -> None:
+    with open_log(tmp_path) as log:
+        assert log.hard_state == HardState(0, None)
+        log.save_hard_state(3, None)
+        log.save_hard_state(3, "n1")
+        with pytest.raises(ValueError, match="already voted"):
+            log.save_hard_state(3, "n2")
+        with pytest.raises(ValueError, match="backwards"):
+            log.save_hard_state(2, None)
+    with open_log(tmp_path) as log:
+        assert log.hard_state == HardState(3, "n1")
+        log.save_hard_state(4, None)
+    with open_log(tmp_path) as log:
+        assert log.hard_state == HardState(4, None)
+
+
+def test_hard_state_leftover_temp_is_ignored_and_bad_file_is_corruption(tmp_path: Path) -> None:
+    with open_log(tmp_path) as log:
+        log.save_hard_state(5, "n0")
+    (tmp_path / "hard_state.json.tmp").write_bytes(b'{"term": 9, "vot')
+    with open_log(tmp_path) as log:
+        assert log.hard_state == HardState(5, "n0")
+        assert "hard_state.json.tmp" in log.recovery_report.removed_files
+    (tmp_path / "hard_state.json").write_bytes(b'{"term": -1, "voted_for": null}')
+    with pytest.raises(RaftLogCorruption, match="hard state"):
+        open_log(tmp_path)
+
+
+# ---------------------------------------------------------------------------- snapshots
+
+
+def test_snapshot_compaction_and_reopen(tmp_path: Path) -> None:
+    seg = 3 * REC
+    with filled(tmp_path, ents(1, 21), segment_size=seg) as log:
+        with pytest.raises(ValueError, match="no snapshot"):
+            log.compact(5)
+        log.save_snapshot(11, 1, b"state@11")
+        with pytest.raises(ValueError, match="no snapshot"):
+            log.compact(12)
+        log.compact(11)
+        # segments 1-3, 4-6, 7-9 are gone; 10-12 still holds 10 and 11 physically
+        assert segments(tmp_path)[0] == f"{10:020d}"
+        assert (log.first_index, log.last_index, log.term_at(11)) == (12, 20, 1)
+        with pytest.raises(RaftLogCompacted):
+            log.term_at(10)
+        with pytest.raises(ValueError, match="older"):
+            log.save_snapshot(10, 1, b"")
+    with open_log(tmp_path, seg) as log:
+        assert log.recovery_report.clean
+        assert log.snapshot_meta == SnapshotMeta(11, 1)
+        assert log.load_snapshot() == (SnapshotMeta(11, 1), b"state@11")
+        assert (log.first_index, log.last_index) == (12, 20)
+        assert log.all_entries() == ents(12, 21)
+        log.append(ents(12, 14, term=2))  # conflict right after the snapshot
+        assert log.all_entries() == ents(12, 14, term=2)
+        log.save_snapshot(13, 2, b"state@13")
+        log.compact(13)
+        assert segments(tmp_path) == []
+        assert (log.first_index, log.last_index) == (14, 13)
+        log.append(ents(14, 15, term=2))
+    with open_log(tmp_path, seg) as log:
+        assert log.all_entries() == ents(14, 15, term=2)
+        assert log.term_at(13) == 2
+
+
+@pytest.mark.parametrize(
+    ("index", "term", "keeps_log"),
+    [(30, 2, False), (5, 2, False), (5, 1, True), (10, 1, True)],
+    ids=["beyond-log", "term-mismatch", "matches", "matches-last"],
+)
+def test_installed_snapshot_discards_a_log_that_does_not_match(
+    tmp_path: Path, index: int, term: int, keeps_log: bool
+) -> None:
+    with filled(tmp_path, ents(1, 11)) as log:
+        log.save_snapshot(index, term, b"leader state")
+        expected = ents(index + 1, 11) if keeps_log else []
+        assert log.all_entries() == expected
+        assert (log.first_index, log.last_index) == (index + 1, max(index, 10 if keeps_log else 0))
+        log.append([Entry(log.last_index + 1, 3, b"next")])
+    with open_log(tmp_path) as log:
+        assert log.all_entries() == [*expected, Entry(log.last_index, 3, b"next")]
+
+
+def test_damaged_snapshot_file_is_corruption(tmp_path: Path) -> None:
+    with open_log(tmp_path) as log:
+        log.save_snapshot(4, 1, b"abcdef")
+    patch_bytes(tmp_path / "snapshot", 30, b"X")
+    with pytest.raises(RaftLogCorruption, match="snapshot"):
+        open_log(tmp_path)
+
+
+# ---------------------------------------------------------------------------- crash points
+
+
+class SimulatedCrash(Exception):
+    pass
+
+
+def run_until_crash(monkeypatch: pytest.MonkeyPatch, op: Callable[[], None], step: int) -> bool:
+    """Run op, dying just before its step-th unlink/ftruncate/replace; True if it died."""
+    calls = itertools.count()
+
+    def crashing(real: Callable[..., object]) -> Callable[..., object]:
+        def call(*args: object) -> object:
+            if next(calls) == step:
+                raise SimulatedCrash
+            return real(*args)
+
+        return call
+
+    with monkeypatch.context() as m:
+        for name in ("unlink", "ftruncate", "replace"):
+            m.setattr(os, name, crashing(getattr(os, name)))
+        try:
+            op()
+        except SimulatedCrash:
+            return True
+    return False
+
+
+def crash_each_step(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    setup: Callable[[RaftLog], None],
+    op: Callable[[RaftLog], None],
+    check: Callable[[RaftLog, bool, Path], None],
+) -> int:
+    """For every crash point of op: copy the store as a kill -9 would leave it, reopen, check."""
+    for step in itertools.count():
+        live = tmp_path / f"live{step}"
+        log = open_log(live, 3 * REC)
+        setup(log)
+        crashed = run_until_crash(monkeypatch, functools.partial(op, log), step)
+        shutil.copytree(live, tmp_path / f"dead{step}")
+        with contextlib.suppress(Exception):
+            log.close()
+        with open_log(tmp_path / f"dead{step}", 3 * REC) as back:
+            check(back, crashed, tmp_path / f"dead{step}")
+        if not crashed:
+            return step
+
+
+def test_crash_during_cross_segment_truncation_leaves_a_prefix(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    old, new = ents(1, 21), ents(5, 7, term=2)
+
+    def check(log: RaftLog, crashed: bool, path: Path) -> None:
+        got = log.all_entries()
+        if crashed:
+            assert len(got) >= 4 and got == old[: len(got)]
+        else:
+            assert got == old[:4] + new
+
+    steps = crash_each_step(
+        tmp_path, monkeypatch, lambda g: g.append(old), lambda g: g.append(new), check
+    )
+    assert steps == 6  # five later segments unlinked, then the cut
+
+
+def test_crash_during_compaction_keeps_the_log_consistent(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def setup(log: RaftLog) -> None:
+        log.append(ents(1, 21))
+        log.save_snapshot(15, 1, b"s")
+
+    def check(log: RaftLog, crashed: bool, path: Path) -> None:
+        assert log.snapshot_meta == SnapshotMeta(15, 1)
+        assert log.all_entries() == ents(16, 21)
+        assert int(segments(path)[0]) <= 16
+
+    steps = crash_each_step(tmp_path, monkeypatch, setup, lambda g: g.compact(15), check)
+    assert steps == 5
+
+
+def test_crash_during_snapshot_install_ends_old_or_new(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def check(log: RaftLog, crashed: bool, path: Path) -> None:
+        if log.snapshot_meta is None:
+            assert crashed and log.all_entries() == ents(1, 11)
+            assert "snapshot.tmp" in log.recovery_report.removed_files
+        else:
+            assert log.load_snapshot() == (SnapshotMeta(30, 2), b"new")
+            assert (log.first_index, log.last_index, log.all_entries()) == (31, 30, [])
+            assert log.recovery_report.log_discarded_for_snapshot == crashed
+
+    steps = crash_each_step(
+        tmp_path,
+        monkeypatch,
+        lambda g: g.append(ents(1, 11)),
+        lambda g: g.save_snapshot(30, 2, b"new"),
+        check,
+    )
+    assert steps == 5  # replace, then four segments unlinked
+
+
+def test_crash_during_hard_state_save_keeps_the_old_one(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def check(log: RaftLog, crashed: bool, path: Path) -> None:
+        assert log.hard_state == (HardState(2, "n1") if crashed else HardState(3, "n2"))
+
+    steps = crash_each_step(
+        tmp_path,
+        monkeypatch,
+        lambda g: g.save_hard_state(2, "n1"),
+        lambda g: g.save_hard_state(3, "n2"),
+        check,
+    )
+    assert steps == 1
+
+
+# ---------------------------------------------------------------------------- model-based
+
+
+class Model:
+    """The log as a dict: what RaftLog must agree with after any sequence of operations."""
+
+    def __init__(self) -> None:
+        self.snap: SnapshotMeta | None = None
+        self.log: dict[int, Entry] = {}
+
+    @property
+    def first(self) -> int:
+        return self.snap.index + 1 if self.snap else 1
+
+    @property
+    def last(self) -> int:
+        return max(self.log) if self.log else (self.snap.index if self.snap else 0)
+
+    def term(self, index: int) -> int:
+        if self.snap and index == self.snap.index:
+            return self.snap.term
+        return self.log[index].term if index in self.log else 0
+
+    def max_term(self) -> int:
+        return max([e.term for e in self.log.values()] + [self.snap.term if self.snap else 0])
+
+
+OPS = st.one_of(
+    st.tuples(st.just("append"), st.integers(0, 5), st.integers(1, 6), st.integers(0, 2)),
+    st.tuples(st.just("sync")),
+    st.tuples(st.just("snapshot"), st.integers(0, 100), st.integers(0, 4)),
+    st.tuples(st.just("install"), st.integers(0, 4), st.integers(1, 2)),
+    st.tuples(st.just("reopen")),
+    st.tuples(st.just("kill")),
+)
+
+
+def raft_entry(index: int, term: int) -> Entry:
+    """Same index and term, same entry (Log Matching); sizes vary from 0 to 60 bytes."""
+    return Entry(index, term, f"{index}/{term}".encode().ljust((index * 7 + term * 13) % 61, b"#"))
+
+
+def apply_op(log: RaftLog, model: Model, op: tuple) -> None:
+    kind = op[0]
+    if kind == "append":
+        _, back, count, bump = op
+        start = max(model.first, model.last + 1 - back)
+        term = model.term(start - 1) + bump
+        batch = [raft_entry(start + k, term) for k in range(count)]
+        log.append(batch)
+        for pos, e in enumerate(batch):  # Raft's rule: drop the suffix only from a conflict
+            if e.index in model.log and model.log[e.index].term == e.term:
+                continue
+            model.log = {i: old for i, old in model.log.items() if i < e.index}
+            model.log.update((n.index, n) for n in batch[pos:])
+            break
+    elif kind == "sync":
+        log.sync()
+    elif kind == "snapshot":
+        _, frac, keep = op
+        low = max(1, model.snap.index if model.snap else 1)
+        if low > model.last:
+            return
+        index = low + (model.last - low) * frac // 100
+        log.save_snapshot(index, model.term(index), b"snap")
+        log.compact(max(0, index - keep))
+        model.snap = SnapshotMeta(index, model.term(index))
+        model.log = {i: e for i, e in model.log.items() if i > index}
+    elif kind == "install":
+        _, ahead, bump = op
+        index = max(model.last + ahead, model.snap.index + 1 if model.snap else 1)
+        log.save_snapshot(index, model.max_term() + bump, b"installed")
+        model.snap = SnapshotMeta(index, model.max_term() + bump)
+        model.log = {}
+
+
+def assert_matches(log: RaftLog, model: Model) -> None:
+    assert (log.first_index, log.last_index) == (model.first, model.last)
+    assert log.snapshot_meta == model.snap
+    assert log.all_entries() == [model.log[i] for i in range(model.first, model.last + 1)]
+    low = model.first - 1 if model.snap or model.first > 1 else 0
+    assert [log.term_at(i) for i in range(low, model.last + 1)] == [
+        model.term(i) for i in range(low, model.last + 1)
+    ]
+
+
+@settings(max_examples=60, deadline=None)
+@given(ops=st.lists(OPS, max_size=25), segment_size=st.sampled_from([90, 200, 1000]))
+def test_random_operations_match_the_model(ops: list[tuple], segment_size: int) -> None:
+    with tempfile.TemporaryDirectory() as root:
+        dirs = (os.path.join(root, str(n)) for n in itertools.count())
+        path = next(dirs)
+        log = RaftLog.open(path, segment_size)
+        model = Model()
+        try:
+            for op in ops:
+                if op[0] == "reopen":
+                    log.close()
+                    log = RaftLog.open(path, segment_size)
+                elif op[0] == "kill":  # the page cache survives kill -9: copy the files as they are
+                    dead = next(dirs)
+                    shutil.copytree(path, dead)
+                    log.close()
+                    path = dead
+                    log = RaftLog.open(path, segment_size)
+                    assert log.recovery_report.torn_tail is None
+                else:
+                    apply_op(log, model, op)
+                assert_matches(log, model)
+        finally:
+            log.close()
