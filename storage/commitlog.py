@@ -46,6 +46,7 @@ import zlib
 from collections.abc import Iterator, Sequence
 
 import attrs
+
 from rocketrio.protocol.message import (
     BLANK_MAGIC_CODE,
     CRC32_RESERVED_LEN,

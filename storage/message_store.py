@@ -30,6 +30,7 @@ import os
 from collections.abc import Callable, Iterable, Sequence
 
 import attrs
+
 from rocketrio.protocol.config import positive
 from rocketrio.protocol.message import (
     CRC32_RESERVED_LEN,
@@ -237,7 +238,7 @@ class MessageStore:
             last = cq.last_entry()
             if last is not None:
                 cq_end = max(cq_end, last[0] + last[1])
-        redo = max(clog_min, min(clog_max, cq_end, clog_min if ckpt is None else ckpt))
+        redo = max(clog_min, min(clog_max, clog_min if ckpt is None else ckpt))
         dropped = 0
         for cq in self._cqs.values():
             dropped += cq.truncate_by_phy(redo)
@@ -251,8 +252,9 @@ class MessageStore:
             index_dropped = self._index.open(start)
         self._queue_offsets = {key: cq.max_offset for key, cq in self._cqs.items()}
         redispatched = self._redispatch(start, redo)
+        # no flush here: re-dispatched entries lie above the unchanged dispatch checkpoint,
+        # so a crash before the next flush just re-dispatches them again
         self._dispatched = clog_max
-        self.flush()
         return RecoveryReport(
             commitlog=clog_report,
             redispatch_from=start,

@@ -60,6 +60,7 @@ from collections.abc import Sequence
 from types import TracebackType
 
 import attrs
+
 from rocketrio.protocol.raft import Entry, HardState, SnapshotMeta
 
 DEFAULT_SEGMENT_SIZE = 64 * 1024 * 1024

@@ -17,6 +17,7 @@ works with `rocketrio.protocol.config.build_config` (errors are ValueErrors nami
 from __future__ import annotations
 
 import attrs
+
 from rocketrio.protocol.config import positive
 
 

@@ -49,6 +49,7 @@ from collections import deque
 from typing import Any
 
 import attrs
+
 from rocketrio.actors.raft.config import RaftConfig
 from rocketrio.protocol.raft import (
     ENTRY_HEADER,

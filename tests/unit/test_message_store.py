@@ -7,6 +7,7 @@ import shutil
 from pathlib import Path
 
 import pytest
+
 from rocketrio.protocol.message import (
     TRANSACTION_COMMIT_TYPE,
     TRANSACTION_PREPARED_TYPE,
@@ -17,6 +18,9 @@ from rocketrio.protocol.message import (
     offset_msg_id,
     tags_hash_code,
 )
+from rocketrio.storage import commitlog as commitlog_mod
+from rocketrio.storage import consume_queue as consume_queue_mod
+from rocketrio.storage import index_file as index_file_mod
 from rocketrio.storage.commitlog import CorruptionError, segment_name
 from rocketrio.storage.message_store import (
     SCHEDULE_TOPIC,
@@ -256,6 +260,15 @@ def assert_queues_within_log(store: MessageStore) -> None:
                 assert phy + size <= end
 
 
+@pytest.fixture
+def no_fsync(monkeypatch: pytest.MonkeyPatch) -> None:
+    """fsync changes nothing recovery can read back; skipping it keeps 170 reopenings fast."""
+    monkeypatch.setattr(os, "fsync", lambda fd: None)
+    for mod in (commitlog_mod, consume_queue_mod, index_file_mod):
+        monkeypatch.setattr(mod, "_fdatasync", lambda fd: None)
+
+
+@pytest.mark.usefixtures("no_fsync")
 def test_cut_inside_last_message_at_every_byte(tmp_path: Path) -> None:
     n = 25
     image, start, end, last_qid = crash_image(tmp_path, n)
