@@ -214,24 +214,38 @@ class CommitLog:
                 f"commitlog {self.path}: segment {segment_name(bases[0])} is not aligned to "
                 f"mappedFileSizeCommitLog={size}; was the store written with another size?"
             )
-        for b in bases:
-            self._fds[b] = os.open(os.path.join(self.path, segment_name(b)), os.O_RDWR)
-        self._opened = True
         ckpt = self._checkpoint.load()
         if not bases:
+            if ckpt:
+                raise CorruptionError(
+                    f"commitlog {self.path} has no segment files but a flushed checkpoint "
+                    f"{ckpt}: fsynced data is missing"
+                )
+            self._opened = True
             return CommitLogRecovery(0, 0, ckpt)
-        start = bases[0]
-        if ckpt is not None:
-            start = max(start, min(self.segment_base(ckpt), bases[-1]))
-        report = self._recover(bases, start, ckpt)
+        try:
+            for b in bases:
+                self._fds[b] = os.open(os.path.join(self.path, segment_name(b)), os.O_RDWR)
+            start = bases[0]
+            if ckpt is not None:
+                start = max(start, min(self.segment_base(ckpt), bases[-1]))
+            report = self._recover(bases, start, ckpt)
+        except BaseException:
+            self._close_files()
+            raise
+        self._opened = True
         self._min_offset = bases[0]
         self._flushed_offset = min(ckpt or 0, self._max_offset)
         return report
 
     def close(self) -> None:
+        """Flush and close; the object can be opened again afterwards."""
         if not self._opened:
             return
         self.flush()
+        self._close_files()
+
+    def _close_files(self) -> None:
         with self._lock:
             for fd in self._fds.values():
                 os.close(fd)
@@ -372,6 +386,8 @@ class CommitLog:
         """
         if not records:
             return []
+        if not self._opened:
+            raise RuntimeError(f"commitlog {self.path} is not open")
         size = self.mapped_file_size
         limit = size - END_FILE_MIN_BLANK_LENGTH
         for rec in records:

@@ -24,6 +24,7 @@ import itertools
 import os
 import shutil
 import struct
+import threading
 from collections.abc import Callable
 from typing import Literal
 
@@ -64,6 +65,7 @@ class ConsumeQueue:
         self._max = 0
         self._flushed = 0
         self._dir_dirty = False
+        self._lock = threading.Lock()  # file table and dir flag, shared with a flush thread
 
     @property
     def min_offset(self) -> int:
@@ -153,6 +155,10 @@ class ConsumeQueue:
 
     def close(self) -> None:
         self.flush()
+        self.close_files()
+
+    def close_files(self) -> None:
+        """Close without flushing (after a flush, or when giving up)."""
         for fd in self._fds.values():
             os.close(fd)
         self._fds.clear()
@@ -207,23 +213,27 @@ class ConsumeQueue:
         if fd is None:
             os.makedirs(self.path, exist_ok=True)
             fd = os.open(self._file(num), os.O_RDWR | os.O_CREAT, 0o644)
-            self._fds[num] = fd
-            self._dir_dirty = True
+            with self._lock:
+                self._fds[num] = fd
+                self._dir_dirty = True
         return fd
 
     def flush(self) -> None:
-        target = self._max
-        if target > self._flushed:
+        with self._lock:
+            target = self._max
             lo_num = self._flushed // self.entries_per_file
             hi_num = (target - 1) // self.entries_per_file
-            fds = [fd for num, fd in list(self._fds.items()) if lo_num <= num <= hi_num]
-        else:
-            fds = []
-        for fd in fds:
-            _fdatasync(fd)
-        if self._dir_dirty:
-            self._dir_dirty = False
-            fsync_dir(self.path)
+            fds = [fd for num, fd in self._fds.items() if lo_num <= num <= hi_num]
+            dir_dirty, self._dir_dirty = self._dir_dirty, False
+        try:
+            for fd in fds if target > self._flushed else ():
+                _fdatasync(fd)
+            if dir_dirty:
+                fsync_dir(self.path)
+        except BaseException:
+            with self._lock:
+                self._dir_dirty = self._dir_dirty or dir_dirty
+            raise
         self._flushed = max(self._flushed, target)
 
     # ------------------------------------------------------------------ reads

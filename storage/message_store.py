@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import enum
 import os
+import shutil
 from collections.abc import Callable, Iterable, Sequence
 
 import attrs
@@ -227,9 +228,20 @@ class MessageStore:
     # ------------------------------------------------------------------ open / close
 
     def open(self) -> RecoveryReport:
-        """Recover the CommitLog, reconcile ConsumeQueues and index, re-dispatch the rest."""
+        """Recover the CommitLog, reconcile ConsumeQueues and index, re-dispatch the rest.
+
+        Raises CorruptionError (with every file closed again) when the data cannot be
+        recovered without losing acknowledged messages.
+        """
         os.makedirs(self.store_path, exist_ok=True)
         clog_report = self._commitlog.open()
+        try:
+            return self._recover(clog_report)
+        except BaseException:
+            self._close_files()
+            raise
+
+    def _recover(self, clog_report: CommitLogRecovery) -> RecoveryReport:
         clog_min, clog_max = self._commitlog.min_offset, self._commitlog.max_offset
         torn = self._load_consume_queues()
         ckpt = self._dispatch_ckpt.load()
@@ -238,7 +250,7 @@ class MessageStore:
             last = cq.last_entry()
             if last is not None:
                 cq_end = max(cq_end, last[0] + last[1])
-        redo = max(clog_min, min(clog_max, clog_min if ckpt is None else ckpt))
+        redo = max(clog_min, min(clog_max, cq_end, clog_min if ckpt is None else ckpt))
         dropped = 0
         for cq in self._cqs.values():
             dropped += cq.truncate_by_phy(redo)
@@ -313,9 +325,14 @@ class MessageStore:
         return count
 
     def close(self) -> None:
+        """Flush everything and close the files."""
         self.flush()
+        self._close_files()
+
+    def _close_files(self) -> None:
         for cq in self._cqs.values():
-            cq.close()
+            cq.close_files()
+        self._cqs.clear()
         if self._index is not None:
             self._index.close()
         self._commitlog.close()
@@ -503,6 +520,9 @@ class MessageStore:
             return GetResult(GetMessageStatus.OFFSET_OVERFLOW_BADLY, lo if lo == 0 else hi, lo, hi)
         scan = max_count if tag_codes is None else max(max_count, MAX_FILTER_SCAN_ENTRIES)
         raw = cq.read_raw(offset, scan)
+        if not raw:  # no entry file here: skip to the next one, like upstream rollNextFile
+            next_file = (offset // cq.entries_per_file + 1) * cq.entries_per_file
+            return GetResult(GetMessageStatus.OFFSET_FOUND_NULL, min(next_file, hi), lo, hi)
         result = GetResult(GetMessageStatus.NO_MATCHED_MESSAGE, offset, lo, hi)
         self._collect(raw, offset, max_count, max_bytes, tag_codes, result)
         self._get_count += result.message_count
@@ -670,9 +690,7 @@ class MessageStore:
         for key in keys:
             self._cqs.pop(key).destroy()
             self._queue_offsets.pop(key, None)
-        topic_dir = os.path.join(self._cq_root, topic)
-        if os.path.isdir(topic_dir):
-            os.rmdir(topic_dir)
+        shutil.rmtree(os.path.join(self._cq_root, topic), ignore_errors=True)
         return len(keys)
 
     # ------------------------------------------------------------------ truncation / retention

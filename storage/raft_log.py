@@ -24,15 +24,17 @@ corruption. In the last segment a bad record is a torn tail only if no valid rec
 every byte offset after it is tried as a record start (an int64 index in the range a later record
 could have, then a full crc check). If one is found the bad record sits in the middle of good data
 and start-up stops with ``RaftLogCorruption`` naming the file and offset; otherwise the file is cut
-at the bad record, fsynced, and the cut is described in ``recovery_report``. A crc-valid record
-with an unexpected index, a gap between segments or between the snapshot and the log, or a bad
-hard-state/snapshot file are always corruption: silent loss is never an option.
+at the bad record, fsynced, and the cut is described in ``recovery_report``. Repairs are made only
+after every check passed, so a refused start-up leaves the files as it found them. A crc-valid
+record with an unexpected index, a gap between segments or between the snapshot and the log, or a
+bad hard-state/snapshot file are always corruption: silent loss is never an option.
 
 Crash consistency of the multi-step operations:
 
 - suffix truncation deletes later segments from the last one backwards, fsyncs the directory,
   then cuts the segment holding the first dropped index: a crash leaves a prefix of the old log
-  (the dropped entries were conflicting, uncommitted ones; losing more of them is harmless);
+  that still holds everything before that index (its leftover conflicting entries are cut again
+  when the leader resends);
 - compaction deletes whole segments from the oldest forwards: a crash leaves a suffix that still
   starts at or below ``snapshot.index + 1``;
 - a snapshot the log does not match (a follower installing the leader's snapshot: the log does
@@ -40,9 +42,11 @@ Crash consistency of the multi-step operations:
   is made durable first, then the segments are deleted. Recovery applies the same rule, so a
   crash in between ends the same way.
 
-Entries at or below the snapshot index are hidden even while their segment still exists:
-``first_index`` is ``snapshot.index + 1``. Not thread-safe: the owner (one actor) may run
-``sync`` in a worker thread but must not call anything else until it returns.
+``append`` skips leading entries the log already holds (same index and term) and truncates only
+from the first conflict, as Raft's receiver rule says. Entries at or below the snapshot index are
+hidden even while their segment still exists: ``first_index`` is ``snapshot.index + 1``. Not
+thread-safe: the owner (one actor) may run ``sync`` in a worker thread but must not call anything
+else until it returns.
 """
 
 from __future__ import annotations
@@ -562,20 +566,18 @@ class RaftLog:
             if self.term_at(entries[skip].index) != entries[skip].term:
                 break
             skip += 1
-        entries = entries[skip:]
-        if not entries:
-            return
+        if skip:
+            entries = entries[skip:]
+            if not entries:
+                return
         if entries[0].index <= last_index:
             self._truncate_from(entries[0].index)
         i = 0
         while i < len(entries):
-            last = self._segments[-1] if self._segments else None
-            if last is None or (
-                last.size > 0
-                and last.size + HEADER_SIZE + len(entries[i].data) > self._segment_size + 30
-            ):
+            j = self._write_into_last(entries, i) if self._segments else i
+            if j == i:  # no segment yet, or the next record does not fit into the last one
                 self._roll(entries[i].index)
-            i = self._write_into_last(entries, i)
+            i = j
 
     def _check_batch(self, entries: Sequence[Entry]) -> None:
         head = entries[0].index
@@ -599,7 +601,10 @@ class RaftLog:
             expected += 1
 
     def _write_into_last(self, entries: Sequence[Entry], i: int) -> int:
-        """Encode and write entries[i:j] that fit into the last segment; returns j."""
+        """Encode and write entries[i:j] that fit into the last segment; returns j.
+
+        An empty segment takes at least one record, however large, so a roll always progresses.
+        """
         seg = self._segments[-1]
         room = self._segment_size - seg.size
         total = 0
@@ -610,6 +615,8 @@ class RaftLog:
                 break
             total += size
             j += 1
+        if j == i:
+            return i
         buf = bytearray(total)
         view = memoryview(buf)
         offsets = array("q")

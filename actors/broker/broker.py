@@ -27,6 +27,7 @@ from typing import Any
 
 import structlog
 import trio
+
 from rocketrio.actors import events
 from rocketrio.actors.broker.admin_processor import AdminProcessor
 from rocketrio.actors.broker.client_manager import ConsumerManager, ProducerManager
@@ -350,6 +351,9 @@ class Broker:
         self.groups.load(groups or SubscriptionGroupWrapper())
         offsets = await self.run_blocking(self.offsets_file.load)
         self.offsets.load(offsets or ConsumerOffsetSerializeWrapper())
+        for f in (self.topics_file, self.groups_file, self.offsets_file):
+            if f.loaded_from_backup:
+                self.log.warning("config_loaded_from_backup", file=f.path)
         await self.topics_file.persist()
         await self.groups_file.persist()
 
@@ -432,14 +436,17 @@ class Broker:
     async def register_all(self) -> None:
         if self.outer_api is None or not self.config.namesrv_addrs:
             return
-        self._register_now = trio.Event()
         await self.outer_api.register_all(self.topics.snapshot())
 
     async def _register_loop(self) -> None:
+        if not self.config.namesrv_addrs:
+            return
         period_s = self.config.registerNameServerPeriod / 1000
         while True:
             with trio.move_on_after(period_s):
                 await self._register_now.wait()
+            # a topic change during the registration below sets the new event: re-register
+            self._register_now = trio.Event()
             await self.register_all()
 
     async def _heartbeat_loop(self) -> None:

@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Hashable, Iterable
 
 import attrs
+
 from rocketrio.protocol.bodies import SubscriptionData
 
 CHANNEL_EXPIRED_TIMEOUT_S = 120.0

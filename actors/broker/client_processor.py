@@ -13,6 +13,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 import trio
+
 from rocketrio.actors.broker.client_manager import ClientChannelInfo
 from rocketrio.actors.broker.filter import tag_codes_of
 from rocketrio.actors.broker.topic_config import check_group_name, retry_topic

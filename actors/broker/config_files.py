@@ -1,33 +1,28 @@
 """The broker's JSON config files (topics.json, subscriptionGroup.json, consumerOffset.json).
 
-A `ConfigFile` ties one file to the manager that owns its content. Writing is atomic
-(`storage.config_store.write_json_atomic`: temp file, fsync, rename, fsync dir) and keeps the
-previous version as ``<file>.bak`` like upstream's ConfigManager; loading falls back to the
-``.bak`` when the main file is unreadable and fails with an error naming both files when
-neither parses, never with a silent empty table.
+A `ConfigFile` ties one file to the manager that owns its content. The file work is the
+storage helper's `JsonConfigStore`: atomic writes that keep the previous version as
+``<file>.bak``, and loads that fall back to the ``.bak`` when the main file is damaged and
+fail with an error naming both files when neither is usable, never with a silent empty table.
+A file that is valid JSON but not the expected shape is an error naming the file too.
 
 The snapshot is taken on the Trio thread (so it is consistent with the tables) and the file
-work runs in a worker thread, one write at a time per file. `mark_dirty` + `run_writer`
+work runs off it (``run_blocking``), one write at a time per file. `mark_dirty` + `run_writer`
 coalesce bursts (many auto-created topics -> few writes); `persist` writes now and is awaited
 by admin calls so their answer means "on disk".
 """
 
 from __future__ import annotations
 
-import os
 from collections.abc import Awaitable, Callable
 from typing import Generic, TypeVar
 
 import trio
 
-from rocketrio.protocol.serde import HeaderError, from_json, to_json
-from rocketrio.storage.config_store import write_json_atomic
+from rocketrio.protocol.serde import HeaderError, from_plain, to_json
+from rocketrio.storage.config_store import ConfigFileError, JsonConfigStore
 
 T = TypeVar("T")
-
-
-class ConfigFileError(Exception):
-    """A config file (and its .bak) exists but cannot be read."""
 
 
 class ConfigFile(Generic[T]):
@@ -39,6 +34,7 @@ class ConfigFile(Generic[T]):
         run_blocking: Callable[[Callable[[], None]], Awaitable[None]] = trio.to_thread.run_sync,
     ) -> None:
         self.path = path
+        self.store = JsonConfigStore(path)
         self.run_blocking = run_blocking
         self.cls = cls
         self.snapshot = snapshot
@@ -46,26 +42,20 @@ class ConfigFile(Generic[T]):
         self._dirty = trio.Event()
         self.writes = 0
 
-    # -- loading (blocking: call in a worker thread at start)
+    # -- loading (blocking: call off the Trio thread at start)
     def load(self) -> T | None:
-        """The file's content, the .bak's when the file is bad, None when neither exists."""
-        errors: list[str] = []
-        for path in (self.path, self.path + ".bak"):
-            try:
-                with open(path, "rb") as f:
-                    data = f.read()
-            except FileNotFoundError:
-                continue
-            except OSError as e:
-                errors.append(f"{path}: {e.strerror}")
-                continue
-            try:
-                return from_json(self.cls, data)
-            except HeaderError as e:
-                errors.append(f"{path}: {e}")
-        if errors:
-            raise ConfigFileError("cannot load broker config: " + "; ".join(errors))
-        return None
+        """The file's content (the .bak's when the file is damaged), None when neither exists."""
+        value = self.store.load(default=lambda: None)
+        if value is None:
+            return None
+        try:
+            return from_plain(self.cls, value)
+        except HeaderError as e:
+            raise ConfigFileError(f"config file {self.store.loaded_from} is not a {e}") from None
+
+    @property
+    def loaded_from_backup(self) -> bool:
+        return self.store.loaded_from == self.store.bak_path
 
     # -- writing
     def mark_dirty(self) -> None:
@@ -82,15 +72,7 @@ class ConfigFile(Generic[T]):
             self.writes += 1
 
     def _write(self, data: bytes) -> None:
-        os.makedirs(os.path.dirname(self.path) or ".", exist_ok=True)
-        try:
-            with open(self.path, "rb") as f:
-                previous = f.read()
-        except FileNotFoundError:
-            previous = None
-        if previous is not None and previous != data:
-            write_json_atomic(self.path + ".bak", previous)
-        write_json_atomic(self.path, data)
+        self.store.persist(data)
 
     async def run_writer(self) -> None:
         """Write whenever marked dirty (bursts coalesce into one write)."""

@@ -9,6 +9,7 @@ Time (``now_s``) is passed in.
 from __future__ import annotations
 
 import attrs
+
 from rocketrio.protocol.bodies import MessageQueue
 
 REBALANCE_LOCK_MAX_LIVE_TIME_S = 60.0

@@ -14,6 +14,7 @@ from collections.abc import Awaitable, Callable
 
 import structlog
 import trio
+
 from rocketrio.actors.broker.config import BrokerConfig
 from rocketrio.actors.remoting import RemotingClient, RemotingError
 from rocketrio.protocol.bodies import RegisterBrokerBody, TopicConfigSerializeWrapper

@@ -19,6 +19,7 @@ from collections.abc import Callable
 import attrs
 import structlog
 import trio
+
 from rocketrio.actors.remoting import RequestContext
 from rocketrio.protocol.codes import ResponseCode
 from rocketrio.protocol.headers import PullMessageRequestHeader

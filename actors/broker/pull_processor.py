@@ -21,6 +21,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 import trio
+
 from rocketrio.actors.broker.filter import (
     SubscriptionParseError,
     build_subscription,

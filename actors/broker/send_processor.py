@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING
 
 import structlog
 import trio
+
 from rocketrio.actors import events
 from rocketrio.actors.broker.store_actor import PutCallback
 from rocketrio.actors.broker.topic_config import (

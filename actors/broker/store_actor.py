@@ -31,6 +31,7 @@ from typing import Any, TypeVar
 
 import attrs
 import trio
+
 from rocketrio.actors import events
 from rocketrio.actors.runtime import Actor, Reply
 from rocketrio.protocol.codes import ResponseCode

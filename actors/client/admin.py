@@ -21,8 +21,8 @@ from rocketrio.actors.remoting import RemotingClient, RemotingError
 from rocketrio.actors.transport import TcpTransport, Transport
 from rocketrio.protocol.bodies import (
     ClusterInfo,
-    ConsumeStats,
     ConsumerConnection,
+    ConsumeStats,
     KVTable,
     OffsetWrapper,
     TopicOffset,
@@ -51,7 +51,7 @@ from rocketrio.protocol.message import (
 from rocketrio.protocol.remoting import RemotingCommand
 from rocketrio.protocol.serde import from_json, to_ext
 
-# ext field that turns QUERY_MESSAGE into a lookup by UNIQ_KEY (upstream MixAll.UNIQUE_MSG_QUERY_FLAG)
+# turns QUERY_MESSAGE into a lookup by UNIQ_KEY (upstream MixAll.UNIQUE_MSG_QUERY_FLAG)
 UNIQUE_KEY_QUERY = "_UNIQUE_KEY_QUERY"
 MAX_TIMESTAMP = 2**63 - 1
 

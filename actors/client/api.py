@@ -13,6 +13,7 @@ import enum
 from typing import Any
 
 import attrs
+
 from rocketrio.actors.client.errors import MQBrokerError, TopicRouteNotFound
 from rocketrio.actors.remoting import RemotingClient, RemotingError
 from rocketrio.protocol.bodies import (
@@ -240,9 +241,15 @@ class MQClientAPI:
         max_reconsume_times: int,
         *,
         origin_msg_id: str | None = None,
+        stored_topic: str | None = None,
     ) -> None:
         """CONSUMER_SEND_MSG_BACK: the broker re-reads the message at its commitlog offset and
-        writes it to the group's retry topic (or DLQ after max_reconsume_times)."""
+        writes it to the group's retry topic (or DLQ after max_reconsume_times).
+
+        ``originTopic`` is the topic the message is stored under (the retry topic for a
+        message already retried): the broker fences on it. Upstream's client sends the
+        original topic, fails that fence for retried messages and falls back to a normal send.
+        """
         await self.call(
             addr,
             RequestCode.CONSUMER_SEND_MSG_BACK,
@@ -251,7 +258,7 @@ class MQClientAPI:
                 group=group,
                 delayLevel=delay_level,
                 originMsgId=origin_msg_id or msg.msg_id,
-                originTopic=msg.topic,
+                originTopic=stored_topic or msg.topic,
                 unitMode=False,
                 maxReconsumeTimes=max_reconsume_times,
             ),

@@ -11,6 +11,7 @@ from __future__ import annotations
 import enum
 
 import attrs
+
 from rocketrio.protocol.config import non_negative, positive
 
 DEFAULT_TOPIC = "TBW102"  # createTopicKey: the broker auto-creates topics from its config

@@ -21,6 +21,7 @@ from collections.abc import Callable, Sequence
 from datetime import datetime
 
 import attrs
+
 from rocketrio.actors.logs import wallclock_ms
 from rocketrio.protocol.bodies import MessageQueue
 from rocketrio.protocol.message import (

@@ -22,6 +22,7 @@ from typing import Any, Protocol
 
 import structlog
 import trio
+
 from rocketrio.actors.client.api import MQClientAPI
 from rocketrio.actors.client.config import MASTER_ID, ClientConfig
 from rocketrio.actors.client.errors import MQClientError, TopicRouteNotFound

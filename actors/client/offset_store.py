@@ -13,11 +13,12 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Iterable
-from typing import Protocol
+from collections.abc import Awaitable, Callable, Iterable
+from typing import Any, Protocol
 
 import structlog
 import trio
+
 from rocketrio.actors.client.errors import MQClientError
 from rocketrio.actors.client.mq_client import MQClientInstance
 from rocketrio.actors.client.process_queue import OffsetTable
@@ -33,6 +34,8 @@ class OffsetStore(Protocol):
     table: OffsetTable
 
     async def load(self) -> None: ...
+
+    async def fetch(self, mq: MessageQueue) -> int: ...
 
     async def read_from_store(self, mq: MessageQueue) -> int: ...
 
@@ -53,18 +56,22 @@ class RemoteBrokerOffsetStore:
     async def load(self) -> None:
         return None
 
-    async def read_from_store(self, mq: MessageQueue) -> int:
-        """The broker's offset (also kept in memory), -1 if it has none, -2 if unreachable."""
+    async def fetch(self, mq: MessageQueue) -> int:
+        """The broker's offset, -1 if it has none, -2 if unreachable (memory untouched)."""
         try:
             addr = await self.client.find_master_addr_refreshing(mq.brokerName, mq.topic)
             if addr is None:
                 addr = self.client.find_broker_addr(mq.brokerName)
             if addr is None:
                 return OFFSET_ERROR
-            offset = await self.client.api.query_consumer_offset(addr, self.group, mq)
+            return await self.client.api.query_consumer_offset(addr, self.group, mq)
         except (RemotingError, MQClientError, HeaderError) as e:
             log.warning("query_consumer_offset_failed", group=self.group, mq=str(mq), error=str(e))
             return OFFSET_ERROR
+
+    async def read_from_store(self, mq: MessageQueue) -> int:
+        """`fetch`, and a found offset becomes the one held in memory (a queue starting)."""
+        offset = await self.fetch(mq)
         if offset >= 0:
             self.table.update(mq, offset, increase_only=False)
             self._persisted[mq] = offset
@@ -136,11 +143,24 @@ def decode_offsets(data: bytes, source: str) -> dict[MessageQueue, int]:
         raise MQClientError(f"offset file {source} is not valid: {e}") from None
 
 
-class LocalFileOffsetStore:
-    """Offsets of a broadcasting consumer, in a local JSON file."""
+RunBlocking = Callable[[Callable[[], Any]], Awaitable[Any]]
 
-    def __init__(self, path: str) -> None:
+
+async def run_in_thread(fn: Callable[[], Any]) -> Any:
+    """The default way to run blocking file work: a Trio worker thread."""
+    return await trio.to_thread.run_sync(fn)
+
+
+class LocalFileOffsetStore:
+    """Offsets of a broadcasting consumer, in a local JSON file.
+
+    File work goes through ``run_blocking`` (a worker thread by default; simulations run it
+    inline so a MockClock does not jump while a real fsync is in progress).
+    """
+
+    def __init__(self, path: str, run_blocking: RunBlocking = run_in_thread) -> None:
         self.path = path
+        self.run_blocking = run_blocking
         self.table = OffsetTable()
         self._stored: dict[MessageQueue, int] = {}
 
@@ -152,11 +172,14 @@ class LocalFileOffsetStore:
             except FileNotFoundError:
                 return None
 
-        data = await trio.to_thread.run_sync(read)
+        data = await self.run_blocking(read)
         if data is not None:
             self._stored = decode_offsets(data, self.path)
             for mq, off in self._stored.items():
                 self.table.update(mq, off, increase_only=False)
+
+    async def fetch(self, mq: MessageQueue) -> int:
+        return self._stored.get(mq, -1)
 
     async def read_from_store(self, mq: MessageQueue) -> int:
         offset = self._stored.get(mq, -1)
@@ -176,7 +199,8 @@ class LocalFileOffsetStore:
         snapshot = OffsetTable()
         for mq, off in self._stored.items():
             snapshot.update(mq, off, increase_only=False)
-        await trio.to_thread.run_sync(write_file_atomic, self.path, encode_offsets(snapshot))
+        data = encode_offsets(snapshot)
+        await self.run_blocking(lambda: write_file_atomic(self.path, data))
 
     def forget(self, mq: MessageQueue) -> None:
         self.table.remove(mq)

@@ -24,6 +24,7 @@ from typing import Any
 
 import structlog
 import trio
+
 from rocketrio.actors.client.config import (
     ClientConfig,
     ProducerConfig,
@@ -178,6 +179,7 @@ class Producer:
         self.faults = FaultTracker()
         self._ids: UniqIdGenerator | None = None
         self._in_flight = trio.Semaphore(self.config.maxInFlight)
+        self._route_lock = trio.Lock()
         self._nursery: trio.Nursery | None = None
         self._nursery_cm: Any = None
 
@@ -223,24 +225,35 @@ class Producer:
 
     # -- routes
     def _on_route(self, topic: str, route: TopicRouteData) -> None:
-        if topic in self._publish:
-            self._publish[topic] = TopicPublishInfo.from_route(
-                topic, route, start_index=self._publish[topic].index
-            )
+        old = self._publish.get(topic)
+        if old is not None:
+            info = TopicPublishInfo.from_route(topic, route, start_index=old.index)
+            if info.ok():
+                self._publish[topic] = info
 
     async def publish_info(self, topic: str) -> TopicPublishInfo:
         """Writable queues of the topic (upstream tryToFindTopicPublishInfo)."""
         info = self._publish.get(topic)
-        if info is not None and info.ok() and info.have_route:
+        if info is not None and info.ok():
             return info
+        async with self._route_lock:  # many first sends of a topic share one route fetch
+            info = self._publish.get(topic)
+            if info is not None and info.ok():
+                return info
+            info = await self._fetch_publish_info(topic)
+            self._publish[topic] = info
+            return info
+
+    async def _fetch_publish_info(self, topic: str) -> TopicPublishInfo:
         self.client.watch_topic(topic)
         route = await self.client.update_route(topic)
         start = self._rng.randrange(1 << 16)
         if route is not None:
             info = TopicPublishInfo.from_route(topic, route, start_index=start)
             if info.ok():
-                self._publish[topic] = info
                 return info
+        # unknown topic: send with the auto-create key topic's queues; the broker creates
+        # the topic, and the route poll replaces this info once the name server knows it
         default = self.client.routes.get(self.config.createTopicKey)
         if default is None:
             default = await self.client.update_route(self.config.createTopicKey)
@@ -249,7 +262,6 @@ class Producer:
                 topic, default, self.config.defaultTopicQueueNums, start_index=start
             )
             if info.ok():
-                self._publish[topic] = info
                 return info
         raise MQClientError(
             f"no route info for topic {topic} (and no auto-create route "

@@ -17,6 +17,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import attrs
+
 from rocketrio.actors.client.config import MASTER_ID
 from rocketrio.protocol.bodies import PERM_READ, PERM_WRITE, MessageQueue, TopicRouteData
 from rocketrio.protocol.message import tags_hash_code

@@ -17,6 +17,7 @@ import enum
 from collections.abc import Iterable, Sequence
 
 import attrs
+
 from rocketrio.actors.client.config import RETRY_GROUP_TOPIC_PREFIX, ConsumeFromWhere
 from rocketrio.protocol.bodies import MessageQueue
 

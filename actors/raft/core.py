@@ -33,7 +33,10 @@ Deviations from DLedger, each for a reason:
   next round even if the last outcome was not WAIT_TO_VOTE_NEXT. In DLedger a leader deposed by
   an EXPIRED_TERM answer keeps its last outcome (PASSED), campaigns again in its old term and is
   re-elected there by the members that voted for it, forever, while the member with the larger
-  term but a shorter log can never win (the simulator found this livelock, seed 1725).
+  term but a shorter log can never win (the simulator found this livelock, seed 1725);
+- a candidate that sees a larger term abandons its pending vote round (DLedger's thread stays
+  blocked in it until the deadline, answering REJECT_TERM_NOT_READY to the very candidate
+  whose REVOTE_IMMEDIATELY it should accept).
 
 Replication is Raft's: consistency check on (prev_index, prev_term), a conflict hint for fast
 back-off, per-follower probe / replicate (pipelined, bounded in-flight) / snapshot states,
@@ -267,6 +270,11 @@ class RaftCore:
         return self._snap_index
 
     @property
+    def snapshot(self) -> Snapshot | None:
+        """The latest snapshot the core knows (sent to followers that fell behind it)."""
+        return self._snapshot
+
+    @property
     def first_index(self) -> int:
         return self._snap_index + 1
 
@@ -343,6 +351,26 @@ class RaftCore:
                 self._send(msg.from_id, self._handle_install_snapshot(msg, now_ms))
             case InstallSnapshotResponse():
                 self._handle_snapshot_response(msg)
+
+    def report_unreachable(self, to_id: str, msg: RaftMessage, now_ms: int) -> None:
+        """The shell could not deliver `msg` (connection refused or reset).
+
+        A vote or heartbeat request then counts as answered with UNKNOWN, as DLedger counts a
+        failed RPC, so a round with a dead member ends at once instead of at its deadline.
+        Replication needs nothing: probes and stalled pipelines are retried every heartbeat.
+        """
+        if to_id not in self.peers or to_id == self.self_id:
+            return
+        match msg:
+            case VoteRequest():
+                unknown = VoteResponse(
+                    to_id, self.self_id, self.term, msg.round, VoteResult.UNKNOWN
+                )
+                self._handle_vote_response(unknown, now_ms)
+            case HeartBeatRequest():
+                code = ResponseCode.UNKNOWN
+                beat = HeartBeatResponse(to_id, self.self_id, self.term, msg.round, code)
+                self._handle_heartbeat_response(beat, now_ms)
 
     def propose(self, data: bytes | list[bytes], now_ms: int) -> int:
         """Append client data as new entries; returns the index of the last one."""
@@ -459,6 +487,8 @@ class RaftCore:
         if term < self.term:
             return
         self._known_max_term_in_group = max(self._known_max_term_in_group, term)
+        if self._vote_round is not None and self._vote_round.term < term:
+            self._vote_round = None  # ours, see the module docstring
         previous = self.role
         self.role = Role.CANDIDATE
         self.leader_id = None

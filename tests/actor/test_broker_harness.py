@@ -48,11 +48,6 @@ async def inline_blocking(fn: Callable[[], Any]) -> Any:
     return fn()
 
 
-@pytest.fixture
-def clock() -> trio.testing.MockClock:
-    return trio.testing.MockClock(autojump_threshold=0)
-
-
 class BrokerHarness:
     def __init__(self, nursery: trio.Nursery, net: SimNetwork, root: str) -> None:
         self.nursery = nursery
@@ -62,6 +57,7 @@ class BrokerHarness:
         self.client: RemotingClient
         self.broker: Broker | None = None
         self._broker_scope: trio.CancelScope | None = None
+        self._broker_done = trio.Event()
 
     @property
     def addr(self) -> str:
@@ -91,27 +87,35 @@ class BrokerHarness:
             run_blocking=run_blocking,
         )
         scope = trio.CancelScope()
+        done = trio.Event()
 
         async def runner(*, task_status: trio.TaskStatus[Broker]) -> None:
-            with scope:
-                await broker.run(task_status=task_status)
+            try:
+                with scope:
+                    await broker.run(task_status=task_status)
+            finally:
+                done.set()
 
         await self.nursery.start(runner)
-        self.broker, self._broker_scope = broker, scope
+        self.broker, self._broker_scope, self._broker_done = broker, scope, done
         return broker
 
+    @property
+    def running(self) -> bool:
+        return self.broker is not None and not self._broker_done.is_set()
+
     async def stop_broker(self) -> None:
-        """Graceful shutdown (what SIGTERM does)."""
+        """Graceful shutdown (what SIGTERM does); returns when the broker has stopped."""
         assert self._broker_scope is not None
         self._broker_scope.cancel()
-        await trio.testing.wait_all_tasks_blocked()
-        await trio.sleep(1)
+        await self._broker_done.wait()
 
     async def crash_broker(self) -> None:
+        """Like kill -9: no flush, no close, connections reset."""
         assert self.broker is not None
         self.broker.crash()
         self.net.crash(BROKER_HOST)
-        await trio.sleep(1)
+        await self._broker_done.wait()
 
     # -- raw protocol helpers
     async def invoke(self, cmd: RemotingCommand, addr: str | None = None) -> RemotingCommand:
@@ -136,11 +140,18 @@ class BrokerHarness:
         if keys:
             p["KEYS"] = keys
         v1 = SendMessageRequestHeader(
-            producerGroup="PG", topic=topic, defaultTopic="TBW102", defaultTopicQueueNums=4,
-            queueId=queue_id, sysFlag=0, bornTimestamp=EPOCH_MS, flag=0,
-            properties=encode_properties(p), reconsumeTimes=reconsume_times,
+            producerGroup="PG",
+            topic=topic,
+            defaultTopic="TBW102",
+            defaultTopicQueueNums=4,
+            queueId=queue_id,
+            sysFlag=0,
+            bornTimestamp=EPOCH_MS,
+            flag=0,
+            properties=encode_properties(p),
+            reconsumeTimes=reconsume_times,
             maxReconsumeTimes=max_reconsume_times,
-        )  # fmt: skip
+        )
         header = v1 if code == RequestCode.SEND_MESSAGE else SendMessageRequestHeaderV2.from_v1(v1)
         return await self.invoke(RemotingCommand(code, ext_fields=to_ext(header), body=body))
 
@@ -158,15 +169,23 @@ class BrokerHarness:
         commit_offset: int = 0,
     ) -> PullMessageRequestHeader:
         return PullMessageRequestHeader(
-            consumerGroup=group, topic=topic, queueId=queue_id, queueOffset=offset,
-            maxMsgNums=max_msgs, sysFlag=flags | (PULL_FLAG_SUSPEND if suspend_ms else 0),
-            commitOffset=commit_offset, suspendTimeoutMillis=suspend_ms, subVersion=0,
+            consumerGroup=group,
+            topic=topic,
+            queueId=queue_id,
+            queueOffset=offset,
+            maxMsgNums=max_msgs,
+            sysFlag=flags | (PULL_FLAG_SUSPEND if suspend_ms else 0),
+            commitOffset=commit_offset,
+            suspendTimeoutMillis=suspend_ms,
+            subVersion=0,
             subscription=sub,
-        )  # fmt: skip
+        )
 
     async def pull(self, topic: str, queue_id: int, offset: int, **kw: Any) -> RemotingCommand:
         header = self.pull_header(topic, queue_id, offset, **kw)
-        return await self.invoke(RemotingCommand(RequestCode.PULL_MESSAGE, ext_fields=to_ext(header)))
+        return await self.invoke(
+            RemotingCommand(RequestCode.PULL_MESSAGE, ext_fields=to_ext(header))
+        )
 
     async def route(self, topic: str) -> TopicRouteData | None:
         resp = await self.invoke(
@@ -183,7 +202,9 @@ def messages(resp: RemotingCommand) -> list[MessageExt]:
 
 
 @asynccontextmanager
-async def harness(tmp_path: Any, *, start: bool = True, **overrides: Any) -> AsyncIterator[BrokerHarness]:
+async def harness(
+    tmp_path: Any, *, start: bool = True, **overrides: Any
+) -> AsyncIterator[BrokerHarness]:
     net = SimNetwork(seed=7)
     async with trio.open_nursery() as nursery:
         h = BrokerHarness(nursery, net, str(tmp_path))
@@ -195,8 +216,8 @@ async def harness(tmp_path: Any, *, start: bool = True, **overrides: Any) -> Asy
             if start:
                 await h.start_broker(**overrides)
             yield h
-            if h._broker_scope is not None:
-                h._broker_scope.cancel()
+            if h.running:
+                await h.stop_broker()
         nursery.cancel_scope.cancel()
 
 
@@ -204,7 +225,7 @@ async def harness(tmp_path: Any, *, start: bool = True, **overrides: Any) -> Asy
 
 
 async def test_boot_registers_prints_boot_line_and_keeps_route(
-    tmp_path: Any, clock: trio.testing.MockClock, capsys: pytest.CaptureFixture[str]
+    tmp_path: Any, mock_clock: trio.testing.MockClock, capsys: pytest.CaptureFixture[str]
 ) -> None:
     async with harness(tmp_path) as h:
         out = capsys.readouterr().out
@@ -224,7 +245,7 @@ async def test_boot_registers_prints_boot_line_and_keeps_route(
 
 
 async def test_topic_created_later_is_registered_at_once(
-    tmp_path: Any, clock: trio.testing.MockClock
+    tmp_path: Any, mock_clock: trio.testing.MockClock
 ) -> None:
     async with harness(tmp_path) as h:
         assert await h.route("AutoTopic") is None
@@ -235,7 +256,9 @@ async def test_topic_created_later_is_registered_at_once(
         assert route is not None and route.queueDatas[0].writeQueueNums == 4
 
 
-async def test_graceful_shutdown_unregisters(tmp_path: Any, clock: trio.testing.MockClock) -> None:
+async def test_graceful_shutdown_unregisters(
+    tmp_path: Any, mock_clock: trio.testing.MockClock
+) -> None:
     async with harness(tmp_path) as h:
         assert await h.route("TBW102") is not None
         await h.stop_broker()
@@ -243,7 +266,7 @@ async def test_graceful_shutdown_unregisters(tmp_path: Any, clock: trio.testing.
 
 
 async def test_unknown_code_is_answered_not_supported(
-    tmp_path: Any, clock: trio.testing.MockClock
+    tmp_path: Any, mock_clock: trio.testing.MockClock
 ) -> None:
     async with harness(tmp_path) as h:
         resp = await h.invoke(RemotingCommand(RequestCode.END_TRANSACTION))

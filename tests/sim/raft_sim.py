@@ -88,10 +88,13 @@ class SimParams:
 class RaftSim:
     """Run with `RaftSim(seed).run()`; raises SimFailure on any violated invariant."""
 
-    def __init__(self, seed: int, liveness_bound_ms: int = 6000) -> None:
+    def __init__(
+        self, seed: int, liveness_bound_ms: int = 6000, params: SimParams | None = None
+    ) -> None:
         self.seed = seed
         self.rng = random.Random(seed)
-        self.params = self._draw_params()
+        drawn = self._draw_params()
+        self.params = params or drawn
         self.liveness_bound_ms = liveness_bound_ms
         ids = [f"n{i}" for i in range(self.params.nodes)]
         self.peers = {i: f"10.0.0.{k}:9877" for k, i in enumerate(ids)}
@@ -249,7 +252,7 @@ class RaftSim:
         data = _SM.pack(node.sm_index, node.sm_crc)
         core.compact(index, term, data)
         d = node.disk
-        d.snapshot = core._snapshot
+        d.snapshot = core.snapshot
         d.log = [e for e in d.log if e.index > index]
 
     def _check(self, node: SimNode) -> None:
@@ -271,6 +274,11 @@ class RaftSim:
 
     def _send(self, frm: str, to: str, msg: RaftMessage) -> None:
         if self.partition.get(frm, 0) != self.partition.get(to, 0):
+            return
+        if self.nodes[to].core is None:
+            # a dead process: the connection is refused, the sender's shell learns it
+            at = self.now + 1 + self.rng.randrange(self.params.max_delay_ms)
+            self._schedule(at, "unreachable", (frm, self.nodes[frm].epoch, to, msg))
             return
         if self.drop and self.rng.random() < self.drop:
             return
@@ -308,6 +316,13 @@ class RaftSim:
             node = self.nodes[to]
             if node.core is not None:
                 self._deliver(node, decode_message(wire))
+        elif kind == "unreachable":
+            frm, epoch, to, msg = data
+            node = self.nodes[frm]
+            if node.core is not None and node.epoch == epoch:
+                node.core.report_unreachable(to, msg, self.now)
+                self._check(node)
+                self._pump(node)
         elif kind == "persisted":
             node_id, epoch, rd = data
             node = self.nodes[node_id]
@@ -321,16 +336,42 @@ class RaftSim:
                 self._pump(node)
             self._pump(node)
 
-    def _run_until(self, end_ms: int, on_idle: Any = None) -> None:
+    def _run_until(self, end_ms: int) -> None:
         while self._heap and self._heap[0][0] <= end_ms:
             at, _, kind, data = heapq.heappop(self._heap)
             self.now = at
             self._on_event(kind, data)
-            if on_idle is not None and on_idle():
-                return
         self.now = end_ms
 
     # ------------------------------------------------------------------ clients and faults
+
+    # scenario API for targeted tests
+    def start_all(self) -> None:
+        for node in self.nodes.values():
+            self._start(node)
+
+    def run_for(self, ms: int) -> None:
+        """Advance simulated time, checking invariants at every step (no faults, no clients)."""
+        self._run_until(self.now + ms)
+
+    def crash(self, node_id: str) -> None:
+        self._crash(self.nodes[node_id])
+
+    def leader(self) -> str | None:
+        """The leader a majority follows (its term's heartbeats accepted), if any."""
+        for node in self._leaders():
+            core = node.core
+            assert core is not None
+            followers = sum(
+                1
+                for n in self.nodes.values()
+                if n.core is not None
+                and n.core.leader_id == node.node_id
+                and n.core.term == core.term
+            )
+            if followers > len(self.nodes) // 2:
+                return node.node_id
+        return None
 
     def _leaders(self) -> list[SimNode]:
         return [n for n in self.nodes.values() if n.core is not None and n.core.role is Role.LEADER]
@@ -395,8 +436,7 @@ class RaftSim:
     # ------------------------------------------------------------------ run
 
     def run(self) -> dict[str, int]:
-        for node in self.nodes.values():
-            self._start(node)
+        self.start_all()
         end = self.params.chaos_ms
         next_fault = self.rng.randrange(*self.params.fault_every_ms)
         while self.now < end:

@@ -9,6 +9,7 @@ import threading
 from pathlib import Path
 
 import pytest
+
 from rocketrio.protocol.message import (
     BLANK_MAGIC_CODE,
     build_stored_message,
@@ -158,9 +159,11 @@ def test_cut_inside_last_record_at_every_byte(tmp_path: Path) -> None:
     image, start, end = _crash_image(tmp_path, 6)
     assert start // SEG == (end - 1) // SEG
     base = start - start % SEG
+    work = tmp_path / "work"
+    work.mkdir()
     for cut in range(start + 1, end):
-        work = tmp_path / f"cut{cut}"
-        shutil.copytree(image, work)
+        for name in os.listdir(image):  # rewrite in place: unlink is slow with discard
+            (work / name).write_bytes((image / name).read_bytes())
         os.truncate(seg_path(work, base), cut - base)
         log = CommitLog(str(work), SEG)
         report = log.open()
@@ -171,7 +174,6 @@ def test_cut_inside_last_record_at_every_byte(tmp_path: Path) -> None:
         assert seg_path(work, base).stat().st_size == start - base
         assert len(list(log.iter_records(0))) == 5
         log.close()
-        shutil.rmtree(work)
 
 
 def test_zero_filled_tail_is_torn(tmp_path: Path) -> None:
@@ -295,11 +297,11 @@ def test_failed_write_is_rolled_back(tmp_path: Path, monkeypatch: pytest.MonkeyP
     calls = []
     real = commitlog_mod.pwrite_all
 
-    def failing(fd: int, data: object, pos: int) -> None:
+    def failing(fd: int, data: bytes | bytearray | memoryview, pos: int) -> None:
         calls.append(pos)
         if len(calls) == 3:  # first chunk, blank, then the new segment's chunk fails
             raise OSError(28, "No space left on device")
-        real(fd, data, pos)  # type: ignore[arg-type]
+        real(fd, data, pos)
 
     monkeypatch.setattr(commitlog_mod, "pwrite_all", failing)
     with pytest.raises(OSError, match="No space"):

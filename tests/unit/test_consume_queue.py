@@ -7,6 +7,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+
 from rocketrio.storage.commitlog import CorruptionError, segment_name
 from rocketrio.storage.consume_queue import ENTRY, Boundary, ConsumeQueue
 

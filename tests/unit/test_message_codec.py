@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import struct
 import zlib
+from typing import Any
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+
 from rocketrio.protocol.message import (
     BORNHOST_V6_FLAG,
     COMPRESSED_FLAG,
@@ -51,8 +53,8 @@ int32 = st.integers(-(2**31), 2**31 - 1)
 int64 = st.integers(0, 2**63 - 1)
 
 
-def record(**over: object) -> bytes:
-    fields: dict[str, object] = dict(
+def record(**over: Any) -> bytes:
+    fields: dict[str, Any] = dict(
         topic="TopicTest",
         queue_id=3,
         body=b"hello",
@@ -67,7 +69,7 @@ def record(**over: object) -> bytes:
         physical_offset=4096,
     )
     fields.update(over)
-    return build_stored_message(**fields)  # type: ignore[arg-type]
+    return build_stored_message(**fields)
 
 
 # ----------------------------------------------------------------------------- properties
@@ -160,54 +162,56 @@ def test_long_topic_uses_magic_v2() -> None:
 # ----------------------------------------------------------------------------- round trips
 
 
-@settings(max_examples=150)
-@given(
-    topic=st.text(st.characters(blacklist_categories=("Cs",)), min_size=1, max_size=150),
-    queue_id=int32,
-    body=st.binary(max_size=300),
-    flag=int32,
-    props=properties,
-    tran=st.sampled_from([0, 0x4, 0x8, 0xC]),
-    born_ts=int64,
-    born=hosts,
-    store_ts=int64,
-    store=hosts,
-    reconsume=int32,
-    prepared=int64,
-    queue_offset=int64,
-    phy=int64,
-    crc_mode=st.sampled_from(["seal", "reserve", "none"]),
+record_fields = st.fixed_dictionaries(
+    {
+        "topic": st.text(st.characters(blacklist_categories=("Cs",)), min_size=1, max_size=150),
+        "queue_id": int32,
+        "body": st.binary(max_size=300),
+        "flag": int32,
+        "sys_flag": st.sampled_from([0, 0x4, 0x8, 0xC]),
+        "born_timestamp": int64,
+        "born_host": hosts,
+        "store_timestamp": int64,
+        "store_host": hosts,
+        "reconsume_times": int32,
+        "prepared_transaction_offset": int64,
+        "queue_offset": int64,
+        "physical_offset": int64,
+        "record_crc": st.sampled_from(["seal", "reserve", "none"]),
+    }
 )
-def test_stored_record_round_trip(**kw: object) -> None:
-    props: dict[str, str] = kw["props"]  # type: ignore[assignment]
-    born: tuple[bytes, int] = kw["born"]  # type: ignore[assignment]
-    store: tuple[bytes, int] = kw["store"]  # type: ignore[assignment]
-    rec = build_stored_message(
-        topic=kw["topic"], queue_id=kw["queue_id"], body=kw["body"], flag=kw["flag"],
-        properties=encode_properties(props), sys_flag=kw["tran"], born_timestamp=kw["born_ts"],
-        born_host=born, store_timestamp=kw["store_ts"], store_host=store,
-        reconsume_times=kw["reconsume"], prepared_transaction_offset=kw["prepared"],
-        queue_offset=kw["queue_offset"], physical_offset=kw["phy"], record_crc=kw["crc_mode"],
-    )  # type: ignore[arg-type]  # fmt: skip
-    msg, end = decode_stored(rec, check_crc=kw["crc_mode"] == "seal")
+# MessageExt attribute -> build_stored_message argument
+SAME_FIELDS = {
+    "topic": "topic",
+    "queue_id": "queue_id",
+    "body": "body",
+    "flag": "flag",
+    "born_timestamp": "born_timestamp",
+    "store_timestamp": "store_timestamp",
+    "reconsume_times": "reconsume_times",
+    "prepared_transaction_offset": "prepared_transaction_offset",
+    "queue_offset": "queue_offset",
+    "commitlog_offset": "physical_offset",
+}
+
+
+@settings(max_examples=150)
+@given(fields=record_fields, props=properties)
+def test_stored_record_round_trip(fields: dict[str, Any], props: dict[str, str]) -> None:
+    rec = build_stored_message(properties=encode_properties(props), **fields)
+    msg, end = decode_stored(rec, check_crc=fields["record_crc"] == "seal")
     assert end == len(rec) == msg.store_size
+    for attr, arg in SAME_FIELDS.items():
+        assert getattr(msg, attr) == fields[arg], attr
+    assert msg.sys_flag & 0xC == fields["sys_flag"]
+    assert msg.born_host == host_to_str(*fields["born_host"])
+    assert msg.store_host == host_to_str(*fields["store_host"])
     got_props = dict(msg.properties)
-    if kw["crc_mode"] != "none":
-        assert PROPERTY_CRC32 in got_props
-        del got_props[PROPERTY_CRC32]
+    if fields["record_crc"] != "none":
+        assert got_props.pop(PROPERTY_CRC32).isdigit()
     assert got_props == props
-    assert (msg.topic, msg.queue_id, msg.body, msg.flag) == (
-        kw["topic"], kw["queue_id"], kw["body"], kw["flag"]
-    )  # fmt: skip
-    assert msg.sys_flag & 0xC == kw["tran"]
-    assert (msg.born_timestamp, msg.store_timestamp) == (kw["born_ts"], kw["store_ts"])
-    assert msg.born_host == host_to_str(*born)
-    assert msg.store_host == host_to_str(*store)
-    assert (msg.reconsume_times, msg.prepared_transaction_offset) == (
-        kw["reconsume"], kw["prepared"]
-    )  # fmt: skip
-    assert (msg.queue_offset, msg.commitlog_offset) == (kw["queue_offset"], kw["phy"])
-    assert msg.offset_msg_id == offset_msg_id(store[0], store[1], kw["phy"])
+    store_ip, store_port = fields["store_host"]
+    assert msg.offset_msg_id == offset_msg_id(store_ip, store_port, fields["physical_offset"])
 
 
 def test_reserved_trailer_is_sealed_later() -> None:

@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+
 from rocketrio.protocol.raft import Entry, HardState, SnapshotMeta
 from rocketrio.storage.raft_log import HEADER_SIZE, RaftLog, RaftLogCompacted, RaftLogCorruption
 

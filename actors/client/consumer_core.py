@@ -1,0 +1,494 @@
+"""What the push and the lite pull consumer share: subscriptions, lifecycle, rebalance, one
+long-polling pull loop per owned queue, and offset persistence (upstream RebalanceImpl,
+PullAPIWrapper and the pull half of DefaultMQPushConsumerImpl).
+
+Rebalance runs every ``rebalanceInterval`` and at once when asked (start, subscription change,
+NOTIFY_CONSUMER_IDS_CHANGED). For each topic it computes the wanted queues (clustering:
+`allocate` over the group's members as the broker lists them; broadcasting: every readable
+queue; a subclass may decide otherwise), stops the queues no longer wanted (pull cancelled,
+`ProcessQueue` dropped, offset persisted, then forgotten) and starts the new ones at the
+stored offset or per ``consumeFromWhere`` (`start_offset`).
+
+A pull loop asks its broker with PULL_MESSAGE (SUSPEND | SUBSCRIPTION, plus COMMIT_OFFSET for
+the push consumer) and hands found messages to ``_deliver`` after the client-side tag check.
+Flow control (``_flow_controlled``) pauses pulling for 50 ms; errors pause it for 3 s.
+"""
+
+from __future__ import annotations
+
+import abc
+from datetime import datetime
+from typing import Any, Protocol
+
+import attrs
+import structlog
+import trio
+
+from rocketrio.actors import events
+from rocketrio.actors.client.api import PullResult, PullStatus
+from rocketrio.actors.client.config import (
+    RETRY_GROUP_TOPIC_PREFIX,
+    ClientConfig,
+    ConsumeFromWhere,
+    MessageModel,
+    retry_topic,
+)
+from rocketrio.actors.client.errors import MQClientError
+from rocketrio.actors.client.mq_client import MQClientInstance
+from rocketrio.actors.client.offset_store import (
+    LocalFileOffsetStore,
+    OffsetStore,
+    RemoteBrokerOffsetStore,
+    RunBlocking,
+    default_offsets_path,
+    run_in_thread,
+)
+from rocketrio.actors.client.process_queue import ProcessQueue
+from rocketrio.actors.client.queue_select import subscribe_queues
+from rocketrio.actors.client.rebalance import (
+    StartKind,
+    allocate,
+    diff_assignment,
+    sort_queues,
+    start_offset,
+)
+from rocketrio.actors.client.subscription import build_subscription, filter_by_tags
+from rocketrio.actors.logs import wallclock_ms
+from rocketrio.actors.remoting import RemotingError
+from rocketrio.actors.transport import Transport
+from rocketrio.protocol.bodies import ConsumerData, MessageQueue, SubscriptionData
+from rocketrio.protocol.headers import (
+    PULL_FLAG_COMMIT_OFFSET,
+    PULL_FLAG_SUBSCRIPTION,
+    PULL_FLAG_SUSPEND,
+    PullMessageRequestHeader,
+)
+from rocketrio.protocol.message import RETRY_TOPIC, MessageDecodeError, MessageExt
+from rocketrio.protocol.serde import HeaderError
+
+log = structlog.get_logger("consumer")
+
+PULL_DELAY_WHEN_EXCEPTION_S = 3.0  # upstream PULL_TIME_DELAY_MILLS_WHEN_EXCEPTION
+PULL_DELAY_WHEN_FLOW_CONTROL_S = 0.05  # upstream PULL_TIME_DELAY_MILLS_WHEN_FLOW_CONTROL
+CALL_ERRORS = (RemotingError, MQClientError, HeaderError, MessageDecodeError)
+
+
+class ConsumerSettings(Protocol):
+    """The config keys the shared machinery reads (both consumer config classes have them)."""
+
+    consumerGroup: str
+    messageModel: MessageModel
+    consumeFromWhere: ConsumeFromWhere
+    consumeTimestamp: str
+    pullBatchSize: int
+    brokerSuspendMaxTimeMillis: int
+    consumerTimeoutMillisWhenSuspend: int
+    rebalanceInterval: int
+    offsetStorePath: str
+
+
+def parse_consume_timestamp(text: str) -> int:
+    """``yyyyMMddHHmmss`` (local time) -> ms since the epoch."""
+    try:
+        return int(datetime.strptime(text, "%Y%m%d%H%M%S").timestamp() * 1000)
+    except ValueError:
+        raise MQClientError(f"consumeTimestamp {text!r} is not yyyyMMddHHmmss") from None
+
+
+def default_consume_timestamp(now_ms: int) -> str:
+    """Half an hour before ``now_ms``, as upstream's default consumeTimestamp."""
+    return datetime.fromtimestamp((now_ms - 30 * 60 * 1000) / 1000).strftime("%Y%m%d%H%M%S")
+
+
+def reset_retry_topic(msgs: list[MessageExt], group_retry_topic: str) -> None:
+    """Messages pulled from the retry topic show their original topic (upstream
+    resetRetryAndNamespace)."""
+    for m in msgs:
+        original = m.properties.get(RETRY_TOPIC)
+        if original and m.topic == group_retry_topic:
+            m.topic = original
+
+
+@attrs.define(eq=False)
+class QueueState:
+    """One owned queue: its pull position and the messages handed out but not yet done."""
+
+    mq: MessageQueue
+    sub: SubscriptionData
+    next_offset: int
+    pq: ProcessQueue = attrs.field(factory=ProcessQueue)
+    cancel: trio.CancelScope = attrs.field(factory=trio.CancelScope)
+    broker_id: int = 0  # the replica the broker suggested pulling from
+
+
+class ConsumerCore(abc.ABC):
+    consume_type = "CONSUME_PASSIVELY"
+    commit_offset_in_pull = True  # the push consumer lets the broker commit with each pull
+    subscribe_retry_topic = True
+
+    def __init__(
+        self,
+        settings: ConsumerSettings,
+        namesrv_addr: str | list[str],
+        *,
+        transport: Transport | None,
+        client_config: ClientConfig | None,
+        client: MQClientInstance | None,
+        run_blocking: RunBlocking = run_in_thread,
+    ) -> None:
+        self.settings = settings
+        self.run_blocking = run_blocking
+        self.group = settings.consumerGroup
+        self._own_client = client is None
+        self.client = client or MQClientInstance(
+            namesrv_addr, transport=transport, config=client_config
+        )
+        self.subscriptions: dict[str, SubscriptionData] = {}
+        self.queues: dict[MessageQueue, QueueState] = {}
+        self.offset_store: OffsetStore | None = None
+        self._rebalance_event = trio.Event()
+        self._nursery: trio.Nursery | None = None
+        self._nursery_cm: Any = None
+        self._consume_from_ms = 0
+
+    @property
+    def clustering(self) -> bool:
+        return self.settings.messageModel is MessageModel.CLUSTERING
+
+    @property
+    def started(self) -> bool:
+        return self._nursery is not None
+
+    # -- subscriptions
+    def subscribe(self, topic: str, expr: str = "*") -> None:
+        self.subscriptions[topic] = build_subscription(topic, expr, wallclock_ms())
+        if self.started:
+            self.client.watch_topic(topic)
+            self.request_rebalance()
+
+    def unsubscribe(self, topic: str) -> None:
+        self.subscriptions.pop(topic, None)
+        if self.started:
+            self.request_rebalance()
+
+    # -- ConsumerInner (called by the client core)
+    def consumer_data(self) -> ConsumerData:
+        return ConsumerData(
+            groupName=self.group,
+            consumeType=self.consume_type,
+            messageModel=self.settings.messageModel.value,
+            consumeFromWhere=self.settings.consumeFromWhere.value,
+            subscriptionDataSet=list(self.subscriptions.values()),
+        )
+
+    def subscribed_topics(self) -> set[str]:
+        return set(self.subscriptions)
+
+    def request_rebalance(self) -> None:
+        self._rebalance_event.set()
+
+    def assigned_queues(self) -> set[MessageQueue]:
+        return set(self.queues)
+
+    # -- lifecycle
+    async def __aenter__(self) -> Any:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc: Any) -> None:
+        await self.shutdown()
+
+    def _check_startable(self) -> None:
+        if not self.subscriptions:
+            raise MQClientError("subscribe to at least one topic before starting the consumer")
+
+    async def start(self) -> None:
+        """Start (call `shutdown` from the same task); prefer ``async with``."""
+        self._check_startable()
+        if self.clustering and self.subscribe_retry_topic:
+            rt = retry_topic(self.group)
+            self.subscriptions.setdefault(rt, build_subscription(rt, "*", wallclock_ms()))
+        stamp = self.settings.consumeTimestamp or default_consume_timestamp(wallclock_ms())
+        self._consume_from_ms = parse_consume_timestamp(stamp)
+        if self._own_client:
+            await self.client.__aenter__()
+        try:
+            await self._start_services()
+        except BaseException:
+            await self._stop_services()
+            raise
+
+    async def _start_services(self) -> None:
+        if self.clustering:
+            self.offset_store = RemoteBrokerOffsetStore(self.client, self.group)
+        else:
+            path = self.settings.offsetStorePath or default_offsets_path(
+                self.client.client_id, self.group
+            )
+            self.offset_store = LocalFileOffsetStore(path, self.run_blocking)
+        await self.offset_store.load()
+        self._nursery_cm = trio.open_nursery()
+        self._nursery = nursery = await self._nursery_cm.__aenter__()
+        self._start_workers(nursery)
+        nursery.start_soon(self._rebalance_loop)
+        interval = self._persist_interval_s()
+        if interval is not None:
+            nursery.start_soon(self._persist_loop, interval)
+        await self.client.register_consumer(self)
+        self.request_rebalance()
+
+    @abc.abstractmethod
+    def _start_workers(self, nursery: trio.Nursery) -> None:
+        """Start the consumption side (tasks, channels) before the first rebalance."""
+
+    def _persist_interval_s(self) -> float | None:
+        return self.client.config.persistConsumerOffsetInterval / 1000
+
+    @abc.abstractmethod
+    async def _before_persist_on_stop(self) -> None:
+        """Let work in progress finish before the final offset persist on shutdown."""
+
+    async def shutdown(self) -> None:
+        """Stop pulling, persist offsets, leave the group (the broker tells the others)."""
+        await self._stop_services()
+
+    async def _stop_services(self) -> None:
+        try:
+            if self._nursery is not None:
+                for st in self.queues.values():
+                    st.cancel.cancel()
+                await self._before_persist_on_stop()
+                if self.offset_store is not None:
+                    await self.offset_store.persist(list(self.queues))
+                await self.client.unregister_consumer(self.group)
+                self._nursery.cancel_scope.cancel()
+        finally:
+            if self._nursery_cm is not None:
+                cm, self._nursery_cm, self._nursery = self._nursery_cm, None, None
+                await cm.__aexit__(None, None, None)
+            self.queues.clear()
+            if self._own_client:
+                await self.client.__aexit__(None, None, None)
+
+    @property
+    def nursery(self) -> trio.Nursery:
+        if self._nursery is None:
+            raise MQClientError("the consumer is not started")
+        return self._nursery
+
+    # -- rebalance
+    async def _rebalance_loop(self) -> None:
+        interval = self.settings.rebalanceInterval / 1000
+        while True:
+            with trio.move_on_after(interval):
+                await self._rebalance_event.wait()
+            self._rebalance_event = trio.Event()
+            await self.rebalance_now()
+
+    async def rebalance_now(self) -> None:
+        topics = set(self._rebalance_topics()) | {mq.topic for mq in self.queues}
+        for topic in sorted(topics):
+            try:
+                await self._rebalance_topic(topic)
+            except CALL_ERRORS as e:
+                log.warning("rebalance_failed", group=self.group, topic=topic, error=str(e))
+
+    def _rebalance_topics(self) -> list[str]:
+        return list(self.subscriptions)
+
+    async def _topic_queues(self, topic: str) -> set[MessageQueue] | None:
+        route = self.client.routes.get(topic)
+        if route is None:
+            route = await self.client.update_route(topic)
+        if route is None:
+            return None
+        return subscribe_queues(topic, route)
+
+    async def _consumer_ids(self, topic: str) -> list[str]:
+        route = self.client.routes.get(topic)
+        if route is None:
+            return []
+        for bd in route.brokerDatas:
+            addr = bd.select_broker_addr()
+            if addr is None:
+                continue
+            try:
+                return await self.client.api.get_consumer_id_list(addr, self.group)
+            except CALL_ERRORS as e:
+                log.warning("get_consumer_ids_failed", group=self.group, broker=addr, error=str(e))
+        return []
+
+    async def _wanted_queues(self, topic: str) -> list[MessageQueue] | None:
+        """The queues this member should own; None means "cannot tell now, change nothing"."""
+        if topic not in self.subscriptions:
+            return []
+        mq_all = await self._topic_queues(topic)
+        if mq_all is None:
+            if not topic.startswith(RETRY_GROUP_TOPIC_PREFIX):
+                log.warning("rebalance_no_route", group=self.group, topic=topic)
+            return None
+        if not self.clustering:
+            return sort_queues(mq_all)
+        cids = await self._consumer_ids(topic)
+        if not cids:
+            return None
+        return allocate(self.client.client_id, mq_all, cids)
+
+    async def _rebalance_topic(self, topic: str) -> None:
+        wanted = await self._wanted_queues(topic)
+        if wanted is None:
+            return
+        diff = diff_assignment([mq for mq in self.queues if mq.topic == topic], wanted)
+        for mq in sort_queues(diff.removed):
+            await self._remove_queue(mq)
+        added = [mq for mq in diff.added if await self._add_queue(mq)]
+        if diff.removed or added:
+            owned = sort_queues(mq for mq in self.queues if mq.topic == topic)
+            log.info(
+                events.REBALANCE,
+                group=self.group,
+                client_id=self.client.client_id,
+                topic=topic,
+                queues=[f"{mq.brokerName}:{mq.queueId}" for mq in owned],
+            )
+
+    async def _remove_queue(self, mq: MessageQueue) -> None:
+        st = self.queues.pop(mq)
+        st.pq.dropped = True
+        st.cancel.cancel()
+        assert self.offset_store is not None
+        await self.offset_store.persist([mq])
+        self.offset_store.forget(mq)
+
+    def _subscription_for(self, mq: MessageQueue) -> SubscriptionData:
+        sub = self.subscriptions.get(mq.topic)
+        return sub if sub is not None else build_subscription(mq.topic, "*", 0)
+
+    async def _add_queue(self, mq: MessageQueue) -> bool:
+        offset = await self._compute_start_offset(mq)
+        if offset < 0:
+            return False
+        st = QueueState(mq=mq, sub=self._subscription_for(mq), next_offset=offset)
+        self.queues[mq] = st
+        self.nursery.start_soon(self._pull_loop, st)
+        return True
+
+    async def _compute_start_offset(self, mq: MessageQueue) -> int:
+        """upstream computePullFromWhere; -1 means try again at the next rebalance."""
+        assert self.offset_store is not None
+        stored = await self.offset_store.read_from_store(mq)
+        decision = start_offset(self.settings.consumeFromWhere, stored, mq.topic)
+        if decision.kind is StartKind.OFFSET:
+            return decision.offset
+        if decision.kind is StartKind.RETRY_LATER:
+            return -1
+        try:
+            addr = await self.client.find_master_addr_refreshing(mq.brokerName, mq.topic)
+            addr = addr or self.client.find_broker_addr(mq.brokerName)
+            if addr is None:
+                return -1
+            if decision.kind is StartKind.MAX_OFFSET:
+                return await self.client.api.get_max_offset(addr, mq)
+            return await self.client.api.search_offset(addr, mq, self._consume_from_ms)
+        except CALL_ERRORS as e:
+            log.warning("start_offset_failed", group=self.group, mq=str(mq), error=str(e))
+            return -1
+
+    # -- pulling
+    def _pull_header(self, st: QueueState) -> PullMessageRequestHeader:
+        commit = -1
+        if self.commit_offset_in_pull and self.clustering and self.offset_store is not None:
+            commit = self.offset_store.table.read(st.mq)
+        flag = PULL_FLAG_SUSPEND | PULL_FLAG_SUBSCRIPTION
+        if commit > 0:
+            flag |= PULL_FLAG_COMMIT_OFFSET
+        return PullMessageRequestHeader(
+            consumerGroup=self.group,
+            topic=st.mq.topic,
+            queueId=st.mq.queueId,
+            queueOffset=st.next_offset,
+            maxMsgNums=self.settings.pullBatchSize,
+            sysFlag=flag,
+            commitOffset=max(commit, 0),
+            suspendTimeoutMillis=self.settings.brokerSuspendMaxTimeMillis,
+            subVersion=st.sub.subVersion,
+            subscription=st.sub.subString,
+            expressionType=st.sub.expressionType,
+        )
+
+    def _flow_controlled(self, st: QueueState) -> bool:
+        return False
+
+    @abc.abstractmethod
+    def _deliver(self, st: QueueState, pq: ProcessQueue, msgs: list[MessageExt]) -> None:
+        """Hand pulled messages (already in ``pq``) to consumption; must not block."""
+
+    def _pull_interval_s(self) -> float:
+        return 0.0
+
+    async def _pull_loop(self, st: QueueState) -> None:
+        timeout_s = self.settings.consumerTimeoutMillisWhenSuspend / 1000
+        with st.cancel:
+            while not st.pq.dropped:
+                if self._flow_controlled(st):
+                    await trio.sleep(PULL_DELAY_WHEN_FLOW_CONTROL_S)
+                    continue
+                addr = self.client.find_broker_addr(st.mq.brokerName, st.broker_id)
+                try:
+                    if addr is None:
+                        await self.client.update_route(st.mq.topic)
+                        raise MQClientError(f"no address for broker {st.mq.brokerName}")
+                    result = await self.client.api.pull(addr, self._pull_header(st), timeout_s)
+                    await self._on_pull_result(st, result)
+                except CALL_ERRORS as e:
+                    log.warning("pull_failed", group=self.group, mq=str(st.mq), error=str(e))
+                    await trio.sleep(PULL_DELAY_WHEN_EXCEPTION_S)
+                    continue
+                interval = self._pull_interval_s()
+                if interval:
+                    await trio.sleep(interval)
+
+    async def _on_pull_result(self, st: QueueState, res: PullResult) -> None:
+        st.broker_id = res.suggest_which_broker_id
+        if res.status is PullStatus.OFFSET_ILLEGAL:
+            await self._offset_illegal(st, res.next_begin_offset)
+            return
+        st.next_offset = res.next_begin_offset
+        msgs: list[MessageExt] = []
+        if res.status is PullStatus.FOUND:
+            msgs = res.messages()
+            reset_retry_topic(msgs, retry_topic(self.group))
+            msgs = filter_by_tags(msgs, st.sub)
+        if not msgs:
+            self._correct_tags_offset(st)
+            return
+        st.pq.put(msgs)
+        self._deliver(st, st.pq, msgs)
+
+    def _correct_tags_offset(self, st: QueueState) -> None:
+        """Nothing in flight: the pull position itself may be committed (upstream
+        correctTagsOffset), so filtered-out messages are not pulled again after a restart."""
+        if st.pq.msg_count == 0 and self.offset_store is not None:
+            self.offset_store.table.update(st.mq, st.next_offset, increase_only=True)
+
+    async def _offset_illegal(self, st: QueueState, next_offset: int) -> None:
+        log.warning(
+            "pull_offset_illegal",
+            group=self.group,
+            mq=str(st.mq),
+            offset=st.next_offset,
+            next_offset=next_offset,
+        )
+        st.pq.dropped = True  # results of messages handed out before are ignored
+        st.pq = ProcessQueue()
+        st.next_offset = next_offset
+        assert self.offset_store is not None
+        self.offset_store.table.update(st.mq, next_offset, increase_only=False)
+        await self.offset_store.persist([st.mq])
+
+    # -- offsets
+    async def _persist_loop(self, interval_s: float) -> None:
+        while True:
+            await trio.sleep(interval_s)
+            if self.offset_store is not None:
+                await self.offset_store.persist(list(self.queues))

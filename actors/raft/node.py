@@ -1,0 +1,581 @@
+"""RaftNode: the Trio shell around one `RaftCore` — storage, network, ticks, apply, snapshots.
+
+The node owns a `RaftCore` (the algorithm), a `RaftLog` (segments, term/vote, snapshot) and a
+`StateMachine` (what committed entries mean). Everything that touches the core happens in one
+task, `_loop`, so the core is never shared:
+
+1. wait for an inbox message or the next tick (every `tick_ms` of Trio's clock);
+2. drain the inbox without blocking: peer messages are stepped, proposals appended (a run of
+   proposals goes to the core as one batch), read requests registered;
+3. hand every `Ready` in the order the core documents: hard state, snapshot and entries are
+   persisted in ONE worker-thread call with ONE fsync of the log (group commit: everything that
+   arrived while the previous fsync ran lands in the same Ready); then messages are queued to
+   the peers; then committed entries are applied in order and their proposers answered; then
+   read barriers are released; then the core's events are logged; then `advance`;
+4. when `snapshotThreshold` entries were applied since the last snapshot, snapshot the state
+   machine, store it durably, drop covered log segments and compact the core.
+
+Peers: every message is one oneway RAFT_MESSAGE request whose body is the binary codec of
+`protocol/raft.py`. Each peer has a bounded send queue drained by its own task over one
+connection; the node never waits on a peer — when the queue is full the message is dropped
+(Raft re-sends what matters: heartbeats, probes, retries).
+
+Proposers get the state machine's outcome for THEIR entry: `propose` resolves once the entry is
+committed and applied on this node, or fails with `ProposalDropped` when another entry took its
+index (leadership changed) or a snapshot replaced it, or `NotLeader` / `LeaderPendingFull`
+straight away. `read_barrier` resolves once this node has confirmed its leadership with a
+majority after the call and applied everything committed before it (Raft's ReadIndex).
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import random
+from collections.abc import Callable
+from typing import Any, Protocol
+
+import attrs
+import structlog
+import trio
+
+from rocketrio.actors import events
+from rocketrio.actors.raft.config import RaftConfig
+from rocketrio.actors.raft.core import (
+    LeaderPendingFull,
+    NotLeader,
+    RaftCore,
+    Ready,
+    Role,
+)
+from rocketrio.actors.remoting import RemotingClient, RemotingError, RequestContext
+from rocketrio.actors.runtime import Reply
+from rocketrio.actors.transport import Transport
+from rocketrio.protocol.codes import RequestCode, ResponseCode
+from rocketrio.protocol.raft import (
+    Entry,
+    RaftCodecError,
+    RaftMessage,
+    Snapshot,
+    decode_message,
+    encode_message,
+)
+from rocketrio.protocol.remoting import RemotingCommand
+from rocketrio.storage.raft_log import DEFAULT_SEGMENT_SIZE, RaftLog
+
+__all__ = [
+    "LeaderPendingFull",
+    "NodeStopped",
+    "NotLeader",
+    "ProposalDropped",
+    "RaftNode",
+    "Role",
+    "StateMachine",
+]
+
+DEFAULT_TICK_MS = 10
+INBOX_CAPACITY = 8192
+PEER_QUEUE_CAPACITY = 1024
+PEER_SEND_BATCH = 256
+PEER_RETRY_S = 0.05
+
+
+class StateMachine(Protocol):
+    """What the replicated log drives. `apply` must be deterministic: same data, same state."""
+
+    def apply(self, data: bytes) -> Any:
+        """Apply one committed entry; the return value is handed to its proposer."""
+
+    def snapshot(self) -> bytes:
+        """The whole state, as `restore` reads it back."""
+
+    def restore(self, data: bytes) -> None:
+        """Replace the whole state by a `snapshot()`."""
+
+
+class ProposalDropped(Exception):
+    """The proposal's entry will never be applied under it (or its fate is unknown)."""
+
+
+class NodeStopped(ProposalDropped):
+    """The node shut down before the proposal resolved."""
+
+
+@attrs.frozen(slots=True)
+class _Step:
+    msg: RaftMessage
+
+
+@attrs.frozen(slots=True)
+class _Propose:
+    data: bytes
+    reply: Reply[Any]
+
+
+@attrs.frozen(slots=True)
+class _ReadIndex:
+    reply: Reply[None]
+
+
+_Inbox = _Step | _Propose | _ReadIndex
+
+
+def _now_ms() -> int:
+    return int(trio.current_time() * 1000)
+
+
+class RaftNode:
+    """One controller replica's Raft member. Start with `await nursery.start(node.run)`."""
+
+    def __init__(
+        self,
+        config: RaftConfig,
+        store_path: str,
+        state_machine: StateMachine,
+        transport: Transport,
+        *,
+        rng: random.Random | None = None,
+        tick_ms: int = DEFAULT_TICK_MS,
+        segment_size: int = DEFAULT_SEGMENT_SIZE,
+        peer_queue_capacity: int = PEER_QUEUE_CAPACITY,
+    ) -> None:
+        self.config = config
+        self.self_id = config.selfId
+        self.peers = config.peer_map()
+        self.store_path = store_path
+        self.sm = state_machine
+        self.transport = transport
+        self.tick_ms = tick_ms
+        self._rng = rng or random.Random()
+        self._segment_size = segment_size
+        self._send, self._recv = trio.open_memory_channel[_Inbox](INBOX_CAPACITY)
+        self._peer_queues = {
+            peer: trio.open_memory_channel[RaftMessage](peer_queue_capacity)
+            for peer in self.peers
+            if peer != self.self_id
+        }
+        self._core: RaftCore | None = None
+        self._log: RaftLog | None = None
+        self._applied = 0
+        self._pending: dict[int, tuple[int, Reply[Any]]] = {}  # index -> (term, proposer)
+        self._reads: dict[int, Reply[None]] = {}  # ctx -> reader, until its ReadState comes
+        self._waiting_reads: list[tuple[int, Reply[None]]] = []  # (index, reader)
+        self._read_ctx = itertools.count(1)
+        self._ready_term = -1  # term whose leader no-op this node applied as leader
+        self._ready_event = trio.Event()
+        self._seen = (Role.CANDIDATE, 0, None)
+        self.dropped_messages = 0
+        # owner hooks, called from the node task (must not block)
+        self.on_role_change: Callable[[Role, int, str | None], None] | None = None
+        self.on_leader_ready: Callable[[int], None] | None = None
+        self.log = structlog.get_logger("raft").bind(actor="raft", raft_id=self.self_id)
+
+    # ------------------------------------------------------------------ views
+
+    @property
+    def core(self) -> RaftCore:
+        assert self._core is not None, "RaftNode.run has not started"
+        return self._core
+
+    @property
+    def started(self) -> bool:
+        return self._core is not None
+
+    @property
+    def role(self) -> Role:
+        return self._core.role if self._core else Role.CANDIDATE
+
+    @property
+    def term(self) -> int:
+        return self._core.term if self._core else 0
+
+    @property
+    def leader_id(self) -> str | None:
+        return self._core.leader_id if self._core else None
+
+    @property
+    def leader_addr(self) -> str | None:
+        return self._core.leader_addr if self._core else None
+
+    @property
+    def is_leader(self) -> bool:
+        return self.role is Role.LEADER
+
+    @property
+    def is_ready_leader(self) -> bool:
+        """Leader that applied its own term's first entry: its state machine is up to date."""
+        return self.is_leader and self._ready_term == self.term
+
+    @property
+    def applied_index(self) -> int:
+        return self._applied
+
+    @property
+    def commit_index(self) -> int:
+        return self._core.commit_index if self._core else 0
+
+    async def wait_leader_ready(self, timeout_s: float) -> bool:
+        """Wait (bounded) until this node is a ready leader; False if it is not by then."""
+        with trio.move_on_after(timeout_s):
+            while self.is_leader and not self.is_ready_leader:
+                await self._ready_event.wait()
+        return self.is_ready_leader
+
+    # ------------------------------------------------------------------ API
+
+    async def propose(self, data: bytes, timeout_s: float = float("inf")) -> Any:
+        """Replicate `data`; returns `StateMachine.apply`'s outcome on this node.
+
+        Raises NotLeader, LeaderPendingFull, ProposalDropped, or trio.TooSlowError on timeout
+        (then the entry may still commit later: the outcome is unknown).
+        """
+        reply: Reply[Any] = Reply()
+        with trio.fail_after(timeout_s):
+            await self._send.send(_Propose(data, reply))
+            return await reply.wait()
+
+    def propose_nowait(self, data: bytes, reply: Reply[Any]) -> bool:
+        """Queue a proposal whose `reply` (usually a callback Reply) gets the outcome.
+
+        False when the inbox is full; the caller should answer "busy".
+        """
+        try:
+            self._send.send_nowait(_Propose(data, reply))
+        except trio.WouldBlock:
+            return False
+        return True
+
+    async def read_barrier(self, timeout_s: float = float("inf")) -> None:
+        """Return once a read of the state machine here is linearizable (leader only)."""
+        reply: Reply[None] = Reply()
+        with trio.fail_after(timeout_s):
+            await self._send.send(_ReadIndex(reply))
+            await reply.wait()
+
+    def deliver(self, body: bytes) -> None:
+        """A RAFT_MESSAGE body from the network; malformed or overflowing input is dropped."""
+        try:
+            msg = decode_message(body)
+        except RaftCodecError as e:
+            self.log.warning("raft_message_malformed", error=str(e))
+            return
+        try:
+            self._send.send_nowait(_Step(msg))
+        except trio.WouldBlock:
+            self.dropped_messages += 1
+
+    async def processor(self, ctx: RequestContext) -> RemotingCommand | None:
+        """Remoting processor for the Raft RPCs (oneway: nothing to answer)."""
+        if ctx.cmd.code == RequestCode.RAFT_MESSAGE:
+            self.deliver(ctx.cmd.body)
+            return None
+        return ctx.cmd.make_response(
+            ResponseCode.REQUEST_CODE_NOT_SUPPORTED,
+            f"request code {ctx.cmd.code} is not a Raft RPC",
+        )
+
+    # ------------------------------------------------------------------ lifecycle
+
+    async def run(self, *, task_status: trio.TaskStatus[RaftNode] = trio.TASK_STATUS_IGNORED) -> None:
+        """Open the store, restore the state machine, then serve until cancelled."""
+        log = await trio.to_thread.run_sync(RaftLog.open, self.store_path, self._segment_size)
+        self._log = log
+        try:
+            await self._start_core(log)
+            async with RemotingClient(self.transport) as client, trio.open_nursery() as nursery:
+                for peer, (_, recv) in self._peer_queues.items():
+                    nursery.start_soon(self._peer_sender, client, peer, self.peers[peer], recv)
+                task_status.started(self)
+                await self._loop()
+        finally:
+            self._fail_everything(NodeStopped(f"raft node {self.self_id} stopped"))
+            self._core = None
+            with trio.CancelScope(shield=True):
+                await trio.to_thread.run_sync(log.close)
+
+    async def _start_core(self, log: RaftLog) -> None:
+        report = log.recovery_report
+        if not report.clean:
+            self.log.warning(
+                "raft_log_recovered",
+                torn_tail=None if report.torn_tail is None else attrs.asdict(report.torn_tail),
+                removed_files=list(report.removed_files),
+                log_discarded_for_snapshot=report.log_discarded_for_snapshot,
+            )
+        loaded = await trio.to_thread.run_sync(log.load_snapshot)
+        entries = await trio.to_thread.run_sync(log.all_entries)
+        snapshot = None
+        if loaded is not None:
+            meta, data = loaded
+            self.sm.restore(data)
+            snapshot = Snapshot(meta, data)
+            self._applied = meta.index
+        self._core = RaftCore(
+            self.self_id,
+            self.peers,
+            self.config,
+            self._rng,
+            log.hard_state,
+            entries,
+            snapshot,
+            _now_ms(),
+        )
+        self.log.info(
+            "raft_node_started",
+            term=log.hard_state.term,
+            voted_for=log.hard_state.voted_for,
+            snapshot_index=self._applied,
+            last_index=self._core.last_index,
+        )
+
+    # ------------------------------------------------------------------ the node task
+
+    async def _loop(self) -> None:
+        core = self.core
+        tick_s = self.tick_ms / 1000
+        next_tick = trio.current_time() + tick_s
+        while True:
+            with trio.move_on_at(next_tick):
+                first = await self._recv.receive()
+                self._take_inputs(first)
+            now = trio.current_time()
+            if now >= next_tick:
+                core.tick(int(now * 1000))
+                next_tick = now + tick_s
+            while (rd := core.ready()) is not None:
+                await self._handle_ready(rd)
+            if core.snapshot_due and core.applied_index > core.snapshot_index:
+                await self._take_snapshot()
+
+    def _take_inputs(self, first: _Inbox) -> None:
+        """Step everything queued now; consecutive proposals go to the core as one batch."""
+        core = self.core
+        now = _now_ms()
+        batch: list[_Propose] = []
+        msg: _Inbox | None = first
+        while msg is not None:
+            if isinstance(msg, _Propose):
+                batch.append(msg)
+            else:
+                if batch:
+                    self._propose_batch(batch, now)
+                    batch = []
+                if isinstance(msg, _Step):
+                    core.step(msg.msg, now)
+                else:
+                    self._read_index(msg.reply, now)
+            try:
+                msg = self._recv.receive_nowait()
+            except trio.WouldBlock:
+                msg = None
+        if batch:
+            self._propose_batch(batch, now)
+
+    def _propose_batch(self, batch: list[_Propose], now: int) -> None:
+        core = self.core
+        try:
+            last = core.propose([p.data for p in batch], now)
+        except (NotLeader, LeaderPendingFull, ValueError) as e:
+            for p in batch:
+                p.reply.fail(e)
+            return
+        term = core.term
+        for index, p in enumerate(batch, start=last - len(batch) + 1):
+            self._pending[index] = (term, p.reply)
+
+    def _read_index(self, reply: Reply[None], now: int) -> None:
+        ctx = next(self._read_ctx)
+        try:
+            self.core.read_index(ctx, now)
+        except NotLeader as e:
+            reply.fail(e)
+            return
+        self._reads[ctx] = reply
+
+    async def _handle_ready(self, rd: Ready) -> None:
+        """The core's documented order: persist, send, apply, release reads, log, advance."""
+        if rd.hard_state is not None or rd.snapshot is not None or rd.entries:
+            await trio.to_thread.run_sync(self._persist, rd)
+        if rd.snapshot is not None:
+            self._install_snapshot(rd.snapshot)
+        for to, msg in rd.messages:
+            self._send_to_peer(to, msg)
+        if rd.committed_entries:
+            self._apply(rd.committed_entries)
+        for rs in rd.read_states:
+            reply = self._reads.pop(rs.ctx, None)
+            if reply is not None:
+                self._waiting_reads.append((rs.index, reply))
+        for ctx in rd.dropped_reads:
+            reply = self._reads.pop(ctx, None)
+            if reply is not None:
+                reply.fail(NotLeader(self.leader_id, self.leader_addr))
+        self._release_reads()
+        for name, fields in rd.events:
+            self._log_core_event(name, fields)
+        self.core.advance(rd)
+        self._notice_role_change()
+
+    def _persist(self, rd: Ready) -> None:
+        """Worker thread: every durable write of one Ready, one log fsync at the end."""
+        log = self._log
+        assert log is not None
+        if rd.hard_state is not None:
+            log.save_hard_state(rd.hard_state.term, rd.hard_state.voted_for)
+        if rd.snapshot is not None:
+            meta = rd.snapshot.meta
+            log.save_snapshot(meta.index, meta.term, rd.snapshot.data)
+        if rd.entries:
+            log.append(rd.entries)
+        if rd.must_sync:
+            log.sync()
+
+    def _install_snapshot(self, snap: Snapshot) -> None:
+        self.sm.restore(snap.data)
+        index = snap.meta.index
+        self._applied = max(self._applied, index)
+        for i in [i for i in self._pending if i <= index]:
+            _, reply = self._pending.pop(i)
+            reply.fail(ProposalDropped(f"entry {i} was superseded by the leader's snapshot"))
+
+    def _apply(self, entries: list[Entry]) -> None:
+        core = self.core
+        for e in entries:
+            if e.index <= self._applied:
+                continue  # covered by a snapshot installed in this Ready
+            outcome = None if not e.data else self.sm.apply(e.data)
+            self._applied = e.index
+            waiter = self._pending.pop(e.index, None)
+            if waiter is not None:
+                term, reply = waiter
+                if term == e.term:
+                    reply.set(outcome)
+                else:
+                    reply.fail(
+                        ProposalDropped(f"entry {e.index} of term {term} was replaced (term {e.term})")
+                    )
+            if not e.data and e.term == core.term and core.role is Role.LEADER:
+                self._ready_term = e.term
+                self._ready_event.set()
+                self.log.info("raft_leader_ready", term=e.term, index=e.index)
+                if self.on_leader_ready is not None:
+                    self.on_leader_ready(e.term)
+
+    def _release_reads(self) -> None:
+        if not self._waiting_reads:
+            return
+        keep = []
+        for index, reply in self._waiting_reads:
+            if index <= self._applied:
+                reply.set(None)
+            else:
+                keep.append((index, reply))
+        self._waiting_reads = keep
+
+    def _notice_role_change(self) -> None:
+        core = self.core
+        seen = (core.role, core.term, core.leader_id)
+        if seen == self._seen:
+            return
+        was_leader = self._seen[0] is Role.LEADER
+        self._seen = seen
+        if was_leader and core.role is not Role.LEADER:
+            self._ready_event.set()  # wake waiters: they re-check and give up
+            self._ready_event = trio.Event()
+            for _, reply in self._waiting_reads:
+                reply.fail(NotLeader(core.leader_id, core.leader_addr))
+            self._waiting_reads = []
+        if self.on_role_change is not None:
+            self.on_role_change(core.role, core.term, core.leader_id)
+
+    async def _take_snapshot(self) -> None:
+        core, log = self.core, self._log
+        assert log is not None
+        index = core.applied_index
+        term = core.term_at(index)
+        assert term is not None
+        data = self.sm.snapshot()
+
+        def store() -> None:
+            log.save_snapshot(index, term, data)
+            log.compact(index)
+
+        await trio.to_thread.run_sync(store)
+        core.compact(index, term, data)
+        self.log.info(events.RAFT_SNAPSHOT_TAKEN, index=index, term=term, size=len(data))
+
+    def _log_core_event(self, name: str, fields: dict[str, Any]) -> None:
+        if name == events.RAFT_ROLE_CHANGED:
+            fields.setdefault("leader", None)
+        elif name == events.RAFT_VOTE_RESULT:
+            fields.setdefault("outcome", fields.get("result"))
+        elif name == events.RAFT_LOG_TRUNCATED:
+            fields.setdefault("index", fields.get("from_index"))
+        if name == "raft_heartbeat_timeout":
+            self.log.warning(name, **fields)
+        else:
+            self.log.info(name, **fields)
+
+    def _fail_everything(self, exc: ProposalDropped) -> None:
+        for _, reply in self._pending.values():
+            reply.fail(exc)
+        self._pending.clear()
+        for reply in self._reads.values():
+            reply.fail(exc)
+        self._reads.clear()
+        for _, reply in self._waiting_reads:
+            reply.fail(exc)
+        self._waiting_reads = []
+        self._ready_event.set()
+
+    # ------------------------------------------------------------------ peers
+
+    def _send_to_peer(self, to: str, msg: RaftMessage) -> None:
+        queue = self._peer_queues.get(to)
+        if queue is None:
+            return
+        try:
+            queue[0].send_nowait(msg)
+        except trio.WouldBlock:
+            self.dropped_messages += 1  # the peer is slow or away; Raft retries
+
+    async def _peer_sender(
+        self,
+        client: RemotingClient,
+        peer: str,
+        addr: str,
+        recv: trio.MemoryReceiveChannel[RaftMessage],
+    ) -> None:
+        """Drain one peer's queue over one connection; on failure drop what is queued."""
+        reachable = True
+        while True:
+            batch = [await recv.receive()]
+            while len(batch) < PEER_SEND_BATCH:
+                try:
+                    batch.append(recv.receive_nowait())
+                except trio.WouldBlock:
+                    break
+            try:
+                conn = await client.get_connection(addr)
+                for msg in batch:
+                    cmd = RemotingCommand(code=RequestCode.RAFT_MESSAGE, body=encode_message(msg))
+                    await conn.oneway(cmd)
+            except RemotingError as e:
+                if reachable:
+                    self.log.warning("raft_peer_unreachable", peer=peer, addr=addr, error=str(e))
+                    reachable = False
+                while True:  # what waited behind the failure is stale by the retry
+                    try:
+                        recv.receive_nowait()
+                    except trio.WouldBlock:
+                        break
+                await trio.sleep(PEER_RETRY_S)
+                continue
+            if not reachable:
+                self.log.info("raft_peer_reachable", peer=peer, addr=addr)
+                reachable = True
+
+
+def store_dir(base: str, self_id: str) -> str:
+    """Where a replica keeps its Raft store under a (possibly shared) base directory."""
+    return os.path.join(base, self_id)

@@ -1,0 +1,131 @@
+"""JSON config files written atomically with a backup, plus the DataVersion they carry (M4).
+
+Upstream's ConfigManager keeps topics.json, subscriptionGroup.json, consumerOffset.json,
+delayOffset.json ... as JSON with a ``.bak`` copy of the previous version, and falls back to
+the ``.bak`` when the main file is missing or empty. Here:
+
+- `write_json_atomic`: temp file in the same directory, fsync, ``os.replace``, fsync of the
+  directory. A reader sees the old or the new file, never a mix.
+- `JsonConfigStore.persist`: writes the temp file, then renames the current file to ``.bak``
+  and the temp file into place (then fsyncs the directory). A crash between the two renames
+  leaves only the ``.bak``, which `load` reads, so the previous version is never lost.
+- `JsonConfigStore.load`: the main file; if it is missing or empty, the ``.bak``; if it is
+  unreadable or not JSON, the ``.bak`` when that is good (``loaded_from`` says which file was
+  used, so the caller can log it), else a `ConfigFileError` naming both files.
+
+`DataVersion` is the one in `rocketrio.protocol.bodies` (the wire and file shape are the same),
+re-exported here for config tables.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Callable
+from typing import Any
+
+from rocketrio.protocol.bodies import DataVersion
+from rocketrio.storage.commitlog import fsync_dir
+
+__all__ = ["ConfigFileError", "DataVersion", "JsonConfigStore", "write_json_atomic"]
+
+
+class ConfigFileError(Exception):
+    """A config file that exists but cannot be used (and no usable backup)."""
+
+
+def write_json_atomic(path: str, data: str | bytes) -> None:
+    """Replace ``path`` by ``data`` atomically and durably."""
+    raw = data.encode() if isinstance(data, str) else data
+    directory = os.path.dirname(os.path.abspath(path))
+    os.makedirs(directory, exist_ok=True)
+    tmp = path + ".tmp"
+    _write_synced(tmp, raw)
+    os.replace(tmp, path)
+    fsync_dir(directory)
+
+
+def _write_synced(path: str, raw: bytes) -> None:
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    try:
+        view = memoryview(raw)
+        while view:
+            view = view[os.write(fd, view) :]
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _read_json(path: str) -> tuple[bool, Any]:
+    """(present, value); an empty file counts as absent, like upstream."""
+    try:
+        with open(path, "rb") as f:
+            raw = f.read()
+    except FileNotFoundError:
+        return False, None
+    except OSError as e:
+        raise ConfigFileError(f"cannot read config file {path}: {e.strerror}") from None
+    if not raw.strip():
+        return False, None
+    try:
+        return True, json.loads(raw)
+    except (UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise ConfigFileError(f"config file {path} is not valid JSON: {e}") from None
+
+
+class JsonConfigStore:
+    """One JSON config file with a ``.bak`` of its previous version (see module docstring)."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self.bak_path = path + ".bak"
+        self.loaded_from: str | None = None
+        self._main_ok: bool | None = None  # None: not known yet
+
+    def load(self, default: Callable[[], Any] = dict) -> Any:
+        """The stored value, or ``default()`` when neither file has one."""
+        try:
+            present, value = _read_json(self.path)
+        except ConfigFileError as main_error:
+            self._main_ok = False
+            try:
+                present, value = _read_json(self.bak_path)
+            except ConfigFileError as bak_error:
+                raise ConfigFileError(f"{main_error}; backup unusable too: {bak_error}") from None
+            if not present:
+                raise
+            self.loaded_from = self.bak_path
+            return value
+        if present:
+            self._main_ok = True
+            self.loaded_from = self.path
+            return value
+        present, value = _read_json(self.bak_path)
+        self.loaded_from = self.bak_path if present else None
+        return value if present else default()
+
+    def persist(self, data: Any) -> None:
+        """Write ``data`` (a JSON-able value, or JSON text) and keep the old file as .bak."""
+        if isinstance(data, str | bytes):
+            json.loads(data)  # never store what load would refuse
+            raw = data.encode() if isinstance(data, str) else data
+        else:
+            raw = json.dumps(data, indent=4, ensure_ascii=False).encode()
+        directory = os.path.dirname(os.path.abspath(self.path))
+        os.makedirs(directory, exist_ok=True)
+        tmp = self.path + ".tmp"
+        _write_synced(tmp, raw)
+        if self._main_is_good():
+            os.replace(self.path, self.bak_path)
+        os.replace(tmp, self.path)
+        fsync_dir(directory)
+        self._main_ok = True
+
+    def _main_is_good(self) -> bool:
+        # a damaged main file must not push a good backup out of the way
+        if self._main_ok is None:
+            try:
+                self._main_ok = _read_json(self.path)[0]
+            except ConfigFileError:
+                self._main_ok = False
+        return self._main_ok

@@ -1,0 +1,427 @@
+"""Python clients against a real NameServer and Broker on the simulated network."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import attrs
+import pytest
+import trio
+import trio.testing
+
+from rocketrio.actors.broker.broker import Broker
+from rocketrio.actors.broker.config import BrokerConfig
+from rocketrio.actors.client.admin import MQAdmin, wait_for_route
+from rocketrio.actors.client.config import ClientConfig, ProducerConfig
+from rocketrio.actors.client.errors import MQClientError
+from rocketrio.actors.client.message import ConsumeStatus, Message, SendResult, SendStatus
+from rocketrio.actors.client.producer import Producer
+from rocketrio.actors.client.pull_consumer import LitePullConsumer
+from rocketrio.actors.client.push_consumer import PushConsumer
+from rocketrio.actors.client.queue_select import SelectMessageQueueByHash, java_hash_code
+from rocketrio.actors.namesrv.config import NamesrvConfig
+from rocketrio.actors.namesrv.namesrv import run_namesrv
+from rocketrio.actors.transport import SimNetwork
+from rocketrio.protocol.bodies import MessageQueue
+from rocketrio.protocol.message import MessageExt
+
+NS_HOST = "10.0.0.1"
+
+
+@attrs.define
+class Cluster:
+    net: SimNetwork
+    ns_addr: str
+    brokers: dict[str, Any]
+    scopes: dict[str, trio.CancelScope]
+    hosts: dict[str, str]
+    _client_seq: int = 0
+
+    def client_host(self) -> str:
+        self._client_seq += 1
+        return f"10.0.9.{self._client_seq}"
+
+    def kwargs(self, host: str | None = None) -> dict[str, Any]:
+        host = host or self.client_host()
+        return {
+            "transport": self.net.transport(host),
+            "client_config": ClientConfig(clientIP=host, instanceName="c"),
+        }
+
+    def admin(self) -> MQAdmin:
+        return MQAdmin(self.ns_addr, self.net.transport(self.client_host()))
+
+    def crash_broker(self, name: str) -> None:
+        """Like kill -9: no flush, no unregister, every connection reset."""
+        self.brokers[name].crash()
+        self.net.crash(self.hosts[name])
+
+
+EPOCH_MS = 1_700_000_000_000
+
+
+async def inline_blocking(fn: Callable[[], Any]) -> Any:
+    """Run store/file work inline so the MockClock never jumps during a real fsync."""
+    await trio.lowlevel.checkpoint()
+    return fn()
+
+
+def sim_now_ms() -> int:
+    return EPOCH_MS + int(trio.current_time() * 1000)
+
+
+@asynccontextmanager
+async def cluster(
+    tmp_path: Path, broker_names: tuple[str, ...] = ("broker-a",)
+) -> AsyncIterator[Cluster]:
+    net = SimNetwork(seed=7)
+    async with trio.open_nursery() as n:
+        ns_addr = await n.start(
+            run_namesrv, NamesrvConfig(listenHost=NS_HOST, listenPort=9876), net.transport(NS_HOST)
+        )
+        c = Cluster(net, ns_addr, {}, {}, {})
+        for i, name in enumerate(broker_names):
+            host = f"10.0.1.{i + 1}"
+            cfg = BrokerConfig(
+                brokerName=name,
+                brokerIP1=host,
+                listenPort=10911,
+                namesrvAddr=ns_addr,
+                storePathRootDir=str(tmp_path / name),
+                mappedFileSizeCommitLog=1 << 20,
+                mappedFileSizeConsumeQueue=1000 * 20,
+            )
+            broker = Broker(
+                cfg, net.transport(host), now_ms=sim_now_ms, run_blocking=inline_blocking
+            )
+            scope = trio.CancelScope()
+
+            async def run(
+                broker: Broker = broker,
+                scope: trio.CancelScope = scope,
+                *,
+                task_status: trio.TaskStatus[Any] = trio.TASK_STATUS_IGNORED,
+            ) -> None:
+                with scope:
+                    await broker.run(task_status=task_status)
+
+            await n.start(run)
+            c.brokers[name] = broker
+            c.scopes[name] = scope
+            c.hosts[name] = host
+        yield c
+        n.cancel_scope.cancel()
+
+
+class Collector:
+    """A listener that records what it gets; ``fail`` bodies are answered RECONSUME_LATER."""
+
+    def __init__(self, fail: frozenset[bytes] = frozenset()) -> None:
+        self.msgs: list[MessageExt] = []
+        self.fail = fail
+
+    def __call__(self, msgs: list[MessageExt]) -> ConsumeStatus:
+        self.msgs.extend(msgs)
+        if any(m.body in self.fail for m in msgs):
+            return ConsumeStatus.RECONSUME_LATER
+        return ConsumeStatus.CONSUME_SUCCESS
+
+    def bodies(self) -> list[bytes]:
+        return [m.body for m in self.msgs]
+
+
+async def wait_for(pred: Callable[[], bool], timeout: float = 120.0) -> None:
+    with trio.fail_after(timeout):
+        while not pred():
+            await trio.sleep(0.05)
+
+
+async def create_topic(c: Cluster, topic: str, queues: int = 4) -> None:
+    async with c.admin() as admin:
+        await admin.update_topic(
+            topic, cluster="DefaultCluster", read_queues=queues, write_queues=queues
+        )
+        await wait_for_route(admin, topic)
+
+
+def consumer(
+    c: Cluster, group: str, listener: Collector, topic: str = "T", expr: str = "*", **kw: Any
+) -> PushConsumer:
+    pc = PushConsumer(group, c.ns_addr, **c.kwargs(), **kw)
+    pc.subscribe(topic, expr)
+    pc.register_listener(listener)
+    return pc
+
+
+def balanced(members: list[PushConsumer], topic: str, total: int) -> bool:
+    owned = [[mq for mq in m.assigned_queues() if mq.topic == topic] for m in members]
+    flat = [mq for o in owned for mq in o]
+    return len(flat) == total == len(set(flat)) and all(owned)
+
+
+async def send_all(p: Producer, topic: str, bodies: list[bytes]) -> list[SendResult]:
+    """Everything in flight at once through send_async (one connection)."""
+    futs = [await p.send_async(Message(topic, b, tags="t")) for b in bodies]
+    return [await f.wait() for f in futs]
+
+
+async def test_two_members_consume_each_message_exactly_once(
+    tmp_path: Path, mock_clock: trio.testing.MockClock
+) -> None:
+    async with cluster(tmp_path, ("broker-a", "broker-b")) as c:
+        await create_topic(c, "T", queues=4)
+        l1, l2 = Collector(), Collector()
+        m1, m2 = consumer(c, "g", l1), consumer(c, "g", l2)
+        async with m1, m2:
+            await wait_for(lambda: balanced([m1, m2], "T", 8))
+            bodies = [f"m{i}".encode() for i in range(400)]
+            async with Producer("pg", c.ns_addr, **c.kwargs()) as p:
+                results = await send_all(p, "T", bodies)
+            assert {r.send_status for r in results} == {SendStatus.SEND_OK}
+            assert {r.message_queue.brokerName for r in results} == {"broker-a", "broker-b"}
+            await wait_for(lambda: len(l1.msgs) + len(l2.msgs) >= 400)
+            await trio.sleep(5)  # time for a duplicate to show up, if there were one
+        got = l1.bodies() + l2.bodies()
+        assert sorted(got) == sorted(bodies)
+        assert l1.msgs and l2.msgs
+        # each member only got messages of its own queues
+        own1 = {(m.topic, m.queue_id) for m in l1.msgs}
+        own2 = {(m.topic, m.queue_id) for m in l2.msgs}
+        assert len({m.queue_offset for m in l1.msgs}) > 1
+        assert own1 and own2
+
+
+async def test_member_leaves_and_the_other_takes_over_without_loss(
+    tmp_path: Path, mock_clock: trio.testing.MockClock
+) -> None:
+    async with cluster(tmp_path) as c:
+        await create_topic(c, "T", queues=4)
+        l1, l2 = Collector(), Collector()
+        m1, m2 = consumer(c, "g", l1), consumer(c, "g", l2)
+        async with Producer("pg", c.ns_addr, **c.kwargs()) as p, m1:
+            async with m2:
+                await wait_for(lambda: balanced([m1, m2], "T", 4))
+                first = [f"a{i}".encode() for i in range(100)]
+                await send_all(p, "T", first)
+                await wait_for(lambda: len(l1.msgs) + len(l2.msgs) >= 100)
+            left_at = trio.current_time()
+            # the broker pushes NOTIFY_CONSUMER_IDS_CHANGED: no waiting for the 20 s rebalance
+            await wait_for(lambda: len([q for q in m1.assigned_queues() if q.topic == "T"]) == 4)
+            assert trio.current_time() - left_at < 5
+            second = [f"b{i}".encode() for i in range(100)]
+            await send_all(p, "T", second)
+            await wait_for(lambda: len(l1.msgs) + len(l2.msgs) >= 200)
+            await trio.sleep(5)
+        assert sorted(l1.bodies() + l2.bodies()) == sorted(first + second)
+        assert set(second) <= set(l1.bodies())
+
+
+async def test_reconsume_later_goes_through_retry_topic_then_dlq(
+    tmp_path: Path, mock_clock: trio.testing.MockClock
+) -> None:
+    async with cluster(tmp_path) as c:
+        await create_topic(c, "T", queues=2)
+        listener = Collector(fail=frozenset({b"bad"}))
+        m = consumer(c, "g", listener, max_reconsume_times=2)
+        async with Producer("pg", c.ns_addr, **c.kwargs()) as p, m:
+            await wait_for(lambda: len(m.assigned_queues()) >= 2)
+            bad = await p.send(Message("T", b"bad", tags="t", keys="k-bad"))
+            await p.send(Message("T", b"good", tags="t"))
+            await wait_for(lambda: listener.bodies().count(b"bad") >= 3, timeout=600)
+            await trio.sleep(120)  # a fourth delivery would come through the retry topic
+            async with c.admin() as admin:
+                dlq = await wait_for_route(admin, "%DLQ%g")
+                stats = await admin.topic_status("%DLQ%g")
+        assert listener.bodies().count(b"good") == 1
+        deliveries = [x for x in listener.msgs if x.body == b"bad"]
+        assert len(deliveries) == 3  # the original and max_reconsume_times retries
+        assert [x.reconsume_times for x in deliveries] == [0, 1, 2]
+        assert {x.msg_id for x in deliveries} == {bad.msg_id}
+        assert all(x.topic == "T" for x in deliveries)  # retry topic reset to the original
+        assert sum(o.maxOffset - o.minOffset for o in stats) == 1
+        assert dlq.queueDatas
+
+
+async def test_broadcasting_gives_everything_to_each_member(
+    tmp_path: Path, mock_clock: trio.testing.MockClock
+) -> None:
+    async with cluster(tmp_path) as c:
+        await create_topic(c, "T", queues=4)
+        listeners = [Collector(), Collector()]
+        members = [
+            consumer(
+                c,
+                "bg",
+                lst,
+                message_model="BROADCASTING",
+                consume_from_where="CONSUME_FROM_FIRST_OFFSET",
+                offset_store_path=str(tmp_path / f"member{i}" / "offsets.json"),
+                run_blocking=inline_blocking,
+            )
+            for i, lst in enumerate(listeners)
+        ]
+        bodies = [f"m{i}".encode() for i in range(60)]
+        async with members[0], members[1]:
+            await wait_for(lambda: all(len(m.assigned_queues()) == 4 for m in members))
+            async with Producer("pg", c.ns_addr, **c.kwargs()) as p:
+                await send_all(p, "T", bodies)
+            await wait_for(lambda: all(len(lst.msgs) >= 60 for lst in listeners))
+        for lst in listeners:
+            assert sorted(lst.bodies()) == sorted(bodies)
+        saved = json.loads((tmp_path / "member0" / "offsets.json").read_text())
+        assert sum(e["offset"] for e in saved["offsetTable"]) == 60
+
+
+async def test_ordered_sends_by_hash_land_in_one_queue_in_order(
+    tmp_path: Path, mock_clock: trio.testing.MockClock
+) -> None:
+    async with cluster(tmp_path) as c:
+        await create_topic(c, "T", queues=8)
+        async with Producer("pg", c.ns_addr, **c.kwargs()) as p:
+            results = [
+                await p.send(Message("T", f"o{i}".encode()), SelectMessageQueueByHash, "order-42")
+                for i in range(30)
+            ]
+        queues = {r.message_queue for r in results}
+        assert len(queues) == 1
+        offsets = [r.queue_offset for r in results]
+        assert offsets == sorted(offsets) == list(range(offsets[0], offsets[0] + 30))
+        (mq,) = queues
+        assert mq.queueId == abs(java_hash_code("order-42")) % 8
+        pc = LitePullConsumer(
+            "og", c.ns_addr, consume_from_where="CONSUME_FROM_FIRST_OFFSET", **c.kwargs()
+        )
+        pc.assign([mq])
+        got: list[bytes] = []
+        async with pc:
+            while len(got) < 30:
+                got.extend(m.body for m in await pc.poll(timeout=10))
+        assert got == [f"o{i}".encode() for i in range(30)]
+
+
+async def test_producer_retries_on_another_broker_when_one_is_down(
+    tmp_path: Path, mock_clock: trio.testing.MockClock
+) -> None:
+    async with cluster(tmp_path, ("broker-a", "broker-b")) as c:
+        await create_topic(c, "T", queues=2)
+        async with Producer("pg", c.ns_addr, **c.kwargs()) as p:
+            before = [await p.send(Message("T", b"x")) for _ in range(8)]
+            assert {r.message_queue.brokerName for r in before} == {"broker-a", "broker-b"}
+            c.crash_broker("broker-a")
+            after = [await p.send(Message("T", f"y{i}".encode())) for i in range(20)]
+            assert {r.message_queue.brokerName for r in after} == {"broker-b"}
+            assert p.faults.is_available("broker-a", trio.current_time()) is False
+
+
+async def test_batches_are_split_at_max_message_size_and_keep_their_order(
+    tmp_path: Path, mock_clock: trio.testing.MockClock
+) -> None:
+    async with cluster(tmp_path) as c:
+        await create_topic(c, "T", queues=1)
+        cfg = ProducerConfig(producerGroup="pg", maxMessageSize=4000)
+        async with Producer("pg", c.ns_addr, config=cfg, **c.kwargs()) as p:
+            msgs = [Message("T", bytes([65 + i % 26]) * 300, keys=f"k{i}") for i in range(40)]
+            results = await p.send_batch(msgs)
+            one = await p.send_batch([Message("T", b"solo")])
+        assert len(results) > 1
+        ids = [i for r in results for i in r.msg_id.split(",")]
+        assert len(set(ids)) == 40
+        first = [r.queue_offset for r in results]
+        assert first == sorted(first) and first[0] == 0
+        assert one[0].queue_offset == 40
+        pc = LitePullConsumer(
+            "bg", c.ns_addr, consume_from_where="CONSUME_FROM_FIRST_OFFSET", **c.kwargs()
+        )
+        pc.assign([MessageQueue("T", "broker-a", 0)])
+        got: list[MessageExt] = []
+        async with pc:
+            while len(got) < 41:
+                got.extend(await pc.poll(timeout=10))
+        assert [m.body for m in got] == [m.body for m in msgs] + [b"solo"]
+        assert [m.msg_id for m in got[:40]] == ids
+        assert got[7].keys == ["k7"]
+
+
+async def test_unknown_topic_is_created_through_the_default_topic_route(
+    tmp_path: Path, mock_clock: trio.testing.MockClock
+) -> None:
+    async with cluster(tmp_path) as c, Producer("pg", c.ns_addr, **c.kwargs()) as p:
+        r = await p.send(Message("Fresh", b"hello"))
+        assert r.send_status is SendStatus.SEND_OK
+        async with c.admin() as admin:
+            route = await wait_for_route(admin, "Fresh")
+        assert route.queueDatas[0].writeQueueNums == 4  # defaultTopicQueueNums
+        await p.send_oneway(Message("Fresh", b"one way"))
+        await trio.sleep(1)
+        async with c.admin() as admin:
+            status = await admin.topic_status("Fresh")
+        assert sum(o.maxOffset for o in status) == 2
+
+
+async def test_new_group_starts_at_zero_on_a_fresh_queue_and_filters_tags(
+    tmp_path: Path, mock_clock: trio.testing.MockClock
+) -> None:
+    async with cluster(tmp_path) as c:
+        await create_topic(c, "T", queues=2)
+        async with Producer("pg", c.ns_addr, **c.kwargs()) as p:
+            for i in range(10):
+                await p.send(Message("T", f"{i}".encode(), tags="a" if i % 2 else "b"))
+        # CONSUME_FROM_LAST_OFFSET, yet the broker answers 0 for a queue whose min offset is 0
+        listener = Collector()
+        m = consumer(c, "late", listener, expr="a")
+        async with m:
+            await wait_for(lambda: len(listener.msgs) >= 5)
+            await trio.sleep(6)  # one persistConsumerOffsetInterval
+            async with c.admin() as admin:
+                progress = await admin.consumer_progress("late", "T")
+        assert sorted(listener.bodies()) == [b"1", b"3", b"5", b"7", b"9"]
+        assert {x.tags for x in listener.msgs} == {"a"}
+        # filtered-out messages count as done: nothing is left to consume
+        assert progress.total_lag == 0
+        assert progress.clients == [m.client.client_id]
+
+
+async def test_lite_pull_subscribe_commit_and_seek(
+    tmp_path: Path, mock_clock: trio.testing.MockClock
+) -> None:
+    async with cluster(tmp_path) as c:
+        await create_topic(c, "T", queues=2)
+        async with Producer("pg", c.ns_addr, **c.kwargs()) as p:
+            await send_all(p, "T", [f"m{i}".encode() for i in range(40)])
+        pc = LitePullConsumer(
+            "lg",
+            c.ns_addr,
+            consume_from_where="CONSUME_FROM_FIRST_OFFSET",
+            auto_commit=False,
+            **c.kwargs(),
+        )
+        pc.subscribe("T")
+        got: list[MessageExt] = []
+        async with pc:
+            while len(got) < 40:
+                got.extend(await pc.poll(timeout=10))
+            assert await pc.poll(timeout=1) == []
+            mq0 = MessageQueue("T", "broker-a", 0)
+            # nothing committed yet: the broker answers 0 for a queue whose min offset is 0
+            assert await pc.committed(mq0) == 0
+            await pc.commit()
+            in_q0 = sum(1 for m in got if m.queue_id == 0)
+            assert in_q0 == 20  # round robin over the two queues
+            assert await pc.committed(mq0) == in_q0
+            await pc.seek(mq0, 15)
+            again: list[MessageExt] = []
+            while len(again) < 5:
+                again.extend(await pc.poll(timeout=10))
+            with pytest.raises(MQClientError, match="outside"):
+                await pc.seek(mq0, 99)
+        assert sorted(m.body for m in got) == sorted(f"m{i}".encode() for i in range(40))
+        assert [(m.queue_id, m.queue_offset) for m in again] == [(0, o) for o in range(15, 20)]
+        # a new consumer of the group resumes at the committed offset (the seek was not committed)
+        pc2 = LitePullConsumer("lg", c.ns_addr, **c.kwargs())
+        pc2.subscribe("T")
+        async with pc2:
+            assert await pc2.poll(timeout=3) == []
