@@ -276,7 +276,9 @@ class RaftNode:
 
     # ------------------------------------------------------------------ lifecycle
 
-    async def run(self, *, task_status: trio.TaskStatus[RaftNode] = trio.TASK_STATUS_IGNORED) -> None:
+    async def run(
+        self, *, task_status: trio.TaskStatus[RaftNode] = trio.TASK_STATUS_IGNORED
+    ) -> None:
         """Open the store, restore the state machine, then serve until cancelled."""
         log = await trio.to_thread.run_sync(RaftLog.open, self.store_path, self._segment_size)
         self._log = log
@@ -452,7 +454,9 @@ class RaftNode:
                     reply.set(outcome)
                 else:
                     reply.fail(
-                        ProposalDropped(f"entry {e.index} of term {term} was replaced (term {e.term})")
+                        ProposalDropped(
+                            f"entry {e.index} of term {term} was replaced (term {e.term})"
+                        )
                     )
             if not e.data and e.term == core.term and core.role is Role.LEADER:
                 self._ready_term = e.term
@@ -477,10 +481,10 @@ class RaftNode:
         seen = (core.role, core.term, core.leader_id)
         if seen == self._seen:
             return
-        was_leader = self._seen[0] is Role.LEADER
+        was_leader, old_term = self._seen[0] is Role.LEADER, self._seen[1]
         self._seen = seen
-        if was_leader and core.role is not Role.LEADER:
-            self._ready_event.set()  # wake waiters: they re-check and give up
+        if was_leader and (core.role is not Role.LEADER or core.term != old_term):
+            self._ready_event.set()  # wake waiters: they re-check against the new state
             self._ready_event = trio.Event()
             for _, reply in self._waiting_reads:
                 reply.fail(NotLeader(core.leader_id, core.leader_addr))

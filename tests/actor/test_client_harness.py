@@ -1,0 +1,164 @@
+"""Harness for the client actor tests: a real NameServer and Brokers on the simulated network
+with a MockClock, plus listeners and wait helpers. The test_client_* modules import it."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import attrs
+import trio
+import trio.testing
+
+from rocketrio.actors.broker.broker import Broker
+from rocketrio.actors.broker.config import BrokerConfig
+from rocketrio.actors.client.admin import MQAdmin, wait_for_route
+from rocketrio.actors.client.config import ClientConfig
+from rocketrio.actors.client.message import ConsumeStatus, Message, SendResult
+from rocketrio.actors.client.producer import Producer
+from rocketrio.actors.client.push_consumer import PushConsumer
+from rocketrio.actors.namesrv.config import NamesrvConfig
+from rocketrio.actors.namesrv.namesrv import run_namesrv
+from rocketrio.actors.transport import SimNetwork
+from rocketrio.protocol.message import MessageExt
+
+NS_HOST = "10.0.0.1"
+
+
+@attrs.define
+class Cluster:
+    net: SimNetwork
+    ns_addr: str
+    brokers: dict[str, Any]
+    scopes: dict[str, trio.CancelScope]
+    hosts: dict[str, str]
+    _client_seq: int = 0
+
+    def client_host(self) -> str:
+        self._client_seq += 1
+        return f"10.0.9.{self._client_seq}"
+
+    def kwargs(self, host: str | None = None) -> dict[str, Any]:
+        host = host or self.client_host()
+        return {
+            "transport": self.net.transport(host),
+            "client_config": ClientConfig(clientIP=host, instanceName="c"),
+        }
+
+    def admin(self) -> MQAdmin:
+        return MQAdmin(self.ns_addr, self.net.transport(self.client_host()))
+
+    def crash_broker(self, name: str) -> None:
+        """Like kill -9: no flush, no unregister, every connection reset."""
+        self.brokers[name].crash()
+        self.net.crash(self.hosts[name])
+
+
+EPOCH_MS = 1_700_000_000_000
+
+
+async def inline_blocking(fn: Callable[[], Any]) -> Any:
+    """Run store/file work inline so the MockClock never jumps during a real fsync."""
+    await trio.lowlevel.checkpoint()
+    return fn()
+
+
+def sim_now_ms() -> int:
+    return EPOCH_MS + int(trio.current_time() * 1000)
+
+
+@asynccontextmanager
+async def cluster(
+    tmp_path: Path, broker_names: tuple[str, ...] = ("broker-a",)
+) -> AsyncIterator[Cluster]:
+    net = SimNetwork(seed=7)
+    async with trio.open_nursery() as n:
+        ns_addr = await n.start(
+            run_namesrv, NamesrvConfig(listenHost=NS_HOST, listenPort=9876), net.transport(NS_HOST)
+        )
+        c = Cluster(net, ns_addr, {}, {}, {})
+        for i, name in enumerate(broker_names):
+            host = f"10.0.1.{i + 1}"
+            cfg = BrokerConfig(
+                brokerName=name,
+                brokerIP1=host,
+                listenPort=10911,
+                namesrvAddr=ns_addr,
+                storePathRootDir=str(tmp_path / name),
+                mappedFileSizeCommitLog=1 << 20,
+                mappedFileSizeConsumeQueue=1000 * 20,
+            )
+            broker = Broker(
+                cfg, net.transport(host), now_ms=sim_now_ms, run_blocking=inline_blocking
+            )
+            scope = trio.CancelScope()
+
+            async def run(
+                broker: Broker = broker,
+                scope: trio.CancelScope = scope,
+                *,
+                task_status: trio.TaskStatus[Any] = trio.TASK_STATUS_IGNORED,
+            ) -> None:
+                with scope:
+                    await broker.run(task_status=task_status)
+
+            await n.start(run)
+            c.brokers[name] = broker
+            c.scopes[name] = scope
+            c.hosts[name] = host
+        yield c
+        n.cancel_scope.cancel()
+
+
+class Collector:
+    """A listener that records what it gets; ``fail`` bodies are answered RECONSUME_LATER."""
+
+    def __init__(self, fail: frozenset[bytes] = frozenset()) -> None:
+        self.msgs: list[MessageExt] = []
+        self.fail = fail
+
+    def __call__(self, msgs: list[MessageExt]) -> ConsumeStatus:
+        self.msgs.extend(msgs)
+        if any(m.body in self.fail for m in msgs):
+            return ConsumeStatus.RECONSUME_LATER
+        return ConsumeStatus.CONSUME_SUCCESS
+
+    def bodies(self) -> list[bytes]:
+        return [m.body for m in self.msgs]
+
+
+async def wait_for(pred: Callable[[], bool], timeout: float = 120.0) -> None:
+    with trio.fail_after(timeout):
+        while not pred():
+            await trio.sleep(0.05)
+
+
+async def create_topic(c: Cluster, topic: str, queues: int = 4) -> None:
+    async with c.admin() as admin:
+        await admin.update_topic(
+            topic, cluster="DefaultCluster", read_queues=queues, write_queues=queues
+        )
+        await wait_for_route(admin, topic)
+
+
+def consumer(
+    c: Cluster, group: str, listener: Collector, topic: str = "T", expr: str = "*", **kw: Any
+) -> PushConsumer:
+    pc = PushConsumer(group, c.ns_addr, **c.kwargs(), **kw)
+    pc.subscribe(topic, expr)
+    pc.register_listener(listener)
+    return pc
+
+
+def balanced(members: list[PushConsumer], topic: str, total: int) -> bool:
+    owned = [[mq for mq in m.assigned_queues() if mq.topic == topic] for m in members]
+    flat = [mq for o in owned for mq in o]
+    return len(flat) == total == len(set(flat)) and all(owned)
+
+
+async def send_all(p: Producer, topic: str, bodies: list[bytes]) -> list[SendResult]:
+    """Everything in flight at once through send_async (one connection)."""
+    futs = [await p.send_async(Message(topic, b, tags="t")) for b in bodies]
+    return [await f.wait() for f in futs]
