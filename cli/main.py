@@ -69,15 +69,29 @@ def run_service(
 
 
 def cmd_namesrv(args: argparse.Namespace) -> int:
-    from rocketrio.actors.namesrv.config import NamesrvConfig
+    from rocketrio.actors.controller.controller import (
+        load_namesrv_configs,
+        run_namesrv_with_controller,
+    )
     from rocketrio.actors.namesrv.namesrv import run_namesrv
     from rocketrio.actors.transport import TcpTransport
 
     ov = _overrides(args)
     if args.port:
         ov["listenPort"] = str(args.port)
-    cfg = load_config(NamesrvConfig, args.config, ov)
+    # one namesrv.conf carries the controller keys too (enableControllerInNamesrv=true)
+    cfg, controller_cfg = load_namesrv_configs(args.config, ov)
     name = args.name or f"namesrv-{cfg.listenPort}"
+    if controller_cfg is not None:
+        return run_service(
+            name,
+            "namesrv",
+            cfg.logDir,
+            run_namesrv_with_controller,
+            cfg,
+            controller_cfg,
+            TcpTransport(),
+        )
     return run_service(name, "namesrv", cfg.logDir, run_namesrv, cfg, TcpTransport())
 
 
@@ -94,6 +108,20 @@ def cmd_broker(args: argparse.Namespace) -> int:
     return run_service(name, "broker", cfg.logDir, run_broker, cfg, TcpTransport())
 
 
+def cmd_controller(args: argparse.Namespace) -> int:
+    from rocketrio.actors.controller.config import ControllerConfig
+    from rocketrio.actors.controller.controller import run_controller
+    from rocketrio.actors.transport import TcpTransport
+
+    cfg = load_config(ControllerConfig, args.config, _overrides(args))
+    try:
+        cfg.to_raft_config()  # a bad controllerDLeger* key is a config error, not a traceback
+    except ValueError as e:
+        raise ConfigError(f"{args.config or '<command line>'}: {e}") from None
+    name = args.name or f"controller-{cfg.controllerDLegerSelfId}"
+    return run_service(name, "controller", cfg.logDir, run_controller, cfg, TcpTransport())
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="rocketrio", description=__doc__.split("\n\n")[0])
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
@@ -108,6 +136,9 @@ def build_parser() -> argparse.ArgumentParser:
     sp = role_parser("namesrv", "start a NameServer")
     sp.add_argument("-p", "--port", type=int, help="listen port (listenPort)")
     sp.set_defaults(func=cmd_namesrv)
+
+    sp = role_parser("controller", "start a standalone controller replica")
+    sp.set_defaults(func=cmd_controller)
 
     sp = role_parser("broker", "start a Broker")
     sp.add_argument("-n", "--namesrv", help='name servers, "host:port;host:port" (namesrvAddr)')

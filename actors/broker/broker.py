@@ -22,8 +22,9 @@ from __future__ import annotations
 
 import os
 import random
+import socket
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import Any, TypeVar
 
 import structlog
 import trio
@@ -47,7 +48,7 @@ from rocketrio.actors.broker.topic_config import TopicConfigManager
 from rocketrio.actors.client.message import UniqIdGenerator
 from rocketrio.actors.logs import wallclock_ms
 from rocketrio.actors.remoting import Connection, RemotingClient, RemotingServer, RequestContext
-from rocketrio.actors.transport import Transport
+from rocketrio.actors.transport import Transport, split_addr
 from rocketrio.protocol.bodies import (
     ConsumerOffsetSerializeWrapper,
     SubscriptionGroupConfig,
@@ -63,11 +64,21 @@ from rocketrio.protocol.serde import to_ext
 from rocketrio.storage.message_store import MessageStore, RecoveryReport, StoreConfig
 
 Handler = Callable[[RequestContext], Awaitable[RemotingCommand | None]]
+T = TypeVar("T")
 
 CLIENT_SCAN_INTERVAL_S = 10.0
 STATS_SAMPLE_INTERVAL_S = 1.0
 SHUTDOWN_STEP_TIMEOUT_S = 5.0
 _NO_IP = (b"\x00\x00\x00\x00", 0)
+# while stopping, clients may still leave and save their progress (persisted last)
+_ALLOWED_WHILE_STOPPING = frozenset(
+    {
+        RequestCode.UNREGISTER_CLIENT,
+        RequestCode.UPDATE_CONSUMER_OFFSET,
+        RequestCode.QUERY_CONSUMER_OFFSET,
+        RequestCode.HEART_BEAT,
+    }
+)
 
 
 def host_tuple(text: str) -> tuple[bytes, int]:
@@ -78,6 +89,19 @@ def host_tuple(text: str) -> tuple[bytes, int]:
         except ValueError:
             continue
     return _NO_IP
+
+
+def store_host_of(addr: str) -> tuple[bytes, int]:
+    """The broker's own address for offset message ids; a host name is resolved once, at
+    start, because clients decode the ip from every offset message id."""
+    host = host_tuple(addr)
+    if host != _NO_IP:
+        return host
+    name, port = split_addr(addr)
+    try:
+        return socket.inet_aton(socket.gethostbyname(name)), port
+    except OSError:
+        raise ValueError(f"brokerIP1 {name!r} is neither an ip address nor resolvable") from None
 
 
 class Broker:
@@ -99,18 +123,8 @@ class Broker:
         self.rng = rng or random.Random()
         self.log = structlog.get_logger("broker").bind(broker=config.brokerName)
         self.addr = config.broker_addr
-        self.store_host = host_tuple(self.addr)
-        self.store = MessageStore(
-            config.storePathRootDir,
-            StoreConfig(
-                mappedFileSizeCommitLog=config.mappedFileSizeCommitLog,
-                mappedFileSizeConsumeQueue=config.mappedFileSizeConsumeQueue,
-                maxMessageSize=config.maxMessageSize,
-                messageIndexEnable=config.messageIndexEnable,
-                messageDelayLevel=config.messageDelayLevel,
-            ),
-            store_host=self.store_host,
-        )
+        self.store_host = store_host_of(self.addr)
+        self.store = self._make_store()
         self.topics = TopicConfigManager(config, now_ms)
         self.groups = SubscriptionGroupManager(config.autoCreateSubscriptionGroup, now_ms)
         self.offsets = ConsumerOffsetManager(now_ms)
@@ -119,24 +133,16 @@ class Broker:
         self.locks = RebalanceLockManager()
         self.stats = BrokerStats()
         self.uniq_ids = UniqIdGenerator(config.brokerIP1, clock_ms=now_ms)
-        config_dir = os.path.join(config.storePathRootDir, "config")
-        self.topics_file = ConfigFile(
-            os.path.join(config_dir, "topics.json"),
-            TopicConfigSerializeWrapper,
-            self.topics.snapshot,
-            run_blocking,
+        self.topics_file = self._config_file(
+            "topics.json", TopicConfigSerializeWrapper, self.topics.snapshot
         )
-        self.groups_file = ConfigFile(
-            os.path.join(config_dir, "subscriptionGroup.json"),
-            SubscriptionGroupWrapper,
-            self.groups.snapshot,
-            run_blocking,
+        self.groups_file = self._config_file(
+            "subscriptionGroup.json", SubscriptionGroupWrapper, self.groups.snapshot
         )
-        self.offsets_file = ConfigFile(
-            os.path.join(config_dir, "consumerOffset.json"),
+        self.offsets_file = self._config_file(
+            "consumerOffset.json",
             ConsumerOffsetSerializeWrapper,
             self.offsets.snapshot_for_persist,
-            run_blocking,
         )
         self.send = SendMessageProcessor(self)
         self.pull = PullMessageProcessor(self)
@@ -166,6 +172,23 @@ class Broker:
         self._run_scope: trio.CancelScope | None = None
         self._crashed = False
         self._oneway_opaque = 0
+
+    def _make_store(self) -> MessageStore:
+        c = self.config
+        store_config = StoreConfig(
+            mappedFileSizeCommitLog=c.mappedFileSizeCommitLog,
+            mappedFileSizeConsumeQueue=c.mappedFileSizeConsumeQueue,
+            maxMessageSize=c.maxMessageSize,
+            messageIndexEnable=c.messageIndexEnable,
+            messageDelayLevel=c.messageDelayLevel,
+        )
+        return MessageStore(c.storePathRootDir, store_config, store_host=self.store_host)
+
+    def _config_file(
+        self, name: str, cls: type[T], snapshot: Callable[[], T | None]
+    ) -> ConfigFile[T]:
+        path = os.path.join(self.config.storePathRootDir, "config", name)
+        return ConfigFile(path, cls, snapshot, self.run_blocking)
 
     def _handler_table(self) -> dict[int, Handler]:
         s, p, c, a = self.send, self.pull, self.clients, self.admin
@@ -215,7 +238,7 @@ class Broker:
                 f"request type {ctx.cmd.code} ({request_name(ctx.cmd.code)}) not supported "
                 f"by broker {self.config.brokerName}",
             )
-        if self.shutting_down and ctx.cmd.code != RequestCode.UNREGISTER_CLIENT:
+        if self.shutting_down and ctx.cmd.code not in _ALLOWED_WHILE_STOPPING:
             return ctx.cmd.make_response(
                 ResponseCode.SYSTEM_BUSY, f"broker {self.config.brokerName} is shutting down"
             )

@@ -120,9 +120,6 @@ class ConsumerManager:
                 del self.groups[name]
         return gone
 
-    def groups_subscribing(self, topic: str) -> list[str]:
-        return [n for n, g in self.groups.items() if topic in g.subscriptions]
-
 
 class ProducerManager:
     def __init__(self) -> None:

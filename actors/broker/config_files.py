@@ -40,7 +40,6 @@ class ConfigFile(Generic[T]):
         self.snapshot = snapshot
         self._lock = trio.Lock()
         self._dirty = trio.Event()
-        self.writes = 0
 
     # -- loading (blocking: call off the Trio thread at start)
     def load(self) -> T | None:
@@ -69,7 +68,6 @@ class ConfigFile(Generic[T]):
         data = to_json(snap)
         async with self._lock:
             await self.run_blocking(lambda: self._write(data))
-            self.writes += 1
 
     def _write(self, data: bytes) -> None:
         self.store.persist(data)

@@ -8,7 +8,7 @@ would churn on the hot path), like upstream's consumerOffsetUpdateVersionStep id
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 
 from rocketrio.protocol.bodies import ConsumerOffsetSerializeWrapper, DataVersion
 
@@ -74,14 +74,6 @@ class ConsumerOffsetManager:
 
     def topics_of_group(self, group: str) -> set[str]:
         return {t for t, g in map(split_key, self.table) if g == group}
-
-    def groups_of_topic(self, topic: str) -> set[str]:
-        return {g for t, g in map(split_key, self.table) if t == topic}
-
-    def items(self) -> Iterator[tuple[str, str, dict[int, int]]]:
-        for key, queues in self.table.items():
-            topic, group = split_key(key)
-            yield topic, group, queues
 
     def remove_topic(self, topic: str) -> bool:
         doomed = [k for k in self.table if split_key(k)[0] == topic]

@@ -72,7 +72,3 @@ class BrokerStats:
     @property
     def put_tps(self) -> float:
         return self._tps(10, "put")
-
-    @property
-    def get_tps(self) -> float:
-        return self._tps(10, "get")

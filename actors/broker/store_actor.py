@@ -40,6 +40,8 @@ from rocketrio.storage.message_store import MessageStore, MessageToStore, PutRes
 T = TypeVar("T")
 
 MAX_DRAIN = 2048
+# events.SEND_ACKED is sampled: at most one line per interval, never one per message
+ACK_LOG_INTERVAL_S = 1.0
 
 # on_done(results, code, remark): results is empty unless code is SUCCESS/FLUSH_DISK_TIMEOUT
 PutCallback = Callable[[list[PutResult], int, str | None], None]
@@ -94,6 +96,8 @@ class StoreActor(Actor[StoreMsg]):
         self.flush_count = 0  # every flush, periodic or group commit
         self.sync_flush_count = 0  # group-commit flushes only (SYNC_FLUSH)
         self.put_turns = 0
+        self._acked_since_log = 0
+        self._next_ack_log = 0.0
 
     # -- entry points for other tasks
     def put_nowait(self, messages: list[MessageToStore], on_done: PutCallback) -> None:
@@ -169,6 +173,25 @@ class StoreActor(Actor[StoreMsg]):
             code, remark = await self._sync_flush(done)
         for put, results in done:
             put.on_done(results, code, remark)
+        self._log_acked(done)
+
+    def _log_acked(self, done: list[tuple[PutMessages, list[PutResult]]]) -> None:
+        self._acked_since_log += sum(len(results) for _, results in done)
+        now = trio.current_time()
+        if now < self._next_ack_log:
+            return
+        self._next_ack_log = now + ACK_LOG_INTERVAL_S
+        put, results = done[-1]
+        last = put.messages[-1]
+        self.log.info(
+            events.SEND_ACKED,
+            topic=last.topic,
+            queue_id=last.queue_id,
+            offset=results[-1].queue_offset,
+            commitlog_offset=results[-1].commitlog_offset,
+            count=self._acked_since_log,
+        )
+        self._acked_since_log = 0
 
     def _append(self, puts: list[PutMessages]) -> list[tuple[PutMessages, list[PutResult]]]:
         """put_messages once for the whole turn. If that fails, the store wrote nothing (it

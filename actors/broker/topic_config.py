@@ -167,10 +167,6 @@ class TopicConfigManager:
     def is_system_topic(self, topic: str) -> bool:
         return topic in self.system_topics or topic.startswith(SYSTEM_TOPIC_PREFIX)
 
-    def is_order_topic(self, topic: str) -> bool:
-        tc = self.table.get(topic)
-        return tc is not None and tc.order
-
     # -- changes
     def _bump(self) -> None:
         self.data_version = self.data_version.next_version(self.now_ms())

@@ -117,12 +117,7 @@ class MQAdmin:
                 if bd is None:
                     continue
                 for bid, addr in sorted(bd.brokerAddrs.items()):
-                    row: dict[str, Any] = {
-                        "cluster": cluster,
-                        "brokerName": name,
-                        "brokerId": bid,
-                        "addr": addr,
-                    }
+                    row: dict[str, Any] = {}
                     try:
                         runtime = await self.broker_status(addr)
                     except (RemotingError, MQClientError) as e:
@@ -130,6 +125,8 @@ class MQAdmin:
                     else:
                         row.update(runtime)
                         row["version"] = runtime.get("brokerVersionDesc", "")
+                    # identity from the name server wins over what the broker reports
+                    row.update(cluster=cluster, brokerName=name, brokerId=bid, addr=addr)
                     rows.append(row)
         return rows
 

@@ -152,7 +152,11 @@ class MQClientInstance:
         self.consumers[consumer.group] = consumer
         for topic in consumer.subscribed_topics():
             self.watch_topic(topic)
-            await self.update_route(topic)
+            try:
+                await self.update_route(topic)
+            except (RemotingError, MQClientError, HeaderError) as e:
+                # not fatal: the route poll and the rebalance ask again
+                self.log.warning("route_update_failed", topic=topic, error=str(e))
         await self.send_heartbeat_to_all()
 
     async def unregister_consumer(self, group: str) -> None:

@@ -25,6 +25,7 @@ from typing import Any
 import structlog
 import trio
 
+from rocketrio.actors.client.async_send import CallbackRequests, SendFuture
 from rocketrio.actors.client.config import (
     ClientConfig,
     ProducerConfig,
@@ -44,6 +45,7 @@ from rocketrio.actors.client.queue_select import (
 )
 from rocketrio.actors.logs import wallclock_ms
 from rocketrio.actors.remoting import RemotingError
+from rocketrio.actors.runtime import Reply
 from rocketrio.actors.transport import Transport
 from rocketrio.protocol.bodies import MessageQueue, TopicRouteData
 from rocketrio.protocol.codes import RequestCode, ResponseCode
@@ -58,6 +60,8 @@ from rocketrio.protocol.remoting import RemotingCommand
 from rocketrio.protocol.serde import from_ext, to_ext
 
 log = structlog.get_logger("producer")
+
+EXPIRE_SCAN_S = 0.1  # how often async sends are checked for timeouts
 
 _SEND_STATUS = {
     ResponseCode.SUCCESS: SendStatus.SEND_OK,
@@ -77,6 +81,13 @@ RETRY_RESPONSE_CODES = frozenset(
 )
 _TOPIC_RE = re.compile(r"^[%|a-zA-Z0-9_-]+$")
 TOPIC_MAX_LENGTH = 127
+
+
+def retryable(exc: Exception) -> bool:
+    """No answer, or an answer another broker may not give (upstream retryResponseCodes)."""
+    if isinstance(exc, MQBrokerError):
+        return exc.code in RETRY_RESPONSE_CODES
+    return isinstance(exc, RemotingError)
 
 
 def check_topic(topic: str) -> None:
@@ -113,43 +124,6 @@ def batch_chunks(sizes: Sequence[int], limit: int) -> list[tuple[int, int]]:
     return chunks
 
 
-class SendFuture:
-    """The outcome of `Producer.send_async`: ``await fut.wait()`` or ``fut.result()``."""
-
-    __slots__ = ("_callback", "_event", "_exc", "_result", "done")
-
-    def __init__(self, callback: Callable[[SendFuture], None] | None) -> None:
-        self._callback = callback
-        self._event = trio.Event()
-        self._result: SendResult | None = None
-        self._exc: BaseException | None = None
-        self.done = False
-
-    def _finish(self, result: SendResult | None, exc: BaseException | None) -> None:
-        self._result, self._exc, self.done = result, exc, True
-        self._event.set()
-        if self._callback is not None:
-            try:
-                self._callback(self)
-            except Exception as e:  # a user callback must not take the producer down
-                log.error("send_callback_failed", exc_info=e)
-
-    def result(self) -> SendResult:
-        if not self.done:
-            raise MQClientError("the send has not finished yet")
-        if self._exc is not None:
-            raise self._exc
-        assert self._result is not None
-        return self._result
-
-    def exception(self) -> BaseException | None:
-        return self._exc
-
-    async def wait(self) -> SendResult:
-        await self._event.wait()
-        return self.result()
-
-
 class Producer:
     def __init__(
         self,
@@ -180,6 +154,7 @@ class Producer:
         self._ids: UniqIdGenerator | None = None
         self._in_flight = trio.Semaphore(self.config.maxInFlight)
         self._route_lock = trio.Lock()
+        self._callbacks = CallbackRequests()
         self._nursery: trio.Nursery | None = None
         self._nursery_cm: Any = None
 
@@ -199,6 +174,7 @@ class Producer:
             self._ids = UniqIdGenerator(self.client.client_ip)
             self._nursery_cm = trio.open_nursery()
             self._nursery = await self._nursery_cm.__aenter__()
+            self._nursery.start_soon(self._expire_loop)
             self.client.route_listeners.append(self._on_route)
             await self.client.register_producer(self.group)
         except BaseException:
@@ -212,9 +188,17 @@ class Producer:
     async def _close(self) -> None:
         try:
             if self._nursery_cm is not None:
+                # every outstanding async send ends within its timeout and frees its slot
+                drain_s = self.config.sendMsgTimeout / 1000 + 2 * EXPIRE_SCAN_S + 1
+                with trio.CancelScope(shield=True), trio.move_on_after(drain_s):
+                    for _ in range(self.config.maxInFlight):
+                        await self._in_flight.acquire()
+        finally:
+            if self._nursery_cm is not None:
+                assert self._nursery is not None
+                self._nursery.cancel_scope.cancel()
                 cm, self._nursery_cm = self._nursery_cm, None
                 await cm.__aexit__(None, None, None)
-        finally:
             self._nursery = None
             if self._on_route in self.client.route_listeners:
                 self.client.route_listeners.remove(self._on_route)
@@ -222,6 +206,12 @@ class Producer:
                 await self.client.__aexit__(None, None, None)
             else:
                 await self.client.unregister_producer(self.group)
+
+    @property
+    def nursery(self) -> trio.Nursery:
+        if self._nursery is None:
+            raise MQClientError("producer is not started")
+        return self._nursery
 
     # -- routes
     def _on_route(self, topic: str, route: TopicRouteData) -> None:
@@ -315,42 +305,126 @@ class Producer:
         queue_selector: MessageQueueSelector | None = None,
         arg: Any = None,
     ) -> SendFuture:
-        """Start a send and return its future at once (waits only for a free slot)."""
+        """Start a send and return its future; waits only when ``maxInFlight`` sends are out.
+
+        The usual path sends at once with a callback (no task per send); the answer, a retry
+        on another broker or the final error reach the future. While slots are free this
+        does not yield, so a burst of sends leaves in a few large socket writes.
+        """
         if self._nursery is None:
             raise MQClientError("producer is not started")
         check_message(msg, self.config.maxMessageSize)
-        await self._in_flight.acquire()
+        try:
+            self._in_flight.acquire_nowait()
+        except trio.WouldBlock:
+            await self._in_flight.acquire()
         fut = SendFuture(callback)
-        self._nursery.start_soon(self._run_async, fut, msg, queue_selector, arg)
+        try:
+            await self._start_async(fut, msg, queue_selector, arg)
+        except BaseException:
+            self._in_flight.release()
+            raise
         return fut
 
-    async def _run_async(
+    async def _start_async(
         self, fut: SendFuture, msg: Message, selector: MessageQueueSelector | None, arg: Any
     ) -> None:
+        uniq = self._next_id()
+        props = encode_properties(msg.wire_properties(uniq))
+        info = await self.publish_info(msg.topic)
+        if selector is not None:
+            mq = selector(list(info.queues), msg, arg)
+        else:
+            mq = info.select(None, self._available)
+        addr = self.client.find_master_addr(mq.brokerName)
+        conn = None
+        if addr is not None:
+            try:  # returns at once when connected; the first send to a broker connects
+                conn = await self.client.remoting.get_connection(addr)
+            except RemotingError:
+                conn = None
+        if addr is None or conn is None:  # find the master / fail over in a task
+            self.nursery.start_soon(self._send_async_slow, fut, msg, props, uniq, mq, selector)
+            return
+        timeout_s = self.config.sendMsgTimeout / 1000
+        deadline = trio.current_time() + timeout_s
+        cmd = self._request(mq, msg.flag, props, msg.body, batch=False)
+
+        def on_done(reply: Reply[RemotingCommand]) -> None:
+            # runs inside the connection's reader (or the expiry scan): never raises
+            try:
+                result = self._parse_send(reply.result(), mq, uniq, addr)
+            except Exception as e:
+                if selector is None and retryable(e) and self._nursery is not None:
+                    self._note_failure(msg.topic, mq, e, 1)
+                    left = deadline - trio.current_time()
+                    self._nursery.start_soon(
+                        self._retry_async, fut, msg, props, uniq, mq.brokerName, left, e
+                    )
+                else:
+                    self._finish_async(fut, None, e)
+                return
+            self._finish_async(fut, result, None)
+
+        self._callbacks.start(conn, cmd, deadline, on_done)
+
+    def _finish_async(
+        self, fut: SendFuture, result: SendResult | None, exc: BaseException | None
+    ) -> None:
+        self._in_flight.release()
+        fut.finish(result, exc)
+
+    async def _send_async_slow(
+        self,
+        fut: SendFuture,
+        msg: Message,
+        props: str,
+        uniq: str,
+        mq: MessageQueue,
+        selector: MessageQueueSelector | None,
+    ) -> None:
+        timeout_s = self.config.sendMsgTimeout / 1000
         try:
-            uniq = self._next_id()
-            props = encode_properties(msg.wire_properties(uniq))
-            timeout_s = self.config.sendMsgTimeout / 1000
             if selector is not None:
-                info = await self.publish_info(msg.topic)
-                mq = selector(list(info.queues), msg, arg)
                 result = await self._send_to(mq, msg, msg.body, props, uniq, False, timeout_s)
             else:
                 result = await self._send_with_retries(
-                    msg,
-                    msg.body,
-                    props,
-                    uniq,
-                    False,
-                    timeout_s,
+                    msg, msg.body, props, uniq, False, timeout_s,
                     self.config.retryTimesWhenSendAsyncFailed,
-                )
+                )  # fmt: skip
         except Exception as e:
-            fut._finish(None, e)
+            self._finish_async(fut, None, e)
         else:
-            fut._finish(result, None)
-        finally:
-            self._in_flight.release()
+            self._finish_async(fut, result, None)
+
+    async def _retry_async(
+        self,
+        fut: SendFuture,
+        msg: Message,
+        props: str,
+        uniq: str,
+        failed_broker: str,
+        left_s: float,
+        first: Exception,
+    ) -> None:
+        """The first attempt of an async send failed: the remaining retries, in a task."""
+        retries = self.config.retryTimesWhenSendAsyncFailed - 1
+        try:
+            if retries < 0 or left_s <= 0:
+                raise first
+            await self._refresh_after_failure(msg.topic)
+            result = await self._send_with_retries(
+                msg, msg.body, props, uniq, False, left_s, retries, failed_broker, attempt=1
+            )
+        except Exception as e:
+            self._finish_async(fut, None, e)
+        else:
+            self._finish_async(fut, result, None)
+
+    async def _expire_loop(self) -> None:
+        while True:
+            await trio.sleep(EXPIRE_SCAN_S)
+            self._callbacks.expire(trio.current_time())
 
     async def send_oneway(
         self, msg: Message, queue_selector: MessageQueueSelector | None = None, arg: Any = None
@@ -418,11 +492,14 @@ class Producer:
         batch: bool,
         timeout_s: float,
         retries: int,
+        last_failed: str | None = None,
+        *,
+        attempt: int = 0,
     ) -> SendResult:
+        """Up to ``1 + retries`` attempts within ``timeout_s``, avoiding failed brokers."""
         deadline = trio.current_time() + timeout_s
-        last_failed: str | None = None
         last_exc: Exception | None = None
-        for attempt in range(1 + retries):
+        for n in range(attempt + 1, attempt + 2 + retries):
             left = deadline - trio.current_time()
             if left <= 0:
                 break
@@ -431,25 +508,25 @@ class Producer:
             try:
                 return await self._send_to(mq, msg, body, props, uniq, batch, left)
             except (RemotingError, MQBrokerError) as e:
-                if isinstance(e, MQBrokerError) and e.code not in RETRY_RESPONSE_CODES:
+                if not retryable(e):
                     raise
                 last_exc, last_failed = e, mq.brokerName
-                self.faults.mark_unavailable(
-                    mq.brokerName, trio.current_time(), self.config.notAvailableDuration / 1000
-                )
-                log.warning(
-                    "send_failed",
-                    topic=msg.topic,
-                    broker=mq.brokerName,
-                    attempt=attempt + 1,
-                    error=str(e),
-                )
+                self._note_failure(msg.topic, mq, e, n)
                 await self._refresh_after_failure(msg.topic)
         if last_exc is None:
             raise MQClientError(f"send to {msg.topic} timed out after {timeout_s}s")
         raise MQClientError(
-            f"send to {msg.topic} failed after {1 + retries} attempts: {last_exc}"
+            f"send to {msg.topic} failed after {attempt + 1 + retries} attempts: {last_exc}"
         ) from last_exc
+
+    def _note_failure(self, topic: str, mq: MessageQueue, exc: Exception, attempt: int) -> None:
+        """Avoid the broker for notAvailableDuration (upstream's isolation after a failure)."""
+        self.faults.mark_unavailable(
+            mq.brokerName, trio.current_time(), self.config.notAvailableDuration / 1000
+        )
+        log.warning(
+            "send_failed", topic=topic, broker=mq.brokerName, attempt=attempt, error=str(exc)
+        )
 
     async def _refresh_after_failure(self, topic: str) -> None:
         try:
@@ -495,6 +572,10 @@ class Producer:
             )
         cmd = self._request(mq, msg.flag, props, body, batch=batch)
         resp = await self.client.remoting.invoke(addr, cmd, timeout_s)
+        return self._parse_send(resp, mq, uniq, addr)
+
+    @staticmethod
+    def _parse_send(resp: RemotingCommand, mq: MessageQueue, uniq: str, addr: str) -> SendResult:
         status = _SEND_STATUS.get(resp.code)  # type: ignore[call-overload]
         if status is None:
             raise MQBrokerError(resp.code, resp.remark, addr)

@@ -55,6 +55,7 @@ MessageListener = Callable[[list[MessageExt]], "ConsumeStatus | Awaitable[Consum
 CONSUME_LATER_DELAY_S = 5.0  # upstream submitConsumeRequestLater
 SHUTDOWN_CONSUME_WAIT_S = 5.0  # running listener calls get this long to finish on shutdown
 DELAY_LEVEL_BY_BROKER = 0  # the broker picks the delay level from the reconsume count
+CONSUME_YIELD_EVERY = 64
 
 
 @attrs.frozen
@@ -153,8 +154,21 @@ class PushConsumer(ConsumerCore):
 
     # -- consuming
     async def _consume_worker(self, recv: trio.MemoryReceiveChannel[ConsumeRequest]) -> None:
+        # Take what is already queued without a checkpoint per request (a sync listener never
+        # yields), but yield every CONSUME_YIELD_EVERY requests so pulls keep flowing.
+        run = 0
         async with recv:
-            async for req in recv:
+            while True:
+                try:
+                    req = recv.receive_nowait()
+                except trio.WouldBlock:
+                    try:
+                        req = await recv.receive()
+                    except trio.EndOfChannel:
+                        return
+                    run = 0
+                except trio.EndOfChannel:
+                    return
                 if self._stopping or req.pq.dropped:
                     continue
                 self._busy += 1
@@ -165,6 +179,10 @@ class PushConsumer(ConsumerCore):
                     if self._busy == 0:
                         self._idle.set()
                         self._idle = trio.Event()
+                run += 1
+                if run >= CONSUME_YIELD_EVERY:
+                    run = 0
+                    await trio.lowlevel.checkpoint()
 
     async def _call_listener(self, msgs: list[MessageExt]) -> ConsumeStatus:
         assert self._listener is not None

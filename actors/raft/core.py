@@ -1,8 +1,9 @@
 """RaftCore: the controller's Raft as a pure state machine (no I/O, no clock, no global random).
 
 Inputs are `tick(now_ms)`, `step(msg, now_ms)`, `propose(data, now_ms)`, `read_index(ctx,
-now_ms)`, `compact(index, term, data)`; outputs come out as one `Ready` batch that the shell
-handles in the order documented on `Ready`, then confirms with `advance(ready)`.
+now_ms)`, `report_unreachable(to_id, msg, now_ms)` and `compact(index, term, data)`; outputs
+come out as one `Ready` batch that the shell handles in the order documented on `Ready`, then
+confirms with `advance(ready)`.
 
 Election and leader liveness follow DLedger's `DLedgerLeaderElector` (seeds/dledger-leader-
 election.zh.md): nodes start as CANDIDATE; a candidate's vote round asks every member (itself
@@ -21,8 +22,9 @@ which the shell fsyncs before sending the answer). No extra check was needed.
 
 Deviations from DLedger, each for a reason:
 - the wait for vote answers is `voteRequestTimeoutMs` (DLedger: 2000 ms + random), so failover
-  fits in 1.5 s; the shell may feed a VoteResponse(UNKNOWN) / HeartBeatResponse(UNKNOWN) for an
-  unreachable peer so a round ends without waiting (DLedger counts failed RPCs the same way);
+  fits in 1.5 s; the shell reports undeliverable requests with `report_unreachable`, which
+  counts them as UNKNOWN answers so a round ends without waiting (DLedger counts failed RPCs
+  the same way);
 - the tally also counts REJECT_EXPIRED_LEDGER_TERM as a bigger ledger and takes the term of
   REJECT_TERM_SMALL_THAN_LEDGER into knownMaxTermInGroup (DLedger's code; the seed omits them);
 - a new leader starts its heartbeat-leak clock at election time (DLedger: -1, so a failed first
@@ -1102,7 +1104,7 @@ class RaftCore:
     def _maybe_commit(self) -> None:
         """Commit the highest index durable on a majority, if it is of the current term."""
         matches = [pr.match_index for pr in self._progress.values()]
-        matches.append(self._stable_index)  # the leader counts only what it has fsynced
+        matches.append(self.last_index)  # the leader counts only what it has fsynced
         matches.sort(reverse=True)
         candidate = matches[len(self.peers) // 2]
         if candidate > self.commit_index and self.term_at(candidate) == self.term:

@@ -32,7 +32,7 @@ from __future__ import annotations
 import itertools
 import os
 import random
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any, Protocol
 
 import attrs
@@ -120,6 +120,16 @@ class _ReadIndex:
 _Inbox = _Step | _Propose | _ReadIndex
 
 
+# Runs blocking storage work; a worker thread in production. Tests on MockClock pass an inline
+# runner: the autojump clock would otherwise fly forward while a thread fsyncs.
+IoRunner = Callable[..., Awaitable[Any]]
+
+
+async def run_inline(fn: Callable[..., Any], *args: Any) -> Any:
+    """An `IoRunner` that blocks the event loop (deterministic, for simulations)."""
+    return fn(*args)
+
+
 def _now_ms() -> int:
     return int(trio.current_time() * 1000)
 
@@ -138,6 +148,7 @@ class RaftNode:
         tick_ms: int = DEFAULT_TICK_MS,
         segment_size: int = DEFAULT_SEGMENT_SIZE,
         peer_queue_capacity: int = PEER_QUEUE_CAPACITY,
+        io_runner: IoRunner | None = None,
     ) -> None:
         self.config = config
         self.self_id = config.selfId
@@ -148,6 +159,7 @@ class RaftNode:
         self.tick_ms = tick_ms
         self._rng = rng or random.Random()
         self._segment_size = segment_size
+        self._io: IoRunner = io_runner or trio.to_thread.run_sync
         self._send, self._recv = trio.open_memory_channel[_Inbox](INBOX_CAPACITY)
         self._peer_queues = {
             peer: trio.open_memory_channel[RaftMessage](peer_queue_capacity)
@@ -280,7 +292,7 @@ class RaftNode:
         self, *, task_status: trio.TaskStatus[RaftNode] = trio.TASK_STATUS_IGNORED
     ) -> None:
         """Open the store, restore the state machine, then serve until cancelled."""
-        log = await trio.to_thread.run_sync(RaftLog.open, self.store_path, self._segment_size)
+        log = await self._io(RaftLog.open, self.store_path, self._segment_size)
         self._log = log
         try:
             await self._start_core(log)
@@ -293,7 +305,7 @@ class RaftNode:
             self._fail_everything(NodeStopped(f"raft node {self.self_id} stopped"))
             self._core = None
             with trio.CancelScope(shield=True):
-                await trio.to_thread.run_sync(log.close)
+                await self._io(log.close)
 
     async def _start_core(self, log: RaftLog) -> None:
         report = log.recovery_report
@@ -304,8 +316,8 @@ class RaftNode:
                 removed_files=list(report.removed_files),
                 log_discarded_for_snapshot=report.log_discarded_for_snapshot,
             )
-        loaded = await trio.to_thread.run_sync(log.load_snapshot)
-        entries = await trio.to_thread.run_sync(log.all_entries)
+        loaded = await self._io(log.load_snapshot)
+        entries = await self._io(log.all_entries)
         snapshot = None
         if loaded is not None:
             meta, data = loaded
@@ -397,7 +409,7 @@ class RaftNode:
     async def _handle_ready(self, rd: Ready) -> None:
         """The core's documented order: persist, send, apply, release reads, log, advance."""
         if rd.hard_state is not None or rd.snapshot is not None or rd.entries:
-            await trio.to_thread.run_sync(self._persist, rd)
+            await self._io(self._persist, rd)
         if rd.snapshot is not None:
             self._install_snapshot(rd.snapshot)
         for to, msg in rd.messages:
@@ -504,7 +516,7 @@ class RaftNode:
             log.save_snapshot(index, term, data)
             log.compact(index)
 
-        await trio.to_thread.run_sync(store)
+        await self._io(store)
         core.compact(index, term, data)
         self.log.info(events.RAFT_SNAPSHOT_TAKEN, index=index, term=term, size=len(data))
 

@@ -9,6 +9,7 @@ SYNC_FLUSH test injects a runner that also yields for a simulated fsync time.
 from __future__ import annotations
 
 import os
+import socket
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from typing import Any
@@ -17,12 +18,12 @@ import pytest
 import trio
 import trio.testing
 
-from rocketrio.actors.broker.broker import Broker
-from rocketrio.actors.broker.config import BrokerConfig
+from rocketrio.actors.broker.broker import Broker, run_broker
+from rocketrio.actors.broker.config import BrokerConfig, FlushDiskType
 from rocketrio.actors.namesrv.config import NamesrvConfig
 from rocketrio.actors.namesrv.namesrv import run_namesrv
 from rocketrio.actors.remoting import RemotingClient
-from rocketrio.actors.transport import SimNetwork
+from rocketrio.actors.transport import SimNetwork, TcpTransport
 from rocketrio.protocol.bodies import TopicRouteData
 from rocketrio.protocol.codes import RequestCode, ResponseCode
 from rocketrio.protocol.headers import (
@@ -279,3 +280,37 @@ async def test_unknown_code_is_answered_not_supported(
         resp = await h.invoke(RemotingCommand(RequestCode.PULL_MESSAGE, ext_fields={"topic": "T"}))
         assert resp.code == ResponseCode.INVALID_PARAMETER
         assert "consumerGroup" in (resp.remark or "")
+
+
+async def test_real_tcp_threads_and_sync_flush(tmp_path: Any) -> None:
+    """The production wiring: TCP sockets, fsync in worker threads, SYNC_FLUSH, real clock."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    config = BrokerConfig(
+        brokerIP1="127.0.0.1",
+        listenPort=port,
+        storePathRootDir=str(tmp_path / "store"),
+        mappedFileSizeCommitLog=64 * 1024,
+        flushDiskType=FlushDiskType.SYNC_FLUSH,
+    )
+    with trio.fail_after(20):
+        async with trio.open_nursery() as nursery:
+            broker: Broker = await nursery.start(run_broker, config, TcpTransport())
+            async with RemotingClient(TcpTransport()) as client:
+                h = BrokerHarness(nursery, SimNetwork(), str(tmp_path))
+                h.client, h.broker = client, broker
+
+                async def send(i: int) -> None:
+                    resp = await h.send("Real", f"m{i}".encode() * 100, queue_id=0)
+                    assert resp.code == ResponseCode.SUCCESS, resp.remark
+
+                async with trio.open_nursery() as senders:
+                    for i in range(100):
+                        senders.start_soon(send, i)
+                resp = await h.pull("Real", 0, 0, max_msgs=32)
+                assert resp.code == ResponseCode.SUCCESS
+                assert len(messages(resp)) == 32
+                assert broker.store_actor.sync_flush_count <= 100
+                assert broker.store.flushed_offset == broker.store.get_commitlog_max_offset()
+            nursery.cancel_scope.cancel()

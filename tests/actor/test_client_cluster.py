@@ -4,6 +4,7 @@ batches, auto-created topics, tag filters, lite pull consumer."""
 
 from __future__ import annotations
 
+import itertools
 import json
 from pathlib import Path
 
@@ -22,12 +23,15 @@ from test_client_harness import (
 )
 
 from rocketrio.actors.client.admin import wait_for_route
+from rocketrio.actors.client.async_send import SendFuture
 from rocketrio.actors.client.config import ProducerConfig
 from rocketrio.actors.client.errors import MQClientError
-from rocketrio.actors.client.message import Message, SendStatus
+from rocketrio.actors.client.message import ConsumeStatus, Message, SendStatus
 from rocketrio.actors.client.producer import Producer
 from rocketrio.actors.client.pull_consumer import LitePullConsumer
+from rocketrio.actors.client.push_consumer import PushConsumer
 from rocketrio.actors.client.queue_select import SelectMessageQueueByHash, java_hash_code
+from rocketrio.actors.remoting import RemotingError, RemotingTimeout
 from rocketrio.protocol.bodies import MessageQueue
 from rocketrio.protocol.message import MessageExt
 
@@ -288,3 +292,74 @@ async def test_lite_pull_subscribe_commit_and_seek(
         pc2.subscribe("T")
         async with pc2:
             assert await pc2.poll(timeout=3) == []
+
+
+async def test_async_sends_fail_over_and_time_out(
+    tmp_path: Path, mock_clock: trio.testing.MockClock
+) -> None:
+    async with cluster(tmp_path, ("broker-a", "broker-b")) as c:
+        await create_topic(c, "T", queues=2)
+        host = c.client_host()
+        done: list[SendFuture] = []
+        async with Producer("pg", c.ns_addr, **c.kwargs(host)) as p:
+            warm = await send_all(p, "T", [b"w"] * 8)  # connections to both brokers
+            assert {r.message_queue.brokerName for r in warm} == {"broker-a", "broker-b"}
+            c.crash_broker("broker-a")
+            futs = [
+                await p.send_async(Message("T", f"f{i}".encode()), done.append) for i in range(50)
+            ]
+            results = [await f.wait() for f in futs]
+            assert {r.message_queue.brokerName for r in results} == {"broker-b"}
+            assert len(done) == 50 and all(f.done for f in done)
+
+            # broker-b unreachable too: bytes are held, answers never come
+            c.net.partition([host], [c.hosts["broker-b"]])
+            t0 = trio.current_time()
+            fut = await p.send_async(Message("T", b"late"))
+            with pytest.raises(RemotingTimeout):
+                await fut.wait()
+            assert 3.0 <= trio.current_time() - t0 < 3.5  # sendMsgTimeout bounds all attempts
+            c.net.heal()
+
+
+async def test_failed_send_back_is_consumed_again_locally_without_skipping(
+    tmp_path: Path, mock_clock: trio.testing.MockClock
+) -> None:
+    async with cluster(tmp_path) as c:
+        await create_topic(c, "T", queues=1)
+        seen: list[tuple[bytes, float]] = []
+        attempts = 0
+
+        def listener(msgs: list[MessageExt]) -> ConsumeStatus:
+            nonlocal attempts
+            for x in msgs:
+                seen.append((x.body, trio.current_time()))
+            if msgs[0].body == b"bad":
+                attempts += 1
+                if attempts < 3:
+                    return ConsumeStatus.RECONSUME_LATER
+            return ConsumeStatus.CONSUME_SUCCESS
+
+        m = PushConsumer("g", c.ns_addr, **c.kwargs())
+        m.subscribe("T")
+        m.register_listener(listener)
+
+        async def refuse(*_a: object, **_k: object) -> None:
+            raise RemotingError("send-back refused (test)")
+
+        async with Producer("pg", c.ns_addr, **c.kwargs()) as p, m:
+            m.client.api.send_message_back = refuse  # type: ignore[method-assign]
+            await wait_for(lambda: len(m.assigned_queues()) == 2)
+            await p.send(Message("T", b"bad"))
+            for i in range(5):
+                await p.send(Message("T", f"ok{i}".encode()))
+            await wait_for(lambda: len([b for b, _ in seen if b.startswith(b"ok")]) == 5)
+            mq = MessageQueue("T", "broker-a", 0)
+            assert m.offset_store is not None
+            assert m.offset_store.table.read(mq) == 0  # "bad" (offset 0) is still pending
+            await wait_for(lambda: attempts == 3)
+            await trio.sleep(0.5)
+            assert m.offset_store.table.read(mq) == 6
+        times = [t for b, t in seen if b == b"bad"]
+        assert len(times) == 3
+        assert all(t2 - t1 >= 5.0 for t1, t2 in itertools.pairwise(times))

@@ -13,6 +13,7 @@ import pytest
 import structlog
 import trio
 import trio.testing
+
 from rocketrio.actors import events
 from rocketrio.actors.namesrv.config import NamesrvConfig
 from rocketrio.actors.namesrv.namesrv import NameServer, run_namesrv

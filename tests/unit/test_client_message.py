@@ -5,6 +5,7 @@ from __future__ import annotations
 from datetime import datetime
 
 import pytest
+
 from rocketrio.actors.client.api import PullStatus, parse_pull_response
 from rocketrio.actors.client.errors import MQBrokerError
 from rocketrio.actors.client.message import (

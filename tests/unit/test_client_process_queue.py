@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from hypothesis import given
 from hypothesis import strategies as st
+
 from rocketrio.actors.client.process_queue import OffsetTable, ProcessQueue
 from rocketrio.protocol.bodies import MessageQueue
 from rocketrio.protocol.message import MessageExt

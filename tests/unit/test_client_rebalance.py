@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+
 from rocketrio.actors.client.config import ConsumeFromWhere
 from rocketrio.actors.client.rebalance import (
     OFFSET_ERROR,

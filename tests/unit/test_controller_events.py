@@ -8,6 +8,7 @@ import struct
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+
 from rocketrio.actors.controller.events import (
     EVENT_TYPE_IDS,
     AlterSyncStateSetEvent,

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+
 from rocketrio.actors.controller.elect_policy import candidate_rank, elect
 from rocketrio.actors.controller.heartbeat_manager import BrokerLiveInfo
 

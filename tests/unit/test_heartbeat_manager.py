@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+
 from rocketrio.actors.controller.heartbeat_manager import (
     DEFAULT_BROKER_CHANNEL_EXPIRED_TIME_MS,
     DEFAULT_ELECTION_PRIORITY,

@@ -9,6 +9,7 @@ import json
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+
 from rocketrio.actors.controller.config import ControllerConfig
 from rocketrio.actors.controller.events import (
     AlterSyncStateSetEvent,

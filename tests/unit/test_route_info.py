@@ -6,6 +6,7 @@ import attrs
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+
 from rocketrio.actors.namesrv.route_info import (
     DEFAULT_BROKER_CHANNEL_EXPIRED_TIME_MS,
     MinBrokerIdChange,

@@ -1,0 +1,116 @@
+"""Sends whose answers arrive by callback: no task and no cancel scope per send.
+
+`SendFuture` is what `Producer.send_async` returns. `CallbackRequests` puts a request on a
+`Connection` with a one-shot `Reply` callback in the connection's response table, and keeps
+the requests in send order with their deadlines; ``expire`` (called periodically) fails the
+ones whose answer is late, like upstream's scanResponseTable. Because every send of one
+producer uses the same timeout, send order is deadline order and expiry only looks at the
+oldest entries.
+
+`Connection` offers callbacks only through its response table (``_pending``, ``_opaque``),
+which this module is the one place to touch; a public ``Connection.request_nowait`` would let
+it drop that.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import structlog
+import trio
+
+from rocketrio.actors.client.errors import MQClientError
+from rocketrio.actors.client.message import SendResult
+from rocketrio.actors.remoting import Connection, RemotingError, RemotingTimeout
+from rocketrio.actors.runtime import Reply
+from rocketrio.protocol.codes import request_name
+from rocketrio.protocol.remoting import RemotingCommand
+
+log = structlog.get_logger("producer")
+
+OnDone = Callable[[Reply[RemotingCommand]], None]
+
+
+class SendFuture:
+    """The outcome of `Producer.send_async`: ``await fut.wait()`` or ``fut.result()``."""
+
+    __slots__ = ("_callback", "_event", "_exc", "_result", "done")
+
+    def __init__(self, callback: Callable[[SendFuture], None] | None) -> None:
+        self._callback = callback
+        self._event = trio.Event()
+        self._result: SendResult | None = None
+        self._exc: BaseException | None = None
+        self.done = False
+
+    def finish(self, result: SendResult | None, exc: BaseException | None) -> None:
+        if self.done:
+            return
+        self._result, self._exc, self.done = result, exc, True
+        self._event.set()
+        if self._callback is not None:
+            try:
+                self._callback(self)
+            except Exception as e:  # a user callback must not take the producer down
+                log.error("send_callback_failed", exc_info=e)
+
+    def result(self) -> SendResult:
+        if not self.done:
+            raise MQClientError("the send has not finished yet")
+        if self._exc is not None:
+            raise self._exc
+        assert self._result is not None
+        return self._result
+
+    def exception(self) -> BaseException | None:
+        return self._exc
+
+    async def wait(self) -> SendResult:
+        await self._event.wait()
+        return self.result()
+
+
+class CallbackRequests:
+    """Requests in flight whose answers go to callbacks, oldest first."""
+
+    def __init__(self) -> None:
+        # (connection id, opaque) -> (deadline, connection, code)
+        self._items: dict[tuple[int, int], tuple[float, Connection, int]] = {}
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    def start(
+        self, conn: Connection, cmd: RemotingCommand, deadline: float, on_done: OnDone
+    ) -> None:
+        """Send ``cmd``; ``on_done`` gets the answer, a connection failure or a timeout."""
+        if conn.closed:
+            raise RemotingError(f"connection to {conn.remote} is closed")
+        opaque = next(conn._opaque)
+        cmd.opaque = opaque
+        key = (id(conn), opaque)
+        items = self._items
+
+        def done(reply: Reply[RemotingCommand]) -> None:
+            items.pop(key, None)
+            on_done(reply)
+
+        conn._pending[opaque] = Reply(on_done=done)
+        items[key] = (deadline, conn, cmd.code)
+        conn.send_nowait(cmd)
+
+    def expire(self, now: float) -> int:
+        """Fail every request whose deadline has passed; returns how many."""
+        expired = 0
+        items = self._items
+        while items:
+            key = next(iter(items))
+            deadline, conn, code = items[key]
+            if deadline > now:
+                break
+            del items[key]
+            reply = conn._pending.pop(key[1], None)
+            if reply is not None:
+                reply.fail(RemotingTimeout(f"{request_name(code)} to {conn.remote} timed out"))
+                expired += 1
+        return expired

@@ -1,0 +1,765 @@
+"""The Controller actor (RIP-44): remoting API + Raft node + broker liveness + role notifications.
+
+One `RemotingServer` on this replica's Raft peer address (its controllerDLegerPeers entry, which
+is also the address brokers list in controllerAddr) serves both the Raft RPCs (RAFT_MESSAGE) and
+the controller API. The replicated state is `ReplicasInfoManager`, driven exactly as its module
+docstring says:
+
+- only a *ready* leader (it applied its own term's first entry, so its state is complete) runs
+  a handler; others answer CONTROLLER_NOT_LEADER "not leader, leader is <id> at <addr>";
+- a handler that returns events is a write: the events are proposed as ONE Raft entry and the
+  request is answered with `result.settle(outcomes)` once the entry is committed and applied
+  here; a refusal at apply time (another entry moved an epoch first) re-runs the handler on the
+  new state, at most electMasterMaxRetryCount times;
+- a handler that returns no events is a read: it is re-run after a Raft read barrier, so the
+  answer reflects every write committed before the request arrived (linearizable); only
+  CONTROLLER_GET_METADATA_INFO, BROKER_HEARTBEAT and GET_CONTROLLER_CONFIG are answered locally
+  by any replica.
+
+Liveness: BROKER_HEARTBEAT (direct when standalone; when embedded, the NameServer's heartbeats
+are also fed here) and REGISTER_BROKER refresh `BrokerHeartbeatManager`; a closed broker
+connection is an immediate death. The table is reset when this replica becomes leader and
+deaths are acted on only once `liveness_settled`. A scan every scanNotActiveBrokerInterval drops
+expired brokers (logged as broker_heartbeat_timeout); the leader then runs a controller-triggered
+ElectMaster through the log for every set whose master is gone (also every
+scanInactiveMasterInterval and right after a broker connection closes). When an applied
+election names a new master and notifyBrokerRoleChanged is on, the leader pushes
+NOTIFY_BROKER_ROLE_CHANGED (oneway) to the set's live brokers at their registered addresses.
+
+Benchmark hook: the internal request code `CONTROLLER_BENCH_PROPOSE` (1199, not an upstream
+code) proposes its body as a no-op entry (tag 0xFFFF, which no controller event uses) and
+answers once it is committed and applied on the leader; `bench/raft_commit.py` uses it to
+measure the Raft pipeline through the real request path.
+
+Embedded mode (`run_namesrv_with_controller`): the NameServer process runs a Controller beside
+it, never in the path of route queries; the controller keys come from the same namesrv.conf
+(upstream's layout), see `load_namesrv_configs`.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import attrs
+import structlog
+import trio
+
+from rocketrio.actors import events as log_events
+from rocketrio.actors.controller.config import ControllerConfig
+from rocketrio.actors.controller.events import (
+    AlterSyncStateSetEvent,
+    ApplyBrokerIdEvent,
+    ElectMasterEvent,
+    Event,
+    decode_events,
+    encode_events,
+)
+from rocketrio.actors.controller.heartbeat_manager import BrokerHeartbeatManager, BrokerLiveInfo
+from rocketrio.actors.controller.replicas_info import (
+    ApplyOutcome,
+    ControllerResult,
+    ReplicasInfoManager,
+)
+from rocketrio.actors.namesrv.config import NamesrvConfig
+from rocketrio.actors.namesrv.namesrv import NameServer
+from rocketrio.actors.raft.node import (
+    IoRunner,
+    LeaderPendingFull,
+    NotLeader,
+    ProposalDropped,
+    RaftNode,
+    Role,
+    store_dir,
+)
+from rocketrio.actors.remoting import (
+    Connection,
+    Processor,
+    RemotingClient,
+    RemotingError,
+    RemotingServer,
+    RequestContext,
+)
+from rocketrio.actors.runtime import Reply, every
+from rocketrio.actors.transport import Transport
+from rocketrio.protocol.codes import RequestCode, ResponseCode, request_name
+from rocketrio.protocol.config import ConfigError, dump_config, load_config
+from rocketrio.protocol.controller_headers import (
+    AlterSyncStateSetRequestHeader,
+    ApplyBrokerIdRequestHeader,
+    BrokerHeartbeatRequestHeader,
+    CleanControllerBrokerDataRequestHeader,
+    ElectMasterRequestHeader,
+    GetMetaDataResponseHeader,
+    GetNextBrokerIdRequestHeader,
+    GetReplicaInfoRequestHeader,
+    RegisterBrokerToControllerRequestHeader,
+    RoleChangeNotifyEntry,
+    SyncStateSet,
+    decode_broker_names,
+)
+from rocketrio.protocol.remoting import RemotingCommand
+from rocketrio.protocol.serde import HeaderError, from_ext, from_json, to_ext, to_json
+
+# rocketrio-internal request code (not upstream's): propose a no-op entry, for bench/raft_commit
+CONTROLLER_BENCH_PROPOSE = 1199
+BENCH_ENTRY_TAG = b"\xff\xff"
+MAX_BENCH_BODY = 64 * 1024
+# DLedger answers a proposal that was not acknowledged within maxWaitAckTimeMs (2500) with an
+# error; we wait a little longer than that, then say the outcome is unknown
+PROPOSE_TIMEOUT_S = 3.0
+READ_BARRIER_TIMEOUT_S = 3.0
+# a freshly elected leader applies its no-op within a round trip; requests wait that long
+LEADER_READY_WAIT_S = 1.0
+NOTIFY_TIMEOUT_S = 3.0
+_BROKER_ADDRS = "controller_broker_addrs"  # Connection.attrs key: broker addresses seen on it
+
+RC = ResponseCode
+
+
+def _now_ms() -> int:
+    """Liveness clock: Trio's (monotonic, mockable), only compared with itself."""
+    return int(trio.current_time() * 1000)
+
+
+class _Refused(Exception):
+    """The request cannot be served here (not leader, busy, no quorum): answer code + remark."""
+
+    def __init__(self, code: int, remark: str) -> None:
+        super().__init__(remark)
+        self.code = code
+        self.remark = remark
+
+
+class ControllerStateMachine:
+    """The Raft state machine: controller event batches applied to `ReplicasInfoManager`.
+
+    `apply` returns one `ApplyOutcome` per event (what the proposer settles with) and tells the
+    controller what was applied (for logs and role-change notifications on the leader).
+    """
+
+    def __init__(
+        self,
+        replicas: ReplicasInfoManager,
+        on_applied: Callable[[Sequence[Event], Sequence[ApplyOutcome]], None] | None = None,
+    ) -> None:
+        self.replicas = replicas
+        self.on_applied = on_applied
+
+    def apply(self, data: bytes) -> list[ApplyOutcome] | None:
+        if data[:2] == BENCH_ENTRY_TAG:
+            return None
+        batch = decode_events(data)  # EventDecodeError: a committed entry we cannot read is fatal
+        outcomes = self.replicas.apply_events(batch)
+        if self.on_applied is not None:
+            self.on_applied(batch, outcomes)
+        return outcomes
+
+    def snapshot(self) -> bytes:
+        return self.replicas.snapshot()
+
+    def restore(self, data: bytes) -> None:
+        self.replicas.restore(data)
+
+
+@attrs.frozen(slots=True)
+class _Call:
+    """A decoded controller request: how to compute its answer, and the election reason."""
+
+    compute: Callable[[], ControllerResult]
+    elect_reason: tuple[str, str] | None = None  # (brokerName, reason) if it may elect
+
+
+class Controller:
+    """One controller replica. Run with `await nursery.start(controller.run)`."""
+
+    def __init__(
+        self,
+        config: ControllerConfig,
+        transport: Transport,
+        *,
+        rng: random.Random | None = None,
+        io_runner: IoRunner | None = None,
+        raft_overrides: dict[str, int] | None = None,
+    ) -> None:
+        self.config = config
+        self.transport = transport
+        self.raft_config = config.to_raft_config(**(raft_overrides or {}))
+        self.self_id = config.controllerDLegerSelfId
+        self.addr = config.self_address()
+        self.replicas = ReplicasInfoManager(
+            enable_elect_unclean_master=config.enableElectUncleanMaster
+        )
+        self.heartbeats = BrokerHeartbeatManager()
+        self.node = RaftNode(
+            self.raft_config,
+            store_dir(config.store_path(), self.self_id),
+            ControllerStateMachine(self.replicas, self._on_applied),
+            transport,
+            rng=rng,
+            io_runner=io_runner,
+        )
+        self.node.on_role_change = self._on_role_change
+        self.server = RemotingServer(transport, self.addr, self.process, on_connect=self.watch)
+        self.bound_addr: str | None = None
+        self.log = structlog.get_logger("controller").bind(actor="controller")
+        self._nursery: trio.Nursery | None = None
+        self._client: RemotingClient | None = None
+        self._reelect_lock = trio.Lock()
+        self._elect_reasons: dict[str, str] = {}
+        self._processors: dict[int, Callable[[RequestContext], _Call]] = {
+            RequestCode.CONTROLLER_GET_NEXT_BROKER_ID: self._get_next_broker_id,
+            RequestCode.CONTROLLER_APPLY_BROKER_ID: self._apply_broker_id,
+            RequestCode.CONTROLLER_REGISTER_BROKER: self._register_broker,
+            RequestCode.CONTROLLER_GET_REPLICA_INFO: self._get_replica_info,
+            RequestCode.CONTROLLER_GET_SYNC_STATE_DATA: self._get_sync_state_data,
+            RequestCode.CONTROLLER_ELECT_MASTER: self._elect_master,
+            RequestCode.CONTROLLER_ALTER_SYNC_STATE_SET: self._alter_sync_state_set,
+            RequestCode.CLEAN_BROKER_DATA: self._clean_broker_data,
+        }
+
+    # ------------------------------------------------------------------ lifecycle
+
+    async def run(
+        self, *, task_status: trio.TaskStatus[Controller] = trio.TASK_STATUS_IGNORED
+    ) -> None:
+        """Open the Raft store, listen on the peer address, serve until cancelled."""
+        try:
+            async with RemotingClient(self.transport) as client, trio.open_nursery() as nursery:
+                self._client, self._nursery = client, nursery
+                await nursery.start(self.node.run)
+                self.bound_addr = await nursery.start(self.server.run)
+                cfg = self.config
+                nursery.start_soon(every, cfg.scanNotActiveBrokerInterval / 1000, self._scan)
+                nursery.start_soon(
+                    every, cfg.scanInactiveMasterInterval / 1000, self._scan_inactive_masters
+                )
+                print(
+                    f"The controller[{self.self_id}, {self.bound_addr}] boot success. "
+                    f"group={self.raft_config.group}, peers={cfg.controllerDLegerPeers}",
+                    flush=True,
+                )
+                self.log.info(
+                    log_events.CONTROLLER_BOOT,
+                    addr=self.bound_addr,
+                    peers=cfg.controllerDLegerPeers,
+                    self_id=self.self_id,
+                    group=self.raft_config.group,
+                )
+                task_status.started(self)
+        finally:
+            self._nursery = self._client = None
+
+    # ------------------------------------------------------------------ request dispatch
+
+    async def process(self, ctx: RequestContext) -> RemotingCommand | None:
+        """The server's processor: Raft RPCs, local answers, and Raft-backed handlers."""
+        code = ctx.cmd.code
+        if code == RequestCode.RAFT_MESSAGE:
+            self.node.deliver(ctx.cmd.body)
+            return None
+        if code == RequestCode.CONTROLLER_GET_METADATA_INFO:
+            return self._metadata(ctx)
+        if code == RequestCode.BROKER_HEARTBEAT:
+            return self._broker_heartbeat(ctx)
+        if code == RequestCode.GET_CONTROLLER_CONFIG:
+            return ctx.cmd.make_response(RC.SUCCESS, body=dump_config(self.config).encode())
+        if code == CONTROLLER_BENCH_PROPOSE:
+            return self._bench_propose(ctx)
+        make = self._processors.get(code)
+        if make is None:
+            return ctx.cmd.make_response(
+                RC.REQUEST_CODE_NOT_SUPPORTED,
+                f"request type {code} ({request_name(code)}) not supported by the controller",
+            )
+        call = make(ctx)  # HeaderError -> INVALID_PARAMETER, answered by the connection
+        if self._nursery is None:
+            return ctx.cmd.make_response(RC.SYSTEM_BUSY, "the controller is shutting down")
+        self._nursery.start_soon(self._answer, ctx, call)
+        return None
+
+    async def _answer(self, ctx: RequestContext, call: _Call) -> None:
+        try:
+            if call.elect_reason is not None:
+                name, reason = call.elect_reason
+                self._elect_reasons[name] = reason
+            result = await self.execute(call.compute)
+        except _Refused as e:
+            ctx.respond(ctx.cmd.make_response(e.code, e.remark))
+            return
+        ctx.respond(_response(ctx.cmd, result))
+
+    async def execute(self, compute: Callable[[], ControllerResult]) -> ControllerResult:
+        """Run a handler on the ready leader: writes through the log, reads after a barrier."""
+        barrier_done = False
+        retries = 0
+        while True:
+            await self._require_ready_leader()
+            result = compute()
+            if not result.events:
+                if barrier_done:
+                    return result
+                await self._read_barrier()
+                barrier_done = True
+                continue  # recompute on the state the barrier vouches for
+            outcomes = await self._propose(encode_events(result.events))
+            settled = result.settle(outcomes)
+            if settled.ok or retries >= self.config.electMasterMaxRetryCount:
+                return settled
+            retries += 1
+
+    async def _require_ready_leader(self) -> None:
+        node = self.node
+        if node.is_ready_leader:
+            return
+        if node.is_leader and await node.wait_leader_ready(LEADER_READY_WAIT_S):
+            return
+        raise _Refused(RC.CONTROLLER_NOT_LEADER, self.not_leader_remark())
+
+    def not_leader_remark(self) -> str:
+        node = self.node
+        if node.is_leader:
+            return (
+                f"not ready: {self.self_id} was just elected leader in term {node.term} and is "
+                f"still applying the log; retry"
+            )
+        if node.leader_id is None:
+            return "not leader, no leader elected yet"
+        return f"not leader, leader is {node.leader_id} at {node.leader_addr}"
+
+    async def _propose(self, data: bytes) -> list[ApplyOutcome]:
+        try:
+            outcomes: list[ApplyOutcome] = await self.node.propose(data, PROPOSE_TIMEOUT_S)
+        except NotLeader:
+            raise _Refused(RC.CONTROLLER_NOT_LEADER, self.not_leader_remark()) from None
+        except LeaderPendingFull as e:
+            raise _Refused(RC.SYSTEM_BUSY, f"controller busy: {e}") from None
+        except ProposalDropped as e:
+            raise _Refused(
+                RC.CONTROLLER_NOT_LEADER,
+                f"leadership changed before the request committed ({e}); retry against the "
+                f"new leader ({self.not_leader_remark()})",
+            ) from None
+        except trio.TooSlowError:
+            raise _Refused(
+                RC.SYSTEM_ERROR,
+                f"not committed within {PROPOSE_TIMEOUT_S}s, outcome unknown: is a majority of "
+                f"the controllers {self.config.controllerDLegerPeers} up?",
+            ) from None
+        return outcomes
+
+    async def _read_barrier(self) -> None:
+        try:
+            await self.node.read_barrier(READ_BARRIER_TIMEOUT_S)
+        except (NotLeader, ProposalDropped):
+            raise _Refused(RC.CONTROLLER_NOT_LEADER, self.not_leader_remark()) from None
+        except trio.TooSlowError:
+            raise _Refused(
+                RC.SYSTEM_ERROR,
+                f"leadership not confirmed within {READ_BARRIER_TIMEOUT_S}s: is a majority of "
+                f"the controllers {self.config.controllerDLegerPeers} up?",
+            ) from None
+
+    # ------------------------------------------------------------------ handlers (decode only)
+
+    def _is_alive(self, cluster: str, broker_name: str, broker_id: int) -> bool:
+        return self.heartbeats.is_alive(cluster, broker_name, broker_id, _now_ms())
+
+    def _live_info(self, cluster: str, broker_name: str, broker_id: int) -> BrokerLiveInfo | None:
+        return self.heartbeats.live_info(cluster, broker_name, broker_id)
+
+    def _get_next_broker_id(self, ctx: RequestContext) -> _Call:
+        h = from_ext(GetNextBrokerIdRequestHeader, ctx.cmd.ext_fields)
+        return _Call(lambda: self.replicas.get_next_broker_id(h.clusterName, h.brokerName))
+
+    def _apply_broker_id(self, ctx: RequestContext) -> _Call:
+        h = from_ext(ApplyBrokerIdRequestHeader, ctx.cmd.ext_fields)
+        return _Call(
+            lambda: self.replicas.apply_broker_id(
+                h.clusterName, h.brokerName, h.appliedBrokerId, h.registerCheckCode
+            )
+        )
+
+    def _register_broker(self, ctx: RequestContext) -> _Call:
+        h = from_ext(RegisterBrokerToControllerRequestHeader, ctx.cmd.ext_fields)
+        # a registration is a heartbeat (ReplicasInfoManager.register_broker's contract)
+        self.heartbeats.on_heartbeat(
+            h.clusterName, h.brokerName, h.brokerId, h.brokerAddress, _now_ms()
+        )
+        self.remember_broker_addr(ctx.conn, h.brokerAddress)
+        return _Call(
+            lambda: self.replicas.register_broker(
+                h.clusterName,
+                h.brokerName,
+                h.brokerId,
+                h.brokerAddress,
+                self._is_alive,
+                self._live_info,
+            ),
+            (h.brokerName, "first_register"),
+        )
+
+    def _get_replica_info(self, ctx: RequestContext) -> _Call:
+        h = from_ext(GetReplicaInfoRequestHeader, ctx.cmd.ext_fields)
+        return _Call(lambda: self.replicas.get_replica_info(h.brokerName))
+
+    def _get_sync_state_data(self, ctx: RequestContext) -> _Call:
+        names = decode_broker_names(ctx.cmd.body)
+        return _Call(lambda: self.replicas.get_sync_state_data(names, self._is_alive))
+
+    def _elect_master(self, ctx: RequestContext) -> _Call:
+        h = from_ext(ElectMasterRequestHeader, ctx.cmd.ext_fields)
+        reason = "admin" if h.designateElect else "broker_request"
+        if h.named_broker_id is None:
+            reason = "admin_controller_trigger"
+        return _Call(
+            lambda: self.replicas.elect_master(
+                h.brokerName,
+                self._is_alive,
+                self._live_info,
+                broker_id=h.named_broker_id,
+                designate_elect=h.designateElect,
+            ),
+            (h.brokerName, reason),
+        )
+
+    def _alter_sync_state_set(self, ctx: RequestContext) -> _Call:
+        h = from_ext(AlterSyncStateSetRequestHeader, ctx.cmd.ext_fields)
+        if not ctx.cmd.body:
+            raise HeaderError(
+                "CONTROLLER_ALTER_SYNC_STATE_SET needs a SyncStateSet JSON body "
+                "(syncStateSet, syncStateSetEpoch)"
+            )
+        body = from_json(SyncStateSet, ctx.cmd.body)
+        return _Call(
+            lambda: self.replicas.alter_sync_state_set(
+                h.brokerName,
+                h.masterBrokerId,
+                h.masterEpoch,
+                body.syncStateSet,
+                body.syncStateSetEpoch,
+                self._is_alive,
+            )
+        )
+
+    def _clean_broker_data(self, ctx: RequestContext) -> _Call:
+        h = from_ext(CleanControllerBrokerDataRequestHeader, ctx.cmd.ext_fields)
+        return _Call(
+            lambda: self.replicas.clean_broker_data(
+                h.clusterName,
+                h.brokerName,
+                h.brokerControllerIdsToClean,
+                h.isCleanLivingBroker,
+                self._is_alive,
+            )
+        )
+
+    # ------------------------------------------------------------------ local answers
+
+    def _metadata(self, ctx: RequestContext) -> RemotingCommand:
+        node = self.node
+        header = GetMetaDataResponseHeader(
+            group=self.raft_config.group,
+            controllerLeaderId=node.leader_id,
+            controllerLeaderAddress=node.leader_addr,
+            isLeader=node.is_leader,
+            peers=self.config.controllerDLegerPeers,
+        )
+        return ctx.cmd.make_response(RC.SUCCESS, None, to_ext(header))
+
+    def _broker_heartbeat(self, ctx: RequestContext) -> RemotingCommand:
+        h = from_ext(BrokerHeartbeatRequestHeader, ctx.cmd.ext_fields)
+        if h.brokerId is None:
+            return ctx.cmd.make_response(
+                RC.CONTROLLER_INVALID_REQUEST,
+                f"BROKER_HEARTBEAT from {h.brokerName}@{h.brokerAddr} has no brokerId: the "
+                f"controller keys liveness by brokerName:brokerId",
+            )
+        self.observe_heartbeat(h)
+        self.remember_broker_addr(ctx.conn, h.brokerAddr)
+        return ctx.cmd.make_response(RC.SUCCESS)
+
+    def observe_heartbeat(self, h: BrokerHeartbeatRequestHeader) -> None:
+        """Feed one broker heartbeat (direct, or forwarded by the NameServer) to liveness."""
+        if h.brokerId is None:
+            return
+        self.heartbeats.on_heartbeat(
+            h.clusterName,
+            h.brokerName,
+            h.brokerId,
+            h.brokerAddr,
+            _now_ms(),
+            timeout_ms=h.heartbeatTimeoutMills,
+            epoch=h.epoch,
+            max_offset=h.maxOffset,
+            confirm_offset=h.confirmOffset,
+            election_priority=h.electionPriority,
+        )
+
+    def _bench_propose(self, ctx: RequestContext) -> RemotingCommand | None:
+        body = ctx.cmd.body
+        if not body or len(body) > MAX_BENCH_BODY:
+            return ctx.cmd.make_response(
+                RC.INVALID_PARAMETER, f"bench entries carry 1..{MAX_BENCH_BODY} bytes"
+            )
+        if not self.node.is_ready_leader:
+            return ctx.cmd.make_response(RC.CONTROLLER_NOT_LEADER, self.not_leader_remark())
+
+        def done(reply: Reply[Any]) -> None:
+            try:
+                reply.result()
+            except NotLeader:
+                ctx.respond_code(RC.CONTROLLER_NOT_LEADER, self.not_leader_remark())
+            except (LeaderPendingFull, ProposalDropped) as e:
+                ctx.respond_code(RC.SYSTEM_BUSY, str(e))
+            else:
+                ctx.respond_code(RC.SUCCESS)
+
+        if not self.node.propose_nowait(BENCH_ENTRY_TAG + body, Reply(on_done=done)):
+            return ctx.cmd.make_response(RC.SYSTEM_BUSY, "controller inbox full")
+        return None
+
+    # ------------------------------------------------------------------ liveness
+
+    def watch(self, conn: Connection) -> None:
+        """Treat the close of `conn` as the death of the brokers that spoke on it."""
+        conn.on_close.append(self._on_channel_closed)
+
+    @staticmethod
+    def remember_broker_addr(conn: Connection, addr: str) -> None:
+        conn.attrs.setdefault(_BROKER_ADDRS, set()).add(addr)
+
+    def _on_channel_closed(self, conn: Connection) -> None:
+        if self._nursery is None or trio.current_effective_deadline() == -math.inf:
+            return  # we are stopping: nothing to judge
+        dead: list[BrokerLiveInfo] = []
+        for addr in conn.attrs.get(_BROKER_ADDRS, ()):
+            dead.extend(self.heartbeats.on_channel_closed(addr))
+        if not dead or not self.node.is_leader:
+            return
+        now = _now_ms()
+        for info in dead:
+            self._log_broker_gone(info, now, "channel_closed")
+        if self.heartbeats.liveness_settled(now):
+            self._nursery.start_soon(self._reelect_dead_masters, "master_channel_closed")
+
+    def _log_broker_gone(self, info: BrokerLiveInfo, now: int, reason: str) -> None:
+        self.log.warning(
+            log_events.BROKER_HEARTBEAT_TIMEOUT,
+            cluster=info.cluster_name,
+            broker=info.broker_name,
+            broker_id=info.broker_id,
+            addr=info.broker_addr,
+            silent_ms=now - info.last_update_ms,
+            reason=reason,
+        )
+
+    async def _scan(self) -> None:
+        """scanNotActiveBroker: drop expired brokers; a dead master triggers an election."""
+        if not self.node.is_ready_leader:
+            return
+        now = _now_ms()
+        expired = self.heartbeats.scan_not_active(now)
+        for info in expired:
+            self._log_broker_gone(info, now, "heartbeat_expired")
+        if expired and self.heartbeats.liveness_settled(now):
+            await self._reelect_dead_masters("master_heartbeat_timeout")
+
+    async def _scan_inactive_masters(self) -> None:
+        if self.node.is_ready_leader and self.heartbeats.liveness_settled(_now_ms()):
+            await self._reelect_dead_masters("master_inactive")
+
+    async def _reelect_dead_masters(self, reason: str) -> None:
+        """Controller-triggered ElectMaster, through the log, for every set without a master."""
+        async with self._reelect_lock:
+            for name in self.replicas.scan_need_reelect_broker_sets(self._is_alive):
+                self._elect_reasons[name] = reason
+                try:
+                    result = await self.execute(
+                        lambda name=name: self.replicas.elect_master(
+                            name, self._is_alive, self._live_info
+                        )
+                    )
+                except _Refused as e:
+                    self.log.warning("elect_master_failed", broker=name, error=e.remark)
+                    return
+                if not result.ok and result.response_code != RC.CONTROLLER_MASTER_STILL_EXIST:
+                    self.log.warning(
+                        "elect_master_failed",
+                        broker=name,
+                        code=result.response_code,
+                        remark=result.remark,
+                    )
+
+    def _on_role_change(self, role: Role, term: int, leader: str | None) -> None:
+        if role is Role.LEADER:
+            # a new leader has heard no broker yet: listen one timeout before judging silence
+            self.heartbeats.reset(_now_ms())
+
+    # ------------------------------------------------------------------ applied events
+
+    def _on_applied(self, batch: Sequence[Event], outcomes: Sequence[ApplyOutcome]) -> None:
+        """Log what the leader applied in its own term; push role changes after elections.
+
+        Entries before the leader's no-op were proposed (and acted on) by an earlier leader;
+        only a ready leader reports, so each change is logged and pushed once.
+        """
+        if not self.node.is_ready_leader:
+            return
+        for event, outcome in zip(batch, outcomes, strict=True):
+            if not outcome.ok:
+                continue
+            match event:
+                case ElectMasterEvent():
+                    self._after_election(event)
+                case AlterSyncStateSetEvent():
+                    sync = self.replicas.sync_state_info(event.broker_name)
+                    self.log.info(
+                        log_events.SYNC_STATE_SET_CHANGED,
+                        broker=event.broker_name,
+                        sync_state_set=sorted(event.new_sync_state_set),
+                        epoch=None if sync is None else sync.sync_state_set_epoch,
+                    )
+                case ApplyBrokerIdEvent():
+                    self.log.info(
+                        log_events.BROKER_ID_APPLIED,
+                        broker=event.broker_name,
+                        broker_id=event.new_broker_id,
+                        addr=event.broker_address,
+                    )
+
+    def _after_election(self, event: ElectMasterEvent) -> None:
+        name = event.broker_name
+        entry = self.replicas.role_change_entry(name)
+        if entry is None:
+            return
+        self.log.info(
+            log_events.ELECT_MASTER,
+            broker=name,
+            master_id=entry.masterBrokerId,
+            master_addr=entry.masterAddress,
+            epoch=entry.masterEpoch,
+            sync_state_set=sorted(entry.syncStateSet),
+            reason=self._elect_reasons.pop(name, "unknown"),
+        )
+        if not event.new_master_elected or not self.config.notifyBrokerRoleChanged:
+            return
+        replica = self.replicas.replica_info(name)
+        if replica is None or self._nursery is None:
+            return
+        for broker_id, addr in replica.broker_id_table().items():
+            if self._is_alive(replica.cluster_name, name, broker_id):
+                self._nursery.start_soon(self._notify_role_changed, addr, entry)
+
+    async def _notify_role_changed(self, addr: str, entry: RoleChangeNotifyEntry) -> None:
+        client = self._client
+        if client is None:
+            return
+        cmd = RemotingCommand(
+            code=RequestCode.NOTIFY_BROKER_ROLE_CHANGED,
+            ext_fields=to_ext(entry.header()),
+            body=to_json(entry.body()),
+        )
+        error = "timed out"
+        with trio.move_on_after(NOTIFY_TIMEOUT_S):
+            try:
+                await client.invoke_oneway(addr, cmd)
+                return
+            except RemotingError as e:
+                error = str(e)
+        # the broker also polls GetReplicaInfo (syncBrokerMetadataPeriod): a lost push heals
+        self.log.warning("notify_broker_role_changed_failed", addr=addr, error=error)
+
+
+def _response(cmd: RemotingCommand, result: ControllerResult) -> RemotingCommand:
+    ext = to_ext(result.header) if result.header is not None else {}
+    return cmd.make_response(result.response_code, result.remark, ext, result.body_bytes() or b"")
+
+
+async def run_controller(
+    config: ControllerConfig,
+    transport: Transport,
+    *,
+    task_status: trio.TaskStatus[Controller] = trio.TASK_STATUS_IGNORED,
+) -> None:
+    """Start a standalone controller replica; `task_status.started(the Controller)`."""
+    await Controller(config, transport).run(task_status=task_status)
+
+
+# ---------------------------------------------------------------------- embedded in a NameServer
+
+
+def attach_to_namesrv(controller: Controller, namesrv: NameServer) -> None:
+    """Feed the NameServer's broker heartbeats and broker connection closes to `controller`.
+
+    The NameServer keeps answering BROKER_HEARTBEAT itself (its own liveness table is
+    untouched); the controller only observes, so route queries never wait on it.
+    """
+    own: dict[int, Processor] = {}
+
+    async def heartbeat(ctx: RequestContext) -> RemotingCommand | None:
+        try:
+            h = from_ext(BrokerHeartbeatRequestHeader, ctx.cmd.ext_fields)
+        except HeaderError:
+            h = None  # the NameServer's own handler answers the malformed request
+        if h is not None and h.brokerId is not None:
+            controller.observe_heartbeat(h)
+            controller.remember_broker_addr(ctx.conn, h.brokerAddr)
+        return await own[RequestCode.BROKER_HEARTBEAT](ctx)
+
+    own.update(namesrv.register_processor([RequestCode.BROKER_HEARTBEAT], heartbeat))
+    previous = namesrv.server.on_connect
+
+    def on_connect(conn: Connection) -> None:
+        if previous is not None:
+            previous(conn)
+        controller.watch(conn)
+
+    namesrv.server.on_connect = on_connect
+
+
+def _field_names(cls: type) -> frozenset[str]:
+    return frozenset(a.name for a in attrs.fields(cls))
+
+
+def load_namesrv_configs(
+    path: str | None, overrides: dict[str, str] | None = None
+) -> tuple[NamesrvConfig, ControllerConfig | None]:
+    """namesrv.conf -> (NamesrvConfig, ControllerConfig if enableControllerInNamesrv).
+
+    As upstream, one file carries both key sets; each class ignores the other's keys, and an
+    unknown key (in neither) is still an error naming the key and the file.
+    """
+    ns_keys, ctrl_keys = _field_names(NamesrvConfig), _field_names(ControllerConfig)
+    ns = load_config(NamesrvConfig, path, overrides, ignore_unknown=ctrl_keys - ns_keys)
+    if not ns.enableControllerInNamesrv:
+        return ns, None
+    ctrl = load_config(ControllerConfig, path, overrides, ignore_unknown=ns_keys - ctrl_keys)
+    try:
+        ctrl.to_raft_config()  # a bad controllerDLeger* key fails at start-up, naming the key
+    except ValueError as e:
+        raise ConfigError(f"{path or '<command line>'}: {e}") from None
+    return ns, ctrl
+
+
+async def run_namesrv_with_controller(
+    namesrv_config: NamesrvConfig,
+    controller_config: ControllerConfig,
+    transport: Transport,
+    *,
+    task_status: trio.TaskStatus[tuple[NameServer, Controller]] = trio.TASK_STATUS_IGNORED,
+) -> None:
+    """A NameServer with an embedded controller (enableControllerInNamesrv=true).
+
+    The NameServer starts first and serves routes whatever the controller group does; the
+    controller listens on its own Raft peer address, like upstream's DLedger controller.
+    """
+    namesrv = NameServer(namesrv_config, transport)
+    controller = Controller(controller_config, transport)
+    attach_to_namesrv(controller, namesrv)
+    async with trio.open_nursery() as nursery:
+        await nursery.start(namesrv.run)
+        await nursery.start(controller.run)
+        task_status.started((namesrv, controller))

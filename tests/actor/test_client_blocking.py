@@ -1,0 +1,147 @@
+"""The blocking facade from plain (non-async) test functions, over real TCP on loopback.
+
+The NameServer and Broker run in their own Trio thread (hosted by the same `TrioThread`
+the facade uses), so these tests exercise real sockets and real threads, in real time.
+"""
+
+from __future__ import annotations
+
+import socket
+import threading
+import time
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+
+import pytest
+import trio
+
+from rocketrio.actors.broker.broker import Broker
+from rocketrio.actors.broker.config import BrokerConfig
+from rocketrio.actors.client.admin import MQAdmin, wait_for_route
+from rocketrio.actors.client.blocking import (
+    BlockingProducer,
+    BlockingPullConsumer,
+    BlockingPushConsumer,
+    TrioThread,
+)
+from rocketrio.actors.client.errors import MQClientError
+from rocketrio.actors.client.message import ConsumeStatus, Message, SendStatus
+from rocketrio.actors.namesrv.config import NamesrvConfig
+from rocketrio.actors.namesrv.namesrv import run_namesrv
+from rocketrio.actors.transport import TcpTransport
+from rocketrio.protocol.bodies import MessageQueue
+from rocketrio.protocol.message import MessageExt
+
+TOPIC = "BlockingT"
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@asynccontextmanager
+async def tcp_cluster(root: Path) -> AsyncIterator[str]:
+    async with trio.open_nursery() as n:
+        ns = NamesrvConfig(listenHost="127.0.0.1", listenPort=free_port())
+        ns_addr = await n.start(run_namesrv, ns, TcpTransport())
+        cfg = BrokerConfig(
+            brokerIP1="127.0.0.1",
+            listenPort=free_port(),
+            namesrvAddr=ns_addr,
+            storePathRootDir=str(root / "store"),
+            mappedFileSizeCommitLog=1 << 20,
+            mappedFileSizeConsumeQueue=1000 * 20,
+        )
+        await n.start(Broker(cfg, TcpTransport()).run)
+        async with MQAdmin(ns_addr) as admin:
+            await admin.update_topic(TOPIC, cluster="DefaultCluster", read_queues=2, write_queues=2)
+            await wait_for_route(admin, TOPIC)
+        yield ns_addr
+        n.cancel_scope.cancel()
+
+
+@pytest.fixture
+def namesrv(tmp_path: Path) -> Iterator[str]:
+    host: TrioThread[str] = TrioThread("test-cluster")
+    addr = host.start(lambda: tcp_cluster(tmp_path))
+    try:
+        yield addr
+    finally:
+        host.stop()
+
+
+def wait_until(pred: object, timeout: float = 20.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not pred():  # type: ignore[operator]
+        if time.monotonic() > deadline:
+            raise AssertionError("condition not met in time")
+        time.sleep(0.02)
+
+
+def test_blocking_produce_and_push_consume(namesrv: str) -> None:
+    got: list[bytes] = []
+    threads: set[str] = set()
+    lock = threading.Lock()
+
+    def on_msgs(msgs: list[MessageExt]) -> ConsumeStatus:
+        time.sleep(0.001)  # a blocking listener is fine: it runs in a worker thread
+        with lock:
+            got.extend(m.body for m in msgs)
+            threads.add(threading.current_thread().name)
+        return ConsumeStatus.CONSUME_SUCCESS
+
+    with BlockingProducer("bp", namesrv) as p:
+        results = [p.send(Message(TOPIC, f"b{i}".encode())) for i in range(30)]
+        batch = p.send_batch([Message(TOPIC, f"batch{i}".encode()) for i in range(10)])
+        p.send_oneway(Message(TOPIC, b"oneway"))
+    assert {r.send_status for r in results} == {SendStatus.SEND_OK}
+    assert len(batch) == 1 and len(batch[0].msg_id.split(",")) == 10
+
+    consumer = BlockingPushConsumer(
+        "bc", namesrv, consume_from_where="CONSUME_FROM_FIRST_OFFSET", consume_concurrency=4
+    )
+    consumer.subscribe(TOPIC)
+    consumer.register_listener(on_msgs)
+    with consumer:
+        wait_until(lambda: len(got) >= 41)
+        assert len(consumer.assigned_queues()) >= 2
+    assert sorted(got) == sorted(
+        [f"b{i}".encode() for i in range(30)]
+        + [f"batch{i}".encode() for i in range(10)]
+        + [b"oneway"]
+    )
+    assert threading.current_thread().name not in threads
+
+
+def test_blocking_pull_consumer(namesrv: str) -> None:
+    with BlockingProducer("bp2", namesrv) as p:
+        for i in range(10):
+            p.send(Message(TOPIC, f"p{i}".encode()))
+    consumer = BlockingPullConsumer("bl", namesrv, consume_from_where="CONSUME_FROM_FIRST_OFFSET")
+    mqs = [MessageQueue(TOPIC, "broker-a", 0), MessageQueue(TOPIC, "broker-a", 1)]
+    consumer.assign(mqs)
+    got: list[MessageExt] = []
+    with consumer:
+        assert consumer.fetch_message_queues(TOPIC) == mqs
+        while len(got) < 10:
+            got.extend(consumer.poll(timeout=5))
+        consumer.commit()
+        consumer.seek(mqs[0], 0)
+        again: list[MessageExt] = []
+        while not again:
+            again = consumer.poll(timeout=5)
+    assert sorted(m.body for m in got) == sorted(f"p{i}".encode() for i in range(10))
+    assert again[0].queue_offset == 0 and again[0].queue_id == 0
+
+
+def test_start_errors_reach_the_caller(namesrv: str) -> None:
+    consumer = BlockingPushConsumer("nolistener", namesrv)
+    consumer.subscribe(TOPIC)
+    with pytest.raises(MQClientError, match="listener"):
+        consumer.start()
+    producer = BlockingProducer("idle", namesrv)
+    with pytest.raises(MQClientError, match="not started"):
+        producer.send(Message(TOPIC, b"x"))
