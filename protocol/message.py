@@ -26,9 +26,9 @@ import ipaddress
 import socket
 import struct
 import zlib
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from mmap import mmap
-from typing import Literal, TypeAlias
+from typing import AnyStr, Literal, TypeAlias
 
 import attrs
 
@@ -149,6 +149,10 @@ Buffer: TypeAlias = bytes | bytearray | memoryview | mmap
 
 class MessageDecodeError(ValueError):
     """A stored record, batch body or message id that is truncated or malformed."""
+
+
+class MessageSizeError(ValueError):
+    """A body or properties above its limit (the store turns it into MessageTooLarge)."""
 
 
 RecordCrcMode = Literal["seal", "reserve", "none"]
@@ -373,7 +377,17 @@ def seal_record_crc(buf: bytearray, pos: int, size: int) -> None:
     """Write the record CRC into the reserved ``__CRC32#`` trailer of buf[pos:pos+size]."""
     end = pos + size
     crc = zlib.crc32(memoryview(buf)[pos : end - CRC32_RESERVED_LEN]) & 0x7FFFFFFF
-    buf[end - 11 : end - 1] = str(crc)[::-1].ljust(10, "0").encode()
+    buf[end - 11 : end - 1] = crc_digits(crc)
+
+
+def crc_digits(crc: int) -> bytes:
+    """The 10 trailer digits of a record CRC, least-significant first."""
+    return (b"%010d" % crc)[::-1]
+
+
+def crc_trailer(crc: int) -> bytes:
+    """The whole 20-byte ``__CRC32#`` trailer for a record CRC: one format, one reversal."""
+    return (b"\x02%010d\x01#23CRC__" % crc)[::-1]
 
 
 def has_crc_trailer(buf: Buffer, pos: int, size: int) -> bool:
@@ -593,3 +607,247 @@ def decode_batch_body(data: bytes | bytearray | memoryview) -> list[BatchItem]:
         out.append(BatchItem(flag, body, props))
         pos = end
     return out
+
+
+# --------------------------------------------------------------------------- put hot path
+#
+# The store builds each record as a few parts (head, body, tail, trailer) that already carry
+# the final physical offset, so the record CRC is computed once, chained over the parts, and
+# the batch is joined once: no per-message objects, nothing patched or decoded again.
+
+
+def find_property(
+    data: AnyStr, key: AnyStr, start: int = 0, end: int | None = None
+) -> AnyStr | None:
+    """Value of ``key`` (given with its ``\\x01``) in encoded properties ``data[start:end]``.
+
+    Same answer as `decode_properties` (the last non-empty value of a pair whose key starts at
+    a property boundary) without splitting everything; None when there is none.
+    """
+    if end is None:
+        end = len(data)
+    sep = b"\x02" if isinstance(data, bytes) else "\x02"
+    p = data.rfind(key, start, end)
+    while p >= 0:
+        if p == start or data.startswith(sep, p - 1):
+            v = p + len(key)
+            e = data.find(sep, v, end)
+            if e < 0:
+                e = end
+            if e > v:
+                return data[v:e]
+        # keys hold no \x01 but their last byte, so occurrences never overlap
+        p = data.rfind(key, start, p)
+    return None
+
+
+@functools.lru_cache(maxsize=4096)
+def tags_code_of_bytes(tag: bytes) -> int:
+    """`tags_hash_code` of an encoded tag (cached: a few tags repeat across messages)."""
+    return tags_hash_code(tag.decode())
+
+
+def _host_flags(sys_flag: int, born_ip: bytes, store_ip: bytes) -> int:
+    sys_flag &= ~_HOST_FLAGS
+    if len(born_ip) == 16:
+        sys_flag |= BORNHOST_V6_FLAG
+    if len(store_ip) == 16:
+        sys_flag |= STOREHOSTADDRESS_V6_FLAG
+    return sys_flag
+
+
+def _props_tail(topic_part: bytes, props: bytes, extra: bytes) -> bytes:
+    """topic + propertiesLen + properties (+ separator) + extra, ready for the trailer."""
+    sep = b"\x02" if props and props[-1] != 2 else b""
+    props_len = len(props) + len(sep) + len(extra) + CRC32_RESERVED_LEN
+    if props_len > 32767:
+        raise MessageSizeError(f"properties of {props_len} bytes exceed 32767")
+    return b"".join((topic_part, props_len.to_bytes(2, "big"), props, sep, extra))
+
+
+def append_record(
+    out: list[Buffer],
+    topic: str,
+    queue_id: int,
+    body: bytes,
+    flag: int,
+    properties: bytes,
+    sys_flag: int,
+    born_timestamp: int,
+    born_host: tuple[bytes, int],
+    store_timestamp: int,
+    store_host: tuple[bytes, int],
+    reconsume_times: int,
+    prepared_transaction_offset: int,
+    queue_offset: int,
+    physical_offset: int,
+) -> int:
+    """Append one sealed record to ``out`` as parts; returns its size.
+
+    The bytes equal `build_stored_message` with ``record_crc="seal"`` and the default magic.
+    Raises MessageSizeError for properties above 32767 bytes, ValueError for other fields
+    that do not fit.
+    """
+    born_ip, born_port = born_host
+    store_ip, store_port = store_host
+    fixed = _FIXED.get((len(born_ip), len(store_ip)))
+    if fixed is None:
+        raise ValueError("born and store ip must be 4 or 16 bytes")
+    magic, topic_part = _topic_part(topic, None)
+    tail = _props_tail(topic_part, properties, b"")
+    size = fixed.size + len(body) + len(tail) + CRC32_RESERVED_LEN
+    try:
+        head = fixed.pack(
+            size, magic, zlib.crc32(body) & 0x7FFFFFFF, queue_id, flag, queue_offset,
+            physical_offset, _host_flags(sys_flag, born_ip, store_ip), born_timestamp, born_ip,
+            born_port, store_timestamp, store_ip, store_port, reconsume_times,
+            prepared_transaction_offset, len(body),
+        )  # fmt: skip
+    except struct.error as e:
+        raise ValueError(f"stored message field out of range: {e}") from None
+    crc = zlib.crc32(tail, zlib.crc32(body, zlib.crc32(head))) & 0x7FFFFFFF
+    out += (head, body, tail, crc_trailer(crc))
+    return size
+
+
+@attrs.define(slots=True)
+class BuiltBatch:
+    """Stored records built from a client batch body by `build_batch_records`.
+
+    ``data`` holds the records back to back, sealed for consecutive physical offsets from
+    the ``first_physical_offset`` given; the lists have one item per message.
+    """
+
+    data: bytes
+    sizes: list[int]
+    tags_codes: list[int]
+    keys: list[bytes | None]  # raw KEYS value (space separated), None when absent
+    uniq_keys: list[bytes]  # UNIQ_KEY, b"" when the message has none
+
+
+@attrs.frozen
+class BatchConstants:
+    """What every record of one client batch shares (from the request and the broker)."""
+
+    topic: str
+    queue_id: int
+    sys_flag: int
+    born_timestamp: int
+    born_host: tuple[bytes, int]
+    store_timestamp: int
+    store_host: tuple[bytes, int]
+    reconsume_times: int = 0
+    # batch-level properties, appended to every message's own (so they win, like upstream)
+    properties: bytes = b""
+
+    def mid(self) -> bytes:
+        """The record bytes from sysFlag to preparedTransactionOffset."""
+        born_ip, born_port = self.born_host
+        store_ip, store_port = self.store_host
+        if len(born_ip) not in (4, 16) or len(store_ip) not in (4, 16):
+            raise ValueError("born and store ip must be 4 or 16 bytes")
+        layout = f">iq{len(born_ip)}siq{len(store_ip)}siiq"
+        try:
+            return struct.pack(
+                layout, _host_flags(self.sys_flag, born_ip, store_ip), self.born_timestamp,
+                born_ip, born_port, self.store_timestamp, store_ip, store_port,
+                self.reconsume_times, 0,
+            )  # fmt: skip
+        except struct.error as e:
+            raise ValueError(f"stored message field out of range: {e}") from None
+
+
+def _batch_property(props: bytes, key: bytes) -> bytes | None:
+    return find_property(props, key) if props else None
+
+
+def build_batch_records(
+    data: bytes,
+    const: BatchConstants,
+    *,
+    first_queue_offset: int,
+    first_physical_offset: int,
+    max_body_size: int,
+    new_uniq_key: Callable[[], str] | None = None,
+) -> BuiltBatch:
+    """Stored records for every message of a client batch body (`encode_batch_body` layout).
+
+    Each record's properties are the message's own bytes (a stale ``__CRC32#`` removed), then
+    ``const.properties``, then ``UNIQ_KEY`` from ``new_uniq_key()`` when neither has one, then
+    the CRC trailer. Queue offsets count up from ``first_queue_offset``. Raises
+    MessageDecodeError for a malformed body, MessageSizeError for a body above
+    ``max_body_size`` or properties above 32767 bytes, ValueError for a field out of range.
+    """
+    if not isinstance(data, bytes):
+        data = bytes(data)
+    extra = _strip_crc_property(const.properties)
+    uniq_all = _batch_property(extra, b"UNIQ_KEY\x01")
+    tags_all = _batch_property(extra, b"TAGS\x01")
+    keys_all = _batch_property(extra, b"KEYS\x01")
+    mid = const.mid()
+    if not -(2**31) <= const.queue_id < 2**31:
+        raise ValueError(f"queue id {const.queue_id} out of range")
+    head_pack = struct.Struct(f">iiiiiqq{len(mid)}si").pack
+    magic, topic_part = _topic_part(const.topic, None)
+    queue_id = const.queue_id
+    crc32 = zlib.crc32
+    view = memoryview(data)
+    unpack = _BATCH_HEAD.unpack_from
+    parts: list[Buffer] = []
+    out = BuiltBatch(b"", [], [], [], [])
+    sizes, tags_codes, keys, uniqs = out.sizes, out.tags_codes, out.keys, out.uniq_keys
+    qo, phy, pos, n = first_queue_offset, first_physical_offset, 0, len(data)
+    while pos < n:
+        if n - pos < _BATCH_HEAD.size + 2:
+            raise MessageDecodeError(f"truncated batch message header at {pos}")
+        total, _magic, _crc, flag, body_len = unpack(data, pos)
+        end = pos + total
+        q = pos + _BATCH_HEAD.size + body_len
+        if body_len < 0 or end > n or q + 2 > end or q + 2 + _I16.unpack_from(data, q)[0] != end:
+            raise MessageDecodeError(f"batch message at {pos} has inconsistent lengths")
+        if body_len > max_body_size:
+            raise MessageSizeError(
+                f"message {len(sizes)}: body of {body_len} bytes exceeds {max_body_size}"
+            )
+        body = view[pos + _BATCH_HEAD.size : q]
+        props = _checked_props(data[q + 2 : end], pos)
+        uniq = uniq_all or find_property(props, b"UNIQ_KEY\x01")
+        tail_extra = extra
+        if uniq is None:
+            uniq = b""
+            if new_uniq_key is not None:
+                uniq = new_uniq_key().encode()
+                tail_extra = b"".join((extra, b"UNIQ_KEY\x01", uniq, b"\x02"))
+        tag = tags_all or find_property(props, b"TAGS\x01")
+        tail = _props_tail(topic_part, props, tail_extra)
+        size = len(mid) + 40 + body_len + len(tail) + CRC32_RESERVED_LEN
+        head = head_pack(
+            size, magic, crc32(body) & 0x7FFFFFFF, queue_id, flag, qo, phy, mid, body_len
+        )
+        parts += (head, body, tail, crc_trailer(crc32(tail, crc32(body, crc32(head))) & 0x7FFFFFFF))
+        sizes.append(size)
+        tags_codes.append(tags_code_of_bytes(tag) if tag else 0)
+        keys.append(keys_all or find_property(props, b"KEYS\x01"))
+        uniqs.append(uniq)
+        qo += 1
+        phy += size
+        pos = end
+    out.data = b"".join(parts)
+    return out
+
+
+def _checked_props(props: bytes, pos: int) -> bytes:
+    if not props.isascii():
+        try:
+            props.decode()
+        except UnicodeDecodeError:
+            raise MessageDecodeError(f"batch message at {pos}: properties not UTF-8") from None
+    return _strip_crc_property(props) if props.find(b"__CRC32#") >= 0 else props
+
+
+def _strip_crc_property(props: bytes) -> bytes:
+    """The properties without a ``__CRC32#`` pair (the CommitLog writes its own)."""
+    if props.find(b"__CRC32#") < 0:
+        return props
+    kept = [p for p in props.split(b"\x02") if p and not p.startswith(b"__CRC32#\x01")]
+    return b"".join([p + b"\x02" for p in kept])

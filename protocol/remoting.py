@@ -11,11 +11,11 @@ that the decoder refuses further input, and the connection owner closes the conn
 
 from __future__ import annotations
 
-import json
 import struct
 from typing import Any
 
 import attrs
+import orjson
 
 from rocketrio.protocol.codes import (
     CURRENT_VERSION,
@@ -94,7 +94,7 @@ def _json_header(cmd: RemotingCommand) -> bytes:
         h["remark"] = cmd.remark
     if cmd.ext_fields:
         h["extFields"] = cmd.ext_fields
-    return json.dumps(h, separators=(",", ":"), ensure_ascii=False).encode()
+    return orjson.dumps(h)
 
 
 def _rocketmq_header(cmd: RemotingCommand) -> bytes:
@@ -130,8 +130,8 @@ def encode_command(cmd: RemotingCommand) -> bytes:
 
 def _decode_json_header(raw: bytes, body: bytes) -> RemotingCommand:
     try:
-        h = json.loads(raw)
-    except (ValueError, UnicodeDecodeError) as e:
+        h = orjson.loads(raw)
+    except orjson.JSONDecodeError as e:
         raise RemoteProtocolError(f"header is not valid JSON: {e}") from None
     if not isinstance(h, dict):
         raise RemoteProtocolError("header JSON is not an object")

@@ -17,6 +17,7 @@ from typing import Any, TypeVar
 
 import attrs
 import cattrs
+import orjson
 from cattrs.errors import ClassValidationError, ForbiddenExtraKeysError
 
 T = TypeVar("T")
@@ -131,7 +132,7 @@ def to_plain(obj: Any) -> Any:
 
 
 def to_json(obj: Any) -> bytes:
-    return json.dumps(to_plain(obj), separators=(",", ":"), ensure_ascii=False).encode()
+    return orjson.dumps(to_plain(obj), option=orjson.OPT_NON_STR_KEYS)
 
 
 _UNQUOTED_INT_KEY = re.compile(r"([{,])\s*(-?\d+)\s*:")
@@ -139,10 +140,10 @@ _UNQUOTED_INT_KEY = re.compile(r"([{,])\s*(-?\d+)\s*:")
 
 def loads_lenient(data: bytes | str) -> Any:
     """json.loads that also accepts fastjson's unquoted integer keys."""
-    text = data.decode() if isinstance(data, (bytes, bytearray)) else data
     try:
-        return json.loads(text)
-    except ValueError:
+        return orjson.loads(data)
+    except orjson.JSONDecodeError:
+        text = data.decode() if isinstance(data, (bytes, bytearray)) else data
         return json.loads(_UNQUOTED_INT_KEY.sub(r'\1"\2":', text))
 
 

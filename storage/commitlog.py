@@ -53,8 +53,10 @@ from rocketrio.protocol.message import (
     CRC32_TRAILER_PREFIX,
     MAGIC_CODE_V1,
     MAGIC_CODE_V2,
+    PHY_POS_POSITION,
     MessageDecodeError,
     check_stored_record,
+    crc_digits,
 )
 
 END_FILE_MIN_BLANK_LENGTH = 8
@@ -386,46 +388,90 @@ class CommitLog:
         """
         if not records:
             return []
-        if not self._opened:
-            raise RuntimeError(f"commitlog {self.path} is not open")
-        size = self.mapped_file_size
-        limit = size - END_FILE_MIN_BLANK_LENGTH
+        self._check_open()
+        limit = self.mapped_file_size - END_FILE_MIN_BLANK_LENGTH
         for rec in records:
             n = len(rec)
             if n > limit:
-                raise ValueError(f"record of {n} bytes cannot fit a {size}-byte segment")
+                raise ValueError(
+                    f"record of {n} bytes cannot fit a {self.mapped_file_size}-byte segment"
+                )
             if not rec.startswith(CRC32_TRAILER_PREFIX, n - CRC32_RESERVED_LEN):
                 raise ValueError("commitlog records must carry the __CRC32# trailer")
-        start_offset = self._max_offset
-        buf = bytearray().join(records)
+        return self._append(bytearray().join(records), [len(r) for r in records], reseal_all=True)
+
+    def append_sealed(self, data: bytes | bytearray, sizes: Sequence[int]) -> list[int]:
+        """Append records already sealed for consecutive offsets from `max_offset`.
+
+        The put hot path: ``data`` holds the records back to back, each with its physical
+        offset and ``__CRC32#`` trailer written as if the batch started at `max_offset`, and
+        ``sizes`` gives their lengths. When the batch fits the current segment (nearly always)
+        it is one pwrite; when a record must roll to the next segment, that record and the
+        ones after it get their physical offset patched and CRC resealed here. Returns the
+        offsets; same durability and error handling as `append`.
+        """
+        if not sizes:
+            return []
+        self._check_open()
+        start = self._max_offset
+        seg = self.mapped_file_size
+        if max(sizes) > seg - END_FILE_MIN_BLANK_LENGTH:
+            raise ValueError(f"a record of {max(sizes)} bytes cannot fit a {seg}-byte segment")
+        if sum(sizes) != len(data) or _PHY.unpack_from(data, 28)[0] != start:
+            raise ValueError("sealed records do not match their sizes or the commitlog end")
+        end = start + len(data)
+        if end + END_FILE_MIN_BLANK_LENGTH > start - start % seg + seg:
+            return self._append(bytearray(data), sizes, reseal_all=False)
+        base = start - start % seg
         try:
-            positions = self._place_and_write(records, buf, start_offset)
+            pwrite_all(self._segment_fd(base), data, start - base)
+        except BaseException:
+            self._undo_partial_append(start)
+            raise
+        self._max_offset = end
+        positions = list(itertools.accumulate(sizes, initial=start))
+        positions.pop()
+        return positions
+
+    def _check_open(self) -> None:
+        if not self._opened:
+            raise RuntimeError(f"commitlog {self.path} is not open")
+
+    def _append(self, buf: bytearray, sizes: Sequence[int], *, reseal_all: bool) -> list[int]:
+        start_offset = self._max_offset
+        try:
+            return self._place_and_write(buf, sizes, start_offset, reseal_all)
         except BaseException:
             self._undo_partial_append(start_offset)
             raise
-        return positions
 
-    def _place_and_write(self, records: Sequence[bytes], buf: bytearray, offset: int) -> list[int]:
+    def _place_and_write(
+        self, buf: bytearray, sizes: Sequence[int], offset: int, reseal_all: bool
+    ) -> list[int]:
+        """Write the records, moving any that does not fit its segment to the next one.
+
+        A moved record (or every record with ``reseal_all``) gets its physical offset set and
+        its CRC sealed: records sealed for consecutive offsets stay valid up to the first roll.
+        """
         size = self.mapped_file_size
         view = memoryview(buf)
         positions: list[int] = []
         chunk_start = 0
         chunk_offset = offset
+        start = offset
         p = 0
-        pack_phy = _PHY.pack_into
-        crc32 = zlib.crc32
-        for rec in records:
-            n = len(rec)
+        for n in sizes:
             room = size - offset % size
             if n + END_FILE_MIN_BLANK_LENGTH > room:
                 self._write(chunk_offset, view[chunk_start:p])
                 self._write_blank(offset, room)
                 offset += room
                 chunk_start, chunk_offset = p, offset
-            pack_phy(buf, p + 28, offset)
             end = p + n
-            crc = crc32(view[p : end - CRC32_RESERVED_LEN]) & 0x7FFFFFFF
-            buf[end - 11 : end - 1] = str(crc)[::-1].ljust(10, "0").encode()
+            if reseal_all or offset != start + p:
+                _PHY.pack_into(buf, p + PHY_POS_POSITION, offset)
+                crc = zlib.crc32(view[p : end - CRC32_RESERVED_LEN]) & 0x7FFFFFFF
+                buf[end - 11 : end - 1] = crc_digits(crc)
             positions.append(offset)
             offset += n
             p = end

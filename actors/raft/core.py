@@ -1104,7 +1104,7 @@ class RaftCore:
     def _maybe_commit(self) -> None:
         """Commit the highest index durable on a majority, if it is of the current term."""
         matches = [pr.match_index for pr in self._progress.values()]
-        matches.append(self.last_index)  # the leader counts only what it has fsynced
+        matches.append(self._stable_index)  # the leader counts only what it has fsynced
         matches.sort(reverse=True)
         candidate = matches[len(self.peers) // 2]
         if candidate > self.commit_index and self.term_at(candidate) == self.term:

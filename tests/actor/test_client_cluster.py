@@ -27,6 +27,7 @@ from rocketrio.actors.client.async_send import SendFuture
 from rocketrio.actors.client.config import ProducerConfig
 from rocketrio.actors.client.errors import MQClientError
 from rocketrio.actors.client.message import ConsumeStatus, Message, SendStatus
+from rocketrio.actors.client.mq_client import MQClientInstance
 from rocketrio.actors.client.producer import Producer
 from rocketrio.actors.client.pull_consumer import LitePullConsumer
 from rocketrio.actors.client.push_consumer import PushConsumer
@@ -363,3 +364,30 @@ async def test_failed_send_back_is_consumed_again_locally_without_skipping(
         times = [t for b, t in seen if b == b"bad"]
         assert len(times) == 3
         assert all(t2 - t1 >= 5.0 for t1, t2 in itertools.pairwise(times))
+
+
+async def test_one_client_instance_shared_by_producer_and_consumers(
+    tmp_path: Path, mock_clock: trio.testing.MockClock
+) -> None:
+    async with cluster(tmp_path) as c:
+        await create_topic(c, "T", queues=2)
+        kw = c.kwargs()
+        shared_client = MQClientInstance(
+            c.ns_addr, transport=kw["transport"], config=kw["client_config"]
+        )
+        async with shared_client as shared:
+            listener = Collector()
+            first = PushConsumer("g", c.ns_addr, client=shared)
+            first.subscribe("T")
+            first.register_listener(listener)
+            twin = PushConsumer("g", c.ns_addr, client=shared)
+            twin.subscribe("T")
+            twin.register_listener(Collector())
+            async with first, Producer("pg", c.ns_addr, client=shared) as p:
+                with pytest.raises(MQClientError, match="already registered"):
+                    await twin.start()
+                await p.send(Message("T", b"after the twin"))
+                await wait_for(lambda: listener.bodies() == [b"after the twin"])
+                assert shared.consumers == {"g": first}
+                assert shared.producer_groups == {"pg"}
+            assert shared.consumers == {} and shared.producer_groups == set()

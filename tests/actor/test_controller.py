@@ -12,6 +12,7 @@ import os
 import random
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -485,7 +486,10 @@ async def test_embedded_controller_learns_liveness_from_namesrv_heartbeats(
     ns_addr, ctrl_addr = "10.0.0.1:9876", "10.0.0.1:9878"
     async with trio.open_nursery() as nursery, RemotingClient(net.transport("10.0.9.1")) as client:
         _, ctrl = await nursery.start(
-            run_namesrv_with_controller, ns_cfg, ctrl_cfg, net.transport("10.0.0.1")
+            partial(run_namesrv_with_controller, io_runner=run_inline),
+            ns_cfg,
+            ctrl_cfg,
+            net.transport("10.0.0.1"),
         )
         g = Group(net, nursery, tmp_path, peers="n0-10.0.0.1:9878", controllers={"n0": ctrl})
         _, fakes, ids = await _broker_set_with_notifications(g, client, "broker-a", 1)
@@ -514,7 +518,7 @@ async def test_embedded_controller_learns_liveness_from_namesrv_heartbeats(
 
 def _register_in_namesrv(name: str, addr: str) -> RemotingCommand:
     wrapper = TopicConfigSerializeWrapper(
-        topicConfigTable={"TopicA": TopicConfig("TopicA", 4, 4)},
+        topicConfigTable={t: TopicConfig(t, 4, 4) for t in ("TopicA", "TopicB")},
         dataVersion=DataVersion(0, 1000, 1),
     )
     h = RegisterBrokerRequestHeader(
@@ -605,3 +609,24 @@ def test_controller_deploy_configs_load(path: str) -> None:
     else:
         _ns, ctrl = load_namesrv_configs(path)
         assert (ctrl is not None) == ("embedded" in path)
+
+
+async def test_isolated_leader_does_not_answer_reads(
+    tmp_path: Path, mock_clock: trio.testing.MockClock
+) -> None:
+    async with group(tmp_path, 9) as g, RemotingClient(g.net.transport("10.0.9.1")) as client:
+        leader = await g.leader()
+        at = ADDRS[leader.self_id]
+        await register_new_broker(client, at, "broker-a", broker_addr(1))
+        others = [HOSTS[n] for n in IDS if n != leader.self_id]
+        g.net.isolate(HOSTS[leader.self_id], others)  # the client still reaches it
+        # a read needs a majority to vouch for the leader (a read barrier): without one the
+        # answer could be stale once the others elect a new leader, so none is given
+        r = await call(
+            client,
+            at,
+            RequestCode.CONTROLLER_GET_REPLICA_INFO,
+            GetReplicaInfoRequestHeader("broker-a"),
+        )
+        assert r.code in (RC.CONTROLLER_NOT_LEADER, RC.SYSTEM_ERROR), r
+        assert "masterBrokerId" not in r.ext_fields

@@ -35,7 +35,7 @@ def test_encode_decode_round_trip() -> None:
 
 @pytest.mark.parametrize("data", [b"", b"{}", b'{"offsetTable": [{"topic": "T"}]}', b"[1]"])
 def test_bad_file_is_a_clear_error(data: bytes) -> None:
-    with pytest.raises(MQClientError, match="offsets.json"):
+    with pytest.raises(MQClientError, match=r"offsets\.json"):
         decode_offsets(data, "offsets.json")
 
 
