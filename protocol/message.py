@@ -757,10 +757,6 @@ class BatchConstants:
             raise ValueError(f"stored message field out of range: {e}") from None
 
 
-def _batch_property(props: bytes, key: bytes) -> bytes | None:
-    return find_property(props, key) if props else None
-
-
 def build_batch_records(
     data: bytes,
     const: BatchConstants,
@@ -781,21 +777,22 @@ def build_batch_records(
     if not isinstance(data, bytes):
         data = bytes(data)
     extra = _strip_crc_property(const.properties)
-    uniq_all = _batch_property(extra, b"UNIQ_KEY\x01")
-    tags_all = _batch_property(extra, b"TAGS\x01")
-    keys_all = _batch_property(extra, b"KEYS\x01")
+    uniq_all = _bytes_property(extra, b"UNIQ_KEY\x01")
+    tags_all = _bytes_property(extra, b"TAGS\x01")
+    keys_all = _bytes_property(extra, b"KEYS\x01")
     mid = const.mid()
     if not -(2**31) <= const.queue_id < 2**31:
         raise ValueError(f"queue id {const.queue_id} out of range")
     head_pack = struct.Struct(f">iiiiiqq{len(mid)}si").pack
     magic, topic_part = _topic_part(const.topic, None)
-    queue_id = const.queue_id
-    crc32 = zlib.crc32
-    view = memoryview(data)
-    unpack = _BATCH_HEAD.unpack_from
-    parts: list[Buffer] = []
+    fixed_len = len(mid) + 40
+    # one scan of the whole body instead of one per message: stale trailers are rare
+    careful = data.find(b"__CRC32#") >= 0
     out = BuiltBatch(b"", [], [], [], [])
     sizes, tags_codes, keys, uniqs = out.sizes, out.tags_codes, out.keys, out.uniq_keys
+    parts: list[Buffer] = []
+    crc32, unpack, i16 = zlib.crc32, _BATCH_HEAD.unpack_from, _I16.unpack_from
+    view = memoryview(data)
     qo, phy, pos, n = first_queue_offset, first_physical_offset, 0, len(data)
     while pos < n:
         if n - pos < _BATCH_HEAD.size + 2:
@@ -803,37 +800,57 @@ def build_batch_records(
         total, _magic, _crc, flag, body_len = unpack(data, pos)
         end = pos + total
         q = pos + _BATCH_HEAD.size + body_len
-        if body_len < 0 or end > n or q + 2 > end or q + 2 + _I16.unpack_from(data, q)[0] != end:
+        if body_len < 0 or end > n or q + 2 > end or q + 2 + i16(data, q)[0] != end:
             raise MessageDecodeError(f"batch message at {pos} has inconsistent lengths")
         if body_len > max_body_size:
             raise MessageSizeError(
                 f"message {len(sizes)}: body of {body_len} bytes exceeds {max_body_size}"
             )
         body = view[pos + _BATCH_HEAD.size : q]
-        props = _checked_props(data[q + 2 : end], pos)
-        uniq = uniq_all or find_property(props, b"UNIQ_KEY\x01")
+        props = data[q + 2 : end]
+        if careful or not props.isascii():
+            props = _checked_props(props, pos)
+        if props and props[-1] != 2:  # the batch properties must start a pair of their own
+            props += b"\x02"
+        uniq = uniq_all or _bytes_property(props, b"UNIQ_KEY\x01")
         tail_extra = extra
         if uniq is None:
             uniq = b""
             if new_uniq_key is not None:
                 uniq = new_uniq_key().encode()
                 tail_extra = b"".join((extra, b"UNIQ_KEY\x01", uniq, b"\x02"))
-        tag = tags_all or find_property(props, b"TAGS\x01")
-        tail = _props_tail(topic_part, props, tail_extra)
-        size = len(mid) + 40 + body_len + len(tail) + CRC32_RESERVED_LEN
+        props_len = len(props) + len(tail_extra) + CRC32_RESERVED_LEN
+        if props_len > 32767:
+            raise MessageSizeError(f"message {len(sizes)}: properties of {props_len} bytes")
+        tail = b"".join((topic_part, props_len.to_bytes(2, "big"), props, tail_extra))
+        size = fixed_len + body_len + len(tail) + CRC32_RESERVED_LEN
         head = head_pack(
-            size, magic, crc32(body) & 0x7FFFFFFF, queue_id, flag, qo, phy, mid, body_len
+            size, magic, crc32(body) & 0x7FFFFFFF, const.queue_id, flag, qo, phy, mid, body_len
         )
-        parts += (head, body, tail, crc_trailer(crc32(tail, crc32(body, crc32(head))) & 0x7FFFFFFF))
+        crc = crc32(tail, crc32(body, crc32(head))) & 0x7FFFFFFF
+        parts += (head, body, tail, (b"\x02%010d\x01#23CRC__" % crc)[::-1])
         sizes.append(size)
+        tag = tags_all or _bytes_property(props, b"TAGS\x01")
         tags_codes.append(tags_code_of_bytes(tag) if tag else 0)
-        keys.append(keys_all or find_property(props, b"KEYS\x01"))
+        keys.append(keys_all or _bytes_property(props, b"KEYS\x01"))
         uniqs.append(uniq)
         qo += 1
         phy += size
         pos = end
     out.data = b"".join(parts)
     return out
+
+
+def _bytes_property(props: bytes, key: bytes) -> bytes | None:
+    """`find_property` on whole bytes, with a fast path for a key that occurs once."""
+    p = props.rfind(key)
+    if p < 0:
+        return None
+    v = p + len(key)
+    e = props.find(b"\x02", v)
+    if e > v and (p == 0 or props[p - 1] == 2):
+        return props[v:e]
+    return find_property(props, key)
 
 
 def _checked_props(props: bytes, pos: int) -> bytes:

@@ -12,7 +12,9 @@ size with ``ftruncate`` (sparse, nothing written) so a file position always equa
 Records are the stored-message layout of `rocketrio.protocol.message` and must carry the
 ``__CRC32#`` record-CRC trailer; `append` patches each record's physical offset and seals
 that CRC, so a record on disk is checked end to end (size, magic, inner lengths, physical
-offset, CRC) by `check_stored_record`.
+offset, CRC) by `check_stored_record`. `append_sealed` is the put hot path: the caller has
+already sealed the records for consecutive offsets from `max_offset` (one CRC pass per
+record, no patching), and only records moved to a new segment are patched and resealed.
 
 Durability. `append` writes with ``pwrite`` and never fsyncs. `flush` fdatasyncs every segment
 holding unflushed bytes (and the directory when a segment was created), then records the
@@ -417,7 +419,11 @@ class CommitLog:
         seg = self.mapped_file_size
         if max(sizes) > seg - END_FILE_MIN_BLANK_LENGTH:
             raise ValueError(f"a record of {max(sizes)} bytes cannot fit a {seg}-byte segment")
-        if sum(sizes) != len(data) or _PHY.unpack_from(data, 28)[0] != start:
+        if (
+            sum(sizes) != len(data)
+            or len(data) < PHY_POS_POSITION + 8
+            or _PHY.unpack_from(data, PHY_POS_POSITION)[0] != start
+        ):
             raise ValueError("sealed records do not match their sizes or the commitlog end")
         end = start + len(data)
         if end + END_FILE_MIN_BLANK_LENGTH > start - start % seg + seg:

@@ -17,10 +17,11 @@ the store then re-dispatches, so the log never holds a record twice.
 
 from __future__ import annotations
 
+import functools
 import os
 import struct
 import zlib
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 
 from rocketrio.storage.commitlog import fsync_dir, pwrite_all
 
@@ -34,6 +35,18 @@ def key_hash(topic: str, key: str) -> int:
     """Stable 64-bit hash of ``topic#key``."""
     raw = f"{topic}#{key}".encode()
     return (zlib.crc32(raw) << 32) | zlib.adler32(raw)
+
+
+@functools.lru_cache(maxsize=1024)
+def key_hash_seed(topic: str) -> tuple[int, int]:
+    """(CRC32, Adler-32) of ``topic#``: ``key_hash_from(seed, key)`` continues from them."""
+    raw = f"{topic}#".encode()
+    return zlib.crc32(raw), zlib.adler32(raw)
+
+
+def key_hash_from(seed: tuple[int, int], key: bytes) -> int:
+    """`key_hash` of an encoded key from its topic's seed, without building ``topic#key``."""
+    return (zlib.crc32(key, seed[0]) << 32) | zlib.adler32(key, seed[1])
 
 
 class MessageIndex:
@@ -95,6 +108,21 @@ class MessageIndex:
         pwrite_all(self._fd, data, self._size)
         self._size += len(data)
         for h, off in batch:
+            self._insert(h, off)
+
+    def add_pairs(self, hashes: Sequence[int], offsets: Sequence[int]) -> None:
+        """`add` for parallel lists (the put hot path): one write, a bulk dict update."""
+        if not hashes or self._fd is None:
+            return
+        data = b"".join(map(RECORD.pack, hashes, offsets))
+        pwrite_all(self._fd, data, self._size)
+        self._size += len(data)
+        fresh = dict(zip(hashes, offsets, strict=True))
+        if len(fresh) == len(hashes) and self._map.keys().isdisjoint(fresh.keys()):
+            self._map.update(fresh)  # no key seen before: nothing to merge into lists
+            self.count += len(fresh)
+            return
+        for h, off in zip(hashes, offsets, strict=True):
             self._insert(h, off)
 
     def lookup(self, topic: str, key: str) -> list[int]:

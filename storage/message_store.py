@@ -28,27 +28,33 @@ from __future__ import annotations
 import enum
 import os
 import shutil
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from zlib import adler32, crc32
 
 import attrs
 
 from rocketrio.protocol.config import positive
 from rocketrio.protocol.message import (
-    CRC32_RESERVED_LEN,
+    DELAY,
     PROPERTY_CRC32,
-    PROPERTY_DELAY_TIME_LEVEL,
     PROPERTY_KEYS,
     PROPERTY_TAGS,
     TRANSACTION_PREPARED_TYPE,
     TRANSACTION_ROLLBACK_TYPE,
     UNIQ_KEY,
+    BatchConstants,
+    Buffer,
+    BuiltBatch,
     MessageDecodeError,
     MessageExt,
-    build_stored_message,
+    MessageSizeError,
+    append_record,
+    build_batch_records,
     check_stored_record,
     decode_properties,
     decode_stored,
     encode_properties,
+    find_property,
     stored_timestamp,
     tags_hash_code,
 )
@@ -60,7 +66,7 @@ from rocketrio.storage.commitlog import (
     RecordNotFound,
 )
 from rocketrio.storage.consume_queue import ENTRY, Boundary, ConsumeQueue
-from rocketrio.storage.index_file import MessageIndex, key_hash
+from rocketrio.storage.index_file import MessageIndex, key_hash_from, key_hash_seed
 
 SCHEDULE_TOPIC = "SCHEDULE_TOPIC_XXXX"
 COMMITLOG_DIR = "commitlog"
@@ -151,6 +157,58 @@ class PutResult:
 
 
 @attrs.define(slots=True)
+class BatchPutResult:
+    """What `MessageStore.put_batch_body` stored, compactly: message i of the batch is at
+    ``commitlog_offsets[i]`` (``sizes[i]`` bytes) with queue offset ``first_queue_offset + i``.
+    """
+
+    topic: str
+    queue_id: int
+    first_queue_offset: int
+    commitlog_offsets: list[int]
+    sizes: list[int]
+    uniq_keys: list[bytes]  # b"" for a message stored without one
+    store_timestamp: int
+    msg_id_prefix: str  # hex store ip + port: an offset message id is this + 16 hex digits
+
+    @property
+    def count(self) -> int:
+        return len(self.sizes)
+
+    @property
+    def total_size(self) -> int:
+        return sum(self.sizes)
+
+    @property
+    def next_queue_offset(self) -> int:
+        """The queue's max offset after this batch (what a long-polling pull waits for)."""
+        return self.first_queue_offset + len(self.sizes)
+
+    def msg_ids(self) -> list[str]:
+        """Offset message ids, like PutResult.msg_id."""
+        prefix = self.msg_id_prefix
+        return [f"{prefix}{pos:016X}" for pos in self.commitlog_offsets]
+
+    def msg_ids_csv(self) -> str:
+        """The SendMessageResponseHeader msgId of a batch: offset ids joined by commas."""
+        return ",".join(self.msg_ids())
+
+    def uniq_keys_csv(self) -> str:
+        """The SendMessageResponseHeader msgId the client expects: UNIQ_KEYs joined by commas."""
+        return b",".join(self.uniq_keys).decode()
+
+    def put_results(self) -> list[PutResult]:
+        """The same answer as `MessageStore.put_messages` would give, one PutResult each."""
+        ts, qo = self.store_timestamp, self.first_queue_offset
+        return [
+            PutResult(pos, n, qo + i, msg_id, ts)
+            for i, (pos, n, msg_id) in enumerate(
+                zip(self.commitlog_offsets, self.sizes, self.msg_ids(), strict=True)
+            )
+        ]
+
+
+@attrs.define(slots=True)
 class GetResult:
     """A pull answer: ``buffers`` are whole stored records, one per message, in queue order."""
 
@@ -191,6 +249,8 @@ class StoreStats:
 
 # (commitlog offset, size, (topic, queue id), queue offset, tags code, index hashes, to CQ)
 _Dispatch = tuple[int, int, tuple[str, int], int, int, list[int] | None, bool]
+# the same before the CommitLog write gives offsets: ((topic, queue id), queue offset, ...)
+_Pending = tuple[tuple[str, int], int, int, list[int] | None, bool]
 
 
 class MessageStore:
@@ -309,8 +369,13 @@ class MessageStore:
                 ) from None
             tran = msg.sys_flag & TRANSACTION_ROLLBACK_TYPE
             to_cq = offset >= cq_from and tran not in _NO_CQ_TRAN
-            tags = self._tags_code(msg.topic, msg.properties, msg.store_timestamp)
-            hashes = self._index_hashes(msg.topic, msg.properties, tran)
+            props = msg.properties
+            tags = self._tags_code(
+                msg.topic, props.get(PROPERTY_TAGS), props.get(DELAY), msg.store_timestamp
+            )
+            hashes = self._index_hashes(
+                msg.topic, props.get(PROPERTY_KEYS), props.get(UNIQ_KEY), tran
+            )
             key = (msg.topic, msg.queue_id)
             batch.append((offset, len(record), key, msg.queue_offset, tags, hashes, to_cq))
             if to_cq:
@@ -343,47 +408,53 @@ class MessageStore:
     def put_messages(
         self, msgs: Sequence[MessageToStore], store_timestamp_ms: int
     ) -> list[PutResult]:
-        """Store a batch with one CommitLog write and dispatch it; no fsync (see flush)."""
-        records: list[bytes] = []
-        pending: list[tuple[tuple[str, int], int, int, list[int] | None, bool]] = []
+        """Store a batch with one CommitLog write and dispatch it; no fsync (see flush).
+
+        Validates every message before writing anything: InvalidMessage / MessageTooLarge
+        leave the store unchanged.
+        """
+        if not msgs:
+            return []
+        parts: list[Buffer] = []
+        sizes: list[int] = []
+        pending: list[_Pending] = []
         next_qo: dict[tuple[str, int], int] = {}
+        phy = start = self._commitlog.max_offset
         for i, m in enumerate(msgs):
-            rec, meta = self._build(i, m, store_timestamp_ms, next_qo)
-            records.append(rec)
+            size, meta = self._encode(i, m, store_timestamp_ms, phy, next_qo, parts)
+            sizes.append(size)
             pending.append(meta)
-        positions = self._commitlog.append(records)
+            phy += size
+        positions = self._commitlog.append_sealed(b"".join(parts), sizes)
         self._queue_offsets.update(next_qo)
         items: list[_Dispatch] = []
         results: list[PutResult] = []
         prefix = self._msg_id_prefix
-        total = 0
-        for pos, rec, (key, qo, tags, hashes, to_cq) in zip(
-            positions, records, pending, strict=True
-        ):
-            n = len(rec)
-            total += n
+        for pos, n, (key, qo, tags, hashes, to_cq) in zip(positions, sizes, pending, strict=True):
             items.append((pos, n, key, qo, tags, hashes, to_cq))
             results.append(PutResult(pos, n, qo, f"{prefix}{pos:016X}", store_timestamp_ms))
         self._dispatch(items)
-        self._put_count += len(records)
-        self._put_bytes += total
+        self._put_count += len(sizes)
+        self._put_bytes += phy - start
         return results
 
-    def _build(
-        self, i: int, m: MessageToStore, store_ts: int, next_qo: dict[tuple[str, int], int]
-    ) -> tuple[bytes, tuple[tuple[str, int], int, int, list[int] | None, bool]]:
+    def _encode(
+        self,
+        i: int,
+        m: MessageToStore,
+        store_ts: int,
+        phy: int,
+        next_qo: dict[tuple[str, int], int],
+        parts: list[Buffer],
+    ) -> tuple[int, _Pending]:
+        """Append message i's sealed record (for commitlog offset ``phy``) to ``parts``."""
         cfg = self.config
         if len(m.body) > cfg.maxMessageSize:
             raise MessageTooLarge(
                 f"message {i} to {m.topic}: body of {len(m.body)} bytes exceeds "
                 f"maxMessageSize={cfg.maxMessageSize}"
             )
-        text, props = _split_properties(m.properties)
-        raw_props = text.encode()
-        if len(raw_props) + 1 + CRC32_RESERVED_LEN > 32767:
-            raise MessageTooLarge(
-                f"message {i} to {m.topic}: properties of {len(raw_props)} bytes exceed 32767"
-            )
+        raw, tags, keys, uniq, delay = _wire_properties(m.properties, m.topic == SCHEDULE_TOPIC)
         tran = m.sys_flag & TRANSACTION_ROLLBACK_TYPE
         to_cq = tran not in _NO_CQ_TRAN
         key = (m.topic, m.queue_id)
@@ -392,56 +463,145 @@ class MessageStore:
             qo = next_qo.get(key, -1)
             if qo < 0:
                 qo = self._queue_offsets.get(key, 0)
-            next_qo[key] = qo + 1
         try:
-            rec = build_stored_message(
-                topic=m.topic, queue_id=m.queue_id, body=m.body, flag=m.flag,
-                properties=raw_props, sys_flag=m.sys_flag, born_timestamp=m.born_timestamp,
-                born_host=m.born_host, store_timestamp=store_ts, store_host=self.store_host,
-                reconsume_times=m.reconsume_times,
-                prepared_transaction_offset=m.prepared_transaction_offset,
-                queue_offset=qo, record_crc="reserve",
+            size = append_record(
+                parts, m.topic, m.queue_id, m.body, m.flag, raw, m.sys_flag, m.born_timestamp,
+                m.born_host, store_ts, self.store_host, m.reconsume_times,
+                m.prepared_transaction_offset, qo, phy,
             )  # fmt: skip
+        except MessageSizeError as e:
+            raise MessageTooLarge(f"message {i} to {m.topic}: {e}") from None
         except ValueError as e:
             raise InvalidMessage(f"message {i} to {m.topic}: {e}") from None
-        if len(rec) > cfg.mappedFileSizeCommitLog - 8:
+        if size > cfg.mappedFileSizeCommitLog - 8:
             raise MessageTooLarge(
-                f"message {i} to {m.topic}: record of {len(rec)} bytes exceeds a commitlog "
+                f"message {i} to {m.topic}: record of {size} bytes exceeds a commitlog "
                 f"segment (mappedFileSizeCommitLog={cfg.mappedFileSizeCommitLog})"
             )
-        tags = self._tags_code(m.topic, props, store_ts)
-        return rec, (key, qo, tags, self._index_hashes(m.topic, props, tran), to_cq)
+        if to_cq:
+            next_qo[key] = qo + 1
+        tags_code = self._tags_code(m.topic, tags, delay, store_ts)
+        return size, (key, qo, tags_code, self._index_hashes(m.topic, keys, uniq, tran), to_cq)
 
-    def _tags_code(self, topic: str, props: dict[str, str], store_ts: int) -> int:
-        tags = props.get(PROPERTY_TAGS)
+    def put_batch_body(
+        self,
+        topic: str,
+        queue_id: int,
+        body: bytes,
+        store_timestamp_ms: int,
+        *,
+        properties: Mapping[str, str] | str = "",
+        sys_flag: int = 0,
+        born_timestamp: int = 0,
+        born_host: tuple[bytes, int] = (b"\x7f\x00\x00\x01", 0),
+        reconsume_times: int = 0,
+        new_uniq_key: Callable[[], str] | None = None,
+    ) -> BatchPutResult:
+        """Store a client batch body (SEND_BATCH_MESSAGE) as is: the fast put path.
+
+        Builds the records straight from the encoded batch (`encode_batch_body` layout) into
+        one buffer, writes it with one pwrite and appends the queue's entries with one write.
+        ``properties`` (the request's batch-level properties plus what the broker adds, e.g.
+        CLUSTER) are appended to every message's own, so they win like a dict update; a message
+        with no UNIQ_KEY gets ``new_uniq_key()``. Like upstream, a batch cannot be
+        transactional nor go to SCHEDULE_TOPIC_XXXX. Raises InvalidMessage / MessageTooLarge
+        (nothing written) for a malformed or empty body or a message over a limit.
+        """
+        if topic == SCHEDULE_TOPIC:
+            raise InvalidMessage(f"a batch cannot be sent to {SCHEDULE_TOPIC}")
+        if sys_flag & TRANSACTION_ROLLBACK_TYPE:
+            raise InvalidMessage(f"batch to {topic}: batch messages cannot be transactional")
+        text = properties if isinstance(properties, str) else encode_properties(properties)
+        key = (topic, queue_id)
+        first_qo = self._queue_offsets.get(key, 0)
+        const = BatchConstants(
+            topic, queue_id, sys_flag, born_timestamp, born_host, store_timestamp_ms,
+            self.store_host, reconsume_times, text.encode(),
+        )  # fmt: skip
+        try:
+            built = build_batch_records(
+                body,
+                const,
+                first_queue_offset=first_qo,
+                first_physical_offset=self._commitlog.max_offset,
+                max_body_size=self.config.maxMessageSize,
+                new_uniq_key=new_uniq_key,
+            )
+        except MessageSizeError as e:
+            raise MessageTooLarge(f"batch to {topic}: {e}") from None
+        except ValueError as e:
+            raise InvalidMessage(f"batch to {topic}: {e}") from None
+        sizes = built.sizes
+        if not sizes:
+            raise InvalidMessage(f"batch to {topic} holds no message")
+        seg = self.config.mappedFileSizeCommitLog
+        if max(sizes) > seg - 8:
+            raise MessageTooLarge(
+                f"batch to {topic}: a record of {max(sizes)} bytes exceeds a commitlog segment "
+                f"(mappedFileSizeCommitLog={seg})"
+            )
+        positions = self._commitlog.append_sealed(built.data, sizes)
+        self._queue_offsets[key] = first_qo + len(sizes)
+        entries = b"".join(map(ENTRY.pack, positions, sizes, built.tags_codes))
+        self._consume_queue(key).append(entries, first_qo)
+        if self._index is not None:
+            self._index_batch(self._index, topic, positions, built)
+        self._dispatched = positions[-1] + sizes[-1]
+        self._put_count += len(sizes)
+        self._put_bytes += len(built.data)
+        return BatchPutResult(
+            topic, queue_id, first_qo, positions, sizes, built.uniq_keys, store_timestamp_ms,
+            self._msg_id_prefix,
+        )  # fmt: skip
+
+    @staticmethod
+    def _index_batch(
+        index: MessageIndex, topic: str, positions: list[int], built: BuiltBatch
+    ) -> None:
+        crc_seed, adler_seed = seed = key_hash_seed(topic)
+        uniqs = built.uniq_keys
+        if not any(built.keys) and all(uniqs):  # the usual batch: one UNIQ_KEY each
+            hashes = [(crc32(u, crc_seed) << 32) | adler32(u, adler_seed) for u in uniqs]
+            index.add_pairs(hashes, positions)
+            return
+        hashes = []
+        offsets = []
+        for pos, keys, uniq in zip(positions, built.keys, uniqs, strict=True):
+            for k in [*(keys.split(b" ") if keys else ()), uniq]:
+                if k:
+                    hashes.append(key_hash_from(seed, k))
+                    offsets.append(pos)
+        index.add_pairs(hashes, offsets)
+
+    def _tags_code(self, topic: str, tags: str | None, delay: str | None, store_ts: int) -> int:
         code = tags_hash_code(tags) if tags else 0
         if topic == SCHEDULE_TOPIC:
             # delay messages are ordered by deliver time (upstream computeDeliverTimestamp)
-            level = props.get(PROPERTY_DELAY_TIME_LEVEL, "")
+            level = delay or ""
             if level.isdigit() and int(level) > 0:
                 delays = self._delay_ms
                 code = store_ts + delays[min(int(level), len(delays)) - 1]
         return code
 
-    def _index_hashes(self, topic: str, props: dict[str, str], tran: int) -> list[int] | None:
-        if self._index is None or tran == TRANSACTION_ROLLBACK_TYPE:
+    def _index_hashes(
+        self, topic: str, keys: str | None, uniq: str | None, tran: int
+    ) -> list[int] | None:
+        if self._index is None or tran == TRANSACTION_ROLLBACK_TYPE or not (keys or uniq):
             return None
-        keys = props.get(PROPERTY_KEYS)
-        uniq = props.get(UNIQ_KEY)
-        if not keys and not uniq:
-            return None
-        hashes = [key_hash(topic, k) for k in keys.split(" ") if k] if keys else []
+        seed = key_hash_seed(topic)
+        hashes = [key_hash_from(seed, k.encode()) for k in keys.split(" ") if k] if keys else []
         if uniq:
-            hashes.append(key_hash(topic, uniq))
+            hashes.append(key_hash_from(seed, uniq.encode()))
         return hashes
 
     def _dispatch(self, items: Iterable[_Dispatch]) -> None:
         groups: dict[tuple[str, int], list[bytes]] = {}
         firsts: dict[tuple[str, int], int] = {}
-        index_entries: list[tuple[int, int]] = []
+        hashes: list[int] = []
+        offsets: list[int] = []
         pack = ENTRY.pack
         end = None
-        for offset, size, key, qo, tags, hashes, to_cq in items:
+        for offset, size, key, qo, tags, key_hashes, to_cq in items:
             end = offset + size
             if to_cq:
                 group = groups.get(key)
@@ -453,12 +613,13 @@ class MessageStore:
                         f"queue offsets of {key[0]}:{key[1]} jump to {qo} at commitlog {offset}"
                     )
                 group.append(pack(offset, size, tags))
-            if hashes:
-                index_entries.extend([(h, offset) for h in hashes])
+            if key_hashes:
+                hashes += key_hashes
+                offsets += [offset] * len(key_hashes)
         for key, parts in groups.items():
             self._consume_queue(key).append(b"".join(parts), firsts[key])
-        if index_entries and self._index is not None:
-            self._index.add(index_entries)
+        if hashes and self._index is not None:
+            self._index.add_pairs(hashes, offsets)
         if end is not None:
             self._dispatched = end
 
@@ -731,6 +892,27 @@ class MessageStore:
 
 
 _NO_CQ_TRAN = (TRANSACTION_PREPARED_TYPE, TRANSACTION_ROLLBACK_TYPE)
+
+
+def _wire_properties(
+    props: dict[str, str] | str, schedule: bool
+) -> tuple[bytes, str | None, str | None, str | None, str | None]:
+    """(encoded properties, TAGS, KEYS, UNIQ_KEY, DELAY) of a message to store.
+
+    A properties text is looked up in place (no dict); a stale ``__CRC32#`` is dropped, the
+    CommitLog writes its own. DELAY is only looked up for SCHEDULE_TOPIC_XXXX.
+    """
+    if isinstance(props, str) and props.find(PROPERTY_CRC32) < 0:
+        return (
+            props.encode(),
+            find_property(props, "TAGS\x01"),
+            find_property(props, "KEYS\x01"),
+            find_property(props, "UNIQ_KEY\x01"),
+            find_property(props, "DELAY\x01") if schedule else None,
+        )
+    text, d = _split_properties(props)
+    get = d.get
+    return text.encode(), get(PROPERTY_TAGS), get(PROPERTY_KEYS), get(UNIQ_KEY), get(DELAY)
 
 
 def _split_properties(props: dict[str, str] | str) -> tuple[str, dict[str, str]]:

@@ -301,7 +301,7 @@ class Controller:
             if not result.events:
                 if barrier_done:
                     return result
-                pass
+                await self._read_barrier()
                 barrier_done = True
                 continue  # recompute on the state the barrier vouches for
             outcomes = await self._propose(encode_events(result.events))

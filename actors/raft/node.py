@@ -407,13 +407,26 @@ class RaftNode:
         self._reads[ctx] = reply
 
     async def _handle_ready(self, rd: Ready) -> None:
-        """The core's documented order: persist, send, apply, release reads, log, advance."""
+        """The core's documented order: persist, send, apply, release reads, log, advance.
+
+        One exception, as the Raft thesis (§10.2.1) and etcd's server allow: a leader's
+        Ready without hard state or snapshot is sent BEFORE its entries are fsynced, so the
+        followers write in parallel with the leader. It is safe because nothing a leader
+        sends claims its own durability (the core counts the leader's match only from its
+        stable index, i.e. after `advance`), and with no hard state in the Ready no vote is
+        being granted.
+        """
+        early = rd.hard_state is None and rd.snapshot is None and self.core.role is Role.LEADER
+        if early:
+            for to, msg in rd.messages:
+                self._send_to_peer(to, msg)
         if rd.hard_state is not None or rd.snapshot is not None or rd.entries:
             await self._io(self._persist, rd)
         if rd.snapshot is not None:
             self._install_snapshot(rd.snapshot)
-        for to, msg in rd.messages:
-            self._send_to_peer(to, msg)
+        if not early:
+            for to, msg in rd.messages:
+                self._send_to_peer(to, msg)
         if rd.committed_entries:
             self._apply(rd.committed_entries)
         for rs in rd.read_states:

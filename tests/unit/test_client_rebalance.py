@@ -2,11 +2,19 @@
 
 from __future__ import annotations
 
+from datetime import datetime
+
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
 from rocketrio.actors.client.config import ConsumeFromWhere
+from rocketrio.actors.client.consumer_core import (
+    default_consume_timestamp,
+    parse_consume_timestamp,
+    reset_retry_topic,
+)
+from rocketrio.actors.client.errors import MQClientError
 from rocketrio.actors.client.rebalance import (
     OFFSET_ERROR,
     OFFSET_NOT_FOUND,
@@ -18,6 +26,7 @@ from rocketrio.actors.client.rebalance import (
     start_offset,
 )
 from rocketrio.protocol.bodies import MessageQueue
+from rocketrio.protocol.message import MessageExt
 
 
 def qs(n: int, broker: str = "b") -> list[MessageQueue]:
@@ -113,3 +122,19 @@ def test_diff_assignment_keeps_common_queues() -> None:
     d = diff_assignment(cur, wanted)
     assert d.removed == frozenset({MessageQueue("T", "b", 0)})
     assert d.added == (MessageQueue("T", "b", 3),)
+
+
+def test_consume_timestamp_parsing_and_default() -> None:
+    ms = parse_consume_timestamp("20250310120000")
+    assert datetime.fromtimestamp(ms / 1000) == datetime(2025, 3, 10, 12, 0, 0)
+    assert default_consume_timestamp(ms + 30 * 60 * 1000) == "20250310120000"
+    with pytest.raises(MQClientError, match="yyyyMMddHHmmss"):
+        parse_consume_timestamp("2025-03-10")
+
+
+def test_retry_messages_show_their_original_topic() -> None:
+    retried = MessageExt("%RETRY%g", b"", properties={"RETRY_TOPIC": "T"})
+    other = MessageExt("%RETRY%other", b"", properties={"RETRY_TOPIC": "U"})
+    plain = MessageExt("T", b"")
+    reset_retry_topic([retried, other, plain], "%RETRY%g")
+    assert [m.topic for m in (retried, other, plain)] == ["T", "%RETRY%other", "T"]
