@@ -141,6 +141,31 @@ class Connection:
         finally:
             self._pending.pop(opaque, None)
 
+    def request_nowait(
+        self, cmd: RemotingCommand, on_done: Callable[[Reply[RemotingCommand]], None]
+    ) -> int:
+        """Send a request without waiting; ``on_done`` gets the reply (or the failure when the
+        connection closes). Returns the opaque, for `cancel_request`. The caller owns timeouts."""
+        if self.closed:
+            raise RemotingError(f"connection to {self.remote} is closed")
+        opaque = next(self._opaque)
+        cmd.opaque = opaque
+        self._pending[opaque] = Reply(on_done=on_done)
+        self.send_nowait(cmd)
+        return opaque
+
+    def cancel_request(self, opaque: int, exc: BaseException) -> bool:
+        """Fail a pending request (e.g. its deadline passed); False if it already finished."""
+        reply = self._pending.pop(opaque, None)
+        if reply is None:
+            return False
+        reply.fail(exc)
+        return True
+
+    @property
+    def pending_output_bytes(self) -> int:
+        return self._out_bytes
+
     async def oneway(self, cmd: RemotingCommand) -> None:
         if self.closed:
             raise RemotingError(f"connection to {self.remote} is closed")

@@ -720,9 +720,15 @@ class BuiltBatch:
 
     data: bytes
     sizes: list[int]
-    tags_codes: list[int]
-    keys: list[bytes | None]  # raw KEYS value (space separated), None when absent
+    tags: list[bytes]  # TAGS value, b"" when absent (`tags_codes` hashes them)
+    # raw KEYS values (space separated), None for a message without; None when no message has
+    keys: list[bytes | None] | None
     uniq_keys: list[bytes]  # UNIQ_KEY, b"" when the message has none
+
+    def tags_codes(self) -> list[int]:
+        """ConsumeQueue tagsCode of every message (a batch holds few distinct tags)."""
+        codes = {t: tags_code_of_bytes(t) if t else 0 for t in set(self.tags)}
+        return list(map(codes.__getitem__, self.tags))
 
 
 @attrs.frozen
@@ -780,16 +786,17 @@ def build_batch_records(
     uniq_all = _bytes_property(extra, b"UNIQ_KEY\x01")
     tags_all = _bytes_property(extra, b"TAGS\x01")
     keys_all = _bytes_property(extra, b"KEYS\x01")
-    mid = const.mid()
-    if not -(2**31) <= const.queue_id < 2**31:
-        raise ValueError(f"queue id {const.queue_id} out of range")
-    head_pack = struct.Struct(f">iiiiiqq{len(mid)}si").pack
-    magic, topic_part = _topic_part(const.topic, None)
-    fixed_len = len(mid) + 40
-    # one scan of the whole body instead of one per message: stale trailers are rare
+    # one scan of the whole body each instead of one per message: these are rare
     careful = data.find(b"__CRC32#") >= 0
-    out = BuiltBatch(b"", [], [], [], [])
-    sizes, tags_codes, keys, uniqs = out.sizes, out.tags_codes, out.keys, out.uniq_keys
+    find_keys = keys_all is None and data.find(b"KEYS\x01") >= 0
+    mid = const.mid()
+    head_pack = _head_struct(len(mid)).pack
+    magic, topic_part = _topic_part(const.topic, None)
+    queue_id, fixed_len = const.queue_id, len(mid) + 40
+    if not -(2**31) <= queue_id < 2**31:
+        raise ValueError(f"queue id {queue_id} out of range")
+    out = BuiltBatch(b"", [], [], [] if find_keys or keys_all else None, [])
+    sizes, tags, keys, uniqs = out.sizes, out.tags, out.keys, out.uniq_keys
     parts: list[Buffer] = []
     crc32, unpack, i16 = zlib.crc32, _BATCH_HEAD.unpack_from, _I16.unpack_from
     view = memoryview(data)
@@ -812,7 +819,15 @@ def build_batch_records(
             props = _checked_props(props, pos)
         if props and props[-1] != 2:  # the batch properties must start a pair of their own
             props += b"\x02"
-        uniq = uniq_all or _bytes_property(props, b"UNIQ_KEY\x01")
+        # UNIQ_KEY and TAGS inline: a call per lookup would cost more than the lookup
+        uniq = uniq_all
+        if uniq is None:
+            p = props.rfind(b"UNIQ_KEY\x01")
+            e = props.find(b"\x02", p + 9)
+            if p >= 0 and e > p + 9 and (p == 0 or props[p - 1] == 2):
+                uniq = props[p + 9 : e]
+            elif p >= 0:
+                uniq = find_property(props, b"UNIQ_KEY\x01")
         tail_extra = extra
         if uniq is None:
             uniq = b""
@@ -825,20 +840,34 @@ def build_batch_records(
         tail = b"".join((topic_part, props_len.to_bytes(2, "big"), props, tail_extra))
         size = fixed_len + body_len + len(tail) + CRC32_RESERVED_LEN
         head = head_pack(
-            size, magic, crc32(body) & 0x7FFFFFFF, const.queue_id, flag, qo, phy, mid, body_len
+            size, magic, crc32(body) & 0x7FFFFFFF, queue_id, flag, qo, phy, mid, body_len
         )
         crc = crc32(tail, crc32(body, crc32(head))) & 0x7FFFFFFF
         parts += (head, body, tail, (b"\x02%010d\x01#23CRC__" % crc)[::-1])
         sizes.append(size)
-        tag = tags_all or _bytes_property(props, b"TAGS\x01")
-        tags_codes.append(tags_code_of_bytes(tag) if tag else 0)
-        keys.append(keys_all or _bytes_property(props, b"KEYS\x01"))
         uniqs.append(uniq)
+        tag = tags_all
+        if tag is None:
+            p = props.rfind(b"TAGS\x01")
+            e = props.find(b"\x02", p + 5)
+            if p >= 0 and e > p + 5 and (p == 0 or props[p - 1] == 2):
+                tag = props[p + 5 : e]
+            elif p >= 0:
+                tag = find_property(props, b"TAGS\x01")
+        tags.append(tag or b"")
+        if keys is not None:
+            keys.append(keys_all or _bytes_property(props, b"KEYS\x01"))
         qo += 1
         phy += size
         pos = end
     out.data = b"".join(parts)
     return out
+
+
+@functools.lru_cache(maxsize=8)
+def _head_struct(mid_len: int) -> struct.Struct:
+    """totalSize .. physicalOffset, the sysFlag..preparedTransactionOffset bytes, bodyLen."""
+    return struct.Struct(f">iiiiiqq{mid_len}si")
 
 
 def _bytes_property(props: bytes, key: bytes) -> bytes | None:

@@ -542,7 +542,7 @@ class MessageStore:
             )
         positions = self._commitlog.append_sealed(built.data, sizes)
         self._queue_offsets[key] = first_qo + len(sizes)
-        entries = b"".join(map(ENTRY.pack, positions, sizes, built.tags_codes))
+        entries = b"".join(map(ENTRY.pack, positions, sizes, built.tags_codes()))
         self._consume_queue(key).append(entries, first_qo)
         if self._index is not None:
             self._index_batch(self._index, topic, positions, built)
@@ -560,13 +560,14 @@ class MessageStore:
     ) -> None:
         crc_seed, adler_seed = seed = key_hash_seed(topic)
         uniqs = built.uniq_keys
-        if not any(built.keys) and all(uniqs):  # the usual batch: one UNIQ_KEY each
+        if built.keys is None and all(uniqs):  # the usual batch: one UNIQ_KEY each, no KEYS
             hashes = [(crc32(u, crc_seed) << 32) | adler32(u, adler_seed) for u in uniqs]
             index.add_pairs(hashes, positions)
             return
         hashes = []
         offsets = []
-        for pos, keys, uniq in zip(positions, built.keys, uniqs, strict=True):
+        all_keys = built.keys or [None] * len(uniqs)
+        for pos, keys, uniq in zip(positions, all_keys, uniqs, strict=True):
             for k in [*(keys.split(b" ") if keys else ()), uniq]:
                 if k:
                     hashes.append(key_hash_from(seed, k))

@@ -514,7 +514,7 @@ class Broker:
 
     async def _drain_connections(self) -> None:
         for _ in range(100):
-            if all(not conn._out for conn in self.server.connections):
+            if all(not conn.pending_output_bytes for conn in self.server.connections):
                 return
             await trio.sleep(0.01)
 

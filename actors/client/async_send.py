@@ -5,11 +5,8 @@
 the requests in send order with their deadlines; ``expire`` (called periodically) fails the
 ones whose answer is late, like upstream's scanResponseTable. Because every send of one
 producer uses the same timeout, send order is deadline order and expiry only looks at the
-oldest entries.
-
-`Connection` offers callbacks only through its response table (``_pending``, ``_opaque``),
-which this module is the one place to touch; a public ``Connection.request_nowait`` would let
-it drop that.
+oldest entries. Requests go out with `Connection.request_nowait`, and a late one is failed
+with `Connection.cancel_request`.
 """
 
 from __future__ import annotations
@@ -21,7 +18,7 @@ import trio
 
 from rocketrio.actors.client.errors import MQClientError
 from rocketrio.actors.client.message import SendResult
-from rocketrio.actors.remoting import Connection, RemotingError, RemotingTimeout
+from rocketrio.actors.remoting import Connection, RemotingTimeout
 from rocketrio.actors.runtime import Reply
 from rocketrio.protocol.codes import request_name
 from rocketrio.protocol.remoting import RemotingCommand
@@ -84,20 +81,15 @@ class CallbackRequests:
         self, conn: Connection, cmd: RemotingCommand, deadline: float, on_done: OnDone
     ) -> None:
         """Send ``cmd``; ``on_done`` gets the answer, a connection failure or a timeout."""
-        if conn.closed:
-            raise RemotingError(f"connection to {conn.remote} is closed")
-        opaque = next(conn._opaque)
-        cmd.opaque = opaque
-        key = (id(conn), opaque)
         items = self._items
+        key: tuple[int, int] = (id(conn), 0)
 
         def done(reply: Reply[RemotingCommand]) -> None:
             items.pop(key, None)
             on_done(reply)
 
-        conn._pending[opaque] = Reply(on_done=done)
+        key = (id(conn), conn.request_nowait(cmd, done))
         items[key] = (deadline, conn, cmd.code)
-        conn.send_nowait(cmd)
 
     def expire(self, now: float) -> int:
         """Fail every request whose deadline has passed; returns how many."""
@@ -109,8 +101,8 @@ class CallbackRequests:
             if deadline > now:
                 break
             del items[key]
-            reply = conn._pending.pop(key[1], None)
-            if reply is not None:
-                reply.fail(RemotingTimeout(f"{request_name(code)} to {conn.remote} timed out"))
+            if conn.cancel_request(
+                key[1], RemotingTimeout(f"{request_name(code)} to {conn.remote} timed out")
+            ):
                 expired += 1
         return expired

@@ -117,7 +117,14 @@ class _ReadIndex:
     reply: Reply[None]
 
 
-_Inbox = _Step | _Propose | _ReadIndex
+@attrs.frozen(slots=True)
+class _Persisted:
+    """The background fsync of `ready` finished."""
+
+    ready: Ready
+
+
+_Inbox = _Step | _Propose | _ReadIndex | _Persisted
 
 
 # Runs blocking storage work; a worker thread in production. Tests on MockClock pass an inline
@@ -169,6 +176,9 @@ class RaftNode:
         self._core: RaftCore | None = None
         self._log: RaftLog | None = None
         self._applied = 0
+        self._inflight: Ready | None = None  # being persisted in the background
+        self._inflight_sent = False  # its messages already went out (leader, see _start_ready)
+        self._persisted: Ready | None = None  # persisted, to finish on the node task
         self._pending: dict[int, tuple[int, Reply[Any]]] = {}  # index -> (term, proposer)
         self._reads: dict[int, Reply[None]] = {}  # ctx -> reader, until its ReadState comes
         self._waiting_reads: list[tuple[int, Reply[None]]] = []  # (index, reader)
@@ -300,7 +310,7 @@ class RaftNode:
                 for peer, (_, recv) in self._peer_queues.items():
                     nursery.start_soon(self._peer_sender, client, peer, self.peers[peer], recv)
                 task_status.started(self)
-                await self._loop()
+                await self._loop(nursery)
         finally:
             self._fail_everything(NodeStopped(f"raft node {self.self_id} stopped"))
             self._core = None
@@ -344,7 +354,7 @@ class RaftNode:
 
     # ------------------------------------------------------------------ the node task
 
-    async def _loop(self) -> None:
+    async def _loop(self, nursery: trio.Nursery) -> None:
         core = self.core
         tick_s = self.tick_ms / 1000
         next_tick = trio.current_time() + tick_s
@@ -356,9 +366,20 @@ class RaftNode:
             if now >= next_tick:
                 core.tick(int(now * 1000))
                 next_tick = now + tick_s
-            while (rd := core.ready()) is not None:
-                await self._handle_ready(rd)
-            if core.snapshot_due and core.applied_index > core.snapshot_index:
+            if self._persisted is not None:
+                rd, self._persisted, self._inflight = self._persisted, None, None
+                self._finish_ready(rd)
+            if self._inflight is not None:
+                self._apply_committed()  # what a majority holds need not wait for our disk
+                continue
+            while self._inflight is None and (rd := core.ready()) is not None:
+                self._start_ready(rd, nursery)
+            if (
+                self._inflight is None
+                and core.snapshot_due
+                and core.applied_index == self._applied
+                and core.applied_index > core.snapshot_index
+            ):
                 await self._take_snapshot()
 
     def _take_inputs(self, first: _Inbox) -> None:
@@ -376,8 +397,10 @@ class RaftNode:
                     batch = []
                 if isinstance(msg, _Step):
                     core.step(msg.msg, now)
-                else:
+                elif isinstance(msg, _ReadIndex):
                     self._read_index(msg.reply, now)
+                else:
+                    self._persisted = msg.ready
             try:
                 msg = self._recv.receive_nowait()
             except trio.WouldBlock:
@@ -406,27 +429,37 @@ class RaftNode:
             return
         self._reads[ctx] = reply
 
-    async def _handle_ready(self, rd: Ready) -> None:
-        """The core's documented order: persist, send, apply, release reads, log, advance.
+    def _start_ready(self, rd: Ready, nursery: trio.Nursery) -> None:
+        """Steps 1-4 of the core's order; the fsync runs in the background (see `_loop`).
 
-        One exception, as the Raft thesis (§10.2.1) and etcd's server allow: a leader's
-        Ready without hard state or snapshot is sent BEFORE its entries are fsynced, so the
-        followers write in parallel with the leader. It is safe because nothing a leader
-        sends claims its own durability (the core counts the leader's match only from its
-        stable index, i.e. after `advance`), and with no hard state in the Ready no vote is
-        being granted.
+        One exception to "persist before sending", as the Raft thesis (§10.2.1) and etcd's
+        server allow: a leader's Ready without hard state or snapshot is sent BEFORE its
+        entries are fsynced, so the followers write in parallel with the leader. Nothing a
+        leader sends claims its own durability (the core counts the leader's match only from
+        its stable index, i.e. after `advance`), and with no hard state no vote is granted.
         """
         early = rd.hard_state is None and rd.snapshot is None and self.core.role is Role.LEADER
         if early:
-            for to, msg in rd.messages:
-                self._send_to_peer(to, msg)
-        if rd.hard_state is not None or rd.snapshot is not None or rd.entries:
-            await self._io(self._persist, rd)
+            self._send_messages(rd)
+        if rd.hard_state is None and rd.snapshot is None and not rd.entries:
+            self._finish_ready(rd, sent=early)
+            return
+        self._inflight = rd
+        self._inflight_sent = early
+        nursery.start_soon(self._persist_in_background, rd)
+
+    async def _persist_in_background(self, rd: Ready) -> None:
+        await self._io(self._persist, rd)
+        await self._send.send(_Persisted(rd))
+
+    def _finish_ready(self, rd: Ready, sent: bool | None = None) -> None:
+        """Steps 2 and 4-7 once the Ready is durable, then `advance`."""
+        if sent is None:
+            sent = self._inflight_sent
         if rd.snapshot is not None:
             self._install_snapshot(rd.snapshot)
-        if not early:
-            for to, msg in rd.messages:
-                self._send_to_peer(to, msg)
+        if not sent:
+            self._send_messages(rd)
         if rd.committed_entries:
             self._apply(rd.committed_entries)
         for rs in rd.read_states:
@@ -442,6 +475,24 @@ class RaftNode:
             self._log_core_event(name, fields)
         self.core.advance(rd)
         self._notice_role_change()
+
+    def _send_messages(self, rd: Ready) -> None:
+        for to, msg in rd.messages:
+            self._send_to_peer(to, msg)
+
+    def _apply_committed(self) -> None:
+        """While a Ready is being persisted, a leader applies entries that became committed
+        (durable on a majority) and answers their proposers at once; the next Ready hands the
+        same entries again and `_apply` skips them."""
+        core = self.core
+        if (
+            core.role is not Role.LEADER
+            or core.commit_index <= self._applied
+            or self._applied < core.snapshot_index  # a snapshot install is still to come
+        ):
+            return
+        self._apply(core.entries(self._applied + 1, core.commit_index))
+        self._release_reads()
 
     def _persist(self, rd: Ready) -> None:
         """Worker thread: every durable write of one Ready, one log fsync at the end."""

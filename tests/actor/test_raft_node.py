@@ -19,6 +19,7 @@ import trio
 
 from rocketrio.actors.raft.config import RaftConfig
 from rocketrio.actors.raft.node import (
+    IoRunner,
     NotLeader,
     ProposalDropped,
     RaftNode,
@@ -31,6 +32,18 @@ from rocketrio.actors.transport import SimNetwork
 IDS = ("n0", "n1", "n2")
 HOSTS = {nid: f"10.0.0.{k + 1}" for k, nid in enumerate(IDS)}
 PEERS = ";".join(f"{nid}-{HOSTS[nid]}:9878" for nid in IDS)
+
+
+def slow_disk(seed: int) -> IoRunner:
+    """Storage that takes 0.5-4 ms of (virtual) time per call, seeded: the node keeps stepping
+    messages and applying commits while its own fsync is in flight."""
+    rng = random.Random(seed)
+
+    async def run(fn: Any, *args: Any) -> Any:
+        await trio.sleep(rng.uniform(0.0005, 0.004))
+        return fn(*args)
+
+    return run
 
 
 class CounterMachine:
@@ -70,6 +83,7 @@ class Cluster:
     tmp: Path
     seed: int
     overrides: dict[str, int]
+    slow: bool = False
     members: dict[str, Member] = attrs.field(factory=dict)
     leaders_by_term: dict[int, str] = attrs.field(factory=dict)
     restarts: int = 0
@@ -87,7 +101,7 @@ class Cluster:
             m.sm,
             self.net.transport(HOSTS[nid]),
             rng=random.Random(self.seed * 1000 + self.restarts),
-            io_runner=run_inline,
+            io_runner=slow_disk(self.seed * 1000 + self.restarts) if self.slow else run_inline,
         )
         node.on_role_change = lambda role, term, leader: self._check_role(nid, role, term)
         m.node = node
@@ -146,8 +160,10 @@ class Cluster:
                 await trio.sleep(0.05)
 
 
-async def _cluster(nursery: trio.Nursery, tmp: Path, seed: int, **overrides: int) -> Cluster:
-    cluster = Cluster(SimNetwork(seed), nursery, tmp, seed, overrides)
+async def _cluster(
+    nursery: trio.Nursery, tmp: Path, seed: int, slow: bool = False, **overrides: int
+) -> Cluster:
+    cluster = Cluster(SimNetwork(seed), nursery, tmp, seed, overrides, slow)
     for nid in IDS:
         await cluster.start(nid)
     return cluster
@@ -167,12 +183,13 @@ async def _propose_all(node: RaftNode, values: list[int]) -> list[Any]:
     return out
 
 
+@pytest.mark.parametrize("slow", [False, True], ids=["disk", "slow_disk"])
 @pytest.mark.parametrize("seed", [1, 2, 3])
 async def test_election_and_pipelined_commits(
-    tmp_path: Path, mock_clock: trio.testing.MockClock, seed: int
+    tmp_path: Path, mock_clock: trio.testing.MockClock, seed: int, slow: bool
 ) -> None:
     async with trio.open_nursery() as nursery:
-        c = await _cluster(nursery, tmp_path, seed)
+        c = await _cluster(nursery, tmp_path, seed, slow)
         leader = await c.leader()
         followers = tuple(n for n in IDS if n != leader.self_id)
         for nid in followers:
@@ -207,12 +224,13 @@ async def test_read_barrier_only_on_the_leader(
         nursery.cancel_scope.cancel()
 
 
+@pytest.mark.parametrize("slow", [False, True], ids=["disk", "slow_disk"])
 @pytest.mark.parametrize("seed", [4, 5])
 async def test_leader_crash_failover_and_restart_catch_up(
-    tmp_path: Path, mock_clock: trio.testing.MockClock, seed: int
+    tmp_path: Path, mock_clock: trio.testing.MockClock, seed: int, slow: bool
 ) -> None:
     async with trio.open_nursery() as nursery:
-        c = await _cluster(nursery, tmp_path, seed)
+        c = await _cluster(nursery, tmp_path, seed, slow)
         old = await c.leader()
         await _propose_all(old, [1] * 20)
         old_id = old.self_id
@@ -237,7 +255,7 @@ async def test_restarted_follower_catches_up_from_a_snapshot(
     tmp_path: Path, mock_clock: trio.testing.MockClock
 ) -> None:
     async with trio.open_nursery() as nursery:
-        c = await _cluster(nursery, tmp_path, 11, snapshotThreshold=20)
+        c = await _cluster(nursery, tmp_path, 11, True, snapshotThreshold=20)
         leader = await c.leader()
         await _propose_all(leader, [1] * 5)
         follower = next(n for n in IDS if n != leader.self_id)
@@ -278,12 +296,13 @@ async def test_snapshot_survives_a_whole_cluster_restart(
         nursery.cancel_scope.cancel()
 
 
+@pytest.mark.parametrize("slow", [False, True], ids=["disk", "slow_disk"])
 @pytest.mark.parametrize("seed", [21, 22])
 async def test_partition_minority_leader_loses_uncommitted_writes(
-    tmp_path: Path, mock_clock: trio.testing.MockClock, seed: int
+    tmp_path: Path, mock_clock: trio.testing.MockClock, seed: int, slow: bool
 ) -> None:
     async with trio.open_nursery() as nursery:
-        c = await _cluster(nursery, tmp_path, seed)
+        c = await _cluster(nursery, tmp_path, seed, slow)
         old = await c.leader()
         await old.propose(b"10")
         majority = tuple(n for n in IDS if n != old.self_id)

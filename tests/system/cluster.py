@@ -10,6 +10,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 
 import attrs
@@ -42,29 +43,31 @@ class UpProcess:
     base_dir: str
     namesrv: str
     lines: list[str] = attrs.field(factory=list)
+    _reader: threading.Thread | None = None
 
-    def read_until(self, pattern: str, timeout_s: float) -> re.Match[str]:
+    def __attrs_post_init__(self) -> None:
+        def pump() -> None:
+            assert self.proc.stdout is not None
+            for line in self.proc.stdout:
+                self.lines.append(line.rstrip("\n"))
+
+        self._reader = threading.Thread(target=pump, daemon=True)
+        self._reader.start()
+
+    def read_until(self, pattern: str, timeout_s: float, start: int = 0) -> re.Match[str]:
         deadline = time.monotonic() + timeout_s
         rx = re.compile(pattern)
-        for line in self.lines:
-            if m := rx.search(line):
-                return m
-        assert self.proc.stdout is not None
-        os.set_blocking(self.proc.stdout.fileno(), False)
-        buf = ""
+        seen = start
         while time.monotonic() < deadline:
-            chunk = self.proc.stdout.read()
-            if chunk:
-                buf += chunk
-                *done, buf = buf.split("\n")
-                for line in done:
-                    self.lines.append(line)
-                    if m := rx.search(line):
-                        return m
-            elif self.proc.poll() is not None:
-                break
-            else:
-                time.sleep(0.05)
+            while seen < len(self.lines):
+                if m := rx.search(self.lines[seen]):
+                    return m
+                seen += 1
+            if self.proc.poll() is not None and self._reader is not None:
+                self._reader.join(1)
+                if seen >= len(self.lines):
+                    break
+            time.sleep(0.05)
         raise AssertionError(f"{pattern!r} not seen; output so far:\n" + "\n".join(self.lines))
 
     def pid_of(self, name: str) -> int:

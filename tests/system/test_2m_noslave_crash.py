@@ -41,12 +41,11 @@ async def _run(up: Any) -> tuple[set[str], Counter[str], int]:
         return ConsumeStatus.CONSUME_SUCCESS
 
     consumers = []
-    for i in range(2):
+    for _ in range(2):
         c = PushConsumer(
             "sys_group",
             up.namesrv,
             consume_from_where="CONSUME_FROM_FIRST_OFFSET",
-            instance_name=f"member{i}",
         )
         c.subscribe(TOPIC, "*")
         c.register_listener(listener)
