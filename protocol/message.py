@@ -782,22 +782,50 @@ def build_batch_records(
     """
     if not isinstance(data, bytes):
         data = bytes(data)
+    if not -(2**31) <= const.queue_id < 2**31:
+        raise ValueError(f"queue id {const.queue_id} out of range")
+    args = (data, const, first_queue_offset, first_physical_offset, max_body_size, new_uniq_key)
+    built, props = _build_records(*args, strip_crc=False)
+    # checks that are rare to fail run once over all properties instead of once per message
+    every = b"\x02".join(props)
+    if every.find(b"__CRC32#") >= 0:
+        built, props = _build_records(*args, strip_crc=True)
+    if not every.isascii():
+        for i, one in enumerate(props):
+            try:
+                one.decode()
+            except UnicodeDecodeError:
+                raise MessageDecodeError(f"batch message {i}: properties not UTF-8") from None
+    keys_all = _bytes_property(const.properties, b"KEYS\x01")
+    if keys_all is not None:
+        built.keys = [keys_all] * len(props)
+    elif every.find(b"KEYS\x01") >= 0:
+        built.keys = [_bytes_property(one, b"KEYS\x01") for one in props]
+    return built
+
+
+def _build_records(
+    data: bytes,
+    const: BatchConstants,
+    first_queue_offset: int,
+    first_physical_offset: int,
+    max_body_size: int,
+    new_uniq_key: Callable[[], str] | None,
+    *,
+    strip_crc: bool,
+) -> tuple[BuiltBatch, list[bytes]]:
+    """The loop of `build_batch_records`; also returns each message's own properties."""
     extra = _strip_crc_property(const.properties)
     uniq_all = _bytes_property(extra, b"UNIQ_KEY\x01")
     tags_all = _bytes_property(extra, b"TAGS\x01")
-    keys_all = _bytes_property(extra, b"KEYS\x01")
-    # one scan of the whole body each instead of one per message: these are rare
-    careful = data.find(b"__CRC32#") >= 0
-    find_keys = keys_all is None and data.find(b"KEYS\x01") >= 0
     mid = const.mid()
     head_pack = _head_struct(len(mid)).pack
     magic, topic_part = _topic_part(const.topic, None)
     queue_id, fixed_len = const.queue_id, len(mid) + 40
-    if not -(2**31) <= queue_id < 2**31:
-        raise ValueError(f"queue id {queue_id} out of range")
-    out = BuiltBatch(b"", [], [], [] if find_keys or keys_all else None, [])
-    sizes, tags, keys, uniqs = out.sizes, out.tags, out.keys, out.uniq_keys
+    out = BuiltBatch(b"", [], [], None, [])
+    sizes, tags, uniqs = out.sizes, out.tags, out.uniq_keys
     parts: list[Buffer] = []
+    all_props: list[bytes] = []
     crc32, unpack, i16 = zlib.crc32, _BATCH_HEAD.unpack_from, _I16.unpack_from
     view = memoryview(data)
     qo, phy, pos, n = first_queue_offset, first_physical_offset, 0, len(data)
@@ -815,10 +843,11 @@ def build_batch_records(
             )
         body = view[pos + _BATCH_HEAD.size : q]
         props = data[q + 2 : end]
-        if careful or not props.isascii():
-            props = _checked_props(props, pos)
+        if strip_crc:
+            props = _strip_crc_property(props)
         if props and props[-1] != 2:  # the batch properties must start a pair of their own
             props += b"\x02"
+        all_props.append(props)
         # UNIQ_KEY and TAGS inline: a call per lookup would cost more than the lookup
         uniq = uniq_all
         if uniq is None:
@@ -855,13 +884,11 @@ def build_batch_records(
             elif p >= 0:
                 tag = find_property(props, b"TAGS\x01")
         tags.append(tag or b"")
-        if keys is not None:
-            keys.append(keys_all or _bytes_property(props, b"KEYS\x01"))
         qo += 1
         phy += size
         pos = end
     out.data = b"".join(parts)
-    return out
+    return out, all_props
 
 
 @functools.lru_cache(maxsize=8)
@@ -880,15 +907,6 @@ def _bytes_property(props: bytes, key: bytes) -> bytes | None:
     if e > v and (p == 0 or props[p - 1] == 2):
         return props[v:e]
     return find_property(props, key)
-
-
-def _checked_props(props: bytes, pos: int) -> bytes:
-    if not props.isascii():
-        try:
-            props.decode()
-        except UnicodeDecodeError:
-            raise MessageDecodeError(f"batch message at {pos}: properties not UTF-8") from None
-    return _strip_crc_property(props) if props.find(b"__CRC32#") >= 0 else props
 
 
 def _strip_crc_property(props: bytes) -> bytes:

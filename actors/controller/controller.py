@@ -124,7 +124,7 @@ def _now_ms() -> int:
     return int(trio.current_time() * 1000)
 
 
-class _Refused(Exception):
+class Refused(Exception):
     """The request cannot be served here (not leader, busy, no quorum): answer code + remark."""
 
     def __init__(self, code: int, remark: str) -> None:
@@ -286,8 +286,14 @@ class Controller:
                 name, reason = call.elect_reason
                 self._elect_reasons[name] = reason
             result = await self.execute(call.compute)
-        except _Refused as e:
+        except Refused as e:
             ctx.respond(ctx.cmd.make_response(e.code, e.remark))
+            return
+        except Exception as e:
+            # a handler bug must not take the controller down; the request still gets an answer
+            name = request_name(ctx.cmd.code)
+            self.log.error("request_failed", code=name, remote=ctx.remote, exc_info=e)
+            ctx.respond_code(RC.SYSTEM_ERROR, f"{name} failed: {type(e).__name__}: {e}")
             return
         ctx.respond(_response(ctx.cmd, result))
 
@@ -316,7 +322,7 @@ class Controller:
             return
         if node.is_leader and await node.wait_leader_ready(LEADER_READY_WAIT_S):
             return
-        raise _Refused(RC.CONTROLLER_NOT_LEADER, self.not_leader_remark())
+        raise Refused(RC.CONTROLLER_NOT_LEADER, self.not_leader_remark())
 
     def not_leader_remark(self) -> str:
         node = self.node
@@ -333,17 +339,17 @@ class Controller:
         try:
             outcomes: list[ApplyOutcome] = await self.node.propose(data, PROPOSE_TIMEOUT_S)
         except NotLeader:
-            raise _Refused(RC.CONTROLLER_NOT_LEADER, self.not_leader_remark()) from None
+            raise Refused(RC.CONTROLLER_NOT_LEADER, self.not_leader_remark()) from None
         except LeaderPendingFull as e:
-            raise _Refused(RC.SYSTEM_BUSY, f"controller busy: {e}") from None
+            raise Refused(RC.SYSTEM_BUSY, f"controller busy: {e}") from None
         except ProposalDropped as e:
-            raise _Refused(
+            raise Refused(
                 RC.CONTROLLER_NOT_LEADER,
                 f"leadership changed before the request committed ({e}); retry against the "
                 f"new leader ({self.not_leader_remark()})",
             ) from None
         except trio.TooSlowError:
-            raise _Refused(
+            raise Refused(
                 RC.SYSTEM_ERROR,
                 f"not committed within {PROPOSE_TIMEOUT_S}s, outcome unknown: is a majority of "
                 f"the controllers {self.config.controllerDLegerPeers} up?",
@@ -354,9 +360,9 @@ class Controller:
         try:
             await self.node.read_barrier(READ_BARRIER_TIMEOUT_S)
         except (NotLeader, ProposalDropped):
-            raise _Refused(RC.CONTROLLER_NOT_LEADER, self.not_leader_remark()) from None
+            raise Refused(RC.CONTROLLER_NOT_LEADER, self.not_leader_remark()) from None
         except trio.TooSlowError:
-            raise _Refused(
+            raise Refused(
                 RC.SYSTEM_ERROR,
                 f"leadership not confirmed within {READ_BARRIER_TIMEOUT_S}s: is a majority of "
                 f"the controllers {self.config.controllerDLegerPeers} up?",
@@ -582,7 +588,7 @@ class Controller:
                             name, self._is_alive, self._live_info
                         )
                     )
-                except _Refused as e:
+                except Refused as e:
                     self.log.warning("elect_master_failed", broker=name, error=e.remark)
                     return
                 if not result.ok and result.response_code != RC.CONTROLLER_MASTER_STILL_EXIST:

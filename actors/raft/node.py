@@ -7,11 +7,16 @@ task, `_loop`, so the core is never shared:
 1. wait for an inbox message or the next tick (every `tick_ms` of Trio's clock);
 2. drain the inbox without blocking: peer messages are stepped, proposals appended (a run of
    proposals goes to the core as one batch), read requests registered;
-3. hand every `Ready` in the order the core documents: hard state, snapshot and entries are
-   persisted in ONE worker-thread call with ONE fsync of the log (group commit: everything that
-   arrived while the previous fsync ran lands in the same Ready); then messages are queued to
-   the peers; then committed entries are applied in order and their proposers answered; then
-   read barriers are released; then the core's events are logged; then `advance`;
+3. take the next `Ready` and handle it in the order the core documents. Hard state, snapshot
+   and entries are persisted by ONE storage call with ONE fsync of the log (group commit:
+   whatever arrived while the previous fsync ran lands in the same Ready). That call runs in a
+   worker thread in the background; meanwhile the loop keeps stepping messages and ticks (the
+   core allows stepping while a Ready is persisted; it hands out the next Ready only after
+   `advance`), and a leader applies entries that became committed, i.e. durable on a majority,
+   without waiting for its own disk. Once durable: messages are queued to the peers,
+   committed entries applied in order and their proposers answered, read barriers released,
+   the core's events logged, `advance`. A leader's messages go out before its own fsync (see
+   `_start_ready`; Raft thesis §10.2.1);
 4. when `snapshotThreshold` entries were applied since the last snapshot, snapshot the state
    machine, store it durably, drop covered log segments and compact the core.
 
@@ -25,6 +30,9 @@ committed and applied on this node, or fails with `ProposalDropped` when another
 index (leadership changed) or a snapshot replaced it, or `NotLeader` / `LeaderPendingFull`
 straight away. `read_barrier` resolves once this node has confirmed its leadership with a
 majority after the call and applied everything committed before it (Raft's ReadIndex).
+
+Storage calls go through an injectable `IoRunner` (a worker thread by default); simulations
+pass `run_inline` or a seeded slow disk so Trio's MockClock never races a real thread.
 """
 
 from __future__ import annotations
@@ -64,6 +72,7 @@ from rocketrio.protocol.remoting import RemotingCommand
 from rocketrio.storage.raft_log import DEFAULT_SEGMENT_SIZE, RaftLog
 
 __all__ = [
+    "IoRunner",
     "LeaderPendingFull",
     "NodeStopped",
     "NotLeader",
@@ -71,6 +80,8 @@ __all__ = [
     "RaftNode",
     "Role",
     "StateMachine",
+    "run_inline",
+    "store_dir",
 ]
 
 DEFAULT_TICK_MS = 10
@@ -187,9 +198,8 @@ class RaftNode:
         self._ready_event = trio.Event()
         self._seen = (Role.CANDIDATE, 0, None)
         self.dropped_messages = 0
-        # owner hooks, called from the node task (must not block)
+        # owner hook, called from the node task (must not block): (role, term, leader id)
         self.on_role_change: Callable[[Role, int, str | None], None] | None = None
-        self.on_leader_ready: Callable[[int], None] | None = None
         self.log = structlog.get_logger("raft").bind(actor="raft", raft_id=self.self_id)
 
     # ------------------------------------------------------------------ views
@@ -538,8 +548,6 @@ class RaftNode:
                 self._ready_term = e.term
                 self._ready_event.set()
                 self.log.info("raft_leader_ready", term=e.term, index=e.index)
-                if self.on_leader_ready is not None:
-                    self.on_leader_ready(e.term)
 
     def _release_reads(self) -> None:
         if not self._waiting_reads:
