@@ -16,6 +16,7 @@ import os
 from typing import Any, Final
 
 import attrs
+
 from rocketrio.actors.raft.config import RaftConfig, parse_peers
 from rocketrio.protocol.config import positive
 

@@ -47,6 +47,7 @@ import attrs
 import structlog
 import trio
 
+from rocketrio.actors import events
 from rocketrio.actors import events as log_events
 from rocketrio.actors.controller.config import ControllerConfig
 from rocketrio.actors.controller.events import (
@@ -589,11 +590,11 @@ class Controller:
                         )
                     )
                 except Refused as e:
-                    self.log.warning("elect_master_failed", broker=name, error=e.remark)
+                    self.log.warning(events.ELECT_MASTER_FAILED, broker=name, error=e.remark)
                     return
                 if not result.ok and result.response_code != RC.CONTROLLER_MASTER_STILL_EXIST:
                     self.log.warning(
-                        "elect_master_failed",
+                        events.ELECT_MASTER_FAILED,
                         broker=name,
                         code=result.response_code,
                         remark=result.remark,
@@ -676,7 +677,7 @@ class Controller:
             except RemotingError as e:
                 error = str(e)
         # the broker also polls GetReplicaInfo (syncBrokerMetadataPeriod): a lost push heals
-        self.log.warning("notify_broker_role_changed_failed", addr=addr, error=error)
+        self.log.warning(events.NOTIFY_BROKER_ROLE_CHANGED_FAILED, addr=addr, error=error)
 
 
 def _response(cmd: RemotingCommand, result: ControllerResult) -> RemotingCommand:

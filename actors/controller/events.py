@@ -22,6 +22,7 @@ from typing import Any, Final
 
 import attrs
 from cattrs.errors import ClassValidationError
+
 from rocketrio.protocol.serde import converter
 
 

@@ -45,6 +45,7 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 import attrs
+
 from rocketrio.actors.controller.elect_policy import ElectPolicy, elect
 from rocketrio.actors.controller.events import (
     AlterSyncStateSetEvent,

@@ -22,6 +22,7 @@ from typing import Any
 
 import structlog
 import trio
+
 from rocketrio.actors import events
 from rocketrio.actors.namesrv.config import NamesrvConfig
 from rocketrio.actors.namesrv.route_info import MinBrokerIdChange, RouteInfoManager

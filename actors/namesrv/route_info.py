@@ -25,6 +25,7 @@ from collections.abc import Hashable, Iterable
 from typing import NamedTuple
 
 import attrs
+
 from rocketrio.protocol.bodies import (
     PERM_READ,
     PERM_WRITE,

@@ -62,9 +62,11 @@ from rocketrio.actors.transport import Transport
 from rocketrio.protocol.codes import RequestCode, ResponseCode
 from rocketrio.protocol.raft import (
     Entry,
+    HeartBeatRequest,
     RaftCodecError,
     RaftMessage,
     Snapshot,
+    VoteRequest,
     decode_message,
     encode_message,
 )
@@ -129,13 +131,21 @@ class _ReadIndex:
 
 
 @attrs.frozen(slots=True)
+class _Unreachable:
+    """A vote or heartbeat request to `to_id` could not be delivered."""
+
+    to_id: str
+    msg: RaftMessage
+
+
+@attrs.frozen(slots=True)
 class _Persisted:
     """The background fsync of `ready` finished."""
 
     ready: Ready
 
 
-_Inbox = _Step | _Propose | _ReadIndex | _Persisted
+_Inbox = _Step | _Propose | _ReadIndex | _Unreachable | _Persisted
 
 
 # Runs blocking storage work; a worker thread in production. Tests on MockClock pass an inline
@@ -355,7 +365,7 @@ class RaftNode:
             _now_ms(),
         )
         self.log.info(
-            "raft_node_started",
+            events.RAFT_NODE_STARTED,
             term=log.hard_state.term,
             voted_for=log.hard_state.voted_for,
             snapshot_index=self._applied,
@@ -409,6 +419,8 @@ class RaftNode:
                     core.step(msg.msg, now)
                 elif isinstance(msg, _ReadIndex):
                     self._read_index(msg.reply, now)
+                elif isinstance(msg, _Unreachable):
+                    core.report_unreachable(msg.to_id, msg.msg, now)
                 else:
                     self._persisted = msg.ready
             try:
@@ -547,7 +559,7 @@ class RaftNode:
             if not e.data and e.term == core.term and core.role is Role.LEADER:
                 self._ready_term = e.term
                 self._ready_event.set()
-                self.log.info("raft_leader_ready", term=e.term, index=e.index)
+                self.log.info(events.RAFT_LEADER_READY, term=e.term, index=e.index)
 
     def _release_reads(self) -> None:
         if not self._waiting_reads:
@@ -627,6 +639,16 @@ class RaftNode:
         except trio.WouldBlock:
             self.dropped_messages += 1  # the peer is slow or away; Raft retries
 
+    def _report_unreachable(self, peer: str, lost: list[RaftMessage]) -> None:
+        """Vote and heartbeat rounds count undeliverable requests as UNKNOWN answers (the
+        core's `report_unreachable`), so they end without waiting for their deadline."""
+        for msg in lost:
+            if _is_round_request(msg):
+                try:
+                    self._send.send_nowait(_Unreachable(peer, msg))
+                except trio.WouldBlock:
+                    return
+
     async def _peer_sender(
         self,
         client: RemotingClient,
@@ -643,25 +665,35 @@ class RaftNode:
                     batch.append(recv.receive_nowait())
                 except trio.WouldBlock:
                     break
+            sent = 0
             try:
                 conn = await client.get_connection(addr)
                 for msg in batch:
                     cmd = RemotingCommand(code=RequestCode.RAFT_MESSAGE, body=encode_message(msg))
                     await conn.oneway(cmd)
+                    sent += 1
             except RemotingError as e:
                 if reachable:
-                    self.log.warning("raft_peer_unreachable", peer=peer, addr=addr, error=str(e))
+                    self.log.warning(
+                        events.RAFT_PEER_UNREACHABLE, peer=peer, addr=addr, error=str(e)
+                    )
                     reachable = False
+                lost = batch[sent:]
                 while True:  # what waited behind the failure is stale by the retry
                     try:
-                        recv.receive_nowait()
+                        lost.append(recv.receive_nowait())
                     except trio.WouldBlock:
                         break
+                self._report_unreachable(peer, lost)
                 await trio.sleep(PEER_RETRY_S)
                 continue
             if not reachable:
-                self.log.info("raft_peer_reachable", peer=peer, addr=addr)
+                self.log.info(events.RAFT_PEER_REACHABLE, peer=peer, addr=addr)
                 reachable = True
+
+
+def _is_round_request(msg: RaftMessage) -> bool:
+    return isinstance(msg, VoteRequest | HeartBeatRequest)
 
 
 def store_dir(base: str, self_id: str) -> str:

@@ -15,6 +15,7 @@ from typing import Any
 
 import attrs
 import pytest
+import structlog.testing
 import trio
 
 from rocketrio.actors.raft.config import RaftConfig
@@ -345,4 +346,26 @@ async def test_partitioned_follower_rejoins(
         assert c.sm(follower).total == 30
         final = await c.leader()
         assert await final.propose(b"1") == 31
+        nursery.cancel_scope.cancel()
+
+
+async def test_unreachable_members_count_as_answered_in_vote_rounds(
+    tmp_path: Path, mock_clock: trio.testing.MockClock
+) -> None:
+    async with trio.open_nursery() as nursery:
+        c = await _cluster(nursery, tmp_path, 41)
+        leader = await c.leader()
+        survivor = next(n for n in IDS if n != leader.self_id)
+        for nid in IDS:
+            if nid != survivor:
+                c.crash(nid)
+        with structlog.testing.capture_logs() as logs:
+            await trio.sleep(3)
+        rounds = [
+            e for e in logs if e["event"] == "raft_vote_result" and e.get("raft_id") == survivor
+        ]
+        # refused connections are reported to the core: rounds end with all 3 members
+        # answered (itself + two UNKNOWN), not at their deadline, and no leader comes out
+        assert rounds and all(e["answered_num"] == 3 and e["valid_num"] == 1 for e in rounds)
+        assert c.node(survivor).role is Role.CANDIDATE
         nursery.cancel_scope.cancel()
