@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import re
+import typing
 from typing import Any, TypeVar
 
 import attrs
@@ -104,18 +105,42 @@ def from_ext(cls: type[T], ext: dict[str, str]) -> T:
         raise HeaderError(f"{cls.__name__}: {_explain(e, cls)}") from None
 
 
+_TO_EXT_CACHE: dict[type, Any] = {}
+
+
+def _compile_to_ext(cls: type) -> Any:
+    """A straight-line function for one header class (to_ext sits on every send's path)."""
+    hints = typing.get_type_hints(cls)
+    lines = ["def to_ext(h):", "    out = {}"]
+    for a in attrs.fields(cls):
+        t = hints[a.name]
+        args = typing.get_args(t)
+        base = next((x for x in args if x is not type(None)), t) if args else t
+        v = f"h.{a.name}"
+        if base is str:
+            conv = "x"
+        elif base is bool:
+            conv = "'true' if x else 'false'"
+        else:
+            conv = (
+                "x if x.__class__ is str else "
+                "('true' if x is True else 'false' if x is False else str(x))"
+            )
+        lines.append(f"    x = {v}")
+        lines.append(f"    if x is not None: out[{a.name!r}] = {conv}")
+    lines.append("    return out")
+    ns: dict[str, Any] = {}
+    exec("\n".join(lines), ns)  # generated from the class's own field names only
+    return ns["to_ext"]
+
+
 def to_ext(header: Any) -> dict[str, str]:
     """extFields of a typed header: None omitted, booleans as true/false, all values strings."""
-    out: dict[str, str] = {}
-    for a in attrs.fields(type(header)):
-        v = getattr(header, a.name)
-        if v is None:
-            continue
-        if isinstance(v, bool):
-            out[a.name] = "true" if v else "false"
-        else:
-            out[a.name] = str(v)
-    return out
+    cls = type(header)
+    fn = _TO_EXT_CACHE.get(cls)
+    if fn is None:
+        fn = _TO_EXT_CACHE[cls] = _compile_to_ext(cls)
+    return fn(header)
 
 
 def _drop_none(v: Any) -> Any:
