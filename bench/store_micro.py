@@ -1,8 +1,11 @@
 """MessageStore micro benchmark: put and get throughput of 1 KiB messages, one JSON line.
 
-Puts ``--count`` messages in batches of ``--batch`` (no fsync, like ASYNC_FLUSH), flushes once,
-then pulls them all back with get_messages (``--pull`` messages per call) with and without a
-tag filter. Runs in a temporary directory that is removed afterwards.
+Puts ``--count`` messages in batches of ``--batch`` with `put_messages` (no fsync, like
+ASYNC_FLUSH), and 20,000 one at a time; then the same through `put_batch_body`, the path of a
+SEND_BATCH_MESSAGE request, from client-encoded batch bodies (``put_body_*``). Flushes once,
+then pulls the `put_messages` topic back with get_messages (``--pull`` messages per call) with
+and without a tag filter, and checks every message of both topics can be read. Runs in a
+temporary directory that is removed afterwards.
 
     .venv/bin/python bench/store_micro.py [--count 100000] [--batch 32] [--pull 32]
 """
@@ -16,11 +19,15 @@ import shutil
 import tempfile
 import time
 
-from rocketrio.protocol.message import tags_hash_code
+from rocketrio.protocol.message import BatchItem, encode_batch_body, tags_hash_code
 from rocketrio.storage.message_store import MessageStore, MessageToStore, StoreConfig
 
 TOPIC = "BenchTopic"
+BODY_TOPIC = "BenchBatchTopic"
 QUEUES = 4
+BORN = 1_700_000_000_000
+# what the broker appends to every message of a batch (request properties + CLUSTER)
+BATCH_PROPERTIES = "WAIT\x01true\x02CLUSTER\x01DefaultCluster\x02"
 
 
 def _messages(count: int, body: bytes) -> list[MessageToStore]:
@@ -40,22 +47,75 @@ def _messages(count: int, body: bytes) -> list[MessageToStore]:
 def _put(store: MessageStore, msgs: list[MessageToStore], batch: int) -> float:
     start = time.perf_counter()
     for i in range(0, len(msgs), batch):
-        store.put_messages(msgs[i : i + batch], 1_700_000_000_000 + i)
+        store.put_messages(msgs[i : i + batch], BORN + i)
     return time.perf_counter() - start
 
 
-def _get(store: MessageStore, pull: int, tag_codes: set[int] | None) -> tuple[int, float]:
+def _batch_bodies(first: int, count: int, batch: int, body: bytes) -> list[bytes]:
+    """Client-encoded SEND_BATCH_MESSAGE bodies, as a producer's MessageBatch.encode makes."""
+    return [
+        encode_batch_body(
+            [
+                BatchItem(
+                    0, body, {"TAGS": "even" if j % 2 == 0 else "odd", "UNIQ_KEY": f"U{j:031d}"}
+                )
+                for j in range(i, min(i + batch, first + count))
+            ]
+        )
+        for i in range(first, first + count, batch)
+    ]
+
+
+def _put_bodies(store: MessageStore, bodies: list[bytes]) -> float:
+    born_host = (b"\x7f\x00\x00\x01", 50000)
+    start = time.perf_counter()
+    for i, body in enumerate(bodies):
+        store.put_batch_body(
+            BODY_TOPIC, i % QUEUES, body, BORN + i, properties=BATCH_PROPERTIES,
+            born_timestamp=BORN, born_host=born_host,
+        )  # fmt: skip
+    return time.perf_counter() - start
+
+
+def _get(
+    store: MessageStore, pull: int, tag_codes: set[int] | None, topic: str = TOPIC
+) -> tuple[int, float]:
     got = 0
     start = time.perf_counter()
     for qid in range(QUEUES):
         offset = 0
         while True:
-            res = store.get_messages(TOPIC, qid, offset, pull, 4 * 1024 * 1024, tag_codes)
+            res = store.get_messages(topic, qid, offset, pull, 4 * 1024 * 1024, tag_codes)
             if res.message_count == 0 and res.next_begin_offset == offset:
                 break
             got += res.message_count
             offset = res.next_begin_offset
     return got, time.perf_counter() - start
+
+
+def _open(root: str, name: str) -> MessageStore:
+    store = MessageStore(os.path.join(root, name), StoreConfig(mappedFileSizeCommitLog=64 << 20))
+    store.open()
+    return store
+
+
+def _bench_batch_bodies(root: str, count: int, batch: int, body: bytes, pull: int) -> dict:
+    """put_batch_body figures, measured on a store of their own so both paths start empty
+    (appending to a page cache that already holds much unflushed data costs more kernel time).
+    """
+    store = _open(root, "batch-bodies")
+    single = min(count, 20_000)
+    body_single = _batch_bodies(0, single, 1, body)
+    bodies = _batch_bodies(single, count, batch, body)
+    put_single_s = _put_bodies(store, body_single)
+    put_s = _put_bodies(store, bodies)
+    got, _ = _get(store, pull, None, BODY_TOPIC)
+    store.close()
+    return {
+        "put_body_msgs_per_s": round(count / put_s),
+        "put_body_batch1_msgs_per_s": round(single / put_single_s),
+        "put_body_all_read": got == single + count,
+    }
 
 
 def main() -> None:
@@ -67,9 +127,7 @@ def main() -> None:
     args = ap.parse_args()
     root = tempfile.mkdtemp(prefix="rocketrio-store-bench-")
     try:
-        cfg = StoreConfig(mappedFileSizeCommitLog=64 * 1024 * 1024)
-        store = MessageStore(os.path.join(root, "store"), cfg)
-        store.open()
+        store = _open(root, "store")
         msgs = _messages(args.count, b"x" * args.body)
         single = msgs[: min(len(msgs), 20_000)]
         put_single_s = _put(store, single, 1)
@@ -80,6 +138,10 @@ def main() -> None:
         got, get_s = _get(store, args.pull, None)
         got_even, get_tag_s = _get(store, args.pull, {tags_hash_code("even")})
         store.close()
+        del msgs, single
+        body_figures = _bench_batch_bodies(
+            root, args.count, args.batch, b"x" * args.body, args.pull
+        )
         print(
             json.dumps(
                 {
@@ -88,14 +150,17 @@ def main() -> None:
                     "body_bytes": args.body,
                     "put_batch": args.batch,
                     "put_msgs_per_s": round(args.count / put_s),
-                    "put_batch1_msgs_per_s": round(len(single) / put_single_s),
+                    "put_batch1_msgs_per_s": round(min(args.count, 20_000) / put_single_s),
                     "put_mb_per_s": round(args.count * args.body / put_s / 1e6, 1),
+                    "put_body_msgs_per_s": body_figures["put_body_msgs_per_s"],
+                    "put_body_batch1_msgs_per_s": body_figures["put_body_batch1_msgs_per_s"],
                     "flush_s": round(flush_s, 3),
                     "get_pull": args.pull,
                     "get_msgs_per_s": round(got / get_s),
                     "get_tag_filtered_msgs_per_s": round(got_even / get_tag_s),
-                    "all_read": got == len(single) + args.count
-                    and got_even == (len(single) + 1) // 2 + (args.count + 1) // 2,
+                    "all_read": got == min(args.count, 20_000) + args.count
+                    and got_even == (min(args.count, 20_000) + 1) // 2 + (args.count + 1) // 2
+                    and body_figures["put_body_all_read"],
                 }
             )
         )

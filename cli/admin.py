@@ -3,7 +3,10 @@
 Each command calls `MQAdmin` (the async admin API in actors/client/admin.py) and prints a human
 table, or JSON with ``--json`` for scripts. Option letters follow mqadmin (``-n`` name servers,
 ``-t`` topic, ``-c`` cluster, ``-b`` broker address, ``-g`` group, ``-r``/``-w`` queue numbers,
-``-p`` perm). Errors print one line and exit with status 1.
+``-p`` perm). Controller-mode commands (getControllerMetaData, getSyncStateSet, electMaster,
+cleanBrokerMetadata, getBrokerEpoch) call `ControllerAdmin` with ``-a`` controller addresses
+(``-n`` still names the name servers used to expand a cluster or broker name). Errors print one
+line and exit with status 1.
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ from typing import Any
 import trio
 
 from rocketrio.protocol.bodies import perm_to_string
+from rocketrio.protocol.controller_headers import MAX_EPOCH_END_OFFSET
 from rocketrio.protocol.serde import to_plain
 
 Command = Callable[[Any, argparse.Namespace], Awaitable[Any]]
@@ -214,13 +218,161 @@ async def consumer_progress(admin: Any, a: argparse.Namespace) -> Any:
     return await admin.consumer_progress(a.group, a.topic)
 
 
+# --- controller mode (RIP-44) -----------------------------------------------------------------
+
+# commands that talk to the controller group (-a) and use the name servers only to expand names
+_CONTROLLER_COMMANDS: set[str] = set()
+
+
+def controller_command(
+    name: str, help_: str, printer: Callable[..., None]
+) -> Callable[[Callable[[argparse.ArgumentParser], None]], Callable[[Command], Command]]:
+    _CONTROLLER_COMMANDS.add(name)
+    return command(name, help_, printer)
+
+
+def _controller_arg(p: argparse.ArgumentParser, required: bool = True) -> None:
+    p.add_argument(
+        "-a",
+        "--controllerAddress",
+        dest="controller",
+        required=required,
+        help='controller address(es), "host:port;host:port" (any replica; the leader is found)',
+    )
+
+
+def _print_controller_metadata(meta: Any, a: argparse.Namespace) -> None:
+    print(f"group   {meta.group}")
+    print(f"leader  {meta.controllerLeaderId} at {meta.controllerLeaderAddress}")
+    rows = []
+    for peer in (meta.peers or "").split(";"):
+        node, _, addr = peer.strip().partition("-")
+        if node:
+            rows.append([node, addr, "leader" if node == meta.controllerLeaderId else "follower"])
+    print(table(["peer", "address", "role"], rows))
+
+
+@controller_command(
+    "getControllerMetaData", "controller group, leader and peers", _print_controller_metadata
+)(_controller_arg)
+async def get_controller_metadata(admin: Any, a: argparse.Namespace) -> Any:
+    return await admin.get_controller_metadata()
+
+
+def _sync_state_args(p: argparse.ArgumentParser) -> None:
+    _controller_arg(p)
+    g = p.add_mutually_exclusive_group(required=True)
+    g.add_argument("-b", "--brokerName", dest="broker_names", help='broker names, "a;b"')
+    g.add_argument("-c", "--clusterName", dest="cluster", help="every broker set of a cluster")
+
+
+def _print_sync_state_set(info: Any, a: argparse.Namespace) -> None:
+    for name in sorted(info.replicasInfoTable):
+        r = info.replicasInfoTable[name]
+        print(
+            f"{name}: master brokerId {r.masterBrokerId} at {r.masterAddress}, "
+            f"masterEpoch {r.masterEpoch}, syncStateSetEpoch {r.syncStateSetEpoch}"
+        )
+        rows = [
+            [m.brokerId, m.brokerAddress, "alive" if m.alive else "dead", state]
+            for state, members in (
+                ("in sync", r.inSyncReplicas),
+                ("not in sync", r.notInSyncReplicas),
+            )
+            for m in members
+        ]
+        print(table(["brokerId", "address", "liveness", "state"], sorted(rows)))
+
+
+@controller_command(
+    "getSyncStateSet", "SyncStateSet and replicas of broker sets", _print_sync_state_set
+)(_sync_state_args)
+async def get_sync_state_set(admin: Any, a: argparse.Namespace) -> Any:
+    names = [n.strip() for n in (a.broker_names or "").split(";") if n.strip()]
+    return await admin.get_sync_state_set(names, cluster=a.cluster)
+
+
+def _elect_args(p: argparse.ArgumentParser) -> None:
+    _controller_arg(p)
+    p.add_argument("-c", "--clusterName", dest="cluster", required=True)
+    p.add_argument("-bn", "--brokerName", dest="broker_name", required=True)
+    p.add_argument("-b", "--brokerId", dest="broker_id", type=int, required=True)
+
+
+def _print_elect(result: Any, a: argparse.Namespace) -> None:
+    h, body = result.header, result.body
+    group = body.brokerMemberGroup
+    name = group.brokerName if group is not None else "the broker set"
+    print(
+        f"elect master of {name}: brokerId {h.masterBrokerId} at {h.masterAddress}, "
+        f"masterEpoch {h.masterEpoch}, syncStateSetEpoch {h.syncStateSetEpoch}, "
+        f"SyncStateSet {body.syncStateSet}"
+    )
+
+
+@controller_command("electMaster", "make a broker the master of its set", _print_elect)(_elect_args)
+async def elect_master(admin: Any, a: argparse.Namespace) -> Any:
+    return await admin.elect_master(a.cluster, a.broker_name, a.broker_id)
+
+
+def _clean_args(p: argparse.ArgumentParser) -> None:
+    _controller_arg(p)
+    p.add_argument("-c", "--clusterName", dest="cluster")
+    p.add_argument("-bn", "--brokerName", dest="broker_name", required=True)
+    p.add_argument(
+        "-b", "--brokerControllerIdsToClean", dest="broker_ids", help='"1;2"; none = whole set'
+    )
+    p.add_argument(
+        "-l", "--cleanLivingBroker", dest="clean_living", action="store_true", help="also alive"
+    )
+
+
+@controller_command(
+    "cleanBrokerMetadata", "forget brokerIds (or a whole set) in the controller", _print_done
+)(_clean_args)
+async def clean_broker_metadata(admin: Any, a: argparse.Namespace) -> str:
+    await admin.clean_broker_metadata(a.cluster, a.broker_name, a.broker_ids, a.clean_living)
+    which = f"brokerIds {a.broker_ids}" if a.broker_ids else "all brokers"
+    return f"cleaned {which} of {a.broker_name} from the controller"
+
+
+def _epoch_args(p: argparse.ArgumentParser) -> None:
+    _controller_arg(p, required=False)
+    g = p.add_mutually_exclusive_group(required=True)
+    g.add_argument("-b", "--brokerAddr", dest="broker_addr", help="one broker, host:port")
+    g.add_argument("-bn", "--brokerName", dest="broker_name", help="every replica of a set")
+    g.add_argument("-c", "--clusterName", dest="cluster", help="every broker of a cluster")
+
+
+def _print_epochs(caches: Any, a: argparse.Namespace) -> None:
+    for cache in caches:
+        print(
+            f"{cache.clusterName}/{cache.brokerName} brokerId {cache.brokerId}: "
+            f"maxOffset {cache.maxOffset}"
+        )
+        rows = [
+            [e.epoch, e.startOffset, "open" if e.endOffset >= MAX_EPOCH_END_OFFSET else e.endOffset]
+            for e in cache.epochList
+        ]
+        print(table(["epoch", "start offset", "end offset"], rows))
+
+
+@controller_command("getBrokerEpoch", "epoch entries of brokers", _print_epochs)(_epoch_args)
+async def get_broker_epoch(admin: Any, a: argparse.Namespace) -> Any:
+    return await admin.get_broker_epoch(a.broker_addr, cluster=a.cluster, broker_name=a.broker_name)
+
+
 # --- plumbing --------------------------------------------------------------------------------
 
 
 async def _run(a: argparse.Namespace) -> Any:
     from rocketrio.actors.client.admin import MQAdmin
+    from rocketrio.actors.client.controller_admin import ControllerAdmin
 
     _help, _add, fn, _printer = _COMMANDS[a.admin_command]
+    if a.admin_command in _CONTROLLER_COMMANDS:
+        async with ControllerAdmin(a.controller, a.namesrv) as controller_admin:
+            return await fn(controller_admin, a)
     async with MQAdmin(a.namesrv) as admin:
         return await fn(admin, a)
 

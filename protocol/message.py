@@ -32,6 +32,11 @@ from typing import AnyStr, Literal, TypeAlias
 
 import attrs
 
+try:  # zlib-ng computes the same CRC-32 several times faster (SIMD); optional
+    from zlib_ng.zlib_ng import crc32
+except ImportError:  # pragma: no cover - depends on the installed packages
+    from zlib import crc32
+
 MAGIC_CODE_V1 = -626843481  # 0xDAA320A7, 1-byte topic length
 MAGIC_CODE_V2 = -626843477  # 2-byte topic length
 BLANK_MAGIC_CODE = -875286124  # end-of-segment filler (0xCBD43194)
@@ -120,6 +125,7 @@ _CRC_PLACEHOLDER = CRC32_TRAILER_PREFIX + b"0000000000" + PROPERTY_SEPARATOR.enc
 _HEAD = struct.Struct(">ii")  # totalSize, magic
 _I32 = struct.Struct(">i")
 _I16 = struct.Struct(">h")
+_U16 = struct.Struct(">H")
 _I64 = struct.Struct(">q")
 
 
@@ -160,7 +166,7 @@ RecordCrcMode = Literal["seal", "reserve", "none"]
 
 def crc32_masked(data: bytes | bytearray | memoryview) -> int:
     """Upstream's UtilAll.crc32: zlib CRC32 with the sign bit cleared."""
-    return zlib.crc32(data) & 0x7FFFFFFF
+    return crc32(data) & 0x7FFFFFFF
 
 
 # --------------------------------------------------------------------------- properties
@@ -168,8 +174,15 @@ def crc32_masked(data: bytes | bytearray | memoryview) -> int:
 
 def encode_properties(props: Mapping[str, str]) -> str:
     """``k\\x01v\\x02`` for every pair, like upstream's messageProperties2String."""
-    text = "".join([f"{k}\x01{v}\x02" for k, v in props.items() if v is not None])
-    n = len(props)
+    if not props:
+        return ""
+    try:
+        text = "\x02".join(map("\x01".join, props.items())) + "\x02"  # no Python per pair
+        n = len(props)
+    except TypeError:  # a None value (dropped) or a value that is not a str
+        pairs = [(k, v) for k, v in props.items() if v is not None]
+        text = "".join([f"{k}\x01{v}\x02" for k, v in pairs])
+        n = len(pairs)
     # one count per separator instead of a check per key and value: a separator inside a key
     # or value would silently change the properties on decode
     if text.count("\x01") != n or text.count("\x02") != n:
@@ -359,7 +372,7 @@ def build_stored_message(
     total = fixed.size + len(body) + len(topic_part) + 2 + props_len
     try:
         head = fixed.pack(
-            total, magic, zlib.crc32(body) & 0x7FFFFFFF, queue_id, flag, queue_offset,
+            total, magic, crc32(body) & 0x7FFFFFFF, queue_id, flag, queue_offset,
             physical_offset, sys_flag, born_timestamp, born_ip, born_port, store_timestamp,
             store_ip, store_port, reconsume_times, prepared_transaction_offset, len(body),
         )  # fmt: skip
@@ -376,7 +389,7 @@ def build_stored_message(
 def seal_record_crc(buf: bytearray, pos: int, size: int) -> None:
     """Write the record CRC into the reserved ``__CRC32#`` trailer of buf[pos:pos+size]."""
     end = pos + size
-    crc = zlib.crc32(memoryview(buf)[pos : end - CRC32_RESERVED_LEN]) & 0x7FFFFFFF
+    crc = crc32(memoryview(buf)[pos : end - CRC32_RESERVED_LEN]) & 0x7FFFFFFF
     buf[end - 11 : end - 1] = crc_digits(crc)
 
 
@@ -385,9 +398,9 @@ def crc_digits(crc: int) -> bytes:
     return (b"%010d" % crc)[::-1]
 
 
-def crc_trailer(crc: int) -> bytes:
-    """The whole 20-byte ``__CRC32#`` trailer for a record CRC: one format, one reversal."""
-    return (b"\x02%010d\x01#23CRC__" % crc)[::-1]
+# The whole 20-byte trailer reversed, so one format and one reversal write it (the digits
+# come least-significant first): ``(_TRAILER_REVERSED % crc)[::-1]``.
+_TRAILER_REVERSED = b"\x02%010d\x01#23CRC__"
 
 
 def has_crc_trailer(buf: Buffer, pos: int, size: int) -> bool:
@@ -656,15 +669,6 @@ def _host_flags(sys_flag: int, born_ip: bytes, store_ip: bytes) -> int:
     return sys_flag
 
 
-def _props_tail(topic_part: bytes, props: bytes, extra: bytes) -> bytes:
-    """topic + propertiesLen + properties (+ separator) + extra, ready for the trailer."""
-    sep = b"\x02" if props and props[-1] != 2 else b""
-    props_len = len(props) + len(sep) + len(extra) + CRC32_RESERVED_LEN
-    if props_len > 32767:
-        raise MessageSizeError(f"properties of {props_len} bytes exceed 32767")
-    return b"".join((topic_part, props_len.to_bytes(2, "big"), props, sep, extra))
-
-
 def append_record(
     out: list[Buffer],
     topic: str,
@@ -690,24 +694,39 @@ def append_record(
     """
     born_ip, born_port = born_host
     store_ip, store_port = store_host
-    fixed = _FIXED.get((len(born_ip), len(store_ip)))
-    if fixed is None:
+    layout = _LAYOUTS.get((len(born_ip), len(store_ip)))
+    if layout is None:
         raise ValueError("born and store ip must be 4 or 16 bytes")
+    fixed, host_flags = layout
     magic, topic_part = _topic_part(topic, None)
-    tail = _props_tail(topic_part, properties, b"")
+    if properties and properties[-1] != 2:  # the trailer must start a pair of its own
+        properties += b"\x02"
+    props_len = len(properties) + CRC32_RESERVED_LEN
+    if props_len > 32767:
+        raise MessageSizeError(f"properties of {props_len} bytes exceed 32767")
+    tail = b"".join((topic_part, props_len.to_bytes(2, "big"), properties))
     size = fixed.size + len(body) + len(tail) + CRC32_RESERVED_LEN
     try:
         head = fixed.pack(
-            size, magic, zlib.crc32(body) & 0x7FFFFFFF, queue_id, flag, queue_offset,
-            physical_offset, _host_flags(sys_flag, born_ip, store_ip), born_timestamp, born_ip,
+            size, magic, crc32(body) & 0x7FFFFFFF, queue_id, flag, queue_offset,
+            physical_offset, sys_flag & ~_HOST_FLAGS | host_flags, born_timestamp, born_ip,
             born_port, store_timestamp, store_ip, store_port, reconsume_times,
             prepared_transaction_offset, len(body),
         )  # fmt: skip
     except struct.error as e:
         raise ValueError(f"stored message field out of range: {e}") from None
-    crc = zlib.crc32(tail, zlib.crc32(body, zlib.crc32(head))) & 0x7FFFFFFF
-    out += (head, body, tail, crc_trailer(crc))
+    crc = crc32(tail, crc32(body, crc32(head))) & 0x7FFFFFFF
+    out += (head, body, tail, (_TRAILER_REVERSED % crc)[::-1])
     return size
+
+
+# (born ip length, store ip length) -> (fixed layout, host bits of sysFlag)
+_LAYOUTS = {
+    (4, 4): (_FIXED[(4, 4)], 0),
+    (16, 4): (_FIXED[(16, 4)], BORNHOST_V6_FLAG),
+    (4, 16): (_FIXED[(4, 16)], STOREHOSTADDRESS_V6_FLAG),
+    (16, 16): (_FIXED[(16, 16)], BORNHOST_V6_FLAG | STOREHOSTADDRESS_V6_FLAG),
+}
 
 
 @attrs.define(slots=True)
@@ -752,10 +771,9 @@ class BatchConstants:
         store_ip, store_port = self.store_host
         if len(born_ip) not in (4, 16) or len(store_ip) not in (4, 16):
             raise ValueError("born and store ip must be 4 or 16 bytes")
-        layout = f">iq{len(born_ip)}siq{len(store_ip)}siiq"
         try:
-            return struct.pack(
-                layout, _host_flags(self.sys_flag, born_ip, store_ip), self.born_timestamp,
+            return _mid_struct(len(born_ip), len(store_ip)).pack(
+                _host_flags(self.sys_flag, born_ip, store_ip), self.born_timestamp,
                 born_ip, born_port, self.store_timestamp, store_ip, store_port,
                 self.reconsume_times, 0,
             )  # fmt: skip
@@ -784,12 +802,19 @@ def build_batch_records(
         data = bytes(data)
     if not -(2**31) <= const.queue_id < 2**31:
         raise ValueError(f"queue id {const.queue_id} out of range")
-    args = (data, const, first_queue_offset, first_physical_offset, max_body_size, new_uniq_key)
-    built, props = _build_records(*args, strip_crc=False)
+    generated: list[str] = []
+
+    def fresh_uniq_key() -> str:
+        generated.append(new_uniq_key())  # type: ignore[misc]
+        return generated[-1]
+
+    args = (data, const, first_queue_offset, first_physical_offset, max_body_size)
+    built, props = _build_records(*args, new_uniq_key and fresh_uniq_key, strip_crc=False)
     # checks that are rare to fail run once over all properties instead of once per message
     every = b"\x02".join(props)
-    if every.find(b"__CRC32#") >= 0:
-        built, props = _build_records(*args, strip_crc=True)
+    if every.find(b"__CRC32#") >= 0:  # build again without them, with the same new ids
+        replay = iter(generated).__next__
+        built, props = _build_records(*args, new_uniq_key and replay, strip_crc=True)
     if not every.isascii():
         for i, one in enumerate(props):
             try:
@@ -821,33 +846,34 @@ def _build_records(
     mid = const.mid()
     head_pack = _head_struct(len(mid)).pack
     magic, topic_part = _topic_part(const.topic, None)
-    queue_id, fixed_len = const.queue_id, len(mid) + 40
-    out = BuiltBatch(b"", [], [], None, [])
-    sizes, tags, uniqs = out.sizes, out.tags, out.uniq_keys
+    queue_id, fixed_len = const.queue_id, len(mid) + 40 + CRC32_RESERVED_LEN
     parts: list[Buffer] = []
-    all_props: list[bytes] = []
-    crc32, unpack, i16 = zlib.crc32, _BATCH_HEAD.unpack_from, _I16.unpack_from
+    metas: list[tuple[int, bytes, bytes, bytes]] = []  # one append per message, not four
+    hs = _BATCH_HEAD.size
+    unpack, u16, crc, trailer = _BATCH_HEAD.unpack_from, _U16.unpack_from, crc32, _TRAILER_REVERSED
     view = memoryview(data)
     qo, phy, pos, n = first_queue_offset, first_physical_offset, 0, len(data)
     while pos < n:
-        if n - pos < _BATCH_HEAD.size + 2:
-            raise MessageDecodeError(f"truncated batch message header at {pos}")
-        total, _magic, _crc, flag, body_len = unpack(data, pos)
-        end = pos + total
-        q = pos + _BATCH_HEAD.size + body_len
-        if body_len < 0 or end > n or q + 2 > end or q + 2 + i16(data, q)[0] != end:
-            raise MessageDecodeError(f"batch message at {pos} has inconsistent lengths")
+        try:
+            total, _magic, _crc, flag, body_len = unpack(data, pos)
+            end = pos + total
+            q = pos + hs + body_len
+            # an unsigned propertiesLen that ends the message also puts q + 2 inside it
+            bad = body_len < 0 or end > n or q + 2 + u16(data, q)[0] != end
+        except struct.error:
+            bad = True
+        if bad:
+            raise MessageDecodeError(f"batch message at {pos} is truncated or inconsistent")
         if body_len > max_body_size:
             raise MessageSizeError(
-                f"message {len(sizes)}: body of {body_len} bytes exceeds {max_body_size}"
+                f"message {len(metas)}: body of {body_len} bytes exceeds {max_body_size}"
             )
-        body = view[pos + _BATCH_HEAD.size : q]
+        body = view[pos + hs : q]
         props = data[q + 2 : end]
         if strip_crc:
             props = _strip_crc_property(props)
         if props and props[-1] != 2:  # the batch properties must start a pair of their own
             props += b"\x02"
-        all_props.append(props)
         # UNIQ_KEY and TAGS inline: a call per lookup would cost more than the lookup
         uniq = uniq_all
         if uniq is None:
@@ -863,18 +889,18 @@ def _build_records(
             if new_uniq_key is not None:
                 uniq = new_uniq_key().encode()
                 tail_extra = b"".join((extra, b"UNIQ_KEY\x01", uniq, b"\x02"))
-        props_len = len(props) + len(tail_extra) + CRC32_RESERVED_LEN
+        props_len = len(props) + len(tail_extra) + 20  # + CRC32_RESERVED_LEN
         if props_len > 32767:
-            raise MessageSizeError(f"message {len(sizes)}: properties of {props_len} bytes")
+            raise MessageSizeError(
+                f"message {len(metas)}: properties of {props_len} bytes exceed 32767"
+            )
         tail = b"".join((topic_part, props_len.to_bytes(2, "big"), props, tail_extra))
-        size = fixed_len + body_len + len(tail) + CRC32_RESERVED_LEN
+        size = fixed_len + body_len + len(tail)
         head = head_pack(
-            size, magic, crc32(body) & 0x7FFFFFFF, queue_id, flag, qo, phy, mid, body_len
+            size, magic, crc(body) & 0x7FFFFFFF, queue_id, flag, qo, phy, mid, body_len
         )
-        crc = crc32(tail, crc32(body, crc32(head))) & 0x7FFFFFFF
-        parts += (head, body, tail, (b"\x02%010d\x01#23CRC__" % crc)[::-1])
-        sizes.append(size)
-        uniqs.append(uniq)
+        seal = crc(tail, crc(body, crc(head))) & 0x7FFFFFFF  # the record CRC, chained
+        parts += (head, body, tail, (trailer % seal)[::-1])
         tag = tags_all
         if tag is None:
             p = props.rfind(b"TAGS\x01")
@@ -883,12 +909,20 @@ def _build_records(
                 tag = props[p + 5 : e]
             elif p >= 0:
                 tag = find_property(props, b"TAGS\x01")
-        tags.append(tag or b"")
+        metas.append((size, uniq, tag or b"", props))
         qo += 1
         phy += size
         pos = end
-    out.data = b"".join(parts)
-    return out, all_props
+    if not metas:
+        return BuiltBatch(b"", [], [], None, []), []
+    sizes, uniqs, tags, all_props = map(list, zip(*metas, strict=True))
+    return BuiltBatch(b"".join(parts), sizes, tags, None, uniqs), all_props
+
+
+@functools.lru_cache(maxsize=4)
+def _mid_struct(born_ip_len: int, store_ip_len: int) -> struct.Struct:
+    """sysFlag .. preparedTransactionOffset of a record."""
+    return struct.Struct(f">iq{born_ip_len}siq{store_ip_len}siiq")
 
 
 @functools.lru_cache(maxsize=8)

@@ -58,6 +58,7 @@ from rocketrio.protocol.message import (
     PHY_POS_POSITION,
     MessageDecodeError,
     check_stored_record,
+    crc32,
     crc_digits,
 )
 
@@ -100,7 +101,11 @@ def fsync_dir(path: str) -> None:
 
 
 def pwrite_all(fd: int, data: bytes | bytearray | memoryview, pos: int) -> None:
-    view = memoryview(data)
+    n = os.pwrite(fd, data, pos)
+    if n == len(data):  # nearly always: a short write only happens near a full disk
+        return
+    view = memoryview(data)[n:]
+    pos += n
     while view:
         n = os.pwrite(fd, view, pos)
         view = view[n:]
@@ -476,7 +481,7 @@ class CommitLog:
             end = p + n
             if reseal_all or offset != start + p:
                 _PHY.pack_into(buf, p + PHY_POS_POSITION, offset)
-                crc = zlib.crc32(view[p : end - CRC32_RESERVED_LEN]) & 0x7FFFFFFF
+                crc = crc32(view[p : end - CRC32_RESERVED_LEN]) & 0x7FFFFFFF
                 buf[end - 11 : end - 1] = crc_digits(crc)
             positions.append(offset)
             offset += n

@@ -1,25 +1,35 @@
 """Message index: lookup by message key (KEYS) and by client id (UNIQ_KEY) (M2).
 
 Persistent and append-only: ``<store>/index/index.log`` holds 16-byte records
-``unsigned long keyHash | long commitLogOffset``, appended in CommitLog order. At open the log
-is read once into a dict ``keyHash -> offset`` (a list when several messages share a hash),
-so a restart never rescans the CommitLog. The hash is over ``topic#key`` (upstream's
-buildKey), 64 bits from CRC32 and Adler-32; collisions only add candidates, because the store
+``unsigned long keyHash | long commitLogOffset``, appended in CommitLog order. Lookups use a
+dict ``keyHash -> offset`` (a list when several messages share a hash), so a restart never
+rescans the CommitLog. The hash is over ``topic#key`` (upstream's buildKey), 64 bits: CRC32
+in the high half, Adler-32 in the low half; collisions only add candidates, because the store
 re-reads every candidate record and keeps exact matches.
 
-Memory is about 100 bytes per indexed key (a Python dict entry with two ints); upstream's
-mmap'd hash-slot files would avoid that, at the price of much more code.
+The put path only appends records (`add_keys` hashes a batch with C-level maps, no Python
+per key), and they wait in memory until `flush` or 64 KiB of them (one write for many puts);
+the dict catches up with the log when it is next needed (`lookup`, truncation). Queries are
+rare and puts are hot, so a query after many puts pays for the dict inserts those puts
+skipped (about a second per million keys).
 
-Durability: `add` writes without fsync; `flush` fdatasyncs. `open(redo_from)` drops a torn
-record and every record at or above ``redo_from`` (the store's dispatch checkpoint), which
-the store then re-dispatches, so the log never holds a record twice.
+Memory is about 100 bytes per indexed key once loaded (a Python dict entry with two ints);
+upstream's mmap'd hash-slot files would avoid that, at the price of much more code.
+
+Durability: appends are written behind, without fsync; `flush` writes them and fdatasyncs,
+and may run in a worker thread beside appends (a lock guards the pending records and the file
+end). Records lost in a crash lie above the store's dispatch checkpoint, which only moves
+after a flush: `open(redo_from)` drops a torn record and every record at or above
+``redo_from``, which the store then re-dispatches, so the log never holds a record twice.
 """
 
 from __future__ import annotations
 
 import functools
+import itertools
 import os
 import struct
+import threading
 import zlib
 from collections.abc import Iterable, Sequence
 
@@ -28,7 +38,9 @@ from rocketrio.storage.commitlog import fsync_dir, pwrite_all
 INDEX_DIR = "index"
 INDEX_LOG = "index.log"
 RECORD = struct.Struct(">Qq")
+_RECORD_HALVES = struct.Struct(">IIq")  # the same bytes: CRC32 half, Adler-32 half, offset
 _fdatasync = getattr(os, "fdatasync", os.fsync)
+_WRITE_BEHIND = 64 * 1024  # pending record bytes that trigger a write
 
 
 def key_hash(topic: str, key: str) -> int:
@@ -39,7 +51,7 @@ def key_hash(topic: str, key: str) -> int:
 
 @functools.lru_cache(maxsize=1024)
 def key_hash_seed(topic: str) -> tuple[int, int]:
-    """(CRC32, Adler-32) of ``topic#``: ``key_hash_from(seed, key)`` continues from them."""
+    """(CRC32, Adler-32) of ``topic#``: hashing a key continues from them."""
     raw = f"{topic}#".encode()
     return zlib.crc32(raw), zlib.adler32(raw)
 
@@ -56,9 +68,17 @@ class MessageIndex:
         self.dir = os.path.join(store_path, INDEX_DIR)
         self.path = os.path.join(self.dir, INDEX_LOG)
         self._fd: int | None = None
-        self._size = 0
+        self._size = 0  # log end, pending records included
+        self._written = 0  # log end on file
+        self._pending: list[bytes] = []
+        self._lock = threading.Lock()
+        self._loaded = 0  # bytes of the log the dict reflects
         self._map: dict[int, int | list[int]] = {}
-        self.count = 0
+
+    @property
+    def count(self) -> int:
+        """Records in the index."""
+        return self._size // RECORD.size
 
     def exists(self) -> bool:
         return os.path.exists(self.path)
@@ -86,7 +106,7 @@ class MessageIndex:
         if keep != size:
             os.ftruncate(self._fd, keep)
             _fdatasync(self._fd)
-        self._size = keep
+        self._size = self._written = self._loaded = keep
         return dropped
 
     def _insert(self, h: int, offset: int) -> None:
@@ -97,36 +117,55 @@ class MessageIndex:
             self._map[h] = [old, offset]
         else:
             old.append(offset)
-        self.count += 1
+
+    def _catch_up(self) -> None:
+        """Insert the records appended since the dict was last brought up to date."""
+        self._write_pending()
+        if self._fd is None or self._loaded >= self._size:
+            return
+        data = os.pread(self._fd, self._size - self._loaded, self._loaded)
+        insert = self._insert
+        for h, offset in RECORD.iter_unpack(data):
+            insert(h, offset)
+        self._loaded = self._size
+
+    def _append(self, data: bytes) -> None:
+        if data and self._fd is not None:
+            with self._lock:
+                self._pending.append(data)
+                self._size += len(data)
+                if self._size - self._written >= _WRITE_BEHIND:
+                    self._write_pending_locked()
+
+    def _write_pending(self) -> None:
+        with self._lock:
+            self._write_pending_locked()
+
+    def _write_pending_locked(self) -> None:
+        if self._pending and self._fd is not None:
+            data = b"".join(self._pending)
+            pwrite_all(self._fd, data, self._written)
+            self._written += len(data)
+            self._pending.clear()
 
     def add(self, entries: Iterable[tuple[int, int]]) -> None:
         """Append (key hash, commitlog offset) pairs, in commitlog order, with one write."""
-        batch = list(entries)
-        if not batch or self._fd is None:
-            return
-        data = b"".join([RECORD.pack(h, off) for h, off in batch])
-        pwrite_all(self._fd, data, self._size)
-        self._size += len(data)
-        for h, off in batch:
-            self._insert(h, off)
+        self._append(b"".join([RECORD.pack(h, off) for h, off in entries]))
 
     def add_pairs(self, hashes: Sequence[int], offsets: Sequence[int]) -> None:
-        """`add` for parallel lists (the put hot path): one write, a bulk dict update."""
-        if not hashes or self._fd is None:
-            return
-        data = b"".join(map(RECORD.pack, hashes, offsets))
-        pwrite_all(self._fd, data, self._size)
-        self._size += len(data)
-        fresh = dict(zip(hashes, offsets, strict=True))
-        if len(fresh) == len(hashes) and self._map.keys().isdisjoint(fresh.keys()):
-            self._map.update(fresh)  # no key seen before: nothing to merge into lists
-            self.count += len(fresh)
-            return
-        for h, off in zip(hashes, offsets, strict=True):
-            self._insert(h, off)
+        """`add` for parallel lists of key hashes and commitlog offsets."""
+        self._append(b"".join(map(RECORD.pack, hashes, offsets)))
+
+    def add_keys(self, topic: str, keys: Sequence[bytes], offsets: Sequence[int]) -> None:
+        """Index encoded keys of ``topic`` at their commitlog offsets (the put hot path)."""
+        crc_seed, adler_seed = key_hash_seed(topic)
+        crcs = map(zlib.crc32, keys, itertools.repeat(crc_seed))
+        adlers = map(zlib.adler32, keys, itertools.repeat(adler_seed))
+        self._append(b"".join(map(_RECORD_HALVES.pack, crcs, adlers, offsets)))
 
     def lookup(self, topic: str, key: str) -> list[int]:
         """Candidate commitlog offsets for ``key`` in ``topic``, newest first."""
+        self._catch_up()
         found = self._map.get(key_hash(topic, key))
         if found is None:
             return []
@@ -136,6 +175,7 @@ class MessageIndex:
 
     def flush(self) -> None:
         if self._fd is not None:
+            self._write_pending()
             _fdatasync(self._fd)
 
     def close(self) -> None:
@@ -148,6 +188,7 @@ class MessageIndex:
         """Drop the records at or above ``commitlog_offset``; returns how many."""
         if self._fd is None:
             return 0
+        self._catch_up()  # also writes the pending records the search below reads
         n = self._size // RECORD.size
         lo, hi = 0, n
         while lo < hi:
@@ -166,7 +207,7 @@ class MessageIndex:
             self._remove(h, offset)
         os.ftruncate(self._fd, lo * RECORD.size)
         _fdatasync(self._fd)
-        self._size = lo * RECORD.size
+        self._size = self._written = self._loaded = lo * RECORD.size
         return n - lo
 
     def _remove(self, h: int, offset: int) -> None:
@@ -174,19 +215,18 @@ class MessageIndex:
         if isinstance(old, int):
             if old == offset:
                 del self._map[h]
-                self.count -= 1
         elif old is not None and offset in old:
             old.reverse()
             old.remove(offset)  # the newest occurrence
             old.reverse()
             if len(old) == 1:
                 self._map[h] = old[0]
-            self.count -= 1
 
     def delete_below(self, commitlog_min: int) -> int:
         """Retention: rewrite the log without records below ``commitlog_min``."""
         if self._fd is None:
             return 0
+        self._write_pending()
         data = os.pread(self._fd, self._size, 0)
         kept = [(h, off) for h, off in RECORD.iter_unpack(data) if off >= commitlog_min]
         dropped = self._size // RECORD.size - len(kept)
@@ -201,9 +241,8 @@ class MessageIndex:
         fsync_dir(self.dir)
         os.close(self._fd)
         self._fd = os.open(self.path, os.O_RDWR)
-        self._size = len(kept) * RECORD.size
+        self._size = self._written = self._loaded = len(kept) * RECORD.size
         self._map.clear()
-        self.count = 0
         for h, off in kept:
             self._insert(h, off)
         return dropped

@@ -28,14 +28,12 @@ from __future__ import annotations
 import enum
 import os
 import shutil
-from collections.abc import Callable, Iterable, Mapping, Sequence
-from zlib import adler32, crc32
+from collections.abc import Callable, Mapping, Sequence
 
 import attrs
 
 from rocketrio.protocol.config import positive
 from rocketrio.protocol.message import (
-    DELAY,
     PROPERTY_CRC32,
     PROPERTY_KEYS,
     PROPERTY_TAGS,
@@ -247,9 +245,8 @@ class StoreStats:
     commitlog_flushed_offset: int
 
 
-# (commitlog offset, size, (topic, queue id), queue offset, tags code, index hashes, to CQ)
-_Dispatch = tuple[int, int, tuple[str, int], int, int, list[int] | None, bool]
-# the same before the CommitLog write gives offsets: ((topic, queue id), queue offset, ...)
+# what dispatch needs of a record besides its offset and size:
+# ((topic, queue id), queue offset, tags code, index hashes, goes to the ConsumeQueue)
 _Pending = tuple[tuple[str, int], int, int, list[int] | None, bool]
 
 
@@ -358,7 +355,9 @@ class MessageStore:
 
     def _redispatch(self, start: int, cq_from: int) -> int:
         """Dispatch records from ``start``; ConsumeQueue entries only from ``cq_from``."""
-        batch: list[_Dispatch] = []
+        offsets: list[int] = []
+        sizes: list[int] = []
+        batch: list[_Pending] = []
         count = 0
         for offset, record in self._commitlog.iter_records(start):
             try:
@@ -370,23 +369,27 @@ class MessageStore:
             tran = msg.sys_flag & TRANSACTION_ROLLBACK_TYPE
             to_cq = offset >= cq_from and tran not in _NO_CQ_TRAN
             props = msg.properties
-            tags = self._tags_code(
-                msg.topic, props.get(PROPERTY_TAGS), props.get(DELAY), msg.store_timestamp
-            )
-            hashes = self._index_hashes(
-                msg.topic, props.get(PROPERTY_KEYS), props.get(UNIQ_KEY), tran
-            )
+            tags = props.get(PROPERTY_TAGS)
+            code = tags_hash_code(tags) if tags else 0
+            if msg.topic == SCHEDULE_TOPIC:
+                code = self._deliver_time(encode_properties(props), msg.store_timestamp, code)
+            keys, uniq = props.get(PROPERTY_KEYS), props.get(UNIQ_KEY)
+            hashes = None
+            if (keys or uniq) and self._index is not None and tran != TRANSACTION_ROLLBACK_TYPE:
+                hashes = _key_hashes(msg.topic, keys, uniq)
             key = (msg.topic, msg.queue_id)
-            batch.append((offset, len(record), key, msg.queue_offset, tags, hashes, to_cq))
+            offsets.append(offset)
+            sizes.append(len(record))
+            batch.append((key, msg.queue_offset, code, hashes, to_cq))
             if to_cq:
                 nxt = msg.queue_offset + 1
                 if nxt > self._queue_offsets.get(key, 0):
                     self._queue_offsets[key] = nxt
             count += 1
             if len(batch) >= _REDISPATCH_BATCH:
-                self._dispatch(batch)
-                batch = []
-        self._dispatch(batch)
+                self._dispatch(offsets, sizes, batch)
+                offsets, sizes, batch = [], [], []
+        self._dispatch(offsets, sizes, batch)
         return count
 
     def close(self) -> None:
@@ -427,13 +430,12 @@ class MessageStore:
             phy += size
         positions = self._commitlog.append_sealed(b"".join(parts), sizes)
         self._queue_offsets.update(next_qo)
-        items: list[_Dispatch] = []
-        results: list[PutResult] = []
+        self._dispatch(positions, sizes, pending)
         prefix = self._msg_id_prefix
-        for pos, n, (key, qo, tags, hashes, to_cq) in zip(positions, sizes, pending, strict=True):
-            items.append((pos, n, key, qo, tags, hashes, to_cq))
-            results.append(PutResult(pos, n, qo, f"{prefix}{pos:016X}", store_timestamp_ms))
-        self._dispatch(items)
+        results = [
+            PutResult(pos, n, meta[1], f"{prefix}{pos:016X}", store_timestamp_ms)
+            for pos, n, meta in zip(positions, sizes, pending, strict=True)
+        ]
         self._put_count += len(sizes)
         self._put_bytes += phy - start
         return results
@@ -449,15 +451,16 @@ class MessageStore:
     ) -> tuple[int, _Pending]:
         """Append message i's sealed record (for commitlog offset ``phy``) to ``parts``."""
         cfg = self.config
+        topic = m.topic
         if len(m.body) > cfg.maxMessageSize:
             raise MessageTooLarge(
-                f"message {i} to {m.topic}: body of {len(m.body)} bytes exceeds "
+                f"message {i} to {topic}: body of {len(m.body)} bytes exceeds "
                 f"maxMessageSize={cfg.maxMessageSize}"
             )
-        raw, tags, keys, uniq, delay = _wire_properties(m.properties, m.topic == SCHEDULE_TOPIC)
+        raw, tags, keys, uniq = _wire_properties(m.properties)
         tran = m.sys_flag & TRANSACTION_ROLLBACK_TYPE
+        key = (topic, m.queue_id)
         to_cq = tran not in _NO_CQ_TRAN
-        key = (m.topic, m.queue_id)
         qo = 0
         if to_cq:
             qo = next_qo.get(key, -1)
@@ -465,23 +468,28 @@ class MessageStore:
                 qo = self._queue_offsets.get(key, 0)
         try:
             size = append_record(
-                parts, m.topic, m.queue_id, m.body, m.flag, raw, m.sys_flag, m.born_timestamp,
+                parts, topic, m.queue_id, m.body, m.flag, raw, m.sys_flag, m.born_timestamp,
                 m.born_host, store_ts, self.store_host, m.reconsume_times,
                 m.prepared_transaction_offset, qo, phy,
             )  # fmt: skip
         except MessageSizeError as e:
-            raise MessageTooLarge(f"message {i} to {m.topic}: {e}") from None
+            raise MessageTooLarge(f"message {i} to {topic}: {e}") from None
         except ValueError as e:
-            raise InvalidMessage(f"message {i} to {m.topic}: {e}") from None
+            raise InvalidMessage(f"message {i} to {topic}: {e}") from None
         if size > cfg.mappedFileSizeCommitLog - 8:
             raise MessageTooLarge(
-                f"message {i} to {m.topic}: record of {size} bytes exceeds a commitlog "
+                f"message {i} to {topic}: record of {size} bytes exceeds a commitlog "
                 f"segment (mappedFileSizeCommitLog={cfg.mappedFileSizeCommitLog})"
             )
         if to_cq:
             next_qo[key] = qo + 1
-        tags_code = self._tags_code(m.topic, tags, delay, store_ts)
-        return size, (key, qo, tags_code, self._index_hashes(m.topic, keys, uniq, tran), to_cq)
+        code = tags_hash_code(tags) if tags else 0
+        if topic == SCHEDULE_TOPIC:
+            code = self._deliver_time(raw, store_ts, code)
+        hashes = None
+        if (keys or uniq) and self._index is not None and tran != TRANSACTION_ROLLBACK_TYPE:
+            hashes = _key_hashes(topic, keys, uniq)
+        return size, (key, qo, code, hashes, to_cq)
 
     def put_batch_body(
         self,
@@ -558,52 +566,42 @@ class MessageStore:
     def _index_batch(
         index: MessageIndex, topic: str, positions: list[int], built: BuiltBatch
     ) -> None:
-        crc_seed, adler_seed = seed = key_hash_seed(topic)
         uniqs = built.uniq_keys
         if built.keys is None and all(uniqs):  # the usual batch: one UNIQ_KEY each, no KEYS
-            hashes = [(crc32(u, crc_seed) << 32) | adler32(u, adler_seed) for u in uniqs]
-            index.add_pairs(hashes, positions)
+            index.add_keys(topic, uniqs, positions)
             return
-        hashes = []
-        offsets = []
+        keys: list[bytes] = []
+        offsets: list[int] = []
         all_keys = built.keys or [None] * len(uniqs)
-        for pos, keys, uniq in zip(positions, all_keys, uniqs, strict=True):
-            for k in [*(keys.split(b" ") if keys else ()), uniq]:
+        for pos, msg_keys, uniq in zip(positions, all_keys, uniqs, strict=True):
+            for k in [*(msg_keys.split(b" ") if msg_keys else ()), uniq]:
                 if k:
-                    hashes.append(key_hash_from(seed, k))
+                    keys.append(k)
                     offsets.append(pos)
-        index.add_pairs(hashes, offsets)
+        index.add_keys(topic, keys, offsets)
 
-    def _tags_code(self, topic: str, tags: str | None, delay: str | None, store_ts: int) -> int:
-        code = tags_hash_code(tags) if tags else 0
-        if topic == SCHEDULE_TOPIC:
-            # delay messages are ordered by deliver time (upstream computeDeliverTimestamp)
-            level = delay or ""
-            if level.isdigit() and int(level) > 0:
-                delays = self._delay_ms
-                code = store_ts + delays[min(int(level), len(delays)) - 1]
-        return code
+    def _deliver_time(self, props: bytes | str, store_ts: int, tags_code: int) -> int:
+        """SCHEDULE_TOPIC_XXXX tagsCode: the deliver time (upstream computeDeliverTimestamp)."""
+        level = find_property(props, b"DELAY\x01" if isinstance(props, bytes) else "DELAY\x01")
+        if level is None or not level.isdigit() or int(level) <= 0:
+            return tags_code
+        delays = self._delay_ms
+        return store_ts + delays[min(int(level), len(delays)) - 1]
 
-    def _index_hashes(
-        self, topic: str, keys: str | None, uniq: str | None, tran: int
-    ) -> list[int] | None:
-        if self._index is None or tran == TRANSACTION_ROLLBACK_TYPE or not (keys or uniq):
-            return None
-        seed = key_hash_seed(topic)
-        hashes = [key_hash_from(seed, k.encode()) for k in keys.split(" ") if k] if keys else []
-        if uniq:
-            hashes.append(key_hash_from(seed, uniq.encode()))
-        return hashes
-
-    def _dispatch(self, items: Iterable[_Dispatch]) -> None:
+    def _dispatch(
+        self, positions: Sequence[int], sizes: Sequence[int], pending: Sequence[_Pending]
+    ) -> None:
+        """ConsumeQueue entries (one write per queue) and index records for stored records."""
+        if not pending:
+            return
         groups: dict[tuple[str, int], list[bytes]] = {}
         firsts: dict[tuple[str, int], int] = {}
         hashes: list[int] = []
         offsets: list[int] = []
         pack = ENTRY.pack
-        end = None
-        for offset, size, key, qo, tags, key_hashes, to_cq in items:
-            end = offset + size
+        for offset, size, (key, qo, tags, key_hashes, to_cq) in zip(
+            positions, sizes, pending, strict=True
+        ):
             if to_cq:
                 group = groups.get(key)
                 if group is None:
@@ -621,8 +619,7 @@ class MessageStore:
             self._consume_queue(key).append(b"".join(parts), firsts[key])
         if hashes and self._index is not None:
             self._index.add_pairs(hashes, offsets)
-        if end is not None:
-            self._dispatched = end
+        self._dispatched = positions[-1] + sizes[-1]
 
     def _consume_queue(self, key: tuple[str, int]) -> ConsumeQueue:
         cq = self._cqs.get(key)
@@ -896,33 +893,44 @@ _NO_CQ_TRAN = (TRANSACTION_PREPARED_TYPE, TRANSACTION_ROLLBACK_TYPE)
 
 
 def _wire_properties(
-    props: dict[str, str] | str, schedule: bool
-) -> tuple[bytes, str | None, str | None, str | None, str | None]:
-    """(encoded properties, TAGS, KEYS, UNIQ_KEY, DELAY) of a message to store.
+    props: dict[str, str] | str,
+) -> tuple[bytes, str | None, str | None, str | None]:
+    """(encoded properties, TAGS, KEYS, UNIQ_KEY) of a message to store.
 
     A properties text is looked up in place (no dict); a stale ``__CRC32#`` is dropped, the
-    CommitLog writes its own. DELAY is only looked up for SCHEDULE_TOPIC_XXXX.
+    CommitLog writes its own.
     """
-    if isinstance(props, str) and props.find(PROPERTY_CRC32) < 0:
-        return (
-            props.encode(),
-            find_property(props, "TAGS\x01"),
-            find_property(props, "KEYS\x01"),
-            find_property(props, "UNIQ_KEY\x01"),
-            find_property(props, "DELAY\x01") if schedule else None,
-        )
-    text, d = _split_properties(props)
-    get = d.get
-    return text.encode(), get(PROPERTY_TAGS), get(PROPERTY_KEYS), get(UNIQ_KEY), get(DELAY)
-
-
-def _split_properties(props: dict[str, str] | str) -> tuple[str, dict[str, str]]:
-    """(encoded text, dict) without a stale ``__CRC32#`` (the CommitLog writes its own)."""
     if isinstance(props, str):
-        parsed = decode_properties(props)
-        if PROPERTY_CRC32 not in parsed:
-            return props, parsed
-        props = parsed
+        if props.find(PROPERTY_CRC32) < 0:
+            return (
+                props.encode(),
+                _text_property(props, "TAGS\x01"),
+                _text_property(props, "KEYS\x01"),
+                _text_property(props, "UNIQ_KEY\x01"),
+            )
+        props = decode_properties(props)
     if PROPERTY_CRC32 in props:
         props = {k: v for k, v in props.items() if k != PROPERTY_CRC32}
-    return encode_properties(props), props
+    get = props.get
+    return encode_properties(props).encode(), get(PROPERTY_TAGS), get(PROPERTY_KEYS), get(UNIQ_KEY)
+
+
+def _text_property(text: str, key: str) -> str | None:
+    """`find_property` with a fast path for a key that occurs once."""
+    p = text.rfind(key)
+    if p < 0:
+        return None
+    v = p + len(key)
+    e = text.find("\x02", v)
+    if e > v and (p == 0 or text[p - 1] == "\x02"):
+        return text[v:e]
+    return find_property(text, key)
+
+
+def _key_hashes(topic: str, keys: str | None, uniq: str | None) -> list[int]:
+    """Index hashes of a message's KEYS (space separated) and UNIQ_KEY."""
+    seed = key_hash_seed(topic)
+    hashes = [key_hash_from(seed, k.encode()) for k in keys.split(" ") if k] if keys else []
+    if uniq:
+        hashes.append(key_hash_from(seed, uniq.encode()))
+    return hashes

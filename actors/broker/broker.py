@@ -16,6 +16,12 @@ let the store actor answer every queued put, answer held pulls, give the connect
 to write those answers, persist consumer offsets and configs, stop the services, then flush and
 close the store. `crash` is the fault-injection twin: it stops everything with no flush and no
 close, like kill -9, so tests can check recovery.
+
+Controller mode (enableControllerMode=true): a `ReplicasManager` obtains the persistent brokerId
+and the role from the controller before the broker registers to any NameServer; until then and
+while it is a slave the broker refuses writes (SERVICE_NOT_AVAILABLE, naming the master), and
+every role change re-registers at once (brokerId 0 for the master, its own id for a slave).
+It also answers NOTIFY_BROKER_ROLE_CHANGED (controller push) and GET_BROKER_EPOCH_CACHE.
 """
 
 from __future__ import annotations
@@ -33,13 +39,15 @@ from rocketrio.actors import events
 from rocketrio.actors.broker.admin_processor import AdminProcessor
 from rocketrio.actors.broker.client_manager import ConsumerManager, ProducerManager
 from rocketrio.actors.broker.client_processor import ClientProcessor
-from rocketrio.actors.broker.config import BrokerConfig, FlushDiskType
+from rocketrio.actors.broker.config import BrokerConfig, BrokerRole, FlushDiskType
 from rocketrio.actors.broker.config_files import ConfigFile
 from rocketrio.actors.broker.consumer_offset import ConsumerOffsetManager
+from rocketrio.actors.broker.fault_sites import NO_FAULTS, FaultSites
 from rocketrio.actors.broker.lock_manager import RebalanceLockManager
 from rocketrio.actors.broker.outer_api import BrokerOuterAPI
 from rocketrio.actors.broker.pull_hold import PullRequestHoldService
 from rocketrio.actors.broker.pull_processor import PullMessageProcessor
+from rocketrio.actors.broker.replicas_manager import ReplicasManager
 from rocketrio.actors.broker.send_processor import SendMessageProcessor
 from rocketrio.actors.broker.stats import BrokerStats
 from rocketrio.actors.broker.store_actor import RunBlocking, StoreActor
@@ -51,16 +59,18 @@ from rocketrio.actors.remoting import Connection, RemotingClient, RemotingServer
 from rocketrio.actors.transport import Transport, split_addr
 from rocketrio.protocol.bodies import (
     ConsumerOffsetSerializeWrapper,
+    DataVersion,
     SubscriptionGroupConfig,
     SubscriptionGroupWrapper,
     TopicConfig,
     TopicConfigSerializeWrapper,
 )
 from rocketrio.protocol.codes import RPC_ONEWAY, RequestCode, ResponseCode, request_name
+from rocketrio.protocol.controller_headers import NotifyBrokerRoleChangedRequestHeader, SyncStateSet
 from rocketrio.protocol.headers import NotifyConsumerIdsChangedRequestHeader
 from rocketrio.protocol.message import parse_host
 from rocketrio.protocol.remoting import RemotingCommand
-from rocketrio.protocol.serde import to_ext
+from rocketrio.protocol.serde import from_ext, from_json, to_ext, to_json
 from rocketrio.storage.message_store import MessageStore, RecoveryReport, StoreConfig
 
 Handler = Callable[[RequestContext], Awaitable[RemotingCommand | None]]
@@ -77,6 +87,15 @@ _ALLOWED_WHILE_STOPPING = frozenset(
         RequestCode.UPDATE_CONSUMER_OFFSET,
         RequestCode.QUERY_CONSUMER_OFFSET,
         RequestCode.HEART_BEAT,
+    }
+)
+# requests that write the CommitLog: refused by a controller-mode broker that is not master
+_WRITE_CODES = frozenset(
+    {
+        RequestCode.SEND_MESSAGE,
+        RequestCode.SEND_MESSAGE_V2,
+        RequestCode.SEND_BATCH_MESSAGE,
+        RequestCode.CONSUMER_SEND_MSG_BACK,
     }
 )
 
@@ -115,6 +134,7 @@ class Broker:
         now_ms: Callable[[], int] = wallclock_ms,
         rng: random.Random | None = None,
         run_blocking: RunBlocking = trio.to_thread.run_sync,
+        faults: FaultSites = NO_FAULTS,
     ) -> None:
         self.config = config
         self.run_blocking = run_blocking
@@ -159,6 +179,7 @@ class Broker:
             on_put=self.stats.on_put,
             run_blocking=run_blocking,
         )
+        self.replicas = ReplicasManager(self, faults) if config.enableControllerMode else None
         self.handlers = self._handler_table()
         self.server = RemotingServer(
             transport, self.addr, self.process, on_connect=self._on_connect
@@ -226,6 +247,8 @@ class Broker:
             rc.GET_EARLIEST_MSG_STORETIME: a.earliest_store_time,
             rc.VIEW_MESSAGE_BY_ID: a.view_message,
             rc.QUERY_MESSAGE: a.query_message,
+            rc.NOTIFY_BROKER_ROLE_CHANGED: self._role_change_notified,
+            rc.GET_BROKER_EPOCH_CACHE: self._broker_epoch_cache,
         }
 
     # ------------------------------------------------------------------ dispatch
@@ -242,7 +265,57 @@ class Broker:
             return ctx.cmd.make_response(
                 ResponseCode.SYSTEM_BUSY, f"broker {self.config.brokerName} is shutting down"
             )
+        if self.replicas is not None and ctx.cmd.code in _WRITE_CODES:
+            refusal = self.replicas.write_refusal()
+            if refusal is not None:
+                return ctx.cmd.make_response(ResponseCode.SERVICE_NOT_AVAILABLE, refusal)
         return await handler(ctx)
+
+    # ------------------------------------------------------------------ controller mode
+
+    async def _role_change_notified(self, ctx: RequestContext) -> RemotingCommand | None:
+        """NOTIFY_BROKER_ROLE_CHANGED (1008), a oneway push from the controller leader."""
+        h = from_ext(NotifyBrokerRoleChangedRequestHeader, ctx.cmd.ext_fields)
+        if self.replicas is None:
+            return ctx.cmd.make_response(
+                ResponseCode.SYSTEM_ERROR,
+                f"broker {self.config.brokerName} is not in controller mode",
+            )
+        sync = from_json(SyncStateSet, ctx.cmd.body) if ctx.cmd.body else None
+        self.replicas.on_role_change_notified(h, sync)
+        return ctx.cmd.make_response(ResponseCode.SUCCESS)
+
+    async def _broker_epoch_cache(self, ctx: RequestContext) -> RemotingCommand | None:
+        """GET_BROKER_EPOCH_CACHE (1007): the epoch file, for mqadmin getBrokerEpoch."""
+        if self.replicas is None:
+            return ctx.cmd.make_response(
+                ResponseCode.SYSTEM_ERROR,
+                f"broker {self.config.brokerName} is not in controller mode "
+                f"(enableControllerMode=false): it keeps no epoch file",
+            )
+        return ctx.cmd.make_response(
+            ResponseCode.SUCCESS, body=to_json(self.replicas.epoch_entry_cache())
+        )
+
+    def apply_role(self, role: BrokerRole, broker_id: int, state_version: int) -> None:
+        """The ReplicasManager took a role: the NameServers hear it at once, with a DataVersion
+        whose stateVersion is the masterEpoch (upstream nextVersion(newMasterEpoch))."""
+        self.config.brokerRole = role
+        self.config.brokerId = broker_id
+        v = self.topics.data_version
+        self.topics.data_version = DataVersion(state_version, self.now_ms(), v.counter + 1)
+        self.topics_file.mark_dirty()
+        self._register_now.set()
+
+    async def commitlog_max_offset(self) -> int:
+        """The CommitLog end once every put queued before this call is written."""
+        offset: int = await self.store_actor.call(lambda store: store.get_commitlog_max_offset())
+        return offset
+
+    @property
+    def role_known(self) -> bool:
+        """False while a controller-mode broker has no role: it stays off the NameServers."""
+        return self.replicas is None or self.replicas.role is not None
 
     # ------------------------------------------------------------------ helpers for processors
 
@@ -368,6 +441,8 @@ class Broker:
             cq_entries_dropped=report.cq_entries_dropped,
             took_ms=round((trio.current_time() - started) * 1000),
         )
+        if self.replicas is not None:
+            await self.replicas.open()
         topics = await self.run_blocking(self.topics_file.load)
         self.topics.load(topics or TopicConfigSerializeWrapper())
         groups = await self.run_blocking(self.groups_file.load)
@@ -400,7 +475,8 @@ class Broker:
                         events.BROKER_BOOT,
                         addr=self.addr,
                         cluster=self.config.brokerClusterName,
-                        broker_id=self.config.brokerId,
+                        # in controller mode the id comes later (events.BROKER_ROLE_CHANGED)
+                        broker_id=None if self.replicas is not None else self.config.brokerId,
                         namesrv=self.config.namesrvAddr,
                     )
                     task_status.started(self)
@@ -441,6 +517,10 @@ class Broker:
                 n.start_soon(self._every, STATS_SAMPLE_INTERVAL_S, self._sample_stats)
                 bound = await n.start(self.server.run)
                 self.addr = bound
+                if self.replicas is not None:
+                    # listening first: the controller may push a role change right after we
+                    # register; NameServer registration waits for the role (`role_known`)
+                    await n.start(self.replicas.run, client)
                 await self.register_all()
                 n.start_soon(self._register_loop)
                 n.start_soon(self._heartbeat_loop)
@@ -457,7 +537,7 @@ class Broker:
     # ------------------------------------------------------------------ name servers
 
     async def register_all(self) -> None:
-        if self.outer_api is None or not self.config.namesrv_addrs:
+        if self.outer_api is None or not self.config.namesrv_addrs or not self.role_known:
             return
         await self.outer_api.register_all(self.topics.snapshot())
 
@@ -479,7 +559,8 @@ class Broker:
         assert self.outer_api is not None
         while True:
             await trio.sleep(period_s)
-            await self.outer_api.heartbeat_all()
+            if self.role_known:
+                await self.outer_api.heartbeat_all()
 
     # ------------------------------------------------------------------ shutdown
 
@@ -502,7 +583,7 @@ class Broker:
                 self.log.warning("shutdown_step_timeout", step=name)
 
     async def _unregister(self) -> None:
-        if self.outer_api is not None and self.config.namesrv_addrs:
+        if self.outer_api is not None and self.config.namesrv_addrs and self.role_known:
             await self.outer_api.unregister_all()
 
     async def _drain_store(self) -> None:

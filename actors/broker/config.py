@@ -79,13 +79,24 @@ class BrokerConfig:
     checkSyncStateSetPeriod: int = attrs.field(default=5000, validator=positive)
     syncControllerMetadataPeriod: int = attrs.field(default=10_000, validator=positive)
     brokerElectionPriority: int = 2**31 - 1
+    # empty = storePathRootDir (broker.meta / .broker.meta.temp live there)
     storePathBrokerIdentity: str = ""
+    # empty = <storePathRootDir>/epochFileCheckpoint (plus a .bak copy)
+    storePathEpochFile: str = ""
     # HA (issue 4); listed so configs of the deployment guide load
     haListenPort: int = attrs.field(default=10912, validator=positive)
 
     @property
     def broker_addr(self) -> str:
         return f"{self.brokerIP1}:{self.listenPort}"
+
+    @property
+    def broker_identity_dir(self) -> str:
+        return self.storePathBrokerIdentity or self.storePathRootDir
+
+    @property
+    def epoch_file_path(self) -> str:
+        return self.storePathEpochFile or os.path.join(self.storePathRootDir, "epochFileCheckpoint")
 
     @property
     def namesrv_addrs(self) -> list[str]:

@@ -15,6 +15,7 @@ from rocketrio.protocol.message import (
     build_stored_message,
     check_stored_record,
     decode_stored,
+    seal_record_crc,
 )
 from rocketrio.storage import commitlog as commitlog_mod
 from rocketrio.storage.commitlog import (
@@ -313,3 +314,70 @@ def test_failed_write_is_rolled_back(tmp_path: Path, monkeypatch: pytest.MonkeyP
     assert log.append([rec(7)]) == [before]
     log.close()
     assert opened(tmp_path / "cl").max_offset == before + size
+
+
+def sealed(records: list[bytes], start: int) -> bytes:
+    """The records back to back, sealed for consecutive offsets from ``start``."""
+    buf = bytearray().join(records)
+    pos = 0
+    for r in records:
+        struct.pack_into(">q", buf, pos + 28, start + pos)
+        seal_record_crc(buf, pos, len(r))
+        pos += len(r)
+    return bytes(buf)
+
+
+def test_append_sealed_is_one_write_within_a_segment(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    log = opened(tmp_path / "cl")
+    log.append([rec(0)])
+    start = log.max_offset
+    records = [rec(i) for i in range(1, 4)]
+    writes: list[int] = []
+    real = commitlog_mod.pwrite_all
+
+    def counting(fd: int, data: bytes | bytearray | memoryview, pos: int) -> None:
+        writes.append(pos)
+        real(fd, data, pos)
+
+    monkeypatch.setattr(commitlog_mod, "pwrite_all", counting)
+    positions = log.append_sealed(sealed(records, start), [len(r) for r in records])
+    assert writes == [start]
+    assert positions == [start + sum(len(r) for r in records[:i]) for i in range(3)]
+    log.close()
+    log = opened(tmp_path / "cl")  # recovery validates every record: offsets and CRCs
+    assert [off for off, _ in log.iter_records(0)] == [0, *positions]
+
+
+def test_append_sealed_reseals_records_moved_to_the_next_segment(tmp_path: Path) -> None:
+    log = opened(tmp_path / "cl")
+    size = len(rec(0))
+    per_segment = (SEG - 8) // size
+    log.append([rec(i) for i in range(per_segment - 1)])
+    start = log.max_offset
+    records = [rec(i) for i in range(3)]
+    positions = log.append_sealed(sealed(records, start), [size] * 3)
+    assert positions == [start, SEG, SEG + size]
+    for pos in positions:
+        check_stored_record(log.read_record(pos), 0, expected_offset=pos)
+    log.close()
+    log = opened(tmp_path / "cl")
+    assert log.max_offset == SEG + 2 * size
+    assert [off for off, _ in log.iter_records(start)] == positions
+
+
+def test_append_sealed_refuses_a_mismatch(tmp_path: Path) -> None:
+    log = opened(tmp_path / "cl")
+    records = [rec(i) for i in range(2)]
+    data = sealed(records, 0)
+    sizes = [len(r) for r in records]
+    with pytest.raises(ValueError, match="do not match"):
+        log.append_sealed(data, [sizes[0]])
+    with pytest.raises(ValueError, match="do not match"):
+        log.append_sealed(sealed(records, 64), sizes)  # sealed for another offset
+    with pytest.raises(ValueError, match="cannot fit"):
+        log.append_sealed(bytes(SEG), [SEG])
+    assert log.max_offset == 0
+    assert log.append_sealed(data, sizes) == [0, sizes[0]]
+    assert log.append_sealed(b"", []) == []

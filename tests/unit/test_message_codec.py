@@ -21,8 +21,12 @@ from rocketrio.protocol.message import (
     QUEUE_OFFSET_POSITION,
     STOREHOSTADDRESS_V6_FLAG,
     SYSFLAG_POSITION,
+    BatchConstants,
     BatchItem,
     MessageDecodeError,
+    MessageSizeError,
+    append_record,
+    build_batch_records,
     build_stored_message,
     check_stored_record,
     decode_batch_body,
@@ -30,12 +34,14 @@ from rocketrio.protocol.message import (
     decode_stored,
     encode_batch_body,
     encode_properties,
+    find_property,
     host_to_str,
     iter_stored,
     offset_msg_id,
     parse_offset_msg_id,
     seal_record_crc,
     stored_timestamp,
+    tags_code_of_bytes,
     tags_hash_code,
 )
 
@@ -45,7 +51,8 @@ prop_text = st.text(
     min_size=1,
     max_size=12,
 )
-properties = st.dictionaries(prop_text, prop_text, max_size=6)
+# __CRC32# is the record-CRC key the codec writes itself, never a user property
+properties = st.dictionaries(prop_text.filter(lambda k: k != PROPERTY_CRC32), prop_text, max_size=6)
 ipv4 = st.binary(min_size=4, max_size=4)
 ipv6 = st.binary(min_size=16, max_size=16)
 hosts = st.tuples(ipv4 | ipv6, st.integers(0, 65535))
@@ -347,3 +354,192 @@ def test_parse_offset_msg_id_rejects_garbage(bad: str) -> None:
 )
 def test_tags_hash_code_is_java_string_hash(tag: str, java_hash: int) -> None:
     assert tags_hash_code(tag) == java_hash
+
+
+# ----------------------------------------------------------------------------- put hot path
+
+
+pair_text = st.text(st.sampled_from("KTAGSUNIQ_EY\x01\x02"), max_size=40)
+
+
+@given(text=pair_text, key=st.sampled_from(["TAGS", "KEYS", "UNIQ_KEY", "K", "EY"]))
+def test_find_property_agrees_with_decode(text: str, key: str) -> None:
+    # duplicate keys, empty values, keys that end another key, stray separators
+    expected = decode_properties(text).get(key)
+    assert find_property(text, key + "\x01") == expected
+    raw = text.encode()
+    got = find_property(raw, (key + "\x01").encode())
+    assert got == (None if expected is None else expected.encode())
+    padded = b"xx" + raw + b"yy"  # the start/end window is honoured
+    assert find_property(padded, (key + "\x01").encode(), 2, 2 + len(raw)) == got
+
+
+def test_encode_properties_drops_none_values() -> None:
+    assert encode_properties({"A": "1", "B": None, "C": "3"}) == "A\x011\x02C\x013\x02"  # type: ignore[dict-item]
+    assert encode_properties({}) == ""
+
+
+@settings(max_examples=100)
+@given(fields=record_fields, props=properties)
+def test_append_record_equals_build_stored_message(
+    fields: dict[str, Any], props: dict[str, str]
+) -> None:
+    fields = {**fields, "record_crc": "seal"}
+    if len(fields["topic"].encode()) > 127:
+        fields["topic"] = fields["topic"][:30]
+    text = encode_properties(props)
+    expected = build_stored_message(properties=text, **fields)
+    parts: list[Any] = []
+    size = append_record(
+        parts, fields["topic"], fields["queue_id"], fields["body"], fields["flag"],
+        text.encode(), fields["sys_flag"], fields["born_timestamp"], fields["born_host"],
+        fields["store_timestamp"], fields["store_host"], fields["reconsume_times"],
+        fields["prepared_transaction_offset"], fields["queue_offset"], fields["physical_offset"],
+    )  # fmt: skip
+    assert b"".join(parts) == expected
+    assert size == len(expected)
+
+
+def test_append_record_refuses_what_does_not_fit() -> None:
+    with pytest.raises(MessageSizeError, match="32767"):
+        append_record(
+            [], "T", 0, b"", 0, b"K\x01" + b"v" * 40000, 0, 0, LOCAL, 0, LOCAL, 0, 0, 0, 0
+        )
+    with pytest.raises(ValueError, match="4 or 16 bytes"):
+        append_record([], "T", 0, b"", 0, b"", 0, 0, (b"\x01", 1), 0, LOCAL, 0, 0, 0, 0)
+    with pytest.raises(ValueError, match="out of range"):
+        append_record([], "T", 2**31, b"", 0, b"", 0, 0, LOCAL, 0, LOCAL, 0, 0, 0, 0)
+
+
+BORN = (b"\x0a\x00\x00\x02", 50000)
+
+
+def batch_const(properties: bytes = b"", **over: Any) -> BatchConstants:
+    fields: dict[str, Any] = dict(
+        topic="BT", queue_id=3, sys_flag=0, born_timestamp=111, born_host=BORN,
+        store_timestamp=222, store_host=LOCAL, reconsume_times=1, properties=properties,
+    )  # fmt: skip
+    fields.update(over)
+    return BatchConstants(**fields)
+
+
+def build(data: bytes, const: BatchConstants, **over: Any) -> Any:
+    kwargs: dict[str, Any] = dict(
+        first_queue_offset=10, first_physical_offset=5000, max_body_size=4096
+    )
+    kwargs.update(over)
+    return build_batch_records(data, const, **kwargs)
+
+
+@settings(max_examples=100)
+@given(
+    items=st.lists(st.builds(BatchItem, int32, st.binary(max_size=60), properties), max_size=5),
+    extra=properties,
+    born_v6=st.booleans(),
+)
+def test_batch_records_decode_like_the_merged_messages(
+    items: list[BatchItem], extra: dict[str, str], born_v6: bool
+) -> None:
+    born = (bytes(range(16)), 7) if born_v6 else BORN
+    const = batch_const(encode_properties(extra).encode(), born_host=born)
+    ids = iter(f"GEN{i}" for i in range(100))
+    built = build(encode_batch_body(items), const, new_uniq_key=lambda: next(ids))
+    assert len(built.sizes) == len(items) and sum(built.sizes) == len(built.data)
+    pos = 0
+    generated = iter(f"GEN{i}" for i in range(100))
+    for i, (item, size) in enumerate(zip(items, built.sizes, strict=True)):
+        check_stored_record(built.data, pos, expected_offset=5000 + pos)
+        msg, end = decode_stored(built.data, pos, check_crc=True)
+        assert end - pos == size == msg.store_size
+        merged = {**item.properties, **extra}
+        if "UNIQ_KEY" not in merged:
+            merged["UNIQ_KEY"] = next(generated)
+        got = dict(msg.properties)
+        assert got.pop(PROPERTY_CRC32).isdigit()
+        assert got == merged
+        assert (msg.topic, msg.queue_id, msg.queue_offset, msg.commitlog_offset) == (
+            "BT",
+            3,
+            10 + i,
+            5000 + pos,
+        )
+        assert (msg.body, msg.flag, msg.born_timestamp, msg.store_timestamp) == (
+            item.body,
+            item.flag,
+            111,
+            222,
+        )
+        assert (msg.reconsume_times, msg.born_host) == (1, host_to_str(*born))
+        assert bool(msg.sys_flag & BORNHOST_V6_FLAG) == born_v6
+        assert built.uniq_keys[i] == merged["UNIQ_KEY"].encode()
+        assert built.tags[i] == merged.get("TAGS", "").encode()
+        assert built.tags_codes()[i] == tags_hash_code(merged.get("TAGS", ""))
+        if built.keys is None:
+            assert "KEYS" not in merged
+        else:
+            assert built.keys[i] == (merged["KEYS"].encode() if "KEYS" in merged else None)
+        pos = end
+
+
+def test_batch_records_without_uniq_source_store_none() -> None:
+    data = encode_batch_body([BatchItem(0, b"a", {"TAGS": "t"}), BatchItem(0, b"b", {})])
+    built = build(data, batch_const())
+    assert built.uniq_keys == [b"", b""]
+    assert [decode_stored(r)[0].msg_id for r in split(built)] == [
+        offset_msg_id(LOCAL[0], LOCAL[1], 5000),
+        offset_msg_id(LOCAL[0], LOCAL[1], 5000 + built.sizes[0]),
+    ]
+
+
+def split(built: Any) -> list[bytes]:
+    out, pos = [], 0
+    for size in built.sizes:
+        out.append(built.data[pos : pos + size])
+        pos += size
+    return out
+
+
+def test_batch_records_drop_a_stale_crc_and_fix_a_missing_separator() -> None:
+    props = b"__CRC32#\x010000000001\x02A\x01b"  # a stale trailer; the last pair unterminated
+    body = struct.pack(">iiiii", 20 + 1 + 2 + len(props), 0, 0, 0, 1) + b"x"
+    body += struct.pack(">h", len(props)) + props
+    built = build(body, batch_const(b"C\x01d\x02"))
+    (rec,) = split(built)
+    msg, _ = decode_stored(rec, check_crc=True)
+    assert list(msg.properties.items())[:2] == [("A", "b"), ("C", "d")]
+    assert rec.count(b"__CRC32#") == 1
+
+
+@pytest.mark.parametrize(
+    ("data", "error", "text"),
+    [
+        (encode_batch_body([BatchItem(0, b"x" * 4097, {})]), MessageSizeError, "4097"),
+        (encode_batch_body([BatchItem(0, b"", {"K": "v" * 32760})]), MessageSizeError, "32767"),
+        (
+            struct.pack(">iiiii", 20 + 2 + 2, 0, 0, 0, 0) + b"\x00\x02\xff\x01",
+            MessageDecodeError,
+            "UTF-8",
+        ),
+        (struct.pack(">iiiii", 10, 0, 0, 0, 0) + b"\x00\x00", MessageDecodeError, "truncated"),
+        (struct.pack(">iiiii", 22, 0, 0, 0, -5) + b"\x00\x00", MessageDecodeError, "truncated"),
+    ],
+)
+def test_batch_records_refuse_bad_input(data: bytes, error: type, text: str) -> None:
+    with pytest.raises(error, match=text):
+        build(data, batch_const())
+
+
+def test_batch_records_every_truncation_raises() -> None:
+    first = encode_batch_body([BatchItem(1, b"abc", {"TAGS": "t"})])
+    data = first + encode_batch_body([BatchItem(2, b"de", {})])
+    for cut in range(1, len(data)):
+        if cut == len(first):
+            assert len(build(data[:cut], batch_const()).sizes) == 1
+            continue
+        with pytest.raises(MessageDecodeError):
+            build(data[:cut], batch_const())
+    assert build(b"", batch_const()).sizes == []
+
+
+def test_tags_code_of_bytes_matches_str() -> None:
+    assert tags_code_of_bytes(b"TagA") == tags_hash_code("TagA") == 2598919

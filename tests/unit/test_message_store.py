@@ -10,11 +10,14 @@ from typing import Any
 import pytest
 
 from rocketrio.protocol.message import (
+    PROPERTY_CRC32,
     TRANSACTION_COMMIT_TYPE,
     TRANSACTION_PREPARED_TYPE,
     TRANSACTION_ROLLBACK_TYPE,
     UNIQ_KEY,
+    BatchItem,
     check_stored_record,
+    encode_batch_body,
     iter_stored,
     offset_msg_id,
     tags_hash_code,
@@ -422,3 +425,159 @@ def test_config_validation() -> None:
         StoreConfig(messageDelayLevel="1s 5x")
     with pytest.raises(ValueError, match="maxMessageSize"):
         StoreConfig(maxMessageSize=0)
+
+
+# ----------------------------------------------------------------------------- batch bodies
+
+
+def batch_body(first: int, n: int, **props: str) -> bytes:
+    """A client-encoded batch: message i has TAGS, KEYS and UNIQ_KEY unless i is odd."""
+    items = []
+    for i in range(first, first + n):
+        p = {"TAGS": "even" if i % 2 == 0 else "odd", "KEYS": f"k{i} all"}
+        if i % 2 == 0:
+            p[UNIQ_KEY] = f"U{i:04d}"
+        items.append(BatchItem(i, f"body-{i:04d}".encode(), {**p, **props}))
+    return encode_batch_body(items)
+
+
+def put_body(store: MessageStore, body: bytes, qid: int = 0, ts: int = 7000, **kw: Any) -> Any:
+    ids = iter(f"GEN{i}" for i in range(10_000))
+    kw.setdefault("new_uniq_key", lambda: next(ids))
+    kw.setdefault("properties", {"CLUSTER": "c1", "WAIT": "true"})
+    kw.setdefault("born_host", (b"\x7f\x00\x00\x01", 40000))
+    return store.put_batch_body("T", qid, body, ts, **kw)
+
+
+def test_put_batch_body_round_trip(tmp_path: Path) -> None:
+    store = opened(tmp_path / "s")
+    store.put_messages([msg(i, queue_id=0) for i in range(2)], 1)
+    result = put_body(store, batch_body(2, 4), born_timestamp=55, reconsume_times=2)
+    assert (result.topic, result.queue_id, result.first_queue_offset, result.count) == (
+        "T",
+        0,
+        2,
+        4,
+    )
+    assert result.next_queue_offset == 6
+    assert result.uniq_keys == [b"U0002", b"GEN0", b"U0004", b"GEN1"]
+    assert result.uniq_keys_csv() == "U0002,GEN0,U0004,GEN1"
+    assert result.msg_ids() == [
+        offset_msg_id(HOST[0], HOST[1], o) for o in result.commitlog_offsets
+    ]
+    assert result.msg_ids_csv() == ",".join(result.msg_ids())
+    assert [(r.queue_offset, r.size, r.store_timestamp) for r in result.put_results()] == [
+        (2 + i, n, 7000) for i, n in enumerate(result.sizes)
+    ]
+    assert store.put_messages([msg(6, queue_id=0)], 1)[0].queue_offset == 6  # offsets go on
+    res = store.get_messages("T", 0, 0, 100, BIG)
+    assert res.message_count == 7
+    got = list(iter_stored(res.body, check_crc=True))
+    assert [m.body for m in got] == [f"body-{i:04d}".encode() for i in range(7)]
+    assert [m.queue_offset for m in got] == list(range(7))
+    for buf, m in zip(res.buffers[2:6], got[2:6], strict=True):
+        check_stored_record(buf, 0, expected_offset=m.commitlog_offset)
+        props = dict(m.properties)
+        assert props.pop(PROPERTY_CRC32).isdigit()
+        i = int(m.body[5:])
+        assert props == {
+            "TAGS": "even" if i % 2 == 0 else "odd",
+            "KEYS": f"k{i} all",
+            UNIQ_KEY: result.uniq_keys[i - 2].decode(),
+            "CLUSTER": "c1",
+            "WAIT": "true",
+        }
+        assert (m.flag, m.born_timestamp, m.store_timestamp, m.reconsume_times) == (i, 55, 7000, 2)
+        assert m.born_host == "127.0.0.1:40000" and m.store_host == "10.0.0.9:10911"
+    even = store.get_messages("T", 0, 2, 100, BIG, {tags_hash_code("even")})
+    assert [m.body for m in iter_stored(even.body)] == [b"body-0002", b"body-0004", b"body-0006"]
+    assert [m.body for m in store.query_by_uniq_key("T", "GEN1")] == [b"body-0005"]
+    assert [m.body for m in store.query_by_key("T", "k3")] == [b"body-0003"]
+    assert len(store.query_by_key("T", "all")) == 7
+    stats = store.stats()
+    assert stats.put_message_count == 7
+    assert stats.put_message_bytes == store.get_commitlog_max_offset()
+    store.close()
+    store = opened(tmp_path / "s")  # nothing to re-dispatch, the index reloads from its log
+    assert [m.body for m in store.query_by_uniq_key("T", "U0004")] == [b"body-0004"]
+
+
+def test_put_batch_body_properties_win_and_text_form(tmp_path: Path) -> None:
+    store = opened(tmp_path / "s")
+    result = put_body(store, batch_body(0, 2), properties="TAGS\x01all\x02UNIQ_KEY\x01B\x02")
+    assert result.uniq_keys == [b"B", b"B"]  # the batch's own key wins, like a dict update
+    assert bodies(store, "T", 0, {tags_hash_code("all")}) == [b"body-0000", b"body-0001"]
+    assert [m.body for m in store.query_by_uniq_key("T", "B")] == [b"body-0001", b"body-0000"]
+
+
+def test_put_batch_body_refusals_write_nothing(tmp_path: Path) -> None:
+    store = opened(tmp_path / "s")
+    put_body(store, batch_body(0, 1))
+    before = store.get_commitlog_max_offset()
+    good = batch_body(1, 1)
+    cases: list[tuple[dict[str, Any], type, str]] = [
+        (dict(body=good + batch_body(2, 1)[:-1]), InvalidMessage, "truncated"),
+        (dict(body=b""), InvalidMessage, "no message"),
+        (dict(body=encode_batch_body([BatchItem(0, b"x" * 1025, {})])), MessageTooLarge, "1025"),
+        (dict(body=good, sys_flag=TRANSACTION_PREPARED_TYPE), InvalidMessage, "transactional"),
+        (dict(body=good, born_host=(b"\x01", 1)), InvalidMessage, "4 or 16 bytes"),
+        (dict(body=good, queue_id=2**31), InvalidMessage, "out of range"),
+    ]
+    for kw, exc, text in cases:
+        body, qid = kw.pop("body"), kw.pop("queue_id", 0)
+        with pytest.raises(exc, match=text):
+            put_body(store, body, qid, **kw)
+    with pytest.raises(InvalidMessage, match="SCHEDULE"):
+        store.put_batch_body(SCHEDULE_TOPIC, 0, good, 1)
+    big_seg = opened(tmp_path / "b", StoreConfig(mappedFileSizeCommitLog=1024))
+    with pytest.raises(MessageTooLarge, match="segment"):
+        put_body(big_seg, encode_batch_body([BatchItem(0, b"x" * 1000, {})]))
+    assert store.get_commitlog_max_offset() == before
+    assert put_body(store, good).first_queue_offset == 1
+
+
+def test_put_batch_body_rolls_segments(tmp_path: Path) -> None:
+    store = opened(tmp_path / "s")
+    for i in range(0, 120, 12):
+        put_body(store, batch_body(i, 12), qid=i // 12 % 2)
+    assert len(store.commitlog.segment_files()) > 3
+    for qid in (0, 1):
+        want = [f"body-{i:04d}".encode() for i in range(120) if i // 12 % 2 == qid]
+        assert bodies(store, "T", qid) == want
+    store.close()
+    store = opened(tmp_path / "s")  # recovery re-checks every record CRC of the last segment
+    assert bodies(store, "T", 1)[-1] == b"body-0119"
+
+
+@pytest.mark.usefixtures("no_fsync")
+def test_crash_in_the_middle_of_a_batch_write(tmp_path: Path) -> None:
+    """A batch is one pwrite: a crash may persist any prefix of it. Recovery keeps the whole
+    records of that prefix (each is checked by its own CRC), drops the torn one, and the
+    ConsumeQueue, index and queue offsets follow."""
+    src = tmp_path / "src"
+    store = opened(src)
+    put_body(store, batch_body(0, 3))
+    store.flush()
+    result = put_body(store, batch_body(3, 6))
+    image = tmp_path / "image"
+    shutil.copytree(src, image)
+    store.close()
+    start = result.commitlog_offsets[0]
+    ends = [o + n for o, n in zip(result.commitlog_offsets, result.sizes, strict=True)]
+    cuts = sorted({start + 1, *ends[:-1], *(e - 1 for e in ends), *(e + 7 for e in ends[:-1])})
+    work = tmp_path / "work"
+    shutil.copytree(image, work)
+    for cut in cuts:
+        restore_image(image, work)
+        os.truncate(work / "commitlog" / segment_name(0), cut)
+        store = MessageStore(str(work), CFG, store_host=HOST)
+        report = store.open()
+        whole = sum(1 for e in ends if e <= cut)
+        kept_end = ends[whole - 1] if whole else start
+        assert store.get_commitlog_max_offset() == kept_end, cut
+        assert report.commitlog.truncated_at == (None if kept_end == cut else kept_end)
+        assert_queues_within_log(store)
+        assert bodies(store, "T", 0) == [f"body-{i:04d}".encode() for i in range(3 + whole)]
+        assert len(store.query_by_key("T", "all")) == 3 + whole
+        assert store.put_messages([msg(99, queue_id=0)], 1)[0].queue_offset == 3 + whole
+        store.close()

@@ -1,0 +1,581 @@
+"""Controller mode, broker side: the persistent-BrokerId flow with every crash point of the seed,
+roles from the controller, NameServer registration as brokerId 0, failover, and the admin API.
+
+Real actors on a seeded `SimNetwork` with Trio's MockClock: controller replicas
+(actors/controller), a NameServer and controller-mode brokers (`Broker` + `ReplicasManager`).
+A crash point is a `FaultSites` hook that, when the flow reaches the named site, crashes the
+broker like kill -9 (no flush, connections reset) and parks; the test then restarts the broker on
+the same store and checks the seed's promise: the broker ends with one id, the controller with
+one entry per broker, and no id is ever given twice.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import attrs
+import pytest
+import trio
+import trio.testing
+
+from rocketrio.actors.broker.broker import Broker
+from rocketrio.actors.broker.config import BrokerConfig, BrokerRole
+from rocketrio.actors.broker.fault_sites import NO_FAULTS, Fault, FaultSites
+from rocketrio.actors.client.controller_admin import ControllerAdmin
+from rocketrio.actors.controller.config import ControllerConfig
+from rocketrio.actors.controller.controller import Controller
+from rocketrio.actors.namesrv.config import NamesrvConfig
+from rocketrio.actors.namesrv.namesrv import run_namesrv
+from rocketrio.actors.raft.node import run_inline
+from rocketrio.actors.remoting import RemotingClient
+from rocketrio.actors.transport import SimNetwork
+from rocketrio.cli import admin as cli_admin
+from rocketrio.protocol.bodies import ClusterInfo
+from rocketrio.protocol.codes import RequestCode, ResponseCode
+from rocketrio.protocol.controller_headers import EpochEntryCache
+from rocketrio.protocol.headers import SendMessageRequestHeader, SendMessageRequestHeaderV2
+from rocketrio.protocol.remoting import RemotingCommand
+from rocketrio.protocol.serde import from_json, to_ext, to_plain
+from rocketrio.storage.broker_identity import BrokerIdentityStore
+from rocketrio.storage.epoch_file import EpochFile
+
+NS_HOST = "10.0.1.1"
+CLIENT_HOST = "10.0.9.1"
+CTRL_IDS = ("n0", "n1", "n2")
+CTRL_HOSTS = {nid: f"10.0.0.{k + 1}" for k, nid in enumerate(CTRL_IDS)}
+CLUSTER = "DefaultCluster"
+EPOCH_MS = 1_700_000_000_000
+RC = ResponseCode
+WAIT_S = 60.0  # mock seconds
+
+
+async def inline_blocking(fn: Callable[[], Any]) -> Any:
+    await trio.lowlevel.checkpoint()
+    return fn()
+
+
+# --------------------------------------------------------------------------- fault hooks
+
+
+@attrs.define
+class CrashAt:
+    """Crash the broker (kill -9) the first time the flow reaches `site`."""
+
+    site: str
+    node: Node | None = None
+    hit: bool = False
+
+    async def reach(self, site: str) -> None:
+        if site != self.site or self.hit:
+            return
+        self.hit = True
+        assert self.node is not None
+        self.node.crash_now()
+        await trio.sleep_forever()
+
+
+@attrs.define
+class Record:
+    """Remember the sites reached (a normal restart must reach only REGISTERED)."""
+
+    sites: list[str] = attrs.field(factory=list)
+
+    async def reach(self, site: str) -> None:
+        self.sites.append(site)
+
+
+@attrs.define
+class Barrier:
+    """Hold every broker at `site` until `parties` of them got there."""
+
+    site: str
+    parties: int
+    arrived: int = 0
+    all_here: trio.Event = attrs.field(factory=trio.Event)
+
+    async def reach(self, site: str) -> None:
+        if site != self.site or self.all_here.is_set():
+            return
+        self.arrived += 1
+        if self.arrived == self.parties:
+            self.all_here.set()
+        await self.all_here.wait()
+
+
+# --------------------------------------------------------------------------- harness
+
+
+@attrs.define
+class Node:
+    """One broker process: its host, store and the current incarnation."""
+
+    cluster: Cluster
+    host: str
+    root: str
+    broker_name: str = "broker-a"
+    broker: Broker | None = None
+    scope: trio.CancelScope | None = None
+    done: trio.Event = attrs.field(factory=trio.Event)
+
+    @property
+    def b(self) -> Broker:
+        assert self.broker is not None
+        return self.broker
+
+    @property
+    def rm(self) -> Any:
+        assert self.b.replicas is not None
+        return self.b.replicas
+
+    @property
+    def identity(self) -> BrokerIdentityStore:
+        return BrokerIdentityStore(self.root)
+
+    async def start(self, port: int = 10911, faults: FaultSites = NO_FAULTS) -> Node:
+        c = self.cluster
+        config = BrokerConfig(
+            brokerClusterName=CLUSTER,
+            brokerName=self.broker_name,
+            brokerIP1=self.host,
+            listenPort=port,
+            namesrvAddr=c.namesrv_addr,
+            storePathRootDir=self.root,
+            mappedFileSizeCommitLog=64 * 1024,
+            mappedFileSizeConsumeQueue=100 * 20,
+            enableControllerMode=True,
+            controllerAddr=c.controller_addr,
+        )
+        broker = Broker(
+            config,
+            c.net.transport(self.host),
+            now_ms=lambda: EPOCH_MS + int(trio.current_time() * 1000),
+            rng=random.Random(port),
+            run_blocking=inline_blocking,
+            faults=faults,
+        )
+        if isinstance(faults, CrashAt):
+            faults.node = self
+        scope, done = trio.CancelScope(), trio.Event()
+
+        async def runner(*, task_status: trio.TaskStatus[None]) -> None:
+            try:
+                with scope:
+                    await broker.run(task_status=task_status)
+            finally:
+                done.set()
+
+        self.broker, self.scope, self.done = broker, scope, done
+        await c.nursery.start(runner)
+        return self
+
+    async def wait_role(self) -> Node:
+        with trio.fail_after(WAIT_S):
+            await self.rm.role_known.wait()
+        return self
+
+    def crash_now(self) -> None:
+        self.b.crash()
+        self.cluster.net.crash(self.host)
+
+    async def crash(self) -> None:
+        self.crash_now()
+        await self.done.wait()
+
+    async def stop(self) -> None:
+        assert self.scope is not None
+        self.scope.cancel()
+        await self.done.wait()
+
+
+@attrs.define
+class Cluster:
+    net: SimNetwork
+    nursery: trio.Nursery
+    tmp: Path
+    controller_ids: tuple[str, ...]
+    controllers: dict[str, Controller] = attrs.field(factory=dict)
+    ctrl_scopes: dict[str, trio.CancelScope] = attrs.field(factory=dict)
+    namesrv_addr: str = ""
+    client: RemotingClient | None = None
+    nodes: int = 0
+
+    @property
+    def peers(self) -> str:
+        return ";".join(f"{n}-{CTRL_HOSTS[n]}:9878" for n in self.controller_ids)
+
+    @property
+    def controller_addr(self) -> str:
+        return ";".join(f"{CTRL_HOSTS[n]}:9878" for n in self.controller_ids)
+
+    async def start_controller(self, nid: str) -> Controller:
+        cfg = ControllerConfig(
+            controllerDLegerGroup="group1",
+            controllerDLegerPeers=self.peers,
+            controllerDLegerSelfId=nid,
+            controllerStorePath=str(self.tmp / "ctrl"),
+        )
+        ctrl = Controller(
+            cfg,
+            self.net.transport(CTRL_HOSTS[nid]),
+            rng=random.Random(len(self.controllers) + 1),
+            io_runner=run_inline,
+        )
+        scope = trio.CancelScope()
+
+        async def runner(*, task_status: trio.TaskStatus[None]) -> None:
+            with scope:
+                async with trio.open_nursery() as n:
+                    await n.start(ctrl.run)
+                    task_status.started()
+
+        await self.nursery.start(runner)
+        self.controllers[nid], self.ctrl_scopes[nid] = ctrl, scope
+        return ctrl
+
+    def crash_controller(self, nid: str) -> None:
+        self.net.crash(CTRL_HOSTS[nid])
+        self.ctrl_scopes[nid].cancel()
+
+    async def leader(self) -> Controller:
+        with trio.fail_after(WAIT_S):
+            while True:
+                for nid, c in self.controllers.items():
+                    if not self.ctrl_scopes[nid].cancel_called and c.node.is_ready_leader:
+                        return c
+                await trio.sleep(0.05)
+
+    def node(self, broker_name: str = "broker-a") -> Node:
+        self.nodes += 1
+        host = f"10.0.2.{self.nodes}"
+        return Node(self, host, str(self.tmp / f"broker-{self.nodes}"), broker_name)
+
+    async def id_table(self, broker_name: str = "broker-a") -> dict[int, str]:
+        info = (await self.leader()).replicas.replica_info(broker_name)
+        return {} if info is None else info.broker_id_table()
+
+    async def sync_state(self, broker_name: str = "broker-a") -> Any:
+        return (await self.leader()).replicas.sync_state_info(broker_name)
+
+    async def cluster_info(self) -> ClusterInfo:
+        assert self.client is not None
+        resp = await self.client.invoke(
+            self.namesrv_addr, RemotingCommand(RequestCode.GET_BROKER_CLUSTER_INFO), 5
+        )
+        return from_json(ClusterInfo, resp.body)
+
+    async def namesrv_ids(self, broker_name: str = "broker-a") -> dict[int, str]:
+        bd = (await self.cluster_info()).brokerAddrTable.get(broker_name)
+        return {} if bd is None else dict(bd.brokerAddrs)
+
+    async def send(self, node: Node, topic: str = "T") -> RemotingCommand:
+        assert self.client is not None
+        v1 = SendMessageRequestHeader(
+            producerGroup="PG",
+            topic=topic,
+            defaultTopic="TBW102",
+            defaultTopicQueueNums=4,
+            queueId=0,
+            sysFlag=0,
+            bornTimestamp=EPOCH_MS,
+            flag=0,
+        )
+        header = SendMessageRequestHeaderV2.from_v1(v1)
+        cmd = RemotingCommand(RequestCode.SEND_MESSAGE_V2, ext_fields=to_ext(header), body=b"m")
+        return await self.client.invoke(node.b.addr, cmd, 5)
+
+
+@asynccontextmanager
+async def cluster(
+    tmp: Path, seed: int, controller_ids: tuple[str, ...] = ("n0",)
+) -> AsyncIterator[Cluster]:
+    async with trio.open_nursery() as nursery:
+        c = Cluster(SimNetwork(seed), nursery, tmp, controller_ids)
+        for nid in controller_ids:
+            await c.start_controller(nid)
+        await c.leader()
+        c.namesrv_addr = await nursery.start(
+            run_namesrv, NamesrvConfig(listenHost=NS_HOST), c.net.transport(NS_HOST)
+        )
+        async with RemotingClient(c.net.transport(CLIENT_HOST)) as client:
+            c.client = client
+            yield c
+        nursery.cancel_scope.cancel()
+
+
+async def wait_until(check: Callable[[], Awaitable[bool]], what: str) -> None:
+    with trio.fail_after(WAIT_S):
+        while not await check():
+            await trio.sleep(0.1)
+
+
+def assert_one_identity(node: Node, broker_id: int) -> None:
+    """The broker's files and memory agree on one id; no temp file is left."""
+    meta = node.identity.read_meta()
+    assert meta is not None and meta.broker_id == broker_id
+    assert node.identity.read_temp() is None
+    assert node.rm.broker_controller_id == broker_id
+
+
+# --------------------------------------------------------------------------- crash points
+
+
+@pytest.mark.parametrize(
+    "site",
+    [
+        Fault.NEXT_BROKER_ID_RECEIVED,  # CreateTempMetaFile failed
+        Fault.TEMP_WRITTEN,  # temp written, ApplyBrokerId not sent
+        Fault.APPLY_ANSWERED,  # ApplyBrokerId applied, answer lost / meta not written
+        Fault.META_COMMITTED,  # broker.meta written, RegisterBroker not sent
+        Fault.REGISTERED,  # registered (and elected), role not taken
+    ],
+)
+async def test_crash_point_recovers_with_one_id(
+    site: str, tmp_path: Path, mock_clock: trio.testing.MockClock
+) -> None:
+    async with cluster(tmp_path, 11) as c:
+        a = c.node()
+        crash = CrashAt(site)
+        await a.start(faults=crash)
+        with trio.fail_after(WAIT_S):
+            await a.done.wait()
+        assert crash.hit
+        on_disk = (a.identity.read_meta(), a.identity.read_temp())
+        if site == Fault.NEXT_BROKER_ID_RECEIVED:
+            assert on_disk == (None, None) and await c.id_table() == {}
+        elif site in (Fault.TEMP_WRITTEN, Fault.APPLY_ANSWERED):
+            assert on_disk[0] is None and on_disk[1] is not None and on_disk[1].broker_id == 1
+            expected = {} if site == Fault.TEMP_WRITTEN else {1: f"{a.host}:10911"}
+            assert await c.id_table() == expected
+        else:
+            assert on_disk[0] is not None and on_disk[1] is None
+
+        await (await a.start()).wait_role()
+        assert_one_identity(a, 1)
+        assert await c.id_table() == {1: a.b.addr}
+        # the first broker of the set is its master, alone in the SyncStateSet
+        assert a.rm.role is BrokerRole.SYNC_MASTER and a.b.config.brokerId == 0
+        assert (await c.sync_state()).sync_state_set == {1}
+        await wait_until(lambda: _eq(c.namesrv_ids(), {0: a.b.addr}), "master registered as 0")
+        assert (await c.send(a)).code == RC.SUCCESS
+
+
+async def _eq(value: Awaitable[Any], expected: Any) -> bool:
+    return await value == expected
+
+
+async def test_refused_temp_starts_over_and_normal_restart_goes_straight_to_register(
+    tmp_path: Path, mock_clock: trio.testing.MockClock
+) -> None:
+    async with cluster(tmp_path, 12) as c:
+        a, b = c.node(), c.node()
+        # A crashes with .broker.meta.temp holding id 1 before it could apply for it ...
+        await a.start(faults=CrashAt(Fault.TEMP_WRITTEN))
+        with trio.fail_after(WAIT_S):
+            await a.done.wait()
+        # ... meanwhile B takes id 1
+        await (await b.start()).wait_role()
+        assert_one_identity(b, 1)
+        # A resends ApplyBrokerId from its temp file, is refused, deletes it, starts over
+        await (await a.start()).wait_role()
+        assert_one_identity(a, 2)
+        assert await c.id_table() == {1: b.b.addr, 2: a.b.addr}
+        assert a.rm.role is BrokerRole.SLAVE and a.rm.master_broker_id == 1
+        assert a.rm.master_address == b.b.addr
+
+        # a normal restart reads broker.meta and goes straight to RegisterBroker
+        await a.stop()
+        record = Record()
+        await (await a.start(faults=record)).wait_role()
+        assert record.sites == [Fault.REGISTERED]
+        assert_one_identity(a, 2)
+        assert (await c.leader()).replicas.replica_info("broker-a").next_assign_broker_id == 3
+
+
+async def test_two_brokers_racing_for_the_same_id(
+    tmp_path: Path, mock_clock: trio.testing.MockClock
+) -> None:
+    async with cluster(tmp_path, 13) as c:
+        barrier = Barrier(Fault.NEXT_BROKER_ID_RECEIVED, parties=2)
+        a, b = c.node(), c.node()
+        await a.start(faults=barrier)
+        await b.start(faults=barrier)
+        await a.wait_role()
+        await b.wait_role()
+        # both were told "next is 1"; the controller's CAS gave it to exactly one of them
+        ids = sorted([a.rm.broker_controller_id, b.rm.broker_controller_id])
+        assert barrier.arrived == 2 and ids == [1, 2]
+        table = await c.id_table()
+        assert table == {a.rm.broker_controller_id: a.b.addr, b.rm.broker_controller_id: b.b.addr}
+        roles = {a.rm.role, b.rm.role}
+        assert roles == {BrokerRole.SYNC_MASTER, BrokerRole.SLAVE}
+        master, slave = (a, b) if a.rm.is_master else (b, a)
+        await wait_until(
+            lambda: _eq(
+                c.namesrv_ids(),
+                {0: master.b.addr, slave.rm.broker_controller_id: slave.b.addr},
+            ),
+            "master as 0, slave with its own id",
+        )
+
+
+# --------------------------------------------------------------------------- roles and failover
+
+
+async def test_slave_refuses_writes_new_port_keeps_identity_and_failover(
+    tmp_path: Path, mock_clock: trio.testing.MockClock
+) -> None:
+    async with cluster(tmp_path, 14) as c:
+        a, b = c.node(), c.node()
+        await (await a.start()).wait_role()
+        await (await b.start()).wait_role()
+        assert (a.rm.broker_controller_id, b.rm.broker_controller_id) == (1, 2)
+        assert b.rm.role is BrokerRole.SLAVE and b.b.config.brokerRole is BrokerRole.SLAVE
+        resp = await c.send(b)
+        assert resp.code == RC.SERVICE_NOT_AVAILABLE
+        assert f"brokerId 1 at {a.b.addr}" in (resp.remark or "") and "SLAVE" in resp.remark
+        assert (await c.send(a)).code == RC.SUCCESS
+        # the master takes the slave into its SyncStateSet (the HA service will do this)
+        result = await a.rm.alter_sync_state_set({1, 2})
+        assert result is not None and result.syncStateSet == [1, 2]
+        assert a.rm.sync_state_set == {1, 2}
+
+        # B restarts on a new port: same id, same SyncStateSet membership, new address
+        await b.stop()
+        await (await b.start(port=10922)).wait_role()
+        assert_one_identity(b, 2)
+        assert await c.id_table() == {1: a.b.addr, 2: f"{b.host}:10922"}
+        assert (await c.sync_state()).sync_state_set == {1, 2}
+
+        # the master dies: the controller elects B (in the SyncStateSet), B registers as 0
+        await trio.sleep(12)  # past the controller's listening window after its election
+        await a.crash()
+        await wait_until(lambda: _true(b.rm.is_master), "B promoted")
+        assert b.rm.master_epoch == 2 and b.b.config.brokerId == 0
+        assert b.b.config.brokerRole is BrokerRole.SYNC_MASTER
+        await wait_until(lambda: _eq(_master_addr(c), b.b.addr), "B is brokerId 0")
+        assert (await c.send(b)).code == RC.SUCCESS
+        # B holds no data of epoch 1 (no replication yet): its epoch 2 starts at 0
+        b_epochs = EpochFile(os.path.join(b.root, "epochFileCheckpoint")).records
+        assert [(r.epoch, r.start_offset) for r in b_epochs] == [(2, 0)]
+
+        # A comes back on a new port: id 1 kept, now a slave of B
+        await (await a.start(port=10913)).wait_role()
+        assert_one_identity(a, 1)
+        assert a.rm.role is BrokerRole.SLAVE and a.rm.master_address == b.b.addr
+        assert await c.id_table() == {1: f"{a.host}:10913", 2: b.b.addr}
+        await wait_until(
+            lambda: _eq(c.namesrv_ids(), {0: b.b.addr, 1: a.b.addr}), "A registered as 1"
+        )
+        # GET_BROKER_EPOCH_CACHE answers from the epoch file
+        assert c.client is not None
+        resp = await c.client.invoke(
+            b.b.addr, RemotingCommand(RequestCode.GET_BROKER_EPOCH_CACHE), 5
+        )
+        cache = from_json(EpochEntryCache, resp.body)
+        assert [(e.epoch, e.startOffset) for e in cache.epochList] == [(2, 0)]
+        assert cache.maxOffset == b.b.store.get_commitlog_max_offset() > 0
+
+
+async def _true(value: bool) -> bool:
+    return value
+
+
+async def _master_addr(c: Cluster) -> str | None:
+    return (await c.namesrv_ids()).get(0)
+
+
+async def test_broker_follows_the_controller_leader(
+    tmp_path: Path, mock_clock: trio.testing.MockClock
+) -> None:
+    async with cluster(tmp_path, 15, CTRL_IDS) as c:
+        leader = await c.leader()
+        followers = [n for n in CTRL_IDS if n != leader.self_id]
+        a = c.node()
+        await (await a.start()).wait_role()
+        assert a.rm.link.leader_addr == leader.addr
+        # the leader dies: the broker finds the new one (syncControllerMetadataPeriod) ...
+        c.crash_controller(leader.self_id)
+        new_leader = await c.leader()
+        assert new_leader.self_id in followers
+        await wait_until(lambda: _eq(_leader_of(a), new_leader.addr), "new leader found")
+        # ... and a second broker of the set registers through it as a slave of A
+        b = c.node()
+        await (await b.start()).wait_role()
+        assert b.rm.broker_controller_id == 2 and b.rm.master_address == a.b.addr
+
+
+async def _leader_of(node: Node) -> str | None:
+    return node.rm.link.leader_addr
+
+
+# --------------------------------------------------------------------------- admin
+
+
+async def test_controller_admin_commands(
+    tmp_path: Path, mock_clock: trio.testing.MockClock, capsys: pytest.CaptureFixture[str]
+) -> None:
+    async with cluster(tmp_path, 16) as c:
+        a, b = c.node(), c.node()
+        await (await a.start()).wait_role()
+        await (await b.start()).wait_role()
+        await a.rm.alter_sync_state_set({1, 2})
+        await wait_until(lambda: _eq(c.namesrv_ids(), {0: a.b.addr, 2: b.b.addr}), "registered")
+        async with ControllerAdmin(
+            c.controller_addr, c.namesrv_addr, c.net.transport(CLIENT_HOST)
+        ) as admin:
+            meta = await admin.get_controller_metadata()
+            assert meta.controllerLeaderAddress == c.controller_addr and meta.isLeader
+            info = await admin.get_sync_state_set(cluster=CLUSTER)
+            replicas = info.replicasInfoTable["broker-a"]
+            assert replicas.masterBrokerId == 1 and replicas.masterAddress == a.b.addr
+            assert [(r.brokerId, r.alive) for r in replicas.inSyncReplicas] == [
+                (1, True),
+                (2, True),
+            ]
+            epochs = await admin.get_broker_epoch(cluster=CLUSTER)
+            assert sorted(e.brokerId for e in epochs) == [0, 2]
+            master_cache = next(e for e in epochs if e.brokerId == 0)
+            assert [e.epoch for e in master_cache.epochList] == [1]
+
+            # electMaster hands the set to B: the push makes B master, A its slave
+            result = await admin.elect_master(CLUSTER, "broker-a", 2)
+            assert result.header.masterBrokerId == 2 and result.header.masterEpoch == 2
+            await wait_until(lambda: _true(b.rm.is_master and not a.rm.is_master), "switched")
+            # the demoted master gets its own id back at the NameServer
+            await wait_until(
+                lambda: _eq(c.namesrv_ids(), {0: b.b.addr, 1: a.b.addr}), "A back to id 1"
+            )
+
+            # cleanBrokerMetadata refuses a living broker, then forgets a dead one
+            with pytest.raises(Exception, match="still alive"):
+                await admin.clean_broker_metadata(CLUSTER, "broker-a", [1])
+            await a.crash()
+            await admin.clean_broker_metadata(CLUSTER, "broker-a", "1", clean_living=True)
+            assert await c.id_table() == {2: b.b.addr}
+
+            # the human tables of the CLI commands
+            args: Any = attrs.make_class("Args", {"json": attrs.field(default=False)})()
+            printers = cli_admin._COMMANDS
+            printers["getControllerMetaData"][3](meta, args)
+            printers["getSyncStateSet"][3](await admin.get_sync_state_set(["broker-a"]), args)
+            printers["electMaster"][3](result, args)
+            printers["getBrokerEpoch"][3](await admin.get_broker_epoch(b.b.addr), args)
+        out = capsys.readouterr().out
+        assert f"leader  n0 at {c.controller_addr}" in out
+        assert "broker-a" in out and "in sync" in out
+        assert "brokerId 2" in out and "masterEpoch 2" in out
+        assert to_plain(result)["header"]["masterBrokerId"] == 2
+
+        # a cleaned broker that restarts does not get its id back (it is never handed out
+        # again): it stays without a role, refusing writes, until the operator acts
+        await a.start()
+        await trio.sleep(20)
+        assert a.rm.broker_controller_id == 1 and a.rm.role is None
+        assert await c.id_table() == {2: b.b.addr}
+        resp = await c.send(a)
+        assert resp.code == RC.SERVICE_NOT_AVAILABLE and "no role yet" in (resp.remark or "")
