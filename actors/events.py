@@ -50,6 +50,6 @@ ELECT_MASTER_FAILED = "elect_master_failed"  # broker, reason
 NOTIFY_BROKER_ROLE_CHANGED_FAILED = "notify_broker_role_changed_failed"  # broker, addr
 SYNC_STATE_SET_CHANGED = "sync_state_set_changed"  # broker, sync_state_set, epoch
 BROKER_ID_APPLIED = "broker_id_applied"  # broker, broker_id
-BROKER_ROLE_CHANGED = "broker_role_changed"  # broker, broker_id, role, epoch
+BROKER_ROLE_CHANGED = "broker_role_changed"  # broker, broker_id, broker_role, epoch
 
 ALL = frozenset(v for k, v in dict(globals()).items() if k.isupper() and isinstance(v, str))

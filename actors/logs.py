@@ -63,7 +63,8 @@ class _Sink:
             "actor": ed.pop("actor", ed.pop("logger", "")),
             "event": ed.pop("event", ""),
         }
-        line.update(ed)
+        for k, v in ed.items():  # an event field never overwrites the common schema
+            line[f"{k}_field" if k in line else k] = v
         if self.json_out is not None:
             self.json_out.write(json.dumps(line, default=str, separators=(",", ":")) + "\n")
             self.json_out.flush()

@@ -16,6 +16,11 @@ before the trailer, written least-significant digit first (upstream's MessageDec
 order). A record may carry no trailer (upstream's default) and still decode; the CommitLog
 requires it so recovery can tell a whole record from a torn one.
 
+The put hot path (`append_record`, `build_batch_records`) builds records as a few byte parts
+that already carry their final physical offset, chaining the record CRC over the parts, so a
+batch is joined once and nothing is patched or decoded again. CRC-32 comes from zlib-ng when
+that package is installed (same values, several times faster), else from zlib.
+
 No files, no sockets, no trio.
 """
 

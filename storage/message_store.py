@@ -6,10 +6,13 @@ offset table. Synchronous file code, no trio: the broker actor calls `put_messag
 `get_messages` on its own thread and runs `flush_commitlog` / `flush` (fsync) in a worker
 thread (same contract as `CommitLog.flush`: appends may continue, truncation may not).
 
-Put path: assign queue offsets, build every record of the batch, append them with one write,
-then dispatch synchronously (ConsumeQueue entries + index records, page cache only).
-Transaction PREPARED / ROLLBACK records get queue offset 0 and no ConsumeQueue entry, like
-upstream; ROLLBACK records are not indexed either.
+Put path: assign queue offsets, build every record already sealed for its final CommitLog
+offset (one CRC pass per record), append the batch with one write, then dispatch
+synchronously (ConsumeQueue entries with one write per queue, index records written behind).
+`put_messages` takes `MessageToStore` objects; `put_batch_body` takes a client's encoded
+SEND_BATCH_MESSAGE body as is and never builds a Python object per message. Transaction
+PREPARED / ROLLBACK records get queue offset 0 and no ConsumeQueue entry, like upstream;
+ROLLBACK records are not indexed either.
 
 Durability: SYNC_FLUSH acks need only `flush_commitlog`; `flush` also syncs ConsumeQueues and
 the index and then writes ``dispatch.checkpoint``, the CommitLog offset below which they are

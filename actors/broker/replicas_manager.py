@@ -417,7 +417,7 @@ class ReplicasManager:
         self.log.info(
             events.BROKER_ROLE_CHANGED,
             broker_id=self.broker_controller_id,
-            role=role.value,
+            broker_role=role.value,
             epoch=self.master_epoch,
             master_id=self.master_broker_id,
             master_addr=self.master_address,

@@ -711,9 +711,13 @@ def attach_to_namesrv(controller: Controller, namesrv: NameServer) -> None:
             h = from_ext(BrokerHeartbeatRequestHeader, ctx.cmd.ext_fields)
         except HeaderError:
             h = None  # the NameServer's own handler answers the malformed request
-        if h is not None and h.brokerId is not None:
-            controller.observe_heartbeat(h)
+        if h is not None:
+            # the connection tells the controller at once when this broker's process dies
             controller.remember_broker_addr(ctx.conn, h.brokerAddr)
+            # towards the NameServer a master heartbeats as brokerId 0 (its role id), which is
+            # no controller id (those start at 1): only slaves' heartbeats name their identity
+            if h.brokerId:
+                controller.observe_heartbeat(h)
         return await own[RequestCode.BROKER_HEARTBEAT](ctx)
 
     own.update(namesrv.register_processor([RequestCode.BROKER_HEARTBEAT], heartbeat))

@@ -29,6 +29,7 @@ from rocketrio.protocol.message import (
     build_batch_records,
     build_stored_message,
     check_stored_record,
+    crc32,
     decode_batch_body,
     decode_properties,
     decode_stored,
@@ -543,3 +544,10 @@ def test_batch_records_every_truncation_raises() -> None:
 
 def test_tags_code_of_bytes_matches_str() -> None:
     assert tags_code_of_bytes(b"TagA") == tags_hash_code("TagA") == 2598919
+
+
+@given(data=st.binary(max_size=3000), seed=st.integers(0, 2**32 - 1))
+def test_crc32_is_zlibs(data: bytes, seed: int) -> None:
+    # zlib-ng's when installed: it must agree with zlib, chained from any value
+    assert crc32(data, seed) == zlib.crc32(data, seed)
+    assert crc32(memoryview(data)[1:]) == zlib.crc32(data[1:])

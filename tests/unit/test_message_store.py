@@ -430,14 +430,16 @@ def test_config_validation() -> None:
 # ----------------------------------------------------------------------------- batch bodies
 
 
-def batch_body(first: int, n: int, **props: str) -> bytes:
-    """A client-encoded batch: message i has TAGS, KEYS and UNIQ_KEY unless i is odd."""
+def batch_body(first: int, n: int, *, keys: bool = True, all_uniq: bool = False) -> bytes:
+    """A client-encoded batch: message i has TAGS, KEYS, and UNIQ_KEY unless i is odd."""
     items = []
     for i in range(first, first + n):
-        p = {"TAGS": "even" if i % 2 == 0 else "odd", "KEYS": f"k{i} all"}
-        if i % 2 == 0:
+        p = {"TAGS": "even" if i % 2 == 0 else "odd"}
+        if keys:
+            p["KEYS"] = f"k{i} all"
+        if i % 2 == 0 or all_uniq:
             p[UNIQ_KEY] = f"U{i:04d}"
-        items.append(BatchItem(i, f"body-{i:04d}".encode(), {**p, **props}))
+        items.append(BatchItem(i, f"body-{i:04d}".encode(), p))
     return encode_batch_body(items)
 
 
@@ -500,6 +502,18 @@ def test_put_batch_body_round_trip(tmp_path: Path) -> None:
     store.close()
     store = opened(tmp_path / "s")  # nothing to re-dispatch, the index reloads from its log
     assert [m.body for m in store.query_by_uniq_key("T", "U0004")] == [b"body-0004"]
+
+
+def test_put_batch_body_index_fast_path_and_lazy_lookups(tmp_path: Path) -> None:
+    store = opened(tmp_path / "s")
+    first = put_body(store, batch_body(0, 4, keys=False, all_uniq=True))
+    assert first.uniq_keys == [b"U0000", b"U0001", b"U0002", b"U0003"]
+    assert [m.body for m in store.query_by_uniq_key("T", "U0003")] == [b"body-0003"]
+    put_body(store, batch_body(4, 2, keys=False, all_uniq=True))  # after a lookup
+    assert [m.body for m in store.query_by_uniq_key("T", "U0005")] == [b"body-0005"]
+    store.truncate_to(first.commitlog_offsets[2])
+    assert store.query_by_uniq_key("T", "U0002") == []
+    assert [m.body for m in store.query_by_uniq_key("T", "U0001")] == [b"body-0001"]
 
 
 def test_put_batch_body_properties_win_and_text_form(tmp_path: Path) -> None:
