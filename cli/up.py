@@ -20,7 +20,7 @@ from typing import Any
 import attrs
 import trio
 
-MODES = ("single", "2m-noslave")
+MODES = ("controller", "single", "2m-noslave")
 
 
 @attrs.define
@@ -44,36 +44,41 @@ def plan(
         raise ValueError(f"unknown mode {mode!r}; choose one of {', '.join(MODES)}")
     logs = os.path.join(base_dir, "logs")
     ns_addr = f"{host}:{namesrv_port}"
-    specs = [
-        ProcSpec(
-            "namesrv",
-            "namesrv",
-            {"listenPort": str(namesrv_port), "listenHost": host, "logDir": logs},
-            ns_addr,
-        )
-    ]
-    brokers = ["broker-a"] if mode == "single" else ["broker-a", "broker-b"]
-    for i, bname in enumerate(brokers):
+    ns_conf = {"listenPort": str(namesrv_port), "listenHost": host, "logDir": logs}
+    ctrl_addr = f"{host}:{namesrv_port + 2}"
+    if mode == "controller":
+        # the NameServer hosts a one-replica controller (enableControllerInNamesrv)
+        ns_conf |= {
+            "enableControllerInNamesrv": "true",
+            "controllerDLegerGroup": "group1",
+            "controllerDLegerPeers": f"n0-{ctrl_addr}",
+            "controllerDLegerSelfId": "n0",
+            "controllerStorePath": os.path.join(base_dir, "store", "controller"),
+        }
+    specs = [ProcSpec("namesrv", "namesrv", ns_conf, ns_addr)]
+    if mode == "controller":
+        brokers = [("broker-a-0", "broker-a"), ("broker-a-1", "broker-a")]
+    elif mode == "single":
+        brokers = [("broker-a", "broker-a")]
+    else:
+        brokers = [("broker-a", "broker-a"), ("broker-b", "broker-b")]
+    for i, (name, bname) in enumerate(brokers):
         port = broker_port + 10 * i
-        specs.append(
-            ProcSpec(
-                bname,
-                "broker",
-                {
-                    "brokerClusterName": "DefaultCluster",
-                    "brokerName": bname,
-                    "brokerId": "0",
-                    "brokerIP1": host,
-                    "listenPort": str(port),
-                    "namesrvAddr": ns_addr,
-                    "storePathRootDir": os.path.join(base_dir, "store", bname),
-                    "logDir": logs,
-                    "flushDiskType": flush,
-                    "brokerRole": "ASYNC_MASTER",
-                },
-                f"{host}:{port}",
-            )
-        )
+        conf = {
+            "brokerClusterName": "DefaultCluster",
+            "brokerName": bname,
+            "brokerIP1": host,
+            "listenPort": str(port),
+            "namesrvAddr": ns_addr,
+            "storePathRootDir": os.path.join(base_dir, "store", name),
+            "logDir": logs,
+            "flushDiskType": flush,
+        }
+        if mode == "controller":
+            conf |= {"enableControllerMode": "true", "controllerAddr": ctrl_addr}
+        else:
+            conf |= {"brokerId": "0", "brokerRole": "ASYNC_MASTER"}
+        specs.append(ProcSpec(name, "broker", conf, f"{host}:{port}"))
     return specs
 
 
@@ -177,6 +182,10 @@ def cmd_up(args: argparse.Namespace) -> int:
         flush=args.flush,
     )
     paths = write_configs(specs, base_dir)
+    from rocketrio.actors.logs import configure_logging
+
+    # the demo's and health check's client logs go to the log dir, not the terminal
+    configure_logging("up", "launcher", os.path.join(base_dir, "logs"), console=None)
     procs: list[tuple[ProcSpec, subprocess.Popen[bytes]]] = []
     stopping = False
 
@@ -192,7 +201,7 @@ def cmd_up(args: argparse.Namespace) -> int:
             if s.role == "namesrv":
                 time.sleep(0.3)
         ns = specs[0].addr
-        brokers = [s.name for s in specs if s.role == "broker"]
+        brokers = sorted({s.config["brokerName"] for s in specs if s.role == "broker"})
         try:
             trio.run(wait_healthy, ns, brokers, args.timeout)
         except TimeoutError as e:
@@ -204,6 +213,10 @@ def cmd_up(args: argparse.Namespace) -> int:
         print("cluster is up:")
         for s, p in procs:
             print(f"  {s.role:8} {s.name:10} {s.addr:18} pid {p.pid}")
+        if args.mode == "controller":
+            ctrl = specs[0].config["controllerDLegerPeers"].split("-", 1)[1]
+            print(f"  controller (embedded in namesrv)  {ctrl}")
+            print(f"  try:   rocketrio admin getSyncStateSet -a {ctrl} -b broker-a")
         print(f"  logs   {os.path.join(base_dir, 'logs')}  (JSON lines, one file per process)")
         print(f"  data   {os.path.join(base_dir, 'store')}")
         print(f"  try:   rocketrio admin clusterList -n {ns}", flush=True)
@@ -247,7 +260,13 @@ def shutdown(procs: list[tuple[ProcSpec, subprocess.Popen[bytes]]], grace_s: flo
 
 def add_parser(sub: Any) -> None:
     sp = sub.add_parser("up", help="start a local cluster of separate processes")
-    sp.add_argument("--mode", choices=MODES, default="single")
+    sp.add_argument(
+        "--mode",
+        choices=MODES,
+        default="controller",
+        help="controller: NameServer with an embedded controller and a broker set of two "
+        "(one becomes master); single: one master; 2m-noslave: two masters",
+    )
     sp.add_argument("--dir", default="rocketrio-local", help="where configs, data and logs go")
     sp.add_argument("--namesrv-port", type=int, default=9876)
     sp.add_argument("--broker-port", type=int, default=10911)

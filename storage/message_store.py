@@ -460,7 +460,10 @@ class MessageStore:
                 f"message {i} to {topic}: body of {len(m.body)} bytes exceeds "
                 f"maxMessageSize={cfg.maxMessageSize}"
             )
-        raw, tags, keys, uniq = _wire_properties(m.properties)
+        try:
+            raw, tags, keys, uniq = _wire_properties(m.properties)
+        except ValueError as e:  # a separator inside a key or value, or text that is not UTF-8
+            raise InvalidMessage(f"message {i} to {topic}: {e}") from None
         tran = m.sys_flag & TRANSACTION_ROLLBACK_TYPE
         key = (topic, m.queue_id)
         to_cq = tran not in _NO_CQ_TRAN
@@ -522,14 +525,14 @@ class MessageStore:
             raise InvalidMessage(f"a batch cannot be sent to {SCHEDULE_TOPIC}")
         if sys_flag & TRANSACTION_ROLLBACK_TYPE:
             raise InvalidMessage(f"batch to {topic}: batch messages cannot be transactional")
-        text = properties if isinstance(properties, str) else encode_properties(properties)
         key = (topic, queue_id)
         first_qo = self._queue_offsets.get(key, 0)
-        const = BatchConstants(
-            topic, queue_id, sys_flag, born_timestamp, born_host, store_timestamp_ms,
-            self.store_host, reconsume_times, text.encode(),
-        )  # fmt: skip
         try:
+            text = properties if isinstance(properties, str) else encode_properties(properties)
+            const = BatchConstants(
+                topic, queue_id, sys_flag, born_timestamp, born_host, store_timestamp_ms,
+                self.store_host, reconsume_times, text.encode(),
+            )  # fmt: skip
             built = build_batch_records(
                 body,
                 const,

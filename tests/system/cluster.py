@@ -16,8 +16,8 @@ import time
 import attrs
 
 
-def free_port_block(count: int, step: int = 10) -> int:
-    """A base port such that base, base+step, ... are all free on 127.0.0.1."""
+def free_port_block(count: int, step: int = 10, extra: tuple[int, ...] = (2,)) -> int:
+    """A base port such that base, base+step, ... (and base+extra) are free on 127.0.0.1."""
     for _ in range(200):
         with socket.socket() as s:
             s.bind(("127.0.0.1", 0))
@@ -25,10 +25,10 @@ def free_port_block(count: int, step: int = 10) -> int:
         if base + step * count > 65000:
             continue
         ok = True
-        for i in range(count):
+        for port in [base + i * step for i in range(count)] + [base + e for e in extra]:
             with socket.socket() as t:
                 try:
-                    t.bind(("127.0.0.1", base + i * step))
+                    t.bind(("127.0.0.1", port))
                 except OSError:
                     ok = False
                     break

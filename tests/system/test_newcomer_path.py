@@ -47,7 +47,7 @@ def test_up_runs_the_demo_and_stops_cleanly(tmp_path: Any) -> None:
 
 
 def test_produce_consume_and_admin_commands(tmp_path: Any) -> None:
-    up = start_up(str(tmp_path / "c"), "single")
+    up = start_up(str(tmp_path / "c"), "controller")
     ns = up.namesrv
     try:
         r = rr("admin", "updateTopic", "-n", ns, "-t", "Orders", "-r", "4", "-w", "4")
@@ -83,6 +83,11 @@ def test_produce_consume_and_admin_commands(tmp_path: Any) -> None:
         assert r.returncode == 1 and "NoSuchTopic" in r.stderr
         r = rr("admin", "clusterList", "-n", ns, "--json")
         assert r.returncode == 0 and r.stdout.lstrip().startswith("[")
+        ctrl = up.read_until(r"controller \(embedded in namesrv\)\s+(\S+)", 1).group(1)
+        r = rr("admin", "getSyncStateSet", "-a", ctrl, "-b", "broker-a")
+        assert r.returncode == 0 and "broker-a" in r.stdout, r.stdout + r.stderr
+        r = rr("admin", "getControllerMetaData", "-a", ctrl)
+        assert r.returncode == 0 and ctrl in r.stdout, r.stdout + r.stderr
     finally:
         up.stop()
     assert not log_problems(os.path.join(str(tmp_path / "c"), "logs"))

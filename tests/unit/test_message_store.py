@@ -196,6 +196,8 @@ def test_refused_messages_write_nothing(tmp_path: Path) -> None:
         (msg(1, queue_id=0, body=b"x" * 1025), MessageTooLarge, "maxMessageSize=1024"),
         (msg(1, queue_id=0, properties={"K": "v" * 40000}), MessageTooLarge, "32767"),
         (msg(1, queue_id=0, born_host=(b"\x01", 1)), InvalidMessage, "4 or 16 bytes"),
+        (msg(1, queue_id=0, properties={"K": "a\x02b"}), InvalidMessage, "must not contain"),
+        (msg(1, queue_id=0, properties="K\x01\ud800\x02"), InvalidMessage, "surrogate"),
     ]
     for bad, exc, text in cases:
         with pytest.raises(exc, match=text):
@@ -536,6 +538,7 @@ def test_put_batch_body_refusals_write_nothing(tmp_path: Path) -> None:
         (dict(body=good, sys_flag=TRANSACTION_PREPARED_TYPE), InvalidMessage, "transactional"),
         (dict(body=good, born_host=(b"\x01", 1)), InvalidMessage, "4 or 16 bytes"),
         (dict(body=good, queue_id=2**31), InvalidMessage, "out of range"),
+        (dict(body=good, properties={"K": "a\x01"}), InvalidMessage, "must not contain"),
     ]
     for kw, exc, text in cases:
         body, qid = kw.pop("body"), kw.pop("queue_id", 0)
