@@ -1,7 +1,7 @@
 """Seeded whole-cluster simulations of RaftCore (tests/sim/raft_sim.py).
 
-RAFT_SIM_SEEDS=N runs seeds 0..N-1 (default 200); RAFT_SIM_SEED=k replays one seed, which is
-what a failure message tells you to run.
+`pytest --seeds N` (or RAFT_SIM_SEEDS=N) runs seeds 0..N-1 (default 200); `pytest --seed K` (or
+RAFT_SIM_SEED=K) replays one seed, which is what a failure message tells you to run.
 """
 
 from __future__ import annotations
