@@ -99,7 +99,9 @@ def _open(root: str, name: str) -> MessageStore:
     return store
 
 
-def _bench_batch_bodies(root: str, count: int, batch: int, body: bytes, pull: int) -> dict:
+def _bench_batch_bodies(
+    root: str, count: int, batch: int, body: bytes, pull: int
+) -> dict[str, int | bool]:
     """put_batch_body figures, measured on a store of their own so both paths start empty
     (appending to a page cache that already holds much unflushed data costs more kernel time).
     """
