@@ -41,7 +41,7 @@ from rocketrio.protocol.serde import HeaderError
 
 log = structlog.get_logger("remoting")
 
-READ_CHUNK = 256 * 1024
+READ_CHUNK = 16 * 1024
 WRITE_HIGH_WATER = 8 * 1024 * 1024
 
 
@@ -118,9 +118,11 @@ class Connection:
         if self.closed:
             return
         frame = encode_command(cmd)
-        self._out.append(frame)
+        out = self._out
+        out.append(frame)
         self._out_bytes += len(frame)
-        self._writer_lot.unpark()
+        if len(out) == 1:  # the writer parks only on an empty queue
+            self._writer_lot.unpark()
 
     async def request(self, cmd: RemotingCommand, timeout: float) -> RemotingCommand:
         if self.closed:
@@ -348,6 +350,11 @@ class RemotingClient:
         assert self._nursery is not None
         self._nursery.cancel_scope.cancel()
         return await self._cm.__aexit__(*exc)
+
+    def connection_nowait(self, addr: str) -> Connection | None:
+        """The open connection to ``addr``, if there is one (no connecting, no waiting)."""
+        conn = self._conns.get(addr)
+        return conn if conn is not None and not conn.closed else None
 
     async def get_connection(self, addr: str) -> Connection:
         while True:

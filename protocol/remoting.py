@@ -128,6 +128,12 @@ def encode_command(cmd: RemotingCommand) -> bytes:
     )
 
 
+def _ext_str(v: object) -> str:
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    return v if isinstance(v, str) else str(v)
+
+
 def _decode_json_header(raw: bytes, body: bytes) -> RemotingCommand:
     try:
         h = orjson.loads(raw)
@@ -139,22 +145,18 @@ def _decode_json_header(raw: bytes, body: bytes) -> RemotingCommand:
     opaque = h.get("opaque", 0)
     flag = h.get("flag", 0)
     version = h.get("version", 0)
-    if not all(
-        isinstance(v, int) and not isinstance(v, bool) for v in (code, opaque, flag, version)
+    if not (
+        type(code) is int and type(opaque) is int and type(flag) is int and type(version) is int
     ):
         raise RemoteProtocolError("header code/opaque/flag/version must be integers")
     ext = h.get("extFields") or {}
     if not isinstance(ext, dict):
         raise RemoteProtocolError("extFields must be an object")
-    ext_fields: dict[str, str] = {}
-    for k, v in ext.items():
-        if v is None:
-            continue
-        if isinstance(v, bool):
-            v = "true" if v else "false"
-        elif not isinstance(v, str):
-            v = str(v)
-        ext_fields[k] = v
+    ext_fields: dict[str, str] = ext
+    for v in ext.values():
+        if type(v) is not str:  # rare: a client that sent numbers or booleans; normalise
+            ext_fields = {k: _ext_str(v) for k, v in ext.items() if v is not None}
+            break
     remark = h.get("remark")
     if remark is not None and not isinstance(remark, str):
         remark = str(remark)

@@ -35,7 +35,7 @@ class SendFuture:
 
     def __init__(self, callback: Callable[[SendFuture], None] | None) -> None:
         self._callback = callback
-        self._event = trio.Event()
+        self._event: trio.Event | None = None  # made only when somebody waits
         self._result: SendResult | None = None
         self._exc: BaseException | None = None
         self.done = False
@@ -44,7 +44,8 @@ class SendFuture:
         if self.done:
             return
         self._result, self._exc, self.done = result, exc, True
-        self._event.set()
+        if self._event is not None:
+            self._event.set()
         if self._callback is not None:
             try:
                 self._callback(self)
@@ -63,7 +64,12 @@ class SendFuture:
         return self._exc
 
     async def wait(self) -> SendResult:
-        await self._event.wait()
+        if not self.done:
+            if self._event is None:
+                self._event = trio.Event()
+            await self._event.wait()
+        else:
+            await trio.lowlevel.checkpoint()
         return self.result()
 
 

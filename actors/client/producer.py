@@ -331,7 +331,9 @@ class Producer:
     ) -> None:
         uniq = self._next_id()
         props = encode_properties(msg.wire_properties(uniq))
-        info = await self.publish_info(msg.topic)
+        info = self._publish.get(msg.topic)
+        if info is None or not info.ok():
+            info = await self.publish_info(msg.topic)
         if selector is not None:
             mq = selector(list(info.queues), msg, arg)
         else:
@@ -339,10 +341,12 @@ class Producer:
         addr = self.client.find_master_addr(mq.brokerName)
         conn = None
         if addr is not None:
-            try:  # returns at once when connected; the first send to a broker connects
-                conn = await self.client.remoting.get_connection(addr)
-            except RemotingError:
-                conn = None
+            conn = self.client.remoting.connection_nowait(addr)
+            if conn is None:
+                try:  # the first send to a broker connects
+                    conn = await self.client.remoting.get_connection(addr)
+                except RemotingError:
+                    conn = None
         if addr is None or conn is None:  # find the master / fail over in a task
             self.nursery.start_soon(self._send_async_slow, fut, msg, props, uniq, mq, selector)
             return
