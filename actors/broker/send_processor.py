@@ -27,7 +27,7 @@ import structlog
 import trio
 
 from rocketrio.actors import events
-from rocketrio.actors.broker.store_actor import PutCallback
+from rocketrio.actors.broker.store_actor import BatchPutCallback, PutBatchBody, PutCallback
 from rocketrio.actors.broker.topic_config import (
     DLQ_NUMS_PER_GROUP,
     NOT_ALLOWED_SEND_TOPICS,
@@ -55,13 +55,11 @@ from rocketrio.protocol.message import (
     PROPERTY_RETRY_TOPIC,
     PROPERTY_TRANSACTION_PREPARED,
     UNIQ_KEY,
-    MessageDecodeError,
-    decode_batch_body,
     decode_properties,
 )
 from rocketrio.protocol.remoting import RemotingCommand
 from rocketrio.protocol.serde import from_ext, to_ext
-from rocketrio.storage.message_store import MessageToStore, PutResult
+from rocketrio.storage.message_store import BatchPutResult, MessageToStore, PutResult
 
 if TYPE_CHECKING:
     from rocketrio.actors.broker.broker import Broker
@@ -333,56 +331,51 @@ class SendMessageProcessor:
                 ResponseCode.MESSAGE_ILLEGAL,
                 f"batch request does not support retry group {h.topic}",
             )
-        try:
-            items = decode_batch_body(cmd.body)
-        except MessageDecodeError as e:
-            return cmd.make_response(ResponseCode.MESSAGE_ILLEGAL, f"bad batch body: {e}")
-        if not items:
+        if not cmd.body:
             return cmd.make_response(ResponseCode.MESSAGE_ILLEGAL, "the batch holds no message")
         queue_id = self._pick_queue(tc, h.queueId)
         batch_props = decode_properties(h.properties) if h.properties else {}
         batch_props[PROPERTY_CLUSTER] = self.config.brokerClusterName
-        born_host = self.broker.born_host(ctx.conn)
         sys_flag = h.sysFlag | (MULTI_TAGS_FLAG if tc.topicFilterType == "MULTI_TAG" else 0)
-        msgs: list[MessageToStore] = []
-        uniqs: list[str] = []
-        next_id = self.broker.uniq_ids.next_id
-        for item in items:
-            err = self._illegal_size(ctx, len(item.body))
-            if err is not None:
-                return err
-            props = item.properties
-            props.update(batch_props)
-            uniq = props.get(UNIQ_KEY) or next_id()
-            props[UNIQ_KEY] = uniq
-            uniqs.append(uniq)
-            msgs.append(
-                MessageToStore(
-                    topic=h.topic,
-                    queue_id=queue_id,
-                    body=item.body,
-                    flag=item.flag,
-                    properties=props,  # the store encodes a dict without re-parsing it
-                    sys_flag=sys_flag,
-                    born_timestamp=h.bornTimestamp,
-                    born_host=born_host,
-                    reconsume_times=h.reconsumeTimes or 0,
-                )
+        # the body is stored as the client encoded it: no per-message objects on this path
+        put = PutBatchBody(
+            h.topic,
+            queue_id,
+            cmd.body,
+            {
+                "properties": batch_props,
+                "sys_flag": sys_flag,
+                "born_timestamp": h.bornTimestamp,
+                "born_host": self.broker.born_host(ctx.conn),
+                "reconsume_times": h.reconsumeTimes or 0,
+                "new_uniq_key": self.broker.uniq_ids.next_id,
+            },
+            self._answer_batch(ctx),
+        )
+        actor = self.broker.store_actor
+        try:
+            try:
+                actor.put_batch_nowait(put)
+            except trio.WouldBlock:
+                await actor.tell(put)  # backpressure reaches the producer through this reader
+        except ActorStopped:
+            return cmd.make_response(
+                ResponseCode.SERVICE_NOT_AVAILABLE, "the message store is stopped"
             )
-        return await self._submit(ctx, msgs, self._answer_batch(ctx, queue_id, uniqs))
+        return None
 
-    def _answer_batch(self, ctx: RequestContext, queue_id: int, uniqs: list[str]) -> PutCallback:
+    def _answer_batch(self, ctx: RequestContext) -> BatchPutCallback:
         cmd = ctx.cmd
 
-        def on_done(results: list[PutResult], code: int, remark: str | None) -> None:
-            if not results:
+        def on_done(stored: BatchPutResult | None, code: int, remark: str | None) -> None:
+            if stored is None:
                 ctx.respond(cmd.make_response(code, remark))
                 return
             header = SendMessageResponseHeader(
-                ",".join(r.msg_id for r in results),
-                queue_id,
-                results[0].queue_offset,
-                ",".join(uniqs),
+                stored.msg_ids_csv(),
+                stored.queue_id,
+                stored.first_queue_offset,
+                stored.uniq_keys_csv(),
             )
             ctx.respond(cmd.make_response(code, remark, to_ext(header)))
 

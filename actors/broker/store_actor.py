@@ -35,7 +35,12 @@ import trio
 from rocketrio.actors import events
 from rocketrio.actors.runtime import Actor, Reply
 from rocketrio.protocol.codes import ResponseCode
-from rocketrio.storage.message_store import MessageStore, MessageToStore, PutResult
+from rocketrio.storage.message_store import (
+    BatchPutResult,
+    MessageStore,
+    MessageToStore,
+    PutResult,
+)
 
 T = TypeVar("T")
 
@@ -57,6 +62,26 @@ class PutMessages:
     on_done: PutCallback
 
 
+# on_done(result, code, remark): result is None unless code is SUCCESS/FLUSH_DISK_TIMEOUT
+BatchPutCallback = Callable[[BatchPutResult | None, int, str | None], None]
+
+
+@attrs.frozen
+class PutBatchBody:
+    """A client's SEND_BATCH_MESSAGE body, stored as is (`MessageStore.put_batch_body`)."""
+
+    topic: str
+    queue_id: int
+    body: bytes
+    options: dict[str, Any]  # put_batch_body keyword arguments (properties, sys_flag ...)
+    on_done: BatchPutCallback
+
+
+AnyPut = PutMessages | PutBatchBody
+# what a put turned into: PutResults for PutMessages, a BatchPutResult for PutBatchBody
+Stored = list[PutResult] | BatchPutResult
+
+
 @attrs.frozen
 class StoreCall:
     """Run ``fn(store)`` between puts and never beside a flush; the result goes to reply."""
@@ -65,7 +90,7 @@ class StoreCall:
     reply: Reply[Any]
 
 
-StoreMsg = PutMessages | StoreCall
+StoreMsg = PutMessages | PutBatchBody | StoreCall
 
 
 class StoreActor(Actor[StoreMsg]):
@@ -107,6 +132,10 @@ class StoreActor(Actor[StoreMsg]):
     async def put(self, messages: list[MessageToStore], on_done: PutCallback) -> None:
         await self.tell(PutMessages(messages, on_done))
 
+    def put_batch_nowait(self, put: PutBatchBody) -> None:
+        """Enqueue a batch body; raises trio.WouldBlock when the inbox is full."""
+        self.tell_nowait(put)
+
     async def call(self, fn: Callable[[MessageStore], T], timeout: float = 30.0) -> T:
         return await self.ask(lambda r: StoreCall(fn, r), timeout)
 
@@ -143,9 +172,9 @@ class StoreActor(Actor[StoreMsg]):
         await self._turn([msg])
 
     async def _turn(self, batch: list[StoreMsg]) -> None:
-        puts: list[PutMessages] = []
+        puts: list[AnyPut] = []
         for msg in batch:
-            if isinstance(msg, PutMessages):
+            if not isinstance(msg, StoreCall):
                 puts.append(msg)
                 continue
             # keep order: puts queued before a call are committed before it runs
@@ -163,7 +192,7 @@ class StoreActor(Actor[StoreMsg]):
             except Exception as e:
                 msg.reply.fail(e)
 
-    async def _commit(self, puts: list[PutMessages]) -> None:
+    async def _commit(self, puts: list[AnyPut]) -> None:
         self.put_turns += 1
         done = self._append(puts)
         if not done:
@@ -171,32 +200,64 @@ class StoreActor(Actor[StoreMsg]):
         code, remark = ResponseCode.SUCCESS, None
         if self.sync_flush:
             code, remark = await self._sync_flush(done)
-        for put, results in done:
-            put.on_done(results, code, remark)
+        for put, stored in done:
+            put.on_done(stored, code, remark)  # type: ignore[arg-type]
         self._log_acked(done)
 
-    def _log_acked(self, done: list[tuple[PutMessages, list[PutResult]]]) -> None:
-        self._acked_since_log += sum(len(results) for _, results in done)
+    def _log_acked(self, done: list[tuple[AnyPut, Stored]]) -> None:
+        self._acked_since_log += sum(_count(stored) for _, stored in done)
         now = trio.current_time()
         if now < self._next_ack_log:
             return
         self._next_ack_log = now + ACK_LOG_INTERVAL_S
-        put, results = done[-1]
-        last = put.messages[-1]
+        _put, stored = done[-1]
+        if isinstance(stored, BatchPutResult):
+            topic, queue_id = stored.topic, stored.queue_id
+            offset, cl_offset = stored.next_queue_offset - 1, stored.commitlog_offsets[-1]
+        else:
+            topic, queue_id = _put.messages[-1].topic, _put.messages[-1].queue_id  # type: ignore[union-attr]
+            offset, cl_offset = stored[-1].queue_offset, stored[-1].commitlog_offset
         self.log.info(
             events.SEND_ACKED,
-            topic=last.topic,
-            queue_id=last.queue_id,
-            offset=results[-1].queue_offset,
-            commitlog_offset=results[-1].commitlog_offset,
+            topic=topic,
+            queue_id=queue_id,
+            offset=offset,
+            commitlog_offset=cl_offset,
             count=self._acked_since_log,
         )
         self._acked_since_log = 0
 
-    def _append(self, puts: list[PutMessages]) -> list[tuple[PutMessages, list[PutResult]]]:
-        """put_messages once for the whole turn. If that fails, the store wrote nothing (it
-        validates before writing and undoes a partial append), so the turn is retried put by
-        put and only the faulty request is answered with an error."""
+    def _append(self, puts: list[AnyPut]) -> list[tuple[AnyPut, Stored]]:
+        """Store the turn's puts in arrival order: each run of PutMessages with ONE
+        put_messages call, each batch body with put_batch_body. A failing put wrote nothing
+        (the store validates before writing and undoes a partial append), so only the faulty
+        request is answered with an error."""
+        out: list[tuple[AnyPut, Stored]] = []
+        run: list[PutMessages] = []
+        for put in puts:
+            if isinstance(put, PutMessages):
+                run.append(put)
+                continue
+            if run:
+                out.extend(self._append_messages(run))
+                run = []
+            try:
+                stored = self.store.put_batch_body(
+                    put.topic, put.queue_id, put.body, self.now_ms(), **put.options
+                )
+            except Exception as e:
+                self._answer_error(put, e)
+                continue
+            if self.on_put is not None:
+                self.on_put(stored.count, stored.total_size)
+            if self.on_arrival is not None:
+                self.on_arrival(stored.topic, stored.queue_id, stored.next_queue_offset)
+            out.append((put, stored))
+        if run:
+            out.extend(self._append_messages(run))
+        return out
+
+    def _append_messages(self, puts: list[PutMessages]) -> list[tuple[AnyPut, Stored]]:
         msgs = puts[0].messages if len(puts) == 1 else [m for p in puts for m in p.messages]
         try:
             results = self.store.put_messages(msgs, self.now_ms())
@@ -204,9 +265,9 @@ class StoreActor(Actor[StoreMsg]):
             if len(puts) == 1:
                 self._answer_error(puts[0], e)
                 return []
-            out: list[tuple[PutMessages, list[PutResult]]] = []
+            out: list[tuple[AnyPut, Stored]] = []
             for put in puts:
-                out.extend(self._append([put]))
+                out.extend(self._append_messages([put]))
             return out
         self._after_put(msgs, results)
         out = []
@@ -217,13 +278,14 @@ class StoreActor(Actor[StoreMsg]):
             i += n
         return out
 
-    def _answer_error(self, put: PutMessages, exc: Exception) -> None:
+    def _answer_error(self, put: AnyPut, exc: Exception) -> None:
         if isinstance(exc, ValueError):
             # MessageTooLarge and fields out of range: the request's fault, not the store's
-            put.on_done([], ResponseCode.MESSAGE_ILLEGAL, f"the message is illegal: {exc}")
+            _fail(put, ResponseCode.MESSAGE_ILLEGAL, f"the message is illegal: {exc}")
             return
-        self.log.error("put_failed", topic=put.messages[0].topic, exc_info=exc)
-        put.on_done([], ResponseCode.SYSTEM_ERROR, f"store put failed: {type(exc).__name__}: {exc}")
+        topic = put.topic if isinstance(put, PutBatchBody) else put.messages[0].topic
+        self.log.error("put_failed", topic=topic, exc_info=exc)
+        _fail(put, ResponseCode.SYSTEM_ERROR, f"store put failed: {type(exc).__name__}: {exc}")
 
     def _after_put(self, msgs: list[MessageToStore], results: list[PutResult]) -> None:
         if self.on_put is not None:
@@ -236,9 +298,7 @@ class StoreActor(Actor[StoreMsg]):
         for (topic, queue_id), last in grown.items():
             self.on_arrival(topic, queue_id, last + 1)
 
-    async def _sync_flush(
-        self, done: list[tuple[PutMessages, list[PutResult]]]
-    ) -> tuple[int, str | None]:
+    async def _sync_flush(self, done: list[tuple[AnyPut, Stored]]) -> tuple[int, str | None]:
         started = trio.current_time()
         try:
             async with self._flush_lock:
@@ -247,7 +307,7 @@ class StoreActor(Actor[StoreMsg]):
         except OSError as e:
             remark = f"flush to disk failed, data durability unknown: {e}"
             for put, _ in done:
-                put.on_done([], ResponseCode.SYSTEM_ERROR, remark)
+                _fail(put, ResponseCode.SYSTEM_ERROR, remark)
             raise
         took = trio.current_time() - started
         if took > self.sync_flush_timeout_s:
@@ -266,3 +326,14 @@ class StoreActor(Actor[StoreMsg]):
         while True:
             await trio.sleep(self.flush_interval_s)
             await self.flush()
+
+
+def _count(stored: Stored) -> int:
+    return stored.count if isinstance(stored, BatchPutResult) else len(stored)
+
+
+def _fail(put: AnyPut, code: int, remark: str) -> None:
+    if isinstance(put, PutBatchBody):
+        put.on_done(None, code, remark)
+    else:
+        put.on_done([], code, remark)
