@@ -268,26 +268,106 @@ def tags_hash_code(tag: str) -> int:
 # --------------------------------------------------------------------------- stored records
 
 
-@attrs.define(slots=True)
 class MessageExt:
-    """One decoded stored message (upstream MessageExt / MessageClientExt)."""
+    """One decoded stored message (upstream MessageExt / MessageClientExt).
 
-    topic: str
-    body: bytes
-    flag: int = 0
-    properties: dict[str, str] = attrs.field(factory=dict)
-    queue_id: int = 0
-    queue_offset: int = 0
-    commitlog_offset: int = 0
-    sys_flag: int = 0
-    born_timestamp: int = 0
-    born_host: str = ""
-    store_timestamp: int = 0
-    store_host: str = ""
-    reconsume_times: int = 0
-    prepared_transaction_offset: int = 0
-    body_crc: int = 0
-    store_size: int = 0
+    Built by the pull path for every consumed message, so the costly parts stay encoded until
+    read: ``properties`` may be given as the encoded ``k\x01v\x02`` text and ``born_host`` /
+    ``store_host`` as ``(packed ip, port)``; the attributes decode on first access and keep the
+    result. Equality compares the decoded values.
+    """
+
+    __slots__ = (
+        "_born_host", "_properties", "_store_host", "body", "body_crc", "born_timestamp",
+        "commitlog_offset", "flag", "prepared_transaction_offset", "queue_id", "queue_offset",
+        "reconsume_times", "store_size", "store_timestamp", "sys_flag", "topic",
+    )  # fmt: skip
+
+    def __init__(
+        self,
+        topic: str,
+        body: bytes,
+        flag: int = 0,
+        properties: dict[str, str] | str | None = None,
+        queue_id: int = 0,
+        queue_offset: int = 0,
+        commitlog_offset: int = 0,
+        sys_flag: int = 0,
+        born_timestamp: int = 0,
+        born_host: str | tuple[bytes, int] = "",
+        store_timestamp: int = 0,
+        store_host: str | tuple[bytes, int] = "",
+        reconsume_times: int = 0,
+        prepared_transaction_offset: int = 0,
+        body_crc: int = 0,
+        store_size: int = 0,
+    ) -> None:
+        self.topic = topic
+        self.body = body
+        self.flag = flag
+        self._properties: dict[str, str] | str = {} if properties is None else properties
+        self.queue_id = queue_id
+        self.queue_offset = queue_offset
+        self.commitlog_offset = commitlog_offset
+        self.sys_flag = sys_flag
+        self.born_timestamp = born_timestamp
+        self._born_host = born_host
+        self.store_timestamp = store_timestamp
+        self._store_host = store_host
+        self.reconsume_times = reconsume_times
+        self.prepared_transaction_offset = prepared_transaction_offset
+        self.body_crc = body_crc
+        self.store_size = store_size
+
+    @property
+    def properties(self) -> dict[str, str]:
+        props = self._properties
+        if props.__class__ is str:
+            props = self._properties = decode_properties(props)  # type: ignore[arg-type]
+        return props  # type: ignore[return-value]
+
+    @properties.setter
+    def properties(self, value: dict[str, str]) -> None:
+        self._properties = value
+
+    @property
+    def born_host(self) -> str:
+        h = self._born_host
+        if h.__class__ is tuple:
+            h = self._born_host = host_to_str(*h)  # type: ignore[misc]
+        return h  # type: ignore[return-value]
+
+    @born_host.setter
+    def born_host(self, value: str) -> None:
+        self._born_host = value
+
+    @property
+    def store_host(self) -> str:
+        h = self._store_host
+        if h.__class__ is tuple:
+            h = self._store_host = host_to_str(*h)  # type: ignore[misc]
+        return h  # type: ignore[return-value]
+
+    @store_host.setter
+    def store_host(self, value: str) -> None:
+        self._store_host = value
+
+    _FIELDS = (
+        "topic", "body", "flag", "properties", "queue_id", "queue_offset", "commitlog_offset",
+        "sys_flag", "born_timestamp", "born_host", "store_timestamp", "store_host",
+        "reconsume_times", "prepared_transaction_offset", "body_crc", "store_size",
+    )  # fmt: skip
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not MessageExt:
+            return NotImplemented
+        return all(getattr(self, f) == getattr(other, f) for f in self._FIELDS)
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        inner = ", ".join(f"{f}={getattr(self, f)!r}" for f in self._FIELDS if f != "body")
+        return f"MessageExt({inner}, body={self.body[:32]!r}{'...' if len(self.body) > 32 else ''})"
 
     @property
     def tags(self) -> str | None:
@@ -299,7 +379,8 @@ class MessageExt:
 
     @property
     def offset_msg_id(self) -> str:
-        ip, port = parse_host(self.store_host)
+        h = self._store_host
+        ip, port = h if h.__class__ is tuple else parse_host(h)  # type: ignore[misc]
         return offset_msg_id(ip, port, self.commitlog_offset)
 
     @property
@@ -500,6 +581,9 @@ def decode_stored(
         raise MessageDecodeError(f"malformed stored message at {pos}: {e}") from None
 
 
+_TOPIC_CACHE: dict[bytes, str] = {}
+
+
 def _decode_stored(buf: Buffer, pos: int, check_crc: bool, inflate: bool) -> tuple[MessageExt, int]:
     n = len(buf)
     if pos < 0 or n - pos < 8:
@@ -507,18 +591,22 @@ def _decode_stored(buf: Buffer, pos: int, check_crc: bool, inflate: bool) -> tup
     total, magic = _HEAD.unpack_from(buf, pos)
     if magic == BLANK_MAGIC_CODE:
         raise MessageDecodeError(f"end-of-segment blank record at {pos}, not a message")
-    if magic not in (MAGIC_CODE_V1, MAGIC_CODE_V2):
+    if magic != MAGIC_CODE_V1 and magic != MAGIC_CODE_V2:
         raise MessageDecodeError(f"bad magic code {magic:#x} at {pos}")
-    if total < MIN_RECORD_SIZE or pos + total > n:
+    end = pos + total
+    if total < MIN_RECORD_SIZE or end > n:
         raise MessageDecodeError(f"stored message at {pos} declares {total} bytes, {n - pos} left")
-    _check_layout(buf, pos, total, magic, None)
     sys_flag = _I32.unpack_from(buf, pos + SYSFLAG_POSITION)[0]
     fixed = _FIXED_BY_FLAGS[sys_flag & _HOST_FLAGS]
+    if total < fixed.size + 3:
+        raise MessageDecodeError("record too short for its host addresses")
     (
         _, _, body_crc, queue_id, flag, queue_offset, phy, _, born_ts, born_ip, born_port,
         store_ts, store_ip, store_port, reconsume, prepared, body_len,
     ) = fixed.unpack_from(buf, pos)  # fmt: skip
     p = pos + fixed.size
+    if body_len < 0 or p + body_len + 3 > end:
+        raise MessageDecodeError(f"body length {body_len} does not fit the record")
     body = bytes(buf[p : p + body_len])
     p += body_len
     if magic == MAGIC_CODE_V1:
@@ -527,29 +615,35 @@ def _decode_stored(buf: Buffer, pos: int, check_crc: bool, inflate: bool) -> tup
     else:
         topic_len = _I16.unpack_from(buf, p)[0]
         p += 2
-    topic = bytes(buf[p : p + topic_len]).decode()
+    if topic_len < 0 or p + topic_len + 2 > end:
+        raise MessageDecodeError(f"topic length {topic_len} does not fit the record")
+    raw_topic = bytes(buf[p : p + topic_len])
+    topic = _TOPIC_CACHE.get(raw_topic)
+    if topic is None:
+        topic = raw_topic.decode()
+        if len(_TOPIC_CACHE) < 4096:
+            _TOPIC_CACHE[raw_topic] = topic
     p += topic_len
     props_len = _I16.unpack_from(buf, p)[0]
     p += 2
-    props = decode_properties(bytes(buf[p : p + props_len]).decode()) if props_len else {}
-    end = pos + total
+    if props_len < 0 or p + props_len != end:
+        raise MessageDecodeError(f"properties length {props_len} does not match totalSize")
+    props = bytes(buf[p : p + props_len]).decode() if props_len else ""
     if check_crc:
         if crc32_masked(body) != body_crc:
             raise MessageDecodeError(f"body CRC mismatch in stored message at {pos}")
         if has_crc_trailer(buf, pos, total):
             check_stored_record(buf, pos)
+        props = decode_properties(props)  # type: ignore[assignment]  # validated now
     if inflate and sys_flag & COMPRESSED_FLAG:
         ctype = sys_flag & COMPRESSION_TYPE_MASK
         if ctype not in (0, COMPRESSION_ZLIB_TYPE):
             raise MessageDecodeError(f"unsupported compression type {ctype:#x}")
         body = zlib.decompress(body)
     msg = MessageExt(
-        topic=topic, body=body, flag=flag, properties=props, queue_id=queue_id,
-        queue_offset=queue_offset, commitlog_offset=phy, sys_flag=sys_flag,
-        born_timestamp=born_ts, born_host=host_to_str(born_ip, born_port),
-        store_timestamp=store_ts, store_host=host_to_str(store_ip, store_port),
-        reconsume_times=reconsume, prepared_transaction_offset=prepared, body_crc=body_crc,
-        store_size=total,
+        topic, body, flag, props, queue_id, queue_offset, phy, sys_flag, born_ts,
+        (born_ip, born_port), store_ts, (store_ip, store_port), reconsume, prepared, body_crc,
+        total,
     )  # fmt: skip
     return msg, end
 
