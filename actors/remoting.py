@@ -42,6 +42,7 @@ from rocketrio.protocol.serde import HeaderError
 log = structlog.get_logger("remoting")
 
 READ_CHUNK = 16 * 1024
+MAX_READ = 1024 * 1024
 WRITE_HIGH_WATER = 8 * 1024 * 1024
 
 
@@ -196,8 +197,11 @@ class Connection:
     async def _reader(self) -> None:
         decoder = FrameDecoder(self.max_frame)
         while True:
+            # small reads let requests and answers overlap; a big frame (a pull response) is
+            # read in as few calls as its size allows
+            want = max(READ_CHUNK, min(decoder.missing(), MAX_READ))
             try:
-                data = await self.stream.receive_some(READ_CHUNK)
+                data = await self.stream.receive_some(want)
             except (trio.BrokenResourceError, trio.ClosedResourceError, OSError):
                 self.close_reason = "reset"
                 return

@@ -282,6 +282,14 @@ class FrameDecoder:
     def buffered(self) -> int:
         return len(self._buf) - self._pos
 
+    def missing(self) -> int:
+        """Bytes still missing from the frame being assembled (0 when none is known yet)."""
+        avail = len(self._buf) - self._pos
+        if avail < 4:
+            return 0
+        (total,) = _I32.unpack_from(self._buf, self._pos)
+        return max(0, 4 + total - avail) if 4 <= total <= self._max else 0
+
     def _compact(self) -> None:
         if self._pos:
             del self._buf[: self._pos]

@@ -104,9 +104,10 @@ def reset_retry_topic(msgs: list[MessageExt], group_retry_topic: str) -> None:
     """Messages pulled from the retry topic show their original topic (upstream
     resetRetryAndNamespace)."""
     for m in msgs:
-        original = m.properties.get(RETRY_TOPIC)
-        if original and m.topic == group_retry_topic:
-            m.topic = original
+        if m.topic == group_retry_topic:  # topic first: properties decode lazily
+            original = m.properties.get(RETRY_TOPIC)
+            if original:
+                m.topic = original
 
 
 @attrs.define(eq=False)
