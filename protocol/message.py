@@ -648,6 +648,26 @@ def _decode_stored(buf: Buffer, pos: int, check_crc: bool, inflate: bool) -> tup
     return msg, end
 
 
+def decode_all(
+    buf: bytes | bytearray | memoryview, *, check_crc: bool = False, decompress_body: bool = False
+) -> list[MessageExt]:
+    """Every record of a concatenation (a pull response body) as a list: the consume hot path,
+    one loop with no generator or wrapper per record. Raises MessageDecodeError like
+    `decode_stored`."""
+    out: list[MessageExt] = []
+    append = out.append
+    pos, n = 0, len(buf)
+    try:
+        while pos < n:
+            msg, pos = _decode_stored(buf, pos, check_crc, decompress_body)
+            append(msg)
+    except MessageDecodeError:
+        raise
+    except (struct.error, IndexError, KeyError, UnicodeDecodeError, ValueError, zlib.error) as e:
+        raise MessageDecodeError(f"malformed stored message at {pos}: {e}") from None
+    return out
+
+
 def iter_stored(buf: bytes | bytearray | memoryview, **kwargs: bool) -> Iterator[MessageExt]:
     """Every record of a concatenation (a pull response body), in order."""
     pos = 0

@@ -38,7 +38,7 @@ from rocketrio.protocol.headers import (
     UnregisterClientRequestHeader,
     UpdateConsumerOffsetRequestHeader,
 )
-from rocketrio.protocol.message import MessageExt, iter_stored
+from rocketrio.protocol.message import MessageExt, decode_all
 from rocketrio.protocol.remoting import RemotingCommand
 from rocketrio.protocol.serde import from_ext, from_json, to_ext, to_json
 
@@ -71,7 +71,7 @@ class PullResult:
         """The pulled messages (decoded on demand; compressed bodies are inflated)."""
         if not self.body:
             return []
-        return list(iter_stored(self.body, decompress_body=True))
+        return decode_all(self.body, decompress_body=True)
 
 
 def request(code: int, header: Any = None, body: bytes = b"") -> RemotingCommand:

@@ -551,3 +551,29 @@ def test_crc32_is_zlibs(data: bytes, seed: int) -> None:
     # zlib-ng's when installed: it must agree with zlib, chained from any value
     assert crc32(data, seed) == zlib.crc32(data, seed)
     assert crc32(memoryview(data)[1:]) == zlib.crc32(data[1:])
+
+
+def test_decode_all_matches_iter_stored_and_rejects_garbage() -> None:
+    from rocketrio.protocol.message import decode_all
+
+    recs = [
+        build_stored_message(
+            topic=f"T{i}",
+            queue_id=i,
+            body=b"b" * i,
+            flag=0,
+            properties=f"TAGS\x01t{i}\x02",
+            sys_flag=0,
+            born_timestamp=i,
+            born_host=(b"\x7f\x00\x00\x01", 1),
+            store_timestamp=i,
+            store_host=(b"\x7f\x00\x00\x01", 2),
+            queue_offset=i,
+        )
+        for i in range(5)
+    ]
+    buf = b"".join(recs)
+    assert decode_all(buf) == list(iter_stored(buf))
+    assert [m.tags for m in decode_all(buf)] == [f"t{i}" for i in range(5)]
+    with pytest.raises(MessageDecodeError):
+        decode_all(buf[:-3])
