@@ -48,7 +48,7 @@ def start(role: str, conf: dict[str, str], workdir: str, name: str) -> subproces
     path = os.path.join(workdir, f"{name}.conf")
     with open(path, "w") as f:
         f.writelines(f"{k}={v}\n" for k, v in conf.items())
-    out = open(os.path.join(workdir, f"{name}.out"), "wb")  # noqa: SIM115
+    out = open(os.path.join(workdir, f"{name}.out"), "wb")
     return subprocess.Popen(
         [sys.executable, "-m", "rocketrio.cli.main", role, "-c", path, "--name", name],
         stdout=out,

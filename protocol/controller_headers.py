@@ -17,6 +17,7 @@ import json
 from collections.abc import Iterable
 
 import attrs
+
 from rocketrio.protocol.bodies import BrokerMemberGroup
 
 # The controller flavour of BROKER_HEARTBEAT (904) is the NameServer's wire header (clusterName,
