@@ -17,6 +17,8 @@ import zlib
 
 import attrs
 
+from rocketrio.storage.durable import fsync_dir, write_file_atomic
+
 META_FILE = "broker.meta"
 TEMP_FILE = ".broker.meta.temp"
 
@@ -58,26 +60,6 @@ class BrokerMeta:
             raise BrokerIdentityError(f"{path}: missing or bad field {e}") from None
 
 
-def _fsync_dir(path: str) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-def _write_atomic(directory: str, name: str, data: bytes) -> None:
-    os.makedirs(directory, exist_ok=True)
-    final = os.path.join(directory, name)
-    tmp = final + ".writing"
-    with open(tmp, "wb") as f:
-        f.write(data)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, final)
-    _fsync_dir(directory)
-
-
 def _read(directory: str, name: str) -> BrokerMeta | None:
     path = os.path.join(directory, name)
     try:
@@ -101,14 +83,14 @@ class BrokerIdentityStore:
         return _read(self.directory, TEMP_FILE)
 
     def write_temp(self, meta: BrokerMeta) -> None:
-        _write_atomic(self.directory, TEMP_FILE, meta.encode())
+        write_file_atomic(os.path.join(self.directory, TEMP_FILE), meta.encode())
 
     def delete_temp(self) -> None:
         try:
             os.remove(os.path.join(self.directory, TEMP_FILE))
         except FileNotFoundError:
             return
-        _fsync_dir(self.directory)
+        fsync_dir(self.directory)
 
     def commit_temp(self) -> BrokerMeta:
         """Turn the temp file into broker.meta in one rename (durable before returning)."""
@@ -116,7 +98,7 @@ class BrokerIdentityStore:
         if temp is None:
             raise BrokerIdentityError(f"{self.directory}: no {TEMP_FILE} to commit")
         os.replace(os.path.join(self.directory, TEMP_FILE), os.path.join(self.directory, META_FILE))
-        _fsync_dir(self.directory)
+        fsync_dir(self.directory)
         return temp
 
     def check_owner(self, meta: BrokerMeta, cluster: str, broker_name: str) -> None:

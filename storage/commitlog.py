@@ -61,6 +61,7 @@ from rocketrio.protocol.message import (
     crc32,
     crc_digits,
 )
+from rocketrio.storage.durable import fsync_dir
 
 END_FILE_MIN_BLANK_LENGTH = 8
 CHECKPOINT_FILE = "flushed.checkpoint"
@@ -90,14 +91,6 @@ def list_segments(path: str) -> list[int]:
     except FileNotFoundError:
         return []
     return sorted(int(n) for n in names if len(n) == 20 and n.isdigit())
-
-
-def fsync_dir(path: str) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 def pwrite_all(fd: int, data: bytes | bytearray | memoryview, pos: int) -> None:

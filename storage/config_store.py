@@ -25,7 +25,7 @@ from collections.abc import Callable
 from typing import Any
 
 from rocketrio.protocol.bodies import DataVersion
-from rocketrio.storage.commitlog import fsync_dir
+from rocketrio.storage.durable import fsync_dir, write_file_atomic, write_synced
 
 __all__ = ["ConfigFileError", "DataVersion", "JsonConfigStore", "write_json_atomic"]
 
@@ -36,24 +36,7 @@ class ConfigFileError(Exception):
 
 def write_json_atomic(path: str, data: str | bytes) -> None:
     """Replace ``path`` by ``data`` atomically and durably."""
-    raw = data.encode() if isinstance(data, str) else data
-    directory = os.path.dirname(os.path.abspath(path))
-    os.makedirs(directory, exist_ok=True)
-    tmp = path + ".tmp"
-    _write_synced(tmp, raw)
-    os.replace(tmp, path)
-    fsync_dir(directory)
-
-
-def _write_synced(path: str, raw: bytes) -> None:
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-    try:
-        view = memoryview(raw)
-        while view:
-            view = view[os.write(fd, view) :]
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+    write_file_atomic(path, data.encode() if isinstance(data, str) else data)
 
 
 def _read_json(path: str) -> tuple[bool, Any]:
@@ -114,7 +97,7 @@ class JsonConfigStore:
         directory = os.path.dirname(os.path.abspath(self.path))
         os.makedirs(directory, exist_ok=True)
         tmp = self.path + ".tmp"
-        _write_synced(tmp, raw)
+        write_synced(tmp, raw)
         if self._main_is_good():
             os.replace(self.path, self.bak_path)
         os.replace(tmp, self.path)

@@ -25,6 +25,8 @@ from collections.abc import Iterable, Sequence
 
 import attrs
 
+from rocketrio.storage.durable import write_file_atomic
+
 EPOCH_FILE = "epochFileCheckpoint"
 BACKUP_SUFFIX = ".bak"
 # upstream EpochEntry's open end (Long.MAX_VALUE)
@@ -93,23 +95,6 @@ def _check_order(records: Sequence[EpochRecord], path: str) -> None:
             )
 
 
-def _fsync_dir(path: str) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-def _replace(path: str, data: bytes) -> None:
-    tmp = path + ".writing"
-    with open(tmp, "wb") as f:
-        f.write(data)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
-
-
 class EpochFile:
     """`<epoch, startOffset>` entries of one broker, loaded at construction."""
 
@@ -152,9 +137,8 @@ class EpochFile:
     def _persist(self, records: list[EpochRecord]) -> None:
         os.makedirs(self.directory, exist_ok=True)
         data = encode_records(records)
-        _replace(self.path, data)
-        _replace(self.backup_path, data)
-        _fsync_dir(self.directory)
+        write_file_atomic(self.path, data, tmp_suffix=".writing")
+        write_file_atomic(self.backup_path, data, tmp_suffix=".writing")
         self._records = records
 
     # --- reads ---------------------------------------------------------------------------------

@@ -66,6 +66,7 @@ from types import TracebackType
 import attrs
 
 from rocketrio.protocol.raft import Entry, HardState, SnapshotMeta
+from rocketrio.storage.durable import fsync_dir, write_file_atomic
 
 DEFAULT_SEGMENT_SIZE = 64 * 1024 * 1024
 _HDR = struct.Struct(">iIqq")
@@ -148,27 +149,9 @@ class _Segment:
         return self.offsets[pos] if pos < len(self.offsets) else self.size
 
 
-def _fsync_dir(path: str) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
 def _write_file_atomically(directory: str, name: str, payload: bytes) -> None:
     """temp + fsync + rename + directory fsync: readers see the old or the new file, never a mix."""
-    tmp = os.path.join(directory, name + _TMP_SUFFIX)
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-    try:
-        view = memoryview(payload)
-        while view:
-            view = view[os.write(fd, view) :]
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-    os.replace(tmp, os.path.join(directory, name))
-    _fsync_dir(directory)
+    write_file_atomic(os.path.join(directory, name), payload, tmp_suffix=_TMP_SUFFIX)
 
 
 def _cut_file(path: str, size: int) -> None:
@@ -322,7 +305,7 @@ class RaftLog:
         if discarded:
             self._discard_log()
         if removed:
-            _fsync_dir(self._dir)
+            fsync_dir(self._dir)
         self.recovery_report = RecoveryReport(torn, tuple(removed), discarded)
 
     def _load_hard_state(self) -> HardState:
@@ -654,7 +637,7 @@ class RaftLog:
             os.fsync(self._fd)
         self._unsynced = False
         if self._dir_unsynced:
-            _fsync_dir(self._dir)
+            fsync_dir(self._dir)
             self._dir_unsynced = False
 
     def _active_fd(self) -> int:
@@ -692,7 +675,7 @@ class RaftLog:
             self._remove_last_segment()
             removed = True
         if removed:
-            _fsync_dir(self._dir)
+            fsync_dir(self._dir)
         if index == target.first_index:
             return
         cut = target.offset_of(index)
@@ -746,7 +729,7 @@ class RaftLog:
     def _discard_log(self) -> None:
         while self._segments:
             self._remove_last_segment()
-        _fsync_dir(self._dir)
+        fsync_dir(self._dir)
 
     def compact(self, upto_index: int) -> None:
         """Delete segment files whose entries are all ``<= upto_index`` (oldest first)."""
@@ -763,4 +746,4 @@ class RaftLog:
             del self._firsts[0]
             removed = True
         if removed:
-            _fsync_dir(self._dir)
+            fsync_dir(self._dir)

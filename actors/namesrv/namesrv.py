@@ -15,7 +15,6 @@ NameServers are independent: brokers register to each; there is nothing to sync 
 from __future__ import annotations
 
 import math
-import os
 import zlib
 from collections.abc import Iterable
 from typing import Any
@@ -71,6 +70,7 @@ from rocketrio.protocol.headers import (
 )
 from rocketrio.protocol.remoting import RemotingCommand
 from rocketrio.protocol.serde import HeaderError, from_ext, from_json, to_ext, to_json
+from rocketrio.storage.config_store import write_json_atomic
 
 # NamesrvUtil.NAMESPACE_ORDER_TOPIC_CONFIG: per-topic order config, returned to brokers
 ORDER_TOPIC_CONFIG_NAMESPACE = "ORDER_TOPIC_CONFIG"
@@ -131,20 +131,8 @@ def load_kv_file(path: str) -> dict[str, dict[str, str]]:
 
 
 def write_kv_file(path: str, data: bytes) -> None:
-    """Replace kvConfig.json atomically (blocking): temp file, fsync, rename, fsync the dir."""
-    directory = os.path.dirname(os.path.abspath(path))
-    os.makedirs(directory, exist_ok=True)
-    tmp = path + ".tmp"
-    with open(tmp, "wb") as f:
-        f.write(data)
-        f.flush()
-        os.fsync(f.fileno())  # durability point 1: the new content
-    os.replace(tmp, path)
-    dir_fd = os.open(directory, os.O_RDONLY)
-    try:
-        os.fsync(dir_fd)  # durability point 2: the rename
-    finally:
-        os.close(dir_fd)
+    """Replace kvConfig.json atomically and durably (blocking)."""
+    write_json_atomic(path, data)
 
 
 # --- the NameServer ----------------------------------------------------------------------------
