@@ -69,7 +69,7 @@ def run_service(
 
 
 def cmd_namesrv(args: argparse.Namespace) -> int:
-    from rocketrio.actors.controller.controller import (
+    from rocketrio.actors.controller.embedded import (
         load_namesrv_configs,
         run_namesrv_with_controller,
     )

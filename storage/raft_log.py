@@ -2,9 +2,9 @@
 
 Everything lives in one directory:
 
-- ``<first index, 20 digits>``: log segments. Each is a run of records
-  ``int32 length | uint32 crc32 | int64 index | int64 term | data`` (big-endian; ``length`` is
-  ``len(data)``; the crc covers index, term and data). A segment rolls when the next record would
+  ``int32 length | uint32 crc32 | int64 index | int64 term | data`` (see raft_segments.py, which
+  also owns the recovery scan). A segment rolls when the next record would make it exceed
+  ``segment_size`` (a record larger than that gets a segment of its own).
   make it exceed ``segment_size`` (a record larger than that gets a segment of its own).
 - ``hard_state.json``: current term and vote, replaced atomically.
 - ``snapshot``: the latest snapshot, ``magic | uint32 crc | int64 index | int64 term | data``,
@@ -18,16 +18,13 @@ what lets recovery be strict about them. ``save_hard_state`` and ``save_snapshot
 file, fsync it, rename it over the old one and fsync the directory before returning. Suffix
 truncation and compaction fsync the directory and the truncated file before returning.
 
-Torn tail or corruption? Recovery checks every record (complete header, length inside the file,
-crc, index = previous + 1, terms never decreasing). A bad record in any segment but the last is
-corruption. In the last segment a bad record is a torn tail only if no valid record follows it:
-every byte offset after it is tried as a record start (an int64 index in the range a later record
-could have, then a full crc check). If one is found the bad record sits in the middle of good data
-and start-up stops with ``RaftLogCorruption`` naming the file and offset; otherwise the file is cut
-at the bad record, fsynced, and the cut is described in ``recovery_report``. Repairs are made only
-after every check passed, so a refused start-up leaves the files as it found them. A crc-valid
-record with an unexpected index, a gap between segments or between the snapshot and the log, or a
-bad hard-state/snapshot file are always corruption: silent loss is never an option.
+Torn tail or corruption? Recovery checks every record (raft_segments.py says how). A torn tail
+in the last segment is cut, fsynced and described in ``recovery_report``; anything else stops
+start-up with ``RaftLogCorruption`` naming the file and offset. Repairs are made only after every
+check passed, so a refused start-up leaves the files as it found them. A crc-valid record with an
+unexpected index, a gap between segments or between the snapshot and the log, or a bad
+hard-state/snapshot file are always corruption: silent loss is never an option.
+
 
 Crash consistency of the multi-step operations:
 
@@ -54,9 +51,7 @@ from __future__ import annotations
 import fcntl
 import json
 import os
-import re
 import struct
-import sys
 import zlib
 from array import array
 from bisect import bisect_right
@@ -67,13 +62,37 @@ import attrs
 
 from rocketrio.protocol.raft import Entry, HardState, SnapshotMeta
 from rocketrio.storage.durable import fsync_dir, write_file_atomic
+from rocketrio.storage.raft_segments import (
+    HEADER_SIZE,
+    MAX_ENTRY_BYTES,
+    RECORD_CRC,
+    RECORD_HEADER,
+    RaftLogCorruption,
+    Segment,
+    TornTail,
+    check_log_start,
+    cut_file,
+    decode_records,
+    load_segments,
+)
+
+# the record format and recovery scan moved to raft_segments.py; callers keep importing here
+__all__ = [
+    "DEFAULT_SEGMENT_SIZE",
+    "HARD_STATE_FILE",
+    "HEADER_SIZE",
+    "LOCK_FILE",
+    "MAX_ENTRY_BYTES",
+    "SNAPSHOT_FILE",
+    "RaftLog",
+    "RaftLogCompacted",
+    "RaftLogCorruption",
+    "RecoveryReport",
+    "TornTail",
+]
 
 DEFAULT_SEGMENT_SIZE = 64 * 1024 * 1024
-_HDR = struct.Struct(">iIqq")
-HEADER_SIZE = _HDR.size
-_CRC = struct.Struct(">I")
 _INDEX_TERM = struct.Struct(">qq")
-MAX_ENTRY_BYTES = 2**31 - 1
 _SNAP_MAGIC = b"RRSNAP01"
 _SNAP_HDR = struct.Struct(">8sIqq")
 
@@ -81,32 +100,10 @@ HARD_STATE_FILE = "hard_state.json"
 SNAPSHOT_FILE = "snapshot"
 LOCK_FILE = "LOCK"
 _TMP_SUFFIX = ".tmp"
-_SEGMENT_NAME = re.compile(r"\d{20}")
-
-
-class RaftLogCorruption(Exception):
-    """The store holds damaged data that recovery must not silently drop."""
-
-    def __init__(self, file: str, offset: int, reason: str) -> None:
-        super().__init__(
-            f"raft store corrupted: {file} at offset {offset}: {reason}; "
-            "repair the file or wipe this replica's store so it is re-seeded from its peers"
-        )
-        self.file = file
-        self.offset = offset
-        self.reason = reason
 
 
 class RaftLogCompacted(LookupError):
     """The index is covered by the snapshot: its entry is gone, use the snapshot instead."""
-
-
-@attrs.frozen
-class TornTail:
-    file: str
-    offset: int
-    dropped_bytes: int
-    reason: str
 
 
 @attrs.frozen
@@ -126,98 +123,9 @@ class RecoveryReport:
         )
 
 
-@attrs.define(eq=False)
-class _Segment:
-    """In-memory index of one segment file: record start offsets and terms by position."""
-
-    first_index: int
-    path: str
-    size: int = 0
-    offsets: array = attrs.Factory(lambda: array("q"))
-    terms: array = attrs.Factory(lambda: array("q"))
-
-    @property
-    def last_index(self) -> int:
-        return self.first_index + len(self.offsets) - 1
-
-    def offset_of(self, index: int) -> int:
-        return self.offsets[index - self.first_index]
-
-    def end_of(self, index: int) -> int:
-        """File offset just after the record of ``index``."""
-        pos = index - self.first_index + 1
-        return self.offsets[pos] if pos < len(self.offsets) else self.size
-
-
 def _write_file_atomically(directory: str, name: str, payload: bytes) -> None:
     """temp + fsync + rename + directory fsync: readers see the old or the new file, never a mix."""
     write_file_atomic(os.path.join(directory, name), payload, tmp_suffix=_TMP_SUFFIX)
-
-
-def _cut_file(path: str, size: int) -> None:
-    fd = os.open(path, os.O_RDWR)
-    try:
-        os.ftruncate(fd, size)
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-def _record_problem(buf: bytes, pos: int) -> str | None:
-    """Why the record at ``pos`` is unreadable, or None when it is whole and crc-valid."""
-    end = len(buf)
-    if end - pos < HEADER_SIZE:
-        return f"incomplete record header ({end - pos} of {HEADER_SIZE} bytes)"
-    length, crc, _, _ = _HDR.unpack_from(buf, pos)
-    if length < 0 or pos + HEADER_SIZE + length > end:
-        return f"record length {length} runs past the end of the file"
-    if zlib.crc32(memoryview(buf)[pos + 8 : pos + HEADER_SIZE + length]) != crc:
-        return "crc mismatch"
-    return None
-
-
-def _find_valid_record(buf: bytes, start: int, last_good_index: int) -> int | None:
-    """Offset of a whole, crc-valid record after ``start`` that could follow the good prefix.
-
-    Tries every byte offset. To stay fast it reads the would-be index fields eight at a time as
-    an int64 array (one pass per alignment) and runs the crc only where the index is plausible;
-    zero-filled or random tails almost never pass that filter.
-    """
-    lo = last_good_index + 1
-    hi = last_good_index + (len(buf) - start) // HEADER_SIZE + 1
-    for align in range(8):
-        first = start + 1 + align
-        # the index field of a record at q is buf[q+8:q+16]; q + HEADER_SIZE must fit in buf
-        count = max(0, (len(buf) - HEADER_SIZE - first) // 8 + 1)
-        if count == 0:
-            continue
-        words = array("q")
-        words.frombytes(buf[first + 8 : first + 8 + 8 * count])
-        if sys.byteorder == "little":
-            words.byteswap()
-        for k, value in enumerate(words):
-            if lo <= value <= hi:
-                pos = first + 8 * k
-                if _record_problem(buf, pos) is None:
-                    return pos
-    return None
-
-
-def _decode(buf: bytes, first_index: int, count: int, file: str, base: int) -> list[Entry]:
-    """Parse ``count`` consecutive records; a re-check of crc and index catches rot since start."""
-    out: list[Entry] = []
-    view = memoryview(buf)
-    pos = 0
-    unpack = _HDR.unpack_from
-    crc32 = zlib.crc32
-    for expected in range(first_index, first_index + count):
-        length, crc, index, term = unpack(buf, pos)
-        end = pos + HEADER_SIZE + length
-        if index != expected or end > len(buf) or crc32(view[pos + 8 : end]) != crc:
-            raise RaftLogCorruption(file, base + pos, f"record of index {expected} is damaged")
-        out.append(Entry(index, term, bytes(view[pos + HEADER_SIZE : end])))
-        pos = end
-    return out
 
 
 class RaftLog:
@@ -229,7 +137,7 @@ class RaftLog:
         self._lock_fd = lock_fd
         self._hard_state = HardState(0, None)
         self._snapshot: SnapshotMeta | None = None
-        self._segments: list[_Segment] = []
+        self._segments: list[Segment] = []
         self._firsts: list[int] = []
         self._fd: int | None = None  # append fd of self._segments[-1], opened lazily
         self._unsynced = False
@@ -293,11 +201,12 @@ class RaftLog:
                 removed.append(name)
         self._hard_state = self._load_hard_state()
         self._snapshot = self._load_snapshot_meta()
-        torn, empty_last = self._load_segments()
-        self._check_log_start()
+        self._segments, torn, empty_last = load_segments(self._dir)
+        self._firsts = [seg.first_index for seg in self._segments]
+        check_log_start(self._segments, self._snapshot)
         # every check passed: only now repair, so a refused start-up leaves the files as found
         if torn is not None:
-            _cut_file(torn.file, torn.offset)
+            cut_file(torn.file, torn.offset)
         if empty_last is not None:
             os.unlink(empty_last)  # a roll that never wrote its first record, or a torn one
             removed.append(os.path.basename(empty_last))
@@ -341,81 +250,6 @@ class RaftLog:
     def _load_snapshot_meta(self) -> SnapshotMeta | None:
         loaded = self._read_snapshot_file()
         return None if loaded is None else loaded[0]
-
-    def _load_segments(self) -> tuple[TornTail | None, str | None]:
-        """Index every segment without writing: the torn tail and empty last file to repair."""
-        names = sorted(n for n in os.listdir(self._dir) if _SEGMENT_NAME.fullmatch(n))
-        term_floor = 0
-        torn: TornTail | None = None
-        for pos, name in enumerate(names):
-            path = os.path.join(self._dir, name)
-            first = int(name)
-            if self._segments and first != self._segments[-1].last_index + 1:
-                want = self._segments[-1].last_index + 1
-                raise RaftLogCorruption(path, 0, f"segment should start at index {want}")
-            seg, torn = self._scan_segment(path, first, term_floor, pos == len(names) - 1)
-            if not seg.offsets:
-                if pos != len(names) - 1:
-                    raise RaftLogCorruption(path, 0, "empty segment that is not the last one")
-                return torn, path
-            term_floor = seg.terms[-1]
-            self._segments.append(seg)
-            self._firsts.append(first)
-        return torn, None
-
-    def _scan_segment(
-        self, path: str, first: int, term_floor: int, is_last: bool
-    ) -> tuple[_Segment, TornTail | None]:
-        with open(path, "rb") as f:
-            buf = f.read()
-        seg = _Segment(first, path)
-        pos = 0
-        while pos < len(buf):
-            problem = _record_problem(buf, pos)
-            if problem is not None:
-                return seg, self._torn_tail(seg, buf, pos, problem, is_last)
-            length, _, index, term = _HDR.unpack_from(buf, pos)
-            if index != seg.last_index + 1:
-                want = seg.last_index + 1
-                raise RaftLogCorruption(path, pos, f"record has index {index}, expected {want}")
-            if term < term_floor:
-                raise RaftLogCorruption(path, pos, f"term {term} below earlier term {term_floor}")
-            seg.offsets.append(pos)
-            seg.terms.append(term)
-            term_floor = term
-            pos += HEADER_SIZE + length
-        seg.size = pos
-        return seg, None
-
-    def _torn_tail(
-        self, seg: _Segment, buf: bytes, pos: int, problem: str, is_last: bool
-    ) -> TornTail:
-        """Classify the bad record at ``pos``: a torn tail to cut, or corruption (raised)."""
-        if not is_last:
-            raise RaftLogCorruption(seg.path, pos, f"{problem} in a segment that is not the last")
-        later = _find_valid_record(buf, pos, seg.last_index)
-        if later is not None:
-            raise RaftLogCorruption(
-                seg.path, pos, f"{problem}, yet a valid record follows at offset {later}"
-            )
-        seg.size = pos
-        return TornTail(seg.path, pos, len(buf) - pos, problem)
-
-    def _check_log_start(self) -> None:
-        if not self._segments:
-            return
-        first = self._segments[0]
-        if self._snapshot is None and first.first_index != 1:
-            raise RaftLogCorruption(
-                first.path, 0, f"log starts at index {first.first_index} but there is no snapshot"
-            )
-        if self._snapshot is not None and first.first_index > self._snapshot.index + 1:
-            raise RaftLogCorruption(
-                first.path,
-                0,
-                f"gap: snapshot ends at index {self._snapshot.index}, "
-                f"log starts at {first.first_index}",
-            )
 
     # ----------------------------------------------------------------- queries
 
@@ -474,13 +308,13 @@ class RaftLog:
                     break
             start = seg.offset_of(index)
             raw = self._read(seg, start, seg.end_of(stop - 1) - start)
-            out.extend(_decode(raw, index, stop - index, seg.path, start))
+            out.extend(decode_records(raw, index, stop - index, seg.path, start))
             index = stop
         return out
 
     @staticmethod
     def _cut_by_bytes(
-        seg: _Segment, index: int, stop: int, budget: int, must_take_one: bool
+        seg: Segment, index: int, stop: int, budget: int, must_take_one: bool
     ) -> tuple[int, int]:
         pos = index
         while pos < stop:
@@ -498,7 +332,7 @@ class RaftLog:
     def load_snapshot(self) -> tuple[SnapshotMeta, bytes] | None:
         return self._read_snapshot_file()
 
-    def _read(self, seg: _Segment, offset: int, length: int) -> bytes:
+    def _read(self, seg: Segment, offset: int, length: int) -> bytes:
         if seg is self._segments[-1]:
             raw = os.pread(self._active_fd(), length, offset)
         else:
@@ -608,9 +442,9 @@ class RaftLog:
         for k in range(i, j):
             entry = entries[k]
             end = pos + HEADER_SIZE + len(entry.data)
-            _HDR.pack_into(buf, pos, len(entry.data), 0, entry.index, entry.term)
+            RECORD_HEADER.pack_into(buf, pos, len(entry.data), 0, entry.index, entry.term)
             buf[pos + HEADER_SIZE : end] = entry.data
-            _CRC.pack_into(buf, pos + 4, zlib.crc32(view[pos + 8 : end]))
+            RECORD_CRC.pack_into(buf, pos + 4, zlib.crc32(view[pos + 8 : end]))
             offsets.append(seg.size + pos)
             terms.append(entry.term)
             pos = end
@@ -621,7 +455,7 @@ class RaftLog:
         self._unsynced = True
         return j
 
-    def _write_all(self, seg: _Segment, view: memoryview) -> None:
+    def _write_all(self, seg: Segment, view: memoryview) -> None:
         fd = self._active_fd()
         try:
             while view:
@@ -657,7 +491,7 @@ class RaftLog:
             self._unsynced = False
         path = os.path.join(self._dir, f"{first_index:020d}")
         self._fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_EXCL, 0o644)
-        self._segments.append(_Segment(first_index, path))
+        self._segments.append(Segment(first_index, path))
         self._firsts.append(first_index)
         self._dir_unsynced = True
 

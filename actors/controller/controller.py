@@ -16,29 +16,20 @@ docstring says:
   CONTROLLER_GET_METADATA_INFO, BROKER_HEARTBEAT and GET_CONTROLLER_CONFIG are answered locally
   by any replica.
 
-Liveness: BROKER_HEARTBEAT (direct when standalone; when embedded, the NameServer's heartbeats
-are also fed here) and REGISTER_BROKER refresh `BrokerHeartbeatManager`; a closed broker
-connection is an immediate death. The table is reset when this replica becomes leader and
-deaths are acted on only once `liveness_settled`. A scan every scanNotActiveBrokerInterval drops
-expired brokers (logged as broker_heartbeat_timeout); the leader then runs a controller-triggered
-ElectMaster through the log for every set whose master is gone (also every
-scanInactiveMasterInterval and right after a broker connection closes). When an applied
-election names a new master and notifyBrokerRoleChanged is on, the leader pushes
-NOTIFY_BROKER_ROLE_CHANGED (oneway) to the set's live brokers at their registered addresses.
+Liveness and what the leader does with applied events (logs, NOTIFY_BROKER_ROLE_CHANGED) are
+`FailoverMixin` (failover.py); the controller-triggered re-election itself is here, in
+`_reelect_dead_masters`, since it runs through `execute` like any request.
 
 Benchmark hook: the internal request code `CONTROLLER_BENCH_PROPOSE` (1199, not an upstream
 code) proposes its body as a no-op entry (tag 0xFFFF, which no controller event uses) and
 answers once it is committed and applied on the leader; `bench/raft_commit.py` uses it to
 measure the Raft pipeline through the real request path.
 
-Embedded mode (`run_namesrv_with_controller`): the NameServer process runs a Controller beside
-it, never in the path of route queries; the controller keys come from the same namesrv.conf
-(upstream's layout), see `load_namesrv_configs`.
+Embedded mode (`run_namesrv_with_controller`, `load_namesrv_configs`) lives in embedded.py.
 """
 
 from __future__ import annotations
 
-import math
 import random
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -50,43 +41,27 @@ import trio
 from rocketrio.actors import events
 from rocketrio.actors import events as log_events
 from rocketrio.actors.controller.config import ControllerConfig
-from rocketrio.actors.controller.events import (
-    AlterSyncStateSetEvent,
-    ApplyBrokerIdEvent,
-    ElectMasterEvent,
-    Event,
-    decode_events,
-    encode_events,
-)
+from rocketrio.actors.controller.events import Event, decode_events, encode_events
+from rocketrio.actors.controller.failover import FailoverMixin, now_ms
 from rocketrio.actors.controller.heartbeat_manager import BrokerHeartbeatManager, BrokerLiveInfo
 from rocketrio.actors.controller.replicas_info import (
     ApplyOutcome,
     ControllerResult,
     ReplicasInfoManager,
 )
-from rocketrio.actors.namesrv.config import NamesrvConfig
-from rocketrio.actors.namesrv.namesrv import NameServer
 from rocketrio.actors.raft.node import (
     IoRunner,
     LeaderPendingFull,
     NotLeader,
     ProposalDropped,
     RaftNode,
-    Role,
     store_dir,
 )
-from rocketrio.actors.remoting import (
-    Connection,
-    Processor,
-    RemotingClient,
-    RemotingError,
-    RemotingServer,
-    RequestContext,
-)
+from rocketrio.actors.remoting import RemotingClient, RemotingServer, RequestContext
 from rocketrio.actors.runtime import Reply, every
 from rocketrio.actors.transport import Transport
 from rocketrio.protocol.codes import RequestCode, ResponseCode, request_name
-from rocketrio.protocol.config import ConfigError, dump_config, load_config
+from rocketrio.protocol.config import dump_config
 from rocketrio.protocol.controller_headers import (
     AlterSyncStateSetRequestHeader,
     ApplyBrokerIdRequestHeader,
@@ -97,12 +72,11 @@ from rocketrio.protocol.controller_headers import (
     GetNextBrokerIdRequestHeader,
     GetReplicaInfoRequestHeader,
     RegisterBrokerToControllerRequestHeader,
-    RoleChangeNotifyEntry,
     SyncStateSet,
     decode_broker_names,
 )
 from rocketrio.protocol.remoting import RemotingCommand
-from rocketrio.protocol.serde import HeaderError, from_ext, from_json, to_ext, to_json
+from rocketrio.protocol.serde import HeaderError, from_ext, from_json, to_ext
 
 # rocketrio-internal request code (not upstream's): propose a no-op entry, for bench/raft_commit
 CONTROLLER_BENCH_PROPOSE = 1199
@@ -114,15 +88,8 @@ PROPOSE_TIMEOUT_S = 3.0
 READ_BARRIER_TIMEOUT_S = 3.0
 # a freshly elected leader applies its no-op within a round trip; requests wait that long
 LEADER_READY_WAIT_S = 1.0
-NOTIFY_TIMEOUT_S = 3.0
-_BROKER_ADDRS = "controller_broker_addrs"  # Connection.attrs key: broker addresses seen on it
 
 RC = ResponseCode
-
-
-def _now_ms() -> int:
-    """Liveness clock: Trio's (monotonic, mockable), only compared with itself."""
-    return int(trio.current_time() * 1000)
 
 
 class Refused(Exception):
@@ -173,7 +140,7 @@ class _Call:
     elect_reason: tuple[str, str] | None = None  # (brokerName, reason) if it may elect
 
 
-class Controller:
+class Controller(FailoverMixin):
     """One controller replica. Run with `await nursery.start(controller.run)`."""
 
     def __init__(
@@ -372,7 +339,7 @@ class Controller:
     # ------------------------------------------------------------------ handlers (decode only)
 
     def _is_alive(self, cluster: str, broker_name: str, broker_id: int) -> bool:
-        return self.heartbeats.is_alive(cluster, broker_name, broker_id, _now_ms())
+        return self.heartbeats.is_alive(cluster, broker_name, broker_id, now_ms())
 
     def _live_info(self, cluster: str, broker_name: str, broker_id: int) -> BrokerLiveInfo | None:
         return self.heartbeats.live_info(cluster, broker_name, broker_id)
@@ -393,7 +360,7 @@ class Controller:
         h = from_ext(RegisterBrokerToControllerRequestHeader, ctx.cmd.ext_fields)
         # a registration is a heartbeat (ReplicasInfoManager.register_broker's contract)
         self.heartbeats.on_heartbeat(
-            h.clusterName, h.brokerName, h.brokerId, h.brokerAddress, _now_ms()
+            h.clusterName, h.brokerName, h.brokerId, h.brokerAddress, now_ms()
         )
         self.remember_broker_addr(ctx.conn, h.brokerAddress)
         return _Call(
@@ -488,23 +455,6 @@ class Controller:
         self.remember_broker_addr(ctx.conn, h.brokerAddr)
         return ctx.cmd.make_response(RC.SUCCESS)
 
-    def observe_heartbeat(self, h: BrokerHeartbeatRequestHeader) -> None:
-        """Feed one broker heartbeat (direct, or forwarded by the NameServer) to liveness."""
-        if h.brokerId is None:
-            return
-        self.heartbeats.on_heartbeat(
-            h.clusterName,
-            h.brokerName,
-            h.brokerId,
-            h.brokerAddr,
-            _now_ms(),
-            timeout_ms=h.heartbeatTimeoutMills,
-            epoch=h.epoch,
-            max_offset=h.maxOffset,
-            confirm_offset=h.confirmOffset,
-            election_priority=h.electionPriority,
-        )
-
     def _bench_propose(self, ctx: RequestContext) -> RemotingCommand | None:
         body = ctx.cmd.body
         if not body or len(body) > MAX_BENCH_BODY:
@@ -528,55 +478,7 @@ class Controller:
             return ctx.cmd.make_response(RC.SYSTEM_BUSY, "controller inbox full")
         return None
 
-    # ------------------------------------------------------------------ liveness
-
-    def watch(self, conn: Connection) -> None:
-        """Treat the close of `conn` as the death of the brokers that spoke on it."""
-        conn.on_close.append(self._on_channel_closed)
-
-    @staticmethod
-    def remember_broker_addr(conn: Connection, addr: str) -> None:
-        conn.attrs.setdefault(_BROKER_ADDRS, set()).add(addr)
-
-    def _on_channel_closed(self, conn: Connection) -> None:
-        if self._nursery is None or trio.current_effective_deadline() == -math.inf:
-            return  # we are stopping: nothing to judge
-        dead: list[BrokerLiveInfo] = []
-        for addr in conn.attrs.get(_BROKER_ADDRS, ()):
-            dead.extend(self.heartbeats.on_channel_closed(addr))
-        if not dead or not self.node.is_leader:
-            return
-        now = _now_ms()
-        for info in dead:
-            self._log_broker_gone(info, now, "channel_closed")
-        if self.heartbeats.liveness_settled(now):
-            self._nursery.start_soon(self._reelect_dead_masters, "master_channel_closed")
-
-    def _log_broker_gone(self, info: BrokerLiveInfo, now: int, reason: str) -> None:
-        self.log.warning(
-            log_events.BROKER_HEARTBEAT_TIMEOUT,
-            cluster=info.cluster_name,
-            broker=info.broker_name,
-            broker_id=info.broker_id,
-            addr=info.broker_addr,
-            silent_ms=now - info.last_update_ms,
-            reason=reason,
-        )
-
-    async def _scan(self) -> None:
-        """scanNotActiveBroker: drop expired brokers; a dead master triggers an election."""
-        if not self.node.is_ready_leader:
-            return
-        now = _now_ms()
-        expired = self.heartbeats.scan_not_active(now)
-        for info in expired:
-            self._log_broker_gone(info, now, "heartbeat_expired")
-        if expired and self.heartbeats.liveness_settled(now):
-            await self._reelect_dead_masters("master_heartbeat_timeout")
-
-    async def _scan_inactive_masters(self) -> None:
-        if self.node.is_ready_leader and self.heartbeats.liveness_settled(_now_ms()):
-            await self._reelect_dead_masters("master_inactive")
+    # ------------------------------------------------------------------ re-election
 
     async def _reelect_dead_masters(self, reason: str) -> None:
         """Controller-triggered ElectMaster, through the log, for every set without a master."""
@@ -600,85 +502,6 @@ class Controller:
                         remark=result.remark,
                     )
 
-    def _on_role_change(self, role: Role, term: int, leader: str | None) -> None:
-        if role is Role.LEADER:
-            # a new leader has heard no broker yet: listen one timeout before judging silence
-            self.heartbeats.reset(_now_ms())
-
-    # ------------------------------------------------------------------ applied events
-
-    def _on_applied(self, batch: Sequence[Event], outcomes: Sequence[ApplyOutcome]) -> None:
-        """Log what the leader applied in its own term; push role changes after elections.
-
-        Entries before the leader's no-op were proposed (and acted on) by an earlier leader;
-        only a ready leader reports, so each change is logged and pushed once.
-        """
-        if not self.node.is_ready_leader:
-            return
-        for event, outcome in zip(batch, outcomes, strict=True):
-            if not outcome.ok:
-                continue
-            match event:
-                case ElectMasterEvent():
-                    self._after_election(event)
-                case AlterSyncStateSetEvent():
-                    sync = self.replicas.sync_state_info(event.broker_name)
-                    self.log.info(
-                        log_events.SYNC_STATE_SET_CHANGED,
-                        broker=event.broker_name,
-                        sync_state_set=sorted(event.new_sync_state_set),
-                        epoch=None if sync is None else sync.sync_state_set_epoch,
-                    )
-                case ApplyBrokerIdEvent():
-                    self.log.info(
-                        log_events.BROKER_ID_APPLIED,
-                        broker=event.broker_name,
-                        broker_id=event.new_broker_id,
-                        addr=event.broker_address,
-                    )
-
-    def _after_election(self, event: ElectMasterEvent) -> None:
-        name = event.broker_name
-        entry = self.replicas.role_change_entry(name)
-        if entry is None:
-            return
-        self.log.info(
-            log_events.ELECT_MASTER,
-            broker=name,
-            master_id=entry.masterBrokerId,
-            master_addr=entry.masterAddress,
-            epoch=entry.masterEpoch,
-            sync_state_set=sorted(entry.syncStateSet),
-            reason=self._elect_reasons.pop(name, "unknown"),
-        )
-        if not event.new_master_elected or not self.config.notifyBrokerRoleChanged:
-            return
-        replica = self.replicas.replica_info(name)
-        if replica is None or self._nursery is None:
-            return
-        for broker_id, addr in replica.broker_id_table().items():
-            if self._is_alive(replica.cluster_name, name, broker_id):
-                self._nursery.start_soon(self._notify_role_changed, addr, entry)
-
-    async def _notify_role_changed(self, addr: str, entry: RoleChangeNotifyEntry) -> None:
-        client = self._client
-        if client is None:
-            return
-        cmd = RemotingCommand(
-            code=RequestCode.NOTIFY_BROKER_ROLE_CHANGED,
-            ext_fields=to_ext(entry.header()),
-            body=to_json(entry.body()),
-        )
-        error = "timed out"
-        with trio.move_on_after(NOTIFY_TIMEOUT_S):
-            try:
-                await client.invoke_oneway(addr, cmd)
-                return
-            except RemotingError as e:
-                error = str(e)
-        # the broker also polls GetReplicaInfo (syncBrokerMetadataPeriod): a lost push heals
-        self.log.warning(events.NOTIFY_BROKER_ROLE_CHANGED_FAILED, addr=addr, error=error)
-
 
 def _response(cmd: RemotingCommand, result: ControllerResult) -> RemotingCommand:
     ext = to_ext(result.header) if result.header is not None else {}
@@ -693,87 +516,3 @@ async def run_controller(
 ) -> None:
     """Start a standalone controller replica; `task_status.started(the Controller)`."""
     await Controller(config, transport).run(task_status=task_status)
-
-
-# ---------------------------------------------------------------------- embedded in a NameServer
-
-
-def attach_to_namesrv(controller: Controller, namesrv: NameServer) -> None:
-    """Feed the NameServer's broker heartbeats and broker connection closes to `controller`.
-
-    The NameServer keeps answering BROKER_HEARTBEAT itself (its own liveness table is
-    untouched); the controller only observes, so route queries never wait on it.
-    """
-    own: dict[int, Processor] = {}
-
-    async def heartbeat(ctx: RequestContext) -> RemotingCommand | None:
-        try:
-            h = from_ext(BrokerHeartbeatRequestHeader, ctx.cmd.ext_fields)
-        except HeaderError:
-            h = None  # the NameServer's own handler answers the malformed request
-        if h is not None:
-            # the connection tells the controller at once when this broker's process dies
-            controller.remember_broker_addr(ctx.conn, h.brokerAddr)
-            # towards the NameServer a master heartbeats as brokerId 0 (its role id), which is
-            # no controller id (those start at 1): only slaves' heartbeats name their identity
-            if h.brokerId:
-                controller.observe_heartbeat(h)
-        return await own[RequestCode.BROKER_HEARTBEAT](ctx)
-
-    own.update(namesrv.register_processor([RequestCode.BROKER_HEARTBEAT], heartbeat))
-    previous = namesrv.server.on_connect
-
-    def on_connect(conn: Connection) -> None:
-        if previous is not None:
-            previous(conn)
-        controller.watch(conn)
-
-    namesrv.server.on_connect = on_connect
-
-
-def _field_names(cls: type) -> frozenset[str]:
-    return frozenset(a.name for a in attrs.fields(cls))
-
-
-def load_namesrv_configs(
-    path: str | None, overrides: dict[str, str] | None = None
-) -> tuple[NamesrvConfig, ControllerConfig | None]:
-    """namesrv.conf -> (NamesrvConfig, ControllerConfig if enableControllerInNamesrv).
-
-    As upstream, one file carries both key sets; each class ignores the other's keys, and an
-    unknown key (in neither) is still an error naming the key and the file.
-    """
-    ns_keys, ctrl_keys = _field_names(NamesrvConfig), _field_names(ControllerConfig)
-    ns = load_config(NamesrvConfig, path, overrides, ignore_unknown=ctrl_keys - ns_keys)
-    if not ns.enableControllerInNamesrv:
-        return ns, None
-    ctrl = load_config(ControllerConfig, path, overrides, ignore_unknown=ns_keys - ctrl_keys)
-    try:
-        ctrl.to_raft_config()  # a bad controllerDLeger* key fails at start-up, naming the key
-    except ValueError as e:
-        raise ConfigError(f"{path or '<command line>'}: {e}") from None
-    return ns, ctrl
-
-
-async def run_namesrv_with_controller(
-    namesrv_config: NamesrvConfig,
-    controller_config: ControllerConfig,
-    transport: Transport,
-    *,
-    rng: random.Random | None = None,
-    io_runner: IoRunner | None = None,
-    task_status: trio.TaskStatus[tuple[NameServer, Controller]] = trio.TASK_STATUS_IGNORED,
-) -> None:
-    """A NameServer with an embedded controller (enableControllerInNamesrv=true).
-
-    The NameServer starts first and serves routes whatever the controller group does; the
-    controller listens on its own Raft peer address, like upstream's DLedger controller.
-    `rng` / `io_runner` are for simulations (see `Controller`).
-    """
-    namesrv = NameServer(namesrv_config, transport)
-    controller = Controller(controller_config, transport, rng=rng, io_runner=io_runner)
-    attach_to_namesrv(controller, namesrv)
-    async with trio.open_nursery() as nursery:
-        await nursery.start(namesrv.run)
-        await nursery.start(controller.run)
-        task_status.started((namesrv, controller))

@@ -1,1 +1,5 @@
-"""The controller's hand-written Raft: pure core (`core`), settings (`config`)."""
+"""The controller's hand-written Raft.
+
+Pure core: `core` (RaftCore, Ready), `election`, `replication`, `state`; settings: `config`;
+the Trio shell: `node`.
+"""
