@@ -89,15 +89,18 @@ def parse_pull_response(resp: RemotingCommand, addr: str) -> PullResult:
     status = _PULL_STATUS.get(resp.code)  # type: ignore[call-overload]
     if status is None:
         raise MQBrokerError(resp.code, resp.remark, addr)
-    h = from_ext(PullMessageResponseHeader, resp.ext_fields)
-    return PullResult(
-        status,
-        h.nextBeginOffset,
-        h.minOffset,
-        h.maxOffset,
-        h.suggestWhichBrokerId,
-        resp.body if status is PullStatus.FOUND else b"",
-    )
+    ext = resp.ext_fields
+    try:  # once per pull: read the four fields directly, not through the converter
+        broker_id = int(ext["suggestWhichBrokerId"])
+        next_begin = int(ext["nextBeginOffset"])
+        min_offset = int(ext["minOffset"])
+        max_offset = int(ext["maxOffset"])
+    except (KeyError, ValueError, TypeError):
+        h = from_ext(PullMessageResponseHeader, ext)  # raises HeaderError naming the field
+        broker_id, next_begin, min_offset = h.suggestWhichBrokerId, h.nextBeginOffset, h.minOffset
+        max_offset = h.maxOffset
+    body = resp.body if status is PullStatus.FOUND else b""
+    return PullResult(status, next_begin, min_offset, max_offset, broker_id, body)
 
 
 class MQClientAPI:

@@ -422,7 +422,9 @@ class ConsumerCore(abc.ABC):
 
     @abc.abstractmethod
     def _deliver(self, st: QueueState, pq: ProcessQueue, msgs: list[MessageExt]) -> None:
-        """Hand pulled messages (already in ``pq``) to consumption; must not block."""
+        """Hand pulled messages to consumption; must not block. Messages not consumed before
+        this returns must be tracked in ``pq`` (`ProcessQueue.put`), so the committed offset
+        cannot pass them."""
 
     def _pull_interval_s(self) -> float:
         return 0.0
@@ -458,12 +460,12 @@ class ConsumerCore(abc.ABC):
         msgs: list[MessageExt] = []
         if res.status is PullStatus.FOUND:
             msgs = res.messages()
-            reset_retry_topic(msgs, retry_topic(self.group))
+            if st.mq.topic.startswith(RETRY_GROUP_TOPIC_PREFIX):  # no other queue holds retries
+                reset_retry_topic(msgs, retry_topic(self.group))
             msgs = filter_by_tags(msgs, st.sub)
         if not msgs:
             self._correct_tags_offset(st)
             return
-        st.pq.put(msgs)
         self._deliver(st, st.pq, msgs)
 
     def _correct_tags_offset(self, st: QueueState) -> None:

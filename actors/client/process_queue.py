@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Iterable
+from itertools import repeat
 
 from rocketrio.protocol.bodies import MessageQueue
 from rocketrio.protocol.message import MessageExt
@@ -70,11 +71,13 @@ class ProcessQueue:
         inflight = self._inflight
         if not inflight:
             return -1
-        for m in msgs:
-            size = inflight.pop(m.queue_offset, None)
-            if size is not None:
-                self.msg_size -= size
+        # dict.pop(offset, 0) for every message without a Python-level loop body
+        offsets = [m.queue_offset for m in msgs]
+        self.msg_size -= sum(map(inflight.pop, offsets, repeat(0, len(offsets))))
         order = self._order
+        if not inflight:
+            order.clear()
+            return self.queue_offset_max + 1
         while order and order[0] not in inflight:
             order.popleft()
         while order and order[-1] not in inflight:
@@ -82,6 +85,17 @@ class ProcessQueue:
         if order:
             return order[0]
         return self.queue_offset_max + 1
+
+    def consumed_untracked(self, last_offset: int) -> int:
+        """A pulled chunk, ending at ``last_offset``, that was consumed before it was ever
+        tracked (a listener called in the pull loop): only the highest pulled offset moves.
+        Returns the offset to commit: the oldest message still in flight, else one past the
+        highest pulled. A pull result is in offset order, so its last message has the highest
+        offset (upstream's putMessage assumes the same)."""
+        if last_offset > self.queue_offset_max:
+            self.queue_offset_max = last_offset
+        order = self._order
+        return order[0] if order else self.queue_offset_max + 1
 
     def max_span(self) -> int:
         """Distance between the oldest and newest offsets in flight (flow control)."""

@@ -160,6 +160,7 @@ class LitePullConsumer(ConsumerCore):
 
     def _deliver(self, st: QueueState, pq: ProcessQueue, msgs: list[MessageExt]) -> None:
         assert self._send is not None
+        pq.put(msgs)
         self._buffered += len(msgs)
         self._send.send_nowait(PulledBatch(st, pq, msgs))
 

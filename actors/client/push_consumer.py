@@ -6,11 +6,15 @@
     async with consumer: ...
 
 Rebalance and pulling are `ConsumerCore`'s. Clustering consumers also subscribe to the
-group's retry topic %RETRY%<group>. Pulled messages go onto the consume channel in chunks of
-``consumeMessageBatchMaxSize``; ``consumeThreadMax`` worker tasks call the listener. The
-offset committed is always the smallest one still being consumed (`ProcessQueue.remove`),
-persisted every ``persistConsumerOffsetInterval``, when a queue is revoked and on shutdown; the
-broker also commits it with each pull (COMMIT_OFFSET). RECONSUME_LATER (or an exception in the
+group's retry topic %RETRY%<group>. Pulled messages are consumed in chunks of
+``consumeMessageBatchMaxSize``. A plain-function listener is called by the pull loop itself
+as soon as a pull returns (it runs on the Trio thread wherever it is called, so a channel and
+a worker wakeup per chunk would only cost time); a coroutine-function listener, an awaitable
+result and any failure go onto the consume channel, served by ``consumeThreadMax`` worker
+tasks. The offset committed is always the smallest one still being consumed
+(`ProcessQueue.remove`, `ProcessQueue.consumed_untracked`), persisted every
+``persistConsumerOffsetInterval``, when a queue is revoked and on shutdown; the broker also
+commits it with each pull (COMMIT_OFFSET). RECONSUME_LATER (or an exception in the
 listener) sends each message back with CONSUMER_SEND_MSG_BACK, so it returns through the retry
 topic and the broker moves it to %DLQ%<group> after ``maxReconsumeTimes``; a message the broker
 does not take back is consumed again locally after 5 s. Broadcasting consumers drop messages
@@ -56,6 +60,7 @@ CONSUME_LATER_DELAY_S = 5.0  # upstream submitConsumeRequestLater
 SHUTDOWN_CONSUME_WAIT_S = 5.0  # running listener calls get this long to finish on shutdown
 DELAY_LEVEL_BY_BROKER = 0  # the broker picks the delay level from the reconsume count
 CONSUME_YIELD_EVERY = 64
+NOT_CALLED = object()  # ConsumeRequest.outcome before the listener ran
 
 
 @attrs.frozen
@@ -63,6 +68,9 @@ class ConsumeRequest:
     state: QueueState
     pq: ProcessQueue
     msgs: list[MessageExt]
+    # what a listener called inline already returned: a status to act on, or an awaitable
+    # for the worker to finish
+    outcome: object = NOT_CALLED
 
 
 class PushConsumer(ConsumerCore):
@@ -107,6 +115,7 @@ class PushConsumer(ConsumerCore):
             run_blocking=run_blocking,
         )
         self._listener: MessageListener | None = None
+        self._inline = False
         self._consume_send: trio.MemorySendChannel[ConsumeRequest] | None = None
         self._stopping = False
         self._busy = 0
@@ -114,6 +123,10 @@ class PushConsumer(ConsumerCore):
 
     def register_listener(self, fn: MessageListener) -> None:
         self._listener = fn
+        # A plain function runs on the Trio thread wherever it is called, so the pull loop
+        # calls it directly (no channel hop, no worker wakeup per batch); coroutine
+        # functions go through the consumeThreadMax workers.
+        self._inline = not inspect.iscoroutinefunction(fn)
 
     # -- hooks of ConsumerCore
     def _check_startable(self) -> None:
@@ -149,8 +162,35 @@ class PushConsumer(ConsumerCore):
     def _deliver(self, st: QueueState, pq: ProcessQueue, msgs: list[MessageExt]) -> None:
         assert self._consume_send is not None
         n = self.config.consumeMessageBatchMaxSize
+        if self._inline:
+            if len(msgs) <= n:
+                self._consume_inline(st, pq, msgs)
+            else:
+                for i in range(0, len(msgs), n):
+                    self._consume_inline(st, pq, msgs[i : i + n])
+            return
+        pq.put(msgs)
         for i in range(0, len(msgs), n):
             self._consume_send.send_nowait(ConsumeRequest(st, pq, msgs[i : i + n]))
+
+    def _consume_inline(self, st: QueueState, pq: ProcessQueue, msgs: list[MessageExt]) -> None:
+        """Call a plain-function listener now. Consumed messages are never tracked in ``pq``;
+        a failure (the send-back is network I/O) or an awaitable result is tracked and goes on
+        to a worker."""
+        if self._stopping or pq.dropped:
+            return
+        assert self._listener is not None and self._consume_send is not None
+        last_offset = msgs[-1].queue_offset  # before the listener, which may change the list
+        try:
+            outcome = self._listener(msgs)
+        except Exception as e:
+            log.warning("consume_failed", group=self.group, error=f"{type(e).__name__}: {e}")
+            outcome = ConsumeStatus.RECONSUME_LATER
+        if outcome is ConsumeStatus.CONSUME_SUCCESS:
+            self._commit(st, pq, pq.consumed_untracked(last_offset))
+        else:
+            pq.put(msgs)
+            self._consume_send.send_nowait(ConsumeRequest(st, pq, msgs, outcome))
 
     # -- consuming
     async def _consume_worker(self, recv: trio.MemoryReceiveChannel[ConsumeRequest]) -> None:
@@ -184,10 +224,12 @@ class PushConsumer(ConsumerCore):
                     run = 0
                     await trio.lowlevel.checkpoint()
 
-    async def _call_listener(self, msgs: list[MessageExt]) -> ConsumeStatus:
+    async def _call_listener(
+        self, msgs: list[MessageExt], outcome: object = NOT_CALLED
+    ) -> ConsumeStatus:
         assert self._listener is not None
         try:
-            status = self._listener(msgs)
+            status = self._listener(msgs) if outcome is NOT_CALLED else outcome
             if inspect.isawaitable(status):
                 status = await status
         except Exception as e:
@@ -200,7 +242,7 @@ class PushConsumer(ConsumerCore):
         return ConsumeStatus.RECONSUME_LATER
 
     async def _consume(self, req: ConsumeRequest) -> None:
-        status = await self._call_listener(req.msgs)
+        status = await self._call_listener(req.msgs, req.outcome)
         if req.pq.dropped:
             return  # the queue went to another member; it consumes from the committed offset
         done = req.msgs
@@ -212,9 +254,11 @@ class PushConsumer(ConsumerCore):
                     self.nursery.start_soon(self._consume_later, req.state, req.pq, failed)
             else:
                 log.warning("broadcast_consume_dropped", group=self.group, count=len(req.msgs))
-        offset = req.pq.remove(done)
-        if offset >= 0 and not req.pq.dropped and self.offset_store is not None:
-            self.offset_store.table.update(req.state.mq, offset, increase_only=True)
+        self._commit(req.state, req.pq, req.pq.remove(done))
+
+    def _commit(self, st: QueueState, pq: ProcessQueue, offset: int) -> None:
+        if offset >= 0 and not pq.dropped and self.offset_store is not None:
+            self.offset_store.table.update(st.mq, offset, increase_only=True)
 
     async def _send_back(self, mq: MessageQueue, msg: MessageExt) -> bool:
         addr = self.client.find_master_addr(mq.brokerName) or self.client.find_broker_addr(

@@ -393,3 +393,60 @@ async def test_one_client_instance_shared_by_producer_and_consumers(
                 assert shared.consumers == {"g": first}
                 assert shared.producer_groups == {"pg"}
             assert shared.consumers == {} and shared.producer_groups == set()
+
+
+@pytest.mark.parametrize(
+    "kind", ["async", "returns_awaitable", "sync_raises_once", "sync_empties_the_list"]
+)
+async def test_every_listener_kind_consumes_once_and_commits(
+    tmp_path: Path, mock_clock: trio.testing.MockClock, kind: str
+) -> None:
+    """A plain function is called in the pull loop, a coroutine function by the workers; an
+    awaitable result or a failure of a plain function is finished by a worker."""
+    async with cluster(tmp_path) as c:
+        await create_topic(c, "T", queues=2)
+        got: list[MessageExt] = []
+        raised = False
+
+        def record(msgs: list[MessageExt]) -> ConsumeStatus:
+            nonlocal raised
+            got.extend(msgs)
+            if kind == "sync_raises_once" and not raised and any(x.body == b"m3" for x in msgs):
+                raised = True
+                raise RuntimeError("listener failed (test)")
+            if kind == "sync_empties_the_list":
+                msgs.clear()  # the list is the listener's to keep or change
+            return ConsumeStatus.CONSUME_SUCCESS
+
+        async def later(msgs: list[MessageExt]) -> ConsumeStatus:
+            await trio.sleep(0.01)
+            return record(msgs)
+
+        m = PushConsumer("g", c.ns_addr, consume_batch_size=4, **c.kwargs())
+        m.subscribe("T")
+        if kind == "async":
+            m.register_listener(later)
+        elif kind == "returns_awaitable":
+            m.register_listener(lambda msgs: later(msgs))
+        else:
+            m.register_listener(record)
+        assert m._inline is (kind != "async")
+        bodies = [f"m{i}".encode() for i in range(40)]
+        async with Producer("pg", c.ns_addr, **c.kwargs()) as p, m:
+            await wait_for(lambda: len(m.assigned_queues()) >= 2)
+            await send_all(p, "T", bodies)
+            await wait_for(lambda: {x.body for x in got} == set(bodies))
+            await trio.sleep(30)  # a retried message comes back through the retry topic
+            assert m.offset_store is not None
+            committed = sum(
+                m.offset_store.table.read(mq) for mq in m.assigned_queues() if mq.topic == "T"
+            )
+        assert committed == 40
+        redelivered = [x for x in got if x.reconsume_times > 0]
+        if kind == "sync_raises_once":
+            # the whole failed batch went back through the retry topic, shown as topic T
+            assert redelivered and {x.topic for x in redelivered} == {"T"}
+            assert b"m3" in {x.body for x in redelivered}
+            assert len(got) == 40 + len(redelivered)
+        else:
+            assert sorted(x.body for x in got) == sorted(bodies)

@@ -28,6 +28,7 @@ from rocketrio.protocol.bodies import BrokerData, MessageQueue, QueueData, Topic
 from rocketrio.protocol.codes import ResponseCode
 from rocketrio.protocol.message import MessageExt, tags_hash_code
 from rocketrio.protocol.remoting import RemotingCommand
+from rocketrio.protocol.serde import HeaderError
 
 
 def ms(*args: int) -> int:
@@ -254,3 +255,15 @@ def test_pull_error_codes_raise() -> None:
     with pytest.raises(MQBrokerError, match="SUBSCRIPTION_NOT_EXIST") as e:
         parse_pull_response(resp, "b:1")
     assert e.value.code == ResponseCode.SUBSCRIPTION_NOT_EXIST
+
+
+def test_pull_response_header_errors_name_the_field() -> None:
+    ext = {"suggestWhichBrokerId": "0", "nextBeginOffset": "x", "minOffset": "0", "maxOffset": "9"}
+    with pytest.raises(HeaderError, match="nextBeginOffset"):
+        parse_pull_response(RemotingCommand(code=ResponseCode.SUCCESS, ext_fields=ext), "b:1")
+    del ext["nextBeginOffset"]
+    with pytest.raises(HeaderError, match="nextBeginOffset"):
+        parse_pull_response(RemotingCommand(code=ResponseCode.SUCCESS, ext_fields=ext), "b:1")
+    ext.update(nextBeginOffset=" 12 ", maxOffset="40")
+    r = parse_pull_response(RemotingCommand(code=ResponseCode.SUCCESS, ext_fields=ext), "b:1")
+    assert (r.next_begin_offset, r.min_offset, r.max_offset) == (12, 0, 40)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -84,3 +86,47 @@ def test_offset_table_increase_only() -> None:
     assert t.read(mq) == 7
     t.remove(mq)
     assert mq not in t
+
+
+@given(
+    st.lists(st.tuples(st.integers(1, 5), st.booleans()), min_size=1, max_size=20),
+    st.randoms(use_true_random=False),
+)
+def test_untracked_consumption_never_skips_a_tracked_message(
+    chunks: list[tuple[int, bool]], rnd: Any
+) -> None:
+    """Chunks pulled in order are either consumed at once (never tracked) or tracked and
+    finished later in any order: every commit is the oldest unfinished offset."""
+    pq = ProcessQueue()
+    pending: list[list[MessageExt]] = []
+    unfinished: set[int] = set()
+    offset = 50
+    for size, inline in chunks:
+        chunk = msgs(*range(offset, offset + size))
+        offset += size
+        if inline:
+            assert pq.consumed_untracked(chunk[-1].queue_offset) == min(unfinished, default=offset)
+        else:
+            assert pq.put(chunk) == size
+            unfinished.update(m.queue_offset for m in chunk)
+            pending.append(chunk)
+            assert pq.min_inflight() == min(unfinished)
+        if pending and rnd.random() < 0.5:
+            done = pending.pop(rnd.randrange(len(pending)))
+            unfinished.difference_update(m.queue_offset for m in done)
+            assert pq.remove(done) == min(unfinished, default=offset)
+    for done in pending:
+        unfinished.difference_update(m.queue_offset for m in done)
+        assert pq.remove(done) == min(unfinished, default=offset)
+    assert pq.msg_count == 0 and pq.msg_size == 0
+    assert pq.consumed_untracked(offset) == offset + 1
+
+
+def test_untracked_consumption_moves_only_the_high_water_mark() -> None:
+    pq = ProcessQueue()
+    assert pq.consumed_untracked(2) == 3
+    assert pq.msg_count == 0 and pq.msg_size == 0
+    assert pq.put(msgs(2, 3)) == 1  # 2 was pulled (and consumed) already
+    assert pq.consumed_untracked(4) == 3  # 3 is still in flight
+    assert pq.consumed_untracked(1) == 3  # an old offset does not lower the mark
+    assert pq.remove(msgs(3)) == 5

@@ -30,6 +30,7 @@ from rocketrio.protocol.message import (
     build_stored_message,
     check_stored_record,
     crc32,
+    decode_all,
     decode_batch_body,
     decode_properties,
     decode_stored,
@@ -577,3 +578,82 @@ def test_decode_all_matches_iter_stored_and_rejects_garbage() -> None:
     assert [m.tags for m in decode_all(buf)] == [f"t{i}" for i in range(5)]
     with pytest.raises(MessageDecodeError):
         decode_all(buf[:-3])
+
+
+# decode_all reads usual records in its own loop: it must agree with the record-by-record
+# decoder on every shape, and on garbage raise exactly when that decoder raises
+stored_fields = st.fixed_dictionaries(
+    {
+        "topic": st.sampled_from(["T", "TopicTest", "%RETRY%g", "é" * 3, "x" * 200]),
+        "queue_id": st.integers(0, 1000),
+        "body": st.binary(max_size=64),
+        "flag": int32,
+        "properties": properties.map(encode_properties),
+        "sys_flag": st.sampled_from([0, COMPRESSED_FLAG, 0x4, 0x8]),
+        "born_timestamp": int64,
+        "born_host": hosts,
+        "store_timestamp": int64,
+        "store_host": hosts,
+        "reconsume_times": st.integers(0, 16),
+        "queue_offset": int64,
+        "physical_offset": int64,
+        "magic": st.sampled_from([None, MAGIC_CODE_V2]),
+        "record_crc": st.sampled_from(["seal", "none"]),
+    }
+)
+
+
+def _decode_each(buf: bytes, **kw: bool) -> list[Any] | type[MessageDecodeError]:
+    try:
+        return list(iter_stored(buf, **kw))
+    except MessageDecodeError:
+        return MessageDecodeError
+
+
+def _decode_together(buf: bytes, **kw: bool) -> list[Any] | type[MessageDecodeError]:
+    try:
+        return decode_all(buf, **kw)
+    except MessageDecodeError:
+        return MessageDecodeError
+
+
+@settings(max_examples=150)
+@given(st.lists(stored_fields, min_size=1, max_size=5), st.booleans())
+def test_decode_all_agrees_with_decode_stored(recs: list[dict[str, Any]], inflate: bool) -> None:
+    for f in recs:
+        if f["sys_flag"] & COMPRESSED_FLAG:
+            f["body"] = zlib.compress(f["body"])
+    buf = b"".join(build_stored_message(**f) for f in recs)
+    got = decode_all(buf, decompress_body=inflate)
+    assert got == _decode_each(buf, decompress_body=inflate)
+    assert [m.queue_offset for m in got] == [f["queue_offset"] for f in recs]
+    assert decode_all(bytearray(buf)) == decode_all(buf)
+
+
+@settings(max_examples=300)
+@given(
+    st.lists(stored_fields, min_size=1, max_size=3),
+    st.integers(0, 10_000),
+    st.integers(1, 255),
+    st.integers(0, 10_000),
+)
+def test_decode_all_rejects_what_decode_stored_rejects(
+    recs: list[dict[str, Any]], pos: int, xor: int, cut: int
+) -> None:
+    buf = bytearray(b"".join(build_stored_message(**f) for f in recs))
+    buf[pos % len(buf)] ^= xor
+    for data in (bytes(buf), bytes(buf[: cut % len(buf)])):
+        assert _decode_together(data) == _decode_each(data)
+
+
+def test_decode_all_rejects_a_properties_length_above_a_short() -> None:
+    # a length with the top bit set is negative for upstream's short field
+    props = "K\x01" + "v" * 40_000 + "\x02"
+    rec = bytearray(record(properties="", record_crc="none"))
+    rec[-2:] = b"\x00\x00"
+    n = len(props)
+    rec[-2:] = n.to_bytes(2, "big")
+    rec += props.encode()
+    rec[0:4] = len(rec).to_bytes(4, "big")
+    with pytest.raises(MessageDecodeError, match="properties length"):
+        decode_all(bytes(rec))
