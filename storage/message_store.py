@@ -22,8 +22,9 @@ re-dispatches the records from there, so a crash never leaves an entry pointing 
 and deleting the ConsumeQueue files rebuilds them. A missing index log is rebuilt from the
 oldest record.
 
-Types (`StoreConfig`, `MessageToStore`, the results, the errors) live in store_types.py and are
-re-exported here.
+Recovery, re-dispatch and the dispatch of ConsumeQueue entries and index records live in the
+base class `StoreDispatch` (store_dispatch.py). Types (`StoreConfig`, `MessageToStore`, the
+results, the errors) live in store_types.py and are re-exported here.
 """
 
 from __future__ import annotations
@@ -33,37 +34,32 @@ import shutil
 from collections.abc import Callable, Mapping, Sequence
 
 from rocketrio.protocol.message import (
-    PROPERTY_CRC32,
-    PROPERTY_KEYS,
-    PROPERTY_TAGS,
-    TRANSACTION_PREPARED_TYPE,
     TRANSACTION_ROLLBACK_TYPE,
     UNIQ_KEY,
     BatchConstants,
     Buffer,
-    BuiltBatch,
     MessageDecodeError,
     MessageExt,
     MessageSizeError,
     append_record,
     build_batch_records,
     check_stored_record,
-    decode_properties,
     decode_stored,
     encode_properties,
-    find_property,
     stored_timestamp,
     tags_hash_code,
 )
-from rocketrio.storage.commitlog import (
-    CommitLog,
-    CommitLogRecovery,
-    CorruptionError,
-    OffsetCheckpoint,
-    RecordNotFound,
-)
+from rocketrio.storage.commitlog import CommitLog, OffsetCheckpoint, RecordNotFound
 from rocketrio.storage.consume_queue import ENTRY, Boundary, ConsumeQueue
-from rocketrio.storage.index_file import MessageIndex, key_hash_from, key_hash_seed
+from rocketrio.storage.index_file import MessageIndex
+from rocketrio.storage.store_dispatch import (
+    _NO_CQ_TRAN,
+    SCHEDULE_TOPIC,
+    StoreDispatch,
+    _key_hashes,
+    _Pending,
+    _wire_properties,
+)
 from rocketrio.storage.store_types import (
     BatchPutResult,
     GetMessageStatus,
@@ -99,23 +95,17 @@ __all__ = [
     "parse_delay_levels",
 ]
 
-SCHEDULE_TOPIC = "SCHEDULE_TOPIC_XXXX"
 COMMITLOG_DIR = "commitlog"
 CONSUME_QUEUE_DIR = "consumequeue"
 DISPATCH_CHECKPOINT = "dispatch.checkpoint"
 # upstream reads at most 16000 bytes (800 entries) of ConsumeQueue per pull when filtering
 MAX_FILTER_SCAN_ENTRIES = 800
 _STORE_TS_HEAD = 80  # enough of a record to find storeTimestamp with an IPv6 born host
-_REDISPATCH_BATCH = 1024
 _MAX_READ_GAP = 16 * 1024  # bytes of other queues' records a pull read may step over
 _MAX_SPAN = 1024 * 1024  # bytes one pull read may cover
 
-# what dispatch needs of a record besides its offset and size:
-# ((topic, queue id), queue offset, tags code, index hashes, goes to the ConsumeQueue)
-_Pending = tuple[tuple[str, int], int, int, list[int] | None, bool]
 
-
-class MessageStore:
+class MessageStore(StoreDispatch):
     """Facade over CommitLog, ConsumeQueues and the index (see module docstring)."""
 
     def __init__(
@@ -162,100 +152,6 @@ class MessageStore:
         except BaseException:
             self._close_files()
             raise
-
-    def _recover(self, clog_report: CommitLogRecovery) -> RecoveryReport:
-        clog_min, clog_max = self._commitlog.min_offset, self._commitlog.max_offset
-        torn = self._load_consume_queues()
-        ckpt = self._dispatch_ckpt.load()
-        cq_end = 0
-        for cq in self._cqs.values():
-            last = cq.last_entry()
-            if last is not None:
-                cq_end = max(cq_end, last[0] + last[1])
-        redo = max(clog_min, min(clog_max, cq_end, clog_min if ckpt is None else ckpt))
-        dropped = 0
-        for cq in self._cqs.values():
-            dropped += cq.truncate_by_phy(redo)
-            cq.correct_min_offset(clog_min)
-        index_rebuilt = False
-        index_dropped = 0
-        start = redo
-        if self._index is not None:
-            index_rebuilt = not self._index.exists() and clog_max > clog_min
-            start = clog_min if index_rebuilt else redo
-            index_dropped = self._index.open(start)
-        self._queue_offsets = {key: cq.max_offset for key, cq in self._cqs.items()}
-        redispatched = self._redispatch(start, redo)
-        # no flush here: re-dispatched entries lie above the unchanged dispatch checkpoint,
-        # so a crash before the next flush just re-dispatches them again
-        self._dispatched = clog_max
-        return RecoveryReport(
-            commitlog=clog_report,
-            redispatch_from=start,
-            redispatched=redispatched,
-            cq_entries_dropped=dropped,
-            cq_torn_bytes=torn,
-            index_records_dropped=index_dropped,
-            index_rebuilt=index_rebuilt,
-            queues=len(self._cqs),
-        )
-
-    def _load_consume_queues(self) -> int:
-        torn = 0
-        if not os.path.isdir(self._cq_root):
-            return 0
-        for topic in sorted(os.listdir(self._cq_root)):
-            topic_dir = os.path.join(self._cq_root, topic)
-            if not os.path.isdir(topic_dir):
-                continue
-            for qid in os.listdir(topic_dir):
-                if not qid.isdigit() or not os.path.isdir(os.path.join(topic_dir, qid)):
-                    continue
-                cq = ConsumeQueue(
-                    self._cq_root, topic, int(qid), self.config.mappedFileSizeConsumeQueue
-                )
-                torn += cq.open()
-                self._cqs[(topic, int(qid))] = cq
-        return torn
-
-    def _redispatch(self, start: int, cq_from: int) -> int:
-        """Dispatch records from ``start``; ConsumeQueue entries only from ``cq_from``."""
-        offsets: list[int] = []
-        sizes: list[int] = []
-        batch: list[_Pending] = []
-        count = 0
-        for offset, record in self._commitlog.iter_records(start):
-            try:
-                msg, _ = decode_stored(record)
-            except MessageDecodeError as e:
-                raise CorruptionError(
-                    f"cannot re-dispatch commitlog record at {offset}: {e}"
-                ) from None
-            tran = msg.sys_flag & TRANSACTION_ROLLBACK_TYPE
-            to_cq = offset >= cq_from and tran not in _NO_CQ_TRAN
-            props = msg.properties
-            tags = props.get(PROPERTY_TAGS)
-            code = tags_hash_code(tags) if tags else 0
-            if msg.topic == SCHEDULE_TOPIC:
-                code = self._deliver_time(encode_properties(props), msg.store_timestamp, code)
-            keys, uniq = props.get(PROPERTY_KEYS), props.get(UNIQ_KEY)
-            hashes = None
-            if (keys or uniq) and self._index is not None and tran != TRANSACTION_ROLLBACK_TYPE:
-                hashes = _key_hashes(msg.topic, keys, uniq)
-            key = (msg.topic, msg.queue_id)
-            offsets.append(offset)
-            sizes.append(len(record))
-            batch.append((key, msg.queue_offset, code, hashes, to_cq))
-            if to_cq:
-                nxt = msg.queue_offset + 1
-                if nxt > self._queue_offsets.get(key, 0):
-                    self._queue_offsets[key] = nxt
-            count += 1
-            if len(batch) >= _REDISPATCH_BATCH:
-                self._dispatch(offsets, sizes, batch)
-                offsets, sizes, batch = [], [], []
-        self._dispatch(offsets, sizes, batch)
-        return count
 
     def close(self) -> None:
         """Flush everything and close the files."""
@@ -429,72 +325,6 @@ class MessageStore:
             topic, queue_id, first_qo, positions, sizes, built.uniq_keys, store_timestamp_ms,
             self._msg_id_prefix,
         )  # fmt: skip
-
-    @staticmethod
-    def _index_batch(
-        index: MessageIndex, topic: str, positions: list[int], built: BuiltBatch
-    ) -> None:
-        uniqs = built.uniq_keys
-        if built.keys is None and all(uniqs):  # the usual batch: one UNIQ_KEY each, no KEYS
-            index.add_keys(topic, uniqs, positions)
-            return
-        keys: list[bytes] = []
-        offsets: list[int] = []
-        all_keys = built.keys or [None] * len(uniqs)
-        for pos, msg_keys, uniq in zip(positions, all_keys, uniqs, strict=True):
-            for k in [*(msg_keys.split(b" ") if msg_keys else ()), uniq]:
-                if k:
-                    keys.append(k)
-                    offsets.append(pos)
-        index.add_keys(topic, keys, offsets)
-
-    def _deliver_time(self, props: bytes | str, store_ts: int, tags_code: int) -> int:
-        """SCHEDULE_TOPIC_XXXX tagsCode: the deliver time (upstream computeDeliverTimestamp)."""
-        level = find_property(props, b"DELAY\x01" if isinstance(props, bytes) else "DELAY\x01")
-        if level is None or not level.isdigit() or int(level) <= 0:
-            return tags_code
-        delays = self._delay_ms
-        return store_ts + delays[min(int(level), len(delays)) - 1]
-
-    def _dispatch(
-        self, positions: Sequence[int], sizes: Sequence[int], pending: Sequence[_Pending]
-    ) -> None:
-        """ConsumeQueue entries (one write per queue) and index records for stored records."""
-        if not pending:
-            return
-        groups: dict[tuple[str, int], list[bytes]] = {}
-        firsts: dict[tuple[str, int], int] = {}
-        hashes: list[int] = []
-        offsets: list[int] = []
-        pack = ENTRY.pack
-        for offset, size, (key, qo, tags, key_hashes, to_cq) in zip(
-            positions, sizes, pending, strict=True
-        ):
-            if to_cq:
-                group = groups.get(key)
-                if group is None:
-                    groups[key] = group = []
-                    firsts[key] = qo
-                elif qo != firsts[key] + len(group):
-                    raise CorruptionError(
-                        f"queue offsets of {key[0]}:{key[1]} jump to {qo} at commitlog {offset}"
-                    )
-                group.append(pack(offset, size, tags))
-            if key_hashes:
-                hashes += key_hashes
-                offsets += [offset] * len(key_hashes)
-        for key, parts in groups.items():
-            self._consume_queue(key).append(b"".join(parts), firsts[key])
-        if hashes and self._index is not None:
-            self._index.add_pairs(hashes, offsets)
-        self._dispatched = positions[-1] + sizes[-1]
-
-    def _consume_queue(self, key: tuple[str, int]) -> ConsumeQueue:
-        cq = self._cqs.get(key)
-        if cq is None:
-            cq = ConsumeQueue(self._cq_root, key[0], key[1], self.config.mappedFileSizeConsumeQueue)
-            self._cqs[key] = cq
-        return cq
 
     # ------------------------------------------------------------------ flush
 
@@ -755,50 +585,3 @@ class MessageStore:
             commitlog_max_offset=self._commitlog.max_offset,
             commitlog_flushed_offset=self._commitlog.flushed_offset,
         )
-
-
-_NO_CQ_TRAN = (TRANSACTION_PREPARED_TYPE, TRANSACTION_ROLLBACK_TYPE)
-
-
-def _wire_properties(
-    props: dict[str, str] | str,
-) -> tuple[bytes, str | None, str | None, str | None]:
-    """(encoded properties, TAGS, KEYS, UNIQ_KEY) of a message to store.
-
-    A properties text is looked up in place (no dict); a stale ``__CRC32#`` is dropped, the
-    CommitLog writes its own.
-    """
-    if isinstance(props, str):
-        if props.find(PROPERTY_CRC32) < 0:
-            return (
-                props.encode(),
-                _text_property(props, "TAGS\x01"),
-                _text_property(props, "KEYS\x01"),
-                _text_property(props, "UNIQ_KEY\x01"),
-            )
-        props = decode_properties(props)
-    if PROPERTY_CRC32 in props:
-        props = {k: v for k, v in props.items() if k != PROPERTY_CRC32}
-    get = props.get
-    return encode_properties(props).encode(), get(PROPERTY_TAGS), get(PROPERTY_KEYS), get(UNIQ_KEY)
-
-
-def _text_property(text: str, key: str) -> str | None:
-    """`find_property` with a fast path for a key that occurs once."""
-    p = text.rfind(key)
-    if p < 0:
-        return None
-    v = p + len(key)
-    e = text.find("\x02", v)
-    if e > v and (p == 0 or text[p - 1] == "\x02"):
-        return text[v:e]
-    return find_property(text, key)
-
-
-def _key_hashes(topic: str, keys: str | None, uniq: str | None) -> list[int]:
-    """Index hashes of a message's KEYS (space separated) and UNIQ_KEY."""
-    seed = key_hash_seed(topic)
-    hashes = [key_hash_from(seed, k.encode()) for k in keys.split(" ") if k] if keys else []
-    if uniq:
-        hashes.append(key_hash_from(seed, uniq.encode()))
-    return hashes

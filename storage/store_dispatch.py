@@ -1,0 +1,271 @@
+"""Recovery and dispatch for MessageStore: the derived data kept in step with the CommitLog.
+
+`StoreDispatch` is the base class of `MessageStore` that owns what is derived from CommitLog
+records: loading the ConsumeQueues and reconciling them (and the key index) with the recovered
+CommitLog on open, re-dispatching records after a crash, and the put-time dispatch of
+ConsumeQueue entries (one write per queue) and index records. Also the per-message helpers the
+put path shares with re-dispatch: wire properties, key hashes, SCHEDULE_TOPIC_XXXX deliver time.
+
+Synchronous file code, no trio (same contract as message_store.py).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+
+from rocketrio.protocol.message import (
+    PROPERTY_CRC32,
+    PROPERTY_KEYS,
+    PROPERTY_TAGS,
+    TRANSACTION_PREPARED_TYPE,
+    TRANSACTION_ROLLBACK_TYPE,
+    UNIQ_KEY,
+    BuiltBatch,
+    MessageDecodeError,
+    decode_properties,
+    decode_stored,
+    encode_properties,
+    find_property,
+    tags_hash_code,
+)
+from rocketrio.storage.commitlog import (
+    CommitLog,
+    CommitLogRecovery,
+    CorruptionError,
+    OffsetCheckpoint,
+)
+from rocketrio.storage.consume_queue import ENTRY, ConsumeQueue
+from rocketrio.storage.index_file import MessageIndex, key_hash_from, key_hash_seed
+from rocketrio.storage.store_types import RecoveryReport, StoreConfig
+
+SCHEDULE_TOPIC = "SCHEDULE_TOPIC_XXXX"
+_REDISPATCH_BATCH = 1024
+
+# what dispatch needs of a record besides its offset and size:
+# ((topic, queue id), queue offset, tags code, index hashes, goes to the ConsumeQueue)
+_Pending = tuple[tuple[str, int], int, int, list[int] | None, bool]
+
+
+class StoreDispatch:
+    """Recovery and dispatch half of `MessageStore` (see module docstring).
+
+    Holds no state of its own: `MessageStore.__init__` sets the attributes below.
+    """
+
+    config: StoreConfig
+    _commitlog: CommitLog
+    _cq_root: str
+    _cqs: dict[tuple[str, int], ConsumeQueue]
+    _queue_offsets: dict[tuple[str, int], int]
+    _index: MessageIndex | None
+    _dispatch_ckpt: OffsetCheckpoint
+    _dispatched: int
+    _delay_ms: list[int]
+
+    def _recover(self, clog_report: CommitLogRecovery) -> RecoveryReport:
+        clog_min, clog_max = self._commitlog.min_offset, self._commitlog.max_offset
+        torn = self._load_consume_queues()
+        ckpt = self._dispatch_ckpt.load()
+        cq_end = 0
+        for cq in self._cqs.values():
+            last = cq.last_entry()
+            if last is not None:
+                cq_end = max(cq_end, last[0] + last[1])
+        redo = max(clog_min, min(clog_max, cq_end, clog_min if ckpt is None else ckpt))
+        dropped = 0
+        for cq in self._cqs.values():
+            dropped += cq.truncate_by_phy(redo)
+            cq.correct_min_offset(clog_min)
+        index_rebuilt = False
+        index_dropped = 0
+        start = redo
+        if self._index is not None:
+            index_rebuilt = not self._index.exists() and clog_max > clog_min
+            start = clog_min if index_rebuilt else redo
+            index_dropped = self._index.open(start)
+        self._queue_offsets = {key: cq.max_offset for key, cq in self._cqs.items()}
+        redispatched = self._redispatch(start, redo)
+        # no flush here: re-dispatched entries lie above the unchanged dispatch checkpoint,
+        # so a crash before the next flush just re-dispatches them again
+        self._dispatched = clog_max
+        return RecoveryReport(
+            commitlog=clog_report,
+            redispatch_from=start,
+            redispatched=redispatched,
+            cq_entries_dropped=dropped,
+            cq_torn_bytes=torn,
+            index_records_dropped=index_dropped,
+            index_rebuilt=index_rebuilt,
+            queues=len(self._cqs),
+        )
+
+    def _load_consume_queues(self) -> int:
+        torn = 0
+        if not os.path.isdir(self._cq_root):
+            return 0
+        for topic in sorted(os.listdir(self._cq_root)):
+            topic_dir = os.path.join(self._cq_root, topic)
+            if not os.path.isdir(topic_dir):
+                continue
+            for qid in os.listdir(topic_dir):
+                if not qid.isdigit() or not os.path.isdir(os.path.join(topic_dir, qid)):
+                    continue
+                cq = ConsumeQueue(
+                    self._cq_root, topic, int(qid), self.config.mappedFileSizeConsumeQueue
+                )
+                torn += cq.open()
+                self._cqs[(topic, int(qid))] = cq
+        return torn
+
+    def _redispatch(self, start: int, cq_from: int) -> int:
+        """Dispatch records from ``start``; ConsumeQueue entries only from ``cq_from``."""
+        offsets: list[int] = []
+        sizes: list[int] = []
+        batch: list[_Pending] = []
+        count = 0
+        for offset, record in self._commitlog.iter_records(start):
+            try:
+                msg, _ = decode_stored(record)
+            except MessageDecodeError as e:
+                raise CorruptionError(
+                    f"cannot re-dispatch commitlog record at {offset}: {e}"
+                ) from None
+            tran = msg.sys_flag & TRANSACTION_ROLLBACK_TYPE
+            to_cq = offset >= cq_from and tran not in _NO_CQ_TRAN
+            props = msg.properties
+            tags = props.get(PROPERTY_TAGS)
+            code = tags_hash_code(tags) if tags else 0
+            if msg.topic == SCHEDULE_TOPIC:
+                code = self._deliver_time(encode_properties(props), msg.store_timestamp, code)
+            keys, uniq = props.get(PROPERTY_KEYS), props.get(UNIQ_KEY)
+            hashes = None
+            if (keys or uniq) and self._index is not None and tran != TRANSACTION_ROLLBACK_TYPE:
+                hashes = _key_hashes(msg.topic, keys, uniq)
+            key = (msg.topic, msg.queue_id)
+            offsets.append(offset)
+            sizes.append(len(record))
+            batch.append((key, msg.queue_offset, code, hashes, to_cq))
+            if to_cq:
+                nxt = msg.queue_offset + 1
+                if nxt > self._queue_offsets.get(key, 0):
+                    self._queue_offsets[key] = nxt
+            count += 1
+            if len(batch) >= _REDISPATCH_BATCH:
+                self._dispatch(offsets, sizes, batch)
+                offsets, sizes, batch = [], [], []
+        self._dispatch(offsets, sizes, batch)
+        return count
+
+    @staticmethod
+    def _index_batch(
+        index: MessageIndex, topic: str, positions: list[int], built: BuiltBatch
+    ) -> None:
+        uniqs = built.uniq_keys
+        if built.keys is None and all(uniqs):  # the usual batch: one UNIQ_KEY each, no KEYS
+            index.add_keys(topic, uniqs, positions)
+            return
+        keys: list[bytes] = []
+        offsets: list[int] = []
+        all_keys = built.keys or [None] * len(uniqs)
+        for pos, msg_keys, uniq in zip(positions, all_keys, uniqs, strict=True):
+            for k in [*(msg_keys.split(b" ") if msg_keys else ()), uniq]:
+                if k:
+                    keys.append(k)
+                    offsets.append(pos)
+        index.add_keys(topic, keys, offsets)
+
+    def _deliver_time(self, props: bytes | str, store_ts: int, tags_code: int) -> int:
+        """SCHEDULE_TOPIC_XXXX tagsCode: the deliver time (upstream computeDeliverTimestamp)."""
+        level = find_property(props, b"DELAY\x01" if isinstance(props, bytes) else "DELAY\x01")
+        if level is None or not level.isdigit() or int(level) <= 0:
+            return tags_code
+        delays = self._delay_ms
+        return store_ts + delays[min(int(level), len(delays)) - 1]
+
+    def _dispatch(
+        self, positions: Sequence[int], sizes: Sequence[int], pending: Sequence[_Pending]
+    ) -> None:
+        """ConsumeQueue entries (one write per queue) and index records for stored records."""
+        if not pending:
+            return
+        groups: dict[tuple[str, int], list[bytes]] = {}
+        firsts: dict[tuple[str, int], int] = {}
+        hashes: list[int] = []
+        offsets: list[int] = []
+        pack = ENTRY.pack
+        for offset, size, (key, qo, tags, key_hashes, to_cq) in zip(
+            positions, sizes, pending, strict=True
+        ):
+            if to_cq:
+                group = groups.get(key)
+                if group is None:
+                    groups[key] = group = []
+                    firsts[key] = qo
+                elif qo != firsts[key] + len(group):
+                    raise CorruptionError(
+                        f"queue offsets of {key[0]}:{key[1]} jump to {qo} at commitlog {offset}"
+                    )
+                group.append(pack(offset, size, tags))
+            if key_hashes:
+                hashes += key_hashes
+                offsets += [offset] * len(key_hashes)
+        for key, parts in groups.items():
+            self._consume_queue(key).append(b"".join(parts), firsts[key])
+        if hashes and self._index is not None:
+            self._index.add_pairs(hashes, offsets)
+        self._dispatched = positions[-1] + sizes[-1]
+
+    def _consume_queue(self, key: tuple[str, int]) -> ConsumeQueue:
+        cq = self._cqs.get(key)
+        if cq is None:
+            cq = ConsumeQueue(self._cq_root, key[0], key[1], self.config.mappedFileSizeConsumeQueue)
+            self._cqs[key] = cq
+        return cq
+
+
+_NO_CQ_TRAN = (TRANSACTION_PREPARED_TYPE, TRANSACTION_ROLLBACK_TYPE)
+
+
+def _wire_properties(
+    props: dict[str, str] | str,
+) -> tuple[bytes, str | None, str | None, str | None]:
+    """(encoded properties, TAGS, KEYS, UNIQ_KEY) of a message to store.
+
+    A properties text is looked up in place (no dict); a stale ``__CRC32#`` is dropped, the
+    CommitLog writes its own.
+    """
+    if isinstance(props, str):
+        if props.find(PROPERTY_CRC32) < 0:
+            return (
+                props.encode(),
+                _text_property(props, "TAGS\x01"),
+                _text_property(props, "KEYS\x01"),
+                _text_property(props, "UNIQ_KEY\x01"),
+            )
+        props = decode_properties(props)
+    if PROPERTY_CRC32 in props:
+        props = {k: v for k, v in props.items() if k != PROPERTY_CRC32}
+    get = props.get
+    return encode_properties(props).encode(), get(PROPERTY_TAGS), get(PROPERTY_KEYS), get(UNIQ_KEY)
+
+
+def _text_property(text: str, key: str) -> str | None:
+    """`find_property` with a fast path for a key that occurs once."""
+    p = text.rfind(key)
+    if p < 0:
+        return None
+    v = p + len(key)
+    e = text.find("\x02", v)
+    if e > v and (p == 0 or text[p - 1] == "\x02"):
+        return text[v:e]
+    return find_property(text, key)
+
+
+def _key_hashes(topic: str, keys: str | None, uniq: str | None) -> list[int]:
+    """Index hashes of a message's KEYS (space separated) and UNIQ_KEY."""
+    seed = key_hash_seed(topic)
+    hashes = [key_hash_from(seed, k.encode()) for k in keys.split(" ") if k] if keys else []
+    if uniq:
+        hashes.append(key_hash_from(seed, uniq.encode()))
+    return hashes
