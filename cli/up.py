@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -21,6 +22,7 @@ import attrs
 import trio
 
 MODES = ("controller", "single", "2m-noslave")
+MAX_RESTARTS_PER_MINUTE = 5
 
 
 @attrs.define
@@ -94,6 +96,28 @@ def write_configs(specs: list[ProcSpec], base_dir: str) -> dict[str, str]:
                 f.write(f"{k}={v}\n")
         paths[s.name] = path
     return paths
+
+
+def busy_ports(specs: list[ProcSpec]) -> list[str]:
+    """Addresses of the plan that something else already listens on."""
+    busy = []
+    addrs = [s.addr for s in specs]
+    for s in specs:
+        if "controllerDLegerPeers" in s.config:
+            addrs.append(s.config["controllerDLegerPeers"].split("-", 1)[1])
+    for addr in addrs:
+        host, _, port = addr.rpartition(":")
+        with socket.socket() as sock:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as the servers do
+            try:
+                sock.bind((host, int(port)))
+            except OSError:
+                busy.append(addr)
+    return busy
+
+
+def _interrupt(*_: Any) -> None:
+    raise KeyboardInterrupt
 
 
 def start_process(spec: ProcSpec, conf_path: str, base_dir: str) -> subprocess.Popen[bytes]:
@@ -187,13 +211,18 @@ def cmd_up(args: argparse.Namespace) -> int:
     # the demo's and health check's client logs go to the log dir, not the terminal
     configure_logging("up", "launcher", os.path.join(base_dir, "logs"), console=None)
     procs: list[tuple[ProcSpec, subprocess.Popen[bytes]]] = []
-    stopping = False
-
-    def stop(*_: Any) -> None:
-        nonlocal stopping
-        stopping = True
-
-    signal.signal(signal.SIGTERM, stop)
+    # Ctrl-C and SIGTERM stop the cluster in every phase (also when SIGINT was ignored by the
+    # parent shell, as for background jobs)
+    signal.signal(signal.SIGINT, _interrupt)
+    signal.signal(signal.SIGTERM, _interrupt)
+    busy = busy_ports(specs)
+    if busy:
+        print(
+            f"rocketrio up: {', '.join(busy)} already in use (another cluster running?); "
+            "stop it or choose other ports with --namesrv-port / --broker-port",
+            file=sys.stderr,
+        )
+        return 1
     print(f"rocketrio up --mode {args.mode}: starting {len(specs)} processes under {base_dir}")
     try:
         for s in specs:
@@ -226,17 +255,28 @@ def cmd_up(args: argparse.Namespace) -> int:
         if args.exit_after_demo:
             return 0
         print("running; press Ctrl-C to stop", flush=True)
-        while not stopping:
+        restarts: dict[str, list[float]] = {}
+        while True:
             for i, (s, p) in enumerate(procs):
-                if p.poll() is not None:
-                    # a local supervisor: a crashed process is restarted on the same data
-                    print(f"{s.name} exited with status {p.returncode}; restarting", flush=True)
-                    time.sleep(1.0)
-                    np = start_process(s, paths[s.name], base_dir)
-                    procs[i] = (s, np)
-                    print(f"  {s.role:8} {s.name:10} {s.addr:18} pid {np.pid}", flush=True)
+                if p.poll() is None:
+                    continue
+                # a local supervisor: a crashed process is restarted on the same data, but a
+                # process that keeps dying at start is a configuration problem, not a crash
+                recent = [t for t in restarts.get(s.name, []) if time.monotonic() - t < 60]
+                if len(recent) >= MAX_RESTARTS_PER_MINUTE:
+                    print(
+                        f"rocketrio up: {s.name} keeps exiting (status {p.returncode}); "
+                        f"giving up, see {os.path.join(base_dir, 'logs', s.name + '.out')}",
+                        file=sys.stderr,
+                    )
+                    return 1
+                restarts[s.name] = [*recent, time.monotonic()]
+                print(f"{s.name} exited with status {p.returncode}; restarting", flush=True)
+                time.sleep(1.0)
+                np = start_process(s, paths[s.name], base_dir)
+                procs[i] = (s, np)
+                print(f"  {s.role:8} {s.name:10} {s.addr:18} pid {np.pid}", flush=True)
             time.sleep(0.2)
-        return 0
     except KeyboardInterrupt:
         return 0
     finally:
@@ -245,6 +285,7 @@ def cmd_up(args: argparse.Namespace) -> int:
 
 def shutdown(procs: list[tuple[ProcSpec, subprocess.Popen[bytes]]], grace_s: float = 15) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
     for s, p in reversed(procs):
         if p.poll() is None:
             p.send_signal(signal.SIGTERM)

@@ -99,3 +99,26 @@ def test_bad_config_names_the_key(tmp_path: Any) -> None:
     r = rr("broker", "-c", str(conf))
     assert r.returncode == 2
     assert "unknown key listenPrt" in r.stderr and str(conf) in r.stderr
+
+
+def test_up_refuses_ports_in_use(tmp_path: Any) -> None:
+    up = start_up(str(tmp_path / "a"), "single")
+    try:
+        host, port = up.namesrv.rsplit(":", 1)
+        r = rr(
+            "up",
+            "--mode",
+            "single",
+            "--dir",
+            str(tmp_path / "b"),
+            "--namesrv-port",
+            port,
+            "--broker-port",
+            str(int(port) + 10),
+            "--no-demo",
+            timeout=60,
+        )
+        assert r.returncode == 1
+        assert "already in use" in r.stderr and up.namesrv in r.stderr
+    finally:
+        up.stop()
