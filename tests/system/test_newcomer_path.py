@@ -104,7 +104,7 @@ def test_bad_config_names_the_key(tmp_path: Any) -> None:
 def test_up_refuses_ports_in_use(tmp_path: Any) -> None:
     up = start_up(str(tmp_path / "a"), "single")
     try:
-        host, port = up.namesrv.rsplit(":", 1)
+        _host, port = up.namesrv.rsplit(":", 1)
         r = rr(
             "up",
             "--mode",
