@@ -146,35 +146,27 @@ def _no_args(p: argparse.ArgumentParser) -> None:
 
 
 def _print_cluster(view: Any, a: argparse.Namespace) -> None:
-    rows = []
-    for b in view:
-        rows.append(
-            [
-                b["cluster"],
-                b["brokerName"],
-                b["brokerId"],
-                b["addr"],
-                b.get("version", ""),
-                b.get("putTps", ""),
-                b.get("getTps", ""),
-                b.get("commitLogMaxOffset", ""),
-            ]
-        )
-    print(
-        table(
-            [
-                "cluster",
-                "broker",
-                "id",
-                "address",
-                "version",
-                "put tps",
-                "get tps",
-                "commitlog max",
-            ],
-            rows,
-        )
-    )
+    rows = [
+        [
+            b["cluster"],
+            b["brokerName"],
+            b["brokerId"],
+            b["addr"],
+            b.get("version", ""),
+            _first(b.get("putTps")),
+            _first(b.get("getTotalTps")),
+            b.get("commitLogMaxOffset", b.get("error", "")),
+        ]
+        for b in view
+    ]
+    headers = ["cluster", "broker", "id", "address", "version", "put tps (10s)"]
+    headers += ["get tps (10s)", "commitlog max"]
+    print(table(headers, rows))
+
+
+def _first(triple: str | None) -> str:
+    """upstream's "10s 60s 600s" TPS triple -> the 10-second figure."""
+    return triple.split()[0] if triple else ""
 
 
 @command("clusterList", "brokers of every cluster with runtime figures", _print_cluster)(_no_args)
