@@ -12,6 +12,7 @@ line and exit with status 1.
 from __future__ import annotations
 
 import argparse
+import base64
 import json
 import sys
 from collections.abc import Awaitable, Callable, Sequence
@@ -21,6 +22,7 @@ import trio
 
 from rocketrio.protocol.bodies import perm_to_string
 from rocketrio.protocol.controller_headers import MAX_EPOCH_END_OFFSET
+from rocketrio.protocol.message import MessageExt
 from rocketrio.protocol.serde import to_plain
 
 Command = Callable[[Any, argparse.Namespace], Awaitable[Any]]
@@ -354,6 +356,49 @@ async def get_broker_epoch(admin: Any, a: argparse.Namespace) -> Any:
     return await admin.get_broker_epoch(a.broker_addr, cluster=a.cluster, broker_name=a.broker_name)
 
 
+# --- messages --------------------------------------------------------------------------------
+
+
+def _print_messages(msgs: Any, a: argparse.Namespace) -> None:
+    msgs = msgs if isinstance(msgs, list) else [msgs]
+    for m in msgs:
+        body = m.body.decode(errors="replace")
+        print(f"msgId          : {m.msg_id}")
+        print(f"offsetMsgId    : {m.offset_msg_id}")
+        print(f"topic / queue  : {m.topic} / {m.queue_id} (offset {m.queue_offset})")
+        print(f"tags / keys    : {m.tags or ''} / {' '.join(m.keys)}")
+        print(
+            f"born / stored  : {m.born_host} at {m.born_timestamp} / {m.store_host} at "
+            f"{m.store_timestamp}"
+        )
+        print(f"reconsumeTimes : {m.reconsume_times}")
+        print(f"properties     : {m.properties}")
+        print(f"body           : {body[:200]}{'...' if len(body) > 200 else ''}")
+        print()
+    print(f"{len(msgs)} message(s)")
+
+
+def _by_id_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("-i", "--msg-id", required=True, help="offset msg id or UNIQ_KEY")
+    p.add_argument("-t", "--topic", help="needed for a UNIQ_KEY lookup")
+
+
+@command("queryMsgById", "show a message by its id", _print_messages)(_by_id_args)
+async def query_msg_by_id(admin: Any, a: argparse.Namespace) -> Any:
+    return await admin.query_msg_by_id(a.msg_id, a.topic)
+
+
+def _by_key_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("-t", "--topic", required=True)
+    p.add_argument("-k", "--key", required=True)
+    p.add_argument("-m", "--max", type=int, default=64)
+
+
+@command("queryMsgByKey", "messages of a topic with a key", _print_messages)(_by_key_args)
+async def query_msg_by_key(admin: Any, a: argparse.Namespace) -> Any:
+    return await admin.query_msg_by_key(a.topic, a.key, a.max)
+
+
 # --- plumbing --------------------------------------------------------------------------------
 
 
@@ -369,6 +414,20 @@ async def _run(a: argparse.Namespace) -> Any:
         return await fn(admin, a)
 
 
+def _json_ready(result: Any) -> Any:
+    if isinstance(result, list) and result and isinstance(result[0], MessageExt):
+        return [_json_ready(m) for m in result]
+    if isinstance(result, MessageExt):
+        out = {f: getattr(result, f) for f in MessageExt._FIELDS if f != "body"}
+        try:
+            out["body"] = result.body.decode()
+        except UnicodeDecodeError:
+            out["body_base64"] = base64.b64encode(result.body).decode()
+        out["msgId"] = result.msg_id
+        return out
+    return to_plain(result)
+
+
 def cmd_admin(a: argparse.Namespace) -> int:
     from rocketrio.actors.logs import configure_logging
 
@@ -379,7 +438,7 @@ def cmd_admin(a: argparse.Namespace) -> int:
         print(f"rocketrio admin {a.admin_command}: {type(e).__name__}: {e}", file=sys.stderr)
         return 1
     if a.json:
-        print(json.dumps(to_plain(result), indent=2, default=str))
+        print(json.dumps(_json_ready(result), indent=2, default=str))
     else:
         _COMMANDS[a.admin_command][3](result, a)
     return 0

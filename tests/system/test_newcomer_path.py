@@ -79,6 +79,15 @@ def test_produce_consume_and_admin_commands(tmp_path: Any) -> None:
         assert r.returncode == 0 and "total messages: 5" in r.stdout, r.stdout + r.stderr
         r = rr("admin", "consumerProgress", "-n", ns, "-g", "cli_g")
         assert r.returncode == 0 and "total lag: 0" in r.stdout, r.stdout + r.stderr
+        r = rr("admin", "queryMsgByKey", "-n", ns, "-t", "Orders", "-k", "order-1")
+        assert r.returncode == 0 and "5 message(s)" in r.stdout, r.stdout + r.stderr
+        msg_id = next(
+            line.split(":", 1)[1].strip()
+            for line in r.stdout.splitlines()
+            if line.startswith("offsetMsgId")
+        )
+        r = rr("admin", "queryMsgById", "-n", ns, "-i", msg_id, "--json")
+        assert r.returncode == 0 and '"topic": "Orders"' in r.stdout, r.stdout + r.stderr
         r = rr("admin", "topicRoute", "-n", ns, "-t", "NoSuchTopic")
         assert r.returncode == 1 and "NoSuchTopic" in r.stderr
         r = rr("admin", "clusterList", "-n", ns, "--json")
