@@ -1,1 +1,2 @@
-"""rocketrio cli package."""
+"""The `rocketrio` launcher: `main` (roles), `up` (local cluster), `admin`, `tools`
+(produce / consume)."""

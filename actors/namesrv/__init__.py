@@ -1,1 +1,1 @@
-"""rocketrio actors/namesrv package."""
+"""The NameServer: `route_info` (pure routing tables) and `namesrv` (the server)."""
