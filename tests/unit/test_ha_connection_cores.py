@@ -1,0 +1,344 @@
+"""The two HA connection state machines (master_core, slave_core), without sockets or disks.
+
+Includes an end-to-end test that wires a master core and a slave core through the real codec,
+with random chunking and batch sizes, and checks the slave ends byte-identical to the master
+with the master's epochs, having written and acked whole records only.
+"""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from rocketrio.actors.broker.ha.master_core import (
+    MasterConnectionCore,
+    NoEpochForOffset,
+    Phase,
+    TransferBatch,
+    plan_transfer,
+    start_offset_for,
+)
+from rocketrio.actors.broker.ha.slave_core import (
+    Append,
+    Close,
+    Confirm,
+    RecordEpoch,
+    ResetLogAt,
+    SendBytes,
+    SlaveCore,
+    SlavePhase,
+    Truncate,
+    whole_records_length,
+)
+from rocketrio.actors.broker.ha.truncation import TruncateTo
+from rocketrio.protocol.ha import (
+    NEED_DATA,
+    HaEpoch,
+    MasterHandshake,
+    MasterStreamDecoder,
+    SlaveAck,
+    SlaveHandshake,
+    SlaveStreamDecoder,
+    Transfer,
+    encode_master_handshake,
+    encode_slave_ack,
+    encode_transfer_header,
+)
+from rocketrio.protocol.message import BLANK_MAGIC_CODE, append_record
+from rocketrio.storage.epoch_file import EpochRecord
+
+SEG = 4096
+
+
+def recs(*pairs: tuple[int, int]) -> list[EpochRecord]:
+    return [EpochRecord(e, s) for e, s in pairs]
+
+
+# --------------------------------------------------------------------------- transfer plan
+
+
+@pytest.mark.parametrize(
+    ("nxt", "mx", "epochs", "batch", "expected"),
+    [
+        (0, 100, recs((1, 0)), 64, TransferBatch(0, 64, 1, 0)),
+        (64, 100, recs((1, 0)), 64, TransferBatch(64, 36, 1, 0)),
+        # a batch never crosses an epoch boundary: cut at 80, then the next is epoch 2
+        (64, 100, recs((1, 0), (2, 80)), 64, TransferBatch(64, 16, 1, 0)),
+        (80, 100, recs((1, 0), (2, 80)), 64, TransferBatch(80, 20, 2, 80)),
+        # nor a segment boundary
+        (SEG - 10, SEG + 50, recs((1, 0)), 64, TransferBatch(SEG - 10, 10, 1, 0)),
+        # caught up: a heartbeat labelled with the epoch of the next offset, even an empty one
+        (100, 100, recs((1, 0), (2, 100)), 64, TransferBatch(100, 0, 2, 100)),
+        # an epoch with no data shares its start with the next: the later one holds the offset
+        (100, 150, recs((1, 0), (2, 100), (3, 100)), 64, TransferBatch(100, 50, 3, 100)),
+    ],
+)
+def test_plan_transfer(nxt, mx, epochs, batch, expected) -> None:
+    assert plan_transfer(nxt, mx, epochs, SEG, batch) == expected
+
+
+def test_plan_transfer_refuses_an_offset_no_epoch_covers() -> None:
+    with pytest.raises(NoEpochForOffset):
+        plan_transfer(10, 100, recs((2, 50)), SEG, 64)
+
+
+@pytest.mark.parametrize(
+    ("requested", "sync_last", "expected"),
+    [(500, False, 500), (0, False, 0), (0, True, 2 * SEG), (100, True, 100)],
+)
+def test_start_offset(requested: int, sync_last: bool, expected: int) -> None:
+    got = start_offset_for(
+        requested, master_min=0, master_max=2 * SEG + 10, segment_size=SEG,
+        sync_from_last_file=sync_last,
+    )  # fmt: skip
+    assert got == expected
+
+
+def test_start_offset_is_the_masters_oldest_when_the_slave_is_too_old() -> None:
+    got = start_offset_for(
+        100, master_min=SEG, master_max=3 * SEG, segment_size=SEG, sync_from_last_file=False
+    )
+    assert got == SEG
+
+
+def master_conn(now: int = 0) -> MasterConnectionCore:
+    return MasterConnectionCore(
+        segment_size=SEG, batch_size=64, heartbeat_interval_ms=1000,
+        housekeeping_interval_ms=5000, now_ms=now,
+    )  # fmt: skip
+
+
+def test_master_connection_phases_and_heartbeats() -> None:
+    m = master_conn()
+    with pytest.raises(ValueError):
+        m.on_event(SlaveAck(0), 0)
+    assert m.on_event(SlaveHandshake(2, False, True), 1) == SlaveHandshake(2, False, True)
+    assert m.phase is Phase.WAIT_FIRST_ACK and m.async_learner
+    m.on_event(SlaveAck(40), 2)
+    assert m.begin_transfer(master_min=0, master_max=100) == 40
+    b = m.plan_next(100, recs((1, 0)), 3)
+    assert b == TransferBatch(40, 60, 1, 0)
+    m.sent(b, 3)
+    assert m.plan_next(100, recs((1, 0)), 500) is None  # nothing new, heartbeat not due
+    hb = m.plan_next(100, recs((1, 0)), 1003)
+    assert hb == TransferBatch(100, 0, 1, 0)
+    assert not m.expired(4000) and m.expired(5003)
+
+
+def test_master_refuses_a_slave_that_claims_more_than_the_master_has() -> None:
+    m = master_conn()
+    m.on_event(SlaveHandshake(2), 0)
+    m.on_event(SlaveAck(200), 0)
+    with pytest.raises(ValueError, match="did not truncate"):
+        m.begin_transfer(master_min=0, master_max=100)
+
+
+# --------------------------------------------------------------------------- records
+
+
+_BLANK = BLANK_MAGIC_CODE.to_bytes(4, "big", signed=True)
+
+
+def record(body: bytes, offset: int) -> bytes:
+    parts: list = []
+    append_record(
+        parts, "T", 0, body, 0, b"", 0, 0, (b"\x7f\x00\x00\x01", 1), 0,
+        (b"\x7f\x00\x00\x01", 2), 0, 0, 0, offset,
+    )  # fmt: skip
+    return b"".join(parts)
+
+
+def build_log(n: int, seed: int) -> bytes:
+    """A CommitLog image: records rolling over segments with a BLANK fill, like the store."""
+    rng = random.Random(seed)
+    out = bytearray()
+    for _ in range(n):
+        body = rng.randbytes(rng.randint(1, 300))
+        rec = record(body, len(out))
+        room = SEG - len(out) % SEG
+        if len(rec) + 8 > room:
+            out += room.to_bytes(4, "big") + _BLANK + bytes(room - 8)
+            rec = record(body, len(out))
+        out += rec
+    return bytes(out)
+
+
+def test_whole_records_length_stops_at_a_partial_record_and_spans_blanks() -> None:
+    log = build_log(60, 1)
+    assert len(log) > 2 * SEG
+    n = whole_records_length(log, 0, SEG)
+    assert n == len(log)
+    assert whole_records_length(log[: n - 1], 0, SEG) < n - 1
+    # the blank record covers the rest of its segment
+    first_blank = log.find(_BLANK) - 4
+    assert whole_records_length(log[first_blank:SEG], first_blank, SEG) == SEG - first_blank
+
+
+# --------------------------------------------------------------------------- slave core
+
+
+def slave(expected_epoch: int = 2) -> SlaveCore:
+    return SlaveCore(
+        broker_id=2, expected_epoch=expected_epoch, segment_size=SEG,
+        heartbeat_interval_ms=1000, housekeeping_interval_ms=5000,
+    )  # fmt: skip
+
+
+def test_slave_refuses_a_master_at_another_epoch_before_truncating() -> None:
+    s = slave(expected_epoch=3)
+    s.connected(0)
+    out = s.on_event(MasterHandshake(100, 2, (HaEpoch(1, 0), HaEpoch(2, 50))), 1)
+    assert len(out) == 1 and isinstance(out[0], Close) and "nothing truncated" in out[0].reason
+    assert s.phase is SlavePhase.READY
+
+
+def test_slave_truncates_then_acks_then_records_epochs_before_data() -> None:
+    log = build_log(5, 2)
+    s = slave()
+    assert isinstance(s.connected(0)[0], SendBytes)
+    out = s.on_event(
+        MasterHandshake(len(log), 2, (HaEpoch(1, 0), HaEpoch(2, 40))),
+        1,
+        local_epochs=recs((1, 0)),
+        local_min=0,
+        local_max=len(log) + 10,  # ahead of the master within epoch 1... cut it
+    )
+    assert len(out) == 1 and isinstance(out[0], Truncate)
+    assert out[0].plan == TruncateTo(40, 1)
+    # nothing is acked or applied until the shell reports the cut durable
+    assert s.tick(10) == []
+    assert isinstance(s.on_event(Transfer(40, 2, 40, 0, b""), 2)[0], Close)
+
+
+def test_slave_full_exchange_with_partial_records() -> None:
+    log = build_log(8, 3)
+    s = slave(expected_epoch=1)
+    s.connected(0)
+    s.on_event(MasterHandshake(len(log), 1, (HaEpoch(1, 0),)), 1)
+    assert s.truncated(0, 0, None, 2) == [SendBytes(encode_slave_ack(0))]  # ack at once
+    cut = len(log) // 2 + 3  # inside a record
+    out = s.on_event(Transfer(0, 1, 0, cut, log[:cut]), 3)
+    assert out[0] == RecordEpoch(1, 0)
+    appended = [a for a in out if isinstance(a, Append)]
+    assert len(appended) == 1 and appended[0].offset == 0
+    whole = len(appended[0].data)
+    assert whole < cut and log[:whole] == appended[0].data
+    assert [a for a in out if isinstance(a, Confirm)] == [Confirm(whole)]  # never a partial one
+    assert s.received_end == cut
+    out = s.on_event(Transfer(cut, 1, 0, len(log), log[cut:]), 4)
+    assert [a.offset for a in out if isinstance(a, Append)] == [whole]
+    assert s.appended(len(log), 5) == [SendBytes(encode_slave_ack(len(log)))]
+    assert s.appended(len(log), 6) == []  # acked already
+
+
+def test_slave_resets_when_the_master_starts_above_its_end() -> None:
+    s = slave(expected_epoch=1)
+    s.connected(0)
+    s.on_event(MasterHandshake(9000, 1, (HaEpoch(1, 0),)), 1)
+    s.truncated(0, 500, EpochRecord(1, 0), 2)
+    out = s.on_event(Transfer(SEG, 1, 0, 0, b""), 3)
+    assert isinstance(out[0], ResetLogAt) and out[0].offset == SEG
+    assert "no longer holds" in out[0].reason
+
+
+def test_slave_closes_on_a_newer_epoch_than_it_was_told() -> None:
+    s = slave(expected_epoch=1)
+    s.connected(0)
+    s.on_event(MasterHandshake(0, 1, (HaEpoch(1, 0),)), 1)
+    s.truncated(0, 0, None, 2)
+    out = s.on_event(Transfer(0, 2, 0, 0, b""), 3)
+    assert isinstance(out[0], Close) and "stale" in out[0].reason
+
+
+def test_slave_heartbeats_and_housekeeping() -> None:
+    s = slave(expected_epoch=1)
+    s.connected(0)
+    s.on_event(MasterHandshake(0, 1, (HaEpoch(1, 0),)), 10)
+    s.truncated(0, 0, None, 10)
+    assert s.tick(500) == []
+    assert isinstance(s.tick(1010)[0], SendBytes)
+    out = s.tick(5011)
+    assert isinstance(out[0], Close) and "haHousekeepingInterval" in out[0].reason
+
+
+# --------------------------------------------------------------------------- both, wired
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_master_and_slave_cores_converge_byte_identical(seed: int) -> None:
+    rng = random.Random(seed)
+    log = build_log(rng.randint(20, 80), seed)
+    epochs = recs((1, 0), (2, len(log) // 3), (3, len(log) // 3), (4, 2 * len(log) // 3))
+    # epoch boundaries on record boundaries: move each to the next record start
+    starts = _record_starts(log)
+    epochs = [EpochRecord(e.epoch, min(s for s in starts if s >= e.start_offset)) for e in epochs]
+    m = MasterConnectionCore(
+        segment_size=SEG, batch_size=rng.choice([17, 64, 500, 5000]),
+        heartbeat_interval_ms=1000, housekeeping_interval_ms=10_000, now_ms=0,
+    )  # fmt: skip
+    s = SlaveCore(
+        broker_id=2, expected_epoch=4, segment_size=SEG,
+        heartbeat_interval_ms=1000, housekeeping_interval_ms=10_000,
+    )  # fmt: skip
+    to_master, to_slave = SlaveStreamDecoder(), MasterStreamDecoder()
+    slave_log = bytearray()
+    slave_epochs: list[EpochRecord] = []
+    for a in s.connected(0):
+        to_master.receive_data(a.data)  # type: ignore[union-attr]
+    now = 1
+    for _ in range(10_000):
+        now += 1
+        while (ev := to_master.next_event()) is not NEED_DATA:
+            got = m.on_event(ev, now)
+            if isinstance(got, SlaveHandshake):
+                mh = MasterHandshake(
+                    len(log), 4, tuple(HaEpoch(e.epoch, e.start_offset) for e in epochs)
+                )
+                to_slave.receive_data(encode_master_handshake(mh))
+            elif m.phase is Phase.WAIT_FIRST_ACK:
+                m.begin_transfer(master_min=0, master_max=len(log))
+        batch = m.plan_next(len(log), epochs, now)
+        if batch is not None:
+            body = log[batch.offset : batch.offset + batch.size]
+            header = encode_transfer_header(
+                batch.offset, batch.epoch, batch.epoch_start_offset, len(log), len(body)
+            )
+            wire = header + body
+            cut = rng.randint(0, len(wire))  # deliver in two pieces
+            to_slave.receive_data(wire[:cut])
+            to_slave.receive_data(wire[cut:])
+            m.sent(batch, now)
+        while (ev := to_slave.next_event()) is not NEED_DATA:
+            for a in s.on_event(ev, now):
+                match a:
+                    case Truncate():
+                        for b in s.truncated(0, 0, None, now):
+                            to_master.receive_data(b.data)  # type: ignore[union-attr]
+                    case RecordEpoch():
+                        slave_epochs.append(EpochRecord(a.epoch, a.start_offset))
+                    case Append():
+                        assert a.offset == len(slave_log)
+                        assert whole_records_length(a.data, a.offset, SEG) == len(a.data)
+                        slave_log += a.data
+                        for b in s.appended(len(slave_log), now):
+                            to_master.receive_data(b.data)  # type: ignore[union-attr]
+                    case SendBytes():
+                        to_master.receive_data(a.data)
+                    case Confirm() | ResetLogAt():
+                        pass
+                    case Close():
+                        raise AssertionError(a.reason)
+        if m.ack_offset == len(log) and len(slave_log) == len(log):
+            break
+    assert bytes(slave_log) == log
+    assert slave_epochs == [e for e in epochs if e.epoch != 2]  # epoch 2 holds no data
+
+
+def _record_starts(log: bytes) -> list[int]:
+    out, pos = [], 0
+    while pos < len(log):
+        out.append(pos)
+        pos += int.from_bytes(log[pos : pos + 4], "big")
+    out.append(len(log))
+    return out
