@@ -388,6 +388,12 @@ class Controller(FailoverMixin):
         reason = "admin" if h.designateElect else "broker_request"
         if h.named_broker_id is None:
             reason = "admin_controller_trigger"
+        else:
+            current = self.replicas.sync_state_info(h.brokerName)
+            if not h.designateElect and current is not None and (
+                current.master_broker_id == h.named_broker_id
+            ):
+                reason = "master_restarted"
         return _Call(
             lambda: self.replicas.elect_master(
                 h.brokerName,

@@ -294,7 +294,10 @@ class ReplicasInfoManager(ReplicaState):
         is_alive: BrokerAlivePredicate,
         live_info: BrokerLiveInfoLookup,
         policy: ElectPolicy,
+        *,
+        sticky: bool = True,
     ) -> int | None:
+        """`sticky`: a live old master keeps the role (False: rank it like everyone else)."""
         cluster, name = s.replica.cluster_name, s.replica.broker_name
         known = s.replica.broker_id_info
 
@@ -308,7 +311,7 @@ class ReplicasInfoManager(ReplicaState):
         return policy(
             sync_state_brokers=s.sync.sync_state_set,
             all_replica_brokers=list(known) if self.enable_elect_unclean_master else None,
-            old_master=s.sync.master_broker_id,
+            old_master=s.sync.master_broker_id if sticky else None,
             prefer_broker_id=named_id if designate else None,
             is_valid=is_valid,
             live_info=lambda broker_id: live_info(cluster, name, broker_id),
@@ -331,7 +334,8 @@ class ReplicasInfoManager(ReplicaState):
     ) -> ControllerResult:
         """CONTROLLER_ELECT_MASTER. `broker_id` None: controller trigger (dead master);
         a broker trigger names itself (elected if the set never had a master); an admin trigger
-        sets `designate_elect` and gets that broker or nothing."""
+        sets `designate_elect` and gets that broker or nothing. A broker trigger from the
+        current master itself means it restarted: a new epoch is elected even if it wins."""
         s = self._sets.get(broker_name)
         if s is None:
             return _fail(
@@ -341,8 +345,14 @@ class ReplicasInfoManager(ReplicaState):
             )
         sync, replica = s.sync, s.replica
         old_master = sync.master_broker_id
-        new_master = self._choose_master(s, broker_id, designate_elect, is_alive, live_info, policy)
-        if new_master is not None and new_master == old_master:
+        # the master itself asks (not an admin): it restarted and must not write again in the
+        # epoch it held before (records it lost may sit on a slave), so the set gets a new
+        # epoch, whoever of the live SyncStateSet is most advanced wins, itself included
+        restarted = broker_id is not None and not designate_elect and broker_id == old_master
+        new_master = self._choose_master(
+            s, broker_id, designate_elect, is_alive, live_info, policy, sticky=not restarted
+        )
+        if new_master is not None and new_master == old_master and not restarted:
             header = ElectMasterResponseHeader(
                 old_master,
                 replica.address_of(old_master),

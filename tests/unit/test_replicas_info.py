@@ -425,6 +425,8 @@ def test_old_master_is_fenced_after_losing_its_role() -> None:
         ({1, 2, 3}, 9, True, RC.CONTROLLER_ELECT_MASTER_FAILED, 1),  # unknown broker
         ({1, 2, 3}, 2, False, RC.CONTROLLER_MASTER_STILL_EXIST, 1),  # broker trigger
         ({2, 3}, 3, False, RC.SUCCESS, 2),  # broker trigger, master dead: best candidate
+        # the master itself asks: it restarted; the most advanced live member wins a NEW epoch
+        ({1, 2, 3}, 1, False, RC.SUCCESS, 2),
     ],
 )
 def test_admin_and_broker_triggers(alive, broker_id, designate, code, new_master) -> None:
@@ -435,6 +437,16 @@ def test_admin_and_broker_triggers(alive, broker_id, designate, code, new_master
     r = w.commit(w.elect(broker_id, designate))
     assert r.response_code == code
     assert w.state()["masterBrokerId"] == new_master
+
+
+def test_a_restarted_master_gets_a_new_epoch_even_when_it_wins_again() -> None:
+    w = three_broker_set()
+    w.heartbeat(1, max_offset=50)  # it is the most advanced: elected again, but in epoch 2
+    w.heartbeat(2, max_offset=10)
+    w.heartbeat(3, max_offset=5)
+    r = w.commit(w.elect(1, False))
+    assert r.ok and r.header.masterBrokerId == 1 and r.header.masterEpoch == 2
+    assert w.state()["masterEpoch"] == 2 and w.state()["syncStateSet"] == [1]
 
 
 def test_designated_broker_outside_the_sync_state_set() -> None:
