@@ -390,8 +390,10 @@ class Controller(FailoverMixin):
             reason = "admin_controller_trigger"
         else:
             current = self.replicas.sync_state_info(h.brokerName)
-            if not h.designateElect and current is not None and (
-                current.master_broker_id == h.named_broker_id
+            if (
+                not h.designateElect
+                and current is not None
+                and (current.master_broker_id == h.named_broker_id)
             ):
                 reason = "master_restarted"
         return _Call(
