@@ -1,0 +1,290 @@
+"""The master's HA side (H1): the listener on haListenPort and one connection per slave.
+
+The listener runs in every role (the port stays bound), but a connection is served only while
+this broker is master (`activate` .. `deactivate`); otherwise it is closed at once, so a slave
+can never replicate from a broker that is not master (upstream accepted them in every role).
+
+Per connection, two tasks share a `MasterConnectionCore` (master_core.py):
+- the reader (upstream ReadSocketService) decodes the slave's handshake and acks; a handshake
+  registers the slave with the `GroupTransferService` (a second connection of the same slave
+  replaces the first) and makes the writer answer with the epoch list; the first ack fixes
+  where sending starts; every ack goes to the GroupTransferService;
+- the writer (upstream WriteSocketService) sends the handshake answer, then batches planned by
+  the core, read through the store view (whole written bytes, inline: a batch is at most
+  haTransferBatchSize), each with the CURRENT confirmOffset; it sleeps on the store's
+  `written` watermark, and sends heartbeats and closes an idle connection on the core's timers.
+A protocol error, a closed socket or haHousekeepingInterval of silence closes the connection;
+the slave is then reported disconnected (which shrinks the SyncStateSet) unless a newer
+connection of the same slave took over.
+"""
+
+from __future__ import annotations
+
+import itertools
+from typing import Any
+
+import structlog
+import trio
+
+from rocketrio.actors import events
+from rocketrio.actors.broker.ha.group_transfer import GroupTransferService, trio_now_ms
+from rocketrio.actors.broker.ha.master_core import MasterConnectionCore, NoEpochForOffset, Phase
+from rocketrio.actors.broker.ha.ports import MasterStorePort, first_leaf
+from rocketrio.actors.transport import Transport
+from rocketrio.protocol.ha import (
+    NEED_DATA,
+    HaEpoch,
+    MasterHandshake,
+    RemoteProtocolError,
+    SlaveAck,
+    SlaveHandshake,
+    SlaveStreamDecoder,
+    encode_master_handshake,
+    encode_transfer_header,
+)
+
+READ_SIZE = 64 * 1024
+
+
+class _Closing(Exception):
+    """Close this HA connection; the message says why."""
+
+
+_SOCKET_ERRORS = (trio.BrokenResourceError, trio.ClosedResourceError, OSError)
+_CLOSE_REASONS = (_Closing, RemoteProtocolError, ValueError, NoEpochForOffset, *_SOCKET_ERRORS)
+
+
+class HAMasterService:
+    """See module docstring. Run with ``bound = await nursery.start(service.run)``."""
+
+    def __init__(
+        self,
+        transport: Transport,
+        listen_addr: str,
+        store: MasterStorePort,
+        *,
+        segment_size: int,
+        batch_size: int,
+        heartbeat_interval_ms: int,
+        housekeeping_interval_ms: int,
+        log: Any = None,
+    ) -> None:
+        self.transport = transport
+        self.listen_addr = listen_addr
+        self.store = store
+        self.segment_size = segment_size
+        self.batch_size = batch_size
+        self.heartbeat_interval_ms = heartbeat_interval_ms
+        self.housekeeping_interval_ms = housekeeping_interval_ms
+        self.log = log or structlog.get_logger("ha").bind(actor="ha_master")
+        self.gate: GroupTransferService | None = None
+        self.self_id = -1
+        self._scopes: dict[int, trio.CancelScope] = {}
+        self._by_slave: dict[int, int] = {}  # slave brokerId -> connection number
+        self._numbers = itertools.count(1)
+
+    # ------------------------------------------------------------------ lifecycle
+
+    async def run(self, *, task_status: trio.TaskStatus[str] = trio.TASK_STATUS_IGNORED) -> None:
+        await self.transport.serve(self.listen_addr, self._serve, task_status=task_status)
+
+    def activate(self, gate: GroupTransferService, self_id: int) -> None:
+        """Serve slaves for this mastership (`gate` belongs to one masterEpoch)."""
+        self.deactivate()
+        self.gate = gate
+        self.self_id = self_id
+
+    def deactivate(self) -> None:
+        """Not master any more: drop every slave connection."""
+        self.gate = None
+        for scope in self._scopes.values():
+            scope.cancel()
+        self.store.written.kick()
+
+    @property
+    def connection_count(self) -> int:
+        return len(self._scopes)
+
+    # ------------------------------------------------------------------ one connection
+
+    async def _serve(self, stream: trio.abc.Stream) -> None:
+        gate = self.gate
+        peer = getattr(stream, "remote_host", None) or _peer(stream)
+        if gate is None:
+            self.log.info(
+                events.HA_CONNECTION_CLOSED, role="master", peer=peer, reason="not master"
+            )
+            await stream.aclose()
+            return
+        number = next(self._numbers)
+        conn = _Connection(self, gate, stream, number, peer)
+        with trio.CancelScope() as scope:
+            self._scopes[number] = scope
+            try:
+                await conn.run()
+            finally:
+                del self._scopes[number]
+                conn.finish()
+        with trio.CancelScope(shield=True):
+            await stream.aclose()
+
+
+def _peer(stream: trio.abc.Stream) -> str:
+    try:
+        host, port = stream.socket.getpeername()[:2]  # type: ignore[attr-defined]
+        return f"{host}:{port}"
+    except (AttributeError, OSError):
+        return "?"
+
+
+class _Connection:
+    def __init__(
+        self,
+        service: HAMasterService,
+        gate: GroupTransferService,
+        stream: trio.abc.Stream,
+        number: int,
+        peer: str,
+    ) -> None:
+        self.s = service
+        self.gate = gate
+        self.stream = stream
+        self.number = number
+        self.peer = peer
+        self.core = MasterConnectionCore(
+            segment_size=service.segment_size,
+            batch_size=service.batch_size,
+            heartbeat_interval_ms=service.heartbeat_interval_ms,
+            housekeeping_interval_ms=service.housekeeping_interval_ms,
+            now_ms=trio_now_ms(),
+        )
+        self.decoder = SlaveStreamDecoder()
+        self.reply_handshake = False
+        self.reason = "cancelled"
+
+    async def run(self) -> None:
+        try:
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(self._reader)
+                nursery.start_soon(self._writer)
+        except BaseException as e:
+            leaf = first_leaf(e, _CLOSE_REASONS)
+            if leaf is None:
+                raise
+            socket_error = isinstance(leaf, _SOCKET_ERRORS)
+            self.reason = f"socket: {leaf}" if socket_error else str(leaf)
+
+    def finish(self) -> None:
+        slave = self.core.slave_id
+        if slave is not None and self.s._by_slave.get(slave) == self.number:
+            del self.s._by_slave[slave]
+            if not self.gate.closed:
+                self.gate.on_disconnected(slave)
+        self.s.log.info(
+            events.HA_CONNECTION_CLOSED,
+            role="master",
+            peer=self.peer,
+            slave_id=slave,
+            reason=self.reason,
+        )
+
+    # ------------------------------------------------------------------ reader
+
+    async def _reader(self) -> None:
+        while True:
+            data = await self.stream.receive_some(READ_SIZE)
+            if not data:
+                raise _Closing("the slave closed the connection")
+            self.decoder.receive_data(data)
+            while (ev := self.decoder.next_event()) is not NEED_DATA:
+                self._on_event(ev)
+
+    def _on_event(self, ev: SlaveHandshake | SlaveAck) -> None:
+        core, gate, store = self.core, self.gate, self.s.store
+        match core.on_event(ev, trio_now_ms()):
+            case SlaveHandshake() as h:
+                if h.broker_id == self.s.self_id:
+                    raise _Closing(
+                        f"a slave handshook with the master's own brokerId {h.broker_id}"
+                    )
+                previous = self.s._by_slave.get(h.broker_id)
+                if previous is not None and previous != self.number:
+                    scope = self.s._scopes.get(previous)
+                    if scope is not None:
+                        scope.cancel()  # a reconnect replaces the old connection
+                self.s._by_slave[h.broker_id] = self.number
+                gate.on_connected(h.broker_id, learner=h.async_learner)
+                self.reply_handshake = True
+                store.written.kick()
+                self.s.log.info(
+                    events.HA_CONNECTED,
+                    role="master",
+                    peer=self.peer,
+                    slave_id=h.broker_id,
+                    async_learner=h.async_learner,
+                    sync_from_last_file=h.sync_from_last_file,
+                )
+            case SlaveAck() as a:
+                if core.phase is Phase.WAIT_FIRST_ACK and not self.reply_handshake:
+                    start = core.begin_transfer(
+                        master_min=store.commitlog_min_offset(),
+                        master_max=store.commitlog_max_offset(),
+                    )
+                    self.s.log.info(
+                        events.HA_HANDSHAKE,
+                        role="master",
+                        slave_id=core.slave_id,
+                        slave_offset=a.max_offset,
+                        start_offset=start,
+                    )
+                    store.written.kick()
+                assert core.slave_id is not None
+                gate.on_ack(core.slave_id, a.max_offset)
+            case None:
+                pass
+
+    # ------------------------------------------------------------------ writer
+
+    async def _writer(self) -> None:
+        core, store = self.core, self.s.store
+        while True:
+            now = trio_now_ms()
+            if core.expired(now):
+                raise _Closing(
+                    f"nothing from the slave for {now - core.last_read_ms} ms "
+                    f"(haHousekeepingInterval {self.s.housekeeping_interval_ms})"
+                )
+            if self.reply_handshake:
+                self.reply_handshake = False
+                await self._send_handshake(now)
+                continue
+            batch = core.plan_next(store.commitlog_max_offset(), store.epoch_records(), now)
+            if batch is None:
+                with trio.move_on_at(core.next_timer_ms() / 1000):
+                    if core.phase is Phase.TRANSFER and core.next_offset is not None:
+                        await store.written.wait_above(core.next_offset)
+                    else:
+                        await store.written.wait_kick()
+                continue
+            body = store.read_commitlog(batch.offset, batch.size) if batch.size else b""
+            if len(body) != batch.size:
+                raise _Closing(f"read {len(body)} of {batch.size} bytes at {batch.offset}")
+            header = encode_transfer_header(
+                batch.offset,
+                batch.epoch,
+                batch.epoch_start_offset,
+                store.confirm_offset(),
+                batch.size,
+            )
+            await self.stream.send_all(header + body if body else header)
+            core.sent(batch, trio_now_ms())
+            if core.slave_id is not None:
+                self.gate.on_sent(core.slave_id)
+
+    async def _send_handshake(self, now: int) -> None:
+        store = self.s.store
+        epochs = tuple(HaEpoch(r.epoch, r.start_offset) for r in store.epoch_records())
+        last = epochs[-1].epoch if epochs else -1
+        mh = MasterHandshake(store.commitlog_max_offset(), last, epochs)
+        await self.stream.send_all(encode_master_handshake(mh))
+        self.core.handshake_sent(now)

@@ -1,0 +1,119 @@
+"""What the HA shells need from the broker's store, and nothing more.
+
+The store actor implements both ports (actors/broker/store_actor.py); tests use an in-memory
+fake. Reads (`MasterStorePort`) happen on the caller's task and see only whole, written bytes;
+every mutation (`SlaveStorePort`) is a message to the store actor, the store's one writer, and
+returns only once it is done (durable where the method says so).
+
+`Watermark` is how the store tells the master's writers that the CommitLog grew: each writer
+waits for the value to pass the offset it has sent up to.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Protocol
+
+import trio
+
+from rocketrio.actors.broker.ha.truncation import TruncationPlan
+from rocketrio.storage.epoch_file import EpochRecord
+
+
+class Watermark:
+    """A monotonic offset tasks can wait on (no lost wake-ups, no polling)."""
+
+    def __init__(self, value: int = 0) -> None:
+        self.value = value
+        self._lot = trio.lowlevel.ParkingLot()
+
+    def advance(self, value: int) -> None:
+        if value > self.value:
+            self.value = value
+            self._lot.unpark_all()
+
+    def reset(self, value: int) -> None:
+        """Set (possibly lower, after a truncation) and wake every waiter to re-check."""
+        self.value = value
+        self._lot.unpark_all()
+
+    async def wait_above(self, offset: int) -> None:
+        """Return once the value exceeds ``offset`` (at once if it already does)."""
+        while self.value <= offset:
+            await self._lot.park()
+
+    def kick(self) -> None:
+        """Wake every waiter without changing the value (a role or epoch change)."""
+        self._lot.unpark_all()
+
+    async def wait_kick(self) -> None:
+        """Return at the next `advance`, `reset` or `kick`."""
+        await self._lot.park()
+
+
+def first_leaf(exc: BaseException, kinds: tuple[type[BaseException], ...]) -> BaseException | None:
+    """The first exception of ``kinds`` inside ``exc`` (which may be a nursery's group)."""
+    if isinstance(exc, kinds):
+        return exc
+    if isinstance(exc, BaseExceptionGroup):
+        for inner in exc.exceptions:
+            found = first_leaf(inner, kinds)
+            if found is not None:
+                return found
+    return None
+
+
+class MasterStorePort(Protocol):
+    """Reads the master's HA service makes (inline, between the store actor's turns)."""
+
+    written: Watermark  # the CommitLog end; advances after every stored turn
+
+    def commitlog_min_offset(self) -> int: ...
+
+    def commitlog_max_offset(self) -> int: ...
+
+    def read_commitlog(self, offset: int, size: int) -> bytes:
+        """Exactly ``size`` bytes from ``offset`` (whole, written bytes only)."""
+        ...
+
+    def epoch_records(self) -> Sequence[EpochRecord]:
+        """The epoch file as it is now (a master appends to it when it takes a new epoch)."""
+        ...
+
+    def confirm_offset(self) -> int: ...
+
+
+class SlaveStorePort(Protocol):
+    """The slave's HA client changes the store only through these (the store actor runs them)."""
+
+    segment_size: int
+
+    def commitlog_min_offset(self) -> int: ...
+
+    def commitlog_max_offset(self) -> int: ...
+
+    def epoch_records(self) -> Sequence[EpochRecord]: ...
+
+    async def truncate(self, plan: TruncationPlan) -> tuple[int, int, EpochRecord | None]:
+        """Carry out a truncation plan durably: CommitLog, ConsumeQueues, index, epoch file and
+        confirmOffset are all cut and fsynced before this returns. Returns the log's
+        (min offset, max offset, last epoch record)."""
+        ...
+
+    async def reset_log_at(self, offset: int, reason: str) -> None:
+        """Drop every record and epoch entry durably; the empty log continues at ``offset``."""
+        ...
+
+    async def record_epoch(self, epoch: int, start_offset: int) -> None:
+        """Append an epoch entry durably (before the records it labels are written)."""
+        ...
+
+    async def append_replicated(self, offset: int, data: bytes) -> int:
+        """Append whole records at ``offset`` (the log end), checked record by record (size,
+        magic, physical offset, CRC); with SYNC_FLUSH fsynced before returning. Returns the
+        new log end. Raises ValueError for data that is not valid records at that offset."""
+        ...
+
+    def advance_confirm(self, offset: int) -> None:
+        """The slave's confirmOffset moved: dispatch ConsumeQueues up to it (asynchronously)."""
+        ...
