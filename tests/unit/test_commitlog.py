@@ -26,6 +26,7 @@ from rocketrio.storage.commitlog import (
     RecordNotFound,
     segment_name,
 )
+from rocketrio.storage.fs import FileSystem, WriteData
 
 SEG = 4096
 HOST = (b"\x7f\x00\x00\x01", 10911)
@@ -298,11 +299,11 @@ def test_failed_write_is_rolled_back(tmp_path: Path, monkeypatch: pytest.MonkeyP
     calls = []
     real = commitlog_mod.pwrite_all
 
-    def failing(fd: int, data: bytes | bytearray | memoryview, pos: int) -> None:
+    def failing(fs: FileSystem, fd: int, data: WriteData, pos: int) -> None:
         calls.append(pos)
         if len(calls) == 3:  # first chunk, blank, then the new segment's chunk fails
             raise OSError(28, "No space left on device")
-        real(fd, data, pos)
+        real(fs, fd, data, pos)
 
     monkeypatch.setattr(commitlog_mod, "pwrite_all", failing)
     with pytest.raises(OSError, match="No space"):
@@ -337,9 +338,9 @@ def test_append_sealed_is_one_write_within_a_segment(
     writes: list[int] = []
     real = commitlog_mod.pwrite_all
 
-    def counting(fd: int, data: bytes | bytearray | memoryview, pos: int) -> None:
+    def counting(fs: FileSystem, fd: int, data: WriteData, pos: int) -> None:
         writes.append(pos)
-        real(fd, data, pos)
+        real(fs, fd, data, pos)
 
     monkeypatch.setattr(commitlog_mod, "pwrite_all", counting)
     positions = log.append_sealed(sealed(records, start), [len(r) for r in records])

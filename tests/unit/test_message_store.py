@@ -22,10 +22,8 @@ from rocketrio.protocol.message import (
     offset_msg_id,
     tags_hash_code,
 )
-from rocketrio.storage import commitlog as commitlog_mod
-from rocketrio.storage import consume_queue as consume_queue_mod
-from rocketrio.storage import index_file as index_file_mod
 from rocketrio.storage.commitlog import CorruptionError, segment_name
+from rocketrio.storage.fs import OS_FS
 from rocketrio.storage.message_store import (
     SCHEDULE_TOPIC,
     GetMessageStatus,
@@ -301,9 +299,8 @@ def restore_image(image: Path, work: Path) -> None:
 @pytest.fixture
 def no_fsync(monkeypatch: pytest.MonkeyPatch) -> None:
     """fsync changes nothing recovery can read back; skipping it keeps 170 reopenings fast."""
-    monkeypatch.setattr(os, "fsync", lambda fd: None)
-    for mod in (commitlog_mod, consume_queue_mod, index_file_mod):
-        monkeypatch.setattr(mod, "_fdatasync", lambda fd: None)
+    for name in ("fsync", "fdatasync", "fsync_dir"):
+        monkeypatch.setattr(OS_FS, name, lambda fd_or_path: None)
 
 
 @pytest.mark.usefixtures("no_fsync")

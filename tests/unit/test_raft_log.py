@@ -21,6 +21,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from rocketrio.protocol.raft import Entry, HardState, SnapshotMeta
+from rocketrio.storage.fs import OS_FS
 from rocketrio.storage.raft_log import HEADER_SIZE, RaftLog, RaftLogCompacted, RaftLogCorruption
 
 DATA = 40
@@ -452,7 +453,7 @@ def run_until_crash(monkeypatch: pytest.MonkeyPatch, op: Callable[[], None], ste
 
     with monkeypatch.context() as m:
         for name in ("unlink", "ftruncate", "replace"):
-            m.setattr(os, name, crashing(getattr(os, name)))
+            m.setattr(OS_FS, name, crashing(getattr(OS_FS, name)))
         try:
             op()
         except SimulatedCrash:
