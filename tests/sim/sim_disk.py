@@ -22,6 +22,10 @@ applied in order; the last write applied may be torn (only a random prefix of it
 lands). ``crash(lose_unsynced=True)`` keeps nothing that was not made durable (the worst case).
 The disk stays usable afterwards, so the same storage code can "restart" on it.
 
+`cut_power_after(fs, calls)` crashes the disk in the middle of storage code: the ``calls``-th
+file call from then on crashes it and raises `PowerCut`, and so does every later call (the
+process is dead: its cleanup handlers must not touch the disk).
+
 `fail_fsync(path_prefix, count)` makes the next ``count`` fsync / fdatasync / fsync_dir on
 matching paths (a string prefix of the normalized path; an fd's path is the one it was opened
 with) raise OSError(EIO) without making anything durable. Slow disks are not modelled here: a
@@ -35,12 +39,15 @@ atomic, so storage code may flush from a worker thread as in production.
 
 from __future__ import annotations
 
+import contextlib
 import errno
+import itertools
 import os
 import posixpath
 import random
 import threading
-from typing import Literal
+from collections.abc import Callable, Iterator
+from typing import Any, Literal
 
 from rocketrio.storage.fs import ReadMap, WriteData
 
@@ -404,6 +411,11 @@ class SimFileSystem:
             with self._lock:
                 self._fsync_faults.append(_FsyncFault(prefix, count))
 
+    def heal(self) -> None:
+        """Forget the fsync failures `fail_fsync` armed and no fsync used yet."""
+        with self._lock:
+            self._fsync_faults.clear()
+
     def crash(self, *, lose_unsynced: bool = False) -> None:
         """Power cut: close every fd; keep the durable state plus (unless ``lose_unsynced``) a
         random prefix of each file's and directory's pending ops, the last write maybe torn."""
@@ -495,3 +507,53 @@ class SimFileSystem:
                 self._walk(child, f"{prefix}/{name}", out)
             else:
                 out.append(f"{prefix}/{name}")
+
+
+# ------------------------------------------------------------------------------ power cuts
+
+FILE_CALLS = (
+    "open", "close", "pread", "pwrite", "write", "fsync", "fdatasync", "ftruncate", "fsize",
+    "map_read", "listdir", "exists", "isdir", "makedirs", "unlink", "replace", "rmtree",
+    "fsync_dir", "flock",
+)  # fmt: skip
+
+
+class PowerCut(Exception):
+    """The simulated disk lost power during this file call."""
+
+
+class PowerCutSwitch:
+    """Whether the power cut of `cut_power_after` happened (``fired``)."""
+
+    def __init__(self) -> None:
+        self.fired = False
+
+
+@contextlib.contextmanager
+def cut_power_after(
+    fs: SimFileSystem, calls: int, *, lose_unsynced: bool = False
+) -> Iterator[PowerCutSwitch]:
+    """Inside the block, the file call number ``calls`` (0 = the next one) crashes ``fs``
+    (see `SimFileSystem.crash`) and raises PowerCut, and every call after it raises PowerCut.
+    Leaving the block restores the power (the disk is usable for a restart)."""
+    switch = PowerCutSwitch()
+    counter = itertools.count()
+
+    def wrap(real: Callable[..., Any], name: str) -> Callable[..., Any]:
+        def call(*args: Any, **kwargs: Any) -> Any:
+            if not switch.fired and next(counter) == calls:
+                fs.crash(lose_unsynced=lose_unsynced)
+                switch.fired = True
+            if switch.fired:
+                raise PowerCut(name)
+            return real(*args, **kwargs)
+
+        return call
+
+    for name in FILE_CALLS:
+        setattr(fs, name, wrap(getattr(fs, name), name))
+    try:
+        yield switch
+    finally:
+        for name in FILE_CALLS:
+            delattr(fs, name)

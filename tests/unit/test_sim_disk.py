@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from rocketrio.storage.fs import OS_FS, FileSystem
-from tests.sim.sim_disk import SimFileSystem
+from tests.sim.sim_disk import PowerCut, SimFileSystem, cut_power_after
 
 RW_CREATE = os.O_RDWR | os.O_CREAT
 SEEDS = range(200)
@@ -319,6 +319,36 @@ def test_failed_fsync_then_crash_loses_the_unsynced_data() -> None:
         fs.fsync(fd)
     fs.crash(lose_unsynced=True)
     assert fs.visible_bytes("/sim/d/f") == b"v1"
+
+
+def test_heal_disarms_unused_fsync_failures() -> None:
+    fs = SimFileSystem(random.Random(6))
+    durable_dir(fs, "/sim/d")
+    fs.fail_fsync(count=3)
+    fs.heal()
+    fs.fsync_dir("/sim/d")
+
+
+# --------------------------------------------------------------------------- power cuts
+
+
+def test_power_cut_crashes_at_the_chosen_call_and_kills_every_later_one() -> None:
+    fs = SimFileSystem(random.Random(8))
+    durable_dir(fs, "/sim/d")
+    with cut_power_after(fs, 2, lose_unsynced=True) as cut:
+        fd = fs.open("/sim/d/f", RW_CREATE)  # call 0
+        fs.pwrite(fd, b"x", 0)  # call 1
+        assert not cut.fired
+        with pytest.raises(PowerCut, match="fsync"):
+            fs.fsync(fd)  # call 2: the power fails before it does anything
+        assert cut.fired
+        with pytest.raises(PowerCut):
+            fs.close(fd)  # the process is dead: even cleanup fails
+    assert fs.listdir("/sim/d") == []  # the unsynced name was lost
+    fs.open("/sim/d/g", RW_CREATE)  # power is back once the block is left
+    with cut_power_after(fs, 100) as cut:
+        fs.listdir("/sim/d")
+    assert not cut.fired and fs.crashes == 1
 
 
 # --------------------------------------------------------------------------- determinism
