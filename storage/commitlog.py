@@ -32,7 +32,9 @@ segment when there is none), validating each record. At the first invalid record
 - a valid record (full CRC and matching physical offset) starts after P in the same segment:
   the damage is in the middle, not a torn tail -> CorruptionError naming file and offset;
 - otherwise P starts a torn tail: the file is truncated at P (ftruncate + fdatasync) and later
-  segments, which then hold only never-flushed bytes, are deleted. The report says so.
+  segments, which then hold only never-flushed bytes, are deleted, last first (as `truncate_to`
+  does), so a crash in between never leaves the missing segment `open` refuses. The report
+  says so.
 The price of that rule: if a crash persisted a later unflushed page but not an earlier one,
 open refuses rather than silently dropping the later, valid records.
 """
@@ -360,12 +362,13 @@ class CommitLog:
         fs.ftruncate(fd, pos)
         fs.fdatasync(fd)
         deleted = []
-        for later in (b for b in bases if b > base):
+        # last first: a crash in between leaves segments without a gap (open refuses a gap)
+        for later in sorted((b for b in bases if b > base), reverse=True):
             later_fd = self._fds.pop(later)
             dropped += fs.fsize(later_fd)
             fs.close(later_fd)
             fs.unlink(os.path.join(self.path, segment_name(later)))
-            deleted.append(segment_name(later))
+            deleted.insert(0, segment_name(later))
         if deleted:
             fs.fsync_dir(self.path)
         self._max_offset = base + pos
@@ -636,7 +639,7 @@ class CommitLog:
     def _truncate_files(self, offset: int) -> None:
         base = self.segment_base(offset)
         with self._lock:
-            later = [b for b in self._fds if b > base]
+            later = sorted((b for b in self._fds if b > base), reverse=True)  # last first
             later_fds = [self._fds.pop(b) for b in later]
         fs = self._fs
         for b, fd in zip(later, later_fds, strict=True):

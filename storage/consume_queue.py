@@ -12,7 +12,8 @@ Entries are derived data: the CommitLog is the truth and the MessageStore re-dis
 a crash lost. So `append` never fsyncs; `flush` fdatasyncs the files written since the last
 flush. `open` drops a torn tail (a partial entry, or zero entries where a page never reached
 the disk); the store then cuts entries at or above its dispatch checkpoint with
-`truncate_by_phy` and re-dispatches them.
+`truncate_by_phy` and re-dispatches them. Files are deleted from the last one backwards, so a
+crash in between never leaves a gap (which `open` refuses as corruption).
 
 Threading contract: like the CommitLog, `flush` may run in a worker thread while the owner
 appends or reads, never together with truncation, deletion or close.
@@ -112,7 +113,7 @@ class ConsumeQueue:
         # the first file that is not full ends the queue: later files lie past a hole
         for i, num in enumerate(numbers):
             if fs.fsize(self._fds[num]) < full or i == len(numbers) - 1:
-                for later in numbers[i + 1 :]:
+                for later in reversed(numbers[i + 1 :]):  # last first: never leave a gap
                     fd = self._fds.pop(later)
                     dropped += fs.fsize(fd)
                     fs.close(fd)
@@ -304,7 +305,7 @@ class ConsumeQueue:
             return 0
         num, slot = divmod(cut, self.entries_per_file)
         fs = self._fs
-        for later in [n for n in self._fds if n > num]:
+        for later in sorted((n for n in self._fds if n > num), reverse=True):  # no gap
             fs.close(self._fds.pop(later))
             fs.unlink(self._file(later))
         fd = self._fds.get(num)

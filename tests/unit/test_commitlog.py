@@ -237,6 +237,40 @@ def test_torn_segment_end_drops_later_unflushed_segments(disk: DiskView) -> None
     assert log.max_offset == cut
 
 
+class Killed(Exception):
+    pass
+
+
+def test_kill9_while_deleting_later_segments_leaves_no_gap(
+    disk: DiskView, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Recovery deletes the segments after a torn tail last first: killed after one unlink,
+    the next start finds no missing segment and finishes the cut."""
+    log = opened(disk, disk.path("src"))
+    per_segment = (SEG - 8) // len(rec(0))
+    positions = log.append([rec(i) for i in range(3 * per_segment + 2)])  # four segments
+    image = disk.path("image")
+    disk.copytree(disk.path("src"), image)  # nothing flushed
+    log.close()
+    disk.truncate(seg_path(image, 0), positions[1] + 7)
+    real_unlink = disk.fs.unlink
+
+    def killed_after_unlink(path: str) -> None:
+        real_unlink(path)
+        raise Killed
+
+    monkeypatch.setattr(disk.fs, "unlink", killed_after_unlink)
+    with pytest.raises(Killed):
+        CommitLog(image, SEG, fs=disk.fs).open()
+    monkeypatch.undo()
+    assert disk.listdir(image) == [segment_name(b) for b in (0, SEG, 2 * SEG)]
+    log = CommitLog(image, SEG, fs=disk.fs)
+    report = log.open()
+    assert report.truncated_at == log.max_offset == positions[1]
+    assert report.deleted_segments == (segment_name(SEG), segment_name(2 * SEG))
+    assert disk.listdir(image) == [segment_name(0)]
+
+
 def test_missing_middle_segment_is_corruption(disk: DiskView) -> None:
     log = opened(disk, disk.path("cl"))
     log.append([rec(i) for i in range(60)])

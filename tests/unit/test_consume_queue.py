@@ -111,6 +111,34 @@ def test_missing_middle_file_is_corruption(disk: DiskView) -> None:
         cq_at(disk)
 
 
+class Killed(Exception):
+    pass
+
+
+def test_kill9_while_truncating_leaves_no_gap(
+    disk: DiskView, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Truncation deletes later files last first: killed after one unlink, the queue still
+    opens (a gap would be refused as corruption) and the cut can be made again."""
+    cq = cq_at(disk)
+    cq.append(entries(0, 13), 0)
+    real_unlink = disk.fs.unlink
+
+    def killed_after_unlink(path: str) -> None:
+        real_unlink(path)
+        raise Killed
+
+    monkeypatch.setattr(disk.fs, "unlink", killed_after_unlink)
+    with pytest.raises(Killed):
+        cq.truncate_by_phy(1000)
+    monkeypatch.undo()
+    cq.close_files()
+    again = cq_at(disk)
+    assert files(disk) == [segment_name(0), segment_name(100)]
+    assert again.truncate_by_phy(1000) == 9
+    assert again.get(0, 100) == [(0, 100, 0)]
+
+
 @pytest.mark.parametrize(
     ("phy", "max_after", "file_count"),
     [
