@@ -16,11 +16,12 @@ offset, CRC) by `check_stored_record`. `append_sealed` is the put hot path: the 
 already sealed the records for consecutive offsets from `max_offset` (one CRC pass per
 record, no patching), and only records moved to a new segment are patched and resealed.
 
-Durability. `append` writes with ``pwrite`` and never fsyncs. `flush` fdatasyncs every segment
-holding unflushed bytes (and the directory when a segment was created), then records the
-flushed offset in ``flushed.checkpoint`` (12 bytes: offset + CRC32, rewritten in place and not
-fsynced: it is written only after the data it vouches for is durable, so whatever version
-survives a crash is a true lower bound).
+Durability. `open` creates the directory durably (`makedirs_synced`: the directory fsyncs below
+are worth nothing if the directory's own name can vanish). `append` writes with ``pwrite`` and
+never fsyncs. `flush` fdatasyncs every segment holding unflushed bytes (and the directory when
+a segment was created), then records the flushed offset in ``flushed.checkpoint`` (12 bytes:
+offset + CRC32, rewritten in place and not fsynced: it is written only after the data it
+vouches for is durable, so whatever version survives a crash is a true lower bound).
 
 Threading contract: `flush` may run in a worker thread while the owning thread appends or
 reads; it must not overlap `truncate_to`, `delete_segments_below`, `open` or `close`. A lock
@@ -64,7 +65,7 @@ from rocketrio.protocol.message import (
     crc32,
     crc_digits,
 )
-from rocketrio.storage.durable import read_file
+from rocketrio.storage.durable import makedirs_synced, read_file
 from rocketrio.storage.fs import OS_FS, FileSystem, ReadMap, WriteData
 
 END_FILE_MIN_BLANK_LENGTH = 8
@@ -208,7 +209,7 @@ class CommitLog:
         """Open the segments, validate the unflushed tail and cut a torn one."""
         if self._opened:
             raise RuntimeError("commitlog already open")
-        self._fs.makedirs(self.path, exist_ok=True)
+        makedirs_synced(self.path, fs=self._fs)  # flush's dir fsync needs a durable dir
         bases = list_segments(self.path, self._fs)
         size = self.mapped_file_size
         for prev, nxt in itertools.pairwise(bases):

@@ -25,7 +25,7 @@ from collections.abc import Callable
 from typing import Any
 
 from rocketrio.protocol.bodies import DataVersion
-from rocketrio.storage.durable import read_file, write_file_atomic, write_synced
+from rocketrio.storage.durable import makedirs_synced, read_file, write_file_atomic, write_synced
 from rocketrio.storage.fs import OS_FS, FileSystem
 
 __all__ = ["ConfigFileError", "DataVersion", "JsonConfigStore", "write_json_atomic"]
@@ -97,7 +97,7 @@ class JsonConfigStore:
             raw = json.dumps(data, indent=4, ensure_ascii=False).encode()
         fs = self._fs
         directory = os.path.dirname(os.path.abspath(self.path))
-        fs.makedirs(directory, exist_ok=True)
+        makedirs_synced(directory, fs=fs)
         tmp = self.path + ".tmp"
         write_synced(tmp, raw, fs=fs)
         if self._main_is_good():

@@ -10,10 +10,13 @@ never valid (size 0), so `open` finds the first entry with a binary search.
 
 Entries are derived data: the CommitLog is the truth and the MessageStore re-dispatches what
 a crash lost. So `append` never fsyncs; `flush` fdatasyncs the files written since the last
-flush. `open` drops a torn tail (a partial entry, or zero entries where a page never reached
-the disk); the store then cuts entries at or above its dispatch checkpoint with
-`truncate_by_phy` and re-dispatches them. Files are deleted from the last one backwards, so a
-crash in between never leaves a gap (which `open` refuses as corruption).
+flush, and fsyncs the directories that hold names created since (new files, and the queue's
+own directories when `append` created them: the store's dispatch checkpoint vouches for
+everything a flush covered, so a crash must not take back a directory either). `open` drops
+a torn tail (a partial entry, or zero entries where a page never reached the disk); the store
+then cuts entries at or above its dispatch checkpoint with `truncate_by_phy` and re-dispatches
+them. Files are deleted from the last one backwards, so a crash in between never leaves a gap
+(which `open` refuses as corruption).
 
 Threading contract: like the CommitLog, `flush` may run in a worker thread while the owner
 appends or reads, never together with truncation, deletion or close.
@@ -34,6 +37,7 @@ from rocketrio.storage.commitlog import (
     pwrite_all,
     segment_name,
 )
+from rocketrio.storage.durable import makedirs_unsynced
 from rocketrio.storage.fs import OS_FS, FileSystem
 
 CQ_STORE_UNIT_SIZE = 20
@@ -71,6 +75,7 @@ class ConsumeQueue:
         self._max = 0
         self._flushed = 0
         self._dir_dirty = False
+        self._new_dirs: list[str] = []  # directories holding directories append created
         self._lock = threading.Lock()  # file table and dir flag, shared with a flush thread
 
     @property
@@ -220,11 +225,12 @@ class ConsumeQueue:
     def _fd_for_write(self, num: int) -> int:
         fd = self._fds.get(num)
         if fd is None:
-            self._fs.makedirs(self.path, exist_ok=True)
+            new_dirs = makedirs_unsynced(self.path, fs=self._fs)
             fd = self._fs.open(self._file(num), os.O_RDWR | os.O_CREAT, 0o644)
             with self._lock:
                 self._fds[num] = fd
                 self._dir_dirty = True
+                self._new_dirs += new_dirs
         return fd
 
     def flush(self) -> None:
@@ -234,14 +240,18 @@ class ConsumeQueue:
             hi_num = (target - 1) // self.entries_per_file
             fds = [fd for num, fd in self._fds.items() if lo_num <= num <= hi_num]
             dir_dirty, self._dir_dirty = self._dir_dirty, False
+            new_dirs, self._new_dirs = self._new_dirs, []
         try:
             for fd in fds if target > self._flushed else ():
                 self._fs.fdatasync(fd)
+            for directory in new_dirs:
+                self._fs.fsync_dir(directory)
             if dir_dirty:
                 self._fs.fsync_dir(self.path)
         except BaseException:
             with self._lock:
                 self._dir_dirty = self._dir_dirty or dir_dirty
+                self._new_dirs[:0] = new_dirs
             raise
         self._flushed = max(self._flushed, target)
 

@@ -25,7 +25,7 @@ from collections.abc import Iterable, Sequence
 
 import attrs
 
-from rocketrio.storage.durable import read_file, write_file_atomic
+from rocketrio.storage.durable import makedirs_synced, read_file, write_file_atomic
 from rocketrio.storage.fs import OS_FS, FileSystem
 
 EPOCH_FILE = "epochFileCheckpoint"
@@ -136,7 +136,7 @@ class EpochFile:
         return backup or []
 
     def _persist(self, records: list[EpochRecord]) -> None:
-        self._fs.makedirs(self.directory, exist_ok=True)
+        makedirs_synced(self.directory, fs=self._fs)
         data = encode_records(records)
         write_file_atomic(self.path, data, tmp_suffix=".writing", fs=self._fs)
         write_file_atomic(self.backup_path, data, tmp_suffix=".writing", fs=self._fs)

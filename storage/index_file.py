@@ -34,7 +34,7 @@ import zlib
 from collections.abc import Iterable, Sequence
 
 from rocketrio.storage.commitlog import pwrite_all
-from rocketrio.storage.durable import write_synced
+from rocketrio.storage.durable import makedirs_synced, write_synced
 from rocketrio.storage.fs import OS_FS, FileSystem
 
 INDEX_DIR = "index"
@@ -88,7 +88,7 @@ class MessageIndex:
     def open(self, redo_from: int) -> int:
         """Load the log, cutting records at or above ``redo_from``; returns records dropped."""
         fs = self._fs
-        fs.makedirs(self.dir, exist_ok=True)
+        makedirs_synced(self.dir, fs=fs)
         created = not fs.exists(self.path)
         self._fd = fs.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
         if created:

@@ -50,6 +50,7 @@ from rocketrio.protocol.message import (
 )
 from rocketrio.storage.commitlog import CommitLog, OffsetCheckpoint, RecordNotFound
 from rocketrio.storage.consume_queue import ENTRY, Boundary, ConsumeQueue
+from rocketrio.storage.durable import makedirs_synced
 from rocketrio.storage.fs import OS_FS, FileSystem
 from rocketrio.storage.index_file import MessageIndex
 from rocketrio.storage.store_dispatch import (
@@ -147,7 +148,7 @@ class MessageStore(StoreDispatch):
         Raises CorruptionError (with every file closed again) when the data cannot be
         recovered without losing acknowledged messages.
         """
-        self.fs.makedirs(self.store_path, exist_ok=True)
+        makedirs_synced(self.store_path, fs=self.fs)
         clog_report = self._commitlog.open()
         try:
             return self._recover(clog_report)

@@ -60,7 +60,7 @@ from types import TracebackType
 import attrs
 
 from rocketrio.protocol.raft import Entry, HardState, SnapshotMeta
-from rocketrio.storage.durable import read_file, write_file_atomic
+from rocketrio.storage.durable import makedirs_synced, read_file, write_file_atomic
 from rocketrio.storage.fs import OS_FS, FileSystem
 from rocketrio.storage.raft_segments import (
     HEADER_SIZE,
@@ -157,7 +157,7 @@ class RaftLog:
         """Open (creating if needed) and recover the store at ``path``."""
         if segment_size <= HEADER_SIZE:
             raise ValueError(f"segment_size must exceed {HEADER_SIZE} bytes, got {segment_size}")
-        fs.makedirs(path, exist_ok=True)
+        makedirs_synced(path, fs=fs)  # the directory fsyncs below need a durable directory
         lock_fd = fs.open(os.path.join(path, LOCK_FILE), os.O_RDWR | os.O_CREAT, 0o644)
         try:
             fs.flock(lock_fd)
