@@ -17,7 +17,8 @@ import zlib
 
 import attrs
 
-from rocketrio.storage.durable import fsync_dir, write_file_atomic
+from rocketrio.storage.durable import read_file, write_file_atomic
+from rocketrio.storage.fs import OS_FS, FileSystem
 
 META_FILE = "broker.meta"
 TEMP_FILE = ".broker.meta.temp"
@@ -60,11 +61,10 @@ class BrokerMeta:
             raise BrokerIdentityError(f"{path}: missing or bad field {e}") from None
 
 
-def _read(directory: str, name: str) -> BrokerMeta | None:
+def _read(directory: str, name: str, fs: FileSystem) -> BrokerMeta | None:
     path = os.path.join(directory, name)
     try:
-        with open(path, "rb") as f:
-            data = f.read()
+        data = read_file(path, fs=fs)
     except FileNotFoundError:
         return None
     return BrokerMeta.decode(data, path)
@@ -73,32 +73,35 @@ def _read(directory: str, name: str) -> BrokerMeta | None:
 class BrokerIdentityStore:
     """The identity directory (``storePathBrokerIdentity``) of one broker."""
 
-    def __init__(self, directory: str) -> None:
+    def __init__(self, directory: str, *, fs: FileSystem = OS_FS) -> None:
         self.directory = directory
+        self._fs = fs
 
     def read_meta(self) -> BrokerMeta | None:
-        return _read(self.directory, META_FILE)
+        return _read(self.directory, META_FILE, self._fs)
 
     def read_temp(self) -> BrokerMeta | None:
-        return _read(self.directory, TEMP_FILE)
+        return _read(self.directory, TEMP_FILE, self._fs)
 
     def write_temp(self, meta: BrokerMeta) -> None:
-        write_file_atomic(os.path.join(self.directory, TEMP_FILE), meta.encode())
+        write_file_atomic(os.path.join(self.directory, TEMP_FILE), meta.encode(), fs=self._fs)
 
     def delete_temp(self) -> None:
         try:
-            os.remove(os.path.join(self.directory, TEMP_FILE))
+            self._fs.unlink(os.path.join(self.directory, TEMP_FILE))
         except FileNotFoundError:
             return
-        fsync_dir(self.directory)
+        self._fs.fsync_dir(self.directory)
 
     def commit_temp(self) -> BrokerMeta:
         """Turn the temp file into broker.meta in one rename (durable before returning)."""
         temp = self.read_temp()
         if temp is None:
             raise BrokerIdentityError(f"{self.directory}: no {TEMP_FILE} to commit")
-        os.replace(os.path.join(self.directory, TEMP_FILE), os.path.join(self.directory, META_FILE))
-        fsync_dir(self.directory)
+        self._fs.replace(
+            os.path.join(self.directory, TEMP_FILE), os.path.join(self.directory, META_FILE)
+        )
+        self._fs.fsync_dir(self.directory)
         return temp
 
     def check_owner(self, meta: BrokerMeta, cluster: str, broker_name: str) -> None:

@@ -16,11 +16,12 @@ offset, CRC) by `check_stored_record`. `append_sealed` is the put hot path: the 
 already sealed the records for consecutive offsets from `max_offset` (one CRC pass per
 record, no patching), and only records moved to a new segment are patched and resealed.
 
-Durability. `append` writes with ``pwrite`` and never fsyncs. `flush` fdatasyncs every segment
-holding unflushed bytes (and the directory when a segment was created), then records the
-flushed offset in ``flushed.checkpoint`` (12 bytes: offset + CRC32, rewritten in place and not
-fsynced: it is written only after the data it vouches for is durable, so whatever version
-survives a crash is a true lower bound).
+Durability. `open` creates the directory durably (`makedirs_synced`: the directory fsyncs below
+are worth nothing if the directory's own name can vanish). `append` writes with ``pwrite`` and
+never fsyncs. `flush` fdatasyncs every segment holding unflushed bytes (and the directory when
+a segment was created), then records the flushed offset in ``flushed.checkpoint`` (12 bytes:
+offset + CRC32, rewritten in place and not fsynced: it is written only after the data it
+vouches for is durable, so whatever version survives a crash is a true lower bound).
 
 Threading contract: `flush` may run in a worker thread while the owning thread appends or
 reads; it must not overlap `truncate_to`, `delete_segments_below`, `open` or `close`. A lock
@@ -32,13 +33,16 @@ segment when there is none), validating each record. At the first invalid record
 - a valid record (full CRC and matching physical offset) starts after P in the same segment:
   the damage is in the middle, not a torn tail -> CorruptionError naming file and offset;
 - otherwise P starts a torn tail: the file is truncated at P (ftruncate + fdatasync) and later
-  segments, which then hold only never-flushed bytes, are deleted. The report says so.
+  segments, which then hold only never-flushed bytes, are deleted, last first (as `truncate_to`
+  does), so a crash in between never leaves the missing segment `open` refuses. The report
+  says so.
 The price of that rule: if a crash persisted a later unflushed page but not an earlier one,
 open refuses rather than silently dropping the later, valid records.
 """
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import mmap
 import os
@@ -61,7 +65,8 @@ from rocketrio.protocol.message import (
     crc32,
     crc_digits,
 )
-from rocketrio.storage.durable import fsync_dir
+from rocketrio.storage.durable import makedirs_synced, read_file
+from rocketrio.storage.fs import OS_FS, FileSystem, ReadMap, WriteData
 
 END_FILE_MIN_BLANK_LENGTH = 8
 CHECKPOINT_FILE = "flushed.checkpoint"
@@ -69,7 +74,6 @@ CHECKPOINT_FILE = "flushed.checkpoint"
 _HEAD = struct.Struct(">ii")
 _PHY = struct.Struct(">q")
 _CKPT = struct.Struct(">qI")
-_fdatasync = getattr(os, "fdatasync", os.fsync)
 
 
 class CorruptionError(Exception):
@@ -84,23 +88,23 @@ def segment_name(base: int) -> str:
     return f"{base:020d}"
 
 
-def list_segments(path: str) -> list[int]:
+def list_segments(path: str, fs: FileSystem = OS_FS) -> list[int]:
     """Sorted start offsets of the 20-digit segment files in ``path``."""
     try:
-        names = os.listdir(path)
+        names = fs.listdir(path)
     except FileNotFoundError:
         return []
     return sorted(int(n) for n in names if len(n) == 20 and n.isdigit())
 
 
-def pwrite_all(fd: int, data: bytes | bytearray | memoryview, pos: int) -> None:
-    n = os.pwrite(fd, data, pos)
+def pwrite_all(fs: FileSystem, fd: int, data: WriteData, pos: int) -> None:
+    n = fs.pwrite(fd, data, pos)
     if n == len(data):  # nearly always: a short write only happens near a full disk
         return
     view = memoryview(data)[n:]
     pos += n
     while view:
-        n = os.pwrite(fd, view, pos)
+        n = fs.pwrite(fd, view, pos)
         view = view[n:]
         pos += n
 
@@ -113,14 +117,14 @@ class OffsetCheckpoint:
     as None.
     """
 
-    def __init__(self, path: str) -> None:
+    def __init__(self, path: str, *, fs: FileSystem = OS_FS) -> None:
         self.path = path
+        self._fs = fs
         self._fd: int | None = None
 
     def load(self) -> int | None:
         try:
-            with open(self.path, "rb") as f:
-                raw = f.read(_CKPT.size)
+            raw = read_file(self.path, fs=self._fs)
         except FileNotFoundError:
             return None
         if len(raw) != _CKPT.size:
@@ -130,15 +134,15 @@ class OffsetCheckpoint:
 
     def store(self, offset: int, *, sync: bool = False) -> None:
         if self._fd is None:
-            self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+            self._fd = self._fs.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
         head = _PHY.pack(offset)
-        pwrite_all(self._fd, head + struct.pack(">I", zlib.crc32(head)), 0)
+        pwrite_all(self._fs, self._fd, head + struct.pack(">I", zlib.crc32(head)), 0)
         if sync:
-            os.fsync(self._fd)
+            self._fs.fsync(self._fd)
 
     def close(self) -> None:
         if self._fd is not None:
-            os.close(self._fd)
+            self._fs.close(self._fd)
             self._fd = None
 
 
@@ -159,14 +163,17 @@ class CommitLogRecovery:
 class CommitLog:
     """Segmented append-only log of stored-message records (see module docstring)."""
 
-    def __init__(self, path: str, mapped_file_size: int = 1024 * 1024 * 1024) -> None:
+    def __init__(
+        self, path: str, mapped_file_size: int = 1024 * 1024 * 1024, *, fs: FileSystem = OS_FS
+    ) -> None:
         if mapped_file_size < 1024:
             raise ValueError(f"mappedFileSizeCommitLog must be >= 1024, got {mapped_file_size}")
         self.path = path
         self.mapped_file_size = mapped_file_size
+        self._fs = fs
         self._fds: dict[int, int] = {}  # segment base -> fd (O_RDWR)
         self._lock = threading.Lock()
-        self._checkpoint = OffsetCheckpoint(os.path.join(path, CHECKPOINT_FILE))
+        self._checkpoint = OffsetCheckpoint(os.path.join(path, CHECKPOINT_FILE), fs=fs)
         self._min_offset = 0
         self._max_offset = 0
         self._flushed_offset = 0
@@ -202,8 +209,8 @@ class CommitLog:
         """Open the segments, validate the unflushed tail and cut a torn one."""
         if self._opened:
             raise RuntimeError("commitlog already open")
-        os.makedirs(self.path, exist_ok=True)
-        bases = list_segments(self.path)
+        makedirs_synced(self.path, fs=self._fs)  # flush's dir fsync needs a durable dir
+        bases = list_segments(self.path, self._fs)
         size = self.mapped_file_size
         for prev, nxt in itertools.pairwise(bases):
             if nxt != prev + size:
@@ -227,7 +234,7 @@ class CommitLog:
             return CommitLogRecovery(0, 0, ckpt)
         try:
             for b in bases:
-                self._fds[b] = os.open(os.path.join(self.path, segment_name(b)), os.O_RDWR)
+                self._fds[b] = self._fs.open(os.path.join(self.path, segment_name(b)), os.O_RDWR)
             start = bases[0]
             if ckpt is not None:
                 start = max(start, min(self.segment_base(ckpt), bases[-1]))
@@ -250,7 +257,7 @@ class CommitLog:
     def _close_files(self) -> None:
         with self._lock:
             for fd in self._fds.values():
-                os.close(fd)
+                self._fs.close(fd)
             self._fds.clear()
         self._checkpoint.close()
         self._opened = False
@@ -280,13 +287,16 @@ class CommitLog:
             )
         return CommitLogRecovery(start, self._max_offset, ckpt)
 
-    def _map(self, base: int) -> mmap.mmap | _Empty:
-        fd = self._fds[base]
-        if os.fstat(fd).st_size == 0:
-            return _Empty()
-        return mmap.mmap(fd, 0, access=mmap.ACCESS_READ)
+    @contextlib.contextmanager
+    def _map(self, base: int) -> Iterator[ReadMap]:
+        data = self._fs.map_read(self._fds[base])
+        try:
+            yield data
+        finally:
+            if isinstance(data, mmap.mmap):
+                data.close()
 
-    def _scan_segment(self, base: int, data: mmap.mmap | bytes) -> tuple[int, bool, str | None]:
+    def _scan_segment(self, base: int, data: ReadMap) -> tuple[int, bool, str | None]:
         """(end position, ended by a BLANK record, reason the record at end is bad or None)."""
         size = self.mapped_file_size
         n = len(data)
@@ -308,7 +318,7 @@ class CommitLog:
         return pos, False, None
 
     def _refuse_if_corrupt(
-        self, base: int, pos: int, data: mmap.mmap | bytes, reason: str, ckpt: int | None
+        self, base: int, pos: int, data: ReadMap, reason: str, ckpt: int | None
     ) -> None:
         where = (
             f"{os.path.join(self.path, segment_name(base))} position {pos} (offset {base + pos})"
@@ -325,7 +335,7 @@ class CommitLog:
                 f"{after}, so this is damage in the middle, not a torn tail. Refusing to truncate."
             )
 
-    def _find_valid_record(self, base: int, data: mmap.mmap | bytes, start: int) -> int | None:
+    def _find_valid_record(self, base: int, data: ReadMap, start: int) -> int | None:
         size = self.mapped_file_size
         for magic in (MAGIC_CODE_V1, MAGIC_CODE_V2, BLANK_MAGIC_CODE):
             pattern = struct.pack(">i", magic)
@@ -347,19 +357,21 @@ class CommitLog:
     def _cut_torn_tail(
         self, base: int, pos: int, bases: list[int], start: int, ckpt: int | None, reason: str
     ) -> CommitLogRecovery:
+        fs = self._fs
         fd = self._fds[base]
-        dropped = os.fstat(fd).st_size - pos
-        os.ftruncate(fd, pos)
-        _fdatasync(fd)
+        dropped = fs.fsize(fd) - pos
+        fs.ftruncate(fd, pos)
+        fs.fdatasync(fd)
         deleted = []
-        for later in (b for b in bases if b > base):
+        # last first: a crash in between leaves segments without a gap (open refuses a gap)
+        for later in sorted((b for b in bases if b > base), reverse=True):
             later_fd = self._fds.pop(later)
-            dropped += os.fstat(later_fd).st_size
-            os.close(later_fd)
-            os.unlink(os.path.join(self.path, segment_name(later)))
-            deleted.append(segment_name(later))
+            dropped += fs.fsize(later_fd)
+            fs.close(later_fd)
+            fs.unlink(os.path.join(self.path, segment_name(later)))
+            deleted.insert(0, segment_name(later))
         if deleted:
-            fsync_dir(self.path)
+            fs.fsync_dir(self.path)
         self._max_offset = base + pos
         return CommitLogRecovery(
             scanned_from=start,
@@ -374,8 +386,8 @@ class CommitLog:
 
     def _extend_closed_segment(self, base: int) -> None:
         fd = self._fds[base]
-        if os.fstat(fd).st_size < self.mapped_file_size:
-            os.ftruncate(fd, self.mapped_file_size)
+        if self._fs.fsize(fd) < self.mapped_file_size:
+            self._fs.ftruncate(fd, self.mapped_file_size)
 
     # ------------------------------------------------------------------ append / flush
 
@@ -428,7 +440,7 @@ class CommitLog:
             return self._append(bytearray(data), sizes, reseal_all=False)
         base = start - start % seg
         try:
-            pwrite_all(self._segment_fd(base), data, start - base)
+            pwrite_all(self._fs, self._segment_fd(base), data, start - base)
         except BaseException:
             self._undo_partial_append(start)
             raise
@@ -487,7 +499,7 @@ class CommitLog:
         fd = self._fds.get(base)
         if fd is None:
             path = os.path.join(self.path, segment_name(base))
-            fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+            fd = self._fs.open(path, os.O_RDWR | os.O_CREAT, 0o644)
             with self._lock:
                 self._fds[base] = fd
                 self._dir_dirty = True
@@ -496,13 +508,13 @@ class CommitLog:
     def _write(self, offset: int, data: memoryview) -> None:
         if data:
             base = self.segment_base(offset)
-            pwrite_all(self._segment_fd(base), data, offset - base)
+            pwrite_all(self._fs, self._segment_fd(base), data, offset - base)
 
     def _write_blank(self, offset: int, room: int) -> None:
         base = self.segment_base(offset)
         fd = self._segment_fd(base)
-        pwrite_all(fd, _HEAD.pack(room, BLANK_MAGIC_CODE), offset - base)
-        os.ftruncate(fd, self.mapped_file_size)
+        pwrite_all(self._fs, fd, _HEAD.pack(room, BLANK_MAGIC_CODE), offset - base)
+        self._fs.ftruncate(fd, self.mapped_file_size)
 
     def _undo_partial_append(self, offset: int) -> None:
         try:
@@ -521,9 +533,9 @@ class CommitLog:
             return self._flushed_offset
         try:
             for fd in fds:
-                _fdatasync(fd)
+                self._fs.fdatasync(fd)
             if dir_dirty:
-                fsync_dir(self.path)
+                self._fs.fsync_dir(self.path)
         except BaseException:
             with self._lock:
                 self._dir_dirty = self._dir_dirty or dir_dirty
@@ -549,7 +561,7 @@ class CommitLog:
             if fd is None:
                 break
             want = min(end, base + seg) - offset
-            data = os.pread(fd, want, offset - base)
+            data = self._fs.pread(fd, want, offset - base)
             parts.append(data)
             if len(data) < want:
                 break
@@ -567,7 +579,7 @@ class CommitLog:
             or offset + size > base + self.mapped_file_size
         ):
             return self.read(offset, size)
-        return os.pread(fd, size, offset - base)
+        return self._fs.pread(fd, size, offset - base)
 
     def read_record(self, offset: int) -> bytes:
         """The whole record starting at ``offset``; RecordNotFound if there is none."""
@@ -628,16 +640,17 @@ class CommitLog:
     def _truncate_files(self, offset: int) -> None:
         base = self.segment_base(offset)
         with self._lock:
-            later = [b for b in self._fds if b > base]
+            later = sorted((b for b in self._fds if b > base), reverse=True)  # last first
             later_fds = [self._fds.pop(b) for b in later]
+        fs = self._fs
         for b, fd in zip(later, later_fds, strict=True):
-            os.close(fd)
-            os.unlink(os.path.join(self.path, segment_name(b)))
+            fs.close(fd)
+            fs.unlink(os.path.join(self.path, segment_name(b)))
         fd = self._fds.get(base)
         if fd is not None:
-            os.ftruncate(fd, offset - base)
-            _fdatasync(fd)
-        fsync_dir(self.path)
+            fs.ftruncate(fd, offset - base)
+            fs.fdatasync(fd)
+        fs.fsync_dir(self.path)
 
     def delete_segments_below(self, offset: int) -> list[str]:
         """Retention: delete segments lying wholly below ``offset``, never the last one."""
@@ -649,18 +662,8 @@ class CommitLog:
             if doomed:
                 self._min_offset = min(self._fds)
         for b, fd in zip(doomed, fds, strict=True):
-            os.close(fd)
-            os.unlink(os.path.join(self.path, segment_name(b)))
+            self._fs.close(fd)
+            self._fs.unlink(os.path.join(self.path, segment_name(b)))
         if doomed:
-            fsync_dir(self.path)
+            self._fs.fsync_dir(self.path)
         return [segment_name(b) for b in doomed]
-
-
-class _Empty(bytes):
-    """Stands in for the mmap of an empty file (mmap refuses length 0)."""
-
-    def __enter__(self) -> _Empty:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        return None

@@ -4,7 +4,7 @@ Upstream's ConfigManager keeps topics.json, subscriptionGroup.json, consumerOffs
 delayOffset.json ... as JSON with a ``.bak`` copy of the previous version, and falls back to
 the ``.bak`` when the main file is missing or empty. Here:
 
-- `write_json_atomic`: temp file in the same directory, fsync, ``os.replace``, fsync of the
+- `write_json_atomic`: temp file in the same directory, fsync, ``replace``, fsync of the
   directory. A reader sees the old or the new file, never a mix.
 - `JsonConfigStore.persist`: writes the temp file, then renames the current file to ``.bak``
   and the temp file into place (then fsyncs the directory). A crash between the two renames
@@ -25,7 +25,8 @@ from collections.abc import Callable
 from typing import Any
 
 from rocketrio.protocol.bodies import DataVersion
-from rocketrio.storage.durable import fsync_dir, write_file_atomic, write_synced
+from rocketrio.storage.durable import makedirs_synced, read_file, write_file_atomic, write_synced
+from rocketrio.storage.fs import OS_FS, FileSystem
 
 __all__ = ["ConfigFileError", "DataVersion", "JsonConfigStore", "write_json_atomic"]
 
@@ -34,16 +35,15 @@ class ConfigFileError(Exception):
     """A config file that exists but cannot be used (and no usable backup)."""
 
 
-def write_json_atomic(path: str, data: str | bytes) -> None:
+def write_json_atomic(path: str, data: str | bytes, *, fs: FileSystem = OS_FS) -> None:
     """Replace ``path`` by ``data`` atomically and durably."""
-    write_file_atomic(path, data.encode() if isinstance(data, str) else data)
+    write_file_atomic(path, data.encode() if isinstance(data, str) else data, fs=fs)
 
 
-def _read_json(path: str) -> tuple[bool, Any]:
+def _read_json(path: str, fs: FileSystem) -> tuple[bool, Any]:
     """(present, value); an empty file counts as absent, like upstream."""
     try:
-        with open(path, "rb") as f:
-            raw = f.read()
+        raw = read_file(path, fs=fs)
     except FileNotFoundError:
         return False, None
     except OSError as e:
@@ -59,20 +59,21 @@ def _read_json(path: str) -> tuple[bool, Any]:
 class JsonConfigStore:
     """One JSON config file with a ``.bak`` of its previous version (see module docstring)."""
 
-    def __init__(self, path: str) -> None:
+    def __init__(self, path: str, *, fs: FileSystem = OS_FS) -> None:
         self.path = path
         self.bak_path = path + ".bak"
+        self._fs = fs
         self.loaded_from: str | None = None
         self._main_ok: bool | None = None  # None: not known yet
 
     def load(self, default: Callable[[], Any] = dict) -> Any:
         """The stored value, or ``default()`` when neither file has one."""
         try:
-            present, value = _read_json(self.path)
+            present, value = _read_json(self.path, self._fs)
         except ConfigFileError as main_error:
             self._main_ok = False
             try:
-                present, value = _read_json(self.bak_path)
+                present, value = _read_json(self.bak_path, self._fs)
             except ConfigFileError as bak_error:
                 raise ConfigFileError(f"{main_error}; backup unusable too: {bak_error}") from None
             if not present:
@@ -83,7 +84,7 @@ class JsonConfigStore:
             self._main_ok = True
             self.loaded_from = self.path
             return value
-        present, value = _read_json(self.bak_path)
+        present, value = _read_json(self.bak_path, self._fs)
         self.loaded_from = self.bak_path if present else None
         return value if present else default()
 
@@ -94,21 +95,22 @@ class JsonConfigStore:
             raw = data.encode() if isinstance(data, str) else data
         else:
             raw = json.dumps(data, indent=4, ensure_ascii=False).encode()
+        fs = self._fs
         directory = os.path.dirname(os.path.abspath(self.path))
-        os.makedirs(directory, exist_ok=True)
+        makedirs_synced(directory, fs=fs)
         tmp = self.path + ".tmp"
-        write_synced(tmp, raw)
+        write_synced(tmp, raw, fs=fs)
         if self._main_is_good():
-            os.replace(self.path, self.bak_path)
-        os.replace(tmp, self.path)
-        fsync_dir(directory)
+            fs.replace(self.path, self.bak_path)
+        fs.replace(tmp, self.path)
+        fs.fsync_dir(directory)
         self._main_ok = True
 
     def _main_is_good(self) -> bool:
         # a damaged main file must not push a good backup out of the way
         if self._main_ok is None:
             try:
-                self._main_ok = _read_json(self.path)[0]
+                self._main_ok = _read_json(self.path, self._fs)[0]
             except ConfigFileError:
                 self._main_ok = False
         return self._main_ok

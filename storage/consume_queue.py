@@ -10,9 +10,13 @@ never valid (size 0), so `open` finds the first entry with a binary search.
 
 Entries are derived data: the CommitLog is the truth and the MessageStore re-dispatches what
 a crash lost. So `append` never fsyncs; `flush` fdatasyncs the files written since the last
-flush. `open` drops a torn tail (a partial entry, or zero entries where a page never reached
-the disk); the store then cuts entries at or above its dispatch checkpoint with
-`truncate_by_phy` and re-dispatches them.
+flush, and fsyncs the directories that hold names created since (new files, and the queue's
+own directories when `append` created them: the store's dispatch checkpoint vouches for
+everything a flush covered, so a crash must not take back a directory either). `open` drops
+a torn tail (a partial entry, or zero entries where a page never reached the disk); the store
+then cuts entries at or above its dispatch checkpoint with `truncate_by_phy` and re-dispatches
+them. Files are deleted from the last one backwards, so a crash in between never leaves a gap
+(which `open` refuses as corruption).
 
 Threading contract: like the CommitLog, `flush` may run in a worker thread while the owner
 appends or reads, never together with truncation, deletion or close.
@@ -22,7 +26,6 @@ from __future__ import annotations
 
 import itertools
 import os
-import shutil
 import struct
 import threading
 from collections.abc import Callable
@@ -30,15 +33,15 @@ from typing import Literal
 
 from rocketrio.storage.commitlog import (
     CorruptionError,
-    fsync_dir,
     list_segments,
     pwrite_all,
     segment_name,
 )
+from rocketrio.storage.durable import makedirs_unsynced
+from rocketrio.storage.fs import OS_FS, FileSystem
 
 CQ_STORE_UNIT_SIZE = 20
 ENTRY = struct.Struct(">qiq")  # commitLogOffset, size, tagsCode
-_fdatasync = getattr(os, "fdatasync", os.fsync)
 
 CqEntry = tuple[int, int, int]  # (commitlog offset, size, tags code)
 Boundary = Literal["LOWER", "UPPER"]
@@ -48,7 +51,13 @@ class ConsumeQueue:
     """One topic/queue's entries (see module docstring)."""
 
     def __init__(
-        self, root: str, topic: str, queue_id: int, mapped_file_size: int = 300_000 * 20
+        self,
+        root: str,
+        topic: str,
+        queue_id: int,
+        mapped_file_size: int = 300_000 * 20,
+        *,
+        fs: FileSystem = OS_FS,
     ) -> None:
         if mapped_file_size < CQ_STORE_UNIT_SIZE or mapped_file_size % CQ_STORE_UNIT_SIZE:
             raise ValueError(
@@ -60,11 +69,13 @@ class ConsumeQueue:
         self.path = os.path.join(root, topic, str(queue_id))
         self.mapped_file_size = mapped_file_size
         self.entries_per_file = mapped_file_size // CQ_STORE_UNIT_SIZE
+        self._fs = fs
         self._fds: dict[int, int] = {}  # file number -> fd
         self._min = 0
         self._max = 0
         self._flushed = 0
         self._dir_dirty = False
+        self._new_dirs: list[str] = []  # directories holding directories append created
         self._lock = threading.Lock()  # file table and dir flag, shared with a flush thread
 
     @property
@@ -80,7 +91,7 @@ class ConsumeQueue:
 
     def open(self) -> int:
         """Load the files; drop a torn tail. Returns the number of bytes dropped."""
-        numbers = [b // self.mapped_file_size for b in list_segments(self.path)]
+        numbers = [b // self.mapped_file_size for b in list_segments(self.path, self._fs)]
         if not numbers:
             return 0
         for prev, nxt in itertools.pairwise(numbers):
@@ -90,10 +101,10 @@ class ConsumeQueue:
                     f" does not follow {segment_name(prev * self.mapped_file_size)}"
                 )
         for num in numbers:
-            self._fds[num] = os.open(self._file(num), os.O_RDWR)
+            self._fds[num] = self._fs.open(self._file(num), os.O_RDWR)
         dropped = self._drop_torn_tail(numbers)
         last = max(self._fds)
-        size = os.fstat(self._fds[last]).st_size
+        size = self._fs.fsize(self._fds[last])
         self._max = last * self.entries_per_file + size // CQ_STORE_UNIT_SIZE
         self._min = self._first_valid(min(self._fds) * self.entries_per_file, self._max)
         # what a killed process left may still be only in the page cache: sync it all once
@@ -101,25 +112,26 @@ class ConsumeQueue:
         return dropped
 
     def _drop_torn_tail(self, numbers: list[int]) -> int:
+        fs = self._fs
         dropped = 0
         full = self.mapped_file_size
         # the first file that is not full ends the queue: later files lie past a hole
         for i, num in enumerate(numbers):
-            if os.fstat(self._fds[num]).st_size < full or i == len(numbers) - 1:
-                for later in numbers[i + 1 :]:
+            if fs.fsize(self._fds[num]) < full or i == len(numbers) - 1:
+                for later in reversed(numbers[i + 1 :]):  # last first: never leave a gap
                     fd = self._fds.pop(later)
-                    dropped += os.fstat(fd).st_size
-                    os.close(fd)
-                    os.unlink(self._file(later))
+                    dropped += fs.fsize(fd)
+                    fs.close(fd)
+                    fs.unlink(self._file(later))
                 last = num
                 break
         fd = self._fds[last]
-        size = os.fstat(fd).st_size
+        size = fs.fsize(fd)
         keep = size - size % CQ_STORE_UNIT_SIZE
         # zero entries at the end are pages that never reached the disk
         while keep >= CQ_STORE_UNIT_SIZE:
             chunk_start = max(0, keep - 4096 * CQ_STORE_UNIT_SIZE)
-            chunk = os.pread(fd, keep - chunk_start, chunk_start)
+            chunk = fs.pread(fd, keep - chunk_start, chunk_start)
             stripped = len(chunk.rstrip(b"\x00"))
             new_keep = chunk_start + -(-stripped // CQ_STORE_UNIT_SIZE) * CQ_STORE_UNIT_SIZE
             if new_keep > chunk_start or chunk_start == 0:
@@ -128,15 +140,17 @@ class ConsumeQueue:
             keep = chunk_start
         keep = self._trim_zero_size_tail(fd, keep)
         if keep != size:
-            os.ftruncate(fd, keep)
-            _fdatasync(fd)
+            fs.ftruncate(fd, keep)
+            fs.fdatasync(fd)
             dropped += size - keep
         return dropped
 
     def _trim_zero_size_tail(self, fd: int, keep: int) -> int:
         # an entry whose size field is 0 is a hole even if other bytes survived
         while keep >= CQ_STORE_UNIT_SIZE:
-            _, size, _ = ENTRY.unpack(os.pread(fd, CQ_STORE_UNIT_SIZE, keep - CQ_STORE_UNIT_SIZE))
+            _, size, _ = ENTRY.unpack(
+                self._fs.pread(fd, CQ_STORE_UNIT_SIZE, keep - CQ_STORE_UNIT_SIZE)
+            )
             if size > 0:
                 break
             keep -= CQ_STORE_UNIT_SIZE
@@ -160,15 +174,15 @@ class ConsumeQueue:
     def close_files(self) -> None:
         """Close without flushing (after a flush, or when giving up)."""
         for fd in self._fds.values():
-            os.close(fd)
+            self._fs.close(fd)
         self._fds.clear()
 
     def destroy(self) -> None:
         """Close and delete every file of this queue."""
         for fd in self._fds.values():
-            os.close(fd)
+            self._fs.close(fd)
         self._fds.clear()
-        shutil.rmtree(self.path, ignore_errors=True)
+        self._fs.rmtree(self.path)
         self._min = self._max = self._flushed = 0
 
     # ------------------------------------------------------------------ writes
@@ -197,25 +211,26 @@ class ConsumeQueue:
             num, slot = divmod(idx, epf)
             n = min(count - done, epf - slot)
             chunk = view[done * CQ_STORE_UNIT_SIZE : (done + n) * CQ_STORE_UNIT_SIZE]
-            pwrite_all(self._fd_for_write(num), chunk, slot * CQ_STORE_UNIT_SIZE)
+            pwrite_all(self._fs, self._fd_for_write(num), chunk, slot * CQ_STORE_UNIT_SIZE)
             done += n
             idx += n
         self._max = idx
 
     def _restart_at(self, offset: int) -> None:
         for num in list(self._fds):
-            os.close(self._fds.pop(num))
-            os.unlink(self._file(num))
+            self._fs.close(self._fds.pop(num))
+            self._fs.unlink(self._file(num))
         self._min = self._max = self._flushed = offset
 
     def _fd_for_write(self, num: int) -> int:
         fd = self._fds.get(num)
         if fd is None:
-            os.makedirs(self.path, exist_ok=True)
-            fd = os.open(self._file(num), os.O_RDWR | os.O_CREAT, 0o644)
+            new_dirs = makedirs_unsynced(self.path, fs=self._fs)
+            fd = self._fs.open(self._file(num), os.O_RDWR | os.O_CREAT, 0o644)
             with self._lock:
                 self._fds[num] = fd
                 self._dir_dirty = True
+                self._new_dirs += new_dirs
         return fd
 
     def flush(self) -> None:
@@ -225,14 +240,18 @@ class ConsumeQueue:
             hi_num = (target - 1) // self.entries_per_file
             fds = [fd for num, fd in self._fds.items() if lo_num <= num <= hi_num]
             dir_dirty, self._dir_dirty = self._dir_dirty, False
+            new_dirs, self._new_dirs = self._new_dirs, []
         try:
             for fd in fds if target > self._flushed else ():
-                _fdatasync(fd)
+                self._fs.fdatasync(fd)
+            for directory in new_dirs:
+                self._fs.fsync_dir(directory)
             if dir_dirty:
-                fsync_dir(self.path)
+                self._fs.fsync_dir(self.path)
         except BaseException:
             with self._lock:
                 self._dir_dirty = self._dir_dirty or dir_dirty
+                self._new_dirs[:0] = new_dirs
             raise
         self._flushed = max(self._flushed, target)
 
@@ -253,7 +272,7 @@ class ConsumeQueue:
             fd = self._fds.get(num)
             if fd is None:
                 break
-            parts.append(os.pread(fd, n * CQ_STORE_UNIT_SIZE, slot * CQ_STORE_UNIT_SIZE))
+            parts.append(self._fs.pread(fd, n * CQ_STORE_UNIT_SIZE, slot * CQ_STORE_UNIT_SIZE))
             index += n
         return parts[0] if len(parts) == 1 else b"".join(parts)
 
@@ -268,7 +287,7 @@ class ConsumeQueue:
         fd = self._fds.get(num)
         if fd is None:
             return None
-        raw = os.pread(fd, CQ_STORE_UNIT_SIZE, slot * CQ_STORE_UNIT_SIZE)
+        raw = self._fs.pread(fd, CQ_STORE_UNIT_SIZE, slot * CQ_STORE_UNIT_SIZE)
         return ENTRY.unpack(raw) if len(raw) == CQ_STORE_UNIT_SIZE else None
 
     def last_entry(self) -> CqEntry | None:
@@ -295,13 +314,14 @@ class ConsumeQueue:
         if dropped == 0:
             return 0
         num, slot = divmod(cut, self.entries_per_file)
-        for later in [n for n in self._fds if n > num]:
-            os.close(self._fds.pop(later))
-            os.unlink(self._file(later))
+        fs = self._fs
+        for later in sorted((n for n in self._fds if n > num), reverse=True):  # no gap
+            fs.close(self._fds.pop(later))
+            fs.unlink(self._file(later))
         fd = self._fds.get(num)
         if fd is not None:
-            os.ftruncate(fd, slot * CQ_STORE_UNIT_SIZE)
-            _fdatasync(fd)
+            fs.ftruncate(fd, slot * CQ_STORE_UNIT_SIZE)
+            fs.fdatasync(fd)
         self._max = cut
         self._flushed = min(self._flushed, cut)
         return dropped
@@ -318,8 +338,8 @@ class ConsumeQueue:
             entry = self.entry(last_index, check_range=False)
             if entry is None or entry[0] + entry[1] > commitlog_min:
                 break
-            os.close(self._fds.pop(num))
-            os.unlink(self._file(num))
+            self._fs.close(self._fds.pop(num))
+            self._fs.unlink(self._file(num))
             deleted += 1
         if deleted:
             self._min = max(self._min, min(self._fds) * self.entries_per_file)

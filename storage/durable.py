@@ -1,39 +1,88 @@
-"""The two durability primitives every storage module uses.
+"""The durability primitives every storage module uses, on a `FileSystem` (storage/fs.py).
 
 - `fsync_dir`: make a directory entry change (create, rename, unlink) durable.
-- `write_file_atomic`: temp file in the same directory, fsync, ``os.replace``, directory fsync;
-  readers and a crash see the old file or the new one, never a mix.
+- `write_synced`: write a whole file and fsync it.
+- `write_file_atomic`: temp file in the same directory, fsync, ``replace``, directory fsync
+  (creating the directory with `makedirs_synced`); readers and a crash see the old file or
+  the new one, never a mix.
+- `makedirs_synced`: ``makedirs(exist_ok=True)`` whose new directories survive a crash: the
+  parent of each directory it creates is fsynced (nothing when they all exist). A new file's
+  directory fsync makes the file's name durable only if the directory's own name is durable.
+  `makedirs_unsynced` creates them and returns the parents to fsync, for a caller that fsyncs
+  them later, before it claims anything under them is durable.
+- `read_file`: a whole file's bytes (FileNotFoundError when it does not exist).
 """
 
 from __future__ import annotations
 
 import os
 
+from rocketrio.storage.fs import OS_FS, FileSystem
 
-def fsync_dir(path: str) -> None:
-    fd = os.open(path, os.O_RDONLY)
+
+def fsync_dir(path: str, *, fs: FileSystem = OS_FS) -> None:
+    fs.fsync_dir(path)
+
+
+def read_file(path: str, *, fs: FileSystem = OS_FS) -> bytes:
+    fd = fs.open(path, os.O_RDONLY)
     try:
-        os.fsync(fd)
+        size = fs.fsize(fd)
+        parts: list[bytes] = []
+        pos = 0
+        while pos < size:  # one pread nearly always; a huge file may come back in pieces
+            chunk = fs.pread(fd, size - pos, pos)
+            if not chunk:
+                break
+            parts.append(chunk)
+            pos += len(chunk)
+        return b"".join(parts)
     finally:
-        os.close(fd)
+        fs.close(fd)
 
 
-def write_synced(path: str, data: bytes) -> None:
+def makedirs_unsynced(path: str, *, fs: FileSystem = OS_FS) -> list[str]:
+    """Create ``path`` and its missing parents; returns the directories holding the new
+    entries (outermost first), which need an fsync; empty when nothing was created."""
+    missing: list[str] = []
+    p = os.path.abspath(path)
+    while not fs.isdir(p):
+        missing.append(p)
+        parent = os.path.dirname(p)
+        if parent == p:
+            break
+        p = parent
+    if not missing:
+        return []
+    fs.makedirs(path, exist_ok=True)
+    return [os.path.dirname(d) for d in reversed(missing)]
+
+
+def makedirs_synced(path: str, *, fs: FileSystem = OS_FS) -> None:
+    """``makedirs(path, exist_ok=True)``; a crash cannot take back a directory it created."""
+    for parent in makedirs_unsynced(path, fs=fs):
+        fs.fsync_dir(parent)
+
+
+def write_synced(path: str, data: bytes, *, fs: FileSystem = OS_FS) -> None:
     """Write ``data`` to ``path`` (created or truncated) and fsync it."""
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    fd = fs.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
     try:
         view = memoryview(data)
-        while view:
-            view = view[os.write(fd, view) :]
-        os.fsync(fd)
+        pos = 0
+        while pos < len(view):
+            pos += fs.pwrite(fd, view[pos:], pos)
+        fs.fsync(fd)
     finally:
-        os.close(fd)
+        fs.close(fd)
 
 
-def write_file_atomic(path: str, data: bytes, *, tmp_suffix: str = ".tmp") -> None:
+def write_file_atomic(
+    path: str, data: bytes, *, tmp_suffix: str = ".tmp", fs: FileSystem = OS_FS
+) -> None:
     directory = os.path.dirname(os.path.abspath(path))
-    os.makedirs(directory, exist_ok=True)
+    makedirs_synced(directory, fs=fs)
     tmp = path + tmp_suffix
-    write_synced(tmp, data)
-    os.replace(tmp, path)
-    fsync_dir(directory)
+    write_synced(tmp, data, fs=fs)
+    fs.replace(tmp, path)
+    fs.fsync_dir(directory)

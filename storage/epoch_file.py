@@ -25,7 +25,8 @@ from collections.abc import Iterable, Sequence
 
 import attrs
 
-from rocketrio.storage.durable import write_file_atomic
+from rocketrio.storage.durable import makedirs_synced, read_file, write_file_atomic
+from rocketrio.storage.fs import OS_FS, FileSystem
 
 EPOCH_FILE = "epochFileCheckpoint"
 BACKUP_SUFFIX = ".bak"
@@ -98,10 +99,11 @@ def _check_order(records: Sequence[EpochRecord], path: str) -> None:
 class EpochFile:
     """`<epoch, startOffset>` entries of one broker, loaded at construction."""
 
-    def __init__(self, path: str) -> None:
+    def __init__(self, path: str, *, fs: FileSystem = OS_FS) -> None:
         """`path` is the main file (upstream key storePathEpochFile, default
         ``<storePathRootDir>/epochFileCheckpoint``); the copy is ``path + ".bak"``."""
         self.path = path
+        self._fs = fs
         self.directory = os.path.dirname(path) or "."
         self.backup_path = path + BACKUP_SUFFIX
         self.loaded_from_backup = False
@@ -109,8 +111,7 @@ class EpochFile:
 
     def _read(self, path: str) -> list[EpochRecord] | None:
         try:
-            with open(path, "rb") as f:
-                data = f.read()
+            data = read_file(path, fs=self._fs)
         except FileNotFoundError:
             return None
         return decode_records(data, path)
@@ -135,10 +136,10 @@ class EpochFile:
         return backup or []
 
     def _persist(self, records: list[EpochRecord]) -> None:
-        os.makedirs(self.directory, exist_ok=True)
+        makedirs_synced(self.directory, fs=self._fs)
         data = encode_records(records)
-        write_file_atomic(self.path, data, tmp_suffix=".writing")
-        write_file_atomic(self.backup_path, data, tmp_suffix=".writing")
+        write_file_atomic(self.path, data, tmp_suffix=".writing", fs=self._fs)
+        write_file_atomic(self.backup_path, data, tmp_suffix=".writing", fs=self._fs)
         self._records = records
 
     # --- reads ---------------------------------------------------------------------------------

@@ -33,13 +33,14 @@ import threading
 import zlib
 from collections.abc import Iterable, Sequence
 
-from rocketrio.storage.commitlog import fsync_dir, pwrite_all
+from rocketrio.storage.commitlog import pwrite_all
+from rocketrio.storage.durable import makedirs_synced, write_synced
+from rocketrio.storage.fs import OS_FS, FileSystem
 
 INDEX_DIR = "index"
 INDEX_LOG = "index.log"
 RECORD = struct.Struct(">Qq")
 _RECORD_HALVES = struct.Struct(">IIq")  # the same bytes: CRC32 half, Adler-32 half, offset
-_fdatasync = getattr(os, "fdatasync", os.fsync)
 _WRITE_BEHIND = 64 * 1024  # pending record bytes that trigger a write
 
 
@@ -64,9 +65,10 @@ def key_hash_from(seed: tuple[int, int], key: bytes) -> int:
 class MessageIndex:
     """Append-only key -> commitlog offsets index (see module docstring)."""
 
-    def __init__(self, store_path: str) -> None:
+    def __init__(self, store_path: str, *, fs: FileSystem = OS_FS) -> None:
         self.dir = os.path.join(store_path, INDEX_DIR)
         self.path = os.path.join(self.dir, INDEX_LOG)
+        self._fs = fs
         self._fd: int | None = None
         self._size = 0  # log end, pending records included
         self._written = 0  # log end on file
@@ -81,17 +83,18 @@ class MessageIndex:
         return self._size // RECORD.size
 
     def exists(self) -> bool:
-        return os.path.exists(self.path)
+        return self._fs.exists(self.path)
 
     def open(self, redo_from: int) -> int:
         """Load the log, cutting records at or above ``redo_from``; returns records dropped."""
-        os.makedirs(self.dir, exist_ok=True)
-        created = not os.path.exists(self.path)
-        self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        fs = self._fs
+        makedirs_synced(self.dir, fs=fs)
+        created = not fs.exists(self.path)
+        self._fd = fs.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
         if created:
-            fsync_dir(self.dir)
-        size = os.fstat(self._fd).st_size
-        data = os.pread(self._fd, size, 0) if size else b""
+            fs.fsync_dir(self.dir)
+        size = fs.fsize(self._fd)
+        data = fs.pread(self._fd, size, 0) if size else b""
         whole = size - size % RECORD.size
         keep = 0
         last = -1
@@ -104,8 +107,8 @@ class MessageIndex:
             keep += RECORD.size
         dropped = (size - keep) // RECORD.size
         if keep != size:
-            os.ftruncate(self._fd, keep)
-            _fdatasync(self._fd)
+            fs.ftruncate(self._fd, keep)
+            fs.fdatasync(self._fd)
         self._size = self._written = self._loaded = keep
         return dropped
 
@@ -123,7 +126,7 @@ class MessageIndex:
         self._write_pending()
         if self._fd is None or self._loaded >= self._size:
             return
-        data = os.pread(self._fd, self._size - self._loaded, self._loaded)
+        data = self._fs.pread(self._fd, self._size - self._loaded, self._loaded)
         insert = self._insert
         for h, offset in RECORD.iter_unpack(data):
             insert(h, offset)
@@ -144,7 +147,7 @@ class MessageIndex:
     def _write_pending_locked(self) -> None:
         if self._pending and self._fd is not None:
             data = b"".join(self._pending)
-            pwrite_all(self._fd, data, self._written)
+            pwrite_all(self._fs, self._fd, data, self._written)
             self._written += len(data)
             self._pending.clear()
 
@@ -176,12 +179,12 @@ class MessageIndex:
     def flush(self) -> None:
         if self._fd is not None:
             self._write_pending()
-            _fdatasync(self._fd)
+            self._fs.fdatasync(self._fd)
 
     def close(self) -> None:
         if self._fd is not None:
             self.flush()
-            os.close(self._fd)
+            self._fs.close(self._fd)
             self._fd = None
 
     def truncate_from(self, commitlog_offset: int) -> int:
@@ -189,12 +192,13 @@ class MessageIndex:
         if self._fd is None:
             return 0
         self._catch_up()  # also writes the pending records the search below reads
+        fs = self._fs
         n = self._size // RECORD.size
         lo, hi = 0, n
         while lo < hi:
             mid = (lo + hi) // 2
             if (
-                RECORD.unpack(os.pread(self._fd, RECORD.size, mid * RECORD.size))[1]
+                RECORD.unpack(fs.pread(self._fd, RECORD.size, mid * RECORD.size))[1]
                 >= commitlog_offset
             ):
                 hi = mid
@@ -202,11 +206,11 @@ class MessageIndex:
                 lo = mid + 1
         if lo == n:
             return 0
-        tail = os.pread(self._fd, (n - lo) * RECORD.size, lo * RECORD.size)
+        tail = fs.pread(self._fd, (n - lo) * RECORD.size, lo * RECORD.size)
         for h, offset in RECORD.iter_unpack(tail):
             self._remove(h, offset)
-        os.ftruncate(self._fd, lo * RECORD.size)
-        _fdatasync(self._fd)
+        fs.ftruncate(self._fd, lo * RECORD.size)
+        fs.fdatasync(self._fd)
         self._size = self._written = self._loaded = lo * RECORD.size
         return n - lo
 
@@ -227,20 +231,18 @@ class MessageIndex:
         if self._fd is None:
             return 0
         self._write_pending()
-        data = os.pread(self._fd, self._size, 0)
+        fs = self._fs
+        data = fs.pread(self._fd, self._size, 0)
         kept = [(h, off) for h, off in RECORD.iter_unpack(data) if off >= commitlog_min]
         dropped = self._size // RECORD.size - len(kept)
         if dropped == 0:
             return 0
         tmp = self.path + ".tmp"
-        with open(tmp, "wb") as f:
-            f.write(b"".join([RECORD.pack(h, off) for h, off in kept]))
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, self.path)
-        fsync_dir(self.dir)
-        os.close(self._fd)
-        self._fd = os.open(self.path, os.O_RDWR)
+        write_synced(tmp, b"".join([RECORD.pack(h, off) for h, off in kept]), fs=fs)
+        fs.replace(tmp, self.path)
+        fs.fsync_dir(self.dir)
+        fs.close(self._fd)
+        self._fd = fs.open(self.path, os.O_RDWR)
         self._size = self._written = self._loaded = len(kept) * RECORD.size
         self._map.clear()
         for h, off in kept:

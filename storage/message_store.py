@@ -30,7 +30,6 @@ results, the errors) live in store_types.py and are re-exported here.
 from __future__ import annotations
 
 import os
-import shutil
 from collections.abc import Callable, Mapping, Sequence
 
 from rocketrio.protocol.message import (
@@ -51,6 +50,8 @@ from rocketrio.protocol.message import (
 )
 from rocketrio.storage.commitlog import CommitLog, OffsetCheckpoint, RecordNotFound
 from rocketrio.storage.consume_queue import ENTRY, Boundary, ConsumeQueue
+from rocketrio.storage.durable import makedirs_synced
+from rocketrio.storage.fs import OS_FS, FileSystem
 from rocketrio.storage.index_file import MessageIndex
 from rocketrio.storage.store_dispatch import (
     _NO_CQ_TRAN,
@@ -114,19 +115,21 @@ class MessageStore(StoreDispatch):
         config: StoreConfig | None = None,
         *,
         store_host: tuple[bytes, int] = (b"\x7f\x00\x00\x01", 10911),
+        fs: FileSystem = OS_FS,
     ) -> None:
         self.store_path = store_path
         self.config = config or StoreConfig()
         self.store_host = store_host
+        self.fs = fs
         self._msg_id_prefix = (store_host[0] + store_host[1].to_bytes(4, "big")).hex().upper()
         self._commitlog = CommitLog(
-            os.path.join(store_path, COMMITLOG_DIR), self.config.mappedFileSizeCommitLog
+            os.path.join(store_path, COMMITLOG_DIR), self.config.mappedFileSizeCommitLog, fs=fs
         )
         self._cq_root = os.path.join(store_path, CONSUME_QUEUE_DIR)
         self._cqs: dict[tuple[str, int], ConsumeQueue] = {}
         self._queue_offsets: dict[tuple[str, int], int] = {}
-        self._index = MessageIndex(store_path) if self.config.messageIndexEnable else None
-        self._dispatch_ckpt = OffsetCheckpoint(os.path.join(store_path, DISPATCH_CHECKPOINT))
+        self._index = MessageIndex(store_path, fs=fs) if self.config.messageIndexEnable else None
+        self._dispatch_ckpt = OffsetCheckpoint(os.path.join(store_path, DISPATCH_CHECKPOINT), fs=fs)
         self._dispatched = 0
         self._delay_ms = parse_delay_levels(self.config.messageDelayLevel)
         self._put_count = 0
@@ -145,7 +148,7 @@ class MessageStore(StoreDispatch):
         Raises CorruptionError (with every file closed again) when the data cannot be
         recovered without losing acknowledged messages.
         """
-        os.makedirs(self.store_path, exist_ok=True)
+        makedirs_synced(self.store_path, fs=self.fs)
         clog_report = self._commitlog.open()
         try:
             return self._recover(clog_report)
@@ -547,7 +550,7 @@ class MessageStore(StoreDispatch):
         for key in keys:
             self._cqs.pop(key).destroy()
             self._queue_offsets.pop(key, None)
-        shutil.rmtree(os.path.join(self._cq_root, topic), ignore_errors=True)
+        self.fs.rmtree(os.path.join(self._cq_root, topic))
         return len(keys)
 
     # ------------------------------------------------------------------ truncation / retention

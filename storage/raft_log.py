@@ -48,7 +48,6 @@ else until it returns.
 
 from __future__ import annotations
 
-import fcntl
 import json
 import os
 import struct
@@ -61,7 +60,8 @@ from types import TracebackType
 import attrs
 
 from rocketrio.protocol.raft import Entry, HardState, SnapshotMeta
-from rocketrio.storage.durable import fsync_dir, write_file_atomic
+from rocketrio.storage.durable import makedirs_synced, read_file, write_file_atomic
+from rocketrio.storage.fs import OS_FS, FileSystem
 from rocketrio.storage.raft_segments import (
     HEADER_SIZE,
     MAX_ENTRY_BYTES,
@@ -123,15 +123,18 @@ class RecoveryReport:
         )
 
 
-def _write_file_atomically(directory: str, name: str, payload: bytes) -> None:
+def _write_file_atomically(fs: FileSystem, directory: str, name: str, payload: bytes) -> None:
     """temp + fsync + rename + directory fsync: readers see the old or the new file, never a mix."""
-    write_file_atomic(os.path.join(directory, name), payload, tmp_suffix=_TMP_SUFFIX)
+    write_file_atomic(os.path.join(directory, name), payload, tmp_suffix=_TMP_SUFFIX, fs=fs)
 
 
 class RaftLog:
     """The controller Raft node's log, hard state and snapshot in one directory."""
 
-    def __init__(self, path: str, segment_size: int, lock_fd: int) -> None:
+    def __init__(
+        self, path: str, segment_size: int, lock_fd: int, *, fs: FileSystem = OS_FS
+    ) -> None:
+        self._fs = fs
         self._dir = path
         self._segment_size = segment_size
         self._lock_fd = lock_fd
@@ -148,18 +151,20 @@ class RaftLog:
     # ----------------------------------------------------------------- open / close
 
     @classmethod
-    def open(cls, path: str, segment_size: int = DEFAULT_SEGMENT_SIZE) -> RaftLog:
+    def open(
+        cls, path: str, segment_size: int = DEFAULT_SEGMENT_SIZE, *, fs: FileSystem = OS_FS
+    ) -> RaftLog:
         """Open (creating if needed) and recover the store at ``path``."""
         if segment_size <= HEADER_SIZE:
             raise ValueError(f"segment_size must exceed {HEADER_SIZE} bytes, got {segment_size}")
-        os.makedirs(path, exist_ok=True)
-        lock_fd = os.open(os.path.join(path, LOCK_FILE), os.O_RDWR | os.O_CREAT, 0o644)
+        makedirs_synced(path, fs=fs)  # the directory fsyncs below need a durable directory
+        lock_fd = fs.open(os.path.join(path, LOCK_FILE), os.O_RDWR | os.O_CREAT, 0o644)
         try:
-            fcntl.flock(lock_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            fs.flock(lock_fd)
         except BlockingIOError:
-            os.close(lock_fd)
+            fs.close(lock_fd)
             raise RuntimeError(f"raft store {path} is in use by another RaftLog") from None
-        log = cls(path, segment_size, lock_fd)
+        log = cls(path, segment_size, lock_fd, fs=fs)
         try:
             log._recover()
         except BaseException:
@@ -189,39 +194,39 @@ class RaftLog:
     def _release(self) -> None:
         self._closed = True
         self._close_fd()
-        os.close(self._lock_fd)  # closing the fd drops the flock
+        self._fs.close(self._lock_fd)  # closing the fd drops the flock
 
     # ----------------------------------------------------------------- recovery
 
     def _recover(self) -> None:
+        fs = self._fs
         removed: list[str] = []
-        for name in sorted(os.listdir(self._dir)):
+        for name in sorted(fs.listdir(self._dir)):
             if name.endswith(_TMP_SUFFIX):  # an atomic write that never reached its rename
-                os.unlink(os.path.join(self._dir, name))
+                fs.unlink(os.path.join(self._dir, name))
                 removed.append(name)
         self._hard_state = self._load_hard_state()
         self._snapshot = self._load_snapshot_meta()
-        self._segments, torn, empty_last = load_segments(self._dir)
+        self._segments, torn, empty_last = load_segments(fs, self._dir)
         self._firsts = [seg.first_index for seg in self._segments]
         check_log_start(self._segments, self._snapshot)
         # every check passed: only now repair, so a refused start-up leaves the files as found
         if torn is not None:
-            cut_file(torn.file, torn.offset)
+            cut_file(fs, torn.file, torn.offset)
         if empty_last is not None:
-            os.unlink(empty_last)  # a roll that never wrote its first record, or a torn one
+            fs.unlink(empty_last)  # a roll that never wrote its first record, or a torn one
             removed.append(os.path.basename(empty_last))
         discarded = not self._log_matches_snapshot()
         if discarded:
             self._discard_log()
         if removed:
-            fsync_dir(self._dir)
+            fs.fsync_dir(self._dir)
         self.recovery_report = RecoveryReport(torn, tuple(removed), discarded)
 
     def _load_hard_state(self) -> HardState:
         file = os.path.join(self._dir, HARD_STATE_FILE)
         try:
-            with open(file, "rb") as f:
-                raw = f.read()
+            raw = read_file(file, fs=self._fs)
         except FileNotFoundError:
             return HardState(0, None)
         try:
@@ -236,8 +241,7 @@ class RaftLog:
     def _read_snapshot_file(self) -> tuple[SnapshotMeta, bytes] | None:
         file = os.path.join(self._dir, SNAPSHOT_FILE)
         try:
-            with open(file, "rb") as f:
-                raw = f.read()
+            raw = read_file(file, fs=self._fs)
         except FileNotFoundError:
             return None
         if len(raw) < _SNAP_HDR.size:
@@ -333,14 +337,15 @@ class RaftLog:
         return self._read_snapshot_file()
 
     def _read(self, seg: Segment, offset: int, length: int) -> bytes:
+        fs = self._fs
         if seg is self._segments[-1]:
-            raw = os.pread(self._active_fd(), length, offset)
+            raw = fs.pread(self._active_fd(), length, offset)
         else:
-            fd = os.open(seg.path, os.O_RDONLY)
+            fd = fs.open(seg.path, os.O_RDONLY)
             try:
-                raw = os.pread(fd, length, offset)
+                raw = fs.pread(fd, length, offset)
             finally:
-                os.close(fd)
+                fs.close(fd)
         if len(raw) != length:
             raise RaftLogCorruption(seg.path, offset, f"file shrank: read {len(raw)} of {length}")
         return raw
@@ -361,7 +366,7 @@ class RaftLog:
         if new == old:
             return
         payload = json.dumps({"term": term, "voted_for": voted_for}).encode()
-        _write_file_atomically(self._dir, HARD_STATE_FILE, payload)
+        _write_file_atomically(self._fs, self._dir, HARD_STATE_FILE, payload)
         self._hard_state = new
 
     # ----------------------------------------------------------------- append / sync
@@ -456,41 +461,43 @@ class RaftLog:
         return j
 
     def _write_all(self, seg: Segment, view: memoryview) -> None:
+        fs = self._fs
         fd = self._active_fd()
         try:
             while view:
-                view = view[os.write(fd, view) :]
+                view = view[fs.write(fd, view) :]
         except BaseException:
             # a half-written record followed by later appends would read as mid-log corruption
-            os.ftruncate(fd, seg.size)
+            fs.ftruncate(fd, seg.size)
             raise
 
     def sync(self) -> None:
         """Make every appended entry durable: fsync the last segment (and the directory)."""
         if self._unsynced and self._fd is not None:
-            os.fsync(self._fd)
+            self._fs.fsync(self._fd)
         self._unsynced = False
         if self._dir_unsynced:
-            fsync_dir(self._dir)
+            self._fs.fsync_dir(self._dir)
             self._dir_unsynced = False
 
     def _active_fd(self) -> int:
         if self._fd is None:
-            self._fd = os.open(self._segments[-1].path, os.O_RDWR | os.O_APPEND)
+            self._fd = self._fs.open(self._segments[-1].path, os.O_RDWR | os.O_APPEND)
         return self._fd
 
     def _close_fd(self) -> None:
         if self._fd is not None:
-            os.close(self._fd)
+            self._fs.close(self._fd)
             self._fd = None
 
     def _roll(self, first_index: int) -> None:
         if self._segments:
-            os.fsync(self._active_fd())  # only the last segment may ever be incomplete on disk
+            self._fs.fsync(self._active_fd())  # only the last segment may ever be incomplete
             self._close_fd()
             self._unsynced = False
         path = os.path.join(self._dir, f"{first_index:020d}")
-        self._fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_EXCL, 0o644)
+        flags = os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_EXCL
+        self._fd = self._fs.open(path, flags, 0o644)
         self._segments.append(Segment(first_index, path))
         self._firsts.append(first_index)
         self._dir_unsynced = True
@@ -509,13 +516,13 @@ class RaftLog:
             self._remove_last_segment()
             removed = True
         if removed:
-            fsync_dir(self._dir)
+            self._fs.fsync_dir(self._dir)
         if index == target.first_index:
             return
         cut = target.offset_of(index)
         fd = self._active_fd()
-        os.ftruncate(fd, cut)
-        os.fsync(fd)
+        self._fs.ftruncate(fd, cut)
+        self._fs.fsync(fd)
         keep = index - target.first_index
         del target.offsets[keep:]
         del target.terms[keep:]
@@ -524,7 +531,7 @@ class RaftLog:
     def _remove_last_segment(self) -> None:
         seg = self._segments[-1]
         self._close_fd()
-        os.unlink(seg.path)
+        self._fs.unlink(seg.path)
         self._segments.pop()
         self._firsts.pop()
         self._unsynced = False
@@ -542,7 +549,7 @@ class RaftLog:
             )
         crc = zlib.crc32(data, zlib.crc32(_INDEX_TERM.pack(index, term)))
         payload = _SNAP_HDR.pack(_SNAP_MAGIC, crc, index, term) + data
-        _write_file_atomically(self._dir, SNAPSHOT_FILE, payload)
+        _write_file_atomically(self._fs, self._dir, SNAPSHOT_FILE, payload)
         self._snapshot = SnapshotMeta(index, term)
         if not self._log_matches_snapshot():
             self._discard_log()
@@ -563,7 +570,7 @@ class RaftLog:
     def _discard_log(self) -> None:
         while self._segments:
             self._remove_last_segment()
-        fsync_dir(self._dir)
+        self._fs.fsync_dir(self._dir)
 
     def compact(self, upto_index: int) -> None:
         """Delete segment files whose entries are all ``<= upto_index`` (oldest first)."""
@@ -575,9 +582,9 @@ class RaftLog:
             if len(self._segments) == 1:
                 self._close_fd()
                 self._unsynced = False
-            os.unlink(self._segments[0].path)
+            self._fs.unlink(self._segments[0].path)
             del self._segments[0]
             del self._firsts[0]
             removed = True
         if removed:
-            fsync_dir(self._dir)
+            self._fs.fsync_dir(self._dir)

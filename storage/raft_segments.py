@@ -29,6 +29,8 @@ from array import array
 import attrs
 
 from rocketrio.protocol.raft import Entry, SnapshotMeta
+from rocketrio.storage.durable import read_file
+from rocketrio.storage.fs import FileSystem
 
 RECORD_HEADER = struct.Struct(">iIqq")
 HEADER_SIZE = RECORD_HEADER.size
@@ -81,13 +83,13 @@ class Segment:
         return self.offsets[pos] if pos < len(self.offsets) else self.size
 
 
-def cut_file(path: str, size: int) -> None:
-    fd = os.open(path, os.O_RDWR)
+def cut_file(fs: FileSystem, path: str, size: int) -> None:
+    fd = fs.open(path, os.O_RDWR)
     try:
-        os.ftruncate(fd, size)
-        os.fsync(fd)
+        fs.ftruncate(fd, size)
+        fs.fsync(fd)
     finally:
-        os.close(fd)
+        fs.close(fd)
 
 
 def _record_problem(buf: bytes, pos: int) -> str | None:
@@ -148,10 +150,9 @@ def decode_records(buf: bytes, first_index: int, count: int, file: str, base: in
 
 
 def scan_segment(
-    path: str, first: int, term_floor: int, is_last: bool
+    fs: FileSystem, path: str, first: int, term_floor: int, is_last: bool
 ) -> tuple[Segment, TornTail | None]:
-    with open(path, "rb") as f:
-        buf = f.read()
+    buf = read_file(path, fs=fs)
     seg = Segment(first, path)
     pos = 0
     while pos < len(buf):
@@ -185,10 +186,12 @@ def _torn_tail(seg: Segment, buf: bytes, pos: int, problem: str, is_last: bool) 
     return TornTail(seg.path, pos, len(buf) - pos, problem)
 
 
-def load_segments(directory: str) -> tuple[list[Segment], TornTail | None, str | None]:
+def load_segments(
+    fs: FileSystem, directory: str
+) -> tuple[list[Segment], TornTail | None, str | None]:
     """Index every segment without writing: the segments, the torn tail and empty last file
     to repair."""
-    names = sorted(n for n in os.listdir(directory) if SEGMENT_NAME.fullmatch(n))
+    names = sorted(n for n in fs.listdir(directory) if SEGMENT_NAME.fullmatch(n))
     segments: list[Segment] = []
     term_floor = 0
     torn: TornTail | None = None
@@ -198,7 +201,7 @@ def load_segments(directory: str) -> tuple[list[Segment], TornTail | None, str |
         if segments and first != segments[-1].last_index + 1:
             want = segments[-1].last_index + 1
             raise RaftLogCorruption(path, 0, f"segment should start at index {want}")
-        seg, torn = scan_segment(path, first, term_floor, pos == len(names) - 1)
+        seg, torn = scan_segment(fs, path, first, term_floor, pos == len(names) - 1)
         if not seg.offsets:
             if pos != len(names) - 1:
                 raise RaftLogCorruption(path, 0, "empty segment that is not the last one")

@@ -36,6 +36,7 @@ from rocketrio.storage.commitlog import (
     OffsetCheckpoint,
 )
 from rocketrio.storage.consume_queue import ENTRY, ConsumeQueue
+from rocketrio.storage.fs import FileSystem
 from rocketrio.storage.index_file import MessageIndex, key_hash_from, key_hash_seed
 from rocketrio.storage.store_types import RecoveryReport, StoreConfig
 
@@ -54,6 +55,7 @@ class StoreDispatch:
     """
 
     config: StoreConfig
+    fs: FileSystem
     _commitlog: CommitLog
     _cq_root: str
     _cqs: dict[tuple[str, int], ConsumeQueue]
@@ -101,18 +103,19 @@ class StoreDispatch:
         )
 
     def _load_consume_queues(self) -> int:
+        fs = self.fs
         torn = 0
-        if not os.path.isdir(self._cq_root):
+        if not fs.isdir(self._cq_root):
             return 0
-        for topic in sorted(os.listdir(self._cq_root)):
+        for topic in sorted(fs.listdir(self._cq_root)):
             topic_dir = os.path.join(self._cq_root, topic)
-            if not os.path.isdir(topic_dir):
+            if not fs.isdir(topic_dir):
                 continue
-            for qid in os.listdir(topic_dir):
-                if not qid.isdigit() or not os.path.isdir(os.path.join(topic_dir, qid)):
+            for qid in fs.listdir(topic_dir):
+                if not qid.isdigit() or not fs.isdir(os.path.join(topic_dir, qid)):
                     continue
                 cq = ConsumeQueue(
-                    self._cq_root, topic, int(qid), self.config.mappedFileSizeConsumeQueue
+                    self._cq_root, topic, int(qid), self.config.mappedFileSizeConsumeQueue, fs=fs
                 )
                 torn += cq.open()
                 self._cqs[(topic, int(qid))] = cq
@@ -219,7 +222,9 @@ class StoreDispatch:
     def _consume_queue(self, key: tuple[str, int]) -> ConsumeQueue:
         cq = self._cqs.get(key)
         if cq is None:
-            cq = ConsumeQueue(self._cq_root, key[0], key[1], self.config.mappedFileSizeConsumeQueue)
+            cq = ConsumeQueue(
+                self._cq_root, key[0], key[1], self.config.mappedFileSizeConsumeQueue, fs=self.fs
+            )
             self._cqs[key] = cq
         return cq
 

@@ -1,16 +1,31 @@
-"""Shared pytest fixtures: a MockClock that jumps whenever all tasks are blocked."""
+"""Shared pytest fixtures: a MockClock that jumps whenever all tasks are blocked, and `disk`
+(storage tests on the real disk and on the simulated one)."""
 
 from __future__ import annotations
 
 import os
+import random
+from pathlib import Path
 
 import pytest
 import trio.testing
+
+from rocketrio.storage.fs import OS_FS
+from tests.sim.disk_view import DiskView
+from tests.sim.sim_disk import SimFileSystem
 
 
 @pytest.fixture
 def mock_clock() -> trio.testing.MockClock:
     return trio.testing.MockClock(autojump_threshold=0)
+
+
+@pytest.fixture(params=["os", "sim"])
+def disk(request: pytest.FixtureRequest, tmp_path: Path) -> DiskView:
+    """A place for storage files: the real disk under tmp_path, or a SimFileSystem."""
+    if request.param == "os":
+        return DiskView(OS_FS, str(tmp_path))
+    return DiskView(SimFileSystem(random.Random(0)), "/sim/test")
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:

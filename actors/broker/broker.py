@@ -71,6 +71,7 @@ from rocketrio.protocol.headers import NotifyConsumerIdsChangedRequestHeader
 from rocketrio.protocol.message import parse_host
 from rocketrio.protocol.remoting import RemotingCommand
 from rocketrio.protocol.serde import from_ext, from_json, to_ext, to_json
+from rocketrio.storage.fs import OS_FS, FileSystem
 from rocketrio.storage.message_store import MessageStore, RecoveryReport, StoreConfig
 
 Handler = Callable[[RequestContext], Awaitable[RemotingCommand | None]]
@@ -135,8 +136,10 @@ class Broker:
         rng: random.Random | None = None,
         run_blocking: RunBlocking = trio.to_thread.run_sync,
         faults: FaultSites = NO_FAULTS,
+        fs: FileSystem = OS_FS,
     ) -> None:
         self.config = config
+        self.fs = fs  # every file of the broker: store, configs, identity (simulated in sims)
         self.run_blocking = run_blocking
         self.transport = transport
         self.now_ms = now_ms
@@ -203,13 +206,15 @@ class Broker:
             messageIndexEnable=c.messageIndexEnable,
             messageDelayLevel=c.messageDelayLevel,
         )
-        return MessageStore(c.storePathRootDir, store_config, store_host=self.store_host)
+        return MessageStore(
+            c.storePathRootDir, store_config, store_host=self.store_host, fs=self.fs
+        )
 
     def _config_file(
         self, name: str, cls: type[T], snapshot: Callable[[], T | None]
     ) -> ConfigFile[T]:
         path = os.path.join(self.config.storePathRootDir, "config", name)
-        return ConfigFile(path, cls, snapshot, self.run_blocking)
+        return ConfigFile(path, cls, snapshot, self.run_blocking, fs=self.fs)
 
     def _handler_table(self) -> dict[int, Handler]:
         s, p, c, a = self.send, self.pull, self.clients, self.admin

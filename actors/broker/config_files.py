@@ -21,6 +21,7 @@ import trio
 
 from rocketrio.protocol.serde import HeaderError, from_plain, to_json
 from rocketrio.storage.config_store import ConfigFileError, JsonConfigStore
+from rocketrio.storage.fs import OS_FS, FileSystem
 
 T = TypeVar("T")
 
@@ -32,9 +33,11 @@ class ConfigFile(Generic[T]):
         cls: type[T],
         snapshot: Callable[[], T | None],
         run_blocking: Callable[[Callable[[], None]], Awaitable[None]] = trio.to_thread.run_sync,
+        *,
+        fs: FileSystem = OS_FS,
     ) -> None:
         self.path = path
-        self.store = JsonConfigStore(path)
+        self.store = JsonConfigStore(path, fs=fs)
         self.run_blocking = run_blocking
         self.cls = cls
         self.snapshot = snapshot

@@ -102,7 +102,7 @@ class ReplicasManager:
         self.config = broker.config
         self.faults = faults
         self.rng: random.Random = broker.rng
-        self.identity = BrokerIdentityStore(self.config.broker_identity_dir)
+        self.identity = BrokerIdentityStore(self.config.broker_identity_dir, fs=broker.fs)
         self.epochs: EpochFile | None = None
         self.link: ControllerLink | None = None
         self.log = structlog.get_logger("broker.replicas").bind(
@@ -126,7 +126,7 @@ class ReplicasManager:
     async def open(self) -> None:
         """Load the epoch file (worker thread); a damaged file stops the broker start."""
         self.epochs = await self.broker.run_blocking(
-            partial(EpochFile, self.config.epoch_file_path)
+            partial(EpochFile, self.config.epoch_file_path, fs=self.broker.fs)
         )
         if self.epochs.loaded_from_backup:
             self.log.warning("epoch_file_loaded_from_backup", path=self.epochs.path)

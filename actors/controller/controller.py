@@ -77,6 +77,7 @@ from rocketrio.protocol.controller_headers import (
 )
 from rocketrio.protocol.remoting import RemotingCommand
 from rocketrio.protocol.serde import HeaderError, from_ext, from_json, to_ext
+from rocketrio.storage.fs import OS_FS, FileSystem
 
 # rocketrio-internal request code (not upstream's): propose a no-op entry, for bench/raft_commit
 CONTROLLER_BENCH_PROPOSE = 1199
@@ -151,6 +152,7 @@ class Controller(FailoverMixin):
         rng: random.Random | None = None,
         io_runner: IoRunner | None = None,
         raft_overrides: dict[str, int] | None = None,
+        fs: FileSystem = OS_FS,
     ) -> None:
         self.config = config
         self.transport = transport
@@ -168,6 +170,7 @@ class Controller(FailoverMixin):
             transport,
             rng=rng,
             io_runner=io_runner,
+            fs=fs,
         )
         self.node.on_role_change = self._on_role_change
         self.server = RemotingServer(transport, self.addr, self.process, on_connect=self.watch)

@@ -25,6 +25,7 @@ from rocketrio.protocol.config import ConfigError, load_config
 from rocketrio.protocol.controller_headers import BrokerHeartbeatRequestHeader
 from rocketrio.protocol.remoting import RemotingCommand
 from rocketrio.protocol.serde import HeaderError, from_ext
+from rocketrio.storage.fs import OS_FS, FileSystem
 
 
 def attach_to_namesrv(controller: Controller, namesrv: NameServer) -> None:
@@ -91,16 +92,17 @@ async def run_namesrv_with_controller(
     *,
     rng: random.Random | None = None,
     io_runner: IoRunner | None = None,
+    fs: FileSystem = OS_FS,
     task_status: trio.TaskStatus[tuple[NameServer, Controller]] = trio.TASK_STATUS_IGNORED,
 ) -> None:
     """A NameServer with an embedded controller (enableControllerInNamesrv=true).
 
     The NameServer starts first and serves routes whatever the controller group does; the
     controller listens on its own Raft peer address, like upstream's DLedger controller.
-    `rng` / `io_runner` are for simulations (see `Controller`).
+    `rng` / `io_runner` / `fs` are for simulations (see `Controller`).
     """
-    namesrv = NameServer(namesrv_config, transport)
-    controller = Controller(controller_config, transport, rng=rng, io_runner=io_runner)
+    namesrv = NameServer(namesrv_config, transport, fs=fs)
+    controller = Controller(controller_config, transport, rng=rng, io_runner=io_runner, fs=fs)
     attach_to_namesrv(controller, namesrv)
     async with trio.open_nursery() as nursery:
         await nursery.start(namesrv.run)

@@ -71,6 +71,8 @@ from rocketrio.protocol.headers import (
 from rocketrio.protocol.remoting import RemotingCommand
 from rocketrio.protocol.serde import HeaderError, from_ext, from_json, to_ext, to_json
 from rocketrio.storage.config_store import write_json_atomic
+from rocketrio.storage.durable import read_file
+from rocketrio.storage.fs import OS_FS, FileSystem
 
 # NamesrvUtil.NAMESPACE_ORDER_TOPIC_CONFIG: per-topic order config, returned to brokers
 ORDER_TOPIC_CONFIG_NAMESPACE = "ORDER_TOPIC_CONFIG"
@@ -115,11 +117,10 @@ class KVConfigTable:
         return to_json(KVConfigSerializeWrapper(configTable=self.table))
 
 
-def load_kv_file(path: str) -> dict[str, dict[str, str]]:
+def load_kv_file(path: str, fs: FileSystem = OS_FS) -> dict[str, dict[str, str]]:
     """Read kvConfig.json (blocking). Missing file: empty table. Damaged: ConfigError."""
     try:
-        with open(path, "rb") as f:
-            data = f.read()
+        data = read_file(path, fs=fs)
     except FileNotFoundError:
         return {}
     except OSError as e:
@@ -130,9 +131,9 @@ def load_kv_file(path: str) -> dict[str, dict[str, str]]:
         raise ConfigError(f"kvConfigPath: {path} is not a KV config file: {e}") from None
 
 
-def write_kv_file(path: str, data: bytes) -> None:
+def write_kv_file(path: str, data: bytes, fs: FileSystem = OS_FS) -> None:
     """Replace kvConfig.json atomically and durably (blocking)."""
-    write_json_atomic(path, data)
+    write_json_atomic(path, data, fs=fs)
 
 
 # --- the NameServer ----------------------------------------------------------------------------
@@ -141,9 +142,12 @@ def write_kv_file(path: str, data: bytes) -> None:
 class NameServer:
     """One NameServer: state (`routes`, `kv`), processor table, periodic scan, pushes."""
 
-    def __init__(self, config: NamesrvConfig, transport: Transport) -> None:
+    def __init__(
+        self, config: NamesrvConfig, transport: Transport, *, fs: FileSystem = OS_FS
+    ) -> None:
         self.config = config
         self.transport = transport
+        self.fs = fs  # where kvConfigPath lives (a simulated disk in simulations)
         self.routes = RouteInfoManager(
             default_timeout_ms=config.brokerChannelExpiredTime,
             support_acting_master=config.supportActingMaster,
@@ -220,7 +224,7 @@ class NameServer:
         """Serve until cancelled; ``task_status.started(bound address)``."""
         if self.config.kvConfigPath:
             self.kv = KVConfigTable(
-                await trio.to_thread.run_sync(load_kv_file, self.config.kvConfigPath)
+                await trio.to_thread.run_sync(load_kv_file, self.config.kvConfigPath, self.fs)
             )
         try:
             async with RemotingClient(self.transport) as client, trio.open_nursery() as nursery:
@@ -497,7 +501,7 @@ class NameServer:
             # the snapshot is taken under the lock, so the last write carries every change
             data = self.kv.to_json()
             try:
-                await trio.to_thread.run_sync(write_kv_file, path, data)
+                await trio.to_thread.run_sync(write_kv_file, path, data, self.fs)
             except OSError as e:
                 self.log.error("kv_config_persist_failed", path=path, error=str(e))
                 return f"changed in memory but not saved to {path}: {e}"

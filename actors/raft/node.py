@@ -32,11 +32,13 @@ straight away. `read_barrier` resolves once this node has confirmed its leadersh
 majority after the call and applied everything committed before it (Raft's ReadIndex).
 
 Storage calls go through an injectable `IoRunner` (a worker thread by default); simulations
-pass `run_inline` or a seeded slow disk so Trio's MockClock never races a real thread.
+pass `run_inline` or a seeded slow disk so Trio's MockClock never races a real thread, and an
+`fs` (storage/fs.py) to keep the Raft store on a simulated disk.
 """
 
 from __future__ import annotations
 
+import functools
 import itertools
 import os
 import random
@@ -71,6 +73,7 @@ from rocketrio.protocol.raft import (
     encode_message,
 )
 from rocketrio.protocol.remoting import RemotingCommand
+from rocketrio.storage.fs import OS_FS, FileSystem
 from rocketrio.storage.raft_log import DEFAULT_SEGMENT_SIZE, RaftLog
 
 __all__ = [
@@ -177,9 +180,11 @@ class RaftNode:
         segment_size: int = DEFAULT_SEGMENT_SIZE,
         peer_queue_capacity: int = PEER_QUEUE_CAPACITY,
         io_runner: IoRunner | None = None,
+        fs: FileSystem = OS_FS,
     ) -> None:
         self.config = config
         self.self_id = config.selfId
+        self.fs = fs
         self.peers = config.peer_map()
         self.store_path = store_path
         self.sm = state_machine
@@ -322,7 +327,9 @@ class RaftNode:
         self, *, task_status: trio.TaskStatus[RaftNode] = trio.TASK_STATUS_IGNORED
     ) -> None:
         """Open the store, restore the state machine, then serve until cancelled."""
-        log = await self._io(RaftLog.open, self.store_path, self._segment_size)
+        log = await self._io(
+            functools.partial(RaftLog.open, self.store_path, self._segment_size, fs=self.fs)
+        )
         self._log = log
         try:
             await self._start_core(log)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import pytest
@@ -27,6 +26,7 @@ from rocketrio.storage.epoch_file import (
     decode_records,
     encode_records,
 )
+from tests.sim.disk_view import DiskView
 
 META = BrokerMeta("DefaultCluster", "broker-a", 3, "10.0.0.1:10911;1700000000000;0a0b0c0d")
 
@@ -44,44 +44,46 @@ def test_meta_round_trip(name: str, broker_id: int, code: str) -> None:
     assert BrokerMeta.decode(meta.encode(), "f") == meta
 
 
-def test_temp_then_commit_is_one_rename(tmp_path: Path) -> None:
-    store = BrokerIdentityStore(str(tmp_path / "id"))
+def test_temp_then_commit_is_one_rename(disk: DiskView) -> None:
+    store = BrokerIdentityStore(disk.path("id"), fs=disk.fs)
     assert store.read_meta() is None and store.read_temp() is None
     store.write_temp(META)
     assert store.read_temp() == META and store.read_meta() is None
     assert store.commit_temp() == META
     assert store.read_meta() == META and store.read_temp() is None
-    assert sorted(os.listdir(tmp_path / "id")) == [META_FILE]
+    assert disk.listdir(disk.path("id")) == [META_FILE]
     with pytest.raises(BrokerIdentityError, match=r"no \.broker\.meta\.temp to commit"):
         store.commit_temp()
     store.delete_temp()  # nothing to delete is fine
 
 
-def test_refused_temp_is_deleted(tmp_path: Path) -> None:
-    store = BrokerIdentityStore(str(tmp_path))
+def test_refused_temp_is_deleted(disk: DiskView) -> None:
+    store = BrokerIdentityStore(disk.root, fs=disk.fs)
     store.write_temp(META)
     store.delete_temp()
-    assert store.read_temp() is None and not (tmp_path / TEMP_FILE).exists()
+    assert store.read_temp() is None and not disk.exists(disk.path(TEMP_FILE))
 
 
-def test_write_interrupted_before_rename_leaves_no_temp(tmp_path: Path) -> None:
+def test_write_interrupted_before_rename_leaves_no_temp(disk: DiskView) -> None:
     """kill -9 during write_temp: only the side file exists, so the flow starts over."""
-    (tmp_path / (TEMP_FILE + ".writing")).write_bytes(META.encode()[:10])
-    assert BrokerIdentityStore(str(tmp_path)).read_temp() is None
+    disk.fs.makedirs(disk.root, exist_ok=True)
+    disk.write(disk.path(TEMP_FILE + ".writing"), META.encode()[:10])
+    assert BrokerIdentityStore(disk.root, fs=disk.fs).read_temp() is None
 
 
 @pytest.mark.parametrize("name", [META_FILE, TEMP_FILE])
-def test_damaged_identity_file_is_reported_not_trusted(tmp_path: Path, name: str) -> None:
+def test_damaged_identity_file_is_reported_not_trusted(disk: DiskView, name: str) -> None:
     data = bytearray(META.encode())
     data[data.index(b"brokerId=") + 9] = ord("7")  # brokerId 3 -> 7 behind the checksum
-    (tmp_path / name).write_bytes(bytes(data))
-    store = BrokerIdentityStore(str(tmp_path))
+    disk.fs.makedirs(disk.root, exist_ok=True)
+    disk.write(disk.path(name), bytes(data))
+    store = BrokerIdentityStore(disk.root, fs=disk.fs)
     with pytest.raises(BrokerIdentityError, match="checksum mismatch"):
         store.read_meta() if name == META_FILE else store.read_temp()
 
 
-def test_identity_of_another_broker_is_refused(tmp_path: Path) -> None:
-    store = BrokerIdentityStore(str(tmp_path))
+def test_identity_of_another_broker_is_refused(disk: DiskView) -> None:
+    store = BrokerIdentityStore(disk.root, fs=disk.fs)
     store.check_owner(META, "DefaultCluster", "broker-a")
     with pytest.raises(BrokerIdentityError, match="belongs to DefaultCluster/broker-a"):
         store.check_owner(META, "DefaultCluster", "broker-b")
@@ -109,17 +111,17 @@ def test_epoch_format_is_upstream_lines_plus_crc() -> None:
     assert text.startswith("2\n1-0\n3-4096\ncrc=")
 
 
-def test_append_persists_both_copies_and_reloads(tmp_path: Path) -> None:
-    path = str(tmp_path / "store" / "epochFileCheckpoint")
-    f = EpochFile(path)
+def test_append_persists_both_copies_and_reloads(disk: DiskView) -> None:
+    path = disk.path("store", "epochFileCheckpoint")
+    f = EpochFile(path, fs=disk.fs)
     assert f.records == [] and f.last_epoch() == -1
     assert f.append(1, 0)
     assert f.append(2, 500)
     assert not f.append(2, 500)  # the same master registering again
-    again = EpochFile(path)
+    again = EpochFile(path, fs=disk.fs)
     assert again.records == [EpochRecord(1, 0), EpochRecord(2, 500)]
     assert not again.loaded_from_backup
-    assert open(path, "rb").read() == open(path + ".bak", "rb").read()
+    assert disk.read(path) == disk.read(path + ".bak")
     assert again.ranges() == [EpochRange(1, 0, 500), EpochRange(2, 500, OPEN_END_OFFSET)]
     assert again.find(1) == EpochRange(1, 0, 500) and again.find(9) is None
 
@@ -128,38 +130,38 @@ def test_append_persists_both_copies_and_reloads(tmp_path: Path) -> None:
     ("epoch", "start", "why"),
     [(2, 900, "cannot append 2-900"), (1, 900, "cannot append 1-900"), (3, 499, "3-499")],
 )
-def test_append_refuses_going_backwards(tmp_path: Path, epoch: int, start: int, why: str) -> None:
-    f = EpochFile(str(tmp_path / "e"))
+def test_append_refuses_going_backwards(disk: DiskView, epoch: int, start: int, why: str) -> None:
+    f = EpochFile(disk.path("e"), fs=disk.fs)
     f.append(1, 0)
     f.append(2, 500)
     with pytest.raises(EpochFileError, match=why):
         f.append(epoch, start)
-    assert EpochFile(str(tmp_path / "e")).records == [EpochRecord(1, 0), EpochRecord(2, 500)]
+    assert EpochFile(disk.path("e"), fs=disk.fs).records == [EpochRecord(1, 0), EpochRecord(2, 500)]
 
 
-def test_damaged_main_falls_back_to_backup(tmp_path: Path) -> None:
-    path = tmp_path / "e"
-    f = EpochFile(str(path))
+def test_damaged_main_falls_back_to_backup(disk: DiskView) -> None:
+    path = disk.path("e")
+    f = EpochFile(path, fs=disk.fs)
     f.append(1, 0)
     f.append(2, 100)
-    path.write_bytes(b"2\n1-0\n2-1")  # torn by something outside our write path
-    again = EpochFile(str(path))
+    disk.write(path, b"2\n1-0\n2-1")  # torn by something outside our write path
+    again = EpochFile(path, fs=disk.fs)
     assert again.loaded_from_backup and again.last_epoch() == 2
     # a lone backup (main deleted) is also used
-    path.unlink()
-    assert EpochFile(str(path)).records == [EpochRecord(1, 0), EpochRecord(2, 100)]
+    disk.unlink(path)
+    assert EpochFile(path, fs=disk.fs).records == [EpochRecord(1, 0), EpochRecord(2, 100)]
 
 
-def test_both_copies_damaged_is_an_error_naming_both(tmp_path: Path) -> None:
-    path = tmp_path / "e"
-    EpochFile(str(path)).append(1, 0)
-    path.write_bytes(b"garbage")
-    Path(str(path) + ".bak").write_bytes(b"1\n1-0\ncrc=00000000\n")
+def test_both_copies_damaged_is_an_error_naming_both(disk: DiskView) -> None:
+    path = disk.path("e")
+    EpochFile(path, fs=disk.fs).append(1, 0)
+    disk.write(path, b"garbage")
+    disk.write(path + ".bak", b"1\n1-0\ncrc=00000000\n")
     with pytest.raises(EpochFileError, match=r"e: checksum mismatch.*e\.bak: checksum mismatch"):
-        EpochFile(str(path))
+        EpochFile(path, fs=disk.fs)
 
 
-def test_bad_entries_are_rejected(tmp_path: Path) -> None:
+def test_bad_entries_are_rejected(disk: DiskView) -> None:
     def crc_ok(body: str) -> bytes:
         import zlib
 
@@ -173,18 +175,18 @@ def test_bad_entries_are_rejected(tmp_path: Path) -> None:
         decode_records(crc_ok("1\n7\n"), "f")
 
 
-def test_truncation_keeps_the_file_consistent(tmp_path: Path) -> None:
-    path = str(tmp_path / "e")
-    f = EpochFile(path)
+def test_truncation_keeps_the_file_consistent(disk: DiskView) -> None:
+    path = disk.path("e")
+    f = EpochFile(path, fs=disk.fs)
     for epoch, start in ((1, 0), (2, 100), (4, 300)):
         f.append(epoch, start)
     f.truncate_suffix(300)  # the CommitLog was cut at 300: epoch 4 holds nothing any more
     assert f.records == [EpochRecord(1, 0), EpochRecord(2, 100)]
     f.truncate_prefix(150)  # files below 150 deleted: epoch 1 is gone, epoch 2 starts at 150
     assert f.records == [EpochRecord(2, 150)]
-    assert EpochFile(path).records == [EpochRecord(2, 150)]
+    assert EpochFile(path, fs=disk.fs).records == [EpochRecord(2, 150)]
     f.replace_all([EpochRecord(2, 150), EpochRecord(5, 900)])
-    assert EpochFile(path).last_record() == EpochRecord(5, 900)
+    assert EpochFile(path, fs=disk.fs).last_record() == EpochRecord(5, 900)
     with pytest.raises(EpochFileError, match="does not follow"):
         f.replace_all([EpochRecord(5, 0), EpochRecord(3, 10)])
 

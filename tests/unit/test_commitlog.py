@@ -3,10 +3,8 @@
 from __future__ import annotations
 
 import os
-import shutil
 import struct
 import threading
-from pathlib import Path
 
 import pytest
 
@@ -26,6 +24,8 @@ from rocketrio.storage.commitlog import (
     RecordNotFound,
     segment_name,
 )
+from rocketrio.storage.fs import FileSystem, WriteData
+from tests.sim.disk_view import DiskView
 
 SEG = 4096
 HOST = (b"\x7f\x00\x00\x01", 10911)
@@ -48,18 +48,18 @@ def rec(i: int, body_len: int = 100) -> bytes:
     )
 
 
-def opened(path: Path, size: int = SEG) -> CommitLog:
-    log = CommitLog(str(path), size)
+def opened(disk: DiskView, path: str, size: int = SEG) -> CommitLog:
+    log = CommitLog(path, size, fs=disk.fs)
     log.open()
     return log
 
 
-def seg_path(path: Path, base: int) -> Path:
-    return path / segment_name(base)
+def seg_path(path: str, base: int) -> str:
+    return os.path.join(path, segment_name(base))
 
 
-def test_append_read_round_trip(tmp_path: Path) -> None:
-    log = opened(tmp_path / "cl")
+def test_append_read_round_trip(disk: DiskView) -> None:
+    log = opened(disk, disk.path("cl"))
     records = [rec(i) for i in range(5)]
     positions = log.append(records)
     assert positions == [sum(len(r) for r in records[:i]) for i in range(5)]
@@ -76,27 +76,27 @@ def test_append_read_round_trip(tmp_path: Path) -> None:
     log.close()
 
 
-def test_roll_writes_blank_and_full_size_segment(tmp_path: Path) -> None:
-    log = opened(tmp_path / "cl")
+def test_roll_writes_blank_and_full_size_segment(disk: DiskView) -> None:
+    log = opened(disk, disk.path("cl"))
     size = len(rec(0))
     per_segment = (SEG - 8) // size
     positions = log.append([rec(i) for i in range(per_segment + 2)])
     assert positions[per_segment] == SEG  # first record of the second segment
     blank_at = positions[per_segment - 1] + size
-    first = seg_path(tmp_path / "cl", 0)
-    assert first.stat().st_size == SEG
-    total, magic = struct.unpack_from(">ii", first.read_bytes(), blank_at)
+    first = seg_path(disk.path("cl"), 0)
+    assert disk.size(first) == SEG
+    total, magic = struct.unpack_from(">ii", disk.read(first), blank_at)
     assert (total, magic) == (SEG - blank_at, BLANK_MAGIC_CODE)
     got = [off for off, _ in log.iter_records(0)]
     assert got == positions
     log.close()
-    log = opened(tmp_path / "cl")
+    log = opened(disk, disk.path("cl"))
     assert log.max_offset == positions[-1] + size
     assert [off for off, _ in log.iter_records(0)] == positions
 
 
-def test_refuses_records_without_trailer_or_too_big(tmp_path: Path) -> None:
-    log = opened(tmp_path / "cl")
+def test_refuses_records_without_trailer_or_too_big(disk: DiskView) -> None:
+    log = opened(disk, disk.path("cl"))
     plain = build_stored_message(
         topic="T", queue_id=0, body=b"x", flag=0, properties="", sys_flag=0,
         born_timestamp=0, born_host=HOST, store_timestamp=0, store_host=HOST, record_crc="none",
@@ -109,21 +109,21 @@ def test_refuses_records_without_trailer_or_too_big(tmp_path: Path) -> None:
     assert log.append([rec(1)]) == [0]
 
 
-def test_flush_records_checkpoint(tmp_path: Path) -> None:
-    log = opened(tmp_path / "cl")
+def test_flush_records_checkpoint(disk: DiskView) -> None:
+    log = opened(disk, disk.path("cl"))
     log.append([rec(i) for i in range(3)])
     assert log.flushed_offset == 0
     end = log.flush()
     assert end == log.max_offset == log.flushed_offset
-    assert OffsetCheckpoint(str(tmp_path / "cl" / CHECKPOINT_FILE)).load() == end
+    assert OffsetCheckpoint(disk.path("cl", CHECKPOINT_FILE), fs=disk.fs).load() == end
     log.append([rec(3)])
     log.close()
-    log = opened(tmp_path / "cl")
+    log = opened(disk, disk.path("cl"))
     assert log.flushed_offset == log.max_offset
 
 
-def test_flush_in_a_thread_while_appending(tmp_path: Path) -> None:
-    log = opened(tmp_path / "cl", 64 * 1024)
+def test_flush_in_a_thread_while_appending(disk: DiskView) -> None:
+    log = opened(disk, disk.path("cl"), 64 * 1024)
     stop = threading.Event()
 
     def flusher() -> None:
@@ -138,142 +138,168 @@ def test_flush_in_a_thread_while_appending(tmp_path: Path) -> None:
         stop.set()
         t.join()
     log.close()
-    log = opened(tmp_path / "cl", 64 * 1024)
+    log = opened(disk, disk.path("cl"), 64 * 1024)
     assert [off for off, _ in log.iter_records(0)] == positions
 
 
-def _crash_image(tmp_path: Path, n: int, flush_before_last: bool = True) -> tuple[Path, int, int]:
+def _crash_image(disk: DiskView, n: int, flush_before_last: bool = True) -> tuple[str, int, int]:
     """A commitlog dir copied while open: n-1 records flushed, the last one not."""
-    src = tmp_path / "src"
-    log = opened(src)
+    src = disk.path("src")
+    log = opened(disk, src)
     log.append([rec(i) for i in range(n - 1)])
     if flush_before_last:
         log.flush()
     start = log.append([rec(n - 1)])[0]
-    image = tmp_path / "image"
-    shutil.copytree(src, image)
+    image = disk.path("image")
+    disk.copytree(src, image)
     log.close()
     return image, start, start + len(rec(n - 1))
 
 
-def test_cut_inside_last_record_at_every_byte(tmp_path: Path) -> None:
-    image, start, end = _crash_image(tmp_path, 6)
+def test_cut_inside_last_record_at_every_byte(disk: DiskView) -> None:
+    image, start, end = _crash_image(disk, 6)
     assert start // SEG == (end - 1) // SEG
     base = start - start % SEG
-    work = tmp_path / "work"
-    work.mkdir()
+    work = disk.path("work")
     for cut in range(start + 1, end):
-        for name in os.listdir(image):  # rewrite in place: unlink is slow with discard
-            (work / name).write_bytes((image / name).read_bytes())
-        os.truncate(seg_path(work, base), cut - base)
-        log = CommitLog(str(work), SEG)
+        disk.copytree(image, work)  # rewrites in place: unlink is slow with discard
+        disk.truncate(seg_path(work, base), cut - base)
+        log = CommitLog(work, SEG, fs=disk.fs)
         report = log.open()
         assert report.truncated_at == start, cut
         assert report.bytes_dropped == cut - start
-        assert report.segment == str(seg_path(work, base))
+        assert report.segment == seg_path(work, base)
         assert log.max_offset == start
-        assert seg_path(work, base).stat().st_size == start - base
+        assert disk.size(seg_path(work, base)) == start - base
         assert len(list(log.iter_records(0))) == 5
         log.close()
 
 
-def test_zero_filled_tail_is_torn(tmp_path: Path) -> None:
-    image, start, end = _crash_image(tmp_path, 4)
-    with open(seg_path(image, 0), "r+b") as f:
-        f.seek(start)
-        f.write(bytes(end - start + 500))
-    log = CommitLog(str(image), SEG)
+def test_zero_filled_tail_is_torn(disk: DiskView) -> None:
+    image, start, end = _crash_image(disk, 4)
+    disk.patch(seg_path(image, 0), start, bytes(end - start + 500))
+    log = CommitLog(image, SEG, fs=disk.fs)
     report = log.open()
     assert report.truncated_at == start
     assert "bad magic" in report.reason
 
 
-def test_garbage_in_flushed_middle_is_corruption(tmp_path: Path) -> None:
-    log = opened(tmp_path / "cl")
+def test_garbage_in_flushed_middle_is_corruption(disk: DiskView) -> None:
+    log = opened(disk, disk.path("cl"))
     positions = log.append([rec(i) for i in range(6)])
     log.close()
-    with open(seg_path(tmp_path / "cl", 0), "r+b") as f:
-        f.seek(positions[2] + 90)
-        f.write(b"\xde\xad\xbe\xef")
+    disk.patch(seg_path(disk.path("cl"), 0), positions[2] + 90, b"\xde\xad\xbe\xef")
     with pytest.raises(CorruptionError, match=rf"{segment_name(0)} position {positions[2]}"):
-        CommitLog(str(tmp_path / "cl"), SEG).open()
+        CommitLog(disk.path("cl"), SEG, fs=disk.fs).open()
 
 
-def test_garbage_before_valid_unflushed_records_is_corruption(tmp_path: Path) -> None:
-    image, _, _ = _crash_image(tmp_path, 6, flush_before_last=False)
+def test_garbage_before_valid_unflushed_records_is_corruption(disk: DiskView) -> None:
+    image, _, _ = _crash_image(disk, 6, flush_before_last=False)
     size = len(rec(0))
-    with open(seg_path(image, 0), "r+b") as f:
-        f.seek(2 * size + 10)
-        f.write(b"garbage!")
+    disk.patch(seg_path(image, 0), 2 * size + 10, b"garbage!")
     with pytest.raises(CorruptionError, match=f"valid record follows at offset {3 * size}"):
-        CommitLog(str(image), SEG).open()
+        CommitLog(image, SEG, fs=disk.fs).open()
     # nothing was cut
-    assert seg_path(image, 0).stat().st_size == 6 * size
+    assert disk.size(seg_path(image, 0)) == 6 * size
 
 
-def test_missing_flushed_bytes_is_corruption(tmp_path: Path) -> None:
-    log = opened(tmp_path / "cl")
+def test_missing_flushed_bytes_is_corruption(disk: DiskView) -> None:
+    log = opened(disk, disk.path("cl"))
     positions = log.append([rec(i) for i in range(3)])
     log.close()
-    os.truncate(seg_path(tmp_path / "cl", 0), positions[2] + 5)
+    disk.truncate(seg_path(disk.path("cl"), 0), positions[2] + 5)
     with pytest.raises(CorruptionError, match="below the flushed checkpoint"):
-        CommitLog(str(tmp_path / "cl"), SEG).open()
-    os.truncate(seg_path(tmp_path / "cl", 0), positions[2])
+        CommitLog(disk.path("cl"), SEG, fs=disk.fs).open()
+    disk.truncate(seg_path(disk.path("cl"), 0), positions[2])
     with pytest.raises(CorruptionError, match="fsynced data is missing"):
-        CommitLog(str(tmp_path / "cl"), SEG).open()
+        CommitLog(disk.path("cl"), SEG, fs=disk.fs).open()
 
 
-def test_torn_segment_end_drops_later_unflushed_segments(tmp_path: Path) -> None:
-    src = tmp_path / "src"
-    log = opened(src)
+def test_torn_segment_end_drops_later_unflushed_segments(disk: DiskView) -> None:
+    src = disk.path("src")
+    log = opened(disk, src)
     size = len(rec(0))
     per_segment = (SEG - 8) // size
     log.append([rec(i) for i in range(per_segment - 2)])
     log.flush()
     positions = log.append([rec(i) for i in range(per_segment)])  # ends in segment 2
-    image = tmp_path / "image"
-    shutil.copytree(src, image)
+    image = disk.path("image")
+    disk.copytree(src, image)
     log.close()
     # the crash kept the second segment but lost the end of the first (blank included)
     cut = positions[1]
-    os.truncate(seg_path(image, 0), cut + 7)
-    log = CommitLog(str(image), SEG)
+    disk.truncate(seg_path(image, 0), cut + 7)
+    log = CommitLog(image, SEG, fs=disk.fs)
     report = log.open()
     assert report.truncated_at == cut
     assert report.deleted_segments == (segment_name(SEG),)
-    assert not seg_path(image, SEG).exists()
+    assert not disk.exists(seg_path(image, SEG))
     assert log.max_offset == cut
 
 
-def test_missing_middle_segment_is_corruption(tmp_path: Path) -> None:
-    log = opened(tmp_path / "cl")
+class Killed(Exception):
+    pass
+
+
+def test_kill9_while_deleting_later_segments_leaves_no_gap(
+    disk: DiskView, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Recovery deletes the segments after a torn tail last first: killed after one unlink,
+    the next start finds no missing segment and finishes the cut."""
+    log = opened(disk, disk.path("src"))
+    per_segment = (SEG - 8) // len(rec(0))
+    positions = log.append([rec(i) for i in range(3 * per_segment + 2)])  # four segments
+    image = disk.path("image")
+    disk.copytree(disk.path("src"), image)  # nothing flushed
+    log.close()
+    disk.truncate(seg_path(image, 0), positions[1] + 7)
+    real_unlink = disk.fs.unlink
+
+    def killed_after_unlink(path: str) -> None:
+        real_unlink(path)
+        raise Killed
+
+    monkeypatch.setattr(disk.fs, "unlink", killed_after_unlink)
+    with pytest.raises(Killed):
+        CommitLog(image, SEG, fs=disk.fs).open()
+    monkeypatch.undo()
+    assert disk.listdir(image) == [segment_name(b) for b in (0, SEG, 2 * SEG)]
+    log = CommitLog(image, SEG, fs=disk.fs)
+    report = log.open()
+    assert report.truncated_at == log.max_offset == positions[1]
+    assert report.deleted_segments == (segment_name(SEG), segment_name(2 * SEG))
+    assert disk.listdir(image) == [segment_name(0)]
+
+
+def test_missing_middle_segment_is_corruption(disk: DiskView) -> None:
+    log = opened(disk, disk.path("cl"))
     log.append([rec(i) for i in range(60)])
     log.close()
-    assert seg_path(tmp_path / "cl", 2 * SEG).exists()
-    os.unlink(seg_path(tmp_path / "cl", SEG))
+    assert disk.exists(seg_path(disk.path("cl"), 2 * SEG))
+    disk.unlink(seg_path(disk.path("cl"), SEG))
     with pytest.raises(CorruptionError, match="missing"):
-        CommitLog(str(tmp_path / "cl"), SEG).open()
+        CommitLog(disk.path("cl"), SEG, fs=disk.fs).open()
 
 
-def test_truncate_to_is_durable_and_lowers_checkpoint(tmp_path: Path) -> None:
-    log = opened(tmp_path / "cl")
+def test_truncate_to_is_durable_and_lowers_checkpoint(disk: DiskView) -> None:
+    log = opened(disk, disk.path("cl"))
     positions = log.append([rec(i) for i in range(40)])
     log.flush()
     cut = positions[20]
     log.truncate_to(cut)
     assert log.max_offset == log.flushed_offset == cut
     assert log.read(cut, 10) == b""
-    assert OffsetCheckpoint(str(tmp_path / "cl" / CHECKPOINT_FILE)).load() == cut
+    assert OffsetCheckpoint(disk.path("cl", CHECKPOINT_FILE), fs=disk.fs).load() == cut
     assert log.append([rec(99)]) == [cut]
     log.close()
-    log = opened(tmp_path / "cl")
+    log = opened(disk, disk.path("cl"))
     assert [off for off, _ in log.iter_records(0)] == [*positions[:20], cut]
     with pytest.raises(ValueError, match="outside"):
         log.truncate_to(log.max_offset + 1)
 
 
-def test_delete_segments_below(tmp_path: Path) -> None:
-    log = opened(tmp_path / "cl")
+def test_delete_segments_below(disk: DiskView) -> None:
+    log = opened(disk, disk.path("cl"))
     positions = log.append([rec(i) for i in range(80)])
     last = log.segment_base(log.max_offset)
     assert last >= 4 * SEG
@@ -286,11 +312,11 @@ def test_delete_segments_below(tmp_path: Path) -> None:
     assert log.delete_segments_below(10**9) == expected
     assert log.min_offset == last
     log.close()
-    assert opened(tmp_path / "cl").min_offset == last
+    assert opened(disk, disk.path("cl")).min_offset == last
 
 
-def test_failed_write_is_rolled_back(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    log = opened(tmp_path / "cl")
+def test_failed_write_is_rolled_back(disk: DiskView, monkeypatch: pytest.MonkeyPatch) -> None:
+    log = opened(disk, disk.path("cl"))
     size = len(rec(0))
     per_segment = (SEG - 8) // size
     log.append([rec(i) for i in range(per_segment - 1)])
@@ -298,22 +324,22 @@ def test_failed_write_is_rolled_back(tmp_path: Path, monkeypatch: pytest.MonkeyP
     calls = []
     real = commitlog_mod.pwrite_all
 
-    def failing(fd: int, data: bytes | bytearray | memoryview, pos: int) -> None:
+    def failing(fs: FileSystem, fd: int, data: WriteData, pos: int) -> None:
         calls.append(pos)
         if len(calls) == 3:  # first chunk, blank, then the new segment's chunk fails
             raise OSError(28, "No space left on device")
-        real(fd, data, pos)
+        real(fs, fd, data, pos)
 
     monkeypatch.setattr(commitlog_mod, "pwrite_all", failing)
     with pytest.raises(OSError, match="No space"):
         log.append([rec(i) for i in range(3)])
     monkeypatch.undo()
     assert log.max_offset == before
-    assert seg_path(tmp_path / "cl", 0).stat().st_size == before
-    assert not seg_path(tmp_path / "cl", SEG).exists()
+    assert disk.size(seg_path(disk.path("cl"), 0)) == before
+    assert not disk.exists(seg_path(disk.path("cl"), SEG))
     assert log.append([rec(7)]) == [before]
     log.close()
-    assert opened(tmp_path / "cl").max_offset == before + size
+    assert opened(disk, disk.path("cl")).max_offset == before + size
 
 
 def sealed(records: list[bytes], start: int) -> bytes:
@@ -328,30 +354,30 @@ def sealed(records: list[bytes], start: int) -> bytes:
 
 
 def test_append_sealed_is_one_write_within_a_segment(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    disk: DiskView, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    log = opened(tmp_path / "cl")
+    log = opened(disk, disk.path("cl"))
     log.append([rec(0)])
     start = log.max_offset
     records = [rec(i) for i in range(1, 4)]
     writes: list[int] = []
     real = commitlog_mod.pwrite_all
 
-    def counting(fd: int, data: bytes | bytearray | memoryview, pos: int) -> None:
+    def counting(fs: FileSystem, fd: int, data: WriteData, pos: int) -> None:
         writes.append(pos)
-        real(fd, data, pos)
+        real(fs, fd, data, pos)
 
     monkeypatch.setattr(commitlog_mod, "pwrite_all", counting)
     positions = log.append_sealed(sealed(records, start), [len(r) for r in records])
     assert writes == [start]
     assert positions == [start + sum(len(r) for r in records[:i]) for i in range(3)]
     log.close()
-    log = opened(tmp_path / "cl")  # recovery validates every record: offsets and CRCs
+    log = opened(disk, disk.path("cl"))  # recovery validates every record: offsets and CRCs
     assert [off for off, _ in log.iter_records(0)] == [0, *positions]
 
 
-def test_append_sealed_reseals_records_moved_to_the_next_segment(tmp_path: Path) -> None:
-    log = opened(tmp_path / "cl")
+def test_append_sealed_reseals_records_moved_to_the_next_segment(disk: DiskView) -> None:
+    log = opened(disk, disk.path("cl"))
     size = len(rec(0))
     per_segment = (SEG - 8) // size
     log.append([rec(i) for i in range(per_segment - 1)])
@@ -362,13 +388,13 @@ def test_append_sealed_reseals_records_moved_to_the_next_segment(tmp_path: Path)
     for pos in positions:
         check_stored_record(log.read_record(pos), 0, expected_offset=pos)
     log.close()
-    log = opened(tmp_path / "cl")
+    log = opened(disk, disk.path("cl"))
     assert log.max_offset == SEG + 2 * size
     assert [off for off, _ in log.iter_records(start)] == positions
 
 
-def test_append_sealed_refuses_a_mismatch(tmp_path: Path) -> None:
-    log = opened(tmp_path / "cl")
+def test_append_sealed_refuses_a_mismatch(disk: DiskView) -> None:
+    log = opened(disk, disk.path("cl"))
     records = [rec(i) for i in range(2)]
     data = sealed(records, 0)
     sizes = [len(r) for r in records]

@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
-from pathlib import Path
 
 import pytest
 
@@ -14,32 +12,33 @@ from rocketrio.storage.config_store import (
     JsonConfigStore,
     write_json_atomic,
 )
+from tests.sim.disk_view import DiskView
 
 
-def test_write_json_atomic_replaces_and_leaves_no_temp(tmp_path: Path) -> None:
-    path = tmp_path / "sub" / "topics.json"
-    write_json_atomic(str(path), '{"a": 1}')
-    write_json_atomic(str(path), b'{"a": 2}')
-    assert json.loads(path.read_text()) == {"a": 2}
-    assert sorted(os.listdir(path.parent)) == ["topics.json"]
+def test_write_json_atomic_replaces_and_leaves_no_temp(disk: DiskView) -> None:
+    path = disk.path("sub", "topics.json")
+    write_json_atomic(path, '{"a": 1}', fs=disk.fs)
+    write_json_atomic(path, b'{"a": 2}', fs=disk.fs)
+    assert json.loads(disk.read(path)) == {"a": 2}
+    assert disk.listdir(disk.path("sub")) == ["topics.json"]
 
 
-def test_missing_file_gives_default(tmp_path: Path) -> None:
-    store = JsonConfigStore(str(tmp_path / "topics.json"))
+def test_missing_file_gives_default(disk: DiskView) -> None:
+    store = JsonConfigStore(disk.path("topics.json"), fs=disk.fs)
     assert store.load() == {}
     assert store.load(lambda: {"topicConfigTable": {}}) == {"topicConfigTable": {}}
     assert store.loaded_from is None
 
 
-def test_persist_keeps_previous_version_as_bak(tmp_path: Path) -> None:
-    path = tmp_path / "consumerOffset.json"
-    store = JsonConfigStore(str(path))
+def test_persist_keeps_previous_version_as_bak(disk: DiskView) -> None:
+    path = disk.path("consumerOffset.json")
+    store = JsonConfigStore(path, fs=disk.fs)
     store.persist({"offsetTable": {"t@g": {"0": 1}}})
-    assert not Path(store.bak_path).exists()
+    assert not disk.exists(store.bak_path)
     store.persist({"offsetTable": {"t@g": {"0": 2}}})
-    assert json.loads(path.read_text())["offsetTable"]["t@g"]["0"] == 2
-    assert json.loads(Path(store.bak_path).read_text())["offsetTable"]["t@g"]["0"] == 1
-    assert JsonConfigStore(str(path)).load()["offsetTable"]["t@g"]["0"] == 2
+    assert json.loads(disk.read(path))["offsetTable"]["t@g"]["0"] == 2
+    assert json.loads(disk.read(store.bak_path))["offsetTable"]["t@g"]["0"] == 1
+    assert JsonConfigStore(path, fs=disk.fs).load()["offsetTable"]["t@g"]["0"] == 2
 
 
 @pytest.mark.parametrize(
@@ -54,43 +53,46 @@ def test_persist_keeps_previous_version_as_bak(tmp_path: Path) -> None:
     ],
 )
 def test_load_falls_back_to_bak(
-    tmp_path: Path, main: str | bytes | None, bak: str | None, expected: object, source: str | None
+    disk: DiskView, main: str | bytes | None, bak: str | None, expected: object, source: str | None
 ) -> None:
-    path = tmp_path / "subscriptionGroup.json"
+    path = disk.path("subscriptionGroup.json")
+    disk.fs.makedirs(disk.root, exist_ok=True)
     if main is not None:
-        path.write_bytes(main.encode() if isinstance(main, str) else main)
+        disk.write(path, main.encode() if isinstance(main, str) else main)
     if bak is not None:
-        Path(str(path) + ".bak").write_text(bak)
-    store = JsonConfigStore(str(path))
+        disk.write(path + ".bak", bak.encode())
+    store = JsonConfigStore(path, fs=disk.fs)
     assert store.load() == expected
-    assert store.loaded_from == (None if source is None else str(path) + source)
+    assert store.loaded_from == (None if source is None else path + source)
 
 
-def test_bad_main_and_bad_or_missing_bak_is_a_clear_error(tmp_path: Path) -> None:
-    path = tmp_path / "topics.json"
-    path.write_text('{"topicConfigTable": ')
+def test_bad_main_and_bad_or_missing_bak_is_a_clear_error(disk: DiskView) -> None:
+    path = disk.path("topics.json")
+    disk.fs.makedirs(disk.root, exist_ok=True)
+    disk.write(path, b'{"topicConfigTable": ')
     with pytest.raises(ConfigFileError, match=f"{path} is not valid JSON"):
-        JsonConfigStore(str(path)).load()
-    Path(str(path) + ".bak").write_text("also broken")
+        JsonConfigStore(path, fs=disk.fs).load()
+    disk.write(path + ".bak", b"also broken")
     with pytest.raises(ConfigFileError, match=r"topics\.json\.bak is not valid JSON"):
-        JsonConfigStore(str(path)).load()
+        JsonConfigStore(path, fs=disk.fs).load()
 
 
-def test_persist_over_a_damaged_main_keeps_the_good_bak(tmp_path: Path) -> None:
-    path = tmp_path / "delayOffset.json"
-    path.write_text("{damaged")
-    Path(str(path) + ".bak").write_text('{"offsetTable": {"1": 5}}')
-    store = JsonConfigStore(str(path))
+def test_persist_over_a_damaged_main_keeps_the_good_bak(disk: DiskView) -> None:
+    path = disk.path("delayOffset.json")
+    disk.fs.makedirs(disk.root, exist_ok=True)
+    disk.write(path, b"{damaged")
+    disk.write(path + ".bak", b'{"offsetTable": {"1": 5}}')
+    store = JsonConfigStore(path, fs=disk.fs)
     store.persist({"offsetTable": {"1": 6}})
-    assert json.loads(Path(store.bak_path).read_text()) == {"offsetTable": {"1": 5}}
+    assert json.loads(disk.read(store.bak_path)) == {"offsetTable": {"1": 5}}
     assert store.load() == {"offsetTable": {"1": 6}}
 
 
-def test_persist_refuses_invalid_json_text(tmp_path: Path) -> None:
-    store = JsonConfigStore(str(tmp_path / "x.json"))
+def test_persist_refuses_invalid_json_text(disk: DiskView) -> None:
+    store = JsonConfigStore(disk.path("x.json"), fs=disk.fs)
     with pytest.raises(ValueError):
         store.persist("{not json")
-    assert not (tmp_path / "x.json").exists()
+    assert not disk.exists(disk.path("x.json"))
 
 
 def test_data_version_next_version() -> None:

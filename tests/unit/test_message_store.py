@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import os
-import shutil
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -22,10 +20,8 @@ from rocketrio.protocol.message import (
     offset_msg_id,
     tags_hash_code,
 )
-from rocketrio.storage import commitlog as commitlog_mod
-from rocketrio.storage import consume_queue as consume_queue_mod
-from rocketrio.storage import index_file as index_file_mod
 from rocketrio.storage.commitlog import CorruptionError, segment_name
+from rocketrio.storage.fs import OS_FS
 from rocketrio.storage.message_store import (
     SCHEDULE_TOPIC,
     GetMessageStatus,
@@ -35,6 +31,7 @@ from rocketrio.storage.message_store import (
     MessageToStore,
     StoreConfig,
 )
+from tests.sim.disk_view import DiskView
 
 CFG = StoreConfig(mappedFileSizeCommitLog=4096, mappedFileSizeConsumeQueue=100, maxMessageSize=1024)
 HOST = (b"\x0a\x00\x00\x09", 10911)
@@ -58,8 +55,8 @@ def msg(i: int, topic: str = "T", queue_id: int | None = None, **over: Any) -> M
     return MessageToStore(**fields)
 
 
-def opened(path: Path, cfg: StoreConfig = CFG) -> MessageStore:
-    store = MessageStore(str(path), cfg, store_host=HOST)
+def opened(disk: DiskView, path: str, cfg: StoreConfig = CFG) -> MessageStore:
+    store = MessageStore(path, cfg, store_host=HOST, fs=disk.fs)
     store.open()
     return store
 
@@ -69,8 +66,8 @@ def bodies(store: MessageStore, topic: str, qid: int, tags: set[int] | None = No
     return [m.body for m in iter_stored(res.body)]
 
 
-def test_put_assigns_offsets_and_get_returns_records(tmp_path: Path) -> None:
-    store = opened(tmp_path / "s")
+def test_put_assigns_offsets_and_get_returns_records(disk: DiskView) -> None:
+    store = opened(disk, disk.path("s"))
     results = store.put_messages([msg(i) for i in range(6)], 5000)
     assert [r.queue_offset for r in results] == [0, 0, 1, 1, 2, 2]
     assert results[0].commitlog_offset == 0
@@ -102,8 +99,8 @@ def test_put_assigns_offsets_and_get_returns_records(tmp_path: Path) -> None:
     store.close()
 
 
-def test_get_statuses(tmp_path: Path) -> None:
-    store = opened(tmp_path / "s")
+def test_get_statuses(disk: DiskView) -> None:
+    store = opened(disk, disk.path("s"))
     store.put_messages([msg(i, queue_id=0) for i in range(4)], 1)
     cases = [
         (("T", 0, 1, 2), GetMessageStatus.FOUND, 3, 2),
@@ -120,17 +117,17 @@ def test_get_statuses(tmp_path: Path) -> None:
     assert res.status is GetMessageStatus.NO_MESSAGE_IN_QUEUE
 
 
-def test_missing_entry_file_moves_to_the_next(tmp_path: Path) -> None:
-    store = opened(tmp_path / "s")
+def test_missing_entry_file_moves_to_the_next(disk: DiskView) -> None:
+    store = opened(disk, disk.path("s"))
     store.put_messages([msg(i, queue_id=0) for i in range(12)], 1)
     cq = store._cqs[("T", 0)]
-    os.close(cq._fds.pop(1))  # entries 5..9 (five per file) become unreadable
+    disk.fs.close(cq._fds.pop(1))  # entries 5..9 (five per file) become unreadable
     res = store.get_messages("T", 0, 6, 4, BIG)
     assert (res.status, res.next_begin_offset) == (GetMessageStatus.OFFSET_FOUND_NULL, 10)
 
 
-def test_max_bytes_returns_at_least_one(tmp_path: Path) -> None:
-    store = opened(tmp_path / "s")
+def test_max_bytes_returns_at_least_one(disk: DiskView) -> None:
+    store = opened(disk, disk.path("s"))
     sizes = [r.size for r in store.put_messages([msg(i, queue_id=0) for i in range(5)], 1)]
     res = store.get_messages("T", 0, 0, 32, 1)
     assert (res.message_count, res.next_begin_offset) == (1, 1)
@@ -138,8 +135,8 @@ def test_max_bytes_returns_at_least_one(tmp_path: Path) -> None:
     assert (res.message_count, res.next_begin_offset) == (2, 3)
 
 
-def test_tag_filter_skips_and_advances(tmp_path: Path) -> None:
-    store = opened(tmp_path / "s")
+def test_tag_filter_skips_and_advances(disk: DiskView) -> None:
+    store = opened(disk, disk.path("s"))
     store.put_messages([msg(i, queue_id=0) for i in range(10)], 1)
     even = {tags_hash_code("even")}
     res = store.get_messages("T", 0, 0, 3, BIG, even)
@@ -150,8 +147,8 @@ def test_tag_filter_skips_and_advances(tmp_path: Path) -> None:
     assert (none.message_count, none.next_begin_offset) == (0, 10)
 
 
-def test_reads_span_other_queues_and_segments(tmp_path: Path) -> None:
-    store = opened(tmp_path / "s")
+def test_reads_span_other_queues_and_segments(disk: DiskView) -> None:
+    store = opened(disk, disk.path("s"))
     for i in range(0, 120, 6):
         store.put_messages([msg(j, queue_id=j % 3) for j in range(i, i + 6)], i)
     assert len(store.commitlog.segment_files()) > 3
@@ -161,8 +158,8 @@ def test_reads_span_other_queues_and_segments(tmp_path: Path) -> None:
         assert [m.queue_offset for m in iter_stored(res.body)] == list(range(5, 12))
 
 
-def test_queries_by_key_and_uniq_key(tmp_path: Path) -> None:
-    store = opened(tmp_path / "s")
+def test_queries_by_key_and_uniq_key(disk: DiskView) -> None:
+    store = opened(disk, disk.path("s"))
     store.put_messages([msg(i) for i in range(5)], 100)
     store.put_messages([msg(i) for i in range(5, 10)], 200)
     store.put_messages([msg(99, topic="Other")], 300)
@@ -174,13 +171,13 @@ def test_queries_by_key_and_uniq_key(tmp_path: Path) -> None:
     assert store.query_by_key("T", "k99") == []  # another topic's key
     assert [m.msg_id for m in store.query_by_uniq_key("T", "U0004")] == ["U0004"]
     assert store.query_by_uniq_key("Other", "U0004") == []
-    no_index = opened(tmp_path / "n", StoreConfig(messageIndexEnable=False))
+    no_index = opened(disk, disk.path("n"), StoreConfig(messageIndexEnable=False))
     no_index.put_messages([msg(1)], 1)
     assert no_index.query_by_key("T", "k1") == []
 
 
-def test_look_message_by_offset(tmp_path: Path) -> None:
-    store = opened(tmp_path / "s")
+def test_look_message_by_offset(disk: DiskView) -> None:
+    store = opened(disk, disk.path("s"))
     results = store.put_messages([msg(i) for i in range(3)], 1)
     found = store.look_message_by_offset(results[1].commitlog_offset)
     assert found is not None and found.body == b"body-0001"
@@ -188,8 +185,8 @@ def test_look_message_by_offset(tmp_path: Path) -> None:
     assert store.look_message_by_offset(10**9) is None
 
 
-def test_refused_messages_write_nothing(tmp_path: Path) -> None:
-    store = opened(tmp_path / "s")
+def test_refused_messages_write_nothing(disk: DiskView) -> None:
+    store = opened(disk, disk.path("s"))
     store.put_messages([msg(0, queue_id=0)], 1)
     before = store.get_commitlog_max_offset()
     cases = [
@@ -202,15 +199,15 @@ def test_refused_messages_write_nothing(tmp_path: Path) -> None:
     for bad, exc, text in cases:
         with pytest.raises(exc, match=text):
             store.put_messages([msg(1, queue_id=0), bad], 2)
-    big_seg = opened(tmp_path / "b", StoreConfig(mappedFileSizeCommitLog=1024))
+    big_seg = opened(disk, disk.path("b"), StoreConfig(mappedFileSizeCommitLog=1024))
     with pytest.raises(MessageTooLarge, match="segment"):
         big_seg.put_messages([msg(1, body=b"x" * 1000)], 1)
     assert store.get_commitlog_max_offset() == before
     assert store.put_messages([msg(2, queue_id=0)], 3)[0].queue_offset == 1
 
 
-def test_transaction_types_and_delay_tags(tmp_path: Path) -> None:
-    store = opened(tmp_path / "s")
+def test_transaction_types_and_delay_tags(disk: DiskView) -> None:
+    store = opened(disk, disk.path("s"))
     half = store.put_messages([msg(1, queue_id=0, sys_flag=TRANSACTION_PREPARED_TYPE)], 1)
     rollback = store.put_messages([msg(2, queue_id=0, sys_flag=TRANSACTION_ROLLBACK_TYPE)], 1)
     commit = store.put_messages([msg(3, queue_id=0, sys_flag=TRANSACTION_COMMIT_TYPE)], 1)
@@ -224,8 +221,8 @@ def test_transaction_types_and_delay_tags(tmp_path: Path) -> None:
     assert cq.entry(0)[2] == 50_000 + 10_000  # level 3 = 10s: tagsCode is the deliver time
 
 
-def test_properties_text_with_stale_crc_is_replaced(tmp_path: Path) -> None:
-    store = opened(tmp_path / "s")
+def test_properties_text_with_stale_crc_is_replaced(disk: DiskView) -> None:
+    store = opened(disk, disk.path("s"))
     text = "TAGS\x01a\x02__CRC32#\x010000000001\x02"
     result = store.put_messages([msg(1, properties=text)], 1)[0]
     found = store.look_message_by_offset(result.commitlog_offset)
@@ -233,8 +230,8 @@ def test_properties_text_with_stale_crc_is_replaced(tmp_path: Path) -> None:
     assert list(found.properties) == ["TAGS", "__CRC32#"]
 
 
-def test_timestamps(tmp_path: Path) -> None:
-    store = opened(tmp_path / "s")
+def test_timestamps(disk: DiskView) -> None:
+    store = opened(disk, disk.path("s"))
     for i in range(6):
         store.put_messages([msg(i, queue_id=0)], 1000 * (i + 1))
     assert store.search_offset_by_timestamp("T", 0, 2500) == 2
@@ -249,19 +246,19 @@ def test_timestamps(tmp_path: Path) -> None:
 # ----------------------------------------------------------------------------- recovery
 
 
-def crash_image(tmp_path: Path, n: int) -> tuple[Path, int, int, int]:
+def crash_image(disk: DiskView, n: int) -> tuple[str, int, int, int]:
     """Store dir copied while open: n-1 messages flushed, the last one only written.
 
     Returns (image, start and end of the last record, its queue id).
     """
-    src = tmp_path / "src"
-    store = opened(src)
+    src = disk.path("src")
+    store = opened(disk, src)
     for i in range(n - 1):
         store.put_messages([msg(i)], 1000 + i)
     store.flush()
     last = store.put_messages([msg(n - 1)], 1000 + n)[0]
-    image = tmp_path / "image"
-    shutil.copytree(src, image)
+    image = disk.path("image")
+    disk.copytree(src, image)
     store.close()
     return image, last.commitlog_offset, last.commitlog_offset + last.size, (n - 1) % 2
 
@@ -275,54 +272,42 @@ def assert_queues_within_log(store: MessageStore) -> None:
                 assert phy + size <= end
 
 
-def restore_image(image: Path, work: Path) -> None:
+def restore_image(disk: DiskView, image: str, work: str) -> None:
     """Make ``work`` a copy of ``image`` again, in place.
 
     Unlinking is slow on a disk mounted with ``discard``; rewriting files is not.
     """
-    wanted = set()
-    for dirpath, _, names in os.walk(image):
-        for name in names:
-            rel = os.path.relpath(os.path.join(dirpath, name), image)
-            wanted.add(rel)
-            data = (image / rel).read_bytes()
-            fd = os.open(work / rel, os.O_WRONLY | os.O_CREAT, 0o644)
-            try:
-                os.pwrite(fd, data, 0)
-                os.ftruncate(fd, len(data))
-            finally:
-                os.close(fd)
-    for dirpath, _, names in os.walk(work):
-        for name in names:
-            if os.path.relpath(os.path.join(dirpath, name), work) not in wanted:
-                os.unlink(os.path.join(dirpath, name))
+    disk.copytree(image, work)
+    wanted = set(disk.files(image))
+    for rel in disk.files(work):
+        if rel not in wanted:
+            disk.unlink(os.path.join(work, rel))
 
 
 @pytest.fixture
 def no_fsync(monkeypatch: pytest.MonkeyPatch) -> None:
     """fsync changes nothing recovery can read back; skipping it keeps 170 reopenings fast."""
-    monkeypatch.setattr(os, "fsync", lambda fd: None)
-    for mod in (commitlog_mod, consume_queue_mod, index_file_mod):
-        monkeypatch.setattr(mod, "_fdatasync", lambda fd: None)
+    for name in ("fsync", "fdatasync", "fsync_dir"):
+        monkeypatch.setattr(OS_FS, name, lambda fd_or_path: None)
 
 
 @pytest.mark.usefixtures("no_fsync")
-def test_cut_inside_last_message_at_every_byte(tmp_path: Path) -> None:
+def test_cut_inside_last_message_at_every_byte(disk: DiskView) -> None:
     n = 25
-    image, start, end, last_qid = crash_image(tmp_path, n)
+    image, start, end, last_qid = crash_image(disk, n)
     base = start - start % CFG.mappedFileSizeCommitLog
     segment = segment_name(base)
     expected = {q: [f"body-{i:04d}".encode() for i in range(q, n - 1, 2)] for q in (0, 1)}
-    work = tmp_path / "work"
-    shutil.copytree(image, work)
+    work = disk.path("work")
+    disk.copytree(image, work)
     for cut in range(start + 1, end):
-        restore_image(image, work)
-        os.truncate(work / "commitlog" / segment, cut - base)
-        store = MessageStore(str(work), CFG, store_host=HOST)
+        restore_image(disk, image, work)
+        disk.truncate(os.path.join(work, "commitlog", segment), cut - base)
+        store = MessageStore(work, CFG, store_host=HOST, fs=disk.fs)
         report = store.open()
         assert report.commitlog.truncated_at == start, cut
         assert report.commitlog.bytes_dropped == cut - start
-        assert report.commitlog.segment == str(work / "commitlog" / segment)
+        assert report.commitlog.segment == os.path.join(work, "commitlog", segment)
         assert store.get_commitlog_max_offset() == start
         assert_queues_within_log(store)
         assert bodies(store, "T", 0) == expected[0]
@@ -333,23 +318,22 @@ def test_cut_inside_last_message_at_every_byte(tmp_path: Path) -> None:
         store.close()
 
 
-def test_garbage_in_the_middle_is_corruption(tmp_path: Path) -> None:
-    store = opened(tmp_path / "s")
+def test_garbage_in_the_middle_is_corruption(disk: DiskView) -> None:
+    store = opened(disk, disk.path("s"))
     results = store.put_messages([msg(i) for i in range(8)], 1)
     store.close()
-    with open(tmp_path / "s" / "commitlog" / segment_name(0), "r+b") as f:
-        f.seek(results[3].commitlog_offset + 40)
-        f.write(b"\x00garbage\x00")
+    segment = disk.path("s", "commitlog", segment_name(0))
+    disk.patch(segment, results[3].commitlog_offset + 40, b"\x00garbage\x00")
     with pytest.raises(CorruptionError, match=f"offset {results[3].commitlog_offset}"):
-        MessageStore(str(tmp_path / "s"), CFG).open()
+        MessageStore(disk.path("s"), CFG, fs=disk.fs).open()
 
 
-def test_torn_consume_queue_entry_is_rebuilt(tmp_path: Path) -> None:
-    image, _, _, last_qid = crash_image(tmp_path, 12)
-    qdir = image / "consumequeue" / "T" / str(last_qid)
-    last_file = sorted(qdir.iterdir())[-1]
-    os.truncate(last_file, last_file.stat().st_size - 9)
-    store = MessageStore(str(image), CFG)
+def test_torn_consume_queue_entry_is_rebuilt(disk: DiskView) -> None:
+    image, _, _, last_qid = crash_image(disk, 12)
+    qdir = os.path.join(image, "consumequeue", "T", str(last_qid))
+    last_file = os.path.join(qdir, disk.listdir(qdir)[-1])
+    disk.truncate(last_file, disk.size(last_file) - 9)
+    store = MessageStore(image, CFG, fs=disk.fs)
     report = store.open()
     assert report.cq_torn_bytes == 11
     assert report.redispatched >= 1
@@ -358,38 +342,38 @@ def test_torn_consume_queue_entry_is_rebuilt(tmp_path: Path) -> None:
     ]
 
 
-def test_deleted_consume_queues_and_index_are_rebuilt(tmp_path: Path) -> None:
-    store = opened(tmp_path / "s")
+def test_deleted_consume_queues_and_index_are_rebuilt(disk: DiskView) -> None:
+    store = opened(disk, disk.path("s"))
     for i in range(0, 60, 4):
         store.put_messages([msg(j, queue_id=j % 3) for j in range(i, i + 4)], i)
     before = {q: bodies(store, "T", q) for q in range(3)}
     store.close()
-    shutil.rmtree(tmp_path / "s" / "consumequeue")
-    shutil.rmtree(tmp_path / "s" / "index")
-    store = opened(tmp_path / "s")
+    disk.rmtree(disk.path("s", "consumequeue"))
+    disk.rmtree(disk.path("s", "index"))
+    store = opened(disk, disk.path("s"))
     assert {q: bodies(store, "T", q) for q in range(3)} == before
     assert [m.body for m in store.query_by_key("T", "k17")] == [b"body-0017"]
     assert store.put_messages([msg(60, queue_id=0)], 1)[0].queue_offset == 20
     store.close()
-    report = MessageStore(str(tmp_path / "s"), CFG).open()
+    report = MessageStore(disk.path("s"), CFG, fs=disk.fs).open()
     assert (report.redispatched, report.index_rebuilt, report.cq_entries_dropped) == (0, False, 0)
 
 
-def test_delete_topic_is_not_resurrected(tmp_path: Path) -> None:
-    store = opened(tmp_path / "s")
+def test_delete_topic_is_not_resurrected(disk: DiskView) -> None:
+    store = opened(disk, disk.path("s"))
     store.put_messages([msg(i) for i in range(4)] + [msg(9, topic="Keep")], 1)
     assert store.delete_topic("T") == 2
-    assert not (tmp_path / "s" / "consumequeue" / "T").exists()
+    assert not disk.exists(disk.path("s", "consumequeue", "T"))
     assert store.topic_queue_ids() == {"Keep": [1]}
     assert store.put_messages([msg(10, queue_id=0)], 2)[0].queue_offset == 0
     store.close()
-    store = opened(tmp_path / "s")
+    store = opened(disk, disk.path("s"))
     assert bodies(store, "T", 0) == [b"body-0010"]
     assert store.get_max_offset("T", 1) == 0
 
 
-def test_truncate_to_cuts_dispatched_data(tmp_path: Path) -> None:
-    store = opened(tmp_path / "s")
+def test_truncate_to_cuts_dispatched_data(disk: DiskView) -> None:
+    store = opened(disk, disk.path("s"))
     results = store.put_messages([msg(i) for i in range(10)], 1)
     store.flush()
     store.truncate_to(results[6].commitlog_offset)
@@ -398,13 +382,13 @@ def test_truncate_to_cuts_dispatched_data(tmp_path: Path) -> None:
     assert store.query_by_uniq_key("T", "U0007") == []
     assert store.put_messages([msg(10, queue_id=0)], 2)[0].queue_offset == 3
     store.close()
-    store = opened(tmp_path / "s")
+    store = opened(disk, disk.path("s"))
     assert bodies(store, "T", 0) == [b"body-0000", b"body-0002", b"body-0004", b"body-0010"]
     assert_queues_within_log(store)
 
 
-def test_delete_files_below_moves_queue_minimum(tmp_path: Path) -> None:
-    store = opened(tmp_path / "s")
+def test_delete_files_below_moves_queue_minimum(disk: DiskView) -> None:
+    store = opened(disk, disk.path("s"))
     for i in range(0, 80, 8):
         store.put_messages([msg(j, queue_id=0) for j in range(i, i + 8)], i)
     deleted = store.delete_files_below(2 * CFG.mappedFileSizeCommitLog)
@@ -417,7 +401,7 @@ def test_delete_files_below_moves_queue_minimum(tmp_path: Path) -> None:
     assert store.query_by_key("T", "k0") == []
     assert store.query_by_key("T", f"k{low}")
     store.close()
-    assert opened(tmp_path / "s").get_min_offset("T", 0) == low
+    assert opened(disk, disk.path("s")).get_min_offset("T", 0) == low
 
 
 def test_config_validation() -> None:
@@ -453,8 +437,8 @@ def put_body(store: MessageStore, body: bytes, qid: int = 0, ts: int = 7000, **k
     return store.put_batch_body("T", qid, body, ts, **kw)
 
 
-def test_put_batch_body_round_trip(tmp_path: Path) -> None:
-    store = opened(tmp_path / "s")
+def test_put_batch_body_round_trip(disk: DiskView) -> None:
+    store = opened(disk, disk.path("s"))
     store.put_messages([msg(i, queue_id=0) for i in range(2)], 1)
     result = put_body(store, batch_body(2, 4), born_timestamp=55, reconsume_times=2)
     assert (result.topic, result.queue_id, result.first_queue_offset, result.count) == (
@@ -502,12 +486,12 @@ def test_put_batch_body_round_trip(tmp_path: Path) -> None:
     assert stats.put_message_count == 7
     assert stats.put_message_bytes == store.get_commitlog_max_offset()
     store.close()
-    store = opened(tmp_path / "s")  # nothing to re-dispatch, the index reloads from its log
+    store = opened(disk, disk.path("s"))  # nothing to re-dispatch, the index reloads from its log
     assert [m.body for m in store.query_by_uniq_key("T", "U0004")] == [b"body-0004"]
 
 
-def test_put_batch_body_index_fast_path_and_lazy_lookups(tmp_path: Path) -> None:
-    store = opened(tmp_path / "s")
+def test_put_batch_body_index_fast_path_and_lazy_lookups(disk: DiskView) -> None:
+    store = opened(disk, disk.path("s"))
     first = put_body(store, batch_body(0, 4, keys=False, all_uniq=True))
     assert first.uniq_keys == [b"U0000", b"U0001", b"U0002", b"U0003"]
     assert [m.body for m in store.query_by_uniq_key("T", "U0003")] == [b"body-0003"]
@@ -518,16 +502,16 @@ def test_put_batch_body_index_fast_path_and_lazy_lookups(tmp_path: Path) -> None
     assert [m.body for m in store.query_by_uniq_key("T", "U0001")] == [b"body-0001"]
 
 
-def test_put_batch_body_properties_win_and_text_form(tmp_path: Path) -> None:
-    store = opened(tmp_path / "s")
+def test_put_batch_body_properties_win_and_text_form(disk: DiskView) -> None:
+    store = opened(disk, disk.path("s"))
     result = put_body(store, batch_body(0, 2), properties="TAGS\x01all\x02UNIQ_KEY\x01B\x02")
     assert result.uniq_keys == [b"B", b"B"]  # the batch's own key wins, like a dict update
     assert bodies(store, "T", 0, {tags_hash_code("all")}) == [b"body-0000", b"body-0001"]
     assert [m.body for m in store.query_by_uniq_key("T", "B")] == [b"body-0001", b"body-0000"]
 
 
-def test_put_batch_body_refusals_write_nothing(tmp_path: Path) -> None:
-    store = opened(tmp_path / "s")
+def test_put_batch_body_refusals_write_nothing(disk: DiskView) -> None:
+    store = opened(disk, disk.path("s"))
     put_body(store, batch_body(0, 1))
     before = store.get_commitlog_max_offset()
     good = batch_body(1, 1)
@@ -546,15 +530,15 @@ def test_put_batch_body_refusals_write_nothing(tmp_path: Path) -> None:
             put_body(store, body, qid, **kw)
     with pytest.raises(InvalidMessage, match="SCHEDULE"):
         store.put_batch_body(SCHEDULE_TOPIC, 0, good, 1)
-    big_seg = opened(tmp_path / "b", StoreConfig(mappedFileSizeCommitLog=1024))
+    big_seg = opened(disk, disk.path("b"), StoreConfig(mappedFileSizeCommitLog=1024))
     with pytest.raises(MessageTooLarge, match="segment"):
         put_body(big_seg, encode_batch_body([BatchItem(0, b"x" * 1000, {})]))
     assert store.get_commitlog_max_offset() == before
     assert put_body(store, good).first_queue_offset == 1
 
 
-def test_put_batch_body_rolls_segments(tmp_path: Path) -> None:
-    store = opened(tmp_path / "s")
+def test_put_batch_body_rolls_segments(disk: DiskView) -> None:
+    store = opened(disk, disk.path("s"))
     for i in range(0, 120, 12):
         put_body(store, batch_body(i, 12), qid=i // 12 % 2)
     assert len(store.commitlog.segment_files()) > 3
@@ -562,32 +546,32 @@ def test_put_batch_body_rolls_segments(tmp_path: Path) -> None:
         want = [f"body-{i:04d}".encode() for i in range(120) if i // 12 % 2 == qid]
         assert bodies(store, "T", qid) == want
     store.close()
-    store = opened(tmp_path / "s")  # recovery re-checks every record CRC of the last segment
+    store = opened(disk, disk.path("s"))  # recovery re-checks every record CRC of the last segment
     assert bodies(store, "T", 1)[-1] == b"body-0119"
 
 
 @pytest.mark.usefixtures("no_fsync")
-def test_crash_in_the_middle_of_a_batch_write(tmp_path: Path) -> None:
+def test_crash_in_the_middle_of_a_batch_write(disk: DiskView) -> None:
     """A batch is one pwrite: a crash may persist any prefix of it. Recovery keeps the whole
     records of that prefix (each is checked by its own CRC), drops the torn one, and the
     ConsumeQueue, index and queue offsets follow."""
-    src = tmp_path / "src"
-    store = opened(src)
+    src = disk.path("src")
+    store = opened(disk, src)
     put_body(store, batch_body(0, 3))
     store.flush()
     result = put_body(store, batch_body(3, 6))
-    image = tmp_path / "image"
-    shutil.copytree(src, image)
+    image = disk.path("image")
+    disk.copytree(src, image)
     store.close()
     start = result.commitlog_offsets[0]
     ends = [o + n for o, n in zip(result.commitlog_offsets, result.sizes, strict=True)]
     cuts = sorted({start + 1, *ends[:-1], *(e - 1 for e in ends), *(e + 7 for e in ends[:-1])})
-    work = tmp_path / "work"
-    shutil.copytree(image, work)
+    work = disk.path("work")
+    disk.copytree(image, work)
     for cut in cuts:
-        restore_image(image, work)
-        os.truncate(work / "commitlog" / segment_name(0), cut)
-        store = MessageStore(str(work), CFG, store_host=HOST)
+        restore_image(disk, image, work)
+        disk.truncate(os.path.join(work, "commitlog", segment_name(0)), cut)
+        store = MessageStore(work, CFG, store_host=HOST, fs=disk.fs)
         report = store.open()
         whole = sum(1 for e in ends if e <= cut)
         kept_end = ends[whole - 1] if whole else start

@@ -3,25 +3,25 @@
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import functools
 import itertools
 import os
 import random
-import shutil
 import struct
 import tempfile
 import time
 import zlib
 from collections.abc import Callable, Iterator
-from pathlib import Path
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from rocketrio.protocol.raft import Entry, HardState, SnapshotMeta
+from rocketrio.storage.fs import OS_FS, FileSystem
 from rocketrio.storage.raft_log import HEADER_SIZE, RaftLog, RaftLogCompacted, RaftLogCorruption
+from tests.sim.disk_view import DiskView
+from tests.sim.sim_disk import SimFileSystem
 
 DATA = 40
 REC = HEADER_SIZE + DATA  # every entry made by ents() has this on-disk size
@@ -32,37 +32,33 @@ def ents(lo: int, hi: int, term: int = 1, tag: str = "") -> list[Entry]:
     return [Entry(i, term, f"{tag}{i}/{term}".encode().ljust(DATA, b".")) for i in range(lo, hi)]
 
 
-def segments(path: Path) -> list[str]:
-    return sorted(n for n in os.listdir(path) if n.isdigit())
+def segments(disk: DiskView, path: str) -> list[str]:
+    return [n for n in disk.listdir(path) if n.isdigit()]
 
 
-def open_log(path: Path, segment_size: int = 1 << 20) -> RaftLog:
-    return RaftLog.open(str(path), segment_size=segment_size)
+def open_log(disk: DiskView, path: str, segment_size: int = 1 << 20) -> RaftLog:
+    return RaftLog.open(path, segment_size=segment_size, fs=disk.fs)
 
 
 @contextlib.contextmanager
-def filled(path: Path, entries: list[Entry], segment_size: int = 1 << 20) -> Iterator[RaftLog]:
-    with open_log(path, segment_size) as log:
+def filled(
+    disk: DiskView, path: str, entries: list[Entry], segment_size: int = 1 << 20
+) -> Iterator[RaftLog]:
+    with open_log(disk, path, segment_size) as log:
         log.append(entries)
         log.sync()
         yield log
 
 
-def patch_bytes(file: Path, offset: int, data: bytes) -> None:
-    with open(file, "r+b") as f:
-        f.seek(offset)
-        f.write(data)
-
-
 # ---------------------------------------------------------------------------- append / read
 
 
-def test_roundtrip_segments_named_by_first_index(tmp_path: Path) -> None:
-    with filled(tmp_path, ents(1, 11), segment_size=3 * REC) as log:
+def test_roundtrip_segments_named_by_first_index(disk: DiskView) -> None:
+    with filled(disk, disk.root, ents(1, 11), segment_size=3 * REC) as log:
         assert log.recovery_report.clean
-        assert segments(tmp_path) == [f"{i:020d}" for i in (1, 4, 7, 10)]
+        assert segments(disk, disk.root) == [f"{i:020d}" for i in (1, 4, 7, 10)]
         assert (log.first_index, log.last_index) == (1, 10)
-    with open_log(tmp_path, 3 * REC) as log:
+    with open_log(disk, disk.root, 3 * REC) as log:
         assert log.recovery_report.clean
         assert log.all_entries() == ents(1, 11)
         assert log.entries(3, 8) == ents(3, 8)
@@ -77,28 +73,27 @@ def record(index: int, term: int, data: bytes) -> bytes:
     return struct.pack(">iI", len(data), zlib.crc32(body)) + body
 
 
-def test_on_disk_records_have_the_documented_layout(tmp_path: Path) -> None:
-    with filled(tmp_path, [Entry(1, 1, b"abc"), Entry(2, 4, b""), Entry(3, 4, b"x" * 300)]):
+def test_on_disk_records_have_the_documented_layout(disk: DiskView) -> None:
+    with filled(disk, disk.root, [Entry(1, 1, b"abc"), Entry(2, 4, b""), Entry(3, 4, b"x" * 300)]):
         pass
-    raw = (tmp_path / f"{1:020d}").read_bytes()
+    raw = disk.read(disk.path(f"{1:020d}"))
     assert raw == record(1, 1, b"abc") + record(2, 4, b"") + record(3, 4, b"x" * 300)
 
 
-def test_crc_valid_record_with_a_lower_term_is_corruption(tmp_path: Path) -> None:
-    with filled(tmp_path, ents(1, 4, term=3)):
+def test_crc_valid_record_with_a_lower_term_is_corruption(disk: DiskView) -> None:
+    with filled(disk, disk.root, ents(1, 4, term=3)):
         pass
-    with open(tmp_path / f"{1:020d}", "ab") as f:
-        f.write(record(4, 2, b"old term"))
+    disk.append(disk.path(f"{1:020d}"), record(4, 2, b"old term"))
     with pytest.raises(RaftLogCorruption, match="term 2 below earlier term 3") as err:
-        open_log(tmp_path)
+        open_log(disk, disk.root)
     assert err.value.offset == 3 * REC
 
 
-def test_oversized_entry_gets_its_own_segment(tmp_path: Path) -> None:
+def test_oversized_entry_gets_its_own_segment(disk: DiskView) -> None:
     big = [Entry(1, 1, b"a" * 10), Entry(2, 1, b"b" * 500), Entry(3, 1, b"c")]
-    with filled(tmp_path, big, segment_size=100) as log:
-        assert segments(tmp_path) == [f"{i:020d}" for i in (1, 2, 3)]
-    with open_log(tmp_path, 100) as log:
+    with filled(disk, disk.root, big, segment_size=100) as log:
+        assert segments(disk, disk.root) == [f"{i:020d}" for i in (1, 2, 3)]
+    with open_log(disk, disk.root, 100) as log:
         assert log.all_entries() == big
 
 
@@ -114,9 +109,9 @@ def test_oversized_entry_gets_its_own_segment(tmp_path: Path) -> None:
     ],
 )
 def test_bad_appends_are_refused_and_change_nothing(
-    tmp_path: Path, batch: list[Entry], message: str
+    disk: DiskView, batch: list[Entry], message: str
 ) -> None:
-    with filled(tmp_path, ents(1, 6, term=2)) as log:
+    with filled(disk, disk.root, ents(1, 6, term=2)) as log:
         if message == "at or below snapshot":
             log.save_snapshot(3, 2, b"s")
         before = (log.first_index, log.last_index, log.all_entries())
@@ -125,8 +120,8 @@ def test_bad_appends_are_refused_and_change_nothing(
         assert (log.first_index, log.last_index, log.all_entries()) == before
 
 
-def test_entries_max_bytes_and_bounds(tmp_path: Path) -> None:
-    with filled(tmp_path, ents(1, 11), segment_size=3 * REC) as log:
+def test_entries_max_bytes_and_bounds(disk: DiskView) -> None:
+    with filled(disk, disk.root, ents(1, 11), segment_size=3 * REC) as log:
         assert log.entries(2, 11, max_bytes=3 * DATA) == ents(2, 5)
         assert log.entries(2, 11, max_bytes=3 * DATA + DATA - 1) == ents(2, 5)
         assert log.entries(2, 11, max_bytes=1) == ents(2, 3)  # always at least one
@@ -140,11 +135,11 @@ def test_entries_max_bytes_and_bounds(tmp_path: Path) -> None:
             log.term_at(3)
 
 
-def test_append_and_sync_10k_entries_is_fast(tmp_path: Path) -> None:
+def test_append_and_sync_10k_entries_is_fast(disk: DiskView) -> None:
     batch = [Entry(i, 1, os.urandom(256)) for i in range(1, 10_001)]
     best = float("inf")
     for run in range(3):
-        with open_log(tmp_path / str(run)) as log:
+        with open_log(disk, disk.path(str(run))) as log:
             start = time.perf_counter()
             log.append(batch)
             log.sync()
@@ -153,10 +148,10 @@ def test_append_and_sync_10k_entries_is_fast(tmp_path: Path) -> None:
     assert best < 0.1
 
 
-def test_second_open_of_a_store_is_refused(tmp_path: Path) -> None:
-    with open_log(tmp_path), pytest.raises(RuntimeError, match="in use"):
-        open_log(tmp_path)
-    open_log(tmp_path).close()
+def test_second_open_of_a_store_is_refused(disk: DiskView) -> None:
+    with open_log(disk, disk.root), pytest.raises(RuntimeError, match="in use"):
+        open_log(disk, disk.root)
+    open_log(disk, disk.root).close()
 
 
 # ---------------------------------------------------------------------------- suffix truncation
@@ -164,29 +159,29 @@ def test_second_open_of_a_store_is_refused(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("conflict_at", [2, 4, 6, 9, 10])
 def test_conflicting_append_truncates_suffix_across_segments(
-    tmp_path: Path, conflict_at: int
+    disk: DiskView, conflict_at: int
 ) -> None:
     seg = 3 * REC
-    with filled(tmp_path, ents(1, 11), segment_size=seg) as log:
+    with filled(disk, disk.root, ents(1, 11), segment_size=seg) as log:
         log.append(ents(conflict_at, conflict_at + 2, term=2))
         expected = ents(1, conflict_at) + ents(conflict_at, conflict_at + 2, term=2)
         assert log.all_entries() == expected
         assert log.last_index == conflict_at + 1
         log.append(ents(conflict_at + 2, conflict_at + 4, term=2))  # append after truncation
         expected += ents(conflict_at + 2, conflict_at + 4, term=2)
-    with open_log(tmp_path, seg) as log:
+    with open_log(disk, disk.root, seg) as log:
         assert log.recovery_report.clean
         assert log.all_entries() == expected
-        names = segments(tmp_path)
+        names = segments(disk, disk.root)
         assert int(names[-1]) <= log.last_index  # no stale later segment survived
 
 
 def test_append_skips_entries_the_log_already_holds(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    disk: DiskView, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    with filled(tmp_path, ents(1, 11), segment_size=3 * REC) as log:
+    with filled(disk, disk.root, ents(1, 11), segment_size=3 * REC) as log:
         # a leader's retransmission overlapping the log: nothing may be cut, only 11 added
-        assert not run_until_crash(monkeypatch, lambda: log.append(ents(4, 12)), step=0)
+        assert not run_until_crash(monkeypatch, disk.fs, lambda: log.append(ents(4, 12)), step=0)
         assert log.all_entries() == ents(1, 12)
         # the conflict is at 8, in the middle of the batch: the cut starts there, not at 5
         log.append(ents(5, 8) + ents(8, 9, term=2))
@@ -197,18 +192,18 @@ def test_append_skips_entries_the_log_already_holds(
 
 
 @pytest.mark.parametrize("segment_size", [1 << 20, 3 * REC], ids=["mid-segment", "own-segment"])
-def test_kill9_inside_last_entry_keeps_everything_before(tmp_path: Path, segment_size: int) -> None:
-    src = tmp_path / "src"
-    with filled(src, ents(1, 11), segment_size):
+def test_kill9_inside_last_entry_keeps_everything_before(disk: DiskView, segment_size: int) -> None:
+    src = disk.path("src")
+    with filled(disk, src, ents(1, 11), segment_size):
         pass
-    last_file = segments(src)[-1]
-    end = (src / last_file).stat().st_size
+    last_file = segments(disk, src)[-1]
+    end = disk.size(os.path.join(src, last_file))
     start = end - REC
     for cut in range(start, end):
-        dst = tmp_path / f"cut{cut}"
-        shutil.copytree(src, dst)
-        os.truncate(dst / last_file, cut)
-        with open_log(dst, segment_size) as log:
+        dst = disk.path(f"cut{cut}")
+        disk.copytree(src, dst)
+        disk.truncate(os.path.join(dst, last_file), cut)
+        with open_log(disk, dst, segment_size) as log:
             assert log.all_entries() == ents(1, 10)
             report = log.recovery_report
             if cut == start:
@@ -221,7 +216,7 @@ def test_kill9_inside_last_entry_keeps_everything_before(tmp_path: Path, segment
                     cut - start,
                 )
             log.append(ents(10, 12, term=2))
-        with open_log(dst, segment_size) as log:
+        with open_log(disk, dst, segment_size) as log:
             assert log.recovery_report.clean
             assert log.all_entries() == ents(1, 10) + ents(10, 12, term=2)
 
@@ -238,18 +233,18 @@ GARBLED_TAILS: dict[str, Callable[[bytes], bytes]] = {
 
 
 @pytest.mark.parametrize("kind", GARBLED_TAILS)
-def test_garbled_tail_is_dropped_not_fatal(tmp_path: Path, kind: str) -> None:
-    with filled(tmp_path, ents(1, 11)):
+def test_garbled_tail_is_dropped_not_fatal(disk: DiskView, kind: str) -> None:
+    with filled(disk, disk.root, ents(1, 11)):
         pass
-    file = tmp_path / segments(tmp_path)[0]
-    good = file.read_bytes()
-    file.write_bytes(GARBLED_TAILS[kind](good))
+    file = disk.path(segments(disk, disk.root)[0])
+    good = disk.read(file)
+    disk.write(file, GARBLED_TAILS[kind](good))
     keep = 9 if kind.endswith("last") else 10
-    with open_log(tmp_path) as log:
+    with open_log(disk, disk.root) as log:
         assert log.all_entries() == ents(1, keep + 1)
         assert log.recovery_report.torn_tail is not None
         assert log.recovery_report.torn_tail.offset == keep * REC
-    assert file.read_bytes() == good[: keep * REC]  # the cut was made on disk
+    assert disk.read(file) == good[: keep * REC]  # the cut was made on disk
 
 
 def _flip(offset: int) -> Callable[[bytes], bytes]:
@@ -268,71 +263,71 @@ MIDDLE_DAMAGE: dict[str, tuple[Callable[[bytes], bytes], int]] = {
 
 
 @pytest.mark.parametrize("kind", MIDDLE_DAMAGE)
-def test_damage_followed_by_valid_records_stops_startup(tmp_path: Path, kind: str) -> None:
-    with filled(tmp_path, ents(1, 11)):
+def test_damage_followed_by_valid_records_stops_startup(disk: DiskView, kind: str) -> None:
+    with filled(disk, disk.root, ents(1, 11)):
         pass
-    name = segments(tmp_path)[0]
+    name = segments(disk, disk.root)[0]
     damage, offset = MIDDLE_DAMAGE[kind]
-    file = tmp_path / name
-    before = damage(file.read_bytes())
-    file.write_bytes(before)
+    file = disk.path(name)
+    before = damage(disk.read(file))
+    disk.write(file, before)
     with pytest.raises(RaftLogCorruption) as err:
-        open_log(tmp_path)
+        open_log(disk, disk.root)
     assert err.value.file.endswith(name)
     assert err.value.offset == offset
     assert name in str(err.value) and f"offset {offset}" in str(err.value)
-    assert file.read_bytes() == before  # nothing was cut
-    with open(tmp_path / "LOCK", "rb") as lock:  # the failed open released its lock
-        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    assert disk.read(file) == before  # nothing was cut
+    lock = disk.fs.open(disk.path("LOCK"), os.O_RDONLY)
+    disk.fs.flock(lock)  # the failed open released its lock
+    disk.fs.close(lock)
 
 
 @pytest.mark.parametrize(
     "damage", ["truncate-first-segment", "flip-first-segment-tail", "delete-middle-segment"]
 )
 def test_damage_in_a_segment_that_is_not_the_last_is_corruption(
-    tmp_path: Path, damage: str
+    disk: DiskView, damage: str
 ) -> None:
-    with filled(tmp_path, ents(1, 11), segment_size=3 * REC):
+    with filled(disk, disk.root, ents(1, 11), segment_size=3 * REC):
         pass
-    first, second = (tmp_path / n for n in segments(tmp_path)[:2])
+    first, second = (disk.path(n) for n in segments(disk, disk.root)[:2])
     if damage == "truncate-first-segment":
-        os.truncate(first, 3 * REC - 1)
+        disk.truncate(first, 3 * REC - 1)
     elif damage == "flip-first-segment-tail":
-        patch_bytes(first, 3 * REC - 1, b"!")
+        disk.patch(first, 3 * REC - 1, b"!")
     else:
-        second.unlink()
+        disk.unlink(second)
     reason = "not the last" if damage != "delete-middle-segment" else "should start at index 4"
     with pytest.raises(RaftLogCorruption, match=reason):
-        open_log(tmp_path, 3 * REC)
+        open_log(disk, disk.root, 3 * REC)
 
 
-def test_missing_first_segment_without_snapshot_is_corruption(tmp_path: Path) -> None:
-    with filled(tmp_path, ents(1, 11), segment_size=3 * REC):
+def test_missing_first_segment_without_snapshot_is_corruption(disk: DiskView) -> None:
+    with filled(disk, disk.root, ents(1, 11), segment_size=3 * REC):
         pass
-    (tmp_path / segments(tmp_path)[0]).unlink()
+    disk.unlink(disk.path(segments(disk, disk.root)[0]))
     with pytest.raises(RaftLogCorruption, match="no snapshot"):
-        open_log(tmp_path, 3 * REC)
+        open_log(disk, disk.root, 3 * REC)
 
 
-def test_refused_startup_leaves_the_torn_tail_uncut(tmp_path: Path) -> None:
-    with filled(tmp_path, ents(1, 11), segment_size=3 * REC):
+def test_refused_startup_leaves_the_torn_tail_uncut(disk: DiskView) -> None:
+    with filled(disk, disk.root, ents(1, 11), segment_size=3 * REC):
         pass
-    names = segments(tmp_path)
-    (tmp_path / names[0]).unlink()
-    last = tmp_path / names[-1]
-    os.truncate(last, REC - 3)
+    names = segments(disk, disk.root)
+    disk.unlink(disk.path(names[0]))
+    last = disk.path(names[-1])
+    disk.truncate(last, REC - 3)
     with pytest.raises(RaftLogCorruption, match="no snapshot"):
-        open_log(tmp_path, 3 * REC)
-    assert last.stat().st_size == REC - 3
+        open_log(disk, disk.root, 3 * REC)
+    assert disk.size(last) == REC - 3
 
 
-def test_large_garbage_tail_recovers_quickly(tmp_path: Path) -> None:
-    with filled(tmp_path, ents(1, 11)):
+def test_large_garbage_tail_recovers_quickly(disk: DiskView) -> None:
+    with filled(disk, disk.root, ents(1, 11)):
         pass
-    with open(tmp_path / segments(tmp_path)[0], "ab") as f:
-        f.write(random.Random(3).randbytes(1 << 20))
+    disk.append(disk.path(segments(disk, disk.root)[0]), random.Random(3).randbytes(1 << 20))
     start = time.perf_counter()
-    with open_log(tmp_path) as log:
+    with open_log(disk, disk.root) as log:
         assert log.last_index == 10
     assert time.perf_counter() - start < 2.0
 
@@ -340,8 +335,8 @@ def test_large_garbage_tail_recovers_quickly(tmp_path: Path) -> None:
 # ---------------------------------------------------------------------------- hard state
 
 
-def test_hard_state_survives_reopen_and_guards_safety(tmp_path: Path) -> None:
-    with open_log(tmp_path) as log:
+def test_hard_state_survives_reopen_and_guards_safety(disk: DiskView) -> None:
+    with open_log(disk, disk.root) as log:
         assert log.hard_state == HardState(0, None)
         log.save_hard_state(3, None)
         log.save_hard_state(3, "n1")
@@ -349,31 +344,31 @@ def test_hard_state_survives_reopen_and_guards_safety(tmp_path: Path) -> None:
             log.save_hard_state(3, "n2")
         with pytest.raises(ValueError, match="backwards"):
             log.save_hard_state(2, None)
-    with open_log(tmp_path) as log:
+    with open_log(disk, disk.root) as log:
         assert log.hard_state == HardState(3, "n1")
         log.save_hard_state(4, None)
-    with open_log(tmp_path) as log:
+    with open_log(disk, disk.root) as log:
         assert log.hard_state == HardState(4, None)
 
 
-def test_hard_state_leftover_temp_is_ignored_and_bad_file_is_corruption(tmp_path: Path) -> None:
-    with open_log(tmp_path) as log:
+def test_hard_state_leftover_temp_is_ignored_and_bad_file_is_corruption(disk: DiskView) -> None:
+    with open_log(disk, disk.root) as log:
         log.save_hard_state(5, "n0")
-    (tmp_path / "hard_state.json.tmp").write_bytes(b'{"term": 9, "vot')
-    with open_log(tmp_path) as log:
+    disk.write(disk.path("hard_state.json.tmp"), b'{"term": 9, "vot')
+    with open_log(disk, disk.root) as log:
         assert log.hard_state == HardState(5, "n0")
         assert "hard_state.json.tmp" in log.recovery_report.removed_files
-    (tmp_path / "hard_state.json").write_bytes(b'{"term": -1, "voted_for": null}')
+    disk.write(disk.path("hard_state.json"), b'{"term": -1, "voted_for": null}')
     with pytest.raises(RaftLogCorruption, match="hard state"):
-        open_log(tmp_path)
+        open_log(disk, disk.root)
 
 
 # ---------------------------------------------------------------------------- snapshots
 
 
-def test_snapshot_compaction_and_reopen(tmp_path: Path) -> None:
+def test_snapshot_compaction_and_reopen(disk: DiskView) -> None:
     seg = 3 * REC
-    with filled(tmp_path, ents(1, 21), segment_size=seg) as log:
+    with filled(disk, disk.root, ents(1, 21), segment_size=seg) as log:
         with pytest.raises(ValueError, match="no snapshot"):
             log.compact(5)
         log.save_snapshot(11, 1, b"state@11")
@@ -381,13 +376,13 @@ def test_snapshot_compaction_and_reopen(tmp_path: Path) -> None:
             log.compact(12)
         log.compact(11)
         # segments 1-3, 4-6, 7-9 are gone; 10-12 still holds 10 and 11 physically
-        assert segments(tmp_path)[0] == f"{10:020d}"
+        assert segments(disk, disk.root)[0] == f"{10:020d}"
         assert (log.first_index, log.last_index, log.term_at(11)) == (12, 20, 1)
         with pytest.raises(RaftLogCompacted):
             log.term_at(10)
         with pytest.raises(ValueError, match="older"):
             log.save_snapshot(10, 1, b"")
-    with open_log(tmp_path, seg) as log:
+    with open_log(disk, disk.root, seg) as log:
         assert log.recovery_report.clean
         assert log.snapshot_meta == SnapshotMeta(11, 1)
         assert log.load_snapshot() == (SnapshotMeta(11, 1), b"state@11")
@@ -397,10 +392,10 @@ def test_snapshot_compaction_and_reopen(tmp_path: Path) -> None:
         assert log.all_entries() == ents(12, 14, term=2)
         log.save_snapshot(13, 2, b"state@13")
         log.compact(13)
-        assert segments(tmp_path) == []
+        assert segments(disk, disk.root) == []
         assert (log.first_index, log.last_index) == (14, 13)
         log.append(ents(14, 15, term=2))
-    with open_log(tmp_path, seg) as log:
+    with open_log(disk, disk.root, seg) as log:
         assert log.all_entries() == ents(14, 15, term=2)
         assert log.term_at(13) == 2
 
@@ -411,24 +406,24 @@ def test_snapshot_compaction_and_reopen(tmp_path: Path) -> None:
     ids=["beyond-log", "term-mismatch", "matches", "matches-last"],
 )
 def test_installed_snapshot_discards_a_log_that_does_not_match(
-    tmp_path: Path, index: int, term: int, keeps_log: bool
+    disk: DiskView, index: int, term: int, keeps_log: bool
 ) -> None:
-    with filled(tmp_path, ents(1, 11)) as log:
+    with filled(disk, disk.root, ents(1, 11)) as log:
         log.save_snapshot(index, term, b"leader state")
         expected = ents(index + 1, 11) if keeps_log else []
         assert log.all_entries() == expected
         assert (log.first_index, log.last_index) == (index + 1, max(index, 10 if keeps_log else 0))
         log.append([Entry(log.last_index + 1, 3, b"next")])
-    with open_log(tmp_path) as log:
+    with open_log(disk, disk.root) as log:
         assert log.all_entries() == [*expected, Entry(log.last_index, 3, b"next")]
 
 
-def test_damaged_snapshot_file_is_corruption(tmp_path: Path) -> None:
-    with open_log(tmp_path) as log:
+def test_damaged_snapshot_file_is_corruption(disk: DiskView) -> None:
+    with open_log(disk, disk.root) as log:
         log.save_snapshot(4, 1, b"abcdef")
-    patch_bytes(tmp_path / "snapshot", 30, b"X")
+    disk.patch(disk.path("snapshot"), 30, b"X")
     with pytest.raises(RaftLogCorruption, match="snapshot"):
-        open_log(tmp_path)
+        open_log(disk, disk.root)
 
 
 # ---------------------------------------------------------------------------- crash points
@@ -438,7 +433,9 @@ class SimulatedCrash(Exception):
     pass
 
 
-def run_until_crash(monkeypatch: pytest.MonkeyPatch, op: Callable[[], None], step: int) -> bool:
+def run_until_crash(
+    monkeypatch: pytest.MonkeyPatch, fs: FileSystem, op: Callable[[], None], step: int
+) -> bool:
     """Run op, dying just before its step-th unlink/ftruncate/replace; True if it died."""
     calls = itertools.count()
 
@@ -452,7 +449,7 @@ def run_until_crash(monkeypatch: pytest.MonkeyPatch, op: Callable[[], None], ste
 
     with monkeypatch.context() as m:
         for name in ("unlink", "ftruncate", "replace"):
-            m.setattr(os, name, crashing(getattr(os, name)))
+            m.setattr(fs, name, crashing(getattr(fs, name)))
         try:
             op()
         except SimulatedCrash:
@@ -461,33 +458,34 @@ def run_until_crash(monkeypatch: pytest.MonkeyPatch, op: Callable[[], None], ste
 
 
 def crash_each_step(
-    tmp_path: Path,
+    disk: DiskView,
     monkeypatch: pytest.MonkeyPatch,
     setup: Callable[[RaftLog], None],
     op: Callable[[RaftLog], None],
-    check: Callable[[RaftLog, bool, Path], None],
+    check: Callable[[RaftLog, bool, str], None],
 ) -> int:
     """For every crash point of op: copy the store as a kill -9 would leave it, reopen, check."""
     for step in itertools.count():
-        live = tmp_path / f"live{step}"
-        log = open_log(live, 3 * REC)
+        live = disk.path(f"live{step}")
+        log = open_log(disk, live, 3 * REC)
         setup(log)
-        crashed = run_until_crash(monkeypatch, functools.partial(op, log), step)
-        shutil.copytree(live, tmp_path / f"dead{step}")
+        crashed = run_until_crash(monkeypatch, disk.fs, functools.partial(op, log), step)
+        dead = disk.path(f"dead{step}")
+        disk.copytree(live, dead)
         with contextlib.suppress(Exception):
             log.close()
-        with open_log(tmp_path / f"dead{step}", 3 * REC) as back:
-            check(back, crashed, tmp_path / f"dead{step}")
+        with open_log(disk, dead, 3 * REC) as back:
+            check(back, crashed, dead)
         if not crashed:
             return step
 
 
 def test_crash_during_cross_segment_truncation_leaves_a_prefix(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    disk: DiskView, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     old, new = ents(1, 21), ents(5, 7, term=2)
 
-    def check(log: RaftLog, crashed: bool, path: Path) -> None:
+    def check(log: RaftLog, crashed: bool, path: str) -> None:
         got = log.all_entries()
         if crashed:
             assert len(got) >= 4 and got == old[: len(got)]
@@ -495,31 +493,31 @@ def test_crash_during_cross_segment_truncation_leaves_a_prefix(
             assert got == old[:4] + new
 
     steps = crash_each_step(
-        tmp_path, monkeypatch, lambda g: g.append(old), lambda g: g.append(new), check
+        disk, monkeypatch, lambda g: g.append(old), lambda g: g.append(new), check
     )
     assert steps == 6  # five later segments unlinked, then the cut
 
 
 def test_crash_during_compaction_keeps_the_log_consistent(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    disk: DiskView, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     def setup(log: RaftLog) -> None:
         log.append(ents(1, 21))
         log.save_snapshot(15, 1, b"s")
 
-    def check(log: RaftLog, crashed: bool, path: Path) -> None:
+    def check(log: RaftLog, crashed: bool, path: str) -> None:
         assert log.snapshot_meta == SnapshotMeta(15, 1)
         assert log.all_entries() == ents(16, 21)
-        assert int(segments(path)[0]) <= 16
+        assert int(segments(disk, path)[0]) <= 16
 
-    steps = crash_each_step(tmp_path, monkeypatch, setup, lambda g: g.compact(15), check)
+    steps = crash_each_step(disk, monkeypatch, setup, lambda g: g.compact(15), check)
     assert steps == 5
 
 
 def test_crash_during_snapshot_install_ends_old_or_new(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    disk: DiskView, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    def check(log: RaftLog, crashed: bool, path: Path) -> None:
+    def check(log: RaftLog, crashed: bool, path: str) -> None:
         if log.snapshot_meta is None:
             assert crashed and log.all_entries() == ents(1, 11)
             assert "snapshot.tmp" in log.recovery_report.removed_files
@@ -529,7 +527,7 @@ def test_crash_during_snapshot_install_ends_old_or_new(
             assert log.recovery_report.log_discarded_for_snapshot == crashed
 
     steps = crash_each_step(
-        tmp_path,
+        disk,
         monkeypatch,
         lambda g: g.append(ents(1, 11)),
         lambda g: g.save_snapshot(30, 2, b"new"),
@@ -539,13 +537,13 @@ def test_crash_during_snapshot_install_ends_old_or_new(
 
 
 def test_crash_during_hard_state_save_keeps_the_old_one(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    disk: DiskView, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    def check(log: RaftLog, crashed: bool, path: Path) -> None:
+    def check(log: RaftLog, crashed: bool, path: str) -> None:
         assert log.hard_state == (HardState(2, "n1") if crashed else HardState(3, "n2"))
 
     steps = crash_each_step(
-        tmp_path,
+        disk,
         monkeypatch,
         lambda g: g.save_hard_state(2, "n1"),
         lambda g: g.save_hard_state(3, "n2"),
@@ -640,25 +638,37 @@ def assert_matches(log: RaftLog, model: Model) -> None:
     ]
 
 
+@contextlib.contextmanager
+def model_disk(on_sim: bool) -> Iterator[DiskView]:
+    if on_sim:
+        yield DiskView(SimFileSystem(random.Random(0)), "/sim/model")
+    else:
+        with tempfile.TemporaryDirectory() as root:
+            yield DiskView(OS_FS, root)
+
+
+@pytest.mark.parametrize("on_sim", [False, True], ids=["os", "sim"])
 @settings(max_examples=60, deadline=None)
 @given(ops=st.lists(OPS, max_size=25), segment_size=st.sampled_from([90, 200, 1000]))
-def test_random_operations_match_the_model(ops: list[tuple], segment_size: int) -> None:
-    with tempfile.TemporaryDirectory() as root:
-        dirs = (os.path.join(root, str(n)) for n in itertools.count())
+def test_random_operations_match_the_model(
+    on_sim: bool, ops: list[tuple], segment_size: int
+) -> None:
+    with model_disk(on_sim) as disk:
+        dirs = (disk.path(str(n)) for n in itertools.count())
         path = next(dirs)
-        log = RaftLog.open(path, segment_size)
+        log = open_log(disk, path, segment_size)
         model = Model()
         try:
             for op in ops:
                 if op[0] == "reopen":
                     log.close()
-                    log = RaftLog.open(path, segment_size)
+                    log = open_log(disk, path, segment_size)
                 elif op[0] == "kill":  # the page cache survives kill -9: copy the files as they are
                     dead = next(dirs)
-                    shutil.copytree(path, dead)
+                    disk.copytree(path, dead)
                     log.close()
                     path = dead
-                    log = RaftLog.open(path, segment_size)
+                    log = open_log(disk, path, segment_size)
                     assert log.recovery_report.torn_tail is None
                 else:
                     apply_op(log, model, op)
