@@ -292,7 +292,14 @@ class Producer:
             mq = queue_selector(list(info.queues), msg, arg)
             return await self._send_once(mq, msg, body, props, uniq, timeout_s)
         return await self._send_with_retries(
-            msg, body, props, uniq, False, timeout_s, self.config.retryTimesWhenSendFailed
+            msg,
+            body,
+            props,
+            uniq,
+            False,
+            timeout_s,
+            self.config.retryTimesWhenSendFailed,
+            sync=True,
         )
 
     async def send_to_queue(
