@@ -10,6 +10,7 @@ on-demand refreshes can explain the bounds below.
 from __future__ import annotations
 
 import itertools
+import random
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
@@ -23,22 +24,29 @@ from rocketrio.actors.broker.config import BrokerRole
 from rocketrio.actors.client.admin import wait_for_route
 from rocketrio.actors.client.api import PullResult
 from rocketrio.actors.client.async_send import SendFuture
+from rocketrio.actors.client.config import ProducerConfig
 from rocketrio.actors.client.errors import MQClientError
-from rocketrio.actors.client.message import Message, SendResult
+from rocketrio.actors.client.message import Message, SendResult, SendStatus
 from rocketrio.actors.client.mq_client import DEGRADED_ROUTE_POLL_S
 from rocketrio.actors.client.producer import Producer
+from rocketrio.actors.client.queue_select import SelectMessageQueueByHash
 from rocketrio.actors.client.route_refresh import ROUTE_REFRESH_MIN_INTERVAL_S
-from rocketrio.actors.remoting import RequestContext
+from rocketrio.actors.remoting import RemotingError, RequestContext
 from rocketrio.protocol.bodies import MessageQueue
-from rocketrio.protocol.codes import RequestCode
+from rocketrio.protocol.codes import RequestCode, ResponseCode
 from rocketrio.protocol.headers import PULL_FLAG_COMMIT_OFFSET, PullMessageRequestHeader
 from rocketrio.protocol.message import parse_offset_msg_id
+from rocketrio.protocol.remoting import RemotingCommand
 
 OLD_HOST, NEW_HOST, SLAVE_HOST = "10.0.1.1", "10.0.1.11", "10.0.1.2"
 SEND_PERIOD_S = 0.01
 # a failure waits for the next route query (<= one rate-limit interval), then one send: a few
 # network round trips of at most 0.5 ms each
 FAILOVER_SEND_BOUND_S = ROUTE_REFRESH_MIN_INTERVAL_S + SEND_PERIOD_S + 0.01
+
+
+def producer(c: Cluster, **kw: Any) -> Producer:
+    return Producer("pg", c.ns_addr, rng=random.Random(3), **c.kwargs(), **kw)
 
 
 def store_host(r: SendResult) -> str:
@@ -92,7 +100,7 @@ async def test_steady_sends_reach_the_new_master_at_once(
             else:
                 failures.append(trio.current_time())
 
-        async with Producer("pg", c.ns_addr, **c.kwargs()) as p:
+        async with producer(c) as p:
             assert p.client.config.pollNameServerInterval == 30_000
 
             async def steady() -> None:
@@ -137,7 +145,7 @@ async def test_a_storm_of_failing_async_sends_makes_few_route_queries(
 ) -> None:
     async with cluster(tmp_path) as c:
         await create_topic(c, "T", queues=4)
-        async with Producer("pg", c.ns_addr, **c.kwargs()) as p:
+        async with producer(c) as p:
             await p.send(Message("T", b"warm"))  # the connection to the master is open
             queries = route_queries(c, "T")
             futs = [await p.send_async(Message("T", f"s{i}".encode())) for i in range(200)]
@@ -154,36 +162,48 @@ async def test_a_storm_of_failing_async_sends_makes_few_route_queries(
         assert finished - started <= 3 * ROUTE_REFRESH_MIN_INTERVAL_S
 
 
-async def test_a_closed_connection_refreshes_the_route_and_a_new_master_lifts_isolation(
+async def test_a_closed_connection_refreshes_the_route(
     tmp_path: Path, mock_clock: trio.testing.MockClock
 ) -> None:
     async with cluster(tmp_path, ("broker-a", "broker-b")) as c:
         await create_topic(c, "T", queues=2)
-        async with Producer("pg", c.ns_addr, **c.kwargs()) as p:
+        async with producer(c) as p:
             warm = [await p.send(Message("T", b"w")) for _ in range(4)]
             assert {r.message_queue.brokerName for r in warm} == {"broker-a", "broker-b"}
             queries = route_queries(c, "T")
             c.crash_broker("broker-a")
             crashed_at = trio.current_time()
             await trio.sleep(0.05)
-            # no send failed yet: the closed connection alone asked for the route
+            # no send failed: the closed connection alone asked for the route
             assert len(queries) == 1 and queries[0] - crashed_at < 0.01
             assert [bd.brokerName for bd in p.client.routes["T"].brokerDatas] == ["broker-b"]
 
-            # a send to broker-a's dead master isolates the set; others go to broker-b
+
+async def test_a_new_master_lifts_the_isolation_its_predecessor_earned(
+    tmp_path: Path, mock_clock: trio.testing.MockClock
+) -> None:
+    async with cluster(tmp_path, ("broker-a", "broker-b")) as c:
+        await create_topic(c, "T", queues=2)
+        async with producer(c) as p:
+            last = MessageQueue("T", "broker-b", 1)  # round robin: broker-a's queue 0 is next
+            while (await p.send(Message("T", b"w"))).message_queue != last:
+                pass
+            c.crash_broker("broker-a")
             down = [await p.send(Message("T", b"d")) for _ in range(6)]
             assert {r.message_queue.brokerName for r in down} == {"broker-b"}
+            # notAvailableDuration is 30 s: only the new master's address can end it early
+            assert not p.faults.is_available("broker-a", trio.current_time())
             seen = registrations(c)
             await c.start_broker(
                 "broker-a-new", NEW_HOST, broker_name="broker-a", topics_from="broker-a"
             )
             registered_at = min(t for t, _ in seen)
-            # the set that left the route is polled every second: no 30 s wait, and the new
-            # master address ends the isolation earned by the old one (notAvailableDuration 30 s)
+            # the set that left the route is polled every second, not every 30 s
             back: list[tuple[float, SendResult]] = []
             while not any(r.message_queue.brokerName == "broker-a" for _, r in back):
                 back.append((trio.current_time(), await p.send(Message("T", b"b"))))
                 await trio.sleep(SEND_PERIOD_S)
+            assert trio.current_time() - registered_at < 5
         first_a = min(t for t, r in back if r.message_queue.brokerName == "broker-a")
         assert first_a - registered_at <= DEGRADED_ROUTE_POLL_S + SEND_PERIOD_S + 0.01
         assert store_host(back[-1][1]) == NEW_HOST
@@ -275,6 +295,9 @@ async def test_consumer_reads_from_the_slave_while_the_master_is_down_and_return
             )
             to_master = [first_pull_at(pulls, master, q, back_at) or 0 for q in T_QUEUES]
             assert max(to_master) - back_at <= MASTER_BACK_BOUND_S
+            # the returning master heard the consumer's heartbeat at once, not after 30 s
+            group = c.brokers["broker-a"].consumers.get("g")
+            assert group is not None and group.client_ids() == [m.client.client_id]
             await trio.sleep(1.0)
         t_pulls = [(t, a) for t, a, q, _ in pulls if q in T_QUEUES]
         assert not [t for t, a in t_pulls if crashed_at < t < back_at and a == master]
@@ -302,7 +325,7 @@ async def test_pulls_follow_suggest_which_broker_id(
             await wait_for(lambda: all(first_pull_at(pulls, master, q, 0) for q in T_QUEUES))
             suggest_slave.add(1)
             answered_at = trio.current_time()
-            async with Producer("pg", c.ns_addr, **c.kwargs()) as p:
+            async with producer(c) as p:
                 sent = await p.send_to_queue(Message("T", b"x"), T_QUEUES[0])
             await wait_for(lambda: first_pull_at(pulls, slave, T_QUEUES[0], answered_at), 5)
             at_slave = first_pull_at(pulls, slave, T_QUEUES[0], answered_at) or 0
@@ -313,3 +336,54 @@ async def test_pulls_follow_suggest_which_broker_id(
         assert queue0[0][0] == slave and not queue0[0][1] & PULL_FLAG_COMMIT_OFFSET
         assert queue0[1][0] == master
         assert [a for _, a, q, _ in pulls if q != T_QUEUES[0]].count(slave) == 0
+
+
+async def test_an_ordered_send_is_one_attempt_but_refreshes_the_route(
+    tmp_path: Path, mock_clock: trio.testing.MockClock
+) -> None:
+    async with cluster(tmp_path) as c:
+        await create_topic(c, "T", queues=4)
+        async with producer(c) as p:
+            await p.send(Message("T", b"o"), SelectMessageQueueByHash, "k")
+            c.crash_broker("broker-a")
+            await trio.sleep(0.5)  # the refresh asked for by the closed connection is over
+            queries = route_queries(c, "T")
+            failed_at = trio.current_time()
+            with pytest.raises(RemotingError, match="cannot connect"):
+                await p.send(Message("T", b"o"), SelectMessageQueueByHash, "k")
+            await trio.sleep(0.05)
+        assert len(queries) == 1 and queries[0] - failed_at < 0.01
+
+
+@pytest.mark.parametrize("retry_not_ok", [False, True])
+async def test_a_not_store_ok_answer_is_a_result_unless_configured(
+    tmp_path: Path, mock_clock: trio.testing.MockClock, retry_not_ok: bool
+) -> None:
+    async with cluster(tmp_path, ("broker-a", "broker-b")) as c:
+        await create_topic(c, "T", queues=2)
+        cfg = ProducerConfig(producerGroup="pg", retryAnotherBrokerWhenNotStoreOK=retry_not_ok)
+        async with producer(c, config=cfg) as p:
+            real = p.client.remoting.invoke
+            slow_slave = c.addr("broker-a")
+
+            async def invoke(addr: str, cmd: RemotingCommand, timeout: float) -> RemotingCommand:
+                resp = await real(addr, cmd, timeout)
+                if addr == slow_slave:  # stored, but the slave did not ack in time
+                    resp.code = ResponseCode.FLUSH_SLAVE_TIMEOUT
+                return resp
+
+            p.client.remoting.invoke = invoke  # type: ignore[method-assign]
+            results = [await p.send(Message("T", f"m{i}".encode())) for i in range(6)]
+            async_results = [
+                await (await p.send_async(Message("T", b"a"))).wait() for _ in range(4)
+            ]
+        statuses = {(r.message_queue.brokerName, r.send_status) for r in results}
+        if retry_not_ok:
+            assert statuses == {("broker-b", SendStatus.SEND_OK)}
+        else:
+            assert statuses == {
+                ("broker-a", SendStatus.FLUSH_SLAVE_TIMEOUT),
+                ("broker-b", SendStatus.SEND_OK),
+            }
+        # async sends never retry an answer (upstream: the flag is for sync sends)
+        assert {r.send_status for r in async_results} == {SendStatus.SEND_OK}
