@@ -62,6 +62,9 @@ class ProducerConfig:
     sendMsgTimeout: int = attrs.field(default=3_000, validator=positive)
     retryTimesWhenSendFailed: int = attrs.field(default=2, validator=non_negative)
     retryTimesWhenSendAsyncFailed: int = attrs.field(default=2, validator=non_negative)
+    # a sync send answered FLUSH_DISK_TIMEOUT / FLUSH_SLAVE_TIMEOUT / SLAVE_NOT_AVAILABLE
+    # tries another broker (upstream; the answer is returned when no attempt is left)
+    retryAnotherBrokerWhenNotStoreOK: bool = False
     maxMessageSize: int = attrs.field(default=4 * 1024 * 1024, validator=positive)
     # how long a broker whose send failed is avoided (upstream's isolation duration)
     notAvailableDuration: int = attrs.field(default=30_000, validator=non_negative)

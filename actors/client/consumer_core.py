@@ -3,15 +3,25 @@ long-polling pull loop per owned queue, and offset persistence (upstream Rebalan
 PullAPIWrapper and the pull half of DefaultMQPushConsumerImpl).
 
 Rebalance runs every ``rebalanceInterval`` and at once when asked (start, subscription change,
-NOTIFY_CONSUMER_IDS_CHANGED). For each topic it computes the wanted queues (clustering:
-`allocate` over the group's members as the broker lists them; broadcasting: every readable
-queue; a subclass may decide otherwise), stops the queues no longer wanted (pull cancelled,
-`ProcessQueue` dropped, offset persisted, then forgotten) and starts the new ones at the
-stored offset or per ``consumeFromWhere`` (`start_offset`).
+NOTIFY_CONSUMER_IDS_CHANGED, a route whose readable queues changed). For each topic it computes
+the wanted queues (clustering: `allocate` over the group's members as the broker lists them;
+broadcasting: every readable queue; a subclass may decide otherwise), stops the queues no longer
+wanted (pull cancelled, `ProcessQueue` dropped, offset persisted, then forgotten) and starts the
+new ones at the stored offset or per ``consumeFromWhere`` (`start_offset`).
 
 A pull loop asks its broker with PULL_MESSAGE (SUSPEND | SUBSCRIPTION, plus COMMIT_OFFSET for
-the push consumer) and hands found messages to ``_deliver`` after the client-side tag check.
-Flow control (``_flow_controlled``) pauses pulling for 50 ms; errors pause it for 3 s.
+the push consumer when it pulls from the master) and hands found messages to ``_deliver`` after
+the client-side tag check. Flow control (``_flow_controlled``) pauses pulling for 50 ms.
+
+Where a queue is pulled from follows the route and the broker: the brokerId the last answer
+suggested (suggestWhichBrokerId) if the route has it, else the master, else a slave (a classic
+master that died: consumers read from its slave meanwhile). A pull that fails because the
+broker is gone (no connection, timeout, SERVICE_NOT_AVAILABLE, SYSTEM_BUSY while it stops, no
+address at all) asks for a fresh route at once and retries after 0.1 s, doubling up to upstream's
+3 s for repeated failures (`pull_retry_delay`); other errors pause the queue for 3 s. When a
+route update changes where a queue should be pulled from (its master is back, or moved), the
+pull in flight at the old address (perhaps held there for 15 s) is abandoned and the queue is
+pulled at once from the new one.
 """
 
 from __future__ import annotations
@@ -27,13 +37,14 @@ import trio
 from rocketrio.actors import events
 from rocketrio.actors.client.api import PullResult, PullStatus
 from rocketrio.actors.client.config import (
+    MASTER_ID,
     RETRY_GROUP_TOPIC_PREFIX,
     ClientConfig,
     ConsumeFromWhere,
     MessageModel,
     retry_topic,
 )
-from rocketrio.actors.client.errors import MQClientError
+from rocketrio.actors.client.errors import MQBrokerError, MQClientError
 from rocketrio.actors.client.mq_client import MQClientInstance
 from rocketrio.actors.client.offset_store import (
     LocalFileOffsetStore,
@@ -56,7 +67,8 @@ from rocketrio.actors.client.subscription import build_subscription, filter_by_t
 from rocketrio.actors.logs import wallclock_ms
 from rocketrio.actors.remoting import RemotingError
 from rocketrio.actors.transport import Transport
-from rocketrio.protocol.bodies import ConsumerData, MessageQueue, SubscriptionData
+from rocketrio.protocol.bodies import ConsumerData, MessageQueue, SubscriptionData, TopicRouteData
+from rocketrio.protocol.codes import ResponseCode
 from rocketrio.protocol.headers import (
     PULL_FLAG_COMMIT_OFFSET,
     PULL_FLAG_SUBSCRIPTION,
@@ -70,7 +82,29 @@ log = structlog.get_logger("consumer")
 
 PULL_DELAY_WHEN_EXCEPTION_S = 3.0  # upstream PULL_TIME_DELAY_MILLS_WHEN_EXCEPTION
 PULL_DELAY_WHEN_FLOW_CONTROL_S = 0.05  # upstream PULL_TIME_DELAY_MILLS_WHEN_FLOW_CONTROL
+# the first retry after the broker went away (the route is being refreshed meanwhile)
+PULL_DELAY_WHEN_BROKER_GONE_S = 0.1
 CALL_ERRORS = (RemotingError, MQClientError, HeaderError, MessageDecodeError)
+# answers of a broker that is stopping or is no longer master
+_BROKER_GONE_CODES = frozenset({ResponseCode.SERVICE_NOT_AVAILABLE, ResponseCode.SYSTEM_BUSY})
+
+
+class NoBrokerAddress(MQClientError):
+    """The route names no address of the queue's broker set."""
+
+
+def broker_gone(exc: Exception) -> bool:
+    """The failure says the broker is not there any more (its route is probably stale)."""
+    if isinstance(exc, MQBrokerError):
+        return exc.code in _BROKER_GONE_CODES
+    return isinstance(exc, RemotingError | NoBrokerAddress)
+
+
+def pull_retry_delay(failures: int) -> float:
+    """Pause after the ``failures``-th broker-gone failure in a row: 0.1 s, doubling, <= 3 s."""
+    return min(
+        PULL_DELAY_WHEN_BROKER_GONE_S * 2 ** max(failures - 1, 0), PULL_DELAY_WHEN_EXCEPTION_S
+    )
 
 
 class ConsumerSettings(Protocol):
@@ -120,6 +154,9 @@ class QueueState:
     pq: ProcessQueue = attrs.field(factory=ProcessQueue)
     cancel: trio.CancelScope = attrs.field(factory=trio.CancelScope)
     broker_id: int = 0  # the replica the broker suggested pulling from
+    # the pull in flight: its address and the scope that abandons it when the route moves
+    pull_addr: str | None = None
+    pull_scope: trio.CancelScope | None = None
 
 
 class ConsumerCore(abc.ABC):
@@ -148,6 +185,7 @@ class ConsumerCore(abc.ABC):
         self.queues: dict[MessageQueue, QueueState] = {}
         self.offset_store: OffsetStore | None = None
         self._rebalance_event = trio.Event()
+        self._route_queues: dict[str, set[MessageQueue]] = {}
         self._nursery: trio.Nursery | None = None
         self._nursery_cm: Any = None
         self._consume_from_ms = 0
@@ -230,6 +268,7 @@ class ConsumerCore(abc.ABC):
         await self.offset_store.load()
         self._nursery_cm = trio.open_nursery()
         self._nursery = nursery = await self._nursery_cm.__aenter__()
+        self.client.route_listeners.append(self._on_route)
         self._start_workers(nursery)
         nursery.start_soon(self._rebalance_loop)
         interval = self._persist_interval_s()
@@ -264,6 +303,8 @@ class ConsumerCore(abc.ABC):
                 await self.client.unregister_consumer(self.group, self)
                 self._nursery.cancel_scope.cancel()
         finally:
+            if self._on_route in self.client.route_listeners:
+                self.client.route_listeners.remove(self._on_route)
             if self._nursery_cm is not None:
                 cm, self._nursery_cm, self._nursery = self._nursery_cm, None, None
                 await cm.__aexit__(None, None, None)
@@ -384,8 +425,7 @@ class ConsumerCore(abc.ABC):
         if decision.kind is StartKind.RETRY_LATER:
             return -1
         try:
-            addr = await self.client.find_master_addr_refreshing(mq.brokerName, mq.topic)
-            addr = addr or self.client.find_broker_addr(mq.brokerName)
+            addr = await self.client.find_broker_addr_refreshing(mq.brokerName, mq.topic)
             if addr is None:
                 return -1
             if decision.kind is StartKind.MAX_OFFSET:
@@ -396,9 +436,16 @@ class ConsumerCore(abc.ABC):
             return -1
 
     # -- pulling
-    def _pull_header(self, st: QueueState) -> PullMessageRequestHeader:
+    def _pull_header(self, st: QueueState, from_master: bool) -> PullMessageRequestHeader:
         commit = -1
-        if self.commit_offset_in_pull and self.clustering and self.offset_store is not None:
+        # a slave does not take commits with pulls (upstream clears the flag): offsets read
+        # from a slave reach it through the periodic persist (UPDATE_CONSUMER_OFFSET)
+        if (
+            from_master
+            and self.commit_offset_in_pull
+            and self.clustering
+            and self.offset_store is not None
+        ):
             commit = self.offset_store.table.read(st.mq)
         flag = PULL_FLAG_SUSPEND | PULL_FLAG_SUBSCRIPTION
         if commit > 0:
@@ -431,25 +478,69 @@ class ConsumerCore(abc.ABC):
 
     async def _pull_loop(self, st: QueueState) -> None:
         timeout_s = self.settings.consumerTimeoutMillisWhenSuspend / 1000
+        failures = 0  # broker-gone failures in a row
         with st.cancel:
             while not st.pq.dropped:
                 if self._flow_controlled(st):
                     await trio.sleep(PULL_DELAY_WHEN_FLOW_CONTROL_S)
                     continue
-                addr = self.client.find_broker_addr(st.mq.brokerName, st.broker_id)
                 try:
-                    if addr is None:
-                        await self.client.update_route(st.mq.topic)
-                        raise MQClientError(f"no address for broker {st.mq.brokerName}")
-                    result = await self.client.api.pull(addr, self._pull_header(st), timeout_s)
+                    found = self.client.find_broker_in_subscribe(st.mq.brokerName, st.broker_id)
+                    if found is None:
+                        raise NoBrokerAddress(f"no address for broker {st.mq.brokerName}")
+                    addr, broker_id = found
+                    header = self._pull_header(st, broker_id == MASTER_ID)
+                    with trio.CancelScope() as scope:
+                        st.pull_addr, st.pull_scope = addr, scope
+                        result = await self.client.api.pull(addr, header, timeout_s)
+                    st.pull_addr = st.pull_scope = None
+                    if scope.cancelled_caught:  # the route moved this queue: pull again now
+                        continue
+                    failures = 0
                     await self._on_pull_result(st, result)
                 except CALL_ERRORS as e:
+                    st.pull_addr = st.pull_scope = None
                     log.warning("pull_failed", group=self.group, mq=str(st.mq), error=str(e))
-                    await trio.sleep(PULL_DELAY_WHEN_EXCEPTION_S)
+                    if broker_gone(e):
+                        failures += 1
+                        await self._after_broker_gone(st, failures)
+                    else:
+                        await trio.sleep(PULL_DELAY_WHEN_EXCEPTION_S)
                     continue
                 interval = self._pull_interval_s()
                 if interval:
                     await trio.sleep(interval)
+
+    async def _after_broker_gone(self, st: QueueState, failures: int) -> None:
+        """Refresh the route at once (shared with every queue of the topic), then retry soon."""
+        retry_at = trio.current_time() + pull_retry_delay(failures)
+        done = self.client.request_route_refresh(st.mq.topic)
+        with trio.move_on_after(PULL_DELAY_WHEN_EXCEPTION_S):
+            await done.wait()
+        await trio.sleep_until(retry_at)
+
+    def _on_route(self, topic: str, route: TopicRouteData) -> None:
+        """A route changed. Its readable queues changed (a broker set left or came back):
+        rebalance now, not at the next rebalanceInterval. And (the broker-name table is shared
+        by every topic) abandon pulls in flight at an address that is no longer where their
+        queue should be pulled from."""
+        queues = subscribe_queues(topic, route)
+        if self._route_queues.get(topic, queues) != queues and topic in self._rebalance_topics():
+            self.request_rebalance()
+        self._route_queues[topic] = queues
+        for st in self.queues.values():
+            if st.pull_scope is None:
+                continue
+            found = self.client.find_broker_in_subscribe(st.mq.brokerName, st.broker_id)
+            if found is not None and found[0] != st.pull_addr:
+                log.info(
+                    "pull_moved",
+                    group=self.group,
+                    mq=str(st.mq),
+                    old=st.pull_addr,
+                    new=found[0],
+                )
+                st.pull_scope.cancel()
 
     async def _on_pull_result(self, st: QueueState, res: PullResult) -> None:
         st.broker_id = res.suggest_which_broker_id

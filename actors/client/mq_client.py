@@ -1,12 +1,23 @@
 """The client core shared by the producers and consumers of one `MQClientInstance`
 (upstream MQClientInstance).
 
-It owns the `RemotingClient` (one connection per broker / name server), the topic route cache
-(refreshed every ``pollNameServerInterval`` and on demand), the broker-name -> addresses table
-built from the routes, and the heartbeats: every ``heartbeatBrokerInterval`` and at once when a
-producer or consumer registers, a HeartbeatData naming every group of this client goes to every
-broker (masters only when there are no consumers). Server pushes arrive at its processor:
-NOTIFY_CONSUMER_IDS_CHANGED makes the named consumer group rebalance now.
+It owns the `RemotingClient` (one connection per broker / name server), the topic route cache,
+the broker-name -> addresses table built from the routes, and the heartbeats: every
+``heartbeatBrokerInterval`` and at once when a producer or consumer registers, a HeartbeatData
+naming every group of this client goes to every broker (masters only when there are no
+consumers); a broker address that first appears in a route (a new master) gets one at once.
+Server pushes arrive at its processor: NOTIFY_CONSUMER_IDS_CHANGED makes the named consumer
+group rebalance now.
+
+Routes are polled every ``pollNameServerInterval`` (30 s), but a master change is noticed at once
+through on-demand refreshes (`request_route_refresh` / `refresh_route`, shared and rate limited
+by `RouteRefresher`: one query per topic per 100 ms). They are asked for by a failed send or
+pull, by a broker connection that closes (every topic routed through that address), and, every
+``DEGRADED_ROUTE_POLL_S``, for each watched topic whose route is degraded: a broker set without
+a master or a route the NameServer no longer knows (for as long as that lasts), or a broker set
+that left the route (for one ``pollNameServerInterval``, after which the regular poll would
+have seen its return anyway). So a new or returning master is seen within a second even by a
+producer that has another broker set to send to, or a consumer whose pulls are held at a slave.
 
 Client id: ``<ip>@<instanceName>``; the default instance name ``<pid>#<n>`` is unique per
 instance in the process, so two consumers of one group in one process are two members.
@@ -15,6 +26,7 @@ instance in the process, so two consumers of one group in one process are two me
 from __future__ import annotations
 
 import itertools
+import math
 import os
 import socket
 from collections.abc import Callable
@@ -26,7 +38,14 @@ import trio
 from rocketrio.actors.client.api import MQClientAPI
 from rocketrio.actors.client.config import MASTER_ID, ClientConfig
 from rocketrio.actors.client.errors import MQClientError, TopicRouteNotFound
-from rocketrio.actors.remoting import RemotingClient, RemotingError, RequestContext
+from rocketrio.actors.client.route_refresh import RouteRefresher
+from rocketrio.actors.remoting import (
+    Connection,
+    Processor,
+    RemotingClient,
+    RemotingError,
+    RequestContext,
+)
 from rocketrio.actors.runtime import every
 from rocketrio.actors.transport import TcpTransport, Transport
 from rocketrio.protocol.bodies import ConsumerData, HeartbeatData, ProducerData, TopicRouteData
@@ -38,6 +57,10 @@ from rocketrio.protocol.serde import HeaderError, from_ext
 log = structlog.get_logger("client")
 
 _instance_seq = itertools.count()
+
+# how often a degraded route (a broker set without master, or gone) is asked for again
+DEGRADED_ROUTE_POLL_S = 1.0
+ROUTE_ERRORS = (RemotingError, MQClientError, HeaderError)
 
 
 class ConsumerInner(Protocol):
@@ -63,6 +86,34 @@ def local_ip() -> str:
 
 
 RouteListener = Callable[[str, TopicRouteData], None]
+_WATCHED = "mq_client_watched"
+
+
+class ClientRemoting(RemotingClient):
+    """A `RemotingClient` that tells ``on_closed(addr)`` when a connection it opened closes."""
+
+    def __init__(
+        self,
+        transport: Transport,
+        *,
+        processor: Processor | None = None,
+        on_closed: Callable[[str], None],
+    ) -> None:
+        super().__init__(transport, processor=processor)
+        self._on_closed = on_closed
+
+    async def get_connection(self, addr: str) -> Connection:
+        conn = await super().get_connection(addr)
+        if _WATCHED not in conn.attrs:
+            conn.attrs[_WATCHED] = True
+            conn.on_close.append(lambda _c: self._on_closed(addr))
+        return conn
+
+
+def route_degraded(route: TopicRouteData) -> bool:
+    """A broker set of the route has no master (dead in classic mode, or mid-failover)."""
+    masters = {bd.brokerName for bd in route.brokerDatas if MASTER_ID in bd.brokerAddrs}
+    return any(qd.brokerName not in masters for qd in route.queueDatas)
 
 
 class MQClientInstance:
@@ -84,7 +135,9 @@ class MQClientInstance:
         self.client_ip = ip
         self.client_id = f"{ip}@{instance}"
         self.transport = transport or TcpTransport()
-        self.remoting = RemotingClient(self.transport, processor=self._process)
+        self.remoting = ClientRemoting(
+            self.transport, processor=self._process, on_closed=self._on_connection_closed
+        )
         self.api = MQClientAPI(
             self.remoting, self.config.namesrv_addrs, self.config.mqClientApiTimeout / 1000
         )
@@ -94,6 +147,9 @@ class MQClientInstance:
         self.consumers: dict[str, ConsumerInner] = {}
         self.route_listeners: list[RouteListener] = []
         self._watched: set[str] = set()
+        # topic -> until when it is polled every DEGRADED_ROUTE_POLL_S (inf: while degraded)
+        self._degraded: dict[str, float] = {}
+        self.refresher = RouteRefresher(self._refresh_fetch)
         self._nursery: trio.Nursery | None = None
         self._nursery_cm: Any = None
         self.log = log.bind(client_id=self.client_id)
@@ -111,6 +167,7 @@ class MQClientInstance:
         hb_s = self.config.heartbeatBrokerInterval / 1000
         self._nursery.start_soon(every, poll_s, self._poll_routes)
         self._nursery.start_soon(every, hb_s, self.send_heartbeat_to_all)
+        self._nursery.start_soon(every, DEGRADED_ROUTE_POLL_S, self._poll_degraded_routes)
         return self
 
     async def __aexit__(self, *exc: Any) -> None:
@@ -154,7 +211,7 @@ class MQClientInstance:
             self.watch_topic(topic)
             try:
                 await self.update_route(topic)
-            except (RemotingError, MQClientError, HeaderError) as e:
+            except ROUTE_ERRORS as e:
                 # not fatal: the route poll and the rebalance ask again
                 self.log.warning("route_update_failed", topic=topic, error=str(e))
         await self.send_heartbeat_to_all()
@@ -185,35 +242,103 @@ class MQClientInstance:
         self._watched.add(topic)
 
     async def update_route(self, topic: str) -> TopicRouteData | None:
-        """Fetch the topic's route now; None when no name server knows the topic."""
+        """Fetch the topic's route now; None when no name server knows the topic (the cached
+        route, if any, is kept: the topic's only broker set may be between two masters)."""
         try:
             route = await self.api.get_route(topic)
         except TopicRouteNotFound:
+            if topic in self.routes:
+                self._degraded[topic] = math.inf
             return None
         old = self.routes.get(topic)
         self.routes[topic] = route
+        self._note_degraded(topic, old, route)
+        if old == route:
+            return route
+        known = {a for addrs in self.broker_addrs.values() for a in addrs.values()}
         for bd in route.brokerDatas:
             self.broker_addrs[bd.brokerName] = dict(bd.brokerAddrs)
-        if old != route:
-            for listener in self.route_listeners:
-                listener(topic, route)
+        self._heartbeat_new_brokers(route, known)
+        for listener in self.route_listeners:
+            listener(topic, route)
         return route
 
-    async def _poll_routes(self) -> None:
+    def _note_degraded(self, topic: str, old: TopicRouteData | None, route: TopicRouteData) -> None:
+        if route_degraded(route):
+            self._degraded[topic] = math.inf
+            return
+        names = {bd.brokerName for bd in route.brokerDatas}
+        if old is not None and any(bd.brokerName not in names for bd in old.brokerDatas):
+            # a broker set left: watch for its return a little longer than usual
+            poll_s = self.config.pollNameServerInterval / 1000
+            self._degraded[topic] = trio.current_time() + poll_s
+        elif self._degraded.get(topic) == math.inf:
+            del self._degraded[topic]
+
+    def request_route_refresh(self, topic: str) -> trio.Event:
+        """Ask the NameServer for the topic's route soon (shared and rate limited, see
+        `RouteRefresher`); the event is set once a query started from now on has ended."""
+        if self._nursery is None:
+            done = trio.Event()
+            done.set()
+            return done
+        return self.refresher.request(topic, self._nursery)
+
+    async def refresh_route(self, topic: str, deadline: float = math.inf) -> TopicRouteData | None:
+        """`request_route_refresh` and wait for it (at most until ``deadline``); the cached
+        route afterwards."""
+        done = self.request_route_refresh(topic)
+        with trio.move_on_at(deadline):
+            await done.wait()
+        return self.routes.get(topic)
+
+    async def _refresh_fetch(self, topic: str) -> None:
+        try:
+            await self.update_route(topic)
+        except ROUTE_ERRORS as e:
+            self.log.warning("route_update_failed", topic=topic, error=str(e))
+
+    def _on_connection_closed(self, addr: str) -> None:
+        """A broker connection closed: refresh every topic routed through that address."""
+        if self._nursery is None:
+            return
+        topics = [
+            topic
+            for topic, route in self.routes.items()
+            if any(addr in bd.brokerAddrs.values() for bd in route.brokerDatas)
+        ]
+        if topics:
+            self.log.info("broker_connection_closed", broker=addr, topics=sorted(topics))
+        for topic in topics:
+            self.request_route_refresh(topic)
+
+    def _topics_to_poll(self) -> set[str]:
         topics = set(self._watched)
         for c in self.consumers.values():
             topics |= c.subscribed_topics()
-        for topic in sorted(topics):
+        return topics
+
+    async def _poll_routes(self) -> None:
+        for topic in sorted(self._topics_to_poll()):
             try:
                 await self.update_route(topic)
-            except (RemotingError, MQClientError, HeaderError) as e:
+            except ROUTE_ERRORS as e:
                 self.log.warning("route_update_failed", topic=topic, error=str(e))
+
+    async def _poll_degraded_routes(self) -> None:
+        now = trio.current_time()
+        for topic in [t for t, until in self._degraded.items() if until <= now]:
+            del self._degraded[topic]
+        for topic in sorted(self._degraded.keys() & self._topics_to_poll()):
+            self.request_route_refresh(topic)
 
     def find_broker_addr(
         self, broker_name: str, broker_id: int = MASTER_ID, *, only_this: bool = False
     ) -> str | None:
-        """Address of ``broker_id`` in the group; with only_this=False any replica if that one
-        is unknown (consumers may read from a slave while the master is down)."""
+        """Address of ``broker_id`` in the group; with only_this=False the master, else any
+        replica, when that one is unknown (upstream findBrokerAddressInSubscribe; with the
+        default id it is findBrokerAddressInAdmin: offsets go to a slave while the master is
+        down)."""
         addrs = self.broker_addrs.get(broker_name)
         if not addrs:
             return None
@@ -224,14 +349,36 @@ class MQClientInstance:
             return addrs[MASTER_ID]
         return addrs[min(addrs)]
 
+    def find_broker_in_subscribe(self, broker_name: str, broker_id: int) -> tuple[str, int] | None:
+        """(address, its brokerId) to pull from: ``broker_id`` if in the route, else the master,
+        else the slave with the smallest id."""
+        addrs = self.broker_addrs.get(broker_name)
+        if not addrs:
+            return None
+        addr = addrs.get(broker_id)
+        if addr is not None:
+            return addr, broker_id
+        bid = MASTER_ID if MASTER_ID in addrs else min(addrs)
+        return addrs[bid], bid
+
     def find_master_addr(self, broker_name: str) -> str | None:
         return self.find_broker_addr(broker_name, MASTER_ID, only_this=True)
 
     async def find_master_addr_refreshing(self, broker_name: str, topic: str) -> str | None:
+        """The master's address; when the route has none, after a (rate-limited) refresh."""
         addr = self.find_master_addr(broker_name)
         if addr is None:
-            await self.update_route(topic)
+            await self.refresh_route(topic)
             addr = self.find_master_addr(broker_name)
+        return addr
+
+    async def find_broker_addr_refreshing(self, broker_name: str, topic: str) -> str | None:
+        """The master's address, else a slave's (findBrokerAddressInAdmin); refreshes the route
+        (rate limited) when the broker set has no address at all."""
+        addr = self.find_broker_addr(broker_name)
+        if addr is None:
+            await self.refresh_route(topic)
+            addr = self.find_broker_addr(broker_name)
         return addr
 
     def all_broker_addrs(self, masters_only: bool = False) -> list[str]:
@@ -249,6 +396,22 @@ class MQClientInstance:
             producerDataSet=[ProducerData(g) for g in sorted(self.producer_groups)],
             consumerDataSet=[c.consumer_data() for c in self.consumers.values()],
         )
+
+    def _heartbeat_new_brokers(self, route: TopicRouteData, known: set[str]) -> None:
+        """Brokers this client has not heard of (a new master) learn its groups at once."""
+        if self._nursery is None or not (self.producer_groups or self.consumers):
+            return
+        for bd in route.brokerDatas:
+            for bid, addr in bd.brokerAddrs.items():
+                if addr not in known and (self.consumers or bid == MASTER_ID):
+                    known.add(addr)
+                    self._nursery.start_soon(self._heartbeat_one, addr)
+
+    async def _heartbeat_one(self, addr: str) -> None:
+        try:
+            await self.api.send_heartbeat(addr, self.heartbeat_data())
+        except (RemotingError, MQClientError) as e:
+            self.log.warning("heartbeat_failed", broker=addr, error=str(e))
 
     async def send_heartbeat_to_all(self) -> None:
         if not self.producer_groups and not self.consumers:

@@ -1,8 +1,10 @@
 """Consumer offset stores (upstream RemoteBrokerOffsetStore and LocalFileOffsetStore).
 
 Both keep the offsets in an `OffsetTable` in memory; ``persist`` writes them out. Clustering
-groups store offsets on the broker that hosts the queue (UPDATE_CONSUMER_OFFSET to its master,
-QUERY_CONSUMER_OFFSET to read); only offsets that changed since the last persist are sent.
+groups store offsets on the broker set that hosts the queue (UPDATE_CONSUMER_OFFSET to write,
+QUERY_CONSUMER_OFFSET to read), at its master, or at a slave while the route has no master
+(upstream findBrokerAddressInAdmin: the slave keeps them; syncing them back is the brokers'
+business); only offsets that changed since the last persist are sent.
 Broadcasting consumers keep their own offsets in a local JSON file, written atomically (temp
 file, fsync, rename) in a worker thread. Upstream writes MessageQueue objects as map keys,
 which is not JSON; our file lists entries instead:
@@ -19,7 +21,7 @@ from typing import Any, Protocol
 import structlog
 import trio
 
-from rocketrio.actors.client.errors import MQClientError
+from rocketrio.actors.client.errors import MQBrokerError, MQClientError
 from rocketrio.actors.client.mq_client import MQClientInstance
 from rocketrio.actors.client.process_queue import OffsetTable
 from rocketrio.actors.client.rebalance import OFFSET_ERROR
@@ -59,9 +61,7 @@ class RemoteBrokerOffsetStore:
     async def fetch(self, mq: MessageQueue) -> int:
         """The broker's offset, -1 if it has none, -2 if unreachable (memory untouched)."""
         try:
-            addr = await self.client.find_master_addr_refreshing(mq.brokerName, mq.topic)
-            if addr is None:
-                addr = self.client.find_broker_addr(mq.brokerName)
+            addr = await self.client.find_broker_addr_refreshing(mq.brokerName, mq.topic)
             if addr is None:
                 return OFFSET_ERROR
             return await self.client.api.query_consumer_offset(addr, self.group, mq)
@@ -83,14 +83,14 @@ class RemoteBrokerOffsetStore:
             if offset < 0 or self._persisted.get(mq) == offset:
                 continue
             try:
-                addr = self.client.find_master_addr(mq.brokerName)
-                if addr is None:
-                    addr = self.client.find_broker_addr(mq.brokerName)
+                addr = self.client.find_broker_addr(mq.brokerName)  # master, else a slave
                 if addr is None:
                     raise MQClientError(f"no address for broker {mq.brokerName}")
                 await self.client.api.update_consumer_offset(addr, self.group, mq, offset)
             except (RemotingError, MQClientError) as e:
                 log.warning("persist_offset_failed", group=self.group, mq=str(mq), error=str(e))
+                if not isinstance(e, MQBrokerError):  # gone: the next persist finds the new one
+                    self.client.request_route_refresh(mq.topic)
                 continue
             self._persisted[mq] = offset
 

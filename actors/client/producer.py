@@ -3,11 +3,20 @@
 ``async with Producer(group, "127.0.0.1:9876") as p: await p.send(Message(...))``.
 
 A send picks a writable master queue round robin (`TopicPublishInfo`), stamps a UNIQ_KEY,
-and sends SEND_MESSAGE_V2 (310). On a failure that another broker may not have (no answer,
-SYSTEM_ERROR, SYSTEM_BUSY, SERVICE_NOT_AVAILABLE, TOPIC_NOT_EXIST, NO_PERMISSION) it refreshes
-the route, avoids that broker for ``notAvailableDuration`` and retries up to ``retries`` times
-on another broker, all within ``send_timeout``. Ordered sends (a queue selector) and oneway
-sends are one attempt, like upstream: a retry on another queue would break the order.
+and sends SEND_MESSAGE_V2 (310). On a failure that another broker may not have (no answer:
+connection refused, reset or closed, timeout; or SYSTEM_ERROR, SYSTEM_BUSY from a stopping
+broker, SERVICE_NOT_AVAILABLE from a broker that is no longer master, TOPIC_NOT_EXIST,
+NO_PERMISSION) it isolates that broker set for ``notAvailableDuration``, waits for a fresh route
+(`MQClientInstance.refresh_route`: shared and rate limited, so a storm of failing sends costs one
+NameServer query) and retries, up to ``retries`` times, all within ``send_timeout``. Like
+upstream the retry prefers another broker set that is available; when it has to use the same
+one (the only one, or every other is isolated too) it goes to the master address of the fresh
+route, and the isolation ends as soon as the route names a different master address than the one
+that failed (the failure was about the old master, not the new one). An answer with
+FLUSH_DISK_TIMEOUT, FLUSH_SLAVE_TIMEOUT or SLAVE_NOT_AVAILABLE is a result, retried on another
+broker only by sync sends with ``retryAnotherBrokerWhenNotStoreOK`` (upstream). Ordered sends (a
+queue selector), sends to a given queue and oneway sends are one attempt, like upstream (a retry
+on another queue would break the order), but their failure still refreshes the route.
 
 ``send_batch`` sends SEND_BATCH_MESSAGE (320) bodies of at most ``maxMessageSize`` bytes.
 ``send_async`` returns a `SendFuture` at once (after waiting for a free slot when
@@ -272,7 +281,7 @@ class Producer:
         *,
         timeout: float | None = None,
     ) -> SendResult:
-        """Send and wait for the broker's answer; retries on another broker on failure."""
+        """Send and wait for the broker's answer; retries after a failure (see the module)."""
         check_message(msg, self.config.maxMessageSize)
         uniq = self._next_id()
         body = msg.body
@@ -281,9 +290,16 @@ class Producer:
         if queue_selector is not None:
             info = await self.publish_info(msg.topic)
             mq = queue_selector(list(info.queues), msg, arg)
-            return await self._send_to(mq, msg, body, props, uniq, False, timeout_s)
+            return await self._send_once(mq, msg, body, props, uniq, timeout_s)
         return await self._send_with_retries(
-            msg, body, props, uniq, False, timeout_s, self.config.retryTimesWhenSendFailed
+            msg,
+            body,
+            props,
+            uniq,
+            False,
+            timeout_s,
+            self.config.retryTimesWhenSendFailed,
+            sync=True,
         )
 
     async def send_to_queue(
@@ -296,7 +312,7 @@ class Producer:
         uniq = self._next_id()
         props = encode_properties(msg.wire_properties(uniq))
         timeout_s = self.config.sendMsgTimeout / 1000 if timeout is None else timeout
-        return await self._send_to(mq, msg, msg.body, props, uniq, False, timeout_s)
+        return await self._send_once(mq, msg, msg.body, props, uniq, timeout_s)
 
     async def send_async(
         self,
@@ -359,13 +375,15 @@ class Producer:
             try:
                 result = self._parse_send(reply.result(), mq, uniq, addr)
             except Exception as e:
-                if selector is None and retryable(e) and self._nursery is not None:
-                    self._note_failure(msg.topic, mq, e, 1)
-                    left = deadline - trio.current_time()
+                if not retryable(e) or self._nursery is None:
+                    self._finish_async(fut, None, e)
+                elif selector is None:
+                    self._note_failure(msg.topic, mq, addr, e, 1)
                     self._nursery.start_soon(
-                        self._retry_async, fut, msg, props, uniq, mq.brokerName, left, e
+                        self._retry_async, fut, msg, props, uniq, mq.brokerName, deadline, e
                     )
-                else:
+                else:  # ordered: one attempt, but the next send finds the new master
+                    self.client.request_route_refresh(msg.topic)
                     self._finish_async(fut, None, e)
                 return
             self._finish_async(fut, result, None)
@@ -390,7 +408,7 @@ class Producer:
         timeout_s = self.config.sendMsgTimeout / 1000
         try:
             if selector is not None:
-                result = await self._send_to(mq, msg, msg.body, props, uniq, False, timeout_s)
+                result = await self._send_once(mq, msg, msg.body, props, uniq, timeout_s)
             else:
                 result = await self._send_with_retries(
                     msg, msg.body, props, uniq, False, timeout_s,
@@ -408,15 +426,16 @@ class Producer:
         props: str,
         uniq: str,
         failed_broker: str,
-        left_s: float,
+        deadline: float,
         first: Exception,
     ) -> None:
         """The first attempt of an async send failed: the remaining retries, in a task."""
         retries = self.config.retryTimesWhenSendAsyncFailed - 1
         try:
-            if retries < 0 or left_s <= 0:
+            if retries < 0 or deadline <= trio.current_time():
                 raise first
-            await self._refresh_after_failure(msg.topic)
+            await self.client.refresh_route(msg.topic, deadline)
+            left_s = deadline - trio.current_time()
             result = await self._send_with_retries(
                 msg, msg.body, props, uniq, False, left_s, retries, failed_broker, attempt=1
             )
@@ -446,7 +465,11 @@ class Producer:
         uniq = self._next_id()
         props = encode_properties(msg.wire_properties(uniq))
         cmd = self._request(mq, msg.flag, props, msg.body, batch=False)
-        await self.client.remoting.invoke_oneway(addr, cmd)
+        try:
+            await self.client.remoting.invoke_oneway(addr, cmd)
+        except RemotingError:
+            self.client.request_route_refresh(msg.topic)
+            raise
 
     async def send_batch(
         self, msgs: Sequence[Message], *, timeout: float | None = None
@@ -480,12 +503,18 @@ class Producer:
                 True,
                 timeout_s,
                 self.config.retryTimesWhenSendFailed,
+                sync=True,
             )
             results.append(result)
         return results
 
     def _available(self, broker_name: str) -> bool:
-        return self.faults.is_available(broker_name, trio.current_time())
+        faults = self.faults
+        if not faults:  # nothing isolated: the usual case costs no clock read
+            return True
+        return faults.is_available(
+            broker_name, trio.current_time(), self.client.find_master_addr(broker_name)
+        )
 
     async def _send_with_retries(
         self,
@@ -499,44 +528,85 @@ class Producer:
         last_failed: str | None = None,
         *,
         attempt: int = 0,
+        sync: bool = False,
     ) -> SendResult:
-        """Up to ``1 + retries`` attempts within ``timeout_s``, avoiding failed brokers."""
+        """Up to ``1 + retries`` attempts within ``timeout_s``, avoiding failed brokers; after a
+        failure the next attempt waits for a route fetched after it (shared, rate limited)."""
         deadline = trio.current_time() + timeout_s
         last_exc: Exception | None = None
-        for n in range(attempt + 1, attempt + 2 + retries):
+        not_ok: SendResult | None = None
+        retry_not_ok = sync and self.config.retryAnotherBrokerWhenNotStoreOK
+        last = attempt + 1 + retries
+        for n in range(attempt + 1, last + 1):
             left = deadline - trio.current_time()
             if left <= 0:
                 break
             info = await self.publish_info(msg.topic)
             mq = info.select(last_failed, self._available)
+            addr = self.client.find_master_addr(mq.brokerName)
             try:
-                return await self._send_to(mq, msg, body, props, uniq, batch, left)
+                result = await self._send_to(mq, addr, msg, body, props, uniq, batch, left)
             except (RemotingError, MQBrokerError) as e:
                 if not retryable(e):
                     raise
                 last_exc, last_failed = e, mq.brokerName
-                self._note_failure(msg.topic, mq, e, n)
-                await self._refresh_after_failure(msg.topic)
+                self._note_failure(msg.topic, mq, addr, e, n)
+                if n < last:
+                    await self.client.refresh_route(msg.topic, deadline)
+                else:  # no attempt left to wait for: the next send gets the new route
+                    self.client.request_route_refresh(msg.topic)
+                continue
+            if result.send_status is SendStatus.SEND_OK or not retry_not_ok:
+                return result
+            not_ok, last_failed = result, mq.brokerName  # upstream: try another broker
+        if not_ok is not None:
+            return not_ok
         if last_exc is None:
             raise MQClientError(f"send to {msg.topic} timed out after {timeout_s}s")
         raise MQClientError(
-            f"send to {msg.topic} failed after {attempt + 1 + retries} attempts: {last_exc}"
+            f"send to {msg.topic} failed after {last} attempts: {last_exc}"
         ) from last_exc
 
-    def _note_failure(self, topic: str, mq: MessageQueue, exc: Exception, attempt: int) -> None:
-        """Avoid the broker for notAvailableDuration (upstream's isolation after a failure)."""
+    async def _send_once(
+        self,
+        mq: MessageQueue,
+        msg: Message,
+        body: bytes,
+        props: str,
+        uniq: str,
+        timeout_s: float,
+    ) -> SendResult:
+        """One attempt to a chosen queue (ordered sends): no retry, but a failure refreshes the
+        route so that the next send reaches the new master."""
+        deadline = trio.current_time() + timeout_s
+        addr = self.client.find_master_addr(mq.brokerName)
+        if addr is None:
+            await self.client.refresh_route(mq.topic, deadline)
+            addr = self.client.find_master_addr(mq.brokerName)
+        try:
+            left = max(deadline - trio.current_time(), 0.0)
+            return await self._send_to(mq, addr, msg, body, props, uniq, False, left)
+        except (RemotingError, MQBrokerError) as e:
+            if retryable(e):
+                self.client.request_route_refresh(mq.topic)
+            raise
+
+    def _note_failure(
+        self, topic: str, mq: MessageQueue, addr: str | None, exc: Exception, attempt: int
+    ) -> None:
+        """Avoid the broker set for notAvailableDuration, or until its master address changes
+        (upstream's isolation after a failure, made aware of master switches)."""
         self.faults.mark_unavailable(
-            mq.brokerName, trio.current_time(), self.config.notAvailableDuration / 1000
+            mq.brokerName, trio.current_time(), self.config.notAvailableDuration / 1000, addr
         )
         log.warning(
-            "send_failed", topic=topic, broker=mq.brokerName, attempt=attempt, error=str(exc)
+            "send_failed",
+            topic=topic,
+            broker=mq.brokerName,
+            addr=addr,
+            attempt=attempt,
+            error=str(exc),
         )
-
-    async def _refresh_after_failure(self, topic: str) -> None:
-        try:
-            await self.client.update_route(topic)
-        except (RemotingError, MQClientError) as e:
-            log.warning("route_update_failed", topic=topic, error=str(e))
 
     def _request(
         self, mq: MessageQueue, flag: int, props: str, body: bytes, *, batch: bool
@@ -562,6 +632,7 @@ class Producer:
     async def _send_to(
         self,
         mq: MessageQueue,
+        addr: str | None,
         msg: Message,
         body: bytes,
         props: str,
@@ -569,10 +640,10 @@ class Producer:
         batch: bool,
         timeout_s: float,
     ) -> SendResult:
-        addr = await self.client.find_master_addr_refreshing(mq.brokerName, mq.topic)
         if addr is None:
             raise MQBrokerError(
-                ResponseCode.SERVICE_NOT_AVAILABLE, f"broker {mq.brokerName} has no master"
+                ResponseCode.SERVICE_NOT_AVAILABLE,
+                f"broker {mq.brokerName} has no master in the route of {mq.topic}",
             )
         cmd = self._request(mq, msg.flag, props, body, batch=batch)
         resp = await self.client.remoting.invoke(addr, cmd, timeout_s)

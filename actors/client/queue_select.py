@@ -4,8 +4,9 @@ failed broker, and the queue selectors for ordered sends.
 `TopicPublishInfo.from_route` is upstream's topicRouteData2TopicPublishInfo: writable queues
 of brokers that have a master, brokers in name order. ``select`` is upstream's
 selectOneMessageQueue with the latency-fault idea reduced to one rule: a broker whose send
-failed is avoided until ``FaultTracker`` says its isolation is over, and a retry never goes
-to the broker that just failed if another one is available.
+failed is avoided until ``FaultTracker`` says its isolation is over (its time is up, or the
+route names another master address than the one that failed), and a retry never goes to the
+broker that just failed if another one is available.
 
 `SelectMessageQueueByHash` picks ``abs(javaHashCode(arg) % n)`` like upstream, so Java and
 Python producers that share an ordering key agree on the queue.
@@ -26,23 +27,32 @@ MessageQueueSelector = Callable[[Sequence[MessageQueue], Any, Any], MessageQueue
 
 
 class FaultTracker:
-    """Brokers to avoid until a point in (Trio) time."""
+    """Broker sets to avoid until a point in (Trio) time, or until their master address is no
+    longer the one that failed (a new master owes nothing to the old one's failure)."""
 
     def __init__(self) -> None:
-        self._until: dict[str, float] = {}
+        self._until: dict[str, tuple[float, str | None]] = {}
 
-    def mark_unavailable(self, broker_name: str, now: float, duration_s: float) -> None:
+    def __bool__(self) -> bool:
+        return bool(self._until)
+
+    def mark_unavailable(
+        self, broker_name: str, now: float, duration_s: float, addr: str | None = None
+    ) -> None:
         if duration_s > 0:
-            self._until[broker_name] = now + duration_s
+            self._until[broker_name] = (now + duration_s, addr)
 
     def mark_available(self, broker_name: str) -> None:
         self._until.pop(broker_name, None)
 
-    def is_available(self, broker_name: str, now: float) -> bool:
-        until = self._until.get(broker_name)
-        if until is None:
+    def is_available(self, broker_name: str, now: float, master_addr: str | None = None) -> bool:
+        """``master_addr``: the set's master address in the current route, if known."""
+        entry = self._until.get(broker_name)
+        if entry is None:
             return True
-        if now >= until:
+        until, failed_addr = entry
+        moved = master_addr is not None and failed_addr is not None and master_addr != failed_addr
+        if now >= until or moved:
             del self._until[broker_name]
             return True
         return False

@@ -1,8 +1,13 @@
 """Harness for the client actor tests: a real NameServer and Brokers on the simulated network
-with a MockClock, plus listeners and wait helpers. The test_client_* modules import it."""
+with a MockClock, plus listeners and wait helpers. The test_client_* modules import it.
+
+`Cluster.start_broker` adds a broker while the cluster runs: a slave of a broker set, or a new
+master of a set on another host (how the failover tests stand in for replication, which the
+brokers do not do yet)."""
 
 from __future__ import annotations
 
+import shutil
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -13,14 +18,15 @@ import trio
 import trio.testing
 
 from rocketrio.actors.broker.broker import Broker
-from rocketrio.actors.broker.config import BrokerConfig
+from rocketrio.actors.broker.config import BrokerConfig, BrokerRole
 from rocketrio.actors.client.admin import MQAdmin, wait_for_route
 from rocketrio.actors.client.config import ClientConfig
 from rocketrio.actors.client.message import ConsumeStatus, Message, SendResult
 from rocketrio.actors.client.producer import Producer
 from rocketrio.actors.client.push_consumer import PushConsumer
 from rocketrio.actors.namesrv.config import NamesrvConfig
-from rocketrio.actors.namesrv.namesrv import run_namesrv
+from rocketrio.actors.namesrv.namesrv import NameServer
+from rocketrio.actors.remoting import RequestContext
 from rocketrio.actors.transport import SimNetwork
 from rocketrio.protocol.message import MessageExt
 
@@ -35,6 +41,9 @@ class Cluster:
     scopes: dict[str, trio.CancelScope]
     hosts: dict[str, str]
     _client_seq: int = 0
+    tmp_path: Path = Path(".")
+    nursery: trio.Nursery | None = None
+    namesrv: NameServer | None = None
 
     def client_host(self) -> str:
         self._client_seq += 1
@@ -54,6 +63,66 @@ class Cluster:
         """Like kill -9: no flush, no unregister, every connection reset."""
         self.brokers[name].crash()
         self.net.crash(self.hosts[name])
+
+    def addr(self, key: str) -> str:
+        return str(self.brokers[key].addr)
+
+    def on_namesrv_request(self, code: int, hook: Callable[[RequestContext], None]) -> None:
+        """Call ``hook`` once the NameServer has handled each request with this code."""
+        assert self.namesrv is not None
+        replaced: dict[int, Any] = {}
+
+        async def handler(ctx: RequestContext) -> Any:
+            resp = await replaced[code](ctx)
+            hook(ctx)
+            return resp
+
+        replaced.update(self.namesrv.register_processor([code], handler))
+
+    async def start_broker(
+        self,
+        key: str,
+        host: str,
+        *,
+        broker_name: str | None = None,
+        broker_id: int = 0,
+        role: BrokerRole = BrokerRole.ASYNC_MASTER,
+        topics_from: str | None = None,
+    ) -> Broker:
+        """Start a broker (store ``tmp_path/key``) and return once it has registered with the
+        NameServer. ``topics_from``: copy that broker's topics.json first (same topic config,
+        fresh store), like a slave that replicated the master's metadata."""
+        assert self.nursery is not None
+        store = self.tmp_path / key
+        if topics_from is not None:
+            src = self.tmp_path / topics_from / "config" / "topics.json"
+            (store / "config").mkdir(parents=True, exist_ok=True)
+            shutil.copy(src, store / "config" / "topics.json")
+        cfg = BrokerConfig(
+            brokerName=broker_name or key,
+            brokerId=broker_id,
+            brokerRole=role,
+            brokerIP1=host,
+            listenPort=10911,
+            namesrvAddr=self.ns_addr,
+            storePathRootDir=str(store),
+            mappedFileSizeCommitLog=1 << 20,
+            mappedFileSizeConsumeQueue=1000 * 20,
+        )
+        broker = Broker(
+            cfg, self.net.transport(host), now_ms=sim_now_ms, run_blocking=inline_blocking
+        )
+        scope = trio.CancelScope()
+
+        async def run(*, task_status: trio.TaskStatus[Any] = trio.TASK_STATUS_IGNORED) -> None:
+            with scope:
+                await broker.run(task_status=task_status)
+
+        await self.nursery.start(run)
+        self.brokers[key] = broker
+        self.scopes[key] = scope
+        self.hosts[key] = host
+        return broker
 
 
 EPOCH_MS = 1_700_000_000_000
@@ -75,39 +144,11 @@ async def cluster(
 ) -> AsyncIterator[Cluster]:
     net = SimNetwork(seed=7)
     async with trio.open_nursery() as n:
-        ns_addr = await n.start(
-            run_namesrv, NamesrvConfig(listenHost=NS_HOST, listenPort=9876), net.transport(NS_HOST)
-        )
-        c = Cluster(net, ns_addr, {}, {}, {})
+        ns = NameServer(NamesrvConfig(listenHost=NS_HOST, listenPort=9876), net.transport(NS_HOST))
+        ns_addr = await n.start(ns.run)
+        c = Cluster(net, ns_addr, {}, {}, {}, tmp_path=tmp_path, nursery=n, namesrv=ns)
         for i, name in enumerate(broker_names):
-            host = f"10.0.1.{i + 1}"
-            cfg = BrokerConfig(
-                brokerName=name,
-                brokerIP1=host,
-                listenPort=10911,
-                namesrvAddr=ns_addr,
-                storePathRootDir=str(tmp_path / name),
-                mappedFileSizeCommitLog=1 << 20,
-                mappedFileSizeConsumeQueue=1000 * 20,
-            )
-            broker = Broker(
-                cfg, net.transport(host), now_ms=sim_now_ms, run_blocking=inline_blocking
-            )
-            scope = trio.CancelScope()
-
-            async def run(
-                broker: Broker = broker,
-                scope: trio.CancelScope = scope,
-                *,
-                task_status: trio.TaskStatus[Any] = trio.TASK_STATUS_IGNORED,
-            ) -> None:
-                with scope:
-                    await broker.run(task_status=task_status)
-
-            await n.start(run)
-            c.brokers[name] = broker
-            c.scopes[name] = scope
-            c.hosts[name] = host
+            await c.start_broker(name, f"10.0.1.{i + 1}")
         yield c
         n.cancel_scope.cancel()
 
