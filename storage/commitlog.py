@@ -449,6 +449,118 @@ class CommitLog:
         positions.pop()
         return positions
 
+    def append_raw(self, offset: int, data: bytes | bytearray | memoryview) -> int:
+        """Append replicated bytes at ``offset`` (== `max_offset`); returns the new end.
+
+        ``data`` must be whole records exactly as the master's CommitLog holds them: every
+        message record is checked in full (sizes, magic, inner lengths, physical offset = its
+        position, CRC) and must not cross a segment; a BLANK record must cover the rest of its
+        segment (its fill bytes follow it). ValueError (nothing written) otherwise. The bytes
+        may span segments. No fsync (see `flush`).
+        """
+        self._check_open()
+        if offset != self._max_offset:
+            raise ValueError(
+                f"replicated data at {offset}, but the commitlog ends at {self._max_offset}"
+            )
+        seg = self.mapped_file_size
+        view = memoryview(data)
+        n = len(view)
+        pos = 0
+        while pos < n:
+            at = offset + pos
+            room = seg - at % seg
+            if n - pos < 8:
+                raise ValueError(f"partial record header at {at}")
+            total, magic = _HEAD.unpack_from(view, pos)
+            if magic == BLANK_MAGIC_CODE:
+                if total != room or pos + total > n:
+                    raise ValueError(
+                        f"blank record at {at} of {total} bytes, {room} left in segment"
+                    )
+            else:
+                try:
+                    check_stored_record(
+                        view, pos, expected_offset=at, limit=pos + room - END_FILE_MIN_BLANK_LENGTH
+                    )
+                except MessageDecodeError as e:
+                    raise ValueError(f"replicated record at {at}: {e}") from None
+            pos += total
+        try:
+            pos = 0
+            while pos < n:
+                at = offset + pos
+                base = at - at % seg
+                chunk = min(n - pos, base + seg - at)
+                pwrite_all(self._fs, self._segment_fd(base), view[pos : pos + chunk], at - base)
+                pos += chunk
+        except BaseException:
+            self._undo_partial_append(offset)
+            raise
+        self._max_offset = offset + n
+        return self._max_offset
+
+    def reset_to(self, offset: int) -> None:
+        """Delete every segment, durably; the empty log continues at ``offset`` (a segment
+        boundary): a slave re-syncing from its master's oldest data."""
+        self._check_open()
+        if offset % self.mapped_file_size:
+            raise ValueError(
+                f"a reset offset must be a segment boundary (mappedFileSizeCommitLog="
+                f"{self.mapped_file_size}), got {offset}"
+            )
+        # the checkpoint first: a crash must never find it above the (deleted) data
+        self._checkpoint.store(0, sync=True)
+        with self._lock:
+            doomed = sorted(self._fds, reverse=True)
+            fds = [self._fds.pop(b) for b in doomed]
+        for b, fd in zip(doomed, fds, strict=True):
+            self._fs.close(fd)
+            self._fs.unlink(os.path.join(self.path, segment_name(b)))
+        self._fs.fsync_dir(self.path)
+        self._min_offset = self._max_offset = self._flushed_offset = offset
+
+    def scan_records(
+        self, start: int, end: int, chunk_size: int = 4 * 1024 * 1024
+    ) -> tuple[list[tuple[int, bytes]], int]:
+        """The whole message records from ``start`` (a record boundary) that end at or below
+        ``end``, and the position after the last whole unit read (a BLANK record and its fill
+        count as one unit): (records, stop). Reads at most ``chunk_size`` at a time."""
+        out: list[tuple[int, bytes]] = []
+        offset = max(start, self._min_offset)
+        end = min(end, self._max_offset)
+        seg = self.mapped_file_size
+        while offset < end:
+            seg_end = offset - offset % seg + seg
+            want = min(end, seg_end, offset + chunk_size) - offset
+            chunk = self.read(offset, want)
+            if len(chunk) >= 8:
+                total, magic = _HEAD.unpack_from(chunk)
+                if magic != BLANK_MAGIC_CODE and want < total <= min(end, seg_end) - offset:
+                    chunk = self.read(offset, total)  # one record bigger than a chunk
+            pos = 0
+            stepped_blank = False
+            while len(chunk) - pos >= 8:
+                total, magic = _HEAD.unpack_from(chunk, pos)
+                if magic == BLANK_MAGIC_CODE:
+                    if seg_end <= end:
+                        pos = seg_end - offset
+                        stepped_blank = True
+                    break
+                if total <= 8:
+                    raise CorruptionError(f"no record at commitlog offset {offset + pos}")
+                if pos + total > len(chunk):
+                    break
+                out.append((offset + pos, chunk[pos : pos + total]))
+                pos += total
+            chunk_end = offset + len(chunk)
+            offset += pos
+            if pos == 0:
+                break
+            if not stepped_blank and pos < len(chunk) and chunk_end >= min(end, seg_end):
+                break  # the last record crosses `end`
+        return out, offset
+
     def _check_open(self) -> None:
         if not self._opened:
             raise RuntimeError(f"commitlog {self.path} is not open")

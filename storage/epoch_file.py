@@ -2,9 +2,12 @@
 
 It records, per MasterEpoch this broker's CommitLog holds data of, the physical offset where that
 epoch starts (RIP-44: "<Epoch, StartOffset> persisted to the EpochFile"). MasterEpoch values come
-only from the controller; a master appends ``<masterEpoch, its max offset>`` when it takes the
-role, a slave learns entries from replication (next issue), and truncation drops entries past the
-cut. An epoch's end offset is the next entry's start (the last one is open), so it is never stored.
+only from the controller (a classic fixed-role master, with no controller, takes last + 1 at
+every start); a master appends ``<masterEpoch, its max offset>`` when it takes the role, before
+it writes; a slave records each epoch the master's transfer headers announce, before the data
+they label; truncation drops entries from the cut on; recovery drops entries that start beyond
+the recovered log; retention drops epochs wholly below the oldest data. An epoch's end offset is
+the next entry's start (the last one is open), so it is never stored.
 
 Format (upstream CheckpointFile: entry count, then one ``epoch-startOffset`` line per entry) plus
 a ``crc`` line over the rest, so a file damaged outside our write path is detected instead of
@@ -197,13 +200,14 @@ class EpochFile:
             self._persist(kept)
 
     def truncate_prefix(self, offset: int) -> None:
-        """CommitLog files below `offset` were deleted: drop epochs wholly below it and start
-        the first remaining one at `offset` at the earliest."""
-        ranges = self.ranges()
+        """CommitLog files below `offset` were deleted: drop the epochs wholly below it.
+
+        The first remaining epoch keeps its recorded start even if that is below `offset`:
+        replicas match epochs by (epoch, start), so a start must never depend on how much a
+        replica's retention deleted (upstream rewrote it, and replicas with different
+        retention then shared no epoch at all)."""
         kept = [
-            EpochRecord(r.epoch, max(r.start_offset, offset))
-            for r in ranges
-            if r.end_offset > offset
+            EpochRecord(r.epoch, r.start_offset) for r in self.ranges() if r.end_offset > offset
         ]
         if kept != self._records:
             self._persist(kept)

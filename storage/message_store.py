@@ -29,6 +29,7 @@ results, the errors) live in store_types.py and are re-exported here.
 
 from __future__ import annotations
 
+import functools
 import os
 from collections.abc import Callable, Mapping, Sequence
 
@@ -50,7 +51,9 @@ from rocketrio.protocol.message import (
 )
 from rocketrio.storage.commitlog import CommitLog, OffsetCheckpoint, RecordNotFound
 from rocketrio.storage.consume_queue import ENTRY, Boundary, ConsumeQueue
+from rocketrio.storage.dispatch_gate import CONFIRM_CHECKPOINT, DispatchGate, Held
 from rocketrio.storage.durable import makedirs_synced
+from rocketrio.storage.epoch_file import EpochFile, EpochRecord
 from rocketrio.storage.fs import OS_FS, FileSystem
 from rocketrio.storage.index_file import MessageIndex
 from rocketrio.storage.store_dispatch import (
@@ -116,7 +119,11 @@ class MessageStore(StoreDispatch):
         *,
         store_host: tuple[bytes, int] = (b"\x7f\x00\x00\x01", 10911),
         fs: FileSystem = OS_FS,
+        replicated: bool = False,
+        epoch_file_path: str | None = None,
     ) -> None:
+        """``replicated``: dispatch only up to confirmOffset (a broker with replicas);
+        ``epoch_file_path``: the store keeps the epoch file in step with the CommitLog."""
         self.store_path = store_path
         self.config = config or StoreConfig()
         self.store_host = store_host
@@ -131,6 +138,11 @@ class MessageStore(StoreDispatch):
         self._index = MessageIndex(store_path, fs=fs) if self.config.messageIndexEnable else None
         self._dispatch_ckpt = OffsetCheckpoint(os.path.join(store_path, DISPATCH_CHECKPOINT), fs=fs)
         self._dispatched = 0
+        self._gate = DispatchGate(os.path.join(store_path, CONFIRM_CHECKPOINT), fs=fs)
+        self._gate.gated = replicated
+        self._arrived: dict[tuple[str, int], int] = {}
+        self._epoch_file_path = epoch_file_path
+        self.epochs: EpochFile | None = None
         self._delay_ms = parse_delay_levels(self.config.messageDelayLevel)
         self._put_count = 0
         self._put_bytes = 0
@@ -151,7 +163,13 @@ class MessageStore(StoreDispatch):
         makedirs_synced(self.store_path, fs=self.fs)
         clog_report = self._commitlog.open()
         try:
-            return self._recover(clog_report)
+            report = self._recover(clog_report)
+            if self._epoch_file_path is not None:
+                self.epochs = EpochFile(self._epoch_file_path, fs=self.fs)
+                # entries starting beyond the recovered log (a crash between cutting the log
+                # and the epoch file, or a lost tail) label nothing: drop them
+                self.epochs.truncate_suffix(self._commitlog.max_offset + 1)
+            return report
         except BaseException:
             self._close_files()
             raise
@@ -169,6 +187,7 @@ class MessageStore(StoreDispatch):
             self._index.close()
         self._commitlog.close()
         self._dispatch_ckpt.close()
+        self._gate.close()
 
     # ------------------------------------------------------------------ put
 
@@ -194,7 +213,11 @@ class MessageStore(StoreDispatch):
             phy += size
         positions = self._commitlog.append_sealed(b"".join(parts), sizes)
         self._queue_offsets.update(next_qo)
-        self._dispatch(positions, sizes, pending)
+        if self._gate.gated:
+            dispatch = functools.partial(self._dispatch, positions, sizes, pending)
+            self._gate.hold(Held(start, self._commitlog.max_offset, dispatch))
+        else:
+            self._dispatch(positions, sizes, pending)
         prefix = self._msg_id_prefix
         results = [
             PutResult(pos, n, meta[1], f"{prefix}{pos:016X}", store_timestamp_ms)
@@ -315,13 +338,23 @@ class MessageStore(StoreDispatch):
                 f"batch to {topic}: a record of {max(sizes)} bytes exceeds a commitlog segment "
                 f"(mappedFileSizeCommitLog={seg})"
             )
+        start = self._commitlog.max_offset
         positions = self._commitlog.append_sealed(built.data, sizes)
         self._queue_offsets[key] = first_qo + len(sizes)
-        entries = b"".join(map(ENTRY.pack, positions, sizes, built.tags_codes()))
-        self._consume_queue(key).append(entries, first_qo)
-        if self._index is not None:
-            self._index_batch(self._index, topic, positions, built)
-        self._dispatched = positions[-1] + sizes[-1]
+
+        def dispatch() -> None:
+            entries = b"".join(map(ENTRY.pack, positions, sizes, built.tags_codes()))
+            cq = self._consume_queue(key)
+            cq.append(entries, first_qo)
+            self._arrived[key] = cq.max_offset
+            if self._index is not None:
+                self._index_batch(self._index, topic, positions, built)
+            self._dispatched = positions[-1] + sizes[-1]
+
+        if self._gate.gated:
+            self._gate.hold(Held(start, self._commitlog.max_offset, dispatch))
+        else:
+            dispatch()
         self._put_count += len(sizes)
         self._put_bytes += len(built.data)
         return BatchPutResult(
@@ -344,6 +377,8 @@ class MessageStore(StoreDispatch):
         if self._index is not None:
             self._index.flush()
         self._dispatch_ckpt.store(dispatched)
+        if self._gate.gated:
+            self._gate.persist()
         return flushed
 
     @property
@@ -556,27 +591,83 @@ class MessageStore(StoreDispatch):
     # ------------------------------------------------------------------ truncation / retention
 
     def truncate_to(self, commitlog_offset: int) -> None:
-        """Drop every record at or after ``commitlog_offset`` and what was dispatched from them."""
+        """Drop every record at or after ``commitlog_offset`` and what was derived from them,
+        durably and in an order a crash cannot undo (upstream #10666): confirmOffset and the
+        dispatch checkpoint are lowered and fsynced first, then the CommitLog is cut
+        (ftruncate + fdatasync + directory fsync), then the ConsumeQueues and the index, then
+        the epoch file (atomically). A crash in between leaves records the next handshake cuts
+        again, never a checkpoint or epoch vouching for data that is gone (recovery also drops
+        epochs starting beyond the log)."""
+        self._gate.lower(commitlog_offset)
         ckpt = self._dispatch_ckpt.load()
         if ckpt is None or ckpt > commitlog_offset:
-            # lowered durably first: a crash must not find it above the log
             self._dispatch_ckpt.store(commitlog_offset, sync=True)
         self._commitlog.truncate_to(commitlog_offset)
         for cq in self._cqs.values():
             cq.truncate_by_phy(commitlog_offset)
         if self._index is not None:
             self._index.truncate_from(commitlog_offset)
+        if self.epochs is not None:
+            self.epochs.truncate_suffix(commitlog_offset)
         self._queue_offsets = {key: cq.max_offset for key, cq in self._cqs.items()}
         self._dispatched = min(self._dispatched, commitlog_offset)
 
+    def reset_to(self, commitlog_offset: int) -> None:
+        """Drop EVERY record, queue, index record and epoch, durably; the empty log continues
+        at ``commitlog_offset`` (a segment boundary): a slave re-syncing from its master's
+        oldest data."""
+        self._gate.lower(0)
+        self._dispatch_ckpt.store(0, sync=True)
+        for cq in self._cqs.values():
+            cq.destroy()
+        self._cqs.clear()
+        self._queue_offsets.clear()
+        self.fs.rmtree(self._cq_root)
+        self.fs.fsync_dir(self.store_path)
+        if self._index is not None:
+            self._index.truncate_from(0)
+        self._commitlog.reset_to(commitlog_offset)
+        if self.epochs is not None:
+            self.epochs.replace_all([])
+        self._dispatched = self._gate.confirm = commitlog_offset
+
+    def append_replicated(self, offset: int, data: bytes | bytearray | memoryview) -> int:
+        """A slave writes whole records received from its master (checked in full by the
+        CommitLog); nothing is dispatched until confirmOffset passes them. No fsync."""
+        end = self._commitlog.append_raw(offset, data)
+        self._put_bytes += len(data)
+        return end
+
+    def record_epoch(self, epoch: int, start_offset: int) -> bool:
+        """Append an epoch entry (durable); False when it is already the last one."""
+        if self.epochs is None:
+            raise RuntimeError("this store keeps no epoch file (not replicated)")
+        return self.epochs.append(epoch, start_offset)
+
+    def epoch_records(self) -> list[EpochRecord]:
+        return [] if self.epochs is None else self.epochs.records
+
+    def begin_epoch(self, epoch: int) -> int:
+        """This broker becomes master in ``epoch``: record ``<epoch, log end>`` (durable) before
+        any write of the epoch, and set the next queue offsets past every record in the log
+        (dispatched or not). Returns the epoch's start offset."""
+        start = self._commitlog.max_offset
+        self._gate.held.clear()
+        self.record_epoch(epoch, start)
+        self.compensate_queue_offsets()
+        return start
+
     def delete_files_below(self, commitlog_offset: int) -> list[str]:
-        """Retention: delete CommitLog segments wholly below the offset, then what indexes them."""
+        """Retention: delete CommitLog segments wholly below the offset, then what indexes them
+        and the epochs wholly below the new oldest data."""
         deleted = self._commitlog.delete_segments_below(commitlog_offset)
         clog_min = self._commitlog.min_offset
         for cq in self._cqs.values():
             cq.delete_files_below_phy(clog_min)
         if self._index is not None:
             self._index.delete_below(clog_min)
+        if deleted and self.epochs is not None:
+            self.epochs.truncate_prefix(clog_min)
         return deleted
 
     def stats(self) -> StoreStats:

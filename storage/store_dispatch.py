@@ -2,9 +2,17 @@
 
 `StoreDispatch` is the base class of `MessageStore` that owns what is derived from CommitLog
 records: loading the ConsumeQueues and reconciling them (and the key index) with the recovered
-CommitLog on open, re-dispatching records after a crash, and the put-time dispatch of
-ConsumeQueue entries (one write per queue) and index records. Also the per-message helpers the
-put path shares with re-dispatch: wire properties, key hashes, SCHEDULE_TOPIC_XXXX deliver time.
+CommitLog on open, re-dispatching records after a crash, and the dispatch of ConsumeQueue
+entries (one write per queue) and index records. Also the per-message helpers the put path
+shares with re-dispatch: wire properties, key hashes, SCHEDULE_TOPIC_XXXX deliver time.
+
+Replicated stores dispatch only up to confirmOffset (`DispatchGate`, dispatch_gate.py):
+`advance_confirm` dispatches what the master's put path held back, or scans the CommitLog for
+records without held data (replicated or recovered ones). Recovery re-dispatches only up to the
+recovered confirmOffset (never the persisted value's stale-high twin: it is the larger of the
+confirm and dispatch checkpoints, both of which only ever vouch for confirmed records) and
+counts the records above it into the next queue offsets, so a new write can never reuse the
+queue offset of a record that is in the log but not yet visible (upstream #7689 / #6609).
 
 Synchronous file code, no trio (same contract as message_store.py).
 """
@@ -36,6 +44,8 @@ from rocketrio.storage.commitlog import (
     OffsetCheckpoint,
 )
 from rocketrio.storage.consume_queue import ENTRY, ConsumeQueue
+from rocketrio.storage.dispatch_gate import DispatchGate
+from rocketrio.storage.epoch_file import EpochFile
 from rocketrio.storage.fs import FileSystem
 from rocketrio.storage.index_file import MessageIndex, key_hash_from, key_hash_seed
 from rocketrio.storage.store_types import RecoveryReport, StoreConfig
@@ -64,6 +74,9 @@ class StoreDispatch:
     _dispatch_ckpt: OffsetCheckpoint
     _dispatched: int
     _delay_ms: list[int]
+    _gate: DispatchGate
+    _arrived: dict[tuple[str, int], int]
+    epochs: EpochFile | None
 
     def _recover(self, clog_report: CommitLogRecovery) -> RecoveryReport:
         clog_min, clog_max = self._commitlog.min_offset, self._commitlog.max_offset
@@ -75,6 +88,12 @@ class StoreDispatch:
             if last is not None:
                 cq_end = max(cq_end, last[0] + last[1])
         redo = max(clog_min, min(clog_max, cq_end, clog_min if ckpt is None else ckpt))
+        limit = clog_max
+        gate = self._gate
+        if gate.gated:
+            limit = max(clog_min, min(clog_max, max(gate.load() or 0, ckpt or 0)))
+            redo = min(redo, limit)
+        gate.confirm = limit
         dropped = 0
         for cq in self._cqs.values():
             dropped += cq.truncate_by_phy(redo)
@@ -87,10 +106,11 @@ class StoreDispatch:
             start = clog_min if index_rebuilt else redo
             index_dropped = self._index.open(start)
         self._queue_offsets = {key: cq.max_offset for key, cq in self._cqs.items()}
-        redispatched = self._redispatch(start, redo)
+        redispatched, dispatched_end = self._redispatch(start, redo, limit)
         # no flush here: re-dispatched entries lie above the unchanged dispatch checkpoint,
         # so a crash before the next flush just re-dispatches them again
-        self._dispatched = clog_max
+        self._dispatched = clog_max if limit >= clog_max else dispatched_end
+        self._arrived.clear()
         return RecoveryReport(
             commitlog=clog_report,
             redispatch_from=start,
@@ -100,6 +120,7 @@ class StoreDispatch:
             index_records_dropped=index_dropped,
             index_rebuilt=index_rebuilt,
             queues=len(self._cqs),
+            confirm_offset=limit,
         )
 
     def _load_consume_queues(self) -> int:
@@ -121,44 +142,115 @@ class StoreDispatch:
                 self._cqs[(topic, int(qid))] = cq
         return torn
 
-    def _redispatch(self, start: int, cq_from: int) -> int:
-        """Dispatch records from ``start``; ConsumeQueue entries only from ``cq_from``."""
+    def _redispatch(self, start: int, cq_from: int, limit: int) -> tuple[int, int]:
+        """Dispatch the records from ``start`` that end at or below ``limit`` (ConsumeQueue
+        entries only from ``cq_from``); count the ones above ``limit`` into the next queue
+        offsets without dispatching them. Returns (records dispatched, end of the last one)."""
         offsets: list[int] = []
         sizes: list[int] = []
         batch: list[_Pending] = []
         count = 0
+        end = max(start, self._commitlog.min_offset)
         for offset, record in self._commitlog.iter_records(start):
-            try:
-                msg, _ = decode_stored(record)
-            except MessageDecodeError as e:
-                raise CorruptionError(
-                    f"cannot re-dispatch commitlog record at {offset}: {e}"
-                ) from None
-            tran = msg.sys_flag & TRANSACTION_ROLLBACK_TYPE
-            to_cq = offset >= cq_from and tran not in _NO_CQ_TRAN
-            props = msg.properties
-            tags = props.get(PROPERTY_TAGS)
-            code = tags_hash_code(tags) if tags else 0
-            if msg.topic == SCHEDULE_TOPIC:
-                code = self._deliver_time(encode_properties(props), msg.store_timestamp, code)
-            keys, uniq = props.get(PROPERTY_KEYS), props.get(UNIQ_KEY)
-            hashes = None
-            if (keys or uniq) and self._index is not None and tran != TRANSACTION_ROLLBACK_TYPE:
-                hashes = _key_hashes(msg.topic, keys, uniq)
-            key = (msg.topic, msg.queue_id)
+            visible = offset + len(record) <= limit
+            meta = self._pending_of(offset, record, cq_from if visible else limit + 1)
+            if meta[4]:
+                nxt = meta[1] + 1
+                if nxt > self._queue_offsets.get(meta[0], 0):
+                    self._queue_offsets[meta[0]] = nxt
+            if not visible:
+                continue
             offsets.append(offset)
             sizes.append(len(record))
-            batch.append((key, msg.queue_offset, code, hashes, to_cq))
-            if to_cq:
-                nxt = msg.queue_offset + 1
-                if nxt > self._queue_offsets.get(key, 0):
-                    self._queue_offsets[key] = nxt
+            batch.append(meta)
+            end = offset + len(record)
             count += 1
             if len(batch) >= _REDISPATCH_BATCH:
                 self._dispatch(offsets, sizes, batch)
                 offsets, sizes, batch = [], [], []
         self._dispatch(offsets, sizes, batch)
-        return count
+        return count, end
+
+    def _pending_of(self, offset: int, record: bytes, cq_from: int) -> _Pending:
+        """What dispatch needs of one stored record (it goes to the ConsumeQueue only from
+        ``cq_from`` on, and never as a transaction half/rollback)."""
+        try:
+            msg, _ = decode_stored(record)
+        except MessageDecodeError as e:
+            raise CorruptionError(f"cannot dispatch commitlog record at {offset}: {e}") from None
+        tran = msg.sys_flag & TRANSACTION_ROLLBACK_TYPE
+        to_cq = offset >= cq_from and tran not in _NO_CQ_TRAN
+        props = msg.properties
+        tags = props.get(PROPERTY_TAGS)
+        code = tags_hash_code(tags) if tags else 0
+        if msg.topic == SCHEDULE_TOPIC:
+            code = self._deliver_time(encode_properties(props), msg.store_timestamp, code)
+        keys, uniq = props.get(PROPERTY_KEYS), props.get(UNIQ_KEY)
+        hashes = None
+        if (keys or uniq) and self._index is not None and tran != TRANSACTION_ROLLBACK_TYPE:
+            hashes = _key_hashes(msg.topic, keys, uniq)
+        return (msg.topic, msg.queue_id), msg.queue_offset, code, hashes, to_cq
+
+    # ------------------------------------------------------------------ confirmOffset
+
+    @property
+    def confirm_offset(self) -> int:
+        return self._gate.confirm
+
+    @property
+    def dispatched_offset(self) -> int:
+        return self._dispatched
+
+    def advance_confirm(self, offset: int) -> None:
+        """confirmOffset moved (master: the SyncStateSet holds it; slave: min(master's value,
+        own end)): dispatch everything up to it. Never lowers it (truncation does that)."""
+        gate = self._gate
+        limit = min(offset, self._commitlog.max_offset)
+        if limit > gate.confirm:
+            gate.confirm = limit
+        if self._dispatched < gate.confirm:
+            self._dispatch_to(gate.confirm)
+
+    def _dispatch_to(self, limit: int) -> None:
+        held = self._gate.held
+        while self._dispatched < limit:
+            if held and held[0].start < self._dispatched:
+                held.clear()  # cannot happen unless the log moved under the held data
+            if held and held[0].start == self._dispatched:
+                item = held[0]
+                if item.end > limit:
+                    return
+                held.popleft()
+                item.dispatch()
+                self._dispatched = item.end
+                continue
+            stop = min(limit, held[0].start) if held else limit
+            before = self._dispatched
+            records, reached = self._commitlog.scan_records(before, stop)
+            if records:
+                offsets = [o for o, _ in records]
+                sizes = [len(r) for _, r in records]
+                self._dispatch(offsets, sizes, [self._pending_of(o, r, 0) for o, r in records])
+            self._dispatched = max(before, reached)
+            if reached <= before:
+                return
+
+    def compensate_queue_offsets(self) -> int:
+        """Next queue offsets = past every record in the log, dispatched or not (a broker
+        about to write as master, #7689). Returns how many undispatched records were counted."""
+        self._queue_offsets = {key: cq.max_offset for key, cq in self._cqs.items()}
+        records, _ = self._commitlog.scan_records(self._dispatched, self._commitlog.max_offset)
+        for offset, record in records:
+            key, qo, _code, _h, to_cq = self._pending_of(offset, record, 0)
+            if to_cq and qo + 1 > self._queue_offsets.get(key, 0):
+                self._queue_offsets[key] = qo + 1
+        return len(records)
+
+    def take_arrivals(self) -> dict[tuple[str, int], int]:
+        """Queues that got new ConsumeQueue entries since the last call, with their new max
+        offset (what long-polling pulls wait for)."""
+        arrived, self._arrived = self._arrived, {}
+        return arrived
 
     @staticmethod
     def _index_batch(
@@ -213,8 +305,11 @@ class StoreDispatch:
             if key_hashes:
                 hashes += key_hashes
                 offsets += [offset] * len(key_hashes)
+        arrived = self._arrived
         for key, parts in groups.items():
-            self._consume_queue(key).append(b"".join(parts), firsts[key])
+            cq = self._consume_queue(key)
+            cq.append(b"".join(parts), firsts[key])
+            arrived[key] = cq.max_offset
         if hashes and self._index is not None:
             self._index.add_pairs(hashes, offsets)
         self._dispatched = positions[-1] + sizes[-1]

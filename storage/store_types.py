@@ -171,6 +171,7 @@ class RecoveryReport:
     index_records_dropped: int
     index_rebuilt: bool
     queues: int
+    confirm_offset: int = 0  # what recovery made visible (the log end without replication)
 
 
 @attrs.frozen

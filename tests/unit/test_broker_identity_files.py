@@ -182,9 +182,9 @@ def test_truncation_keeps_the_file_consistent(disk: DiskView) -> None:
         f.append(epoch, start)
     f.truncate_suffix(300)  # the CommitLog was cut at 300: epoch 4 holds nothing any more
     assert f.records == [EpochRecord(1, 0), EpochRecord(2, 100)]
-    f.truncate_prefix(150)  # files below 150 deleted: epoch 1 is gone, epoch 2 starts at 150
-    assert f.records == [EpochRecord(2, 150)]
-    assert EpochFile(path, fs=disk.fs).records == [EpochRecord(2, 150)]
+    f.truncate_prefix(150)  # files below 150 deleted: epoch 1 is gone, epoch 2 keeps its start
+    assert f.records == [EpochRecord(2, 100)]
+    assert EpochFile(path, fs=disk.fs).records == [EpochRecord(2, 100)]
     f.replace_all([EpochRecord(2, 150), EpochRecord(5, 900)])
     assert EpochFile(path, fs=disk.fs).last_record() == EpochRecord(5, 900)
     with pytest.raises(EpochFileError, match="does not follow"):

@@ -1,0 +1,74 @@
+"""confirmOffset and the records waiting for it: what a MessageStore may dispatch (H4).
+
+RIP-44: ConsumeQueues (and the key index) are dispatched only up to confirmOffset, so no reader
+ever sees a record that a failover could later truncate. `DispatchGate` owns:
+
+- ``gated``: False for a broker without replication (dispatch at put time, as before); True for
+  a replicated broker from boot (until its role is known, nothing past the stored confirmOffset
+  becomes visible; upstream fenced the store the same way, #6609);
+- ``confirm``: the offset dispatch may reach, persisted in ``confirm.checkpoint`` (offset + CRC,
+  see `OffsetCheckpoint`). Written behind on every store flush — a stale, LOWER value after a
+  crash is safe (those records are dispatched again once the role is known), and every change
+  that LOWERS it (a slave's truncation) is written and fsynced first;
+- ``held``: the master's put path already knows every record's queue, queue offset, tags and
+  keys; rather than re-reading them once confirmed, each stored put leaves its dispatch data
+  here (`Held`, in CommitLog order, contiguous) until confirm passes its end. Records without
+  held data (replicated to a slave, recovered after a restart) are dispatched by scanning the
+  CommitLog instead; any truncation or role change simply drops the held data.
+
+The store calls `MessageStore.advance_confirm`, which releases what this gate allows.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Callable
+
+import attrs
+
+from rocketrio.storage.commitlog import OffsetCheckpoint
+from rocketrio.storage.fs import OS_FS, FileSystem
+
+CONFIRM_CHECKPOINT = "confirm.checkpoint"
+
+
+@attrs.frozen(slots=True)
+class Held:
+    """Dispatch data of one stored put: [start, end) of the CommitLog, and the call that
+    dispatches it (ConsumeQueue entries and index records)."""
+
+    start: int
+    end: int
+    dispatch: Callable[[], None]
+
+
+class DispatchGate:
+    def __init__(self, path: str, *, fs: FileSystem = OS_FS) -> None:
+        self.gated = False
+        self.confirm = 0
+        self.held: deque[Held] = deque()
+        self._ckpt = OffsetCheckpoint(path, fs=fs)
+        self._stored = -1
+
+    def load(self) -> int | None:
+        """The persisted confirmOffset (None: never written or damaged)."""
+        return self._ckpt.load()
+
+    def persist(self, *, sync: bool = False) -> None:
+        """Write confirm (behind; ``sync`` for a lowered value)."""
+        if self.confirm != self._stored or sync:
+            self._ckpt.store(self.confirm, sync=sync)
+            self._stored = self.confirm
+
+    def lower(self, offset: int) -> None:
+        """confirm <= offset, durable before the caller cuts data (a truncation)."""
+        if self.confirm > offset or self._stored > offset:
+            self.confirm = min(self.confirm, offset)
+            self.persist(sync=True)
+        self.held.clear()
+
+    def hold(self, item: Held) -> None:
+        self.held.append(item)
+
+    def close(self) -> None:
+        self._ckpt.close()
