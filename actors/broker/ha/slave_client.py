@@ -73,7 +73,7 @@ class HAClient:
         master_ha_addr: str,
         *,
         broker_id: int,
-        expected_epoch: int,
+        expected_epoch: int | None,
         async_learner: bool,
         sync_from_last_file: bool,
         heartbeat_interval_ms: int,

@@ -10,7 +10,8 @@ Safety rules, beyond upstream:
 - **Only the master the controller named, at that epoch.** The master's handshake must carry
   the masterEpoch this broker was told (``expected_epoch``); an older or newer one closes the
   connection before anything is truncated. A stale master (deposed but not yet aware) must not
-  make a slave cut data of a newer epoch.
+  make a slave cut data of a newer epoch. (Classic fixed-role mode has no controller: the one
+  configured master's epochs are followed, ``expected_epoch`` None.)
 - **Durable truncation before any ack** (#10666): after the handshake the core emits `Truncate`
   and does nothing else until `truncated` reports the cut is on disk.
 - **Whole records only.** A transfer body may end inside a record; the partial tail stays here
@@ -143,7 +144,7 @@ class SlaveCore:
         self,
         *,
         broker_id: int,
-        expected_epoch: int,
+        expected_epoch: int | None,
         segment_size: int,
         async_learner: bool = False,
         sync_from_last_file: bool = False,
@@ -213,7 +214,7 @@ class SlaveCore:
     ) -> list[Action]:
         if self.phase is not SlavePhase.HANDSHAKE:
             return self._close(f"unexpected master handshake in phase {self.phase.value}")
-        if h.last_epoch != self.expected_epoch:
+        if self.expected_epoch is not None and h.last_epoch != self.expected_epoch:
             return self._close(
                 f"the master answers at masterEpoch {h.last_epoch}, the controller named it at "
                 f"{self.expected_epoch}: not following it (nothing truncated)"
@@ -239,7 +240,7 @@ class SlaveCore:
     def _on_transfer(self, t: Transfer) -> list[Action]:
         if self.phase is not SlavePhase.TRANSFER:
             return self._close(f"transfer at {t.offset} before the handshake finished")
-        if t.epoch > self.expected_epoch:
+        if self.expected_epoch is not None and t.epoch > self.expected_epoch:
             return self._close(
                 f"the master sends epoch {t.epoch}, newer than the masterEpoch "
                 f"{self.expected_epoch} we were told: our role information is stale"
