@@ -210,14 +210,6 @@ class Broker:
         )
         return MessageStore(c.storePathRootDir, store_config, store_host=self.store_host)
 
-    @property
-    def boot_ms(self) -> int:
-        return self.stats.boot_ms
-
-    @property
-    def shutting_down(self) -> bool:
-        return self.adapter.stopping
-
     def _request_register(self) -> None:
         """Re-register with the NameServers now (a topic or the role changed)."""
         self._register_now.set()

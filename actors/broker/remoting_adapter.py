@@ -97,7 +97,8 @@ from rocketrio.protocol.remoting import RemotingCommand
 from rocketrio.protocol.serde import from_ext, from_json, to_ext, to_json
 from rocketrio.storage.message_store import GetMessageStatus
 
-T = TypeVar("T")
+H = TypeVar("H")  # a typed request header or body
+R = TypeVar("R")  # a processor's outcome
 Handler = Callable[[RequestContext], Awaitable[RemotingCommand | None]]
 
 RC = ResponseCode
@@ -288,6 +289,70 @@ def _offset(cmd: RemotingCommand, outcome: int | Refusal) -> RemotingCommand:
             assert_never(outcome)
 
 
+def _store_time(cmd: RemotingCommand, outcome: int | Refusal) -> RemotingCommand:
+    match outcome:
+        case Refusal():
+            return refused(cmd, outcome)
+        case int():
+            header = GetEarliestMsgStoretimeResponseHeader(outcome)
+            return cmd.make_response(RC.SUCCESS, ext_fields=to_ext(header))
+        case _:
+            assert_never(outcome)
+
+
+def _record(cmd: RemotingCommand, outcome: bytes | Refusal) -> RemotingCommand:
+    match outcome:
+        case Refusal():
+            return refused(cmd, outcome)
+        case bytes():
+            return cmd.make_response(RC.SUCCESS, body=outcome)
+        case _:
+            assert_never(outcome)
+
+
+def _text(cmd: RemotingCommand, text: str) -> RemotingCommand:
+    return cmd.make_response(RC.SUCCESS, body=text.encode())
+
+
+# handlers built from (how to decode the request, the processor call, how to encode the answer)
+Answer = Callable[[RemotingCommand, R], RemotingCommand]
+
+
+def _ext(cls: type[H], call: Callable[[H], R], answer: Answer[R]) -> Handler:
+    async def handle(ctx: RequestContext) -> RemotingCommand:
+        return answer(ctx.cmd, call(from_ext(cls, ctx.cmd.ext_fields)))
+
+    return handle
+
+
+def _ext_awaited(cls: type[H], call: Callable[[H], Awaitable[R]], answer: Answer[R]) -> Handler:
+    async def handle(ctx: RequestContext) -> RemotingCommand:
+        return answer(ctx.cmd, await call(from_ext(cls, ctx.cmd.ext_fields)))
+
+    return handle
+
+
+def _body(cls: type[H], call: Callable[[H], R], answer: Answer[R]) -> Handler:
+    async def handle(ctx: RequestContext) -> RemotingCommand:
+        return answer(ctx.cmd, call(from_json(cls, ctx.cmd.body)))
+
+    return handle
+
+
+def _body_awaited(cls: type[H], call: Callable[[H], Awaitable[R]], answer: Answer[R]) -> Handler:
+    async def handle(ctx: RequestContext) -> RemotingCommand:
+        return answer(ctx.cmd, await call(from_json(cls, ctx.cmd.body)))
+
+    return handle
+
+
+def _no_args(call: Callable[[], R], answer: Answer[R]) -> Handler:
+    async def handle(ctx: RequestContext) -> RemotingCommand:
+        return answer(ctx.cmd, call())
+
+    return handle
+
+
 class _PullReply:
     """A held pull's way back to its connection."""
 
@@ -412,7 +477,7 @@ class RemotingAdapter:
         return host
 
     def _handler_table(self) -> dict[int, Handler]:
-        rc = RequestCode
+        rc, c, a = RequestCode, self.clients, self.admin
         return {
             rc.SEND_MESSAGE: self._send,
             rc.SEND_MESSAGE_V2: self._send,
@@ -421,30 +486,52 @@ class RemotingAdapter:
             rc.PULL_MESSAGE: self._pull,
             rc.HEART_BEAT: self._heartbeat,
             rc.UNREGISTER_CLIENT: self._unregister_client,
-            rc.GET_CONSUMER_LIST_BY_GROUP: self._consumer_list,
-            rc.GET_CONSUMER_CONNECTION_LIST: self._consumer_connections,
-            rc.LOCK_BATCH_MQ: self._lock_batch,
-            rc.UNLOCK_BATCH_MQ: self._unlock_batch,
-            rc.QUERY_CONSUMER_OFFSET: self._query_offset,
-            rc.UPDATE_CONSUMER_OFFSET: self._update_offset,
-            rc.GET_ALL_CONSUMER_OFFSET: self._all_offsets,
-            rc.UPDATE_AND_CREATE_TOPIC: self._update_topic,
-            rc.DELETE_TOPIC_IN_BROKER: self._delete_topic,
-            rc.GET_ALL_TOPIC_CONFIG: self._all_topic_config,
-            rc.GET_TOPIC_CONFIG: self._topic_config,
-            rc.GET_TOPIC_STATS_INFO: self._topic_stats,
-            rc.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP: self._update_group,
-            rc.GET_ALL_SUBSCRIPTIONGROUP_CONFIG: self._all_groups,
-            rc.GET_SUBSCRIPTIONGROUP_CONFIG: self._group_config,
-            rc.DELETE_SUBSCRIPTIONGROUP: self._delete_group,
-            rc.GET_CONSUME_STATS: self._consume_stats,
-            rc.GET_BROKER_RUNTIME_INFO: self._runtime_info,
-            rc.GET_BROKER_CONFIG: self._broker_config,
-            rc.GET_MAX_OFFSET: self._max_offset,
-            rc.GET_MIN_OFFSET: self._min_offset,
-            rc.SEARCH_OFFSET_BY_TIMESTAMP: self._search_offset,
-            rc.GET_EARLIEST_MSG_STORETIME: self._earliest_store_time,
-            rc.VIEW_MESSAGE_BY_ID: self._view_message,
+            rc.GET_CONSUMER_LIST_BY_GROUP: _ext(
+                GetConsumerListByGroupRequestHeader, c.consumer_list, _json
+            ),
+            rc.GET_CONSUMER_CONNECTION_LIST: _ext(
+                GetConsumerConnectionListRequestHeader, c.consumer_connections, _json
+            ),
+            rc.LOCK_BATCH_MQ: _body(LockBatchRequestBody, c.lock_batch, _json),
+            rc.UNLOCK_BATCH_MQ: _body(LockBatchRequestBody, c.unlock_batch, _done),
+            rc.QUERY_CONSUMER_OFFSET: _ext(
+                QueryConsumerOffsetRequestHeader, c.query_offset, _offset
+            ),
+            rc.UPDATE_CONSUMER_OFFSET: _ext(
+                UpdateConsumerOffsetRequestHeader, c.update_offset, _done
+            ),
+            rc.GET_ALL_CONSUMER_OFFSET: _no_args(c.all_offsets, _json),
+            rc.UPDATE_AND_CREATE_TOPIC: _ext_awaited(
+                CreateTopicRequestHeader, a.update_topic, _done
+            ),
+            rc.DELETE_TOPIC_IN_BROKER: _ext_awaited(
+                DeleteTopicRequestHeader, a.delete_topic, _done
+            ),
+            rc.GET_ALL_TOPIC_CONFIG: _no_args(a.all_topic_config, _json),
+            rc.GET_TOPIC_CONFIG: _ext(GetTopicConfigRequestHeader, a.topic_config, _json),
+            rc.GET_TOPIC_STATS_INFO: _ext(GetTopicStatsInfoRequestHeader, a.topic_stats, _json),
+            rc.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP: _body_awaited(
+                SubscriptionGroupConfig, a.update_group, _done
+            ),
+            rc.GET_ALL_SUBSCRIPTIONGROUP_CONFIG: _no_args(a.all_groups, _json),
+            rc.GET_SUBSCRIPTIONGROUP_CONFIG: _ext(
+                GetSubscriptionGroupConfigRequestHeader, a.group_config, _json
+            ),
+            rc.DELETE_SUBSCRIPTIONGROUP: _ext_awaited(
+                DeleteSubscriptionGroupRequestHeader, a.delete_group, _done
+            ),
+            rc.GET_CONSUME_STATS: _ext(GetConsumeStatsRequestHeader, a.consume_stats, _json),
+            rc.GET_BROKER_RUNTIME_INFO: _no_args(a.runtime_info, _json),
+            rc.GET_BROKER_CONFIG: _no_args(a.broker_config, _text),
+            rc.GET_MAX_OFFSET: _ext(GetMaxOffsetRequestHeader, a.max_offset, _offset),
+            rc.GET_MIN_OFFSET: _ext(GetMinOffsetRequestHeader, a.min_offset, _offset),
+            rc.SEARCH_OFFSET_BY_TIMESTAMP: _ext(
+                SearchOffsetRequestHeader, a.search_offset, _offset
+            ),
+            rc.GET_EARLIEST_MSG_STORETIME: _ext(
+                GetEarliestMsgStoretimeRequestHeader, a.earliest_store_time, _store_time
+            ),
+            rc.VIEW_MESSAGE_BY_ID: _ext(ViewMessageRequestHeader, a.view_message, _record),
             rc.QUERY_MESSAGE: self._query_message,
             rc.NOTIFY_BROKER_ROLE_CHANGED: self._role_change_notified,
             rc.GET_BROKER_EPOCH_CACHE: self._broker_epoch_cache,
@@ -485,7 +572,7 @@ class RemotingAdapter:
         outcome = await self.pull.pull(h, _PullReply(ctx))
         return None if outcome is None else pull_response(ctx.cmd, outcome)
 
-    # ------------------------------------------------------------------ clients
+    # ------------------------------------------------------------------ clients, queries
 
     async def _heartbeat(self, ctx: RequestContext) -> RemotingCommand:
         cmd = ctx.cmd
@@ -498,120 +585,6 @@ class RemotingAdapter:
     async def _unregister_client(self, ctx: RequestContext) -> RemotingCommand:
         h = from_ext(UnregisterClientRequestHeader, ctx.cmd.ext_fields)
         return _done(ctx.cmd, self.clients.unregister_client(h, ctx.conn))
-
-    async def _consumer_list(self, ctx: RequestContext) -> RemotingCommand:
-        h = from_ext(GetConsumerListByGroupRequestHeader, ctx.cmd.ext_fields)
-        return _json(ctx.cmd, self.clients.consumer_list(h))
-
-    async def _consumer_connections(self, ctx: RequestContext) -> RemotingCommand:
-        h = from_ext(GetConsumerConnectionListRequestHeader, ctx.cmd.ext_fields)
-        return _json(ctx.cmd, self.clients.consumer_connections(h))
-
-    async def _lock_batch(self, ctx: RequestContext) -> RemotingCommand:
-        req = from_json(LockBatchRequestBody, ctx.cmd.body)
-        return _json(ctx.cmd, self.clients.lock_batch(req))
-
-    async def _unlock_batch(self, ctx: RequestContext) -> RemotingCommand:
-        req = from_json(LockBatchRequestBody, ctx.cmd.body)
-        return _done(ctx.cmd, self.clients.unlock_batch(req))
-
-    async def _query_offset(self, ctx: RequestContext) -> RemotingCommand:
-        h = from_ext(QueryConsumerOffsetRequestHeader, ctx.cmd.ext_fields)
-        return _offset(ctx.cmd, self.clients.query_offset(h))
-
-    async def _update_offset(self, ctx: RequestContext) -> RemotingCommand:
-        h = from_ext(UpdateConsumerOffsetRequestHeader, ctx.cmd.ext_fields)
-        return _done(ctx.cmd, self.clients.update_offset(h))
-
-    async def _all_offsets(self, ctx: RequestContext) -> RemotingCommand:
-        return _json(ctx.cmd, self.clients.all_offsets())
-
-    # ------------------------------------------------------------------ admin: topics, groups
-
-    async def _update_topic(self, ctx: RequestContext) -> RemotingCommand:
-        h = from_ext(CreateTopicRequestHeader, ctx.cmd.ext_fields)
-        return _done(ctx.cmd, await self.admin.update_topic(h))
-
-    async def _delete_topic(self, ctx: RequestContext) -> RemotingCommand:
-        h = from_ext(DeleteTopicRequestHeader, ctx.cmd.ext_fields)
-        return _done(ctx.cmd, await self.admin.delete_topic(h))
-
-    async def _all_topic_config(self, ctx: RequestContext) -> RemotingCommand:
-        return _json(ctx.cmd, self.admin.all_topic_config())
-
-    async def _topic_config(self, ctx: RequestContext) -> RemotingCommand:
-        h = from_ext(GetTopicConfigRequestHeader, ctx.cmd.ext_fields)
-        return _json(ctx.cmd, self.admin.topic_config(h))
-
-    async def _topic_stats(self, ctx: RequestContext) -> RemotingCommand:
-        h = from_ext(GetTopicStatsInfoRequestHeader, ctx.cmd.ext_fields)
-        return _json(ctx.cmd, self.admin.topic_stats(h))
-
-    async def _update_group(self, ctx: RequestContext) -> RemotingCommand:
-        sgc = from_json(SubscriptionGroupConfig, ctx.cmd.body)
-        return _done(ctx.cmd, await self.admin.update_group(sgc))
-
-    async def _all_groups(self, ctx: RequestContext) -> RemotingCommand:
-        return _json(ctx.cmd, self.admin.all_groups())
-
-    async def _group_config(self, ctx: RequestContext) -> RemotingCommand:
-        h = from_ext(GetSubscriptionGroupConfigRequestHeader, ctx.cmd.ext_fields)
-        return _json(ctx.cmd, self.admin.group_config(h))
-
-    async def _delete_group(self, ctx: RequestContext) -> RemotingCommand:
-        h = from_ext(DeleteSubscriptionGroupRequestHeader, ctx.cmd.ext_fields)
-        return _done(ctx.cmd, await self.admin.delete_group(h))
-
-    async def _consume_stats(self, ctx: RequestContext) -> RemotingCommand:
-        h = from_ext(GetConsumeStatsRequestHeader, ctx.cmd.ext_fields)
-        return _json(ctx.cmd, self.admin.consume_stats(h))
-
-    # ------------------------------------------------------------------ admin: broker, offsets
-
-    async def _runtime_info(self, ctx: RequestContext) -> RemotingCommand:
-        return _json(ctx.cmd, self.admin.runtime_info())
-
-    async def _broker_config(self, ctx: RequestContext) -> RemotingCommand:
-        return ctx.cmd.make_response(RC.SUCCESS, body=self.admin.broker_config().encode())
-
-    async def _max_offset(self, ctx: RequestContext) -> RemotingCommand:
-        h = from_ext(GetMaxOffsetRequestHeader, ctx.cmd.ext_fields)
-        return _offset(ctx.cmd, self.admin.max_offset(h))
-
-    async def _min_offset(self, ctx: RequestContext) -> RemotingCommand:
-        h = from_ext(GetMinOffsetRequestHeader, ctx.cmd.ext_fields)
-        return _offset(ctx.cmd, self.admin.min_offset(h))
-
-    async def _search_offset(self, ctx: RequestContext) -> RemotingCommand:
-        h = from_ext(SearchOffsetRequestHeader, ctx.cmd.ext_fields)
-        return _offset(ctx.cmd, self.admin.search_offset(h))
-
-    async def _earliest_store_time(self, ctx: RequestContext) -> RemotingCommand:
-        cmd = ctx.cmd
-        h = from_ext(GetEarliestMsgStoretimeRequestHeader, cmd.ext_fields)
-        outcome = self.admin.earliest_store_time(h)
-        match outcome:
-            case Refusal():
-                return refused(cmd, outcome)
-            case int():
-                header = GetEarliestMsgStoretimeResponseHeader(outcome)
-                return cmd.make_response(RC.SUCCESS, ext_fields=to_ext(header))
-            case _:
-                assert_never(outcome)
-
-    # ------------------------------------------------------------------ admin: messages
-
-    async def _view_message(self, ctx: RequestContext) -> RemotingCommand:
-        cmd = ctx.cmd
-        h = from_ext(ViewMessageRequestHeader, cmd.ext_fields)
-        outcome = self.admin.view_message(h)
-        match outcome:
-            case Refusal():
-                return refused(cmd, outcome)
-            case bytes():
-                return cmd.make_response(RC.SUCCESS, body=outcome)
-            case _:
-                assert_never(outcome)
 
     async def _query_message(self, ctx: RequestContext) -> RemotingCommand:
         cmd = ctx.cmd

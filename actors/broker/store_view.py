@@ -23,8 +23,10 @@ The `ReadGate` makes that safe against the store actor, which keeps changing the
 Trio thread while a worker thread reads:
 
 - Appends run beside off-loop reads. The CommitLog and ConsumeQueue threading contracts allow
-  a read beside the owner's appends (reads are clipped to the end published after a write;
-  file tables change under a lock).
+  a read beside the owner's appends: an append publishes the new end (``max_offset``) only
+  after its bytes are written, reads are clipped to the published end, and the file tables a
+  read looks up change under the file's lock. (The store's statistics counter of messages read
+  may miss an increment when two reads race: statistics only.)
 - Every other mutation (topic deletion; later truncation, retention, role changes) runs inside
   `ReadGate.exclusive()`: it first closes the gate to new off-loop reads, then waits until the
   running ones have finished, and reopens the gate when done. Off-loop reads that arrive
