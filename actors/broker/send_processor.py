@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import random
 from collections.abc import Callable
-from typing import Protocol
+from typing import Any, Protocol
 
 import attrs
 import structlog
@@ -85,6 +85,7 @@ from rocketrio.protocol.message import (
 from rocketrio.storage.message_store import BatchPutResult, MessageToStore, PutResult
 
 _UNIQ_PREFIX = UNIQ_KEY + "\x01"
+_PUT_OK = PutStatus.PUT_OK
 _RW = PERM_READ | PERM_WRITE
 _NO_IP = (b"\x00\x00\x00\x00", 0)
 _STORE_STOPPED = Refusal(ResponseCode.SERVICE_NOT_AVAILABLE, "the message store is stopped")
@@ -472,7 +473,7 @@ class SendMessageProcessor:
         to_dlq: bool,
     ) -> PutCallback:
         def done(results: list[PutResult], status: PutStatus, remark: str | None) -> None:
-            if not results:
+            if not _stored(status, results):
                 on_done(PutFailed(status, remark))
                 return
             self.stats.send_back_total += 1
@@ -491,6 +492,11 @@ class SendMessageProcessor:
         return done
 
 
+def _stored(status: PutStatus, results: list[Any]) -> bool:
+    """The store answered with the message(s) in the CommitLog (PUT_OK first: no enum hash)."""
+    return bool(results) and (status is _PUT_OK or status.stored)
+
+
 class _PendingSend:
     """A single send waiting for the store: the `PutCallback` that makes its outcome.
 
@@ -505,7 +511,7 @@ class _PendingSend:
         self.uniq = uniq
 
     def __call__(self, results: list[PutResult], status: PutStatus, remark: str | None) -> None:
-        if not results:
+        if not _stored(status, results):
             self.on_done(PutFailed(status, remark))
             return
         r = results[0]
@@ -514,7 +520,7 @@ class _PendingSend:
 
 def _batch_done(on_done: OnSent) -> BatchPutCallback:
     def done(stored: BatchPutResult | None, status: PutStatus, remark: str | None) -> None:
-        if stored is None:
+        if stored is None or not _stored(status, stored.sizes):
             on_done(PutFailed(status, remark))
             return
         on_done(

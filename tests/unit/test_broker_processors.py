@@ -237,6 +237,14 @@ async def test_send_stores_and_delivers_the_outcome(tmp_path: Path) -> None:
     ]
     on_done([], PutStatus.MESSAGE_ILLEGAL, "too big")
     assert s.outcomes[-1] == PutFailed(PutStatus.MESSAGE_ILLEGAL, "too big")
+    # what a replica wait behind the store actor may answer: the processor needs no change
+    result = PutResult(4096, 200, 17, "0A000009...", NOW_MS)
+    on_done([result], PutStatus.FLUSH_SLAVE_TIMEOUT, None)
+    assert s.outcomes[-1] == SendStored(
+        PutStatus.FLUSH_SLAVE_TIMEOUT, None, "0A000009...", 1, 17, "U1"
+    )
+    on_done([result], PutStatus.IN_SYNC_REPLICAS_NOT_ENOUGH, None)
+    assert s.outcomes[-1] == PutFailed(PutStatus.IN_SYNC_REPLICAS_NOT_ENOUGH, None)
 
 
 async def test_send_stamps_a_uniq_key_when_the_client_did_not(tmp_path: Path) -> None:
