@@ -1,34 +1,50 @@
 """Admin and query calls (upstream AdminBrokerProcessor / QueryMessageProcessor, reduced).
 
-Topics: UPDATE_AND_CREATE_TOPIC (17), DELETE_TOPIC_IN_BROKER (215), GET_ALL_TOPIC_CONFIG (21),
-GET_TOPIC_CONFIG (351), GET_TOPIC_STATS_INFO (202). Groups: UPDATE_AND_CREATE_SUBSCRIPTIONGROUP
-(200), GET_ALL_SUBSCRIPTIONGROUP_CONFIG (201), GET_SUBSCRIPTIONGROUP_CONFIG (352),
-DELETE_SUBSCRIPTIONGROUP (207), GET_CONSUME_STATS (208). Broker: GET_BROKER_RUNTIME_INFO (28),
-GET_BROKER_CONFIG (26). Offsets: GET_MAX_OFFSET (30), GET_MIN_OFFSET (31),
-SEARCH_OFFSET_BY_TIMESTAMP (29), GET_EARLIEST_MSG_STORETIME (32). Messages: VIEW_MESSAGE_BY_ID
-(33, body = the stored record) and QUERY_MESSAGE (12, by key or by UNIQ_KEY when the ext field
-``_UNIQUE_KEY_QUERY`` is true; body = the stored records).
+Topics: create/update, delete, all configs, one config, stats. Groups: create/update, all
+configs, one config, delete, consume stats. Broker: runtime info, config. Offsets: max, min,
+search by timestamp, earliest store time. Messages: by CommitLog offset (the stored record) and
+by key or by UNIQ_KEY (the stored records). Each call takes the protocol's typed header or body
+and returns a typed value (a protocol body class, an offset, records), `Done` or a `Refusal`;
+the protocol adapter serializes. Remarks follow upstream where it has one, and otherwise say
+what to change.
 
-Remarks follow upstream where it has one, and otherwise say what to change.
+Admin changes persist their table before answering (tables.py). Deleting a topic removes it from
+the table first (sends see TOPIC_NOT_EXIST from then on), then asks the store actor, the
+store's one writer, to drop its queues, then forgets its consumer offsets.
+
+Collaborators: the live broker config (role and id change at runtime), the topic, group and
+offset tables, the consumer and producer managers, the store view, the store's topic deletion
+(the store actor), stats, the hold service (held pull count) and the clock.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from collections.abc import Callable
+from typing import Protocol
 
+import attrs
+
+from rocketrio.actors.broker.client_manager import ConsumerManager, ProducerManager
+from rocketrio.actors.broker.config import BrokerConfig
+from rocketrio.actors.broker.outcomes import DONE, Done, Refusal
+from rocketrio.actors.broker.pull_hold import PullRequestHoldService
+from rocketrio.actors.broker.stats import BrokerStats
+from rocketrio.actors.broker.store_view import StoreView
+from rocketrio.actors.broker.tables import GroupTable, OffsetTable, TopicTable
 from rocketrio.actors.broker.topic_config import (
     check_group_name,
     check_perm,
     check_queue_nums,
     check_topic_name,
 )
-from rocketrio.actors.remoting import RequestContext
 from rocketrio.protocol.bodies import (
     ConsumeStats,
     KVTable,
     OffsetWrapper,
     SubscriptionGroupConfig,
+    SubscriptionGroupWrapper,
     TopicConfig,
+    TopicConfigSerializeWrapper,
     TopicOffset,
     TopicStatsTable,
 )
@@ -40,27 +56,33 @@ from rocketrio.protocol.headers import (
     DeleteTopicRequestHeader,
     GetConsumeStatsRequestHeader,
     GetEarliestMsgStoretimeRequestHeader,
-    GetEarliestMsgStoretimeResponseHeader,
     GetMaxOffsetRequestHeader,
     GetMinOffsetRequestHeader,
     GetSubscriptionGroupConfigRequestHeader,
     GetTopicConfigRequestHeader,
     GetTopicStatsInfoRequestHeader,
-    OffsetResponseHeader,
     QueryMessageRequestHeader,
-    QueryMessageResponseHeader,
     SearchOffsetRequestHeader,
     ViewMessageRequestHeader,
 )
-from rocketrio.protocol.remoting import RemotingCommand
-from rocketrio.protocol.serde import HeaderError, from_ext, from_json, to_ext, to_json
-from rocketrio.storage.message_store import MessageStore
 
-if TYPE_CHECKING:
-    from rocketrio.actors.broker.broker import Broker
-
-UNIQUE_KEY_QUERY = "_UNIQUE_KEY_QUERY"
 VERSION_DESC = "V5_2_0"
+MAX_QUERY_MESSAGES = 64
+
+
+class TopicDeleter(Protocol):
+    """The store's one writer, for dropping a topic's queues."""
+
+    async def delete_topic(self, topic: str) -> int: ...
+
+
+@attrs.frozen
+class QueriedMessages:
+    """QUERY_MESSAGE's answer: the stored records found (maybe none) and the index state."""
+
+    records: list[bytes]
+    index_last_update_timestamp: int
+    index_last_update_phy_offset: int
 
 
 def _runtime_text(ms: int) -> str:
@@ -71,15 +93,36 @@ def _runtime_text(ms: int) -> str:
 
 
 class AdminProcessor:
-    def __init__(self, broker: Broker) -> None:
-        self.broker = broker
-        self.config = broker.config
+    def __init__(
+        self,
+        config: BrokerConfig,
+        *,
+        topics: TopicTable,
+        groups: GroupTable,
+        offsets: OffsetTable,
+        consumers: ConsumerManager,
+        producers: ProducerManager,
+        store: StoreView,
+        deleter: TopicDeleter,
+        stats: BrokerStats,
+        hold: PullRequestHoldService,
+        now_ms: Callable[[], int],
+    ) -> None:
+        self.config = config
+        self.topics = topics
+        self.groups = groups
+        self.offsets = offsets
+        self.consumers = consumers
+        self.producers = producers
+        self.store = store
+        self.deleter = deleter
+        self.stats = stats
+        self.hold = hold
+        self.now_ms = now_ms
 
     # ------------------------------------------------------------------ topics
 
-    async def update_topic(self, ctx: RequestContext) -> RemotingCommand:
-        cmd, b = ctx.cmd, self.broker
-        h = from_ext(CreateTopicRequestHeader, cmd.ext_fields)
+    async def update_topic(self, h: CreateTopicRequestHeader) -> Done | Refusal:
         topic = h.topic
         bad = (
             check_topic_name(topic)
@@ -87,19 +130,19 @@ class AdminProcessor:
             or check_perm(h.perm)
         )
         if bad:
-            return cmd.make_response(ResponseCode.SYSTEM_ERROR, bad)
-        if b.topics.is_system_topic(topic):
-            return cmd.make_response(
+            return Refusal(ResponseCode.SYSTEM_ERROR, bad)
+        if self.topics.is_system_topic(topic):
+            return Refusal(
                 ResponseCode.SYSTEM_ERROR, f"The topic[{topic}] is conflict with system topic."
             )
         if topic == self.config.brokerClusterName:
-            return cmd.make_response(
+            return Refusal(
                 ResponseCode.SYSTEM_ERROR,
                 f"Create topic [{topic}] failed: it conflicts with the cluster name",
             )
         filter_type = h.topicFilterType or "SINGLE_TAG"
         if filter_type not in ("SINGLE_TAG", "MULTI_TAG"):
-            return cmd.make_response(
+            return Refusal(
                 ResponseCode.SYSTEM_ERROR,
                 f"topicFilterType must be SINGLE_TAG or MULTI_TAG, got {filter_type}",
             )
@@ -112,43 +155,42 @@ class AdminProcessor:
             topicSysFlag=h.topicSysFlag or 0,
             order=h.order,
         )
-        await b.update_topic(tc)
-        return cmd.make_response(ResponseCode.SUCCESS)
+        if self.topics.update(tc):  # persisted before the answer, registered right away
+            await self.topics.persist()
+        return DONE
 
-    async def delete_topic(self, ctx: RequestContext) -> RemotingCommand:
-        cmd, b = ctx.cmd, self.broker
-        h = from_ext(DeleteTopicRequestHeader, cmd.ext_fields)
+    async def delete_topic(self, h: DeleteTopicRequestHeader) -> Done | Refusal:
         bad = check_topic_name(h.topic)
         if bad:
-            return cmd.make_response(ResponseCode.SYSTEM_ERROR, bad)
-        if b.topics.is_system_topic(h.topic):
-            return cmd.make_response(
+            return Refusal(ResponseCode.SYSTEM_ERROR, bad)
+        if self.topics.is_system_topic(h.topic):
+            return Refusal(
                 ResponseCode.SYSTEM_ERROR, f"The topic[{h.topic}] is conflict with system topic."
             )
-        await b.delete_topic(h.topic)
-        return cmd.make_response(ResponseCode.SUCCESS)
+        existed = self.topics.delete(h.topic)
+        await self.deleter.delete_topic(h.topic)
+        if self.offsets.remove_topic(h.topic):
+            await self.offsets.persist()
+        if existed:
+            await self.topics.persist()
+        return DONE
 
-    async def all_topic_config(self, ctx: RequestContext) -> RemotingCommand:
-        body = to_json(self.broker.topics.snapshot())
-        return ctx.cmd.make_response(ResponseCode.SUCCESS, body=body)
+    def all_topic_config(self) -> TopicConfigSerializeWrapper:
+        return self.topics.snapshot()
 
-    async def topic_config(self, ctx: RequestContext) -> RemotingCommand:
-        cmd = ctx.cmd
-        h = from_ext(GetTopicConfigRequestHeader, cmd.ext_fields)
-        tc = self.broker.topics.select(h.topic)
+    def topic_config(self, h: GetTopicConfigRequestHeader) -> TopicConfig | Refusal:
+        tc = self.topics.select(h.topic)
         if tc is None:
-            return cmd.make_response(
+            return Refusal(
                 ResponseCode.TOPIC_NOT_EXIST, f"No topic in this broker. topic: {h.topic}"
             )
-        return cmd.make_response(ResponseCode.SUCCESS, body=to_json(tc))
+        return tc
 
-    async def topic_stats(self, ctx: RequestContext) -> RemotingCommand:
-        cmd, b = ctx.cmd, self.broker
-        h = from_ext(GetTopicStatsInfoRequestHeader, cmd.ext_fields)
-        tc = b.topics.select(h.topic)
+    def topic_stats(self, h: GetTopicStatsInfoRequestHeader) -> TopicStatsTable | Refusal:
+        tc = self.topics.select(h.topic)
         if tc is None:
-            return cmd.make_response(ResponseCode.TOPIC_NOT_EXIST, f"topic[{h.topic}] not exist")
-        store, name = b.store, self.config.brokerName
+            return Refusal(ResponseCode.TOPIC_NOT_EXIST, f"topic[{h.topic}] not exist")
+        store, name = self.store, self.config.brokerName
         table = TopicStatsTable()
         for qid in range(tc.writeQueueNums):
             hi = store.get_max_offset(h.topic, qid)
@@ -156,58 +198,55 @@ class AdminProcessor:
             table.offsets.append(
                 TopicOffset(name, qid, store.get_min_offset(h.topic, qid), hi, last or 0)
             )
-        return cmd.make_response(ResponseCode.SUCCESS, body=to_json(table))
+        return table
 
     # ------------------------------------------------------------------ subscription groups
 
-    async def update_group(self, ctx: RequestContext) -> RemotingCommand:
-        cmd = ctx.cmd
-        sgc = from_json(SubscriptionGroupConfig, cmd.body)
+    async def update_group(self, sgc: SubscriptionGroupConfig) -> Done | Refusal:
         bad = check_group_name(sgc.groupName)
         if bad:
-            return cmd.make_response(ResponseCode.SYSTEM_ERROR, bad)
+            return Refusal(ResponseCode.SYSTEM_ERROR, bad)
         if sgc.retryQueueNums < 0 or sgc.retryMaxTimes < -1:
-            return cmd.make_response(
+            return Refusal(
                 ResponseCode.SYSTEM_ERROR, "retryQueueNums must be >= 0 and retryMaxTimes >= -1"
             )
-        await self.broker.update_group(sgc)
-        return cmd.make_response(ResponseCode.SUCCESS)
+        if self.groups.update(sgc):
+            await self.groups.persist()
+        return DONE
 
-    async def all_groups(self, ctx: RequestContext) -> RemotingCommand:
-        body = to_json(self.broker.groups.snapshot())
-        return ctx.cmd.make_response(ResponseCode.SUCCESS, body=body)
+    def all_groups(self) -> SubscriptionGroupWrapper:
+        return self.groups.snapshot()
 
-    async def group_config(self, ctx: RequestContext) -> RemotingCommand:
-        cmd = ctx.cmd
-        h = from_ext(GetSubscriptionGroupConfigRequestHeader, cmd.ext_fields)
-        sgc = self.broker.groups.table.get(h.group)
+    def group_config(
+        self, h: GetSubscriptionGroupConfigRequestHeader
+    ) -> SubscriptionGroupConfig | Refusal:
+        sgc = self.groups.table.get(h.group)
         if sgc is None:
-            return cmd.make_response(
+            return Refusal(
                 ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST,
                 f"The subscription group {h.group} not exist",
             )
-        return cmd.make_response(ResponseCode.SUCCESS, body=to_json(sgc))
+        return sgc
 
-    async def delete_group(self, ctx: RequestContext) -> RemotingCommand:
-        cmd = ctx.cmd
-        h = from_ext(DeleteSubscriptionGroupRequestHeader, cmd.ext_fields)
-        await self.broker.delete_group(h.groupName, h.cleanOffset)
-        return cmd.make_response(ResponseCode.SUCCESS)
+    async def delete_group(self, h: DeleteSubscriptionGroupRequestHeader) -> Done:
+        if self.groups.delete(h.groupName):
+            await self.groups.persist()
+        if h.cleanOffset and self.offsets.remove_group(h.groupName):
+            await self.offsets.persist()
+        return DONE
 
-    async def consume_stats(self, ctx: RequestContext) -> RemotingCommand:
-        cmd, b = ctx.cmd, self.broker
-        h = from_ext(GetConsumeStatsRequestHeader, cmd.ext_fields)
-        topics = [h.topic] if h.topic else sorted(b.offsets.topics_of_group(h.consumerGroup))
-        group = b.consumers.get(h.consumerGroup)
+    def consume_stats(self, h: GetConsumeStatsRequestHeader) -> ConsumeStats:
+        topics = [h.topic] if h.topic else sorted(self.offsets.topics_of_group(h.consumerGroup))
+        group = self.consumers.get(h.consumerGroup)
         if not h.topic and group is not None:
             topics = sorted(set(topics) | set(group.subscriptions))
         stats = ConsumeStats()
-        store, name = b.store, self.config.brokerName
+        store, name = self.store, self.config.brokerName
         for topic in topics:
-            tc = b.topics.select(topic)
+            tc = self.topics.select(topic)
             if tc is None:
                 continue
-            committed = b.offsets.queue_offsets(h.consumerGroup, topic)
+            committed = self.offsets.queue_offsets(h.consumerGroup, topic)
             for qid in range(tc.readQueueNums):
                 hi = store.get_max_offset(topic, qid)
                 mine = committed.get(qid, -1)
@@ -215,14 +254,13 @@ class AdminProcessor:
                 if 0 <= mine < hi:
                     last_ts = store.get_message_store_timestamp(topic, qid, mine) or 0
                 stats.offsets.append(OffsetWrapper(topic, name, qid, hi, mine, last_ts))
-        return cmd.make_response(ResponseCode.SUCCESS, body=to_json(stats))
+        return stats
 
     # ------------------------------------------------------------------ broker info
 
-    async def runtime_info(self, ctx: RequestContext) -> RemotingCommand:
-        b = self.broker
-        st, ss = b.stats, b.store.stats()
-        now = b.now_ms()
+    def runtime_info(self) -> KVTable:
+        st, ss, c = self.stats, self.store.stats(), self.config
+        boot_ms = st.boot_ms
         table = {
             "brokerVersionDesc": VERSION_DESC,
             "brokerVersion": str(CURRENT_VERSION),
@@ -237,123 +275,97 @@ class AdminProcessor:
             "commitLogMinOffset": str(ss.commitlog_min_offset),
             "commitLogMaxOffset": str(ss.commitlog_max_offset),
             "commitLogFlushedOffset": str(ss.commitlog_flushed_offset),
-            "bootTimestamp": str(b.boot_ms),
-            "runtime": _runtime_text(now - b.boot_ms),
-            "brokerName": self.config.brokerName,
-            "brokerId": str(self.config.brokerId),
-            "brokerRole": self.config.brokerRole.value,
-            "flushDiskType": self.config.flushDiskType.value,
-            "pullHoldCount": str(b.pull_hold.count),
-            "consumerGroups": str(len(b.consumers.groups)),
-            "producerGroups": str(len(b.producers.groups)),
-            "topicCount": str(len(b.topics.table)),
+            "bootTimestamp": str(boot_ms),
+            "runtime": _runtime_text(self.now_ms() - boot_ms),
+            "brokerName": c.brokerName,
+            "brokerId": str(c.brokerId),
+            "brokerRole": c.brokerRole.value,
+            "flushDiskType": c.flushDiskType.value,
+            "pullHoldCount": str(self.hold.count),
+            "consumerGroups": str(len(self.consumers.groups)),
+            "producerGroups": str(len(self.producers.groups)),
+            "topicCount": str(len(self.topics.table)),
             "brokerActive": "true",
         }
-        return ctx.cmd.make_response(ResponseCode.SUCCESS, body=to_json(KVTable(table)))
+        return KVTable(table)
 
-    async def broker_config(self, ctx: RequestContext) -> RemotingCommand:
-        body = dump_config(self.config).encode()
-        return ctx.cmd.make_response(ResponseCode.SUCCESS, body=body)
+    def broker_config(self) -> str:
+        """The broker's config as upstream's ``key=value`` lines."""
+        return dump_config(self.config)
 
     # ------------------------------------------------------------------ offsets
 
-    def _queue_check(self, cmd: RemotingCommand, queue_id: int) -> RemotingCommand | None:
+    def _queue_refusal(self, queue_id: int) -> Refusal | None:
         if queue_id < 0:
-            return cmd.make_response(
-                ResponseCode.INVALID_PARAMETER, f"queueId must be >= 0, got {queue_id}"
-            )
+            return Refusal(ResponseCode.INVALID_PARAMETER, f"queueId must be >= 0, got {queue_id}")
         return None
 
-    async def max_offset(self, ctx: RequestContext) -> RemotingCommand:
-        cmd = ctx.cmd
-        h = from_ext(GetMaxOffsetRequestHeader, cmd.ext_fields)
-        err = self._queue_check(cmd, h.queueId)
-        if err:
-            return err
-        offset = self.broker.store.get_max_offset(h.topic, h.queueId)
-        return cmd.make_response(
-            ResponseCode.SUCCESS, ext_fields=to_ext(OffsetResponseHeader(offset))
-        )
+    def max_offset(self, h: GetMaxOffsetRequestHeader) -> int | Refusal:
+        refusal = self._queue_refusal(h.queueId)
+        if refusal is not None:
+            return refusal
+        return self.store.get_max_offset(h.topic, h.queueId)
 
-    async def min_offset(self, ctx: RequestContext) -> RemotingCommand:
-        cmd = ctx.cmd
-        h = from_ext(GetMinOffsetRequestHeader, cmd.ext_fields)
-        err = self._queue_check(cmd, h.queueId)
-        if err:
-            return err
-        offset = self.broker.store.get_min_offset(h.topic, h.queueId)
-        return cmd.make_response(
-            ResponseCode.SUCCESS, ext_fields=to_ext(OffsetResponseHeader(offset))
-        )
+    def min_offset(self, h: GetMinOffsetRequestHeader) -> int | Refusal:
+        refusal = self._queue_refusal(h.queueId)
+        if refusal is not None:
+            return refusal
+        return self.store.get_min_offset(h.topic, h.queueId)
 
-    async def search_offset(self, ctx: RequestContext) -> RemotingCommand:
-        cmd = ctx.cmd
-        h = from_ext(SearchOffsetRequestHeader, cmd.ext_fields)
-        err = self._queue_check(cmd, h.queueId)
-        if err:
-            return err
+    def search_offset(self, h: SearchOffsetRequestHeader) -> int | Refusal:
+        refusal = self._queue_refusal(h.queueId)
+        if refusal is not None:
+            return refusal
         boundary = (h.boundaryType or "LOWER").upper()
         if boundary not in ("LOWER", "UPPER"):
-            return cmd.make_response(
+            return Refusal(
                 ResponseCode.INVALID_PARAMETER,
                 f"boundaryType must be LOWER or UPPER, got {boundary}",
             )
-        offset = self.broker.store.search_offset_by_timestamp(
+        return self.store.search_offset_by_timestamp(
             h.topic,
             h.queueId,
             h.timestamp,
             boundary,  # type: ignore[arg-type]
         )
-        return cmd.make_response(
-            ResponseCode.SUCCESS, ext_fields=to_ext(OffsetResponseHeader(offset))
-        )
 
-    async def earliest_store_time(self, ctx: RequestContext) -> RemotingCommand:
-        cmd = ctx.cmd
-        h = from_ext(GetEarliestMsgStoretimeRequestHeader, cmd.ext_fields)
-        ts = self.broker.store.get_earliest_msg_store_time(h.topic, h.queueId)
+    def earliest_store_time(self, h: GetEarliestMsgStoretimeRequestHeader) -> int | Refusal:
+        ts = self.store.get_earliest_msg_store_time(h.topic, h.queueId)
         if ts is None:
-            return cmd.make_response(
+            return Refusal(
                 ResponseCode.SYSTEM_ERROR, f"queue {h.topic}:{h.queueId} holds no message"
             )
-        header = GetEarliestMsgStoretimeResponseHeader(ts)
-        return cmd.make_response(ResponseCode.SUCCESS, ext_fields=to_ext(header))
+        return ts
 
     # ------------------------------------------------------------------ messages
 
-    async def view_message(self, ctx: RequestContext) -> RemotingCommand:
-        cmd = ctx.cmd
-        h = from_ext(ViewMessageRequestHeader, cmd.ext_fields)
-        store = self.broker.store
-        if store.look_message_by_offset(h.offset) is None:
-            return cmd.make_response(
+    def view_message(self, h: ViewMessageRequestHeader) -> bytes | Refusal:
+        """The stored record at the CommitLog offset (a whole, CRC-checked message)."""
+        record = None
+        if self.store.look_message_by_offset(h.offset) is not None:
+            record = self.store.read_record(h.offset)
+        if record is None:
+            return Refusal(
                 ResponseCode.SYSTEM_ERROR, f"can not find message by the offset, {h.offset}"
             )
-        record = store.commitlog.read_record(h.offset)
-        return cmd.make_response(ResponseCode.SUCCESS, body=record)
+        return record
 
-    async def query_message(self, ctx: RequestContext) -> RemotingCommand:
-        cmd = ctx.cmd
-        h = from_ext(QueryMessageRequestHeader, cmd.ext_fields)
+    def query_message(
+        self, h: QueryMessageRequestHeader, *, by_uniq_key: bool
+    ) -> QueriedMessages | Refusal:
+        """By KEYS (within the time range) or, with ``by_uniq_key``, by UNIQ_KEY."""
         if h.maxNum <= 0:
-            raise HeaderError(f"maxNum must be > 0, got {h.maxNum}")
-        store: MessageStore = self.broker.store
-        max_num = min(h.maxNum, 64)
-        if cmd.ext_fields.get(UNIQUE_KEY_QUERY, "").lower() == "true":
+            return Refusal(ResponseCode.INVALID_PARAMETER, f"maxNum must be > 0, got {h.maxNum}")
+        store = self.store
+        max_num = min(h.maxNum, MAX_QUERY_MESSAGES)
+        if by_uniq_key:
             msgs = store.query_by_uniq_key(h.topic, h.key, max_num)
         else:
             end = h.endTimestamp if h.endTimestamp > 0 else 2**63 - 1
             msgs = store.query_by_key(h.topic, h.key, max_num, h.beginTimestamp, end)
-        header = QueryMessageResponseHeader(
-            indexLastUpdateTimestamp=self.broker.now_ms(),
-            indexLastUpdatePhyoffset=store.get_commitlog_max_offset(),
+        records = [store.read_record(m.commitlog_offset) for m in msgs]
+        return QueriedMessages(
+            [r for r in records if r is not None],
+            index_last_update_timestamp=self.now_ms(),
+            index_last_update_phy_offset=store.commitlog_max_offset(),
         )
-        if not msgs:
-            return cmd.make_response(
-                ResponseCode.QUERY_NOT_FOUND,
-                f"can not find message of topic {h.topic} with key {h.key}, "
-                "maybe time range not correct",
-                to_ext(header),
-            )
-        body = b"".join(store.commitlog.read_record(m.commitlog_offset) for m in msgs)
-        return cmd.make_response(ResponseCode.SUCCESS, ext_fields=to_ext(header), body=body)

@@ -1,4 +1,15 @@
-"""The Broker: boot, request dispatch, NameServer registration and graceful shutdown (L4, M3, M4).
+"""The Broker: boot and wiring only (upstream BrokerController; L4, M3, M4).
+
+`Broker.__init__` builds the collaborators and connects them; nothing else here handles a
+request. What each part owns:
+
+- tables.py: the topic, group and offset tables with their config files;
+- store_actor.py: the MessageStore's one writer; store_view.py: the read-only view and the read
+  gate; pull_hold.py: long polling;
+- send_processor.py, pull_processor.py, client_processor.py, admin_processor.py: the request
+  handlers, each given only the collaborators it uses, returning typed outcomes (outcomes.py);
+- remoting_adapter.py: RemotingCommand in, processors called, RemotingCommand out;
+- replicas_manager.py (controller mode): brokerId, role and epoch from the controller.
 
 `run_broker` opens the MessageStore (recovery in a worker thread, logged as
 events.COMMITLOG_RECOVERED with what was truncated), loads topics.json /
@@ -6,10 +17,6 @@ subscriptionGroup.json / consumerOffset.json from ``storePathRootDir/config``, s
 remoting port on brokerIP1:listenPort, registers with every NameServer at start, every
 registerNameServerPeriod and right after a topic change, sends BROKER_HEARTBEAT every
 brokerHeartbeatInterval, then prints upstream's boot line and logs events.BROKER_BOOT.
-
-Request handlers run inline in each connection's reader task (no task per request) and touch
-the broker's tables without awaiting in between, so Trio's single thread gives them exclusive
-ownership; the MessageStore is written only by the store actor (see store_actor).
 
 Shutdown (cancellation): stop taking requests (SYSTEM_BUSY), unregister from the NameServers,
 let the store actor answer every queued put, answer held pulls, give the connections a moment
@@ -19,18 +26,17 @@ close, like kill -9, so tests can check recovery.
 
 Controller mode (enableControllerMode=true): a `ReplicasManager` obtains the persistent brokerId
 and the role from the controller before the broker registers to any NameServer; until then and
-while it is a slave the broker refuses writes (SERVICE_NOT_AVAILABLE, naming the master), and
-every role change re-registers at once (brokerId 0 for the master, its own id for a slave).
-It also answers NOTIFY_BROKER_ROLE_CHANGED (controller push) and GET_BROKER_EPOCH_CACHE.
+while it is a slave the send path refuses writes (SERVICE_NOT_AVAILABLE, naming the master: the
+manager is the send processor's write gate), and every role change re-registers at once
+(brokerId 0 for the master, its own id for a slave).
 """
 
 from __future__ import annotations
 
-import os
 import random
 import socket
 from collections.abc import Awaitable, Callable
-from typing import Any, TypeVar
+from typing import Any
 
 import structlog
 import trio
@@ -40,75 +46,29 @@ from rocketrio.actors.broker.admin_processor import AdminProcessor
 from rocketrio.actors.broker.client_manager import ConsumerManager, ProducerManager
 from rocketrio.actors.broker.client_processor import ClientProcessor
 from rocketrio.actors.broker.config import BrokerConfig, BrokerRole, FlushDiskType
-from rocketrio.actors.broker.config_files import ConfigFile
-from rocketrio.actors.broker.consumer_offset import ConsumerOffsetManager
 from rocketrio.actors.broker.fault_sites import NO_FAULTS, FaultSites
 from rocketrio.actors.broker.lock_manager import RebalanceLockManager
 from rocketrio.actors.broker.outer_api import BrokerOuterAPI
 from rocketrio.actors.broker.pull_hold import PullRequestHoldService
-from rocketrio.actors.broker.pull_processor import PullMessageProcessor
+from rocketrio.actors.broker.pull_processor import PullConfig, PullMessageProcessor
+from rocketrio.actors.broker.remoting_adapter import RemotingAdapter, RemotingNotifier
 from rocketrio.actors.broker.replicas_manager import ReplicasManager
-from rocketrio.actors.broker.send_processor import SendMessageProcessor
+from rocketrio.actors.broker.send_processor import SendConfig, SendMessageProcessor, host_tuple
 from rocketrio.actors.broker.stats import BrokerStats
-from rocketrio.actors.broker.store_actor import RunBlocking, StoreActor
-from rocketrio.actors.broker.subscription_group import SubscriptionGroupManager
-from rocketrio.actors.broker.topic_config import TopicConfigManager
+from rocketrio.actors.broker.store_actor import StoreActor
+from rocketrio.actors.broker.store_view import ReadGate, RunBlocking, StoreView
+from rocketrio.actors.broker.tables import GroupTable, OffsetTable, TopicTable
 from rocketrio.actors.client.message import UniqIdGenerator
 from rocketrio.actors.logs import wallclock_ms
-from rocketrio.actors.remoting import Connection, RemotingClient, RemotingServer, RequestContext
+from rocketrio.actors.remoting import RemotingClient, RemotingServer
 from rocketrio.actors.transport import Transport, split_addr
-from rocketrio.protocol.bodies import (
-    ConsumerOffsetSerializeWrapper,
-    DataVersion,
-    SubscriptionGroupConfig,
-    SubscriptionGroupWrapper,
-    TopicConfig,
-    TopicConfigSerializeWrapper,
-)
-from rocketrio.protocol.codes import RPC_ONEWAY, RequestCode, ResponseCode, request_name
-from rocketrio.protocol.controller_headers import NotifyBrokerRoleChangedRequestHeader, SyncStateSet
-from rocketrio.protocol.headers import NotifyConsumerIdsChangedRequestHeader
-from rocketrio.protocol.message import parse_host
-from rocketrio.protocol.remoting import RemotingCommand
-from rocketrio.protocol.serde import from_ext, from_json, to_ext, to_json
 from rocketrio.storage.fs import OS_FS, FileSystem
 from rocketrio.storage.message_store import MessageStore, RecoveryReport, StoreConfig
-
-Handler = Callable[[RequestContext], Awaitable[RemotingCommand | None]]
-T = TypeVar("T")
 
 CLIENT_SCAN_INTERVAL_S = 10.0
 STATS_SAMPLE_INTERVAL_S = 1.0
 SHUTDOWN_STEP_TIMEOUT_S = 5.0
 _NO_IP = (b"\x00\x00\x00\x00", 0)
-# while stopping, clients may still leave and save their progress (persisted last)
-_ALLOWED_WHILE_STOPPING = frozenset(
-    {
-        RequestCode.UNREGISTER_CLIENT,
-        RequestCode.UPDATE_CONSUMER_OFFSET,
-        RequestCode.QUERY_CONSUMER_OFFSET,
-        RequestCode.HEART_BEAT,
-    }
-)
-# requests that write the CommitLog: refused by a controller-mode broker that is not master
-_WRITE_CODES = frozenset(
-    {
-        RequestCode.SEND_MESSAGE,
-        RequestCode.SEND_MESSAGE_V2,
-        RequestCode.SEND_BATCH_MESSAGE,
-        RequestCode.CONSUMER_SEND_MSG_BACK,
-    }
-)
-
-
-def host_tuple(text: str) -> tuple[bytes, int]:
-    """``ip:port`` or a bare ip -> (packed ip, port); anything else -> 0.0.0.0:0."""
-    for candidate in (text, text + ":0"):
-        try:
-            return parse_host(candidate)
-        except ValueError:
-            continue
-    return _NO_IP
 
 
 def store_host_of(addr: str) -> tuple[bytes, int]:
@@ -125,7 +85,7 @@ def store_host_of(addr: str) -> tuple[bytes, int]:
 
 
 class Broker:
-    """One broker's state and services (upstream BrokerController)."""
+    """One broker: its collaborators, their wiring, boot, registration and shutdown."""
 
     def __init__(
         self,
@@ -147,31 +107,25 @@ class Broker:
         self.log = structlog.get_logger("broker").bind(broker=config.brokerName)
         self.addr = config.broker_addr
         self.store_host = store_host_of(self.addr)
+        self._register_now = trio.Event()
+        # state: the store and its views, the tables, the client registries
         self.store = self._make_store()
-        self.topics = TopicConfigManager(config, now_ms)
-        self.groups = SubscriptionGroupManager(config.autoCreateSubscriptionGroup, now_ms)
-        self.offsets = ConsumerOffsetManager(now_ms)
+        self.read_gate = ReadGate(run_blocking)
+        self.store_view = StoreView(
+            self.store, self.read_gate, off_loop_read_bytes=config.pullReadOffLoopBytes
+        )
+        self.topics = TopicTable(
+            config, now_ms, run_blocking=run_blocking, on_change=self._request_register, fs=fs
+        )
+        self.groups = GroupTable(config, now_ms, run_blocking=run_blocking, fs=fs)
+        self.offsets = OffsetTable(config, now_ms, run_blocking=run_blocking, fs=fs)
         self.consumers = ConsumerManager()
         self.producers = ProducerManager()
         self.locks = RebalanceLockManager()
         self.stats = BrokerStats()
         self.uniq_ids = UniqIdGenerator(config.brokerIP1, clock_ms=now_ms)
-        self.topics_file = self._config_file(
-            "topics.json", TopicConfigSerializeWrapper, self.topics.snapshot
-        )
-        self.groups_file = self._config_file(
-            "subscriptionGroup.json", SubscriptionGroupWrapper, self.groups.snapshot
-        )
-        self.offsets_file = self._config_file(
-            "consumerOffset.json",
-            ConsumerOffsetSerializeWrapper,
-            self.offsets.snapshot_for_persist,
-        )
-        self.send = SendMessageProcessor(self)
-        self.pull = PullMessageProcessor(self)
-        self.clients = ClientProcessor(self)
-        self.admin = AdminProcessor(self)
-        self.pull_hold = PullRequestHoldService(self.pull.execute_held)
+        # services
+        self.pull_hold = PullRequestHoldService()
         self.store_actor = StoreActor(
             self.store,
             sync_flush=config.flushDiskType == FlushDiskType.SYNC_FLUSH,
@@ -181,21 +135,72 @@ class Broker:
             on_arrival=self.pull_hold.notify_message_arriving,
             on_put=self.stats.on_put,
             run_blocking=run_blocking,
+            read_gate=self.read_gate,
         )
         self.replicas = ReplicasManager(self, faults) if config.enableControllerMode else None
-        self.handlers = self._handler_table()
+        # request handling
+        self.send = SendMessageProcessor(
+            SendConfig.of(config),
+            topics=self.topics,
+            groups=self.groups,
+            writer=self.store_actor,
+            reader=self.store_view,
+            locks=self.locks,
+            new_uniq_key=self.uniq_ids.next_id,
+            stats=self.stats,
+            write_gate=self.replicas,
+            rng=self.rng,
+        )
+        self.pull = PullMessageProcessor(
+            PullConfig.of(config),
+            topics=self.topics,
+            groups=self.groups,
+            consumers=self.consumers,
+            offsets=self.offsets,
+            store=self.store_view,
+            hold=self.pull_hold,
+            stats=self.stats,
+        )
+        self.clients = ClientProcessor(
+            config.brokerName,
+            topics=self.topics,
+            groups=self.groups,
+            offsets=self.offsets,
+            consumers=self.consumers,
+            producers=self.producers,
+            locks=self.locks,
+            store=self.store_view,
+            notifier=RemotingNotifier(),
+        )
+        self.admin = AdminProcessor(
+            config,
+            topics=self.topics,
+            groups=self.groups,
+            offsets=self.offsets,
+            consumers=self.consumers,
+            producers=self.producers,
+            store=self.store_view,
+            deleter=self.store_actor,
+            stats=self.stats,
+            hold=self.pull_hold,
+            now_ms=now_ms,
+        )
+        self.adapter = RemotingAdapter(
+            config.brokerName,
+            send=self.send,
+            pull=self.pull,
+            clients=self.clients,
+            admin=self.admin,
+            replicas=self.replicas,
+        )
         self.server = RemotingServer(
-            transport, self.addr, self.process, on_connect=self._on_connect
+            transport, self.addr, self.adapter.process, on_connect=self.adapter.on_connect
         )
         self.outer_api: BrokerOuterAPI | None = None
         self.recovery: RecoveryReport | None = None
-        self.shutting_down = False
-        self.boot_ms = 0
-        self._register_now = trio.Event()
         self._services_scope = trio.CancelScope(shield=True)
         self._run_scope: trio.CancelScope | None = None
         self._crashed = False
-        self._oneway_opaque = 0
 
     def _make_store(self) -> MessageStore:
         c = self.config
@@ -210,223 +215,30 @@ class Broker:
             c.storePathRootDir, store_config, store_host=self.store_host, fs=self.fs
         )
 
-    def _config_file(
-        self, name: str, cls: type[T], snapshot: Callable[[], T | None]
-    ) -> ConfigFile[T]:
-        path = os.path.join(self.config.storePathRootDir, "config", name)
-        return ConfigFile(path, cls, snapshot, self.run_blocking, fs=self.fs)
-
-    def _handler_table(self) -> dict[int, Handler]:
-        s, p, c, a = self.send, self.pull, self.clients, self.admin
-        rc = RequestCode
-        return {
-            rc.SEND_MESSAGE: s.process_send,
-            rc.SEND_MESSAGE_V2: s.process_send,
-            rc.SEND_BATCH_MESSAGE: s.process_send,
-            rc.CONSUMER_SEND_MSG_BACK: s.process_send_back,
-            rc.PULL_MESSAGE: p.process_pull,
-            rc.HEART_BEAT: c.heartbeat,
-            rc.UNREGISTER_CLIENT: c.unregister_client,
-            rc.GET_CONSUMER_LIST_BY_GROUP: c.consumer_list,
-            rc.GET_CONSUMER_CONNECTION_LIST: c.consumer_connections,
-            rc.LOCK_BATCH_MQ: c.lock_batch,
-            rc.UNLOCK_BATCH_MQ: c.unlock_batch,
-            rc.QUERY_CONSUMER_OFFSET: c.query_offset,
-            rc.UPDATE_CONSUMER_OFFSET: c.update_offset,
-            rc.GET_ALL_CONSUMER_OFFSET: c.all_offsets,
-            rc.UPDATE_AND_CREATE_TOPIC: a.update_topic,
-            rc.DELETE_TOPIC_IN_BROKER: a.delete_topic,
-            rc.GET_ALL_TOPIC_CONFIG: a.all_topic_config,
-            rc.GET_TOPIC_CONFIG: a.topic_config,
-            rc.GET_TOPIC_STATS_INFO: a.topic_stats,
-            rc.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP: a.update_group,
-            rc.GET_ALL_SUBSCRIPTIONGROUP_CONFIG: a.all_groups,
-            rc.GET_SUBSCRIPTIONGROUP_CONFIG: a.group_config,
-            rc.DELETE_SUBSCRIPTIONGROUP: a.delete_group,
-            rc.GET_CONSUME_STATS: a.consume_stats,
-            rc.GET_BROKER_RUNTIME_INFO: a.runtime_info,
-            rc.GET_BROKER_CONFIG: a.broker_config,
-            rc.GET_MAX_OFFSET: a.max_offset,
-            rc.GET_MIN_OFFSET: a.min_offset,
-            rc.SEARCH_OFFSET_BY_TIMESTAMP: a.search_offset,
-            rc.GET_EARLIEST_MSG_STORETIME: a.earliest_store_time,
-            rc.VIEW_MESSAGE_BY_ID: a.view_message,
-            rc.QUERY_MESSAGE: a.query_message,
-            rc.NOTIFY_BROKER_ROLE_CHANGED: self._role_change_notified,
-            rc.GET_BROKER_EPOCH_CACHE: self._broker_epoch_cache,
-        }
-
-    # ------------------------------------------------------------------ dispatch
-
-    async def process(self, ctx: RequestContext) -> RemotingCommand | None:
-        handler = self.handlers.get(ctx.cmd.code)
-        if handler is None:
-            return ctx.cmd.make_response(
-                ResponseCode.REQUEST_CODE_NOT_SUPPORTED,
-                f"request type {ctx.cmd.code} ({request_name(ctx.cmd.code)}) not supported "
-                f"by broker {self.config.brokerName}",
-            )
-        if self.shutting_down and ctx.cmd.code not in _ALLOWED_WHILE_STOPPING:
-            return ctx.cmd.make_response(
-                ResponseCode.SYSTEM_BUSY, f"broker {self.config.brokerName} is shutting down"
-            )
-        if self.replicas is not None and ctx.cmd.code in _WRITE_CODES:
-            refusal = self.replicas.write_refusal()
-            if refusal is not None:
-                return ctx.cmd.make_response(ResponseCode.SERVICE_NOT_AVAILABLE, refusal)
-        return await handler(ctx)
+    def _request_register(self) -> None:
+        """Re-register with the NameServers now (a topic or the role changed)."""
+        self._register_now.set()
 
     # ------------------------------------------------------------------ controller mode
-
-    async def _role_change_notified(self, ctx: RequestContext) -> RemotingCommand | None:
-        """NOTIFY_BROKER_ROLE_CHANGED (1008), a oneway push from the controller leader."""
-        h = from_ext(NotifyBrokerRoleChangedRequestHeader, ctx.cmd.ext_fields)
-        if self.replicas is None:
-            return ctx.cmd.make_response(
-                ResponseCode.SYSTEM_ERROR,
-                f"broker {self.config.brokerName} is not in controller mode",
-            )
-        sync = from_json(SyncStateSet, ctx.cmd.body) if ctx.cmd.body else None
-        self.replicas.on_role_change_notified(h, sync)
-        return ctx.cmd.make_response(ResponseCode.SUCCESS)
-
-    async def _broker_epoch_cache(self, ctx: RequestContext) -> RemotingCommand | None:
-        """GET_BROKER_EPOCH_CACHE (1007): the epoch file, for mqadmin getBrokerEpoch."""
-        if self.replicas is None:
-            return ctx.cmd.make_response(
-                ResponseCode.SYSTEM_ERROR,
-                f"broker {self.config.brokerName} is not in controller mode "
-                f"(enableControllerMode=false): it keeps no epoch file",
-            )
-        return ctx.cmd.make_response(
-            ResponseCode.SUCCESS, body=to_json(self.replicas.epoch_entry_cache())
-        )
 
     def apply_role(self, role: BrokerRole, broker_id: int, state_version: int) -> None:
         """The ReplicasManager took a role: the NameServers hear it at once, with a DataVersion
         whose stateVersion is the masterEpoch (upstream nextVersion(newMasterEpoch))."""
         self.config.brokerRole = role
         self.config.brokerId = broker_id
-        v = self.topics.data_version
-        self.topics.data_version = DataVersion(state_version, self.now_ms(), v.counter + 1)
-        self.topics_file.mark_dirty()
-        self._register_now.set()
+        self.topics.set_state_version(state_version)
 
     async def commitlog_max_offset(self) -> int:
         """The CommitLog end once every put queued before this call is written."""
-        offset: int = await self.store_actor.call(lambda store: store.get_commitlog_max_offset())
-        return offset
+        return await self.store_actor.commitlog_max_offset()
 
     @property
     def role_known(self) -> bool:
         """False while a controller-mode broker has no role: it stays off the NameServers."""
         return self.replicas is None or self.replicas.role is not None
 
-    # ------------------------------------------------------------------ helpers for processors
-
-    def born_host(self, conn: Connection) -> tuple[bytes, int]:
-        host = conn.attrs.get("born_host")
-        if host is None:
-            host = conn.attrs["born_host"] = host_tuple(conn.remote)
-        return host
-
-    host_tuple = staticmethod(host_tuple)
-
-    def find_group(self, group: str) -> SubscriptionGroupConfig | None:
-        sgc, created = self.groups.find(group)
-        if created:
-            self.groups_file.mark_dirty()
-        return sgc
-
-    def create_topic_in_send(
-        self, topic: str, default_topic: str, client_queue_nums: int
-    ) -> TopicConfig | None:
-        tc = self.topics.create_in_send(topic, default_topic, client_queue_nums)
-        if tc is not None:
-            self._topics_changed(tc)
-        return tc
-
-    def create_topic_in_send_back(self, topic: str, queue_nums: int, perm: int) -> TopicConfig:
-        tc, created = self.topics.create_in_send_back(topic, queue_nums, perm)
-        if created:
-            self._topics_changed(tc)
-        return tc
-
-    def _topics_changed(self, tc: TopicConfig | None) -> None:
-        self.topics_file.mark_dirty()
-        self._register_now.set()
-        if tc is not None:
-            self.log.info(
-                events.TOPIC_UPDATED,
-                topic=tc.topicName,
-                read_queues=tc.readQueueNums,
-                write_queues=tc.writeQueueNums,
-                perm=tc.perm,
-            )
-
-    async def update_topic(self, tc: TopicConfig) -> None:
-        """Admin create/update: persisted before the answer, then registered right away."""
-        if self.topics.update(tc):
-            self._topics_changed(tc)
-            await self.topics_file.persist()
-
-    async def delete_topic(self, topic: str) -> None:
-        existed = self.topics.delete(topic)
-        await self.store_actor.call(lambda store: store.delete_topic(topic))
-        if self.offsets.remove_topic(topic):
-            await self.offsets_file.persist()
-        if existed:
-            self._topics_changed(None)
-            self.log.info(events.TOPIC_DELETED, topic=topic)
-            await self.topics_file.persist()
-
-    async def update_group(self, sgc: SubscriptionGroupConfig) -> None:
-        if self.groups.update(sgc):
-            await self.groups_file.persist()
-
-    async def delete_group(self, group: str, clean_offset: bool) -> None:
-        if self.groups.delete(group):
-            await self.groups_file.persist()
-        if clean_offset and self.offsets.remove_group(group):
-            await self.offsets_file.persist()
-
-    # ------------------------------------------------------------------ clients
-
-    def _on_connect(self, conn: Connection) -> None:
-        conn.on_close.append(self._on_connection_closed)
-
-    def _on_connection_closed(self, conn: Connection) -> None:
-        self.producers.connection_closed(conn)
-        for group in self.consumers.connection_closed(conn):
-            sgc = self.groups.table.get(group)
-            self.consumer_group_changed(group, sgc is None or sgc.notifyConsumerIdsChangedEnable)
-
-    def consumer_group_changed(self, group: str, notify: bool) -> None:
-        """A group's member set changed: log it and push NOTIFY_CONSUMER_IDS_CHANGED (oneway)."""
-        info = self.consumers.get(group)
-        members = info.client_ids() if info else []
-        self.log.info(events.CONSUMER_GROUP_CHANGED, group=group, members=members)
-        if not notify or info is None:
-            return
-        ext = to_ext(NotifyConsumerIdsChangedRequestHeader(group))
-        for conn in list(info.channels):
-            assert isinstance(conn, Connection)
-            self._oneway_opaque += 1
-            cmd = RemotingCommand(
-                RequestCode.NOTIFY_CONSUMER_IDS_CHANGED,
-                opaque=self._oneway_opaque,
-                flag=RPC_ONEWAY,
-                ext_fields=dict(ext),
-            )
-            conn.send_nowait(cmd)
-
     def scan_clients(self) -> None:
-        now = trio.current_time()
-        self.producers.scan_expired(now)
-        changed = {group for group, _ in self.consumers.scan_expired(now)}
-        for group in changed:
-            sgc = self.groups.table.get(group)
-            self.consumer_group_changed(group, sgc is None or sgc.notifyConsumerIdsChangedEnable)
+        self.clients.scan_expired(trio.current_time())
 
     # ------------------------------------------------------------------ boot
 
@@ -448,17 +260,11 @@ class Broker:
         )
         if self.replicas is not None:
             await self.replicas.open()
-        topics = await self.run_blocking(self.topics_file.load)
-        self.topics.load(topics or TopicConfigSerializeWrapper())
-        groups = await self.run_blocking(self.groups_file.load)
-        self.groups.load(groups or SubscriptionGroupWrapper())
-        offsets = await self.run_blocking(self.offsets_file.load)
-        self.offsets.load(offsets or ConsumerOffsetSerializeWrapper())
-        for f in (self.topics_file, self.groups_file, self.offsets_file):
-            if f.loaded_from_backup:
-                self.log.warning("config_loaded_from_backup", file=f.path)
-        await self.topics_file.persist()
-        await self.groups_file.persist()
+        for table in (self.topics, self.groups, self.offsets):
+            if await table.load_file():
+                self.log.warning("config_loaded_from_backup", file=table.file.path)
+        await self.topics.persist()
+        await self.groups.persist()
 
     def _boot_line(self) -> str:
         c = self.config
@@ -474,7 +280,7 @@ class Broker:
             with trio.CancelScope() as self._run_scope:
                 async with trio.open_nursery() as nursery:
                     await nursery.start(self._services)
-                    self.boot_ms = self.now_ms()
+                    self.stats.boot_ms = self.now_ms()
                     print(self._boot_line(), flush=True)
                     self.log.info(
                         events.BROKER_BOOT,
@@ -513,10 +319,10 @@ class Broker:
                 self.outer_api = BrokerOuterAPI(self.config, client)
                 await n.start(self.store_actor.run)
                 await n.start(self.pull_hold.run)
-                n.start_soon(self.topics_file.run_writer)
-                n.start_soon(self.groups_file.run_writer)
+                n.start_soon(self.topics.file.run_writer)
+                n.start_soon(self.groups.file.run_writer)
                 n.start_soon(
-                    self.offsets_file.run_periodic, self.config.flushConsumerOffsetInterval / 1000
+                    self.offsets.file.run_periodic, self.config.flushConsumerOffsetInterval / 1000
                 )
                 n.start_soon(self._every, CLIENT_SCAN_INTERVAL_S, self.scan_clients)
                 n.start_soon(self._every, STATS_SAMPLE_INTERVAL_S, self._sample_stats)
@@ -570,7 +376,8 @@ class Broker:
     # ------------------------------------------------------------------ shutdown
 
     async def _graceful_stop(self) -> None:
-        self.shutting_down = True
+        self.adapter.stop_taking_requests()
+        self.pull_hold.stop_holding()
         steps: list[tuple[str, Callable[[], Awaitable[None]]]] = [
             ("unregister", self._unregister),
             ("drain_store", self._drain_store),
@@ -593,10 +400,10 @@ class Broker:
 
     async def _drain_store(self) -> None:
         # a call runs after every put queued before it has been committed and answered
-        await self.store_actor.call(lambda store: store.get_commitlog_max_offset())
+        await self.store_actor.commitlog_max_offset()
 
     async def _answer_held_pulls(self) -> None:
-        self.pull_hold.answer_all()
+        await self.pull_hold.answer_all()
 
     async def _drain_connections(self) -> None:
         for _ in range(100):
@@ -605,9 +412,9 @@ class Broker:
             await trio.sleep(0.01)
 
     async def _persist_configs(self) -> None:
-        await self.offsets_file.persist()
-        await self.topics_file.persist()
-        await self.groups_file.persist()
+        await self.offsets.persist()
+        await self.topics.persist()
+        await self.groups.persist()
 
 
 async def run_broker(

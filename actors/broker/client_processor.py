@@ -1,28 +1,47 @@
-"""Client-facing bookkeeping calls: heartbeats, consumer lists, queue locks, consumer offsets.
+"""Client-facing bookkeeping: heartbeats, consumer lists, queue locks, consumer offsets.
 
-HEART_BEAT (34), UNREGISTER_CLIENT (35), GET_CONSUMER_LIST_BY_GROUP (38),
-GET_CONSUMER_CONNECTION_LIST (203), LOCK_BATCH_MQ (41), UNLOCK_BATCH_MQ (42),
-QUERY_CONSUMER_OFFSET (14), UPDATE_CONSUMER_OFFSET (15), GET_ALL_CONSUMER_OFFSET (43)
-(upstream ClientManageProcessor, ConsumerManageProcessor and the lock part of
-AdminBrokerProcessor). State lives in the pure managers; this module parses, decides the
-answer and asks the broker to push NOTIFY_CONSUMER_IDS_CHANGED when a group's members change.
+HEART_BEAT, UNREGISTER_CLIENT, GET_CONSUMER_LIST_BY_GROUP, GET_CONSUMER_CONNECTION_LIST,
+LOCK_BATCH_MQ, UNLOCK_BATCH_MQ, QUERY_CONSUMER_OFFSET, UPDATE_CONSUMER_OFFSET,
+GET_ALL_CONSUMER_OFFSET (upstream ClientManageProcessor, ConsumerManageProcessor and the lock
+part of AdminBrokerProcessor), plus what happens when a client's channel closes or goes silent.
+State lives in the pure managers; this module decides the answer (a typed value, `Done` or a
+`Refusal`) and tells the `ConsumerIdsNotifier` when a group's members change, so the protocol
+adapter can push NOTIFY_CONSUMER_IDS_CHANGED to them.
+
+A client is known by its channel: any hashable handle the adapter gives (the remoting
+Connection today).
+
+Collaborators: the topic table (retry topics are created at heartbeat time), the group and
+offset tables, the consumer and producer managers, the lock manager, the store view (a new
+group's start offset), the notifier and the broker name.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from collections.abc import Hashable
+from typing import Protocol
 
+import structlog
 import trio
 
-from rocketrio.actors.broker.client_manager import ClientChannelInfo
+from rocketrio.actors import events
+from rocketrio.actors.broker.client_manager import (
+    ClientChannelInfo,
+    ConsumerManager,
+    ProducerManager,
+)
 from rocketrio.actors.broker.filter import tag_codes_of
+from rocketrio.actors.broker.lock_manager import RebalanceLockManager
+from rocketrio.actors.broker.outcomes import DONE, Done, Refusal
+from rocketrio.actors.broker.store_view import StoreView
+from rocketrio.actors.broker.tables import GroupTable, OffsetTable, TopicTable
 from rocketrio.actors.broker.topic_config import check_group_name, retry_topic
-from rocketrio.actors.remoting import RequestContext
 from rocketrio.protocol.bodies import (
     PERM_READ,
     PERM_WRITE,
     ConsumerConnection,
     ConsumerIdList,
+    ConsumerOffsetSerializeWrapper,
     HeartbeatData,
     LockBatchRequestBody,
     LockBatchResponseBody,
@@ -33,16 +52,16 @@ from rocketrio.protocol.codes import ResponseCode
 from rocketrio.protocol.headers import (
     GetConsumerConnectionListRequestHeader,
     GetConsumerListByGroupRequestHeader,
-    OffsetResponseHeader,
     QueryConsumerOffsetRequestHeader,
     UnregisterClientRequestHeader,
     UpdateConsumerOffsetRequestHeader,
 )
-from rocketrio.protocol.remoting import RemotingCommand
-from rocketrio.protocol.serde import from_ext, from_json, to_ext, to_json
 
-if TYPE_CHECKING:
-    from rocketrio.actors.broker.broker import Broker
+
+class ConsumerIdsNotifier(Protocol):
+    """Tells a group's members that the member set changed (NOTIFY_CONSUMER_IDS_CHANGED)."""
+
+    def consumer_ids_changed(self, group: str, channels: list[Hashable]) -> None: ...
 
 
 def _with_codes(sub: SubscriptionData) -> SubscriptionData:
@@ -54,132 +73,149 @@ def _with_codes(sub: SubscriptionData) -> SubscriptionData:
 
 
 class ClientProcessor:
-    def __init__(self, broker: Broker) -> None:
-        self.broker = broker
+    def __init__(
+        self,
+        broker_name: str,
+        *,
+        topics: TopicTable,
+        groups: GroupTable,
+        offsets: OffsetTable,
+        consumers: ConsumerManager,
+        producers: ProducerManager,
+        locks: RebalanceLockManager,
+        store: StoreView,
+        notifier: ConsumerIdsNotifier,
+    ) -> None:
+        self.broker_name = broker_name
+        self.topics = topics
+        self.groups = groups
+        self.offsets = offsets
+        self.consumers = consumers
+        self.producers = producers
+        self.locks = locks
+        self.store = store
+        self.notifier = notifier
+        self.log = structlog.get_logger("broker").bind(broker=broker_name)
+
+    # ------------------------------------------------------------------ membership
+
+    def group_changed(self, group: str, notify: bool) -> None:
+        """A group's member set changed: log it and (when enabled) notify the members."""
+        info = self.consumers.get(group)
+        members = info.client_ids() if info else []
+        self.log.info(events.CONSUMER_GROUP_CHANGED, group=group, members=members)
+        if notify and info is not None:
+            self.notifier.consumer_ids_changed(group, list(info.channels))
+
+    def channel_closed(self, channel: Hashable) -> None:
+        self.producers.connection_closed(channel)
+        for group in self.consumers.connection_closed(channel):
+            self.group_changed(group, self.groups.notify_enabled(group))
+
+    def scan_expired(self, now_s: float) -> None:
+        """Drop clients silent for too long (every CLIENT_SCAN_INTERVAL_S)."""
+        self.producers.scan_expired(now_s)
+        for group in {group for group, _ in self.consumers.scan_expired(now_s)}:
+            self.group_changed(group, self.groups.notify_enabled(group))
 
     # ------------------------------------------------------------------ heartbeats
 
-    async def heartbeat(self, ctx: RequestContext) -> RemotingCommand:
-        cmd, b = ctx.cmd, self.broker
-        data = from_json(HeartbeatData, cmd.body)
-        now = trio.current_time()
-        info = ClientChannelInfo(ctx.conn, data.clientID, cmd.language, cmd.version, now)
+    def heartbeat(
+        self, data: HeartbeatData, channel: Hashable, language: str, version: int
+    ) -> Done | Refusal:
+        info = ClientChannelInfo(channel, data.clientID, language, version, trio.current_time())
         for cd in data.consumerDataSet:
             bad = check_group_name(cd.groupName)
             if bad:
-                return cmd.make_response(ResponseCode.INVALID_PARAMETER, bad)
-            sgc = b.find_group(cd.groupName)
+                return Refusal(ResponseCode.INVALID_PARAMETER, bad)
+            sgc = self.groups.find_group(cd.groupName)
             notify = True
             if sgc is not None:
                 notify = sgc.notifyConsumerIdsChangedEnable
                 if cd.messageModel == "CLUSTERING" and sgc.retryQueueNums > 0:
                     # upstream creates the retry topic at heartbeat time, so the consumer's
                     # %RETRY% subscription finds a topic to pull
-                    b.create_topic_in_send_back(
+                    self.topics.create_in_send_back(
                         retry_topic(cd.groupName), sgc.retryQueueNums, PERM_READ | PERM_WRITE
                     )
             subs = [_with_codes(s) for s in cd.subscriptionDataSet]
-            changed = b.consumers.register(
+            changed = self.consumers.register(
                 cd.groupName, info, cd.consumeType, cd.messageModel, cd.consumeFromWhere, subs
             )
             if changed:
-                b.consumer_group_changed(cd.groupName, notify)
+                self.group_changed(cd.groupName, notify)
         for pd in data.producerDataSet:
-            b.producers.register(pd.groupName, info)
-        ctx.conn.attrs["client_id"] = data.clientID
-        return cmd.make_response(ResponseCode.SUCCESS)
+            self.producers.register(pd.groupName, info)
+        return DONE
 
-    async def unregister_client(self, ctx: RequestContext) -> RemotingCommand:
-        cmd, b = ctx.cmd, self.broker
-        h = from_ext(UnregisterClientRequestHeader, cmd.ext_fields)
+    def unregister_client(self, h: UnregisterClientRequestHeader, channel: Hashable) -> Done:
         if h.producerGroup:
-            b.producers.unregister(h.producerGroup, ctx.conn)
-        if h.consumerGroup and b.consumers.unregister(h.consumerGroup, ctx.conn):
-            sgc = b.groups.table.get(h.consumerGroup)
-            b.consumer_group_changed(
-                h.consumerGroup, sgc is None or sgc.notifyConsumerIdsChangedEnable
-            )
-        return cmd.make_response(ResponseCode.SUCCESS)
+            self.producers.unregister(h.producerGroup, channel)
+        if h.consumerGroup and self.consumers.unregister(h.consumerGroup, channel):
+            self.group_changed(h.consumerGroup, self.groups.notify_enabled(h.consumerGroup))
+        return DONE
 
-    async def consumer_list(self, ctx: RequestContext) -> RemotingCommand:
-        cmd = ctx.cmd
-        h = from_ext(GetConsumerListByGroupRequestHeader, cmd.ext_fields)
-        group = self.broker.consumers.get(h.consumerGroup)
+    def consumer_list(self, h: GetConsumerListByGroupRequestHeader) -> ConsumerIdList | Refusal:
+        group = self.consumers.get(h.consumerGroup)
         if group is None or not group.channels:
-            return cmd.make_response(
+            return Refusal(
                 ResponseCode.SYSTEM_ERROR, f"no consumer for this group, {h.consumerGroup}"
             )
-        return cmd.make_response(
-            ResponseCode.SUCCESS, body=to_json(ConsumerIdList(group.client_ids()))
-        )
+        return ConsumerIdList(group.client_ids())
 
-    async def consumer_connections(self, ctx: RequestContext) -> RemotingCommand:
-        cmd = ctx.cmd
-        h = from_ext(GetConsumerConnectionListRequestHeader, cmd.ext_fields)
-        group = self.broker.consumers.get(h.consumerGroup)
+    def consumer_connections(
+        self, h: GetConsumerConnectionListRequestHeader
+    ) -> ConsumerConnection | Refusal:
+        group = self.consumers.get(h.consumerGroup)
         if group is None or not group.channels:
-            return cmd.make_response(
+            return Refusal(
                 ResponseCode.CONSUMER_NOT_ONLINE,
                 f"the consumer group[{h.consumerGroup}] not online",
             )
-        body = ConsumerConnection(
+        return ConsumerConnection(
             clientIds=group.client_ids(),
             messageModel=group.message_model,
             consumeType=group.consume_type,
             subscriptions=list(group.subscriptions.values()),
         )
-        return cmd.make_response(ResponseCode.SUCCESS, body=to_json(body))
 
     # ------------------------------------------------------------------ queue locks
 
     def _own_queues(self, mqs: list[MessageQueue]) -> list[MessageQueue]:
-        name = self.broker.config.brokerName
-        return [mq for mq in mqs if mq.brokerName == name]
+        return [mq for mq in mqs if mq.brokerName == self.broker_name]
 
-    async def lock_batch(self, ctx: RequestContext) -> RemotingCommand:
-        cmd = ctx.cmd
-        req = from_json(LockBatchRequestBody, cmd.body)
-        got = self.broker.locks.try_lock_batch(
+    def lock_batch(self, req: LockBatchRequestBody) -> LockBatchResponseBody:
+        got = self.locks.try_lock_batch(
             req.consumerGroup, self._own_queues(req.mqSet), req.clientId, trio.current_time()
         )
-        return cmd.make_response(ResponseCode.SUCCESS, body=to_json(LockBatchResponseBody(got)))
+        return LockBatchResponseBody(got)
 
-    async def unlock_batch(self, ctx: RequestContext) -> RemotingCommand:
-        cmd = ctx.cmd
-        req = from_json(LockBatchRequestBody, cmd.body)
-        self.broker.locks.unlock_batch(req.consumerGroup, self._own_queues(req.mqSet), req.clientId)
-        return cmd.make_response(ResponseCode.SUCCESS)
+    def unlock_batch(self, req: LockBatchRequestBody) -> Done:
+        self.locks.unlock_batch(req.consumerGroup, self._own_queues(req.mqSet), req.clientId)
+        return DONE
 
     # ------------------------------------------------------------------ consumer offsets
 
-    async def query_offset(self, ctx: RequestContext) -> RemotingCommand:
-        cmd, b = ctx.cmd, self.broker
-        h = from_ext(QueryConsumerOffsetRequestHeader, cmd.ext_fields)
-        offset = b.offsets.query(h.consumerGroup, h.topic, h.queueId)
-        if offset < 0:
-            # upstream: a new group on a queue whose data starts at 0 starts at 0, unless the
-            # client asked not to (setZeroIfNotFound=false)
-            if h.setZeroIfNotFound is not False and b.store.get_min_offset(h.topic, h.queueId) <= 0:
-                offset = 0
-            else:
-                return cmd.make_response(
-                    ResponseCode.QUERY_NOT_FOUND,
-                    "Not found, V3_0_6_SNAPSHOT maybe this group consumer boot first",
-                )
-        return cmd.make_response(
-            ResponseCode.SUCCESS, ext_fields=to_ext(OffsetResponseHeader(offset))
+    def query_offset(self, h: QueryConsumerOffsetRequestHeader) -> int | Refusal:
+        offset = self.offsets.query(h.consumerGroup, h.topic, h.queueId)
+        if offset >= 0:
+            return offset
+        # upstream: a new group on a queue whose data starts at 0 starts at 0, unless the
+        # client asked not to (setZeroIfNotFound=false)
+        if h.setZeroIfNotFound is not False and self.store.get_min_offset(h.topic, h.queueId) <= 0:
+            return 0
+        return Refusal(
+            ResponseCode.QUERY_NOT_FOUND,
+            "Not found, V3_0_6_SNAPSHOT maybe this group consumer boot first",
         )
 
-    async def update_offset(self, ctx: RequestContext) -> RemotingCommand:
-        cmd = ctx.cmd
-        h = from_ext(UpdateConsumerOffsetRequestHeader, cmd.ext_fields)
+    def update_offset(self, h: UpdateConsumerOffsetRequestHeader) -> Done | Refusal:
         if h.commitOffset < 0:
-            return cmd.make_response(
+            return Refusal(
                 ResponseCode.INVALID_PARAMETER, f"commitOffset must be >= 0, got {h.commitOffset}"
             )
-        self.broker.offsets.commit(h.consumerGroup, h.topic, h.queueId, h.commitOffset)
-        return cmd.make_response(ResponseCode.SUCCESS)
+        self.offsets.commit(h.consumerGroup, h.topic, h.queueId, h.commitOffset)
+        return DONE
 
-    async def all_offsets(self, ctx: RequestContext) -> RemotingCommand:
-        snap = self.broker.offsets.snapshot()
-        return ctx.cmd.make_response(ResponseCode.SUCCESS, body=to_json(snap))
+    def all_offsets(self) -> ConsumerOffsetSerializeWrapper:
+        return self.offsets.snapshot()

@@ -57,6 +57,8 @@ class BrokerConfig:
     # per pull response (MessageStoreConfig; upstream's "in memory" limits)
     maxTransferCountOnMessageInMemory: int = attrs.field(default=32, validator=positive)
     maxTransferBytesOnMessageInMemory: int = attrs.field(default=256 * 1024, validator=positive)
+    # rocketrio's own: a pull that may read more bytes than this reads in a worker thread
+    pullReadOffLoopBytes: int = attrs.field(default=256 * 1024, validator=positive)
     # consumer offsets / retries
     flushConsumerOffsetInterval: int = attrs.field(default=5000, validator=positive)
     maxReconsumeTimes: int = attrs.field(default=16, validator=non_negative)

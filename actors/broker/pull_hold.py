@@ -3,10 +3,16 @@
 A pull that finds nothing and carries the SUSPEND flag is parked here, keyed by topic and
 queue, with a deadline (suspendTimeoutMillis, or shortPollingTimeMills when long polling is
 off). The store actor calls `notify_message_arriving` after every put with the queue's new max
-offset; each held pull whose offset is below it is re-run at once (without suspending again).
-One task sleeps until the earliest deadline and answers expired pulls with a last attempt,
-so an idle queue costs nothing but a heap entry. The held pull's connection is never blocked:
-the processor returned None and the answer goes out through ``ctx.respond`` later.
+offset; that only notes the queue and wakes this service's task, which re-runs each held pull
+whose offset is below the new max (without suspending again). So the reads never run inside
+the store actor's turn, and a big read may leave the loop (store_view.py) without holding up
+the writer. The same task sleeps until the earliest deadline and answers expired pulls with a
+last attempt, so an idle queue costs nothing but a heap entry.
+
+A held pull carries its `PullReply` (the protocol adapter's handle on the waiting request) and
+the `rerun` function of the processor that parked it; this service knows no wire format. The
+waiting connection is never blocked: the processor returned None and the outcome goes to
+``reply.deliver`` later.
 """
 
 from __future__ import annotations
@@ -14,101 +20,122 @@ from __future__ import annotations
 import heapq
 import itertools
 import math
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 
 import attrs
 import structlog
 import trio
 
-from rocketrio.actors.remoting import RequestContext
+from rocketrio.actors.broker.outcomes import PullOutcome, PullReply, Refusal
 from rocketrio.protocol.codes import ResponseCode
 from rocketrio.protocol.headers import PullMessageRequestHeader
-from rocketrio.protocol.remoting import RemotingCommand
 
 log = structlog.get_logger("pull_hold")
+
+QueueKey = tuple[str, int]
 
 
 @attrs.define(slots=True, eq=False)
 class HeldPull:
-    ctx: RequestContext
+    reply: PullReply
     header: PullMessageRequestHeader
     tag_codes: set[int] | None
     offset: int  # advanced past messages the filter rejected while held
     deadline: float
+    # rerun(held, final) -> the outcome, or None to keep holding (only when not final)
+    rerun: Callable[[HeldPull, bool], Awaitable[PullOutcome | None]]
     done: bool = False
 
 
-# execute(held, final) -> the response to send, or None to keep holding (only when not final)
-Execute = Callable[[HeldPull, bool], RemotingCommand | None]
-
-
 class PullRequestHoldService:
-    def __init__(self, execute: Execute) -> None:
-        self._execute = execute
-        self._held: dict[tuple[str, int], list[HeldPull]] = {}
+    def __init__(self) -> None:
+        self._held: dict[QueueKey, list[HeldPull]] = {}
         self._heap: list[tuple[float, int, HeldPull]] = []
+        self._grown: dict[QueueKey, int] = {}  # queues with held pulls that got messages
         self._seq = itertools.count()
         self._wakeup = trio.Event()
+        self.holding = True  # False from shutdown on: pulls are answered at once
         self.count = 0
 
-    def suspend(self, held: HeldPull) -> None:
+    def suspend(self, held: HeldPull) -> bool:
+        """Park a pull; False when the service no longer holds pulls (shutting down)."""
+        if not self.holding:
+            return False
         key = (held.header.topic, held.header.queueId)
         self._held.setdefault(key, []).append(held)
         heapq.heappush(self._heap, (held.deadline, next(self._seq), held))
         self.count += 1
         if self._heap[0][2] is held:
             self._wakeup.set()
+        return True
 
     def notify_message_arriving(self, topic: str, queue_id: int, max_offset: int) -> None:
-        held_list = self._held.get((topic, queue_id))
-        if not held_list:
-            return
-        keep: list[HeldPull] = []
-        for held in held_list:
-            if held.done:
-                continue
-            if held.offset >= max_offset or not self._answer(held, final=False):
-                keep.append(held)
-        if keep:
-            self._held[(topic, queue_id)] = keep
-        else:
-            del self._held[(topic, queue_id)]
+        """The store actor's arrival listener: cheap, the re-runs happen in `run`."""
+        key = (topic, queue_id)
+        if key in self._held:
+            self._grown[key] = max_offset
+            self._wakeup.set()
 
-    def _answer(self, held: HeldPull, *, final: bool) -> bool:
+    async def _serve_grown(self) -> None:
+        grown, self._grown = self._grown, {}
+        for key, max_offset in grown.items():
+            held_list = self._held.pop(key, None)
+            if not held_list:
+                continue
+            keep: list[HeldPull] = []
+            for held in held_list:
+                if held.done:
+                    continue
+                if held.offset >= max_offset or not await self._answer(held, final=False):
+                    keep.append(held)
+            keep = [h for h in keep if not h.done]
+            if keep:
+                # pulls parked while we awaited a read are already in the new list
+                self._held.setdefault(key, []).extend(keep)
+
+    async def _answer(self, held: HeldPull, *, final: bool) -> bool:
         """Run the held pull; True when it was answered (and is done)."""
-        if held.ctx.conn.closed:
-            resp: RemotingCommand | None = None
-        else:
+        outcome: PullOutcome | None = None
+        if not held.reply.gone:
             try:
-                resp = self._execute(held, final)
+                outcome = await held.rerun(held, final)
             except Exception as e:
                 log.error("held_pull_failed", topic=held.header.topic, exc_info=e)
-                resp = held.ctx.cmd.make_response(
+                outcome = Refusal(
                     ResponseCode.SYSTEM_ERROR, f"pull failed: {type(e).__name__}: {e}"
                 )
-            if resp is None and not final:
+            if held.done:
+                return True  # answered while the read ran (shutdown)
+            if outcome is None and not final:
                 return False
         held.done = True
         self.count -= 1
-        if resp is not None:
-            held.ctx.respond(resp)
+        if outcome is not None:
+            held.reply.deliver(outcome)
         return True
 
-    def answer_all(self) -> None:
-        """Shutdown: answer every held pull now (each gets its final attempt)."""
-        for _, _, held in self._heap:
+    def stop_holding(self) -> None:
+        """Shutdown begins: from now on a pull that finds nothing is answered at once."""
+        self.holding = False
+
+    async def answer_all(self) -> None:
+        """Shutdown: stop holding and answer every held pull now (each gets its final
+        attempt)."""
+        self.holding = False
+        for _, _, held in list(self._heap):
             if not held.done:
-                self._answer(held, final=True)
+                await self._answer(held, final=True)
         self._heap.clear()
         self._held.clear()
+        self._grown.clear()
 
-    def _expire(self, now: float) -> None:
+    async def _expire(self, now: float) -> None:
         heap = self._heap
         while heap and heap[0][0] <= now:
             _, _, held = heapq.heappop(heap)
             if held.done:
                 continue
-            self._answer(held, final=True)
+            await self._answer(held, final=True)
             key = (held.header.topic, held.header.queueId)
             rest = [h for h in self._held.get(key, ()) if not h.done]
             if rest:
@@ -119,8 +146,10 @@ class PullRequestHoldService:
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         task_status.started()
         while True:
-            self._wakeup = trio.Event()
-            deadline = self._heap[0][0] if self._heap else math.inf
-            with trio.move_on_at(deadline):
-                await self._wakeup.wait()
-            self._expire(trio.current_time())
+            if not self._grown:
+                self._wakeup = trio.Event()
+                deadline = self._heap[0][0] if self._heap else math.inf
+                with trio.move_on_at(deadline):
+                    await self._wakeup.wait()
+            await self._serve_grown()
+            await self._expire(trio.current_time())

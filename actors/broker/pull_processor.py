@@ -1,35 +1,43 @@
-"""PULL_MESSAGE (11): read a queue, long-poll when it is empty (upstream PullMessageProcessor).
+"""Pulling: read a queue, long-poll when it is empty (upstream PullMessageProcessor).
 
 Checks, in upstream's order: broker readable, subscription group (auto-created) and
 consumeEnable, topic exists and readable, queueId in range, then the subscription: parsed from
 the request when sysFlag has SUBSCRIPTION, otherwise the group's heartbeat subscription
-(SUBSCRIPTION_NOT_EXIST / SUBSCRIPTION_NOT_LATEST like upstream). The store answers with whole
-stored records; the response body is their concatenation and the remark the store status
-(FOUND, OFFSET_OVERFLOW_ONE ...). Status mapping: FOUND -> SUCCESS; NO_MATCHED_MESSAGE and
-MESSAGE_WAS_REMOVING -> PULL_RETRY_IMMEDIATELY; OFFSET_OVERFLOW_ONE and an empty queue pulled
-at 0 -> PULL_NOT_FOUND; OFFSET_OVERFLOW_BADLY, OFFSET_TOO_SMALL and an empty queue pulled
-beyond 0 -> PULL_OFFSET_MOVED.
+(SUBSCRIPTION_NOT_EXIST / SUBSCRIPTION_NOT_LATEST like upstream). A failed check is a
+`Refusal`. The store answers with whole stored records; the outcome `Pulled` carries them with
+the `PullStatus` the consumer acts on (`pull_status`): FOUND; NO_MATCHED_MESSAGE and
+MESSAGE_WAS_REMOVING -> NO_MATCHED_MSG (retry at once); OFFSET_OVERFLOW_ONE and an empty queue
+pulled at 0 -> NO_NEW_MSG; OFFSET_OVERFLOW_BADLY, OFFSET_TOO_SMALL and an empty queue pulled
+beyond 0 -> OFFSET_ILLEGAL.
 
-PULL_NOT_FOUND with the SUSPEND flag parks the request in the PullRequestHoldService for
+NO_NEW_MSG with the SUSPEND flag parks the request in the PullRequestHoldService for
 suspendTimeoutMillis (shortPollingTimeMills when longPollingEnable=false) and returns None;
-it is answered when a message arrives on the queue or at the deadline. The commit offset
-(sysFlag COMMIT_OFFSET) is stored once, on the first execution, like upstream.
+the outcome goes to the request's `PullReply` when a message arrives on the queue or at the
+deadline. The commit offset (sysFlag COMMIT_OFFSET) is stored once, on the first execution,
+like upstream. Reads go through the `StoreView`; a big one runs off the event loop.
+
+Collaborators: the topic and group tables, the consumer manager (heartbeat subscriptions), the
+offset table, the store view, the hold service, stats and a frozen `PullConfig`.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
+import attrs
 import trio
 
+from rocketrio.actors.broker.client_manager import ConsumerManager
+from rocketrio.actors.broker.config import BrokerConfig
 from rocketrio.actors.broker.filter import (
     SubscriptionParseError,
     build_subscription,
     tag_codes_of,
 )
-from rocketrio.actors.broker.pull_hold import HeldPull
+from rocketrio.actors.broker.outcomes import Pulled, PullOutcome, PullReply, PullStatus, Refusal
+from rocketrio.actors.broker.pull_hold import HeldPull, PullRequestHoldService
+from rocketrio.actors.broker.stats import BrokerStats
+from rocketrio.actors.broker.store_view import StoreView
+from rocketrio.actors.broker.tables import GroupTable, OffsetTable, TopicTable
 from rocketrio.actors.broker.topic_config import check_group_name
-from rocketrio.actors.remoting import RequestContext
 from rocketrio.protocol.bodies import PERM_READ, SubscriptionData
 from rocketrio.protocol.codes import ResponseCode
 from rocketrio.protocol.headers import (
@@ -37,95 +45,138 @@ from rocketrio.protocol.headers import (
     PULL_FLAG_SUBSCRIPTION,
     PULL_FLAG_SUSPEND,
     PullMessageRequestHeader,
-    PullMessageResponseHeader,
 )
-from rocketrio.protocol.remoting import RemotingCommand
-from rocketrio.protocol.serde import from_ext, to_ext
 from rocketrio.storage.message_store import GetMessageStatus, GetResult
 
-if TYPE_CHECKING:
-    from rocketrio.actors.broker.broker import Broker
-
 _S = GetMessageStatus
-_CODE_BY_STATUS = {
-    _S.FOUND: ResponseCode.SUCCESS,
-    _S.NO_MATCHED_MESSAGE: ResponseCode.PULL_RETRY_IMMEDIATELY,
-    _S.MESSAGE_WAS_REMOVING: ResponseCode.PULL_RETRY_IMMEDIATELY,
-    _S.OFFSET_FOUND_NULL: ResponseCode.PULL_NOT_FOUND,
-    _S.OFFSET_OVERFLOW_ONE: ResponseCode.PULL_NOT_FOUND,
-    _S.OFFSET_OVERFLOW_BADLY: ResponseCode.PULL_OFFSET_MOVED,
-    _S.OFFSET_TOO_SMALL: ResponseCode.PULL_OFFSET_MOVED,
+_P = PullStatus
+_STATUS_BY_STORE = {
+    _S.FOUND: _P.FOUND,
+    _S.NO_MATCHED_MESSAGE: _P.NO_MATCHED_MSG,
+    _S.MESSAGE_WAS_REMOVING: _P.NO_MATCHED_MSG,
+    _S.OFFSET_FOUND_NULL: _P.NO_NEW_MSG,
+    _S.OFFSET_OVERFLOW_ONE: _P.NO_NEW_MSG,
+    _S.OFFSET_OVERFLOW_BADLY: _P.OFFSET_ILLEGAL,
+    _S.OFFSET_TOO_SMALL: _P.OFFSET_ILLEGAL,
 }
 _EMPTY_QUEUE = (_S.NO_MESSAGE_IN_QUEUE, _S.NO_MATCHED_LOGIC_QUEUE)
 
 
-def pull_code(status: GetMessageStatus, request_offset: int) -> int:
+def pull_status(status: GetMessageStatus, request_offset: int) -> PullStatus:
+    """What a store answer means for the consumer (see the module docstring)."""
+    if status is _S.FOUND:  # the common case, without hashing the enum
+        return _P.FOUND
     if status in _EMPTY_QUEUE:
-        return ResponseCode.PULL_OFFSET_MOVED if request_offset else ResponseCode.PULL_NOT_FOUND
-    return _CODE_BY_STATUS[status]
+        return _P.OFFSET_ILLEGAL if request_offset else _P.NO_NEW_MSG
+    return _STATUS_BY_STORE[status]
+
+
+@attrs.frozen
+class PullConfig:
+    """The broker config values the pull path reads (none of them changes at runtime)."""
+
+    broker_permission: int
+    broker_ip: str
+    long_polling_enable: bool
+    short_polling_time_ms: int
+    max_transfer_count: int
+    max_transfer_bytes: int
+
+    @classmethod
+    def of(cls, c: BrokerConfig) -> PullConfig:
+        return cls(
+            c.brokerPermission,
+            c.brokerIP1,
+            c.longPollingEnable,
+            c.shortPollingTimeMills,
+            c.maxTransferCountOnMessageInMemory,
+            c.maxTransferBytesOnMessageInMemory,
+        )
 
 
 class PullMessageProcessor:
-    def __init__(self, broker: Broker) -> None:
-        self.broker = broker
-        self.config = broker.config
+    def __init__(
+        self,
+        config: PullConfig,
+        *,
+        topics: TopicTable,
+        groups: GroupTable,
+        consumers: ConsumerManager,
+        offsets: OffsetTable,
+        store: StoreView,
+        hold: PullRequestHoldService,
+        stats: BrokerStats,
+    ) -> None:
+        self.config = config
+        self.topics = topics
+        self.groups = groups
+        self.consumers = consumers
+        self.offsets = offsets
+        self.store = store
+        self.hold = hold
+        self.stats = stats
 
-    async def process_pull(self, ctx: RequestContext) -> RemotingCommand | None:
-        cmd, b = ctx.cmd, self.broker
-        h = from_ext(PullMessageRequestHeader, cmd.ext_fields)
-        sub_or_err = self._check(cmd, h)
-        if isinstance(sub_or_err, RemotingCommand):
-            return sub_or_err
-        tag_codes = tag_codes_of(sub_or_err)
-        result = self._get(h, h.queueOffset, tag_codes)
-        code = pull_code(result.status, h.queueOffset)
+    async def pull(self, h: PullMessageRequestHeader, reply: PullReply) -> PullOutcome | None:
+        """The outcome now, or None when the pull was held (``reply`` gets it later)."""
+        sub = self._check(h)
+        if isinstance(sub, Refusal):
+            return sub
+        tag_codes = tag_codes_of(sub)
+        max_count, max_bytes = self._limits(h)
+        store = self.store
+        if max_bytes <= store.off_loop_read_bytes:  # small: inline, no coroutine
+            result = store.get_messages(
+                h.topic, h.queueId, h.queueOffset, max_count, max_bytes, tag_codes
+            )
+        else:
+            result = await store.read_messages(
+                h.topic, h.queueId, h.queueOffset, max_count, max_bytes, tag_codes
+            )
+        status = pull_status(result.status, h.queueOffset)
         if h.sysFlag & PULL_FLAG_COMMIT_OFFSET and h.commitOffset >= 0:
-            b.offsets.commit(h.consumerGroup, h.topic, h.queueId, h.commitOffset)
-        if code == ResponseCode.PULL_NOT_FOUND and h.sysFlag & PULL_FLAG_SUSPEND:
-            if not b.shutting_down:
-                timeout_ms = h.suspendTimeoutMillis
-                if not self.config.longPollingEnable:
-                    timeout_ms = self.config.shortPollingTimeMills
-                deadline = trio.current_time() + max(0, timeout_ms) / 1000
-                b.pull_hold.suspend(HeldPull(ctx, h, tag_codes, h.queueOffset, deadline))
+            self.offsets.commit(h.consumerGroup, h.topic, h.queueId, h.commitOffset)
+        if status is _P.NO_NEW_MSG and h.sysFlag & PULL_FLAG_SUSPEND:
+            timeout_ms = h.suspendTimeoutMillis
+            if not self.config.long_polling_enable:
+                timeout_ms = self.config.short_polling_time_ms
+            deadline = trio.current_time() + max(0, timeout_ms) / 1000
+            held = HeldPull(reply, h, tag_codes, h.queueOffset, deadline, self._rerun)
+            if self.hold.suspend(held):
                 return None
-        return self._respond(cmd, result, code)
+        return self._pulled(result, status)
 
-    def _check(
-        self, cmd: RemotingCommand, h: PullMessageRequestHeader
-    ) -> SubscriptionData | RemotingCommand:
-        """Everything before the read; the subscription to filter with, or an error answer."""
-        b, mk = self.broker, cmd.make_response
-        if not self.config.brokerPermission & PERM_READ:
-            return mk(
+    def _check(self, h: PullMessageRequestHeader) -> SubscriptionData | Refusal:
+        """Everything before the read; the subscription to filter with, or the refusal."""
+        if not self.config.broker_permission & PERM_READ:
+            return Refusal(
                 ResponseCode.NO_PERMISSION,
-                f"the broker[{self.config.brokerIP1}] pulling message is forbidden",
+                f"the broker[{self.config.broker_ip}] pulling message is forbidden",
             )
         bad = check_group_name(h.consumerGroup)
         if bad:
-            return mk(ResponseCode.INVALID_PARAMETER, bad)
-        sgc = b.find_group(h.consumerGroup)
+            return Refusal(ResponseCode.INVALID_PARAMETER, bad)
+        sgc = self.groups.find_group(h.consumerGroup)
         if sgc is None:
-            return mk(
+            return Refusal(
                 ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST,
                 f"subscription group [{h.consumerGroup}] does not exist "
                 "(autoCreateSubscriptionGroup=false): create it first",
             )
         if not sgc.consumeEnable:
-            return mk(
+            return Refusal(
                 ResponseCode.NO_PERMISSION, f"subscription group no permission, {h.consumerGroup}"
             )
-        tc = b.topics.select(h.topic)
+        tc = self.topics.select(h.topic)
         if tc is None:
-            return mk(
+            return Refusal(
                 ResponseCode.TOPIC_NOT_EXIST, f"topic[{h.topic}] not exist, apply first please!"
             )
         if not tc.perm & PERM_READ:
-            return mk(
+            return Refusal(
                 ResponseCode.NO_PERMISSION, f"the topic[{h.topic}] pulling message is forbidden"
             )
         if not 0 <= h.queueId < tc.readQueueNums:
-            return mk(
+            return Refusal(
                 ResponseCode.SYSTEM_ERROR,
                 f"queueId[{h.queueId}] is illegal, topic:[{h.topic}] "
                 f"topicConfig.readQueueNums:[{tc.readQueueNums}]",
@@ -134,65 +185,57 @@ class PullMessageProcessor:
             try:
                 return build_subscription(h.topic, h.subscription, h.expressionType, h.subVersion)
             except SubscriptionParseError as e:
-                return mk(ResponseCode.SUBSCRIPTION_PARSE_FAILED, str(e))
-        group = b.consumers.get(h.consumerGroup)
+                return Refusal(ResponseCode.SUBSCRIPTION_PARSE_FAILED, str(e))
+        group = self.consumers.get(h.consumerGroup)
         if group is None:
-            return mk(
+            return Refusal(
                 ResponseCode.SUBSCRIPTION_NOT_EXIST,
                 f"the consumer's group info not exist: group {h.consumerGroup} has sent no "
                 "heartbeat to this broker (send HEART_BEAT first or set the SUBSCRIPTION flag)",
             )
         if not sgc.consumeBroadcastEnable and group.message_model == "BROADCASTING":
-            return mk(
+            return Refusal(
                 ResponseCode.NO_PERMISSION,
                 f"the consumer group[{h.consumerGroup}] can not consume by broadcast way",
             )
         sub = group.find_subscription(h.topic)
         if sub is None:
-            return mk(
+            return Refusal(
                 ResponseCode.SUBSCRIPTION_NOT_EXIST,
                 f"the consumer's subscription not exist: group {h.consumerGroup} does not "
                 f"subscribe to {h.topic}",
             )
         if sub.subVersion < h.subVersion:
-            return mk(
+            return Refusal(
                 ResponseCode.SUBSCRIPTION_NOT_LATEST, "the consumer's subscription not latest"
             )
         return sub
 
-    def _get(
-        self, h: PullMessageRequestHeader, offset: int, tag_codes: set[int] | None
-    ) -> GetResult:
+    def _limits(self, h: PullMessageRequestHeader) -> tuple[int, int]:
+        """(max messages, max bytes) of one pull: the request's, capped by the broker's."""
         c = self.config
-        max_count = max(1, min(h.maxMsgNums, c.maxTransferCountOnMessageInMemory))
-        max_bytes = c.maxTransferBytesOnMessageInMemory
+        max_count = max(1, min(h.maxMsgNums, c.max_transfer_count))
+        max_bytes = c.max_transfer_bytes
         if h.maxMsgBytes is not None and h.maxMsgBytes > 0:
             max_bytes = min(max_bytes, h.maxMsgBytes)
-        return self.broker.store.get_messages(
-            h.topic, h.queueId, offset, max_count, max_bytes, tag_codes
-        )
+        return max_count, max_bytes
 
-    def _respond(self, cmd: RemotingCommand, result: GetResult, code: int) -> RemotingCommand:
-        header = PullMessageResponseHeader(
-            suggestWhichBrokerId=0,
-            nextBeginOffset=result.next_begin_offset,
-            minOffset=result.min_offset,
-            maxOffset=result.max_offset,
-        )
-        body = b""
-        if code == ResponseCode.SUCCESS:
-            body = b"".join(result.buffers)
-            self.broker.stats.on_get(result.message_count, len(body))
-        return cmd.make_response(code, result.status.value, to_ext(header), body)
+    def _pulled(self, result: GetResult, status: PullStatus) -> Pulled:
+        if status is _P.FOUND:
+            self.stats.on_get(result.message_count, sum(map(len, result.buffers)))
+        return Pulled(status, result)
 
-    def execute_held(self, held: HeldPull, final: bool) -> RemotingCommand | None:
-        """Re-run a held pull (PullRequestHoldService callback); None keeps it held."""
+    async def _rerun(self, held: HeldPull, final: bool) -> PullOutcome | None:
+        """Re-run a held pull (the hold service's callback); None keeps it held."""
         h = held.header
-        result = self._get(h, held.offset, held.tag_codes)
-        code = pull_code(result.status, held.offset)
-        if not final and code != ResponseCode.SUCCESS:
+        max_count, max_bytes = self._limits(h)
+        result = await self.store.read_messages(
+            h.topic, h.queueId, held.offset, max_count, max_bytes, held.tag_codes
+        )
+        status = pull_status(result.status, held.offset)
+        if not final and status is not _P.FOUND:
             if result.status == _S.NO_MATCHED_MESSAGE:
                 # only messages the filter rejects arrived: skip them and keep waiting
                 held.offset = result.next_begin_offset
             return None
-        return self._respond(held.ctx.cmd, result, code)
+        return self._pulled(result, status)

@@ -35,21 +35,27 @@ serialised by one lock and only move forward in masterEpoch.
 Crash points: `FaultSites.reach(site)` is awaited at every step of the flow (sites in
 fault_sites.Fault). Production passes `NO_FAULTS`; tests pass a hook that crashes the broker
 there (see tests/actor/test_broker_identity.py).
+
+What it needs of its broker is the `ReplicasHost` protocol (config, clock, addresses, the store
+view, a barrier through the store actor, and `apply_role`), not the Broker class; to the send
+path it is a `WriteGate` (`write_refusal`).
 """
 
 from __future__ import annotations
 
 import random
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from functools import partial
-from typing import TYPE_CHECKING, Any, Final
+from typing import Any, Final, Protocol
 
 import structlog
 import trio
 
 from rocketrio.actors import events
-from rocketrio.actors.broker.config import BrokerRole
+from rocketrio.actors.broker.config import BrokerConfig, BrokerRole
 from rocketrio.actors.broker.fault_sites import NO_FAULTS, Fault, FaultSites
+from rocketrio.actors.broker.outcomes import Refusal
+from rocketrio.actors.broker.store_view import RunBlocking, StoreView
 from rocketrio.actors.client.api import request
 from rocketrio.actors.client.controller_admin import ControllerLink, ControllerUnavailable
 from rocketrio.actors.remoting import RemotingClient, RemotingError
@@ -78,9 +84,6 @@ from rocketrio.protocol.serde import HeaderError, from_ext, from_json, to_json
 from rocketrio.storage.broker_identity import BrokerIdentityStore, BrokerMeta
 from rocketrio.storage.epoch_file import EpochFile
 
-if TYPE_CHECKING:
-    from rocketrio.actors.broker.broker import Broker
-
 RC = ResponseCode
 # upstream retries a failed start-up step every 5 s plus up to 1 s of jitter (two brokers of a
 # set racing for the same id then rarely collide twice); we start at 1 s and double up to 10 s,
@@ -94,10 +97,33 @@ class _Retry(Exception):
     """This start-up step failed for a reason that may pass: wait, then resume from disk."""
 
 
+class ReplicasHost(Protocol):
+    """What the ReplicasManager uses of its broker."""
+
+    config: BrokerConfig  # brokerRole / brokerId are set by apply_role
+    rng: random.Random
+    run_blocking: RunBlocking
+    now_ms: Callable[[], int]
+    store_view: StoreView
+
+    @property
+    def addr(self) -> str:
+        """The address the broker serves on (known once it listens)."""
+        ...
+
+    async def commitlog_max_offset(self) -> int:
+        """The CommitLog end once every put queued before the call is written."""
+        ...
+
+    def apply_role(self, role: BrokerRole, broker_id: int, state_version: int) -> None:
+        """Adopt the role: the NameServers hear it at once."""
+        ...
+
+
 class ReplicasManager:
     """The controller-mode service of one broker. Run with `nursery.start(rm.run, client)`."""
 
-    def __init__(self, broker: Broker, faults: FaultSites = NO_FAULTS) -> None:
+    def __init__(self, broker: ReplicasHost, faults: FaultSites = NO_FAULTS) -> None:
         self.broker = broker
         self.config = broker.config
         self.faults = faults
@@ -541,7 +567,7 @@ class ReplicasManager:
         if broker_id is None:
             return
         cfg = self.config
-        max_offset = self.broker.store.get_commitlog_max_offset()
+        max_offset = self.broker.store_view.commitlog_max_offset()
         header = BrokerHeartbeatRequestHeader(
             clusterName=cfg.brokerClusterName,
             brokerAddr=self.addr,
@@ -583,20 +609,22 @@ class ReplicasManager:
 
     # ------------------------------------------------------------------ answers for the broker
 
-    def write_refusal(self) -> str | None:
-        """Why this broker may not take writes now (None for the master)."""
+    def write_refusal(self) -> Refusal | None:
+        """Why this broker may not take writes now (None for the master): the `WriteGate`."""
         cfg = self.config
         if self.is_master:
             return None
         if self.role is None:
-            return (
+            return Refusal(
+                RC.SERVICE_NOT_AVAILABLE,
                 f"broker {cfg.brokerName} at {self.addr} has no role yet: it is still "
-                f"registering with the controllers {cfg.controllerAddr}"
+                f"registering with the controllers {cfg.controllerAddr}",
             )
-        return (
+        return Refusal(
+            RC.SERVICE_NOT_AVAILABLE,
             f"broker {cfg.brokerName} brokerId {self.broker_controller_id} at {self.addr} is a "
             f"SLAVE (controller mode, masterEpoch {self.master_epoch}): send to the master, "
-            f"brokerId {self.master_broker_id} at {self.master_address}"
+            f"brokerId {self.master_broker_id} at {self.master_address}",
         )
 
     def epoch_entry_cache(self) -> EpochEntryCache:
@@ -610,7 +638,7 @@ class ReplicasManager:
             epochList=[
                 EpochEntry(r.epoch, r.start_offset, r.end_offset) for r in self.epochs.ranges()
             ],
-            maxOffset=self.broker.store.get_commitlog_max_offset(),
+            maxOffset=self.broker.store_view.commitlog_max_offset(),
         )
 
 

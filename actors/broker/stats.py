@@ -30,6 +30,7 @@ class BrokerStats:
         self.msg_get_bytes = 0
         self.send_back_total = 0
         self.dlq_total = 0
+        self.boot_ms = 0  # wall-clock ms when the broker finished booting
         self.put_today_morning = 0
         self.get_today_morning = 0
         self._day = -1

@@ -13,28 +13,35 @@ dispatch checkpoint) every flush interval in a worker thread, concurrently with 
 (the store's threading contract allows a flush beside appends and reads, not beside another
 flush, so flushes take `_flush_lock`).
 
-A put is answered only after its bytes are written (and, with SYNC_FLUSH, fsynced). A flush
-that took longer than syncFlushTimeout is answered FLUSH_DISK_TIMEOUT (the message is stored;
-upstream does the same). A failing fsync answers SYSTEM_ERROR and crashes the actor, because
-after a failed fsync the page cache state is unknown (the process must restart and recover).
+A put is answered, with a `PutStatus`, only after its bytes are written (and, with SYNC_FLUSH,
+fsynced). A flush that took longer than syncFlushTimeout is answered FLUSH_DISK_TIMEOUT (the
+message is stored; upstream does the same). A request the store refuses is MESSAGE_ILLEGAL, any
+other store failure UNKNOWN_ERROR. A failing fsync answers UNKNOWN_ERROR and crashes the actor,
+because after a failed fsync the page cache state is unknown (the process must restart and
+recover). Mapping statuses to wire codes is the protocol adapter's job, not this module's.
 
-Readers (pull, admin queries) call the store directly from the Trio thread: they never run
-concurrently with an append because Trio runs one task at a time; only flushes run in
-threads. Mutations other than puts (delete topic ...) go through `call`, which also waits for
-any running flush, since the store forbids flush beside truncation or deletion.
+Readers use the read-only `StoreView` (store_view.py): inline on the Trio thread, or, for big
+pulls, in a worker thread behind the `ReadGate`. Mutations other than puts (delete topic; later
+truncation and role changes) go through `call` / `delete_topic`: they run between puts, never
+beside a flush (the store forbids flush beside truncation or deletion) and inside
+``ReadGate.exclusive()`` so no off-loop read runs meanwhile. Appends run beside off-loop reads.
+
+Other tasks see this actor through the `StoreWriter` protocol (the send path) or its `call` /
+`delete_topic` / `commitlog_max_offset` entry points.
 """
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
-from typing import Any, TypeVar
+from collections.abc import Callable
+from typing import Any, Protocol, TypeVar
 
 import attrs
 import trio
 
 from rocketrio.actors import events
+from rocketrio.actors.broker.outcomes import PutStatus
+from rocketrio.actors.broker.store_view import ReadGate, RunBlocking
 from rocketrio.actors.runtime import Actor, Reply
-from rocketrio.protocol.codes import ResponseCode
 from rocketrio.storage.message_store import (
     BatchPutResult,
     MessageStore,
@@ -48,12 +55,10 @@ MAX_DRAIN = 2048
 # events.SEND_ACKED is sampled: at most one line per interval, never one per message
 ACK_LOG_INTERVAL_S = 1.0
 
-# on_done(results, code, remark): results is empty unless code is SUCCESS/FLUSH_DISK_TIMEOUT
-PutCallback = Callable[[list[PutResult], int, str | None], None]
+# on_done(results, status, remark): results is empty unless status.stored
+PutCallback = Callable[[list[PutResult], PutStatus, str | None], None]
 # arrived(topic, queue_id, new max offset): called after every successful put
 ArrivalListener = Callable[[str, int, int], None]
-# runs a blocking function off the Trio thread (trio.to_thread.run_sync; tests may inject one)
-RunBlocking = Callable[[Callable[[], Any]], Awaitable[Any]]
 
 
 @attrs.frozen
@@ -62,8 +67,8 @@ class PutMessages:
     on_done: PutCallback
 
 
-# on_done(result, code, remark): result is None unless code is SUCCESS/FLUSH_DISK_TIMEOUT
-BatchPutCallback = Callable[[BatchPutResult | None, int, str | None], None]
+# on_done(result, status, remark): result is None unless status.stored
+BatchPutCallback = Callable[[BatchPutResult | None, PutStatus, str | None], None]
 
 
 @attrs.frozen
@@ -84,13 +89,35 @@ Stored = list[PutResult] | BatchPutResult
 
 @attrs.frozen
 class StoreCall:
-    """Run ``fn(store)`` between puts and never beside a flush; the result goes to reply."""
+    """Run ``fn(store)`` between puts and never beside a flush; the result goes to reply.
+
+    ``exclusive``: ``fn`` mutates the store, so it also runs inside ``ReadGate.exclusive()``
+    (no off-loop read beside it). A read-only call (a barrier after the queued puts) is not.
+    """
 
     fn: Callable[[MessageStore], Any]
     reply: Reply[Any]
+    exclusive: bool = True
 
 
 StoreMsg = PutMessages | PutBatchBody | StoreCall
+
+
+class StoreWriter(Protocol):
+    """The store actor as the send path sees it: puts answered through callbacks.
+
+    Every method raises `ActorStopped` once the actor stopped; the ``_nowait`` ones raise
+    ``trio.WouldBlock`` when the inbox is full (the caller then awaits the other one, so the
+    backpressure reaches the producer's connection).
+    """
+
+    def put_nowait(self, messages: list[MessageToStore], on_done: PutCallback) -> None: ...
+
+    async def put(self, messages: list[MessageToStore], on_done: PutCallback) -> None: ...
+
+    def put_batch_nowait(self, put: PutBatchBody) -> None: ...
+
+    async def put_batch(self, put: PutBatchBody) -> None: ...
 
 
 class StoreActor(Actor[StoreMsg]):
@@ -107,6 +134,7 @@ class StoreActor(Actor[StoreMsg]):
         on_arrival: ArrivalListener | None = None,
         on_put: Callable[[int, int], None] | None = None,
         run_blocking: RunBlocking = trio.to_thread.run_sync,
+        read_gate: ReadGate | None = None,
     ) -> None:
         super().__init__("store")
         self.store = store
@@ -117,6 +145,7 @@ class StoreActor(Actor[StoreMsg]):
         self.on_arrival = on_arrival
         self.on_put = on_put
         self.run_blocking = run_blocking
+        self.read_gate = read_gate or ReadGate(run_blocking)
         self._flush_lock = trio.Lock()
         self.flush_count = 0  # every flush, periodic or group commit
         self.sync_flush_count = 0  # group-commit flushes only (SYNC_FLUSH)
@@ -136,8 +165,22 @@ class StoreActor(Actor[StoreMsg]):
         """Enqueue a batch body; raises trio.WouldBlock when the inbox is full."""
         self.tell_nowait(put)
 
-    async def call(self, fn: Callable[[MessageStore], T], timeout: float = 30.0) -> T:
-        return await self.ask(lambda r: StoreCall(fn, r), timeout)
+    async def put_batch(self, put: PutBatchBody) -> None:
+        await self.tell(put)
+
+    async def call(
+        self, fn: Callable[[MessageStore], T], timeout: float = 30.0, *, exclusive: bool = True
+    ) -> T:
+        """Run ``fn(store)`` after every put queued before; a mutation unless told otherwise."""
+        return await self.ask(lambda r: StoreCall(fn, r, exclusive), timeout)
+
+    async def delete_topic(self, topic: str) -> int:
+        """Drop the topic's ConsumeQueues (MessageStore.delete_topic); returns how many."""
+        return await self.call(lambda store: store.delete_topic(topic))
+
+    async def commitlog_max_offset(self) -> int:
+        """The CommitLog end once every put queued before this call is written."""
+        return await self.call(lambda store: store.get_commitlog_max_offset(), exclusive=False)
 
     async def flush(self) -> None:
         """Full flush now (serialized with other flushes): periodic task and shutdown."""
@@ -187,21 +230,28 @@ class StoreActor(Actor[StoreMsg]):
 
     async def _run_call(self, msg: StoreCall) -> None:
         async with self._flush_lock:
-            try:
-                msg.reply.set(msg.fn(self.store))
-            except Exception as e:
-                msg.reply.fail(e)
+            if not msg.exclusive:
+                self._call(msg)
+                return
+            async with self.read_gate.exclusive():
+                self._call(msg)
+
+    def _call(self, msg: StoreCall) -> None:
+        try:
+            msg.reply.set(msg.fn(self.store))
+        except Exception as e:
+            msg.reply.fail(e)
 
     async def _commit(self, puts: list[AnyPut]) -> None:
         self.put_turns += 1
         done = self._append(puts)
         if not done:
             return
-        code, remark = ResponseCode.SUCCESS, None
+        status, remark = PutStatus.PUT_OK, None
         if self.sync_flush:
-            code, remark = await self._sync_flush(done)
+            status, remark = await self._sync_flush(done)
         for put, stored in done:
-            put.on_done(stored, code, remark)  # type: ignore[arg-type]
+            put.on_done(stored, status, remark)  # type: ignore[arg-type]
         self._log_acked(done)
 
     def _log_acked(self, done: list[tuple[AnyPut, Stored]]) -> None:
@@ -281,11 +331,11 @@ class StoreActor(Actor[StoreMsg]):
     def _answer_error(self, put: AnyPut, exc: Exception) -> None:
         if isinstance(exc, ValueError):
             # MessageTooLarge and fields out of range: the request's fault, not the store's
-            _fail(put, ResponseCode.MESSAGE_ILLEGAL, f"the message is illegal: {exc}")
+            _fail(put, PutStatus.MESSAGE_ILLEGAL, f"the message is illegal: {exc}")
             return
         topic = put.topic if isinstance(put, PutBatchBody) else put.messages[0].topic
         self.log.error("put_failed", topic=topic, exc_info=exc)
-        _fail(put, ResponseCode.SYSTEM_ERROR, f"store put failed: {type(exc).__name__}: {exc}")
+        _fail(put, PutStatus.UNKNOWN_ERROR, f"store put failed: {type(exc).__name__}: {exc}")
 
     def _after_put(self, msgs: list[MessageToStore], results: list[PutResult]) -> None:
         if self.on_put is not None:
@@ -298,7 +348,7 @@ class StoreActor(Actor[StoreMsg]):
         for (topic, queue_id), last in grown.items():
             self.on_arrival(topic, queue_id, last + 1)
 
-    async def _sync_flush(self, done: list[tuple[AnyPut, Stored]]) -> tuple[int, str | None]:
+    async def _sync_flush(self, done: list[tuple[AnyPut, Stored]]) -> tuple[PutStatus, str | None]:
         started = trio.current_time()
         try:
             async with self._flush_lock:
@@ -307,12 +357,12 @@ class StoreActor(Actor[StoreMsg]):
         except OSError as e:
             remark = f"flush to disk failed, data durability unknown: {e}"
             for put, _ in done:
-                _fail(put, ResponseCode.SYSTEM_ERROR, remark)
+                _fail(put, PutStatus.UNKNOWN_ERROR, remark)
             raise
         took = trio.current_time() - started
         if took > self.sync_flush_timeout_s:
-            return ResponseCode.FLUSH_DISK_TIMEOUT, f"flush took {took * 1000:.0f} ms"
-        return ResponseCode.SUCCESS, None
+            return PutStatus.FLUSH_DISK_TIMEOUT, f"flush took {took * 1000:.0f} ms"
+        return PutStatus.PUT_OK, None
 
     async def _flush_in_thread(self, flush: Callable[[], int]) -> None:
         started = trio.current_time()
@@ -332,8 +382,8 @@ def _count(stored: Stored) -> int:
     return stored.count if isinstance(stored, BatchPutResult) else len(stored)
 
 
-def _fail(put: AnyPut, code: int, remark: str) -> None:
+def _fail(put: AnyPut, status: PutStatus, remark: str) -> None:
     if isinstance(put, PutBatchBody):
-        put.on_done(None, code, remark)
+        put.on_done(None, status, remark)
     else:
-        put.on_done([], code, remark)
+        put.on_done([], status, remark)

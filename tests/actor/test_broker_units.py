@@ -16,8 +16,8 @@ from rocketrio.actors.broker.filter import (
     tag_codes_of,
 )
 from rocketrio.actors.broker.lock_manager import RebalanceLockManager
-from rocketrio.actors.broker.pull_processor import pull_code
-from rocketrio.actors.broker.send_processor import append_props, parse_send_header_v2, prop_value
+from rocketrio.actors.broker.remoting_adapter import parse_send_header_v2, pull_code
+from rocketrio.actors.broker.send_processor import append_props, prop_value
 from rocketrio.actors.broker.stats import BrokerStats
 from rocketrio.actors.broker.topic_config import (
     TopicConfigManager,

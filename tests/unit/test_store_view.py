@@ -1,0 +1,161 @@
+"""StoreView and ReadGate: big reads off the loop, never beside a mutation other than appends.
+
+A "slow read" is a runner that parks the off-loop read on an event, so a test decides when the
+read in the worker thread finishes and can watch what the store actor does meanwhile.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import trio
+import trio.testing
+
+from rocketrio.actors.broker.outcomes import PutStatus
+from rocketrio.actors.broker.store_actor import StoreActor
+from rocketrio.actors.broker.store_view import ReadGate, StoreView
+from rocketrio.storage.message_store import (
+    GetMessageStatus,
+    MessageStore,
+    MessageToStore,
+    PutResult,
+    StoreConfig,
+)
+
+NOW_MS = 1_700_000_000_000
+
+
+class SlowReads:
+    """A run_blocking whose calls wait for `release` (one event per call, in order)."""
+
+    def __init__(self) -> None:
+        self.started = 0
+        self.finished = 0
+        self._release: list[trio.Event] = []
+
+    async def __call__(self, fn: Callable[[], Any]) -> Any:
+        gate = trio.Event()
+        self._release.append(gate)
+        self.started += 1
+        await gate.wait()
+        result = fn()
+        self.finished += 1
+        return result
+
+    def release(self) -> None:
+        self._release.pop(0).set()
+
+
+def open_store(tmp_path: Path) -> MessageStore:
+    store = MessageStore(str(tmp_path), StoreConfig(mappedFileSizeCommitLog=64 * 1024))
+    store.open()
+    store.put_messages([MessageToStore("T", 0, b"m%d" % i) for i in range(4)], NOW_MS)
+    return store
+
+
+async def test_a_mutation_waits_for_running_reads_and_holds_off_new_ones() -> None:
+    reads = SlowReads()
+    gate = ReadGate(reads)
+    log: list[str] = []
+
+    async def reader(name: str) -> None:
+        await gate.read(lambda: log.append(name))
+
+    async def mutation() -> None:
+        async with gate.exclusive():
+            log.append("mutation")
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(reader, "read-1")
+        await trio.testing.wait_all_tasks_blocked()
+        assert gate.readers == 1
+        nursery.start_soon(mutation)
+        await trio.testing.wait_all_tasks_blocked()
+        assert log == []  # the mutation waits for read-1
+        nursery.start_soon(reader, "read-2")
+        await trio.testing.wait_all_tasks_blocked()
+        assert reads.started == 1  # read-2 waits behind the mutation: the gate is closed
+        reads.release()
+        await trio.testing.wait_all_tasks_blocked()
+        assert log == ["read-1", "mutation"]
+        assert reads.started == 2 and gate.readers == 1  # read-2 started once it was done
+        reads.release()
+    assert log == ["read-1", "mutation", "read-2"]
+    assert gate.readers == 0 and gate.off_loop_reads == 2
+
+
+async def test_reads_run_side_by_side() -> None:
+    reads = SlowReads()
+    gate = ReadGate(reads)
+    async with trio.open_nursery() as nursery:
+        for _ in range(3):
+            nursery.start_soon(gate.read, lambda: None)
+        await trio.testing.wait_all_tasks_blocked()
+        assert gate.readers == 3
+        for _ in range(3):
+            reads.release()
+    assert gate.readers == 0
+
+
+async def test_off_loop_read_in_a_real_thread_matches_the_inline_read(tmp_path: Path) -> None:
+    store = open_store(tmp_path)
+    view = StoreView(store, ReadGate(), off_loop_read_bytes=1024)
+    inline = view.get_messages("T", 0, 0, 32, 4096)
+    off_loop = await view.read_messages("T", 0, 0, 32, 4096)
+    assert off_loop.status is GetMessageStatus.FOUND and view.gate.off_loop_reads == 1
+    assert off_loop.buffers == inline.buffers and off_loop.message_count == 4
+    small = await view.read_messages("T", 0, 0, 32, 1024)
+    assert small.message_count == 4 and view.gate.off_loop_reads == 1
+
+
+async def test_store_actor_deletes_a_topic_only_after_off_loop_reads_but_appends_beside_them(
+    tmp_path: Path,
+) -> None:
+    store = open_store(tmp_path)
+    reads = SlowReads()
+    gate = ReadGate(reads)
+    view = StoreView(store, gate, off_loop_read_bytes=1024)
+
+    async def no_thread(fn: Callable[[], Any]) -> Any:
+        return fn()
+
+    actor = StoreActor(
+        store,
+        sync_flush=False,
+        flush_interval_ms=60_000,
+        sync_flush_timeout_ms=5000,
+        now_ms=lambda: NOW_MS,
+        run_blocking=no_thread,
+        read_gate=gate,
+    )
+    acked: list[PutStatus] = []
+    deleted: list[int] = []
+
+    def on_put(results: list[PutResult], status: PutStatus, remark: str | None) -> None:
+        acked.append(status)
+
+    async def big_read() -> None:
+        result = await view.read_messages("T", 0, 0, 32, 4096)
+        assert result.message_count == 4  # the queue was intact for the whole read
+
+    async def delete() -> None:
+        deleted.append(await actor.delete_topic("T"))
+
+    async with trio.open_nursery() as nursery:
+        await nursery.start(actor.run)
+        nursery.start_soon(big_read)
+        await trio.testing.wait_all_tasks_blocked()
+        assert gate.readers == 1
+        await actor.put([MessageToStore("U", 0, b"beside the read")], on_put)
+        await trio.testing.wait_all_tasks_blocked()
+        assert acked == [PutStatus.PUT_OK]  # an append does not wait for the read
+        nursery.start_soon(delete)
+        await trio.testing.wait_all_tasks_blocked()
+        assert deleted == [] and store.get_max_offset("T", 0) == 4
+        reads.release()
+        await trio.testing.wait_all_tasks_blocked()
+        assert deleted == [1] and store.get_max_offset("T", 0) == 0
+        assert await actor.commitlog_max_offset() == store.get_commitlog_max_offset()
+        nursery.cancel_scope.cancel()
