@@ -43,10 +43,13 @@ import trio
 
 from rocketrio.actors import events
 from rocketrio.actors.broker.admin_processor import AdminProcessor
+from rocketrio.actors.broker.classic_roles import ClassicRoleService
 from rocketrio.actors.broker.client_manager import ConsumerManager, ProducerManager
 from rocketrio.actors.broker.client_processor import ClientProcessor
 from rocketrio.actors.broker.config import BrokerConfig, BrokerRole, FlushDiskType
 from rocketrio.actors.broker.fault_sites import NO_FAULTS, FaultSites
+from rocketrio.actors.broker.ha.master_service import HAMasterService
+from rocketrio.actors.broker.ha.service import resolve_ha_addr
 from rocketrio.actors.broker.lock_manager import RebalanceLockManager
 from rocketrio.actors.broker.outer_api import BrokerOuterAPI
 from rocketrio.actors.broker.pull_hold import PullRequestHoldService
@@ -55,7 +58,7 @@ from rocketrio.actors.broker.remoting_adapter import RemotingAdapter, RemotingNo
 from rocketrio.actors.broker.replicas_manager import ReplicasManager
 from rocketrio.actors.broker.send_processor import SendConfig, SendMessageProcessor, host_tuple
 from rocketrio.actors.broker.stats import BrokerStats
-from rocketrio.actors.broker.store_actor import StoreActor
+from rocketrio.actors.broker.store_actor import StoreActor, StoreRole
 from rocketrio.actors.broker.store_view import ReadGate, RunBlocking, StoreView
 from rocketrio.actors.broker.tables import GroupTable, OffsetTable, TopicTable
 from rocketrio.actors.client.message import UniqIdGenerator
@@ -136,8 +139,21 @@ class Broker:
             on_put=self.stats.on_put,
             run_blocking=run_blocking,
             read_gate=self.read_gate,
+            # a replicated broker writes nothing until its role is known
+            role=StoreRole.FENCED if config.enableControllerMode else StoreRole.STANDALONE,
+        )
+        # replication: the HA listener runs in every role; who may use it is decided per role
+        self.ha_master = HAMasterService(
+            transport,
+            config.ha_addr,
+            self.store_actor,
+            segment_size=config.mappedFileSizeCommitLog,
+            batch_size=config.haTransferBatchSize,
+            heartbeat_interval_ms=config.haSendHeartbeatInterval,
+            housekeeping_interval_ms=config.haHousekeepingInterval,
         )
         self.replicas = ReplicasManager(self, faults) if config.enableControllerMode else None
+        self.classic: ClassicRoleService | None = None
         # request handling
         self.send = SendMessageProcessor(
             SendConfig.of(config),
@@ -212,7 +228,13 @@ class Broker:
             messageDelayLevel=c.messageDelayLevel,
         )
         return MessageStore(
-            c.storePathRootDir, store_config, store_host=self.store_host, fs=self.fs
+            c.storePathRootDir,
+            store_config,
+            store_host=self.store_host,
+            fs=self.fs,
+            # controller mode: consume queues only up to confirmOffset (failovers truncate)
+            replicated=c.enableControllerMode,
+            epoch_file_path=c.epoch_file_path,
         )
 
     def _request_register(self) -> None:
@@ -257,9 +279,12 @@ class Broker:
             redispatched=report.redispatched,
             cq_entries_dropped=report.cq_entries_dropped,
             took_ms=round((trio.current_time() - started) * 1000),
+            confirm_offset=report.confirm_offset,
+            epochs=[f"{r.epoch}-{r.start_offset}" for r in self.store.epoch_records()],
         )
-        if self.replicas is not None:
-            await self.replicas.open()
+        if self.store.epochs is not None and self.store.epochs.loaded_from_backup:
+            self.log.warning("epoch_file_loaded_from_backup", path=self.store.epochs.path)
+        self.store_actor.written.reset(self.store.get_commitlog_max_offset())
         for table in (self.topics, self.groups, self.offsets):
             if await table.load_file():
                 self.log.warning("config_loaded_from_backup", file=table.file.path)
@@ -328,10 +353,21 @@ class Broker:
                 n.start_soon(self._every, STATS_SAMPLE_INTERVAL_S, self._sample_stats)
                 bound = await n.start(self.server.run)
                 self.addr = bound
+                await n.start(self.ha_master.run)
                 if self.replicas is not None:
                     # listening first: the controller may push a role change right after we
                     # register; NameServer registration waits for the role (`role_known`)
                     await n.start(self.replicas.run, client)
+                else:
+                    self.classic = ClassicRoleService(
+                        self.config,
+                        store=self.store_actor,
+                        master_service=self.ha_master,
+                        transport=self.transport,
+                        resolve_ha_addr=lambda addr: resolve_ha_addr(client, addr),
+                        rng=self.rng,
+                    )
+                    await n.start(self.classic.run, client)
                 await self.register_all()
                 n.start_soon(self._register_loop)
                 n.start_soon(self._heartbeat_loop)

@@ -86,7 +86,36 @@ class BrokerConfig:
     # empty = <storePathRootDir>/epochFileCheckpoint (plus a .bak copy)
     storePathEpochFile: str = ""
     # HA (issue 4); listed so configs of the deployment guide load
-    haListenPort: int = attrs.field(default=10912, validator=positive)
+    # replication (AutoSwitch HA and classic master/slave)
+    # 0: listenPort + 1, as upstream's BrokerStartup sets it
+    haListenPort: int = attrs.field(default=0, validator=non_negative)
+    haSendHeartbeatInterval: int = attrs.field(default=5000, validator=positive)
+    haHousekeepingInterval: int = attrs.field(default=20_000, validator=positive)
+    haTransferBatchSize: int = attrs.field(default=32 * 1024, validator=positive)
+    haMaxTimeSlaveNotCatchup: int = attrs.field(default=15_000, validator=positive)
+    # upstream defaults to false, where a controller-mode master acknowledges before any replica
+    # holds the message and a failover loses it; rocketrio's promise needs every in-sync copy
+    allAckInSyncStateSet: bool = True
+    inSyncReplicas: int = attrs.field(default=1, validator=positive)
+    minInSyncReplicas: int = attrs.field(default=1, validator=positive)
+    asyncLearner: bool = False
+    syncFromLastFile: bool = False
+    # rocketrio: with allAckInSyncStateSet=false, how long a master may count fewer copies than
+    # its whole SyncStateSet after the controller last confirmed it (and how long a new master
+    # waits before it does); see actors/broker/role_core.py
+    masterLeaseTimeMillis: int = attrs.field(default=3000, validator=positive)
+    # reads from slaves (classic mode; and a master that suggests a slave to slow consumers)
+    slaveReadEnable: bool = False
+    accessMessageInMemoryMaxRatio: int = attrs.field(default=40, validator=positive)
+    whichBrokerWhenConsumeSlowly: int = attrs.field(default=1, validator=non_negative)
+
+    @property
+    def ha_listen_port(self) -> int:
+        return self.haListenPort or self.listenPort + 1
+
+    @property
+    def ha_addr(self) -> str:
+        return f"{self.brokerIP1}:{self.ha_listen_port}"
 
     @property
     def broker_addr(self) -> str:

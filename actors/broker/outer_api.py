@@ -58,7 +58,7 @@ class BrokerOuterAPI:
             brokerName=c.brokerName,
             brokerAddr=c.broker_addr,
             clusterName=c.brokerClusterName,
-            haServerAddr=f"{c.brokerIP1}:{c.haListenPort}",
+            haServerAddr=c.ha_addr,
             brokerId=c.brokerId,
             heartbeatTimeoutMillis=c.brokerNotActiveTimeoutMillis,
             enableActingMaster=c.enableSlaveActingMaster,

@@ -1,4 +1,5 @@
-"""ReplicasManager (RIP-44, persistent BrokerId): the broker's side of controller mode.
+"""ReplicasManager (RIP-44, persistent BrokerId): the broker's side of controller mode, as the
+shell of `RoleCore` (role_core.py).
 
 Runs only with enableControllerMode=true. Start-up, in order:
 1. find the active controller: any replica of controllerAddr (``;``-separated) answers
@@ -15,36 +16,34 @@ Runs only with enableControllerMode=true. Start-up, in order:
    any other failure (controller down, no leader) retries the same step later, so every crash
    point resumes from what is on disk and no id is ever held by two brokers;
 3. CONTROLLER_REGISTER_BROKER with the current address (the controller updates a moved broker)
-   and take the role in the answer. With no master in the answer the broker asks the controller
-   to elect (CONTROLLER_ELECT_MASTER naming itself) until the set has a master.
+   and feed the answer to the role core.
 
 Then, while the broker runs: BROKER_HEARTBEAT (oneway) to every controller replica every
-brokerHeartbeatInterval with lastEpoch, maxOffset, confirmOffset (= maxOffset until replication
-exists), controllerHeartBeatTimeoutMills and brokerElectionPriority; CONTROLLER_GET_REPLICA_INFO
-every syncBrokerMetadataPeriod (a lost NOTIFY_BROKER_ROLE_CHANGED heals here); the controller's
-NOTIFY_BROKER_ROLE_CHANGED push is acted on at once.
+brokerHeartbeatInterval with the last epoch of the epoch file, the CommitLog end, the
+confirmOffset, controllerHeartBeatTimeoutMills and brokerElectionPriority;
+CONTROLLER_GET_REPLICA_INFO every syncBrokerMetadataPeriod (a lost NOTIFY_BROKER_ROLE_CHANGED
+heals here; it is also the linearizable read that renews a master's lease and tells the
+replication gate the controller's SyncStateSet); NOTIFY_BROKER_ROLE_CHANGED is acted on at once.
 
-Roles: the master registers to the NameServers as brokerId 0 with brokerRole forced to SYNC_MASTER
-(upstream changeToMaster) and appends ``<masterEpoch, commitlog max offset>`` to the epoch file;
-a slave registers with its own id, refuses writes (naming the master) and knows its master's
-address (replication is the next issue). Every role change bumps the topic DataVersion's
-stateVersion to the masterEpoch (so a NameServer prefers the newer master, #6316) and
-re-registers to the NameServers at once (registerBrokerWhenRoleChange). Role changes are
-serialised by one lock and only move forward in masterEpoch.
+Every controller fact becomes a `ControllerView`; the role core decides (one lock serialises
+decisions) and this shell carries the decision out: `BecomeMaster` / `BecomeSlave` /
+stepping down through the `AutoSwitchHAService` (ha/service.py: store role, replication gate,
+HA connections), then the broker's role (brokerId 0 and SYNC_MASTER for the master, its own id
+for a slave: the NameServers hear it at once, with the masterEpoch as DataVersion
+stateVersion, #6316); `RequestElection` sends CONTROLLER_ELECT_MASTER naming this broker (also
+what a restarted master does instead of writing again in its old epoch). The replication gate
+sends its SyncStateSet changes through `alter_sync_state_set` (CONTROLLER_ALTER_SYNC_STATE_SET,
+fenced by masterEpoch and syncStateSetEpoch; the answer says applied, refused or unknown).
 
-Crash points: `FaultSites.reach(site)` is awaited at every step of the flow (sites in
+Crash points: `FaultSites.reach(site)` is awaited at every step of the BrokerId flow (sites in
 fault_sites.Fault). Production passes `NO_FAULTS`; tests pass a hook that crashes the broker
 there (see tests/actor/test_broker_identity.py).
-
-What it needs of its broker is the `ReplicasHost` protocol (config, clock, addresses, the store
-view, a barrier through the store actor, and `apply_role`), not the Broker class; to the send
-path it is a `WriteGate` (`write_refusal`).
 """
 
 from __future__ import annotations
 
 import random
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from functools import partial
 from typing import Any, Final, Protocol
 
@@ -54,12 +53,34 @@ import trio
 from rocketrio.actors import events
 from rocketrio.actors.broker.config import BrokerConfig, BrokerRole
 from rocketrio.actors.broker.fault_sites import NO_FAULTS, Fault, FaultSites
+from rocketrio.actors.broker.ha.group_transfer import (
+    AlterAccepted,
+    AlterRefused,
+    AlterResult,
+    AlterUnknown,
+)
+from rocketrio.actors.broker.ha.master_service import HAMasterService
+from rocketrio.actors.broker.ha.service import AutoSwitchHAService, resolve_ha_addr
 from rocketrio.actors.broker.outcomes import Refusal
-from rocketrio.actors.broker.store_view import RunBlocking, StoreView
+from rocketrio.actors.broker.role_core import (
+    AdoptSyncStateSet,
+    BecomeMaster,
+    BecomeSlave,
+    ControllerView,
+    FollowNewAddress,
+    Ignore,
+    RequestElection,
+    Role,
+    RoleCore,
+    RoleDecision,
+)
+from rocketrio.actors.broker.store_actor import StoreActor
+from rocketrio.actors.broker.store_view import RunBlocking
 from rocketrio.actors.client.api import request
 from rocketrio.actors.client.controller_admin import ControllerLink, ControllerUnavailable
 from rocketrio.actors.remoting import RemotingClient, RemotingError
 from rocketrio.actors.runtime import every
+from rocketrio.actors.transport import Transport
 from rocketrio.protocol.codes import RequestCode, ResponseCode, response_name
 from rocketrio.protocol.controller_headers import (
     AlterSyncStateSetRequestHeader,
@@ -82,7 +103,7 @@ from rocketrio.protocol.controller_headers import (
 from rocketrio.protocol.remoting import RemotingCommand
 from rocketrio.protocol.serde import HeaderError, from_ext, from_json, to_json
 from rocketrio.storage.broker_identity import BrokerIdentityStore, BrokerMeta
-from rocketrio.storage.epoch_file import EpochFile
+from rocketrio.storage.fs import FileSystem
 
 RC = ResponseCode
 # upstream retries a failed start-up step every 5 s plus up to 1 s of jitter (two brokers of a
@@ -91,6 +112,13 @@ RC = ResponseCode
 RETRY_INTERVAL_S: Final = 1.0
 RETRY_INTERVAL_MAX_S: Final = 10.0
 RETRY_JITTER_S: Final = 1.0
+ELECTION_RETRY_S: Final = 0.2
+_ROLES = {Role.MASTER: BrokerRole.SYNC_MASTER, Role.SLAVE: BrokerRole.SLAVE}
+
+
+def now_ms() -> int:
+    """Role and lease timing: Trio's clock (monotonic, mocked in tests)."""
+    return int(trio.current_time() * 1000)
 
 
 class _Retry(Exception):
@@ -104,15 +132,14 @@ class ReplicasHost(Protocol):
     rng: random.Random
     run_blocking: RunBlocking
     now_ms: Callable[[], int]
-    store_view: StoreView
+    fs: FileSystem
+    transport: Transport
+    store_actor: StoreActor
+    ha_master: HAMasterService
 
     @property
     def addr(self) -> str:
         """The address the broker serves on (known once it listens)."""
-        ...
-
-    async def commitlog_max_offset(self) -> int:
-        """The CommitLog end once every put queued before the call is written."""
         ...
 
     def apply_role(self, role: BrokerRole, broker_id: int, state_version: int) -> None:
@@ -128,42 +155,55 @@ class ReplicasManager:
         self.config = broker.config
         self.faults = faults
         self.rng: random.Random = broker.rng
+        self.store = broker.store_actor
         self.identity = BrokerIdentityStore(self.config.broker_identity_dir, fs=broker.fs)
-        self.epochs: EpochFile | None = None
         self.link: ControllerLink | None = None
         self.log = structlog.get_logger("broker.replicas").bind(
             actor="replicas_manager", broker=self.config.brokerName
         )
-        # what this broker knows of its set (upstream ReplicasManager fields)
         self.broker_controller_id: int | None = None
-        self.master_broker_id: int | None = None
-        self.master_address: str | None = None
-        self.master_epoch = 0
-        self.sync_state_set: frozenset[int] = frozenset()
-        self.sync_state_set_epoch = 0
-        self.role: BrokerRole | None = None
+        self.core: RoleCore | None = None
+        self.ha: AutoSwitchHAService | None = None
         self.role_known = trio.Event()
         self._role_lock = trio.Lock()
         self._nursery: trio.Nursery | None = None
+        self._client: RemotingClient | None = None
+        self._electing = False
+        self._refreshing = False
+        self._lease_task = False
         self._failing: set[str] = set()  # log a failing periodic call once, not every period
 
-    # ------------------------------------------------------------------ lifecycle
-
-    async def open(self) -> None:
-        """Load the epoch file (worker thread); a damaged file stops the broker start."""
-        self.epochs = await self.broker.run_blocking(
-            partial(EpochFile, self.config.epoch_file_path, fs=self.broker.fs)
-        )
-        if self.epochs.loaded_from_backup:
-            self.log.warning("epoch_file_loaded_from_backup", path=self.epochs.path)
+    # ------------------------------------------------------------------ views for the broker
 
     @property
     def addr(self) -> str:
         return self.broker.addr
 
     @property
+    def role(self) -> BrokerRole | None:
+        return None if self.core is None or self.core.role is None else _ROLES[self.core.role]
+
+    @property
     def is_master(self) -> bool:
-        return self.role is BrokerRole.SYNC_MASTER
+        return self.core is not None and self.core.is_master
+
+    @property
+    def master_epoch(self) -> int:
+        return 0 if self.core is None else self.core.master_epoch
+
+    @property
+    def master_broker_id(self) -> int | None:
+        return None if self.core is None else self.core.master_id
+
+    @property
+    def master_address(self) -> str | None:
+        return None if self.core is None else self.core.master_addr
+
+    @property
+    def sync_state_set(self) -> frozenset[int]:
+        return frozenset() if self.core is None else self.core.sync_state_set
+
+    # ------------------------------------------------------------------ lifecycle
 
     async def run(
         self,
@@ -174,9 +214,22 @@ class ReplicasManager:
         """Start-up flow in the background, then the periodic tasks; until cancelled."""
         cfg = self.config
         self.link = ControllerLink(client, cfg.controllerAddr)
+        self._client = client
         try:
             async with trio.open_nursery() as nursery:
                 self._nursery = nursery
+                self.ha = AutoSwitchHAService(
+                    cfg,
+                    store=self.store,
+                    master_service=self.broker.ha_master,
+                    transport=self.broker.transport,
+                    resolve_ha_addr=self._resolve_ha_addr,
+                    rng=self.rng,
+                    alter=self.alter_sync_state_set,
+                    lease_valid=self._lease_valid,
+                    on_refresh_needed=self._refresh_soon,
+                )
+                await nursery.start(self.ha.run)
                 task_status.started(self)
                 await self._start_up(nursery)
         finally:
@@ -190,6 +243,13 @@ class ReplicasManager:
         )
         meta = await self._until_done("apply_broker_id", self._obtain_broker_id)
         self.broker_controller_id = meta.broker_id
+        records = self.store.epoch_records()
+        self.core = RoleCore(
+            meta.broker_id,
+            boot_last_epoch=records[-1].epoch if records else -1,
+            lease_ms=cfg.masterLeaseTimeMillis,
+            needs_lease=not cfg.allAckInSyncStateSet,
+        )
         nursery.start_soon(
             _every_now, cfg.brokerHeartbeatInterval / 1000, self.send_heartbeat_to_controller
         )
@@ -367,129 +427,149 @@ class ReplicasManager:
         master_epoch: int | None,
         sync: SyncStateSet | None,
     ) -> None:
-        """Apply what the controller said about the set (register answer, GetReplicaInfo,
-        NOTIFY_BROKER_ROLE_CHANGED, election answer): master, masterEpoch and the SyncStateSet
-        with its epoch. Older masterEpochs are ignored."""
-        if master_id is None or master_epoch is None or self.broker_controller_id is None:
+        """Feed what the controller said about the set (register answer, GetReplicaInfo,
+        NOTIFY_BROKER_ROLE_CHANGED, election answer) to the role core and carry it out."""
+        if master_epoch is None or self.core is None:
             return
+        view = ControllerView(
+            master_id,
+            master_addr,
+            master_epoch,
+            None if sync is None else frozenset(sync.syncStateSet),
+            None if sync is None else sync.syncStateSetEpoch,
+        )
         async with self._role_lock:
-            if master_epoch < self.master_epoch:
-                return
-            if master_epoch == self.master_epoch and self.role is not None:
-                self._same_epoch_update(master_id, master_addr, sync)
-                return
-            if master_id == self.broker_controller_id:
-                await self._become_master(master_epoch, sync)
-            else:
-                self._become_slave(master_id, master_addr, master_epoch, sync)
+            decision = self.core.on_view(view, now_ms())
+            await self._carry_out(decision)
 
-    def _same_epoch_update(
-        self, master_id: int, master_addr: str | None, sync: SyncStateSet | None
-    ) -> None:
-        if master_id != self.master_broker_id:
-            # the controller gives one master per epoch: a different one here is a bug
-            self.log.error(
-                "conflicting_master_in_epoch",
-                epoch=self.master_epoch,
-                known_master=self.master_broker_id,
-                reported_master=master_id,
-            )
-            return
-        if self.is_master:
-            if sync is not None:
-                self.change_sync_state_set(sync.syncStateSet, sync.syncStateSetEpoch)
-        elif master_addr and master_addr != self.master_address:
-            # the master restarted on another address: same id, same epoch
-            self.log.info(
-                "master_address_changed",
-                master_id=master_id,
-                old_addr=self.master_address,
-                new_addr=master_addr,
-            )
-            self.master_address = master_addr
-
-    async def _become_master(self, master_epoch: int, sync: SyncStateSet | None) -> None:
-        assert self.epochs is not None and self.broker_controller_id is not None
-        # every queued put is on the CommitLog before we read where the new epoch starts
-        start = await self.broker.commitlog_max_offset()
-        epochs = self.epochs
-        last = epochs.last_epoch()
-        if master_epoch > last:
-            await self.broker.run_blocking(partial(epochs.append, master_epoch, start))
-        elif master_epoch < last:
-            self.log.warning("epoch_file_ahead_of_controller", epoch=master_epoch, last=last)
-        self.master_epoch = master_epoch
-        self.master_broker_id = self.broker_controller_id
-        self.master_address = self.addr
-        if sync is not None:
-            self.change_sync_state_set(sync.syncStateSet, sync.syncStateSetEpoch)
-        self._take_role(BrokerRole.SYNC_MASTER, start_offset=start)
-
-    def _become_slave(
-        self, master_id: int, master_addr: str | None, master_epoch: int, sync: SyncStateSet | None
-    ) -> None:
-        self.master_epoch = master_epoch
-        self.master_broker_id = master_id
-        self.master_address = master_addr
-        if sync is not None:
-            self.change_sync_state_set(sync.syncStateSet, sync.syncStateSetEpoch)
-        self._take_role(BrokerRole.SLAVE)
+    async def _carry_out(self, d: RoleDecision) -> None:
+        assert self.core is not None and self.ha is not None
+        me = self.broker_controller_id
+        assert me is not None
+        match d:
+            case BecomeMaster():
+                start = await self.ha.change_to_master(
+                    me, d.epoch, d.sync_state_set, d.sync_state_set_epoch
+                )
+                self._take_role(BrokerRole.SYNC_MASTER, start_offset=start, reelected=d.was_master)
+                if self.core.needs_lease:
+                    self._start_lease_renewal()
+            case BecomeSlave():
+                await self.ha.change_to_slave(me, d.master_addr, d.epoch)
+                self._take_role(BrokerRole.SLAVE, was_master=d.was_master)
+            case AdoptSyncStateSet():
+                self.ha.on_authoritative(d.members, d.epoch)
+                self.log.info(
+                    "sync_state_set_adopted",
+                    sync_state_set=sorted(d.members),
+                    sync_state_set_epoch=d.epoch,
+                )
+            case FollowNewAddress():
+                self.log.info("master_address_changed", master_addr=d.master_addr)
+                self.ha.follow(me, d.master_addr, self.core.master_epoch)
+            case RequestElection():
+                self.log.info(events.MASTER_ELECTION_REQUESTED, broker_id=me, reason=d.reason)
+                if d.deposed:
+                    await self.ha.step_down()
+                    self.log.warning(
+                        events.MASTER_STEPPED_DOWN, epoch=self.core.master_epoch, reason=d.reason
+                    )
+                    self.broker.apply_role(BrokerRole.SLAVE, me, self.core.master_epoch)
+                self._elect_soon()
+            case Ignore():
+                pass
 
     def _take_role(self, role: BrokerRole, **fields: Any) -> None:
-        assert self.broker_controller_id is not None
-        self.role = role
+        core = self.core
+        assert core is not None and self.broker_controller_id is not None
         nameserver_id = 0 if role is BrokerRole.SYNC_MASTER else self.broker_controller_id
-        self.broker.apply_role(role, nameserver_id, self.master_epoch)
+        self.broker.apply_role(role, nameserver_id, core.master_epoch)
         self.log.info(
             events.BROKER_ROLE_CHANGED,
             broker_id=self.broker_controller_id,
             broker_role=role.value,
-            epoch=self.master_epoch,
-            master_id=self.master_broker_id,
-            master_addr=self.master_address,
-            sync_state_set=sorted(self.sync_state_set),
+            epoch=core.master_epoch,
+            master_id=core.master_id,
+            master_addr=core.master_addr,
+            sync_state_set=sorted(core.sync_state_set),
             **fields,
         )
         self.role_known.set()
 
-    def change_sync_state_set(self, members: Iterable[int], sync_state_set_epoch: int) -> None:
-        """Adopt a SyncStateSet the controller confirmed (newer syncStateSetEpoch only)."""
-        if sync_state_set_epoch <= self.sync_state_set_epoch:
+    def _elect_soon(self) -> None:
+        """Ask for an election in the background (outside the role lock), one at a time."""
+        if self._electing or self._nursery is None:
             return
-        new = frozenset(members)
-        if new != self.sync_state_set:
-            self.log.info(
-                "sync_state_set_adopted",
-                sync_state_set=sorted(new),
-                previous=sorted(self.sync_state_set),
-                sync_state_set_epoch=sync_state_set_epoch,
-            )
-        self.sync_state_set, self.sync_state_set_epoch = new, sync_state_set_epoch
+        self._electing = True
 
-    async def alter_sync_state_set(self, members: Iterable[int]) -> SyncStateSet | None:
-        """Master only: ask the controller to set the SyncStateSet (the HA service's shrink /
-        expand, next issue). Applied locally only once the controller accepted it; None when
-        refused or unreachable (the reason is logged)."""
-        broker_id = self.broker_controller_id
-        if not self.is_master or broker_id is None:
-            raise RuntimeError(f"{self.config.brokerName}: only the master alters the SyncStateSet")
-        header = AlterSyncStateSetRequestHeader(
-            self.config.brokerName, broker_id, self.master_epoch
-        )
-        body = to_json(SyncStateSet(list(members), self.sync_state_set_epoch))
+        async def elect() -> None:
+            try:
+                while True:
+                    try:
+                        await self._broker_elect()
+                        return
+                    except (_Retry, ControllerUnavailable, HeaderError) as e:
+                        self._periodic_failed("broker_elect", str(e))
+                    await trio.sleep(ELECTION_RETRY_S + self.rng.random() * ELECTION_RETRY_S)
+                    if self.core is not None and self.core.role is not None:
+                        return
+            finally:
+                self._electing = False
+
+        self._nursery.start_soon(elect)
+
+    # ------------------------------------------------------------------ SyncStateSet
+
+    async def alter_sync_state_set(self, members: frozenset[int], base_epoch: int) -> AlterResult:
+        """CONTROLLER_ALTER_SYNC_STATE_SET for the replication gate: applied, refused (not
+        applied, and never will be) or unknown (may still apply)."""
+        core, me = self.core, self.broker_controller_id
+        if core is None or me is None or not core.is_master:
+            return AlterRefused("this broker is not master", fenced=False)
+        header = AlterSyncStateSetRequestHeader(self.config.brokerName, me, core.master_epoch)
+        body = to_json(SyncStateSet(sorted(members), base_epoch))
         try:
             resp = await self._call(RequestCode.CONTROLLER_ALTER_SYNC_STATE_SET, header, body)
         except ControllerUnavailable as e:
-            self.log.warning("alter_sync_state_set_failed", error=str(e))
-            return None
-        if resp.code != RC.SUCCESS:
-            self.log.warning(
-                "alter_sync_state_set_failed", code=response_name(resp.code), remark=resp.remark
-            )
-            return None
-        result = from_json(SyncStateSet, resp.body)
-        self.change_sync_state_set(result.syncStateSet, result.syncStateSetEpoch)
-        return result
+            return AlterUnknown(str(e))
+        if resp.code == RC.SUCCESS:
+            try:
+                result = from_json(SyncStateSet, resp.body)
+            except HeaderError as e:
+                return AlterUnknown(f"unreadable answer: {e}")
+            new = frozenset(result.syncStateSet)
+            core.adopt_sync_state_set(new, result.syncStateSetEpoch)
+            return AlterAccepted(new, result.syncStateSetEpoch)
+        reason = f"{response_name(resp.code)}: {resp.remark}"
+        if resp.code == RC.SYSTEM_ERROR:
+            return AlterUnknown(reason)  # e.g. "not committed within ..., outcome unknown"
+        if resp.code in (RC.CONTROLLER_FENCED_MASTER_EPOCH, RC.CONTROLLER_INVALID_MASTER):
+            self._refresh_soon()  # we may not be master any more
+        return AlterRefused(reason, fenced=resp.code == RC.CONTROLLER_FENCED_SYNC_STATE_SET_EPOCH)
+
+    # ------------------------------------------------------------------ lease (inSyncReplicas)
+
+    def _lease_valid(self, now: int) -> bool:
+        return self.core is not None and self.core.lease_valid(now)
+
+    def _start_lease_renewal(self) -> None:
+        if self._lease_task or self._nursery is None:
+            return
+        self._lease_task = True
+        self._nursery.start_soon(self._renew_lease)
+
+    async def _renew_lease(self) -> None:
+        """While master: a linearizable GetReplicaInfo every lease/3 renews the lease."""
+        period_s = self.config.masterLeaseTimeMillis / 3000
+        try:
+            while self.core is not None and self.core.is_master:
+                sent = now_ms()
+                view = await self._replica_info_view()
+                if view is not None and self.core is not None:
+                    self.core.on_lease_confirmed(view, sent)
+                await trio.sleep(period_s)
+        finally:
+            self._lease_task = False
 
     # ------------------------------------------------------------------ pushes and periodic work
 
@@ -509,8 +589,36 @@ class ReplicasManager:
             self.change_broker_role, h.masterBrokerId, h.masterAddress, h.masterEpoch, sync
         )
 
+    async def _replica_info_view(self) -> ControllerView | None:
+        """CONTROLLER_GET_REPLICA_INFO (answered after a Raft read barrier: linearizable)."""
+        try:
+            resp = await self._call(
+                RequestCode.CONTROLLER_GET_REPLICA_INFO,
+                GetReplicaInfoRequestHeader(self.config.brokerName, self.broker.now_ms()),
+            )
+        except ControllerUnavailable as e:
+            self._periodic_failed("get_replica_info", str(e))
+            return None
+        if resp.code != RC.SUCCESS:
+            self._periodic_failed("get_replica_info", f"{response_name(resp.code)}: {resp.remark}")
+            return None
+        try:
+            h = from_ext(GetReplicaInfoResponseHeader, resp.ext_fields)
+        except HeaderError as e:
+            self._periodic_failed("get_replica_info", str(e))
+            return None
+        self._periodic_ok("get_replica_info")
+        sync = _sync_body(resp.body)
+        return ControllerView(
+            h.masterBrokerId if h.masterAddress else None,
+            h.masterAddress,
+            h.masterEpoch or 0,
+            None if sync is None else frozenset(sync.syncStateSet),
+            None if sync is None else sync.syncStateSetEpoch,
+        )
+
     async def _sync_replica_info(self) -> None:
-        """syncBrokerMetadataPeriod: GetReplicaInfo, then the same decisions as upstream."""
+        """syncBrokerMetadataPeriod: GetReplicaInfo, then the same decisions as any view."""
         try:
             resp = await self._call(
                 RequestCode.CONTROLLER_GET_REPLICA_INFO,
@@ -531,13 +639,23 @@ class ReplicasManager:
             self._periodic_failed("get_replica_info", str(e))
             return
         self._periodic_ok("get_replica_info")
-        sync = _sync_body(resp.body)
-        epoch = h.masterEpoch or 0
-        if epoch > self.master_epoch and (h.masterBrokerId is None or not h.masterAddress):
-            # the set lost its master and nobody took over yet: offer ourselves
-            await self._retry_once("broker_elect", self._broker_elect)
+        master = h.masterBrokerId if h.masterAddress else None
+        await self.change_broker_role(master, h.masterAddress, h.masterEpoch, _sync_body(resp.body))
+
+    def _refresh_soon(self) -> None:
+        """Re-read the controller's view now (a refused or unanswered SyncStateSet change)."""
+        if self._refreshing or self._nursery is None:
             return
-        await self.change_broker_role(h.masterBrokerId, h.masterAddress, h.masterEpoch, sync)
+        self._refreshing = True
+
+        async def refresh() -> None:
+            try:
+                await trio.sleep(0.05)
+                await self._sync_replica_info()
+            finally:
+                self._refreshing = False
+
+        self._nursery.start_soon(refresh)
 
     async def _retry_once(self, step: str, fn: Any) -> None:
         try:
@@ -561,21 +679,21 @@ class ReplicasManager:
 
     async def send_heartbeat_to_controller(self) -> None:
         """BROKER_HEARTBEAT (oneway) to every controller replica, like upstream: whichever
-        becomes leader has already heard us."""
-        assert self.link is not None and self.epochs is not None
+        becomes leader has already heard us. The epoch is the epoch file's last one."""
+        assert self.link is not None
         broker_id = self.broker_controller_id
         if broker_id is None:
             return
-        cfg = self.config
-        max_offset = self.broker.store_view.commitlog_max_offset()
+        cfg, store = self.config, self.store
+        records = store.epoch_records()
         header = BrokerHeartbeatRequestHeader(
             clusterName=cfg.brokerClusterName,
             brokerAddr=self.addr,
             brokerName=cfg.brokerName,
             brokerId=broker_id,
-            epoch=self.epochs.last_epoch(),
-            maxOffset=max_offset,
-            confirmOffset=max_offset,
+            epoch=records[-1].epoch if records else 0,
+            maxOffset=store.log_end_offset(),
+            confirmOffset=store.confirm_offset(),
             heartbeatTimeoutMills=cfg.controllerHeartBeatTimeoutMills,
             electionPriority=cfg.brokerElectionPriority,
         )
@@ -597,6 +715,10 @@ class ReplicasManager:
                 error = str(e)
         self._periodic_failed(f"heartbeat {addr}", error)
 
+    async def _resolve_ha_addr(self, master_addr: str) -> str:
+        assert self._client is not None
+        return await resolve_ha_addr(self._client, master_addr)
+
     def _periodic_failed(self, what: str, error: str) -> None:
         if what not in self._failing:
             self._failing.add(what)
@@ -611,34 +733,37 @@ class ReplicasManager:
 
     def write_refusal(self) -> Refusal | None:
         """Why this broker may not take writes now (None for the master): the `WriteGate`."""
-        cfg = self.config
-        if self.is_master:
+        cfg, core = self.config, self.core
+        if core is not None and core.is_master:
             return None
-        if self.role is None:
+        if core is None or core.role is None:
             return Refusal(
                 RC.SERVICE_NOT_AVAILABLE,
-                f"broker {cfg.brokerName} at {self.addr} has no role yet: it is still "
-                f"registering with the controllers {cfg.controllerAddr}",
+                f"broker {cfg.brokerName} at {self.addr} has no role yet: it is registering "
+                f"with the controllers {cfg.controllerAddr} or waiting for an election",
             )
         return Refusal(
             RC.SERVICE_NOT_AVAILABLE,
             f"broker {cfg.brokerName} brokerId {self.broker_controller_id} at {self.addr} is a "
-            f"SLAVE (controller mode, masterEpoch {self.master_epoch}): send to the master, "
-            f"brokerId {self.master_broker_id} at {self.master_address}",
+            f"SLAVE (controller mode, masterEpoch {core.master_epoch}): send to the master, "
+            f"brokerId {core.master_id} at {core.master_addr}",
         )
 
     def epoch_entry_cache(self) -> EpochEntryCache:
         """GET_BROKER_EPOCH_CACHE: the epoch file with end offsets, and the CommitLog end."""
-        assert self.epochs is not None
-        cfg = self.config
+        cfg, store = self.config, self.store
+        records = store.epoch_records()
+        end = store.log_end_offset()
+        entries = []
+        for i, r in enumerate(records):
+            nxt = records[i + 1].start_offset if i + 1 < len(records) else end
+            entries.append(EpochEntry(r.epoch, r.start_offset, nxt))
         return EpochEntryCache(
             clusterName=cfg.brokerClusterName,
             brokerName=cfg.brokerName,
             brokerId=cfg.brokerId,
-            epochList=[
-                EpochEntry(r.epoch, r.start_offset, r.end_offset) for r in self.epochs.ranges()
-            ],
-            maxOffset=self.broker.store_view.commitlog_max_offset(),
+            epochList=entries,
+            maxOffset=end,
         )
 
 

@@ -28,20 +28,39 @@ beside a flush (the store forbids flush beside truncation or deletion) and insid
 
 Other tasks see this actor through the `StoreWriter` protocol (the send path) or its `call` /
 `delete_topic` / `commitlog_max_offset` entry points.
+
+Replication (H1-H6). The actor's `StoreRole` says what may be written: STANDALONE (no replicas:
+puts, dispatched at put time), FENCED (a replicated broker whose role is not known yet, or that
+stepped down: nothing), MASTER (puts), SLAVE (only `ReplicaAppend`s from the HA client). Role
+changes are actor calls, ordered with the puts around them: a put queued before
+`become_slave` is stored as master, one queued after is refused SERVICE_NOT_AVAILABLE. A
+master's stored turn is handed to the `GroupTransferService` (one entry per turn: group commit
+extends to replication) and answered when the ack policy holds; a master refuses puts with
+IN_SYNC_REPLICAS_NOT_ENOUGH before storing when its SyncStateSet is below minInSyncReplicas.
+Replicated appends are drained like puts: one fsync covers every append of a turn with
+SYNC_FLUSH, and only then are they acknowledged to the HA client (which acks the master).
+confirmOffset requests (`request_confirm`, from the gate or the HA client) are coalesced and
+applied at the end of a turn: ConsumeQueues are dispatched up to it and long-polling pulls
+woken. The actor implements both HA store ports (ha/ports.py).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import enum
+from collections.abc import Callable, Sequence
 from typing import Any, Protocol, TypeVar
 
 import attrs
 import trio
 
 from rocketrio.actors import events
+from rocketrio.actors.broker.ha.group_transfer import AckOutcome, Completion, GroupTransferService
+from rocketrio.actors.broker.ha.ports import Watermark
+from rocketrio.actors.broker.ha.truncation import DiscardAll, TruncateTo, TruncationPlan
 from rocketrio.actors.broker.outcomes import PutStatus
 from rocketrio.actors.broker.store_view import ReadGate, RunBlocking
 from rocketrio.actors.runtime import Actor, Reply
+from rocketrio.storage.epoch_file import EpochRecord
 from rocketrio.storage.message_store import (
     BatchPutResult,
     MessageStore,
@@ -100,7 +119,44 @@ class StoreCall:
     exclusive: bool = True
 
 
-StoreMsg = PutMessages | PutBatchBody | StoreCall
+@attrs.frozen
+class ActorCall:
+    """Run ``fn(actor)`` between turns, inside ``ReadGate.exclusive()`` and never beside a
+    flush: role changes and the slave's truncations (they touch the actor's own state)."""
+
+    fn: Callable[[StoreActor], Any]
+    reply: Reply[Any]
+
+
+@attrs.frozen
+class ReplicaAppend:
+    """Whole records a slave received from its master (SLAVE role only)."""
+
+    offset: int
+    data: bytes
+    reply: Reply[int]
+
+
+@attrs.frozen
+class ConfirmPoke:
+    """Wake an idle actor to apply a new confirmOffset (`request_confirm`)."""
+
+
+StoreMsg = PutMessages | PutBatchBody | StoreCall | ActorCall | ReplicaAppend | ConfirmPoke
+
+
+class StoreRole(enum.Enum):
+    STANDALONE = "STANDALONE"
+    FENCED = "FENCED"
+    MASTER = "MASTER"
+    SLAVE = "SLAVE"
+
+
+_WRITABLE = (StoreRole.STANDALONE, StoreRole.MASTER)
+_ACK_STATUS = {
+    AckOutcome.FLUSH_SLAVE_TIMEOUT: PutStatus.FLUSH_SLAVE_TIMEOUT,
+    AckOutcome.SLAVE_NOT_AVAILABLE: PutStatus.SLAVE_NOT_AVAILABLE,
+}
 
 
 class StoreWriter(Protocol):
@@ -135,6 +191,7 @@ class StoreActor(Actor[StoreMsg]):
         on_put: Callable[[int, int], None] | None = None,
         run_blocking: RunBlocking = trio.to_thread.run_sync,
         read_gate: ReadGate | None = None,
+        role: StoreRole = StoreRole.STANDALONE,
     ) -> None:
         super().__init__("store")
         self.store = store
@@ -152,6 +209,15 @@ class StoreActor(Actor[StoreMsg]):
         self.put_turns = 0
         self._acked_since_log = 0
         self._next_ack_log = 0.0
+        # replication
+        self.role = role
+        self.gate: GroupTransferService | None = None
+        self.written = Watermark(store.get_commitlog_max_offset())
+        self.segment_size = store.config.mappedFileSizeCommitLog
+        self._confirm_target = 0
+        self._poked = False
+        self.first_write_epoch: int | None = None  # log the first write of each mastership
+        self._epoch = -1
 
     # -- entry points for other tasks
     def put_nowait(self, messages: list[MessageToStore], on_done: PutCallback) -> None:
@@ -187,6 +253,132 @@ class StoreActor(Actor[StoreMsg]):
         async with self._flush_lock:
             await self._flush_in_thread(self.store.flush)
 
+    async def actor_call(self, fn: Callable[[StoreActor], T], timeout: float = 30.0) -> T:
+        return await self.ask(lambda r: ActorCall(fn, r), timeout)
+
+    # -- roles (ReplicasManager / classic role service)
+    async def become_master(self, epoch: int, gate: GroupTransferService) -> int:
+        """Take writes as master of ``epoch`` (recorded in the epoch file before any write of
+        it; queue offsets past every record in the log); returns the epoch's start offset."""
+        return await self.actor_call(lambda a: a._become_master(epoch, gate))
+
+    async def become_slave(self) -> None:
+        """Stop taking puts; what waits for replicas is answered as not acknowledged."""
+        await self.actor_call(lambda a: a._set_role(StoreRole.SLAVE))
+
+    async def fence(self) -> None:
+        """Take nothing (a deposed master waiting for an election)."""
+        await self.actor_call(lambda a: a._set_role(StoreRole.FENCED))
+
+    def _become_master(self, epoch: int, gate: GroupTransferService) -> int:
+        if self.gate is not None and self.gate is not gate:
+            self.gate.close()
+        self.role = StoreRole.MASTER
+        self.gate = gate
+        self._epoch = epoch
+        start = self.store.begin_epoch(epoch)
+        self.log.info(events.EPOCH_RECORDED, epoch=epoch, start_offset=start, source="master")
+        gate.on_new_epoch(start)
+        gate.on_local_max(self.store.get_commitlog_max_offset())
+        self._apply_confirm()
+        self.written.kick()
+        return start
+
+    def _set_role(self, role: StoreRole) -> None:
+        self.role = role
+        if self.gate is not None:
+            self.gate.close()
+            self.gate = None
+        self._confirm_target = 0
+        self._epoch = -1
+        self.written.kick()
+
+    # -- the master's HA port (reads, inline)
+    def log_min_offset(self) -> int:
+        return self.store.get_commitlog_min_offset()
+
+    def log_end_offset(self) -> int:
+        return self.store.get_commitlog_max_offset()
+
+    def read_commitlog(self, offset: int, size: int) -> bytes:
+        return self.store.commitlog.read(offset, size)
+
+    def epoch_records(self) -> Sequence[EpochRecord]:
+        return self.store.epoch_records()
+
+    def confirm_offset(self) -> int:
+        return self.store.confirm_offset
+
+    # -- the slave's HA port (mutations through the inbox)
+    async def truncate(self, plan: TruncationPlan) -> tuple[int, int, EpochRecord | None]:
+        return await self.actor_call(lambda a: a._truncate(plan))
+
+    def _truncate(self, plan: TruncationPlan) -> tuple[int, int, EpochRecord | None]:
+        self._require(StoreRole.SLAVE)
+        store = self.store
+        match plan:
+            case TruncateTo():
+                if plan.offset < store.confirm_offset:
+                    self.log.error(
+                        "truncating_below_confirm_offset",
+                        offset=plan.offset,
+                        confirm_offset=store.confirm_offset,
+                        reason="only an unclean election can make a slave cut confirmed data",
+                    )
+                store.truncate_to(plan.offset)
+            case DiscardAll():
+                store.reset_to(store.get_commitlog_min_offset())
+        self._confirm_target = min(self._confirm_target, store.get_commitlog_max_offset())
+        self.written.reset(store.get_commitlog_max_offset())
+        records = store.epoch_records()
+        return (
+            store.get_commitlog_min_offset(),
+            store.get_commitlog_max_offset(),
+            records[-1] if records else None,
+        )
+
+    async def reset_log_at(self, offset: int, reason: str) -> None:
+        def reset(a: StoreActor) -> None:
+            a._require(StoreRole.SLAVE)
+            if offset % a.segment_size:
+                raise ValueError(f"the master starts at {offset}, not a segment boundary")
+            a.store.reset_to(offset)
+            a._confirm_target = offset
+            a.written.reset(offset)
+
+        await self.actor_call(reset)
+
+    async def record_epoch(self, epoch: int, start_offset: int) -> None:
+        def record(a: StoreActor) -> None:
+            a._require(StoreRole.SLAVE)
+            a.store.record_epoch(epoch, start_offset)
+
+        await self.actor_call(record)
+
+    async def append_replicated(self, offset: int, data: bytes) -> int:
+        return await self.ask(lambda r: ReplicaAppend(offset, data, r), 30.0)
+
+    def advance_confirm(self, offset: int) -> None:
+        self.request_confirm(offset)
+
+    def request_confirm(self, offset: int) -> None:
+        """confirmOffset may move to ``offset``: applied at the end of the next turn."""
+        if offset <= self._confirm_target:
+            return
+        self._confirm_target = offset
+        if not self._poked:
+            self._poked = True
+            try:
+                self.tell_nowait(ConfirmPoke())
+            except trio.WouldBlock:
+                pass  # the inbox is busy: a turn is coming anyway
+            except Exception:
+                self._poked = False
+
+    def _require(self, role: StoreRole) -> None:
+        if self.role is not role:
+            raise ValueError(f"the store is {self.role.value}, not {role.value}")
+
     # -- the actor
     async def run(self, *, task_status: trio.TaskStatus[Any] = trio.TASK_STATUS_IGNORED) -> None:
         async with trio.open_nursery() as nursery:
@@ -216,43 +408,147 @@ class StoreActor(Actor[StoreMsg]):
 
     async def _turn(self, batch: list[StoreMsg]) -> None:
         puts: list[AnyPut] = []
+        appends: list[ReplicaAppend] = []
         for msg in batch:
-            if not isinstance(msg, StoreCall):
-                puts.append(msg)
-                continue
-            # keep order: puts queued before a call are committed before it runs
-            if puts:
-                await self._commit(puts)
-                puts = []
-            await self._run_call(msg)
+            match msg:
+                case PutMessages() | PutBatchBody():
+                    if appends:
+                        await self._commit_replica(appends)
+                        appends = []
+                    puts.append(msg)
+                case ReplicaAppend():
+                    if puts:
+                        await self._commit(puts)
+                        puts = []
+                    appends.append(msg)
+                case StoreCall() | ActorCall():
+                    # keep order: what was queued before a call is committed before it runs
+                    if puts:
+                        await self._commit(puts)
+                        puts = []
+                    if appends:
+                        await self._commit_replica(appends)
+                        appends = []
+                    await self._run_call(msg)
+                case ConfirmPoke():
+                    self._poked = False
         if puts:
             await self._commit(puts)
+        if appends:
+            await self._commit_replica(appends)
+        self._apply_confirm()
 
-    async def _run_call(self, msg: StoreCall) -> None:
+    async def _run_call(self, msg: StoreCall | ActorCall) -> None:
         async with self._flush_lock:
-            if not msg.exclusive:
+            if isinstance(msg, StoreCall) and not msg.exclusive:
                 self._call(msg)
                 return
             async with self.read_gate.exclusive():
                 self._call(msg)
 
-    def _call(self, msg: StoreCall) -> None:
+    def _call(self, msg: StoreCall | ActorCall) -> None:
         try:
-            msg.reply.set(msg.fn(self.store))
+            if isinstance(msg, ActorCall):
+                msg.reply.set(msg.fn(self))
+            else:
+                msg.reply.set(msg.fn(self.store))
         except Exception as e:
             msg.reply.fail(e)
 
     async def _commit(self, puts: list[AnyPut]) -> None:
         self.put_turns += 1
+        if self.role not in _WRITABLE:
+            remark = (
+                f"this broker is {self.role.value}, not master: it takes no writes now "
+                "(the client refreshes its route and retries)"
+            )
+            for put in puts:
+                _fail(put, PutStatus.SERVICE_NOT_AVAILABLE, remark)
+            return
+        gate = self.gate
+        if gate is not None and not gate.admit_put():
+            remark = (
+                f"in-sync replicas not enough: the SyncStateSet may hold "
+                f"{gate.core.in_sync_replicas_nums()} replicas, minInSyncReplicas is "
+                f"{gate.core.policy.min_in_sync_replicas}"
+            )
+            for put in puts:
+                _fail(put, PutStatus.IN_SYNC_REPLICAS_NOT_ENOUGH, remark)
+            return
         done = self._append(puts)
         if not done:
             return
         status, remark = PutStatus.PUT_OK, None
         if self.sync_flush:
             status, remark = await self._sync_flush(done)
-        for put, stored in done:
-            put.on_done(stored, status, remark)  # type: ignore[arg-type]
-        self._log_acked(done)
+        end = self.store.get_commitlog_max_offset()
+        self.written.advance(end)
+        if gate is None:
+            for put, stored in done:
+                put.on_done(stored, status, remark)  # type: ignore[arg-type]
+            self._log_acked(done)
+            return
+        if self.first_write_epoch != self._epoch:
+            self.first_write_epoch = self._epoch
+            self.log.info(events.MASTER_FIRST_WRITE, epoch=self._epoch, offset=end)
+        gate.on_local_max(end)
+        gate.submit(end, self._completion(done, status, remark))
+
+    def _completion(
+        self, done: list[tuple[AnyPut, Stored]], status: PutStatus, remark: str | None
+    ) -> Completion:
+        def complete(outcome: AckOutcome) -> None:
+            if outcome is AckOutcome.ACKED:
+                for put, stored in done:
+                    put.on_done(stored, status, remark)  # type: ignore[arg-type]
+                self._log_acked(done)
+                return
+            if outcome is AckOutcome.NOT_MASTER:
+                why = "the broker stopped being master before its replicas had the message"
+                for put, _ in done:
+                    _fail(put, PutStatus.SERVICE_NOT_AVAILABLE, why)
+            else:
+                why = f"{outcome.value}: stored on the master, not acknowledged by its replicas"
+                for put, stored in done:
+                    put.on_done(stored, _ACK_STATUS[outcome], why)  # type: ignore[arg-type]
+            self.log.info(events.SEND_NOT_ACKED, reason=outcome.value, count=len(done))
+
+        return complete
+
+    async def _commit_replica(self, appends: list[ReplicaAppend]) -> None:
+        if self.role is not StoreRole.SLAVE:
+            for a in appends:
+                a.reply.fail(ValueError(f"the store is {self.role.value}, not SLAVE"))
+            return
+        ok: list[tuple[ReplicaAppend, int]] = []
+        for a in appends:
+            try:
+                ok.append((a, self.store.append_replicated(a.offset, a.data)))
+            except ValueError as e:
+                a.reply.fail(e)
+        if not ok:
+            return
+        if self.sync_flush:
+            try:
+                async with self._flush_lock:
+                    await self._flush_in_thread(self.store.flush_commitlog)
+            except OSError as e:
+                for a, _ in ok:
+                    a.reply.fail(e)
+                raise
+        self.written.advance(self.store.get_commitlog_max_offset())
+        for a, end in ok:
+            a.reply.set(end)
+
+    def _apply_confirm(self) -> None:
+        target = self._confirm_target
+        store = self.store
+        if target > store.confirm_offset and self.role is not StoreRole.FENCED:
+            store.advance_confirm(target)
+        arrived = store.take_arrivals()
+        if arrived and self.on_arrival is not None:
+            for (topic, queue_id), max_offset in arrived.items():
+                self.on_arrival(topic, queue_id, max_offset)
 
     def _log_acked(self, done: list[tuple[AnyPut, Stored]]) -> None:
         self._acked_since_log += sum(_count(stored) for _, stored in done)
@@ -300,8 +596,6 @@ class StoreActor(Actor[StoreMsg]):
                 continue
             if self.on_put is not None:
                 self.on_put(stored.count, stored.total_size)
-            if self.on_arrival is not None:
-                self.on_arrival(stored.topic, stored.queue_id, stored.next_queue_offset)
             out.append((put, stored))
         if run:
             out.extend(self._append_messages(run))
@@ -340,13 +634,6 @@ class StoreActor(Actor[StoreMsg]):
     def _after_put(self, msgs: list[MessageToStore], results: list[PutResult]) -> None:
         if self.on_put is not None:
             self.on_put(len(results), sum(r.size for r in results))
-        if self.on_arrival is None:
-            return
-        grown: dict[tuple[str, int], int] = {}
-        for m, r in zip(msgs, results, strict=True):
-            grown[(m.topic, m.queue_id)] = r.queue_offset
-        for (topic, queue_id), last in grown.items():
-            self.on_arrival(topic, queue_id, last + 1)
 
     async def _sync_flush(self, done: list[tuple[AnyPut, Stored]]) -> tuple[PutStatus, str | None]:
         started = trio.current_time()

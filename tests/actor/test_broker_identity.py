@@ -261,6 +261,10 @@ class Cluster:
     async def sync_state(self, broker_name: str = "broker-a") -> Any:
         return (await self.leader()).replicas.sync_state_info(broker_name)
 
+    async def sync_state_set(self, broker_name: str = "broker-a") -> set[int]:
+        info = await self.sync_state(broker_name)
+        return set() if info is None else set(info.sync_state_set)
+
     async def cluster_info(self) -> ClusterInfo:
         assert self.client is not None
         resp = await self.client.invoke(
@@ -438,18 +442,22 @@ async def test_slave_refuses_writes_new_port_keeps_identity_and_failover(
         resp = await c.send(b)
         assert resp.code == RC.SERVICE_NOT_AVAILABLE
         assert f"brokerId 1 at {a.b.addr}" in (resp.remark or "") and "SLAVE" in resp.remark
-        assert (await c.send(a)).code == RC.SUCCESS
-        # the master takes the slave into its SyncStateSet (the HA service will do this)
-        result = await a.rm.alter_sync_state_set({1, 2})
-        assert result is not None and result.syncStateSet == [1, 2]
+        # the slave replicates and catches up: the master takes it into its SyncStateSet
+        await wait_until(lambda: _eq(c.sync_state_set(), {1, 2}), "B joined the set")
         assert a.rm.sync_state_set == {1, 2}
+        assert (await c.send(a)).code == RC.SUCCESS  # acked once B holds it too
+        acked_end = a.b.store.get_commitlog_max_offset()
+        await wait_until(
+            lambda: _true(b.b.store.get_commitlog_max_offset() >= acked_end), "B holds it"
+        )
 
         # B restarts on a new port: same id, same SyncStateSet membership, new address
         await b.stop()
         await (await b.start(port=10922)).wait_role()
         assert_one_identity(b, 2)
         assert await c.id_table() == {1: a.b.addr, 2: f"{b.host}:10922"}
-        assert (await c.sync_state()).sync_state_set == {1, 2}
+        # its disconnection shrank the set; caught up again, it is back in
+        await wait_until(lambda: _eq(c.sync_state_set(), {1, 2}), "B back in the set")
 
         # the master dies: the controller elects B (in the SyncStateSet), B registers as 0
         await trio.sleep(12)  # past the controller's listening window after its election
@@ -459,9 +467,9 @@ async def test_slave_refuses_writes_new_port_keeps_identity_and_failover(
         assert b.b.config.brokerRole is BrokerRole.SYNC_MASTER
         await wait_until(lambda: _eq(_master_addr(c), b.b.addr), "B is brokerId 0")
         assert (await c.send(b)).code == RC.SUCCESS
-        # B holds no data of epoch 1 (no replication yet): its epoch 2 starts at 0
+        # B holds A's acknowledged message (epoch 1); its epoch 2 starts after it
         b_epochs = EpochFile(os.path.join(b.root, "epochFileCheckpoint")).records
-        assert [(r.epoch, r.start_offset) for r in b_epochs] == [(2, 0)]
+        assert [(r.epoch, r.start_offset) for r in b_epochs] == [(1, 0), (2, acked_end)]
 
         # A comes back on a new port: id 1 kept, now a slave of B
         await (await a.start(port=10913)).wait_role()
@@ -477,8 +485,8 @@ async def test_slave_refuses_writes_new_port_keeps_identity_and_failover(
             b.b.addr, RemotingCommand(RequestCode.GET_BROKER_EPOCH_CACHE), 5
         )
         cache = from_json(EpochEntryCache, resp.body)
-        assert [(e.epoch, e.startOffset) for e in cache.epochList] == [(2, 0)]
-        assert cache.maxOffset == b.b.store.get_commitlog_max_offset() > 0
+        assert [(e.epoch, e.startOffset) for e in cache.epochList] == [(1, 0), (2, acked_end)]
+        assert cache.maxOffset == b.b.store.get_commitlog_max_offset() > acked_end
 
 
 async def _true(value: bool) -> bool:
@@ -523,7 +531,7 @@ async def test_controller_admin_commands(
         a, b = c.node(), c.node()
         await (await a.start()).wait_role()
         await (await b.start()).wait_role()
-        await a.rm.alter_sync_state_set({1, 2})
+        await wait_until(lambda: _eq(c.sync_state_set(), {1, 2}), "B caught up and joined")
         await wait_until(lambda: _eq(c.namesrv_ids(), {0: a.b.addr, 2: b.b.addr}), "registered")
         async with ControllerAdmin(
             c.controller_addr, c.namesrv_addr, c.net.transport(CLIENT_HOST)

@@ -139,8 +139,8 @@ async def test_cluster_files_live_on_the_simulated_disks_and_survive_power_loss(
         namesrv = await start_namesrv(net, ns_disk, nursery)
         proc, broker = await start_broker(net, broker_disk, nursery)
         broker_id = broker.config.brokerId
-        assert broker.replicas is not None and broker.replicas.epochs is not None
-        epochs = broker.replicas.epochs.records
+        assert broker.store.epochs is not None
+        epochs = broker.store.epochs.records
         assert epochs, "the master recorded its epoch"
         kv = PutKVConfigRequestHeader(namespace="ns", key="k", value="v")
         put_kv = RemotingCommand(RequestCode.PUT_KV_CONFIG, ext_fields=to_ext(kv))
@@ -167,8 +167,8 @@ async def test_cluster_files_live_on_the_simulated_disks_and_survive_power_loss(
         namesrv = await start_namesrv(net, ns_disk, nursery)
         proc, broker = await start_broker(net, broker_disk, nursery)
         assert broker.config.brokerId == broker_id
-        assert broker.replicas is not None and broker.replicas.epochs is not None
-        assert broker.replicas.epochs.records[: len(epochs)] == epochs
+        assert broker.store.epochs is not None
+        assert broker.store.epochs.records[: len(epochs)] == epochs
         res = broker.store.get_messages("T", 0, 0, 10, 1 << 20)
         assert [m.body for m in iter_stored(res.body)] == [b"acked"]
         nursery.cancel_scope.cancel()

@@ -44,10 +44,10 @@ class FakeStore:
         self.truncations: list[TruncationPlan] = []
 
     # master port
-    def commitlog_min_offset(self) -> int:
+    def log_min_offset(self) -> int:
         return 0
 
-    def commitlog_max_offset(self) -> int:
+    def log_end_offset(self) -> int:
         return len(self.log)
 
     def read_commitlog(self, offset: int, size: int) -> bytes:

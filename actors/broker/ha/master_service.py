@@ -227,8 +227,8 @@ class _Connection:
             case SlaveAck() as a:
                 if core.phase is Phase.WAIT_FIRST_ACK and not self.reply_handshake:
                     start = core.begin_transfer(
-                        master_min=store.commitlog_min_offset(),
-                        master_max=store.commitlog_max_offset(),
+                        master_min=store.log_min_offset(),
+                        master_max=store.log_end_offset(),
                     )
                     self.s.log.info(
                         events.HA_HANDSHAKE,
@@ -258,7 +258,7 @@ class _Connection:
                 self.reply_handshake = False
                 await self._send_handshake(now)
                 continue
-            batch = core.plan_next(store.commitlog_max_offset(), store.epoch_records(), now)
+            batch = core.plan_next(store.log_end_offset(), store.epoch_records(), now)
             if batch is None:
                 with trio.move_on_at(core.next_timer_ms() / 1000):
                     if core.phase is Phase.TRANSFER and core.next_offset is not None:
@@ -285,6 +285,6 @@ class _Connection:
         store = self.s.store
         epochs = tuple(HaEpoch(r.epoch, r.start_offset) for r in store.epoch_records())
         last = epochs[-1].epoch if epochs else -1
-        mh = MasterHandshake(store.commitlog_max_offset(), last, epochs)
+        mh = MasterHandshake(store.log_end_offset(), last, epochs)
         await self.stream.send_all(encode_master_handshake(mh))
         self.core.handshake_sent(now)

@@ -160,8 +160,8 @@ class HAClient:
                     ev,
                     trio_now_ms(),
                     local_epochs=store.epoch_records(),
-                    local_min=store.commitlog_min_offset(),
-                    local_max=store.commitlog_max_offset(),
+                    local_min=store.log_min_offset(),
+                    local_max=store.log_end_offset(),
                 )
                 if any(isinstance(a, (Truncate, Close)) for a in actions):
                     break  # the rest waits: nothing may follow a truncation until it is done
@@ -181,12 +181,12 @@ class HAClient:
                     async with self._send_lock:
                         await stream.send_all(a.data)
                 case Truncate():
-                    before = (store.commitlog_min_offset(), store.commitlog_max_offset())
+                    before = (store.log_min_offset(), store.log_end_offset())
                     lo, hi, last = await store.truncate(a.plan)
                     self._log_truncation(a, before, lo, hi)
                     await self._run_actions(stream, core.truncated(lo, hi, last, trio_now_ms()))
                 case ResetLogAt():
-                    before = (store.commitlog_min_offset(), store.commitlog_max_offset())
+                    before = (store.log_min_offset(), store.log_end_offset())
                     await store.reset_log_at(a.offset, a.reason)
                     self.log.warning(
                         events.HA_LOG_RESET,
