@@ -57,6 +57,7 @@ from rocketrio.actors.broker.pull_processor import PullConfig, PullMessageProces
 from rocketrio.actors.broker.remoting_adapter import RemotingAdapter, RemotingNotifier
 from rocketrio.actors.broker.replicas_manager import ReplicasManager
 from rocketrio.actors.broker.send_processor import SendConfig, SendMessageProcessor, host_tuple
+from rocketrio.actors.broker.slave_sync import SlaveSynchronize
 from rocketrio.actors.broker.stats import BrokerStats
 from rocketrio.actors.broker.store_actor import StoreActor, StoreRole
 from rocketrio.actors.broker.store_view import ReadGate, RunBlocking, StoreView
@@ -65,6 +66,7 @@ from rocketrio.actors.client.message import UniqIdGenerator
 from rocketrio.actors.logs import wallclock_ms
 from rocketrio.actors.remoting import RemotingClient, RemotingServer
 from rocketrio.actors.transport import Transport, split_addr
+from rocketrio.protocol.bodies import TopicConfig
 from rocketrio.storage.fs import OS_FS, FileSystem
 from rocketrio.storage.message_store import MessageStore, RecoveryReport, StoreConfig
 
@@ -154,6 +156,7 @@ class Broker:
         )
         self.replicas = ReplicasManager(self, faults) if config.enableControllerMode else None
         self.classic: ClassicRoleService | None = None
+        self.slave_sync: SlaveSynchronize | None = None
         # request handling
         self.send = SendMessageProcessor(
             SendConfig.of(config),
@@ -176,6 +179,7 @@ class Broker:
             store=self.store_view,
             hold=self.pull_hold,
             stats=self.stats,
+            role=self,
         )
         self.clients = ClientProcessor(
             config.brokerName,
@@ -248,7 +252,34 @@ class Broker:
         whose stateVersion is the masterEpoch (upstream nextVersion(newMasterEpoch))."""
         self.config.brokerRole = role
         self.config.brokerId = broker_id
+        if role is not BrokerRole.SLAVE:
+            self._adopt_topics_of_queues()
         self.topics.set_state_version(state_version)
+
+    def _adopt_topics_of_queues(self) -> None:
+        """A promoted slave may hold queues of a topic its slave sync had not copied yet (the
+        master created it moments before dying): serve it with as many queues as it holds."""
+        for topic, queue_ids in self.store_view.topic_queue_ids().items():
+            if self.topics.select(topic) is None:
+                n = max(queue_ids) + 1
+                self.topics.update(TopicConfig(topic, n, n))
+                self.log.warning("topic_adopted_from_queues", topic=topic, queues=n)
+
+    def master_to_sync(self) -> str | None:
+        """The master a slave copies metadata from (None: not a slave, or master unknown)."""
+        if self.replicas is not None:
+            if self.replicas.role is BrokerRole.SLAVE:
+                return self.replicas.master_address
+            return None
+        if self.classic is not None and not self.classic.is_master:
+            return self.classic.master_addr
+        return None
+
+    def serving_as_master(self) -> bool:
+        """The pull path's `ReadRole`: a slave (or a broker without a role yet) lags."""
+        if self.replicas is not None:
+            return self.replicas.is_master
+        return self.config.brokerRole is not BrokerRole.SLAVE
 
     async def commitlog_max_offset(self) -> int:
         """The CommitLog end once every put queued before this call is written."""
@@ -368,6 +399,14 @@ class Broker:
                         rng=self.rng,
                     )
                     await n.start(self.classic.run, client)
+                self.slave_sync = SlaveSynchronize(
+                    topics=self.topics,
+                    groups=self.groups,
+                    offsets=self.offsets,
+                    master_addr=self.master_to_sync,
+                    log=self.log.bind(actor="slave_sync"),
+                )
+                n.start_soon(self.slave_sync.run, client)
                 await self.register_all()
                 n.start_soon(self._register_loop)
                 n.start_soon(self._heartbeat_loop)

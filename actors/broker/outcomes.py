@@ -120,6 +120,7 @@ class Pulled:
 
     status: PullStatus
     result: GetResult
+    suggest_broker_id: int = 0  # upstream suggestWhichBrokerId: 0 = the master
 
 
 PullOutcome = Pulled | Refusal

@@ -16,11 +16,26 @@ the outcome goes to the request's `PullReply` when a message arrives on the queu
 deadline. The commit offset (sysFlag COMMIT_OFFSET) is stored once, on the first execution,
 like upstream. Reads go through the `StoreView`; a big one runs off the event loop.
 
+Replicas (H7). A broker that is not master right now (a slave, or a controller-mode broker
+whose role is not known yet) never answers OFFSET_ILLEGAL: its queues may lag its master's, so
+an offset beyond them is "not yet", not "moved" (upstream offsetCheckInSlave=false); it answers
+NO_MATCHED_MSG (retry at once) instead, and a consumer never resets its offset because it read
+from a replica. suggestWhichBrokerId: a replica always suggests the master (0), so consumers
+go back to the master once it is in the route again; a master suggests
+whichBrokerWhenConsumeSlowly when slaveReadEnable is on and the consumer reads records further
+behind the CommitLog end than accessMessageInMemoryMaxRatio percent of the machine's memory
+(upstream's rule: such reads would come from disk, a slave can serve them).
+
 Collaborators: the topic and group tables, the consumer manager (heartbeat subscriptions), the
-offset table, the store view, the hold service, stats and a frozen `PullConfig`.
+offset table, the store view, the hold service, stats, a frozen `PullConfig` and a `ReadRole`
+(is this broker the master now).
 """
 
 from __future__ import annotations
+
+import os
+import struct
+from typing import Protocol
 
 import attrs
 import trio
@@ -46,6 +61,7 @@ from rocketrio.protocol.headers import (
     PULL_FLAG_SUSPEND,
     PullMessageRequestHeader,
 )
+from rocketrio.protocol.message import PHY_POS_POSITION
 from rocketrio.storage.message_store import GetMessageStatus, GetResult
 
 _S = GetMessageStatus
@@ -81,9 +97,15 @@ class PullConfig:
     short_polling_time_ms: int
     max_transfer_count: int
     max_transfer_bytes: int
+    # slaveReadEnable: a master suggests this replica to consumers this far behind (bytes)
+    slave_read_lag_bytes: int | None = None
+    slave_read_broker_id: int = 1
 
     @classmethod
     def of(cls, c: BrokerConfig) -> PullConfig:
+        lag = None
+        if c.slaveReadEnable:
+            lag = _physical_memory() * c.accessMessageInMemoryMaxRatio // 100
         return cls(
             c.brokerPermission,
             c.brokerIP1,
@@ -91,7 +113,30 @@ class PullConfig:
             c.shortPollingTimeMills,
             c.maxTransferCountOnMessageInMemory,
             c.maxTransferBytesOnMessageInMemory,
+            lag,
+            c.whichBrokerWhenConsumeSlowly,
         )
+
+
+def _physical_memory() -> int:
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError, AttributeError):
+        return 8 * 1024**3
+
+
+class ReadRole(Protocol):
+    """Whether this broker is the master of its set right now (role changes at runtime)."""
+
+    def serving_as_master(self) -> bool: ...
+
+
+class _AlwaysMaster:
+    def serving_as_master(self) -> bool:
+        return True
+
+
+_PHY_OFFSET = struct.Struct(">q")
 
 
 class PullMessageProcessor:
@@ -106,8 +151,10 @@ class PullMessageProcessor:
         store: StoreView,
         hold: PullRequestHoldService,
         stats: BrokerStats,
+        role: ReadRole | None = None,
     ) -> None:
         self.config = config
+        self.role: ReadRole = role or _AlwaysMaster()
         self.topics = topics
         self.groups = groups
         self.consumers = consumers
@@ -221,8 +268,16 @@ class PullMessageProcessor:
         return max_count, max_bytes
 
     def _pulled(self, result: GetResult, status: PullStatus) -> Pulled:
+        master = self.role.serving_as_master()
         if status is _P.FOUND:
             self.stats.on_get(result.message_count, sum(map(len, result.buffers)))
+            if master and self.config.slave_read_lag_bytes is not None:
+                last = _PHY_OFFSET.unpack_from(result.buffers[-1], PHY_POS_POSITION)[0]
+                behind = self.store.commitlog_max_offset() - last
+                if behind > self.config.slave_read_lag_bytes:
+                    return Pulled(status, result, self.config.slave_read_broker_id)
+        elif status is _P.OFFSET_ILLEGAL and not master:
+            status = _P.NO_MATCHED_MSG  # a replica lags: "not yet", never "moved"
         return Pulled(status, result)
 
     async def _rerun(self, held: HeldPull, final: bool) -> PullOutcome | None:

@@ -244,9 +244,9 @@ def send_back_response(cmd: RemotingCommand, outcome: SendBackOutcome) -> Remoti
 
 def pull_response(cmd: RemotingCommand, outcome: PullOutcome) -> RemotingCommand:
     match outcome:
-        case Pulled(status=status, result=result):
+        case Pulled(status=status, result=result, suggest_broker_id=suggest):
             header = PullMessageResponseHeader(
-                suggestWhichBrokerId=0,
+                suggestWhichBrokerId=suggest,
                 nextBeginOffset=result.next_begin_offset,
                 minOffset=result.min_offset,
                 maxOffset=result.max_offset,

@@ -136,20 +136,24 @@ class Node:
     def identity(self) -> BrokerIdentityStore:
         return BrokerIdentityStore(self.root)
 
-    async def start(self, port: int = 10911, faults: FaultSites = NO_FAULTS) -> Node:
+    async def start(
+        self, port: int = 10911, faults: FaultSites = NO_FAULTS, **overrides: Any
+    ) -> Node:
         c = self.cluster
-        config = BrokerConfig(
-            brokerClusterName=CLUSTER,
-            brokerName=self.broker_name,
-            brokerIP1=self.host,
-            listenPort=port,
-            namesrvAddr=c.namesrv_addr,
-            storePathRootDir=self.root,
-            mappedFileSizeCommitLog=64 * 1024,
-            mappedFileSizeConsumeQueue=100 * 20,
-            enableControllerMode=True,
-            controllerAddr=c.controller_addr,
-        )
+        values: dict[str, Any] = {
+            "brokerClusterName": CLUSTER,
+            "brokerName": self.broker_name,
+            "brokerIP1": self.host,
+            "listenPort": port,
+            "namesrvAddr": c.namesrv_addr,
+            "storePathRootDir": self.root,
+            "mappedFileSizeCommitLog": 64 * 1024,
+            "mappedFileSizeConsumeQueue": 100 * 20,
+            "enableControllerMode": True,
+            "controllerAddr": c.controller_addr,
+        }
+        values.update(overrides)
+        config = BrokerConfig(**values)
         broker = Broker(
             config,
             c.net.transport(self.host),
