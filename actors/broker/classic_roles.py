@@ -81,6 +81,7 @@ class ClassicRoleService:
             policy=policy,
             alter=None,
             classic_min_copies=2 if role is BrokerRole.SYNC_MASTER else 0,
+            classic=True,
         )
         self.master_addr: str | None = None
         self.epoch: int | None = None

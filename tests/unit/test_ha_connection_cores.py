@@ -342,3 +342,25 @@ def _record_starts(log: bytes) -> list[int]:
         pos += int.from_bytes(log[pos : pos + 4], "big")
     out.append(len(log))
     return out
+
+
+def test_master_pushes_a_moved_confirm_offset_without_waiting_for_a_heartbeat() -> None:
+    m = master_conn()
+    m.on_event(SlaveHandshake(2), 0)
+    m.on_event(SlaveAck(0), 0)
+    m.begin_transfer(master_min=0, master_max=100)
+    b = m.plan_next(100, recs((1, 0)), 10, confirm=0)
+    assert b is not None and b.size == 64
+    m.sent(b, 10, confirm=0)
+    b = m.plan_next(100, recs((1, 0)), 11, confirm=0)
+    assert b is not None and b.size == 36
+    m.sent(b, 11, confirm=0)
+    # all data sent; the slave has not heard that it is confirmed: checked every 200 ms
+    assert m.plan_next(100, recs((1, 0)), 100, confirm=0) is None
+    assert m.next_timer_ms() == 300
+    assert m.plan_next(100, recs((1, 0)), 150, confirm=100) is None  # not quiet long enough
+    hb = m.plan_next(100, recs((1, 0)), 300, confirm=100)
+    assert hb == TransferBatch(100, 0, 1, 0)
+    m.sent(hb, 300, confirm=100)
+    assert m.plan_next(100, recs((1, 0)), 600, confirm=100) is None
+    assert m.next_timer_ms() == 1300  # back to the heartbeat interval

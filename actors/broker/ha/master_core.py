@@ -13,7 +13,9 @@ CURRENT epoch list (the entry containing the batch's first offset) and the batch
 entry's end, so an epoch appended while the connection lives is announced to the slave; a body
 never crosses a CommitLog segment; a heartbeat (empty body) carries the epoch of the next offset
 (so even an epoch with no data yet reaches the slave) once nothing was sent for
-haSendHeartbeatInterval.
+haSendHeartbeatInterval, or sooner (`CONFIRM_PUSH_MS` of quiet) when confirmOffset moved since
+the last header: a slave's confirmOffset, and so what its consumers can read, trails the
+master's by a fraction of a second, not a heartbeat interval.
 
 Where the slave starts: where its first ack says its log ends, or the master's oldest offset if
 that is later (the slave sees a first offset above its end and re-syncs from there: how it is
@@ -31,6 +33,8 @@ import attrs
 
 from rocketrio.protocol.ha import SlaveAck, SlaveEvent, SlaveHandshake
 from rocketrio.storage.epoch_file import EpochRecord
+
+CONFIRM_PUSH_MS = 200
 
 
 class Phase(enum.Enum):
@@ -126,6 +130,9 @@ class MasterConnectionCore:
         self.ack_offset = -1
         self.last_read_ms = now_ms
         self.last_write_ms = now_ms
+        self.confirm_sent = -1
+        self._confirm_pending = False
+        self._last_check_ms = now_ms
 
     # ------------------------------------------------------------------ from the slave
 
@@ -176,7 +183,7 @@ class MasterConnectionCore:
     # ------------------------------------------------------------------ to the slave
 
     def plan_next(
-        self, master_max: int, epochs: Sequence[EpochRecord], now_ms: int
+        self, master_max: int, epochs: Sequence[EpochRecord], now_ms: int, confirm: int = -1
     ) -> TransferBatch | None:
         """The next batch to send, a heartbeat when one is due, or None (wait for data)."""
         if self.phase is not Phase.TRANSFER or self.next_offset is None:
@@ -184,16 +191,27 @@ class MasterConnectionCore:
         batch = plan_transfer(
             self.next_offset, master_max, epochs, self.segment_size, self.batch_size
         )
-        if batch.size == 0 and now_ms - self.last_write_ms < self.heartbeat_interval_ms:
-            return None
-        return batch
+        if batch.size:
+            return batch
+        quiet = now_ms - self.last_write_ms
+        if quiet >= self.heartbeat_interval_ms:
+            return batch
+        # the slave has data whose confirmation it has not heard yet: push it, at most every
+        # CONFIRM_PUSH_MS (re-checked on that timer while the confirmation lags)
+        self._confirm_pending = self.confirm_sent < self.next_offset
+        if confirm > self.confirm_sent and quiet >= CONFIRM_PUSH_MS:
+            return batch
+        self._last_check_ms = now_ms
+        return None
 
-    def sent(self, batch: TransferBatch, now_ms: int) -> None:
-        """The shell wrote ``batch`` to the socket."""
+    def sent(self, batch: TransferBatch, now_ms: int, confirm: int = -1) -> None:
+        """The shell wrote ``batch`` (its header carrying ``confirm``) to the socket."""
         if self.next_offset != batch.offset:
             raise ValueError(f"sent a batch at {batch.offset}, expected {self.next_offset}")
         self.next_offset = batch.offset + batch.size
         self.last_write_ms = now_ms
+        self.confirm_sent = max(self.confirm_sent, confirm)
+        self._confirm_pending = False
 
     def handshake_sent(self, now_ms: int) -> None:
         self.last_write_ms = now_ms
@@ -204,7 +222,7 @@ class MasterConnectionCore:
 
     def next_timer_ms(self) -> int:
         """When `plan_next` may have a heartbeat due or `expired` may turn true."""
-        return min(
-            self.last_write_ms + self.heartbeat_interval_ms,
-            self.last_read_ms + self.housekeeping_interval_ms + 1,
-        )
+        due = self.last_write_ms + self.heartbeat_interval_ms
+        if self._confirm_pending:
+            due = min(due, max(self.last_write_ms, self._last_check_ms) + CONFIRM_PUSH_MS)
+        return min(due, self.last_read_ms + self.housekeeping_interval_ms + 1)

@@ -258,7 +258,8 @@ class _Connection:
                 self.reply_handshake = False
                 await self._send_handshake(now)
                 continue
-            batch = core.plan_next(store.log_end_offset(), store.epoch_records(), now)
+            confirm = store.confirm_offset()
+            batch = core.plan_next(store.log_end_offset(), store.epoch_records(), now, confirm)
             if batch is None:
                 with trio.move_on_at(core.next_timer_ms() / 1000):
                     if core.phase is Phase.TRANSFER and core.next_offset is not None:
@@ -270,14 +271,10 @@ class _Connection:
             if len(body) != batch.size:
                 raise _Closing(f"read {len(body)} of {batch.size} bytes at {batch.offset}")
             header = encode_transfer_header(
-                batch.offset,
-                batch.epoch,
-                batch.epoch_start_offset,
-                store.confirm_offset(),
-                batch.size,
+                batch.offset, batch.epoch, batch.epoch_start_offset, confirm, batch.size
             )
             await self.stream.send_all(header + body if body else header)
-            core.sent(batch, trio_now_ms())
+            core.sent(batch, trio_now_ms(), confirm)
             if core.slave_id is not None:
                 self.gate.on_sent(core.slave_id)
 

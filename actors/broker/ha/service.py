@@ -94,8 +94,10 @@ class AutoSwitchHAService:
         lease_valid: Callable[[int], bool] = lambda _now: True,
         on_refresh_needed: Callable[[], None] = lambda: None,
         classic_min_copies: int = 0,
+        classic: bool = False,
     ) -> None:
         self.config = config
+        self.classic = classic
         self.store = store
         self.master_service = master_service
         self.transport = transport
@@ -248,6 +250,7 @@ class AutoSwitchHAService:
                 housekeeping_interval_ms=cfg.haHousekeepingInterval,
                 rng=self.rng,
                 log=self.log.bind(actor="ha_client"),
+                confirm_own_max=self.classic,
             )
             await self.client.run()
 

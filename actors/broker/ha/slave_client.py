@@ -81,6 +81,7 @@ class HAClient:
         rng: random.Random,
         log: Any = None,
         on_session: Callable[[bool], None] = lambda _up: None,
+        confirm_own_max: bool = False,
     ) -> None:
         self.transport = transport
         self.store = store
@@ -96,6 +97,7 @@ class HAClient:
             sync_from_last_file=sync_from_last_file,
             heartbeat_interval_ms=heartbeat_interval_ms,
             housekeeping_interval_ms=housekeeping_interval_ms,
+            confirm_own_max=confirm_own_max,
         )
         self.sessions = 0
         self._send_lock = trio.Lock()

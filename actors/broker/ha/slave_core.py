@@ -150,8 +150,13 @@ class SlaveCore:
         sync_from_last_file: bool = False,
         heartbeat_interval_ms: int,
         housekeeping_interval_ms: int,
+        confirm_own_max: bool = False,
     ) -> None:
+        """``confirm_own_max``: classic mode: no failover can truncate this slave, so it
+        dispatches everything it holds (upstream's classic slaves do); otherwise its
+        confirmOffset is min(the master's, its own end)."""
         self.broker_id = broker_id
+        self.confirm_own_max = confirm_own_max
         self.expected_epoch = expected_epoch
         self.segment_size = segment_size
         self.async_learner = async_learner
@@ -290,7 +295,7 @@ class SlaveCore:
                 del tail[:n]
                 self.local_max += n
                 self.local_empty = False
-        confirm = min(t.confirm_offset, self.local_max)
+        confirm = self.local_max if self.confirm_own_max else min(t.confirm_offset, self.local_max)
         if confirm > self.confirm:
             self.confirm = confirm
             out.append(Confirm(confirm))

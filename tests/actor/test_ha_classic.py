@@ -1,0 +1,193 @@
+"""Classic master/slave (H7): fixed brokerRole and brokerId, no controller.
+
+A SYNC_MASTER acknowledges once its slave holds the message (SLAVE_NOT_AVAILABLE with no slave
+in sync), an ASYNC_MASTER at once; the slave receives everything byte for byte, copies the
+master's topics and offsets, serves reads while the master is down and suggests the master; a
+master restarting takes a new epoch, and a slave holding records the master lost cuts them.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import attrs
+import trio
+import trio.testing
+
+from rocketrio.actors.broker.broker import Broker
+from rocketrio.actors.broker.config import BrokerConfig, BrokerRole
+from rocketrio.actors.namesrv.config import NamesrvConfig
+from rocketrio.actors.namesrv.namesrv import run_namesrv
+from rocketrio.actors.remoting import RemotingClient
+from rocketrio.actors.transport import SimNetwork
+from rocketrio.protocol.codes import RequestCode
+from rocketrio.protocol.codes import ResponseCode as RC
+from rocketrio.protocol.headers import (
+    PULL_FLAG_SUBSCRIPTION,
+    PullMessageRequestHeader,
+    PullMessageResponseHeader,
+    SendMessageRequestHeader,
+    SendMessageRequestHeaderV2,
+)
+from rocketrio.protocol.message import iter_stored
+from rocketrio.protocol.remoting import RemotingCommand
+from rocketrio.protocol.serde import from_ext, to_ext
+from tests.actor.test_broker_harness import inline_blocking
+
+NS, M, S, CLIENT = "10.3.0.1", "10.3.0.2", "10.3.0.3", "10.3.0.9"
+EPOCH_MS = 1_700_000_000_000
+TOPIC = "C"
+
+
+@attrs.define
+class Classic:
+    net: SimNetwork
+    nursery: trio.Nursery
+    tmp: Path
+    ns: str = ""
+    client: RemotingClient | None = None
+    brokers: dict[str, Broker] = attrs.field(factory=dict)
+    scopes: dict[str, trio.CancelScope] = attrs.field(factory=dict)
+
+    async def start(self, host: str, role: BrokerRole, broker_id: int, **kw: Any) -> Broker:
+        config = BrokerConfig(
+            brokerName="broker-a", brokerId=broker_id, brokerRole=role, brokerIP1=host,
+            namesrvAddr=self.ns, storePathRootDir=str(self.tmp / host),
+            mappedFileSizeCommitLog=64 * 1024, mappedFileSizeConsumeQueue=100 * 20,
+            syncFlushTimeout=2000, **kw,
+        )  # fmt: skip
+        broker = Broker(
+            config,
+            self.net.transport(host),
+            now_ms=lambda: EPOCH_MS + int(trio.current_time() * 1000),
+            rng=random.Random(broker_id),
+            run_blocking=inline_blocking,
+        )
+        scope = trio.CancelScope()
+
+        async def runner(*, task_status: trio.TaskStatus[None]) -> None:
+            with scope:
+                await broker.run(task_status=task_status)
+
+        await self.nursery.start(runner)
+        self.brokers[host], self.scopes[host] = broker, scope
+        return broker
+
+    def crash(self, host: str) -> None:
+        self.brokers[host].crash()
+        self.net.crash(host)
+
+    async def send(self, host: str, body: bytes) -> RemotingCommand:
+        assert self.client is not None
+        v1 = SendMessageRequestHeader(
+            producerGroup="PG", topic=TOPIC, defaultTopic="TBW102", defaultTopicQueueNums=1,
+            queueId=0, sysFlag=0, bornTimestamp=EPOCH_MS, flag=0,
+        )  # fmt: skip
+        cmd = RemotingCommand(
+            RequestCode.SEND_MESSAGE_V2,
+            ext_fields=to_ext(SendMessageRequestHeaderV2.from_v1(v1)),
+            body=body,
+        )
+        return await self.client.invoke(f"{host}:10911", cmd, 10)
+
+    async def pull(self, host: str, offset: int) -> RemotingCommand:
+        assert self.client is not None
+        header = PullMessageRequestHeader(
+            consumerGroup="G", topic=TOPIC, queueId=0, queueOffset=offset, maxMsgNums=64,
+            sysFlag=PULL_FLAG_SUBSCRIPTION, commitOffset=0, suspendTimeoutMillis=0,
+            subscription="*", subVersion=0,
+        )  # fmt: skip
+        cmd = RemotingCommand(RequestCode.PULL_MESSAGE, ext_fields=to_ext(header))
+        return await self.client.invoke(f"{host}:10911", cmd, 10)
+
+
+@asynccontextmanager
+async def classic(tmp: Path, seed: int) -> AsyncIterator[Classic]:
+    async with trio.open_nursery() as nursery:
+        c = Classic(SimNetwork(seed), nursery, tmp)
+        c.ns = await nursery.start(run_namesrv, NamesrvConfig(listenHost=NS), c.net.transport(NS))
+        async with RemotingClient(c.net.transport(CLIENT)) as client:
+            c.client = client
+            yield c
+        nursery.cancel_scope.cancel()
+
+
+async def until(cond: Any, timeout: float = 30) -> None:
+    with trio.fail_after(timeout):
+        while not cond():
+            await trio.sleep(0.05)
+
+
+def log_bytes(b: Broker) -> bytes:
+    return b.store.commitlog.read(0, b.store.get_commitlog_max_offset())
+
+
+async def test_sync_master_waits_for_its_slave_and_the_slave_serves_reads(
+    tmp_path: Path, mock_clock: trio.testing.MockClock
+) -> None:
+    async with classic(tmp_path, 41) as c:
+        m = await c.start(M, BrokerRole.SYNC_MASTER, 0)
+        # no slave in sync yet: stored, answered SLAVE_NOT_AVAILABLE (upstream)
+        assert (await c.send(M, b"alone")).code == RC.SLAVE_NOT_AVAILABLE
+        s = await c.start(S, BrokerRole.SLAVE, 1)
+        await until(
+            lambda: m.ha_master.connection_count == 1 and len(m.ha_master.gate.core.applied) == 2
+        )
+        for i in range(10):
+            assert (await c.send(M, f"m{i}".encode())).code == RC.SUCCESS
+            # acknowledged => already on the slave
+            assert s.store.get_commitlog_max_offset() >= m.store.get_commitlog_max_offset()
+        assert log_bytes(s) == log_bytes(m)
+        await until(lambda: s.topics.select(TOPIC) is not None)  # slave sync copied the topic
+        c.crash(M)
+        resp = await c.pull(S, 0)
+        assert resp.code == RC.SUCCESS
+        bodies = [msg.body for msg in iter_stored(resp.body)]
+        assert bodies == [b"alone", *(f"m{i}".encode() for i in range(10))]
+        assert from_ext(PullMessageResponseHeader, resp.ext_fields).suggestWhichBrokerId == 0
+        # past its end the slave says "not yet", never "offset moved"
+        assert (await c.pull(S, 500)).code == RC.PULL_RETRY_IMMEDIATELY
+        # a slave takes no writes
+        assert (await c.send(S, b"no")).code != RC.SUCCESS
+
+
+async def test_async_master_acks_at_once_and_its_slave_catches_up(
+    tmp_path: Path, mock_clock: trio.testing.MockClock
+) -> None:
+    async with classic(tmp_path, 42) as c:
+        m = await c.start(M, BrokerRole.ASYNC_MASTER, 0)
+        for i in range(5):
+            assert (await c.send(M, f"a{i}".encode())).code == RC.SUCCESS
+        s = await c.start(S, BrokerRole.SLAVE, 1)
+        await until(lambda: log_bytes(s) == log_bytes(m))
+
+
+async def test_a_restarted_master_takes_a_new_epoch_and_its_slave_cuts_what_it_lost(
+    tmp_path: Path, mock_clock: trio.testing.MockClock
+) -> None:
+    async with classic(tmp_path, 43) as c:
+        m = await c.start(M, BrokerRole.ASYNC_MASTER, 0)
+        s = await c.start(S, BrokerRole.SLAVE, 1)
+        for i in range(5):
+            await c.send(M, f"x{i}".encode())
+        await until(lambda: log_bytes(s) == log_bytes(m))
+        kept = m.store.get_commitlog_max_offset()
+        for i in range(3):
+            await c.send(M, f"lost{i}".encode())
+        await until(lambda: log_bytes(s) == log_bytes(m))
+        # the master comes back without its last three records (as if never flushed)
+        c.crash(M)
+        await trio.sleep(0.5)
+        m.store.truncate_to(kept)  # the files as a power cut would have left them
+        m.store.close()
+        m2 = await c.start(M, BrokerRole.ASYNC_MASTER, 0)
+        assert [(r.epoch, r.start_offset) for r in m2.store.epoch_records()] == [(1, 0), (2, kept)]
+        await c.send(M, b"fresh")
+        # the slave cut lost0..2 (never on the master again) and follows the new epoch
+        await until(lambda: log_bytes(s) == log_bytes(m2))
+        resp = await c.pull(S, 0)
+        assert b"lost0" not in {msg.body for msg in iter_stored(resp.body)}
