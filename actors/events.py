@@ -53,16 +53,16 @@ BROKER_ID_APPLIED = "broker_id_applied"  # broker, broker_id
 BROKER_ROLE_CHANGED = "broker_role_changed"  # broker, broker_id, broker_role, epoch
 
 # replication (AutoSwitch HA) and broker roles
-HA_CONNECTED = "ha_connected"  # role (master/slave), peer, slave_id
+HA_CONNECTED = "ha_connected"  # side (master/slave), peer, slave_id
 HA_HANDSHAKE = "ha_handshake"  # slave_id, master_max, epoch, epochs (master side) / plan (slave)
-HA_CONNECTION_CLOSED = "ha_connection_closed"  # role, peer, slave_id, reason
+HA_CONNECTION_CLOSED = "ha_connection_closed"  # side, peer, slave_id, reason
 HA_TRUNCATED = "ha_truncated"  # from_offset, to_offset, matched_epoch, from_epoch, to_epoch
 HA_LOG_RESET = "ha_log_reset"  # from_min, from_max, to_offset, reason (local data discarded)
 EPOCH_RECORDED = "epoch_recorded"  # epoch, start_offset, source (master/replicated)
 SYNC_STATE_SET_PROPOSED = "sync_state_set_proposed"  # broker, change, proposed, applied, epoch
 SYNC_STATE_SET_ACCEPTED = "sync_state_set_accepted"  # broker, sync_state_set, epoch
 SYNC_STATE_SET_REFUSED = "sync_state_set_refused"  # broker, proposed, code, remark
-CONFIRM_OFFSET_MOVED = "confirm_offset_moved"  # sampled: offset, role
+CONFIRM_OFFSET_MOVED = "confirm_offset_moved"  # sampled: offset, side
 SEND_NOT_ACKED = "send_not_acked"  # sampled: reason, count
 MASTER_FIRST_WRITE = "master_first_write"  # broker, epoch, offset
 MASTER_ELECTION_REQUESTED = "master_election_requested"  # broker, broker_id, reason

@@ -21,7 +21,7 @@ from typing import Any
 import attrs
 import trio
 
-MODES = ("controller", "single", "2m-noslave")
+MODES = ("controller", "single", "2m-noslave", "2m-2s-async", "2m-2s-sync")
 MAX_RESTARTS_PER_MINUTE = 5
 
 
@@ -58,14 +58,28 @@ def plan(
             "controllerStorePath": os.path.join(base_dir, "store", "controller"),
         }
     specs = [ProcSpec("namesrv", "namesrv", ns_conf, ns_addr)]
+    # (process name, brokerName, brokerId, brokerRole); controller mode: ids and roles come
+    # from the controller
+    brokers: list[tuple[str, str, int, str]]
     if mode == "controller":
-        brokers = [("broker-a-0", "broker-a"), ("broker-a-1", "broker-a")]
+        brokers = [("broker-a-0", "broker-a", -1, ""), ("broker-a-1", "broker-a", -1, "")]
     elif mode == "single":
-        brokers = [("broker-a", "broker-a")]
+        brokers = [("broker-a", "broker-a", 0, "ASYNC_MASTER")]
+    elif mode == "2m-noslave":
+        brokers = [
+            ("broker-a", "broker-a", 0, "ASYNC_MASTER"),
+            ("broker-b", "broker-b", 0, "ASYNC_MASTER"),
+        ]
     else:
-        brokers = [("broker-a", "broker-a"), ("broker-b", "broker-b")]
-    for i, (name, bname) in enumerate(brokers):
-        port = broker_port + 10 * i
+        master = "SYNC_MASTER" if mode == "2m-2s-sync" else "ASYNC_MASTER"
+        brokers = [
+            ("broker-a", "broker-a", 0, master),
+            ("broker-a-s", "broker-a", 1, "SLAVE"),
+            ("broker-b", "broker-b", 0, master),
+            ("broker-b-s", "broker-b", 1, "SLAVE"),
+        ]
+    for i, (name, bname, broker_id, role) in enumerate(brokers):
+        port = broker_port + 10 * i  # the HA port is listenPort + 1
         conf = {
             "brokerClusterName": "DefaultCluster",
             "brokerName": bname,
@@ -77,11 +91,26 @@ def plan(
             "flushDiskType": flush,
         }
         if mode == "controller":
-            conf |= {"enableControllerMode": "true", "controllerAddr": ctrl_addr}
+            # every acknowledged message is on every member of the SyncStateSet
+            conf |= {
+                "enableControllerMode": "true",
+                "controllerAddr": ctrl_addr,
+                "allAckInSyncStateSet": "true",
+            }
         else:
-            conf |= {"brokerId": "0", "brokerRole": "ASYNC_MASTER"}
+            conf |= {"brokerId": str(broker_id), "brokerRole": role}
         specs.append(ProcSpec(name, "broker", conf, f"{host}:{port}"))
     return specs
+
+
+def expected_replicas(specs: list[ProcSpec]) -> dict[str, int]:
+    """brokerName -> how many processes serve it."""
+    out: dict[str, int] = {}
+    for s in specs:
+        if s.role == "broker":
+            name = s.config["brokerName"]
+            out[name] = out.get(name, 0) + 1
+    return out
 
 
 def write_configs(specs: list[ProcSpec], base_dir: str) -> dict[str, str]:
@@ -136,8 +165,8 @@ def start_process(spec: ProcSpec, conf_path: str, base_dir: str) -> subprocess.P
     return subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
 
 
-async def wait_healthy(ns_addr: str, brokers: list[str], timeout_s: float) -> dict[str, Any]:
-    """Poll the NameServer until every broker name is registered with a master."""
+async def wait_healthy(ns_addr: str, brokers: dict[str, int], timeout_s: float) -> dict[str, Any]:
+    """Poll the NameServer until every broker name has a master and all its replicas."""
     from rocketrio.actors.client.admin import MQAdmin
 
     deadline = trio.current_time() + timeout_s
@@ -146,10 +175,13 @@ async def wait_healthy(ns_addr: str, brokers: list[str], timeout_s: float) -> di
         while trio.current_time() < deadline:
             try:
                 info = await admin.cluster_info()
-                have = {name for name, bd in info.brokerAddrTable.items() if 0 in bd.brokerAddrs}
-                if set(brokers) <= have:
-                    return {name: info.brokerAddrTable[name].brokerAddrs[0] for name in brokers}
-                last_err = f"registered so far: {sorted(have)}"
+                table = info.brokerAddrTable
+                have = {
+                    name: len(bd.brokerAddrs) for name, bd in table.items() if 0 in bd.brokerAddrs
+                }
+                if all(have.get(name, 0) >= n for name, n in brokers.items()):
+                    return {name: table[name].brokerAddrs[0] for name in brokers}
+                last_err = f"registered so far (with a master): {have}"
             except Exception as e:
                 last_err = f"{type(e).__name__}: {e}"
             await trio.sleep(0.3)
@@ -230,7 +262,7 @@ def cmd_up(args: argparse.Namespace) -> int:
             if s.role == "namesrv":
                 time.sleep(0.3)
         ns = specs[0].addr
-        brokers = sorted({s.config["brokerName"] for s in specs if s.role == "broker"})
+        brokers = expected_replicas(specs)
         try:
             trio.run(wait_healthy, ns, brokers, args.timeout)
         except TimeoutError as e:
@@ -306,7 +338,9 @@ def add_parser(sub: Any) -> None:
         choices=MODES,
         default="controller",
         help="controller: NameServer with an embedded controller and a broker set of two "
-        "(one becomes master); single: one master; 2m-noslave: two masters",
+        "replicas (one master, one in-sync slave; automatic failover); single: one master; "
+        "2m-noslave: two masters; 2m-2s-async / 2m-2s-sync: two fixed master/slave pairs "
+        "(asynchronous / synchronous replication, no failover)",
     )
     sp.add_argument("--dir", default="rocketrio-local", help="where configs, data and logs go")
     sp.add_argument("--namesrv-port", type=int, default=9876)

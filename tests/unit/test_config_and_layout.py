@@ -27,8 +27,9 @@ def _role_of(path: str) -> type:
 @pytest.mark.parametrize(
     "path",
     sorted(
-        glob.glob(os.path.join(ROOT, "deploy", "single", "*.conf"))
-        + glob.glob(os.path.join(ROOT, "deploy", "2m-noslave", "*.conf"))
+        p
+        for mode in ("single", "2m-noslave", "2m-2s-async", "2m-2s-sync")
+        for p in glob.glob(os.path.join(ROOT, "deploy", mode, "*.conf"))
     ),
 )
 def test_every_deploy_config_loads(path: str) -> None:
@@ -37,8 +38,27 @@ def test_every_deploy_config_loads(path: str) -> None:
 
 
 def test_deploy_dirs_exist() -> None:
-    for mode in ("single", "2m-noslave"):
+    for mode in ("single", "2m-noslave", "2m-2s-async", "2m-2s-sync"):
         assert glob.glob(os.path.join(ROOT, "deploy", mode, "*.conf")), mode
+
+
+@pytest.mark.parametrize(
+    ("mode", "master_role"), [("async", "ASYNC_MASTER"), ("sync", "SYNC_MASTER")]
+)
+def test_2m_2s_pairs(mode: str, master_role: str) -> None:
+    """Two pairs per mode: a master (id 0) and a slave (id >= 1) per brokerName, every process
+    on its own ports and store."""
+    paths = sorted(glob.glob(os.path.join(ROOT, "deploy", f"2m-2s-{mode}", "broker-*.conf")))
+    configs = [load_config(BrokerConfig, p) for p in paths]
+    roles = {(c.brokerName, c.brokerId): c.brokerRole.value for c in configs}
+    assert roles == {
+        ("broker-a", 0): master_role, ("broker-a", 1): "SLAVE",
+        ("broker-b", 0): master_role, ("broker-b", 1): "SLAVE",
+    }  # fmt: skip
+    for attr in ("listenPort", "ha_listen_port", "storePathRootDir"):
+        values = [getattr(c, attr) for c in configs]
+        assert len(set(values)) == len(values), attr
+    assert not ({c.listenPort for c in configs} & {c.ha_listen_port for c in configs})
 
 
 def test_properties_parsing_and_errors(tmp_path: os.PathLike[str]) -> None:

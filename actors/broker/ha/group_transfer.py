@@ -273,4 +273,4 @@ class GroupTransferService:
         now = trio.current_time()
         if now >= self._next_confirm_log:
             self._next_confirm_log = now + CONFIRM_LOG_INTERVAL_S
-            self.log.info(events.CONFIRM_OFFSET_MOVED, offset=offset, role="master")
+            self.log.info(events.CONFIRM_OFFSET_MOVED, offset=offset, side="master")

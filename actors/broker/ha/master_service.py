@@ -112,7 +112,7 @@ class HAMasterService:
         peer = getattr(stream, "remote_host", None) or _peer(stream)
         if gate is None:
             self.log.info(
-                events.HA_CONNECTION_CLOSED, role="master", peer=peer, reason="not master"
+                events.HA_CONNECTION_CLOSED, side="master", peer=peer, reason="not master"
             )
             await stream.aclose()
             return
@@ -182,7 +182,7 @@ class _Connection:
                 self.gate.on_disconnected(slave)
         self.s.log.info(
             events.HA_CONNECTION_CLOSED,
-            role="master",
+            side="master",
             peer=self.peer,
             slave_id=slave,
             reason=self.reason,
@@ -218,7 +218,7 @@ class _Connection:
                 store.written.kick()
                 self.s.log.info(
                     events.HA_CONNECTED,
-                    role="master",
+                    side="master",
                     peer=self.peer,
                     slave_id=h.broker_id,
                     async_learner=h.async_learner,
@@ -232,7 +232,7 @@ class _Connection:
                     )
                     self.s.log.info(
                         events.HA_HANDSHAKE,
-                        role="master",
+                        side="master",
                         slave_id=core.slave_id,
                         slave_offset=a.max_offset,
                         start_offset=start,

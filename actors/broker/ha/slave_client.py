@@ -109,7 +109,7 @@ class HAClient:
             self.core.closed()
             self.on_session(False)
             self.log.info(
-                events.HA_CONNECTION_CLOSED, role="slave", peer=self.master_ha_addr, reason=reason
+                events.HA_CONNECTION_CLOSED, side="slave", peer=self.master_ha_addr, reason=reason
             )
             await trio.sleep(backoff * (0.5 + self.rng.random()))
             backoff = min(backoff * 2, BACKOFF_MAX_S)
@@ -128,7 +128,7 @@ class HAClient:
         self.core.acked = -1
         try:
             async with stream, trio.open_nursery() as nursery:
-                self.log.info(events.HA_CONNECTED, role="slave", peer=self.master_ha_addr)
+                self.log.info(events.HA_CONNECTED, side="slave", peer=self.master_ha_addr)
                 self.on_session(True)
                 await self._run_actions(stream, self.core.connected(trio_now_ms()))
                 nursery.start_soon(self._timers, stream)
