@@ -49,13 +49,16 @@ def plan(
     ns_conf = {"listenPort": str(namesrv_port), "listenHost": host, "logDir": logs}
     ctrl_addr = f"{host}:{namesrv_port + 2}"
     if mode == "controller":
-        # the NameServer hosts a one-replica controller (enableControllerInNamesrv)
+        # the NameServer hosts a one-replica controller (enableControllerInNamesrv); it looks
+        # for silent brokers every 500 ms (a dead master's closed connection is acted on at once)
         ns_conf |= {
             "enableControllerInNamesrv": "true",
             "controllerDLegerGroup": "group1",
             "controllerDLegerPeers": f"n0-{ctrl_addr}",
             "controllerDLegerSelfId": "n0",
             "controllerStorePath": os.path.join(base_dir, "store", "controller"),
+            "scanNotActiveBrokerInterval": "500",
+            "scanInactiveMasterInterval": "500",
         }
     specs = [ProcSpec("namesrv", "namesrv", ns_conf, ns_addr)]
     # (process name, brokerName, brokerId, brokerRole); controller mode: ids and roles come
@@ -92,10 +95,13 @@ def plan(
         }
         if mode == "controller":
             # every acknowledged message is on every member of the SyncStateSet
+            # a hung master (no closed connection) is deposed after 2 s of silence
             conf |= {
                 "enableControllerMode": "true",
                 "controllerAddr": ctrl_addr,
                 "allAckInSyncStateSet": "true",
+                "brokerHeartbeatInterval": "500",
+                "controllerHeartBeatTimeoutMills": "2000",
             }
         else:
             conf |= {"brokerId": str(broker_id), "brokerRole": role}

@@ -491,10 +491,13 @@ class Controller(FailoverMixin):
 
     # ------------------------------------------------------------------ re-election
 
-    async def _reelect_dead_masters(self, reason: str) -> None:
-        """Controller-triggered ElectMaster, through the log, for every set without a master."""
+    async def _reelect_dead_masters(self, reason: str, only: frozenset[str] | None = None) -> None:
+        """Controller-triggered ElectMaster, through the log, for every set without a master
+        (``only``: just these sets)."""
         async with self._reelect_lock:
             for name in self.replicas.scan_need_reelect_broker_sets(self._is_alive):
+                if only is not None and name not in only:
+                    continue
                 self._elect_reasons[name] = reason
                 try:
                     result = await self.execute(

@@ -2,8 +2,10 @@
 
 Liveness: BROKER_HEARTBEAT (direct when standalone; when embedded, the NameServer's heartbeats
 are also fed here) and REGISTER_BROKER refresh `BrokerHeartbeatManager`; a closed broker
-connection is an immediate death. The table is reset when this replica becomes leader and
-deaths are acted on only once `liveness_settled`. A scan every scanNotActiveBrokerInterval drops
+connection is an immediate death. The table is reset when this replica becomes leader; until
+`liveness_settled`, only brokers this leader has heard and then lost (closed connection, or
+silent past their own timeout) count as dead, and only their sets are re-elected: a broker not
+heard yet is not a dead one. A scan every scanNotActiveBrokerInterval drops
 expired brokers (logged as broker_heartbeat_timeout); the leader then runs a controller-triggered
 ElectMaster through the log for every set whose master is gone (also every
 scanInactiveMasterInterval and right after a broker connection closes). When an applied
@@ -68,6 +70,10 @@ class FailoverMixin:
     _client: RemotingClient | None
     _elect_reasons: dict[str, str]
 
+    async def _reelect_dead_masters(
+        self, reason: str, only: frozenset[str] | None = None
+    ) -> None: ...
+
     def observe_heartbeat(self, h: BrokerHeartbeatRequestHeader) -> None:
         """Feed one broker heartbeat (direct, or forwarded by the NameServer) to liveness."""
         if h.brokerId is None:
@@ -106,6 +112,12 @@ class FailoverMixin:
             self._log_broker_gone(info, now, "channel_closed")
         if self.heartbeats.liveness_settled(now):
             self._nursery.start_soon(self._reelect_dead_masters, "master_channel_closed")
+            return
+        # a closed connection is evidence of death, not silence: even inside the listening
+        # window after this replica became leader, re-elect the sets whose master it was (but
+        # only those: other sets' brokers may simply not have been heard yet)
+        sets = frozenset(info.broker_name for info in dead)
+        self._nursery.start_soon(self._reelect_dead_masters, "master_channel_closed", sets)
 
     def _log_broker_gone(self, info: BrokerLiveInfo, now: int, reason: str) -> None:
         self.log.warning(
@@ -126,8 +138,15 @@ class FailoverMixin:
         expired = self.heartbeats.scan_not_active(now)
         for info in expired:
             self._log_broker_gone(info, now, "heartbeat_expired")
-        if expired and self.heartbeats.liveness_settled(now):
+        if not expired:
+            return
+        if self.heartbeats.liveness_settled(now):
             await self._reelect_dead_masters("master_heartbeat_timeout")
+            return
+        # heard since this replica became leader, then silent past its own timeout: as dead as
+        # a closed connection; only brokers never heard yet need the listening window
+        sets = frozenset(info.broker_name for info in expired)
+        await self._reelect_dead_masters("master_heartbeat_timeout", sets)
 
     async def _scan_inactive_masters(self) -> None:
         if self.node.is_ready_leader and self.heartbeats.liveness_settled(now_ms()):

@@ -42,6 +42,7 @@ class UpProcess:
     proc: subprocess.Popen[str]
     base_dir: str
     namesrv: str
+    broker_port: int = 0
     lines: list[str] = attrs.field(factory=list)
     _reader: threading.Thread | None = None
 
@@ -108,7 +109,7 @@ def start_up(base_dir: str, mode: str, *extra: str) -> UpProcess:
         *extra,
     ]
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    up = UpProcess(proc, base_dir, f"127.0.0.1:{base}")
+    up = UpProcess(proc, base_dir, f"127.0.0.1:{base}", base + 10)
     up.read_until("running; press Ctrl-C to stop", 60)
     return up
 

@@ -100,21 +100,31 @@ class HAClient:
             confirm_own_max=confirm_own_max,
         )
         self.sessions = 0
+        self._progressed = False
         self._send_lock = trio.Lock()
 
     async def run(self) -> None:
         backoff = BACKOFF_MIN_S
+        failures = 0
         while True:
+            self._progressed = False
             reason = await self._one_session()
             self.core.closed()
             self.on_session(False)
-            self.log.info(
-                events.HA_CONNECTION_CLOSED, side="slave", peer=self.master_ha_addr, reason=reason
-            )
+            if self._progressed:
+                failures = 0
+                backoff = BACKOFF_MIN_S  # the session made progress: retry soon
+            failures += 1
+            if failures == 1 or failures % 20 == 0:  # a streak of failures is logged sparsely
+                self.log.info(
+                    events.HA_CONNECTION_CLOSED,
+                    side="slave",
+                    peer=self.master_ha_addr,
+                    reason=reason,
+                    attempts=failures,
+                )
             await trio.sleep(backoff * (0.5 + self.rng.random()))
             backoff = min(backoff * 2, BACKOFF_MAX_S)
-            if self.core.acked >= 0:
-                backoff = BACKOFF_MIN_S  # the last session made progress: retry soon
 
     async def _one_session(self) -> str:
         with trio.move_on_after(CONNECT_TIMEOUT_S) as scope:
@@ -185,6 +195,7 @@ class HAClient:
                 case Truncate():
                     before = (store.log_min_offset(), store.log_end_offset())
                     lo, hi, last = await store.truncate(a.plan)
+                    self._progressed = True
                     self._log_truncation(a, before, lo, hi)
                     await self._run_actions(stream, core.truncated(lo, hi, last, trio_now_ms()))
                 case ResetLogAt():
@@ -207,6 +218,7 @@ class HAClient:
                     )
                 case Append():
                     new_max = await store.append_replicated(a.offset, a.data)
+                    self._progressed = True
                     await self._run_actions(stream, core.appended(new_max, trio_now_ms()))
                 case Confirm():
                     store.advance_confirm(a.offset)
