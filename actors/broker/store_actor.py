@@ -217,6 +217,8 @@ class StoreActor(Actor[StoreMsg]):
         self._confirm_target = 0
         self._poked = False
         self.first_write_epoch: int | None = None  # log the first write of each mastership
+        self._not_acked: dict[str, int] = {}
+        self._next_not_acked_log = 0.0
         self._epoch = -1
 
     # -- entry points for other tasks
@@ -511,9 +513,21 @@ class StoreActor(Actor[StoreMsg]):
                 why = f"{outcome.value}: stored on the master, not acknowledged by its replicas"
                 for put, stored in done:
                     put.on_done(stored, _ACK_STATUS[outcome], why)  # type: ignore[arg-type]
-            self.log.info(events.SEND_NOT_ACKED, reason=outcome.value, count=len(done))
+            self._log_not_acked(outcome, len(done))
 
         return complete
+
+    def _log_not_acked(self, outcome: AckOutcome, count: int) -> None:
+        """events.SEND_NOT_ACKED, sampled like SEND_ACKED: one line per interval and reason."""
+        key = outcome.value
+        self._not_acked[key] = self._not_acked.get(key, 0) + count
+        now = trio.current_time()
+        if now < self._next_not_acked_log:
+            return
+        self._next_not_acked_log = now + ACK_LOG_INTERVAL_S
+        for reason, n in self._not_acked.items():
+            self.log.warning(events.SEND_NOT_ACKED, reason=reason, count=n, epoch=self._epoch)
+        self._not_acked.clear()
 
     async def _commit_replica(self, appends: list[ReplicaAppend]) -> None:
         if self.role is not StoreRole.SLAVE:
