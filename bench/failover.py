@@ -1,0 +1,339 @@
+"""Failover benchmark: how long writes stop when a replicated broker set loses its master.
+
+A NameServer with an embedded controller and a broker set of two replicas in controller mode
+(allAckInSyncStateSet, the timings `rocketrio up` uses), all real processes on loopback. Four
+producers send synchronously in a loop; each trial then
+- kill:  SIGKILL the master, restart it (as `up` does) and wait until it is back in sync;
+- hang:  SIGSTOP the master, SIGCONT it once a new master took writes, wait until back in sync.
+Per trial: the write gap (last acknowledgement before the fault to the first one after it),
+the time until the NameServer's route names the new master, and the acknowledged-but-lost count
+(every acknowledged message is consumed at the end of the run; must be 0).
+
+Reference, measured in the same run: `restart_reference_s`, the time from SIGKILL to the first
+acknowledgement of a LONE broker that is restarted in place (what a user waits without
+failover). The gaps are reported also as a ratio to it.
+
+    .venv/bin/python bench/failover.py [--trials 20] [--quick]
+
+Prints ONE JSON line.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import shutil
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from typing import Any
+
+import trio
+
+from rocketrio.actors.client.admin import MQAdmin
+from rocketrio.actors.client.message import Message
+from rocketrio.actors.client.producer import Producer
+from rocketrio.actors.client.push_consumer import ConsumeStatus, PushConsumer
+from rocketrio.actors.logs import configure_logging
+
+TOPIC = "FailoverBench"
+SENDERS = 4
+
+
+def free_ports(n: int) -> list[int]:
+    out: list[int] = []
+    while len(out) < n:
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            p = s.getsockname()[1]
+        with socket.socket() as s:  # its HA port (listenPort + 1) must be free too
+            try:
+                s.bind(("127.0.0.1", p + 1))
+            except OSError:
+                continue
+        if p not in out and p + 1 not in out:
+            out.append(p)
+    return out
+
+
+class Proc:
+    def __init__(self, role: str, name: str, conf: dict[str, str], work: str) -> None:
+        self.role, self.name, self.work = role, name, work
+        self.path = os.path.join(work, f"{name}.conf")
+        with open(self.path, "w") as f:
+            f.writelines(f"{k}={v}\n" for k, v in conf.items())
+        self.p: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> None:
+        out = open(os.path.join(self.work, f"{self.name}.out"), "ab")
+        self.p = subprocess.Popen(
+            [sys.executable, "-m", "rocketrio.cli.main", self.role, "-c", self.path,
+             "--name", self.name],
+            stdout=out, stderr=subprocess.STDOUT,
+        )  # fmt: skip
+
+    def signal(self, sig: int) -> None:
+        assert self.p is not None
+        os.kill(self.p.pid, sig)
+        if sig == signal.SIGKILL:
+            self.p.wait()
+
+    def stop(self) -> None:
+        if self.p is not None and self.p.poll() is None:
+            self.p.terminate()
+            try:
+                self.p.wait(20)
+            except subprocess.TimeoutExpired:
+                self.p.kill()
+
+
+class Senders:
+    """SENDERS producers' loops of synchronous sends; records every acknowledgement."""
+
+    def __init__(self, ns: str) -> None:
+        self.ns = ns
+        self.acked: set[str] = set()
+        self.ack_times: list[float] = []
+        self.seq = 0
+
+    async def run(self, stop: trio.Event) -> None:
+        async with Producer("fo_bench", self.ns, send_timeout=1.0, retries=6) as p:
+
+            async def loop(k: int) -> None:
+                while not stop.is_set():
+                    self.seq += 1
+                    body = f"s{k}-{self.seq}"
+                    try:
+                        r = await p.send(Message(TOPIC, body.encode()))
+                    except Exception:
+                        await trio.sleep(0.01)
+                        continue
+                    if r.send_status.name == "SEND_OK":
+                        self.acked.add(body)
+                        self.ack_times.append(time.monotonic())
+
+            async with trio.open_nursery() as n:
+                for k in range(SENDERS):
+                    n.start_soon(loop, k)
+
+    def gap_around(self, t: float) -> float:
+        before = [x for x in self.ack_times if x <= t]
+        after = [x for x in self.ack_times if x > t]
+        return (min(after) - max(before)) if before and after else float("nan")
+
+
+async def master_addr(admin: MQAdmin, name: str = "broker-a") -> str | None:
+    try:
+        info = await admin.cluster_info()
+    except Exception:
+        return None
+    bd = info.brokerAddrTable.get(name)
+    return None if bd is None else bd.brokerAddrs.get(0)
+
+
+async def wait_in_sync(admin: MQAdmin, replicas: int, timeout: float = 60) -> None:
+    """Both replicas registered and (for a while) the master unchanged: back in sync."""
+    with trio.fail_after(timeout):
+        while True:
+            info = await admin.cluster_info()
+            bd = info.brokerAddrTable.get("broker-a")
+            if bd is not None and 0 in bd.brokerAddrs and len(bd.brokerAddrs) >= replicas:
+                break
+            await trio.sleep(0.2)
+    await trio.sleep(3)  # checkSyncStateSet / expand: the slave rejoins the SyncStateSet
+
+
+async def trials(
+    ns: str, brokers: dict[str, Proc], kind: str, n: int, senders: Senders
+) -> list[dict[str, float]]:
+    out = []
+    async with MQAdmin(ns) as admin:
+        for _ in range(n):
+            await wait_in_sync(admin, 2)
+            old = await master_addr(admin)
+            assert old is not None
+            victim = next(b for b in brokers.values() if b.name == _name_of(brokers, old))
+            await trio.sleep(0.5)
+            t0 = time.monotonic()
+            victim.signal(signal.SIGKILL if kind == "kill" else signal.SIGSTOP)
+            new = old
+            while new == old or new is None:
+                await trio.sleep(0.01)
+                new = await master_addr(admin)
+            in_route = time.monotonic() - t0
+            # wait for writes on the new master
+            while not [x for x in senders.ack_times if x > t0]:
+                await trio.sleep(0.01)
+            await trio.sleep(0.2)
+            gap = senders.gap_around(t0)
+            if kind == "kill":
+                victim.start()
+            else:
+                victim.signal(signal.SIGCONT)
+            out.append({"gap_s": gap, "new_master_in_route_s": in_route})
+    return out
+
+
+def _name_of(brokers: dict[str, Proc], addr: str) -> str:
+    port = addr.rpartition(":")[2]
+    for name, b in brokers.items():
+        with open(b.path) as f:
+            if f"listenPort={port}\n" in f.read():
+                return name
+    raise KeyError(addr)
+
+
+async def consume_all(ns: str, acked: set[str]) -> set[str]:
+    got: set[str] = set()
+    done = trio.Event()
+
+    def listener(msgs: list[Any]) -> ConsumeStatus:
+        for m in msgs:
+            got.add(m.body.decode())
+        if acked <= got:
+            done.set()
+        return ConsumeStatus.CONSUME_SUCCESS
+
+    c = PushConsumer("fo_bench_c", ns, consume_from_where="CONSUME_FROM_FIRST_OFFSET")
+    c.subscribe(TOPIC, "*")
+    c.register_listener(listener)
+    async with c:
+        with trio.move_on_after(120):
+            await done.wait()
+    return got
+
+
+async def restart_reference(ns: str, lone: Proc) -> float:
+    """SIGKILL a lone broker, restart it at once: time until a send is acknowledged again."""
+    async with Producer("fo_ref", ns, send_timeout=1.0, retries=0) as p:
+        for _ in range(100):
+            try:
+                await p.send(Message("RefTopic", b"x"))
+                break
+            except Exception:
+                await trio.sleep(0.2)
+        t0 = time.monotonic()
+        lone.signal(signal.SIGKILL)
+        lone.start()
+        while True:
+            try:
+                await p.send(Message("RefTopic", b"y"))
+                return time.monotonic() - t0
+            except Exception:
+                await trio.sleep(0.01)
+
+
+def summary(values: list[float]) -> dict[str, float]:
+    v = sorted(x for x in values if x == x)
+    if not v:
+        return {}
+    p99 = v[min(len(v) - 1, round(0.99 * (len(v) - 1)))]
+    return {
+        "p50": round(statistics.median(v), 3),
+        "p99": round(p99, 3),
+        "max": round(v[-1], 3),
+    }
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--trials", type=int, default=20)
+    ap.add_argument("--quick", action="store_true", help="3 trials of each kind")
+    args = ap.parse_args()
+    n = 3 if args.quick else args.trials
+    configure_logging("bench", "bench", None, console=None)
+    work = tempfile.mkdtemp(prefix="rocketrio-fobench-")
+    ns_port, ctrl_port, a0, a1, lone_port = free_ports(5)
+    ns = f"127.0.0.1:{ns_port}"
+    procs: list[Proc] = []
+    result: dict[str, Any] = {"bench": "failover", "trials": n, "senders": SENDERS}
+    try:
+        nsp = Proc("namesrv", "namesrv", {
+            "listenPort": str(ns_port), "logDir": work, "enableControllerInNamesrv": "true",
+            "controllerDLegerGroup": "g", "controllerDLegerPeers": f"n0-127.0.0.1:{ctrl_port}",
+            "controllerDLegerSelfId": "n0", "controllerStorePath": os.path.join(work, "ctrl"),
+            "scanNotActiveBrokerInterval": "500", "scanInactiveMasterInterval": "500",
+        }, work)  # fmt: skip
+        nsp.start()
+        procs.append(nsp)
+        time.sleep(0.5)
+        brokers = {}
+        for name, port in (("broker-a-0", a0), ("broker-a-1", a1)):
+            b = Proc("broker", name, {
+                "brokerName": "broker-a", "brokerIP1": "127.0.0.1", "listenPort": str(port),
+                "namesrvAddr": ns, "storePathRootDir": os.path.join(work, name),
+                "logDir": work, "enableControllerMode": "true",
+                "controllerAddr": f"127.0.0.1:{ctrl_port}", "allAckInSyncStateSet": "true",
+                "brokerHeartbeatInterval": "500", "controllerHeartBeatTimeoutMills": "2000",
+                "flushDiskType": "ASYNC_FLUSH",
+            }, work)  # fmt: skip
+            b.start()
+            brokers[name] = b
+            procs.append(b)
+        lone = Proc("broker", "lone", {
+            "brokerName": "lone", "brokerClusterName": "Ref", "brokerIP1": "127.0.0.1",
+            "listenPort": str(lone_port), "namesrvAddr": ns,
+            "storePathRootDir": os.path.join(work, "lone"), "logDir": work,
+            "autoCreateTopicEnable": "false",  # only RefTopic lives here
+        }, work)  # fmt: skip
+        lone.start()
+        procs.append(lone)
+
+        async def run_all() -> None:
+            senders = Senders(ns)
+            stop = trio.Event()
+            async with MQAdmin(ns) as admin:
+                await wait_in_sync(admin, 2)
+                master = await master_addr(admin)
+                for topic, addr, queues in (
+                    ("RefTopic", f"127.0.0.1:{lone_port}", 1),
+                    (TOPIC, master, 4),  # on broker-a only (its slave copies the config)
+                ):
+                    for _ in range(200):
+                        try:
+                            await admin.update_topic(
+                                topic, broker_addr=addr, read_queues=queues, write_queues=queues
+                            )
+                            break
+                        except Exception:
+                            await trio.sleep(0.1)
+                await trio.sleep(4)  # the slave's metadata sync copies the topic
+            result["restart_reference_s"] = round(await restart_reference(ns, lone), 3)
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(senders.run, stop)
+                await trio.sleep(2)
+                for kind in ("kill", "hang"):
+                    rows = await trials(ns, brokers, kind, n, senders)
+                    gaps = [r["gap_s"] for r in rows]
+                    result[f"{kind}_write_gap_s"] = summary(gaps)
+                    result[f"{kind}_new_master_in_route_s"] = summary(
+                        [r["new_master_in_route_s"] for r in rows]
+                    )
+                    ref = result["restart_reference_s"]
+                    result[f"{kind}_gap_p99_vs_restart"] = round(
+                        result[f"{kind}_write_gap_s"]["p99"] / ref, 3
+                    )
+                stop.set()
+            got = await consume_all(ns, senders.acked)
+            result["acked"] = len(senders.acked)
+            result["acked_but_lost"] = len(senders.acked - got)
+
+        trio.run(run_all)
+    finally:
+        for p in reversed(procs):
+            with contextlib.suppress(OSError):
+                if p.p is not None and p.p.poll() is None:
+                    os.kill(p.p.pid, signal.SIGCONT)
+            p.stop()
+        shutil.rmtree(work, ignore_errors=True)
+    print(json.dumps(result))
+
+
+if __name__ == "__main__":
+    main()
