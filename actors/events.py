@@ -47,6 +47,11 @@ RAFT_PEER_REACHABLE = "raft_peer_reachable"  # peer
 BROKER_HEARTBEAT_TIMEOUT = "broker_heartbeat_timeout"  # broker, broker_id, reason
 ELECT_MASTER = "elect_master"  # broker, master_id, epoch, reason
 ELECT_MASTER_FAILED = "elect_master_failed"  # broker, reason
+# the leader asked the other controller replicas before deposing a master (upstream #4800)
+# cluster, broker, broker_id, reason, dead, alive, unknown, no_answer, quorum, group_size,
+# elapsed_ms: confirmed -> the election goes ahead; not confirmed -> the master stays
+MASTER_DEATH_CONFIRMED = "master_death_confirmed"
+MASTER_DEATH_NOT_CONFIRMED = "master_death_not_confirmed"
 NOTIFY_BROKER_ROLE_CHANGED_FAILED = "notify_broker_role_changed_failed"  # broker, addr
 SYNC_STATE_SET_CHANGED = "sync_state_set_changed"  # broker, sync_state_set, epoch
 BROKER_ID_APPLIED = "broker_id_applied"  # broker, broker_id

@@ -8,13 +8,16 @@ Calls covered: CONTROLLER_GET_NEXT_BROKER_ID, CONTROLLER_APPLY_BROKER_ID,
 CONTROLLER_REGISTER_BROKER, CONTROLLER_GET_REPLICA_INFO, CONTROLLER_GET_METADATA_INFO,
 CONTROLLER_GET_SYNC_STATE_DATA, CONTROLLER_ELECT_MASTER, CONTROLLER_ALTER_SYNC_STATE_SET,
 CLEAN_BROKER_DATA, BROKER_HEARTBEAT (controller flavour), NOTIFY_BROKER_ROLE_CHANGED and
-GET_BROKER_EPOCH_CACHE (asked of a broker by the admin tool).
+GET_BROKER_EPOCH_CACHE (asked of a broker by the admin tool); and one rocketrio-internal call
+between controller replicas, CONTROLLER_CHECK_BROKER_ALIVE (not upstream's: see its header).
 """
 
 from __future__ import annotations
 
+import enum
 import json
 from collections.abc import Iterable
+from typing import Final
 
 import attrs
 
@@ -27,13 +30,17 @@ from rocketrio.protocol.headers import BrokerHeartbeatRequestHeader
 from rocketrio.protocol.serde import HeaderError
 
 __all__ = [
+    "CONTROLLER_CHECK_BROKER_ALIVE",
     "MAX_EPOCH_END_OFFSET",
     "AlterSyncStateSetRequestHeader",
     "AlterSyncStateSetResponseHeader",
     "ApplyBrokerIdRequestHeader",
     "ApplyBrokerIdResponseHeader",
+    "BrokerAliveVerdict",
     "BrokerHeartbeatRequestHeader",
     "BrokerReplicasInfo",
+    "CheckBrokerAliveRequestHeader",
+    "CheckBrokerAliveResponseHeader",
     "CleanControllerBrokerDataRequestHeader",
     "ElectMasterRequestHeader",
     "ElectMasterResponseBody",
@@ -331,6 +338,43 @@ class RoleChangeNotifyEntry:
 
     def body(self) -> SyncStateSet:
         return SyncStateSet(list(self.syncStateSet), self.syncStateSetEpoch)
+
+
+# --- controller leader -> other controller replicas (rocketrio-internal) ----------------------
+
+# Not an upstream code (upstream's controller codes are 1001-1016; 1101-1105 carry our Raft
+# RPCs, 1199 our benchmark proposals): the controller leader asks a peer replica whether it
+# finds a broker alive before deposing that broker as master (upstream #4800).
+CONTROLLER_CHECK_BROKER_ALIVE: Final = 1198
+
+
+class BrokerAliveVerdict(enum.StrEnum):
+    """One replica's view of one broker, from its own liveness table only."""
+
+    ALIVE = "ALIVE"  # heartbeat within its timeout, connection not closed
+    DEAD = "DEAD"  # expired, or not heard (connection closed) after a full timeout of listening
+    UNKNOWN = "UNKNOWN"  # not heard, and this replica has not listened a full timeout yet
+
+
+@attrs.define(slots=True)
+class CheckBrokerAliveRequestHeader:
+    """CONTROLLER_CHECK_BROKER_ALIVE. `waitMillis`: if the asked replica finds the broker alive,
+    it may wait that long for its own view to turn (its connection to the broker closing, or
+    the heartbeat expiring) before it answers, so a death both saw is not lost to a race
+    between the leader's question and the peer's own close notice."""
+
+    clusterName: str
+    brokerName: str
+    brokerId: int
+    waitMillis: int = 0
+
+
+@attrs.define(slots=True)
+class CheckBrokerAliveResponseHeader:
+    """`silentMillis`: since the replica last heard the broker (None: never, or forgotten)."""
+
+    verdict: BrokerAliveVerdict = attrs.field(converter=BrokerAliveVerdict)
+    silentMillis: int | None = None
 
 
 # --- GET_BROKER_EPOCH_CACHE (admin -> broker) ------------------------------------------------

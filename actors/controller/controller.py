@@ -13,12 +13,17 @@ docstring says:
   new state, at most electMasterMaxRetryCount times;
 - a handler that returns no events is a read: it is re-run after a Raft read barrier, so the
   answer reflects every write committed before the request arrived (linearizable); only
-  CONTROLLER_GET_METADATA_INFO, BROKER_HEARTBEAT and GET_CONTROLLER_CONFIG are answered locally
-  by any replica.
+  CONTROLLER_GET_METADATA_INFO, BROKER_HEARTBEAT, GET_CONTROLLER_CONFIG and
+  CONTROLLER_CHECK_BROKER_ALIVE are answered locally by any replica.
 
 Liveness and what the leader does with applied events (logs, NOTIFY_BROKER_ROLE_CHANGED) are
 `FailoverMixin` (failover.py); the controller-triggered re-election itself is here, in
-`_reelect_dead_masters`, since it runs through `execute` like any request.
+`_reelect_dead_masters`, since it runs through `execute` like any request. Handlers get liveness
+as a predicate: the local table, except for elections (controller-triggered, and
+CONTROLLER_ELECT_MASTER without designateElect), where a recorded master that only this leader
+finds dead counts as alive unless a majority of the controller group confirms its death
+(upstream #4800; `FailoverMixin.election_liveness`, death_check.py). Every replica answers the
+leader's CONTROLLER_CHECK_BROKER_ALIVE (1198, not an upstream code) from its own table.
 
 Benchmark hook: the internal request code `CONTROLLER_BENCH_PROPOSE` (1199, not an upstream
 code) proposes its body as a no-op entry (tag 0xFFFF, which no controller event uses) and
@@ -46,6 +51,7 @@ from rocketrio.actors.controller.failover import FailoverMixin, now_ms
 from rocketrio.actors.controller.heartbeat_manager import BrokerHeartbeatManager, BrokerLiveInfo
 from rocketrio.actors.controller.replicas_info import (
     ApplyOutcome,
+    BrokerAlivePredicate,
     ControllerResult,
     ReplicasInfoManager,
 )
@@ -63,6 +69,7 @@ from rocketrio.actors.transport import Transport
 from rocketrio.protocol.codes import RequestCode, ResponseCode, request_name
 from rocketrio.protocol.config import dump_config
 from rocketrio.protocol.controller_headers import (
+    CONTROLLER_CHECK_BROKER_ALIVE,
     AlterSyncStateSetRequestHeader,
     ApplyBrokerIdRequestHeader,
     BrokerHeartbeatRequestHeader,
@@ -135,10 +142,13 @@ class ControllerStateMachine:
 
 @attrs.frozen(slots=True)
 class _Call:
-    """A decoded controller request: how to compute its answer, and the election reason."""
+    """A decoded controller request: how to compute its answer from a liveness predicate, and
+    the election reason. `confirm_master_death`: it may depose that set's master, whose death
+    a majority must then confirm (else the master counts as alive for this call)."""
 
-    compute: Callable[[], ControllerResult]
+    compute: Callable[[BrokerAlivePredicate], ControllerResult]
     elect_reason: tuple[str, str] | None = None  # (brokerName, reason) if it may elect
+    confirm_master_death: bool = False
 
 
 class Controller(FailoverMixin):
@@ -180,6 +190,7 @@ class Controller(FailoverMixin):
         self._client: RemotingClient | None = None
         self._reelect_lock = trio.Lock()
         self._elect_reasons: dict[str, str] = {}
+        self._liveness_changed = trio.Event()  # set (and replaced) when a broker connection dies
         self._processors: dict[int, Callable[[RequestContext], _Call]] = {
             RequestCode.CONTROLLER_GET_NEXT_BROKER_ID: self._get_next_broker_id,
             RequestCode.CONTROLLER_APPLY_BROKER_ID: self._apply_broker_id,
@@ -200,6 +211,9 @@ class Controller(FailoverMixin):
         try:
             async with RemotingClient(self.transport) as client, trio.open_nursery() as nursery:
                 self._client, self._nursery = client, nursery
+                # a starting replica has heard nobody: it answers peers' death checks UNKNOWN
+                # until it has listened for one timeout
+                self.heartbeats.reset(now_ms())
                 await nursery.start(self.node.run)
                 self.bound_addr = await nursery.start(self.server.run)
                 cfg = self.config
@@ -239,6 +253,8 @@ class Controller(FailoverMixin):
             return ctx.cmd.make_response(RC.SUCCESS, body=dump_config(self.config).encode())
         if code == CONTROLLER_BENCH_PROPOSE:
             return self._bench_propose(ctx)
+        if code == CONTROLLER_CHECK_BROKER_ALIVE:
+            return self.check_broker_alive(ctx)  # HeaderError -> INVALID_PARAMETER
         make = self._processors.get(code)
         if make is None:
             return ctx.cmd.make_response(
@@ -253,10 +269,13 @@ class Controller(FailoverMixin):
 
     async def _answer(self, ctx: RequestContext, call: _Call) -> None:
         try:
+            is_alive: BrokerAlivePredicate = self._is_alive
             if call.elect_reason is not None:
                 name, reason = call.elect_reason
+                if call.confirm_master_death and self.node.is_ready_leader:
+                    is_alive = await self.election_liveness(name, reason)
                 self._elect_reasons[name] = reason
-            result = await self.execute(call.compute)
+            result = await self.execute(lambda: call.compute(is_alive))
         except Refused as e:
             ctx.respond(ctx.cmd.make_response(e.code, e.remark))
             return
@@ -349,12 +368,12 @@ class Controller(FailoverMixin):
 
     def _get_next_broker_id(self, ctx: RequestContext) -> _Call:
         h = from_ext(GetNextBrokerIdRequestHeader, ctx.cmd.ext_fields)
-        return _Call(lambda: self.replicas.get_next_broker_id(h.clusterName, h.brokerName))
+        return _Call(lambda _alive: self.replicas.get_next_broker_id(h.clusterName, h.brokerName))
 
     def _apply_broker_id(self, ctx: RequestContext) -> _Call:
         h = from_ext(ApplyBrokerIdRequestHeader, ctx.cmd.ext_fields)
         return _Call(
-            lambda: self.replicas.apply_broker_id(
+            lambda _alive: self.replicas.apply_broker_id(
                 h.clusterName, h.brokerName, h.appliedBrokerId, h.registerCheckCode
             )
         )
@@ -367,12 +386,12 @@ class Controller(FailoverMixin):
         )
         self.remember_broker_addr(ctx.conn, h.brokerAddress)
         return _Call(
-            lambda: self.replicas.register_broker(
+            lambda alive: self.replicas.register_broker(
                 h.clusterName,
                 h.brokerName,
                 h.brokerId,
                 h.brokerAddress,
-                self._is_alive,
+                alive,
                 self._live_info,
             ),
             (h.brokerName, "first_register"),
@@ -380,11 +399,11 @@ class Controller(FailoverMixin):
 
     def _get_replica_info(self, ctx: RequestContext) -> _Call:
         h = from_ext(GetReplicaInfoRequestHeader, ctx.cmd.ext_fields)
-        return _Call(lambda: self.replicas.get_replica_info(h.brokerName))
+        return _Call(lambda _alive: self.replicas.get_replica_info(h.brokerName))
 
     def _get_sync_state_data(self, ctx: RequestContext) -> _Call:
         names = decode_broker_names(ctx.cmd.body)
-        return _Call(lambda: self.replicas.get_sync_state_data(names, self._is_alive))
+        return _Call(lambda alive: self.replicas.get_sync_state_data(names, alive))
 
     def _elect_master(self, ctx: RequestContext) -> _Call:
         h = from_ext(ElectMasterRequestHeader, ctx.cmd.ext_fields)
@@ -400,14 +419,17 @@ class Controller(FailoverMixin):
             ):
                 reason = "master_restarted"
         return _Call(
-            lambda: self.replicas.elect_master(
+            lambda alive: self.replicas.elect_master(
                 h.brokerName,
-                self._is_alive,
+                alive,
                 self._live_info,
                 broker_id=h.named_broker_id,
                 designate_elect=h.designateElect,
             ),
             (h.brokerName, reason),
+            # an admin who designates a broker moves the master on purpose; any other trigger
+            # replaces a master only if it is dead, which a majority must confirm
+            confirm_master_death=not h.designateElect,
         )
 
     def _alter_sync_state_set(self, ctx: RequestContext) -> _Call:
@@ -419,25 +441,25 @@ class Controller(FailoverMixin):
             )
         body = from_json(SyncStateSet, ctx.cmd.body)
         return _Call(
-            lambda: self.replicas.alter_sync_state_set(
+            lambda alive: self.replicas.alter_sync_state_set(
                 h.brokerName,
                 h.masterBrokerId,
                 h.masterEpoch,
                 body.syncStateSet,
                 body.syncStateSetEpoch,
-                self._is_alive,
+                alive,
             )
         )
 
     def _clean_broker_data(self, ctx: RequestContext) -> _Call:
         h = from_ext(CleanControllerBrokerDataRequestHeader, ctx.cmd.ext_fields)
         return _Call(
-            lambda: self.replicas.clean_broker_data(
+            lambda alive: self.replicas.clean_broker_data(
                 h.clusterName,
                 h.brokerName,
                 h.brokerControllerIdsToClean,
                 h.isCleanLivingBroker,
-                self._is_alive,
+                alive,
             )
         )
 
@@ -493,10 +515,17 @@ class Controller(FailoverMixin):
 
     async def _reelect_dead_masters(self, reason: str, only: frozenset[str] | None = None) -> None:
         """Controller-triggered ElectMaster, through the log, for every set without a master
-        (``only``: just these sets)."""
+        (``only``: just these sets; a master that only this leader finds dead is kept:
+        `unconfirmed_master_deaths`)."""
         async with self._reelect_lock:
-            for name in self.replicas.scan_need_reelect_broker_sets(self._is_alive):
-                if only is not None and name not in only:
+            names = [
+                n
+                for n in self.replicas.scan_need_reelect_broker_sets(self._is_alive)
+                if only is None or n in only
+            ]
+            kept = await self.unconfirmed_master_deaths(names, reason) if names else set()
+            for name in names:
+                if name in kept:
                     continue
                 self._elect_reasons[name] = reason
                 try:

@@ -3,7 +3,11 @@
 Embedded mode (`run_namesrv_with_controller`): the NameServer process runs a Controller beside
 it, never in the path of route queries; the controller keys come from the same namesrv.conf
 (upstream's layout), see `load_namesrv_configs`. `attach_to_namesrv` feeds the NameServer's
-broker heartbeats and connection closes to the controller.
+broker heartbeats and connection closes to the controller. Brokers also heartbeat every
+controller address directly (controllerAddr), so each embedded replica's table is fed by two
+paths: its own port (every broker, by identity) and its NameServer (slaves by identity, a
+master, which heartbeats NameServers as brokerId 0, by address); the death checks between
+replicas (failover.py) read that table.
 """
 
 from __future__ import annotations
@@ -45,9 +49,9 @@ def attach_to_namesrv(controller: Controller, namesrv: NameServer) -> None:
             # the connection tells the controller at once when this broker's process dies
             controller.remember_broker_addr(ctx.conn, h.brokerAddr)
             # towards the NameServer a master heartbeats as brokerId 0 (its role id), which is
-            # no controller id (those start at 1): only slaves' heartbeats name their identity
-            if h.brokerId:
-                controller.observe_heartbeat(h)
+            # no controller id (those start at 1): only slaves' heartbeats name their identity;
+            # a master's still refreshes the entry at its address (what this path can tell)
+            controller.observe_heartbeat(h)
         return await own[RequestCode.BROKER_HEARTBEAT](ctx)
 
     own.update(namesrv.register_processor([RequestCode.BROKER_HEARTBEAT], heartbeat))

@@ -2,15 +2,27 @@
 
 Liveness: BROKER_HEARTBEAT (direct when standalone; when embedded, the NameServer's heartbeats
 are also fed here) and REGISTER_BROKER refresh `BrokerHeartbeatManager`; a closed broker
-connection is an immediate death. The table is reset when this replica becomes leader; until
-`liveness_settled`, only brokers this leader has heard and then lost (closed connection, or
-silent past their own timeout) count as dead, and only their sets are re-elected: a broker not
-heard yet is not a dead one. A scan every scanNotActiveBrokerInterval drops
-expired brokers (logged as broker_heartbeat_timeout); the leader then runs a controller-triggered
-ElectMaster through the log for every set whose master is gone (also every
-scanInactiveMasterInterval and right after a broker connection closes). When an applied
-election names a new master and notifyBrokerRoleChanged is on, the leader pushes
-NOTIFY_BROKER_ROLE_CHANGED (oneway) to the set's live brokers at their registered addresses.
+connection is an immediate death. The table is reset when this replica starts and when it
+becomes leader; until `liveness_settled`, only brokers this leader has heard and then lost
+(closed connection, or silent past their own timeout) count as dead, and only their sets are
+re-elected: a broker not heard yet is not a dead one. A scan every
+scanNotActiveBrokerInterval drops expired brokers (logged as broker_heartbeat_timeout); the
+leader then runs a controller-triggered ElectMaster through the log for every set whose master
+is gone (also every scanInactiveMasterInterval and right after a broker connection closes).
+When an applied election names a new master and notifyBrokerRoleChanged is on, the leader
+pushes NOTIFY_BROKER_ROLE_CHANGED (oneway) to the set's live brokers at their registered
+addresses.
+
+Death confirmation (upstream #4800): before a master that only this leader finds dead is
+deposed, whatever the trigger (heartbeat expiry, channel close, inactive-master scan, or a
+broker's or admin's controller-less ElectMaster), `confirm_master_dead` asks every other replica
+CONTROLLER_CHECK_BROKER_ALIVE and `death_check.tally_death` counts the verdicts; without a
+majority of DEAD the master stays (logged master_death_not_confirmed with the tally). Replicas
+answer from their own table at once, except that one that still finds the broker alive waits up
+to `waitMillis` for its own view to turn (its connection closing, the heartbeat expiring), so a
+crash that closed every connection is confirmed in one round trip even when the leader's
+question overtakes the peer's own close notice. With one replica the leader is the majority:
+nothing is asked and nothing changes.
 
 Only the leader reports what it applied in its own term: ElectMaster / AlterSyncStateSet /
 ApplyBrokerId are logged once, and a new master is pushed to the set's live brokers.
@@ -19,14 +31,15 @@ ApplyBrokerId are logged once, and a new master is pushed to the set's live brok
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Iterable, Sequence
+from typing import Any, Final
 
 import trio
 
 from rocketrio.actors import events
 from rocketrio.actors import events as log_events
 from rocketrio.actors.controller.config import ControllerConfig
+from rocketrio.actors.controller.death_check import DeathTally, tally_death
 from rocketrio.actors.controller.events import (
     AlterSyncStateSetEvent,
     ApplyBrokerIdEvent,
@@ -34,18 +47,32 @@ from rocketrio.actors.controller.events import (
     Event,
 )
 from rocketrio.actors.controller.heartbeat_manager import BrokerHeartbeatManager, BrokerLiveInfo
-from rocketrio.actors.controller.replicas_info import ApplyOutcome, ReplicasInfoManager
+from rocketrio.actors.controller.replicas_info import (
+    ApplyOutcome,
+    BrokerAlivePredicate,
+    ReplicasInfoManager,
+)
 from rocketrio.actors.raft.node import RaftNode, Role
-from rocketrio.actors.remoting import Connection, RemotingClient, RemotingError
-from rocketrio.protocol.codes import RequestCode
+from rocketrio.actors.remoting import Connection, RemotingClient, RemotingError, RequestContext
+from rocketrio.protocol.codes import RequestCode, ResponseCode
 from rocketrio.protocol.controller_headers import (
+    CONTROLLER_CHECK_BROKER_ALIVE,
+    BrokerAliveVerdict,
     BrokerHeartbeatRequestHeader,
+    CheckBrokerAliveRequestHeader,
+    CheckBrokerAliveResponseHeader,
     RoleChangeNotifyEntry,
 )
 from rocketrio.protocol.remoting import RemotingCommand
-from rocketrio.protocol.serde import to_ext, to_json
+from rocketrio.protocol.serde import HeaderError, from_ext, to_ext, to_json
 
 NOTIFY_TIMEOUT_S = 3.0
+# Death confirmation: how long the leader waits for the other replicas' verdicts, and how long
+# a replica that still finds the broker alive may wait for its own view to turn (less, so its
+# answer arrives in time). A replica never waits longer than MAX_CHECK_WAIT_MS, whatever asked.
+ALIVE_CHECK_TIMEOUT_S: Final = 0.5
+ALIVE_CHECK_WAIT_MS: Final = 250
+MAX_CHECK_WAIT_MS: Final = 1000
 _BROKER_ADDRS = "controller_broker_addrs"  # Connection.attrs key: broker addresses seen on it
 
 
@@ -57,18 +84,21 @@ def now_ms() -> int:
 class FailoverMixin:
     """Liveness bookkeeping and applied-event reactions of `Controller`, whose state it uses.
 
-    Relies on Controller's `node`, `heartbeats`, `replicas`, `config`, `log`, `_nursery`,
-    `_client`, `_elect_reasons`, `_is_alive` and `_reelect_dead_masters`.
+    Relies on Controller's `node`, `heartbeats`, `replicas`, `config`, `self_id`, `log`,
+    `_nursery`, `_client`, `_elect_reasons`, `_liveness_changed`, `_is_alive` and
+    `_reelect_dead_masters`.
     """
 
     node: RaftNode
     heartbeats: BrokerHeartbeatManager
     replicas: ReplicasInfoManager
     config: ControllerConfig
+    self_id: str
     log: Any
     _nursery: trio.Nursery | None
     _client: RemotingClient | None
     _elect_reasons: dict[str, str]
+    _liveness_changed: trio.Event
 
     async def _reelect_dead_masters(
         self, reason: str, only: frozenset[str] | None = None
@@ -77,6 +107,11 @@ class FailoverMixin:
     def observe_heartbeat(self, h: BrokerHeartbeatRequestHeader) -> None:
         """Feed one broker heartbeat (direct, or forwarded by the NameServer) to liveness."""
         if h.brokerId is None:
+            return
+        if h.brokerId == 0:
+            # a NameServer heartbeat of a master (its role id): no identity, but a live process
+            hb = self.heartbeats
+            hb.on_address_heartbeat(h.clusterName, h.brokerName, h.brokerAddr, now_ms())
             return
         self.heartbeats.on_heartbeat(
             h.clusterName,
@@ -105,7 +140,12 @@ class FailoverMixin:
         dead: list[BrokerLiveInfo] = []
         for addr in conn.attrs.get(_BROKER_ADDRS, ()):
             dead.extend(self.heartbeats.on_channel_closed(addr))
-        if not dead or not self.node.is_leader:
+        if not dead:
+            return
+        # wake the death checks this replica is holding for a peer (`_answer_check_later`)
+        self._liveness_changed.set()
+        self._liveness_changed = trio.Event()
+        if not self.node.is_leader:
             return
         now = now_ms()
         for info in dead:
@@ -151,6 +191,156 @@ class FailoverMixin:
     async def _scan_inactive_masters(self) -> None:
         if self.node.is_ready_leader and self.heartbeats.liveness_settled(now_ms()):
             await self._reelect_dead_masters("master_inactive")
+
+    # ------------------------------------------------------------------ death confirmation
+
+    def check_broker_alive(self, ctx: RequestContext) -> RemotingCommand | None:
+        """CONTROLLER_CHECK_BROKER_ALIVE from the leader: this replica's own verdict, at once,
+        or after waiting up to `waitMillis` for an ALIVE to turn (see the module docstring)."""
+        h = from_ext(CheckBrokerAliveRequestHeader, ctx.cmd.ext_fields)
+        if h.brokerId < 0:
+            raise HeaderError(f"brokerId must be >= 0, got {h.brokerId}")
+        wait_ms = min(max(h.waitMillis, 0), MAX_CHECK_WAIT_MS)
+        verdict = self._verdict(h)
+        if verdict is BrokerAliveVerdict.ALIVE and wait_ms > 0 and self._nursery is not None:
+            self._nursery.start_soon(self._answer_check_later, ctx, h, wait_ms / 1000)
+            return None
+        return self._check_answer(ctx, h, verdict)
+
+    def _verdict(self, h: CheckBrokerAliveRequestHeader) -> BrokerAliveVerdict:
+        return self.heartbeats.verdict(h.clusterName, h.brokerName, h.brokerId, now_ms())
+
+    async def _answer_check_later(
+        self, ctx: RequestContext, h: CheckBrokerAliveRequestHeader, wait_s: float
+    ) -> None:
+        deadline = trio.current_time() + wait_s
+        while (verdict := self._verdict(h)) is BrokerAliveVerdict.ALIVE:
+            now = trio.current_time()
+            if now >= deadline:
+                break
+            wake = deadline
+            info = self.heartbeats.live_info(h.clusterName, h.brokerName, h.brokerId)
+            if info is not None:
+                # 1 ms past the expiry, so the integer-ms clock surely shows it
+                wake = min(wake, max(now + 0.001, (info.dead_from_ms + 1) / 1000))
+            with trio.move_on_at(wake):
+                await self._liveness_changed.wait()
+        ctx.respond(self._check_answer(ctx, h, verdict))
+
+    def _check_answer(
+        self, ctx: RequestContext, h: CheckBrokerAliveRequestHeader, verdict: BrokerAliveVerdict
+    ) -> RemotingCommand:
+        info = self.heartbeats.live_info(h.clusterName, h.brokerName, h.brokerId)
+        silent = None if info is None else now_ms() - info.last_update_ms
+        header = CheckBrokerAliveResponseHeader(verdict=verdict, silentMillis=silent)
+        return ctx.cmd.make_response(ResponseCode.SUCCESS, None, to_ext(header))
+
+    async def confirm_master_dead(
+        self, cluster: str, broker_name: str, broker_id: int, reason: str
+    ) -> DeathTally:
+        """Ask every other replica about a broker this leader finds dead; log and return the
+        tally (`confirmed`: a majority of the group says DEAD). Takes one round trip when the
+        peers agree, at most ALIVE_CHECK_TIMEOUT_S when some do not answer."""
+        peers = self.config.peer_map()
+        started = trio.current_time()
+        answers = {self.self_id: self.heartbeats.verdict(cluster, broker_name, broker_id, now_ms())}
+        errors: dict[str, str] = {}
+        tally = tally_death(peers, answers)
+        client = self._client
+        if not tally.decided and client is not None:
+            header = CheckBrokerAliveRequestHeader(
+                cluster, broker_name, broker_id, ALIVE_CHECK_WAIT_MS
+            )
+            send, recv = trio.open_memory_channel[tuple[str, BrokerAliveVerdict]](len(peers))
+            async with trio.open_nursery() as nursery:
+                async with send:
+                    for peer_id, addr in peers.items():
+                        if peer_id != self.self_id:
+                            nursery.start_soon(
+                                self._ask_alive, client, peer_id, addr, header, send.clone(), errors
+                            )
+                with trio.move_on_after(ALIVE_CHECK_TIMEOUT_S):
+                    async for peer_id, verdict in recv:
+                        answers[peer_id] = verdict
+                        tally = tally_death(peers, answers)
+                        if tally.decided:
+                            break
+                nursery.cancel_scope.cancel()  # the rest cannot change the outcome
+            tally = tally_death(peers, answers)
+        log = self.log.info if tally.confirmed else self.log.warning
+        log(
+            log_events.MASTER_DEATH_CONFIRMED
+            if tally.confirmed
+            else log_events.MASTER_DEATH_NOT_CONFIRMED,
+            cluster=cluster,
+            broker=broker_name,
+            broker_id=broker_id,
+            reason=reason,
+            elapsed_ms=round((trio.current_time() - started) * 1000, 1),
+            **tally.fields(),
+            **({"errors": errors} if errors else {}),
+        )
+        return tally
+
+    async def _ask_alive(
+        self,
+        client: RemotingClient,
+        peer_id: str,
+        addr: str,
+        header: CheckBrokerAliveRequestHeader,
+        send: trio.MemorySendChannel[tuple[str, BrokerAliveVerdict]],
+        errors: dict[str, str],
+    ) -> None:
+        cmd = RemotingCommand(code=CONTROLLER_CHECK_BROKER_ALIVE, ext_fields=to_ext(header))
+        async with send:
+            try:
+                resp = await client.invoke(addr, cmd, ALIVE_CHECK_TIMEOUT_S)
+                if resp.code != ResponseCode.SUCCESS:
+                    errors[peer_id] = f"code {resp.code}: {resp.remark}"
+                    return
+                answer = from_ext(CheckBrokerAliveResponseHeader, resp.ext_fields)
+            except (RemotingError, HeaderError) as e:
+                errors[peer_id] = str(e)  # no answer: cannot confirm
+                return
+            await send.send((peer_id, answer.verdict))
+
+    async def unconfirmed_master_deaths(self, broker_names: Iterable[str], reason: str) -> set[str]:
+        """The sets among `broker_names` whose recorded master this leader finds dead but a
+        majority of the controller group does not (checked concurrently, one round each)."""
+        suspects: list[tuple[str, str, int]] = []
+        for name in broker_names:
+            sync, replica = self.replicas.sync_state_info(name), self.replicas.replica_info(name)
+            if sync is None or replica is None or sync.master_broker_id is None:
+                continue
+            master = sync.master_broker_id
+            if not self._is_alive(replica.cluster_name, name, master):
+                suspects.append((replica.cluster_name, name, master))
+        unconfirmed: set[str] = set()
+
+        async def confirm(cluster: str, name: str, master: int) -> None:
+            if not (await self.confirm_master_dead(cluster, name, master, reason)).confirmed:
+                unconfirmed.add(name)
+
+        async with trio.open_nursery() as nursery:
+            for suspect in suspects:
+                nursery.start_soon(confirm, *suspect)
+        return unconfirmed
+
+    async def election_liveness(self, broker_name: str, reason: str) -> BrokerAlivePredicate:
+        """Liveness for an election in `broker_name`: this replica's table, except that a
+        recorded master whose death a majority does not confirm counts as alive."""
+        sync = self.replicas.sync_state_info(broker_name)
+        replica = self.replicas.replica_info(broker_name)
+        if sync is None or replica is None or sync.master_broker_id is None:
+            return self._is_alive
+        master = (replica.cluster_name, broker_name, sync.master_broker_id)
+        if not await self.unconfirmed_master_deaths([broker_name], reason):
+            return self._is_alive
+
+        def is_alive(cluster: str, name: str, broker_id: int) -> bool:
+            return (cluster, name, broker_id) == master or self._is_alive(cluster, name, broker_id)
+
+        return is_alive
 
     def _on_role_change(self, role: Role, term: int, leader: str | None) -> None:
         if role is Role.LEADER:

@@ -17,10 +17,19 @@ Rules (upstream DefaultBrokerHeartbeatManager, with the fixes noted):
 - epoch / maxOffset / confirmOffset are replaced by every heartbeat. Upstream keeps the old values
   unless (epoch, maxOffset) grows, so a broker that came back with a shorter log (unflushed tail
   lost, or truncated on handshake) would still look most advanced to the election.
-- Liveness is only meaningful on the controller leader, and only after it has listened for one
-  timeout: a new leader has heard nobody yet. `reset(now_ms)` (call it when this replica becomes
-  leader) clears the table and opens a grace window; until `liveness_settled(now_ms)` the actor
-  must not depose masters for silence (#8380-style wrong elections after a controller switch).
+- A table means something only after it has listened for one timeout: a new leader, or a
+  replica that just started, has heard nobody yet. `reset(now_ms)` (call it when the replica
+  starts and when it becomes leader) clears the table and opens a grace window; until
+  `liveness_settled(now_ms)` the leader must not depose masters for silence (#8380-style wrong
+  elections after a controller switch).
+- `verdict` is this replica's answer when the leader asks a peer to confirm a master's death
+  (upstream #4800, see failover.py): ALIVE while alive; DEAD when expired, or absent (never
+  heard, or removed when its connection closed) from a settled table; UNKNOWN when absent while
+  the table is still in its grace window (a replica that just started cannot tell).
+- `on_address_heartbeat`: a NameServer heartbeat that names no controller identity (a master
+  heartbeats its NameServers as brokerId 0) still proves the process at that address lives, so
+  it refreshes the one entry of that broker set at that address (none, or an ambiguous two: no
+  change). An embedded replica thus uses both paths it has: its own port and its NameServer's.
 """
 
 from __future__ import annotations
@@ -28,6 +37,8 @@ from __future__ import annotations
 from typing import Final
 
 import attrs
+
+from rocketrio.protocol.controller_headers import BrokerAliveVerdict
 
 DEFAULT_BROKER_CHANNEL_EXPIRED_TIME_MS: Final = 10_000
 # upstream brokerElectionPriority default (Integer.MAX_VALUE): lower values are preferred
@@ -63,6 +74,11 @@ class BrokerLiveInfo:
     def is_alive(self, now_ms: int) -> bool:
         return self.last_update_ms + self.heartbeat_timeout_ms >= now_ms
 
+    @property
+    def dead_from_ms(self) -> int:
+        """The first `now_ms` at which `is_alive` is False without a new heartbeat."""
+        return self.last_update_ms + self.heartbeat_timeout_ms + 1
+
 
 class BrokerHeartbeatManager:
     """The liveness table. Not thread-safe by design: one actor owns it."""
@@ -73,10 +89,14 @@ class BrokerHeartbeatManager:
         self._default_timeout_ms = default_timeout_ms
         self._table: dict[BrokerIdentity, BrokerLiveInfo] = {}
         self._settled_at_ms: int | None = None
+        # brokers this replica heard and then saw die (closed connection, expired heartbeat),
+        # until heard again: "dead" is then a fact, even inside the grace window
+        self._seen_dead: set[BrokerIdentity] = set()
 
     def reset(self, now_ms: int) -> None:
         """Forget everything and listen for one default timeout before judging silence."""
         self._table.clear()
+        self._seen_dead.clear()
         self._settled_at_ms = now_ms + self._default_timeout_ms
 
     def liveness_settled(self, now_ms: int) -> bool:
@@ -100,6 +120,7 @@ class BrokerHeartbeatManager:
         """Record a heartbeat; True when the broker was unknown or had expired (came alive)."""
         key = BrokerIdentity(cluster_name, broker_name, broker_id)
         prev = self._table.get(key)
+        self._seen_dead.discard(key)
         self._table[key] = BrokerLiveInfo(
             cluster_name=cluster_name,
             broker_name=broker_name,
@@ -120,11 +141,30 @@ class BrokerHeartbeatManager:
         )
         return prev is None or not prev.is_alive(now_ms)
 
+    def on_address_heartbeat(
+        self, cluster_name: str, broker_name: str, broker_addr: str, now_ms: int
+    ) -> bool:
+        """A heartbeat without a controller identity from `broker_addr`: refresh the single
+        entry of (cluster, brokerName) at that address. True if one was refreshed."""
+        found = [
+            info
+            for info in self._table.values()
+            if info.broker_addr == broker_addr
+            and info.broker_name == broker_name
+            and info.cluster_name == cluster_name
+        ]
+        if len(found) != 1:
+            return False
+        info = found[0]
+        self._table[info.identity] = attrs.evolve(info, last_update_ms=now_ms)
+        return True
+
     def on_channel_closed(self, broker_addr: str) -> list[BrokerLiveInfo]:
         """The connection from `broker_addr` closed: those brokers are dead now (returned)."""
         dead = [info for info in self._table.values() if info.broker_addr == broker_addr]
         for info in dead:
             del self._table[info.identity]
+            self._seen_dead.add(info.identity)
         return dead
 
     def scan_not_active(self, now_ms: int) -> list[BrokerLiveInfo]:
@@ -132,11 +172,25 @@ class BrokerHeartbeatManager:
         dead = [info for info in self._table.values() if not info.is_alive(now_ms)]
         for info in dead:
             del self._table[info.identity]
+            self._seen_dead.add(info.identity)
         return dead
 
     def is_alive(self, cluster_name: str, broker_name: str, broker_id: int, now_ms: int) -> bool:
         info = self._table.get(BrokerIdentity(cluster_name, broker_name, broker_id))
         return info is not None and info.is_alive(now_ms)
+
+    def verdict(
+        self, cluster_name: str, broker_name: str, broker_id: int, now_ms: int
+    ) -> BrokerAliveVerdict:
+        """What this replica can say about one broker (the answer to a peer's death check)."""
+        info = self._table.get(BrokerIdentity(cluster_name, broker_name, broker_id))
+        if info is not None:
+            return BrokerAliveVerdict.ALIVE if info.is_alive(now_ms) else BrokerAliveVerdict.DEAD
+        if BrokerIdentity(cluster_name, broker_name, broker_id) in self._seen_dead:
+            return BrokerAliveVerdict.DEAD  # heard, then seen to die (not just never heard)
+        if self.liveness_settled(now_ms):
+            return BrokerAliveVerdict.DEAD  # listened a full timeout and heard nothing
+        return BrokerAliveVerdict.UNKNOWN
 
     def live_info(
         self, cluster_name: str, broker_name: str, broker_id: int

@@ -9,6 +9,7 @@ from rocketrio.actors.controller.heartbeat_manager import (
     DEFAULT_ELECTION_PRIORITY,
     BrokerHeartbeatManager,
 )
+from rocketrio.protocol.controller_headers import BrokerAliveVerdict
 
 
 def beat(m: BrokerHeartbeatManager, broker_id: int, now: int, **kw) -> bool:
@@ -135,3 +136,79 @@ def test_counts_and_listing_of_live_brokers() -> None:
 def test_bad_default_timeout_is_refused() -> None:
     with pytest.raises(ValueError, match="default_timeout_ms"):
         BrokerHeartbeatManager(default_timeout_ms=0)
+
+
+# --- what a replica answers when the leader asks it to confirm a death (upstream #4800) ------
+
+ALIVE, DEAD, UNKNOWN = BrokerAliveVerdict.ALIVE, BrokerAliveVerdict.DEAD, BrokerAliveVerdict.UNKNOWN
+
+
+@pytest.mark.parametrize(
+    ("heard_at", "closed", "now", "expected"),
+    [
+        (None, False, 1000 + 9_999, UNKNOWN),  # never heard, still listening: cannot say
+        (None, False, 1000 + 10_000, DEAD),  # never heard in a whole timeout
+        (5000, False, 5000 + 10_000, ALIVE),
+        (5000, False, 5000 + 10_001, DEAD),  # expired (not yet scanned away)
+        (5000, True, 1000 + 10_000, DEAD),  # its connection closed
+        (5000, True, 5001, DEAD),  # heard, then its connection closed: dead, however young
+    ],
+)
+def test_verdict(heard_at: int | None, closed: bool, now: int, expected: object) -> None:
+    m = BrokerHeartbeatManager()
+    m.reset(1000)  # the replica starts (or becomes leader) at 1000
+    if heard_at is not None:
+        beat(m, 1, heard_at)
+    if closed:
+        assert m.on_channel_closed("h:1")
+    assert m.verdict("c", "b", 1, now) is expected
+
+
+def test_verdict_of_a_table_never_reset_has_no_grace() -> None:
+    assert BrokerHeartbeatManager().verdict("c", "b", 1, 0) is DEAD
+
+
+def test_dead_from_ms_is_the_first_dead_millisecond() -> None:
+    m = BrokerHeartbeatManager()
+    beat(m, 1, 1000, timeout_ms=3000)
+    info = m.live_info("c", "b", 1)
+    assert info is not None and info.dead_from_ms == 4001
+    assert m.is_alive("c", "b", 1, 4000) and not m.is_alive("c", "b", 1, 4001)
+
+
+def test_address_heartbeat_refreshes_the_one_entry_at_that_address() -> None:
+    m = BrokerHeartbeatManager()
+    beat(m, 1, 1000, epoch=3, max_offset=70, timeout_ms=3000)
+    beat(m, 2, 1000)
+    # a master heartbeats its NameServer as brokerId 0: only the address names it
+    assert m.on_address_heartbeat("c", "b", "h:1", 3500)
+    info = m.live_info("c", "b", 1)
+    assert info is not None and (info.last_update_ms, info.epoch, info.max_offset) == (3500, 3, 70)
+    assert info.heartbeat_timeout_ms == 3000
+    assert m.is_alive("c", "b", 1, 6500) and m.verdict("c", "b", 1, 6500) is ALIVE
+    # another set, another cluster, an unknown address: nothing to refresh
+    assert not m.on_address_heartbeat("c", "other", "h:1", 4000)
+    assert not m.on_address_heartbeat("d", "b", "h:1", 4000)
+    assert not m.on_address_heartbeat("c", "b", "h:9", 4000)
+    # two ids at one address (a cleaned broker came back with a new id): ambiguous, untouched
+    beat(m, 3, 1000, addr="h:1")
+    assert not m.on_address_heartbeat("c", "b", "h:1", 5000)
+    assert m.live_info("c", "b", 1).last_update_ms == 3500  # type: ignore[union-attr]
+
+
+def test_a_broker_seen_to_die_is_dead_even_inside_the_grace_window() -> None:
+    """A closed connection or an expired heartbeat is a fact; only never-heard brokers are
+    UNKNOWN while a fresh table listens (the single-controller failover depends on it)."""
+    from rocketrio.protocol.controller_headers import BrokerAliveVerdict
+
+    m = BrokerHeartbeatManager(10_000)
+    m.reset(0)
+    m.on_heartbeat("c", "a", 1, "h:1", 100, timeout_ms=2000)
+    m.on_heartbeat("c", "a", 2, "h:2", 100, timeout_ms=2000)
+    assert m.verdict("c", "a", 3, 500) is BrokerAliveVerdict.UNKNOWN
+    m.on_channel_closed("h:1")
+    assert m.verdict("c", "a", 1, 500) is BrokerAliveVerdict.DEAD
+    assert m.scan_not_active(2_200)
+    assert m.verdict("c", "a", 2, 2_200) is BrokerAliveVerdict.DEAD
+    m.on_heartbeat("c", "a", 1, "h:1", 3_000, timeout_ms=2000)  # back: alive again
+    assert m.verdict("c", "a", 1, 3_000) is BrokerAliveVerdict.ALIVE
