@@ -270,7 +270,7 @@ def main() -> None:
                 "namesrvAddr": ns, "storePathRootDir": os.path.join(work, name),
                 "logDir": work, "enableControllerMode": "true",
                 "controllerAddr": f"127.0.0.1:{ctrl_port}", "allAckInSyncStateSet": "true",
-                "brokerHeartbeatInterval": "500", "controllerHeartBeatTimeoutMills": "2000",
+                "brokerHeartbeatInterval": "500", "controllerHeartBeatTimeoutMills": "1500",
                 "flushDiskType": "ASYNC_FLUSH",
             }, work)  # fmt: skip
             b.start()

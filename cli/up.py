@@ -95,13 +95,13 @@ def plan(
         }
         if mode == "controller":
             # every acknowledged message is on every member of the SyncStateSet
-            # a hung master (no closed connection) is deposed after 2 s of silence
+            # a hung master (no closed connection) is deposed after 1.5 s of silence (3 heartbeats)
             conf |= {
                 "enableControllerMode": "true",
                 "controllerAddr": ctrl_addr,
                 "allAckInSyncStateSet": "true",
                 "brokerHeartbeatInterval": "500",
-                "controllerHeartBeatTimeoutMills": "2000",
+                "controllerHeartBeatTimeoutMills": "1500",
             }
         else:
             conf |= {"brokerId": str(broker_id), "brokerRole": role}

@@ -306,6 +306,38 @@ def iter_stored(buf: bytes | bytearray | memoryview, **kwargs: bool) -> Iterator
         yield msg
 
 
+def dispatch_fields(buf: bytes, pos: int = 0) -> tuple[str, int, int, int, int, bytes]:
+    """What ConsumeQueue / index dispatch needs of the record at ``pos``, without building a
+    message: (topic, queueId, queueOffset, sysFlag, storeTimestamp, encoded properties).
+
+    The store's hot path on a slave (every replicated record is dispatched once confirmed);
+    the record was already checked in full when it was written. MessageDecodeError if it does
+    not hold together.
+    """
+    try:
+        total, magic = _HEAD.unpack_from(buf, pos)
+        sys_flag = _I32.unpack_from(buf, pos + SYSFLAG_POSITION)[0]
+        fixed = _FIXED_BY_FLAGS[sys_flag & _HOST_FLAGS]
+        fields = fixed.unpack_from(buf, pos)
+        queue_id, queue_offset, store_ts, body_len = fields[3], fields[5], fields[11], fields[16]
+        p = pos + fixed.size + body_len
+        if magic == MAGIC_CODE_V1:
+            topic_len = buf[p]
+            p += 1
+        else:
+            topic_len = _I16.unpack_from(buf, p)[0]
+            p += 2
+        topic = _topic_str(buf[p : p + topic_len])
+        p += topic_len
+        props_len = _I16.unpack_from(buf, p)[0]
+        p += 2
+        if magic not in (MAGIC_CODE_V1, MAGIC_CODE_V2) or p + props_len != pos + total:
+            raise MessageDecodeError(f"record at {pos} does not hold together")
+        return topic, queue_id, queue_offset, sys_flag, store_ts, buf[p : p + props_len]
+    except (struct.error, IndexError, KeyError, UnicodeDecodeError) as e:
+        raise MessageDecodeError(f"malformed stored message at {pos}: {e}") from None
+
+
 def stored_timestamp(buf: bytes | bytearray | memoryview, pos: int = 0) -> int:
     """storeTimestamp of the record at ``pos`` (needs the first 72 bytes of the record)."""
     sys_flag = _I32.unpack_from(buf, pos + SYSFLAG_POSITION)[0]

@@ -32,10 +32,10 @@ from rocketrio.protocol.message import (
     BuiltBatch,
     MessageDecodeError,
     decode_properties,
-    decode_stored,
+    dispatch_fields,
     encode_properties,
     find_property,
-    tags_hash_code,
+    tags_code_of_bytes,
 )
 from rocketrio.storage.commitlog import (
     CommitLog,
@@ -173,23 +173,27 @@ class StoreDispatch:
 
     def _pending_of(self, offset: int, record: bytes, cq_from: int) -> _Pending:
         """What dispatch needs of one stored record (it goes to the ConsumeQueue only from
-        ``cq_from`` on, and never as a transaction half/rollback)."""
+        ``cq_from`` on, and never as a transaction half/rollback). Reads the fields in place:
+        no message object, and only the properties dispatch uses."""
         try:
-            msg, _ = decode_stored(record)
+            topic, queue_id, queue_offset, sys_flag, store_ts, props = dispatch_fields(record)
         except MessageDecodeError as e:
             raise CorruptionError(f"cannot dispatch commitlog record at {offset}: {e}") from None
-        tran = msg.sys_flag & TRANSACTION_ROLLBACK_TYPE
+        tran = sys_flag & TRANSACTION_ROLLBACK_TYPE
         to_cq = offset >= cq_from and tran not in _NO_CQ_TRAN
-        props = msg.properties
-        tags = props.get(PROPERTY_TAGS)
-        code = tags_hash_code(tags) if tags else 0
-        if msg.topic == SCHEDULE_TOPIC:
-            code = self._deliver_time(encode_properties(props), msg.store_timestamp, code)
-        keys, uniq = props.get(PROPERTY_KEYS), props.get(UNIQ_KEY)
+        code = 0
+        tags = find_property(props, b"TAGS\x01") if props else None
+        if tags:
+            code = tags_code_of_bytes(tags)
+        if topic == SCHEDULE_TOPIC:
+            code = self._deliver_time(props, store_ts, code)
         hashes = None
-        if (keys or uniq) and self._index is not None and tran != TRANSACTION_ROLLBACK_TYPE:
-            hashes = _key_hashes(msg.topic, keys, uniq)
-        return (msg.topic, msg.queue_id), msg.queue_offset, code, hashes, to_cq
+        if self._index is not None and props and tran != TRANSACTION_ROLLBACK_TYPE:
+            keys = find_property(props, b"KEYS\x01")
+            uniq = find_property(props, b"UNIQ_KEY\x01")
+            if keys or uniq:
+                hashes = _key_hashes_bytes(topic, keys, uniq)
+        return (topic, queue_id), queue_offset, code, hashes, to_cq
 
     # ------------------------------------------------------------------ confirmOffset
 
@@ -360,6 +364,15 @@ def _text_property(text: str, key: str) -> str | None:
     if e > v and (p == 0 or text[p - 1] == "\x02"):
         return text[v:e]
     return find_property(text, key)
+
+
+def _key_hashes_bytes(topic: str, keys: bytes | None, uniq: bytes | None) -> list[int]:
+    """`_key_hashes` of encoded KEYS / UNIQ_KEY values (the dispatch scan reads bytes)."""
+    seed = key_hash_seed(topic)
+    hashes = [key_hash_from(seed, k) for k in keys.split(b" ") if k] if keys else []
+    if uniq:
+        hashes.append(key_hash_from(seed, uniq))
+    return hashes
 
 
 def _key_hashes(topic: str, keys: str | None, uniq: str | None) -> list[int]:

@@ -168,7 +168,7 @@ def test_a_hung_master_is_replaced_and_steps_down_when_it_wakes(tmp_path: Any) -
         acked, gap, _failed = trio.run(
             produce_through_fault, up, 4000, 1500, lambda: os.kill(pid, signal.SIGSTOP)
         )
-        # 2 s of silence (controllerHeartBeatTimeoutMills) plus the producer's 1 s timeout
+        # 1.5 s of silence (controllerHeartBeatTimeoutMills) plus the producer's 1 s timeout
         assert gap < 4.0, f"write gap after SIGSTOP: {gap:.2f}s"
         new = trio.run(master_name, up)
         assert new != old
