@@ -313,12 +313,17 @@ class Reply:
 
 
 class Puller:
-    def __init__(self, tmp_path: Path, **config: Any) -> None:
+    def __init__(
+        self,
+        tmp_path: Path,
+        run_blocking: Callable[[Callable[[], Any]], Any] = inline,
+        **config: Any,
+    ) -> None:
         self.config = broker_config(tmp_path, **config)
         self.topics, self.groups, self.offsets = tables(self.config)
         self.topics.update(TopicConfig("T", 2, 2))
         self.store = open_store(tmp_path)
-        self.gate = ReadGate(inline)
+        self.gate = ReadGate(run_blocking)
         self.consumers = ConsumerManager()
         self.hold = PullRequestHoldService()
         self.stats = BrokerStats()
@@ -438,6 +443,55 @@ async def test_a_held_pull_is_answered_when_a_message_arrives(
         assert outcome is None
         await trio.sleep(16)
         assert [status_of(o) for o in idle.outcomes] == [PullStatus.NO_NEW_MSG]
+        nursery.cancel_scope.cancel()
+
+
+class LateReads:
+    """Off-loop reads that read at once but return only when released (a slow thread)."""
+
+    def __init__(self) -> None:
+        self.pending: list[trio.Event] = []
+
+    async def __call__(self, fn: Callable[[], Any]) -> Any:
+        result = fn()
+        done = trio.Event()
+        self.pending.append(done)
+        await done.wait()
+        return result
+
+    async def release_all(self) -> None:
+        await trio.testing.wait_all_tasks_blocked()
+        while self.pending:
+            self.pending.pop(0).set()
+            await trio.testing.wait_all_tasks_blocked()
+
+
+async def test_an_arrival_during_a_held_pulls_off_loop_read_is_not_missed(tmp_path: Path) -> None:
+    reads = LateReads()
+    p = Puller(tmp_path, reads, maxTransferBytesOnMessageInMemory=1024 * 1024)  # all off-loop
+    async with trio.open_nursery() as nursery:
+        await nursery.start(p.hold.run)
+        pulled: list[tuple[PullOutcome | None, Reply]] = []
+
+        async def pull_b() -> None:
+            pulled.append(await p.pull(0, expr="b", flags=PULL_FLAG_SUSPEND))
+
+        nursery.start_soon(pull_b)
+        await reads.release_all()
+        [(outcome, reply)] = pulled
+        assert outcome is None and p.hold.count == 1
+        p.put(1, tags="a")  # filtered out
+        p.hold.notify_message_arriving("T", 0, 1)
+        await trio.testing.wait_all_tasks_blocked()
+        assert len(reads.pending) == 1  # the held pull's re-run read only saw the "a"
+        p.put(1, tags="b")  # arrives while that read is still on its way back
+        p.hold.notify_message_arriving("T", 0, 2)
+        await reads.release_all()
+        # answered now, without waiting for the held pull's deadline (the clock did not move)
+        assert p.hold.count == 0
+        [answer] = reply.outcomes
+        assert isinstance(answer, Pulled) and answer.status is PullStatus.FOUND
+        assert answer.result.message_count == 1 and answer.result.next_begin_offset == 2
         nursery.cancel_scope.cancel()
 
 
