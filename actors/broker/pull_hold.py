@@ -79,19 +79,19 @@ class PullRequestHoldService:
     async def _serve_grown(self) -> None:
         grown, self._grown = self._grown, {}
         for key, max_offset in grown.items():
-            held_list = self._held.pop(key, None)
-            if not held_list:
-                continue
-            keep: list[HeldPull] = []
-            for held in held_list:
-                if held.done:
-                    continue
-                if held.offset >= max_offset or not await self._answer(held, final=False):
-                    keep.append(held)
-            keep = [h for h in keep if not h.done]
-            if keep:
-                # pulls parked while we awaited a read are already in the new list
-                self._held.setdefault(key, []).extend(keep)
+            # the list stays in place while reads are awaited: pulls parked meanwhile join it
+            # and arrivals meanwhile are noted in `_grown` for the next pass
+            for held in list(self._held.get(key, ())):
+                if not held.done and held.offset < max_offset:
+                    await self._answer(held, final=False)
+            self._forget_done(key)
+
+    def _forget_done(self, key: QueueKey) -> None:
+        rest = [h for h in self._held.get(key, ()) if not h.done]
+        if rest:
+            self._held[key] = rest
+        else:
+            self._held.pop(key, None)
 
     async def _answer(self, held: HeldPull, *, final: bool) -> bool:
         """Run the held pull; True when it was answered (and is done)."""
@@ -136,12 +136,7 @@ class PullRequestHoldService:
             if held.done:
                 continue
             await self._answer(held, final=True)
-            key = (held.header.topic, held.header.queueId)
-            rest = [h for h in self._held.get(key, ()) if not h.done]
-            if rest:
-                self._held[key] = rest
-            else:
-                self._held.pop(key, None)
+            self._forget_done((held.header.topic, held.header.queueId))
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         task_status.started()

@@ -2,7 +2,8 @@
 
 The send processor runs against real tables and an in-memory store writer; the pull processor
 against real tables and a real MessageStore behind a StoreView. The adapter's mappings (PutStatus
--> response code, PullStatus -> response code, Refusal -> response) are checked on their own.
+-> response code, PullStatus -> response code, Refusal -> response) are checked on their own,
+and its gates on the adapter of a Broker that was built but never started (no sockets).
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import pytest
 import trio
 import trio.testing
 
+from rocketrio.actors.broker.broker import Broker
 from rocketrio.actors.broker.client_manager import ClientChannelInfo, ConsumerManager
 from rocketrio.actors.broker.config import BrokerConfig
 from rocketrio.actors.broker.lock_manager import RebalanceLockManager
@@ -43,7 +45,9 @@ from rocketrio.actors.broker.stats import BrokerStats
 from rocketrio.actors.broker.store_actor import PutBatchBody, PutCallback
 from rocketrio.actors.broker.store_view import ReadGate, StoreView
 from rocketrio.actors.broker.tables import GroupTable, OffsetTable, TopicTable
+from rocketrio.actors.remoting import RequestContext
 from rocketrio.actors.runtime import ActorStopped
+from rocketrio.actors.transport import SimNetwork
 from rocketrio.protocol.bodies import (
     PERM_READ,
     TopicConfig,
@@ -313,12 +317,17 @@ class Reply:
 
 
 class Puller:
-    def __init__(self, tmp_path: Path, **config: Any) -> None:
+    def __init__(
+        self,
+        tmp_path: Path,
+        run_blocking: Callable[[Callable[[], Any]], Any] = inline,
+        **config: Any,
+    ) -> None:
         self.config = broker_config(tmp_path, **config)
         self.topics, self.groups, self.offsets = tables(self.config)
         self.topics.update(TopicConfig("T", 2, 2))
         self.store = open_store(tmp_path)
-        self.gate = ReadGate(inline)
+        self.gate = ReadGate(run_blocking)
         self.consumers = ConsumerManager()
         self.hold = PullRequestHoldService()
         self.stats = BrokerStats()
@@ -441,6 +450,55 @@ async def test_a_held_pull_is_answered_when_a_message_arrives(
         nursery.cancel_scope.cancel()
 
 
+class LateReads:
+    """Off-loop reads that read at once but return only when released (a slow thread)."""
+
+    def __init__(self) -> None:
+        self.pending: list[trio.Event] = []
+
+    async def __call__(self, fn: Callable[[], Any]) -> Any:
+        result = fn()
+        done = trio.Event()
+        self.pending.append(done)
+        await done.wait()
+        return result
+
+    async def release_all(self) -> None:
+        await trio.testing.wait_all_tasks_blocked()
+        while self.pending:
+            self.pending.pop(0).set()
+            await trio.testing.wait_all_tasks_blocked()
+
+
+async def test_an_arrival_during_a_held_pulls_off_loop_read_is_not_missed(tmp_path: Path) -> None:
+    reads = LateReads()
+    p = Puller(tmp_path, reads, maxTransferBytesOnMessageInMemory=1024 * 1024)  # all off-loop
+    async with trio.open_nursery() as nursery:
+        await nursery.start(p.hold.run)
+        pulled: list[tuple[PullOutcome | None, Reply]] = []
+
+        async def pull_b() -> None:
+            pulled.append(await p.pull(0, expr="b", flags=PULL_FLAG_SUSPEND))
+
+        nursery.start_soon(pull_b)
+        await reads.release_all()
+        [(outcome, reply)] = pulled
+        assert outcome is None and p.hold.count == 1
+        p.put(1, tags="a")  # filtered out
+        p.hold.notify_message_arriving("T", 0, 1)
+        await trio.testing.wait_all_tasks_blocked()
+        assert len(reads.pending) == 1  # the held pull's re-run read only saw the "a"
+        p.put(1, tags="b")  # arrives while that read is still on its way back
+        p.hold.notify_message_arriving("T", 0, 2)
+        await reads.release_all()
+        # answered now, without waiting for the held pull's deadline (the clock did not move)
+        assert p.hold.count == 0
+        [answer] = reply.outcomes
+        assert isinstance(answer, Pulled) and answer.status is PullStatus.FOUND
+        assert answer.result.message_count == 1 and answer.result.next_begin_offset == 2
+        nursery.cancel_scope.cancel()
+
+
 async def test_only_big_pulls_read_off_the_loop(tmp_path: Path) -> None:
     p = Puller(tmp_path, maxTransferBytesOnMessageInMemory=1024 * 1024)
     p.put(3)
@@ -517,3 +575,45 @@ def test_pull_outcomes_map_to_pull_codes() -> None:
     assert (resp.code, resp.remark, resp.body) == (RC.PULL_OFFSET_MOVED, "OFFSET_TOO_SMALL", b"")
     resp = pull_response(CMD, Refusal(RC.TOPIC_NOT_EXIST, "no topic"))
     assert (resp.code, resp.remark) == (RC.TOPIC_NOT_EXIST, "no topic")
+
+
+class _Conn:
+    """Just enough of a Connection for the adapter: attrs, remote, closed, send_nowait."""
+
+    def __init__(self) -> None:
+        self.attrs: dict[str, Any] = {}
+        self.remote = "10.0.0.9:5555"
+        self.closed = False
+        self.sent: list[RemotingCommand] = []
+
+    def send_nowait(self, cmd: RemotingCommand) -> None:
+        self.sent.append(cmd)
+
+
+async def test_adapter_gates_unknown_codes_and_a_stopping_broker(tmp_path: Path) -> None:
+    broker = Broker(broker_config(tmp_path), SimNetwork().transport("10.0.0.2"))  # not started
+    adapter, conn = broker.adapter, _Conn()
+
+    async def call(code: int, **ext: str) -> RemotingCommand | None:
+        cmd = RemotingCommand(code, opaque=7, ext_fields=ext)
+        return await adapter.process(RequestContext(conn, cmd))  # type: ignore[arg-type]
+
+    unknown = await call(9999)
+    assert unknown is not None and unknown.code == RC.REQUEST_CODE_NOT_SUPPORTED
+    assert unknown.remark == "request type 9999 (9999) not supported by broker broker-a"
+    adapter.stop_taking_requests()
+    busy = await call(RequestCode.SEND_MESSAGE_V2)
+    assert busy is not None and (busy.code, busy.remark) == (
+        RC.SYSTEM_BUSY,
+        "broker broker-a is shutting down",
+    )
+    # a leaving client may still save its progress
+    saved = await call(
+        RequestCode.UPDATE_CONSUMER_OFFSET,
+        consumerGroup="CG",
+        topic="T",
+        queueId="0",
+        commitOffset="12",
+    )
+    assert saved is not None and saved.code == RC.SUCCESS
+    assert broker.offsets.query("CG", "T", 0) == 12
