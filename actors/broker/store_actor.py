@@ -21,8 +21,8 @@ because after a failed fsync the page cache state is unknown (the process must r
 recover). Mapping statuses to wire codes is the protocol adapter's job, not this module's.
 
 Readers use the read-only `StoreView` (store_view.py): inline on the Trio thread, or, for big
-pulls, in a worker thread behind the `ReadGate`. Mutations other than puts (delete topic; later
-truncation and role changes) go through `call` / `delete_topic`: they run between puts, never
+pulls, in a worker thread behind the `ReadGate`. Mutations other than puts (delete topic, a
+slave's truncation, role changes) go through `call` / `delete_topic`: they run between puts, never
 beside a flush (the store forbids flush beside truncation or deletion) and inside
 ``ReadGate.exclusive()`` so no off-loop read runs meanwhile. Appends run beside off-loop reads.
 
