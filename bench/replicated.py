@@ -120,8 +120,10 @@ async def latency(ns: str, topic: str, rate: int, seconds: float) -> tuple[float
 async def sample_lag(ns: str, master: str, slave: str, stop: trio.Event, out: list[int]) -> None:
     async with MQAdmin(ns) as admin:
         while not stop.is_set():
-            m = await admin.broker_status(master)
+            # The slave first: the master can only have grown by the time it answers, so the
+            # sample is an upper bound of the lag (never negative).
             s = await admin.broker_status(slave)
+            m = await admin.broker_status(master)
             out.append(int(m["commitLogMaxOffset"]) - int(s["commitLogMaxOffset"]))
             await trio.sleep(0.02)
 

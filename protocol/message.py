@@ -31,6 +31,7 @@ from rocketrio.protocol.message_build import (
 )
 from rocketrio.protocol.message_decode import (
     check_stored_record,
+    checked_dispatch_fields,
     decode_all,
     decode_stored,
     dispatch_fields,
@@ -157,8 +158,8 @@ __all__ = [
     "TRANSACTION_ROLLBACK_TYPE", "TRAN_MSG", "UNIQ_KEY", "WAIT", "BatchConstants", "BatchItem",
     "Buffer", "BuiltBatch", "MessageDecodeError", "MessageExt", "MessageSizeError",
     "RecordCrcMode", "append_record", "build_batch_records", "build_stored_message",
-    "check_stored_record", "crc32", "crc32_masked", "crc_digits", "decode_all",
-    "decode_batch_body", "decode_properties", "decode_stored", "dispatch_fields",
+    "check_stored_record", "checked_dispatch_fields", "crc32", "crc32_masked", "crc_digits",
+    "decode_all", "decode_batch_body", "decode_properties", "decode_stored", "dispatch_fields",
     "encode_batch_body", "encode_properties", "find_property", "has_crc_trailer", "host_to_str",
     "iter_stored", "offset_msg_id", "parse_host", "parse_offset_msg_id", "seal_record_crc",
     "stored_timestamp", "tags_code_of_bytes", "tags_hash_code",

@@ -35,6 +35,7 @@ from rocketrio.protocol.message_format import (
     MAGIC_CODE_V2,
     MIN_RECORD_SIZE,
     PHY_POS_POSITION,
+    QUEUE_ID_POSITION,
     SYSFLAG_POSITION,
     Buffer,
     MessageDecodeError,
@@ -64,6 +65,33 @@ def check_stored_record(
     Raises MessageDecodeError saying what is wrong. ``buf`` may be anything with the buffer
     protocol and slicing (bytes, bytearray, mmap).
     """
+    return _check_record(buf, pos, expected_offset, limit)[0]
+
+
+def checked_dispatch_fields(
+    buf: Buffer, pos: int, *, expected_offset: int, limit: int
+) -> tuple[int, str, int, int, int, int, bytes]:
+    """`check_stored_record` and `dispatch_fields` in one pass: validate the record at ``pos``
+    in full, then return (size, topic, queueId, queueOffset, sysFlag, storeTimestamp, encoded
+    properties). A slave's append: every replicated record is checked once and its dispatch
+    data kept, so nothing is parsed again when confirmOffset passes it."""
+    total, sys_flag, topic_at, topic_len = _check_record(buf, pos, expected_offset, limit)
+    queue_id, queue_offset = _QID_QOFFSET.unpack_from(buf, pos + QUEUE_ID_POSITION)
+    born_ip = 16 if sys_flag & BORNHOST_V6_FLAG else 4
+    store_ts = _I64.unpack_from(buf, pos + BORN_HOST_POSITION + born_ip + 4)[0]
+    try:
+        topic = _topic_str(bytes(buf[topic_at : topic_at + topic_len]))
+    except UnicodeDecodeError as e:
+        raise MessageDecodeError(f"topic of the record at {pos} is not UTF-8: {e}") from None
+    props = bytes(buf[topic_at + topic_len + 2 : pos + total])
+    return total, topic, queue_id, queue_offset, sys_flag, store_ts, props
+
+
+def _check_record(
+    buf: Buffer, pos: int, expected_offset: int | None, limit: int | None
+) -> tuple[int, int, int, int]:
+    """The checks of `check_stored_record`; returns (size, sysFlag, topic position, topic
+    length)."""
     n = len(buf) if limit is None else min(len(buf), limit)
     if n - pos < 8:
         raise MessageDecodeError("truncated record header")
@@ -74,7 +102,7 @@ def check_stored_record(
         raise MessageDecodeError(f"record size {total} is below the minimum")
     if pos + total > n:
         raise MessageDecodeError(f"record of {total} bytes runs past the end of the data")
-    _check_layout(buf, pos, total, magic, expected_offset)
+    sys_flag, topic_at, topic_len = _check_layout(buf, pos, total, magic, expected_offset)
     trailer = bytes(buf[pos + total - CRC32_RESERVED_LEN : pos + total])
     digits = trailer[9:19]
     if not trailer.startswith(CRC32_TRAILER_PREFIX) or trailer[-1:] != b"\x02":
@@ -83,10 +111,14 @@ def check_stored_record(
         raise MessageDecodeError("record CRC trailer is not decimal")
     if crc32_masked(memoryview(buf)[pos : pos + total - CRC32_RESERVED_LEN]) != int(digits[::-1]):
         raise MessageDecodeError("record CRC mismatch")
-    return total
+    return total, sys_flag, topic_at, topic_len
 
 
-def _check_layout(buf: Buffer, pos: int, total: int, magic: int, expected: int | None) -> None:
+def _check_layout(
+    buf: Buffer, pos: int, total: int, magic: int, expected: int | None
+) -> tuple[int, int, int]:
+    """Inner lengths and the physical offset; returns (sysFlag, topic position, topic
+    length)."""
     end = pos + total
     sys_flag = _I32.unpack_from(buf, pos + SYSFLAG_POSITION)[0]
     fixed = _FIXED_BY_FLAGS[sys_flag & _HOST_FLAGS]
@@ -109,10 +141,12 @@ def _check_layout(buf: Buffer, pos: int, total: int, magic: int, expected: int |
         p += 2
     if topic_len < 0 or p + topic_len + 2 > end:
         raise MessageDecodeError(f"topic length {topic_len} does not fit the record")
+    topic_at = p
     p += topic_len
     props_len = _I16.unpack_from(buf, p)[0]
     if props_len < 0 or p + 2 + props_len != end:
         raise MessageDecodeError(f"properties length {props_len} does not match totalSize")
+    return sys_flag, topic_at, topic_len
 
 
 def decode_stored(
@@ -137,6 +171,7 @@ def decode_stored(
 
 
 _TOPIC_CACHE: dict[bytes, str] = {}
+_QID_QOFFSET = struct.Struct(">i4xq")  # queueId, (flag), queueOffset
 _FIXED_V4 = _FIXED[(4, 4)]
 
 

@@ -62,6 +62,7 @@ from rocketrio.protocol.message import (
     PHY_POS_POSITION,
     MessageDecodeError,
     check_stored_record,
+    checked_dispatch_fields,
     crc32,
     crc_digits,
 )
@@ -74,6 +75,9 @@ CHECKPOINT_FILE = "flushed.checkpoint"
 _HEAD = struct.Struct(">ii")
 _PHY = struct.Struct(">q")
 _CKPT = struct.Struct(">qI")
+# a replicated record as `append_raw` found it: (offset, size, topic, queueId, queueOffset,
+# sysFlag, storeTimestamp, encoded properties)
+RecordFields = tuple[int, int, str, int, int, int, int, bytes]
 
 
 class CorruptionError(Exception):
@@ -449,14 +453,22 @@ class CommitLog:
         positions.pop()
         return positions
 
-    def append_raw(self, offset: int, data: bytes | bytearray | memoryview) -> int:
+    def append_raw(
+        self,
+        offset: int,
+        data: bytes | bytearray | memoryview,
+        records: list[RecordFields] | None = None,
+    ) -> int:
         """Append replicated bytes at ``offset`` (== `max_offset`); returns the new end.
 
         ``data`` must be whole records exactly as the master's CommitLog holds them: every
         message record is checked in full (sizes, magic, inner lengths, physical offset = its
         position, CRC) and must not cross a segment; a BLANK record must cover the rest of its
         segment (its fill bytes follow it). ValueError (nothing written) otherwise. The bytes
-        may span segments. No fsync (see `flush`).
+        may span segments. No fsync (see `flush`). With ``records``, the dispatch fields of
+        every message record found by the check are added to it (`checked_dispatch_fields`:
+        size, topic, queueId, queueOffset, sysFlag, storeTimestamp, properties), each with its
+        offset first; only once the bytes are written.
         """
         self._check_open()
         if offset != self._max_offset:
@@ -466,6 +478,7 @@ class CommitLog:
         seg = self.mapped_file_size
         view = memoryview(data)
         n = len(view)
+        found: list[RecordFields] = []
         pos = 0
         while pos < n:
             at = offset + pos
@@ -479,10 +492,13 @@ class CommitLog:
                         f"blank record at {at} of {total} bytes, {room} left in segment"
                     )
             else:
+                limit = pos + room - END_FILE_MIN_BLANK_LENGTH
                 try:
-                    check_stored_record(
-                        view, pos, expected_offset=at, limit=pos + room - END_FILE_MIN_BLANK_LENGTH
-                    )
+                    if records is None:
+                        check_stored_record(view, pos, expected_offset=at, limit=limit)
+                    else:
+                        fields = checked_dispatch_fields(view, pos, expected_offset=at, limit=limit)
+                        found.append((at, *fields))
                 except MessageDecodeError as e:
                     raise ValueError(f"replicated record at {at}: {e}") from None
             pos += total
@@ -498,6 +514,8 @@ class CommitLog:
             self._undo_partial_append(offset)
             raise
         self._max_offset = offset + n
+        if records is not None:
+            records += found
         return self._max_offset
 
     def reset_to(self, offset: int) -> None:

@@ -14,7 +14,12 @@ ever sees a record that a failover could later truncate. `DispatchGate` owns:
   keys; rather than re-reading them once confirmed, each stored put leaves its dispatch data
   here (`Held`, in CommitLog order, contiguous) until confirm passes its end. Records without
   held data (replicated to a slave, recovered after a restart) are dispatched by scanning the
-  CommitLog instead; any truncation or role change simply drops the held data.
+  CommitLog instead; any truncation or role change simply drops the held data;
+- ``replica``: the same for a slave, per record: what `CommitLog.append_raw` parsed while it
+  checked the master's bytes (`RecordFields`: offset, size, topic, queue, ...), in CommitLog order,
+  contiguous, so confirmOffset may release part of an append. Bounded (`REPLICA_HELD_MAX`
+  records): past it the data is dropped and dispatch scans the CommitLog until it has caught
+  up with the appends again.
 
 The store calls `MessageStore.advance_confirm`, which releases what this gate allows.
 """
@@ -26,10 +31,11 @@ from collections.abc import Callable
 
 import attrs
 
-from rocketrio.storage.commitlog import OffsetCheckpoint
+from rocketrio.storage.commitlog import OffsetCheckpoint, RecordFields
 from rocketrio.storage.fs import OS_FS, FileSystem
 
 CONFIRM_CHECKPOINT = "confirm.checkpoint"
+REPLICA_HELD_MAX = 65536
 
 
 @attrs.frozen(slots=True)
@@ -47,6 +53,8 @@ class DispatchGate:
         self.gated = False
         self.confirm = 0
         self.held: deque[Held] = deque()
+        self.replica: deque[RecordFields] = deque()
+        self.replica_end = -1  # where the appends behind `replica` end
         self._ckpt = OffsetCheckpoint(path, fs=fs)
         self._stored = -1
 
@@ -65,10 +73,28 @@ class DispatchGate:
         if self.confirm > offset or self._stored > offset:
             self.confirm = min(self.confirm, offset)
             self.persist(sync=True)
-        self.held.clear()
+        self.drop_held()
 
     def hold(self, item: Held) -> None:
         self.held.append(item)
+
+    def hold_replicated(
+        self, start: int, end: int, records: list[RecordFields], dispatched: int
+    ) -> None:
+        """A slave appended [start, end) holding ``records``: keep them while they continue
+        what is held (or, with nothing held, what is dispatched) and the bound allows."""
+        replica = self.replica
+        follows = start == self.replica_end if replica else start == dispatched
+        if not follows or len(replica) + len(records) > REPLICA_HELD_MAX:
+            replica.clear()
+            return
+        replica.extend(records)
+        self.replica_end = end
+
+    def drop_held(self) -> None:
+        """Forget all held dispatch data (truncation, role change): dispatch scans instead."""
+        self.held.clear()
+        self.replica.clear()
 
     def close(self) -> None:
         self._ckpt.close()

@@ -49,7 +49,7 @@ from rocketrio.protocol.message import (
     stored_timestamp,
     tags_hash_code,
 )
-from rocketrio.storage.commitlog import CommitLog, OffsetCheckpoint, RecordNotFound
+from rocketrio.storage.commitlog import CommitLog, OffsetCheckpoint, RecordFields, RecordNotFound
 from rocketrio.storage.consume_queue import ENTRY, Boundary, ConsumeQueue
 from rocketrio.storage.dispatch_gate import CONFIRM_CHECKPOINT, DispatchGate, Held
 from rocketrio.storage.durable import makedirs_synced
@@ -633,9 +633,13 @@ class MessageStore(StoreDispatch):
 
     def append_replicated(self, offset: int, data: bytes | bytearray | memoryview) -> int:
         """A slave writes whole records received from its master (checked in full by the
-        CommitLog); nothing is dispatched until confirmOffset passes them. No fsync."""
-        end = self._commitlog.append_raw(offset, data)
+        CommitLog); nothing is dispatched until confirmOffset passes them, and what the check
+        read of each record is kept for that moment. No fsync."""
+        records: list[RecordFields] = []
+        end = self._commitlog.append_raw(offset, data, records)
         self._put_bytes += len(data)
+        if self._gate.gated:
+            self.hold_replicated(offset, end, records)
         return end
 
     def record_epoch(self, epoch: int, start_offset: int) -> bool:
@@ -652,7 +656,7 @@ class MessageStore(StoreDispatch):
         any write of the epoch, and set the next queue offsets past every record in the log
         (dispatched or not). Returns the epoch's start offset."""
         start = self._commitlog.max_offset
-        self._gate.held.clear()
+        self._gate.drop_held()
         self.record_epoch(epoch, start)
         self.compensate_queue_offsets()
         return start

@@ -42,6 +42,7 @@ from rocketrio.storage.commitlog import (
     CommitLogRecovery,
     CorruptionError,
     OffsetCheckpoint,
+    RecordFields,
 )
 from rocketrio.storage.consume_queue import ENTRY, ConsumeQueue
 from rocketrio.storage.dispatch_gate import DispatchGate
@@ -179,6 +180,22 @@ class StoreDispatch:
             topic, queue_id, queue_offset, sys_flag, store_ts, props = dispatch_fields(record)
         except MessageDecodeError as e:
             raise CorruptionError(f"cannot dispatch commitlog record at {offset}: {e}") from None
+        return self._pending_from(
+            offset, topic, queue_id, queue_offset, sys_flag, store_ts, props, cq_from
+        )
+
+    def _pending_from(
+        self,
+        offset: int,
+        topic: str,
+        queue_id: int,
+        queue_offset: int,
+        sys_flag: int,
+        store_ts: int,
+        props: bytes,
+        cq_from: int,
+    ) -> _Pending:
+        """`_pending_of` from fields already read out of the record."""
         tran = sys_flag & TRANSACTION_ROLLBACK_TYPE
         to_cq = offset >= cq_from and tran not in _NO_CQ_TRAN
         code = 0
@@ -215,9 +232,44 @@ class StoreDispatch:
         if self._dispatched < gate.confirm:
             self._dispatch_to(gate.confirm)
 
+    def hold_replicated(self, start: int, end: int, records: list[RecordFields]) -> None:
+        """A slave appended [start, end): keep what the CommitLog's check read of its records
+        until confirmOffset passes them."""
+        self._gate.hold_replicated(start, end, records, self._dispatched)
+
+    def _dispatch_replicated(self, limit: int) -> bool:
+        """Dispatch held replicated records that end at or below ``limit``; False when there
+        are none to continue from where dispatch stands (it must scan)."""
+        gate = self._gate
+        replica = gate.replica
+        if not replica:
+            return False
+        if replica[0][0] != self._dispatched:
+            replica.clear()  # cannot happen unless the log moved under the held data
+            return False
+        positions: list[int] = []
+        sizes: list[int] = []
+        pending: list[_Pending] = []
+        pending_from = self._pending_from
+        while replica and replica[0][0] + replica[0][1] <= limit:
+            offset, size, topic, queue_id, queue_offset, sys_flag, ts, props = replica.popleft()
+            positions.append(offset)
+            sizes.append(size)
+            pending.append(
+                pending_from(offset, topic, queue_id, queue_offset, sys_flag, ts, props, 0)
+            )
+        if not positions:
+            return False
+        self._dispatch(positions, sizes, pending)
+        if not replica and gate.replica_end <= limit:
+            self._dispatched = gate.replica_end  # past a BLANK record closing a segment
+        return True
+
     def _dispatch_to(self, limit: int) -> None:
         held = self._gate.held
         while self._dispatched < limit:
+            if self._dispatch_replicated(limit):
+                continue
             if held and held[0].start < self._dispatched:
                 held.clear()  # cannot happen unless the log moved under the held data
             if held and held[0].start == self._dispatched:

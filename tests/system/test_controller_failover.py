@@ -141,8 +141,10 @@ def test_kill9_master_under_load_loses_no_acknowledged_message(tmp_path: Any) ->
             2500,
             lambda: os.kill(up.pid_of(old), signal.SIGKILL),
         )
-        # a closed connection is a death the controller acts on at once
-        assert gap < 2.0, f"write gap after kill -9: {gap:.2f}s"
+        # a closed connection is a death the controller acts on at once: bench/failover.py
+        # measures a gap of p50 0.1 s, p99 0.25 s; 1 s leaves room for a loaded CI machine
+        # and still fails if the election waited for a heartbeat timeout (1.5 s)
+        assert gap < 1.0, f"write gap after kill -9: {gap:.2f}s"
         assert trio.run(master_name, up) != old
         up.read_until(rf"{old} exited with status", 30)  # `up` restarts it on its data ...
         # ... and it rejoins as a slave of the new master
@@ -168,7 +170,8 @@ def test_a_hung_master_is_replaced_and_steps_down_when_it_wakes(tmp_path: Any) -
         acked, gap, _failed = trio.run(
             produce_through_fault, up, 4000, 1500, lambda: os.kill(pid, signal.SIGSTOP)
         )
-        # 1.5 s of silence (controllerHeartBeatTimeoutMills) plus the producer's 1 s timeout
+        # 1.5 s of silence (controllerHeartBeatTimeoutMills), up to one 0.5 s scan, and a send
+        # already waiting out the producer's 1 s timeout: 3 s, plus margin for a loaded machine
         assert gap < 4.0, f"write gap after SIGSTOP: {gap:.2f}s"
         new = trio.run(master_name, up)
         assert new != old
