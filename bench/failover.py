@@ -21,85 +21,36 @@ Prints ONE JSON line.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 import os
-import shutil
 import signal
-import socket
 import statistics
-import subprocess
-import sys
 import tempfile
 import time
 from typing import Any
 
 import trio
+from benchlib import Proc, free_port, stop_all
 
 from rocketrio.actors.client.admin import MQAdmin
 from rocketrio.actors.client.message import Message
 from rocketrio.actors.client.producer import Producer
 from rocketrio.actors.client.push_consumer import ConsumeStatus, PushConsumer
 from rocketrio.actors.logs import configure_logging
+from rocketrio.protocol.message import parse_offset_msg_id
 
 TOPIC = "FailoverBench"
 SENDERS = 4
 
 
-def free_ports(n: int) -> list[int]:
-    out: list[int] = []
-    while len(out) < n:
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            p = s.getsockname()[1]
-        with socket.socket() as s:  # its HA port (listenPort + 1) must be free too
-            try:
-                s.bind(("127.0.0.1", p + 1))
-            except OSError:
-                continue
-        if p not in out and p + 1 not in out:
-            out.append(p)
-    return out
-
-
-class Proc:
-    def __init__(self, role: str, name: str, conf: dict[str, str], work: str) -> None:
-        self.role, self.name, self.work = role, name, work
-        self.path = os.path.join(work, f"{name}.conf")
-        with open(self.path, "w") as f:
-            f.writelines(f"{k}={v}\n" for k, v in conf.items())
-        self.p: subprocess.Popen[bytes] | None = None
-
-    def start(self) -> None:
-        out = open(os.path.join(self.work, f"{self.name}.out"), "ab")
-        self.p = subprocess.Popen(
-            [sys.executable, "-m", "rocketrio.cli.main", self.role, "-c", self.path,
-             "--name", self.name],
-            stdout=out, stderr=subprocess.STDOUT,
-        )  # fmt: skip
-
-    def signal(self, sig: int) -> None:
-        assert self.p is not None
-        os.kill(self.p.pid, sig)
-        if sig == signal.SIGKILL:
-            self.p.wait()
-
-    def stop(self) -> None:
-        if self.p is not None and self.p.poll() is None:
-            self.p.terminate()
-            try:
-                self.p.wait(20)
-            except subprocess.TimeoutExpired:
-                self.p.kill()
-
-
 class Senders:
-    """SENDERS producers' loops of synchronous sends; records every acknowledgement."""
+    """SENDERS producers' loops of synchronous sends; records every acknowledgement with the
+    broker that stored it (the store host in its offsetMsgId)."""
 
     def __init__(self, ns: str) -> None:
         self.ns = ns
         self.acked: set[str] = set()
-        self.ack_times: list[float] = []
+        self.acks: list[tuple[float, int]] = []  # (time, port of the storing broker)
         self.seq = 0
 
     async def run(self, stop: trio.Event) -> None:
@@ -116,16 +67,25 @@ class Senders:
                         continue
                     if r.send_status.name == "SEND_OK":
                         self.acked.add(body)
-                        self.ack_times.append(time.monotonic())
+                        port = parse_offset_msg_id(r.offset_msg_id)[1]
+                        self.acks.append((time.monotonic(), port))
 
             async with trio.open_nursery() as n:
                 for k in range(SENDERS):
                     n.start_soon(loop, k)
 
-    def gap_around(self, t: float) -> float:
-        before = [x for x in self.ack_times if x <= t]
-        after = [x for x in self.ack_times if x > t]
-        return (min(after) - max(before)) if before and after else float("nan")
+    def first_ack_after(self, t: float, port: int) -> float | None:
+        return next((x for x, p in self.acks if x > t and p == port), None)
+
+    def gap(self, t: float, old_port: int, new_port: int) -> float:
+        """From the last acknowledgement by the old master to the first by the new one after
+        the fault at ``t`` (sends in flight at the fault may still be answered by the old
+        master after ``t``; they count on its side)."""
+        first_new = self.first_ack_after(t, new_port)
+        if first_new is None:
+            return float("nan")
+        last_old = max((x for x, p in self.acks if x < first_new and p == old_port), default=t)
+        return first_new - last_old
 
 
 async def master_addr(admin: MQAdmin, name: str = "broker-a") -> str | None:
@@ -167,11 +127,10 @@ async def trials(
                 await trio.sleep(0.01)
                 new = await master_addr(admin)
             in_route = time.monotonic() - t0
-            # wait for writes on the new master
-            while not [x for x in senders.ack_times if x > t0]:
+            old_port, new_port = (int(a.rpartition(":")[2]) for a in (old, new))
+            while senders.first_ack_after(t0, new_port) is None:  # writes on the new master
                 await trio.sleep(0.01)
-            await trio.sleep(0.2)
-            gap = senders.gap_around(t0)
+            gap = senders.gap(t0, old_port, new_port)
             if kind == "kill":
                 victim.start()
             else:
@@ -249,7 +208,8 @@ def main() -> None:
     n = 3 if args.quick else args.trials
     configure_logging("bench", "bench", None, console=None)
     work = tempfile.mkdtemp(prefix="rocketrio-fobench-")
-    ns_port, ctrl_port, a0, a1, lone_port = free_ports(5)
+    taken: set[int] = set()
+    ns_port, ctrl_port, a0, a1, lone_port = (free_port(taken) for _ in range(5))
     ns = f"127.0.0.1:{ns_port}"
     procs: list[Proc] = []
     result: dict[str, Any] = {"bench": "failover", "trials": n, "senders": SENDERS}
@@ -326,12 +286,7 @@ def main() -> None:
 
         trio.run(run_all)
     finally:
-        for p in reversed(procs):
-            with contextlib.suppress(OSError):
-                if p.p is not None and p.p.poll() is None:
-                    os.kill(p.p.pid, signal.SIGCONT)
-            p.stop()
-        shutil.rmtree(work, ignore_errors=True)
+        stop_all(procs, work)
     print(json.dumps(result))
 
 

@@ -19,113 +19,26 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import shutil
-import socket
-import subprocess
-import sys
 import tempfile
 import time
 from typing import Any
 
 import trio
+from benchlib import (
+    BODY,
+    Proc,
+    batched_sends,
+    free_port,
+    latency_at_rate,
+    peak_rss_mb,
+    single_sends,
+    stop_all,
+    wait_writable,
+)
 
-from rocketrio.actors.client.config import ProducerConfig
-from rocketrio.actors.client.message import Message
-from rocketrio.actors.client.producer import Producer
+from rocketrio.actors.client.admin import MQAdmin
 from rocketrio.actors.client.push_consumer import ConsumeStatus, PushConsumer
 from rocketrio.actors.logs import configure_logging
-
-BODY = os.urandom(512).hex().encode()  # 1 KiB
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def start(role: str, conf: dict[str, str], workdir: str, name: str) -> subprocess.Popen[bytes]:
-    path = os.path.join(workdir, f"{name}.conf")
-    with open(path, "w") as f:
-        f.writelines(f"{k}={v}\n" for k, v in conf.items())
-    out = open(os.path.join(workdir, f"{name}.out"), "wb")
-    return subprocess.Popen(
-        [sys.executable, "-m", "rocketrio.cli.main", role, "-c", path, "--name", name],
-        stdout=out,
-        stderr=subprocess.STDOUT,
-    )
-
-
-def peak_rss_mb(pid: int) -> float:
-    with open(f"/proc/{pid}/status") as f:
-        for line in f:
-            if line.startswith("VmHWM:"):
-                return int(line.split()[1]) / 1024
-    return -1.0
-
-
-async def wait_broker(ns: str, topic: str) -> None:
-    deadline = time.monotonic() + 30
-    async with Producer("bench_wait", ns) as p:
-        while True:
-            try:
-                await p.send(Message(topic, b"warmup"))
-                return
-            except Exception:
-                if time.monotonic() > deadline:
-                    raise
-                await trio.sleep(0.2)
-
-
-async def batch_produce(
-    ns: str, topic: str, total: int, batch: int = 64, inflight: int = 8
-) -> float:
-    msgs = [Message(topic, BODY) for _ in range(batch)]
-    sent = 0
-    async with Producer("bench_batch", ns) as p:
-        t0 = time.perf_counter()
-
-        async def worker() -> None:
-            nonlocal sent
-            while sent < total:
-                sent += batch
-                await p.send_batch(msgs)
-
-        async with trio.open_nursery() as n:
-            for _ in range(inflight):
-                n.start_soon(worker)
-        return sent / (time.perf_counter() - t0)
-
-
-async def single_produce(ns: str, topic: str, total: int, inflight: int = 256) -> float:
-    cfg = ProducerConfig(producerGroup="bench_single", maxInFlight=inflight)
-    async with Producer("bench_single", ns, config=cfg) as p:
-        t0 = time.perf_counter()
-        futs = []
-        for _ in range(total):
-            futs.append(await p.send_async(Message(topic, BODY)))
-        for f in futs:
-            await f.wait()
-        return total / (time.perf_counter() - t0)
-
-
-async def latency(ns: str, topic: str, rate: int, seconds: float) -> tuple[float, float]:
-    lat: list[float] = []
-    async with Producer("bench_latency", ns) as p:
-
-        async def one() -> None:
-            t = time.perf_counter()
-            await p.send(Message(topic, BODY))
-            lat.append(time.perf_counter() - t)
-
-        n_total = int(rate * seconds)
-        start = trio.current_time()
-        async with trio.open_nursery() as n:
-            for i in range(n_total):
-                await trio.sleep_until(start + i / rate)
-                n.start_soon(one)
-    lat.sort()
-    return lat[len(lat) // 2] * 1000, lat[int(len(lat) * 0.99)] * 1000
 
 
 async def consume(ns: str, topic: str, expected: int) -> float:
@@ -164,75 +77,55 @@ def main() -> None:
     n_batch, n_single = int(300_000 * scale), int(100_000 * scale)
     configure_logging("bench", "bench", None, console=None)
     work = tempfile.mkdtemp(prefix="rocketrio-bench-")
-    procs: list[subprocess.Popen[bytes]] = []
+    procs: list[Proc] = []
     result: dict[str, Any] = {"bench": "produce_consume", "body_bytes": len(BODY)}
     try:
-        ns_port, b_port, s_port = free_port(), free_port(), free_port()
+        taken: set[int] = set()
+        ns_port, b_port, s_port = free_port(taken), free_port(taken), free_port(taken)
         ns = f"127.0.0.1:{ns_port}"
-        procs.append(start("namesrv", {"listenPort": str(ns_port), "logDir": work}, work, "ns"))
+        procs.append(Proc("namesrv", "ns", {"listenPort": str(ns_port), "logDir": work}, work))
+        procs[-1].start()
         time.sleep(0.5)
         common = {"namesrvAddr": ns, "logDir": work, "brokerIP1": "127.0.0.1"}
-        broker = start(
-            "broker",
-            {
-                **common,
-                "brokerName": "bench-async",
-                "listenPort": str(b_port),
-                "storePathRootDir": os.path.join(work, "async"),
-                "flushDiskType": "ASYNC_FLUSH",
-            },
-            work,
-            "bench-async",
-        )
+        broker = Proc("broker", "bench-async", {
+            **common, "brokerName": "bench-async", "listenPort": str(b_port),
+            "storePathRootDir": os.path.join(work, "async"), "flushDiskType": "ASYNC_FLUSH",
+        }, work).start()  # fmt: skip
         procs.append(broker)
-        syncb = start(
-            "broker",
-            {
-                **common,
-                "brokerName": "bench-sync",
-                "listenPort": str(s_port),
-                "storePathRootDir": os.path.join(work, "sync"),
-                "flushDiskType": "SYNC_FLUSH",
-                "brokerClusterName": "SyncCluster",
-            },
-            work,
-            "bench-sync",
-        )
-        procs.append(syncb)
-        # topics pinned to one broker each: create them through the broker directly
-        from rocketrio.actors.client.admin import MQAdmin
+        procs.append(Proc("broker", "bench-sync", {
+            **common, "brokerName": "bench-sync", "listenPort": str(s_port),
+            "storePathRootDir": os.path.join(work, "sync"), "flushDiskType": "SYNC_FLUSH",
+            "brokerClusterName": "SyncCluster",
+        }, work).start())  # fmt: skip
 
         async def setup() -> None:
+            # topics pinned to one broker each: create them through the broker directly
             async with MQAdmin(ns) as admin:
                 for _ in range(100):
                     try:
-                        await admin.update_topic(
-                            "BenchAsync",
-                            broker_addr=f"127.0.0.1:{b_port}",
-                            read_queues=4,
-                            write_queues=4,
-                        )
-                        await admin.update_topic(
-                            "BenchSync",
-                            broker_addr=f"127.0.0.1:{s_port}",
-                            read_queues=4,
-                            write_queues=4,
-                        )
-                        return
+                        for topic, port in (("BenchAsync", b_port), ("BenchSync", s_port)):
+                            await admin.update_topic(
+                                topic, broker_addr=f"127.0.0.1:{port}", read_queues=4,
+                                write_queues=4,
+                            )  # fmt: skip
+                        break
                     except Exception:
                         await trio.sleep(0.2)
-                raise RuntimeError("brokers did not come up")
+                else:
+                    raise RuntimeError("brokers did not come up")
+            await wait_writable(ns, "BenchAsync")
+            await wait_writable(ns, "BenchSync")
 
         trio.run(setup)
-        trio.run(wait_broker, ns, "BenchAsync")
-        trio.run(wait_broker, ns, "BenchSync")
         result["batch_produce_msgs_per_s"] = round(
-            trio.run(batch_produce, ns, "BenchAsync", n_batch)
+            trio.run(batched_sends, ns, "BenchAsync", n_batch)
         )
         result["single_produce_msgs_per_s"] = round(
-            trio.run(single_produce, ns, "BenchAsync", n_single)
+            trio.run(single_sends, ns, "BenchAsync", n_single)
         )
-        p50, p99 = trio.run(latency, ns, "BenchAsync", args.rate, 10 * scale if args.quick else 10)
+        p50, p99 = trio.run(
+            latency_at_rate, ns, "BenchAsync", args.rate, 10 * scale if args.quick else 10
+        )
         result.update(
             latency_rate_msgs_per_s=args.rate,
             latency_p50_ms=round(p50, 2),
@@ -240,19 +133,12 @@ def main() -> None:
         )
         total = n_batch + n_single + 1
         result["consume_msgs_per_s"] = round(trio.run(consume, ns, "BenchAsync", total))
-        sync_rate = trio.run(single_produce, ns, "BenchSync", n_single)
+        sync_rate = trio.run(single_sends, ns, "BenchSync", n_single)
         result["sync_flush_single_msgs_per_s"] = round(sync_rate)
         result["sync_vs_async_slowdown"] = round(result["single_produce_msgs_per_s"] / sync_rate, 2)
         result["broker_peak_rss_mb"] = round(peak_rss_mb(broker.pid), 1)
     finally:
-        for p in reversed(procs):
-            p.terminate()
-        for p in procs:
-            try:
-                p.wait(20)
-            except subprocess.TimeoutExpired:
-                p.kill()
-        shutil.rmtree(work, ignore_errors=True)
+        stop_all(procs, work)
     print(json.dumps(result))
 
 

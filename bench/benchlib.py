@@ -1,0 +1,180 @@
+"""What the benchmark scripts share: server processes on loopback, the client loads, figures.
+
+Imported by the scripts in this folder (`python bench/<script>.py` puts the folder on the path).
+Every server is its own OS process started through the launcher; the clients run in the
+benchmark's process, so every figure includes the Python client's cost.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+
+import trio
+
+from rocketrio.actors.client.config import ProducerConfig
+from rocketrio.actors.client.message import Message
+from rocketrio.actors.client.producer import Producer
+
+BODY = os.urandom(512).hex().encode()  # 1 KiB
+
+
+def free_port(taken: set[int]) -> int:
+    """A free loopback port whose HA port (port + 1) is free too; both join ``taken``."""
+    while True:
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        if port in taken or port + 1 in taken:
+            continue
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port + 1))
+            except OSError:
+                continue
+        taken.update((port, port + 1))
+        return port
+
+
+class Proc:
+    """One server process of the launcher, with its config file; restartable."""
+
+    def __init__(self, role: str, name: str, conf: dict[str, str], work: str) -> None:
+        self.role, self.name, self.work = role, name, work
+        self.path = os.path.join(work, f"{name}.conf")
+        with open(self.path, "w") as f:
+            f.writelines(f"{k}={v}\n" for k, v in conf.items())
+        self.p: subprocess.Popen[bytes] | None = None
+
+    @property
+    def pid(self) -> int:
+        assert self.p is not None
+        return self.p.pid
+
+    def start(self) -> Proc:
+        with open(os.path.join(self.work, f"{self.name}.out"), "ab") as out:
+            self.p = subprocess.Popen(
+                [sys.executable, "-m", "rocketrio.cli.main", self.role, "-c", self.path,
+                 "--name", self.name],
+                stdout=out, stderr=subprocess.STDOUT,
+            )  # fmt: skip
+        return self
+
+    def signal(self, sig: int) -> None:
+        """Send ``sig``; after SIGKILL, also reap the process."""
+        assert self.p is not None
+        os.kill(self.p.pid, sig)
+        if sig == signal.SIGKILL:
+            self.p.wait()
+
+    def stop(self) -> None:
+        if self.p is not None and self.p.poll() is None:
+            with contextlib.suppress(OSError):
+                os.kill(self.p.pid, signal.SIGCONT)  # a frozen process cannot exit
+            self.p.terminate()
+            try:
+                self.p.wait(20)
+            except subprocess.TimeoutExpired:
+                self.p.kill()
+
+
+def stop_all(procs: list[Proc], work: str) -> None:
+    """Stop every process (last started first) and remove the work directory."""
+    for p in reversed(procs):
+        p.stop()
+    shutil.rmtree(work, ignore_errors=True)
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU time a process has used so far."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def own_cpu_seconds() -> float:
+    t = os.times()
+    return t.user + t.system
+
+
+def peak_rss_mb(pid: int) -> float:
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024
+    return -1.0
+
+
+def pct(values: list[float], q: float) -> float:
+    v = sorted(values)
+    return v[min(len(v) - 1, int(q * len(v)))] if v else -1
+
+
+async def wait_writable(ns: str, topic: str, timeout_s: float = 30) -> None:
+    """Until a send to ``topic`` succeeds (the broker is up and the route known)."""
+    deadline = time.monotonic() + timeout_s
+    async with Producer(f"w_{topic}", ns) as p:
+        while True:
+            try:
+                await p.send(Message(topic, b"warmup"))
+                return
+            except Exception:
+                if time.monotonic() > deadline:
+                    raise
+                await trio.sleep(0.1)
+
+
+async def single_sends(ns: str, topic: str, total: int, inflight: int = 256) -> float:
+    """msg/s of ``total`` single sends (send_async) with ``inflight`` outstanding."""
+    cfg = ProducerConfig(producerGroup=f"s_{topic}", maxInFlight=inflight)
+    async with Producer(f"s_{topic}", ns, config=cfg) as p:
+        t0 = time.perf_counter()
+        futs = [await p.send_async(Message(topic, BODY)) for _ in range(total)]
+        for f in futs:
+            await f.wait()
+        return total / (time.perf_counter() - t0)
+
+
+async def batched_sends(
+    ns: str, topic: str, total: int, batch: int = 64, inflight: int = 8
+) -> float:
+    """msg/s of SEND_BATCH_MESSAGE requests of ``batch`` messages, ``inflight`` outstanding."""
+    msgs = [Message(topic, BODY) for _ in range(batch)]
+    sent = 0
+    async with Producer(f"b_{topic}", ns) as p:
+        t0 = time.perf_counter()
+
+        async def worker() -> None:
+            nonlocal sent
+            while sent < total:
+                sent += batch
+                await p.send_batch(msgs)
+
+        async with trio.open_nursery() as n:
+            for _ in range(inflight):
+                n.start_soon(worker)
+        return sent / (time.perf_counter() - t0)
+
+
+async def latency_at_rate(ns: str, topic: str, rate: int, seconds: float) -> tuple[float, float]:
+    """(p50, p99) in ms of single synchronous sends started at a fixed rate."""
+    lat: list[float] = []
+    async with Producer(f"l_{topic}", ns) as p:
+
+        async def one() -> None:
+            t = time.perf_counter()
+            await p.send(Message(topic, BODY))
+            lat.append(time.perf_counter() - t)
+
+        start = trio.current_time()
+        async with trio.open_nursery() as n:
+            for i in range(int(rate * seconds)):
+                await trio.sleep_until(start + i / rate)
+                n.start_soon(one)
+    return pct(lat, 0.5) * 1000, pct(lat, 0.99) * 1000
