@@ -203,8 +203,11 @@ class MasterConnectionCore:
         return now_ms - self.last_read_ms > self.housekeeping_interval_ms
 
     def next_timer_ms(self) -> int:
-        """When `plan_next` may have a heartbeat due or `expired` may turn true."""
-        return min(
-            self.last_write_ms + self.heartbeat_interval_ms,
-            self.last_read_ms + self.housekeeping_interval_ms + 1,
-        )
+        """When `plan_next` may have a heartbeat due or `expired` may turn true. Heartbeats go
+        out only in TRANSFER; before the slave's first ack only housekeeping can fire, and a
+        heartbeat deadline already past would wake the writer again at once, for ever (a CPU
+        spin; under a mock clock a livelock)."""
+        housekeeping = self.last_read_ms + self.housekeeping_interval_ms + 1
+        if self.phase is Phase.TRANSFER and self.next_offset is not None:
+            return min(self.last_write_ms + self.heartbeat_interval_ms, housekeeping)
+        return housekeeping
