@@ -1,0 +1,206 @@
+"""The fault schedule of the whole-cluster simulation: every fault drawn from the run's seed.
+
+`seeded_chaos(world)` runs ``spec.steps`` steps; a step is one action drawn from the world's
+seeded RNG plus a slice of simulated time (0.3-2.5 s), then the checker looks at every live
+replica. The actions:
+
+- crash a broker (the master half the time): with SYNC_FLUSH a power cut of its host (the disk
+  keeps only what was fsynced, plus a random prefix of the rest, the last write maybe torn; a
+  third of them keep nothing unsynced), with ASYNC_FLUSH a kill -9 (the page cache survives:
+  with asynchronous flushing only a process kill may keep every acknowledged message);
+- crash a controller / NameServer process (the Raft leader half the time), the same way;
+- kill the controller leader and a master together (#7689, OpenChaos' major kill);
+- a correlated failure: every broker of a set, or every controller, at once (a rack's power);
+- restart a process that is down (and any that has been down for 3 steps);
+- partitions: random groups of hosts; a master from every controller; a master from its slaves;
+  a master from the controller leader only (#4800: it still reaches the other controllers);
+- heal the network; reset every connection between two hosts (`cut`); delay a link;
+- slow disk on a host (its flushes and Raft fsyncs take 0.5-8 ms of simulated time);
+- fail the next fsync on a host: its process must die (the simulation restarts it later);
+- nothing: time passes.
+
+`heal_everything` ends the chaos: network healed, fsync failures disarmed, disks fast again,
+every process restarted.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Sequence
+
+import trio
+
+from tests.sim.cluster_nodes import BrokerProc, ControlProc, Process
+from tests.sim.cluster_sim import SETS, World
+
+AUTO_RESTART_STEPS = 3
+SLICE_S = (0.3, 2.5)
+
+
+def _pick(rng: random.Random, items: list[str] | list[Process] | list[BrokerProc]) -> object:
+    """One draw whatever the list, so later draws do not depend on its length."""
+    x = rng.random()
+    return items[min(int(x * len(items)), len(items) - 1)]
+
+
+class Chaos:
+    def __init__(self, world: World) -> None:
+        self.world = world
+        self.rng = random.Random(world.rng.getrandbits(32))
+        self.down_since: dict[str, int] = {}
+        self.step_no = 0
+
+    # ------------------------------------------------------------------ helpers
+
+    def _hosts(self) -> list[str]:
+        return [p.host.ip for p in self.world.processes]
+
+    def _master_or_any(self, a: float, b: float) -> BrokerProc | None:
+        w = self.world
+        s = SETS[int(a * 2) % 2]
+        master = w.master_of(s)
+        if master is not None and b < 0.5:
+            return master
+        up = [p for p in w.brokers[s] if p.up]
+        return _pick(random.Random(b), up) if up else None  # type: ignore[return-value]
+
+    async def crash(self, proc: Process, a: float) -> str:
+        """Power cut with SYNC_FLUSH (a third keep nothing unsynced), kill -9 otherwise."""
+        if self.world.spec.sync_flush:
+            lose = a < 0.33
+            await self.world.kill(proc, machine=True, lose=lose)
+            return f"power cut {proc.name}" + (" (nothing unsynced kept)" if lose else "")
+        await self.world.kill(proc)
+        return f"kill -9 {proc.name}"
+
+    async def crash_all(self, procs: Sequence[Process], a: float, what: str) -> str:
+        """A correlated failure (a rack loses power): every running process of the group at
+        once. With SYNC_FLUSH every acknowledged message and every committed Raft entry was
+        fsynced on a quorum, so even this must lose nothing."""
+        up = [p for p in procs if p.up]
+        if not up:
+            return "nothing"
+        lose = a < 0.33
+        for p in up:
+            await self.world.kill(p, machine=self.world.spec.sync_flush, lose=lose)
+        how = "power cut" if self.world.spec.sync_flush else "kill -9"
+        return f"{how} all {what} ({', '.join(p.name for p in up)})"
+
+    # ------------------------------------------------------------------ one step
+
+    async def step(self) -> str:
+        rng, w = self.rng, self.world
+        roll, a, b = rng.random(), rng.random(), rng.random()
+        down = [p for p in w.processes if not p.up]
+        if roll < 0.13:
+            proc = self._master_or_any(a, b)
+            if proc is not None and sum(not p.up for p in w.all_brokers()) < 2:
+                return await self.crash(proc, rng.random())
+        elif roll < 0.19:
+            ctrl = w.controller_leader() if a < 0.5 else None
+            up = [p for p in w.controls if p.up]
+            proc = ctrl or (_pick(random.Random(b), up) if up else None)
+            if isinstance(proc, ControlProc):
+                return await self.crash(proc, rng.random())
+        elif roll < 0.22:
+            leader = w.controller_leader()
+            master = w.master_of(SETS[int(a * 2) % 2])
+            if leader is not None and master is not None:
+                await self.crash(leader, b)
+                return "together: " + await self.crash(master, b)
+        elif roll < 0.245:
+            return await self.crash_all(w.brokers[SETS[int(a * 2) % 2]], b, "set")
+        elif roll < 0.27:
+            return await self.crash_all(w.controller_procs(), b, "controllers")
+        elif roll < 0.36:
+            if down:
+                proc = _pick(random.Random(a), down)
+                assert isinstance(proc, Process)
+                await w.restart(proc)
+                return f"restart {proc.name}"
+        elif roll < 0.39:
+            hosts = self._hosts()
+            shuffled = random.Random(a).sample(hosts, len(hosts))
+            cut = 1 + int(b * (len(hosts) - 1))
+            w.partition(shuffled[:cut], shuffled[cut:])
+            return f"partition {sorted(shuffled[:cut])} | rest"
+        elif roll < 0.43:
+            master = w.master_of(SETS[int(a * 2) % 2])
+            if master is not None:
+                w.partition([master.host.ip], [p.host.ip for p in w.controller_procs()])
+                return f"partition master {master.name} | controllers"
+        elif roll < 0.47:
+            s = SETS[int(a * 2) % 2]
+            master = w.master_of(s)
+            if master is not None:
+                slaves = [p.host.ip for p in w.brokers[s] if p is not master]
+                w.partition([master.host.ip], slaves)
+                return f"partition master {master.name} | its slaves"
+        elif roll < 0.50:
+            master = w.master_of(SETS[int(a * 2) % 2])
+            leader = w.controller_leader()
+            if master is not None and leader is not None:
+                w.partition([master.host.ip], [leader.host.ip])
+                return f"partition master {master.name} | controller leader {leader.name} only"
+        elif roll < 0.58:
+            w.heal_network()
+            return "heal network"
+        elif roll < 0.64:
+            x, y = random.Random(a).sample(self._hosts(), 2)
+            w.net.cut(x, y)
+            return f"cut {x}-{y}"
+        elif roll < 0.69:
+            x, y = random.Random(a).sample(self._hosts(), 2)
+            extra = (0.002, 0.02, 0.15, 0.6)[int(b * 4)]
+            w.net.set_delay(x, y, extra)
+            return f"delay {x}-{y} +{extra}s"
+        elif roll < 0.73:
+            proc = _pick(random.Random(a), w.processes)
+            assert isinstance(proc, Process)
+            proc.host.slow.on = not proc.host.slow.on
+            return f"slow disk {proc.name} {'on' if proc.host.slow.on else 'off'}"
+        elif roll < 0.77:
+            proc = _pick(random.Random(a), [p for p in w.processes if p.up] or w.processes)
+            assert isinstance(proc, Process)
+            proc.host.disk.fail_fsync(None, 1)
+            return f"fail next fsync on {proc.name}"
+        return "nothing"
+
+    async def auto_restart(self) -> list[str]:
+        out = []
+        for p in self.world.processes:
+            if p.up:
+                self.down_since.pop(p.name, None)
+                continue
+            since = self.down_since.setdefault(p.name, self.step_no)
+            if self.step_no - since >= AUTO_RESTART_STEPS:
+                await self.world.restart(p)
+                self.down_since.pop(p.name, None)
+                out.append(p.name)
+        return out
+
+    async def run(self) -> None:
+        w, checker = self.world, self.world.checker
+        for i in range(w.spec.steps):
+            self.step_no = i
+            action = await self.step()
+            restarted = await self.auto_restart()
+            if restarted:
+                action += f"; restart {', '.join(restarted)}"
+            checker.count("step_" + action.split()[0])
+            await trio.sleep(self.rng.uniform(*SLICE_S))
+            checker.note(f"step {i}: {action} (t={trio.current_time():.2f})")
+            w.check_step()
+
+
+async def seeded_chaos(world: World) -> None:
+    await Chaos(world).run()
+
+
+async def heal_everything(world: World) -> None:
+    world.heal_network()
+    for p in world.processes:
+        p.host.disk.heal()
+        p.host.slow.on = False
+    for p in world.processes:
+        await world.restart(p)
