@@ -4,10 +4,12 @@
 
 1. **One acknowledging master per (broker set, masterEpoch)** (`on_master_ack`, from the ack tap
    on every master's store actor): two brokers acknowledging writes in the same epoch fail.
-2. **No acknowledged message is lost** (`on_send_ok`, `check_final_queue`): a SendResult with
-   SEND_OK names (set, topic, queue, queue offset) for its unique body; two different bodies
-   acknowledged at one position fail at once (a reused queue offset, #7689); at the end every
-   acknowledged body must be read back at its position from the set's master.
+2. **No acknowledged message is lost** (`on_send_ok`, `check_dispatched`, `check_final_queue`):
+   a SendResult with SEND_OK names (set, topic, queue, queue offset) for its unique body; two
+   different bodies acknowledged at one position fail at once (a reused queue offset, #7689);
+   during the run, each set's current master must serve the acknowledged body at every such
+   position it has dispatched; at the end every acknowledged body must be read back at its
+   position from the set's master.
 3. **Confirmed bytes never change** (`check_replica`): every replica's CommitLog bytes below its
    own confirmOffset must equal what any replica ever had below ITS confirmOffset at the same
    offsets (one "golden" confirmed prefix per set, grown and compared incrementally), and at the
@@ -37,6 +39,8 @@ from rocketrio.storage.epoch_file import EpochRecord
 TRACE_STEPS = 12
 Position = tuple[str, str, int, int]  # (broker set, topic, queue id, queue offset)
 ReadFn = Callable[[int, int], bytes]  # (CommitLog offset, size) -> bytes of one replica
+# (topic, queue id, queue offset) -> the body a replica's ConsumeQueue has there (None: not yet)
+QueueReadFn = Callable[[str, int, int], "bytes | None"]
 
 
 class ClusterFailure(AssertionError):
@@ -69,6 +73,7 @@ class ClusterChecker:
     received: dict[Position, bytes] = attrs.field(factory=dict)
     golden: dict[str, bytearray] = attrs.field(factory=dict)  # set -> confirmed bytes from 0
     verified: dict[str, int] = attrs.field(factory=dict)  # replica key -> checked below
+    dispatched_ok: dict[str, set[Position]] = attrs.field(factory=dict)
     stats: dict[str, int] = attrs.field(factory=dict)
 
     # ------------------------------------------------------------------ reporting
@@ -160,6 +165,24 @@ class ClusterChecker:
                     f"consumed message truncated: a consumer got {_short(body)} at {_pos(pos)}, "
                     f"the master's queue {what}"
                 )
+
+    def check_dispatched(self, key: str, set_name: str, read: QueueReadFn) -> None:
+        """During the run: every acknowledged position a replica has already dispatched (made
+        visible) must hold the acknowledged body there. Each (replica, position) is read
+        once."""
+        seen = self.dispatched_ok.setdefault(key, set())
+        for pos, body in self.acked.items():
+            if pos[0] != set_name or pos in seen:
+                continue
+            got = read(pos[1], pos[2], pos[3])
+            if got is None:
+                continue  # not dispatched there yet
+            if got != body:
+                self.fail(
+                    f"{key} serves {_short(got)} at {_pos(pos)}, which was acknowledged with "
+                    f"{_short(body)} ({self.acked_by[pos]})"
+                )
+            seen.add(pos)
 
     # ------------------------------------------------------------------ 3. confirmed bytes
 

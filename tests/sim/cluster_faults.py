@@ -15,7 +15,7 @@ replica. The actions:
 - partitions: random groups of hosts; a master from every controller; a master from its slaves;
   a master from the controller leader only (#4800: it still reaches the other controllers);
 - heal the network; reset every connection between two hosts (`cut`); delay a link;
-- slow disk on a host (its flushes and Raft fsyncs take 0.5-8 ms of simulated time);
+- a slow (0.5-8 ms per storage call) or stalled (50-400 ms) disk on a host, or fast again;
 - fail the next fsync on a host: its process must die (the simulation restarts it later);
 - nothing: time passes.
 
@@ -157,8 +157,9 @@ class Chaos:
         elif roll < 0.73:
             proc = _pick(random.Random(a), w.processes)
             assert isinstance(proc, Process)
-            proc.host.slow.on = not proc.host.slow.on
-            return f"slow disk {proc.name} {'on' if proc.host.slow.on else 'off'}"
+            level = (None, "slow", "stalled")[int(b * 3)]
+            proc.host.slow.level = level
+            return f"disk of {proc.name}: {level or 'fast again'}"
         elif roll < 0.77:
             proc = _pick(random.Random(a), [p for p in w.processes if p.up] or w.processes)
             assert isinstance(proc, Process)
@@ -201,6 +202,6 @@ async def heal_everything(world: World) -> None:
     world.heal_network()
     for p in world.processes:
         p.host.disk.heal()
-        p.host.slow.on = False
+        p.host.slow.level = None
     for p in world.processes:
         await world.restart(p)

@@ -41,7 +41,7 @@ from rocketrio.actors.transport import SimNetwork
 from tests.sim.sim_disk import FILE_CALLS, SimFileSystem
 
 EPOCH_MS = 1_700_000_000_000
-RAFT_TICK_MS = 20  # the Raft node's tick: its timers (200 ms heartbeats) need no finer grain
+RAFT_TICK_MS = 50  # the Raft node's tick: its timers (200 ms heartbeats) need no finer grain
 
 
 def sim_now_ms() -> int:
@@ -75,23 +75,29 @@ ProcFS.__doc__ = "A process incarnation's view of its host's disk: dead after th
 
 
 class SlowDisk:
-    """Seeded storage latency, off until switched on: 0.5-8 ms per call (an fsync-heavy call
-    then takes as long as a slow SSD's)."""
+    """Seeded storage latency, off until set: ``slow`` is 0.5-8 ms per call (a slow SSD),
+    ``stalled`` 50-400 ms (a disk hiccup: writers pile up behind one fsync)."""
+
+    LEVELS = {"slow": (0.0005, 0.008), "stalled": (0.05, 0.4)}
 
     def __init__(self, rng: random.Random) -> None:
         self.rng = rng
-        self.on = False
+        self.level: str | None = None
+
+    @property
+    def on(self) -> bool:
+        return self.level is not None
 
     async def run_blocking(self, fn: Callable[[], Any]) -> Any:
-        if self.on:
-            await trio.sleep(self.rng.uniform(0.0005, 0.008))
+        if self.level is not None:
+            await trio.sleep(self.rng.uniform(*self.LEVELS[self.level]))
         else:
             await trio.lowlevel.checkpoint()
         return fn()
 
     async def io_runner(self, fn: Callable[..., Any], *args: Any) -> Any:
-        if self.on:
-            await trio.sleep(self.rng.uniform(0.0005, 0.008))
+        if self.level is not None:
+            await trio.sleep(self.rng.uniform(*self.LEVELS[self.level]))
         return fn(*args)
 
 

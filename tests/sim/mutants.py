@@ -15,6 +15,7 @@ from typing import Any
 
 import attrs
 
+from rocketrio.actors.broker.ha.slave_core import SlaveCore, Truncate
 from rocketrio.actors.broker.ha.sync_state import SyncStateCore
 from rocketrio.actors.raft.replication import ReplicationMixin
 from rocketrio.storage.commitlog import CommitLog
@@ -103,6 +104,19 @@ def _slave_truncation_not_durable(patch: Patch) -> None:
     patch(CommitLog, "_truncate_files", _truncate_files)
 
 
+def _slave_acks_before_truncating(patch: Patch) -> None:
+    real = SlaveCore._on_handshake
+
+    def _on_handshake(self: SlaveCore, h: Any, epochs: Any, lo: int, hi: int) -> list[Any]:
+        out = real(self, h, epochs, lo, hi)
+        if out and isinstance(out[0], Truncate):
+            # MUTANT: report the log end before cutting the divergent tail
+            return [self._ack(hi, self.last_read_ms), *out]
+        return out
+
+    patch(SlaveCore, "_on_handshake", _on_handshake)
+
+
 def _confirm_over_connected_replicas(patch: Patch) -> None:
     def _recompute_confirm(self: SyncStateCore[Any]) -> bool:
         # MUTANT: min over the replicas connected now, not over every possible member of the
@@ -171,6 +185,12 @@ MUTANTS: dict[str, Mutant] = {
             "a slave's CommitLog truncation only moves the in-memory end; it acks and "
             "continues before the cut is on disk (upstream #10666)",
             _slave_truncation_not_durable,
+        ),
+        Mutant(
+            "slave_acks_before_truncating",
+            "a slave acks its log end at the handshake, before cutting its divergent tail "
+            "(the master counts bytes the slave is about to drop)",
+            _slave_acks_before_truncating,
         ),
         Mutant(
             "confirm_over_connected_replicas",
