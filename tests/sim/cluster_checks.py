@@ -20,6 +20,7 @@
 5. **Epoch files agree** (`check_epochs`): any two replicas (over the whole run) that hold epoch
    E of a set record the same start offset for it.
 6. **Liveness** is timed by the simulation; it calls `fail` with the bound that was missed.
+7. **One controller Raft leader per term** (`check_raft_leaders`), over the whole run.
 
 Product processes that die of anything but an injected fsync failure are failures too
 (`check_processes`). Every failure message carries the seed, how to replay it, and the trace of
@@ -74,6 +75,7 @@ class ClusterChecker:
     golden: dict[str, bytearray] = attrs.field(factory=dict)  # set -> confirmed bytes from 0
     verified: dict[str, int] = attrs.field(factory=dict)  # replica key -> checked below
     dispatched_ok: dict[str, set[Position]] = attrs.field(factory=dict)
+    raft_leaders: dict[int, str] = attrs.field(factory=dict)
     stats: dict[str, int] = attrs.field(factory=dict)
 
     # ------------------------------------------------------------------ reporting
@@ -255,6 +257,15 @@ class ClusterChecker:
                         f"epoch files disagree: {r.set_name} epoch {rec.epoch} starts at "
                         f"{rec.start_offset} on {r.key}, at {start} on {who}"
                     )
+
+    # ------------------------------------------------------------------ 7. Raft leaders
+
+    def check_raft_leaders(self, leaders: Iterable[tuple[int, str]]) -> None:
+        """``leaders``: (term, replica id) of every controller replica that leads now."""
+        for term, nid in leaders:
+            other = self.raft_leaders.setdefault(term, nid)
+            if other != nid:
+                self.fail(f"two controller Raft leaders in term {term}: {other} and {nid}")
 
     # ------------------------------------------------------------------ processes
 

@@ -2,7 +2,8 @@
 
 `seeded_chaos(world)` runs ``spec.steps`` steps; a step is one action drawn from the world's
 seeded RNG plus a slice of simulated time (0.3-2.5 s), then the checker looks at every live
-replica. The actions:
+replica. The actions, weighted by the run's ``focus`` (mixed; controllers: their crashes, stalls
+and leader isolation three times as likely; replication: broker-set faults twice as likely):
 
 - crash a broker (the master half the time): with SYNC_FLUSH a power cut of its host (the disk
   keeps only what was fsynced, plus a random prefix of the rest, the last write maybe torn; a
@@ -13,7 +14,9 @@ replica. The actions:
 - a correlated failure: every broker of a set, or every controller, at once (a rack's power);
 - restart a process that is down (and any that has been down for 3 steps);
 - partitions: random groups of hosts; a master from every controller; a master from its slaves;
-  a master from the controller leader only (#4800: it still reaches the other controllers);
+  a master from the controller leader only (#4800: it still reaches the other controllers); the
+  controller leader from the other controllers (a new Raft leader while the old one may hold
+  uncommitted entries);
 - heal the network; reset every connection between two hosts (`cut`); delay a link;
 - a slow (0.5-8 ms per storage call) or stalled (50-400 ms) disk on a host, or fast again;
 - fail the next fsync on a host: its process must die (the simulation restarts it later);
@@ -26,15 +29,16 @@ every process restarted.
 from __future__ import annotations
 
 import random
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 
 import trio
 
-from tests.sim.cluster_nodes import BrokerProc, ControlProc, Process
+from tests.sim.cluster_nodes import BrokerProc, Process
 from tests.sim.cluster_sim import SETS, World
 
 AUTO_RESTART_STEPS = 3
 SLICE_S = (0.3, 2.5)
+Action = Callable[[float, float], Awaitable[str | None]]
 
 
 def _pick(rng: random.Random, items: list[str] | list[Process] | list[BrokerProc]) -> object:
@@ -86,85 +90,158 @@ class Chaos:
         how = "power cut" if self.world.spec.sync_flush else "kill -9"
         return f"{how} all {what} ({', '.join(p.name for p in up)})"
 
-    # ------------------------------------------------------------------ one step
+    # ------------------------------------------------------------------ the actions
+    # each takes two uniform draws and returns what it did, or None when it does not apply
+
+    def _set(self, a: float) -> str:
+        return SETS[int(a * 2) % 2]
+
+    async def crash_broker(self, a: float, b: float) -> str | None:
+        proc = self._master_or_any(a, b)
+        if proc is None or sum(not p.up for p in self.world.all_brokers()) >= 2:
+            return None
+        return await self.crash(proc, self.rng.random())
+
+    async def crash_controller(self, a: float, b: float) -> str | None:
+        w = self.world
+        up = [p for p in w.controls if p.up]
+        proc = (w.controller_leader() if a < 0.5 else None) or (
+            _pick(random.Random(b), up) if up else None
+        )
+        return await self.crash(proc, self.rng.random()) if isinstance(proc, Process) else None
+
+    async def crash_leader_and_master(self, a: float, b: float) -> str | None:
+        leader, master = self.world.controller_leader(), self.world.master_of(self._set(a))
+        if leader is None or master is None:
+            return None
+        await self.crash(leader, b)
+        return "together: " + await self.crash(master, b)
+
+    async def crash_set(self, a: float, b: float) -> str | None:
+        return await self.crash_all(self.world.brokers[self._set(a)], b, "set")
+
+    async def crash_controllers(self, a: float, b: float) -> str | None:
+        return await self.crash_all(self.world.controller_procs(), b, "controllers")
+
+    async def restart_one(self, a: float, b: float) -> str | None:
+        down = [p for p in self.world.processes if not p.up]
+        if not down:
+            return None
+        proc = _pick(random.Random(a), down)
+        assert isinstance(proc, Process)
+        await self.world.restart(proc)
+        return f"restart {proc.name}"
+
+    async def partition_random(self, a: float, b: float) -> str | None:
+        hosts = self._hosts()
+        shuffled = random.Random(a).sample(hosts, len(hosts))
+        cut = 1 + int(b * (len(hosts) - 1))
+        self.world.partition(shuffled[:cut], shuffled[cut:])
+        return f"partition {sorted(shuffled[:cut])} | rest"
+
+    async def partition_master_controllers(self, a: float, b: float) -> str | None:
+        w = self.world
+        master = w.master_of(self._set(a))
+        if master is None:
+            return None
+        w.partition([master.host.ip], [p.host.ip for p in w.controller_procs()])
+        return f"partition master {master.name} | controllers"
+
+    async def partition_master_slaves(self, a: float, b: float) -> str | None:
+        w, s = self.world, self._set(a)
+        master = w.master_of(s)
+        if master is None:
+            return None
+        w.partition([master.host.ip], [p.host.ip for p in w.brokers[s] if p is not master])
+        return f"partition master {master.name} | its slaves"
+
+    async def partition_master_leader(self, a: float, b: float) -> str | None:
+        w = self.world
+        master, leader = w.master_of(self._set(a)), w.controller_leader()
+        if master is None or leader is None:
+            return None
+        w.partition([master.host.ip], [leader.host.ip])
+        return f"partition master {master.name} | controller leader {leader.name} only"
+
+    async def isolate_controller_leader(self, a: float, b: float) -> str | None:
+        """The Raft leader loses its peers (it keeps the brokers): a new leader is elected
+        while the old one may still hold uncommitted entries (Raft's Figure 8 material)."""
+        w = self.world
+        leader = w.controller_leader()
+        peers = [p.host.ip for p in w.controller_procs() if p is not leader]
+        if leader is None or not peers:
+            return None
+        w.partition([leader.host.ip], peers)
+        return f"partition controller leader {leader.name} | other controllers"
+
+    async def heal(self, a: float, b: float) -> str | None:
+        self.world.heal_network()
+        return "heal network"
+
+    async def cut(self, a: float, b: float) -> str | None:
+        x, y = random.Random(a).sample(self._hosts(), 2)
+        self.world.net.cut(x, y)
+        return f"cut {x}-{y}"
+
+    async def delay(self, a: float, b: float) -> str | None:
+        x, y = random.Random(a).sample(self._hosts(), 2)
+        extra = (0.002, 0.02, 0.15, 0.6)[int(b * 4)]
+        self.world.net.set_delay(x, y, extra)
+        return f"delay {x}-{y} +{extra}s"
+
+    async def disk_speed(self, a: float, b: float) -> str | None:
+        focus = self.world.spec.focus
+        pool: list[Process] = list(self.world.processes)
+        if focus == "controllers":
+            pool = list(self.world.controller_procs())
+        proc = _pick(random.Random(a), pool)
+        assert isinstance(proc, Process)
+        level = (None, "slow", "stalled")[int(b * 3)]
+        proc.host.slow.level = level
+        return f"disk of {proc.name}: {level or 'fast again'}"
+
+    async def fail_fsync(self, a: float, b: float) -> str | None:
+        w = self.world
+        proc = _pick(random.Random(a), [p for p in w.processes if p.up] or w.processes)
+        assert isinstance(proc, Process)
+        proc.host.disk.fail_fsync(None, 1)
+        return f"fail next fsync on {proc.name}"
+
+    def _weights(self) -> list[tuple[float, Action]]:
+        focus = self.world.spec.focus
+        c = 3.0 if focus == "controllers" else 1.0  # controller faults
+        r = 2.0 if focus == "replication" else 1.0  # broker-set faults
+        return [
+            (13 * r, self.crash_broker),
+            (6 * c, self.crash_controller),
+            (3 * c, self.crash_leader_and_master),
+            (2.5 * r, self.crash_set),
+            (2.5 * c, self.crash_controllers),
+            (9, self.restart_one),
+            (3, self.partition_random),
+            (4, self.partition_master_controllers),
+            (4 * r, self.partition_master_slaves),
+            (3, self.partition_master_leader),
+            (3 * c, self.isolate_controller_leader),
+            (8, self.heal),
+            (6, self.cut),
+            (5, self.delay),
+            (4 * c, self.disk_speed),
+            (4, self.fail_fsync),
+            (20, self.nothing),
+        ]
+
+    async def nothing(self, a: float, b: float) -> str | None:
+        return "nothing"
 
     async def step(self) -> str:
-        rng, w = self.rng, self.world
-        roll, a, b = rng.random(), rng.random(), rng.random()
-        down = [p for p in w.processes if not p.up]
-        if roll < 0.13:
-            proc = self._master_or_any(a, b)
-            if proc is not None and sum(not p.up for p in w.all_brokers()) < 2:
-                return await self.crash(proc, rng.random())
-        elif roll < 0.19:
-            ctrl = w.controller_leader() if a < 0.5 else None
-            up = [p for p in w.controls if p.up]
-            proc = ctrl or (_pick(random.Random(b), up) if up else None)
-            if isinstance(proc, ControlProc):
-                return await self.crash(proc, rng.random())
-        elif roll < 0.22:
-            leader = w.controller_leader()
-            master = w.master_of(SETS[int(a * 2) % 2])
-            if leader is not None and master is not None:
-                await self.crash(leader, b)
-                return "together: " + await self.crash(master, b)
-        elif roll < 0.245:
-            return await self.crash_all(w.brokers[SETS[int(a * 2) % 2]], b, "set")
-        elif roll < 0.27:
-            return await self.crash_all(w.controller_procs(), b, "controllers")
-        elif roll < 0.36:
-            if down:
-                proc = _pick(random.Random(a), down)
-                assert isinstance(proc, Process)
-                await w.restart(proc)
-                return f"restart {proc.name}"
-        elif roll < 0.39:
-            hosts = self._hosts()
-            shuffled = random.Random(a).sample(hosts, len(hosts))
-            cut = 1 + int(b * (len(hosts) - 1))
-            w.partition(shuffled[:cut], shuffled[cut:])
-            return f"partition {sorted(shuffled[:cut])} | rest"
-        elif roll < 0.43:
-            master = w.master_of(SETS[int(a * 2) % 2])
-            if master is not None:
-                w.partition([master.host.ip], [p.host.ip for p in w.controller_procs()])
-                return f"partition master {master.name} | controllers"
-        elif roll < 0.47:
-            s = SETS[int(a * 2) % 2]
-            master = w.master_of(s)
-            if master is not None:
-                slaves = [p.host.ip for p in w.brokers[s] if p is not master]
-                w.partition([master.host.ip], slaves)
-                return f"partition master {master.name} | its slaves"
-        elif roll < 0.50:
-            master = w.master_of(SETS[int(a * 2) % 2])
-            leader = w.controller_leader()
-            if master is not None and leader is not None:
-                w.partition([master.host.ip], [leader.host.ip])
-                return f"partition master {master.name} | controller leader {leader.name} only"
-        elif roll < 0.58:
-            w.heal_network()
-            return "heal network"
-        elif roll < 0.64:
-            x, y = random.Random(a).sample(self._hosts(), 2)
-            w.net.cut(x, y)
-            return f"cut {x}-{y}"
-        elif roll < 0.69:
-            x, y = random.Random(a).sample(self._hosts(), 2)
-            extra = (0.002, 0.02, 0.15, 0.6)[int(b * 4)]
-            w.net.set_delay(x, y, extra)
-            return f"delay {x}-{y} +{extra}s"
-        elif roll < 0.73:
-            proc = _pick(random.Random(a), w.processes)
-            assert isinstance(proc, Process)
-            level = (None, "slow", "stalled")[int(b * 3)]
-            proc.host.slow.level = level
-            return f"disk of {proc.name}: {level or 'fast again'}"
-        elif roll < 0.77:
-            proc = _pick(random.Random(a), [p for p in w.processes if p.up] or w.processes)
-            assert isinstance(proc, Process)
-            proc.host.disk.fail_fsync(None, 1)
-            return f"fail next fsync on {proc.name}"
+        roll, a, b = self.rng.random(), self.rng.random(), self.rng.random()
+        weights = self._weights()
+        x = roll * sum(wt for wt, _ in weights)
+        for wt, action in weights:
+            x -= wt
+            if x < 0:
+                return await action(a, b) or "nothing"
         return "nothing"
 
     async def auto_restart(self) -> list[str]:

@@ -92,6 +92,7 @@ class SimSpec:
     senders: int
     max_messages: int
     steps: int
+    focus: str = "mixed"  # which faults the schedule favours: mixed, controllers, replication
 
     @classmethod
     def draw(cls, seed: int) -> SimSpec:
@@ -110,6 +111,7 @@ class SimSpec:
             senders=rng.choice((1, 2, 3)),
             max_messages=rng.randint(60, 200),
             steps=rng.randint(10, 22),
+            focus=("mixed", "mixed", "controllers", "replication")[rng.randrange(4)],
         )
 
     def describe(self) -> str:
@@ -119,7 +121,7 @@ class SimSpec:
             f"{self.controllers} controller(s) {mode}, sets {self.set_sizes}, {flush}, "
             f"segment {self.segment_size // 1024} KiB, cq {self.cq_entries}, "
             f"index {self.index}, {self.queues} queues, {self.producers}x{self.senders} "
-            f"senders, <= {self.max_messages} msgs, {self.steps} steps"
+            f"senders, <= {self.max_messages} msgs, {self.steps} steps, focus {self.focus}"
         )
 
 
@@ -368,6 +370,14 @@ class World:
 
     def check_step(self) -> None:
         self.check_processes()
+        for p in self.processes:
+            while p.deaths:
+                self.checker.trace.append(f"died: {p.deaths.pop(0)}")
+        self.checker.check_raft_leaders(
+            (c.node.term, c.node.self_id)
+            for p in self.controls
+            if (c := p.live_controller) is not None and c.node.started and c.node.is_leader
+        )
         replicas = []
         for p in self.all_brokers():
             got = self.replica(p)
@@ -424,8 +434,9 @@ class Watchdog(trio.abc.Instrument):
 
     STUCK_LOOPS = 400_000
 
-    def __init__(self, scope: trio.CancelScope) -> None:
+    def __init__(self, scope: trio.CancelScope, stuck_loops: int = STUCK_LOOPS) -> None:
         self.scope = scope
+        self.stuck_loops = stuck_loops
         self.loops = 0
         self.last_time = -1.0
         self.same = 0
@@ -440,7 +451,7 @@ class Watchdog(trio.abc.Instrument):
             self.last_time, self.same = now, 0
             return
         self.same += 1024
-        if self.same >= self.STUCK_LOOPS and self.fired is None:
+        if self.same >= self.stuck_loops and self.fired is None:
             self.fired = (
                 f"livelock: the simulated clock stood still at t={now:.3f} for "
                 f"{self.same} scheduler passes (some task loops without sleeping)"
@@ -648,9 +659,14 @@ async def _final_checks(world: World, client: RemotingClient) -> None:
             r = world.replica(p)
             if r is not None and p is not master:
                 checker.check_final_replica(r[0], r[1], m_state, m_read)
+        seen: set[bytes] = set()
         for qid in range(world.spec.queues):
             bodies = await read_queue(client, master.addr, qid)
             if bodies is None:
                 checker.fail(f"could not read {s} queue {qid} from the master {master.name}")
             checker.check_final_queue(s, TOPIC, qid, bodies)
+            for body in bodies.values():  # a retried send may be stored twice: allowed
+                if body in seen:
+                    checker.count("duplicates")
+                seen.add(body)
     checker.raise_problems()
