@@ -20,7 +20,7 @@ import trio
 import trio.testing
 
 from tests.sim.cluster_checks import ClusterFailure
-from tests.sim.cluster_sim import run_seed
+from tests.sim.cluster_run import run_seed
 from tests.sim.mutants import MUTANTS, applied
 
 

@@ -32,7 +32,8 @@ from rocketrio.actors.remoting import RemotingError
 from rocketrio.protocol.codes import RequestCode
 from tests.sim.cluster_clients import TOPIC
 from tests.sim.cluster_nodes import BrokerProc
-from tests.sim.cluster_sim import SimSpec, World, run_seed
+from tests.sim.cluster_run import run_seed
+from tests.sim.cluster_sim import SimSpec, World
 from tests.sim.sim_disk import PowerCut, cut_power_after
 
 A = "broker-a"

@@ -20,7 +20,7 @@ import trio.testing
 
 from rocketrio.storage.epoch_file import EpochRecord
 from tests.sim.cluster_checks import ClusterChecker, ClusterFailure, ReplicaState
-from tests.sim.cluster_sim import run_seed
+from tests.sim.cluster_run import run_seed
 from tests.sim.mutants import MUTANTS, applied
 
 DEFAULT_SEEDS = 200
@@ -157,7 +157,7 @@ def test_a_failure_says_how_to_replay() -> None:
 
 
 async def test_a_livelock_is_reported_not_hung(mock_clock: trio.testing.MockClock) -> None:
-    from tests.sim.cluster_sim import Watchdog
+    from tests.sim.cluster_run import Watchdog
 
     with trio.CancelScope() as scope:
         dog = Watchdog(scope, stuck_loops=20_000)
