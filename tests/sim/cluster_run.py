@@ -274,6 +274,7 @@ def _lag(world: World, s: str) -> dict[str, tuple[int, int, int]]:
 async def _final_checks(world: World, client: RemotingClient) -> None:
     checker = world.checker
     checker.note("final checks")
+    seen: set[bytes] = set()  # a retried send may be stored twice (even in both sets): allowed
     for s in SETS:
         master = world.master_of(s)
         if master is None:
@@ -286,14 +287,14 @@ async def _final_checks(world: World, client: RemotingClient) -> None:
             r = world.replica(p)
             if r is not None and p is not master:
                 checker.check_final_replica(r[0], r[1], m_state, m_read)
-        seen: set[bytes] = set()
         for qid in range(world.spec.queues):
             bodies = await read_queue(client, master.addr, qid)
             if bodies is None:
                 checker.fail(f"could not read {s} queue {qid} from the master {master.name}")
             checker.check_final_queue(s, TOPIC, qid, bodies)
-            for body in bodies.values():  # a retried send may be stored twice: allowed
+            for body in bodies.values():
                 if body in seen:
                     checker.count("duplicates")
                 seen.add(body)
     checker.raise_problems()
+    checker.count("acking_epochs", len(checker.epoch_owner))
