@@ -30,10 +30,12 @@ from rocketrio.actors.client.controller_admin import ControllerUnavailable
 from rocketrio.actors.client.errors import MQClientError
 from rocketrio.actors.remoting import RemotingError
 from rocketrio.protocol.codes import RequestCode
+from tests.sim.cluster_checks import ClusterFailure
 from tests.sim.cluster_clients import TOPIC
 from tests.sim.cluster_nodes import BrokerProc
 from tests.sim.cluster_run import run_seed
 from tests.sim.cluster_sim import SimSpec, World
+from tests.sim.mutants import applied
 from tests.sim.sim_disk import PowerCut, cut_power_after
 
 A = "broker-a"
@@ -183,51 +185,68 @@ async def test_5663_expand_answer_lost_then_master_dies(
     await run("5663", script)
 
 
-async def test_6662_isolated_old_master_and_slave_do_not_advance_confirm(
-    mock_clock: trio.testing.MockClock,
-) -> None:
+async def script_6662(w: World) -> None:
     """Master and one slave are cut from the controllers and the third broker; the controller
     elects the third. The old pair still reaches the clients: it must neither acknowledge nor
     make visible (confirmOffset, ConsumeQueues) anything the new master lacks."""
+    await full_set(w)
+    m = master_proc(w)
+    s1, s2 = (p for p in w.brokers[A] if p is not m)
+    w.partition(hosts(m, s1), others(w, m, s1))
+    await wait_until(w, lambda: w.master_of(A) is s2, 20, f"{s2.name} elected")
+    await hold(w, 6, "old master + slave isolated, clients reach both sides")
+    w.heal_network()
+    await wait_until(
+        w, lambda: not m.live_broker.replicas.is_master, 20,  # type: ignore[union-attr]
+        f"the old master {m.name} stepped down",
+    )  # fmt: skip
 
-    async def script(w: World) -> None:
-        await full_set(w)
-        m = master_proc(w)
-        s1, s2 = (p for p in w.brokers[A] if p is not m)
-        w.partition(hosts(m, s1), others(w, m, s1))
-        await wait_until(w, lambda: w.master_of(A) is s2, 20, f"{s2.name} elected")
-        await hold(w, 6, "old master + slave isolated, clients reach both sides")
-        w.heal_network()
-        await wait_until(
-            w, lambda: not m.live_broker.replicas.is_master, 20,  # type: ignore[union-attr]
-            f"the old master {m.name} stepped down",
-        )  # fmt: skip
 
-    await run("6662", script, set_sizes=(3, 2))
+async def test_6662_isolated_old_master_and_slave_do_not_advance_confirm(
+    mock_clock: trio.testing.MockClock,
+) -> None:
+    await run("6662", script_6662, set_sizes=(3, 2))
+
+
+async def script_7017(w: World) -> None:
+    """One "datacenter" (the master and the controller leader) is cut from the rest; the
+    remaining controllers elect a new master. Clients reach both: only one master per epoch may
+    acknowledge, and nothing acknowledged may be lost when the old master comes back."""
+    await full_set(w)
+    m = master_proc(w)
+    leader = w.controller_leader()
+    assert leader is not None
+    dc = [m.host.ip, leader.host.ip]
+    w.partition(dc, [ip for ip in others(w) if ip not in dc])
+    await wait_until(
+        w, lambda: (n := w.master_of(A)) is not None and n is not m, 20,
+        "the majority side elected a new master",
+    )  # fmt: skip
+    await hold(w, 6, "two datacenters, clients in both")
+    w.heal_network()
 
 
 async def test_7017_isolated_datacenter_has_no_second_acknowledging_master(
     mock_clock: trio.testing.MockClock,
 ) -> None:
-    """One "datacenter" (the master and the controller leader) is cut from the rest; the
-    remaining controllers elect a new master. Clients reach both: only one master per epoch may
-    acknowledge, and nothing acknowledged may be lost when the old master comes back."""
+    await run("7017", script_7017, set_sizes=(3, 2))
 
-    async def script(w: World) -> None:
-        await full_set(w)
-        m = master_proc(w)
-        leader = w.controller_leader()
-        assert leader is not None
-        dc = [m.host.ip, leader.host.ip]
-        w.partition(dc, [ip for ip in others(w) if ip not in dc])
-        await wait_until(
-            w, lambda: (n := w.master_of(A)) is not None and n is not m, 20,
-            "the majority side elected a new master",
-        )  # fmt: skip
-        await hold(w, 6, "two datacenters, clients in both")
-        w.heal_network()
 
-    await run("7017", script, set_sizes=(3, 2))
+@pytest.mark.parametrize(
+    ("mutant", "script"),
+    [
+        ("ack_before_replicas", script_7017),
+        ("confirm_over_connected_replicas", script_6662),
+        ("dispatch_past_confirm", script_6662),
+    ],
+    ids=["7017-ack_before_replicas", "6662-confirm_over_connected", "6662-dispatch_past_confirm"],
+)
+async def test_the_scenarios_catch_a_broken_product(
+    mock_clock: trio.testing.MockClock, mutant: str, script: Callable[[World], Awaitable[None]]
+) -> None:
+    """Teeth: the same scripts against a mutant (tests/sim/mutants.py) must fail a check."""
+    with applied(mutant), pytest.raises(ClusterFailure):
+        await run(mutant, script, set_sizes=(3, 2))
 
 
 async def test_7689_controller_leader_and_master_killed_together(
