@@ -217,6 +217,14 @@ class SimNetwork:
             if {s.local_host, s.remote_host} == {a, b}:
                 s.reset()
 
+    def heal_between(self, group_a: list[str], group_b: list[str]) -> None:
+        """Undo `partition` between two groups only (other partitions stay)."""
+        for a in group_a:
+            for b in group_b:
+                self._partitioned.discard(frozenset((a, b)))
+        for s in list(self._streams):
+            s._rx.lot.unpark_all()
+
     def heal(self) -> None:
         self._partitioned.clear()
         self._extra_delay.clear()

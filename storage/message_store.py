@@ -572,6 +572,15 @@ class MessageStore(StoreDispatch):
             out.setdefault(topic, []).append(qid)
         return out
 
+    def queues_with_records(self) -> dict[str, int]:
+        """Per topic, 1 + the highest queue id of any record in the log: dispatched ones and,
+        on a master, those above confirmOffset that `begin_epoch` counted (a topic config must
+        cover them, or their messages could not be read)."""
+        out: dict[str, int] = {}
+        for topic, qid in [*self._cqs, *self._queue_offsets]:
+            out[topic] = max(out.get(topic, 0), qid + 1)
+        return out
+
     def delete_topic(self, topic: str) -> int:
         """Drop the topic's ConsumeQueues and queue offsets; returns how many queues.
 

@@ -33,6 +33,11 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         "--seeds", type=int, default=None, help="run N seeds of the seeded simulators (default 200)"
     )
     parser.addoption("--seed", type=int, default=None, help="replay one simulator seed")
+    parser.addoption(
+        "--mutant",
+        default=None,
+        help="run the cluster simulation's seeds against a mutant (tests/sim/mutants.py)",
+    )
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -41,6 +46,8 @@ def pytest_configure(config: pytest.Config) -> None:
         os.environ["RAFT_SIM_SEEDS"] = str(config.getoption("--seeds"))
     if config.getoption("--seed") is not None:
         os.environ["RAFT_SIM_SEED"] = str(config.getoption("--seed"))
+    if config.getoption("--mutant") is not None:
+        os.environ["CLUSTER_SIM_MUTANT"] = config.getoption("--mutant")
 
 
 def seed_trio_scheduler(seed: int) -> None:

@@ -38,6 +38,7 @@ import socket
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+import attrs
 import structlog
 import trio
 
@@ -257,13 +258,27 @@ class Broker:
         self.topics.set_state_version(state_version)
 
     def _adopt_topics_of_queues(self) -> None:
-        """A promoted slave may hold queues of a topic its slave sync had not copied yet (the
-        master created it moments before dying): serve it with as many queues as it holds."""
-        for topic, queue_ids in self.store_view.topic_queue_ids().items():
-            if self.topics.select(topic) is None:
-                n = max(queue_ids) + 1
-                self.topics.update(TopicConfig(topic, n, n))
-                self.log.warning("topic_adopted_from_queues", topic=topic, queues=n)
+        """A new master must serve every queue its log holds records of. Its slave sync may
+        not have copied a topic (the master created it moments before dying) or its latest
+        queue count (the topic grew). A missing topic is created as a send would auto-create
+        it (defaultTopicQueueNums queues), widened to cover the queues that hold records; a
+        known topic narrower than those queues is widened; nothing is ever narrowed."""
+        for topic, n in self.store_view.queues_with_records().items():
+            have = self.topics.select(topic)
+            if have is None:
+                q = max(n, self.config.defaultTopicQueueNums)
+                self.topics.update(TopicConfig(topic, q, q))
+            elif have.readQueueNums < n or have.writeQueueNums < n:
+                self.topics.update(
+                    attrs.evolve(
+                        have,
+                        readQueueNums=max(have.readQueueNums, n),
+                        writeQueueNums=max(have.writeQueueNums, n),
+                    )
+                )
+            else:
+                continue
+            self.log.warning("topic_adopted_from_queues", topic=topic, queues=n)
 
     def master_to_sync(self) -> str | None:
         """The master a slave copies metadata from (None: not a slave, or master unknown)."""

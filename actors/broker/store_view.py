@@ -168,6 +168,9 @@ class StoreView:
     def topic_queue_ids(self) -> dict[str, list[int]]:
         return self._store.topic_queue_ids()
 
+    def queues_with_records(self) -> dict[str, int]:
+        return self._store.queues_with_records()
+
     # -- messages by CommitLog offset or key
     def look_message_by_offset(self, commitlog_offset: int) -> MessageExt | None:
         return self._store.look_message_by_offset(commitlog_offset)

@@ -305,12 +305,16 @@ class ConsumerCore(abc.ABC):
         finally:
             if self._on_route in self.client.route_listeners:
                 self.client.route_listeners.remove(self._on_route)
-            if self._nursery_cm is not None:
-                cm, self._nursery_cm, self._nursery = self._nursery_cm, None, None
-                await cm.__aexit__(None, None, None)
-            self.queues.clear()
-            if self._own_client:
-                await self.client.__aexit__(None, None, None)
+            try:
+                if self._nursery_cm is not None:
+                    cm, self._nursery_cm, self._nursery = self._nursery_cm, None, None
+                    # raises when an outer scope is cancelled: the client (entered before
+                    # this nursery) must still be exited, or Trio's nursery stack breaks
+                    await cm.__aexit__(None, None, None)
+            finally:
+                self.queues.clear()
+                if self._own_client:
+                    await self.client.__aexit__(None, None, None)
 
     @property
     def nursery(self) -> trio.Nursery:

@@ -203,18 +203,22 @@ class Producer:
                     for _ in range(self.config.maxInFlight):
                         await self._in_flight.acquire()
         finally:
-            if self._nursery_cm is not None:
-                assert self._nursery is not None
-                self._nursery.cancel_scope.cancel()
-                cm, self._nursery_cm = self._nursery_cm, None
-                await cm.__aexit__(None, None, None)
-            self._nursery = None
-            if self._on_route in self.client.route_listeners:
-                self.client.route_listeners.remove(self._on_route)
-            if self._own_client:
-                await self.client.__aexit__(None, None, None)
-            else:
-                await self.client.unregister_producer(self.group)
+            try:
+                if self._nursery_cm is not None:
+                    assert self._nursery is not None
+                    self._nursery.cancel_scope.cancel()
+                    cm, self._nursery_cm = self._nursery_cm, None
+                    # raises when an outer scope is cancelled: the client below (entered
+                    # before this nursery) must still be exited, or Trio's nursery stack breaks
+                    await cm.__aexit__(None, None, None)
+            finally:
+                self._nursery = None
+                if self._on_route in self.client.route_listeners:
+                    self.client.route_listeners.remove(self._on_route)
+                if self._own_client:
+                    await self.client.__aexit__(None, None, None)
+                else:
+                    await self.client.unregister_producer(self.group)
 
     @property
     def nursery(self) -> trio.Nursery:

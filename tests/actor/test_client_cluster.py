@@ -455,3 +455,23 @@ async def test_every_listener_kind_consumes_once_and_commits(
             assert len(got) == 40 + len(redelivered)
         else:
             assert sorted(x.body for x in got) == sorted(bodies)
+
+
+@pytest.mark.parametrize("kind", ["producer", "push_consumer"])
+async def test_a_client_cancelled_from_outside_shuts_down_cleanly(
+    tmp_path: Path, mock_clock: trio.testing.MockClock, kind: str
+) -> None:
+    """Cancelling the task that uses a client (a timeout around it, a supervisor stopping it)
+    exits the client's own MQClientInstance too: before, its nursery's exit raised the
+    cancellation and the client below it was never exited, which corrupts Trio's nursery stack
+    (RuntimeError "Nursery stack corrupted"; found by the cluster simulation, seed 1)."""
+    async with cluster(tmp_path) as c:
+        client: Producer | PushConsumer
+        if kind == "producer":
+            client = Producer("PG", c.ns_addr, **c.kwargs())
+        else:
+            client = consumer(c, "CG", Collector())
+        with trio.move_on_after(1) as scope:
+            async with client:
+                await trio.sleep_forever()
+        assert scope.cancelled_caught

@@ -17,6 +17,7 @@ import trio
 import trio.testing
 
 from rocketrio.actors.broker.config import BrokerRole
+from rocketrio.protocol.bodies import TopicConfig
 from rocketrio.protocol.codes import RequestCode
 from rocketrio.protocol.codes import ResponseCode as RC
 from rocketrio.protocol.headers import (
@@ -47,10 +48,12 @@ QUEUES = 4
 Acked = dict[bytes, tuple[int, int]]  # body -> (queue id, queue offset)
 
 
-async def send(c: Cluster, node: Node, body: bytes, queue_id: int) -> RemotingCommand:
+async def send(
+    c: Cluster, node: Node, body: bytes, queue_id: int, topic: str = TOPIC
+) -> RemotingCommand:
     assert c.client is not None
     v1 = SendMessageRequestHeader(
-        producerGroup="PG", topic=TOPIC, defaultTopic="TBW102", defaultTopicQueueNums=QUEUES,
+        producerGroup="PG", topic=topic, defaultTopic="TBW102", defaultTopicQueueNums=QUEUES,
         queueId=queue_id, sysFlag=0, bornTimestamp=EPOCH_MS, flag=0,
     )  # fmt: skip
     header = SendMessageRequestHeaderV2.from_v1(v1)
@@ -70,15 +73,17 @@ async def send_many(c: Cluster, node: Node, n: int, tag: str, acked: Acked) -> i
     return ok
 
 
-async def read_queues(c: Cluster, node: Node) -> dict[tuple[int, int], bytes]:
+async def read_queues(
+    c: Cluster, node: Node, topic: str = TOPIC, queues: int = QUEUES
+) -> dict[tuple[int, int], bytes]:
     """Every (queue, offset) -> body a consumer can pull from ``node`` now."""
     assert c.client is not None
     out: dict[tuple[int, int], bytes] = {}
-    for qid in range(QUEUES):
+    for qid in range(queues):
         offset = 0
         while True:
             header = PullMessageRequestHeader(
-                consumerGroup="G", topic=TOPIC, queueId=qid, queueOffset=offset,
+                consumerGroup="G", topic=topic, queueId=qid, queueOffset=offset,
                 maxMsgNums=32, sysFlag=PULL_FLAG_SUBSCRIPTION, commitOffset=0,
                 suspendTimeoutMillis=0, subscription="*", subVersion=0,
             )  # fmt: skip
@@ -139,6 +144,30 @@ async def test_a_dead_masters_acknowledged_messages_are_all_on_the_new_master(
         a_epochs = [(r.epoch, r.start_offset) for r in a.b.store.epoch_records()]
         b_epochs = [(r.epoch, r.start_offset) for r in b.b.store.epoch_records()]
         assert a_epochs == b_epochs
+
+
+async def test_a_new_master_serves_a_topic_its_slave_sync_never_copied(
+    tmp_path: Path, mock_clock: trio.testing.MockClock
+) -> None:
+    """A topic created on the master moments before it died (the slave's metadata sync runs
+    every 3 s) is still served by the new master: as a send would auto-create it, widened to
+    every queue holding acknowledged messages, dispatched before the promotion or not."""
+    async with cluster(tmp_path, 41) as c:
+        a, b = await pair(c)
+        await trio.sleep(11)  # past the controller's listening window after its election
+        a.b.topics.update(TopicConfig("Fresh", 12, 12))  # an admin's updateTopic on the master
+        acked: dict[bytes, int] = {}
+        for qid in (1, 10):
+            resp = await send(c, a, f"fresh-{qid}".encode(), qid, topic="Fresh")
+            assert resp.code == RC.SUCCESS
+            acked[f"fresh-{qid}".encode()] = qid
+        assert b.b.topics.select("Fresh") is None  # not synced yet
+        await a.crash()
+        await wait_until(lambda: _true(b.rm.is_master), "B promoted")
+        tc = b.b.topics.select("Fresh")
+        assert tc is not None and tc.readQueueNums == tc.writeQueueNums == 11
+        visible = await read_queues(c, b, topic="Fresh", queues=11)
+        assert {body: q for (q, _), body in visible.items()} == acked
 
 
 async def test_the_old_masters_unacknowledged_tail_is_cut_when_it_returns(

@@ -17,6 +17,7 @@ from rocketrio.actors.broker.ha.group_transfer import (
     AlterAccepted,
     AlterResult,
     GroupTransferService,
+    trio_now_ms,
 )
 from rocketrio.actors.broker.ha.master_service import HAMasterService
 from rocketrio.actors.broker.ha.ports import Watermark
@@ -271,3 +272,15 @@ async def test_replication_under_delays_and_cuts_converges(mock_clock, seed: int
         await wait_for(lambda: len(outcomes) == 40, timeout=30)
         assert AckOutcome.NOT_MASTER not in outcomes
         nursery.cancel_scope.cancel()
+
+
+async def test_ha_clock_reads_back_the_millisecond_a_timer_slept_until(
+    mock_clock: trio.testing.MockClock,
+) -> None:
+    """The HA timers (group transfer deadlines, slave and master heartbeats) sleep until
+    ``deadline_ms / 1000`` and then compare ``trio_now_ms()`` with the deadline: it must read
+    the same millisecond back, or the timer sees its deadline unreached and spins with the mock
+    clock standing still (found by the cluster simulation, seed 1)."""
+    for ms in (1001, 1003, 4097, 123_457, 999_999):
+        await trio.sleep_until(ms / 1000)
+        assert trio_now_ms() == ms

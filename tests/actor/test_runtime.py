@@ -162,3 +162,12 @@ async def test_tcp_roundtrip_and_pipelining() -> None:
                     calls.start_soon(call, i)
             assert len(out) == 200
         n.cancel_scope.cancel()
+
+
+async def test_sim_heal_between_lifts_one_partition_only(
+    mock_clock: trio.testing.MockClock,
+) -> None:
+    net = SimNetwork(seed=7)
+    net.partition(["a"], ["b", "c"])
+    net.heal_between(["b"], ["a"])
+    assert not net.blocked("a", "b") and net.blocked("a", "c")

@@ -19,8 +19,10 @@ file back with what was durable of it.
 `crash()` is a power cut: every fd is closed (using one later raises OSError EBADF), locks drop,
 and each directory and file keeps its durable image plus a random prefix of its pending ops,
 applied in order; the last write applied may be torn (only a random prefix of its bytes
-lands). ``crash(lose_unsynced=True)`` keeps nothing that was not made durable (the worst case).
-The disk stays usable afterwards, so the same storage code can "restart" on it.
+lands). ``crash(lose_unsynced=True)`` keeps nothing that was not made durable (the worst case);
+``crash(keep_unsynced=True)`` is a process kill, not a power cut: fds close, locks drop, the data
+stays (the page cache survives). The disk stays usable afterwards, so the same storage code can
+"restart" on it.
 
 `cut_power_after(fs, calls)` crashes the disk in the middle of storage code: the ``calls``-th
 file call from then on crashes it and raises `PowerCut`, and so does every later call (the
@@ -416,14 +418,33 @@ class SimFileSystem:
         with self._lock:
             self._fsync_faults.clear()
 
-    def crash(self, *, lose_unsynced: bool = False) -> None:
+    def crash(self, *, lose_unsynced: bool = False, keep_unsynced: bool = False) -> None:
         """Power cut: close every fd; keep the durable state plus (unless ``lose_unsynced``) a
-        random prefix of each file's and directory's pending ops, the last write maybe torn."""
+        random prefix of each file's and directory's pending ops, the last write maybe torn.
+
+        ``keep_unsynced``: the process died but the machine did not (kill -9): every fd is
+        closed and every lock dropped, while what was written stays visible (the page cache
+        survives); it is still unsynced, so a later power cut may lose it."""
+        if keep_unsynced:
+            with self._lock:
+                self._fds.clear()
+                self._clear_locks(self._root, set())
+            return
         with self._lock:
             self._fds.clear()
             self.crashes += 1
             seen: set[int] = set()
             self._crash_dir(self._root, lose_unsynced, seen)
+
+    def _clear_locks(self, d: _Dir, seen: set[int]) -> None:
+        for child in d.children.values():
+            if id(child) in seen:
+                continue
+            seen.add(id(child))
+            if isinstance(child, _Dir):
+                self._clear_locks(child, seen)
+            else:
+                child.lock_fd = None
 
     def _crash_dir(self, d: _Dir, lose_unsynced: bool, seen: set[int]) -> None:
         if id(d) in seen:

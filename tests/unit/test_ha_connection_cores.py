@@ -364,3 +364,20 @@ def test_master_pushes_a_moved_confirm_offset_without_waiting_for_a_heartbeat() 
     m.sent(hb, 300, confirm=100)
     assert m.plan_next(100, recs((1, 0)), 600, confirm=100) is None
     assert m.next_timer_ms() == 1300  # back to the heartbeat interval
+
+
+def test_timers_are_never_due_in_the_past_without_work() -> None:
+    """Each shell's timer task sleeps until ``next_timer_ms()`` and then runs the core's timer
+    step; if that step has nothing to do, the next deadline must lie in the future, or the task
+    wakes again at once for ever (a heartbeat deadline is not work before TRANSFER: found by the
+    cluster simulation, seed 159, as a livelock under the mock clock)."""
+    s = slave(expected_epoch=1)
+    s.connected(0)  # HANDSHAKE: the master's answer is slow (partition, busy master)
+    assert s.tick(2500) == [] and s.next_timer_ms() > 2500
+    s.on_event(MasterHandshake(0, 1, (HaEpoch(1, 0),)), 3000)  # TRUNCATING: a slow disk
+    assert s.tick(4500) == [] and s.next_timer_ms() > 4500
+    m = master_conn()
+    m.on_event(SlaveHandshake(2, False, False), 0)
+    m.handshake_sent(1)  # WAIT_FIRST_ACK: the slave is truncating
+    assert m.plan_next(100, recs((1, 0)), 2500) is None and not m.expired(2500)
+    assert m.next_timer_ms() > 2500

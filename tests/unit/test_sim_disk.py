@@ -368,3 +368,20 @@ def run_and_crash(seed: int) -> dict[str, bytes]:
 def test_same_seed_same_disk_after_a_crash() -> None:
     assert run_and_crash(7) == run_and_crash(7)
     assert len({tuple(sorted(run_and_crash(s).items())) for s in range(10)}) > 1
+
+
+def test_a_process_kill_keeps_the_page_cache_but_closes_every_fd() -> None:
+    """`crash(keep_unsynced=True)`: kill -9, not a power cut: nothing written is lost (still
+    unsynced: a later power cut may lose it), but the dead process's fds and locks are gone."""
+    fs = SimFileSystem(random.Random(0))
+    fs.makedirs("/d")
+    fd = fs.open("/d/f", os.O_CREAT | os.O_RDWR)
+    fs.flock(fd)
+    fs.pwrite(fd, b"written", 0)
+    fs.crash(keep_unsynced=True)
+    assert fs.open_fds == 0 and fs.visible_bytes("/d/f") == b"written"
+    with pytest.raises(OSError):
+        fs.pread(fd, 1, 0)
+    fs.flock(fs.open("/d/f", os.O_RDWR))  # the lock went with the process
+    fs.crash(lose_unsynced=True)
+    assert not fs.exists("/d/f")

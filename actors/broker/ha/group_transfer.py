@@ -66,7 +66,11 @@ AlterFn = Callable[[frozenset[int], int], Awaitable[AlterResult]]
 
 
 def trio_now_ms() -> int:
-    return int(trio.current_time() * 1000)
+    """Trio's clock in whole milliseconds, ROUNDED: the HA timers sleep until ``ms / 1000`` and
+    compare the time they wake at with ``ms``; truncating would read 1001 ms back as 1000 (the
+    float 1.001 * 1000 is 1000.9999...), the deadline would look unreached and the timer loop
+    would spin without letting the clock move (for ever under a MockClock)."""
+    return round(trio.current_time() * 1000)
 
 
 class GroupTransferService:

@@ -221,8 +221,14 @@ class MasterConnectionCore:
         return now_ms - self.last_read_ms > self.housekeeping_interval_ms
 
     def next_timer_ms(self) -> int:
-        """When `plan_next` may have a heartbeat due or `expired` may turn true."""
+        """When `plan_next` may have a heartbeat or a confirmOffset push due, or `expired` may
+        turn true. Heartbeats and pushes go out only in TRANSFER; before the slave's first ack
+        only housekeeping can fire, and a heartbeat deadline already past would wake the writer
+        again at once, for ever (a CPU spin; under a mock clock a livelock)."""
+        housekeeping = self.last_read_ms + self.housekeeping_interval_ms + 1
+        if self.phase is not Phase.TRANSFER or self.next_offset is None:
+            return housekeeping
         due = self.last_write_ms + self.heartbeat_interval_ms
         if self._confirm_pending:
             due = min(due, max(self.last_write_ms, self._last_check_ms) + CONFIRM_PUSH_MS)
-        return min(due, self.last_read_ms + self.housekeeping_interval_ms + 1)
+        return min(due, housekeeping)

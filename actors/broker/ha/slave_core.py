@@ -326,10 +326,14 @@ class SlaveCore:
         return []
 
     def next_timer_ms(self) -> int:
-        return min(
-            self.last_write_ms + self.heartbeat_interval_ms,
-            self.last_read_ms + self.housekeeping_interval_ms + 1,
-        )
+        """When `tick` may have something to do. Heartbeats go out only in TRANSFER; before
+        it (waiting for the master's handshake, or for a truncation) only housekeeping can
+        fire, and a heartbeat deadline already past would wake the timer task again at once,
+        for ever (a CPU spin; under a mock clock a livelock)."""
+        housekeeping = self.last_read_ms + self.housekeeping_interval_ms + 1
+        if self.phase is SlavePhase.TRANSFER:
+            return min(self.last_write_ms + self.heartbeat_interval_ms, housekeeping)
+        return housekeeping
 
     # ------------------------------------------------------------------ helpers
 

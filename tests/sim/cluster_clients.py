@@ -1,0 +1,320 @@
+"""Clients of the whole-cluster simulation: the ack tap, producers, a consumer, probes, reads.
+
+- `AckTap` instruments every `Broker` the simulation starts: when its store actor acknowledges
+  a master's write (the `GroupTransferService` said ACKED), the tap learns the broker, its set
+  and the masterEpoch the write was made in, keyed by (broker address, CommitLog offset) — the
+  offset message id a SendResult carries — and tells the checker (one master per epoch).
+- `ProducerDriver` runs real `Producer`s (route refresh, retries on another broker: retries
+  make duplicates, which are allowed and counted) in a few sender tasks; each message has a
+  unique body; every SEND_OK result becomes an acknowledged position for the checker.
+- `ConsumerDriver` pulls (raw PULL_MESSAGE, subscription "*") every queue of every set from a
+  random running replica of the set — master, slave or deposed master — and hands the checker
+  every (position, body) it received.
+- `probe` sends straight to the brokers of a set until one acknowledges (liveness);
+  `read_queue` pulls a whole queue from one broker (the final check).
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import attrs
+import trio
+
+from rocketrio.actors.broker.broker import Broker
+from rocketrio.actors.broker.ha.group_transfer import AckOutcome
+from rocketrio.actors.broker.store_actor import AnyPut, Stored
+from rocketrio.actors.client.api import PullStatus, parse_pull_response, request
+from rocketrio.actors.client.config import ClientConfig, ProducerConfig
+from rocketrio.actors.client.errors import MQClientError
+from rocketrio.actors.client.message import Message, SendStatus
+from rocketrio.actors.client.producer import Producer
+from rocketrio.actors.remoting import RemotingClient, RemotingError
+from rocketrio.protocol.codes import RequestCode, ResponseCode
+from rocketrio.protocol.headers import (
+    PULL_FLAG_SUBSCRIPTION,
+    PullMessageRequestHeader,
+    SendMessageRequestHeader,
+    SendMessageRequestHeaderV2,
+    SendMessageResponseHeader,
+)
+from rocketrio.protocol.message import MessageDecodeError
+from rocketrio.protocol.remoting import RemotingCommand
+from rocketrio.protocol.serde import HeaderError, from_ext, to_ext
+from rocketrio.storage.message_store import BatchPutResult
+from tests.sim.cluster_checks import ClusterChecker
+from tests.sim.cluster_nodes import EPOCH_MS, BrokerProc
+
+TOPIC = "SimTopic"
+PRODUCER_GROUP = "SimPG"
+CONSUMER_GROUP = "SimCG"
+
+
+def split_offset_msg_id(msg_id: str) -> tuple[str, int]:
+    """(broker address, CommitLog offset) of an offset message id (ip, port, offset in hex)."""
+    ip = ".".join(str(b) for b in bytes.fromhex(msg_id[:8]))
+    return f"{ip}:{int(msg_id[8:16], 16)}", int(msg_id[16:32], 16)
+
+
+@attrs.frozen(slots=True)
+class MasterAck:
+    broker: str  # process name + incarnation
+    set_name: str
+    epoch: int
+
+
+class AckTap:
+    """See module docstring. ``install`` is called for every new Broker object."""
+
+    def __init__(self, checker: ClusterChecker) -> None:
+        self.checker = checker
+        self.acks: dict[tuple[str, int], MasterAck] = {}
+
+    def install(self, proc: BrokerProc, broker: Broker) -> None:
+        actor = broker.store_actor
+        original = actor._completion
+        who = f"{proc.name}#{proc.incarnation}"
+        addr = proc.addr
+
+        def completion(
+            done: list[tuple[AnyPut, Stored]], status: Any, remark: str | None
+        ) -> Callable[[AckOutcome], None]:
+            complete = original(done, status, remark)
+            epoch = actor._epoch  # the epoch the write was made in (the store is master of it)
+
+            def tapped(outcome: AckOutcome) -> None:
+                if outcome is AckOutcome.ACKED:
+                    ack = MasterAck(who, proc.set_name, epoch)
+                    self.checker.on_master_ack(proc.set_name, epoch, who)
+                    for _put, stored in done:
+                        for offset in _commitlog_offsets(stored):
+                            self.acks[(addr, offset)] = ack
+                complete(outcome)
+
+            return tapped
+
+        actor._completion = completion  # type: ignore[method-assign]
+
+    def lookup(self, msg_id: str) -> MasterAck | None:
+        return self.acks.get(split_offset_msg_id(msg_id))
+
+
+def _commitlog_offsets(stored: Stored) -> list[int]:
+    if isinstance(stored, BatchPutResult):
+        return list(stored.commitlog_offsets)
+    return [r.commitlog_offset for r in stored]
+
+
+# ---------------------------------------------------------------------------- producers
+
+
+@attrs.define
+class ProducerDriver:
+    """Sender tasks over real Producers (see module docstring)."""
+
+    checker: ClusterChecker
+    tap: AckTap
+    namesrv: str
+    transports: Sequence[Any]  # one Transport per producer (its own client host)
+    hosts: Sequence[str]
+    rng: random.Random
+    queues: int
+    max_messages: int
+    pause_s: tuple[float, float] = (0.02, 0.25)
+    sent: int = 0
+    seq: int = 0
+
+    def _body(self, rng: random.Random) -> bytes:
+        self.seq += 1
+        head = b"m%06d|" % self.seq
+        return head + bytes([97 + self.seq % 26]) * rng.randrange(40, 1500)
+
+    async def run(self, senders_per_producer: int) -> None:
+        async with trio.open_nursery() as n:
+            for k, (transport, host) in enumerate(zip(self.transports, self.hosts, strict=True)):
+                n.start_soon(self._producer, k, transport, host, senders_per_producer)
+
+    async def _producer(self, k: int, transport: Any, host: str, senders: int) -> None:
+        rng = random.Random(self.rng.getrandbits(32))
+        config = ProducerConfig(
+            producerGroup=PRODUCER_GROUP,
+            sendMsgTimeout=3000,
+            retryTimesWhenSendFailed=2,
+            defaultTopicQueueNums=self.queues,
+            notAvailableDuration=3000,  # a failed set is retried soon: failovers take seconds
+        )
+        client_config = ClientConfig(clientIP=host, instanceName=f"p{k}")
+        producer = Producer(
+            PRODUCER_GROUP,
+            self.namesrv,
+            transport=transport,
+            config=config,
+            client_config=client_config,
+            rng=random.Random(rng.getrandbits(32)),
+        )
+        async with producer, trio.open_nursery() as n:
+            for _ in range(senders):
+                n.start_soon(self._sender, producer, random.Random(rng.getrandbits(32)))
+
+    async def _sender(self, producer: Producer, rng: random.Random) -> None:
+        while self.sent < self.max_messages:
+            self.sent += 1
+            body = self._body(rng)
+            try:
+                result = await producer.send(Message(TOPIC, body))
+            except (MQClientError, RemotingError) as e:
+                self.checker.count("send_failed")
+                del e
+            else:
+                if result.send_status is SendStatus.SEND_OK:
+                    self._acked(result.message_queue.brokerName, result.message_queue.queueId,
+                                result.queue_offset, body, result.offset_msg_id)  # fmt: skip
+                else:
+                    self.checker.count(f"send_{result.send_status.value}")
+            await trio.sleep(rng.uniform(*self.pause_s))
+
+    def _acked(self, set_name: str, qid: int, qoffset: int, body: bytes, msg_id: str) -> None:
+        ack = self.tap.lookup(msg_id)
+        how = f"SEND_OK {msg_id[16:]}" + (
+            f" by {ack.broker} epoch {ack.epoch}" if ack else " (no master ack seen)"
+        )
+        if ack is None:
+            self.checker.problems.append(
+                f"SEND_OK for {body[:12]!r} at {set_name} {qid}@{qoffset} without an "
+                f"acknowledged write at {split_offset_msg_id(msg_id)}"
+            )
+        self.checker.count("acked")
+        self.checker.on_send_ok((set_name, TOPIC, qid, qoffset), body, how)
+
+
+# ---------------------------------------------------------------------------- consumer
+
+
+def pull_header(queue_id: int, offset: int, max_msgs: int = 32) -> PullMessageRequestHeader:
+    return PullMessageRequestHeader(
+        consumerGroup=CONSUMER_GROUP,
+        topic=TOPIC,
+        queueId=queue_id,
+        queueOffset=offset,
+        maxMsgNums=max_msgs,
+        sysFlag=PULL_FLAG_SUBSCRIPTION,
+        commitOffset=0,
+        suspendTimeoutMillis=0,
+        subVersion=0,
+        subscription="*",
+        expressionType="TAG",
+    )
+
+
+async def pull_once(
+    client: RemotingClient, addr: str, queue_id: int, offset: int, timeout_s: float = 2.0
+) -> tuple[PullStatus, int, list[tuple[int, bytes]]] | None:
+    """One PULL_MESSAGE; None when it failed (no answer, refused, undecodable)."""
+    try:
+        resp = await client.invoke(
+            addr, request(RequestCode.PULL_MESSAGE, pull_header(queue_id, offset)), timeout_s
+        )
+        result = parse_pull_response(resp, addr)
+        msgs = [(m.queue_offset, m.body) for m in result.messages()]
+    except (RemotingError, MQClientError, MessageDecodeError, HeaderError):
+        return None
+    return result.status, result.next_begin_offset, msgs
+
+
+@attrs.define
+class ConsumerDriver:
+    checker: ClusterChecker
+    client: RemotingClient
+    brokers: Callable[[str], list[BrokerProc]]  # set name -> its broker processes
+    sets: Sequence[str]
+    queues: int
+    rng: random.Random
+    next_offset: dict[tuple[str, int], int] = attrs.field(factory=dict)
+
+    async def run(self) -> None:
+        async with trio.open_nursery() as n:
+            for s in self.sets:
+                n.start_soon(self._consume_set, s, random.Random(self.rng.getrandbits(32)))
+
+    async def _consume_set(self, set_name: str, rng: random.Random) -> None:
+        while True:
+            await trio.sleep(rng.uniform(0.2, 0.6))
+            up = [p for p in self.brokers(set_name) if p.up]
+            if not up:
+                continue
+            proc = up[min(int(rng.random() * len(up)), len(up) - 1)]
+            qid = rng.randrange(self.queues)
+            key = (set_name, qid)
+            offset = self.next_offset.get(key, 0)
+            got = await pull_once(self.client, proc.addr, qid, offset)
+            if got is None:
+                continue
+            status, _next, msgs = got
+            if status is not PullStatus.FOUND:
+                continue
+            source = f"{proc.name}#{proc.incarnation}"
+            for qoffset, body in msgs:
+                self.checker.on_received((set_name, TOPIC, qid, qoffset), body, source)
+                if qoffset >= offset:
+                    offset = qoffset + 1
+            self.checker.count("consumed", len(msgs))
+            self.next_offset[key] = offset
+
+
+# ---------------------------------------------------------------------------- probes, reads
+
+
+def send_request(body: bytes, queue_id: int = 0) -> RemotingCommand:
+    v1 = SendMessageRequestHeader(
+        producerGroup=PRODUCER_GROUP, topic=TOPIC, defaultTopic="TBW102",
+        defaultTopicQueueNums=4, queueId=queue_id, sysFlag=0, bornTimestamp=EPOCH_MS, flag=0,
+    )  # fmt: skip
+    header = to_ext(SendMessageRequestHeaderV2.from_v1(v1))
+    return RemotingCommand(code=RequestCode.SEND_MESSAGE_V2, ext_fields=header, body=body)
+
+
+async def probe(
+    client: RemotingClient,
+    checker: ClusterChecker,
+    tap: AckTap,
+    set_name: str,
+    procs: Sequence[BrokerProc],
+    body: bytes,
+) -> bool:
+    """Send ``body`` to each running broker of the set once; True when one acknowledged it."""
+    for proc in procs:
+        if not proc.up:
+            continue
+        try:
+            resp = await client.invoke(proc.addr, send_request(body), 3.0)
+        except RemotingError:
+            continue
+        if resp.code != ResponseCode.SUCCESS:
+            continue
+        h = from_ext(SendMessageResponseHeader, resp.ext_fields)
+        ack = tap.lookup(h.msgId)
+        how = f"probe to {proc.name}" + (f" epoch {ack.epoch}" if ack else "")
+        checker.on_send_ok((set_name, TOPIC, h.queueId, h.queueOffset), body, how)
+        return True
+    return False
+
+
+async def read_queue(client: RemotingClient, addr: str, queue_id: int) -> dict[int, bytes] | None:
+    """Every message of the queue on the broker at ``addr`` (None: a pull failed)."""
+    out: dict[int, bytes] = {}
+    offset = 0
+    for _ in range(10_000):
+        got = await pull_once(client, addr, queue_id, offset, timeout_s=5.0)
+        if got is None:
+            return None
+        status, next_begin, msgs = got
+        if status is not PullStatus.FOUND:
+            return out
+        for qoffset, body in msgs:
+            out[qoffset] = body
+        if next_begin <= offset:
+            return out
+        offset = next_begin
+    return out

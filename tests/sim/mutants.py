@@ -1,0 +1,232 @@
+"""Mutants: known-wrong versions of the product, as monkeypatches, to prove the cluster
+simulation's checker has teeth (no product source is edited).
+
+Each `Mutant` breaks one rule the design depends on; `applied(name)` patches it in for the
+duration of a ``with`` block. Run them with ``python -m tests.sim.run_mutants`` (one JSON line
+per mutant) or ``pytest tests/sim/test_cluster_sim.py --mutant NAME --seeds N``. They are not
+part of the default CI run.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import attrs
+
+from rocketrio.actors.broker.ha.slave_core import SlaveCore, Truncate
+from rocketrio.actors.broker.ha.sync_state import SyncStateCore
+from rocketrio.actors.raft.replication import ReplicationMixin
+from rocketrio.storage.commitlog import CommitLog
+from rocketrio.storage.message_store import MessageStore
+from rocketrio.storage.raft_log import RaftLog
+
+Patch = Callable[[Any, str, Any], None]  # setattr that is undone afterwards
+
+
+@attrs.frozen
+class Mutant:
+    name: str
+    doc: str
+    apply: Callable[[Patch], None]
+
+
+class _NoSync:
+    """A FileSystem whose fsyncs do nothing (everything else goes to the real one)."""
+
+    def __init__(self, real: Any) -> None:
+        self._real = real
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._real, name)
+
+    def fsync(self, fd: int) -> None:
+        pass
+
+    def fdatasync(self, fd: int) -> None:
+        pass
+
+    def fsync_dir(self, path: str) -> None:
+        pass
+
+
+def _commitlog_flush_without_fsync(patch: Patch) -> None:
+    real_flush = CommitLog.flush
+
+    def flush(self: CommitLog) -> int:
+        real_fs = self._fs
+        self._fs = _NoSync(real_fs)
+        try:
+            return real_flush(self)
+        finally:
+            self._fs = real_fs
+
+    patch(CommitLog, "flush", flush)
+
+
+def _raft_sync_without_fsync(patch: Patch) -> None:
+    def sync(self: RaftLog) -> None:
+        self._unsynced = False
+        self._dir_unsynced = False
+
+    patch(RaftLog, "sync", sync)
+
+
+def _raft_leader_counts_unsynced_entries(patch: Patch) -> None:
+    def _maybe_commit(self: Any) -> None:
+        matches = [pr.match_index for pr in self._progress.values()]
+        matches.append(self.last_index)  # MUTANT: its own entries before they are fsynced
+        matches.sort(reverse=True)
+        candidate = matches[len(self.peers) // 2]
+        if candidate > self.commit_index and self.term_at(candidate) == self.term:
+            self.commit_index = candidate
+
+    patch(ReplicationMixin, "_maybe_commit", _maybe_commit)
+
+
+def _raft_commits_earlier_term_by_count(patch: Patch) -> None:
+    def _maybe_commit(self: Any) -> None:
+        matches = [pr.match_index for pr in self._progress.values()]
+        matches.append(self._stable_index)
+        matches.sort(reverse=True)
+        candidate = matches[len(self.peers) // 2]
+        if candidate > self.commit_index:  # MUTANT: no "of the current term" rule (Figure 8)
+            self.commit_index = candidate
+
+    patch(ReplicationMixin, "_maybe_commit", _maybe_commit)
+
+
+def _slave_truncation_not_durable(patch: Patch) -> None:
+    def _truncate_files(self: CommitLog, offset: int) -> None:
+        pass  # MUTANT: only the in-memory end moves (upstream #10666); acks follow at once
+
+    patch(CommitLog, "_truncate_files", _truncate_files)
+
+
+def _slave_acks_before_truncating(patch: Patch) -> None:
+    real = SlaveCore._on_handshake
+
+    def _on_handshake(self: SlaveCore, h: Any, epochs: Any, lo: int, hi: int) -> list[Any]:
+        out = real(self, h, epochs, lo, hi)
+        if out and isinstance(out[0], Truncate):
+            # MUTANT: report the log end before cutting the divergent tail
+            return [self._ack(hi, self.last_read_ms), *out]
+        return out
+
+    patch(SlaveCore, "_on_handshake", _on_handshake)
+
+
+def _confirm_over_connected_replicas(patch: Patch) -> None:
+    def _recompute_confirm(self: SyncStateCore[Any]) -> bool:
+        # MUTANT: min over the replicas connected now, not over every possible member of the
+        # SyncStateSet (an isolated master and its slave advance confirm alone, #6662)
+        acks = [
+            r.ack_offset
+            for r in self.replicas.values()
+            if r.connected and not r.learner and r.ack_offset >= 0
+        ]
+        c = min([self.local_max, *acks])
+        if c > self.confirm:
+            self.confirm = c
+            return True
+        return False
+
+    patch(SyncStateCore, "_recompute_confirm", _recompute_confirm)
+
+
+def _dispatch_past_confirm(patch: Patch) -> None:
+    real_init = MessageStore.__init__
+
+    def __init__(self: MessageStore, *args: Any, **kwargs: Any) -> None:
+        real_init(self, *args, **kwargs)
+        self._gate.gated = False  # MUTANT: ConsumeQueues at put time and on recovery (#6609)
+
+    patch(MessageStore, "__init__", __init__)
+
+
+def _ack_before_sync_state_set_holds_it(patch: Patch) -> None:
+    def ack_bound(self: SyncStateCore[Any], *, lease_valid: bool = True) -> int:
+        # MUTANT: acknowledge once the master alone has written it (upstream's default
+        # allAckInSyncStateSet=false with inSyncReplicas=1, without any lease)
+        return self.local_max
+
+    patch(SyncStateCore, "ack_bound", ack_bound)
+
+
+MUTANTS: dict[str, Mutant] = {
+    m.name: m
+    for m in (
+        Mutant(
+            "commitlog_flush_without_fsync",
+            "CommitLog.flush moves the flushed offset without fdatasync (SYNC_FLUSH acks "
+            "data that a power cut loses)",
+            _commitlog_flush_without_fsync,
+        ),
+        Mutant(
+            "raft_sync_without_fsync",
+            "RaftLog.sync does not fsync appended entries (a controller acknowledges "
+            "entries a power cut loses)",
+            _raft_sync_without_fsync,
+        ),
+        Mutant(
+            "raft_leader_counts_unsynced",
+            "a Raft leader counts its own not-yet-fsynced entries toward the commit majority",
+            _raft_leader_counts_unsynced_entries,
+        ),
+        Mutant(
+            "raft_commit_earlier_term",
+            "a Raft leader commits an entry of an earlier term by counting replicas (Raft "
+            "paper Figure 8)",
+            _raft_commits_earlier_term_by_count,
+        ),
+        Mutant(
+            "slave_truncation_not_durable",
+            "a slave's CommitLog truncation only moves the in-memory end; it acks and "
+            "continues before the cut is on disk (upstream #10666)",
+            _slave_truncation_not_durable,
+        ),
+        Mutant(
+            "slave_acks_before_truncating",
+            "a slave acks its log end at the handshake, before cutting its divergent tail "
+            "(the master counts bytes the slave is about to drop)",
+            _slave_acks_before_truncating,
+        ),
+        Mutant(
+            "confirm_over_connected_replicas",
+            "the master computes confirmOffset over the replicas connected now instead of "
+            "every possible SyncStateSet member (#6662)",
+            _confirm_over_connected_replicas,
+        ),
+        Mutant(
+            "dispatch_past_confirm",
+            "ConsumeQueues are dispatched at put time and on recovery, past confirmOffset "
+            "(#6609 / read-uncommitted)",
+            _dispatch_past_confirm,
+        ),
+        Mutant(
+            "ack_before_replicas",
+            "the master acknowledges a write before the SyncStateSet holds it",
+            _ack_before_sync_state_set_holds_it,
+        ),
+    )
+}
+
+
+@contextlib.contextmanager
+def applied(name: str) -> Iterator[Mutant]:
+    """Patch mutant ``name`` in for the block (KeyError names the known ones)."""
+    if name not in MUTANTS:
+        raise KeyError(f"unknown mutant {name!r}; known: {', '.join(sorted(MUTANTS))}")
+    undo: list[tuple[Any, str, Any]] = []
+
+    def patch(obj: Any, attr: str, value: Any) -> None:
+        undo.append((obj, attr, obj.__dict__[attr]))
+        setattr(obj, attr, value)
+
+    try:
+        MUTANTS[name].apply(patch)
+        yield MUTANTS[name]
+    finally:
+        for obj, attr, old in reversed(undo):
+            setattr(obj, attr, old)
