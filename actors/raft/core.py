@@ -135,7 +135,15 @@ class RaftCore(ElectionMixin, ReplicationMixin):
         self._known_max_term_in_group = -1
         self._need_increase_term_immediately = False
         self._next_time_to_request_vote = -1
-        self._last_parse_result = ParseResult.WAIT_TO_REVOTE
+        # A member restarting with its own vote in its term may have led that term and sent
+        # entries it never fsynced (a leader sends before its own fsync, see node.py). DLedger
+        # would let it win that term again and append other entries at those indexes under
+        # the same term, which breaks Log Matching; so its first round is in a new term.
+        self._last_parse_result = (
+            ParseResult.WAIT_TO_VOTE_NEXT
+            if hard_state.voted_for == self_id
+            else ParseResult.WAIT_TO_REVOTE
+        )
         self._vote_round: VoteRound | None = None
         self._round_seq = 0
         self._last_leader_heartbeat_ms = now_ms

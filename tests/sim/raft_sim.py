@@ -4,8 +4,12 @@ One `random.Random(seed)` draws the cluster size, the timings and every fault: m
 delay, reordering (in some seeds; otherwise each link is FIFO like a TCP connection),
 partitions, crashes and restarts (a restart builds a new core from what the simulated disk
 holds: hard state, log, snapshot), slow fsync, and a shell that keeps stepping the core while a
-Ready is being persisted. Clients propose entries and ask for linearizable reads at whichever
-node claims to be leader.
+Ready is being persisted. The shell does what `actors/raft/node.py` does: a leader's Ready
+without hard state or snapshot is sent before its entries are fsynced (followers write in
+parallel with the leader), and entries that become committed while a Ready is being persisted
+are applied at once; a crash before the fsync ends loses that Ready's writes, not what was
+already sent. Clients propose entries and ask for linearizable reads at whichever node claims
+to be leader.
 
 Checked after every step:
 - at most one leader per term;
@@ -27,6 +31,7 @@ import random
 import struct
 import zlib
 from collections import deque
+from collections.abc import Callable
 from typing import Any
 
 import attrs
@@ -68,6 +73,7 @@ class SimNode:
     sm_index: int = 0  # state machine: index applied so far and a CRC chain over the data
     sm_crc: int = 0
     was_leader_term: int = -1
+    early_applied: int = 0  # applied while a Ready was persisting; its Ready hands them again
 
 
 @attrs.define
@@ -105,6 +111,10 @@ class RaftSim:
         self.partition: dict[str, int] = {}
         self._link_last: dict[tuple[str, str], int] = {}
         self.drop = self.params.drop
+        # scripted scenarios only: a filter returns the message to deliver (maybe edited) or
+        # None to drop it; fixed fsync times per node
+        self.filter: Callable[[str, str, RaftMessage], RaftMessage | None] | None = None
+        self.disk_ms: dict[str, int] = {}
         self.leaders: dict[int, str] = {}
         self.applied: dict[int, tuple[int, bytes]] = {}  # index -> (term, data)
         self.max_applied = 0
@@ -170,6 +180,7 @@ class RaftSim:
         node.busy = False
         node.inbox.clear()
         node.was_leader_term = -1
+        node.early_applied = 0
         if d.snapshot is not None:
             node.sm_index, node.sm_crc = _SM.unpack(d.snapshot.data)
         else:
@@ -193,13 +204,36 @@ class RaftSim:
             if rd is None:
                 return
             if rd.must_sync and self.params.max_disk_ms:
+                # as the node does: a leader sends before its own fsync (Raft thesis 10.2.1)
+                early = (
+                    rd.hard_state is None and rd.snapshot is None and node.core.role is Role.LEADER
+                )
+                if early:
+                    for to, msg in rd.messages:
+                        self._send(node.node_id, to, msg)
                 node.busy = True
-                delay = self.rng.randrange(self.params.max_disk_ms + 1)
-                self._schedule(self.now + delay, "persisted", (node.node_id, node.epoch, rd))
+                delay = self.disk_ms.get(node.node_id)
+                if delay is None:
+                    delay = self.rng.randrange(self.params.max_disk_ms + 1)
+                self._schedule(self.now + delay, "persisted", (node.node_id, node.epoch, rd, early))
                 return
             self._handle_ready(node, rd)
 
-    def _handle_ready(self, node: SimNode, rd: Ready) -> None:
+    def _apply_while_persisting(self, node: SimNode) -> None:
+        """The node's `_apply_committed`: a leader applies what became committed at once."""
+        core = node.core
+        assert core is not None
+        if (
+            core.role is not Role.LEADER
+            or core.commit_index <= node.sm_index
+            or node.sm_index < core.snapshot_index
+        ):
+            return
+        for e in core.entries(node.sm_index + 1, core.commit_index):
+            self._apply(node, e)
+        node.early_applied = node.sm_index
+
+    def _handle_ready(self, node: SimNode, rd: Ready, sent: bool = False) -> None:
         core = node.core
         assert core is not None
         d = node.disk
@@ -215,9 +249,12 @@ class RaftSim:
             base = d.snapshot.meta.index if d.snapshot else 0
             if d.log[0].index != base + 1 or d.log[-1].index != base + len(d.log):
                 raise self.fail(f"{node.node_id} disk log not contiguous after {base}")
-        for to, msg in rd.messages:
-            self._send(node.node_id, to, msg)
+        if not sent:
+            for to, msg in rd.messages:
+                self._send(node.node_id, to, msg)
         for e in rd.committed_entries:
+            if e.index <= node.early_applied and e.index <= node.sm_index:
+                continue  # applied while the previous Ready was persisting
             self._apply(node, e)
         for rs in rd.read_states:
             asked = self.reads.pop(rs.ctx)
@@ -230,7 +267,11 @@ class RaftSim:
             self.trace.append(f"{self.now} {node.node_id} {name} {fields}")
         core.advance(rd)
         self._check(node)
-        if core.snapshot_due and core.applied_index > core.snapshot_index:
+        if (
+            core.snapshot_due
+            and core.applied_index == node.sm_index  # as the node: nothing applied early
+            and core.applied_index > core.snapshot_index
+        ):
             self._take_snapshot(node)
 
     def _apply(self, node: SimNode, e: Entry) -> None:
@@ -275,6 +316,11 @@ class RaftSim:
     def _send(self, frm: str, to: str, msg: RaftMessage) -> None:
         if self.partition.get(frm, 0) != self.partition.get(to, 0):
             return
+        if self.filter is not None:
+            kept = self.filter(frm, to, msg)
+            if kept is None:
+                return
+            msg = kept
         if self.nodes[to].core is None:
             # a dead process: the connection is refused, the sender's shell learns it
             at = self.now + 1 + self.rng.randrange(self.params.max_delay_ms)
@@ -296,6 +342,8 @@ class RaftSim:
             return
         node.core.step(msg, self.now)
         self._check(node)
+        if node.busy:
+            self._apply_while_persisting(node)
         self._pump(node)
 
     # ------------------------------------------------------------------ events
@@ -324,12 +372,12 @@ class RaftSim:
                 self._check(node)
                 self._pump(node)
         elif kind == "persisted":
-            node_id, epoch, rd = data
+            node_id, epoch, rd, sent = data
             node = self.nodes[node_id]
             if node.core is None or node.epoch != epoch:
                 return  # crashed before the fsync finished: the batch is lost
             node.busy = False
-            self._handle_ready(node, rd)
+            self._handle_ready(node, rd, sent)
             while node.inbox and not node.busy and node.core is not None:
                 node.core.step(node.inbox.popleft(), self.now)
                 self._check(node)
@@ -355,7 +403,40 @@ class RaftSim:
         self._run_until(self.now + ms)
 
     def crash(self, node_id: str) -> None:
+        """Power cut: what the node had not fsynced is lost (what it sent is not)."""
         self._crash(self.nodes[node_id])
+
+    def restart(self, node_id: str) -> None:
+        self.trace.append(f"{self.now} restart {node_id}")
+        self._start(self.nodes[node_id])
+
+    def isolate(self, *groups: set[str]) -> None:
+        """Partition: each group is connected within itself; nodes in no group form one more."""
+        self.partition = {i: k + 1 for k, g in enumerate(groups) for i in g}
+        self.trace.append(f"{self.now} partition {self.partition}")
+
+    def propose(self, node_id: str, data: bytes) -> int:
+        """Propose at a leader, as a client would; returns the entry's index."""
+        node = self.nodes[node_id]
+        assert node.core is not None
+        index = node.core.propose(data, self.now)
+        self._pump(node)
+        return index
+
+    def run_until(self, pred: Callable[[], bool], bound_ms: int, what: str) -> None:
+        end = self.now + bound_ms
+        while not pred():
+            if self.now >= end:
+                raise self.fail(f"scenario: {what} did not happen within {bound_ms} ms")
+            self._run_until(self.now + 1)
+        self.trace.append(f"{self.now} {what}")
+
+    def heal(self) -> None:
+        """All nodes up, no partition, no loss, no filter; then the liveness check."""
+        self.filter = None
+        self.disk_ms.clear()
+        self._heal()
+        self._check_liveness()
 
     def leader(self) -> str | None:
         """The leader a majority follows (its term's heartbeats accepted), if any."""

@@ -714,6 +714,17 @@ def test_restart_from_persisted_state_keeps_log_and_term() -> None:
     assert restarted.commit_index == 0  # learnt again from the leader
 
 
+@pytest.mark.parametrize(("voted_for", "first_term"), [("n0", 4), ("n1", 3), (None, 3)])
+def test_a_member_that_voted_for_itself_campaigns_in_a_new_term_after_restart(
+    voted_for: str | None, first_term: int
+) -> None:
+    """It may have led term 3 and sent entries it never fsynced (the leader sends before its
+    fsync); winning term 3 again would put other entries at those indexes under term 3."""
+    core = make(term=3, voted_for=voted_for, log_terms=(1, 3))
+    reqs = start_round(core, 0)
+    assert {r.term for r in reqs} == {first_term}
+
+
 # ----------------------------------------------------------------------------- config
 
 
