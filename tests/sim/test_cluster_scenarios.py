@@ -111,6 +111,10 @@ def master_proc(w: World, set_name: str = A) -> BrokerProc:
     return m
 
 
+# producers 10.0.9.1.., the consumer .50, the admin .60 (tests/sim/cluster_run.py)
+CLIENT_HOSTS = [*(f"10.0.9.{k}" for k in range(1, 9)), "10.0.9.50", "10.0.9.60"]
+
+
 def hosts(*procs: object) -> list[str]:
     return [p.host.ip for p in procs]  # type: ignore[attr-defined]
 
@@ -323,6 +327,63 @@ async def test_10666_slave_killed_during_truncation_recovers(
         await hold(w, 3, "restarted on the half-truncated disk")
 
     await run(f"10666 and {cut_at}", script)
+
+
+async def test_10666_cut_tail_never_comes_back_after_a_restart(
+    mock_clock: trio.testing.MockClock,
+) -> None:
+    """The old master returns as a slave and cuts its divergent tail; it learns the new
+    master's epoch (which starts at the cut) before the new master has written anything
+    after it. Cut off again, it restarts while the new master writes past the old tail's
+    end. The cut must have reached the disk: bytes it dropped must not reappear as records
+    of the new epoch, which the handshake would keep (same last epoch, both logs long
+    enough) and the slave would acknowledge (upstream #10666: truncation only in memory)."""
+    cuts: list[tuple[int, int]] = []
+
+    async def script(w: World) -> None:
+        await full_set(w)
+        await wait_until(w, lambda: acked_in(w, A) >= 5, 20, "writes replicated in epoch 1")
+        m = master_proc(w)
+        s = next(p for p in w.brokers[A] if p is not m)
+        clients = CLIENT_HOSTS
+        w.partition(hosts(m), others(w, m))
+        await wait_until(w, lambda: w.master_of(A) is s, 20, f"{s.name} elected")
+        w.partition(hosts(s), clients)  # the new master writes nothing for now
+        await hold(w, 2, "the old master's tail diverges")
+        b = m.live_broker
+        assert b is not None
+        store = b.store
+        real = store.truncate_to
+
+        def truncate_to(offset: int) -> None:
+            cuts.append((store.get_commitlog_max_offset(), offset))
+            real(offset)
+
+        store.truncate_to = truncate_to  # type: ignore[method-assign]
+        w.net.heal_between(hosts(m), others(w, m))
+        await wait_until(w, lambda: bool(cuts), 20, f"{m.name} cut its tail as a slave")
+        epoch = controller_view(w)
+        assert epoch is not None
+        await wait_until(
+            w, lambda: store.epoch_records()[-1].epoch == epoch.epoch, 10,
+            f"{m.name} holds epoch {epoch.epoch}",
+        )  # fmt: skip
+        tail, cut = cuts[0]
+        assert tail > cut, "no divergent tail was cut"
+        w.partition(hosts(m), hosts(s))
+        w.net.heal_between(hosts(s), clients)
+        s_store = s.live_broker.store  # type: ignore[union-attr]
+        await wait_until(
+            w, lambda: s_store.get_commitlog_max_offset() >= tail, 20,
+            f"{s.name} wrote past the old tail's end {tail}",
+        )  # fmt: skip
+        await w.kill(m)
+        await w.restart(m)
+        await hold(w, 1, f"{m.name} restarted")
+        w.heal_network()
+        await hold(w, 4, "the new master takes writes again")
+
+    await run("10666_cut_tail", script)
 
 
 async def test_9689_same_master_reelected_into_a_new_epoch(
