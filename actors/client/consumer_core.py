@@ -154,9 +154,11 @@ class QueueState:
     pq: ProcessQueue = attrs.field(factory=ProcessQueue)
     cancel: trio.CancelScope = attrs.field(factory=trio.CancelScope)
     broker_id: int = 0  # the replica the broker suggested pulling from
-    # the pull in flight: its address and the scope that abandons it when the route moves
+    # the address of the pull in flight (None between pulls), and the scope `_on_route`
+    # cancels to abandon it when the route moves the queue
     pull_addr: str | None = None
     pull_scope: trio.CancelScope | None = None
+    pull_failures: int = 0  # broker-gone failures in a row
 
 
 class ConsumerCore(abc.ABC):
@@ -481,39 +483,56 @@ class ConsumerCore(abc.ABC):
         return 0.0
 
     async def _pull_loop(self, st: QueueState) -> None:
-        timeout_s = self.settings.consumerTimeoutMillisWhenSuspend / 1000
-        failures = 0  # broker-gone failures in a row
+        # One scope spans many pulls (a scope per pull costs about as much as the rest of this
+        # loop's own work). `_on_route` cancels it only while a pull is in flight (``pull_addr``
+        # set): that pull is abandoned and the next one goes to the queue's new address.
         with st.cancel:
             while not st.pq.dropped:
-                if self._flow_controlled(st):
-                    await trio.sleep(PULL_DELAY_WHEN_FLOW_CONTROL_S)
-                    continue
-                try:
-                    found = self.client.find_broker_in_subscribe(st.mq.brokerName, st.broker_id)
-                    if found is None:
-                        raise NoBrokerAddress(f"no address for broker {st.mq.brokerName}")
-                    addr, broker_id = found
-                    header = self._pull_header(st, broker_id == MASTER_ID)
-                    with trio.CancelScope() as scope:
-                        st.pull_addr, st.pull_scope = addr, scope
-                        result = await self.client.api.pull(addr, header, timeout_s)
-                    st.pull_addr = st.pull_scope = None
-                    if scope.cancelled_caught:  # the route moved this queue: pull again now
-                        continue
-                    failures = 0
-                    await self._on_pull_result(st, result)
-                except CALL_ERRORS as e:
-                    st.pull_addr = st.pull_scope = None
-                    log.warning("pull_failed", group=self.group, mq=str(st.mq), error=str(e))
-                    if broker_gone(e):
-                        failures += 1
-                        await self._after_broker_gone(st, failures)
-                    else:
-                        await trio.sleep(PULL_DELAY_WHEN_EXCEPTION_S)
-                    continue
-                interval = self._pull_interval_s()
-                if interval:
-                    await trio.sleep(interval)
+                late: PullResult | None = None
+                with trio.CancelScope() as scope:
+                    st.pull_scope = scope
+                    late = await self._pull_until_moved(st, scope)
+                st.pull_addr = st.pull_scope = None
+                if late is not None:  # answered just before the route moved: still good
+                    await self._on_pull_result(st, late)
+
+    async def _pull_until_moved(self, st: QueueState, scope: trio.CancelScope) -> PullResult | None:
+        """Pull until the queue is dropped or the route moves it. A pull whose answer arrived
+        before the move was noticed is returned unprocessed: the caller handles it outside the
+        cancelled ``scope``."""
+        timeout_s = self.settings.consumerTimeoutMillisWhenSuspend / 1000
+        while not st.pq.dropped:
+            if self._flow_controlled(st):
+                await trio.sleep(PULL_DELAY_WHEN_FLOW_CONTROL_S)
+                continue
+            try:
+                found = self.client.find_broker_in_subscribe(st.mq.brokerName, st.broker_id)
+                if found is None:
+                    raise NoBrokerAddress(f"no address for broker {st.mq.brokerName}")
+                addr, broker_id = found
+                header = self._pull_header(st, broker_id == MASTER_ID)
+                st.pull_addr = addr
+                result = await self.client.api.pull(addr, header, timeout_s)
+                st.pull_addr = None
+            except CALL_ERRORS as e:
+                st.pull_addr = None
+                if scope.cancel_called:  # moved while failing: pull at the new address now
+                    return None
+                log.warning("pull_failed", group=self.group, mq=str(st.mq), error=str(e))
+                if broker_gone(e):
+                    st.pull_failures += 1
+                    await self._after_broker_gone(st, st.pull_failures)
+                else:
+                    await trio.sleep(PULL_DELAY_WHEN_EXCEPTION_S)
+                continue
+            st.pull_failures = 0
+            if scope.cancel_called:
+                return result
+            await self._on_pull_result(st, result)
+            interval = self._pull_interval_s()
+            if interval:
+                await trio.sleep(interval)
+        return None
 
     async def _after_broker_gone(self, st: QueueState, failures: int) -> None:
         """Refresh the route at once (shared with every queue of the topic), then retry soon."""
@@ -533,7 +552,7 @@ class ConsumerCore(abc.ABC):
             self.request_rebalance()
         self._route_queues[topic] = queues
         for st in self.queues.values():
-            if st.pull_scope is None:
+            if st.pull_addr is None or st.pull_scope is None:
                 continue
             found = self.client.find_broker_in_subscribe(st.mq.brokerName, st.broker_id)
             if found is not None and found[0] != st.pull_addr:

@@ -339,6 +339,52 @@ async def test_pulls_follow_suggest_which_broker_id(
         assert [a for _, a, q, _ in pulls if q != T_QUEUES[0]].count(slave) == 0
 
 
+async def test_a_pull_answered_as_its_route_moves_is_delivered_once(
+    tmp_path: Path, mock_clock: trio.testing.MockClock
+) -> None:
+    """The route moves a queue after its pull was answered but before the pull loop resumed:
+    the answer is still handled (delivered once, the next pull starts after it), outside the
+    abandoned pull's cancelled scope."""
+    async with cluster(tmp_path) as c:
+        await master_and_slave(c)
+        master = c.addr("broker-a")
+        moved: list[int] = []
+        collector = Collector()
+        m = consumer(c, "g", collector)
+
+        def rewrite(addr: str, mq: MessageQueue, result: PullResult) -> None:
+            st = m.queues.get(mq)
+            if mq == T_QUEUES[0] and result.messages() and not moved and st is not None:
+                assert st.pull_scope is not None and st.pull_addr == addr
+                st.pull_scope.cancel()  # what _on_route does when the route moves the queue
+                moved.append(result.next_begin_offset)
+
+        pulls: list[Pull] = []
+        offsets: list[tuple[MessageQueue, int]] = []
+        record_pulls(m.client.api, pulls, rewrite)
+        real = m.client.api.pull
+
+        async def pull(addr: str, header: PullMessageRequestHeader, timeout_s: float) -> PullResult:
+            offsets.append(
+                (MessageQueue(header.topic, "broker-a", header.queueId), header.queueOffset)
+            )
+            return await real(addr, header, timeout_s)
+
+        m.client.api.pull = pull  # type: ignore[method-assign]
+        async with m:
+            await wait_for(lambda: all(first_pull_at(pulls, master, q, 0) for q in T_QUEUES))
+            async with producer(c) as p:
+                for i in range(3):
+                    await p.send_to_queue(Message("T", b"m%d" % i), T_QUEUES[0])
+            await wait_for(lambda: bool(moved) and (T_QUEUES[0], moved[0]) in offsets, 5)
+            await trio.sleep(0.5)
+        assert len(moved) == 1 and moved[0] >= 1
+        assert sorted(msg.body for msg in collector.msgs) == [b"m0", b"m1", b"m2"]
+        # every offset pulled once: the abandoned pull's answer moved the queue on
+        queue0 = [o for q, o in offsets if q == T_QUEUES[0]]
+        assert queue0 == sorted(set(queue0)) and queue0[-1] == 3
+
+
 async def test_an_ordered_send_is_one_attempt_but_refreshes_the_route(
     tmp_path: Path, mock_clock: trio.testing.MockClock
 ) -> None:
