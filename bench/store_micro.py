@@ -4,8 +4,11 @@ Puts ``--count`` messages in batches of ``--batch`` with `put_messages` (no fsyn
 ASYNC_FLUSH), and 20,000 one at a time; then the same through `put_batch_body`, the path of a
 SEND_BATCH_MESSAGE request, from client-encoded batch bodies (``put_body_*``). Flushes once,
 then pulls the `put_messages` topic back with get_messages (``--pull`` messages per call) with
-and without a tag filter, and checks every message of both topics can be read. Runs in a
-temporary directory that is removed afterwards.
+and without a tag filter, and checks every message of both topics can be read. Last, a slave's
+side of replication (``replica_apply_msgs_per_s``): the batch-bodies store's CommitLog bytes,
+one client batch per transfer, go through `append_replicated` (every record checked, CRC
+included) and `advance_confirm` (dispatched) on a replicated store, as a slave applies what
+its master sends. Runs in a temporary directory that is removed afterwards.
 
     .venv/bin/python bench/store_micro.py [--count 100000] [--batch 32] [--pull 32]
 """
@@ -27,6 +30,8 @@ BODY_TOPIC = "BenchBatchTopic"
 QUEUES = 4
 BORN = 1_700_000_000_000
 # what the broker appends to every message of a batch (request properties + CLUSTER)
+# the batch-bodies CommitLog in one (sparse) segment: the replica frames are its records
+_ONE_SEGMENT = 1 << 30
 BATCH_PROPERTIES = "WAIT\x01true\x02CLUSTER\x01DefaultCluster\x02"
 
 
@@ -93,8 +98,12 @@ def _get(
     return got, time.perf_counter() - start
 
 
-def _open(root: str, name: str) -> MessageStore:
-    store = MessageStore(os.path.join(root, name), StoreConfig(mappedFileSizeCommitLog=64 << 20))
+def _open(root: str, name: str, segment: int = 64 << 20, replicated: bool = False) -> MessageStore:
+    store = MessageStore(
+        os.path.join(root, name),
+        StoreConfig(mappedFileSizeCommitLog=segment),
+        replicated=replicated,
+    )
     store.open()
     return store
 
@@ -105,19 +114,48 @@ def _bench_batch_bodies(
     """put_batch_body figures, measured on a store of their own so both paths start empty
     (appending to a page cache that already holds much unflushed data costs more kernel time).
     """
-    store = _open(root, "batch-bodies")
+    store = _open(root, "batch-bodies", _ONE_SEGMENT)
     single = min(count, 20_000)
     body_single = _batch_bodies(0, single, 1, body)
     bodies = _batch_bodies(single, count, batch, body)
     put_single_s = _put_bodies(store, body_single)
     put_s = _put_bodies(store, bodies)
     got, _ = _get(store, pull, None, BODY_TOPIC)
+    frames = _replica_frames(store, single, batch)
     store.close()
+    replica = _open(root, "replica", _ONE_SEGMENT, replicated=True)
+    apply_s = _apply(replica, frames)
+    replica_got, _ = _get(replica, pull, None, BODY_TOPIC)
+    replica.close()
     return {
         "put_body_msgs_per_s": round(count / put_s),
         "put_body_batch1_msgs_per_s": round(single / put_single_s),
         "put_body_all_read": got == single + count,
+        "replica_apply_msgs_per_s": round((single + count) / apply_s),
+        "replica_all_read": replica_got == single + count,
     }
+
+
+def _replica_frames(store: MessageStore, single: int, batch: int) -> list[tuple[int, bytes]]:
+    """The master's CommitLog as its slave receives it: (offset, bytes) per transfer, one
+    record per transfer for the single puts, then one client batch each (the CommitLog is one
+    segment, so it holds no BLANK record for transfers to carry)."""
+    records, _ = store.commitlog.scan_records(0, store.get_commitlog_max_offset())
+    frames: list[tuple[int, bytes]] = []
+    i = 0
+    while i < len(records):
+        chunk = records[i : i + (1 if i < single else batch)]
+        frames.append((chunk[0][0], b"".join(r for _, r in chunk)))
+        i += len(chunk)
+    return frames
+
+
+def _apply(replica: MessageStore, frames: list[tuple[int, bytes]]) -> float:
+    start = time.perf_counter()
+    for offset, data in frames:
+        end = replica.append_replicated(offset, data)
+        replica.advance_confirm(end)
+    return time.perf_counter() - start
 
 
 def main() -> None:
@@ -156,13 +194,15 @@ def main() -> None:
                     "put_mb_per_s": round(args.count * args.body / put_s / 1e6, 1),
                     "put_body_msgs_per_s": body_figures["put_body_msgs_per_s"],
                     "put_body_batch1_msgs_per_s": body_figures["put_body_batch1_msgs_per_s"],
+                    "replica_apply_msgs_per_s": body_figures["replica_apply_msgs_per_s"],
                     "flush_s": round(flush_s, 3),
                     "get_pull": args.pull,
                     "get_msgs_per_s": round(got / get_s),
                     "get_tag_filtered_msgs_per_s": round(got_even / get_tag_s),
                     "all_read": got == min(args.count, 20_000) + args.count
                     and got_even == (min(args.count, 20_000) + 1) // 2 + (args.count + 1) // 2
-                    and body_figures["put_body_all_read"],
+                    and body_figures["put_body_all_read"]
+                    and body_figures["replica_all_read"],
                 }
             )
         )

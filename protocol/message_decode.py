@@ -74,7 +74,15 @@ def checked_dispatch_fields(
     """`check_stored_record` and `dispatch_fields` in one pass: validate the record at ``pos``
     in full, then return (size, topic, queueId, queueOffset, sysFlag, storeTimestamp, encoded
     properties). A slave's append: every replicated record is checked once and its dispatch
-    data kept, so nothing is parsed again when confirmOffset passes it."""
+    data kept, so nothing is parsed again when confirmOffset passes it.
+
+    A record of the usual shape in a bytes buffer (magic V1, IPv4 hosts) is checked with one
+    struct call and no copy but the properties; anything else, and any record that fails a
+    check, goes the general way, which accepts it or raises the precise error."""
+    if buf.__class__ is bytes:
+        fields = _replica_fast(buf, pos, expected_offset, min(len(buf), limit))  # type: ignore[arg-type]
+        if fields is not None:
+            return fields
     total, sys_flag, topic_at, topic_len = _check_record(buf, pos, expected_offset, limit)
     queue_id, queue_offset = _QID_QOFFSET.unpack_from(buf, pos + QUEUE_ID_POSITION)
     born_ip = 16 if sys_flag & BORNHOST_V6_FLAG else 4
@@ -85,6 +93,56 @@ def checked_dispatch_fields(
         raise MessageDecodeError(f"topic of the record at {pos} is not UTF-8: {e}") from None
     props = bytes(buf[topic_at + topic_len + 2 : pos + total])
     return total, topic, queue_id, queue_offset, sys_flag, store_ts, props
+
+
+_MIN_CHECKED_SIZE = MIN_RECORD_SIZE + CRC32_RESERVED_LEN
+# the IPv4 fixed part (`_FIXED_V4`) reading only what a replica's check and dispatch use:
+# totalSize, magic, queueId, queueOffset, physicalOffset, sysFlag, storeTimestamp, bodyLength
+_REPLICA_V4 = struct.Struct(">ii4xi4xqqi8x8xq8x4x8xi")
+
+
+def _replica_fast(
+    buf: bytes, pos: int, expected: int, n: int
+) -> tuple[int, str, int, int, int, int, bytes] | None:
+    """`checked_dispatch_fields` of a usual record that passes every check, else None (the
+    caller then runs the general checks, which accept it or say what is wrong)."""
+    if n - pos < _REPLICA_V4.size:
+        return None
+    total, magic, queue_id, queue_offset, phy, sys_flag, store_ts, body_len = (
+        _REPLICA_V4.unpack_from(buf, pos)
+    )
+    end = pos + total
+    q = pos + _REPLICA_V4.size + body_len  # the topic length byte
+    if (
+        magic != MAGIC_CODE_V1
+        or sys_flag & _HOST_FLAGS
+        or phy != expected
+        or total < _MIN_CHECKED_SIZE
+        or end > n
+        or body_len < 0
+        or q + 3 > end
+    ):
+        return None
+    t = q + 1 + buf[q]  # the properties length
+    if t + 2 > end:
+        return None
+    props_len = (buf[t] << 8) | buf[t + 1]
+    c = end - CRC32_RESERVED_LEN  # the CRC trailer
+    if props_len > 0x7FFF or t + 2 + props_len != end or c < t + 2:
+        return None
+    if not buf.startswith(CRC32_TRAILER_PREFIX, c) or buf[end - 1] != 2:
+        return None
+    digits = buf[c + 9 : end - 1]
+    if not digits.isdigit() or zlib.crc32(memoryview(buf)[pos:c]) & 0x7FFFFFFF != int(digits[::-1]):
+        return None
+    raw_topic = buf[q + 1 : t]
+    topic = _TOPIC_CACHE.get(raw_topic)
+    if topic is None:
+        try:
+            topic = _topic_str(raw_topic)
+        except UnicodeDecodeError:
+            return None
+    return total, topic, queue_id, queue_offset, sys_flag, store_ts, buf[t + 2 : end]
 
 
 def _check_record(

@@ -478,6 +478,8 @@ class CommitLog:
         seg = self.mapped_file_size
         view = memoryview(data)
         n = len(view)
+        # the record checks read a bytes object fastest (replicated data usually is one)
+        raw = data if data.__class__ is bytes or records is None else bytes(data)
         found: list[RecordFields] = []
         pos = 0
         while pos < n:
@@ -497,7 +499,7 @@ class CommitLog:
                     if records is None:
                         check_stored_record(view, pos, expected_offset=at, limit=limit)
                     else:
-                        fields = checked_dispatch_fields(view, pos, expected_offset=at, limit=limit)
+                        fields = checked_dispatch_fields(raw, pos, expected_offset=at, limit=limit)
                         found.append((at, *fields))
                 except MessageDecodeError as e:
                     raise ValueError(f"replicated record at {at}: {e}") from None

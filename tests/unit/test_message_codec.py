@@ -29,6 +29,7 @@ from rocketrio.protocol.message import (
     build_batch_records,
     build_stored_message,
     check_stored_record,
+    checked_dispatch_fields,
     crc32,
     decode_all,
     decode_batch_body,
@@ -283,6 +284,57 @@ def test_any_flipped_byte_fails_the_record_check(pos: int, xor: int) -> None:
         decode_stored(bytes(rec))
     except MessageDecodeError:
         pass
+
+
+def _dispatch_fields_both_ways(buf: bytes, expected: int, limit: int) -> tuple[object, object]:
+    """checked_dispatch_fields of a bytes buffer (the fast path when the record is usual) and
+    of the same bytes as a bytearray (the general checks): each a result or the error type."""
+    out: list[object] = []
+    for b in (buf, bytearray(buf)):
+        try:
+            out.append(checked_dispatch_fields(b, 0, expected_offset=expected, limit=limit))
+        except MessageDecodeError:
+            out.append(MessageDecodeError)
+    return out[0], out[1]
+
+
+@settings(max_examples=150)
+@given(fields=record_fields, props=properties)
+def test_replica_check_fast_path_agrees_with_the_general_checks(
+    fields: dict[str, Any], props: dict[str, str]
+) -> None:
+    fields["record_crc"] = "seal"
+    rec = build_stored_message(properties=encode_properties(props), **fields)
+    fast, general = _dispatch_fields_both_ways(rec, fields["physical_offset"], len(rec))
+    assert fast == general
+    msg, _ = decode_stored(rec)
+    assert isinstance(fast, tuple)
+    assert fast[:6] == (
+        len(rec), msg.topic, msg.queue_id, msg.queue_offset, msg.sys_flag, msg.store_timestamp,
+    )  # fmt: skip
+    assert decode_properties(fast[6].decode()) == msg.properties
+    # the record's position, and a limit that cuts it, are refused both ways
+    assert _dispatch_fields_both_ways(rec, fields["physical_offset"] + 1, len(rec)) == (
+        MessageDecodeError,
+        MessageDecodeError,
+    )
+    assert _dispatch_fields_both_ways(rec, fields["physical_offset"], len(rec) - 1) == (
+        MessageDecodeError,
+        MessageDecodeError,
+    )
+
+
+@settings(max_examples=300)
+@given(pos=st.integers(0, 10_000), xor=st.integers(1, 255))
+def test_replica_check_refuses_any_flipped_byte_on_both_paths(pos: int, xor: int) -> None:
+    rec = bytearray(record(body=b"x" * 200))
+    ok = _dispatch_fields_both_ways(bytes(rec), 4096, len(rec))
+    assert ok[0] == ok[1] and ok[0] is not MessageDecodeError
+    rec[pos % len(rec)] ^= xor
+    assert _dispatch_fields_both_ways(bytes(rec), 4096, len(rec)) == (
+        MessageDecodeError,
+        MessageDecodeError,
+    )
 
 
 @given(st.binary(max_size=400))
