@@ -169,6 +169,10 @@ def _opt_int(v: str | None) -> int | None:
 def _opt_bool(v: str | None) -> bool | None:
     if v is None:
         return None
+    if v == "false":  # what clients send, checked first: the send hot path
+        return False
+    if v == "true":
+        return True
     s = v.strip().lower()
     if s in ("true", "1"):
         return True
