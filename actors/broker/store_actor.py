@@ -216,6 +216,9 @@ class StoreActor(Actor[StoreMsg]):
         self.segment_size = store.config.mappedFileSizeCommitLog
         self._confirm_target = 0
         self._poked = False
+        # a turn is running: it applies the confirm target when it ends, so a request made
+        # meanwhile (a lone master's own puts move it at once) needs no extra turn
+        self._in_turn = False
         self.first_write_epoch: int | None = None  # log the first write of each mastership
         self._not_acked: dict[str, int] = {}
         self._next_not_acked_log = 0.0
@@ -368,7 +371,7 @@ class StoreActor(Actor[StoreMsg]):
         if offset <= self._confirm_target:
             return
         self._confirm_target = offset
-        if not self._poked:
+        if not self._poked and not self._in_turn:
             self._poked = True
             try:
                 self.tell_nowait(ConfirmPoke())
@@ -409,6 +412,14 @@ class StoreActor(Actor[StoreMsg]):
         await self._turn([msg])
 
     async def _turn(self, batch: list[StoreMsg]) -> None:
+        self._in_turn = True
+        try:
+            await self._turn_body(batch)
+        finally:
+            self._in_turn = False
+        self._apply_confirm()
+
+    async def _turn_body(self, batch: list[StoreMsg]) -> None:
         puts: list[AnyPut] = []
         appends: list[ReplicaAppend] = []
         for msg in batch:
@@ -438,7 +449,6 @@ class StoreActor(Actor[StoreMsg]):
             await self._commit(puts)
         if appends:
             await self._commit_replica(appends)
-        self._apply_confirm()
 
     async def _run_call(self, msg: StoreCall | ActorCall) -> None:
         async with self._flush_lock:
