@@ -125,6 +125,7 @@ from rocketrio.protocol.message_format import (
     decode_properties,
     encode_properties,
     find_property,
+    find_stored_property,
     host_to_str,
     offset_msg_id,
     parse_host,
@@ -160,7 +161,8 @@ __all__ = [
     "RecordCrcMode", "append_record", "build_batch_records", "build_stored_message",
     "check_stored_record", "checked_dispatch_fields", "crc32", "crc32_masked", "crc_digits",
     "decode_all", "decode_batch_body", "decode_properties", "decode_stored", "dispatch_fields",
-    "encode_batch_body", "encode_properties", "find_property", "has_crc_trailer", "host_to_str",
+    "encode_batch_body", "encode_properties", "find_property", "find_stored_property",
+    "has_crc_trailer", "host_to_str",
     "iter_stored", "offset_msg_id", "parse_host", "parse_offset_msg_id", "seal_record_crc",
     "stored_timestamp", "tags_code_of_bytes", "tags_hash_code",
 ]  # fmt: skip

@@ -41,6 +41,7 @@ from rocketrio.protocol.message_format import (
     decode_properties,
     encode_properties,
     find_property,
+    find_stored_property,
     tags_code_of_bytes,
 )
 
@@ -370,11 +371,11 @@ def build_batch_records(
                 one.decode()
             except UnicodeDecodeError:
                 raise MessageDecodeError(f"batch message {i}: properties not UTF-8") from None
-    keys_all = _bytes_property(const.properties, b"KEYS\x01")
+    keys_all = find_stored_property(const.properties, b"KEYS\x01")
     if keys_all is not None:
         built.keys = [keys_all] * len(props)
     elif every.find(b"KEYS\x01") >= 0:
-        built.keys = [_bytes_property(one, b"KEYS\x01") for one in props]
+        built.keys = [find_stored_property(one, b"KEYS\x01") for one in props]
     return built
 
 
@@ -390,8 +391,8 @@ def _build_records(
 ) -> tuple[BuiltBatch, list[bytes]]:
     """The loop of `build_batch_records`; also returns each message's own properties."""
     extra = _strip_crc_property(const.properties)
-    uniq_all = _bytes_property(extra, b"UNIQ_KEY\x01")
-    tags_all = _bytes_property(extra, b"TAGS\x01")
+    uniq_all = find_stored_property(extra, b"UNIQ_KEY\x01")
+    tags_all = find_stored_property(extra, b"TAGS\x01")
     mid = const.mid()
     head_pack = _head_struct(len(mid)).pack
     magic, topic_part = _topic_part(const.topic, None)
@@ -478,18 +479,6 @@ def _mid_struct(born_ip_len: int, store_ip_len: int) -> struct.Struct:
 def _head_struct(mid_len: int) -> struct.Struct:
     """totalSize .. physicalOffset, the sysFlag..preparedTransactionOffset bytes, bodyLen."""
     return struct.Struct(f">iiiiiqq{mid_len}si")
-
-
-def _bytes_property(props: bytes, key: bytes) -> bytes | None:
-    """`find_property` on whole bytes, with a fast path for a key that occurs once."""
-    p = props.rfind(key)
-    if p < 0:
-        return None
-    v = p + len(key)
-    e = props.find(b"\x02", v)
-    if e > v and (p == 0 or props[p - 1] == 2):
-        return props[v:e]
-    return find_property(props, key)
 
 
 def _strip_crc_property(props: bytes) -> bytes:

@@ -408,6 +408,19 @@ def find_property(
     return None
 
 
+def find_stored_property(props: bytes, key: bytes) -> bytes | None:
+    """`find_property` on encoded bytes, with a fast path for a key that occurs once (the put
+    and dispatch hot paths read TAGS, KEYS and UNIQ_KEY of every record)."""
+    p = props.rfind(key)
+    if p < 0:
+        return None
+    v = p + len(key)
+    e = props.find(b"\x02", v)
+    if e > v and (p == 0 or props[p - 1] == 2):
+        return props[v:e]
+    return find_property(props, key)
+
+
 @functools.lru_cache(maxsize=4096)
 def tags_code_of_bytes(tag: bytes) -> int:
     """`tags_hash_code` of an encoded tag (cached: a few tags repeat across messages)."""

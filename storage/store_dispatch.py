@@ -35,6 +35,7 @@ from rocketrio.protocol.message import (
     dispatch_fields,
     encode_properties,
     find_property,
+    find_stored_property,
     tags_code_of_bytes,
 )
 from rocketrio.storage.commitlog import (
@@ -199,15 +200,15 @@ class StoreDispatch:
         tran = sys_flag & TRANSACTION_ROLLBACK_TYPE
         to_cq = offset >= cq_from and tran not in _NO_CQ_TRAN
         code = 0
-        tags = _stored_property(props, b"TAGS\x01") if props else None
+        tags = find_stored_property(props, b"TAGS\x01") if props else None
         if tags:
             code = tags_code_of_bytes(tags)
         if topic == SCHEDULE_TOPIC:
             code = self._deliver_time(props, store_ts, code)
         hashes = None
         if self._index is not None and props and tran != TRANSACTION_ROLLBACK_TYPE:
-            keys = _stored_property(props, b"KEYS\x01") if b"KEYS\x01" in props else None
-            uniq = _stored_property(props, b"UNIQ_KEY\x01")
+            keys = find_stored_property(props, b"KEYS\x01") if b"KEYS\x01" in props else None
+            uniq = find_stored_property(props, b"UNIQ_KEY\x01")
             if keys or uniq:
                 hashes = _key_hashes_bytes(topic, keys, uniq)
         return (topic, queue_id), queue_offset, code, hashes, to_cq
@@ -404,19 +405,6 @@ def _wire_properties(
         props = {k: v for k, v in props.items() if k != PROPERTY_CRC32}
     get = props.get
     return encode_properties(props).encode(), get(PROPERTY_TAGS), get(PROPERTY_KEYS), get(UNIQ_KEY)
-
-
-def _stored_property(props: bytes, key: bytes) -> bytes | None:
-    """`find_property` of a stored record's properties, with a fast path for a key that
-    occurs once (dispatch reads TAGS, KEYS and UNIQ_KEY of every record)."""
-    p = props.rfind(key)
-    if p < 0:
-        return None
-    v = p + len(key)
-    e = props.find(b"\x02", v)
-    if e > v and (p == 0 or props[p - 1] == 2):
-        return props[v:e]
-    return find_property(props, key)
 
 
 def _text_property(text: str, key: str) -> str | None:

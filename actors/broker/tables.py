@@ -18,6 +18,7 @@ without awaiting in between, so no request sees a half-made change.
 
 from __future__ import annotations
 
+import abc
 import os
 from collections.abc import Callable
 from typing import Generic, TypeVar
@@ -54,7 +55,7 @@ def config_path(store_root: str, name: str) -> str:
     return os.path.join(store_root, "config", name)
 
 
-class _Persisted(Generic[T]):
+class _Persisted(Generic[T], abc.ABC):
     """The file half of a table: load at start, persist on demand."""
 
     file: ConfigFile[T]
@@ -65,8 +66,9 @@ class _Persisted(Generic[T]):
         self._adopt(value)
         return self.file.loaded_from_backup
 
+    @abc.abstractmethod
     def _adopt(self, value: T | None) -> None:
-        raise NotImplementedError
+        """Take ``value`` (None: no file yet) as the table's contents."""
 
     async def persist(self) -> None:
         """Write the table now; returns when the file is durable."""

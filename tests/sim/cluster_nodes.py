@@ -22,6 +22,7 @@ Owns how a process lives and dies on the simulated network and its host's simula
 
 from __future__ import annotations
 
+import abc
 import errno
 import random
 from collections.abc import Awaitable, Callable
@@ -128,7 +129,7 @@ def leaf_errors(exc: BaseException) -> list[BaseException]:
     return [exc]
 
 
-class Process:
+class Process(abc.ABC):
     """One process on a host, one incarnation at a time (see module docstring)."""
 
     def __init__(self, name: str, host: Host, net: SimNetwork, nursery: trio.Nursery) -> None:
@@ -144,9 +145,9 @@ class Process:
         self._scope: trio.CancelScope | None = None
         self._done: trio.Event | None = None
 
+    @abc.abstractmethod
     def _build(self, fs: Any) -> Callable[[], Awaitable[None]]:
         """The process's main: build the product objects on ``fs``; run until cancelled."""
-        raise NotImplementedError
 
     async def start(self) -> None:
         if self._done is not None:
@@ -205,7 +206,7 @@ class Process:
         await self._done.wait()
         self._after_death(machine=machine, lose_unsynced=lose_unsynced)
 
-    def _on_kill(self) -> None:
+    def _on_kill(self) -> None:  # noqa: B027 (an optional hook: most processes need nothing)
         """Product-specific kill -9 (no graceful shutdown)."""
 
 
