@@ -94,3 +94,17 @@ def require_init_user(config: Any, who: str) -> None:
             f"authenticationEnabled=true on the {who} needs initAuthenticationUser "
             '({"username":..,"password":..}): the super user its admin writes must be signed by'
         )
+
+
+SECRET_KEYS = ("initAuthenticationUser", "innerClientAuthenticationCredentials")
+
+
+def mask_secrets(dumped: str) -> str:
+    """``key=value`` lines with the values of the secret-bearing keys replaced by ``***``."""
+    lines = []
+    for line in dumped.splitlines():
+        key, sep, value = line.partition("=")
+        if sep and key in SECRET_KEYS and value:
+            line = f"{key}=***"
+        lines.append(line)
+    return "\n".join(lines) + ("\n" if dumped.endswith("\n") else "")
