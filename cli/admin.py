@@ -404,13 +404,15 @@ async def query_msg_by_key(admin: Any, a: argparse.Namespace) -> Any:
 
 async def _run(a: argparse.Namespace) -> Any:
     from rocketrio.actors.client.admin import MQAdmin
+    from rocketrio.actors.client.config import request_signer
     from rocketrio.actors.client.controller_admin import ControllerAdmin
 
     _help, _add, fn, _printer = _COMMANDS[a.admin_command]
+    hook = request_signer(a.access_key, a.secret_key)  # ACL: sign every request
     if a.admin_command in _CONTROLLER_COMMANDS:
-        async with ControllerAdmin(a.controller, a.namesrv) as controller_admin:
+        async with ControllerAdmin(a.controller, a.namesrv, request_hook=hook) as controller_admin:
             return await fn(controller_admin, a)
-    async with MQAdmin(a.namesrv) as admin:
+    async with MQAdmin(a.namesrv, request_hook=hook) as admin:
         return await fn(admin, a)
 
 
@@ -445,11 +447,15 @@ def cmd_admin(a: argparse.Namespace) -> int:
 
 
 def add_parser(sub: Any) -> None:
+    from rocketrio.cli import admin_auth  # noqa: F401 (registers the ACL 2.0 commands)
+    from rocketrio.cli.tools import add_credentials
+
     sp = sub.add_parser("admin", help="mqadmin-style administration")
     cmds = sp.add_subparsers(dest="admin_command", required=True, metavar="ADMIN_COMMAND")
     for name, (help_, add_args, _fn, _printer) in _COMMANDS.items():
         c = cmds.add_parser(name, help=help_)
         c.add_argument("-n", "--namesrv", default="127.0.0.1:9876", help="name server address(es)")
         c.add_argument("--json", action="store_true", help="machine-readable output")
+        add_credentials(c)
         add_args(c)
     sp.set_defaults(func=cmd_admin)

@@ -3,6 +3,8 @@
     rocketrio produce -n 127.0.0.1:9876 -t Orders -b "hello" -c 10 --tags a --keys k1
     rocketrio consume -n 127.0.0.1:9876 -t Orders -g cli_group --count 10
 
+With ACL on, add ``--access-key alice --secret-key ...``: every request is then signed.
+
 `produce` prints one line per message (queue, offset, msg id); `consume` prints one line per
 message and stops after ``--count`` messages or ``--idle`` seconds without a message.
 """
@@ -21,7 +23,7 @@ async def _produce(a: argparse.Namespace) -> int:
     from rocketrio.actors.client.message import Message
     from rocketrio.actors.client.producer import Producer
 
-    async with Producer(a.group, a.namesrv) as p:
+    async with Producer(a.group, a.namesrv, client_config=_client_config(a)) as p:
         for i in range(a.count):
             body = a.body.replace("{i}", str(i)).encode()
             r = await p.send(Message(a.topic, body, tags=a.tags, keys=a.keys))
@@ -63,6 +65,7 @@ async def _consume(a: argparse.Namespace) -> int:
         consume_from_where="CONSUME_FROM_FIRST_OFFSET"
         if a.from_first
         else "CONSUME_FROM_LAST_OFFSET",
+        client_config=_client_config(a),
     )
     consumer.subscribe(a.topic, a.expr)
     consumer.register_listener(on_msgs)
@@ -74,6 +77,18 @@ async def _consume(a: argparse.Namespace) -> int:
                 break
     print(f"consumed {seen} messages", file=sys.stderr)
     return 0
+
+
+def _client_config(a: argparse.Namespace) -> Any:
+    from rocketrio.actors.client.config import ClientConfig
+
+    return ClientConfig(accessKey=a.access_key or "", secretKey=a.secret_key or "")
+
+
+def add_credentials(p: argparse.ArgumentParser) -> None:
+    """--access-key/--secret-key: sign every request (ACL 2.0 session credentials)."""
+    p.add_argument("--access-key", help="ACL access key (a user name); signs every request")
+    p.add_argument("--secret-key", help="ACL secret key (that user's password)")
 
 
 def _run(fn: Any, a: argparse.Namespace) -> int:
@@ -98,6 +113,7 @@ def add_parsers(sub: Any) -> None:
     p.add_argument("--tags")
     p.add_argument("--keys")
     p.add_argument("-g", "--group", default="cli_producer")
+    add_credentials(p)
     p.set_defaults(func=lambda a: _run(_produce, a))
 
     c = sub.add_parser("consume", help="receive messages")
@@ -109,4 +125,5 @@ def add_parsers(sub: Any) -> None:
     c.add_argument("--idle", type=float, default=10.0, help="stop after this many idle seconds")
     c.add_argument("--from-first", action="store_true", help="a new group starts at the oldest")
     c.add_argument("--broadcast", action="store_true")
+    add_credentials(c)
     c.set_defaults(func=lambda a: _run(_consume, a))

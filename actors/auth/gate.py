@@ -29,11 +29,12 @@ from rocketrio.actors.auth.model import (
     ResourceType,
     User,
     UserStatus,
+    UserType,
     user_subject,
 )
 from rocketrio.actors.auth.rights import Right, rights_of
 from rocketrio.protocol.acl_signature import ACCESS_KEY, SIGNATURE, verify
-from rocketrio.protocol.codes import request_name
+from rocketrio.protocol.codes import RequestCode, request_name
 from rocketrio.protocol.remoting import RemotingCommand
 
 
@@ -176,6 +177,43 @@ def check_request(
     except AuthDataError as e:
         return Denied(f"{request_name(code)} refused: {e}")
     decision = authorize(username, rights, source_ip, users, acls, settings.node)
+    return decision if isinstance(decision, Denied) else None
+
+
+# NameServer and controller requests that change them: with authentication on they need a
+# super user's signature (every other request, e.g. routes, registrations, heartbeats, reads and
+# Raft traffic between controller replicas, stays open, as upstream's NameServer and controller
+# have no ACL at all)
+SERVER_ADMIN_WRITES: frozenset[int] = frozenset(
+    {
+        RequestCode.DELETE_TOPIC_IN_NAMESRV,
+        RequestCode.REGISTER_TOPIC_IN_NAMESRV,
+        RequestCode.UPDATE_NAMESRV_CONFIG,
+        RequestCode.PUT_KV_CONFIG,
+        RequestCode.DELETE_KV_CONFIG,
+        RequestCode.WIPE_WRITE_PERM_OF_BROKER,
+        RequestCode.ADD_WRITE_PERM_OF_BROKER,
+        RequestCode.CONTROLLER_ELECT_MASTER,
+        RequestCode.CLEAN_BROKER_DATA,
+        RequestCode.UPDATE_CONTROLLER_CONFIG,
+    }
+)
+
+
+def server_users(init_user: tuple[str, str] | None, *extra: tuple[str, str]) -> UserLookup:
+    """A NameServer's or controller's users: its configured super users, nobody else."""
+    table = {
+        name: User(name, password, UserType.SUPER)
+        for name, password in ([init_user] if init_user else []) + list(extra)
+    }
+    return table.get
+
+
+def check_admin_write(cmd: RemotingCommand, users: UserLookup) -> Denied | None:
+    """The NameServer / controller gate: None to serve ``cmd``, `Denied` to refuse it."""
+    if cmd.code not in SERVER_ADMIN_WRITES:
+        return None
+    decision = is_super_request(cmd, users)
     return decision if isinstance(decision, Denied) else None
 
 

@@ -75,6 +75,7 @@ class AuthGate:
         self.settings = settings
         self.table = table
         self.refused = 0
+        self.refused_by_code: dict[int, int] = {}
 
     def __call__(self, ctx: RequestContext) -> RemotingCommand | None:
         cmd = ctx.cmd
@@ -83,6 +84,7 @@ class AuthGate:
         if denied is None:
             return None
         self.refused += 1
+        self.refused_by_code[cmd.code] = self.refused_by_code.get(cmd.code, 0) + 1
         log.info(
             events.AUTH_REFUSED,
             code=request_name(cmd.code),
