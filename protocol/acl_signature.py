@@ -18,7 +18,6 @@ Nothing here knows users: `verify` takes the secret key; finding it is the calle
 from __future__ import annotations
 
 import base64
-import hashlib
 import hmac
 
 import attrs
@@ -44,8 +43,15 @@ class SessionCredentials:
 
 def _java_key(key: str) -> bytes:
     # Java's String.compareTo orders by UTF-16 code units; for keys outside the BMP this differs
-    # from Python's code-point order, so sort by the UTF-16 encoding.
+    # from Python's code-point order, so such keys sort by their UTF-16 encoding.
     return key.encode("utf-16-be")
+
+
+def _sorted_keys(fields: dict[str, str]) -> list[str]:
+    keys = sorted(fields)  # ASCII keys (all upstream's): code-point order is Java's order
+    if all(k.isascii() for k in keys):
+        return keys
+    return sorted(fields, key=_java_key)
 
 
 def content_to_sign(cmd: RemotingCommand, *, server_side: bool = False) -> bytes:
@@ -54,18 +60,17 @@ def content_to_sign(cmd: RemotingCommand, *, server_side: bool = False) -> bytes
     ``server_side`` applies the server's old-client rule (see module docstring)."""
     fields = cmd.ext_fields
     skip_unique = server_side and cmd.version <= V4_9_3
-    parts = []
-    for key in sorted(fields, key=_java_key):
-        if key == SIGNATURE or (skip_unique and key == UNIQUE_MSG_QUERY_FLAG):
-            continue
-        parts.append(fields[key])
+    parts = [
+        fields[key]
+        for key in _sorted_keys(fields)
+        if key != SIGNATURE and not (skip_unique and key == UNIQUE_MSG_QUERY_FLAG)
+    ]
     return "".join(parts).encode() + cmd.body
 
 
 def signature_of(content: bytes, secret_key: str) -> str:
     """HMAC-SHA1 of ``content`` under ``secret_key`` (UTF-8), base64 (upstream AclSigner)."""
-    mac = hmac.new(secret_key.encode(), content, hashlib.sha1).digest()
-    return base64.b64encode(mac).decode()
+    return base64.b64encode(hmac.digest(secret_key.encode(), content, "sha1")).decode()
 
 
 def sign(cmd: RemotingCommand, credentials: SessionCredentials) -> None:

@@ -90,10 +90,13 @@ def authenticate(cmd: RemotingCommand, users: UserLookup, node: str = "") -> Aut
     return Allowed(username)
 
 
+_PATTERN_RANK = {ResourcePattern.LITERAL: 0, ResourcePattern.PREFIXED: 1, ResourcePattern.ANY: 2}
+
+
 def _specificity(entry: PolicyEntry) -> tuple[int, int, int, int]:
     r = entry.resource
     any_type = 1 if r.type is ResourceType.ANY else 0
-    rank = {ResourcePattern.LITERAL: 0, ResourcePattern.PREFIXED: 1, ResourcePattern.ANY: 2}
+    rank = _PATTERN_RANK
     longer_first = -len(r.name or "") if r.pattern is ResourcePattern.PREFIXED else 0
     deny_first = 0 if entry.decision is Decision.DENY else 1
     return any_type, rank[r.pattern], longer_first, deny_first

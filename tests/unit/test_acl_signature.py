@@ -140,3 +140,9 @@ def test_sign_then_verify_roundtrips(ext: dict[str, str], body: bytes, secret: s
     sign(cmd, SessionCredentials("ak", secret))
     assert verify(cmd, secret)
     assert not verify(cmd, secret + "x")
+
+
+def test_keys_outside_the_bmp_sort_as_java_does() -> None:
+    # Java compares UTF-16 code units: U+1F600 (D83D DE00) sorts before U+FF5E
+    cmd = RemotingCommand(10, ext_fields={"\uff5e": "bmp", "\U0001f600": "astral"})
+    assert content_to_sign(cmd) == b"astralbmp"
