@@ -10,7 +10,10 @@ always runs first on a warm machine):
 - single_produce_msgs_per_s  send_async of 1 KiB messages, 256 in flight
 - consume_msgs_per_s         a push consumer group reading that backlog from offset 0
 
-Prints ONE JSON line with each round's figures, the medians, and auth/open ratios.
+Prints ONE JSON line with each round's figures, the medians, and auth/open ratios, plus the
+in-process cost of one signed SEND_MESSAGE_V2 (1 KiB body): ``sign_us`` on the client and
+``gate_us`` (verify + authorize) on the broker, which are steadier than the throughputs on a
+shared machine.
 
     .venv/bin/python bench/auth.py [--quick] [--rounds 3]
 """
@@ -116,6 +119,36 @@ async def consume(ns: str, creds: SessionCredentials | None, group: str, expecte
         return count / (time.perf_counter() - t0)
 
 
+def per_request_costs(n: int = 20_000) -> dict[str, float]:
+    """Microseconds to sign one send, and for the broker's gate to pass it."""
+    from rocketrio.actors.auth.gate import GateSettings, check_request
+    from rocketrio.actors.auth.metadata import AuthMetadata
+    from rocketrio.protocol.acl_signature import sign
+    from rocketrio.protocol.remoting import RemotingCommand
+
+    table = AuthMetadata()
+    table.create_user(UserInfo("alice", "alice-secret"), None)
+    table.put_acl(acl_body("User:alice", ["Topic:BenchTopic"], ["Pub", "Sub"]), None)
+    ext = {k: "12345" for k in "acdefghjkmn"} | {"b": "BenchTopic", "i": "UNIQ_KEY\x01" + "A" * 32}
+
+    def signed() -> RemotingCommand:
+        cmd = RemotingCommand(310, ext_fields=dict(ext), body=BODY)
+        sign(cmd, ALICE)
+        return cmd
+
+    cmd = signed()
+    settings = GateSettings(True, True, cluster="DefaultCluster", node="bench")
+    assert check_request(cmd, "127.0.0.1", settings, table.user, table.acl) is None
+    t0 = time.perf_counter()
+    for _ in range(n):
+        signed()
+    t1 = time.perf_counter()
+    for _ in range(n):
+        check_request(cmd, "127.0.0.1", settings, table.user, table.acl)
+    t2 = time.perf_counter()
+    return {"sign_us": round((t1 - t0) / n * 1e6, 1), "gate_us": round((t2 - t1) / n * 1e6, 1)}
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--quick", action="store_true", help="smaller counts (a smoke run)")
@@ -170,6 +203,7 @@ def main() -> None:
             for what, values in figs.items():
                 result[f"{side}_{what}_msgs_per_s"] = [round(v) for v in values]
                 result[f"{side}_{what}_median"] = round(statistics.median(values))
+        result.update(per_request_costs())
         for what in ("produce", "consume"):
             result[f"{what}_auth_vs_open"] = round(
                 result[f"auth_{what}_median"] / result[f"open_{what}_median"], 3
