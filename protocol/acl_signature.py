@@ -49,7 +49,7 @@ def _java_key(key: str) -> bytes:
 
 def _sorted_keys(fields: dict[str, str]) -> list[str]:
     keys = sorted(fields)  # ASCII keys (all upstream's): code-point order is Java's order
-    if all(k.isascii() for k in keys):
+    if "".join(keys).isascii():
         return keys
     return sorted(fields, key=_java_key)
 
