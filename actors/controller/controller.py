@@ -193,8 +193,14 @@ class Controller(FailoverMixin):
         self._client: RemotingClient | None = None
         self._reelect_lock = trio.Lock()
         self._elect_reasons: dict[str, str] = {}
+        # the super users here: initAuthenticationUser (admins) and the inner credentials, which
+        # brokers share to sign their own CONTROLLER_ELECT_MASTER (a slave finding no master)
+        inner = parse_credentials(config.innerClientAuthenticationCredentials)
         self._admin_users = (
-            server_users(parse_init_user(config.initAuthenticationUser))
+            server_users(
+                parse_init_user(config.initAuthenticationUser),
+                *([(inner.access_key, inner.secret_key)] if inner is not None else []),
+            )
             if config.authenticationEnabled
             else None
         )

@@ -212,6 +212,17 @@ async def test_cluster_with_auth_produces_and_consumes_with_signed_clients(
                 await ca.elect_master("DefaultCluster", "broker-a", 1)
             except MQBrokerError as e:
                 assert e.code != ResponseCode.NO_PERMISSION, e
+        # a broker's own election request (a slave finding no master) is signed with the inner
+        # credentials, which the controller knows as a super user
+        inner = SessionCredentials("inner", "inner-secret")
+        hook = RequestSigner(inner)
+        async with ControllerAdmin(
+            CTRL_ADDR, NS_ADDR, net.transport("10.0.9.9"), request_hook=hook
+        ) as ca:
+            try:
+                await ca.elect_master("DefaultCluster", "broker-a", 1)
+            except MQBrokerError as e:
+                assert e.code != ResponseCode.NO_PERMISSION, e
         # the brokers' calls to each other and the controller's pushes were all signed
         for b in (master, slave):
             assert b.adapter.gate is not None
