@@ -23,6 +23,7 @@ from typing import Any
 import trio
 
 from rocketrio.actors.logs import configure_logging
+from rocketrio.cli.parent_death import SupervisorGone, bind_to_supervisor
 from rocketrio.protocol.config import ConfigError, load_config
 
 
@@ -44,6 +45,11 @@ def run_service(
     *args: Any,
 ) -> int:
     """Run one role until SIGINT/SIGTERM; returns the process exit status."""
+    try:
+        bind_to_supervisor()  # under `rocketrio up`: die with it, whatever kills it
+    except SupervisorGone as e:
+        print(f"rocketrio {role}: {e}", file=sys.stderr)
+        return 1
     configure_logging(name, role, log_dir)
 
     async def main() -> None:
