@@ -45,14 +45,19 @@ def describe_status(returncode: int) -> tuple[int | None, str | None]:
         return None, f"signal {-returncode}"
 
 
-def spawn(spec: ProcSpec, conf_path: str, base_dir: str) -> subprocess.Popen[bytes]:
-    """Start one role process; call from the Trio (main) thread, see the module docstring."""
+def role_command(spec: ProcSpec, conf_path: str) -> list[str]:
+    """``rocketrio <role> -c <conf> --name <name>`` with this interpreter."""
+    cmd = [sys.executable, "-m", "rocketrio.cli.main", spec.role, "-c", conf_path]
+    return [*cmd, "--name", spec.name]
+
+
+def spawn(cmd: list[str], name: str, base_dir: str) -> subprocess.Popen[bytes]:
+    """Start one child, output to ``logs/<name>.out``; call from the Trio (main) thread only,
+    see the module docstring."""
     logs = os.path.join(base_dir, "logs")
     os.makedirs(logs, exist_ok=True)
-    cmd = [sys.executable, "-m", "rocketrio.cli.main", spec.role, "-c", conf_path]
-    cmd += ["--name", spec.name]
     env = os.environ | {SUPERVISOR_ENV: str(os.getpid())}
-    with open(os.path.join(logs, f"{spec.name}.out"), "ab") as out:
+    with open(os.path.join(logs, f"{name}.out"), "ab") as out:
         return subprocess.Popen(
             cmd,
             stdin=subprocess.DEVNULL,
@@ -115,12 +120,12 @@ class Supervisor:
         *,
         say: Callable[[str], None],
         say_err: Callable[[str], None],
-        spawn_fn: Callable[[ProcSpec, str, str], subprocess.Popen[bytes]] = spawn,
+        command: Callable[[ProcSpec, str], list[str]] = role_command,
     ) -> None:
         self.slots = [Slot(s, conf_paths[s.name], policy) for s in specs]
         self.base_dir = base_dir
         self.say, self.say_err = say, say_err
-        self.spawn_fn = spawn_fn
+        self.command = command
         self.log = structlog.get_logger("supervisor").bind(actor="supervisor")
         self.gave_up = trio.Event()
         self.gave_up_line = ""
@@ -138,7 +143,8 @@ class Supervisor:
 
     def _start(self, slot: Slot, restart: int) -> None:
         slot.exited = trio.Event()
-        slot.popen = self.spawn_fn(slot.spec, slot.conf_path, self.base_dir)
+        cmd = self.command(slot.spec, slot.conf_path)
+        slot.popen = spawn(cmd, slot.spec.name, self.base_dir)
         slot.started_at = trio.current_time()
         self.log.info(events.CHILD_STARTED, child=slot.spec.name, pid=slot.pid, restart=restart)
 
