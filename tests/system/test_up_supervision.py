@@ -108,6 +108,7 @@ def test_kill_9_of_up_leaves_no_process_behind(tmp_path: Path) -> None:
         # the kernel kills them the moment up dies; 3 s is for the scheduler, not a grace period
         assert survivors(pids, 3.0) == []
     finally:
+        up.stop()  # when failing before the kill
         for p in child_pids(up):
             if alive(p):
                 os.killpg(p, signal.SIGKILL)
