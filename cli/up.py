@@ -23,6 +23,7 @@ import shlex
 import signal
 import sys
 import time
+from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any, NoReturn
 
@@ -107,7 +108,7 @@ async def wait_healthy(ns_addr: str, brokers: dict[str, int], timeout_s: float) 
     raise TimeoutError(f"cluster not healthy after {timeout_s}s ({last_err})")
 
 
-async def demo(ns_addr: str, count: int) -> None:
+async def demo(ns_addr: str, count: int, say: Callable[[str], None] = print) -> None:
     """Send ``count`` messages and consume them back, printing the flow."""
     from rocketrio.actors.client.message import Message
     from rocketrio.actors.client.producer import Producer
@@ -127,12 +128,12 @@ async def demo(ns_addr: str, count: int) -> None:
     async with Producer("demo_producer", ns_addr) as producer:
         t0 = time.perf_counter()
         first = await producer.send(Message(topic, b"hello-0", tags="demo"))
-        print(f"  sent hello-0 -> {first.message_queue} offset {first.queue_offset}")
+        say(f"  sent hello-0 -> {first.message_queue} offset {first.queue_offset}")
         async with trio.open_nursery() as n:
             for i in range(1, count):
                 n.start_soon(producer.send, Message(topic, f"hello-{i}".encode(), tags="demo"))
         dt = time.perf_counter() - t0
-        print(f"  produced {count} messages to {topic} in {dt * 1000:.0f} ms")
+        say(f"  produced {count} messages to {topic} in {dt * 1000:.0f} ms")
     consumer = PushConsumer(
         "demo_consumer", ns_addr, consume_from_where="CONSUME_FROM_FIRST_OFFSET"
     )
@@ -143,7 +144,7 @@ async def demo(ns_addr: str, count: int) -> None:
         with trio.move_on_after(30):
             await done.wait()
     dt = time.perf_counter() - t0
-    print(f"  consumed {len(got)} distinct messages in {dt * 1000:.0f} ms (group demo_consumer)")
+    say(f"  consumed {len(got)} distinct messages in {dt * 1000:.0f} ms (group demo_consumer)")
 
 
 @attrs.define
@@ -189,7 +190,7 @@ async def _flow(
     con.out(f"  try:   rocketrio admin clusterList -n {ns}")
     if not args.no_demo:
         con.out("demo: messages flowing through the cluster")
-        await demo(ns, args.demo_count)
+        await demo(ns, args.demo_count, con.out)
     if args.exit_after_demo:
         outcome.set("demo_done", 0, scope)
         return
