@@ -193,6 +193,11 @@ def _listens(t: Template, config: Mapping[str, str], host: str) -> tuple[str, li
         addr = f"{host}:{port}"
     if t.role == "broker":
         ha = int(config.get("haListenPort") or 0) or int(config["listenPort"]) + 1
+        if ha > PORT_MAX:  # the default haListenPort is listenPort + 1
+            raise PlanError(
+                f"--broker-port puts {t.name}'s haListenPort (listenPort + 1) at {ha}, outside "
+                f"1..{PORT_MAX}"
+            )
         uses.append(PortUse(ha, t.name, "haListenPort"))
     embedded = config.get("enableControllerInNamesrv", "false").lower() == "true"
     if t.role == "controller" or embedded:

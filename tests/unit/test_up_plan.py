@@ -8,6 +8,8 @@ import tomllib
 from pathlib import Path
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from rocketrio.actors.broker.config import BrokerConfig
 from rocketrio.actors.controller.config import ControllerConfig
@@ -198,3 +200,25 @@ def test_templates_are_package_data() -> None:
     assert on_disk and shipped == on_disk
     for mode in MODES:  # and `up` finds them through the package
         assert (templates_root() / mode).is_dir()
+
+
+@given(
+    mode=st.sampled_from(MODES),
+    ns=st.integers(min_value=1, max_value=65535),
+    br=st.integers(min_value=1, max_value=65535),
+)
+def test_any_port_layout_is_refused_or_keeps_every_distance(mode: str, ns: int, br: int) -> None:
+    """Whatever the two flags: either a one-line PlanError, or every port is in range, no two
+    listeners share one, and each port keeps its distance from its block's start."""
+    try:
+        specs = plan(mode, Layout("/b", namesrv_port=ns, broker_port=br))
+    except PlanError as e:
+        assert "\n" not in str(e)
+        return
+    defaults = plan(mode, Layout("/b"))
+    ports = [u.port for s in specs for u in s.listens]
+    assert len(set(ports)) == len(ports) and all(1 <= p <= 65535 for p in ports)
+    for s, d in zip(specs, defaults, strict=True):
+        for u, du in zip(s.listens, d.listens, strict=True):
+            block = br - 10911 if s.role == "broker" else ns - 9876
+            assert u.port - du.port == block
