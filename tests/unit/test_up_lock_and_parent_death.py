@@ -134,7 +134,7 @@ def test_a_role_started_for_a_gone_supervisor_does_not_start(tmp_path: Path) -> 
         env=env,
         capture_output=True,
         text=True,
-        timeout=60,
+        timeout=20,  # refused at once; a started NameServer would run until this kills it
         check=False,
     )
     assert r.returncode == 1
