@@ -71,9 +71,14 @@ async def check_produce_topic(admin: MQAdmin, topic: str, namesrv: str) -> str |
         {q.brokerName for q in (default.queueDatas if default else []) if q.perm & PERM_INHERIT}
     )
     if not creators:
+        info = await admin.cluster_info()
+        why = (
+            "no broker creates topics on send (autoCreateTopicEnable=false)"
+            if info.brokerAddrTable
+            else f"no broker is registered at name server {namesrv}"
+        )
         raise NotFound(
-            f"topic {topic} does not exist and no broker creates topics on send "
-            f"(autoCreateTopicEnable=false); create it with: "
+            f"topic {topic} does not exist and {why}; create it with: "
             f"rocketrio admin updateTopic -n {namesrv} -t {topic}"
         )
     return (
