@@ -496,7 +496,9 @@ async def query_msg_by_key(admin: Any, a: argparse.Namespace) -> Any:
 
 
 def load_command_modules() -> None:
-    """Import the modules that register more admin commands (one line per module)."""
+    """Import the modules that register more admin commands, one line per module, e.g.
+    ``from rocketrio.cli import admin_acl  # noqa: F401``. Such a module imports `command`
+    from here, so it is imported here (once the registry exists), not at the top."""
 
 
 async def _call(a: argparse.Namespace, wiring: Wiring) -> Any:

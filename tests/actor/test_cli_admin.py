@@ -32,15 +32,12 @@ NOBODY = "10.0.7.7:10911"  # an address where nothing listens
 ISO_DATE = r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}[+-]\d\d:\d\d"
 
 
-async def admin(capsys: Capture, *argv: str) -> tuple[int, str, str]:
+async def admin(capsys: Capture, c: Cluster, *argv: str) -> tuple[int, str, str]:
     capsys.readouterr()
-    with structlog.testing.capture_logs():
-        code = await main_async(["admin", *argv], Wiring(_net.transport(HOST)))
+    with structlog.testing.capture_logs():  # the servers' log lines stay out of stdout
+        code = await main_async(["admin", *argv], Wiring(c.net.transport(HOST)))
     out, err = capsys.readouterr()
     return code, out, err
-
-
-_net: Any = None
 
 
 def unknown_cases(ns: str, ctrl: str) -> list[tuple[list[str], str]]:
@@ -91,9 +88,7 @@ async def _started(c: Cluster) -> Any:
 async def test_every_admin_command_names_what_is_unknown_and_exits_1(
     tmp_path: Path, mock_clock: trio.testing.MockClock, capsys: Capture
 ) -> None:
-    global _net
     async with cluster(tmp_path, 21) as c:
-        _net = c.net
         await _started(c)
         async with MQAdmin(c.namesrv_addr, c.net.transport(HOST)) as mq:
             await mq.update_topic("T", cluster="DefaultCluster", read_queues=2, write_queues=2)
@@ -103,7 +98,7 @@ async def test_every_admin_command_names_what_is_unknown_and_exits_1(
         missing = set(cli_admin._COMMANDS) - covered
         assert not missing, f"add an unknown-target row for {sorted(missing)}"
         for argv, expected in cases:
-            code, out, err = await admin(capsys, *argv)
+            code, out, err = await admin(capsys, c, *argv)
             lines = err.strip().splitlines()
             assert code == 1, (argv, code, out, err)
             assert len(lines) == 1, (argv, err)
@@ -117,19 +112,17 @@ async def test_every_admin_command_names_what_is_unknown_and_exits_1(
             ["getSyncStateSet", "-a", c.controller_addr, "-b", "broker-a"],
             ["getBrokerEpoch", "-n", c.namesrv_addr, "-bn", "broker-a"],
         ):
-            code, out, err = await admin(capsys, *argv)
+            code, out, err = await admin(capsys, c, *argv)
             assert code == 0 and err == "", (argv, err)
 
 
 async def test_partly_unknown_sync_state_set_prints_the_known_part_and_exits_1(
     tmp_path: Path, mock_clock: trio.testing.MockClock, capsys: Capture
 ) -> None:
-    global _net
     async with cluster(tmp_path, 22) as c:
-        _net = c.net
         await _started(c)
         code, out, err = await admin(
-            capsys, "getSyncStateSet", "-a", c.controller_addr, "-b", "broker-a;NoSet"
+            capsys, c, "getSyncStateSet", "-a", c.controller_addr, "-b", "broker-a;NoSet"
         )
         assert code == 1
         assert "broker-a: master brokerId 1" in out
@@ -151,9 +144,7 @@ def kolkata_time(monkeypatch: pytest.MonkeyPatch) -> Any:
 async def test_tables_print_local_dates_and_json_keeps_epoch_ms(
     tmp_path: Path, mock_clock: trio.testing.MockClock, capsys: Capture, kolkata_time: Any
 ) -> None:
-    global _net
     async with cluster(tmp_path, 23) as c:
-        _net = c.net
         await _started(c)
         ns = c.namesrv_addr
         async with MQAdmin(ns, c.net.transport(HOST)) as mq:
@@ -184,29 +175,29 @@ async def test_tables_print_local_dates_and_json_keeps_epoch_ms(
             await trio.sleep(6)  # offsets persisted
 
         stamp = f"{ISO_DATE}"
-        code, out, _ = await admin(capsys, "topicStatus", "-n", ns, "-t", "T")
+        code, out, _ = await admin(capsys, c, "topicStatus", "-n", ns, "-t", "T")
         assert code == 0 and re.search(rf"\s{stamp}$", out, re.M), out
         assert "+05:30" in out and str(EPOCH_MS)[:6] not in out
 
-        code, out, _ = await admin(capsys, "consumerProgress", "-n", ns, "-g", "G")
+        code, out, _ = await admin(capsys, c, "consumerProgress", "-n", ns, "-g", "G")
         assert code == 0 and "last time" in out and "+05:30" in out, out
 
-        code, out, _ = await admin(capsys, "brokerStatus", "-n", ns, "-b", "10.0.2.1:10911")
+        code, out, _ = await admin(capsys, c, "brokerStatus", "-n", ns, "-b", "10.0.2.1:10911")
         boot = re.search(r"^bootTimestamp\s+: (\S+)$", out, re.M)
         assert code == 0 and boot and re.fullmatch(stamp, boot.group(1)), out
         assert boot.group(1).endswith("+05:30")
 
-        code, out, _ = await admin(capsys, "queryMsgByKey", "-n", ns, "-t", "T", "-k", "k1")
+        code, out, _ = await admin(capsys, c, "queryMsgByKey", "-n", ns, "-t", "T", "-k", "k1")
         born = re.search(r"^born\s+: (\S+) at ", out, re.M)
         stored = re.search(r"^stored\s+: (\S+) at ", out, re.M)
         assert code == 0 and born and stored, out
         assert re.fullmatch(stamp, born.group(1)) and re.fullmatch(stamp, stored.group(1))
 
         # --json stays machine-readable: epoch milliseconds, untouched
-        code, out, _ = await admin(capsys, "topicStatus", "-n", ns, "-t", "T", "--json")
+        code, out, _ = await admin(capsys, c, "topicStatus", "-n", ns, "-t", "T", "--json")
         rows = json.loads(out)
         assert code == 0 and rows[0]["lastUpdateTimestamp"] >= EPOCH_MS
         code, out, _ = await admin(
-            capsys, "queryMsgByKey", "-n", ns, "-t", "T", "-k", "k1", "--json"
+            capsys, c, "queryMsgByKey", "-n", ns, "-t", "T", "-k", "k1", "--json"
         )
         assert json.loads(out)[0]["store_timestamp"] >= EPOCH_MS
