@@ -152,6 +152,18 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+async def main_async(argv: list[str], wiring: Any) -> int:
+    """Run a tool command (admin, produce, consume) inside the caller's Trio loop, its clients
+    wired by ``wiring`` (a `rocketrio.cli.failure.Wiring`): the in-process tests' entry.
+    Usage errors raise SystemExit(2) as from `main`."""
+    from rocketrio.cli.failure import run_tool_async
+
+    args = build_parser().parse_args(argv)
+    if not hasattr(args, "run"):
+        raise ValueError(f"{args.command} is not a tool command")
+    return await run_tool_async(args.tool, args.run, args, wiring)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
