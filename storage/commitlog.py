@@ -315,7 +315,8 @@ class CommitLog:
         self._opened = True
         self._min_offset = bases[0]
         self._flushed_offset = min(ckpt or 0, self._max_offset)
-        self._verified_from = min(start, self._max_offset)
+        # a scan without CRC checks vouches for nothing a read may skip
+        self._verified_from = min(start, self._max_offset) if check_crc else self._max_offset
         self._verified_upto.clear()
         return attrs.evolve(
             report,
