@@ -85,6 +85,7 @@ from rocketrio.storage.durable import makedirs_synced, read_file
 from rocketrio.storage.fs import OS_FS, FileSystem, ReadMap, WriteData
 from rocketrio.storage.record_scan import (
     END_FILE_MIN_BLANK_LENGTH,
+    crc_intact,
     find_valid_record,
     mapped,
     scan_segment,
@@ -759,6 +760,10 @@ class CommitLog:
         base = offset - offset % self.mapped_file_size
         upto = self._verified_upto.get(base, base)
         if offset + size <= upto:
+            return
+        if crc_intact(data, pos, offset, pos + size) == size:
+            if offset == upto:
+                self._verified_upto[base] = offset + size
             return
         segment = os.path.join(self.path, segment_name(base))
         try:

@@ -23,15 +23,55 @@ import attrs
 
 from rocketrio.protocol.message import (
     BLANK_MAGIC_CODE,
+    CRC32_RESERVED_LEN,
+    CRC32_TRAILER_PREFIX,
     MAGIC_CODE_V1,
     MAGIC_CODE_V2,
+    MIN_RECORD_SIZE,
+    PHY_POS_POSITION,
     MessageDecodeError,
     check_stored_record,
+    crc32,
 )
 from rocketrio.storage.fs import FileSystem, ReadMap
 
 END_FILE_MIN_BLANK_LENGTH = 8
 _HEAD = struct.Struct(">ii")
+# totalSize, magic, physicalOffset: one call for the three fields the cheap check compares
+_HEAD_PHY = struct.Struct(">ii20xq")
+assert _HEAD_PHY.size == PHY_POS_POSITION + 8
+_MIN_SIZE = MIN_RECORD_SIZE + CRC32_RESERVED_LEN
+
+
+def crc_intact(buf: ReadMap | bytes, pos: int, expected_offset: int, limit: int) -> int:
+    """The size of the record at ``pos`` when its record CRC, totalSize (within ``limit``, the
+    last byte position it may reach), magic and physical offset hold; 0 otherwise (the caller
+    then runs `check_stored_record`, which says what is wrong).
+
+    The cheap check the pull path and the recovery scan run per record: a record whose CRC
+    matches is byte for byte what was sealed, and a record is sealed only after its layout was
+    built or checked in full, so the inner lengths need no second look.
+    """
+    if pos + _HEAD_PHY.size > limit:
+        return 0
+    total, magic, phy = _HEAD_PHY.unpack_from(buf, pos)
+    end = pos + total
+    c = end - CRC32_RESERVED_LEN
+    if (
+        (magic != MAGIC_CODE_V1 and magic != MAGIC_CODE_V2)
+        or total < _MIN_SIZE
+        or end > limit
+        or phy != expected_offset
+        or buf[c : c + 9] != CRC32_TRAILER_PREFIX
+        or buf[end - 1] != 2
+    ):
+        return 0
+    digits = buf[c + 9 : end - 1]
+    if digits.isdigit() and crc32(memoryview(buf)[pos:c]) & 0x7FFFFFFF == int(digits[::-1]):
+        return total
+    return 0
+
+
 _MAGICS = tuple(struct.pack(">i", m) for m in (MAGIC_CODE_V1, MAGIC_CODE_V2, BLANK_MAGIC_CODE))
 
 
@@ -65,6 +105,7 @@ def scan_segment(
     pos = 0
     records = 0
     limit = segment_size - END_FILE_MIN_BLANK_LENGTH
+    fast_limit = min(n, limit)
     while pos < n:
         if n - pos < 8:
             return SegmentScan(base, pos, False, "partial record header", records)
@@ -74,6 +115,11 @@ def scan_segment(
                 reason = f"blank record size {total} != {segment_size - pos} bytes left"
                 return SegmentScan(base, pos, False, reason, records)
             return SegmentScan(base, pos, True, None, records)
+        size = crc_intact(data, pos, base + pos, fast_limit) if check_crc else 0
+        if size:
+            pos += size
+            records += 1
+            continue
         try:
             pos += check_stored_record(
                 data, pos, expected_offset=base + pos, limit=limit, verify_crc=check_crc

@@ -225,13 +225,13 @@ def test_read_check_skips_what_this_process_wrote_or_checked(
     disk: DiskView, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     checks: list[int] = []
-    real = commitlog_module.check_stored_record
+    real = commitlog_module.crc_intact
 
     def counting(*args: object, **kw: object) -> int:
         checks.append(1)
         return real(*args, **kw)  # type: ignore[arg-type]
 
-    monkeypatch.setattr(commitlog_module, "check_stored_record", counting)
+    monkeypatch.setattr(commitlog_module, "crc_intact", counting)
     store, path, _ = filled(disk, queues=1)
     assert store.get_messages("T", 0, 0, 100, BIG).message_count == N
     assert checks == [], "records appended by this process are not checked again"
