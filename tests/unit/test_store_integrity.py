@@ -343,3 +343,25 @@ def test_a_dead_holder_does_not_block_the_store() -> None:
     StoreLock.acquire("/sim/s", LockOwner(1, "a", "t"), fs=fs)
     fs.crash(keep_unsynced=True)  # the process is killed: the kernel drops its locks
     StoreLock.acquire("/sim/s", LockOwner(2, "a", "t"), fs=fs).release()
+
+
+def test_check_store_command_exit_codes(
+    tmp_path: os.PathLike[str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    from rocketrio.cli.main import main
+    from rocketrio.storage.fs import OS_FS
+
+    disk = DiskView(OS_FS, str(tmp_path))
+    store, path, results = filled(disk)
+    store.close()
+    assert main(["admin", "checkStore", "--store", path]) == 0
+    out = capsys.readouterr().out
+    assert "OK: 0 problem(s)" in out and f"{N} records checked" in out
+    victim = in_segment(results, 1)
+    flip(disk, path, victim.commitlog_offset + FIELDS["body"](b""))
+    assert main(["admin", "checkStore", "--store", path]) == 1
+    out = capsys.readouterr().out
+    seg = os.path.join(path, "commitlog", segment_name(SEG))
+    assert f"PROBLEM {seg} @ {victim.commitlog_offset - SEG}: record CRC mismatch" in out
+    assert out.strip().splitlines()[-1].startswith("DAMAGED: ")
+    assert main(["admin", "checkStore"]) == 2
