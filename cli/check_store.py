@@ -70,7 +70,7 @@ def summary(r: CheckReport) -> str:
     lines = [
         f"store {r.store}",
         f"  commitlog: {r.segments} segments of {r.segment_size} bytes, {r.records} records "
-        f"checked (CRC included), valid data [{r.commitlog_min}, {r.commitlog_end})",
+        f"checked (CRC included), data [{r.commitlog_min}, {r.commitlog_end})",
         f"  consume queues: {r.queues} queues, {r.cq_entries} entries checked",
         f"  checkpoints: {ckpts or 'none'}",
         "  epoch file: " + ("none" if r.epochs is None else f"{r.epochs} entries"),

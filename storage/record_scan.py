@@ -97,12 +97,18 @@ class SegmentScan:
 
 
 def scan_segment(
-    data: ReadMap | bytes, base: int, segment_size: int, *, check_crc: bool = True
+    data: ReadMap | bytes,
+    base: int,
+    segment_size: int,
+    *,
+    check_crc: bool = True,
+    start: int = 0,
 ) -> SegmentScan:
     """Check every record of the segment starting at CommitLog offset ``base`` (see module
-    docstring); ``data`` is the segment file's content."""
+    docstring), from position ``start`` (a record boundary); ``data`` is the segment file's
+    content."""
     n = len(data)
-    pos = 0
+    pos = start
     records = 0
     limit = segment_size - END_FILE_MIN_BLANK_LENGTH
     fast_limit = min(n, limit)

@@ -78,7 +78,7 @@ class CheckReport:
     records: int = 0
     bytes_checked: int = 0
     commitlog_min: int = 0
-    commitlog_end: int = 0  # the end of the valid records (where recovery would stop)
+    commitlog_end: int = 0  # the end of the last segment's valid records
     queues: int = 0
     cq_entries: int = 0
     checkpoints: dict[str, str] = attrs.Factory(dict)  # file -> ok / missing / corrupt
@@ -106,6 +106,10 @@ class _Segment:
     base: int
     fd: int
     valid_end: int  # CommitLog offset where this segment's valid records end
+    damaged: tuple[tuple[int, int], ...] = ()  # [start, end) CommitLog ranges of bad bytes
+
+    def damage_at(self, start: int, end: int) -> bool:
+        return any(a < end and start < b for a, b in self.damaged)
 
 
 def check_store(
@@ -183,26 +187,33 @@ def _check_commitlog(
             report.add(os.path.join(clog_dir, segment_name(base)), None, "not segment-aligned")
     report.segments = len(bases)
     report.commitlog_min = bases[0] if bases else 0
-    stopped = False  # recovery stops at the first bad record: later data is not "valid"
     for base in bases:
         path = os.path.join(clog_dir, segment_name(base))
         fd = fs.open(path, os.O_RDONLY)
         is_last = base == bases[-1]
         with mapped(fs, fd) as data:
-            scan = scan_segment(data, base, size)
-            report.records += scan.records
             report.bytes_checked += len(data)
-            end = base + (size if scan.blank else scan.end)
-            out.append(_Segment(base, fd, end))
-            if scan.ok and (scan.blank or is_last):
-                if not stopped:
-                    report.commitlog_end = end
-                continue
-            reason = scan.reason or "segment ends without an end-of-file record"
-            _classify(report, path, base, scan.end, reason, data, flushed, is_last)
-            if not stopped:
-                report.commitlog_end = base + scan.end
-            stopped = True
+            pos = 0
+            damaged: list[tuple[int, int]] = []
+            while True:  # past a bad record, go on from the next valid one: report them all
+                scan = scan_segment(data, base, size, start=pos)
+                report.records += scan.records
+                if scan.ok:
+                    end = base + (size if scan.blank else scan.end)
+                    if not scan.blank and not is_last:
+                        _classify(report, path, base, scan.end,
+                                  "segment ends without an end-of-file record", data, flushed,
+                                  is_last)  # fmt: skip
+                    break
+                _classify(report, path, base, scan.end, scan.reason or "", data, flushed, is_last)
+                after = find_valid_record(data, base, size, scan.end + 1)
+                if after is None:
+                    end = base + scan.end
+                    break
+                damaged.append((base + scan.end, after))
+                pos = after - base
+            out.append(_Segment(base, fd, end, tuple(damaged)))
+            report.commitlog_end = end
 
 
 def _classify(
@@ -351,8 +362,8 @@ class _Queue:
                 return f"{why}, below the dispatch checkpoint {self.dispatched}", True
             return f"{why} (a crash leaves such entries; recovery cuts them)", False
         seg = self.segments.get(phy - phy % rep.segment_size)
-        if seg is None or phy + size > seg.valid_end:
-            return "no valid record there", True
+        if seg is None or phy + size > seg.valid_end or seg.damage_at(phy, phy + size):
+            return "points at damaged data, not a valid record", True
         record = self.fs.pread(seg.fd, size, phy - seg.base)
         try:
             total = check_stored_record(record, 0, expected_offset=phy, verify_crc=False)
