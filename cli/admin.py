@@ -556,5 +556,7 @@ def add_parser(sub: Any) -> None:
         c.add_argument("-n", "--namesrv", default="127.0.0.1:9876", help="name server address(es)")
         c.add_argument("--json", action="store_true", help="machine-readable output")
         cmd.add_args(c)
-        c.set_defaults(tool=f"rocketrio admin {name}")
-    sp.set_defaults(func=cmd_admin, run=run_admin)
+        c.set_defaults(tool=f"rocketrio admin {name}", func=cmd_admin, run=run_admin)
+    from rocketrio.cli import check_store  # offline: no name server, its own exit codes
+
+    check_store.add_parser(cmds)
