@@ -107,6 +107,8 @@ def test_kill_9_of_up_leaves_no_process_behind(tmp_path: Path) -> None:
         up.proc.wait(10)
         # the kernel kills them the moment up dies; 3 s is for the scheduler, not a grace period
         assert survivors(pids, 3.0) == []
+        # killed, not stopped: the broker's store was left open (its abort marker is there)
+        assert os.path.exists(os.path.join(base, "store", "broker-a", "abort"))
     finally:
         up.stop()  # when failing before the kill
         for p in child_pids(up):
@@ -143,6 +145,9 @@ def test_sighup_of_up_stops_the_cluster_gracefully(tmp_path: Path) -> None:
     ]
     assert up_events(base, "child_stop_escalated") == []
     for broker in ("broker-a", "broker-b"):
+        # the store's clean-shutdown marker: <store>/abort exists only while the store is open
+        assert os.path.isdir(os.path.join(base, "store", broker))
+        assert not os.path.exists(os.path.join(base, "store", broker, "abort")), broker
         with open(os.path.join(base, "logs", f"{broker}.jsonl"), encoding="utf-8") as f:
             reasons = [
                 r.get("reason") for r in map(json.loads, f) if r["event"] == "process_shutdown"
@@ -154,7 +159,8 @@ def test_sighup_of_up_stops_the_cluster_gracefully(tmp_path: Path) -> None:
 
 def _snapshot(base: str) -> dict[str, tuple[bytes, int]]:
     out = {}
-    for rel in ["up.lock", "logs/up.jsonl"] + [f"conf/{n}" for n in os.listdir(f"{base}/conf")]:
+    rels = ["up.lock", "logs/up.jsonl", "store/broker-a/lock", "store/broker-a/abort"]
+    for rel in rels + [f"conf/{n}" for n in os.listdir(f"{base}/conf")]:
         p = os.path.join(base, rel)
         out[rel] = (Path(p).read_bytes(), os.stat(p).st_mtime_ns)
     return out
@@ -180,7 +186,7 @@ def test_a_second_up_on_the_same_dir_is_refused_and_the_first_is_untouched(
             [line] = r.stderr.splitlines()
             assert f"is in use by rocketrio up pid {up.proc.pid}" in line
             assert "running since 20" in line and "rocketrio up --mode single --dir" in line
-        assert _snapshot(base) == before  # configs, lock, up's log: not rewritten
+        assert _snapshot(base) == before  # configs, locks, store markers, up's log: untouched
         assert sorted(os.listdir(os.path.join(base, "store"))) == stores
         assert up.proc.poll() is None
         produce_and_consume(up.namesrv, "StillFlowing")
