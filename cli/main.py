@@ -29,6 +29,7 @@ import trio
 
 from rocketrio.actors import events
 from rocketrio.actors.logs import configure_logging
+from rocketrio.cli.parent_death import SupervisorGone, bind_to_supervisor
 from rocketrio.protocol.config import ConfigError, load_config
 
 
@@ -59,6 +60,11 @@ def run_service(
     """Run one role until SIGINT/SIGTERM; returns the process exit status (module docstring).
 
     ``service`` takes ``task_status`` and calls ``task_status.started()`` once it serves."""
+    try:
+        bind_to_supervisor()  # under `rocketrio up`: die with it, whatever kills it
+    except SupervisorGone as e:
+        print(f"rocketrio {role}: {e}", file=sys.stderr)
+        return 1
     configure_logging(name, role, log_dir)
     log = structlog.get_logger("launcher")
     started = False
