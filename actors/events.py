@@ -14,9 +14,27 @@ CONTROLLER_BOOT = "controller_boot"  # addr, peers
 PROCESS_SHUTDOWN = "process_shutdown"  # reason
 ACTOR_CRASHED = "actor_crashed"  # actor, restarting
 
+# `rocketrio up`, the local supervisor (node "up", <dir>/logs/up.jsonl)
+UP_STARTED = "up_started"  # mode, dir, pid, ports
+CHILD_STARTED = "child_started"  # child, pid, restart (0: first start)
+# child, pid, exit_code (None when killed by a signal), signal, ran_s, stopping (asked to stop),
+# restart (the restart this exit leads to), next_delay_s, gave_up
+CHILD_EXITED = "child_exited"
+CHILD_STOP_ESCALATED = "child_stop_escalated"  # child, pid, grace_s (SIGKILL after the grace)
+UP_STOPPING = "up_stopping"  # reason
+UP_STOPPED = "up_stopped"  # reason, exit_code
+
 # storage
 COMMITLOG_RECOVERED = "commitlog_recovered"  # max_offset, truncated_at, dropped_bytes
 COMMITLOG_TRUNCATED = "commitlog_truncated"  # offset, dropped_bytes, reason
+# segment, offset, reason (+ topic, queue_id, queue_offset, group): a record failed its check
+# on the read path and was not served
+COMMITLOG_RECORD_CORRUPT = "commitlog_record_corrupt"
+# store, error, remark (+ file, offset): recovery found damage it must not cut; start refused
+STORE_CORRUPT = "store_corrupt"
+CHECKPOINT_CORRUPT = "checkpoint_corrupt"  # path: a checkpoint failed its CRC; full scan done
+STARTUP_FAILED = "startup_failed"  # role, error, traceback: the process exits non-zero
+PROCESS_FAILED = "process_failed"  # role, error, traceback: failed after it started; exits 1
 CONSUME_QUEUE_REBUILT = "consume_queue_rebuilt"  # topic, queue_id, entries
 FLUSH_SLOW = "flush_slow"  # duration_ms
 

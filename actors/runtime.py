@@ -17,10 +17,12 @@ from __future__ import annotations
 import abc
 import math
 from collections.abc import Awaitable, Callable
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, TypeVar, assert_never
 
 import structlog
 import trio
+
+from rocketrio.actors.restart_policy import GiveUp, Restart, RestartPolicy, RestartTracker
 
 M = TypeVar("M")
 T = TypeVar("T")
@@ -165,12 +167,12 @@ async def supervise(
 
     With ``restart=False`` the exception propagates (the parent nursery and so the process come
     down). With ``restart=True`` the child is restarted after 0.1 s, 0.2 s, ... up to
-    ``backoff_max_s``; the backoff resets after the child ran for longer than ``backoff_max_s``.
-    ``max_restarts`` bounds the restarts, after which the last exception propagates.
-    Cancellation is never treated as a crash.
+    ``backoff_max_s`` (the `RestartPolicy` of `restart_policy`, shared with `rocketrio up`); a run
+    longer than ``backoff_max_s`` resets the backoff and the count. ``max_restarts`` bounds the
+    restarts in a row, after which the last exception propagates. Cancellation is never treated as
+    a crash.
     """
-    restarts = 0
-    backoff = backoff_min_s
+    tracker = RestartTracker(RestartPolicy(backoff_min_s, backoff_max_s, max_restarts))
     while True:
         started = trio.current_time()
         try:
@@ -179,19 +181,21 @@ async def supervise(
         except Exception as exc:
             ran = trio.current_time() - started
             if on_crash is not None:
-                on_crash(exc, restarts)
-            if not restart or (max_restarts is not None and restarts >= max_restarts):
-                log.error("actor_crashed", actor=name, restarting=False, exc_info=exc)
-                raise
-            if ran > backoff_max_s:
-                backoff = backoff_min_s
-            log.warning(
-                "actor_crashed",
-                actor=name,
-                restarting=True,
-                backoff_s=backoff,
-                error=f"{type(exc).__name__}: {exc}",
-            )
-            restarts += 1
-            await trio.sleep(backoff)
-            backoff = min(backoff * 2, backoff_max_s)
+                on_crash(exc, tracker.restarts)
+            decision = tracker.on_exit(ran) if restart else GiveUp(tracker.restarts)
+            match decision:
+                case GiveUp():
+                    log.error("actor_crashed", actor=name, restarting=False, exc_info=exc)
+                    raise
+                case Restart(delay_s=delay_s):
+                    log.warning(
+                        "actor_crashed",
+                        actor=name,
+                        restarting=True,
+                        backoff_s=delay_s,
+                        restart=decision.restart,
+                        error=f"{type(exc).__name__}: {exc}",
+                    )
+                    await trio.sleep(delay_s)
+                case _:
+                    assert_never(decision)

@@ -5,8 +5,17 @@ table, or JSON with ``--json`` for scripts. Option letters follow mqadmin (``-n`
 ``-t`` topic, ``-c`` cluster, ``-b`` broker address, ``-g`` group, ``-r``/``-w`` queue numbers,
 ``-p`` perm). Controller-mode commands (getControllerMetaData, getSyncStateSet, electMaster,
 cleanBrokerMetadata, getBrokerEpoch) call `ControllerAdmin` with ``-a`` controller addresses
-(``-n`` still names the name servers used to expand a cluster or broker name). Errors print one
-line and exit with status 1.
+(``-n`` still names the name servers used to expand a cluster or broker name).
+
+Exit status (cli/failure.py): 0 done; 1 the topic, group, broker, cluster, message or controller
+asked for is missing, a server refused, or nothing answered at the address (one line on stderr,
+never a traceback); 2 usage. A command that found only part of what was asked for prints that
+part and exits 1 naming the rest (`Incomplete`). The human tables print times as local
+ISO-8601 dates (cli/dates.py); ``--json`` keeps the servers' raw values (epoch ms).
+
+Adding commands: a module defines them with ``@command(name, help, printer)(add_args)`` (or
+``@controller_command``) on ``async def fn(admin, args)``, and `load_command_modules` imports
+it, one line per module; nothing else here changes.
 """
 
 from __future__ import annotations
@@ -18,17 +27,44 @@ import sys
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
-import trio
+import attrs
 
+from rocketrio.actors.client.errors import MQClientError, NotFound
+from rocketrio.actors.remoting import RemotingError
+from rocketrio.cli.dates import dated_kv, format_ms
+from rocketrio.cli.failure import EXIT_FAILED, EXIT_OK, Wiring, one_line, run_tool
 from rocketrio.protocol.bodies import perm_to_string
 from rocketrio.protocol.controller_headers import MAX_EPOCH_END_OFFSET
 from rocketrio.protocol.message import MessageExt
 from rocketrio.protocol.serde import to_plain
 
 Command = Callable[[Any, argparse.Namespace], Awaitable[Any]]
-_COMMANDS: dict[
-    str, tuple[str, Callable[[argparse.ArgumentParser], None], Command, Callable[..., None]]
-] = {}
+Printer = Callable[[Any, argparse.Namespace], None]
+AddArgs = Callable[[argparse.ArgumentParser], None]
+
+
+@attrs.frozen
+class AdminCommand:
+    """One ``rocketrio admin`` subcommand: its options, its call and its human printer."""
+
+    name: str
+    help: str
+    add_args: AddArgs
+    run: Command
+    printer: Printer
+    controller: bool = False  # talks to the controller group (ControllerAdmin, -a)
+
+
+@attrs.frozen
+class Incomplete:
+    """A command's result when only part of what was asked for exists: the part is printed,
+    then ``problem`` on stderr, and the exit status is 1."""
+
+    result: Any
+    problem: str
+
+
+_COMMANDS: dict[str, AdminCommand] = {}
 
 
 def table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
@@ -40,13 +76,16 @@ def table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
 
 
 def command(
-    name: str, help_: str, printer: Callable[..., None]
-) -> Callable[[Callable[[argparse.ArgumentParser], None]], Callable[[Command], Command]]:
-    def with_args(
-        add_args: Callable[[argparse.ArgumentParser], None],
-    ) -> Callable[[Command], Command]:
+    name: str, help_: str, printer: Printer, *, controller: bool = False
+) -> Callable[[AddArgs], Callable[[Command], Command]]:
+    """Register ``fn(admin, args)`` as ``rocketrio admin <name>``; ``add_args`` adds its
+    options (``-n`` and ``--json`` are added for every command)."""
+
+    def with_args(add_args: AddArgs) -> Callable[[Command], Command]:
         def register(fn: Command) -> Command:
-            _COMMANDS[name] = (help_, add_args, fn, printer)
+            if name in _COMMANDS:
+                raise ValueError(f"admin command {name} is registered twice")
+            _COMMANDS[name] = AdminCommand(name, help_, add_args, fn, printer, controller)
             return fn
 
         return register
@@ -95,6 +134,7 @@ def _delete_args(p: argparse.ArgumentParser) -> None:
 
 @command("deleteTopic", "delete a topic from brokers and name servers", _print_done)(_delete_args)
 async def delete_topic(admin: Any, a: argparse.Namespace) -> str:
+    await admin.topic_route(a.topic)  # an unknown topic is an error, not a silent no-op
     await admin.delete_topic(a.topic, cluster=a.cluster)
     return f"topic {a.topic} deleted from cluster {a.cluster}"
 
@@ -128,10 +168,10 @@ async def topic_route(admin: Any, a: argparse.Namespace) -> Any:
 
 def _print_status(stats: Any, a: argparse.Namespace) -> None:
     rows = [
-        [o.brokerName, o.queueId, o.minOffset, o.maxOffset, o.lastUpdateTimestamp or ""]
+        [o.brokerName, o.queueId, o.minOffset, o.maxOffset, format_ms(o.lastUpdateTimestamp)]
         for o in sorted(stats, key=lambda o: (o.brokerName, o.queueId))
     ]
-    print(table(["broker", "queue", "min offset", "max offset", "last update (ms)"], rows))
+    print(table(["broker", "queue", "min offset", "max offset", "last stored"], rows))
     print(f"total messages: {sum(o.maxOffset - o.minOffset for o in stats)}")
 
 
@@ -171,9 +211,22 @@ def _first(triple: str | None) -> str:
     return triple.split()[0] if triple else ""
 
 
-@command("clusterList", "brokers of every cluster with runtime figures", _print_cluster)(_no_args)
+def _cluster_filter(p: argparse.ArgumentParser) -> None:
+    p.add_argument("-c", "--cluster", help="only this cluster")
+
+
+@command("clusterList", "brokers of every cluster with runtime figures", _print_cluster)(
+    _cluster_filter
+)
 async def cluster_list(admin: Any, a: argparse.Namespace) -> Any:
-    return await admin.cluster_list()
+    rows = await admin.cluster_list()
+    if a.cluster is None:
+        return rows
+    mine = [r for r in rows if r["cluster"] == a.cluster]
+    if not mine:
+        known = ", ".join(sorted({r["cluster"] for r in rows})) or "none"
+        raise NotFound(f"cluster {a.cluster} is unknown to the name server (known: {known})")
+    return mine
 
 
 def _broker_args(p: argparse.ArgumentParser) -> None:
@@ -181,6 +234,7 @@ def _broker_args(p: argparse.ArgumentParser) -> None:
 
 
 def _print_kv(kv: dict[str, Any], a: argparse.Namespace) -> None:
+    kv = dated_kv(kv)
     width = max((len(k) for k in kv), default=0)
     for k in sorted(kv):
         print(f"{k.ljust(width)} : {kv[k]}")
@@ -188,7 +242,27 @@ def _print_kv(kv: dict[str, Any], a: argparse.Namespace) -> None:
 
 @command("brokerStatus", "runtime statistics of a broker", _print_kv)(_broker_args)
 async def broker_status(admin: Any, a: argparse.Namespace) -> Any:
-    return await admin.broker_status(a.broker)
+    try:
+        return await admin.broker_status(a.broker)
+    except RemotingError as e:
+        raise MQClientError(f"{e}; {await _registration_of(admin, a.broker)}") from None
+
+
+async def _registration_of(admin: Any, addr: str) -> str:
+    """What the name server knows of a broker address, for an error line."""
+    try:
+        info = await admin.cluster_info()
+    except (RemotingError, MQClientError) as e:
+        return f"the name server could not be asked either ({one_line(str(e))})"
+    for name, bd in sorted(info.brokerAddrTable.items()):
+        for bid, known in bd.brokerAddrs.items():
+            if known == addr:
+                return f"the name server lists it as {name} brokerId {bid}"
+    known_addrs = sorted(a for bd in info.brokerAddrTable.values() for a in bd.brokerAddrs.values())
+    return (
+        f"{addr} is not a broker registered at the name server "
+        f"(registered: {', '.join(known_addrs) or 'none'})"
+    )
 
 
 def _progress_args(p: argparse.ArgumentParser) -> None:
@@ -198,10 +272,21 @@ def _progress_args(p: argparse.ArgumentParser) -> None:
 
 def _print_progress(prog: Any, a: argparse.Namespace) -> None:
     rows = [
-        [o.topic, o.brokerName, o.queueId, o.brokerOffset, o.consumerOffset, o.lag]
+        [
+            o.topic,
+            o.brokerName,
+            o.queueId,
+            o.brokerOffset,
+            o.consumerOffset,
+            o.lag,
+            format_ms(o.lastTimestamp),
+        ]
         for o in sorted(prog.offsets, key=lambda o: (o.topic, o.brokerName, o.queueId))
     ]
-    print(table(["topic", "broker", "queue", "broker offset", "consumer offset", "lag"], rows))
+    headers = ["topic", "broker", "queue", "broker offset", "consumer offset", "lag"]
+    print(table([*headers, "last time"], rows))
+    if not prog.offsets:
+        print(f"group {prog.group} exists but has no consume offsets yet")
     print(f"total lag: {prog.total_lag}   consumers online: {len(prog.clients)}")
     for c in prog.clients:
         print(f"  {c}")
@@ -214,15 +299,13 @@ async def consumer_progress(admin: Any, a: argparse.Namespace) -> Any:
 
 # --- controller mode (RIP-44) -----------------------------------------------------------------
 
-# commands that talk to the controller group (-a) and use the name servers only to expand names
-_CONTROLLER_COMMANDS: set[str] = set()
-
 
 def controller_command(
-    name: str, help_: str, printer: Callable[..., None]
-) -> Callable[[Callable[[argparse.ArgumentParser], None]], Callable[[Command], Command]]:
-    _CONTROLLER_COMMANDS.add(name)
-    return command(name, help_, printer)
+    name: str, help_: str, printer: Printer
+) -> Callable[[AddArgs], Callable[[Command], Command]]:
+    """A command that talks to the controller group (-a) and uses the name servers only to
+    expand names: ``fn`` gets a `ControllerAdmin`."""
+    return command(name, help_, printer, controller=True)
 
 
 def _controller_arg(p: argparse.ArgumentParser, required: bool = True) -> None:
@@ -283,7 +366,16 @@ def _print_sync_state_set(info: Any, a: argparse.Namespace) -> None:
 )(_sync_state_args)
 async def get_sync_state_set(admin: Any, a: argparse.Namespace) -> Any:
     names = [n.strip() for n in (a.broker_names or "").split(";") if n.strip()]
-    return await admin.get_sync_state_set(names, cluster=a.cluster)
+    info = await admin.get_sync_state_set(names, cluster=a.cluster)
+    if a.cluster:
+        names = await admin.broker_names_of_cluster(a.cluster)
+    missing = [n for n in names if n not in info.replicasInfoTable]
+    if not missing:
+        return info
+    unknown = f"broker set(s) {', '.join(missing)} unknown to the controller"
+    if not info.replicasInfoTable:
+        raise NotFound(unknown)
+    return Incomplete(info, unknown)
 
 
 def _elect_args(p: argparse.ArgumentParser) -> None:
@@ -367,10 +459,8 @@ def _print_messages(msgs: Any, a: argparse.Namespace) -> None:
         print(f"offsetMsgId    : {m.offset_msg_id}")
         print(f"topic / queue  : {m.topic} / {m.queue_id} (offset {m.queue_offset})")
         print(f"tags / keys    : {m.tags or ''} / {' '.join(m.keys)}")
-        print(
-            f"born / stored  : {m.born_host} at {m.born_timestamp} / {m.store_host} at "
-            f"{m.store_timestamp}"
-        )
+        print(f"born           : {format_ms(m.born_timestamp)} at {m.born_host}")
+        print(f"stored         : {format_ms(m.store_timestamp)} at {m.store_host}")
         print(f"reconsumeTimes : {m.reconsume_times}")
         print(f"properties     : {m.properties}")
         print(f"body           : {body[:200]}{'...' if len(body) > 200 else ''}")
@@ -396,24 +486,36 @@ def _by_key_args(p: argparse.ArgumentParser) -> None:
 
 @command("queryMsgByKey", "messages of a topic with a key", _print_messages)(_by_key_args)
 async def query_msg_by_key(admin: Any, a: argparse.Namespace) -> Any:
-    return await admin.query_msg_by_key(a.topic, a.key, a.max)
+    found = await admin.query_msg_by_key(a.topic, a.key, a.max)
+    if not found:
+        raise NotFound(f"no message with key {a.key} in topic {a.topic}")
+    return found
 
 
 # --- plumbing --------------------------------------------------------------------------------
 
 
-async def _run(a: argparse.Namespace) -> Any:
+def load_command_modules() -> None:
+    """Import the modules that register more admin commands, one line per module, e.g.
+    ``from rocketrio.cli import admin_acl  # noqa: F401``. Such a module imports `command`
+    from here, so it is imported here (once the registry exists), not at the top."""
+    from rocketrio.cli import admin_auth  # noqa: F401 (ACL 2.0 users and ACLs)
+
+
+async def _call(a: argparse.Namespace, wiring: Wiring) -> Any:
     from rocketrio.actors.client.admin import MQAdmin
     from rocketrio.actors.client.config import request_signer
     from rocketrio.actors.client.controller_admin import ControllerAdmin
 
-    _help, _add, fn, _printer = _COMMANDS[a.admin_command]
+    cmd = _COMMANDS[a.admin_command]
     hook = request_signer(a.access_key, a.secret_key)  # ACL: sign every request
-    if a.admin_command in _CONTROLLER_COMMANDS:
-        async with ControllerAdmin(a.controller, a.namesrv, request_hook=hook) as controller_admin:
-            return await fn(controller_admin, a)
-    async with MQAdmin(a.namesrv, request_hook=hook) as admin:
-        return await fn(admin, a)
+    if cmd.controller:
+        async with ControllerAdmin(
+            a.controller, a.namesrv, wiring.transport, request_hook=hook
+        ) as controller_admin:
+            return await cmd.run(controller_admin, a)
+    async with MQAdmin(a.namesrv, wiring.transport, request_hook=hook) as admin:
+        return await cmd.run(admin, a)
 
 
 def _json_ready(result: Any) -> Any:
@@ -430,32 +532,39 @@ def _json_ready(result: Any) -> Any:
     return to_plain(result)
 
 
-def cmd_admin(a: argparse.Namespace) -> int:
-    from rocketrio.actors.logs import configure_logging
-
-    configure_logging("admin", "admin", None, console=None)
-    try:
-        result = trio.run(_run, a)
-    except Exception as e:  # one readable line, not a traceback, for a person at a terminal
-        print(f"rocketrio admin {a.admin_command}: {type(e).__name__}: {e}", file=sys.stderr)
-        return 1
+async def run_admin(a: argparse.Namespace, wiring: Wiring) -> int:
+    """One admin command: call, print (table or ``--json``), exit status."""
+    result = await _call(a, wiring)
+    problem = None
+    if isinstance(result, Incomplete):
+        result, problem = result.result, result.problem
     if a.json:
         print(json.dumps(_json_ready(result), indent=2, default=str))
     else:
-        _COMMANDS[a.admin_command][3](result, a)
-    return 0
+        _COMMANDS[a.admin_command].printer(result, a)
+    if problem is not None:
+        print(f"{a.tool}: {one_line(problem)}", file=sys.stderr)
+        return EXIT_FAILED
+    return EXIT_OK
+
+
+def cmd_admin(a: argparse.Namespace) -> int:
+    return run_tool(a.tool, run_admin, a)
 
 
 def add_parser(sub: Any) -> None:
-    from rocketrio.cli import admin_auth  # noqa: F401 (registers the ACL 2.0 commands)
+    load_command_modules()
     from rocketrio.cli.tools import add_credentials
 
     sp = sub.add_parser("admin", help="mqadmin-style administration")
     cmds = sp.add_subparsers(dest="admin_command", required=True, metavar="ADMIN_COMMAND")
-    for name, (help_, add_args, _fn, _printer) in _COMMANDS.items():
-        c = cmds.add_parser(name, help=help_)
+    for name, cmd in _COMMANDS.items():
+        c = cmds.add_parser(name, help=cmd.help)
         c.add_argument("-n", "--namesrv", default="127.0.0.1:9876", help="name server address(es)")
         c.add_argument("--json", action="store_true", help="machine-readable output")
         add_credentials(c)
-        add_args(c)
-    sp.set_defaults(func=cmd_admin)
+        cmd.add_args(c)
+        c.set_defaults(tool=f"rocketrio admin {name}", func=cmd_admin, run=run_admin)
+    from rocketrio.cli import check_store  # offline: no name server, its own exit codes
+
+    check_store.add_parser(cmds)

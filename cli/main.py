@@ -9,7 +9,10 @@
 
 Role processes run under `run_service`: logging configured, SIGINT/SIGTERM cancel the service so
 it shuts down gracefully (data flushed, unregistered), and a config error exits with status 2 and
-a message naming the key and the file.
+a message naming the key and the file. A role that fails to start (its store is damaged or locked
+by another broker, its port is taken, ...) logs an ERROR line ``startup_failed`` (role, error,
+traceback) in its JSON log, prints one line on stderr and exits with status 1; a role that fails
+later logs ``process_failed`` the same way.
 """
 
 from __future__ import annotations
@@ -17,12 +20,16 @@ from __future__ import annotations
 import argparse
 import signal
 import sys
+import traceback
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+import structlog
 import trio
 
+from rocketrio.actors import events
 from rocketrio.actors.logs import configure_logging
+from rocketrio.cli.parent_death import SupervisorGone, bind_to_supervisor
 from rocketrio.protocol.config import ConfigError, load_config
 
 
@@ -36,6 +43,13 @@ def _overrides(args: argparse.Namespace) -> dict[str, str]:
     return out
 
 
+def _leaf(exc: BaseException) -> BaseException:
+    """The error inside the exception groups Trio's nurseries wrap it in (the first one)."""
+    while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
+        exc = exc.exceptions[0]
+    return exc
+
+
 def run_service(
     name: str,
     role: str,
@@ -43,28 +57,51 @@ def run_service(
     service: Callable[..., Awaitable[Any]],
     *args: Any,
 ) -> int:
-    """Run one role until SIGINT/SIGTERM; returns the process exit status."""
+    """Run one role until SIGINT/SIGTERM; returns the process exit status (module docstring).
+
+    ``service`` takes ``task_status`` and calls ``task_status.started()`` once it serves."""
+    try:
+        bind_to_supervisor()  # under `rocketrio up`: die with it, whatever kills it
+    except SupervisorGone as e:
+        print(f"rocketrio {role}: {e}", file=sys.stderr)
+        return 1
     configure_logging(name, role, log_dir)
+    log = structlog.get_logger("launcher")
+    started = False
 
     async def main() -> None:
+        nonlocal started
         async with trio.open_nursery() as nursery:
 
             async def watch_signals() -> None:
                 with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as sigs:
                     async for sig in sigs:
-                        import structlog
-
-                        structlog.get_logger("launcher").info(
-                            "process_shutdown", reason=signal.Signals(sig).name
-                        )
+                        log.info(events.PROCESS_SHUTDOWN, reason=signal.Signals(sig).name)
                         nursery.cancel_scope.cancel()
                         return
 
-            nursery.start_soon(watch_signals)
-            await service(*args)
-            nursery.cancel_scope.cancel()
+            async def serve(*, task_status: trio.TaskStatus[Any]) -> None:
+                await service(*args, task_status=task_status)
+                nursery.cancel_scope.cancel()
 
-    trio.run(main)
+            nursery.start_soon(watch_signals)
+            await nursery.start(serve)
+            started = True
+
+    try:
+        trio.run(main)
+    except Exception as e:
+        leaf = _leaf(e)
+        error = f"{type(leaf).__name__}: {leaf}"
+        log.error(
+            events.PROCESS_FAILED if started else events.STARTUP_FAILED,
+            role=role,
+            error=error,
+            traceback="".join(traceback.format_exception(leaf)).rstrip(),
+        )
+        what = "failed" if started else "start-up failed"
+        print(f"rocketrio {role} {name}: {what}: {error}", file=sys.stderr)
+        return 1
     return 0
 
 
@@ -150,6 +187,18 @@ def build_parser() -> argparse.ArgumentParser:
     admin.add_parser(sub)
     tools.add_parsers(sub)
     return p
+
+
+async def main_async(argv: list[str], wiring: Any) -> int:
+    """Run a tool command (admin, produce, consume) inside the caller's Trio loop, its clients
+    wired by ``wiring`` (a `rocketrio.cli.failure.Wiring`): the in-process tests' entry.
+    Usage errors raise SystemExit(2) as from `main`."""
+    from rocketrio.cli.failure import run_tool_async
+
+    args = build_parser().parse_args(argv)
+    if not hasattr(args, "run"):
+        raise ValueError(f"{args.command} is not a tool command")
+    return await run_tool_async(args.tool, args.run, args, wiring)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -1,122 +1,76 @@
-"""`rocketrio up`: a whole local cluster of separate OS processes, one command.
+"""`rocketrio up`: a whole local cluster of separate OS processes, one command, supervised.
 
-Writes the configs of the chosen mode under ``--dir`` (``conf/``, ``store/``, ``logs/``), starts
-every role as its own ``rocketrio <role> -c ...`` process, waits until the NameServer reports every
-broker, prints where everything is, shows messages flowing (a small produce/consume demo unless
-``--no-demo``), and on Ctrl-C (or SIGTERM) stops the processes in reverse order, gracefully
-(SIGTERM, then SIGKILL after a grace period).
+Plans the processes of the chosen mode from the ``deploy/<mode>/`` templates (`up_plan`), checks
+the flags (one-line errors, exit status 2), takes ``<dir>/up.lock`` so a second `up` on the same
+directory refuses before writing anything (`up_lock`), writes the configs under ``--dir``
+(``conf/``, ``store/``, ``logs/``), and runs every role as its own ``rocketrio <role> -c ...``
+process under one Trio nursery (`up_supervisor`): a process that dies is restarted with backoff and
+given up after a limit, each exit and restart an event in ``logs/up.jsonl``. It waits until the
+NameServer reports every broker, prints where everything is, shows messages flowing (unless
+``--no-demo``), and on SIGINT, SIGTERM or SIGHUP stops the processes in reverse order, gracefully
+(SIGTERM, then SIGKILL after ``--stop-grace``; a second signal kills at once). If `up` itself is
+killed (kill -9), its children die with it (the parent-death signal, `parent_death`).
+
+Exit status: 0 after a requested stop, 1 when the cluster failed (not healthy in time, a process
+given up), 2 when refused before starting anything (bad flag, directory in use, port in use).
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import shlex
 import signal
-import socket
-import subprocess
 import sys
 import time
-from typing import Any
+from collections.abc import Callable
+from datetime import UTC, datetime
+from typing import Any, NoReturn
 
 import attrs
+import structlog
 import trio
 
-MODES = ("controller", "single", "2m-noslave", "2m-2s-async", "2m-2s-sync")
-MAX_RESTARTS_PER_MINUTE = 5
+from rocketrio.actors import events
+from rocketrio.actors.restart_policy import RestartPolicy
+from rocketrio.cli import up_lock
+from rocketrio.cli.up_checks import busy_ports, check_dir
+from rocketrio.cli.up_plan import (
+    MODES,
+    Layout,
+    PlanError,
+    ProcSpec,
+    embedded_controller_addr,
+    expected_replicas,
+    namesrv_addr,
+    plan,
+)
+from rocketrio.cli.up_supervisor import Supervisor
+
+# a process that dies again within STABLE_AFTER_S of its start is part of a streak; after
+# --max-restarts restarts in a row `up` gives up (a configuration problem, not a crash)
+STABLE_AFTER_S = 60.0
 
 
-@attrs.define
-class ProcSpec:
-    name: str
-    role: str
-    config: dict[str, str]
-    addr: str
+class Console:
+    """stdout/stderr lines that survive a closed terminal (SIGHUP): the JSON log has the facts."""
 
+    def __init__(self) -> None:
+        self.gone = False
 
-def plan(
-    mode: str,
-    base_dir: str,
-    host: str = "127.0.0.1",
-    namesrv_port: int = 9876,
-    broker_port: int = 10911,
-    flush: str = "ASYNC_FLUSH",
-) -> list[ProcSpec]:
-    """The processes of a mode with their configs (the same keys as deploy/<mode>/*.conf)."""
-    if mode not in MODES:
-        raise ValueError(f"unknown mode {mode!r}; choose one of {', '.join(MODES)}")
-    logs = os.path.join(base_dir, "logs")
-    ns_addr = f"{host}:{namesrv_port}"
-    ns_conf = {"listenPort": str(namesrv_port), "listenHost": host, "logDir": logs}
-    ctrl_addr = f"{host}:{namesrv_port + 2}"
-    if mode == "controller":
-        # the NameServer hosts a one-replica controller (enableControllerInNamesrv); it looks
-        # for silent brokers every 500 ms (a dead master's closed connection is acted on at once)
-        ns_conf |= {
-            "enableControllerInNamesrv": "true",
-            "controllerDLegerGroup": "group1",
-            "controllerDLegerPeers": f"n0-{ctrl_addr}",
-            "controllerDLegerSelfId": "n0",
-            "controllerStorePath": os.path.join(base_dir, "store", "controller"),
-            "scanNotActiveBrokerInterval": "500",
-            "scanInactiveMasterInterval": "500",
-        }
-    specs = [ProcSpec("namesrv", "namesrv", ns_conf, ns_addr)]
-    # (process name, brokerName, brokerId, brokerRole); controller mode: ids and roles come
-    # from the controller
-    brokers: list[tuple[str, str, int, str]]
-    if mode == "controller":
-        brokers = [("broker-a-0", "broker-a", -1, ""), ("broker-a-1", "broker-a", -1, "")]
-    elif mode == "single":
-        brokers = [("broker-a", "broker-a", 0, "ASYNC_MASTER")]
-    elif mode == "2m-noslave":
-        brokers = [
-            ("broker-a", "broker-a", 0, "ASYNC_MASTER"),
-            ("broker-b", "broker-b", 0, "ASYNC_MASTER"),
-        ]
-    else:
-        master = "SYNC_MASTER" if mode == "2m-2s-sync" else "ASYNC_MASTER"
-        brokers = [
-            ("broker-a", "broker-a", 0, master),
-            ("broker-a-s", "broker-a", 1, "SLAVE"),
-            ("broker-b", "broker-b", 0, master),
-            ("broker-b-s", "broker-b", 1, "SLAVE"),
-        ]
-    for i, (name, bname, broker_id, role) in enumerate(brokers):
-        port = broker_port + 10 * i  # the HA port is listenPort + 1
-        conf = {
-            "brokerClusterName": "DefaultCluster",
-            "brokerName": bname,
-            "brokerIP1": host,
-            "listenPort": str(port),
-            "namesrvAddr": ns_addr,
-            "storePathRootDir": os.path.join(base_dir, "store", name),
-            "logDir": logs,
-            "flushDiskType": flush,
-        }
-        if mode == "controller":
-            # every acknowledged message is on every member of the SyncStateSet
-            # a hung master (no closed connection) is deposed after 1.5 s of silence (3 heartbeats)
-            conf |= {
-                "enableControllerMode": "true",
-                "controllerAddr": ctrl_addr,
-                "allAckInSyncStateSet": "true",
-                "brokerHeartbeatInterval": "500",
-                "controllerHeartBeatTimeoutMills": "1500",
-            }
-        else:
-            conf |= {"brokerId": str(broker_id), "brokerRole": role}
-        specs.append(ProcSpec(name, "broker", conf, f"{host}:{port}"))
-    return specs
+    def _write(self, stream: Any, line: str) -> None:
+        if self.gone:
+            return
+        try:
+            print(line, file=stream, flush=True)
+        except OSError:
+            self.gone = True
 
+    def out(self, line: str) -> None:
+        self._write(sys.stdout, line)
 
-def expected_replicas(specs: list[ProcSpec]) -> dict[str, int]:
-    """brokerName -> how many processes serve it."""
-    out: dict[str, int] = {}
-    for s in specs:
-        if s.role == "broker":
-            name = s.config["brokerName"]
-            out[name] = out.get(name, 0) + 1
-    return out
+    def err(self, line: str) -> None:
+        self._write(sys.stderr, line)
 
 
 def write_configs(specs: list[ProcSpec], base_dir: str) -> dict[str, str]:
@@ -126,49 +80,9 @@ def write_configs(specs: list[ProcSpec], base_dir: str) -> dict[str, str]:
     for s in specs:
         path = os.path.join(conf_dir, f"{s.name}.conf")
         with open(path, "w", encoding="utf-8") as f:
-            f.write(f"# generated by rocketrio up ({s.role})\n")
-            for k, v in s.config.items():
-                f.write(f"{k}={v}\n")
+            f.write(s.text)
         paths[s.name] = path
     return paths
-
-
-def busy_ports(specs: list[ProcSpec]) -> list[str]:
-    """Addresses of the plan that something else already listens on."""
-    busy = []
-    addrs = [s.addr for s in specs]
-    for s in specs:
-        if "controllerDLegerPeers" in s.config:
-            addrs.append(s.config["controllerDLegerPeers"].split("-", 1)[1])
-    for addr in addrs:
-        host, _, port = addr.rpartition(":")
-        with socket.socket() as sock:
-            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as the servers do
-            try:
-                sock.bind((host, int(port)))
-            except OSError:
-                busy.append(addr)
-    return busy
-
-
-def _interrupt(*_: Any) -> None:
-    raise KeyboardInterrupt
-
-
-def start_process(spec: ProcSpec, conf_path: str, base_dir: str) -> subprocess.Popen[bytes]:
-    os.makedirs(os.path.join(base_dir, "logs"), exist_ok=True)
-    out = open(os.path.join(base_dir, "logs", f"{spec.name}.out"), "ab")
-    cmd = [
-        sys.executable,
-        "-m",
-        "rocketrio.cli.main",
-        spec.role,
-        "-c",
-        conf_path,
-        "--name",
-        spec.name,
-    ]
-    return subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
 
 
 async def wait_healthy(ns_addr: str, brokers: dict[str, int], timeout_s: float) -> dict[str, Any]:
@@ -194,7 +108,7 @@ async def wait_healthy(ns_addr: str, brokers: dict[str, int], timeout_s: float) 
     raise TimeoutError(f"cluster not healthy after {timeout_s}s ({last_err})")
 
 
-async def demo(ns_addr: str, count: int) -> None:
+async def demo(ns_addr: str, count: int, say: Callable[[str], None] = print) -> None:
     """Send ``count`` messages and consume them back, printing the flow."""
     from rocketrio.actors.client.message import Message
     from rocketrio.actors.client.producer import Producer
@@ -214,12 +128,12 @@ async def demo(ns_addr: str, count: int) -> None:
     async with Producer("demo_producer", ns_addr) as producer:
         t0 = time.perf_counter()
         first = await producer.send(Message(topic, b"hello-0", tags="demo"))
-        print(f"  sent hello-0 -> {first.message_queue} offset {first.queue_offset}")
+        say(f"  sent hello-0 -> {first.message_queue} offset {first.queue_offset}")
         async with trio.open_nursery() as n:
             for i in range(1, count):
                 n.start_soon(producer.send, Message(topic, f"hello-{i}".encode(), tags="demo"))
         dt = time.perf_counter() - t0
-        print(f"  produced {count} messages to {topic} in {dt * 1000:.0f} ms")
+        say(f"  produced {count} messages to {topic} in {dt * 1000:.0f} ms")
     consumer = PushConsumer(
         "demo_consumer", ns_addr, consume_from_where="CONSUME_FROM_FIRST_OFFSET"
     )
@@ -230,137 +144,238 @@ async def demo(ns_addr: str, count: int) -> None:
         with trio.move_on_after(30):
             await done.wait()
     dt = time.perf_counter() - t0
-    print(f"  consumed {len(got)} distinct messages in {dt * 1000:.0f} ms (group demo_consumer)")
+    say(f"  consumed {len(got)} distinct messages in {dt * 1000:.0f} ms (group demo_consumer)")
+
+
+@attrs.define
+class Outcome:
+    reason: str = ""
+    exit_code: int = 0
+
+    def set(self, reason: str, exit_code: int, scope: trio.CancelScope) -> None:
+        if not self.reason:
+            self.reason, self.exit_code = reason, exit_code
+        scope.cancel()
+
+
+async def _flow(
+    args: argparse.Namespace,
+    specs: list[ProcSpec],
+    sup: Supervisor,
+    con: Console,
+    outcome: Outcome,
+    scope: trio.CancelScope,
+) -> None:
+    """Wait for health, show where things are, run the demo; then run until told to stop."""
+    base_dir = sup.base_dir
+    ns = namesrv_addr(specs)
+    try:
+        await wait_healthy(ns, expected_replicas(specs), args.timeout)
+    except TimeoutError as e:
+        con.err(f"rocketrio up: {e}; see {os.path.join(base_dir, 'logs')}")
+        for slot in sup.slots:
+            if slot.last_returncode is not None:
+                con.err(f"  {slot.spec.name} exited with status {slot.last_returncode}")
+        outcome.set("not_healthy", 1, scope)
+        return
+    con.out("cluster is up:")
+    for slot in sup.slots:
+        con.out(sup.pid_line(slot))
+    ctrl = embedded_controller_addr(specs)
+    if ctrl is not None:
+        con.out(f"  controller (embedded in namesrv)  {ctrl}")
+        con.out(f"  try:   rocketrio admin getSyncStateSet -a {ctrl} -b broker-a")
+    con.out(f"  logs   {os.path.join(base_dir, 'logs')}  (JSON lines, one file per process)")
+    con.out(f"  data   {os.path.join(base_dir, 'store')}")
+    con.out(f"  try:   rocketrio admin clusterList -n {ns}")
+    if not args.no_demo:
+        con.out("demo: messages flowing through the cluster")
+        await demo(ns, args.demo_count, con.out)
+    if args.exit_after_demo:
+        outcome.set("demo_done", 0, scope)
+        return
+    con.out("running; press Ctrl-C to stop")
+    await trio.sleep_forever()
+
+
+async def run_cluster(
+    args: argparse.Namespace, specs: list[ProcSpec], sup: Supervisor, con: Console
+) -> int:
+    log = structlog.get_logger("up").bind(actor="up")
+    outcome = Outcome()
+    with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM, signal.SIGHUP) as sigs:
+        async with trio.open_nursery() as outer:
+
+            async def on_signal(scope: trio.CancelScope) -> None:
+                async for sig in sigs:
+                    outcome.set(signal.Signals(sig).name, 0, scope)
+                    return
+
+            async def on_give_up(scope: trio.CancelScope) -> None:
+                await sup.gave_up.wait()
+                con.err(f"rocketrio up: {sup.gave_up_line}")
+                outcome.set("gave_up", 1, scope)
+
+            try:
+                # every child started, in plan order (a signal meanwhile waits in `sigs`); the
+                # supervisor lives in the outer nursery, so ending the race does not end it
+                await outer.start(sup.run)
+                async with trio.open_nursery() as race:
+                    race.start_soon(on_signal, race.cancel_scope)
+                    race.start_soon(on_give_up, race.cancel_scope)
+                    race.start_soon(_flow, args, specs, sup, con, outcome, race.cancel_scope)
+            finally:
+                with trio.CancelScope(shield=True):
+                    reason = outcome.reason or "error"
+                    log.info(events.UP_STOPPING, reason=reason)
+                    con.out(f"stopping the cluster ({reason})")
+
+                    async def hurry_on_signal() -> None:
+                        async for _sig in sigs:
+                            con.err("  second signal: killing what is left")
+                            sup.hurry()
+
+                    async with trio.open_nursery() as stopping:
+                        stopping.start_soon(hurry_on_signal)
+                        await sup.stop(args.stop_grace)
+                        stopping.cancel_scope.cancel()
+                    outer.cancel_scope.cancel()
+                    con.out("cluster stopped")
+                    log.info(events.UP_STOPPED, reason=reason, exit_code=outcome.exit_code)
+    return outcome.exit_code
+
+
+def _refuse(con: Console, line: str) -> int:
+    con.err(f"rocketrio up: {line}")
+    return 2
 
 
 def cmd_up(args: argparse.Namespace) -> int:
-    sys.stdout.reconfigure(line_buffering=True)  # type: ignore[union-attr]
+    con = Console()
     base_dir = os.path.abspath(args.dir)
-    specs = plan(
-        args.mode,
-        base_dir,
-        namesrv_port=args.namesrv_port,
-        broker_port=args.broker_port,
-        flush=args.flush,
-    )
-    paths = write_configs(specs, base_dir)
-    from rocketrio.actors.logs import configure_logging
-
-    # the demo's and health check's client logs go to the log dir, not the terminal
-    configure_logging("up", "launcher", os.path.join(base_dir, "logs"), console=None)
-    procs: list[tuple[ProcSpec, subprocess.Popen[bytes]]] = []
-    # Ctrl-C and SIGTERM stop the cluster in every phase (also when SIGINT was ignored by the
-    # parent shell, as for background jobs)
-    signal.signal(signal.SIGINT, _interrupt)
-    signal.signal(signal.SIGTERM, _interrupt)
-    busy = busy_ports(specs)
-    if busy:
-        print(
-            f"rocketrio up: {', '.join(busy)} already in use (another cluster running?); "
-            "stop it or choose other ports with --namesrv-port / --broker-port",
-            file=sys.stderr,
-        )
-        return 1
-    print(f"rocketrio up --mode {args.mode}: starting {len(specs)} processes under {base_dir}")
+    layout = Layout(base_dir, namesrv_port=args.namesrv_port, broker_port=args.broker_port,
+                    flush=args.flush)  # fmt: skip
     try:
-        for s in specs:
-            procs.append((s, start_process(s, paths[s.name], base_dir)))
-            if s.role == "namesrv":
-                time.sleep(0.3)
-        ns = specs[0].addr
-        brokers = expected_replicas(specs)
-        try:
-            trio.run(wait_healthy, ns, brokers, args.timeout)
-        except TimeoutError as e:
-            print(f"rocketrio up: {e}; see {os.path.join(base_dir, 'logs')}", file=sys.stderr)
-            for s, p in procs:
-                if p.poll() is not None:
-                    print(f"  {s.name} exited with status {p.returncode}", file=sys.stderr)
-            return 1
-        print("cluster is up:")
-        for s, p in procs:
-            print(f"  {s.role:8} {s.name:10} {s.addr:18} pid {p.pid}")
-        if args.mode == "controller":
-            ctrl = specs[0].config["controllerDLegerPeers"].split("-", 1)[1]
-            print(f"  controller (embedded in namesrv)  {ctrl}")
-            print(f"  try:   rocketrio admin getSyncStateSet -a {ctrl} -b broker-a")
-        print(f"  logs   {os.path.join(base_dir, 'logs')}  (JSON lines, one file per process)")
-        print(f"  data   {os.path.join(base_dir, 'store')}")
-        print(f"  try:   rocketrio admin clusterList -n {ns}", flush=True)
-        if not args.no_demo:
-            print("demo: messages flowing through the cluster")
-            trio.run(demo, ns, args.demo_count)
-        if args.exit_after_demo:
-            return 0
-        print("running; press Ctrl-C to stop", flush=True)
-        restarts: dict[str, list[float]] = {}
-        while True:
-            for i, (s, p) in enumerate(procs):
-                if p.poll() is None:
-                    continue
-                # a local supervisor: a crashed process is restarted on the same data, but a
-                # process that keeps dying at start is a configuration problem, not a crash
-                recent = [t for t in restarts.get(s.name, []) if time.monotonic() - t < 60]
-                if len(recent) >= MAX_RESTARTS_PER_MINUTE:
-                    print(
-                        f"rocketrio up: {s.name} keeps exiting (status {p.returncode}); "
-                        f"giving up, see {os.path.join(base_dir, 'logs', s.name + '.out')}",
-                        file=sys.stderr,
-                    )
-                    return 1
-                restarts[s.name] = [*recent, time.monotonic()]
-                print(f"{s.name} exited with status {p.returncode}; restarting", flush=True)
-                time.sleep(1.0)
-                np = start_process(s, paths[s.name], base_dir)
-                procs[i] = (s, np)
-                print(f"  {s.role:8} {s.name:10} {s.addr:18} pid {np.pid}", flush=True)
-            time.sleep(0.2)
-    except KeyboardInterrupt:
-        return 0
+        specs = plan(args.mode, layout)
+    except PlanError as e:
+        return _refuse(con, str(e))
+    if (bad := check_dir(base_dir)) is not None:
+        return _refuse(con, bad)
+    try:
+        lock = up_lock.acquire(base_dir)  # before anything is written
+    except up_lock.ClusterBusy as e:
+        return _refuse(con, e.one_line())
+    except OSError as e:
+        return _refuse(con, f"--dir {base_dir}: cannot create {up_lock.LOCK_FILE}: {e.strerror}")
+    try:
+        if busy := busy_ports(specs):
+            return _refuse(
+                con,
+                f"{'; '.join(busy)} (another cluster running?); stop it or choose other ports "
+                "with --namesrv-port / --broker-port",
+            )
+        ports = {f"{s.name} {u.what}": u.port for s in specs for u in s.listens}
+        started = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+        command = shlex.join(["rocketrio", *sys.argv[1:]])
+        lock.publish(up_lock.LockInfo(os.getpid(), started, args.mode, ports, command))
+        paths = write_configs(specs, base_dir)
+        from rocketrio.actors.logs import configure_logging
+
+        # up's own events and the demo's and health check's client logs: logs/up.jsonl
+        configure_logging("up", "launcher", os.path.join(base_dir, "logs"), console=None)
+        structlog.get_logger("up").info(
+            events.UP_STARTED, actor="up", mode=args.mode, dir=base_dir, pid=os.getpid(),
+            ports=ports,
+        )  # fmt: skip
+        policy = RestartPolicy(
+            args.restart_backoff, max(args.restart_backoff, args.restart_backoff_max),
+            args.max_restarts, STABLE_AFTER_S,
+        )  # fmt: skip
+        sup = Supervisor(specs, paths, base_dir, policy, say=con.out, say_err=con.err)
+        con.out(
+            f"rocketrio up --mode {args.mode}: starting {len(specs)} processes under {base_dir}"
+        )
+        return trio.run(run_cluster, args, specs, sup, con)
     finally:
-        shutdown(procs)
+        lock.release()
 
 
-def shutdown(procs: list[tuple[ProcSpec, subprocess.Popen[bytes]]], grace_s: float = 15) -> None:
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    signal.signal(signal.SIGTERM, signal.SIG_IGN)
-    for s, p in reversed(procs):
-        if p.poll() is None:
-            p.send_signal(signal.SIGTERM)
-        try:
-            p.wait(grace_s)
-        except subprocess.TimeoutExpired:
-            print(f"  {s.name} did not stop in {grace_s}s, killing", file=sys.stderr)
-            p.kill()
-            p.wait()
-    if procs:
-        print("cluster stopped")
+class _UpParser(argparse.ArgumentParser):
+    """Flag errors as one line (no usage dump), exit status 2."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"rocketrio up: {message}\n")
+
+
+def _port(text: str) -> int:
+    try:
+        port = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a port number") from None
+    if not 1 <= port <= 65535:
+        raise argparse.ArgumentTypeError(f"{port} is outside 1..65535")
+    return port
+
+
+def _positive(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"{text} must be > 0")
+    return value
+
+
+def _mode(text: str) -> str:
+    if text not in MODES:
+        raise argparse.ArgumentTypeError(f"unknown mode {text!r}; choose one of {', '.join(MODES)}")
+    return text
 
 
 def add_parser(sub: Any) -> None:
-    sp = sub.add_parser("up", help="start a local cluster of separate processes")
+    sp = sub.add_parser("up", help="start a local cluster of separate processes, supervised")
+    sp.__class__ = _UpParser  # add_parser takes no parser class; this one only changes error()
     sp.add_argument(
         "--mode",
-        choices=MODES,
+        type=_mode,
         default="controller",
         help="controller: NameServer with an embedded controller and a broker set of two "
         "replicas (one master, one in-sync slave; automatic failover); single: one master; "
         "2m-noslave: two masters; 2m-2s-async / 2m-2s-sync: two fixed master/slave pairs "
-        "(asynchronous / synchronous replication, no failover)",
+        "(asynchronous / synchronous replication, no failover). Configs come from deploy/<mode>/",
     )
     sp.add_argument("--dir", default="rocketrio-local", help="where configs, data and logs go")
-    sp.add_argument("--namesrv-port", type=int, default=9876)
-    sp.add_argument("--broker-port", type=int, default=10911)
+    sp.add_argument("--namesrv-port", type=_port, default=9876)
+    sp.add_argument("--broker-port", type=_port, default=10911)
     sp.add_argument(
         "--flush",
         choices=("ASYNC_FLUSH", "SYNC_FLUSH"),
-        default="ASYNC_FLUSH",
-        help="flushDiskType of the brokers",
+        default=None,
+        help="flushDiskType of the brokers (default: the mode's template)",
     )
-    sp.add_argument("--timeout", type=float, default=30.0, help="seconds to wait for health")
+    sp.add_argument("--timeout", type=_positive, default=30.0, help="seconds to wait for health")
     sp.add_argument("--no-demo", action="store_true", help="do not run the produce/consume demo")
     sp.add_argument("--demo-count", type=int, default=1000)
     sp.add_argument(
         "--exit-after-demo", action="store_true", help="stop the cluster after the demo"
     )
+    sp.add_argument(
+        "--max-restarts",
+        type=int,
+        default=5,
+        help="restarts in a row (each run shorter than 60 s) before up gives up on a process "
+        "and stops the cluster",
+    )
+    sp.add_argument(
+        "--restart-backoff", type=_positive, default=1.0,
+        help="seconds before the first restart; doubled for each further one in a row",
+    )  # fmt: skip
+    sp.add_argument(
+        "--restart-backoff-max", type=_positive, default=30.0, help="cap of the restart backoff"
+    )
+    sp.add_argument(
+        "--stop-grace", type=_positive, default=15.0,
+        help="seconds a process gets to stop after SIGTERM before SIGKILL",
+    )  # fmt: skip
     sp.set_defaults(func=cmd_up)

@@ -56,16 +56,18 @@ def check_stored_record(
     *,
     expected_offset: int | None = None,
     limit: int | None = None,
+    verify_crc: bool = True,
 ) -> int:
     """Validate one CommitLog record at ``pos`` and return its size.
 
     Checks the size against the buffer (and ``limit``, the last byte position the record may
     reach), the magic code, that every inner length adds up to totalSize, the physical offset
-    (when ``expected_offset`` is given) and the ``__CRC32#`` record CRC, which must be present.
-    Raises MessageDecodeError saying what is wrong. ``buf`` may be anything with the buffer
-    protocol and slicing (bytes, bytearray, mmap).
+    (when ``expected_offset`` is given) and the ``__CRC32#`` record CRC, which must be present
+    (with ``verify_crc=False`` the trailer must be there but its CRC is not computed: upstream's
+    checkCRCOnRecover=false). Raises MessageDecodeError saying what is wrong. ``buf`` may be
+    anything with the buffer protocol and slicing (bytes, bytearray, mmap).
     """
-    return _check_record(buf, pos, expected_offset, limit)[0]
+    return _check_record(buf, pos, expected_offset, limit, verify_crc)[0]
 
 
 def checked_dispatch_fields(
@@ -146,7 +148,7 @@ def _replica_fast(
 
 
 def _check_record(
-    buf: Buffer, pos: int, expected_offset: int | None, limit: int | None
+    buf: Buffer, pos: int, expected_offset: int | None, limit: int | None, verify_crc: bool = True
 ) -> tuple[int, int, int, int]:
     """The checks of `check_stored_record`; returns (size, sysFlag, topic position, topic
     length)."""
@@ -167,7 +169,9 @@ def _check_record(
         raise MessageDecodeError("record has no __CRC32# trailer")
     if not digits.isdigit():
         raise MessageDecodeError("record CRC trailer is not decimal")
-    if crc32_masked(memoryview(buf)[pos : pos + total - CRC32_RESERVED_LEN]) != int(digits[::-1]):
+    if verify_crc and crc32_masked(memoryview(buf)[pos : pos + total - CRC32_RESERVED_LEN]) != int(
+        digits[::-1]
+    ):
         raise MessageDecodeError("record CRC mismatch")
     return total, sys_flag, topic_at, topic_len
 

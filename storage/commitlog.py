@@ -27,8 +27,15 @@ Threading contract: `flush` may run in a worker thread while the owning thread a
 reads; it must not overlap `truncate_to`, `delete_segments_below`, `open` or `close`. A lock
 guards the segment table, which is all the two threads share.
 
-Recovery (`open`) scans from the start of the segment holding the flushed checkpoint (every
-segment when there is none), validating each record. At the first invalid record, offset P:
+Recovery (`open`) checks every record (CRC included: upstream checkCRCOnRecover) with the scan
+of record_scan.py, from the first segment when asked (``verify_all``: the store's last shutdown
+was not clean) or when the checkpoint is missing or fails its CRC, else from the start of the
+segment holding the flushed checkpoint. Segments below that one are "covered" by a clean
+checkpoint: the last run shut down cleanly (every byte fsynced, then the store's abort marker
+removed), their records were checked when this or an earlier process appended them or by an
+earlier full scan, and an append-only segment below the flushed offset is never written again.
+What a clean start does not check (bytes that rotted on disk since) the read check below and
+``rocketrio admin checkStore`` find. At the first invalid record, offset P:
 - P below the flushed checkpoint: fsynced data changed -> CorruptionError;
 - a valid record (full CRC and matching physical offset) starts after P in the same segment:
   the damage is in the middle, not a torn tail -> CorruptionError naming file and offset;
@@ -37,19 +44,27 @@ segment when there is none), validating each record. At the first invalid record
   does), so a crash in between never leaves the missing segment `open` refuses. The report
   says so.
 The price of that rule: if a crash persisted a later unflushed page but not an earlier one,
-open refuses rather than silently dropping the later, valid records.
+open refuses rather than silently dropping the later, valid records. Across segments the rule
+is not applied above the flushed checkpoint: a power cut may keep a later segment's unflushed
+pages and lose the end of the one before (a BLANK record never written), which is a torn tail
+of never-fsynced bytes; a segment that ends with its BLANK record and has a bad record before
+it, though, always has a valid record after the damage and is refused.
+
+Read check. `check_read` verifies a record before it is served (the pull path) unless a
+watermark vouches for it: every byte at or above `verified_from` was appended by this process
+(built and sealed, or checked in full by `append_raw`) or checked by recovery; below it, each
+segment has a mark that sequential reads move past the records they checked.
 """
 
 from __future__ import annotations
 
-import contextlib
 import itertools
-import mmap
 import os
 import struct
 import threading
 import zlib
 from collections.abc import Iterator, Sequence
+from typing import Literal
 
 import attrs
 
@@ -68,8 +83,14 @@ from rocketrio.protocol.message import (
 )
 from rocketrio.storage.durable import makedirs_synced, read_file
 from rocketrio.storage.fs import OS_FS, FileSystem, ReadMap, WriteData
+from rocketrio.storage.record_scan import (
+    END_FILE_MIN_BLANK_LENGTH,
+    crc_intact,
+    find_valid_record,
+    mapped,
+    scan_segment,
+)
 
-END_FILE_MIN_BLANK_LENGTH = 8
 CHECKPOINT_FILE = "flushed.checkpoint"
 
 _HEAD = struct.Struct(">ii")
@@ -82,6 +103,19 @@ RecordFields = tuple[int, int, str, int, int, int, int, bytes]
 
 class CorruptionError(Exception):
     """Stored data is damaged where it cannot be a torn tail; nothing was changed on disk."""
+
+
+class RecordCorrupt(CorruptionError):
+    """A record read to serve it failed its check (CRC or layout); it was not served."""
+
+    def __init__(self, segment: str, offset: int, reason: str) -> None:
+        self.segment = segment
+        self.offset = offset
+        self.reason = reason
+        super().__init__(f"commitlog record at offset {offset} in {segment} is damaged: {reason}")
+
+
+CheckpointState = Literal["ok", "missing", "corrupt"]
 
 
 class RecordNotFound(LookupError):
@@ -127,14 +161,21 @@ class OffsetCheckpoint:
         self._fd: int | None = None
 
     def load(self) -> int | None:
+        return self.load_state()[0]
+
+    def load_state(self) -> tuple[int | None, CheckpointState]:
+        """(offset or None, and why: "ok", "missing", or "corrupt" for a file of the wrong
+        size, a CRC mismatch or a negative offset)."""
         try:
             raw = read_file(self.path, fs=self._fs)
         except FileNotFoundError:
-            return None
+            return None, "missing"
         if len(raw) != _CKPT.size:
-            return None
+            return None, "corrupt"
         offset, crc = _CKPT.unpack(raw)
-        return offset if zlib.crc32(raw[:8]) == crc and offset >= 0 else None
+        if zlib.crc32(raw[:8]) != crc or offset < 0:
+            return None, "corrupt"
+        return offset, "ok"
 
     def store(self, offset: int, *, sync: bool = False) -> None:
         if self._fd is None:
@@ -152,7 +193,13 @@ class OffsetCheckpoint:
 
 @attrs.frozen
 class CommitLogRecovery:
-    """What `CommitLog.open` found and did."""
+    """What `CommitLog.open` found and did.
+
+    ``scanned_from``: the CommitLog offset the record scan started at; every record from there
+    to ``max_offset`` (``bytes_scanned`` bytes) was checked, CRC included unless
+    checkCRCOnRecover=false. ``full_scan``: the scan started at the first segment.
+    ``checkpoint_state``: how ``flushed.checkpoint`` loaded ("corrupt" forces a full scan).
+    """
 
     scanned_from: int
     max_offset: int
@@ -162,6 +209,9 @@ class CommitLogRecovery:
     segment: str | None = None
     reason: str = ""
     deleted_segments: tuple[str, ...] = ()
+    checkpoint_state: CheckpointState = "ok"
+    full_scan: bool = False
+    bytes_scanned: int = 0
 
 
 class CommitLog:
@@ -183,6 +233,11 @@ class CommitLog:
         self._flushed_offset = 0
         self._dir_dirty = False
         self._opened = False
+        # the read check's watermarks (`needs_check`): every byte at or above _verified_from
+        # was appended by this process or checked by recovery; below it, a segment's bytes
+        # under _verified_upto[base] were checked by an earlier read
+        self._verified_from = 0
+        self._verified_upto: dict[int, int] = {}
 
     # ------------------------------------------------------------------ properties
 
@@ -199,6 +254,12 @@ class CommitLog:
     def flushed_offset(self) -> int:
         return self._flushed_offset
 
+    @property
+    def verified_from(self) -> int:
+        """Every byte at or above this offset was appended by this process (its records built
+        or checked here) or checked by recovery: a read there needs no record check."""
+        return self._verified_from
+
     def segment_files(self) -> list[tuple[int, str]]:
         with self._lock:
             bases = sorted(self._fds)
@@ -209,8 +270,14 @@ class CommitLog:
 
     # ------------------------------------------------------------------ open / close
 
-    def open(self) -> CommitLogRecovery:
-        """Open the segments, validate the unflushed tail and cut a torn one."""
+    def open(self, *, verify_all: bool = False, check_crc: bool = True) -> CommitLogRecovery:
+        """Open the segments, check their records and cut a torn tail (module docstring).
+
+        The scan starts at the segment holding the flushed checkpoint, or at the first segment
+        when ``verify_all`` (the store's last shutdown was not clean) or when the checkpoint is
+        missing or corrupt. ``check_crc`` is upstream's checkCRCOnRecover: off, records are
+        checked for layout and physical offset only.
+        """
         if self._opened:
             raise RuntimeError("commitlog already open")
         makedirs_synced(self.path, fs=self._fs)  # flush's dir fsync needs a durable dir
@@ -227,7 +294,7 @@ class CommitLog:
                 f"commitlog {self.path}: segment {segment_name(bases[0])} is not aligned to "
                 f"mappedFileSizeCommitLog={size}; was the store written with another size?"
             )
-        ckpt = self._checkpoint.load()
+        ckpt, ckpt_state = self._checkpoint.load_state()
         if not bases:
             if ckpt:
                 raise CorruptionError(
@@ -235,21 +302,29 @@ class CommitLog:
                     f"{ckpt}: fsynced data is missing"
                 )
             self._opened = True
-            return CommitLogRecovery(0, 0, ckpt)
+            return CommitLogRecovery(0, 0, ckpt, checkpoint_state=ckpt_state, full_scan=True)
         try:
             for b in bases:
                 self._fds[b] = self._fs.open(os.path.join(self.path, segment_name(b)), os.O_RDWR)
             start = bases[0]
-            if ckpt is not None:
+            if ckpt is not None and not verify_all:
                 start = max(start, min(self.segment_base(ckpt), bases[-1]))
-            report = self._recover(bases, start, ckpt)
+            report = self._recover(bases, start, ckpt, check_crc)
         except BaseException:
             self._close_files()
             raise
         self._opened = True
         self._min_offset = bases[0]
         self._flushed_offset = min(ckpt or 0, self._max_offset)
-        return report
+        # a scan without CRC checks vouches for nothing a read may skip
+        self._verified_from = min(start, self._max_offset) if check_crc else self._max_offset
+        self._verified_upto.clear()
+        return attrs.evolve(
+            report,
+            checkpoint_state=ckpt_state,
+            full_scan=start == bases[0],
+            bytes_scanned=max(0, self._max_offset - start),
+        )
 
     def close(self) -> None:
         """Flush and close; the object can be opened again afterwards."""
@@ -268,14 +343,18 @@ class CommitLog:
 
     # ------------------------------------------------------------------ recovery
 
-    def _recover(self, bases: list[int], start: int, ckpt: int | None) -> CommitLogRecovery:
+    def _recover(
+        self, bases: list[int], start: int, ckpt: int | None, check_crc: bool
+    ) -> CommitLogRecovery:
+        size = self.mapped_file_size
         for base in (b for b in bases if b >= start):
             is_last = base == bases[-1]
-            with self._map(base) as data:
-                end, blank, reason = self._scan_segment(base, data)
-                if reason is None and blank:
+            with mapped(self._fs, self._fds[base]) as data:
+                scan = scan_segment(data, base, size, check_crc=check_crc)
+                end, reason = scan.end, scan.reason
+                if reason is None and scan.blank:
                     self._extend_closed_segment(base)
-                    self._max_offset = base + self.mapped_file_size
+                    self._max_offset = base + size
                     continue
                 if reason is None and is_last:
                     self._max_offset = base + end
@@ -291,36 +370,6 @@ class CommitLog:
             )
         return CommitLogRecovery(start, self._max_offset, ckpt)
 
-    @contextlib.contextmanager
-    def _map(self, base: int) -> Iterator[ReadMap]:
-        data = self._fs.map_read(self._fds[base])
-        try:
-            yield data
-        finally:
-            if isinstance(data, mmap.mmap):
-                data.close()
-
-    def _scan_segment(self, base: int, data: ReadMap) -> tuple[int, bool, str | None]:
-        """(end position, ended by a BLANK record, reason the record at end is bad or None)."""
-        size = self.mapped_file_size
-        n = len(data)
-        pos = 0
-        while pos < n:
-            if n - pos < 8:
-                return pos, False, "partial record header"
-            total, magic = _HEAD.unpack_from(data, pos)
-            if magic == BLANK_MAGIC_CODE:
-                if total != size - pos:
-                    return pos, False, f"blank record size {total} != {size - pos} bytes left"
-                return pos, True, None
-            try:
-                pos += check_stored_record(
-                    data, pos, expected_offset=base + pos, limit=size - END_FILE_MIN_BLANK_LENGTH
-                )
-            except MessageDecodeError as e:
-                return pos, False, str(e)
-        return pos, False, None
-
     def _refuse_if_corrupt(
         self, base: int, pos: int, data: ReadMap, reason: str, ckpt: int | None
     ) -> None:
@@ -332,31 +381,12 @@ class CommitLog:
                 f"commitlog corruption in {where}: {reason}; this is below the flushed "
                 f"checkpoint {ckpt}, so fsynced data changed. Refusing to truncate."
             )
-        after = self._find_valid_record(base, data, pos + 1)
+        after = find_valid_record(data, base, self.mapped_file_size, pos + 1)
         if after is not None:
             raise CorruptionError(
                 f"commitlog corruption in {where}: {reason}; a valid record follows at offset "
                 f"{after}, so this is damage in the middle, not a torn tail. Refusing to truncate."
             )
-
-    def _find_valid_record(self, base: int, data: ReadMap, start: int) -> int | None:
-        size = self.mapped_file_size
-        for magic in (MAGIC_CODE_V1, MAGIC_CODE_V2, BLANK_MAGIC_CODE):
-            pattern = struct.pack(">i", magic)
-            hit = data.find(pattern, start + 4)
-            while hit >= 0:
-                pos = hit - 4
-                if magic == BLANK_MAGIC_CODE:
-                    if _HEAD.unpack_from(data, pos)[0] == size - pos:
-                        return base + pos
-                else:
-                    try:
-                        check_stored_record(data, pos, expected_offset=base + pos)
-                        return base + pos
-                    except MessageDecodeError:
-                        pass
-                hit = data.find(pattern, hit + 1)
-        return None
 
     def _cut_torn_tail(
         self, base: int, pos: int, bases: list[int], start: int, ckpt: int | None, reason: str
@@ -539,6 +569,8 @@ class CommitLog:
             self._fs.unlink(os.path.join(self.path, segment_name(b)))
         self._fs.fsync_dir(self.path)
         self._min_offset = self._max_offset = self._flushed_offset = offset
+        self._verified_from = offset
+        self._verified_upto.clear()
 
     def scan_records(
         self, start: int, end: int, chunk_size: int = 4 * 1024 * 1024
@@ -713,6 +745,38 @@ class CommitLog:
             return self.read(offset, size)
         return self._fs.pread(fd, size, offset - base)
 
+    def check_read(self, offset: int, size: int, data: bytes, pos: int) -> None:
+        """Check the record at CommitLog ``offset``, read as ``data[pos : pos + size]``, before
+        it is served; RecordCorrupt (naming segment, offset, reason) when it fails.
+
+        Skipped when a watermark vouches for the bytes: at or above `verified_from`, or below
+        the segment's verified-by-reads mark. A record that passes and starts at that mark
+        moves it past itself, so a sequential reader checks each record once. May run in a
+        worker thread beside the owner: a racing update can only lower a mark (a record is
+        checked again), never vouch for bytes nobody checked.
+        """
+        if offset >= self._verified_from:
+            return
+        base = offset - offset % self.mapped_file_size
+        upto = self._verified_upto.get(base, base)
+        if offset + size <= upto:
+            return
+        if crc_intact(data, pos, offset, pos + size) == size:
+            if offset == upto:
+                self._verified_upto[base] = offset + size
+            return
+        segment = os.path.join(self.path, segment_name(base))
+        try:
+            total = check_stored_record(data, pos, expected_offset=offset, limit=pos + size)
+        except MessageDecodeError as e:
+            raise RecordCorrupt(segment, offset, str(e)) from None
+        if total != size:
+            raise RecordCorrupt(
+                segment, offset, f"record of {total} bytes, its consume queue entry says {size}"
+            )
+        if offset == upto:
+            self._verified_upto[base] = offset + size
+
     def read_record(self, offset: int) -> bytes:
         """The whole record starting at ``offset``; RecordNotFound if there is none."""
         head = self.read(offset, 8)
@@ -768,6 +832,8 @@ class CommitLog:
             self._checkpoint.store(offset, sync=True)
         self._truncate_files(offset)
         self._max_offset = offset
+        # what is appended from here on is this process's own
+        self._verified_from = min(self._verified_from, offset)
 
     def _truncate_files(self, offset: int) -> None:
         base = self.segment_base(offset)
@@ -793,6 +859,8 @@ class CommitLog:
             fds = [self._fds.pop(b) for b in doomed]
             if doomed:
                 self._min_offset = min(self._fds)
+            for b in doomed:
+                self._verified_upto.pop(b, None)
         for b, fd in zip(doomed, fds, strict=True):
             self._fs.close(fd)
             self._fs.unlink(os.path.join(self.path, segment_name(b)))

@@ -22,6 +22,15 @@ re-dispatches the records from there, so a crash never leaves an entry pointing 
 and deleting the ConsumeQueue files rebuilds them. A missing index log is rebuilt from the
 oldest record.
 
+Clean or not. Like upstream, ``<store>/abort`` exists while the store is open: `open` creates it
+(durably, before any write) and `close` removes it after the last flush. Finding it at `open`
+means the last run did not shut down cleanly (kill -9, power cut, a crash), and the CommitLog
+then checks every record of every segment (`CommitLog.open` says what a clean start checks).
+
+Reads. `get_messages` checks every record it serves with `CommitLog.check_read` (StoreConfig
+checkCRCOnPull, default on): a record that fails raises RecordCorrupt instead of being served.
+Records this process appended, or recovery checked, are not checked again.
+
 Recovery, re-dispatch and the dispatch of ConsumeQueue entries and index records live in the
 base class `StoreDispatch` (store_dispatch.py). Types (`StoreConfig`, `MessageToStore`, the
 results, the errors) live in store_types.py and are re-exported here.
@@ -49,10 +58,16 @@ from rocketrio.protocol.message import (
     stored_timestamp,
     tags_hash_code,
 )
-from rocketrio.storage.commitlog import CommitLog, OffsetCheckpoint, RecordFields, RecordNotFound
+from rocketrio.storage.commitlog import (
+    CommitLog,
+    OffsetCheckpoint,
+    RecordCorrupt,
+    RecordFields,
+    RecordNotFound,
+)
 from rocketrio.storage.consume_queue import ENTRY, Boundary, ConsumeQueue
 from rocketrio.storage.dispatch_gate import CONFIRM_CHECKPOINT, DispatchGate, Held
-from rocketrio.storage.durable import makedirs_synced
+from rocketrio.storage.durable import makedirs_synced, write_synced
 from rocketrio.storage.epoch_file import EpochFile, EpochRecord
 from rocketrio.storage.fs import OS_FS, FileSystem
 from rocketrio.storage.index_file import MessageIndex
@@ -80,6 +95,7 @@ from rocketrio.storage.store_types import (
 
 # the types moved to store_types.py; callers keep importing them here
 __all__ = [
+    "ABORT_FILE",
     "COMMITLOG_DIR",
     "CONSUME_QUEUE_DIR",
     "DISPATCH_CHECKPOINT",
@@ -93,12 +109,14 @@ __all__ = [
     "MessageToStore",
     "MessageTooLarge",
     "PutResult",
+    "RecordCorrupt",
     "RecoveryReport",
     "StoreConfig",
     "StoreStats",
     "parse_delay_levels",
 ]
 
+ABORT_FILE = "abort"  # upstream StorePathConfigHelper.getAbortFile
 COMMITLOG_DIR = "commitlog"
 CONSUME_QUEUE_DIR = "consumequeue"
 DISPATCH_CHECKPOINT = "dispatch.checkpoint"
@@ -161,9 +179,17 @@ class MessageStore(StoreDispatch):
         recovered without losing acknowledged messages.
         """
         makedirs_synced(self.store_path, fs=self.fs)
-        clog_report = self._commitlog.open()
+        abort = os.path.join(self.store_path, ABORT_FILE)
+        unclean = self.fs.exists(abort)
+        if not unclean:
+            # durable before anything is written: a crash from here on is seen as unclean
+            write_synced(abort, b"", fs=self.fs)
+            self.fs.fsync_dir(self.store_path)
+        clog_report = self._commitlog.open(
+            verify_all=unclean, check_crc=self.config.checkCRCOnRecover
+        )
         try:
-            report = self._recover(clog_report)
+            report = self._recover(clog_report, unclean_shutdown=unclean)
             if self._epoch_file_path is not None:
                 self.epochs = EpochFile(self._epoch_file_path, fs=self.fs)
                 # entries starting beyond the recovered log (a crash between cutting the log
@@ -175,9 +201,13 @@ class MessageStore(StoreDispatch):
             raise
 
     def close(self) -> None:
-        """Flush everything and close the files."""
+        """Flush everything, close the files, then remove the abort marker: a clean shutdown."""
         self.flush()
         self._close_files()
+        abort = os.path.join(self.store_path, ABORT_FILE)
+        if self.fs.exists(abort):
+            self.fs.unlink(abort)
+            self.fs.fsync_dir(self.store_path)
 
     def _close_files(self) -> None:
         for cq in self._cqs.values():
@@ -465,7 +495,7 @@ class MessageStore(StoreDispatch):
                 break
         if parts:
             spans.append((span_start, span_end, parts))
-        self._read_spans(spans, result.buffers)
+        self._read_spans(spans, result.buffers, self.config.checkCRCOnPull)
         result.message_count = len(result.buffers)
         result.next_begin_offset = offset + consumed
         if result.buffers:
@@ -473,12 +503,21 @@ class MessageStore(StoreDispatch):
         elif removed and removed == consumed:
             result.status = GetMessageStatus.MESSAGE_WAS_REMOVING
 
-    def _read_spans(self, spans: list[tuple[int, int, list[int]]], out: list[bytes]) -> None:
-        read = self._commitlog.read_span
+    def _read_spans(
+        self, spans: list[tuple[int, int, list[int]]], out: list[bytes], check: bool
+    ) -> None:
+        """Read the spans; with ``check``, every record below the CommitLog's verified
+        watermark is checked (`CommitLog.check_read`) before it joins ``out``."""
+        clog = self._commitlog
+        read = clog.read_span
+        verified_from = clog.verified_from if check else -1
         for start, end, parts in spans:
             data = read(start, end - start)
             if len(data) != end - start:
                 break  # the log moved under us (retention); what was read stays valid
+            if start < verified_from:
+                for i in range(0, len(parts), 2):
+                    clog.check_read(start + parts[i], parts[i + 1], data, parts[i])
             if len(parts) == 2:
                 out.append(data)
                 continue

@@ -80,7 +80,9 @@ class StoreDispatch:
     _arrived: dict[tuple[str, int], int]
     epochs: EpochFile | None
 
-    def _recover(self, clog_report: CommitLogRecovery) -> RecoveryReport:
+    def _recover(
+        self, clog_report: CommitLogRecovery, *, unclean_shutdown: bool = False
+    ) -> RecoveryReport:
         clog_min, clog_max = self._commitlog.min_offset, self._commitlog.max_offset
         torn = self._load_consume_queues()
         ckpt = self._dispatch_ckpt.load()
@@ -123,6 +125,7 @@ class StoreDispatch:
             index_rebuilt=index_rebuilt,
             queues=len(self._cqs),
             confirm_offset=limit,
+            unclean_shutdown=unclean_shutdown,
         )
 
     def _load_consume_queues(self) -> int:

@@ -41,6 +41,11 @@ class StoreConfig:
     mappedFileSizeConsumeQueue: int = attrs.field(default=300_000 * 20, validator=_cq_file_size)
     maxMessageSize: int = attrs.field(default=4 * 1024 * 1024, validator=positive)
     messageIndexEnable: bool = True
+    # check every record's CRC when recovery scans the CommitLog (upstream key and default)
+    checkCRCOnRecover: bool = True
+    # rocketrio: check the CRC of every record a pull serves that this process did not write
+    # or check itself (CommitLog.check_read); off, a damaged record could reach a consumer
+    checkCRCOnPull: bool = True
     messageDelayLevel: str = "1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h"
 
     def __attrs_post_init__(self) -> None:
@@ -172,6 +177,7 @@ class RecoveryReport:
     index_rebuilt: bool
     queues: int
     confirm_offset: int = 0  # what recovery made visible (the log end without replication)
+    unclean_shutdown: bool = False  # the abort marker was found: every segment was checked
 
 
 @attrs.frozen

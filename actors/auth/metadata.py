@@ -169,7 +169,7 @@ class AuthMetadata:
         except AuthDataError as e:
             return _no_permission(str(e))
         if subject_username(key) not in self.users:
-            return _no_permission("The subject is not exist.")
+            return _no_permission(f"The subject {key} is not exist.")
         old = self.acls.get(key)
         if old is None:
             return _no_permission("The acl is not exist.")
@@ -190,7 +190,7 @@ class AuthMetadata:
         except AuthDataError as e:
             return _no_permission(str(e))
         if subject_username(key) not in self.users:
-            return _no_permission("The subject is not exist.")
+            return _no_permission(f"The subject {key} is not exist.")
         return self.acls.get(key)
 
     def list_acls(self, subject_filter: str | None, resource_filter: str | None) -> list[Acl]:

@@ -251,9 +251,10 @@ class AdminProcessor:
             for qid in range(tc.readQueueNums):
                 hi = store.get_max_offset(topic, qid)
                 mine = committed.get(qid, -1)
+                # store time of the last consumed message, as upstream's consumerProgress
                 last_ts = 0
-                if 0 <= mine < hi:
-                    last_ts = store.get_message_store_timestamp(topic, qid, mine) or 0
+                if 0 < mine <= hi:
+                    last_ts = store.get_message_store_timestamp(topic, qid, mine - 1) or 0
                 stats.offsets.append(OffsetWrapper(topic, name, qid, hi, mine, last_ts))
         return stats
 

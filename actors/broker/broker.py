@@ -11,8 +11,11 @@ request. What each part owns:
 - remoting_adapter.py: RemotingCommand in, processors called, RemotingCommand out;
 - replicas_manager.py (controller mode): brokerId, role and epoch from the controller.
 
-`run_broker` opens the MessageStore (recovery in a worker thread, logged as
-events.COMMITLOG_RECOVERED with what was truncated), loads topics.json /
+`run_broker` locks the store (``storePathRootDir/lock``, storage/store_lock.py: a second broker
+on the same store is refused naming the first), opens the MessageStore (recovery in a worker
+thread, logged as events.COMMITLOG_RECOVERED; a cut tail is also a WARN events.COMMITLOG_TRUNCATED
+naming segment, offset and bytes cut; damage recovery must not cut is an ERROR
+events.STORE_CORRUPT and the start fails), loads topics.json /
 subscriptionGroup.json / consumerOffset.json from ``storePathRootDir/config``, serves the
 remoting port on brokerIP1:listenPort, registers with every NameServer at start, every
 registerNameServerPeriod and right after a topic change, sends BROKER_HEARTBEAT every
@@ -33,9 +36,11 @@ manager is the send processor's write gate), and every role change re-registers 
 
 from __future__ import annotations
 
+import os
 import random
 import socket
 from collections.abc import Awaitable, Callable
+from datetime import UTC, datetime
 from typing import Any
 
 import attrs
@@ -73,9 +78,18 @@ from rocketrio.actors.remoting import RemotingClient, RemotingServer
 from rocketrio.actors.transport import Transport, split_addr
 from rocketrio.protocol.acl_signature import RequestSigner
 from rocketrio.protocol.bodies import TopicConfig
+from rocketrio.storage.commitlog import CorruptionError
 from rocketrio.storage.fs import OS_FS, FileSystem
 from rocketrio.storage.message_store import MessageStore, RecoveryReport, StoreConfig
+from rocketrio.storage.store_lock import LockOwner, StoreLock
 
+STORE_CORRUPT_REMARK = (
+    "the store is damaged where recovery must not cut (acknowledged data would be lost); nothing "
+    "was changed on disk. List every problem with `rocketrio admin checkStore --store {store}`. "
+    "Then rebuild this broker's store from a healthy replica (stop it, move {store} aside, start "
+    "it again as a slave of its master so it copies the CommitLog) or restore {store} from a "
+    "backup"
+)
 CLIENT_SCAN_INTERVAL_S = 10.0
 STATS_SAMPLE_INTERVAL_S = 1.0
 SHUTDOWN_STEP_TIMEOUT_S = 5.0
@@ -227,6 +241,7 @@ class Broker:
         )
         self.outer_api: BrokerOuterAPI | None = None
         self.recovery: RecoveryReport | None = None
+        self.store_lock: StoreLock | None = None
         self._services_scope = trio.CancelScope(shield=True)
         self._run_scope: trio.CancelScope | None = None
         self._crashed = False
@@ -239,6 +254,8 @@ class Broker:
             maxMessageSize=c.maxMessageSize,
             messageIndexEnable=c.messageIndexEnable,
             messageDelayLevel=c.messageDelayLevel,
+            checkCRCOnRecover=c.checkCRCOnRecover,
+            checkCRCOnPull=c.checkCRCOnPull,
         )
         return MessageStore(
             c.storePathRootDir,
@@ -331,9 +348,37 @@ class Broker:
     # ------------------------------------------------------------------ boot
 
     async def open(self) -> None:
-        """Recover the store (worker thread) and load the config files."""
+        """Lock and recover the store (worker thread), then load the config files.
+
+        StoreLocked when another broker holds the store; CorruptionError (after an ERROR line)
+        when recovery found damage it must not cut. Either way nothing stays open."""
+        started_at = datetime.fromtimestamp(self.now_ms() / 1000, UTC)
+        owner = LockOwner(
+            os.getpid(), self.config.brokerName, started_at.isoformat(timespec="milliseconds")
+        )
+        self.store_lock = StoreLock.acquire(self.config.storePathRootDir, owner, fs=self.fs)
+        try:
+            await self._recover_store()
+        except BaseException:
+            self.release_store_lock()
+            raise
+
+    def release_store_lock(self) -> None:
+        if self.store_lock is not None:
+            self.store_lock.release()
+
+    async def _recover_store(self) -> None:
         started = trio.current_time()
-        self.recovery = report = await self.run_blocking(self.store.open)
+        try:
+            self.recovery = report = await self.run_blocking(self.store.open)
+        except CorruptionError as e:
+            self.log.error(
+                events.STORE_CORRUPT,
+                store=self.config.storePathRootDir,
+                error=str(e),
+                remark=STORE_CORRUPT_REMARK.format(store=self.config.storePathRootDir),
+            )
+            raise
         clog = report.commitlog
         self.log.info(
             events.COMMITLOG_RECOVERED,
@@ -347,7 +392,26 @@ class Broker:
             took_ms=round((trio.current_time() - started) * 1000),
             confirm_offset=report.confirm_offset,
             epochs=[f"{r.epoch}-{r.start_offset}" for r in self.store.epoch_records()],
+            unclean_shutdown=report.unclean_shutdown,
+            scanned_from=clog.scanned_from,
+            bytes_scanned=clog.bytes_scanned,
+            checkpoint=clog.checkpoint_state,
         )
+        if clog.truncated_at is not None:
+            self.log.warning(
+                events.COMMITLOG_TRUNCATED,
+                segment=clog.segment,
+                offset=clog.truncated_at,
+                dropped_bytes=clog.bytes_dropped,
+                reason=clog.reason,
+                deleted_segments=list(clog.deleted_segments),
+            )
+        if clog.checkpoint_state == "corrupt":
+            self.log.warning(
+                events.CHECKPOINT_CORRUPT,
+                path=os.path.join(self.config.storePathRootDir, "commitlog", "flushed.checkpoint"),
+                remark="every CommitLog segment was checked instead",
+            )
         if self.store.epochs is not None and self.store.epochs.loaded_from_backup:
             self.log.warning("epoch_file_loaded_from_backup", path=self.store.epochs.path)
         self.store_actor.written.reset(self.store.get_commitlog_max_offset())
@@ -396,10 +460,15 @@ class Broker:
                                 await self._graceful_stop()
                         self._services_scope.cancel()
         finally:
-            if not self._crashed:
-                with trio.CancelScope(shield=True):
-                    await self.run_blocking(self.store.close)
-                self.log.info(events.PROCESS_SHUTDOWN, reason="cancelled")
+            try:
+                if not self._crashed:
+                    with trio.CancelScope(shield=True):
+                        await self.run_blocking(self.store.close)
+                    self.log.info(events.PROCESS_SHUTDOWN, reason="cancelled")
+            finally:
+                # a crash (like kill -9) loses the lock too: the kernel closes a dead
+                # process's fds
+                self.release_store_lock()
 
     def crash(self) -> None:
         """Fault injection: stop at once, no flush, no close, no unregister (like kill -9)."""

@@ -72,6 +72,11 @@ class BrokerConfig:
     maxMessageSize: int = attrs.field(default=4 * 1024 * 1024, validator=positive)
     fileReservedTime: int = attrs.field(default=72, validator=positive)
     messageIndexEnable: bool = True
+    # check record CRCs when recovery scans the CommitLog (upstream key and default)
+    checkCRCOnRecover: bool = True
+    # rocketrio: check the CRC of every record a pull serves that this broker process did not
+    # write or check itself; a damaged record is refused (SYSTEM_ERROR), never delivered
+    checkCRCOnPull: bool = True
     messageDelayLevel: str = "1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h"
     # controller mode (issue 3)
     enableControllerMode: bool = False

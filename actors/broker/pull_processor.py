@@ -26,6 +26,12 @@ whichBrokerWhenConsumeSlowly when slaveReadEnable is on and the consumer reads r
 behind the CommitLog end than accessMessageInMemoryMaxRatio percent of the machine's memory
 (upstream's rule: such reads would come from disk, a slave can serve them).
 
+Damaged records (issue 7). The store checks every record it serves that this process did not
+write or check itself (checkCRCOnPull); one that fails is never sent: the pull is answered
+SYSTEM_ERROR (what upstream answers when its store cannot read) with a remark naming the segment
+file and offset and what to do, and an ERROR line (events.COMMITLOG_RECORD_CORRUPT) is logged.
+The consumer retries the same offset, so it stops at the damage instead of skipping messages.
+
 Collaborators: the topic and group tables, the consumer manager (heartbeat subscriptions), the
 offset table, the store view, the hold service, stats, a frozen `PullConfig` and a `ReadRole`
 (is this broker the master now).
@@ -38,8 +44,10 @@ import struct
 from typing import Protocol
 
 import attrs
+import structlog
 import trio
 
+from rocketrio.actors import events
 from rocketrio.actors.broker.client_manager import ConsumerManager
 from rocketrio.actors.broker.config import BrokerConfig
 from rocketrio.actors.broker.filter import (
@@ -62,7 +70,7 @@ from rocketrio.protocol.headers import (
     PullMessageRequestHeader,
 )
 from rocketrio.protocol.message import PHY_POS_POSITION
-from rocketrio.storage.message_store import GetMessageStatus, GetResult
+from rocketrio.storage.message_store import GetMessageStatus, GetResult, RecordCorrupt
 
 _S = GetMessageStatus
 _P = PullStatus
@@ -162,6 +170,7 @@ class PullMessageProcessor:
         self.store = store
         self.hold = hold
         self.stats = stats
+        self.log = structlog.get_logger("pull")
 
     async def pull(self, h: PullMessageRequestHeader, reply: PullReply) -> PullOutcome | None:
         """The outcome now, or None when the pull was held (``reply`` gets it later)."""
@@ -171,14 +180,17 @@ class PullMessageProcessor:
         tag_codes = tag_codes_of(sub)
         max_count, max_bytes = self._limits(h)
         store = self.store
-        if max_bytes <= store.off_loop_read_bytes:  # small: inline, no coroutine
-            result = store.get_messages(
-                h.topic, h.queueId, h.queueOffset, max_count, max_bytes, tag_codes
-            )
-        else:
-            result = await store.read_messages(
-                h.topic, h.queueId, h.queueOffset, max_count, max_bytes, tag_codes
-            )
+        try:
+            if max_bytes <= store.off_loop_read_bytes:  # small: inline, no coroutine
+                result = store.get_messages(
+                    h.topic, h.queueId, h.queueOffset, max_count, max_bytes, tag_codes
+                )
+            else:
+                result = await store.read_messages(
+                    h.topic, h.queueId, h.queueOffset, max_count, max_bytes, tag_codes
+                )
+        except RecordCorrupt as e:
+            return self._corrupt(h, h.queueOffset, e)
         status = pull_status(result.status, h.queueOffset)
         if h.sysFlag & PULL_FLAG_COMMIT_OFFSET and h.commitOffset >= 0:
             self.offsets.commit(h.consumerGroup, h.topic, h.queueId, h.commitOffset)
@@ -258,6 +270,27 @@ class PullMessageProcessor:
             )
         return sub
 
+    def _corrupt(self, h: PullMessageRequestHeader, offset: int, e: RecordCorrupt) -> Refusal:
+        """A record of this pull failed its check: log it, answer SYSTEM_ERROR, send nothing."""
+        self.log.error(
+            events.COMMITLOG_RECORD_CORRUPT,
+            segment=e.segment,
+            offset=e.offset,
+            reason=e.reason,
+            topic=h.topic,
+            queue_id=h.queueId,
+            queue_offset=offset,
+            group=h.consumerGroup,
+        )
+        return Refusal(
+            ResponseCode.SYSTEM_ERROR,
+            f"the stored message at commitlog offset {e.offset} ({e.segment}) is damaged "
+            f"({e.reason}) and was not delivered; topic {h.topic} queue {h.queueId} cannot be "
+            f"read past queue offset {offset} on this broker. Operator: run `rocketrio admin "
+            "checkStore --store <storePathRootDir>` with the broker stopped or running, then "
+            "rebuild this store from a healthy replica or a backup",
+        )
+
     def _limits(self, h: PullMessageRequestHeader) -> tuple[int, int]:
         """(max messages, max bytes) of one pull: the request's, capped by the broker's."""
         c = self.config
@@ -284,9 +317,12 @@ class PullMessageProcessor:
         """Re-run a held pull (the hold service's callback); None keeps it held."""
         h = held.header
         max_count, max_bytes = self._limits(h)
-        result = await self.store.read_messages(
-            h.topic, h.queueId, held.offset, max_count, max_bytes, held.tag_codes
-        )
+        try:
+            result = await self.store.read_messages(
+                h.topic, h.queueId, held.offset, max_count, max_bytes, held.tag_codes
+            )
+        except RecordCorrupt as e:
+            return self._corrupt(h, held.offset, e)
         status = pull_status(result.status, held.offset)
         if not final and status is not _P.FOUND:
             if result.status == _S.NO_MATCHED_MESSAGE:

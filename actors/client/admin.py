@@ -16,7 +16,13 @@ import trio
 
 from rocketrio.actors.client.api import MQClientAPI
 from rocketrio.actors.client.config import DEFAULT_TOPIC, MASTER_ID, retry_topic
-from rocketrio.actors.client.errors import MQBrokerError, MQClientError, TopicRouteNotFound
+from rocketrio.actors.client.errors import (
+    MQBrokerError,
+    MQClientError,
+    NotFound,
+    TopicRouteNotFound,
+    UsageError,
+)
 from rocketrio.actors.remoting import RemotingClient, RemotingError, RequestHook
 from rocketrio.actors.transport import TcpTransport, Transport
 from rocketrio.protocol.bodies import (
@@ -37,6 +43,7 @@ from rocketrio.protocol.headers import (
     DeleteTopicRequestHeader,
     GetConsumerConnectionListRequestHeader,
     GetConsumeStatsRequestHeader,
+    GetSubscriptionGroupConfigRequestHeader,
     GetTopicStatsInfoRequestHeader,
     QueryMessageRequestHeader,
     ViewMessageRequestHeader,
@@ -97,7 +104,7 @@ class MQAdmin:
         names = info.clusterAddrTable.get(cluster)
         if names is None:
             known = ", ".join(sorted(info.clusterAddrTable)) or "none"
-            raise MQClientError(f"cluster {cluster} is unknown to the name server (known: {known})")
+            raise NotFound(f"cluster {cluster} is unknown to the name server (known: {known})")
         addrs = []
         for name in sorted(names):
             bd = info.brokerAddrTable.get(name)
@@ -154,7 +161,7 @@ class MQAdmin:
         """Create or update the topic on one broker or every master of a cluster; returns the
         broker addresses it was written to."""
         if (cluster is None) == (broker_addr is None):
-            raise MQClientError("give exactly one of cluster or broker_addr")
+            raise UsageError("give exactly one of cluster or broker_addr")
         addrs = [broker_addr] if broker_addr else await self.masters_of_cluster(cluster or "")
         header = CreateTopicRequestHeader(
             topic=topic,
@@ -176,7 +183,8 @@ class MQAdmin:
         info = await self.cluster_info()
         names = info.clusterAddrTable.get(cluster)
         if names is None:
-            raise MQClientError(f"cluster {cluster} is unknown to the name server")
+            known = ", ".join(sorted(info.clusterAddrTable)) or "none"
+            raise NotFound(f"cluster {cluster} is unknown to the name server (known: {known})")
         addrs = [
             addr
             for name in sorted(names)
@@ -240,7 +248,28 @@ class MQAdmin:
             tps += stats.consumeTps
         offsets.sort(key=lambda o: (o.topic, o.brokerName, o.queueId))
         clients = await self._online_clients(group, addrs)
+        committed = any(o.consumerOffset >= 0 for o in offsets)
+        if not clients and not committed and not await self._group_exists(group, addrs):
+            where = ", ".join(addrs) or "no broker found"
+            raise NotFound(
+                f"consumer group {group} is unknown: no broker ({where}) has a subscription "
+                "group, a committed offset or an online member for it"
+            )
         return ConsumerProgress(group, offsets, clients, sum(o.lag for o in offsets), tps)
+
+    async def _group_exists(self, group: str, addrs: list[str]) -> bool:
+        """Some broker has the subscription group's config (created by updateSubGroup or
+        automatically when a member first connects)."""
+        for addr in addrs:
+            resp = await self.api.call(
+                addr,
+                RequestCode.GET_SUBSCRIPTIONGROUP_CONFIG,
+                GetSubscriptionGroupConfigRequestHeader(group),
+                ok=(ResponseCode.SUCCESS, ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST),
+            )
+            if resp.code == ResponseCode.SUCCESS:
+                return True
+        return False
 
     async def _online_clients(self, group: str, addrs: list[str]) -> list[str]:
         for addr in addrs:
@@ -281,7 +310,7 @@ class MQAdmin:
         for m in found:
             if m.msg_id == msg_id:
                 return m
-        raise MQClientError(f"no message with id {msg_id} in topic {topic}")
+        raise NotFound(f"no message with id {msg_id} in topic {topic}")
 
     async def _broker_of_offset_id(self, msg_id: str) -> tuple[str, int] | None:
         try:

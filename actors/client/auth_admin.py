@@ -5,7 +5,9 @@ Every call goes to one broker (``-b host:port``) or to every broker of a cluster
 masters and slaves, as upstream's mqadmin; slaves would also copy the master's tables through
 slave sync). Writes return the addresses written; reads return ``{addr: result}``. A broker
 that refuses raises `MQBrokerError` naming it (code and remark, e.g. NO_PERMISSION with the
-missing right). Requests are signed by the `MQAdmin`'s request hook (--access-key/--secret-key).
+missing right); an unknown cluster, or a user / ACL no broker has, is `NotFound`; bad input
+(an unknown action, a malformed resource) is `UsageError`, before anything is sent. Requests
+are signed by the `MQAdmin`'s request hook (--access-key/--secret-key).
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ from typing import Any
 
 from rocketrio.actors.auth.model import AuthDataError, Decision, Resource, parse_actions
 from rocketrio.actors.client.admin import MQAdmin
-from rocketrio.actors.client.errors import MQBrokerError, MQClientError
+from rocketrio.actors.client.errors import MQBrokerError, NotFound, UsageError
 from rocketrio.protocol.auth_bodies import (
     AclInfo,
     CreateAclRequestHeader,
@@ -51,9 +53,9 @@ def acl_body(
         names = [a.value for a in parse_actions(actions, allow_admin=True)]
         Decision.parse(decision, "decision")
     except AuthDataError as e:
-        raise MQClientError(str(e)) from None
+        raise UsageError(str(e)) from None
     if not resources or not names:
-        raise MQClientError("an ACL needs at least one resource and one action")
+        raise UsageError("an ACL needs at least one resource and one action")
     entries = [PolicyEntryInfo(r, names, source_ips or None, decision) for r in resources]
     return AclInfo(subject, [PolicyInfo("Custom", entries)])
 
@@ -67,12 +69,12 @@ class AuthAdmin:
         if broker:
             return [broker]
         if not cluster:
-            raise MQClientError("give a broker (-b host:port) or a cluster (-c name)")
+            raise UsageError("give a broker (-b host:port) or a cluster (-c name)")
         info = await self.admin.cluster_info()
         names = info.clusterAddrTable.get(cluster)
         if names is None:
             known = ", ".join(sorted(info.clusterAddrTable)) or "none"
-            raise MQClientError(f"cluster {cluster} is unknown to the name server (known: {known})")
+            raise NotFound(f"cluster {cluster} is unknown to the name server (known: {known})")
         addrs = [
             addr
             for name in sorted(names)
@@ -80,7 +82,7 @@ class AuthAdmin:
             for _bid, addr in sorted(bd.brokerAddrs.items())
         ]
         if not addrs:
-            raise MQClientError(f"cluster {cluster} has no live broker")
+            raise NotFound(f"cluster {cluster} has no live broker")
         return addrs
 
     async def _call(self, addr: str, code: int, header: Any, body: Any = None) -> bytes:
@@ -116,6 +118,8 @@ class AuthAdmin:
         for addr in addrs:
             raw = await self._call(addr, RequestCode.AUTH_GET_USER, GetUserRequestHeader(username))
             out[addr] = from_json(UserInfo, raw) if raw else None
+        if all(v is None for v in out.values()):
+            raise NotFound(f"user {username} not found on {', '.join(addrs)}")
         return out
 
     async def list_users(self, addrs: list[str], filter_: str | None) -> dict[str, list[UserInfo]]:
@@ -148,6 +152,8 @@ class AuthAdmin:
         for addr in addrs:
             raw = await self._call(addr, RequestCode.AUTH_GET_ACL, GetAclRequestHeader(subject))
             out[addr] = from_json(AclInfo, raw) if raw else None
+        if all(v is None for v in out.values()):
+            raise NotFound(f"no acl for {subject} on {', '.join(addrs)}")
         return out
 
     async def list_acls(

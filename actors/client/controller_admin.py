@@ -20,7 +20,7 @@ from typing import Any
 import attrs
 
 from rocketrio.actors.client.api import MQClientAPI, request
-from rocketrio.actors.client.errors import MQBrokerError, MQClientError
+from rocketrio.actors.client.errors import MQBrokerError, MQClientError, NotFound, UsageError
 from rocketrio.actors.remoting import RemotingClient, RemotingError, RequestHook
 from rocketrio.actors.transport import TcpTransport, Transport
 from rocketrio.protocol.codes import RequestCode, ResponseCode
@@ -159,12 +159,12 @@ class ControllerAdmin:
 
     def _controllers(self) -> ControllerLink:
         if self.link is None:
-            raise MQClientError("this command needs the controller address (-a host:port)")
+            raise UsageError("this command needs the controller address (-a host:port)")
         return self.link
 
     def _namesrv(self) -> MQClientAPI:
         if self.api is None:
-            raise MQClientError("this command needs the name server address (-n host:port)")
+            raise UsageError("this command needs the name server address (-n host:port)")
         return self.api
 
     async def _leader_call(self, code: int, header: Any = None, body: bytes = b"") -> Any:
@@ -183,7 +183,7 @@ class ControllerAdmin:
         names = info.clusterAddrTable.get(cluster)
         if names is None:
             known = ", ".join(sorted(info.clusterAddrTable)) or "none"
-            raise MQClientError(f"cluster {cluster} is unknown to the name server (known: {known})")
+            raise NotFound(f"cluster {cluster} is unknown to the name server (known: {known})")
         return sorted(names)
 
     async def get_sync_state_set(
@@ -194,7 +194,7 @@ class ControllerAdmin:
         if cluster:
             names.extend(n for n in await self.broker_names_of_cluster(cluster) if n not in names)
         if not names:
-            raise MQClientError("give broker names (-b) or a cluster (-c with -n)")
+            raise UsageError("give broker names (-b) or a cluster (-c with -n)")
         resp = await self._leader_call(
             RequestCode.CONTROLLER_GET_SYNC_STATE_DATA, body=encode_broker_names(names)
         )
@@ -248,14 +248,14 @@ class ControllerAdmin:
         if broker_addr:
             return [await self.broker_epoch(broker_addr)]
         if not cluster and not broker_name:
-            raise MQClientError("give a broker address (-b), a broker name (-bn) or a cluster (-c)")
+            raise UsageError("give a broker address (-b), a broker name (-bn) or a cluster (-c)")
         info = await self._namesrv().get_cluster_info()
         names = [broker_name] if broker_name else await self.broker_names_of_cluster(cluster or "")
         out = []
         for name in names:
             bd = info.brokerAddrTable.get(name)
             if bd is None:
-                raise MQClientError(f"broker {name} is not registered in the name server")
+                raise NotFound(f"broker {name} is not registered in the name server")
             for _bid, addr in sorted(bd.brokerAddrs.items()):
                 out.append(await self.broker_epoch(addr))
         return out

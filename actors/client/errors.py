@@ -1,6 +1,7 @@
 """Client-side exceptions: what a caller of the producer, consumers or admin API can catch.
 
-`MQClientError` is the base. A broker or name server that answered with a failure code gives
+`MQClientError` is the base; `NotFound` means the thing asked for does not exist, `UsageError`
+that the arguments are wrong. A broker or name server that answered with a failure code gives
 `MQBrokerError` carrying the upstream response code and remark; network failures stay
 `rocketrio.actors.remoting.RemotingError` (connect failure, closed connection, timeout).
 """
@@ -14,6 +15,14 @@ class MQClientError(Exception):
     """A client-side failure: bad argument, no route, client not started."""
 
 
+class UsageError(MQClientError):
+    """The caller's arguments are wrong or incomplete (the CLI exits with status 2)."""
+
+
+class NotFound(MQClientError):
+    """What was asked for (topic, group, broker, cluster, message) does not exist."""
+
+
 class MQBrokerError(MQClientError):
     """A server answered a request with a failure response code."""
 
@@ -25,7 +34,7 @@ class MQBrokerError(MQClientError):
         super().__init__(f"{response_name(code)} ({code}){where}: {self.remark}")
 
 
-class TopicRouteNotFound(MQClientError):
+class TopicRouteNotFound(NotFound):
     """No name server knows a route for the topic."""
 
     def __init__(self, topic: str, detail: str = "") -> None:

@@ -573,10 +573,10 @@ async def test_controller_admin_commands(
             # the human tables of the CLI commands
             args: Any = attrs.make_class("Args", {"json": attrs.field(default=False)})()
             printers = cli_admin._COMMANDS
-            printers["getControllerMetaData"][3](meta, args)
-            printers["getSyncStateSet"][3](await admin.get_sync_state_set(["broker-a"]), args)
-            printers["electMaster"][3](result, args)
-            printers["getBrokerEpoch"][3](await admin.get_broker_epoch(b.b.addr), args)
+            printers["getControllerMetaData"].printer(meta, args)
+            printers["getSyncStateSet"].printer(await admin.get_sync_state_set(["broker-a"]), args)
+            printers["electMaster"].printer(result, args)
+            printers["getBrokerEpoch"].printer(await admin.get_broker_epoch(b.b.addr), args)
         out = capsys.readouterr().out
         assert f"leader  n0 at {c.controller_addr}" in out
         assert "broker-a" in out and "in sync" in out

@@ -88,10 +88,12 @@ class Cluster:
         broker_id: int = 0,
         role: BrokerRole = BrokerRole.ASYNC_MASTER,
         topics_from: str | None = None,
+        **overrides: Any,
     ) -> Broker:
         """Start a broker (store ``tmp_path/key``) and return once it has registered with the
         NameServer. ``topics_from``: copy that broker's topics.json first (same topic config,
-        fresh store), like a slave that replicated the master's metadata."""
+        fresh store), like a slave that replicated the master's metadata. ``overrides``: more
+        BrokerConfig keys (``autoCreateTopicEnable=False``)."""
         assert self.nursery is not None
         store = self.tmp_path / key
         if topics_from is not None:
@@ -108,6 +110,7 @@ class Cluster:
             storePathRootDir=str(store),
             mappedFileSizeCommitLog=1 << 20,
             mappedFileSizeConsumeQueue=1000 * 20,
+            **overrides,
         )
         broker = Broker(
             cfg, self.net.transport(host), now_ms=sim_now_ms, run_blocking=inline_blocking

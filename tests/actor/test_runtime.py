@@ -171,3 +171,22 @@ async def test_sim_heal_between_lifts_one_partition_only(
     net.partition(["a"], ["b", "c"])
     net.heal_between(["b"], ["a"])
     assert not net.blocked("a", "b") and net.blocked("a", "c")
+
+
+async def test_supervise_limit_counts_restarts_in_a_row(mock_clock: trio.testing.MockClock) -> None:
+    """A child that ran longer than the backoff cap was healthy: its next crash starts a new
+    count, so a long-lived service is not given up for crashes spread over its life."""
+    runs = iter([10, 10, 10, 0, 0])  # seconds each run lasts before crashing
+    calls = 0
+
+    async def child() -> None:
+        nonlocal calls
+        calls += 1
+        await trio.sleep(next(runs))
+        raise OSError("down")
+
+    with pytest.raises(OSError):
+        await supervise("svc", child, restart=True, backoff_max_s=5, max_restarts=1)
+    # each crash after a healthy run is restart 1 of a new streak; the quick crash after the
+    # last of them exceeds the limit of 1 (a lifetime count would have stopped at call 2)
+    assert calls == 4

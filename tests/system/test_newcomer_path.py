@@ -127,7 +127,10 @@ def test_up_refuses_ports_in_use(tmp_path: Any) -> None:
             "--no-demo",
             timeout=60,
         )
-        assert r.returncode == 1
-        assert "already in use" in r.stderr and up.namesrv in r.stderr
+        assert r.returncode == 2  # refused before starting anything, like every bad flag
+        [line] = r.stderr.splitlines()
+        ns_pid = up.pid_of("namesrv")
+        assert f"{up.namesrv} (namesrv listenPort) already in use by pid {ns_pid}" in line, line
+        assert not os.path.exists(os.path.join(str(tmp_path / "b"), "conf"))
     finally:
         up.stop()

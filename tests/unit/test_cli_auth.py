@@ -7,7 +7,7 @@ import pytest
 
 from rocketrio.actors.client.auth_admin import acl_body
 from rocketrio.actors.client.config import ClientConfig, request_signer
-from rocketrio.actors.client.errors import MQClientError
+from rocketrio.actors.client.errors import UsageError
 from rocketrio.cli import admin_auth
 from rocketrio.cli.main import build_parser
 from rocketrio.protocol.auth_bodies import AclInfo, PolicyEntryInfo, PolicyInfo
@@ -40,9 +40,9 @@ def test_create_acl_arguments_become_upstreams_acl_info() -> None:
 
 
 def test_bad_acl_input_is_reported_before_sending() -> None:
-    with pytest.raises(MQClientError, match="not one of"):
+    with pytest.raises(UsageError, match="not one of"):
         acl_body("User:alice", ["Topic:T"], ["Publish"])
-    with pytest.raises(MQClientError, match="must be Type:name"):
+    with pytest.raises(UsageError, match="must be Type:name"):
         acl_body("User:alice", ["Orders"], ["Pub"])
 
 

@@ -1,0 +1,277 @@
+"""What `rocketrio up` runs: the processes of a mode and their configs, from the deploy/ templates.
+
+The templates in ``deploy/<mode>/`` are the one source of truth: they are written for the default
+ports (NameServer block from 9876, broker block from 10911) on 127.0.0.1 with paths relative to the
+working directory, and work as they are with ``rocketrio <role> -c``. `plan` copies each template
+line for line and substitutes only the keys in `SUBSTITUTED_KEYS`:
+
+- hosts (``listenHost``, ``brokerIP1``, the host of every address) -> ``--host``;
+- ports keep their distance from the template's block start: a NameServer-block port
+  (NameServer ``listenPort``, ``namesrvAddr``, ``controllerAddr``, ``controllerDLegerPeers``) moves
+  with ``--namesrv-port``, a broker-block port (a broker's ``listenPort``, ``haListenPort``) with
+  ``--broker-port``;
+- relative directories (``storePathRootDir``, ``controllerStorePath``, ``logDir``) go under
+  ``--dir``;
+- ``flushDiskType`` -> ``--flush`` when given (else the template's value stays).
+
+The plan is then checked without touching the system: every port in 1..65535 and no port used by
+two listeners. Pure apart from reading the templates (package data); `PlanError` is a one-line
+message for the user.
+"""
+
+from __future__ import annotations
+
+import importlib.resources
+import os
+from collections.abc import Mapping
+from importlib.resources.abc import Traversable
+from pathlib import Path
+from typing import Literal
+
+import attrs
+
+from rocketrio.protocol.config import parse_properties
+
+MODES = ("controller", "single", "2m-noslave", "2m-2s-async", "2m-2s-sync")
+TEMPLATE_NAMESRV_PORT = 9876
+TEMPLATE_BROKER_PORT = 10911
+PORT_MAX = 65535
+
+Role = Literal["namesrv", "controller", "broker"]
+ROLE_ORDER: tuple[Role, ...] = ("namesrv", "controller", "broker")  # start order; stop reverses
+
+HOST_KEYS = frozenset({"listenHost", "brokerIP1"})
+NAMESRV_BLOCK_ADDR_KEYS = frozenset({"namesrvAddr", "controllerAddr"})
+PEERS_KEY = "controllerDLegerPeers"
+DIR_KEYS = frozenset({"storePathRootDir", "controllerStorePath", "logDir"})
+SUBSTITUTED_KEYS = (
+    HOST_KEYS
+    | NAMESRV_BLOCK_ADDR_KEYS
+    | DIR_KEYS
+    | {PEERS_KEY, "listenPort", "haListenPort", "flushDiskType"}
+)
+
+
+class PlanError(Exception):
+    """A flag combination that cannot work; the message is one line naming the flag."""
+
+
+@attrs.frozen
+class Layout:
+    """The flags of `up` that the templates are adapted to."""
+
+    base_dir: str
+    host: str = "127.0.0.1"
+    namesrv_port: int = TEMPLATE_NAMESRV_PORT
+    broker_port: int = TEMPLATE_BROKER_PORT
+    flush: str | None = None
+
+
+@attrs.frozen
+class Template:
+    mode: str
+    name: str  # the file's stem: the process name under `up`
+    role: Role
+    text: str
+
+
+@attrs.frozen
+class PortUse:
+    port: int
+    owner: str  # process name
+    what: str  # the key (or "controller peer") the port comes from
+
+
+@attrs.frozen
+class ProcSpec:
+    name: str
+    role: Role
+    config: dict[str, str]  # the generated key=value pairs, in file order
+    text: str  # the generated file
+    addr: str  # host:listenPort (a standalone controller: its peer address)
+    listens: tuple[PortUse, ...]
+    template: str  # "deploy/<mode>/<file>"
+
+
+def role_of(filename: str) -> Role:
+    for role in ROLE_ORDER:
+        if filename.startswith(role):
+            return role
+    raise PlanError(f"template {filename}: no role (names start with namesrv, controller, broker)")
+
+
+def templates_root() -> Traversable:
+    """The deploy/ folder: package data of an installed rocketrio, or the source tree."""
+    try:
+        return importlib.resources.files("rocketrio.deploy")
+    except ModuleNotFoundError:
+        # an editable install made before deploy/ became a package: read the source tree
+        src = Path(__file__).resolve().parent.parent / "deploy"
+        if src.is_dir():
+            return src
+        raise
+
+
+def load_templates(mode: str, root: Traversable | None = None) -> list[Template]:
+    """The templates of a mode, in start order (NameServers, controllers, brokers; by name)."""
+    if mode not in MODES:
+        raise PlanError(f"unknown mode {mode!r}; choose one of {', '.join(MODES)}")
+    folder = (root or templates_root()) / mode
+    files = [f for f in folder.iterdir() if f.name.endswith(".conf")]
+    if not files:
+        raise PlanError(f"no templates for mode {mode} in {folder} (broken install?)")
+    out = [
+        Template(mode, f.name.removesuffix(".conf"), role_of(f.name), f.read_text("utf-8"))
+        for f in files
+    ]
+    return sorted(out, key=lambda t: (ROLE_ORDER.index(t.role), t.name))
+
+
+def render(text: str, values: Mapping[str, str]) -> str:
+    """``text`` with the value of every ``key=value`` line whose key is in ``values`` replaced."""
+    lines = []
+    for raw in text.splitlines():
+        line = raw.strip()
+        if line and line[0] not in "#!":
+            key = line.split("=", 1)[0].split(":", 1)[0].strip()
+            if key in values:
+                raw = f"{key}={values[key]}"
+        lines.append(raw)
+    return "\n".join(lines) + "\n"
+
+
+def _port(value: int, base: int, flag: str, layout_base: int, owner: str, key: str) -> int:
+    port = value - base + layout_base
+    if not 1 <= port <= PORT_MAX:
+        raise PlanError(
+            f"{flag} {layout_base} puts {owner}'s {key} at {port}, outside 1..{PORT_MAX}"
+        )
+    return port
+
+
+def _substitute(t: Template, values: Mapping[str, str], layout: Layout) -> dict[str, str]:
+    def ns_port(p: str, key: str) -> int:
+        flag = "--namesrv-port"
+        return _port(int(p), TEMPLATE_NAMESRV_PORT, flag, layout.namesrv_port, t.name, key)
+
+    def broker_port(p: str, key: str) -> int:
+        flag = "--broker-port"
+        return _port(int(p), TEMPLATE_BROKER_PORT, flag, layout.broker_port, t.name, key)
+
+    def addr(a: str, key: str) -> str:
+        _host, _, port = a.strip().rpartition(":")
+        return f"{layout.host}:{ns_port(port, key)}"
+
+    out: dict[str, str] = {}
+    for key, value in values.items():
+        if key in HOST_KEYS:
+            out[key] = layout.host
+        elif key == "listenPort":
+            port = broker_port(value, key) if t.role == "broker" else ns_port(value, key)
+            out[key] = str(port)
+        elif key == "haListenPort":
+            out[key] = str(broker_port(value, key))
+        elif key in NAMESRV_BLOCK_ADDR_KEYS:
+            out[key] = ";".join(addr(a, key) for a in value.split(";") if a.strip())
+        elif key == PEERS_KEY:
+            peers = (p.strip().split("-", 1) for p in value.split(";") if p.strip())
+            out[key] = ";".join(f"{pid}-{addr(a, key)}" for pid, a in peers)
+        elif key in DIR_KEYS:
+            out[key] = value if os.path.isabs(value) else os.path.join(layout.base_dir, value)
+        elif key == "flushDiskType":
+            out[key] = layout.flush or value
+    return out
+
+
+def _listens(t: Template, config: Mapping[str, str], host: str) -> tuple[str, list[PortUse]]:
+    """The address a process is reached at and every port it listens on."""
+    uses: list[PortUse] = []
+    addr = ""
+    if "listenPort" in config and t.role != "controller":
+        port = int(config["listenPort"])
+        uses.append(PortUse(port, t.name, "listenPort"))
+        addr = f"{host}:{port}"
+    if t.role == "broker":
+        ha = int(config.get("haListenPort") or 0) or int(config["listenPort"]) + 1
+        if ha > PORT_MAX:  # the default haListenPort is listenPort + 1
+            raise PlanError(
+                f"--broker-port puts {t.name}'s haListenPort (listenPort + 1) at {ha}, outside "
+                f"1..{PORT_MAX}"
+            )
+        uses.append(PortUse(ha, t.name, "haListenPort"))
+    embedded = config.get("enableControllerInNamesrv", "false").lower() == "true"
+    if t.role == "controller" or embedded:
+        self_id = config.get("controllerDLegerSelfId", "")
+        for peer in config.get(PEERS_KEY, "").split(";"):
+            pid, _, paddr = peer.strip().partition("-")
+            if pid == self_id and paddr:
+                uses.append(PortUse(int(paddr.rpartition(":")[2]), t.name, "controller peer"))
+                addr = addr or paddr
+    return addr, uses
+
+
+def plan_from(templates: list[Template], layout: Layout) -> list[ProcSpec]:
+    """Generated configs for ``templates`` under ``layout``; PlanError on a bad port layout."""
+    specs = []
+    for t in templates:
+        values = parse_properties(t.text, f"deploy/{t.mode}/{t.name}.conf")
+        subs = _substitute(t, values, layout)
+        config = {k: subs.get(k, v) for k, v in values.items()}
+        header = (
+            f"# generated by rocketrio up from deploy/{t.mode}/{t.name}.conf (host, ports and"
+            " directories substituted);\n# rewritten at every start: change the template or the"
+            " flags, not this file\n"
+        )
+        addr, uses = _listens(t, config, layout.host)
+        specs.append(
+            ProcSpec(
+                t.name,
+                t.role,
+                config,
+                header + render(t.text, subs),
+                addr,
+                tuple(uses),
+                f"deploy/{t.mode}/{t.name}.conf",
+            )
+        )
+    _check_collisions(specs)
+    return specs
+
+
+def plan(mode: str, layout: Layout) -> list[ProcSpec]:
+    return plan_from(load_templates(mode), layout)
+
+
+def _check_collisions(specs: list[ProcSpec]) -> None:
+    seen: dict[int, PortUse] = {}
+    for use in (u for s in specs for u in s.listens):
+        if (other := seen.get(use.port)) is not None:
+            raise PlanError(
+                f"port {use.port} would be both {other.owner}'s {other.what} and {use.owner}'s "
+                f"{use.what}; move --namesrv-port and --broker-port further apart"
+            )
+        seen[use.port] = use
+
+
+def expected_replicas(specs: list[ProcSpec]) -> dict[str, int]:
+    """brokerName -> how many processes serve it."""
+    out: dict[str, int] = {}
+    for s in specs:
+        if s.role == "broker":
+            name = s.config["brokerName"]
+            out[name] = out.get(name, 0) + 1
+    return out
+
+
+def namesrv_addr(specs: list[ProcSpec]) -> str:
+    return next(s.addr for s in specs if s.role == "namesrv")
+
+
+def embedded_controller_addr(specs: list[ProcSpec]) -> str | None:
+    """The peer address of a controller embedded in the NameServer, if the mode has one."""
+    for s in specs:
+        if s.role == "namesrv":
+            for use in s.listens:
+                if use.what == "controller peer":
+                    return f"{s.config.get('listenHost', '127.0.0.1')}:{use.port}"
+    return None
