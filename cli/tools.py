@@ -246,7 +246,7 @@ async def consume(a: argparse.Namespace, wiring: Wiring) -> int:
 def _client_kwargs(a: argparse.Namespace, wiring: Wiring) -> dict[str, Any]:
     """Producer / PushConsumer keyword arguments, signing with --access-key/--secret-key."""
     kw = wiring.client_kwargs()
-    if a.access_key or a.secret_key:
+    if request_signer(a.access_key, a.secret_key) is not None:  # UsageError if only one
         base = kw.get("client_config") or ClientConfig()
         kw["client_config"] = attrs.evolve(
             base, accessKey=a.access_key or "", secretKey=a.secret_key or ""

@@ -12,6 +12,7 @@ import enum
 
 import attrs
 
+from rocketrio.actors.client.errors import UsageError
 from rocketrio.protocol.acl_signature import RequestSigner, SessionCredentials
 from rocketrio.protocol.config import non_negative, positive
 
@@ -72,7 +73,7 @@ def request_signer(
     if not access_key and not secret_key:
         return None
     if not access_key or not secret_key:
-        raise ValueError("--access-key and --secret-key go together: give both or neither")
+        raise UsageError("--access-key and --secret-key go together: give both or neither")
     return RequestSigner(SessionCredentials(access_key, secret_key, security_token or None))
 
 

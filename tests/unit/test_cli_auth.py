@@ -63,7 +63,7 @@ def test_produce_and_consume_take_credentials() -> None:
 
 def test_credentials_go_together() -> None:
     assert request_signer(None, None) is None
-    with pytest.raises(ValueError, match="go together"):
+    with pytest.raises(UsageError, match="go together"):
         request_signer("alice", None)
     with pytest.raises(ValueError, match="set both or neither"):
         ClientConfig(accessKey="alice")
