@@ -372,3 +372,14 @@ def test_signature_field_is_not_trusted_on_its_own() -> None:
     cmd = send_v2("T")
     cmd.ext_fields.update({"AccessKey": "alice", SIGNATURE: "forged"})
     assert isinstance(check_request(cmd, IP, ON, m.user, m.acl), Denied)
+
+
+def test_disabled_user_fails_authentication_alone() -> None:
+    """With authentication on and authorization off, a disabled user is still refused."""
+    m = meta()
+    m.update_user(UserInfo("alice", userStatus="disable"), None)
+    cmd = send_v2("T")
+    sign(cmd, ALICE)
+    authn_only = GateSettings(True, False, node="broker b1")
+    d = check_request(cmd, IP, authn_only, m.user, m.acl)
+    assert isinstance(d, Denied) and "User:alice is disabled" in d.remark
