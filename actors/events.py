@@ -91,4 +91,15 @@ MASTER_FIRST_WRITE = "master_first_write"  # broker, epoch, offset
 MASTER_ELECTION_REQUESTED = "master_election_requested"  # broker, broker_id, reason
 MASTER_STEPPED_DOWN = "master_stepped_down"  # broker, epoch, reason
 
+
+# ACL 2.0 (actors/auth, actors/broker/auth_*)
+AUTH_REFUSED = "auth_refused"  # code, user, source_ip, remark (NO_PERMISSION answered)
+AUTH_USER_INITIALIZED = "auth_user_initialized"  # user (initAuthenticationUser / inner creds)
+AUTH_USER_CREATED = "auth_user_created"  # user, by
+AUTH_USER_UPDATED = "auth_user_updated"  # user, by
+AUTH_USER_DELETED = "auth_user_deleted"  # user, by
+AUTH_ACL_UPDATED = "auth_acl_updated"  # subject, by (createAcl / updateAcl)
+AUTH_ACL_DELETED = "auth_acl_deleted"  # subject, resource, by
+AUTH_SYNCED = "auth_synced"  # master, users, acls (a slave adopted its master's tables)
+
 ALL = frozenset(v for k, v in dict(globals()).items() if k.isupper() and isinstance(v, str))

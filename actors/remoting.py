@@ -87,6 +87,9 @@ class RequestContext:
 
 # A processor returns a response, or None when it will (or need not) respond later.
 Processor = Callable[[RequestContext], Awaitable[RemotingCommand | None]]
+# Runs on every request a RemotingClient sends, before it is encoded (upstream
+# RPCHook.doBeforeRequest): e.g. an ACL signer adding AccessKey and Signature.
+RequestHook = Callable[[str, RemotingCommand], None]
 
 
 class Connection:
@@ -326,7 +329,9 @@ class RemotingClient:
     """Connection pool by address; ``invoke`` / ``invoke_oneway``; answers server pushes.
 
     Use as ``async with RemotingClient(transport) as client:`` so connection tasks live in a
-    nursery that the client owns.
+    nursery that the client owns. ``request_hook`` runs on every request sent through
+    `invoke` / `invoke_oneway`; code that sends on a `Connection` itself calls
+    `before_request` first.
     """
 
     def __init__(
@@ -335,10 +340,12 @@ class RemotingClient:
         *,
         processor: Processor | None = None,
         connect_timeout: float = 3.0,
+        request_hook: RequestHook | None = None,
     ) -> None:
         self.transport = transport
         self.processor = processor
         self.connect_timeout = connect_timeout
+        self.request_hook = request_hook
         self._conns: dict[str, Connection] = {}
         self._connecting: dict[str, trio.Event] = {}
         self._nursery: trio.Nursery | None = None
@@ -388,15 +395,22 @@ class RemotingClient:
         self._nursery.start_soon(conn.run)
         return conn
 
+    def before_request(self, addr: str, cmd: RemotingCommand) -> None:
+        """Apply the request hook (if any) to a request about to go to ``addr``."""
+        if self.request_hook is not None:
+            self.request_hook(addr, cmd)
+
     async def invoke(
         self, addr: str, cmd: RemotingCommand, timeout: float = 3.0
     ) -> RemotingCommand:
         deadline = trio.current_time() + timeout
+        self.before_request(addr, cmd)
         conn = await self.get_connection(addr)
         left = max(0.0, deadline - trio.current_time())
         return await conn.request(cmd, left if left > 0 else math.ulp(0))
 
     async def invoke_oneway(self, addr: str, cmd: RemotingCommand) -> None:
+        self.before_request(addr, cmd)
         conn = await self.get_connection(addr)
         await conn.oneway(cmd)
 

@@ -499,17 +499,22 @@ def load_command_modules() -> None:
     """Import the modules that register more admin commands, one line per module, e.g.
     ``from rocketrio.cli import admin_acl  # noqa: F401``. Such a module imports `command`
     from here, so it is imported here (once the registry exists), not at the top."""
+    from rocketrio.cli import admin_auth  # noqa: F401 (ACL 2.0 users and ACLs)
 
 
 async def _call(a: argparse.Namespace, wiring: Wiring) -> Any:
     from rocketrio.actors.client.admin import MQAdmin
+    from rocketrio.actors.client.config import request_signer
     from rocketrio.actors.client.controller_admin import ControllerAdmin
 
     cmd = _COMMANDS[a.admin_command]
+    hook = request_signer(a.access_key, a.secret_key)  # ACL: sign every request
     if cmd.controller:
-        async with ControllerAdmin(a.controller, a.namesrv, wiring.transport) as controller_admin:
+        async with ControllerAdmin(
+            a.controller, a.namesrv, wiring.transport, request_hook=hook
+        ) as controller_admin:
             return await cmd.run(controller_admin, a)
-    async with MQAdmin(a.namesrv, wiring.transport) as admin:
+    async with MQAdmin(a.namesrv, wiring.transport, request_hook=hook) as admin:
         return await cmd.run(admin, a)
 
 
@@ -549,12 +554,15 @@ def cmd_admin(a: argparse.Namespace) -> int:
 
 def add_parser(sub: Any) -> None:
     load_command_modules()
+    from rocketrio.cli.tools import add_credentials
+
     sp = sub.add_parser("admin", help="mqadmin-style administration")
     cmds = sp.add_subparsers(dest="admin_command", required=True, metavar="ADMIN_COMMAND")
     for name, cmd in _COMMANDS.items():
         c = cmds.add_parser(name, help=cmd.help)
         c.add_argument("-n", "--namesrv", default="127.0.0.1:9876", help="name server address(es)")
         c.add_argument("--json", action="store_true", help="machine-readable output")
+        add_credentials(c)
         cmd.add_args(c)
         c.set_defaults(tool=f"rocketrio admin {name}", func=cmd_admin, run=run_admin)
     from rocketrio.cli import check_store  # offline: no name server, its own exit codes

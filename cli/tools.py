@@ -3,6 +3,8 @@
     rocketrio produce -n 127.0.0.1:9876 -t Orders -b "hello" -c 10 --tags a --keys k1
     rocketrio consume -n 127.0.0.1:9876 -t Orders -g cli_group --count 10
 
+With ACL on, add ``--access-key alice --secret-key ...``: every request is then signed.
+
 Both ask the name server for the topic's route first, so an unreachable name server or a topic
 that does not exist is one line on stderr and exit status 1 before anything else happens
 (`produce` goes on when a broker auto-creates topics, and says so). stdout carries the data
@@ -25,10 +27,11 @@ import argparse
 import sys
 from typing import Any, TextIO
 
+import attrs
 import trio
 
 from rocketrio.actors.client.admin import MQAdmin
-from rocketrio.actors.client.config import DEFAULT_TOPIC
+from rocketrio.actors.client.config import DEFAULT_TOPIC, ClientConfig, request_signer
 from rocketrio.actors.client.errors import MQClientError, NotFound, TopicRouteNotFound, UsageError
 from rocketrio.actors.remoting import RemotingError
 from rocketrio.cli.failure import EXIT_FAILED, EXIT_OK, Wiring, one_line, run_tool
@@ -120,7 +123,7 @@ async def produce(a: argparse.Namespace, wiring: Wiring) -> int:
 
     if a.count < 1:
         raise UsageError(f"--count must be at least 1, got {a.count}")
-    async with MQAdmin(a.namesrv, wiring.transport) as admin:
+    async with _admin(a, wiring) as admin:
         note = await check_produce_topic(admin, a.topic, a.namesrv)
     if note:
         print(note, file=sys.stderr)
@@ -132,7 +135,7 @@ async def produce(a: argparse.Namespace, wiring: Wiring) -> int:
     start = trio.current_time()
     in_a_row = 0
     try:
-        async with Producer(a.group, a.namesrv, **wiring.client_kwargs()) as p:
+        async with Producer(a.group, a.namesrv, **_client_kwargs(a, wiring)) as p:
             for i in range(a.count):
                 body = a.body.replace("{i}", str(i)).encode()
                 try:
@@ -184,7 +187,7 @@ async def consume(a: argparse.Namespace, wiring: Wiring) -> int:
 
     if a.count < 0 or a.idle <= 0:
         raise UsageError("--count must be >= 0 and --idle > 0")
-    async with MQAdmin(a.namesrv, wiring.transport) as admin:
+    async with _admin(a, wiring) as admin:
         await topic_route_or_fail(admin, a.topic, a.namesrv)
 
     seen = 0
@@ -208,7 +211,7 @@ async def consume(a: argparse.Namespace, wiring: Wiring) -> int:
         consume_from_where="CONSUME_FROM_FIRST_OFFSET"
         if a.from_first
         else "CONSUME_FROM_LAST_OFFSET",
-        **wiring.client_kwargs(),
+        **_client_kwargs(a, wiring),
     )
     consumer.subscribe(a.topic, a.expr)
     consumer.register_listener(on_msgs)
@@ -228,7 +231,7 @@ async def consume(a: argparse.Namespace, wiring: Wiring) -> int:
         f"consumed {seen} message(s) from {a.topic}; stopped after {a.idle:g} s without a message",
         file=sys.stderr,
     )
-    async with MQAdmin(a.namesrv, wiring.transport) as admin:
+    async with _admin(a, wiring) as admin:
         stats = await admin.topic_status(a.topic)
     brokers = sorted({o.brokerName for o in stats})
     stored = sum(o.maxOffset - o.minOffset for o in stats)
@@ -238,6 +241,29 @@ async def consume(a: argparse.Namespace, wiring: Wiring) -> int:
         file=sys.stderr,
     )
     return EXIT_OK
+
+
+def _client_kwargs(a: argparse.Namespace, wiring: Wiring) -> dict[str, Any]:
+    """Producer / PushConsumer keyword arguments, signing with --access-key/--secret-key."""
+    kw = wiring.client_kwargs()
+    if request_signer(a.access_key, a.secret_key) is not None:  # UsageError if only one
+        base = kw.get("client_config") or ClientConfig()
+        kw["client_config"] = attrs.evolve(
+            base, accessKey=a.access_key or "", secretKey=a.secret_key or ""
+        )
+    return kw
+
+
+def _admin(a: argparse.Namespace, wiring: Wiring) -> MQAdmin:
+    return MQAdmin(
+        a.namesrv, wiring.transport, request_hook=request_signer(a.access_key, a.secret_key)
+    )
+
+
+def add_credentials(p: argparse.ArgumentParser) -> None:
+    """--access-key/--secret-key: sign every request (ACL 2.0 session credentials)."""
+    p.add_argument("--access-key", help="ACL access key (a user name); signs every request")
+    p.add_argument("--secret-key", help="ACL secret key (that user's password)")
 
 
 def add_parsers(sub: Any) -> None:
@@ -253,6 +279,7 @@ def add_parsers(sub: Any) -> None:
     p.add_argument(
         "-v", "--verbose", action="store_true", help="one line per message even for large -c"
     )
+    add_credentials(p)
     p.set_defaults(
         func=lambda a: run_tool("rocketrio produce", produce, a),
         run=produce,
@@ -268,6 +295,7 @@ def add_parsers(sub: Any) -> None:
     c.add_argument("--idle", type=float, default=10.0, help="stop after this many idle seconds")
     c.add_argument("--from-first", action="store_true", help="a new group starts at the oldest")
     c.add_argument("--broadcast", action="store_true")
+    add_credentials(c)
     c.set_defaults(
         func=lambda a: run_tool("rocketrio consume", consume, a),
         run=consume,

@@ -24,6 +24,7 @@ from typing import Protocol
 
 import attrs
 
+from rocketrio.actors.auth.config import mask_secrets
 from rocketrio.actors.broker.client_manager import ConsumerManager, ProducerManager
 from rocketrio.actors.broker.config import BrokerConfig
 from rocketrio.actors.broker.outcomes import DONE, Done, Refusal
@@ -291,8 +292,8 @@ class AdminProcessor:
         return KVTable(table)
 
     def broker_config(self) -> str:
-        """The broker's config as upstream's ``key=value`` lines."""
-        return dump_config(self.config)
+        """The broker's config as upstream's ``key=value`` lines (secrets masked)."""
+        return mask_secrets(dump_config(self.config))
 
     # ------------------------------------------------------------------ offsets
 

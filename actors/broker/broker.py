@@ -48,7 +48,11 @@ import structlog
 import trio
 
 from rocketrio.actors import events
+from rocketrio.actors.auth.config import parse_credentials
 from rocketrio.actors.broker.admin_processor import AdminProcessor
+from rocketrio.actors.broker.auth_processor import AuthProcessor
+from rocketrio.actors.broker.auth_remoting import AuthGate, auth_handlers, gate_settings
+from rocketrio.actors.broker.auth_tables import AuthTable
 from rocketrio.actors.broker.classic_roles import ClassicRoleService
 from rocketrio.actors.broker.client_manager import ConsumerManager, ProducerManager
 from rocketrio.actors.broker.client_processor import ClientProcessor
@@ -72,6 +76,7 @@ from rocketrio.actors.client.message import UniqIdGenerator
 from rocketrio.actors.logs import wallclock_ms
 from rocketrio.actors.remoting import RemotingClient, RemotingServer
 from rocketrio.actors.transport import Transport, split_addr
+from rocketrio.protocol.acl_signature import RequestSigner
 from rocketrio.protocol.bodies import TopicConfig
 from rocketrio.storage.commitlog import CorruptionError
 from rocketrio.storage.fs import OS_FS, FileSystem
@@ -139,6 +144,7 @@ class Broker:
         )
         self.groups = GroupTable(config, now_ms, run_blocking=run_blocking, fs=fs)
         self.offsets = OffsetTable(config, now_ms, run_blocking=run_blocking, fs=fs)
+        self.auth = AuthTable(config, now_ms, run_blocking=run_blocking, fs=fs)
         self.consumers = ConsumerManager()
         self.producers = ProducerManager()
         self.locks = RebalanceLockManager()
@@ -227,6 +233,8 @@ class Broker:
             clients=self.clients,
             admin=self.admin,
             replicas=self.replicas,
+            gate=self._auth_gate(),
+            extra_handlers=auth_handlers(AuthProcessor(self.auth)),
         )
         self.server = RemotingServer(
             transport, self.addr, self.adapter.process, on_connect=self.adapter.on_connect
@@ -258,6 +266,18 @@ class Broker:
             replicated=c.enableControllerMode,
             epoch_file_path=c.epoch_file_path,
         )
+
+    def _auth_gate(self) -> AuthGate | None:
+        """The ACL gate, when authentication or authorization is on."""
+        c = self.config
+        if not (c.authenticationEnabled or c.authorizationEnabled):
+            return None
+        return AuthGate(gate_settings(c), self.auth)
+
+    def _outgoing_signer(self) -> RequestSigner | None:
+        """innerClientAuthenticationCredentials sign the broker's own remoting calls."""
+        creds = parse_credentials(self.config.innerClientAuthenticationCredentials)
+        return None if creds is None else RequestSigner(creds)
 
     def _request_register(self) -> None:
         """Re-register with the NameServers now (a topic or the role changed)."""
@@ -398,6 +418,12 @@ class Broker:
         for table in (self.topics, self.groups, self.offsets):
             if await table.load_file():
                 self.log.warning("config_loaded_from_backup", file=table.file.path)
+        await self.auth.load_files()
+        if self.config.authenticationEnabled and not self.auth.users:
+            self.log.warning(
+                "auth_no_users",
+                hint="authenticationEnabled with no user: set initAuthenticationUser",
+            )
         await self.topics.persist()
         await self.groups.persist()
 
@@ -455,7 +481,10 @@ class Broker:
         self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED
     ) -> None:
         with self._services_scope:
-            async with RemotingClient(self.transport) as client, trio.open_nursery() as n:
+            async with (
+                RemotingClient(self.transport, request_hook=self._outgoing_signer()) as client,
+                trio.open_nursery() as n,
+            ):
                 self.outer_api = BrokerOuterAPI(self.config, client)
                 await n.start(self.store_actor.run)
                 await n.start(self.pull_hold.run)
@@ -487,6 +516,7 @@ class Broker:
                     topics=self.topics,
                     groups=self.groups,
                     offsets=self.offsets,
+                    auth=self.auth,
                     master_addr=self.master_to_sync,
                     log=self.log.bind(actor="slave_sync"),
                 )

@@ -11,6 +11,7 @@ import os
 
 import attrs
 
+from rocketrio.actors.auth.config import credentials_key, init_user_key, whitelist_key
 from rocketrio.protocol.config import non_negative, positive
 
 
@@ -113,6 +114,13 @@ class BrokerConfig:
     slaveReadEnable: bool = False
     accessMessageInMemoryMaxRatio: int = attrs.field(default=40, validator=positive)
     whichBrokerWhenConsumeSlowly: int = attrs.field(default=1, validator=non_negative)
+    # ACL 2.0 (upstream AuthConfig keys; see actors/auth/config.py)
+    authenticationEnabled: bool = False
+    authorizationEnabled: bool = False
+    initAuthenticationUser: str = attrs.field(default="", validator=init_user_key)
+    innerClientAuthenticationCredentials: str = attrs.field(default="", validator=credentials_key)
+    authenticationWhitelist: str = attrs.field(default="", validator=whitelist_key)
+    authorizationWhitelist: str = attrs.field(default="", validator=whitelist_key)
 
     @property
     def ha_listen_port(self) -> int:

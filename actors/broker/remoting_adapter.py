@@ -2,7 +2,8 @@
 
 The one place where the broker meets RocketMQ's remoting protocol. It owns:
 
-- the request-code -> handler table and the gates in front of it: an unknown code is
+- the request-code -> handler table and the gates in front of it: the ACL gate first (when
+  authentication or authorization is on, auth_remoting.py), then an unknown code is
   REQUEST_CODE_NOT_SUPPORTED; while the broker stops, everything but a client's leaving and
   its offsets is SYSTEM_BUSY;
 - decoding: extFields into the typed header classes through the cattrs converter
@@ -100,6 +101,8 @@ from rocketrio.storage.message_store import GetMessageStatus
 H = TypeVar("H")  # a typed request header or body
 R = TypeVar("R")  # a processor's outcome
 Handler = Callable[[RequestContext], Awaitable[RemotingCommand | None]]
+# the ACL gate (auth_remoting.AuthGate): None to serve the request, else the refusal to send
+Gate = Callable[[RequestContext], RemotingCommand | None]
 
 RC = ResponseCode
 UNIQUE_KEY_QUERY = "_UNIQUE_KEY_QUERY"
@@ -441,8 +444,11 @@ class RemotingAdapter:
         clients: ClientProcessor,
         admin: AdminProcessor,
         replicas: ReplicasCalls | None = None,
+        gate: Gate | None = None,
+        extra_handlers: dict[int, Handler] | None = None,
     ) -> None:
         self.broker_name = broker_name
+        self.gate = gate
         self.send = send
         self.pull = pull
         self.clients = clients
@@ -450,12 +456,17 @@ class RemotingAdapter:
         self.replicas = replicas
         self.stopping = False
         self.handlers: dict[int, Handler] = self._handler_table()
+        self.handlers.update(extra_handlers or {})
 
     def stop_taking_requests(self) -> None:
         """Shutdown: from now on only ALLOWED_WHILE_STOPPING requests are served."""
         self.stopping = True
 
     async def process(self, ctx: RequestContext) -> RemotingCommand | None:
+        if self.gate is not None:  # ACL 2.0: before anything else, as upstream's pipeline
+            refused_by_gate = self.gate(ctx)
+            if refused_by_gate is not None:
+                return refused_by_gate
         code = ctx.cmd.code
         handler = self.handlers.get(code)
         if handler is None:

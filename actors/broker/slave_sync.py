@@ -11,7 +11,13 @@ GET_ALL_SUBSCRIPTIONGROUP_CONFIG and GET_ALL_CONSUMER_OFFSET and adopts them:
   keeping our stateVersion (the masterEpoch the NameServers compare, #6316); then persisted;
 - consumer offsets: the master's offset for a queue replaces ours (upstream's putAll), so a
   consumer that committed to this slave while the master was down may re-read a little once the
-  master is back (at-least-once); persisted by the offset table's periodic writer.
+  master is back (at-least-once); persisted by the offset table's periodic writer;
+- ACL 2.0 users and ACLs (AUTH_LIST_USER / AUTH_LIST_ACL, signed with the broker's
+  innerClientAuthenticationCredentials like every call it makes): the master's tables replace
+  ours when they differ, then both files are persisted, so a promoted slave enforces the same
+  policies. The slave's own initAuthenticationUser / inner credentials users are kept. Upstream
+  does not sync these (its mqadmin writes every broker of a cluster instead, which
+  `rocketrio admin ... -c` does too); syncing also covers a slave that was down during a change.
 
 A failed call is logged once and retried next period; nothing here ever blocks the broker.
 """
@@ -24,8 +30,12 @@ from typing import Any
 import structlog
 import trio
 
+from rocketrio.actors import events
+from rocketrio.actors.auth.model import AuthDataError, acl_from_info, user_from_info
+from rocketrio.actors.broker.auth_tables import AuthTable
 from rocketrio.actors.broker.tables import GroupTable, OffsetTable, TopicTable
 from rocketrio.actors.remoting import RemotingClient, RemotingError
+from rocketrio.protocol.auth_bodies import AclInfo, UserInfo
 from rocketrio.protocol.bodies import (
     ConsumerOffsetSerializeWrapper,
     DataVersion,
@@ -50,8 +60,10 @@ class SlaveSynchronize:
         groups: GroupTable,
         offsets: OffsetTable,
         master_addr: Callable[[], str | None],
+        auth: AuthTable | None = None,
         log: Any = None,
     ) -> None:
+        self.auth = auth
         self.topics = topics
         self.groups = groups
         self.offsets = offsets
@@ -105,7 +117,21 @@ class SlaveSynchronize:
                     changed = True
         if changed:
             self.offsets.dirty = True
+        if self.auth is not None:
+            await self._sync_auth(client, addr, self.auth)
         self.rounds += 1
+
+    async def _sync_auth(self, client: RemotingClient, addr: str, auth: AuthTable) -> None:
+        raw_users = await self._get(client, addr, RequestCode.AUTH_LIST_USER)
+        raw_acls = await self._get(client, addr, RequestCode.AUTH_LIST_ACL)
+        try:
+            users = [user_from_info(u) for u in from_json(list[UserInfo], raw_users or b"[]")]
+            acls = [acl_from_info(a) for a in from_json(list[AclInfo], raw_acls or b"[]")]
+        except AuthDataError as e:
+            raise _Refused(f"master's users/ACLs are not valid: {e}") from None
+        if auth.adopt(users, acls):
+            await auth.persist()
+            self.log.info(events.AUTH_SYNCED, master=addr, users=len(users), acls=len(acls))
 
     async def _get(self, client: RemotingClient, addr: str, code: int) -> bytes:
         resp = await client.invoke(addr, RemotingCommand(code), CALL_TIMEOUT_S)

@@ -23,7 +23,7 @@ from rocketrio.actors.client.errors import (
     TopicRouteNotFound,
     UsageError,
 )
-from rocketrio.actors.remoting import RemotingClient, RemotingError
+from rocketrio.actors.remoting import RemotingClient, RemotingError, RequestHook
 from rocketrio.actors.transport import TcpTransport, Transport
 from rocketrio.protocol.bodies import (
     ClusterInfo,
@@ -80,11 +80,12 @@ class MQAdmin:
         namesrv_addr: str | list[str],
         transport: Transport | None = None,
         *,
+        request_hook: RequestHook | None = None,
         timeout: float = 3.0,
     ) -> None:
         addrs = namesrv_addr if isinstance(namesrv_addr, list) else namesrv_addr.split(";")
         self.namesrv_addrs = [a.strip() for a in addrs if a.strip()]
-        self.remoting = RemotingClient(transport or TcpTransport())
+        self.remoting = RemotingClient(transport or TcpTransport(), request_hook=request_hook)
         self.api = MQClientAPI(self.remoting, self.namesrv_addrs, timeout)
 
     async def __aenter__(self) -> MQAdmin:

@@ -12,6 +12,8 @@ import enum
 
 import attrs
 
+from rocketrio.actors.client.errors import UsageError
+from rocketrio.protocol.acl_signature import RequestSigner, SessionCredentials
 from rocketrio.protocol.config import non_negative, positive
 
 DEFAULT_TOPIC = "TBW102"  # createTopicKey: the broker auto-creates topics from its config
@@ -46,10 +48,33 @@ class ClientConfig:
     heartbeatBrokerInterval: int = attrs.field(default=30_000, validator=positive)
     persistConsumerOffsetInterval: int = attrs.field(default=5_000, validator=positive)
     mqClientApiTimeout: int = attrs.field(default=3_000, validator=positive)
+    # ACL: when set, every request is signed (upstream AclClientRPCHook + SessionCredentials)
+    accessKey: str = ""
+    secretKey: str = attrs.field(default="", repr=False)
+    securityToken: str = attrs.field(default="", repr=False)
+
+    def __attrs_post_init__(self) -> None:
+        if bool(self.accessKey) != bool(self.secretKey):
+            raise ValueError("accessKey and secretKey go together: set both or neither")
 
     @property
     def namesrv_addrs(self) -> list[str]:
         return [a.strip() for a in self.namesrvAddr.split(";") if a.strip()]
+
+    def request_signer(self) -> RequestSigner | None:
+        """The request hook that signs with accessKey/secretKey (None when not set)."""
+        return request_signer(self.accessKey, self.secretKey, self.securityToken)
+
+
+def request_signer(
+    access_key: str | None, secret_key: str | None, security_token: str | None = None
+) -> RequestSigner | None:
+    """A signer for --access-key/--secret-key (both or neither; None when neither)."""
+    if not access_key and not secret_key:
+        return None
+    if not access_key or not secret_key:
+        raise UsageError("--access-key and --secret-key go together: give both or neither")
+    return RequestSigner(SessionCredentials(access_key, secret_key, security_token or None))
 
 
 @attrs.define

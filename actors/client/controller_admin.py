@@ -21,7 +21,7 @@ import attrs
 
 from rocketrio.actors.client.api import MQClientAPI, request
 from rocketrio.actors.client.errors import MQBrokerError, MQClientError, NotFound, UsageError
-from rocketrio.actors.remoting import RemotingClient, RemotingError
+from rocketrio.actors.remoting import RemotingClient, RemotingError, RequestHook
 from rocketrio.actors.transport import TcpTransport, Transport
 from rocketrio.protocol.codes import RequestCode, ResponseCode
 from rocketrio.protocol.controller_headers import (
@@ -140,9 +140,10 @@ class ControllerAdmin:
         namesrv_addr: str | Iterable[str] | None = None,
         transport: Transport | None = None,
         *,
+        request_hook: RequestHook | None = None,
         timeout: float = DEFAULT_TIMEOUT_S,
     ) -> None:
-        self.remoting = RemotingClient(transport or TcpTransport())
+        self.remoting = RemotingClient(transport or TcpTransport(), request_hook=request_hook)
         addrs = split_addrs(controller_addr or "")
         self.link = ControllerLink(self.remoting, addrs, timeout) if addrs else None
         ns = split_addrs(namesrv_addr or "")

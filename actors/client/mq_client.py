@@ -45,6 +45,7 @@ from rocketrio.actors.remoting import (
     RemotingClient,
     RemotingError,
     RequestContext,
+    RequestHook,
 )
 from rocketrio.actors.runtime import every
 from rocketrio.actors.transport import TcpTransport, Transport
@@ -98,8 +99,9 @@ class ClientRemoting(RemotingClient):
         *,
         processor: Processor | None = None,
         on_closed: Callable[[str], None],
+        request_hook: RequestHook | None = None,
     ) -> None:
-        super().__init__(transport, processor=processor)
+        super().__init__(transport, processor=processor, request_hook=request_hook)
         self._on_closed = on_closed
 
     async def get_connection(self, addr: str) -> Connection:
@@ -136,7 +138,10 @@ class MQClientInstance:
         self.client_id = f"{ip}@{instance}"
         self.transport = transport or TcpTransport()
         self.remoting = ClientRemoting(
-            self.transport, processor=self._process, on_closed=self._on_connection_closed
+            self.transport,
+            processor=self._process,
+            on_closed=self._on_connection_closed,
+            request_hook=self.config.request_signer(),
         )
         self.api = MQClientAPI(
             self.remoting, self.config.namesrv_addrs, self.config.mqClientApiTimeout / 1000

@@ -392,6 +392,7 @@ class Producer:
                 return
             self._finish_async(fut, result, None)
 
+        self.client.remoting.before_request(addr, cmd)  # e.g. the ACL signature
         self._callbacks.start(conn, cmd, deadline, on_done)
 
     def _finish_async(

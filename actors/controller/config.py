@@ -17,6 +17,7 @@ from typing import Any, Final
 
 import attrs
 
+from rocketrio.actors.auth.config import credentials_key, init_user_key, require_init_user
 from rocketrio.actors.raft.config import RaftConfig, parse_peers
 from rocketrio.protocol.config import positive
 
@@ -60,6 +61,16 @@ class ControllerConfig:
     # standalone ControllerStartup's own remoting port (brokers use the Raft peer address)
     listenPort: int = attrs.field(default=19876, validator=positive)
     logDir: str = "logs"
+    # ACL (upstream AuthConfig key names): with authenticationEnabled, electMaster,
+    # cleanBrokerMetadata and updateControllerConfig need a request signed by this super user;
+    # broker registration, heartbeats and reads stay open (actors/auth/gate.py). The
+    # credentials sign the controller's own pushes (NOTIFY_BROKER_ROLE_CHANGED) to brokers.
+    authenticationEnabled: bool = False
+    initAuthenticationUser: str = attrs.field(default="", validator=init_user_key)
+    innerClientAuthenticationCredentials: str = attrs.field(default="", validator=credentials_key)
+
+    def __attrs_post_init__(self) -> None:
+        require_init_user(self, "controller")
 
     def store_path(self) -> str:
         """controllerStorePath, or upstream's default `~/<controllerType>Controller`."""

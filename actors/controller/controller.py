@@ -45,6 +45,8 @@ import trio
 
 from rocketrio.actors import events
 from rocketrio.actors import events as log_events
+from rocketrio.actors.auth.config import parse_credentials, parse_init_user
+from rocketrio.actors.auth.gate import check_admin_write, server_users
 from rocketrio.actors.controller.config import ControllerConfig
 from rocketrio.actors.controller.events import Event, decode_events, encode_events
 from rocketrio.actors.controller.failover import FailoverMixin, now_ms
@@ -66,6 +68,7 @@ from rocketrio.actors.raft.node import (
 from rocketrio.actors.remoting import RemotingClient, RemotingServer, RequestContext
 from rocketrio.actors.runtime import Reply, every
 from rocketrio.actors.transport import Transport
+from rocketrio.protocol.acl_signature import RequestSigner
 from rocketrio.protocol.codes import RequestCode, ResponseCode, request_name
 from rocketrio.protocol.config import dump_config
 from rocketrio.protocol.controller_headers import (
@@ -190,6 +193,17 @@ class Controller(FailoverMixin):
         self._client: RemotingClient | None = None
         self._reelect_lock = trio.Lock()
         self._elect_reasons: dict[str, str] = {}
+        # the super users here: initAuthenticationUser (admins) and the inner credentials, which
+        # brokers share to sign their own CONTROLLER_ELECT_MASTER (a slave finding no master)
+        inner = parse_credentials(config.innerClientAuthenticationCredentials)
+        self._admin_users = (
+            server_users(
+                parse_init_user(config.initAuthenticationUser),
+                *([(inner.access_key, inner.secret_key)] if inner is not None else []),
+            )
+            if config.authenticationEnabled
+            else None
+        )
         self._liveness_changed = trio.Event()  # set (and replaced) when a broker connection dies
         self._processors: dict[int, Callable[[RequestContext], _Call]] = {
             RequestCode.CONTROLLER_GET_NEXT_BROKER_ID: self._get_next_broker_id,
@@ -209,7 +223,12 @@ class Controller(FailoverMixin):
     ) -> None:
         """Open the Raft store, listen on the peer address, serve until cancelled."""
         try:
-            async with RemotingClient(self.transport) as client, trio.open_nursery() as nursery:
+            creds = parse_credentials(self.config.innerClientAuthenticationCredentials)
+            signer = None if creds is None else RequestSigner(creds)  # signs pushes to brokers
+            async with (
+                RemotingClient(self.transport, request_hook=signer) as client,
+                trio.open_nursery() as nursery,
+            ):
                 self._client, self._nursery = client, nursery
                 # a starting replica has heard nobody: it answers peers' death checks UNKNOWN
                 # until it has listened for one timeout
@@ -242,6 +261,12 @@ class Controller(FailoverMixin):
     async def process(self, ctx: RequestContext) -> RemotingCommand | None:
         """The server's processor: Raft RPCs, local answers, and Raft-backed handlers."""
         code = ctx.cmd.code
+        if self._admin_users is not None:  # authenticationEnabled: admin writes need a super user
+            denied = check_admin_write(ctx.cmd, self._admin_users)
+            if denied is not None:
+                self.log.info(log_events.AUTH_REFUSED, code=request_name(code),
+                              remark=denied.remark)  # fmt: skip
+                return ctx.cmd.make_response(RC.NO_PERMISSION, denied.remark)
         if code == RequestCode.RAFT_MESSAGE:
             self.node.deliver(ctx.cmd.body)
             return None

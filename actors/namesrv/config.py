@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import attrs
 
+from rocketrio.actors.auth.config import init_user_key, require_init_user
 from rocketrio.protocol.config import positive
 
 
@@ -33,3 +34,11 @@ class NamesrvConfig:
     # push NOTIFY_MIN_BROKER_ID_CHANGE to a group's brokers when its smallest brokerId changes
     notifyMinBrokerIdChanged: bool = False
     notifyMinBrokerIdChangeTimeoutMillis: int = attrs.field(default=3000, validator=positive)
+    # ACL (upstream AuthConfig key names): with authenticationEnabled, the admin writes
+    # (deleteTopicInNamesrv, KV config, broker write perms ...) need a request signed by this
+    # super user; routes, registrations and heartbeats stay open (actors/auth/gate.py)
+    authenticationEnabled: bool = False
+    initAuthenticationUser: str = attrs.field(default="", validator=init_user_key)
+
+    def __attrs_post_init__(self) -> None:
+        require_init_user(self, "name server")

@@ -23,6 +23,8 @@ import structlog
 import trio
 
 from rocketrio.actors import events
+from rocketrio.actors.auth.config import parse_init_user
+from rocketrio.actors.auth.gate import check_admin_write, server_users
 from rocketrio.actors.namesrv.config import NamesrvConfig
 from rocketrio.actors.namesrv.route_info import MinBrokerIdChange, RouteInfoManager
 from rocketrio.actors.remoting import (
@@ -163,6 +165,11 @@ class NameServer:
         self._processors: dict[int, Processor] = {
             int(code): handler for code, handler in self._builtin_processors().items()
         }
+        self._admin_users = (
+            server_users(parse_init_user(config.initAuthenticationUser))
+            if config.authenticationEnabled
+            else None
+        )
         self._kv_lock = trio.Lock()
         self._nursery: trio.Nursery | None = None
         self._client: RemotingClient | None = None
@@ -207,6 +214,12 @@ class NameServer:
 
     async def process(self, ctx: RequestContext) -> RemotingCommand | None:
         """The server's one processor: dispatch by request code."""
+        if self._admin_users is not None:  # authenticationEnabled: admin writes need a super user
+            denied = check_admin_write(ctx.cmd, self._admin_users)
+            if denied is not None:
+                self.log.info(events.AUTH_REFUSED, code=request_name(ctx.cmd.code),
+                              remark=denied.remark)  # fmt: skip
+                return ctx.cmd.make_response(ResponseCode.NO_PERMISSION, denied.remark)
         handler = self._processors.get(ctx.cmd.code)
         if handler is None:
             code = ctx.cmd.code

@@ -72,6 +72,25 @@ def unknown_cases(ns: str, ctrl: str) -> list[tuple[list[str], str]]:
         (["queryMsgById", "-n", ns, "-i", "AB12", "-t", "T"], "no message with id AB12 in topic T"),
         (["queryMsgByKey", "-n", ns, "-t", "T", "-k", "NoKey"], "no message with key NoKey"),
         (["queryMsgByKey", "-n", ns, "-t", "NoTopic", "-k", "k"], "no route for topic NoTopic"),
+        # ACL 2.0 (cli/admin_auth.py)
+        *[
+            ([cmd, "-n", ns, "-c", "NoCluster", *args], "cluster NoCluster is unknown")
+            for cmd, args in (
+                ("createUser", ["-u", "u", "-p", "p"]),
+                ("updateUser", ["-u", "u", "-p", "p"]),
+                ("deleteUser", ["-u", "u"]),
+                ("listUser", []),
+                ("createAcl", ["-s", "User:u", "-r", "Topic:T", "-a", "Pub"]),
+                ("updateAcl", ["-s", "User:u", "-r", "Topic:T", "-a", "Pub"]),
+                ("deleteAcl", ["-s", "User:u"]),
+                ("listAcl", []),
+            )
+        ],
+        (["getUser", "-n", ns, "-c", "DefaultCluster", "-u", "nobody"], "user nobody not found"),
+        (
+            ["getAcl", "-n", ns, "-c", "DefaultCluster", "-s", "User:nobody"],
+            "The subject User:nobody is not exist",
+        ),
     ]
 
 
