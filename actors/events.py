@@ -73,4 +73,12 @@ MASTER_FIRST_WRITE = "master_first_write"  # broker, epoch, offset
 MASTER_ELECTION_REQUESTED = "master_election_requested"  # broker, broker_id, reason
 MASTER_STEPPED_DOWN = "master_stepped_down"  # broker, epoch, reason
 
+# remoting server limits (issue 7); the WARN ones are rate-limited per server and carry
+# ``suppressed`` (lines not written since the last one)
+BAD_FRAME = "bad_frame"  # remote, reason, error (the connection is closed)
+CONNECTION_REFUSED = "connection_refused"  # remote, reason, why (over a connection cap)
+CONNECTION_READ_TIMEOUT = "connection_read_timeout"  # remote, buffered, missing, timeout_s
+CONNECTION_IDLE_CLOSED = "connection_idle_closed"  # remote, idle_s (info)
+REQUEST_REFUSED_BUSY = "request_refused_busy"  # code, remote, in_flight, limit
+
 ALL = frozenset(v for k, v in dict(globals()).items() if k.isupper() and isinstance(v, str))

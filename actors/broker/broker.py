@@ -215,7 +215,11 @@ class Broker:
             replicas=self.replicas,
         )
         self.server = RemotingServer(
-            transport, self.addr, self.adapter.process, on_connect=self.adapter.on_connect
+            transport,
+            self.addr,
+            self.adapter.process,
+            on_connect=self.adapter.on_connect,
+            limits=config.server_limits(),
         )
         self.outer_api: BrokerOuterAPI | None = None
         self.recovery: RecoveryReport | None = None

@@ -65,6 +65,7 @@ from rocketrio.actors.raft.node import (
 )
 from rocketrio.actors.remoting import RemotingClient, RemotingServer, RequestContext
 from rocketrio.actors.runtime import Reply, every
+from rocketrio.actors.server_limits import LogRateLimiter
 from rocketrio.actors.transport import Transport
 from rocketrio.protocol.codes import RequestCode, ResponseCode, request_name
 from rocketrio.protocol.config import dump_config
@@ -183,12 +184,20 @@ class Controller(FailoverMixin):
             fs=fs,
         )
         self.node.on_role_change = self._on_role_change
-        self.server = RemotingServer(transport, self.addr, self.process, on_connect=self.watch)
+        self.server = RemotingServer(
+            transport,
+            self.addr,
+            self.process,
+            on_connect=self.watch,
+            limits=config.server_limits(),
+        )
         self.bound_addr: str | None = None
         self.log = structlog.get_logger("controller").bind(actor="controller")
         self._nursery: trio.Nursery | None = None
         self._client: RemotingClient | None = None
         self._reelect_lock = trio.Lock()
+        self._in_flight = 0  # Raft-backed requests being answered (`_answer` tasks)
+        self._busy_log = LogRateLimiter()
         self._elect_reasons: dict[str, str] = {}
         self._liveness_changed = trio.Event()  # set (and replaced) when a broker connection dies
         self._processors: dict[int, Callable[[RequestContext], _Call]] = {
@@ -264,10 +273,39 @@ class Controller(FailoverMixin):
         call = make(ctx)  # HeaderError -> INVALID_PARAMETER, answered by the connection
         if self._nursery is None:
             return ctx.cmd.make_response(RC.SYSTEM_BUSY, "the controller is shutting down")
+        limit = self.config.controllerRequestThreadPoolQueueCapacity
+        if self._in_flight >= limit:
+            return self._refuse_busy(ctx, limit)
+        self._in_flight += 1
         self._nursery.start_soon(self._answer, ctx, call)
         return None
 
+    def _refuse_busy(self, ctx: RequestContext, limit: int) -> RemotingCommand:
+        """Over the in-flight bound: answer at once instead of queueing without bound."""
+        name = request_name(ctx.cmd.code)
+        suppressed = self._busy_log.admit(trio.current_time())
+        if suppressed is not None:
+            self.log.warning(
+                log_events.REQUEST_REFUSED_BUSY,
+                code=name,
+                remote=ctx.remote,
+                in_flight=self._in_flight,
+                limit=limit,
+                suppressed=suppressed,
+            )
+        return ctx.cmd.make_response(
+            RC.SYSTEM_BUSY,
+            f"[OVERLOAD] controller busy: {self._in_flight} requests are being answered "
+            f"(controllerRequestThreadPoolQueueCapacity={limit}); retry {name} later",
+        )
+
     async def _answer(self, ctx: RequestContext, call: _Call) -> None:
+        try:
+            await self._answer_call(ctx, call)
+        finally:
+            self._in_flight -= 1
+
+    async def _answer_call(self, ctx: RequestContext, call: _Call) -> None:
         try:
             is_alive: BrokerAlivePredicate = self._is_alive
             if call.elect_reason is not None:
