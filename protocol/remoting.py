@@ -322,7 +322,8 @@ class FrameDecoder:
         total, hword = _HDR.unpack_from(buf, pos)
         if not MIN_FRAME <= total <= self._max:
             self._fail(length_error(total, self._max))
-        if (hword & 0xFFFFFF) > total - 4 or (hword >> 24) not in MIN_HEADER:
+        least = MIN_HEADER.get(hword >> 24)
+        if least is None or not least <= (hword & 0xFFFFFF) <= total - 4:
             self._fail(header_word_error(total, hword))
         if avail < 4 + total:
             self._compact()

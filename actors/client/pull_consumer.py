@@ -7,14 +7,13 @@
         msgs = await consumer.poll(timeout=1.0)
         await consumer.commit()             # automatic every 5 s unless auto_commit=False
 
-`ConsumerCore` owns the queues and their long-polling pull tasks; found messages wait in one
-buffer (``pullThresholdForQueue`` / ``pullThresholdForAll`` bound it, and the buffer's own
-capacity: when it is full, pulling waits) until ``poll`` hands out one pulled batch. Like upstream, a polled batch counts as consumed: its offsets enter the
-offset table at once and are persisted by ``commit`` (or the auto-commit loop). ``seek``
-restarts a queue at an offset between its min and max; batches buffered from before the seek
-are discarded. There is no retry topic and no send-back: what to do with a failed message is
-the application's call.
-"""
+`ConsumerCore` owns the queues and their long-polling pull tasks; found messages wait in one buffer
+(``pullThresholdForQueue`` / ``pullThresholdForAll`` bound it, and the buffer's own capacity: when
+it is full, pulling waits) until ``poll`` hands out one pulled batch. Like upstream, a polled batch
+counts as consumed: its offsets enter the offset table at once and are persisted by ``commit`` (or
+the auto-commit loop). ``seek`` restarts a queue at an offset between its min and max; batches
+buffered from before the seek are discarded. There is no retry topic and no send-back: what to do
+with a failed message is the application's call."""
 
 from __future__ import annotations
 

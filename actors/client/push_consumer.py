@@ -5,20 +5,20 @@
     consumer.register_listener(fn)          # fn(msgs) -> ConsumeStatus, sync or async
     async with consumer: ...
 
-Rebalance and pulling are `ConsumerCore`'s. Clustering consumers also subscribe to the
-group's retry topic %RETRY%<group>. Pulled messages are consumed in chunks of
-``consumeMessageBatchMaxSize``. A plain-function listener is called by the pull loop itself
-as soon as a pull returns (it runs on the Trio thread wherever it is called, so a channel and
-a worker wakeup per chunk would only cost time); a coroutine-function listener, an awaitable
-result and any failure go onto the consume channel, served by ``consumeThreadMax`` worker
-tasks (the channel is bounded: when it is full the pull loops wait, as flow control would). The offset committed is always the smallest one still being consumed
+Rebalance and pulling are `ConsumerCore`'s. Clustering consumers also subscribe to the group's retry
+topic %RETRY%<group>. Pulled messages are consumed in chunks of ``consumeMessageBatchMaxSize``. A
+plain-function listener is called by the pull loop itself as soon as a pull returns (it runs on the
+Trio thread wherever it is called, so a channel and a worker wakeup per chunk would only cost time);
+a coroutine-function listener, an awaitable result and any failure go onto the consume channel,
+served by ``consumeThreadMax`` worker tasks (the channel is bounded: when it is full the pull loops
+wait, as flow control would). The offset committed is always the smallest one still being consumed
 (`ProcessQueue.remove`, `ProcessQueue.consumed_untracked`), persisted every
-``persistConsumerOffsetInterval``, when a queue is revoked and on shutdown; the broker also
-commits it with each pull (COMMIT_OFFSET). RECONSUME_LATER (or an exception in the
-listener) sends each message back with CONSUMER_SEND_MSG_BACK, so it returns through the retry
-topic and the broker moves it to %DLQ%<group> after ``maxReconsumeTimes``; a message the broker
-does not take back is consumed again locally after 5 s. Broadcasting consumers drop messages
-whose consumption failed, like upstream.
+``persistConsumerOffsetInterval``, when a queue is revoked and on shutdown; the broker also commits
+it with each pull (COMMIT_OFFSET). RECONSUME_LATER (or an exception in the listener) sends each
+message back with CONSUMER_SEND_MSG_BACK, so it returns through the retry topic and the broker moves
+it to %DLQ%<group> after ``maxReconsumeTimes``; a message the broker does not take back is consumed
+again locally after 5 s. Broadcasting consumers drop messages whose consumption failed, like
+upstream.
 
 A synchronous listener runs on the Trio thread, so it must not block; blocking code belongs in
 an async listener that uses ``trio.to_thread``, or in `BlockingPushConsumer`.
