@@ -314,9 +314,11 @@ class Connection:
         idle_s = server.limits.idle_timeout_s
         read_s = server.limits.read_timeout_s
         while True:
+            # each check compares with the very deadline slept until (``now - start >= limit``
+            # can be False at ``start + limit`` in floating point, and the loop would spin)
             now = trio.current_time()
             partial = self._partial_since
-            if partial is not None and now - partial >= read_s:
+            if partial is not None and now >= partial + read_s:
                 self.close_reason = "read timeout"
                 server.warn(
                     events.CONNECTION_READ_TIMEOUT,
@@ -327,7 +329,7 @@ class Connection:
                 )
                 scope.cancel()
                 return
-            if idle_s is not None and now - self._active_at >= idle_s:
+            if idle_s is not None and now >= self._active_at + idle_s:
                 self.close_reason = "idle timeout"
                 log.info(events.CONNECTION_IDLE_CLOSED, remote=self.remote, idle_s=idle_s)
                 scope.cancel()
