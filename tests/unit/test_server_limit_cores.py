@@ -136,8 +136,11 @@ async def test_input_budget_serves_waiters_in_order_and_survives_cancellation(
             with pytest.raises(trio.Cancelled):
                 await b.take(30)  # a cancelled waiter leaves no trace
         assert b.waiting == 2
-        b.give(60)
-    assert order == ["big", "small"]
+        b.give(10)  # 20 free: "small" would fit, but it waits behind "big"
+        await trio.testing.wait_all_tasks_blocked()
+        assert order == [] and b.waiting == 2
+        b.give(50)
+    assert sorted(order) == ["big", "small"]
     assert b.used == 85 and b.peak == 90
     with pytest.raises(ValueError, match="cannot take"):
         await b.take(101)
