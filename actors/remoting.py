@@ -252,7 +252,11 @@ class Connection:
         decoder = self._decoder
         server = self._server
         budget = server.budget if server is not None else None
-        held = 0  # budget this reader holds: its partial frame plus the read under way
+        # budget this reader holds: its partial frame plus the read under way, less READ_CHUNK.
+        # Every connection may hold one READ_CHUNK outside the budget (so at most
+        # serverMaxConnections x 16 KiB in all): a new connection's first read never waits, so
+        # its frame's read timeout starts at once even while an attack holds the whole budget.
+        held = 0
         try:
             while True:
                 if self._out_bytes > self._read_pause_bytes:
@@ -261,7 +265,7 @@ class Connection:
                 # is read in as few calls as its size allows
                 want = max(READ_CHUNK, min(decoder.missing(), MAX_READ))
                 if budget is not None:
-                    need = decoder.buffered + want
+                    need = decoder.buffered + want - READ_CHUNK
                     if need > held:
                         await budget.take(need - held)
                     elif need < held:
@@ -291,6 +295,7 @@ class Connection:
                     elif decoded or self._partial_since is None:
                         self._partial_since = now
         finally:
+            decoder.release()  # the memory goes before the budget that covered it
             if budget is not None and held:
                 budget.give(held)
 

@@ -9,9 +9,11 @@ Every server (NameServer, Broker, Controller) bounds what one peer, or many, can
   (upstream's key and default, 120 s) is closed, and so is one holding a partly received frame
   for ``serverFrameReadTimeoutMillis``;
 - bytes: a frame is at most frameMaxLength (16 MiB, `protocol.remoting`); the bytes read but not
-  yet decoded, over all connections, are at most ``serverMaxBufferedInputBytes``
-  (`InputBudget`: a reader waits for budget instead of growing memory; a stalled partial frame
-  holding budget is released by the read timeout, so waiting cannot deadlock); and a connection
+  yet decoded, over all connections, are at most ``serverMaxBufferedInputBytes`` plus one
+  16 KiB read per connection (`InputBudget`: a reader waits for budget instead of growing
+  memory; a stalled partial frame holding budget is released by the read timeout, so waiting
+  cannot deadlock; the first 16 KiB a connection holds are outside the budget, so a new
+  connection's frame is read, and timed, even while an attack holds the budget); and a connection
   whose unsent output is above ``writeBufferHighWaterMark`` stops reading requests until it
   drains below ``writeBufferLowWaterMark`` (upstream's server turns Netty's autoRead off the
   same way).
@@ -31,7 +33,7 @@ import trio
 from rocketrio.protocol.config import non_negative, positive
 from rocketrio.protocol.remoting import DEFAULT_MAX_FRAME
 
-READ_CHUNK = 16 * 1024  # the usual read; a reader holds this much budget while it waits for data
+READ_CHUNK = 16 * 1024  # the usual read; each connection may hold this much outside the budget
 MAX_READ = 1024 * 1024  # the largest read, for a big frame
 # what writeBufferHighWaterMark / LowWaterMark = 0 mean (upstream: Netty's 64 KiB / 32 KiB; a
 # rocketrio pull response alone may be 256 KiB, maxTransferBytesOnMessageInMemory)

@@ -354,7 +354,16 @@ class FrameDecoder:
         (total,) = _I32.unpack_from(self._buf, self._pos)
         return max(0, 4 + total - avail) if MIN_FRAME <= total <= self._max else 0
 
+    def release(self) -> None:
+        """Drop whatever is buffered (the connection is gone): the memory goes at once, not
+        when the decoder is garbage collected."""
+        self._buf = bytearray()
+        self._pos = 0
+
     def _compact(self) -> None:
         if self._pos:
-            del self._buf[: self._pos]
+            if self._pos == len(self._buf):
+                self._buf = bytearray()  # a fresh one: a big frame's capacity is not kept
+            else:
+                del self._buf[: self._pos]
             self._pos = 0
