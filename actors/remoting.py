@@ -267,7 +267,8 @@ class Connection:
                 if budget is not None:
                     need = decoder.buffered + want - READ_CHUNK
                     if need > held:
-                        await budget.take(need - held)
+                        if not budget.try_take(need - held):
+                            await budget.take(need - held)
                     elif need < held:
                         budget.give(held - need)
                     held = need

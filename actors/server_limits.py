@@ -201,6 +201,13 @@ class InputBudget:
     def waiting(self) -> int:
         return len(self._waiters)
 
+    def try_take(self, n: int) -> bool:
+        """Take ``n`` bytes if they are free and nobody waits; the per-read fast path."""
+        if self._waiters or self.used + n > self.total:
+            return False
+        self._grant(n)
+        return True
+
     async def take(self, n: int) -> None:
         """Take ``n`` bytes, waiting (first come first served) until they are free."""
         if n > self.total:

@@ -31,6 +31,8 @@ DEFAULT_MAX_FRAME = 16 * 1024 * 1024  # com.rocketmq.remoting.frameMaxLength
 # flag and the two (empty) length-prefixed parts for ROCKETMQ
 MIN_HEADER = {SERIALIZE_JSON: 2, SERIALIZE_ROCKETMQ: 13 + 4 + 4}
 MIN_FRAME = 4 + MIN_HEADER[SERIALIZE_JSON]  # total length: header-length word + header
+_MIN_JSON_HEADER = MIN_HEADER[SERIALIZE_JSON]
+_MIN_ROCKETMQ_HEADER = MIN_HEADER[SERIALIZE_ROCKETMQ]
 _I32 = struct.Struct(">i")
 _HDR = struct.Struct(">ii")
 _LANG_BY_NAME = {m.name: m for m in LanguageCode}
@@ -322,17 +324,27 @@ class FrameDecoder:
         total, hword = _HDR.unpack_from(buf, pos)
         if not MIN_FRAME <= total <= self._max:
             self._fail(length_error(total, self._max))
-        least = MIN_HEADER.get(hword >> 24)
-        if least is None or not least <= (hword & 0xFFFFFF) <= total - 4:
+        stype, hlen = hword >> 24, hword & 0xFFFFFF
+        if stype == SERIALIZE_JSON:
+            least = _MIN_JSON_HEADER
+        elif stype == SERIALIZE_ROCKETMQ:
+            least = _MIN_ROCKETMQ_HEADER
+        else:
+            least = total  # refused just below, as an unknown serialize type
+        if not least <= hlen <= total - 4:
             self._fail(header_word_error(total, hword))
         if avail < 4 + total:
             self._compact()
             return None
-        start = pos + 4
-        payload = bytes(buf[start : start + total])
-        self._pos = start + total
+        start = pos + 8
+        end = pos + 4 + total
+        raw = bytes(buf[start : start + hlen])
+        body = bytes(buf[start + hlen : end])
+        self._pos = end
         try:
-            return decode_frame_payload(payload)
+            if stype == SERIALIZE_JSON:
+                return _decode_json_header(raw, body)
+            return _decode_rocketmq_header(raw, body)
         except RemoteProtocolError as e:
             self._failed = e
             raise
@@ -362,8 +374,5 @@ class FrameDecoder:
 
     def _compact(self) -> None:
         if self._pos:
-            if self._pos == len(self._buf):
-                self._buf = bytearray()  # a fresh one: a big frame's capacity is not kept
-            else:
-                del self._buf[: self._pos]
+            del self._buf[: self._pos]  # CPython gives back most of the capacity of a big one
             self._pos = 0

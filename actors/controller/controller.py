@@ -36,7 +36,7 @@ Embedded mode (`run_namesrv_with_controller`, `load_namesrv_configs`) lives in e
 from __future__ import annotations
 
 import random
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 import attrs
@@ -196,7 +196,7 @@ class Controller(FailoverMixin):
         self._nursery: trio.Nursery | None = None
         self._client: RemotingClient | None = None
         self._reelect_lock = trio.Lock()
-        self._in_flight = 0  # Raft-backed requests being answered (`_answer` tasks)
+        self._in_flight = 0  # requests being answered by a task of their own (`start_answer`)
         self._busy_log = LogRateLimiter()
         self._elect_reasons: dict[str, str] = {}
         self._liveness_changed = trio.Event()  # set (and replaced) when a broker connection dies
@@ -273,12 +273,26 @@ class Controller(FailoverMixin):
         call = make(ctx)  # HeaderError -> INVALID_PARAMETER, answered by the connection
         if self._nursery is None:
             return ctx.cmd.make_response(RC.SYSTEM_BUSY, "the controller is shutting down")
+        return self.start_answer(ctx, self._answer, ctx, call)
+
+    def start_answer(
+        self, ctx: RequestContext, answer: Callable[..., Awaitable[None]], *args: Any
+    ) -> RemotingCommand | None:
+        """Start a task that answers ``ctx`` later, within the in-flight bound
+        (controllerRequestThreadPoolQueueCapacity); over it, the SYSTEM_BUSY answer, now."""
+        assert self._nursery is not None
         limit = self.config.controllerRequestThreadPoolQueueCapacity
         if self._in_flight >= limit:
             return self._refuse_busy(ctx, limit)
         self._in_flight += 1
-        self._nursery.start_soon(self._answer, ctx, call)
+        self._nursery.start_soon(self._counted, answer, *args)
         return None
+
+    async def _counted(self, answer: Callable[..., Awaitable[None]], *args: Any) -> None:
+        try:
+            await answer(*args)
+        finally:
+            self._in_flight -= 1
 
     def _refuse_busy(self, ctx: RequestContext, limit: int) -> RemotingCommand:
         """Over the in-flight bound: answer at once instead of queueing without bound."""
@@ -300,12 +314,6 @@ class Controller(FailoverMixin):
         )
 
     async def _answer(self, ctx: RequestContext, call: _Call) -> None:
-        try:
-            await self._answer_call(ctx, call)
-        finally:
-            self._in_flight -= 1
-
-    async def _answer_call(self, ctx: RequestContext, call: _Call) -> None:
         try:
             is_alive: BrokerAlivePredicate = self._is_alive
             if call.elect_reason is not None:
