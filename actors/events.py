@@ -101,5 +101,12 @@ AUTH_USER_DELETED = "auth_user_deleted"  # user, by
 AUTH_ACL_UPDATED = "auth_acl_updated"  # subject, by (createAcl / updateAcl)
 AUTH_ACL_DELETED = "auth_acl_deleted"  # subject, resource, by
 AUTH_SYNCED = "auth_synced"  # master, users, acls (a slave adopted its master's tables)
+# remoting server limits (issue 7); the WARN ones are rate-limited per server and carry
+# ``suppressed`` (lines not written since the last one)
+BAD_FRAME = "bad_frame"  # remote, reason, error (the connection is closed)
+CONNECTION_REFUSED = "connection_refused"  # remote, reason, why (over a connection cap)
+CONNECTION_READ_TIMEOUT = "connection_read_timeout"  # remote, buffered, missing, timeout_s
+CONNECTION_IDLE_CLOSED = "connection_idle_closed"  # remote, idle_s (info)
+REQUEST_REFUSED_BUSY = "request_refused_busy"  # code, remote, in_flight, limit
 
 ALL = frozenset(v for k, v in dict(globals()).items() if k.isupper() and isinstance(v, str))

@@ -8,8 +8,17 @@ requests answer at once; slow ones (long-polling pulls, synced sends) hand the `
 to an actor, return, and the actor answers later with ``ctx.respond``. That keeps many requests
 in flight on one connection without a task per request.
 
-A malformed frame closes only that connection (logged as ``bad_frame``); a processor exception
-becomes a SYSTEM_ERROR answer with the reason, and is logged with its traceback.
+A malformed frame closes only that connection (logged as ``bad_frame``, as soon as its length
+words are in); a processor exception becomes a SYSTEM_ERROR answer with the reason, and is logged
+with its traceback.
+
+A server's connections also apply the server's `ServerLimits` (server_limits.py): a cap on
+connections (in all and per remote host) checked at accept; the reader takes its bytes from the
+server's `InputBudget` before each read and stops reading while the connection's unsent output
+is above the high-water mark (a client that does not read its responses stops being served
+instead of growing the server's memory); and a watchdog task closes the connection when it is
+idle too long or a frame has been partly received for too long. The per-read bookkeeping is a
+few comparisons; the watchdog wakes once per read timeout, not per read.
 """
 
 from __future__ import annotations
@@ -23,7 +32,16 @@ from typing import Any
 import structlog
 import trio
 
+from rocketrio.actors import events
 from rocketrio.actors.runtime import AskTimeout, Reply
+from rocketrio.actors.server_limits import (
+    MAX_READ,
+    READ_CHUNK,
+    ConnectionTable,
+    InputBudget,
+    LogRateLimiter,
+    ServerLimits,
+)
 from rocketrio.actors.transport import Transport
 from rocketrio.protocol.codes import (
     RPC_ONEWAY,
@@ -41,9 +59,7 @@ from rocketrio.protocol.serde import HeaderError
 
 log = structlog.get_logger("remoting")
 
-READ_CHUNK = 16 * 1024
-MAX_READ = 1024 * 1024
-WRITE_HIGH_WATER = 8 * 1024 * 1024
+WRITE_HIGH_WATER = 8 * 1024 * 1024  # a client connection's request()/oneway() wait above this
 
 
 class RemotingError(Exception):
@@ -92,6 +108,23 @@ Processor = Callable[[RequestContext], Awaitable[RemotingCommand | None]]
 RequestHook = Callable[[str, RemotingCommand], None]
 
 
+class ServerSide:
+    """What a server's connections share: its limits, its input budget and the rate limiter of
+    its refusal and timeout log lines."""
+
+    def __init__(self, limits: ServerLimits) -> None:
+        self.limits = limits
+        self.budget = InputBudget(limits.input_budget_bytes)
+        self.log_limiter = LogRateLimiter()
+
+    def warn(self, event: str, **fields: Any) -> None:
+        """A WARN line, unless too many came lately (the next one says how many were not
+        written, as ``suppressed``)."""
+        suppressed = self.log_limiter.admit(trio.current_time())
+        if suppressed is not None:
+            log.warning(event, suppressed=suppressed, **fields)
+
+
 class Connection:
     def __init__(
         self,
@@ -101,17 +134,30 @@ class Connection:
         remote: str = "?",
         max_frame: int = DEFAULT_MAX_FRAME,
         opaque_seq: itertools.count[int] | None = None,
+        server: ServerSide | None = None,
     ) -> None:
         self.stream = stream
         self.processor = processor
         self.remote = remote
         self.max_frame = max_frame
         self._out: deque[bytes] = deque()
-        self._out_bytes = 0
+        self._out_bytes = 0  # queued or being written: not yet handed to the transport
         self._writer_lot = trio.lowlevel.ParkingLot()
         self._drain_lot = trio.lowlevel.ParkingLot()
         self._pending: dict[int, Reply[RemotingCommand]] = {}
         self._opaque = opaque_seq or itertools.count(1)
+        self._decoder = FrameDecoder(max_frame)
+        self._server = server
+        if server is not None:
+            # the reader stops reading requests above the high mark until the low mark
+            self._read_pause_bytes: float = server.limits.write_high_water_bytes
+            self._low_water = server.limits.write_low_water_bytes
+        else:
+            # a client never stops reading: its server may be waiting for it to read
+            self._read_pause_bytes = math.inf
+            self._low_water = WRITE_HIGH_WATER // 2
+        self._active_at = trio.current_time()  # last read or write (server side only)
+        self._partial_since: float | None = None  # when the partly received frame began
         self.closed = False
         self.close_reason: str | None = None
         self.on_close: list[Callable[[Connection], None]] = []
@@ -170,7 +216,13 @@ class Connection:
 
     @property
     def pending_output_bytes(self) -> int:
+        """Bytes queued or being written, not yet handed to the transport."""
         return self._out_bytes
+
+    @property
+    def buffered_input_bytes(self) -> int:
+        """Bytes read but not yet decoded (a partly received frame)."""
+        return self._decoder.buffered
 
     async def oneway(self, cmd: RemotingCommand) -> None:
         if self.closed:
@@ -184,12 +236,14 @@ class Connection:
         while self._out_bytes > WRITE_HIGH_WATER and not self.closed:
             await self._drain_lot.park()
 
-    # -- the two tasks
+    # -- the tasks
     async def run(self) -> None:
-        """Serve the connection until either side closes it."""
+        """Serve the connection until either side closes it (or a server limit does)."""
         try:
             async with trio.open_nursery() as nursery:
                 nursery.start_soon(self._writer)
+                if self._server is not None:
+                    nursery.start_soon(self._watchdog, self._server, nursery.cancel_scope)
                 await self._reader()
                 nursery.cancel_scope.cancel()
         finally:
@@ -198,27 +252,101 @@ class Connection:
                 await self.stream.aclose()
 
     async def _reader(self) -> None:
-        decoder = FrameDecoder(self.max_frame)
+        decoder = self._decoder
+        server = self._server
+        budget = server.budget if server is not None else None
+        # budget this reader holds: its partial frame plus the read under way, less READ_CHUNK.
+        # Every connection may hold one READ_CHUNK outside the budget (so at most
+        # serverMaxConnections x 16 KiB in all): a new connection's first read never waits, so
+        # its frame's read timeout starts at once even while an attack holds the whole budget.
+        held = 0
+        try:
+            while True:
+                if self._out_bytes > self._read_pause_bytes:
+                    await self._wait_output_below_low_water()
+                # small reads let requests and answers overlap; a big frame (a pull response)
+                # is read in as few calls as its size allows
+                want = max(READ_CHUNK, min(decoder.missing(), MAX_READ))
+                if budget is not None:
+                    need = decoder.buffered + want - READ_CHUNK
+                    if need > held:
+                        if not budget.try_take(need - held):
+                            await budget.take(need - held)
+                    elif need < held:
+                        budget.give(held - need)
+                    held = need
+                try:
+                    data = await self.stream.receive_some(want)
+                except (trio.BrokenResourceError, trio.ClosedResourceError, OSError):
+                    self.close_reason = "reset"
+                    return
+                if not data:
+                    self.close_reason = "eof"
+                    return
+                decoded = False
+                try:
+                    decoder.feed(data)
+                    while (cmd := decoder.next_command()) is not None:
+                        decoded = True
+                        await self._dispatch(cmd)
+                except RemoteProtocolError as e:
+                    self._bad_frame(e)
+                    return
+                if server is not None:
+                    now = self._active_at = trio.current_time()
+                    if not decoder.buffered:
+                        self._partial_since = None
+                    elif decoded or self._partial_since is None:
+                        self._partial_since = now
+        finally:
+            decoder.release()  # the memory goes before the budget that covered it
+            if budget is not None and held:
+                budget.give(held)
+
+    def _bad_frame(self, e: RemoteProtocolError) -> None:
+        self.close_reason = f"bad frame: {e}"
+        fields = {"remote": self.remote, "reason": e.reason, "error": str(e)}
+        if self._server is not None:
+            self._server.warn(events.BAD_FRAME, **fields)
+        else:
+            log.warning(events.BAD_FRAME, **fields)
+
+    async def _wait_output_below_low_water(self) -> None:
+        while self._out_bytes > self._low_water and not self.closed:
+            await self._drain_lot.park()
+
+    async def _watchdog(self, server: ServerSide, scope: trio.CancelScope) -> None:
+        """Close the connection when idle too long or a frame is partly received too long.
+
+        Sleeps until the earliest moment either could expire: a frame that begins while it
+        sleeps (at t >= now) cannot expire before now + read timeout, when it wakes anyway."""
+        idle_s = server.limits.idle_timeout_s
+        read_s = server.limits.read_timeout_s
         while True:
-            # small reads let requests and answers overlap; a big frame (a pull response) is
-            # read in as few calls as its size allows
-            want = max(READ_CHUNK, min(decoder.missing(), MAX_READ))
-            try:
-                data = await self.stream.receive_some(want)
-            except (trio.BrokenResourceError, trio.ClosedResourceError, OSError):
-                self.close_reason = "reset"
+            # each check compares with the very deadline slept until (``now - start >= limit``
+            # can be False at ``start + limit`` in floating point, and the loop would spin)
+            now = trio.current_time()
+            partial = self._partial_since
+            if partial is not None and now >= partial + read_s:
+                self.close_reason = "read timeout"
+                server.warn(
+                    events.CONNECTION_READ_TIMEOUT,
+                    remote=self.remote,
+                    buffered=self._decoder.buffered,
+                    missing=self._decoder.missing(),
+                    timeout_s=read_s,
+                )
+                scope.cancel()
                 return
-            if not data:
-                self.close_reason = "eof"
+            if idle_s is not None and now >= self._active_at + idle_s:
+                self.close_reason = "idle timeout"
+                log.info(events.CONNECTION_IDLE_CLOSED, remote=self.remote, idle_s=idle_s)
+                scope.cancel()
                 return
-            try:
-                decoder.feed(data)
-                while (cmd := decoder.next_command()) is not None:
-                    await self._dispatch(cmd)
-            except RemoteProtocolError as e:
-                log.warning("bad_frame", remote=self.remote, error=str(e))
-                self.close_reason = f"bad frame: {e}"
-                return
+            deadline = partial + read_s if partial is not None else now + read_s
+            if idle_s is not None:
+                deadline = min(deadline, self._active_at + idle_s)
+            await trio.sleep_until(deadline)
 
     async def _dispatch(self, cmd: RemotingCommand) -> None:
         if cmd.is_response:
@@ -247,6 +375,7 @@ class Connection:
 
     async def _writer(self) -> None:
         out = self._out
+        server_side = self._server is not None
         while True:
             while not out:
                 await self._writer_lot.park()
@@ -255,8 +384,6 @@ class Connection:
             else:
                 data = b"".join(out)
                 out.clear()
-            self._out_bytes = 0
-            self._drain_lot.unpark_all()
             try:
                 await self.stream.send_all(data)
             except (trio.BrokenResourceError, trio.ClosedResourceError, OSError):
@@ -266,6 +393,11 @@ class Connection:
                 with trio.CancelScope(shield=True), trio.move_on_after(1):
                     await self.stream.aclose()
                 return
+            self._out_bytes -= len(data)
+            if server_side:
+                self._active_at = trio.current_time()
+            if self._out_bytes <= self._low_water:
+                self._drain_lot.unpark_all()
 
     def _close(self, why: str) -> None:
         if self.closed:
@@ -281,7 +413,8 @@ class Connection:
 
 
 class RemotingServer:
-    """Accepts connections on ``addr`` and feeds their requests to ``processor``."""
+    """Accepts connections on ``addr`` and feeds their requests to ``processor``, within
+    ``limits`` (`ServerLimits`; the defaults when not given)."""
 
     def __init__(
         self,
@@ -291,26 +424,54 @@ class RemotingServer:
         *,
         max_frame: int = DEFAULT_MAX_FRAME,
         on_connect: Callable[[Connection], None] | None = None,
+        limits: ServerLimits | None = None,
     ) -> None:
         self.transport = transport
         self.addr = addr
         self.processor = processor
         self.max_frame = max_frame
         self.on_connect = on_connect
+        self.limits = limits or ServerLimits()
+        if self.limits.input_budget_bytes < max_frame + 4 + READ_CHUNK:
+            raise ValueError(
+                f"input budget {self.limits.input_budget_bytes} cannot hold one frame of "
+                f"{max_frame} bytes plus a read"
+            )
+        self.side = ServerSide(self.limits)
+        self.table = ConnectionTable(
+            self.limits.max_connections, self.limits.max_connections_per_address
+        )
         self.connections: set[Connection] = set()
+
+    @property
+    def budget(self) -> InputBudget:
+        return self.side.budget
 
     async def run(self, *, task_status: trio.TaskStatus[str] = trio.TASK_STATUS_IGNORED) -> None:
         await self.transport.serve(self.addr, self._handle, task_status=task_status)
 
     async def _handle(self, stream: trio.abc.Stream) -> None:
-        conn = Connection(
-            stream, self.processor, remote=_peer_name(stream), max_frame=self.max_frame
-        )
-        self.connections.add(conn)
-        conn.on_close.append(self.connections.discard)
-        if self.on_connect is not None:
-            self.on_connect(conn)
-        await conn.run()
+        remote = _peer_name(stream)
+        host = _peer_host(remote)
+        refusal = self.table.admit(host)
+        if refusal is not None:
+            self.side.warn(
+                events.CONNECTION_REFUSED, remote=remote, reason=refusal.reason, why=refusal.remark
+            )
+            with trio.CancelScope(shield=True), trio.move_on_after(1):
+                await stream.aclose()
+            return
+        try:
+            conn = Connection(
+                stream, self.processor, remote=remote, max_frame=self.max_frame, server=self.side
+            )
+            self.connections.add(conn)
+            conn.on_close.append(self.connections.discard)
+            if self.on_connect is not None:
+                self.on_connect(conn)
+            await conn.run()
+        finally:
+            self.table.release(host)
 
 
 def _peer_name(stream: trio.abc.Stream) -> str:
@@ -323,6 +484,12 @@ def _peer_name(stream: trio.abc.Stream) -> str:
             return "?"
     host = getattr(stream, "remote_host", None)
     return str(host) if host else "?"
+
+
+def _peer_host(remote: str) -> str:
+    """The host part of a peer name ("1.2.3.4:5678", "[::1]:5678" or a bare simulated host)."""
+    host, sep, port = remote.rpartition(":")
+    return host if sep and port.isdigit() else remote
 
 
 class RemotingClient:

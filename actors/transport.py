@@ -7,6 +7,9 @@ one Trio run, for tests: every host gets a `SimTransport`; links between hosts c
 partition heals, and new connections time out) or cut (every stream between the hosts breaks),
 and a host can crash (all its streams break). Byte loss inside a stream is not modelled because
 TCP never delivers a stream with holes: loss shows up as delay or a reset, and both are here.
+With ``window_bytes`` set, each direction holds at most that many unread bytes (plus the chunk
+being sent) and ``send_all`` waits for the reader, as a full TCP socket buffer would; by default
+a sender never waits.
 """
 
 from __future__ import annotations
@@ -95,6 +98,9 @@ class _Pipe:
         self.closed = False  # writer closed: EOF after the queued chunks
         self.broken = False  # connection reset
         self.last_at = 0.0
+        self.queued = 0  # bytes sent and not yet received
+        self.reader_gone = False  # the receiving end closed (a windowed sender then fails)
+        self.space = trio.lowlevel.ParkingLot()  # senders waiting for the window
 
 
 class SimStream(trio.abc.Stream):
@@ -111,12 +117,22 @@ class SimStream(trio.abc.Stream):
             raise trio.BrokenResourceError("connection reset (simulated)")
         if not data:
             return
+        window = self._net.window_bytes
+        while window is not None and self._tx.queued >= window:
+            if self._tx.reader_gone:
+                raise trio.BrokenResourceError("connection reset by peer (simulated)")
+            await self._tx.space.park()
+            if self._closed:
+                raise trio.ClosedResourceError("stream closed")
+            if self._tx.broken or self._tx.closed:
+                raise trio.BrokenResourceError("connection reset (simulated)")
         at = max(
             trio.current_time() + self._net.delay(self.local_host, self.remote_host),
             self._tx.last_at,
         )
         self._tx.last_at = at
         self._tx.chunks.append((at, bytes(data)))
+        self._tx.queued += len(data)
         self._tx.lot.unpark_all()
 
     async def wait_send_all_might_not_block(self) -> None:
@@ -138,6 +154,8 @@ class SimStream(trio.abc.Stream):
                         chunk = chunk[:max_bytes]
                     else:
                         rx.chunks.popleft()
+                    rx.queued -= len(chunk)
+                    rx.space.unpark_all()
                     await trio.lowlevel.checkpoint()
                     return chunk
                 with trio.move_on_at(at):
@@ -161,23 +179,32 @@ class SimStream(trio.abc.Stream):
         if not self._closed:
             self._closed = True
             self._tx.closed = True
-            self._tx.lot.unpark_all()
-            self._rx.lot.unpark_all()
+            self._rx.reader_gone = True
+            for p in (self._tx, self._rx):
+                p.lot.unpark_all()
+                p.space.unpark_all()
             self._net._streams.discard(self)
 
     def reset(self) -> None:
         for p in (self._rx, self._tx):
             p.broken = True
             p.lot.unpark_all()
+            p.space.unpark_all()
 
 
 class SimNetwork:
     """All hosts of a simulated cluster; faults are set per host pair (both directions)."""
 
     def __init__(
-        self, seed: int = 0, *, base_delay_s: float = 0.0002, jitter_s: float = 0.0003
+        self,
+        seed: int = 0,
+        *,
+        base_delay_s: float = 0.0002,
+        jitter_s: float = 0.0003,
+        window_bytes: int | None = None,
     ) -> None:
         self.rng = random.Random(seed)
+        self.window_bytes = window_bytes
         self.base_delay_s = base_delay_s
         self.jitter_s = jitter_s
         self._listeners: dict[str, tuple[trio.Nursery, Handler]] = {}

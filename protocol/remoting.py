@@ -12,7 +12,7 @@ that the decoder refuses further input, and the connection owner closes the conn
 from __future__ import annotations
 
 import struct
-from typing import Any
+from typing import Any, NoReturn
 
 import attrs
 import orjson
@@ -27,13 +27,27 @@ from rocketrio.protocol.codes import (
 )
 
 DEFAULT_MAX_FRAME = 16 * 1024 * 1024  # com.rocketmq.remoting.frameMaxLength
+# the smallest header of each serialize type: "{}" for JSON; code, language, version, opaque,
+# flag and the two (empty) length-prefixed parts for ROCKETMQ
+MIN_HEADER = {SERIALIZE_JSON: 2, SERIALIZE_ROCKETMQ: 13 + 4 + 4}
+MIN_FRAME = 4 + MIN_HEADER[SERIALIZE_JSON]  # total length: header-length word + header
+_MIN_JSON_HEADER = MIN_HEADER[SERIALIZE_JSON]
+_MIN_ROCKETMQ_HEADER = MIN_HEADER[SERIALIZE_ROCKETMQ]
 _I32 = struct.Struct(">i")
 _HDR = struct.Struct(">ii")
 _LANG_BY_NAME = {m.name: m for m in LanguageCode}
 
 
 class RemoteProtocolError(Exception):
-    """The peer sent bytes that are not a valid remoting frame."""
+    """The peer sent bytes that are not a valid remoting frame.
+
+    ``reason`` is a short snake_case name of what was wrong (for logs and metrics); the message
+    says it for a person, with the numbers.
+    """
+
+    def __init__(self, message: str, reason: str = "malformed") -> None:
+        super().__init__(message)
+        self.reason = reason
 
 
 class LocalProtocolError(Exception):
@@ -225,23 +239,63 @@ def _decode_rocketmq_header(raw: bytes, body: bytes) -> RemotingCommand:
 def decode_frame_payload(payload: bytes) -> RemotingCommand:
     """Decode a frame without its leading total-length field."""
     if len(payload) < 4:
-        raise RemoteProtocolError("frame shorter than its header-length field")
+        raise RemoteProtocolError("frame shorter than its header-length field", "frame_too_short")
     (hword,) = _I32.unpack_from(payload, 0)
+    error = header_word_error(len(payload), hword)
+    if error is not None:
+        raise error
     stype = (hword >> 24) & 0xFF
     hlen = hword & 0xFFFFFF
-    if 4 + hlen > len(payload):
-        raise RemoteProtocolError(f"header length {hlen} exceeds frame length {len(payload)}")
     raw = payload[4 : 4 + hlen]
     body = payload[4 + hlen :]
     if stype == SERIALIZE_JSON:
         return _decode_json_header(raw, body)
-    if stype == SERIALIZE_ROCKETMQ:
-        return _decode_rocketmq_header(raw, body)
-    raise RemoteProtocolError(f"unknown serialize type {stype}")
+    return _decode_rocketmq_header(raw, body)
+
+
+def length_error(total: int, max_frame: int) -> RemoteProtocolError | None:
+    """Why a frame's total-length word is unacceptable, or None."""
+    if MIN_FRAME <= total <= max_frame:
+        return None
+    if total < 0:
+        return RemoteProtocolError(f"negative frame length {total}", "negative_length")
+    if total < MIN_FRAME:
+        return RemoteProtocolError(
+            f"frame length {total} is shorter than the smallest frame ({MIN_FRAME})",
+            "frame_too_short",
+        )
+    return RemoteProtocolError(
+        f"frame length {total} exceeds the maximum {max_frame} (frameMaxLength)", "frame_too_long"
+    )
+
+
+def header_word_error(total: int, hword: int) -> RemoteProtocolError | None:
+    """Why a frame's serialize-type/header-length word does not fit its total length, or None."""
+    stype = (hword >> 24) & 0xFF
+    hlen = hword & 0xFFFFFF
+    least = MIN_HEADER.get(stype)
+    if least is None:
+        return RemoteProtocolError(f"unknown serialize type {stype}", "unknown_serialize_type")
+    if 4 + hlen > total:
+        return RemoteProtocolError(
+            f"header length {hlen} exceeds frame length {total}", "header_longer_than_frame"
+        )
+    if hlen < least:
+        return RemoteProtocolError(
+            f"header length {hlen} is shorter than the smallest header ({least})",
+            "header_too_short",
+        )
+    return None
 
 
 class FrameDecoder:
-    """Incremental frame decoder: ``feed(bytes)``, then ``next_command()`` until None."""
+    """Incremental frame decoder: ``feed(bytes)``, then ``next_command()`` until None.
+
+    A frame's two length words are checked as soon as they are in, before any more of the
+    frame is buffered: a total length that is negative, shorter than a header or over
+    ``max_frame`` fails the decoder after 4 bytes, an unknown serialize type or a header length
+    that does not fit the total after 8 (`RemoteProtocolError.reason` names which).
+    """
 
     def __init__(self, max_frame: int = DEFAULT_MAX_FRAME) -> None:
         self._buf = bytearray()
@@ -258,25 +312,47 @@ class FrameDecoder:
         if self._failed is not None:
             raise self._failed
         buf = self._buf
-        avail = len(buf) - self._pos
-        if avail < 4:
+        pos = self._pos
+        avail = len(buf) - pos
+        if avail < 8:
+            if avail >= 4:
+                (total,) = _I32.unpack_from(buf, pos)
+                if not MIN_FRAME <= total <= self._max:
+                    self._fail(length_error(total, self._max))
             self._compact()
             return None
-        (total,) = _I32.unpack_from(buf, self._pos)
-        if total < 4 or total > self._max:
-            self._failed = RemoteProtocolError(f"frame length {total} outside 4..{self._max}")
-            raise self._failed
+        total, hword = _HDR.unpack_from(buf, pos)
+        if not MIN_FRAME <= total <= self._max:
+            self._fail(length_error(total, self._max))
+        stype, hlen = hword >> 24, hword & 0xFFFFFF
+        if stype == SERIALIZE_JSON:
+            least = _MIN_JSON_HEADER
+        elif stype == SERIALIZE_ROCKETMQ:
+            least = _MIN_ROCKETMQ_HEADER
+        else:
+            least = total  # refused just below, as an unknown serialize type
+        if not least <= hlen <= total - 4:
+            self._fail(header_word_error(total, hword))
         if avail < 4 + total:
             self._compact()
             return None
-        start = self._pos + 4
-        payload = bytes(buf[start : start + total])
-        self._pos = start + total
+        start = pos + 8
+        end = pos + 4 + total
+        raw = bytes(buf[start : start + hlen])
+        body = bytes(buf[start + hlen : end])
+        self._pos = end
         try:
-            return decode_frame_payload(payload)
+            if stype == SERIALIZE_JSON:
+                return _decode_json_header(raw, body)
+            return _decode_rocketmq_header(raw, body)
         except RemoteProtocolError as e:
             self._failed = e
             raise
+
+    def _fail(self, error: RemoteProtocolError | None) -> NoReturn:
+        assert error is not None
+        self._failed = error
+        raise error
 
     @property
     def buffered(self) -> int:
@@ -288,9 +364,15 @@ class FrameDecoder:
         if avail < 4:
             return 0
         (total,) = _I32.unpack_from(self._buf, self._pos)
-        return max(0, 4 + total - avail) if 4 <= total <= self._max else 0
+        return max(0, 4 + total - avail) if MIN_FRAME <= total <= self._max else 0
+
+    def release(self) -> None:
+        """Drop whatever is buffered (the connection is gone): the memory goes at once, not
+        when the decoder is garbage collected."""
+        self._buf = bytearray()
+        self._pos = 0
 
     def _compact(self) -> None:
         if self._pos:
-            del self._buf[: self._pos]
+            del self._buf[: self._pos]  # CPython gives back most of the capacity of a big one
             self._pos = 0

@@ -237,7 +237,11 @@ class Broker:
             extra_handlers=auth_handlers(AuthProcessor(self.auth)),
         )
         self.server = RemotingServer(
-            transport, self.addr, self.adapter.process, on_connect=self.adapter.on_connect
+            transport,
+            self.addr,
+            self.adapter.process,
+            on_connect=self.adapter.on_connect,
+            limits=config.server_limits(),
         )
         self.outer_api: BrokerOuterAPI | None = None
         self.recovery: RecoveryReport | None = None

@@ -2,6 +2,8 @@
 
 One flat class, like upstream's broker.conf which mixes both. Key names are upstream's, so an
 existing broker.conf reads unchanged (keys we do not implement are rejected, naming the key).
+The remoting server keys (idle timeout, connection caps, byte bounds) are inherited from
+`RemotingServerConfig`, as upstream reads its NettyServerConfig from the same file.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ import os
 import attrs
 
 from rocketrio.actors.auth.config import credentials_key, init_user_key, whitelist_key
+from rocketrio.actors.server_limits import RemotingServerConfig
 from rocketrio.protocol.config import non_negative, positive
 
 
@@ -27,7 +30,7 @@ class FlushDiskType(enum.Enum):
 
 
 @attrs.define
-class BrokerConfig:
+class BrokerConfig(RemotingServerConfig):
     # identity
     brokerClusterName: str = "DefaultCluster"
     brokerName: str = "broker-a"

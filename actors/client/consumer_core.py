@@ -474,10 +474,11 @@ class ConsumerCore(abc.ABC):
         return False
 
     @abc.abstractmethod
-    def _deliver(self, st: QueueState, pq: ProcessQueue, msgs: list[MessageExt]) -> None:
-        """Hand pulled messages to consumption; must not block. Messages not consumed before
-        this returns must be tracked in ``pq`` (`ProcessQueue.put`), so the committed offset
-        cannot pass them."""
+    async def _deliver(self, st: QueueState, pq: ProcessQueue, msgs: list[MessageExt]) -> None:
+        """Hand pulled messages to consumption. It may wait (a full bounded channel: this
+        queue's pulling pauses until the application catches up), never for this queue's own
+        next pull. Messages not consumed before this returns must be tracked in ``pq``
+        (`ProcessQueue.put`), so the committed offset cannot pass them."""
 
     def _pull_interval_s(self) -> float:
         return 0.0
@@ -580,7 +581,7 @@ class ConsumerCore(abc.ABC):
         if not msgs:
             self._correct_tags_offset(st)
             return
-        self._deliver(st, st.pq, msgs)
+        await self._deliver(st, st.pq, msgs)
 
     def _correct_tags_offset(self, st: QueueState) -> None:
         """Nothing in flight: the pull position itself may be committed (upstream

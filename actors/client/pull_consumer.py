@@ -7,18 +7,16 @@
         msgs = await consumer.poll(timeout=1.0)
         await consumer.commit()             # automatic every 5 s unless auto_commit=False
 
-`ConsumerCore` owns the queues and their long-polling pull tasks; found messages wait in one
-buffer (``pullThresholdForQueue`` / ``pullThresholdForAll`` bound it) until ``poll`` hands out
-one pulled batch. Like upstream, a polled batch counts as consumed: its offsets enter the
-offset table at once and are persisted by ``commit`` (or the auto-commit loop). ``seek``
-restarts a queue at an offset between its min and max; batches buffered from before the seek
-are discarded. There is no retry topic and no send-back: what to do with a failed message is
-the application's call.
-"""
+`ConsumerCore` owns the queues and their long-polling pull tasks; found messages wait in one buffer
+(``pullThresholdForQueue`` / ``pullThresholdForAll`` bound it, and the buffer's own capacity: when
+it is full, pulling waits) until ``poll`` hands out one pulled batch. Like upstream, a polled batch
+counts as consumed: its offsets enter the offset table at once and are persisted by ``commit`` (or
+the auto-commit loop). ``seek`` restarts a queue at an offset between its min and max; batches
+buffered from before the seek are discarded. There is no retry topic and no send-back: what to do
+with a failed message is the application's call."""
 
 from __future__ import annotations
 
-import math
 from collections.abc import Iterable
 
 import attrs
@@ -143,7 +141,11 @@ class LitePullConsumer(ConsumerCore):
 
     # -- hooks of ConsumerCore
     def _start_workers(self, nursery: trio.Nursery) -> None:
-        self._send, self._recv = trio.open_memory_channel[PulledBatch](math.inf)
+        # room for what flow control lets in at full batches; smaller batches fill it first,
+        # and then the pull loops wait in `_deliver` until `poll` makes room
+        c = self.config
+        capacity = -(-c.pullThresholdForAll // c.pullBatchSize) + 1
+        self._send, self._recv = trio.open_memory_channel[PulledBatch](capacity)
         self._buffered = 0
 
     async def _before_persist_on_stop(self) -> None:
@@ -158,11 +160,15 @@ class LitePullConsumer(ConsumerCore):
             or self._buffered > self.config.pullThresholdForAll
         )
 
-    def _deliver(self, st: QueueState, pq: ProcessQueue, msgs: list[MessageExt]) -> None:
+    async def _deliver(self, st: QueueState, pq: ProcessQueue, msgs: list[MessageExt]) -> None:
         assert self._send is not None
         pq.put(msgs)
+        batch = PulledBatch(st, pq, msgs)
+        try:
+            self._send.send_nowait(batch)
+        except trio.WouldBlock:
+            await self._send.send(batch)  # cancelled only with the queue (pq dropped) or us
         self._buffered += len(msgs)
-        self._send.send_nowait(PulledBatch(st, pq, msgs))
 
     # -- the application's calls
     async def poll(self, timeout: float = 5.0) -> list[MessageExt]:

@@ -5,20 +5,20 @@
     consumer.register_listener(fn)          # fn(msgs) -> ConsumeStatus, sync or async
     async with consumer: ...
 
-Rebalance and pulling are `ConsumerCore`'s. Clustering consumers also subscribe to the
-group's retry topic %RETRY%<group>. Pulled messages are consumed in chunks of
-``consumeMessageBatchMaxSize``. A plain-function listener is called by the pull loop itself
-as soon as a pull returns (it runs on the Trio thread wherever it is called, so a channel and
-a worker wakeup per chunk would only cost time); a coroutine-function listener, an awaitable
-result and any failure go onto the consume channel, served by ``consumeThreadMax`` worker
-tasks. The offset committed is always the smallest one still being consumed
+Rebalance and pulling are `ConsumerCore`'s. Clustering consumers also subscribe to the group's retry
+topic %RETRY%<group>. Pulled messages are consumed in chunks of ``consumeMessageBatchMaxSize``. A
+plain-function listener is called by the pull loop itself as soon as a pull returns (it runs on the
+Trio thread wherever it is called, so a channel and a worker wakeup per chunk would only cost time);
+a coroutine-function listener, an awaitable result and any failure go onto the consume channel,
+served by ``consumeThreadMax`` worker tasks (the channel is bounded: when it is full the pull loops
+wait, as flow control would). The offset committed is always the smallest one still being consumed
 (`ProcessQueue.remove`, `ProcessQueue.consumed_untracked`), persisted every
-``persistConsumerOffsetInterval``, when a queue is revoked and on shutdown; the broker also
-commits it with each pull (COMMIT_OFFSET). RECONSUME_LATER (or an exception in the
-listener) sends each message back with CONSUMER_SEND_MSG_BACK, so it returns through the retry
-topic and the broker moves it to %DLQ%<group> after ``maxReconsumeTimes``; a message the broker
-does not take back is consumed again locally after 5 s. Broadcasting consumers drop messages
-whose consumption failed, like upstream.
+``persistConsumerOffsetInterval``, when a queue is revoked and on shutdown; the broker also commits
+it with each pull (COMMIT_OFFSET). RECONSUME_LATER (or an exception in the listener) sends each
+message back with CONSUMER_SEND_MSG_BACK, so it returns through the retry topic and the broker moves
+it to %DLQ%<group> after ``maxReconsumeTimes``; a message the broker does not take back is consumed
+again locally after 5 s. Broadcasting consumers drop messages whose consumption failed, like
+upstream.
 
 A synchronous listener runs on the Trio thread, so it must not block; blocking code belongs in
 an async listener that uses ``trio.to_thread``, or in `BlockingPushConsumer`.
@@ -27,7 +27,6 @@ an async listener that uses ``trio.to_thread``, or in `BlockingPushConsumer`.
 from __future__ import annotations
 
 import inspect
-import math
 from collections.abc import Awaitable, Callable
 
 import attrs
@@ -136,7 +135,11 @@ class PushConsumer(ConsumerCore):
 
     def _start_workers(self, nursery: trio.Nursery) -> None:
         self._stopping = False
-        send, recv = trio.open_memory_channel[ConsumeRequest](math.inf)
+        c = self.config
+        # a full pull's chunks for every worker; when it is full the pull loops wait in
+        # `_deliver` (workers never wait on it, so it always drains)
+        capacity = c.consumeThreadMax * -(-c.pullBatchSize // c.consumeMessageBatchMaxSize)
+        send, recv = trio.open_memory_channel[ConsumeRequest](capacity)
         self._consume_send = send
         for _ in range(self.config.consumeThreadMax):
             nursery.start_soon(self._consume_worker, recv.clone())
@@ -159,27 +162,39 @@ class PushConsumer(ConsumerCore):
             or pq.max_span() > c.consumeConcurrentlyMaxSpan
         )
 
-    def _deliver(self, st: QueueState, pq: ProcessQueue, msgs: list[MessageExt]) -> None:
-        assert self._consume_send is not None
+    async def _deliver(self, st: QueueState, pq: ProcessQueue, msgs: list[MessageExt]) -> None:
         n = self.config.consumeMessageBatchMaxSize
         if self._inline:
             if len(msgs) <= n:
-                self._consume_inline(st, pq, msgs)
+                if (req := self._consume_inline(st, pq, msgs)) is not None:
+                    await self._submit(req)
             else:
                 for i in range(0, len(msgs), n):
-                    self._consume_inline(st, pq, msgs[i : i + n])
+                    if (req := self._consume_inline(st, pq, msgs[i : i + n])) is not None:
+                        await self._submit(req)
             return
         pq.put(msgs)
         for i in range(0, len(msgs), n):
-            self._consume_send.send_nowait(ConsumeRequest(st, pq, msgs[i : i + n]))
+            await self._submit(ConsumeRequest(st, pq, msgs[i : i + n]))
 
-    def _consume_inline(self, st: QueueState, pq: ProcessQueue, msgs: list[MessageExt]) -> None:
+    async def _submit(self, req: ConsumeRequest) -> None:
+        """Queue a consume request for the workers; wait while the channel is full."""
+        send = self._consume_send
+        assert send is not None
+        try:
+            send.send_nowait(req)
+        except trio.WouldBlock:
+            await send.send(req)
+
+    def _consume_inline(
+        self, st: QueueState, pq: ProcessQueue, msgs: list[MessageExt]
+    ) -> ConsumeRequest | None:
         """Call a plain-function listener now. Consumed messages are never tracked in ``pq``;
-        a failure (the send-back is network I/O) or an awaitable result is tracked and goes on
-        to a worker."""
+        a failure (the send-back is network I/O) or an awaitable result is tracked and returned,
+        for a worker."""
         if self._stopping or pq.dropped:
-            return
-        assert self._listener is not None and self._consume_send is not None
+            return None
+        assert self._listener is not None
         last_offset = msgs[-1].queue_offset  # before the listener, which may change the list
         try:
             outcome = self._listener(msgs)
@@ -188,9 +203,9 @@ class PushConsumer(ConsumerCore):
             outcome = ConsumeStatus.RECONSUME_LATER
         if outcome is ConsumeStatus.CONSUME_SUCCESS:
             self._commit(st, pq, pq.consumed_untracked(last_offset))
-        else:
-            pq.put(msgs)
-            self._consume_send.send_nowait(ConsumeRequest(st, pq, msgs, outcome))
+            return None
+        pq.put(msgs)
+        return ConsumeRequest(st, pq, msgs, outcome)
 
     # -- consuming
     async def _consume_worker(self, recv: trio.MemoryReceiveChannel[ConsumeRequest]) -> None:
@@ -287,4 +302,4 @@ class PushConsumer(ConsumerCore):
         for m in msgs:
             m.reconsume_times += 1
         if not pq.dropped and self._consume_send is not None:
-            self._consume_send.send_nowait(ConsumeRequest(st, pq, msgs))
+            await self._submit(ConsumeRequest(st, pq, msgs))

@@ -7,7 +7,8 @@ takes DLedger's place and keeps its key names, so only "DLedger" is accepted.
 
 The Raft group keys (controllerDLegerGroup / Peers / SelfId) are checked when the Raft settings
 are built (`to_raft_config`), not when the class is built: a NameServer config may carry this
-class with the embedded controller switched off.
+class with the embedded controller switched off. The remoting server keys (idle timeout,
+connection caps, byte bounds) are inherited from `RemotingServerConfig`.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ import attrs
 
 from rocketrio.actors.auth.config import credentials_key, init_user_key, require_init_user
 from rocketrio.actors.raft.config import RaftConfig, parse_peers
+from rocketrio.actors.server_limits import RemotingServerConfig
 from rocketrio.protocol.config import positive
 
 DLEDGER_CONTROLLER: Final = "DLedger"
@@ -37,7 +39,7 @@ def _controller_type(_inst: Any, attribute: attrs.Attribute[str], value: str) ->
 
 
 @attrs.define
-class ControllerConfig:
+class ControllerConfig(RemotingServerConfig):
     rocketmqHome: str = "."
     # upstream: ~/controller/controller.properties (UPDATE_CONTROLLER_CONFIG persists here)
     configStorePath: str = ""
@@ -58,6 +60,9 @@ class ControllerConfig:
     electMasterMaxRetryCount: int = attrs.field(default=3, validator=positive)
     enableElectUncleanMaster: bool = False
     notifyBrokerRoleChanged: bool = True
+    # requests being answered at once (upstream: the controller executor's queue); one more is
+    # answered SYSTEM_BUSY at once (issue 7)
+    controllerRequestThreadPoolQueueCapacity: int = attrs.field(default=50_000, validator=positive)
     # standalone ControllerStartup's own remoting port (brokers use the Raft peer address)
     listenPort: int = attrs.field(default=19876, validator=positive)
     logDir: str = "logs"

@@ -36,7 +36,7 @@ Embedded mode (`run_namesrv_with_controller`, `load_namesrv_configs`) lives in e
 from __future__ import annotations
 
 import random
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 import attrs
@@ -67,6 +67,7 @@ from rocketrio.actors.raft.node import (
 )
 from rocketrio.actors.remoting import RemotingClient, RemotingServer, RequestContext
 from rocketrio.actors.runtime import Reply, every
+from rocketrio.actors.server_limits import LogRateLimiter
 from rocketrio.actors.transport import Transport
 from rocketrio.protocol.acl_signature import RequestSigner
 from rocketrio.protocol.codes import RequestCode, ResponseCode, request_name
@@ -186,12 +187,20 @@ class Controller(FailoverMixin):
             fs=fs,
         )
         self.node.on_role_change = self._on_role_change
-        self.server = RemotingServer(transport, self.addr, self.process, on_connect=self.watch)
+        self.server = RemotingServer(
+            transport,
+            self.addr,
+            self.process,
+            on_connect=self.watch,
+            limits=config.server_limits(),
+        )
         self.bound_addr: str | None = None
         self.log = structlog.get_logger("controller").bind(actor="controller")
         self._nursery: trio.Nursery | None = None
         self._client: RemotingClient | None = None
         self._reelect_lock = trio.Lock()
+        self._in_flight = 0  # requests being answered by a task of their own (`start_answer`)
+        self._busy_log = LogRateLimiter()
         self._elect_reasons: dict[str, str] = {}
         # the super users here: initAuthenticationUser (admins) and the inner credentials, which
         # brokers share to sign their own CONTROLLER_ELECT_MASTER (a slave finding no master)
@@ -289,8 +298,45 @@ class Controller(FailoverMixin):
         call = make(ctx)  # HeaderError -> INVALID_PARAMETER, answered by the connection
         if self._nursery is None:
             return ctx.cmd.make_response(RC.SYSTEM_BUSY, "the controller is shutting down")
-        self._nursery.start_soon(self._answer, ctx, call)
+        return self.start_answer(ctx, self._answer, ctx, call)
+
+    def start_answer(
+        self, ctx: RequestContext, answer: Callable[..., Awaitable[None]], *args: Any
+    ) -> RemotingCommand | None:
+        """Start a task that answers ``ctx`` later, within the in-flight bound
+        (controllerRequestThreadPoolQueueCapacity); over it, the SYSTEM_BUSY answer, now."""
+        assert self._nursery is not None
+        limit = self.config.controllerRequestThreadPoolQueueCapacity
+        if self._in_flight >= limit:
+            return self._refuse_busy(ctx, limit)
+        self._in_flight += 1
+        self._nursery.start_soon(self._counted, answer, *args)
         return None
+
+    async def _counted(self, answer: Callable[..., Awaitable[None]], *args: Any) -> None:
+        try:
+            await answer(*args)
+        finally:
+            self._in_flight -= 1
+
+    def _refuse_busy(self, ctx: RequestContext, limit: int) -> RemotingCommand:
+        """Over the in-flight bound: answer at once instead of queueing without bound."""
+        name = request_name(ctx.cmd.code)
+        suppressed = self._busy_log.admit(trio.current_time())
+        if suppressed is not None:
+            self.log.warning(
+                log_events.REQUEST_REFUSED_BUSY,
+                code=name,
+                remote=ctx.remote,
+                in_flight=self._in_flight,
+                limit=limit,
+                suppressed=suppressed,
+            )
+        return ctx.cmd.make_response(
+            RC.SYSTEM_BUSY,
+            f"[OVERLOAD] controller busy: {self._in_flight} requests are being answered "
+            f"(controllerRequestThreadPoolQueueCapacity={limit}); retry {name} later",
+        )
 
     async def _answer(self, ctx: RequestContext, call: _Call) -> None:
         try:

@@ -31,7 +31,7 @@ ApplyBrokerId are logged once, and a new master is pushed to the set's live brok
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any, Final
 
 import trio
@@ -99,6 +99,7 @@ class FailoverMixin:
     _client: RemotingClient | None
     _elect_reasons: dict[str, str]
     _liveness_changed: trio.Event
+    start_answer: Callable[..., RemotingCommand | None]
 
     async def _reelect_dead_masters(
         self, reason: str, only: frozenset[str] | None = None
@@ -203,8 +204,8 @@ class FailoverMixin:
         wait_ms = min(max(h.waitMillis, 0), MAX_CHECK_WAIT_MS)
         verdict = self._verdict(h)
         if verdict is BrokerAliveVerdict.ALIVE and wait_ms > 0 and self._nursery is not None:
-            self._nursery.start_soon(self._answer_check_later, ctx, h, wait_ms / 1000)
-            return None
+            # a waiting answer is a task: it counts against the controller's in-flight bound
+            return self.start_answer(ctx, self._answer_check_later, ctx, h, wait_ms / 1000)
         return self._check_answer(ctx, h, verdict)
 
     def _verdict(self, h: CheckBrokerAliveRequestHeader) -> BrokerAliveVerdict:

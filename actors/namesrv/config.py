@@ -1,15 +1,17 @@
-"""NameServer configuration: upstream NamesrvConfig keys and defaults (plus listenPort)."""
+"""NameServer configuration: upstream NamesrvConfig keys and defaults (plus listenPort), and the
+remoting server keys (`RemotingServerConfig`: idle timeout, connection caps, byte bounds)."""
 
 from __future__ import annotations
 
 import attrs
 
 from rocketrio.actors.auth.config import init_user_key, require_init_user
+from rocketrio.actors.server_limits import RemotingServerConfig
 from rocketrio.protocol.config import positive
 
 
 @attrs.define
-class NamesrvConfig:
+class NamesrvConfig(RemotingServerConfig):
     listenPort: int = attrs.field(default=9876, validator=positive)
     listenHost: str = "127.0.0.1"
     rocketmqHome: str = "."

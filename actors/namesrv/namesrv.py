@@ -159,7 +159,11 @@ class NameServer:
         self.addr = f"{config.listenHost}:{config.listenPort}"
         self.bound_addr: str | None = None
         self.server = RemotingServer(
-            transport, self.addr, self.process, on_connect=self._on_connect
+            transport,
+            self.addr,
+            self.process,
+            on_connect=self._on_connect,
+            limits=config.server_limits(),
         )
         self.log = structlog.get_logger("namesrv").bind(actor="namesrv")
         self._processors: dict[int, Processor] = {
