@@ -108,5 +108,6 @@ CONNECTION_REFUSED = "connection_refused"  # remote, reason, why (over a connect
 CONNECTION_READ_TIMEOUT = "connection_read_timeout"  # remote, buffered, missing, timeout_s
 CONNECTION_IDLE_CLOSED = "connection_idle_closed"  # remote, idle_s (info)
 REQUEST_REFUSED_BUSY = "request_refused_busy"  # code, remote, in_flight, limit
+PULL_HOLD_REFUSED = "pull_hold_refused"  # topic, queue_id, group, why (over a held-pull bound)
 
 ALL = frozenset(v for k, v in dict(globals()).items() if k.isupper() and isinstance(v, str))

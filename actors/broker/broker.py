@@ -62,7 +62,7 @@ from rocketrio.actors.broker.ha.master_service import HAMasterService
 from rocketrio.actors.broker.ha.service import resolve_ha_addr
 from rocketrio.actors.broker.lock_manager import RebalanceLockManager
 from rocketrio.actors.broker.outer_api import BrokerOuterAPI
-from rocketrio.actors.broker.pull_hold import PullRequestHoldService
+from rocketrio.actors.broker.pull_hold import HoldLimits, PullRequestHoldService
 from rocketrio.actors.broker.pull_processor import PullConfig, PullMessageProcessor
 from rocketrio.actors.broker.remoting_adapter import RemotingAdapter, RemotingNotifier
 from rocketrio.actors.broker.replicas_manager import ReplicasManager
@@ -151,7 +151,9 @@ class Broker:
         self.stats = BrokerStats()
         self.uniq_ids = UniqIdGenerator(config.brokerIP1, clock_ms=now_ms)
         # services
-        self.pull_hold = PullRequestHoldService()
+        self.pull_hold = PullRequestHoldService(
+            HoldLimits(config.maxHeldPullsPerConnection, config.maxHeldPulls)
+        )
         self.store_actor = StoreActor(
             self.store,
             sync_flush=config.flushDiskType == FlushDiskType.SYNC_FLUSH,

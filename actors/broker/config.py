@@ -57,6 +57,10 @@ class BrokerConfig(RemotingServerConfig):
     # pull / long polling
     longPollingEnable: bool = True
     shortPollingTimeMills: int = attrs.field(default=1000, validator=positive)
+    # bounds on long polling (rocketrio's; upstream holds any number for as long as asked)
+    pullSuspendMaxTimeMillis: int = attrs.field(default=60_000, validator=positive)
+    maxHeldPullsPerConnection: int = attrs.field(default=4096, validator=positive)
+    maxHeldPulls: int = attrs.field(default=65536, validator=positive)
     maxPullMsgNums: int = attrs.field(default=32 * 1024, validator=positive)
     # per pull response (MessageStoreConfig; upstream's "in memory" limits)
     maxTransferCountOnMessageInMemory: int = attrs.field(default=32, validator=positive)

@@ -24,6 +24,7 @@ three times as much and they are built once per send.
 from __future__ import annotations
 
 import enum
+from collections.abc import Hashable
 from typing import Final, Protocol
 
 import attrs
@@ -132,6 +133,11 @@ class PullReply(Protocol):
     @property
     def gone(self) -> bool:
         """True when nobody waits any more (the connection closed): skip the read."""
+        ...
+
+    @property
+    def owner(self) -> Hashable:
+        """Whose pull it is (the connection), for the hold service's per-connection bound."""
         ...
 
     def deliver(self, outcome: PullOutcome) -> None: ...

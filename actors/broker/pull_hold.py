@@ -17,16 +17,19 @@ waiting connection is never blocked: the processor returned None and the outcome
 
 from __future__ import annotations
 
+import enum
 import heapq
 import itertools
 import math
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Hashable
 
 import attrs
 import structlog
 import trio
 
+from rocketrio.actors import events
 from rocketrio.actors.broker.outcomes import PullOutcome, PullReply, Refusal
+from rocketrio.actors.server_limits import LogRateLimiter
 from rocketrio.protocol.codes import ResponseCode
 from rocketrio.protocol.headers import PullMessageRequestHeader
 
@@ -47,8 +50,25 @@ class HeldPull:
     done: bool = False
 
 
+@attrs.frozen
+class HoldLimits:
+    """How many pulls may be held: per connection (maxHeldPullsPerConnection) and in all
+    (maxHeldPulls)."""
+
+    per_owner: int = 4096
+    total: int = 65536
+
+
+class Suspended(enum.Enum):
+    HELD = "held"
+    NOT_HOLDING = "not_holding"  # shutting down: answer the pull at once
+
+
 class PullRequestHoldService:
-    def __init__(self) -> None:
+    def __init__(self, limits: HoldLimits | None = None) -> None:
+        self.limits = limits or HoldLimits()
+        self._per_owner: dict[Hashable, int] = {}
+        self._log_limiter = LogRateLimiter(per_s=1.0, burst=1)
         self._held: dict[QueueKey, list[HeldPull]] = {}
         self._heap: list[tuple[float, int, HeldPull]] = []
         self._grown: dict[QueueKey, int] = {}  # queues with held pulls that got messages
@@ -57,17 +77,44 @@ class PullRequestHoldService:
         self.holding = True  # False from shutdown on: pulls are answered at once
         self.count = 0
 
-    def suspend(self, held: HeldPull) -> bool:
-        """Park a pull; False when the service no longer holds pulls (shutting down)."""
+    def suspend(self, held: HeldPull) -> Suspended | Refusal:
+        """Park a pull; NOT_HOLDING when shutting down, a SYSTEM_BUSY refusal over a limit."""
         if not self.holding:
-            return False
+            return Suspended.NOT_HOLDING
+        owner = held.reply.owner
+        mine = self._per_owner.get(owner, 0)
+        if mine >= self.limits.per_owner or self.count >= self.limits.total:
+            return self._over_limit(held, mine)
+        self._per_owner[owner] = mine + 1
         key = (held.header.topic, held.header.queueId)
         self._held.setdefault(key, []).append(held)
         heapq.heappush(self._heap, (held.deadline, next(self._seq), held))
         self.count += 1
         if self._heap[0][2] is held:
             self._wakeup.set()
-        return True
+        return Suspended.HELD
+
+    def _over_limit(self, held: HeldPull, mine: int) -> Refusal:
+        if mine >= self.limits.per_owner:
+            why = (
+                f"{mine} pulls of this connection are held already "
+                f"(maxHeldPullsPerConnection={self.limits.per_owner})"
+            )
+        else:
+            why = f"{self.count} pulls are held already (maxHeldPulls={self.limits.total})"
+        suppressed = self._log_limiter.admit(trio.current_time())
+        if suppressed is not None:
+            log.warning(
+                events.PULL_HOLD_REFUSED,
+                topic=held.header.topic,
+                queue_id=held.header.queueId,
+                group=held.header.consumerGroup,
+                why=why,
+                suppressed=suppressed,
+            )
+        return Refusal(
+            ResponseCode.SYSTEM_BUSY, f"[OVERLOAD] long polling refused: {why}; retry later"
+        )
 
     def notify_message_arriving(self, topic: str, queue_id: int, max_offset: int) -> None:
         """The store actor's arrival listener: cheap, the re-runs happen in `run`."""
@@ -110,6 +157,12 @@ class PullRequestHoldService:
                 return False
         held.done = True
         self.count -= 1
+        owner = held.reply.owner
+        left = self._per_owner[owner] - 1
+        if left:
+            self._per_owner[owner] = left
+        else:
+            del self._per_owner[owner]
         if outcome is not None:
             held.reply.deliver(outcome)
         return True

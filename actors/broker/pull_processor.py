@@ -41,7 +41,7 @@ from __future__ import annotations
 
 import os
 import struct
-from typing import Protocol
+from typing import Protocol, assert_never
 
 import attrs
 import structlog
@@ -56,7 +56,7 @@ from rocketrio.actors.broker.filter import (
     tag_codes_of,
 )
 from rocketrio.actors.broker.outcomes import Pulled, PullOutcome, PullReply, PullStatus, Refusal
-from rocketrio.actors.broker.pull_hold import HeldPull, PullRequestHoldService
+from rocketrio.actors.broker.pull_hold import HeldPull, PullRequestHoldService, Suspended
 from rocketrio.actors.broker.stats import BrokerStats
 from rocketrio.actors.broker.store_view import StoreView
 from rocketrio.actors.broker.tables import GroupTable, OffsetTable, TopicTable
@@ -108,6 +108,7 @@ class PullConfig:
     # slaveReadEnable: a master suggests this replica to consumers this far behind (bytes)
     slave_read_lag_bytes: int | None = None
     slave_read_broker_id: int = 1
+    max_suspend_ms: int = 60_000  # pullSuspendMaxTimeMillis: no pull is held longer
 
     @classmethod
     def of(cls, c: BrokerConfig) -> PullConfig:
@@ -123,6 +124,7 @@ class PullConfig:
             c.maxTransferBytesOnMessageInMemory,
             lag,
             c.whichBrokerWhenConsumeSlowly,
+            c.pullSuspendMaxTimeMillis,
         )
 
 
@@ -195,13 +197,20 @@ class PullMessageProcessor:
         if h.sysFlag & PULL_FLAG_COMMIT_OFFSET and h.commitOffset >= 0:
             self.offsets.commit(h.consumerGroup, h.topic, h.queueId, h.commitOffset)
         if status is _P.NO_NEW_MSG and h.sysFlag & PULL_FLAG_SUSPEND:
-            timeout_ms = h.suspendTimeoutMillis
+            timeout_ms = min(h.suspendTimeoutMillis, self.config.max_suspend_ms)
             if not self.config.long_polling_enable:
                 timeout_ms = self.config.short_polling_time_ms
             deadline = trio.current_time() + max(0, timeout_ms) / 1000
             held = HeldPull(reply, h, tag_codes, h.queueOffset, deadline, self._rerun)
-            if self.hold.suspend(held):
-                return None
+            match self.hold.suspend(held):
+                case Suspended.HELD:
+                    return None
+                case Suspended.NOT_HOLDING:
+                    pass
+                case Refusal() as refusal:
+                    return refusal
+                case unreachable:
+                    assert_never(unreachable)
         return self._pulled(result, status)
 
     def _check(self, h: PullMessageRequestHeader) -> SubscriptionData | Refusal:

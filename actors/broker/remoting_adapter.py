@@ -372,6 +372,10 @@ class _PullReply:
     def gone(self) -> bool:
         return self.ctx.conn.closed
 
+    @property
+    def owner(self) -> Hashable:
+        return self.ctx.conn
+
     def deliver(self, outcome: PullOutcome) -> None:
         self.ctx.respond(pull_response(self.ctx.cmd, outcome))
 

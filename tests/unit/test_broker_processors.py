@@ -31,7 +31,7 @@ from rocketrio.actors.broker.outcomes import (
     SendOutcome,
     SendStored,
 )
-from rocketrio.actors.broker.pull_hold import PullRequestHoldService
+from rocketrio.actors.broker.pull_hold import HoldLimits, PullRequestHoldService
 from rocketrio.actors.broker.pull_processor import PullConfig, PullMessageProcessor, pull_status
 from rocketrio.actors.broker.remoting_adapter import (
     PULL_CODES,
@@ -308,9 +308,10 @@ async def test_send_back_rereads_the_message_and_writes_the_retry_topic(tmp_path
 
 
 class Reply:
-    def __init__(self) -> None:
+    def __init__(self, owner: str = "conn-1") -> None:
         self.outcomes: list[PullOutcome] = []
         self.gone = False
+        self.owner = owner
 
     def deliver(self, outcome: PullOutcome) -> None:
         self.outcomes.append(outcome)
@@ -352,7 +353,14 @@ class Puller:
         )
 
     async def pull(
-        self, offset: int, *, topic: str = "T", expr: str = "*", flags: int = 0, **h: Any
+        self,
+        offset: int,
+        *,
+        topic: str = "T",
+        expr: str = "*",
+        flags: int = 0,
+        owner: str = "conn-1",
+        **h: Any,
     ) -> tuple[PullOutcome | None, Reply]:
         header = PullMessageRequestHeader(
             consumerGroup="CG",
@@ -362,12 +370,11 @@ class Puller:
             maxMsgNums=32,
             sysFlag=PULL_FLAG_SUBSCRIPTION | flags,
             commitOffset=0,
-            suspendTimeoutMillis=15_000,
             subVersion=0,
             subscription=expr,
-            **h,
+            **({"suspendTimeoutMillis": 15_000} | h),
         )
-        reply = Reply()
+        reply = Reply(owner)
         return await self.processor.pull(header, reply), reply
 
 
@@ -447,6 +454,51 @@ async def test_a_held_pull_is_answered_when_a_message_arrives(
         assert outcome is None
         await trio.sleep(16)
         assert [status_of(o) for o in idle.outcomes] == [PullStatus.NO_NEW_MSG]
+        nursery.cancel_scope.cancel()
+
+
+async def test_held_pulls_are_bounded_per_connection_and_in_all(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    p = Puller(tmp_path)
+    p.hold.limits = HoldLimits(per_owner=2, total=3)
+    async with trio.open_nursery() as nursery:
+        await nursery.start(p.hold.run)
+        held = [await p.pull(0, flags=PULL_FLAG_SUSPEND, owner="a") for _ in range(2)]
+        assert [outcome for outcome, _ in held] == [None, None]
+        refused, _ = await p.pull(0, flags=PULL_FLAG_SUSPEND, owner="a")
+        assert isinstance(refused, Refusal) and refused.code == RC.SYSTEM_BUSY
+        assert "maxHeldPullsPerConnection=2" in refused.remark
+        assert (await p.pull(0, flags=PULL_FLAG_SUSPEND, owner="b"))[0] is None
+        refused, _ = await p.pull(0, flags=PULL_FLAG_SUSPEND, owner="c")
+        assert isinstance(refused, Refusal) and "maxHeldPulls=3" in refused.remark
+        assert p.hold.count == 3
+        # answered pulls give their places back, per connection and in all
+        p.put(1)
+        p.hold.notify_message_arriving("T", 0, 1)
+        await trio.testing.wait_all_tasks_blocked()
+        assert p.hold.count == 0
+        assert all(len(reply.outcomes) == 1 for _, reply in held)
+        again = [await p.pull(1, flags=PULL_FLAG_SUSPEND, owner="a") for _ in range(2)]
+        assert [outcome for outcome, _ in again] == [None, None]
+        nursery.cancel_scope.cancel()
+
+
+async def test_a_pull_is_held_no_longer_than_the_broker_allows(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    p = Puller(tmp_path, pullSuspendMaxTimeMillis=5_000)
+    async with trio.open_nursery() as nursery:
+        await nursery.start(p.hold.run)
+        start = trio.current_time()
+        outcome, reply = await p.pull(0, flags=PULL_FLAG_SUSPEND, suspendTimeoutMillis=10**12)
+        assert outcome is None
+        with trio.move_on_after(60):
+            while not reply.outcomes:
+                await trio.sleep(0.1)
+        assert reply.outcomes, "still held a minute later"
+        assert status_of(reply.outcomes[0]) is PullStatus.NO_NEW_MSG
+        assert 5.0 <= trio.current_time() - start <= 5.1
         nursery.cancel_scope.cancel()
 
 
