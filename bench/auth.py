@@ -29,14 +29,13 @@ import time
 from typing import Any
 
 import trio
-from benchlib import BODY, Proc, free_port, stop_all
+from benchlib import BODY, Proc, consume_backlog, free_port, stop_all
 
 from rocketrio.actors.client.admin import MQAdmin
 from rocketrio.actors.client.auth_admin import AuthAdmin, acl_body
 from rocketrio.actors.client.config import ClientConfig, ProducerConfig
 from rocketrio.actors.client.message import Message
 from rocketrio.actors.client.producer import Producer
-from rocketrio.actors.client.push_consumer import ConsumeStatus, PushConsumer
 from rocketrio.actors.logs import configure_logging
 from rocketrio.protocol.acl_signature import RequestSigner, SessionCredentials
 from rocketrio.protocol.auth_bodies import UserInfo
@@ -94,29 +93,6 @@ async def single_sends(ns: str, creds: SessionCredentials | None, total: int) ->
         for f in futs:
             await f.wait()
         return total / (time.perf_counter() - t0)
-
-
-async def consume(ns: str, creds: SessionCredentials | None, group: str, expected: int) -> float:
-    count = 0
-    done = trio.Event()
-
-    def listener(msgs: list[Any]) -> ConsumeStatus:
-        nonlocal count
-        count += len(msgs)
-        if count >= expected:
-            done.set()
-        return ConsumeStatus.CONSUME_SUCCESS
-
-    c = PushConsumer(group, ns, consume_from_where="CONSUME_FROM_FIRST_OFFSET",
-                     pull_batch_size=256, consume_batch_size=256,
-                     client_config=client_config(creds))  # fmt: skip
-    c.subscribe("BenchTopic", "*")
-    c.register_listener(listener)
-    async with c:
-        t0 = time.perf_counter()
-        with trio.move_on_after(300):
-            await done.wait()
-        return count / (time.perf_counter() - t0)
 
 
 def per_request_costs(n: int = 20_000) -> dict[str, float]:
@@ -197,7 +173,14 @@ def main() -> None:
             for side in order:
                 rows[side]["produce"].append(trio.run(single_sends, ns[side], creds[side], n))
             for side in order:
-                rate = trio.run(consume, ns[side], creds[side], f"bench_c{r}", n * (r + 1))
+                rate = trio.run(
+                    consume_backlog,
+                    ns[side],
+                    "BenchTopic",
+                    f"bench_c{r}",
+                    n * (r + 1),
+                    client_config(creds[side]),
+                )
                 rows[side]["consume"].append(rate)
         for side, figs in rows.items():
             for what, values in figs.items():

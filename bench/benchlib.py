@@ -15,12 +15,14 @@ import socket
 import subprocess
 import sys
 import time
+from typing import Any
 
 import trio
 
-from rocketrio.actors.client.config import ProducerConfig
+from rocketrio.actors.client.config import ClientConfig, ProducerConfig
 from rocketrio.actors.client.message import Message
 from rocketrio.actors.client.producer import Producer
+from rocketrio.actors.client.push_consumer import ConsumeStatus, PushConsumer
 
 BODY = os.urandom(512).hex().encode()  # 1 KiB
 
@@ -178,3 +180,40 @@ async def latency_at_rate(ns: str, topic: str, rate: int, seconds: float) -> tup
                 await trio.sleep_until(start + i / rate)
                 n.start_soon(one)
     return pct(lat, 0.5) * 1000, pct(lat, 0.99) * 1000
+
+
+async def consume_backlog(
+    ns: str,
+    topic: str,
+    group: str,
+    expected: int,
+    client_config: ClientConfig | None = None,
+) -> float:
+    """Msg/s of a fresh push-consumer group reading ``topic``'s backlog from offset 0 until it
+    has ``expected`` messages (256 per pull and per listener call; gives up after 300 s)."""
+    count = 0
+    done = trio.Event()
+
+    def listener(msgs: list[Any]) -> ConsumeStatus:
+        nonlocal count
+        count += len(msgs)
+        if count >= expected:
+            done.set()
+        return ConsumeStatus.CONSUME_SUCCESS
+
+    extra: dict[str, Any] = {} if client_config is None else {"client_config": client_config}
+    c = PushConsumer(
+        group,
+        ns,
+        consume_from_where="CONSUME_FROM_FIRST_OFFSET",
+        pull_batch_size=256,
+        consume_batch_size=256,
+        **extra,
+    )
+    c.subscribe(topic, "*")
+    c.register_listener(listener)
+    async with c:
+        t0 = time.perf_counter()
+        with trio.move_on_after(300):
+            await done.wait()
+        return count / (time.perf_counter() - t0)

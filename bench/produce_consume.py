@@ -28,6 +28,7 @@ from benchlib import (
     BODY,
     Proc,
     batched_sends,
+    consume_backlog,
     free_port,
     latency_at_rate,
     peak_rss_mb,
@@ -37,35 +38,7 @@ from benchlib import (
 )
 
 from rocketrio.actors.client.admin import MQAdmin
-from rocketrio.actors.client.push_consumer import ConsumeStatus, PushConsumer
 from rocketrio.actors.logs import configure_logging
-
-
-async def consume(ns: str, topic: str, expected: int) -> float:
-    count = 0
-    done = trio.Event()
-
-    def listener(msgs: list[Any]) -> ConsumeStatus:
-        nonlocal count
-        count += len(msgs)
-        if count >= expected:
-            done.set()
-        return ConsumeStatus.CONSUME_SUCCESS
-
-    c = PushConsumer(
-        "bench_consumer",
-        ns,
-        consume_from_where="CONSUME_FROM_FIRST_OFFSET",
-        pull_batch_size=256,
-        consume_batch_size=256,
-    )
-    c.subscribe(topic, "*")
-    c.register_listener(listener)
-    async with c:
-        t0 = time.perf_counter()
-        with trio.move_on_after(300):
-            await done.wait()
-        return count / (time.perf_counter() - t0)
 
 
 def main() -> None:
@@ -132,7 +105,8 @@ def main() -> None:
             latency_p99_ms=round(p99, 2),
         )
         total = n_batch + n_single + 1
-        result["consume_msgs_per_s"] = round(trio.run(consume, ns, "BenchAsync", total))
+        consumed = trio.run(consume_backlog, ns, "BenchAsync", "bench_consumer", total)
+        result["consume_msgs_per_s"] = round(consumed)
         sync_rate = trio.run(single_sends, ns, "BenchSync", n_single)
         result["sync_flush_single_msgs_per_s"] = round(sync_rate)
         result["sync_vs_async_slowdown"] = round(result["single_produce_msgs_per_s"] / sync_rate, 2)

@@ -22,10 +22,9 @@ import time
 from typing import Any
 
 import trio
-from benchlib import Proc, batched_sends, free_port, stop_all, wait_writable
+from benchlib import Proc, batched_sends, consume_backlog, free_port, stop_all, wait_writable
 
 from rocketrio.actors.client.admin import MQAdmin
-from rocketrio.actors.client.push_consumer import ConsumeStatus, PushConsumer
 from rocketrio.actors.logs import configure_logging
 
 
@@ -79,7 +78,7 @@ def main() -> None:
                 b = broker(check)
                 trio.run(wait_writable, ns, "BenchCrc")
                 group = f"bench_crc_{pair}_{check}"
-                rate = trio.run(consume_group, ns, group, args.count)
+                rate = trio.run(consume_backlog, ns, "BenchCrc", group, args.count)
                 runs["on" if check else "off"].append(round(rate))
                 b.stop()
         on, off = statistics.median(runs["on"]), statistics.median(runs["off"])
@@ -92,30 +91,6 @@ def main() -> None:
     finally:
         stop_all(procs, work)
     print(json.dumps(result))
-
-
-async def consume_group(ns: str, group: str, expected: int) -> float:
-    """Msg/s of a fresh push-consumer group reading the backlog from offset 0 (the settings of
-    bench/produce_consume.py)."""
-    count = 0
-    done = trio.Event()
-
-    def listener(msgs: list[Any]) -> ConsumeStatus:
-        nonlocal count
-        count += len(msgs)
-        if count >= expected:
-            done.set()
-        return ConsumeStatus.CONSUME_SUCCESS
-
-    c = PushConsumer(group, ns, consume_from_where="CONSUME_FROM_FIRST_OFFSET",
-                     pull_batch_size=256, consume_batch_size=256)  # fmt: skip
-    c.subscribe("BenchCrc", "*")
-    c.register_listener(listener)
-    async with c:
-        t0 = time.perf_counter()
-        with trio.move_on_after(300):
-            await done.wait()
-        return count / (time.perf_counter() - t0)
 
 
 if __name__ == "__main__":

@@ -80,7 +80,11 @@ class AuthMetadata:
         self.users[username] = User(username, password, UserType.SUPER, UserStatus.ENABLE)
         return True
 
-    def create_user(self, info: UserInfo, caller: str | None) -> AuthFailed | None:
+    def _checked_fields(
+        self, info: UserInfo, caller: str | None, verb: str
+    ) -> tuple[UserType | None, UserStatus | None] | AuthFailed:
+        """The type and status a create/update asks for, or why it is refused (bad values, a
+        blank name, a Super user asked for by a caller who is not one)."""
         try:
             utype, status = user_fields(info)
         except AuthDataError as e:
@@ -89,8 +93,15 @@ class AuthMetadata:
             return AuthFailed(ResponseCode.INVALID_PARAMETER, "The username is blank")
         if utype is UserType.SUPER and not self._caller_may_touch_super(caller):
             return AuthFailed(
-                ResponseCode.SYSTEM_ERROR, "The super user can only be create by super user"
+                ResponseCode.SYSTEM_ERROR, f"The super user can only be {verb} by super user"
             )
+        return utype, status
+
+    def create_user(self, info: UserInfo, caller: str | None) -> AuthFailed | None:
+        checked = self._checked_fields(info, caller, "create")
+        if isinstance(checked, AuthFailed):
+            return checked
+        utype, status = checked
         if not info.password or not info.password.strip():
             return _no_permission("password can not be blank")
         if info.username in self.users:
@@ -101,16 +112,10 @@ class AuthMetadata:
         return None
 
     def update_user(self, info: UserInfo, caller: str | None) -> AuthFailed | None:
-        try:
-            utype, status = user_fields(info)
-        except AuthDataError as e:
-            return AuthFailed(ResponseCode.INVALID_PARAMETER, str(e))
-        if not info.username or not info.username.strip():
-            return AuthFailed(ResponseCode.INVALID_PARAMETER, "The username is blank")
-        if utype is UserType.SUPER and not self._caller_may_touch_super(caller):
-            return AuthFailed(
-                ResponseCode.SYSTEM_ERROR, "The super user can only be update by super user"
-            )
+        checked = self._checked_fields(info, caller, "update")
+        if isinstance(checked, AuthFailed):
+            return checked
+        utype, status = checked
         old = self.users.get(info.username)
         if old is None:
             return _no_permission(f"The user {info.username} is not exist")

@@ -53,22 +53,25 @@ class AuthProcessor:
     async def create_user(
         self, username: str | None, body: UserInfo | None, caller: str | None
     ) -> Done | Refusal:
-        if not username:
-            return Refusal(ResponseCode.INVALID_PARAMETER, "The username is blank")
-        info = body or UserInfo()
-        info.username = username
-        failed = self.table.create_user(info, caller)
-        return await self._apply(failed, events.AUTH_USER_CREATED, user=username, by=caller)
+        return await self._put_user(username, body, caller, create=True)
 
     async def update_user(
         self, username: str | None, body: UserInfo | None, caller: str | None
     ) -> Done | Refusal:
+        return await self._put_user(username, body, caller, create=False)
+
+    async def _put_user(
+        self, username: str | None, body: UserInfo | None, caller: str | None, *, create: bool
+    ) -> Done | Refusal:
         if not username:
             return Refusal(ResponseCode.INVALID_PARAMETER, "The username is blank")
         info = body or UserInfo()
-        info.username = username
-        failed = self.table.update_user(info, caller)
-        return await self._apply(failed, events.AUTH_USER_UPDATED, user=username, by=caller)
+        info.username = username  # the header names the user, as upstream
+        if create:
+            failed, event = self.table.create_user(info, caller), events.AUTH_USER_CREATED
+        else:
+            failed, event = self.table.update_user(info, caller), events.AUTH_USER_UPDATED
+        return await self._apply(failed, event, user=username, by=caller)
 
     async def delete_user(self, h: DeleteUserRequestHeader, caller: str | None) -> Done | Refusal:
         failed = self.table.delete_user(h.username, caller)
