@@ -258,7 +258,7 @@ class Policy:
         return Policy(self.policy_type, tuple(entries))
 
 
-@attrs.frozen
+@attrs.frozen(cache_hash=True)  # a key of the gate's decision cache, hashed once
 class Acl:
     subject: str  # "User:alice"
     policies: tuple[Policy, ...]

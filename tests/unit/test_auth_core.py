@@ -383,3 +383,18 @@ def test_disabled_user_fails_authentication_alone() -> None:
     authn_only = GateSettings(True, False, node="broker b1")
     d = check_request(cmd, IP, authn_only, m.user, m.acl)
     assert isinstance(d, Denied) and "User:alice is disabled" in d.remark
+
+
+def test_a_changed_acl_changes_the_next_decision_at_once() -> None:
+    """The gate caches decisions per ACL value: every change must reach the next request."""
+    m = meta(entry("Topic:T", ["Pub"]))
+    assert isinstance(decide(m, send_v2("T")), Allowed)
+    assert m.put_acl(acl(entry("Topic:T", ["Pub"], "Deny")), None) is None
+    assert isinstance(decide(m, send_v2("T")), Denied)
+    assert m.put_acl(acl(entry("Topic:T", ["Pub"])), None) is None
+    assert isinstance(decide(m, send_v2("T")), Allowed)
+    assert m.delete_acl("User:alice", None, "Topic:T") is None
+    assert isinstance(decide(m, send_v2("T")), Denied)
+    assert m.put_acl(acl(entry("Topic:T", ["Pub"], ips=["10.0.0.0/8"])), None) is None
+    assert isinstance(decide(m, send_v2("T")), Allowed)
+    assert isinstance(decide(m, send_v2("T"), ip="192.168.1.1"), Denied)
