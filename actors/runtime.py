@@ -30,6 +30,12 @@ T = TypeVar("T")
 log = structlog.get_logger("runtime")
 
 
+# Runs blocking storage work; a worker thread in production (`trio.to_thread.run_sync`). Tests
+# on MockClock pass an inline runner: the autojump clock would otherwise fly forward while a
+# thread fsyncs, past the timeouts of the requests waiting for it.
+IoRunner = Callable[..., Awaitable[Any]]
+
+
 class AskTimeout(Exception):
     """An ask was not answered within its timeout."""
 

@@ -105,7 +105,7 @@ async def run_namesrv_with_controller(
     controller listens on its own Raft peer address, like upstream's DLedger controller.
     `rng` / `io_runner` / `fs` are for simulations (see `Controller`).
     """
-    namesrv = NameServer(namesrv_config, transport, fs=fs)
+    namesrv = NameServer(namesrv_config, transport, fs=fs, io_runner=io_runner)
     controller = Controller(controller_config, transport, rng=rng, io_runner=io_runner, fs=fs)
     attach_to_namesrv(controller, namesrv)
     async with trio.open_nursery() as nursery:

@@ -35,7 +35,7 @@ from rocketrio.actors.remoting import (
     RemotingServer,
     RequestContext,
 )
-from rocketrio.actors.runtime import every
+from rocketrio.actors.runtime import IoRunner, every
 from rocketrio.actors.transport import Transport
 from rocketrio.protocol.bodies import (
     DataVersion,
@@ -145,11 +145,19 @@ class NameServer:
     """One NameServer: state (`routes`, `kv`), processor table, periodic scan, pushes."""
 
     def __init__(
-        self, config: NamesrvConfig, transport: Transport, *, fs: FileSystem = OS_FS
+        self,
+        config: NamesrvConfig,
+        transport: Transport,
+        *,
+        fs: FileSystem = OS_FS,
+        io_runner: IoRunner | None = None,
     ) -> None:
         self.config = config
         self.transport = transport
         self.fs = fs  # where kvConfigPath lives (a simulated disk in simulations)
+        # runs the kvConfig file calls: a worker thread, or inline under a MockClock (a thread
+        # the clock cannot see would let it jump past a request's timeout)
+        self._io: IoRunner = io_runner or trio.to_thread.run_sync
         self.routes = RouteInfoManager(
             default_timeout_ms=config.brokerChannelExpiredTime,
             support_acting_master=config.supportActingMaster,
@@ -240,9 +248,7 @@ class NameServer:
     async def run(self, *, task_status: trio.TaskStatus[str] = trio.TASK_STATUS_IGNORED) -> None:
         """Serve until cancelled; ``task_status.started(bound address)``."""
         if self.config.kvConfigPath:
-            self.kv = KVConfigTable(
-                await trio.to_thread.run_sync(load_kv_file, self.config.kvConfigPath, self.fs)
-            )
+            self.kv = KVConfigTable(await self._io(load_kv_file, self.config.kvConfigPath, self.fs))
         try:
             async with RemotingClient(self.transport) as client, trio.open_nursery() as nursery:
                 self._client, self._nursery = client, nursery
@@ -518,7 +524,7 @@ class NameServer:
             # the snapshot is taken under the lock, so the last write carries every change
             data = self.kv.to_json()
             try:
-                await trio.to_thread.run_sync(write_kv_file, path, data, self.fs)
+                await self._io(write_kv_file, path, data, self.fs)
             except OSError as e:
                 self.log.error("kv_config_persist_failed", path=path, error=str(e))
                 return f"changed in memory but not saved to {path}: {e}"

@@ -42,7 +42,7 @@ import functools
 import itertools
 import os
 import random
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from typing import Any, Protocol
 
 import attrs
@@ -59,7 +59,7 @@ from rocketrio.actors.raft.core import (
     Role,
 )
 from rocketrio.actors.remoting import RemotingClient, RemotingError, RequestContext
-from rocketrio.actors.runtime import Reply
+from rocketrio.actors.runtime import IoRunner, Reply
 from rocketrio.actors.transport import Transport
 from rocketrio.protocol.codes import RequestCode, ResponseCode
 from rocketrio.protocol.raft import (
@@ -149,11 +149,6 @@ class _Persisted:
 
 
 _Inbox = _Step | _Propose | _ReadIndex | _Unreachable | _Persisted
-
-
-# Runs blocking storage work; a worker thread in production. Tests on MockClock pass an inline
-# runner: the autojump clock would otherwise fly forward while a thread fsyncs.
-IoRunner = Callable[..., Awaitable[Any]]
 
 
 async def run_inline(fn: Callable[..., Any], *args: Any) -> Any:
