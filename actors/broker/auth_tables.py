@@ -42,6 +42,9 @@ ACLS_FILE = "acls.json"
 
 
 class AuthTable(AuthMetadata):
+    """The broker's users and ACLs (`AuthMetadata`) with their two files, users.json and
+    acls.json: loaded at start, both written durably before a change is answered."""
+
     def __init__(
         self,
         config: BrokerConfig,

@@ -74,6 +74,25 @@ class ConsumerProgress:
     consume_tps: float = 0.0
 
 
+def broker_names_of(info: ClusterInfo, cluster: str) -> list[str]:
+    """The broker sets of ``cluster``, sorted; NotFound, naming the known clusters, if none."""
+    names = info.clusterAddrTable.get(cluster)
+    if names is None:
+        known = ", ".join(sorted(info.clusterAddrTable)) or "none"
+        raise NotFound(f"cluster {cluster} is unknown to the name server (known: {known})")
+    return sorted(names)
+
+
+def broker_addrs_of(info: ClusterInfo, cluster: str) -> list[str]:
+    """Every broker of ``cluster``: each brokerId of each set, masters and slaves."""
+    return [
+        addr
+        for name in broker_names_of(info, cluster)
+        if (bd := info.brokerAddrTable.get(name)) is not None
+        for _, addr in sorted(bd.brokerAddrs.items())
+    ]
+
+
 class MQAdmin:
     def __init__(
         self,
@@ -101,12 +120,8 @@ class MQAdmin:
 
     async def masters_of_cluster(self, cluster: str) -> list[str]:
         info = await self.cluster_info()
-        names = info.clusterAddrTable.get(cluster)
-        if names is None:
-            known = ", ".join(sorted(info.clusterAddrTable)) or "none"
-            raise NotFound(f"cluster {cluster} is unknown to the name server (known: {known})")
         addrs = []
-        for name in sorted(names):
+        for name in broker_names_of(info, cluster):
             bd = info.brokerAddrTable.get(name)
             if bd is not None and MASTER_ID in bd.brokerAddrs:
                 addrs.append(bd.brokerAddrs[MASTER_ID])
@@ -180,17 +195,7 @@ class MQAdmin:
     async def delete_topic(self, topic: str, *, cluster: str = "DefaultCluster") -> list[str]:
         """Delete on every broker (masters and slaves) of the cluster, then on every name
         server; returns the broker addresses."""
-        info = await self.cluster_info()
-        names = info.clusterAddrTable.get(cluster)
-        if names is None:
-            known = ", ".join(sorted(info.clusterAddrTable)) or "none"
-            raise NotFound(f"cluster {cluster} is unknown to the name server (known: {known})")
-        addrs = [
-            addr
-            for name in sorted(names)
-            if name in info.brokerAddrTable
-            for _, addr in sorted(info.brokerAddrTable[name].brokerAddrs.items())
-        ]
+        addrs = broker_addrs_of(await self.cluster_info(), cluster)
         for addr in addrs:
             await self.api.call(
                 addr, RequestCode.DELETE_TOPIC_IN_BROKER, DeleteTopicRequestHeader(topic)

@@ -15,7 +15,7 @@ from __future__ import annotations
 from typing import Any
 
 from rocketrio.actors.auth.model import AuthDataError, Decision, Resource, parse_actions
-from rocketrio.actors.client.admin import MQAdmin
+from rocketrio.actors.client.admin import MQAdmin, broker_addrs_of
 from rocketrio.actors.client.errors import MQBrokerError, NotFound, UsageError
 from rocketrio.protocol.auth_bodies import (
     AclInfo,
@@ -70,17 +70,7 @@ class AuthAdmin:
             return [broker]
         if not cluster:
             raise UsageError("give a broker (-b host:port) or a cluster (-c name)")
-        info = await self.admin.cluster_info()
-        names = info.clusterAddrTable.get(cluster)
-        if names is None:
-            known = ", ".join(sorted(info.clusterAddrTable)) or "none"
-            raise NotFound(f"cluster {cluster} is unknown to the name server (known: {known})")
-        addrs = [
-            addr
-            for name in sorted(names)
-            if (bd := info.brokerAddrTable.get(name)) is not None
-            for _bid, addr in sorted(bd.brokerAddrs.items())
-        ]
+        addrs = broker_addrs_of(await self.admin.cluster_info(), cluster)
         if not addrs:
             raise NotFound(f"cluster {cluster} has no live broker")
         return addrs

@@ -19,6 +19,7 @@ from typing import Any
 
 import attrs
 
+from rocketrio.actors.client.admin import broker_names_of
 from rocketrio.actors.client.api import MQClientAPI, request
 from rocketrio.actors.client.errors import MQBrokerError, MQClientError, NotFound, UsageError
 from rocketrio.actors.remoting import RemotingClient, RemotingError, RequestHook
@@ -179,12 +180,7 @@ class ControllerAdmin:
         return await self._controllers().any_metadata()
 
     async def broker_names_of_cluster(self, cluster: str) -> list[str]:
-        info = await self._namesrv().get_cluster_info()
-        names = info.clusterAddrTable.get(cluster)
-        if names is None:
-            known = ", ".join(sorted(info.clusterAddrTable)) or "none"
-            raise NotFound(f"cluster {cluster} is unknown to the name server (known: {known})")
-        return sorted(names)
+        return broker_names_of(await self._namesrv().get_cluster_info(), cluster)
 
     async def get_sync_state_set(
         self, broker_names: Iterable[str] | None = None, *, cluster: str | None = None
