@@ -15,6 +15,8 @@ import time
 
 import attrs
 
+from rocketrio.cli.up_plan import Layout, PlanError, load_templates, plan_from
+
 
 def free_port_block(count: int, step: int = 10, extra: tuple[int, ...] = (2,)) -> int:
     """A base port such that base, base+step, ... (and base+extra) are free on 127.0.0.1."""
@@ -90,8 +92,37 @@ class UpProcess:
                 self.proc.wait()
 
 
+def _all_free(ports: list[int]) -> bool:
+    for port in ports:
+        with socket.socket() as t:
+            t.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as `up`'s own check does
+            try:
+                t.bind(("127.0.0.1", port))
+            except OSError:
+                return False
+    return True
+
+
+def free_up_ports(mode: str, base_dir: str) -> int:
+    """A NameServer port ``base`` such that every port `up --mode` would listen on (with
+    ``--namesrv-port base --broker-port base+10``: listen ports, HA ports, controller peers)
+    is free."""
+    templates = load_templates(mode)
+    for _ in range(50):
+        base = free_port_block(1, extra=())
+        if base + 200 > 65000:
+            continue
+        try:
+            specs = plan_from(templates, Layout(base_dir, namesrv_port=base, broker_port=base + 10))
+        except PlanError:
+            continue
+        if _all_free([use.port for spec in specs for use in spec.listens]):
+            return base
+    raise RuntimeError(f"no free port layout for mode {mode}")
+
+
 def start_up(base_dir: str, mode: str, *extra: str) -> UpProcess:
-    base = free_port_block(3)
+    base = free_up_ports(mode, base_dir)
     cmd = [
         sys.executable,
         "-m",

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from tests.system.cluster import free_port_block, log_problems, start_up
+from tests.system.cluster import free_up_ports, log_problems, start_up
 
 pytestmark = pytest.mark.system
 
@@ -25,7 +25,7 @@ def rr(*args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
 
 
 def test_up_runs_the_demo_and_stops_cleanly(tmp_path: Any) -> None:
-    base = free_port_block(2)
+    base = free_up_ports("controller", str(tmp_path / "c"))
     r = rr(
         "up",
         "--dir",
