@@ -169,7 +169,7 @@ async def topic_route(admin: Any, a: argparse.Namespace) -> Any:
 def _print_status(stats: Any, a: argparse.Namespace) -> None:
     rows = [
         [o.brokerName, o.queueId, o.minOffset, o.maxOffset, format_ms(o.lastUpdateTimestamp)]
-        for o in sorted(stats, key=lambda o: (o.brokerName, o.queueId))
+        for o in stats
     ]
     print(table(["broker", "queue", "min offset", "max offset", "last stored"], rows))
     print(f"total messages: {sum(o.maxOffset - o.minOffset for o in stats)}")
@@ -278,16 +278,18 @@ def _print_progress(prog: Any, a: argparse.Namespace) -> None:
             o.queueId,
             o.brokerOffset,
             o.consumerOffset,
+            o.pullOffset,
             o.lag,
             format_ms(o.lastTimestamp),
         ]
         for o in sorted(prog.offsets, key=lambda o: (o.topic, o.brokerName, o.queueId))
     ]
-    headers = ["topic", "broker", "queue", "broker offset", "consumer offset", "lag"]
-    print(table([*headers, "last time"], rows))
+    headers = ["topic", "broker", "queue", "broker offset", "consumer offset", "pull offset"]
+    print(table([*headers, "lag", "last time"], rows))
     if not prog.offsets:
         print(f"group {prog.group} exists but has no consume offsets yet")
-    print(f"total lag: {prog.total_lag}   consumers online: {len(prog.clients)}")
+    print(f"consume tps: {prog.consume_tps:.2f}   total lag: {prog.total_lag}   "
+          f"consumers online: {len(prog.clients)}")  # fmt: skip
     for c in prog.clients:
         print(f"  {c}")
 

@@ -2,9 +2,9 @@
 
 Routes (TopicRouteData, QueueData, BrokerData), cluster info, broker registration
 (RegisterBrokerBody with TopicConfigSerializeWrapper and DataVersion), topic and subscription
-group configs, client heartbeats and consumer lists. Where upstream's fastjson output is not
-standard JSON (maps keyed by MessageQueue objects in TopicStatsTable / ConsumeStats) we use a list
-of entries instead and say so on the class.
+group configs, client heartbeats and consumer lists, admin statistics. Field names and types are
+upstream's; maps keyed by MessageQueue are real ``dict[MessageQueue, ...]`` fields, written and
+read as upstream's fastjson does by `protocol.fastjson` (encode) and `protocol.serde` (decode).
 """
 
 from __future__ import annotations
@@ -128,6 +128,15 @@ class GetBrokerMemberGroupResponseBody:
 
 
 @attrs.define(slots=True)
+class GroupRetryPolicy:
+    """upstream subscription.GroupRetryPolicy; the policy objects are kept as given."""
+
+    type: str = "CUSTOMIZED"
+    exponentialRetryPolicy: dict[str, int] | None = None
+    customizedRetryPolicy: dict[str, list[int]] | None = None
+
+
+@attrs.define(slots=True)
 class SubscriptionGroupConfig:
     groupName: str
     consumeEnable: bool = True
@@ -139,6 +148,10 @@ class SubscriptionGroupConfig:
     brokerId: int = 0
     whichBrokerWhenConsumeSlowly: int = 1
     notifyConsumerIdsChangedEnable: bool = True
+    groupSysFlag: int = 0
+    consumeTimeoutMinute: int = 15
+    groupRetryPolicy: GroupRetryPolicy = attrs.field(factory=GroupRetryPolicy)
+    attributes: dict[str, str] = attrs.field(factory=dict)
 
 
 @attrs.define(slots=True)
@@ -204,48 +217,93 @@ class LockBatchResponseBody:
 
 @attrs.define(slots=True)
 class TopicOffset:
-    """One queue of GET_TOPIC_STATS_INFO (upstream keys a map by MessageQueue; we list them)."""
+    """One queue of GET_TOPIC_STATS_INFO (upstream admin.TopicOffset)."""
 
-    brokerName: str
-    queueId: int
-    minOffset: int
-    maxOffset: int
+    minOffset: int = 0
+    maxOffset: int = 0
     lastUpdateTimestamp: int = 0
 
 
 @attrs.define(slots=True)
 class TopicStatsTable:
-    offsets: list[TopicOffset] = attrs.field(factory=list)
+    """GET_TOPIC_STATS_INFO (202): upstream admin.TopicStatsTable, keyed by MessageQueue."""
+
+    offsetTable: dict[MessageQueue, TopicOffset] = attrs.field(factory=dict)
 
 
 @attrs.define(slots=True)
 class OffsetWrapper:
-    """One queue of GET_CONSUME_STATS (a list instead of upstream's MessageQueue-keyed map)."""
+    """One queue of GET_CONSUME_STATS (upstream admin.OffsetWrapper)."""
 
-    topic: str
-    brokerName: str
-    queueId: int
-    brokerOffset: int
-    consumerOffset: int
+    brokerOffset: int = 0
+    consumerOffset: int = 0
+    pullOffset: int = 0
     lastTimestamp: int = 0
 
     @property
     def lag(self) -> int:
+        """Messages not yet consumed; never negative (an uncommitted queue counts whole)."""
         return max(0, self.brokerOffset - max(self.consumerOffset, 0))
 
 
 @attrs.define(slots=True)
 class ConsumeStats:
-    offsets: list[OffsetWrapper] = attrs.field(factory=list)
+    """GET_CONSUME_STATS (208): upstream admin.ConsumeStats, keyed by MessageQueue."""
+
+    offsetTable: dict[MessageQueue, OffsetWrapper] = attrs.field(factory=dict)
     consumeTps: float = 0.0
+
+    def total_diff(self) -> int:
+        """upstream computeTotalDiff: broker offset minus consumer offset over the queues."""
+        return sum(w.brokerOffset - w.consumerOffset for w in self.offsetTable.values())
+
+
+@attrs.define(slots=True)
+class ConsumeStatsList:
+    """GET_BROKER_CONSUME_STATS (317): one ``{group: [ConsumeStats]}`` map per group."""
+
+    consumeStatsList: list[dict[str, list[ConsumeStats]]] = attrs.field(factory=list)
+    brokerAddr: str | None = None
+    totalDiff: int = 0
+    totalInflightDiff: int = 0
+
+
+@attrs.define(slots=True)
+class Connection:
+    """A client connection as admin bodies show it (upstream body.Connection)."""
+
+    clientId: str
+    clientAddr: str
+    language: str = "JAVA"
+    version: int = 0
 
 
 @attrs.define(slots=True)
 class ConsumerConnection:
-    clientIds: list[str] = attrs.field(factory=list)
-    messageModel: str | None = None
+    """GET_CONSUMER_CONNECTION_LIST (203): upstream body.ConsumerConnection."""
+
+    connectionSet: list[Connection] = attrs.field(factory=list)
+    subscriptionTable: dict[str, SubscriptionData] = attrs.field(factory=dict)
     consumeType: str | None = None
-    subscriptions: list[SubscriptionData] = attrs.field(factory=list)
+    messageModel: str | None = None
+    consumeFromWhere: str | None = None
+
+    def client_ids(self) -> list[str]:
+        return sorted({c.clientId for c in self.connectionSet})
+
+
+@attrs.define(slots=True)
+class ProducerConnection:
+    """GET_PRODUCER_CONNECTION_LIST (204): upstream body.ProducerConnection."""
+
+    connectionSet: list[Connection] = attrs.field(factory=list)
+
+
+@attrs.define(slots=True)
+class GroupList:
+    """QUERY_TOPIC_CONSUME_BY_WHO (300): the groups consuming a topic (body.GroupList)."""
+
+    groupList: list[str] = attrs.field(factory=list)
 
 
 @attrs.define(slots=True)
@@ -266,10 +324,12 @@ class ConsumerOffsetSerializeWrapper:
 
 @attrs.define(slots=True)
 class SubscriptionGroupWrapper:
-    """subscriptionGroup.json and GET_ALL_SUBSCRIPTIONGROUP_CONFIG."""
+    """subscriptionGroup.json and GET_ALL_SUBSCRIPTIONGROUP_CONFIG (the broker also sends
+    upstream's ``forbiddenTable``: group -> topic -> forbidden bits; rocketrio keeps none)."""
 
     subscriptionGroupTable: dict[str, SubscriptionGroupConfig] = attrs.field(factory=dict)
     dataVersion: DataVersion = attrs.field(factory=DataVersion)
+    forbiddenTable: dict[str, dict[str, int]] = attrs.field(factory=dict)
 
 
 @attrs.define(slots=True)

@@ -247,6 +247,27 @@ class NotifyConsumerIdsChangedRequestHeader:
 class GetConsumeStatsRequestHeader:
     consumerGroup: str
     topic: str | None = None
+    topicList: str | None = None  # ";"-separated; when given, exactly these topics
+
+    def topics(self) -> list[str]:
+        return [t for t in (self.topicList or "").split(";") if t]
+
+
+@attrs.define(slots=True)
+class GetConsumeStatsInBrokerHeader:
+    """GET_BROKER_CONSUME_STATS (317); ``isOrder``: only ordered topics."""
+
+    isOrder: bool = False
+
+
+@attrs.define(slots=True)
+class GetProducerConnectionListRequestHeader:
+    producerGroup: str
+
+
+@attrs.define(slots=True)
+class QueryTopicConsumeByWhoRequestHeader:
+    topic: str
 
 
 @attrs.define(slots=True)

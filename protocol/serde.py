@@ -5,13 +5,14 @@ conversion needs no rename tables. Required fields (no default) missing from a r
 `HeaderError` naming the field; an unparsable number names the field and the value.
 
 JSON bodies (routes, topic configs, heartbeat data...) are attrs classes too; `to_json` drops
-None fields, like fastjson, and `from_json` ignores unknown keys (newer clients add fields) and
-tolerates fastjson's unquoted integer map keys (``{0:"127.0.0.1:10911"}``).
+None fields, like fastjson, as standard JSON (routes, files); bodies for upstream's tools are
+written by `fastjson.encode`. `from_json` reads both: it ignores unknown keys (newer clients add
+fields) and takes fastjson's unquoted number and MessageQueue map keys
+(``{0:"127.0.0.1:10911"}``, ``{{"brokerName":..}:..}``) through `fastjson.loads`.
 """
 
 from __future__ import annotations
 
-import json
 import re
 import typing
 from typing import Any, TypeVar
@@ -20,6 +21,9 @@ import attrs
 import cattrs
 import orjson
 from cattrs.errors import ClassValidationError, ForbiddenExtraKeysError
+
+from rocketrio.protocol import fastjson
+from rocketrio.protocol.bodies import MessageQueue
 
 T = TypeVar("T")
 
@@ -160,16 +164,33 @@ def to_json(obj: Any) -> bytes:
     return orjson.dumps(to_plain(obj), option=orjson.OPT_NON_STR_KEYS)
 
 
-_UNQUOTED_INT_KEY = re.compile(r"([{,])\s*(-?\d+)\s*:")
-
-
 def loads_lenient(data: bytes | str) -> Any:
-    """json.loads that also accepts fastjson's unquoted integer keys."""
+    """JSON, or fastjson's output with unquoted number and object map keys (fastjson.loads)."""
+    return fastjson.loads(data)
+
+
+def _structure_message_queue(v: Any, _t: type) -> MessageQueue:
+    """A MessageQueue from a dict, a bare-object map key, or a quoted key holding its JSON
+    (the forms upstream's fastjson reads and writes; admin-bodies README §4)."""
+    if isinstance(v, MessageQueue):
+        return v
+    if isinstance(v, str):
+        try:
+            v = orjson.loads(v)
+        except orjson.JSONDecodeError:
+            raise ValueError(f"not a MessageQueue: {v[:80]!r}") from None
+    if isinstance(v, fastjson.ObjectKey):
+        v = dict(v)
+    if not isinstance(v, dict):
+        raise ValueError(f"not a MessageQueue: {v!r}")
     try:
-        return orjson.loads(data)
-    except orjson.JSONDecodeError:
-        text = data.decode() if isinstance(data, (bytes, bytearray)) else data
-        return json.loads(_UNQUOTED_INT_KEY.sub(r'\1"\2":', text))
+        return MessageQueue(_str_hook(v["topic"], str), _str_hook(v["brokerName"], str),
+                            _int_hook(v["queueId"], int))  # fmt: skip
+    except KeyError as e:
+        raise ValueError(f"MessageQueue without {e.args[0]}") from None
+
+
+converter.register_structure_hook(MessageQueue, _structure_message_queue)
 
 
 def from_json(cls: type[T], data: bytes | str) -> T:

@@ -1,12 +1,12 @@
 """Admin and query calls (upstream AdminBrokerProcessor / QueryMessageProcessor, reduced).
 
-Topics: create/update, delete, all configs, one config, stats. Groups: create/update, all
-configs, one config, delete, consume stats. Broker: runtime info, config. Offsets: max, min,
-search by timestamp, earliest store time. Messages: by CommitLog offset (the stored record) and
-by key or by UNIQ_KEY (the stored records). Each call takes the protocol's typed header or body
-and returns a typed value (a protocol body class, an offset, records), `Done` or a `Refusal`;
-the protocol adapter serializes. Remarks follow upstream where it has one, and otherwise say
-what to change.
+Topics: create/update, delete, all configs, one config. Groups: create/update, all configs,
+one config, delete (consumption figures: consume_stats.py). Broker: runtime info, config.
+Offsets: max, min, search by timestamp, earliest store time. Messages: by CommitLog offset
+(the stored record) and by key or by UNIQ_KEY (the stored records). Each call takes the
+protocol's typed header or body and returns a typed value (a protocol body class, an offset,
+records), `Done` or a `Refusal`; the protocol adapter serializes. Remarks follow upstream
+where it has one, and otherwise say what to change.
 
 Admin changes persist their table before answering (tables.py). Deleting a topic removes it from
 the table first (sends see TOPIC_NOT_EXIST from then on), then asks the store actor, the
@@ -39,15 +39,11 @@ from rocketrio.actors.broker.topic_config import (
     check_topic_name,
 )
 from rocketrio.protocol.bodies import (
-    ConsumeStats,
     KVTable,
-    OffsetWrapper,
     SubscriptionGroupConfig,
     SubscriptionGroupWrapper,
     TopicConfig,
     TopicConfigSerializeWrapper,
-    TopicOffset,
-    TopicStatsTable,
 )
 from rocketrio.protocol.codes import CURRENT_VERSION, ResponseCode
 from rocketrio.protocol.config import dump_config
@@ -55,13 +51,11 @@ from rocketrio.protocol.headers import (
     CreateTopicRequestHeader,
     DeleteSubscriptionGroupRequestHeader,
     DeleteTopicRequestHeader,
-    GetConsumeStatsRequestHeader,
     GetEarliestMsgStoretimeRequestHeader,
     GetMaxOffsetRequestHeader,
     GetMinOffsetRequestHeader,
     GetSubscriptionGroupConfigRequestHeader,
     GetTopicConfigRequestHeader,
-    GetTopicStatsInfoRequestHeader,
     QueryMessageRequestHeader,
     SearchOffsetRequestHeader,
     ViewMessageRequestHeader,
@@ -187,20 +181,6 @@ class AdminProcessor:
             )
         return tc
 
-    def topic_stats(self, h: GetTopicStatsInfoRequestHeader) -> TopicStatsTable | Refusal:
-        tc = self.topics.select(h.topic)
-        if tc is None:
-            return Refusal(ResponseCode.TOPIC_NOT_EXIST, f"topic[{h.topic}] not exist")
-        store, name = self.store, self.config.brokerName
-        table = TopicStatsTable()
-        for qid in range(tc.writeQueueNums):
-            hi = store.get_max_offset(h.topic, qid)
-            last = store.get_message_store_timestamp(h.topic, qid, hi - 1) if hi > 0 else None
-            table.offsets.append(
-                TopicOffset(name, qid, store.get_min_offset(h.topic, qid), hi, last or 0)
-            )
-        return table
-
     # ------------------------------------------------------------------ subscription groups
 
     async def update_group(self, sgc: SubscriptionGroupConfig) -> Done | Refusal:
@@ -235,28 +215,6 @@ class AdminProcessor:
         if h.cleanOffset and self.offsets.remove_group(h.groupName):
             await self.offsets.persist()
         return DONE
-
-    def consume_stats(self, h: GetConsumeStatsRequestHeader) -> ConsumeStats:
-        topics = [h.topic] if h.topic else sorted(self.offsets.topics_of_group(h.consumerGroup))
-        group = self.consumers.get(h.consumerGroup)
-        if not h.topic and group is not None:
-            topics = sorted(set(topics) | set(group.subscriptions))
-        stats = ConsumeStats()
-        store, name = self.store, self.config.brokerName
-        for topic in topics:
-            tc = self.topics.select(topic)
-            if tc is None:
-                continue
-            committed = self.offsets.queue_offsets(h.consumerGroup, topic)
-            for qid in range(tc.readQueueNums):
-                hi = store.get_max_offset(topic, qid)
-                mine = committed.get(qid, -1)
-                # store time of the last consumed message, as upstream's consumerProgress
-                last_ts = 0
-                if 0 < mine <= hi:
-                    last_ts = store.get_message_store_timestamp(topic, qid, mine - 1) or 0
-                stats.offsets.append(OffsetWrapper(topic, name, qid, hi, mine, last_ts))
-        return stats
 
     # ------------------------------------------------------------------ broker info
 

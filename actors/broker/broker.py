@@ -57,6 +57,7 @@ from rocketrio.actors.broker.classic_roles import ClassicRoleService
 from rocketrio.actors.broker.client_manager import ConsumerManager, ProducerManager
 from rocketrio.actors.broker.client_processor import ClientProcessor
 from rocketrio.actors.broker.config import BrokerConfig, BrokerRole, FlushDiskType
+from rocketrio.actors.broker.consume_stats import ConsumeStatsProcessor
 from rocketrio.actors.broker.fault_sites import NO_FAULTS, FaultSites
 from rocketrio.actors.broker.ha.master_service import HAMasterService
 from rocketrio.actors.broker.ha.service import resolve_ha_addr
@@ -228,12 +229,23 @@ class Broker:
             hold=self.pull_hold,
             now_ms=now_ms,
         )
+        self.consume_stats = ConsumeStatsProcessor(
+            lambda: self.config.brokerName,
+            lambda: self.addr,
+            topics=self.topics,
+            offsets=self.offsets,
+            consumers=self.consumers,
+            groups=self.groups,
+            store=self.store_view,
+            group_tps=lambda _group, _topic: 0.0,  # GROUP_GET_NUMS: per-group stats (i8-stats)
+        )
         self.adapter = RemotingAdapter(
             config.brokerName,
             send=self.send,
             pull=self.pull,
             clients=self.clients,
             admin=self.admin,
+            stats=self.consume_stats,
             replicas=self.replicas,
             gate=self._auth_gate(),
             extra_handlers=auth_handlers(AuthProcessor(self.auth)),

@@ -27,6 +27,7 @@ class ClientChannelInfo:
     language: str
     version: int
     last_update_s: float
+    addr: str = ""  # the client's remote address, as admin bodies show it
 
 
 @attrs.define(slots=True, eq=False)

@@ -39,6 +39,7 @@ from rocketrio.actors.broker.topic_config import check_group_name, retry_topic
 from rocketrio.protocol.bodies import (
     PERM_READ,
     PERM_WRITE,
+    Connection,
     ConsumerConnection,
     ConsumerIdList,
     ConsumerOffsetSerializeWrapper,
@@ -46,12 +47,14 @@ from rocketrio.protocol.bodies import (
     LockBatchRequestBody,
     LockBatchResponseBody,
     MessageQueue,
+    ProducerConnection,
     SubscriptionData,
 )
 from rocketrio.protocol.codes import ResponseCode
 from rocketrio.protocol.headers import (
     GetConsumerConnectionListRequestHeader,
     GetConsumerListByGroupRequestHeader,
+    GetProducerConnectionListRequestHeader,
     QueryConsumerOffsetRequestHeader,
     UnregisterClientRequestHeader,
     UpdateConsumerOffsetRequestHeader,
@@ -70,6 +73,10 @@ def _with_codes(sub: SubscriptionData) -> SubscriptionData:
     if codes is not None and not sub.codeSet:
         sub.codeSet = sorted(codes)
     return sub
+
+
+def _connection(info: ClientChannelInfo) -> Connection:
+    return Connection(info.client_id, info.addr, info.language, info.version)
 
 
 class ClientProcessor:
@@ -121,9 +128,10 @@ class ClientProcessor:
     # ------------------------------------------------------------------ heartbeats
 
     def heartbeat(
-        self, data: HeartbeatData, channel: Hashable, language: str, version: int
+        self, data: HeartbeatData, channel: Hashable, language: str, version: int, addr: str = ""
     ) -> Done | Refusal:
-        info = ClientChannelInfo(channel, data.clientID, language, version, trio.current_time())
+        now = trio.current_time()
+        info = ClientChannelInfo(channel, data.clientID, language, version, now, addr)
         for cd in data.consumerDataSet:
             bad = check_group_name(cd.groupName)
             if bad:
@@ -173,11 +181,22 @@ class ClientProcessor:
                 f"the consumer group[{h.consumerGroup}] not online",
             )
         return ConsumerConnection(
-            clientIds=group.client_ids(),
-            messageModel=group.message_model,
+            connectionSet=[_connection(c) for c in group.channels.values()],
+            subscriptionTable=dict(group.subscriptions),
             consumeType=group.consume_type,
-            subscriptions=list(group.subscriptions.values()),
+            messageModel=group.message_model,
+            consumeFromWhere=group.consume_from_where,
         )
+
+    def producer_connections(
+        self, h: GetProducerConnectionListRequestHeader
+    ) -> ProducerConnection | Refusal:
+        members = self.producers.groups.get(h.producerGroup)
+        if members is None:
+            return Refusal(
+                ResponseCode.SYSTEM_ERROR, f"the producer group[{h.producerGroup}] not exist"
+            )
+        return ProducerConnection([_connection(c) for c in members.values()])
 
     # ------------------------------------------------------------------ queue locks
 

@@ -29,6 +29,8 @@ class ConsumerOffsetManager:
     def __init__(self, now_ms: Callable[[], int]) -> None:
         self.now_ms = now_ms
         self.table: dict[str, dict[int, int]] = {}
+        # where each group's last pull on a queue ended (upstream pullOffsetTable): memory only
+        self.pull_table: dict[str, dict[int, int]] = {}
         self.data_version = DataVersion()
         self.dirty = False
 
@@ -69,6 +71,24 @@ class ConsumerOffsetManager:
             return -1
         return queues.get(queue_id, -1)
 
+    def commit_pull(self, group: str, topic: str, queue_id: int, next_offset: int) -> None:
+        """A pull of ``group`` on the queue ended at ``next_offset`` (GET_CONSUME_STATS's
+        pullOffset); kept in memory only, as upstream."""
+        key = offset_key(topic, group)
+        queues = self.pull_table.get(key)
+        if queues is None:
+            queues = self.pull_table[key] = {}
+        queues[queue_id] = next_offset
+
+    def query_pull(self, group: str, topic: str, queue_id: int) -> int:
+        """Where the group's last pull on the queue ended, or -1."""
+        queues = self.pull_table.get(offset_key(topic, group))
+        return -1 if queues is None else queues.get(queue_id, -1)
+
+    def groups_of_topic(self, topic: str) -> set[str]:
+        """Groups with a committed offset on ``topic`` (upstream whichGroupByTopic)."""
+        return {g for t, g in map(split_key, self.table) if t == topic}
+
     def queue_offsets(self, group: str, topic: str) -> dict[int, int]:
         return dict(self.table.get(offset_key(topic, group), {}))
 
@@ -79,6 +99,8 @@ class ConsumerOffsetManager:
         doomed = [k for k in self.table if split_key(k)[0] == topic]
         for k in doomed:
             del self.table[k]
+        for k in [k for k in self.pull_table if split_key(k)[0] == topic]:
+            del self.pull_table[k]
         self.dirty = self.dirty or bool(doomed)
         return bool(doomed)
 
@@ -86,5 +108,7 @@ class ConsumerOffsetManager:
         doomed = [k for k in self.table if split_key(k)[1] == group]
         for k in doomed:
             del self.table[k]
+        for k in [k for k in self.pull_table if split_key(k)[1] == group]:
+            del self.pull_table[k]
         self.dirty = self.dirty or bool(doomed)
         return bool(doomed)

@@ -196,6 +196,8 @@ class PullMessageProcessor:
         status = pull_status(result.status, h.queueOffset)
         if h.sysFlag & PULL_FLAG_COMMIT_OFFSET and h.commitOffset >= 0:
             self.offsets.commit(h.consumerGroup, h.topic, h.queueId, h.commitOffset)
+        if status is _P.FOUND:
+            self.offsets.commit_pull(h.consumerGroup, h.topic, h.queueId, result.next_begin_offset)
         if status is _P.NO_NEW_MSG and h.sysFlag & PULL_FLAG_SUSPEND:
             timeout_ms = min(h.suspendTimeoutMillis, self.config.max_suspend_ms)
             if not self.config.long_polling_enable:
@@ -338,4 +340,6 @@ class PullMessageProcessor:
                 # only messages the filter rejects arrived: skip them and keep waiting
                 held.offset = result.next_begin_offset
             return None
+        if status is _P.FOUND:
+            self.offsets.commit_pull(h.consumerGroup, h.topic, h.queueId, result.next_begin_offset)
         return self._pulled(result, status)

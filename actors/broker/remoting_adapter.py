@@ -10,7 +10,8 @@ The one place where the broker meets RocketMQ's remoting protocol. It owns:
   (`protocol.serde`), SEND_MESSAGE_V2's short keys through the fast `parse_send_header_v2`,
   JSON bodies into body classes;
 - encoding: every `Refusal` becomes its code and remark; every outcome becomes the response
-  upstream sends (codes, remarks, extFields, bodies), e.g. `PutStatus` -> response code
+  upstream sends (codes, remarks, extFields, bodies written by `protocol.fastjson` as
+  upstream's fastjson writes them), e.g. `PutStatus` -> response code
   exactly like upstream's SendMessageProcessor (`put_status_code`), `PullStatus` -> the pull
   codes (`PULL_CODES`);
 - the remoting side of clients: a connection is a client's channel (its born host is cached on
@@ -32,6 +33,7 @@ from typing import Any, Final, Protocol, TypeVar, assert_never
 
 from rocketrio.actors.broker.admin_processor import AdminProcessor, QueriedMessages
 from rocketrio.actors.broker.client_processor import ClientProcessor
+from rocketrio.actors.broker.consume_stats import ConsumeStatsProcessor
 from rocketrio.actors.broker.outcomes import (
     Done,
     Pulled,
@@ -53,6 +55,7 @@ from rocketrio.actors.broker.send_processor import (
     host_tuple,
 )
 from rocketrio.actors.remoting import Connection, RequestContext
+from rocketrio.protocol import fastjson
 from rocketrio.protocol.bodies import (
     HeartbeatData,
     LockBatchRequestBody,
@@ -71,11 +74,13 @@ from rocketrio.protocol.headers import (
     DeleteTopicRequestHeader,
     GetConsumerConnectionListRequestHeader,
     GetConsumerListByGroupRequestHeader,
+    GetConsumeStatsInBrokerHeader,
     GetConsumeStatsRequestHeader,
     GetEarliestMsgStoretimeRequestHeader,
     GetEarliestMsgStoretimeResponseHeader,
     GetMaxOffsetRequestHeader,
     GetMinOffsetRequestHeader,
+    GetProducerConnectionListRequestHeader,
     GetSubscriptionGroupConfigRequestHeader,
     GetTopicConfigRequestHeader,
     GetTopicStatsInfoRequestHeader,
@@ -86,6 +91,7 @@ from rocketrio.protocol.headers import (
     QueryConsumerOffsetRequestHeader,
     QueryMessageRequestHeader,
     QueryMessageResponseHeader,
+    QueryTopicConsumeByWhoRequestHeader,
     SearchOffsetRequestHeader,
     SendMessageRequestHeader,
     SendMessageRequestHeaderV2,
@@ -280,10 +286,10 @@ def _done(cmd: RemotingCommand, outcome: Done | Refusal) -> RemotingCommand:
 
 
 def _json(cmd: RemotingCommand, outcome: Any) -> RemotingCommand:
-    """A body class (or a Refusal): SUCCESS with the value as the JSON body."""
+    """A body class (or a Refusal): SUCCESS with the body as upstream's fastjson writes it."""
     if isinstance(outcome, Refusal):
         return refused(cmd, outcome)
-    return cmd.make_response(RC.SUCCESS, body=to_json(outcome))
+    return cmd.make_response(RC.SUCCESS, body=fastjson.encode(outcome))
 
 
 def _offset(cmd: RemotingCommand, outcome: int | Refusal) -> RemotingCommand:
@@ -447,6 +453,7 @@ class RemotingAdapter:
         pull: PullMessageProcessor,
         clients: ClientProcessor,
         admin: AdminProcessor,
+        stats: ConsumeStatsProcessor,
         replicas: ReplicasCalls | None = None,
         gate: Gate | None = None,
         extra_handlers: dict[int, Handler] | None = None,
@@ -457,6 +464,7 @@ class RemotingAdapter:
         self.pull = pull
         self.clients = clients
         self.admin = admin
+        self.stats = stats
         self.replicas = replicas
         self.stopping = False
         self.handlers: dict[int, Handler] = self._handler_table()
@@ -496,7 +504,7 @@ class RemotingAdapter:
         return host
 
     def _handler_table(self) -> dict[int, Handler]:
-        rc, c, a = RequestCode, self.clients, self.admin
+        rc, c, a, st = RequestCode, self.clients, self.admin, self.stats
         return {
             rc.SEND_MESSAGE: self._send,
             rc.SEND_MESSAGE_V2: self._send,
@@ -510,6 +518,9 @@ class RemotingAdapter:
             ),
             rc.GET_CONSUMER_CONNECTION_LIST: _ext(
                 GetConsumerConnectionListRequestHeader, c.consumer_connections, _json
+            ),
+            rc.GET_PRODUCER_CONNECTION_LIST: _ext(
+                GetProducerConnectionListRequestHeader, c.producer_connections, _json
             ),
             rc.LOCK_BATCH_MQ: _body(LockBatchRequestBody, c.lock_batch, _json),
             rc.UNLOCK_BATCH_MQ: _body(LockBatchRequestBody, c.unlock_batch, _done),
@@ -528,7 +539,7 @@ class RemotingAdapter:
             ),
             rc.GET_ALL_TOPIC_CONFIG: _no_args(a.all_topic_config, _json),
             rc.GET_TOPIC_CONFIG: _ext(GetTopicConfigRequestHeader, a.topic_config, _json),
-            rc.GET_TOPIC_STATS_INFO: _ext(GetTopicStatsInfoRequestHeader, a.topic_stats, _json),
+            rc.GET_TOPIC_STATS_INFO: _ext(GetTopicStatsInfoRequestHeader, st.topic_stats, _json),
             rc.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP: _body_awaited(
                 SubscriptionGroupConfig, a.update_group, _done
             ),
@@ -539,7 +550,13 @@ class RemotingAdapter:
             rc.DELETE_SUBSCRIPTIONGROUP: _ext_awaited(
                 DeleteSubscriptionGroupRequestHeader, a.delete_group, _done
             ),
-            rc.GET_CONSUME_STATS: _ext(GetConsumeStatsRequestHeader, a.consume_stats, _json),
+            rc.GET_CONSUME_STATS: _ext(GetConsumeStatsRequestHeader, st.consume_stats, _json),
+            rc.GET_BROKER_CONSUME_STATS: _ext(
+                GetConsumeStatsInBrokerHeader, st.broker_consume_stats, _json
+            ),
+            rc.QUERY_TOPIC_CONSUME_BY_WHO: _ext(
+                QueryTopicConsumeByWhoRequestHeader, st.consumed_by_whom, _json
+            ),
             rc.GET_BROKER_RUNTIME_INFO: _no_args(a.runtime_info, _json),
             rc.GET_BROKER_CONFIG: _no_args(a.broker_config, _text),
             rc.GET_MAX_OFFSET: _ext(GetMaxOffsetRequestHeader, a.max_offset, _offset),
@@ -596,7 +613,7 @@ class RemotingAdapter:
     async def _heartbeat(self, ctx: RequestContext) -> RemotingCommand:
         cmd = ctx.cmd
         data = from_json(HeartbeatData, cmd.body)
-        outcome = self.clients.heartbeat(data, ctx.conn, cmd.language, cmd.version)
+        outcome = self.clients.heartbeat(data, ctx.conn, cmd.language, cmd.version, ctx.conn.remote)
         if isinstance(outcome, Done):
             ctx.conn.attrs["client_id"] = data.clientID
         return _done(cmd, outcome)

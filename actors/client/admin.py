@@ -30,8 +30,8 @@ from rocketrio.protocol.bodies import (
     ConsumerConnection,
     ConsumeStats,
     KVTable,
+    MessageQueue,
     OffsetWrapper,
-    TopicOffset,
     TopicRouteData,
     TopicStatsTable,
 )
@@ -64,11 +64,51 @@ MAX_TIMESTAMP = 2**63 - 1
 
 
 @attrs.define
+class QueueStatus:
+    """topicStatus: one queue of a topic (a TopicStatsTable entry, flattened for tables)."""
+
+    brokerName: str
+    queueId: int
+    minOffset: int
+    maxOffset: int
+    lastUpdateTimestamp: int
+
+
+@attrs.define
+class QueueProgress:
+    """consumerProgress: one queue of a group (a ConsumeStats entry, flattened for tables)."""
+
+    topic: str
+    brokerName: str
+    queueId: int
+    brokerOffset: int
+    consumerOffset: int
+    pullOffset: int
+    lastTimestamp: int
+
+    @property
+    def lag(self) -> int:
+        return max(0, self.brokerOffset - max(self.consumerOffset, 0))
+
+    @classmethod
+    def of(cls, mq: MessageQueue, w: OffsetWrapper) -> QueueProgress:
+        return cls(
+            mq.topic,
+            mq.brokerName,
+            mq.queueId,
+            w.brokerOffset,
+            w.consumerOffset,
+            w.pullOffset,
+            w.lastTimestamp,
+        )
+
+
+@attrs.define
 class ConsumerProgress:
     """consumerProgress: per queue broker offset, consumer offset and lag, plus the members."""
 
     group: str
-    offsets: list[OffsetWrapper]
+    offsets: list[QueueProgress]
     clients: list[str]
     total_lag: int
     consume_tps: float = 0.0
@@ -211,18 +251,28 @@ class MQAdmin:
     async def topic_route(self, topic: str) -> TopicRouteData:
         return await self.api.get_route(topic)
 
-    async def topic_status(self, topic: str) -> list[TopicOffset]:
+    async def topic_stats(self, addr: str, topic: str) -> TopicStatsTable:
+        resp = await self.api.call(
+            addr, RequestCode.GET_TOPIC_STATS_INFO, GetTopicStatsInfoRequestHeader(topic)
+        )
+        return from_json(TopicStatsTable, resp.body)
+
+    async def topic_status(self, topic: str) -> list[QueueStatus]:
         """Min / max offset and last store time of every queue of the topic."""
         route = await self.topic_route(topic)
-        out: list[TopicOffset] = []
+        out: list[QueueStatus] = []
         for bd in sorted(route.brokerDatas, key=lambda b: b.brokerName):
             addr = bd.select_broker_addr()
             if addr is None:
                 continue
-            resp = await self.api.call(
-                addr, RequestCode.GET_TOPIC_STATS_INFO, GetTopicStatsInfoRequestHeader(topic)
+            table = await self.topic_stats(addr, topic)
+            out.extend(
+                QueueStatus(
+                    mq.brokerName, mq.queueId, o.minOffset, o.maxOffset, o.lastUpdateTimestamp
+                )
+                for mq, o in table.offsetTable.items()
             )
-            out.extend(from_json(TopicStatsTable, resp.body).offsets)
+        out.sort(key=lambda q: (q.brokerName, q.queueId))
         return out
 
     # -- consumers
@@ -242,18 +292,15 @@ class MQAdmin:
 
     async def consumer_progress(self, group: str, topic: str | None = None) -> ConsumerProgress:
         addrs = await self._group_broker_addrs(group, topic)
-        offsets: list[OffsetWrapper] = []
+        offsets: list[QueueProgress] = []
         tps = 0.0
         for addr in addrs:
-            resp = await self.api.call(
-                addr, RequestCode.GET_CONSUME_STATS, GetConsumeStatsRequestHeader(group, topic)
-            )
-            stats = from_json(ConsumeStats, resp.body)
-            offsets.extend(stats.offsets)
+            stats = await self.consume_stats(addr, group, topic)
+            offsets.extend(QueueProgress.of(mq, w) for mq, w in stats.offsetTable.items())
             tps += stats.consumeTps
         offsets.sort(key=lambda o: (o.topic, o.brokerName, o.queueId))
         clients = await self._online_clients(group, addrs)
-        committed = any(o.consumerOffset >= 0 for o in offsets)
+        committed = any(o.consumerOffset > 0 for o in offsets)
         if not clients and not committed and not await self._group_exists(group, addrs):
             where = ", ".join(addrs) or "no broker found"
             raise NotFound(
@@ -261,6 +308,12 @@ class MQAdmin:
                 "group, a committed offset or an online member for it"
             )
         return ConsumerProgress(group, offsets, clients, sum(o.lag for o in offsets), tps)
+
+    async def consume_stats(self, addr: str, group: str, topic: str | None) -> ConsumeStats:
+        resp = await self.api.call(
+            addr, RequestCode.GET_CONSUME_STATS, GetConsumeStatsRequestHeader(group, topic)
+        )
+        return from_json(ConsumeStats, resp.body)
 
     async def _group_exists(self, group: str, addrs: list[str]) -> bool:
         """Some broker has the subscription group's config (created by updateSubGroup or
@@ -284,7 +337,7 @@ class MQAdmin:
                 if e.code == ResponseCode.CONSUMER_NOT_ONLINE:
                     return []
                 raise
-            return sorted(conn.clientIds)
+            return conn.client_ids()
         return []
 
     async def consumer_connection(self, group: str, addr: str) -> ConsumerConnection:

@@ -54,6 +54,7 @@ from rocketrio.actors.controller.replicas_info import (
 )
 from rocketrio.actors.raft.node import RaftNode, Role
 from rocketrio.actors.remoting import Connection, RemotingClient, RemotingError, RequestContext
+from rocketrio.protocol import fastjson
 from rocketrio.protocol.codes import RequestCode, ResponseCode
 from rocketrio.protocol.controller_headers import (
     CONTROLLER_CHECK_BROKER_ALIVE,
@@ -64,7 +65,7 @@ from rocketrio.protocol.controller_headers import (
     RoleChangeNotifyEntry,
 )
 from rocketrio.protocol.remoting import RemotingCommand
-from rocketrio.protocol.serde import HeaderError, from_ext, to_ext, to_json
+from rocketrio.protocol.serde import HeaderError, from_ext, to_ext
 
 NOTIFY_TIMEOUT_S = 3.0
 # Death confirmation: how long the leader waits for the other replicas' verdicts, and how long
@@ -410,7 +411,7 @@ class FailoverMixin:
         cmd = RemotingCommand(
             code=RequestCode.NOTIFY_BROKER_ROLE_CHANGED,
             ext_fields=to_ext(entry.header()),
-            body=to_json(entry.body()),
+            body=fastjson.encode(entry.body()),
         )
         error = "timed out"
         with trio.move_on_after(NOTIFY_TIMEOUT_S):

@@ -68,6 +68,7 @@ from rocketrio.actors.controller.replica_state import (
     SnapshotError,
     SyncStateInfo,
 )
+from rocketrio.protocol import fastjson
 from rocketrio.protocol.bodies import BrokerMemberGroup
 from rocketrio.protocol.codes import ResponseCode
 from rocketrio.protocol.controller_headers import (
@@ -84,7 +85,7 @@ from rocketrio.protocol.controller_headers import (
     SyncStateSet,
     parse_broker_id_set,
 )
-from rocketrio.protocol.serde import HeaderError, to_json
+from rocketrio.protocol.serde import HeaderError
 
 # the records and the apply side moved to replica_state.py; callers keep importing them here
 __all__ = [
@@ -126,7 +127,7 @@ class ControllerResult:
         return self.response_code == RC.SUCCESS
 
     def body_bytes(self) -> bytes | None:
-        return None if self.body is None else to_json(self.body)
+        return None if self.body is None else fastjson.encode(self.body)
 
     def settle(self, outcomes: Sequence[ApplyOutcome]) -> ControllerResult:
         """The answer once `events` were applied: unchanged if every event applied, else the

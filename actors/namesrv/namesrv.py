@@ -37,6 +37,7 @@ from rocketrio.actors.remoting import (
 )
 from rocketrio.actors.runtime import IoRunner, every
 from rocketrio.actors.transport import Transport
+from rocketrio.protocol import fastjson
 from rocketrio.protocol.bodies import (
     DataVersion,
     GetBrokerMemberGroupResponseBody,
@@ -444,7 +445,7 @@ class NameServer:
     async def handle_get_broker_member_group(self, ctx: RequestContext) -> RemotingCommand:
         h = from_ext(GetBrokerMemberGroupRequestHeader, ctx.cmd.ext_fields)
         group = self.routes.broker_member_group(h.clusterName, h.brokerName)
-        body = to_json(GetBrokerMemberGroupResponseBody(brokerMemberGroup=group))
+        body = fastjson.encode(GetBrokerMemberGroupResponseBody(brokerMemberGroup=group))
         return ctx.cmd.make_response(_SUCCESS, body=body)
 
     # -- routes and topics ----------------------------------------------------------------------
@@ -463,7 +464,7 @@ class NameServer:
         return ctx.cmd.make_response(_SUCCESS, body=to_json(route))
 
     async def handle_get_broker_cluster_info(self, ctx: RequestContext) -> RemotingCommand:
-        return ctx.cmd.make_response(_SUCCESS, body=to_json(self.routes.cluster_info()))
+        return ctx.cmd.make_response(_SUCCESS, body=fastjson.encode(self.routes.cluster_info()))
 
     async def handle_wipe_write_perm_of_broker(self, ctx: RequestContext) -> RemotingCommand:
         h = from_ext(WipeWritePermOfBrokerRequestHeader, ctx.cmd.ext_fields)
@@ -482,18 +483,18 @@ class NameServer:
     async def handle_get_all_topic_list(self, ctx: RequestContext) -> RemotingCommand:
         if not self.config.enableAllTopicList:
             return ctx.cmd.make_response(ResponseCode.SYSTEM_ERROR, "disable")
-        return ctx.cmd.make_response(_SUCCESS, body=to_json(self.routes.all_topics()))
+        return ctx.cmd.make_response(_SUCCESS, body=fastjson.encode(self.routes.all_topics()))
 
     async def handle_get_topics_by_cluster(self, ctx: RequestContext) -> RemotingCommand:
         if not self.config.enableTopicList:
             return ctx.cmd.make_response(ResponseCode.SYSTEM_ERROR, "disable")
         h = from_ext(GetTopicsByClusterRequestHeader, ctx.cmd.ext_fields)
         return ctx.cmd.make_response(
-            _SUCCESS, body=to_json(self.routes.topics_by_cluster(h.cluster))
+            _SUCCESS, body=fastjson.encode(self.routes.topics_by_cluster(h.cluster))
         )
 
     async def handle_get_system_topic_list(self, ctx: RequestContext) -> RemotingCommand:
-        return ctx.cmd.make_response(_SUCCESS, body=to_json(self.routes.system_topics()))
+        return ctx.cmd.make_response(_SUCCESS, body=fastjson.encode(self.routes.system_topics()))
 
     async def handle_delete_topic_in_namesrv(self, ctx: RequestContext) -> RemotingCommand:
         h = from_ext(DeleteTopicFromNamesrvRequestHeader, ctx.cmd.ext_fields)

@@ -317,7 +317,7 @@ async def test_heartbeat_consumer_list_and_notify(
                     RequestCode.GET_CONSUMER_CONNECTION_LIST, ext_fields={"consumerGroup": "CG"}
                 )
             )
-            assert sorted(from_json(ConsumerConnection, conns.body).clientIds) == ["c1@1", "c2@1"]
+            assert from_json(ConsumerConnection, conns.body).client_ids() == ["c1@1", "c2@1"]
             # c2 leaves by closing its connection: c1 is told
             c2.close_connection(h.addr)
             await trio.sleep(0.1)
@@ -375,7 +375,9 @@ async def test_stats_and_admin_queries(tmp_path: Any, mock_clock: trio.testing.M
                 ext_fields=to_ext(GetTopicStatsInfoRequestHeader("S")),
             )
         )
-        offsets = {o.queueId: o for o in from_json(TopicStatsTable, resp.body).offsets}
+        table = from_json(TopicStatsTable, resp.body).offsetTable
+        offsets = {mq.queueId: o for mq, o in table.items()}
+        assert {(mq.topic, mq.brokerName) for mq in table} == {("S", "broker-a")}
         assert offsets[1].maxOffset == 3 and offsets[0].maxOffset == 0
         assert offsets[1].lastUpdateTimestamp > 0
         resp = await h.invoke(
@@ -383,8 +385,10 @@ async def test_stats_and_admin_queries(tmp_path: Any, mock_clock: trio.testing.M
                 RequestCode.GET_CONSUME_STATS, ext_fields=to_ext(GetConsumeStatsRequestHeader("SG"))
             )
         )
-        stats = {o.queueId: o for o in from_json(ConsumeStats, resp.body).offsets}
+        stats = {mq.queueId: o for mq, o in from_json(ConsumeStats, resp.body).offsetTable.items()}
         assert (stats[1].brokerOffset, stats[1].consumerOffset, stats[1].lag) == (3, 2, 1)
+        assert stats[1].pullOffset == 3  # where the pull ended, ahead of the committed offset
+        assert (stats[0].consumerOffset, stats[0].pullOffset, stats[0].lastTimestamp) == (0, 0, 0)
         await trio.sleep(3)
         resp = await h.invoke(RemotingCommand(RequestCode.GET_BROKER_RUNTIME_INFO))
         table = from_json(KVTable, resp.body).table
