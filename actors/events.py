@@ -51,6 +51,11 @@ SEND_ACKED = "send_acked"  # sampled: topic, queue_id, offset, count
 CONSUMER_GROUP_CHANGED = "consumer_group_changed"  # group, members
 REBALANCE = "rebalance"  # group, client_id, queues
 MESSAGE_TO_DLQ = "message_to_dlq"  # group, topic, msg_id, reconsume_times
+# group, topic, timestamp, force, offsets ({"broker:queue": offset}), members (pushed 220 to)
+OFFSET_RESET = "offset_reset"
+# group, topic, client_id, queues ({"broker:queue": offset}): a member restarted its queues there
+OFFSET_RESET_APPLIED = "offset_reset_applied"
+GROUP_OFFSET_CLONED = "group_offset_cloned"  # src_group, dest_group, topics
 
 # raft / controller
 RAFT_ROLE_CHANGED = "raft_role_changed"  # term, role, leader

@@ -232,6 +232,46 @@ class TopicStatsTable:
 
 
 @attrs.define(slots=True)
+class ResetOffsetBody:
+    """INVOKE_BROKER_TO_RESET_OFFSET's answer and RESET_CONSUMER_CLIENT_OFFSET's request body
+    (upstream body.ResetOffsetBody): the new offset of each queue."""
+
+    offsetTable: dict[MessageQueue, int] = attrs.field(factory=dict)
+
+
+@attrs.define(slots=True)
+class MessageQueueForC:
+    """One queue and its new offset, for a C++ client (upstream common.message.MessageQueueForC)."""
+
+    topic: str
+    brokerName: str
+    queueId: int
+    offset: int
+
+
+@attrs.define(slots=True)
+class ResetOffsetBodyForC:
+    """RESET_CONSUMER_CLIENT_OFFSET's body when the reset was asked for C++ clients: a list,
+    no MessageQueue map keys (upstream body.ResetOffsetBodyForC)."""
+
+    offsetTable: list[MessageQueueForC] = attrs.field(factory=list)
+
+    @classmethod
+    def of(cls, body: ResetOffsetBody) -> ResetOffsetBodyForC:
+        return cls(
+            [
+                MessageQueueForC(mq.topic, mq.brokerName, mq.queueId, offset)
+                for mq, offset in body.offsetTable.items()
+            ]
+        )
+
+    def to_body(self) -> ResetOffsetBody:
+        return ResetOffsetBody(
+            {MessageQueue(q.topic, q.brokerName, q.queueId): q.offset for q in self.offsetTable}
+        )
+
+
+@attrs.define(slots=True)
 class OffsetWrapper:
     """One queue of GET_CONSUME_STATS (upstream admin.OffsetWrapper)."""
 

@@ -149,6 +149,33 @@ class OffsetResponseHeader:
 
 
 @attrs.define(slots=True)
+class ResetOffsetRequestHeader:
+    """INVOKE_BROKER_TO_RESET_OFFSET (222, admin -> broker) and RESET_CONSUMER_CLIENT_OFFSET
+    (220, broker -> each member). ``timestamp`` -1: each queue's max offset (skip the
+    accumulated messages); ``isForce`` false: an offset only moves back; ``queueId`` >= 0 with
+    ``offset``: that one queue to that offset (upstream 5.x)."""
+
+    topic: str
+    group: str
+    timestamp: int
+    isForce: bool
+    queueId: int = -1
+    offset: int | None = None
+
+
+@attrs.define(slots=True)
+class CloneGroupOffsetRequestHeader:
+    """CLONE_GROUP_OFFSET (314): copy srcGroup's committed offsets to destGroup; ``topic``
+    None: every topic srcGroup committed on; ``offline`` false: skip a topic an online
+    srcGroup does not subscribe to."""
+
+    srcGroup: str
+    destGroup: str
+    topic: str | None = None
+    offline: bool = False
+
+
+@attrs.define(slots=True)
 class UpdateConsumerOffsetRequestHeader:
     consumerGroup: str
     topic: str

@@ -62,6 +62,11 @@ from rocketrio.actors.broker.fault_sites import NO_FAULTS, FaultSites
 from rocketrio.actors.broker.ha.master_service import HAMasterService
 from rocketrio.actors.broker.ha.service import resolve_ha_addr
 from rocketrio.actors.broker.lock_manager import RebalanceLockManager
+from rocketrio.actors.broker.offset_reset import (
+    OffsetResetProcessor,
+    RemotingResetPusher,
+    offset_reset_handlers,
+)
 from rocketrio.actors.broker.outer_api import BrokerOuterAPI
 from rocketrio.actors.broker.pull_hold import HoldLimits, PullRequestHoldService
 from rocketrio.actors.broker.pull_processor import PullConfig, PullMessageProcessor
@@ -239,6 +244,15 @@ class Broker:
             store=self.store_view,
             group_tps=lambda _group, _topic: 0.0,  # GROUP_GET_NUMS: per-group stats (i8-stats)
         )
+        self.offset_reset = OffsetResetProcessor(
+            lambda: self.config.brokerName,
+            role=self,
+            topics=self.topics,
+            offsets=self.offsets,
+            consumers=self.consumers,
+            store=self.store_view,
+            pusher=RemotingResetPusher(),
+        )
         self.adapter = RemotingAdapter(
             config.brokerName,
             send=self.send,
@@ -248,7 +262,10 @@ class Broker:
             stats=self.consume_stats,
             replicas=self.replicas,
             gate=self._auth_gate(),
-            extra_handlers=auth_handlers(AuthProcessor(self.auth)),
+            extra_handlers={
+                **auth_handlers(AuthProcessor(self.auth)),
+                **offset_reset_handlers(self.offset_reset),
+            },
         )
         self.server = RemotingServer(
             transport,

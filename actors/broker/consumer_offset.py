@@ -95,6 +95,16 @@ class ConsumerOffsetManager:
     def topics_of_group(self, group: str) -> set[str]:
         return {t for t, g in map(split_key, self.table) if g == group}
 
+    def clone_offset(self, src_group: str, dest_group: str, topic: str) -> bool:
+        """destGroup's offsets on ``topic`` become a copy of srcGroup's (upstream
+        cloneOffset: the whole queue map is replaced); False when srcGroup has none there."""
+        queues = self.table.get(offset_key(topic, src_group))
+        if queues is None:
+            return False
+        self.table[offset_key(topic, dest_group)] = dict(queues)
+        self.dirty = True
+        return True
+
     def remove_topic(self, topic: str) -> bool:
         doomed = [k for k in self.table if split_key(k)[0] == topic]
         for k in doomed:

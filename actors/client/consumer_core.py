@@ -231,6 +231,45 @@ class ConsumerCore(abc.ABC):
     def assigned_queues(self) -> set[MessageQueue]:
         return set(self.queues)
 
+    def reset_offset(self, topic: str, offsets: dict[MessageQueue, int]) -> None:
+        """RESET_CONSUMER_CLIENT_OFFSET from a broker: restart the owned queues it lists
+        (`restart_queues_at`). Runs in the consumer's nursery: persisting the offsets is a call
+        to the broker whose push is being served."""
+        if self._nursery is None:
+            return
+        owned = {mq: o for mq, o in offsets.items() if mq.topic == topic and mq in self.queues}
+        if owned:
+            self._nursery.start_soon(self.restart_queues_at, owned)
+
+    async def restart_queues_at(self, offsets: dict[MessageQueue, int]) -> None:
+        """Continue each queue at the given offset, without a restart (upstream
+        MQClientInstance.resetOffset): its ProcessQueue is dropped (what was pulled is
+        forgotten, and consumption still running for it can no longer commit), its pull is
+        cancelled, the offset store holds the new offset and persists it, and a new pull loop
+        starts there."""
+        assert self.offset_store is not None
+        restarted: dict[MessageQueue, int] = {}
+        for mq, offset in offsets.items():
+            st = self.queues.get(mq)
+            if st is None or offset < 0:
+                continue
+            st.pq.dropped = True
+            st.cancel.cancel()
+            new = QueueState(mq=mq, sub=st.sub, next_offset=offset)
+            self.queues[mq] = new
+            self.offset_store.table.update(mq, offset, increase_only=False)
+            self.nursery.start_soon(self._pull_loop, new)
+            restarted[mq] = offset
+        if not restarted:
+            return
+        log.info(
+            events.OFFSET_RESET_APPLIED,
+            group=self.group,
+            client_id=self.client.client_id,
+            queues={f"{mq.brokerName}:{mq.queueId}": o for mq, o in restarted.items()},
+        )
+        await self.offset_store.persist(list(restarted))
+
     # -- lifecycle
     async def __aenter__(self) -> Any:
         await self.start()
@@ -567,6 +606,8 @@ class ConsumerCore(abc.ABC):
                 st.pull_scope.cancel()
 
     async def _on_pull_result(self, st: QueueState, res: PullResult) -> None:
+        if st.pq.dropped:
+            return  # answered after the queue was dropped or restarted elsewhere
         st.broker_id = res.suggest_which_broker_id
         if res.status is PullStatus.OFFSET_ILLEGAL:
             await self._offset_illegal(st, res.next_begin_offset)

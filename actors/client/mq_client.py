@@ -49,11 +49,22 @@ from rocketrio.actors.remoting import (
 )
 from rocketrio.actors.runtime import every
 from rocketrio.actors.transport import TcpTransport, Transport
-from rocketrio.protocol.bodies import ConsumerData, HeartbeatData, ProducerData, TopicRouteData
+from rocketrio.protocol.bodies import (
+    ConsumerData,
+    HeartbeatData,
+    MessageQueue,
+    ProducerData,
+    ResetOffsetBody,
+    ResetOffsetBodyForC,
+    TopicRouteData,
+)
 from rocketrio.protocol.codes import RequestCode, ResponseCode, request_name
-from rocketrio.protocol.headers import NotifyConsumerIdsChangedRequestHeader
+from rocketrio.protocol.headers import (
+    NotifyConsumerIdsChangedRequestHeader,
+    ResetOffsetRequestHeader,
+)
 from rocketrio.protocol.remoting import RemotingCommand
-from rocketrio.protocol.serde import HeaderError, from_ext
+from rocketrio.protocol.serde import HeaderError, from_ext, from_json
 
 log = structlog.get_logger("client")
 
@@ -74,6 +85,18 @@ class ConsumerInner(Protocol):
     def subscribed_topics(self) -> set[str]: ...
 
     def request_rebalance(self) -> None: ...
+
+    def reset_offset(self, topic: str, offsets: dict[MessageQueue, int]) -> None: ...
+
+
+def decode_reset_offsets(body: bytes) -> dict[MessageQueue, int]:
+    """A RESET_CONSUMER_CLIENT_OFFSET body: the MessageQueue-keyed map, or the C++ list."""
+    if not body:
+        return {}
+    try:
+        return from_json(ResetOffsetBody, body).offsetTable
+    except HeaderError:
+        return from_json(ResetOffsetBodyForC, body).to_body().offsetTable
 
 
 def local_ip() -> str:
@@ -429,6 +452,23 @@ class MQClientInstance:
                 self.log.warning("heartbeat_failed", broker=addr, error=str(e))
 
     # -- server pushes
+    def _reset_offset(self, cmd: RemotingCommand) -> RemotingCommand:
+        """RESET_CONSUMER_CLIENT_OFFSET (220, oneway): the named consumer restarts the listed
+        queues it owns at the given offsets (upstream ClientRemotingProcessor.resetOffset). The
+        body is a ResetOffsetBody, or the list form a reset asked for C++ clients carries."""
+        try:
+            h = from_ext(ResetOffsetRequestHeader, cmd.ext_fields)
+            offsets = decode_reset_offsets(cmd.body)
+        except HeaderError as e:
+            self.log.warning("reset_offset_bad_request", error=str(e))
+            return cmd.make_response(ResponseCode.SYSTEM_ERROR, f"bad reset request: {e}")
+        consumer = self.consumers.get(h.group)
+        if consumer is None:
+            self.log.info("reset_offset_no_consumer", group=h.group, topic=h.topic)
+        else:
+            consumer.reset_offset(h.topic, offsets)
+        return cmd.make_response(ResponseCode.SUCCESS)
+
     async def _process(self, ctx: RequestContext) -> RemotingCommand | None:
         cmd = ctx.cmd
         if cmd.code == RequestCode.NOTIFY_CONSUMER_IDS_CHANGED:
@@ -438,6 +478,8 @@ class MQClientInstance:
                 self.log.info("consumer_ids_changed", group=header.consumerGroup)
                 consumer.request_rebalance()
             return cmd.make_response(ResponseCode.SUCCESS)
+        if cmd.code == RequestCode.RESET_CONSUMER_CLIENT_OFFSET:
+            return self._reset_offset(cmd)
         return cmd.make_response(
             ResponseCode.REQUEST_CODE_NOT_SUPPORTED,
             f"client {self.client_id} does not serve {request_name(cmd.code)}",
