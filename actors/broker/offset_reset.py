@@ -6,6 +6,9 @@ one ``queueId`` asked for) the target offset is computed by `reset_target`: the 
 stored at or after ``timestamp`` (-1: the queue's max offset, "skip the accumulated
 messages"); a non-forced reset keeps the committed offset when the target is not behind it.
 A ``queueId`` with an ``offset`` moves that queue to that offset, if it lies in the queue.
+A queue the group never committed on goes to the found offset when forced and is left alone
+otherwise (upstream refuses the whole reset instead: a member that has consumed nothing yet
+has committed nothing, and skipping its backlog is exactly what an operator then wants).
 When the group has an online member, the targets are committed, consumerOffset.json is written
 (the answer means "on disk"), and every member hears RESET_CONSUMER_CLIENT_OFFSET (220,
 oneway, ResetOffsetBody; ResetOffsetBodyForC when the request came from a C++ client, as
@@ -140,13 +143,11 @@ class OffsetResetProcessor:
                 body.offsetTable[mq] = h.offset
                 continue
             committed = self.offsets.query(h.group, h.topic, qid)
-            if committed == -1:
-                return Refusal(
-                    RC.SYSTEM_ERROR,
-                    f"THe consumer group <{h.group}> not exist "
-                    f"(no committed offset on {h.topic}:{qid} at {name})",
-                )
             found = self._found_offset(h.topic, qid, h.timestamp)
+            if committed == -1:  # never committed here (upstream refuses the whole reset)
+                if h.isForce:
+                    body.offsetTable[mq] = max(found, 0)
+                continue  # "only back" from an unknown position: left alone
             body.offsetTable[mq] = reset_target(found, committed, h.isForce)
         return body
 
@@ -165,6 +166,12 @@ class OffsetResetProcessor:
                 RC.CONSUMER_NOT_ONLINE,
                 f"Consumer not online, so can not reset offset, Group: {h.group} "
                 f"Topic: {h.topic} Timestamp: {h.timestamp}",
+            )
+        if not body.offsetTable:
+            return Refusal(
+                RC.SYSTEM_ERROR,
+                f"no queue of {h.topic} to reset at {self.broker_name()}: group {h.group} has "
+                "no committed offset here and the reset is not forced (-f false)",
             )
         for mq, offset in body.offsetTable.items():
             self.offsets.commit(h.group, h.topic, mq.queueId, offset)

@@ -72,6 +72,10 @@ def unknown_cases(ns: str, ctrl: str) -> list[tuple[list[str], str]]:
         (["queryMsgById", "-n", ns, "-i", "AB12", "-t", "T"], "no message with id AB12 in topic T"),
         (["queryMsgByKey", "-n", ns, "-t", "T", "-k", "NoKey"], "no message with key NoKey"),
         (["queryMsgByKey", "-n", ns, "-t", "NoTopic", "-k", "k"], "no route for topic NoTopic"),
+        # offsets (cli/admin_offsets.py)
+        (["resetOffsetByTime", "-n", ns, "-g", "G", "-t", "NoTopic", "-s", "0"], "NoTopic"),
+        (["skipAccumulatedMessage", "-n", ns, "-g", "G", "-t", "NoTopic"], "NoTopic"),
+        (["cloneGroupOffset", "-n", ns, "-s", "G", "-d", "H", "-t", "NoTopic"], "NoTopic"),
         # ACL 2.0 (cli/admin_auth.py)
         *[
             ([cmd, "-n", ns, "-c", "NoCluster", *args], "cluster NoCluster is unknown")
