@@ -16,10 +16,15 @@ from test_broker_identity import Cluster, Node, cluster, wait_until
 from test_cli_admin import Capture, admin
 
 from rocketrio.actors.client.admin import MQAdmin, wait_for_route
+from rocketrio.actors.client.api import PullResult, PullStatus
 from rocketrio.actors.client.config import ClientConfig
+from rocketrio.actors.client.consumer_core import QueueState
 from rocketrio.actors.client.message import Message
+from rocketrio.actors.client.offset_store import RemoteBrokerOffsetStore
 from rocketrio.actors.client.producer import Producer
 from rocketrio.actors.client.push_consumer import ConsumeStatus, PushConsumer
+from rocketrio.actors.client.subscription import build_subscription
+from rocketrio.actors.transport import SimNetwork
 from rocketrio.protocol.bodies import ConsumerOffsetSerializeWrapper, MessageQueue
 from rocketrio.protocol.message import MessageExt
 from rocketrio.protocol.serde import from_json
@@ -220,3 +225,19 @@ async def test_skip_accumulated_fallback_and_clone(
             ["broker-a", str(q), str(before[q][0])] for q in (0, 1)
         ]
         assert _persisted(node, "T", "M") == {q: before[q][0] for q in (0, 1)}
+
+
+async def test_a_pull_answered_for_a_restarted_queue_changes_nothing() -> None:
+    """A pull whose answer was already on its way when the reset restarted the queue (the
+    old QueueState, its ProcessQueue dropped) must not move the offset or the pull position:
+    without the guard, an empty answer's nextBeginOffset would be committed (correctTagsOffset)
+    over the reset offset."""
+    consumer = PushConsumer("G", "10.0.1.1:9876", transport=SimNetwork(1).transport("10.0.9.5"))
+    consumer.offset_store = RemoteBrokerOffsetStore(consumer.client, "G")
+    mq = MessageQueue("T", "broker-a", 0)
+    old = QueueState(mq=mq, sub=build_subscription("T", "*", 0), next_offset=11)
+    old.pq.dropped = True
+    consumer.offset_store.table.update(mq, 5, increase_only=False)  # what the reset set
+    for status in (PullStatus.NO_NEW_MSG, PullStatus.NO_MATCHED_MSG, PullStatus.OFFSET_ILLEGAL):
+        await consumer._on_pull_result(old, PullResult(status, 11, 0, 11, 0, b""))
+        assert consumer.offset_store.table.read(mq) == 5, status
