@@ -135,6 +135,20 @@ def _consume_stats(cmd: RemotingCommand, c: str) -> list[Right]:
     ]
 
 
+def _reset_offset(cmd: RemotingCommand, c: str) -> list[Right]:
+    """INVOKE_BROKER_TO_RESET_OFFSET: Update on the group and the topic (upstream's
+    ResetOffsetRequestHeader annotations)."""
+    return [*_one("group", "group", UPDATE)(cmd, c), *_one("topic", "topic", UPDATE)(cmd, c)]
+
+
+def _clone_offset(cmd: RemotingCommand, c: str) -> list[Right]:
+    """CLONE_GROUP_OFFSET: Update on the destination group and the topic when named."""
+    return [
+        *_one("group", "destGroup", UPDATE)(cmd, c),
+        *_one("topic", "topic", UPDATE, optional=True)(cmd, c),
+    ]
+
+
 def _group_body(cmd: RemotingCommand, _c: str) -> list[Right]:
     body = from_json(SubscriptionGroupConfig, cmd.body)
     return [Right(Resource.group(body.groupName), (Action.CREATE, Action.UPDATE))]
@@ -171,6 +185,8 @@ RULES: dict[int, Rule] = {
     RC.GET_SUBSCRIPTIONGROUP_CONFIG: _one("group", "group", GET),
     RC.DELETE_SUBSCRIPTIONGROUP: _one("group", "groupName", (Action.DELETE,)),
     RC.GET_CONSUME_STATS: _consume_stats,
+    RC.INVOKE_BROKER_TO_RESET_OFFSET: _reset_offset,
+    RC.CLONE_GROUP_OFFSET: _clone_offset,
     RC.GET_CONSUMER_CONNECTION_LIST: _one("group", "consumerGroup", GET),
     RC.GET_MAX_OFFSET: _one("topic", "topic", GET),
     RC.GET_MIN_OFFSET: _one("topic", "topic", GET),

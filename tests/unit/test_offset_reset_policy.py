@@ -11,14 +11,16 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from rocketrio.actors.auth.rights import rights_of
 from rocketrio.actors.broker.offset_reset import explicit_offset_refusal, reset_target
 from rocketrio.actors.client.errors import UsageError
 from rocketrio.actors.client.mq_client import decode_reset_offsets
 from rocketrio.cli.admin_offsets import parse_bool, parse_timestamp
 from rocketrio.protocol import fastjson
 from rocketrio.protocol.bodies import MessageQueue, ResetOffsetBody, ResetOffsetBodyForC
-from rocketrio.protocol.codes import ResponseCode
+from rocketrio.protocol.codes import RequestCode, ResponseCode
 from rocketrio.protocol.headers import CloneGroupOffsetRequestHeader, ResetOffsetRequestHeader
+from rocketrio.protocol.remoting import RemotingCommand
 from rocketrio.protocol.serde import from_ext, from_json, to_ext
 
 GOLDEN = Path(__file__).resolve().parents[1] / "golden" / "admin-bodies"
@@ -142,3 +144,24 @@ def test_force_flag_values() -> None:
     assert parse_bool("TRUE", "-f", False) is True
     with pytest.raises(UsageError, match="-f must be true or false"):
         parse_bool("yes", "-f", True)
+
+
+def test_acl_rights_are_upstreams() -> None:
+    """With ACL 2.0 on, a reset needs Update on the group and the topic, a clone Update on
+    the destination group (and the topic when named), as upstream's header annotations."""
+    reset = RemotingCommand(
+        RequestCode.INVOKE_BROKER_TO_RESET_OFFSET,
+        ext_fields=to_ext(ResetOffsetRequestHeader("T", "G", -1, True)),
+    )
+    assert [r.describe() for r in rights_of(reset, "C")] == [
+        "Update on Group:G",
+        "Update on Topic:T",
+    ]
+    clone = RemotingCommand(
+        RequestCode.CLONE_GROUP_OFFSET,
+        ext_fields=to_ext(CloneGroupOffsetRequestHeader("A", "B", "T")),
+    )
+    assert [r.describe() for r in rights_of(clone, "C")] == [
+        "Update on Group:B",
+        "Update on Topic:T",
+    ]
