@@ -22,6 +22,7 @@ from rocketrio.actors.client.consumer_core import QueueState
 from rocketrio.actors.client.message import Message
 from rocketrio.actors.client.offset_store import RemoteBrokerOffsetStore
 from rocketrio.actors.client.producer import Producer
+from rocketrio.actors.client.pull_consumer import LitePullConsumer
 from rocketrio.actors.client.push_consumer import ConsumeStatus, PushConsumer
 from rocketrio.actors.client.subscription import build_subscription
 from rocketrio.actors.transport import SimNetwork
@@ -241,3 +242,58 @@ async def test_a_pull_answered_for_a_restarted_queue_changes_nothing() -> None:
     for status in (PullStatus.NO_NEW_MSG, PullStatus.NO_MATCHED_MSG, PullStatus.OFFSET_ILLEGAL):
         await consumer._on_pull_result(old, PullResult(status, 11, 0, 11, 0, b""))
         assert consumer.offset_store.table.read(mq) == 5, status
+
+
+async def test_lite_pull_consumer_cplus_body_and_one_queue(
+    tmp_path: Path, mock_clock: trio.testing.MockClock, capsys: Capture
+) -> None:
+    """A lite pull consumer is moved too; ``-c`` makes the broker push the C++ list body, which
+    our client reads as well; ``-b -q -o`` moves one queue; ``-q`` without ``-b`` is usage."""
+    async with cluster(tmp_path, 43) as c:
+        node = await _broker(c)
+        ns = c.namesrv_addr
+        await _topic(c, 1)
+        await _send(c, [f"m{i}" for i in range(6)], gap_s=1.0)
+        consumer = LitePullConsumer(
+            "P", ns, consume_from_where="CONSUME_FROM_FIRST_OFFSET", **_kw(c, "10.0.9.9", "lp")
+        )
+        consumer.subscribe("T")
+        polled: list[MessageExt] = []
+        async with consumer:
+            with trio.fail_after(WAIT_S):
+                while len(polled) < 6:
+                    polled += await consumer.poll(1.0)
+            await consumer.commit()
+            ts = {m.body.decode(): m.store_timestamp for m in polled}
+
+            code, out, err = await admin(
+                capsys, c, "resetOffsetByTime", "-n", ns, "-g", "P", "-t", "T",
+                "-s", str(ts["m2"]), "-c",
+            )  # fmt: skip
+            assert code == 0, err
+            assert _persisted(node, "T", "P") == {0: 2}
+            again: list[str] = []
+            with trio.fail_after(WAIT_S):
+                while len(again) < 4:
+                    again += [m.body.decode() for m in await consumer.poll(1.0)]
+            assert again == ["m2", "m3", "m4", "m5"]
+
+            addr = node.b.addr
+            code, out, err = await admin(
+                capsys, c, "resetOffsetByTime", "-n", ns, "-g", "P", "-t", "T", "-s", "0",
+                "-b", addr, "-q", "0", "-o", "4",
+            )  # fmt: skip
+            assert code == 0, err
+            assert [ln.split() for ln in out.splitlines() if ln.startswith("broker-a")] == [
+                ["broker-a", "0", "4"]
+            ]
+            assert _persisted(node, "T", "P") == {0: 4}
+            with trio.fail_after(WAIT_S):
+                while "m4" not in again[4:]:
+                    again += [m.body.decode() for m in await consumer.poll(1.0)]
+            assert again[4:6] == ["m4", "m5"]
+
+        code, out, err = await admin(
+            capsys, c, "resetOffsetByTime", "-n", ns, "-g", "P", "-t", "T", "-s", "0", "-q", "0"
+        )
+        assert code == 2 and "need -b/--broker" in err
