@@ -35,7 +35,6 @@ from collections.abc import Callable
 from typing import Protocol
 
 import attrs
-import trio
 
 from rocketrio.actors.broker.config import BrokerConfig
 from rocketrio.actors.broker.stats import BrokerStats
@@ -65,6 +64,8 @@ class PullQueue(Protocol):
     """The read gate, as the pull path's queue (off-loop reads)."""
 
     def pending(self) -> int: ...
+
+    def capacity(self) -> int: ...
 
     def oldest_wait_ms(self) -> int: ...
 
@@ -197,13 +198,12 @@ class RuntimeInfo:
 
     def _queue_keys(self) -> dict[str, str]:
         send, pull = self.send_queue, self.pull_queue
-        workers = trio.to_thread.current_default_thread_limiter().total_tokens
         return {
             "sendThreadPoolQueueSize": str(send.queued()),
             "sendThreadPoolQueueCapacity": str(send.inbox_capacity),
             "sendThreadPoolQueueHeadWaitTimeMills": str(send.queue_head_wait_ms()),
             "pullThreadPoolQueueSize": str(pull.pending()),
-            "pullThreadPoolQueueCapacity": str(int(workers)),
+            "pullThreadPoolQueueCapacity": str(pull.capacity()),
             "pullThreadPoolQueueHeadWaitTimeMills": str(pull.oldest_wait_ms()),
             "litePullThreadPoolQueueSize": "0",
             "litePullThreadPoolQueueCapacity": "0",

@@ -95,6 +95,10 @@ class ReadGate:
         """Off-loop reads waiting for the gate or running in a worker thread."""
         return len(self._waiting_since)
 
+    def capacity(self) -> int:
+        """How many off-loop reads may run at once (trio's worker-thread limiter)."""
+        return int(trio.to_thread.current_default_thread_limiter().total_tokens)
+
     def oldest_wait_ms(self) -> int:
         """How long the oldest pending off-loop read has been waiting or running; 0: none."""
         if not self._waiting_since:
