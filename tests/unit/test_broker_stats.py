@@ -333,3 +333,12 @@ def test_the_facade_counts_pulls_and_send_backs_once() -> None:
     assert (s.store.get_found, s.store.get_miss, s.store.get_transferred) == (1, 1, 5)
     assert s.store.get_time_max_ms == 7 and s.items.get_total() == 5
     assert (s.send_back_total, s.dlq_total) == (1, 1)
+
+
+def test_a_fresh_store_reports_upstream_idle_values() -> None:
+    s, _ = store_stats()
+    info = s.runtime_info(0)
+    assert info["putMessageTimesTotal"] == "1"  # upstream never reports fewer than 1
+    assert info["putMessageAverageSize"] == "0.0" and info["putMessageDistributeTime"] == "null"
+    assert (info["putTps"], info["getTotalTps"]) == ("  ", "0.0 0.0 0.0")
+    assert (info["putLatency99"], info["putLatency999"]) == ("0.00", "0.00")
