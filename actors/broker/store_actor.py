@@ -233,6 +233,7 @@ class StoreActor(Actor[StoreMsg]):
         # runtime figures (GET_BROKER_RUNTIME_INFO): when the current write (append, and the
         # fsync with SYNC_FLUSH) began, None when no write runs; when the last turn ended
         self._writing_since: float | None = None
+        self._commit_started = 0.0
         self._idle_since = trio.current_time()
         self.first_write_epoch: int | None = None  # log the first write of each mastership
         self._not_acked: dict[str, int] = {}
@@ -523,7 +524,7 @@ class StoreActor(Actor[StoreMsg]):
             for put in puts:
                 _fail(put, PutStatus.IN_SYNC_REPLICAS_NOT_ENOUGH, remark)
             return
-        started = self._writing_since = trio.current_time()
+        started = self._writing_since = self._commit_started = trio.current_time()
         try:
             done = self._append(puts)
             if not done:
@@ -544,15 +545,13 @@ class StoreActor(Actor[StoreMsg]):
             self.first_write_epoch = self._epoch
             self.log.info(events.MASTER_FIRST_WRITE, epoch=self._epoch, offset=end)
         gate.on_local_max(end)
-        gate.submit(end, self._completion(done, status, remark, started))
+        gate.submit(end, self._completion(done, status, remark))
 
     def _completion(
-        self,
-        done: list[tuple[AnyPut, Stored]],
-        status: PutStatus,
-        remark: str | None,
-        started: float,
+        self, done: list[tuple[AnyPut, Stored]], status: PutStatus, remark: str | None
     ) -> Completion:
+        started = self._commit_started  # the turn being handed over began then
+
         def complete(outcome: AckOutcome) -> None:
             if outcome is AckOutcome.ACKED:
                 for put, stored in done:
