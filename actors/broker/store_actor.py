@@ -29,6 +29,11 @@ beside a flush (the store forbids flush beside truncation or deletion) and insid
 Other tasks see this actor through the `StoreWriter` protocol (the send path) or its `call` /
 `delete_topic` / `commitlog_max_offset` entry points.
 
+Statistics (`PutStats`, stats.py): each stored request is counted for its topic, each turn's
+put time once (from the start of its write to its answer), each put the store refused; and
+`queued` / `queue_head_wait_ms` / `write_held_ms` give the runtime-info figures of the send
+path's queue and of the current write (runtime_info.py).
+
 Replication (H1-H6). The actor's `StoreRole` says what may be written: STANDALONE (no replicas:
 puts, dispatched at put time), FENCED (a replicated broker whose role is not known yet, or that
 stepped down: nothing), MASTER (puts), SLAVE (only `ReplicaAppend`s from the HA client). Role

@@ -182,6 +182,14 @@ async def test_stats_all_cluster_list_and_broker_status_under_load(
         assert len(counts) == 13 and sum(map(int, counts)) == 300, kv["putMessageDistributeTime"]
         assert re.fullmatch(r"\d+\.\d\d", kv["putLatency99"])
 
+        # -i: mqadmin prints again every interval until interrupted
+        capsys.readouterr()
+        with trio.move_on_after(2.5), structlog.testing.capture_logs():
+            await main_async(
+                ["admin", "clusterList", "-n", ns, "-i", "1"], Wiring(c.net.transport(HOST))
+            )
+        assert capsys.readouterr().out.count("#Cluster Name") == 3  # at 0, 1 and 2 s
+
         # VIEW_BROKER_STATS_DATA: upstream's code and remark for an item that does not exist
         assert c.client is not None
         for name, key in (("TOPIC_PUT_NUMS", "Nope"), ("NO_SUCH_STATS", "T")):
