@@ -25,6 +25,7 @@ from rocketrio.actors.client.errors import (
 )
 from rocketrio.actors.remoting import RemotingClient, RemotingError, RequestHook
 from rocketrio.actors.transport import TcpTransport, Transport
+from rocketrio.protocol import fastjson
 from rocketrio.protocol.bodies import (
     ClusterInfo,
     Connection,
@@ -36,6 +37,7 @@ from rocketrio.protocol.bodies import (
     MessageQueue,
     OffsetWrapper,
     ProducerConnection,
+    SubscriptionGroupConfig,
     TopicList,
     TopicRouteData,
     TopicStatsTable,
@@ -44,6 +46,7 @@ from rocketrio.protocol.codes import RequestCode, ResponseCode
 from rocketrio.protocol.config import parse_properties
 from rocketrio.protocol.headers import (
     CreateTopicRequestHeader,
+    DeleteSubscriptionGroupRequestHeader,
     DeleteTopicFromNamesrvRequestHeader,
     DeleteTopicRequestHeader,
     GetConsumerConnectionListRequestHeader,
@@ -414,6 +417,16 @@ class MQAdmin:
             RequestCode.GET_TOPICS_BY_CLUSTER, GetTopicsByClusterRequestHeader(cluster)
         )
         return sorted(from_json(TopicList, resp.body).topicList)
+
+    async def update_sub_group(self, config: SubscriptionGroupConfig, addrs: list[str]) -> None:
+        body = fastjson.encode(config)
+        for addr in addrs:
+            await self.api.call(addr, RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP, body=body)
+
+    async def delete_sub_group(self, group: str, addrs: list[str], *, clean_offset: bool) -> None:
+        header = DeleteSubscriptionGroupRequestHeader(group, clean_offset)
+        for addr in addrs:
+            await self.api.call(addr, RequestCode.DELETE_SUBSCRIPTIONGROUP, header)
 
     # -- messages
     async def query_msg_by_id(self, msg_id: str, topic: str | None = None) -> MessageExt:
