@@ -95,7 +95,7 @@ def command(
 # --- topic commands --------------------------------------------------------------------------
 
 
-def _print_done(result: Any, args: argparse.Namespace) -> None:
+def print_done(result: Any, args: argparse.Namespace) -> None:
     print(result if isinstance(result, str) else json.dumps(to_plain(result), indent=2))
 
 
@@ -110,7 +110,7 @@ def _topic_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("-o", "--order", action="store_true", help="ordered topic")
 
 
-@command("updateTopic", "create or update a topic", _print_done)(_topic_args)
+@command("updateTopic", "create or update a topic", print_done)(_topic_args)
 async def update_topic(admin: Any, a: argparse.Namespace) -> str:
     if not a.cluster and not a.broker:
         a.cluster = "DefaultCluster"
@@ -131,7 +131,7 @@ def _delete_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("-c", "--cluster", default="DefaultCluster")
 
 
-@command("deleteTopic", "delete a topic from brokers and name servers", _print_done)(_delete_args)
+@command("deleteTopic", "delete a topic from brokers and name servers", print_done)(_delete_args)
 async def delete_topic(admin: Any, a: argparse.Namespace) -> str:
     await admin.topic_route(a.topic)  # an unknown topic is an error, not a silent no-op
     await admin.delete_topic(a.topic, cluster=a.cluster)
@@ -337,7 +337,7 @@ def _clean_args(p: argparse.ArgumentParser) -> None:
 
 
 @controller_command(
-    "cleanBrokerMetadata", "forget brokerIds (or a whole set) in the controller", _print_done
+    "cleanBrokerMetadata", "forget brokerIds (or a whole set) in the controller", print_done
 )(_clean_args)
 async def clean_broker_metadata(admin: Any, a: argparse.Namespace) -> str:
     await admin.clean_broker_metadata(a.cluster, a.broker_name, a.broker_ids, a.clean_living)
@@ -424,6 +424,7 @@ def load_command_modules() -> None:
     from here, so it is imported here (once the registry exists), not at the top."""
     from rocketrio.cli import (
         admin_auth,  # noqa: F401 (ACL 2.0 users and ACLs)
+        admin_groups,  # noqa: F401 (groups, connections, topic lists)
         admin_stats,  # noqa: F401 (clusterList, brokerStatus, statsAll)
     )
 

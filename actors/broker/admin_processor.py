@@ -79,6 +79,29 @@ class QueriedMessages:
     index_last_update_phy_offset: int
 
 
+def alter_attributes(current: dict[str, str], change: dict[str, str]) -> dict[str, str] | str:
+    """A group's attributes after an update (upstream AttributeUtil.alterCurrentAttributes):
+    ``+key`` sets, ``-key`` removes; keys without a sign replace the whole set (what a client
+    that sends plain attributes means). A bad change is returned as the remark."""
+    signed = [k for k in change if k[:1] in ("+", "-")]
+    if not signed:
+        return dict(change)
+    if len(signed) != len(change):
+        return "attributes must all be +key=value / -key, or none of them"
+    out = dict(current)
+    for key, value in change.items():
+        name = key[1:]
+        if not name:
+            return f"attribute {key!r} has no name"
+        if key[0] == "+":
+            out[name] = value
+        elif name not in out:
+            return f"attribute {name} to remove is not set"
+        else:
+            del out[name]
+    return out
+
+
 class AdminProcessor:
     def __init__(
         self,
@@ -184,6 +207,11 @@ class AdminProcessor:
             return Refusal(
                 ResponseCode.SYSTEM_ERROR, "retryQueueNums must be >= 0 and retryMaxTimes >= -1"
             )
+        old = self.groups.table.get(sgc.groupName)
+        altered = alter_attributes(old.attributes if old else {}, sgc.attributes)
+        if isinstance(altered, str):
+            return Refusal(ResponseCode.INVALID_PARAMETER, altered)
+        sgc.attributes = altered
         if self.groups.update(sgc):
             await self.groups.persist()
         return DONE

@@ -74,6 +74,7 @@ from rocketrio.actors.broker.runtime_info import RuntimeInfo
 from rocketrio.actors.broker.send_processor import SendConfig, SendMessageProcessor, host_tuple
 from rocketrio.actors.broker.slave_sync import SlaveSynchronize
 from rocketrio.actors.broker.stats import BrokerStats
+from rocketrio.actors.broker.stats_items import GROUP_GET_NUMS
 from rocketrio.actors.broker.stats_remoting import stats_handlers
 from rocketrio.actors.broker.store_actor import StoreActor, StoreRole
 from rocketrio.actors.broker.store_view import ReadGate, RunBlocking, StoreView
@@ -250,7 +251,7 @@ class Broker:
             consumers=self.consumers,
             groups=self.groups,
             store=self.store_view,
-            group_tps=lambda _group, _topic: 0.0,  # GROUP_GET_NUMS: per-group stats (i8-stats)
+            group_tps=self._group_get_tps,
         )
         self.runtime_info = RuntimeInfo(
             config,
@@ -319,6 +320,12 @@ class Broker:
             "producerGroups": str(len(self.producers.groups)),
             "topicCount": str(len(self.topics.table)),
         }
+
+    def _group_get_tps(self, group: str, topic: str) -> float:
+        """GET_CONSUME_STATS's consumeTps: GROUP_GET_NUMS over the last minute (upstream
+        BrokerStatsManager.tpsGroupGetNums)."""
+        view = self.stats.items.stats_item(GROUP_GET_NUMS, f"{topic}@{group}")
+        return 0.0 if view is None else view.minute.tps
 
     def _auth_gate(self) -> AuthGate | None:
         """The ACL gate, when authentication or authorization is on."""

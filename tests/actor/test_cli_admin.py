@@ -74,6 +74,17 @@ def unknown_cases(ns: str, ctrl: str) -> list[tuple[list[str], str]]:
         (["queryMsgById", "-n", ns, "-i", "AB12", "-t", "T"], "no message with id AB12 in topic T"),
         (["queryMsgByKey", "-n", ns, "-t", "T", "-k", "NoKey"], "no message with key NoKey"),
         (["queryMsgByKey", "-n", ns, "-t", "NoTopic", "-k", "k"], "no route for topic NoTopic"),
+        # groups, connections, topic lists (cli/admin_groups.py)
+        (["consumerConnection", "-n", ns, "-g", "NoGroup"], "consumer group[NoGroup] not online"),
+        (
+            ["producerConnection", "-n", ns, "-g", "NoGroup", "-t", "T"],
+            "producer group NoGroup has no producer online for topic T",
+        ),
+        (["brokerConsumeStats", "-n", ns, "-b", NOBODY], f"cannot connect to {NOBODY}"),
+        (["updateSubGroup", "-n", ns, "-c", "NoCluster", "-g", "G"], "cluster NoCluster is unk"),
+        (["deleteSubGroup", "-n", ns, "-c", "NoCluster", "-g", "G"], "cluster NoCluster is unk"),
+        (["topicList", "-n", "10.0.7.8:9876"], "cannot connect to 10.0.7.8:9876"),
+        (["topicClusterList", "-n", ns, "-t", "NoTopic"], "no route for topic NoTopic"),
         # ACL 2.0 (cli/admin_auth.py)
         *[
             ([cmd, "-n", ns, "-c", "NoCluster", *args], "cluster NoCluster is unknown")
