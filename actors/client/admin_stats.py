@@ -1,7 +1,7 @@
 """The admin calls behind ``clusterList``, ``brokerStatus`` and ``statsAll`` (upstream
-DefaultMQAdminExt.fetchBrokerRuntimeStats / viewBrokerStatsData / queryTopicConsumeByWho and
-the figures mqadmin's ClusterListSubCommand, BrokerStatusSubCommand and StatsAllSubCommand
-derive from them).
+DefaultMQAdminExt.viewBrokerStatsData; MQAdmin's runtime info, topic list and
+queryTopicConsumeByWho) and the figures mqadmin's ClusterListSubCommand,
+BrokerStatusSubCommand and StatsAllSubCommand derive from them.
 
 Functions over an `MQAdmin` (actors/client/admin.py); each returns typed rows the launcher
 prints. Figures are computed as mqadmin computes them:
@@ -28,9 +28,7 @@ from rocketrio.actors.client.admin import MQAdmin, broker_addrs_of
 from rocketrio.actors.client.config import MASTER_ID
 from rocketrio.actors.client.errors import MQClientError, NotFound
 from rocketrio.actors.remoting import RemotingError
-from rocketrio.protocol.bodies import GroupList, TopicList
 from rocketrio.protocol.codes import RequestCode
-from rocketrio.protocol.headers import QueryTopicConsumeByWhoRequestHeader
 from rocketrio.protocol.serde import from_json
 from rocketrio.protocol.stats_bodies import BrokerStatsData, ViewBrokerStatsDataRequestHeader
 
@@ -52,20 +50,6 @@ async def view_broker_stats_data(
         ViewBrokerStatsDataRequestHeader(stats_name, stats_key),
     )
     return from_json(BrokerStatsData, resp.body)
-
-
-async def query_topic_consume_by_who(admin: MQAdmin, addr: str, topic: str) -> GroupList:
-    """QUERY_TOPIC_CONSUME_BY_WHO (300): the groups with offsets or members for the topic."""
-    resp = await admin.api.call(
-        addr, RequestCode.QUERY_TOPIC_CONSUME_BY_WHO, QueryTopicConsumeByWhoRequestHeader(topic)
-    )
-    return from_json(GroupList, resp.body)
-
-
-async def all_topics(admin: MQAdmin) -> list[str]:
-    """GET_ALL_TOPIC_LIST_FROM_NAMESERVER (206), sorted."""
-    resp = await admin.api.call_namesrv(RequestCode.GET_ALL_TOPIC_LIST_FROM_NAMESERVER)
-    return sorted(from_json(TopicList, resp.body).topicList)
 
 
 # ------------------------------------------------------------------------------ clusterList
@@ -244,13 +228,10 @@ async def topic_stats(admin: MQAdmin, topic: str, active_only: bool) -> list[Top
     """statsAll's rows of one topic (mqadmin printTopicDetail)."""
     route = await admin.topic_route(topic)
     masters = [a for bd in route.brokerDatas if (a := bd.brokerAddrs.get(MASTER_ID)) is not None]
-    groups: list[str] = []
-    for addr in masters:  # upstream asks the brokers of the route until one answers
-        try:
-            groups = sorted((await query_topic_consume_by_who(admin, addr, topic)).groupList)
-        except (RemotingError, MQClientError):
-            continue
-        break
+    try:  # QUERY_TOPIC_CONSUME_BY_WHO (300) on the route's brokers
+        groups = await admin.query_topic_consume_by_who(topic)
+    except (RemotingError, MQClientError):
+        groups = []
     in_tps, in_24h = await _item(admin, masters, TOPIC_PUT_NUMS, topic)
     if not groups:
         if active_only and in_24h <= 0:
@@ -270,7 +251,7 @@ async def stats_all(
 ) -> list[TopicGroupStats]:
     """statsAll: every topic but retry and DLQ topics (or only ``topic``: NotFound when the
     name server does not know it)."""
-    topics = await all_topics(admin)
+    topics = await admin.topic_list()
     if topic:
         if topic not in topics:
             raise NotFound(f"topic {topic} is unknown to the name server")
