@@ -59,6 +59,7 @@ from rocketrio.actors.broker.client_processor import ClientProcessor
 from rocketrio.actors.broker.config import BrokerConfig, BrokerRole, FlushDiskType
 from rocketrio.actors.broker.config_files import ConfigFile
 from rocketrio.actors.broker.consume_stats import ConsumeStatsProcessor
+from rocketrio.actors.broker.consumer_calls import Broker2Client, consumer_call_handlers
 from rocketrio.actors.broker.day_counters import FILE_NAME as DAY_FILE
 from rocketrio.actors.broker.day_counters import PERSIST_INTERVAL_S, DayCountersFile
 from rocketrio.actors.broker.fault_sites import NO_FAULTS, FaultSites
@@ -264,6 +265,7 @@ class Broker:
             now_ms=now_ms,
             extra=self._runtime_counts,
         )
+        self.broker2client = Broker2Client()  # the calls 307 passes on to a consumer
         self.adapter = RemotingAdapter(
             config.brokerName,
             send=self.send,
@@ -276,6 +278,15 @@ class Broker:
             extra_handlers={
                 **auth_handlers(AuthProcessor(self.auth)),
                 **stats_handlers(self.runtime_info, self.stats.items),
+                **consumer_call_handlers(
+                    lambda: self.config.brokerName,
+                    consumers=self.consumers,
+                    b2c=self.broker2client,
+                    topics=self.topics,
+                    offsets=self.offsets,
+                    store=self.store_view,
+                    now_ms=now_ms,
+                ),
             },
         )
         self.server = RemotingServer(
@@ -555,6 +566,7 @@ class Broker:
                 self.outer_api = BrokerOuterAPI(self.config, client)
                 await n.start(self.store_actor.run)
                 await n.start(self.pull_hold.run)
+                await n.start(self.broker2client.run)
                 n.start_soon(self.topics.file.run_writer)
                 n.start_soon(self.groups.file.run_writer)
                 n.start_soon(

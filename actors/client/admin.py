@@ -68,11 +68,20 @@ from rocketrio.protocol.message import (
     parse_offset_msg_id,
 )
 from rocketrio.protocol.remoting import RemotingCommand
+from rocketrio.protocol.running_info import (
+    ConsumerRunningInfo,
+    GetConsumerRunningInfoRequestHeader,
+    QueryConsumeTimeSpanBody,
+    QueryConsumeTimeSpanRequestHeader,
+    QueueTimeSpan,
+)
 from rocketrio.protocol.serde import from_json, to_ext
 
 # turns QUERY_MESSAGE into a lookup by UNIQ_KEY (upstream MixAll.UNIQUE_MSG_QUERY_FLAG)
 UNIQUE_KEY_QUERY = "_UNIQUE_KEY_QUERY"
 MAX_TIMESTAMP = 2**63 - 1
+# 307 waits for the broker, which waits up to 10 s for the client: longer than that
+CONSUMER_CALL_TIMEOUT_S = 15.0
 
 
 @attrs.define
@@ -359,6 +368,39 @@ class MQAdmin:
             GetConsumerConnectionListRequestHeader(group),
         )
         return from_json(ConsumerConnection, resp.body)
+
+    async def consumer_running_info(
+        self, group: str, client_id: str, *, jstack: bool = False, addr: str | None = None
+    ) -> ConsumerRunningInfo:
+        """GET_CONSUMER_RUNNING_INFO (307) through a broker of the group (``addr``, else the
+        first of the group's retry topic route), which asks the client itself."""
+        if addr is None:
+            addrs = await self._group_broker_addrs(group, None)
+            if not addrs:
+                raise NotFound(f"no broker found for consumer group {group}")
+            addr = addrs[0]
+        resp = await self.api.call(
+            addr,
+            RequestCode.GET_CONSUMER_RUNNING_INFO,
+            GetConsumerRunningInfoRequestHeader(group, client_id, jstack),
+            timeout_s=CONSUMER_CALL_TIMEOUT_S,
+        )
+        return from_json(ConsumerRunningInfo, resp.body)
+
+    async def query_consume_time_span(self, topic: str, group: str) -> list[QueueTimeSpan]:
+        """QUERY_CONSUME_TIME_SPAN (303) of every broker of ``topic``'s route."""
+        spans: list[QueueTimeSpan] = []
+        for bd in (await self.topic_route(topic)).brokerDatas:
+            addr = bd.select_broker_addr()
+            if addr is None:
+                continue
+            resp = await self.api.call(
+                addr,
+                RequestCode.QUERY_CONSUME_TIME_SPAN,
+                QueryConsumeTimeSpanRequestHeader(topic, group),
+            )
+            spans.extend(from_json(QueryConsumeTimeSpanBody, resp.body).consumeTimeSpanSet)
+        return spans
 
     async def producer_connection(self, group: str, topic: str) -> ProducerConnection:
         """The producers of ``group`` as the brokers of ``topic``'s route see them (merged by
