@@ -91,7 +91,7 @@ def consumer_running_info(consumer: ConsumerCore) -> ConsumerRunningInfo:
         properties=props,
         subscriptionSet=subs,
         mqTable=sorted_mq_table(queues),
-        statusTable={s.topic: consumer.stats.consume_status(s.topic) for s in subs},
+        statusTable={t: consumer.stats.consume_status(t) for t in sorted({s.topic for s in subs})},
     )
 
 
