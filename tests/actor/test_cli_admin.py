@@ -72,6 +72,15 @@ def unknown_cases(ns: str, ctrl: str) -> list[tuple[list[str], str]]:
         (["queryMsgById", "-n", ns, "-i", "AB12", "-t", "T"], "no message with id AB12 in topic T"),
         (["queryMsgByKey", "-n", ns, "-t", "T", "-k", "NoKey"], "no message with key NoKey"),
         (["queryMsgByKey", "-n", ns, "-t", "NoTopic", "-k", "k"], "no route for topic NoTopic"),
+        # message commands (cli/admin_msgs.py; bad brokers, queues, offsets: test_cli_admin_msgs)
+        (["queryMsgByUniqueKey", "-n", ns, "-t", "NoTopic", "-i", "AB12"], "no route for topic"),
+        (
+            ["queryMsgByOffset", "-n", ns, "-t", "T", "-b", "NoSet", "-i", "0", "-o", "0"],
+            "broker NoSet does not serve topic T",
+        ),
+        (["printMsg", "-n", ns, "-t", "NoTopic"], "no route for topic NoTopic"),
+        (["consumeMessage", "-n", ns, "-t", "NoTopic"], "no route for topic NoTopic"),
+        (["sendMessage", "-n", ns, "-t", "NoTopic", "-p", "x"], "no route for topic NoTopic"),
         # groups, connections, topic lists (cli/admin_groups.py)
         (["consumerConnection", "-n", ns, "-g", "NoGroup"], "consumer group[NoGroup] not online"),
         (
