@@ -7,20 +7,28 @@ from __future__ import annotations
 
 import base64
 import datetime as dt
+from typing import Any
 
 import pytest
+import trio
 from hypothesis import given
 from hypothesis import strategies as st
 
+from rocketrio.actors.client.api import PullResult, PullStatus
 from rocketrio.actors.client.errors import NotFound, UsageError
-from rocketrio.actors.client.message_admin import all_queues, select_queue
+from rocketrio.actors.client.message_admin import (
+    MessageAdmin,
+    QueueTarget,
+    all_queues,
+    select_queue,
+)
 from rocketrio.actors.client.message_track import (
     LookupFailure,
     TrackedMessage,
     TrackType,
     decide_track,
 )
-from rocketrio.cli.admin_msgs import MessageView, escape_controls, parse_timestamp
+from rocketrio.cli.admin_msgs import MessageView, escape_controls, parse_timestamp, read_queue
 from rocketrio.protocol.bodies import (
     BrokerData,
     ConsumerConnection,
@@ -32,7 +40,7 @@ from rocketrio.protocol.bodies import (
     TopicRouteData,
 )
 from rocketrio.protocol.codes import ResponseCode
-from rocketrio.protocol.message import MessageExt
+from rocketrio.protocol.message import MessageExt, build_stored_message
 
 MQ = MessageQueue("T", "broker-a", 1)
 MSG = TrackedMessage(MQ, queue_offset=5, tags="TagA")
@@ -136,3 +144,49 @@ def test_bodies_print_as_text_or_base64_never_raw() -> None:
     assert gbk.body == "中文"
     assert MessageView.of(text, with_body=False).body_line() == "NOT PRINT BODY"
     assert escape_controls("plain") == "plain"
+
+
+class StubReads(MessageAdmin):
+    """A MessageAdmin whose broker answers every pull with ``answer`` (no sockets)."""
+
+    def __init__(self, answer: PullResult) -> None:
+        self.answer = answer
+        self.pulls: list[int] = []
+
+    async def pull(self, q: QueueTarget, offset: int, max_nums: int, **kw: Any) -> PullResult:
+        self.pulls.append(offset)
+        await trio.lowlevel.checkpoint()
+        return self.answer
+
+
+QT = QueueTarget(MQ, "10.0.0.1:10911")
+
+
+def _pulled(status: PullStatus, next_begin: int, *offsets: int) -> PullResult:
+    host = (bytes([10, 0, 0, 1]), 10911)
+    body = b"".join(
+        build_stored_message(
+            topic="T", queue_id=1, body=b"x", flag=0, properties="", sys_flag=0,
+            born_timestamp=1, born_host=host, store_timestamp=2, store_host=host,
+            queue_offset=o,
+        )
+        for o in offsets
+    )  # fmt: skip
+    return PullResult(status, next_begin, 0, 9, 0, body)
+
+
+async def test_a_read_stops_when_the_broker_does_not_move_on() -> None:
+    stuck = StubReads(_pulled(PullStatus.NO_MATCHED_MSG, 3))
+    with trio.move_on_after(1):  # a loop that never ends is cut here
+        read = await read_queue(stuck, QT, 3, 9)
+    assert stuck.pulls == [3] and read.messages == []
+    assert read.notes[-1] == "stopped at offset 3: the broker does not move past it"
+
+
+async def test_message_at_is_the_message_at_that_offset_only() -> None:
+    # a broker that answers FOUND from another offset has not found the one asked for
+    other = StubReads(_pulled(PullStatus.FOUND, 5, 4))
+    with pytest.raises(NotFound, match="no message at offset 7 of topic T queue 1"):
+        await other.message_at(QT, 7)
+    right = StubReads(_pulled(PullStatus.FOUND, 8, 7))
+    assert (await right.message_at(QT, 7)).queue_offset == 7
