@@ -41,6 +41,12 @@ class BrokerConfig(RemotingServerConfig):
     rocketmqHome: str = "."
     storePathRootDir: str = attrs.field(factory=lambda: os.path.join(".", "store"))
     logDir: str = "logs"
+    # the file the broker was started with (`rocketrio broker -c`, as upstream's BrokerStartup
+    # sets it): UPDATE_BROKER_CONFIG writes live changes there; empty: not persisted
+    brokerConfigPath: str = ""
+    # keys UPDATE_BROKER_CONFIG refuses (';'-separated); brokerConfigPath, rocketmqHome and
+    # configBlackList are refused whatever it says (upstream AdminBrokerProcessor)
+    configBlackList: str = "configBlackList;brokerConfigPath"
     brokerRole: BrokerRole = BrokerRole.ASYNC_MASTER
     # topics
     autoCreateTopicEnable: bool = True
