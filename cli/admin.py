@@ -501,7 +501,10 @@ def load_command_modules() -> None:
     """Import the modules that register more admin commands, one line per module, e.g.
     ``from rocketrio.cli import admin_acl  # noqa: F401``. Such a module imports `command`
     from here, so it is imported here (once the registry exists), not at the top."""
-    from rocketrio.cli import admin_auth  # noqa: F401 (ACL 2.0 users and ACLs)
+    from rocketrio.cli import (
+        admin_auth,  # noqa: F401 (ACL 2.0 users and ACLs)
+        admin_config,  # noqa: F401 (configs, write perms, topic perm)
+    )
 
 
 async def _call(a: argparse.Namespace, wiring: Wiring) -> Any:
