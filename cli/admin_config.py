@@ -167,10 +167,20 @@ def _broker_name(p: argparse.ArgumentParser) -> None:
     p.add_argument("-b", "--brokerName", dest="broker_name", required=True, help="broker name")
 
 
+async def _known_broker_set(admin: Any, name: str) -> None:
+    """An unknown broker name is an error (upstream's name server answers "OK, 0")."""
+    info = await admin.cluster_info()
+    if name not in info.brokerAddrTable:
+        known = ", ".join(sorted(info.brokerAddrTable)) or "none"
+        raise NotFound(f"broker {name} is not registered at the name server (known: {known})")
+
+
 @command("wipeWritePerm", "routes of a broker set lose write perm on every -n", _print_done)(
     _broker_name
 )
 async def wipe_write_perm(admin: Any, a: argparse.Namespace) -> Any:
+    await _known_broker_set(admin, a.broker_name)
+
     async def one(ns: str) -> Done:
         count = await ca.wipe_write_perm(admin, ns, a.broker_name)
         return Done(
@@ -184,6 +194,8 @@ async def wipe_write_perm(admin: Any, a: argparse.Namespace) -> Any:
     _broker_name
 )
 async def add_write_perm(admin: Any, a: argparse.Namespace) -> Any:
+    await _known_broker_set(admin, a.broker_name)
+
     async def one(ns: str) -> Done:
         count = await ca.add_write_perm(admin, ns, a.broker_name)
         return Done(

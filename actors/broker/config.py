@@ -29,6 +29,12 @@ class FlushDiskType(enum.Enum):
     SYNC_FLUSH = "SYNC_FLUSH"
 
 
+def _broker_permission(_inst: object, attribute: attrs.Attribute[int], value: int) -> None:
+    """PermName bits a broker may have: 4 read, 2 write (6 both), 1 inherit."""
+    if value < 0 or value & ~7:
+        raise ValueError(f"{attribute.name} must be a perm (2 write, 4 read, 6 both), got {value}")
+
+
 @attrs.define
 class BrokerConfig(RemotingServerConfig):
     # identity
@@ -52,7 +58,7 @@ class BrokerConfig(RemotingServerConfig):
     autoCreateTopicEnable: bool = True
     autoCreateSubscriptionGroup: bool = True
     defaultTopicQueueNums: int = attrs.field(default=8, validator=positive)
-    brokerPermission: int = 6
+    brokerPermission: int = attrs.field(default=6, validator=_broker_permission)
     # name server registration / heartbeat
     registerNameServerPeriod: int = attrs.field(default=30_000, validator=positive)
     brokerHeartbeatInterval: int = attrs.field(default=1000, validator=positive)
