@@ -20,7 +20,7 @@ from rocketrio.actors import events
 from rocketrio.actors.broker.config import BrokerConfig
 from rocketrio.actors.client import config_admin as ca
 from rocketrio.actors.client.errors import MQBrokerError, MQClientError
-from rocketrio.actors.client.message import Message
+from rocketrio.actors.client.message import Message, SendStatus
 from rocketrio.actors.client.producer import Producer
 from rocketrio.actors.controller.config import ControllerConfig
 from rocketrio.actors.controller.controller import Controller
@@ -121,6 +121,45 @@ async def test_live_broker_key_takes_effect_shows_persists_and_is_logged(
         # in the file the broker was started with, the operator's lines kept; a restart reads it
         assert path.read_text() == BROKER_FILE.replace("4194304", "1024")
         assert load_config(BrokerConfig, str(path)).maxMessageSize == 1024
+
+
+async def test_raised_max_message_size_reaches_the_store_too(
+    tmp_path: Path, mock_clock: trio.testing.MockClock, capsys: Capture
+) -> None:
+    async with cluster(tmp_path, ()) as c:
+        await c.start_broker("broker-a", A_HOST, maxMessageSize=1024)
+        await create_topic(c, "T", queues=2)
+        async with Producer("pg", c.ns_addr, **c.kwargs(), retries=0) as p:
+            with pytest.raises(MQClientError, match="MESSAGE_ILLEGAL"):
+                await p.send(Message("T", b"x" * 2048))
+            code, _, err, _ = await run(
+                capsys, c.net, "updateBrokerConfig", "-n", c.ns_addr, "-b", c.addr("broker-a"),
+                "-k", "maxMessageSize", "-v", "4096",
+            )  # fmt: skip
+            assert code == 0, err
+            r = await p.send(Message("T", b"x" * 2048))  # the send check and the store's put
+        assert r.send_status == SendStatus.SEND_OK
+
+
+async def test_flush_interval_changes_the_running_flush_period(
+    tmp_path: Path, mock_clock: trio.testing.MockClock, capsys: Capture
+) -> None:
+    async with cluster(tmp_path, ("broker-a",)) as c:
+        store = c.brokers["broker-a"].store_actor
+
+        async def flushes_in_10s() -> int:
+            before = store.flush_count
+            await trio.sleep(10)
+            return store.flush_count - before
+
+        assert await flushes_in_10s() >= 19  # flushIntervalCommitLog=500
+        code, _, err, _ = await run(
+            capsys, c.net, "updateBrokerConfig", "-n", c.ns_addr, "-b", c.addr("broker-a"),
+            "-k", "flushIntervalCommitLog", "-v", "5000",
+        )  # fmt: skip
+        assert code == 0, err
+        await trio.sleep(1)  # the flush already waiting its 500 ms
+        assert await flushes_in_10s() <= 2
 
 
 async def test_refused_broker_keys_change_nothing(
