@@ -504,6 +504,7 @@ def load_command_modules() -> None:
     from rocketrio.cli import (
         admin_auth,  # noqa: F401 (ACL 2.0 users and ACLs)
         admin_groups,  # noqa: F401 (groups, connections, topic lists)
+        admin_ha,  # noqa: F401 (replication status)
     )
 
 

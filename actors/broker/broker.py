@@ -60,7 +60,8 @@ from rocketrio.actors.broker.config import BrokerConfig, BrokerRole, FlushDiskTy
 from rocketrio.actors.broker.consume_stats import ConsumeStatsProcessor
 from rocketrio.actors.broker.fault_sites import NO_FAULTS, FaultSites
 from rocketrio.actors.broker.ha.master_service import HAMasterService
-from rocketrio.actors.broker.ha.service import resolve_ha_addr
+from rocketrio.actors.broker.ha.service import AutoSwitchHAService, resolve_ha_addr
+from rocketrio.actors.broker.ha.status import HAStatusService
 from rocketrio.actors.broker.lock_manager import RebalanceLockManager
 from rocketrio.actors.broker.outer_api import BrokerOuterAPI
 from rocketrio.actors.broker.pull_hold import HoldLimits, PullRequestHoldService
@@ -239,6 +240,13 @@ class Broker:
             store=self.store_view,
             group_tps=lambda _group, _topic: 0.0,  # GROUP_GET_NUMS: per-group stats (i8-stats)
         )
+        self.ha_status = HAStatusService(
+            serving_as_master=self.serving_as_master,
+            master=self.ha_master,
+            ha=self._ha_service,
+            store=self.store_actor,
+            wall_now_ms=now_ms,
+        )
         self.adapter = RemotingAdapter(
             config.brokerName,
             send=self.send,
@@ -248,7 +256,10 @@ class Broker:
             stats=self.consume_stats,
             replicas=self.replicas,
             gate=self._auth_gate(),
-            extra_handlers=auth_handlers(AuthProcessor(self.auth)),
+            extra_handlers={
+                **auth_handlers(AuthProcessor(self.auth)),
+                **self.ha_status.handlers(),
+            },
         )
         self.server = RemotingServer(
             transport,
@@ -344,6 +355,12 @@ class Broker:
         if self.classic is not None and not self.classic.is_master:
             return self.classic.master_addr
         return None
+
+    def _ha_service(self) -> AutoSwitchHAService | None:
+        """The replication service of the current mode (None before it started)."""
+        if self.replicas is not None:
+            return self.replicas.ha
+        return None if self.classic is None else self.classic.ha
 
     def serving_as_master(self) -> bool:
         """The pull path's `ReadRole`: a slave (or a broker without a role yet) lags."""
