@@ -83,6 +83,9 @@ def unknown_cases(ns: str, ctrl: str) -> list[tuple[list[str], str]]:
         (["deleteSubGroup", "-n", ns, "-c", "NoCluster", "-g", "G"], "cluster NoCluster is unk"),
         (["topicList", "-n", "10.0.7.8:9876"], "cannot connect to 10.0.7.8:9876"),
         (["topicClusterList", "-n", ns, "-t", "NoTopic"], "no route for topic NoTopic"),
+        # replication status (cli/admin_ha.py)
+        (["haStatus", "-n", ns, "-b", NOBODY], f"cannot connect to {NOBODY}"),
+        (["haStatus", "-n", ns, "-c", "NoCluster"], "cluster NoCluster is unknown"),
         # ACL 2.0 (cli/admin_auth.py)
         *[
             ([cmd, "-n", ns, "-c", "NoCluster", *args], "cluster NoCluster is unknown")
