@@ -23,6 +23,7 @@ import trio.testing
 from rocketrio.cli.failure import Wiring
 from rocketrio.cli.main import main_async
 from tests.actor.test_broker_identity import (
+    CTRL_HOSTS,
     EPOCH_MS,
     Cluster,
     Node,
@@ -94,8 +95,13 @@ async def test_master_shows_its_slaves_in_sync_then_one_behind_then_one_gone(
             n.start_soon(load)
             await trio.sleep(1.5)
             during = await body_of(capsys, c, a)
+            received = (await body_of(capsys, c, b))["haClientRuntimeInfo"]
+        # ~50 messages a second flow to each slave: KBs, far above heartbeats and handshakes
+        # (36 bytes each), and never more than was written
         rates = [conn["transferredByteInSecond"] for conn in during["haConnectionInfo"]]
-        assert len(rates) == 2 and all(r > 0 for r in rates), during  # bytes were flowing
+        assert len(rates) == 2, during
+        assert all(1024 < r < during["masterCommitLogMaxOffset"] for r in rates), during
+        assert 1024 < received["transferredByteInSecond"] < during["masterCommitLogMaxOffset"]
 
         await trio.sleep(2)  # the load is over: a whole quiet second later nothing flows
         end = a.b.store.get_commitlog_max_offset()
@@ -160,6 +166,17 @@ async def test_a_slave_shows_its_master_and_when_it_last_heard_from_it(
         assert re.search(rf"last read\s+{ISO_DATE}$", out, re.M), out
         assert re.search(rf"master flush offset\s+{end}$", out, re.M), out
         assert str(EPOCH_MS)[:6] not in out  # dates, not epoch ms
+
+        # the link to the master breaks (the master stays master: the controller still sees
+        # it): after haHousekeepingInterval of silence the slave closes it and cannot reconnect
+        c.net.partition([b.host], [a.host])
+        await trio.sleep(25)
+        body = await body_of(capsys, c, b)
+        info = body["haClientRuntimeInfo"]
+        assert body["master"] is False and info["masterAddr"] == a.b.config.ha_addr
+        assert info["lastReadTimestamp"] == 0 and info["lastWriteTimestamp"] > 0
+        code, out, _ = await ha_status(capsys, c, "-b", b.b.addr)
+        assert code == 0 and re.search(r"last read\s+-$", out, re.M), out
 
 
 async def test_after_a_failover_the_new_master_reports_itself_master(
@@ -240,3 +257,35 @@ async def test_interval_repeats_until_interrupted(
         assert trio.current_time() - started >= 5.5
         out = capsys.readouterr().out
         assert out.count(f"broker {a.b.addr}: master") == 3, out  # at 0, 2 and 4 s
+
+
+async def test_a_caught_up_slave_is_in_sync_only_once_the_controller_agrees(
+    tmp_path: Path, mock_clock: trio.testing.MockClock, capsys: Capture
+) -> None:
+    """ "in sync" is the controller's SyncStateSet (what an election picks from), not a small
+    diff: a slave that caught up while the master cannot reach the controller shows diff 0 but
+    not in sync until its expansion is accepted."""
+    async with cluster(tmp_path, 56) as c:
+        a = c.node()
+        await (await a.start()).wait_role()
+        assert await send_many(c, a, 5, "m", {}) == 5
+        end = a.b.store.get_commitlog_max_offset()
+        c.net.partition([a.host], [CTRL_HOSTS["n0"]])  # shorter than brokerNotActiveTimeout
+        b = c.node()
+        await (await b.start()).wait_role()
+
+        async def caught_up() -> bool:
+            conns = (await body_of(capsys, c, a))["haConnectionInfo"]
+            return [x["slaveAckOffset"] for x in conns] == [end]
+
+        await wait_until(caught_up, "b caught up")
+        body = await body_of(capsys, c, a)
+        (conn,) = body["haConnectionInfo"]
+        assert conn["diff"] == 0 and conn["inSync"] is False and body["inSyncSlaveNums"] == 0
+        c.net.heal()
+        await wait_until(lambda: _eq(c.sync_state_set(), {1, 2}), "the controller added b")
+        await wait_until(
+            lambda: _eq(body_of(capsys, c, a), {**body, "inSyncSlaveNums": 1,
+                                               "haConnectionInfo": [{**conn, "inSync": True}]}),
+            "a shows b in sync",
+        )  # fmt: skip
