@@ -3,9 +3,11 @@ the simulated network (MockClock), run in-process through cli.main.main_async.
 
 What an operator must be able to read from it: after a load the master lists its slaves in
 sync with diff 0 and bytes flowing; a slave that stops acking is shown out of sync and falling
-behind, a stopped one disappears; a slave shows its master and when it last heard from it; after
+behind, a stopped one disappears; "in sync" is the controller's SyncStateSet, not a small diff;
+a slave shows its master and when it last heard from it (never, once the link is broken); after
 a failover the new master reports itself master, first alone, then with the old master as its
-slave; a broker without slaves answers like upstream's standalone broker.
+slave; a broker without slaves answers like upstream's standalone broker; classic master/slave
+report the same way.
 """
 
 from __future__ import annotations
@@ -20,8 +22,10 @@ import structlog.testing
 import trio
 import trio.testing
 
+from rocketrio.actors.broker.config import BrokerRole
 from rocketrio.cli.failure import Wiring
 from rocketrio.cli.main import main_async
+from rocketrio.protocol.codes import ResponseCode as RC
 from tests.actor.test_broker_identity import (
     CTRL_HOSTS,
     EPOCH_MS,
@@ -32,6 +36,9 @@ from tests.actor.test_broker_identity import (
     cluster,
     wait_until,
 )
+from tests.actor.test_ha_classic import M as CLASSIC_M
+from tests.actor.test_ha_classic import S as CLASSIC_S
+from tests.actor.test_ha_classic import classic, until
 from tests.actor.test_ha_replication import Acked, pair, send_many
 
 Capture = pytest.CaptureFixture[str]
@@ -289,3 +296,34 @@ async def test_a_caught_up_slave_is_in_sync_only_once_the_controller_agrees(
                                                "haConnectionInfo": [{**conn, "inSync": True}]}),
             "a shows b in sync",
         )  # fmt: skip
+
+
+async def test_classic_master_and_slave_report_the_same_way(
+    tmp_path: Path, mock_clock: trio.testing.MockClock, capsys: Capture
+) -> None:
+    """Classic master/slave (no controller): the master's set is applied locally, so its
+    caught-up slave is in sync; the slave names the master it found through the NameServer."""
+    async with classic(tmp_path, 57) as c:
+        m = await c.start(CLASSIC_M, BrokerRole.SYNC_MASTER, 0)
+        s = await c.start(CLASSIC_S, BrokerRole.SLAVE, 1)
+        await until(
+            lambda: m.ha_master.gate is not None and len(m.ha_master.gate.core.applied) == 2
+        )
+        for i in range(5):
+            assert (await c.send(CLASSIC_M, f"m{i}".encode())).code == RC.SUCCESS
+        end = m.store.get_commitlog_max_offset()
+        capsys.readouterr()
+        with structlog.testing.capture_logs():
+            code = await main_async(
+                ["admin", "haStatus", "-n", c.ns, "-c", "DefaultCluster", "--json"],
+                Wiring(c.net.transport(HOST)),
+            )
+        bodies = json.loads(capsys.readouterr().out)
+        assert code == 0 and list(bodies) == [m.addr, s.addr]
+        master, slave = bodies[m.addr], bodies[s.addr]
+        (conn,) = master["haConnectionInfo"]
+        assert conn["addr"] == CLASSIC_S and conn["inSync"] is True and conn["diff"] == 0
+        assert master["inSyncSlaveNums"] == 1 and master["masterCommitLogMaxOffset"] == end
+        info = slave["haClientRuntimeInfo"]
+        assert slave["master"] is False and info["masterAddr"] == m.config.ha_addr
+        assert info["maxOffset"] == end
