@@ -57,7 +57,10 @@ from rocketrio.actors.broker.classic_roles import ClassicRoleService
 from rocketrio.actors.broker.client_manager import ConsumerManager, ProducerManager
 from rocketrio.actors.broker.client_processor import ClientProcessor
 from rocketrio.actors.broker.config import BrokerConfig, BrokerRole, FlushDiskType
+from rocketrio.actors.broker.config_files import ConfigFile
 from rocketrio.actors.broker.consume_stats import ConsumeStatsProcessor
+from rocketrio.actors.broker.day_counters import FILE_NAME as DAY_FILE
+from rocketrio.actors.broker.day_counters import PERSIST_INTERVAL_S, DayCountersFile
 from rocketrio.actors.broker.fault_sites import NO_FAULTS, FaultSites
 from rocketrio.actors.broker.ha.master_service import HAMasterService
 from rocketrio.actors.broker.ha.service import AutoSwitchHAService, resolve_ha_addr
@@ -68,12 +71,15 @@ from rocketrio.actors.broker.pull_hold import HoldLimits, PullRequestHoldService
 from rocketrio.actors.broker.pull_processor import PullConfig, PullMessageProcessor
 from rocketrio.actors.broker.remoting_adapter import RemotingAdapter, RemotingNotifier
 from rocketrio.actors.broker.replicas_manager import ReplicasManager
+from rocketrio.actors.broker.runtime_info import RuntimeInfo
 from rocketrio.actors.broker.send_processor import SendConfig, SendMessageProcessor, host_tuple
 from rocketrio.actors.broker.slave_sync import SlaveSynchronize
 from rocketrio.actors.broker.stats import BrokerStats
+from rocketrio.actors.broker.stats_items import GROUP_GET_NUMS
+from rocketrio.actors.broker.stats_remoting import stats_handlers
 from rocketrio.actors.broker.store_actor import StoreActor, StoreRole
 from rocketrio.actors.broker.store_view import ReadGate, RunBlocking, StoreView
-from rocketrio.actors.broker.tables import GroupTable, OffsetTable, TopicTable
+from rocketrio.actors.broker.tables import GroupTable, OffsetTable, TopicTable, config_path
 from rocketrio.actors.client.message import UniqIdGenerator
 from rocketrio.actors.logs import wallclock_ms
 from rocketrio.actors.remoting import RemotingClient, RemotingServer
@@ -150,7 +156,15 @@ class Broker:
         self.consumers = ConsumerManager()
         self.producers = ProducerManager()
         self.locks = RebalanceLockManager()
-        self.stats = BrokerStats()
+        self.stats = BrokerStats(config.brokerClusterName, self.topics.is_system_topic)
+        # the day counters' file (day_counters.py): restored at open, written periodically
+        self.day_file = ConfigFile(
+            config_path(config.storePathRootDir, DAY_FILE),
+            DayCountersFile,
+            self.stats.days.snapshot,
+            run_blocking,
+            fs=fs,
+        )
         self.uniq_ids = UniqIdGenerator(config.brokerIP1, clock_ms=now_ms)
         # services
         self.pull_hold = PullRequestHoldService(
@@ -163,7 +177,7 @@ class Broker:
             sync_flush_timeout_ms=config.syncFlushTimeout,
             now_ms=now_ms,
             on_arrival=self.pull_hold.notify_message_arriving,
-            on_put=self.stats.on_put,
+            stats=self.stats,
             run_blocking=run_blocking,
             read_gate=self.read_gate,
             # a replicated broker writes nothing until its role is known
@@ -238,7 +252,18 @@ class Broker:
             consumers=self.consumers,
             groups=self.groups,
             store=self.store_view,
-            group_tps=lambda _group, _topic: 0.0,  # GROUP_GET_NUMS: per-group stats (i8-stats)
+            group_tps=self._group_get_tps,
+        )
+        self.runtime_info = RuntimeInfo(
+            config,
+            stats=self.stats,
+            store=self.store_view,
+            send_queue=self.store_actor,
+            pull_queue=self.read_gate,
+            held_pulls=lambda: self.pull_hold.count,
+            is_master=self.serving_as_master,
+            now_ms=now_ms,
+            extra=self._runtime_counts,
         )
         self.ha_status = HAStatusService(
             serving_as_master=self.serving_as_master,
@@ -259,6 +284,7 @@ class Broker:
             extra_handlers={
                 **auth_handlers(AuthProcessor(self.auth)),
                 **self.ha_status.handlers(),
+                **stats_handlers(self.runtime_info, self.stats.items),
             },
         )
         self.server = RemotingServer(
@@ -295,6 +321,20 @@ class Broker:
             replicated=c.enableControllerMode,
             epoch_file_path=c.epoch_file_path,
         )
+
+    def _runtime_counts(self) -> dict[str, str]:
+        """rocketrio's extra runtime-info keys: what the broker's tables hold."""
+        return {
+            "consumerGroups": str(len(self.consumers.groups)),
+            "producerGroups": str(len(self.producers.groups)),
+            "topicCount": str(len(self.topics.table)),
+        }
+
+    def _group_get_tps(self, group: str, topic: str) -> float:
+        """GET_CONSUME_STATS's consumeTps: GROUP_GET_NUMS over the last minute (upstream
+        BrokerStatsManager.tpsGroupGetNums)."""
+        view = self.stats.items.stats_item(GROUP_GET_NUMS, f"{topic}@{group}")
+        return 0.0 if view is None else view.minute.tps
 
     def _auth_gate(self) -> AuthGate | None:
         """The ACL gate, when authentication or authorization is on."""
@@ -454,6 +494,10 @@ class Broker:
             if await table.load_file():
                 self.log.warning("config_loaded_from_backup", file=table.file.path)
         await self.auth.load_files()
+        saved = await self.run_blocking(self.day_file.load)
+        if self.day_file.loaded_from_backup:
+            self.log.warning("config_loaded_from_backup", file=self.day_file.path)
+        self.stats.days.restore(saved, self.now_ms())
         if self.config.authenticationEnabled and not self.auth.users:
             self.log.warning(
                 "auth_no_users",
@@ -475,8 +519,11 @@ class Broker:
         try:
             with trio.CancelScope() as self._run_scope:
                 async with trio.open_nursery() as nursery:
-                    await nursery.start(self._services)
+                    # the statistics' schedules start before the first request (upstream: at
+                    # the broker's start), so traffic lands in the windows' first periods
                     self.stats.boot_ms = self.now_ms()
+                    self._sample_stats()
+                    await nursery.start(self._services)
                     print(self._boot_line(), flush=True)
                     self.log.info(
                         events.BROKER_BOOT,
@@ -530,6 +577,8 @@ class Broker:
                 )
                 n.start_soon(self._every, CLIENT_SCAN_INTERVAL_S, self.scan_clients)
                 n.start_soon(self._every, STATS_SAMPLE_INTERVAL_S, self._sample_stats)
+                n.start_soon(self.day_file.run_writer)
+                n.start_soon(self.day_file.run_periodic, PERSIST_INTERVAL_S)
                 bound = await n.start(self.server.run)
                 self.addr = bound
                 await n.start(self.ha_master.run)
@@ -567,7 +616,8 @@ class Broker:
             fn()
 
     def _sample_stats(self) -> None:
-        self.stats.sample(trio.current_time(), self.now_ms())
+        if self.stats.sample(round(trio.current_time() * 1000), self.now_ms()):
+            self.day_file.mark_dirty()  # a new day: its mornings are on disk at once
 
     # ------------------------------------------------------------------ name servers
 
@@ -637,6 +687,7 @@ class Broker:
 
     async def _persist_configs(self) -> None:
         await self.offsets.persist()
+        await self.day_file.persist()
         await self.topics.persist()
         await self.groups.persist()
 

@@ -51,6 +51,8 @@ def unknown_cases(ns: str, ctrl: str) -> list[tuple[list[str], str]]:
         (["topicStatus", "-n", ns, "-t", "NoTopic"], "no route for topic NoTopic"),
         (["clusterList", "-n", ns, "-c", "NoCluster"], "cluster NoCluster is unknown"),
         (["brokerStatus", "-n", ns, "-b", NOBODY], f"{NOBODY} is not a broker registered"),
+        (["brokerStatus", "-n", ns, "-c", "NoCluster"], "cluster NoCluster is unknown"),
+        (["statsAll", "-n", ns, "-t", "NoTopic"], "topic NoTopic is unknown"),
         (["consumerProgress", "-n", ns, "-g", "NoGroup"], "consumer group NoGroup is unknown"),
         (["consumerProgress", "-n", ns, "-g", "NoGroup", "-t", "T"], "group NoGroup is unknown"),
         (["consumerProgress", "-n", ns, "-g", "G", "-t", "NoTopic"], "no route for topic NoTopic"),

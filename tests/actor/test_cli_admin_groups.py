@@ -59,7 +59,11 @@ async def test_group_and_connection_commands(
             with trio.fail_after(60):
                 while len(got) < 6:
                     await trio.sleep(0.1)
-            await trio.sleep(6)  # offsets committed and persisted
+            await trio.sleep(12)  # offsets committed and persisted; GROUP_GET_NUMS sampled
+            async with MQAdmin(ns, c.net.transport(HOST)) as mq:
+                stats = await mq.consume_stats(broker, "G", "T")
+            assert stats.consumeTps > 0  # the group's pulls over the last minute
+            assert sum(w.consumerOffset for w in stats.offsetTable.values()) == 6
 
             code, out, err = await admin(capsys, c, "consumerConnection", "-n", ns, "-g", "G")
             assert code == 0, err
