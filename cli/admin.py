@@ -426,6 +426,7 @@ def load_command_modules() -> None:
         admin_auth,  # noqa: F401 (ACL 2.0 users and ACLs)
         admin_config,  # noqa: F401 (configs, write perms, topic perm)
         admin_groups,  # noqa: F401 (groups, connections, topic lists)
+        admin_ha,  # noqa: F401 (replication status)
         admin_stats,  # noqa: F401 (clusterList, brokerStatus, statsAll)
     )
 

@@ -63,7 +63,8 @@ from rocketrio.actors.broker.day_counters import FILE_NAME as DAY_FILE
 from rocketrio.actors.broker.day_counters import PERSIST_INTERVAL_S, DayCountersFile
 from rocketrio.actors.broker.fault_sites import NO_FAULTS, FaultSites
 from rocketrio.actors.broker.ha.master_service import HAMasterService
-from rocketrio.actors.broker.ha.service import resolve_ha_addr
+from rocketrio.actors.broker.ha.service import AutoSwitchHAService, resolve_ha_addr
+from rocketrio.actors.broker.ha.status import HAStatusService
 from rocketrio.actors.broker.live_config import (
     BROKER_POLICY,
     apply_broker_changes,
@@ -281,6 +282,13 @@ class Broker:
             fs=fs,
             log=self.log.bind(actor="config"),
         )
+        self.ha_status = HAStatusService(
+            serving_as_master=self.serving_as_master,
+            master=self.ha_master,
+            ha=self._ha_service,
+            store=self.store_actor,
+            wall_now_ms=now_ms,
+        )
         self.adapter = RemotingAdapter(
             config.brokerName,
             send=self.send,
@@ -292,6 +300,7 @@ class Broker:
             gate=self._auth_gate(),
             extra_handlers={
                 **auth_handlers(AuthProcessor(self.auth)),
+                **self.ha_status.handlers(),
                 **stats_handlers(self.runtime_info, self.stats.items),
                 RequestCode.UPDATE_BROKER_CONFIG: self.config_updater.handle,
             },
@@ -404,6 +413,12 @@ class Broker:
         if self.classic is not None and not self.classic.is_master:
             return self.classic.master_addr
         return None
+
+    def _ha_service(self) -> AutoSwitchHAService | None:
+        """The replication service of the current mode (None before it started)."""
+        if self.replicas is not None:
+            return self.replicas.ha
+        return None if self.classic is None else self.classic.ha
 
     def serving_as_master(self) -> bool:
         """The pull path's `ReadRole`: a slave (or a broker without a role yet) lags."""

@@ -108,6 +108,9 @@ def unknown_cases(ns: str, ctrl: str) -> list[tuple[list[str], str]]:
             ["updateControllerConfig", "-a", "10.0.7.8:9878", "-k", "k", "-v", "v"],
             "cannot connect to 10.0.7.8:9878",
         ),
+        # replication status (cli/admin_ha.py)
+        (["haStatus", "-n", ns, "-b", NOBODY], f"cannot connect to {NOBODY}"),
+        (["haStatus", "-n", ns, "-c", "NoCluster"], "cluster NoCluster is unknown"),
         # ACL 2.0 (cli/admin_auth.py)
         *[
             ([cmd, "-n", ns, "-c", "NoCluster", *args], "cluster NoCluster is unknown")
