@@ -414,7 +414,9 @@ def load_command_modules() -> None:
     from here, so it is imported here (once the registry exists), not at the top."""
     from rocketrio.cli import (
         admin_auth,  # noqa: F401 (ACL 2.0 users and ACLs)
+        admin_config,  # noqa: F401 (configs, write perms, topic perm)
         admin_groups,  # noqa: F401 (groups, connections, topic lists)
+        admin_ha,  # noqa: F401 (replication status)
         admin_msgs,  # noqa: F401 (message queries, printMsg, sendMessage, consumeMessage)
         admin_stats,  # noqa: F401 (clusterList, brokerStatus, statsAll)
     )

@@ -94,6 +94,32 @@ def unknown_cases(ns: str, ctrl: str) -> list[tuple[list[str], str]]:
         (["deleteSubGroup", "-n", ns, "-c", "NoCluster", "-g", "G"], "cluster NoCluster is unk"),
         (["topicList", "-n", "10.0.7.8:9876"], "cannot connect to 10.0.7.8:9876"),
         (["topicClusterList", "-n", ns, "-t", "NoTopic"], "no route for topic NoTopic"),
+        # configs and perms (cli/admin_config.py)
+        (["getBrokerConfig", "-n", ns, "-c", "NoCluster"], "cluster NoCluster is unknown"),
+        (["getBrokerConfig", "-n", ns, "-b", NOBODY], f"cannot connect to {NOBODY}"),
+        (
+            ["updateBrokerConfig", "-n", ns, "-c", "NoCluster", "-k", "maxMessageSize", "-v", "1"],
+            "cluster NoCluster is unknown",
+        ),
+        (["getNamesrvConfig", "-n", NOBODY], f"cannot connect to {NOBODY}"),
+        (
+            ["updateNamesrvConfig", "-n", NOBODY, "-k", "k", "-v", "v"],
+            f"cannot connect to {NOBODY}",
+        ),
+        (["wipeWritePerm", "-n", ns, "-b", "NoSet"], "broker NoSet is not registered"),
+        (["addWritePerm", "-n", ns, "-b", "NoSet"], "broker NoSet is not registered"),
+        (
+            ["updateTopicPerm", "-n", ns, "-t", "NoTopic", "-c", "DefaultCluster", "-p", "4"],
+            "No topic in this broker. topic: NoTopic",
+        ),
+        (["getControllerConfig", "-a", "10.0.7.8:9878"], "cannot connect to 10.0.7.8:9878"),
+        (
+            ["updateControllerConfig", "-a", "10.0.7.8:9878", "-k", "k", "-v", "v"],
+            "cannot connect to 10.0.7.8:9878",
+        ),
+        # replication status (cli/admin_ha.py)
+        (["haStatus", "-n", ns, "-b", NOBODY], f"cannot connect to {NOBODY}"),
+        (["haStatus", "-n", ns, "-c", "NoCluster"], "cluster NoCluster is unknown"),
         # ACL 2.0 (cli/admin_auth.py)
         *[
             ([cmd, "-n", ns, "-c", "NoCluster", *args], "cluster NoCluster is unknown")
