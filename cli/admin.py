@@ -391,16 +391,6 @@ def _print_messages(msgs: Any, a: argparse.Namespace) -> None:
     print(f"{len(msgs)} message(s)")
 
 
-def _by_id_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("-i", "--msg-id", required=True, help="offset msg id or UNIQ_KEY")
-    p.add_argument("-t", "--topic", help="needed for a UNIQ_KEY lookup")
-
-
-@command("queryMsgById", "show a message by its id", _print_messages)(_by_id_args)
-async def query_msg_by_id(admin: Any, a: argparse.Namespace) -> Any:
-    return await admin.query_msg_by_id(a.msg_id, a.topic)
-
-
 def _by_key_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("-t", "--topic", required=True)
     p.add_argument("-k", "--key", required=True)
@@ -424,8 +414,11 @@ def load_command_modules() -> None:
     from here, so it is imported here (once the registry exists), not at the top."""
     from rocketrio.cli import (
         admin_auth,  # noqa: F401 (ACL 2.0 users and ACLs)
+        admin_config,  # noqa: F401 (configs, write perms, topic perm)
         admin_consumer_status,  # noqa: F401 (consumerStatus)
         admin_groups,  # noqa: F401 (groups, connections, topic lists)
+        admin_ha,  # noqa: F401 (replication status)
+        admin_msgs,  # noqa: F401 (message queries, printMsg, sendMessage, consumeMessage)
         admin_stats,  # noqa: F401 (clusterList, brokerStatus, statsAll)
     )
 

@@ -64,7 +64,13 @@ from rocketrio.actors.broker.day_counters import FILE_NAME as DAY_FILE
 from rocketrio.actors.broker.day_counters import PERSIST_INTERVAL_S, DayCountersFile
 from rocketrio.actors.broker.fault_sites import NO_FAULTS, FaultSites
 from rocketrio.actors.broker.ha.master_service import HAMasterService
-from rocketrio.actors.broker.ha.service import resolve_ha_addr
+from rocketrio.actors.broker.ha.service import AutoSwitchHAService, resolve_ha_addr
+from rocketrio.actors.broker.ha.status import HAStatusService
+from rocketrio.actors.broker.live_config import (
+    BROKER_POLICY,
+    apply_broker_changes,
+    registered_topics,
+)
 from rocketrio.actors.broker.lock_manager import RebalanceLockManager
 from rocketrio.actors.broker.outer_api import BrokerOuterAPI
 from rocketrio.actors.broker.pull_hold import HoldLimits, PullRequestHoldService
@@ -81,11 +87,13 @@ from rocketrio.actors.broker.store_actor import StoreActor, StoreRole
 from rocketrio.actors.broker.store_view import ReadGate, RunBlocking, StoreView
 from rocketrio.actors.broker.tables import GroupTable, OffsetTable, TopicTable, config_path
 from rocketrio.actors.client.message import UniqIdGenerator
+from rocketrio.actors.config_updater import ConfigUpdater
 from rocketrio.actors.logs import wallclock_ms
 from rocketrio.actors.remoting import RemotingClient, RemotingServer
 from rocketrio.actors.transport import Transport, split_addr
 from rocketrio.protocol.acl_signature import RequestSigner
 from rocketrio.protocol.bodies import TopicConfig
+from rocketrio.protocol.codes import RequestCode
 from rocketrio.storage.commitlog import CorruptionError
 from rocketrio.storage.fs import OS_FS, FileSystem
 from rocketrio.storage.message_store import MessageStore, RecoveryReport, StoreConfig
@@ -266,6 +274,23 @@ class Broker:
             extra=self._runtime_counts,
         )
         self.broker2client = Broker2Client()  # the calls 307 passes on to a consumer
+        # UPDATE_BROKER_CONFIG: live keys only, written to brokerConfigPath (live_config.py)
+        self.config_updater = ConfigUpdater(
+            config,
+            BROKER_POLICY,
+            config_path=lambda: self.config.brokerConfigPath or None,
+            apply=lambda changes: apply_broker_changes(self, changes),
+            io_runner=run_blocking,
+            fs=fs,
+            log=self.log.bind(actor="config"),
+        )
+        self.ha_status = HAStatusService(
+            serving_as_master=self.serving_as_master,
+            master=self.ha_master,
+            ha=self._ha_service,
+            store=self.store_actor,
+            wall_now_ms=now_ms,
+        )
         self.adapter = RemotingAdapter(
             config.brokerName,
             send=self.send,
@@ -277,7 +302,9 @@ class Broker:
             gate=self._auth_gate(),
             extra_handlers={
                 **auth_handlers(AuthProcessor(self.auth)),
+                **self.ha_status.handlers(),
                 **stats_handlers(self.runtime_info, self.stats.items),
+                RequestCode.UPDATE_BROKER_CONFIG: self.config_updater.handle,
                 **consumer_call_handlers(
                     lambda: self.config.brokerName,
                     consumers=self.consumers,
@@ -397,6 +424,12 @@ class Broker:
         if self.classic is not None and not self.classic.is_master:
             return self.classic.master_addr
         return None
+
+    def _ha_service(self) -> AutoSwitchHAService | None:
+        """The replication service of the current mode (None before it started)."""
+        if self.replicas is not None:
+            return self.replicas.ha
+        return None if self.classic is None else self.classic.ha
 
     def serving_as_master(self) -> bool:
         """The pull path's `ReadRole`: a slave (or a broker without a role yet) lags."""
@@ -621,14 +654,16 @@ class Broker:
     async def register_all(self) -> None:
         if self.outer_api is None or not self.config.namesrv_addrs or not self.role_known:
             return
-        await self.outer_api.register_all(self.topics.snapshot())
+        await self.outer_api.register_all(
+            registered_topics(self.topics.snapshot(), self.config.brokerPermission)
+        )
 
     async def _register_loop(self) -> None:
         if not self.config.namesrv_addrs:
             return
-        period_s = self.config.registerNameServerPeriod / 1000
         while True:
-            with trio.move_on_after(period_s):
+            # read at each period: UPDATE_BROKER_CONFIG may change it
+            with trio.move_on_after(self.config.registerNameServerPeriod / 1000):
                 await self._register_now.wait()
             # a topic change during the registration below sets the new event: re-register
             self._register_now = trio.Event()

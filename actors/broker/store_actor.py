@@ -246,6 +246,17 @@ class StoreActor(Actor[StoreMsg]):
         self._epoch = -1
 
     # -- entry points for other tasks
+
+    def set_limits(
+        self, *, flush_interval_ms: int, sync_flush_timeout_ms: int, max_message_size: int
+    ) -> None:
+        """A live config change (UPDATE_BROKER_CONFIG): the flush period from the next periodic
+        flush, the sync-flush wait and the largest body a put takes, from the next put."""
+        self.flush_interval_s = flush_interval_ms / 1000
+        self.sync_flush_timeout_s = sync_flush_timeout_ms / 1000
+        if self.store.config.maxMessageSize != max_message_size:
+            self.store.config = attrs.evolve(self.store.config, maxMessageSize=max_message_size)
+
     def put_nowait(self, messages: list[MessageToStore], on_done: PutCallback) -> None:
         """Enqueue a put; raises trio.WouldBlock when the inbox is full (caller awaits `put`)."""
         self.tell_nowait(PutMessages(messages, on_done))

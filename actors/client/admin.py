@@ -44,6 +44,7 @@ from rocketrio.protocol.bodies import (
 )
 from rocketrio.protocol.codes import RequestCode, ResponseCode
 from rocketrio.protocol.config import parse_properties
+from rocketrio.protocol.ha_bodies import HARuntimeInfo
 from rocketrio.protocol.headers import (
     CreateTopicRequestHeader,
     DeleteSubscriptionGroupRequestHeader,
@@ -221,6 +222,11 @@ class MQAdmin:
     async def get_broker_config(self, addr: str) -> dict[str, str]:
         resp = await self.api.call(addr, RequestCode.GET_BROKER_CONFIG)
         return parse_properties(resp.body.decode(), f"config of broker {addr}")
+
+    async def broker_ha_status(self, addr: str) -> HARuntimeInfo:
+        """GET_BROKER_HA_STATUS (907): the broker's replication status."""
+        resp = await self.api.call(addr, RequestCode.GET_BROKER_HA_STATUS)
+        return from_json(HARuntimeInfo, resp.body)
 
     # -- topics
     async def update_topic(
