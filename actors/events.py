@@ -114,5 +114,9 @@ CONNECTION_READ_TIMEOUT = "connection_read_timeout"  # remote, buffered, missing
 CONNECTION_IDLE_CLOSED = "connection_idle_closed"  # remote, idle_s (info)
 REQUEST_REFUSED_BUSY = "request_refused_busy"  # code, remote, in_flight, limit
 PULL_HOLD_REFUSED = "pull_hold_refused"  # topic, queue_id, group, why (over a held-pull bound)
+# live config (UPDATE_BROKER_CONFIG / UPDATE_NAMESRV_CONFIG / UPDATE_CONTROLLER_CONFIG)
+# role, key, old, new, persisted_to (None: started without a config file), by: one per key
+CONFIG_UPDATED = "config_updated"
+CONFIG_UPDATE_REFUSED = "config_update_refused"  # role, keys, code, remark, by
 
 ALL = frozenset(v for k, v in dict(globals()).items() if k.isupper() and isinstance(v, str))

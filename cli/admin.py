@@ -29,9 +29,8 @@ from typing import Any
 
 import attrs
 
-from rocketrio.actors.client.errors import MQClientError, NotFound
-from rocketrio.actors.remoting import RemotingError
-from rocketrio.cli.dates import dated_kv, format_ms
+from rocketrio.actors.client.errors import NotFound
+from rocketrio.cli.dates import format_ms
 from rocketrio.cli.failure import EXIT_FAILED, EXIT_OK, Wiring, one_line, run_tool
 from rocketrio.protocol.bodies import perm_to_string
 from rocketrio.protocol.controller_headers import MAX_EPOCH_END_OFFSET
@@ -96,7 +95,7 @@ def command(
 # --- topic commands --------------------------------------------------------------------------
 
 
-def _print_done(result: Any, args: argparse.Namespace) -> None:
+def print_done(result: Any, args: argparse.Namespace) -> None:
     print(result if isinstance(result, str) else json.dumps(to_plain(result), indent=2))
 
 
@@ -111,7 +110,7 @@ def _topic_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("-o", "--order", action="store_true", help="ordered topic")
 
 
-@command("updateTopic", "create or update a topic", _print_done)(_topic_args)
+@command("updateTopic", "create or update a topic", print_done)(_topic_args)
 async def update_topic(admin: Any, a: argparse.Namespace) -> str:
     if not a.cluster and not a.broker:
         a.cluster = "DefaultCluster"
@@ -132,7 +131,7 @@ def _delete_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("-c", "--cluster", default="DefaultCluster")
 
 
-@command("deleteTopic", "delete a topic from brokers and name servers", _print_done)(_delete_args)
+@command("deleteTopic", "delete a topic from brokers and name servers", print_done)(_delete_args)
 async def delete_topic(admin: Any, a: argparse.Namespace) -> str:
     await admin.topic_route(a.topic)  # an unknown topic is an error, not a silent no-op
     await admin.delete_topic(a.topic, cluster=a.cluster)
@@ -185,84 +184,6 @@ async def topic_status(admin: Any, a: argparse.Namespace) -> Any:
 
 def _no_args(p: argparse.ArgumentParser) -> None:
     pass
-
-
-def _print_cluster(view: Any, a: argparse.Namespace) -> None:
-    rows = [
-        [
-            b["cluster"],
-            b["brokerName"],
-            b["brokerId"],
-            b["addr"],
-            b.get("version", ""),
-            _first(b.get("putTps")),
-            _first(b.get("getTotalTps")),
-            b.get("commitLogMaxOffset", b.get("error", "")),
-        ]
-        for b in view
-    ]
-    headers = ["cluster", "broker", "id", "address", "version", "put tps (10s)"]
-    headers += ["get tps (10s)", "commitlog max"]
-    print(table(headers, rows))
-
-
-def _first(triple: str | None) -> str:
-    """upstream's "10s 60s 600s" TPS triple -> the 10-second figure."""
-    return triple.split()[0] if triple else ""
-
-
-def _cluster_filter(p: argparse.ArgumentParser) -> None:
-    p.add_argument("-c", "--cluster", help="only this cluster")
-
-
-@command("clusterList", "brokers of every cluster with runtime figures", _print_cluster)(
-    _cluster_filter
-)
-async def cluster_list(admin: Any, a: argparse.Namespace) -> Any:
-    rows = await admin.cluster_list()
-    if a.cluster is None:
-        return rows
-    mine = [r for r in rows if r["cluster"] == a.cluster]
-    if not mine:
-        known = ", ".join(sorted({r["cluster"] for r in rows})) or "none"
-        raise NotFound(f"cluster {a.cluster} is unknown to the name server (known: {known})")
-    return mine
-
-
-def _broker_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("-b", "--broker", required=True, help="broker address host:port")
-
-
-def _print_kv(kv: dict[str, Any], a: argparse.Namespace) -> None:
-    kv = dated_kv(kv)
-    width = max((len(k) for k in kv), default=0)
-    for k in sorted(kv):
-        print(f"{k.ljust(width)} : {kv[k]}")
-
-
-@command("brokerStatus", "runtime statistics of a broker", _print_kv)(_broker_args)
-async def broker_status(admin: Any, a: argparse.Namespace) -> Any:
-    try:
-        return await admin.broker_status(a.broker)
-    except RemotingError as e:
-        raise MQClientError(f"{e}; {await _registration_of(admin, a.broker)}") from None
-
-
-async def _registration_of(admin: Any, addr: str) -> str:
-    """What the name server knows of a broker address, for an error line."""
-    try:
-        info = await admin.cluster_info()
-    except (RemotingError, MQClientError) as e:
-        return f"the name server could not be asked either ({one_line(str(e))})"
-    for name, bd in sorted(info.brokerAddrTable.items()):
-        for bid, known in bd.brokerAddrs.items():
-            if known == addr:
-                return f"the name server lists it as {name} brokerId {bid}"
-    known_addrs = sorted(a for bd in info.brokerAddrTable.values() for a in bd.brokerAddrs.values())
-    return (
-        f"{addr} is not a broker registered at the name server "
-        f"(registered: {', '.join(known_addrs) or 'none'})"
-    )
 
 
 def _progress_args(p: argparse.ArgumentParser) -> None:
@@ -416,7 +337,7 @@ def _clean_args(p: argparse.ArgumentParser) -> None:
 
 
 @controller_command(
-    "cleanBrokerMetadata", "forget brokerIds (or a whole set) in the controller", _print_done
+    "cleanBrokerMetadata", "forget brokerIds (or a whole set) in the controller", print_done
 )(_clean_args)
 async def clean_broker_metadata(admin: Any, a: argparse.Namespace) -> str:
     await admin.clean_broker_metadata(a.cluster, a.broker_name, a.broker_ids, a.clean_living)
@@ -470,16 +391,6 @@ def _print_messages(msgs: Any, a: argparse.Namespace) -> None:
     print(f"{len(msgs)} message(s)")
 
 
-def _by_id_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("-i", "--msg-id", required=True, help="offset msg id or UNIQ_KEY")
-    p.add_argument("-t", "--topic", help="needed for a UNIQ_KEY lookup")
-
-
-@command("queryMsgById", "show a message by its id", _print_messages)(_by_id_args)
-async def query_msg_by_id(admin: Any, a: argparse.Namespace) -> Any:
-    return await admin.query_msg_by_id(a.msg_id, a.topic)
-
-
 def _by_key_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("-t", "--topic", required=True)
     p.add_argument("-k", "--key", required=True)
@@ -503,7 +414,13 @@ def load_command_modules() -> None:
     from here, so it is imported here (once the registry exists), not at the top."""
     from rocketrio.cli import (
         admin_auth,  # noqa: F401 (ACL 2.0 users and ACLs)
+        admin_config,  # noqa: F401 (configs, write perms, topic perm)
+        admin_consumer_status,  # noqa: F401 (consumerStatus)
+        admin_groups,  # noqa: F401 (groups, connections, topic lists)
+        admin_ha,  # noqa: F401 (replication status)
+        admin_msgs,  # noqa: F401 (message queries, printMsg, sendMessage, consumeMessage)
         admin_offsets,  # noqa: F401 (reset / skip / clone offsets)
+        admin_stats,  # noqa: F401 (clusterList, brokerStatus, statsAll)
     )
 
 

@@ -118,6 +118,10 @@ def cmd_namesrv(args: argparse.Namespace) -> int:
         ov["listenPort"] = str(args.port)
     # one namesrv.conf carries the controller keys too (enableControllerInNamesrv=true)
     cfg, controller_cfg = load_namesrv_configs(args.config, ov)
+    if args.config:  # UPDATE_*_CONFIG persist into the file started with (upstream namesrv)
+        cfg.configStorePath = cfg.configStorePath or args.config
+        if controller_cfg is not None:
+            controller_cfg.configStorePath = controller_cfg.configStorePath or args.config
     name = args.name or f"namesrv-{cfg.listenPort}"
     if controller_cfg is not None:
         return run_service(
@@ -141,6 +145,8 @@ def cmd_broker(args: argparse.Namespace) -> int:
     if args.namesrv:
         ov["namesrvAddr"] = args.namesrv
     cfg = load_config(BrokerConfig, args.config, ov)
+    if args.config and not cfg.brokerConfigPath:
+        cfg.brokerConfigPath = args.config  # UPDATE_BROKER_CONFIG persists here (upstream)
     name = args.name or f"{cfg.brokerName}-{cfg.listenPort}"
     return run_service(name, "broker", cfg.logDir, run_broker, cfg, TcpTransport())
 
@@ -151,6 +157,10 @@ def cmd_controller(args: argparse.Namespace) -> int:
     from rocketrio.actors.transport import TcpTransport
 
     cfg = load_config(ControllerConfig, args.config, _overrides(args))
+    if args.config and not cfg.configStorePath:
+        # UPDATE_CONTROLLER_CONFIG persists into the file started with, so a restart keeps it
+        # (upstream's default, ~/controller/controller.properties, is not read at start)
+        cfg.configStorePath = args.config
     try:
         cfg.to_raft_config()  # a bad controllerDLeger* key is a config error, not a traceback
     except ValueError as e:

@@ -66,6 +66,23 @@ def _convert(value: str, typ: Any, key: str, source: str) -> Any:
     raise ConfigError(f"{source}: key {key} has an unsupported type {typ!r}")
 
 
+def unknown_key_error(cls: type, key: str) -> str | None:
+    """None when ``key`` is a key of config class ``cls``, else "unknown key k (did you mean
+    K?)"."""
+    fields = [a.name for a in attrs.fields(cls)]
+    if key in fields:
+        return None
+    close = [f for f in fields if f.lower() == key.lower()]
+    hint = f" (did you mean {close[0]}?)" if close else ""
+    return f"unknown key {key}{hint}"
+
+
+def convert_value(cls: type, key: str, raw: str, source: str = "<config>") -> Any:
+    """The typed value of one known key of ``cls``; ConfigError naming the key if it does not
+    parse (attribute validators run later, when the class is built)."""
+    return _convert(raw, typing.get_type_hints(cls)[key], key, source)
+
+
 def build_config(
     cls: type[T],
     values: Mapping[str, str],
@@ -74,17 +91,14 @@ def build_config(
     ignore_unknown: frozenset[str] = frozenset(),
 ) -> T:
     """Build ``cls`` from string values; unknown keys and bad values raise ConfigError."""
-    fields = {a.name: a for a in attrs.fields(cls)}  # type: ignore[arg-type]
-    hints = typing.get_type_hints(cls)
     kwargs: dict[str, Any] = {}
     for key, raw in values.items():
         if key in ignore_unknown:
             continue
-        if key not in fields:
-            close = [f for f in fields if f.lower() == key.lower()]
-            hint = f" (did you mean {close[0]}?)" if close else ""
-            raise ConfigError(f"{source}: unknown key {key}{hint}")
-        kwargs[key] = _convert(raw, hints[key], key, source)
+        unknown = unknown_key_error(cls, key)
+        if unknown is not None:
+            raise ConfigError(f"{source}: {unknown}")
+        kwargs[key] = convert_value(cls, key, raw, source)
     try:
         return cls(**kwargs)
     except (TypeError, ValueError) as e:
@@ -124,14 +138,16 @@ def non_negative(_inst: Any, attribute: attrs.Attribute[Any], value: int) -> Non
 
 def dump_config(obj: Any) -> str:
     """The config as key=value lines (for GET_BROKER_CONFIG and `--print-config`)."""
-    lines = []
-    for a in attrs.fields(type(obj)):
-        v = getattr(obj, a.name)
-        if isinstance(v, bool):
-            v = "true" if v else "false"
-        elif v is None:
-            v = ""
-        elif hasattr(v, "name"):
-            v = v.name
-        lines.append(f"{a.name}={v}")
+    lines = [f"{a.name}={format_value(getattr(obj, a.name))}" for a in attrs.fields(type(obj))]
     return "\n".join(lines) + "\n"
+
+
+def format_value(v: Any) -> str:
+    """A config value as its file text (booleans lower case, enums by name, None empty)."""
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if v is None:
+        return ""
+    if hasattr(v, "name"):
+        return str(v.name)
+    return str(v)

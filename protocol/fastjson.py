@@ -20,6 +20,9 @@ key given as a bare object, as the quoted JSON text of one (what a standard-JSON
 produces) or as a dict into a `MessageQueue`. So: ``fastjson.encode(body)`` to answer,
 ``serde.from_json(Cls, body)`` to read.
 
+A map upstream keeps in a Java ``TreeMap`` keyed by MessageQueue is a `TreeMap` here (a dict
+written in its insertion order, which its builder makes the key order).
+
 A class adds getter-only properties (upstream's ``*TimeStampStr``) with a ``fastjson_extra()``
 method returning them; fields whose attrs metadata has ``fastjson=False`` are not written.
 """
@@ -140,9 +143,14 @@ def _bean(obj: Any) -> str:
     return "{" + ",".join(f"{_string(k)}:{_value(props[k])}" for k in sorted(props)) + "}"
 
 
+class TreeMap(dict[Any, Any]):
+    """A map upstream keeps in a Java TreeMap: written in its own (insertion) order, which the
+    builder makes the key order, instead of Java HashMap order."""
+
+
 def _map(d: dict[Any, Any]) -> str:
     keys = list(d)
-    if keys and isinstance(keys[0], MessageQueue):
+    if keys and isinstance(keys[0], MessageQueue) and not isinstance(d, TreeMap):
         keys = java_hashmap_order(keys, message_queue_hash)
     return "{" + ",".join(f"{_key(k)}:{_value(d[k])}" for k in keys) + "}"
 

@@ -550,6 +550,15 @@ class MessageStore(StoreDispatch):
         entry = cq.entry(offset) if cq else None
         return self._store_timestamp_at(entry[0]) if entry else None
 
+    def get_earliest_message_time(self) -> int:
+        """Store time of the first record in the CommitLog, -1 when it holds none (upstream
+        DefaultMessageStore.getEarliestMessageTime)."""
+        lo = self._commitlog.min_offset
+        if lo >= self._commitlog.max_offset:
+            return -1
+        ts = self._store_timestamp_at(lo)
+        return -1 if ts is None else ts
+
     def get_earliest_msg_store_time(self, topic: str, queue_id: int) -> int | None:
         return self.get_message_store_timestamp(
             topic, queue_id, self.get_min_offset(topic, queue_id)

@@ -7,8 +7,9 @@ request with no rights listed here (routes, heartbeats of producers, whole-table
 GET_ALL_TOPIC_CONFIG) needs authentication only, as upstream.
 
 Departures, all stricter than upstream, for calls upstream leaves unannotated:
-UPDATE_AND_CREATE_SUBSCRIPTIONGROUP needs Create or Update on the group of its body, and
-GET_BROKER_CONFIG needs Get on the cluster (the config names the init user).
+UPDATE_AND_CREATE_SUBSCRIPTIONGROUP needs Create or Update on the group of its body,
+GET_BROKER_CONFIG needs Get on the cluster (the config names the init user), and
+UPDATE_BROKER_CONFIG needs Update on the cluster.
 """
 
 from __future__ import annotations
@@ -194,6 +195,7 @@ RULES: dict[int, Rule] = {
     RC.GET_EARLIEST_MSG_STORETIME: _one("topic", "topic", GET),
     RC.VIEW_MESSAGE_BY_ID: _one("topic", "topic", GET, optional=True),
     RC.GET_BROKER_CONFIG: _cluster(GET),
+    RC.UPDATE_BROKER_CONFIG: _cluster(UPDATE),
     RC.NOTIFY_BROKER_ROLE_CHANGED: _cluster(UPDATE),
     RC.AUTH_CREATE_USER: _cluster(UPDATE),
     RC.AUTH_UPDATE_USER: _cluster(UPDATE),

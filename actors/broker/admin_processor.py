@@ -1,11 +1,12 @@
 """Admin and query calls (upstream AdminBrokerProcessor / QueryMessageProcessor, reduced).
 
 Topics: create/update, delete, all configs, one config. Groups: create/update, all configs,
-one config, delete (consumption figures: consume_stats.py). Broker: runtime info, config.
-Offsets: max, min, search by timestamp, earliest store time. Messages: by CommitLog offset
-(the stored record) and by key or by UNIQ_KEY (the stored records). Each call takes the
-protocol's typed header or body and returns a typed value (a protocol body class, an offset,
-records), `Done` or a `Refusal`; the protocol adapter serializes. Remarks follow upstream
+one config, delete (consumption figures: consume_stats.py). Broker: config (runtime info and
+statistics: runtime_info.py, stats_remoting.py). Offsets: max, min, search by timestamp,
+earliest store time. Messages: by CommitLog offset (the stored record) and by key or by
+UNIQ_KEY (the stored records). Each call takes the protocol's typed header or body and returns
+a typed value (a protocol body class, an offset, records), `Done` or a `Refusal`; the protocol
+adapter serializes. Remarks follow upstream
 where it has one, and otherwise say what to change.
 
 Admin changes persist their table before answering (tables.py). Deleting a topic removes it from
@@ -39,13 +40,12 @@ from rocketrio.actors.broker.topic_config import (
     check_topic_name,
 )
 from rocketrio.protocol.bodies import (
-    KVTable,
     SubscriptionGroupConfig,
     SubscriptionGroupWrapper,
     TopicConfig,
     TopicConfigSerializeWrapper,
 )
-from rocketrio.protocol.codes import CURRENT_VERSION, ResponseCode
+from rocketrio.protocol.codes import ResponseCode
 from rocketrio.protocol.config import dump_config
 from rocketrio.protocol.headers import (
     CreateTopicRequestHeader,
@@ -61,7 +61,6 @@ from rocketrio.protocol.headers import (
     ViewMessageRequestHeader,
 )
 
-VERSION_DESC = "V5_2_0"
 MAX_QUERY_MESSAGES = 64
 
 
@@ -80,11 +79,27 @@ class QueriedMessages:
     index_last_update_phy_offset: int
 
 
-def _runtime_text(ms: int) -> str:
-    s = ms // 1000
-    return (
-        f"[ {s // 86400} days, {s // 3600 % 24} hours, {s // 60 % 60} minutes, {s % 60} seconds ]"
-    )
+def alter_attributes(current: dict[str, str], change: dict[str, str]) -> dict[str, str] | str:
+    """A group's attributes after an update (upstream AttributeUtil.alterCurrentAttributes):
+    ``+key`` sets, ``-key`` removes; keys without a sign replace the whole set (what a client
+    that sends plain attributes means). A bad change is returned as the remark."""
+    signed = [k for k in change if k[:1] in ("+", "-")]
+    if not signed:
+        return dict(change)
+    if len(signed) != len(change):
+        return "attributes must all be +key=value / -key, or none of them"
+    out = dict(current)
+    for key, value in change.items():
+        name = key[1:]
+        if not name:
+            return f"attribute {key!r} has no name"
+        if key[0] == "+":
+            out[name] = value
+        elif name not in out:
+            return f"attribute {name} to remove is not set"
+        else:
+            del out[name]
+    return out
 
 
 class AdminProcessor:
@@ -164,6 +179,7 @@ class AdminProcessor:
             )
         existed = self.topics.delete(h.topic)
         await self.deleter.delete_topic(h.topic)
+        self.stats.items.on_topic_deleted(h.topic)
         if self.offsets.remove_topic(h.topic):
             await self.offsets.persist()
         if existed:
@@ -191,6 +207,11 @@ class AdminProcessor:
             return Refusal(
                 ResponseCode.SYSTEM_ERROR, "retryQueueNums must be >= 0 and retryMaxTimes >= -1"
             )
+        old = self.groups.table.get(sgc.groupName)
+        altered = alter_attributes(old.attributes if old else {}, sgc.attributes)
+        if isinstance(altered, str):
+            return Refusal(ResponseCode.INVALID_PARAMETER, altered)
+        sgc.attributes = altered
         if self.groups.update(sgc):
             await self.groups.persist()
         return DONE
@@ -210,6 +231,7 @@ class AdminProcessor:
         return sgc
 
     async def delete_group(self, h: DeleteSubscriptionGroupRequestHeader) -> Done:
+        self.stats.items.on_group_deleted(h.groupName)
         if self.groups.delete(h.groupName):
             await self.groups.persist()
         if h.cleanOffset and self.offsets.remove_group(h.groupName):
@@ -217,37 +239,6 @@ class AdminProcessor:
         return DONE
 
     # ------------------------------------------------------------------ broker info
-
-    def runtime_info(self) -> KVTable:
-        st, ss, c = self.stats, self.store.stats(), self.config
-        boot_ms = st.boot_ms
-        table = {
-            "brokerVersionDesc": VERSION_DESC,
-            "brokerVersion": str(CURRENT_VERSION),
-            "msgPutTotalTodayMorning": str(st.put_today_morning),
-            "msgPutTotalTodayNow": str(st.msg_put_total),
-            "msgGetTotalTodayMorning": str(st.get_today_morning),
-            "msgGetTotalTodayNow": str(st.msg_get_total),
-            "putTps": st.tps_triple("put"),
-            "getTotalTps": st.tps_triple("get"),
-            "sendBackTotal": str(st.send_back_total),
-            "dlqTotal": str(st.dlq_total),
-            "commitLogMinOffset": str(ss.commitlog_min_offset),
-            "commitLogMaxOffset": str(ss.commitlog_max_offset),
-            "commitLogFlushedOffset": str(ss.commitlog_flushed_offset),
-            "bootTimestamp": str(boot_ms),
-            "runtime": _runtime_text(self.now_ms() - boot_ms),
-            "brokerName": c.brokerName,
-            "brokerId": str(c.brokerId),
-            "brokerRole": c.brokerRole.value,
-            "flushDiskType": c.flushDiskType.value,
-            "pullHoldCount": str(self.hold.count),
-            "consumerGroups": str(len(self.consumers.groups)),
-            "producerGroups": str(len(self.producers.groups)),
-            "topicCount": str(len(self.topics.table)),
-            "brokerActive": "true",
-        }
-        return KVTable(table)
 
     def broker_config(self) -> str:
         """The broker's config as upstream's ``key=value`` lines (secrets masked)."""

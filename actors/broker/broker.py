@@ -57,10 +57,20 @@ from rocketrio.actors.broker.classic_roles import ClassicRoleService
 from rocketrio.actors.broker.client_manager import ConsumerManager, ProducerManager
 from rocketrio.actors.broker.client_processor import ClientProcessor
 from rocketrio.actors.broker.config import BrokerConfig, BrokerRole, FlushDiskType
+from rocketrio.actors.broker.config_files import ConfigFile
 from rocketrio.actors.broker.consume_stats import ConsumeStatsProcessor
+from rocketrio.actors.broker.consumer_calls import Broker2Client, consumer_call_handlers
+from rocketrio.actors.broker.day_counters import FILE_NAME as DAY_FILE
+from rocketrio.actors.broker.day_counters import PERSIST_INTERVAL_S, DayCountersFile
 from rocketrio.actors.broker.fault_sites import NO_FAULTS, FaultSites
 from rocketrio.actors.broker.ha.master_service import HAMasterService
-from rocketrio.actors.broker.ha.service import resolve_ha_addr
+from rocketrio.actors.broker.ha.service import AutoSwitchHAService, resolve_ha_addr
+from rocketrio.actors.broker.ha.status import HAStatusService
+from rocketrio.actors.broker.live_config import (
+    BROKER_POLICY,
+    apply_broker_changes,
+    registered_topics,
+)
 from rocketrio.actors.broker.lock_manager import RebalanceLockManager
 from rocketrio.actors.broker.offset_reset import (
     OffsetResetProcessor,
@@ -72,18 +82,23 @@ from rocketrio.actors.broker.pull_hold import HoldLimits, PullRequestHoldService
 from rocketrio.actors.broker.pull_processor import PullConfig, PullMessageProcessor
 from rocketrio.actors.broker.remoting_adapter import RemotingAdapter, RemotingNotifier
 from rocketrio.actors.broker.replicas_manager import ReplicasManager
+from rocketrio.actors.broker.runtime_info import RuntimeInfo
 from rocketrio.actors.broker.send_processor import SendConfig, SendMessageProcessor, host_tuple
 from rocketrio.actors.broker.slave_sync import SlaveSynchronize
 from rocketrio.actors.broker.stats import BrokerStats
+from rocketrio.actors.broker.stats_items import GROUP_GET_NUMS
+from rocketrio.actors.broker.stats_remoting import stats_handlers
 from rocketrio.actors.broker.store_actor import StoreActor, StoreRole
 from rocketrio.actors.broker.store_view import ReadGate, RunBlocking, StoreView
-from rocketrio.actors.broker.tables import GroupTable, OffsetTable, TopicTable
+from rocketrio.actors.broker.tables import GroupTable, OffsetTable, TopicTable, config_path
 from rocketrio.actors.client.message import UniqIdGenerator
+from rocketrio.actors.config_updater import ConfigUpdater
 from rocketrio.actors.logs import wallclock_ms
 from rocketrio.actors.remoting import RemotingClient, RemotingServer
 from rocketrio.actors.transport import Transport, split_addr
 from rocketrio.protocol.acl_signature import RequestSigner
 from rocketrio.protocol.bodies import TopicConfig
+from rocketrio.protocol.codes import RequestCode
 from rocketrio.storage.commitlog import CorruptionError
 from rocketrio.storage.fs import OS_FS, FileSystem
 from rocketrio.storage.message_store import MessageStore, RecoveryReport, StoreConfig
@@ -154,7 +169,15 @@ class Broker:
         self.consumers = ConsumerManager()
         self.producers = ProducerManager()
         self.locks = RebalanceLockManager()
-        self.stats = BrokerStats()
+        self.stats = BrokerStats(config.brokerClusterName, self.topics.is_system_topic)
+        # the day counters' file (day_counters.py): restored at open, written periodically
+        self.day_file = ConfigFile(
+            config_path(config.storePathRootDir, DAY_FILE),
+            DayCountersFile,
+            self.stats.days.snapshot,
+            run_blocking,
+            fs=fs,
+        )
         self.uniq_ids = UniqIdGenerator(config.brokerIP1, clock_ms=now_ms)
         # services
         self.pull_hold = PullRequestHoldService(
@@ -167,7 +190,7 @@ class Broker:
             sync_flush_timeout_ms=config.syncFlushTimeout,
             now_ms=now_ms,
             on_arrival=self.pull_hold.notify_message_arriving,
-            on_put=self.stats.on_put,
+            stats=self.stats,
             run_blocking=run_blocking,
             read_gate=self.read_gate,
             # a replicated broker writes nothing until its role is known
@@ -242,7 +265,36 @@ class Broker:
             consumers=self.consumers,
             groups=self.groups,
             store=self.store_view,
-            group_tps=lambda _group, _topic: 0.0,  # GROUP_GET_NUMS: per-group stats (i8-stats)
+            group_tps=self._group_get_tps,
+        )
+        self.runtime_info = RuntimeInfo(
+            config,
+            stats=self.stats,
+            store=self.store_view,
+            send_queue=self.store_actor,
+            pull_queue=self.read_gate,
+            held_pulls=lambda: self.pull_hold.count,
+            is_master=self.serving_as_master,
+            now_ms=now_ms,
+            extra=self._runtime_counts,
+        )
+        self.broker2client = Broker2Client()  # the calls 307 passes on to a consumer
+        # UPDATE_BROKER_CONFIG: live keys only, written to brokerConfigPath (live_config.py)
+        self.config_updater = ConfigUpdater(
+            config,
+            BROKER_POLICY,
+            config_path=lambda: self.config.brokerConfigPath or None,
+            apply=lambda changes: apply_broker_changes(self, changes),
+            io_runner=run_blocking,
+            fs=fs,
+            log=self.log.bind(actor="config"),
+        )
+        self.ha_status = HAStatusService(
+            serving_as_master=self.serving_as_master,
+            master=self.ha_master,
+            ha=self._ha_service,
+            store=self.store_actor,
+            wall_now_ms=now_ms,
         )
         self.offset_reset = OffsetResetProcessor(
             lambda: self.config.brokerName,
@@ -264,6 +316,18 @@ class Broker:
             gate=self._auth_gate(),
             extra_handlers={
                 **auth_handlers(AuthProcessor(self.auth)),
+                **self.ha_status.handlers(),
+                **stats_handlers(self.runtime_info, self.stats.items),
+                RequestCode.UPDATE_BROKER_CONFIG: self.config_updater.handle,
+                **consumer_call_handlers(
+                    lambda: self.config.brokerName,
+                    consumers=self.consumers,
+                    b2c=self.broker2client,
+                    topics=self.topics,
+                    offsets=self.offsets,
+                    store=self.store_view,
+                    now_ms=now_ms,
+                ),
                 **offset_reset_handlers(self.offset_reset),
             },
         )
@@ -301,6 +365,20 @@ class Broker:
             replicated=c.enableControllerMode,
             epoch_file_path=c.epoch_file_path,
         )
+
+    def _runtime_counts(self) -> dict[str, str]:
+        """rocketrio's extra runtime-info keys: what the broker's tables hold."""
+        return {
+            "consumerGroups": str(len(self.consumers.groups)),
+            "producerGroups": str(len(self.producers.groups)),
+            "topicCount": str(len(self.topics.table)),
+        }
+
+    def _group_get_tps(self, group: str, topic: str) -> float:
+        """GET_CONSUME_STATS's consumeTps: GROUP_GET_NUMS over the last minute (upstream
+        BrokerStatsManager.tpsGroupGetNums)."""
+        view = self.stats.items.stats_item(GROUP_GET_NUMS, f"{topic}@{group}")
+        return 0.0 if view is None else view.minute.tps
 
     def _auth_gate(self) -> AuthGate | None:
         """The ACL gate, when authentication or authorization is on."""
@@ -361,6 +439,12 @@ class Broker:
         if self.classic is not None and not self.classic.is_master:
             return self.classic.master_addr
         return None
+
+    def _ha_service(self) -> AutoSwitchHAService | None:
+        """The replication service of the current mode (None before it started)."""
+        if self.replicas is not None:
+            return self.replicas.ha
+        return None if self.classic is None else self.classic.ha
 
     def serving_as_master(self) -> bool:
         """The pull path's `ReadRole`: a slave (or a broker without a role yet) lags."""
@@ -454,6 +538,10 @@ class Broker:
             if await table.load_file():
                 self.log.warning("config_loaded_from_backup", file=table.file.path)
         await self.auth.load_files()
+        saved = await self.run_blocking(self.day_file.load)
+        if self.day_file.loaded_from_backup:
+            self.log.warning("config_loaded_from_backup", file=self.day_file.path)
+        self.stats.days.restore(saved, self.now_ms())
         if self.config.authenticationEnabled and not self.auth.users:
             self.log.warning(
                 "auth_no_users",
@@ -475,8 +563,11 @@ class Broker:
         try:
             with trio.CancelScope() as self._run_scope:
                 async with trio.open_nursery() as nursery:
-                    await nursery.start(self._services)
+                    # the statistics' schedules start before the first request (upstream: at
+                    # the broker's start), so traffic lands in the windows' first periods
                     self.stats.boot_ms = self.now_ms()
+                    self._sample_stats()
+                    await nursery.start(self._services)
                     print(self._boot_line(), flush=True)
                     self.log.info(
                         events.BROKER_BOOT,
@@ -523,6 +614,7 @@ class Broker:
                 self.outer_api = BrokerOuterAPI(self.config, client)
                 await n.start(self.store_actor.run)
                 await n.start(self.pull_hold.run)
+                await n.start(self.broker2client.run)
                 n.start_soon(self.topics.file.run_writer)
                 n.start_soon(self.groups.file.run_writer)
                 n.start_soon(
@@ -530,6 +622,8 @@ class Broker:
                 )
                 n.start_soon(self._every, CLIENT_SCAN_INTERVAL_S, self.scan_clients)
                 n.start_soon(self._every, STATS_SAMPLE_INTERVAL_S, self._sample_stats)
+                n.start_soon(self.day_file.run_writer)
+                n.start_soon(self.day_file.run_periodic, PERSIST_INTERVAL_S)
                 bound = await n.start(self.server.run)
                 self.addr = bound
                 await n.start(self.ha_master.run)
@@ -567,21 +661,24 @@ class Broker:
             fn()
 
     def _sample_stats(self) -> None:
-        self.stats.sample(trio.current_time(), self.now_ms())
+        if self.stats.sample(round(trio.current_time() * 1000), self.now_ms()):
+            self.day_file.mark_dirty()  # a new day: its mornings are on disk at once
 
     # ------------------------------------------------------------------ name servers
 
     async def register_all(self) -> None:
         if self.outer_api is None or not self.config.namesrv_addrs or not self.role_known:
             return
-        await self.outer_api.register_all(self.topics.snapshot())
+        await self.outer_api.register_all(
+            registered_topics(self.topics.snapshot(), self.config.brokerPermission)
+        )
 
     async def _register_loop(self) -> None:
         if not self.config.namesrv_addrs:
             return
-        period_s = self.config.registerNameServerPeriod / 1000
         while True:
-            with trio.move_on_after(period_s):
+            # read at each period: UPDATE_BROKER_CONFIG may change it
+            with trio.move_on_after(self.config.registerNameServerPeriod / 1000):
                 await self._register_now.wait()
             # a topic change during the registration below sets the new event: re-register
             self._register_now = trio.Event()
@@ -637,6 +734,7 @@ class Broker:
 
     async def _persist_configs(self) -> None:
         await self.offsets.persist()
+        await self.day_file.persist()
         await self.topics.persist()
         await self.groups.persist()
 

@@ -69,6 +69,13 @@ class ConsumerManager:
     def get(self, group: str) -> ConsumerGroupInfo | None:
         return self.groups.get(group)
 
+    def find_channel(self, group: str, client_id: str) -> ClientChannelInfo | None:
+        """The member's channel (upstream findChannel), None when it is not online."""
+        g = self.groups.get(group)
+        if g is None:
+            return None
+        return next((c for c in g.channels.values() if c.client_id == client_id), None)
+
     def register(
         self,
         group: str,

@@ -29,6 +29,12 @@ class FlushDiskType(enum.Enum):
     SYNC_FLUSH = "SYNC_FLUSH"
 
 
+def _broker_permission(_inst: object, attribute: attrs.Attribute[int], value: int) -> None:
+    """PermName bits a broker may have: 4 read, 2 write (6 both), 1 inherit."""
+    if value < 0 or value & ~7:
+        raise ValueError(f"{attribute.name} must be a perm (2 write, 4 read, 6 both), got {value}")
+
+
 @attrs.define
 class BrokerConfig(RemotingServerConfig):
     # identity
@@ -41,12 +47,18 @@ class BrokerConfig(RemotingServerConfig):
     rocketmqHome: str = "."
     storePathRootDir: str = attrs.field(factory=lambda: os.path.join(".", "store"))
     logDir: str = "logs"
+    # the file the broker was started with (`rocketrio broker -c`, as upstream's BrokerStartup
+    # sets it): UPDATE_BROKER_CONFIG writes live changes there; empty: not persisted
+    brokerConfigPath: str = ""
+    # keys UPDATE_BROKER_CONFIG refuses (';'-separated); brokerConfigPath, rocketmqHome and
+    # configBlackList are refused whatever it says (upstream AdminBrokerProcessor)
+    configBlackList: str = "configBlackList;brokerConfigPath"
     brokerRole: BrokerRole = BrokerRole.ASYNC_MASTER
     # topics
     autoCreateTopicEnable: bool = True
     autoCreateSubscriptionGroup: bool = True
     defaultTopicQueueNums: int = attrs.field(default=8, validator=positive)
-    brokerPermission: int = 6
+    brokerPermission: int = attrs.field(default=6, validator=_broker_permission)
     # name server registration / heartbeat
     registerNameServerPeriod: int = attrs.field(default=30_000, validator=positive)
     brokerHeartbeatInterval: int = attrs.field(default=1000, validator=positive)

@@ -182,6 +182,7 @@ class PullMessageProcessor:
         tag_codes = tag_codes_of(sub)
         max_count, max_bytes = self._limits(h)
         store = self.store
+        started = trio.current_time()
         try:
             if max_bytes <= store.off_loop_read_bytes:  # small: inline, no coroutine
                 result = store.get_messages(
@@ -193,6 +194,7 @@ class PullMessageProcessor:
                 )
         except RecordCorrupt as e:
             return self._corrupt(h, h.queueOffset, e)
+        self._count(h, result, started)
         status = pull_status(result.status, h.queueOffset)
         if h.sysFlag & PULL_FLAG_COMMIT_OFFSET and h.commitOffset >= 0:
             self.offsets.commit(h.consumerGroup, h.topic, h.queueId, h.commitOffset)
@@ -311,10 +313,20 @@ class PullMessageProcessor:
             max_bytes = min(max_bytes, h.maxMsgBytes)
         return max_count, max_bytes
 
+    def _count(self, h: PullMessageRequestHeader, result: GetResult, started: float) -> None:
+        """One store read (found or missed) for the statistics, with its time."""
+        n = result.message_count
+        self.stats.on_pull(
+            h.topic,
+            h.consumerGroup,
+            n,
+            sum(map(len, result.buffers)) if n else 0,
+            int((trio.current_time() - started) * 1000),
+        )
+
     def _pulled(self, result: GetResult, status: PullStatus) -> Pulled:
         master = self.role.serving_as_master()
         if status is _P.FOUND:
-            self.stats.on_get(result.message_count, sum(map(len, result.buffers)))
             if master and self.config.slave_read_lag_bytes is not None:
                 last = _PHY_OFFSET.unpack_from(result.buffers[-1], PHY_POS_POSITION)[0]
                 behind = self.store.commitlog_max_offset() - last
@@ -328,12 +340,14 @@ class PullMessageProcessor:
         """Re-run a held pull (the hold service's callback); None keeps it held."""
         h = held.header
         max_count, max_bytes = self._limits(h)
+        started = trio.current_time()
         try:
             result = await self.store.read_messages(
                 h.topic, h.queueId, held.offset, max_count, max_bytes, held.tag_codes
             )
         except RecordCorrupt as e:
             return self._corrupt(h, held.offset, e)
+        self._count(h, result, started)
         status = pull_status(result.status, held.offset)
         if not final and status is not _P.FOUND:
             if result.status == _S.NO_MATCHED_MESSAGE:

@@ -557,7 +557,6 @@ class RemotingAdapter:
             rc.QUERY_TOPIC_CONSUME_BY_WHO: _ext(
                 QueryTopicConsumeByWhoRequestHeader, st.consumed_by_whom, _json
             ),
-            rc.GET_BROKER_RUNTIME_INFO: _no_args(a.runtime_info, _json),
             rc.GET_BROKER_CONFIG: _no_args(a.broker_config, _text),
             rc.GET_MAX_OFFSET: _ext(GetMaxOffsetRequestHeader, a.max_offset, _offset),
             rc.GET_MIN_OFFSET: _ext(GetMinOffsetRequestHeader, a.min_offset, _offset),

@@ -462,13 +462,16 @@ class SendMessageProcessor:
             born_host=host_tuple(msg.born_host),
             reconsume_times=msg.reconsume_times + 1,
         )
-        done = self._sent_back_done(on_done, h, msg.reconsume_times, to_dlq)
+        # upstream counts SNDBCK_PUT_NUMS under the message's original topic
+        back_topic = props[PROPERTY_RETRY_TOPIC]
+        done = self._sent_back_done(on_done, h, back_topic, msg.reconsume_times, to_dlq)
         return await self._submit([store_msg], done)
 
     def _sent_back_done(
         self,
         on_done: OnSentBack,
         h: ConsumerSendMsgBackRequestHeader,
+        back_topic: str,
         reconsume_times: int,
         to_dlq: bool,
     ) -> PutCallback:
@@ -476,9 +479,8 @@ class SendMessageProcessor:
             if not _stored(status, results):
                 on_done(PutFailed(status, remark))
                 return
-            self.stats.send_back_total += 1
+            self.stats.on_send_back(back_topic, h.group, to_dlq)
             if to_dlq:
-                self.stats.dlq_total += 1
                 self.log.info(
                     events.MESSAGE_TO_DLQ,
                     group=h.group,

@@ -1,75 +1,74 @@
-"""Broker counters for GET_BROKER_RUNTIME_INFO (upstream BrokerStatsManager, much reduced).
+"""The broker's statistics, in one object the hot paths and the admin calls share.
 
-Counters are plain integer increments on the hot paths (one add per request, never per
-message). `sample(now_s)` is called once a second by the broker and keeps a short history so
-TPS over the last 10 s / 60 s can be reported like upstream's "putTps" triple. The day
-boundary counters (msgPutTotalTodayMorning) are taken at the first sample of each UTC day.
+`BrokerStats` ties three pure cores together and is what the send, pull and store paths call:
+
+- `items` (stats_items.py, upstream BrokerStatsManager): per-topic and per-group counters with
+  minute / hour / day windows, read by VIEW_BROKER_STATS_DATA (315) and statsAll;
+- `store` (store_stats.py, upstream StoreStatsService): put and get TPS triples, put latency
+  distribution and percentiles, max put and get times;
+- `days` (day_counters.py, upstream BrokerStats): the msgPut/msgGet day counters, kept right
+  across restarts through ``brokerStats.json``.
+
+Hot-path cost: a send is counted by the store actor with `on_topic_put` (one dict lookup and
+three adds per request) and `on_put_turn` (per store turn, not per message); a pull with
+`on_pull` (two lookups and a few adds). Broker totals and TPS are computed when sampled
+(`sample`, once a second) or asked for, never per message.
 """
 
 from __future__ import annotations
 
-from collections import deque
+from collections.abc import Callable
 
-import attrs
-
-_HISTORY_S = 600
-
-
-@attrs.define(slots=True)
-class _Sample:
-    at_s: float
-    put: int
-    get: int
+from rocketrio.actors.broker.day_counters import DayCounters, LocalDay, local_day
+from rocketrio.actors.broker.stats_items import BrokerStatsManager
+from rocketrio.actors.broker.store_stats import StoreStatsService
 
 
 class BrokerStats:
-    def __init__(self) -> None:
-        self.msg_put_total = 0
-        self.msg_put_bytes = 0
-        self.msg_get_total = 0
-        self.msg_get_bytes = 0
-        self.send_back_total = 0
-        self.dlq_total = 0
-        self.boot_ms = 0  # wall-clock ms when the broker finished booting
-        self.put_today_morning = 0
-        self.get_today_morning = 0
-        self._day = -1
-        self._samples: deque[_Sample] = deque(maxlen=_HISTORY_S + 1)
-
-    def on_put(self, count: int, nbytes: int) -> None:
-        self.msg_put_total += count
-        self.msg_put_bytes += nbytes
-
-    def on_get(self, count: int, nbytes: int) -> None:
-        self.msg_get_total += count
-        self.msg_get_bytes += nbytes
-
-    def sample(self, now_s: float, wall_ms: int) -> None:
-        day = wall_ms // 86_400_000
-        if day != self._day:
-            self._day = day
-            self.put_today_morning = self.msg_put_total
-            self.get_today_morning = self.msg_get_total
-        self._samples.append(_Sample(now_s, self.msg_put_total, self.msg_get_total))
-
-    def _tps(self, window_s: float, attr: str) -> float:
-        if len(self._samples) < 2:
-            return 0.0
-        last = self._samples[-1]
-        first = last
-        for s in reversed(self._samples):
-            first = s
-            if last.at_s - s.at_s >= window_s:
-                break
-        span = last.at_s - first.at_s
-        if span <= 0:
-            return 0.0
-        return (getattr(last, attr) - getattr(first, attr)) / span
-
-    def tps_triple(self, attr: str) -> str:
-        """ "10s 60s 600s" averages, upstream's format for putTps / getTotalTps."""
-        return " ".join(f"{self._tps(w, attr):.2f}" for w in (10, 60, 600))
+    def __init__(
+        self,
+        cluster_name: str = "DefaultCluster",
+        is_system_topic: Callable[[str], bool] = lambda _topic: False,
+        *,
+        day_of: LocalDay = local_day,
+    ) -> None:
+        items = self.items = BrokerStatsManager(cluster_name, is_system_topic)
+        self.store = StoreStatsService(0, items.put_total, items.put_bytes_total)
+        self.days = DayCounters(
+            lambda: items.put_total(without_system_topics=True),
+            lambda: items.get_total(without_system_topics=True),
+            day_of,
+        )
+        self.send_back_total = 0  # CONSUMER_SEND_MSG_BACK stored (rocketrio's sendBackTotal)
+        self.dlq_total = 0  # of which went to a %DLQ% topic (dlqTotal)
+        # the store actor's `PutStats`, bound once
+        self.on_topic_put = items.on_topic_put
+        self.on_put_turn = self.store.on_put_turn
+        self.on_put_failed = self.store.on_put_failed
 
     @property
-    def put_tps(self) -> float:
-        return self._tps(10, "put")
+    def boot_ms(self) -> int:
+        return self.store.boot_ms
+
+    @boot_ms.setter
+    def boot_ms(self, ms: int) -> None:
+        self.store.boot_ms = ms
+
+    def on_pull(self, topic: str, group: str, msgs: int, nbytes: int, elapsed_ms: int) -> None:
+        """One store read of a pull: ``msgs`` found (0: a miss) in ``elapsed_ms``."""
+        self.store.on_get(msgs > 0, msgs, elapsed_ms)
+        if msgs:
+            self.items.on_group_get(topic, group, msgs, nbytes)
+
+    def on_send_back(self, topic: str, group: str, to_dlq: bool) -> None:
+        self.items.on_send_back(topic, group)
+        self.send_back_total += 1
+        if to_dlq:
+            self.dlq_total += 1
+
+    def sample(self, mono_ms: int, wall_ms: int) -> bool:
+        """The once-a-second sampling: TPS snapshots and item windows on the monotonic clock,
+        the day boundary on the wall clock. True when a new day began (persist the day file)."""
+        self.store.sample(mono_ms)
+        self.items.tick(mono_ms)
+        return self.days.roll(wall_ms)

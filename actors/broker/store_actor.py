@@ -29,6 +29,11 @@ beside a flush (the store forbids flush beside truncation or deletion) and insid
 Other tasks see this actor through the `StoreWriter` protocol (the send path) or its `call` /
 `delete_topic` / `commitlog_max_offset` entry points.
 
+Statistics (`PutStats`, stats.py): each stored request is counted for its topic, each turn's
+put time once (from the start of its write to its answer), each put the store refused; and
+`queued` / `queue_head_wait_ms` / `write_held_ms` give the runtime-info figures of the send
+path's queue and of the current write (runtime_info.py).
+
 Replication (H1-H6). The actor's `StoreRole` says what may be written: STANDALONE (no replicas:
 puts, dispatched at put time), FENCED (a replicated broker whose role is not known yet, or that
 stepped down: nothing), MASTER (puts), SLAVE (only `ReplicaAppend`s from the HA client). Role
@@ -78,6 +83,17 @@ ACK_LOG_INTERVAL_S = 1.0
 PutCallback = Callable[[list[PutResult], PutStatus, str | None], None]
 # arrived(topic, queue_id, new max offset): called after every successful put
 ArrivalListener = Callable[[str, int, int], None]
+
+
+class PutStats(Protocol):
+    """Where the actor counts its puts (stats.py `BrokerStats`; store_stats.py says what each
+    figure means): per stored request, per turn, per failed put."""
+
+    def on_topic_put(self, topic: str, msgs: int, nbytes: int) -> None: ...
+
+    def on_put_turn(self, elapsed_ms: int, msgs: int) -> None: ...
+
+    def on_put_failed(self, n: int) -> None: ...
 
 
 @attrs.define(slots=True)  # not frozen: one per single send, and a frozen init costs 3x
@@ -188,7 +204,7 @@ class StoreActor(Actor[StoreMsg]):
         sync_flush_timeout_ms: int,
         now_ms: Callable[[], int],
         on_arrival: ArrivalListener | None = None,
-        on_put: Callable[[int, int], None] | None = None,
+        stats: PutStats | None = None,
         run_blocking: RunBlocking = trio.to_thread.run_sync,
         read_gate: ReadGate | None = None,
         role: StoreRole = StoreRole.STANDALONE,
@@ -200,7 +216,7 @@ class StoreActor(Actor[StoreMsg]):
         self.sync_flush_timeout_s = sync_flush_timeout_ms / 1000
         self.now_ms = now_ms
         self.on_arrival = on_arrival
-        self.on_put = on_put
+        self.stats = stats
         self.run_blocking = run_blocking
         self.read_gate = read_gate or ReadGate(run_blocking)
         self._flush_lock = trio.Lock()
@@ -219,12 +235,28 @@ class StoreActor(Actor[StoreMsg]):
         # a turn is running: it applies the confirm target when it ends, so a request made
         # meanwhile (a lone master's own puts move it at once) needs no extra turn
         self._in_turn = False
+        # runtime figures (GET_BROKER_RUNTIME_INFO): when the current write (append, and the
+        # fsync with SYNC_FLUSH) began, None when no write runs; when the last turn ended
+        self._writing_since: float | None = None
+        self._commit_started = 0.0
+        self._idle_since = trio.current_time()
         self.first_write_epoch: int | None = None  # log the first write of each mastership
         self._not_acked: dict[str, int] = {}
         self._next_not_acked_log = 0.0
         self._epoch = -1
 
     # -- entry points for other tasks
+
+    def set_limits(
+        self, *, flush_interval_ms: int, sync_flush_timeout_ms: int, max_message_size: int
+    ) -> None:
+        """A live config change (UPDATE_BROKER_CONFIG): the flush period from the next periodic
+        flush, the sync-flush wait and the largest body a put takes, from the next put."""
+        self.flush_interval_s = flush_interval_ms / 1000
+        self.sync_flush_timeout_s = sync_flush_timeout_ms / 1000
+        if self.store.config.maxMessageSize != max_message_size:
+            self.store.config = attrs.evolve(self.store.config, maxMessageSize=max_message_size)
+
     def put_nowait(self, messages: list[MessageToStore], on_done: PutCallback) -> None:
         """Enqueue a put; raises trio.WouldBlock when the inbox is full (caller awaits `put`)."""
         self.tell_nowait(PutMessages(messages, on_done))
@@ -417,7 +449,28 @@ class StoreActor(Actor[StoreMsg]):
             await self._turn_body(batch)
         finally:
             self._in_turn = False
+            self._idle_since = trio.current_time()
         self._apply_confirm()
+
+    # -- runtime figures
+    def queued(self) -> int:
+        """Messages waiting in the inbox (puts, mostly): the send path's queue."""
+        return self._send.statistics().current_buffer_used
+
+    def queue_head_wait_ms(self) -> int:
+        """An upper bound of how long the oldest queued message has waited: the time since
+        the actor last took a batch (the current turn's start, or the last turn's end); 0 when
+        the inbox is empty."""
+        if not self.queued():
+            return 0
+        since = self._writing_since if self._in_turn and self._writing_since else None
+        return round((trio.current_time() - (since or self._idle_since)) * 1000)
+
+    def write_held_ms(self) -> int:
+        """How long the current CommitLog write (append, and with SYNC_FLUSH its fsync) has
+        held the store: upstream's pageCacheLockTimeMills; 0 when no write runs."""
+        since = self._writing_since
+        return 0 if since is None else round((trio.current_time() - since) * 1000)
 
     async def _turn_body(self, batch: list[StoreMsg]) -> None:
         puts: list[AnyPut] = []
@@ -487,18 +540,22 @@ class StoreActor(Actor[StoreMsg]):
             for put in puts:
                 _fail(put, PutStatus.IN_SYNC_REPLICAS_NOT_ENOUGH, remark)
             return
-        done = self._append(puts)
-        if not done:
-            return
-        status, remark = PutStatus.PUT_OK, None
-        if self.sync_flush:
-            status, remark = await self._sync_flush(done)
+        started = self._writing_since = self._commit_started = trio.current_time()
+        try:
+            done = self._append(puts)
+            if not done:
+                return
+            status, remark = PutStatus.PUT_OK, None
+            if self.sync_flush:
+                status, remark = await self._sync_flush(done)
+        finally:
+            self._writing_since = None
         end = self.store.get_commitlog_max_offset()
         self.written.advance(end)
         if gate is None:
             for put, stored in done:
                 put.on_done(stored, status, remark)  # type: ignore[arg-type]
-            self._log_acked(done)
+            self._log_acked(done, started)
             return
         if self.first_write_epoch != self._epoch:
             self.first_write_epoch = self._epoch
@@ -509,11 +566,13 @@ class StoreActor(Actor[StoreMsg]):
     def _completion(
         self, done: list[tuple[AnyPut, Stored]], status: PutStatus, remark: str | None
     ) -> Completion:
+        started = self._commit_started  # the turn being handed over began then
+
         def complete(outcome: AckOutcome) -> None:
             if outcome is AckOutcome.ACKED:
                 for put, stored in done:
                     put.on_done(stored, status, remark)  # type: ignore[arg-type]
-                self._log_acked(done)
+                self._log_acked(done, started)
                 return
             if outcome is AckOutcome.NOT_MASTER:
                 why = "the broker stopped being master before its replicas had the message"
@@ -574,9 +633,13 @@ class StoreActor(Actor[StoreMsg]):
             for (topic, queue_id), max_offset in arrived.items():
                 self.on_arrival(topic, queue_id, max_offset)
 
-    def _log_acked(self, done: list[tuple[AnyPut, Stored]]) -> None:
-        self._acked_since_log += sum(_count(stored) for _, stored in done)
+    def _log_acked(self, done: list[tuple[AnyPut, Stored]], started: float) -> None:
+        """The turn's puts were answered: count their time (once per turn), log sampled."""
+        count = sum(_count(stored) for _, stored in done)
+        self._acked_since_log += count
         now = trio.current_time()
+        if self.stats is not None:
+            self.stats.on_put_turn(int((now - started) * 1000), count)
         if now < self._next_ack_log:
             return
         self._next_ack_log = now + ACK_LOG_INTERVAL_S
@@ -618,8 +681,8 @@ class StoreActor(Actor[StoreMsg]):
             except Exception as e:
                 self._answer_error(put, e)
                 continue
-            if self.on_put is not None:
-                self.on_put(stored.count, stored.total_size)
+            if self.stats is not None:
+                self.stats.on_topic_put(put.topic, stored.count, stored.total_size)
             out.append((put, stored))
         if run:
             out.extend(self._append_messages(run))
@@ -637,16 +700,22 @@ class StoreActor(Actor[StoreMsg]):
             for put in puts:
                 out.extend(self._append_messages([put]))
             return out
-        self._after_put(msgs, results)
+        stats = self.stats
         out = []
         i = 0
-        for put in puts:
+        for put in puts:  # one request each: counted once (a send's messages share a topic)
             n = len(put.messages)
-            out.append((put, results[i : i + n]))
+            chunk = results[i : i + n]
+            out.append((put, chunk))
             i += n
+            if stats is not None:
+                size = chunk[0].size if n == 1 else sum(r.size for r in chunk)
+                stats.on_topic_put(put.messages[0].topic, n, size)
         return out
 
     def _answer_error(self, put: AnyPut, exc: Exception) -> None:
+        if self.stats is not None:
+            self.stats.on_put_failed(1)
         if isinstance(exc, ValueError):
             # MessageTooLarge and fields out of range: the request's fault, not the store's
             _fail(put, PutStatus.MESSAGE_ILLEGAL, f"the message is illegal: {exc}")
@@ -654,10 +723,6 @@ class StoreActor(Actor[StoreMsg]):
         topic = put.topic if isinstance(put, PutBatchBody) else put.messages[0].topic
         self.log.error("put_failed", topic=topic, exc_info=exc)
         _fail(put, PutStatus.UNKNOWN_ERROR, f"store put failed: {type(exc).__name__}: {exc}")
-
-    def _after_put(self, msgs: list[MessageToStore], results: list[PutResult]) -> None:
-        if self.on_put is not None:
-            self.on_put(len(results), sum(r.size for r in results))
 
     async def _sync_flush(self, done: list[tuple[AnyPut, Stored]]) -> tuple[PutStatus, str | None]:
         started = trio.current_time()

@@ -66,6 +66,7 @@ class ReadGate:
         self.run_blocking = run_blocking
         self.readers = 0  # reads running in worker threads now
         self.off_loop_reads = 0  # every off-loop read so far
+        self._waiting_since: dict[int, float] = {}  # read -> when it asked (runtime info)
         self._closed = False  # a mutation waits or runs: no new off-loop read starts
         self._opened = trio.Event()
         self._readers_done = trio.Event()
@@ -73,17 +74,37 @@ class ReadGate:
 
     async def read(self, fn: Callable[[], T]) -> T:
         """Run ``fn`` in a worker thread, never while an exclusive mutation runs."""
-        while self._closed:
-            await self._opened.wait()
-        self.readers += 1
+        ticket = self.off_loop_reads
         self.off_loop_reads += 1
+        self._waiting_since[ticket] = trio.current_time()
         try:
-            result: T = await self.run_blocking(fn)
-            return result
+            while self._closed:
+                await self._opened.wait()
+            self.readers += 1
+            try:
+                result: T = await self.run_blocking(fn)
+                return result
+            finally:
+                self.readers -= 1
+                if self.readers == 0:
+                    self._readers_done.set()
         finally:
-            self.readers -= 1
-            if self.readers == 0:
-                self._readers_done.set()
+            del self._waiting_since[ticket]
+
+    def pending(self) -> int:
+        """Off-loop reads waiting for the gate or running in a worker thread."""
+        return len(self._waiting_since)
+
+    def capacity(self) -> int:
+        """How many off-loop reads may run at once (trio's worker-thread limiter)."""
+        return int(trio.to_thread.current_default_thread_limiter().total_tokens)
+
+    def oldest_wait_ms(self) -> int:
+        """How long the oldest pending off-loop read has been waiting or running; 0: none."""
+        if not self._waiting_since:
+            return 0
+        oldest = next(iter(self._waiting_since.values()))  # dicts keep insertion order
+        return round((trio.current_time() - oldest) * 1000)
 
     @asynccontextmanager
     async def exclusive(self) -> AsyncIterator[None]:
@@ -200,3 +221,16 @@ class StoreView:
 
     def stats(self) -> StoreStats:
         return self._store.stats()
+
+    def earliest_message_time(self) -> int:
+        """Store time of the CommitLog's first record, -1 when it is empty."""
+        return self._store.get_earliest_message_time()
+
+    def dispatch_behind_bytes(self) -> int:
+        """CommitLog bytes not yet in the ConsumeQueues (with replicas: above confirmOffset)."""
+        return max(0, self._store.get_commitlog_max_offset() - self._store.dispatched_offset)
+
+    def flush_behind_bytes(self) -> int:
+        """CommitLog bytes written but not fsynced yet."""
+        stats = self._store.stats()
+        return max(0, stats.commitlog_max_offset - stats.commitlog_flushed_offset)

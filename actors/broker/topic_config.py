@@ -18,6 +18,8 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 
+import attrs
+
 from rocketrio.actors.broker.config import BrokerConfig
 from rocketrio.protocol.bodies import (
     PERM_INHERIT,
@@ -218,6 +220,26 @@ class TopicConfigManager:
         self.table[tc.topicName] = tc
         self._bump()
         return True
+
+    def set_auto_create_topic(self, enabled: bool) -> TopicConfig | None:
+        """autoCreateTopicEnable changed on a running broker: TBW102, the default topic that
+        auto-creation inherits from, gains PERM_INHERIT (created with defaultTopicQueueNums
+        queues if missing) or loses it. Returns the changed TBW102, None if nothing changed."""
+        old = self.table.get(AUTO_CREATE_TOPIC_KEY_TOPIC)
+        rw = PERM_READ | PERM_WRITE
+        if enabled:
+            n = self.config.defaultTopicQueueNums
+            new = (
+                TopicConfig(AUTO_CREATE_TOPIC_KEY_TOPIC, n, n, PERM_INHERIT | rw)
+                if old is None
+                else attrs.evolve(old, perm=old.perm | PERM_INHERIT | rw)
+            )
+        elif old is None:
+            return None
+        else:
+            new = attrs.evolve(old, perm=old.perm & ~PERM_INHERIT)
+        self.system_topics.add(AUTO_CREATE_TOPIC_KEY_TOPIC)
+        return new if self.update(new) else None
 
     def delete(self, topic: str) -> bool:
         if self.table.pop(topic, None) is None:

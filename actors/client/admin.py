@@ -25,27 +25,40 @@ from rocketrio.actors.client.errors import (
 )
 from rocketrio.actors.remoting import RemotingClient, RemotingError, RequestHook
 from rocketrio.actors.transport import TcpTransport, Transport
+from rocketrio.protocol import fastjson
 from rocketrio.protocol.bodies import (
     ClusterInfo,
+    Connection,
     ConsumerConnection,
     ConsumeStats,
+    ConsumeStatsList,
+    GroupList,
     KVTable,
     MessageQueue,
     OffsetWrapper,
+    ProducerConnection,
+    SubscriptionGroupConfig,
+    TopicList,
     TopicRouteData,
     TopicStatsTable,
 )
 from rocketrio.protocol.codes import RequestCode, ResponseCode
 from rocketrio.protocol.config import parse_properties
+from rocketrio.protocol.ha_bodies import HARuntimeInfo
 from rocketrio.protocol.headers import (
     CreateTopicRequestHeader,
+    DeleteSubscriptionGroupRequestHeader,
     DeleteTopicFromNamesrvRequestHeader,
     DeleteTopicRequestHeader,
     GetConsumerConnectionListRequestHeader,
+    GetConsumeStatsInBrokerHeader,
     GetConsumeStatsRequestHeader,
+    GetProducerConnectionListRequestHeader,
     GetSubscriptionGroupConfigRequestHeader,
+    GetTopicsByClusterRequestHeader,
     GetTopicStatsInfoRequestHeader,
     QueryMessageRequestHeader,
+    QueryTopicConsumeByWhoRequestHeader,
     ViewMessageRequestHeader,
 )
 from rocketrio.protocol.message import (
@@ -56,11 +69,20 @@ from rocketrio.protocol.message import (
     parse_offset_msg_id,
 )
 from rocketrio.protocol.remoting import RemotingCommand
+from rocketrio.protocol.running_info import (
+    ConsumerRunningInfo,
+    GetConsumerRunningInfoRequestHeader,
+    QueryConsumeTimeSpanBody,
+    QueryConsumeTimeSpanRequestHeader,
+    QueueTimeSpan,
+)
 from rocketrio.protocol.serde import from_json, to_ext
 
 # turns QUERY_MESSAGE into a lookup by UNIQ_KEY (upstream MixAll.UNIQUE_MSG_QUERY_FLAG)
 UNIQUE_KEY_QUERY = "_UNIQUE_KEY_QUERY"
 MAX_TIMESTAMP = 2**63 - 1
+# 307 waits for the broker, which waits up to 10 s for the client: longer than that
+CONSUMER_CALL_TIMEOUT_S = 15.0
 
 
 @attrs.define
@@ -200,6 +222,11 @@ class MQAdmin:
     async def get_broker_config(self, addr: str) -> dict[str, str]:
         resp = await self.api.call(addr, RequestCode.GET_BROKER_CONFIG)
         return parse_properties(resp.body.decode(), f"config of broker {addr}")
+
+    async def broker_ha_status(self, addr: str) -> HARuntimeInfo:
+        """GET_BROKER_HA_STATUS (907): the broker's replication status."""
+        resp = await self.api.call(addr, RequestCode.GET_BROKER_HA_STATUS)
+        return from_json(HARuntimeInfo, resp.body)
 
     # -- topics
     async def update_topic(
@@ -347,6 +374,107 @@ class MQAdmin:
             GetConsumerConnectionListRequestHeader(group),
         )
         return from_json(ConsumerConnection, resp.body)
+
+    async def consumer_running_info(
+        self, group: str, client_id: str, *, jstack: bool = False, addr: str | None = None
+    ) -> ConsumerRunningInfo:
+        """GET_CONSUMER_RUNNING_INFO (307) through a broker of the group (``addr``, else the
+        first of the group's retry topic route), which asks the client itself."""
+        if addr is None:
+            addrs = await self._group_broker_addrs(group, None)
+            if not addrs:
+                raise NotFound(f"no broker found for consumer group {group}")
+            addr = addrs[0]
+        resp = await self.api.call(
+            addr,
+            RequestCode.GET_CONSUMER_RUNNING_INFO,
+            GetConsumerRunningInfoRequestHeader(group, client_id, jstack),
+            timeout_s=CONSUMER_CALL_TIMEOUT_S,
+        )
+        return from_json(ConsumerRunningInfo, resp.body)
+
+    async def query_consume_time_span(self, topic: str, group: str) -> list[QueueTimeSpan]:
+        """QUERY_CONSUME_TIME_SPAN (303) of every broker of ``topic``'s route."""
+        spans: list[QueueTimeSpan] = []
+        for bd in (await self.topic_route(topic)).brokerDatas:
+            addr = bd.select_broker_addr()
+            if addr is None:
+                continue
+            resp = await self.api.call(
+                addr,
+                RequestCode.QUERY_CONSUME_TIME_SPAN,
+                QueryConsumeTimeSpanRequestHeader(topic, group),
+            )
+            spans.extend(from_json(QueryConsumeTimeSpanBody, resp.body).consumeTimeSpanSet)
+        return spans
+
+    async def producer_connection(self, group: str, topic: str) -> ProducerConnection:
+        """The producers of ``group`` as the brokers of ``topic``'s route see them (merged by
+        client id); NotFound when no broker knows the group."""
+        seen: dict[str, Connection] = {}
+        for bd in (await self.topic_route(topic)).brokerDatas:
+            addr = bd.select_broker_addr()
+            if addr is None:
+                continue
+            resp = await self.api.call(
+                addr,
+                RequestCode.GET_PRODUCER_CONNECTION_LIST,
+                GetProducerConnectionListRequestHeader(group),
+                ok=(ResponseCode.SUCCESS, ResponseCode.SYSTEM_ERROR),
+            )
+            if resp.code == ResponseCode.SUCCESS:
+                for c in from_json(ProducerConnection, resp.body).connectionSet:
+                    seen.setdefault(c.clientId, c)
+        if not seen:
+            raise NotFound(f"producer group {group} has no producer online for topic {topic}")
+        return ProducerConnection(sorted(seen.values(), key=lambda c: c.clientId))
+
+    async def query_topic_consume_by_who(self, topic: str) -> list[str]:
+        """The groups consuming ``topic``: subscribed members or committed offsets on any
+        broker of its route (QUERY_TOPIC_CONSUME_BY_WHO, 300)."""
+        groups: set[str] = set()
+        for bd in (await self.topic_route(topic)).brokerDatas:
+            addr = bd.select_broker_addr()
+            if addr is None:
+                continue
+            resp = await self.api.call(
+                addr,
+                RequestCode.QUERY_TOPIC_CONSUME_BY_WHO,
+                QueryTopicConsumeByWhoRequestHeader(topic),
+            )
+            groups.update(from_json(GroupList, resp.body).groupList)
+        return sorted(groups)
+
+    async def broker_consume_stats(
+        self, addr: str, *, order_only: bool = False
+    ) -> ConsumeStatsList:
+        resp = await self.api.call(
+            addr,
+            RequestCode.GET_BROKER_CONSUME_STATS,
+            GetConsumeStatsInBrokerHeader(order_only),
+            timeout_s=max(self.api.timeout_s, 10.0),
+        )
+        return from_json(ConsumeStatsList, resp.body)
+
+    async def topic_list(self) -> list[str]:
+        resp = await self.api.call_namesrv(RequestCode.GET_ALL_TOPIC_LIST_FROM_NAMESERVER)
+        return sorted(from_json(TopicList, resp.body).topicList)
+
+    async def topics_of_cluster(self, cluster: str) -> list[str]:
+        resp = await self.api.call_namesrv(
+            RequestCode.GET_TOPICS_BY_CLUSTER, GetTopicsByClusterRequestHeader(cluster)
+        )
+        return sorted(from_json(TopicList, resp.body).topicList)
+
+    async def update_sub_group(self, config: SubscriptionGroupConfig, addrs: list[str]) -> None:
+        body = fastjson.encode(config)
+        for addr in addrs:
+            await self.api.call(addr, RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP, body=body)
+
+    async def delete_sub_group(self, group: str, addrs: list[str], *, clean_offset: bool) -> None:
+        header = DeleteSubscriptionGroupRequestHeader(group, clean_offset)
+        for addr in addrs:
+            await self.api.call(addr, RequestCode.DELETE_SUBSCRIPTIONGROUP, header)
 
     # -- messages
     async def query_msg_by_id(self, msg_id: str, topic: str | None = None) -> MessageExt:

@@ -44,6 +44,7 @@ from rocketrio.actors.client.config import (
     MessageModel,
     retry_topic,
 )
+from rocketrio.actors.client.consumer_stats import ConsumerStatsManager
 from rocketrio.actors.client.errors import MQBrokerError, MQClientError
 from rocketrio.actors.client.mq_client import MQClientInstance
 from rocketrio.actors.client.offset_store import (
@@ -63,6 +64,7 @@ from rocketrio.actors.client.rebalance import (
     sort_queues,
     start_offset,
 )
+from rocketrio.actors.client.running_info import consumer_running_info
 from rocketrio.actors.client.subscription import build_subscription, filter_by_tags
 from rocketrio.actors.logs import wallclock_ms
 from rocketrio.actors.remoting import RemotingError
@@ -76,6 +78,7 @@ from rocketrio.protocol.headers import (
     PullMessageRequestHeader,
 )
 from rocketrio.protocol.message import RETRY_TOPIC, MessageDecodeError, MessageExt
+from rocketrio.protocol.running_info import ConsumerRunningInfo
 from rocketrio.protocol.serde import HeaderError
 
 log = structlog.get_logger("consumer")
@@ -87,6 +90,9 @@ PULL_DELAY_WHEN_BROKER_GONE_S = 0.1
 CALL_ERRORS = (RemotingError, MQClientError, HeaderError, MessageDecodeError)
 # answers of a broker that is stopping or is no longer master
 _BROKER_GONE_CODES = frozenset({ResponseCode.SERVICE_NOT_AVAILABLE, ResponseCode.SYSTEM_BUSY})
+
+
+STATS_TICK_S = 10.0  # the stats' minute list samples every 10 s
 
 
 class NoBrokerAddress(MQClientError):
@@ -159,6 +165,7 @@ class QueueState:
     pull_addr: str | None = None
     pull_scope: trio.CancelScope | None = None
     pull_failures: int = 0  # broker-gone failures in a row
+    pull_started: float = 0.0  # trio time the pull in flight was sent (its RT, for stats)
 
 
 class ConsumerCore(abc.ABC):
@@ -191,6 +198,8 @@ class ConsumerCore(abc.ABC):
         self._nursery: trio.Nursery | None = None
         self._nursery_cm: Any = None
         self._consume_from_ms = 0
+        self.stats = ConsumerStatsManager()  # pull and consume figures (running info)
+        self.start_timestamp_ms = 0
 
     @property
     def clustering(self) -> bool:
@@ -230,6 +239,9 @@ class ConsumerCore(abc.ABC):
 
     def assigned_queues(self) -> set[MessageQueue]:
         return set(self.queues)
+
+    def consumer_running_info(self) -> ConsumerRunningInfo:
+        return consumer_running_info(self)
 
     def reset_offset(self, topic: str, offsets: dict[MessageQueue, int]) -> None:
         """RESET_CONSUMER_CLIENT_OFFSET from a broker: restart the owned queues it lists
@@ -290,6 +302,7 @@ class ConsumerCore(abc.ABC):
             self.subscriptions.setdefault(rt, build_subscription(rt, "*", wallclock_ms()))
         stamp = self.settings.consumeTimestamp or default_consume_timestamp(wallclock_ms())
         self._consume_from_ms = parse_consume_timestamp(stamp)
+        self.start_timestamp_ms = wallclock_ms()
         if self._own_client:
             await self.client.__aenter__()
         try:
@@ -312,6 +325,7 @@ class ConsumerCore(abc.ABC):
         self.client.route_listeners.append(self._on_route)
         self._start_workers(nursery)
         nursery.start_soon(self._rebalance_loop)
+        nursery.start_soon(self._stats_loop)
         interval = self._persist_interval_s()
         if interval is not None:
             nursery.start_soon(self._persist_loop, interval)
@@ -552,6 +566,8 @@ class ConsumerCore(abc.ABC):
                 addr, broker_id = found
                 header = self._pull_header(st, broker_id == MASTER_ID)
                 st.pull_addr = addr
+                st.pull_started = trio.current_time()
+                st.pq.last_pull_at = wallclock_ms()
                 result = await self.client.api.pull(addr, header, timeout_s)
                 st.pull_addr = None
             except CALL_ERRORS as e:
@@ -619,6 +635,8 @@ class ConsumerCore(abc.ABC):
             if st.mq.topic.startswith(RETRY_GROUP_TOPIC_PREFIX):  # no other queue holds retries
                 reset_retry_topic(msgs, retry_topic(self.group))
             msgs = filter_by_tags(msgs, st.sub)
+            rt_ms = int((trio.current_time() - st.pull_started) * 1000)
+            self.stats.on_pull(st.mq.topic, len(msgs), rt_ms)
         if not msgs:
             self._correct_tags_offset(st)
             return
@@ -644,6 +662,12 @@ class ConsumerCore(abc.ABC):
         assert self.offset_store is not None
         self.offset_store.table.update(st.mq, next_offset, increase_only=False)
         await self.offset_store.persist([st.mq])
+
+    async def _stats_loop(self) -> None:
+        """Sample the stats (its schedule decides which windows are due)."""
+        while True:
+            self.stats.tick(int(trio.current_time() * 1000))
+            await trio.sleep(STATS_TICK_S)
 
     # -- offsets
     async def _persist_loop(self, interval_s: float) -> None:

@@ -7,7 +7,8 @@ the broker-name -> addresses table built from the routes, and the heartbeats: ev
 naming every group of this client goes to every broker (masters only when there are no
 consumers); a broker address that first appears in a route (a new master) gets one at once.
 Server pushes arrive at its processor: NOTIFY_CONSUMER_IDS_CHANGED makes the named consumer
-group rebalance now.
+group rebalance now; GET_CONSUMER_RUNNING_INFO (forwarded by a broker for mqadmin
+consumerStatus) is answered by `running_info.answer`.
 
 Routes are polled every ``pollNameServerInterval`` (30 s), but a master change is noticed at once
 through on-demand refreshes (`request_route_refresh` / `refresh_route`, shared and rate limited
@@ -35,6 +36,7 @@ from typing import Any, Protocol
 import structlog
 import trio
 
+from rocketrio.actors.client import running_info
 from rocketrio.actors.client.api import MQClientAPI
 from rocketrio.actors.client.config import MASTER_ID, ClientConfig
 from rocketrio.actors.client.errors import MQClientError, TopicRouteNotFound
@@ -64,6 +66,7 @@ from rocketrio.protocol.headers import (
     ResetOffsetRequestHeader,
 )
 from rocketrio.protocol.remoting import RemotingCommand
+from rocketrio.protocol.running_info import ConsumerRunningInfo
 from rocketrio.protocol.serde import HeaderError, from_ext, from_json
 
 log = structlog.get_logger("client")
@@ -85,6 +88,10 @@ class ConsumerInner(Protocol):
     def subscribed_topics(self) -> set[str]: ...
 
     def request_rebalance(self) -> None: ...
+
+    consume_type: str
+
+    def consumer_running_info(self) -> ConsumerRunningInfo: ...
 
     def reset_offset(self, topic: str, offsets: dict[MessageQueue, int]) -> None: ...
 
@@ -478,6 +485,8 @@ class MQClientInstance:
                 self.log.info("consumer_ids_changed", group=header.consumerGroup)
                 consumer.request_rebalance()
             return cmd.make_response(ResponseCode.SUCCESS)
+        if cmd.code == RequestCode.GET_CONSUMER_RUNNING_INFO:
+            return running_info.answer(self, cmd)
         if cmd.code == RequestCode.RESET_CONSUMER_CLIENT_OFFSET:
             return self._reset_offset(cmd)
         return cmd.make_response(

@@ -41,8 +41,8 @@ class ProcessQueue:
         self.queue_offset_max = -1
         self.msg_size = 0
         self.dropped = False
-        self.last_pull_at = 0.0
-        self.last_consume_at = 0.0
+        self.last_pull_at = 0  # wall-clock ms of the last pull / consumption (running info)
+        self.last_consume_at = 0
 
     @property
     def msg_count(self) -> int:
@@ -103,6 +103,9 @@ class ProcessQueue:
 
     def min_inflight(self) -> int | None:
         return self._order[0] if self._order else None
+
+    def max_inflight(self) -> int | None:
+        return self._order[-1] if self._order else None
 
     def clear(self) -> None:
         """Forget everything (seek, or a queue taken away)."""

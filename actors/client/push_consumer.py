@@ -45,6 +45,7 @@ from rocketrio.actors.client.message import ConsumeStatus
 from rocketrio.actors.client.mq_client import MQClientInstance
 from rocketrio.actors.client.offset_store import RunBlocking, run_in_thread
 from rocketrio.actors.client.process_queue import ProcessQueue
+from rocketrio.actors.logs import wallclock_ms
 from rocketrio.actors.transport import Transport
 from rocketrio.protocol.bodies import MessageQueue
 from rocketrio.protocol.message import ORIGIN_MESSAGE_ID, MessageExt
@@ -119,6 +120,7 @@ class PushConsumer(ConsumerCore):
         self._stopping = False
         self._busy = 0
         self._idle = trio.Event()
+        self._ok_inline = 0  # messages a plain-function listener consumed (for the stats)
 
     def register_listener(self, fn: MessageListener) -> None:
         self._listener = fn
@@ -165,6 +167,9 @@ class PushConsumer(ConsumerCore):
     async def _deliver(self, st: QueueState, pq: ProcessQueue, msgs: list[MessageExt]) -> None:
         n = self.config.consumeMessageBatchMaxSize
         if self._inline:
+            # the stats are counted once per pull result: one clock read before and after
+            self._ok_inline = 0
+            began = trio.current_time()
             if len(msgs) <= n:
                 if (req := self._consume_inline(st, pq, msgs)) is not None:
                     await self._submit(req)
@@ -172,6 +177,9 @@ class PushConsumer(ConsumerCore):
                 for i in range(0, len(msgs), n):
                     if (req := self._consume_inline(st, pq, msgs[i : i + n])) is not None:
                         await self._submit(req)
+            rt_ms = int((trio.current_time() - began) * 1000)
+            self.stats.on_consumed(st.mq.topic, self._ok_inline, 0, rt_ms, -(-len(msgs) // n))
+            pq.last_consume_at = wallclock_ms()
             return
         pq.put(msgs)
         for i in range(0, len(msgs), n):
@@ -202,6 +210,7 @@ class PushConsumer(ConsumerCore):
             log.warning("consume_failed", group=self.group, error=f"{type(e).__name__}: {e}")
             outcome = ConsumeStatus.RECONSUME_LATER
         if outcome is ConsumeStatus.CONSUME_SUCCESS:
+            self._ok_inline += len(msgs)
             self._commit(st, pq, pq.consumed_untracked(last_offset))
             return None
         pq.put(msgs)
@@ -257,7 +266,14 @@ class PushConsumer(ConsumerCore):
         return ConsumeStatus.RECONSUME_LATER
 
     async def _consume(self, req: ConsumeRequest) -> None:
+        began = trio.current_time()
         status = await self._call_listener(req.msgs, req.outcome)
+        called = req.outcome is NOT_CALLED  # else the inline call was counted already
+        rt_ms = int((trio.current_time() - began) * 1000) if called else 0
+        n = len(req.msgs)
+        ok = status is ConsumeStatus.CONSUME_SUCCESS
+        self.stats.on_consumed(req.state.mq.topic, n if ok else 0, 0 if ok else n, rt_ms, called)
+        req.pq.last_consume_at = wallclock_ms()
         if req.pq.dropped:
             return  # the queue went to another member; it consumes from the committed offset
         done = req.msgs

@@ -41,7 +41,10 @@ def _controller_type(_inst: Any, attribute: attrs.Attribute[str], value: str) ->
 @attrs.define
 class ControllerConfig(RemotingServerConfig):
     rocketmqHome: str = "."
-    # upstream: ~/controller/controller.properties (UPDATE_CONTROLLER_CONFIG persists here)
+    # UPDATE_CONTROLLER_CONFIG writes live changes here; `rocketrio controller -c FILE` (and
+    # `rocketrio namesrv -c FILE` for an embedded controller) sets it to FILE so a restart reads
+    # them; empty: not persisted (upstream would write ~/controller/controller.properties,
+    # which no start reads)
     configStorePath: str = ""
     # keys UPDATE_CONTROLLER_CONFIG must refuse (';'-separated)
     configBlackList: str = "configBlackList;configStorePath"
@@ -82,11 +85,6 @@ class ControllerConfig(RemotingServerConfig):
         if self.controllerStorePath:
             return self.controllerStorePath
         return os.path.join(os.path.expanduser("~"), f"{self.controllerType}Controller")
-
-    def config_store_path(self) -> str:
-        if self.configStorePath:
-            return self.configStorePath
-        return os.path.join(os.path.expanduser("~"), "controller", "controller.properties")
 
     def config_black_list(self) -> frozenset[str]:
         return frozenset(k.strip() for k in self.configBlackList.split(";") if k.strip())

@@ -13,7 +13,8 @@ docstring says:
   new state, at most electMasterMaxRetryCount times;
 - a handler that returns no events is a read: it is re-run after a Raft read barrier, so the
   answer reflects every write committed before the request arrived (linearizable); only
-  CONTROLLER_GET_METADATA_INFO, BROKER_HEARTBEAT, GET_CONTROLLER_CONFIG and
+  CONTROLLER_GET_METADATA_INFO, BROKER_HEARTBEAT, GET_CONTROLLER_CONFIG,
+  UPDATE_CONTROLLER_CONFIG (this replica's config only, as upstream: live_config.py) and
   CONTROLLER_CHECK_BROKER_ALIVE are answered locally by any replica.
 
 Liveness and what the leader does with applied events (logs, NOTIFY_BROKER_ROLE_CHANGED) are
@@ -47,10 +48,12 @@ from rocketrio.actors import events
 from rocketrio.actors import events as log_events
 from rocketrio.actors.auth.config import parse_credentials, parse_init_user
 from rocketrio.actors.auth.gate import check_admin_write, server_users
+from rocketrio.actors.config_updater import ConfigUpdater
 from rocketrio.actors.controller.config import ControllerConfig
 from rocketrio.actors.controller.events import Event, decode_events, encode_events
 from rocketrio.actors.controller.failover import FailoverMixin, now_ms
 from rocketrio.actors.controller.heartbeat_manager import BrokerHeartbeatManager, BrokerLiveInfo
+from rocketrio.actors.controller.live_config import CONTROLLER_POLICY, apply_controller_changes
 from rocketrio.actors.controller.replicas_info import (
     ApplyOutcome,
     BrokerAlivePredicate,
@@ -213,6 +216,16 @@ class Controller(FailoverMixin):
             if config.authenticationEnabled
             else None
         )
+        # UPDATE_CONTROLLER_CONFIG: live keys only, this replica only (live_config.py)
+        self.config_updater = ConfigUpdater(
+            config,
+            CONTROLLER_POLICY,
+            config_path=lambda: self.config.configStorePath or None,
+            apply=lambda changes: apply_controller_changes(self, changes),
+            io_runner=io_runner,
+            fs=fs,
+            log=self.log,
+        )
         self._liveness_changed = trio.Event()  # set (and replaced) when a broker connection dies
         self._processors: dict[int, Callable[[RequestContext], _Call]] = {
             RequestCode.CONTROLLER_GET_NEXT_BROKER_ID: self._get_next_broker_id,
@@ -285,6 +298,8 @@ class Controller(FailoverMixin):
             return self._broker_heartbeat(ctx)
         if code == RequestCode.GET_CONTROLLER_CONFIG:
             return ctx.cmd.make_response(RC.SUCCESS, body=dump_config(self.config).encode())
+        if code == RequestCode.UPDATE_CONTROLLER_CONFIG:
+            return await self.config_updater.handle(ctx)
         if code == CONTROLLER_BENCH_PROPOSE:
             return self._bench_propose(ctx)
         if code == CONTROLLER_CHECK_BROKER_ALIVE:

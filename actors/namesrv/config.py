@@ -15,6 +15,12 @@ class NamesrvConfig(RemotingServerConfig):
     listenPort: int = attrs.field(default=9876, validator=positive)
     listenHost: str = "127.0.0.1"
     rocketmqHome: str = "."
+    # UPDATE_NAMESRV_CONFIG writes live changes here; `rocketrio namesrv -c FILE` sets it to
+    # FILE as upstream's NamesrvStartup does; empty: changes are not persisted
+    configStorePath: str = ""
+    # keys UPDATE_NAMESRV_CONFIG refuses (';'-separated); configBlackList, configStorePath,
+    # kvConfigPath and rocketmqHome are refused whatever it says (upstream)
+    configBlackList: str = "configBlackList;configStorePath;kvConfigPath"
     # where the process writes its JSON log lines (<logDir>/<node>.jsonl)
     logDir: str = "logs"
     scanNotActiveBrokerInterval: int = attrs.field(default=5000, validator=positive)

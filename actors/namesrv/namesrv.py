@@ -25,7 +25,9 @@ import trio
 from rocketrio.actors import events
 from rocketrio.actors.auth.config import parse_init_user
 from rocketrio.actors.auth.gate import check_admin_write, server_users
+from rocketrio.actors.config_updater import ConfigUpdater
 from rocketrio.actors.namesrv.config import NamesrvConfig
+from rocketrio.actors.namesrv.live_config import NAMESRV_POLICY, apply_namesrv_changes
 from rocketrio.actors.namesrv.route_info import MinBrokerIdChange, RouteInfoManager
 from rocketrio.actors.remoting import (
     Connection,
@@ -184,6 +186,16 @@ class NameServer:
             else None
         )
         self._kv_lock = trio.Lock()
+        # UPDATE_NAMESRV_CONFIG: live keys only, written to configStorePath (live_config.py)
+        self.config_updater = ConfigUpdater(
+            config,
+            NAMESRV_POLICY,
+            config_path=lambda: self.config.configStorePath or None,
+            apply=lambda changes: apply_namesrv_changes(self, changes),
+            io_runner=self._io,
+            fs=fs,
+            log=self.log,
+        )
         self._nursery: trio.Nursery | None = None
         self._client: RemotingClient | None = None
 
@@ -209,6 +221,7 @@ class NameServer:
             rc.GET_TOPICS_BY_CLUSTER: self.handle_get_topics_by_cluster,
             rc.GET_SYSTEM_TOPIC_LIST_FROM_NS: self.handle_get_system_topic_list,
             rc.GET_NAMESRV_CONFIG: self.handle_get_namesrv_config,
+            rc.UPDATE_NAMESRV_CONFIG: self.handle_update_namesrv_config,
         }
 
     def register_processor(
@@ -566,6 +579,9 @@ class NameServer:
 
     async def handle_get_namesrv_config(self, ctx: RequestContext) -> RemotingCommand:
         return ctx.cmd.make_response(_SUCCESS, body=dump_config(self.config).encode())
+
+    async def handle_update_namesrv_config(self, ctx: RequestContext) -> RemotingCommand:
+        return await self.config_updater.handle(ctx)
 
 
 async def run_namesrv(

@@ -18,7 +18,6 @@ from rocketrio.actors.broker.filter import (
 from rocketrio.actors.broker.lock_manager import RebalanceLockManager
 from rocketrio.actors.broker.remoting_adapter import parse_send_header_v2, pull_code
 from rocketrio.actors.broker.send_processor import append_props, prop_value
-from rocketrio.actors.broker.stats import BrokerStats
 from rocketrio.actors.broker.topic_config import (
     TopicConfigManager,
     check_perm,
@@ -246,12 +245,3 @@ def test_offsets_version_bumps_once_per_persisted_change() -> None:
     assert mgr.snapshot_for_persist() is None
     assert mgr.query("G", "T", 0) == 6 and mgr.query("G", "T", 1) == -1
     assert mgr.remove_topic("T") and mgr.query("G", "T", 0) == -1
-
-
-def test_tps_over_windows() -> None:
-    stats = BrokerStats()
-    for second in range(12):
-        stats.on_put(100, 1000)
-        stats.sample(float(second), 1_700_000_000_000)
-    assert stats.put_tps == pytest.approx(100.0)
-    assert stats.tps_triple("put").split()[0] == "100.00"

@@ -51,6 +51,8 @@ def unknown_cases(ns: str, ctrl: str) -> list[tuple[list[str], str]]:
         (["topicStatus", "-n", ns, "-t", "NoTopic"], "no route for topic NoTopic"),
         (["clusterList", "-n", ns, "-c", "NoCluster"], "cluster NoCluster is unknown"),
         (["brokerStatus", "-n", ns, "-b", NOBODY], f"{NOBODY} is not a broker registered"),
+        (["brokerStatus", "-n", ns, "-c", "NoCluster"], "cluster NoCluster is unknown"),
+        (["statsAll", "-n", ns, "-t", "NoTopic"], "topic NoTopic is unknown"),
         (["consumerProgress", "-n", ns, "-g", "NoGroup"], "consumer group NoGroup is unknown"),
         (["consumerProgress", "-n", ns, "-g", "NoGroup", "-t", "T"], "group NoGroup is unknown"),
         (["consumerProgress", "-n", ns, "-g", "G", "-t", "NoTopic"], "no route for topic NoTopic"),
@@ -72,6 +74,54 @@ def unknown_cases(ns: str, ctrl: str) -> list[tuple[list[str], str]]:
         (["queryMsgById", "-n", ns, "-i", "AB12", "-t", "T"], "no message with id AB12 in topic T"),
         (["queryMsgByKey", "-n", ns, "-t", "T", "-k", "NoKey"], "no message with key NoKey"),
         (["queryMsgByKey", "-n", ns, "-t", "NoTopic", "-k", "k"], "no route for topic NoTopic"),
+        # message commands (cli/admin_msgs.py; bad brokers, queues, offsets: test_cli_admin_msgs)
+        (["queryMsgByUniqueKey", "-n", ns, "-t", "NoTopic", "-i", "AB12"], "no route for topic"),
+        (
+            ["queryMsgByOffset", "-n", ns, "-t", "T", "-b", "NoSet", "-i", "0", "-o", "0"],
+            "broker NoSet does not serve topic T",
+        ),
+        (["printMsg", "-n", ns, "-t", "NoTopic"], "no route for topic NoTopic"),
+        (["consumeMessage", "-n", ns, "-t", "NoTopic"], "no route for topic NoTopic"),
+        (["sendMessage", "-n", ns, "-t", "NoTopic", "-p", "x"], "no route for topic NoTopic"),
+        # groups, connections, topic lists (cli/admin_groups.py)
+        (["consumerConnection", "-n", ns, "-g", "NoGroup"], "consumer group[NoGroup] not online"),
+        (["consumerStatus", "-n", ns, "-g", "NoGroup"], "consumer group[NoGroup] not online"),
+        (["consumerStatus", "-n", ns, "-g", "NoGroup", "-i", "x@y"], "<NoGroup> <x@y> not online"),
+        (
+            ["producerConnection", "-n", ns, "-g", "NoGroup", "-t", "T"],
+            "producer group NoGroup has no producer online for topic T",
+        ),
+        (["brokerConsumeStats", "-n", ns, "-b", NOBODY], f"cannot connect to {NOBODY}"),
+        (["updateSubGroup", "-n", ns, "-c", "NoCluster", "-g", "G"], "cluster NoCluster is unk"),
+        (["deleteSubGroup", "-n", ns, "-c", "NoCluster", "-g", "G"], "cluster NoCluster is unk"),
+        (["topicList", "-n", "10.0.7.8:9876"], "cannot connect to 10.0.7.8:9876"),
+        (["topicClusterList", "-n", ns, "-t", "NoTopic"], "no route for topic NoTopic"),
+        # configs and perms (cli/admin_config.py)
+        (["getBrokerConfig", "-n", ns, "-c", "NoCluster"], "cluster NoCluster is unknown"),
+        (["getBrokerConfig", "-n", ns, "-b", NOBODY], f"cannot connect to {NOBODY}"),
+        (
+            ["updateBrokerConfig", "-n", ns, "-c", "NoCluster", "-k", "maxMessageSize", "-v", "1"],
+            "cluster NoCluster is unknown",
+        ),
+        (["getNamesrvConfig", "-n", NOBODY], f"cannot connect to {NOBODY}"),
+        (
+            ["updateNamesrvConfig", "-n", NOBODY, "-k", "k", "-v", "v"],
+            f"cannot connect to {NOBODY}",
+        ),
+        (["wipeWritePerm", "-n", ns, "-b", "NoSet"], "broker NoSet is not registered"),
+        (["addWritePerm", "-n", ns, "-b", "NoSet"], "broker NoSet is not registered"),
+        (
+            ["updateTopicPerm", "-n", ns, "-t", "NoTopic", "-c", "DefaultCluster", "-p", "4"],
+            "No topic in this broker. topic: NoTopic",
+        ),
+        (["getControllerConfig", "-a", "10.0.7.8:9878"], "cannot connect to 10.0.7.8:9878"),
+        (
+            ["updateControllerConfig", "-a", "10.0.7.8:9878", "-k", "k", "-v", "v"],
+            "cannot connect to 10.0.7.8:9878",
+        ),
+        # replication status (cli/admin_ha.py)
+        (["haStatus", "-n", ns, "-b", NOBODY], f"cannot connect to {NOBODY}"),
+        (["haStatus", "-n", ns, "-c", "NoCluster"], "cluster NoCluster is unknown"),
         # offsets (cli/admin_offsets.py)
         (["resetOffsetByTime", "-n", ns, "-g", "G", "-t", "NoTopic", "-s", "0"], "NoTopic"),
         (["skipAccumulatedMessage", "-n", ns, "-g", "G", "-t", "NoTopic"], "NoTopic"),

@@ -391,7 +391,9 @@ async def test_pull_maps_store_statuses_to_outcomes(tmp_path: Path) -> None:
     found, _ = await p.pull(0)
     assert isinstance(found, Pulled) and found.status is PullStatus.FOUND
     assert found.result.message_count == 3 and found.result.next_begin_offset == 3
-    assert p.stats.msg_get_total == 3
+    # statistics: the found read counts its messages, the two reads before were misses
+    assert p.stats.items.get_total() == 3
+    assert (p.stats.store.get_found, p.stats.store.get_miss) == (1, 2)
     assert status_of((await p.pull(3))[0]) is PullStatus.NO_NEW_MSG  # OFFSET_OVERFLOW_ONE
     assert status_of((await p.pull(9))[0]) is PullStatus.OFFSET_ILLEGAL  # OVERFLOW_BADLY
     assert status_of((await p.pull(0, expr="b"))[0]) is PullStatus.NO_MATCHED_MSG

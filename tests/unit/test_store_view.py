@@ -14,6 +14,7 @@ import trio
 import trio.testing
 
 from rocketrio.actors.broker.outcomes import PutStatus
+from rocketrio.actors.broker.stats import BrokerStats
 from rocketrio.actors.broker.store_actor import StoreActor
 from rocketrio.actors.broker.store_view import ReadGate, StoreView
 from rocketrio.storage.message_store import (
@@ -158,4 +159,59 @@ async def test_store_actor_deletes_a_topic_only_after_off_loop_reads_but_appends
         await trio.testing.wait_all_tasks_blocked()
         assert deleted == [1] and store.get_max_offset("T", 0) == 0
         assert await actor.commitlog_max_offset() == store.get_commitlog_max_offset()
+        nursery.cancel_scope.cancel()
+
+
+async def test_runtime_figures_of_the_send_and_pull_queues(
+    tmp_path: Path, mock_clock: trio.testing.MockClock
+) -> None:
+    """GET_BROKER_RUNTIME_INFO's queue keys (runtime_info.py): pageCacheLockTimeMills is how long
+    the current write (here a SYNC_FLUSH fsync that hangs) has held the store actor; the send
+    queue counts the puts waiting behind it and its head wait bounds their wait; the pull queue
+    counts off-loop reads and the oldest one's age. Each is 0 once idle."""
+    store = open_store(tmp_path)
+    fsyncs = SlowReads()
+    stats = BrokerStats("C")
+    actor = StoreActor(
+        store,
+        sync_flush=True,
+        flush_interval_ms=600_000,
+        sync_flush_timeout_ms=60_000,
+        now_ms=lambda: NOW_MS,
+        run_blocking=fsyncs,
+        stats=stats,
+    )
+    reads = SlowReads()
+    gate = ReadGate(reads)
+    view = StoreView(store, gate, off_loop_read_bytes=0)
+    acked: list[PutStatus] = []
+
+    def on_put(results: list[PutResult], status: PutStatus, remark: str | None) -> None:
+        acked.append(status)
+
+    async with trio.open_nursery() as nursery:
+        await nursery.start(actor.run)
+        assert (actor.write_held_ms(), actor.queued(), actor.queue_head_wait_ms()) == (0, 0, 0)
+        await actor.put([MessageToStore("T", 0, b"x")], on_put)
+        await trio.testing.wait_all_tasks_blocked()
+        assert fsyncs.started == 1  # the write waits for its fsync
+        await trio.sleep(1.5)
+        await actor.put([MessageToStore("T", 0, b"y")], on_put)
+        await actor.put([MessageToStore("T", 0, b"z")], on_put)
+        assert actor.write_held_ms() == 1500 and actor.queued() == 2
+        assert actor.queue_head_wait_ms() == 1500
+        nursery.start_soon(view.read_messages, "T", 0, 0, 32, 4096)
+        await trio.sleep(0.25)
+        assert (gate.pending(), gate.oldest_wait_ms()) == (1, 250)
+        reads.release()
+        fsyncs.release()
+        await trio.testing.wait_all_tasks_blocked()
+        fsyncs.release()  # the second turn's fsync
+        await trio.testing.wait_all_tasks_blocked()
+        assert acked == [PutStatus.PUT_OK] * 3
+        assert (actor.write_held_ms(), actor.queued(), actor.queue_head_wait_ms()) == (0, 0, 0)
+        assert (gate.pending(), gate.oldest_wait_ms()) == (0, 0)
+        # the puts were timed per turn: the first until its fsync returned (1.75 s)
+        assert stats.store.put_time_max_ms == 1750
+        assert stats.items.topic_put["T"][:2] == [3, 3]  # 3 messages in 3 requests
         nursery.cancel_scope.cancel()

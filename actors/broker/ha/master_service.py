@@ -30,6 +30,7 @@ from rocketrio.actors import events
 from rocketrio.actors.broker.ha.group_transfer import GroupTransferService, trio_now_ms
 from rocketrio.actors.broker.ha.master_core import MasterConnectionCore, NoEpochForOffset, Phase
 from rocketrio.actors.broker.ha.ports import MasterStorePort, first_leaf
+from rocketrio.actors.broker.ha.runtime_info import ByteRate, MasterView, SlaveLink
 from rocketrio.actors.transport import Transport
 from rocketrio.protocol.ha import (
     NEED_DATA,
@@ -80,6 +81,7 @@ class HAMasterService:
         self.gate: GroupTransferService | None = None
         self.self_id = -1
         self._scopes: dict[int, trio.CancelScope] = {}
+        self._conns: dict[int, _Connection] = {}  # connection number -> connection
         self._by_slave: dict[int, int] = {}  # slave brokerId -> connection number
         self._numbers = itertools.count(1)
 
@@ -105,6 +107,25 @@ class HAMasterService:
     def connection_count(self) -> int:
         return len(self._scopes)
 
+    def view(self) -> MasterView:
+        """The master side for GET_BROKER_HA_STATUS (runtime_info.py): every open slave
+        connection, in the order they were accepted, and the SyncStateSet the controller
+        confirmed (empty while not master)."""
+        now = trio_now_ms()
+        links = tuple(
+            SlaveLink(
+                addr=conn.peer,
+                slave_id=conn.core.slave_id,
+                ack_offset=conn.core.ack_offset,
+                transfer_from=-1 if conn.core.next_offset is None else conn.core.next_offset,
+                bytes_per_s=conn.sent_bytes.per_second(now),
+            )
+            for conn in self._conns.values()
+        )
+        gate = self.gate
+        members = frozenset() if gate is None or gate.closed else gate.core.applied
+        return MasterView(self.store.log_end_offset(), self.self_id, members, links)
+
     # ------------------------------------------------------------------ one connection
 
     async def _serve(self, stream: trio.abc.Stream) -> None:
@@ -120,10 +141,12 @@ class HAMasterService:
         conn = _Connection(self, gate, stream, number, peer)
         with trio.CancelScope() as scope:
             self._scopes[number] = scope
+            self._conns[number] = conn
             try:
                 await conn.run()
             finally:
                 del self._scopes[number]
+                del self._conns[number]
                 conn.finish()
         with trio.CancelScope(shield=True):
             await stream.aclose()
@@ -161,6 +184,7 @@ class _Connection:
         self.decoder = SlaveStreamDecoder()
         self.reply_handshake = False
         self.reason = "cancelled"
+        self.sent_bytes = ByteRate()  # bytes written to the slave per second
 
     async def run(self) -> None:
         try:
@@ -274,7 +298,9 @@ class _Connection:
                 batch.offset, batch.epoch, batch.epoch_start_offset, confirm, batch.size
             )
             await self.stream.send_all(header + body if body else header)
-            core.sent(batch, trio_now_ms(), confirm)
+            now = trio_now_ms()
+            self.sent_bytes.add(len(header) + len(body), now)
+            core.sent(batch, now, confirm)
             if core.slave_id is not None:
                 self.gate.on_sent(core.slave_id)
 
@@ -283,5 +309,7 @@ class _Connection:
         epochs = tuple(HaEpoch(r.epoch, r.start_offset) for r in store.epoch_records())
         last = epochs[-1].epoch if epochs else -1
         mh = MasterHandshake(store.log_end_offset(), last, epochs)
-        await self.stream.send_all(encode_master_handshake(mh))
+        data = encode_master_handshake(mh)
+        await self.stream.send_all(data)
+        self.sent_bytes.add(len(data), trio_now_ms())
         self.core.handshake_sent(now)

@@ -28,6 +28,7 @@ import trio
 from rocketrio.actors import events
 from rocketrio.actors.broker.ha.group_transfer import trio_now_ms
 from rocketrio.actors.broker.ha.ports import SlaveStorePort, first_leaf
+from rocketrio.actors.broker.ha.runtime_info import ByteRate, SlaveView
 from rocketrio.actors.broker.ha.slave_core import (
     Action,
     Append,
@@ -100,6 +101,8 @@ class HAClient:
             confirm_own_max=confirm_own_max,
         )
         self.sessions = 0
+        self.connected = False
+        self.received = ByteRate()  # bytes read from the master per second
         self._progressed = False
         self._send_lock = trio.Lock()
 
@@ -140,6 +143,7 @@ class HAClient:
             async with stream, trio.open_nursery() as nursery:
                 self.log.info(events.HA_CONNECTED, side="slave", peer=self.master_ha_addr)
                 self.on_session(True)
+                self.connected = True
                 await self._run_actions(stream, self.core.connected(trio_now_ms()))
                 nursery.start_soon(self._timers, stream)
                 await self._read(stream)
@@ -156,7 +160,22 @@ class HAClient:
                     return f"store refused replicated data: {leaf}"
                 case _:
                     return f"socket: {leaf}"
+        finally:
+            self.connected = False
         return "session ended"
+
+    def view(self) -> SlaveView:
+        """This connection's state for GET_BROKER_HA_STATUS (runtime_info.py)."""
+        core, ever = self.core, self.sessions > 0
+        return SlaveView(
+            master_ha_addr=self.master_ha_addr,
+            max_offset=self.store.log_end_offset(),
+            connected=self.connected,
+            last_read_ms=core.last_read_ms if ever else None,
+            last_write_ms=core.last_write_ms if ever else None,
+            bytes_per_s=self.received.per_second(trio_now_ms()),
+            master_confirm_offset=core.master_confirm,
+        )
 
     async def _read(self, stream: trio.abc.Stream) -> None:
         decoder = MasterStreamDecoder()
@@ -165,6 +184,7 @@ class HAClient:
             data = await stream.receive_some(READ_SIZE)
             if not data:
                 raise _Closing("the master closed the connection")
+            self.received.add(len(data), trio_now_ms())
             decoder.receive_data(data)
             actions: list[Action] = []
             while (ev := decoder.next_event()) is not NEED_DATA:

@@ -170,6 +170,7 @@ class SlaveCore:
         self.last_epoch: EpochRecord | None = None
         self.acked = -1
         self.confirm = -1
+        self.master_confirm = -1  # the confirmOffset in the master's last header
         self.last_read_ms = 0
         self.last_write_ms = 0
 
@@ -295,6 +296,7 @@ class SlaveCore:
                 del tail[:n]
                 self.local_max += n
                 self.local_empty = False
+        self.master_confirm = t.confirm_offset
         confirm = self.local_max if self.confirm_own_max else min(t.confirm_offset, self.local_max)
         if confirm > self.confirm:
             self.confirm = confirm
