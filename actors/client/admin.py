@@ -284,14 +284,20 @@ class MQAdmin:
         )
         return from_json(TopicStatsTable, resp.body)
 
+    async def route_addrs(self, topic: str) -> list[str]:
+        """One address per broker set of ``topic``'s route (the master when there is one),
+        in broker-name order."""
+        route = await self.topic_route(topic)
+        return [
+            a
+            for bd in sorted(route.brokerDatas, key=lambda b: b.brokerName)
+            if (a := bd.select_broker_addr()) is not None
+        ]
+
     async def topic_status(self, topic: str) -> list[QueueStatus]:
         """Min / max offset and last store time of every queue of the topic."""
-        route = await self.topic_route(topic)
         out: list[QueueStatus] = []
-        for bd in sorted(route.brokerDatas, key=lambda b: b.brokerName):
-            addr = bd.select_broker_addr()
-            if addr is None:
-                continue
+        for addr in await self.route_addrs(topic):
             table = await self.topic_stats(addr, topic)
             out.extend(
                 QueueStatus(
@@ -396,10 +402,7 @@ class MQAdmin:
     async def query_consume_time_span(self, topic: str, group: str) -> list[QueueTimeSpan]:
         """QUERY_CONSUME_TIME_SPAN (303) of every broker of ``topic``'s route."""
         spans: list[QueueTimeSpan] = []
-        for bd in (await self.topic_route(topic)).brokerDatas:
-            addr = bd.select_broker_addr()
-            if addr is None:
-                continue
+        for addr in await self.route_addrs(topic):
             resp = await self.api.call(
                 addr,
                 RequestCode.QUERY_CONSUME_TIME_SPAN,
@@ -412,10 +415,7 @@ class MQAdmin:
         """The producers of ``group`` as the brokers of ``topic``'s route see them (merged by
         client id); NotFound when no broker knows the group."""
         seen: dict[str, Connection] = {}
-        for bd in (await self.topic_route(topic)).brokerDatas:
-            addr = bd.select_broker_addr()
-            if addr is None:
-                continue
+        for addr in await self.route_addrs(topic):
             resp = await self.api.call(
                 addr,
                 RequestCode.GET_PRODUCER_CONNECTION_LIST,
@@ -433,10 +433,7 @@ class MQAdmin:
         """The groups consuming ``topic``: subscribed members or committed offsets on any
         broker of its route (QUERY_TOPIC_CONSUME_BY_WHO, 300)."""
         groups: set[str] = set()
-        for bd in (await self.topic_route(topic)).brokerDatas:
-            addr = bd.select_broker_addr()
-            if addr is None:
-                continue
+        for addr in await self.route_addrs(topic):
             resp = await self.api.call(
                 addr,
                 RequestCode.QUERY_TOPIC_CONSUME_BY_WHO,
