@@ -4,14 +4,14 @@
 ``synchronized``): the pure decision (actors/config_update.py), then the config file, then the
 running process, then the log:
 
-1. refused -> nothing changes; WARN events.CONFIG_UPDATE_REFUSED names the keys and why;
+1. refused -> nothing changes; WARN events.ConfigUpdateRefused.NAME names the keys and why;
 2. the changed keys are written into the config file (`config_path()`: the file the process
    was started with, or its configStorePath) first, durably (storage/properties_file.py); a
    write that fails refuses the request (SYSTEM_ERROR naming the file) and changes nothing
    else; a process started without a file applies the change live only and says so;
 3. the changed keys are set on the running config object and the role's ``apply`` hook tells
    the collaborators that copied a value at start (the broker's send and pull settings, ...);
-4. INFO events.CONFIG_UPDATED once per changed key (old and new value, the file, the caller).
+4. INFO events.ConfigUpdated.NAME once per changed key (old and new value, the file, the caller).
 """
 
 from __future__ import annotations
@@ -92,14 +92,16 @@ class ConfigUpdater(Generic[C]):
             apply_in_place(self.config, plan.changes)
             self.apply(plan.changes)
             for c in plan.changes:
-                self.log.info(
-                    events.CONFIG_UPDATED,
-                    role=self.policy.role,
-                    key=c.key,
-                    old=c.old,
-                    new=c.new,
-                    persisted_to=path or None,
-                    by=by,
+                events.emit(
+                    self.log,
+                    events.ConfigUpdated(
+                        config_role=self.policy.role,
+                        key=c.key,
+                        old=c.old,
+                        new=c.new,
+                        persisted_to=path or None,
+                        by=by,
+                    ),
                 )
             return plan
 
@@ -121,12 +123,14 @@ class ConfigUpdater(Generic[C]):
         return None
 
     def _refused(self, refused: ConfigRefused, keys: list[str], by: str) -> ConfigRefused:
-        self.log.warning(
-            events.CONFIG_UPDATE_REFUSED,
-            role=self.policy.role,
-            keys=keys,
-            code=refused.code.name,
-            remark=refused.remark,
-            by=by,
+        events.emit(
+            self.log,
+            events.ConfigUpdateRefused(
+                config_role=self.policy.role,
+                keys=keys,
+                code=refused.code.name,
+                remark=refused.remark,
+                by=by,
+            ),
         )
         return refused

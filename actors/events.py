@@ -35,7 +35,9 @@ COMMON_FIELDS: dict[str, Any] = {
 #: fields that bound loggers add to many lines (structlog ``bind``), and the exception text
 CONTEXT_FIELDS: dict[str, Any] = {
     "broker": str | None,
+    "client_id": str | None,
     "exception": str | None,
+    "uncatalogued": bool | None,  # non-strict logging wrote a name the catalogue lacks
 }
 
 LEVELS = ("debug", "info", "warning", "error", "critical")
@@ -71,11 +73,12 @@ def event(name: str, level: str = "info") -> Callable[[_E], _E]:
     return register
 
 
-def emit(log: Any, ev: LogEvent, **extra: Any) -> None:
-    """Log one record at its level through a structlog (bound) logger. ``extra`` carries only
-    `CONTEXT_FIELDS` (an exception's ``exc_info``)."""
+def emit(log: Any, ev: LogEvent, *, level: str | None = None, **extra: Any) -> None:
+    """Log one record through a structlog (bound) logger, at its `LEVEL` unless ``level``
+    says otherwise (the same happening can be worse in one place). ``extra`` carries only
+    `CONTEXT_FIELDS` and an exception's ``exc_info``."""
     fields = {f.name: getattr(ev, f.name) for f in attrs.fields(type(ev))}  # type: ignore[arg-type]
-    getattr(log, ev.LEVEL)(ev.NAME, **fields, **extra)
+    getattr(log, level or ev.LEVEL)(ev.NAME, **fields, **extra)
 
 
 def _resolve(cls: type[LogEvent]) -> dict[str, Any]:
@@ -111,6 +114,9 @@ def field_types() -> dict[str, Any]:
     for source, fields in sources:
         for fname, tp in fields.items():
             base, _ = strip_optional(tp)
+            if fname in out and {out[fname], base} == {str, Json}:
+                out[fname] = Json  # both are text to the reader; Json keeps nested values
+                continue
             if fname in out and out[fname] != base:
                 raise TypeError(
                     f"log field {fname!r} is {out[fname]} in {where[fname]} but {base} in {source}"
@@ -200,6 +206,9 @@ class BrokerRoleChanged(LogEvent):
     master_addr: str | None
     sync_state_set: list[int]
     reason: str | None = None
+    start_offset: int | None = None
+    reelected: bool | None = None
+    was_master: bool | None = None
 
 
 @event("master_first_write")
@@ -270,7 +279,7 @@ class RaftRoleChanged(LogEvent):
     """A controller replica's Raft role changed (core event)."""
 
     term: int
-    role: str
+    raft_role: str
     leader: str | None = None
     reason: str | None = None
     seen_term: int | None = None
@@ -284,6 +293,63 @@ class RaftLeaderElected(LogEvent):
     term: int
     leader: str
     last_index: int
+
+
+@event("raft_term_increased")
+@attrs.frozen(kw_only=True)
+class RaftTermIncreased(LogEvent):
+    """A candidate moved to a new term to ask for votes (core event)."""
+
+    term: int
+    previous_term: int
+
+
+@event("raft_vote_result")
+@attrs.frozen(kw_only=True)
+class RaftVoteResult(LogEvent):
+    """A vote round ended (core event); ``outcome`` is DLedger's parse result."""
+
+    term: int
+    outcome: str
+    member_num: int
+    answered_num: int
+    valid_num: int
+    accepted_num: int
+    not_ready_term_num: int
+    bigger_ledger_num: int
+    already_has_leader: bool
+    known_max_term_in_group: int
+
+
+@event("raft_heartbeat_timeout", "warning")
+@attrs.frozen(kw_only=True)
+class RaftHeartbeatTimeout(LogEvent):
+    """A follower heard nothing from its leader for too long (core event)."""
+
+    term: int
+    leader: str | None
+    silent_ms: int
+
+
+@event("raft_log_truncated")
+@attrs.frozen(kw_only=True)
+class RaftLogTruncated(LogEvent):
+    """A follower cut uncommitted entries from ``index`` on (core event)."""
+
+    term: int
+    index: int
+    dropped: int
+
+
+@event("raft_snapshot_installed")
+@attrs.frozen(kw_only=True)
+class RaftSnapshotInstalled(LogEvent):
+    """A follower installed its leader's snapshot (core event)."""
+
+    term: int
+    index: int
+    snapshot_term: int
+    leader: str
 
 
 # client message tracing (ClientConfig.trace / `--trace`): one line per acked send and per
@@ -332,116 +398,1256 @@ class TraceConsumed(LogEvent):
     reconsume_times: int
 
 
-# process lifecycle
-NAMESRV_BOOT = "namesrv_boot"  # addr
-BROKER_BOOT = BrokerBoot.NAME  # interim alias
-CONTROLLER_BOOT = "controller_boot"  # addr, peers
-PROCESS_SHUTDOWN = "process_shutdown"  # reason
-ACTOR_CRASHED = "actor_crashed"  # actor, restarting
-
-# `rocketrio up`, the local supervisor (node "up", <dir>/logs/up.jsonl)
-UP_STARTED = "up_started"  # mode, dir, pid, ports
-CHILD_STARTED = "child_started"  # child, pid, restart (0: first start)
-# child, pid, exit_code (None when killed by a signal), signal, ran_s, stopping (asked to stop),
-# restart (the restart this exit leads to), next_delay_s, gave_up
-CHILD_EXITED = "child_exited"
-CHILD_STOP_ESCALATED = "child_stop_escalated"  # child, pid, grace_s (SIGKILL after the grace)
-UP_STOPPING = "up_stopping"  # reason
-UP_STOPPED = "up_stopped"  # reason, exit_code
-
-# storage
-COMMITLOG_RECOVERED = "commitlog_recovered"  # max_offset, truncated_at, dropped_bytes
-COMMITLOG_TRUNCATED = CommitlogTruncated.NAME  # interim alias
-# segment, offset, reason (+ topic, queue_id, queue_offset, group): a record failed its check
-# on the read path and was not served
-COMMITLOG_RECORD_CORRUPT = "commitlog_record_corrupt"
-# store, error, remark (+ file, offset): recovery found damage it must not cut; start refused
-STORE_CORRUPT = "store_corrupt"
-CHECKPOINT_CORRUPT = "checkpoint_corrupt"  # path: a checkpoint failed its CRC; full scan done
-STARTUP_FAILED = "startup_failed"  # role, error, traceback: the process exits non-zero
-PROCESS_FAILED = "process_failed"  # role, error, traceback: failed after it started; exits 1
-CONSUME_QUEUE_REBUILT = "consume_queue_rebuilt"  # topic, queue_id, entries
-FLUSH_SLOW = "flush_slow"  # duration_ms
-
-# namesrv
-BROKER_REGISTERED = "broker_registered"  # cluster, broker, broker_id, addr
-BROKER_UNREGISTERED = "broker_unregistered"  # broker, broker_id, addr, reason
-BROKER_EXPIRED = BrokerExpired.NAME  # interim alias
-MIN_BROKER_ID_CHANGED = "min_broker_id_changed"  # broker, min_broker_id, min_broker_addr, notify
-
-# messaging
-TOPIC_UPDATED = "topic_updated"  # topic, read_queues, write_queues, perm
-TOPIC_DELETED = "topic_deleted"  # topic
-SEND_ACKED = "send_acked"  # sampled: topic, queue_id, offset, count
-CONSUMER_GROUP_CHANGED = "consumer_group_changed"  # group, members
-REBALANCE = "rebalance"  # group, client_id, queues
-MESSAGE_TO_DLQ = "message_to_dlq"  # group, topic, msg_id, reconsume_times
-# group, topic, timestamp, force, offsets ({"broker:queue": offset}), members (pushed 220 to)
-OFFSET_RESET = "offset_reset"
-# group, topic, client_id, queues ({"broker:queue": offset}): a member restarted its queues there
-OFFSET_RESET_APPLIED = "offset_reset_applied"
-GROUP_OFFSET_CLONED = "group_offset_cloned"  # src_group, dest_group, topics
-
-# raft / controller
-RAFT_ROLE_CHANGED = RaftRoleChanged.NAME  # interim alias
-RAFT_LEADER_ELECTED = RaftLeaderElected.NAME  # interim alias
-RAFT_VOTE_RESULT = "raft_vote_result"  # term, outcome
-RAFT_LOG_TRUNCATED = "raft_log_truncated"  # index
-RAFT_SNAPSHOT_TAKEN = "raft_snapshot_taken"  # index, term
-RAFT_LEADER_READY = "raft_leader_ready"  # term (the leader applied its own no-op)
-RAFT_NODE_STARTED = "raft_node_started"  # term, last_index
-RAFT_PEER_UNREACHABLE = "raft_peer_unreachable"  # peer
-RAFT_PEER_REACHABLE = "raft_peer_reachable"  # peer
-BROKER_HEARTBEAT_TIMEOUT = BrokerHeartbeatTimeout.NAME  # interim alias
-ELECT_MASTER = ElectMaster.NAME  # interim alias
-ELECT_MASTER_FAILED = "elect_master_failed"  # broker, reason
-# the leader asked the other controller replicas before deposing a master (upstream #4800)
-# cluster, broker, broker_id, reason, dead, alive, unknown, no_answer, quorum, group_size,
-# elapsed_ms: confirmed -> the election goes ahead; not confirmed -> the master stays
-MASTER_DEATH_CONFIRMED = "master_death_confirmed"
-MASTER_DEATH_NOT_CONFIRMED = "master_death_not_confirmed"
-NOTIFY_BROKER_ROLE_CHANGED_FAILED = "notify_broker_role_changed_failed"  # broker, addr
-SYNC_STATE_SET_CHANGED = SyncStateSetChanged.NAME  # interim alias
-BROKER_ID_APPLIED = "broker_id_applied"  # broker, broker_id
-BROKER_ROLE_CHANGED = BrokerRoleChanged.NAME  # interim alias
-
-# replication (AutoSwitch HA) and broker roles
-HA_CONNECTED = "ha_connected"  # side (master/slave), peer, slave_id
-HA_HANDSHAKE = "ha_handshake"  # slave_id, master_max, epoch, epochs (master side) / plan (slave)
-HA_CONNECTION_CLOSED = HaConnectionClosed.NAME  # interim alias
-HA_TRUNCATED = HaTruncated.NAME  # interim alias
-HA_LOG_RESET = HaLogReset.NAME  # interim alias
-EPOCH_RECORDED = "epoch_recorded"  # epoch, start_offset, source (master/replicated)
-SYNC_STATE_SET_PROPOSED = "sync_state_set_proposed"  # broker, change, proposed, applied, epoch
-SYNC_STATE_SET_ACCEPTED = "sync_state_set_accepted"  # broker, sync_state_set, epoch
-SYNC_STATE_SET_REFUSED = "sync_state_set_refused"  # broker, proposed, code, remark
-CONFIRM_OFFSET_MOVED = "confirm_offset_moved"  # sampled: offset, side
-SEND_NOT_ACKED = "send_not_acked"  # sampled: reason, count
-MASTER_FIRST_WRITE = MasterFirstWrite.NAME  # interim alias
-MASTER_ELECTION_REQUESTED = "master_election_requested"  # broker, broker_id, reason
-MASTER_STEPPED_DOWN = "master_stepped_down"  # broker, epoch, reason
+# ---------------------------------------------------------------- every other event
 
 
-# ACL 2.0 (actors/auth, actors/broker/auth_*)
-AUTH_REFUSED = "auth_refused"  # code, user, source_ip, remark (NO_PERMISSION answered)
-AUTH_USER_INITIALIZED = "auth_user_initialized"  # user (initAuthenticationUser / inner creds)
-AUTH_USER_CREATED = "auth_user_created"  # user, by
-AUTH_USER_UPDATED = "auth_user_updated"  # user, by
-AUTH_USER_DELETED = "auth_user_deleted"  # user, by
-AUTH_ACL_UPDATED = "auth_acl_updated"  # subject, by (createAcl / updateAcl)
-AUTH_ACL_DELETED = "auth_acl_deleted"  # subject, resource, by
-AUTH_SYNCED = "auth_synced"  # master, users, acls (a slave adopted its master's tables)
-# remoting server limits (issue 7); the WARN ones are rate-limited per server and carry
-# ``suppressed`` (lines not written since the last one)
-BAD_FRAME = "bad_frame"  # remote, reason, error (the connection is closed)
-CONNECTION_REFUSED = "connection_refused"  # remote, reason, why (over a connection cap)
-CONNECTION_READ_TIMEOUT = "connection_read_timeout"  # remote, buffered, missing, timeout_s
-CONNECTION_IDLE_CLOSED = "connection_idle_closed"  # remote, idle_s (info)
-REQUEST_REFUSED_BUSY = "request_refused_busy"  # code, remote, in_flight, limit
-PULL_HOLD_REFUSED = "pull_hold_refused"  # topic, queue_id, group, why (over a held-pull bound)
-# live config (UPDATE_BROKER_CONFIG / UPDATE_NAMESRV_CONFIG / UPDATE_CONTROLLER_CONFIG)
-# role, key, old, new, persisted_to (None: started without a config file), by: one per key
-CONFIG_UPDATED = "config_updated"
-CONFIG_UPDATE_REFUSED = "config_update_refused"  # role, keys, code, remark, by
+@event("actor_crashed", "error")
+@attrs.frozen(kw_only=True)
+class ActorCrashed(LogEvent):
+    """Actor crashed."""
 
-ALL = frozenset(v for k, v in dict(globals()).items() if k.isupper() and isinstance(v, str))
+    restarting: bool
+    backoff_s: float | None = None
+    restart: int | None = None
+    error: str | None = None
+
+
+@event("auth_acl_deleted")
+@attrs.frozen(kw_only=True)
+class AuthAclDeleted(LogEvent):
+    """Auth acl deleted: deleteAcl removed a subject's policy for a resource."""
+
+    subject: str | None = None
+    resource: str | None = None
+    by: str | None = None
+
+
+@event("auth_acl_updated")
+@attrs.frozen(kw_only=True)
+class AuthAclUpdated(LogEvent):
+    """Auth acl updated: createAcl / updateAcl."""
+
+    subject: str | None = None
+    by: str | None = None
+
+
+@event("auth_no_users", "warning")
+@attrs.frozen(kw_only=True)
+class AuthNoUsers(LogEvent):
+    """Auth no users."""
+
+    hint: Json
+
+
+@event("auth_refused")
+@attrs.frozen(kw_only=True)
+class AuthRefused(LogEvent):
+    """Auth refused: NO_PERMISSION answered."""
+
+    code: str
+    remark: str
+    user: str | None = None
+    source_ip: str | None = None
+
+
+@event("auth_synced")
+@attrs.frozen(kw_only=True)
+class AuthSynced(LogEvent):
+    """Auth synced: a slave adopted its master's tables."""
+
+    master: str
+    users: int
+    acls: int
+
+
+@event("auth_user_created")
+@attrs.frozen(kw_only=True)
+class AuthUserCreated(LogEvent):
+    """Auth user created."""
+
+    user: str | None = None
+    by: str | None = None
+
+
+@event("auth_user_deleted")
+@attrs.frozen(kw_only=True)
+class AuthUserDeleted(LogEvent):
+    """Auth user deleted."""
+
+    user: str | None = None
+    by: str | None = None
+
+
+@event("auth_user_initialized")
+@attrs.frozen(kw_only=True)
+class AuthUserInitialized(LogEvent):
+    """Auth user initialized: initAuthenticationUser / inner creds."""
+
+    user: str
+
+
+@event("auth_user_updated")
+@attrs.frozen(kw_only=True)
+class AuthUserUpdated(LogEvent):
+    """Auth user updated: updateUser changed a user."""
+
+    user: str | None = None
+    by: str | None = None
+
+
+@event("bad_frame", "warning")
+@attrs.frozen(kw_only=True)
+class BadFrame(LogEvent):
+    """Bad frame: the connection is closed."""
+
+    suppressed: int | None = None
+    remote: str | None = None
+    reason: str | None = None
+    error: str | None = None
+
+
+@event("broadcast_consume_dropped", "warning")
+@attrs.frozen(kw_only=True)
+class BroadcastConsumeDropped(LogEvent):
+    """Broadcast consume dropped."""
+
+    group: str
+    count: int
+
+
+@event("broker_connection_closed")
+@attrs.frozen(kw_only=True)
+class BrokerConnectionClosed(LogEvent):
+    """Broker connection closed."""
+
+    topics: list[str]
+
+
+@event("broker_id_applied")
+@attrs.frozen(kw_only=True)
+class BrokerIdApplied(LogEvent):
+    """Broker id applied."""
+
+    broker_id: int
+    addr: str
+
+
+@event("broker_id_loaded")
+@attrs.frozen(kw_only=True)
+class BrokerIdLoaded(LogEvent):
+    """Broker id loaded."""
+
+    broker_id: int
+    path: str
+
+
+@event("broker_id_reapplied", "warning")
+@attrs.frozen(kw_only=True)
+class BrokerIdReapplied(LogEvent):
+    """Broker id reapplied."""
+
+    broker_id: int
+    remark: str
+
+
+@event("broker_id_refused", "warning")
+@attrs.frozen(kw_only=True)
+class BrokerIdRefused(LogEvent):
+    """Broker id refused."""
+
+    broker_id: int
+    remark: str
+
+
+@event("broker_id_resume_from_temp")
+@attrs.frozen(kw_only=True)
+class BrokerIdResumeFromTemp(LogEvent):
+    """Broker id resume from temp."""
+
+    broker_id: int
+
+
+@event("broker_id_temp_written")
+@attrs.frozen(kw_only=True)
+class BrokerIdTempWritten(LogEvent):
+    """Broker id temp written."""
+
+    broker_id: int
+
+
+@event("broker_registered")
+@attrs.frozen(kw_only=True)
+class BrokerRegistered(LogEvent):
+    """Broker registered."""
+
+    cluster: str
+    broker_id: int
+    addr: str
+
+
+@event("broker_registration_ignored", "warning")
+@attrs.frozen(kw_only=True)
+class BrokerRegistrationIgnored(LogEvent):
+    """Broker registration ignored."""
+
+    broker_id: int
+    addr: str
+    reason: str
+
+
+@event("broker_role_change_notified")
+@attrs.frozen(kw_only=True)
+class BrokerRoleChangeNotified(LogEvent):
+    """Broker role change notified."""
+
+    master_id: int
+    master_addr: str
+    epoch: int
+
+
+@event("broker_unregistered")
+@attrs.frozen(kw_only=True)
+class BrokerUnregistered(LogEvent):
+    """Broker unregistered."""
+
+    broker_id: int
+    addr: str
+    reason: str
+    detail: str | None = None
+
+
+@event("checkpoint_corrupt", "warning")
+@attrs.frozen(kw_only=True)
+class CheckpointCorrupt(LogEvent):
+    """Checkpoint corrupt: a checkpoint failed its CRC; full scan done."""
+
+    path: str
+    remark: str
+
+
+@event("child_exited")
+@attrs.frozen(kw_only=True)
+class ChildExited(LogEvent):
+    """A child of `rocketrio up` exited (``exit_code`` None: killed by ``signal``); ``restart``
+    is the restart this exit leads to, ``gave_up`` when `up` stopped restarting it."""
+
+    stopping: bool
+    gave_up: bool
+    restart: int | None = None
+    next_delay_s: float | None = None
+    restarts: int | None = None
+    child: str | None = None
+    pid: int | None = None
+    exit_code: int | None = None
+    signal: str | None = None
+    ran_s: float | None = None
+
+
+@event("child_started")
+@attrs.frozen(kw_only=True)
+class ChildStarted(LogEvent):
+    """`rocketrio up` started a child (``restart`` 0: its first start)."""
+
+    child: str
+    pid: int
+    restart: int
+
+
+@event("child_stop_escalated", "warning")
+@attrs.frozen(kw_only=True)
+class ChildStopEscalated(LogEvent):
+    """Child stop escalated: SIGKILL after the grace."""
+
+    child: str
+    pid: int
+    grace_s: Json
+    unkillable_after_s: Json | None = None
+
+
+@event("classic_master_found")
+@attrs.frozen(kw_only=True)
+class ClassicMasterFound(LogEvent):
+    """Classic master found."""
+
+    master_addr: str
+    previous: str | None = None
+
+
+@event("classic_master_started")
+@attrs.frozen(kw_only=True)
+class ClassicMasterStarted(LogEvent):
+    """Classic master started."""
+
+    broker_role: str
+    epoch: int
+    start_offset: int
+
+
+@event("commitlog_record_corrupt", "error")
+@attrs.frozen(kw_only=True)
+class CommitlogRecordCorrupt(LogEvent):
+    """A record failed its check on the read path and was not served."""
+
+    segment: str
+    offset: int
+    reason: str
+    topic: str
+    queue_id: int
+    queue_offset: int
+    group: str
+
+
+@event("commitlog_recovered")
+@attrs.frozen(kw_only=True)
+class CommitlogRecovered(LogEvent):
+    """Commitlog recovered."""
+
+    max_offset: int
+    dropped_bytes: int
+    redispatched: int
+    cq_entries_dropped: int
+    took_ms: int
+    confirm_offset: int
+    epochs: list[str]
+    unclean_shutdown: bool
+    scanned_from: int
+    bytes_scanned: int
+    checkpoint: str
+    truncated_at: int | None = None
+    segment: str | None = None
+    reason: str | None = None
+
+
+@event("config_loaded_from_backup", "warning")
+@attrs.frozen(kw_only=True)
+class ConfigLoadedFromBackup(LogEvent):
+    """Config loaded from backup."""
+
+    file: Json
+
+
+@event("config_update_refused", "warning")
+@attrs.frozen(kw_only=True)
+class ConfigUpdateRefused(LogEvent):
+    """Config update refused."""
+
+    config_role: str
+    keys: list[str]
+    code: str
+    remark: str
+    by: str
+
+
+@event("config_updated")
+@attrs.frozen(kw_only=True)
+class ConfigUpdated(LogEvent):
+    """Config updated: started without a config file), by: one per key."""
+
+    config_role: str
+    key: Json
+    old: str
+    new: str
+    persisted_to: Json
+    by: str
+
+
+@event("confirm_offset_moved")
+@attrs.frozen(kw_only=True)
+class ConfirmOffsetMoved(LogEvent):
+    """Confirm offset moved: offset, side."""
+
+    offset: int
+    side: str
+
+
+@event("connection_idle_closed")
+@attrs.frozen(kw_only=True)
+class ConnectionIdleClosed(LogEvent):
+    """Connection idle closed: info."""
+
+    remote: str
+    idle_s: float
+
+
+@event("connection_read_timeout")
+@attrs.frozen(kw_only=True)
+class ConnectionReadTimeout(LogEvent):
+    """Connection read timeout."""
+
+    suppressed: int | None = None
+    remote: str | None = None
+    buffered: int | None = None
+    missing: int | None = None
+    timeout_s: float | None = None
+
+
+@event("connection_refused")
+@attrs.frozen(kw_only=True)
+class ConnectionRefused(LogEvent):
+    """Connection refused: over a connection cap (``reason``, ``why``)."""
+
+    remote: str
+    reason: str
+    why: str
+    suppressed: int | None = None
+
+
+@event("consume_bad_status", "warning")
+@attrs.frozen(kw_only=True)
+class ConsumeBadStatus(LogEvent):
+    """Consume bad status."""
+
+    group: str
+    status: Json
+
+
+@event("consume_failed", "warning")
+@attrs.frozen(kw_only=True)
+class ConsumeFailed(LogEvent):
+    """Consume failed."""
+
+    group: str
+    error: str
+
+
+@event("consume_queue_rebuilt")
+@attrs.frozen(kw_only=True)
+class ConsumeQueueRebuilt(LogEvent):
+    """Consume queue rebuilt."""
+
+
+@event("consumer_group_changed")
+@attrs.frozen(kw_only=True)
+class ConsumerGroupChanged(LogEvent):
+    """Consumer group changed."""
+
+    group: str
+    members: list[str]
+
+
+@event("consumer_ids_changed")
+@attrs.frozen(kw_only=True)
+class ConsumerIdsChanged(LogEvent):
+    """Consumer ids changed."""
+
+    group: str
+
+
+@event("controller_boot")
+@attrs.frozen(kw_only=True)
+class ControllerBoot(LogEvent):
+    """Controller boot."""
+
+    addr: str
+    peers: str
+    self_id: str
+    group: str
+
+
+@event("controller_call_failed", "warning")
+@attrs.frozen(kw_only=True)
+class ControllerCallFailed(LogEvent):
+    """Controller call failed."""
+
+    call: str
+    error: str
+
+
+@event("controller_call_recovered")
+@attrs.frozen(kw_only=True)
+class ControllerCallRecovered(LogEvent):
+    """Controller call recovered."""
+
+    call: str
+
+
+@event("controller_leader_changed")
+@attrs.frozen(kw_only=True)
+class ControllerLeaderChanged(LogEvent):
+    """Controller leader changed."""
+
+    leader: str
+    previous: Json
+
+
+@event("controller_leader_found")
+@attrs.frozen(kw_only=True)
+class ControllerLeaderFound(LogEvent):
+    """Controller leader found."""
+
+    leader: str
+
+
+@event("controller_step_retry", "warning")
+@attrs.frozen(kw_only=True)
+class ControllerStepRetry(LogEvent):
+    """Controller step retry."""
+
+    step: str
+    attempt: int
+    error: str
+
+
+@event("elect_master_failed", "warning")
+@attrs.frozen(kw_only=True)
+class ElectMasterFailed(LogEvent):
+    """Elect master failed."""
+
+    code: str | None = None
+    remark: str | None = None
+    error: str | None = None
+
+
+@event("epoch_file_loaded_from_backup", "warning")
+@attrs.frozen(kw_only=True)
+class EpochFileLoadedFromBackup(LogEvent):
+    """Epoch file loaded from backup."""
+
+    path: str
+
+
+@event("epoch_recorded")
+@attrs.frozen(kw_only=True)
+class EpochRecorded(LogEvent):
+    """Epoch recorded: master/replicated."""
+
+    epoch: int
+    start_offset: int
+    source: str
+
+
+@event("flush_slow", "warning")
+@attrs.frozen(kw_only=True)
+class FlushSlow(LogEvent):
+    """Flush slow."""
+
+    duration_ms: int
+
+
+@event("get_consumer_ids_failed", "warning")
+@attrs.frozen(kw_only=True)
+class GetConsumerIdsFailed(LogEvent):
+    """Get consumer ids failed."""
+
+    group: str
+    error: str
+
+
+@event("group_offset_cloned")
+@attrs.frozen(kw_only=True)
+class GroupOffsetCloned(LogEvent):
+    """Group offset cloned."""
+
+    src_group: Json
+    dest_group: Json
+    topics: list[str]
+
+
+@event("ha_connected")
+@attrs.frozen(kw_only=True)
+class HaConnected(LogEvent):
+    """Ha connected: master/slave), peer, slave_id."""
+
+    side: str
+    peer: str
+    slave_id: int | None = None
+    async_learner: bool | None = None
+    sync_from_last_file: bool | None = None
+
+
+@event("ha_handshake")
+@attrs.frozen(kw_only=True)
+class HaHandshake(LogEvent):
+    """Ha handshake: master side) / plan (slave."""
+
+    side: str
+    slave_id: int
+    slave_offset: int
+    start_offset: int
+
+
+@event("register_broker_failed", "warning")
+@attrs.frozen(kw_only=True)
+class RegisterBrokerFailed(LogEvent):
+    """A broker could not register with a NameServer (logged once until it succeeds again)."""
+
+    namesrv: str
+    error: str
+
+
+@event("broker_heartbeat_failed", "warning")
+@attrs.frozen(kw_only=True)
+class BrokerHeartbeatFailed(LogEvent):
+    """A broker's heartbeat to a NameServer failed (logged once until it succeeds again)."""
+
+    namesrv: str
+    error: str
+
+
+@event("heartbeat_failed", "warning")
+@attrs.frozen(kw_only=True)
+class HeartbeatFailed(LogEvent):
+    """Heartbeat failed."""
+
+    error: str
+
+
+@event("held_pull_failed", "error")
+@attrs.frozen(kw_only=True)
+class HeldPullFailed(LogEvent):
+    """Held pull failed."""
+
+    topic: str
+
+
+@event("kv_config_persist_failed", "error")
+@attrs.frozen(kw_only=True)
+class KvConfigPersistFailed(LogEvent):
+    """Kv config persist failed."""
+
+    path: str
+    error: str
+
+
+@event("master_address_changed")
+@attrs.frozen(kw_only=True)
+class MasterAddressChanged(LogEvent):
+    """Master address changed."""
+
+    master_addr: str
+
+
+@event("master_death_confirmed")
+@attrs.frozen(kw_only=True)
+class MasterDeathConfirmed(LogEvent):
+    """Master death confirmed: the leader asked the other controller replicas before deposing a
+    master (upstream #4800) and a quorum agreed; the election goes ahead."""
+
+    cluster: str | None = None
+    broker_id: int | None = None
+    reason: str | None = None
+    elapsed_ms: float | None = None
+    dead: list[str] | None = None
+    alive: list[str] | None = None
+    unknown: list[str] | None = None
+    no_answer: list[str] | None = None
+    quorum: int | None = None
+    group_size: int | None = None
+    errors: Json | None = None
+
+
+@event("master_death_not_confirmed", "warning")
+@attrs.frozen(kw_only=True)
+class MasterDeathNotConfirmed(LogEvent):
+    """Master death not confirmed: the other controller replicas still see the master (or too
+    few answered); it stays master. Same fields as ``master_death_confirmed``."""
+
+    cluster: str | None = None
+    broker_id: int | None = None
+    reason: str | None = None
+    elapsed_ms: float | None = None
+    dead: list[str] | None = None
+    alive: list[str] | None = None
+    unknown: list[str] | None = None
+    no_answer: list[str] | None = None
+    quorum: int | None = None
+    group_size: int | None = None
+    errors: Json | None = None
+
+
+@event("master_election_requested")
+@attrs.frozen(kw_only=True)
+class MasterElectionRequested(LogEvent):
+    """Master election requested."""
+
+    broker_id: int
+    reason: str
+
+
+@event("master_ha_addr_unknown")
+@attrs.frozen(kw_only=True)
+class MasterHaAddrUnknown(LogEvent):
+    """Master ha addr unknown."""
+
+    master: str
+    error: str
+
+
+@event("master_stepped_down", "warning")
+@attrs.frozen(kw_only=True)
+class MasterSteppedDown(LogEvent):
+    """Master stepped down."""
+
+    epoch: int
+    reason: str
+
+
+@event("message_to_dlq")
+@attrs.frozen(kw_only=True)
+class MessageToDlq(LogEvent):
+    """Message to dlq."""
+
+    group: str
+    msg_id: str
+    reconsume_times: int
+    topic: str | None = None
+    dlq_msg_id: str | None = None
+
+
+@event("min_broker_id_changed")
+@attrs.frozen(kw_only=True)
+class MinBrokerIdChanged(LogEvent):
+    """Min broker id changed."""
+
+    min_broker_id: int
+    min_broker_addr: str
+    notify: list[str]
+    offline_addr: Json | None = None
+
+
+@event("namesrv_boot")
+@attrs.frozen(kw_only=True)
+class NamesrvBoot(LogEvent):
+    """Namesrv boot."""
+
+    addr: str
+
+
+@event("notify_broker_role_changed_failed", "warning")
+@attrs.frozen(kw_only=True)
+class NotifyBrokerRoleChangedFailed(LogEvent):
+    """Notify broker role changed failed."""
+
+    addr: str
+    error: str
+
+
+@event("notify_min_broker_id_change_failed", "warning")
+@attrs.frozen(kw_only=True)
+class NotifyMinBrokerIdChangeFailed(LogEvent):
+    """Notify min broker id change failed."""
+
+    addr: str
+    error: str
+
+
+@event("offset_reset")
+@attrs.frozen(kw_only=True)
+class OffsetReset(LogEvent):
+    """A group's offsets were reset (``offsets``: "broker:queue" -> offset) and its members told."""
+
+    group: str
+    topic: str
+    timestamp: int
+    force: bool
+    offsets: dict[str, int]
+    member_count: int
+
+
+@event("offset_reset_applied")
+@attrs.frozen(kw_only=True)
+class OffsetResetApplied(LogEvent):
+    """A consumer restarted its queues at reset offsets (``offsets``: "broker:queue" -> offset)."""
+
+    group: str
+    offsets: dict[str, int]
+
+
+@event("persist_offset_failed", "warning")
+@attrs.frozen(kw_only=True)
+class PersistOffsetFailed(LogEvent):
+    """Persist offset failed."""
+
+    group: str
+    mq: str
+    error: str
+
+
+@event("process_failed", "error")
+@attrs.frozen(kw_only=True)
+class ProcessFailed(LogEvent):
+    """Process failed: failed after it started; exits 1."""
+
+    error: str | None = None
+    traceback: str | None = None
+
+
+@event("process_shutdown")
+@attrs.frozen(kw_only=True)
+class ProcessShutdown(LogEvent):
+    """Process shutdown."""
+
+    reason: str
+
+
+@event("pull_failed", "warning")
+@attrs.frozen(kw_only=True)
+class PullFailed(LogEvent):
+    """Pull failed."""
+
+    group: str
+    mq: str
+    error: str
+
+
+@event("pull_hold_refused", "warning")
+@attrs.frozen(kw_only=True)
+class PullHoldRefused(LogEvent):
+    """Pull hold refused: over a held-pull bound."""
+
+    topic: str
+    queue_id: int
+    group: str
+    why: Json
+    suppressed: int
+
+
+@event("pull_moved")
+@attrs.frozen(kw_only=True)
+class PullMoved(LogEvent):
+    """Pull moved."""
+
+    group: str
+    mq: str
+    old: str
+    new: str
+
+
+@event("pull_offset_illegal", "warning")
+@attrs.frozen(kw_only=True)
+class PullOffsetIllegal(LogEvent):
+    """Pull offset illegal."""
+
+    group: str
+    mq: str
+    offset: int
+    next_offset: Json
+
+
+@event("put_failed", "error")
+@attrs.frozen(kw_only=True)
+class PutFailed(LogEvent):
+    """Put failed."""
+
+    topic: str
+
+
+@event("query_consumer_offset_failed", "warning")
+@attrs.frozen(kw_only=True)
+class QueryConsumerOffsetFailed(LogEvent):
+    """Query consumer offset failed."""
+
+    group: str
+    mq: str
+    error: str
+
+
+@event("raft_leader_ready")
+@attrs.frozen(kw_only=True)
+class RaftLeaderReady(LogEvent):
+    """Raft leader ready: the leader applied its own no-op."""
+
+    term: int
+    index: int
+    raft_id: str | None = None
+
+
+@event("raft_log_recovered", "warning")
+@attrs.frozen(kw_only=True)
+class RaftLogRecovered(LogEvent):
+    """Raft log recovered."""
+
+    torn_tail: Json
+    removed_files: Json
+    log_discarded_for_snapshot: Json
+
+
+@event("raft_message_malformed", "warning")
+@attrs.frozen(kw_only=True)
+class RaftMessageMalformed(LogEvent):
+    """Raft message malformed."""
+
+    error: str
+
+
+@event("raft_node_started")
+@attrs.frozen(kw_only=True)
+class RaftNodeStarted(LogEvent):
+    """Raft node started."""
+
+    term: int
+    snapshot_index: int
+    last_index: int
+    voted_for: str | None = None
+    raft_id: str | None = None
+
+
+@event("raft_peer_reachable")
+@attrs.frozen(kw_only=True)
+class RaftPeerReachable(LogEvent):
+    """Raft peer reachable."""
+
+    peer: str
+    addr: str
+    raft_id: str | None = None
+
+
+@event("raft_peer_unreachable", "warning")
+@attrs.frozen(kw_only=True)
+class RaftPeerUnreachable(LogEvent):
+    """Raft peer unreachable."""
+
+    peer: str
+    addr: str
+    error: str
+    raft_id: str | None = None
+
+
+@event("raft_snapshot_taken")
+@attrs.frozen(kw_only=True)
+class RaftSnapshotTaken(LogEvent):
+    """Raft snapshot taken."""
+
+    index: int
+    term: int
+    size: int
+    raft_id: str | None = None
+
+
+@event("rebalance")
+@attrs.frozen(kw_only=True)
+class Rebalance(LogEvent):
+    """Rebalance."""
+
+    group: str
+    topic: str
+    queues: list[str]
+
+
+@event("rebalance_failed", "warning")
+@attrs.frozen(kw_only=True)
+class RebalanceFailed(LogEvent):
+    """Rebalance failed."""
+
+    group: str
+    topic: str
+    error: str
+
+
+@event("rebalance_no_route", "warning")
+@attrs.frozen(kw_only=True)
+class RebalanceNoRoute(LogEvent):
+    """Rebalance no route."""
+
+    group: str
+    topic: str
+
+
+@event("registered_to_namesrv")
+@attrs.frozen(kw_only=True)
+class RegisteredToNamesrv(LogEvent):
+    """Registered to namesrv."""
+
+    namesrv: str
+
+
+@event("request_failed", "error")
+@attrs.frozen(kw_only=True)
+class RequestFailed(LogEvent):
+    """Request failed."""
+
+    code: str
+    remote: str
+
+
+@event("request_refused_busy", "warning")
+@attrs.frozen(kw_only=True)
+class RequestRefusedBusy(LogEvent):
+    """Request refused busy."""
+
+    code: str
+    remote: str
+    in_flight: Json
+    limit: Json
+    suppressed: int
+
+
+@event("reset_offset_bad_request", "warning")
+@attrs.frozen(kw_only=True)
+class ResetOffsetBadRequest(LogEvent):
+    """Reset offset bad request."""
+
+    error: str
+
+
+@event("reset_offset_no_consumer")
+@attrs.frozen(kw_only=True)
+class ResetOffsetNoConsumer(LogEvent):
+    """Reset offset no consumer."""
+
+    group: str
+    topic: str
+
+
+@event("route_update_failed", "warning")
+@attrs.frozen(kw_only=True)
+class RouteUpdateFailed(LogEvent):
+    """Route update failed."""
+
+    topic: str
+    error: str
+
+
+@event("send_acked")
+@attrs.frozen(kw_only=True)
+class SendAcked(LogEvent):
+    """Send acked: topic, queue_id, offset, count."""
+
+    topic: str
+    queue_id: int
+    offset: int
+    commitlog_offset: int
+    count: int
+
+
+@event("send_back_failed", "warning")
+@attrs.frozen(kw_only=True)
+class SendBackFailed(LogEvent):
+    """Send back failed."""
+
+    group: str
+    error: str
+
+
+@event("send_callback_failed", "error")
+@attrs.frozen(kw_only=True)
+class SendCallbackFailed(LogEvent):
+    """Send callback failed."""
+
+
+@event("send_failed", "warning")
+@attrs.frozen(kw_only=True)
+class SendFailed(LogEvent):
+    """Send failed."""
+
+    topic: str
+    addr: str
+    attempt: int
+    error: str
+
+
+@event("send_not_acked", "warning")
+@attrs.frozen(kw_only=True)
+class SendNotAcked(LogEvent):
+    """Send not acked: reason, count."""
+
+    reason: str
+    count: int
+    epoch: int
+
+
+@event("shutdown_step_failed", "error")
+@attrs.frozen(kw_only=True)
+class ShutdownStepFailed(LogEvent):
+    """Shutdown step failed."""
+
+    step: str
+
+
+@event("shutdown_step_timeout", "warning")
+@attrs.frozen(kw_only=True)
+class ShutdownStepTimeout(LogEvent):
+    """Shutdown step timeout."""
+
+    step: str
+
+
+@event("slave_sync_failed", "warning")
+@attrs.frozen(kw_only=True)
+class SlaveSyncFailed(LogEvent):
+    """Slave sync failed."""
+
+    master: str
+    error: str
+
+
+@event("slave_synced")
+@attrs.frozen(kw_only=True)
+class SlaveSynced(LogEvent):
+    """Slave synced."""
+
+    master: str
+
+
+@event("start_offset_failed", "warning")
+@attrs.frozen(kw_only=True)
+class StartOffsetFailed(LogEvent):
+    """Start offset failed."""
+
+    group: str
+    mq: str
+    error: str
+
+
+@event("startup_failed", "error")
+@attrs.frozen(kw_only=True)
+class StartupFailed(LogEvent):
+    """Startup failed: the process exits non-zero."""
+
+    error: str | None = None
+    traceback: str | None = None
+
+
+@event("store_corrupt", "error")
+@attrs.frozen(kw_only=True)
+class StoreCorrupt(LogEvent):
+    """Store corrupt: recovery found damage it must not cut; start refused."""
+
+    store: Json
+    error: str
+    remark: str
+
+
+@event("sync_state_set_accepted")
+@attrs.frozen(kw_only=True)
+class SyncStateSetAccepted(LogEvent):
+    """Sync state set accepted."""
+
+    sync_state_set: list[int]
+    epoch: int
+
+
+@event("sync_state_set_adopted")
+@attrs.frozen(kw_only=True)
+class SyncStateSetAdopted(LogEvent):
+    """Sync state set adopted."""
+
+    sync_state_set: list[int]
+    sync_state_set_epoch: Json
+
+
+@event("sync_state_set_proposed")
+@attrs.frozen(kw_only=True)
+class SyncStateSetProposed(LogEvent):
+    """Sync state set proposed."""
+
+    change: str
+    proposed: list[int]
+    applied: list[int]
+    possible: list[int]
+    epoch: int
+
+
+@event("sync_state_set_refused", "warning")
+@attrs.frozen(kw_only=True)
+class SyncStateSetRefused(LogEvent):
+    """Sync state set refused."""
+
+    proposed: list[int]
+    remark: str
+
+
+@event("topic_adopted_from_queues", "warning")
+@attrs.frozen(kw_only=True)
+class TopicAdoptedFromQueues(LogEvent):
+    """Topic adopted from queues."""
+
+    topic: str
+    queue_count: int
+
+
+@event("topic_deleted")
+@attrs.frozen(kw_only=True)
+class TopicDeleted(LogEvent):
+    """Topic deleted."""
+
+    topic: str
+    cluster: str | None = None
+
+
+@event("topic_updated")
+@attrs.frozen(kw_only=True)
+class TopicUpdated(LogEvent):
+    """Topic updated."""
+
+    topic: str
+    read_queues: int
+    write_queues: int
+    perm: int
+
+
+@event("truncating_below_confirm_offset", "error")
+@attrs.frozen(kw_only=True)
+class TruncatingBelowConfirmOffset(LogEvent):
+    """Truncating below confirm offset."""
+
+    offset: int
+    confirm_offset: int
+    reason: str
+
+
+@event("unregister_broker_failed", "warning")
+@attrs.frozen(kw_only=True)
+class UnregisterBrokerFailed(LogEvent):
+    """Unregister broker failed."""
+
+    namesrv: str
+    error: str
+
+
+@event("unregister_client_failed", "warning")
+@attrs.frozen(kw_only=True)
+class UnregisterClientFailed(LogEvent):
+    """Unregister client failed."""
+
+    error: str
+
+
+@event("up_started")
+@attrs.frozen(kw_only=True)
+class UpStarted(LogEvent):
+    """Up started."""
+
+    mode: str
+    dir: str
+    pid: int
+    ports: Json
+
+
+@event("up_stopped")
+@attrs.frozen(kw_only=True)
+class UpStopped(LogEvent):
+    """Up stopped."""
+
+    reason: str
+    exit_code: int
+
+
+@event("up_stopping")
+@attrs.frozen(kw_only=True)
+class UpStopping(LogEvent):
+    """Up stopping."""
+
+    reason: str
+
+
+@event("write_perm_added")
+@attrs.frozen(kw_only=True)
+class WritePermAdded(LogEvent):
+    """Write perm added."""
+
+    topic_count: int
+    by: str
+
+
+@event("write_perm_wiped")
+@attrs.frozen(kw_only=True)
+class WritePermWiped(LogEvent):
+    """Write perm wiped."""
+
+    topic_count: int
+    by: str
+
+
+#: every catalogued event name
+ALL = frozenset(CATALOGUE)

@@ -2,8 +2,9 @@
 
 Common schema of every line: ``ts`` (UTC ISO-8601 with ms), ``level``, ``node``, ``role``,
 ``actor``, ``event``, plus the fields of the happening (``term``, ``epoch``, ``offset`` ...).
-Event names that tools read are in `rocketrio.actors.events`. Wall-clock time comes from one
-injectable function (`set_wallclock`) so simulations can log deterministic timestamps.
+Every event and its fields are declared in `rocketrio.actors.events` (the catalogue);
+`check_catalogued` enforces it (strict in tests, a marked line in production). Wall-clock time
+comes from one injectable function (`set_wallclock`): simulations log deterministic times.
 """
 
 from __future__ import annotations
@@ -19,6 +20,8 @@ from datetime import UTC, datetime
 from typing import Any, TextIO
 
 import structlog
+
+from rocketrio.actors import events
 
 _wallclock_ms: Callable[[], int] = lambda: time.time_ns() // 1_000_000  # noqa: E731
 
@@ -37,6 +40,45 @@ def _iso(ms: int) -> str:
     return (
         datetime.fromtimestamp(ms / 1000, UTC).strftime("%Y-%m-%dT%H:%M:%S.") + f"{ms % 1000:03d}Z"
     )
+
+
+class UncataloguedEvent(AssertionError):
+    """A strict logger was asked to log a name, or a field, the event catalogue lacks."""
+
+
+_FIELDS: frozenset[str] | None = None
+_SCHEMA = {"ts", "level", "node", "role", "actor", "event", "logger", "exc_info"}
+
+
+def catalogue_problem(ed: dict[str, Any]) -> str | None:
+    """Why a structlog event dict is not a catalogued event (None: it is)."""
+    global _FIELDS
+    if _FIELDS is None:
+        _FIELDS = frozenset(events.field_types())
+    name = ed.get("event")
+    record = events.CATALOGUE.get(name) if isinstance(name, str) else None
+    if record is None:
+        return f"event {name!r} is not in rocketrio.actors.events"
+    extra = sorted(k for k in ed if k not in _SCHEMA and k not in _FIELDS)
+    if extra:
+        return f"event {name!r} has fields the catalogue lacks: {extra}"
+    return None
+
+
+def check_catalogued(strict: bool) -> Callable[[Any, str, dict[str, Any]], dict[str, Any]]:
+    """A structlog processor: strict raises `UncataloguedEvent` (tests run strict, so code that
+    logs a name or field the catalogue lacks fails them); otherwise the line is written with
+    ``uncatalogued: true``."""
+
+    def check(_logger: Any, _method: str, ed: dict[str, Any]) -> dict[str, Any]:
+        problem = catalogue_problem(ed)
+        if problem is not None:
+            if strict:
+                raise UncataloguedEvent(problem)
+            ed["uncatalogued"] = True
+        return ed
+
+    return check
 
 
 class _Sink:
@@ -109,6 +151,7 @@ def configure_logging(
     *,
     console: TextIO | None = sys.stderr,
     level: str = "info",
+    strict: bool = False,
 ) -> str | None:
     """Set up logging for this process; returns the JSON log file path (or None)."""
     json_out: TextIO | None = None
@@ -121,6 +164,7 @@ def configure_logging(
         processors=[
             structlog.contextvars.merge_contextvars,
             _add_logger_name,
+            check_catalogued(strict),
             _Sink(node, role, json_out, console),
         ],
         wrapper_class=structlog.make_filtering_bound_logger(getattr(logging, level.upper())),

@@ -29,6 +29,7 @@ from collections import deque
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+import attrs
 import structlog
 import trio
 
@@ -117,12 +118,14 @@ class ServerSide:
         self.budget = InputBudget(limits.input_budget_bytes)
         self.log_limiter = LogRateLimiter()
 
-    def warn(self, event: str, **fields: Any) -> None:
+    def warn(
+        self, ev: events.BadFrame | events.ConnectionReadTimeout | events.ConnectionRefused
+    ) -> None:
         """A WARN line, unless too many came lately (the next one says how many were not
         written, as ``suppressed``)."""
         suppressed = self.log_limiter.admit(trio.current_time())
         if suppressed is not None:
-            log.warning(event, suppressed=suppressed, **fields)
+            events.emit(log, attrs.evolve(ev, suppressed=suppressed), level="warning")
 
 
 class Connection:
@@ -307,9 +310,9 @@ class Connection:
         self.close_reason = f"bad frame: {e}"
         fields = {"remote": self.remote, "reason": e.reason, "error": str(e)}
         if self._server is not None:
-            self._server.warn(events.BAD_FRAME, **fields)
+            self._server.warn(events.BadFrame(**fields))
         else:
-            log.warning(events.BAD_FRAME, **fields)
+            events.emit(log, events.BadFrame(**fields))
 
     async def _wait_output_below_low_water(self) -> None:
         while self._out_bytes > self._low_water and not self.closed:
@@ -330,17 +333,18 @@ class Connection:
             if partial is not None and now >= partial + read_s:
                 self.close_reason = "read timeout"
                 server.warn(
-                    events.CONNECTION_READ_TIMEOUT,
-                    remote=self.remote,
-                    buffered=self._decoder.buffered,
-                    missing=self._decoder.missing(),
-                    timeout_s=read_s,
+                    events.ConnectionReadTimeout(
+                        remote=self.remote,
+                        buffered=self._decoder.buffered,
+                        missing=self._decoder.missing(),
+                        timeout_s=read_s,
+                    )
                 )
                 scope.cancel()
                 return
             if idle_s is not None and now >= self._active_at + idle_s:
                 self.close_reason = "idle timeout"
-                log.info(events.CONNECTION_IDLE_CLOSED, remote=self.remote, idle_s=idle_s)
+                events.emit(log, events.ConnectionIdleClosed(remote=self.remote, idle_s=idle_s))
                 scope.cancel()
                 return
             deadline = partial + read_s if partial is not None else now + read_s
@@ -365,7 +369,11 @@ class Connection:
         except HeaderError as e:
             resp = cmd.make_response(ResponseCode.INVALID_PARAMETER, str(e))
         except Exception as e:
-            log.error("request_failed", code=request_name(cmd.code), remote=self.remote, exc_info=e)
+            events.emit(
+                log,
+                events.RequestFailed(code=request_name(cmd.code), remote=self.remote),
+                exc_info=e,
+            )
             resp = cmd.make_response(
                 ResponseCode.SYSTEM_ERROR,
                 f"{request_name(cmd.code)} failed: {type(e).__name__}: {e}",
@@ -456,7 +464,7 @@ class RemotingServer:
         refusal = self.table.admit(host)
         if refusal is not None:
             self.side.warn(
-                events.CONNECTION_REFUSED, remote=remote, reason=refusal.reason, why=refusal.remark
+                events.ConnectionRefused(remote=remote, reason=refusal.reason, why=refusal.remark)
             )
             with trio.CancelScope(shield=True), trio.move_on_after(1):
                 await stream.aclose()

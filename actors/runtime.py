@@ -22,6 +22,7 @@ from typing import Any, Generic, TypeVar, assert_never
 import structlog
 import trio
 
+from rocketrio.actors import events
 from rocketrio.actors.restart_policy import GiveUp, Restart, RestartPolicy, RestartTracker
 
 M = TypeVar("M")
@@ -191,16 +192,21 @@ async def supervise(
             decision = tracker.on_exit(ran) if restart else GiveUp(tracker.restarts)
             match decision:
                 case GiveUp():
-                    log.error("actor_crashed", actor=name, restarting=False, exc_info=exc)
+                    events.emit(
+                        log, events.ActorCrashed(restarting=False), actor=name, exc_info=exc
+                    )
                     raise
                 case Restart(delay_s=delay_s):
-                    log.warning(
-                        "actor_crashed",
+                    events.emit(
+                        log,
+                        events.ActorCrashed(
+                            restarting=True,
+                            backoff_s=delay_s,
+                            restart=decision.restart,
+                            error=f"{type(exc).__name__}: {exc}",
+                        ),
                         actor=name,
-                        restarting=True,
-                        backoff_s=delay_s,
-                        restart=decision.restart,
-                        error=f"{type(exc).__name__}: {exc}",
+                        level="warning",
                     )
                     await trio.sleep(delay_s)
                 case _:

@@ -1,2 +1,6 @@
-"""Reserved for the PySpark incident-analysis job of SPEC T4 (not built yet: see the README's
-feature table). It will read the JSON logs whose event names are in `actors/events.py`."""
+"""SPEC T4: the PySpark incident analysis of the cluster's JSON logs (`rocketrio analyze`).
+
+`schema` builds the read schema from the log-event catalogue (`actors/events.py`), `incidents`
+is the job (DataFrame operations; runs in local mode or under `spark-submit`), `report` renders
+its summary as self-contained HTML and as the plain-text stdout summary.
+"""

@@ -76,7 +76,7 @@ def run_service(
             async def watch_signals() -> None:
                 with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as sigs:
                     async for sig in sigs:
-                        log.info(events.PROCESS_SHUTDOWN, reason=signal.Signals(sig).name)
+                        events.emit(log, events.ProcessShutdown(reason=signal.Signals(sig).name))
                         nursery.cancel_scope.cancel()
                         return
 
@@ -93,11 +93,10 @@ def run_service(
     except Exception as e:
         leaf = _leaf(e)
         error = f"{type(leaf).__name__}: {leaf}"
-        log.error(
-            events.PROCESS_FAILED if started else events.STARTUP_FAILED,
-            role=role,
-            error=error,
-            traceback="".join(traceback.format_exception(leaf)).rstrip(),
+        record = events.ProcessFailed if started else events.StartupFailed
+        events.emit(
+            log,
+            record(error=error, traceback="".join(traceback.format_exception(leaf)).rstrip()),
         )
         what = "failed" if started else "start-up failed"
         print(f"rocketrio {role} {name}: {what}: {error}", file=sys.stderr)

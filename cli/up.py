@@ -227,7 +227,7 @@ async def run_cluster(
             finally:
                 with trio.CancelScope(shield=True):
                     reason = outcome.reason or "error"
-                    log.info(events.UP_STOPPING, reason=reason)
+                    events.emit(log, events.UpStopping(reason=reason))
                     con.out(f"stopping the cluster ({reason})")
 
                     async def hurry_on_signal() -> None:
@@ -241,7 +241,7 @@ async def run_cluster(
                         stopping.cancel_scope.cancel()
                     outer.cancel_scope.cancel()
                     con.out("cluster stopped")
-                    log.info(events.UP_STOPPED, reason=reason, exit_code=outcome.exit_code)
+                    events.emit(log, events.UpStopped(reason=reason, exit_code=outcome.exit_code))
     return outcome.exit_code
 
 
@@ -283,10 +283,11 @@ def cmd_up(args: argparse.Namespace) -> int:
 
         # up's own events and the demo's and health check's client logs: logs/up.jsonl
         configure_logging("up", "launcher", os.path.join(base_dir, "logs"), console=None)
-        structlog.get_logger("up").info(
-            events.UP_STARTED, actor="up", mode=args.mode, dir=base_dir, pid=os.getpid(),
-            ports=ports,
-        )  # fmt: skip
+        events.emit(
+            structlog.get_logger("up"),
+            events.UpStarted(mode=args.mode, dir=base_dir, pid=os.getpid(), ports=ports),
+            actor="up",
+        )
         policy = RestartPolicy(
             args.restart_backoff, max(args.restart_backoff, args.restart_backoff_max),
             args.max_restarts, STABLE_AFTER_S,

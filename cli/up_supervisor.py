@@ -11,7 +11,7 @@ period (at once after `hurry`), then SIGKILL to whatever is left in the group.
 Children are started from the Trio thread itself, not with ``trio.open_process``: that one forks
 from a worker thread, and Linux sends the parent-death signal when the *forking thread* exits,
 which Trio's idle worker threads do after 10 s; every child would then be killed 10 s after start.
-Every exit, restart and give-up is a structured event in `up`'s JSON log (`events.CHILD_*`).
+Every exit, restart and give-up is a structured event in `up`'s JSON log (`events.Child*`).
 """
 
 from __future__ import annotations
@@ -146,7 +146,9 @@ class Supervisor:
         cmd = self.command(slot.spec, slot.conf_path)
         slot.popen = spawn(cmd, slot.spec.name, self.base_dir)
         slot.started_at = trio.current_time()
-        self.log.info(events.CHILD_STARTED, child=slot.spec.name, pid=slot.pid, restart=restart)
+        events.emit(
+            self.log, events.ChildStarted(child=slot.spec.name, pid=slot.pid, restart=restart)
+        )
 
     async def run(
         self, *, task_status: trio.TaskStatus[Supervisor] = trio.TASK_STATUS_IGNORED
@@ -177,15 +179,23 @@ class Supervisor:
                 child=slot.spec.name, pid=pid, exit_code=code, signal=sig, ran_s=ran_s
             )
             if self.stopping:
-                self.log.info(events.CHILD_EXITED, **fields, stopping=True, gave_up=False)
+                events.emit(self.log, events.ChildExited(**fields, stopping=True, gave_up=False))
                 return
             decision = slot.tracker.on_exit(ran_s)
             match decision:
                 case GiveUp(restarts=restarts):
-                    self.log.error(
-                        events.CHILD_EXITED, **fields, stopping=False, restart=None,
-                        next_delay_s=None, gave_up=True, restarts=restarts,
-                    )  # fmt: skip
+                    events.emit(
+                        self.log,
+                        events.ChildExited(
+                            **fields,
+                            stopping=False,
+                            restart=None,
+                            next_delay_s=None,
+                            gave_up=True,
+                            restarts=restarts,
+                        ),
+                        level="error",
+                    )
                     out = os.path.join(self.base_dir, "logs", f"{slot.spec.name}.out")
                     self.gave_up_line = (
                         f"{slot.spec.name} keeps exiting (status {rc}, {restarts} restarts in a "
@@ -194,10 +204,17 @@ class Supervisor:
                     self.gave_up.set()
                     return
                 case Restart(delay_s=delay_s, restart=restart):
-                    self.log.warning(
-                        events.CHILD_EXITED, **fields, stopping=False, restart=restart,
-                        next_delay_s=delay_s, gave_up=False,
-                    )  # fmt: skip
+                    events.emit(
+                        self.log,
+                        events.ChildExited(
+                            **fields,
+                            stopping=False,
+                            restart=restart,
+                            next_delay_s=delay_s,
+                            gave_up=False,
+                        ),
+                        level="warning",
+                    )
                     self.say(f"{slot.spec.name} exited with status {rc}; restarting in {delay_s}s")
                     await trio.sleep(delay_s)
                     if self.stopping:
@@ -232,15 +249,24 @@ class Supervisor:
                 await slot.exited.wait()
             self._grace_scope = None
             if slot.running:
-                self.log.warning(
-                    events.CHILD_STOP_ESCALATED, child=slot.spec.name, pid=pgid, grace_s=grace_s
+                events.emit(
+                    self.log,
+                    events.ChildStopEscalated(child=slot.spec.name, pid=pgid, grace_s=grace_s),
                 )
                 self.say_err(f"  {slot.spec.name} did not stop in time; killing it")
                 kill_group(pgid, signal.SIGKILL)
                 with trio.move_on_after(KILL_WAIT_S):
                     await slot.exited.wait()
                 if slot.running:  # not even SIGKILL ended it (stuck in the kernel?): say so
-                    self.log.error(events.CHILD_STOP_ESCALATED, child=slot.spec.name, pid=pgid,
-                                   grace_s=grace_s, unkillable_after_s=KILL_WAIT_S)  # fmt: skip
+                    events.emit(
+                        self.log,
+                        events.ChildStopEscalated(
+                            child=slot.spec.name,
+                            pid=pgid,
+                            grace_s=grace_s,
+                            unkillable_after_s=KILL_WAIT_S,
+                        ),
+                        level="error",
+                    )
                     self.say_err(f"  {slot.spec.name} (pid {pgid}) survived SIGKILL; check it")
         kill_group(pgid, signal.SIGKILL)  # anything it left behind in its group

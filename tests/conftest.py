@@ -41,6 +41,14 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 
 def pytest_configure(config: pytest.Config) -> None:
+    # every test logs strictly: a name or field missing from the event catalogue
+    # (rocketrio.actors.events) raises UncataloguedEvent where it is logged
+    import structlog
+
+    from rocketrio.actors.logs import check_catalogued
+
+    processors = list(structlog.get_config()["processors"])
+    structlog.configure(processors=[check_catalogued(True), *processors])
     # the simulators read these when their test modules are collected
     if config.getoption("--seeds") is not None:
         os.environ["RAFT_SIM_SEEDS"] = str(config.getoption("--seeds"))

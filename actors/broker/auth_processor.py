@@ -39,13 +39,11 @@ class AuthProcessor:
     def __init__(self, table: AuthTable) -> None:
         self.table = table
 
-    async def _apply(
-        self, failed: AuthFailed | None, event: str, **kw: str | None
-    ) -> Done | Refusal:
+    async def _apply(self, failed: AuthFailed | None, ev: events.LogEvent) -> Done | Refusal:
         if failed is not None:
             return _refusal(failed)
         await self.table.persist()
-        self.table.log.info(event, **kw)
+        events.emit(self.table.log, ev)
         return DONE
 
     # ------------------------------------------------------------------ users
@@ -68,14 +66,14 @@ class AuthProcessor:
         info = body or UserInfo()
         info.username = username  # the header names the user, as upstream
         if create:
-            failed, event = self.table.create_user(info, caller), events.AUTH_USER_CREATED
-        else:
-            failed, event = self.table.update_user(info, caller), events.AUTH_USER_UPDATED
-        return await self._apply(failed, event, user=username, by=caller)
+            failed = self.table.create_user(info, caller)
+            return await self._apply(failed, events.AuthUserCreated(user=username, by=caller))
+        failed = self.table.update_user(info, caller)
+        return await self._apply(failed, events.AuthUserUpdated(user=username, by=caller))
 
     async def delete_user(self, h: DeleteUserRequestHeader, caller: str | None) -> Done | Refusal:
         failed = self.table.delete_user(h.username, caller)
-        return await self._apply(failed, events.AUTH_USER_DELETED, user=h.username, by=caller)
+        return await self._apply(failed, events.AuthUserDeleted(user=h.username, by=caller))
 
     def get_user(self, h: GetUserRequestHeader) -> UserInfo | Refusal | None:
         if not h.username or not h.username.strip():
@@ -96,13 +94,13 @@ class AuthProcessor:
             return Refusal(ResponseCode.NO_PERMISSION, "The body of acl is null")
         failed = self.table.put_acl(body, h.subject)
         return await self._apply(
-            failed, events.AUTH_ACL_UPDATED, subject=body.subject or h.subject, by=caller
+            failed, events.AuthAclUpdated(subject=body.subject or h.subject, by=caller)
         )
 
     async def delete_acl(self, h: DeleteAclRequestHeader, caller: str | None) -> Done | Refusal:
         failed = self.table.delete_acl(h.subject, h.policyType, h.resource)
         return await self._apply(
-            failed, events.AUTH_ACL_DELETED, subject=h.subject, resource=h.resource, by=caller
+            failed, events.AuthAclDeleted(subject=h.subject, resource=h.resource, by=caller)
         )
 
     def get_acl(self, h: GetAclRequestHeader) -> AclInfo | Refusal | None:

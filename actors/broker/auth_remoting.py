@@ -85,12 +85,14 @@ class AuthGate:
             return None
         self.refused += 1
         self.refused_by_code[cmd.code] = self.refused_by_code.get(cmd.code, 0) + 1
-        log.info(
-            events.AUTH_REFUSED,
-            code=request_name(cmd.code),
-            user=cmd.ext_fields.get(ACCESS_KEY),
-            source_ip=ip,
-            remark=denied.remark,
+        events.emit(
+            log,
+            events.AuthRefused(
+                code=request_name(cmd.code),
+                user=cmd.ext_fields.get(ACCESS_KEY),
+                source_ip=ip,
+                remark=denied.remark,
+            ),
         )
         return cmd.make_response(ResponseCode.NO_PERMISSION, denied.remark)
 

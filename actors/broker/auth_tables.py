@@ -92,7 +92,7 @@ class AuthTable(AuthMetadata):
             self.version = users.dataVersion
         for f in (self.users_file, self.acls_file):
             if f.loaded_from_backup:
-                self.log.warning("config_loaded_from_backup", file=f.path)
+                events.emit(self.log, events.ConfigLoadedFromBackup(file=f.path))
         created = self.ensure_configured_users()
         if created:
             await self.persist()
@@ -107,7 +107,7 @@ class AuthTable(AuthMetadata):
         if inner is not None and self.init_user(inner.access_key, inner.secret_key):
             created.append(inner.access_key)
         for name in created:
-            self.log.info(events.AUTH_USER_INITIALIZED, user=name)
+            events.emit(self.log, events.AuthUserInitialized(user=name))
         return created
 
     async def persist(self) -> None:

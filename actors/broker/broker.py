@@ -13,13 +13,13 @@ request. What each part owns:
 
 `run_broker` locks the store (``storePathRootDir/lock``, storage/store_lock.py: a second broker
 on the same store is refused naming the first), opens the MessageStore (recovery in a worker
-thread, logged as events.COMMITLOG_RECOVERED; a cut tail is also a WARN events.COMMITLOG_TRUNCATED
+thread, logged as ``commitlog_recovered``; a cut tail is also a WARN ``commitlog_truncated``
 naming segment, offset and bytes cut; damage recovery must not cut is an ERROR
-events.STORE_CORRUPT and the start fails), loads topics.json /
+events.StoreCorrupt.NAME and the start fails), loads topics.json /
 subscriptionGroup.json / consumerOffset.json from ``storePathRootDir/config``, serves the
 remoting port on brokerIP1:listenPort, registers with every NameServer at start, every
 registerNameServerPeriod and right after a topic change, sends BROKER_HEARTBEAT every
-brokerHeartbeatInterval, then prints upstream's boot line and logs events.BROKER_BOOT.
+brokerHeartbeatInterval, then prints upstream's boot line and logs events.BrokerBoot.NAME.
 
 Shutdown (cancellation): stop taking requests (SYSTEM_BUSY), unregister from the NameServers,
 let the store actor answer every queued put, answer held pulls, give the connections a moment
@@ -428,7 +428,7 @@ class Broker:
                 )
             else:
                 continue
-            self.log.warning("topic_adopted_from_queues", topic=topic, queues=n)
+            events.emit(self.log, events.TopicAdoptedFromQueues(topic=topic, queue_count=n))
 
     def master_to_sync(self) -> str | None:
         """The master a slave copies metadata from (None: not a slave, or master unknown)."""
@@ -491,61 +491,73 @@ class Broker:
         try:
             self.recovery = report = await self.run_blocking(self.store.open)
         except CorruptionError as e:
-            self.log.error(
-                events.STORE_CORRUPT,
-                store=self.config.storePathRootDir,
-                error=str(e),
-                remark=STORE_CORRUPT_REMARK.format(store=self.config.storePathRootDir),
+            events.emit(
+                self.log,
+                events.StoreCorrupt(
+                    store=self.config.storePathRootDir,
+                    error=str(e),
+                    remark=STORE_CORRUPT_REMARK.format(store=self.config.storePathRootDir),
+                ),
             )
             raise
         clog = report.commitlog
-        self.log.info(
-            events.COMMITLOG_RECOVERED,
-            max_offset=clog.max_offset,
-            truncated_at=clog.truncated_at,
-            dropped_bytes=clog.bytes_dropped,
-            segment=clog.segment,
-            reason=clog.reason or None,
-            redispatched=report.redispatched,
-            cq_entries_dropped=report.cq_entries_dropped,
-            took_ms=round((trio.current_time() - started) * 1000),
-            confirm_offset=report.confirm_offset,
-            epochs=[f"{r.epoch}-{r.start_offset}" for r in self.store.epoch_records()],
-            unclean_shutdown=report.unclean_shutdown,
-            scanned_from=clog.scanned_from,
-            bytes_scanned=clog.bytes_scanned,
-            checkpoint=clog.checkpoint_state,
+        events.emit(
+            self.log,
+            events.CommitlogRecovered(
+                max_offset=clog.max_offset,
+                truncated_at=clog.truncated_at,
+                dropped_bytes=clog.bytes_dropped,
+                segment=clog.segment,
+                reason=clog.reason or None,
+                redispatched=report.redispatched,
+                cq_entries_dropped=report.cq_entries_dropped,
+                took_ms=round((trio.current_time() - started) * 1000),
+                confirm_offset=report.confirm_offset,
+                epochs=[f"{r.epoch}-{r.start_offset}" for r in self.store.epoch_records()],
+                unclean_shutdown=report.unclean_shutdown,
+                scanned_from=clog.scanned_from,
+                bytes_scanned=clog.bytes_scanned,
+                checkpoint=clog.checkpoint_state,
+            ),
         )
         if clog.truncated_at is not None:
-            self.log.warning(
-                events.COMMITLOG_TRUNCATED,
-                segment=clog.segment,
-                offset=clog.truncated_at,
-                dropped_bytes=clog.bytes_dropped,
-                reason=clog.reason,
-                deleted_segments=list(clog.deleted_segments),
+            events.emit(
+                self.log,
+                events.CommitlogTruncated(
+                    segment=clog.segment,
+                    offset=clog.truncated_at,
+                    dropped_bytes=clog.bytes_dropped,
+                    reason=clog.reason,
+                    deleted_segments=list(clog.deleted_segments),
+                ),
             )
         if clog.checkpoint_state == "corrupt":
-            self.log.warning(
-                events.CHECKPOINT_CORRUPT,
-                path=os.path.join(self.config.storePathRootDir, "commitlog", "flushed.checkpoint"),
-                remark="every CommitLog segment was checked instead",
+            events.emit(
+                self.log,
+                events.CheckpointCorrupt(
+                    path=os.path.join(
+                        self.config.storePathRootDir, "commitlog", "flushed.checkpoint"
+                    ),
+                    remark="every CommitLog segment was checked instead",
+                ),
             )
         if self.store.epochs is not None and self.store.epochs.loaded_from_backup:
-            self.log.warning("epoch_file_loaded_from_backup", path=self.store.epochs.path)
+            events.emit(self.log, events.EpochFileLoadedFromBackup(path=self.store.epochs.path))
         self.store_actor.written.reset(self.store.get_commitlog_max_offset())
         for table in (self.topics, self.groups, self.offsets):
             if await table.load_file():
-                self.log.warning("config_loaded_from_backup", file=table.file.path)
+                events.emit(self.log, events.ConfigLoadedFromBackup(file=table.file.path))
         await self.auth.load_files()
         saved = await self.run_blocking(self.day_file.load)
         if self.day_file.loaded_from_backup:
-            self.log.warning("config_loaded_from_backup", file=self.day_file.path)
+            events.emit(self.log, events.ConfigLoadedFromBackup(file=self.day_file.path))
         self.stats.days.restore(saved, self.now_ms())
         if self.config.authenticationEnabled and not self.auth.users:
-            self.log.warning(
-                "auth_no_users",
-                hint="authenticationEnabled with no user: set initAuthenticationUser",
+            events.emit(
+                self.log,
+                events.AuthNoUsers(
+                    hint="authenticationEnabled with no user: set initAuthenticationUser"
+                ),
             )
         await self.topics.persist()
         await self.groups.persist()
@@ -569,13 +581,14 @@ class Broker:
                     self._sample_stats()
                     await nursery.start(self._services)
                     print(self._boot_line(), flush=True)
-                    self.log.info(
-                        events.BROKER_BOOT,
-                        addr=self.addr,
-                        cluster=self.config.brokerClusterName,
-                        # in controller mode the id comes later (events.BROKER_ROLE_CHANGED)
-                        broker_id=None if self.replicas is not None else self.config.brokerId,
-                        namesrv=self.config.namesrvAddr,
+                    events.emit(
+                        self.log,
+                        events.BrokerBoot(
+                            addr=self.addr,
+                            cluster=self.config.brokerClusterName,
+                            broker_id=None if self.replicas is not None else self.config.brokerId,
+                            namesrv=self.config.namesrvAddr,
+                        ),
                     )
                     task_status.started(self)
                     try:
@@ -590,7 +603,7 @@ class Broker:
                 if not self._crashed:
                     with trio.CancelScope(shield=True):
                         await self.run_blocking(self.store.close)
-                    self.log.info(events.PROCESS_SHUTDOWN, reason="cancelled")
+                    events.emit(self.log, events.ProcessShutdown(reason="cancelled"))
             finally:
                 # a crash (like kill -9) loses the lock too: the kernel closes a dead
                 # process's fds
@@ -711,9 +724,9 @@ class Broker:
                 try:
                     await step()
                 except Exception as e:
-                    self.log.error("shutdown_step_failed", step=name, exc_info=e)
+                    events.emit(self.log, events.ShutdownStepFailed(step=name), exc_info=e)
             if scope.cancelled_caught:
-                self.log.warning("shutdown_step_timeout", step=name)
+                events.emit(self.log, events.ShutdownStepTimeout(step=name))
 
     async def _unregister(self) -> None:
         if self.outer_api is not None and self.config.namesrv_addrs and self.role_known:

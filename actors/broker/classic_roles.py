@@ -27,6 +27,7 @@ from typing import Any
 import structlog
 import trio
 
+from rocketrio.actors import events
 from rocketrio.actors.broker.config import BrokerConfig, BrokerRole
 from rocketrio.actors.broker.ha.master_service import HAMasterService
 from rocketrio.actors.broker.ha.service import AutoSwitchHAService, ResolveHaAddr
@@ -104,11 +105,13 @@ class ClassicRoleService:
                 start = await self.ha.change_to_master(
                     MASTER_ID, self.epoch, frozenset({MASTER_ID}), 0
                 )
-                self.log.info(
-                    "classic_master_started",
-                    broker_role=self.config.brokerRole.value,
-                    epoch=self.epoch,
-                    start_offset=start,
+                events.emit(
+                    self.log,
+                    events.ClassicMasterStarted(
+                        broker_role=self.config.brokerRole.value,
+                        epoch=self.epoch,
+                        start_offset=start,
+                    ),
                 )
                 task_status.started(self)
                 return
@@ -121,7 +124,9 @@ class ClassicRoleService:
         while True:
             addr = await self._find_master(client)
             if addr != self.master_addr:
-                self.log.info("classic_master_found", master_addr=addr, previous=self.master_addr)
+                events.emit(
+                    self.log, events.ClassicMasterFound(master_addr=addr, previous=self.master_addr)
+                )
                 self.master_addr = addr
                 self.ha.follow(cfg.brokerId, addr, None)
             await trio.sleep(

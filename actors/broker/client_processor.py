@@ -110,7 +110,7 @@ class ClientProcessor:
         """A group's member set changed: log it and (when enabled) notify the members."""
         info = self.consumers.get(group)
         members = info.client_ids() if info else []
-        self.log.info(events.CONSUMER_GROUP_CHANGED, group=group, members=members)
+        events.emit(self.log, events.ConsumerGroupChanged(group=group, members=members))
         if notify and info is not None:
             self.notifier.consumer_ids_changed(group, list(info.channels))
 

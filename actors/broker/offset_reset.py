@@ -176,14 +176,16 @@ class OffsetResetProcessor:
         for mq, offset in body.offsetTable.items():
             self.offsets.commit(h.group, h.topic, mq.queueId, offset)
         await self.offsets.persist()
-        self.log.info(
-            events.OFFSET_RESET,
-            group=h.group,
-            topic=h.topic,
-            timestamp=h.timestamp,
-            force=h.isForce,
-            offsets={f"{mq.brokerName}:{mq.queueId}": o for mq, o in body.offsetTable.items()},
-            members=len(channels),
+        events.emit(
+            self.log,
+            events.OffsetReset(
+                group=h.group,
+                topic=h.topic,
+                timestamp=h.timestamp,
+                force=h.isForce,
+                offsets={f"{mq.brokerName}:{mq.queueId}": o for mq, o in body.offsetTable.items()},
+                member_count=len(channels),
+            ),
         )
         self.pusher.reset_offset(h, body, language == CPP, channels)
         return body
@@ -202,8 +204,9 @@ class OffsetResetProcessor:
                 cloned.append(topic)
         if cloned:
             await self.offsets.persist()
-        self.log.info(
-            events.GROUP_OFFSET_CLONED, src_group=h.srcGroup, dest_group=h.destGroup, topics=cloned
+        events.emit(
+            self.log,
+            events.GroupOffsetCloned(src_group=h.srcGroup, dest_group=h.destGroup, topics=cloned),
         )
         return DONE
 

@@ -15,6 +15,7 @@ from collections.abc import Awaitable, Callable
 import structlog
 import trio
 
+from rocketrio.actors import events
 from rocketrio.actors.broker.config import BrokerConfig
 from rocketrio.actors.remoting import RemotingClient, RemotingError
 from rocketrio.protocol.bodies import RegisterBrokerBody, TopicConfigSerializeWrapper
@@ -79,27 +80,34 @@ class BrokerOuterAPI:
             try:
                 resp = await self._invoke(addr, self._register_command(wrapper), timeout_s)
             except RemotingError as e:
-                self._failed(addr, "register_broker_failed", str(e))
+                self._failed(addr, events.RegisterBrokerFailed, str(e))
                 return
             if resp.code != ResponseCode.SUCCESS:
-                self._failed(addr, "register_broker_failed", f"code {resp.code}: {resp.remark}")
+                self._failed(addr, events.RegisterBrokerFailed, f"code {resp.code}: {resp.remark}")
                 return
             try:
                 results[addr] = from_ext(RegisterBrokerResponseHeader, resp.ext_fields)
             except HeaderError as e:
-                self._failed(addr, "register_broker_failed", str(e))
+                self._failed(addr, events.RegisterBrokerFailed, str(e))
                 return
             if not self.registered.get(addr):
-                log.info("registered_to_namesrv", namesrv=addr, broker=self.config.brokerName)
+                events.emit(
+                    log, events.RegisteredToNamesrv(namesrv=addr), broker=self.config.brokerName
+                )
             self.registered[addr] = True
 
         await self._each(one)
         return results
 
-    def _failed(self, addr: str, event: str, error: str) -> None:
+    def _failed(
+        self,
+        addr: str,
+        record: type[events.RegisterBrokerFailed | events.BrokerHeartbeatFailed],
+        error: str,
+    ) -> None:
         # log a NameServer going bad once, not every period
         if self.registered.get(addr, True):
-            log.warning(event, namesrv=addr, broker=self.config.brokerName, error=error)
+            events.emit(log, record(namesrv=addr, error=error), broker=self.config.brokerName)
         self.registered[addr] = False
 
     # ------------------------------------------------------------------ unregister / heartbeat
@@ -116,10 +124,10 @@ class BrokerOuterAPI:
             try:
                 resp = await self._invoke(addr, cmd, timeout_s)
             except RemotingError as e:
-                log.warning("unregister_broker_failed", namesrv=addr, error=str(e))
+                events.emit(log, events.UnregisterBrokerFailed(namesrv=addr, error=str(e)))
                 return
             if resp.code != ResponseCode.SUCCESS:
-                log.warning("unregister_broker_failed", namesrv=addr, error=resp.remark)
+                events.emit(log, events.UnregisterBrokerFailed(namesrv=addr, error=resp.remark))
 
         await self._each(one)
 
@@ -139,6 +147,6 @@ class BrokerOuterAPI:
             try:
                 await self._invoke(addr, cmd, timeout_s)
             except RemotingError as e:
-                self._failed(addr, "broker_heartbeat_failed", str(e))
+                self._failed(addr, events.BrokerHeartbeatFailed, str(e))
 
         await self._each(one)

@@ -104,13 +104,15 @@ class PullRequestHoldService:
             why = f"{self.count} pulls are held already (maxHeldPulls={self.limits.total})"
         suppressed = self._log_limiter.admit(trio.current_time())
         if suppressed is not None:
-            log.warning(
-                events.PULL_HOLD_REFUSED,
-                topic=held.header.topic,
-                queue_id=held.header.queueId,
-                group=held.header.consumerGroup,
-                why=why,
-                suppressed=suppressed,
+            events.emit(
+                log,
+                events.PullHoldRefused(
+                    topic=held.header.topic,
+                    queue_id=held.header.queueId,
+                    group=held.header.consumerGroup,
+                    why=why,
+                    suppressed=suppressed,
+                ),
             )
         return Refusal(
             ResponseCode.SYSTEM_BUSY, f"[OVERLOAD] long polling refused: {why}; retry later"
@@ -147,7 +149,7 @@ class PullRequestHoldService:
             try:
                 outcome = await held.rerun(held, final)
             except Exception as e:
-                log.error("held_pull_failed", topic=held.header.topic, exc_info=e)
+                events.emit(log, events.HeldPullFailed(topic=held.header.topic), exc_info=e)
                 outcome = Refusal(
                     ResponseCode.SYSTEM_ERROR, f"pull failed: {type(e).__name__}: {e}"
                 )

@@ -29,7 +29,7 @@ behind the CommitLog end than accessMessageInMemoryMaxRatio percent of the machi
 Damaged records (issue 7). The store checks every record it serves that this process did not
 write or check itself (checkCRCOnPull); one that fails is never sent: the pull is answered
 SYSTEM_ERROR (what upstream answers when its store cannot read) with a remark naming the segment
-file and offset and what to do, and an ERROR line (events.COMMITLOG_RECORD_CORRUPT) is logged.
+file and offset and what to do, and an ERROR line (events.CommitlogRecordCorrupt.NAME) is logged.
 The consumer retries the same offset, so it stops at the damage instead of skipping messages.
 
 Collaborators: the topic and group tables, the consumer manager (heartbeat subscriptions), the
@@ -285,15 +285,17 @@ class PullMessageProcessor:
 
     def _corrupt(self, h: PullMessageRequestHeader, offset: int, e: RecordCorrupt) -> Refusal:
         """A record of this pull failed its check: log it, answer SYSTEM_ERROR, send nothing."""
-        self.log.error(
-            events.COMMITLOG_RECORD_CORRUPT,
-            segment=e.segment,
-            offset=e.offset,
-            reason=e.reason,
-            topic=h.topic,
-            queue_id=h.queueId,
-            queue_offset=offset,
-            group=h.consumerGroup,
+        events.emit(
+            self.log,
+            events.CommitlogRecordCorrupt(
+                segment=e.segment,
+                offset=e.offset,
+                reason=e.reason,
+                topic=h.topic,
+                queue_id=h.queueId,
+                queue_offset=offset,
+                group=h.consumerGroup,
+            ),
         )
         return Refusal(
             ResponseCode.SYSTEM_ERROR,

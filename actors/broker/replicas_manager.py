@@ -264,14 +264,16 @@ class ReplicasManager:
                 return await fn()
             except (_Retry, ControllerUnavailable, HeaderError) as e:
                 attempt += 1
-                self.log.warning("controller_step_retry", step=step, attempt=attempt, error=str(e))
+                events.emit(
+                    self.log, events.ControllerStepRetry(step=step, attempt=attempt, error=str(e))
+                )
             backoff = min(RETRY_INTERVAL_S * 2 ** (attempt - 1), RETRY_INTERVAL_MAX_S)
             await trio.sleep(backoff + self.rng.random() * RETRY_JITTER_S)
 
     async def _find_leader(self) -> str:
         assert self.link is not None
         leader = await self.link.find_leader()
-        self.log.info("controller_leader_found", leader=leader)
+        events.emit(self.log, events.ControllerLeaderFound(leader=leader))
         return leader
 
     # ------------------------------------------------------------------ controller calls
@@ -297,7 +299,9 @@ class ReplicasManager:
                 store.check_owner(meta, cfg.brokerClusterName, cfg.brokerName)
                 if await blocking(store.read_temp) is not None:
                     await blocking(store.delete_temp)  # a leftover: broker.meta is the truth
-                self.log.info("broker_id_loaded", broker_id=meta.broker_id, path=store.directory)
+                events.emit(
+                    self.log, events.BrokerIdLoaded(broker_id=meta.broker_id, path=store.directory)
+                )
                 return meta
             temp = await blocking(store.read_temp)
             if temp is None:
@@ -307,11 +311,11 @@ class ReplicasManager:
                     cfg.brokerClusterName, cfg.brokerName, next_id, self._register_check_code()
                 )
                 await blocking(partial(store.write_temp, temp))
-                self.log.info("broker_id_temp_written", broker_id=next_id)
+                events.emit(self.log, events.BrokerIdTempWritten(broker_id=next_id))
                 await self.faults.reach(Fault.TEMP_WRITTEN)
             else:
                 store.check_owner(temp, cfg.brokerClusterName, cfg.brokerName)
-                self.log.info("broker_id_resume_from_temp", broker_id=temp.broker_id)
+                events.emit(self.log, events.BrokerIdResumeFromTemp(broker_id=temp.broker_id))
             if not await self._apply_broker_id(temp):
                 await blocking(store.delete_temp)
                 # seed: delete the temp file and go back to GetNextBrokerId; a random pause
@@ -320,7 +324,7 @@ class ReplicasManager:
                 continue
             await self.faults.reach(Fault.APPLY_ANSWERED)
             meta = await blocking(store.commit_temp)
-            self.log.info(events.BROKER_ID_APPLIED, broker_id=meta.broker_id, addr=self.addr)
+            events.emit(self.log, events.BrokerIdApplied(broker_id=meta.broker_id, addr=self.addr))
             await self.faults.reach(Fault.META_COMMITTED)
             return meta
 
@@ -348,7 +352,9 @@ class ReplicasManager:
         if resp.code == RC.SUCCESS:
             return True
         if resp.code == RC.CONTROLLER_BROKER_ID_INVALID:
-            self.log.warning("broker_id_refused", broker_id=meta.broker_id, remark=resp.remark)
+            events.emit(
+                self.log, events.BrokerIdRefused(broker_id=meta.broker_id, remark=resp.remark)
+            )
             return False
         raise _Retry(f"ApplyBrokerId {meta.broker_id}: {response_name(resp.code)}: {resp.remark}")
 
@@ -388,7 +394,7 @@ class ReplicasManager:
         if meta is None:
             raise _Retry("broker.meta disappeared while the broker was running")
         if await self._apply_broker_id(meta):
-            self.log.warning("broker_id_reapplied", broker_id=meta.broker_id, remark=remark)
+            events.emit(self.log, events.BrokerIdReapplied(broker_id=meta.broker_id, remark=remark))
             return
         raise _Retry(
             f"the controller does not know brokerId {meta.broker_id} of "
@@ -459,20 +465,22 @@ class ReplicasManager:
                 self._take_role(BrokerRole.SLAVE, was_master=d.was_master)
             case AdoptSyncStateSet():
                 self.ha.on_authoritative(d.members, d.epoch)
-                self.log.info(
-                    "sync_state_set_adopted",
-                    sync_state_set=sorted(d.members),
-                    sync_state_set_epoch=d.epoch,
+                events.emit(
+                    self.log,
+                    events.SyncStateSetAdopted(
+                        sync_state_set=sorted(d.members), sync_state_set_epoch=d.epoch
+                    ),
                 )
             case FollowNewAddress():
-                self.log.info("master_address_changed", master_addr=d.master_addr)
+                events.emit(self.log, events.MasterAddressChanged(master_addr=d.master_addr))
                 self.ha.follow(me, d.master_addr, self.core.master_epoch)
             case RequestElection():
-                self.log.info(events.MASTER_ELECTION_REQUESTED, broker_id=me, reason=d.reason)
+                events.emit(self.log, events.MasterElectionRequested(broker_id=me, reason=d.reason))
                 if d.deposed:
                     await self.ha.step_down()
-                    self.log.warning(
-                        events.MASTER_STEPPED_DOWN, epoch=self.core.master_epoch, reason=d.reason
+                    events.emit(
+                        self.log,
+                        events.MasterSteppedDown(epoch=self.core.master_epoch, reason=d.reason),
                     )
                     self.broker.apply_role(BrokerRole.SLAVE, me, self.core.master_epoch)
                 self._elect_soon()
@@ -484,15 +492,17 @@ class ReplicasManager:
         assert core is not None and self.broker_controller_id is not None
         nameserver_id = 0 if role is BrokerRole.SYNC_MASTER else self.broker_controller_id
         self.broker.apply_role(role, nameserver_id, core.master_epoch)
-        self.log.info(
-            events.BROKER_ROLE_CHANGED,
-            broker_id=self.broker_controller_id,
-            broker_role=role.value,
-            epoch=core.master_epoch,
-            master_id=core.master_id,
-            master_addr=core.master_addr,
-            sync_state_set=sorted(core.sync_state_set),
-            **fields,
+        events.emit(
+            self.log,
+            events.BrokerRoleChanged(
+                broker_id=self.broker_controller_id,
+                broker_role=role.value,
+                epoch=core.master_epoch,
+                master_id=core.master_id,
+                master_addr=core.master_addr,
+                sync_state_set=sorted(core.sync_state_set),
+                **fields,
+            ),
         )
         self.role_known.set()
 
@@ -579,11 +589,11 @@ class ReplicasManager:
         """NOTIFY_BROKER_ROLE_CHANGED: act at once (in our nursery; the push is oneway)."""
         if self._nursery is None or self.broker_controller_id is None:
             return  # still starting: the registration answer carries the same facts
-        self.log.info(
-            "broker_role_change_notified",
-            master_id=h.masterBrokerId,
-            master_addr=h.masterAddress,
-            epoch=h.masterEpoch,
+        events.emit(
+            self.log,
+            events.BrokerRoleChangeNotified(
+                master_id=h.masterBrokerId, master_addr=h.masterAddress, epoch=h.masterEpoch
+            ),
         )
         self._nursery.start_soon(
             self.change_broker_role, h.masterBrokerId, h.masterAddress, h.masterEpoch, sync
@@ -675,7 +685,7 @@ class ReplicasManager:
             return
         self._periodic_ok("get_controller_metadata")
         if leader != before:
-            self.log.info("controller_leader_changed", leader=leader, previous=before)
+            events.emit(self.log, events.ControllerLeaderChanged(leader=leader, previous=before))
 
     async def send_heartbeat_to_controller(self) -> None:
         """BROKER_HEARTBEAT (oneway) to every controller replica, like upstream: whichever
@@ -722,12 +732,12 @@ class ReplicasManager:
     def _periodic_failed(self, what: str, error: str) -> None:
         if what not in self._failing:
             self._failing.add(what)
-            self.log.warning("controller_call_failed", call=what, error=error)
+            events.emit(self.log, events.ControllerCallFailed(call=what, error=error))
 
     def _periodic_ok(self, what: str) -> None:
         if what in self._failing:
             self._failing.discard(what)
-            self.log.info("controller_call_recovered", call=what)
+            events.emit(self.log, events.ControllerCallRecovered(call=what))
 
     # ------------------------------------------------------------------ answers for the broker
 

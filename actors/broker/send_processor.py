@@ -345,12 +345,9 @@ class SendMessageProcessor:
             return None
         dlq = dlq_topic(group)
         self.topics.create_in_send_back(dlq, DLQ_NUMS_PER_GROUP, _RW)
-        self.log.info(
-            events.MESSAGE_TO_DLQ,
-            group=group,
-            topic=h.topic,
-            msg_id=uniq,
-            reconsume_times=reconsume,
+        events.emit(
+            self.log,
+            events.MessageToDlq(group=group, topic=h.topic, msg_id=uniq, reconsume_times=reconsume),
         )
         return dlq, 0
 
@@ -481,13 +478,15 @@ class SendMessageProcessor:
                 return
             self.stats.on_send_back(back_topic, h.group, to_dlq)
             if to_dlq:
-                self.log.info(
-                    events.MESSAGE_TO_DLQ,
-                    group=h.group,
-                    topic=h.originTopic,
-                    msg_id=h.originMsgId,
-                    reconsume_times=reconsume_times,
-                    dlq_msg_id=results[0].msg_id,
+                events.emit(
+                    self.log,
+                    events.MessageToDlq(
+                        group=h.group,
+                        topic=h.originTopic,
+                        msg_id=h.originMsgId,
+                        reconsume_times=reconsume_times,
+                        dlq_msg_id=results[0].msg_id,
+                    ),
                 )
             on_done(SENT_BACK)
 

@@ -82,10 +82,10 @@ class SlaveSynchronize:
                 except (RemotingError, HeaderError, _Refused) as e:
                     if not self._failing:
                         self._failing = True
-                        self.log.warning("slave_sync_failed", master=addr, error=str(e))
+                        events.emit(self.log, events.SlaveSyncFailed(master=addr, error=str(e)))
                 else:
                     if self._failing or addr != self.synced_from:
-                        self.log.info("slave_synced", master=addr)
+                        events.emit(self.log, events.SlaveSynced(master=addr))
                     self._failing = False
                     self.synced_from = addr
             with trio.move_on_after(SYNC_PERIOD_S):
@@ -131,7 +131,7 @@ class SlaveSynchronize:
             raise _Refused(f"master's users/ACLs are not valid: {e}") from None
         if auth.adopt(users, acls):
             await auth.persist()
-            self.log.info(events.AUTH_SYNCED, master=addr, users=len(users), acls=len(acls))
+            events.emit(self.log, events.AuthSynced(master=addr, users=len(users), acls=len(acls)))
 
     async def _get(self, client: RemotingClient, addr: str, code: int) -> bytes:
         resp = await client.invoke(addr, RemotingCommand(code), CALL_TIMEOUT_S)

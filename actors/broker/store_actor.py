@@ -76,7 +76,7 @@ from rocketrio.storage.message_store import (
 T = TypeVar("T")
 
 MAX_DRAIN = 2048
-# events.SEND_ACKED is sampled: at most one line per interval, never one per message
+# events.SendAcked.NAME is sampled: at most one line per interval, never one per message
 ACK_LOG_INTERVAL_S = 1.0
 
 # on_done(results, status, remark): results is empty unless status.stored
@@ -314,7 +314,9 @@ class StoreActor(Actor[StoreMsg]):
         self.gate = gate
         self._epoch = epoch
         start = self.store.begin_epoch(epoch)
-        self.log.info(events.EPOCH_RECORDED, epoch=epoch, start_offset=start, source="master")
+        events.emit(
+            self.log, events.EpochRecorded(epoch=epoch, start_offset=start, source="master")
+        )
         gate.on_new_epoch(start)
         gate.on_local_max(self.store.get_commitlog_max_offset())
         self._apply_confirm()
@@ -356,11 +358,13 @@ class StoreActor(Actor[StoreMsg]):
         match plan:
             case TruncateTo():
                 if plan.offset < store.confirm_offset:
-                    self.log.error(
-                        "truncating_below_confirm_offset",
-                        offset=plan.offset,
-                        confirm_offset=store.confirm_offset,
-                        reason="only an unclean election can make a slave cut confirmed data",
+                    events.emit(
+                        self.log,
+                        events.TruncatingBelowConfirmOffset(
+                            offset=plan.offset,
+                            confirm_offset=store.confirm_offset,
+                            reason="only an unclean election can make a slave cut confirmed data",
+                        ),
                     )
                 store.truncate_to(plan.offset)
             case DiscardAll():
@@ -559,7 +563,7 @@ class StoreActor(Actor[StoreMsg]):
             return
         if self.first_write_epoch != self._epoch:
             self.first_write_epoch = self._epoch
-            self.log.info(events.MASTER_FIRST_WRITE, epoch=self._epoch, offset=end)
+            events.emit(self.log, events.MasterFirstWrite(epoch=self._epoch, offset=end))
         gate.on_local_max(end)
         gate.submit(end, self._completion(done, status, remark))
 
@@ -587,7 +591,7 @@ class StoreActor(Actor[StoreMsg]):
         return complete
 
     def _log_not_acked(self, outcome: AckOutcome, count: int) -> None:
-        """events.SEND_NOT_ACKED, sampled like SEND_ACKED: one line per interval and reason."""
+        """events.SendNotAcked.NAME, sampled like SEND_ACKED: one line per interval and reason."""
         key = outcome.value
         self._not_acked[key] = self._not_acked.get(key, 0) + count
         now = trio.current_time()
@@ -595,7 +599,7 @@ class StoreActor(Actor[StoreMsg]):
             return
         self._next_not_acked_log = now + ACK_LOG_INTERVAL_S
         for reason, n in self._not_acked.items():
-            self.log.warning(events.SEND_NOT_ACKED, reason=reason, count=n, epoch=self._epoch)
+            events.emit(self.log, events.SendNotAcked(reason=reason, count=n, epoch=self._epoch))
         self._not_acked.clear()
 
     async def _commit_replica(self, appends: list[ReplicaAppend]) -> None:
@@ -650,13 +654,15 @@ class StoreActor(Actor[StoreMsg]):
         else:
             topic, queue_id = _put.messages[-1].topic, _put.messages[-1].queue_id  # type: ignore[union-attr]
             offset, cl_offset = stored[-1].queue_offset, stored[-1].commitlog_offset
-        self.log.info(
-            events.SEND_ACKED,
-            topic=topic,
-            queue_id=queue_id,
-            offset=offset,
-            commitlog_offset=cl_offset,
-            count=self._acked_since_log,
+        events.emit(
+            self.log,
+            events.SendAcked(
+                topic=topic,
+                queue_id=queue_id,
+                offset=offset,
+                commitlog_offset=cl_offset,
+                count=self._acked_since_log,
+            ),
         )
         self._acked_since_log = 0
 
@@ -721,7 +727,7 @@ class StoreActor(Actor[StoreMsg]):
             _fail(put, PutStatus.MESSAGE_ILLEGAL, f"the message is illegal: {exc}")
             return
         topic = put.topic if isinstance(put, PutBatchBody) else put.messages[0].topic
-        self.log.error("put_failed", topic=topic, exc_info=exc)
+        events.emit(self.log, events.PutFailed(topic=topic), exc_info=exc)
         _fail(put, PutStatus.UNKNOWN_ERROR, f"store put failed: {type(exc).__name__}: {exc}")
 
     async def _sync_flush(self, done: list[tuple[AnyPut, Stored]]) -> tuple[PutStatus, str | None]:
@@ -746,7 +752,7 @@ class StoreActor(Actor[StoreMsg]):
         self.flush_count += 1
         took_ms = (trio.current_time() - started) * 1000
         if took_ms > 1000:
-            self.log.warning(events.FLUSH_SLOW, duration_ms=round(took_ms))
+            events.emit(self.log, events.FlushSlow(duration_ms=round(took_ms)))
 
     async def _flush_periodically(self) -> None:
         while True:

@@ -105,12 +105,14 @@ class TopicTable(TopicConfigManager, _Persisted[TopicConfigSerializeWrapper]):
         self.file.mark_dirty()
         self.on_change()
         if tc is not None:
-            self.log.info(
-                events.TOPIC_UPDATED,
-                topic=tc.topicName,
-                read_queues=tc.readQueueNums,
-                write_queues=tc.writeQueueNums,
-                perm=tc.perm,
+            events.emit(
+                self.log,
+                events.TopicUpdated(
+                    topic=tc.topicName,
+                    read_queues=tc.readQueueNums,
+                    write_queues=tc.writeQueueNums,
+                    perm=tc.perm,
+                ),
             )
 
     def create_in_send(
@@ -140,7 +142,7 @@ class TopicTable(TopicConfigManager, _Persisted[TopicConfigSerializeWrapper]):
         existed = super().delete(topic)
         if existed:
             self._changed(None)
-            self.log.info(events.TOPIC_DELETED, topic=topic)
+            events.emit(self.log, events.TopicDeleted(topic=topic))
         return existed
 
     def set_state_version(self, state_version: int) -> None:

@@ -16,6 +16,7 @@ from collections.abc import Callable
 import structlog
 import trio
 
+from rocketrio.actors import events
 from rocketrio.actors.client.errors import MQClientError
 from rocketrio.actors.client.message import SendResult
 from rocketrio.actors.remoting import Connection, RemotingTimeout
@@ -50,7 +51,7 @@ class SendFuture:
             try:
                 self._callback(self)
             except Exception as e:  # a user callback must not take the producer down
-                log.error("send_callback_failed", exc_info=e)
+                events.emit(log, events.SendCallbackFailed(), exc_info=e)
 
     def result(self) -> SendResult:
         if not self.done:

@@ -274,11 +274,13 @@ class ConsumerCore(abc.ABC):
             restarted[mq] = offset
         if not restarted:
             return
-        log.info(
-            events.OFFSET_RESET_APPLIED,
-            group=self.group,
+        events.emit(
+            log,
+            events.OffsetResetApplied(
+                group=self.group,
+                offsets={f"{mq.brokerName}:{mq.queueId}": o for mq, o in restarted.items()},
+            ),
             client_id=self.client.client_id,
-            queues={f"{mq.brokerName}:{mq.queueId}": o for mq, o in restarted.items()},
         )
         await self.offset_store.persist(list(restarted))
 
@@ -392,7 +394,9 @@ class ConsumerCore(abc.ABC):
             try:
                 await self._rebalance_topic(topic)
             except CALL_ERRORS as e:
-                log.warning("rebalance_failed", group=self.group, topic=topic, error=str(e))
+                events.emit(
+                    log, events.RebalanceFailed(group=self.group, topic=topic, error=str(e))
+                )
 
     def _rebalance_topics(self) -> list[str]:
         return list(self.subscriptions)
@@ -416,7 +420,9 @@ class ConsumerCore(abc.ABC):
             try:
                 return await self.client.api.get_consumer_id_list(addr, self.group)
             except CALL_ERRORS as e:
-                log.warning("get_consumer_ids_failed", group=self.group, broker=addr, error=str(e))
+                events.emit(
+                    log, events.GetConsumerIdsFailed(group=self.group, error=str(e)), broker=addr
+                )
         return []
 
     async def _wanted_queues(self, topic: str) -> list[MessageQueue] | None:
@@ -426,7 +432,7 @@ class ConsumerCore(abc.ABC):
         mq_all = await self._topic_queues(topic)
         if mq_all is None:
             if not topic.startswith(RETRY_GROUP_TOPIC_PREFIX):
-                log.warning("rebalance_no_route", group=self.group, topic=topic)
+                events.emit(log, events.RebalanceNoRoute(group=self.group, topic=topic))
             return None
         if not self.clustering:
             return sort_queues(mq_all)
@@ -445,12 +451,14 @@ class ConsumerCore(abc.ABC):
         added = [mq for mq in diff.added if await self._add_queue(mq)]
         if diff.removed or added:
             owned = sort_queues(mq for mq in self.queues if mq.topic == topic)
-            log.info(
-                events.REBALANCE,
-                group=self.group,
+            events.emit(
+                log,
+                events.Rebalance(
+                    group=self.group,
+                    topic=topic,
+                    queues=[f"{mq.brokerName}:{mq.queueId}" for mq in owned],
+                ),
                 client_id=self.client.client_id,
-                topic=topic,
-                queues=[f"{mq.brokerName}:{mq.queueId}" for mq in owned],
             )
 
     async def _remove_queue(self, mq: MessageQueue) -> None:
@@ -491,7 +499,7 @@ class ConsumerCore(abc.ABC):
                 return await self.client.api.get_max_offset(addr, mq)
             return await self.client.api.search_offset(addr, mq, self._consume_from_ms)
         except CALL_ERRORS as e:
-            log.warning("start_offset_failed", group=self.group, mq=str(mq), error=str(e))
+            events.emit(log, events.StartOffsetFailed(group=self.group, mq=str(mq), error=str(e)))
             return -1
 
     # -- pulling
@@ -574,7 +582,7 @@ class ConsumerCore(abc.ABC):
                 st.pull_addr = None
                 if scope.cancel_called:  # moved while failing: pull at the new address now
                     return None
-                log.warning("pull_failed", group=self.group, mq=str(st.mq), error=str(e))
+                events.emit(log, events.PullFailed(group=self.group, mq=str(st.mq), error=str(e)))
                 if broker_gone(e):
                     st.pull_failures += 1
                     await self._after_broker_gone(st, st.pull_failures)
@@ -612,12 +620,11 @@ class ConsumerCore(abc.ABC):
                 continue
             found = self.client.find_broker_in_subscribe(st.mq.brokerName, st.broker_id)
             if found is not None and found[0] != st.pull_addr:
-                log.info(
-                    "pull_moved",
-                    group=self.group,
-                    mq=str(st.mq),
-                    old=st.pull_addr,
-                    new=found[0],
+                events.emit(
+                    log,
+                    events.PullMoved(
+                        group=self.group, mq=str(st.mq), old=st.pull_addr, new=found[0]
+                    ),
                 )
                 st.pull_scope.cancel()
 
@@ -649,12 +656,11 @@ class ConsumerCore(abc.ABC):
             self.offset_store.table.update(st.mq, st.next_offset, increase_only=True)
 
     async def _offset_illegal(self, st: QueueState, next_offset: int) -> None:
-        log.warning(
-            "pull_offset_illegal",
-            group=self.group,
-            mq=str(st.mq),
-            offset=st.next_offset,
-            next_offset=next_offset,
+        events.emit(
+            log,
+            events.PullOffsetIllegal(
+                group=self.group, mq=str(st.mq), offset=st.next_offset, next_offset=next_offset
+            ),
         )
         st.pq.dropped = True  # results of messages handed out before are ignored
         st.pq = ProcessQueue()

@@ -36,6 +36,7 @@ from typing import Any, Protocol
 import structlog
 import trio
 
+from rocketrio.actors import events
 from rocketrio.actors.client import running_info
 from rocketrio.actors.client.api import MQClientAPI
 from rocketrio.actors.client.config import MASTER_ID, ClientConfig
@@ -248,7 +249,7 @@ class MQClientInstance:
                 await self.update_route(topic)
             except ROUTE_ERRORS as e:
                 # not fatal: the route poll and the rebalance ask again
-                self.log.warning("route_update_failed", topic=topic, error=str(e))
+                events.emit(self.log, events.RouteUpdateFailed(topic=topic, error=str(e)))
         await self.send_heartbeat_to_all()
 
     async def unregister_consumer(self, group: str, consumer: ConsumerInner | None = None) -> None:
@@ -269,7 +270,7 @@ class MQClientInstance:
             try:
                 await self.api.unregister_client(addr, self.client_id, producer, consumer)
             except (RemotingError, MQClientError) as e:
-                self.log.warning("unregister_client_failed", broker=addr, error=str(e))
+                events.emit(self.log, events.UnregisterClientFailed(error=str(e)), broker=addr)
 
     # -- routes
     def watch_topic(self, topic: str) -> None:
@@ -331,7 +332,7 @@ class MQClientInstance:
         try:
             await self.update_route(topic)
         except ROUTE_ERRORS as e:
-            self.log.warning("route_update_failed", topic=topic, error=str(e))
+            events.emit(self.log, events.RouteUpdateFailed(topic=topic, error=str(e)))
 
     def _on_connection_closed(self, addr: str) -> None:
         """A broker connection closed: refresh every topic routed through that address."""
@@ -343,7 +344,7 @@ class MQClientInstance:
             if any(addr in bd.brokerAddrs.values() for bd in route.brokerDatas)
         ]
         if topics:
-            self.log.info("broker_connection_closed", broker=addr, topics=sorted(topics))
+            events.emit(self.log, events.BrokerConnectionClosed(topics=sorted(topics)), broker=addr)
         for topic in topics:
             self.request_route_refresh(topic)
 
@@ -358,7 +359,7 @@ class MQClientInstance:
             try:
                 await self.update_route(topic)
             except ROUTE_ERRORS as e:
-                self.log.warning("route_update_failed", topic=topic, error=str(e))
+                events.emit(self.log, events.RouteUpdateFailed(topic=topic, error=str(e)))
 
     async def _poll_degraded_routes(self) -> None:
         now = trio.current_time()
@@ -446,7 +447,7 @@ class MQClientInstance:
         try:
             await self.api.send_heartbeat(addr, self.heartbeat_data())
         except (RemotingError, MQClientError) as e:
-            self.log.warning("heartbeat_failed", broker=addr, error=str(e))
+            events.emit(self.log, events.HeartbeatFailed(error=str(e)), broker=addr)
 
     async def send_heartbeat_to_all(self) -> None:
         if not self.producer_groups and not self.consumers:
@@ -456,7 +457,7 @@ class MQClientInstance:
             try:
                 await self.api.send_heartbeat(addr, data)
             except (RemotingError, MQClientError) as e:
-                self.log.warning("heartbeat_failed", broker=addr, error=str(e))
+                events.emit(self.log, events.HeartbeatFailed(error=str(e)), broker=addr)
 
     # -- server pushes
     def _reset_offset(self, cmd: RemotingCommand) -> RemotingCommand:
@@ -467,11 +468,11 @@ class MQClientInstance:
             h = from_ext(ResetOffsetRequestHeader, cmd.ext_fields)
             offsets = decode_reset_offsets(cmd.body)
         except HeaderError as e:
-            self.log.warning("reset_offset_bad_request", error=str(e))
+            events.emit(self.log, events.ResetOffsetBadRequest(error=str(e)))
             return cmd.make_response(ResponseCode.SYSTEM_ERROR, f"bad reset request: {e}")
         consumer = self.consumers.get(h.group)
         if consumer is None:
-            self.log.info("reset_offset_no_consumer", group=h.group, topic=h.topic)
+            events.emit(self.log, events.ResetOffsetNoConsumer(group=h.group, topic=h.topic))
         else:
             consumer.reset_offset(h.topic, offsets)
         return cmd.make_response(ResponseCode.SUCCESS)
@@ -482,7 +483,7 @@ class MQClientInstance:
             header = from_ext(NotifyConsumerIdsChangedRequestHeader, cmd.ext_fields)
             consumer = self.consumers.get(header.consumerGroup)
             if consumer is not None:
-                self.log.info("consumer_ids_changed", group=header.consumerGroup)
+                events.emit(self.log, events.ConsumerIdsChanged(group=header.consumerGroup))
                 consumer.request_rebalance()
             return cmd.make_response(ResponseCode.SUCCESS)
         if cmd.code == RequestCode.GET_CONSUMER_RUNNING_INFO:

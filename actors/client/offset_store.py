@@ -21,6 +21,7 @@ from typing import Any, Protocol
 import structlog
 import trio
 
+from rocketrio.actors import events
 from rocketrio.actors.client.errors import MQBrokerError, MQClientError
 from rocketrio.actors.client.mq_client import MQClientInstance
 from rocketrio.actors.client.process_queue import OffsetTable
@@ -66,7 +67,9 @@ class RemoteBrokerOffsetStore:
                 return OFFSET_ERROR
             return await self.client.api.query_consumer_offset(addr, self.group, mq)
         except (RemotingError, MQClientError, HeaderError) as e:
-            log.warning("query_consumer_offset_failed", group=self.group, mq=str(mq), error=str(e))
+            events.emit(
+                log, events.QueryConsumerOffsetFailed(group=self.group, mq=str(mq), error=str(e))
+            )
             return OFFSET_ERROR
 
     async def read_from_store(self, mq: MessageQueue) -> int:
@@ -88,7 +91,9 @@ class RemoteBrokerOffsetStore:
                     raise MQClientError(f"no address for broker {mq.brokerName}")
                 await self.client.api.update_consumer_offset(addr, self.group, mq, offset)
             except (RemotingError, MQClientError) as e:
-                log.warning("persist_offset_failed", group=self.group, mq=str(mq), error=str(e))
+                events.emit(
+                    log, events.PersistOffsetFailed(group=self.group, mq=str(mq), error=str(e))
+                )
                 if not isinstance(e, MQBrokerError):  # gone: the next persist finds the new one
                     self.client.request_route_refresh(mq.topic)
                 continue

@@ -34,6 +34,7 @@ from typing import Any
 import structlog
 import trio
 
+from rocketrio.actors import events
 from rocketrio.actors.client.async_send import CallbackRequests, SendFuture
 from rocketrio.actors.client.config import (
     ClientConfig,
@@ -604,13 +605,10 @@ class Producer:
         self.faults.mark_unavailable(
             mq.brokerName, trio.current_time(), self.config.notAvailableDuration / 1000, addr
         )
-        log.warning(
-            "send_failed",
-            topic=topic,
+        events.emit(
+            log,
+            events.SendFailed(topic=topic, addr=addr, attempt=attempt, error=str(exc)),
             broker=mq.brokerName,
-            addr=addr,
-            attempt=attempt,
-            error=str(exc),
         )
 
     def _request(

@@ -33,6 +33,7 @@ import attrs
 import structlog
 import trio
 
+from rocketrio.actors import events
 from rocketrio.actors.client.config import (
     ClientConfig,
     ConsumeFromWhere,
@@ -207,7 +208,9 @@ class PushConsumer(ConsumerCore):
         try:
             outcome = self._listener(msgs)
         except Exception as e:
-            log.warning("consume_failed", group=self.group, error=f"{type(e).__name__}: {e}")
+            events.emit(
+                log, events.ConsumeFailed(group=self.group, error=f"{type(e).__name__}: {e}")
+            )
             outcome = ConsumeStatus.RECONSUME_LATER
         if outcome is ConsumeStatus.CONSUME_SUCCESS:
             self._ok_inline += len(msgs)
@@ -257,12 +260,14 @@ class PushConsumer(ConsumerCore):
             if inspect.isawaitable(status):
                 status = await status
         except Exception as e:
-            log.warning("consume_failed", group=self.group, error=f"{type(e).__name__}: {e}")
+            events.emit(
+                log, events.ConsumeFailed(group=self.group, error=f"{type(e).__name__}: {e}")
+            )
             return ConsumeStatus.RECONSUME_LATER
         if status is ConsumeStatus.CONSUME_SUCCESS:
             return status
         if status is not ConsumeStatus.RECONSUME_LATER:
-            log.warning("consume_bad_status", group=self.group, status=repr(status))
+            events.emit(log, events.ConsumeBadStatus(group=self.group, status=repr(status)))
         return ConsumeStatus.RECONSUME_LATER
 
     async def _consume(self, req: ConsumeRequest) -> None:
@@ -284,7 +289,9 @@ class PushConsumer(ConsumerCore):
                     done = [m for m in req.msgs if m not in failed]
                     self.nursery.start_soon(self._consume_later, req.state, req.pq, failed)
             else:
-                log.warning("broadcast_consume_dropped", group=self.group, count=len(req.msgs))
+                events.emit(
+                    log, events.BroadcastConsumeDropped(group=self.group, count=len(req.msgs))
+                )
         self._commit(req.state, req.pq, req.pq.remove(done))
 
     def _commit(self, st: QueueState, pq: ProcessQueue, offset: int) -> None:
@@ -307,7 +314,7 @@ class PushConsumer(ConsumerCore):
                 stored_topic=mq.topic,
             )
         except CALL_ERRORS as e:
-            log.warning("send_back_failed", group=self.group, broker=addr, error=str(e))
+            events.emit(log, events.SendBackFailed(group=self.group, error=str(e)), broker=addr)
             return False
         return True
 

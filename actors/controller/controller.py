@@ -44,7 +44,6 @@ import attrs
 import structlog
 import trio
 
-from rocketrio.actors import events
 from rocketrio.actors import events as log_events
 from rocketrio.actors.auth.config import parse_credentials, parse_init_user
 from rocketrio.actors.auth.gate import check_admin_write, server_users
@@ -267,12 +266,14 @@ class Controller(FailoverMixin):
                     f"group={self.raft_config.group}, peers={cfg.controllerDLegerPeers}",
                     flush=True,
                 )
-                self.log.info(
-                    log_events.CONTROLLER_BOOT,
-                    addr=self.bound_addr,
-                    peers=cfg.controllerDLegerPeers,
-                    self_id=self.self_id,
-                    group=self.raft_config.group,
+                log_events.emit(
+                    self.log,
+                    log_events.ControllerBoot(
+                        addr=self.bound_addr,
+                        peers=cfg.controllerDLegerPeers,
+                        self_id=self.self_id,
+                        group=self.raft_config.group,
+                    ),
                 )
                 task_status.started(self)
         finally:
@@ -286,8 +287,9 @@ class Controller(FailoverMixin):
         if self._admin_users is not None:  # authenticationEnabled: admin writes need a super user
             denied = check_admin_write(ctx.cmd, self._admin_users)
             if denied is not None:
-                self.log.info(log_events.AUTH_REFUSED, code=request_name(code),
-                              remark=denied.remark)  # fmt: skip
+                log_events.emit(
+                    self.log, log_events.AuthRefused(code=request_name(code), remark=denied.remark)
+                )
                 return ctx.cmd.make_response(RC.NO_PERMISSION, denied.remark)
         if code == RequestCode.RAFT_MESSAGE:
             self.node.deliver(ctx.cmd.body)
@@ -339,13 +341,15 @@ class Controller(FailoverMixin):
         name = request_name(ctx.cmd.code)
         suppressed = self._busy_log.admit(trio.current_time())
         if suppressed is not None:
-            self.log.warning(
-                log_events.REQUEST_REFUSED_BUSY,
-                code=name,
-                remote=ctx.remote,
-                in_flight=self._in_flight,
-                limit=limit,
-                suppressed=suppressed,
+            log_events.emit(
+                self.log,
+                log_events.RequestRefusedBusy(
+                    code=name,
+                    remote=ctx.remote,
+                    in_flight=self._in_flight,
+                    limit=limit,
+                    suppressed=suppressed,
+                ),
             )
         return ctx.cmd.make_response(
             RC.SYSTEM_BUSY,
@@ -368,7 +372,9 @@ class Controller(FailoverMixin):
         except Exception as e:
             # a handler bug must not take the controller down; the request still gets an answer
             name = request_name(ctx.cmd.code)
-            self.log.error("request_failed", code=name, remote=ctx.remote, exc_info=e)
+            log_events.emit(
+                self.log, log_events.RequestFailed(code=name, remote=ctx.remote), exc_info=e
+            )
             ctx.respond_code(RC.SYSTEM_ERROR, f"{name} failed: {type(e).__name__}: {e}")
             return
         ctx.respond(_response(ctx.cmd, result))
@@ -621,14 +627,17 @@ class Controller(FailoverMixin):
                         )
                     )
                 except Refused as e:
-                    self.log.warning(events.ELECT_MASTER_FAILED, broker=name, error=e.remark)
+                    log_events.emit(
+                        self.log, log_events.ElectMasterFailed(error=e.remark), broker=name
+                    )
                     return
                 if not result.ok and result.response_code != RC.CONTROLLER_MASTER_STILL_EXIST:
-                    self.log.warning(
-                        events.ELECT_MASTER_FAILED,
+                    log_events.emit(
+                        self.log,
+                        log_events.ElectMasterFailed(
+                            code=result.response_code, remark=result.remark
+                        ),
                         broker=name,
-                        code=result.response_code,
-                        remark=result.remark,
                     )
 
 

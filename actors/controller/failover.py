@@ -36,7 +36,6 @@ from typing import Any, Final
 
 import trio
 
-from rocketrio.actors import events
 from rocketrio.actors import events as log_events
 from rocketrio.actors.controller.config import ControllerConfig
 from rocketrio.actors.controller.death_check import DeathTally, tally_death
@@ -162,14 +161,16 @@ class FailoverMixin:
         self._nursery.start_soon(self._reelect_dead_masters, "master_channel_closed", sets)
 
     def _log_broker_gone(self, info: BrokerLiveInfo, now: int, reason: str) -> None:
-        self.log.warning(
-            log_events.BROKER_HEARTBEAT_TIMEOUT,
-            cluster=info.cluster_name,
-            broker=info.broker_name,
-            broker_id=info.broker_id,
-            addr=info.broker_addr,
-            silent_ms=now - info.last_update_ms,
-            reason=reason,
+        log_events.emit(
+            self.log,
+            log_events.BrokerHeartbeatTimeout(
+                cluster=info.cluster_name,
+                broker=info.broker_name,
+                broker_id=info.broker_id,
+                addr=info.broker_addr,
+                silent_ms=now - info.last_update_ms,
+                reason=reason,
+            ),
         )
 
     async def _scan(self) -> None:
@@ -269,18 +270,22 @@ class FailoverMixin:
                             break
                 nursery.cancel_scope.cancel()  # the rest cannot change the outcome
             tally = tally_death(peers, answers)
-        log = self.log.info if tally.confirmed else self.log.warning
-        log(
-            log_events.MASTER_DEATH_CONFIRMED
+        record = (
+            log_events.MasterDeathConfirmed
             if tally.confirmed
-            else log_events.MASTER_DEATH_NOT_CONFIRMED,
-            cluster=cluster,
+            else log_events.MasterDeathNotConfirmed
+        )
+        log_events.emit(
+            self.log,
+            record(
+                cluster=cluster,
+                broker_id=broker_id,
+                reason=reason,
+                elapsed_ms=round((trio.current_time() - started) * 1000, 1),
+                errors=errors or None,
+                **tally.fields(),
+            ),
             broker=broker_name,
-            broker_id=broker_id,
-            reason=reason,
-            elapsed_ms=round((trio.current_time() - started) * 1000, 1),
-            **tally.fields(),
-            **({"errors": errors} if errors else {}),
         )
         return tally
 
@@ -367,18 +372,21 @@ class FailoverMixin:
                     self._after_election(event)
                 case AlterSyncStateSetEvent():
                     sync = self.replicas.sync_state_info(event.broker_name)
-                    self.log.info(
-                        log_events.SYNC_STATE_SET_CHANGED,
-                        broker=event.broker_name,
-                        sync_state_set=sorted(event.new_sync_state_set),
-                        epoch=None if sync is None else sync.sync_state_set_epoch,
+                    log_events.emit(
+                        self.log,
+                        log_events.SyncStateSetChanged(
+                            broker=event.broker_name,
+                            sync_state_set=sorted(event.new_sync_state_set),
+                            epoch=None if sync is None else sync.sync_state_set_epoch,
+                        ),
                     )
                 case ApplyBrokerIdEvent():
-                    self.log.info(
-                        log_events.BROKER_ID_APPLIED,
+                    log_events.emit(
+                        self.log,
+                        log_events.BrokerIdApplied(
+                            broker_id=event.new_broker_id, addr=event.broker_address
+                        ),
                         broker=event.broker_name,
-                        broker_id=event.new_broker_id,
-                        addr=event.broker_address,
                     )
 
     def _after_election(self, event: ElectMasterEvent) -> None:
@@ -386,14 +394,16 @@ class FailoverMixin:
         entry = self.replicas.role_change_entry(name)
         if entry is None:
             return
-        self.log.info(
-            log_events.ELECT_MASTER,
-            broker=name,
-            master_id=entry.masterBrokerId,
-            master_addr=entry.masterAddress,
-            epoch=entry.masterEpoch,
-            sync_state_set=sorted(entry.syncStateSet),
-            reason=self._elect_reasons.pop(name, "unknown"),
+        log_events.emit(
+            self.log,
+            log_events.ElectMaster(
+                broker=name,
+                master_id=entry.masterBrokerId,
+                master_addr=entry.masterAddress,
+                epoch=entry.masterEpoch,
+                sync_state_set=sorted(entry.syncStateSet),
+                reason=self._elect_reasons.pop(name, "unknown"),
+            ),
         )
         if not event.new_master_elected or not self.config.notifyBrokerRoleChanged:
             return
@@ -421,4 +431,4 @@ class FailoverMixin:
             except RemotingError as e:
                 error = str(e)
         # the broker also polls GetReplicaInfo (syncBrokerMetadataPeriod): a lost push heals
-        self.log.warning(events.NOTIFY_BROKER_ROLE_CHANGED_FAILED, addr=addr, error=error)
+        log_events.emit(self.log, log_events.NotifyBrokerRoleChangedFailed(addr=addr, error=error))

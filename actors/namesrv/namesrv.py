@@ -243,8 +243,10 @@ class NameServer:
         if self._admin_users is not None:  # authenticationEnabled: admin writes need a super user
             denied = check_admin_write(ctx.cmd, self._admin_users)
             if denied is not None:
-                self.log.info(events.AUTH_REFUSED, code=request_name(ctx.cmd.code),
-                              remark=denied.remark)  # fmt: skip
+                events.emit(
+                    self.log,
+                    events.AuthRefused(code=request_name(ctx.cmd.code), remark=denied.remark),
+                )
                 return ctx.cmd.make_response(ResponseCode.NO_PERMISSION, denied.remark)
         handler = self._processors.get(ctx.cmd.code)
         if handler is None:
@@ -274,7 +276,7 @@ class NameServer:
                     f"The Name Server boot success. serializeType=JSON, address {self.bound_addr}",
                     flush=True,
                 )
-                self.log.info(events.NAMESRV_BOOT, addr=self.bound_addr)
+                events.emit(self.log, events.NamesrvBoot(addr=self.bound_addr))
                 task_status.started(self.bound_addr)
         finally:
             self._nursery = self._client = None
@@ -285,14 +287,16 @@ class NameServer:
     def scan_not_active_broker(self, now_ms: int) -> None:
         """Unregister brokers silent past their timeout and close their connections."""
         for b in self.routes.scan_not_active(now_ms):
-            self.log.warning(
-                events.BROKER_EXPIRED,
-                cluster=b.cluster_name,
-                broker=b.broker_name,
-                broker_id=b.broker_id,
-                addr=b.broker_addr,
-                silent_ms=b.silent_ms,
-                timeout_ms=b.timeout_ms,
+            events.emit(
+                self.log,
+                events.BrokerExpired(
+                    cluster=b.cluster_name,
+                    broker=b.broker_name,
+                    broker_id=b.broker_id,
+                    addr=b.broker_addr,
+                    silent_ms=b.silent_ms,
+                    timeout_ms=b.timeout_ms,
+                ),
             )
             self._log_unregistered(b.broker_name, b.broker_id, b.broker_addr, "expired")
             if isinstance(b.channel, Connection) and not b.channel.closed and self._nursery:
@@ -321,13 +325,15 @@ class NameServer:
         reason: str,
         detail: str | None = None,
     ) -> None:
-        self.log.info(
-            events.BROKER_UNREGISTERED,
+        events.emit(
+            self.log,
+            events.BrokerUnregistered(
+                broker_id=broker_id,
+                addr=addr,
+                reason=reason,
+                **({"detail": detail} if detail else {}),
+            ),
             broker=broker,
-            broker_id=broker_id,
-            addr=addr,
-            reason=reason,
-            **({"detail": detail} if detail else {}),
         )
 
     def _send_notifications(self) -> None:
@@ -335,13 +341,15 @@ class NameServer:
         if not changes or self._nursery is None:
             return
         for change in changes:
-            self.log.info(
-                events.MIN_BROKER_ID_CHANGED,
+            events.emit(
+                self.log,
+                events.MinBrokerIdChanged(
+                    min_broker_id=change.min_broker_id,
+                    min_broker_addr=change.min_broker_addr,
+                    offline_addr=change.offline_broker_addr,
+                    notify=list(change.notify_addrs),
+                ),
                 broker=change.broker_name,
-                min_broker_id=change.min_broker_id,
-                min_broker_addr=change.min_broker_addr,
-                offline_addr=change.offline_broker_addr,
-                notify=list(change.notify_addrs),
             )
             for addr in change.notify_addrs:
                 self._nursery.start_soon(self._notify_min_broker_id_change, addr, change)
@@ -365,7 +373,7 @@ class NameServer:
                 return
             except RemotingError as e:
                 error = str(e)
-        self.log.warning("notify_min_broker_id_change_failed", addr=addr, error=error)
+        events.emit(self.log, events.NotifyMinBrokerIdChangeFailed(addr=addr, error=error))
 
     # -- broker registration and liveness -------------------------------------------------------
 
@@ -402,20 +410,20 @@ class NameServer:
                 "topic before registering all its topics",
             )
         if result.ignored:
-            self.log.warning(
-                "broker_registration_ignored",
+            events.emit(
+                self.log,
+                events.BrokerRegistrationIgnored(
+                    broker_id=h.brokerId, addr=h.brokerAddr, reason=result.ignored
+                ),
                 broker=h.brokerName,
-                broker_id=h.brokerId,
-                addr=h.brokerAddr,
-                reason=result.ignored,
             )
         elif result.new_broker:
-            self.log.info(
-                events.BROKER_REGISTERED,
-                cluster=h.clusterName,
+            events.emit(
+                self.log,
+                events.BrokerRegistered(
+                    cluster=h.clusterName, broker_id=h.brokerId, addr=h.brokerAddr
+                ),
                 broker=h.brokerName,
-                broker_id=h.brokerId,
-                addr=h.brokerAddr,
             )
         self._send_notifications()
         out = b""
@@ -482,14 +490,18 @@ class NameServer:
     async def handle_wipe_write_perm_of_broker(self, ctx: RequestContext) -> RemotingCommand:
         h = from_ext(WipeWritePermOfBrokerRequestHeader, ctx.cmd.ext_fields)
         count = self.routes.wipe_write_perm(h.brokerName)
-        self.log.info("write_perm_wiped", broker=h.brokerName, topics=count, by=ctx.remote)
+        events.emit(
+            self.log, events.WritePermWiped(topic_count=count, by=ctx.remote), broker=h.brokerName
+        )
         ext = to_ext(WipeWritePermOfBrokerResponseHeader(wipeTopicCount=count))
         return ctx.cmd.make_response(_SUCCESS, None, ext)
 
     async def handle_add_write_perm_of_broker(self, ctx: RequestContext) -> RemotingCommand:
         h = from_ext(AddWritePermOfBrokerRequestHeader, ctx.cmd.ext_fields)
         count = self.routes.add_write_perm(h.brokerName)
-        self.log.info("write_perm_added", broker=h.brokerName, topics=count, by=ctx.remote)
+        events.emit(
+            self.log, events.WritePermAdded(topic_count=count, by=ctx.remote), broker=h.brokerName
+        )
         ext = to_ext(AddWritePermOfBrokerResponseHeader(addTopicCount=count))
         return ctx.cmd.make_response(_SUCCESS, None, ext)
 
@@ -512,7 +524,7 @@ class NameServer:
     async def handle_delete_topic_in_namesrv(self, ctx: RequestContext) -> RemotingCommand:
         h = from_ext(DeleteTopicFromNamesrvRequestHeader, ctx.cmd.ext_fields)
         if self.routes.delete_topic(h.topic, h.clusterName):
-            self.log.info(events.TOPIC_DELETED, topic=h.topic, cluster=h.clusterName)
+            events.emit(self.log, events.TopicDeleted(topic=h.topic, cluster=h.clusterName))
         return ctx.cmd.make_response(_SUCCESS)
 
     async def handle_register_topic_in_namesrv(self, ctx: RequestContext) -> RemotingCommand:
@@ -540,7 +552,7 @@ class NameServer:
             try:
                 await self._io(write_kv_file, path, data, self.fs)
             except OSError as e:
-                self.log.error("kv_config_persist_failed", path=path, error=str(e))
+                events.emit(self.log, events.KvConfigPersistFailed(path=path, error=str(e)))
                 return f"changed in memory but not saved to {path}: {e}"
         return None
 

@@ -13,10 +13,15 @@ the inputs, the Ready batch and the role changes.
 from __future__ import annotations
 
 import random
-from typing import Any
 
 import attrs
 
+from rocketrio.actors.events import (
+    LogEvent,
+    RaftLeaderElected,
+    RaftRoleChanged,
+    RaftTermIncreased,
+)
 from rocketrio.actors.raft.config import RaftConfig
 from rocketrio.actors.raft.election import ElectionMixin
 from rocketrio.actors.raft.replication import ReplicationMixin
@@ -45,8 +50,6 @@ from rocketrio.protocol.raft import (
     VoteResponse,
     VoteResult,
 )
-
-Event = tuple[str, dict[str, Any]]
 
 
 class NotLeader(Exception):
@@ -77,7 +80,7 @@ class Ready:
     5. `committed_entries`: apply in order (skip data == b"", the leader's no-op).
     6. `read_states`: serve each read once applied index >= index; `dropped_reads`: fail
        those reads (leadership lost), the client retries against the new leader.
-    7. `events`: log them (name, fields).
+    7. `log_records`: log them (catalogue records, `rocketrio.actors.events.emit`).
     Ready batches must be handled one at a time, in the order returned.
     """
 
@@ -89,7 +92,7 @@ class Ready:
     committed_entries: list[Entry]
     read_states: list[ReadState]
     dropped_reads: list[int]
-    events: list[Event]
+    log_records: list[LogEvent]
 
 
 class RaftCore(ElectionMixin, ReplicationMixin):
@@ -158,7 +161,7 @@ class RaftCore(ElectionMixin, ReplicationMixin):
         self._pending_reads: list[tuple[int, int, int]] = []  # (ctx, index, after round)
 
         self._msgs: list[tuple[str, RaftMessage]] = []
-        self._events: list[Event] = []
+        self._notes: list[LogEvent] = []
         self._read_states: list[ReadState] = []
         self._dropped_reads: list[int] = []
 
@@ -341,7 +344,7 @@ class RaftCore(ElectionMixin, ReplicationMixin):
             or self._msgs
             or self._read_states
             or self._dropped_reads
-            or self._events
+            or self._notes
         ):
             return None
         rd = Ready(
@@ -353,13 +356,13 @@ class RaftCore(ElectionMixin, ReplicationMixin):
             committed_entries=committed,
             read_states=self._read_states,
             dropped_reads=self._dropped_reads,
-            events=self._events,
+            log_records=self._notes,
         )
         self._handed_hs = hs
         self._unstable_from = self.last_index + 1
         self._apply_handed = max(self._apply_handed, self.commit_index)
         self._pending_snapshot = None
-        self._msgs, self._events, self._read_states, self._dropped_reads = [], [], [], []
+        self._msgs, self._notes, self._read_states, self._dropped_reads = [], [], [], []
         return rd
 
     def advance(self, rd: Ready) -> None:
@@ -379,9 +382,9 @@ class RaftCore(ElectionMixin, ReplicationMixin):
     def _send(self, to: str, msg: RaftMessage) -> None:
         self._msgs.append((to, msg))
 
-    def _event(self, name: str, **fields: Any) -> None:
-        fields.setdefault("term", self.term)
-        self._events.append((name, fields))
+    def _note(self, record: LogEvent) -> None:
+        """A log record for the shell to write (the catalogue's raft_* events)."""
+        self._notes.append(record)
 
     # ---------------------------------------------------------------- role changes
 
@@ -397,7 +400,11 @@ class RaftCore(ElectionMixin, ReplicationMixin):
         self.leader_id = None
         self._leave_leadership()
         if previous is not Role.CANDIDATE:
-            self._event("raft_role_changed", role=str(self.role), reason=reason, seen_term=term)
+            self._note(
+                RaftRoleChanged(
+                    term=self.term, raft_role=str(self.role), reason=reason, seen_term=term
+                )
+            )
 
     def _change_to_follower(self, term: int, leader_id: str, now_ms: int) -> None:
         if term != self.term:
@@ -409,7 +416,11 @@ class RaftCore(ElectionMixin, ReplicationMixin):
         self._last_parse_result = ParseResult.WAIT_TO_REVOTE
         self._vote_round = None
         self._leave_leadership()
-        self._event("raft_role_changed", role=str(self.role), leader=leader_id, reason="heartbeat")
+        self._note(
+            RaftRoleChanged(
+                term=self.term, raft_role=str(self.role), leader=leader_id, reason="heartbeat"
+            )
+        )
 
     def _change_to_leader(self, term: int, now_ms: int) -> None:
         if term != self.term:
@@ -424,8 +435,14 @@ class RaftCore(ElectionMixin, ReplicationMixin):
         self._progress = {p: Progress(next_index=nxt) for p in self._others}
         self._log.append(Entry(nxt, term, b""))
         self._noop_index = nxt
-        self._event("raft_role_changed", role=str(self.role), leader=self.self_id, reason="elected")
-        self._event("raft_leader_elected", leader=self.self_id, last_index=self.last_index)
+        self._note(
+            RaftRoleChanged(
+                term=self.term, raft_role=str(self.role), leader=self.self_id, reason="elected"
+            )
+        )
+        self._note(
+            RaftLeaderElected(term=self.term, leader=self.self_id, last_index=self.last_index)
+        )
         self._maintain_as_leader(now_ms)
 
     def _leave_leadership(self) -> None:
@@ -444,4 +461,4 @@ class RaftCore(ElectionMixin, ReplicationMixin):
         else:
             self.term += 1
         self.voted_for = None
-        self._event("raft_term_increased", previous=previous)
+        self._note(RaftTermIncreased(term=self.term, previous_term=previous))

@@ -40,6 +40,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from rocketrio.actors.events import RaftHeartbeatTimeout, RaftVoteResult
 from rocketrio.actors.raft.state import (
     HeartBeatRound,
     ParseResult,
@@ -67,7 +68,7 @@ if TYPE_CHECKING:
 class ElectionMixin:
     """RaftCore's vote rounds (candidate and voter side) and heartbeat rounds.
 
-    Uses RaftCore's state (annotated below) and its `_send`, `_event`, `_ledger_end`,
+    Uses RaftCore's state (annotated below) and its `_send`, `_note`, `_ledger_end`,
     `_quorum`, `_change_to_*` and `_check_replication_stalls` methods.
     """
 
@@ -225,18 +226,19 @@ class ElectionMixin:
         self._vote_round = None
         result = self._parse_vote_round(rnd, now_ms)
         self._last_parse_result = result
-        self._event(
-            "raft_vote_result",
-            term=rnd.term,
-            result=str(result),
-            member_num=len(self.peers),
-            answered_num=len(rnd.answered),
-            valid_num=rnd.valid_num,
-            accepted_num=rnd.accepted_num,
-            not_ready_term_num=rnd.not_ready_term_num,
-            bigger_ledger_num=rnd.bigger_ledger_num,
-            already_has_leader=rnd.already_has_leader,
-            known_max_term_in_group=rnd.known_max_term_in_group,
+        self._note(
+            RaftVoteResult(
+                term=rnd.term,
+                outcome=str(result),
+                member_num=len(self.peers),
+                answered_num=len(rnd.answered),
+                valid_num=rnd.valid_num,
+                accepted_num=rnd.accepted_num,
+                not_ready_term_num=rnd.not_ready_term_num,
+                bigger_ledger_num=rnd.bigger_ledger_num,
+                already_has_leader=rnd.already_has_leader,
+                known_max_term_in_group=rnd.known_max_term_in_group,
+            )
         )
         if result is ParseResult.PASSED:
             self._change_to_leader(rnd.term, now_ms)
@@ -279,7 +281,9 @@ class ElectionMixin:
     def _maintain_as_follower(self, now_ms: int) -> None:
         silent_ms = now_ms - self._last_leader_heartbeat_ms
         if silent_ms > self.config.leader_lost_after_ms:
-            self._event("raft_heartbeat_timeout", leader=self.leader_id, silent_ms=silent_ms)
+            self._note(
+                RaftHeartbeatTimeout(term=self.term, leader=self.leader_id, silent_ms=silent_ms)
+            )
             self._change_to_candidate(self.term, "heartbeat_timeout")
 
     def _maintain_as_leader(self, now_ms: int) -> None:

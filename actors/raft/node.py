@@ -299,7 +299,7 @@ class RaftNode:
         try:
             msg = decode_message(body)
         except RaftCodecError as e:
-            self.log.warning("raft_message_malformed", error=str(e))
+            events.emit(self.log, events.RaftMessageMalformed(error=str(e)))
             return
         try:
             self._send.send_nowait(_Step(msg))
@@ -342,11 +342,13 @@ class RaftNode:
     async def _start_core(self, log: RaftLog) -> None:
         report = log.recovery_report
         if not report.clean:
-            self.log.warning(
-                "raft_log_recovered",
-                torn_tail=None if report.torn_tail is None else attrs.asdict(report.torn_tail),
-                removed_files=list(report.removed_files),
-                log_discarded_for_snapshot=report.log_discarded_for_snapshot,
+            events.emit(
+                self.log,
+                events.RaftLogRecovered(
+                    torn_tail=None if report.torn_tail is None else attrs.asdict(report.torn_tail),
+                    removed_files=list(report.removed_files),
+                    log_discarded_for_snapshot=report.log_discarded_for_snapshot,
+                ),
             )
         loaded = await self._io(log.load_snapshot)
         entries = await self._io(log.all_entries)
@@ -366,12 +368,14 @@ class RaftNode:
             snapshot,
             _now_ms(),
         )
-        self.log.info(
-            events.RAFT_NODE_STARTED,
-            term=log.hard_state.term,
-            voted_for=log.hard_state.voted_for,
-            snapshot_index=self._applied,
-            last_index=self._core.last_index,
+        events.emit(
+            self.log,
+            events.RaftNodeStarted(
+                term=log.hard_state.term,
+                voted_for=log.hard_state.voted_for,
+                snapshot_index=self._applied,
+                last_index=self._core.last_index,
+            ),
         )
 
     # ------------------------------------------------------------------ the node task
@@ -495,8 +499,8 @@ class RaftNode:
             if reply is not None:
                 reply.fail(NotLeader(self.leader_id, self.leader_addr))
         self._release_reads()
-        for name, fields in rd.events:
-            self._log_core_event(name, fields)
+        for record in rd.log_records:
+            events.emit(self.log, record)
         self.core.advance(rd)
         self._notice_role_change()
 
@@ -561,7 +565,7 @@ class RaftNode:
             if not e.data and e.term == core.term and core.role is Role.LEADER:
                 self._ready_term = e.term
                 self._ready_event.set()
-                self.log.info(events.RAFT_LEADER_READY, term=e.term, index=e.index)
+                events.emit(self.log, events.RaftLeaderReady(term=e.term, index=e.index))
 
     def _release_reads(self) -> None:
         if not self._waiting_reads:
@@ -604,19 +608,7 @@ class RaftNode:
 
         await self._io(store)
         core.compact(index, term, data)
-        self.log.info(events.RAFT_SNAPSHOT_TAKEN, index=index, term=term, size=len(data))
-
-    def _log_core_event(self, name: str, fields: dict[str, Any]) -> None:
-        if name == events.RAFT_ROLE_CHANGED:
-            fields.setdefault("leader", None)
-        elif name == events.RAFT_VOTE_RESULT:
-            fields.setdefault("outcome", fields.get("result"))
-        elif name == events.RAFT_LOG_TRUNCATED:
-            fields.setdefault("index", fields.get("from_index"))
-        if name == "raft_heartbeat_timeout":
-            self.log.warning(name, **fields)
-        else:
-            self.log.info(name, **fields)
+        events.emit(self.log, events.RaftSnapshotTaken(index=index, term=term, size=len(data)))
 
     def _fail_everything(self, exc: ProposalDropped) -> None:
         for _, reply in self._pending.values():
@@ -676,8 +668,8 @@ class RaftNode:
                     sent += 1
             except RemotingError as e:
                 if reachable:
-                    self.log.warning(
-                        events.RAFT_PEER_UNREACHABLE, peer=peer, addr=addr, error=str(e)
+                    events.emit(
+                        self.log, events.RaftPeerUnreachable(peer=peer, addr=addr, error=str(e))
                     )
                     reachable = False
                 lost = batch[sent:]
@@ -690,7 +682,7 @@ class RaftNode:
                 await trio.sleep(PEER_RETRY_S)
                 continue
             if not reachable:
-                self.log.info(events.RAFT_PEER_REACHABLE, peer=peer, addr=addr)
+                events.emit(self.log, events.RaftPeerReachable(peer=peer, addr=addr))
                 reachable = True
 
 

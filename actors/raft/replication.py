@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from rocketrio.actors.events import RaftLogTruncated, RaftSnapshotInstalled
 from rocketrio.actors.raft.state import Progress, ProgressState, Role
 from rocketrio.protocol.raft import (
     ENTRY_HEADER,
@@ -30,7 +31,7 @@ if TYPE_CHECKING:
 class ReplicationMixin:
     """RaftCore's AppendEntries / InstallSnapshot handling, both ends, and the commit rule.
 
-    Uses RaftCore's state (annotated below) and its `_send`, `_event`, `term_at`,
+    Uses RaftCore's state (annotated below) and its `_send`, `_note`, `term_at`,
     `last_index`, `_accept_leader` and `_change_to_candidate`.
     """
 
@@ -114,7 +115,7 @@ class ReplicationMixin:
         del self._log[index - self._snap_index - 1 :]
         self._stable_index = min(self._stable_index, index - 1)
         self._unstable_from = min(self._unstable_from, index)
-        self._event("raft_log_truncated", from_index=index, dropped=dropped)
+        self._note(RaftLogTruncated(term=self.term, index=index, dropped=dropped))
 
     def _handle_install_snapshot(
         self, req: InstallSnapshotRequest, now_ms: int
@@ -139,8 +140,10 @@ class ReplicationMixin:
         self._stable_index = index
         self._unstable_from = index + 1
         self._pending_snapshot = snap
-        self._event(
-            "raft_snapshot_installed", index=index, snapshot_term=term, leader=req.leader_id
+        self._note(
+            RaftSnapshotInstalled(
+                term=self.term, index=index, snapshot_term=term, leader=req.leader_id
+            )
         )
         return InstallSnapshotResponse(self.self_id, req.from_id, self.term, ok, index)
 

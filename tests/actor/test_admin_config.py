@@ -106,7 +106,7 @@ async def test_live_broker_key_takes_effect_shows_persists_and_is_logged(
             assert e.value.code == ResponseCode.MESSAGE_ILLEGAL
             await p.send(Message("T", b"x" * 1000), on("broker-a"))
             await p.send(Message("T", b"x" * 2048), on("broker-b"))  # the other one is untouched
-        [event] = [e for e in logs if e["event"] == events.CONFIG_UPDATED]
+        [event] = [e for e in logs if e["event"] == events.ConfigUpdated.NAME]
         assert event["key"] == "maxMessageSize" and event["new"] == "1024"
         assert event["old"] == "4194304" and event["persisted_to"] == str(path)
         # getBrokerConfig shows it (a table), --json too
@@ -187,7 +187,7 @@ async def test_refused_broker_keys_change_nothing(
             assert code == 1 and out == "", (key, out)
             assert expected in err, (key, err)
             assert [e["event"] for e in logs if "config" in e["event"]] == [
-                events.CONFIG_UPDATE_REFUSED
+                events.ConfigUpdateRefused.NAME
             ]
         # one request, a live key with a restart key: all or nothing
         async with c.admin() as mq:
@@ -345,7 +345,7 @@ async def test_namesrv_config_live_key_refusals_and_file(
         )  # fmt: skip
         assert code == 0, err
         assert out.strip() == f"update name server config success! {ns}: enableAllTopicList : false"
-        assert [e["key"] for e in logs if e["event"] == events.CONFIG_UPDATED] == [
+        assert [e["key"] for e in logs if e["event"] == events.ConfigUpdated.NAME] == [
             "enableAllTopicList"
         ]
         async with c.admin() as mq:
@@ -420,7 +420,7 @@ async def test_controller_config_needs_a_super_user_and_changes_this_replica(
         # the elections this replica computes read the replicas table's switch
         assert ctrl.replicas.enable_elect_unclean_master
         assert path.read_text() == "controllerDLegerSelfId=n0\nenableElectUncleanMaster=true\n"
-        assert any(e["event"] == events.CONFIG_UPDATED for e in logs)
+        assert any(e["event"] == events.ConfigUpdated.NAME for e in logs)
         code, _, err, _ = await run(
             capsys, net, "updateControllerConfig", "-a", CTRL_ADDR,
             "-k", "controllerDLegerPeers", "-v", "n0-10.0.0.9:9878", *ROOT,

@@ -74,7 +74,7 @@ async def test_a_damaged_record_in_an_old_segment_is_never_delivered(
         assert resp.code == ResponseCode.SYSTEM_ERROR
         assert not resp.body, "no byte of a damaged read is sent"
         assert segment in (resp.remark or "") and "checkStore" in (resp.remark or "")
-        [line] = [e for e in logs if e["event"] == events.COMMITLOG_RECORD_CORRUPT]
+        [line] = [e for e in logs if e["event"] == events.CommitlogRecordCorrupt.NAME]
         assert line["log_level"] == "error"
         assert line["segment"] == segment and line["reason"] == "record CRC mismatch"
         assert f"offset {line['offset']}" in (resp.remark or "")
@@ -97,12 +97,12 @@ async def test_a_cut_tail_is_truncated_with_a_warning(
         os.truncate(last, size - 30)  # the last record loses its end
         with structlog.testing.capture_logs() as logs:
             await h.start_broker(**SMALL)
-        [warn] = [e for e in logs if e["event"] == events.COMMITLOG_TRUNCATED]
+        [warn] = [e for e in logs if e["event"] == events.CommitlogTruncated.NAME]
         assert warn["log_level"] == "warning"
         assert warn["segment"] == last
         assert warn["offset"] > 0 and warn["dropped_bytes"] > 0
         assert size - 30 - warn["dropped_bytes"] == warn["offset"] % SEG
-        [rec] = [e for e in logs if e["event"] == events.COMMITLOG_RECOVERED]
+        [rec] = [e for e in logs if e["event"] == events.CommitlogRecovered.NAME]
         assert rec["unclean_shutdown"] is True and rec["scanned_from"] == 0
         resp = await h.pull("C", 0, 0)
         assert [m.body for m in messages(resp)] == [body(i) for i in range(9)]
@@ -121,7 +121,7 @@ async def test_damage_recovery_must_not_cut_refuses_the_start(
             with pytest.raises(BaseException) as err:
                 await h.start_broker(**SMALL)
         assert isinstance(leaf(err.value), CorruptionError)
-        [line] = [e for e in logs if e["event"] == events.STORE_CORRUPT]
+        [line] = [e for e in logs if e["event"] == events.StoreCorrupt.NAME]
         assert line["log_level"] == "error"
         assert segment in line["error"] and "record CRC mismatch" in line["error"]
         assert "checkStore" in line["remark"] and "slave of its master" in line["remark"]

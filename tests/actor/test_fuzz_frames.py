@@ -130,7 +130,7 @@ async def test_garbage_never_takes_down_broker_or_namesrv(
                 refused += 1
                 where = f"round {i} ({target}, {data[:12]!r}), replay with FUZZ_SEED={SEED}"
                 assert closed, f"not refused: {where}"
-                bad = [e for e in logs if e["event"] == events.BAD_FRAME]
+                bad = [e for e in logs if e["event"] == events.BadFrame.NAME]
                 if not bad:  # a flood of bad frames is logged at a bounded rate
                     assert server.side.log_limiter.suppressed > 0, where
                     continue

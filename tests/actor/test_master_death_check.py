@@ -135,12 +135,12 @@ async def _eq(value: Any, expected: Any) -> bool:
 
 
 def tallies(logs: Logs) -> Logs:
-    names = (events.MASTER_DEATH_CONFIRMED, events.MASTER_DEATH_NOT_CONFIRMED)
+    names = (events.MasterDeathConfirmed.NAME, events.MasterDeathNotConfirmed.NAME)
     return [e for e in logs if e["event"] in names]
 
 
 def elections(logs: Logs) -> Logs:
-    return [e for e in logs if e["event"] == events.ELECT_MASTER]
+    return [e for e in logs if e["event"] == events.ElectMaster.NAME]
 
 
 async def send_ok(c: Cluster, node: Node) -> None:
@@ -162,7 +162,7 @@ async def test_asymmetric_partition_master_leader_keeps_the_master(
         # the leader alone found A dead, asked, and was told no every time
         assert not leader._is_alive(CLUSTER, "broker-a", 1)
         seen = tallies(logs[mark:])
-        assert seen and all(e["event"] == events.MASTER_DEATH_NOT_CONFIRMED for e in seen)
+        assert seen and all(e["event"] == events.MasterDeathNotConfirmed.NAME for e in seen)
         followers = sorted(n for n in CTRL_IDS if n != leader.self_id)
         assert all(e["dead"] == [leader.self_id] and e["alive"] == followers for e in seen)
         assert {e["reason"] for e in seen} >= {"master_heartbeat_timeout", "master_inactive"}
@@ -197,11 +197,11 @@ async def test_connection_reset_then_partition_keeps_the_master(
         await trio.sleep(ALIVE_CHECK_TIMEOUT_S)
         first = tallies(logs[mark:])
         assert [e["reason"] for e in first] == ["master_channel_closed"]
-        assert first[0]["event"] == events.MASTER_DEATH_NOT_CONFIRMED
+        assert first[0]["event"] == events.MasterDeathNotConfirmed.NAME
         while trio.current_time() - cut_at < 2 * HEARTBEAT_TIMEOUT_S + 1:
             await send_ok(c, a)
             await trio.sleep(1)
-        assert all(e["event"] == events.MASTER_DEATH_NOT_CONFIRMED for e in tallies(logs[mark:]))
+        assert all(e["event"] == events.MasterDeathNotConfirmed.NAME for e in tallies(logs[mark:]))
         assert not elections(logs[mark:])
         sync = await c.sync_state()
         assert (sync.master_broker_id, sync.master_epoch) == (1, 1)
@@ -230,7 +230,7 @@ async def test_master_crash_is_confirmed_in_one_round_trip(
         elected_after = await wait_master(c, 2, 1, 0.0005)
         assert elected_after <= (ONE_ROUND_MS + 1.0 + 0.5) / 1000
         (tally,) = tallies(logs[mark:])
-        assert tally["event"] == events.MASTER_DEATH_CONFIRMED
+        assert tally["event"] == events.MasterDeathConfirmed.NAME
         assert tally["reason"] == "master_channel_closed"
         assert leader.self_id in tally["dead"] and len(tally["dead"]) >= 2
         assert tally["alive"] == tally["unknown"] == []
@@ -258,7 +258,7 @@ async def test_peer_that_sees_the_close_late_confirms_when_it_does(
         assert late_s <= trio.current_time() - cut_at <= late_s + 0.005
         assert elected_after <= 0.005
         (tally,) = tallies(logs[mark:])
-        assert tally["event"] == events.MASTER_DEATH_CONFIRMED
+        assert tally["event"] == events.MasterDeathConfirmed.NAME
         assert late_s * 1000 <= tally["elapsed_ms"] <= late_s * 1000 + ONE_ROUND_MS
 
 
@@ -273,7 +273,7 @@ async def test_one_controller_down_the_other_confirms(
         a.crash_now()
         assert await wait_master(c, 2, 1, 0.0005) <= 0.005
         (tally,) = tallies(logs[mark:])
-        assert tally["event"] == events.MASTER_DEATH_CONFIRMED
+        assert tally["event"] == events.MasterDeathConfirmed.NAME
         assert len(tally["dead"]) == 2 and down not in tally["dead"]
 
 
@@ -291,7 +291,7 @@ async def test_minority_of_controllers_cannot_depose(
         a.crash_now()
         await trio.sleep(ALIVE_CHECK_TIMEOUT_S + 0.1)
         (tally,) = tallies(logs[mark:])
-        assert tally["event"] == events.MASTER_DEATH_NOT_CONFIRMED
+        assert tally["event"] == events.MasterDeathNotConfirmed.NAME
         assert tally["reason"] == "master_channel_closed"
         assert tally["dead"] == [leader.self_id]
         assert tally["no_answer"] == sorted(followers)
@@ -307,7 +307,9 @@ async def test_minority_of_controllers_cannot_depose(
         mark = len(logs)
         await wait_master(c, 2, LISTEN_WINDOW_S + SCAN_S + 5, 0.1)
         assert trio.current_time() - back_at >= LISTEN_WINDOW_S - 1
-        confirmed = [e for e in tallies(logs[mark:]) if e["event"] == events.MASTER_DEATH_CONFIRMED]
+        confirmed = [
+            e for e in tallies(logs[mark:]) if e["event"] == events.MasterDeathConfirmed.NAME
+        ]
         assert confirmed and confirmed[-1]["no_answer"] == [followers[1]]
         await wait_until(lambda: _true(b.rm.is_master), "B promoted")
 
@@ -328,7 +330,7 @@ async def test_grace_window_after_controller_leader_change_still_applies(
         await wait_master(c, 2, SCAN_S + 1, 0.05)
         assert trio.current_time() - became <= LISTEN_WINDOW_S + SCAN_S + 0.5
         (tally,) = tallies(logs[mark:])
-        assert tally["event"] == events.MASTER_DEATH_CONFIRMED
+        assert tally["event"] == events.MasterDeathConfirmed.NAME
         assert tally["reason"] == "master_inactive" and tally["no_answer"] == [old.self_id]
 
 
@@ -340,7 +342,7 @@ async def test_single_controller_decides_alone_at_once(
         a.crash_now()
         assert await wait_master(c, 2, 1, 0.0005) <= 0.002  # no question asked: one commit
         (tally,) = tallies(logs[mark:])
-        assert tally["event"] == events.MASTER_DEATH_CONFIRMED
+        assert tally["event"] == events.MasterDeathConfirmed.NAME
         assert (tally["dead"], tally["group_size"], tally["elapsed_ms"]) == (["n0"], 1, 0)
 
 
@@ -364,7 +366,7 @@ async def test_embedded_controllers_partition_and_crash(
             await send_ok(c, a)
             await trio.sleep(1)
         seen = tallies(logs[mark:])
-        assert seen and all(e["event"] == events.MASTER_DEATH_NOT_CONFIRMED for e in seen)
+        assert seen and all(e["event"] == events.MasterDeathNotConfirmed.NAME for e in seen)
         assert not elections(logs[mark:]) and a.rm.is_master and a.rm.master_epoch == 1
         c.net.heal()
         await wait_until(
@@ -374,7 +376,7 @@ async def test_embedded_controllers_partition_and_crash(
         a.crash_now()
         assert await wait_master(c, 2, 1, 0.0005) <= (ONE_ROUND_MS + 1.5) / 1000
         (tally,) = tallies(logs[mark:])
-        assert tally["event"] == events.MASTER_DEATH_CONFIRMED
+        assert tally["event"] == events.MasterDeathConfirmed.NAME
 
 
 async def test_check_request_over_the_wire(

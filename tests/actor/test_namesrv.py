@@ -142,10 +142,10 @@ async def test_register_route_heartbeat_and_expiry(
             await trio.sleep(0.1)
             assert broker_conn.closed  # a silent broker's connection is closed, like upstream
     names = [e["event"] for e in logs]
-    assert events.NAMESRV_BOOT in names and events.BROKER_REGISTERED in names
-    expired = next(e for e in logs if e["event"] == events.BROKER_EXPIRED)
+    assert events.NamesrvBoot.NAME in names and events.BrokerRegistered.NAME in names
+    expired = next(e for e in logs if e["event"] == events.BrokerExpired.NAME)
     assert expired["broker"] == "a" and expired["silent_ms"] > 10_000
-    unreg = [e for e in logs if e["event"] == events.BROKER_UNREGISTERED]
+    unreg = [e for e in logs if e["event"] == events.BrokerUnregistered.NAME]
     assert [e["reason"] for e in unreg] == ["expired"]
 
 
@@ -162,7 +162,7 @@ async def test_connection_close_unregisters(mock_clock: trio.testing.MockClock) 
                 while (await route(tool)).code == ResponseCode.SUCCESS:
                     await trio.sleep(0.01)
             assert trio.current_time() - t0 < 0.5  # at once, not after the 120 s timeout
-    unreg = [e for e in logs if e["event"] == events.BROKER_UNREGISTERED]
+    unreg = [e for e in logs if e["event"] == events.BrokerUnregistered.NAME]
     assert [(e["broker"], e["reason"]) for e in unreg] == [("a", "connection_closed")]
 
 
@@ -184,7 +184,7 @@ async def test_two_nameservers_are_independent(mock_clock: trio.testing.MockCloc
                 assert (await broker.invoke(other, unreg)).code == ResponseCode.SUCCESS
                 assert (await route(broker, ns=other)).code == ResponseCode.TOPIC_NOT_EXIST
                 assert (await route(broker, ns=NS_ADDR)).code == ResponseCode.SUCCESS
-    unreg_logs = [e for e in logs if e["event"] == events.BROKER_UNREGISTERED]
+    unreg_logs = [e for e in logs if e["event"] == events.BrokerUnregistered.NAME]
     assert [(e["broker"], e["reason"]) for e in unreg_logs] == [("a", "request")]
 
 

@@ -111,7 +111,7 @@ async def test_twenty_half_frames_stay_within_the_budget_and_close_at_the_read_t
         assert BUDGET // 2 < peak_buffered <= BUDGET + 20 * READ_CHUNK
         await trio.sleep(0.01)
         assert server.budget.used == 0 and not server.connections
-        timeouts = _events(logs, events.CONNECTION_READ_TIMEOUT)
+        timeouts = _events(logs, events.ConnectionReadTimeout.NAME)
         assert timeouts and {e["remote"] for e in timeouts} <= {f"10.0.7.{i}" for i in range(20)}
         assert all(
             e["log_level"] == "warning" and e["timeout_s"] == READ_TIMEOUT_S for e in timeouts
@@ -182,7 +182,7 @@ async def test_connection_caps_total_and_per_address(mock_clock: trio.testing.Mo
             await trio.sleep(0.01)
             late = await net.transport("10.0.1.3").connect(ADDR)
             assert (await _echo_once(late)).body == b"ping"
-        refused = _events(logs, events.CONNECTION_REFUSED)
+        refused = _events(logs, events.ConnectionRefused.NAME)
         assert [(e["remote"], e["reason"]) for e in refused] == [
             ("10.0.1.1", "address_connection_limit"),
             ("10.0.1.3", "server_connection_limit"),
@@ -205,12 +205,12 @@ async def test_a_flood_of_refused_connections_does_not_flood_the_log(
             for _ in range(500):
                 s = await net.transport("10.0.1.1").connect(ADDR)
                 await _wait_closed(s)
-            lines = _events(logs, events.CONNECTION_REFUSED)
+            lines = _events(logs, events.ConnectionRefused.NAME)
             assert 1 <= len(lines) <= 12  # a burst of 10, then about one a second
             await trio.sleep(2)
             s = await net.transport("10.0.1.1").connect(ADDR)
             await _wait_closed(s)
-        lines = _events(logs, events.CONNECTION_REFUSED)
+        lines = _events(logs, events.ConnectionRefused.NAME)
         # the next line after the flood says how many were not written
         assert sum(e["suppressed"] for e in lines) + len(lines) == 501
         assert lines[-1]["suppressed"] > 0
@@ -247,7 +247,7 @@ async def test_bad_length_words_are_refused_before_the_frame_arrives(
             await s.send_all(wire)
             await _wait_closed(s)
             assert trio.current_time() - t0 <= LINK_SLACK_S
-        [line] = _events(logs, events.BAD_FRAME)
+        [line] = _events(logs, events.BadFrame.NAME)
         assert line["remote"] == "10.0.6.6" and line["reason"] == reason
         assert line["log_level"] == "warning"
         assert server.budget.used == 0
@@ -285,7 +285,7 @@ async def test_idle_connection_closed_after_the_idle_timeout(
             assert 120 <= trio.current_time() - t0 <= 120 + LINK_SLACK_S
             await trio.sleep(300)
             assert len(server.connections) == 1  # the chatty one
-        [line] = _events(logs, events.CONNECTION_IDLE_CLOSED)
+        [line] = _events(logs, events.ConnectionIdleClosed.NAME)
         assert line["remote"] == "10.0.1.1" and line["idle_s"] == 120
         n.cancel_scope.cancel()
 
@@ -417,7 +417,7 @@ async def test_controller_over_its_in_flight_limit_answers_system_busy(
                 assert r.code == ResponseCode.SYSTEM_BUSY
                 assert "controllerRequestThreadPoolQueueCapacity=2" in (r.remark or "")
         assert len(answers) == 2 and all(code != ResponseCode.SYSTEM_BUSY for code, _ in answers)
-        [line] = _events(logs, events.REQUEST_REFUSED_BUSY)
+        [line] = _events(logs, events.RequestRefusedBusy.NAME)
         assert line["in_flight"] == 2 and line["limit"] == 2
         # the two answered: room again (the counter went back down)
         assert leader._in_flight == 0

@@ -24,6 +24,7 @@ import attrs
 import structlog
 import trio
 
+from rocketrio.actors.logs import check_catalogued
 from rocketrio.actors.remoting import RemotingClient
 from tests.conftest import seed_trio_scheduler
 from tests.sim.cluster_checks import ClusterChecker, ClusterFailure
@@ -118,7 +119,7 @@ async def run_seed(
     checker.note(f"spec: {spec.describe()}")
     tail = LogTail()
     old_config = structlog.get_config()
-    structlog.configure(processors=[tail])
+    structlog.configure(processors=[check_catalogued(True), tail])
     failure: BaseException | None = None
     liveness: dict[str, float] = {}
     watchdog: Watchdog | None = None

@@ -263,8 +263,8 @@ class RaftSim:
             self.stats["reads_ok"] += 1
         for ctx in rd.dropped_reads:
             self.reads.pop(ctx)
-        for name, fields in rd.events:
-            self.trace.append(f"{self.now} {node.node_id} {name} {fields}")
+        for record in rd.log_records:
+            self.trace.append(f"{self.now} {node.node_id} {record}")
         core.advance(rd)
         self._check(node)
         if (

@@ -65,8 +65,8 @@ async def test_a_dying_child_is_restarted_with_backoff_then_given_up(tmp_path: P
             with trio.fail_after(20):
                 await sup.gave_up.wait()
             await sup.stop(1)
-    started = _events(logs, events.CHILD_STARTED)
-    exited = _events(logs, events.CHILD_EXITED)
+    started = _events(logs, events.ChildStarted.NAME)
+    exited = _events(logs, events.ChildExited.NAME)
     assert [e["restart"] for e in started] == [0, 1, 2]
     assert len({e["pid"] for e in started}) == 3  # a new process each time
     assert [(e["exit_code"], e["signal"]) for e in exited] == [(3, None)] * 3
@@ -120,9 +120,9 @@ async def test_stop_goes_in_reverse_order_and_escalates_then_clears_the_group(
         os.kill(p, 9)
     assert survivors == []
     assert order.read_text().split() == ["last", "first"]
-    escalated = _events(logs, events.CHILD_STOP_ESCALATED)
+    escalated = _events(logs, events.ChildStopEscalated.NAME)
     assert [e["child"] for e in escalated] == ["stubborn"]
-    exited = {e["child"]: e for e in _events(logs, events.CHILD_EXITED)}
+    exited = {e["child"]: e for e in _events(logs, events.ChildExited.NAME)}
     assert exited["stubborn"]["signal"] == "SIGKILL" and exited["stubborn"]["stopping"]
     assert exited["first"]["exit_code"] == 0
 
@@ -160,6 +160,6 @@ async def test_children_outlive_trios_worker_threads(
         async with trio.open_nursery() as n:
             await n.start(sup.run)
             await trio.sleep(2.5)  # any worker thread used so far has idled out
-            assert _events(logs, events.CHILD_EXITED) == []
+            assert _events(logs, events.ChildExited.NAME) == []
             assert all(_alive(s.pid or 0) for s in sup.slots)
             await sup.stop(5)

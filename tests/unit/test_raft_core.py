@@ -6,6 +6,7 @@ from __future__ import annotations
 import random
 from collections.abc import Callable
 
+import attrs
 import pytest
 
 from rocketrio.actors.raft.config import RaftConfig, RaftConfigError, parse_peers
@@ -72,7 +73,8 @@ def sent(rd: Ready, cls: type) -> list[RaftMessage]:
 
 
 def events(rd: Ready, name: str) -> list[dict[str, object]]:
-    return [f for n, f in rd.events if n == name]
+    """The fields of the core's log records named ``name``."""
+    return [attrs.asdict(r) for r in rd.log_records if r.NAME == name]
 
 
 class Net:
@@ -293,7 +295,7 @@ def test_vote_round_outcome(
         answer(core, req, result, term, 100)
     rd = flush(core)
     (verdict,) = events(rd, "raft_vote_result")
-    assert verdict["result"] == outcome
+    assert verdict["outcome"] == outcome
     if outcome == "PASSED":
         assert core.role is Role.LEADER and core.term == 0
         assert len(sent(rd, HeartBeatRequest)) == n - 1  # the leader announces itself at once
@@ -314,7 +316,7 @@ def test_round_without_answers_is_decided_at_its_deadline() -> None:
     assert not events(flush(core), "raft_vote_result")
     core.tick(200)  # voteRequestTimeoutMs
     (verdict,) = events(flush(core), "raft_vote_result")
-    assert (verdict["result"], verdict["valid_num"]) == ("WAIT_TO_REVOTE", 2)
+    assert (verdict["outcome"], verdict["valid_num"]) == ("WAIT_TO_REVOTE", 2)
 
 
 def test_unreachable_member_counts_as_answered() -> None:
@@ -546,7 +548,7 @@ def test_conflicting_suffix_is_replaced_and_commit_is_bounded() -> None:
     core.step(append(3, 1, 1, [Entry(2, 3, b"new")], commit=4), 1)
     rd = flush(core)
     assert rd.entries == [Entry(2, 3, b"new")]  # storage truncates 2.. and appends
-    assert events(rd, "raft_log_truncated")[0]["from_index"] == 2
+    assert events(rd, "raft_log_truncated")[0]["index"] == 2
     assert core.last_index == 2
     assert core.commit_index == 2  # not 4: only 1..2 are known to match the leader
     assert sent(rd, AppendEntriesResponse)[0].index == 2

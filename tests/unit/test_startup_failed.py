@@ -39,7 +39,7 @@ def test_a_role_that_cannot_start_logs_startup_failed_and_exits_1(
     assert run_service("node-x", "broker", str(tmp_path), fails_at_start, "store locked") == 1
     err = capsys.readouterr().err.strip().splitlines()
     assert err[-1] == "rocketrio broker node-x: start-up failed: RuntimeError: store locked"
-    [line] = [e for e in events_of(tmp_path, "node-x") if e["event"] == events.STARTUP_FAILED]
+    [line] = [e for e in events_of(tmp_path, "node-x") if e["event"] == events.StartupFailed.NAME]
     assert line["level"] == "error" and line["role"] == "broker"
     assert line["error"] == "RuntimeError: store locked"
     assert line["traceback"].startswith("Traceback") and "fails_at_start" in line["traceback"]
@@ -51,4 +51,4 @@ def test_a_role_that_fails_after_starting_logs_process_failed(
     assert run_service("node-y", "namesrv", str(tmp_path), fails_later) == 1
     assert capsys.readouterr().err.strip().splitlines()[-1].endswith("failed: OSError: disk gone")
     found = [e["event"] for e in events_of(tmp_path, "node-y") if e["level"] == "error"]
-    assert found == [events.PROCESS_FAILED]
+    assert found == [events.ProcessFailed.NAME]

@@ -213,13 +213,15 @@ class GroupTransferService:
     async def _send(self, p: Proposal) -> None:
         applied = self.core.applied
         change = "expand" if p.members > applied else "shrink" if p.members < applied else "change"
-        self.log.info(
-            events.SYNC_STATE_SET_PROPOSED,
-            change=change,
-            proposed=sorted(p.members),
-            applied=sorted(applied),
-            possible=sorted(self.core.possible),
-            epoch=p.base_epoch,
+        events.emit(
+            self.log,
+            events.SyncStateSetProposed(
+                change=change,
+                proposed=sorted(p.members),
+                applied=sorted(applied),
+                possible=sorted(self.core.possible),
+                epoch=p.base_epoch,
+            ),
         )
         if self.alter is None:  # classic master/slave: the master decides alone
             result: AlterResult = AlterAccepted(p.members, p.base_epoch + 1)
@@ -232,27 +234,30 @@ class GroupTransferService:
         match result:
             case AlterAccepted():
                 moved = self.core.on_proposal_accepted(result.members, result.epoch)
-                self.log.info(
-                    events.SYNC_STATE_SET_ACCEPTED,
-                    sync_state_set=sorted(result.members),
-                    epoch=result.epoch,
+                events.emit(
+                    self.log,
+                    events.SyncStateSetAccepted(
+                        sync_state_set=sorted(result.members), epoch=result.epoch
+                    ),
                 )
                 if moved:
                     self._confirm_moved()
             case AlterRefused():
                 self.core.on_proposal_refused()
-                self.log.warning(
-                    events.SYNC_STATE_SET_REFUSED, proposed=sorted(p.members), remark=result.reason
+                events.emit(
+                    self.log,
+                    events.SyncStateSetRefused(proposed=sorted(p.members), remark=result.reason),
                 )
                 if result.fenced:
                     self.on_refresh_needed()
                 await trio.sleep(0.5)  # the state moved under us: let the refresh land first
             case AlterUnknown():
                 self.core.on_proposal_unknown()
-                self.log.warning(
-                    events.SYNC_STATE_SET_REFUSED,
-                    proposed=sorted(p.members),
-                    remark=f"outcome unknown: {result.reason}",
+                events.emit(
+                    self.log,
+                    events.SyncStateSetRefused(
+                        proposed=sorted(p.members), remark=f"outcome unknown: {result.reason}"
+                    ),
                 )
                 self.on_refresh_needed()
                 await trio.sleep(0.5)
@@ -277,4 +282,4 @@ class GroupTransferService:
         now = trio.current_time()
         if now >= self._next_confirm_log:
             self._next_confirm_log = now + CONFIRM_LOG_INTERVAL_S
-            self.log.info(events.CONFIRM_OFFSET_MOVED, offset=offset, side="master")
+            events.emit(self.log, events.ConfirmOffsetMoved(offset=offset, side="master"))

@@ -132,8 +132,8 @@ class HAMasterService:
         gate = self.gate
         peer = getattr(stream, "remote_host", None) or _peer(stream)
         if gate is None:
-            self.log.info(
-                events.HA_CONNECTION_CLOSED, side="master", peer=peer, reason="not master"
+            events.emit(
+                self.log, events.HaConnectionClosed(side="master", peer=peer, reason="not master")
             )
             await stream.aclose()
             return
@@ -204,12 +204,11 @@ class _Connection:
             del self.s._by_slave[slave]
             if not self.gate.closed:
                 self.gate.on_disconnected(slave)
-        self.s.log.info(
-            events.HA_CONNECTION_CLOSED,
-            side="master",
-            peer=self.peer,
-            slave_id=slave,
-            reason=self.reason,
+        events.emit(
+            self.s.log,
+            events.HaConnectionClosed(
+                side="master", peer=self.peer, slave_id=slave, reason=self.reason
+            ),
         )
 
     # ------------------------------------------------------------------ reader
@@ -240,13 +239,15 @@ class _Connection:
                 gate.on_connected(h.broker_id, learner=h.async_learner)
                 self.reply_handshake = True
                 store.written.kick()
-                self.s.log.info(
-                    events.HA_CONNECTED,
-                    side="master",
-                    peer=self.peer,
-                    slave_id=h.broker_id,
-                    async_learner=h.async_learner,
-                    sync_from_last_file=h.sync_from_last_file,
+                events.emit(
+                    self.s.log,
+                    events.HaConnected(
+                        side="master",
+                        peer=self.peer,
+                        slave_id=h.broker_id,
+                        async_learner=h.async_learner,
+                        sync_from_last_file=h.sync_from_last_file,
+                    ),
                 )
             case SlaveAck() as a:
                 if core.phase is Phase.WAIT_FIRST_ACK and not self.reply_handshake:
@@ -254,12 +255,14 @@ class _Connection:
                         master_min=store.log_min_offset(),
                         master_max=store.log_end_offset(),
                     )
-                    self.s.log.info(
-                        events.HA_HANDSHAKE,
-                        side="master",
-                        slave_id=core.slave_id,
-                        slave_offset=a.max_offset,
-                        start_offset=start,
+                    events.emit(
+                        self.s.log,
+                        events.HaHandshake(
+                            side="master",
+                            slave_id=core.slave_id,
+                            slave_offset=a.max_offset,
+                            start_offset=start,
+                        ),
                     )
                     store.written.kick()
                 assert core.slave_id is not None

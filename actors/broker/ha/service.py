@@ -28,6 +28,7 @@ from typing import Any
 import structlog
 import trio
 
+from rocketrio.actors import events
 from rocketrio.actors.broker.config import BrokerConfig
 from rocketrio.actors.broker.ha.group_transfer import AlterFn, GroupTransferService, trio_now_ms
 from rocketrio.actors.broker.ha.master_service import HAMasterService
@@ -260,6 +261,6 @@ class AutoSwitchHAService:
             try:
                 return await self.resolve_ha_addr(master_addr)
             except Exception as e:
-                self.log.info("master_ha_addr_unknown", master=master_addr, error=str(e))
+                events.emit(self.log, events.MasterHaAddrUnknown(master=master_addr, error=str(e)))
             await trio.sleep(backoff * (0.5 + self.rng.random()))
             backoff = min(backoff * 2, RESOLVE_RETRY_MAX_S)

@@ -119,12 +119,11 @@ class HAClient:
                 backoff = BACKOFF_MIN_S  # the session made progress: retry soon
             failures += 1
             if failures == 1 or failures % 20 == 0:  # a streak of failures is logged sparsely
-                self.log.info(
-                    events.HA_CONNECTION_CLOSED,
-                    side="slave",
-                    peer=self.master_ha_addr,
-                    reason=reason,
-                    attempts=failures,
+                events.emit(
+                    self.log,
+                    events.HaConnectionClosed(
+                        side="slave", peer=self.master_ha_addr, reason=reason, attempts=failures
+                    ),
                 )
             await trio.sleep(backoff * (0.5 + self.rng.random()))
             backoff = min(backoff * 2, BACKOFF_MAX_S)
@@ -141,7 +140,7 @@ class HAClient:
         self.core.acked = -1
         try:
             async with stream, trio.open_nursery() as nursery:
-                self.log.info(events.HA_CONNECTED, side="slave", peer=self.master_ha_addr)
+                events.emit(self.log, events.HaConnected(side="slave", peer=self.master_ha_addr))
                 self.on_session(True)
                 self.connected = True
                 await self._run_actions(stream, self.core.connected(trio_now_ms()))
@@ -221,20 +220,22 @@ class HAClient:
                 case ResetLogAt():
                     before = (store.log_min_offset(), store.log_end_offset())
                     await store.reset_log_at(a.offset, a.reason)
-                    self.log.warning(
-                        events.HA_LOG_RESET,
-                        from_min=before[0],
-                        from_max=before[1],
-                        to_offset=a.offset,
-                        reason=a.reason,
+                    events.emit(
+                        self.log,
+                        events.HaLogReset(
+                            from_min=before[0],
+                            from_max=before[1],
+                            to_offset=a.offset,
+                            reason=a.reason,
+                        ),
                     )
                 case RecordEpoch():
                     await store.record_epoch(a.epoch, a.start_offset)
-                    self.log.info(
-                        events.EPOCH_RECORDED,
-                        epoch=a.epoch,
-                        start_offset=a.start_offset,
-                        source="replicated",
+                    events.emit(
+                        self.log,
+                        events.EpochRecorded(
+                            epoch=a.epoch, start_offset=a.start_offset, source="replicated"
+                        ),
                     )
                 case Append():
                     new_max = await store.append_replicated(a.offset, a.data)
@@ -257,9 +258,11 @@ class HAClient:
         }
         match plan:
             case TruncateTo():
-                self.log.info(events.HA_TRUNCATED, matched_epoch=plan.matched_epoch, **fields)
+                events.emit(
+                    self.log, events.HaTruncated(matched_epoch=plan.matched_epoch, **fields)
+                )
             case DiscardAll():
-                self.log.warning(events.HA_LOG_RESET, reason=plan.reason, to_min=lo, **fields)
+                events.emit(self.log, events.HaLogReset(reason=plan.reason, to_min=lo, **fields))
 
 
 def _merge_appends(actions: list[Action]) -> list[Action]:
