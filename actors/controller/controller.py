@@ -48,8 +48,8 @@ from rocketrio.actors import events as log_events
 from rocketrio.actors.auth.config import parse_credentials, parse_init_user
 from rocketrio.actors.auth.gate import check_admin_write, server_users
 from rocketrio.actors.config_updater import ConfigUpdater
+from rocketrio.actors.controller.commands import Command, decode_commands, encode_commands
 from rocketrio.actors.controller.config import ControllerConfig
-from rocketrio.actors.controller.events import Event, decode_events, encode_events
 from rocketrio.actors.controller.failover import FailoverMixin, now_ms
 from rocketrio.actors.controller.heartbeat_manager import BrokerHeartbeatManager, BrokerLiveInfo
 from rocketrio.actors.controller.live_config import CONTROLLER_POLICY, apply_controller_changes
@@ -125,7 +125,7 @@ class ControllerStateMachine:
     def __init__(
         self,
         replicas: ReplicasInfoManager,
-        on_applied: Callable[[Sequence[Event], Sequence[ApplyOutcome]], None] | None = None,
+        on_applied: Callable[[Sequence[Command], Sequence[ApplyOutcome]], None] | None = None,
     ) -> None:
         self.replicas = replicas
         self.on_applied = on_applied
@@ -133,8 +133,10 @@ class ControllerStateMachine:
     def apply(self, data: bytes) -> list[ApplyOutcome] | None:
         if data[:2] == BENCH_ENTRY_TAG:
             return None
-        batch = decode_events(data)  # EventDecodeError: a committed entry we cannot read is fatal
-        outcomes = self.replicas.apply_events(batch)
+        batch = decode_commands(
+            data
+        )  # CommandDecodeError: a committed entry we cannot read is fatal
+        outcomes = self.replicas.apply_commands(batch)
         if self.on_applied is not None:
             self.on_applied(batch, outcomes)
         return outcomes
@@ -386,13 +388,13 @@ class Controller(FailoverMixin):
         while True:
             await self._require_ready_leader()
             result = compute()
-            if not result.events:
+            if not result.commands:
                 if barrier_done:
                     return result
                 await self._read_barrier()
                 barrier_done = True
                 continue  # recompute on the state the barrier vouches for
-            outcomes = await self._propose(encode_events(result.events))
+            outcomes = await self._propose(encode_commands(result.commands))
             settled = result.settle(outcomes)
             if settled.ok or retries >= self.config.electMasterMaxRetryCount:
                 return settled

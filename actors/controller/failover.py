@@ -37,14 +37,14 @@ from typing import Any, Final
 import trio
 
 from rocketrio.actors import events as log_events
+from rocketrio.actors.controller.commands import (
+    AlterSyncStateSetCommand,
+    ApplyBrokerIdCommand,
+    Command,
+    ElectMasterCommand,
+)
 from rocketrio.actors.controller.config import ControllerConfig
 from rocketrio.actors.controller.death_check import DeathTally, tally_death
-from rocketrio.actors.controller.events import (
-    AlterSyncStateSetEvent,
-    ApplyBrokerIdEvent,
-    ElectMasterEvent,
-    Event,
-)
 from rocketrio.actors.controller.heartbeat_manager import BrokerHeartbeatManager, BrokerLiveInfo
 from rocketrio.actors.controller.replicas_info import (
     ApplyOutcome,
@@ -356,7 +356,7 @@ class FailoverMixin:
 
     # ------------------------------------------------------------------ applied events
 
-    def _on_applied(self, batch: Sequence[Event], outcomes: Sequence[ApplyOutcome]) -> None:
+    def _on_applied(self, batch: Sequence[Command], outcomes: Sequence[ApplyOutcome]) -> None:
         """Log what the leader applied in its own term; push role changes after elections.
 
         Entries before the leader's no-op were proposed (and acted on) by an earlier leader;
@@ -368,9 +368,9 @@ class FailoverMixin:
             if not outcome.ok:
                 continue
             match event:
-                case ElectMasterEvent():
+                case ElectMasterCommand():
                     self._after_election(event)
-                case AlterSyncStateSetEvent():
+                case AlterSyncStateSetCommand():
                     sync = self.replicas.sync_state_info(event.broker_name)
                     log_events.emit(
                         self.log,
@@ -380,7 +380,7 @@ class FailoverMixin:
                             epoch=None if sync is None else sync.sync_state_set_epoch,
                         ),
                     )
-                case ApplyBrokerIdEvent():
+                case ApplyBrokerIdCommand():
                     log_events.emit(
                         self.log,
                         log_events.BrokerIdApplied(
@@ -389,7 +389,7 @@ class FailoverMixin:
                         broker=event.broker_name,
                     )
 
-    def _after_election(self, event: ElectMasterEvent) -> None:
+    def _after_election(self, event: ElectMasterCommand) -> None:
         name = event.broker_name
         entry = self.replicas.role_change_entry(name)
         if entry is None:

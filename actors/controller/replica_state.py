@@ -16,13 +16,13 @@ from typing import Any
 
 import attrs
 
-from rocketrio.actors.controller.events import (
-    AlterSyncStateSetEvent,
-    ApplyBrokerIdEvent,
-    CleanBrokerDataEvent,
-    ElectMasterEvent,
-    Event,
-    UpdateBrokerAddressEvent,
+from rocketrio.actors.controller.commands import (
+    AlterSyncStateSetCommand,
+    ApplyBrokerIdCommand,
+    CleanBrokerDataCommand,
+    Command,
+    ElectMasterCommand,
+    UpdateBrokerAddressCommand,
 )
 from rocketrio.protocol.codes import ResponseCode
 from rocketrio.protocol.controller_headers import RoleChangeNotifyEntry
@@ -220,24 +220,24 @@ class ReplicaState:
 
     # --- (b) applying committed events -------------------------------------------------------
 
-    def apply_events(self, events: Iterable[Event]) -> list[ApplyOutcome]:
-        return [self.apply_event(event) for event in events]
+    def apply_commands(self, events: Iterable[Command]) -> list[ApplyOutcome]:
+        return [self.apply_command(event) for event in events]
 
-    def apply_event(self, event: Event) -> ApplyOutcome:
+    def apply_command(self, event: Command) -> ApplyOutcome:
         match event:
-            case ApplyBrokerIdEvent():
+            case ApplyBrokerIdCommand():
                 return self._apply_broker_id(event)
-            case UpdateBrokerAddressEvent():
+            case UpdateBrokerAddressCommand():
                 return self._apply_update_address(event)
-            case ElectMasterEvent():
+            case ElectMasterCommand():
                 return self._apply_elect_master(event)
-            case AlterSyncStateSetEvent():
+            case AlterSyncStateSetCommand():
                 return self._apply_alter_sync_state_set(event)
-            case CleanBrokerDataEvent():
+            case CleanBrokerDataCommand():
                 return self._apply_clean(event)
         raise TypeError(f"not a controller event: {event!r}")
 
-    def _apply_broker_id(self, e: ApplyBrokerIdEvent) -> ApplyOutcome:
+    def _apply_broker_id(self, e: ApplyBrokerIdCommand) -> ApplyOutcome:
         check = self._check_apply_broker_id(
             e.cluster_name, e.broker_name, e.new_broker_id, e.register_check_code
         )
@@ -255,7 +255,7 @@ class ReplicaState:
             replica.next_assign_broker_id = e.new_broker_id + 1
         return _OK
 
-    def _apply_update_address(self, e: UpdateBrokerAddressEvent) -> ApplyOutcome:
+    def _apply_update_address(self, e: UpdateBrokerAddressCommand) -> ApplyOutcome:
         s = self._sets.get(e.broker_name)
         info = None if s is None else s.replica.broker_id_info.get(e.broker_id)
         if info is None:
@@ -266,7 +266,7 @@ class ReplicaState:
         info.address = e.broker_address
         return _OK
 
-    def _apply_elect_master(self, e: ElectMasterEvent) -> ApplyOutcome:
+    def _apply_elect_master(self, e: ElectMasterCommand) -> ApplyOutcome:
         s = self._sets.get(e.broker_name)
         if s is None:
             return _refuse(
@@ -294,7 +294,7 @@ class ReplicaState:
             sync.sync_state_set_epoch += 1
         return _OK
 
-    def _apply_alter_sync_state_set(self, e: AlterSyncStateSetEvent) -> ApplyOutcome:
+    def _apply_alter_sync_state_set(self, e: AlterSyncStateSetCommand) -> ApplyOutcome:
         s = self._sets.get(e.broker_name)
         if s is None:
             return _refuse(
@@ -314,7 +314,7 @@ class ReplicaState:
         s.sync.sync_state_set_epoch += 1
         return _OK
 
-    def _apply_clean(self, e: CleanBrokerDataEvent) -> ApplyOutcome:
+    def _apply_clean(self, e: CleanBrokerDataCommand) -> ApplyOutcome:
         s = self._sets.get(e.broker_name)
         if s is None:
             return _refuse(

@@ -8,7 +8,7 @@ address is only where that broker is reachable now.
 Two kinds of methods, as upstream:
 (a) request handlers only READ state and return a `ControllerResult` (events to replicate, plus
     the answer to give once they are applied). Liveness comes in as functions.
-(b) `apply_event` / `apply_events` mutate state deterministically and return an `ApplyOutcome`
+(b) `apply_command` / `apply_commands` mutate state deterministically and return an `ApplyOutcome`
     per event. Same events in the same order give the same state (and snapshot bytes) on every
     replica; nothing here reads a clock, a random source or the liveness table.
 This module holds the handlers (a); the records, the checks shared with applying, (b) and the
@@ -16,8 +16,8 @@ snapshot codec live in replica_state.py (`ReplicaState`, the base class).
 
 How the controller actor drives it (leader only, after it applied its own term's no-op entry):
 1. `result = manager.<handler>(...)`. No events: answer `result` now.
-2. Otherwise propose `events.encode_events(result.events)` as ONE Raft entry. Every replica
-   applies a committed entry with `apply_events(decode_events(data))`.
+2. Otherwise propose `events.encode_commands(result.commands)` as ONE Raft entry. Every replica
+   applies a committed entry with `apply_commands(decode_commands(data))`.
 3. The leader answers with `result.settle(outcomes)`. Events that move an epoch carry the epoch
    they were checked against and are refused at apply time if another entry moved it first (two
    brokers racing for the first election, two ApplyBrokerId for the same id, concurrent
@@ -47,15 +47,15 @@ from typing import Any
 
 import attrs
 
-from rocketrio.actors.controller.elect_policy import ElectPolicy, elect
-from rocketrio.actors.controller.events import (
-    AlterSyncStateSetEvent,
-    ApplyBrokerIdEvent,
-    CleanBrokerDataEvent,
-    ElectMasterEvent,
-    Event,
-    UpdateBrokerAddressEvent,
+from rocketrio.actors.controller.commands import (
+    AlterSyncStateSetCommand,
+    ApplyBrokerIdCommand,
+    CleanBrokerDataCommand,
+    Command,
+    ElectMasterCommand,
+    UpdateBrokerAddressCommand,
 )
+from rocketrio.actors.controller.elect_policy import ElectPolicy, elect
 from rocketrio.actors.controller.heartbeat_manager import BrokerLiveInfo
 from rocketrio.actors.controller.replica_state import (
     FIRST_BROKER_CONTROLLER_ID,
@@ -116,7 +116,7 @@ class ControllerResult:
     """A handler's decision: events to replicate and the answer (header/body are typed attrs
     values; `body_bytes` gives the JSON the remoting layer sends)."""
 
-    events: tuple[Event, ...] = ()
+    commands: tuple[Command, ...] = ()
     response_code: int = RC.SUCCESS
     remark: str | None = None
     header: Any = None
@@ -132,8 +132,8 @@ class ControllerResult:
     def settle(self, outcomes: Sequence[ApplyOutcome]) -> ControllerResult:
         """The answer once `events` were applied: unchanged if every event applied, else the
         first refusal (state moved under the request; the actor may re-run the handler)."""
-        if len(outcomes) != len(self.events):
-            raise ValueError(f"{len(self.events)} events but {len(outcomes)} outcomes")
+        if len(outcomes) != len(self.commands):
+            raise ValueError(f"{len(self.commands)} events but {len(outcomes)} outcomes")
         for outcome in outcomes:
             if not outcome.ok:
                 return ControllerResult(response_code=outcome.response_code, remark=outcome.remark)
@@ -182,10 +182,10 @@ class ReplicasInfoManager(ReplicaState):
         s = self._sets.get(broker_name)
         if s is not None and applied_broker_id in s.replica.broker_id_info:
             return ControllerResult(header=header)  # already committed as ours: nothing to log
-        event = ApplyBrokerIdEvent(
+        event = ApplyBrokerIdCommand(
             cluster_name, broker_name, address, applied_broker_id, register_check_code
         )
-        return ControllerResult(events=(event,), header=header)
+        return ControllerResult(commands=(event,), header=header)
 
     # --- (a) handlers: registration and replica info -----------------------------------------
 
@@ -218,10 +218,10 @@ class ReplicasInfoManager(ReplicaState):
                 f"not {cluster_name}",
                 header,
             )
-        events: list[Event] = []
+        events: list[Command] = []
         if s.replica.address_of(broker_id) != broker_address:
             events.append(
-                UpdateBrokerAddressEvent(cluster_name, broker_name, broker_address, broker_id)
+                UpdateBrokerAddressCommand(cluster_name, broker_name, broker_address, broker_id)
             )
         sync = s.sync
         body = SyncStateSet(list(sync.sync_state_set), sync.sync_state_set_epoch)
@@ -229,7 +229,7 @@ class ReplicasInfoManager(ReplicaState):
         if master is None:
             new_master = self._choose_master(s, broker_id, False, is_alive, live_info, policy)
             if new_master is not None:
-                events.append(ElectMasterEvent(broker_name, new_master, sync.master_epoch))
+                events.append(ElectMasterCommand(broker_name, new_master, sync.master_epoch))
                 master, body = new_master, SyncStateSet([new_master], sync.sync_state_set_epoch + 1)
                 header.masterEpoch = sync.master_epoch + 1
                 header.syncStateSetEpoch = sync.sync_state_set_epoch + 1
@@ -243,7 +243,7 @@ class ReplicasInfoManager(ReplicaState):
             header.masterAddress = (
                 broker_address if master == broker_id else s.replica.address_of(master)
             )
-        return ControllerResult(events=tuple(events), header=header, body=body)
+        return ControllerResult(commands=tuple(events), header=header, body=body)
 
     def get_replica_info(self, broker_name: str) -> ControllerResult:
         s = self._sets.get(broker_name)
@@ -376,8 +376,8 @@ class ReplicasInfoManager(ReplicaState):
                 sync.sync_state_set_epoch + 1,
             )
             body = ElectMasterResponseBody(self._member_group(s), [new_master])
-            event = ElectMasterEvent(broker_name, new_master, sync.master_epoch)
-            return ControllerResult(events=(event,), header=header, body=body)
+            event = ElectMasterCommand(broker_name, new_master, sync.master_epoch)
+            return ControllerResult(commands=(event,), header=header, body=body)
         return self._no_master_elected(s, broker_id, designate_elect, is_alive)
 
     def _no_master_elected(
@@ -399,11 +399,11 @@ class ReplicasInfoManager(ReplicaState):
         if broker_id is None:
             # Record that the master is gone (fences it: masterEpoch moves) once, not on every
             # scan while nobody can take over.
-            events: tuple[Event, ...] = ()
+            events: tuple[Command, ...] = ()
             if sync.master_broker_id is not None:
-                events = (ElectMasterEvent(name, None, sync.master_epoch),)
+                events = (ElectMasterCommand(name, None, sync.master_epoch),)
             return ControllerResult(
-                events=events,
+                commands=events,
                 response_code=RC.CONTROLLER_MASTER_NOT_AVAILABLE,
                 remark=f"master of {name} is down and {why}",
                 header=ElectMasterResponseHeader(),
@@ -478,9 +478,9 @@ class ReplicasInfoManager(ReplicaState):
                 header,
             )
         header.newSyncStateSetEpoch = sync_state_set_epoch + 1
-        event = AlterSyncStateSetEvent(broker_name, new_set, master_epoch, sync_state_set_epoch)
+        event = AlterSyncStateSetCommand(broker_name, new_set, master_epoch, sync_state_set_epoch)
         body = SyncStateSet(list(new_set), sync_state_set_epoch + 1)
-        return ControllerResult(events=(event,), header=header, body=body)
+        return ControllerResult(commands=(event,), header=header, body=body)
 
     def clean_broker_data(
         self,
@@ -525,4 +525,4 @@ class ReplicasInfoManager(ReplicaState):
                     f"brokerIds {alive} of {broker_name} are still alive: stop them first or "
                     f"set isCleanLivingBroker",
                 )
-        return ControllerResult(events=(CleanBrokerDataEvent(broker_name, ids),))
+        return ControllerResult(commands=(CleanBrokerDataCommand(broker_name, ids),))

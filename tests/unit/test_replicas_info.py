@@ -10,17 +10,17 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from rocketrio.actors.controller.config import ControllerConfig
-from rocketrio.actors.controller.events import (
-    AlterSyncStateSetEvent,
-    ApplyBrokerIdEvent,
-    CleanBrokerDataEvent,
-    ElectMasterEvent,
-    Event,
-    UpdateBrokerAddressEvent,
-    decode_events,
-    encode_events,
+from rocketrio.actors.controller.commands import (
+    AlterSyncStateSetCommand,
+    ApplyBrokerIdCommand,
+    CleanBrokerDataCommand,
+    Command,
+    ElectMasterCommand,
+    UpdateBrokerAddressCommand,
+    decode_commands,
+    encode_commands,
 )
+from rocketrio.actors.controller.config import ControllerConfig
 from rocketrio.actors.controller.heartbeat_manager import BrokerLiveInfo
 from rocketrio.actors.controller.replicas_info import (
     ControllerResult,
@@ -68,8 +68,8 @@ class World:
     def commit(self, result: ControllerResult) -> ControllerResult:
         """What the leader does: replicate the events (through the log encoding), apply them,
         answer with the settled result."""
-        events = decode_events(encode_events(result.events)) if result.events else ()
-        return result.settle(self.m.apply_events(events))
+        events = decode_commands(encode_commands(result.commands)) if result.commands else ()
+        return result.settle(self.m.apply_commands(events))
 
     def register(self, broker_id: int, address: str | None = None, name: str = NAME):
         return self.m.register_broker(
@@ -120,9 +120,9 @@ def three_broker_set(unclean: bool = False) -> World:
 def test_first_start_flow() -> None:
     w = World()
     r = w.m.get_next_broker_id(CLUSTER, NAME)
-    assert r.ok and r.header.nextBrokerId == 1 and not r.events
+    assert r.ok and r.header.nextBrokerId == 1 and not r.commands
     r = w.m.apply_broker_id(CLUSTER, NAME, 1, code(1))
-    assert [type(e) for e in r.events] == [ApplyBrokerIdEvent]
+    assert [type(e) for e in r.commands] == [ApplyBrokerIdCommand]
     assert w.commit(r).ok
     assert w.m.get_next_broker_id(CLUSTER, NAME).header.nextBrokerId == 2
     w.heartbeat(1)
@@ -141,10 +141,10 @@ def test_apply_accepted_then_resent_gets_the_same_id() -> None:
     assert w.commit(w.m.apply_broker_id(CLUSTER, NAME, 1, code(1))).ok
     before = w.m.snapshot()
     r = w.m.apply_broker_id(CLUSTER, NAME, 1, code(1))
-    assert r.ok and r.events == ()
+    assert r.ok and r.commands == ()
     assert w.m.snapshot() == before
     # the answer was lost in flight and the same event is applied twice: still the same id
-    assert w.m.apply_event(ApplyBrokerIdEvent(CLUSTER, NAME, addr(1), 1, code(1))).ok
+    assert w.m.apply_command(ApplyBrokerIdCommand(CLUSTER, NAME, addr(1), 1, code(1))).ok
     assert w.m.snapshot() == before
 
 
@@ -152,7 +152,7 @@ def test_another_broker_trying_the_same_id_is_refused() -> None:
     w = World()
     assert w.commit(w.m.apply_broker_id(CLUSTER, NAME, 1, code(1))).ok
     r = w.m.apply_broker_id(CLUSTER, NAME, 1, code(2))
-    assert r.response_code == RC.CONTROLLER_BROKER_ID_INVALID and not r.events
+    assert r.response_code == RC.CONTROLLER_BROKER_ID_INVALID and not r.commands
     assert "next brokerId is 2" in r.remark
     # the seed: delete the temp file, ask again, apply the new id
     next_id = w.m.get_next_broker_id(CLUSTER, NAME).header.nextBrokerId
@@ -165,7 +165,7 @@ def test_two_brokers_racing_for_one_id_only_one_wins() -> None:
     w = World()
     first = w.m.apply_broker_id(CLUSTER, NAME, 1, code(1))
     second = w.m.apply_broker_id(CLUSTER, NAME, 1, code(2))
-    assert first.events and second.events  # both looked fine against the same state
+    assert first.commands and second.commands  # both looked fine against the same state
     assert w.commit(first).ok
     lost = w.commit(second)
     assert lost.response_code == RC.CONTROLLER_BROKER_ID_INVALID
@@ -223,14 +223,14 @@ def test_restart_on_a_new_address_keeps_identity_and_membership() -> None:
     before = w.state()
     w.heartbeat(2)
     r = w.register(2, "10.9.9.9:20911")
-    assert [type(e) for e in r.events] == [UpdateBrokerAddressEvent]
+    assert [type(e) for e in r.commands] == [UpdateBrokerAddressCommand]
     r = w.commit(r)
     assert r.ok and r.header.masterBrokerId == 1 and r.header.masterAddress == addr(1)
     after = w.state()
     assert after["brokers"]["2"] == "10.9.9.9:20911"
     assert after["syncStateSet"] == before["syncStateSet"] == [1, 2, 3]
     assert after["masterEpoch"] == before["masterEpoch"]
-    assert not w.register(2, "10.9.9.9:20911").events  # same address again: nothing to log
+    assert not w.register(2, "10.9.9.9:20911").commands  # same address again: nothing to log
 
 
 def test_master_restarting_elsewhere_answers_its_new_address() -> None:
@@ -259,7 +259,7 @@ def test_second_broker_registers_as_slave() -> None:
     assert w.commit(w.m.apply_broker_id(CLUSTER, NAME, next_id, code(2))).ok
     w.heartbeat(2)
     r = w.register(2)
-    assert r.events == ()
+    assert r.commands == ()
     assert (r.header.masterBrokerId, r.header.masterEpoch) == (1, 1)
     assert r.body.syncStateSet == [1]
 
@@ -283,14 +283,14 @@ def test_register_does_not_elect_a_dead_broker_first() -> None:
     w = World()
     assert w.commit(w.m.apply_broker_id(CLUSTER, NAME, 1, code(1))).ok
     r = w.register(1)  # no heartbeat seen
-    assert r.events == () and r.header.masterBrokerId is None
+    assert r.commands == () and r.header.masterBrokerId is None
 
 
 def test_register_with_a_silent_master_leaves_it_to_the_scan() -> None:
     w = three_broker_set()
     w.die(1)
     r = w.register(2)
-    assert r.events == () and r.header.masterBrokerId is None
+    assert r.commands == () and r.header.masterBrokerId is None
     assert w.m.scan_need_reelect_broker_sets(w.is_alive) == [NAME]
 
 
@@ -318,7 +318,7 @@ def test_register_after_no_master_available() -> None:
     assert w.state()["masterBrokerId"] is None
     w.heartbeat(2)
     r = w.commit(w.register(2))  # not in the SyncStateSet {1}: stays without master
-    assert r.header.masterBrokerId is None and r.events == ()
+    assert r.header.masterBrokerId is None and r.commands == ()
     w.heartbeat(1)
     r = w.commit(w.register(1))  # the last in-sync replica is back
     assert r.header.masterBrokerId == 1
@@ -368,7 +368,7 @@ def test_controller_trigger_with_a_live_master_changes_nothing() -> None:
     w = three_broker_set()
     w.die(3)
     r = w.elect()
-    assert r.response_code == RC.CONTROLLER_MASTER_STILL_EXIST and r.events == ()
+    assert r.response_code == RC.CONTROLLER_MASTER_STILL_EXIST and r.commands == ()
     assert (r.header.masterBrokerId, r.header.masterEpoch) == (1, 1)
 
 
@@ -379,7 +379,7 @@ def test_dead_master_is_replaced_by_the_most_advanced_in_sync_replica() -> None:
     w.die(1)
     assert w.m.scan_need_reelect_broker_sets(w.is_alive) == [NAME]
     r = w.elect()
-    assert [type(e) for e in r.events] == [ElectMasterEvent]
+    assert [type(e) for e in r.commands] == [ElectMasterCommand]
     r = w.commit(r)
     assert r.ok
     assert (r.header.masterBrokerId, r.header.masterEpoch, r.header.syncStateSetEpoch) == (3, 2, 3)
@@ -398,12 +398,12 @@ def test_nobody_to_elect_records_the_loss_once() -> None:
     w.die(2)
     r = w.elect()
     assert r.response_code == RC.CONTROLLER_MASTER_NOT_AVAILABLE
-    assert [e.new_master_broker_id for e in r.events] == [None]
+    assert [e.new_master_broker_id for e in r.commands] == [None]
     w.commit(r)
     assert w.state()["masterBrokerId"] is None and w.state()["masterEpoch"] == 2
     assert w.state()["syncStateSet"] == [1, 2]  # kept: they hold the committed data
     again = w.elect()
-    assert again.response_code == RC.CONTROLLER_MASTER_NOT_AVAILABLE and again.events == ()
+    assert again.response_code == RC.CONTROLLER_MASTER_NOT_AVAILABLE and again.commands == ()
     assert w.m.scan_need_reelect_broker_sets(w.is_alive) == []  # only 3 alive, not in sync
 
 
@@ -518,7 +518,7 @@ def test_alter_sync_state_set_prechecks(new_set, kwargs, dead, code) -> None:
     r = w.alter(new_set, **kwargs)
     assert r.response_code == code, r.remark
     if code != RC.SUCCESS:
-        assert r.events == () and w.m.snapshot() == before
+        assert r.commands == () and w.m.snapshot() == before
         return
     assert r.header.newSyncStateSetEpoch == 3 and r.body.syncStateSet == sorted(new_set)
     assert w.commit(r).ok
@@ -628,8 +628,8 @@ def test_snapshot_restore_gives_equal_state() -> None:
     assert other.snapshot() == data
     assert other.describe() == w.m.describe()
     # the restored machine keeps working the same way
-    event = AlterSyncStateSetEvent("broker-a", frozenset({2, 3}), 2, 3)
-    assert w.m.apply_event(event) == other.apply_event(event)
+    event = AlterSyncStateSetCommand("broker-a", frozenset({2, 3}), 2, 3)
+    assert w.m.apply_command(event) == other.apply_command(event)
     assert other.snapshot() == w.m.snapshot()
 
 
@@ -662,7 +662,7 @@ def test_bad_snapshot_is_refused_and_state_kept(data: bytes) -> None:
 
 def test_apply_rejects_non_events() -> None:
     with pytest.raises(TypeError):
-        ReplicasInfoManager().apply_event("not an event")  # type: ignore[arg-type]
+        ReplicasInfoManager().apply_command("not an event")  # type: ignore[arg-type]
 
 
 def test_settle_needs_one_outcome_per_event() -> None:
@@ -675,9 +675,9 @@ small_names = st.sampled_from(["a", "b"])
 small_ids = st.integers(0, 4)
 small_sets = st.frozensets(st.integers(0, 4), max_size=4)
 epochs = st.integers(0, 4)
-random_events: st.SearchStrategy[Event] = st.one_of(
+random_events: st.SearchStrategy[Command] = st.one_of(
     st.builds(
-        ApplyBrokerIdEvent,
+        ApplyBrokerIdCommand,
         st.sampled_from(["c1", "c2"]),
         small_names,
         st.sampled_from(["h:1", "h:2"]),
@@ -685,15 +685,15 @@ random_events: st.SearchStrategy[Event] = st.one_of(
         st.sampled_from(["x", "y", "z"]),
     ),
     st.builds(
-        UpdateBrokerAddressEvent,
+        UpdateBrokerAddressCommand,
         st.just("c1"),
         small_names,
         st.sampled_from(["h:1", "h:3"]),
         small_ids,
     ),
-    st.builds(ElectMasterEvent, small_names, st.none() | small_ids, epochs),
-    st.builds(AlterSyncStateSetEvent, small_names, small_sets, epochs, epochs),
-    st.builds(CleanBrokerDataEvent, small_names, st.none() | small_sets),
+    st.builds(ElectMasterCommand, small_names, st.none() | small_ids, epochs),
+    st.builds(AlterSyncStateSetCommand, small_names, small_sets, epochs, epochs),
+    st.builds(CleanBrokerDataCommand, small_names, st.none() | small_sets),
 )
 
 
@@ -711,7 +711,7 @@ def check_invariants(m: ReplicasInfoManager, owners: dict[tuple[str, int], str])
 
 @settings(max_examples=150, deadline=None)
 @given(st.lists(random_events, max_size=40), st.integers(0, 40))
-def test_random_event_sequences_are_deterministic(events: list[Event], cut: int) -> None:
+def test_random_event_sequences_are_deterministic(events: list[Command], cut: int) -> None:
     """Two replicas applying the same log agree; a replica restored from a snapshot taken
     part-way and fed the rest agrees too; the invariants hold after every step."""
     a, b, c = ReplicasInfoManager(), ReplicasInfoManager(), ReplicasInfoManager()
@@ -720,13 +720,13 @@ def test_random_event_sequences_are_deterministic(events: list[Event], cut: int)
     for i, event in enumerate(events):
         if i == cut:
             c.restore(a.snapshot())
-        if isinstance(event, CleanBrokerDataEvent) and event.broker_ids is None:
+        if isinstance(event, CleanBrokerDataCommand) and event.broker_ids is None:
             owners = {k: v for k, v in owners.items() if k[0] != event.broker_name}
-        outcomes_a.append(a.apply_event(event))
-        (logged,) = decode_events(encode_events([event]))
-        outcomes_b.append(b.apply_event(logged))
+        outcomes_a.append(a.apply_command(event))
+        (logged,) = decode_commands(encode_commands([event]))
+        outcomes_b.append(b.apply_command(logged))
         if i >= cut:
-            c.apply_event(event)
+            c.apply_command(event)
         check_invariants(a, owners)
     if cut >= len(events):
         c.restore(a.snapshot())

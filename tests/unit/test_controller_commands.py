@@ -9,19 +9,19 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from rocketrio.actors.controller.events import (
+from rocketrio.actors.controller.commands import (
     EVENT_TYPE_IDS,
-    AlterSyncStateSetEvent,
-    ApplyBrokerIdEvent,
-    CleanBrokerDataEvent,
-    ElectMasterEvent,
-    Event,
-    EventDecodeError,
-    UpdateBrokerAddressEvent,
-    decode_event,
-    decode_events,
-    encode_event,
-    encode_events,
+    AlterSyncStateSetCommand,
+    ApplyBrokerIdCommand,
+    CleanBrokerDataCommand,
+    Command,
+    CommandDecodeError,
+    ElectMasterCommand,
+    UpdateBrokerAddressCommand,
+    decode_command,
+    decode_commands,
+    encode_command,
+    encode_commands,
 )
 from rocketrio.protocol import serde
 from rocketrio.protocol.bodies import BrokerMemberGroup
@@ -47,41 +47,41 @@ from rocketrio.protocol.controller_headers import (
     parse_broker_id_set,
 )
 
-EXAMPLES: list[Event] = [
-    ApplyBrokerIdEvent("DefaultCluster", "broker-a", "10.0.0.1:10911", 1, "10.0.0.1:10911;17"),
-    UpdateBrokerAddressEvent("DefaultCluster", "broker-a", "10.0.0.9:10911", 1),
-    ElectMasterEvent("broker-a", 2, 5),
-    ElectMasterEvent("broker-a", None, 6),
-    AlterSyncStateSetEvent("broker-a", frozenset({3, 1, 2}), 2, 7),
-    CleanBrokerDataEvent("broker-a", frozenset({2, 3})),
-    CleanBrokerDataEvent("broker-a", None),
-    ApplyBrokerIdEvent("集群", "broker-ü", "h:1", 9, "h:1;0"),
+EXAMPLES: list[Command] = [
+    ApplyBrokerIdCommand("DefaultCluster", "broker-a", "10.0.0.1:10911", 1, "10.0.0.1:10911;17"),
+    UpdateBrokerAddressCommand("DefaultCluster", "broker-a", "10.0.0.9:10911", 1),
+    ElectMasterCommand("broker-a", 2, 5),
+    ElectMasterCommand("broker-a", None, 6),
+    AlterSyncStateSetCommand("broker-a", frozenset({3, 1, 2}), 2, 7),
+    CleanBrokerDataCommand("broker-a", frozenset({2, 3})),
+    CleanBrokerDataCommand("broker-a", None),
+    ApplyBrokerIdCommand("集群", "broker-ü", "h:1", 9, "h:1;0"),
 ]
 
 
 @pytest.mark.parametrize("event", EXAMPLES, ids=lambda e: type(e).__name__)
-def test_event_round_trip(event: Event) -> None:
-    data = encode_event(event)
+def test_event_round_trip(event: Command) -> None:
+    data = encode_command(event)
     assert struct.unpack_from(">H", data)[0] == EVENT_TYPE_IDS[type(event)]
-    assert decode_event(data) == event
-    assert decode_events(data) == (event,)  # a single-event entry is a batch of one
+    assert decode_command(data) == event
+    assert decode_commands(data) == (event,)  # a single-event entry is a batch of one
 
 
 def test_encoding_is_deterministic_and_sorted() -> None:
-    a = AlterSyncStateSetEvent("b", frozenset({5, 1, 3}), 1, 1)
-    b = AlterSyncStateSetEvent("b", frozenset({3, 5, 1}), 1, 1)
-    assert encode_event(a) == encode_event(b)
-    assert json.loads(encode_event(a)[2:])["new_sync_state_set"] == [1, 3, 5]
+    a = AlterSyncStateSetCommand("b", frozenset({5, 1, 3}), 1, 1)
+    b = AlterSyncStateSetCommand("b", frozenset({3, 5, 1}), 1, 1)
+    assert encode_command(a) == encode_command(b)
+    assert json.loads(encode_command(a)[2:])["new_sync_state_set"] == [1, 3, 5]
 
 
 def test_batch_round_trip_keeps_order() -> None:
-    data = encode_events(EXAMPLES)
-    assert decode_events(data) == tuple(EXAMPLES)
-    assert decode_events(encode_events([])) == ()
+    data = encode_commands(EXAMPLES)
+    assert decode_commands(data) == tuple(EXAMPLES)
+    assert decode_commands(encode_commands([])) == ()
 
 
 def _valid_batch() -> bytes:
-    return encode_events([ElectMasterEvent("b", 1, 0), CleanBrokerDataEvent("b", None)])
+    return encode_commands([ElectMasterCommand("b", 1, 0), CleanBrokerDataCommand("b", None)])
 
 
 @pytest.mark.parametrize(
@@ -91,9 +91,9 @@ def _valid_batch() -> bytes:
         (b"\x00", "too short"),
         (struct.pack(">H", 4) + b"{}", "unknown controller event type 4"),
         (struct.pack(">H", 99) + b"{}", "unknown controller event type 99"),
-        (struct.pack(">H", 3) + b"{not json", "ElectMasterEvent"),
-        (struct.pack(">H", 3) + b'{"broker_name":"b"}', "ElectMasterEvent"),
-        (struct.pack(">H", 3) + b"\xff\xfe", "ElectMasterEvent"),
+        (struct.pack(">H", 3) + b"{not json", "ElectMasterCommand"),
+        (struct.pack(">H", 3) + b'{"broker_name":"b"}', "ElectMasterCommand"),
+        (struct.pack(">H", 3) + b"\xff\xfe", "ElectMasterCommand"),
         (struct.pack(">HI", 0, 2), "truncated"),
         (_valid_batch()[:-3], "truncated"),
         (_valid_batch() + b"x", "trailing"),
@@ -101,8 +101,8 @@ def _valid_batch() -> bytes:
     ],
 )
 def test_malformed_entries_are_errors(data: bytes, message: str) -> None:
-    with pytest.raises(EventDecodeError, match=message):
-        decode_events(data)
+    with pytest.raises(CommandDecodeError, match=message):
+        decode_commands(data)
 
 
 def test_bad_field_type_is_an_error() -> None:
@@ -112,27 +112,27 @@ def test_bad_field_type_is_an_error() -> None:
             {"broker_name": "b", "new_master_broker_id": "x", "expected_master_epoch": 1}
         ).encode()
     )
-    with pytest.raises(EventDecodeError, match="ElectMasterEvent"):
-        decode_event(data)
+    with pytest.raises(CommandDecodeError, match="ElectMasterCommand"):
+        decode_command(data)
 
 
 names = st.text(min_size=1, max_size=12)
 ids = st.integers(min_value=0, max_value=2**62)
 id_sets = st.frozensets(st.integers(min_value=0, max_value=1000), max_size=6)
-events_strategy: st.SearchStrategy[Event] = st.one_of(
-    st.builds(ApplyBrokerIdEvent, names, names, names, ids, names),
-    st.builds(UpdateBrokerAddressEvent, names, names, names, ids),
-    st.builds(ElectMasterEvent, names, st.none() | ids, ids),
-    st.builds(AlterSyncStateSetEvent, names, id_sets, ids, ids),
-    st.builds(CleanBrokerDataEvent, names, st.none() | id_sets),
+events_strategy: st.SearchStrategy[Command] = st.one_of(
+    st.builds(ApplyBrokerIdCommand, names, names, names, ids, names),
+    st.builds(UpdateBrokerAddressCommand, names, names, names, ids),
+    st.builds(ElectMasterCommand, names, st.none() | ids, ids),
+    st.builds(AlterSyncStateSetCommand, names, id_sets, ids, ids),
+    st.builds(CleanBrokerDataCommand, names, st.none() | id_sets),
 )
 
 
 @given(st.lists(events_strategy, max_size=8))
-def test_any_events_round_trip(events: list[Event]) -> None:
-    assert decode_events(encode_events(events)) == tuple(events)
+def test_any_events_round_trip(events: list[Command]) -> None:
+    assert decode_commands(encode_commands(events)) == tuple(events)
     for event in events:
-        assert decode_event(encode_event(event)) == event
+        assert decode_command(encode_command(event)) == event
 
 
 # --- wire headers ----------------------------------------------------------------------------

@@ -1,7 +1,8 @@
-"""The controller's replicated events: what goes into the Raft log and is applied, in log order,
-to `ReplicasInfoManager` on every controller replica.
+"""The commands of the controller's replicated state machine (upstream calls them events; here
+"events" are log lines, actors/events.py): what goes into the Raft log and is applied, in log
+order, to `ReplicasInfoManager` on every controller replica.
 
-Events are frozen attrs classes. Besides upstream's payload, the events that move an epoch carry
+Commands are frozen attrs classes. Besides upstream's payload, the events that move an epoch carry
 the epoch they were computed against (`expected_*`): the state machine re-checks it when the
 event is applied and refuses a stale event deterministically. A leader can have several
 proposals in flight that were all validated against the same (not yet updated) state; without
@@ -10,7 +11,7 @@ requests would both get the same new syncStateSetEpoch (issue #6342).
 
 Encoding for the Raft log: `u16 event type | JSON` (upstream's EventSerializer layout); a batch
 (all events of one request, applied together) is `u16 0 | u32 count | (u32 length | event)*`.
-Malformed bytes raise `EventDecodeError`: a committed entry we cannot read is corruption, never
+Malformed bytes raise `CommandDecodeError`: a committed entry we cannot read is corruption, never
 something to skip.
 """
 
@@ -26,7 +27,7 @@ from cattrs.errors import ClassValidationError
 from rocketrio.protocol.serde import converter
 
 
-class EventDecodeError(ValueError):
+class CommandDecodeError(ValueError):
     """Bytes from the Raft log that are not a controller event."""
 
 
@@ -39,7 +40,7 @@ def _opt_id_set(ids: Any) -> frozenset[int] | None:
 
 
 @attrs.frozen(slots=True)
-class ApplyBrokerIdEvent:
+class ApplyBrokerIdCommand:
     """Assign `new_broker_id` in a broker set (creating the set for brokerId 1)."""
 
     cluster_name: str
@@ -50,7 +51,7 @@ class ApplyBrokerIdEvent:
 
 
 @attrs.frozen(slots=True)
-class UpdateBrokerAddressEvent:
+class UpdateBrokerAddressCommand:
     """A registered broker (identity brokerName:brokerId) now lives at `broker_address`."""
 
     cluster_name: str
@@ -60,7 +61,7 @@ class UpdateBrokerAddressEvent:
 
 
 @attrs.frozen(slots=True)
-class ElectMasterEvent:
+class ElectMasterCommand:
     """Make `new_master_broker_id` master (SyncStateSet becomes {it}); None records that the
     master is gone and nobody could be elected. Applies only if the set's masterEpoch is still
     `expected_master_epoch`; masterEpoch then goes up by one either way."""
@@ -75,7 +76,7 @@ class ElectMasterEvent:
 
 
 @attrs.frozen(slots=True)
-class AlterSyncStateSetEvent:
+class AlterSyncStateSetCommand:
     """Replace the SyncStateSet; applies only under the epochs the master's request was checked
     against."""
 
@@ -86,36 +87,36 @@ class AlterSyncStateSetEvent:
 
 
 @attrs.frozen(slots=True)
-class CleanBrokerDataEvent:
+class CleanBrokerDataCommand:
     """Forget brokers of a set: the listed ids, or the whole set when `broker_ids` is None."""
 
     broker_name: str
     broker_ids: frozenset[int] | None = attrs.field(default=None, converter=_opt_id_set)
 
 
-Event = (
-    ApplyBrokerIdEvent
-    | UpdateBrokerAddressEvent
-    | ElectMasterEvent
-    | AlterSyncStateSetEvent
-    | CleanBrokerDataEvent
+Command = (
+    ApplyBrokerIdCommand
+    | UpdateBrokerAddressCommand
+    | ElectMasterCommand
+    | AlterSyncStateSetCommand
+    | CleanBrokerDataCommand
 )
 
 # ids as upstream's EventType (4 was its READ_EVENT); 0 tags a batch
 _BATCH_TAG: Final = 0
 EVENT_TYPE_IDS: Final[dict[type, int]] = {
-    AlterSyncStateSetEvent: 1,
-    ApplyBrokerIdEvent: 2,
-    ElectMasterEvent: 3,
-    CleanBrokerDataEvent: 5,
-    UpdateBrokerAddressEvent: 6,
+    AlterSyncStateSetCommand: 1,
+    ApplyBrokerIdCommand: 2,
+    ElectMasterCommand: 3,
+    CleanBrokerDataCommand: 5,
+    UpdateBrokerAddressCommand: 6,
 }
 _TYPES_BY_ID: Final[dict[int, type]] = {v: k for k, v in EVENT_TYPE_IDS.items()}
 _U16 = struct.Struct(">H")
 _U32 = struct.Struct(">I")
 
 
-def _plain(event: Event) -> dict[str, Any]:
+def _plain(event: Command) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for a in attrs.fields(type(event)):
         v = getattr(event, a.name)
@@ -123,57 +124,57 @@ def _plain(event: Event) -> dict[str, Any]:
     return out
 
 
-def encode_event(event: Event) -> bytes:
+def encode_command(event: Command) -> bytes:
     """One event as `u16 type | JSON` (keys sorted, id sets as sorted arrays)."""
     type_id = EVENT_TYPE_IDS[type(event)]
     body = json.dumps(_plain(event), sort_keys=True, separators=(",", ":"), ensure_ascii=False)
     return _U16.pack(type_id) + body.encode()
 
 
-def decode_event(data: bytes) -> Event:
+def decode_command(data: bytes) -> Command:
     if len(data) < 2:
-        raise EventDecodeError(f"controller event too short ({len(data)} bytes)")
+        raise CommandDecodeError(f"controller event too short ({len(data)} bytes)")
     (type_id,) = _U16.unpack_from(data, 0)
     cls = _TYPES_BY_ID.get(type_id)
     if cls is None:
-        raise EventDecodeError(f"unknown controller event type {type_id}")
+        raise CommandDecodeError(f"unknown controller event type {type_id}")
     try:
         plain = json.loads(data[2:])
-        event: Event = converter.structure(plain, cls)
+        event: Command = converter.structure(plain, cls)
     except (ValueError, TypeError, KeyError, UnicodeDecodeError, ClassValidationError) as e:
-        raise EventDecodeError(f"{cls.__name__}: cannot decode: {e!r}") from None
+        raise CommandDecodeError(f"{cls.__name__}: cannot decode: {e!r}") from None
     return event
 
 
-def encode_events(events: list[Event] | tuple[Event, ...]) -> bytes:
+def encode_commands(events: list[Command] | tuple[Command, ...]) -> bytes:
     """The events of one request as one Raft entry, so they commit and apply together."""
     parts = [_U16.pack(_BATCH_TAG), _U32.pack(len(events))]
     for event in events:
-        raw = encode_event(event)
+        raw = encode_command(event)
         parts.append(_U32.pack(len(raw)))
         parts.append(raw)
     return b"".join(parts)
 
 
-def decode_events(data: bytes) -> tuple[Event, ...]:
-    """Inverse of `encode_events`; also accepts a single `encode_event` entry."""
+def decode_commands(data: bytes) -> tuple[Command, ...]:
+    """Inverse of `encode_commands`; also accepts a single `encode_command` entry."""
     if len(data) < 2:
-        raise EventDecodeError(f"controller entry too short ({len(data)} bytes)")
+        raise CommandDecodeError(f"controller entry too short ({len(data)} bytes)")
     if _U16.unpack_from(data, 0)[0] != _BATCH_TAG:
-        return (decode_event(data),)
+        return (decode_command(data),)
     if len(data) < 6:
-        raise EventDecodeError("controller event batch: truncated count")
+        raise CommandDecodeError("controller event batch: truncated count")
     (count,) = _U32.unpack_from(data, 2)
     pos, out = 6, []
     for i in range(count):
         if pos + 4 > len(data):
-            raise EventDecodeError(f"controller event batch: event {i} of {count} truncated")
+            raise CommandDecodeError(f"controller event batch: event {i} of {count} truncated")
         (size,) = _U32.unpack_from(data, pos)
         pos += 4
         if pos + size > len(data):
-            raise EventDecodeError(f"controller event batch: event {i} of {count} truncated")
-        out.append(decode_event(data[pos : pos + size]))
+            raise CommandDecodeError(f"controller event batch: event {i} of {count} truncated")
+        out.append(decode_command(data[pos : pos + size]))
         pos += size
     if pos != len(data):
-        raise EventDecodeError(f"controller event batch: {len(data) - pos} trailing bytes")
+        raise CommandDecodeError(f"controller event batch: {len(data) - pos} trailing bytes")
     return tuple(out)
