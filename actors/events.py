@@ -368,7 +368,6 @@ class TraceSendAcked(LogEvent):
     queue_offset: int
     producer_group: str
     client_id: str
-    latency_ms: float
 
 
 @event("trace_send_failed", "warning")

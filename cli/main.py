@@ -6,6 +6,7 @@
     rocketrio up [--mode single|2m-noslave] [--dir DIR]
     rocketrio admin <command> ...
     rocketrio produce / consume ...
+    rocketrio analyze LOGDIR... [--out DIR] [--master URL]
 
 Role processes run under `run_service`: logging configured, SIGINT/SIGTERM cancel the service so
 it shuts down gracefully (data flushed, unregistered), and a config error exits with status 2 and
@@ -190,11 +191,12 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("-n", "--namesrv", help='name servers, "host:port;host:port" (namesrvAddr)')
     sp.set_defaults(func=cmd_broker)
 
-    from rocketrio.cli import admin, tools, up
+    from rocketrio.cli import admin, analyze, tools, up
 
     up.add_parser(sub)
     admin.add_parser(sub)
     tools.add_parsers(sub)
+    analyze.add_parser(sub)
     return p
 
 

@@ -24,6 +24,7 @@ hold, how many of the queues this consumer held). A valid topic without messages
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from typing import Any, TextIO
 
@@ -33,6 +34,7 @@ import trio
 from rocketrio.actors.client.admin import MQAdmin
 from rocketrio.actors.client.config import DEFAULT_TOPIC, ClientConfig, request_signer
 from rocketrio.actors.client.errors import MQClientError, NotFound, TopicRouteNotFound, UsageError
+from rocketrio.actors.logs import configure_logging
 from rocketrio.actors.remoting import RemotingError
 from rocketrio.cli.failure import EXIT_FAILED, EXIT_OK, Wiring, one_line, run_tool
 from rocketrio.cli.send_report import Output, SendTally, produce_output, progress_line
@@ -244,14 +246,32 @@ async def consume(a: argparse.Namespace, wiring: Wiring) -> int:
 
 
 def _client_kwargs(a: argparse.Namespace, wiring: Wiring) -> dict[str, Any]:
-    """Producer / PushConsumer keyword arguments, signing with --access-key/--secret-key."""
+    """Producer / PushConsumer keyword arguments, signing with --access-key/--secret-key and
+    tracing with --trace (the lines go to --log-dir/<tool>-<pid>.jsonl)."""
     kw = wiring.client_kwargs()
     if request_signer(a.access_key, a.secret_key) is not None:  # UsageError if only one
         base = kw.get("client_config") or ClientConfig()
         kw["client_config"] = attrs.evolve(
             base, accessKey=a.access_key or "", secretKey=a.secret_key or ""
         )
+    if getattr(a, "trace", False):
+        if not a.log_dir:
+            raise UsageError("--trace writes JSON log lines: give --log-dir DIR")
+        base = kw.get("client_config") or ClientConfig()
+        kw["client_config"] = attrs.evolve(base, trace=True)
+        node = f"{a.tool.split()[-1]}-{os.getpid()}"
+        configure_logging(node, "client", a.log_dir, console=None)
     return kw
+
+
+def add_tracing(p: argparse.ArgumentParser) -> None:
+    """--trace/--log-dir: one JSON line per acked send / consumed message, for `analyze`."""
+    p.add_argument(
+        "--trace",
+        action="store_true",
+        help="log each acknowledged send / consumed message (rocketrio analyze reads them)",
+    )
+    p.add_argument("--log-dir", help="directory of the JSON log file (with --trace)")
 
 
 def _admin(a: argparse.Namespace, wiring: Wiring) -> MQAdmin:
@@ -280,6 +300,7 @@ def add_parsers(sub: Any) -> None:
         "-v", "--verbose", action="store_true", help="one line per message even for large -c"
     )
     add_credentials(p)
+    add_tracing(p)
     p.set_defaults(
         func=lambda a: run_tool("rocketrio produce", produce, a),
         run=produce,
@@ -296,6 +317,7 @@ def add_parsers(sub: Any) -> None:
     c.add_argument("--from-first", action="store_true", help="a new group starts at the oldest")
     c.add_argument("--broadcast", action="store_true")
     add_credentials(c)
+    add_tracing(c)
     c.set_defaults(
         func=lambda a: run_tool("rocketrio consume", consume, a),
         run=consume,

@@ -32,10 +32,11 @@ OnDone = Callable[[Reply[RemotingCommand]], None]
 class SendFuture:
     """The outcome of `Producer.send_async`: ``await fut.wait()`` or ``fut.result()``."""
 
-    __slots__ = ("_callback", "_event", "_exc", "_result", "done")
+    __slots__ = ("_callback", "_event", "_exc", "_result", "done", "topic")
 
-    def __init__(self, callback: Callable[[SendFuture], None] | None) -> None:
+    def __init__(self, callback: Callable[[SendFuture], None] | None, topic: str = "") -> None:
         self._callback = callback
+        self.topic = topic
         self._event: trio.Event | None = None  # made only when somebody waits
         self._result: SendResult | None = None
         self._exc: BaseException | None = None

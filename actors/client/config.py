@@ -52,6 +52,10 @@ class ClientConfig:
     accessKey: str = ""
     secretKey: str = attrs.field(default="", repr=False)
     securityToken: str = attrs.field(default="", repr=False)
+    # rocketrio's message tracing (not upstream's trace topic): one log line per acknowledged
+    # send (trace_send_acked) and per consumed message (trace_consumed), which
+    # `rocketrio analyze` joins to find acknowledged-but-lost messages and duplicates
+    trace: bool = False
 
     def __attrs_post_init__(self) -> None:
         if bool(self.accessKey) != bool(self.secretKey):

@@ -295,17 +295,61 @@ class Producer:
         if queue_selector is not None:
             info = await self.publish_info(msg.topic)
             mq = queue_selector(list(info.queues), msg, arg)
-            return await self._send_once(mq, msg, body, props, uniq, timeout_s)
-        return await self._send_with_retries(
-            msg,
-            body,
-            props,
-            uniq,
-            False,
-            timeout_s,
-            self.config.retryTimesWhenSendFailed,
-            sync=True,
-        )
+            try:
+                result = await self._send_once(mq, msg, body, props, uniq, timeout_s)
+            except Exception as e:
+                self._trace_failed(msg.topic, mq.brokerName, e)
+                raise
+            self._trace(result)
+            return result
+        try:
+            result = await self._send_with_retries(
+                msg,
+                body,
+                props,
+                uniq,
+                False,
+                timeout_s,
+                self.config.retryTimesWhenSendFailed,
+                sync=True,
+            )
+        except Exception as e:
+            self._trace_failed(msg.topic, None, e)
+            raise
+        self._trace(result)
+        return result
+
+    def _trace(self, result: SendResult) -> None:
+        """ClientConfig.trace: one trace_send_acked line per acknowledged message."""
+        if not self.client.config.trace or result.send_status is not SendStatus.SEND_OK:
+            return
+        mq = result.message_queue
+        for i, msg_id in enumerate(result.msg_id.split(",")):
+            events.emit(
+                log,
+                events.TraceSendAcked(
+                    msg_id=msg_id,
+                    topic=mq.topic,
+                    broker=mq.brokerName,
+                    queue_id=mq.queueId,
+                    queue_offset=result.queue_offset + i,
+                    producer_group=self.group,
+                    client_id=self.client.client_id,
+                ),
+            )
+
+    def _trace_failed(self, topic: str, broker: str | None, exc: BaseException) -> None:
+        if self.client.config.trace:
+            events.emit(
+                log,
+                events.TraceSendFailed(
+                    topic=topic,
+                    broker=broker,
+                    producer_group=self.group,
+                    client_id=self.client.client_id,
+                    error=f"{type(exc).__name__}: {exc}",
+                ),
+            )
 
     async def send_to_queue(
         self, msg: Message, mq: MessageQueue, *, timeout: float | None = None
@@ -317,7 +361,13 @@ class Producer:
         uniq = self._next_id()
         props = encode_properties(msg.wire_properties(uniq))
         timeout_s = self.config.sendMsgTimeout / 1000 if timeout is None else timeout
-        return await self._send_once(mq, msg, msg.body, props, uniq, timeout_s)
+        try:
+            result = await self._send_once(mq, msg, msg.body, props, uniq, timeout_s)
+        except Exception as e:
+            self._trace_failed(msg.topic, mq.brokerName, e)
+            raise
+        self._trace(result)
+        return result
 
     async def send_async(
         self,
@@ -339,7 +389,7 @@ class Producer:
             self._in_flight.acquire_nowait()
         except trio.WouldBlock:
             await self._in_flight.acquire()
-        fut = SendFuture(callback)
+        fut = SendFuture(callback, msg.topic)
         try:
             await self._start_async(fut, msg, queue_selector, arg)
         except BaseException:
@@ -400,6 +450,10 @@ class Producer:
         self, fut: SendFuture, result: SendResult | None, exc: BaseException | None
     ) -> None:
         self._in_flight.release()
+        if result is not None:
+            self._trace(result)
+        elif exc is not None and self.client.config.trace:
+            self._trace_failed(fut.topic, None, exc)
         fut.finish(result, exc)
 
     async def _send_async_slow(
@@ -511,6 +565,7 @@ class Producer:
                 self.config.retryTimesWhenSendFailed,
                 sync=True,
             )
+            self._trace(result)
             results.append(result)
         return results
 

@@ -35,6 +35,7 @@ from rocketrio.actors.client.offset_store import RunBlocking, run_in_thread
 from rocketrio.actors.client.process_queue import ProcessQueue
 from rocketrio.actors.client.queue_select import subscribe_queues
 from rocketrio.actors.client.rebalance import sort_queues
+from rocketrio.actors.client.trace import trace_consumed
 from rocketrio.actors.transport import Transport
 from rocketrio.protocol.bodies import MessageQueue
 from rocketrio.protocol.message import MessageExt
@@ -184,6 +185,8 @@ class LitePullConsumer(ConsumerCore):
                 offset = batch.pq.remove(batch.msgs)
                 if offset >= 0 and self.offset_store is not None:
                     self.offset_store.table.update(batch.state.mq, offset, increase_only=True)
+                if self.client.config.trace:
+                    trace_consumed(self.group, self.client.client_id, batch.state.mq, batch.msgs)
                 return batch.msgs
         return []
 

@@ -46,6 +46,7 @@ from rocketrio.actors.client.message import ConsumeStatus
 from rocketrio.actors.client.mq_client import MQClientInstance
 from rocketrio.actors.client.offset_store import RunBlocking, run_in_thread
 from rocketrio.actors.client.process_queue import ProcessQueue
+from rocketrio.actors.client.trace import trace_consumed
 from rocketrio.actors.logs import wallclock_ms
 from rocketrio.actors.transport import Transport
 from rocketrio.protocol.bodies import MessageQueue
@@ -213,6 +214,7 @@ class PushConsumer(ConsumerCore):
             )
             outcome = ConsumeStatus.RECONSUME_LATER
         if outcome is ConsumeStatus.CONSUME_SUCCESS:
+            self._trace(st.mq, msgs)
             self._ok_inline += len(msgs)
             self._commit(st, pq, pq.consumed_untracked(last_offset))
             return None
@@ -277,6 +279,8 @@ class PushConsumer(ConsumerCore):
         rt_ms = int((trio.current_time() - began) * 1000) if called else 0
         n = len(req.msgs)
         ok = status is ConsumeStatus.CONSUME_SUCCESS
+        if ok:
+            self._trace(req.state.mq, req.msgs)
         self.stats.on_consumed(req.state.mq.topic, n if ok else 0, 0 if ok else n, rt_ms, called)
         req.pq.last_consume_at = wallclock_ms()
         if req.pq.dropped:
@@ -293,6 +297,11 @@ class PushConsumer(ConsumerCore):
                     log, events.BroadcastConsumeDropped(group=self.group, count=len(req.msgs))
                 )
         self._commit(req.state, req.pq, req.pq.remove(done))
+
+    def _trace(self, mq: MessageQueue, msgs: list[MessageExt]) -> None:
+        """ClientConfig.trace: one trace_consumed line per message the listener consumed."""
+        if self.client.config.trace:
+            trace_consumed(self.group, self.client.client_id, mq, msgs)
 
     def _commit(self, st: QueueState, pq: ProcessQueue, offset: int) -> None:
         if offset >= 0 and not pq.dropped and self.offset_store is not None:
