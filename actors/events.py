@@ -135,7 +135,7 @@ def field_types() -> dict[str, Any]:
 class BrokerBoot(LogEvent):
     """A broker process started serving."""
 
-    addr: str
+    addr: str | None
     cluster: str
     broker_id: int | None
     namesrv: str | None = None
@@ -148,8 +148,8 @@ class BrokerExpired(LogEvent):
 
     cluster: str
     broker: str | None
-    broker_id: int
-    addr: str
+    broker_id: int | None
+    addr: str | None
     silent_ms: int
     timeout_ms: int
 
@@ -162,7 +162,7 @@ class BrokerHeartbeatTimeout(LogEvent):
     cluster: str
     broker: str | None
     broker_id: int
-    addr: str
+    addr: str | None
     silent_ms: int
     reason: str
 
@@ -270,7 +270,7 @@ class CommitlogTruncated(LogEvent):
     dropped_bytes: int
     reason: str
     segment: str | None = None
-    deleted_segments: int | None = None
+    deleted_segments: list[str] | None = None
 
 
 @event("raft_role_changed")
@@ -528,7 +528,7 @@ class BrokerIdApplied(LogEvent):
     """Broker id applied."""
 
     broker_id: int
-    addr: str
+    addr: str | None
 
 
 @event("broker_id_loaded")
@@ -581,7 +581,7 @@ class BrokerRegistered(LogEvent):
 
     cluster: str
     broker_id: int
-    addr: str
+    addr: str | None
 
 
 @event("broker_registration_ignored", "warning")
@@ -590,7 +590,7 @@ class BrokerRegistrationIgnored(LogEvent):
     """Broker registration ignored."""
 
     broker_id: int
-    addr: str
+    addr: str | None
     reason: str
 
 
@@ -609,8 +609,8 @@ class BrokerRoleChangeNotified(LogEvent):
 class BrokerUnregistered(LogEvent):
     """Broker unregistered."""
 
-    broker_id: int
-    addr: str
+    broker_id: int | None
+    addr: str | None
     reason: str
     detail: str | None = None
 
@@ -837,7 +837,7 @@ class ConsumerIdsChanged(LogEvent):
 class ControllerBoot(LogEvent):
     """Controller boot."""
 
-    addr: str
+    addr: str | None
     peers: str
     self_id: str
     group: str
@@ -1109,7 +1109,7 @@ class MinBrokerIdChanged(LogEvent):
 class NamesrvBoot(LogEvent):
     """Namesrv boot."""
 
-    addr: str
+    addr: str | None
 
 
 @event("notify_broker_role_changed_failed", "warning")
@@ -1117,7 +1117,7 @@ class NamesrvBoot(LogEvent):
 class NotifyBrokerRoleChangedFailed(LogEvent):
     """Notify broker role changed failed."""
 
-    addr: str
+    addr: str | None
     error: str
 
 
@@ -1126,7 +1126,7 @@ class NotifyBrokerRoleChangedFailed(LogEvent):
 class NotifyMinBrokerIdChangeFailed(LogEvent):
     """Notify min broker id change failed."""
 
-    addr: str
+    addr: str | None
     error: str
 
 
@@ -1287,7 +1287,7 @@ class RaftPeerReachable(LogEvent):
     """Raft peer reachable."""
 
     peer: str
-    addr: str
+    addr: str | None
     raft_id: str | None = None
 
 
@@ -1297,7 +1297,7 @@ class RaftPeerUnreachable(LogEvent):
     """Raft peer unreachable."""
 
     peer: str
-    addr: str
+    addr: str | None
     error: str
     raft_id: str | None = None
 
@@ -1430,7 +1430,7 @@ class SendFailed(LogEvent):
     """Send failed."""
 
     topic: str
-    addr: str
+    addr: str | None
     attempt: int
     error: str
 

@@ -62,7 +62,43 @@ def catalogue_problem(ed: dict[str, Any]) -> str | None:
     extra = sorted(k for k in ed if k not in _SCHEMA and k not in _FIELDS)
     if extra:
         return f"event {name!r} has fields the catalogue lacks: {extra}"
+    for field, tp in _record_types(name):
+        base, optional = events.strip_optional(tp)
+        v = ed.get(field)
+        if v is None:
+            if not optional and base is not events.Json:  # JSON null is a Json value
+                return f"event {name!r} needs field {field!r} (got None)"
+        elif not _json_is(v, base):
+            return f"event {name!r} field {field!r} should be {base}, got {type(v).__name__}"
     return None
+
+
+_TYPES: dict[str, list[tuple[str, Any]]] = {}
+
+
+def _record_types(name: str) -> list[tuple[str, Any]]:
+    if name not in _TYPES:
+        _TYPES[name] = list(events.record_fields(name).items())
+    return _TYPES[name]
+
+
+def _json_is(v: Any, tp: Any) -> bool:
+    """Does value ``v`` fit catalogue type ``tp`` (as the Spark reader will read it)?"""
+    if tp is bool:
+        return isinstance(v, bool)
+    if tp is int:
+        return isinstance(v, int) and not isinstance(v, bool)
+    if tp is float:
+        return isinstance(v, int | float) and not isinstance(v, bool)
+    if tp is str:
+        return True  # the reader keeps any JSON value of a string column as text
+    origin = getattr(tp, "__origin__", None)
+    if origin is list:
+        (item,) = tp.__args__
+        return isinstance(v, list | tuple) and all(_json_is(x, item) for x in v)
+    if origin is dict:
+        return isinstance(v, dict) and all(_json_is(x, tp.__args__[1]) for x in v.values())
+    return True  # Json
 
 
 def check_catalogued(strict: bool) -> Callable[[Any, str, dict[str, Any]], dict[str, Any]]:
