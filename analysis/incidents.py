@@ -180,8 +180,9 @@ def elections(ev: DataFrame) -> DataFrame:
         .agg(
             F.min("ts_ms").alias("elected_ms"),
             F.max("term").alias("term"),
-            F.min_by("reason", "ts_ms").alias("reason"),
-            F.min_by("candidates", "ts_ms").alias("candidates"),
+            # the leader knows why and from whom it elected; followers log reason "unknown"
+            F.max_by("reason", F.col("reason") != "unknown").alias("reason"),
+            F.max_by("candidates", F.col("candidates").isNotNull()).alias("candidates"),
         )
     )
     w = Window.partitionBy("broker").orderBy(

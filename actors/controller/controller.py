@@ -206,6 +206,7 @@ class Controller(FailoverMixin):
         self._in_flight = 0  # requests being answered by a task of their own (`start_answer`)
         self._busy_log = LogRateLimiter()
         self._elect_reasons: dict[str, str] = {}
+        self._elect_candidates: dict[str, list[int]] = {}
         # the super users here: initAuthenticationUser (admins) and the inner credentials, which
         # brokers share to sign their own CONTROLLER_ELECT_MASTER (a slave finding no master)
         inner = parse_credentials(config.innerClientAuthenticationCredentials)
@@ -359,6 +360,16 @@ class Controller(FailoverMixin):
             f"(controllerRequestThreadPoolQueueCapacity={limit}); retry {name} later",
         )
 
+    def _note_election(self, name: str, reason: str, is_alive: BrokerAlivePredicate) -> None:
+        """What the elect_master line of this election will say: why, and which replicas of
+        the set were alive to choose from."""
+        self._elect_reasons[name] = reason
+        replica = self.replicas.replica_info(name)
+        if replica is not None:
+            self._elect_candidates[name] = sorted(
+                b for b in replica.broker_id_info if is_alive(replica.cluster_name, name, b)
+            )
+
     async def _answer(self, ctx: RequestContext, call: _Call) -> None:
         try:
             is_alive: BrokerAlivePredicate = self._is_alive
@@ -366,7 +377,7 @@ class Controller(FailoverMixin):
                 name, reason = call.elect_reason
                 if call.confirm_master_death and self.node.is_ready_leader:
                     is_alive = await self.election_liveness(name, reason)
-                self._elect_reasons[name] = reason
+                self._note_election(name, reason, is_alive)
             result = await self.execute(lambda: call.compute(is_alive))
         except Refused as e:
             ctx.respond(ctx.cmd.make_response(e.code, e.remark))
@@ -621,7 +632,7 @@ class Controller(FailoverMixin):
             for name in names:
                 if name in kept:
                     continue
-                self._elect_reasons[name] = reason
+                self._note_election(name, reason, self._is_alive)
                 try:
                     result = await self.execute(
                         lambda name=name: self.replicas.elect_master(

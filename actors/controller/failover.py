@@ -85,8 +85,8 @@ class FailoverMixin:
     """Liveness bookkeeping and applied-event reactions of `Controller`, whose state it uses.
 
     Relies on Controller's `node`, `heartbeats`, `replicas`, `config`, `self_id`, `log`,
-    `_nursery`, `_client`, `_elect_reasons`, `_liveness_changed`, `_is_alive` and
-    `_reelect_dead_masters`.
+    `_nursery`, `_client`, `_elect_reasons`, `_elect_candidates`, `_liveness_changed`,
+    `_is_alive` and `_reelect_dead_masters`.
     """
 
     node: RaftNode
@@ -98,6 +98,7 @@ class FailoverMixin:
     _nursery: trio.Nursery | None
     _client: RemotingClient | None
     _elect_reasons: dict[str, str]
+    _elect_candidates: dict[str, list[int]]
     _liveness_changed: trio.Event
     start_answer: Callable[..., RemotingCommand | None]
 
@@ -403,6 +404,8 @@ class FailoverMixin:
                 epoch=entry.masterEpoch,
                 sync_state_set=sorted(entry.syncStateSet),
                 reason=self._elect_reasons.pop(name, "unknown"),
+                term=self.node.term,
+                candidates=self._elect_candidates.pop(name, None),
             ),
         )
         if not event.new_master_elected or not self.config.notifyBrokerRoleChanged:

@@ -238,6 +238,13 @@ async def test_master_crash_is_confirmed_in_one_round_trip(
         await wait_until(lambda: _true(b.rm.is_master), "B promoted")
         assert b.rm.master_epoch == 2
         await send_ok(c, b)
+        # every replica logs the applied election; the leader also says why, from whom, in
+        # which controller term (what `rocketrio analyze` puts in the failover timeline)
+        lines = [e for e in elections(logs[mark:]) if e["reason"] != "unknown"]
+        assert [(e["master_id"], e["epoch"], e["reason"]) for e in lines] == [
+            (2, 2, "master_channel_closed")
+        ]
+        assert lines[0]["candidates"] == [2] and lines[0]["term"] == leader.node.term >= 1
 
 
 async def test_peer_that_sees_the_close_late_confirms_when_it_does(
