@@ -49,6 +49,7 @@ from rocketrio.analysis.schema import CORRUPT, log_schema, required_fields
 LOOKBACK_MS = 30_000  # how long before an election a loss signal still belongs to it
 SKEW_MS = 1_000  # how far host clocks may disagree
 EXAMPLES = 20
+SOURCE = "_source_file"  # not "file": some events have a field of that name
 TABLES = (
     "failovers",
     "windows",
@@ -99,18 +100,17 @@ def _log_files(inputs: Iterable[str]) -> tuple[list[str], int]:
 
 
 def read_lines(spark: SparkSession, files: list[str]) -> DataFrame:
-    """Every line of ``files`` as the catalogue's columns plus ``file``, ``ts_ms`` and ``why``
-    (None for a good line, else malformed / unknown_event / bad_field)."""
+    """Every line of ``files`` as the catalogue's columns plus `SOURCE` (its file)."""
     if not files:
         return spark.createDataFrame([], log_schema()).select(
-            "*", F.lit(None).cast("string").alias("file")
+            "*", F.lit(None).cast("string").alias(SOURCE)
         )
     raw = (
         spark.read.schema(log_schema())
         .option("mode", "PERMISSIVE")
         .option("columnNameOfCorruptRecord", CORRUPT)
         .json(files)
-        .withColumn("file", F.input_file_name())
+        .withColumn(SOURCE, F.input_file_name())
     )
     return raw
 
@@ -514,15 +514,15 @@ def run(
         (r["why"] or "ok"): r["n"]
         for r in lines.groupBy("why").agg(F.count(F.lit(1)).alias("n")).collect()
     }
-    n_files = lines.select("file").distinct().count() if files else 0
+    n_files = lines.select(SOURCE).distinct().count() if files else 0
     bad = lines.where(F.col("why").isNotNull())
     examples = [
         {
-            "file": os.path.basename(r["file"] or ""),
+            "file": os.path.basename(r[SOURCE] or ""),
             "line": (r[CORRUPT] or json.dumps({"event": r["event"], "ts": r["ts"]}))[:200],
             "why": r["why"],
         }
-        for r in bad.select("file", CORRUPT, "event", "ts", "why").limit(EXAMPLES).collect()
+        for r in bad.select(SOURCE, CORRUPT, "event", "ts", "why").limit(EXAMPLES).collect()
     ]
     good = lines.where(F.col("why").isNull())
     if since_ms is not None:
@@ -543,7 +543,7 @@ def run(
         "truncations": truncations(ev, nodes),
         "lost": lost,
         "duplicates": duplicates(consumed),
-        "skipped": bad.select("file", "ts", "event", "why", F.col(CORRUPT).alias("line")),
+        "skipped": bad.select(F.col(SOURCE).alias("file"), "ts", "event", "why", F.col(CORRUPT).alias("line")),
     }
     os.makedirs(out_dir, exist_ok=True)
     for name, df in tables.items():
