@@ -543,7 +543,9 @@ def run(
         "truncations": truncations(ev, nodes),
         "lost": lost,
         "duplicates": duplicates(consumed),
-        "skipped": bad.select(F.col(SOURCE).alias("file"), "ts", "event", "why", F.col(CORRUPT).alias("line")),
+        "skipped": bad.select(
+            F.col(SOURCE).alias("file"), "ts", "event", "why", F.col(CORRUPT).alias("line")
+        ),
     }
     os.makedirs(out_dir, exist_ok=True)
     for name, df in tables.items():
