@@ -1,0 +1,94 @@
+"""A standalone Spark cluster on loopback, started from the pyspark installation: one master
+and one worker (`spark-class org.apache.spark.deploy.master.Master` / `...worker.Worker`),
+killed with their process groups at exit."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Iterator
+from typing import Any
+
+import pyspark
+
+SPARK_HOME = os.path.dirname(pyspark.__file__)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def spark_env() -> dict[str, str]:
+    env = dict(os.environ)
+    env.update(
+        SPARK_HOME=SPARK_HOME,
+        SPARK_LOCAL_IP="127.0.0.1",
+        PYSPARK_PYTHON=sys.executable,
+        PYSPARK_DRIVER_PYTHON=sys.executable,
+        SPARK_NO_DAEMONIZE="1",
+    )
+    return env
+
+
+def master_state(ui_port: int) -> dict[str, Any]:
+    with urllib.request.urlopen(f"http://127.0.0.1:{ui_port}/json/", timeout=2) as r:
+        return dict(json.loads(r.read()))
+
+
+@contextlib.contextmanager
+def standalone_cluster(log_dir: str) -> Iterator[tuple[str, int]]:
+    """Yields (master URL, master web UI port) once a worker has registered."""
+    port, ui, wui = free_port(), free_port(), free_port()
+    spark_class = os.path.join(SPARK_HOME, "bin", "spark-class")
+    env = spark_env()
+    procs = []
+    os.makedirs(log_dir, exist_ok=True)
+    try:
+        for name, args in (
+            (
+                "master",
+                ["org.apache.spark.deploy.master.Master", "--host", "127.0.0.1",
+                 "--port", str(port), "--webui-port", str(ui)],
+            ),
+            (
+                "worker",
+                ["org.apache.spark.deploy.worker.Worker", f"spark://127.0.0.1:{port}",
+                 "--host", "127.0.0.1", "--cores", "1", "--memory", "1g",
+                 "--webui-port", str(wui)],
+            ),
+        ):  # fmt: skip
+            out = open(os.path.join(log_dir, f"{name}.log"), "w")
+            procs.append(
+                subprocess.Popen(
+                    [spark_class, *args],
+                    env=env,
+                    stdout=out,
+                    stderr=subprocess.STDOUT,
+                    start_new_session=True,
+                )
+            )
+        deadline = time.monotonic() + 90
+        while True:
+            try:
+                if master_state(ui).get("aliveworkers", 0) >= 1:
+                    break
+            except OSError:
+                pass
+            if time.monotonic() > deadline or any(p.poll() is not None for p in procs):
+                raise RuntimeError(f"the standalone Spark cluster did not start; see {log_dir}")
+            time.sleep(0.5)
+        yield f"spark://127.0.0.1:{port}", ui
+    finally:
+        for p in procs:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(p.pid, signal.SIGKILL)
+            p.wait(timeout=30)
