@@ -1,0 +1,260 @@
+"""Incident-job throughput on synthetic logs of a large cluster (SPEC T4).
+
+Generates JSON-line logs as a real cluster writes them (one file per node under one directory
+per host): ``--brokers`` broker sets of 3 replicas, 3 controllers, ``--hours`` of traced
+traffic (trace_send_acked / trace_consumed are the bulk, as with client tracing on), SyncStateSet
+changes, and a failover every ``--failover-every-min`` minutes per broker set with the whole
+sequence (heartbeat timeout, election, role changes, first write, old master back with a
+truncation). Then, in one local Spark session (``local[*]``):
+
+- reference_lines_per_s  Spark's plain ``read.schema(...).json(...).count()`` of the same files
+                         (the cost of parsing the lines at all)
+- job_lines_per_s        `analysis.incidents.run` over them (every table, Parquet, summary)
+
+and prints ONE JSON line with both, their ratio, and a check that the job found every failover
+the generator wrote.
+
+    .venv/bin/python bench/analyze_scale.py --lines 10000000   # 50 sets, 24 h, 10 M lines
+    .venv/bin/python bench/analyze_scale.py --quick            # 200 k lines
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import shutil
+import tempfile
+import time
+from datetime import UTC, datetime
+
+from rocketrio.analysis.incidents import run, session
+from rocketrio.analysis.schema import log_schema
+
+T0 = 1_795_000_000_000
+
+
+def iso(ms: int) -> str:
+    t = datetime.fromtimestamp(ms / 1000, UTC)
+    return t.strftime("%Y-%m-%dT%H:%M:%S.") + f"{ms % 1000:03d}Z"
+
+
+def line(ms: int, node: str, role: str, event: str, fields: str) -> str:
+    return (
+        f'{{"ts":"{iso(ms)}","level":"info","node":"{node}","role":"{role}",'
+        f'"actor":"bench","event":"{event}",{fields}}}\n'
+    )
+
+
+def generate(out: str, lines: int, brokers: int, hours: float, every_min: float, seed: int) -> int:
+    """Write the logs; returns how many failovers they hold."""
+    rng = random.Random(seed)
+    span = int(hours * 3600_000)
+    files: dict[str, list[str]] = {}
+
+    def w(node: str, s: str) -> None:
+        files.setdefault(node, []).append(s)
+
+    failovers = 0
+    fixed = 0
+    for b in range(brokers):
+        name = f"broker-{b}"
+        master, epoch, t = 1, 1, 0
+        w(
+            "ctl-0",
+            line(
+                T0,
+                "ctl-0",
+                "controller",
+                "elect_master",
+                f'"broker":"{name}","master_id":1,"master_addr":"h:1","epoch":1,'
+                f'"sync_state_set":[1,2,3],"reason":"first_register","term":1,"candidates":[1,2,3]',
+            ),
+        )
+        for r in (1, 2, 3):
+            role = "SYNC_MASTER" if r == 1 else "SLAVE"
+            w(
+                f"{name}-{r}",
+                line(
+                    T0 + 5,
+                    f"{name}-{r}",
+                    "broker",
+                    "broker_role_changed",
+                    f'"broker":"{name}","broker_id":{r},"broker_role":"{role}","epoch":1,'
+                    f'"master_id":1,"master_addr":"h:1","sync_state_set":[1,2,3]',
+                ),
+            )
+        fixed += 4
+        step = int(every_min * 60_000)
+        t = step + rng.randrange(step)
+        while t < span:
+            old, new = master, master % 3 + 1
+            epoch += 1
+            at = T0 + t
+            w(
+                "ctl-0",
+                line(
+                    at,
+                    "ctl-0",
+                    "controller",
+                    "broker_heartbeat_timeout",
+                    f'"cluster":"C","broker":"{name}","broker_id":{old},"addr":"h:{old}",'
+                    f'"silent_ms":1500,"reason":"heartbeat_timeout"',
+                ),
+            )
+            for c in range(3):
+                reason = "master_heartbeat_timeout" if c == 0 else "unknown"
+                w(
+                    f"ctl-{c}",
+                    line(
+                        at + 10 + c,
+                        f"ctl-{c}",
+                        "controller",
+                        "elect_master",
+                        f'"broker":"{name}","master_id":{new},"master_addr":"h:{new}",'
+                        f'"epoch":{epoch},"sync_state_set":[{new}],"reason":"{reason}","term":1',
+                    ),
+                )
+            w(
+                f"{name}-{new}",
+                line(
+                    at + 20,
+                    f"{name}-{new}",
+                    "broker",
+                    "broker_role_changed",
+                    f'"broker":"{name}","broker_id":{new},"broker_role":"SYNC_MASTER",'
+                    f'"epoch":{epoch},"master_id":{new},"master_addr":"h:{new}","sync_state_set":[{new}]',
+                ),
+            )
+            w(
+                f"{name}-{new}",
+                line(
+                    at + 60,
+                    f"{name}-{new}",
+                    "broker",
+                    "master_first_write",
+                    f'"epoch":{epoch},"offset":{t}',
+                ),
+            )
+            w(
+                f"{name}-{old}",
+                line(
+                    at + 3000,
+                    f"{name}-{old}",
+                    "broker",
+                    "broker_role_changed",
+                    f'"broker":"{name}","broker_id":{old},"broker_role":"SLAVE","epoch":{epoch},'
+                    f'"master_id":{new},"master_addr":"h:{new}","sync_state_set":[{new}]',
+                ),
+            )
+            w(
+                f"{name}-{old}",
+                line(
+                    at + 3010,
+                    f"{name}-{old}",
+                    "broker",
+                    "ha_truncated",
+                    f'"broker":"{name}","from_offset":{t + 100},"to_offset":{t},"matched_epoch":'
+                    f'{epoch - 1},"master_max":{t + 500},"master_epochs":[],"epochs_now":[]',
+                ),
+            )
+            w(
+                "ctl-0",
+                line(
+                    at + 15,
+                    "ctl-0",
+                    "controller",
+                    "sync_state_set_changed",
+                    f'"broker":"{name}","sync_state_set":[{new}],"epoch":{epoch}',
+                ),
+            )
+            fixed += 9
+            failovers += 1
+            master = new
+            t += step + rng.randrange(step)
+    traced = max(0, lines - fixed) // 2
+    for i in range(traced):
+        b = rng.randrange(brokers)
+        ms = T0 + rng.randrange(span)
+        mid = f"{i:016X}"
+        fields = f'"msg_id":"{mid}","topic":"T{b % 20}","broker":"broker-{b}","queue_id":{i % 8},'
+        w(
+            f"producer-{b % 10}",
+            line(
+                ms,
+                f"producer-{b % 10}",
+                "client",
+                "trace_send_acked",
+                fields + f'"queue_offset":{i},"producer_group":"pg","client_id":"p{b % 10}"',
+            ),
+        )
+        w(
+            f"consumer-{b % 10}",
+            line(
+                ms + 5,
+                f"consumer-{b % 10}",
+                "client",
+                "trace_consumed",
+                fields
+                + f'"queue_offset":{i},"group":"g","client_id":"c{b % 10}","reconsume_times":0',
+            ),
+        )
+    for node, text in files.items():
+        host = os.path.join(out, f"host-{node.split('-')[0]}")
+        os.makedirs(host, exist_ok=True)
+        with open(os.path.join(host, f"{node}.jsonl"), "w") as f:
+            f.writelines(text)
+    return failovers
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--lines", type=int, default=10_000_000)
+    p.add_argument("--brokers", type=int, default=50)
+    p.add_argument("--hours", type=float, default=24.0)
+    p.add_argument("--failover-every-min", type=float, default=120.0)
+    p.add_argument("--seed", type=int, default=1)
+    p.add_argument("--quick", action="store_true", help="200 k lines")
+    p.add_argument("--keep", help="generate into this directory and keep it")
+    a = p.parse_args()
+    if a.quick:
+        a.lines = 200_000
+    d = a.keep or tempfile.mkdtemp(prefix="analyze-scale-")
+    try:
+        t = time.monotonic()
+        expected = generate(os.path.join(d, "logs"), a.lines, a.brokers, a.hours,
+                            a.failover_every_min, a.seed)  # fmt: skip
+        gen_s = time.monotonic() - t
+        spark = session()
+        files = [os.path.join(r, f) for r, _, fs in os.walk(os.path.join(d, "logs")) for f in fs]
+        t = time.monotonic()
+        n = spark.read.schema(log_schema()).json(files).count()
+        ref_s = time.monotonic() - t
+        t = time.monotonic()
+        s = run(spark, [os.path.join(d, "logs")], os.path.join(d, "out"))
+        job_s = time.monotonic() - t
+        spark.stop()
+        print(json.dumps({
+            "bench": "analyze_scale",
+            "lines": n,
+            "brokers": a.brokers,
+            "hours": a.hours,
+            "cores": os.cpu_count(),
+            "generate_s": round(gen_s, 1),
+            "reference_s": round(ref_s, 2),
+            "reference_lines_per_s": round(n / ref_s),
+            "job_s": round(job_s, 2),
+            "job_lines_per_s": round(n / job_s),
+            "job_vs_reference": round(ref_s / job_s, 3),
+            "failovers_generated": expected,
+            "failovers_found": len(s["failovers"]),
+            "lost_found": len(s["lost"]),
+        }))  # fmt: skip
+    finally:
+        if not a.keep:
+            shutil.rmtree(d, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
