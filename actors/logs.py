@@ -32,6 +32,11 @@ def set_wallclock(fn: Callable[[], int]) -> None:
     _wallclock_ms = fn
 
 
+def wallclock_source() -> Callable[[], int]:
+    """The current wall clock function (to restore after `set_wallclock`)."""
+    return _wallclock_ms
+
+
 def wallclock_ms() -> int:
     return _wallclock_ms()
 
@@ -117,6 +122,28 @@ def check_catalogued(strict: bool) -> Callable[[Any, str, dict[str, Any]], dict[
     return check
 
 
+def json_line(node: str, role: str, method: str, ed: dict[str, Any]) -> dict[str, Any]:
+    """The JSON line of one structlog event dict (the common schema first; ``node``/``role``
+    bound as context variables win over the process's, as in the simulation's processes)."""
+    exc = ed.pop("exc_info", None)
+    if exc:
+        if exc is True:
+            exc = sys.exc_info()[1]
+        if isinstance(exc, BaseException):
+            ed["exception"] = "".join(traceback.format_exception(exc)).rstrip()
+    line = {
+        "ts": _iso(wallclock_ms()),
+        "level": method if method != "exception" else "error",
+        "node": ed.pop("node", node),
+        "role": ed.pop("role", role),
+        "actor": ed.pop("actor", ed.pop("logger", "")),
+        "event": ed.pop("event", ""),
+    }
+    for k, v in ed.items():  # an event field never overwrites the common schema
+        line[f"{k}_field" if k in line else k] = v
+    return line
+
+
 class _Sink:
     """Final processor: writes the JSON line and the console line, then drops the event."""
 
@@ -127,22 +154,7 @@ class _Sink:
         self.json_out, self.console = json_out, console
 
     def __call__(self, _logger: Any, method: str, ed: dict[str, Any]) -> Any:
-        exc = ed.pop("exc_info", None)
-        if exc:
-            if exc is True:
-                exc = sys.exc_info()[1]
-            if isinstance(exc, BaseException):
-                ed["exception"] = "".join(traceback.format_exception(exc)).rstrip()
-        line = {
-            "ts": _iso(wallclock_ms()),
-            "level": method if method != "exception" else "error",
-            "node": self.node,
-            "role": self.role,
-            "actor": ed.pop("actor", ed.pop("logger", "")),
-            "event": ed.pop("event", ""),
-        }
-        for k, v in ed.items():  # an event field never overwrites the common schema
-            line[f"{k}_field" if k in line else k] = v
+        line = json_line(self.node, self.role, method, ed)
         if self.json_out is not None:
             self.json_out.write(json.dumps(line, default=str, separators=(",", ":")) + "\n")
             self.json_out.flush()

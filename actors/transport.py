@@ -21,6 +21,7 @@ from collections import deque
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+import structlog
 import trio
 
 Handler = Callable[[trio.abc.Stream], Awaitable[None]]
@@ -208,6 +209,9 @@ class SimNetwork:
         self.base_delay_s = base_delay_s
         self.jitter_s = jitter_s
         self._listeners: dict[str, tuple[trio.Nursery, Handler]] = {}
+        # the structlog context of each listener: its connections' handlers log as the
+        # listening process, not as the connecting one (whose task starts them here)
+        self._listener_log_context: dict[str, dict[str, Any]] = {}
         self._partitioned: set[frozenset[str]] = set()
         self._extra_delay: dict[frozenset[str], float] = {}
         self._down: set[str] = set()
@@ -272,6 +276,7 @@ class SimNetwork:
         if addr in self._listeners:
             raise OSError(f"address already in use: {addr}")
         self._listeners[addr] = (nursery, handler)
+        self._listener_log_context[addr] = structlog.contextvars.get_contextvars()
 
     def _unlisten(self, addr: str, nursery: trio.Nursery) -> None:
         if self._listeners.get(addr, (None,))[0] is nursery:
@@ -291,11 +296,14 @@ class SimNetwork:
         client = SimStream(self, local, remote, rx=b_to_a, tx=a_to_b)
         server = SimStream(self, remote, local, rx=a_to_b, tx=b_to_a)
         self._streams.update((client, server))
-        nursery.start_soon(_run_handler, handler, server)
+        context = self._listener_log_context.get(addr, {})
+        nursery.start_soon(_run_handler, handler, server, context)
         return client
 
 
-async def _run_handler(handler: Handler, stream: SimStream) -> None:
+async def _run_handler(handler: Handler, stream: SimStream, context: dict[str, Any]) -> None:
+    structlog.contextvars.clear_contextvars()
+    structlog.contextvars.bind_contextvars(**context)
     try:
         await handler(stream)
     finally:

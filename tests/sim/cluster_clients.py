@@ -31,7 +31,9 @@ from rocketrio.actors.client.config import ClientConfig, ProducerConfig
 from rocketrio.actors.client.errors import MQClientError
 from rocketrio.actors.client.message import Message, SendStatus
 from rocketrio.actors.client.producer import Producer
+from rocketrio.actors.client.trace import trace_consumed
 from rocketrio.actors.remoting import RemotingClient, RemotingError
+from rocketrio.protocol.bodies import MessageQueue
 from rocketrio.protocol.codes import RequestCode, ResponseCode
 from rocketrio.protocol.headers import (
     PULL_FLAG_SUBSCRIPTION,
@@ -46,6 +48,10 @@ from rocketrio.protocol.serde import HeaderError, from_ext, to_ext
 from rocketrio.storage.message_store import BatchPutResult
 from tests.sim.cluster_checks import ClusterChecker
 from tests.sim.cluster_nodes import EPOCH_MS, BrokerProc
+
+#: set by run_seed(log_dir=...): producers trace their acknowledged sends and the pulls of the
+#: consumer and the final read log what they received (`rocketrio analyze` joins them)
+TRACING = False
 
 TOPIC = "SimTopic"
 PRODUCER_GROUP = "SimPG"
@@ -71,6 +77,9 @@ class AckTap:
     def __init__(self, checker: ClusterChecker) -> None:
         self.checker = checker
         self.acks: dict[tuple[str, int], MasterAck] = {}
+        # (set, epoch) -> (mock-clock ms, controller broker id) of the epoch's first write: the
+        # moment the store logged master_first_write (the ground truth `analyze` is checked on)
+        self.first_writes: dict[tuple[str, int], tuple[int, int | None]] = {}
 
     def install(self, proc: BrokerProc, broker: Broker) -> None:
         actor = broker.store_actor
@@ -83,6 +92,11 @@ class AckTap:
         ) -> Callable[[AckOutcome], None]:
             complete = original(done, status, remark)
             epoch = actor._epoch  # the epoch the write was made in (the store is master of it)
+            rm = broker.replicas
+            self.first_writes.setdefault(
+                (proc.set_name, epoch),
+                (int(trio.current_time() * 1000), rm.broker_controller_id if rm else None),
+            )
 
             def tapped(outcome: AckOutcome) -> None:
                 if outcome is AckOutcome.ACKED:
@@ -145,7 +159,7 @@ class ProducerDriver:
             defaultTopicQueueNums=self.queues,
             notAvailableDuration=3000,  # a failed set is retried soon: failovers take seconds
         )
-        client_config = ClientConfig(clientIP=host, instanceName=f"p{k}")
+        client_config = ClientConfig(clientIP=host, instanceName=f"p{k}", trace=TRACING)
         producer = Producer(
             PRODUCER_GROUP,
             self.namesrv,
@@ -209,17 +223,28 @@ def pull_header(queue_id: int, offset: int, max_msgs: int = 32) -> PullMessageRe
 
 
 async def pull_once(
-    client: RemotingClient, addr: str, queue_id: int, offset: int, timeout_s: float = 2.0
+    client: RemotingClient,
+    addr: str,
+    queue_id: int,
+    offset: int,
+    timeout_s: float = 2.0,
+    *,
+    trace: tuple[str, str] | None = None,
 ) -> tuple[PullStatus, int, list[tuple[int, bytes]]] | None:
-    """One PULL_MESSAGE; None when it failed (no answer, refused, undecodable)."""
+    """One PULL_MESSAGE; None when it failed (no answer, refused, undecodable). With
+    `TRACING`, ``trace`` = (group, set name) logs a trace_consumed line per message."""
     try:
         resp = await client.invoke(
             addr, request(RequestCode.PULL_MESSAGE, pull_header(queue_id, offset)), timeout_s
         )
         result = parse_pull_response(resp, addr)
-        msgs = [(m.queue_offset, m.body) for m in result.messages()]
+        got = result.messages()
+        msgs = [(m.queue_offset, m.body) for m in got]
     except (RemotingError, MQClientError, MessageDecodeError, HeaderError):
         return None
+    if TRACING and trace is not None:
+        group, set_name = trace
+        trace_consumed(group, "sim", MessageQueue(TOPIC, set_name, queue_id), got)
     return result.status, result.next_begin_offset, msgs
 
 
@@ -248,7 +273,9 @@ class ConsumerDriver:
             qid = rng.randrange(self.queues)
             key = (set_name, qid)
             offset = self.next_offset.get(key, 0)
-            got = await pull_once(self.client, proc.addr, qid, offset)
+            got = await pull_once(
+                self.client, proc.addr, qid, offset, trace=(CONSUMER_GROUP, set_name)
+            )
             if got is None:
                 continue
             status, _next, msgs = got
@@ -301,12 +328,16 @@ async def probe(
     return False
 
 
-async def read_queue(client: RemotingClient, addr: str, queue_id: int) -> dict[int, bytes] | None:
+async def read_queue(
+    client: RemotingClient, addr: str, queue_id: int, set_name: str = ""
+) -> dict[int, bytes] | None:
     """Every message of the queue on the broker at ``addr`` (None: a pull failed)."""
     out: dict[int, bytes] = {}
     offset = 0
     for _ in range(10_000):
-        got = await pull_once(client, addr, queue_id, offset, timeout_s=5.0)
+        got = await pull_once(
+            client, addr, queue_id, offset, timeout_s=5.0, trace=("final-read", set_name)
+        )
         if got is None:
             return None
         status, next_begin, msgs = got

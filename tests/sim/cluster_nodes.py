@@ -29,6 +29,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 import attrs
+import structlog
 import trio
 
 from rocketrio.actors.broker.broker import Broker
@@ -145,6 +146,8 @@ class Process(abc.ABC):
         self._scope: trio.CancelScope | None = None
         self._done: trio.Event | None = None
 
+    role = "process"  # the ``role`` of its log lines
+
     @abc.abstractmethod
     def _build(self, fs: Any) -> Callable[[], Awaitable[None]]:
         """The process's main: build the product objects on ``fs``; run until cancelled."""
@@ -167,7 +170,8 @@ class Process(abc.ABC):
         done: trio.Event,
     ) -> None:
         try:
-            with scope:
+            # every line this process's tasks log names it (the JSON logs of the run)
+            with scope, structlog.contextvars.bound_contextvars(node=self.name, role=self.role):
                 await main()
             if not fs.dead:
                 self.errors.append(f"{self.name}#{self.incarnation} returned on its own")
@@ -212,6 +216,8 @@ class Process(abc.ABC):
 
 class BrokerProc(Process):
     """A controller-mode broker; ``tap`` instruments each new `Broker` (the ack tap)."""
+
+    role = "broker"
 
     def __init__(
         self,
@@ -261,6 +267,8 @@ class BrokerProc(Process):
 class ControlProc(Process):
     """A NameServer, with its embedded controller when ``controller`` config is given."""
 
+    role = "namesrv"
+
     def __init__(
         self,
         name: str,
@@ -275,6 +283,7 @@ class ControlProc(Process):
         super().__init__(name, host, net, nursery)
         self.namesrv_config = namesrv
         self.controller_config = controller
+        self.role = "namesrv" if namesrv is not None else "controller"
         self.rng = rng
         self.namesrv: NameServer | None = None
         self.controller: Controller | None = None

@@ -14,6 +14,7 @@ turns a livelock (tasks spinning while the mock clock stands still) into a failu
 
 from __future__ import annotations
 
+import json
 import os
 import random
 from collections import deque
@@ -24,12 +25,15 @@ import attrs
 import structlog
 import trio
 
-from rocketrio.actors.logs import check_catalogued
+from rocketrio.actors import logs
+from rocketrio.actors.logs import check_catalogued, json_line
 from rocketrio.actors.remoting import RemotingClient
 from tests.conftest import seed_trio_scheduler
+from tests.sim import cluster_clients
 from tests.sim.cluster_checks import ClusterChecker, ClusterFailure
 from tests.sim.cluster_clients import TOPIC, ConsumerDriver, ProducerDriver, probe, read_queue
 from tests.sim.cluster_faults import heal_everything, seeded_chaos
+from tests.sim.cluster_nodes import EPOCH_MS
 from tests.sim.cluster_sim import SETS, SimSpec, World
 
 # after healing and restarting everything: a dead master is noticed after
@@ -102,15 +106,58 @@ class LogTail:
         raise structlog.DropEvent
 
 
+class NodeLogFiles:
+    """structlog processor for ``run_seed(log_dir=...)``: every line goes to
+    ``<log_dir>/<node>.jsonl`` as the real processes write it (actors/logs.py's line, the node
+    and role bound by each simulated process; the clients' lines go to ``sim-clients``)."""
+
+    def __init__(self, log_dir: str) -> None:
+        self.log_dir = log_dir
+        self.files: dict[str, Any] = {}
+        os.makedirs(log_dir, exist_ok=True)
+
+    def __call__(self, _logger: Any, method: str, ed: dict[str, Any]) -> dict[str, Any]:
+        line = json_line("sim-clients", "client", method, dict(ed))
+        f = self.files.get(line["node"])
+        if f is None:
+            path = os.path.join(self.log_dir, f"{line['node']}.jsonl")
+            f = self.files[line["node"]] = open(path, "a", encoding="utf-8")
+        f.write(json.dumps(line, default=str, separators=(",", ":")) + "\n")
+        return ed
+
+    def close(self) -> None:
+        for f in self.files.values():
+            f.close()
+
+
+def write_ground_truth(log_dir: str, world: World) -> None:
+    """What the run knows happened: the first write of every (set, epoch), by whom, when (the
+    mock clock, in the logs' epoch ms), and the checker's counts."""
+    first = [
+        {"broker": s, "epoch": e, "broker_id": bid, "at_ms": EPOCH_MS + ms}
+        for (s, e), (ms, bid) in sorted(world.tap.first_writes.items())
+    ]
+    truth = {
+        "first_writes": first,
+        "acked": len(world.checker.acked),
+        "stats": dict(world.checker.stats),
+    }
+    with open(os.path.join(log_dir, "ground_truth.json"), "w", encoding="utf-8") as f:
+        json.dump(truth, f, indent=1)
+
+
 async def run_seed(
     seed: int,
     *,
     spec: SimSpec | None = None,
     chaos: Callable[[World], Awaitable[None]] | None = None,
     replay: str | None = None,
+    log_dir: str | None = None,
 ) -> RunStats:
     """One whole run (see module docstring); ``chaos`` replaces the seeded fault steps (the
-    scenario tests script theirs)."""
+    scenario tests script theirs). ``log_dir``: every process writes its JSON log lines there
+    (timestamps from the mock clock), clients trace their messages, and ``ground_truth.json``
+    records what the run knows happened."""
     seed_trio_scheduler(seed)
     spec = spec or SimSpec.draw(seed)
     checker = ClusterChecker(seed)
@@ -119,7 +166,19 @@ async def run_seed(
     checker.note(f"spec: {spec.describe()}")
     tail = LogTail()
     old_config = structlog.get_config()
-    structlog.configure(processors=[check_catalogued(True), tail])
+    old_clock = logs.wallclock_source()
+    files = NodeLogFiles(log_dir) if log_dir else None
+    if files is not None:
+        logs.set_wallclock(lambda: EPOCH_MS + int(trio.current_time() * 1000))
+        cluster_clients.TRACING = True
+    structlog.configure(
+        processors=[
+            structlog.contextvars.merge_contextvars,
+            check_catalogued(True),
+            *([files] if files is not None else []),
+            tail,
+        ]
+    )
     failure: BaseException | None = None
     liveness: dict[str, float] = {}
     watchdog: Watchdog | None = None
@@ -132,11 +191,17 @@ async def run_seed(
                 await _drive(world, chaos or seeded_chaos, liveness)
             except ClusterFailure as e:
                 failure = e
+            if log_dir is not None:
+                write_ground_truth(log_dir, world)
             nursery.cancel_scope.cancel()
     except Exception as e:  # a failure inside a task group, or a test-side task crashed
         failure = failure or _cluster_failure(e) or e
     finally:
         structlog.configure(**old_config)
+        if files is not None:
+            files.close()
+            logs.set_wallclock(old_clock)
+            cluster_clients.TRACING = False
         if watchdog is not None:
             trio.lowlevel.remove_instrument(watchdog)
     if watchdog is not None and watchdog.fired is not None and failure is None:
@@ -289,7 +354,7 @@ async def _final_checks(world: World, client: RemotingClient) -> None:
             if r is not None and p is not master:
                 checker.check_final_replica(r[0], r[1], m_state, m_read)
         for qid in range(world.spec.queues):
-            bodies = await read_queue(client, master.addr, qid)
+            bodies = await read_queue(client, master.addr, qid, s)
             if bodies is None:
                 checker.fail(f"could not read {s} queue {qid} from the master {master.name}")
             checker.check_final_queue(s, TOPIC, qid, bodies)
