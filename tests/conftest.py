@@ -40,6 +40,18 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     )
 
 
+STRICT_LOGGING: dict[str, object] = {}
+
+
+@pytest.fixture(autouse=True)
+def strict_logging() -> None:
+    """Every test starts with the strict logging configuration, whatever an earlier test
+    configured (a tool run in-process, `configure_logging` in a system test)."""
+    import structlog
+
+    structlog.configure(**STRICT_LOGGING)  # type: ignore[arg-type]
+
+
 def pytest_configure(config: pytest.Config) -> None:
     # every test logs strictly: a name or field missing from the event catalogue
     # (rocketrio.actors.events) raises UncataloguedEvent where it is logged
@@ -49,6 +61,7 @@ def pytest_configure(config: pytest.Config) -> None:
 
     processors = list(structlog.get_config()["processors"])
     structlog.configure(processors=[check_catalogued(True), *processors])
+    STRICT_LOGGING.update(structlog.get_config())
     # the simulators read these when their test modules are collected
     if config.getoption("--seeds") is not None:
         os.environ["RAFT_SIM_SEEDS"] = str(config.getoption("--seeds"))
