@@ -40,7 +40,7 @@ import time
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from pyspark.sql import Column, DataFrame, SparkSession, Window
+from pyspark.sql import DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 
 from rocketrio.actors import events
@@ -115,18 +115,24 @@ def read_lines(spark: SparkSession, files: list[str]) -> DataFrame:
     return raw
 
 
+def _sql_str(text: str) -> str:
+    return "'" + text.replace("\\", "\\\\").replace("'", "\\'") + "'"
+
+
+def _missing_required() -> str | None:
+    """A SQL condition: the line's event requires a field the line lacks. One expression
+    string (not a Column built call by call: ~150 events make that thousands of JVM calls)."""
+    arms = [
+        f"WHEN {_sql_str(name)} THEN " + " OR ".join(f"`{f}` IS NULL" for f in fields)
+        for name, fields in sorted(required_fields().items())
+        if fields
+    ]
+    return f"CASE event {' '.join(arms)} ELSE false END" if arms else None
+
+
 def classify(lines: DataFrame) -> DataFrame:
     """Add ``ts_ms`` (epoch ms) and ``why`` (None: a good line)."""
     known = list(events.CATALOGUE)
-    missing: Column | None = None
-    for name, fields in required_fields().items():
-        if not fields:
-            continue
-        lacks = F.lit(False)
-        for f in fields:
-            lacks = lacks | F.col(f).isNull()
-        cond = (F.col("event") == name) & lacks
-        missing = cond if missing is None else missing | cond
     ts_ms = F.unix_millis(F.to_timestamp(F.col("ts")))
     why = (
         F.when(F.col(CORRUPT).isNotNull() & F.col("event").isNull(), "malformed")
@@ -134,8 +140,9 @@ def classify(lines: DataFrame) -> DataFrame:
         .when(~F.col("event").isin(known), "unknown_event")
         .when(F.col(CORRUPT).isNotNull(), "bad_field")
     )
+    missing = _missing_required()
     if missing is not None:
-        why = why.when(missing, "bad_field")
+        why = why.when(F.expr(missing), "bad_field")
     return lines.withColumn("ts_ms", ts_ms).withColumn("why", why)
 
 
@@ -156,6 +163,36 @@ _INTERESTING = (
     "sync_state_set_changed",
     "trace_send_acked",
     "trace_consumed",
+)
+
+
+_EV_COLUMNS = (
+    "event",
+    "ts_ms",
+    "node",
+    "role",
+    "broker",
+    "broker_id",
+    "broker_role",
+    "epoch",
+    "term",
+    "master_id",
+    "reason",
+    "candidates",
+    "leader",
+    "side",
+    "from_offset",
+    "to_offset",
+    "matched_epoch",
+    "offset",
+    "dropped_bytes",
+    "sync_state_set",
+    "msg_id",
+    "topic",
+    "group",
+    "queue_id",
+    "queue_offset",
+    "raft_role",
 )
 
 
@@ -199,7 +236,8 @@ def failovers(ev: DataFrame, nodes: DataFrame, acks: DataFrame, lost: DataFrame)
         F.col("old_master_id").isNotNull()
         & (F.col("master_id").isNull() | (F.col("master_id") != F.col("old_master_id")))
     ).withColumnRenamed("master_id", "new_master_id")
-    fo = fo.withColumn("fid", F.concat_ws("#", "broker", F.col("epoch").cast("string")))
+    # small, and joined six times below: computed once
+    fo = fo.withColumn("fid", F.concat_ws("#", "broker", F.col("epoch").cast("string"))).cache()
 
     evn = ev.join(F.broadcast(nodes), "node", "left").withColumn(
         "set", F.coalesce("broker", "node_broker")
@@ -509,7 +547,13 @@ def run(
     started = time.time()
     files, empty = _log_files(inputs)
     progress(f"reading {len(files)} log files")
-    lines = classify(read_lines(spark, files)).cache()
+    # materialised narrow: the columns the incidents and the skipped table read, with the
+    # lineage cut (later plans do not re-analyse the wide read and its classification)
+    lines = (
+        classify(read_lines(spark, files))
+        .select(SOURCE, CORRUPT, "ts", "why", *_EV_COLUMNS)
+        .localCheckpoint()
+    )
     counts = {
         (r["why"] or "ok"): r["n"]
         for r in lines.groupBy("why").agg(F.count(F.lit(1)).alias("n")).collect()
@@ -529,7 +573,7 @@ def run(
         good = good.where(F.col("ts_ms") >= since_ms)
     if until_ms is not None:
         good = good.where(F.col("ts_ms") <= until_ms)
-    ev = good.where(F.col("event").isin(*_INTERESTING)).cache()
+    ev = good.where(F.col("event").isin(*_INTERESTING)).select(*_EV_COLUMNS).localCheckpoint()
     progress("finding incidents")
     nodes = node_brokers(ev).cache()
     acks, consumed = traced(ev)
