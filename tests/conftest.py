@@ -1,11 +1,13 @@
-"""Shared pytest fixtures: a MockClock that jumps whenever all tasks are blocked, and `disk`
-(storage tests on the real disk and on the simulated one)."""
+"""Shared pytest fixtures: a MockClock that jumps whenever all tasks are blocked, `disk`
+(storage tests on the real disk and on the simulated one), and `spark` (one local SparkSession)."""
 
 from __future__ import annotations
 
 import os
 import random
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 import trio.testing
@@ -38,6 +40,27 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         default=None,
         help="run the cluster simulation's seeds against a mutant (tests/sim/mutants.py)",
     )
+
+
+@pytest.fixture(scope="session")
+def spark() -> Iterator[Any]:
+    """One local SparkSession for every test that runs the incident job in-process (starting
+    Spark takes seconds). Tuned for inputs of a few hundred lines: one shuffle partition, no
+    adaptive re-planning, expressions interpreted rather than compiled (compiling each plan
+    costs more than running it here). The job's results do not depend on these settings; the
+    `rocketrio analyze` and spark-submit tests run it with the product's own."""
+    from rocketrio.analysis.incidents import session
+
+    s = session("local[2]", app="rocketrio-tests")
+    for key, value in (
+        ("spark.sql.shuffle.partitions", "1"),
+        ("spark.sql.adaptive.enabled", "false"),
+        ("spark.sql.codegen.wholeStage", "false"),
+        ("spark.sql.codegen.factoryMode", "NO_CODEGEN"),
+    ):
+        s.conf.set(key, value)
+    yield s
+    s.stop()
 
 
 STRICT_LOGGING: dict[str, object] = {}

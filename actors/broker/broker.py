@@ -77,7 +77,7 @@ from rocketrio.actors.broker.offset_reset import (
     RemotingResetPusher,
     offset_reset_handlers,
 )
-from rocketrio.actors.broker.outer_api import BrokerOuterAPI
+from rocketrio.actors.broker.outer_api import BrokerOuterAPI, retry_delay
 from rocketrio.actors.broker.pull_hold import HoldLimits, PullRequestHoldService
 from rocketrio.actors.broker.pull_processor import PullConfig, PullMessageProcessor
 from rocketrio.actors.broker.remoting_adapter import RemotingAdapter, RemotingNotifier
@@ -689,9 +689,15 @@ class Broker:
     async def _register_loop(self) -> None:
         if not self.config.namesrv_addrs:
             return
+        retry_s: float | None = None  # the last short wait while a NameServer is missing
         while True:
             # read at each period: UPDATE_BROKER_CONFIG may change it
-            with trio.move_on_after(self.config.registerNameServerPeriod / 1000):
+            period_s = self.config.registerNameServerPeriod / 1000
+            if self.outer_api is not None and not self.outer_api.all_registered():
+                retry_s = retry_delay(period_s, retry_s)
+            else:
+                retry_s = None
+            with trio.move_on_after(period_s if retry_s is None else retry_s):
                 await self._register_now.wait()
             # a topic change during the registration below sets the new event: re-register
             self._register_now = trio.Event()

@@ -3,8 +3,10 @@
 REGISTER_BROKER with the whole topic table (RegisterBrokerBody: TopicConfigSerializeWrapper +
 DataVersion), UNREGISTER_BROKER, and the lightweight BROKER_HEARTBEAT. Every NameServer of
 namesrvAddr is called concurrently and independently: one slow or dead NameServer never delays
-the others, and a failure is logged and retried at the next period, never raised (a broker
-keeps serving without NameServers; clients then use cached routes).
+the others, and a failure is logged, never raised (a broker keeps serving without NameServers;
+clients then use cached routes). A NameServer the last registration did not reach is retried
+sooner than the period: after `FIRST_RETRY_S`, doubling up to the period (`retry_delay`), so a
+broker started a moment before its NameServer is registered within seconds, not a period later.
 """
 
 from __future__ import annotations
@@ -31,6 +33,15 @@ from rocketrio.protocol.serde import HeaderError, from_ext, to_ext, to_json
 
 log = structlog.get_logger("broker.outer_api")
 
+FIRST_RETRY_S = 1.0
+
+
+def retry_delay(period_s: float, previous_s: float | None) -> float:
+    """The wait before the next registration while a NameServer is unregistered: `FIRST_RETRY_S`
+    after a success (``previous_s`` None), then doubling, never longer than the period."""
+    wait = FIRST_RETRY_S if previous_s is None else previous_s * 2
+    return min(wait, period_s)
+
 
 class BrokerOuterAPI:
     def __init__(self, config: BrokerConfig, client: RemotingClient) -> None:
@@ -41,6 +52,10 @@ class BrokerOuterAPI:
     @property
     def namesrv_addrs(self) -> list[str]:
         return self.config.namesrv_addrs
+
+    def all_registered(self) -> bool:
+        """Whether the last registration (or heartbeat) reached every NameServer."""
+        return all(self.registered.get(addr, False) for addr in self.namesrv_addrs)
 
     async def _each(self, call: Callable[[str], Awaitable[None]]) -> None:
         async with trio.open_nursery() as nursery:

@@ -20,6 +20,7 @@ import trio.testing
 
 from rocketrio.actors.broker.broker import Broker, run_broker
 from rocketrio.actors.broker.config import BrokerConfig, FlushDiskType
+from rocketrio.actors.broker.outer_api import retry_delay
 from rocketrio.actors.namesrv.config import NamesrvConfig
 from rocketrio.actors.namesrv.namesrv import run_namesrv
 from rocketrio.actors.remoting import RemotingClient
@@ -243,6 +244,39 @@ async def test_boot_registers_prints_boot_line_and_keeps_route(
         # BROKER_HEARTBEAT (1 s) keeps the registration past brokerNotActiveTimeoutMillis
         await trio.sleep(40)
         assert await h.route("TBW102") is not None
+
+
+async def test_a_broker_started_before_its_namesrv_registers_within_seconds(
+    tmp_path: Any, mock_clock: trio.testing.MockClock
+) -> None:
+    """The first REGISTER_BROKER finds no NameServer; the broker retries after 1 s, then 2 s
+    (not after registerNameServerPeriod, 30 s), so it is routable ~3 s after it started."""
+    net = SimNetwork(seed=7)
+    async with trio.open_nursery() as nursery:
+        h = BrokerHarness(nursery, net, str(tmp_path))
+        h.namesrv_addr = f"{NAMESRV_HOST}:9876"
+        async with RemotingClient(net.transport(CLIENT_HOST)) as client:
+            h.client = client
+            started = trio.current_time()
+            await h.start_broker()
+            await trio.sleep(2.0)
+            await nursery.start(
+                run_namesrv, NamesrvConfig(listenHost=NAMESRV_HOST), net.transport(NAMESRV_HOST)
+            )
+            assert await h.route("TBW102") is None  # the retry at 1 s failed; next at 3 s
+            await trio.sleep(started + 3.1 - trio.current_time())
+            assert await h.route("TBW102") is not None
+            await h.stop_broker()
+        nursery.cancel_scope.cancel()
+
+
+def test_register_retry_doubles_up_to_the_period() -> None:
+    waits, prev = [], None
+    for _ in range(7):
+        prev = retry_delay(30.0, prev)
+        waits.append(prev)
+    assert waits == [1.0, 2.0, 4.0, 8.0, 16.0, 30.0, 30.0]
+    assert retry_delay(0.5, None) == 0.5
 
 
 async def test_topic_created_later_is_registered_at_once(

@@ -28,8 +28,11 @@ def test_spark_submit_to_a_standalone_cluster(tmp_path: Path) -> None:
                 os.path.join(SPARK_HOME, "bin", "spark-submit"),
                 "--master",
                 url,
-                "--conf",
-                "spark.sql.shuffle.partitions=4",
+                # tuned for a few hundred lines, as the local `spark` fixture is
+                *("--conf", "spark.sql.shuffle.partitions=1"),
+                *("--conf", "spark.sql.adaptive.enabled=false"),
+                *("--conf", "spark.sql.codegen.wholeStage=false"),
+                *("--conf", "spark.sql.codegen.factoryMode=NO_CODEGEN"),
                 incidents.__file__,
                 logs,
                 "--out",
