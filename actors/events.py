@@ -368,6 +368,7 @@ class TraceSendAcked(LogEvent):
     queue_offset: int
     producer_group: str
     client_id: str
+    latency_ms: int  # from the send call to this acknowledgement, retries included
 
 
 @event("trace_send_failed", "warning")

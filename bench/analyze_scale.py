@@ -193,7 +193,8 @@ def generate(out: str, lines: int, brokers: int, hours: float, every_min: float,
                 f"producer-{b % 10}",
                 "client",
                 "trace_send_acked",
-                fields + f'"queue_offset":{i},"producer_group":"pg","client_id":"p{b % 10}"',
+                fields + f'"queue_offset":{i},"producer_group":"pg","client_id":"p{b % 10}",'
+                f'"latency_ms":{1 + i % 5}',
             ),
         )
         w(

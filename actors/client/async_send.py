@@ -32,11 +32,14 @@ OnDone = Callable[[Reply[RemotingCommand]], None]
 class SendFuture:
     """The outcome of `Producer.send_async`: ``await fut.wait()`` or ``fut.result()``."""
 
-    __slots__ = ("_callback", "_event", "_exc", "_result", "done", "topic")
+    __slots__ = ("_callback", "_event", "_exc", "_result", "done", "started", "topic")
 
-    def __init__(self, callback: Callable[[SendFuture], None] | None, topic: str = "") -> None:
+    def __init__(
+        self, callback: Callable[[SendFuture], None] | None, topic: str = "", started: float = 0.0
+    ) -> None:
         self._callback = callback
         self.topic = topic
+        self.started = started  # trio time of the send call (kept for the trace line)
         self._event: trio.Event | None = None  # made only when somebody waits
         self._result: SendResult | None = None
         self._exc: BaseException | None = None

@@ -287,6 +287,7 @@ class Producer:
         timeout: float | None = None,
     ) -> SendResult:
         """Send and wait for the broker's answer; retries after a failure (see the module)."""
+        started = trio.current_time()
         check_message(msg, self.config.maxMessageSize)
         uniq = self._next_id()
         body = msg.body
@@ -300,7 +301,7 @@ class Producer:
             except Exception as e:
                 self._trace_failed(msg.topic, mq.brokerName, e)
                 raise
-            self._trace(result)
+            self._trace(result, started)
             return result
         try:
             result = await self._send_with_retries(
@@ -316,14 +317,15 @@ class Producer:
         except Exception as e:
             self._trace_failed(msg.topic, None, e)
             raise
-        self._trace(result)
+        self._trace(result, started)
         return result
 
-    def _trace(self, result: SendResult) -> None:
+    def _trace(self, result: SendResult, started: float) -> None:
         """ClientConfig.trace: one trace_send_acked line per acknowledged message."""
         if not self.client.config.trace or result.send_status is not SendStatus.SEND_OK:
             return
         mq = result.message_queue
+        latency_ms = round((trio.current_time() - started) * 1000)
         for i, msg_id in enumerate(result.msg_id.split(",")):
             events.emit(
                 log,
@@ -335,6 +337,7 @@ class Producer:
                     queue_offset=result.queue_offset + i,
                     producer_group=self.group,
                     client_id=self.client.client_id,
+                    latency_ms=latency_ms,
                 ),
             )
 
@@ -355,6 +358,7 @@ class Producer:
         self, msg: Message, mq: MessageQueue, *, timeout: float | None = None
     ) -> SendResult:
         """Send to one given queue (one attempt)."""
+        started = trio.current_time()
         check_message(msg, self.config.maxMessageSize)
         if mq.topic != msg.topic:
             raise MQClientError(f"queue {mq} is not of topic {msg.topic}")
@@ -366,7 +370,7 @@ class Producer:
         except Exception as e:
             self._trace_failed(msg.topic, mq.brokerName, e)
             raise
-        self._trace(result)
+        self._trace(result, started)
         return result
 
     async def send_async(
@@ -389,7 +393,8 @@ class Producer:
             self._in_flight.acquire_nowait()
         except trio.WouldBlock:
             await self._in_flight.acquire()
-        fut = SendFuture(callback, msg.topic)
+        started = trio.current_time() if self.client.config.trace else 0.0
+        fut = SendFuture(callback, msg.topic, started)
         try:
             await self._start_async(fut, msg, queue_selector, arg)
         except BaseException:
@@ -451,7 +456,7 @@ class Producer:
     ) -> None:
         self._in_flight.release()
         if result is not None:
-            self._trace(result)
+            self._trace(result, fut.started)
         elif exc is not None and self.client.config.trace:
             self._trace_failed(fut.topic, None, exc)
         fut.finish(result, exc)
@@ -536,6 +541,7 @@ class Producer:
     ) -> list[SendResult]:
         """Send messages of one topic as SEND_BATCH_MESSAGE; one result per request (bodies
         above maxMessageSize are split into several requests, each to one queue)."""
+        started = trio.current_time()
         if not msgs:
             raise MQClientError("the batch is empty")
         topic = msgs[0].topic
@@ -565,7 +571,7 @@ class Producer:
                 self.config.retryTimesWhenSendFailed,
                 sync=True,
             )
-            self._trace(result)
+            self._trace(result, started)
             results.append(result)
         return results
 

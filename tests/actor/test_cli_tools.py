@@ -238,6 +238,7 @@ async def test_traced_produce_and_consume_log_one_line_per_message_with_matching
         )  # fmt: skip
         assert x["group"] == "cli_consumer" and x["topic"] == "T"
     assert all(a["producer_group"] == "cli_producer" and a["topic"] == "T" for a in acked)
+    assert all(isinstance(a["latency_ms"], int) and a["latency_ms"] >= 0 for a in acked)
 
 
 async def test_untraced_clients_log_no_trace_lines(

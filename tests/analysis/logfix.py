@@ -103,6 +103,7 @@ def failover_logs(skew_new_master_ms: int = 800) -> Logs:
             queue_offset=i,
             producer_group="pg",
             client_id="c1",
+            latency_ms=3,
         )
     lg.add(
         "n0",
@@ -173,6 +174,8 @@ def failover_logs(skew_new_master_ms: int = 800) -> Logs:
             queue_offset=i,
             producer_group="pg",
             client_id="c1",
+            # m6 was sent at 450, before m5's ack, and waited through the failover
+            latency_ms=1250 if i == 6 else 4,
         )
     lg.add(
         "b-1",

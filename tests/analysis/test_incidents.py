@@ -87,6 +87,29 @@ def test_a_failover_is_reported_exactly_and_joined_by_epoch(
     assert "<svg" in (out / "report.html").read_text()
 
 
+def test_idle_time_is_no_window_and_a_waiting_message_is(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    """a1 acked at 0; a2 sent and acked at 5000 after 5 idle seconds (no window); a3 sent at
+    5500 and acked at 7000 (a 1500 ms send window). a2 is consumed as soon as it is acked after
+    5 s without consumption (no window); a3 waits from its ack at 7000 to 9000 (a pull
+    window)."""
+    lg = Logs()
+    for name, at, latency, consumed_at in (("a1", 0, 2, 10), ("a2", 5000, 3, 5010),
+                                           ("a3", 7000, 1500, 9000)):  # fmt: skip
+        common = {"msg_id": name, "topic": "T", "broker": "b", "queue_id": 0, "queue_offset": 0}
+        lg.add("p", "client", at, "trace_send_acked", **common, producer_group="pg",
+               client_id="p1", latency_ms=latency)  # fmt: skip
+        lg.add("c", "client", consumed_at, "trace_consumed", **common, group="g",
+               client_id="c1", reconsume_times=0)  # fmt: skip
+    s = run(spark, [lg.write(str(tmp_path / "logs"))], str(tmp_path / "out"))
+    got = [(w["op"], w["topic"], w["start_ms"] - T0, w["end_ms"] - T0) for w in s["windows"]]
+    assert sorted(got, key=str) == sorted(
+        [("send", None, 5500, 7000), ("send", "T", 5500, 7000),
+         ("pull", None, 7000, 9000), ("pull", "T", 7000, 9000)], key=str,
+    )  # fmt: skip
+
+
 def test_until_leaves_out_what_came_later(spark: SparkSession, tmp_path: Path) -> None:
     logs = failover_logs().write(str(tmp_path / "logs"))
     s = run(spark, [logs], str(tmp_path / "out"), until_ms=T0 + 900)
