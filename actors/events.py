@@ -792,6 +792,22 @@ class ConnectionRefused(LogEvent):
     suppressed: int | None = None
 
 
+@event("metrics_request_failed", "warning")
+@attrs.frozen(kw_only=True)
+class MetricsRequestFailed(LogEvent):
+    """A scrape of /metrics was not a well-formed HTTP request, or its connection broke."""
+
+    error: str
+
+
+@event("metrics_listening")
+@attrs.frozen(kw_only=True)
+class MetricsListening(LogEvent):
+    """The Prometheus endpoint is up (``addr``: where /metrics is served)."""
+
+    addr: str
+
+
 @event("consume_bad_status", "warning")
 @attrs.frozen(kw_only=True)
 class ConsumeBadStatus(LogEvent):

@@ -46,6 +46,7 @@ from typing import Any
 import attrs
 import structlog
 import trio
+from prometheus_client import CollectorRegistry
 
 from rocketrio.actors import events
 from rocketrio.actors.auth.config import parse_credentials
@@ -56,7 +57,12 @@ from rocketrio.actors.broker.auth_tables import AuthTable
 from rocketrio.actors.broker.classic_roles import ClassicRoleService
 from rocketrio.actors.broker.client_manager import ConsumerManager, ProducerManager
 from rocketrio.actors.broker.client_processor import ClientProcessor
-from rocketrio.actors.broker.config import BrokerConfig, BrokerRole, FlushDiskType
+from rocketrio.actors.broker.config import (
+    BrokerConfig,
+    BrokerRole,
+    FlushDiskType,
+    MetricsExporterType,
+)
 from rocketrio.actors.broker.config_files import ConfigFile
 from rocketrio.actors.broker.consume_stats import ConsumeStatsProcessor
 from rocketrio.actors.broker.consumer_calls import Broker2Client, consumer_call_handlers
@@ -72,6 +78,7 @@ from rocketrio.actors.broker.live_config import (
     registered_topics,
 )
 from rocketrio.actors.broker.lock_manager import RebalanceLockManager
+from rocketrio.actors.broker.metrics import BrokerCollector
 from rocketrio.actors.broker.offset_reset import (
     OffsetResetProcessor,
     RemotingResetPusher,
@@ -94,6 +101,7 @@ from rocketrio.actors.broker.tables import GroupTable, OffsetTable, TopicTable, 
 from rocketrio.actors.client.message import UniqIdGenerator
 from rocketrio.actors.config_updater import ConfigUpdater
 from rocketrio.actors.logs import wallclock_ms
+from rocketrio.actors.metrics_http import MetricsServer
 from rocketrio.actors.remoting import RemotingClient, RemotingServer
 from rocketrio.actors.transport import Transport, split_addr
 from rocketrio.protocol.acl_signature import RequestSigner
@@ -152,6 +160,7 @@ class Broker:
         self.rng = rng or random.Random()
         self.log = structlog.get_logger("broker").bind(broker=config.brokerName)
         self.addr = config.broker_addr
+        self.metrics_addr = ""  # where /metrics is served (metricsExporterType=PROM)
         self.store_host = store_host_of(self.addr)
         self._register_now = trio.Event()
         # state: the store and its views, the tables, the client registries
@@ -639,6 +648,8 @@ class Broker:
                 n.start_soon(self.day_file.run_periodic, PERSIST_INTERVAL_S)
                 bound = await n.start(self.server.run)
                 self.addr = bound
+                if self.config.metricsExporterType is MetricsExporterType.PROM:
+                    await n.start(self._serve_metrics)
                 await n.start(self.ha_master.run)
                 if self.replicas is not None:
                     # listening first: the controller may push a role change right after we
@@ -667,6 +678,27 @@ class Broker:
                 n.start_soon(self._register_loop)
                 n.start_soon(self._heartbeat_loop)
                 task_status.started()
+
+    async def _serve_metrics(self, *, task_status: trio.TaskStatus[None]) -> None:
+        c = self.config
+        registry = CollectorRegistry(auto_describe=False)
+        registry.register(
+            BrokerCollector(
+                cluster=c.brokerClusterName,
+                broker_name=c.brokerName,
+                items=self.stats.items,
+                is_system_topic=self.topics.is_system_topic,
+                topic_count=lambda: len(self.topics.table),
+                group_count=lambda: len(self.groups.table),
+                lags=self.consume_stats.lags,
+            )
+        )
+        host = c.metricsPromExporterHost or c.brokerIP1
+        server = MetricsServer(registry, self.transport)
+        async with trio.open_nursery() as n:
+            self.metrics_addr = await n.start(server.run, f"{host}:{c.metricsPromExporterPort}")
+            events.emit(self.log, events.MetricsListening(addr=self.metrics_addr))
+            task_status.started()
 
     async def _every(self, period_s: float, fn: Callable[[], None]) -> None:
         while True:

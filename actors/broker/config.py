@@ -24,6 +24,13 @@ class BrokerRole(enum.Enum):
     SLAVE = "SLAVE"
 
 
+class MetricsExporterType(enum.Enum):
+    """upstream's MetricsExporterType values rocketrio implements (OTLP_GRPC and LOG are not)."""
+
+    DISABLE = "DISABLE"
+    PROM = "PROM"
+
+
 class FlushDiskType(enum.Enum):
     ASYNC_FLUSH = "ASYNC_FLUSH"
     SYNC_FLUSH = "SYNC_FLUSH"
@@ -54,6 +61,10 @@ class BrokerConfig(RemotingServerConfig):
     # configBlackList are refused whatever it says (upstream AdminBrokerProcessor)
     configBlackList: str = "configBlackList;brokerConfigPath"
     brokerRole: BrokerRole = BrokerRole.ASYNC_MASTER
+    # Prometheus: GET /metrics on metricsPromExporterHost (empty: brokerIP1) and its port
+    metricsExporterType: MetricsExporterType = MetricsExporterType.DISABLE
+    metricsPromExporterHost: str = ""
+    metricsPromExporterPort: int = attrs.field(default=5557, validator=positive)
     # topics
     autoCreateTopicEnable: bool = True
     autoCreateSubscriptionGroup: bool = True

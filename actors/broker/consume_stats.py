@@ -147,6 +147,18 @@ class ConsumeStatsProcessor:
             body.consumeStatsList.append({group: per_topic})
         return body
 
+    def lags(self) -> list[tuple[str, str, int]]:
+        """(group, topic, messages behind) of every subscription group's topics, as
+        GET_BROKER_CONSUME_STATS counts them (never negative: offsets below 0 count as 0)."""
+        out = []
+        for group in self.groups.table:
+            for topic in self._topics_of(group, None):
+                tc = self.topics.select(topic)
+                if tc is not None:
+                    stats = self._queue_stats(group, tc, tc.writeQueueNums, with_pull=False)
+                    out.append((group, topic, max(0, stats.total_diff())))
+        return out
+
     def consumed_by_whom(self, h: QueryTopicConsumeByWhoRequestHeader) -> GroupList:
         groups = {
             name for name, info in self.consumers.groups.items() if h.topic in info.subscriptions

@@ -1,0 +1,108 @@
+"""The broker's Prometheus endpoint (metricsExporterType=PROM): GET /metrics returns exposition
+text with upstream's metric names and labels, and the counters move with traffic; anything
+but GET /metrics is refused with its status; the exporter is off by default."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+import trio
+import trio.testing
+from prometheus_client.parser import text_string_to_metric_families
+
+from rocketrio.actors.broker.config import MetricsExporterType
+from rocketrio.actors.metrics_http import response_for
+from rocketrio.actors.transport import SimNetwork
+from rocketrio.protocol.codes import ResponseCode
+from rocketrio.protocol.headers import PULL_FLAG_COMMIT_OFFSET, PULL_FLAG_SUBSCRIPTION
+from tests.actor.test_broker_harness import BROKER_HOST, CLIENT_HOST, harness, messages
+
+PROM = {"metricsExporterType": MetricsExporterType.PROM}
+
+
+async def http_get(net: SimNetwork, addr: str, request: bytes) -> tuple[int, bytes]:
+    stream = await net.transport(CLIENT_HOST).connect(addr)
+    async with stream:
+        await stream.send_all(request)
+        data = b""
+        while chunk := await stream.receive_some(65536):
+            data += chunk
+    head, _, body = data.partition(b"\r\n\r\n")
+    return int(head.split(b" ", 2)[1]), body
+
+
+def samples(text: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+    out = {}
+    for family in text_string_to_metric_families(text):
+        for s in family.samples:
+            out[(s.name, tuple(sorted(s.labels.items())))] = s.value
+    return out
+
+
+def one(
+    got: dict[tuple[str, tuple[tuple[str, str], ...]], float], name: str, **labels: str
+) -> float:
+    hits = [v for (n, ls), v in got.items() if n == name and labels.items() <= dict(ls).items()]
+    assert len(hits) == 1, (name, labels, hits)
+    return hits[0]
+
+
+async def test_metrics_have_upstream_names_and_move_with_traffic(
+    tmp_path: Any, mock_clock: trio.testing.MockClock
+) -> None:
+    async with harness(tmp_path, **PROM) as h:
+        assert h.broker is not None
+        addr = h.broker.metrics_addr
+        assert addr == f"{BROKER_HOST}:5557"
+        get = b"GET /metrics HTTP/1.1\r\nHost: broker\r\n\r\n"
+        status, body = await http_get(h.net, addr, get)
+        assert status == 200
+        before = samples(body.decode())
+        node = {"cluster": "DefaultCluster", "node_type": "broker", "node_id": "broker-a"}
+        assert one(before, "rocketmq_topic_number", **node) >= 1
+        for _ in range(3):
+            assert (await h.send("Orders", b"x" * 100, queue_id=0)).code == ResponseCode.SUCCESS
+        resp = await h.pull("Orders", 0, 0, group="billing")
+        assert len(messages(resp)) == 3
+        # the group commits offset 1 of queue 0: two messages behind
+        await h.pull(
+            "Orders", 0, 3, group="billing",
+            flags=PULL_FLAG_SUBSCRIPTION | PULL_FLAG_COMMIT_OFFSET, commit_offset=1,
+        )  # fmt: skip
+        status, body = await http_get(h.net, addr, get)
+        after = samples(body.decode())
+        topic = {**node, "topic": "Orders", "is_system": "false"}
+        assert one(after, "rocketmq_messages_in_total", **topic, message_type="normal") == 3
+        assert one(after, "rocketmq_throughput_in_total", **topic) > 300  # bodies + headers
+        out = {**topic, "consumer_group": "billing", "is_retry": "false"}
+        assert one(after, "rocketmq_messages_out_total", **out) == 3
+        assert one(after, "rocketmq_throughput_out_total", **out) > 300
+        assert one(after, "rocketmq_consumer_lag_messages", **out) == 2
+        assert one(after, "rocketmq_consumer_group_number", **node) >= 1
+        # only GET/HEAD /metrics
+        status, _ = await http_get(h.net, addr, b"GET / HTTP/1.1\r\nHost: b\r\n\r\n")
+        assert status == 404
+        status, _ = await http_get(h.net, addr, b"POST /metrics HTTP/1.1\r\nHost: b\r\n\r\n")
+        assert status == 405
+        status, _ = await http_get(h.net, addr, b"NOT HTTP AT ALL\r\n\r\n")
+        assert status == 400
+
+
+async def test_no_metrics_endpoint_by_default(
+    tmp_path: Any, mock_clock: trio.testing.MockClock
+) -> None:
+    async with harness(tmp_path) as h:
+        assert h.broker is not None and h.broker.metrics_addr == ""
+        with pytest.raises(OSError):
+            await h.net.transport(CLIENT_HOST).connect(f"{BROKER_HOST}:5557")
+
+
+def test_only_get_metrics_is_served() -> None:
+    def render() -> bytes:
+        return b"x 1\n"
+
+    assert response_for(b"GET", b"/metrics", render) == (200, b"x 1\n")
+    assert response_for(b"GET", b"/metrics?name[]=x", render) == (200, b"x 1\n")
+    assert response_for(b"DELETE", b"/metrics", render)[0] == 405
+    assert response_for(b"GET", b"/metrics/../x", render)[0] == 404
