@@ -45,19 +45,13 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 @pytest.fixture(scope="session")
 def spark() -> Iterator[Any]:
     """One local SparkSession for every test that runs the incident job in-process (starting
-    Spark takes seconds). Tuned for inputs of a few hundred lines: one shuffle partition, no
-    adaptive re-planning, expressions interpreted rather than compiled (compiling each plan
-    costs more than running it here). The job's results do not depend on these settings; the
-    `rocketrio analyze` and spark-submit tests run it with the product's own."""
+    Spark takes seconds), with the settings for tiny inputs (`TINY_INPUT_CONF`); the
+    `rocketrio analyze` system test runs the job with the product's own."""
     from rocketrio.analysis.incidents import session
+    from tests.analysis.spark_cluster import TINY_INPUT_CONF
 
     s = session("local[2]", app="rocketrio-tests")
-    for key, value in (
-        ("spark.sql.shuffle.partitions", "1"),
-        ("spark.sql.adaptive.enabled", "false"),
-        ("spark.sql.codegen.wholeStage", "false"),
-        ("spark.sql.codegen.factoryMode", "NO_CODEGEN"),
-    ):
+    for key, value in TINY_INPUT_CONF.items():
         s.conf.set(key, value)
     yield s
     s.stop()

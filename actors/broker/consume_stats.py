@@ -19,7 +19,7 @@ view and the per-group consume TPS.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 
 from rocketrio.actors.broker.client_manager import ConsumerManager
 from rocketrio.actors.broker.outcomes import Refusal
@@ -130,15 +130,19 @@ class ConsumeStatsProcessor:
             out.consumeTps += one.consumeTps
         return out
 
+    def _group_stats(self, group: str, order_only: bool) -> Iterator[tuple[str, ConsumeStats]]:
+        """(topic, stats) of each of a group's topics as GET_BROKER_CONSUME_STATS reads them
+        (``writeQueueNums`` queues, no pull offsets)."""
+        for topic in self._topics_of(group, None):
+            tc = self.topics.select(topic)
+            if tc is not None and not (order_only and not tc.order):
+                yield topic, self._queue_stats(group, tc, tc.writeQueueNums, with_pull=False)
+
     def broker_consume_stats(self, h: GetConsumeStatsInBrokerHeader) -> ConsumeStatsList:
         body = ConsumeStatsList(brokerAddr=self.broker_addr())
         for group in self.groups.table:
             per_topic: list[ConsumeStats] = []
-            for topic in self._topics_of(group, None):
-                tc = self.topics.select(topic)
-                if tc is None or (h.isOrder and not tc.order):
-                    continue
-                stats = self._queue_stats(group, tc, tc.writeQueueNums, with_pull=False)
+            for _topic, stats in self._group_stats(group, bool(h.isOrder)):
                 body.totalDiff += stats.total_diff()
                 body.totalInflightDiff += sum(
                     w.pullOffset - w.consumerOffset for w in stats.offsetTable.values()
@@ -150,14 +154,11 @@ class ConsumeStatsProcessor:
     def lags(self) -> list[tuple[str, str, int]]:
         """(group, topic, messages behind) of every subscription group's topics, as
         GET_BROKER_CONSUME_STATS counts them (never negative: offsets below 0 count as 0)."""
-        out = []
-        for group in self.groups.table:
-            for topic in self._topics_of(group, None):
-                tc = self.topics.select(topic)
-                if tc is not None:
-                    stats = self._queue_stats(group, tc, tc.writeQueueNums, with_pull=False)
-                    out.append((group, topic, max(0, stats.total_diff())))
-        return out
+        return [
+            (group, topic, max(0, stats.total_diff()))
+            for group in self.groups.table
+            for topic, stats in self._group_stats(group, False)
+        ]
 
     def consumed_by_whom(self, h: QueryTopicConsumeByWhoRequestHeader) -> GroupList:
         groups = {

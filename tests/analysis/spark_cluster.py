@@ -19,6 +19,15 @@ from typing import Any
 import pyspark
 
 SPARK_HOME = os.path.dirname(pyspark.__file__)
+# the tests' Spark settings for inputs of a few hundred lines: one shuffle partition, no
+# adaptive re-planning, expressions interpreted rather than compiled (compiling each plan costs
+# more than running it). The job's results do not depend on them.
+TINY_INPUT_CONF = {
+    "spark.sql.shuffle.partitions": "1",
+    "spark.sql.adaptive.enabled": "false",
+    "spark.sql.codegen.wholeStage": "false",
+    "spark.sql.codegen.factoryMode": "NO_CODEGEN",
+}
 
 
 def free_port() -> int:

@@ -14,7 +14,13 @@ import pytest
 
 from rocketrio.analysis import incidents
 from tests.analysis.logfix import T0, failover_logs
-from tests.analysis.spark_cluster import SPARK_HOME, master_state, spark_env, standalone_cluster
+from tests.analysis.spark_cluster import (
+    SPARK_HOME,
+    TINY_INPUT_CONF,
+    master_state,
+    spark_env,
+    standalone_cluster,
+)
 
 pytestmark = pytest.mark.system
 
@@ -28,11 +34,7 @@ def test_spark_submit_to_a_standalone_cluster(tmp_path: Path) -> None:
                 os.path.join(SPARK_HOME, "bin", "spark-submit"),
                 "--master",
                 url,
-                # tuned for a few hundred lines, as the local `spark` fixture is
-                *("--conf", "spark.sql.shuffle.partitions=1"),
-                *("--conf", "spark.sql.adaptive.enabled=false"),
-                *("--conf", "spark.sql.codegen.wholeStage=false"),
-                *("--conf", "spark.sql.codegen.factoryMode=NO_CODEGEN"),
+                *(a for k, v in TINY_INPUT_CONF.items() for a in ("--conf", f"{k}={v}")),
                 incidents.__file__,
                 logs,
                 "--out",
