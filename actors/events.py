@@ -800,12 +800,63 @@ class MetricsRequestFailed(LogEvent):
     error: str
 
 
+@event("metrics_collect_failed", "error")
+@attrs.frozen(kw_only=True)
+class MetricsCollectFailed(LogEvent):
+    """A collector raised while /metrics was rendered: that scrape is answered 500 and the
+    server goes on (a metrics bug must not stop the broker, controller or NameServer)."""
+
+    error: str
+
+
 @event("metrics_listening")
 @attrs.frozen(kw_only=True)
 class MetricsListening(LogEvent):
     """The Prometheus endpoint is up (``addr``: where /metrics is served)."""
 
     addr: str
+
+
+@event("console_listening")
+@attrs.frozen(kw_only=True)
+class ConsoleListening(LogEvent):
+    """The web console serves its page and websocket at ``url``; ``actions``: a token file
+    was given, so actions with that token are carried out."""
+
+    url: str
+    actions: bool
+
+
+@event("console_action")
+@attrs.frozen(kw_only=True)
+class ConsoleAction(LogEvent):
+    """Audit: an admin action asked through the console, carried out (``ok``) or refused
+    (``error``), with who asked (``peer``) and the arguments as sent."""
+
+    action: str
+    peer: str
+    ok: bool
+    error: str | None = None
+    arguments: Json
+
+
+@event("console_viewer_refused", "warning")
+@attrs.frozen(kw_only=True)
+class ConsoleViewerRefused(LogEvent):
+    """A websocket or HTTP request the console turned away (bad Origin, too many viewers, a
+    viewer too slow to read, a bad request)."""
+
+    peer: str
+    reason: str
+
+
+@event("console_poll_failed", "warning")
+@attrs.frozen(kw_only=True)
+class ConsolePollFailed(LogEvent):
+    """A part of the cluster the console could not read this round (it keeps polling)."""
+
+    addr: str
+    error: str
 
 
 @event("consume_bad_status", "warning")

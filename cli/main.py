@@ -7,6 +7,7 @@
     rocketrio admin <command> ...
     rocketrio produce / consume ...
     rocketrio analyze LOGDIR... [--out DIR] [--master URL]
+    rocketrio console -n NAMESRV [--controller ADDR] [--listen HOST:PORT] [--token-file F]
 
 Role processes run under `run_service`: logging configured, SIGINT/SIGTERM cancel the service so
 it shuts down gracefully (data flushed, unregistered), and a config error exits with status 2 and
@@ -191,9 +192,10 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("-n", "--namesrv", help='name servers, "host:port;host:port" (namesrvAddr)')
     sp.set_defaults(func=cmd_broker)
 
-    from rocketrio.cli import admin, analyze, tools, up
+    from rocketrio.cli import admin, analyze, console, tools, up
 
     up.add_parser(sub)
+    console.add_parser(sub)
     admin.add_parser(sub)
     tools.add_parsers(sub)
     analyze.add_parser(sub)

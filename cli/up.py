@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import secrets
 import shlex
 import signal
 import sys
@@ -34,7 +35,7 @@ import trio
 from rocketrio.actors import events
 from rocketrio.actors.restart_policy import RestartPolicy
 from rocketrio.cli import up_lock
-from rocketrio.cli.up_checks import busy_ports, check_dir
+from rocketrio.cli.up_checks import busy_ports, check_dir, port_busy
 from rocketrio.cli.up_plan import (
     MODES,
     Layout,
@@ -50,6 +51,7 @@ from rocketrio.cli.up_supervisor import Supervisor
 # a process that dies again within STABLE_AFTER_S of its start is part of a streak; after
 # --max-restarts restarts in a row `up` gives up (a configuration problem, not a crash)
 STABLE_AFTER_S = 60.0
+CONSOLE_TOKEN_FILE = "console.token"
 
 
 class Console:
@@ -165,8 +167,10 @@ async def _flow(
     con: Console,
     outcome: Outcome,
     scope: trio.CancelScope,
+    outer: trio.Nursery,
 ) -> None:
-    """Wait for health, show where things are, run the demo; then run until told to stop."""
+    """Wait for health, show where things are (and start the console in ``outer``), run the
+    demo; then run until told to stop."""
     base_dir = sup.base_dir
     ns = namesrv_addr(specs)
     try:
@@ -185,6 +189,12 @@ async def _flow(
     if ctrl is not None:
         con.out(f"  controller (embedded in namesrv)  {ctrl}")
         con.out(f"  try:   rocketrio admin getSyncStateSet -a {ctrl} -b broker-a")
+    if not args.no_console:
+        server = await _start_console(args, ns, ctrl, base_dir, outer)
+        con.out(
+            f"  console http://{server.addr}/  (actions need the token in "
+            f"{os.path.join(base_dir, CONSOLE_TOKEN_FILE)})"
+        )
     con.out(f"  logs   {os.path.join(base_dir, 'logs')}  (JSON lines, one file per process)")
     con.out(f"  data   {os.path.join(base_dir, 'store')}")
     con.out(f"  try:   rocketrio admin clusterList -n {ns}")
@@ -196,6 +206,34 @@ async def _flow(
         return
     con.out("running; press Ctrl-C to stop")
     await trio.sleep_forever()
+
+
+def console_token(base_dir: str) -> str:
+    """The console's token: ``<dir>/console.token``, made (mode 0600) at the first `up`."""
+    path = os.path.join(base_dir, CONSOLE_TOKEN_FILE)
+    if not os.path.exists(path):
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "w") as f:
+            f.write(secrets.token_urlsafe(24) + "\n")
+    from rocketrio.actors.console.actions import load_token
+
+    return load_token(path)
+
+
+async def _start_console(
+    args: argparse.Namespace, ns: str, ctrl: str | None, base_dir: str, nursery: trio.Nursery
+) -> Any:
+    """The web console, in `up`'s own process (it dies and stops with `up`)."""
+    from rocketrio.actors.console.service import ConsoleOptions, run_console
+    from rocketrio.actors.transport import TcpTransport
+
+    opts = ConsoleOptions(
+        namesrv=ns,
+        controller=ctrl or "",
+        listen=f"127.0.0.1:{args.console_port}",
+        token=console_token(base_dir),
+    )
+    return await nursery.start(run_console, opts, TcpTransport())
 
 
 async def run_cluster(
@@ -223,7 +261,7 @@ async def run_cluster(
                 async with trio.open_nursery() as race:
                     race.start_soon(on_signal, race.cancel_scope)
                     race.start_soon(on_give_up, race.cancel_scope)
-                    race.start_soon(_flow, args, specs, sup, con, outcome, race.cancel_scope)
+                    race.start_soon(_flow, args, specs, sup, con, outcome, race.cancel_scope, outer)
             finally:
                 with trio.CancelScope(shield=True):
                     reason = outcome.reason or "error"
@@ -268,11 +306,14 @@ def cmd_up(args: argparse.Namespace) -> int:
     except OSError as e:
         return _refuse(con, f"--dir {base_dir}: cannot create {up_lock.LOCK_FILE}: {e.strerror}")
     try:
-        if busy := busy_ports(specs):
+        busy = busy_ports(specs)
+        if not args.no_console and (why := port_busy("127.0.0.1", args.console_port)):
+            busy.append(f"127.0.0.1:{args.console_port} (console) {why}")
+        if busy:
             return _refuse(
                 con,
                 f"{'; '.join(busy)} (another cluster running?); stop it or choose other ports "
-                "with --namesrv-port / --broker-port",
+                "with --namesrv-port / --broker-port / --console-port (or --no-console)",
             )
         ports = {f"{s.name} {u.what}": u.port for s in specs for u in s.listens}
         started = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
@@ -355,6 +396,11 @@ def add_parser(sub: Any) -> None:
         default=None,
         help="flushDiskType of the brokers (default: the mode's template)",
     )
+    sp.add_argument(
+        "--console-port", type=_port, default=8080,
+        help="port of the web console (on 127.0.0.1; the token is in <dir>/console.token)",
+    )  # fmt: skip
+    sp.add_argument("--no-console", action="store_true", help="do not start the web console")
     sp.add_argument("--timeout", type=_positive, default=30.0, help="seconds to wait for health")
     sp.add_argument("--no-demo", action="store_true", help="do not run the produce/consume demo")
     sp.add_argument("--demo-count", type=int, default=1000)

@@ -70,20 +70,25 @@ def who_listens(port: int) -> str | None:
     return None
 
 
+def port_busy(host: str, port: int) -> str | None:
+    """Why ``host:port`` cannot be listened on now ("already in use by ..."), or None."""
+    with socket.socket() as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as the servers do
+        try:
+            sock.bind((host, port))
+            return None
+        except OSError as e:
+            why = "permission denied" if e.errno == errno.EACCES else "already in use"
+    holder = who_listens(port) if why == "already in use" else None
+    return why + (f" by {holder}" if holder else "")
+
+
 def busy_ports(specs: list[ProcSpec]) -> list[str]:
     """One description per planned port that cannot be listened on now."""
     busy = []
     for s in specs:
         host = s.addr.rpartition(":")[0] or "127.0.0.1"
         for use in s.listens:
-            with socket.socket() as sock:
-                sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as the servers do
-                try:
-                    sock.bind((host, use.port))
-                    continue
-                except OSError as e:
-                    why = "permission denied" if e.errno == errno.EACCES else "already in use"
-            holder = who_listens(use.port) if why == "already in use" else None
-            by = f" by {holder}" if holder else ""
-            busy.append(f"{host}:{use.port} ({s.name} {use.what}) {why}{by}")
+            if (why := port_busy(host, use.port)) is not None:
+                busy.append(f"{host}:{use.port} ({s.name} {use.what}) {why}")
     return busy

@@ -143,6 +143,12 @@ class GetMetaDataResponseHeader:
     controllerLeaderAddress: str | None = None
     isLeader: bool = False
     peers: str | None = None
+    # rocketrio's additions (Java ignores unknown ext fields): the answering replica's own
+    # Raft state, which the web console shows per replica
+    raftSelfId: str | None = None
+    raftRole: str | None = None  # leader / follower / candidate
+    raftTerm: int | None = None
+    raftCommitIndex: int | None = None
 
 
 @attrs.define(slots=True)

@@ -83,6 +83,16 @@ def dlq_topic(group: str) -> str:
     return DLQ_GROUP_TOPIC_PREFIX + group
 
 
+def looks_like_system_topic(topic: str, cluster_and_broker_names: set[str]) -> bool:
+    """A topic a tool should list apart from the users' own: upstream's system topics, the
+    retry and DLQ topics, and the topics named after a cluster or broker set."""
+    return (
+        topic in _STATIC_SYSTEM_TOPICS
+        or topic in cluster_and_broker_names
+        or topic.startswith((SYSTEM_TOPIC_PREFIX, RETRY_GROUP_TOPIC_PREFIX, DLQ_GROUP_TOPIC_PREFIX))
+    )
+
+
 def check_topic_name(topic: str) -> str | None:
     """None when valid, else upstream's remark (TopicValidator.validateTopic)."""
     if not topic or topic.isspace():
