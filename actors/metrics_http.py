@@ -1,11 +1,12 @@
 """The Prometheus scrape endpoint of a server: ``GET /metrics`` over HTTP/1.1 on a Trio stream.
 
-h11 (the HTTP/1.1 state machine trio-websocket already depends on) parses the request; the
-body is what `prometheus_client.generate_latest` makes of the server's registry at the moment
-of the scrape, on the Trio thread, so a collector reads the server's tables without locks and
-costs nothing between scrapes. One request per connection (``Connection: close``), at most
-`MAX_CONNECTIONS` at once, a request head of at most `MAX_HEAD_BYTES` and `READ_TIMEOUT_S` to
-send it: a scraper that stalls or floods holds nothing for long.
+h11 (the HTTP/1.1 state machine trio-websocket already depends on) parses the request; the body
+is what `prometheus_client.generate_latest` makes of the server's registry at the moment of the
+scrape, on the Trio thread, so a collector reads the server's tables without locks and costs
+nothing between scrapes; a collector that raises fails that scrape (500), not the server. One
+request per connection (``Connection: close``), at most `MAX_CONNECTIONS` at once, a request
+head of at most `MAX_HEAD_BYTES` and `READ_TIMEOUT_S` to send it: a scraper that stalls or
+floods holds nothing for long.
 """
 
 from __future__ import annotations
@@ -34,13 +35,19 @@ BAD_REQUEST = (
 
 
 def response_for(method: bytes, target: bytes, render: Callable[[], bytes]) -> tuple[int, bytes]:
-    """(status, body) of one request: the exposition text for GET/HEAD /metrics."""
+    """(status, body) of one request: the exposition text for GET/HEAD /metrics; 500 when a
+    collector raised (logged with its traceback as ``metrics_collect_failed``)."""
     path = target.split(b"?", 1)[0]
     if path != PATH:
         return 404, b"not found: the metrics are at /metrics\n"
     if method not in (b"GET", b"HEAD"):
         return 405, b"only GET /metrics\n"
-    return 200, render()
+    try:
+        return 200, render()
+    except Exception as e:
+        error = f"{type(e).__name__}: {e}"
+        events.emit(log, events.MetricsCollectFailed(error=error), exc_info=e)
+        return 500, f"metrics collection failed: {error}\n".encode()
 
 
 class MetricsServer:

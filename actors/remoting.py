@@ -19,6 +19,13 @@ is above the high-water mark (a client that does not read its responses stops be
 instead of growing the server's memory); and a watchdog task closes the connection when it is
 idle too long or a frame has been partly received for too long. The per-read bookkeeping is a
 few comparisons; the watchdog wakes once per read timeout, not per read.
+
+A server given an `RpcLatency` (its role's metricsExporterType=PROM) times every answer for
+``rocketmq_rpc_latency`` (rpc_metrics.py) without reading the clock per request: a request's
+start is the clock reading the reader takes anyway when its bytes arrive (one per read); answers
+given inline, while the reader dispatches that read's requests, are timed together by one more
+reading after the read's requests are dispatched; an answer given later (a held pull, a synced
+send, a controller write) reads the clock when it is given. Without one, nothing is timed.
 """
 
 from __future__ import annotations
@@ -34,6 +41,7 @@ import structlog
 import trio
 
 from rocketrio.actors import events
+from rocketrio.actors.rpc_metrics import LONG_POLLING_CODES, Outcome, RpcLatency
 from rocketrio.actors.runtime import AskTimeout, Reply
 from rocketrio.actors.server_limits import (
     MAX_READ,
@@ -74,19 +82,25 @@ class RemotingTimeout(RemotingError):
 class RequestContext:
     """One incoming request and the means to answer it exactly once."""
 
-    __slots__ = ("cmd", "conn", "responded")
+    __slots__ = ("cmd", "conn", "inline", "responded", "start")
 
-    def __init__(self, conn: Connection, cmd: RemotingCommand) -> None:
+    def __init__(self, conn: Connection, cmd: RemotingCommand, start: float = 0.0) -> None:
         self.conn = conn
         self.cmd = cmd
         self.responded = False
+        self.start = start  # when its bytes arrived (Trio clock; servers only)
+        self.inline = True  # still inside the reader's dispatch of it
 
     def respond(self, response: RemotingCommand) -> None:
         if self.responded:
             return
         self.responded = True
-        if not self.cmd.is_oneway:
-            self.conn.send_nowait(response)
+        conn = self.conn
+        cmd = self.cmd
+        if not cmd.is_oneway:
+            conn.send_nowait(response)
+        if conn.rpc_latency is not None:
+            conn.answered(self, response.code)
 
     def respond_code(
         self,
@@ -113,8 +127,9 @@ class ServerSide:
     """What a server's connections share: its limits, its input budget and the rate limiter of
     its refusal and timeout log lines."""
 
-    def __init__(self, limits: ServerLimits) -> None:
+    def __init__(self, limits: ServerLimits, rpc_latency: RpcLatency | None = None) -> None:
         self.limits = limits
+        self.rpc_latency = rpc_latency
         self.budget = InputBudget(limits.input_budget_bytes)
         self.log_limiter = LogRateLimiter()
 
@@ -151,6 +166,9 @@ class Connection:
         self._opaque = opaque_seq or itertools.count(1)
         self._decoder = FrameDecoder(max_frame)
         self._server = server
+        self.rpc_latency: RpcLatency | None = None if server is None else server.rpc_latency
+        self._read_at = 0.0  # when the bytes being dispatched arrived (servers only)
+        self._answered_inline: list[tuple[int, int, int]] = []
         if server is not None:
             # the reader stops reading requests above the high mark until the low mark
             self._read_pause_bytes: float = server.limits.write_high_water_bytes
@@ -286,6 +304,8 @@ class Connection:
                 if not data:
                     self.close_reason = "eof"
                     return
+                if server is not None:
+                    now = self._read_at = self._active_at = trio.current_time()
                 decoded = False
                 try:
                     decoder.feed(data)
@@ -295,8 +315,10 @@ class Connection:
                 except RemoteProtocolError as e:
                     self._bad_frame(e)
                     return
+                finally:
+                    if self._answered_inline:
+                        self._time_inline_answers()
                 if server is not None:
-                    now = self._active_at = trio.current_time()
                     if not decoder.buffered:
                         self._partial_since = None
                     elif decoded or self._partial_since is None:
@@ -305,6 +327,31 @@ class Connection:
             decoder.release()  # the memory goes before the budget that covered it
             if budget is not None and held:
                 budget.give(held)
+
+    def answered(self, ctx: RequestContext, response_code: int) -> None:
+        """Time one answer for rocketmq_rpc_latency (only called when `rpc_latency` is set)."""
+        cmd = ctx.cmd
+        if cmd.is_oneway:
+            outcome = Outcome.ONEWAY
+        elif self.closed:
+            outcome = Outcome.WRITE_CHANNEL_FAILED
+        elif not ctx.inline and cmd.code in LONG_POLLING_CODES:
+            outcome = Outcome.LONG_POLLING
+        else:
+            outcome = Outcome.SUCCESS
+        if ctx.inline:
+            self._answered_inline.append((cmd.code, response_code, outcome))
+        else:
+            assert self.rpc_latency is not None
+            elapsed = trio.current_time() - ctx.start
+            self.rpc_latency.observe(cmd.code, response_code, outcome, elapsed)
+
+    def _time_inline_answers(self) -> None:
+        """The answers given while the last read's requests were dispatched took until now."""
+        assert self.rpc_latency is not None
+        elapsed = trio.current_time() - self._read_at
+        self.rpc_latency.observe_all(self._answered_inline, elapsed)
+        self._answered_inline.clear()
 
     def _bad_frame(self, e: RemoteProtocolError) -> None:
         self.close_reason = f"bad frame: {e}"
@@ -358,7 +405,7 @@ class Connection:
             if reply is not None:
                 reply.set(cmd)
             return
-        ctx = RequestContext(self, cmd)
+        ctx = RequestContext(self, cmd, self._read_at)
         if self.processor is None:
             ctx.respond_code(
                 ResponseCode.REQUEST_CODE_NOT_SUPPORTED, "this endpoint serves no requests"
@@ -380,6 +427,7 @@ class Connection:
             )
         if resp is not None:
             ctx.respond(resp)
+        ctx.inline = False  # (a processor that raised BaseException takes the connection down)
 
     async def _writer(self) -> None:
         out = self._out
@@ -422,7 +470,8 @@ class Connection:
 
 class RemotingServer:
     """Accepts connections on ``addr`` and feeds their requests to ``processor``, within
-    ``limits`` (`ServerLimits`; the defaults when not given)."""
+    ``limits`` (`ServerLimits`; the defaults when not given), timing the answers into
+    ``rpc_latency`` when given (see the module docstring)."""
 
     def __init__(
         self,
@@ -433,6 +482,7 @@ class RemotingServer:
         max_frame: int = DEFAULT_MAX_FRAME,
         on_connect: Callable[[Connection], None] | None = None,
         limits: ServerLimits | None = None,
+        rpc_latency: RpcLatency | None = None,
     ) -> None:
         self.transport = transport
         self.addr = addr
@@ -445,7 +495,7 @@ class RemotingServer:
                 f"input budget {self.limits.input_budget_bytes} cannot hold one frame of "
                 f"{max_frame} bytes plus a read"
             )
-        self.side = ServerSide(self.limits)
+        self.side = ServerSide(self.limits, rpc_latency)
         self.table = ConnectionTable(
             self.limits.max_connections, self.limits.max_connections_per_address
         )

@@ -46,7 +46,6 @@ from typing import Any
 import attrs
 import structlog
 import trio
-from prometheus_client import CollectorRegistry
 
 from rocketrio.actors import events
 from rocketrio.actors.auth.config import parse_credentials
@@ -69,6 +68,7 @@ from rocketrio.actors.broker.consumer_calls import Broker2Client, consumer_call_
 from rocketrio.actors.broker.day_counters import FILE_NAME as DAY_FILE
 from rocketrio.actors.broker.day_counters import PERSIST_INTERVAL_S, DayCountersFile
 from rocketrio.actors.broker.fault_sites import NO_FAULTS, FaultSites
+from rocketrio.actors.broker.ha.group_transfer import trio_now_ms
 from rocketrio.actors.broker.ha.master_service import HAMasterService
 from rocketrio.actors.broker.ha.service import AutoSwitchHAService, resolve_ha_addr
 from rocketrio.actors.broker.ha.status import HAStatusService
@@ -78,7 +78,7 @@ from rocketrio.actors.broker.live_config import (
     registered_topics,
 )
 from rocketrio.actors.broker.lock_manager import RebalanceLockManager
-from rocketrio.actors.broker.metrics import BrokerCollector
+from rocketrio.actors.broker.metrics import BrokerCollector, StoreCollector
 from rocketrio.actors.broker.offset_reset import (
     OffsetResetProcessor,
     RemotingResetPusher,
@@ -101,8 +101,9 @@ from rocketrio.actors.broker.tables import GroupTable, OffsetTable, TopicTable, 
 from rocketrio.actors.client.message import UniqIdGenerator
 from rocketrio.actors.config_updater import ConfigUpdater
 from rocketrio.actors.logs import wallclock_ms
-from rocketrio.actors.metrics_http import MetricsServer
+from rocketrio.actors.metrics_exporter import exporter_addr, serve_metrics
 from rocketrio.actors.remoting import RemotingClient, RemotingServer
+from rocketrio.actors.rpc_metrics import RpcLatency, RpcLatencyCollector
 from rocketrio.actors.transport import Transport, split_addr
 from rocketrio.protocol.acl_signature import RequestSigner
 from rocketrio.protocol.bodies import TopicConfig
@@ -340,12 +341,17 @@ class Broker:
                 **offset_reset_handlers(self.offset_reset),
             },
         )
+        # metricsExporterType=PROM: the server times its answers (rocketmq_rpc_latency)
+        self.rpc_latency = (
+            RpcLatency() if config.metricsExporterType is MetricsExporterType.PROM else None
+        )
         self.server = RemotingServer(
             transport,
             self.addr,
             self.adapter.process,
             on_connect=self.adapter.on_connect,
             limits=config.server_limits(),
+            rpc_latency=self.rpc_latency,
         )
         self.outer_api: BrokerOuterAPI | None = None
         self.recovery: RecoveryReport | None = None
@@ -376,12 +382,17 @@ class Broker:
         )
 
     def _runtime_counts(self) -> dict[str, str]:
-        """rocketrio's extra runtime-info keys: what the broker's tables hold."""
-        return {
+        """rocketrio's extra runtime-info keys: what the broker's tables hold, and in controller
+        mode the masterEpoch and confirmOffset."""
+        out = {
             "consumerGroups": str(len(self.consumers.groups)),
             "producerGroups": str(len(self.producers.groups)),
             "topicCount": str(len(self.topics.table)),
         }
+        if self.replicas is not None:  # controller mode: what the web console shows per replica
+            out["masterEpoch"] = str(self.replicas.master_epoch)
+            out["confirmOffset"] = str(self.store.confirm_offset)
+        return out
 
     def _group_get_tps(self, group: str, topic: str) -> float:
         """GET_CONSUME_STATS's consumeTps: GROUP_GET_NUMS over the last minute (upstream
@@ -681,8 +692,10 @@ class Broker:
 
     async def _serve_metrics(self, *, task_status: trio.TaskStatus[None]) -> None:
         c = self.config
-        registry = CollectorRegistry(auto_describe=False)
-        registry.register(
+        assert self.rpc_latency is not None
+        node = {"cluster": c.brokerClusterName, "node_type": "broker", "node_id": c.brokerName}
+        store = self.store_actor
+        collectors = [
             BrokerCollector(
                 cluster=c.brokerClusterName,
                 broker_name=c.brokerName,
@@ -691,14 +704,35 @@ class Broker:
                 topic_count=lambda: len(self.topics.table),
                 group_count=lambda: len(self.groups.table),
                 lags=self.consume_stats.lags,
-            )
-        )
-        host = c.metricsPromExporterHost or c.brokerIP1
-        server = MetricsServer(registry, self.transport)
+            ),
+            StoreCollector(
+                cluster=c.brokerClusterName,
+                broker_name=c.brokerName,
+                store_bytes=lambda: store.log_end_offset() - store.log_min_offset(),
+                flush_behind_bytes=lambda: (
+                    self.store.get_commitlog_max_offset() - self.store.flushed_offset
+                ),
+                confirm_offset=store.confirm_offset,
+                master_view=lambda: self.ha_master.view() if self.serving_as_master() else None,
+                caught_up_ms=self._slaves_caught_up_ms,
+                now_ms=trio_now_ms,
+            ),
+            RpcLatencyCollector([(node, self.rpc_latency)]),
+        ]
         async with trio.open_nursery() as n:
-            self.metrics_addr = await n.start(server.run, f"{host}:{c.metricsPromExporterPort}")
-            events.emit(self.log, events.MetricsListening(addr=self.metrics_addr))
+            addr = exporter_addr(c.metricsPromExporterHost, c.metricsPromExporterPort, c.brokerIP1)
+            self.metrics_addr = await n.start(
+                serve_metrics, self.transport, addr, collectors, self.log
+            )
             task_status.started()
+
+    def _slaves_caught_up_ms(self) -> dict[int, int]:
+        """When each slave was last caught up (Trio ms), from the master's SyncStateSet core."""
+        gate = self.ha_master.gate
+        if gate is None or gate.closed:
+            return {}
+        core = gate.core
+        return {b: r.caught_up_ms or core.started_ms for b, r in core.replicas.items()}
 
     async def _every(self, period_s: float, fn: Callable[[], None]) -> None:
         while True:

@@ -14,6 +14,8 @@ import os
 import attrs
 
 from rocketrio.actors.auth.config import credentials_key, init_user_key, whitelist_key
+from rocketrio.actors.metrics_exporter import DEFAULT_PROM_EXPORTER_PORT
+from rocketrio.actors.metrics_exporter import MetricsExporterType as MetricsExporterType
 from rocketrio.actors.server_limits import RemotingServerConfig
 from rocketrio.protocol.config import non_negative, positive
 
@@ -22,13 +24,6 @@ class BrokerRole(enum.Enum):
     ASYNC_MASTER = "ASYNC_MASTER"
     SYNC_MASTER = "SYNC_MASTER"
     SLAVE = "SLAVE"
-
-
-class MetricsExporterType(enum.Enum):
-    """upstream's MetricsExporterType values rocketrio implements (OTLP_GRPC and LOG are not)."""
-
-    DISABLE = "DISABLE"
-    PROM = "PROM"
 
 
 class FlushDiskType(enum.Enum):
@@ -64,7 +59,9 @@ class BrokerConfig(RemotingServerConfig):
     # Prometheus: GET /metrics on metricsPromExporterHost (empty: brokerIP1) and its port
     metricsExporterType: MetricsExporterType = MetricsExporterType.DISABLE
     metricsPromExporterHost: str = ""
-    metricsPromExporterPort: int = attrs.field(default=5557, validator=positive)
+    metricsPromExporterPort: int = attrs.field(
+        default=DEFAULT_PROM_EXPORTER_PORT, validator=positive
+    )
     # topics
     autoCreateTopicEnable: bool = True
     autoCreateSubscriptionGroup: bool = True

@@ -9,20 +9,39 @@ labels (BrokerMetricsConstant): every series carries ``cluster``, ``node_type="b
   labels ``topic``, ``consumer_group``, ``is_retry``, ``is_system``);
 - ``rocketmq_consumer_lag_messages`` (``consumer_group``, ``topic``, ``is_retry``,
   ``is_system``: the committed offsets behind each queue's max offset, never negative);
-- ``rocketmq_topic_number`` and ``rocketmq_consumer_group_number``.
+- ``rocketmq_topic_number`` and ``rocketmq_consumer_group_number``;
+- ``rocketmq_storage_size`` and ``rocketmq_storage_flush_behind_bytes`` (DefaultStoreMetrics
+  names, with its ``storage_type="local"`` and ``storage_medium="disk"`` labels). The size is the
+  bytes of messages the CommitLog holds (its max offset less its min offset), not upstream's
+  "used bytes of the whole disk holding storePathRootDir", which moves with anything else on
+  that disk; flush-behind is the CommitLog bytes written but not yet fsynced.
+
+Ours, where upstream has no metric (replication, named in upstream's style):
+
+- ``rocketmq_confirm_offset``: the broker's confirmOffset (what consumers may read up to), on a
+  master and on a slave alike;
+- ``rocketmq_replication_lag_bytes`` (labels ``slave_id``, ``slave_addr``): on a master, per
+  connected slave that has acked, the CommitLog end less the slave's acked offset;
+- ``rocketmq_replication_lag_latency`` (same labels, milliseconds): 0 while the slave is caught
+  up, else how long since it last was (the ``caught up`` time the SyncStateSet check keeps,
+  haMaxTimeSlaveNotCatchup's clock).
 
 Nothing is counted for the exporter: `BrokerCollector` reads the counters the broker keeps
-anyway (`stats_items.BrokerStatsManager`) and the offset tables when Prometheus scrapes, so
-the send and pull paths cost the same with the exporter on or off.
+anyway (`stats_items.BrokerStatsManager`) and the offset tables, and `StoreCollector` the
+store's offsets and the HA master's view, when Prometheus scrapes, so the send and pull paths
+cost the same with the exporter on or off (rocketmq_rpc_latency, timed in the remoting layer, is
+rpc_metrics.py).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 
+import attrs
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
+from rocketrio.actors.broker.ha.runtime_info import MasterView
 from rocketrio.actors.broker.stats_items import BrokerStatsManager
 from rocketrio.actors.broker.topic_config import DLQ_GROUP_TOPIC_PREFIX, RETRY_GROUP_TOPIC_PREFIX
 
@@ -107,3 +126,95 @@ class BrokerCollector(Collector):
         """(is_retry, is_system) label values of a topic."""
         retry = topic.startswith(RETRY_GROUP_TOPIC_PREFIX)
         return _flag(retry), _flag(self.is_system_topic(topic))
+
+
+STORE_LABELS = (*NODE_LABELS, "storage_type", "storage_medium")
+LOCAL_DISK = ("local", "disk")
+SLAVE_LABELS = (*NODE_LABELS, "slave_id", "slave_addr")
+
+
+@attrs.frozen(slots=True)
+class SlaveLag:
+    """How far one slave is behind its master."""
+
+    slave_id: int
+    addr: str
+    lag_bytes: int
+    lag_ms: int | None  # None: when it last caught up is not known
+
+
+def slave_lags(view: MasterView, caught_up_ms: Mapping[int, int], now_ms: int) -> list[SlaveLag]:
+    """Per slave connection that has handshaken and acked: bytes behind the master's CommitLog
+    end, and ms since it was last caught up (0 while it is)."""
+    lags = []
+    for link in view.links:
+        if link.slave_id is None or link.ack_offset < 0:
+            continue  # nothing acked yet: how far behind it is, nobody knows
+        behind = max(0, view.max_offset - link.ack_offset)
+        since = caught_up_ms.get(link.slave_id)
+        lag_ms = 0 if behind == 0 else (None if since is None else max(0, now_ms - since))
+        lags.append(SlaveLag(link.slave_id, link.addr, behind, lag_ms))
+    return lags
+
+
+class StoreCollector(Collector):
+    """Reads the store's offsets and the HA view at scrape time (see the module docstring)."""
+
+    def __init__(
+        self,
+        *,
+        cluster: str,
+        broker_name: str,
+        store_bytes: Callable[[], int],
+        flush_behind_bytes: Callable[[], int],
+        confirm_offset: Callable[[], int],
+        master_view: Callable[[], MasterView | None],
+        caught_up_ms: Callable[[], Mapping[int, int]],
+        now_ms: Callable[[], int],
+    ) -> None:
+        self.node = (cluster, "broker", broker_name)
+        self.store_bytes = store_bytes
+        self.flush_behind_bytes = flush_behind_bytes
+        self.confirm_offset = confirm_offset
+        self.master_view = master_view
+        self.caught_up_ms = caught_up_ms
+        self.now_ms = now_ms
+
+    def collect(self) -> Iterator[Metric]:
+        node = list(self.node)
+        size = GaugeMetricFamily(
+            "rocketmq_storage_size",
+            "Bytes of messages the CommitLog holds.",
+            labels=list(STORE_LABELS),
+        )
+        size.add_metric([*node, *LOCAL_DISK], self.store_bytes())
+        flush = GaugeMetricFamily(
+            "rocketmq_storage_flush_behind_bytes",
+            "CommitLog bytes written but not yet flushed to disk.",
+            labels=list(STORE_LABELS),
+        )
+        flush.add_metric([*node, *LOCAL_DISK], self.flush_behind_bytes())
+        confirm = GaugeMetricFamily(
+            "rocketmq_confirm_offset",
+            "The broker's confirmOffset: consumers read up to it.",
+            labels=list(NODE_LABELS),
+        )
+        confirm.add_metric(node, self.confirm_offset())
+        lag_bytes = GaugeMetricFamily(
+            "rocketmq_replication_lag_bytes",
+            "On a master: CommitLog bytes a slave has not acked.",
+            labels=list(SLAVE_LABELS),
+        )
+        lag_ms = GaugeMetricFamily(
+            "rocketmq_replication_lag_latency",
+            "On a master: ms since a slave that is behind was last caught up (0: caught up).",
+            labels=list(SLAVE_LABELS),
+        )
+        view = self.master_view()
+        if view is not None:
+            for lag in slave_lags(view, self.caught_up_ms(), self.now_ms()):
+                values = [*node, str(lag.slave_id), lag.addr]
+                lag_bytes.add_metric(values, lag.lag_bytes)
+                if lag.lag_ms is not None:
+                    lag_ms.add_metric(values, lag.lag_ms)
+        yield from (size, flush, confirm, lag_bytes, lag_ms)

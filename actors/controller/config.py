@@ -19,6 +19,7 @@ from typing import Any, Final
 import attrs
 
 from rocketrio.actors.auth.config import credentials_key, init_user_key, require_init_user
+from rocketrio.actors.metrics_exporter import DEFAULT_PROM_EXPORTER_PORT, MetricsExporterType
 from rocketrio.actors.raft.config import RaftConfig, parse_peers
 from rocketrio.actors.server_limits import RemotingServerConfig
 from rocketrio.protocol.config import positive
@@ -76,6 +77,14 @@ class ControllerConfig(RemotingServerConfig):
     authenticationEnabled: bool = False
     initAuthenticationUser: str = attrs.field(default="", validator=init_user_key)
     innerClientAuthenticationCredentials: str = attrs.field(default="", validator=credentials_key)
+    # Prometheus (upstream ControllerConfig): GET /metrics on metricsPromExporterHost (empty:
+    # the host of this replica's Raft peer address) and its port. Embedded in a NameServer, the
+    # NameServer's endpoint serves the controller's metrics too (one set of keys, one port).
+    metricsExporterType: MetricsExporterType = MetricsExporterType.DISABLE
+    metricsPromExporterHost: str = ""
+    metricsPromExporterPort: int = attrs.field(
+        default=DEFAULT_PROM_EXPORTER_PORT, validator=positive
+    )
 
     def __attrs_post_init__(self) -> None:
         require_init_user(self, "controller")

@@ -43,6 +43,7 @@ from typing import Any
 import attrs
 import structlog
 import trio
+from prometheus_client.registry import Collector
 
 from rocketrio.actors import events as log_events
 from rocketrio.actors.auth.config import parse_credentials, parse_init_user
@@ -53,11 +54,18 @@ from rocketrio.actors.controller.config import ControllerConfig
 from rocketrio.actors.controller.failover import FailoverMixin, now_ms
 from rocketrio.actors.controller.heartbeat_manager import BrokerHeartbeatManager, BrokerLiveInfo
 from rocketrio.actors.controller.live_config import CONTROLLER_POLICY, apply_controller_changes
+from rocketrio.actors.controller.metrics import ControllerCollector, ElectionCounts
 from rocketrio.actors.controller.replicas_info import (
     ApplyOutcome,
     BrokerAlivePredicate,
     ControllerResult,
     ReplicasInfoManager,
+)
+from rocketrio.actors.metrics_exporter import (
+    MetricsExporterType,
+    exporter_addr,
+    host_of,
+    serve_metrics,
 )
 from rocketrio.actors.raft.node import (
     IoRunner,
@@ -68,6 +76,7 @@ from rocketrio.actors.raft.node import (
     store_dir,
 )
 from rocketrio.actors.remoting import RemotingClient, RemotingServer, RequestContext
+from rocketrio.actors.rpc_metrics import RpcLatency, RpcLatencyCollector
 from rocketrio.actors.runtime import Reply, every
 from rocketrio.actors.server_limits import LogRateLimiter
 from rocketrio.actors.transport import Transport
@@ -157,6 +166,7 @@ class _Call:
     compute: Callable[[BrokerAlivePredicate], ControllerResult]
     elect_reason: tuple[str, str] | None = None  # (brokerName, reason) if it may elect
     confirm_master_death: bool = False
+    election: str | None = None  # the broker set, if it is an ElectMaster (election_total)
 
 
 class Controller(FailoverMixin):
@@ -171,6 +181,7 @@ class Controller(FailoverMixin):
         io_runner: IoRunner | None = None,
         raft_overrides: dict[str, int] | None = None,
         fs: FileSystem = OS_FS,
+        export_metrics: bool = True,
     ) -> None:
         self.config = config
         self.transport = transport
@@ -191,12 +202,20 @@ class Controller(FailoverMixin):
             fs=fs,
         )
         self.node.on_role_change = self._on_role_change
+        prom = config.metricsExporterType is MetricsExporterType.PROM
+        # metricsExporterType=PROM: /metrics (controller/metrics.py), served here unless an
+        # embedding NameServer serves it (``export_metrics=False``)
+        self.rpc_latency = RpcLatency() if prom else None
+        self.elections = ElectionCounts()
+        self._export_metrics = prom and export_metrics
+        self.metrics_addr = ""  # where /metrics is served, once it is
         self.server = RemotingServer(
             transport,
             self.addr,
             self.process,
             on_connect=self.watch,
             limits=config.server_limits(),
+            rpc_latency=self.rpc_latency,
         )
         self.bound_addr: str | None = None
         self.log = structlog.get_logger("controller").bind(actor="controller")
@@ -260,6 +279,18 @@ class Controller(FailoverMixin):
                 await nursery.start(self.node.run)
                 self.bound_addr = await nursery.start(self.server.run)
                 cfg = self.config
+                if self._export_metrics:
+                    self.metrics_addr = await nursery.start(
+                        serve_metrics,
+                        self.transport,
+                        exporter_addr(
+                            cfg.metricsPromExporterHost,
+                            cfg.metricsPromExporterPort,
+                            host_of(self.bound_addr),
+                        ),
+                        [RpcLatencyCollector([self.rpc_source()]), *self.metrics_collectors()],
+                        self.log,
+                    )
                 nursery.start_soon(every, cfg.scanNotActiveBrokerInterval / 1000, self._scan)
                 nursery.start_soon(
                     every, cfg.scanInactiveMasterInterval / 1000, self._scan_inactive_masters
@@ -281,6 +312,27 @@ class Controller(FailoverMixin):
                 task_status.started(self)
         finally:
             self._nursery = self._client = None
+
+    def rpc_source(self) -> tuple[dict[str, str], RpcLatency]:
+        """This replica's rocketmq_rpc_latency source (only with metricsExporterType=PROM)."""
+        assert self.rpc_latency is not None, "metricsExporterType is not PROM"
+        return {"node_type": "controller", "node_id": self.addr}, self.rpc_latency
+
+    def metrics_collectors(self) -> list[Collector]:
+        """The controller's own metrics (only with metricsExporterType=PROM)."""
+        assert self.rpc_latency is not None, "metricsExporterType is not PROM"
+        node = self.node
+        return [
+            ControllerCollector(
+                address=self.addr,
+                group=self.raft_config.group,
+                peer_id=self.self_id,
+                role=lambda: node.role if node.started else None,
+                elections=self.elections,
+                active_brokers=lambda: self.heartbeats.active_brokers_num(now_ms()),
+                rpc_latency=self.rpc_latency,
+            )
+        ]
 
     # ------------------------------------------------------------------ request dispatch
 
@@ -390,7 +442,14 @@ class Controller(FailoverMixin):
             )
             ctx.respond_code(RC.SYSTEM_ERROR, f"{name} failed: {type(e).__name__}: {e}")
             return
+        if call.election is not None:
+            self._count_election(call.election, result.response_code)
         ctx.respond(_response(ctx.cmd, result))
+
+    def _count_election(self, broker_set: str, response_code: int) -> None:
+        replica = self.replicas.replica_info(broker_set)
+        cluster = "" if replica is None else replica.cluster_name
+        self.elections.record(cluster, broker_set, response_code)
 
     async def execute(self, compute: Callable[[], ControllerResult]) -> ControllerResult:
         """Run a handler on the ready leader: writes through the log, reads after a barrier."""
@@ -535,6 +594,7 @@ class Controller(FailoverMixin):
             # an admin who designates a broker moves the master on purpose; any other trigger
             # replaces a master only if it is dead, which a majority must confirm
             confirm_master_death=not h.designateElect,
+            election=h.brokerName,
         )
 
     def _alter_sync_state_set(self, ctx: RequestContext) -> _Call:
@@ -578,6 +638,10 @@ class Controller(FailoverMixin):
             controllerLeaderAddress=node.leader_addr,
             isLeader=node.is_leader,
             peers=self.config.controllerDLegerPeers,
+            raftSelfId=node.self_id,
+            raftRole=node.role.name.lower(),
+            raftTerm=node.term,
+            raftCommitIndex=node.commit_index,
         )
         return ctx.cmd.make_response(RC.SUCCESS, None, to_ext(header))
 
@@ -644,6 +708,7 @@ class Controller(FailoverMixin):
                         self.log, log_events.ElectMasterFailed(error=e.remark), broker=name
                     )
                     return
+                self._count_election(name, result.response_code)
                 if not result.ok and result.response_code != RC.CONTROLLER_MASTER_STILL_EXIST:
                     log_events.emit(
                         self.log,

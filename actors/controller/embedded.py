@@ -106,7 +106,12 @@ async def run_namesrv_with_controller(
     `rng` / `io_runner` / `fs` are for simulations (see `Controller`).
     """
     namesrv = NameServer(namesrv_config, transport, fs=fs, io_runner=io_runner)
-    controller = Controller(controller_config, transport, rng=rng, io_runner=io_runner, fs=fs)
+    # one namesrv.conf, one metrics port: the NameServer's endpoint serves both
+    controller = Controller(
+        controller_config, transport, rng=rng, io_runner=io_runner, fs=fs, export_metrics=False
+    )
+    if namesrv.rpc_latency is not None and controller.rpc_latency is not None:
+        namesrv.add_metrics(controller.rpc_source(), controller.metrics_collectors())
     attach_to_namesrv(controller, namesrv)
     async with trio.open_nursery() as nursery:
         await nursery.start(namesrv.run)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import attrs
 
 from rocketrio.actors.auth.config import init_user_key, require_init_user
+from rocketrio.actors.metrics_exporter import DEFAULT_PROM_EXPORTER_PORT, MetricsExporterType
 from rocketrio.actors.server_limits import RemotingServerConfig
 from rocketrio.protocol.config import positive
 
@@ -47,6 +48,13 @@ class NamesrvConfig(RemotingServerConfig):
     # super user; routes, registrations and heartbeats stay open (actors/auth/gate.py)
     authenticationEnabled: bool = False
     initAuthenticationUser: str = attrs.field(default="", validator=init_user_key)
+    # Prometheus (the broker's and controller's key names; upstream's NamesrvConfig has none):
+    # GET /metrics on metricsPromExporterHost (empty: listenHost) and its port
+    metricsExporterType: MetricsExporterType = MetricsExporterType.DISABLE
+    metricsPromExporterHost: str = ""
+    metricsPromExporterPort: int = attrs.field(
+        default=DEFAULT_PROM_EXPORTER_PORT, validator=positive
+    )
 
     def __attrs_post_init__(self) -> None:
         require_init_user(self, "name server")

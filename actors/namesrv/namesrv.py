@@ -2,9 +2,11 @@
 
 Owns the listening `RemotingServer`, the processor table (request code -> handler; the embedded
 controller adds its codes with `register_processor`), the scanNotActiveBroker task, the KV config
-table (in memory, persisted to ``kvConfigPath`` when set) and the pushes the routing core asks
-for (NOTIFY_MIN_BROKER_ID_CHANGE). Every routing decision is made in `route_info`; handlers only
-decode, call the core, log and encode.
+table (in memory, persisted to ``kvConfigPath`` when set), the pushes the routing core asks
+for (NOTIFY_MIN_BROKER_ID_CHANGE) and, with metricsExporterType=PROM, the /metrics endpoint
+(rocketmq_rpc_latency of this server, and of an embedded controller with its own metrics).
+Every routing decision is made in `route_info`; handlers only decode, call the core, log and
+encode.
 
 Handlers run inline in the connection reader and touch the core without awaiting in between, so
 Trio's single thread gives the NameServer exclusive ownership of its tables without an inbox hop
@@ -21,11 +23,18 @@ from typing import Any
 
 import structlog
 import trio
+from prometheus_client.registry import Collector
 
 from rocketrio.actors import events
 from rocketrio.actors.auth.config import parse_init_user
 from rocketrio.actors.auth.gate import check_admin_write, server_users
 from rocketrio.actors.config_updater import ConfigUpdater
+from rocketrio.actors.metrics_exporter import (
+    MetricsExporterType,
+    exporter_addr,
+    host_of,
+    serve_metrics,
+)
 from rocketrio.actors.namesrv.config import NamesrvConfig
 from rocketrio.actors.namesrv.live_config import NAMESRV_POLICY, apply_namesrv_changes
 from rocketrio.actors.namesrv.route_info import MinBrokerIdChange, RouteInfoManager
@@ -37,6 +46,7 @@ from rocketrio.actors.remoting import (
     RemotingServer,
     RequestContext,
 )
+from rocketrio.actors.rpc_metrics import RpcLatency, RpcLatencyCollector
 from rocketrio.actors.runtime import IoRunner, every
 from rocketrio.actors.transport import Transport
 from rocketrio.protocol import fastjson
@@ -169,12 +179,24 @@ class NameServer:
         self.kv = KVConfigTable()
         self.addr = f"{config.listenHost}:{config.listenPort}"
         self.bound_addr: str | None = None
+        # metricsExporterType=PROM: rocketmq_rpc_latency at /metrics, plus what an embedded
+        # controller adds (`add_metrics`) before `run`
+        self.rpc_latency = (
+            RpcLatency() if config.metricsExporterType is MetricsExporterType.PROM else None
+        )
+        self.rpc_sources: list[tuple[dict[str, str], RpcLatency]] = []
+        if self.rpc_latency is not None:
+            node = {"node_type": "nameserver", "node_id": self.addr}
+            self.rpc_sources.append((node, self.rpc_latency))
+        self.metrics_collectors: list[Collector] = []
+        self.metrics_addr = ""  # where /metrics is served, once it is
         self.server = RemotingServer(
             transport,
             self.addr,
             self.process,
             on_connect=self._on_connect,
             limits=config.server_limits(),
+            rpc_latency=self.rpc_latency,
         )
         self.log = structlog.get_logger("namesrv").bind(actor="namesrv")
         self._processors: dict[int, Processor] = {
@@ -224,6 +246,14 @@ class NameServer:
             rc.UPDATE_NAMESRV_CONFIG: self.handle_update_namesrv_config,
         }
 
+    def add_metrics(
+        self, rpc_source: tuple[dict[str, str], RpcLatency], collectors: Iterable[Collector]
+    ) -> None:
+        """Serve another server's metrics of this process (an embedded controller's) at this
+        NameServer's /metrics; call before `run`."""
+        self.rpc_sources.append(rpc_source)
+        self.metrics_collectors.extend(collectors)
+
     def register_processor(
         self, codes: Iterable[int], processor: Processor
     ) -> dict[int, Processor]:
@@ -269,6 +299,19 @@ class NameServer:
             async with RemotingClient(self.transport) as client, trio.open_nursery() as nursery:
                 self._client, self._nursery = client, nursery
                 self.bound_addr = await nursery.start(self.server.run)
+                if self.rpc_latency is not None:
+                    cfg = self.config
+                    self.metrics_addr = await nursery.start(
+                        serve_metrics,
+                        self.transport,
+                        exporter_addr(
+                            cfg.metricsPromExporterHost,
+                            cfg.metricsPromExporterPort,
+                            host_of(self.bound_addr),
+                        ),
+                        [RpcLatencyCollector(self.rpc_sources), *self.metrics_collectors],
+                        self.log,
+                    )
                 nursery.start_soon(
                     every, self.config.scanNotActiveBrokerInterval / 1000, self._scan_task
                 )
