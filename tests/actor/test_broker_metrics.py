@@ -80,6 +80,27 @@ async def test_metrics_have_upstream_names_and_move_with_traffic(
         assert one(after, "rocketmq_throughput_out_total", **out) > 300
         assert one(after, "rocketmq_consumer_lag_messages", **out) == 2
         assert one(after, "rocketmq_consumer_group_number", **node) >= 1
+        # the store and the remoting layer
+        disk = {**node, "storage_type": "local", "storage_medium": "disk"}
+        grown = one(after, "rocketmq_storage_size", **disk) - one(
+            before, "rocketmq_storage_size", **disk
+        )
+        assert grown > 300  # three stored messages of 100-byte bodies
+        assert one(after, "rocketmq_confirm_offset", **node) > 0  # a standalone master's end
+
+        def answered(got: dict[tuple[str, tuple[tuple[str, str], ...]], float], code: str) -> float:
+            return sum(
+                v
+                for (n, ls), v in got.items()
+                if n == "rocketmq_rpc_latency_count"
+                and dict(ls).get("request_code") == code
+                and dict(ls).get("node_id") == "broker-a"
+            )
+
+        sends = [c for (n, ls), _ in after.items() for k, c in ls if k == "request_code"]
+        send_code = next(c for c in sends if c.startswith("send_message"))
+        assert answered(after, send_code) - answered(before, send_code) == 3
+        assert answered(after, "pull_message") - answered(before, "pull_message") == 2
         # only GET/HEAD /metrics
         status, _ = await http_get(h.net, addr, b"GET / HTTP/1.1\r\nHost: b\r\n\r\n")
         assert status == 404
