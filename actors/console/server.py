@@ -17,6 +17,7 @@ from __future__ import annotations
 import importlib.resources
 import time
 from collections.abc import Callable
+from http import HTTPStatus
 from urllib.parse import urlsplit
 
 import h11
@@ -123,7 +124,8 @@ def respond(
         ("X-Frame-Options", "DENY"),
         *(extra or []),
     ]
-    out = conn.send(h11.Response(status_code=status, headers=headers)) or b""
+    reason = HTTPStatus(status).phrase.encode()
+    out = conn.send(h11.Response(status_code=status, headers=headers, reason=reason)) or b""
     if not head_only:
         out += conn.send(h11.Data(data=body)) or b""
     out += conn.send(h11.EndOfMessage()) or b""

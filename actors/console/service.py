@@ -3,6 +3,8 @@ the admin clients, the poller, the action runner and the server, wired from `Con
 
 from __future__ import annotations
 
+import contextlib
+
 import attrs
 import trio
 
@@ -34,24 +36,21 @@ async def run_console(
     """Serve the console until cancelled; ``task_status.started`` gets the running server
     (its ``addr`` is where it listens)."""
     controllers = split_addrs(opts.controller)
-    async with MQAdmin(opts.namesrv, transport, timeout=3.0) as admin:
-        ctl = ControllerAdmin(controllers, opts.namesrv, transport) if controllers else None
+    async with contextlib.AsyncExitStack() as stack:
+        admin = await stack.enter_async_context(MQAdmin(opts.namesrv, transport, timeout=3.0))
+        ctl = (
+            await stack.enter_async_context(ControllerAdmin(controllers, opts.namesrv, transport))
+            if controllers
+            else None
+        )
+        server = ConsoleServer(
+            poller=ClusterPoller(admin, controllers),
+            actions=ActionRunner(admin, ctl, opts.token),
+            transport=transport,
+            interval_s=opts.interval_s,
+            max_viewers=opts.max_viewers,
+            allowed_origins=opts.allowed_origins,
+        )
         async with trio.open_nursery() as n:
-            if ctl is not None:
-                await ctl.__aenter__()
-            try:
-                server = ConsoleServer(
-                    poller=ClusterPoller(admin, controllers),
-                    actions=ActionRunner(admin, ctl, opts.token),
-                    transport=transport,
-                    interval_s=opts.interval_s,
-                    max_viewers=opts.max_viewers,
-                    allowed_origins=opts.allowed_origins,
-                )
-                await n.start(server.run, opts.listen)
-                task_status.started(server)
-                await trio.sleep_forever()
-            finally:
-                if ctl is not None:
-                    with trio.CancelScope(shield=True):
-                        await ctl.__aexit__(None, None, None)
+            await n.start(server.run, opts.listen)
+            task_status.started(server)

@@ -139,6 +139,8 @@ def start_up(base_dir: str, mode: str, *extra: str) -> UpProcess:
         "--no-demo",
         *extra,
     ]
+    if "--no-console" not in extra and "--console-port" not in extra:
+        cmd += ["--console-port", str(free_port_block(1, extra=()))]
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     up = UpProcess(proc, base_dir, f"127.0.0.1:{base}", base + 10)
     up.read_until("running; press Ctrl-C to stop", 60)

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from tests.system.cluster import free_up_ports, log_problems, start_up
+from tests.system.cluster import free_port_block, free_up_ports, log_problems, start_up
 
 pytestmark = pytest.mark.system
 
@@ -37,10 +37,13 @@ def test_up_runs_the_demo_and_stops_cleanly(tmp_path: Any) -> None:
         "--exit-after-demo",
         "--demo-count",
         "300",
+        "--console-port",
+        str(console_port := free_port_block(1, extra=())),
         timeout=120,
     )
     assert r.returncode == 0, r.stdout + r.stderr
     assert "cluster is up" in r.stdout
+    assert f"console http://127.0.0.1:{console_port}/" in r.stdout
     assert "consumed 300 distinct messages" in r.stdout
     assert "cluster stopped" in r.stdout
     assert not log_problems(str(tmp_path / "c" / "logs"))
@@ -125,6 +128,7 @@ def test_up_refuses_ports_in_use(tmp_path: Any) -> None:
             "--broker-port",
             str(int(port) + 10),
             "--no-demo",
+            "--no-console",
             timeout=60,
         )
         assert r.returncode == 2  # refused before starting anything, like every bad flag

@@ -118,7 +118,8 @@ def test_kill_9_of_up_leaves_no_process_behind(tmp_path: Path) -> None:
     _ns_host, ns_port = up.namesrv.rsplit(":", 1)
     r = rr(
         "up", "--mode", "single", "--dir", base, "--namesrv-port", ns_port,
-        "--broker-port", str(up.broker_port), "--no-demo", "--exit-after-demo", timeout=120,
+        "--broker-port", str(up.broker_port), "--no-demo", "--exit-after-demo", "--no-console",
+        timeout=120,
     )  # fmt: skip
     assert r.returncode == 0, r.stdout + r.stderr
     assert "cluster stopped" in r.stdout
@@ -179,7 +180,7 @@ def test_a_second_up_on_the_same_dir_is_refused_and_the_first_is_untouched(
         for ns_port, broker_port in ((other, other + 10), (int(same), up.broker_port)):
             r = rr(
                 "up", "--mode", "single", "--dir", base, "--namesrv-port", str(ns_port),
-                "--broker-port", str(broker_port), "--no-demo",
+                "--broker-port", str(broker_port), "--no-demo", "--no-console",
             )  # fmt: skip
             assert r.returncode == 2, r.stdout + r.stderr
             assert r.stdout == ""
@@ -262,7 +263,7 @@ def test_bad_flags_are_one_line_errors(tmp_path: Path, flags: list[str], message
     flags = [f.replace("{file}", str(afile)) for f in flags]
     if "--dir" not in flags:
         flags += ["--dir", str(tmp_path / "c")]
-    r = rr("up", "--no-demo", *flags)
+    r = rr("up", "--no-demo", "--no-console", *flags)
     assert r.returncode == 2
     [line] = r.stderr.splitlines()
     assert line.startswith("rocketrio up: ") and message in line, line
@@ -274,5 +275,5 @@ def test_bad_flags_are_one_line_errors(tmp_path: Path, flags: list[str], message
 def test_an_unwritable_dir_is_a_one_line_error(tmp_path: Path) -> None:
     ro = tmp_path / "ro"
     ro.mkdir(mode=0o500)
-    r = rr("up", "--dir", str(ro), "--no-demo")
+    r = rr("up", "--dir", str(ro), "--no-demo", "--no-console")
     assert r.returncode == 2 and r.stderr.strip().endswith("is not writable by this user")

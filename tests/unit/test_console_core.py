@@ -93,7 +93,9 @@ def test_origin_rule() -> None:
     assert not origin_allowed("http://127.0.0.1:8081", "127.0.0.1:8080", none)
     assert not origin_allowed("null", "127.0.0.1:8080", none)
     assert not origin_allowed("file://", "127.0.0.1:8080", none)
-    assert origin_allowed("https://ops.example", "127.0.0.1:8080", frozenset({"https://ops.example"}))
+    assert origin_allowed(
+        "https://ops.example", "127.0.0.1:8080", frozenset({"https://ops.example"})
+    )
 
 
 def test_queue_lag_is_never_negative_or_minus_one() -> None:
