@@ -68,6 +68,7 @@ from rocketrio.protocol.serde import HeaderError
 
 log = structlog.get_logger("remoting")
 
+_SUCCESS = int(Outcome.SUCCESS)
 WRITE_HIGH_WATER = 8 * 1024 * 1024  # a client connection's request()/oneway() wait above this
 
 
@@ -96,11 +97,14 @@ class RequestContext:
             return
         self.responded = True
         conn = self.conn
-        cmd = self.cmd
-        if not cmd.is_oneway:
+        oneway = self.cmd.is_oneway
+        if not oneway:
             conn.send_nowait(response)
         if conn.rpc_latency is not None:
-            conn.answered(self, response.code)
+            if self.inline and not oneway and not conn.closed:  # the common case, kept short
+                conn._answered_inline.append((self.cmd.code, response.code, _SUCCESS))
+            else:
+                conn.answered(self, response.code)
 
     def respond_code(
         self,
