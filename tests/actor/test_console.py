@@ -345,3 +345,61 @@ async def test_a_viewer_that_stops_reading_delays_nobody_and_is_let_go(
 
 async def _async(value: bool) -> bool:
     return value
+
+
+async def test_group_offset_and_controller_actions_from_the_page(
+    tmp_path: Path, mock_clock: trio.testing.MockClock
+) -> None:
+    async with cluster(tmp_path, 67) as c:
+        a, b = await pair(c)
+        assert await send_many(c, a, 12, "m", {}) == 12  # topic HA, 4 queues of 3
+        cl = "DefaultCluster"
+        async with console(c), viewer(c) as v:
+            await v.until(lambda: "brokerSets" in v.sections, "sections")
+            res = await v.act("updateSubGroup", {"group": "G1", "cluster": cl, "retryMaxTimes": 3})
+            assert res["ok"], res
+            assert a.b.groups.table["G1"].retryMaxTimes == 3
+            # skip everything accumulated: the preview says where each queue goes, the reset
+            # puts them there (no member online: set from the admin side, as mqadmin does)
+            args = {"group": "G1", "topic": "HA", "timestamp": -1}
+            preview = await v.act("previewResetOffset", args)
+            assert preview["ok"] and preview["data"]["lagAfter"] == 0, preview
+            res = await v.act("resetOffset", args)
+            assert res["ok"], res
+            moved = {(r["queueId"], r["rollbackOffset"]) for r in res["data"]["rollback"]}
+            assert moved == {(q, 3) for q in range(4)}
+            await v.until(
+                lambda: any(
+                    g["group"] == "G1" and g["totalLag"] == 0 and len(g["queues"]) == 4
+                    for g in v.sections.get("groups", [])
+                ),
+                "G1 with no lag on the page",
+            )
+            # electMaster: brokerId 2 becomes master in epoch 2, on the page and in the feed
+            res = await v.act("electMaster", {"cluster": cl, "brokerName": "broker-a",
+                                              "brokerId": 2})  # fmt: skip
+            assert res["ok"] and res["data"]["masterBrokerId"] == 2, res
+            assert res["data"]["masterEpoch"] == 2
+            await v.until(
+                lambda: (v.broker_set()["masterId"], v.broker_set()["masterEpoch"]) == (2, 2),
+                "the elected master on the page",
+            )
+            await v.until(lambda: any(e["kind"] == "election" for e in v.feed), "feed")
+            # cleanBrokerMetadata: refused for a living broker, done once it is gone
+            clean = {"cluster": cl, "brokerName": "broker-a", "brokerIds": "1"}
+            res = await v.act("cleanBrokerMetadata", clean)
+            assert not res["ok"] and "still alive" in res["error"], res
+            await a.crash()
+            await wait_until(
+                lambda: _async(
+                    not next(r for r in v.broker_set()["replicas"] if r["brokerId"] == 1)["alive"]
+                ),
+                "brokerId 1 dead for the controller",
+            )
+            res = await v.act("cleanBrokerMetadata", clean)
+            assert res["ok"], res
+            await v.until(
+                lambda: [r["brokerId"] for r in v.broker_set()["replicas"]] == [2],
+                "brokerId 1 gone from the page",
+            )
+            assert b.rm.is_master
