@@ -4,8 +4,8 @@ Starts a NameServer and two brokers as processes on loopback, ``bench-off`` (exp
 default) and ``bench-on`` (metricsExporterType=PROM: every answer timed for
 rocketmq_rpc_latency), each with its own topic. While the ``on`` broker is measured, /metrics is
 scraped every ``--scrape-s`` seconds over HTTP (far more often than Prometheus's usual 15 s, so
-scrape costs show). Then, alternating off/on ``--rounds`` times (so neither side always runs
-first on a warm machine):
+scrape costs show; ``--scrape-s 0``: not scraped). Then, alternating off/on ``--rounds`` times
+(so neither side always runs first on a warm machine):
 
 - single_produce_msgs_per_s  send_async of 1 KiB messages, 256 in flight (one request each:
   where a per-request cost would show most)
@@ -113,7 +113,7 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--quick", action="store_true", help="smaller counts (a smoke run)")
     ap.add_argument("--rounds", type=int, default=3, help="off/on pairs (max 6)")
-    ap.add_argument("--scrape-s", type=float, default=1.0)
+    ap.add_argument("--scrape-s", type=float, default=1.0, help="0: never scrape")
     args = ap.parse_args()
     n_single = 5_000 if args.quick else 40_000
     n_batch = 20_000 if args.quick else 150_000
@@ -154,7 +154,7 @@ def main() -> None:
             order = SIDES if r % 2 == 0 else SIDES[::-1]
             for side in order:
                 topic = f"Bench_{side}"
-                if side == "on":
+                if side == "on" and args.scrape_s > 0:
                     scraper.active.set()
                 cpu0 = cpu_seconds(pids[side])
                 rows[side]["single"].append(trio.run(single_sends, ns, topic, n_single))
