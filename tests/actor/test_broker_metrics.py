@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+import structlog
 import trio
 import trio.testing
 from prometheus_client.parser import text_string_to_metric_families
@@ -127,3 +128,13 @@ def test_only_get_metrics_is_served() -> None:
     assert response_for(b"GET", b"/metrics?name[]=x", render) == (200, b"x 1\n")
     assert response_for(b"DELETE", b"/metrics", render)[0] == 405
     assert response_for(b"GET", b"/metrics/../x", render)[0] == 404
+
+
+def test_a_collector_that_raises_fails_the_scrape_not_the_server() -> None:
+    def broken() -> bytes:
+        raise KeyError("gone")
+
+    with structlog.testing.capture_logs() as logs:
+        status, body = response_for(b"GET", b"/metrics", broken)
+    assert status == 500 and b"KeyError" in body
+    assert [e["event"] for e in logs] == ["metrics_collect_failed"]
