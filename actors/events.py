@@ -850,6 +850,15 @@ class ConsoleViewerRefused(LogEvent):
     reason: str
 
 
+@event("console_failed", "error")
+@attrs.frozen(kw_only=True)
+class ConsoleFailed(LogEvent):
+    """The console inside `rocketrio up` stopped on an error; the cluster runs on without it."""
+
+    error: str
+    traceback: str
+
+
 @event("console_poll_failed", "warning")
 @attrs.frozen(kw_only=True)
 class ConsolePollFailed(LogEvent):

@@ -6,10 +6,13 @@ directory refuses before writing anything (`up_lock`), writes the configs under 
 (``conf/``, ``store/``, ``logs/``), and runs every role as its own ``rocketrio <role> -c ...``
 process under one Trio nursery (`up_supervisor`): a process that dies is restarted with backoff and
 given up after a limit, each exit and restart an event in ``logs/up.jsonl``. It waits until the
-NameServer reports every broker, prints where everything is, shows messages flowing (unless
-``--no-demo``), and on SIGINT, SIGTERM or SIGHUP stops the processes in reverse order, gracefully
-(SIGTERM, then SIGKILL after ``--stop-grace``; a second signal kills at once). If `up` itself is
-killed (kill -9), its children die with it (the parent-death signal, `parent_death`).
+NameServer reports every broker, prints where everything is, serves the web console in `up`'s
+own process (``--console-port``, token in ``<dir>/console.token``; ``--no-console`` leaves it out;
+if the console fails once serving, a ``console_failed`` event is logged and the cluster runs on),
+shows messages flowing (unless ``--no-demo``), and on SIGINT, SIGTERM or SIGHUP stops the
+processes in reverse order, gracefully (SIGTERM, then SIGKILL after ``--stop-grace``; a second
+signal kills at once). If `up` itself is killed (kill -9), its children die with it (the
+parent-death signal, `parent_death`).
 
 Exit status: 0 after a requested stop, 1 when the cluster failed (not healthy in time, a process
 given up), 2 when refused before starting anything (bad flag, directory in use, port in use).
@@ -24,6 +27,7 @@ import shlex
 import signal
 import sys
 import time
+import traceback
 from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any, NoReturn
@@ -233,7 +237,27 @@ async def _start_console(
         listen=f"127.0.0.1:{args.console_port}",
         token=console_token(base_dir),
     )
-    return await nursery.start(run_console, opts, TcpTransport())
+
+    async def guarded(*, task_status: trio.TaskStatus[Any]) -> None:
+        started = False
+        try:
+            async with trio.open_nursery() as inner:
+                server = await inner.start(run_console, opts, TcpTransport())
+                started = True
+                task_status.started(server)
+        except Exception as e:  # once serving, a viewer's failure must not stop the cluster
+            if not started:
+                raise
+            leaf = e.exceptions[0] if isinstance(e, ExceptionGroup) else e
+            events.emit(
+                structlog.get_logger("up").bind(actor="console"),
+                events.ConsoleFailed(
+                    error=f"{type(leaf).__name__}: {leaf}",
+                    traceback="".join(traceback.format_exception(leaf)).rstrip(),
+                ),
+            )
+
+    return await nursery.start(guarded)
 
 
 async def run_cluster(

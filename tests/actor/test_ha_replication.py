@@ -285,3 +285,24 @@ async def test_replication_converges_under_random_cuts_and_delays(
         await wait_until(lambda: _true(same_bytes(a, b, end)), "converged")
         assert_all_present(acked, await read_queues(c, a))
         assert_all_present(acked, await read_queues(c, b))  # the slave dispatched them too
+
+
+async def test_an_idle_pair_keeps_its_sync_state_set(
+    tmp_path: Path, mock_clock: trio.testing.MockClock
+) -> None:
+    # a slave with nothing to copy still acks every haSendHeartbeatInterval (5 s), so an idle
+    # master never sees it as "not caught up for haMaxTimeSlaveNotCatchup" (15 s) and the set
+    # stays as it is: the slave's timer used to sleep until the deadline it computed before the
+    # handshake (housekeeping, 20 s), the first heartbeat came at 20 s and the set shrank once
+    async with cluster(tmp_path, 71) as c:
+        await pair(c)
+        before = await c.sync_state()
+        assert before is not None
+        for _ in range(120):  # one idle minute, looked at every half second
+            await trio.sleep(0.5)
+            now = await c.sync_state()
+            assert now is not None
+            assert (sorted(now.sync_state_set), now.sync_state_set_epoch) == (
+                [1, 2],
+                before.sync_state_set_epoch,
+            ), trio.current_time()

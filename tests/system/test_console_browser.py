@@ -54,8 +54,13 @@ def browser() -> Any:
 
 
 def text_of(d: Any, css: str) -> str:
-    found = d.find_elements(By.CSS_SELECTOR, css)
-    return found[0].text if found else ""
+    """The rendered text of the first match, read in one script call (the page re-renders a
+    section whenever it changes, so a found element can be replaced before it is read)."""
+    return str(
+        d.execute_script(
+            "const e = document.querySelector(arguments[0]); return e ? e.innerText : '';", css
+        )
+    ).strip()
 
 
 def wait(d: Any, check: Any, timeout: float, what: str) -> None:

@@ -105,6 +105,7 @@ class HAClient:
         self.received = ByteRate()  # bytes read from the master per second
         self._progressed = False
         self._send_lock = trio.Lock()
+        self._rearm = trio.Event()  # set when the core acted: the timer recomputes its deadline
 
     async def run(self) -> None:
         backoff = BACKOFF_MIN_S
@@ -199,12 +200,18 @@ class HAClient:
             await self._run_actions(stream, _merge_appends(actions))
 
     async def _timers(self, stream: trio.abc.Stream) -> None:
+        """Run the core's tick at its next deadline, recomputed whenever the core has acted:
+        a deadline taken before the handshake is housekeeping's (20 s), and once the session
+        reaches TRANSFER the first heartbeat is due in haSendHeartbeatInterval, not then."""
         while True:
+            rearm = self._rearm = trio.Event()
             with trio.move_on_at(self.core.next_timer_ms() / 1000):
-                await trio.sleep_forever()
-            await self._run_actions(stream, self.core.tick(trio_now_ms()))
+                await rearm.wait()
+            if not rearm.is_set():
+                await self._run_actions(stream, self.core.tick(trio_now_ms()))
 
     async def _run_actions(self, stream: trio.abc.Stream, actions: list[Action]) -> None:
+        self._rearm.set()  # the core moved on: its next timer deadline may have changed
         store, core = self.store, self.core
         for a in actions:
             match a:
