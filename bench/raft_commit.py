@@ -32,7 +32,7 @@ from typing import Any
 
 import trio
 
-from rocketrio.actors.controller.controller import CONTROLLER_BENCH_PROPOSE
+from rocketrio.actors.controller.bench_hook import CONTROLLER_BENCH_PROPOSE
 from rocketrio.protocol.codes import SERIALIZE_ROCKETMQ, ResponseCode
 from rocketrio.protocol.remoting import FrameDecoder, RemotingCommand, encode_command
 

@@ -26,10 +26,8 @@ finds dead counts as alive unless a majority of the controller group confirms it
 (upstream #4800; `FailoverMixin.election_liveness`, death_check.py). Every replica answers the
 leader's CONTROLLER_CHECK_BROKER_ALIVE (1198, not an upstream code) from its own table.
 
-Benchmark hook: the internal request code `CONTROLLER_BENCH_PROPOSE` (1199, not an upstream
-code) proposes its body as a no-op entry (tag 0xFFFF, which no controller event uses) and
-answers once it is committed and applied on the leader; `bench/raft_commit.py` uses it to
-measure the Raft pipeline through the real request path.
+Requests are decoded into `Call`s by calls.py (pure); the benchmark hook
+(`CONTROLLER_BENCH_PROPOSE`, 1199) is bench_hook.py.
 
 Embedded mode (`run_namesrv_with_controller`, `load_namesrv_configs`) lives in embedded.py.
 """
@@ -40,7 +38,6 @@ import random
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
-import attrs
 import structlog
 import trio
 from prometheus_client.registry import Collector
@@ -49,6 +46,12 @@ from rocketrio.actors import events as log_events
 from rocketrio.actors.auth.config import parse_credentials, parse_init_user
 from rocketrio.actors.auth.gate import check_admin_write, server_users
 from rocketrio.actors.config_updater import ConfigUpdater
+from rocketrio.actors.controller.bench_hook import (
+    BENCH_ENTRY_TAG,
+    CONTROLLER_BENCH_PROPOSE,
+    bench_propose,
+)
+from rocketrio.actors.controller.calls import Call, CallDecoder
 from rocketrio.actors.controller.commands import Command, decode_commands, encode_commands
 from rocketrio.actors.controller.config import ControllerConfig
 from rocketrio.actors.controller.failover import FailoverMixin, now_ms
@@ -77,7 +80,7 @@ from rocketrio.actors.raft.node import (
 )
 from rocketrio.actors.remoting import RemotingClient, RemotingServer, RequestContext
 from rocketrio.actors.rpc_metrics import RpcLatency, RpcLatencyCollector
-from rocketrio.actors.runtime import Reply, every
+from rocketrio.actors.runtime import every
 from rocketrio.actors.server_limits import LogRateLimiter
 from rocketrio.actors.transport import Transport
 from rocketrio.protocol.acl_signature import RequestSigner
@@ -85,26 +88,14 @@ from rocketrio.protocol.codes import RequestCode, ResponseCode, request_name
 from rocketrio.protocol.config import dump_config
 from rocketrio.protocol.controller_headers import (
     CONTROLLER_CHECK_BROKER_ALIVE,
-    AlterSyncStateSetRequestHeader,
-    ApplyBrokerIdRequestHeader,
     BrokerHeartbeatRequestHeader,
-    CleanControllerBrokerDataRequestHeader,
-    ElectMasterRequestHeader,
     GetMetaDataResponseHeader,
-    GetNextBrokerIdRequestHeader,
-    GetReplicaInfoRequestHeader,
     RegisterBrokerToControllerRequestHeader,
-    SyncStateSet,
-    decode_broker_names,
 )
 from rocketrio.protocol.remoting import RemotingCommand
-from rocketrio.protocol.serde import HeaderError, from_ext, from_json, to_ext
+from rocketrio.protocol.serde import from_ext, to_ext
 from rocketrio.storage.fs import OS_FS, FileSystem
 
-# rocketrio-internal request code (not upstream's): propose a no-op entry, for bench/raft_commit
-CONTROLLER_BENCH_PROPOSE = 1199
-BENCH_ENTRY_TAG = b"\xff\xff"
-MAX_BENCH_BODY = 64 * 1024
 # DLedger answers a proposal that was not acknowledged within maxWaitAckTimeMs (2500) with an
 # error; we wait a little longer than that, then say the outcome is unknown
 PROPOSE_TIMEOUT_S = 3.0
@@ -155,18 +146,6 @@ class ControllerStateMachine:
 
     def restore(self, data: bytes) -> None:
         self.replicas.restore(data)
-
-
-@attrs.frozen(slots=True)
-class _Call:
-    """A decoded controller request: how to compute its answer from a liveness predicate, and
-    the election reason. `confirm_master_death`: it may depose that set's master, whose death
-    a majority must then confirm (else the master counts as alive for this call)."""
-
-    compute: Callable[[BrokerAlivePredicate], ControllerResult]
-    elect_reason: tuple[str, str] | None = None  # (brokerName, reason) if it may elect
-    confirm_master_death: bool = False
-    election: str | None = None  # the broker set, if it is an ElectMaster (election_total)
 
 
 class Controller(FailoverMixin):
@@ -248,16 +227,7 @@ class Controller(FailoverMixin):
             log=self.log,
         )
         self._liveness_changed = trio.Event()  # set (and replaced) when a broker connection dies
-        self._processors: dict[int, Callable[[RequestContext], _Call]] = {
-            RequestCode.CONTROLLER_GET_NEXT_BROKER_ID: self._get_next_broker_id,
-            RequestCode.CONTROLLER_APPLY_BROKER_ID: self._apply_broker_id,
-            RequestCode.CONTROLLER_REGISTER_BROKER: self._register_broker,
-            RequestCode.CONTROLLER_GET_REPLICA_INFO: self._get_replica_info,
-            RequestCode.CONTROLLER_GET_SYNC_STATE_DATA: self._get_sync_state_data,
-            RequestCode.CONTROLLER_ELECT_MASTER: self._elect_master,
-            RequestCode.CONTROLLER_ALTER_SYNC_STATE_SET: self._alter_sync_state_set,
-            RequestCode.CLEAN_BROKER_DATA: self._clean_broker_data,
-        }
+        self.calls = CallDecoder(self.replicas, self._live_info)
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -358,16 +328,18 @@ class Controller(FailoverMixin):
         if code == RequestCode.UPDATE_CONTROLLER_CONFIG:
             return await self.config_updater.handle(ctx)
         if code == CONTROLLER_BENCH_PROPOSE:
-            return self._bench_propose(ctx)
+            return bench_propose(self.node, ctx, self.not_leader_remark)
         if code == CONTROLLER_CHECK_BROKER_ALIVE:
             return self.check_broker_alive(ctx)  # HeaderError -> INVALID_PARAMETER
-        make = self._processors.get(code)
-        if make is None:
+        if code == RequestCode.CONTROLLER_REGISTER_BROKER:
+            call = self._register_broker(ctx)
+        elif (decode := self.calls.decoders.get(code)) is not None:
+            call = decode(ctx.cmd)  # HeaderError -> INVALID_PARAMETER, answered by the connection
+        else:
             return ctx.cmd.make_response(
                 RC.REQUEST_CODE_NOT_SUPPORTED,
                 f"request type {code} ({request_name(code)}) not supported by the controller",
             )
-        call = make(ctx)  # HeaderError -> INVALID_PARAMETER, answered by the connection
         if self._nursery is None:
             return ctx.cmd.make_response(RC.SYSTEM_BUSY, "the controller is shutting down")
         return self.start_answer(ctx, self._answer, ctx, call)
@@ -422,7 +394,7 @@ class Controller(FailoverMixin):
                 b for b in replica.broker_id_info if is_alive(replica.cluster_name, name, b)
             )
 
-    async def _answer(self, ctx: RequestContext, call: _Call) -> None:
+    async def _answer(self, ctx: RequestContext, call: Call) -> None:
         try:
             is_alive: BrokerAlivePredicate = self._is_alive
             if call.elect_reason is not None:
@@ -530,103 +502,14 @@ class Controller(FailoverMixin):
     def _live_info(self, cluster: str, broker_name: str, broker_id: int) -> BrokerLiveInfo | None:
         return self.heartbeats.live_info(cluster, broker_name, broker_id)
 
-    def _get_next_broker_id(self, ctx: RequestContext) -> _Call:
-        h = from_ext(GetNextBrokerIdRequestHeader, ctx.cmd.ext_fields)
-        return _Call(lambda _alive: self.replicas.get_next_broker_id(h.clusterName, h.brokerName))
-
-    def _apply_broker_id(self, ctx: RequestContext) -> _Call:
-        h = from_ext(ApplyBrokerIdRequestHeader, ctx.cmd.ext_fields)
-        return _Call(
-            lambda _alive: self.replicas.apply_broker_id(
-                h.clusterName, h.brokerName, h.appliedBrokerId, h.registerCheckCode
-            )
-        )
-
-    def _register_broker(self, ctx: RequestContext) -> _Call:
+    def _register_broker(self, ctx: RequestContext) -> Call:
         h = from_ext(RegisterBrokerToControllerRequestHeader, ctx.cmd.ext_fields)
         # a registration is a heartbeat (ReplicasInfoManager.register_broker's contract)
         self.heartbeats.on_heartbeat(
             h.clusterName, h.brokerName, h.brokerId, h.brokerAddress, now_ms()
         )
         self.remember_broker_addr(ctx.conn, h.brokerAddress)
-        return _Call(
-            lambda alive: self.replicas.register_broker(
-                h.clusterName,
-                h.brokerName,
-                h.brokerId,
-                h.brokerAddress,
-                alive,
-                self._live_info,
-            ),
-            (h.brokerName, "first_register"),
-        )
-
-    def _get_replica_info(self, ctx: RequestContext) -> _Call:
-        h = from_ext(GetReplicaInfoRequestHeader, ctx.cmd.ext_fields)
-        return _Call(lambda _alive: self.replicas.get_replica_info(h.brokerName))
-
-    def _get_sync_state_data(self, ctx: RequestContext) -> _Call:
-        names = decode_broker_names(ctx.cmd.body)
-        return _Call(lambda alive: self.replicas.get_sync_state_data(names, alive))
-
-    def _elect_master(self, ctx: RequestContext) -> _Call:
-        h = from_ext(ElectMasterRequestHeader, ctx.cmd.ext_fields)
-        reason = "admin" if h.designateElect else "broker_request"
-        if h.named_broker_id is None:
-            reason = "admin_controller_trigger"
-        else:
-            current = self.replicas.sync_state_info(h.brokerName)
-            if (
-                not h.designateElect
-                and current is not None
-                and (current.master_broker_id == h.named_broker_id)
-            ):
-                reason = "master_restarted"
-        return _Call(
-            lambda alive: self.replicas.elect_master(
-                h.brokerName,
-                alive,
-                self._live_info,
-                broker_id=h.named_broker_id,
-                designate_elect=h.designateElect,
-            ),
-            (h.brokerName, reason),
-            # an admin who designates a broker moves the master on purpose; any other trigger
-            # replaces a master only if it is dead, which a majority must confirm
-            confirm_master_death=not h.designateElect,
-            election=h.brokerName,
-        )
-
-    def _alter_sync_state_set(self, ctx: RequestContext) -> _Call:
-        h = from_ext(AlterSyncStateSetRequestHeader, ctx.cmd.ext_fields)
-        if not ctx.cmd.body:
-            raise HeaderError(
-                "CONTROLLER_ALTER_SYNC_STATE_SET needs a SyncStateSet JSON body "
-                "(syncStateSet, syncStateSetEpoch)"
-            )
-        body = from_json(SyncStateSet, ctx.cmd.body)
-        return _Call(
-            lambda alive: self.replicas.alter_sync_state_set(
-                h.brokerName,
-                h.masterBrokerId,
-                h.masterEpoch,
-                body.syncStateSet,
-                body.syncStateSetEpoch,
-                alive,
-            )
-        )
-
-    def _clean_broker_data(self, ctx: RequestContext) -> _Call:
-        h = from_ext(CleanControllerBrokerDataRequestHeader, ctx.cmd.ext_fields)
-        return _Call(
-            lambda alive: self.replicas.clean_broker_data(
-                h.clusterName,
-                h.brokerName,
-                h.brokerControllerIdsToClean,
-                h.isCleanLivingBroker,
-                alive,
-            )
-        )
+        return self.calls.register_broker(h)
 
     # ------------------------------------------------------------------ local answers
 
@@ -656,29 +539,6 @@ class Controller(FailoverMixin):
         self.observe_heartbeat(h)
         self.remember_broker_addr(ctx.conn, h.brokerAddr)
         return ctx.cmd.make_response(RC.SUCCESS)
-
-    def _bench_propose(self, ctx: RequestContext) -> RemotingCommand | None:
-        body = ctx.cmd.body
-        if not body or len(body) > MAX_BENCH_BODY:
-            return ctx.cmd.make_response(
-                RC.INVALID_PARAMETER, f"bench entries carry 1..{MAX_BENCH_BODY} bytes"
-            )
-        if not self.node.is_ready_leader:
-            return ctx.cmd.make_response(RC.CONTROLLER_NOT_LEADER, self.not_leader_remark())
-
-        def done(reply: Reply[Any]) -> None:
-            try:
-                reply.result()
-            except NotLeader:
-                ctx.respond_code(RC.CONTROLLER_NOT_LEADER, self.not_leader_remark())
-            except (LeaderPendingFull, ProposalDropped) as e:
-                ctx.respond_code(RC.SYSTEM_BUSY, str(e))
-            else:
-                ctx.respond_code(RC.SUCCESS)
-
-        if not self.node.propose_nowait(BENCH_ENTRY_TAG + body, Reply(on_done=done)):
-            return ctx.cmd.make_response(RC.SYSTEM_BUSY, "controller inbox full")
-        return None
 
     # ------------------------------------------------------------------ re-election
 
