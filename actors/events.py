@@ -817,6 +817,25 @@ class MetricsListening(LogEvent):
     addr: str
 
 
+@event("disk_full", "error")
+@attrs.frozen(kw_only=True)
+class DiskFull(LogEvent):
+    """The CommitLog's disk is used above diskSpaceWarningLevelRatio: sends are refused until
+    it is not (``disk_usage``: upstream's "CL: .. CQ: .. INDEX: .." ratios)."""
+
+    disk_usage: str
+    warning_ratio: float
+
+
+@event("disk_space_recovered")
+@attrs.frozen(kw_only=True)
+class DiskSpaceRecovered(LogEvent):
+    """The CommitLog's disk is back at or below diskSpaceWarningLevelRatio: sends go in again."""
+
+    disk_usage: str
+    warning_ratio: float
+
+
 @event("console_listening")
 @attrs.frozen(kw_only=True)
 class ConsoleListening(LogEvent):

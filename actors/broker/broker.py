@@ -67,6 +67,7 @@ from rocketrio.actors.broker.consume_stats import ConsumeStatsProcessor
 from rocketrio.actors.broker.consumer_calls import Broker2Client, consumer_call_handlers
 from rocketrio.actors.broker.day_counters import FILE_NAME as DAY_FILE
 from rocketrio.actors.broker.day_counters import PERSIST_INTERVAL_S, DayCountersFile
+from rocketrio.actors.broker.disk_guard import DiskGuard, DiskUsage, FirstRefusal
 from rocketrio.actors.broker.fault_sites import NO_FAULTS, FaultSites
 from rocketrio.actors.broker.ha.group_transfer import trio_now_ms
 from rocketrio.actors.broker.ha.master_service import HAMasterService
@@ -89,7 +90,7 @@ from rocketrio.actors.broker.pull_hold import HoldLimits, PullRequestHoldService
 from rocketrio.actors.broker.pull_processor import PullConfig, PullMessageProcessor
 from rocketrio.actors.broker.remoting_adapter import RemotingAdapter, RemotingNotifier
 from rocketrio.actors.broker.replicas_manager import ReplicasManager
-from rocketrio.actors.broker.runtime_info import RuntimeInfo
+from rocketrio.actors.broker.runtime_info import DiskSpace, RuntimeInfo, disk_space, used_ratio
 from rocketrio.actors.broker.send_processor import SendConfig, SendMessageProcessor, host_tuple
 from rocketrio.actors.broker.slave_sync import SlaveSynchronize
 from rocketrio.actors.broker.stats import BrokerStats
@@ -110,7 +111,14 @@ from rocketrio.protocol.bodies import TopicConfig
 from rocketrio.protocol.codes import RequestCode
 from rocketrio.storage.commitlog import CorruptionError
 from rocketrio.storage.fs import OS_FS, FileSystem
-from rocketrio.storage.message_store import MessageStore, RecoveryReport, StoreConfig
+from rocketrio.storage.index_file import INDEX_DIR
+from rocketrio.storage.message_store import (
+    COMMITLOG_DIR,
+    CONSUME_QUEUE_DIR,
+    MessageStore,
+    RecoveryReport,
+    StoreConfig,
+)
 from rocketrio.storage.store_lock import LockOwner, StoreLock
 
 STORE_CORRUPT_REMARK = (
@@ -152,8 +160,12 @@ class Broker:
         run_blocking: RunBlocking = trio.to_thread.run_sync,
         faults: FaultSites = NO_FAULTS,
         fs: FileSystem = OS_FS,
+        disk: Callable[[str], DiskSpace | None] | None = None,
     ) -> None:
         self.config = config
+        # the space of a path's file system (statvfs; a test may inject another)
+        self.disk = disk or disk_space
+        self.disk_guard = DiskGuard(config.diskSpaceWarningLevelRatio)
         self.fs = fs  # every file of the broker: store, configs, identity (simulated in sims)
         self.run_blocking = run_blocking
         self.transport = transport
@@ -229,7 +241,9 @@ class Broker:
             locks=self.locks,
             new_uniq_key=self.uniq_ids.next_id,
             stats=self.stats,
-            write_gate=self.replicas,
+            write_gate=FirstRefusal(
+                [self.disk_guard] if self.replicas is None else [self.disk_guard, self.replicas]
+            ),
             rng=self.rng,
         )
         self.pull = PullMessageProcessor(
@@ -287,6 +301,7 @@ class Broker:
             is_master=self.serving_as_master,
             now_ms=now_ms,
             extra=self._runtime_counts,
+            disk=self.disk,
         )
         self.broker2client = Broker2Client()  # the calls 307 passes on to a consumer
         # UPDATE_BROKER_CONFIG: live keys only, written to brokerConfigPath (live_config.py)
@@ -380,6 +395,22 @@ class Broker:
             replicated=c.enableControllerMode,
             epoch_file_path=c.epoch_file_path,
         )
+
+    def check_disk(self) -> None:
+        """Sample the store's disks for the disk guard (disk_guard.py); log a change."""
+        root = self.config.storePathRootDir
+        usage = DiskUsage(
+            commitlog=used_ratio(self.disk(os.path.join(root, COMMITLOG_DIR))),
+            consume_queue=used_ratio(self.disk(os.path.join(root, CONSUME_QUEUE_DIR))),
+            index=used_ratio(self.disk(os.path.join(root, INDEX_DIR))),
+        )
+        changed = self.disk_guard.observe(usage)
+        if changed is not None:
+            record = events.DiskFull if changed else events.DiskSpaceRecovered
+            events.emit(
+                self.log,
+                record(disk_usage=usage.describe(), warning_ratio=self.disk_guard.limit),
+            )
 
     def _runtime_counts(self) -> dict[str, str]:
         """rocketrio's extra runtime-info keys: what the broker's tables hold, and in controller
@@ -655,6 +686,8 @@ class Broker:
                 )
                 n.start_soon(self._every, CLIENT_SCAN_INTERVAL_S, self.scan_clients)
                 n.start_soon(self._every, STATS_SAMPLE_INTERVAL_S, self._sample_stats)
+                self.check_disk()  # before the first send is taken
+                n.start_soon(self._every, self.config.cleanResourceInterval / 1000, self.check_disk)
                 n.start_soon(self.day_file.run_writer)
                 n.start_soon(self.day_file.run_periodic, PERSIST_INTERVAL_S)
                 bound = await n.start(self.server.run)

@@ -98,6 +98,10 @@ class BrokerConfig(RemotingServerConfig):
     mappedFileSizeConsumeQueue: int = attrs.field(default=300_000 * 20, validator=positive)
     maxMessageSize: int = attrs.field(default=4 * 1024 * 1024, validator=positive)
     fileReservedTime: int = attrs.field(default=72, validator=positive)
+    # disk-space protection (disk_guard.py): refuse sends above this percent of the CommitLog's
+    # disk (upstream clamps it to 35..90), checked every cleanResourceInterval ms
+    diskSpaceWarningLevelRatio: int = attrs.field(default=90, validator=positive)
+    cleanResourceInterval: int = attrs.field(default=10_000, validator=positive)
     messageIndexEnable: bool = True
     # check record CRCs when recovery scans the CommitLog (upstream key and default)
     checkCRCOnRecover: bool = True
