@@ -93,7 +93,7 @@ class ClusterPoller:
         self.max_topics = max_topics
         self.rounds = 0
 
-    async def _bounded(self, what: str, fn: Callable[[], Awaitable[T]]) -> T | str:
+    async def _bounded(self, fn: Callable[[], Awaitable[T]]) -> T | str:
         """``fn()``, or the text of its failure (a timeout included)."""
         try:
             with trio.fail_after(self.call_timeout_s * 2):
@@ -109,7 +109,7 @@ class ClusterPoller:
         self.rounds += 1
 
         async def run(key: str, fn: Callable[[], Awaitable[Any]]) -> None:
-            results[key] = await self._bounded(key, fn)
+            results[key] = await self._bounded(fn)
 
         async with trio.open_nursery() as n:
             for addr in self.api.namesrv_addrs:
@@ -121,7 +121,7 @@ class ClusterPoller:
         names = sorted({n for names in cluster.clusterAddrTable.values() for n in names})
         replicas: BrokerReplicasInfo | None = None
         if self.link is not None and names:
-            got = await self._bounded("sync", lambda: self._sync_state(names))
+            got = await self._bounded(lambda: self._sync_state(names))
             if isinstance(got, BrokerReplicasInfo):
                 replicas = got
             else:
@@ -177,7 +177,7 @@ class ClusterPoller:
             )
             return from_json(KVTable, resp.body).table
 
-        out[addr] = await self._bounded(addr, ask)
+        out[addr] = await self._bounded(ask)
 
     # -- shaping ------------------------------------------------------------------------------
 
@@ -285,7 +285,6 @@ class ClusterPoller:
 
     async def _topics(self, masters: list[str], system: set[str]) -> list[TopicStatus] | None:
         got = await self._bounded(
-            "topics",
             lambda: self.api.call_namesrv(RequestCode.GET_ALL_TOPIC_LIST_FROM_NAMESERVER),
         )
         if isinstance(got, str):
@@ -311,7 +310,7 @@ class ClusterPoller:
                     raise
                 return from_json(TopicStatsTable, resp.body)
 
-            stats[(topic, addr)] = await self._bounded(f"{topic}@{addr}", ask)
+            stats[(topic, addr)] = await self._bounded(ask)
 
         limiter = trio.CapacityLimiter(16)
 
@@ -369,7 +368,7 @@ class ClusterPoller:
                 )
                 return from_json(ConsumeStatsList, resp.body)
 
-            got = await self._bounded(addr, ask)
+            got = await self._bounded(ask)
             if isinstance(got, str):
                 events.emit(log, events.ConsolePollFailed(addr=addr, error=got))
                 return None

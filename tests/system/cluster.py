@@ -12,6 +12,7 @@ import subprocess
 import sys
 import threading
 import time
+from typing import Any
 
 import attrs
 
@@ -145,6 +146,19 @@ def start_up(base_dir: str, mode: str, *extra: str) -> UpProcess:
     up = UpProcess(proc, base_dir, f"127.0.0.1:{base}", base + 10)
     up.read_until("running; press Ctrl-C to stop", 60)
     return up
+
+
+def stop_processes(procs: list[subprocess.Popen[Any]], grace_s: float = 30) -> None:
+    """SIGINT every process still running, then wait for each; kill what does not stop."""
+    for p in procs:
+        if p.poll() is None:
+            p.send_signal(signal.SIGINT)
+    for p in procs:
+        try:
+            p.wait(grace_s)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            p.wait()
 
 
 def log_problems(log_dir: str) -> list[str]:

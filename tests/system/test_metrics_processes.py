@@ -9,7 +9,6 @@ registrations.
 
 from __future__ import annotations
 
-import signal
 import subprocess
 import time
 import urllib.request
@@ -24,7 +23,7 @@ from rocketrio.actors.remoting import RemotingClient
 from rocketrio.actors.transport import TcpTransport
 from rocketrio.protocol.codes import RequestCode, ResponseCode
 from rocketrio.protocol.remoting import RemotingCommand
-from tests.system.cluster import free_port_block
+from tests.system.cluster import free_port_block, stop_processes
 from tests.system.test_store_lock_processes import launch, send_one, wait_for_line
 
 pytestmark = pytest.mark.system
@@ -129,12 +128,4 @@ def test_each_role_serves_parseable_metrics_with_upstream_names(tmp_path: Path) 
         code = {"node_type": "controller", "request_code": "controller_get_metadata_info"}
         assert total(controller, "rocketmq_rpc_latency_count", **code) == 1
     finally:
-        for p in procs:
-            if p.poll() is None:
-                p.send_signal(signal.SIGINT)
-        for p in procs:
-            try:
-                p.wait(30)
-            except subprocess.TimeoutExpired:
-                p.kill()
-                p.wait()
+        stop_processes(procs)

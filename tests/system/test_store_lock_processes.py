@@ -24,7 +24,7 @@ from rocketrio.actors.client.admin import MQAdmin
 from rocketrio.actors.client.message import Message
 from rocketrio.actors.client.producer import Producer
 from rocketrio.actors.logs import configure_logging
-from tests.system.cluster import free_port_block
+from tests.system.cluster import free_port_block, stop_processes
 
 pytestmark = pytest.mark.system
 
@@ -109,12 +109,4 @@ def test_a_second_broker_on_a_store_is_refused_and_the_first_keeps_serving(tmp_p
         [rec] = [e for e in json_events(work, "third") if e["event"] == "commitlog_recovered"]
         assert rec["unclean_shutdown"] is True
     finally:
-        for p in procs:
-            if p.poll() is None:
-                p.send_signal(signal.SIGINT)
-        for p in procs:
-            try:
-                p.wait(30)
-            except subprocess.TimeoutExpired:
-                p.kill()
-                p.wait()
+        stop_processes(procs)
