@@ -827,6 +827,32 @@ class DiskFull(LogEvent):
     warning_ratio: float
 
 
+@event("commitlog_deleted")
+@attrs.frozen(kw_only=True)
+class CommitLogDeleted(LogEvent):
+    """Retention deleted CommitLog segments (and the ConsumeQueue files and index records that
+    only pointed into them); ``min_offset`` is the new oldest CommitLog offset. ``trigger``:
+    time (deleteWhen), space (diskMaxUsedSpaceRatio), forced (diskSpaceCleanForciblyRatio) or
+    manual."""
+
+    segments: str
+    min_offset: int
+    trigger: str
+    forced: bool
+
+
+@event("retention_held", "warning")
+@attrs.frozen(kw_only=True)
+class RetentionHeld(LogEvent):
+    """An expired segment is kept because a reader still needs it: the store has not made its
+    ConsumeQueue entries durable yet, or a replica fetching from this master has not
+    acknowledged it (``safe_end``: the offset deletion may not pass). Logged once per hold."""
+
+    segment_base: int
+    safe_end: int
+    dispatch_flushed: int
+
+
 @event("disk_space_recovered")
 @attrs.frozen(kw_only=True)
 class DiskSpaceRecovered(LogEvent):

@@ -254,6 +254,11 @@ class CommitLog:
     def flushed_offset(self) -> int:
         return self._flushed_offset
 
+    def segment_bases(self) -> list[int]:
+        """The start offsets of the segments, oldest first."""
+        with self._lock:
+            return sorted(self._fds)
+
     @property
     def verified_from(self) -> int:
         """Every byte at or above this offset was appended by this process (its records built

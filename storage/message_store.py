@@ -156,6 +156,7 @@ class MessageStore(StoreDispatch):
         self._index = MessageIndex(store_path, fs=fs) if self.config.messageIndexEnable else None
         self._dispatch_ckpt = OffsetCheckpoint(os.path.join(store_path, DISPATCH_CHECKPOINT), fs=fs)
         self._dispatched = 0
+        self._dispatch_flushed = 0  # what the last flush made durable in queues and index
         self._gate = DispatchGate(os.path.join(store_path, CONFIRM_CHECKPOINT), fs=fs)
         self._gate.gated = replicated
         self._arrived: dict[tuple[str, int], int] = {}
@@ -190,6 +191,9 @@ class MessageStore(StoreDispatch):
         )
         try:
             report = self._recover(clog_report, unclean_shutdown=unclean)
+            self._dispatch_flushed = max(
+                self._commitlog.min_offset, min(self._dispatch_ckpt.load() or 0, self._dispatched)
+            )
             if self._epoch_file_path is not None:
                 self.epochs = EpochFile(self._epoch_file_path, fs=self.fs)
                 # entries starting beyond the recovered log (a crash between cutting the log
@@ -407,6 +411,7 @@ class MessageStore(StoreDispatch):
         if self._index is not None:
             self._index.flush()
         self._dispatch_ckpt.store(dispatched)
+        self._dispatch_flushed = dispatched
         if self._gate.gated:
             self._gate.persist()
         return flushed
@@ -668,6 +673,7 @@ class MessageStore(StoreDispatch):
             self.epochs.truncate_suffix(commitlog_offset)
         self._queue_offsets = {key: cq.max_offset for key, cq in self._cqs.items()}
         self._dispatched = min(self._dispatched, commitlog_offset)
+        self._dispatch_flushed = min(self._dispatch_flushed, commitlog_offset)
 
     def reset_to(self, commitlog_offset: int) -> None:
         """Drop EVERY record, queue, index record and epoch, durably; the empty log continues
@@ -687,6 +693,7 @@ class MessageStore(StoreDispatch):
         if self.epochs is not None:
             self.epochs.replace_all([])
         self._dispatched = self._gate.confirm = commitlog_offset
+        self._dispatch_flushed = commitlog_offset
 
     def append_replicated(self, offset: int, data: bytes | bytearray | memoryview) -> int:
         """A slave writes whole records received from its master (checked in full by the
@@ -717,6 +724,40 @@ class MessageStore(StoreDispatch):
         self.record_epoch(epoch, start)
         self.compensate_queue_offsets()
         return start
+
+    @property
+    def dispatch_flushed(self) -> int:
+        """CommitLog offset below which every record's ConsumeQueue entries and index records
+        are durable (the last flush's dispatch checkpoint): retention never deletes above it,
+        so recovery never needs a deleted record."""
+        return self._dispatch_flushed
+
+    def retention_segments(self) -> list[tuple[int, int, int | None]]:
+        """(base, end, closed at) of every CommitLog segment, oldest first: ``closed at`` is
+        the store time of the next segment's first record (None for the last segment, or
+        when that record cannot be read)."""
+        clog = self._commitlog
+        bases = clog.segment_bases()
+        seg = clog.mapped_file_size
+        out: list[tuple[int, int, int | None]] = []
+        for i, base in enumerate(bases):
+            if i == len(bases) - 1:
+                out.append((base, clog.max_offset, None))
+            else:
+                nxt = bases[i + 1]
+                out.append((base, base + seg, self._store_timestamp_at(nxt)))
+        return out
+
+    def delete_oldest_segment(self, base: int) -> list[str]:
+        """Retention, one segment: delete the CommitLog segment at ``base`` if it is still the
+        oldest, not the last, and wholly below `dispatch_flushed`, then the ConsumeQueue files
+        and index records that only point below the new oldest data and the epochs wholly
+        below it. Returns the deleted segment names ([] when the segment may not go)."""
+        bases = self._commitlog.segment_bases()
+        end = base + self._commitlog.mapped_file_size
+        if len(bases) < 2 or bases[0] != base or end > self._dispatch_flushed:
+            return []
+        return self.delete_files_below(end)
 
     def delete_files_below(self, commitlog_offset: int) -> list[str]:
         """Retention: delete CommitLog segments wholly below the offset, then what indexes them

@@ -54,6 +54,8 @@ from rocketrio.actors.broker.auth_processor import AuthProcessor
 from rocketrio.actors.broker.auth_remoting import AuthGate, auth_handlers, gate_settings
 from rocketrio.actors.broker.auth_tables import AuthTable
 from rocketrio.actors.broker.classic_roles import ClassicRoleService
+from rocketrio.actors.broker.clean_policy import ReplicaLink, replica_floor
+from rocketrio.actors.broker.clean_service import CleanService
 from rocketrio.actors.broker.client_manager import ConsumerManager, ProducerManager
 from rocketrio.actors.broker.client_processor import ClientProcessor
 from rocketrio.actors.broker.config import (
@@ -229,6 +231,14 @@ class Broker:
             housekeeping_interval_ms=config.haHousekeepingInterval,
         )
         self.replicas = ReplicasManager(self, faults) if config.enableControllerMode else None
+        self.clean = CleanService(
+            config,
+            self.store_actor,
+            usage=self._store_disk_usage,
+            replica_floor=self._replica_floor,
+            now_ms=now_ms,
+            log=self.log.bind(actor="clean_service"),
+        )
         self.classic: ClassicRoleService | None = None
         self.slave_sync: SlaveSynchronize | None = None
         # request handling
@@ -411,6 +421,24 @@ class Broker:
                 self.log,
                 record(disk_usage=usage.describe(), warning_ratio=self.disk_guard.limit),
             )
+
+    def _store_disk_usage(self) -> float | None:
+        """The fuller of the CommitLog's and the ConsumeQueues' disks, as last sampled."""
+        usage = self.disk_guard.usage
+        if usage is None:
+            return None
+        if usage.commitlog < 0 or usage.consume_queue < 0:
+            return -1.0
+        return max(usage.commitlog, usage.consume_queue)
+
+    def _replica_floor(self, in_sync_only: bool) -> int | None:
+        """What a slave fetching from this master still needs (clean_policy.replica_floor);
+        None while this broker is not serving as master."""
+        if not self.serving_as_master():
+            return None
+        view = self.ha_master.view()
+        links = [ReplicaLink(x.slave_id, x.ack_offset, x.transfer_from) for x in view.links]
+        return replica_floor(links, view.sync_state_set, in_sync_only=in_sync_only)
 
     def _runtime_counts(self) -> dict[str, str]:
         """rocketrio's extra runtime-info keys: what the broker's tables hold, and in controller
@@ -688,6 +716,7 @@ class Broker:
                 n.start_soon(self._every, STATS_SAMPLE_INTERVAL_S, self._sample_stats)
                 self.check_disk()  # before the first send is taken
                 n.start_soon(self._every, self.config.cleanResourceInterval / 1000, self.check_disk)
+                n.start_soon(self.clean.run)
                 n.start_soon(self.day_file.run_writer)
                 n.start_soon(self.day_file.run_periodic, PERSIST_INTERVAL_S)
                 bound = await n.start(self.server.run)

@@ -14,6 +14,7 @@ import os
 import attrs
 
 from rocketrio.actors.auth.config import credentials_key, init_user_key, whitelist_key
+from rocketrio.actors.broker.clean_policy import parse_delete_when
 from rocketrio.actors.metrics_exporter import DEFAULT_PROM_EXPORTER_PORT
 from rocketrio.actors.metrics_exporter import MetricsExporterType as MetricsExporterType
 from rocketrio.actors.server_limits import RemotingServerConfig
@@ -35,6 +36,15 @@ def _broker_permission(_inst: object, attribute: attrs.Attribute[int], value: in
     """PermName bits a broker may have: 4 read, 2 write (6 both), 1 inherit."""
     if value < 0 or value & ~7:
         raise ValueError(f"{attribute.name} must be a perm (2 write, 4 read, 6 both), got {value}")
+
+
+def _positive_hours(_inst: object, attribute: attrs.Attribute[float], value: float) -> None:
+    if not value > 0:
+        raise ValueError(f"{attribute.name} must be a positive number of hours, got {value}")
+
+
+def _delete_when(_inst: object, _attribute: attrs.Attribute[str], value: str) -> None:
+    parse_delete_when(value)
 
 
 @attrs.define
@@ -97,7 +107,19 @@ class BrokerConfig(RemotingServerConfig):
     mappedFileSizeCommitLog: int = attrs.field(default=1024 * 1024 * 1024, validator=positive)
     mappedFileSizeConsumeQueue: int = attrs.field(default=300_000 * 20, validator=positive)
     maxMessageSize: int = attrs.field(default=4 * 1024 * 1024, validator=positive)
-    fileReservedTime: int = attrs.field(default=72, validator=positive)
+    # retention (clean_policy.py / clean_service.py; upstream MessageStoreConfig keys): hours a
+    # closed CommitLog segment is kept (fractions allowed), the hours of day a round may delete
+    # expired segments, and the disk ratios that start a round (75) or force one (85)
+    fileReservedTime: float = attrs.field(default=72.0, validator=_positive_hours)
+    deleteWhen: str = attrs.field(default="04", validator=_delete_when)
+    diskMaxUsedSpaceRatio: int = attrs.field(default=75, validator=positive)
+    diskSpaceCleanForciblyRatio: int = attrs.field(default=85, validator=positive)
+    cleanFileForciblyEnable: bool = True
+    # how long a deletion waits for in-flight reads before it gives up the round, the pause
+    # between two deleted segments, and the most segments one round deletes
+    destroyMapedFileIntervalForcibly: int = attrs.field(default=120_000, validator=positive)
+    deleteCommitLogFilesInterval: int = attrs.field(default=100, validator=non_negative)
+    deleteFileBatchMax: int = attrs.field(default=10, validator=positive)
     # disk-space protection (disk_guard.py): refuse sends above this percent of the CommitLog's
     # disk (upstream clamps it to 35..90), checked every cleanResourceInterval ms
     diskSpaceWarningLevelRatio: int = attrs.field(default=90, validator=positive)

@@ -27,7 +27,10 @@ How each live key reaches the running broker (`apply_broker_changes`):
   flush) and sync-flush wait;
 - registerNameServerPeriod: the registration loop reads it at each period;
 - brokerNotActiveTimeoutMillis, sendHeartbeatTimeoutMillis, registerBrokerTimeoutMills: read
-  from the config object at each registration / heartbeat.
+  from the config object at each registration / heartbeat;
+- the retention keys (`RETENTION_KEYS`: fileReservedTime, deleteWhen, the disk ratios that
+  start or force a clean-up, and how a round deletes): the clean-up service reads them from
+  the config object at each round (clean_service.py).
 """
 
 from __future__ import annotations
@@ -59,11 +62,24 @@ _PULL_KEYS: Final = frozenset(
     }
 )
 _SEND_KEYS: Final = frozenset({"brokerPermission", "autoCreateTopicEnable", "maxMessageSize"})
+RETENTION_KEYS: Final = frozenset(
+    {
+        "fileReservedTime",
+        "deleteWhen",
+        "diskMaxUsedSpaceRatio",
+        "diskSpaceCleanForciblyRatio",
+        "cleanFileForciblyEnable",
+        "destroyMapedFileIntervalForcibly",
+        "deleteCommitLogFilesInterval",
+        "deleteFileBatchMax",
+    }
+)
 
 BROKER_POLICY: Final = UpdatePolicy(
     role="broker",
     live_keys=_PULL_KEYS
     | _SEND_KEYS
+    | RETENTION_KEYS
     | {
         "maxHeldPullsPerConnection",
         "maxHeldPulls",

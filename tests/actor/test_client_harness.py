@@ -100,6 +100,11 @@ class Cluster:
             src = self.tmp_path / topics_from / "config" / "topics.json"
             (store / "config").mkdir(parents=True, exist_ok=True)
             shutil.copy(src, store / "config" / "topics.json")
+        values: dict[str, Any] = {
+            "mappedFileSizeCommitLog": 1 << 20,
+            "mappedFileSizeConsumeQueue": 1000 * 20,
+            **overrides,
+        }
         cfg = BrokerConfig(
             brokerName=broker_name or key,
             brokerId=broker_id,
@@ -108,9 +113,7 @@ class Cluster:
             listenPort=10911,
             namesrvAddr=self.ns_addr,
             storePathRootDir=str(store),
-            mappedFileSizeCommitLog=1 << 20,
-            mappedFileSizeConsumeQueue=1000 * 20,
-            **overrides,
+            **values,
         )
         broker = Broker(
             cfg, self.net.transport(host), now_ms=sim_now_ms, run_blocking=inline_blocking
