@@ -827,6 +827,19 @@ class DiskFull(LogEvent):
     warning_ratio: float
 
 
+@event("store_recovery_progress")
+@attrs.frozen(kw_only=True)
+class StoreRecoveryProgress(LogEvent):
+    """Recovery is still running (logged every 64 MiB of CommitLog it re-dispatches into the
+    ConsumeQueues and the index, e.g. when the index is rebuilt): ``done_bytes`` of
+    ``total_bytes``, ``phase`` names the step."""
+
+    phase: str
+    done_bytes: int
+    total_bytes: int
+    percent: int
+
+
 @event("commitlog_deleted")
 @attrs.frozen(kw_only=True)
 class CommitLogDeleted(LogEvent):
@@ -839,6 +852,15 @@ class CommitLogDeleted(LogEvent):
     min_offset: int
     trigger: str
     forced: bool
+
+
+@event("delete_files_manually", "warning")
+@attrs.frozen(kw_only=True)
+class DeleteFilesManually(LogEvent):
+    """An operator asked for retention now (`admin deleteExpiredCommitLog`): the next
+    ``rounds`` clean-up rounds delete expired segments whatever deleteWhen says."""
+
+    rounds: int
 
 
 @event("retention_held", "warning")

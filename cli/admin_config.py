@@ -9,6 +9,7 @@
     wipeWritePerm          -b brokerName [-n "ns1;ns2"]       (routes lose W on each -n)
     addWritePerm           -b brokerName [-n "ns1;ns2"]
     updateTopicPerm        -t topic -p 2|4|6  -b host:port | -c cluster
+    deleteExpiredCommitLog -b host:port | -c cluster          (-c: masters and slaves)
 
 An update only takes keys the server can change while it runs; a key that needs a restart, an
 unknown key, a bad value or a black-listed key is refused with the server's remark and nothing
@@ -134,6 +135,21 @@ async def update_broker_config(admin: Any, a: argparse.Namespace) -> Any:
         remark = await ca.update_broker_config(admin, t.addr, values)
         note = f" ({remark})" if remark else ""
         return Done(t.addr, f"update broker config success, {t.addr}{note}")
+
+    return await _each(targets, one, lambda t: t.label)
+
+
+@command(
+    "deleteExpiredCommitLog",
+    "delete expired CommitLog files now (whatever deleteWhen says)",
+    _print_done,
+)(_broker_target)
+async def delete_expired_commit_log(admin: Any, a: argparse.Namespace) -> Any:
+    targets = await _brokers(admin, a, with_slaves=True)
+
+    async def one(t: ca.BrokerTarget) -> Done:
+        await ca.delete_expired_commitlog(admin, t.addr)
+        return Done(t.addr, f"delete expired commitlog requested, {t.addr}")
 
     return await _each(targets, one, lambda t: t.label)
 

@@ -28,14 +28,15 @@ reads; it must not overlap `truncate_to`, `delete_segments_below`, `open` or `cl
 guards the segment table, which is all the two threads share.
 
 Recovery (`open`) checks every record (CRC included: upstream checkCRCOnRecover) with the scan
-of record_scan.py, from the first segment when asked (``verify_all``: the store's last shutdown
-was not clean) or when the checkpoint is missing or fails its CRC, else from the start of the
-segment holding the flushed checkpoint. Segments below that one are "covered" by a clean
-checkpoint: the last run shut down cleanly (every byte fsynced, then the store's abort marker
-removed), their records were checked when this or an earlier process appended them or by an
-earlier full scan, and an append-only segment below the flushed offset is never written again.
-What a clean start does not check (bytes that rotted on disk since) the read check below and
-``rocketrio admin checkStore`` find. At the first invalid record, offset P:
+of record_scan.py from the flushed checkpoint itself (a record boundary), clean shutdown or not,
+so restart time grows with the unflushed tail (at most a flush interval of writes), never with
+the store. It starts at the first segment only when asked (``verify_all``: benchmarks and
+tools) or when the checkpoint is missing or fails its CRC. What lies below the checkpoint was
+fsynced, and its records were checked when this or an earlier process appended them (or by an
+earlier scan); an append-only segment below the flushed offset is never written again. A
+segment that ends below the checkpoint is refused (fsynced data is missing). What recovery
+does not check (bytes that rotted on disk since) the read check below and ``rocketrio admin
+checkStore`` find: a damaged record is never served. At the first invalid record, offset P:
 - P below the flushed checkpoint: fsynced data changed -> CorruptionError;
 - a valid record (full CRC and matching physical offset) starts after P in the same segment:
   the damage is in the middle, not a torn tail -> CorruptionError naming file and offset;
@@ -313,7 +314,10 @@ class CommitLog:
                 self._fds[b] = self._fs.open(os.path.join(self.path, segment_name(b)), os.O_RDWR)
             start = bases[0]
             if ckpt is not None and not verify_all:
-                start = max(start, min(self.segment_base(ckpt), bases[-1]))
+                # from the checkpoint itself (a record boundary): what lies below it is
+                # fsynced and was checked when it was written; a checkpoint beyond the last
+                # segment starts at that segment's end, where a missing-data check waits
+                start = max(start, min(ckpt, bases[-1] + size))
             report = self._recover(bases, start, ckpt, check_crc)
         except BaseException:
             self._close_files()
@@ -352,10 +356,20 @@ class CommitLog:
         self, bases: list[int], start: int, ckpt: int | None, check_crc: bool
     ) -> CommitLogRecovery:
         size = self.mapped_file_size
-        for base in (b for b in bases if b >= start):
+        for base in (b for b in bases if b + size > start):
             is_last = base == bases[-1]
             with mapped(self._fs, self._fds[base]) as data:
-                scan = scan_segment(data, base, size, check_crc=check_crc)
+                at = max(0, start - base)
+                if at > len(data):
+                    raise CorruptionError(
+                        f"commitlog {self.path}: segment {segment_name(base)} ends at offset "
+                        f"{base + len(data)}, below the flushed checkpoint {ckpt}: fsynced "
+                        "data is missing (truncated or deleted file?)"
+                    )
+                if at >= size:  # the checkpoint is at this (last) segment's very end
+                    self._max_offset = base + size
+                    break
+                scan = scan_segment(data, base, size, check_crc=check_crc, start=at)
                 end, reason = scan.end, scan.reason
                 if reason is None and scan.blank:
                     self._extend_closed_segment(base)

@@ -24,8 +24,9 @@ oldest record.
 
 Clean or not. Like upstream, ``<store>/abort`` exists while the store is open: `open` creates it
 (durably, before any write) and `close` removes it after the last flush. Finding it at `open`
-means the last run did not shut down cleanly (kill -9, power cut, a crash), and the CommitLog
-then checks every record of every segment (`CommitLog.open` says what a clean start checks).
+means the last run did not shut down cleanly (kill -9, power cut, a crash); the report says so.
+Either way the CommitLog checks the records from its flushed checkpoint on (`CommitLog.open`),
+so restart time does not grow with the store; the records below are checked when read.
 
 Reads. `get_messages` checks every record it serves with `CommitLog.check_read` (StoreConfig
 checkCRCOnPull, default on): a record that fails raises RecordCorrupt instead of being served.
@@ -74,6 +75,7 @@ from rocketrio.storage.index_file import MessageIndex
 from rocketrio.storage.store_dispatch import (
     _NO_CQ_TRAN,
     SCHEDULE_TOPIC,
+    Progress,
     StoreDispatch,
     _key_hashes,
     _Pending,
@@ -162,6 +164,8 @@ class MessageStore(StoreDispatch):
         self._arrived: dict[tuple[str, int], int] = {}
         self._epoch_file_path = epoch_file_path
         self.epochs: EpochFile | None = None
+        # told how recovery's re-dispatch advances (called from `open`'s thread)
+        self.on_progress: Progress | None = None
         self._delay_ms = parse_delay_levels(self.config.messageDelayLevel)
         self._put_count = 0
         self._put_bytes = 0
@@ -186,9 +190,9 @@ class MessageStore(StoreDispatch):
             # durable before anything is written: a crash from here on is seen as unclean
             write_synced(abort, b"", fs=self.fs)
             self.fs.fsync_dir(self.store_path)
-        clog_report = self._commitlog.open(
-            verify_all=unclean, check_crc=self.config.checkCRCOnRecover
-        )
+        # clean or not, the scan starts at the flushed checkpoint: restart time does not grow
+        # with the store; what lies below it is checked when read (`_read_spans`)
+        clog_report = self._commitlog.open(check_crc=self.config.checkCRCOnRecover)
         try:
             report = self._recover(clog_report, unclean_shutdown=unclean)
             self._dispatch_flushed = max(

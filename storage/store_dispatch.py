@@ -20,7 +20,7 @@ Synchronous file code, no trio (same contract as message_store.py).
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from rocketrio.protocol.message import (
     PROPERTY_CRC32,
@@ -54,6 +54,9 @@ from rocketrio.storage.store_types import RecoveryReport, StoreConfig
 
 SCHEDULE_TOPIC = "SCHEDULE_TOPIC_XXXX"
 _REDISPATCH_BATCH = 1024
+PROGRESS_EVERY = 64 * 1024 * 1024  # re-dispatched CommitLog bytes between progress reports
+# (phase, bytes done, bytes in all): what recovery tells the broker's log while it runs
+Progress = Callable[[str, int, int], None]
 
 # what dispatch needs of a record besides its offset and size:
 # ((topic, queue id), queue offset, tags code, index hashes, goes to the ConsumeQueue)
@@ -79,6 +82,7 @@ class StoreDispatch:
     _gate: DispatchGate
     _arrived: dict[tuple[str, int], int]
     epochs: EpochFile | None
+    on_progress: Progress | None
 
     def _recover(
         self, clog_report: CommitLogRecovery, *, unclean_shutdown: bool = False
@@ -156,7 +160,12 @@ class StoreDispatch:
         batch: list[_Pending] = []
         count = 0
         end = max(start, self._commitlog.min_offset)
+        first, total = end, self._commitlog.max_offset - end
+        report_at = first + PROGRESS_EVERY
         for offset, record in self._commitlog.iter_records(start):
+            if offset >= report_at and self.on_progress is not None:
+                self.on_progress("redispatch", offset - first, total)
+                report_at = offset + PROGRESS_EVERY
             visible = offset + len(record) <= limit
             meta = self._pending_of(offset, record, cq_from if visible else limit + 1)
             if meta[4]:

@@ -196,6 +196,7 @@ RULES: dict[int, Rule] = {
     RC.VIEW_MESSAGE_BY_ID: _one("topic", "topic", GET, optional=True),
     RC.GET_BROKER_CONFIG: _cluster(GET),
     RC.UPDATE_BROKER_CONFIG: _cluster(UPDATE),
+    RC.DELETE_EXPIRED_COMMITLOG: _cluster(UPDATE),
     RC.NOTIFY_BROKER_ROLE_CHANGED: _cluster(UPDATE),
     RC.AUTH_CREATE_USER: _cluster(UPDATE),
     RC.AUTH_UPDATE_USER: _cluster(UPDATE),

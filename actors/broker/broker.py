@@ -354,6 +354,7 @@ class Broker:
                 **self.ha_status.handlers(),
                 **stats_handlers(self.runtime_info, self.stats.items),
                 RequestCode.UPDATE_BROKER_CONFIG: self.config_updater.handle,
+                RequestCode.DELETE_EXPIRED_COMMITLOG: self.clean.handle_delete_expired,
                 **consumer_call_handlers(
                     lambda: self.config.brokerName,
                     consumers=self.consumers,
@@ -567,6 +568,18 @@ class Broker:
 
     async def _recover_store(self) -> None:
         started = trio.current_time()
+        log = self.log
+
+        def progress(phase: str, done: int, total: int) -> None:
+            percent = 100 * done // total if total else 100
+            events.emit(
+                log,
+                events.StoreRecoveryProgress(
+                    phase=phase, done_bytes=done, total_bytes=total, percent=percent
+                ),
+            )
+
+        self.store.on_progress = progress
         try:
             self.recovery = report = await self.run_blocking(self.store.open)
         except CorruptionError as e:

@@ -39,7 +39,10 @@ from rocketrio.actors.broker.clean_policy import (
 )
 from rocketrio.actors.broker.config import BrokerConfig
 from rocketrio.actors.broker.disk_guard import warning_ratio
+from rocketrio.actors.remoting import RequestContext
 from rocketrio.actors.runtime import AskTimeout
+from rocketrio.protocol.codes import ResponseCode
+from rocketrio.protocol.remoting import RemotingCommand
 from rocketrio.storage.message_store import MessageStore
 
 
@@ -90,6 +93,13 @@ class CleanService:
     def delete_files_manually(self) -> None:
         """Upstream executeDeleteFilesManually: the next rounds run whatever the hour."""
         self.manual_rounds = MANUAL_DELETE_ROUNDS
+
+    async def handle_delete_expired(self, ctx: RequestContext) -> RemotingCommand:
+        """DELETE_EXPIRED_COMMITLOG (329, `admin deleteExpiredCommitLog`): as upstream, the
+        next rounds delete expired segments whatever the hour; SUCCESS at once."""
+        self.delete_files_manually()
+        events.emit(self.log, events.DeleteFilesManually(rounds=self.manual_rounds))
+        return ctx.cmd.make_response(ResponseCode.SUCCESS)
 
     async def run(self) -> None:
         while True:

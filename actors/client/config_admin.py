@@ -100,6 +100,12 @@ async def update_broker_config(admin: MQAdmin, addr: str, values: Mapping[str, s
     return resp.remark
 
 
+async def delete_expired_commitlog(admin: MQAdmin, addr: str) -> None:
+    """DELETE_EXPIRED_COMMITLOG (329): the broker's next clean-up rounds delete expired
+    CommitLog segments whatever its deleteWhen says."""
+    await admin.api.call(addr, RequestCode.DELETE_EXPIRED_COMMITLOG)
+
+
 async def topic_config(admin: MQAdmin, addr: str, topic: str) -> TopicConfig:
     """GET_TOPIC_CONFIG (351): the topic as this broker holds it."""
     resp = await admin.api.call(

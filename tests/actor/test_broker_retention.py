@@ -10,12 +10,24 @@ import os
 from pathlib import Path
 from typing import Any
 
+import pytest
 import structlog.testing
 import trio
 import trio.testing
-from test_client_harness import Collector, cluster, consumer, create_topic, send_all, wait_for
+from test_client_harness import (
+    Collector,
+    cluster,
+    consumer,
+    create_topic,
+    send_all,
+    sim_now_ms,
+    wait_for,
+)
 
+from rocketrio.actors.broker.clean_policy import hour_of_day
 from rocketrio.actors.client.producer import Producer
+from rocketrio.cli.failure import Wiring
+from rocketrio.cli.main import main_async
 from rocketrio.storage.commitlog import segment_name
 
 SEG = 64 * 1024
@@ -117,3 +129,53 @@ async def test_the_current_segment_and_young_segments_are_kept(
         assert 0 < low < store.get_max_offset("T", 0)
         entry = store._cqs[("T", 0)].entry(low)
         assert entry is not None and entry[0] == clog_min  # the first message still stored
+
+
+async def test_outside_delete_when_only_an_operator_request_deletes_and_keys_change_live(
+    tmp_path: Path, mock_clock: trio.testing.MockClock, capsys: pytest.CaptureFixture[str]
+) -> None:
+    async with cluster(tmp_path, ()) as c:
+        hour = hour_of_day(sim_now_ms())
+        other = f"{(hour + 12) % 24:02d}"  # never reached within the test
+        broker = await c.start_broker("b", "10.0.1.1", **{**RETENTION, "deleteWhen": other})
+        await create_topic(c, "T", queues=1)
+        async with Producer("pg", c.ns_addr, **c.kwargs()) as p:
+            await send_all(p, "T", [b"x" * 1024] * 200)
+        before = on_disk(tmp_path / "b")
+        await trio.sleep(30)  # long expired, but not the hour and the disk is not full
+        assert on_disk(tmp_path / "b") == before
+        # a bad deleteWhen is refused and changes nothing
+        code, _, err, _ = await run_admin(
+            capsys, c, "updateBrokerConfig", "-b", broker.addr, "-k", "deleteWhen", "-v", "25"
+        )
+        assert code == 1 and "deleteWhen" in err and broker.config.deleteWhen == other
+        code, out, _, logs = await run_admin(
+            capsys, c, "deleteExpiredCommitLog", "-c", "DefaultCluster"
+        )
+        assert code == 0 and f"delete expired commitlog requested, {broker.addr}" in out
+        assert any(e["event"] == "delete_files_manually" for e in logs)
+        await trio.sleep(1.5)
+        assert on_disk(tmp_path / "b") == before[-1:]
+        # the reservation changed live: a new segment's worth is kept for a day
+        code, _, _, _ = await run_admin(
+            capsys, c, "updateBrokerConfig", "-b", broker.addr, "-k", "fileReservedTime", "-v", "24"
+        )
+        assert code == 0 and broker.config.fileReservedTime == 24
+        async with Producer("pg", c.ns_addr, **c.kwargs()) as p:
+            await send_all(p, "T", [b"y" * 1024] * 200)
+        grown = on_disk(tmp_path / "b")
+        await run_admin(capsys, c, "deleteExpiredCommitLog", "-b", broker.addr)
+        await trio.sleep(30)
+        assert on_disk(tmp_path / "b") == grown  # not expired under the new reservation
+
+
+async def run_admin(
+    capsys: pytest.CaptureFixture[str], c: Any, *argv: str
+) -> tuple[int, str, str, list[Any]]:
+    capsys.readouterr()
+    with structlog.testing.capture_logs() as logs:
+        code = await main_async(
+            ["admin", argv[0], "-n", c.ns_addr, *argv[1:]], Wiring(c.net.transport("10.0.9.200"))
+        )
+    out, err = capsys.readouterr()
+    return code, out, err, logs

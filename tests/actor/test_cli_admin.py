@@ -103,6 +103,8 @@ def unknown_cases(ns: str, ctrl: str) -> list[tuple[list[str], str]]:
             ["updateBrokerConfig", "-n", ns, "-c", "NoCluster", "-k", "maxMessageSize", "-v", "1"],
             "cluster NoCluster is unknown",
         ),
+        (["deleteExpiredCommitLog", "-n", ns, "-c", "NoCluster"], "cluster NoCluster is unknown"),
+        (["deleteExpiredCommitLog", "-n", ns, "-b", NOBODY], f"cannot connect to {NOBODY}"),
         (["getNamesrvConfig", "-n", NOBODY], f"cannot connect to {NOBODY}"),
         (
             ["updateNamesrvConfig", "-n", NOBODY, "-k", "k", "-v", "v"],

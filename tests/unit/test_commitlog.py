@@ -189,8 +189,14 @@ def test_garbage_in_flushed_middle_is_corruption(disk: DiskView) -> None:
     positions = log.append([rec(i) for i in range(6)])
     log.close()
     disk.patch(seg_path(disk.path("cl"), 0), positions[2] + 90, b"\xde\xad\xbe\xef")
+    # a default open trusts the fsynced part: nothing below the checkpoint is scanned
+    log = CommitLog(disk.path("cl"), SEG, fs=disk.fs)
+    report = log.open()
+    assert report.bytes_scanned == 0 and log.verified_from == log.max_offset
+    log.close()
+    # a full scan finds the damage, names it and refuses to truncate fsynced data
     with pytest.raises(CorruptionError, match=rf"{segment_name(0)} position {positions[2]}"):
-        CommitLog(disk.path("cl"), SEG, fs=disk.fs).open()
+        CommitLog(disk.path("cl"), SEG, fs=disk.fs).open(verify_all=True)
 
 
 def test_garbage_before_valid_unflushed_records_is_corruption(disk: DiskView) -> None:

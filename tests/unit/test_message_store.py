@@ -29,6 +29,7 @@ from rocketrio.storage.message_store import (
     MessageStore,
     MessageTooLarge,
     MessageToStore,
+    RecordCorrupt,
     StoreConfig,
 )
 from tests.sim.disk_view import DiskView
@@ -324,6 +325,14 @@ def test_garbage_in_the_middle_is_corruption(disk: DiskView) -> None:
     store.close()
     segment = disk.path("s", "commitlog", segment_name(0))
     disk.patch(segment, results[3].commitlog_offset + 40, b"\x00garbage\x00")
+    # recovery trusts what the checkpoint covers; the read check refuses the damaged record
+    store = MessageStore(disk.path("s"), CFG, fs=disk.fs)
+    store.open()
+    with pytest.raises(RecordCorrupt, match=f"offset {results[3].commitlog_offset}"):
+        store.get_messages("T", 1, 0, 32, BIG)  # message 3 is in queue 3 % 2
+    store.close()
+    # without a checkpoint the scan covers it all and refuses the damage in the middle
+    disk.unlink(disk.path("s", "commitlog", "flushed.checkpoint"))
     with pytest.raises(CorruptionError, match=f"offset {results[3].commitlog_offset}"):
         MessageStore(disk.path("s"), CFG, fs=disk.fs).open()
 

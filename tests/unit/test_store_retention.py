@@ -142,3 +142,23 @@ def test_crash_between_segment_and_queue_deletion(disk: DiskView) -> None:
         entry = again._cqs[("T", q)].entry(low)
         assert entry is not None and entry[0] >= 2 * SEG
     assert os.path.basename(again.commitlog.path) == "commitlog"
+
+
+def test_recovery_reports_progress_while_it_rebuilds(
+    disk: DiskView, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from rocketrio.storage import store_dispatch
+
+    store = filled(disk)
+    end = store.get_commitlog_max_offset()
+    store.close()
+    disk.fs.rmtree(disk.path("s", "index"))  # the index is rebuilt from the oldest record
+    monkeypatch.setattr(store_dispatch, "PROGRESS_EVERY", 2 * SEG)
+    seen: list[tuple[str, int, int]] = []
+    again = MessageStore(disk.path("s"), CFG, store_host=HOST, fs=disk.fs)
+    again.on_progress = lambda phase, done, total: seen.append((phase, done, total))
+    report = again.open()
+    assert report.index_rebuilt
+    assert len(seen) >= 2 and all(p == "redispatch" and t == end for p, _, t in seen)
+    dones = [d for _, d, _ in seen]
+    assert dones == sorted(dones) and dones[0] >= 2 * SEG and dones[-1] < end
