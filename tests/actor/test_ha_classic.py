@@ -191,3 +191,68 @@ async def test_a_restarted_master_takes_a_new_epoch_and_its_slave_cuts_what_it_l
         await until(lambda: log_bytes(s) == log_bytes(m2))
         resp = await c.pull(S, 0)
         assert b"lost0" not in {msg.body for msg in iter_stored(resp.body)}
+
+
+RETENTION: dict[str, Any] = {
+    "fileReservedTime": 0.002,  # 7.2 s
+    "deleteWhen": ";".join(f"{h:02d}" for h in range(24)),
+    "cleanResourceInterval": 1000,
+    "deleteCommitLogFilesInterval": 0,
+}
+
+
+def stored_bytes(b: Broker) -> tuple[int, bytes]:
+    lo, hi = b.store.get_commitlog_min_offset(), b.store.get_commitlog_max_offset()
+    return lo, b.store.commitlog.read(lo, hi - lo)
+
+
+async def test_master_and_slave_delete_the_same_expired_segments(
+    tmp_path: Path, mock_clock: trio.testing.MockClock
+) -> None:
+    async with classic(tmp_path, 43) as c:
+        m = await c.start(M, BrokerRole.SYNC_MASTER, 0, **RETENTION)
+        s = await c.start(S, BrokerRole.SLAVE, 1, **RETENTION)
+        await until(
+            lambda: m.ha_master.gate is not None and len(m.ha_master.gate.core.applied) == 2
+        )
+        body = b"r" * 1000
+        for i in range(300):  # about five 64 KiB segments
+            assert (await c.send(M, body + b"%04d" % i)).code == RC.SUCCESS
+        last = m.store.retention_segments()[-1][0]
+        assert last >= 4 * 64 * 1024
+        await trio.sleep(10)
+        # both kept only the current segment, byte for byte the same
+        assert m.store.commitlog.segment_bases() == [last] == s.store.commitlog.segment_bases()
+        assert stored_bytes(m) == stored_bytes(s)
+        low = m.store.get_min_offset(TOPIC, 0)
+        assert low == s.store.get_min_offset(TOPIC, 0) > 0
+        # below the min offset: the slave sends the consumer to its master (as upstream,
+        # without offsetCheckInSlave), which answers the moved offset
+        resp = await c.pull(S, 0)
+        assert resp.code == RC.PULL_RETRY_IMMEDIATELY
+        assert from_ext(PullMessageResponseHeader, resp.ext_fields).suggestWhichBrokerId == 0
+        resp = await c.pull(M, 0)
+        assert resp.code == RC.PULL_OFFSET_MOVED
+        assert from_ext(PullMessageResponseHeader, resp.ext_fields).nextBeginOffset == low
+        first = next(iter_stored((await c.pull(S, low)).body))
+        assert first.body == body + b"%04d" % low
+
+
+async def test_a_slave_that_was_away_while_its_master_deleted_resyncs_from_the_oldest_data(
+    tmp_path: Path, mock_clock: trio.testing.MockClock
+) -> None:
+    async with classic(tmp_path, 44) as c:
+        m = await c.start(M, BrokerRole.ASYNC_MASTER, 0, **RETENTION)
+        s = await c.start(S, BrokerRole.SLAVE, 1, **RETENTION)
+        for _ in range(50):
+            assert (await c.send(M, b"a" * 1000)).code == RC.SUCCESS
+        await until(lambda: stored_bytes(s) == stored_bytes(m))
+        c.crash(S)
+        c.scopes[S].cancel()
+        for _ in range(300):
+            assert (await c.send(M, b"b" * 1000)).code == RC.SUCCESS
+        await trio.sleep(10)  # the master deletes what the slave never got
+        assert m.store.get_commitlog_min_offset() > s.store.get_commitlog_max_offset()
+        s2 = await c.start(S, BrokerRole.SLAVE, 1, **RETENTION)
+        await until(lambda: stored_bytes(s2) == stored_bytes(m), timeout=60)
+        assert s2.store.get_min_offset(TOPIC, 0) == m.store.get_min_offset(TOPIC, 0)
