@@ -9,7 +9,8 @@ given up after a limit, each exit and restart an event in ``logs/up.jsonl``. It 
 NameServer reports every broker, prints where everything is, serves the web console in `up`'s
 own process (``--console-port``, token in ``<dir>/console.token``; ``--no-console`` leaves it out;
 if the console fails once serving, a ``console_failed`` event is logged and the cluster runs on),
-shows messages flowing (unless ``--no-demo``), and on SIGINT, SIGTERM or SIGHUP stops the
+shows messages flowing (unless ``--no-demo``), prints each broker's store recovery as it goes
+(`up_progress`: a slow start is visibly working), and on SIGINT, SIGTERM or SIGHUP stops the
 processes in reverse order, gracefully (SIGTERM, then SIGKILL after ``--stop-grace``; a second
 signal kills at once). If `up` itself is killed (kill -9), its children die with it (the
 parent-death signal, `parent_death`).
@@ -50,6 +51,7 @@ from rocketrio.cli.up_plan import (
     namesrv_addr,
     plan,
 )
+from rocketrio.cli.up_progress import LogTail, watch_recovery
 from rocketrio.cli.up_supervisor import Supervisor
 
 # a process that dies again within STABLE_AFTER_S of its start is part of a streak; after
@@ -281,8 +283,11 @@ async def run_cluster(
             try:
                 # every child started, in plan order (a signal meanwhile waits in `sigs`); the
                 # supervisor lives in the outer nursery, so ending the race does not end it
+                tail = LogTail(os.path.join(sup.base_dir, "logs"))
+                tail.skip_existing()  # an earlier run's lines are not news
                 await outer.start(sup.run)
                 async with trio.open_nursery() as race:
+                    race.start_soon(watch_recovery, tail, con.out)
                     race.start_soon(on_signal, race.cancel_scope)
                     race.start_soon(on_give_up, race.cancel_scope)
                     race.start_soon(_flow, args, specs, sup, con, outcome, race.cancel_scope, outer)
