@@ -12,7 +12,10 @@ measured; at each of ``--sizes`` stored messages the script measures, in this or
                                ``rocketrio admin queryMsgByKey`` command calls, route lookup
                                included), with a long timeout: the store's key index catches up
                                with the puts on the first lookup after them
-                               (``query_first_over_cli_timeout``: the command would have failed)
+                               (``query_first_over_cli_timeout``: the command would have failed;
+                               ``query_route_lost_s``: the broker stalled past its heartbeat
+                               timeout, the NameServer dropped its route, back after so long;
+                               ``namesrv_broker_expired``: the NameServer's expiry events)
 - query_p50_ms / query_p99_ms  ``--query-keys`` random existing keys, one at a time, with the
                                command's own 3 s timeout (a timeout counts as 3 s and in
                                ``query_errors``); ``query_missing_max_ms`` over ``--missing-keys``
@@ -95,6 +98,7 @@ KEY_FORMAT = "k{:09d}"
 MISSING_KEY_FORMAT = "missing-{:04d}"
 CLI_QUERY_TIMEOUT_S = 3.0  # MQAdmin's default, which `rocketrio admin` uses
 FIRST_QUERY_TIMEOUT_S = 600.0
+ROUTE_WAIT_S = 120.0
 TARGETS = {"rss_mb_max": 150, "restart_s_max": 3.0, "query_p99_ms_max": 50, "burst_ratio_min": 0.9}
 RETENTION_EVENT_WORDS = ("delet", "clean", "expir", "destroy", "retention", "reserved")
 _STARTED = time.monotonic()
@@ -126,6 +130,7 @@ class Settings:
 class QueryFigures:
     first_ms: float
     first_over_cli_timeout: bool
+    route_lost_s: float
     p50_ms: float
     p99_ms: float
     max_ms: float
@@ -157,6 +162,12 @@ def tree_bytes(path: str) -> int:
             with contextlib.suppress(FileNotFoundError):
                 total += os.stat(os.path.join(root, name)).st_blocks * 512
     return total
+
+
+def namesrv_events(work: str, event: str) -> int:
+    """How many ``event`` records the NameServer's JSON log holds so far."""
+    with open(os.path.join(work, "ns.jsonl"), "rb") as f:
+        return sum(1 for line in f if f'"event":"{event}"'.encode() in line)
 
 
 # --- client loads -----------------------------------------------------------------------------
@@ -219,6 +230,7 @@ async def timed_queries(
         t0 = time.perf_counter()
         found = await admin.query_msg_by_key(TOPIC, first_key)
         first_ms = (time.perf_counter() - t0) * 1000
+        route_lost_s = await wait_for_route(admin)
     wrong = 0 if [m.keys for m in found] == [[first_key]] else 1
     errors = 0
     lat: dict[str, list[float]] = {"present": [], "missing": []}
@@ -231,12 +243,13 @@ async def timed_queries(
                     took = time.perf_counter() - t0
                     ok = [m.keys for m in found] == ([[key]] if kind == "present" else [])
                     wrong += 0 if ok else 1
-                except RemotingError:
-                    took, errors = CLI_QUERY_TIMEOUT_S, errors + 1
+                except (RemotingError, MQClientError):
+                    took, errors = time.perf_counter() - t0, errors + 1
                 lat[kind].append(took * 1000)
     return QueryFigures(
         first_ms=round(first_ms, 1),
         first_over_cli_timeout=first_ms > CLI_QUERY_TIMEOUT_S * 1000,
+        route_lost_s=round(route_lost_s, 1),
         p50_ms=round(pct(lat["present"], 0.5), 2),
         p99_ms=round(pct(lat["present"], 0.99), 2),
         max_ms=round(max(lat["present"]), 2),
@@ -244,6 +257,19 @@ async def timed_queries(
         errors=errors,
         wrong=wrong,
     )
+
+
+async def wait_for_route(admin: MQAdmin, timeout_s: float = ROUTE_WAIT_S) -> float:
+    """0 when the NameServer routes the topic; else seconds until it does again (a broker
+    silent past its heartbeat timeout, 10 s, is dropped until it registers again)."""
+    t0 = time.monotonic()
+    with trio.fail_after(timeout_s):
+        while True:
+            try:
+                await admin.topic_route(TOPIC)
+                return 0.0 if time.monotonic() - t0 < 0.5 else time.monotonic() - t0
+            except (RemotingError, MQClientError):
+                await trio.sleep(0.1)
 
 
 async def first_query_ms(ns: str, key: str) -> float:
@@ -296,7 +322,9 @@ def measure_size(
     present = [KEY_FORMAT.format(rng.randrange(stored)) for _ in range(s.query_keys)]
     missing = [MISSING_KEY_FORMAT.format(i) for i in range(s.missing_keys)]
     first_key = KEY_FORMAT.format(rng.randrange(stored))
+    expired = namesrv_events(broker.work, "broker_expired")
     queries = trio.run(timed_queries, ns, first_key, present, missing)
+    expired = namesrv_events(broker.work, "broker_expired") - expired
     loaded = broker.memory()
     allocated, _ = commitlog_bytes(broker.store)
     progress(f"queries: first {queries.first_ms} ms, p99 {queries.p99_ms} ms; {loaded}")
@@ -315,6 +343,7 @@ def measure_size(
         "rss_after_fill_mb": after_fill.rss_mb,
         **dataclasses.asdict(loaded),
         **{f"query_{k}": v for k, v in dataclasses.asdict(queries).items()},
+        "namesrv_broker_expired": expired,
         **burst.figures(),
         "messages_at_restart": stored,
         "clean_restart": dataclasses.asdict(clean),

@@ -31,7 +31,7 @@ SIZE_KEYS = {
     "query_first_after_restart_ms", "rss_after_restart_mb", "rss_vs_empty", "rss_anon_vs_empty",
     "burst_vs_empty", "burst_broker_cpu_us_per_msg", "burst_broker_cpu_vs_empty",
     "clean_restart_vs_empty", "kill9_restart_vs_empty", "query_p99_vs_first",
-    "query_first_over_cli_timeout",
+    "query_first_over_cli_timeout", "query_route_lost_s", "namesrv_broker_expired",
 }  # fmt: skip
 RETENTION_KEYS = {"refused_keys", "commitlog_bytes_before", "commitlog_bytes_after", "deleted",
                   "waited_s", "log_events", "answers_after", "note"}  # fmt: skip
