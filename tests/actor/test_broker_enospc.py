@@ -28,9 +28,10 @@ import trio.testing
 
 from rocketrio.actors.broker.config import FlushDiskType
 from rocketrio.actors.broker.outcomes import PutStatus
-from rocketrio.actors.broker.store_actor import StoreActor, StoreRole
+from rocketrio.actors.broker.store_actor import PutBatchBody, StoreActor, StoreRole
 from rocketrio.protocol.codes import ResponseCode
 from rocketrio.protocol.headers import PULL_FLAG_COMMIT_OFFSET, PULL_FLAG_SUBSCRIPTION
+from rocketrio.protocol.message import BatchItem, encode_batch_body
 from rocketrio.storage.message_store import MessageStore, MessageToStore, PutResult, StoreConfig
 from tests.actor.test_broker_disk_full import Disk
 from tests.actor.test_broker_harness import harness, messages
@@ -260,3 +261,52 @@ async def test_a_slave_append_on_a_full_disk_fails_and_goes_in_once_there_is_roo
         assert actor.fault is None and reports[-1] is None
         assert await actor.append_replicated(0, data) == len(data)
         nursery.cancel_scope.cancel()
+
+
+async def test_an_eio_fsync_is_still_fail_stop(mock_clock: trio.testing.MockClock) -> None:
+    """A broken disk (EIO), not a full one: the put is answered UNKNOWN_ERROR and the store
+    actor stops, so the process restarts and recovers (store_actor.py)."""
+    fs = SimFileSystem(random.Random(17))
+    store = MessageStore(ROOT, CFG, fs=fs)
+    store.open()
+    actor, reports = actor_for(store, StoreRole.STANDALONE)
+    answers: list[PutStatus] = []
+    with pytest.raises(BaseExceptionGroup) as stopped:
+        async with trio.open_nursery() as nursery:
+            await nursery.start(actor.run)
+            fs.fail_fsync(ROOT, err=errno.EIO)
+            await actor.put(
+                [MessageToStore("T", 0, b"x")], lambda _r, status, _m: answers.append(status)
+            )
+            await trio.sleep(10)
+            nursery.cancel_scope.cancel()  # not reached unless the actor went on
+    assert stopped.group_contains(OSError, match="simulated fsync failure")
+    assert answers == [PutStatus.UNKNOWN_ERROR] and reports == []
+
+
+async def test_once_a_put_found_the_disk_full_the_rest_of_its_turn_is_refused_unwritten(
+    mock_clock: trio.testing.MockClock,
+) -> None:
+    """One behaviour for every client: a small put queued behind a big one that did not fit
+    is refused too, even where it would have fit (the same turn, any kind of put)."""
+    fs = SimFileSystem(random.Random(18))
+    store = MessageStore(ROOT, CFG, fs=fs)
+    store.open()
+    actor, _ = actor_for(store, StoreRole.STANDALONE, sync_flush=False)
+    answers: list[PutStatus] = []
+
+    def on_done(_r: Any, status: PutStatus, _m: str | None) -> None:
+        answers.append(status)
+
+    batch = encode_batch_body([BatchItem(0, b"small batch", {})])
+    fs.set_capacity(fs.used_bytes + 400)
+    actor.put_nowait([MessageToStore("T", 0, b"x" * 1000)], on_done)  # does not fit
+    actor.put_batch_nowait(PutBatchBody("T", 0, batch, {}, on_done))  # would fit
+    actor.put_nowait([MessageToStore("T", 0, b"small")], on_done)  # would fit
+    async with trio.open_nursery() as nursery:
+        await nursery.start(actor.run)
+        while len(answers) < 3:
+            await trio.sleep(0.01)
+        nursery.cancel_scope.cancel()
+    assert answers == [PutStatus.SERVICE_NOT_AVAILABLE] * 3
+    assert store.get_commitlog_max_offset() == 0

@@ -297,6 +297,32 @@ def test_a_consume_queue_fsync_failure_is_dispatched_again_before_anything_else(
     assert stored(open_store(fs)) == expected
 
 
+def test_a_crash_before_the_repair_dispatches_the_unreliable_entries_again() -> None:
+    """Between a failed ConsumeQueue fsync and the repair, flushes go on (the periodic flush):
+    the dispatch checkpoint must not vouch for the entries whose pages were lost, or the
+    restart would not dispatch them again."""
+    fs = SimFileSystem(random.Random(4))
+    store = open_store(fs)
+    expected = put_messages(store, 0, 6)
+    store.flush()
+    expected += put_messages(store, 6, 6)
+    fs.fail_fsync(f"{STORE}/consumequeue", err=errno.ENOSPC, lose_writeback=True)
+    with pytest.raises(OSError):
+        store.flush()
+    store.flush()
+    writeback(fs, f"{STORE}/dispatch.checkpoint")  # the kernel wrote it back meanwhile
+    fs.crash(lose_unsynced=True)
+    assert stored(open_store(fs)) == expected
+
+
+def writeback(fs: SimFileSystem, path: str) -> None:
+    """What the kernel's writeback does to a file nobody fsyncs, given time."""
+    fd = fs.open(path, os.O_RDONLY)
+    fs.fsync(fd)
+    fs.close(fd)
+    fs.fsync_dir(os.path.dirname(path))
+
+
 def test_a_failed_dispatch_behind_confirm_offset_keeps_the_records_and_repair_dispatches() -> None:
     fs = SimFileSystem(random.Random(5))
     store = open_store(fs, replicated=True)
