@@ -41,8 +41,11 @@ repairs (the fenced CommitLog range is checked record by record, written again a
 nothing acknowledged is lost, not even ASYNC_FLUSH data; a record that fails its check because
 its page was lost is cut on a STANDALONE broker or a SLAVE, which loses exactly what a crash
 would have lost, and keeps a MASTER refusing writes until it restarts, because its slaves may
-hold those bytes and cutting them under one epoch would make the replicas diverge), then writes
-a scratch block; writes go in again once both work (and the disk guard's usage ratio allows).
+hold those bytes and cutting them under one epoch would make the replicas diverge; the restart
+recovers the log as after a power cut: when valid records follow the lost one in its segment
+(the usual case) start-up refuses with a CorruptionError naming its offset, for an operator to
+re-sync that store from a replica, else the lost record is cut as a torn tail), then writes a
+scratch block; writes go in again once both work (and the disk guard's usage ratio allows).
 Any other fsync error (EIO: a broken disk, not a full one) still answers UNKNOWN_ERROR and
 crashes the actor, so the process restarts and recovers.
 
