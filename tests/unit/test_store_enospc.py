@@ -3,11 +3,13 @@
 What storage/store_repair.py and the CommitLog's "Write faults" promise, each checked the way a
 user would notice it (what the queues serve, what the log holds, what a restart recovers):
 
-- ENOSPC at ANY write of a put (the loop tries every room left, byte by byte around each
-  write: CommitLog record, BLANK + segment roll, ConsumeQueue entries across a file boundary,
-  index records; each write may be a short one first) refuses the put with nothing of it
-  stored, or stores all of it; the store takes the next put once there is room, and a clean
-  restart and a power cut both recover exactly what was stored;
+- ENOSPC at ANY write of a put (the loop tries every room left, 4 bytes apart, so it fails
+  each write: CommitLog records, BLANK + segment roll, ConsumeQueue entries across a file
+  boundary, each maybe after a short write) refuses the put with nothing of it stored, or
+  stores all of it; the store takes the next put once there is room, and a clean restart and a
+  power cut both recover exactly what was stored; the index's write-behind (a put with many
+  keys) has its own test, including an undo that cannot write the index and waits for repair;
+- a crash between a failed ConsumeQueue fsync and the repair dispatches the lost entries again;
 - a CommitLog fsync that fails with ENOSPC and drops the pages (Linux's lost writeback) fences
   the log; `repair` writes the range again, so a power cut afterwards loses nothing; a record
   whose page is gone is cut (no replicas) or keeps a master fenced;
