@@ -820,11 +820,24 @@ class MetricsListening(LogEvent):
 @event("disk_full", "error")
 @attrs.frozen(kw_only=True)
 class DiskFull(LogEvent):
-    """The CommitLog's disk is used above diskSpaceWarningLevelRatio: sends are refused until
-    it is not (``disk_usage``: upstream's "CL: .. CQ: .. INDEX: .." ratios)."""
+    """The CommitLog's disk is used above diskSpaceWarningLevelRatio, or (``reason`` set) a
+    store write or fsync failed on a full disk (ENOSPC): sends are refused until it is not
+    (``disk_usage``: upstream's "CL: .. CQ: .. INDEX: .." ratios)."""
 
     disk_usage: str
     warning_ratio: float
+    reason: str | None = None
+
+
+@event("store_fenced_until_restart", "critical")
+@attrs.frozen(kw_only=True)
+class StoreFencedUntilRestart(LogEvent):
+    """A master's CommitLog holds a record from ``offset`` that a failed fsync on a full disk
+    lost with its page (its check failed when it was read back): its slaves may hold those
+    bytes, so the master takes no writes until it restarts (store_actor.py)."""
+
+    offset: int
+    reason: str
 
 
 @event("store_recovery_progress")
@@ -1141,6 +1154,16 @@ class HeldPullFailed(LogEvent):
     """Held pull failed."""
 
     topic: str
+
+
+@event("config_persist_failed", "error")
+@attrs.frozen(kw_only=True)
+class ConfigPersistFailed(LogEvent):
+    """A broker config file (topics, groups, consumer offsets, day counters ...) could not be
+    written because the disk is full; the previous file is intact and the write is retried."""
+
+    path: str
+    error: str
 
 
 @event("kv_config_persist_failed", "error")

@@ -23,6 +23,19 @@ a segment was created), then records the flushed offset in ``flushed.checkpoint`
 offset + CRC32, rewritten in place and not fsynced: it is written only after the data it
 vouches for is durable, so whatever version survives a crash is a true lower bound).
 
+Write faults (a full disk). A failed append is cut back (`_undo_partial_append`): the log ends
+where it ended before. Two things leave bytes whose state on disk is unknown: an undo that
+failed (the files may hold bytes past `max_offset`), and a failed fsync (Linux may have dropped
+the pages it could not write and report the next fsync as a success, so nothing from the last
+durable offset up is known to be on disk). Either one FENCES the log at that offset
+(`unsafe_from`): every append raises `WritesFenced` until the fenced range is resolved, because
+a record appended after bytes that may be missing would turn a torn tail into damage in the
+middle that recovery refuses. `rewrite_fenced` resolves it without losing anything it can
+prove: it checks every record of the range as read back (CRC, physical offset), writes the
+range again and fsyncs it; `truncate_to` at or below the fence cuts it. `flush` never counts a
+fenced byte as flushed. The flushed checkpoint file is never torn by a full disk
+(`OffsetCheckpoint`).
+
 Threading contract: `flush` may run in a worker thread while the owning thread appends or
 reads; it must not overlap `truncate_to`, `delete_segments_below`, `open` or `close`. A lock
 guards the segment table, which is all the two threads share.
@@ -97,6 +110,7 @@ CHECKPOINT_FILE = "flushed.checkpoint"
 _HEAD = struct.Struct(">ii")
 _PHY = struct.Struct(">q")
 _CKPT = struct.Struct(">qI")
+_REWRITE_CHUNK = 4 * 1024 * 1024  # bytes `rewrite_fenced` reads and writes back at a time
 # a replicated record as `append_raw` found it: (offset, size, topic, queueId, queueOffset,
 # sysFlag, storeTimestamp, encoded properties)
 RecordFields = tuple[int, int, str, int, int, int, int, bytes]
@@ -121,6 +135,17 @@ CheckpointState = Literal["ok", "missing", "corrupt"]
 
 class RecordNotFound(LookupError):
     """No whole record at the requested offset."""
+
+
+class WritesFenced(Exception):
+    """The store takes no append now: what a failed write or fsync left from ``offset`` on
+    must be resolved first (`CommitLog.rewrite_fenced`, `CommitLog.truncate_to`, or the
+    store's repair); ``cause`` says what failed."""
+
+    def __init__(self, offset: int, cause: str) -> None:
+        self.offset = offset
+        self.cause = cause
+        super().__init__(f"writes are fenced from offset {offset}: {cause}")
 
 
 def segment_name(base: int) -> str:
@@ -153,7 +178,9 @@ class OffsetCheckpoint:
 
     `store` does not fsync unless asked: callers write it only after the data it describes is
     durable, so a lost update leaves an older, still true, value. A torn or missing file loads
-    as None.
+    as None. A full disk never tears it: the first version is written under a temporary name
+    and renamed into place (the only write that allocates space), later ones overwrite the same
+    12 bytes; when `store` raises, the file holds the previous version (or none).
     """
 
     def __init__(self, path: str, *, fs: FileSystem = OS_FS) -> None:
@@ -179,12 +206,36 @@ class OffsetCheckpoint:
         return offset, "ok"
 
     def store(self, offset: int, *, sync: bool = False) -> None:
-        if self._fd is None:
-            self._fd = self._fs.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
         head = _PHY.pack(offset)
-        pwrite_all(self._fs, self._fd, head + struct.pack(">I", zlib.crc32(head)), 0)
+        data = head + struct.pack(">I", zlib.crc32(head))
+        fs = self._fs
+        if self._fd is None:
+            if fs.exists(self.path):
+                self._fd = fs.open(self.path, os.O_RDWR, 0o644)
+            else:
+                self._create(data, sync)
+                return
+        pwrite_all(fs, self._fd, data, 0)
         if sync:
-            self._fs.fsync(self._fd)
+            fs.fsync(self._fd)
+
+    def _create(self, data: bytes, sync: bool) -> None:
+        fs = self._fs
+        tmp = self.path + ".tmp"
+        fd = fs.open(tmp, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
+        try:
+            pwrite_all(fs, fd, data, 0)
+            if sync:
+                fs.fsync(fd)
+            fs.replace(tmp, self.path)  # the fd follows the file to its name
+        except BaseException:
+            fs.close(fd)
+            if fs.exists(tmp):
+                fs.unlink(tmp)
+            raise
+        self._fd = fd
+        if sync:
+            fs.fsync_dir(os.path.dirname(self.path) or ".")
 
     def close(self) -> None:
         if self._fd is not None:
@@ -234,6 +285,9 @@ class CommitLog:
         self._flushed_offset = 0
         self._dir_dirty = False
         self._opened = False
+        # write faults (module docstring): bytes from _unsafe_from on are in an unknown state
+        self._unsafe_from: int | None = None
+        self._fence_cause = ""
         # the read check's watermarks (`needs_check`): every byte at or above _verified_from
         # was appended by this process or checked by recovery; below it, a segment's bytes
         # under _verified_upto[base] were checked by an earlier read
@@ -261,6 +315,29 @@ class CommitLog:
             return sorted(self._fds)
 
     @property
+    def unsafe_from(self) -> int | None:
+        """Where the fenced range starts (module docstring, "Write faults"); None: not fenced."""
+        return self._unsafe_from
+
+    @property
+    def fence_cause(self) -> str:
+        return self._fence_cause
+
+    def _fence(self, offset: int, cause: str) -> None:
+        if self._unsafe_from is None or offset < self._unsafe_from:
+            self._unsafe_from = offset
+            self._fence_cause = cause
+
+    def _unfence_at_or_below(self, offset: int) -> None:
+        if self._unsafe_from is not None and offset <= self._unsafe_from:
+            self._unsafe_from = None
+            self._fence_cause = ""
+
+    def _check_writable(self) -> None:
+        if self._unsafe_from is not None:
+            raise WritesFenced(self._unsafe_from, self._fence_cause)
+
+    @property
     def verified_from(self) -> int:
         """Every byte at or above this offset was appended by this process (its records built
         or checked here) or checked by recovery: a read there needs no record check."""
@@ -286,6 +363,7 @@ class CommitLog:
         """
         if self._opened:
             raise RuntimeError("commitlog already open")
+        self._unsafe_from = None  # recovery checks the tail from the flushed checkpoint on
         makedirs_synced(self.path, fs=self._fs)  # flush's dir fsync needs a durable dir
         bases = list_segments(self.path, self._fs)
         size = self.mapped_file_size
@@ -356,19 +434,23 @@ class CommitLog:
         self, bases: list[int], start: int, ckpt: int | None, check_crc: bool
     ) -> CommitLogRecovery:
         size = self.mapped_file_size
-        for base in (b for b in bases if b + size > start):
+        for base in (b for b in bases if b + size >= start):
             is_last = base == bases[-1]
             with mapped(self._fs, self._fds[base]) as data:
                 at = max(0, start - base)
+                if at >= size and len(data) < size:
+                    at = 0  # a closed segment never extended: find its BLANK record again
                 if at > len(data):
                     raise CorruptionError(
                         f"commitlog {self.path}: segment {segment_name(base)} ends at offset "
                         f"{base + len(data)}, below the flushed checkpoint {ckpt}: fsynced "
                         "data is missing (truncated or deleted file?)"
                     )
-                if at >= size:  # the checkpoint is at this (last) segment's very end
+                if at >= size:  # the checkpoint is at this segment's very end
                     self._max_offset = base + size
-                    break
+                    if is_last:
+                        break
+                    continue
                 scan = scan_segment(data, base, size, check_crc=check_crc, start=at)
                 end, reason = scan.end, scan.reason
                 if reason is None and scan.blank:
@@ -454,6 +536,7 @@ class CommitLog:
         if not records:
             return []
         self._check_open()
+        self._check_writable()
         limit = self.mapped_file_size - END_FILE_MIN_BLANK_LENGTH
         for rec in records:
             n = len(rec)
@@ -478,6 +561,7 @@ class CommitLog:
         if not sizes:
             return []
         self._check_open()
+        self._check_writable()
         start = self._max_offset
         seg = self.mapped_file_size
         if max(sizes) > seg - END_FILE_MIN_BLANK_LENGTH:
@@ -520,6 +604,7 @@ class CommitLog:
         offset first; only once the bytes are written.
         """
         self._check_open()
+        self._check_writable()
         if offset != self._max_offset:
             raise ValueError(
                 f"replicated data at {offset}, but the commitlog ends at {self._max_offset}"
@@ -588,6 +673,7 @@ class CommitLog:
             self._fs.unlink(os.path.join(self.path, segment_name(b)))
         self._fs.fsync_dir(self.path)
         self._min_offset = self._max_offset = self._flushed_offset = offset
+        self._unsafe_from = None
         self._verified_from = offset
         self._verified_upto.clear()
 
@@ -702,13 +788,22 @@ class CommitLog:
     def _undo_partial_append(self, offset: int) -> None:
         try:
             self._truncate_files(offset)
+        except BaseException as e:
+            # the files may hold part of the append past the end: nothing goes after it
+            self._fence(offset, f"an append could not be undone: {e!r}")
+            raise
         finally:
             self._max_offset = offset
 
     def flush(self) -> int:
-        """fdatasync every segment with unflushed bytes; returns the new flushed offset."""
+        """fdatasync every segment with unflushed bytes; returns the new flushed offset.
+
+        A failure fences the log at the flushed offset (module docstring, "Write faults"); a
+        fenced byte is never counted as flushed."""
         with self._lock:
             target = self._max_offset
+            if self._unsafe_from is not None:
+                target = min(target, self._unsafe_from)
             low = self.segment_base(self._flushed_offset)
             fds = [fd for b, fd in self._fds.items() if low <= b < target]
             dir_dirty, self._dir_dirty = self._dir_dirty, False
@@ -719,9 +814,10 @@ class CommitLog:
                 self._fs.fdatasync(fd)
             if dir_dirty:
                 self._fs.fsync_dir(self.path)
-        except BaseException:
+        except BaseException as e:
             with self._lock:
                 self._dir_dirty = self._dir_dirty or dir_dirty
+                self._fence(self._flushed_offset, f"fsync failed: {e!r}")
             raise
         with self._lock:
             if target > self._flushed_offset:
@@ -838,21 +934,86 @@ class CommitLog:
     # ------------------------------------------------------------------ truncation / retention
 
     def truncate_to(self, offset: int) -> None:
-        """Drop everything at and after ``offset`` (a record boundary), durably."""
+        """Drop everything at and after ``offset`` (a record boundary), durably. A cut at or
+        below the fence lifts it (and cuts the files even when ``offset`` is the end: a failed
+        undo may have left bytes past it); a cut that fails fences the log at ``offset``."""
         if offset > self._max_offset or offset < self._min_offset:
             raise ValueError(
                 f"truncate offset {offset} outside [{self._min_offset}, {self._max_offset}]"
             )
-        if offset == self._max_offset:
+        fenced = self._unsafe_from is not None and offset <= self._unsafe_from
+        if offset == self._max_offset and not fenced:
             return
         if self._flushed_offset > offset:
             # lower the checkpoint first: a crash must never find it above the data
-            self._flushed_offset = offset
             self._checkpoint.store(offset, sync=True)
-        self._truncate_files(offset)
-        self._max_offset = offset
-        # what is appended from here on is this process's own
-        self._verified_from = min(self._verified_from, offset)
+            self._flushed_offset = offset
+        try:
+            self._truncate_files(offset)
+        except BaseException as e:
+            self._fence(offset, f"a cut to {offset} failed: {e!r}")
+            raise
+        finally:
+            self._max_offset = offset
+            # what is appended from here on is this process's own
+            self._verified_from = min(self._verified_from, offset)
+        self._unfence_at_or_below(offset)
+
+    def rewrite_fenced(self) -> int | None:
+        """Resolve the fenced range by writing it again (module docstring, "Write faults").
+
+        Checks every record from `unsafe_from` to the end as read back now (a page the kernel
+        dropped and read again from disk fails its CRC), writes the bytes up to the first bad
+        record again, fsyncs them and moves the flushed offset there. Returns None when the
+        whole range was good (the fence is lifted), else the offset of the first bad record:
+        the fence moves there and only a cut (`truncate_to`) resolves it. Raises (the fence
+        stays) when a write or fsync fails again."""
+        start = self._unsafe_from
+        if start is None:
+            return None
+        end = self._max_offset
+        if start >= end:  # only bytes past the end (a failed undo): cut them
+            self.truncate_to(end)
+            return None
+        bad = self._first_bad_record(start, end)
+        good_end = end if bad is None else bad
+        seg = self.mapped_file_size
+        fds: dict[int, int] = {}
+        offset = start
+        while offset < good_end:
+            base = offset - offset % seg
+            upto = min(good_end, base + seg, offset + _REWRITE_CHUNK)
+            fd = fds[base] = self._fds[base]
+            # the same bytes again: their pages are dirty again, so the fsync writes them
+            data = self._fs.pread(fd, upto - offset, offset - base)
+            pwrite_all(self._fs, fd, data, offset - base)
+            offset = upto
+        for fd in fds.values():
+            self._fs.fdatasync(fd)
+        self._fs.fsync_dir(self.path)
+        with self._lock:
+            self._dir_dirty = False
+            self._flushed_offset = max(self._flushed_offset, good_end)
+            self._unsafe_from = None if bad is None else bad
+        self._checkpoint.store(self._flushed_offset)
+        return bad
+
+    def _first_bad_record(self, start: int, end: int) -> int | None:
+        """The offset of the first record in [start, end) that fails its full check."""
+        seg = self.mapped_file_size
+        offset = start
+        while offset < end:
+            base = offset - offset % seg
+            upto = min(end, base + seg)
+            data = self._fs.pread(self._fds[base], upto - offset, offset - base)
+            # the rest of the segment from `offset`, scanned as if it were a segment of its own
+            scan = scan_segment(data, offset, base + seg - offset)
+            if scan.blank:
+                upto = base + seg  # the BLANK record and its fill close the segment
+            elif not scan.ok or offset + scan.end < upto:
+                return offset + scan.end
+            offset = upto
+        return None
 
     def _truncate_files(self, offset: int) -> None:
         base = self.segment_base(offset)

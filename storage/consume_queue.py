@@ -18,6 +18,9 @@ then cuts entries at or above its dispatch checkpoint with `truncate_by_phy` and
 them. Files are deleted from the last one backwards, so a crash in between never leaves a gap
 (which `open` refuses as corruption).
 
+A failed `append` (ENOSPC) is cut back to the entry it started at, so the files never hold a
+partial entry or entries past `max_offset` while the store runs (`_undo_partial_append`).
+
 Threading contract: like the CommitLog, `flush` may run in a worker thread while the owner
 appends or reads, never together with truncation, deletion or close.
 """
@@ -207,14 +210,33 @@ class ConsumeQueue:
         idx = first_queue_offset
         done = 0
         epf = self.entries_per_file
-        while done < count:
-            num, slot = divmod(idx, epf)
-            n = min(count - done, epf - slot)
-            chunk = view[done * CQ_STORE_UNIT_SIZE : (done + n) * CQ_STORE_UNIT_SIZE]
-            pwrite_all(self._fs, self._fd_for_write(num), chunk, slot * CQ_STORE_UNIT_SIZE)
-            done += n
-            idx += n
+        try:
+            while done < count:
+                num, slot = divmod(idx, epf)
+                n = min(count - done, epf - slot)
+                chunk = view[done * CQ_STORE_UNIT_SIZE : (done + n) * CQ_STORE_UNIT_SIZE]
+                pwrite_all(self._fs, self._fd_for_write(num), chunk, slot * CQ_STORE_UNIT_SIZE)
+                done += n
+                idx += n
+        except BaseException:
+            self._undo_partial_append(first_queue_offset)
+            raise
         self._max = idx
+
+    def _undo_partial_append(self, index: int) -> None:
+        """Cut what a failed `append` wrote from entry ``index`` on (files it created go, last
+        first), so the files end where `max_offset` says. No fsync: entries are derived data
+        and the store re-dispatches what a crash finds missing."""
+        num, slot = divmod(index, self.entries_per_file)
+        fs = self._fs
+        for later in sorted((n for n in self._fds if n > num), reverse=True):
+            with self._lock:
+                fd = self._fds.pop(later)
+            fs.close(fd)
+            fs.unlink(self._file(later))
+        fd = self._fds.get(num)
+        if fd is not None and fs.fsize(fd) > slot * CQ_STORE_UNIT_SIZE:
+            fs.ftruncate(fd, slot * CQ_STORE_UNIT_SIZE)
 
     def _restart_at(self, offset: int) -> None:
         for num in list(self._fds):

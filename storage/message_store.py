@@ -32,6 +32,10 @@ Reads. `get_messages` checks every record it serves with `CommitLog.check_read` 
 checkCRCOnPull, default on): a record that fails raises RecordCorrupt instead of being served.
 Records this process appended, or recovery checked, are not checked again.
 
+Write faults (a full disk): what a failed write or fsync leaves, the rule for each write path,
+and the `repair` that lets the store write again live in the base class `StoreRepair`
+(store_repair.py); while one is pending every append raises `WritesFenced`.
+
 Recovery, re-dispatch and the dispatch of ConsumeQueue entries and index records live in the
 base class `StoreDispatch` (store_dispatch.py). Types (`StoreConfig`, `MessageToStore`, the
 results, the errors) live in store_types.py and are re-exported here.
@@ -65,6 +69,7 @@ from rocketrio.storage.commitlog import (
     RecordCorrupt,
     RecordFields,
     RecordNotFound,
+    WritesFenced,
 )
 from rocketrio.storage.consume_queue import ENTRY, Boundary, ConsumeQueue
 from rocketrio.storage.dispatch_gate import CONFIRM_CHECKPOINT, DispatchGate, Held
@@ -76,11 +81,11 @@ from rocketrio.storage.store_dispatch import (
     _NO_CQ_TRAN,
     SCHEDULE_TOPIC,
     Progress,
-    StoreDispatch,
     _key_hashes,
     _Pending,
     _wire_properties,
 )
+from rocketrio.storage.store_repair import StoreRepair
 from rocketrio.storage.store_types import (
     BatchPutResult,
     GetMessageStatus,
@@ -115,6 +120,7 @@ __all__ = [
     "RecoveryReport",
     "StoreConfig",
     "StoreStats",
+    "WritesFenced",
     "parse_delay_levels",
 ]
 
@@ -129,7 +135,7 @@ _MAX_READ_GAP = 16 * 1024  # bytes of other queues' records a pull read may step
 _MAX_SPAN = 1024 * 1024  # bytes one pull read may cover
 
 
-class MessageStore(StoreDispatch):
+class MessageStore(StoreRepair):
     """Facade over CommitLog, ConsumeQueues and the index (see module docstring)."""
 
     def __init__(
@@ -159,6 +165,8 @@ class MessageStore(StoreDispatch):
         self._dispatch_ckpt = OffsetCheckpoint(os.path.join(store_path, DISPATCH_CHECKPOINT), fs=fs)
         self._dispatched = 0
         self._dispatch_flushed = 0  # what the last flush made durable in queues and index
+        self._derived_from: int | None = None  # store_repair.py
+        self._derived_cause = ""
         self._gate = DispatchGate(os.path.join(store_path, CONFIRM_CHECKPOINT), fs=fs)
         self._gate.gated = replicated
         self._arrived: dict[tuple[str, int], int] = {}
@@ -184,6 +192,7 @@ class MessageStore(StoreDispatch):
         recovered without losing acknowledged messages.
         """
         makedirs_synced(self.store_path, fs=self.fs)
+        self._derived_from = None
         abort = os.path.join(self.store_path, ABORT_FILE)
         unclean = self.fs.exists(abort)
         if not unclean:
@@ -209,9 +218,14 @@ class MessageStore(StoreDispatch):
             raise
 
     def close(self) -> None:
-        """Flush everything, close the files, then remove the abort marker: a clean shutdown."""
+        """Flush everything, close the files, then remove the abort marker: a clean shutdown.
+        With a write fault pending (store_repair.py) the marker stays: the next open checks
+        every record, as after a crash."""
         self.flush()
+        fault = self.write_fault
         self._close_files()
+        if fault is not None:
+            return
         abort = os.path.join(self.store_path, ABORT_FILE)
         if self.fs.exists(abort):
             self.fs.unlink(abort)
@@ -239,6 +253,7 @@ class MessageStore(StoreDispatch):
         """
         if not msgs:
             return []
+        self._check_derived()
         parts: list[Buffer] = []
         sizes: list[int] = []
         pending: list[_Pending] = []
@@ -251,11 +266,11 @@ class MessageStore(StoreDispatch):
             phy += size
         positions = self._commitlog.append_sealed(b"".join(parts), sizes)
         self._queue_offsets.update(next_qo)
+        dispatch = functools.partial(self._dispatch, positions, sizes, pending)
         if self._gate.gated:
-            dispatch = functools.partial(self._dispatch, positions, sizes, pending)
             self._gate.hold(Held(start, self._commitlog.max_offset, dispatch))
         else:
-            self._dispatch(positions, sizes, pending)
+            self._dispatch_at_put(start, dispatch)
         prefix = self._msg_id_prefix
         results = [
             PutResult(pos, n, meta[1], f"{prefix}{pos:016X}", store_timestamp_ms)
@@ -345,6 +360,7 @@ class MessageStore(StoreDispatch):
         """
         if topic == SCHEDULE_TOPIC:
             raise InvalidMessage(f"a batch cannot be sent to {SCHEDULE_TOPIC}")
+        self._check_derived()
         if sys_flag & TRANSACTION_ROLLBACK_TYPE:
             raise InvalidMessage(f"batch to {topic}: batch messages cannot be transactional")
         key = (topic, queue_id)
@@ -392,7 +408,7 @@ class MessageStore(StoreDispatch):
         if self._gate.gated:
             self._gate.hold(Held(start, self._commitlog.max_offset, dispatch))
         else:
-            dispatch()
+            self._dispatch_at_put(start, dispatch)
         self._put_count += len(sizes)
         self._put_bytes += len(built.data)
         return BatchPutResult(
@@ -407,13 +423,13 @@ class MessageStore(StoreDispatch):
         return self._commitlog.flush()
 
     def flush(self) -> int:
-        """fsync CommitLog, then ConsumeQueues and index; advance the dispatch checkpoint."""
+        """fsync CommitLog, then ConsumeQueues and index; advance the dispatch checkpoint
+        (never past derived data a failed write left unreliable, store_repair.py)."""
         dispatched = self._dispatched
+        if self._derived_from is not None:
+            dispatched = min(dispatched, self._derived_from)
         flushed = self._commitlog.flush()
-        for cq in list(self._cqs.values()):
-            cq.flush()
-        if self._index is not None:
-            self._index.flush()
+        self._flush_derived()
         self._dispatch_ckpt.store(dispatched)
         self._dispatch_flushed = dispatched
         if self._gate.gated:
@@ -664,7 +680,11 @@ class MessageStore(StoreDispatch):
         the epoch file (atomically). A crash in between leaves records the next handshake cuts
         again, never a checkpoint or epoch vouching for data that is gone (recovery also drops
         epochs starting beyond the log)."""
-        self._gate.lower(commitlog_offset)
+        if self._gate.gated:
+            self._gate.lower(commitlog_offset)
+        else:  # no confirm.checkpoint without replication (a full disk may be cutting here)
+            self._gate.confirm = min(self._gate.confirm, commitlog_offset)
+            self._gate.drop_held()
         ckpt = self._dispatch_ckpt.load()
         if ckpt is None or ckpt > commitlog_offset:
             self._dispatch_ckpt.store(commitlog_offset, sync=True)
@@ -678,6 +698,8 @@ class MessageStore(StoreDispatch):
         self._queue_offsets = {key: cq.max_offset for key, cq in self._cqs.items()}
         self._dispatched = min(self._dispatched, commitlog_offset)
         self._dispatch_flushed = min(self._dispatch_flushed, commitlog_offset)
+        if self._derived_from is not None and commitlog_offset <= self._derived_from:
+            self._derived_from = None  # what was unreliable is gone
 
     def reset_to(self, commitlog_offset: int) -> None:
         """Drop EVERY record, queue, index record and epoch, durably; the empty log continues
@@ -698,11 +720,13 @@ class MessageStore(StoreDispatch):
             self.epochs.replace_all([])
         self._dispatched = self._gate.confirm = commitlog_offset
         self._dispatch_flushed = commitlog_offset
+        self._derived_from = None
 
     def append_replicated(self, offset: int, data: bytes | bytearray | memoryview) -> int:
         """A slave writes whole records received from its master (checked in full by the
         CommitLog); nothing is dispatched until confirmOffset passes them, and what the check
         read of each record is kept for that moment. No fsync."""
+        self._check_derived()
         records: list[RecordFields] = []
         end = self._commitlog.append_raw(offset, data, records)
         self._put_bytes += len(data)

@@ -219,6 +219,9 @@ class Broker:
             read_gate=self.read_gate,
             # a replicated broker writes nothing until its role is known
             role=StoreRole.FENCED if config.enableControllerMode else StoreRole.STANDALONE,
+            # a write the disk refused: probed (repair, then a scratch write) at the same period
+            probe_interval_ms=config.cleanResourceInterval,
+            on_write_fault=self.store_write_fault,
         )
         # replication: the HA listener runs in every role; who may use it is decided per role
         self.ha_master = HAMasterService(
@@ -440,6 +443,23 @@ class Broker:
         view = self.ha_master.view()
         links = [ReplicaLink(x.slave_id, x.ack_offset, x.transfer_from) for x in view.links]
         return replica_floor(links, view.sync_state_set, in_sync_only=in_sync_only)
+
+    def store_write_fault(self, cause: str | None) -> None:
+        """The store actor refuses writes because a write or fsync failed on a full disk
+        (None: its probe wrote again): the disk guard refuses sends the same way."""
+        changed = self.disk_guard.store_failed(cause)
+        if changed is None:
+            return
+        usage = self.disk_guard.usage
+        described = usage.describe() if usage is not None else ""
+        limit = self.disk_guard.limit
+        if changed:
+            ev: events.LogEvent = events.DiskFull(
+                disk_usage=described, warning_ratio=limit, reason=cause
+            )
+        else:
+            ev = events.DiskSpaceRecovered(disk_usage=described, warning_ratio=limit)
+        events.emit(self.log, ev)
 
     def _runtime_counts(self) -> dict[str, str]:
         """rocketrio's extra runtime-info keys: what the broker's tables hold, and in controller

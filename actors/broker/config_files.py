@@ -10,6 +10,12 @@ The snapshot is taken on the Trio thread (so it is consistent with the tables) a
 work runs off it (``run_blocking``), one write at a time per file. `mark_dirty` + `run_writer`
 coalesce bursts (many auto-created topics -> few writes); `persist` writes now and is awaited
 by admin calls so their answer means "on disk".
+
+A full disk (ENOSPC, EDQUOT) is not fatal: the atomic write leaves the previous file as it was,
+the background writers log config_persist_failed and try again (`run_writer` after
+`RETRY_S`, `run_periodic` at its next period), and a snapshot that could not be written is
+written by the next attempt even when nothing changed since (the manager already counted it as
+written). Any other error stops the writer, as before.
 """
 
 from __future__ import annotations
@@ -17,13 +23,18 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import Generic, TypeVar
 
+import structlog
 import trio
 
+from rocketrio.actors import events
+from rocketrio.actors.broker.store_faults import DISK_FULL_ERRNOS
 from rocketrio.protocol.serde import HeaderError, from_plain, to_json
 from rocketrio.storage.config_store import ConfigFileError, JsonConfigStore
 from rocketrio.storage.fs import OS_FS, FileSystem
 
 T = TypeVar("T")
+
+RETRY_S = 1.0  # a write the full disk refused is tried again this much later
 
 
 class ConfigFile(Generic[T]):
@@ -43,6 +54,8 @@ class ConfigFile(Generic[T]):
         self.snapshot = snapshot
         self._lock = trio.Lock()
         self._dirty = trio.Event()
+        self._unwritten: T | None = None  # the snapshot a failed write did not store
+        self.log = structlog.get_logger("broker").bind(actor="config_file")
 
     # -- loading (blocking: call off the Trio thread at start)
     def load(self) -> T | None:
@@ -67,10 +80,28 @@ class ConfigFile(Generic[T]):
         """Snapshot now and write it; returns when the file is durable."""
         snap = self.snapshot()
         if snap is None:
-            return
+            snap = self._unwritten
+            if snap is None:
+                return
         data = to_json(snap)
         async with self._lock:
-            await self.run_blocking(lambda: self._write(data))
+            try:
+                await self.run_blocking(lambda: self._write(data))
+            except BaseException:
+                self._unwritten = snap
+                raise
+            self._unwritten = None
+
+    async def _persist_in_background(self) -> bool:
+        """`persist` for the background writers: False when a full disk refused it (logged)."""
+        try:
+            await self.persist()
+        except OSError as e:
+            if e.errno not in DISK_FULL_ERRNOS:
+                raise
+            events.emit(self.log, events.ConfigPersistFailed(path=self.path, error=str(e)))
+            return False
+        return True
 
     def _write(self, data: bytes) -> None:
         self.store.persist(data)
@@ -80,10 +111,12 @@ class ConfigFile(Generic[T]):
         while True:
             await self._dirty.wait()
             self._dirty = trio.Event()
-            await self.persist()
+            if not await self._persist_in_background():
+                await trio.sleep(RETRY_S)
+                self._dirty.set()
 
     async def run_periodic(self, period_s: float) -> None:
         """Write every period (the snapshot returns None when nothing changed)."""
         while True:
             await trio.sleep(period_s)
-            await self.persist()
+            await self._persist_in_background()

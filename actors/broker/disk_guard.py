@@ -4,8 +4,14 @@ flag): once the disk holding the CommitLog is used above ``diskSpaceWarningLevel
 upstream's remark, which names the usage of the CommitLog, ConsumeQueue and index disks; a
 later check that finds the usage at or below the limit lets writes in again. Pulls go on.
 
-`DiskGuard` is the pure part (fed usages, it answers `write_refusal`); the broker samples the
-disk every ``cleanResourceInterval`` ms (and once before it serves) and feeds it.
+The same refusal follows a write the disk really refused: when the store actor reports that a
+write or fsync failed with ENOSPC (store_actor.py, `store_failed`), sends are refused with the
+same code and remark (the cause joins the usage in the brackets), whatever the ratio says, until
+the store reports that its probe wrote again; the ratio must then allow writes too.
+
+`DiskGuard` is the pure part (fed usages and store reports, it answers `write_refusal`); the
+broker samples the disk every ``cleanResourceInterval`` ms (and once before it serves) and
+feeds it.
 """
 
 from __future__ import annotations
@@ -16,6 +22,7 @@ from typing import Protocol
 import attrs
 
 from rocketrio.actors.broker.outcomes import Refusal
+from rocketrio.actors.broker.store_faults import refusal_remark
 from rocketrio.protocol.codes import ResponseCode
 
 MIN_WARNING_RATIO = 0.35
@@ -47,27 +54,36 @@ class DiskGuard:
     def __init__(self, warning_percent: int) -> None:
         self.limit = warning_ratio(warning_percent)
         self.usage: DiskUsage | None = None
-        self.full = False
+        self.above_limit = False
+        self.store_fault: str | None = None  # why the store refuses writes (None: it does not)
+
+    @property
+    def full(self) -> bool:
+        return self.above_limit or self.store_fault is not None
 
     def observe(self, usage: DiskUsage) -> bool | None:
         """Take a new sample; True when the disk just became full, False when it just
         recovered, None when nothing changed. An unknown usage (-1) is not full."""
+        was = self.full
         self.usage = usage
-        full = usage.commitlog > self.limit
-        if full == self.full:
-            return None
-        self.full = full
-        return full
+        self.above_limit = usage.commitlog > self.limit
+        return None if self.full == was else self.full
+
+    def store_failed(self, cause: str | None) -> bool | None:
+        """The store refuses writes because ``cause`` (None: it takes them again); the same
+        transitions as `observe`."""
+        was = self.full
+        self.store_fault = cause
+        return None if self.full == was else self.full
+
+    def describe(self) -> str:
+        usage = self.usage.describe() if self.usage is not None else "usage not sampled yet"
+        return usage if self.store_fault is None else f"{usage}; {self.store_fault}"
 
     def write_refusal(self) -> Refusal | None:
-        if not self.full or self.usage is None:
+        if not self.full:
             return None
-        return Refusal(
-            ResponseCode.SERVICE_NOT_AVAILABLE,
-            "service not available now. It may be caused by one of the following reasons: "
-            f"the broker's disk is full [{self.usage.describe()}], messages are put to the "
-            "slave, message store has been shut down, etc.",
-        )
+        return Refusal(ResponseCode.SERVICE_NOT_AVAILABLE, refusal_remark(self.describe()))
 
 
 class WriteGate(Protocol):

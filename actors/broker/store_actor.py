@@ -16,9 +16,38 @@ flush, so flushes take `_flush_lock`).
 A put is answered, with a `PutStatus`, only after its bytes are written (and, with SYNC_FLUSH,
 fsynced). A flush that took longer than syncFlushTimeout is answered FLUSH_DISK_TIMEOUT (the
 message is stored; upstream does the same). A request the store refuses is MESSAGE_ILLEGAL, any
-other store failure UNKNOWN_ERROR. A failing fsync answers UNKNOWN_ERROR and crashes the actor,
-because after a failed fsync the page cache state is unknown (the process must restart and
-recover). Mapping statuses to wire codes is the protocol adapter's job, not this module's.
+other store failure UNKNOWN_ERROR. Mapping statuses to wire codes is the protocol adapter's
+job, not this module's.
+
+A full disk (store_faults.py: ENOSPC or EDQUOT from a write or an fsync, or the store's
+`WritesFenced`) is a clean refusal, never a crash nor an acknowledgement of data that is not
+durable. The actor enters its refusing state (`fault`), tells the broker (``on_write_fault``:
+the disk guard then refuses sends before they reach the store and logs disk_full), and answers
+every put SERVICE_NOT_AVAILABLE with upstream's "the broker's disk is full [..]" remark until a
+probe succeeds. Per write path (the storage rules are store_repair.py's and commitlog.py's):
+- a put whose CommitLog or ConsumeQueue/index write fails was cut back whole by the store:
+  refused, nothing of it stored; the turn's later puts are refused without a write;
+- SYNC_FLUSH fsync fails: the turn's puts are refused (not acknowledged: their durability is
+  unknown). The store fenced its CommitLog from the last durable offset, since Linux may
+  have dropped the pages it could not write and report the next fsync as a success;
+- the periodic flush fails (ASYNC_FLUSH acknowledged without fsync, as always): nothing is
+  answered differently; the CommitLog is fenced the same way, the ConsumeQueues and index are
+  dispatched again from the dispatch checkpoint;
+- a slave's replicated append or its fsync fails: the HA client's append fails (OSError), so
+  it reconnects and fetches again from where the log ends;
+- a dispatch up to confirmOffset fails: the records stay and are dispatched by the repair.
+Every cleanResourceInterval (``probe_interval_ms``) the actor probes, between turns: the store
+repairs (the fenced CommitLog range is checked record by record, written again and fsynced, so
+nothing acknowledged is lost, not even ASYNC_FLUSH data; a record that fails its check because
+its page was lost is cut on a STANDALONE broker or a SLAVE, which loses exactly what a crash
+would have lost, and keeps a MASTER refusing writes until it restarts, because its slaves may
+hold those bytes and cutting them under one epoch would make the replicas diverge; the restart
+recovers the log as after a power cut: when valid records follow the lost one in its segment
+(the usual case) start-up refuses with a CorruptionError naming its offset, for an operator to
+re-sync that store from a replica, else the lost record is cut as a torn tail), then writes a
+scratch block; writes go in again once both work (and the disk guard's usage ratio allows).
+Any other fsync error (EIO: a broken disk, not a full one) still answers UNKNOWN_ERROR and
+crashes the actor, so the process restarts and recovers.
 
 Readers use the read-only `StoreView` (store_view.py): inline on the Trio thread, or, for big
 pulls, in a worker thread behind the `ReadGate`. Mutations other than puts (delete topic, a
@@ -52,6 +81,8 @@ woken. The actor implements both HA store ports (ha/ports.py).
 from __future__ import annotations
 
 import enum
+import errno
+import math
 from collections.abc import Callable, Sequence
 from typing import Any, Protocol, TypeVar
 
@@ -63,8 +94,9 @@ from rocketrio.actors.broker.ha.group_transfer import AckOutcome, Completion, Gr
 from rocketrio.actors.broker.ha.ports import Watermark
 from rocketrio.actors.broker.ha.truncation import DiscardAll, TruncateTo, TruncationPlan
 from rocketrio.actors.broker.outcomes import PutStatus
+from rocketrio.actors.broker.store_faults import WriteFault, describe, disk_full
 from rocketrio.actors.broker.store_view import ReadGate, RunBlocking
-from rocketrio.actors.runtime import Actor, Reply
+from rocketrio.actors.runtime import Actor, ActorStopped, Reply
 from rocketrio.storage.epoch_file import EpochRecord
 from rocketrio.storage.message_store import (
     BatchPutResult,
@@ -158,7 +190,18 @@ class ConfirmPoke:
     """Wake an idle actor to apply a new confirmOffset (`request_confirm`)."""
 
 
-StoreMsg = PutMessages | PutBatchBody | StoreCall | ActorCall | ReplicaAppend | ConfirmPoke
+@attrs.frozen
+class DiskProbe:
+    """Between turns: try to end the refusing state (`StoreActor.probe_disk`)."""
+
+    reply: Reply[bool]
+
+
+StoreMsg = (
+    PutMessages | PutBatchBody | StoreCall | ActorCall | ReplicaAppend | ConfirmPoke | DiskProbe
+)
+# on_write_fault(cause): the store refuses writes because of cause; None: it takes them again
+WriteFaultListener = Callable[[str | None], None]
 
 
 class StoreRole(enum.Enum):
@@ -208,6 +251,8 @@ class StoreActor(Actor[StoreMsg]):
         run_blocking: RunBlocking = trio.to_thread.run_sync,
         read_gate: ReadGate | None = None,
         role: StoreRole = StoreRole.STANDALONE,
+        probe_interval_ms: int = 10_000,
+        on_write_fault: WriteFaultListener | None = None,
     ) -> None:
         super().__init__("store")
         self.store = store
@@ -244,6 +289,10 @@ class StoreActor(Actor[StoreMsg]):
         self._not_acked: dict[str, int] = {}
         self._next_not_acked_log = 0.0
         self._epoch = -1
+        # a full disk (module docstring): why writes are refused, None while they are not
+        self.fault: WriteFault | None = None
+        self.probe_interval_s = probe_interval_ms / 1000
+        self.on_write_fault = on_write_fault
 
     # -- entry points for other tasks
 
@@ -292,6 +341,11 @@ class StoreActor(Actor[StoreMsg]):
 
     async def actor_call(self, fn: Callable[[StoreActor], T], timeout: float = 30.0) -> T:
         return await self.ask(lambda r: ActorCall(fn, r), timeout)
+
+    async def probe_disk(self, timeout: float = math.inf) -> bool:
+        """Between turns, try to end the refusing state (module docstring); True when the
+        store takes writes again (or never stopped)."""
+        return await self.ask(DiskProbe, timeout)
 
     # -- roles (ReplicasManager / classic role service)
     async def become_master(self, epoch: int, gate: GroupTransferService) -> int:
@@ -424,6 +478,7 @@ class StoreActor(Actor[StoreMsg]):
     async def run(self, *, task_status: trio.TaskStatus[Any] = trio.TASK_STATUS_IGNORED) -> None:
         async with trio.open_nursery() as nursery:
             nursery.start_soon(self._flush_periodically)
+            nursery.start_soon(self._probe_periodically)
             task_status.started(self)
             await self.serve_inbox()
             nursery.cancel_scope.cancel()
@@ -502,6 +557,14 @@ class StoreActor(Actor[StoreMsg]):
                     await self._run_call(msg)
                 case ConfirmPoke():
                     self._poked = False
+                case DiskProbe():
+                    if puts:
+                        await self._commit(puts)
+                        puts = []
+                    if appends:
+                        await self._commit_replica(appends)
+                        appends = []
+                    msg.reply.set(await self._probe())
         if puts:
             await self._commit(puts)
         if appends:
@@ -544,6 +607,9 @@ class StoreActor(Actor[StoreMsg]):
             for put in puts:
                 _fail(put, PutStatus.IN_SYNC_REPLICAS_NOT_ENOUGH, remark)
             return
+        if self.fault is not None:
+            self._refuse(puts)
+            return
         started = self._writing_since = self._commit_started = trio.current_time()
         try:
             done = self._append(puts)
@@ -551,7 +617,10 @@ class StoreActor(Actor[StoreMsg]):
                 return
             status, remark = PutStatus.PUT_OK, None
             if self.sync_flush:
-                status, remark = await self._sync_flush(done)
+                flushed = await self._sync_flush(done)
+                if flushed is None:
+                    return  # refused: a full disk (module docstring)
+                status, remark = flushed
         finally:
             self._writing_since = None
         end = self.store.get_commitlog_max_offset()
@@ -609,10 +678,17 @@ class StoreActor(Actor[StoreMsg]):
             return
         ok: list[tuple[ReplicaAppend, int]] = []
         for a in appends:
+            if self.fault is not None:  # the HA client reconnects and fetches this again
+                a.reply.fail(OSError(errno.ENOSPC, self.fault.remark()))
+                continue
             try:
                 ok.append((a, self.store.append_replicated(a.offset, a.data)))
             except ValueError as e:
                 a.reply.fail(e)
+            except Exception as e:
+                if not disk_full(e):
+                    raise
+                a.reply.fail(OSError(errno.ENOSPC, self._enter_fault(e).remark()))
         if not ok:
             return
         if self.sync_flush:
@@ -622,7 +698,10 @@ class StoreActor(Actor[StoreMsg]):
             except OSError as e:
                 for a, _ in ok:
                     a.reply.fail(e)
-                raise
+                if not disk_full(e):
+                    raise
+                self._enter_fault(e)
+                return
         self.written.advance(self.store.get_commitlog_max_offset())
         for a, end in ok:
             a.reply.set(end)
@@ -631,7 +710,12 @@ class StoreActor(Actor[StoreMsg]):
         target = self._confirm_target
         store = self.store
         if target > store.confirm_offset and self.role is not StoreRole.FENCED:
-            store.advance_confirm(target)
+            try:
+                store.advance_confirm(target)
+            except Exception as e:
+                if not disk_full(e):
+                    raise
+                self._enter_fault(e)  # the records stay; the repair dispatches them
         arrived = store.take_arrivals()
         if arrived and self.on_arrival is not None:
             for (topic, queue_id), max_offset in arrived.items():
@@ -680,6 +764,9 @@ class StoreActor(Actor[StoreMsg]):
             if run:
                 out.extend(self._append_messages(run))
                 run = []
+            if self.fault is not None:  # an earlier put of the turn found the disk full
+                self._refuse([put])
+                continue
             try:
                 stored = self.store.put_batch_body(
                     put.topic, put.queue_id, put.body, self.now_ms(), **put.options
@@ -695,12 +782,16 @@ class StoreActor(Actor[StoreMsg]):
         return out
 
     def _append_messages(self, puts: list[PutMessages]) -> list[tuple[AnyPut, Stored]]:
+        if self.fault is not None:  # an earlier put of the turn found the disk full
+            self._refuse(puts)
+            return []
         msgs = puts[0].messages if len(puts) == 1 else [m for p in puts for m in p.messages]
         try:
             results = self.store.put_messages(msgs, self.now_ms())
         except Exception as e:
-            if len(puts) == 1:
-                self._answer_error(puts[0], e)
+            if len(puts) == 1 or disk_full(e):
+                for put in puts:  # a full disk: the store cut the whole batch back
+                    self._answer_error(put, e)
                 return []
             out: list[tuple[AnyPut, Stored]] = []
             for put in puts:
@@ -720,6 +811,10 @@ class StoreActor(Actor[StoreMsg]):
         return out
 
     def _answer_error(self, put: AnyPut, exc: Exception) -> None:
+        if disk_full(exc):
+            self._enter_fault(exc)
+            self._refuse([put])
+            return
         if self.stats is not None:
             self.stats.on_put_failed(1)
         if isinstance(exc, ValueError):
@@ -730,13 +825,20 @@ class StoreActor(Actor[StoreMsg]):
         events.emit(self.log, events.PutFailed(topic=topic), exc_info=exc)
         _fail(put, PutStatus.UNKNOWN_ERROR, f"store put failed: {type(exc).__name__}: {exc}")
 
-    async def _sync_flush(self, done: list[tuple[AnyPut, Stored]]) -> tuple[PutStatus, str | None]:
+    async def _sync_flush(
+        self, done: list[tuple[AnyPut, Stored]]
+    ) -> tuple[PutStatus, str | None] | None:
+        """fsync the turn (group commit); its status, or None when a full disk refused it."""
         started = trio.current_time()
         try:
             async with self._flush_lock:
                 await self._flush_in_thread(self.store.flush_commitlog)
                 self.sync_flush_count += 1
         except OSError as e:
+            if disk_full(e):  # not acknowledged: their durability is unknown
+                self._enter_fault(e)
+                self._refuse([put for put, _ in done])
+                return None
             remark = f"flush to disk failed, data durability unknown: {e}"
             for put, _ in done:
                 _fail(put, PutStatus.UNKNOWN_ERROR, remark)
@@ -757,14 +859,85 @@ class StoreActor(Actor[StoreMsg]):
     async def _flush_periodically(self) -> None:
         while True:
             await trio.sleep(self.flush_interval_s)
-            await self.flush()
+            try:
+                await self.flush()
+            except OSError as e:
+                if not disk_full(e):
+                    raise
+                self._enter_fault(e)
+
+    # -- a full disk (module docstring)
+    def _enter_fault(self, exc: BaseException) -> WriteFault:
+        """Refuse writes from now on (the first cause is the one reported)."""
+        if self.fault is not None:
+            return self.fault
+        fault = self.fault = WriteFault(describe(exc))
+        if self.on_write_fault is not None:
+            self.on_write_fault(fault.cause)
+        return fault
+
+    def _refuse(self, puts: Sequence[AnyPut]) -> None:
+        if self.stats is not None:
+            self.stats.on_put_failed(len(puts))
+        remark = self.fault.remark() if self.fault is not None else None
+        for put in puts:
+            _fail(put, PutStatus.SERVICE_NOT_AVAILABLE, remark)
+
+    async def _probe_periodically(self) -> None:
+        while True:
+            await trio.sleep(self.probe_interval_s)
+            if self.fault is not None and not self.fault.until_restart:
+                try:
+                    await self.probe_disk()
+                except ActorStopped:
+                    return  # shutting down
+
+    async def _probe(self) -> bool:
+        """Repair the store and write a scratch block (module docstring); True when writes
+        go in again. Runs between turns, beside no flush and no off-loop read."""
+        fault = self.fault
+        if fault is None:
+            return True
+        if fault.until_restart:
+            return False
+        cut_log = WriteFault.may_cut_log(self.role is StoreRole.MASTER)
+        store = self.store
+
+        def repair() -> int | None:
+            remaining = store.repair(cut_log=cut_log)
+            if remaining is not None:
+                return remaining.offset
+            store.probe_space()
+            return None
+
+        async with self._flush_lock, self.read_gate.exclusive():
+            try:
+                kept_from = await self.run_blocking(repair)
+            except OSError as e:
+                if not disk_full(e):
+                    raise
+                return False  # still full: the next probe tries again
+        end = store.get_commitlog_max_offset()
+        self._confirm_target = min(self._confirm_target, end)
+        self.written.reset(end)  # a cut may have lowered it
+        if kept_from is not None:
+            self.fault = WriteFault(fault.cause, until_restart=True, offset=kept_from)
+            events.emit(
+                self.log,
+                events.StoreFencedUntilRestart(offset=kept_from, reason=fault.cause),
+            )
+            return False
+        self.fault = None
+        if self.on_write_fault is not None:
+            self.on_write_fault(None)
+        return True
 
 
 def _count(stored: Stored) -> int:
     return stored.count if isinstance(stored, BatchPutResult) else len(stored)
 
 
-def _fail(put: AnyPut, status: PutStatus, remark: str) -> None:
+def _fail(put: AnyPut, status: PutStatus, remark: str | None) -> None:
     if isinstance(put, PutBatchBody):
         put.on_done(None, status, remark)
     else:

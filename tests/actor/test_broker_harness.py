@@ -37,6 +37,7 @@ from rocketrio.protocol.headers import (
 from rocketrio.protocol.message import MessageExt, encode_properties, iter_stored
 from rocketrio.protocol.remoting import RemotingCommand
 from rocketrio.protocol.serde import from_json, to_ext
+from rocketrio.storage.fs import OS_FS, FileSystem
 
 NAMESRV_HOST = "10.0.0.1"
 BROKER_HOST = "10.0.0.2"
@@ -80,6 +81,7 @@ class BrokerHarness:
     async def start_broker(
         self,
         run_blocking: Callable[[Callable[[], Any]], Awaitable[Any]] = inline_blocking,
+        fs: FileSystem = OS_FS,
         **overrides: Any,
     ) -> Broker:
         broker = Broker(
@@ -87,6 +89,7 @@ class BrokerHarness:
             self.net.transport(BROKER_HOST),
             now_ms=lambda: EPOCH_MS + int(trio.current_time() * 1000),
             run_blocking=run_blocking,
+            fs=fs,
         )
         scope = trio.CancelScope()
         done = trio.Event()

@@ -30,8 +30,20 @@ process is dead: its cleanup handlers must not touch the disk).
 
 `fail_fsync(path_prefix, count)` makes the next ``count`` fsync / fdatasync / fsync_dir on
 matching paths (a string prefix of the normalized path; an fd's path is the one it was opened
-with) raise OSError(EIO) without making anything durable. Slow disks are not modelled here: a
-simulation delays its worker-thread runner instead.
+with) raise OSError(EIO, or the ``err`` given, e.g. ENOSPC) without making anything durable.
+With ``lose_writeback`` a failed file fsync also drops the file's pending writes from what can
+ever become durable, as Linux does (pages whose writeback failed are marked clean: a later
+fsync succeeds without writing them), while reads still see them: storage code that trusts a
+later fsync after a failed one loses those bytes in the next crash. Slow disks are not
+modelled here: a simulation delays its worker-thread runner instead.
+
+`set_capacity(nbytes)` makes the disk hold at most ``nbytes`` of file content (the sizes of
+every file that has a name or an open fd; names and directories are free; there are no sparse
+files, so growing a file with ``ftruncate`` takes space like a write). A write that would pass
+it writes what still fits and returns that short count, like a real file system; with no room
+left it raises OSError(ENOSPC), and so does an ``ftruncate`` that grows a file past it.
+Overwriting bytes a file already holds and shrinking a file always work. ``None`` (the
+default) is unlimited.
 
 All randomness comes from the `random.Random` given to the constructor: the same seed and the
 same calls give the same disk. Paths are normalized absolute POSIX paths in a tree of the sim's
@@ -60,9 +72,12 @@ _SUPPORTED_FLAGS = (
 
 
 class _Inode:
-    """One file: visible content, durable image, pending content ops, flock holder."""
+    """One file: visible content, durable image, pending content ops, flock holder.
 
-    __slots__ = ("data", "durable", "lock_fd", "pending", "pending_bytes")
+    ``diverged``: a failed fsync dropped pending writes (`fail_fsync` with lose_writeback),
+    so the durable image can no longer be rebuilt by copying the visible content."""
+
+    __slots__ = ("data", "diverged", "durable", "lock_fd", "pending", "pending_bytes")
 
     def __init__(self) -> None:
         self.data = bytearray()
@@ -70,6 +85,7 @@ class _Inode:
         self.pending: list[ContentOp] = []
         self.pending_bytes = 0
         self.lock_fd: int | None = None
+        self.diverged = False
 
     def record(self, op: ContentOp) -> None:
         self.pending.append(op)
@@ -78,13 +94,20 @@ class _Inode:
     def sync(self) -> None:
         if not self.pending:
             return
-        if self.pending_bytes >= len(self.data):  # cheaper to copy the file than replay
+        if self.pending_bytes >= len(self.data) and not self.diverged:  # copy, not replay
             self.durable = bytearray(self.data)
         else:
             for op in self.pending:
                 _apply(self.durable, op)
         self.pending.clear()
         self.pending_bytes = 0
+
+    def lose_writeback(self) -> None:
+        """A failed writeback: the pending writes will never reach the durable image."""
+        if self.pending:
+            self.pending.clear()
+            self.pending_bytes = 0
+            self.diverged = True
 
 
 # a namespace op: (name, node or None for "no such name"), all pairs applied at once
@@ -115,11 +138,13 @@ class _Dir:
 
 
 class _FsyncFault:
-    __slots__ = ("prefix", "remaining")
+    __slots__ = ("err", "lose_writeback", "prefix", "remaining")
 
-    def __init__(self, prefix: str | None, remaining: int) -> None:
+    def __init__(self, prefix: str | None, remaining: int, err: int, lose_writeback: bool) -> None:
         self.prefix = prefix
         self.remaining = remaining
+        self.err = err
+        self.lose_writeback = lose_writeback
 
 
 class _Open:
@@ -165,6 +190,7 @@ class SimFileSystem:
         self._fds: dict[int, _Open] = {}
         self._next_fd = 3
         self._fsync_faults: list[_FsyncFault] = []
+        self._capacity: int | None = None
         self._lock = threading.RLock()
         self.crashes = 0
 
@@ -206,13 +232,46 @@ class SimFileSystem:
             raise _error(errno.EBADF, f"fd {fd}")
         return f
 
-    def _check_fsync_fault(self, path: str) -> None:
+    def _check_fsync_fault(self, path: str, inode: _Inode | None = None) -> None:
         for fault in self._fsync_faults:
             if fault.prefix is None or path.startswith(fault.prefix):
                 fault.remaining -= 1
                 if not fault.remaining:
                     self._fsync_faults.remove(fault)
-                raise OSError(errno.EIO, "simulated fsync failure", path)
+                if inode is not None and fault.lose_writeback:
+                    inode.lose_writeback()
+                raise OSError(fault.err, "simulated fsync failure", path)
+
+    def _used(self) -> int:
+        """File bytes held: every inode with a name or an open fd, each once."""
+        seen: set[int] = set()
+        used = 0
+        stack: list[_Dir] = [self._root]
+        while stack:
+            for child in stack.pop().children.values():
+                if id(child) in seen:
+                    continue
+                seen.add(id(child))
+                if isinstance(child, _Dir):
+                    stack.append(child)
+                else:
+                    used += len(child.data)
+        for f in self._fds.values():
+            if id(f.inode) not in seen:
+                seen.add(id(f.inode))
+                used += len(f.inode.data)
+        return used
+
+    def _room(self, inode: _Inode, end: int, path: str) -> int:
+        """How far (file position) ``inode`` may grow towards ``end`` within the capacity;
+        ENOSPC when it cannot grow at all but has to."""
+        size = len(inode.data)
+        if self._capacity is None or end <= size:
+            return end
+        room = self._capacity - self._used()
+        if room <= 0:
+            raise _error(errno.ENOSPC, path)
+        return min(end, size + room)
 
     # ------------------------------------------------------------------ fd calls
 
@@ -266,7 +325,7 @@ class SimFileSystem:
                 raise _error(errno.EINVAL, f.path)
             if f.append:  # Linux: pwrite on an O_APPEND fd appends
                 offset = len(f.inode.data)
-            return self._write_at(f.inode, bytes(data), offset)
+            return self._write_at(f, bytes(data), offset)
 
     def write(self, fd: int, data: WriteData, /) -> int:
         with self._lock:
@@ -275,14 +334,17 @@ class SimFileSystem:
                 raise _error(errno.EBADF, f.path)
             if not f.append:
                 raise ValueError("the simulated disk keeps no file position: write needs O_APPEND")
-            return self._write_at(f.inode, bytes(data), len(f.inode.data))
+            return self._write_at(f, bytes(data), len(f.inode.data))
 
-    @staticmethod
-    def _write_at(inode: _Inode, data: bytes, offset: int) -> int:
+    def _write_at(self, f: _Open, data: bytes, offset: int) -> int:
         if data:
+            end = self._room(f.inode, offset + len(data), f.path)
+            if end <= offset:  # a gap past the end takes the room that was left
+                raise _error(errno.ENOSPC, f.path)
+            data = data[: end - offset]  # a short write when the disk fills up
             op = (offset, data)
-            _apply(inode.data, op)
-            inode.record(op)
+            _apply(f.inode.data, op)
+            f.inode.record(op)
         return len(data)
 
     def ftruncate(self, fd: int, size: int, /) -> None:
@@ -290,6 +352,8 @@ class SimFileSystem:
             f = self._open_file(fd)
             if not f.writable or size < 0:
                 raise _error(errno.EINVAL, f.path)
+            if self._room(f.inode, size, f.path) < size:
+                raise _error(errno.ENOSPC, f.path)
             op: ContentOp = ("trunc", size)
             _apply(f.inode.data, op)
             f.inode.record(op)
@@ -297,7 +361,7 @@ class SimFileSystem:
     def fsync(self, fd: int, /) -> None:
         with self._lock:
             f = self._open_file(fd)
-            self._check_fsync_fault(f.path)
+            self._check_fsync_fault(f.path, f.inode)
             f.inode.sync()
 
     fdatasync = fsync
@@ -405,13 +469,33 @@ class SimFileSystem:
 
     # ------------------------------------------------------------------ faults
 
-    def fail_fsync(self, path_prefix: str | None = None, count: int = 1) -> None:
+    def fail_fsync(
+        self,
+        path_prefix: str | None = None,
+        count: int = 1,
+        *,
+        err: int = errno.EIO,
+        lose_writeback: bool = False,
+    ) -> None:
         """The next ``count`` fsyncs on paths starting with ``path_prefix`` (any path when
-        None) raise OSError(EIO) and make nothing durable."""
+        None) raise OSError(``err``) and make nothing durable; with ``lose_writeback`` a file's
+        pending writes never will (module docstring)."""
         if count > 0:
             prefix = None if path_prefix is None else normalize(path_prefix)
             with self._lock:
-                self._fsync_faults.append(_FsyncFault(prefix, count))
+                self._fsync_faults.append(_FsyncFault(prefix, count, err, lose_writeback))
+
+    def set_capacity(self, nbytes: int | None) -> None:
+        """Hold at most ``nbytes`` of file content from now on (None: unlimited); what is
+        already stored stays, only growth is refused (module docstring)."""
+        with self._lock:
+            self._capacity = nbytes
+
+    @property
+    def used_bytes(self) -> int:
+        """File bytes the disk holds now (what `set_capacity` limits)."""
+        with self._lock:
+            return self._used()
 
     def heal(self) -> None:
         """Forget the fsync failures `fail_fsync` armed and no fsync used yet."""

@@ -48,3 +48,26 @@ def test_the_first_refusal_of_a_chain_wins() -> None:
     disk.observe(DiskUsage(0.99, 0.99, 0.99))
     got = FirstRefusal([disk, Slave()]).write_refusal()
     assert got is not None and "disk is full" in got.remark
+
+
+def test_a_store_write_on_a_full_disk_refuses_like_the_ratio_until_the_store_writes_again() -> None:
+    """The store's report (a write or fsync failed with ENOSPC) makes the guard refuse with the
+    same code and remark, whatever the ratio says; the guard lets writes in again only when
+    the store took its report back AND the ratio allows; each transition is reported once."""
+    g = DiskGuard(80)
+    assert g.observe(DiskUsage(0.5, 0.5, 0.5)) is None
+    assert g.store_failed("No space left on device (/store/commitlog/0)") is True
+    refusal = g.write_refusal()
+    assert refusal is not None and refusal.code == ResponseCode.SERVICE_NOT_AVAILABLE
+    assert refusal.remark == (
+        "service not available now. It may be caused by one of the following reasons: the "
+        "broker's disk is full [CL:  0.50 CQ:  0.50 INDEX:  0.50; No space left on device "
+        "(/store/commitlog/0)], messages are put to the slave, message store has been shut "
+        "down, etc."
+    )
+    assert g.observe(DiskUsage(0.95, 0.5, 0.5)) is None  # full already: no new transition
+    assert g.store_failed(None) is None  # the ratio still says full
+    assert g.write_refusal() is not None
+    assert g.observe(DiskUsage(0.5, 0.5, 0.5)) is False
+    assert g.write_refusal() is None
+    assert DiskGuard(80).store_failed("x") is True  # before any sample: still refused

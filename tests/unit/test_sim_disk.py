@@ -321,6 +321,72 @@ def test_failed_fsync_then_crash_loses_the_unsynced_data() -> None:
     assert fs.visible_bytes("/sim/d/f") == b"v1"
 
 
+def test_an_fsync_failure_may_carry_another_errno() -> None:
+    fs = SimFileSystem(random.Random(6))
+    durable_dir(fs, "/sim/d")
+    fd = fs.open("/sim/d/f", RW_CREATE)
+    fs.pwrite(fd, b"data", 0)
+    fs.fail_fsync("/sim/d", err=errno.ENOSPC)
+    with pytest.raises(OSError) as err:
+        fs.fdatasync(fd)
+    assert err.value.errno == errno.ENOSPC
+    fs.fdatasync(fd)  # without lose_writeback the pending writes are still there to sync
+    fs.fsync_dir("/sim/d")
+    assert fs.durable_bytes("/sim/d/f") == b"data"
+
+
+def test_lost_writeback_is_never_made_durable_by_a_later_fsync() -> None:
+    """Linux after a failed writeback: the later fsync succeeds, reads still see the bytes, and
+    a power cut shows they never reached the disk, while what was written after them did."""
+    fs = SimFileSystem(random.Random(6))
+    durable_dir(fs, "/sim/d")
+    write_file(fs, "/sim/d/f", b"v1", sync=True)
+    fs.fsync_dir("/sim/d")
+    fd = fs.open("/sim/d/f", os.O_RDWR)
+    fs.pwrite(fd, b"lost", 2)
+    fs.fail_fsync("/sim/d/f", err=errno.ENOSPC, lose_writeback=True)
+    with pytest.raises(OSError):
+        fs.fsync(fd)
+    fs.pwrite(fd, b"kept", 6)
+    fs.fsync(fd)
+    assert fs.visible_bytes("/sim/d/f") == b"v1lostkept"
+    assert fs.durable_bytes("/sim/d/f") == b"v1\0\0\0\0kept"
+    fs.crash()
+    assert fs.visible_bytes("/sim/d/f") == b"v1\0\0\0\0kept"
+
+
+def test_a_full_disk_writes_short_then_refuses_and_takes_writes_again_when_raised() -> None:
+    fs = SimFileSystem(random.Random(9))
+    durable_dir(fs, "/sim/d")
+    fd = fs.open("/sim/d/a", RW_CREATE)
+    fs.pwrite(fd, b"x" * 60, 0)
+    fs.set_capacity(100)
+    assert fs.used_bytes == 60
+    other = fs.open("/sim/d/b", RW_CREATE)
+    assert fs.pwrite(other, b"y" * 50, 0) == 40  # a short write: what still fits
+    assert fs.used_bytes == 100
+    for call in (
+        lambda: fs.pwrite(other, b"z", 40),
+        lambda: fs.pwrite(fd, b"z", 70),  # a gap past the end takes room too
+        lambda: fs.ftruncate(fd, 61),  # no sparse files: growing takes room
+        lambda: fs.write(fs.open("/sim/d/c", RW_CREATE | os.O_APPEND), b"z"),
+    ):
+        with pytest.raises(OSError) as err:
+            call()
+        assert err.value.errno == errno.ENOSPC
+    assert fs.pwrite(fd, b"O" * 60, 0) == 60  # overwriting what a file holds always works
+    fs.ftruncate(other, 30)  # shrinking frees room
+    assert fs.pwrite(fd, b"z" * 20, 60) == 10
+    fs.unlink("/sim/d/b")
+    with pytest.raises(OSError):  # b is still open: its bytes still count
+        fs.pwrite(fd, b"z", 70)
+    fs.close(other)  # the last fd of an unlinked file: its room comes back
+    assert fs.pwrite(fd, b"z" * 30, 70) == 30
+    fs.set_capacity(None)
+    assert fs.pwrite(fd, b"w" * 1000, 100) == 1000
+    assert fs.visible_bytes("/sim/d/a") == b"O" * 60 + b"z" * 40 + b"w" * 1000
+
+
 def test_heal_disarms_unused_fsync_failures() -> None:
     fs = SimFileSystem(random.Random(6))
     durable_dir(fs, "/sim/d")

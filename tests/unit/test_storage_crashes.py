@@ -40,7 +40,12 @@ from rocketrio.protocol.raft import Entry, HardState, SnapshotMeta
 from rocketrio.storage.broker_identity import BrokerIdentityStore, BrokerMeta
 from rocketrio.storage.config_store import JsonConfigStore
 from rocketrio.storage.epoch_file import EpochFile, EpochRecord
-from rocketrio.storage.message_store import MessageStore, MessageToStore, StoreConfig
+from rocketrio.storage.message_store import (
+    MessageStore,
+    MessageToStore,
+    StoreConfig,
+    WritesFenced,
+)
 from rocketrio.storage.raft_log import RaftLog
 from tests.sim.sim_disk import PowerCut, SimFileSystem, cut_power_after
 
@@ -148,6 +153,9 @@ def store_op(store: MessageStore, fs: SimFileSystem, rng: random.Random, model: 
             fs.fail_fsync(STORE)  # the next fsync fails: nothing may count as flushed
             with pytest.raises(OSError, match="simulated fsync failure"):
                 store.flush_commitlog()
+            with pytest.raises(WritesFenced):  # nothing goes after bytes of unknown state
+                store.put_messages([MessageToStore(topic="T", queue_id=0, body=b"x")], 1)
+            assert store.repair(cut_log=True) is None  # written again: nothing was lost
         flushed = store.flush_commitlog() if roll < 0.85 else store.flush()
         model.flushed = clog.read(0, flushed)
         return
