@@ -413,3 +413,25 @@ def test_append_sealed_refuses_a_mismatch(disk: DiskView) -> None:
     assert log.max_offset == 0
     assert log.append_sealed(data, sizes) == [0, sizes[0]]
     assert log.append_sealed(b"", []) == []
+
+
+def test_a_checkpoint_at_the_end_of_a_full_last_segment_opens(disk: DiskView) -> None:
+    """The flushed checkpoint sits exactly at the end of the last segment (the next one was
+    cut, or never made durable): recovery starts past every segment and must still find the
+    log's end there (a power-cut seed found this)."""
+    log = opened(disk, disk.path("cl"))
+    positions = log.append([rec(i, 300) for i in range(40)])
+    assert positions[-1] >= 2 * SEG
+    log.flush()
+    log.truncate_to(2 * SEG)  # a segment boundary: segment 1 keeps its BLANK record
+    log.flush()
+    log.close()
+    empty = seg_path(disk.path("cl"), 2 * SEG)  # the next one's creation never became durable
+    if disk.exists(empty):
+        disk.unlink(empty)
+    again = CommitLog(disk.path("cl"), SEG, fs=disk.fs)
+    report = again.open()
+    assert again.max_offset == 2 * SEG and report.bytes_scanned == 0
+    again.append([rec(99)])  # and it goes on in a new segment
+    assert again.segment_bases()[-1] == 2 * SEG
+    again.close()
