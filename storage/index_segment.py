@@ -32,10 +32,15 @@ slots as they are), writes the slots, fdatasyncs, then writes ``{keep, keep}``; 
 between recovers the uncut file exactly, which the next ``open(redo_from)`` cuts again.
 
 The flush protocol that keeps the invariant (`take_flush` under the owner's lock, then
-`FlushJob.run` outside it): write the entries, fdatasync; write the header ``{count, end}``
-(an intent: slots may now change for (count, end]), fdatasync; write the dirty slot pages,
-fdatasync; write the header ``{end, end}`` without fdatasync (the next flush's first fdatasync
-makes it durable; until then a crash leaves the intent, which recovery redoes exactly).
+`FlushJob.run` outside it): write the entries, fdatasync; write the header ``{count, end}``,
+fdatasync. That makes every entry durable and recoverable (recovery redoes their slots); the
+slot pages stay dirty in RAM. Only when the slots are due (``slot_flush_entries`` entries past
+the last write-back, a full file, a close) does the flush go on: that header is then the
+intent (slots may now change for (count, end]); write the dirty slot pages, fdatasync; write
+``{end, end}`` without fdatasync (the next flush's first fdatasync makes it durable; until
+then a crash leaves the intent, which recovery redoes exactly). So an ordinary flush writes
+20 bytes an entry and two headers, and recovery redoes at most about ``slot_flush_entries``
+entries (plus one flush's worth), however big the file.
 
 Memory: a handful of ints and one fd per file; the file that takes appends also holds its slot
 table (4 * S bytes: 20 MB at upstream's maxHashSlotNum of 5,000,000) and one dirty flag per
@@ -68,16 +73,14 @@ SLOT = struct.Struct("<I")
 _PAGE_SHIFT = 10  # slot write-back unit: 1024 slots, one 4 KiB page of the file
 _PAGE_SLOTS = 1 << _PAGE_SHIFT
 _CHUNK = 65536  # entries read at once by repair and search
+_READ = 1 << 20  # slot table bytes read at once
 _LITTLE = sys.byteorder == "little"
 
 
-def _slot_table(slot_num: int, raw: bytes = b"") -> memoryview:
-    """A slot table in RAM: u32 values over anonymous zeroed memory (a page costs RAM once
-    written), starting with the little-endian slots in ``raw``."""
-    table = mmap.mmap(-1, 4 * slot_num)
-    if raw:
-        table[: len(raw)] = raw if _LITTLE else _swapped(raw)
-    return memoryview(table).cast("I")
+def _slot_table(slot_num: int) -> memoryview:
+    """A zeroed slot table in RAM: u32 values over anonymous memory (a page costs RAM once
+    written, and all of it goes back to the system with the table)."""
+    return memoryview(mmap.mmap(-1, 4 * slot_num)).cast("I")
 
 
 def _swapped(raw: bytes) -> bytes:
@@ -103,28 +106,75 @@ def _read_full(fs: FileSystem, fd: int, size: int, pos: int) -> bytes:
     return b"".join(parts)
 
 
-class FlushJob:
-    """The I/O of one file's flush, from a snapshot taken under the owner's lock."""
+class PageSnapshot:
+    """Copies of slot pages, in anonymous memory handed back to the system by `close` (a
+    bytes object this size would stay in the allocator's heap once freed)."""
 
-    def __init__(
-        self, seg: IndexSegment, end: int, pages: list[int], runs: list[tuple[int, bytes]]
-    ) -> None:
+    def __init__(self, table: memoryview, slot_num: int, pages: list[int]) -> None:
+        self.pages = pages
+        self.runs: list[tuple[int, int, int]] = []  # (file position, start, end in buf)
+        spans = []
+        i = 0
+        while i < len(pages):  # runs of consecutive pages: one write each
+            j = i + 1
+            while j < len(pages) and pages[j] == pages[j - 1] + 1:
+                j += 1
+            lo, hi = pages[i] * _PAGE_SLOTS, min(slot_num, (pages[j - 1] + 1) * _PAGE_SLOTS)
+            spans.append((4 * lo, 4 * hi))
+            i = j
+        self._buf = mmap.mmap(-1, max(1, sum(hi - lo for lo, hi in spans)))
+        at = 0
+        raw = table.cast("B")
+        for lo, hi in spans:
+            self._buf[at : at + hi - lo] = raw[lo:hi]
+            self.runs.append((HEADER_SIZE + lo, at, at + hi - lo))
+            at += hi - lo
+
+    def write(self, fs: FileSystem, fd: int) -> None:
+        with memoryview(self._buf) as view:
+            for pos, start, end in self.runs:
+                with view[start:end] as data:
+                    pwrite_all(fs, fd, data if _LITTLE else _swapped(bytes(data)), pos)
+
+    def close(self) -> None:
+        self._buf.close()
+
+
+class FlushJob:
+    """The I/O of one file's flush, from a snapshot taken under the owner's lock; with a
+    ``snapshot`` of the dirty slot pages it is a slot write-back, without one it only makes
+    the entries durable (the header's ``end`` moves, recovery redoes their slots)."""
+
+    def __init__(self, seg: IndexSegment, end: int, snapshot: PageSnapshot | None) -> None:
         self.seg = seg
         self.end = end
-        self.pages = pages  # dirty slot pages taken: marked again if the flush fails
-        self.runs = runs  # (file position, bytes) of those pages
+        self.snapshot = snapshot  # the dirty slot pages taken: marked again if the flush fails
+
+    @property
+    def pages(self) -> list[int]:
+        return self.snapshot.pages if self.snapshot is not None else []
 
     def run(self) -> None:
+        try:
+            self._run()
+        finally:
+            if self.snapshot is not None:
+                self.snapshot.close()
+
+    def _run(self) -> None:
         seg, fs = self.seg, self.seg.fs
         fs.fdatasync(seg.fd)  # the entries up to end, and the last commit header
         seg.header_synced()
-        if self.end <= seg.committed:
+        if self.snapshot is None:
+            if self.end > seg.header_end:  # the entries up to end are durable and redoable
+                seg.write_header(seg.committed, self.end)
+                fs.fdatasync(seg.fd)
+                seg.header_synced()
             return
         seg.write_header(seg.committed, self.end)  # intent: slots may change for (count, end]
         fs.fdatasync(seg.fd)
         seg.header_synced()
-        for pos, data in self.runs:
-            pwrite_all(fs, seg.fd, data, pos)
+        self.snapshot.write(fs, seg.fd)
         fs.fdatasync(seg.fd)
         seg.write_header(self.end, self.end)  # commit: synced by the next flush, or redone
         seg.committed = self.end
@@ -145,7 +195,9 @@ class IndexSegment:
         self.entries_at = HEADER_SIZE + 4 * slot_num
         self.count = 0  # entries added (written behind or not)
         self.written = 0  # entries written to the file
-        self.committed = 0  # count of the last commit header written
+        self.committed = 0  # count of the last commit header written: slots exact up to it
+        self.header_end = 0  # end of the last header written: entries durable up to it
+        self.slot_flush_entries = 1  # a flush writes the slots back this far past committed
         self.pending: list[bytes] = []  # entries count - written, not yet written
         self.slots: memoryview | None = None  # u32 slot table in RAM while taking appends
         self.dirty: bytearray | None = None  # one flag per slot page changed since a flush
@@ -195,7 +247,7 @@ class IndexSegment:
         seg = cls(fs, path, fd, base, slots, cap)
         # entries the file does not hold (lost outside any crash rule) are not trusted
         whole = max(0, (fs.fsize(fd) - seg.entries_at) // ENTRY.size)
-        seg.count = seg.written = min(end, whole)
+        seg.count = seg.written = seg.header_end = min(end, whole)
         seg.committed = min(count, seg.count)
         seg._seq, seg._durable_copy, seg._written_copy = seq, copy, copy
         return seg
@@ -214,6 +266,7 @@ class IndexSegment:
 
     def write_header(self, count: int, end: int) -> None:
         """Write the header into the copy not known to be durable (no fdatasync)."""
+        self.header_end = end
         self._seq += 1
         copy = 1 - self._durable_copy
         pwrite_all(self.fs, self.fd, self._header_bytes(count, end), _HEADER_AT[copy])
@@ -321,28 +374,25 @@ class IndexSegment:
     # ------------------------------------------------------------------ slots
 
     def _load_slots(self) -> None:
-        """The slot table into RAM (an unwritten tail reads as zeros)."""
-        if self.slots is None:
-            raw = _read_full(self.fs, self.fd, 4 * self.slot_num, HEADER_SIZE)
-            self.slots = _slot_table(self.slot_num, raw)
-            self.dirty = bytearray(-(-self.slot_num // _PAGE_SLOTS))
+        """The slot table into RAM, read a MiB at a time (an unwritten tail reads as zeros)."""
+        if self.slots is not None:
+            return
+        table = _slot_table(self.slot_num)
+        raw = table.cast("B")
+        for at in range(0, len(raw), _READ):
+            part = _read_full(self.fs, self.fd, min(_READ, len(raw) - at), HEADER_SIZE + at)
+            if part.count(0) != len(part):  # a sparse file's holes stay untouched memory
+                raw[at : at + len(part)] = part if _LITTLE else _swapped(part)
+            if len(part) < _READ:
+                break
+        self.slots = table
+        self.dirty = bytearray(-(-self.slot_num // _PAGE_SLOTS))
 
-    def _page_runs(self, pages: list[int]) -> list[tuple[int, bytes]]:
-        """(file position, bytes) of runs of consecutive slot pages, copied from RAM."""
-        assert self.slots is not None
-        table = self.slots.cast("B")
-        runs: list[tuple[int, bytes]] = []
-        i = 0
-        while i < len(pages):
-            j = i + 1
-            while j < len(pages) and pages[j] == pages[j - 1] + 1:
-                j += 1
-            lo = pages[i] * _PAGE_SLOTS
-            hi = min(self.slot_num, (pages[j - 1] + 1) * _PAGE_SLOTS)
-            part = bytes(table[4 * lo : 4 * hi])
-            runs.append((HEADER_SIZE + 4 * lo, part if _LITTLE else _swapped(part)))
-            i = j
-        return runs
+    def _snapshot(self, pages: list[int]) -> PageSnapshot | None:
+        if not pages:
+            return None
+        assert self.slots is not None  # pages are only dirty in a table in RAM
+        return PageSnapshot(self.slots, self.slot_num, pages)
 
     def take_dirty_pages(self) -> list[int]:
         dirty = self.dirty
@@ -363,14 +413,18 @@ class IndexSegment:
 
     # ------------------------------------------------------------------ flush / repair
 
-    def take_flush(self) -> FlushJob | None:
-        """Under the owner's lock: write the pending entries and snapshot the dirty slot
-        pages; None when there is nothing to make durable."""
+    def take_flush(self, write_slots: bool) -> FlushJob | None:
+        """Under the owner's lock: write the pending entries and, when the slots are due to be
+        written back (``write_slots``, ``slot_flush_entries`` past the last write-back, or the
+        file full), snapshot the dirty slot pages; None when there is nothing to do."""
         self.write_pending()
-        if self.count == self.committed and not self.header_unsynced:
+        behind = self.count - self.committed
+        due = behind > 0 and (
+            write_slots or behind >= self.slot_flush_entries or self.count == self.capacity
+        )
+        if not due and self.count == self.header_end and not self.header_unsynced:
             return None
-        pages = self.take_dirty_pages()
-        return FlushJob(self, self.count, pages, self._page_runs(pages) if pages else [])
+        return FlushJob(self, self.count, self._snapshot(self.take_dirty_pages()) if due else None)
 
     def repair(self, keep: int) -> int:
         """Redo (committed, count], cut to ``keep`` entries, make it durable; returns the
@@ -404,8 +458,12 @@ class IndexSegment:
                 s = (h >> 32) % ns
                 slots[s] = prev if prev < first + i else 0
                 dirty[s >> _PAGE_SHIFT] = 1
-        for pos, data in self._page_runs(self.take_dirty_pages()):
-            pwrite_all(fs, fd, data, pos)
+        snapshot = self._snapshot(self.take_dirty_pages())
+        if snapshot is not None:
+            try:
+                snapshot.write(fs, fd)
+            finally:
+                snapshot.close()
         fs.fdatasync(fd)
         self.write_header(keep, keep)
         fs.fdatasync(fd)

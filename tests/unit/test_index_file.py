@@ -48,12 +48,18 @@ from tests.sim.sim_disk import FILE_CALLS, PowerCut, SimFileSystem, cut_power_af
 TOPIC = "T"
 KEYS = [f"k{i}" for i in range(12)]
 ROOT = "/sim/store"
+MAX_CALLS = 400  # a power cut falls on one of the first MAX_CALLS file calls of a cycle
 
 
-def index(disk: DiskView | SimFileSystem, slots: int, cap: int, root: str = ROOT) -> MessageIndex:
-    if isinstance(disk, DiskView):
-        return MessageIndex(disk.root, fs=disk.fs, max_hash_slot_num=slots, max_index_num=cap)
-    return MessageIndex(root, fs=disk, max_hash_slot_num=slots, max_index_num=cap)
+def index(
+    disk: DiskView | SimFileSystem, slots: int, cap: int, slot_flush: int = 4
+) -> MessageIndex:
+    """An index with ``slots`` hash slots and ``cap`` entries a file, whose flushes write the
+    slots back once ``slot_flush`` entries wait for it (else only the entries)."""
+    root, fs = (disk.root, disk.fs) if isinstance(disk, DiskView) else (ROOT, disk)
+    return MessageIndex(
+        root, fs=fs, max_hash_slot_num=slots, max_index_num=cap, slot_flush_entries=slot_flush
+    )
 
 
 def add(ix: MessageIndex, items: list[tuple[str, int]]) -> None:
@@ -118,11 +124,14 @@ OPS = st.one_of(
 @given(
     slots=st.sampled_from([1, 2, 3, 7, 64, 1500]),
     cap=st.sampled_from([1, 2, 3, 5, 16]),
+    slot_flush=st.sampled_from([1, 3, 1000]),
     ops=st.lists(OPS, max_size=40),
 )
-def test_lookups_match_a_model(slots: int, cap: int, ops: list[tuple[str, object]]) -> None:
+def test_lookups_match_a_model(
+    slots: int, cap: int, slot_flush: int, ops: list[tuple[str, object]]
+) -> None:
     fs = SimFileSystem(random.Random(0))
-    ix = index(fs, slots, cap)
+    ix = index(fs, slots, cap, slot_flush)
     ix.open(0)
     model = FilesModel(cap)
     next_offset = 0
@@ -147,7 +156,7 @@ def test_lookups_match_a_model(slots: int, cap: int, ops: list[tuple[str, object
         else:
             assert isinstance(arg, int)
             ix.close()
-            ix = index(fs, slots, cap)
+            ix = index(fs, slots, cap, slot_flush)
             assert ix.exists()
             assert ix.open(arg) == model.truncate(arg)
             next_offset = min(next_offset, arg)
@@ -285,7 +294,7 @@ def killed_after(fs: SimFileSystem, calls: int) -> Iterator[None]:
 
 
 def run_cycles(
-    seed: int, cycles: int, slots: int, cap: int, *, keep_all: bool, max_calls: int
+    seed: int, cycles: int, slots: int, cap: int, slot_flush: int, *, keep_all: bool
 ) -> None:
     rng = random.Random(seed)
     fs = SimFileSystem(rng)
@@ -293,7 +302,7 @@ def run_cycles(
     model = CrashModel(keep_all=keep_all)
 
     def cycle() -> None:
-        ix = index(fs, slots, cap)
+        ix = index(fs, slots, cap, slot_flush)
         recover_and_check(ix, model)
         for _ in range(rng.randint(3, 25)):
             crash_op(ix, rng, model)
@@ -301,13 +310,13 @@ def run_cycles(
     for _ in range(cycles):
         mode = rng.choice(["torn", "lose", "reorder", "kill"])
         if mode == "kill":  # the process dies at a file call; the page cache stays
-            with killed_after(fs, rng.randrange(max_calls)), contextlib.suppress(Killed):
+            with killed_after(fs, rng.randrange(MAX_CALLS)), contextlib.suppress(Killed):
                 cycle()
             fs.crash(keep_unsynced=True)
             continue
         lose, reorder = mode == "lose", mode == "reorder"
         with cut_power_after(
-            fs, rng.randrange(max_calls), lose_unsynced=lose, reorder=reorder
+            fs, rng.randrange(MAX_CALLS), lose_unsynced=lose, reorder=reorder
         ) as cut:
             try:
                 cycle()
@@ -315,7 +324,7 @@ def run_cycles(
                 pass
         if not cut.fired:
             fs.crash(lose_unsynced=lose, reorder=reorder)
-    recover_and_check(index(fs, slots, cap), model)
+    recover_and_check(index(fs, slots, cap, slot_flush), model)
 
 
 @pytest.mark.parametrize("keep_all", [False, True], ids=["checkpoint", "keep_all"])
@@ -323,7 +332,7 @@ def run_cycles(
 def test_recovery_after_power_cuts_and_kills(seed: int, keep_all: bool) -> None:
     geo = random.Random(seed)
     slots, cap = geo.choice([1, 2, 5, 16, 4096]), geo.choice([1, 3, 8, 40])
-    run_cycles(seed, 5, slots, cap, keep_all=keep_all, max_calls=400)
+    run_cycles(seed, 5, slots, cap, geo.choice([1, 3, 50]), keep_all=keep_all)
 
 
 def add_batch(ix: MessageIndex, model: CrashModel, rng: random.Random, n: int) -> None:
@@ -345,15 +354,17 @@ def flush(ix: MessageIndex, model: CrashModel) -> None:
 
 
 def built(fs: SimFileSystem, model: CrashModel) -> MessageIndex:
-    """Three flushed files of 6 entries and a half (3 slots), then more in write-behind."""
+    """Files of 6 entries (3 slots, slots written back every 4): three full ones and one of 4
+    entries, all flushed with their slots; then 4 more written behind, which fill the fourth
+    file (its next flush writes the slots back) and start a fifth (the next flush does not)."""
     makedirs_synced(ROOT, fs=fs)
     ix = index(fs, 3, 6)
     ix.open(0)
-    rng = random.Random(1)
-    for n in (4, 5, 6, 5):
+    rng = random.Random(9)  # keys whose new entries share chains with flushed ones
+    for n in (4, 5, 6, 7):
         add_batch(ix, model, rng, n)
     flush(ix, model)
-    for n in (2, 6, 1, 3):
+    for n in (1, 2, 1):
         add_batch(ix, model, rng, n)
     return ix
 
@@ -484,6 +495,50 @@ def test_files_roll_by_entry_count_and_retention_deletes_whole_files(disk: DiskV
     add(ix, [("k0", 201 + i) for i in range(5)])
     assert ix.files == [segment_name(23), segment_name(28)]
     assert ix.lookup(TOPIC, "k0") == list(range(205, 199, -1))
+    ix.close()
+
+
+def test_slots_are_written_back_every_few_entries_a_full_file_and_at_close() -> None:
+    """An ordinary flush makes the entries durable and leaves the slot pages dirty in RAM;
+    recovery redoes the entries since the last write-back."""
+    fs = SimFileSystem(random.Random(0))
+    ix = index(fs, 1024, 100, slot_flush=10)
+    ix.open(0)
+    path = os.path.join(ROOT, INDEX_DIR, segment_name(0))
+
+    def durable_slots() -> bytes:
+        return fs.durable_bytes(path)[HEADER_SIZE : HEADER_SIZE + 4 * 1024]
+
+    add(ix, [(KEYS[i % 3], i) for i in range(9)])
+    ix.flush()
+    assert durable_slots() == bytes(4 * 1024)  # 9 entries wait: below slot_flush
+    fs.crash(lose_unsynced=True)
+    ix = index(fs, 1024, 100, slot_flush=10)
+    ix.open(1000)  # the 9 flushed entries are redone
+    assert ix.lookup(TOPIC, "k0") == [6, 3, 0]
+    assert durable_slots() != bytes(4 * 1024)  # and the redo wrote the slots back
+    add(ix, [(KEYS[i % 3], i) for i in range(9, 18)])
+    ix.flush()
+    before = durable_slots()
+    add(ix, [(KEYS[i % 3], i) for i in range(18, 19)])
+    ix.flush()
+    assert durable_slots() != before  # 10 entries waited
+    add(ix, [("k0", 19)])
+    ix.flush()
+    before = durable_slots()
+    ix.close()
+    assert durable_slots() != before  # at close
+    ix = index(fs, 1024, 3, slot_flush=1000)
+    ix.open(1000)
+    before = durable_slots()
+    add(ix, [("k0", 100 + i) for i in range(80)])  # fills the file: 100 entries
+    ix.flush()
+    assert ix.files == [segment_name(0)]
+    assert durable_slots() != before  # a full file is written back whatever slot_flush says
+    fs.crash(lose_unsynced=True)
+    ix = index(fs, 1024, 3, slot_flush=1000)
+    ix.open(1000)
+    assert ix.lookup(TOPIC, "k0")[:3] == [179, 178, 177]
     ix.close()
 
 
