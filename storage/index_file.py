@@ -21,8 +21,10 @@ Put path (`add_keys`): hashes with C-level maps, then one small Python step per 
 slot's previous head becomes the entry's ``prev``, the entry heads the slot) into one
 buffer per batch; entries wait in memory until `flush` or 64 KiB of them (one write for many
 puts). About 1.4 us a key on the project's VM, where the old log's append took 0.4 us: the
-chaining step is the price of not holding every key in RAM. Lookups (`iter_lookup`) walk each file's chain newest first, one 20-byte ``pread`` per
-entry, at most MAX_WALK entries per lookup in all, so a hot key or slot cannot make a query
+chaining step is the price of not holding every key in RAM.
+
+Lookups (`iter_lookup`) walk each file's chain newest first, one 20-byte ``pread`` per entry,
+at most MAX_WALK entries per lookup in all, so a hot key or slot cannot make a query
 unbounded.
 
 Durability and crashes: between flushes nothing is promised; `flush` makes every entry
