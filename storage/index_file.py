@@ -1,26 +1,54 @@
-"""Message index: lookup by message key (KEYS) and by client id (UNIQ_KEY) (M2).
+"""Message index: lookup by message key (KEYS) and by client id (UNIQ_KEY) (M2, issue 14).
 
-Persistent and append-only: ``<store>/index/index.log`` holds 16-byte records
-``unsigned long keyHash | long commitLogOffset``, appended in CommitLog order. Lookups use a
-dict ``keyHash -> offset`` (a list when several messages share a hash), so a restart never
-rescans the CommitLog. The hash is over ``topic#key`` (upstream's buildKey), 64 bits: CRC32
-in the high half, Adler-32 in the low half; collisions only add candidates, because the store
+An on-disk hash index shaped like upstream's IndexService / IndexFile. ``<store>/index/``
+holds files named by the 20-digit global number of their first entry (``000...000``, then
+``000...<maxIndexNum>`` ...): name order is entry order is commitlog order. Each file is a
+header, ``maxHashSlotNum`` hash slots and up to ``maxIndexNum`` 20-byte entries
+``key hash | commitlog offset | previous entry of the slot``; index_segment.py has the byte
+layout and the crash rules of one file. Only the newest file takes appends; a full one is
+sealed and the next append rolls a new file.
+
+The hash is over ``topic#key`` (upstream's buildKey), 64 bits: CRC32 in the high half (it
+also picks the slot), Adler-32 in the low half. Collisions only add candidates: the store
 re-reads every candidate record and keeps exact matches.
 
-The put path only appends records (`add_keys` hashes a batch with C-level maps, no Python
-per key), and they wait in memory until `flush` or 64 KiB of them (one write for many puts);
-the dict catches up with the log when it is next needed (`lookup`, truncation). Queries are
-rare and puts are hot, so a query after many puts pays for the dict inserts those puts
-skipped (about a second per million keys).
+Memory does not grow with the entries: per file an fd and a few ints (~300 bytes); the
+appended-to file's slot table (4 * maxHashSlotNum bytes: 20 MB at upstream's default) and its
+page flags (maxHashSlotNum / 1024 bytes); written-behind entries up to 64 KiB. A sealed file's
+slots are read from the file (``pread``, the page cache) once its last flush is done.
 
-Memory is about 100 bytes per indexed key once loaded (a Python dict entry with two ints);
-upstream's mmap'd hash-slot files would avoid that, at the price of much more code.
+Put path (`add_keys`): hashes with C-level maps, then one small Python step per entry (the
+slot's previous head becomes the entry's ``prev``, the entry heads the slot) into one
+buffer per batch; entries wait in memory until `flush` or 64 KiB of them (one write for many
+puts). About 1.4 us a key on the project's VM, where the old log's append took 0.4 us: the
+chaining step is the price of not holding every key in RAM.
 
-Durability: appends are written behind, without fsync; `flush` writes them and fdatasyncs,
-and may run in a worker thread beside appends (a lock guards the pending records and the file
-end). Records lost in a crash lie above the store's dispatch checkpoint, which only moves
-after a flush: `open(redo_from)` drops a torn record and every record at or above
-``redo_from``, which the store then re-dispatches, so the log never holds a record twice.
+Lookups (`iter_lookup`) walk each file's chain newest first, one 20-byte ``pread`` per entry,
+at most MAX_WALK entries per lookup in all, so a hot key or slot cannot make a query
+unbounded.
+
+Durability and crashes: between flushes nothing is promised; `flush` makes every entry
+durable (two fdatasyncs of the appended-to file, and one of the directory when a file was
+created); the slot pages are written back only every SLOT_FLUSH_ENTRIES entries, when a file
+is full and at close (random keys dirty nearly every 4 KiB slot page between two flushes, so
+writing them back each time would cost kilobytes a key; index_segment.py has the protocol).
+`open(redo_from)` first makes what it reads durable (the directory, its entry in the store
+directory, every file: a kill -9 leaves writes only the page cache knows, which a later power
+cut would undo under a recovery that trusted them). It reads the file headers (O(files)),
+deletes the first file without a valid header and all later ones (never flushed: a flush
+goes through the files in order), redoes the slots of the entries flushed since the last
+slot write-back (at most about SLOT_FLUSH_ENTRIES), and cuts every entry at or above
+``redo_from`` (a binary search, then a walk over the cut entries only; later files are
+deleted whole); the store then re-dispatches them. It never scans the entries it keeps.
+`truncate_from` flushes and cuts the same way, durably. `delete_below` (retention) deletes
+whole files whose newest entry lies below the commitlog minimum; it never rewrites one.
+
+Rebuild and migration: `exists` is False when there is no index directory, when it holds the
+old format's ``index.log`` (one 16-byte record per key, loaded into a dict at start: replaced
+by this format), or while a rebuild is unfinished (``index/rebuilding``). The store then
+re-dispatches from the oldest commitlog record; `open` deletes the old files durably and
+writes the ``rebuilding`` marker, which the first complete `flush` removes, so a crash during a
+rebuild starts it again instead of trusting a dispatch checkpoint the new index never reached.
 """
 
 from __future__ import annotations
@@ -28,20 +56,27 @@ from __future__ import annotations
 import functools
 import itertools
 import os
-import struct
+import re
 import threading
 import zlib
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 
-from rocketrio.storage.commitlog import pwrite_all
 from rocketrio.storage.durable import makedirs_synced, write_synced
 from rocketrio.storage.fs import OS_FS, FileSystem
+from rocketrio.storage.index_segment import ENTRY, IndexSegment
 
 INDEX_DIR = "index"
-INDEX_LOG = "index.log"
-RECORD = struct.Struct(">Qq")
-_RECORD_HALVES = struct.Struct(">IIq")  # the same bytes: CRC32 half, Adler-32 half, offset
-_WRITE_BEHIND = 64 * 1024  # pending record bytes that trigger a write
+LEGACY_INDEX_LOG = "index.log"  # the old format (one append-only log loaded into a dict)
+REBUILD_MARKER = "rebuilding"
+DEFAULT_MAX_HASH_SLOT_NUM = 5_000_000  # upstream maxHashSlotNum
+DEFAULT_MAX_INDEX_NUM = 5_000_000 * 4  # upstream maxIndexNum
+MAX_WALK = 4096  # chain entries one lookup may read, all files together
+# a flush writes the slot pages back once this many entries wait for it (and when a file is
+# full, and at close); recovery redoes at most about this many entries
+SLOT_FLUSH_ENTRIES = 1 << 18
+_WRITE_BEHIND = 64 * 1024  # pending entry bytes that trigger a write
+_NAME = re.compile(r"\d{20}")
+_LOW = 0xFFFFFFFF
 
 
 def key_hash(topic: str, key: str) -> int:
@@ -62,189 +97,342 @@ def key_hash_from(seed: tuple[int, int], key: bytes) -> int:
     return (zlib.crc32(key, seed[0]) << 32) | zlib.adler32(key, seed[1])
 
 
-class MessageIndex:
-    """Append-only key -> commitlog offsets index (see module docstring)."""
+def segment_name(base: int) -> str:
+    return f"{base:020d}"
 
-    def __init__(self, store_path: str, *, fs: FileSystem = OS_FS) -> None:
+
+class MessageIndex:
+    """Key -> commitlog offsets, in rolled on-disk hash files (see module docstring).
+
+    Threading: `flush` may run in a worker thread beside `add*` and lookups (a lock guards
+    the file list, the pending entries and the slot tables); `open`, `truncate_from`,
+    `delete_below` and `close` run alone.
+    """
+
+    def __init__(
+        self,
+        store_path: str,
+        *,
+        fs: FileSystem = OS_FS,
+        max_hash_slot_num: int = DEFAULT_MAX_HASH_SLOT_NUM,
+        max_index_num: int = DEFAULT_MAX_INDEX_NUM,
+        slot_flush_entries: int = SLOT_FLUSH_ENTRIES,
+    ) -> None:
+        if max_hash_slot_num <= 0 or max_index_num <= 0:
+            raise ValueError(
+                f"maxHashSlotNum and maxIndexNum must be positive, got "
+                f"{max_hash_slot_num} and {max_index_num}"
+            )
+        if max_index_num >= 1 << 32 or max_hash_slot_num >= 1 << 30:
+            raise ValueError("maxIndexNum must be < 2^32 and maxHashSlotNum < 2^30")
         self.dir = os.path.join(store_path, INDEX_DIR)
-        self.path = os.path.join(self.dir, INDEX_LOG)
         self._fs = fs
-        self._fd: int | None = None
-        self._size = 0  # log end, pending records included
-        self._written = 0  # log end on file
-        self._pending: list[bytes] = []
+        self.max_hash_slot_num = max_hash_slot_num
+        self.max_index_num = max_index_num
+        self.slot_flush_entries = max(1, slot_flush_entries)
+        self._segs: list[IndexSegment] = []
         self._lock = threading.Lock()
-        self._loaded = 0  # bytes of the log the dict reflects
-        self._map: dict[int, int | list[int]] = {}
+        self._opened = False
+        self._next_base = 0  # the first entry number of the next file when there is none
+        self._dir_dirty = False  # a file was created since the directory was last fsynced
+        self._rebuilding = False
 
     @property
     def count(self) -> int:
-        """Records in the index."""
-        return self._size // RECORD.size
+        """Entries in the index (written behind or not)."""
+        return sum(seg.count for seg in self._segs)
+
+    @property
+    def files(self) -> list[str]:
+        """The index files' names, oldest first."""
+        return [os.path.basename(seg.path) for seg in self._segs]
 
     def exists(self) -> bool:
-        return self._fs.exists(self.path)
+        """False: no usable index, rebuild it from the oldest commitlog record."""
+        fs = self._fs
+        return (
+            fs.isdir(self.dir)
+            and not fs.exists(os.path.join(self.dir, LEGACY_INDEX_LOG))
+            and not fs.exists(os.path.join(self.dir, REBUILD_MARKER))
+        )
+
+    # ------------------------------------------------------------------ open
 
     def open(self, redo_from: int) -> int:
-        """Load the log, cutting records at or above ``redo_from``; returns records dropped."""
+        """Load the files, dropping every entry at or above ``redo_from`` and what a crash
+        left unusable; returns how many entries were dropped."""
+        if self._opened:
+            raise RuntimeError(f"index {self.dir} is already open")
         fs = self._fs
+        fresh = not self.exists()
         makedirs_synced(self.dir, fs=fs)
-        created = not fs.exists(self.path)
-        self._fd = fs.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
-        if created:
+        # an index directory a kill -9 left behind may exist in the page cache only
+        fs.fsync_dir(os.path.dirname(self.dir))
+        dropped = 0
+        if fresh:
+            dropped += self._wipe()
+            write_synced(os.path.join(self.dir, REBUILD_MARKER), b"", fs=fs)
             fs.fsync_dir(self.dir)
-        size = fs.fsize(self._fd)
-        data = fs.pread(self._fd, size, 0) if size else b""
-        whole = size - size % RECORD.size
-        keep = 0
-        last = -1
-        for h, offset in RECORD.iter_unpack(memoryview(data)[:whole]):
-            # records are in commitlog order; a step back is a page lost in a crash
-            if offset >= redo_from or offset < last:
-                break
-            self._insert(h, offset)
-            last = offset
-            keep += RECORD.size
-        dropped = (size - keep) // RECORD.size
-        if keep != size:
-            fs.ftruncate(self._fd, keep)
-            fs.fdatasync(self._fd)
-        self._size = self._written = self._loaded = keep
+        self._rebuilding = fresh
+        dropped += self._load()
+        self._opened = True
+        dropped += self._cut(redo_from)
+        for seg in self._segs:
+            if seg.committed < seg.count:  # a flush's intent without its commit: redo it
+                seg.repair(seg.count)
+                if seg is not self._segs[-1] or seg.count == seg.capacity:
+                    seg.drop_slots()
+        if self._segs and self._segs[-1].count < self._segs[-1].capacity:
+            self._segs[-1].activate()
         return dropped
 
-    def _insert(self, h: int, offset: int) -> None:
-        old = self._map.get(h)
-        if old is None:
-            self._map[h] = offset
-        elif isinstance(old, int):
-            self._map[h] = [old, offset]
-        else:
-            old.append(offset)
+    def _wipe(self) -> int:
+        """Delete the old format's log and any files of an unfinished rebuild, durably."""
+        fs = self._fs
+        dropped = 0
+        names = fs.listdir(self.dir) if fs.isdir(self.dir) else []
+        for name in names:
+            path = os.path.join(self.dir, name)
+            if name == LEGACY_INDEX_LOG:
+                fd = fs.open(path, os.O_RDONLY)
+                dropped += fs.fsize(fd) // 16
+                fs.close(fd)
+            elif not _NAME.fullmatch(name):
+                continue
+            fs.unlink(path)
+        if names:
+            fs.fsync_dir(self.dir)
+        return dropped
 
-    def _catch_up(self) -> None:
-        """Insert the records appended since the dict was last brought up to date."""
-        self._write_pending()
-        if self._fd is None or self._loaded >= self._size:
-            return
-        data = self._fs.pread(self._fd, self._size - self._loaded, self._loaded)
-        insert = self._insert
-        for h, offset in RECORD.iter_unpack(data):
-            insert(h, offset)
-        self._loaded = self._size
+    def _load(self) -> int:
+        """Open the files in order; delete the first unusable one and every later one."""
+        fs = self._fs
+        # recovery builds on what it reads, so that is made durable first: a kill -9 may have
+        # left writes, creates and unlinks that only the page cache knows, which a later
+        # power cut would undo
+        fs.fsync_dir(self.dir)
+        dropped = 0
+        broken = False
+        removed = False
+        segs: list[IndexSegment] = []
+        for name in sorted(n for n in fs.listdir(self.dir) if _NAME.fullmatch(n)):
+            path = os.path.join(self.dir, name)
+            seg = IndexSegment.load(fs, path, int(name))
+            if seg is not None:
+                seg.slot_flush_entries = self.slot_flush_entries
+            # a file without a valid header was never flushed, nor were the files after it
+            # (a flush goes through the files in order)
+            if seg is None or broken:
+                broken = True
+                if seg is not None:
+                    dropped += seg.count
+                    seg.close()
+                fs.unlink(path)
+                removed = True
+                continue
+            fs.fdatasync(seg.fd)  # what was read (a kill -9 leaves the page cache) is durable
+            segs.append(seg)
+        if removed:
+            fs.fsync_dir(self.dir)
+        self._segs = segs
+        self._next_base = segs[-1].base + segs[-1].count if segs else 0
+        return dropped
 
-    def _append(self, data: bytes) -> None:
-        if data and self._fd is not None:
-            with self._lock:
-                self._pending.append(data)
-                self._size += len(data)
-                if self._size - self._written >= _WRITE_BEHIND:
-                    self._write_pending_locked()
+    # ------------------------------------------------------------------ cut
 
-    def _write_pending(self) -> None:
-        with self._lock:
-            self._write_pending_locked()
+    def _cut_point(self, commitlog_offset: int) -> tuple[int, int] | None:
+        """(file position, entries it keeps) of the first entry at or above the offset."""
+        found = None
+        for i in range(len(self._segs) - 1, -1, -1):
+            seg = self._segs[i]
+            if seg.count == 0 or seg.offset_of(1) >= commitlog_offset:
+                found = (i, 0)
+                continue
+            if seg.offset_of(seg.count) < commitlog_offset:
+                return found
+            return i, seg.first_at_or_above(commitlog_offset) - 1
+        return found
 
-    def _write_pending_locked(self) -> None:
-        if self._pending and self._fd is not None:
-            data = b"".join(self._pending)
-            pwrite_all(self._fs, self._fd, data, self._written)
-            self._written += len(data)
-            self._pending.clear()
+    def _cut(self, commitlog_offset: int) -> int:
+        """Drop the entries at or above ``commitlog_offset``: later files whole, then a
+        repair of the file the cut falls in. Runs alone, after a flush or at open."""
+        point = self._cut_point(commitlog_offset)
+        if point is None:
+            return 0
+        i, keep = point
+        doomed = self._segs[i + 1 :] if keep else self._segs[i:]
+        dropped = 0
+        fs = self._fs
+        for seg in reversed(doomed):
+            dropped += seg.count
+            seg.close()
+            fs.unlink(seg.path)
+        if doomed:
+            fs.fsync_dir(self.dir)
+            del self._segs[len(self._segs) - len(doomed) :]
+            self._next_base = doomed[0].base
+        if keep:
+            dropped += self._segs[i].repair(keep)
+        return dropped
+
+    # ------------------------------------------------------------------ put path
 
     def add(self, entries: Iterable[tuple[int, int]]) -> None:
-        """Append (key hash, commitlog offset) pairs, in commitlog order, with one write."""
-        self._append(b"".join([RECORD.pack(h, off) for h, off in entries]))
+        """Index (key hash, commitlog offset) pairs, in commitlog order."""
+        pairs = list(entries)
+        self.add_pairs([h for h, _ in pairs], [off for _, off in pairs])
 
     def add_pairs(self, hashes: Sequence[int], offsets: Sequence[int]) -> None:
         """`add` for parallel lists of key hashes and commitlog offsets."""
-        self._append(b"".join(map(RECORD.pack, hashes, offsets)))
+        self._append([h >> 32 for h in hashes], [h & _LOW for h in hashes], list(offsets))
 
     def add_keys(self, topic: str, keys: Sequence[bytes], offsets: Sequence[int]) -> None:
         """Index encoded keys of ``topic`` at their commitlog offsets (the put hot path)."""
         crc_seed, adler_seed = key_hash_seed(topic)
-        crcs = map(zlib.crc32, keys, itertools.repeat(crc_seed))
-        adlers = map(zlib.adler32, keys, itertools.repeat(adler_seed))
-        self._append(b"".join(map(_RECORD_HALVES.pack, crcs, adlers, offsets)))
+        his = list(map(zlib.crc32, keys, itertools.repeat(crc_seed)))
+        los = list(map(zlib.adler32, keys, itertools.repeat(adler_seed)))
+        self._append(his, los, offsets if isinstance(offsets, list) else list(offsets))
 
-    def lookup(self, topic: str, key: str) -> list[int]:
-        """Candidate commitlog offsets for ``key`` in ``topic``, newest first."""
-        self._catch_up()
-        found = self._map.get(key_hash(topic, key))
-        if found is None:
-            return []
-        if isinstance(found, int):
-            return [found]
-        return found[::-1]
+    def _append(self, his: list[int], los: list[int], offsets: list[int]) -> None:
+        if not offsets:
+            return
+        if not self._opened:
+            raise RuntimeError(f"index {self.dir} is not open")
+        with self._lock:
+            i, n = 0, len(offsets)
+            while True:
+                seg = self._writable()
+                take = min(n - i, seg.capacity - seg.count)
+                seg.append(his, los, offsets, i, i + take)
+                i += take
+                if i == n:
+                    break
+            if (seg.count - seg.written) * ENTRY.size >= _WRITE_BEHIND:
+                seg.write_pending()
 
-    def flush(self) -> None:
-        if self._fd is not None:
-            self._write_pending()
-            self._fs.fdatasync(self._fd)
+    def _writable(self) -> IndexSegment:
+        """The file taking appends, rolling a new one when the newest is full."""
+        last = self._segs[-1] if self._segs else None
+        if last is not None and last.count < last.capacity:
+            if last.slots is None:
+                last.activate()
+            return last
+        if last is not None:
+            last.write_pending()  # sealed: the next flush makes it durable and drops its slots
+        base = last.base + last.count if last is not None else self._next_base
+        seg = IndexSegment.create(
+            self._fs,
+            os.path.join(self.dir, segment_name(base)),
+            base,
+            self.max_hash_slot_num,
+            self.max_index_num,
+        )
+        seg.slot_flush_entries = self.slot_flush_entries
+        self._segs.append(seg)
+        self._dir_dirty = True
+        return seg
+
+    # ------------------------------------------------------------------ lookup
+
+    def iter_lookup(self, topic: str, key: str) -> Iterator[int]:
+        """Candidate commitlog offsets for ``key`` in ``topic``, newest first, lazily (a caller
+        that stops early reads no further); at most MAX_WALK chain entries are read."""
+        if not self._opened:
+            return
+        h = key_hash(topic, key)
+        with self._lock:
+            if self._segs:
+                self._segs[-1].write_pending()
+            segs = list(self._segs)
+        budget = MAX_WALK
+        for seg in reversed(segs):
+            for off in seg.walk(h, budget):
+                budget -= 1
+                if off is not None:
+                    yield off
+            if budget <= 0:
+                return
+
+    def lookup(self, topic: str, key: str, limit: int | None = None) -> list[int]:
+        """Candidate commitlog offsets for ``key`` in ``topic``, newest first (at most
+        ``limit``, and at most MAX_WALK chain entries read)."""
+        return list(itertools.islice(self.iter_lookup(topic, key), limit))
+
+    # ------------------------------------------------------------------ flush / close
+
+    def flush(self, *, write_slots: bool = False) -> None:
+        """Make every entry added so far durable (fdatasync); the slot pages too when they
+        are due or ``write_slots``. May run beside appends and lookups."""
+        if not self._opened:
+            return
+        with self._lock:
+            jobs = [job for seg in self._segs if (job := seg.take_flush(write_slots))]
+            dir_dirty, self._dir_dirty = self._dir_dirty, False
+        fs = self._fs
+        try:
+            if dir_dirty:
+                fs.fsync_dir(self.dir)
+            for job in jobs:
+                job.run()
+        except BaseException:
+            with self._lock:  # what was taken for this flush is still to be written
+                self._dir_dirty = self._dir_dirty or dir_dirty
+                for job in jobs:
+                    job.seg.mark_dirty(job.pages)
+            raise
+        with self._lock:
+            for job in jobs:
+                seg = job.seg
+                if seg.committed == seg.count == seg.capacity:
+                    seg.drop_slots()
+        if self._rebuilding:
+            fs.unlink(os.path.join(self.dir, REBUILD_MARKER))
+            fs.fsync_dir(self.dir)
+            self._rebuilding = False
 
     def close(self) -> None:
-        if self._fd is not None:
-            self.flush()
-            self._fs.close(self._fd)
-            self._fd = None
+        """Flush with the slots written back (a clean restart has nothing to redo); close."""
+        if not self._opened:
+            return
+        self.flush(write_slots=True)
+        for seg in self._segs:
+            seg.close()
+        self._segs = []
+        self._opened = False
+
+    # ------------------------------------------------------------------ truncation / retention
 
     def truncate_from(self, commitlog_offset: int) -> int:
-        """Drop the records at or above ``commitlog_offset``; returns how many."""
-        if self._fd is None:
+        """Drop the entries at or above ``commitlog_offset``, durably; returns how many."""
+        if not self._opened:
             return 0
-        self._catch_up()  # also writes the pending records the search below reads
-        fs = self._fs
-        n = self._size // RECORD.size
-        lo, hi = 0, n
-        while lo < hi:
-            mid = (lo + hi) // 2
-            if (
-                RECORD.unpack(fs.pread(self._fd, RECORD.size, mid * RECORD.size))[1]
-                >= commitlog_offset
-            ):
-                hi = mid
-            else:
-                lo = mid + 1
-        if lo == n:
-            return 0
-        tail = fs.pread(self._fd, (n - lo) * RECORD.size, lo * RECORD.size)
-        for h, offset in RECORD.iter_unpack(tail):
-            self._remove(h, offset)
-        fs.ftruncate(self._fd, lo * RECORD.size)
-        fs.fdatasync(self._fd)
-        self._size = self._written = self._loaded = lo * RECORD.size
-        return n - lo
-
-    def _remove(self, h: int, offset: int) -> None:
-        old = self._map.get(h)
-        if isinstance(old, int):
-            if old == offset:
-                del self._map[h]
-        elif old is not None and offset in old:
-            old.reverse()
-            old.remove(offset)  # the newest occurrence
-            old.reverse()
-            if len(old) == 1:
-                self._map[h] = old[0]
+        self.flush()
+        dropped = self._cut(commitlog_offset)
+        if self._segs and self._segs[-1].count < self._segs[-1].capacity:
+            self._segs[-1].activate()
+        return dropped
 
     def delete_below(self, commitlog_min: int) -> int:
-        """Retention: rewrite the log without records below ``commitlog_min``."""
-        if self._fd is None:
+        """Retention: delete the oldest files whose entries all point below
+        ``commitlog_min`` (whole files, never a rewrite); returns the entries deleted."""
+        if not self._opened:
             return 0
-        self._write_pending()
+        with self._lock:
+            if self._segs:
+                self._segs[-1].write_pending()
+        gone: list[IndexSegment] = []
+        while self._segs:
+            seg = self._segs[0]
+            if seg.count == 0 or seg.offset_of(seg.count) >= commitlog_min:
+                break
+            gone.append(self._segs.pop(0))
+        if not gone:
+            return 0
         fs = self._fs
-        data = fs.pread(self._fd, self._size, 0)
-        kept = [(h, off) for h, off in RECORD.iter_unpack(data) if off >= commitlog_min]
-        dropped = self._size // RECORD.size - len(kept)
-        if dropped == 0:
-            return 0
-        tmp = self.path + ".tmp"
-        write_synced(tmp, b"".join([RECORD.pack(h, off) for h, off in kept]), fs=fs)
-        fs.replace(tmp, self.path)
+        for seg in gone:
+            seg.close()
+            fs.unlink(seg.path)
         fs.fsync_dir(self.dir)
-        fs.close(self._fd)
-        self._fd = fs.open(self.path, os.O_RDWR)
-        self._size = self._written = self._loaded = len(kept) * RECORD.size
-        self._map.clear()
-        for h, off in kept:
-            self._insert(h, off)
-        return dropped
+        if not self._segs:
+            self._next_base = gone[-1].base + gone[-1].count
+        return sum(seg.count for seg in gone)

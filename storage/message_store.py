@@ -19,8 +19,8 @@ the index and then writes ``dispatch.checkpoint``, the CommitLog offset below wh
 known to be durable. `open` recovers the CommitLog, cuts ConsumeQueue and index records at or
 above ``min(dispatch checkpoint, highest CommitLog end any ConsumeQueue references)`` and
 re-dispatches the records from there, so a crash never leaves an entry pointing past the log
-and deleting the ConsumeQueue files rebuilds them. A missing index log is rebuilt from the
-oldest record.
+and deleting the ConsumeQueue files rebuilds them. A missing index (or one in the old
+``index.log`` format, or a rebuild a crash interrupted) is rebuilt from the oldest record.
 
 Clean or not. Like upstream, ``<store>/abort`` exists while the store is open: `open` creates it
 (durably, before any write) and `close` removes it after the last flush. Finding it at `open`
@@ -161,7 +161,16 @@ class MessageStore(StoreRepair):
         self._cq_root = os.path.join(store_path, CONSUME_QUEUE_DIR)
         self._cqs: dict[tuple[str, int], ConsumeQueue] = {}
         self._queue_offsets: dict[tuple[str, int], int] = {}
-        self._index = MessageIndex(store_path, fs=fs) if self.config.messageIndexEnable else None
+        self._index = (
+            MessageIndex(
+                store_path,
+                fs=fs,
+                max_hash_slot_num=self.config.maxHashSlotNum,
+                max_index_num=self.config.maxIndexNum,
+            )
+            if self.config.messageIndexEnable
+            else None
+        )
         self._dispatch_ckpt = OffsetCheckpoint(os.path.join(store_path, DISPATCH_CHECKPOINT), fs=fs)
         self._dispatched = 0
         self._dispatch_flushed = 0  # what the last flush made durable in queues and index
@@ -631,7 +640,7 @@ class MessageStore(StoreRepair):
         if self._index is None:
             return []
         out: list[MessageExt] = []
-        for offset in self._index.lookup(topic, key):
+        for offset in self._index.iter_lookup(topic, key):  # stops reading when enough
             msg = self.look_message_by_offset(offset)
             if msg is not None and msg.topic == topic and match(msg):
                 out.append(msg)

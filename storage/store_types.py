@@ -41,6 +41,9 @@ class StoreConfig:
     mappedFileSizeConsumeQueue: int = attrs.field(default=300_000 * 20, validator=_cq_file_size)
     maxMessageSize: int = attrs.field(default=4 * 1024 * 1024, validator=positive)
     messageIndexEnable: bool = True
+    # key index files (index_file.py): hash slots per file and entries per file (upstream's)
+    maxHashSlotNum: int = attrs.field(default=5_000_000, validator=positive)
+    maxIndexNum: int = attrs.field(default=5_000_000 * 4, validator=positive)
     # check every record's CRC when recovery scans the CommitLog (upstream key and default)
     checkCRCOnRecover: bool = True
     # rocketrio: check the CRC of every record a pull serves that this process did not write

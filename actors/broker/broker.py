@@ -396,6 +396,8 @@ class Broker:
             mappedFileSizeConsumeQueue=c.mappedFileSizeConsumeQueue,
             maxMessageSize=c.maxMessageSize,
             messageIndexEnable=c.messageIndexEnable,
+            maxHashSlotNum=c.maxHashSlotNum,
+            maxIndexNum=c.maxIndexNum,
             messageDelayLevel=c.messageDelayLevel,
             checkCRCOnRecover=c.checkCRCOnRecover,
             checkCRCOnPull=c.checkCRCOnPull,

@@ -125,6 +125,9 @@ class BrokerConfig(RemotingServerConfig):
     diskSpaceWarningLevelRatio: int = attrs.field(default=90, validator=positive)
     cleanResourceInterval: int = attrs.field(default=10_000, validator=positive)
     messageIndexEnable: bool = True
+    # key index files: hash slots and entries per file (MessageStoreConfig keys and defaults)
+    maxHashSlotNum: int = attrs.field(default=5_000_000, validator=positive)
+    maxIndexNum: int = attrs.field(default=5_000_000 * 4, validator=positive)
     # check record CRCs when recovery scans the CommitLog (upstream key and default)
     checkCRCOnRecover: bool = True
     # rocketrio: check the CRC of every record a pull serves that this broker process did not

@@ -90,6 +90,8 @@ async def start_broker(net: SimNetwork, nursery: trio.Nursery, host: str, seed: 
         storePathRootDir=f"/sim/{host}/store",
         mappedFileSizeCommitLog=64 * 1024,
         mappedFileSizeConsumeQueue=100 * 20,
+        maxHashSlotNum=256,  # small index files: the sim disk holds whole files in memory
+        maxIndexNum=1024,
         enableControllerMode=True,
         controllerAddr=CTRL_ADDR,
         authenticationEnabled=True,

@@ -101,6 +101,8 @@ async def start_broker(
         storePathRootDir=STORE,
         mappedFileSizeCommitLog=64 * 1024,
         mappedFileSizeConsumeQueue=100 * 20,
+        maxHashSlotNum=256,  # small index files: the sim disk holds whole files in memory
+        maxIndexNum=1024,
         enableControllerMode=True,
         controllerAddr=CTRL_ADDR,
         flushDiskType=FlushDiskType.SYNC_FLUSH,

@@ -213,6 +213,9 @@ class World:
                 mappedFileSizeCommitLog=spec.segment_size,
                 mappedFileSizeConsumeQueue=spec.cq_entries * 20,
                 messageIndexEnable=spec.index,
+                # small index files (the default's 20 MB slot table is slow on the sim disk)
+                maxHashSlotNum=256,
+                maxIndexNum=1024,
                 defaultTopicQueueNums=spec.queues,
                 registerNameServerPeriod=5000,
                 brokerHeartbeatInterval=500,

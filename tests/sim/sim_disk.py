@@ -21,8 +21,11 @@ and each directory and file keeps its durable image plus a random prefix of its 
 applied in order; the last write applied may be torn (only a random prefix of its bytes
 lands). ``crash(lose_unsynced=True)`` keeps nothing that was not made durable (the worst case);
 ``crash(keep_unsynced=True)`` is a process kill, not a power cut: fds close, locks drop, the data
-stays (the page cache survives). The disk stays usable afterwards, so the same storage code can
-"restart" on it.
+stays (the page cache survives). ``crash(reorder=True)`` is a disk that writes back in any order
+between two fsyncs: each file keeps a random *subset* of its pending ops (applied in order, one
+maybe torn), not a prefix, so a write made after another may survive it; that is what an
+fsync between two writes to one file is for. The disk stays usable afterwards, so the same
+storage code can "restart" on it.
 
 `cut_power_after(fs, calls)` crashes the disk in the middle of storage code: the ``calls``-th
 file call from then on crashes it and raises `PowerCut`, and so does every later call (the
@@ -192,6 +195,7 @@ class SimFileSystem:
         self._fsync_faults: list[_FsyncFault] = []
         self._capacity: int | None = None
         self._lock = threading.RLock()
+        self._reorder = False
         self.crashes = 0
 
     # ------------------------------------------------------------------ path helpers
@@ -502,13 +506,18 @@ class SimFileSystem:
         with self._lock:
             self._fsync_faults.clear()
 
-    def crash(self, *, lose_unsynced: bool = False, keep_unsynced: bool = False) -> None:
+    def crash(
+        self, *, lose_unsynced: bool = False, keep_unsynced: bool = False, reorder: bool = False
+    ) -> None:
         """Power cut: close every fd; keep the durable state plus (unless ``lose_unsynced``) a
         random prefix of each file's and directory's pending ops, the last write maybe torn.
 
         ``keep_unsynced``: the process died but the machine did not (kill -9): every fd is
         closed and every lock dropped, while what was written stays visible (the page cache
-        survives); it is still unsynced, so a later power cut may lose it."""
+        survives); it is still unsynced, so a later power cut may lose it.
+
+        ``reorder``: each file keeps a random subset of its pending ops instead of a prefix
+        (directories still keep a prefix)."""
         if keep_unsynced:
             with self._lock:
                 self._fds.clear()
@@ -518,6 +527,7 @@ class SimFileSystem:
             self._fds.clear()
             self.crashes += 1
             seen: set[int] = set()
+            self._reorder = reorder
             self._crash_dir(self._root, lose_unsynced, seen)
 
     def _clear_locks(self, d: _Dir, seen: set[int]) -> None:
@@ -554,7 +564,16 @@ class SimFileSystem:
 
     def _crash_file(self, inode: _Inode, lose_unsynced: bool) -> None:
         ops = inode.pending
-        if ops and not lose_unsynced:
+        if ops and not lose_unsynced and self._reorder:
+            ops = [op for op in ops if self.rng.random() < 0.5]
+            torn = bool(ops) and isinstance(ops[-1][1], bytes) and self.rng.random() < 0.5
+            for op in ops[: len(ops) - 1 if torn else len(ops)]:
+                _apply(inode.durable, op)
+            if torn:
+                pos, data = ops[-1]
+                assert isinstance(pos, int) and isinstance(data, bytes)
+                _apply(inode.durable, (pos, data[: self.rng.randrange(len(data))]))
+        elif ops and not lose_unsynced:
             keep = self.rng.randint(0, len(ops))
             torn = keep > 0 and isinstance(ops[keep - 1][1], bytes) and self.rng.random() < 0.5
             for op in ops[: keep - 1 if torn else keep]:
@@ -636,7 +655,7 @@ class PowerCutSwitch:
 
 @contextlib.contextmanager
 def cut_power_after(
-    fs: SimFileSystem, calls: int, *, lose_unsynced: bool = False
+    fs: SimFileSystem, calls: int, *, lose_unsynced: bool = False, reorder: bool = False
 ) -> Iterator[PowerCutSwitch]:
     """Inside the block, the file call number ``calls`` (0 = the next one) crashes ``fs``
     (see `SimFileSystem.crash`) and raises PowerCut, and every call after it raises PowerCut.
@@ -647,7 +666,7 @@ def cut_power_after(
     def wrap(real: Callable[..., Any], name: str) -> Callable[..., Any]:
         def call(*args: Any, **kwargs: Any) -> Any:
             if not switch.fired and next(counter) == calls:
-                fs.crash(lose_unsynced=lose_unsynced)
+                fs.crash(lose_unsynced=lose_unsynced, reorder=reorder)
                 switch.fired = True
             if switch.fired:
                 raise PowerCut(name)

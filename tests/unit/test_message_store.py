@@ -34,7 +34,14 @@ from rocketrio.storage.message_store import (
 )
 from tests.sim.disk_view import DiskView
 
-CFG = StoreConfig(mappedFileSizeCommitLog=4096, mappedFileSizeConsumeQueue=100, maxMessageSize=1024)
+# a small index geometry: its files roll within a test
+CFG = StoreConfig(
+    mappedFileSizeCommitLog=4096,
+    mappedFileSizeConsumeQueue=100,
+    maxMessageSize=1024,
+    maxHashSlotNum=64,
+    maxIndexNum=48,
+)
 HOST = (b"\x0a\x00\x00\x09", 10911)
 BIG = 1 << 30
 

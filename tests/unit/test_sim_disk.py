@@ -167,6 +167,25 @@ def test_crashes_lose_keep_and_tear_unsynced_writes() -> None:
     assert len(lengths & boundaries) > 2  # and others kept a prefix of whole writes
 
 
+def test_a_reordering_crash_keeps_any_subset_of_the_unsynced_writes() -> None:
+    """`crash(reorder=True)`: a later write may survive an earlier one (not a prefix)."""
+    seen = set()
+    for seed in range(60):
+        fs = SimFileSystem(random.Random(seed))
+        durable_dir(fs, "/sim/d")
+        fd = fs.open("/sim/d/f", RW_CREATE)
+        fs.pwrite(fd, b"....", 0)
+        fs.fsync(fd)
+        fs.fsync_dir("/sim/d")
+        for i, ch in enumerate(b"abcd"):
+            fs.pwrite(fd, bytes([ch]), i)
+        fs.crash(reorder=True)
+        seen.add(fs.visible_bytes("/sim/d/f"))
+    assert b"...d" in seen and b"a.c." in seen  # no prefix of the four writes
+    assert b"...." in seen and b"abcd" in seen
+    assert all(len(got) == 4 for got in seen)
+
+
 def test_lose_unsynced_keeps_exactly_the_durable_state() -> None:
     fs = SimFileSystem(random.Random(1))
     durable_dir(fs, "/sim/d")

@@ -80,7 +80,14 @@ def power_cycles(
 # ------------------------------------------------------------------------------ MessageStore
 
 STORE = "/sim/broker-a-0/store"
-CFG = StoreConfig(mappedFileSizeCommitLog=2048, mappedFileSizeConsumeQueue=100, maxMessageSize=512)
+# a small index geometry: its files roll, and power cuts hit rolls and repairs
+CFG = StoreConfig(
+    mappedFileSizeCommitLog=2048,
+    mappedFileSizeConsumeQueue=100,
+    maxMessageSize=512,
+    maxHashSlotNum=16,
+    maxIndexNum=40,
+)
 HOST = (b"\x0a\x00\x00\x09", 10911)
 QUEUES = [("T", 0), ("T", 1), ("T", 2), ("U", 0)]
 

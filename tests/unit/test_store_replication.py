@@ -24,7 +24,14 @@ from tests.sim.disk_view import DiskView
 from tests.sim.sim_disk import PowerCut, SimFileSystem, cut_power_after
 
 SEG = 4096
-CFG = StoreConfig(mappedFileSizeCommitLog=SEG, mappedFileSizeConsumeQueue=20 * 64)
+# a small index geometry: its files roll (the default's 20 MB slot table per file is slow on
+# the simulated disk, which keeps whole files in memory)
+CFG = StoreConfig(
+    mappedFileSizeCommitLog=SEG,
+    mappedFileSizeConsumeQueue=20 * 64,
+    maxHashSlotNum=64,
+    maxIndexNum=64,
+)
 HOST = (b"\x0a\x00\x00\x01", 10911)
 
 
