@@ -42,7 +42,11 @@ from tests.sim.sim_disk import SimFileSystem
 STORE = "/sim/full/store"
 # small files, so one put rolls a CommitLog segment and crosses a ConsumeQueue file
 CFG = StoreConfig(
-    mappedFileSizeCommitLog=2048, mappedFileSizeConsumeQueue=5 * 20, maxMessageSize=600
+    mappedFileSizeCommitLog=2048,
+    mappedFileSizeConsumeQueue=5 * 20,
+    maxMessageSize=600,
+    maxHashSlotNum=64,  # a small key index: the default's slot table is 20 MB per file
+    maxIndexNum=1000,
 )
 QUEUES = [("T", 0), ("T", 1), ("U", 0)]
 
@@ -169,9 +173,14 @@ def test_an_index_write_that_fails_in_a_put_undoes_the_whole_put() -> None:
     little for the index to write its records (it writes them before it cuts them), the store
     stays fenced and `repair` finishes the undo once there is room."""
     keys = " ".join(f"key{i}" for i in range(300))
-    big = StoreConfig(mappedFileSizeCommitLog=1 << 20, mappedFileSizeConsumeQueue=100)
+    big = StoreConfig(
+        mappedFileSizeCommitLog=1 << 20,
+        mappedFileSizeConsumeQueue=100,
+        maxHashSlotNum=64,
+        maxIndexNum=100_000,
+    )
     msgs = [message(50 + i, keys=keys) for i in range(14)]  # 4214 index records: 67 KB
-    index_log = f"{STORE}/index/index.log"
+    index_log = f"{STORE}/index/{0:020d}"  # the first (and only) index file
 
     def three_messages() -> tuple[SimFileSystem, MessageStore, list[bytes]]:
         fs = SimFileSystem(random.Random(1))
@@ -184,7 +193,7 @@ def test_an_index_write_that_fails_in_a_put_undoes_the_whole_put() -> None:
     used, index_used = fs.used_bytes, len(fs.visible_bytes(index_log))
     store.put_messages(msgs, 7)
     log_and_cq = fs.used_bytes - used - (len(fs.visible_bytes(index_log)) - index_used)
-    for room_after_log, undone_at_once in ((0, False), (40_000, True)):
+    for room_after_log, undone_at_once in ((0, False), (60_000, True)):
         fs, store, before = three_messages()
         end = store.commitlog.max_offset
         fs.set_capacity(fs.used_bytes + log_and_cq + room_after_log)
