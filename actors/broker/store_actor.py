@@ -546,7 +546,7 @@ class StoreActor(Actor[StoreMsg]):
                         await self._commit(puts)
                         puts = []
                     appends.append(msg)
-                case StoreCall() | ActorCall():
+                case StoreCall() | ActorCall() | DiskProbe():
                     # keep order: what was queued before a call is committed before it runs
                     if puts:
                         await self._commit(puts)
@@ -554,17 +554,12 @@ class StoreActor(Actor[StoreMsg]):
                     if appends:
                         await self._commit_replica(appends)
                         appends = []
-                    await self._run_call(msg)
+                    if isinstance(msg, DiskProbe):
+                        msg.reply.set(await self._probe())
+                    else:
+                        await self._run_call(msg)
                 case ConfirmPoke():
                     self._poked = False
-                case DiskProbe():
-                    if puts:
-                        await self._commit(puts)
-                        puts = []
-                    if appends:
-                        await self._commit_replica(appends)
-                        appends = []
-                    msg.reply.set(await self._probe())
         if puts:
             await self._commit(puts)
         if appends:
