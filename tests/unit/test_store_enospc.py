@@ -290,7 +290,9 @@ def test_a_lost_page_in_the_fenced_range_is_cut_without_replicas_and_fences_a_ma
                 put_messages(store, 20, 1)
 
 
-def test_a_consume_queue_fsync_failure_is_dispatched_again_before_anything_else() -> None:
+def failed_consume_queue_fsync() -> tuple[SimFileSystem, MessageStore, list[bytes]]:
+    """Six flushed messages, six more whose ConsumeQueue fsync failed with ENOSPC and lost
+    its pages: the disk, the store and every message stored."""
     fs = SimFileSystem(random.Random(4))
     store = open_store(fs)
     expected = put_messages(store, 0, 6)
@@ -299,6 +301,11 @@ def test_a_consume_queue_fsync_failure_is_dispatched_again_before_anything_else(
     fs.fail_fsync(f"{STORE}/consumequeue", err=errno.ENOSPC, lose_writeback=True)
     with pytest.raises(OSError):
         store.flush()
+    return fs, store, expected
+
+
+def test_a_consume_queue_fsync_failure_is_dispatched_again_before_anything_else() -> None:
+    fs, store, expected = failed_consume_queue_fsync()
     with pytest.raises(WritesFenced):
         put_messages(store, 20, 1)
     store.flush()  # the dispatch checkpoint must not move past the unreliable entries
@@ -312,14 +319,7 @@ def test_a_crash_before_the_repair_dispatches_the_unreliable_entries_again() -> 
     """Between a failed ConsumeQueue fsync and the repair, flushes go on (the periodic flush):
     the dispatch checkpoint must not vouch for the entries whose pages were lost, or the
     restart would not dispatch them again."""
-    fs = SimFileSystem(random.Random(4))
-    store = open_store(fs)
-    expected = put_messages(store, 0, 6)
-    store.flush()
-    expected += put_messages(store, 6, 6)
-    fs.fail_fsync(f"{STORE}/consumequeue", err=errno.ENOSPC, lose_writeback=True)
-    with pytest.raises(OSError):
-        store.flush()
+    fs, store, expected = failed_consume_queue_fsync()
     store.flush()
     writeback(fs, f"{STORE}/dispatch.checkpoint")  # the kernel wrote it back meanwhile
     fs.crash(lose_unsynced=True)
