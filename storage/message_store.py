@@ -654,6 +654,10 @@ class MessageStore(StoreRepair):
             out.setdefault(topic, []).append(qid)
         return out
 
+    def queue_count(self) -> int:
+        """How many ConsumeQueues exist (a slave's metadata sync watches it for new ones)."""
+        return len(self._cqs)
+
     def queues_with_records(self) -> dict[str, int]:
         """Per topic, 1 + the highest queue id of any record in the log: dispatched ones and,
         on a master, those above confirmOffset that `begin_epoch` counted (a topic config must

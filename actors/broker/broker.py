@@ -511,15 +511,17 @@ class Broker:
 
     def _adopt_topics_of_queues(self) -> None:
         """A new master must serve every queue its log holds records of. Its slave sync may
-        not have copied a topic (the master created it moments before dying) or its latest
-        queue count (the topic grew). A missing topic is created as a send would auto-create
-        it (defaultTopicQueueNums queues), widened to cover the queues that hold records; a
-        known topic narrower than those queues is widened; nothing is ever narrowed."""
+        not have copied a topic (the master created it moments before dying; the sync runs
+        one round trip after a new queue's first record arrives, so the window is short) or
+        its latest queue count (the topic grew). A missing topic is created with exactly the
+        queues that hold records: a guess at the old master's count that never exceeds it
+        (records exist only in queues it had) and equals it once every queue was written,
+        so keyed producers keep hashing to the same queues; a known topic narrower than
+        those queues is widened; nothing is ever narrowed."""
         for topic, n in self.store_view.queues_with_records().items():
             have = self.topics.select(topic)
             if have is None:
-                q = max(n, self.config.defaultTopicQueueNums)
-                self.topics.update(TopicConfig(topic, q, q))
+                self.topics.update(TopicConfig(topic, n, n))
             elif have.readQueueNums < n or have.writeQueueNums < n:
                 self.topics.update(
                     attrs.evolve(
@@ -779,6 +781,7 @@ class Broker:
                     offsets=self.offsets,
                     auth=self.auth,
                     master_addr=self.master_to_sync,
+                    queue_count=self.store_view.queue_count,
                     log=self.log.bind(actor="slave_sync"),
                 )
                 n.start_soon(self.slave_sync.run, client)

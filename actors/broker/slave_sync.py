@@ -19,6 +19,16 @@ GET_ALL_SUBSCRIPTIONGROUP_CONFIG and GET_ALL_CONSUMER_OFFSET and adopts them:
   does not sync these (its mqadmin writes every broker of a cluster instead, which
   `rocketrio admin ... -c` does too); syncing also covers a slave that was down during a change.
 
+Only a slave adopts: every answer is checked against the master this broker follows *now*
+before anything is applied. A request sent while this broker was a slave can be answered after
+it was promoted (its old master hung, was replaced, then woke up and answered): applying that
+answer would overwrite the new master's topics with the old master's, narrowing a topic whose
+upper queues already hold acknowledged messages, and set consumer offsets back.
+
+Besides the period, a sync runs as soon as the store holds a queue it did not hold at the last
+sync (`queue_count`): a topic created on the master moments ago reaches this slave's table one
+round trip after its first replicated record, not up to `SYNC_PERIOD_S` later.
+
 A failed call is logged once and retried next period; nothing here ever blocks the broker.
 """
 
@@ -60,10 +70,12 @@ class SlaveSynchronize:
         groups: GroupTable,
         offsets: OffsetTable,
         master_addr: Callable[[], str | None],
+        queue_count: Callable[[], int] = lambda: 0,
         auth: AuthTable | None = None,
         log: Any = None,
     ) -> None:
         self.auth = auth
+        self.queue_count = queue_count
         self.topics = topics
         self.groups = groups
         self.offsets = offsets
@@ -71,15 +83,18 @@ class SlaveSynchronize:
         self.log = log or structlog.get_logger("broker").bind(actor="slave_sync")
         self.synced_from: str | None = None
         self.rounds = 0
+        self.stale_answers = 0
         self._failing = False
+        self._queues_at_sync = -1
 
     async def run(self, client: RemotingClient) -> None:
         while True:
             addr = self.master_addr()
             if addr is not None:
+                self._queues_at_sync = self.queue_count()
                 try:
                     await self.sync_all(client, addr)
-                except (RemotingError, HeaderError, _Refused) as e:
+                except (RemotingError, HeaderError, SyncRefused) as e:
                     if not self._failing:
                         self._failing = True
                         events.emit(self.log, events.SlaveSyncFailed(master=addr, error=str(e)))
@@ -89,10 +104,18 @@ class SlaveSynchronize:
                     self._failing = False
                     self.synced_from = addr
             with trio.move_on_after(SYNC_PERIOD_S):
-                while self.master_addr() == addr:
+                while True:
                     await trio.sleep(0.1)
+                    if self.master_addr() != addr or self._new_queue(addr):
+                        break
+
+    def _new_queue(self, addr: str | None) -> bool:
+        """A slave's store holds a queue it did not hold when the last round started."""
+        return addr is not None and self.queue_count() != self._queues_at_sync
 
     async def sync_all(self, client: RemotingClient, addr: str) -> None:
+        """One round: each table is fetched, then applied only while ``addr`` is still the
+        master this broker follows (no await between that check and the change)."""
         topics = await self._get(client, addr, RequestCode.GET_ALL_TOPIC_CONFIG)
         wrapper = from_json(TopicConfigSerializeWrapper, topics)
         if _differs(wrapper.dataVersion, self.topics.data_version):
@@ -128,20 +151,23 @@ class SlaveSynchronize:
             users = [user_from_info(u) for u in from_json(list[UserInfo], raw_users or b"[]")]
             acls = [acl_from_info(a) for a in from_json(list[AclInfo], raw_acls or b"[]")]
         except AuthDataError as e:
-            raise _Refused(f"master's users/ACLs are not valid: {e}") from None
+            raise SyncRefused(f"master's users/ACLs are not valid: {e}") from None
         if auth.adopt(users, acls):
             await auth.persist()
             events.emit(self.log, events.AuthSynced(master=addr, users=len(users), acls=len(acls)))
 
     async def _get(self, client: RemotingClient, addr: str, code: int) -> bytes:
         resp = await client.invoke(addr, RemotingCommand(code), CALL_TIMEOUT_S)
+        if self.master_addr() != addr:
+            self.stale_answers += 1
+            raise SyncRefused(f"{code}: answered by {addr}, no longer this broker's master")
         if resp.code != ResponseCode.SUCCESS:
-            raise _Refused(f"{code}: {resp.code} {resp.remark}")
+            raise SyncRefused(f"{code}: {resp.code} {resp.remark}")
         return resp.body
 
 
-class _Refused(Exception):
-    pass
+class SyncRefused(Exception):
+    """The master refused a call, sent invalid data, or is no longer this broker's master."""
 
 
 def _differs(a: DataVersion, b: DataVersion) -> bool:

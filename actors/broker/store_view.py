@@ -192,6 +192,10 @@ class StoreView:
     def queues_with_records(self) -> dict[str, int]:
         return self._store.queues_with_records()
 
+    def queue_count(self) -> int:
+        """How many ConsumeQueues the store holds (O(1))."""
+        return self._store.queue_count()
+
     # -- messages by CommitLog offset or key
     def look_message_by_offset(self, commitlog_offset: int) -> MessageExt | None:
         return self._store.look_message_by_offset(commitlog_offset)
