@@ -513,15 +513,16 @@ class Broker:
         """A new master must serve every queue its log holds records of. Its slave sync may
         not have copied a topic (the master created it moments before dying; the sync runs
         one round trip after a new queue's first record arrives, so the window is short) or
-        its latest queue count (the topic grew). A missing topic is created with exactly the
-        queues that hold records: a guess at the old master's count that never exceeds it
-        (records exist only in queues it had) and equals it once every queue was written,
-        so keyed producers keep hashing to the same queues; a known topic narrower than
-        those queues is widened; nothing is ever narrowed."""
+        its latest queue count (the topic grew). A missing topic is created as a send would
+        auto-create it (defaultTopicQueueNums queues), widened to cover the queues that hold
+        records, so every queue a producer may have written stays readable; a known topic
+        narrower than those queues is widened; nothing is ever narrowed (slave_sync drops a
+        late answer from the old master, which would narrow it)."""
         for topic, n in self.store_view.queues_with_records().items():
             have = self.topics.select(topic)
             if have is None:
-                self.topics.update(TopicConfig(topic, n, n))
+                q = max(n, self.config.defaultTopicQueueNums)
+                self.topics.update(TopicConfig(topic, q, q))
             elif have.readQueueNums < n or have.writeQueueNums < n:
                 self.topics.update(
                     attrs.evolve(
