@@ -14,7 +14,8 @@ each becomes one ``bAck`` record in its revive queue.
 CHANGE_MESSAGE_INVISIBLETIME writes a new CK for the one message (popTime now, the new invisible
 time, a new revive queue, the receipt's brokerName like upstream), then acknowledges the message
 under its old receipt. The answer carries popTime, invisibleTime and reviveQid from which the
-client builds the new receipt (``offset popTime invisibleTime reviveQid retry brokerName queueId offset``).
+client builds the new receipt
+(``offset popTime invisibleTime reviveQid retry brokerName queueId offset``).
 Shortening works the same way: the new CK's revive time is simply earlier.
 """
 
