@@ -1,0 +1,340 @@
+"""POP consumption on SimNetwork + MockClock: SimpleConsumer receive / ack / change invisible
+duration against a real broker; revive after the invisible time (not before), acked messages
+never again, batch ack, two consumers of one group, restart with messages in flight, long
+polling, the revive topic's records on disk, POP in-flight counts for admin."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+import trio
+import trio.testing
+from test_broker_harness import EPOCH_MS, BrokerHarness, harness
+
+from rocketrio.actors.broker.pop_checkpoint import BatchAck, BatchAckMessageRequestBody
+from rocketrio.actors.broker.pop_extra_info import (
+    REVIVE_GROUP,
+    ExtraInfo,
+    pop_retry_topic_v1,
+    revive_topic,
+)
+from rocketrio.actors.client.config import ClientConfig
+from rocketrio.actors.client.simple_consumer import ReceivedMessage, SimpleConsumer
+from rocketrio.protocol.codes import RequestCode, ResponseCode
+from rocketrio.protocol.message import iter_stored
+from rocketrio.protocol.remoting import RemotingCommand
+
+TOPIC = "PopT"
+GROUP = "PopG"
+REVIVE = revive_topic("DefaultCluster")
+
+_hosts = iter(range(20, 250))
+
+
+def now_ms() -> int:
+    return EPOCH_MS + int(trio.current_time() * 1000)
+
+
+@asynccontextmanager
+async def simple(h: BrokerHarness, group: str = GROUP, expr: str = "*") -> AsyncIterator[Any]:
+    host = f"10.0.0.{next(_hosts)}"
+    c = SimpleConsumer(
+        group,
+        h.namesrv_addr,
+        transport=h.net.transport(host),
+        client_config=ClientConfig(clientIP=host, instanceName="pop"),
+        await_duration=0.0,
+    )
+    async with c:
+        c.subscribe(TOPIC, expr)
+        yield c
+
+
+async def send_n(h: BrokerHarness, n: int, prefix: str = "m", **kw: Any) -> None:
+    for i in range(n):
+        r = await h.send(TOPIC, f"{prefix}{i}".encode(), **kw)
+        assert r.code == ResponseCode.SUCCESS
+
+
+async def receive_all(c: SimpleConsumer, invisible: float = 30.0) -> list[ReceivedMessage]:
+    out: list[ReceivedMessage] = []
+    while True:
+        got = await c.receive(32, invisible, await_duration=0)
+        if not got:
+            return out
+        out.extend(got)
+
+
+def bodies(msgs: list[ReceivedMessage]) -> list[bytes]:
+    return sorted(m.body for m in msgs)
+
+
+def revive_records(h: BrokerHarness) -> list[tuple[str, dict[str, Any]]]:
+    """(tag, JSON body) of every record of the revive topic, read from the store files."""
+    assert h.broker is not None
+    store = h.broker.store
+    out = []
+    for q in range(8):
+        res = store.get_messages(REVIVE, q, 0, 10_000, 1 << 24)
+        for buf in res.buffers:
+            for m in iter_stored(buf):
+                out.append((m.tags or "", json.loads(m.body)))
+    return out
+
+
+# --------------------------------------------------------------------------------- basics
+
+
+async def test_unacked_reappear_after_invisible_time_not_before_acked_never(
+    tmp_path: Any, mock_clock: trio.testing.MockClock
+) -> None:
+    async with harness(tmp_path) as h, simple(h) as c:
+        await send_n(h, 6)
+        got = await receive_all(c, invisible=20.0)
+        assert bodies(got) == [f"m{i}".encode() for i in range(6)]
+        popped_at = trio.current_time()
+        # receipts are upstream's 8-field extraInfo naming this broker
+        for m in got:
+            info = ExtraInfo.parse(m.receipt_handle)
+            assert info.broker_name == "broker-a" and info.invisible_time == 20_000
+            assert info.queue_offset == m.queue_offset and info.retry == "0"
+        acked = [m for m in got if m.body in (b"m0", b"m2", b"m4")]
+        for m in acked:
+            await c.ack(m)
+        # nothing is visible before the invisible time ends
+        await trio.sleep(19.9)
+        assert await receive_all(c) == []
+        await trio.sleep(0.1 + 1.5)  # the revive task runs at the revive time (+ a scan)
+        again = await receive_all(c)
+        assert bodies(again) == [b"m1", b"m3", b"m5"]
+        assert all(m.delivery_attempt == 2 for m in again)
+        assert all(m.topic == TOPIC and m.message.topic == TOPIC for m in again)
+        assert trio.current_time() - popped_at < 22
+        # a revived message carries a retry receipt; acking it ends it for good
+        assert {ExtraInfo.parse(m.receipt_handle).retry for m in again} == {"1"}
+        for m in again:
+            await c.ack(m)
+        await trio.sleep(120)
+        assert await receive_all(c) == []
+        # the CKs and ACKs are in the revive topic, with brokerName in each
+        records = revive_records(h)
+        tags = [t for t, _ in records]
+        assert tags.count("ck") >= 2 and tags.count("ack") == 6
+        assert all(body["bn"] == "broker-a" for _, body in records)
+
+
+async def test_change_invisible_duration_extends_and_shortens(
+    tmp_path: Any, mock_clock: trio.testing.MockClock
+) -> None:
+    async with harness(tmp_path) as h, simple(h) as c:
+        await send_n(h, 2)
+        got = sorted(await receive_all(c, invisible=10.0), key=lambda m: m.body)
+        old_receipts = [m.receipt_handle for m in got]
+        await c.change_invisible_duration(got[0], 60.0)  # longer
+        await c.change_invisible_duration(got[1], 2.0)  # shorter
+        assert [m.receipt_handle for m in got] != old_receipts
+        await trio.sleep(4.0)
+        shortened = await receive_all(c)
+        assert bodies(shortened) == [b"m1"]  # the shortened one only
+        await c.ack(shortened[0])
+        await trio.sleep(10.0)
+        assert await receive_all(c) == []  # m0 is still invisible after its first 10 s
+        await trio.sleep(50.0)
+        back = await receive_all(c)
+        assert bodies(back) == [b"m0"]
+        # the new receipt of an extended message acks it
+        for m in back:
+            await c.ack(m)
+
+
+async def test_ack_with_changed_receipt_stops_revival(
+    tmp_path: Any, mock_clock: trio.testing.MockClock
+) -> None:
+    async with harness(tmp_path) as h, simple(h) as c:
+        await send_n(h, 1)
+        [m] = await receive_all(c, invisible=5.0)
+        await c.change_invisible_duration(m, 5.0)
+        await c.ack(m)  # with the new receipt
+        await trio.sleep(30)
+        assert await receive_all(c) == []
+
+
+async def test_ack_just_before_the_invisible_time_ends_is_not_revived(
+    tmp_path: Any, mock_clock: trio.testing.MockClock
+) -> None:
+    async with harness(tmp_path) as h, simple(h) as c:
+        await send_n(h, 1)
+        [m] = await receive_all(c, invisible=10.0)
+        revive_at = ExtraInfo.parse(m.receipt_handle).revive_time
+        await trio.sleep((revive_at - now_ms() - 5) / 1000)  # 5 ms before
+        await c.ack(m)
+        await trio.sleep(30)
+        assert await receive_all(c) == []
+
+
+async def test_batch_ack(tmp_path: Any, mock_clock: trio.testing.MockClock) -> None:
+    async with harness(tmp_path) as h, simple(h) as c:
+        await send_n(h, 8, queue_id=1)
+        got = await receive_all(c, invisible=10.0)
+        assert len(got) == 8
+        info = ExtraInfo.parse(got[0].receipt_handle)
+        keep = {b"m3", b"m6"}
+        bits = tuple(m.queue_offset - info.ck_queue_offset for m in got if m.body not in keep)
+        body = BatchAckMessageRequestBody(
+            "broker-a",
+            (
+                BatchAck(
+                    GROUP,
+                    TOPIC,
+                    info.retry,
+                    info.ck_queue_offset,
+                    info.queue_id,
+                    info.revive_qid,
+                    info.pop_time,
+                    info.invisible_time,
+                    bits,
+                ),
+            ),
+        )
+        cmd = RemotingCommand(RequestCode.BATCH_ACK_MESSAGE, body=body.to_json())
+        resp = await h.invoke(cmd)
+        assert resp.code == ResponseCode.SUCCESS, resp.remark
+        assert [t for t, _ in revive_records(h)].count("bAck") == 1
+        await trio.sleep(15)
+        assert bodies(await receive_all(c)) == sorted(keep)
+
+
+async def test_two_consumers_share_without_duplicates(
+    tmp_path: Any, mock_clock: trio.testing.MockClock
+) -> None:
+    async with harness(tmp_path) as h, simple(h) as c1, simple(h) as c2:
+        await send_n(h, 200)
+        seen: list[bytes] = []
+
+        async def consume(c: SimpleConsumer) -> None:
+            idle = 0
+            while idle < 3:
+                got = await c.receive(8, 30.0, await_duration=0)
+                if not got:
+                    idle += 1
+                    await trio.sleep(0.01)
+                    continue
+                idle = 0
+                for m in got:
+                    seen.append(m.body)
+                    await c.ack(m)
+
+        async with trio.open_nursery() as n:
+            n.start_soon(consume, c1)
+            n.start_soon(consume, c2)
+        assert sorted(seen) == sorted(f"m{i}".encode() for i in range(200))
+        await trio.sleep(60)
+        assert await receive_all(c1) == [] and await receive_all(c2) == []
+
+
+async def test_long_polling_answered_when_a_message_arrives(
+    tmp_path: Any, mock_clock: trio.testing.MockClock
+) -> None:
+    async with harness(tmp_path) as h, simple(h) as c:
+        await send_n(h, 1)  # creates the topic
+        [first] = await receive_all(c)
+        await c.ack(first)
+        got: list[ReceivedMessage] = []
+        answered_at: list[float] = []
+
+        async def wait_for_one() -> None:
+            got.extend(await c.receive(4, 30.0, await_duration=15.0))
+            answered_at.append(trio.current_time())
+
+        async with trio.open_nursery() as n:
+            n.start_soon(wait_for_one)
+            await trio.sleep(5.0)
+            sent_at = trio.current_time()
+            await send_n(h, 1, prefix="late")
+        assert bodies(got) == [b"late0"]
+        assert answered_at[0] - sent_at < 0.5  # not at the 15 s deadline
+        # and with nothing arriving the pop ends at its pollTime with nothing
+        start = trio.current_time()
+        assert await c.receive(4, 30.0, await_duration=3.0) == []
+        assert 3.0 <= trio.current_time() - start < 4.0
+
+
+async def test_tag_filter(tmp_path: Any, mock_clock: trio.testing.MockClock) -> None:
+    async with harness(tmp_path) as h, simple(h, expr="a") as c:
+        await send_n(h, 3, prefix="a", tags="a")
+        await send_n(h, 3, prefix="b", tags="b")
+        got = await receive_all(c)
+        assert bodies(got) == [b"a0", b"a1", b"a2"]
+
+
+# ------------------------------------------------------------------------------- restart
+
+
+async def test_restart_with_messages_in_flight(
+    tmp_path: Any, mock_clock: trio.testing.MockClock
+) -> None:
+    async with harness(tmp_path) as h:
+        async with simple(h) as c:
+            await send_n(h, 6)
+            got = await receive_all(c, invisible=30.0)
+            assert len(got) == 6
+            for m in got:
+                if m.body in (b"m0", b"m1", b"m2"):
+                    await c.ack(m)
+        await h.stop_broker()
+        await h.start_broker()
+        async with simple(h) as c:
+            assert await receive_all(c) == []  # still invisible after the restart
+            await trio.sleep(35)
+            back = await receive_all(c)
+            assert bodies(back) == [b"m3", b"m4", b"m5"]
+            for m in back:
+                await c.ack(m)
+            await trio.sleep(60)
+            assert await receive_all(c) == []
+        # the revive offset reached the disk (consumerOffset.json) past the handled CKs
+        await h.stop_broker()
+        path = tmp_path / "store" / "config" / "consumerOffset.json"
+        table = json.loads(path.read_text())["offsetTable"]
+        assert any(k.startswith(f"{REVIVE}@{REVIVE_GROUP}") for k in table)
+
+
+async def test_crash_with_messages_in_flight_unacked_come_back(
+    tmp_path: Any, mock_clock: trio.testing.MockClock
+) -> None:
+    async with harness(tmp_path, flushDiskType="SYNC_FLUSH") as h:
+        async with simple(h) as c:
+            await send_n(h, 4)
+            await trio.sleep(6)  # consumer offsets persisted (flushConsumerOffsetInterval)
+            got = await receive_all(c, invisible=30.0)
+            for m in got:
+                if m.body in (b"m0", b"m1"):
+                    await c.ack(m)
+        await h.crash_broker()
+        await h.start_broker(flushDiskType="SYNC_FLUSH")
+        async with simple(h) as c:
+            await trio.sleep(40)
+            back = await receive_all(c)
+            # un-acked ones come back (from the retry topic, or re-popped: the pop offset
+            # was not persisted before the crash); acked ones come back only when re-popped
+            assert {b"m2", b"m3"} <= set(bodies(back))
+
+
+# ------------------------------------------------------------------------------- admin
+
+
+async def test_pop_inflight_and_revive_topic_status(
+    tmp_path: Any, mock_clock: trio.testing.MockClock
+) -> None:
+    async with harness(tmp_path) as h, simple(h) as c:
+        await send_n(h, 5, queue_id=2)
+        got = await receive_all(c, invisible=60.0)
+        await c.ack(got[0])
+        await trio.sleep(1.5)  # one revive scan
+        assert h.broker is not None
+        assert h.broker.pop_revive.inflight(GROUP) == {(TOPIC, 2): 4}
+        assert h.broker.topics.select(REVIVE) is not None
+        assert pop_retry_topic_v1(TOPIC, GROUP) == f"%RETRY%{GROUP}_{TOPIC}"
