@@ -67,3 +67,21 @@ class ChangeInvisibleTimeResponseHeader:
     popTime: int
     invisibleTime: int
     reviveQid: int
+
+
+@attrs.define(slots=True)
+class PopInflightItem:
+    topic: str
+    queueId: int
+    inflight: int
+
+
+@attrs.define(slots=True)
+class PopInflightBody:
+    """GET_POP_INFLIGHT's answer (rocketrio): the group's popped, unacknowledged messages per
+    queue as the broker's revive service last read them; reviveRunning=false on a broker that
+    does not run it (a slave), whose counts are then empty."""
+
+    brokerName: str
+    reviveRunning: bool
+    items: list[PopInflightItem] = attrs.field(factory=list)

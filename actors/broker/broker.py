@@ -375,7 +375,7 @@ class Broker:
                     now_ms=now_ms,
                 ),
                 **offset_reset_handlers(self.offset_reset),
-                **pop_handlers(self.pop, self.pop_acks),
+                **pop_handlers(self.pop, self.pop_acks, self.pop_revive),
             },
         )
         # metricsExporterType=PROM: the server times its answers (rocketmq_rpc_latency)

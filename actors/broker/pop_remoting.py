@@ -7,7 +7,8 @@ same way. Encodings follow upstream: a pop that found messages is SUCCESS with t
 to back and a PopMessageResponseHeader (popTime, invisibleTime, reviveQid, restNum,
 startOffsetInfo, msgOffsetInfo); one that found none is POLLING_TIMEOUT (POLLING_FULL when no
 more pops may be held) with remark NO_MESSAGE_IN_QUEUE; CHANGE_MESSAGE_INVISIBLETIME answers a
-ChangeInvisibleTimeResponseHeader.
+ChangeInvisibleTimeResponseHeader. GET_POP_INFLIGHT (rocketrio's own code) answers the revive
+service's in-flight counts of a group for `rocketrio admin popProgress`.
 """
 
 from __future__ import annotations
@@ -19,17 +20,21 @@ from rocketrio.actors.broker.outcomes import Done, Refusal
 from rocketrio.actors.broker.pop_ack import InvisibleTimeChanged, PopAckProcessor
 from rocketrio.actors.broker.pop_checkpoint import BatchAckMessageRequestBody, PopRecordError
 from rocketrio.actors.broker.pop_processor import PopMessageProcessor, PopOutcome, Popped
+from rocketrio.actors.broker.pop_revive_service import PopReviveService
 from rocketrio.actors.remoting import RequestContext
 from rocketrio.protocol.codes import RequestCode, ResponseCode
+from rocketrio.protocol.headers import GetConsumeStatsRequestHeader
 from rocketrio.protocol.pop_headers import (
     AckMessageRequestHeader,
     ChangeInvisibleTimeRequestHeader,
     ChangeInvisibleTimeResponseHeader,
+    PopInflightBody,
+    PopInflightItem,
     PopMessageRequestHeader,
     PopMessageResponseHeader,
 )
 from rocketrio.protocol.remoting import RemotingCommand
-from rocketrio.protocol.serde import from_ext, to_ext
+from rocketrio.protocol.serde import from_ext, to_ext, to_json
 
 RC = ResponseCode
 
@@ -87,7 +92,9 @@ class _PopReply:
         self.ctx.respond(pop_response(self.ctx.cmd, outcome))
 
 
-def pop_handlers(pop: PopMessageProcessor, acks: PopAckProcessor) -> dict[int, Any]:
+def pop_handlers(
+    pop: PopMessageProcessor, acks: PopAckProcessor, revive: PopReviveService
+) -> dict[int, Any]:
     """The request-code -> handler entries of POP for the RemotingAdapter."""
 
     async def pop_message(ctx: RequestContext) -> RemotingCommand | None:
@@ -121,7 +128,19 @@ def pop_handlers(pop: PopMessageProcessor, acks: PopAckProcessor) -> dict[int, A
             case _:
                 assert_never(outcome)
 
+    async def pop_inflight(ctx: RequestContext) -> RemotingCommand:
+        h = from_ext(GetConsumeStatsRequestHeader, ctx.cmd.ext_fields)
+        counts = revive.inflight(h.consumerGroup)
+        items = [
+            PopInflightItem(topic, qid, n)
+            for (topic, qid), n in sorted((counts or {}).items())
+            if h.topic is None or topic == h.topic
+        ]
+        body = PopInflightBody(pop.config.broker_name, counts is not None, items)
+        return ctx.cmd.make_response(RC.SUCCESS, body=to_json(body))
+
     return {
+        RequestCode.GET_POP_INFLIGHT: pop_inflight,
         RequestCode.POP_MESSAGE: pop_message,
         RequestCode.ACK_MESSAGE: ack_message,
         RequestCode.BATCH_ACK_MESSAGE: batch_ack_message,

@@ -18,10 +18,11 @@ from rocketrio.actors.broker.pop_checkpoint import BatchAck, BatchAckMessageRequ
 from rocketrio.actors.broker.pop_extra_info import (
     REVIVE_GROUP,
     ExtraInfo,
-    pop_retry_topic_v1,
     revive_topic,
 )
+from rocketrio.actors.client.admin import MQAdmin
 from rocketrio.actors.client.config import ClientConfig
+from rocketrio.actors.client.pop_admin import pop_progress
 from rocketrio.actors.client.simple_consumer import ReceivedMessage, SimpleConsumer
 from rocketrio.protocol.codes import RequestCode, ResponseCode
 from rocketrio.protocol.message import iter_stored
@@ -334,7 +335,18 @@ async def test_pop_inflight_and_revive_topic_status(
         got = await receive_all(c, invisible=60.0)
         await c.ack(got[0])
         await trio.sleep(1.5)  # one revive scan
-        assert h.broker is not None
-        assert h.broker.pop_revive.inflight(GROUP) == {(TOPIC, 2): 4}
-        assert h.broker.topics.select(REVIVE) is not None
-        assert pop_retry_topic_v1(TOPIC, GROUP) == f"%RETRY%{GROUP}_{TOPIC}"
+        async with MQAdmin(h.namesrv_addr, h.net.transport("10.0.0.250")) as admin:
+            prog = await pop_progress(admin, GROUP, TOPIC)
+            [q2] = [q for q in prog.queues if q.queueId == 2]
+            # the pop offset moved past the popped messages: no lag, 4 still in flight
+            assert (q2.brokerOffset, q2.consumerOffset, q2.lag, q2.inflight) == (5, 5, 0, 4)
+            assert prog.total_inflight == 4 and prog.revive_not_running == []
+            # the in-flight count falls as messages are acknowledged
+            for m in got[1:3]:
+                await c.ack(m)
+            await trio.sleep(1.5)
+            assert (await pop_progress(admin, GROUP, TOPIC)).total_inflight == 2
+            # topicStatus on the revive topic: its 8 queues hold the CK and the 3 ACKs
+            status = await admin.topic_status(REVIVE)
+            assert len(status) == 8
+            assert sum(s.maxOffset for s in status) == 4
