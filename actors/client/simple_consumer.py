@@ -8,8 +8,9 @@ c.receive(16, 30.0); await c.ack(msgs[0])``.
 topic's route at a time, round robin across the sets that have readable queues, with pollTime
 ``await_duration`` (long polling: the broker answers when a message arrives). Each received
 message carries its receipt handle (the POP_CK extraInfo, built from the response header exactly
-as upstream's client builds it, see `receipts_of`) and the broker set it came from; `ack` and
-`change_invisible_duration` go back to that broker's master. A message that is neither acked
+as upstream's client builds it, see `receipts_of`) and the broker set it came from; `ack`,
+`ack_batch` (BATCH_ACK_MESSAGE) and `change_invisible_duration` go back to that broker's
+master. A message that is neither acked
 nor changed becomes visible again after its invisible duration (the broker's revive service
 puts it to the group's pop retry topic), so consumption is at least once.
 
@@ -26,6 +27,7 @@ from typing import Any
 import attrs
 import trio
 
+from rocketrio.actors.broker.pop_checkpoint import BatchAck, BatchAckMessageRequestBody
 from rocketrio.actors.broker.pop_extra_info import (
     INIT_MODE_MAX,
     PROPERTY_FIRST_POP_TIME,
@@ -255,6 +257,40 @@ class SimpleConsumer:
         resp = await self._invoke(addr, cmd)
         if resp.code != ResponseCode.SUCCESS:
             raise MQBrokerError(resp.code, resp.remark, addr)
+
+    async def ack_batch(self, msgs: list[ReceivedMessage]) -> None:
+        """Acknowledge many messages with BATCH_ACK_MESSAGE: one request per broker, one bit
+        set per checkpoint (upstream's batch ack)."""
+        groups: dict[str, dict[tuple[str, str, int, int, int, int, int], list[int]]] = {}
+        for m in msgs:
+            e = ExtraInfo.parse(m.receipt_handle)
+            offset = e.queue_offset if e.queue_offset is not None else m.queue_offset
+            key = (
+                m.topic,
+                e.retry,
+                e.ck_queue_offset,
+                e.queue_id,
+                e.revive_qid,
+                e.pop_time,
+                e.invisible_time,
+            )
+            groups.setdefault(m.broker_name, {}).setdefault(key, []).append(
+                offset - e.ck_queue_offset
+            )
+        for broker_name, cks in groups.items():
+            acks = tuple(
+                BatchAck(self.group, *key, tuple(sorted(bits))) for key, bits in cks.items()
+            )
+            topic = next(iter(cks))[0]
+            addr = await self.client.find_master_addr_refreshing(broker_name, topic)
+            if addr is None:
+                raise MQClientError(f"no master of broker {broker_name} to acknowledge at")
+            body = BatchAckMessageRequestBody(broker_name, acks).to_json()
+            resp = await self._invoke(
+                addr, RemotingCommand(RequestCode.BATCH_ACK_MESSAGE, body=body)
+            )
+            if resp.code != ResponseCode.SUCCESS:
+                raise MQBrokerError(resp.code, resp.remark, addr)
 
     async def change_invisible_duration(self, msg: ReceivedMessage, duration: float) -> None:
         """Make the message invisible for ``duration`` seconds from now (longer or shorter);

@@ -350,3 +350,19 @@ async def test_pop_inflight_and_revive_topic_status(
             status = await admin.topic_status(REVIVE)
             assert len(status) == 8
             assert sum(s.maxOffset for s in status) == 4
+
+
+async def test_client_ack_batch_across_queues_and_retry(
+    tmp_path: Any, mock_clock: trio.testing.MockClock
+) -> None:
+    async with harness(tmp_path) as h, simple(h) as c:
+        await send_n(h, 12)  # spread over the 4 queues
+        got = await receive_all(c, invisible=5.0)
+        assert len(got) == 12
+        await c.ack_batch([m for m in got if m.body != b"m7"])
+        await trio.sleep(8)
+        again = await receive_all(c, invisible=5.0)
+        assert bodies(again) == [b"m7"]  # from the pop retry topic, receipt retry mark 1
+        await c.ack_batch(again)
+        await trio.sleep(30)
+        assert await receive_all(c) == []
