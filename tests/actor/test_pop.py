@@ -94,6 +94,7 @@ async def test_unacked_reappear_after_invisible_time_not_before_acked_never(
 ) -> None:
     async with harness(tmp_path) as h, simple(h) as c:
         await send_n(h, 6)
+        await trio.sleep(0.5)  # pop between two revive rounds (they run every reviveInterval)
         got = await receive_all(c, invisible=20.0)
         assert bodies(got) == [f"m{i}".encode() for i in range(6)]
         popped_at = trio.current_time()
@@ -105,10 +106,13 @@ async def test_unacked_reappear_after_invisible_time_not_before_acked_never(
         acked = [m for m in got if m.body in (b"m0", b"m2", b"m4")]
         for m in acked:
             await c.ack(m)
-        # nothing is visible before the invisible time ends
-        await trio.sleep(19.9)
-        assert await receive_all(c) == []
-        await trio.sleep(0.1 + 1.5)  # the revive task runs at the revive time (+ a scan)
+        # nothing is visible before the invisible time ends: watched closely in its last second
+        revive_at = min(ExtraInfo.parse(m.receipt_handle).revive_time for m in got)
+        await trio.sleep((revive_at - 1000 - now_ms()) / 1000)
+        while now_ms() < revive_at - 20:
+            assert await receive_all(c) == [], now_ms() - revive_at
+            await trio.sleep(0.02)
+        await trio.sleep(1.5)  # the revive task runs at the revive time (+ a scan)
         again = await receive_all(c)
         assert bodies(again) == [b"m1", b"m3", b"m5"]
         assert all(m.delivery_attempt == 2 for m in again)
