@@ -289,6 +289,7 @@ async def test_restart_with_messages_in_flight(
             for m in got:
                 if m.body in (b"m0", b"m1", b"m2"):
                     await c.ack(m)
+            await trio.sleep(5)  # revive rounds read the CK and ACKs and commit their offset
         await h.stop_broker()
         await h.start_broker()
         async with simple(h) as c:
