@@ -14,6 +14,7 @@ import trio
 import trio.testing
 from test_broker_harness import EPOCH_MS, BrokerHarness, harness
 
+from rocketrio.actors.broker.config import BrokerRole
 from rocketrio.actors.broker.pop_checkpoint import BatchAck, BatchAckMessageRequestBody
 from rocketrio.actors.broker.pop_extra_info import (
     REVIVE_GROUP,
@@ -371,3 +372,95 @@ async def test_client_ack_batch_across_queues_and_retry(
         await c.ack_batch(again)
         await trio.sleep(30)
         assert await receive_all(c) == []
+
+
+async def test_revive_runs_only_on_the_master(
+    tmp_path: Any, mock_clock: trio.testing.MockClock
+) -> None:
+    """A slave keeps no revive state and revives nothing (secondary messages are the
+    master's job); GET_POP_INFLIGHT says so."""
+    async with harness(tmp_path, brokerRole=BrokerRole.SLAVE, brokerId=1) as h:
+        await trio.sleep(5)
+        assert h.broker is not None
+        assert h.broker.pop_revive.cores is None and h.broker.pop_revive.rounds == 0
+        assert h.broker.pop_revive.inflight(GROUP) is None
+        resp = await h.invoke(
+            RemotingCommand(RequestCode.GET_POP_INFLIGHT, ext_fields={"consumerGroup": GROUP})
+        )
+        assert resp.code == ResponseCode.SUCCESS
+        assert json.loads(resp.body)["reviveRunning"] is False
+
+
+async def test_dlq_after_max_reconsume_times(
+    tmp_path: Any, mock_clock: trio.testing.MockClock
+) -> None:
+    async with harness(tmp_path) as h, simple(h) as c:
+        await send_n(h, 1, prefix="fresh")
+        await send_n(h, 1, prefix="tired", reconsume_times=16)  # retryMaxTimes reached
+        got = await receive_all(c, invisible=5.0)
+        assert bodies(got) == [b"fresh0", b"tired0"]
+        await trio.sleep(8)
+        assert bodies(await receive_all(c, invisible=600.0)) == [b"fresh0"]
+        assert h.broker is not None
+        dlq = h.broker.store.get_messages(f"%DLQ%{GROUP}", 0, 0, 10, 1 << 20)
+        [dead] = [m for b in dlq.buffers for m in iter_stored(b)]
+        assert dead.body == b"tired0" and dead.reconsume_times == 17
+        assert dead.properties["DLQ_ORIGIN_TOPIC"] == TOPIC
+
+
+async def test_raw_pop_response_as_upstream(
+    tmp_path: Any, mock_clock: trio.testing.MockClock
+) -> None:
+    async with harness(tmp_path) as h:
+        await send_n(h, 3, queue_id=1)
+
+        def pop_cmd(**kw: Any) -> RemotingCommand:
+            ext = {
+                "consumerGroup": GROUP,
+                "topic": TOPIC,
+                "queueId": "1",
+                "maxMsgNums": "32",
+                "invisibleTime": "10000",
+                "pollTime": "0",
+                "bornTime": str(now_ms()),
+                "initMode": "0",
+                **kw,
+            }
+            return RemotingCommand(RequestCode.POP_MESSAGE, ext_fields=ext)
+
+        resp = await h.invoke(pop_cmd())
+        assert resp.code == ResponseCode.SUCCESS and resp.remark == "FOUND"
+        ext = resp.ext_fields
+        assert ext["invisibleTime"] == "10000" and int(ext["popTime"]) == now_ms()
+        assert 0 <= int(ext["reviveQid"]) < 8 and ext["restNum"] == "0"
+        assert ext["startOffsetInfo"] == "0 1 0" and ext["msgOffsetInfo"] == "0 1 0,1,2"
+        assert [m.body for m in iter_stored(resp.body)] == [b"m0", b"m1", b"m2"]
+        empty = await h.invoke(pop_cmd())
+        assert empty.code == ResponseCode.POLLING_TIMEOUT
+        assert empty.remark == "NO_MESSAGE_IN_QUEUE"
+        refused = await h.invoke(pop_cmd(order="true"))
+        assert refused.code == ResponseCode.SYSTEM_ERROR and "orderly" in (refused.remark or "")
+        too_many = await h.invoke(pop_cmd(maxMsgNums="33"))
+        assert too_many.code == ResponseCode.SYSTEM_ERROR
+        bad = RemotingCommand(
+            RequestCode.ACK_MESSAGE,
+            ext_fields={
+                "consumerGroup": GROUP,
+                "topic": TOPIC,
+                "queueId": "1",
+                "extraInfo": "not a receipt",
+                "offset": "0",
+            },
+        )
+        assert (await h.invoke(bad)).code == ResponseCode.INVALID_PARAMETER
+        beyond = RemotingCommand(
+            RequestCode.ACK_MESSAGE,
+            ext_fields={
+                "consumerGroup": GROUP,
+                "topic": TOPIC,
+                "queueId": "1",
+                "extraInfo": f"0 {now_ms()} 10000 0 0 broker-a 1 9",
+                "offset": "9",
+            },
+        )
+        assert (await h.invoke(beyond)).code == ResponseCode.NO_MESSAGE
