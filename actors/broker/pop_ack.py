@@ -1,6 +1,10 @@
 """ACK_MESSAGE, BATCH_ACK_MESSAGE and CHANGE_MESSAGE_INVISIBLETIME (upstream AckMessageProcessor
 and ChangeInvisibleTimeProcessor, non-orderly).
 
+Each call checks at once (a `Refusal` is returned) and otherwise hands its records to the
+store writer and returns None; the outcome goes to the caller's ``on_done`` once the store
+answered (like the send path), so a connection's reader never waits for a write.
+
 An ACK names a popped message by its receipt (extraInfo: the CK's start offset, pop time, revive
 queue and brokerName) plus topic, queueId and offset. The topic acked is the receipt's real
 topic (the group's pop retry topic when the retry mark says so). The ACK record goes to the
@@ -25,7 +29,7 @@ from collections.abc import Callable
 
 import attrs
 
-from rocketrio.actors.broker.outcomes import Done, Refusal
+from rocketrio.actors.broker.outcomes import Done, PutStatus, Refusal
 from rocketrio.actors.broker.pop_checkpoint import (
     AckMsg,
     BatchAckMessageRequestBody,
@@ -38,13 +42,14 @@ from rocketrio.actors.broker.pop_extra_info import (
     real_topic,
 )
 from rocketrio.actors.broker.pop_processor import PopConfig
-from rocketrio.actors.broker.pop_revive_log import Host, ack_message, ck_message, put_and_wait
+from rocketrio.actors.broker.pop_revive_log import Host, ack_message, ck_message
 from rocketrio.actors.broker.store_actor import StoreWriter
 from rocketrio.actors.broker.store_view import StoreView
 from rocketrio.actors.broker.tables import TopicTable
+from rocketrio.actors.runtime import ActorStopped
 from rocketrio.protocol.codes import ResponseCode
 from rocketrio.protocol.pop_headers import AckMessageRequestHeader, ChangeInvisibleTimeRequestHeader
-from rocketrio.storage.message_store import MessageToStore
+from rocketrio.storage.message_store import MessageToStore, PutResult
 
 DONE = Done()
 
@@ -54,6 +59,10 @@ class InvisibleTimeChanged:
     pop_time: int
     invisible_time: int
     revive_qid: int
+
+
+OnAcked = Callable[[Done | Refusal], None]
+OnChanged = Callable[[InvisibleTimeChanged | Refusal], None]
 
 
 class PopAckProcessor:
@@ -115,17 +124,31 @@ class PopAckProcessor:
             )
         return None
 
-    async def _put(self, msgs: list[MessageToStore]) -> Done | Refusal:
-        answer = await put_and_wait(self.writer, msgs)
-        if answer.stored:
-            return DONE
-        return Refusal(
-            ResponseCode.SYSTEM_ERROR,
-            f"the POP record was not stored ({answer.status.value}"
-            f"{': ' + answer.remark if answer.remark else ''}); retry",
-        )
+    async def _put(
+        self,
+        msgs: list[MessageToStore],
+        on_stored: Callable[[], None],
+        on_done: Callable[[Refusal], None],
+    ) -> Refusal | None:
+        """Hand ``msgs`` (one store request) to the writer; ``on_stored`` once they are in the
+        CommitLog, ``on_done(refusal)`` when the store refused them. Awaits only inbox space
+        (backpressure), never the write itself, so the connection keeps reading requests."""
 
-    async def ack(self, h: AckMessageRequestHeader) -> Done | Refusal:
+        def done(results: list[PutResult], status: PutStatus, remark: str | None) -> None:
+            if results and status.stored:
+                on_stored()
+            else:
+                on_done(not_stored(status, remark))
+
+        try:
+            await self.writer.put(msgs, done)
+        except ActorStopped:
+            return not_stored(PutStatus.SERVICE_NOT_AVAILABLE, "the store is stopped")
+        return None
+
+    async def ack(self, h: AckMessageRequestHeader, on_done: OnAcked) -> Refusal | None:
+        """ACK_MESSAGE: a refusal now, or None and ``on_done`` gets the outcome once the ACK
+        record is stored."""
         extra = self._receipt(h.extraInfo)
         if isinstance(extra, Refusal):
             return extra
@@ -144,9 +167,10 @@ class PopAckProcessor:
         )
         c = self.config
         msg = ack_message(ack, c.revive_topic, extra.revive_qid, self.now_ms(), self.store_host)
-        return await self._put([msg])
+        return await self._put([msg], lambda: on_done(DONE), on_done)
 
-    async def batch_ack(self, body: BatchAckMessageRequestBody) -> Done | Refusal:
+    async def batch_ack(self, body: BatchAckMessageRequestBody, on_done: OnAcked) -> Refusal | None:
+        """BATCH_ACK_MESSAGE: like `ack`, one ``bAck`` record per CK, one store request."""
         msgs = []
         c = self.config
         for b in body.acks:
@@ -177,12 +201,16 @@ class PopAckProcessor:
                 ack_message(ack, c.revive_topic, b.revive_queue_id, self.now_ms(), self.store_host)
             )
         if not msgs:
-            return DONE
-        return await self._put(msgs)
+            on_done(DONE)
+            return None
+        return await self._put(msgs, lambda: on_done(DONE), on_done)
 
     async def change_invisible_time(
-        self, h: ChangeInvisibleTimeRequestHeader
-    ) -> InvisibleTimeChanged | Refusal:
+        self, h: ChangeInvisibleTimeRequestHeader, on_done: OnChanged
+    ) -> Refusal | None:
+        """CHANGE_MESSAGE_INVISIBLETIME: the new CK and the ACK of the old receipt go in one
+        store request, the CK first (upstream's order); ``on_done`` gets the new receipt's
+        popTime / invisibleTime / reviveQid once both are stored."""
         extra = self._receipt(h.extraInfo)
         if isinstance(extra, Refusal):
             return extra
@@ -207,9 +235,6 @@ class PopAckProcessor:
             cid=h.consumerGroup,
             broker_name=extra.broker_name,  # upstream: the receipt's broker keeps the CK
         )
-        stored = await self._put([ck_message(ck, c.revive_topic, revive_qid, now, self.store_host)])
-        if isinstance(stored, Refusal):
-            return stored
         old = AckMsg(
             (h.offset,),
             extra.ck_queue_offset,
@@ -219,9 +244,16 @@ class PopAckProcessor:
             extra.pop_time,
             extra.broker_name,
         )
-        acked = await self._put(
-            [ack_message(old, c.revive_topic, extra.revive_qid, now, self.store_host)]
-        )
-        if isinstance(acked, Refusal):
-            return acked
-        return InvisibleTimeChanged(now, h.invisibleTime, revive_qid)
+        msgs = [
+            ck_message(ck, c.revive_topic, revive_qid, now, self.store_host),
+            ack_message(old, c.revive_topic, extra.revive_qid, now, self.store_host),
+        ]
+        changed = InvisibleTimeChanged(now, h.invisibleTime, revive_qid)
+        return await self._put(msgs, lambda: on_done(changed), on_done)
+
+
+def not_stored(status: PutStatus, remark: str | None) -> Refusal:
+    return Refusal(
+        ResponseCode.SYSTEM_ERROR,
+        f"the POP record was not stored ({status.value}{': ' + remark if remark else ''}); retry",
+    )

@@ -72,6 +72,19 @@ def _done(cmd: RemotingCommand, outcome: Done | Refusal) -> RemotingCommand:
             assert_never(outcome)
 
 
+def _changed(cmd: RemotingCommand, outcome: InvisibleTimeChanged | Refusal) -> RemotingCommand:
+    match outcome:
+        case InvisibleTimeChanged():
+            header = ChangeInvisibleTimeResponseHeader(
+                outcome.pop_time, outcome.invisible_time, outcome.revive_qid
+            )
+            return cmd.make_response(RC.SUCCESS, ext_fields=to_ext(header))
+        case Refusal():
+            return cmd.make_response(outcome.code, outcome.remark)
+        case _:
+            assert_never(outcome)
+
+
 class _PopReply:
     """A held pop's way back to its connection."""
 
@@ -102,31 +115,28 @@ def pop_handlers(
         outcome = await pop.pop(h, _PopReply(ctx))
         return None if outcome is None else pop_response(ctx.cmd, outcome)
 
-    async def ack_message(ctx: RequestContext) -> RemotingCommand:
-        h = from_ext(AckMessageRequestHeader, ctx.cmd.ext_fields)
-        return _done(ctx.cmd, await acks.ack(h))
+    async def ack_message(ctx: RequestContext) -> RemotingCommand | None:
+        cmd = ctx.cmd
+        h = from_ext(AckMessageRequestHeader, cmd.ext_fields)
+        refusal = await acks.ack(h, lambda outcome: ctx.respond(_done(cmd, outcome)))
+        return None if refusal is None else _done(cmd, refusal)
 
-    async def batch_ack_message(ctx: RequestContext) -> RemotingCommand:
+    async def batch_ack_message(ctx: RequestContext) -> RemotingCommand | None:
+        cmd = ctx.cmd
         try:
-            body = BatchAckMessageRequestBody.from_json(ctx.cmd.body or b"")
+            body = BatchAckMessageRequestBody.from_json(cmd.body or b"")
         except PopRecordError as e:
-            return ctx.cmd.make_response(RC.INVALID_PARAMETER, f"bad BATCH_ACK_MESSAGE body: {e}")
-        return _done(ctx.cmd, await acks.batch_ack(body))
+            return cmd.make_response(RC.INVALID_PARAMETER, f"bad BATCH_ACK_MESSAGE body: {e}")
+        refusal = await acks.batch_ack(body, lambda outcome: ctx.respond(_done(cmd, outcome)))
+        return None if refusal is None else _done(cmd, refusal)
 
-    async def change_invisible_time(ctx: RequestContext) -> RemotingCommand:
+    async def change_invisible_time(ctx: RequestContext) -> RemotingCommand | None:
         cmd = ctx.cmd
         h = from_ext(ChangeInvisibleTimeRequestHeader, cmd.ext_fields)
-        outcome = await acks.change_invisible_time(h)
-        match outcome:
-            case InvisibleTimeChanged():
-                header = ChangeInvisibleTimeResponseHeader(
-                    outcome.pop_time, outcome.invisible_time, outcome.revive_qid
-                )
-                return cmd.make_response(RC.SUCCESS, ext_fields=to_ext(header))
-            case Refusal():
-                return cmd.make_response(outcome.code, outcome.remark)
-            case _:
-                assert_never(outcome)
+        refusal = await acks.change_invisible_time(
+            h, lambda outcome: ctx.respond(_changed(cmd, outcome))
+        )
+        return None if refusal is None else _changed(cmd, refusal)
 
     async def pop_inflight(ctx: RequestContext) -> RemotingCommand:
         h = from_ext(GetConsumeStatsRequestHeader, ctx.cmd.ext_fields)
