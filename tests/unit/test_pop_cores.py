@@ -9,6 +9,8 @@ import json
 
 import pytest
 
+from rocketrio.actors.auth.model import Action, AuthDataError, Resource
+from rocketrio.actors.auth.rights import Right, rights_of
 from rocketrio.actors.broker.pop_checkpoint import (
     AckMsg,
     BatchAck,
@@ -33,8 +35,10 @@ from rocketrio.actors.broker.pop_extra_info import (
 )
 from rocketrio.actors.broker.pop_revive import ReviveCore
 from rocketrio.actors.client.simple_consumer import receipts_of
+from rocketrio.protocol.codes import RequestCode as RC
 from rocketrio.protocol.message import MessageExt
 from rocketrio.protocol.pop_headers import PopMessageResponseHeader
+from rocketrio.protocol.remoting import RemotingCommand
 
 PT = 1_700_000_000_000
 
@@ -287,3 +291,30 @@ def test_client_builds_receipts_like_upstream_process_pop_response() -> None:
         "10 1700000000000 30000 3 0 broker-a 1 12",
         "4 1 2 3 1 broker-a 0 4",
     ]
+
+
+# ------------------------------------------------------------------------- ACL rights
+
+
+def test_pop_calls_need_sub_on_group_and_topic() -> None:
+    sub = (Action.SUB,)
+    for code in (RC.POP_MESSAGE, RC.ACK_MESSAGE, RC.CHANGE_MESSAGE_INVISIBLETIME):
+        cmd = RemotingCommand(code, ext_fields={"topic": "T", "consumerGroup": "g"})
+        assert rights_of(cmd, "C1") == [
+            Right(Resource.group("g"), sub),
+            Right(Resource.topic("T"), sub),
+        ]
+    acks = (
+        BatchAck("g", "T", "0", 0, 0, 0, PT, 1, (0,)),
+        BatchAck("g", "T2", "0", 0, 0, 0, PT, 1, (0,)),
+    )
+    batch = RemotingCommand(
+        RC.BATCH_ACK_MESSAGE, body=BatchAckMessageRequestBody("b", acks).to_json()
+    )
+    assert rights_of(batch, "C1") == [
+        Right(Resource.group("g"), sub),
+        Right(Resource.topic("T"), sub),
+        Right(Resource.topic("T2"), sub),
+    ]
+    with pytest.raises(AuthDataError):
+        rights_of(RemotingCommand(RC.BATCH_ACK_MESSAGE, body=b"{bad"), "C1")
