@@ -8,6 +8,8 @@ import base64
 import json
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from rocketrio.actors.auth.model import Action, AuthDataError, Resource
 from rocketrio.actors.auth.rights import Right, rights_of
@@ -318,3 +320,62 @@ def test_pop_calls_need_sub_on_group_and_topic() -> None:
     ]
     with pytest.raises(AuthDataError):
         rights_of(RemotingCommand(RC.BATCH_ACK_MESSAGE, body=b"{bad"), "C1")
+
+
+# ------------------------------------------------------------------------- property
+
+
+@given(
+    cks=st.lists(
+        st.tuples(
+            st.integers(0, 3),  # queue
+            st.lists(st.integers(0, 40), min_size=1, max_size=8, unique=True),  # offsets
+            st.integers(1, 60_000),  # invisible time
+        ),
+        min_size=1,
+        max_size=6,
+    ),
+    acked_fraction=st.floats(0, 1),
+    batch=st.booleans(),
+    now_delta=st.integers(0, 70_000),
+    data=st.data(),
+)
+def test_revive_returns_exactly_the_unacked_offsets_of_due_cks(
+    cks: list[tuple[int, list[int], int]],
+    acked_fraction: float,
+    batch: bool,
+    now_delta: int,
+    data: st.DataObject,
+) -> None:
+    core = ReviveCore(0, 0)
+    expected: dict[int, tuple[int, ...]] = {}  # ck record offset -> unacked offsets
+    for i, (queue, offsets, invisible) in enumerate(cks):
+        offsets = sorted(offsets)
+        start = offsets[0]
+        c = ck(
+            start_offset=start,
+            pop_time=PT + i,  # distinct CKs
+            invisible_time=invisible,
+            num=len(offsets),
+            queue_id=queue,
+            queue_offset_diff=tuple(o - start for o in offsets),
+        )
+        core.on_ck(c, i)
+        n_acked = int(len(offsets) * acked_fraction)
+        acked = data.draw(st.permutations(offsets))[:n_acked]
+        if batch and acked:
+            core.on_ack(ack(tuple(acked), start_offset=start, pop_time=PT + i, queue_id=queue))
+        else:
+            for o in acked:
+                core.on_ack(ack((o,), start_offset=start, pop_time=PT + i, queue_id=queue))
+        rest = tuple(o for o in offsets if o not in acked)
+        if rest and PT + now_delta >= c.revive_time:
+            expected[i] = rest
+    got = {r.ck_offset: r.offsets for r in core.due(PT + now_delta)}
+    assert got == expected
+    pending_offsets = [i for i, (_, offsets, _) in enumerate(cks)]
+    assert core.revive_offset() >= 0
+    for r in core.due(PT + now_delta):
+        core.revived(r.key)
+    assert core.due(PT + now_delta) == []
+    assert core.revive_offset() in (*pending_offsets, core.read_offset)
