@@ -16,7 +16,7 @@ def _args(p: argparse.ArgumentParser) -> None:
     p.add_argument("-t", "--topic", default=None, help="only this topic")
 
 
-def _print(prog: PopProgress) -> None:
+def _print(prog: PopProgress, _args: argparse.Namespace) -> None:
     rows = [
         [q.topic, q.brokerName, q.queueId, q.brokerOffset, q.consumerOffset, q.lag, q.inflight]
         for q in sorted(prog.queues, key=lambda q: (q.topic, q.brokerName, q.queueId))

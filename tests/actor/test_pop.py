@@ -366,8 +366,9 @@ async def test_pop_inflight_and_revive_topic_status(
             assert code == 0 and out["total_inflight"] == 2, out
             with structlog.testing.capture_logs():
                 code = await main_async(argv[:-1], Wiring(h.net.transport("10.0.0.252")))
-            text = capsys.readouterr().out
-            assert code == 0 and "inflight" in text and "total inflight: 2" in text, text
+            text, err = capsys.readouterr()
+            assert code == 0, err
+            assert "inflight" in text and "total inflight: 2" in text, text
             # topicStatus on the revive topic: its 8 queues hold the CK and the 3 ACKs
             status = await admin.topic_status(REVIVE)
             assert len(status) == 8
