@@ -64,6 +64,7 @@ class PopLongPollingService:
         self._wakeup = trio.Event()
         self.holding = True
         self.count = 0
+        self.arrivals = 0  # every put counted: a pop that read off the loop re-checks
 
     def suspend(self, held: HeldPop) -> bool:
         """Park a pop; False when not holding (shutdown) or full (answer it now)."""
@@ -79,6 +80,7 @@ class PopLongPollingService:
 
     def notify_message_arriving(self, topic: str, queue_id: int, max_offset: int) -> None:
         """The store actor's arrival listener: cheap, the re-runs happen in `run`."""
+        self.arrivals += 1
         if topic in self._by_topic:
             self._grown.add(topic)
             self._wakeup.set()

@@ -73,6 +73,7 @@ from rocketrio.protocol.pop_headers import PopMessageRequestHeader
 from rocketrio.storage.message_store import GetMessageStatus
 
 MAX_POP_NUMS = 32  # upstream refuses more per request
+RECHECKS = 3  # pops re-run before holding when messages arrived during the attempt
 _QOFFSET = struct.Struct(">q")
 _S = GetMessageStatus
 _RESET_OFFSET = (_S.OFFSET_TOO_SMALL, _S.OFFSET_OVERFLOW_BADLY, _S.OFFSET_FOUND_NULL)
@@ -206,7 +207,12 @@ class PopMessageProcessor:
         checked = self._check(h)
         if isinstance(checked, Refusal):
             return checked
-        popped = await self._pop_once(h, checked)
+        for _ in range(RECHECKS):
+            seen = self.hold.arrivals
+            popped = await self._pop_once(h, checked)
+            # a message that arrived while the pop awaited a read would not wake it once held
+            if popped.found or h.pollTime <= 0 or self.hold.arrivals == seen:
+                break
         if popped.found or h.pollTime <= 0:
             return popped
         deadline = trio.current_time() + min(h.pollTime, self.config.max_poll_ms) / 1000
