@@ -10,6 +10,10 @@ answers POLLING_TIMEOUT when still nothing is there. No thread, no busy loop: an
 a heap entry. At most ``max_held`` pops are held (maxPopPollingSize); one more is answered
 POLLING_FULL by the processor.
 
+The service also runs pops that are not held yet (`try_start`, at most ``max_running`` at a
+time): a pop waits for its CK writes, and running it here keeps the connection reading the next
+request meanwhile (one broker connection may carry many consumers' pops, e.g. a proxy's).
+
 The service knows no wire format: a held pop carries its `PopReply` (the adapter's handle).
 """
 
@@ -55,8 +59,11 @@ class HeldPop:
 
 
 class PopLongPollingService:
-    def __init__(self, max_held: int = 100_000) -> None:
+    def __init__(self, max_held: int = 100_000, max_running: int = 1024) -> None:
         self.max_held = max_held
+        self.max_running = max_running
+        self.running = 0
+        self._nursery: trio.Nursery | None = None
         self._by_topic: dict[str, list[HeldPop]] = {}
         self._heap: list[tuple[float, int, HeldPop]] = []
         self._grown: set[str] = set()
@@ -142,8 +149,32 @@ class PopLongPollingService:
         self._by_topic.clear()
         self._grown.clear()
 
+    def try_start(self, fn: Callable[..., Awaitable[None]], *args: Any) -> bool:
+        """Run ``fn(*args)`` as a task of this service (a pop served off its connection's
+        reader); False when not running, shutting down or ``max_running`` pops already run
+        (the caller then serves it inline: backpressure reaches the connection)."""
+        if self._nursery is None or not self.holding or self.running >= self.max_running:
+            return False
+        self.running += 1
+        self._nursery.start_soon(self._run_one, fn, args)
+        return True
+
+    async def _run_one(self, fn: Callable[..., Awaitable[None]], args: tuple[Any, ...]) -> None:
+        try:
+            await fn(*args)
+        finally:
+            self.running -= 1
+
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
-        task_status.started()
+        async with trio.open_nursery() as nursery:
+            self._nursery = nursery
+            try:
+                task_status.started()
+                await self._serve_forever()
+            finally:
+                self._nursery = None
+
+    async def _serve_forever(self) -> None:
         while True:
             if not self._grown:
                 self._wakeup = trio.Event()

@@ -20,7 +20,9 @@ carrying their receipt (upstream popResponseReturnActualRetryTopic=false); messa
 topic itself are returned as stored, and the client builds their receipt from the response
 header's startOffsetInfo / msgOffsetInfo.
 
-Nothing found and pollTime > 0: the pop is held in the PopLongPollingService (pop_hold.py) and
+A pop is served as a task of the PopLongPollingService (bounded; inline when it cannot take
+one), so its CK writes never stall the connection's next request. Nothing found and pollTime >
+0: the pop is held in the PopLongPollingService (pop_hold.py) and
 answered when a message arrives on the topic or its retry topic, or POLLING_TIMEOUT at the
 deadline. order=true (orderly POP) is refused: rocketrio's orderly consumption is the queue-lock
 push consumer.
@@ -203,13 +205,33 @@ class PopMessageProcessor:
     # ------------------------------------------------------------------ the request
 
     async def pop(self, h: PopMessageRequestHeader, reply: PopReply) -> PopOutcome | None:
-        """The outcome now, or None when the pop is held (``reply`` gets it later)."""
+        """A refusal now, or None: ``reply`` gets the outcome once the pop found messages or
+        its pollTime ended. Served as a task of the hold service when it can take one, else
+        inline (then a found outcome is returned at once)."""
         checked = self._check(h)
         if isinstance(checked, Refusal):
             return checked
+        if self.hold.try_start(self._serve, h, checked, reply):
+            return None
+        return await self._attempt(h, checked, reply)
+
+    async def _serve(
+        self, h: PopMessageRequestHeader, tag_codes: set[int] | None, reply: PopReply
+    ) -> None:
+        try:
+            outcome = await self._attempt(h, tag_codes, reply)
+        except Exception as e:
+            outcome = self._failed(e)
+        if outcome is not None and not reply.gone:
+            reply.deliver(outcome)
+
+    async def _attempt(
+        self, h: PopMessageRequestHeader, tag_codes: set[int] | None, reply: PopReply
+    ) -> PopOutcome | None:
+        """Pop now; hold when nothing is there and pollTime > 0 (None: ``reply`` answers)."""
         for _ in range(RECHECKS):
             seen = self.hold.arrivals
-            popped = await self._pop_once(h, checked)
+            popped = await self._pop_once(h, tag_codes)
             # a message that arrived while the pop awaited a read would not wake it once held
             if popped.found or h.pollTime <= 0 or self.hold.arrivals == seen:
                 break
@@ -217,7 +239,7 @@ class PopMessageProcessor:
             return popped
         deadline = trio.current_time() + min(h.pollTime, self.config.max_poll_ms) / 1000
         held = HeldPop(
-            reply, (h, checked), self._wake_topics(h), deadline, self._rerun, self._failed
+            reply, (h, tag_codes), self._wake_topics(h), deadline, self._rerun, self._failed
         )
         if self.hold.suspend(held):
             return None
