@@ -1815,5 +1815,29 @@ class WritePermWiped(LogEvent):
     by: str
 
 
+@event("pop_revived")
+@attrs.frozen(kw_only=True)
+class PopRevived(LogEvent):
+    """A POP checkpoint's invisible time ended with messages unacknowledged: they were put to
+    the pop retry topic (or the DLQ) for the group to receive again."""
+
+    topic: str
+    group: str
+    queue_id: int
+    revived_count: int
+    to_topic: str
+
+
+@event("pop_revive_record_skipped", "warning")
+@attrs.frozen(kw_only=True)
+class PopReviveRecordSkipped(LogEvent):
+    """A message of the revive topic that is not a readable CK or ACK was skipped."""
+
+    topic: str
+    queue_id: int
+    queue_offset: int
+    why: str
+
+
 #: every catalogued event name
 ALL = frozenset(CATALOGUE)

@@ -88,6 +88,11 @@ from rocketrio.actors.broker.offset_reset import (
     offset_reset_handlers,
 )
 from rocketrio.actors.broker.outer_api import BrokerOuterAPI, retry_delay
+from rocketrio.actors.broker.pop_ack import PopAckProcessor
+from rocketrio.actors.broker.pop_hold import PopLongPollingService
+from rocketrio.actors.broker.pop_processor import PopConfig, PopMessageProcessor
+from rocketrio.actors.broker.pop_remoting import pop_handlers
+from rocketrio.actors.broker.pop_revive_service import PopReviveService, ReviveConfig
 from rocketrio.actors.broker.pull_hold import HoldLimits, PullRequestHoldService
 from rocketrio.actors.broker.pull_processor import PullConfig, PullMessageProcessor
 from rocketrio.actors.broker.remoting_adapter import RemotingAdapter, RemotingNotifier
@@ -207,13 +212,14 @@ class Broker:
         self.pull_hold = PullRequestHoldService(
             HoldLimits(config.maxHeldPullsPerConnection, config.maxHeldPulls)
         )
+        self.pop_hold = PopLongPollingService(config.maxPopPollingSize)
         self.store_actor = StoreActor(
             self.store,
             sync_flush=config.flushDiskType == FlushDiskType.SYNC_FLUSH,
             flush_interval_ms=config.flushIntervalCommitLog,
             sync_flush_timeout_ms=config.syncFlushTimeout,
             now_ms=now_ms,
-            on_arrival=self.pull_hold.notify_message_arriving,
+            on_arrival=self._on_arrival,
             stats=self.stats,
             run_blocking=run_blocking,
             read_gate=self.read_gate,
@@ -270,6 +276,7 @@ class Broker:
             stats=self.stats,
             role=self,
         )
+        self._init_pop(config)
         self.clients = ClientProcessor(
             config.brokerName,
             topics=self.topics,
@@ -368,6 +375,7 @@ class Broker:
                     now_ms=now_ms,
                 ),
                 **offset_reset_handlers(self.offset_reset),
+                **pop_handlers(self.pop, self.pop_acks, self.pop_revive),
             },
         )
         # metricsExporterType=PROM: the server times its answers (rocketmq_rpc_latency)
@@ -388,6 +396,48 @@ class Broker:
         self._services_scope = trio.CancelScope(shield=True)
         self._run_scope: trio.CancelScope | None = None
         self._crashed = False
+
+    def _init_pop(self, config: BrokerConfig) -> None:
+        """POP consumption: the processors and the revive service (actors/broker/pop_*.py)."""
+        pop_config = PopConfig.of(config)
+        self.pop = PopMessageProcessor(
+            pop_config,
+            topics=self.topics,
+            groups=self.groups,
+            offsets=self.offsets,
+            store=self.store_view,
+            writer=self.store_actor,
+            hold=self.pop_hold,
+            now_ms=self.now_ms,
+            store_host=self.store_host,
+            rng=self.rng,
+        )
+        self.pop_acks = PopAckProcessor(
+            pop_config,
+            topics=self.topics,
+            store=self.store_view,
+            writer=self.store_actor,
+            now_ms=self.now_ms,
+            store_host=self.store_host,
+            next_revive_qid=self.pop.next_revive_qid,
+        )
+        self.pop_revive = PopReviveService(
+            ReviveConfig.of(config),
+            topics=self.topics,
+            groups=self.groups,
+            offsets=self.offsets,
+            store=self.store_view,
+            writer=self.store_actor,
+            role=self,
+            now_ms=self.now_ms,
+            store_host=self.store_host,
+            log=self.log.bind(actor="pop_revive"),
+        )
+
+    def _on_arrival(self, topic: str, queue_id: int, max_offset: int) -> None:
+        """The store actor's arrival listener: held pulls, then held pops."""
+        self.pull_hold.notify_message_arriving(topic, queue_id, max_offset)
+        self.pop_hold.notify_message_arriving(topic, queue_id, max_offset)
 
     def _make_store(self) -> MessageStore:
         c = self.config
@@ -744,6 +794,8 @@ class Broker:
                 self.outer_api = BrokerOuterAPI(self.config, client)
                 await n.start(self.store_actor.run)
                 await n.start(self.pull_hold.run)
+                await n.start(self.pop_hold.run)
+                await n.start(self.pop_revive.run)
                 await n.start(self.broker2client.run)
                 n.start_soon(self.topics.file.run_writer)
                 n.start_soon(self.groups.file.run_writer)
@@ -885,6 +937,7 @@ class Broker:
     async def _graceful_stop(self) -> None:
         self.adapter.stop_taking_requests()
         self.pull_hold.stop_holding()
+        self.pop_hold.stop_holding()
         steps: list[tuple[str, Callable[[], Awaitable[None]]]] = [
             ("unregister", self._unregister),
             ("drain_store", self._drain_store),
@@ -911,6 +964,7 @@ class Broker:
 
     async def _answer_held_pulls(self) -> None:
         await self.pull_hold.answer_all()
+        await self.pop_hold.answer_all()
 
     async def _drain_connections(self) -> None:
         for _ in range(100):

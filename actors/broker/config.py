@@ -177,6 +177,13 @@ class BrokerConfig(RemotingServerConfig):
     innerClientAuthenticationCredentials: str = attrs.field(default="", validator=credentials_key)
     authenticationWhitelist: str = attrs.field(default="", validator=whitelist_key)
     authorizationWhitelist: str = attrs.field(default="", validator=whitelist_key)
+    # POP consumption (upstream BrokerConfig keys and defaults; see actors/broker/pop_*.py)
+    reviveQueueNum: int = attrs.field(default=8, validator=positive)
+    reviveInterval: int = attrs.field(default=1000, validator=positive)  # ms between scans
+    popFromRetryProbability: int = attrs.field(default=20, validator=non_negative)
+    enableRetryTopicV2: bool = False
+    retrieveMessageFromPopRetryTopicV1: bool = True
+    maxPopPollingSize: int = attrs.field(default=100_000, validator=positive)
 
     @property
     def ha_listen_port(self) -> int:
