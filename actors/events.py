@@ -1815,5 +1815,42 @@ class WritePermWiped(LogEvent):
     by: str
 
 
+
+@event("transaction_check_discarded", "warning")
+@attrs.frozen(kw_only=True)
+class TransactionCheckDiscarded(LogEvent):
+    """A half message was checked transactionCheckMax times (or is older than the CommitLog's
+    fileReservedTime) without an answer: it is moved to TRANS_CHECK_MAX_TIME_TOPIC and never
+    delivered. ``msg_id`` is its UNIQ_KEY."""
+
+    topic: str
+    group: str
+    msg_id: str
+    queue_offset: int
+    check_times: int
+    reason: str
+
+
+@event("transaction_check_no_producer", "warning")
+@attrs.frozen(kw_only=True)
+class TransactionCheckNoProducer(LogEvent):
+    """A half message was due for a check but no producer of its group is connected (upstream:
+    "Check transaction failed, channel is null"); it is checked again next round."""
+
+    group: str
+    msg_id: str
+
+
+@event("transaction_end_refused", "warning")
+@attrs.frozen(kw_only=True)
+class TransactionEndRefused(LogEvent):
+    """An END_TRANSACTION was not applied (wrong group or offsets, unknown half, or a half that
+    was already ended or discarded); ``remark`` says which."""
+
+    group: str
+    msg_id: str
+    remark: str
+
+
 #: every catalogued event name
 ALL = frozenset(CATALOGUE)

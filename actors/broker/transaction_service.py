@@ -1,0 +1,512 @@
+"""Transactional messages, the Trio shell: END_TRANSACTION and the check service.
+
+Owns the broker's transaction state: the scan offsets of the half and op queues (committed as
+consumer offsets of group CID_RMQ_SYS_TRANS, persisted with consumerOffset.json like upstream)
+and the `DecidedSet` of UNIQ_KEYs that makes END_TRANSACTION idempotent. Every decision is
+transaction_policy.py's; this module reads the store, writes through the store actor and talks
+to producers.
+
+- `end_transaction` (upstream EndTransactionProcessor): commit re-puts the half to its real
+  topic then writes the op; rollback writes the op only. A second END_TRANSACTION for a decided
+  transaction changes nothing; one naming a half copy the check scan already passed applies to
+  the pending copy (and the op names both), or is refused when none is pending.
+- `check_round` (upstream TransactionalMessageServiceImpl.check), every
+  transactionCheckInterval ms and only while this broker serves as master: halves without an op
+  older than transactionTimeOut (or CHECK_IMMUNITY_TIME_IN_SECONDS) are re-put with
+  TRANSACTION_CHECK_TIMES + 1 and CHECK_TRANSACTION_STATE goes to one live producer connection
+  of the half's PGROUP; after transactionCheckMax checks the half goes to
+  TRANS_CHECK_MAX_TIME_TOPIC. Before a check, a half whose commit reached the real topic but
+  whose op did not (a crash between the two writes) gets its op instead: no second commit.
+
+One `trio.Lock` orders END_TRANSACTION against each step of a round. The state is rebuilt from
+the store (ops from the op scan offset) whenever this broker becomes master.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Hashable
+from typing import Any, assert_never
+
+import attrs
+import structlog
+import trio
+
+from rocketrio.actors import events
+from rocketrio.actors.broker.client_manager import ProducerManager
+from rocketrio.actors.broker.config import BrokerConfig
+from rocketrio.actors.broker.consumer_offset import ConsumerOffsetManager
+from rocketrio.actors.broker.outcomes import PutStatus, Refusal
+from rocketrio.actors.broker.store_actor import StoreWriter
+from rocketrio.actors.broker.store_view import StoreView
+from rocketrio.actors.broker.tables import TopicTable
+from rocketrio.actors.broker.transaction_policy import (
+    CHECK_MAX_TIME_TOPIC,
+    CID_SYS_RMQ_TRANS,
+    HALF_QUEUE_ID,
+    HALF_TOPIC,
+    OP_TOPIC,
+    Check,
+    DecidedSet,
+    Discard,
+    HalfState,
+    OpIndex,
+    Skip,
+    Wait,
+    committed_message,
+    decide,
+    decode_op_body,
+    discarded_message,
+    is_remove_op,
+    op_message,
+    reject_late_end,
+    renewed_half,
+    transaction_value,
+)
+from rocketrio.actors.remoting import Connection, RequestContext
+from rocketrio.protocol.bodies import PERM_READ, PERM_WRITE
+from rocketrio.protocol.codes import RequestCode, ResponseCode
+from rocketrio.protocol.headers import (
+    CheckTransactionStateRequestHeader,
+    EndTransactionRequestHeader,
+)
+from rocketrio.protocol.message import (
+    PROPERTY_PRODUCER_GROUP,
+    PROPERTY_REAL_QUEUE_ID,
+    PROPERTY_REAL_TOPIC,
+    TRANSACTION_COMMIT_TYPE,
+    TRANSACTION_ROLLBACK_TYPE,
+    UNIQ_KEY,
+    MessageDecodeError,
+    MessageExt,
+    build_stored_message,
+    decode_stored,
+    parse_host,
+)
+from rocketrio.protocol.remoting import RPC_ONEWAY, RemotingCommand
+from rocketrio.protocol.serde import from_ext, to_ext
+from rocketrio.storage.message_store import MessageToStore, PutResult
+
+READ_BATCH = 32  # messages per store read (upstream OP_MSG_PULL_NUMS)
+READ_BYTES = 4 << 20
+HOURS_MS = 3_600_000
+_NO_HOST = (b"\x00\x00\x00\x00", 0)
+
+
+def _host(text: str) -> tuple[bytes, int]:
+    try:
+        return parse_host(text)
+    except ValueError:
+        return _NO_HOST
+
+
+@attrs.define
+class RoundReport:
+    """What one check round did (for logs and tests)."""
+
+    checked: int = 0
+    discarded: int = 0
+    skipped: int = 0
+    repaired: int = 0  # committed before a crash, op written now
+    half_offset: int = 0
+    op_offset: int = 0
+
+
+class TransactionService:
+    def __init__(
+        self,
+        config: BrokerConfig,
+        *,
+        writer: StoreWriter,
+        view: StoreView,
+        offsets: ConsumerOffsetManager,
+        producers: ProducerManager,
+        topics: TopicTable,
+        is_master: Callable[[], bool],
+        now_ms: Callable[[], int],
+        new_uniq_key: Callable[[], str],
+        store_host: str,
+        log: Any = None,
+    ) -> None:
+        self.config = config
+        self.writer = writer
+        self.view = view
+        self.offsets = offsets
+        self.producers = producers
+        self.topics = topics
+        self.is_master = is_master
+        self.now_ms = now_ms
+        self.new_uniq_key = new_uniq_key
+        self.store_host = _host(store_host)
+        self.log = log or structlog.get_logger("broker").bind(actor="transaction")
+        self.lock = trio.Lock()
+        self.decided = DecidedSet()
+        self.loaded = False  # state rebuilt since this broker last became master
+        self.half_offset = 0
+        self.op_offset = 0
+        self._opaque = 0
+
+    # ------------------------------------------------------------------ store access
+
+    def _read(self, topic: str, offset: int, count: int) -> list[MessageExt]:
+        got = self.view.get_messages(topic, HALF_QUEUE_ID, offset, count, READ_BYTES)
+        out: list[MessageExt] = []
+        for buf in got.buffers:
+            try:
+                out.append(decode_stored(buf)[0])
+            except MessageDecodeError:
+                continue
+        return out
+
+    def _half_at(self, offset: int) -> MessageExt | None:
+        got = self._read(HALF_TOPIC, offset, 1)
+        return got[0] if got and got[0].queue_offset == offset else None
+
+    def _half_end(self) -> int:
+        return self.view.get_max_offset(HALF_TOPIC, HALF_QUEUE_ID)
+
+    async def _put(self, msg: MessageToStore) -> PutResult | Refusal:
+        done = trio.Event()
+        box: list[PutResult | Refusal] = []
+
+        def on_done(results: list[PutResult], status: PutStatus, remark: str | None) -> None:
+            if results and status.stored:
+                box.append(results[0])
+            else:
+                box.append(Refusal(ResponseCode.SYSTEM_ERROR, remark or status.value))
+            done.set()
+
+        await self.writer.put([msg], on_done)
+        await done.wait()
+        return box[0]
+
+    def _scan_start(self, topic: str) -> int:
+        committed = self.offsets.query(CID_SYS_RMQ_TRANS, topic, HALF_QUEUE_ID)
+        low = self.view.get_min_offset(topic, HALF_QUEUE_ID)
+        return max(committed, low)
+
+    def _commit_progress(self) -> None:
+        self.offsets.commit(CID_SYS_RMQ_TRANS, HALF_TOPIC, HALF_QUEUE_ID, self.half_offset)
+        self.offsets.commit(CID_SYS_RMQ_TRANS, OP_TOPIC, HALF_QUEUE_ID, self.op_offset)
+
+    def _ops_from(self, start: int) -> list[tuple[int, list[int]]]:
+        """(op offset, half offsets) of every op from ``start`` to the op queue's end."""
+        out: list[tuple[int, list[int]]] = []
+        end = self.view.get_max_offset(OP_TOPIC, HALF_QUEUE_ID)
+        offset = start
+        while offset < end:
+            batch = self._read(OP_TOPIC, offset, READ_BATCH)
+            if not batch:
+                offset += 1  # a hole (retention): nothing to learn there
+                continue
+            for op in batch:
+                out.append((op.queue_offset, decode_op_body(op.body) if is_remove_op(op) else []))
+            offset = batch[-1].queue_offset + 1
+        return out
+
+    # ------------------------------------------------------------------ state
+
+    def _load(self) -> None:
+        """Rebuild the scan offsets and the decided keys from what the store holds."""
+        self.half_offset = self._scan_start(HALF_TOPIC)
+        self.op_offset = self._scan_start(OP_TOPIC)
+        self.decided = DecidedSet()
+        horizon = self._half_end()
+        for _, halves in self._ops_from(self.op_offset):
+            for h in halves:
+                if h < self.half_offset:
+                    continue
+                half = self._half_at(h)
+                if half is not None:
+                    self.decided.add(half.properties.get(UNIQ_KEY) or half.offset_msg_id, horizon)
+        self.loaded = True
+
+    def _ensure_loaded(self) -> None:
+        if not self.loaded:
+            self._load()
+
+    def _find_pending_copy(self, uniq: str) -> int | None:
+        """The latest copy of the transaction at or after the half scan offset."""
+        found: int | None = None
+        offset, end = self.half_offset, self._half_end()
+        while offset < end:
+            batch = self._read(HALF_TOPIC, offset, READ_BATCH)
+            if not batch:
+                offset += 1
+                continue
+            for m in batch:
+                if (m.properties.get(UNIQ_KEY) or m.offset_msg_id) == uniq:
+                    found = m.queue_offset
+            offset = batch[-1].queue_offset + 1
+        return found
+
+    async def _decide(
+        self, uniq: str, half: MessageExt, offsets: list[int], commit: bool
+    ) -> Refusal | None:
+        """Write the commit (when ``commit``) then the op naming ``offsets``."""
+        if commit:
+            put = await self._put(committed_message(half, _host(half.born_host)))
+            if isinstance(put, Refusal):
+                return put
+        self.decided.add(uniq, self._half_end())
+        self.topics.create_in_send_back(OP_TOPIC, 1, PERM_READ | PERM_WRITE)
+        op = await self._put(
+            op_message(offsets, self.new_uniq_key(), self.now_ms(), self.store_host)
+        )
+        return op if isinstance(op, Refusal) else None
+
+    # ------------------------------------------------------------------ END_TRANSACTION
+
+    async def end_transaction(
+        self, h: EndTransactionRequestHeader, remark: str | None = None
+    ) -> Refusal | None:
+        """Apply a producer's (or a check's) decision; None: applied, or nothing to do."""
+        if not self.is_master():
+            return Refusal(
+                ResponseCode.SLAVE_NOT_AVAILABLE,
+                "Message store is slave mode, so end transaction is forbidden.",
+            )
+        kind = h.commitOrRollback
+        if kind not in (TRANSACTION_COMMIT_TYPE, TRANSACTION_ROLLBACK_TYPE):
+            return None  # unknown state: the check will ask again (upstream answers nothing)
+        async with self.lock:
+            self._ensure_loaded()
+            half = self.view.look_message_by_offset(h.commitLogOffset)
+            refusal = self._check_prepared(h, half)
+            if refusal is not None:
+                return self._refused(h, refusal)
+            assert half is not None
+            if reject_late_end(
+                half.properties,
+                half.born_timestamp,
+                now_ms=self.now_ms(),
+                from_check=bool(h.fromTransactionCheck),
+                transaction_timeout_ms=self.config.transactionTimeOut,
+            ):
+                return self._refused(
+                    h,
+                    Refusal(
+                        ResponseCode.ILLEGAL_OPERATION,
+                        "currentTimeMillis - bornTime > checkImmunityTime, wait for the check",
+                    ),
+                )
+            uniq = half.properties.get(UNIQ_KEY) or half.offset_msg_id
+            if uniq in self.decided:
+                return None  # a duplicate: the transaction was decided already
+            offsets = [half.queue_offset]
+            if half.queue_offset < self.half_offset:
+                pending = self._find_pending_copy(uniq)
+                if pending is None or pending == half.queue_offset:
+                    return self._refused(
+                        h,
+                        Refusal(
+                            ResponseCode.SYSTEM_ERROR,
+                            "the transaction was already ended or discarded",
+                        ),
+                    )
+                offsets.append(pending)
+            return await self._decide(uniq, half, offsets, kind == TRANSACTION_COMMIT_TYPE)
+
+    @staticmethod
+    def _check_prepared(h: EndTransactionRequestHeader, half: MessageExt | None) -> Refusal | None:
+        """Upstream checkPrepareMessage (the same remarks)."""
+        err = ResponseCode.SYSTEM_ERROR
+        if half is None or half.topic != HALF_TOPIC:
+            return Refusal(err, "Find prepared transaction message failed")
+        if half.properties.get(PROPERTY_PRODUCER_GROUP) != h.producerGroup:
+            return Refusal(err, "The producer group wrong")
+        if half.queue_offset != h.tranStateTableOffset:
+            return Refusal(err, "The transaction state table offset wrong")
+        if half.commitlog_offset != h.commitLogOffset:
+            return Refusal(err, "The commit log offset wrong")
+        return None
+
+    def _refused(self, h: EndTransactionRequestHeader, refusal: Refusal) -> Refusal:
+        events.emit(
+            self.log,
+            events.TransactionEndRefused(
+                group=h.producerGroup, msg_id=h.msgId, remark=refusal.remark
+            ),
+        )
+        return refusal
+
+    # ------------------------------------------------------------------ the check
+
+    def _committed_before(self, half: MessageExt, uniq: str) -> bool:
+        """The half's commit is in its real topic already (its op was lost in a crash)."""
+        if not self.config.messageIndexEnable:
+            return False
+        real = half.properties.get(PROPERTY_REAL_TOPIC)
+        if real is None:
+            return False
+        return any(
+            transaction_value(m.sys_flag) == TRANSACTION_COMMIT_TYPE
+            for m in self.view.query_by_uniq_key(real, uniq, 4)
+        )
+
+    async def check_round(self) -> RoundReport:
+        """One pass over the half queue, up to its end when the round started."""
+        report = RoundReport()
+        if not self.is_master():
+            return report
+        c = self.config
+        async with self.lock:
+            self._ensure_loaded()
+            ops = OpIndex(self.half_offset)
+            op_start = self.op_offset
+            for op_offset, halves in self._ops_from(op_start):
+                ops.add(op_offset, halves)
+        end = self._half_end()
+        i = self.half_offset
+        while i < end:
+            if not self.is_master():
+                break
+            async with self.lock:
+                nxt = await self._step(i, ops, report, c)
+                if nxt is None:
+                    break
+                i = self.half_offset = nxt
+        async with self.lock:
+            self.op_offset = ops.next_op_offset(op_start)
+            self.decided.prune(self.half_offset)
+            self._commit_progress()
+        report.half_offset, report.op_offset = self.half_offset, self.op_offset
+        return report
+
+    async def _step(self, i: int, ops: OpIndex, report: RoundReport, c: BrokerConfig) -> int | None:
+        """Handle the half at ``i``; the next offset, or None to end the round."""
+        done_by_op = ops.take(i)
+        if done_by_op:
+            report.skipped += 1
+            return i + 1
+        half = self._half_at(i)
+        if half is None:
+            return i + 1  # a hole (retention or a failed put): nothing to check there
+        state = HalfState.of(half, c.transactionTimeOut)
+        verdict = decide(
+            state,
+            now_ms=self.now_ms(),
+            done_by_op=False,
+            decided=state.uniq in self.decided,
+            check_max=c.transactionCheckMax,
+            max_age_ms=round(c.fileReservedTime * HOURS_MS),
+        )
+        match verdict:
+            case Skip():
+                report.skipped += 1
+                return i + 1
+            case Wait():
+                return None
+            case Discard():
+                put = await self._put(discarded_message(half, _host(half.born_host)))
+                if isinstance(put, Refusal):
+                    return None
+                self.topics.create_in_send_back(CHECK_MAX_TIME_TOPIC, 1, PERM_READ | PERM_WRITE)
+                self.decided.add(state.uniq, self._half_end())
+                report.discarded += 1
+                events.emit(
+                    self.log,
+                    events.TransactionCheckDiscarded(
+                        topic=half.properties.get(PROPERTY_REAL_TOPIC, ""),
+                        group=state.group,
+                        msg_id=state.uniq,
+                        queue_offset=i,
+                        check_times=state.check_times,
+                        reason=verdict.reason,
+                    ),
+                )
+                return i + 1
+            case Check():
+                if self._committed_before(half, state.uniq):
+                    refusal = await self._decide(state.uniq, half, [i], commit=False)
+                    if refusal is not None:
+                        return None
+                    report.repaired += 1
+                    return i + 1
+                copy = renewed_half(half, verdict.check_times, _host(half.born_host))
+                renewed = await self._put(copy)
+                if isinstance(renewed, Refusal):
+                    return None
+                self._send_check(state, half, copy, renewed)
+                report.checked += 1
+                return i + 1
+            case _:
+                assert_never(verdict)
+
+    def _producer_conn(self, group: str) -> Connection | None:
+        members: dict[Hashable, Any] = self.producers.groups.get(group, {})
+        for conn in members:
+            if isinstance(conn, Connection) and not conn.closed:
+                return conn
+        return None
+
+    def _send_check(
+        self, state: HalfState, half: MessageExt, copy: MessageToStore, put: PutResult
+    ) -> None:
+        """CHECK_TRANSACTION_STATE (oneway) for the new copy (upstream sendCheckMessage)."""
+        conn = self._producer_conn(state.group)
+        if conn is None:
+            events.emit(
+                self.log, events.TransactionCheckNoProducer(group=state.group, msg_id=state.uniq)
+            )
+            return
+        props = copy.properties
+        assert isinstance(props, str)
+        body = build_stored_message(
+            topic=half.properties.get(PROPERTY_REAL_TOPIC, HALF_TOPIC),
+            queue_id=int(half.properties.get(PROPERTY_REAL_QUEUE_ID, "0") or 0),
+            body=half.body,
+            flag=half.flag,
+            properties=props,
+            sys_flag=half.sys_flag,
+            born_timestamp=half.born_timestamp,
+            born_host=_host(half.born_host),
+            store_timestamp=put.store_timestamp,
+            store_host=self.store_host,
+            reconsume_times=half.reconsume_times,
+            queue_offset=put.queue_offset,
+            physical_offset=put.commitlog_offset,
+            record_crc="none",
+        )
+        header = CheckTransactionStateRequestHeader(
+            tranStateTableOffset=put.queue_offset,
+            commitLogOffset=put.commitlog_offset,
+            topic=HALF_TOPIC,
+            msgId=state.uniq,
+            transactionId=state.uniq,
+            offsetMsgId=put.msg_id,
+            bname=self.config.brokerName,
+        )
+        self._opaque += 1
+        conn.send_nowait(
+            RemotingCommand(
+                RequestCode.CHECK_TRANSACTION_STATE,
+                opaque=self._opaque,
+                flag=RPC_ONEWAY,
+                ext_fields=dict(to_ext(header)),
+                body=body,
+            )
+        )
+
+    # ------------------------------------------------------------------ the task
+
+    async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        """A round every transactionCheckInterval ms while master; the state is rebuilt after
+        every period as slave (a new master must not trust what it knew before)."""
+        task_status.started()
+        while True:
+            await trio.sleep(self.config.transactionCheckInterval / 1000)
+            if not self.is_master():
+                self.loaded = False
+                continue
+            await self.check_round()
+
+    def handlers(self) -> dict[int, Callable[[RequestContext], Any]]:
+        return {RequestCode.END_TRANSACTION: self._handle_end}
+
+    async def _handle_end(self, ctx: RequestContext) -> RemotingCommand | None:
+        cmd = ctx.cmd
+        h = from_ext(EndTransactionRequestHeader, cmd.ext_fields)
+        refusal = await self.end_transaction(h, cmd.remark)
+        if refusal is None:
+            return cmd.make_response(ResponseCode.SUCCESS)
+        return cmd.make_response(refusal.code, refusal.remark)
