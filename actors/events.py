@@ -1815,7 +1815,6 @@ class WritePermWiped(LogEvent):
     by: str
 
 
-
 @event("transaction_check_discarded", "warning")
 @attrs.frozen(kw_only=True)
 class TransactionCheckDiscarded(LogEvent):
@@ -1850,6 +1849,39 @@ class TransactionEndRefused(LogEvent):
     group: str
     msg_id: str
     remark: str
+
+
+@event("transaction_check_dropped", "warning")
+@attrs.frozen(kw_only=True)
+class TransactionCheckDropped(LogEvent):
+    """A transaction producer's check queue was full: a broker's CHECK_TRANSACTION_STATE was
+    not answered (the broker asks again next round)."""
+
+    group: str
+    msg_id: str
+
+
+@event("transaction_listener_failed", "warning")
+@attrs.frozen(kw_only=True)
+class TransactionListenerFailed(LogEvent):
+    """execute_local_transaction or check_local_transaction raised; the state is UNKNOW (the
+    broker checks again later), as upstream."""
+
+    group: str
+    msg_id: str
+    phase: str
+    error: str
+
+
+@event("transaction_end_failed", "warning")
+@attrs.frozen(kw_only=True)
+class TransactionEndFailed(LogEvent):
+    """A producer could not send END_TRANSACTION to the broker; the broker's check will ask
+    for the state instead."""
+
+    group: str
+    msg_id: str
+    error: str
 
 
 #: every catalogued event name

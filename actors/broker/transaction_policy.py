@@ -207,7 +207,8 @@ class HalfState:
     queue_offset: int
     uniq: str
     group: str
-    born_ms: int
+    born_ms: int  # the producer's clock: only for the fileReservedTime limit
+    stored_ms: int  # this copy's store time (the broker's clock): the immunity window
     check_times: int
     immunity_ms: int
 
@@ -219,6 +220,7 @@ class HalfState:
             uniq=props.get(UNIQ_KEY) or half.offset_msg_id,
             group=props.get(PROPERTY_PRODUCER_GROUP, ""),
             born_ms=half.born_timestamp,
+            stored_ms=half.store_timestamp,
             check_times=check_times_of(props),
             immunity_ms=immunity_ms(props, transaction_timeout_ms),
         )
@@ -264,16 +266,22 @@ def decide(
     max_age_ms: int,
 ) -> Verdict:
     """Upstream check() for one half, in its order: an op, then the discard rules, then the
-    immunity window; a half born "in the future" (clock skew) is checked at once."""
+    immunity window.
+
+    One deviation: the immunity window counts from the copy's store time (the broker's clock),
+    not from its born time (the producer's clock), so a producer whose clock is off is neither
+    checked at once nor left alone too long. The first copy is stored when it is sent; a
+    re-put copy is checked again one immunity window after its check (upstream: every round).
+    A copy stored "in the future" (the broker's clock stepped back) is checked at once."""
     if done_by_op:
         return Skip("op")
     if decided:
         return Skip("decided")
     if half.check_times >= check_max:
         return Discard("check_max")
-    age = now_ms - half.born_ms
-    if age > max_age_ms:
+    if now_ms - half.born_ms > max_age_ms:
         return Discard("too_old")
+    age = now_ms - half.stored_ms
     if 0 <= age <= half.immunity_ms:
         return Wait()
     return Check(half.check_times + 1)
@@ -281,7 +289,7 @@ def decide(
 
 def reject_late_end(
     props: Mapping[str, str],
-    born_ms: int,
+    stored_ms: int,
     *,
     now_ms: int,
     from_check: bool,
@@ -289,10 +297,11 @@ def reject_late_end(
 ) -> bool:
     """Upstream rejectCommitOrRollback: a producer's own END_TRANSACTION (not a check's answer)
     for a half with CHECK_IMMUNITY_TIME_IN_SECONDS, arriving after that time, is refused with
-    ILLEGAL_OPERATION (the check owns the half by then)."""
+    ILLEGAL_OPERATION (the check owns the half by then). Counted from the store time, like
+    `decide`."""
     if from_check or PROPERTY_CHECK_IMMUNITY_TIME_IN_SECONDS not in props:
         return False
-    return now_ms - born_ms > immunity_ms(props, transaction_timeout_ms)
+    return now_ms - stored_ms > immunity_ms(props, transaction_timeout_ms)
 
 
 # ---------------------------------------------------------------------------- bookkeeping

@@ -277,7 +277,7 @@ class TransactionService:
             assert half is not None
             if reject_late_end(
                 half.properties,
-                half.born_timestamp,
+                half.store_timestamp,
                 now_ms=self.now_ms(),
                 from_check=bool(h.fromTransactionCheck),
                 transaction_timeout_ms=self.config.transactionTimeOut,
