@@ -97,8 +97,14 @@ def half_message(msg: MessageToStore) -> MessageToStore:
     )
 
 
-def _copy(half: MessageExt, topic: str, queue_id: int, props: dict[str, str], sys_flag: int,
-          born_host: tuple[bytes, int]) -> MessageToStore:  # fmt: skip
+def _copy(
+    half: MessageExt,
+    topic: str,
+    queue_id: int,
+    props: dict[str, str],
+    sys_flag: int,
+    born_host: tuple[bytes, int],
+) -> MessageToStore:
     return MessageToStore(
         topic=topic,
         queue_id=queue_id,

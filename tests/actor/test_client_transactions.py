@@ -22,6 +22,7 @@ from rocketrio.actors.broker.transaction_policy import (
     OP_TOPIC,
     decode_op_body,
 )
+from rocketrio.actors.client.admin import wait_for_route
 from rocketrio.actors.client.message import Message, SendStatus
 from rocketrio.actors.client.transaction_producer import (
     LocalTransactionState,
@@ -327,3 +328,23 @@ async def test_end_transaction_on_a_slave_is_refused(
         )
         refusal = await b.transactions.end_transaction(h)
         assert refusal is not None and refusal.code == ResponseCode.SLAVE_NOT_AVAILABLE
+
+
+async def test_admin_shows_a_pending_half_as_a_prepared_transaction(
+    tmp_path: Path, mock_clock: trio.testing.MockClock
+) -> None:
+    async with tx_cluster(tmp_path, transactionTimeOut=600_000) as c:
+        listener = Listener(S.UNKNOW)
+        async with tx_producer(c, listener) as p:
+            r = await p.send_message_in_transaction(Message("T", b"pending"))
+        async with c.admin() as admin:
+            await wait_for_route(admin, HALF_TOPIC)
+            half = await admin.query_msg_by_id(r.offset_msg_id)
+            assert half.topic == HALF_TOPIC and half.queue_id == 0
+            assert half.properties[PROPERTY_TRANSACTION_PREPARED] == "true"
+            assert half.properties[PROPERTY_PRODUCER_GROUP] == "pg"
+            assert half.properties[PROPERTY_REAL_TOPIC] == "T"
+            assert half.msg_id == r.msg_id
+            status = await admin.topic_status(HALF_TOPIC)
+            assert [(q.queueId, q.minOffset, q.maxOffset) for q in status] == [(0, 0, 1)]
+            assert all(q.maxOffset == 0 for q in await admin.topic_status("T"))
