@@ -770,7 +770,7 @@ class Broker:
                 self.check_disk()  # before the first send is taken
                 n.start_soon(self._every, self.config.cleanResourceInterval / 1000, self.check_disk)
                 n.start_soon(self.clean.run)
-                n.start_soon(self.transactions.run)
+                await n.start(self.transactions.run)
                 n.start_soon(self.day_file.run_writer)
                 n.start_soon(self.day_file.run_periodic, PERSIST_INTERVAL_S)
                 bound = await n.start(self.server.run)

@@ -34,10 +34,12 @@ from rocketrio.actors.broker.topic_config import (
     RMQ_SYS_TRANS_OP_HALF_TOPIC,
 )
 from rocketrio.protocol.message import (
+    NAME_VALUE_SEPARATOR,
     PROPERTY_CHECK_IMMUNITY_TIME_IN_SECONDS,
     PROPERTY_PRODUCER_GROUP,
     PROPERTY_REAL_QUEUE_ID,
     PROPERTY_REAL_TOPIC,
+    PROPERTY_SEPARATOR,
     PROPERTY_TAGS,
     PROPERTY_TRANSACTION_CHECK_TIMES,
     PROPERTY_TRANSACTION_ID,
@@ -47,8 +49,8 @@ from rocketrio.protocol.message import (
     TRANSACTION_ROLLBACK_TYPE,
     UNIQ_KEY,
     MessageExt,
-    decode_properties,
     encode_properties,
+    find_property,
 )
 from rocketrio.storage.message_store import MessageToStore
 
@@ -71,30 +73,29 @@ def transaction_value(sys_flag: int) -> int:
     return sys_flag & _TRANSACTION_BITS
 
 
-def _props(properties: Mapping[str, str] | str) -> dict[str, str]:
-    if isinstance(properties, str):
-        return decode_properties(properties) if properties else {}
-    return dict(properties)
-
-
 # ---------------------------------------------------------------------------- message shapes
 
 
 def half_message(msg: MessageToStore) -> MessageToStore:
-    """The producer's prepared message as stored: upstream parseHalfMessageInner."""
-    props = _props(msg.properties)
-    uniq = props.get(UNIQ_KEY)
+    """The producer's prepared message made a half, in place: upstream parseHalfMessageInner. On the send
+    path the properties are the encoded text: the three keys are appended (a key the client
+    set too is read back with the last value, ours)."""
+    extra = {PROPERTY_REAL_TOPIC: msg.topic, PROPERTY_REAL_QUEUE_ID: str(msg.queue_id)}
+    if isinstance(msg.properties, str):
+        uniq = find_property(msg.properties, UNIQ_KEY + NAME_VALUE_SEPARATOR)
+        text = msg.properties
+        if text and not text.endswith(PROPERTY_SEPARATOR):
+            text += PROPERTY_SEPARATOR
+    else:
+        uniq = msg.properties.get(UNIQ_KEY)
+        text = encode_properties(msg.properties)
     if uniq:
-        props[PROPERTY_TRANSACTION_ID] = uniq
-    props[PROPERTY_REAL_TOPIC] = msg.topic
-    props[PROPERTY_REAL_QUEUE_ID] = str(msg.queue_id)
-    return attrs.evolve(
-        msg,
-        topic=HALF_TOPIC,
-        queue_id=HALF_QUEUE_ID,
-        properties=encode_properties(props),
-        sys_flag=reset_transaction_value(msg.sys_flag, TRANSACTION_NOT_TYPE),
-    )
+        extra = {PROPERTY_TRANSACTION_ID: uniq, **extra}
+    msg.topic = HALF_TOPIC
+    msg.queue_id = HALF_QUEUE_ID
+    msg.properties = text + encode_properties(extra)
+    msg.sys_flag = reset_transaction_value(msg.sys_flag, TRANSACTION_NOT_TYPE)
+    return msg
 
 
 def _copy(
@@ -372,6 +373,10 @@ class DecidedSet:
 
     def add(self, uniq: str, horizon: int) -> None:
         self._horizon[uniq] = max(horizon, self._horizon.get(uniq, horizon))
+
+    def discard(self, uniq: str) -> None:
+        """The decision could not be written: the transaction is open again."""
+        self._horizon.pop(uniq, None)
 
     def prune(self, half_offset: int) -> None:
         """The scan reached ``half_offset``: forget keys whose copies all lie behind it."""

@@ -36,7 +36,7 @@ from rocketrio.actors.broker.client_manager import ProducerManager
 from rocketrio.actors.broker.config import BrokerConfig
 from rocketrio.actors.broker.consumer_offset import ConsumerOffsetManager
 from rocketrio.actors.broker.outcomes import PutStatus, Refusal
-from rocketrio.actors.broker.store_actor import StoreWriter
+from rocketrio.actors.broker.store_actor import PutCallback, StoreWriter
 from rocketrio.actors.broker.store_view import StoreView
 from rocketrio.actors.broker.tables import TopicTable
 from rocketrio.actors.broker.transaction_policy import (
@@ -88,6 +88,7 @@ from rocketrio.storage.message_store import MessageToStore, PutResult
 
 READ_BATCH = 32  # messages per store read (upstream OP_MSG_PULL_NUMS)
 READ_BYTES = 4 << 20
+ENDS_IN_FLIGHT = 1024  # END_TRANSACTION requests handled at once, off their connections
 HOURS_MS = 3_600_000
 _NO_HOST = (b"\x00\x00\x00\x00", 0)
 
@@ -144,6 +145,8 @@ class TransactionService:
         self.half_offset = 0
         self.op_offset = 0
         self._opaque = 0
+        self._nursery: trio.Nursery | None = None
+        self._ends = trio.Semaphore(ENDS_IN_FLIGHT)
 
     # ------------------------------------------------------------------ store access
 
@@ -165,19 +168,31 @@ class TransactionService:
         return self.view.get_max_offset(HALF_TOPIC, HALF_QUEUE_ID)
 
     async def _put(self, msg: MessageToStore) -> PutResult | Refusal:
+        return (await self._put_all([msg]))[0]
+
+    async def _put_all(self, msgs: list[MessageToStore]) -> list[PutResult | Refusal]:
+        """Each message its own put (its own topic's stats), queued in order, all awaited."""
+        left = len(msgs)
         done = trio.Event()
-        box: list[PutResult | Refusal] = []
+        box: list[PutResult | Refusal | None] = [None] * left
 
-        def on_done(results: list[PutResult], status: PutStatus, remark: str | None) -> None:
-            if results and status.stored:
-                box.append(results[0])
-            else:
-                box.append(Refusal(ResponseCode.SYSTEM_ERROR, remark or status.value))
-            done.set()
+        def answer(i: int) -> PutCallback:
+            def on_done(results: list[PutResult], status: PutStatus, remark: str | None) -> None:
+                nonlocal left
+                if results and status.stored:
+                    box[i] = results[0]
+                else:
+                    box[i] = Refusal(ResponseCode.SYSTEM_ERROR, remark or status.value)
+                left -= 1
+                if not left:
+                    done.set()
 
-        await self.writer.put([msg], on_done)
+            return on_done
+
+        for i, msg in enumerate(msgs):
+            await self.writer.put([msg], answer(i))
         await done.wait()
-        return box[0]
+        return [b for b in box if b is not None]
 
     def _scan_start(self, topic: str) -> int:
         committed = self.offsets.query(CID_SYS_RMQ_TRANS, topic, HALF_QUEUE_ID)
@@ -242,17 +257,20 @@ class TransactionService:
     async def _decide(
         self, uniq: str, half: MessageExt, offsets: list[int], commit: bool
     ) -> Refusal | None:
-        """Write the commit (when ``commit``) then the op naming ``offsets``."""
-        if commit:
-            put = await self._put(committed_message(half, _host(half.born_host)))
-            if isinstance(put, Refusal):
-                return put
-        self.decided.add(uniq, self._half_end())
+        """Write the commit (when ``commit``) then the op naming ``offsets``. The caller has
+        claimed ``uniq`` in `decided` (under the lock); a failed commit releases it."""
         self.topics.create_in_send_back(OP_TOPIC, 1, PERM_READ | PERM_WRITE)
-        op = await self._put(
-            op_message(offsets, self.new_uniq_key(), self.now_ms(), self.store_host)
-        )
-        return op if isinstance(op, Refusal) else None
+        op = op_message(offsets, self.new_uniq_key(), self.now_ms(), self.store_host)
+        if not commit:
+            written = await self._put(op)
+            return written if isinstance(written, Refusal) else None
+        # both in the store actor's inbox at once, in order: one turn, usually one write. A
+        # commit the store refuses (a full disk) refuses the op queued behind it as well.
+        both = await self._put_all([committed_message(half, _host(half.born_host)), op])
+        if isinstance(both[0], Refusal):
+            self.decided.discard(uniq)
+            return both[0]
+        return both[1] if isinstance(both[1], Refusal) else None
 
     # ------------------------------------------------------------------ END_TRANSACTION
 
@@ -304,7 +322,9 @@ class TransactionService:
                         ),
                     )
                 offsets.append(pending)
-            return await self._decide(uniq, half, offsets, kind == TRANSACTION_COMMIT_TYPE)
+            # claimed now: the writes below run outside the lock, a second END sees it decided
+            self.decided.add(uniq, self._half_end())
+        return await self._decide(uniq, half, offsets, kind == TRANSACTION_COMMIT_TYPE)
 
     @staticmethod
     def _check_prepared(h: EndTransactionRequestHeader, half: MessageExt | None) -> Refusal | None:
@@ -417,6 +437,7 @@ class TransactionService:
                 return i + 1
             case Check():
                 if self._committed_before(half, state.uniq):
+                    self.decided.add(state.uniq, self._half_end())
                     refusal = await self._decide(state.uniq, half, [i], commit=False)
                     if refusal is not None:
                         return None
@@ -491,22 +512,46 @@ class TransactionService:
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         """A round every transactionCheckInterval ms while master; the state is rebuilt after
-        every period as slave (a new master must not trust what it knew before)."""
-        task_status.started()
-        while True:
-            await trio.sleep(self.config.transactionCheckInterval / 1000)
-            if not self.is_master():
-                self.loaded = False
-                continue
-            await self.check_round()
+        every period as slave (a new master must not trust what it knew before). END_TRANSACTION
+        requests run as tasks of this nursery."""
+        async with trio.open_nursery() as nursery:
+            self._nursery = nursery
+            task_status.started()
+            try:
+                while True:
+                    await trio.sleep(self.config.transactionCheckInterval / 1000)
+                    if not self.is_master():
+                        self.loaded = False
+                        continue
+                    await self.check_round()
+            finally:
+                self._nursery = None
 
     def handlers(self) -> dict[int, Callable[[RequestContext], Any]]:
         return {RequestCode.END_TRANSACTION: self._handle_end}
 
     async def _handle_end(self, ctx: RequestContext) -> RemotingCommand | None:
-        cmd = ctx.cmd
-        h = from_ext(EndTransactionRequestHeader, cmd.ext_fields)
-        refusal = await self.end_transaction(h, cmd.remark)
+        """Off the connection's reader (its next half send is not held up by this END's two
+        writes), at most ENDS_IN_FLIGHT at once; beyond that inline (backpressure)."""
+        h = from_ext(EndTransactionRequestHeader, ctx.cmd.ext_fields)
+        if self._nursery is not None:
+            try:
+                self._ends.acquire_nowait()
+            except trio.WouldBlock:
+                pass
+            else:
+                self._nursery.start_soon(self._end_task, ctx, h)
+                return None
+        return self._end_response(ctx.cmd, await self.end_transaction(h, ctx.cmd.remark))
+
+    async def _end_task(self, ctx: RequestContext, h: EndTransactionRequestHeader) -> None:
+        try:
+            ctx.respond(self._end_response(ctx.cmd, await self.end_transaction(h, ctx.cmd.remark)))
+        finally:
+            self._ends.release()
+
+    @staticmethod
+    def _end_response(cmd: RemotingCommand, refusal: Refusal | None) -> RemotingCommand:
         if refusal is None:
             return cmd.make_response(ResponseCode.SUCCESS)
         return cmd.make_response(refusal.code, refusal.remark)
