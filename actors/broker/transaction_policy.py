@@ -77,9 +77,9 @@ def transaction_value(sys_flag: int) -> int:
 
 
 def half_message(msg: MessageToStore) -> MessageToStore:
-    """The producer's prepared message made a half, in place: upstream parseHalfMessageInner. On the send
-    path the properties are the encoded text: the three keys are appended (a key the client
-    set too is read back with the last value, ours)."""
+    """The producer's prepared message made a half, in place (upstream
+    parseHalfMessageInner). On the send path the properties are the encoded text: the three
+    keys are appended (a key the client set too is read back with the last value, ours)."""
     extra = {PROPERTY_REAL_TOPIC: msg.topic, PROPERTY_REAL_QUEUE_ID: str(msg.queue_id)}
     if isinstance(msg.properties, str):
         uniq = find_property(msg.properties, UNIQ_KEY + NAME_VALUE_SEPARATOR)
