@@ -33,6 +33,7 @@ from rocketrio.actors.broker.topic_config import (
     RMQ_SYS_TRANS_HALF_TOPIC,
     RMQ_SYS_TRANS_OP_HALF_TOPIC,
 )
+from rocketrio.protocol.headers import CheckTransactionStateRequestHeader
 from rocketrio.protocol.message import (
     NAME_VALUE_SEPARATOR,
     PROPERTY_CHECK_IMMUNITY_TIME_IN_SECONDS,
@@ -49,10 +50,11 @@ from rocketrio.protocol.message import (
     TRANSACTION_ROLLBACK_TYPE,
     UNIQ_KEY,
     MessageExt,
+    build_stored_message,
     encode_properties,
     find_property,
 )
-from rocketrio.storage.message_store import MessageToStore
+from rocketrio.storage.message_store import MessageToStore, PutResult
 
 CID_SYS_RMQ_TRANS = "CID_RMQ_SYS_TRANS"  # upstream MixAll: the group of the scan offsets
 HALF_TOPIC = RMQ_SYS_TRANS_HALF_TOPIC
@@ -182,6 +184,47 @@ def op_message(
 
 def is_remove_op(msg: MessageExt) -> bool:
     return msg.properties.get(PROPERTY_TAGS) == REMOVE_TAG
+
+
+def check_request(
+    half: MessageExt,
+    copy: MessageToStore,
+    put: PutResult,
+    broker_name: str,
+    store_host: tuple[bytes, int],
+) -> tuple[CheckTransactionStateRequestHeader, bytes]:
+    """CHECK_TRANSACTION_STATE for the re-put ``copy`` stored as ``put`` (upstream
+    sendCheckMessage): the header names the copy's offsets, the body is the copy encoded with
+    its real topic and queue (MessageDecoder.encode: no CRC trailer)."""
+    props = copy.properties
+    assert isinstance(props, str)
+    uniq = half.properties.get(UNIQ_KEY) or half.offset_msg_id
+    body = build_stored_message(
+        topic=half.properties.get(PROPERTY_REAL_TOPIC, HALF_TOPIC),
+        queue_id=int(half.properties.get(PROPERTY_REAL_QUEUE_ID, "0") or 0),
+        body=half.body,
+        flag=half.flag,
+        properties=props,
+        sys_flag=half.sys_flag,
+        born_timestamp=half.born_timestamp,
+        born_host=copy.born_host,
+        store_timestamp=put.store_timestamp,
+        store_host=store_host,
+        reconsume_times=half.reconsume_times,
+        queue_offset=put.queue_offset,
+        physical_offset=put.commitlog_offset,
+        record_crc="none",
+    )
+    header = CheckTransactionStateRequestHeader(
+        tranStateTableOffset=put.queue_offset,
+        commitLogOffset=put.commitlog_offset,
+        topic=HALF_TOPIC,
+        msgId=uniq,
+        transactionId=uniq,
+        offsetMsgId=put.msg_id,
+        bname=broker_name,
+    )
+    return header, body
 
 
 # ---------------------------------------------------------------------------- the decision

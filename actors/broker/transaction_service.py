@@ -3,8 +3,8 @@
 Owns the broker's transaction state: the scan offsets of the half and op queues (committed as
 consumer offsets of group CID_RMQ_SYS_TRANS, persisted with consumerOffset.json like upstream)
 and the `DecidedSet` of UNIQ_KEYs that makes END_TRANSACTION idempotent. Every decision is
-transaction_policy.py's; this module reads the store, writes through the store actor and talks
-to producers.
+transaction_policy.py's; transaction_store.py reads and writes the two queues; this module keeps
+the state, orders the steps and talks to producers.
 
 - `end_transaction` (upstream EndTransactionProcessor): commit re-puts the half to its real
   topic then writes the op; rollback writes the op only. A second END_TRANSACTION for a decided
@@ -35,8 +35,8 @@ from rocketrio.actors import events
 from rocketrio.actors.broker.client_manager import ProducerManager
 from rocketrio.actors.broker.config import BrokerConfig
 from rocketrio.actors.broker.consumer_offset import ConsumerOffsetManager
-from rocketrio.actors.broker.outcomes import PutStatus, Refusal
-from rocketrio.actors.broker.store_actor import PutCallback, StoreWriter
+from rocketrio.actors.broker.outcomes import Refusal
+from rocketrio.actors.broker.store_actor import StoreWriter
 from rocketrio.actors.broker.store_view import StoreView
 from rocketrio.actors.broker.tables import TopicTable
 from rocketrio.actors.broker.transaction_policy import (
@@ -52,52 +52,36 @@ from rocketrio.actors.broker.transaction_policy import (
     OpIndex,
     Skip,
     Wait,
+    check_request,
     committed_message,
     decide,
-    decode_op_body,
     discarded_message,
-    is_remove_op,
     op_message,
     reject_late_end,
     renewed_half,
     transaction_value,
 )
+from rocketrio.actors.broker.transaction_store import TransactionQueues, host_of
 from rocketrio.actors.remoting import Connection, RequestContext
 from rocketrio.protocol.bodies import PERM_READ, PERM_WRITE
 from rocketrio.protocol.codes import RequestCode, ResponseCode
 from rocketrio.protocol.headers import (
-    CheckTransactionStateRequestHeader,
     EndTransactionRequestHeader,
 )
 from rocketrio.protocol.message import (
     PROPERTY_PRODUCER_GROUP,
-    PROPERTY_REAL_QUEUE_ID,
     PROPERTY_REAL_TOPIC,
     TRANSACTION_COMMIT_TYPE,
     TRANSACTION_ROLLBACK_TYPE,
     UNIQ_KEY,
-    MessageDecodeError,
     MessageExt,
-    build_stored_message,
-    decode_stored,
-    parse_host,
 )
 from rocketrio.protocol.remoting import RPC_ONEWAY, RemotingCommand
 from rocketrio.protocol.serde import from_ext, to_ext
 from rocketrio.storage.message_store import MessageToStore, PutResult
 
-READ_BATCH = 32  # messages per store read (upstream OP_MSG_PULL_NUMS)
-READ_BYTES = 4 << 20
 ENDS_IN_FLIGHT = 1024  # END_TRANSACTION requests handled at once, off their connections
 HOURS_MS = 3_600_000
-_NO_HOST = (b"\x00\x00\x00\x00", 0)
-
-
-def _host(text: str) -> tuple[bytes, int]:
-    try:
-        return parse_host(text)
-    except ValueError:
-        return _NO_HOST
 
 
 @attrs.define
@@ -131,13 +115,14 @@ class TransactionService:
         self.config = config
         self.writer = writer
         self.view = view
+        self.queues = TransactionQueues(writer, view)
         self.offsets = offsets
         self.producers = producers
         self.topics = topics
         self.is_master = is_master
         self.now_ms = now_ms
         self.new_uniq_key = new_uniq_key
-        self.store_host = _host(store_host)
+        self.store_host = host_of(store_host)
         self.log = log or structlog.get_logger("broker").bind(actor="transaction")
         self.lock = trio.Lock()
         self.decided = DecidedSet()
@@ -150,50 +135,6 @@ class TransactionService:
 
     # ------------------------------------------------------------------ store access
 
-    def _read(self, topic: str, offset: int, count: int) -> list[MessageExt]:
-        got = self.view.get_messages(topic, HALF_QUEUE_ID, offset, count, READ_BYTES)
-        out: list[MessageExt] = []
-        for buf in got.buffers:
-            try:
-                out.append(decode_stored(buf)[0])
-            except MessageDecodeError:
-                continue
-        return out
-
-    def _half_at(self, offset: int) -> MessageExt | None:
-        got = self._read(HALF_TOPIC, offset, 1)
-        return got[0] if got and got[0].queue_offset == offset else None
-
-    def _half_end(self) -> int:
-        return self.view.get_max_offset(HALF_TOPIC, HALF_QUEUE_ID)
-
-    async def _put(self, msg: MessageToStore) -> PutResult | Refusal:
-        return (await self._put_all([msg]))[0]
-
-    async def _put_all(self, msgs: list[MessageToStore]) -> list[PutResult | Refusal]:
-        """Each message its own put (its own topic's stats), queued in order, all awaited."""
-        left = len(msgs)
-        done = trio.Event()
-        box: list[PutResult | Refusal | None] = [None] * left
-
-        def answer(i: int) -> PutCallback:
-            def on_done(results: list[PutResult], status: PutStatus, remark: str | None) -> None:
-                nonlocal left
-                if results and status.stored:
-                    box[i] = results[0]
-                else:
-                    box[i] = Refusal(ResponseCode.SYSTEM_ERROR, remark or status.value)
-                left -= 1
-                if not left:
-                    done.set()
-
-            return on_done
-
-        for i, msg in enumerate(msgs):
-            await self.writer.put([msg], answer(i))
-        await done.wait()
-        return [b for b in box if b is not None]
-
     def _scan_start(self, topic: str) -> int:
         committed = self.offsets.query(CID_SYS_RMQ_TRANS, topic, HALF_QUEUE_ID)
         low = self.view.get_min_offset(topic, HALF_QUEUE_ID)
@@ -203,21 +144,6 @@ class TransactionService:
         self.offsets.commit(CID_SYS_RMQ_TRANS, HALF_TOPIC, HALF_QUEUE_ID, self.half_offset)
         self.offsets.commit(CID_SYS_RMQ_TRANS, OP_TOPIC, HALF_QUEUE_ID, self.op_offset)
 
-    def _ops_from(self, start: int) -> list[tuple[int, list[int]]]:
-        """(op offset, half offsets) of every op from ``start`` to the op queue's end."""
-        out: list[tuple[int, list[int]]] = []
-        end = self.view.get_max_offset(OP_TOPIC, HALF_QUEUE_ID)
-        offset = start
-        while offset < end:
-            batch = self._read(OP_TOPIC, offset, READ_BATCH)
-            if not batch:
-                offset += 1  # a hole (retention): nothing to learn there
-                continue
-            for op in batch:
-                out.append((op.queue_offset, decode_op_body(op.body) if is_remove_op(op) else []))
-            offset = batch[-1].queue_offset + 1
-        return out
-
     # ------------------------------------------------------------------ state
 
     def _load(self) -> None:
@@ -225,12 +151,12 @@ class TransactionService:
         self.half_offset = self._scan_start(HALF_TOPIC)
         self.op_offset = self._scan_start(OP_TOPIC)
         self.decided = DecidedSet()
-        horizon = self._half_end()
-        for _, halves in self._ops_from(self.op_offset):
+        horizon = self.queues.half_end()
+        for _, halves in self.queues.ops_from(self.op_offset):
             for h in halves:
                 if h < self.half_offset:
                     continue
-                half = self._half_at(h)
+                half = self.queues.half_at(h)
                 if half is not None:
                     self.decided.add(half.properties.get(UNIQ_KEY) or half.offset_msg_id, horizon)
         self.loaded = True
@@ -238,21 +164,6 @@ class TransactionService:
     def _ensure_loaded(self) -> None:
         if not self.loaded:
             self._load()
-
-    def _find_pending_copy(self, uniq: str) -> int | None:
-        """The latest copy of the transaction at or after the half scan offset."""
-        found: int | None = None
-        offset, end = self.half_offset, self._half_end()
-        while offset < end:
-            batch = self._read(HALF_TOPIC, offset, READ_BATCH)
-            if not batch:
-                offset += 1
-                continue
-            for m in batch:
-                if (m.properties.get(UNIQ_KEY) or m.offset_msg_id) == uniq:
-                    found = m.queue_offset
-            offset = batch[-1].queue_offset + 1
-        return found
 
     async def _decide(
         self, uniq: str, half: MessageExt, offsets: list[int], commit: bool
@@ -262,11 +173,11 @@ class TransactionService:
         self.topics.create_in_send_back(OP_TOPIC, 1, PERM_READ | PERM_WRITE)
         op = op_message(offsets, self.new_uniq_key(), self.now_ms(), self.store_host)
         if not commit:
-            written = await self._put(op)
+            written = await self.queues.put(op)
             return written if isinstance(written, Refusal) else None
         # both in the store actor's inbox at once, in order: one turn, usually one write. A
         # commit the store refuses (a full disk) refuses the op queued behind it as well.
-        both = await self._put_all([committed_message(half, _host(half.born_host)), op])
+        both = await self.queues.put_all([committed_message(half, host_of(half.born_host)), op])
         if isinstance(both[0], Refusal):
             self.decided.discard(uniq)
             return both[0]
@@ -312,7 +223,7 @@ class TransactionService:
                 return None  # a duplicate: the transaction was decided already
             offsets = [half.queue_offset]
             if half.queue_offset < self.half_offset:
-                pending = self._find_pending_copy(uniq)
+                pending = self.queues.find_copy(uniq, self.half_offset)
                 if pending is None or pending == half.queue_offset:
                     return self._refused(
                         h,
@@ -323,7 +234,7 @@ class TransactionService:
                     )
                 offsets.append(pending)
             # claimed now: the writes below run outside the lock, a second END sees it decided
-            self.decided.add(uniq, self._half_end())
+            self.decided.add(uniq, self.queues.half_end())
         return await self._decide(uniq, half, offsets, kind == TRANSACTION_COMMIT_TYPE)
 
     @staticmethod
@@ -373,9 +284,9 @@ class TransactionService:
             self._ensure_loaded()
             ops = OpIndex(self.half_offset)
             op_start = self.op_offset
-            for op_offset, halves in self._ops_from(op_start):
+            for op_offset, halves in self.queues.ops_from(op_start):
                 ops.add(op_offset, halves)
-        end = self._half_end()
+        end = self.queues.half_end()
         i = self.half_offset
         while i < end:
             if not self.is_master():
@@ -398,7 +309,7 @@ class TransactionService:
         if done_by_op:
             report.skipped += 1
             return i + 1
-        half = self._half_at(i)
+        half = self.queues.half_at(i)
         if half is None:
             return i + 1  # a hole (retention or a failed put): nothing to check there
         state = HalfState.of(half, c.transactionTimeOut)
@@ -417,11 +328,11 @@ class TransactionService:
             case Wait():
                 return None
             case Discard():
-                put = await self._put(discarded_message(half, _host(half.born_host)))
+                put = await self.queues.put(discarded_message(half, host_of(half.born_host)))
                 if isinstance(put, Refusal):
                     return None
                 self.topics.create_in_send_back(CHECK_MAX_TIME_TOPIC, 1, PERM_READ | PERM_WRITE)
-                self.decided.add(state.uniq, self._half_end())
+                self.decided.add(state.uniq, self.queues.half_end())
                 report.discarded += 1
                 events.emit(
                     self.log,
@@ -437,14 +348,14 @@ class TransactionService:
                 return i + 1
             case Check():
                 if self._committed_before(half, state.uniq):
-                    self.decided.add(state.uniq, self._half_end())
+                    self.decided.add(state.uniq, self.queues.half_end())
                     refusal = await self._decide(state.uniq, half, [i], commit=False)
                     if refusal is not None:
                         return None
                     report.repaired += 1
                     return i + 1
-                copy = renewed_half(half, verdict.check_times, _host(half.born_host))
-                renewed = await self._put(copy)
+                copy = renewed_half(half, verdict.check_times, host_of(half.born_host))
+                renewed = await self.queues.put(copy)
                 if isinstance(renewed, Refusal):
                     return None
                 self._send_check(state, half, copy, renewed)
@@ -470,33 +381,7 @@ class TransactionService:
                 self.log, events.TransactionCheckNoProducer(group=state.group, msg_id=state.uniq)
             )
             return
-        props = copy.properties
-        assert isinstance(props, str)
-        body = build_stored_message(
-            topic=half.properties.get(PROPERTY_REAL_TOPIC, HALF_TOPIC),
-            queue_id=int(half.properties.get(PROPERTY_REAL_QUEUE_ID, "0") or 0),
-            body=half.body,
-            flag=half.flag,
-            properties=props,
-            sys_flag=half.sys_flag,
-            born_timestamp=half.born_timestamp,
-            born_host=_host(half.born_host),
-            store_timestamp=put.store_timestamp,
-            store_host=self.store_host,
-            reconsume_times=half.reconsume_times,
-            queue_offset=put.queue_offset,
-            physical_offset=put.commitlog_offset,
-            record_crc="none",
-        )
-        header = CheckTransactionStateRequestHeader(
-            tranStateTableOffset=put.queue_offset,
-            commitLogOffset=put.commitlog_offset,
-            topic=HALF_TOPIC,
-            msgId=state.uniq,
-            transactionId=state.uniq,
-            offsetMsgId=put.msg_id,
-            bname=self.config.brokerName,
-        )
+        header, body = check_request(half, copy, put, self.config.brokerName, self.store_host)
         self._opaque += 1
         conn.send_nowait(
             RemotingCommand(
