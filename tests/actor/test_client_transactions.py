@@ -15,13 +15,16 @@ import trio.testing
 from test_client_harness import Cluster, Collector, cluster, consumer, create_topic, wait_for
 
 from rocketrio.actors.broker.config import BrokerRole, FlushDiskType
+from rocketrio.actors.broker.outcomes import Refusal
 from rocketrio.actors.broker.transaction_policy import (
     CHECK_MAX_TIME_TOPIC,
     CID_SYS_RMQ_TRANS,
     HALF_TOPIC,
     OP_TOPIC,
+    committed_message,
     decode_op_body,
 )
+from rocketrio.actors.broker.transaction_store import host_of
 from rocketrio.actors.client.admin import wait_for_route
 from rocketrio.actors.client.message import Message, SendStatus
 from rocketrio.actors.client.transaction_producer import (
@@ -348,3 +351,46 @@ async def test_admin_shows_a_pending_half_as_a_prepared_transaction(
             status = await admin.topic_status(HALF_TOPIC)
             assert [(q.queueId, q.minOffset, q.maxOffset) for q in status] == [(0, 0, 1)]
             assert all(q.maxOffset == 0 for q in await admin.topic_status("T"))
+
+
+async def test_a_commit_whose_op_was_lost_gets_its_op_not_a_second_commit(
+    tmp_path: Path, mock_clock: trio.testing.MockClock
+) -> None:
+    async with tx_cluster(tmp_path) as c:
+        listener = Listener(S.UNKNOW, check=S.COMMIT_MESSAGE)
+        async with tx_producer(c, listener) as p:
+            await p.send_message_in_transaction(Message("T", b"torn"))
+            # a crash between the two writes of a commit: the commit is on disk, the op is not
+            b = c.brokers["broker-a"]
+            half = read_queue(c, HALF_TOPIC)[0]
+            put = await b.transactions.queues.put(committed_message(half, host_of(half.born_host)))
+            assert not isinstance(put, Refusal)
+            await trio.sleep(3 * CHECK_INTERVAL_MS / 1000)
+            assert listener.checked == []  # repaired, not asked
+            assert [m.body for m in read_topic(c, "T")] == [b"torn"]
+            assert [decode_op_body(op.body) for op in read_queue(c, OP_TOPIC)] == [[0]]
+
+
+async def test_a_late_end_for_a_half_re_put_by_a_check_decides_the_pending_copy(
+    tmp_path: Path, mock_clock: trio.testing.MockClock
+) -> None:
+    async with tx_cluster(tmp_path) as c:
+        listener = Listener(S.UNKNOW, check=S.UNKNOW)
+        async with tx_producer(c, listener) as p:
+            r = await p.send_message_in_transaction(Message("T", b"slow"))
+            await wait_for(lambda: len(listener.checked) == 1)  # copy at half offset 1
+            b = c.brokers["broker-a"]
+            late = EndTransactionRequestHeader(
+                producerGroup="pg",
+                tranStateTableOffset=r.queue_offset,
+                commitLogOffset=parse_offset_msg_id(r.offset_msg_id)[2],
+                commitOrRollback=TRANSACTION_COMMIT_TYPE,
+                msgId=r.msg_id,
+                fromTransactionCheck=False,
+            )
+            assert await b.transactions.end_transaction(late) is None
+            assert [m.body for m in read_topic(c, "T")] == [b"slow"]
+            assert [decode_op_body(op.body) for op in read_queue(c, OP_TOPIC)] == [[0, 1]]
+            await trio.sleep(4 * CHECK_INTERVAL_MS / 1000)
+            assert len(listener.checked) == 1  # the copy is decided: never checked again
+            assert [m.body for m in read_topic(c, "T")] == [b"slow"]
