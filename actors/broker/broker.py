@@ -521,6 +521,7 @@ class Broker:
         whose stateVersion is the masterEpoch (upstream nextVersion(newMasterEpoch))."""
         self.config.brokerRole = role
         self.config.brokerId = broker_id
+        self.transactions.role_changed()  # a new master rebuilds its state from the store
         if role is not BrokerRole.SLAVE:
             self._adopt_topics_of_queues()
         self.topics.set_state_version(state_version)

@@ -161,6 +161,11 @@ class TransactionService:
                     self.decided.add(half.properties.get(UNIQ_KEY) or half.offset_msg_id, horizon)
         self.loaded = True
 
+    def role_changed(self) -> None:
+        """The broker's role changed: what this service knew may be stale (another master
+        decided transactions meanwhile); it is rebuilt from the store before its next use."""
+        self.loaded = False
+
     def _ensure_loaded(self) -> None:
         if not self.loaded:
             self._load()
