@@ -32,6 +32,8 @@ from rocketrio.actors.client.transaction_producer import (
     LocalTransactionState,
     TransactionProducer,
 )
+from rocketrio.cli.failure import Wiring
+from rocketrio.cli.main import main_async
 from rocketrio.protocol.codes import ResponseCode
 from rocketrio.protocol.headers import EndTransactionRequestHeader
 from rocketrio.protocol.message import (
@@ -357,7 +359,7 @@ async def test_end_transaction_on_a_slave_is_refused(
 
 
 async def test_admin_shows_a_pending_half_as_a_prepared_transaction(
-    tmp_path: Path, mock_clock: trio.testing.MockClock
+    tmp_path: Path, mock_clock: trio.testing.MockClock, capsys: pytest.CaptureFixture[str]
 ) -> None:
     async with tx_cluster(tmp_path, transactionTimeOut=600_000) as c:
         listener = Listener(S.UNKNOW)
@@ -374,6 +376,23 @@ async def test_admin_shows_a_pending_half_as_a_prepared_transaction(
             status = await admin.topic_status(HALF_TOPIC)
             assert [(q.queueId, q.minOffset, q.maxOffset) for q in status] == [(0, 0, 1)]
             assert all(q.maxOffset == 0 for q in await admin.topic_status("T"))
+        # the same through the CLI: queryMsgById names the transaction, topicStatus the queue
+        out = await cli(capsys, c, "queryMsgById", "-n", c.ns_addr, "-i", r.offset_msg_id)
+        assert "Transaction:         PREPARED (PGROUP=pg, REAL_TOPIC=T, REAL_QID=" in out
+        assert f"Topic:               {HALF_TOPIC}" in out
+        out = await cli(capsys, c, "topicStatus", "-n", c.ns_addr, "-t", HALF_TOPIC)
+        row = next(line for line in out.splitlines() if "broker-a" in line)
+        assert row.split()[1:4] == ["0", "0", "1"], out  # queue 0, min 0, max 1
+
+
+async def cli(capsys: pytest.CaptureFixture[str], c: Cluster, *argv: str) -> str:
+    """``rocketrio admin ...`` in process; its stdout (it must exit 0)."""
+    capsys.readouterr()
+    with structlog.testing.capture_logs():
+        code = await main_async(["admin", *argv], Wiring(c.net.transport(c.client_host())))
+    out, err = capsys.readouterr()
+    assert code == 0, err
+    return out
 
 
 async def test_a_commit_whose_op_was_lost_gets_its_op_not_a_second_commit(
