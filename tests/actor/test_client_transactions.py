@@ -24,6 +24,7 @@ from rocketrio.actors.broker.transaction_policy import (
     OP_TOPIC,
     committed_message,
     decode_op_body,
+    op_message,
 )
 from rocketrio.actors.broker.transaction_store import host_of
 from rocketrio.actors.client.admin import wait_for_route
@@ -436,3 +437,36 @@ async def test_a_late_end_for_a_half_re_put_by_a_check_decides_the_pending_copy(
             await trio.sleep(4 * CHECK_INTERVAL_MS / 1000)
             assert len(listener.checked) == 1  # the copy is decided: never checked again
             assert [m.body for m in read_topic(c, "T")] == [b"slow"]
+
+
+async def test_a_new_master_rebuilds_what_another_master_decided(
+    tmp_path: Path, mock_clock: trio.testing.MockClock
+) -> None:
+    async with tx_cluster(tmp_path, transactionTimeOut=600_000) as c:
+        listener = Listener(S.UNKNOW)
+        async with tx_producer(c, listener) as p:
+            r = await p.send_message_in_transaction(Message("T", b"elsewhere"))
+        b = c.brokers["broker-a"]
+        await b.transactions.check_round()  # the service has loaded its state
+        # while this broker was a slave, the master committed the half: the commit and its op
+        # reach this store by replication (written here directly)
+        b.apply_role(BrokerRole.SLAVE, 1, 1)
+        half = read_queue(c, HALF_TOPIC)[0]
+        for msg in (
+            committed_message(half, host_of(half.born_host)),
+            op_message([half.queue_offset], "OP1", 0, host_of(half.born_host)),
+        ):
+            assert not isinstance(await b.transactions.queues.put(msg), Refusal)
+        b.apply_role(BrokerRole.ASYNC_MASTER, 0, 2)
+        # the producer's answer to an old check reaches the new master: nothing is written
+        again = EndTransactionRequestHeader(
+            producerGroup="pg",
+            tranStateTableOffset=r.queue_offset,
+            commitLogOffset=parse_offset_msg_id(r.offset_msg_id)[2],
+            commitOrRollback=TRANSACTION_COMMIT_TYPE,
+            msgId=r.msg_id,
+            fromTransactionCheck=True,
+        )
+        assert await b.transactions.end_transaction(again) is None
+        assert [m.body for m in read_topic(c, "T")] == [b"elsewhere"]
+        assert len(read_queue(c, OP_TOPIC)) == 1
