@@ -106,6 +106,7 @@ from rocketrio.actors.broker.stats_remoting import stats_handlers
 from rocketrio.actors.broker.store_actor import StoreActor, StoreRole
 from rocketrio.actors.broker.store_view import ReadGate, RunBlocking, StoreView
 from rocketrio.actors.broker.tables import GroupTable, OffsetTable, TopicTable, config_path
+from rocketrio.actors.broker.transaction_service import TransactionService
 from rocketrio.actors.client.message import UniqIdGenerator
 from rocketrio.actors.config_updater import ConfigUpdater
 from rocketrio.actors.logs import wallclock_ms
@@ -324,6 +325,20 @@ class Broker:
             disk=self.disk,
         )
         self.broker2client = Broker2Client()  # the calls 307 passes on to a consumer
+        # transactional messages: END_TRANSACTION and the check service (master only)
+        self.transactions = TransactionService(
+            config,
+            writer=self.store_actor,
+            view=self.store_view,
+            offsets=self.offsets,
+            producers=self.producers,
+            topics=self.topics,
+            is_master=self.serving_as_master,
+            now_ms=now_ms,
+            new_uniq_key=self.uniq_ids.next_id,
+            store_host=self.addr,
+            log=self.log.bind(actor="transaction"),
+        )
         # UPDATE_BROKER_CONFIG: live keys only, written to brokerConfigPath (live_config.py)
         self.config_updater = ConfigUpdater(
             config,
@@ -376,6 +391,7 @@ class Broker:
                 ),
                 **offset_reset_handlers(self.offset_reset),
                 **pop_handlers(self.pop, self.pop_acks, self.pop_revive),
+                **self.transactions.handlers(),
             },
         )
         # metricsExporterType=PROM: the server times its answers (rocketmq_rpc_latency)
@@ -555,6 +571,7 @@ class Broker:
         whose stateVersion is the masterEpoch (upstream nextVersion(newMasterEpoch))."""
         self.config.brokerRole = role
         self.config.brokerId = broker_id
+        self.transactions.role_changed()  # a new master rebuilds its state from the store
         if role is not BrokerRole.SLAVE:
             self._adopt_topics_of_queues()
         self.topics.set_state_version(state_version)
@@ -807,6 +824,7 @@ class Broker:
                 self.check_disk()  # before the first send is taken
                 n.start_soon(self._every, self.config.cleanResourceInterval / 1000, self.check_disk)
                 n.start_soon(self.clean.run)
+                await n.start(self.transactions.run)
                 n.start_soon(self.day_file.run_writer)
                 n.start_soon(self.day_file.run_periodic, PERSIST_INTERVAL_S)
                 bound = await n.start(self.server.run)

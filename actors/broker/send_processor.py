@@ -24,6 +24,10 @@ commitlog offset and writes it to %RETRY%<group> (reconsumeTimes + 1, RETRY_TOPI
 ORIGIN_MESSAGE_ID set) or, from maxReconsumeTimes on or with delayLevel < 0, to
 %DLQ%<group>. Delay levels are not implemented yet (SPEC M5): a retry message is consumable at
 once, and a DELAY property on a normal send is stored but not acted upon.
+
+Transactions: a send with TRAN_MSG=true is stored as a half message in RMQ_SYS_TRANS_HALF_TOPIC
+(transaction_policy.half_message); the answer names the real queue and the half's queue offset,
+which END_TRANSACTION later quotes as tranStateTableOffset.
 """
 
 from __future__ import annotations
@@ -66,6 +70,7 @@ from rocketrio.actors.broker.topic_config import (
     dlq_topic,
     retry_topic,
 )
+from rocketrio.actors.broker.transaction_policy import half_message
 from rocketrio.actors.runtime import ActorStopped
 from rocketrio.protocol.bodies import PERM_READ, PERM_WRITE, TopicConfig, perm_to_string
 from rocketrio.protocol.codes import ResponseCode
@@ -112,6 +117,7 @@ class SendConfig:
     cluster_name: str
     auto_create_topic_enable: bool
     max_message_size: int
+    reject_transaction_message: bool = False
 
     @classmethod
     def of(cls, c: BrokerConfig) -> SendConfig:
@@ -122,6 +128,7 @@ class SendConfig:
             c.brokerClusterName,
             c.autoCreateTopicEnable,
             c.maxMessageSize,
+            c.rejectTransactionMessage,
         )
 
 
@@ -280,11 +287,11 @@ class SendMessageProcessor:
                 f"the message body size {len(body)} bytes exceeds maxMessageSize {limit} bytes",
             )
         props = h.properties or ""
-        if prop_value(props, PROPERTY_TRANSACTION_PREPARED) == "true":
+        prepared = prop_value(props, PROPERTY_TRANSACTION_PREPARED) == "true"
+        if prepared and self.config.reject_transaction_message:
             return Refusal(
                 ResponseCode.NO_PERMISSION,
-                f"the broker[{self.config.broker_ip}] sending transaction message is forbidden: "
-                "transactional messages are not supported by this broker yet",
+                f"the broker[{self.config.broker_ip}] sending transaction message is forbidden",
             )
         uniq = prop_value(props, UNIQ_KEY)
         if not uniq:
@@ -311,6 +318,9 @@ class SendMessageProcessor:
             born_host=born_host,
             reconsume_times=reconsume,
         )
+        if prepared:  # a half message (transaction_policy.py); the answer names the real queue
+            msg = half_message(msg)
+            self.topics.create_in_send_back(msg.topic, 1, _RW)
         msgs = [msg]
         done = _PendingSend(on_done, queue_id, uniq)
         # inline rather than `_submit`: one coroutine less per send
