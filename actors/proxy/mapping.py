@@ -1,0 +1,327 @@
+"""Pure mapping between RocketMQ 5's gRPC messages (apache.rocketmq.v2) and rocketrio's remoting
+world: status codes, routes -> MessageQueues, queue choice for a send (FIFO by message group),
+a protobuf Message -> the properties of a remoting send, a stored MessageExt -> a protobuf
+Message with its body digest. No I/O, no clock: times come in as arguments.
+
+Facts from upstream's proxy (GrpcConverter, ResponseBuilder, RouteActivity, SendMessageActivity):
+remoting SUCCESS -> OK, SYSTEM_BUSY -> TOO_MANY_REQUESTS, SUBSCRIPTION_GROUP_NOT_EXIST ->
+CONSUMER_GROUP_NOT_FOUND, REQUEST_CODE_NOT_SUPPORTED -> NOT_IMPLEMENTED, anything else
+INTERNAL_SERVER_ERROR; a send's FLUSH_DISK_TIMEOUT / FLUSH_SLAVE_TIMEOUT / SLAVE_NOT_AVAILABLE
+-> MASTER_PERSISTENCE_TIMEOUT / SLAVE_PERSISTENCE_TIMEOUT / HA_NOT_AVAILABLE; a FIFO message's
+group is its sharding key and picks the queue by hash; delivery_timestamp becomes
+TIMER_DELIVER_MS; a transactional message is a half (TRAN_MSG, PGROUP).
+rocketrio topics carry no message.type attribute, so every queue accepts the four types
+(upstream's MIXED).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import zlib
+from collections.abc import Sequence
+
+import attrs
+from google.protobuf.duration_pb2 import Duration
+from google.protobuf.timestamp_pb2 import Timestamp
+
+from rocketrio.protocol.bodies import PERM_READ, PERM_WRITE, TopicRouteData
+from rocketrio.protocol.codes import ResponseCode
+from rocketrio.protocol.grpc_v2 import definition_pb2 as pb
+from rocketrio.protocol.message import (
+    KEY_SEPARATOR,
+    PROPERTY_KEYS,
+    PROPERTY_PRODUCER_GROUP,
+    PROPERTY_SHARDING_KEY,
+    PROPERTY_TAGS,
+    PROPERTY_TIMER_DELIVER_MS,
+    PROPERTY_TRANSACTION_PREPARED,
+    UNIQ_KEY,
+    MessageExt,
+)
+
+Code = pb.Code
+MASTER_ID = 0
+# the half message's producer group when the gRPC producer names none (upstream's proxy uses
+# the topic-derived group too: a transactional producer's checks come back through the proxy)
+PROXY_PRODUCER_GROUP = "PROXY_SEND_GROUP"
+ALL_TYPES = (pb.NORMAL, pb.FIFO, pb.DELAY, pb.TRANSACTION)
+# user properties may not shadow these (upstream's MessageConst.STRING_HASH_SET, the ones we set)
+RESERVED_KEYS = frozenset(
+    {
+        PROPERTY_TAGS,
+        PROPERTY_KEYS,
+        UNIQ_KEY,
+        PROPERTY_SHARDING_KEY,
+        PROPERTY_TIMER_DELIVER_MS,
+        PROPERTY_TRANSACTION_PREPARED,
+        PROPERTY_PRODUCER_GROUP,
+        "WAIT",
+        "DELAY",
+    }
+)
+
+_REMOTING_TO_CODE = {
+    ResponseCode.SUCCESS: Code.OK,
+    ResponseCode.SYSTEM_BUSY: Code.TOO_MANY_REQUESTS,
+    ResponseCode.REQUEST_CODE_NOT_SUPPORTED: Code.NOT_IMPLEMENTED,
+    ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST: Code.CONSUMER_GROUP_NOT_FOUND,
+    ResponseCode.TOPIC_NOT_EXIST: Code.TOPIC_NOT_FOUND,
+    ResponseCode.NO_PERMISSION: Code.FORBIDDEN,
+}
+_SEND_TO_CODE = {
+    ResponseCode.SUCCESS: Code.OK,
+    ResponseCode.FLUSH_DISK_TIMEOUT: Code.MASTER_PERSISTENCE_TIMEOUT,
+    ResponseCode.FLUSH_SLAVE_TIMEOUT: Code.SLAVE_PERSISTENCE_TIMEOUT,
+    ResponseCode.SLAVE_NOT_AVAILABLE: Code.HA_NOT_AVAILABLE,
+}
+
+
+class BadRequest(ValueError):
+    """A request the proxy refuses with ``code`` (upstream's GrpcProxyException)."""
+
+    def __init__(self, code: int, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+def status(code: int, message: str = "OK") -> pb.Status:
+    return pb.Status(code=code, message=message)  # type: ignore[arg-type]
+
+
+def code_of_remoting(response_code: int) -> int:
+    """The gRPC Code of a broker's remoting response code (upstream's ResponseBuilder)."""
+    return _REMOTING_TO_CODE.get(response_code, Code.INTERNAL_SERVER_ERROR)
+
+
+def code_of_send(response_code: int) -> int:
+    """The gRPC Code of a SEND_MESSAGE response (stored results first, then the general map)."""
+    return _SEND_TO_CODE.get(response_code) or code_of_remoting(response_code)
+
+
+def permission_of(perm: int) -> int:
+    readable, writable = bool(perm & PERM_READ), bool(perm & PERM_WRITE)
+    if readable and writable:
+        return pb.READ_WRITE
+    if readable:
+        return pb.READ
+    if writable:
+        return pb.WRITE
+    return pb.NONE
+
+
+def endpoints_of(host: str, port: int) -> pb.Endpoints:
+    scheme = pb.IPv4 if host.replace(".", "").isdigit() else pb.DOMAIN_NAME
+    return pb.Endpoints(scheme=scheme, addresses=[pb.Address(host=host, port=port)])  # type: ignore[arg-type]
+
+
+def route_queues(
+    route: TopicRouteData, topic: pb.Resource, endpoints: pb.Endpoints
+) -> list[pb.MessageQueue]:
+    """QueryRoute's queues: per broker set with a master, its read-only, write-only, then
+    read-write queues numbered from 0 (upstream's genMessageQueueFromQueueData), each with the
+    proxy's own endpoints as the broker's."""
+    masters = {bd.brokerName for bd in route.brokerDatas if MASTER_ID in bd.brokerAddrs}
+    out: list[pb.MessageQueue] = []
+    for qd in sorted(route.queueDatas, key=lambda q: q.brokerName):
+        if qd.brokerName not in masters:
+            continue
+        broker = pb.Broker(name=qd.brokerName, id=MASTER_ID, endpoints=endpoints)
+        readable, writable = bool(qd.perm & PERM_READ), bool(qd.perm & PERM_WRITE)
+        r = w = rw = n = 0
+        if readable and writable:
+            rw = min(qd.readQueueNums, qd.writeQueueNums)
+            r, w = qd.readQueueNums - rw, qd.writeQueueNums - rw
+        elif writable:
+            w = qd.writeQueueNums
+        elif readable:
+            r = qd.readQueueNums
+        else:
+            n = max(1, qd.readQueueNums, qd.writeQueueNums)
+        perms = [pb.READ] * r + [pb.WRITE] * w + [pb.READ_WRITE] * rw + [pb.NONE] * n
+        for qid, perm in enumerate(perms):
+            out.append(
+                pb.MessageQueue(
+                    topic=topic,
+                    id=qid,
+                    permission=perm,  # type: ignore[arg-type]
+                    broker=broker,
+                    accept_message_types=ALL_TYPES,
+                )
+            )
+    return out
+
+
+@attrs.frozen
+class TargetQueue:
+    """Where a send goes: a broker set's master queue."""
+
+    broker_name: str
+    queue_id: int
+
+
+def writable_queues(route: TopicRouteData) -> list[TargetQueue]:
+    """The writable queues of the broker sets that have a master, in a stable order."""
+    masters = {bd.brokerName for bd in route.brokerDatas if MASTER_ID in bd.brokerAddrs}
+    return [
+        TargetQueue(qd.brokerName, i)
+        for qd in sorted(route.queueDatas, key=lambda q: q.brokerName)
+        if qd.brokerName in masters and qd.perm & PERM_WRITE
+        for i in range(qd.writeQueueNums)
+    ]
+
+
+def java_string_hash(s: str) -> int:
+    """Java's String.hashCode (UTF-16 code units), so a group maps as upstream's does."""
+    h = 0
+    data = s.encode("utf-16-be")
+    for i in range(0, len(data), 2):
+        h = (31 * h + ((data[i] << 8) | data[i + 1])) & 0xFFFFFFFF
+    return h - (1 << 32) if h & 0x80000000 else h
+
+
+def choose_queue(
+    queues: Sequence[TargetQueue], message_group: str | None, turn: int
+) -> TargetQueue:
+    """A FIFO message's queue is fixed by its group's hash (upstream SendMessageQueueHashSelector:
+    abs(hashCode) % size); others go round robin by ``turn``."""
+    if not queues:
+        raise BadRequest(Code.FORBIDDEN, "no writable queue in the topic's route")
+    if message_group:
+        return queues[abs(java_string_hash(message_group)) % len(queues)]
+    return queues[turn % len(queues)]
+
+
+def message_type_of(msg: pb.Message) -> int:
+    sp = msg.system_properties
+    if sp.message_type != pb.MESSAGE_TYPE_UNSPECIFIED:
+        return sp.message_type
+    if sp.HasField("message_group"):
+        return pb.FIFO
+    if sp.HasField("delivery_timestamp"):
+        return pb.DELAY
+    return pb.NORMAL
+
+
+def send_properties(msg: pb.Message, max_body_size: int, producer_group: str) -> dict[str, str]:
+    """The remoting properties of a message sent over gRPC (upstream GrpcConverter's
+    buildMessage): user properties, then tag, keys, the client's message id as UNIQ_KEY,
+    message group -> sharding key, delivery timestamp -> TIMER_DELIVER_MS, transaction -> half.
+    Refused with the status upstream gives."""
+    sp = msg.system_properties
+    if not msg.topic.name:
+        raise BadRequest(Code.ILLEGAL_TOPIC, "topic name is empty")
+    if not sp.message_id:
+        raise BadRequest(Code.ILLEGAL_MESSAGE_ID, "message id is empty")
+    if len(msg.body) > max_body_size:
+        raise BadRequest(
+            Code.MESSAGE_BODY_TOO_LARGE,
+            f"message body size {len(msg.body)} exceeds the maximum {max_body_size}",
+        )
+    clash = RESERVED_KEYS.intersection(msg.user_properties)
+    if clash:
+        raise BadRequest(Code.ILLEGAL_MESSAGE_PROPERTY_KEY, f"reserved keys {sorted(clash)}")
+    props = dict(msg.user_properties)
+    if sp.HasField("tag"):
+        if not sp.tag.strip() or "|" in sp.tag:
+            raise BadRequest(Code.ILLEGAL_MESSAGE_TAG, f"illegal tag {sp.tag!r}")
+        props[PROPERTY_TAGS] = sp.tag
+    if sp.keys:
+        props[PROPERTY_KEYS] = KEY_SEPARATOR.join(sp.keys)
+    props[UNIQ_KEY] = sp.message_id
+    kind = message_type_of(msg)
+    if kind == pb.FIFO:
+        if not sp.message_group:
+            raise BadRequest(Code.ILLEGAL_MESSAGE_GROUP, "a FIFO message needs a message group")
+        props[PROPERTY_SHARDING_KEY] = sp.message_group
+    if sp.HasField("delivery_timestamp"):
+        ts = sp.delivery_timestamp
+        props[PROPERTY_TIMER_DELIVER_MS] = str(ts.seconds * 1000 + ts.nanos // 1_000_000)
+    if kind == pb.TRANSACTION:
+        props[PROPERTY_TRANSACTION_PREPARED] = "true"
+        props[PROPERTY_PRODUCER_GROUP] = producer_group
+    return props
+
+
+def crc32_hex(body: bytes) -> str:
+    return format(zlib.crc32(body) & 0xFFFFFFFF, "08X")
+
+
+def digest_of(body: bytes, kind: int) -> pb.Digest:
+    """The body digest the SDKs verify (uppercase hex)."""
+    if kind == pb.MD5:
+        checksum = hashlib.md5(body).hexdigest().upper()
+    elif kind == pb.SHA1:
+        checksum = hashlib.sha1(body).hexdigest().upper()
+    else:
+        kind, checksum = pb.CRC32, crc32_hex(body)
+    return pb.Digest(type=kind, checksum=checksum)  # type: ignore[arg-type]
+
+
+def timestamp_ms(ms: int) -> Timestamp:
+    return Timestamp(seconds=ms // 1000, nanos=(ms % 1000) * 1_000_000)
+
+
+def duration_ms(ms: int) -> Duration:
+    return Duration(seconds=ms // 1000, nanos=(ms % 1000) * 1_000_000)
+
+
+def ms_of_duration(d: Duration) -> int:
+    return d.seconds * 1000 + d.nanos // 1_000_000
+
+
+def received_message(
+    m: MessageExt, topic: str, receipt_handle: str, invisible_ms: int
+) -> pb.Message:
+    """A popped message as the SDK reads it (upstream GrpcConverter.buildMessage): system
+    properties from the stored message, the receipt handle, a CRC32 body digest, the user
+    properties without the system ones."""
+    props = m.properties
+    sp = pb.SystemProperties(
+        message_id=props.get(UNIQ_KEY) or m.msg_id,
+        body_digest=digest_of(m.body, pb.CRC32),
+        body_encoding=pb.IDENTITY,
+        born_timestamp=timestamp_ms(m.born_timestamp),
+        born_host=str(m.born_host).split(":")[0],
+        store_timestamp=timestamp_ms(m.store_timestamp),
+        store_host=str(m.store_host),
+        receipt_handle=receipt_handle,
+        queue_id=m.queue_id,
+        queue_offset=m.queue_offset,
+        invisible_duration=duration_ms(invisible_ms),
+        delivery_attempt=m.reconsume_times + 1,
+    )
+    if PROPERTY_TAGS in props:
+        sp.tag = props[PROPERTY_TAGS]
+    if props.get(PROPERTY_KEYS):
+        sp.keys.extend(props[PROPERTY_KEYS].split(KEY_SEPARATOR))
+    if PROPERTY_SHARDING_KEY in props:
+        sp.message_group = props[PROPERTY_SHARDING_KEY]
+        sp.message_type = pb.FIFO
+    elif PROPERTY_TIMER_DELIVER_MS in props:
+        sp.delivery_timestamp.CopyFrom(timestamp_ms(int(props[PROPERTY_TIMER_DELIVER_MS])))
+        sp.message_type = pb.DELAY
+    elif props.get(PROPERTY_TRANSACTION_PREPARED) == "true":
+        sp.message_type = pb.TRANSACTION
+    else:
+        sp.message_type = pb.NORMAL
+    user = {k: v for k, v in props.items() if k not in RESERVED_KEYS and k.isascii()}
+    user = {k: v for k, v in user.items() if not _system_key(k)}
+    return pb.Message(
+        topic=pb.Resource(name=topic), user_properties=user, system_properties=sp, body=m.body
+    )
+
+
+_SYSTEM_KEYS = frozenset(
+    {
+        "MIN_OFFSET", "MAX_OFFSET", "REAL_TOPIC", "REAL_QID", "CLUSTER", "MSG_REGION",
+        "TRACE_ON", "POP_CK", "POP_CK_OFFSET", "1ST_POP_TIME", "RETRY_TOPIC",
+        "ORIGIN_MESSAGE_ID", "REAL_TOPIC_NAME", "CONSUME_START_TIME", "TRAN_PREPARED_QUEUE_OFFSET",
+        "__transactionId__", "TRANSACTION_CHECK_TIMES", "INNER_NUM", "INNER_BASE",
+        "TIMER_OUT_MS", "TIMER_ENQUEUE_MS", "TIMER_DEQUEUE_MS", "TIMER_ROLL_TIMES",
+        "TIMER_DEL_UNIQKEY", "TIMER_DELAY_SEC", "RECONSUME_TIME", "MAX_RECONSUME_TIMES",
+    }
+)  # fmt: skip
+
+
+def _system_key(key: str) -> bool:
+    return key in _SYSTEM_KEYS

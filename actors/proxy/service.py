@@ -1,0 +1,372 @@
+"""The proxy's MessagingService on the Trio side: one handler per RPC, each turning a gRPC
+request into remoting calls to the NameServer and the brokers (as a client: one
+`MQClientInstance`) and the answer back into a gRPC response with upstream's status codes.
+
+Stateless in cluster mode: routes come from the NameServer, receipt handles are the brokers'
+POP checkpoints and transaction ids carry their broker and offsets (receipt.py), so a restarted
+proxy, or another one behind the same address, acts on what an earlier one handed out.
+A request the proxy refuses gets its status code in the response (never an RPC error), and a
+handler's unexpected failure becomes INTERNAL_SERVER_ERROR for that call only.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import attrs
+import structlog
+
+from rocketrio.actors.client.errors import MQBrokerError, MQClientError
+from rocketrio.actors.client.mq_client import MQClientInstance
+from rocketrio.actors.client.simple_consumer import MAX_RECEIVE, ReceivedMessage, SimpleConsumer
+from rocketrio.actors.logs import wallclock_ms
+from rocketrio.actors.proxy import mapping as mp
+from rocketrio.actors.proxy.grpc_bridge import Call
+from rocketrio.actors.proxy.mapping import BadRequest, Code, status
+from rocketrio.actors.proxy.receipt import TransactionId, decode_receipt
+from rocketrio.actors.remoting import RemotingError
+from rocketrio.protocol.codes import RequestCode, ResponseCode
+from rocketrio.protocol.grpc_v2 import definition_pb2 as pb
+from rocketrio.protocol.grpc_v2 import service_pb2 as spb
+from rocketrio.protocol.headers import (
+    EndTransactionRequestHeader,
+    SendMessageRequestHeaderV2,
+    SendMessageResponseHeader,
+)
+from rocketrio.protocol.message import (
+    TRANSACTION_COMMIT_TYPE,
+    TRANSACTION_PREPARED_TYPE,
+    TRANSACTION_ROLLBACK_TYPE,
+    MessageExt,
+    encode_properties,
+    parse_offset_msg_id,
+)
+from rocketrio.protocol.remoting import RemotingCommand
+from rocketrio.protocol.serde import from_ext, to_ext
+
+log = structlog.get_logger("proxy")
+
+MAX_BODY_SIZE = 4 * 1024 * 1024  # upstream's maxMessageSize
+DEFAULT_INVISIBLE_MS = 30_000
+# a receive's long poll is capped (upstream grpcClientConsumerMaxLongPollingTimeoutMillis)
+MAX_POLL_MS = 30_000
+BROKER_TIMEOUT_S = 3.0
+CLIENT_ERRORS = (MQClientError, MQBrokerError, RemotingError, OSError)
+
+
+@attrs.define
+class ProxyConfig:
+    """``host`` is the address given to clients in routes (default: this host's IP);
+    ``listen_host`` the one the gRPC server binds."""
+
+    namesrv_addr: str
+    grpc_port: int = 8081
+    host: str = ""
+    listen_host: str = "0.0.0.0"
+    max_body_size: int = MAX_BODY_SIZE
+
+
+class ProxyService:
+    def __init__(self, config: ProxyConfig, client: MQClientInstance) -> None:
+        self.config = config
+        self.client = client
+        self._turn = itertools.count()
+        self._consumers: dict[str, SimpleConsumer] = {}
+        self._handlers: dict[str, Callable[[Call], Awaitable[Any]]] = {
+            "QueryRoute": self.query_route,
+            "Heartbeat": self.heartbeat,
+            "SendMessage": self.send_message,
+            "QueryAssignment": self.query_assignment,
+            "ReceiveMessage": self.receive_message,
+            "AckMessage": self.ack_message,
+            "ChangeInvisibleDuration": self.change_invisible_duration,
+            "EndTransaction": self.end_transaction,
+            "NotifyClientTermination": self.notify_client_termination,
+            "Telemetry": self.telemetry,
+        }
+
+    @property
+    def endpoints(self) -> pb.Endpoints:
+        return mp.endpoints_of(self.config.host, self.config.grpc_port)
+
+    # -- dispatch
+    async def handle(self, call: Call) -> Any:
+        handler = self._handlers.get(call.method)
+        if handler is None:
+            return error_response(call.method, Code.NOT_IMPLEMENTED, call.method)
+        try:
+            return await handler(call)
+        except BadRequest as e:
+            return error_response(call.method, e.code, str(e))
+        except MQBrokerError as e:
+            return error_response(call.method, mp.code_of_remoting(e.code), str(e))
+        except (MQClientError, RemotingError, OSError) as e:
+            return error_response(call.method, Code.INTERNAL_SERVER_ERROR, str(e))
+
+    async def _route(self, topic: str) -> Any:
+        if not topic:
+            raise BadRequest(Code.ILLEGAL_TOPIC, "topic name is empty")
+        route = self.client.routes.get(topic) or await self.client.update_route(topic)
+        if route is None:
+            raise BadRequest(Code.TOPIC_NOT_FOUND, f"topic {topic} not found")
+        return route
+
+    async def _master(self, broker_name: str, topic: str) -> str:
+        addr = await self.client.find_master_addr_refreshing(broker_name, topic)
+        if addr is None:
+            raise BadRequest(Code.HA_NOT_AVAILABLE, f"broker {broker_name} has no master")
+        return addr
+
+    # -- routes, heartbeats, settings
+    async def query_route(self, call: Call) -> spb.QueryRouteResponse:
+        req: spb.QueryRouteRequest = call.request
+        route = await self._route(req.topic.name)
+        queues = mp.route_queues(route, req.topic, self.endpoints)
+        return spb.QueryRouteResponse(status=status(Code.OK), message_queues=queues)
+
+    async def query_assignment(self, call: Call) -> spb.QueryAssignmentResponse:
+        req: spb.QueryAssignmentRequest = call.request
+        route = await self._route(req.topic.name)
+        readable = [q for q in mp.route_queues(route, req.topic, self.endpoints)]
+        seen: set[str] = set()
+        assignments = []
+        for q in readable:
+            if q.permission in (pb.READ, pb.READ_WRITE) and q.broker.name not in seen:
+                seen.add(q.broker.name)
+                mq = pb.MessageQueue(
+                    topic=req.topic, id=-1, permission=q.permission, broker=q.broker
+                )
+                assignments.append(spb.Assignment(message_queue=mq))
+        return spb.QueryAssignmentResponse(status=status(Code.OK), assignments=assignments)
+
+    async def heartbeat(self, call: Call) -> spb.HeartbeatResponse:
+        if not call.metadata.get("x-mq-client-id"):
+            raise BadRequest(Code.CLIENT_ID_REQUIRED, "x-mq-client-id is required")
+        return spb.HeartbeatResponse(status=status(Code.OK))
+
+    async def notify_client_termination(self, call: Call) -> spb.NotifyClientTerminationResponse:
+        return spb.NotifyClientTerminationResponse(status=status(Code.OK))
+
+    async def telemetry(self, call: Call) -> spb.TelemetryCommand:
+        cmd: spb.TelemetryCommand = call.request
+        kind = cmd.WhichOneof("command")
+        if kind == "settings":
+            return spb.TelemetryCommand(
+                status=status(Code.OK), settings=self.settings_for(cmd.settings)
+            )
+        if kind is None:
+            raise BadRequest(Code.BAD_REQUEST, "telemetry command is empty")
+        return spb.TelemetryCommand(status=status(Code.OK))
+
+    def settings_for(self, client: pb.Settings) -> pb.Settings:
+        """The settings answer (upstream GrpcClientSettingsManager): the client's own settings
+        with the proxy's publishing limits and backoff, and metrics off."""
+        out = pb.Settings()
+        out.CopyFrom(client)
+        out.access_point.CopyFrom(self.endpoints)
+        out.metric.CopyFrom(pb.Metric(on=False))
+        if client.WhichOneof("pub_sub") == "publishing":
+            out.publishing.max_body_size = self.config.max_body_size
+            out.publishing.validate_message_type = True
+        out.backoff_policy.max_attempts = 3 if client.client_type == pb.PRODUCER else 16
+        out.backoff_policy.exponential_backoff.initial.CopyFrom(mp.duration_ms(10))
+        out.backoff_policy.exponential_backoff.max.CopyFrom(mp.duration_ms(1000))
+        out.backoff_policy.exponential_backoff.multiplier = 2.0
+        return out
+
+    # -- sending
+    async def send_message(self, call: Call) -> spb.SendMessageResponse:
+        req: spb.SendMessageRequest = call.request
+        if len(req.messages) != 1:
+            raise BadRequest(Code.BAD_REQUEST, "exactly one message per SendMessage")
+        msg = req.messages[0]
+        props = mp.send_properties(msg, self.config.max_body_size, mp.PROXY_PRODUCER_GROUP)
+        route = await self._route(msg.topic.name)
+        group = msg.system_properties.message_group if mp.message_type_of(msg) == pb.FIFO else None
+        target = mp.choose_queue(mp.writable_queues(route), group, next(self._turn))
+        addr = await self._master(target.broker_name, msg.topic.name)
+        half = mp.message_type_of(msg) == pb.TRANSACTION
+        header = SendMessageRequestHeaderV2(
+            a=mp.PROXY_PRODUCER_GROUP,
+            b=msg.topic.name,
+            c="TBW102",
+            d=4,
+            e=target.queue_id,
+            f=TRANSACTION_PREPARED_TYPE if half else 0,
+            g=wallclock_ms(),
+            h=0,
+            i=encode_properties(props),
+            j=0,
+            k=False,
+            m=False,
+            n=target.broker_name,
+        )
+        cmd = RemotingCommand(
+            code=RequestCode.SEND_MESSAGE_V2, ext_fields=to_ext(header), body=msg.body
+        )
+        resp = await self.client.remoting.invoke(addr, cmd, BROKER_TIMEOUT_S)
+        code = mp.code_of_send(resp.code)
+        message_id = msg.system_properties.message_id
+        if resp.code != ResponseCode.SUCCESS and code != Code.OK and code not in _STORED:
+            entry = spb.SendResultEntry(status=status(code, resp.remark or ""))
+            return spb.SendMessageResponse(status=status(code, resp.remark or ""), entries=[entry])
+        h = from_ext(SendMessageResponseHeader, resp.ext_fields)
+        tx = ""
+        if half:
+            tx = TransactionId(
+                target.broker_name,
+                parse_offset_msg_id(h.msgId)[2],
+                h.queueOffset,
+                h.transactionId or message_id,
+            ).encode()
+        entry = spb.SendResultEntry(
+            status=status(code),
+            message_id=message_id,
+            transaction_id=tx,
+            offset=h.queueOffset,
+        )
+        return spb.SendMessageResponse(status=status(code), entries=[entry])
+
+    async def end_transaction(self, call: Call) -> spb.EndTransactionResponse:
+        req: spb.EndTransactionRequest = call.request
+        tx = TransactionId.decode(req.transaction_id)
+        match req.resolution:
+            case pb.COMMIT:
+                kind = TRANSACTION_COMMIT_TYPE
+            case pb.ROLLBACK:
+                kind = TRANSACTION_ROLLBACK_TYPE
+            case _:
+                raise BadRequest(Code.BAD_REQUEST, "transaction resolution is unspecified")
+        addr = await self._master(tx.broker_name, req.topic.name)
+        header = EndTransactionRequestHeader(
+            producerGroup=mp.PROXY_PRODUCER_GROUP,
+            tranStateTableOffset=tx.tran_state_table_offset,
+            commitLogOffset=tx.commit_log_offset,
+            commitOrRollback=kind,
+            msgId=req.message_id,
+            topic=req.topic.name,
+            fromTransactionCheck=req.source == pb.SOURCE_SERVER_CHECK,
+            transactionId=tx.broker_transaction_id,
+            bname=tx.broker_name,
+        )
+        cmd = RemotingCommand(code=RequestCode.END_TRANSACTION, ext_fields=to_ext(header))
+        await self.client.remoting.invoke_oneway(addr, cmd)
+        return spb.EndTransactionResponse(status=status(Code.OK))
+
+    # -- consuming (POP)
+    def _consumer(self, group: str) -> SimpleConsumer:
+        if not group:
+            raise BadRequest(Code.ILLEGAL_CONSUMER_GROUP, "consumer group is empty")
+        consumer = self._consumers.get(group)
+        if consumer is None:
+            consumer = SimpleConsumer(group, self.config.namesrv_addr, client=self.client)
+            self._consumers[group] = consumer
+        return consumer
+
+    async def receive_message(self, call: Call) -> list[spb.ReceiveMessageResponse]:
+        req: spb.ReceiveMessageRequest = call.request
+        topic = req.message_queue.topic.name
+        await self._route(topic)
+        if req.filter_expression.type == pb.SQL:
+            raise BadRequest(Code.ILLEGAL_FILTER_EXPRESSION, "SQL92 filtering is not supported")
+        batch = req.batch_size or 1
+        if not 0 < batch <= MAX_RECEIVE:
+            raise BadRequest(Code.BAD_REQUEST, f"batch size must be 1..{MAX_RECEIVE}")
+        invisible_ms = (
+            mp.ms_of_duration(req.invisible_duration)
+            if req.HasField("invisible_duration")
+            else DEFAULT_INVISIBLE_MS
+        )
+        if invisible_ms <= 0:
+            raise BadRequest(Code.ILLEGAL_INVISIBLE_TIME, "invisible duration must be positive")
+        poll_ms = min(mp.ms_of_duration(req.long_polling_timeout), MAX_POLL_MS)
+        consumer = self._consumer(req.group.name)
+        consumer.subscribe(topic, req.filter_expression.expression or "*")
+        got = await consumer.receive(batch, invisible_ms / 1000, poll_ms / 1000)
+        out = [spb.ReceiveMessageResponse(delivery_timestamp=mp.timestamp_ms(wallclock_ms()))]
+        out += [
+            spb.ReceiveMessageResponse(
+                message=mp.received_message(m.message, topic, m.receipt_handle, invisible_ms)
+            )
+            for m in got
+        ]
+        code = Code.OK if got else Code.MESSAGE_NOT_FOUND
+        out.append(spb.ReceiveMessageResponse(status=status(code, "OK" if got else "no message")))
+        return out
+
+    def _received(self, topic: str, handle: str) -> ReceivedMessage:
+        info = decode_receipt(handle)
+        stub = MessageExt(topic, b"", queue_id=info.queue_id, queue_offset=info.queue_offset or 0)
+        return ReceivedMessage(stub, topic, info.broker_name, handle)
+
+    async def ack_message(self, call: Call) -> spb.AckMessageResponse:
+        req: spb.AckMessageRequest = call.request
+        consumer = self._consumer(req.group.name)
+        entries = []
+        for e in req.entries:
+            try:
+                await consumer.ack(self._received(req.topic.name, e.receipt_handle))
+                st = status(Code.OK)
+            except BadRequest as b:
+                st = status(b.code, str(b))
+            except MQBrokerError as b:
+                st = status(mp.code_of_remoting(b.code), str(b))
+            entries.append(
+                spb.AckMessageResultEntry(
+                    message_id=e.message_id, receipt_handle=e.receipt_handle, status=st
+                )
+            )
+        codes = {en.status.code for en in entries}
+        overall = (
+            status(Code.OK)
+            if codes <= {Code.OK}
+            else (entries[0].status if len(codes) == 1 else status(Code.MULTIPLE_RESULTS, ""))
+        )
+        return spb.AckMessageResponse(status=overall, entries=entries)
+
+    async def change_invisible_duration(self, call: Call) -> spb.ChangeInvisibleDurationResponse:
+        req: spb.ChangeInvisibleDurationRequest = call.request
+        duration_ms = mp.ms_of_duration(req.invisible_duration)
+        if duration_ms <= 0:
+            raise BadRequest(Code.ILLEGAL_INVISIBLE_TIME, "invisible duration must be positive")
+        consumer = self._consumer(req.group.name)
+        received = self._received(req.topic.name, req.receipt_handle)
+        await consumer.change_invisible_duration(received, duration_ms / 1000)
+        return spb.ChangeInvisibleDurationResponse(
+            status=status(Code.OK), receipt_handle=received.receipt_handle
+        )
+
+
+_STORED = frozenset(
+    {Code.MASTER_PERSISTENCE_TIMEOUT, Code.SLAVE_PERSISTENCE_TIMEOUT, Code.HA_NOT_AVAILABLE}
+)
+
+_RESPONSES: dict[str, Any] = {
+    "QueryRoute": spb.QueryRouteResponse,
+    "Heartbeat": spb.HeartbeatResponse,
+    "SendMessage": spb.SendMessageResponse,
+    "QueryAssignment": spb.QueryAssignmentResponse,
+    "AckMessage": spb.AckMessageResponse,
+    "ChangeInvisibleDuration": spb.ChangeInvisibleDurationResponse,
+    "ForwardMessageToDeadLetterQueue": spb.ForwardMessageToDeadLetterQueueResponse,
+    "EndTransaction": spb.EndTransactionResponse,
+    "NotifyClientTermination": spb.NotifyClientTerminationResponse,
+}
+
+
+def error_response(method: str, code: int, message: str) -> Any:
+    """The response of ``method`` carrying only a status (ReceiveMessage: a one-item stream;
+    Telemetry: a command with a status)."""
+    st = status(code, message)
+    if method == "ReceiveMessage":
+        return [spb.ReceiveMessageResponse(status=st)]
+    if method == "Telemetry":
+        return spb.TelemetryCommand(status=st)
+    return _RESPONSES[method](status=st)
+
+
+def overflow_response(method: str, _request: Any) -> Any:
+    """What a call gets when the proxy's call queue is full (upstream: TOO_MANY_REQUESTS)."""
+    return error_response(method, Code.TOO_MANY_REQUESTS, "proxy is busy")
