@@ -24,6 +24,7 @@ import attrs
 from google.protobuf.duration_pb2 import Duration
 from google.protobuf.timestamp_pb2 import Timestamp
 
+from rocketrio.protocol import message_format
 from rocketrio.protocol.bodies import PERM_READ, PERM_WRITE, TopicRouteData
 from rocketrio.protocol.codes import ResponseCode
 from rocketrio.protocol.grpc_v2 import definition_pb2 as pb
@@ -304,24 +305,31 @@ def received_message(
         sp.message_type = pb.TRANSACTION
     else:
         sp.message_type = pb.NORMAL
-    user = {k: v for k, v in props.items() if k not in RESERVED_KEYS and k.isascii()}
-    user = {k: v for k, v in user.items() if not _system_key(k)}
+    user = {k: v for k, v in props.items() if k not in SYSTEM_KEYS}
     return pb.Message(
         topic=pb.Resource(name=topic), user_properties=user, system_properties=sp, body=m.body
     )
 
 
-_SYSTEM_KEYS = frozenset(
+def _all_system_keys() -> frozenset[str]:
+    """Every property name rocketrio's message format defines (upstream's
+    MessageConst.STRING_HASH_SET): never shown to a gRPC client as a user property."""
+    names = {
+        v
+        for k, v in vars(message_format).items()
+        if isinstance(v, str)
+        and v.isprintable()
+        and (k.startswith("PROPERTY_") or k in _OTHER_KEY_NAMES)
+    }
+    return frozenset(names | RESERVED_KEYS | _UPSTREAM_ONLY)
+
+
+_OTHER_KEY_NAMES = frozenset({"UNIQ_KEY", "WAIT", "DELAY", "TRAN_MSG"})
+# upstream names a broker may set that rocketrio's format does not define (yet): timer wheel
+_UPSTREAM_ONLY = frozenset(
     {
-        "MIN_OFFSET", "MAX_OFFSET", "REAL_TOPIC", "REAL_QID", "CLUSTER", "MSG_REGION",
-        "TRACE_ON", "POP_CK", "POP_CK_OFFSET", "1ST_POP_TIME", "RETRY_TOPIC",
-        "ORIGIN_MESSAGE_ID", "REAL_TOPIC_NAME", "CONSUME_START_TIME", "TRAN_PREPARED_QUEUE_OFFSET",
-        "__transactionId__", "TRANSACTION_CHECK_TIMES", "INNER_NUM", "INNER_BASE",
         "TIMER_OUT_MS", "TIMER_ENQUEUE_MS", "TIMER_DEQUEUE_MS", "TIMER_ROLL_TIMES",
-        "TIMER_DEL_UNIQKEY", "TIMER_DELAY_SEC", "RECONSUME_TIME", "MAX_RECONSUME_TIMES",
+        "TIMER_DEL_UNIQKEY", "__STARTDELIVERTIME", "INNER_NUM", "INNER_BASE",
     }
 )  # fmt: skip
-
-
-def _system_key(key: str) -> bool:
-    return key in _SYSTEM_KEYS
+SYSTEM_KEYS = _all_system_keys()

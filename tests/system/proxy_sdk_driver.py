@@ -1,0 +1,121 @@
+"""Runs the official RocketMQ 5 Python SDK (rocketmq-python-client, unchanged) against a proxy
+and prints what it saw as one JSON object; `test_proxy_sdk.py` runs it in its own process
+because the SDK registers its own copy of the apache.rocketmq.v2 protos, which cannot share a
+process (one protobuf descriptor pool) with rocketrio's stubs.
+
+    python tests/system/proxy_sdk_driver.py HOST:PORT
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from typing import Any
+
+from rocketmq import (
+    ClientConfiguration,
+    Credentials,
+    FilterExpression,
+    Message,
+    Producer,
+    SimpleConsumer,
+    Transaction,
+    TransactionChecker,
+    TransactionResolution,
+)
+
+
+class CommitAll(TransactionChecker):
+    def check(self, message: Any) -> Any:
+        return TransactionResolution.COMMIT
+
+
+def receive_all(consumer: Any, want: int, invisible_s: int = 15) -> list[Any]:
+    got: list[Any] = []
+    deadline = time.monotonic() + 40
+    while len(got) < want and time.monotonic() < deadline:
+        got += consumer.receive(16, invisible_s)
+    return got
+
+
+def describe(m: Any) -> dict[str, Any]:
+    return {
+        "id": m.message_id,
+        "body": m.body.decode(),
+        "tag": m.tag,
+        "keys": sorted(m.keys),
+        "props": dict(m.properties),
+        "group": m.message_group,
+        "attempt": m.delivery_attempt,
+    }
+
+
+def main(endpoint: str) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    config = ClientConfiguration(endpoint, Credentials())
+    producer = Producer(config, ("ProxyT", "ProxyFifo"), CommitAll())
+    producer.startup()
+    try:
+        sent = []
+        for i in range(5):
+            m = Message()
+            m.topic, m.body, m.tag, m.keys = "ProxyT", f"n{i}".encode(), "tagA", f"k{i}"
+            m.add_property("color", "red")
+            sent.append(producer.send(m).message_id)
+        fifo_queues = []
+        for i in range(4):
+            m = Message()
+            m.topic, m.body, m.message_group = "ProxyFifo", f"f{i}".encode(), "order-7"
+            fifo_queues.append(str(producer.send(m).message_queue))
+        m = Message()
+        m.topic, m.body = "ProxyT", b"delayed"
+        m.delivery_timestamp = int(time.time() * 1000) + 2000
+        sent.append(producer.send(m).message_id)
+        for body, commit in ((b"tx-commit", True), (b"tx-rollback", False)):
+            tx: Transaction = producer.begin_transaction()
+            m = Message()
+            m.topic, m.body = "ProxyT", body
+            receipt = producer.send(m, tx)
+            if commit:
+                sent.append(receipt.message_id)
+                tx.commit()
+            else:
+                tx.rollback()
+        out["sent"] = sent
+        out["fifo_queues"] = fifo_queues
+    finally:
+        producer.shutdown()
+
+    consumer = SimpleConsumer(config, "ProxyG", {"ProxyT": FilterExpression("*")}, 5)
+    consumer.startup()
+    try:
+        got = receive_all(consumer, len(out["sent"]))
+        out["received"] = [describe(m) for m in got]
+        # postpone one, ack the rest: only the postponed one comes back
+        later = got[0]
+        consumer.change_invisible_duration(later, 2)
+        for m in got[1:]:
+            consumer.ack(m)
+        again = receive_all(consumer, 1)
+        out["again"] = [describe(m) for m in again]
+        for m in again:
+            consumer.ack(m)
+        out["after_ack"] = [describe(m) for m in consumer.receive(16, 15)]
+    finally:
+        consumer.shutdown()
+
+    fifo = SimpleConsumer(config, "ProxyFifoG", {"ProxyFifo": FilterExpression("*")}, 5)
+    fifo.startup()
+    try:
+        got = receive_all(fifo, 4)
+        out["fifo"] = [describe(m) for m in got]
+        for m in got:
+            fifo.ack(m)
+    finally:
+        fifo.shutdown()
+    return out
+
+
+if __name__ == "__main__":
+    print(json.dumps(main(sys.argv[1])))
