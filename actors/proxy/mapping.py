@@ -180,15 +180,36 @@ def java_string_hash(s: str) -> int:
     return h - (1 << 32) if h & 0x80000000 else h
 
 
+_MASK64 = (1 << 64) - 1
+
+
+def consistent_hash(key: int, buckets: int) -> int:
+    """Guava's Hashing.consistentHash(long, int) (jump consistent hashing with its 64-bit linear
+    congruential generator): upstream's proxy maps a message group's hashCode to a write queue
+    with it, so adding a queue moves only the groups that land on the new one."""
+    if buckets <= 0:
+        raise ValueError(f"buckets must be positive: {buckets}")
+    state = key & _MASK64
+    candidate = 0
+    while True:
+        state = (2862933555777941757 * state + 1) & _MASK64
+        next_double = ((state >> 33) + 1) / float(1 << 31)
+        nxt = int((candidate + 1) / next_double)
+        if 0 <= nxt < buckets:
+            candidate = nxt
+        else:
+            return candidate
+
+
 def choose_queue(
     queues: Sequence[TargetQueue], message_group: str | None, turn: int
 ) -> TargetQueue:
-    """A FIFO message's queue is fixed by its group's hash (upstream SendMessageQueueHashSelector:
-    abs(hashCode) % size); others go round robin by ``turn``."""
+    """A FIFO message's queue is fixed by its group (upstream's SendMessageQueueSelector:
+    consistentHash(group.hashCode(), write queue count)); others go round robin by ``turn``."""
     if not queues:
         raise BadRequest(Code.FORBIDDEN, "no writable queue in the topic's route")
     if message_group:
-        return queues[abs(java_string_hash(message_group)) % len(queues)]
+        return queues[consistent_hash(java_string_hash(message_group), len(queues))]
     return queues[turn % len(queues)]
 
 
@@ -241,6 +262,26 @@ def send_properties(msg: pb.Message, max_body_size: int, producer_group: str) ->
         props[PROPERTY_TRANSACTION_PREPARED] = "true"
         props[PROPERTY_PRODUCER_GROUP] = producer_group
     return props
+
+
+def settings_answer(
+    client: pb.Settings, endpoints: pb.Endpoints, max_body_size: int
+) -> pb.Settings:
+    """Telemetry's answer to a client's settings (upstream GrpcClientSettingsManager): its own
+    settings, with the proxy as access point, metrics off, the proxy's publishing limits for a
+    producer, and a backoff policy (3 attempts for producers, 16 for consumers, 10 ms to 1 s)."""
+    out = pb.Settings()
+    out.CopyFrom(client)
+    out.access_point.CopyFrom(endpoints)
+    out.metric.CopyFrom(pb.Metric(on=False))
+    if client.WhichOneof("pub_sub") == "publishing":
+        out.publishing.max_body_size = max_body_size
+        out.publishing.validate_message_type = True
+    out.backoff_policy.max_attempts = 3 if client.client_type == pb.PRODUCER else 16
+    out.backoff_policy.exponential_backoff.initial.CopyFrom(duration_ms(10))
+    out.backoff_policy.exponential_backoff.max.CopyFrom(duration_ms(1000))
+    out.backoff_policy.exponential_backoff.multiplier = 2.0
+    return out
 
 
 def crc32_hex(body: bytes) -> str:

@@ -154,27 +154,14 @@ class ProxyService:
         kind = cmd.WhichOneof("command")
         if kind == "settings":
             return spb.TelemetryCommand(
-                status=status(Code.OK), settings=self.settings_for(cmd.settings)
+                status=status(Code.OK),
+                settings=mp.settings_answer(
+                    cmd.settings, self.endpoints, self.config.max_body_size
+                ),
             )
         if kind is None:
             raise BadRequest(Code.BAD_REQUEST, "telemetry command is empty")
         return spb.TelemetryCommand(status=status(Code.OK))
-
-    def settings_for(self, client: pb.Settings) -> pb.Settings:
-        """The settings answer (upstream GrpcClientSettingsManager): the client's own settings
-        with the proxy's publishing limits and backoff, and metrics off."""
-        out = pb.Settings()
-        out.CopyFrom(client)
-        out.access_point.CopyFrom(self.endpoints)
-        out.metric.CopyFrom(pb.Metric(on=False))
-        if client.WhichOneof("pub_sub") == "publishing":
-            out.publishing.max_body_size = self.config.max_body_size
-            out.publishing.validate_message_type = True
-        out.backoff_policy.max_attempts = 3 if client.client_type == pb.PRODUCER else 16
-        out.backoff_policy.exponential_backoff.initial.CopyFrom(mp.duration_ms(10))
-        out.backoff_policy.exponential_backoff.max.CopyFrom(mp.duration_ms(1000))
-        out.backoff_policy.exponential_backoff.multiplier = 2.0
-        return out
 
     # -- sending
     async def send_message(self, call: Call) -> spb.SendMessageResponse:
