@@ -98,6 +98,25 @@ def test_java_string_hash_matches_java() -> None:
     assert mp.java_string_hash("") == 0
 
 
+# (group, String.hashCode, consistentHash for 1, 3, 8, 16, 100 buckets) as printed by
+# Guava 32.1.3's Hashing.consistentHash on a JVM
+GUAVA = [
+    ("order-7", -1207111304, (0, 0, 4, 9, 89)),
+    ("g1", 3242, (0, 0, 6, 9, 41)),
+    ("hello", 99162322, (0, 0, 4, 8, 65)),
+    ("polygenelubricants", -2147483648, (0, 2, 2, 2, 58)),
+    ("订单-42", -711980392, (0, 1, 1, 1, 70)),
+]
+
+
+@pytest.mark.parametrize(("group", "java_hash", "buckets"), GUAVA)
+def test_fifo_queue_index_matches_guava(
+    group: str, java_hash: int, buckets: tuple[int, ...]
+) -> None:
+    assert mp.java_string_hash(group) == java_hash
+    assert tuple(mp.consistent_hash(java_hash, n) for n in (1, 3, 8, 16, 100)) == buckets
+
+
 @given(st.integers(-(2**31), 2**31 - 1), st.integers(1, 64))
 def test_consistent_hash_moves_a_key_only_to_a_new_bucket(key: int, n: int) -> None:
     before, after = mp.consistent_hash(key, n), mp.consistent_hash(key, n + 1)
