@@ -1908,5 +1908,25 @@ class TransactionEndFailed(LogEvent):
     error: str
 
 
+@event("proxy_started")
+@attrs.frozen(kw_only=True)
+class ProxyStarted(LogEvent):
+    """The gRPC proxy (cluster mode) serves MessagingService on ``grpc`` (the address its
+    routes give clients) for the brokers of ``namesrv``."""
+
+    grpc: str
+    namesrv: str
+
+
+@event("proxy_call_failed", "error")
+@attrs.frozen(kw_only=True)
+class ProxyCallFailed(LogEvent):
+    """A gRPC call's handler failed unexpectedly (a bug): the call was answered
+    INTERNAL_SERVER_ERROR and the proxy went on serving."""
+
+    method: str
+    error: str
+
+
 #: every catalogued event name
 ALL = frozenset(CATALOGUE)

@@ -26,6 +26,7 @@ import trio
 from rocketrio.protocol.grpc_v2 import service_pb2_grpc as sgrpc
 
 CALL_QUEUE = 256  # calls waiting for a Trio task; more are refused TOO_MANY_REQUESTS
+STOP_GRACE_S = 0.5
 
 
 @attrs.define
@@ -43,10 +44,16 @@ class Call:
     cancelled: bool = False
 
     def respond(self, value: Any) -> None:
-        self.loop.call_soon_threadsafe(_settle, self.future, value, None)
+        self._settle_soon(value, None)
 
     def fail(self, exc: BaseException) -> None:
-        self.loop.call_soon_threadsafe(_settle, self.future, None, exc)
+        self._settle_soon(None, exc)
+
+    def _settle_soon(self, value: Any, exc: BaseException | None) -> None:
+        try:
+            self.loop.call_soon_threadsafe(_settle, self.future, value, exc)
+        except RuntimeError:
+            pass  # the gRPC loop is closed: the server stopped and the call is gone
 
 
 def _settle(fut: asyncio.Future[Any], value: Any, exc: BaseException | None) -> None:
@@ -110,14 +117,17 @@ class GrpcBridge:
     """Use as ``async with GrpcBridge(host, port, overflow) as bridge:`` in Trio, then read
     ``bridge.calls``; ``bridge.port`` is the bound port."""
 
-    def __init__(self, host: str, port: int, overflow: Overflow) -> None:
+    def __init__(
+        self, host: str, port: int, overflow: Overflow, queue_size: int = CALL_QUEUE
+    ) -> None:
         self.host = host
         self.port = port
         self._overflow = overflow
-        self._send, self.calls = trio.open_memory_channel[Call](CALL_QUEUE)
+        self._send, self.calls = trio.open_memory_channel[Call](queue_size)
         self._token: trio.lowlevel.TrioToken | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._server: grpc.aio.Server | None = None
+        self._stop_requested: asyncio.Event | None = None
         self._thread: threading.Thread | None = None
 
     # -- asyncio side (the loop thread)
@@ -133,7 +143,10 @@ class GrpcBridge:
         try:
             return await call.future
         except asyncio.CancelledError:
-            self._token.run_sync_soon(_cancel, call)
+            try:
+                self._token.run_sync_soon(_cancel, call)
+            except trio.RunFinishedError:
+                pass  # Trio has ended: its tasks are gone already
             raise
 
     def _submit(self, call: Call) -> None:  # runs in Trio's thread
@@ -155,8 +168,11 @@ class GrpcBridge:
             self.port = server.add_insecure_port(f"{self.host}:{self.port}")
             await server.start()
             self._server = server
+            self._stop_requested = asyncio.Event()
             started(None)
-            await server.wait_for_termination()
+            await self._stop_requested.wait()
+            # in-flight RPCs get STOP_GRACE_S, then grpcio cancels them
+            await server.stop(STOP_GRACE_S)
 
         try:
             loop.run_until_complete(serve())
@@ -187,11 +203,14 @@ class GrpcBridge:
 
     async def __aexit__(self, *exc: Any) -> None:
         self._send.close()
-        if self._loop is not None and self._server is not None:
-            stop: Awaitable[None] = self._server.stop(0.5)
-            asyncio.run_coroutine_threadsafe(stop, self._loop)  # type: ignore[arg-type]
+        if self._loop is not None and self._stop_requested is not None:
+            try:
+                self._loop.call_soon_threadsafe(self._stop_requested.set)
+            except RuntimeError:
+                pass  # the loop has ended already
         if self._thread is not None:
-            await trio.to_thread.run_sync(self._thread.join, 5.0)
+            with trio.CancelScope(shield=True):
+                await trio.to_thread.run_sync(self._thread.join, 5.0)
 
 
 def _cancel(call: Call) -> None:
@@ -225,7 +244,12 @@ async def serve_calls(
             slots.release()
 
     async with trio.open_nursery() as nursery:
-        async for call in calls:
-            # a full house stops taking calls: the bounded queue fills, new calls are refused
+        while True:
+            # a full house takes no call off the queue: it fills, and new calls are refused
             await slots.acquire()
+            try:
+                call = await calls.receive()
+            except (trio.EndOfChannel, trio.ClosedResourceError):
+                slots.release()
+                return
             nursery.start_soon(one, call)

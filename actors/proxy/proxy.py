@@ -10,6 +10,7 @@ from typing import Any
 import structlog
 import trio
 
+from rocketrio.actors import events
 from rocketrio.actors.client.config import ClientConfig
 from rocketrio.actors.client.mq_client import MQClientInstance, local_ip
 from rocketrio.actors.proxy.grpc_bridge import GrpcBridge, serve_calls
@@ -30,6 +31,9 @@ async def run_proxy(
         if not config.host:
             config.host = local_ip()
         service = ProxyService(config, client)
-        log.info("proxy_started", grpc=f"{config.host}:{bridge.port}", namesrv=config.namesrv_addr)
+        events.emit(
+            log,
+            events.ProxyStarted(grpc=f"{config.host}:{bridge.port}", namesrv=config.namesrv_addr),
+        )
         task_status.started(bridge.port)
         await serve_calls(bridge.calls, service.handle)

@@ -18,6 +18,7 @@ from typing import Any
 import attrs
 import structlog
 
+from rocketrio.actors import events
 from rocketrio.actors.client.errors import MQBrokerError, MQClientError
 from rocketrio.actors.client.mq_client import MQClientInstance
 from rocketrio.actors.client.simple_consumer import MAX_RECEIVE, ReceivedMessage, SimpleConsumer
@@ -53,7 +54,6 @@ DEFAULT_INVISIBLE_MS = 30_000
 # a receive's long poll is capped (upstream grpcClientConsumerMaxLongPollingTimeoutMillis)
 MAX_POLL_MS = 30_000
 BROKER_TIMEOUT_S = 3.0
-CLIENT_ERRORS = (MQClientError, MQBrokerError, RemotingError, OSError)
 
 
 @attrs.define
@@ -104,6 +104,9 @@ class ProxyService:
             return error_response(call.method, mp.code_of_remoting(e.code), str(e))
         except (MQClientError, RemotingError, OSError) as e:
             return error_response(call.method, Code.INTERNAL_SERVER_ERROR, str(e))
+        except Exception as e:  # a bug: this call fails, the proxy keeps serving
+            events.emit(log, events.ProxyCallFailed(method=call.method, error=repr(e)))
+            return error_response(call.method, Code.INTERNAL_SERVER_ERROR, repr(e))
 
     async def _route(self, topic: str) -> Any:
         if not topic:
