@@ -26,12 +26,13 @@ from rocketrio.actors.logs import wallclock_ms
 from rocketrio.actors.proxy import mapping as mp
 from rocketrio.actors.proxy.grpc_bridge import Call
 from rocketrio.actors.proxy.mapping import BadRequest, Code, status
-from rocketrio.actors.proxy.receipt import TransactionId, decode_receipt
+from rocketrio.actors.proxy.receipt import TransactionId, decode_receipt, encode_receipt
 from rocketrio.actors.remoting import RemotingError
 from rocketrio.protocol.codes import RequestCode, ResponseCode
 from rocketrio.protocol.grpc_v2 import definition_pb2 as pb
 from rocketrio.protocol.grpc_v2 import service_pb2 as spb
 from rocketrio.protocol.headers import (
+    ConsumerSendMsgBackRequestHeader,
     EndTransactionRequestHeader,
     SendMessageRequestHeaderV2,
     SendMessageResponseHeader,
@@ -85,6 +86,7 @@ class ProxyService:
             "EndTransaction": self.end_transaction,
             "NotifyClientTermination": self.notify_client_termination,
             "Telemetry": self.telemetry,
+            "ForwardMessageToDeadLetterQueue": self.forward_to_dlq,
         }
 
     @property
@@ -274,11 +276,24 @@ class ProxyService:
         poll_ms = min(mp.ms_of_duration(req.long_polling_timeout), MAX_POLL_MS)
         consumer = self._consumer(req.group.name)
         consumer.subscribe(topic, req.filter_expression.expression or "*")
-        got = await consumer.receive(batch, invisible_ms / 1000, poll_ms / 1000)
+        broker = req.message_queue.broker.name
+        if broker:  # upstream: pop from the broker set the request's queue names
+            got = await consumer.receive_from(
+                topic, broker, batch, invisible_ms / 1000, poll_ms / 1000
+            )
+        else:
+            got = await consumer.receive(batch, invisible_ms / 1000, poll_ms / 1000)
         out = [spb.ReceiveMessageResponse(delivery_timestamp=mp.timestamp_ms(wallclock_ms()))]
         out += [
             spb.ReceiveMessageResponse(
-                message=mp.received_message(m.message, topic, m.receipt_handle, invisible_ms)
+                message=mp.received_message(
+                    m.message,
+                    topic,
+                    encode_receipt(
+                        m.receipt_handle, m.message.queue_offset, m.message.commitlog_offset
+                    ),
+                    invisible_ms,
+                )
             )
             for m in got
         ]
@@ -287,9 +302,10 @@ class ProxyService:
         return out
 
     def _received(self, topic: str, handle: str) -> ReceivedMessage:
-        info = decode_receipt(handle)
-        stub = MessageExt(topic, b"", queue_id=info.queue_id, queue_offset=info.queue_offset or 0)
-        return ReceivedMessage(stub, topic, info.broker_name, handle)
+        receipt = decode_receipt(handle)
+        extra = receipt.extra
+        stub = MessageExt(topic, b"", queue_id=extra.queue_id, queue_offset=extra.queue_offset or 0)
+        return ReceivedMessage(stub, topic, extra.broker_name, receipt.extra_info)
 
     async def ack_message(self, call: Call) -> spb.AckMessageResponse:
         req: spb.AckMessageRequest = call.request
@@ -322,11 +338,35 @@ class ProxyService:
         if duration_ms <= 0:
             raise BadRequest(Code.ILLEGAL_INVISIBLE_TIME, "invisible duration must be positive")
         consumer = self._consumer(req.group.name)
+        receipt = decode_receipt(req.receipt_handle)
         received = self._received(req.topic.name, req.receipt_handle)
         await consumer.change_invisible_duration(received, duration_ms / 1000)
-        return spb.ChangeInvisibleDurationResponse(
-            status=status(Code.OK), receipt_handle=received.receipt_handle
+        new = encode_receipt(
+            received.receipt_handle, received.queue_offset, receipt.commit_log_offset
         )
+        return spb.ChangeInvisibleDurationResponse(status=status(Code.OK), receipt_handle=new)
+
+    async def forward_to_dlq(self, call: Call) -> spb.ForwardMessageToDeadLetterQueueResponse:
+        """Upstream: CONSUMER_SEND_MSG_BACK at the message's commit log offset with delay
+        level -1 (straight to the group's DLQ), then the ack of the popped message."""
+        req: spb.ForwardMessageToDeadLetterQueueRequest = call.request
+        consumer = self._consumer(req.group.name)
+        receipt = decode_receipt(req.receipt_handle)
+        if receipt.commit_log_offset < 0:
+            raise BadRequest(Code.INVALID_RECEIPT_HANDLE, "receipt handle has no commit offset")
+        addr = await self._master(receipt.extra.broker_name, req.topic.name)
+        header = ConsumerSendMsgBackRequestHeader(
+            offset=receipt.commit_log_offset,
+            group=consumer.group,
+            delayLevel=-1,
+            originMsgId=req.message_id,
+            originTopic=req.topic.name,
+            unitMode=False,
+            maxReconsumeTimes=req.max_delivery_attempts,
+        )
+        await self.client.api.call(addr, RequestCode.CONSUMER_SEND_MSG_BACK, header)
+        await consumer.ack(self._received(req.topic.name, req.receipt_handle))
+        return spb.ForwardMessageToDeadLetterQueueResponse(status=status(Code.OK))
 
 
 _STORED = frozenset(

@@ -9,8 +9,10 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
+import signal
 import subprocess
 import sys
+import time
 from typing import Any
 
 import grpc
@@ -97,6 +99,99 @@ def check_bad_input(endpoint: str) -> None:
         )
 
 
+def raw_send(stub: sgrpc.MessagingServiceStub, topic: str, body: bytes, msg_id: str) -> None:
+    m = pb.Message(
+        topic=pb.Resource(name=topic),
+        system_properties=pb.SystemProperties(message_id=msg_id, message_type=pb.NORMAL),
+        body=body,
+    )
+    r = stub.SendMessage(spb.SendMessageRequest(messages=[m]), metadata=META, timeout=10)
+    assert r.status.code == pb.OK, r
+
+
+def raw_receive(
+    stub: sgrpc.MessagingServiceStub, topic: str, invisible_s: int, poll_s: int
+) -> tuple[int, list[pb.Message]]:
+    req = spb.ReceiveMessageRequest(
+        group=pb.Resource(name="RG"),
+        message_queue=pb.MessageQueue(topic=pb.Resource(name=topic)),
+        filter_expression=pb.FilterExpression(type=pb.TAG, expression="*"),
+        batch_size=16,
+        invisible_duration=mp_duration(invisible_s),
+        long_polling_timeout=mp_duration(poll_s),
+    )
+    out = list(stub.ReceiveMessage(req, metadata=META, timeout=poll_s + 10))
+    msgs = [r.message for r in out if r.HasField("message")]
+    return out[-1].status.code, msgs
+
+
+def mp_duration(seconds: int) -> Any:
+    from google.protobuf.duration_pb2 import Duration
+
+    return Duration(seconds=seconds)
+
+
+def check_receipts_survive_a_proxy_restart(up: Any, endpoint: str) -> None:
+    """Receipt handles carry their broker and checkpoint: a restarted proxy acks with them and
+    forwards to the DLQ with them; neither message comes back."""
+    r = rr("admin", "updateTopic", "-n", up.namesrv, "-t", "ProxyR", "-r", "2", "-w", "2")
+    assert r.returncode == 0, r.stdout + r.stderr
+    with grpc.insecure_channel(endpoint) as channel:
+        stub = sgrpc.MessagingServiceStub(channel)
+        raw_send(stub, "ProxyR", b"ack-me", "R1")
+        raw_send(stub, "ProxyR", b"dlq-me", "R2")
+        got: list[pb.Message] = []
+        popped_at = time.monotonic()
+        while len(got) < 2 and time.monotonic() - popped_at < 10:
+            _, msgs = raw_receive(stub, "ProxyR", 15, 2)
+            got += msgs
+        assert sorted(m.body for m in got) == [b"ack-me", b"dlq-me"]
+    mark = len(up.lines)
+    os.kill(up.pid_of("proxy"), signal.SIGKILL)
+    up.read_until(r"proxy exited with status", 10, mark)
+    up.read_until(r"proxy\s+\S+\s+pid \d+", 20, mark)
+    with grpc.insecure_channel(endpoint) as channel:
+        grpc.channel_ready_future(channel).result(timeout=20)
+        stub = sgrpc.MessagingServiceStub(channel)
+        by_body = {m.body: m for m in got}
+        ack = by_body[b"ack-me"]
+        r = stub.AckMessage(
+            spb.AckMessageRequest(
+                group=pb.Resource(name="RG"),
+                topic=pb.Resource(name="ProxyR"),
+                entries=[
+                    spb.AckMessageEntry(
+                        message_id=ack.system_properties.message_id,
+                        receipt_handle=ack.system_properties.receipt_handle,
+                    )
+                ],
+            ),
+            metadata=META,
+            timeout=10,
+        )
+        assert r.status.code == pb.OK, r
+        dlq = by_body[b"dlq-me"]
+        r = stub.ForwardMessageToDeadLetterQueue(
+            spb.ForwardMessageToDeadLetterQueueRequest(
+                group=pb.Resource(name="RG"),
+                topic=pb.Resource(name="ProxyR"),
+                receipt_handle=dlq.system_properties.receipt_handle,
+                message_id=dlq.system_properties.message_id,
+                delivery_attempt=1,
+                max_delivery_attempts=16,
+            ),
+            metadata=META,
+            timeout=10,
+        )
+        assert r.status.code == pb.OK, r
+        # past the invisible time: nothing is delivered again
+        while time.monotonic() - popped_at < 19:
+            code, msgs = raw_receive(stub, "ProxyR", 15, 3)
+            assert msgs == [] and code == pb.MESSAGE_NOT_FOUND
+    r = rr("admin", "topicStatus", "-n", up.namesrv, "-t", "%DLQ%RG")
+    assert r.returncode == 0 and "total messages: 1" in r.stdout, r.stdout + r.stderr
+
+
 def test_official_sdk_through_the_proxy(tmp_path: Any) -> None:
     if importlib.util.find_spec("rocketmq") is None:  # not imported here: see the driver
         pytest.skip("rocketmq-python-client is not installed")
@@ -115,6 +210,7 @@ def test_official_sdk_through_the_proxy(tmp_path: Any) -> None:
         assert run.returncode == 0, run.stderr[-4000:]
         check_sdk_run(json.loads(run.stdout.strip().splitlines()[-1]))
         check_bad_input(endpoint)
+        check_receipts_survive_a_proxy_restart(up, endpoint)
     finally:
         up.stop()
     problems = [p for p in log_problems(os.path.join(up.base_dir, "logs")) if "proxy" in p]

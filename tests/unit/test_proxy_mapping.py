@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from rocketrio.actors.broker.pop_extra_info import ExtraInfo
 from rocketrio.actors.proxy import mapping as mp
 from rocketrio.actors.proxy.mapping import BadRequest, TargetQueue
-from rocketrio.actors.proxy.receipt import TransactionId, decode_receipt
+from rocketrio.actors.proxy.receipt import TransactionId, decode_receipt, encode_receipt
 from rocketrio.protocol.bodies import BrokerData, QueueData, TopicRouteData
 from rocketrio.protocol.codes import ResponseCode
 from rocketrio.protocol.grpc_v2 import definition_pb2 as pb
@@ -238,12 +238,27 @@ def test_digests_are_uppercase_hex() -> None:
 # -- receipts and transaction ids
 
 
-def test_receipt_handle_is_the_brokers_checkpoint() -> None:
+def test_receipt_handle_is_the_brokers_checkpoint_and_the_commit_offset() -> None:
     info = ExtraInfo.of(10, 1_000, 30_000, 0, "T", "broker-a", 3, 12)
-    assert decode_receipt(info.build()) == info
+    handle = encode_receipt(info.build(), 12, 4096)
+    # upstream ReceiptHandle.encode: startOffset retrieveTime invisibleTime reviveQid topicType
+    # brokerName queueId offset commitLogOffset, space separated
+    assert handle == "10 1000 30000 0 0 broker-a 3 12 4096"
+    receipt = decode_receipt(handle)
+    assert receipt.extra == info and receipt.commit_log_offset == 4096
+    assert receipt.extra_info == info.build()  # what the broker is given back
 
 
-@pytest.mark.parametrize("handle", ["", "garbage", "1 2 3", "a b c d e f g"])
+def test_receipt_of_a_checkpoint_without_queue_offset_gets_the_messages() -> None:
+    info = ExtraInfo.of(10, 1_000, 30_000, 0, "%RETRY%G_T", "broker-a", 0)
+    receipt = decode_receipt(encode_receipt(info.build(), 15, 77))
+    assert receipt.extra.queue_offset == 15 and receipt.extra.retry == info.retry
+    assert decode_receipt("10 1000 30000 0 0 broker-a 3 12").commit_log_offset == -1
+
+
+@pytest.mark.parametrize(
+    "handle", ["", "garbage", "1 2 3", "a b c d e f g h", "10 1000 30000 0 0 b 3 12 x"]
+)
 def test_bad_receipt_handles(handle: str) -> None:
     with pytest.raises(BadRequest) as e:
         decode_receipt(handle)
