@@ -1928,5 +1928,18 @@ class ProxyCallFailed(LogEvent):
     error: str
 
 
+@event("proxy_transaction_check")
+@attrs.frozen(kw_only=True)
+class ProxyTransactionCheck(LogEvent):
+    """A broker's transaction check for a half message sent through the proxy: pushed to the
+    Telemetry stream of producer ``client_id``, or not (``pushed`` false: no producer of the
+    topic connected, or its stream full; the broker asks again later)."""
+
+    topic: str
+    msg_id: str
+    client_id: str | None = None
+    pushed: bool
+
+
 #: every catalogued event name
 ALL = frozenset(CATALOGUE)

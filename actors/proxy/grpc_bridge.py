@@ -27,6 +27,7 @@ from rocketrio.protocol.grpc_v2 import service_pb2_grpc as sgrpc
 
 CALL_QUEUE = 256  # calls waiting for a Trio task; more are refused TOO_MANY_REQUESTS
 STOP_GRACE_S = 0.5
+TELEMETRY_QUEUE = 64  # commands waiting to be written to one Telemetry stream
 
 
 @attrs.define
@@ -42,6 +43,7 @@ class Call:
     loop: asyncio.AbstractEventLoop
     cancel_scope: trio.CancelScope | None = None
     cancelled: bool = False
+    push: StreamPush | None = None  # Telemetry: offers a command down the client's stream
 
     def respond(self, value: Any) -> None:
         self._settle_soon(value, None)
@@ -54,6 +56,32 @@ class Call:
             self.loop.call_soon_threadsafe(_settle, self.future, value, exc)
         except RuntimeError:
             pass  # the gRPC loop is closed: the server stopped and the call is gone
+
+
+class StreamPush:
+    """Offers server-initiated Telemetry commands to one stream from the Trio thread; a stream
+    whose client does not read (its queue of TELEMETRY_QUEUE is full) loses the command (the
+    broker asks again later), so a slow client never blocks the proxy."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, queue: asyncio.Queue[Any]) -> None:
+        self._loop = loop
+        self._queue = queue
+
+    def __call__(self, command: object) -> bool:
+        try:
+            self._loop.call_soon_threadsafe(self._offer, command)
+        except RuntimeError:
+            return False  # the gRPC loop is closed
+        return True
+
+    def _offer(self, command: object) -> None:
+        try:
+            self._queue.put_nowait(command)
+        except asyncio.QueueFull:
+            pass
+
+
+_END = object()
 
 
 def _settle(fut: asyncio.Future[Any], value: Any, exc: BaseException | None) -> None:
@@ -109,8 +137,23 @@ class _Servicer(sgrpc.MessagingServiceServicer):
             yield response
 
     async def Telemetry(self, request_iterator: Any, context: Any) -> AsyncIterator[Any]:
-        async for command in request_iterator:
-            yield await self._bridge.forward("Telemetry", command, context)
+        out: asyncio.Queue[Any] = asyncio.Queue(TELEMETRY_QUEUE)
+        push = StreamPush(asyncio.get_running_loop(), out)
+
+        async def answer_commands() -> None:
+            try:
+                async for command in request_iterator:
+                    await out.put(await self._bridge.forward("Telemetry", command, context, push))
+            finally:
+                await out.put(_END)
+
+        reader = asyncio.ensure_future(answer_commands())
+        try:
+            while (item := await out.get()) is not _END:
+                yield item
+        finally:
+            reader.cancel()
+            self._bridge.stream_closed(push)
 
 
 class GrpcBridge:
@@ -118,11 +161,17 @@ class GrpcBridge:
     ``bridge.calls``; ``bridge.port`` is the bound port."""
 
     def __init__(
-        self, host: str, port: int, overflow: Overflow, queue_size: int = CALL_QUEUE
+        self,
+        host: str,
+        port: int,
+        overflow: Overflow,
+        queue_size: int = CALL_QUEUE,
+        on_stream_closed: Callable[[StreamPush], None] | None = None,
     ) -> None:
         self.host = host
         self.port = port
         self._overflow = overflow
+        self._on_stream_closed = on_stream_closed
         self._send, self.calls = trio.open_memory_channel[Call](queue_size)
         self._token: trio.lowlevel.TrioToken | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -131,10 +180,17 @@ class GrpcBridge:
         self._thread: threading.Thread | None = None
 
     # -- asyncio side (the loop thread)
-    async def forward(self, method: str, request: Any, context: grpc.aio.ServicerContext) -> Any:
+    async def forward(
+        self,
+        method: str,
+        request: Any,
+        context: grpc.aio.ServicerContext,
+        push: StreamPush | None = None,
+    ) -> Any:
         loop = asyncio.get_running_loop()
         metadata = {k: v for k, v in (context.invocation_metadata() or ()) if isinstance(v, str)}
         call = Call(method, request, metadata, context.peer(), loop.create_future(), loop)
+        call.push = push
         assert self._token is not None
         try:
             self._token.run_sync_soon(self._submit, call)
@@ -148,6 +204,15 @@ class GrpcBridge:
             except trio.RunFinishedError:
                 pass  # Trio has ended: its tasks are gone already
             raise
+
+    def stream_closed(self, push: StreamPush) -> None:
+        """A Telemetry stream ended: tell the Trio side (``on_stream_closed``), without waiting."""
+        if self._on_stream_closed is None or self._token is None:
+            return
+        try:
+            self._token.run_sync_soon(self._on_stream_closed, push)
+        except trio.RunFinishedError:
+            pass
 
     def _submit(self, call: Call) -> None:  # runs in Trio's thread
         try:

@@ -312,7 +312,7 @@ def ms_of_duration(d: Duration) -> int:
 
 
 def received_message(
-    m: MessageExt, topic: str, receipt_handle: str, invisible_ms: int
+    m: MessageExt, topic: str, receipt_handle: str | None, invisible_ms: int
 ) -> pb.Message:
     """A popped message as the SDK reads it (upstream GrpcConverter.buildMessage): system
     properties from the stored message, the receipt handle, a CRC32 body digest, the user
@@ -326,12 +326,13 @@ def received_message(
         born_host=str(m.born_host).split(":")[0],
         store_timestamp=timestamp_ms(m.store_timestamp),
         store_host=str(m.store_host),
-        receipt_handle=receipt_handle,
         queue_id=m.queue_id,
         queue_offset=m.queue_offset,
-        invisible_duration=duration_ms(invisible_ms),
         delivery_attempt=m.reconsume_times + 1,
     )
+    if receipt_handle is not None:  # a popped message (not a transaction check's)
+        sp.receipt_handle = receipt_handle
+        sp.invisible_duration.CopyFrom(duration_ms(invisible_ms))
     if PROPERTY_TAGS in props:
         sp.tag = props[PROPERTY_TAGS]
     if props.get(PROPERTY_KEYS):

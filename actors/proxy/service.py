@@ -27,6 +27,7 @@ from rocketrio.actors.proxy import mapping as mp
 from rocketrio.actors.proxy.grpc_bridge import Call
 from rocketrio.actors.proxy.mapping import BadRequest, Code, status
 from rocketrio.actors.proxy.receipt import TransactionId, decode_receipt, encode_receipt
+from rocketrio.actors.proxy.telemetry import TelemetryRegistry
 from rocketrio.actors.remoting import RemotingError
 from rocketrio.protocol.codes import RequestCode, ResponseCode
 from rocketrio.protocol.grpc_v2 import definition_pb2 as pb
@@ -70,9 +71,12 @@ class ProxyConfig:
 
 
 class ProxyService:
-    def __init__(self, config: ProxyConfig, client: MQClientInstance) -> None:
+    def __init__(
+        self, config: ProxyConfig, client: MQClientInstance, registry: TelemetryRegistry
+    ) -> None:
         self.config = config
         self.client = client
+        self.registry = registry
         self._turn = itertools.count()
         self._consumers: dict[str, SimpleConsumer] = {}
         self._handlers: dict[str, Callable[[Call], Awaitable[Any]]] = {
@@ -118,6 +122,13 @@ class ProxyService:
             raise BadRequest(Code.TOPIC_NOT_FOUND, f"topic {topic} not found")
         return route
 
+    def broker_name_of(self, addr: str) -> str:
+        """The broker set an address serves, from the routes seen ("" when unknown)."""
+        for name, addrs in self.client.broker_addrs.items():
+            if addr in addrs.values():
+                return name
+        return ""
+
     async def _master(self, broker_name: str, topic: str) -> str:
         addr = await self.client.find_master_addr_refreshing(broker_name, topic)
         if addr is None:
@@ -152,12 +163,18 @@ class ProxyService:
         return spb.HeartbeatResponse(status=status(Code.OK))
 
     async def notify_client_termination(self, call: Call) -> spb.NotifyClientTerminationResponse:
+        self.registry.forget(call.metadata.get("x-mq-client-id", ""))
         return spb.NotifyClientTerminationResponse(status=status(Code.OK))
 
     async def telemetry(self, call: Call) -> spb.TelemetryCommand:
         cmd: spb.TelemetryCommand = call.request
         kind = cmd.WhichOneof("command")
         if kind == "settings":
+            client_id = call.metadata.get("x-mq-client-id")
+            if not client_id:
+                raise BadRequest(Code.CLIENT_ID_REQUIRED, "x-mq-client-id is required")
+            if call.push is not None:
+                self.registry.update(client_id, call.push, cmd.settings)
             return spb.TelemetryCommand(
                 status=status(Code.OK),
                 settings=mp.settings_answer(
