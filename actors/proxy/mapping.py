@@ -264,23 +264,45 @@ def send_properties(msg: pb.Message, max_body_size: int, producer_group: str) ->
     return props
 
 
+# upstream's default consumer retry policy: the delay levels after the first (1s .. 2h)
+CONSUMER_BACKOFF_S = (1, 5, 10, 30, 60, 120, 180, 240, 300, 360, 420, 480, 540, 600, 1200,
+                      1800, 3600, 7200)  # fmt: skip
+CONSUMER_MAX_ATTEMPTS = 17  # retryMaxTimes 16 + 1
+PRODUCER_MAX_ATTEMPTS = 3
+LONG_POLLING_S = 30  # upstream grpcClientConsumerMaxLongPollingTimeoutMillis
+RECEIVE_BATCH = 32  # upstream grpcClientConsumerLongPollingBatchSize
+
+
 def settings_answer(
     client: pb.Settings, endpoints: pb.Endpoints, max_body_size: int
 ) -> pb.Settings:
     """Telemetry's answer to a client's settings (upstream GrpcClientSettingsManager): its own
-    settings, with the proxy as access point, metrics off, the proxy's publishing limits for a
-    producer, and a backoff policy (3 attempts for producers, 16 for consumers, 10 ms to 1 s)."""
+    settings, with the proxy as access point and metrics off; a producer gets the proxy's
+    publishing limits and an exponential backoff (10 ms .. 1 s, 3 attempts), a consumer the
+    long polling timeout and batch size when it named none and upstream's customized backoff
+    (1 s, 5 s, 10 s, ..., 2 h; 17 attempts)."""
     out = pb.Settings()
     out.CopyFrom(client)
     out.access_point.CopyFrom(endpoints)
     out.metric.CopyFrom(pb.Metric(on=False))
+    out.ClearField("backoff_policy")
     if client.WhichOneof("pub_sub") == "publishing":
         out.publishing.max_body_size = max_body_size
         out.publishing.validate_message_type = True
-    out.backoff_policy.max_attempts = 3 if client.client_type == pb.PRODUCER else 16
-    out.backoff_policy.exponential_backoff.initial.CopyFrom(duration_ms(10))
-    out.backoff_policy.exponential_backoff.max.CopyFrom(duration_ms(1000))
-    out.backoff_policy.exponential_backoff.multiplier = 2.0
+        out.backoff_policy.max_attempts = PRODUCER_MAX_ATTEMPTS
+        out.backoff_policy.exponential_backoff.initial.CopyFrom(duration_ms(10))
+        out.backoff_policy.exponential_backoff.max.CopyFrom(duration_ms(1000))
+        out.backoff_policy.exponential_backoff.multiplier = 2.0
+        return out
+    sub = out.subscription
+    if not sub.HasField("long_polling_timeout") or ms_of_duration(sub.long_polling_timeout) <= 0:
+        sub.long_polling_timeout.CopyFrom(duration_ms(LONG_POLLING_S * 1000))
+    if not sub.receive_batch_size:
+        sub.receive_batch_size = RECEIVE_BATCH
+    out.backoff_policy.max_attempts = CONSUMER_MAX_ATTEMPTS
+    out.backoff_policy.customized_backoff.next.extend(
+        duration_ms(s * 1000) for s in CONSUMER_BACKOFF_S
+    )
     return out
 
 

@@ -154,7 +154,7 @@ class ProxyService:
                 mq = pb.MessageQueue(
                     topic=req.topic, id=-1, permission=q.permission, broker=q.broker
                 )
-                assignments.append(spb.Assignment(message_queue=mq))
+                assignments.append(pb.Assignment(message_queue=mq))
         return spb.QueryAssignmentResponse(status=status(Code.OK), assignments=assignments)
 
     async def heartbeat(self, call: Call) -> spb.HeartbeatResponse:

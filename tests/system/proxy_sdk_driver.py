@@ -10,15 +10,19 @@ from __future__ import annotations
 
 import json
 import sys
+import threading
 import time
 from typing import Any
 
 from rocketmq import (
     ClientConfiguration,
+    ConsumeResult,
     Credentials,
     FilterExpression,
     Message,
+    MessageListener,
     Producer,
+    PushConsumer,
     SimpleConsumer,
     Transaction,
     TransactionChecker,
@@ -29,6 +33,49 @@ from rocketmq import (
 class CommitAll(TransactionChecker):
     def check(self, message: Any) -> Any:
         return TransactionResolution.COMMIT
+
+
+class FailFirstTry(MessageListener):
+    """Consumes everything; a body starting with "fail" fails its first delivery."""
+
+    def __init__(self) -> None:
+        self.seen: list[dict[str, Any]] = []
+        self.lock = threading.Lock()
+
+    def consume(self, message: Any) -> Any:
+        with self.lock:
+            self.seen.append(describe(message))
+        if message.body.startswith(b"fail") and message.delivery_attempt == 1:
+            return ConsumeResult.FAILURE
+        return ConsumeResult.SUCCESS
+
+
+def push_consume(config: Any) -> list[dict[str, Any]]:
+    """A PushConsumer (client-side assignment through QueryAssignment) on ProxyP."""
+    producer = Producer(config, ("ProxyP",))
+    producer.startup()
+    try:
+        for body in (b"p0", b"p1", b"fail-p2", b"p3"):
+            m = Message()
+            m.topic, m.body = "ProxyP", body
+            producer.send(m)
+    finally:
+        producer.shutdown()
+    listener = FailFirstTry()
+    consumer = PushConsumer(config, "ProxyPushG", listener, {"ProxyP": FilterExpression("*")})
+    consumer.startup()
+    try:
+        deadline = time.monotonic() + 40
+        while time.monotonic() < deadline:
+            with listener.lock:
+                if len(listener.seen) >= 5:
+                    break
+            time.sleep(0.2)
+        time.sleep(2)  # nothing more may come
+    finally:
+        consumer.shutdown()
+    with listener.lock:
+        return list(listener.seen)
 
 
 def receive_all(consumer: Any, want: int, invisible_s: int = 15) -> list[Any]:
@@ -114,6 +161,7 @@ def main(endpoint: str) -> dict[str, Any]:
             fifo.ack(m)
     finally:
         fifo.shutdown()
+    out["push"] = push_consume(config)
     return out
 
 

@@ -56,6 +56,9 @@ def check_sdk_run(out: dict[str, Any]) -> None:
     assert len(set(out["fifo_queues"])) == 1
     assert sorted(m["body"] for m in out["fifo"]) == ["f0", "f1", "f2", "f3"]
     assert {m["group"] for m in out["fifo"]} == {"order-7"}
+    # PushConsumer: each message once, the failed one again after the backoff (attempt 2)
+    push = sorted((m["body"], m["attempt"]) for m in out["push"])
+    assert push == [("fail-p2", 1), ("fail-p2", 2), ("p0", 1), ("p1", 1), ("p3", 1)]
 
 
 def check_bad_input(endpoint: str) -> None:
@@ -201,7 +204,7 @@ def test_official_sdk_through_the_proxy(tmp_path: Any) -> None:
     endpoint = f"127.0.0.1:{grpc_port}"
     try:
         up.read_until(rf"proxy\s+gRPC {endpoint}", 5)
-        for topic in ("ProxyT", "ProxyFifo"):
+        for topic in ("ProxyT", "ProxyFifo", "ProxyP"):
             r = rr("admin", "updateTopic", "-n", up.namesrv, "-t", topic, "-r", "4", "-w", "4")
             assert r.returncode == 0, r.stdout + r.stderr
         run = subprocess.run(

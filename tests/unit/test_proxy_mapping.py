@@ -288,4 +288,9 @@ def test_settings_answer_for_a_producer_and_a_consumer() -> None:
     )
     out = mp.settings_answer(consumer, ENDPOINTS, 4096)
     assert out.WhichOneof("pub_sub") == "subscription"
-    assert out.subscription.receive_batch_size == 8 and out.backoff_policy.max_attempts == 16
+    assert out.subscription.receive_batch_size == 8  # the client's own
+    assert out.subscription.long_polling_timeout.seconds == 30  # it named none
+    assert out.backoff_policy.max_attempts == 17
+    delays = [d.seconds for d in out.backoff_policy.customized_backoff.next]
+    assert delays[:4] == [1, 5, 10, 30] and delays[-1] == 7200
+    assert out.backoff_policy.WhichOneof("strategy") == "customized_backoff"
