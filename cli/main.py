@@ -172,6 +172,7 @@ def cmd_controller(args: argparse.Namespace) -> int:
 
 
 def cmd_proxy(args: argparse.Namespace) -> int:
+    from rocketrio.actors.auth.config import parse_credentials
     from rocketrio.actors.proxy.proxy import run_proxy
     from rocketrio.actors.proxy.service import ProxyConfig
 
@@ -183,13 +184,21 @@ def cmd_proxy(args: argparse.Namespace) -> int:
         namesrv_addr=namesrv,
         grpc_port=args.grpc_port or int(conf.get("grpcServerPort", "8081")),
         host=args.host or conf.get("proxyHost", ""),
+        authentication_enabled=conf.get("authenticationEnabled", "false").lower() == "true",
     )
+    try:
+        creds = parse_credentials(conf.get("innerClientAuthenticationCredentials", ""))
+    except ValueError as e:
+        raise ConfigError(f"{args.config}: {e}") from None
+    if creds is not None:
+        cfg.access_key, cfg.secret_key = creds.access_key, creds.secret_key
     name = args.name or f"proxy-{cfg.grpc_port}"
     return run_service(name, "proxy", conf.get("logDir", args.log_dir), run_proxy, cfg)
 
 
 def load_proxy_config(path: str) -> dict[str, str]:
-    """The proxy's key=value file (namesrvAddr, grpcServerPort, proxyHost, logDir)."""
+    """The proxy's key=value file (namesrvAddr, grpcServerPort, proxyHost, logDir,
+    authenticationEnabled, innerClientAuthenticationCredentials: upstream's names)."""
     out: dict[str, str] = {}
     with open(path, encoding="utf-8") as f:
         for line in f:

@@ -25,7 +25,11 @@ log = structlog.get_logger("proxy")
 async def run_proxy(
     config: ProxyConfig, *, task_status: trio.TaskStatus[Any] = trio.TASK_STATUS_IGNORED
 ) -> None:
-    client_config = ClientConfig(instanceName=f"proxy-{config.grpc_port}")
+    client_config = ClientConfig(
+        instanceName=f"proxy-{config.grpc_port}",
+        accessKey=config.access_key or "",
+        secretKey=config.secret_key or "",
+    )
     registry = TelemetryRegistry()
     async with (
         MQClientInstance(config.namesrv_addr, config=client_config) as client,

@@ -24,11 +24,13 @@ from rocketrio.actors.client.mq_client import MQClientInstance
 from rocketrio.actors.client.simple_consumer import MAX_RECEIVE, ReceivedMessage, SimpleConsumer
 from rocketrio.actors.logs import wallclock_ms
 from rocketrio.actors.proxy import mapping as mp
+from rocketrio.actors.proxy.auth import ProxyAuth
 from rocketrio.actors.proxy.grpc_bridge import Call
 from rocketrio.actors.proxy.mapping import BadRequest, Code, status
 from rocketrio.actors.proxy.receipt import TransactionId, decode_receipt, encode_receipt
 from rocketrio.actors.proxy.telemetry import TelemetryRegistry
 from rocketrio.actors.remoting import RemotingError
+from rocketrio.protocol.auth_bodies import GetUserRequestHeader, UserInfo
 from rocketrio.protocol.codes import RequestCode, ResponseCode
 from rocketrio.protocol.grpc_v2 import definition_pb2 as pb
 from rocketrio.protocol.grpc_v2 import service_pb2 as spb
@@ -47,7 +49,7 @@ from rocketrio.protocol.message import (
     parse_offset_msg_id,
 )
 from rocketrio.protocol.remoting import RemotingCommand
-from rocketrio.protocol.serde import from_ext, to_ext
+from rocketrio.protocol.serde import from_ext, from_json, to_ext
 
 log = structlog.get_logger("proxy")
 
@@ -67,6 +69,9 @@ class ProxyConfig:
     grpc_port: int = 8081
     host: str = ""
     listen_host: str = "0.0.0.0"
+    authentication_enabled: bool = False  # authenticationEnabled
+    access_key: str | None = None  # innerClientAuthenticationCredentials: signs remoting
+    secret_key: str | None = None
     max_body_size: int = MAX_BODY_SIZE
 
 
@@ -77,6 +82,7 @@ class ProxyService:
         self.config = config
         self.client = client
         self.registry = registry
+        self.auth = ProxyAuth(config.authentication_enabled, self.fetch_user)
         self._turn = itertools.count()
         self._consumers: dict[str, SimpleConsumer] = {}
         self._handlers: dict[str, Callable[[Call], Awaitable[Any]]] = {
@@ -103,6 +109,7 @@ class ProxyService:
         if handler is None:
             return error_response(call.method, Code.NOT_IMPLEMENTED, call.method)
         try:
+            await self.auth.authenticate(call.metadata)
             return await handler(call)
         except BadRequest as e:
             return error_response(call.method, e.code, str(e))
@@ -121,6 +128,20 @@ class ProxyService:
         if route is None:
             raise BadRequest(Code.TOPIC_NOT_FOUND, f"topic {topic} not found")
         return route
+
+    async def fetch_user(self, username: str) -> UserInfo | None:
+        """A user of the brokers' ACL (AUTH_GET_USER to a master of the cluster)."""
+        info = await self.client.api.get_cluster_info()
+        masters = sorted(
+            bd.brokerAddrs[0] for bd in info.brokerAddrTable.values() if 0 in bd.brokerAddrs
+        )
+        header = to_ext(GetUserRequestHeader(username))
+        for addr in masters:
+            cmd = RemotingCommand(RequestCode.AUTH_GET_USER, ext_fields=header)
+            resp = await self.client.remoting.invoke(addr, cmd, BROKER_TIMEOUT_S)
+            if resp.code == ResponseCode.SUCCESS:
+                return from_json(UserInfo, resp.body) if resp.body else None
+        return None
 
     def broker_name_of(self, addr: str) -> str:
         """The broker set an address serves, from the routes seen ("" when unknown)."""
