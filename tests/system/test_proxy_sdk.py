@@ -6,6 +6,8 @@ upstream's status codes and the proxy keeps serving. Real processes on loopback.
 
 from __future__ import annotations
 
+import hashlib
+import hmac
 import importlib.util
 import json
 import os
@@ -195,6 +197,44 @@ def check_receipts_survive_a_proxy_restart(up: Any, endpoint: str) -> None:
     assert r.returncode == 0 and "total messages: 1" in r.stdout, r.stdout + r.stderr
 
 
+def signed(ak: str, sk: str) -> tuple[tuple[str, str], ...]:
+    """Metadata signed as the official SDK signs it (MQv2-HMAC-SHA1 of x-mq-date-time)."""
+    date = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
+    sig = hmac.new(sk.encode(), date.encode(), hashlib.sha1).hexdigest()
+    auth = f"MQv2-HMAC-SHA1 Credential={ak}, SignedHeaders=x-mq-date-time, Signature={sig}"
+    return (("x-mq-client-id", "auth-test"), ("x-mq-date-time", date), ("authorization", auth))
+
+
+def check_authentication(up: Any, tmp: Any) -> None:
+    """A second proxy with authenticationEnabled: a user of the brokers' ACL passes, a wrong
+    signature, an unknown user or no signature is UNAUTHORIZED."""
+    r = rr("admin", "createUser", "-n", up.namesrv, "-c", "DefaultCluster", "-u", "alice",
+           "-p", "s3cret")  # fmt: skip
+    assert r.returncode == 0, r.stdout + r.stderr
+    port = free_port_block(1, extra=())
+    conf = tmp / "proxy-auth.conf"
+    conf.write_text(
+        f"namesrvAddr={up.namesrv}\ngrpcServerPort={port}\nproxyHost=127.0.0.1\n"
+        f"authenticationEnabled=true\nlogDir={tmp / 'auth-logs'}\n"
+    )
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "rocketrio.cli.main", "proxy", "-c", str(conf)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        with grpc.insecure_channel(f"127.0.0.1:{port}") as channel:
+            grpc.channel_ready_future(channel).result(timeout=30)
+            stub = sgrpc.MessagingServiceStub(channel)
+            req = spb.QueryRouteRequest(topic=pb.Resource(name="ProxyT"))
+            assert stub.QueryRoute(req, metadata=signed("alice", "s3cret")).status.code == pb.OK
+            for md in (signed("alice", "wrong"), signed("mallory", "s3cret"), META):
+                assert stub.QueryRoute(req, metadata=md).status.code == pb.UNAUTHORIZED
+    finally:
+        proc.send_signal(signal.SIGINT)
+        proc.wait(30)
+
+
 def test_official_sdk_through_the_proxy(tmp_path: Any) -> None:
     if importlib.util.find_spec("rocketmq") is None:  # not imported here: see the driver
         pytest.skip("rocketmq-python-client is not installed")
@@ -214,6 +254,7 @@ def test_official_sdk_through_the_proxy(tmp_path: Any) -> None:
         check_sdk_run(json.loads(run.stdout.strip().splitlines()[-1]))
         check_bad_input(endpoint)
         check_receipts_survive_a_proxy_restart(up, endpoint)
+        check_authentication(up, tmp_path)
     finally:
         up.stop()
     problems = [p for p in log_problems(os.path.join(up.base_dir, "logs")) if "proxy" in p]
