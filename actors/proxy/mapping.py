@@ -152,6 +152,21 @@ def route_queues(
     return out
 
 
+def assignments(
+    route: TopicRouteData, topic: pb.Resource, endpoints: pb.Endpoints
+) -> list[pb.Assignment]:
+    """QueryAssignment for a (non-FIFO) PushConsumer, as upstream's RouteActivity: one
+    assignment per readable broker set with a master, queue id -1 (POP from any queue of it)."""
+    out: list[pb.Assignment] = []
+    seen: set[str] = set()
+    for q in route_queues(route, topic, endpoints):
+        if q.permission in (pb.READ, pb.READ_WRITE) and q.broker.name not in seen:
+            seen.add(q.broker.name)
+            mq = pb.MessageQueue(topic=topic, id=-1, permission=q.permission, broker=q.broker)
+            out.append(pb.Assignment(message_queue=mq))
+    return out
+
+
 @attrs.frozen
 class TargetQueue:
     """Where a send goes: a broker set's master queue."""

@@ -166,16 +166,7 @@ class ProxyService:
     async def query_assignment(self, call: Call) -> spb.QueryAssignmentResponse:
         req: spb.QueryAssignmentRequest = call.request
         route = await self._route(req.topic.name)
-        readable = [q for q in mp.route_queues(route, req.topic, self.endpoints)]
-        seen: set[str] = set()
-        assignments = []
-        for q in readable:
-            if q.permission in (pb.READ, pb.READ_WRITE) and q.broker.name not in seen:
-                seen.add(q.broker.name)
-                mq = pb.MessageQueue(
-                    topic=req.topic, id=-1, permission=q.permission, broker=q.broker
-                )
-                assignments.append(pb.Assignment(message_queue=mq))
+        assignments = mp.assignments(route, req.topic, self.endpoints)
         return spb.QueryAssignmentResponse(status=status(Code.OK), assignments=assignments)
 
     async def heartbeat(self, call: Call) -> spb.HeartbeatResponse:

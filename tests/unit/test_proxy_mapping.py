@@ -88,6 +88,16 @@ def test_write_only_and_inaccessible_queues() -> None:
     assert mp.writable_queues(r) == [TargetQueue("a", 0), TargetQueue("a", 1), TargetQueue("a", 2)]
 
 
+def test_assignments_one_per_readable_broker_set() -> None:
+    r = route(QueueData("a", 2, 2, 6), QueueData("b", 0, 2, 2), QueueData("c", 1, 1, 4))
+    got = mp.assignments(r, pb.Resource(name="T"), ENDPOINTS)
+    assert [(a.message_queue.broker.name, a.message_queue.id) for a in got] == [
+        ("a", -1),
+        ("c", -1),
+    ]  # b is write-only
+    assert all(a.message_queue.broker.endpoints == ENDPOINTS for a in got)
+
+
 # -- FIFO queue choice
 
 
