@@ -15,17 +15,22 @@ written every flushDelayOffsetInterval and at shutdown.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 
 import attrs
 import trio
 
 from rocketrio.actors.broker.config_files import ConfigFile
 from rocketrio.actors.broker.store_view import RunBlocking
+from rocketrio.actors.remoting import RequestContext
 from rocketrio.protocol.bodies import DataVersion
+from rocketrio.protocol.codes import RequestCode, ResponseCode
+from rocketrio.protocol.remoting import RemotingCommand
+from rocketrio.protocol.serde import to_json
 from rocketrio.storage.fs import OS_FS, FileSystem
 
 DELAY_OFFSET_FILE = "delayOffset.json"
+Handler = Callable[[RequestContext], Awaitable[RemotingCommand | None]]
 
 
 @attrs.define(slots=True)
@@ -126,3 +131,12 @@ class DelayOffsetFile:
 
     async def persist(self) -> None:
         await self.file.persist()
+
+
+def delay_offset_handlers(table: DelayOffsetTable) -> dict[int, Handler]:
+    """GET_ALL_DELAY_OFFSET (45): the table as delayOffset.json holds it (slave sync reads it)."""
+
+    async def get_all(ctx: RequestContext) -> RemotingCommand:
+        return ctx.cmd.make_response(ResponseCode.SUCCESS, body=to_json(table.snapshot()))
+
+    return {RequestCode.GET_ALL_DELAY_OFFSET: get_all}
