@@ -19,7 +19,7 @@ from rocketrio.actors.broker.broker import Broker
 from rocketrio.actors.broker.delay_offset import DelayOffsetSerializeWrapper
 from rocketrio.protocol.codes import RequestCode, ResponseCode
 from rocketrio.protocol.headers import ViewMessageRequestHeader
-from rocketrio.protocol.message import decode_stored
+from rocketrio.protocol.message import iter_stored
 from rocketrio.protocol.remoting import RemotingCommand
 from rocketrio.protocol.serde import from_json, to_ext
 from rocketrio.storage.store_dispatch import SCHEDULE_TOPIC
@@ -281,7 +281,7 @@ async def test_get_all_delay_offset_and_the_view_of_a_waiting_message(
             )
         )
         assert view.code == ResponseCode.SUCCESS
-        m = decode_stored(view.body)
+        [m] = list(iter_stored(view.body))
         assert (m.topic, m.queue_id) == (SCHEDULE_TOPIC, 4)
         assert (m.properties["REAL_TOPIC"], m.properties["DELAY"]) == ("D", "5")
         # topicStatus-style offsets of the wait topics
