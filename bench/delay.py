@@ -11,6 +11,8 @@ Prints ONE JSON line with:
 - delay_late_p50_ms / p99_ms / max_ms  how late DELAY=1 messages sent at a steady rate reach
                              the consumer after their due time (born + level delay), re-put
                              and consumer pull included
+- delay_reput_late_p50_ms / p99_ms  the broker's part of it: the re-put's store time after
+                             born + level delay (the send's own latency included)
 - delay_rate_msgs_per_s      that steady send rate
 
     .venv/bin/python bench/delay.py [--count N] [--rate R]
@@ -59,7 +61,7 @@ async def consume(
 
     def listener(msgs: list[Any]) -> ConsumeStatus:
         now = time.time() * 1000
-        arrivals.extend((now, m) for m in msgs)
+        arrivals.extend((now, m) for m in msgs if m.body == BODY)  # not wait_writable's probe
         if len(arrivals) >= expected:
             done.set()
         return ConsumeStatus.CONSUME_SUCCESS
@@ -73,12 +75,13 @@ async def consume(
             await done.wait()
 
 
-async def timer_burst(ns: str, count: int, result: dict[str, Any]) -> None:
-    """``count`` timers all due at one instant: in flight at once, then delivered."""
+async def timer_burst(ns: str, count: int, send_rate: float, result: dict[str, Any]) -> None:
+    """``count`` timers all due at one instant (after they were all sent, at ``send_rate``):
+    in flight at once, then delivered."""
     arrivals: list[tuple[float, Any]] = []
     async with trio.open_nursery() as n:
         n.start_soon(consume, ns, "BenchTimer", "bench_timer", count, arrivals)
-        due_ms = int(time.time() * 1000) + 12_000
+        due_ms = int(time.time() * 1000 + count / send_rate * 1500) + 2000
         msgs = [
             Message("BenchTimer", BODY, properties={"TIMER_DELIVER_MS": str(due_ms)})
             for _ in range(count)
@@ -87,6 +90,9 @@ async def timer_burst(ns: str, count: int, result: dict[str, Any]) -> None:
         result["timer_in_flight"] = count
     if len(arrivals) < count:
         raise RuntimeError(f"only {len(arrivals)} of {count} timer messages arrived")
+    if any("TIMER_OUT_MS" not in m.properties for _, m in arrivals):
+        bad = next(m for _, m in arrivals if "TIMER_OUT_MS" not in m.properties)
+        raise RuntimeError(f"a timer message stored after its deliver time: {bad.properties}")
     first_due = min(int(m.properties["TIMER_OUT_MS"]) for _, m in arrivals)
     last = max(t for t, _ in arrivals)
     early = sum(1 for t, m in arrivals if t < int(m.properties["TIMER_OUT_MS"]))
@@ -107,9 +113,15 @@ async def delay_at_rate(ns: str, rate: int, seconds: float, result: dict[str, An
                     await trio.sleep_until(start + i / rate)
                     senders.start_soon(p.send, Message("BenchDelayRate", BODY, delay_time_level=1))
     late = [t - (m.born_timestamp + LEVEL1_MS) for t, m in arrivals]
+    # the broker's own part: its re-put's store time after the due time (born time stands in
+    # for the first store time, so the send's latency counts against the broker)
+    reput = [m.store_timestamp - (m.born_timestamp + LEVEL1_MS) for _, m in arrivals]
     result.update(
         delay_rate_msgs_per_s=rate,
         delay_received=len(arrivals),
+        delay_reput_late_p50_ms=round(pct(reput, 0.5), 1),
+        delay_reput_late_p99_ms=round(pct(reput, 0.99), 1),
+        delay_reput_early=sum(1 for x in reput if x < 0),
         delay_late_p50_ms=round(pct(late, 0.5), 1),
         delay_late_p99_ms=round(pct(late, 0.99), 1),
         delay_late_max_ms=round(max(late), 1),
@@ -162,7 +174,7 @@ def main() -> None:
         result["plain_send_msgs_per_s"] = round(plain)
         result["delay_send_msgs_per_s"] = round(delay)
         result["delay_vs_plain_send_ratio"] = round(delay / plain, 2)
-        trio.run(timer_burst, ns, args.count, result)
+        trio.run(timer_burst, ns, args.count, delay, result)
         trio.run(delay_at_rate, ns, args.rate, 5.0, result)
     finally:
         stop_all(procs, work)
