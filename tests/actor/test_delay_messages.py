@@ -16,6 +16,7 @@ import trio.testing
 from test_broker_harness import EPOCH_MS, BrokerHarness, harness
 
 from rocketrio.actors.broker.broker import Broker
+from rocketrio.actors.broker.config import BrokerRole
 from rocketrio.actors.broker.delay_offset import DelayOffsetSerializeWrapper
 from rocketrio.protocol.codes import RequestCode, ResponseCode
 from rocketrio.protocol.headers import ViewMessageRequestHeader
@@ -288,3 +289,22 @@ async def test_get_all_delay_offset_and_the_view_of_a_waiting_message(
         for topic in (SCHEDULE_TOPIC, TIMER_TOPIC):
             assert h.broker.topics.select(topic) is not None
         assert h.broker.store_view.get_max_offset(SCHEDULE_TOPIC, 4) == 1
+
+
+async def test_a_classic_slave_never_reputs_due_messages(
+    tmp_path: Any, mock_clock: trio.testing.MockClock
+) -> None:
+    async with harness(tmp_path, messageDelayLevel=LEVELS) as h:
+        assert h.broker is not None
+        h.broker.topics.update(_topic("D", 1))
+        resp = await h.send("D", b"x", props={"DELAY": "3", "UNIQ_KEY": "C1"}, queue_id=0)
+        assert resp.code == ResponseCode.SUCCESS
+        await h.stop_broker()  # before it is due (7 s)
+        slave = await h.start_broker(
+            messageDelayLevel=LEVELS, brokerRole=BrokerRole.SLAVE, brokerId=1
+        )
+        await trio.sleep(20)
+        assert not slave.serving_as_master()
+        assert delivered(slave, "D", 1) == []
+        assert slave.delay_offsets.table.levels == {}
+        assert slave.schedule.delivered == 0
