@@ -308,3 +308,5 @@ async def test_a_classic_slave_never_reputs_due_messages(
         assert delivered(slave, "D", 1) == []
         assert slave.delay_offsets.table.levels == {}
         assert slave.schedule.delivered == 0
+        # it does not even try (the slave's store would refuse the re-put anyway)
+        assert not slave.schedule.active
