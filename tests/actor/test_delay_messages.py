@@ -18,8 +18,9 @@ from test_broker_harness import EPOCH_MS, BrokerHarness, harness
 from rocketrio.actors.broker.broker import Broker
 from rocketrio.actors.broker.config import BrokerRole
 from rocketrio.actors.broker.delay_offset import DelayOffsetSerializeWrapper
+from rocketrio.protocol.bodies import TopicStatsTable
 from rocketrio.protocol.codes import RequestCode, ResponseCode
-from rocketrio.protocol.headers import ViewMessageRequestHeader
+from rocketrio.protocol.headers import GetTopicStatsInfoRequestHeader, ViewMessageRequestHeader
 from rocketrio.protocol.message import iter_stored
 from rocketrio.protocol.remoting import RemotingCommand
 from rocketrio.protocol.serde import from_json, to_ext
@@ -285,9 +286,18 @@ async def test_get_all_delay_offset_and_the_view_of_a_waiting_message(
         [m] = list(iter_stored(view.body))
         assert (m.topic, m.queue_id) == (SCHEDULE_TOPIC, 4)
         assert (m.properties["REAL_TOPIC"], m.properties["DELAY"]) == ("D", "5")
-        # topicStatus-style offsets of the wait topics
-        for topic in (SCHEDULE_TOPIC, TIMER_TOPIC):
-            assert h.broker.topics.select(topic) is not None
+        # topicStatus (GET_TOPIC_STATS_INFO) on the wait topics: one queue per level / wheel slot
+        for topic, queues in ((SCHEDULE_TOPIC, 5), (TIMER_TOPIC, 59)):
+            header = GetTopicStatsInfoRequestHeader(topic=topic)
+            resp = await h.invoke(
+                RemotingCommand(RequestCode.GET_TOPIC_STATS_INFO, ext_fields=to_ext(header))
+            )
+            assert resp.code == ResponseCode.SUCCESS, resp.remark
+            table = from_json(TopicStatsTable, resp.body).offsetTable
+            assert len(table) == queues
+            if topic == SCHEDULE_TOPIC:  # one message at level 1 (queue 0), one at 5 (queue 4)
+                used = sorted(mq.queueId for mq, o in table.items() if o.maxOffset == 1)
+                assert used == [0, 4]
         assert h.broker.store_view.get_max_offset(SCHEDULE_TOPIC, 4) == 1
 
 
