@@ -106,9 +106,16 @@ from rocketrio.storage.message_store import (
     MessageToStore,
     PutResult,
 )
-from rocketrio.storage.timer_wheel import PROPERTY_TIMER_OUT_MS, TIMER_TOPIC
+from rocketrio.storage.timer_wheel import (
+    PROPERTY_TIMER_DELAY_MS,
+    PROPERTY_TIMER_DELAY_SEC,
+    PROPERTY_TIMER_DELIVER_MS,
+    PROPERTY_TIMER_OUT_MS,
+    TIMER_TOPIC,
+)
 
 _UNIQ_PREFIX = UNIQ_KEY + "\x01"
+_TIMER_KEYS = (PROPERTY_TIMER_DELIVER_MS, PROPERTY_TIMER_DELAY_SEC, PROPERTY_TIMER_DELAY_MS)
 _PUT_OK = PutStatus.PUT_OK
 _RW = PERM_READ | PERM_WRITE
 _NO_IP = (b"\x00\x00\x00\x00", 0)
@@ -436,6 +443,13 @@ class SendMessageProcessor:
             return Refusal(ResponseCode.MESSAGE_ILLEGAL, "the batch holds no message")
         queue_id = self._pick_queue(tc, h.queueId)
         batch_props = decode_properties(h.properties) if h.properties else {}
+        delay = batch_props.get(PROPERTY_DELAY_TIME_LEVEL, "0")
+        if (delay.isdigit() and int(delay) > 0) or any(k in batch_props for k in _TIMER_KEYS):
+            # upstream CommitLog.asyncPutMessages: a batch cannot wait (MESSAGE_ILLEGAL)
+            return Refusal(
+                ResponseCode.MESSAGE_ILLEGAL,
+                "a batch cannot be a delay or timer message (DELAY / TIMER_* properties)",
+            )
         batch_props[PROPERTY_CLUSTER] = self.config.cluster_name
         sys_flag = h.sysFlag | (MULTI_TAGS_FLAG if tc.topicFilterType == "MULTI_TAG" else 0)
         # the body is stored as the client encoded it: no per-message objects on this path

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-from test_broker_processors import NOW_MS, Sender
+from test_broker_processors import HOST, NOW_MS, Sender
 
 from rocketrio.actors.broker.config import BrokerConfig
 from rocketrio.actors.broker.delay_offset import DelayOffsetSerializeWrapper, DelayOffsetTable
@@ -29,6 +29,7 @@ from rocketrio.actors.broker.schedule_policy import (
 )
 from rocketrio.protocol.bodies import DataVersion
 from rocketrio.protocol.codes import ResponseCode as RC
+from rocketrio.protocol.headers import SendMessageRequestHeader
 from rocketrio.protocol.message import decode_properties, encode_properties
 from rocketrio.protocol.serde import from_json, to_json
 from rocketrio.storage.timer_wheel import (
@@ -271,3 +272,15 @@ async def test_a_timer_send_goes_to_the_wheel_and_beyond_max_is_refused(tmp_path
 
 def _decoded(props: Any) -> dict[str, str]:
     return props if isinstance(props, dict) else decode_properties(props)
+
+
+async def test_a_delayed_batch_is_illegal(tmp_path: Path) -> None:
+    s = Sender(tmp_path)
+    for props in (_props(DELAY="2"), _props(TIMER_DELAY_SEC="5")):
+        header = SendMessageRequestHeader(
+            "pg", "Orders", "TBW102", 4, 0, 0, 7, 0, properties=props, batch=True
+        )
+        refusal = await s.processor.send_batch(header, b"x", HOST, "p", s.outcomes.append)
+        assert isinstance(refusal, Refusal) and refusal.code == RC.MESSAGE_ILLEGAL
+        assert "batch cannot be a delay or timer message" in refusal.remark
+    assert s.writer.batches == []
