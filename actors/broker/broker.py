@@ -94,6 +94,11 @@ from rocketrio.actors.broker.offset_reset import (
     offset_reset_handlers,
 )
 from rocketrio.actors.broker.outer_api import BrokerOuterAPI, retry_delay
+from rocketrio.actors.broker.pop_ack import PopAckProcessor
+from rocketrio.actors.broker.pop_hold import PopLongPollingService
+from rocketrio.actors.broker.pop_processor import PopConfig, PopMessageProcessor
+from rocketrio.actors.broker.pop_remoting import pop_handlers
+from rocketrio.actors.broker.pop_revive_service import PopReviveService, ReviveConfig
 from rocketrio.actors.broker.pull_hold import HoldLimits, PullRequestHoldService
 from rocketrio.actors.broker.pull_processor import PullConfig, PullMessageProcessor
 from rocketrio.actors.broker.remoting_adapter import RemotingAdapter, RemotingNotifier
@@ -109,6 +114,7 @@ from rocketrio.actors.broker.stats_remoting import stats_handlers
 from rocketrio.actors.broker.store_actor import StoreActor, StoreRole
 from rocketrio.actors.broker.store_view import ReadGate, RunBlocking, StoreView
 from rocketrio.actors.broker.tables import GroupTable, OffsetTable, TopicTable, config_path
+from rocketrio.actors.broker.transaction_service import TransactionService
 from rocketrio.actors.client.message import UniqIdGenerator
 from rocketrio.actors.config_updater import ConfigUpdater
 from rocketrio.actors.logs import wallclock_ms
@@ -215,6 +221,7 @@ class Broker:
         self.pull_hold = PullRequestHoldService(
             HoldLimits(config.maxHeldPullsPerConnection, config.maxHeldPulls)
         )
+        self.pop_hold = PopLongPollingService(config.maxPopPollingSize)
         self.store_actor = StoreActor(
             self.store,
             sync_flush=config.flushDiskType == FlushDiskType.SYNC_FLUSH,
@@ -295,6 +302,7 @@ class Broker:
             stats=self.stats,
             role=self,
         )
+        self._init_pop(config)
         self.clients = ClientProcessor(
             config.brokerName,
             topics=self.topics,
@@ -342,6 +350,20 @@ class Broker:
             disk=self.disk,
         )
         self.broker2client = Broker2Client()  # the calls 307 passes on to a consumer
+        # transactional messages: END_TRANSACTION and the check service (master only)
+        self.transactions = TransactionService(
+            config,
+            writer=self.store_actor,
+            view=self.store_view,
+            offsets=self.offsets,
+            producers=self.producers,
+            topics=self.topics,
+            is_master=self.serving_as_master,
+            now_ms=now_ms,
+            new_uniq_key=self.uniq_ids.next_id,
+            store_host=self.addr,
+            log=self.log.bind(actor="transaction"),
+        )
         # UPDATE_BROKER_CONFIG: live keys only, written to brokerConfigPath (live_config.py)
         self.config_updater = ConfigUpdater(
             config,
@@ -393,6 +415,8 @@ class Broker:
                     now_ms=now_ms,
                 ),
                 **offset_reset_handlers(self.offset_reset),
+                **pop_handlers(self.pop, self.pop_acks, self.pop_revive),
+                **self.transactions.handlers(),
                 **delay_offset_handlers(self.delay_offsets.table),
             },
         )
@@ -414,6 +438,49 @@ class Broker:
         self._services_scope = trio.CancelScope(shield=True)
         self._run_scope: trio.CancelScope | None = None
         self._crashed = False
+
+    def _init_pop(self, config: BrokerConfig) -> None:
+        """POP consumption: the processors and the revive service (actors/broker/pop_*.py)."""
+        pop_config = PopConfig.of(config)
+        self.pop = PopMessageProcessor(
+            pop_config,
+            topics=self.topics,
+            groups=self.groups,
+            offsets=self.offsets,
+            store=self.store_view,
+            writer=self.store_actor,
+            hold=self.pop_hold,
+            now_ms=self.now_ms,
+            store_host=self.store_host,
+            rng=self.rng,
+        )
+        self.pop_acks = PopAckProcessor(
+            pop_config,
+            topics=self.topics,
+            store=self.store_view,
+            writer=self.store_actor,
+            now_ms=self.now_ms,
+            store_host=self.store_host,
+            next_revive_qid=self.pop.next_revive_qid,
+        )
+        self.pop_revive = PopReviveService(
+            ReviveConfig.of(config),
+            topics=self.topics,
+            groups=self.groups,
+            offsets=self.offsets,
+            store=self.store_view,
+            writer=self.store_actor,
+            role=self,
+            now_ms=self.now_ms,
+            store_host=self.store_host,
+            log=self.log.bind(actor="pop_revive"),
+        )
+
+    def _on_arrival(self, topic: str, queue_id: int, max_offset: int) -> None:
+        """The store actor's arrival listener: held pulls, held pops, the schedule service."""
+        self.pull_hold.notify_message_arriving(topic, queue_id, max_offset)
+        self.pop_hold.notify_message_arriving(topic, queue_id, max_offset)
+        self.schedule.notify_arrival(topic, queue_id, max_offset)
 
     def _make_store(self) -> MessageStore:
         c = self.config
@@ -531,6 +598,7 @@ class Broker:
         whose stateVersion is the masterEpoch (upstream nextVersion(newMasterEpoch))."""
         self.config.brokerRole = role
         self.config.brokerId = broker_id
+        self.transactions.role_changed()  # a new master rebuilds its state from the store
         if role is not BrokerRole.SLAVE:
             self._adopt_topics_of_queues()
         self.topics.set_state_version(state_version)
@@ -540,15 +608,16 @@ class Broker:
         """A new master must serve every queue its log holds records of. Its slave sync may
         not have copied a topic (the master created it moments before dying; the sync runs
         one round trip after a new queue's first record arrives, so the window is short) or
-        its latest queue count (the topic grew). A missing topic is created with exactly the
-        queues that hold records: a guess at the old master's count that never exceeds it
-        (records exist only in queues it had) and equals it once every queue was written,
-        so keyed producers keep hashing to the same queues; a known topic narrower than
-        those queues is widened; nothing is ever narrowed."""
+        its latest queue count (the topic grew). A missing topic is created as a send would
+        auto-create it (defaultTopicQueueNums queues), widened to cover the queues that hold
+        records, so every queue a producer may have written stays readable; a known topic
+        narrower than those queues is widened; nothing is ever narrowed (slave_sync drops a
+        late answer from the old master, which would narrow it)."""
         for topic, n in self.store_view.queues_with_records().items():
             have = self.topics.select(topic)
             if have is None:
-                self.topics.update(TopicConfig(topic, n, n))
+                q = max(n, self.config.defaultTopicQueueNums)
+                self.topics.update(TopicConfig(topic, q, q))
             elif have.readQueueNums < n or have.writeQueueNums < n:
                 self.topics.update(
                     attrs.evolve(
@@ -772,6 +841,8 @@ class Broker:
                 self.outer_api = BrokerOuterAPI(self.config, client)
                 await n.start(self.store_actor.run)
                 await n.start(self.pull_hold.run)
+                await n.start(self.pop_hold.run)
+                await n.start(self.pop_revive.run)
                 await n.start(self.broker2client.run)
                 n.start_soon(self.topics.file.run_writer)
                 n.start_soon(self.groups.file.run_writer)
@@ -783,6 +854,7 @@ class Broker:
                 self.check_disk()  # before the first send is taken
                 n.start_soon(self._every, self.config.cleanResourceInterval / 1000, self.check_disk)
                 n.start_soon(self.clean.run)
+                await n.start(self.transactions.run)
                 n.start_soon(self.day_file.run_writer)
                 n.start_soon(self.day_file.run_periodic, PERSIST_INTERVAL_S)
                 bound = await n.start(self.server.run)
@@ -919,6 +991,7 @@ class Broker:
     async def _graceful_stop(self) -> None:
         self.adapter.stop_taking_requests()
         self.pull_hold.stop_holding()
+        self.pop_hold.stop_holding()
         steps: list[tuple[str, Callable[[], Awaitable[None]]]] = [
             ("unregister", self._unregister),
             ("stop_schedule", self.schedule.stop),
@@ -946,6 +1019,7 @@ class Broker:
 
     async def _answer_held_pulls(self) -> None:
         await self.pull_hold.answer_all()
+        await self.pop_hold.answer_all()
 
     async def _drain_connections(self) -> None:
         for _ in range(100):
@@ -959,11 +1033,6 @@ class Broker:
         await self.topics.persist()
         await self.groups.persist()
         await self.delay_offsets.persist()
-
-    def _on_arrival(self, topic: str, queue_id: int, max_offset: int) -> None:
-        """New ConsumeQueue entries: held pulls and the schedule service hear of them."""
-        self.pull_hold.notify_message_arriving(topic, queue_id, max_offset)
-        self.schedule.notify_arrival(topic, queue_id, max_offset)
 
 
 async def run_broker(

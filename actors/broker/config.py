@@ -190,6 +190,22 @@ class BrokerConfig(RemotingServerConfig):
     innerClientAuthenticationCredentials: str = attrs.field(default="", validator=credentials_key)
     authenticationWhitelist: str = attrs.field(default="", validator=whitelist_key)
     authorizationWhitelist: str = attrs.field(default="", validator=whitelist_key)
+    # POP consumption (upstream BrokerConfig keys and defaults; see actors/broker/pop_*.py)
+    reviveQueueNum: int = attrs.field(default=8, validator=positive)
+    reviveInterval: int = attrs.field(default=1000, validator=positive)  # ms between scans
+    popFromRetryProbability: int = attrs.field(default=20, validator=non_negative)
+    enableRetryTopicV2: bool = False
+    retrieveMessageFromPopRetryTopicV1: bool = True
+    maxPopPollingSize: int = attrs.field(default=100_000, validator=positive)
+    # transactional messages (upstream BrokerConfig keys and defaults; transaction_policy.py):
+    # a half message without an op gets its first check after transactionTimeOut ms (or its
+    # CHECK_IMMUNITY_TIME_IN_SECONDS, whichever is longer), a check round runs every
+    # transactionCheckInterval ms on the master, and a half checked transactionCheckMax times
+    # is discarded to TRANS_CHECK_MAX_TIME_TOPIC; rejectTransactionMessage refuses half sends
+    transactionTimeOut: int = attrs.field(default=6_000, validator=positive)
+    transactionCheckMax: int = attrs.field(default=15, validator=positive)
+    transactionCheckInterval: int = attrs.field(default=30_000, validator=positive)
+    rejectTransactionMessage: bool = False
 
     @property
     def ha_listen_port(self) -> int:

@@ -24,6 +24,10 @@ commitlog offset and writes it to %RETRY%<group> (reconsumeTimes + 1, RETRY_TOPI
 ORIGIN_MESSAGE_ID set) or, from maxReconsumeTimes on or with delayLevel < 0, to
 %DLQ%<group>.
 
+Transactions: a send with TRAN_MSG=true is stored as a half message in RMQ_SYS_TRANS_HALF_TOPIC
+(transaction_policy.half_message); the answer names the real queue and the half's queue offset,
+which END_TRANSACTION later quotes as tranStateTableOffset.
+
 Delay and timer messages (schedule_policy.py decides, schedule_service.py re-puts): a send with
 DELAY=n>0 is stored in SCHEDULE_TOPIC_XXXX queue n-1 (n clamped to the highest level) with
 REAL_TOPIC / REAL_QID; one with TIMER_DELAY_SEC / TIMER_DELAY_MS / TIMER_DELIVER_MS in the
@@ -80,6 +84,7 @@ from rocketrio.actors.broker.topic_config import (
     dlq_topic,
     retry_topic,
 )
+from rocketrio.actors.broker.transaction_policy import half_message
 from rocketrio.actors.logs import wallclock_ms
 from rocketrio.actors.runtime import ActorStopped
 from rocketrio.protocol.bodies import PERM_READ, PERM_WRITE, TopicConfig, perm_to_string
@@ -143,6 +148,7 @@ class SendConfig:
     cluster_name: str
     auto_create_topic_enable: bool
     max_message_size: int
+    reject_transaction_message: bool = False
     delay_levels: int = 18  # how many messageDelayLevel levels
     timer_max_delay_ms: int = 3 * 24 * 3600 * 1000  # timerMaxDelaySec
 
@@ -155,8 +161,9 @@ class SendConfig:
             c.brokerClusterName,
             c.autoCreateTopicEnable,
             c.maxMessageSize,
-            len(parse_message_delay_level(c.messageDelayLevel)),
-            c.timerMaxDelaySec * 1000,
+            c.rejectTransactionMessage,
+            delay_levels=len(parse_message_delay_level(c.messageDelayLevel)),
+            timer_max_delay_ms=c.timerMaxDelaySec * 1000,
         )
 
 
@@ -317,11 +324,11 @@ class SendMessageProcessor:
                 f"the message body size {len(body)} bytes exceeds maxMessageSize {limit} bytes",
             )
         props = h.properties or ""
-        if prop_value(props, PROPERTY_TRANSACTION_PREPARED) == "true":
+        prepared = prop_value(props, PROPERTY_TRANSACTION_PREPARED) == "true"
+        if prepared and self.config.reject_transaction_message:
             return Refusal(
                 ResponseCode.NO_PERMISSION,
-                f"the broker[{self.config.broker_ip}] sending transaction message is forbidden: "
-                "transactional messages are not supported by this broker yet",
+                f"the broker[{self.config.broker_ip}] sending transaction message is forbidden",
             )
         uniq = prop_value(props, UNIQ_KEY)
         if not uniq:
@@ -337,7 +344,9 @@ class SendMessageProcessor:
             if routed is not None:
                 topic, queue_id = routed
         reply_queue_id = queue_id
-        if not topic.startswith(DLQ_GROUP_TOPIC_PREFIX):
+        # a half message waits for END_TRANSACTION, not for a delay (upstream's hook skips
+        # prepared messages)
+        if not prepared and not topic.startswith(DLQ_GROUP_TOPIC_PREFIX):
             delayed = self._delay_route(props, topic, queue_id)
             if isinstance(delayed, Refusal):
                 return delayed
@@ -355,6 +364,9 @@ class SendMessageProcessor:
             born_host=born_host,
             reconsume_times=reconsume,
         )
+        if prepared:  # a half message (transaction_policy.py); the answer names the real queue
+            msg = half_message(msg)
+            self.topics.create_in_send_back(msg.topic, 1, _RW)
         msgs = [msg]
         done = _PendingSend(on_done, reply_queue_id, uniq)
         # inline rather than `_submit`: one coroutine less per send
