@@ -394,9 +394,8 @@ class SendMessageProcessor:
             return SCHEDULE_TOPIC, wait_queue, append_props(props, real)
         if "TIMER_" not in props:
             return None
-        deliver = timer_deliver_ms(
-            decode_properties(props), self.now_ms(), self.config.timer_max_delay_ms
-        )
+        timer_props = {k: v for k in _TIMER_KEYS if (v := prop_value(props, k)) is not None}
+        deliver = timer_deliver_ms(timer_props, self.now_ms(), self.config.timer_max_delay_ms)
         if deliver is None:
             return None
         if isinstance(deliver, TimerIllegal):
