@@ -81,7 +81,7 @@ async def timer_burst(ns: str, count: int, send_rate: float, result: dict[str, A
     arrivals: list[tuple[float, Any]] = []
     async with trio.open_nursery() as n:
         n.start_soon(consume, ns, "BenchTimer", "bench_timer", count, arrivals)
-        due_ms = int(time.time() * 1000 + count / send_rate * 1500) + 2000
+        due_ms = int(time.time() * 1000 + count / send_rate * 3000) + 3000
         msgs = [
             Message("BenchTimer", BODY, properties={"TIMER_DELIVER_MS": str(due_ms)})
             for _ in range(count)
