@@ -1,7 +1,8 @@
 """Delay messages across a controller-mode failover (real controller, NameServer and two
 brokers on the simulated network under MockClock): the promoted slave continues re-putting
 from the offsets its slave sync copied (delayOffset.json via GET_ALL_DELAY_OFFSET), so what the
-old master re-put is not re-put again, and what was still waiting is re-put on time."""
+old master re-put is not re-put again, what was still waiting is re-put on time, and what fell
+due while the old master had stopped re-putting is re-put within 100 ms of the promotion."""
 
 from __future__ import annotations
 
@@ -52,17 +53,37 @@ async def test_a_promoted_slave_continues_where_the_master_stopped(
         assert a.b.delay_offsets.table.levels == {1: 20}
         assert b.b.delay_offsets.table.levels == {1: 20}
         assert not b.b.schedule.active
-        await a.crash()
+        # A stops re-putting (as a hung master would) before these fall due: B must re-put
+        # them at once when promoted (the role change wakes its service), not a poll later
+        await a.b.schedule.stop()
+        for i in range(5):
+            await send_delayed(c, a, f"stuck{i}", 1)
+        dues.update(waiting(a.b, SCHEDULE_TOPIC, range(1)))
+        await trio.sleep(4)
+        promoted: list[int] = []
+
+        async def watch_promotion() -> None:  # the moment B's role flips, to the ms
+            while not b.rm.is_master:
+                await trio.sleep(0.001)
+            promoted.append(EPOCH_MS + int(trio.current_time() * 1000))
+
+        async with trio.open_nursery() as n:
+            n.start_soon(watch_promotion)
+            await a.crash()
         await wait_until(lambda: _true(b.rm.is_master), "B promoted")
-        promoted_ms = EPOCH_MS + int(trio.current_time() * 1000)
+        promoted_ms = promoted[0]
         await trio.sleep(20)
         assert b.b.schedule.active
         got = delivered(b.b, "D", 4)
         keys = Counter(k for k, _, _ in got)
-        assert set(keys) == {f"{t}{i}" for t in ("early", "late") for i in range(20)}
+        assert set(keys) == {f"{t}{i}" for t in ("early", "late") for i in range(20)} | {
+            f"stuck{i}" for i in range(5)
+        }
         assert max(keys.values()) == 1  # what A re-put, B did not re-put again
         for key, stored, _ in got:
+            if key.startswith("stuck"):  # overdue when B became master
+                assert dues[key] < promoted_ms <= stored <= promoted_ms + LATE_MS
             if key.startswith("late"):
                 due = dues[key]
                 assert due > promoted_ms and due <= stored <= due + LATE_MS
-        assert b.b.delay_offsets.table.levels == {1: 20, 4: 20}
+        assert b.b.delay_offsets.table.levels == {1: 25, 4: 20}
