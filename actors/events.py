@@ -1908,5 +1908,47 @@ class TransactionEndFailed(LogEvent):
     error: str
 
 
+@event("schedule_service_started")
+@attrs.frozen(kw_only=True)
+class ScheduleServiceStarted(LogEvent):
+    """This broker became master: it re-puts due delay-level and timer messages from the
+    offsets of delayOffset.json (level -> next ConsumeQueue index)."""
+
+    offsets: dict[str, int]
+
+
+@event("schedule_service_stopped")
+@attrs.frozen(kw_only=True)
+class ScheduleServiceStopped(LogEvent):
+    """The broker is no longer master (or stops): no more re-puts from here."""
+
+    offsets: dict[str, int]
+    reason: str
+
+
+@event("schedule_deliver_failed", "warning")
+@attrs.frozen(kw_only=True)
+class ScheduleDeliverFailed(LogEvent):
+    """Due messages could not be re-put (the store refused); retried, offsets unchanged."""
+
+    topic: str
+    queue_id: int
+    offset: int
+    count: int
+    error: str
+
+
+@event("schedule_entry_missing", "warning")
+@attrs.frozen(kw_only=True)
+class ScheduleEntryMissing(LogEvent):
+    """A scheduled ConsumeQueue entry whose record cannot be read (removed by retention or not
+    a scheduled message): skipped."""
+
+    topic: str
+    queue_id: int
+    offset: int
+    commitlog_offset: int
+
+
 #: every catalogued event name
 ALL = frozenset(CATALOGUE)
