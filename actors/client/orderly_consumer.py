@@ -178,14 +178,19 @@ class OrderlyPushConsumer(ConsumerCore):
 
     def _flow_controlled(self, st: QueueState) -> bool:
         """Pull only queues whose lock this client holds (upstream pullMessage: "pull message
-        later because not locked in broker"), and within the cache thresholds."""
+        later because not locked in broker"; unlike upstream, not after the lock expired on the
+        client either: nothing pulled then could be consumed), within the cache thresholds."""
         c, pq = self.config, st.pq
         assert isinstance(pq, OrderlyProcessQueue)
         return (
-            (self.clustering and not pq.locked)
+            (self.clustering and not self._holds_lock(pq))
             or pq.msg_count > c.pullThresholdForQueue
             or pq.msg_size > c.pullThresholdSizeForQueue * 1024 * 1024
         )
+
+    @staticmethod
+    def _holds_lock(pq: OrderlyProcessQueue) -> bool:
+        return pq.locked and not pq.is_lock_expired(trio.current_time())
 
     async def _deliver(self, st: QueueState, pq: ProcessQueue, msgs: list[MessageExt]) -> None:
         assert isinstance(pq, OrderlyProcessQueue)

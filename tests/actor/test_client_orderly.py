@@ -28,6 +28,7 @@ from rocketrio.actors.client.orderly_consumer import OrderlyPushConsumer
 from rocketrio.actors.client.producer import Producer
 from rocketrio.actors.client.queue_select import SelectMessageQueueByHash
 from rocketrio.protocol.message import MessageExt
+from rocketrio.protocol.running_info import PROP_CONSUME_ORDERLY
 
 SUCCESS = ConsumeOrderlyStatus.SUCCESS
 SUSPEND = ConsumeOrderlyStatus.SUSPEND_CURRENT_QUEUE_A_MOMENT
@@ -292,3 +293,67 @@ async def test_a_lock_not_renewed_for_30s_stops_consumption_until_it_is_granted_
             await wait_for(lambda: checker.count() == 10)
     assert checker.seqs("k") == list(range(10))
     assert checker.max_inflight == 1
+
+
+async def test_a_queue_changes_hands_only_after_the_old_owners_batch_and_commit(
+    tmp_path: Path, mock_clock: trio.testing.MockClock
+) -> None:
+    """Slow batches (3 s) and a slow link from the old owner to the broker (0.7 s each way):
+    the newcomer asks for the lock every second, so it would get it inside the old owner's
+    batch, or between its unlock and its offset commit, if the hand-over allowed either."""
+    total = 6
+    keys = [f"order-{i}" for i in range(4)]
+    async with cluster(tmp_path) as c:
+        await create_topic(c, "T", queues=2)
+        checker = OrderChecker(work_s=3.0)
+        m1_host = c.client_host()
+        m1 = orderly(c, "og", checker.listener("m1"), host=m1_host)
+        async with Producer("pg", c.ns_addr, **c.kwargs()) as p, m1:
+            await wait_for(lambda: owned(m1) == {0, 1})
+            await produce(p, keys, total, 0.0)
+            await trio.sleep(4)  # m1 is inside a batch of each queue
+            c.net.set_delay(m1_host, c.hosts["broker-a"], 0.7)
+            m2 = orderly(c, "og", checker.listener("m2"))
+            async with m2:
+                await wait_for(lambda: len(owned(m2)) == 1, timeout=300)
+                await wait_for(lambda: checker.count() == total * len(keys), timeout=600)
+                await trio.sleep(5)
+    assert checker.max_inflight == 1
+    for key in keys:
+        assert_key_order(checker.seqs(key), total, allow_rewind=False)
+    assert {s.member for s in checker.seen} == {"m1", "m2"}
+    assert len(checker.seen) == total * len(keys)  # nothing consumed twice
+
+
+async def test_a_queue_locked_by_another_client_is_neither_pulled_nor_consumed(
+    tmp_path: Path, mock_clock: trio.testing.MockClock
+) -> None:
+    async with cluster(tmp_path) as c:
+        await create_topic(c, "T", queues=1)
+        checker = OrderChecker()
+        host = c.client_host()
+        m = orderly(c, "og", checker.listener("m"), host=host)
+        async with Producer("pg", c.ns_addr, **c.kwargs()) as p, m, c.admin() as admin:
+            await wait_for(lambda: owned(m) == {0})
+            await produce(p, ["k"], 5, 0.0)
+            await wait_for(lambda: checker.count() == 5)
+            (mq,) = [q for q in m.queues if q.topic == "T"]
+            # m is cut off for longer than the broker keeps its lock; another client takes it
+            c.net.isolate(host, [c.hosts["broker-a"], "10.0.0.1"])
+            await trio.sleep(65)
+            addr = c.addr("broker-a")
+            assert await admin.api.lock_batch_mq(addr, "og", "intruder@x", [mq]) == [mq]
+            c.net.heal()
+            for seq in range(5, 10):
+                await p.send(Message("T", f"k:{seq}".encode()), SelectMessageQueueByHash, "k")
+            await trio.sleep(25)  # a renewal round: the broker refuses m the lock
+            st = m.queues[mq]
+            assert st.pq.msg_count == 0  # not even pulled
+            assert checker.seqs("k") == list(range(5))
+            info = m.consumer_running_info()
+            assert info.properties[PROP_CONSUME_ORDERLY] == "true"
+            assert info.mqTable[mq].locked is False
+            await admin.api.unlock_batch_mq(addr, "og", "intruder@x", [mq])
+            await wait_for(lambda: checker.count() == 10, timeout=120)
+            assert m.consumer_running_info().mqTable[mq].locked is True
+    assert checker.seqs("k") == list(range(10))
