@@ -93,7 +93,6 @@ class OrderlyProcessQueue(ProcessQueue):
         "last_lock_at_s",
         "last_lock_timestamp",
         "locked",
-        "try_unlock_times",
     )
 
     def __init__(self) -> None:
@@ -103,7 +102,6 @@ class OrderlyProcessQueue(ProcessQueue):
         self.locked = False
         self.last_lock_at_s = 0.0  # trio time of the last granted lock (expiry)
         self.last_lock_timestamp = 0  # wall-clock ms of the same (running info)
-        self.try_unlock_times = 0
 
     # -- messages
     def put(self, msgs: Iterable[MessageExt]) -> int:

@@ -7,8 +7,9 @@ MQClientInstance.consumerRunningInfo, DefaultMQPushConsumerImpl.consumerRunningI
 subscriptions, per owned queue the process-queue figures (commit offset as the offset store
 holds it in memory, cached messages still being consumed, last pull and consume times) and per
 subscribed topic the `ConsumerStatsManager` figures. An orderly consumer reports consumeOrderly
-true and, per queue, whether it holds the broker lock (locked, lastLockTimestamp,
-tryUnlockTimes); the transaction fields stay at upstream's defaults. `answer` is the 307 handler of
+true and, per queue, whether it holds the broker lock (locked, lastLockTimestamp); a queue
+being given up is no longer listed, so tryUnlockTimes and the transaction fields stay at
+upstream's defaults. `answer` is the 307 handler of
 the client core: an unknown group is SYSTEM_ERROR with upstream's remark. With jstackEnable
 the answer carries this process's Python stacks (threads and Trio tasks), labelled as such:
 there is no JVM to take a jstack of.
@@ -87,7 +88,6 @@ def consumer_running_info(consumer: ConsumerCore) -> ConsumerRunningInfo:
                     lastPullTimestamp=pq.last_pull_at,
                     lastConsumeTimestamp=pq.last_consume_at,
                     locked=orderly.locked if orderly is not None else False,
-                    tryUnlockTimes=orderly.try_unlock_times if orderly is not None else 0,
                     lastLockTimestamp=orderly.last_lock_timestamp if orderly is not None else 0,
                 ),
             )
