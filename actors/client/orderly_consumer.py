@@ -220,6 +220,9 @@ class OrderlyPushConsumer(ConsumerCore):
             self._retry_rebalance_soon()
             return False
         granted_at, wall = trio.current_time(), wallclock_ms()
+        if not await self._lock_one(mq):
+            self._retry_rebalance_soon()
+            return False
         # the start offset is read after the lock: the previous owner committed before unlocking
         if not await super()._add_queue(mq):
             self._retry_rebalance_soon()
