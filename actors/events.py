@@ -1847,5 +1847,140 @@ class WritePermWiped(LogEvent):
     by: str
 
 
+@event("pop_revived")
+@attrs.frozen(kw_only=True)
+class PopRevived(LogEvent):
+    """A POP checkpoint's invisible time ended with messages unacknowledged: they were put to
+    the pop retry topic (or the DLQ) for the group to receive again."""
+
+    topic: str
+    group: str
+    queue_id: int
+    revived_count: int
+    to_topic: str
+
+
+@event("pop_revive_record_skipped", "warning")
+@attrs.frozen(kw_only=True)
+class PopReviveRecordSkipped(LogEvent):
+    """A message of the revive topic that is not a readable CK or ACK was skipped."""
+
+    topic: str
+    queue_id: int
+    queue_offset: int
+    why: str
+
+
+@event("transaction_check_discarded", "warning")
+@attrs.frozen(kw_only=True)
+class TransactionCheckDiscarded(LogEvent):
+    """A half message was checked transactionCheckMax times (or is older than the CommitLog's
+    fileReservedTime) without an answer: it is moved to TRANS_CHECK_MAX_TIME_TOPIC and never
+    delivered. ``msg_id`` is its UNIQ_KEY."""
+
+    topic: str
+    group: str
+    msg_id: str
+    queue_offset: int
+    check_times: int
+    reason: str
+
+
+@event("transaction_check_no_producer", "warning")
+@attrs.frozen(kw_only=True)
+class TransactionCheckNoProducer(LogEvent):
+    """A half message was due for a check but no producer of its group is connected (upstream:
+    "Check transaction failed, channel is null"); it is checked again next round."""
+
+    group: str
+    msg_id: str
+
+
+@event("transaction_end_refused", "warning")
+@attrs.frozen(kw_only=True)
+class TransactionEndRefused(LogEvent):
+    """An END_TRANSACTION was not applied (wrong group or offsets, unknown half, or a half that
+    was already ended or discarded); ``remark`` says which."""
+
+    group: str
+    msg_id: str
+    remark: str
+
+
+@event("transaction_check_dropped", "warning")
+@attrs.frozen(kw_only=True)
+class TransactionCheckDropped(LogEvent):
+    """A transaction producer's check queue was full: a broker's CHECK_TRANSACTION_STATE was
+    not answered (the broker asks again next round)."""
+
+    group: str
+    msg_id: str
+
+
+@event("transaction_listener_failed", "warning")
+@attrs.frozen(kw_only=True)
+class TransactionListenerFailed(LogEvent):
+    """execute_local_transaction or check_local_transaction raised; the state is UNKNOW (the
+    broker checks again later), as upstream."""
+
+    group: str
+    msg_id: str
+    phase: str
+    error: str
+
+
+@event("transaction_end_failed", "warning")
+@attrs.frozen(kw_only=True)
+class TransactionEndFailed(LogEvent):
+    """A producer could not send END_TRANSACTION to the broker; the broker's check will ask
+    for the state instead."""
+
+    group: str
+    msg_id: str
+    error: str
+
+
+@event("schedule_service_started")
+@attrs.frozen(kw_only=True)
+class ScheduleServiceStarted(LogEvent):
+    """This broker became master: it re-puts due delay-level and timer messages from the
+    offsets of delayOffset.json (level -> next ConsumeQueue index)."""
+
+    offsets: dict[str, int]
+
+
+@event("schedule_service_stopped")
+@attrs.frozen(kw_only=True)
+class ScheduleServiceStopped(LogEvent):
+    """The broker is no longer master (or stops): no more re-puts from here."""
+
+    offsets: dict[str, int]
+    reason: str
+
+
+@event("schedule_deliver_failed", "warning")
+@attrs.frozen(kw_only=True)
+class ScheduleDeliverFailed(LogEvent):
+    """Due messages could not be re-put (the store refused); retried, offsets unchanged."""
+
+    topic: str
+    queue_id: int
+    offset: int
+    count: int
+    error: str
+
+
+@event("schedule_entry_missing", "warning")
+@attrs.frozen(kw_only=True)
+class ScheduleEntryMissing(LogEvent):
+    """A scheduled ConsumeQueue entry whose record cannot be read (removed by retention or not
+    a scheduled message): skipped."""
+
+    topic: str
+    queue_id: int
+    offset: int
+    commitlog_offset: int
+
+
 #: every catalogued event name
 ALL = frozenset(CATALOGUE)

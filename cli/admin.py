@@ -420,6 +420,7 @@ def load_command_modules() -> None:
         admin_ha,  # noqa: F401 (replication status)
         admin_msgs,  # noqa: F401 (message queries, printMsg, sendMessage, consumeMessage)
         admin_offsets,  # noqa: F401 (reset / skip / clone offsets)
+        admin_pop,  # noqa: F401 (popProgress)
         admin_stats,  # noqa: F401 (clusterList, brokerStatus, statsAll)
     )
 

@@ -5,8 +5,9 @@
 - ``queryMsgByOffset -t topic -b brokerName -i queueId -o offset [-f charset]``: a pull of one;
 
 each printed as mqadmin prints a message (Topic, Tags, Keys, Queue ID, ... Properties, the
-body) followed by its MessageTrack: for every group consuming the topic whether it consumed the
-message (CONSUMED, NOT_CONSUME_YET, NOT_ONLINE, PULL, ...).
+body; plus a Transaction line for a half message or a committed one) followed by its
+MessageTrack: for every group consuming the topic whether it consumed the message (CONSUMED,
+NOT_CONSUME_YET, NOT_ONLINE, PULL, ...).
 
 - ``printMsg -t topic [-c charset] [-s subExpression] [-b begin] [-e end] [-d true|false]``:
   every queue of the topic from the begin offset (searched by time) to the end;
@@ -137,6 +138,21 @@ class ShownMessage:
     tracks: list[MessageTrack]
 
 
+def transaction_state(sys_flag: int, props: dict[str, str]) -> str | None:
+    """What the message is in a transaction, for the text form: a half message (TRAN_MSG;
+    also one discarded to TRANS_CHECK_MAX_TIME_TOPIC) is PREPARED, naming its producer group,
+    real topic and queue and how often it was checked; a committed one COMMITTED."""
+    if props.get("TRAN_MSG") == "true":
+        checks = props.get("TRANSACTION_CHECK_TIMES", "0")
+        return (
+            f"PREPARED (PGROUP={props.get('PGROUP', '')}, REAL_TOPIC={props.get('REAL_TOPIC', '')}"
+            f", REAL_QID={props.get('REAL_QID', '')}, TRANSACTION_CHECK_TIMES={checks})"
+        )
+    if sys_flag & 0xC == 0x8:
+        return "COMMITTED"
+    return None
+
+
 def _kv(label: str, value: Any) -> None:
     print(f"{label:<20} {value}")
 
@@ -160,8 +176,12 @@ def print_shown(shown: list[ShownMessage], a: argparse.Namespace) -> None:
         _kv("Born Host:", m.bornHost)
         _kv("Store Host:", m.storeHost)
         _kv("System Flag:", m.sysFlag)
+        tx = transaction_state(m.sysFlag, m.properties)
+        if tx is not None:
+            _kv("Transaction:", tx)
         props = ", ".join(f"{k}={escape_controls(v)}" for k, v in sorted(m.properties.items()))
         _kv("Properties:", "{" + props + "}")
+        _print_waiting(m)
         _kv("Message Body:", m.body_line())
         print()
         if not s.tracks:
@@ -169,6 +189,20 @@ def print_shown(shown: list[ShownMessage], a: argparse.Namespace) -> None:
             continue
         rows = [[t.consumerGroup, t.trackType.value, t.exceptionDesc or ""] for t in s.tracks]
         print(table(["#Consumer Group", "#Track Type", "#Detail"], rows))
+
+
+def _print_waiting(m: MessageView) -> None:
+    """A delay-level or timer message still waiting: where it goes and when (timers) or at
+    which level (the level's delay is the broker's messageDelayLevel)."""
+    real = m.properties.get("REAL_TOPIC")
+    if m.topic not in ("SCHEDULE_TOPIC_XXXX", "rmq_sys_wheel_timer") or real is None:
+        return
+    _kv("Waiting For:", f"{real} queue {m.properties.get('REAL_QID', '0')}")
+    out = m.properties.get("TIMER_OUT_MS", "")
+    if out.isdigit():
+        _kv("Deliver Time:", format_ms(int(out)))
+    elif "DELAY" in m.properties:
+        _kv("Delay Level:", m.properties["DELAY"])
 
 
 async def _shown(

@@ -149,6 +149,17 @@ class RequestCode(IntEnum):
     RAFT_APPEND = 1103
     RAFT_INSTALL_SNAPSHOT = 1104
     RAFT_MESSAGE = 1105
+    # rocketrio: POP in-flight counts of a group per queue (admin popProgress); not upstream
+    GET_POP_INFLIGHT = 1201
+    # POP consumption (RocketMQ 5)
+    POP_MESSAGE = 200050
+    ACK_MESSAGE = 200051
+    PEEK_MESSAGE = 200052
+    CHANGE_MESSAGE_INVISIBLETIME = 200053
+    NOTIFICATION = 200054
+    POLLING_INFO = 200055
+    POP_ROLLBACK = 200056
+    BATCH_ACK_MESSAGE = 200151
 
 
 class ResponseCode(IntEnum):

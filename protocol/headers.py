@@ -500,3 +500,37 @@ class NotifyMinBrokerIdChangeRequestHeader:
     minBrokerAddr: str | None = None
     offlineBrokerAddr: str | None = None
     haBrokerAddr: str | None = None
+
+
+# --- transactions (upstream EndTransactionRequestHeader, CheckTransactionStateRequestHeader) --
+
+
+@attrs.define(slots=True)
+class EndTransactionRequestHeader:
+    """END_TRANSACTION (37, oneway from the producer). ``commitOrRollback`` is a transaction
+    sysFlag value: 0 (not type: unknown), 8 (commit) or 12 (rollback). ``bname`` is the
+    RpcRequestHeader field the Java client fills with the broker name."""
+
+    producerGroup: str
+    tranStateTableOffset: int
+    commitLogOffset: int
+    commitOrRollback: int
+    msgId: str
+    topic: str | None = None
+    fromTransactionCheck: bool | None = None
+    transactionId: str | None = None
+    bname: str | None = None
+
+
+@attrs.define(slots=True)
+class CheckTransactionStateRequestHeader:
+    """CHECK_TRANSACTION_STATE (39, oneway from the broker to a producer of the group); the
+    body is the half message encoded with its real topic and queue."""
+
+    tranStateTableOffset: int
+    commitLogOffset: int
+    topic: str | None = None
+    msgId: str | None = None
+    transactionId: str | None = None
+    offsetMsgId: str | None = None
+    bname: str | None = None

@@ -19,6 +19,7 @@ from collections.abc import Callable
 import attrs
 
 from rocketrio.actors.auth.model import Action, AuthDataError, Resource, is_retry_topic
+from rocketrio.actors.broker.pop_checkpoint import BatchAckMessageRequestBody, PopRecordError
 from rocketrio.protocol.bodies import HeartbeatData, LockBatchRequestBody, SubscriptionGroupConfig
 from rocketrio.protocol.codes import RequestCode
 from rocketrio.protocol.remoting import RemotingCommand
@@ -162,6 +163,29 @@ def _cluster(actions: tuple[Action, ...]) -> Rule:
     return rule
 
 
+def _pop(cmd: RemotingCommand, c: str) -> list[Right]:
+    """POP_MESSAGE, ACK_MESSAGE, CHANGE_MESSAGE_INVISIBLETIME: Sub on the group and the topic
+    (upstream's header annotations)."""
+    return [*_one("group", "consumerGroup", SUB)(cmd, c), *_one("topic", "topic", SUB)(cmd, c)]
+
+
+def _batch_ack(cmd: RemotingCommand, _c: str) -> list[Right]:
+    """BATCH_ACK_MESSAGE: Sub on every group and topic its body acknowledges."""
+    try:
+        body = BatchAckMessageRequestBody.from_json(cmd.body or b"")
+    except PopRecordError as e:
+        raise AuthDataError(f"cannot tell the resources of the request: {e}") from None
+    out: list[Right] = []
+    for ack in body.acks:
+        for right in (
+            Right(Resource.group(ack.consumer_group), SUB),
+            *([] if is_retry_topic(ack.topic) else [Right(Resource.topic(ack.topic), SUB)]),
+        ):
+            if right not in out:
+                out.append(right)
+    return out
+
+
 RC = RequestCode
 RULES: dict[int, Rule] = {
     RC.SEND_MESSAGE: _send_v1,
@@ -208,6 +232,11 @@ RULES: dict[int, Rule] = {
     RC.AUTH_DELETE_ACL: _cluster(UPDATE),
     RC.AUTH_GET_ACL: _cluster(GET),
     RC.AUTH_LIST_ACL: _cluster(GET),
+    RC.POP_MESSAGE: _pop,
+    RC.ACK_MESSAGE: _pop,
+    RC.CHANGE_MESSAGE_INVISIBLETIME: _pop,
+    RC.BATCH_ACK_MESSAGE: _batch_ack,
+    RC.GET_POP_INFLIGHT: _consume_stats,
 }
 
 

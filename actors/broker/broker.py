@@ -69,6 +69,12 @@ from rocketrio.actors.broker.consume_stats import ConsumeStatsProcessor
 from rocketrio.actors.broker.consumer_calls import Broker2Client, consumer_call_handlers
 from rocketrio.actors.broker.day_counters import FILE_NAME as DAY_FILE
 from rocketrio.actors.broker.day_counters import PERSIST_INTERVAL_S, DayCountersFile
+from rocketrio.actors.broker.delay_offset import (
+    DELAY_OFFSET_FILE,
+    DelayOffsetFile,
+    DelayOffsetTable,
+    delay_offset_handlers,
+)
 from rocketrio.actors.broker.disk_guard import DiskGuard, DiskUsage, FirstRefusal
 from rocketrio.actors.broker.fault_sites import NO_FAULTS, FaultSites
 from rocketrio.actors.broker.ha.group_transfer import trio_now_ms
@@ -88,11 +94,18 @@ from rocketrio.actors.broker.offset_reset import (
     offset_reset_handlers,
 )
 from rocketrio.actors.broker.outer_api import BrokerOuterAPI, retry_delay
+from rocketrio.actors.broker.pop_ack import PopAckProcessor
+from rocketrio.actors.broker.pop_hold import PopLongPollingService
+from rocketrio.actors.broker.pop_processor import PopConfig, PopMessageProcessor
+from rocketrio.actors.broker.pop_remoting import pop_handlers
+from rocketrio.actors.broker.pop_revive_service import PopReviveService, ReviveConfig
 from rocketrio.actors.broker.pull_hold import HoldLimits, PullRequestHoldService
 from rocketrio.actors.broker.pull_processor import PullConfig, PullMessageProcessor
 from rocketrio.actors.broker.remoting_adapter import RemotingAdapter, RemotingNotifier
 from rocketrio.actors.broker.replicas_manager import ReplicasManager
 from rocketrio.actors.broker.runtime_info import DiskSpace, RuntimeInfo, disk_space, used_ratio
+from rocketrio.actors.broker.schedule_policy import parse_message_delay_level
+from rocketrio.actors.broker.schedule_service import ScheduleService
 from rocketrio.actors.broker.send_processor import SendConfig, SendMessageProcessor, host_tuple
 from rocketrio.actors.broker.slave_sync import SlaveSynchronize
 from rocketrio.actors.broker.stats import BrokerStats
@@ -101,6 +114,7 @@ from rocketrio.actors.broker.stats_remoting import stats_handlers
 from rocketrio.actors.broker.store_actor import StoreActor, StoreRole
 from rocketrio.actors.broker.store_view import ReadGate, RunBlocking, StoreView
 from rocketrio.actors.broker.tables import GroupTable, OffsetTable, TopicTable, config_path
+from rocketrio.actors.broker.transaction_service import TransactionService
 from rocketrio.actors.client.message import UniqIdGenerator
 from rocketrio.actors.config_updater import ConfigUpdater
 from rocketrio.actors.logs import wallclock_ms
@@ -207,13 +221,14 @@ class Broker:
         self.pull_hold = PullRequestHoldService(
             HoldLimits(config.maxHeldPullsPerConnection, config.maxHeldPulls)
         )
+        self.pop_hold = PopLongPollingService(config.maxPopPollingSize)
         self.store_actor = StoreActor(
             self.store,
             sync_flush=config.flushDiskType == FlushDiskType.SYNC_FLUSH,
             flush_interval_ms=config.flushIntervalCommitLog,
             sync_flush_timeout_ms=config.syncFlushTimeout,
             now_ms=now_ms,
-            on_arrival=self.pull_hold.notify_message_arriving,
+            on_arrival=self._on_arrival,
             stats=self.stats,
             run_blocking=run_blocking,
             read_gate=self.read_gate,
@@ -244,6 +259,22 @@ class Broker:
         )
         self.classic: ClassicRoleService | None = None
         self.slave_sync: SlaveSynchronize | None = None
+        # delay and timer messages: delayOffset.json and the master-only re-put service
+        self.delay_offsets = DelayOffsetFile(
+            config_path(config.storePathRootDir, DELAY_OFFSET_FILE),
+            DelayOffsetTable(now_ms, config.delayOffsetUpdateVersionStep),
+            run_blocking=run_blocking,
+            fs=fs,
+        )
+        self.schedule = ScheduleService(
+            levels=len(parse_message_delay_level(config.messageDelayLevel)),
+            offsets=self.delay_offsets.table,
+            reader=self.store_view,
+            writer=self.store_actor,
+            is_master=self.serving_as_master,
+            now_ms=now_ms,
+            log=self.log.bind(actor="schedule_service"),
+        )
         # request handling
         self.send = SendMessageProcessor(
             SendConfig.of(config),
@@ -258,6 +289,7 @@ class Broker:
                 [self.disk_guard] if self.replicas is None else [self.disk_guard, self.replicas]
             ),
             rng=self.rng,
+            now_ms=now_ms,
         )
         self.pull = PullMessageProcessor(
             PullConfig.of(config),
@@ -270,6 +302,7 @@ class Broker:
             stats=self.stats,
             role=self,
         )
+        self._init_pop(config)
         self.clients = ClientProcessor(
             config.brokerName,
             topics=self.topics,
@@ -317,6 +350,20 @@ class Broker:
             disk=self.disk,
         )
         self.broker2client = Broker2Client()  # the calls 307 passes on to a consumer
+        # transactional messages: END_TRANSACTION and the check service (master only)
+        self.transactions = TransactionService(
+            config,
+            writer=self.store_actor,
+            view=self.store_view,
+            offsets=self.offsets,
+            producers=self.producers,
+            topics=self.topics,
+            is_master=self.serving_as_master,
+            now_ms=now_ms,
+            new_uniq_key=self.uniq_ids.next_id,
+            store_host=self.addr,
+            log=self.log.bind(actor="transaction"),
+        )
         # UPDATE_BROKER_CONFIG: live keys only, written to brokerConfigPath (live_config.py)
         self.config_updater = ConfigUpdater(
             config,
@@ -368,6 +415,9 @@ class Broker:
                     now_ms=now_ms,
                 ),
                 **offset_reset_handlers(self.offset_reset),
+                **pop_handlers(self.pop, self.pop_acks, self.pop_revive),
+                **self.transactions.handlers(),
+                **delay_offset_handlers(self.delay_offsets.table),
             },
         )
         # metricsExporterType=PROM: the server times its answers (rocketmq_rpc_latency)
@@ -388,6 +438,49 @@ class Broker:
         self._services_scope = trio.CancelScope(shield=True)
         self._run_scope: trio.CancelScope | None = None
         self._crashed = False
+
+    def _init_pop(self, config: BrokerConfig) -> None:
+        """POP consumption: the processors and the revive service (actors/broker/pop_*.py)."""
+        pop_config = PopConfig.of(config)
+        self.pop = PopMessageProcessor(
+            pop_config,
+            topics=self.topics,
+            groups=self.groups,
+            offsets=self.offsets,
+            store=self.store_view,
+            writer=self.store_actor,
+            hold=self.pop_hold,
+            now_ms=self.now_ms,
+            store_host=self.store_host,
+            rng=self.rng,
+        )
+        self.pop_acks = PopAckProcessor(
+            pop_config,
+            topics=self.topics,
+            store=self.store_view,
+            writer=self.store_actor,
+            now_ms=self.now_ms,
+            store_host=self.store_host,
+            next_revive_qid=self.pop.next_revive_qid,
+        )
+        self.pop_revive = PopReviveService(
+            ReviveConfig.of(config),
+            topics=self.topics,
+            groups=self.groups,
+            offsets=self.offsets,
+            store=self.store_view,
+            writer=self.store_actor,
+            role=self,
+            now_ms=self.now_ms,
+            store_host=self.store_host,
+            log=self.log.bind(actor="pop_revive"),
+        )
+
+    def _on_arrival(self, topic: str, queue_id: int, max_offset: int) -> None:
+        """The store actor's arrival listener: held pulls, held pops, the schedule service."""
+        self.pull_hold.notify_message_arriving(topic, queue_id, max_offset)
+        self.pop_hold.notify_message_arriving(topic, queue_id, max_offset)
+        self.schedule.notify_arrival(topic, queue_id, max_offset)
 
     def _make_store(self) -> MessageStore:
         c = self.config
@@ -505,23 +598,26 @@ class Broker:
         whose stateVersion is the masterEpoch (upstream nextVersion(newMasterEpoch))."""
         self.config.brokerRole = role
         self.config.brokerId = broker_id
+        self.transactions.role_changed()  # a new master rebuilds its state from the store
         if role is not BrokerRole.SLAVE:
             self._adopt_topics_of_queues()
         self.topics.set_state_version(state_version)
+        self.schedule.role_changed()
 
     def _adopt_topics_of_queues(self) -> None:
         """A new master must serve every queue its log holds records of. Its slave sync may
         not have copied a topic (the master created it moments before dying; the sync runs
         one round trip after a new queue's first record arrives, so the window is short) or
-        its latest queue count (the topic grew). A missing topic is created with exactly the
-        queues that hold records: a guess at the old master's count that never exceeds it
-        (records exist only in queues it had) and equals it once every queue was written,
-        so keyed producers keep hashing to the same queues; a known topic narrower than
-        those queues is widened; nothing is ever narrowed."""
+        its latest queue count (the topic grew). A missing topic is created as a send would
+        auto-create it (defaultTopicQueueNums queues), widened to cover the queues that hold
+        records, so every queue a producer may have written stays readable; a known topic
+        narrower than those queues is widened; nothing is ever narrowed (slave_sync drops a
+        late answer from the old master, which would narrow it)."""
         for topic, n in self.store_view.queues_with_records().items():
             have = self.topics.select(topic)
             if have is None:
-                self.topics.update(TopicConfig(topic, n, n))
+                q = max(n, self.config.defaultTopicQueueNums)
+                self.topics.update(TopicConfig(topic, q, q))
             elif have.readQueueNums < n or have.writeQueueNums < n:
                 self.topics.update(
                     attrs.evolve(
@@ -664,6 +760,8 @@ class Broker:
             if await table.load_file():
                 events.emit(self.log, events.ConfigLoadedFromBackup(file=table.file.path))
         await self.auth.load_files()
+        if await self.delay_offsets.load_file():
+            events.emit(self.log, events.ConfigLoadedFromBackup(file=self.delay_offsets.file.path))
         saved = await self.run_blocking(self.day_file.load)
         if self.day_file.loaded_from_backup:
             events.emit(self.log, events.ConfigLoadedFromBackup(file=self.day_file.path))
@@ -743,6 +841,8 @@ class Broker:
                 self.outer_api = BrokerOuterAPI(self.config, client)
                 await n.start(self.store_actor.run)
                 await n.start(self.pull_hold.run)
+                await n.start(self.pop_hold.run)
+                await n.start(self.pop_revive.run)
                 await n.start(self.broker2client.run)
                 n.start_soon(self.topics.file.run_writer)
                 n.start_soon(self.groups.file.run_writer)
@@ -754,6 +854,7 @@ class Broker:
                 self.check_disk()  # before the first send is taken
                 n.start_soon(self._every, self.config.cleanResourceInterval / 1000, self.check_disk)
                 n.start_soon(self.clean.run)
+                await n.start(self.transactions.run)
                 n.start_soon(self.day_file.run_writer)
                 n.start_soon(self.day_file.run_periodic, PERSIST_INTERVAL_S)
                 bound = await n.start(self.server.run)
@@ -783,8 +884,14 @@ class Broker:
                     master_addr=self.master_to_sync,
                     queue_count=self.store_view.queue_count,
                     log=self.log.bind(actor="slave_sync"),
+                    delay_offsets=self.delay_offsets.table,
                 )
                 n.start_soon(self.slave_sync.run, client)
+                await n.start(self.schedule.run)
+                n.start_soon(
+                    self.delay_offsets.file.run_periodic,
+                    self.config.flushDelayOffsetInterval / 1000,
+                )
                 await self.register_all()
                 n.start_soon(self._register_loop)
                 n.start_soon(self._heartbeat_loop)
@@ -884,8 +991,10 @@ class Broker:
     async def _graceful_stop(self) -> None:
         self.adapter.stop_taking_requests()
         self.pull_hold.stop_holding()
+        self.pop_hold.stop_holding()
         steps: list[tuple[str, Callable[[], Awaitable[None]]]] = [
             ("unregister", self._unregister),
+            ("stop_schedule", self.schedule.stop),
             ("drain_store", self._drain_store),
             ("answer_held_pulls", self._answer_held_pulls),
             ("drain_connections", self._drain_connections),
@@ -910,6 +1019,7 @@ class Broker:
 
     async def _answer_held_pulls(self) -> None:
         await self.pull_hold.answer_all()
+        await self.pop_hold.answer_all()
 
     async def _drain_connections(self) -> None:
         for _ in range(100):
@@ -922,6 +1032,7 @@ class Broker:
         await self.day_file.persist()
         await self.topics.persist()
         await self.groups.persist()
+        await self.delay_offsets.persist()
 
 
 async def run_broker(

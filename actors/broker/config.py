@@ -15,6 +15,7 @@ import attrs
 
 from rocketrio.actors.auth.config import credentials_key, init_user_key, whitelist_key
 from rocketrio.actors.broker.clean_policy import parse_delete_when
+from rocketrio.actors.broker.schedule_policy import parse_message_delay_level
 from rocketrio.actors.metrics_exporter import DEFAULT_PROM_EXPORTER_PORT
 from rocketrio.actors.metrics_exporter import MetricsExporterType as MetricsExporterType
 from rocketrio.actors.server_limits import RemotingServerConfig
@@ -45,6 +46,10 @@ def _positive_hours(_inst: object, attribute: attrs.Attribute[float], value: flo
 
 def _delete_when(_inst: object, _attribute: attrs.Attribute[str], value: str) -> None:
     parse_delete_when(value)
+
+
+def _delay_levels(_inst: object, _attribute: attrs.Attribute[str], value: str) -> None:
+    parse_message_delay_level(value)
 
 
 @attrs.define
@@ -136,7 +141,15 @@ class BrokerConfig(RemotingServerConfig):
     # rocketrio: check the CRC of every record a pull serves that this broker process did not
     # write or check itself; a damaged record is refused (SYSTEM_ERROR), never delivered
     checkCRCOnPull: bool = True
-    messageDelayLevel: str = "1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h"
+    messageDelayLevel: str = attrs.field(
+        default="1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h",
+        validator=_delay_levels,
+    )
+    # delay and timer messages (schedule_service.py): delayOffset.json's write period and
+    # DataVersion step, and the longest timer delay a send may ask for (upstream keys/defaults)
+    flushDelayOffsetInterval: int = attrs.field(default=10_000, validator=positive)
+    delayOffsetUpdateVersionStep: int = attrs.field(default=200, validator=positive)
+    timerMaxDelaySec: int = attrs.field(default=3 * 24 * 3600, validator=positive)
     # controller mode (issue 3)
     enableControllerMode: bool = False
     controllerAddr: str = ""
@@ -180,6 +193,22 @@ class BrokerConfig(RemotingServerConfig):
     innerClientAuthenticationCredentials: str = attrs.field(default="", validator=credentials_key)
     authenticationWhitelist: str = attrs.field(default="", validator=whitelist_key)
     authorizationWhitelist: str = attrs.field(default="", validator=whitelist_key)
+    # POP consumption (upstream BrokerConfig keys and defaults; see actors/broker/pop_*.py)
+    reviveQueueNum: int = attrs.field(default=8, validator=positive)
+    reviveInterval: int = attrs.field(default=1000, validator=positive)  # ms between scans
+    popFromRetryProbability: int = attrs.field(default=20, validator=non_negative)
+    enableRetryTopicV2: bool = False
+    retrieveMessageFromPopRetryTopicV1: bool = True
+    maxPopPollingSize: int = attrs.field(default=100_000, validator=positive)
+    # transactional messages (upstream BrokerConfig keys and defaults; transaction_policy.py):
+    # a half message without an op gets its first check after transactionTimeOut ms (or its
+    # CHECK_IMMUNITY_TIME_IN_SECONDS, whichever is longer), a check round runs every
+    # transactionCheckInterval ms on the master, and a half checked transactionCheckMax times
+    # is discarded to TRANS_CHECK_MAX_TIME_TOPIC; rejectTransactionMessage refuses half sends
+    transactionTimeOut: int = attrs.field(default=6_000, validator=positive)
+    transactionCheckMax: int = attrs.field(default=15, validator=positive)
+    transactionCheckInterval: int = attrs.field(default=30_000, validator=positive)
+    rejectTransactionMessage: bool = False
 
     @property
     def ha_listen_port(self) -> int:

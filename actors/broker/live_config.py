@@ -31,7 +31,10 @@ How each live key reaches the running broker (`apply_broker_changes`):
 - rebalanceLockMaxLiveTime: the queue-lock manager's expiry, from the next lock check;
 - the retention keys (`RETENTION_KEYS`: fileReservedTime, deleteWhen, the disk ratios that
   start or force a clean-up, and how a round deletes): the clean-up service reads them from
-  the config object at each round (clean_service.py).
+  the config object at each round (clean_service.py);
+- rejectTransactionMessage: the send path's rebuilt `SendConfig`; transactionTimeOut,
+  transactionCheckMax, transactionCheckInterval: the transaction service reads them at each
+  END_TRANSACTION and check round (transaction_service.py; a new interval from the next sleep).
 """
 
 from __future__ import annotations
@@ -62,7 +65,13 @@ _PULL_KEYS: Final = frozenset(
         "whichBrokerWhenConsumeSlowly",
     }
 )
-_SEND_KEYS: Final = frozenset({"brokerPermission", "autoCreateTopicEnable", "maxMessageSize"})
+_SEND_KEYS: Final = frozenset(
+    {"brokerPermission", "autoCreateTopicEnable", "maxMessageSize", "rejectTransactionMessage"}
+)
+# read from the config object by each END_TRANSACTION and each check round
+TRANSACTION_KEYS: Final = frozenset(
+    {"transactionTimeOut", "transactionCheckMax", "transactionCheckInterval"}
+)
 RETENTION_KEYS: Final = frozenset(
     {
         "fileReservedTime",
@@ -81,6 +90,7 @@ BROKER_POLICY: Final = UpdatePolicy(
     live_keys=_PULL_KEYS
     | _SEND_KEYS
     | RETENTION_KEYS
+    | TRANSACTION_KEYS
     | {
         "maxHeldPullsPerConnection",
         "maxHeldPulls",

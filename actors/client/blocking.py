@@ -9,7 +9,8 @@ inside that run, and every method call crosses over with ``trio.from_thread.run`
 thread blocks until the answer). Errors raised in the Trio thread reach the caller unchanged.
 A push consumer's listener is a plain function; it runs in Trio's worker threads
 (``trio.to_thread``), so it may block without stalling pulls and heartbeats. The same holds for
-`BlockingOrderlyPushConsumer` (``fn(msgs, context) -> ConsumeOrderlyStatus``).
+`BlockingOrderlyPushConsumer` (``fn(msgs, context) -> ConsumeOrderlyStatus``) and for a
+`BlockingTransactionProducer`'s listener (execute and check).
 """
 
 from __future__ import annotations
@@ -29,6 +30,12 @@ from rocketrio.actors.client.producer import Producer
 from rocketrio.actors.client.pull_consumer import LitePullConsumer
 from rocketrio.actors.client.push_consumer import PushConsumer
 from rocketrio.actors.client.queue_select import MessageQueueSelector
+from rocketrio.actors.client.transaction_producer import (
+    LocalTransactionState,
+    TransactionListener,
+    TransactionProducer,
+    TransactionSendResult,
+)
 from rocketrio.protocol.bodies import MessageQueue
 from rocketrio.protocol.message import MessageExt
 
@@ -331,3 +338,56 @@ class BlockingPullConsumer:
 async def _call_sync(fn: Callable[..., R], *args: Any) -> R:
     """Run a plain method of a Trio-owned object inside its thread."""
     return fn(*args)
+
+
+class _ThreadedListener:
+    """A plain `TransactionListener` whose methods run in Trio's worker threads."""
+
+    def __init__(self, listener: TransactionListener) -> None:
+        self.listener = listener
+
+    async def execute_local_transaction(self, msg: Message, arg: Any) -> LocalTransactionState:
+        state = await trio.to_thread.run_sync(self.listener.execute_local_transaction, msg, arg)
+        assert isinstance(state, LocalTransactionState | None)
+        return state or LocalTransactionState.UNKNOW
+
+    async def check_local_transaction(self, msg: MessageExt) -> LocalTransactionState:
+        state = await trio.to_thread.run_sync(self.listener.check_local_transaction, msg)
+        assert isinstance(state, LocalTransactionState | None)
+        return state or LocalTransactionState.UNKNOW
+
+
+class BlockingTransactionProducer:
+    """`TransactionProducer` for plain code: the listener's methods are plain functions that
+    may block (they run in worker threads); keyword arguments go to `TransactionProducer`."""
+
+    def __init__(
+        self,
+        group: str,
+        namesrv_addr: str | list[str],
+        listener: TransactionListener,
+        **kwargs: Any,
+    ) -> None:
+        threaded = _ThreadedListener(listener)
+        self._make = lambda: TransactionProducer(group, namesrv_addr, threaded, **kwargs)
+        self._thread: TrioThread[TransactionProducer] = TrioThread(f"tx-producer-{group}")
+        self._producer: TransactionProducer | None = None
+
+    def start(self) -> None:
+        self._producer = self._thread.start(self._make)
+
+    def shutdown(self) -> None:
+        self._thread.stop()
+        self._producer = None
+
+    def __enter__(self) -> BlockingTransactionProducer:
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.shutdown()
+
+    def send_message_in_transaction(self, msg: Message, arg: Any = None) -> TransactionSendResult:
+        if self._producer is None:
+            raise MQClientError("the producer is not started")
+        return self._thread.call(self._producer.send_message_in_transaction, msg, arg)

@@ -118,6 +118,8 @@ def local_ip() -> str:
 
 
 RouteListener = Callable[[str, TopicRouteData], None]
+# (broker address, CHECK_TRANSACTION_STATE request) -> whether this producer took it
+TransactionChecker = Callable[[str, RemotingCommand], bool]
 _WATCHED = "mq_client_watched"
 
 
@@ -182,6 +184,8 @@ class MQClientInstance:
         self.producer_groups: set[str] = set()
         self.consumers: dict[str, ConsumerInner] = {}
         self.route_listeners: list[RouteListener] = []
+        # CHECK_TRANSACTION_STATE pushed by a broker, by producer group (transaction_producer.py)
+        self.transaction_checkers: dict[str, TransactionChecker] = {}
         self._watched: set[str] = set()
         # topic -> until when it is polled every DEGRADED_ROUTE_POLL_S (inf: while degraded)
         self._degraded: dict[str, float] = {}
@@ -490,6 +494,13 @@ class MQClientInstance:
             return running_info.answer(self, cmd)
         if cmd.code == RequestCode.RESET_CONSUMER_CLIENT_OFFSET:
             return self._reset_offset(cmd)
+        if cmd.code == RequestCode.CHECK_TRANSACTION_STATE:
+            # upstream ClientRemotingProcessor.checkTransactionState: the producer of the
+            # message's PGROUP answers with a oneway END_TRANSACTION; nothing goes back here
+            for checker in self.transaction_checkers.values():
+                if checker(ctx.conn.remote, cmd):
+                    break
+            return None
         return cmd.make_response(
             ResponseCode.REQUEST_CODE_NOT_SUPPORTED,
             f"client {self.client_id} does not serve {request_name(cmd.code)}",

@@ -61,6 +61,8 @@ from rocketrio.protocol.bodies import MessageQueue, TopicRouteData
 from rocketrio.protocol.codes import RequestCode, ResponseCode
 from rocketrio.protocol.headers import SendMessageRequestHeaderV2, SendMessageResponseHeader
 from rocketrio.protocol.message import (
+    PROPERTY_TRANSACTION_PREPARED,
+    TRANSACTION_PREPARED_TYPE,
     WAIT,
     BatchItem,
     encode_batch_body,
@@ -71,6 +73,8 @@ from rocketrio.protocol.serde import from_ext, to_ext
 
 log = structlog.get_logger("producer")
 
+# a transactional half message (TRAN_MSG=true) is sent with sysFlag prepared, like upstream
+_PREPARED_MARK = f"{PROPERTY_TRANSACTION_PREPARED}\x01true"
 EXPIRE_SCAN_S = 0.1  # how often async sends are checked for timeouts
 
 _SEND_STATUS = {
@@ -681,7 +685,7 @@ class Producer:
             c=self.config.createTopicKey,
             d=self.config.defaultTopicQueueNums,
             e=mq.queueId,
-            f=0,
+            f=TRANSACTION_PREPARED_TYPE if _PREPARED_MARK in props else 0,
             g=wallclock_ms(),
             h=flag,
             i=props,

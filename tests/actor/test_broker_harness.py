@@ -307,9 +307,10 @@ async def test_unknown_code_is_answered_not_supported(
     tmp_path: Any, mock_clock: trio.testing.MockClock
 ) -> None:
     async with harness(tmp_path) as h:
-        resp = await h.invoke(RemotingCommand(RequestCode.END_TRANSACTION))
+        # a broker-to-client code: no broker serves it
+        resp = await h.invoke(RemotingCommand(RequestCode.CHECK_TRANSACTION_STATE))
         assert resp.code == ResponseCode.REQUEST_CODE_NOT_SUPPORTED
-        assert "END_TRANSACTION" in (resp.remark or "")
+        assert "CHECK_TRANSACTION_STATE" in (resp.remark or "")
         resp = await h.invoke(RemotingCommand(4242))
         assert resp.code == ResponseCode.REQUEST_CODE_NOT_SUPPORTED
         assert "4242" in (resp.remark or "")

@@ -56,6 +56,7 @@ def unknown_cases(ns: str, ctrl: str) -> list[tuple[list[str], str]]:
         (["consumerProgress", "-n", ns, "-g", "NoGroup"], "consumer group NoGroup is unknown"),
         (["consumerProgress", "-n", ns, "-g", "NoGroup", "-t", "T"], "group NoGroup is unknown"),
         (["consumerProgress", "-n", ns, "-g", "G", "-t", "NoTopic"], "no route for topic NoTopic"),
+        (["popProgress", "-n", ns, "-g", "NoGroup"], "consumer group NoGroup is unknown"),
         (["getControllerMetaData", "-a", "10.0.7.8:9878"], "cannot connect to 10.0.7.8:9878"),
         (["getSyncStateSet", "-a", ctrl, "-b", "NoSet"], "NoSet unknown to the controller"),
         (

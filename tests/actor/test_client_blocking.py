@@ -24,12 +24,14 @@ from rocketrio.actors.client.blocking import (
     BlockingProducer,
     BlockingPullConsumer,
     BlockingPushConsumer,
+    BlockingTransactionProducer,
     TrioThread,
 )
 from rocketrio.actors.client.errors import MQClientError
 from rocketrio.actors.client.message import ConsumeStatus, Message, SendStatus
 from rocketrio.actors.client.orderly import ConsumeOrderlyContext, ConsumeOrderlyStatus
 from rocketrio.actors.client.queue_select import SelectMessageQueueByHash
+from rocketrio.actors.client.transaction_producer import LocalTransactionState
 from rocketrio.actors.namesrv.config import NamesrvConfig
 from rocketrio.actors.namesrv.namesrv import run_namesrv
 from rocketrio.actors.transport import TcpTransport
@@ -184,3 +186,48 @@ def test_start_errors_reach_the_caller(namesrv: str) -> None:
     producer = BlockingProducer("idle", namesrv)
     with pytest.raises(MQClientError, match="not started"):
         producer.send(Message(TOPIC, b"x"))
+
+
+class _Orders:
+    """A blocking transaction listener: commits bodies starting with b"ok"."""
+
+    def __init__(self) -> None:
+        self.threads: set[str] = set()
+
+    def execute_local_transaction(self, msg: Message, arg: object) -> LocalTransactionState:
+        time.sleep(0.001)  # may block: it runs in a worker thread
+        self.threads.add(threading.current_thread().name)
+        ok = msg.body.startswith(b"ok")
+        return (
+            LocalTransactionState.COMMIT_MESSAGE if ok else LocalTransactionState.ROLLBACK_MESSAGE
+        )
+
+    def check_local_transaction(self, msg: MessageExt) -> LocalTransactionState:
+        return LocalTransactionState.UNKNOW
+
+
+def test_blocking_transaction_producer_over_tcp(namesrv: str) -> None:
+    orders = _Orders()
+    with BlockingTransactionProducer("btp", namesrv, orders) as p:
+        results = [
+            p.send_message_in_transaction(Message(TOPIC, b)) for b in (b"ok1", b"no", b"ok2")
+        ]
+    assert [r.local_transaction_state for r in results] == [
+        LocalTransactionState.COMMIT_MESSAGE,
+        LocalTransactionState.ROLLBACK_MESSAGE,
+        LocalTransactionState.COMMIT_MESSAGE,
+    ]
+    assert threading.current_thread().name not in orders.threads
+    got: list[bytes] = []
+    consumer = BlockingPushConsumer("btc", namesrv, consume_from_where="CONSUME_FROM_FIRST_OFFSET")
+    consumer.subscribe(TOPIC)
+    consumer.register_listener(lambda msgs: _collect(got, msgs))
+    with consumer:
+        wait_until(lambda: len(got) >= 2)
+        time.sleep(1.0)  # room for a message that should not come
+    assert sorted(got) == [b"ok1", b"ok2"]
+
+
+def _collect(into: list[bytes], msgs: list[MessageExt]) -> ConsumeStatus:
+    into.extend(m.body for m in msgs)
+    return ConsumeStatus.CONSUME_SUCCESS

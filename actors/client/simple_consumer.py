@@ -1,0 +1,327 @@
+"""A SimpleConsumer (RocketMQ 5's stateless consumer) over POP: receive, ack, change invisible
+duration.
+
+``async with SimpleConsumer("G", "ns:9876") as c: c.subscribe("T", "a||b"); msgs = await
+c.receive(16, 30.0); await c.ack(msgs[0])``.
+
+`receive` sends POP_MESSAGE (queueId -1: any queue) to the master of one broker set of the
+topic's route at a time, round robin across the sets that have readable queues, with pollTime
+``await_duration`` (long polling: the broker answers when a message arrives). Each received
+message carries its receipt handle (the POP_CK extraInfo, built from the response header exactly
+as upstream's client builds it, see `receipts_of`) and the broker set it came from; `ack`,
+`ack_batch` (BATCH_ACK_MESSAGE) and `change_invisible_duration` go back to that broker's
+master. A message that is neither acked
+nor changed becomes visible again after its invisible duration (the broker's revive service
+puts it to the group's pop retry topic), so consumption is at least once.
+
+`receipts_of` is pure: given the response header fields and the decoded messages it returns
+the receipts; tests compare it with upstream's format.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from typing import Any
+
+import attrs
+import trio
+
+from rocketrio.actors.broker.pop_checkpoint import BatchAck, BatchAckMessageRequestBody
+from rocketrio.actors.broker.pop_extra_info import (
+    INIT_MODE_MAX,
+    PROPERTY_FIRST_POP_TIME,
+    PROPERTY_POP_CK,
+    ExtraInfo,
+    offset_info_key,
+    parse_msg_offset_info,
+    parse_start_offset_info,
+)
+from rocketrio.actors.client.config import ClientConfig
+from rocketrio.actors.client.errors import MQBrokerError, MQClientError
+from rocketrio.actors.client.mq_client import MQClientInstance
+from rocketrio.actors.logs import wallclock_ms
+from rocketrio.actors.transport import Transport
+from rocketrio.protocol.bodies import PERM_READ
+from rocketrio.protocol.codes import RequestCode, ResponseCode
+from rocketrio.protocol.message import MessageExt, iter_stored
+from rocketrio.protocol.pop_headers import (
+    AckMessageRequestHeader,
+    ChangeInvisibleTimeRequestHeader,
+    ChangeInvisibleTimeResponseHeader,
+    PopMessageRequestHeader,
+    PopMessageResponseHeader,
+)
+from rocketrio.protocol.remoting import RemotingCommand
+from rocketrio.protocol.serde import from_ext, to_ext
+
+MAX_RECEIVE = 32  # the broker refuses more per POP
+
+
+@attrs.define
+class ReceivedMessage:
+    """A popped message: ``receipt_handle`` (extraInfo) is what ack / change use."""
+
+    message: MessageExt
+    topic: str  # the subscribed topic (a revived message arrives under it too)
+    broker_name: str
+    receipt_handle: str
+
+    @property
+    def body(self) -> bytes:
+        return self.message.body
+
+    @property
+    def msg_id(self) -> str:
+        return self.message.msg_id
+
+    @property
+    def delivery_attempt(self) -> int:
+        return self.message.reconsume_times + 1
+
+    @property
+    def queue_id(self) -> int:
+        return self.message.queue_id
+
+    @property
+    def queue_offset(self) -> int:
+        return self.message.queue_offset
+
+
+def receipts_of(
+    header: PopMessageResponseHeader, msgs: list[MessageExt], broker_name: str
+) -> list[str]:
+    """The POP_CK receipt of each message, as upstream's processPopResponse builds it: the
+    broker's POP_CK property when present (revived messages), else from startOffsetInfo and
+    msgOffsetInfo of the message's (retry mark, queueId)."""
+    starts = parse_start_offset_info(header.startOffsetInfo)
+    offsets = parse_msg_offset_info(header.msgOffsetInfo)
+    out = []
+    for m in msgs:
+        given = m.properties.get(PROPERTY_POP_CK)
+        if given is not None:
+            out.append(given)
+            continue
+        key = offset_info_key(m.topic, m.queue_id)
+        if key not in starts or m.queue_offset not in offsets.get(key, ()):
+            raise MQClientError(
+                f"pop response names no checkpoint for {m.topic}@{m.queue_id}:{m.queue_offset}"
+            )
+        info = ExtraInfo.of(
+            starts[key],
+            header.popTime,
+            header.invisibleTime,
+            header.reviveQid,
+            m.topic,
+            broker_name,
+            m.queue_id,
+            m.queue_offset,
+        )
+        out.append(info.build())
+    return out
+
+
+class SimpleConsumer:
+    def __init__(
+        self,
+        group: str,
+        namesrv_addr: str | list[str],
+        *,
+        transport: Transport | None = None,
+        client_config: ClientConfig | None = None,
+        client: MQClientInstance | None = None,
+        await_duration: float = 20.0,
+        init_mode: int = INIT_MODE_MAX,
+        timeout: float = 3.0,
+    ) -> None:
+        self.group = group
+        self.await_duration = await_duration
+        self.init_mode = init_mode
+        self.timeout = timeout
+        self._own_client = client is None
+        self.client = client or MQClientInstance(
+            namesrv_addr, transport=transport, config=client_config
+        )
+        self.subscriptions: dict[str, str] = {}
+        self._turn = itertools.count()
+
+    async def __aenter__(self) -> SimpleConsumer:
+        if self._own_client:
+            await self.client.__aenter__()
+        return self
+
+    async def __aexit__(self, *exc: Any) -> None:
+        if self._own_client:
+            await self.client.__aexit__(*exc)
+
+    def subscribe(self, topic: str, expression: str = "*") -> None:
+        self.subscriptions[topic] = expression
+        self.client.watch_topic(topic)
+
+    def unsubscribe(self, topic: str) -> None:
+        self.subscriptions.pop(topic, None)
+
+    async def _readable_brokers(self, topic: str) -> list[str]:
+        route = self.client.routes.get(topic) or await self.client.update_route(topic)
+        if route is None:
+            raise MQClientError(f"no route for topic {topic}")
+        return sorted(
+            {q.brokerName for q in route.queueDatas if q.perm & PERM_READ and q.readQueueNums}
+        )
+
+    async def _invoke(self, addr: str, cmd: RemotingCommand, wait: float = 0.0) -> RemotingCommand:
+        return await self.client.remoting.invoke(addr, cmd, self.timeout + wait)
+
+    async def receive(
+        self,
+        max_messages: int = 16,
+        invisible_duration: float = 30.0,
+        await_duration: float | None = None,
+    ) -> list[ReceivedMessage]:
+        """Up to ``max_messages`` (<= 32) messages of the subscribed topics, waiting up to
+        ``await_duration`` seconds for one to arrive; [] when none came."""
+        if not self.subscriptions:
+            raise MQClientError("subscribe to a topic before receive")
+        if not 0 < max_messages <= MAX_RECEIVE:
+            raise MQClientError(f"max_messages must be 1..{MAX_RECEIVE}, got {max_messages}")
+        topics = sorted(self.subscriptions)
+        turn = next(self._turn)
+        topic = topics[turn % len(topics)]
+        brokers = await self._readable_brokers(topic)
+        if not brokers:
+            return []
+        wait = self.await_duration if await_duration is None else await_duration
+        # one long poll at a time: the others are asked without waiting first
+        for i in range(len(brokers)):
+            name = brokers[(turn + i) % len(brokers)]
+            last = i == len(brokers) - 1
+            got = await self._pop(
+                topic, name, max_messages, invisible_duration, wait if last else 0.0
+            )
+            if got:
+                return got
+        return []
+
+    async def _pop(
+        self, topic: str, broker_name: str, max_messages: int, invisible: float, wait: float
+    ) -> list[ReceivedMessage]:
+        addr = await self.client.find_master_addr_refreshing(broker_name, topic)
+        if addr is None:
+            return []
+        header = PopMessageRequestHeader(
+            consumerGroup=self.group,
+            topic=topic,
+            queueId=-1,
+            maxMsgNums=max_messages,
+            invisibleTime=math.ceil(invisible * 1000),
+            pollTime=round(wait * 1000),
+            bornTime=wallclock_ms(),
+            initMode=self.init_mode,
+            expType="TAG",
+            exp=self.subscriptions.get(topic, "*"),
+        )
+        cmd = RemotingCommand(RequestCode.POP_MESSAGE, ext_fields=to_ext(header))
+        resp = await self._invoke(addr, cmd, wait)
+        if resp.code in (ResponseCode.POLLING_TIMEOUT, ResponseCode.POLLING_FULL):
+            return []
+        if resp.code == ResponseCode.PULL_NOT_FOUND:
+            return []
+        if resp.code != ResponseCode.SUCCESS:
+            raise MQBrokerError(resp.code, resp.remark, addr)
+        rh = from_ext(PopMessageResponseHeader, resp.ext_fields)
+        msgs = list(iter_stored(resp.body))
+        out = []
+        for m, receipt in zip(msgs, receipts_of(rh, msgs, broker_name), strict=True):
+            m.properties.setdefault(PROPERTY_FIRST_POP_TIME, str(rh.popTime))
+            out.append(ReceivedMessage(m, topic, broker_name, receipt))
+        return out
+
+    async def _broker_of(self, msg: ReceivedMessage) -> str:
+        addr = await self.client.find_master_addr_refreshing(msg.broker_name, msg.topic)
+        if addr is None:
+            raise MQClientError(f"no master of broker {msg.broker_name} to acknowledge at")
+        return addr
+
+    async def ack(self, msg: ReceivedMessage) -> None:
+        """Acknowledge: the message is never delivered again to this group."""
+        extra = ExtraInfo.parse(msg.receipt_handle)
+        header = AckMessageRequestHeader(
+            consumerGroup=self.group,
+            topic=msg.topic,
+            queueId=extra.queue_id,
+            extraInfo=msg.receipt_handle,
+            offset=extra.queue_offset if extra.queue_offset is not None else msg.queue_offset,
+        )
+        addr = await self._broker_of(msg)
+        cmd = RemotingCommand(RequestCode.ACK_MESSAGE, ext_fields=to_ext(header))
+        resp = await self._invoke(addr, cmd)
+        if resp.code != ResponseCode.SUCCESS:
+            raise MQBrokerError(resp.code, resp.remark, addr)
+
+    async def ack_batch(self, msgs: list[ReceivedMessage]) -> None:
+        """Acknowledge many messages with BATCH_ACK_MESSAGE: one request per broker, one bit
+        set per checkpoint (upstream's batch ack)."""
+        groups: dict[str, dict[tuple[str, str, int, int, int, int, int], list[int]]] = {}
+        for m in msgs:
+            e = ExtraInfo.parse(m.receipt_handle)
+            offset = e.queue_offset if e.queue_offset is not None else m.queue_offset
+            key = (
+                m.topic,
+                e.retry,
+                e.ck_queue_offset,
+                e.queue_id,
+                e.revive_qid,
+                e.pop_time,
+                e.invisible_time,
+            )
+            groups.setdefault(m.broker_name, {}).setdefault(key, []).append(
+                offset - e.ck_queue_offset
+            )
+        for broker_name, cks in groups.items():
+            acks = tuple(
+                BatchAck(self.group, *key, tuple(sorted(bits))) for key, bits in cks.items()
+            )
+            topic = next(iter(cks))[0]
+            addr = await self.client.find_master_addr_refreshing(broker_name, topic)
+            if addr is None:
+                raise MQClientError(f"no master of broker {broker_name} to acknowledge at")
+            body = BatchAckMessageRequestBody(broker_name, acks).to_json()
+            resp = await self._invoke(
+                addr, RemotingCommand(RequestCode.BATCH_ACK_MESSAGE, body=body)
+            )
+            if resp.code != ResponseCode.SUCCESS:
+                raise MQBrokerError(resp.code, resp.remark, addr)
+
+    async def change_invisible_duration(self, msg: ReceivedMessage, duration: float) -> None:
+        """Make the message invisible for ``duration`` seconds from now (longer or shorter);
+        ``msg.receipt_handle`` is replaced by the new receipt."""
+        extra = ExtraInfo.parse(msg.receipt_handle)
+        offset = extra.queue_offset if extra.queue_offset is not None else msg.queue_offset
+        header = ChangeInvisibleTimeRequestHeader(
+            consumerGroup=self.group,
+            topic=msg.topic,
+            queueId=extra.queue_id,
+            extraInfo=msg.receipt_handle,
+            offset=offset,
+            invisibleTime=math.ceil(duration * 1000),
+        )
+        addr = await self._broker_of(msg)
+        cmd = RemotingCommand(RequestCode.CHANGE_MESSAGE_INVISIBLETIME, ext_fields=to_ext(header))
+        resp = await self._invoke(addr, cmd)
+        if resp.code != ResponseCode.SUCCESS:
+            raise MQBrokerError(resp.code, resp.remark, addr)
+        rh = from_ext(ChangeInvisibleTimeResponseHeader, resp.ext_fields)
+        msg.receipt_handle = attrs.evolve(
+            extra,
+            ck_queue_offset=offset,
+            pop_time=rh.popTime,
+            invisible_time=rh.invisibleTime,
+            revive_qid=rh.reviveQid,
+            broker_name=msg.broker_name,
+            queue_offset=offset,
+        ).build()
+
+
+async def sleep_until_visible(receipt: str, now_ms: int) -> None:
+    """Sleep until the receipt's invisible time is over (tests and demos)."""
+    await trio.sleep(max(0, ExtraInfo.parse(receipt).revive_time - now_ms) / 1000)

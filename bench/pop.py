@@ -1,0 +1,162 @@
+"""POP benchmark: SimpleConsumer receive + ack against plain pull consumption, same broker, same
+run, real NameServer + Broker processes on loopback.
+
+Prints ONE JSON line with:
+- pull_consume_msgs_per_s     a push consumer group (PULL_MESSAGE, 32 per pull) reading the
+                              backlog from offset 0
+- pop_receive_ack_msgs_per_s  SimpleConsumers of another group: receive(32) then one
+                              ACK_MESSAGE per message (a receive's acks concurrently),
+                              ``--workers`` receivers in parallel
+- pop_receive_batch_ack_msgs_per_s  the same with one BATCH_ACK_MESSAGE per receive
+- pop_vs_pull_ratio / pop_batch_vs_pull_ratio   POP rate / pull rate
+- pop_inflight_after_run      popProgress's in-flight count of the first POP group at the end
+                              (0: every message was acknowledged)
+
+    .venv/bin/python bench/pop.py [--count N] [--workers W]
+
+The default (10,000 messages of 1 KiB) runs in well under a minute.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import tempfile
+import time
+from typing import Any
+
+import trio
+from benchlib import BODY, Proc, batched_sends, free_port, stop_all, wait_writable
+
+from rocketrio.actors.client.admin import MQAdmin
+from rocketrio.actors.client.pop_admin import pop_progress
+from rocketrio.actors.client.push_consumer import ConsumeStatus, PushConsumer
+from rocketrio.actors.client.simple_consumer import SimpleConsumer
+from rocketrio.actors.logs import configure_logging
+
+TOPIC = "BenchPop"
+
+
+async def pull_consume(ns: str, expected: int) -> float:
+    """msg/s of a fresh push-consumer group reading the backlog, 32 messages per pull."""
+    count = 0
+    done = trio.Event()
+
+    def listener(msgs: list[Any]) -> ConsumeStatus:
+        nonlocal count
+        count += len(msgs)
+        if count >= expected:
+            done.set()
+        return ConsumeStatus.CONSUME_SUCCESS
+
+    c = PushConsumer(
+        "bench_pull",
+        ns,
+        consume_from_where="CONSUME_FROM_FIRST_OFFSET",
+        pull_batch_size=32,
+        consume_batch_size=32,
+    )
+    c.subscribe(TOPIC, "*")
+    c.register_listener(listener)
+    async with c:
+        t0 = time.perf_counter()
+        with trio.move_on_after(120):
+            await done.wait()
+        return count / (time.perf_counter() - t0)
+
+
+async def pop_consume(ns: str, group: str, expected: int, workers: int, batch: bool) -> float:
+    """msg/s of ``workers`` SimpleConsumers (one group) receiving and acking the backlog."""
+    count = 0
+    done = trio.Event()
+
+    async def worker() -> None:
+        nonlocal count
+        async with SimpleConsumer(group, ns, await_duration=1.0, init_mode=0) as c:
+            c.subscribe(TOPIC, "*")
+            while not done.is_set():
+                msgs = await c.receive(32, 60.0, await_duration=1.0)
+                if batch and msgs:
+                    await c.ack_batch(msgs)
+                else:  # one ACK_MESSAGE per message, all of a receive in flight at once
+                    async with trio.open_nursery() as n:
+                        for m in msgs:
+                            n.start_soon(c.ack, m)
+                count += len(msgs)
+                if count >= expected:
+                    done.set()
+
+    t0 = time.perf_counter()
+    with trio.move_on_after(120):
+        async with trio.open_nursery() as n:
+            for _ in range(workers):
+                n.start_soon(worker)
+    return count / (time.perf_counter() - t0)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--count", type=int, default=10_000)
+    ap.add_argument("--workers", type=int, default=4)
+    args = ap.parse_args()
+    configure_logging("bench", "bench", None, console=None)
+    work = tempfile.mkdtemp(prefix="rocketrio-bench-pop-")
+    procs: list[Proc] = []
+    result: dict[str, Any] = {"bench": "pop", "body_bytes": len(BODY), "messages": args.count}
+    try:
+        taken: set[int] = set()
+        ns_port, b_port = free_port(taken), free_port(taken)
+        ns = f"127.0.0.1:{ns_port}"
+        procs.append(Proc("namesrv", "ns", {"listenPort": str(ns_port), "logDir": work}, work))
+        procs[-1].start()
+        time.sleep(0.5)
+        procs.append(Proc("broker", "bench-pop", {
+            "namesrvAddr": ns, "logDir": work, "brokerIP1": "127.0.0.1",
+            "brokerName": "bench-pop", "listenPort": str(b_port),
+            "storePathRootDir": os.path.join(work, "store"),
+        }, work).start())  # fmt: skip
+
+        async def setup() -> None:
+            async with MQAdmin(ns) as admin:
+                for _ in range(100):
+                    try:
+                        await admin.update_topic(
+                            TOPIC, broker_addr=f"127.0.0.1:{b_port}", read_queues=4,
+                            write_queues=4,
+                        )  # fmt: skip
+                        break
+                    except Exception:
+                        await trio.sleep(0.2)
+                else:
+                    raise RuntimeError("the broker did not come up")
+            await wait_writable(ns, TOPIC)
+
+        trio.run(setup)
+        trio.run(batched_sends, ns, TOPIC, args.count)
+        total = args.count + 1  # and the warm-up message
+        pull = trio.run(pull_consume, ns, total)
+        pop = trio.run(pop_consume, ns, "bench_pop", total, args.workers, False)
+        pop_batch = trio.run(pop_consume, ns, "bench_pop_batch", total, args.workers, True)
+
+        async def inflight() -> int:
+            async with MQAdmin(ns) as admin:
+                prog = await pop_progress(admin, "bench_pop", TOPIC)
+                return prog.total_inflight
+
+        result.update(
+            pull_consume_msgs_per_s=round(pull),
+            pop_receive_ack_msgs_per_s=round(pop),
+            pop_receive_batch_ack_msgs_per_s=round(pop_batch),
+            pop_vs_pull_ratio=round(pop / pull, 3),
+            pop_batch_vs_pull_ratio=round(pop_batch / pull, 3),
+            pop_workers=args.workers,
+            pop_inflight_after_run=trio.run(inflight),
+        )
+    finally:
+        stop_all(procs, work)
+    print(json.dumps(result))
+
+
+if __name__ == "__main__":
+    main()
