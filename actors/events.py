@@ -1319,6 +1319,38 @@ class OffsetResetApplied(LogEvent):
     offsets: dict[str, int]
 
 
+@event("orderly_lock_failed", "warning")
+@attrs.frozen(kw_only=True)
+class OrderlyLockFailed(LogEvent):
+    """An orderly consumer could not ask a broker for its queue locks (LOCK_BATCH_MQ or
+    UNLOCK_BATCH_MQ); the locks it holds expire unless a later call renews them."""
+
+    group: str
+    queues: list[str]
+    error: str
+
+
+@event("orderly_lock_lost", "warning")
+@attrs.frozen(kw_only=True)
+class OrderlyLockLost(LogEvent):
+    """The broker no longer grants an orderly consumer these queues (another client holds
+    them): their consumption stops until the lock is granted again."""
+
+    group: str
+    queues: list[str]
+
+
+@event("orderly_queue_unlocked")
+@attrs.frozen(kw_only=True)
+class OrderlyQueueUnlocked(LogEvent):
+    """An orderly consumer gave a queue up after a rebalance: its last batch finished, its
+    offset was committed, then UNLOCK_BATCH_MQ."""
+
+    group: str
+    mq: str
+    offset: int
+
+
 @event("persist_offset_failed", "warning")
 @attrs.frozen(kw_only=True)
 class PersistOffsetFailed(LogEvent):

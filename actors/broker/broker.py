@@ -206,7 +206,7 @@ class Broker:
         self.auth = AuthTable(config, now_ms, run_blocking=run_blocking, fs=fs)
         self.consumers = ConsumerManager()
         self.producers = ProducerManager()
-        self.locks = RebalanceLockManager()
+        self.locks = RebalanceLockManager(config.rebalanceLockMaxLiveTime / 1000)
         self.stats = BrokerStats(config.brokerClusterName, self.topics.is_system_topic)
         # the day counters' file (day_counters.py): restored at open, written periodically
         self.day_file = ConfigFile(

@@ -102,6 +102,9 @@ class BrokerConfig(RemotingServerConfig):
     maxTransferBytesOnMessageInMemory: int = attrs.field(default=256 * 1024, validator=positive)
     # rocketrio's own: a pull that may read more bytes than this reads in a worker thread
     pullReadOffLoopBytes: int = attrs.field(default=256 * 1024, validator=positive)
+    # how long a queue lock of an orderly consumer lives on the broker without renewal
+    # (upstream's system property rocketmq.broker.rebalance.lockMaxLiveTime)
+    rebalanceLockMaxLiveTime: int = attrs.field(default=60_000, validator=positive)
     # consumer offsets / retries
     flushConsumerOffsetInterval: int = attrs.field(default=5000, validator=positive)
     maxReconsumeTimes: int = attrs.field(default=16, validator=non_negative)
