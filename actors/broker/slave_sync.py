@@ -146,11 +146,11 @@ class SlaveSynchronize:
                     changed = True
         if changed:
             self.offsets.dirty = True
-        if self.auth is not None:
-            await self._sync_auth(client, addr, self.auth)
         if self.delay_offsets is not None:
             raw = await self._get(client, addr, RequestCode.GET_ALL_DELAY_OFFSET)
             self.delay_offsets.adopt(from_json(DelayOffsetSerializeWrapper, raw))
+        if self.auth is not None:
+            await self._sync_auth(client, addr, self.auth)
         self.rounds += 1
 
     async def _sync_auth(self, client: RemotingClient, addr: str, auth: AuthTable) -> None:
