@@ -1319,6 +1319,38 @@ class OffsetResetApplied(LogEvent):
     offsets: dict[str, int]
 
 
+@event("orderly_lock_failed", "warning")
+@attrs.frozen(kw_only=True)
+class OrderlyLockFailed(LogEvent):
+    """An orderly consumer could not ask a broker for its queue locks (LOCK_BATCH_MQ or
+    UNLOCK_BATCH_MQ); the locks it holds expire unless a later call renews them."""
+
+    group: str
+    queues: list[str]
+    error: str
+
+
+@event("orderly_lock_lost", "warning")
+@attrs.frozen(kw_only=True)
+class OrderlyLockLost(LogEvent):
+    """The broker no longer grants an orderly consumer these queues (another client holds
+    them): their consumption stops until the lock is granted again."""
+
+    group: str
+    queues: list[str]
+
+
+@event("orderly_queue_unlocked")
+@attrs.frozen(kw_only=True)
+class OrderlyQueueUnlocked(LogEvent):
+    """An orderly consumer gave a queue up after a rebalance: its last batch finished, its
+    offset was committed, then UNLOCK_BATCH_MQ."""
+
+    group: str
+    mq: str
+    offset: int
+
+
 @event("persist_offset_failed", "warning")
 @attrs.frozen(kw_only=True)
 class PersistOffsetFailed(LogEvent):
@@ -1939,6 +1971,48 @@ class ProxyTransactionCheck(LogEvent):
     msg_id: str
     client_id: str | None = None
     pushed: bool
+
+
+@event("schedule_service_started")
+@attrs.frozen(kw_only=True)
+class ScheduleServiceStarted(LogEvent):
+    """This broker became master: it re-puts due delay-level and timer messages from the
+    offsets of delayOffset.json (level -> next ConsumeQueue index)."""
+
+    offsets: dict[str, int]
+
+
+@event("schedule_service_stopped")
+@attrs.frozen(kw_only=True)
+class ScheduleServiceStopped(LogEvent):
+    """The broker is no longer master (or stops): no more re-puts from here."""
+
+    offsets: dict[str, int]
+    reason: str
+
+
+@event("schedule_deliver_failed", "warning")
+@attrs.frozen(kw_only=True)
+class ScheduleDeliverFailed(LogEvent):
+    """Due messages could not be re-put (the store refused); retried, offsets unchanged."""
+
+    topic: str
+    queue_id: int
+    offset: int
+    count: int
+    error: str
+
+
+@event("schedule_entry_missing", "warning")
+@attrs.frozen(kw_only=True)
+class ScheduleEntryMissing(LogEvent):
+    """A scheduled ConsumeQueue entry whose record cannot be read (removed by retention or not
+    a scheduled message): skipped."""
+
+    topic: str
+    queue_id: int
+    offset: int
+    commitlog_offset: int
 
 
 #: every catalogued event name

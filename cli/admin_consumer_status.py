@@ -159,8 +159,13 @@ def _print_info(info: ConsumerRunningInfo) -> None:
         ]
         for mq, pq in info.mqTable.items()
     ]  # fmt: skip
-    print(table(["topic", "broker", "queue", "commit offset", "cached msgs", "cached offsets",
-                 "cached MiB", "dropped", "last pull", "last consume"], rows))  # fmt: skip
+    head = ["topic", "broker", "queue", "commit offset", "cached msgs", "cached offsets",
+            "cached MiB", "dropped", "last pull", "last consume"]  # fmt: skip
+    if info.properties.get(PROP_CONSUME_ORDERLY) == "true":  # the broker queue locks it holds
+        head += ["locked", "last lock"]
+        for row, pq in zip(rows, info.mqTable.values(), strict=True):
+            row += ["yes" if pq.locked else "no", format_ms(pq.lastLockTimestamp)]
+    print(table(head, rows))
     print("\n#Consumer RT&TPS# (last minute; failed messages: last hour)")
     rates = [
         [t, f"{s.pullRT:.2f}", f"{s.pullTPS:.2f}", f"{s.consumeRT:.2f}", f"{s.consumeOKTPS:.2f}",

@@ -181,6 +181,7 @@ def print_shown(shown: list[ShownMessage], a: argparse.Namespace) -> None:
             _kv("Transaction:", tx)
         props = ", ".join(f"{k}={escape_controls(v)}" for k, v in sorted(m.properties.items()))
         _kv("Properties:", "{" + props + "}")
+        _print_waiting(m)
         _kv("Message Body:", m.body_line())
         print()
         if not s.tracks:
@@ -188,6 +189,20 @@ def print_shown(shown: list[ShownMessage], a: argparse.Namespace) -> None:
             continue
         rows = [[t.consumerGroup, t.trackType.value, t.exceptionDesc or ""] for t in s.tracks]
         print(table(["#Consumer Group", "#Track Type", "#Detail"], rows))
+
+
+def _print_waiting(m: MessageView) -> None:
+    """A delay-level or timer message still waiting: where it goes and when (timers) or at
+    which level (the level's delay is the broker's messageDelayLevel)."""
+    real = m.properties.get("REAL_TOPIC")
+    if m.topic not in ("SCHEDULE_TOPIC_XXXX", "rmq_sys_wheel_timer") or real is None:
+        return
+    _kv("Waiting For:", f"{real} queue {m.properties.get('REAL_QID', '0')}")
+    out = m.properties.get("TIMER_OUT_MS", "")
+    if out.isdigit():
+        _kv("Deliver Time:", format_ms(int(out)))
+    elif "DELAY" in m.properties:
+        _kv("Delay Level:", m.properties["DELAY"])
 
 
 async def _shown(

@@ -99,6 +99,7 @@ from rocketrio.storage.store_types import (
     StoreStats,
     parse_delay_levels,
 )
+from rocketrio.storage.timer_wheel import TIMER_TOPIC
 
 # the types moved to store_types.py; callers keep importing them here
 __all__ = [
@@ -311,7 +312,10 @@ class MessageStore(StoreRepair):
         except ValueError as e:  # a separator inside a key or value, or text that is not UTF-8
             raise InvalidMessage(f"message {i} to {topic}: {e}") from None
         tran = m.sys_flag & TRANSACTION_ROLLBACK_TYPE
-        key = (topic, m.queue_id)
+        queue_id = m.queue_id
+        if topic == TIMER_TOPIC:  # the store picks the wheel queue from its own timestamp
+            queue_id = self._timer_queue(raw, store_ts, i)
+        key = (topic, queue_id)
         to_cq = tran not in _NO_CQ_TRAN
         qo = 0
         if to_cq:
@@ -320,7 +324,7 @@ class MessageStore(StoreRepair):
                 qo = self._queue_offsets.get(key, 0)
         try:
             size = append_record(
-                parts, topic, m.queue_id, m.body, m.flag, raw, m.sys_flag, m.born_timestamp,
+                parts, topic, queue_id, m.body, m.flag, raw, m.sys_flag, m.born_timestamp,
                 m.born_host, store_ts, self.store_host, m.reconsume_times,
                 m.prepared_transaction_offset, qo, phy,
             )  # fmt: skip
@@ -338,6 +342,8 @@ class MessageStore(StoreRepair):
         code = tags_hash_code(tags) if tags else 0
         if topic == SCHEDULE_TOPIC:
             code = self._deliver_time(raw, store_ts, code)
+        elif topic == TIMER_TOPIC:
+            code = self._timer_due(raw, queue_id, code)
         hashes = None
         if (keys or uniq) and self._index is not None and tran != TRANSACTION_ROLLBACK_TYPE:
             hashes = _key_hashes(topic, keys, uniq)
@@ -560,6 +566,17 @@ class MessageStore(StoreRepair):
                 out.append(data[p : p + parts[i + 1]])
 
     # ------------------------------------------------------------------ queries
+
+    def read_queue_entries(
+        self, topic: str, queue_id: int, offset: int, max_count: int
+    ) -> tuple[int, list[tuple[int, int, int]]]:
+        """(first index, entries) of a ConsumeQueue from ``offset`` (moved up to the queue's
+        minimum when retention removed it): (commitlog offset, size, tagsCode) each."""
+        cq = self._cqs.get((topic, queue_id))
+        if cq is None:
+            return offset, []
+        first = max(offset, cq.min_offset)
+        return first, cq.get(first, max_count)
 
     def get_max_offset(self, topic: str, queue_id: int) -> int:
         cq = self._cqs.get((topic, queue_id))

@@ -4,7 +4,8 @@
 records: loading the ConsumeQueues and reconciling them (and the key index) with the recovered
 CommitLog on open, re-dispatching records after a crash, and the dispatch of ConsumeQueue
 entries (one write per queue) and index records. Also the per-message helpers the put path
-shares with re-dispatch: wire properties, key hashes, SCHEDULE_TOPIC_XXXX deliver time.
+shares with re-dispatch: wire properties, key hashes, SCHEDULE_TOPIC_XXXX deliver time and
+the rmq_sys_wheel_timer queue and due time (timer_wheel.py).
 
 Replicated stores dispatch only up to confirmOffset (`DispatchGate`, dispatch_gate.py):
 `advance_confirm` dispatches what the master's put path held back, or scans the CommitLog for
@@ -50,7 +51,8 @@ from rocketrio.storage.dispatch_gate import DispatchGate
 from rocketrio.storage.epoch_file import EpochFile
 from rocketrio.storage.fs import FileSystem
 from rocketrio.storage.index_file import MessageIndex, key_hash_from, key_hash_seed
-from rocketrio.storage.store_types import RecoveryReport, StoreConfig
+from rocketrio.storage.store_types import InvalidMessage, RecoveryReport, StoreConfig
+from rocketrio.storage.timer_wheel import TIMER_TOPIC, hop_due_ms, timer_queue_id
 
 SCHEDULE_TOPIC = "SCHEDULE_TOPIC_XXXX"
 _REDISPATCH_BATCH = 1024
@@ -217,6 +219,8 @@ class StoreDispatch:
             code = tags_code_of_bytes(tags)
         if topic == SCHEDULE_TOPIC:
             code = self._deliver_time(props, store_ts, code)
+        elif topic == TIMER_TOPIC:
+            code = self._timer_due(props, queue_id, code)
         hashes = None
         if self._index is not None and props and tran != TRANSACTION_ROLLBACK_TYPE:
             keys = find_stored_property(props, b"KEYS\x01") if b"KEYS\x01" in props else None
@@ -346,6 +350,24 @@ class StoreDispatch:
             return tags_code
         delays = self._delay_ms
         return store_ts + delays[min(int(level), len(delays)) - 1]
+
+    def _timer_due(self, props: bytes | str, queue_id: int, tags_code: int) -> int:
+        """rmq_sys_wheel_timer tagsCode: when the message's hop is due (timer_wheel.py)."""
+        if isinstance(props, bytes):
+            raw = find_property(props, b"TIMER_OUT_MS\x01")
+            out = None if raw is None else raw.decode("latin-1")
+        else:
+            out = find_property(props, "TIMER_OUT_MS\x01")
+        if out is None or not out.isdigit():
+            return tags_code
+        return hop_due_ms(int(out), queue_id)
+
+    def _timer_queue(self, props: bytes, store_ts: int, i: int) -> int:
+        """The wheel queue of a timer message stored at ``store_ts``."""
+        out = find_property(props, b"TIMER_OUT_MS\x01")
+        if out is None or not out.isdigit():
+            raise InvalidMessage(f"message {i} to {TIMER_TOPIC}: no valid TIMER_OUT_MS property")
+        return timer_queue_id(int(out), store_ts)
 
     def _dispatch(
         self, positions: Sequence[int], sizes: Sequence[int], pending: Sequence[_Pending]

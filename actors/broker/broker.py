@@ -69,6 +69,12 @@ from rocketrio.actors.broker.consume_stats import ConsumeStatsProcessor
 from rocketrio.actors.broker.consumer_calls import Broker2Client, consumer_call_handlers
 from rocketrio.actors.broker.day_counters import FILE_NAME as DAY_FILE
 from rocketrio.actors.broker.day_counters import PERSIST_INTERVAL_S, DayCountersFile
+from rocketrio.actors.broker.delay_offset import (
+    DELAY_OFFSET_FILE,
+    DelayOffsetFile,
+    DelayOffsetTable,
+    delay_offset_handlers,
+)
 from rocketrio.actors.broker.disk_guard import DiskGuard, DiskUsage, FirstRefusal
 from rocketrio.actors.broker.fault_sites import NO_FAULTS, FaultSites
 from rocketrio.actors.broker.ha.group_transfer import trio_now_ms
@@ -98,6 +104,8 @@ from rocketrio.actors.broker.pull_processor import PullConfig, PullMessageProces
 from rocketrio.actors.broker.remoting_adapter import RemotingAdapter, RemotingNotifier
 from rocketrio.actors.broker.replicas_manager import ReplicasManager
 from rocketrio.actors.broker.runtime_info import DiskSpace, RuntimeInfo, disk_space, used_ratio
+from rocketrio.actors.broker.schedule_policy import parse_message_delay_level
+from rocketrio.actors.broker.schedule_service import ScheduleService
 from rocketrio.actors.broker.send_processor import SendConfig, SendMessageProcessor, host_tuple
 from rocketrio.actors.broker.slave_sync import SlaveSynchronize
 from rocketrio.actors.broker.stats import BrokerStats
@@ -198,7 +206,7 @@ class Broker:
         self.auth = AuthTable(config, now_ms, run_blocking=run_blocking, fs=fs)
         self.consumers = ConsumerManager()
         self.producers = ProducerManager()
-        self.locks = RebalanceLockManager()
+        self.locks = RebalanceLockManager(config.rebalanceLockMaxLiveTime / 1000)
         self.stats = BrokerStats(config.brokerClusterName, self.topics.is_system_topic)
         # the day counters' file (day_counters.py): restored at open, written periodically
         self.day_file = ConfigFile(
@@ -251,6 +259,22 @@ class Broker:
         )
         self.classic: ClassicRoleService | None = None
         self.slave_sync: SlaveSynchronize | None = None
+        # delay and timer messages: delayOffset.json and the master-only re-put service
+        self.delay_offsets = DelayOffsetFile(
+            config_path(config.storePathRootDir, DELAY_OFFSET_FILE),
+            DelayOffsetTable(now_ms, config.delayOffsetUpdateVersionStep),
+            run_blocking=run_blocking,
+            fs=fs,
+        )
+        self.schedule = ScheduleService(
+            levels=len(parse_message_delay_level(config.messageDelayLevel)),
+            offsets=self.delay_offsets.table,
+            reader=self.store_view,
+            writer=self.store_actor,
+            is_master=self.serving_as_master,
+            now_ms=now_ms,
+            log=self.log.bind(actor="schedule_service"),
+        )
         # request handling
         self.send = SendMessageProcessor(
             SendConfig.of(config),
@@ -265,6 +289,7 @@ class Broker:
                 [self.disk_guard] if self.replicas is None else [self.disk_guard, self.replicas]
             ),
             rng=self.rng,
+            now_ms=now_ms,
         )
         self.pull = PullMessageProcessor(
             PullConfig.of(config),
@@ -392,6 +417,7 @@ class Broker:
                 **offset_reset_handlers(self.offset_reset),
                 **pop_handlers(self.pop, self.pop_acks, self.pop_revive),
                 **self.transactions.handlers(),
+                **delay_offset_handlers(self.delay_offsets.table),
             },
         )
         # metricsExporterType=PROM: the server times its answers (rocketmq_rpc_latency)
@@ -451,9 +477,10 @@ class Broker:
         )
 
     def _on_arrival(self, topic: str, queue_id: int, max_offset: int) -> None:
-        """The store actor's arrival listener: held pulls, then held pops."""
+        """The store actor's arrival listener: held pulls, held pops, the schedule service."""
         self.pull_hold.notify_message_arriving(topic, queue_id, max_offset)
         self.pop_hold.notify_message_arriving(topic, queue_id, max_offset)
+        self.schedule.notify_arrival(topic, queue_id, max_offset)
 
     def _make_store(self) -> MessageStore:
         c = self.config
@@ -575,6 +602,7 @@ class Broker:
         if role is not BrokerRole.SLAVE:
             self._adopt_topics_of_queues()
         self.topics.set_state_version(state_version)
+        self.schedule.role_changed()
 
     def _adopt_topics_of_queues(self) -> None:
         """A new master must serve every queue its log holds records of. Its slave sync may
@@ -732,6 +760,8 @@ class Broker:
             if await table.load_file():
                 events.emit(self.log, events.ConfigLoadedFromBackup(file=table.file.path))
         await self.auth.load_files()
+        if await self.delay_offsets.load_file():
+            events.emit(self.log, events.ConfigLoadedFromBackup(file=self.delay_offsets.file.path))
         saved = await self.run_blocking(self.day_file.load)
         if self.day_file.loaded_from_backup:
             events.emit(self.log, events.ConfigLoadedFromBackup(file=self.day_file.path))
@@ -854,8 +884,14 @@ class Broker:
                     master_addr=self.master_to_sync,
                     queue_count=self.store_view.queue_count,
                     log=self.log.bind(actor="slave_sync"),
+                    delay_offsets=self.delay_offsets.table,
                 )
                 n.start_soon(self.slave_sync.run, client)
+                await n.start(self.schedule.run)
+                n.start_soon(
+                    self.delay_offsets.file.run_periodic,
+                    self.config.flushDelayOffsetInterval / 1000,
+                )
                 await self.register_all()
                 n.start_soon(self._register_loop)
                 n.start_soon(self._heartbeat_loop)
@@ -958,6 +994,7 @@ class Broker:
         self.pop_hold.stop_holding()
         steps: list[tuple[str, Callable[[], Awaitable[None]]]] = [
             ("unregister", self._unregister),
+            ("stop_schedule", self.schedule.stop),
             ("drain_store", self._drain_store),
             ("answer_held_pulls", self._answer_held_pulls),
             ("drain_connections", self._drain_connections),
@@ -995,6 +1032,7 @@ class Broker:
         await self.day_file.persist()
         await self.topics.persist()
         await self.groups.persist()
+        await self.delay_offsets.persist()
 
 
 async def run_broker(

@@ -15,6 +15,7 @@ import attrs
 
 from rocketrio.actors.auth.config import credentials_key, init_user_key, whitelist_key
 from rocketrio.actors.broker.clean_policy import parse_delete_when
+from rocketrio.actors.broker.schedule_policy import parse_message_delay_level
 from rocketrio.actors.metrics_exporter import DEFAULT_PROM_EXPORTER_PORT
 from rocketrio.actors.metrics_exporter import MetricsExporterType as MetricsExporterType
 from rocketrio.actors.server_limits import RemotingServerConfig
@@ -45,6 +46,10 @@ def _positive_hours(_inst: object, attribute: attrs.Attribute[float], value: flo
 
 def _delete_when(_inst: object, _attribute: attrs.Attribute[str], value: str) -> None:
     parse_delete_when(value)
+
+
+def _delay_levels(_inst: object, _attribute: attrs.Attribute[str], value: str) -> None:
+    parse_message_delay_level(value)
 
 
 @attrs.define
@@ -97,6 +102,9 @@ class BrokerConfig(RemotingServerConfig):
     maxTransferBytesOnMessageInMemory: int = attrs.field(default=256 * 1024, validator=positive)
     # rocketrio's own: a pull that may read more bytes than this reads in a worker thread
     pullReadOffLoopBytes: int = attrs.field(default=256 * 1024, validator=positive)
+    # how long a queue lock of an orderly consumer lives on the broker without renewal
+    # (upstream's system property rocketmq.broker.rebalance.lockMaxLiveTime)
+    rebalanceLockMaxLiveTime: int = attrs.field(default=60_000, validator=positive)
     # consumer offsets / retries
     flushConsumerOffsetInterval: int = attrs.field(default=5000, validator=positive)
     maxReconsumeTimes: int = attrs.field(default=16, validator=non_negative)
@@ -133,7 +141,15 @@ class BrokerConfig(RemotingServerConfig):
     # rocketrio: check the CRC of every record a pull serves that this broker process did not
     # write or check itself; a damaged record is refused (SYSTEM_ERROR), never delivered
     checkCRCOnPull: bool = True
-    messageDelayLevel: str = "1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h"
+    messageDelayLevel: str = attrs.field(
+        default="1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h",
+        validator=_delay_levels,
+    )
+    # delay and timer messages (schedule_service.py): delayOffset.json's write period and
+    # DataVersion step, and the longest timer delay a send may ask for (upstream keys/defaults)
+    flushDelayOffsetInterval: int = attrs.field(default=10_000, validator=positive)
+    delayOffsetUpdateVersionStep: int = attrs.field(default=200, validator=positive)
+    timerMaxDelaySec: int = attrs.field(default=3 * 24 * 3600, validator=positive)
     # controller mode (issue 3)
     enableControllerMode: bool = False
     controllerAddr: str = ""

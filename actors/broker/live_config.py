@@ -28,6 +28,7 @@ How each live key reaches the running broker (`apply_broker_changes`):
 - registerNameServerPeriod: the registration loop reads it at each period;
 - brokerNotActiveTimeoutMillis, sendHeartbeatTimeoutMillis, registerBrokerTimeoutMills: read
   from the config object at each registration / heartbeat;
+- rebalanceLockMaxLiveTime: the queue-lock manager's expiry, from the next lock check;
 - the retention keys (`RETENTION_KEYS`: fileReservedTime, deleteWhen, the disk ratios that
   start or force a clean-up, and how a round deletes): the clean-up service reads them from
   the config object at each round (clean_service.py);
@@ -100,6 +101,7 @@ BROKER_POLICY: Final = UpdatePolicy(
         "brokerNotActiveTimeoutMillis",
         "sendHeartbeatTimeoutMillis",
         "registerBrokerTimeoutMills",
+        "rebalanceLockMaxLiveTime",
     },
     # upstream AdminBrokerProcessor.initConfigBlackList adds these to configBlackList
     always_black=frozenset({"brokerConfigPath", "rocketmqHome", "configBlackList"}),
@@ -135,6 +137,8 @@ def apply_broker_changes(broker: Broker, changes: tuple[ConfigChange, ...]) -> N
         broker.pull.config = PullConfig.of(c)
     if keys & {"maxHeldPullsPerConnection", "maxHeldPulls"}:
         broker.pull_hold.limits = HoldLimits(c.maxHeldPullsPerConnection, c.maxHeldPulls)
+    if "rebalanceLockMaxLiveTime" in keys:
+        broker.locks.max_live_s = c.rebalanceLockMaxLiveTime / 1000
     if "autoCreateSubscriptionGroup" in keys:
         broker.groups.auto_create = c.autoCreateSubscriptionGroup
     if keys & {"flushIntervalCommitLog", "syncFlushTimeout", "maxMessageSize"}:

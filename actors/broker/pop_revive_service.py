@@ -169,9 +169,11 @@ class PopReviveService:
                 if not await self._revive(revival):
                     break  # the store refused: the rest waits for the next round
                 core.revived(revival.key)
-            self.offsets.commit(
-                REVIVE_GROUP, self.config.revive_topic, core.queue_id, core.revive_offset()
-            )
+            topic = self.config.revive_topic
+            offset = core.revive_offset()
+            if offset != max(0, self.offsets.query(REVIVE_GROUP, topic, core.queue_id)):
+                # only a move: an idle broker's consumerOffset.json gains no revive entries
+                self.offsets.commit(REVIVE_GROUP, topic, core.queue_id, offset)
         dues = [d for d in (c.next_due_ms() for c in cores) if d is not None]
         if not dues:
             return interval

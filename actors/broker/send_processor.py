@@ -22,12 +22,18 @@ Retry and DLQ: a producer-side send to %RETRY%<group> goes to %DLQ%<group> once 
 exceeds maxReconsumeTimes; CONSUMER_SEND_MSG_BACK re-reads the consumed message by its
 commitlog offset and writes it to %RETRY%<group> (reconsumeTimes + 1, RETRY_TOPIC and
 ORIGIN_MESSAGE_ID set) or, from maxReconsumeTimes on or with delayLevel < 0, to
-%DLQ%<group>. Delay levels are not implemented yet (SPEC M5): a retry message is consumable at
-once, and a DELAY property on a normal send is stored but not acted upon.
+%DLQ%<group>.
 
 Transactions: a send with TRAN_MSG=true is stored as a half message in RMQ_SYS_TRANS_HALF_TOPIC
 (transaction_policy.half_message); the answer names the real queue and the half's queue offset,
 which END_TRANSACTION later quotes as tranStateTableOffset.
+
+Delay and timer messages (schedule_policy.py decides, schedule_service.py re-puts): a send with
+DELAY=n>0 is stored in SCHEDULE_TOPIC_XXXX queue n-1 (n clamped to the highest level) with
+REAL_TOPIC / REAL_QID; one with TIMER_DELAY_SEC / TIMER_DELAY_MS / TIMER_DELIVER_MS in the
+future goes to rmq_sys_wheel_timer with TIMER_OUT_MS (refused beyond timerMaxDelaySec). A
+send-back that is not for the DLQ waits at level delayLevel, or 3 + reconsumeTimes when the
+consumer sent 0, before it reaches %RETRY%<group>.
 """
 
 from __future__ import annotations
@@ -53,6 +59,13 @@ from rocketrio.actors.broker.outcomes import (
     SendStored,
     SentBack,
 )
+from rocketrio.actors.broker.schedule_policy import (
+    TimerIllegal,
+    parse_message_delay_level,
+    schedule_queue,
+    send_back_level,
+    timer_deliver_ms,
+)
 from rocketrio.actors.broker.stats import BrokerStats
 from rocketrio.actors.broker.store_actor import (
     BatchPutCallback,
@@ -63,6 +76,7 @@ from rocketrio.actors.broker.store_actor import (
 from rocketrio.actors.broker.store_view import StoreView
 from rocketrio.actors.broker.tables import GroupTable, TopicTable
 from rocketrio.actors.broker.topic_config import (
+    DLQ_GROUP_TOPIC_PREFIX,
     DLQ_NUMS_PER_GROUP,
     NOT_ALLOWED_SEND_TOPICS,
     RETRY_GROUP_TOPIC_PREFIX,
@@ -71,6 +85,7 @@ from rocketrio.actors.broker.topic_config import (
     retry_topic,
 )
 from rocketrio.actors.broker.transaction_policy import half_message
+from rocketrio.actors.logs import wallclock_ms
 from rocketrio.actors.runtime import ActorStopped
 from rocketrio.protocol.bodies import PERM_READ, PERM_WRITE, TopicConfig, perm_to_string
 from rocketrio.protocol.codes import ResponseCode
@@ -78,18 +93,34 @@ from rocketrio.protocol.headers import ConsumerSendMsgBackRequestHeader, SendMes
 from rocketrio.protocol.message import (
     MULTI_TAGS_FLAG,
     PROPERTY_CLUSTER,
+    PROPERTY_DELAY_TIME_LEVEL,
     PROPERTY_DLQ_ORIGIN_MESSAGE_ID,
     PROPERTY_DLQ_ORIGIN_TOPIC,
     PROPERTY_ORIGIN_MESSAGE_ID,
+    PROPERTY_REAL_QUEUE_ID,
+    PROPERTY_REAL_TOPIC,
     PROPERTY_RETRY_TOPIC,
     PROPERTY_TRANSACTION_PREPARED,
     UNIQ_KEY,
     decode_properties,
     parse_host,
 )
-from rocketrio.storage.message_store import BatchPutResult, MessageToStore, PutResult
+from rocketrio.storage.message_store import (
+    SCHEDULE_TOPIC,
+    BatchPutResult,
+    MessageToStore,
+    PutResult,
+)
+from rocketrio.storage.timer_wheel import (
+    PROPERTY_TIMER_DELAY_MS,
+    PROPERTY_TIMER_DELAY_SEC,
+    PROPERTY_TIMER_DELIVER_MS,
+    PROPERTY_TIMER_OUT_MS,
+    TIMER_TOPIC,
+)
 
 _UNIQ_PREFIX = UNIQ_KEY + "\x01"
+_TIMER_KEYS = (PROPERTY_TIMER_DELIVER_MS, PROPERTY_TIMER_DELAY_SEC, PROPERTY_TIMER_DELAY_MS)
 _PUT_OK = PutStatus.PUT_OK
 _RW = PERM_READ | PERM_WRITE
 _NO_IP = (b"\x00\x00\x00\x00", 0)
@@ -118,6 +149,8 @@ class SendConfig:
     auto_create_topic_enable: bool
     max_message_size: int
     reject_transaction_message: bool = False
+    delay_levels: int = 18  # how many messageDelayLevel levels
+    timer_max_delay_ms: int = 3 * 24 * 3600 * 1000  # timerMaxDelaySec
 
     @classmethod
     def of(cls, c: BrokerConfig) -> SendConfig:
@@ -129,6 +162,8 @@ class SendConfig:
             c.autoCreateTopicEnable,
             c.maxMessageSize,
             c.rejectTransactionMessage,
+            delay_levels=len(parse_message_delay_level(c.messageDelayLevel)),
+            timer_max_delay_ms=c.timerMaxDelaySec * 1000,
         )
 
 
@@ -176,8 +211,10 @@ class SendMessageProcessor:
         stats: BrokerStats,
         write_gate: WriteGate | None = None,
         rng: random.Random | None = None,
+        now_ms: Callable[[], int] = wallclock_ms,
     ) -> None:
         self.config = config
+        self.now_ms = now_ms  # timer sends: TIMER_DELAY_SEC / _MS count from the broker's now
         self.topics = topics
         self.groups = groups
         self.writer = writer
@@ -306,6 +343,15 @@ class SendMessageProcessor:
                 return routed
             if routed is not None:
                 topic, queue_id = routed
+        reply_queue_id = queue_id
+        # a half message waits for END_TRANSACTION, not for a delay (upstream's hook skips
+        # prepared messages)
+        if not prepared and not topic.startswith(DLQ_GROUP_TOPIC_PREFIX):
+            delayed = self._delay_route(props, topic, queue_id)
+            if isinstance(delayed, Refusal):
+                return delayed
+            if delayed is not None:
+                topic, queue_id, props = delayed
         sys_flag = h.sysFlag | (MULTI_TAGS_FLAG if tc.topicFilterType == "MULTI_TAG" else 0)
         msg = MessageToStore(
             topic=topic,
@@ -322,7 +368,7 @@ class SendMessageProcessor:
             msg = half_message(msg)
             self.topics.create_in_send_back(msg.topic, 1, _RW)
         msgs = [msg]
-        done = _PendingSend(on_done, queue_id, uniq)
+        done = _PendingSend(on_done, reply_queue_id, uniq)
         # inline rather than `_submit`: one coroutine less per send
         writer = self.writer
         try:
@@ -335,6 +381,30 @@ class SendMessageProcessor:
         except ActorStopped:
             return _STORE_STOPPED
         return None
+
+    def _delay_route(
+        self, props: str, topic: str, queue_id: int
+    ) -> tuple[str, int, str] | Refusal | None:
+        """A delay-level or timer send: (wait topic, queue, properties with the real topic and
+        queue); None for a message to store as it is."""
+        level = prop_value(props, PROPERTY_DELAY_TIME_LEVEL)
+        if level and level.isdigit() and int(level) > 0:
+            _, wait_queue = schedule_queue(int(level), self.config.delay_levels)
+            real = f"{PROPERTY_REAL_TOPIC}\x01{topic}\x02{PROPERTY_REAL_QUEUE_ID}\x01{queue_id}\x02"
+            return SCHEDULE_TOPIC, wait_queue, append_props(props, real)
+        if "TIMER_" not in props:
+            return None
+        timer_props = {k: v for k in _TIMER_KEYS if (v := prop_value(props, k)) is not None}
+        deliver = timer_deliver_ms(timer_props, self.now_ms(), self.config.timer_max_delay_ms)
+        if deliver is None:
+            return None
+        if isinstance(deliver, TimerIllegal):
+            return Refusal(ResponseCode.MESSAGE_ILLEGAL, deliver.remark)
+        extra = (
+            f"{PROPERTY_TIMER_OUT_MS}\x01{deliver}\x02{PROPERTY_REAL_TOPIC}\x01{topic}\x02"
+            f"{PROPERTY_REAL_QUEUE_ID}\x01{queue_id}\x02"
+        )
+        return TIMER_TOPIC, 0, append_props(props, extra)
 
     def _route_retry(
         self, h: SendMessageRequestHeader, reconsume: int, uniq: str
@@ -384,6 +454,13 @@ class SendMessageProcessor:
             return Refusal(ResponseCode.MESSAGE_ILLEGAL, "the batch holds no message")
         queue_id = self._pick_queue(tc, h.queueId)
         batch_props = decode_properties(h.properties) if h.properties else {}
+        delay = batch_props.get(PROPERTY_DELAY_TIME_LEVEL, "0")
+        if (delay.isdigit() and int(delay) > 0) or any(k in batch_props for k in _TIMER_KEYS):
+            # upstream CommitLog.asyncPutMessages: a batch cannot wait (MESSAGE_ILLEGAL)
+            return Refusal(
+                ResponseCode.MESSAGE_ILLEGAL,
+                "a batch cannot be a delay or timer message (DELAY / TIMER_* properties)",
+            )
         batch_props[PROPERTY_CLUSTER] = self.config.cluster_name
         sys_flag = h.sysFlag | (MULTI_TAGS_FLAG if tc.topicFilterType == "MULTI_TAG" else 0)
         # the body is stored as the client encoded it: no per-message objects on this path
@@ -458,6 +535,13 @@ class SendMessageProcessor:
             queue_id = 0
             props[PROPERTY_DLQ_ORIGIN_TOPIC] = props[PROPERTY_RETRY_TOPIC]
             props[PROPERTY_DLQ_ORIGIN_MESSAGE_ID] = props.get(UNIQ_KEY, origin_id)
+        else:  # wait at a delay level first (upstream: the store's delay hook)
+            wanted = send_back_level(h.delayLevel, msg.reconsume_times)
+            level, wait_queue = schedule_queue(wanted, self.config.delay_levels)
+            props[PROPERTY_REAL_TOPIC] = new_topic
+            props[PROPERTY_REAL_QUEUE_ID] = str(queue_id)
+            props[PROPERTY_DELAY_TIME_LEVEL] = str(level)
+            new_topic, queue_id = SCHEDULE_TOPIC, wait_queue
         store_msg = MessageToStore(
             topic=new_topic,
             queue_id=queue_id,

@@ -12,6 +12,9 @@ GET_ALL_SUBSCRIPTIONGROUP_CONFIG and GET_ALL_CONSUMER_OFFSET and adopts them:
 - consumer offsets: the master's offset for a queue replaces ours (upstream's putAll), so a
   consumer that committed to this slave while the master was down may re-read a little once the
   master is back (at-least-once); persisted by the offset table's periodic writer;
+- delay offsets (GET_ALL_DELAY_OFFSET, delayOffset.json): the master's table replaces ours,
+  so a promoted slave's schedule service re-puts from where the master stopped (at most what
+  the master re-put since this slave's last round is re-put again);
 - ACL 2.0 users and ACLs (AUTH_LIST_USER / AUTH_LIST_ACL, signed with the broker's
   innerClientAuthenticationCredentials like every call it makes): the master's tables replace
   ours when they differ, then both files are persisted, so a promoted slave enforces the same
@@ -43,6 +46,7 @@ import trio
 from rocketrio.actors import events
 from rocketrio.actors.auth.model import AuthDataError, acl_from_info, user_from_info
 from rocketrio.actors.broker.auth_tables import AuthTable
+from rocketrio.actors.broker.delay_offset import DelayOffsetSerializeWrapper, DelayOffsetTable
 from rocketrio.actors.broker.tables import GroupTable, OffsetTable, TopicTable
 from rocketrio.actors.remoting import RemotingClient, RemotingError
 from rocketrio.protocol.auth_bodies import AclInfo, UserInfo
@@ -73,8 +77,10 @@ class SlaveSynchronize:
         queue_count: Callable[[], int] = lambda: 0,
         auth: AuthTable | None = None,
         log: Any = None,
+        delay_offsets: DelayOffsetTable | None = None,
     ) -> None:
         self.auth = auth
+        self.delay_offsets = delay_offsets
         self.queue_count = queue_count
         self.topics = topics
         self.groups = groups
@@ -140,6 +146,9 @@ class SlaveSynchronize:
                     changed = True
         if changed:
             self.offsets.dirty = True
+        if self.delay_offsets is not None:
+            raw = await self._get(client, addr, RequestCode.GET_ALL_DELAY_OFFSET)
+            self.delay_offsets.adopt(from_json(DelayOffsetSerializeWrapper, raw))
         if self.auth is not None:
             await self._sync_auth(client, addr, self.auth)
         self.rounds += 1

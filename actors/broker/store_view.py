@@ -238,3 +238,11 @@ class StoreView:
         """CommitLog bytes written but not fsynced yet."""
         stats = self._store.stats()
         return max(0, stats.commitlog_max_offset - stats.commitlog_flushed_offset)
+
+    # -- the schedule service's scan (schedule_service.py)
+    def read_queue_entries(
+        self, topic: str, queue_id: int, offset: int, max_count: int
+    ) -> tuple[int, list[tuple[int, int, int]]]:
+        """(first index, (commitlog offset, size, tagsCode) entries) of a ConsumeQueue; inline
+        (at most ``max_count`` * 20 bytes)."""
+        return self._store.read_queue_entries(topic, queue_id, offset, max_count)

@@ -21,6 +21,7 @@ from collections.abc import Callable
 import attrs
 
 from rocketrio.actors.broker.config import BrokerConfig
+from rocketrio.actors.broker.schedule_policy import parse_message_delay_level
 from rocketrio.protocol.bodies import (
     PERM_INHERIT,
     PERM_PRIORITY,
@@ -30,6 +31,7 @@ from rocketrio.protocol.bodies import (
     TopicConfig,
     TopicConfigSerializeWrapper,
 )
+from rocketrio.storage.timer_wheel import TIMER_TOPIC, max_queue_id
 
 AUTO_CREATE_TOPIC_KEY_TOPIC = "TBW102"
 RMQ_SYS_SCHEDULE_TOPIC = "SCHEDULE_TOPIC_XXXX"
@@ -70,6 +72,7 @@ NOT_ALLOWED_SEND_TOPICS = frozenset(
         RMQ_SYS_TRANS_CHECK_MAX_TIME_TOPIC,
         RMQ_SYS_SELF_TEST_TOPIC,
         RMQ_SYS_OFFSET_MOVED_EVENT,
+        TIMER_TOPIC,
     }
 )
 _VALID_NAME = re.compile(r"^[%|a-zA-Z0-9_-]+$")
@@ -167,6 +170,12 @@ class TopicConfigManager:
             self.table[AUTO_CREATE_TOPIC_KEY_TOPIC].perm = PERM_READ | PERM_WRITE
         wanted.append(TopicConfig(c.brokerClusterName, 16, 16, inherit_rw))
         wanted.append(TopicConfig(c.brokerName, 1, 1, inherit_rw))
+        # the delay levels' and the timer wheel's queues (schedule_service.py), so topicStatus
+        # and the routes show them
+        levels = len(parse_message_delay_level(c.messageDelayLevel))
+        timers = max_queue_id(c.timerMaxDelaySec * 1000) + 1
+        wanted.append(TopicConfig(RMQ_SYS_SCHEDULE_TOPIC, levels, levels))
+        wanted.append(TopicConfig(TIMER_TOPIC, timers, timers))
         for tc in wanted:
             self.system_topics.add(tc.topicName)
             if tc.topicName not in self.table:

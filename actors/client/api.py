@@ -20,6 +20,8 @@ from rocketrio.protocol.bodies import (
     ClusterInfo,
     ConsumerIdList,
     HeartbeatData,
+    LockBatchRequestBody,
+    LockBatchResponseBody,
     MessageQueue,
     TopicRouteData,
 )
@@ -266,6 +268,24 @@ class MQClientAPI:
                 maxReconsumeTimes=max_reconsume_times,
             ),
         )
+
+    async def lock_batch_mq(
+        self, addr: str, group: str, client_id: str, mqs: list[MessageQueue]
+    ) -> list[MessageQueue]:
+        """LOCK_BATCH_MQ: lock (or renew) the queues for an orderly consumer; returns the
+        queues the broker granted (lockOKMQSet)."""
+        body = to_json(LockBatchRequestBody(group, client_id, False, mqs))
+        resp = await self.call(addr, RequestCode.LOCK_BATCH_MQ, body=body)
+        if not resp.body:
+            return []
+        return from_json(LockBatchResponseBody, resp.body).lockOKMQSet
+
+    async def unlock_batch_mq(
+        self, addr: str, group: str, client_id: str, mqs: list[MessageQueue]
+    ) -> None:
+        """UNLOCK_BATCH_MQ: give the queues' locks back."""
+        body = to_json(LockBatchRequestBody(group, client_id, False, mqs))
+        await self.call(addr, RequestCode.UNLOCK_BATCH_MQ, body=body)
 
     # -- clients
     async def send_heartbeat(self, addr: str, data: HeartbeatData) -> None:

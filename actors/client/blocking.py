@@ -9,7 +9,8 @@ inside that run, and every method call crosses over with ``trio.from_thread.run`
 thread blocks until the answer). Errors raised in the Trio thread reach the caller unchanged.
 A push consumer's listener is a plain function; it runs in Trio's worker threads
 (``trio.to_thread``), so it may block without stalling pulls and heartbeats. The same holds for
-a `BlockingTransactionProducer`'s listener (execute and check).
+`BlockingOrderlyPushConsumer` (``fn(msgs, context) -> ConsumeOrderlyStatus``) and for a
+`BlockingTransactionProducer`'s listener (execute and check).
 """
 
 from __future__ import annotations
@@ -23,6 +24,8 @@ import trio
 
 from rocketrio.actors.client.errors import MQClientError
 from rocketrio.actors.client.message import ConsumeStatus, Message, SendResult
+from rocketrio.actors.client.orderly import ConsumeOrderlyContext, ConsumeOrderlyStatus
+from rocketrio.actors.client.orderly_consumer import OrderlyPushConsumer
 from rocketrio.actors.client.producer import Producer
 from rocketrio.actors.client.pull_consumer import LitePullConsumer
 from rocketrio.actors.client.push_consumer import PushConsumer
@@ -200,6 +203,68 @@ class BlockingPushConsumer:
         return self._thread.call(_call_sync, consumer.assigned_queues)
 
     def __enter__(self) -> BlockingPushConsumer:
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.shutdown()
+
+
+OrderlyFn = Callable[[list[MessageExt], ConsumeOrderlyContext], ConsumeOrderlyStatus]
+
+
+def _orderly_in_worker_thread(fn: OrderlyFn) -> Any:
+    async def listener(msgs: list[MessageExt], ctx: ConsumeOrderlyContext) -> ConsumeOrderlyStatus:
+        return await trio.to_thread.run_sync(fn, msgs, ctx)
+
+    return listener
+
+
+class BlockingOrderlyPushConsumer:
+    """`OrderlyPushConsumer` for plain functions; keyword arguments go to it."""
+
+    def __init__(self, group: str, namesrv_addr: str | list[str], **kwargs: Any) -> None:
+        self.group = group
+        self._args = (group, namesrv_addr, kwargs)
+        self._subs: dict[str, str] = {}
+        self._listener: OrderlyFn | None = None
+        self._thread: TrioThread[OrderlyPushConsumer] = TrioThread(f"orderly-consumer-{group}")
+        self._consumer: OrderlyPushConsumer | None = None
+
+    def subscribe(self, topic: str, expr: str = "*") -> None:
+        if self._consumer is not None:
+            raise MQClientError("subscribe before starting the consumer")
+        self._subs[topic] = expr
+
+    def register_listener(self, fn: OrderlyFn) -> None:
+        """``fn(msgs, context) -> ConsumeOrderlyStatus`` runs in a worker thread; it may block
+        (one call per queue at a time, as always for an orderly consumer)."""
+        self._listener = fn
+
+    def _make(self) -> OrderlyPushConsumer:
+        group, namesrv_addr, kwargs = self._args
+        consumer = OrderlyPushConsumer(group, namesrv_addr, **kwargs)
+        for topic, expr in self._subs.items():
+            consumer.subscribe(topic, expr)
+        if self._listener is None:
+            raise MQClientError("register a message listener before starting the consumer")
+        consumer.register_listener(_orderly_in_worker_thread(self._listener))
+        return consumer
+
+    def start(self) -> None:
+        self._consumer = self._thread.start(self._make)
+
+    def shutdown(self) -> None:
+        self._thread.stop()
+        self._consumer = None
+
+    def assigned_queues(self) -> set[MessageQueue]:
+        consumer = self._consumer
+        if consumer is None:
+            return set()
+        return self._thread.call(_call_sync, consumer.assigned_queues)
+
+    def __enter__(self) -> BlockingOrderlyPushConsumer:
         self.start()
         return self
 

@@ -118,6 +118,8 @@ class PushConsumerConfig:
     pullBatchSize: int = attrs.field(default=32, validator=positive)
     consumeMessageBatchMaxSize: int = attrs.field(default=1, validator=positive)
     maxReconsumeTimes: int = attrs.field(default=16, validator=non_negative)
+    # orderly consumption: how long a SUSPEND_CURRENT_QUEUE_A_MOMENT answer pauses the queue
+    suspendCurrentQueueTimeMillis: int = attrs.field(default=1000, validator=positive)
     brokerSuspendMaxTimeMillis: int = attrs.field(default=15_000, validator=positive)
     consumerTimeoutMillisWhenSuspend: int = attrs.field(default=30_000, validator=positive)
     # rebalance period (upstream system property rocketmq.client.rebalance.waitInterval)

@@ -170,6 +170,7 @@ class QueueState:
 
 class ConsumerCore(abc.ABC):
     consume_type = "CONSUME_PASSIVELY"
+    consume_orderly = False  # running info's PROP_CONSUME_ORDERLY
     commit_offset_in_pull = True  # the push consumer lets the broker commit with each pull
     subscribe_retry_topic = True
 
@@ -267,7 +268,7 @@ class ConsumerCore(abc.ABC):
                 continue
             st.pq.dropped = True
             st.cancel.cancel()
-            new = QueueState(mq=mq, sub=st.sub, next_offset=offset)
+            new = QueueState(mq=mq, sub=st.sub, next_offset=offset, pq=self._new_process_queue())
             self.queues[mq] = new
             self.offset_store.table.update(mq, offset, increase_only=False)
             self.nursery.start_soon(self._pull_loop, new)
@@ -469,6 +470,10 @@ class ConsumerCore(abc.ABC):
         await self.offset_store.persist([mq])
         self.offset_store.forget(mq)
 
+    def _new_process_queue(self) -> ProcessQueue:
+        """The per-queue consumption state a newly owned queue starts with."""
+        return ProcessQueue()
+
     def _subscription_for(self, mq: MessageQueue) -> SubscriptionData:
         sub = self.subscriptions.get(mq.topic)
         return sub if sub is not None else build_subscription(mq.topic, "*", 0)
@@ -477,7 +482,12 @@ class ConsumerCore(abc.ABC):
         offset = await self._compute_start_offset(mq)
         if offset < 0:
             return False
-        st = QueueState(mq=mq, sub=self._subscription_for(mq), next_offset=offset)
+        st = QueueState(
+            mq=mq,
+            sub=self._subscription_for(mq),
+            next_offset=offset,
+            pq=self._new_process_queue(),
+        )
         self.queues[mq] = st
         self.nursery.start_soon(self._pull_loop, st)
         return True
@@ -663,7 +673,7 @@ class ConsumerCore(abc.ABC):
             ),
         )
         st.pq.dropped = True  # results of messages handed out before are ignored
-        st.pq = ProcessQueue()
+        st.pq = self._new_process_queue()
         st.next_offset = next_offset
         assert self.offset_store is not None
         self.offset_store.table.update(st.mq, next_offset, increase_only=False)

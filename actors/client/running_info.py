@@ -6,8 +6,10 @@ MQClientInstance.consumerRunningInfo, DefaultMQPushConsumerImpl.consumerRunningI
 (upstream puts every field of the consumer object, as strings) and the ``PROP_*`` keys, its
 subscriptions, per owned queue the process-queue figures (commit offset as the offset store
 holds it in memory, cached messages still being consumed, last pull and consume times) and per
-subscribed topic the `ConsumerStatsManager` figures. A push consumer consumes concurrently, so
-the lock and transaction fields stay at upstream's defaults. `answer` is the 307 handler of
+subscribed topic the `ConsumerStatsManager` figures. An orderly consumer reports consumeOrderly
+true and, per queue, whether it holds the broker lock (locked, lastLockTimestamp); a queue
+being given up is no longer listed, so tryUnlockTimes and the transaction fields stay at
+upstream's defaults. `answer` is the 307 handler of
 the client core: an unknown group is SYSTEM_ERROR with upstream's remark. With jstackEnable
 the answer carries this process's Python stacks (threads and Trio tasks), labelled as such:
 there is no JVM to take a jstack of.
@@ -24,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 import attrs
 import trio
 
+from rocketrio.actors.client.orderly import OrderlyProcessQueue
 from rocketrio.protocol import fastjson
 from rocketrio.protocol.codes import ResponseCode
 from rocketrio.protocol.remoting import RemotingCommand
@@ -63,7 +66,7 @@ def _prop(v: Any) -> str:
 
 def consumer_running_info(consumer: ConsumerCore) -> ConsumerRunningInfo:
     props = {k: _prop(v) for k, v in attrs.asdict(consumer.settings, recurse=False).items()}
-    props[PROP_CONSUME_ORDERLY] = "false"  # rocketrio's push consumer consumes concurrently
+    props[PROP_CONSUME_ORDERLY] = _prop(consumer.consume_orderly)
     props[PROP_THREADPOOL_CORE_SIZE] = str(getattr(consumer.settings, "consumeThreadMax", 0))
     props[PROP_CONSUMER_START_TIMESTAMP] = str(consumer.start_timestamp_ms)
     store = consumer.offset_store
@@ -71,6 +74,7 @@ def consumer_running_info(consumer: ConsumerCore) -> ConsumerRunningInfo:
     for mq, st in list(consumer.queues.items()):
         pq = st.pq
         lo = pq.min_inflight()
+        orderly = pq if isinstance(pq, OrderlyProcessQueue) else None
         queues.append(
             (
                 mq,
@@ -83,6 +87,8 @@ def consumer_running_info(consumer: ConsumerCore) -> ConsumerRunningInfo:
                     droped=pq.dropped,
                     lastPullTimestamp=pq.last_pull_at,
                     lastConsumeTimestamp=pq.last_consume_at,
+                    locked=orderly.locked if orderly is not None else False,
+                    lastLockTimestamp=orderly.last_lock_timestamp if orderly is not None else 0,
                 ),
             )
         )

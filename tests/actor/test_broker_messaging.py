@@ -262,7 +262,8 @@ async def test_sync_flush_group_commit(tmp_path: Any, mock_clock: trio.testing.M
 async def test_send_back_retries_then_dead_letter_queue(
     tmp_path: Any, mock_clock: trio.testing.MockClock
 ) -> None:
-    async with harness(tmp_path) as h:
+    # short levels: a send-back waits at level 3 + reconsumeTimes (3 s, 4 s, 5 s) first
+    async with harness(tmp_path, messageDelayLevel="1s 2s 3s 4s 5s 6s") as h:
         sent = await h.send("R", b"payload", tags="t", keys="K", queue_id=0)
         uniq = sent.ext_fields["transactionId"]
         msg = messages(await h.pull("R", 0, 0))[0]
@@ -282,10 +283,17 @@ async def test_send_back_retries_then_dead_letter_queue(
 
         offset = msg.commitlog_offset
         for attempt in range(1, max_times + 1):
+            sent_back_ms = EPOCH_MS + int(trio.current_time() * 1000)
             assert (await send_back(offset)).code == ResponseCode.SUCCESS
-            retry = messages(await h.pull("%RETRY%CG", 0, attempt - 1))
+            # not there yet: it waits in SCHEDULE_TOPIC_XXXX at level 3 + reconsumeTimes
+            early = await h.pull("%RETRY%CG", 0, attempt - 1)
+            assert early.code in (ResponseCode.PULL_NOT_FOUND, ResponseCode.PULL_OFFSET_MOVED)
+            retry = messages(await h.pull("%RETRY%CG", 0, attempt - 1, suspend_ms=15_000))
             assert len(retry) == 1
             m = retry[0]
+            delay_ms = (2 + attempt) * 1000
+            assert sent_back_ms + delay_ms <= m.store_timestamp <= sent_back_ms + delay_ms + 100
+            assert "DELAY" not in m.properties and "REAL_TOPIC" not in m.properties
             assert m.body == b"payload" and m.reconsume_times == attempt
             assert m.properties["RETRY_TOPIC"] == "R"
             assert m.properties["ORIGIN_MESSAGE_ID"] == msg.offset_msg_id

@@ -20,6 +20,7 @@ from rocketrio.actors.broker.broker import Broker
 from rocketrio.actors.broker.config import BrokerConfig
 from rocketrio.actors.client.admin import MQAdmin, wait_for_route
 from rocketrio.actors.client.blocking import (
+    BlockingOrderlyPushConsumer,
     BlockingProducer,
     BlockingPullConsumer,
     BlockingPushConsumer,
@@ -28,6 +29,8 @@ from rocketrio.actors.client.blocking import (
 )
 from rocketrio.actors.client.errors import MQClientError
 from rocketrio.actors.client.message import ConsumeStatus, Message, SendStatus
+from rocketrio.actors.client.orderly import ConsumeOrderlyContext, ConsumeOrderlyStatus
+from rocketrio.actors.client.queue_select import SelectMessageQueueByHash
 from rocketrio.actors.client.transaction_producer import LocalTransactionState
 from rocketrio.actors.namesrv.config import NamesrvConfig
 from rocketrio.actors.namesrv.namesrv import run_namesrv
@@ -116,6 +119,42 @@ def test_blocking_produce_and_push_consume(namesrv: str) -> None:
         + [b"oneway"]
     )
     assert threading.current_thread().name not in threads
+
+
+def test_blocking_orderly_consumer_keeps_each_keys_order(namesrv: str) -> None:
+    got: dict[str, list[int]] = {"a": [], "b": []}
+    busy: dict[int, int] = {0: 0, 1: 0}
+    overlaps: list[int] = []
+    lock = threading.Lock()
+
+    def on_msgs(msgs: list[MessageExt], ctx: ConsumeOrderlyContext) -> ConsumeOrderlyStatus:
+        q = ctx.message_queue.queueId
+        with lock:
+            busy[q] += 1
+            if busy[q] > 1:
+                overlaps.append(q)
+        time.sleep(0.002)  # blocking is fine: a worker thread, one call per queue at a time
+        with lock:
+            for m in msgs:
+                key, seq = m.body.decode().split(":")
+                got[key].append(int(seq))
+            busy[q] -= 1
+        return ConsumeOrderlyStatus.SUCCESS
+
+    with BlockingProducer("bop", namesrv) as p:
+        for i in range(20):
+            for key in ("a", "b"):
+                p.send(Message(TOPIC, f"{key}:{i}".encode()), SelectMessageQueueByHash, key)
+    consumer = BlockingOrderlyPushConsumer(
+        "boc", namesrv, consume_from_where="CONSUME_FROM_FIRST_OFFSET", consume_batch_size=3
+    )
+    consumer.subscribe(TOPIC)
+    consumer.register_listener(on_msgs)
+    with consumer:
+        wait_until(lambda: len(got["a"]) + len(got["b"]) >= 40)
+        assert len(consumer.assigned_queues()) >= 2
+    assert got == {"a": list(range(20)), "b": list(range(20))}
+    assert overlaps == []
 
 
 def test_blocking_pull_consumer(namesrv: str) -> None:

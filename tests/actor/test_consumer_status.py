@@ -20,6 +20,8 @@ from rocketrio.actors.client.admin import MQAdmin, wait_for_route
 from rocketrio.actors.client.config import ClientConfig
 from rocketrio.actors.client.errors import MQBrokerError
 from rocketrio.actors.client.message import Message
+from rocketrio.actors.client.orderly import ConsumeOrderlyStatus
+from rocketrio.actors.client.orderly_consumer import OrderlyPushConsumer
 from rocketrio.actors.client.producer import Producer
 from rocketrio.actors.client.push_consumer import ConsumeStatus, PushConsumer
 from rocketrio.actors.remoting import RemotingClient, RequestContext
@@ -27,7 +29,7 @@ from rocketrio.protocol import fastjson
 from rocketrio.protocol.bodies import ConsumerData, HeartbeatData, SubscriptionData
 from rocketrio.protocol.codes import RequestCode, ResponseCode
 from rocketrio.protocol.remoting import RemotingCommand
-from rocketrio.protocol.running_info import PROP_CONSUME_TYPE
+from rocketrio.protocol.running_info import PROP_CONSUME_ORDERLY, PROP_CONSUME_TYPE
 
 BROKER = "10.0.2.1:10911"
 SENT = 120
@@ -181,3 +183,40 @@ async def test_a_client_that_does_not_answer_is_a_timeout(
                 raise AssertionError("no answer")
             assert served_meanwhile
             assert 10 <= trio.current_time() - began < 11
+
+
+async def test_consumer_status_shows_an_orderly_consumers_queue_locks(
+    tmp_path: Path, mock_clock: trio.testing.MockClock, capsys: Capture
+) -> None:
+    async with cluster(tmp_path, 43) as c:
+        await _started(c)
+        ns = c.namesrv_addr
+        async with MQAdmin(ns, c.net.transport(HOST)) as mq:
+            await mq.update_topic("T", cluster="DefaultCluster", read_queues=2, write_queues=2)
+            await wait_for_route(mq, "T")
+        consumer = OrderlyPushConsumer(
+            "OG", ns, transport=c.net.transport("10.0.9.7"),
+            client_config=ClientConfig(clientIP="10.0.9.7", instanceName="o"),
+        )  # fmt: skip
+        consumer.subscribe("T")
+        consumer.register_listener(lambda msgs, ctx: ConsumeOrderlyStatus.SUCCESS)
+        async with consumer:
+            with trio.fail_after(30):
+                while len([q for q in consumer.assigned_queues() if q.topic == "T"]) < 2:
+                    await trio.sleep(0.1)
+            cid = consumer.client.client_id
+            code, out, err = await admin(
+                capsys, c, "consumerStatus", "-n", ns, "-g", "OG", "-i", cid, "--json"
+            )
+            assert code == 0, err
+            info = json.loads(out)["runningInfo"]
+            assert info["properties"][PROP_CONSUME_ORDERLY] == "true"
+            t_queues = [q for q in info["mqTable"] if q["messageQueue"]["topic"] == "T"]
+            assert len(t_queues) == 2
+            assert all(q["locked"] and q["lastLockTimestamp"] > 0 for q in t_queues)
+            code, out, err = await admin(
+                capsys, c, "consumerStatus", "-n", ns, "-g", "OG", "-i", cid
+            )
+            assert code == 0, err
+            assert re.search(r"\blocked\s+last lock\s*$", out, re.M), out
+            assert len(re.findall(r"^T\s+broker-a\s+\d.*\byes\s+\d{4}-", out, re.M)) == 2, out

@@ -295,7 +295,15 @@ async def test_send_back_rereads_the_message_and_writes_the_retry_topic(tmp_path
     )  # fmt: skip
     assert await s.processor.send_back(h, done.append) is None
     [([m], on_done)] = s.writer.puts
-    assert (m.topic, m.body, m.reconsume_times) == ("%RETRY%G", b"body", 1)
+    # it waits at level 3 + reconsumeTimes (upstream), then the schedule service re-puts it
+    assert (m.topic, m.queue_id, m.body, m.reconsume_times) == (
+        "SCHEDULE_TOPIC_XXXX",
+        2,
+        b"body",
+        1,
+    )
+    assert m.properties["REAL_TOPIC"] == "%RETRY%G" and m.properties["DELAY"] == "3"
+    assert m.properties["REAL_QID"] == "0" and m.properties["UNIQ_KEY"] == "U7"
     on_done([PutResult(9, 9, 0, "X", NOW_MS)], PutStatus.PUT_OK, None)
     assert done == [SENT_BACK] and s.stats.send_back_total == 1
     wrong = ConsumerSendMsgBackRequestHeader(stored.commitlog_offset + 1, "G", 0)
