@@ -239,11 +239,33 @@ def message_type_of(msg: pb.Message) -> int:
     return pb.NORMAL
 
 
-def send_properties(msg: pb.Message, max_body_size: int, producer_group: str) -> dict[str, str]:
+# a delivery time at most this far ahead (upstream timerMaxDelaySec: 3 days)
+MAX_DELAY_MS = 3 * 24 * 3600 * 1000
+# google.protobuf.Timestamp's largest valid seconds (9999-12-31T23:59:59Z)
+MAX_TIMESTAMP_SECONDS = 253_402_300_799
+
+
+def delivery_ms(ts: Timestamp) -> int:
+    """A delivery_timestamp in ms. rocketmq-python-client 5.1.x writes its milliseconds into
+    the ``seconds`` field; such a value is no valid Timestamp (past year 9999), so it is read
+    as the milliseconds it is."""
+    if ts.seconds > MAX_TIMESTAMP_SECONDS:
+        return ts.seconds
+    return ts.seconds * 1000 + ts.nanos // 1_000_000
+
+
+def send_properties(
+    msg: pb.Message,
+    max_body_size: int,
+    producer_group: str,
+    now_ms: int,
+    max_delay_ms: int = MAX_DELAY_MS,
+) -> dict[str, str]:
     """The remoting properties of a message sent over gRPC (upstream GrpcConverter's
     buildMessage): user properties, then tag, keys, the client's message id as UNIQ_KEY,
     message group -> sharding key, delivery timestamp -> TIMER_DELIVER_MS, transaction -> half.
-    Refused with the status upstream gives."""
+    Refused with the status upstream gives (a delivery time more than ``max_delay_ms`` after
+    ``now_ms``: ILLEGAL_DELIVERY_TIME)."""
     sp = msg.system_properties
     if not msg.topic.name:
         raise BadRequest(Code.ILLEGAL_TOPIC, "topic name is empty")
@@ -271,8 +293,13 @@ def send_properties(msg: pb.Message, max_body_size: int, producer_group: str) ->
             raise BadRequest(Code.ILLEGAL_MESSAGE_GROUP, "a FIFO message needs a message group")
         props[PROPERTY_SHARDING_KEY] = sp.message_group
     if sp.HasField("delivery_timestamp"):
-        ts = sp.delivery_timestamp
-        props[PROPERTY_TIMER_DELIVER_MS] = str(ts.seconds * 1000 + ts.nanos // 1_000_000)
+        deliver_ms = delivery_ms(sp.delivery_timestamp)
+        if deliver_ms - now_ms > max_delay_ms:
+            raise BadRequest(
+                Code.ILLEGAL_DELIVERY_TIME,
+                f"delivery time {deliver_ms} is more than {max_delay_ms} ms after now",
+            )
+        props[PROPERTY_TIMER_DELIVER_MS] = str(deliver_ms)
     if kind == pb.TRANSACTION:
         props[PROPERTY_TRANSACTION_PREPARED] = "true"
         props[PROPERTY_PRODUCER_GROUP] = producer_group
@@ -377,8 +404,9 @@ def received_message(
     if PROPERTY_SHARDING_KEY in props:
         sp.message_group = props[PROPERTY_SHARDING_KEY]
         sp.message_type = pb.FIFO
-    elif PROPERTY_TIMER_DELIVER_MS in props:
-        sp.delivery_timestamp.CopyFrom(timestamp_ms(int(props[PROPERTY_TIMER_DELIVER_MS])))
+    elif (deliver := props.get(PROPERTY_TIMER_DELIVER_MS) or props.get(TIMER_OUT_MS)) is not None:
+        # a timer message keeps its (tick-rounded) fire time as TIMER_OUT_MS once delivered
+        sp.delivery_timestamp.CopyFrom(timestamp_ms(int(deliver)))
         sp.message_type = pb.DELAY
     elif props.get(PROPERTY_TRANSACTION_PREPARED) == "true":
         sp.message_type = pb.TRANSACTION
@@ -404,6 +432,7 @@ def _all_system_keys() -> frozenset[str]:
 
 
 _OTHER_KEY_NAMES = frozenset({"UNIQ_KEY", "WAIT", "DELAY", "TRAN_MSG"})
+TIMER_OUT_MS = "TIMER_OUT_MS"  # upstream's PROPERTY_TIMER_OUT_MS: when a timer message fired
 # upstream names a broker may set that rocketrio's format does not define (yet): timer wheel
 _UPSTREAM_ONLY = frozenset(
     {

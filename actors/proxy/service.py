@@ -203,7 +203,9 @@ class ProxyService:
         if len(req.messages) != 1:
             raise BadRequest(Code.BAD_REQUEST, "exactly one message per SendMessage")
         msg = req.messages[0]
-        props = mp.send_properties(msg, self.config.max_body_size, mp.PROXY_PRODUCER_GROUP)
+        props = mp.send_properties(
+            msg, self.config.max_body_size, mp.PROXY_PRODUCER_GROUP, wallclock_ms()
+        )
         route = await self._route(msg.topic.name)
         group = msg.system_properties.message_group if mp.message_type_of(msg) == pb.FIFO else None
         target = mp.choose_queue(mp.writable_queues(route), group, next(self._turn))

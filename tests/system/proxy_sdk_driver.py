@@ -29,6 +29,9 @@ from rocketmq import (
     TransactionResolution,
 )
 
+# message id -> when a receive first returned it (ms, this host's clock)
+RECEIVED_AT: dict[str, int] = {}
+
 
 class CommitAll(TransactionChecker):
     def check(self, message: Any) -> Any:
@@ -82,7 +85,10 @@ def receive_all(consumer: Any, want: int, invisible_s: int = 15) -> list[Any]:
     got: list[Any] = []
     deadline = time.monotonic() + 40
     while len(got) < want and time.monotonic() < deadline:
-        got += consumer.receive(16, invisible_s)
+        batch = consumer.receive(16, invisible_s)
+        for m in batch:
+            RECEIVED_AT.setdefault(m.message_id, int(time.time() * 1000))
+        got += batch
     return got
 
 
@@ -95,6 +101,8 @@ def describe(m: Any) -> dict[str, Any]:
         "props": dict(m.properties),
         "group": m.message_group,
         "attempt": m.delivery_attempt,
+        "delivery_ms": m.delivery_timestamp,
+        "received_at_ms": RECEIVED_AT.get(m.message_id),
     }
 
 

@@ -45,6 +45,9 @@ def check_sdk_run(out: dict[str, Any]) -> None:
     assert set(received) == set(out["sent"])  # normal, delayed, committed; not rolled back
     bodies = {m["body"] for m in out["received"]}
     assert "tx-commit" in bodies and "tx-rollback" not in bodies and "delayed" in bodies
+    # the delayed message (2 s) was not delivered before its time (the broker's timer)
+    [delayed] = [m for m in out["received"] if m["body"] == "delayed"]
+    assert delayed["delivery_ms"] and delayed["received_at_ms"] >= delayed["delivery_ms"] - 50
     normal = [m for m in out["received"] if m["body"].startswith("n")]
     assert len(normal) == 5
     for m in normal:

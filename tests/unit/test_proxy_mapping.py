@@ -20,6 +20,7 @@ from rocketrio.protocol.grpc_v2 import definition_pb2 as pb
 from rocketrio.protocol.message import MessageExt
 
 ENDPOINTS = mp.endpoints_of("10.0.0.9", 8081)
+NOW = 1_700_000_000_000
 
 
 def route(*queue_datas: QueueData, masterless: tuple[str, ...] = ()) -> TopicRouteData:
@@ -166,17 +167,19 @@ def grpc_message(**sp: object) -> pb.Message:
 
 def test_send_properties_of_a_normal_message() -> None:
     m = grpc_message(tag="tA", keys=["k1", "k2"], message_type=pb.NORMAL)
-    props = mp.send_properties(m, 1024, "G")
+    props = mp.send_properties(m, 1024, "G", NOW)
     assert props == {"color": "red", "TAGS": "tA", "KEYS": "k1 k2", "UNIQ_KEY": "ID1"}
 
 
 def test_send_properties_of_fifo_delay_and_transaction() -> None:
-    fifo = mp.send_properties(grpc_message(message_group="g1", message_type=pb.FIFO), 1024, "G")
+    fifo = mp.send_properties(
+        grpc_message(message_group="g1", message_type=pb.FIFO), 1024, "G", NOW
+    )
     assert fifo["__SHARDINGKEY"] == "g1"
     delay = grpc_message(message_type=pb.DELAY)
     delay.system_properties.delivery_timestamp.CopyFrom(mp.timestamp_ms(1_700_000_000_123))
-    assert mp.send_properties(delay, 1024, "G")["TIMER_DELIVER_MS"] == "1700000000123"
-    tx = mp.send_properties(grpc_message(message_type=pb.TRANSACTION), 1024, "G")
+    assert mp.send_properties(delay, 1024, "G", NOW)["TIMER_DELIVER_MS"] == "1700000000123"
+    tx = mp.send_properties(grpc_message(message_type=pb.TRANSACTION), 1024, "G", NOW)
     assert tx["TRAN_MSG"] == "true" and tx["PGROUP"] == "G"
 
 
@@ -191,15 +194,27 @@ def test_send_properties_of_fifo_delay_and_transaction() -> None:
 )
 def test_bad_messages_get_upstream_codes(message: pb.Message, limit: int, code: int) -> None:
     with pytest.raises(BadRequest) as e:
-        mp.send_properties(message, limit, "G")
+        mp.send_properties(message, limit, "G", NOW)
     assert e.value.code == code
+
+
+def test_delivery_time_too_far_ahead_and_the_python_sdks_milliseconds() -> None:
+    far = grpc_message(message_type=pb.DELAY)
+    far.system_properties.delivery_timestamp.CopyFrom(mp.timestamp_ms(NOW + mp.MAX_DELAY_MS + 1))
+    with pytest.raises(BadRequest) as e:
+        mp.send_properties(far, 1024, "G", NOW)
+    assert e.value.code == pb.ILLEGAL_DELIVERY_TIME
+    # rocketmq-python-client 5.1.2 puts milliseconds into Timestamp.seconds
+    sdk = grpc_message(message_type=pb.DELAY)
+    sdk.system_properties.delivery_timestamp.seconds = NOW + 2000
+    assert mp.send_properties(sdk, 1024, "G", NOW)["TIMER_DELIVER_MS"] == str(NOW + 2000)
 
 
 def test_user_property_may_not_be_a_system_key() -> None:
     m = grpc_message()
     m.user_properties["UNIQ_KEY"] = "forged"
     with pytest.raises(BadRequest) as e:
-        mp.send_properties(m, 1024, "G")
+        mp.send_properties(m, 1024, "G", NOW)
     assert e.value.code == pb.ILLEGAL_MESSAGE_PROPERTY_KEY
 
 
@@ -237,6 +252,10 @@ def test_received_fifo_and_delayed_messages() -> None:
     delayed = mp.received_message(stored({"TIMER_DELIVER_MS": "5000"}), "T", "R", 1000)
     assert delayed.system_properties.delivery_timestamp.seconds == 5
     assert delayed.system_properties.message_type == pb.DELAY
+    fired = mp.received_message(stored({"TIMER_OUT_MS": "7000"}), "T", "R", 1000)
+    assert fired.system_properties.delivery_timestamp.seconds == 7
+    assert fired.system_properties.message_type == pb.DELAY
+    assert dict(fired.user_properties) == {}
 
 
 def test_digests_are_uppercase_hex() -> None:
