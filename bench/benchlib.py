@@ -93,6 +93,44 @@ def stop_all(procs: list[Proc], work: str) -> None:
     shutil.rmtree(work, ignore_errors=True)
 
 
+def one_broker(procs: list[Proc], work: str, name: str, **conf: str) -> tuple[str, str]:
+    """Start a NameServer and one broker named ``name`` (extra broker config in ``conf``),
+    appending both to ``procs``; returns (NameServer address, broker address)."""
+    taken: set[int] = set()
+    ns_port, b_port = free_port(taken), free_port(taken)
+    ns = f"127.0.0.1:{ns_port}"
+    procs.append(Proc("namesrv", "ns", {"listenPort": str(ns_port), "logDir": work}, work))
+    procs[-1].start()
+    time.sleep(0.5)
+    broker_conf = {
+        "namesrvAddr": ns, "logDir": work, "brokerIP1": "127.0.0.1", "brokerName": name,
+        "listenPort": str(b_port), "storePathRootDir": os.path.join(work, "store"), **conf,
+    }  # fmt: skip
+    procs.append(Proc("broker", name, broker_conf, work).start())
+    return ns, f"127.0.0.1:{b_port}"
+
+
+async def create_topics(ns: str, broker: str, topics: list[str], queues: int = 4) -> None:
+    """Create ``topics`` on ``broker`` once it answers (up to 20 s), then wait until each is
+    writable through the NameServer's routes."""
+    from rocketrio.actors.client.admin import MQAdmin
+
+    async with MQAdmin(ns) as admin:
+        for _ in range(100):
+            try:
+                for topic in topics:
+                    await admin.update_topic(
+                        topic, broker_addr=broker, read_queues=queues, write_queues=queues
+                    )
+                break
+            except Exception:
+                await trio.sleep(0.2)
+        else:
+            raise RuntimeError("the broker did not come up")
+    for topic in topics:
+        await wait_writable(ns, topic)
+
+
 def cpu_seconds(pid: int) -> float:
     """User + system CPU time a process has used so far."""
     with open(f"/proc/{pid}/stat") as f:

@@ -25,15 +25,13 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import tempfile
 import time
 from typing import Any
 
 import trio
-from benchlib import BODY, Proc, free_port, pct, single_sends, stop_all, wait_writable
+from benchlib import BODY, Proc, create_topics, one_broker, pct, single_sends, stop_all
 
-from rocketrio.actors.client.admin import MQAdmin
 from rocketrio.actors.client.config import ProducerConfig
 from rocketrio.actors.client.message import Message
 from rocketrio.actors.client.producer import Producer
@@ -138,36 +136,10 @@ def main() -> None:
     procs: list[Proc] = []
     result: dict[str, Any] = {"bench": "delay", "body_bytes": len(BODY), "count": args.count}
     try:
-        taken: set[int] = set()
-        ns_port, b_port = free_port(taken), free_port(taken)
-        ns = f"127.0.0.1:{ns_port}"
-        procs.append(Proc("namesrv", "ns", {"listenPort": str(ns_port), "logDir": work}, work))
-        procs[-1].start()
-        time.sleep(0.5)
-        procs.append(Proc("broker", "bench-delay", {
-            "namesrvAddr": ns, "logDir": work, "brokerIP1": "127.0.0.1",
-            "brokerName": "bench-delay", "listenPort": str(b_port),
-            "storePathRootDir": os.path.join(work, "store"), "messageDelayLevel": "2s 5s",
-        }, work).start())  # fmt: skip
-
-        async def setup() -> None:
-            async with MQAdmin(ns) as admin:
-                for _ in range(100):
-                    try:
-                        for topic in ("BenchPlain", "BenchDelay", "BenchTimer", "BenchDelayRate"):
-                            await admin.update_topic(
-                                topic, broker_addr=f"127.0.0.1:{b_port}", read_queues=4,
-                                write_queues=4,
-                            )  # fmt: skip
-                        break
-                    except Exception:
-                        await trio.sleep(0.2)
-                else:
-                    raise RuntimeError("the broker did not come up")
-            for topic in ("BenchPlain", "BenchDelay", "BenchTimer", "BenchDelayRate"):
-                await wait_writable(ns, topic)
-
-        trio.run(setup)
+        ns, broker = one_broker(procs, work, "bench-delay", messageDelayLevel="2s 5s")
+        trio.run(
+            create_topics, ns, broker, ["BenchPlain", "BenchDelay", "BenchTimer", "BenchDelayRate"]
+        )
         plain = trio.run(single_sends, ns, "BenchPlain", args.count)
         delayed = [Message("BenchDelay", BODY, delay_time_level=2) for _ in range(args.count)]
         delay = trio.run(timed_sends, ns, "BenchDelay", delayed)

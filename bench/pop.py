@@ -21,13 +21,12 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import tempfile
 import time
 from typing import Any
 
 import trio
-from benchlib import BODY, Proc, batched_sends, free_port, stop_all, wait_writable
+from benchlib import BODY, Proc, batched_sends, create_topics, one_broker, stop_all
 
 from rocketrio.actors.client.admin import MQAdmin
 from rocketrio.actors.client.pop_admin import pop_progress
@@ -105,34 +104,8 @@ def main() -> None:
     procs: list[Proc] = []
     result: dict[str, Any] = {"bench": "pop", "body_bytes": len(BODY), "messages": args.count}
     try:
-        taken: set[int] = set()
-        ns_port, b_port = free_port(taken), free_port(taken)
-        ns = f"127.0.0.1:{ns_port}"
-        procs.append(Proc("namesrv", "ns", {"listenPort": str(ns_port), "logDir": work}, work))
-        procs[-1].start()
-        time.sleep(0.5)
-        procs.append(Proc("broker", "bench-pop", {
-            "namesrvAddr": ns, "logDir": work, "brokerIP1": "127.0.0.1",
-            "brokerName": "bench-pop", "listenPort": str(b_port),
-            "storePathRootDir": os.path.join(work, "store"),
-        }, work).start())  # fmt: skip
-
-        async def setup() -> None:
-            async with MQAdmin(ns) as admin:
-                for _ in range(100):
-                    try:
-                        await admin.update_topic(
-                            TOPIC, broker_addr=f"127.0.0.1:{b_port}", read_queues=4,
-                            write_queues=4,
-                        )  # fmt: skip
-                        break
-                    except Exception:
-                        await trio.sleep(0.2)
-                else:
-                    raise RuntimeError("the broker did not come up")
-            await wait_writable(ns, TOPIC)
-
-        trio.run(setup)
+        ns, broker = one_broker(procs, work, "bench-pop")
+        trio.run(create_topics, ns, broker, [TOPIC])
         trio.run(batched_sends, ns, TOPIC, args.count)
         total = args.count + 1  # and the warm-up message
         pull = trio.run(pull_consume, ns, total)

@@ -22,13 +22,12 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import tempfile
 import time
 from typing import Any
 
 import trio
-from benchlib import BODY, Proc, cpu_seconds, free_port, stop_all, wait_writable
+from benchlib import BODY, Proc, cpu_seconds, create_topics, one_broker, stop_all
 
 from rocketrio.actors.client.admin import MQAdmin
 from rocketrio.actors.client.message import Message
@@ -108,36 +107,8 @@ def main() -> None:
     procs: list[Proc] = []
     result: dict[str, Any] = {"bench": "transaction", "body_bytes": len(BODY), "tasks": args.tasks}
     try:
-        taken: set[int] = set()
-        ns_port, b_port = free_port(taken), free_port(taken)
-        ns = f"127.0.0.1:{ns_port}"
-        procs.append(Proc("namesrv", "ns", {"listenPort": str(ns_port), "logDir": work}, work))
-        procs[-1].start()
-        time.sleep(0.5)
-        procs.append(Proc("broker", "bench-tx", {
-            "namesrvAddr": ns, "logDir": work, "brokerIP1": "127.0.0.1",
-            "brokerName": "bench-tx", "listenPort": str(b_port),
-            "storePathRootDir": os.path.join(work, "store"), "flushDiskType": "ASYNC_FLUSH",
-        }, work).start())  # fmt: skip
-
-        async def setup() -> None:
-            async with MQAdmin(ns) as admin:
-                for _ in range(100):
-                    try:
-                        for topic in ("BenchPlain", "BenchTx"):
-                            await admin.update_topic(
-                                topic, broker_addr=f"127.0.0.1:{b_port}", read_queues=4,
-                                write_queues=4,
-                            )  # fmt: skip
-                        break
-                    except Exception:
-                        await trio.sleep(0.2)
-                else:
-                    raise RuntimeError("the broker did not come up")
-            await wait_writable(ns, "BenchPlain")
-            await wait_writable(ns, "BenchTx")
-
-        trio.run(setup)
+        ns, broker = one_broker(procs, work, "bench-tx", flushDiskType="ASYNC_FLUSH")
+        trio.run(create_topics, ns, broker, ["BenchPlain", "BenchTx"])
         pid = procs[-1].pid
         cpu0 = cpu_seconds(pid)
         plain = trio.run(plain_sends, ns, "BenchPlain", count, args.tasks)
