@@ -22,7 +22,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import os
 import subprocess
 import sys
 import tempfile
@@ -31,10 +30,9 @@ from typing import Any
 
 import grpc
 import trio
-from benchlib import BODY, Proc, free_port, single_sends, stop_all, wait_writable
+from benchlib import BODY, Proc, create_topics, free_port, one_broker, single_sends, stop_all
 from pop import pop_consume
 
-from rocketrio.actors.client.admin import MQAdmin
 from rocketrio.actors.logs import configure_logging
 from rocketrio.protocol.grpc_v2 import definition_pb2 as pb
 from rocketrio.protocol.grpc_v2 import service_pb2 as spb
@@ -155,38 +153,14 @@ def main() -> None:
     procs: list[Proc] = []
     result: dict[str, Any] = {"bench": "proxy", "body_bytes": len(BODY), "messages": args.count}
     try:
-        taken: set[int] = set()
-        ns_port, b_port, g_port = free_port(taken), free_port(taken), free_port(taken)
-        ns, endpoint = f"127.0.0.1:{ns_port}", f"127.0.0.1:{g_port}"
-        procs.append(Proc("namesrv", "ns", {"listenPort": str(ns_port), "logDir": work}, work))
-        procs[-1].start()
-        time.sleep(0.5)
-        procs.append(Proc("broker", "bench-proxy", {
-            "namesrvAddr": ns, "logDir": work, "brokerIP1": "127.0.0.1",
-            "brokerName": "bench-proxy", "listenPort": str(b_port),
-            "storePathRootDir": os.path.join(work, "store"),
-        }, work).start())  # fmt: skip
+        ns, broker = one_broker(procs, work, "bench-proxy")
+        g_port = free_port({int(ns.rsplit(":", 1)[1]), int(broker.rsplit(":", 1)[1])})
+        endpoint = f"127.0.0.1:{g_port}"
         procs.append(Proc("proxy", "proxy", {
             "namesrvAddr": ns, "grpcServerPort": str(g_port), "proxyHost": "127.0.0.1",
             "logDir": work,
         }, work).start())  # fmt: skip
-
-        async def setup() -> None:
-            async with MQAdmin(ns) as admin:
-                for _ in range(100):
-                    try:
-                        await admin.update_topic(
-                            TOPIC, broker_addr=f"127.0.0.1:{b_port}", read_queues=4,
-                            write_queues=4,
-                        )  # fmt: skip
-                        break
-                    except Exception:
-                        await trio.sleep(0.2)
-                else:
-                    raise RuntimeError("the broker did not come up")
-            await wait_writable(ns, TOPIC)
-
-        trio.run(setup)
+        trio.run(create_topics, ns, broker, [TOPIC])
         direct_send = trio.run(single_sends, ns, TOPIC, args.count, 64)
         # the backlog: warm-up + direct sends; each consumer group reads all of it
         backlog = args.count + 1
