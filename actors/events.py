@@ -1940,6 +1940,39 @@ class TransactionEndFailed(LogEvent):
     error: str
 
 
+@event("proxy_started")
+@attrs.frozen(kw_only=True)
+class ProxyStarted(LogEvent):
+    """The gRPC proxy (cluster mode) serves MessagingService on ``grpc`` (the address its
+    routes give clients) for the brokers of ``namesrv``."""
+
+    grpc: str
+    namesrv: str
+
+
+@event("proxy_call_failed", "error")
+@attrs.frozen(kw_only=True)
+class ProxyCallFailed(LogEvent):
+    """A gRPC call's handler failed unexpectedly (a bug): the call was answered
+    INTERNAL_SERVER_ERROR and the proxy went on serving."""
+
+    method: str
+    error: str
+
+
+@event("proxy_transaction_check")
+@attrs.frozen(kw_only=True)
+class ProxyTransactionCheck(LogEvent):
+    """A broker's transaction check for a half message sent through the proxy: pushed to the
+    Telemetry stream of producer ``client_id``, or not (``pushed`` false: no producer of the
+    topic connected, or its stream full; the broker asks again later)."""
+
+    topic: str
+    msg_id: str
+    client_id: str | None = None
+    pushed: bool
+
+
 @event("schedule_service_started")
 @attrs.frozen(kw_only=True)
 class ScheduleServiceStarted(LogEvent):

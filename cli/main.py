@@ -3,6 +3,7 @@
     rocketrio namesrv [-c namesrv.conf] [-p 9876]
     rocketrio broker -c broker.conf [-n "127.0.0.1:9876;..."]
     rocketrio controller -c controller.conf
+    rocketrio proxy -n NAMESRV [--grpc-port 8081] [--host HOST]
     rocketrio up [--mode single|2m-noslave] [--dir DIR]
     rocketrio admin <command> ...
     rocketrio produce / consume ...
@@ -170,6 +171,44 @@ def cmd_controller(args: argparse.Namespace) -> int:
     return run_service(name, "controller", cfg.logDir, run_controller, cfg, TcpTransport())
 
 
+def cmd_proxy(args: argparse.Namespace) -> int:
+    from rocketrio.actors.auth.config import parse_credentials
+    from rocketrio.actors.proxy.proxy import run_proxy
+    from rocketrio.actors.proxy.service import ProxyConfig
+
+    conf = load_proxy_config(args.config) if args.config else {}
+    namesrv = args.namesrv or conf.get("namesrvAddr")
+    if not namesrv:
+        raise ConfigError("the proxy needs -n NAMESRV (or namesrvAddr in its config)")
+    cfg = ProxyConfig(
+        namesrv_addr=namesrv,
+        grpc_port=args.grpc_port or int(conf.get("grpcServerPort", "8081")),
+        host=args.host or conf.get("proxyHost", ""),
+        authentication_enabled=conf.get("authenticationEnabled", "false").lower() == "true",
+    )
+    try:
+        creds = parse_credentials(conf.get("innerClientAuthenticationCredentials", ""))
+    except ValueError as e:
+        raise ConfigError(f"{args.config}: {e}") from None
+    if creds is not None:
+        cfg.access_key, cfg.secret_key = creds.access_key, creds.secret_key
+    name = args.name or f"proxy-{cfg.grpc_port}"
+    return run_service(name, "proxy", conf.get("logDir", args.log_dir), run_proxy, cfg)
+
+
+def load_proxy_config(path: str) -> dict[str, str]:
+    """The proxy's key=value file (namesrvAddr, grpcServerPort, proxyHost, logDir,
+    authenticationEnabled, innerClientAuthenticationCredentials: upstream's names)."""
+    out: dict[str, str] = {}
+    with open(path, encoding="utf-8") as f:
+        for line in f:
+            line = line.strip()
+            if line and not line.startswith("#") and "=" in line:
+                k, v = line.split("=", 1)
+                out[k.strip()] = v.strip()
+    return out
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="rocketrio", description=__doc__.split("\n\n")[0])
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
@@ -191,6 +230,15 @@ def build_parser() -> argparse.ArgumentParser:
     sp = role_parser("broker", "start a Broker")
     sp.add_argument("-n", "--namesrv", help='name servers, "host:port;host:port" (namesrvAddr)')
     sp.set_defaults(func=cmd_broker)
+
+    sp = sub.add_parser("proxy", help="start a gRPC proxy (RocketMQ 5 SDKs) in cluster mode")
+    sp.add_argument("-c", "--config", help="key=value file: namesrvAddr, grpcServerPort, ...")
+    sp.add_argument("-n", "--namesrv", help='name servers, "host:port;..." (namesrvAddr)')
+    sp.add_argument("--grpc-port", type=int, help="gRPC listen port (grpcServerPort, 8081)")
+    sp.add_argument("--host", help="address given to clients in routes (default: this host)")
+    sp.add_argument("--name", help="node name used in logs (default proxy-<port>)")
+    sp.add_argument("--log-dir", default="logs", help="directory of the JSON log (logs)")
+    sp.set_defaults(func=cmd_proxy)
 
     from rocketrio.cli import admin, analyze, console, tools, up
 

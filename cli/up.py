@@ -50,6 +50,7 @@ from rocketrio.cli.up_plan import (
     expected_replicas,
     namesrv_addr,
     plan,
+    proxy_spec,
 )
 from rocketrio.cli.up_progress import LogTail, watch_recovery
 from rocketrio.cli.up_supervisor import Supervisor
@@ -201,6 +202,8 @@ async def _flow(
             f"  console http://{server.addr}/  (actions need the token in "
             f"{os.path.join(base_dir, CONSOLE_TOKEN_FILE)})"
         )
+    if args.proxy:
+        con.out(f"  proxy  gRPC 127.0.0.1:{args.proxy_port}  (RocketMQ 5 SDK endpoints)")
     con.out(f"  logs   {os.path.join(base_dir, 'logs')}  (JSON lines, one file per process)")
     con.out(f"  data   {os.path.join(base_dir, 'store')}")
     con.out(f"  try:   rocketrio admin clusterList -n {ns}")
@@ -324,6 +327,10 @@ def cmd_up(args: argparse.Namespace) -> int:
                     flush=args.flush)  # fmt: skip
     try:
         specs = plan(args.mode, layout)
+        if args.proxy:
+            specs.append(
+                proxy_spec(specs, "127.0.0.1", args.proxy_port, os.path.join(base_dir, "logs"))
+            )
     except PlanError as e:
         return _refuse(con, str(e))
     if (bad := check_dir(base_dir)) is not None:
@@ -430,6 +437,10 @@ def add_parser(sub: Any) -> None:
         help="port of the web console (on 127.0.0.1; the token is in <dir>/console.token)",
     )  # fmt: skip
     sp.add_argument("--no-console", action="store_true", help="do not start the web console")
+    sp.add_argument(
+        "--proxy", action="store_true", help="add a gRPC proxy (RocketMQ 5 SDKs, cluster mode)"
+    )
+    sp.add_argument("--proxy-port", type=_port, default=8081, help="the proxy's gRPC port")
     sp.add_argument("--timeout", type=_positive, default=30.0, help="seconds to wait for health")
     sp.add_argument("--no-demo", action="store_true", help="do not run the produce/consume demo")
     sp.add_argument("--demo-count", type=int, default=1000)

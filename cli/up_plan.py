@@ -37,7 +37,7 @@ TEMPLATE_NAMESRV_PORT = 9876
 TEMPLATE_BROKER_PORT = 10911
 PORT_MAX = 65535
 
-Role = Literal["namesrv", "controller", "broker"]
+Role = Literal["namesrv", "controller", "broker", "proxy"]
 ROLE_ORDER: tuple[Role, ...] = ("namesrv", "controller", "broker")  # start order; stop reverses
 
 HOST_KEYS = frozenset({"listenHost", "brokerIP1"})
@@ -261,6 +261,21 @@ def expected_replicas(specs: list[ProcSpec]) -> dict[str, int]:
             name = s.config["brokerName"]
             out[name] = out.get(name, 0) + 1
     return out
+
+
+def proxy_spec(specs: list[ProcSpec], host: str, grpc_port: int, log_dir: str) -> ProcSpec:
+    """The `up --proxy` process: a cluster-mode gRPC proxy of the plan's NameServer (upstream's
+    proxy keys: namesrvAddr, grpcServerPort)."""
+    config = {
+        "namesrvAddr": namesrv_addr(specs),
+        "grpcServerPort": str(grpc_port),
+        "proxyHost": host,
+        "logDir": log_dir,
+    }
+    text = "".join(f"{k}={v}\n" for k, v in config.items())
+    addr = f"{host}:{grpc_port}"
+    use = PortUse(grpc_port, "proxy", "grpcServerPort")
+    return ProcSpec("proxy", "proxy", config, text, addr, (use,), "up --proxy")
 
 
 def namesrv_addr(specs: list[ProcSpec]) -> str:

@@ -202,6 +202,15 @@ class SimpleConsumer:
                 return got
         return []
 
+    async def receive_from(
+        self, topic: str, broker_name: str, max_messages: int, invisible: float, wait: float
+    ) -> list[ReceivedMessage]:
+        """Like `receive`, from one broker set (the gRPC proxy's ReceiveMessage names it)."""
+        if not 0 < max_messages <= MAX_RECEIVE:
+            raise MQClientError(f"max_messages must be 1..{MAX_RECEIVE}, got {max_messages}")
+        self.subscriptions.setdefault(topic, "*")
+        return await self._pop(topic, broker_name, max_messages, invisible, wait)
+
     async def _pop(
         self, topic: str, broker_name: str, max_messages: int, invisible: float, wait: float
     ) -> list[ReceivedMessage]:

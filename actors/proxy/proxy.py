@@ -1,0 +1,56 @@
+"""The proxy role in cluster mode: `run_proxy` starts a client of the NameServer and brokers
+(`MQClientInstance`), the gRPC server (`GrpcBridge`) and the Trio tasks that answer its calls
+(`serve_calls` with `ProxyService.handle`); it holds no state of its own besides caches.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import structlog
+import trio
+
+from rocketrio.actors import events
+from rocketrio.actors.client.config import ClientConfig
+from rocketrio.actors.client.mq_client import MQClientInstance, local_ip
+from rocketrio.actors.proxy.grpc_bridge import GrpcBridge, serve_calls
+from rocketrio.actors.proxy.mapping import PROXY_PRODUCER_GROUP
+from rocketrio.actors.proxy.service import ProxyConfig, ProxyService, overflow_response
+from rocketrio.actors.proxy.telemetry import TelemetryRegistry
+from rocketrio.actors.proxy.transaction_check import TransactionCheckRelay
+
+log = structlog.get_logger("proxy")
+
+
+async def run_proxy(
+    config: ProxyConfig, *, task_status: trio.TaskStatus[Any] = trio.TASK_STATUS_IGNORED
+) -> None:
+    client_config = ClientConfig(
+        instanceName=f"proxy-{config.grpc_port}",
+        accessKey=config.access_key or "",
+        secretKey=config.secret_key or "",
+    )
+    registry = TelemetryRegistry()
+    async with (
+        MQClientInstance(config.namesrv_addr, config=client_config) as client,
+        GrpcBridge(
+            config.listen_host,
+            config.grpc_port,
+            overflow_response,
+            on_stream_closed=registry.closed,
+        ) as bridge,
+    ):
+        config.grpc_port = bridge.port
+        if not config.host:
+            config.host = local_ip()
+        service = ProxyService(config, client, registry)
+        # brokers send transaction checks of half messages sent through the proxy to it
+        relay = TransactionCheckRelay(registry, service.broker_name_of)
+        client.transaction_checkers[PROXY_PRODUCER_GROUP] = relay.on_check
+        await client.register_producer(PROXY_PRODUCER_GROUP)
+        events.emit(
+            log,
+            events.ProxyStarted(grpc=f"{config.host}:{bridge.port}", namesrv=config.namesrv_addr),
+        )
+        task_status.started(bridge.port)
+        await serve_calls(bridge.calls, service.handle)

@@ -1,0 +1,433 @@
+"""The proxy's MessagingService on the Trio side: one handler per RPC, each turning a gRPC
+request into remoting calls to the NameServer and the brokers (as a client: one
+`MQClientInstance`) and the answer back into a gRPC response with upstream's status codes.
+
+Stateless in cluster mode: routes come from the NameServer, receipt handles are the brokers'
+POP checkpoints and transaction ids carry their broker and offsets (receipt.py), so a restarted
+proxy, or another one behind the same address, acts on what an earlier one handed out.
+A request the proxy refuses gets its status code in the response (never an RPC error), and a
+handler's unexpected failure becomes INTERNAL_SERVER_ERROR for that call only.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import attrs
+import structlog
+
+from rocketrio.actors import events
+from rocketrio.actors.client.errors import MQBrokerError, MQClientError
+from rocketrio.actors.client.mq_client import MQClientInstance
+from rocketrio.actors.client.simple_consumer import MAX_RECEIVE, ReceivedMessage, SimpleConsumer
+from rocketrio.actors.logs import wallclock_ms
+from rocketrio.actors.proxy import mapping as mp
+from rocketrio.actors.proxy.auth import ProxyAuth
+from rocketrio.actors.proxy.grpc_bridge import Call
+from rocketrio.actors.proxy.mapping import BadRequest, Code, status
+from rocketrio.actors.proxy.receipt import TransactionId, decode_receipt, encode_receipt
+from rocketrio.actors.proxy.telemetry import TelemetryRegistry
+from rocketrio.actors.remoting import RemotingError
+from rocketrio.protocol.auth_bodies import GetUserRequestHeader, UserInfo
+from rocketrio.protocol.codes import RequestCode, ResponseCode
+from rocketrio.protocol.grpc_v2 import definition_pb2 as pb
+from rocketrio.protocol.grpc_v2 import service_pb2 as spb
+from rocketrio.protocol.headers import (
+    ConsumerSendMsgBackRequestHeader,
+    EndTransactionRequestHeader,
+    SendMessageRequestHeaderV2,
+    SendMessageResponseHeader,
+)
+from rocketrio.protocol.message import (
+    TRANSACTION_COMMIT_TYPE,
+    TRANSACTION_PREPARED_TYPE,
+    TRANSACTION_ROLLBACK_TYPE,
+    MessageExt,
+    encode_properties,
+    parse_offset_msg_id,
+)
+from rocketrio.protocol.remoting import RemotingCommand
+from rocketrio.protocol.serde import from_ext, from_json, to_ext
+
+log = structlog.get_logger("proxy")
+
+MAX_BODY_SIZE = 4 * 1024 * 1024  # upstream's maxMessageSize
+DEFAULT_INVISIBLE_MS = 30_000
+# a receive's long poll is capped (upstream grpcClientConsumerMaxLongPollingTimeoutMillis)
+MAX_POLL_MS = 30_000
+BROKER_TIMEOUT_S = 3.0
+
+
+@attrs.define
+class ProxyConfig:
+    """``host`` is the address given to clients in routes (default: this host's IP);
+    ``listen_host`` the one the gRPC server binds."""
+
+    namesrv_addr: str
+    grpc_port: int = 8081
+    host: str = ""
+    listen_host: str = "0.0.0.0"
+    authentication_enabled: bool = False  # authenticationEnabled
+    access_key: str | None = None  # innerClientAuthenticationCredentials: signs remoting
+    secret_key: str | None = None
+    max_body_size: int = MAX_BODY_SIZE
+
+
+class ProxyService:
+    def __init__(
+        self, config: ProxyConfig, client: MQClientInstance, registry: TelemetryRegistry
+    ) -> None:
+        self.config = config
+        self.client = client
+        self.registry = registry
+        self.auth = ProxyAuth(config.authentication_enabled, self.fetch_user)
+        self._turn = itertools.count()
+        self._consumers: dict[str, SimpleConsumer] = {}
+        self._handlers: dict[str, Callable[[Call], Awaitable[Any]]] = {
+            "QueryRoute": self.query_route,
+            "Heartbeat": self.heartbeat,
+            "SendMessage": self.send_message,
+            "QueryAssignment": self.query_assignment,
+            "ReceiveMessage": self.receive_message,
+            "AckMessage": self.ack_message,
+            "ChangeInvisibleDuration": self.change_invisible_duration,
+            "EndTransaction": self.end_transaction,
+            "NotifyClientTermination": self.notify_client_termination,
+            "Telemetry": self.telemetry,
+            "ForwardMessageToDeadLetterQueue": self.forward_to_dlq,
+        }
+
+    @property
+    def endpoints(self) -> pb.Endpoints:
+        return mp.endpoints_of(self.config.host, self.config.grpc_port)
+
+    # -- dispatch
+    async def handle(self, call: Call) -> Any:
+        handler = self._handlers.get(call.method)
+        if handler is None:
+            return error_response(call.method, Code.NOT_IMPLEMENTED, call.method)
+        try:
+            await self.auth.authenticate(call.metadata)
+            return await handler(call)
+        except BadRequest as e:
+            return error_response(call.method, e.code, str(e))
+        except MQBrokerError as e:
+            return error_response(call.method, mp.code_of_remoting(e.code), str(e))
+        except (MQClientError, RemotingError, OSError) as e:
+            return error_response(call.method, Code.INTERNAL_SERVER_ERROR, str(e))
+        except Exception as e:  # a bug: this call fails, the proxy keeps serving
+            events.emit(log, events.ProxyCallFailed(method=call.method, error=repr(e)))
+            return error_response(call.method, Code.INTERNAL_SERVER_ERROR, repr(e))
+
+    async def _route(self, topic: str) -> Any:
+        if not topic:
+            raise BadRequest(Code.ILLEGAL_TOPIC, "topic name is empty")
+        route = self.client.routes.get(topic) or await self.client.update_route(topic)
+        if route is None:
+            raise BadRequest(Code.TOPIC_NOT_FOUND, f"topic {topic} not found")
+        return route
+
+    async def fetch_user(self, username: str) -> UserInfo | None:
+        """A user of the brokers' ACL (AUTH_GET_USER to a master of the cluster)."""
+        info = await self.client.api.get_cluster_info()
+        masters = sorted(
+            bd.brokerAddrs[0] for bd in info.brokerAddrTable.values() if 0 in bd.brokerAddrs
+        )
+        header = to_ext(GetUserRequestHeader(username))
+        for addr in masters:
+            cmd = RemotingCommand(RequestCode.AUTH_GET_USER, ext_fields=header)
+            resp = await self.client.remoting.invoke(addr, cmd, BROKER_TIMEOUT_S)
+            if resp.code == ResponseCode.SUCCESS:
+                return from_json(UserInfo, resp.body) if resp.body else None
+        return None
+
+    def broker_name_of(self, addr: str) -> str:
+        """The broker set an address serves, from the routes seen ("" when unknown)."""
+        for name, addrs in self.client.broker_addrs.items():
+            if addr in addrs.values():
+                return name
+        return ""
+
+    async def _master(self, broker_name: str, topic: str) -> str:
+        addr = await self.client.find_master_addr_refreshing(broker_name, topic)
+        if addr is None:
+            raise BadRequest(Code.HA_NOT_AVAILABLE, f"broker {broker_name} has no master")
+        return addr
+
+    # -- routes, heartbeats, settings
+    async def query_route(self, call: Call) -> spb.QueryRouteResponse:
+        req: spb.QueryRouteRequest = call.request
+        route = await self._route(req.topic.name)
+        queues = mp.route_queues(route, req.topic, self.endpoints)
+        return spb.QueryRouteResponse(status=status(Code.OK), message_queues=queues)
+
+    async def query_assignment(self, call: Call) -> spb.QueryAssignmentResponse:
+        req: spb.QueryAssignmentRequest = call.request
+        route = await self._route(req.topic.name)
+        assignments = mp.assignments(route, req.topic, self.endpoints)
+        return spb.QueryAssignmentResponse(status=status(Code.OK), assignments=assignments)
+
+    async def heartbeat(self, call: Call) -> spb.HeartbeatResponse:
+        if not call.metadata.get("x-mq-client-id"):
+            raise BadRequest(Code.CLIENT_ID_REQUIRED, "x-mq-client-id is required")
+        return spb.HeartbeatResponse(status=status(Code.OK))
+
+    async def notify_client_termination(self, call: Call) -> spb.NotifyClientTerminationResponse:
+        self.registry.forget(call.metadata.get("x-mq-client-id", ""))
+        return spb.NotifyClientTerminationResponse(status=status(Code.OK))
+
+    async def telemetry(self, call: Call) -> spb.TelemetryCommand:
+        cmd: spb.TelemetryCommand = call.request
+        kind = cmd.WhichOneof("command")
+        if kind == "settings":
+            client_id = call.metadata.get("x-mq-client-id")
+            if not client_id:
+                raise BadRequest(Code.CLIENT_ID_REQUIRED, "x-mq-client-id is required")
+            if call.push is not None:
+                self.registry.update(client_id, call.push, cmd.settings)
+            return spb.TelemetryCommand(
+                status=status(Code.OK),
+                settings=mp.settings_answer(
+                    cmd.settings, self.endpoints, self.config.max_body_size
+                ),
+            )
+        if kind is None:
+            raise BadRequest(Code.BAD_REQUEST, "telemetry command is empty")
+        return spb.TelemetryCommand(status=status(Code.OK))
+
+    # -- sending
+    async def send_message(self, call: Call) -> spb.SendMessageResponse:
+        req: spb.SendMessageRequest = call.request
+        if len(req.messages) != 1:
+            raise BadRequest(Code.BAD_REQUEST, "exactly one message per SendMessage")
+        msg = req.messages[0]
+        props = mp.send_properties(
+            msg, self.config.max_body_size, mp.PROXY_PRODUCER_GROUP, wallclock_ms()
+        )
+        route = await self._route(msg.topic.name)
+        group = msg.system_properties.message_group if mp.message_type_of(msg) == pb.FIFO else None
+        target = mp.choose_queue(mp.writable_queues(route), group, next(self._turn))
+        addr = await self._master(target.broker_name, msg.topic.name)
+        half = mp.message_type_of(msg) == pb.TRANSACTION
+        header = SendMessageRequestHeaderV2(
+            a=mp.PROXY_PRODUCER_GROUP,
+            b=msg.topic.name,
+            c="TBW102",
+            d=4,
+            e=target.queue_id,
+            f=TRANSACTION_PREPARED_TYPE if half else 0,
+            g=wallclock_ms(),
+            h=0,
+            i=encode_properties(props),
+            j=0,
+            k=False,
+            m=False,
+            n=target.broker_name,
+        )
+        cmd = RemotingCommand(
+            code=RequestCode.SEND_MESSAGE_V2, ext_fields=to_ext(header), body=msg.body
+        )
+        resp = await self.client.remoting.invoke(addr, cmd, BROKER_TIMEOUT_S)
+        code = mp.code_of_send(resp.code)
+        message_id = msg.system_properties.message_id
+        if resp.code != ResponseCode.SUCCESS and code != Code.OK and code not in _STORED:
+            entry = spb.SendResultEntry(status=status(code, resp.remark or ""))
+            return spb.SendMessageResponse(status=status(code, resp.remark or ""), entries=[entry])
+        h = from_ext(SendMessageResponseHeader, resp.ext_fields)
+        tx = ""
+        if half:
+            tx = TransactionId(
+                target.broker_name,
+                parse_offset_msg_id(h.msgId)[2],
+                h.queueOffset,
+                h.transactionId or message_id,
+            ).encode()
+        entry = spb.SendResultEntry(
+            status=status(code),
+            message_id=message_id,
+            transaction_id=tx,
+            offset=h.queueOffset,
+        )
+        return spb.SendMessageResponse(status=status(code), entries=[entry])
+
+    async def end_transaction(self, call: Call) -> spb.EndTransactionResponse:
+        req: spb.EndTransactionRequest = call.request
+        tx = TransactionId.decode(req.transaction_id)
+        match req.resolution:
+            case pb.COMMIT:
+                kind = TRANSACTION_COMMIT_TYPE
+            case pb.ROLLBACK:
+                kind = TRANSACTION_ROLLBACK_TYPE
+            case _:
+                raise BadRequest(Code.BAD_REQUEST, "transaction resolution is unspecified")
+        addr = await self._master(tx.broker_name, req.topic.name)
+        header = EndTransactionRequestHeader(
+            producerGroup=mp.PROXY_PRODUCER_GROUP,
+            tranStateTableOffset=tx.tran_state_table_offset,
+            commitLogOffset=tx.commit_log_offset,
+            commitOrRollback=kind,
+            msgId=req.message_id,
+            topic=req.topic.name,
+            fromTransactionCheck=req.source == pb.SOURCE_SERVER_CHECK,
+            transactionId=tx.broker_transaction_id,
+            bname=tx.broker_name,
+        )
+        cmd = RemotingCommand(code=RequestCode.END_TRANSACTION, ext_fields=to_ext(header))
+        await self.client.remoting.invoke_oneway(addr, cmd)
+        return spb.EndTransactionResponse(status=status(Code.OK))
+
+    # -- consuming (POP)
+    def _consumer(self, group: str) -> SimpleConsumer:
+        if not group:
+            raise BadRequest(Code.ILLEGAL_CONSUMER_GROUP, "consumer group is empty")
+        consumer = self._consumers.get(group)
+        if consumer is None:
+            consumer = SimpleConsumer(group, self.config.namesrv_addr, client=self.client)
+            self._consumers[group] = consumer
+        return consumer
+
+    async def receive_message(self, call: Call) -> list[spb.ReceiveMessageResponse]:
+        req: spb.ReceiveMessageRequest = call.request
+        topic = req.message_queue.topic.name
+        await self._route(topic)
+        if req.filter_expression.type == pb.SQL:
+            raise BadRequest(Code.ILLEGAL_FILTER_EXPRESSION, "SQL92 filtering is not supported")
+        batch = req.batch_size or 1
+        if not 0 < batch <= MAX_RECEIVE:
+            raise BadRequest(Code.BAD_REQUEST, f"batch size must be 1..{MAX_RECEIVE}")
+        invisible_ms = (
+            mp.ms_of_duration(req.invisible_duration)
+            if req.HasField("invisible_duration")
+            else DEFAULT_INVISIBLE_MS
+        )
+        if invisible_ms <= 0:
+            raise BadRequest(Code.ILLEGAL_INVISIBLE_TIME, "invisible duration must be positive")
+        poll_ms = min(mp.ms_of_duration(req.long_polling_timeout), MAX_POLL_MS)
+        consumer = self._consumer(req.group.name)
+        consumer.subscribe(topic, req.filter_expression.expression or "*")
+        broker = req.message_queue.broker.name
+        if broker:  # upstream: pop from the broker set the request's queue names
+            got = await consumer.receive_from(
+                topic, broker, batch, invisible_ms / 1000, poll_ms / 1000
+            )
+        else:
+            got = await consumer.receive(batch, invisible_ms / 1000, poll_ms / 1000)
+        out = [spb.ReceiveMessageResponse(delivery_timestamp=mp.timestamp_ms(wallclock_ms()))]
+        out += [
+            spb.ReceiveMessageResponse(
+                message=mp.received_message(
+                    m.message,
+                    topic,
+                    encode_receipt(
+                        m.receipt_handle, m.message.queue_offset, m.message.commitlog_offset
+                    ),
+                    invisible_ms,
+                )
+            )
+            for m in got
+        ]
+        code = Code.OK if got else Code.MESSAGE_NOT_FOUND
+        out.append(spb.ReceiveMessageResponse(status=status(code, "OK" if got else "no message")))
+        return out
+
+    def _received(self, topic: str, handle: str) -> ReceivedMessage:
+        receipt = decode_receipt(handle)
+        extra = receipt.extra
+        stub = MessageExt(topic, b"", queue_id=extra.queue_id, queue_offset=extra.queue_offset or 0)
+        return ReceivedMessage(stub, topic, extra.broker_name, receipt.extra_info)
+
+    async def ack_message(self, call: Call) -> spb.AckMessageResponse:
+        req: spb.AckMessageRequest = call.request
+        consumer = self._consumer(req.group.name)
+        entries = []
+        for e in req.entries:
+            try:
+                await consumer.ack(self._received(req.topic.name, e.receipt_handle))
+                st = status(Code.OK)
+            except BadRequest as b:
+                st = status(b.code, str(b))
+            except MQBrokerError as b:
+                st = status(mp.code_of_remoting(b.code), str(b))
+            entries.append(
+                spb.AckMessageResultEntry(
+                    message_id=e.message_id, receipt_handle=e.receipt_handle, status=st
+                )
+            )
+        codes = {en.status.code for en in entries}
+        overall = (
+            status(Code.OK)
+            if codes <= {Code.OK}
+            else (entries[0].status if len(codes) == 1 else status(Code.MULTIPLE_RESULTS, ""))
+        )
+        return spb.AckMessageResponse(status=overall, entries=entries)
+
+    async def change_invisible_duration(self, call: Call) -> spb.ChangeInvisibleDurationResponse:
+        req: spb.ChangeInvisibleDurationRequest = call.request
+        duration_ms = mp.ms_of_duration(req.invisible_duration)
+        if duration_ms <= 0:
+            raise BadRequest(Code.ILLEGAL_INVISIBLE_TIME, "invisible duration must be positive")
+        consumer = self._consumer(req.group.name)
+        receipt = decode_receipt(req.receipt_handle)
+        received = self._received(req.topic.name, req.receipt_handle)
+        await consumer.change_invisible_duration(received, duration_ms / 1000)
+        new = encode_receipt(
+            received.receipt_handle, received.queue_offset, receipt.commit_log_offset
+        )
+        return spb.ChangeInvisibleDurationResponse(status=status(Code.OK), receipt_handle=new)
+
+    async def forward_to_dlq(self, call: Call) -> spb.ForwardMessageToDeadLetterQueueResponse:
+        """Upstream: CONSUMER_SEND_MSG_BACK at the message's commit log offset with delay
+        level -1 (straight to the group's DLQ), then the ack of the popped message."""
+        req: spb.ForwardMessageToDeadLetterQueueRequest = call.request
+        consumer = self._consumer(req.group.name)
+        receipt = decode_receipt(req.receipt_handle)
+        if receipt.commit_log_offset < 0:
+            raise BadRequest(Code.INVALID_RECEIPT_HANDLE, "receipt handle has no commit offset")
+        addr = await self._master(receipt.extra.broker_name, req.topic.name)
+        header = ConsumerSendMsgBackRequestHeader(
+            offset=receipt.commit_log_offset,
+            group=consumer.group,
+            delayLevel=-1,
+            originMsgId=req.message_id,
+            originTopic=req.topic.name,
+            unitMode=False,
+            maxReconsumeTimes=req.max_delivery_attempts,
+        )
+        await self.client.api.call(addr, RequestCode.CONSUMER_SEND_MSG_BACK, header)
+        await consumer.ack(self._received(req.topic.name, req.receipt_handle))
+        return spb.ForwardMessageToDeadLetterQueueResponse(status=status(Code.OK))
+
+
+_STORED = frozenset(
+    {Code.MASTER_PERSISTENCE_TIMEOUT, Code.SLAVE_PERSISTENCE_TIMEOUT, Code.HA_NOT_AVAILABLE}
+)
+
+_RESPONSES: dict[str, Any] = {
+    "QueryRoute": spb.QueryRouteResponse,
+    "Heartbeat": spb.HeartbeatResponse,
+    "SendMessage": spb.SendMessageResponse,
+    "QueryAssignment": spb.QueryAssignmentResponse,
+    "AckMessage": spb.AckMessageResponse,
+    "ChangeInvisibleDuration": spb.ChangeInvisibleDurationResponse,
+    "ForwardMessageToDeadLetterQueue": spb.ForwardMessageToDeadLetterQueueResponse,
+    "EndTransaction": spb.EndTransactionResponse,
+    "NotifyClientTermination": spb.NotifyClientTerminationResponse,
+}
+
+
+def error_response(method: str, code: int, message: str) -> Any:
+    """The response of ``method`` carrying only a status (ReceiveMessage: a one-item stream;
+    Telemetry: a command with a status)."""
+    st = status(code, message)
+    if method == "ReceiveMessage":
+        return [spb.ReceiveMessageResponse(status=st)]
+    if method == "Telemetry":
+        return spb.TelemetryCommand(status=st)
+    return _RESPONSES[method](status=st)
+
+
+def overflow_response(method: str, _request: Any) -> Any:
+    """What a call gets when the proxy's call queue is full (upstream: TOO_MANY_REQUESTS)."""
+    return error_response(method, Code.TOO_MANY_REQUESTS, "proxy is busy")

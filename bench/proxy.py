@@ -1,0 +1,194 @@
+"""gRPC proxy benchmark: send and receive+ack through the proxy, with the official RocketMQ 5
+Python SDK and with a lean grpc.aio driver, against direct remoting to the broker; real
+NameServer, Broker and Proxy processes on loopback, 1 KiB bodies.
+
+Prints ONE JSON line with:
+- direct_send_msgs_per_s            rocketrio's remoting Producer, send_async, 64 in flight
+- grpc_lean_send_msgs_per_s         SendMessage from grpc.aio, 64 in flight
+- sdk_send_msgs_per_s               the official SDK's Producer.send_async, 64 in flight
+- direct_receive_ack_msgs_per_s     rocketrio's SimpleConsumer (POP 32 + BATCH_ACK), 4 workers
+- grpc_lean_receive_ack_msgs_per_s  ReceiveMessage(32) + one AckMessage per batch, 4 workers
+- sdk_receive_ack_msgs_per_s        the SDK's SimpleConsumer receive(32) + ack each, 1 thread
+- *_overhead                        direct rate / proxy rate (how many times slower)
+
+    .venv/bin/python bench/proxy.py [--count N]
+
+The SDK runs in a child process: its generated protos cannot share a process with
+rocketrio's (one protobuf descriptor pool).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import subprocess
+import sys
+import tempfile
+import time
+from typing import Any
+
+import grpc
+import trio
+from benchlib import BODY, Proc, create_topics, free_port, one_broker, single_sends, stop_all
+from pop import pop_consume
+
+from rocketrio.actors.logs import configure_logging
+from rocketrio.protocol.grpc_v2 import definition_pb2 as pb
+from rocketrio.protocol.grpc_v2 import service_pb2 as spb
+from rocketrio.protocol.grpc_v2 import service_pb2_grpc as sgrpc
+
+TOPIC = "BenchPop"  # pop_consume reads this topic
+META = (("x-mq-client-id", "bench-lean"),)
+SDK_SCRIPT = r"""
+import json, sys, time
+from rocketmq import ClientConfiguration, Credentials, FilterExpression, Message, Producer
+from rocketmq import SimpleConsumer
+endpoint, topic, count = sys.argv[1], sys.argv[2], int(sys.argv[3])
+body = bytes.fromhex(sys.argv[4])
+config = ClientConfiguration(endpoint, Credentials())
+p = Producer(config, (topic,))
+p.startup()
+t0 = time.perf_counter()
+window = []
+for _ in range(count):
+    m = Message()
+    m.topic, m.body = topic, body
+    window.append(p.send_async(m))
+    if len(window) >= 64:
+        window.pop(0).result()
+for f in window:
+    f.result()
+send = count / (time.perf_counter() - t0)
+p.shutdown()
+c = SimpleConsumer(config, "bench_sdk", {topic: FilterExpression("*")}, 5)
+c.startup()
+got, t0 = 0, time.perf_counter()
+while got < count:
+    msgs = c.receive(32, 30)
+    for m in msgs:
+        c.ack(m)
+    got += len(msgs)
+recv = got / (time.perf_counter() - t0)
+c.shutdown()
+print(json.dumps({"send": send, "receive_ack": recv}))
+"""
+
+
+def duration(seconds: int) -> Any:
+    from google.protobuf.duration_pb2 import Duration
+
+    return Duration(seconds=seconds)
+
+
+async def lean_send(endpoint: str, count: int, inflight: int = 64) -> float:
+    async with grpc.aio.insecure_channel(endpoint) as channel:
+        stub = sgrpc.MessagingServiceStub(channel)
+        sem = asyncio.Semaphore(inflight)
+
+        async def one(i: int) -> None:
+            async with sem:
+                m = pb.Message(
+                    topic=pb.Resource(name=TOPIC),
+                    system_properties=pb.SystemProperties(
+                        message_id=f"LEAN{i:012d}", message_type=pb.NORMAL
+                    ),
+                    body=BODY,
+                )
+                r = await stub.SendMessage(spb.SendMessageRequest(messages=[m]), metadata=META)
+                assert r.status.code == pb.OK, r.status
+
+        t0 = time.perf_counter()
+        await asyncio.gather(*(one(i) for i in range(count)))
+        return count / (time.perf_counter() - t0)
+
+
+async def lean_receive_ack(endpoint: str, count: int, workers: int = 4) -> float:
+    async with grpc.aio.insecure_channel(endpoint) as channel:
+        stub = sgrpc.MessagingServiceStub(channel)
+        got = 0
+
+        async def worker() -> None:
+            nonlocal got
+            while got < count:
+                req = spb.ReceiveMessageRequest(
+                    group=pb.Resource(name="bench_lean"),
+                    message_queue=pb.MessageQueue(topic=pb.Resource(name=TOPIC)),
+                    filter_expression=pb.FilterExpression(type=pb.TAG, expression="*"),
+                    batch_size=32,
+                    invisible_duration=duration(30),
+                    long_polling_timeout=duration(1),
+                )
+                msgs = [r.message async for r in stub.ReceiveMessage(req, metadata=META)
+                        if r.HasField("message")]  # fmt: skip
+                if not msgs:
+                    continue
+                got += len(msgs)
+                entries = [
+                    spb.AckMessageEntry(
+                        message_id=m.system_properties.message_id,
+                        receipt_handle=m.system_properties.receipt_handle,
+                    )
+                    for m in msgs
+                ]
+                ack = spb.AckMessageRequest(
+                    group=pb.Resource(name="bench_lean"),
+                    topic=pb.Resource(name=TOPIC),
+                    entries=entries,
+                )
+                r = await stub.AckMessage(ack, metadata=META)
+                assert r.status.code == pb.OK, r.status
+
+        t0 = time.perf_counter()
+        await asyncio.gather(*(worker() for _ in range(workers)))
+        return got / (time.perf_counter() - t0)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--count", type=int, default=5_000)
+    args = ap.parse_args()
+    configure_logging("bench", "bench", None, console=None)
+    work = tempfile.mkdtemp(prefix="rocketrio-bench-proxy-")
+    procs: list[Proc] = []
+    result: dict[str, Any] = {"bench": "proxy", "body_bytes": len(BODY), "messages": args.count}
+    try:
+        ns, broker = one_broker(procs, work, "bench-proxy")
+        g_port = free_port({int(ns.rsplit(":", 1)[1]), int(broker.rsplit(":", 1)[1])})
+        endpoint = f"127.0.0.1:{g_port}"
+        procs.append(Proc("proxy", "proxy", {
+            "namesrvAddr": ns, "grpcServerPort": str(g_port), "proxyHost": "127.0.0.1",
+            "logDir": work,
+        }, work).start())  # fmt: skip
+        trio.run(create_topics, ns, broker, [TOPIC])
+        direct_send = trio.run(single_sends, ns, TOPIC, args.count, 64)
+        # the backlog: warm-up + direct sends; each consumer group reads all of it
+        backlog = args.count + 1
+        direct_recv = trio.run(pop_consume, ns, "bench_direct", backlog, 4, True)
+        lean_send_rate = asyncio.run(lean_send(endpoint, args.count))
+        backlog += args.count
+        lean_recv = asyncio.run(lean_receive_ack(endpoint, backlog))
+        sdk = subprocess.run(
+            [sys.executable, "-c", SDK_SCRIPT, endpoint, TOPIC, str(args.count), BODY.hex()],
+            capture_output=True, text=True, timeout=600, check=True,
+        )  # fmt: skip
+        sdk_rates = json.loads(sdk.stdout.strip().splitlines()[-1])
+        result.update(
+            direct_send_msgs_per_s=round(direct_send),
+            grpc_lean_send_msgs_per_s=round(lean_send_rate),
+            sdk_send_msgs_per_s=round(sdk_rates["send"]),
+            direct_receive_ack_msgs_per_s=round(direct_recv),
+            grpc_lean_receive_ack_msgs_per_s=round(lean_recv),
+            sdk_receive_ack_msgs_per_s=round(sdk_rates["receive_ack"]),
+            lean_send_overhead=round(direct_send / lean_send_rate, 2),
+            sdk_send_overhead=round(direct_send / sdk_rates["send"], 2),
+            lean_receive_ack_overhead=round(direct_recv / lean_recv, 2),
+            sdk_receive_ack_overhead=round(direct_recv / sdk_rates["receive_ack"], 2),
+        )
+    finally:
+        stop_all(procs, work)
+    print(json.dumps(result))
+
+
+if __name__ == "__main__":
+    main()
