@@ -24,11 +24,14 @@ from rocketrio.protocol.message import (
     PROPERTY_REAL_QUEUE_ID,
     PROPERTY_REAL_TOPIC,
 )
+from rocketrio.storage.store_dispatch import SCHEDULE_TOPIC
 from rocketrio.storage.store_types import parse_delay_levels
 from rocketrio.storage.timer_wheel import (
     PROPERTY_TIMER_DELAY_MS,
     PROPERTY_TIMER_DELAY_SEC,
     PROPERTY_TIMER_DELIVER_MS,
+    PROPERTY_TIMER_OUT_MS,
+    TIMER_TOPIC,
     round_up_to_tick,
 )
 
@@ -100,6 +103,29 @@ def timer_deliver_ms(
             f"{max_delay_ms}ms (timerMaxDelaySec)"
         )
     return round_up_to_tick(deliver)
+
+
+def wait_target(
+    props: Mapping[str, str],
+    topic: str,
+    queue_id: int,
+    *,
+    max_level: int,
+    now_ms: int,
+    timer_max_delay_ms: int,
+) -> tuple[str, int, dict[str, str]] | None:
+    """Where a message that must not be visible yet waits, outside the send path (a committed
+    transactional message, as upstream's put hook delays it): (wait topic, queue, properties
+    to add), or None to store it as it is. A timer that is illegal here is delivered at once:
+    the send was accepted long ago and a commit cannot be refused for it."""
+    real = {PROPERTY_REAL_TOPIC: topic, PROPERTY_REAL_QUEUE_ID: str(queue_id)}
+    level = props.get(PROPERTY_DELAY_TIME_LEVEL, "")
+    if level.isdigit() and int(level) > 0:
+        return SCHEDULE_TOPIC, schedule_queue(int(level), max_level)[1], real
+    deliver = timer_deliver_ms(props, now_ms, timer_max_delay_ms)
+    if deliver is None or isinstance(deliver, TimerIllegal):
+        return None
+    return TIMER_TOPIC, 0, {PROPERTY_TIMER_OUT_MS: str(deliver), **real}
 
 
 def due_prefix(dues_ms: Sequence[int], now_ms: int) -> tuple[int, int | None]:

@@ -36,6 +36,7 @@ from rocketrio.actors.broker.client_manager import ProducerManager
 from rocketrio.actors.broker.config import BrokerConfig
 from rocketrio.actors.broker.consumer_offset import ConsumerOffsetManager
 from rocketrio.actors.broker.outcomes import Refusal
+from rocketrio.actors.broker.schedule_policy import parse_message_delay_level, wait_target
 from rocketrio.actors.broker.store_actor import StoreWriter
 from rocketrio.actors.broker.store_view import StoreView
 from rocketrio.actors.broker.tables import TopicTable
@@ -75,6 +76,7 @@ from rocketrio.protocol.message import (
     TRANSACTION_ROLLBACK_TYPE,
     UNIQ_KEY,
     MessageExt,
+    encode_properties,
 )
 from rocketrio.protocol.remoting import RPC_ONEWAY, RemotingCommand
 from rocketrio.protocol.serde import from_ext, to_ext
@@ -182,11 +184,29 @@ class TransactionService:
             return written if isinstance(written, Refusal) else None
         # both in the store actor's inbox at once, in order: one turn, usually one write. A
         # commit the store refuses (a full disk) refuses the op queued behind it as well.
-        both = await self.queues.put_all([committed_message(half, host_of(half.born_host)), op])
+        both = await self.queues.put_all([self._final_message(half), op])
         if isinstance(both[0], Refusal):
             self.decided.discard(uniq)
             return both[0]
         return both[1] if isinstance(both[1], Refusal) else None
+
+    def _final_message(self, half: MessageExt) -> MessageToStore:
+        """The committed message; one with DELAY or a TIMER_* property waits for its time
+        (upstream's put hook delays a commit like any send)."""
+        msg = committed_message(half, host_of(half.born_host))
+        wait = wait_target(
+            half.properties,
+            msg.topic,
+            msg.queue_id,
+            max_level=len(parse_message_delay_level(self.config.messageDelayLevel)),
+            now_ms=self.now_ms(),
+            timer_max_delay_ms=self.config.timerMaxDelaySec * 1000,
+        )
+        if wait is not None:
+            assert isinstance(msg.properties, str)  # committed_message encodes them
+            msg.topic, msg.queue_id = wait[0], wait[1]
+            msg.properties += encode_properties(wait[2])
+        return msg
 
     # ------------------------------------------------------------------ END_TRANSACTION
 

@@ -470,3 +470,24 @@ async def test_a_new_master_rebuilds_what_another_master_decided(
         assert await b.transactions.end_transaction(again) is None
         assert [m.body for m in read_topic(c, "T")] == [b"elsewhere"]
         assert len(read_queue(c, OP_TOPIC)) == 1
+
+
+async def test_a_committed_transaction_with_a_timer_waits_for_its_time(
+    tmp_path: Path, mock_clock: trio.testing.MockClock
+) -> None:
+    """Upstream's put hook delays a committed transactional message that carries a timer (its
+    client drops a DELAY level from transactions, not TIMER_*): the commit waits in the timer
+    wheel and reaches its topic at its time, counted from the commit."""
+    async with tx_cluster(tmp_path) as c:
+        async with tx_producer(c, Listener()) as p:
+            later = Message("T", b"later", properties={"TIMER_DELAY_SEC": "5"})
+            r = await p.send_message_in_transaction(later, arg=1)
+            committed_at = trio.current_time()
+            assert r.local_transaction_state is S.COMMIT_MESSAGE
+            await wait_for(lambda: len(read_queue(c, OP_TOPIC)) == 1)
+            assert read_topic(c, "T") == []  # waiting in rmq_sys_wheel_timer
+            await wait_for(lambda: len(read_topic(c, "T")) == 1)
+            delivered_after = trio.current_time() - committed_at
+            assert 5.0 <= delivered_after < 5.2, delivered_after
+            got = read_topic(c, "T")[0]
+            assert got.msg_id == r.msg_id and got.sys_flag & 0xC == TRANSACTION_COMMIT_TYPE

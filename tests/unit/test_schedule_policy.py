@@ -26,6 +26,7 @@ from rocketrio.actors.broker.schedule_policy import (
     send_back_level,
     timer_deliver_ms,
     timer_step,
+    wait_target,
 )
 from rocketrio.protocol.bodies import DataVersion
 from rocketrio.protocol.codes import ResponseCode as RC
@@ -284,3 +285,17 @@ async def test_a_delayed_batch_is_illegal(tmp_path: Path) -> None:
         assert isinstance(refusal, Refusal) and refusal.code == RC.MESSAGE_ILLEGAL
         assert "batch cannot be a delay or timer message" in refusal.remark
     assert s.writer.batches == []
+
+
+def test_wait_target_of_a_message_put_outside_the_send_path() -> None:
+    """A committed transactional message waits like a send: a DELAY level in its level's queue
+    (clamped), a timer in the wheel with its deliver time rounded up, otherwise no wait."""
+    kw = {"max_level": 3, "now_ms": 1_000_000, "timer_max_delay_ms": 60_000}
+    real = {"REAL_TOPIC": "T", "REAL_QID": "2"}
+    assert wait_target({"DELAY": "2"}, "T", 2, **kw) == ("SCHEDULE_TOPIC_XXXX", 1, real)
+    assert wait_target({"DELAY": "9"}, "T", 2, **kw) == ("SCHEDULE_TOPIC_XXXX", 2, real)
+    timer = wait_target({"TIMER_DELAY_MS": "1234"}, "T", 2, **kw)
+    assert timer == ("rmq_sys_wheel_timer", 0, {"TIMER_OUT_MS": "1001300", **real})
+    assert wait_target({"TIMER_DELAY_SEC": "3600"}, "T", 2, **kw) is None  # beyond the max
+    assert wait_target({"DELAY": "0", "KEYS": "k"}, "T", 2, **kw) is None
+    assert wait_target({}, "T", 2, **kw) is None
