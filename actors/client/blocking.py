@@ -15,6 +15,7 @@ A push consumer's listener is a plain function; it runs in Trio's worker threads
 
 from __future__ import annotations
 
+import abc
 import threading
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from contextlib import AbstractAsyncContextManager
@@ -155,16 +156,75 @@ def _in_worker_thread(fn: Callable[[list[MessageExt]], ConsumeStatus]) -> Any:
     return listener
 
 
-class BlockingPushConsumer:
-    """`PushConsumer` for plain functions; keyword arguments go to `PushConsumer`."""
+OrderlyFn = Callable[[list[MessageExt], ConsumeOrderlyContext], ConsumeOrderlyStatus]
+
+
+def _orderly_in_worker_thread(fn: OrderlyFn) -> Any:
+    async def listener(msgs: list[MessageExt], ctx: ConsumeOrderlyContext) -> ConsumeOrderlyStatus:
+        return await trio.to_thread.run_sync(fn, msgs, ctx)
+
+    return listener
+
+
+C = TypeVar("C", PushConsumer, OrderlyPushConsumer)
+_Self = TypeVar("_Self", bound="_BlockingPush[Any]")
+
+
+class _BlockingPush(abc.ABC, Generic[C]):
+    """What both blocking push consumers share: the Trio thread running the consumer, the
+    subscriptions and listener given before start, start / shutdown / assigned queues."""
+
+    _kind: type[C]
+    _thread_name: str
 
     def __init__(self, group: str, namesrv_addr: str | list[str], **kwargs: Any) -> None:
         self.group = group
         self._args = (group, namesrv_addr, kwargs)
         self._subs: dict[str, str] = {}
-        self._listener: Callable[[list[MessageExt]], ConsumeStatus] | None = None
-        self._thread: TrioThread[PushConsumer] = TrioThread(f"push-consumer-{group}")
-        self._consumer: PushConsumer | None = None
+        self._listener: Callable[..., Any] | None = None
+        self._thread: TrioThread[C] = TrioThread(f"{self._thread_name}-{group}")
+        self._consumer: C | None = None
+
+    @abc.abstractmethod
+    def _wrap(self, fn: Callable[..., Any]) -> Any:
+        """The listener as the consumer calls it: ``fn`` run in a worker thread."""
+
+    def _make(self) -> C:
+        group, namesrv_addr, kwargs = self._args
+        consumer = self._kind(group, namesrv_addr, **kwargs)
+        for topic, expr in self._subs.items():
+            consumer.subscribe(topic, expr)
+        if self._listener is None:
+            raise MQClientError("register a message listener before starting the consumer")
+        consumer.register_listener(self._wrap(self._listener))
+        return consumer
+
+    def start(self) -> None:
+        self._consumer = self._thread.start(self._make)
+
+    def shutdown(self) -> None:
+        self._thread.stop()
+        self._consumer = None
+
+    def assigned_queues(self) -> set[MessageQueue]:
+        consumer = self._consumer
+        if consumer is None:
+            return set()
+        return self._thread.call(_call_sync, consumer.assigned_queues)
+
+    def __enter__(self: _Self) -> _Self:
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.shutdown()
+
+
+class BlockingPushConsumer(_BlockingPush[PushConsumer]):
+    """`PushConsumer` for plain functions; keyword arguments go to `PushConsumer`."""
+
+    _kind = PushConsumer
+    _thread_name = "push-consumer"
 
     def subscribe(self, topic: str, expr: str = "*") -> None:
         self._subs[topic] = expr
@@ -179,57 +239,15 @@ class BlockingPushConsumer:
         """``fn(msgs) -> ConsumeStatus`` runs in a worker thread; it may block."""
         self._listener = fn
 
-    def _make(self) -> PushConsumer:
-        group, namesrv_addr, kwargs = self._args
-        consumer = PushConsumer(group, namesrv_addr, **kwargs)
-        for topic, expr in self._subs.items():
-            consumer.subscribe(topic, expr)
-        if self._listener is None:
-            raise MQClientError("register a message listener before starting the consumer")
-        consumer.register_listener(_in_worker_thread(self._listener))
-        return consumer
-
-    def start(self) -> None:
-        self._consumer = self._thread.start(self._make)
-
-    def shutdown(self) -> None:
-        self._thread.stop()
-        self._consumer = None
-
-    def assigned_queues(self) -> set[MessageQueue]:
-        consumer = self._consumer
-        if consumer is None:
-            return set()
-        return self._thread.call(_call_sync, consumer.assigned_queues)
-
-    def __enter__(self) -> BlockingPushConsumer:
-        self.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.shutdown()
+    def _wrap(self, fn: Callable[..., Any]) -> Any:
+        return _in_worker_thread(fn)
 
 
-OrderlyFn = Callable[[list[MessageExt], ConsumeOrderlyContext], ConsumeOrderlyStatus]
-
-
-def _orderly_in_worker_thread(fn: OrderlyFn) -> Any:
-    async def listener(msgs: list[MessageExt], ctx: ConsumeOrderlyContext) -> ConsumeOrderlyStatus:
-        return await trio.to_thread.run_sync(fn, msgs, ctx)
-
-    return listener
-
-
-class BlockingOrderlyPushConsumer:
+class BlockingOrderlyPushConsumer(_BlockingPush[OrderlyPushConsumer]):
     """`OrderlyPushConsumer` for plain functions; keyword arguments go to it."""
 
-    def __init__(self, group: str, namesrv_addr: str | list[str], **kwargs: Any) -> None:
-        self.group = group
-        self._args = (group, namesrv_addr, kwargs)
-        self._subs: dict[str, str] = {}
-        self._listener: OrderlyFn | None = None
-        self._thread: TrioThread[OrderlyPushConsumer] = TrioThread(f"orderly-consumer-{group}")
-        self._consumer: OrderlyPushConsumer | None = None
+    _kind = OrderlyPushConsumer
+    _thread_name = "orderly-consumer"
 
     def subscribe(self, topic: str, expr: str = "*") -> None:
         if self._consumer is not None:
@@ -241,35 +259,8 @@ class BlockingOrderlyPushConsumer:
         (one call per queue at a time, as always for an orderly consumer)."""
         self._listener = fn
 
-    def _make(self) -> OrderlyPushConsumer:
-        group, namesrv_addr, kwargs = self._args
-        consumer = OrderlyPushConsumer(group, namesrv_addr, **kwargs)
-        for topic, expr in self._subs.items():
-            consumer.subscribe(topic, expr)
-        if self._listener is None:
-            raise MQClientError("register a message listener before starting the consumer")
-        consumer.register_listener(_orderly_in_worker_thread(self._listener))
-        return consumer
-
-    def start(self) -> None:
-        self._consumer = self._thread.start(self._make)
-
-    def shutdown(self) -> None:
-        self._thread.stop()
-        self._consumer = None
-
-    def assigned_queues(self) -> set[MessageQueue]:
-        consumer = self._consumer
-        if consumer is None:
-            return set()
-        return self._thread.call(_call_sync, consumer.assigned_queues)
-
-    def __enter__(self) -> BlockingOrderlyPushConsumer:
-        self.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.shutdown()
+    def _wrap(self, fn: Callable[..., Any]) -> Any:
+        return _orderly_in_worker_thread(fn)
 
 
 class BlockingPullConsumer:
