@@ -622,7 +622,9 @@ class ConsumerCore(abc.ABC):
         by every topic) abandon pulls in flight at an address that is no longer where their
         queue should be pulled from."""
         queues = subscribe_queues(topic, route)
-        if self._route_queues.get(topic, queues) != queues and topic in self._rebalance_topics():
+        # a first route too: a topic that appears after start (a %RETRY% topic created by
+        # the first heartbeat) is owned at once
+        if self._route_queues.get(topic) != queues and topic in self._rebalance_topics():
             self.request_rebalance()
         self._route_queues[topic] = queues
         for st in self.queues.values():

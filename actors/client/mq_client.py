@@ -17,8 +17,11 @@ pull, by a broker connection that closes (every topic routed through that addres
 ``DEGRADED_ROUTE_POLL_S``, for each watched topic whose route is degraded: a broker set without
 a master or a route the NameServer no longer knows (for as long as that lasts), or a broker set
 that left the route (for one ``pollNameServerInterval``, after which the regular poll would
-have seen its return anyway). So a new or returning master is seen within a second even by a
-producer that has another broker set to send to, or a consumer whose pulls are held at a slave.
+have seen its return anyway), or a consumer's subscribed topic without a route at its first
+heartbeat (until it has one, at most one ``pollNameServerInterval``: that heartbeat creates the
+group's %RETRY% topic, whose route follows a moment later). So a new or returning master is
+seen within a second even by a producer that has another broker set to send to, or a consumer
+whose pulls are held at a slave.
 
 Client id: ``<ip>@<instanceName>``; the default instance name ``<pid>#<n>`` is unique per
 instance in the process, so two consumers of one group in one process are two members.
@@ -255,6 +258,12 @@ class MQClientInstance:
                 # not fatal: the route poll and the rebalance ask again
                 events.emit(self.log, events.RouteUpdateFailed(topic=topic, error=str(e)))
         await self.send_heartbeat_to_all()
+        # the heartbeat may just have created a topic (the group's %RETRY% topic): its route
+        # reaches the NameServer a moment later; ask every DEGRADED_ROUTE_POLL_S for one
+        # pollNameServerInterval, not only at the next regular poll
+        until = trio.current_time() + self.config.pollNameServerInterval / 1000
+        for topic in consumer.subscribed_topics() - self.routes.keys():
+            self._degraded.setdefault(topic, until)
 
     async def unregister_consumer(self, group: str, consumer: ConsumerInner | None = None) -> None:
         """Forget the group (only if it is ``consumer``'s, when given) and tell the brokers."""
@@ -312,8 +321,10 @@ class MQClientInstance:
             # a broker set left: watch for its return a little longer than usual
             poll_s = self.config.pollNameServerInterval / 1000
             self._degraded[topic] = trio.current_time() + poll_s
-        elif self._degraded.get(topic) == math.inf:
-            del self._degraded[topic]
+        elif self._degraded.get(topic) == math.inf or old is None:
+            # healthy again, or a first route found (the close watch after a consumer's
+            # first heartbeat ends)
+            self._degraded.pop(topic, None)
 
     def request_route_refresh(self, topic: str) -> trio.Event:
         """Ask the NameServer for the topic's route soon (shared and rate limited, see

@@ -12,6 +12,7 @@ import pytest
 import trio
 import trio.testing
 from test_client_harness import (
+    NS_HOST,
     Collector,
     balanced,
     cluster,
@@ -112,6 +113,29 @@ async def test_reconsume_later_goes_through_retry_topic_then_dlq(
         assert all(x.topic == "T" for x in deliveries)  # retry topic reset to the original
         assert sum(o.maxOffset - o.minOffset for o in stats) == 1
         assert dlq.queueDatas
+
+
+async def test_a_new_group_pulls_its_retry_topic_right_after_its_first_heartbeat(
+    tmp_path: Path, mock_clock: trio.testing.MockClock
+) -> None:
+    """The first heartbeat creates %RETRY%<group>; the route appears a moment later. The
+    consumer finds it within a route poll (1 s), not at the next 20 s rebalance, so the first
+    retry is consumed at its delay level, not 20 s late (the fresh-clone CI flake of
+    system/test_delayed_retry_process.py)."""
+    async with cluster(tmp_path) as c:
+        await create_topic(c, "T", queues=2)
+        # the broker's registration reaches the NameServer after the client's first route
+        # query (a real broker sends its whole topic table; that takes a moment)
+        c.net.set_delay("10.0.1.1", NS_HOST, 0.3)
+        m = consumer(c, "fresh_group", Collector())
+        started = trio.current_time()
+        async with m:
+            await wait_for(
+                lambda: any(q.topic == "%RETRY%fresh_group" for q in m.assigned_queues())
+            )
+            took = trio.current_time() - started
+        # one degraded-route poll (1 s) plus the rebalance's round trips
+        assert took < 1.5, took
 
 
 async def test_broadcasting_gives_everything_to_each_member(
