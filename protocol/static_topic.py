@@ -74,6 +74,17 @@ class LogicQueueMappingItem:
             return self.logicOffset + self.endOffset - self.startOffset
         return self.logicOffset
 
+    def static_offset_loosely(self, physical_offset: int) -> int:
+        """Upstream computeStaticQueueOffsetLoosely: clamped to the item's range, -1 while
+        the logic offset is undecided."""
+        if self.logicOffset < 0:
+            return -1
+        if physical_offset < self.startOffset:
+            return self.logicOffset
+        if self.startOffset <= self.endOffset < physical_offset:
+            return self.logicOffset + self.endOffset - self.startOffset
+        return self.logicOffset + physical_offset - self.startOffset
+
     def static_offset_strictly(self, physical_offset: int) -> int:
         """Upstream computeStaticQueueOffsetStrictly (a decided item only)."""
         if physical_offset < self.startOffset:
@@ -397,3 +408,35 @@ def mock_broker_name(scope: str) -> str:
     if scope == METADATA_SCOPE_GLOBAL:
         return LOGICAL_QUEUE_MOCK_BROKER_PREFIX + scope[2:]
     return LOGICAL_QUEUE_MOCK_BROKER_PREFIX + scope
+
+
+@attrs.frozen
+class LogicQueueOffsets:
+    """topicStatus of one logic queue: min / max logic offsets and the last store time."""
+
+    globalId: int
+    minOffset: int
+    maxOffset: int
+    lastUpdateTimestamp: int
+
+
+def logic_queue_offsets(
+    ones: Mapping[int, MappingOne], physical: Mapping[tuple[str, int], tuple[int, int, int]]
+) -> list[LogicQueueOffsets]:
+    """Upstream convertPhysicalTopicStats: per logic queue, the min from its oldest decided
+    generation and the max from its newest, given each physical queue's (min, max, last
+    store time). Queues whose physical figures are missing are left out."""
+    out = []
+    for gid, one in sorted(ones.items()):
+        first = find_item(one.items, 0, ignore_negative=True)
+        last = find_item(one.items, JAVA_LONG_MAX, ignore_negative=True)
+        if first is None or last is None:
+            continue
+        lo = physical.get((first.bname, first.queueId))
+        hi = physical.get((last.bname, last.queueId))
+        if lo is None or hi is None:
+            continue
+        low = max(first.static_offset_loosely(lo[0]), 0)
+        high = max(last.static_offset_strictly(hi[1]), 0)
+        out.append(LogicQueueOffsets(gid, low, high, hi[2]))
+    return out
