@@ -15,7 +15,8 @@ recognised:
   never used.
 - `TopicQueueMappingTable` adds the file (`ConfigFile`: atomic write with a ``.bak``, in
   ``storePathRootDir/config``, like upstream's BrokerPathConfigHelper). Admin changes are
-  persisted before the admin gets its answer.
+  persisted before the admin gets its answer. The file is written as standard JSON; one a
+  Java broker wrote (fastjson: bare Integer map keys) is read as well.
 
 Ordering with topics.json (the caller's duty, static_topic_processor.py): the mapping is written
 first, then the topic config; at start `topic_configs_to_repair` lists the topic configs a
@@ -35,6 +36,7 @@ from rocketrio.actors.broker.config import BrokerConfig
 from rocketrio.actors.broker.config_files import ConfigFile
 from rocketrio.actors.broker.store_view import RunBlocking
 from rocketrio.actors.broker.tables import config_path
+from rocketrio.protocol import fastjson
 from rocketrio.protocol.bodies import DataVersion, TopicConfig
 from rocketrio.protocol.static_topic import (
     MappingError,
@@ -186,6 +188,7 @@ class TopicQueueMappingTable(TopicQueueMappingManager):
             self.snapshot,
             run_blocking,
             fs=fs,
+            loads=fastjson.loads,  # upstream's file has bare Integer keys ({0:[...]})
         )
 
     async def load_file(self) -> bool:

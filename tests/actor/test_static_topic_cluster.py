@@ -271,3 +271,29 @@ async def test_cli_commands(
             capsys, c, "updateStaticTopic", "-t", T, "-qn", "2", "-b", "broker-a"
         )
         assert code == 1 and "cannot decrease" in err
+
+
+async def test_a_java_brokers_mapping_file_is_read(
+    tmp_path: Path, mock_clock: trio.testing.MockClock
+) -> None:
+    """topicQueueMapping.json as upstream's fastjson writes it (bare Integer keys), with no
+    topics.json entry yet: read, and the topic config restored from it."""
+    java_file = (
+        '{"dataVersion":{"counter":1,"stateVersion":0,"timestamp":1700000000000},'
+        '"topicQueueMappingInfoMap":{"ST":{"bname":"broker-a","currIdMap":{},"dirty":false,'
+        '"epoch":1700000000000,"hostedQueues":{0:[{"bname":"broker-a","endOffset":-1,"gen":0,'
+        '"logicOffset":0,"queueId":0,"startOffset":0,"timeOfEnd":-1,"timeOfStart":-1}],'
+        '1:[{"bname":"broker-a","endOffset":-1,"gen":0,"logicOffset":0,"queueId":1,'
+        '"startOffset":0,"timeOfEnd":-1,"timeOfStart":-1}]},"scope":"__global__",'
+        '"topic":"ST","totalQueues":2}}}'
+    )
+    async with cluster(tmp_path, ("broker-a",)) as c, c.admin() as admin:
+        path = c.tmp_path / "broker-a" / "config" / "topicQueueMapping.json"
+        await restart(c, "broker-a", "10.0.1.1", lambda: path.write_text(java_file))
+        assert topics_file(c, "broker-a")[T]["writeQueueNums"] == 2
+        configs = await examine_topic_config_all(admin, T, await admin.cluster_info())
+        detail = configs["broker-a"].mappingDetail
+        assert detail is not None and detail.leader_id_map() == {0: 0, 1: 1}
+        grown = await update_static_topic(admin, T, 3, brokers="broker-a", now_ms=sim_now_ms)
+        assert grown.epoch >= 1700000001000  # max(old epoch + 1000, now)
+        assert hosted(mapping_file(c, "broker-a"))[2] == [(0, "broker-a", 2, 0)]
