@@ -220,7 +220,7 @@ async def test_the_mapping_is_written_before_the_topic_config(
         assert topics_file(c, "broker-a")[T]["writeQueueNums"] == 3
 
 
-async def test_get_topic_config_without_lo_has_no_mapping(
+async def test_get_topic_config_without_lo_then_delete(
     tmp_path: Path, mock_clock: trio.testing.MockClock
 ) -> None:
     async with cluster(tmp_path, ("broker-a",)) as c, c.admin() as admin:
@@ -231,6 +231,13 @@ async def test_get_topic_config_without_lo_has_no_mapping(
         cfg = from_json(TopicConfigAndQueueMapping, resp.body)
         assert cfg.mappingDetail is None and cfg.writeQueueNums == 2
         assert b"mappingDetail" not in resp.body
+        # deleteTopic removes the mapping with the topic; the name is free for a plain topic
+        await wait_for_route(admin, T)
+        await admin.delete_topic(T, cluster="DefaultCluster")
+        assert mapping_file(c, "broker-a")["topicQueueMappingInfoMap"] == {}
+        assert T not in topics_file(c, "broker-a")
+        await admin.update_topic(T, broker_addr=c.addr("broker-a"), read_queues=5, write_queues=5)
+        assert topics_file(c, "broker-a")[T]["writeQueueNums"] == 5
 
 
 async def cli(capsys: pytest.CaptureFixture[str], c: Cluster, *argv: str) -> tuple[int, str, str]:
