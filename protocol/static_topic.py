@@ -21,6 +21,7 @@ This module owns, with no I/O:
   (makeSureLogicQueueMappingItemImmutable), no physical queue reused
   (checkIfReusePhysicalQueue), a complete set over brokers (checkAndBuildMappingItems), name /
   epoch / total consistency across brokers (checkNameEpochNumConsistence);
+- topicStatus of the logic queues (`logic_queue_offsets`, upstream convertPhysicalTopicStats);
 - epochs: Java longs compared as Python ints. Upstream sorted details with
   ``(int)(o2.epoch - o1.epoch)``, which wraps for differences beyond 2**31 and picked a stale
   mapping (apache/rocketmq #10580, #10849); here epochs are compared directly and a wire epoch
