@@ -2015,5 +2015,39 @@ class ScheduleEntryMissing(LogEvent):
     commitlog_offset: int
 
 
+@event("static_topic_mapping_updated")
+@attrs.frozen(kw_only=True)
+class StaticTopicMappingUpdated(LogEvent):
+    """UPDATE_AND_CREATE_STATIC_TOPIC accepted: topicQueueMapping.json and topics.json are
+    written; ``led_queues`` are the logic queues whose leader is this broker."""
+
+    topic: str
+    epoch: int
+    total_queues: int
+    led_queues: list[int]
+
+
+@event("static_topic_mapping_refused", "error")
+@attrs.frozen(kw_only=True)
+class StaticTopicMappingRefused(LogEvent):
+    """A static-topic mapping was refused: it names another broker (copied from there), is
+    older than the one held, or would change an existing generation. Nothing was changed."""
+
+    topic: str
+    mapping_bname: str
+    reason: str
+
+
+@event("static_topic_config_repaired", "warning")
+@attrs.frozen(kw_only=True)
+class StaticTopicConfigRepaired(LogEvent):
+    """At start, a static topic's config was missing or short of the queues its mapping names
+    (a crash between the mapping write and the topic write): restored from the mapping."""
+
+    topic: str
+    read_queues: int
+    write_queues: int
+
+
 #: every catalogued event name
 ALL = frozenset(CATALOGUE)

@@ -36,6 +36,7 @@ from rocketrio.protocol.bodies import perm_to_string
 from rocketrio.protocol.controller_headers import MAX_EPOCH_END_OFFSET
 from rocketrio.protocol.message import MessageExt
 from rocketrio.protocol.serde import to_plain
+from rocketrio.protocol.static_topic import LOGICAL_QUEUE_MOCK_BROKER_PREFIX
 
 Command = Callable[[Any, argparse.Namespace], Awaitable[Any]]
 Printer = Callable[[Any, argparse.Namespace], None]
@@ -171,12 +172,16 @@ def _print_status(stats: Any, a: argparse.Namespace) -> None:
         for o in stats
     ]
     print(table(["broker", "queue", "min offset", "max offset", "last stored"], rows))
-    print(f"total messages: {sum(o.maxOffset - o.minOffset for o in stats)}")
+    physical = [o for o in stats if not o.brokerName.startswith(LOGICAL_QUEUE_MOCK_BROKER_PREFIX)]
+    print(f"total messages: {sum(o.maxOffset - o.minOffset for o in physical)}")
 
 
 @command("topicStatus", "per-queue offsets of a topic", _print_status)(_topic_only)
 async def topic_status(admin: Any, a: argparse.Namespace) -> Any:
-    return await admin.topic_status(a.topic)
+    # a static topic's logic queues follow its physical ones (as upstream's examineTopicStats)
+    from rocketrio.actors.client.static_topic_admin import topic_status_with_logic
+
+    return await topic_status_with_logic(admin, a.topic)
 
 
 # --- cluster / broker ------------------------------------------------------------------------
@@ -421,6 +426,7 @@ def load_command_modules() -> None:
         admin_msgs,  # noqa: F401 (message queries, printMsg, sendMessage, consumeMessage)
         admin_offsets,  # noqa: F401 (reset / skip / clone offsets)
         admin_pop,  # noqa: F401 (popProgress)
+        admin_static,  # noqa: F401 (updateStaticTopic, remappingStaticTopic)
         admin_stats,  # noqa: F401 (clusterList, brokerStatus, statsAll)
     )
 

@@ -338,6 +338,7 @@ class GetTopicStatsInfoRequestHeader:
 @attrs.define(slots=True)
 class GetTopicConfigRequestHeader:
     topic: str
+    lo: bool | None = None  # upstream TopicRequestHeader: true asks for the static mapping
 
 
 @attrs.define(slots=True)

@@ -40,7 +40,9 @@ def write_json_atomic(path: str, data: str | bytes, *, fs: FileSystem = OS_FS) -
     write_file_atomic(path, data.encode() if isinstance(data, str) else data, fs=fs)
 
 
-def _read_json(path: str, fs: FileSystem) -> tuple[bool, Any]:
+def _read_json(
+    path: str, fs: FileSystem, loads: Callable[[bytes], Any] = json.loads
+) -> tuple[bool, Any]:
     """(present, value); an empty file counts as absent, like upstream."""
     try:
         raw = read_file(path, fs=fs)
@@ -51,16 +53,19 @@ def _read_json(path: str, fs: FileSystem) -> tuple[bool, Any]:
     if not raw.strip():
         return False, None
     try:
-        return True, json.loads(raw)
-    except (UnicodeDecodeError, json.JSONDecodeError) as e:
+        return True, loads(raw)
+    except (UnicodeDecodeError, ValueError) as e:
         raise ConfigFileError(f"config file {path} is not valid JSON: {e}") from None
 
 
 class JsonConfigStore:
     """One JSON config file with a ``.bak`` of its previous version (see module docstring)."""
 
-    def __init__(self, path: str, *, fs: FileSystem = OS_FS) -> None:
+    def __init__(
+        self, path: str, *, fs: FileSystem = OS_FS, loads: Callable[[bytes], Any] = json.loads
+    ) -> None:
         self.path = path
+        self._loads = loads  # fastjson.loads for files a Java broker may have written
         self.bak_path = path + ".bak"
         self._fs = fs
         self.loaded_from: str | None = None
@@ -69,11 +74,11 @@ class JsonConfigStore:
     def load(self, default: Callable[[], Any] = dict) -> Any:
         """The stored value, or ``default()`` when neither file has one."""
         try:
-            present, value = _read_json(self.path, self._fs)
+            present, value = _read_json(self.path, self._fs, self._loads)
         except ConfigFileError as main_error:
             self._main_ok = False
             try:
-                present, value = _read_json(self.bak_path, self._fs)
+                present, value = _read_json(self.bak_path, self._fs, self._loads)
             except ConfigFileError as bak_error:
                 raise ConfigFileError(f"{main_error}; backup unusable too: {bak_error}") from None
             if not present:
@@ -84,14 +89,15 @@ class JsonConfigStore:
             self._main_ok = True
             self.loaded_from = self.path
             return value
-        present, value = _read_json(self.bak_path, self._fs)
+        present, value = _read_json(self.bak_path, self._fs, self._loads)
         self.loaded_from = self.bak_path if present else None
         return value if present else default()
 
     def persist(self, data: Any) -> None:
         """Write ``data`` (a JSON-able value, or JSON text) and keep the old file as .bak."""
         if isinstance(data, str | bytes):
-            json.loads(data)  # never store what load would refuse
+            # never store what load would refuse
+            self._loads(data if isinstance(data, bytes) else data.encode())
             raw = data.encode() if isinstance(data, str) else data
         else:
             raw = json.dumps(data, indent=4, ensure_ascii=False).encode()
@@ -110,7 +116,7 @@ class JsonConfigStore:
         # a damaged main file must not push a good backup out of the way
         if self._main_ok is None:
             try:
-                self._main_ok = _read_json(self.path, self._fs)[0]
+                self._main_ok = _read_json(self.path, self._fs, self._loads)[0]
             except ConfigFileError:
                 self._main_ok = False
         return self._main_ok

@@ -108,12 +108,14 @@ from rocketrio.actors.broker.schedule_policy import parse_message_delay_level
 from rocketrio.actors.broker.schedule_service import ScheduleService
 from rocketrio.actors.broker.send_processor import SendConfig, SendMessageProcessor, host_tuple
 from rocketrio.actors.broker.slave_sync import SlaveSynchronize
+from rocketrio.actors.broker.static_topic_processor import StaticTopicProcessor
 from rocketrio.actors.broker.stats import BrokerStats
 from rocketrio.actors.broker.stats_items import GROUP_GET_NUMS
 from rocketrio.actors.broker.stats_remoting import stats_handlers
 from rocketrio.actors.broker.store_actor import StoreActor, StoreRole
 from rocketrio.actors.broker.store_view import ReadGate, RunBlocking, StoreView
 from rocketrio.actors.broker.tables import GroupTable, OffsetTable, TopicTable, config_path
+from rocketrio.actors.broker.topic_queue_mapping import TopicQueueMappingTable
 from rocketrio.actors.broker.transaction_service import TransactionService
 from rocketrio.actors.client.message import UniqIdGenerator
 from rocketrio.actors.config_updater import ConfigUpdater
@@ -327,6 +329,12 @@ class Broker:
             hold=self.pull_hold,
             now_ms=now_ms,
         )
+        # static topics: topicQueueMapping.json and the calls that use it
+        self.static_topics = StaticTopicProcessor(
+            topics=self.topics,
+            mappings=TopicQueueMappingTable(config, now_ms, run_blocking=run_blocking, fs=fs),
+            admin=self.admin,
+        )
         self.consume_stats = ConsumeStatsProcessor(
             lambda: self.config.brokerName,
             lambda: self.addr,
@@ -418,6 +426,7 @@ class Broker:
                 **pop_handlers(self.pop, self.pop_acks, self.pop_revive),
                 **self.transactions.handlers(),
                 **delay_offset_handlers(self.delay_offsets.table),
+                **self.static_topics.handlers(),
             },
         )
         # metricsExporterType=PROM: the server times its answers (rocketmq_rpc_latency)
@@ -759,6 +768,10 @@ class Broker:
         for table in (self.topics, self.groups, self.offsets):
             if await table.load_file():
                 events.emit(self.log, events.ConfigLoadedFromBackup(file=table.file.path))
+        if await self.static_topics.load():  # after topics.json: repairs it
+            events.emit(
+                self.log, events.ConfigLoadedFromBackup(file=self.static_topics.mappings.file.path)
+            )
         await self.auth.load_files()
         if await self.delay_offsets.load_file():
             events.emit(self.log, events.ConfigLoadedFromBackup(file=self.delay_offsets.file.path))

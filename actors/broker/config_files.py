@@ -20,8 +20,9 @@ written). Any other error stops the writer, as before.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Awaitable, Callable
-from typing import Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
 import structlog
 import trio
@@ -46,9 +47,10 @@ class ConfigFile(Generic[T]):
         run_blocking: Callable[[Callable[[], None]], Awaitable[None]] = trio.to_thread.run_sync,
         *,
         fs: FileSystem = OS_FS,
+        loads: Callable[[bytes], Any] = json.loads,
     ) -> None:
         self.path = path
-        self.store = JsonConfigStore(path, fs=fs)
+        self.store = JsonConfigStore(path, fs=fs, loads=loads)
         self.run_blocking = run_blocking
         self.cls = cls
         self.snapshot = snapshot
