@@ -55,7 +55,6 @@ from rocketrio.protocol.headers import (
     GetMaxOffsetRequestHeader,
     GetMinOffsetRequestHeader,
     GetSubscriptionGroupConfigRequestHeader,
-    GetTopicConfigRequestHeader,
     QueryMessageRequestHeader,
     SearchOffsetRequestHeader,
     ViewMessageRequestHeader,
@@ -188,14 +187,6 @@ class AdminProcessor:
 
     def all_topic_config(self) -> TopicConfigSerializeWrapper:
         return self.topics.snapshot()
-
-    def topic_config(self, h: GetTopicConfigRequestHeader) -> TopicConfig | Refusal:
-        tc = self.topics.select(h.topic)
-        if tc is None:
-            return Refusal(
-                ResponseCode.TOPIC_NOT_EXIST, f"No topic in this broker. topic: {h.topic}"
-            )
-        return tc
 
     # ------------------------------------------------------------------ subscription groups
 

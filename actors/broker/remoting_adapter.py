@@ -69,9 +69,7 @@ from rocketrio.protocol.controller_headers import (
 )
 from rocketrio.protocol.headers import (
     ConsumerSendMsgBackRequestHeader,
-    CreateTopicRequestHeader,
     DeleteSubscriptionGroupRequestHeader,
-    DeleteTopicRequestHeader,
     GetConsumerConnectionListRequestHeader,
     GetConsumerListByGroupRequestHeader,
     GetConsumeStatsInBrokerHeader,
@@ -82,7 +80,6 @@ from rocketrio.protocol.headers import (
     GetMinOffsetRequestHeader,
     GetProducerConnectionListRequestHeader,
     GetSubscriptionGroupConfigRequestHeader,
-    GetTopicConfigRequestHeader,
     GetTopicStatsInfoRequestHeader,
     NotifyConsumerIdsChangedRequestHeader,
     OffsetResponseHeader,
@@ -531,14 +528,9 @@ class RemotingAdapter:
                 UpdateConsumerOffsetRequestHeader, c.update_offset, _done
             ),
             rc.GET_ALL_CONSUMER_OFFSET: _no_args(c.all_offsets, _json),
-            rc.UPDATE_AND_CREATE_TOPIC: _ext_awaited(
-                CreateTopicRequestHeader, a.update_topic, _done
-            ),
-            rc.DELETE_TOPIC_IN_BROKER: _ext_awaited(
-                DeleteTopicRequestHeader, a.delete_topic, _done
-            ),
+            # UPDATE_AND_CREATE_TOPIC, DELETE_TOPIC_IN_BROKER and GET_TOPIC_CONFIG are the
+            # static-topic processor's (static_topic_processor.py): it knows the mappings
             rc.GET_ALL_TOPIC_CONFIG: _no_args(a.all_topic_config, _json),
-            rc.GET_TOPIC_CONFIG: _ext(GetTopicConfigRequestHeader, a.topic_config, _json),
             rc.GET_TOPIC_STATS_INFO: _ext(GetTopicStatsInfoRequestHeader, st.topic_stats, _json),
             rc.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP: _body_awaited(
                 SubscriptionGroupConfig, a.update_group, _done

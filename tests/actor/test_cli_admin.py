@@ -129,6 +129,23 @@ def unknown_cases(ns: str, ctrl: str) -> list[tuple[list[str], str]]:
         (["resetOffsetByTime", "-n", ns, "-g", "G", "-t", "NoTopic", "-s", "0"], "NoTopic"),
         (["skipAccumulatedMessage", "-n", ns, "-g", "G", "-t", "NoTopic"], "NoTopic"),
         (["cloneGroupOffset", "-n", ns, "-s", "G", "-d", "H", "-t", "NoTopic"], "NoTopic"),
+        # static topics (cli/admin_static.py)
+        (
+            ["updateStaticTopic", "-n", ns, "-t", "S", "-qn", "4", "-c", "NoCluster"],
+            "cluster NoCluster is unknown",
+        ),
+        (
+            ["updateStaticTopic", "-n", ns, "-t", "S", "-qn", "4", "-b", "NoSet"],
+            "brokers ['NoSet'] have no live master",
+        ),
+        (
+            ["remappingStaticTopic", "-n", ns, "-t", "S", "-c", "NoCluster"],
+            "cluster NoCluster is unknown",
+        ),
+        (
+            ["remappingStaticTopic", "-n", ns, "-t", "NoTopic", "-c", "DefaultCluster"],
+            "NoTopic",
+        ),
         # ACL 2.0 (cli/admin_auth.py)
         *[
             ([cmd, "-n", ns, "-c", "NoCluster", *args], "cluster NoCluster is unknown")
