@@ -149,6 +149,7 @@ class RenewSchedule:
         return False
 
 
+RENEW_CONCURRENCY = 16  # changes in flight at once (upstream: a pool of renewMaxThreadPoolNums)
 ChangeInvisible = Callable[[Renewal], Awaitable[tuple[str, int]]]  # -> (new handle, visible ms)
 
 
@@ -169,6 +170,7 @@ class AutoRenewer:
         self.online = online
         self.now_ms = now_ms
         self._busy: dict[tuple[str, str], trio.Event] = {}
+        self._limiter = trio.CapacityLimiter(RENEW_CONCURRENCY)
 
     def track(self, entry: Tracked) -> None:
         self.schedule.add(entry)
@@ -189,16 +191,21 @@ class AutoRenewer:
         due = self.schedule.due(self.now_ms(), self.online)
         if not due:
             return
+        # marked busy before any checkpoint: an ack arriving meanwhile waits for the renewal
+        # instead of acking a checkpoint the renewal is about to replace
+        for r in due:
+            self._busy[(r.group, r.original)] = trio.Event()
         async with trio.open_nursery() as nursery:
             for r in due:
                 nursery.start_soon(self._one, r)
 
     async def _one(self, r: Renewal) -> None:
         key = (r.group, r.original)
-        done = self._busy[key] = trio.Event()
+        done = self._busy[key]
         try:
             try:
-                new_handle, visible_ms = await self.change(r)
+                async with self._limiter:
+                    new_handle, visible_ms = await self.change(r)
             except Exception as e:  # a broker refusal or a lost connection: retried next period
                 gave_up = r.kind is not Kind.RENEW or self.schedule.failed(r)
                 events.emit(

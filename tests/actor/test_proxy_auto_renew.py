@@ -20,7 +20,7 @@ from test_broker_harness import EPOCH_MS, BrokerHarness, harness
 from rocketrio.actors.client.config import ClientConfig
 from rocketrio.actors.client.mq_client import MQClientInstance
 from rocketrio.actors.proxy.grpc_bridge import Call
-from rocketrio.actors.proxy.renew import RenewConfig
+from rocketrio.actors.proxy.renew import AutoRenewer, Renewal, RenewConfig, Tracked
 from rocketrio.actors.proxy.service import ProxyConfig, ProxyService
 from rocketrio.actors.proxy.telemetry import TelemetryRegistry
 from rocketrio.protocol.codes import ResponseCode
@@ -192,3 +192,29 @@ async def test_after_a_proxy_restart_the_original_handle_acks_and_nothing_is_los
             assert await restarted.ack(PUSH, m) == pb.OK
             # the renewal before the restart made it invisible for up to 3 more minutes
             assert await visible_within(restarted, 300) == [b"survivor"]
+
+
+async def test_an_ack_during_a_renewal_waits_for_it_and_acks_the_new_handle(
+    mock_clock: trio.testing.MockClock,
+) -> None:
+    gate = trio.Event()
+
+    async def change(_r: Renewal) -> tuple[str, int]:
+        await gate.wait()
+        return "h1", EPOCH_MS + 120_000
+
+    renewer = AutoRenewer(RenewConfig(), change, lambda _c: True, lambda: EPOCH_MS)
+    renewer.track(Tracked("c", "G", "T", "h0", "h0", EPOCH_MS, EPOCH_MS + 5_000))
+    released: list[str] = []
+
+    async def ack() -> None:
+        released.append(await renewer.release("G", "h0"))
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(renewer.renew_due)
+        nursery.start_soon(ack)
+        await trio.testing.wait_all_tasks_blocked()
+        assert released == []  # waits for the renewal in flight
+        gate.set()
+    assert released == ["h1"]
+    assert renewer.schedule.tracked == {}
