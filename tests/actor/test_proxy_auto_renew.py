@@ -212,6 +212,7 @@ async def test_an_ack_during_a_renewal_waits_for_it_and_acks_the_new_handle(
 
     async with trio.open_nursery() as nursery:
         nursery.start_soon(renewer.renew_due)
+        await trio.testing.wait_all_tasks_blocked()  # the renewal is in flight
         nursery.start_soon(ack)
         await trio.testing.wait_all_tasks_blocked()
         assert released == []  # waits for the renewal in flight
