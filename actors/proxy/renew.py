@@ -23,7 +23,7 @@ not stop the later checkpoint: the message is delivered again after its latest i
 from __future__ import annotations
 
 import enum
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 
 import attrs
 import structlog
@@ -43,12 +43,41 @@ RETRY_STEPS_MS = tuple(
 class RenewConfig:
     """Upstream's ProxyConfig keys and defaults."""
 
+    enabled: bool = True  # enableProxyAutoRenew: off, auto_renew is ignored
     default_invisible_ms: int = 60_000  # defaultInvisibleTimeMills: an auto_renew receive's
     ahead_ms: int = 10_000  # renewAheadTimeMillis
     max_ms: int = 3 * 3_600_000  # renewMaxTimeMillis
     period_ms: int = 5_000  # renewSchedulePeriodMillis
     max_retry_times: int = 3  # maxRenewRetryTimes
     clear_invisible_ms: int = 1_000  # invisibleTimeMillisWhenClear
+
+
+# upstream key in the proxy's config file -> RenewConfig attribute
+CONFIG_KEYS = {
+    "defaultInvisibleTimeMills": "default_invisible_ms",
+    "renewAheadTimeMillis": "ahead_ms",
+    "renewMaxTimeMillis": "max_ms",
+    "renewSchedulePeriodMillis": "period_ms",
+    "maxRenewRetryTimes": "max_retry_times",
+    "invisibleTimeMillisWhenClear": "clear_invisible_ms",
+}
+
+
+def renew_config_of(conf: Mapping[str, str]) -> RenewConfig:
+    """The renew settings of a proxy config file (ValueError naming a bad key's value)."""
+    values: dict[str, object] = {}
+    for key, attr in CONFIG_KEYS.items():
+        if key in conf:
+            try:
+                values[attr] = int(conf[key])
+            except ValueError:
+                raise ValueError(f"{key}={conf[key]!r} is not a whole number") from None
+            if values[attr] <= 0:  # type: ignore[operator]
+                raise ValueError(f"{key}={conf[key]} must be positive")
+    enabled = conf.get("enableProxyAutoRenew", "true").strip().lower()
+    if enabled not in ("true", "false"):
+        raise ValueError(f"enableProxyAutoRenew={enabled!r} is not true or false")
+    return RenewConfig(enabled=enabled == "true", **values)  # type: ignore[arg-type]
 
 
 class Kind(enum.Enum):

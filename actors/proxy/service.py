@@ -319,7 +319,7 @@ class ProxyService:
         if not 0 < batch <= MAX_RECEIVE:
             raise BadRequest(Code.BAD_REQUEST, f"batch size must be 1..{MAX_RECEIVE}")
         client_id = call.metadata.get("x-mq-client-id", "")
-        auto_renew = req.auto_renew and bool(client_id)
+        auto_renew = req.auto_renew and bool(client_id) and self.config.renew.enabled
         if auto_renew:  # upstream: the proxy's defaultInvisibleTimeMills, then renewals
             invisible_ms = self.config.renew.default_invisible_ms
         elif req.HasField("invisible_duration"):

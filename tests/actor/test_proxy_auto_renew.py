@@ -219,3 +219,15 @@ async def test_an_ack_during_a_renewal_waits_for_it_and_acks_the_new_handle(
         gate.set()
     assert released == ["h1"]
     assert renewer.schedule.tracked == {}
+
+
+async def test_auto_renew_disabled_uses_the_requested_invisible_time(
+    tmp_path: Any, mock_clock: trio.testing.MockClock
+) -> None:
+    async with harness(tmp_path) as h, proxy(h, RenewConfig(enabled=False)) as p:
+        p.online(PUSH)
+        await send(h, b"plain")
+        [m] = await p.receive(PUSH, auto_renew=True, invisible_s=20)
+        assert m.system_properties.invisible_duration.seconds == 20
+        assert p.service.renewer.schedule.tracked == {}
+        assert await visible_within(p, 30) == [b"plain"]

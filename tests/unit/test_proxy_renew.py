@@ -4,11 +4,14 @@ a client gone, gives up after maxRenewRetryTimes failures."""
 
 from __future__ import annotations
 
+import pytest
+
 from rocketrio.actors.proxy.renew import (
     Kind,
     RenewConfig,
     RenewSchedule,
     Tracked,
+    renew_config_of,
     renew_delay_ms,
     retry_delay_ms,
 )
@@ -111,3 +114,13 @@ def test_a_success_resets_the_retry_count() -> None:
         [r] = s.due(T0 + 100_000, online)
         assert not s.failed(r)
     assert s.take("G", "h0") == "h1"
+
+
+def test_config_file_keys() -> None:
+    c = renew_config_of({"renewAheadTimeMillis": "2000", "renewMaxTimeMillis": "60000"})
+    assert (c.ahead_ms, c.max_ms, c.period_ms, c.enabled) == (2_000, 60_000, 5_000, True)
+    assert not renew_config_of({"enableProxyAutoRenew": "false"}).enabled
+    for bad in ({"renewMaxTimeMillis": "3h"}, {"maxRenewRetryTimes": "0"},
+                {"enableProxyAutoRenew": "yes"}):  # fmt: skip
+        with pytest.raises(ValueError, match=next(iter(bad))):
+            renew_config_of(bad)
