@@ -319,7 +319,10 @@ class ProxyService:
         if not 0 < batch <= MAX_RECEIVE:
             raise BadRequest(Code.BAD_REQUEST, f"batch size must be 1..{MAX_RECEIVE}")
         client_id = call.metadata.get("x-mq-client-id", "")
-        auto_renew = req.auto_renew and bool(client_id) and self.config.renew.enabled
+        auto_renew = req.auto_renew and self.config.renew.enabled
+        if auto_renew and client_id not in self.registry.streams:
+            # upstream: renewal needs the client's channel (its Telemetry stream)
+            raise BadRequest(Code.MESSAGE_NOT_FOUND, f"client {client_id!r} is disconnected")
         if auto_renew:  # upstream: the proxy's defaultInvisibleTimeMills, then renewals
             invisible_ms = self.config.renew.default_invisible_ms
         elif req.HasField("invisible_duration"):

@@ -231,3 +231,20 @@ async def test_auto_renew_disabled_uses_the_requested_invisible_time(
         assert m.system_properties.invisible_duration.seconds == 20
         assert p.service.renewer.schedule.tracked == {}
         assert await visible_within(p, 30) == [b"plain"]
+
+
+async def test_auto_renew_without_a_telemetry_stream_is_refused_before_popping(
+    tmp_path: Any, mock_clock: trio.testing.MockClock
+) -> None:
+    async with harness(tmp_path) as h, proxy(h) as p:
+        await send(h, b"kept")
+        req = spb.ReceiveMessageRequest(
+            group=pb.Resource(name=GROUP),
+            message_queue=pb.MessageQueue(topic=pb.Resource(name=TOPIC)),
+            batch_size=1,
+            long_polling_timeout=Duration(seconds=0),
+            auto_renew=True,
+        )
+        [r] = await p.service.handle(call("ReceiveMessage", req, "never-connected"))
+        assert r.status.code == pb.MESSAGE_NOT_FOUND
+        assert await visible_within(p, 2) == [b"kept"]  # nothing was popped for it
