@@ -2049,5 +2049,31 @@ class StaticTopicConfigRepaired(LogEvent):
     write_queues: int
 
 
+@event("proxy_renewed", "debug")
+@attrs.frozen(kw_only=True)
+class ProxyRenewed(LogEvent):
+    """The proxy changed the invisible time of a message received with auto_renew: ``kind``
+    renew (extended), stop (renewMaxTimeMillis passed: back with the retry backoff) or clear
+    (its client went away: visible again soon)."""
+
+    kind: str
+    group: str
+    topic: str
+    invisible_ms: int
+
+
+@event("proxy_renew_failed", "warning")
+@attrs.frozen(kw_only=True)
+class ProxyRenewFailed(LogEvent):
+    """A change of invisible time for an auto_renew message failed; retried next period unless
+    ``gave_up`` (then the broker's revive delivers it again after its invisible time)."""
+
+    kind: str
+    group: str
+    topic: str
+    error: str
+    gave_up: bool
+
+
 #: every catalogued event name
 ALL = frozenset(CATALOGUE)

@@ -174,6 +174,7 @@ def cmd_controller(args: argparse.Namespace) -> int:
 def cmd_proxy(args: argparse.Namespace) -> int:
     from rocketrio.actors.auth.config import parse_credentials
     from rocketrio.actors.proxy.proxy import run_proxy
+    from rocketrio.actors.proxy.renew import renew_config_of
     from rocketrio.actors.proxy.service import ProxyConfig
 
     conf = load_proxy_config(args.config) if args.config else {}
@@ -188,6 +189,7 @@ def cmd_proxy(args: argparse.Namespace) -> int:
     )
     try:
         creds = parse_credentials(conf.get("innerClientAuthenticationCredentials", ""))
+        cfg.renew = renew_config_of(conf)
     except ValueError as e:
         raise ConfigError(f"{args.config}: {e}") from None
     if creds is not None:
@@ -198,7 +200,8 @@ def cmd_proxy(args: argparse.Namespace) -> int:
 
 def load_proxy_config(path: str) -> dict[str, str]:
     """The proxy's key=value file (namesrvAddr, grpcServerPort, proxyHost, logDir,
-    authenticationEnabled, innerClientAuthenticationCredentials: upstream's names)."""
+    authenticationEnabled, innerClientAuthenticationCredentials, and the auto-renew keys of
+    renew.CONFIG_KEYS and enableProxyAutoRenew: upstream's names)."""
     out: dict[str, str] = {}
     with open(path, encoding="utf-8") as f:
         for line in f:

@@ -136,6 +136,19 @@ class _Servicer(sgrpc.MessagingServiceServicer):
         for response in await self._bridge.forward("ReceiveMessage", request, context):
             yield response
 
+    async def PullMessage(self, request: Any, context: Any) -> AsyncIterator[Any]:
+        for response in await self._bridge.forward("PullMessage", request, context):
+            yield response
+
+    async def UpdateOffset(self, request: Any, context: Any) -> Any:
+        return await self._unary("UpdateOffset", request, context)
+
+    async def GetOffset(self, request: Any, context: Any) -> Any:
+        return await self._unary("GetOffset", request, context)
+
+    async def QueryOffset(self, request: Any, context: Any) -> Any:
+        return await self._unary("QueryOffset", request, context)
+
     async def Telemetry(self, request_iterator: Any, context: Any) -> AsyncIterator[Any]:
         out: asyncio.Queue[Any] = asyncio.Queue(TELEMETRY_QUEUE)
         push = StreamPush(asyncio.get_running_loop(), out)

@@ -1,6 +1,7 @@
 """The proxy role in cluster mode: `run_proxy` starts a client of the NameServer and brokers
 (`MQClientInstance`), the gRPC server (`GrpcBridge`) and the Trio tasks that answer its calls
-(`serve_calls` with `ProxyService.handle`); it holds no state of its own besides caches.
+(`serve_calls` with `ProxyService.handle`) and the auto renewal of invisible time
+(`AutoRenewer`); it holds no state of its own besides caches and the messages under renewal.
 """
 
 from __future__ import annotations
@@ -53,4 +54,7 @@ async def run_proxy(
             events.ProxyStarted(grpc=f"{config.host}:{bridge.port}", namesrv=config.namesrv_addr),
         )
         task_status.started(bridge.port)
-        await serve_calls(bridge.calls, service.handle)
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(service.renewer.run)
+            await serve_calls(bridge.calls, service.handle)
+            nursery.cancel_scope.cancel()

@@ -5,6 +5,9 @@ request into remoting calls to the NameServer and the brokers (as a client: one
 Stateless in cluster mode: routes come from the NameServer, receipt handles are the brokers'
 POP checkpoints and transaction ids carry their broker and offsets (receipt.py), so a restarted
 proxy, or another one behind the same address, acts on what an earlier one handed out.
+The one exception is auto renewal (renew.py): the messages a PushConsumer received with
+``auto_renew`` are renewed by this proxy, which maps the client's original handle to the
+latest; PullMessage and the offset RPCs live in offsets.py.
 A request the proxy refuses gets its status code in the response (never an RPC error), and a
 handler's unexpected failure becomes INTERNAL_SERVER_ERROR for that call only.
 """
@@ -19,6 +22,7 @@ import attrs
 import structlog
 
 from rocketrio.actors import events
+from rocketrio.actors.broker.pop_extra_info import ExtraInfo
 from rocketrio.actors.client.errors import MQBrokerError, MQClientError
 from rocketrio.actors.client.mq_client import MQClientInstance
 from rocketrio.actors.client.simple_consumer import MAX_RECEIVE, ReceivedMessage, SimpleConsumer
@@ -27,7 +31,9 @@ from rocketrio.actors.proxy import mapping as mp
 from rocketrio.actors.proxy.auth import ProxyAuth
 from rocketrio.actors.proxy.grpc_bridge import Call
 from rocketrio.actors.proxy.mapping import BadRequest, Code, status
+from rocketrio.actors.proxy.offsets import OffsetHandlers
 from rocketrio.actors.proxy.receipt import TransactionId, decode_receipt, encode_receipt
+from rocketrio.actors.proxy.renew import AutoRenewer, Renewal, RenewConfig, Tracked
 from rocketrio.actors.proxy.telemetry import TelemetryRegistry
 from rocketrio.actors.remoting import RemotingError
 from rocketrio.protocol.auth_bodies import GetUserRequestHeader, UserInfo
@@ -73,15 +79,26 @@ class ProxyConfig:
     access_key: str | None = None  # innerClientAuthenticationCredentials: signs remoting
     secret_key: str | None = None
     max_body_size: int = MAX_BODY_SIZE
+    renew: RenewConfig = attrs.Factory(RenewConfig)  # auto_renew of invisible time
 
 
 class ProxyService:
     def __init__(
-        self, config: ProxyConfig, client: MQClientInstance, registry: TelemetryRegistry
+        self,
+        config: ProxyConfig,
+        client: MQClientInstance,
+        registry: TelemetryRegistry,
+        now_ms: Callable[[], int] = wallclock_ms,
     ) -> None:
         self.config = config
         self.client = client
         self.registry = registry
+        self.now_ms = now_ms
+        self.offsets = OffsetHandlers(client, self._route, self._master)
+        # a client is online while its Telemetry stream is open (upstream: its channel)
+        self.renewer = AutoRenewer(
+            config.renew, self._renew, lambda cid: cid in registry.streams, now_ms
+        )
         self.auth = ProxyAuth(config.authentication_enabled, self.fetch_user)
         self._turn = itertools.count()
         self._consumers: dict[str, SimpleConsumer] = {}
@@ -97,6 +114,10 @@ class ProxyService:
             "NotifyClientTermination": self.notify_client_termination,
             "Telemetry": self.telemetry,
             "ForwardMessageToDeadLetterQueue": self.forward_to_dlq,
+            "PullMessage": self.offsets.pull_message,
+            "UpdateOffset": self.offsets.update_offset,
+            "GetOffset": self.offsets.get_offset,
+            "QueryOffset": self.offsets.query_offset,
         }
 
     @property
@@ -297,11 +318,17 @@ class ProxyService:
         batch = req.batch_size or 1
         if not 0 < batch <= MAX_RECEIVE:
             raise BadRequest(Code.BAD_REQUEST, f"batch size must be 1..{MAX_RECEIVE}")
-        invisible_ms = (
-            mp.ms_of_duration(req.invisible_duration)
-            if req.HasField("invisible_duration")
-            else DEFAULT_INVISIBLE_MS
-        )
+        client_id = call.metadata.get("x-mq-client-id", "")
+        auto_renew = req.auto_renew and self.config.renew.enabled
+        if auto_renew and client_id not in self.registry.streams:
+            # upstream: renewal needs the client's channel (its Telemetry stream)
+            raise BadRequest(Code.MESSAGE_NOT_FOUND, f"client {client_id!r} is disconnected")
+        if auto_renew:  # upstream: the proxy's defaultInvisibleTimeMills, then renewals
+            invisible_ms = self.config.renew.default_invisible_ms
+        elif req.HasField("invisible_duration"):
+            invisible_ms = mp.ms_of_duration(req.invisible_duration)
+        else:
+            invisible_ms = DEFAULT_INVISIBLE_MS
         if invisible_ms <= 0:
             raise BadRequest(Code.ILLEGAL_INVISIBLE_TIME, "invisible duration must be positive")
         poll_ms = min(mp.ms_of_duration(req.long_polling_timeout), MAX_POLL_MS)
@@ -314,20 +341,26 @@ class ProxyService:
             )
         else:
             got = await consumer.receive(batch, invisible_ms / 1000, poll_ms / 1000)
-        out = [spb.ReceiveMessageResponse(delivery_timestamp=mp.timestamp_ms(wallclock_ms()))]
-        out += [
-            spb.ReceiveMessageResponse(
-                message=mp.received_message(
-                    m.message,
-                    topic,
-                    encode_receipt(
-                        m.receipt_handle, m.message.queue_offset, m.message.commitlog_offset
-                    ),
-                    invisible_ms,
-                )
+        out = [spb.ReceiveMessageResponse(delivery_timestamp=mp.timestamp_ms(self.now_ms()))]
+        for m in got:
+            handle = encode_receipt(
+                m.receipt_handle, m.message.queue_offset, m.message.commitlog_offset
             )
-            for m in got
-        ]
+            if auto_renew:
+                self.renewer.track(
+                    Tracked(
+                        client_id=client_id,
+                        group=consumer.group,
+                        topic=topic,
+                        original=handle,
+                        latest=handle,
+                        consume_ms=self.now_ms(),
+                        visible_ms=ExtraInfo.parse(m.receipt_handle).revive_time,
+                        reconsume_times=m.message.reconsume_times,
+                    )
+                )
+            msg = mp.received_message(m.message, topic, handle, invisible_ms)
+            out.append(spb.ReceiveMessageResponse(message=msg))
         code = Code.OK if got else Code.MESSAGE_NOT_FOUND
         out.append(spb.ReceiveMessageResponse(status=status(code, "OK" if got else "no message")))
         return out
@@ -344,7 +377,8 @@ class ProxyService:
         entries = []
         for e in req.entries:
             try:
-                await consumer.ack(self._received(req.topic.name, e.receipt_handle))
+                handle = await self.renewer.release(consumer.group, e.receipt_handle)
+                await consumer.ack(self._received(req.topic.name, handle))
                 st = status(Code.OK)
             except BadRequest as b:
                 st = status(b.code, str(b))
@@ -369,20 +403,35 @@ class ProxyService:
         if duration_ms <= 0:
             raise BadRequest(Code.ILLEGAL_INVISIBLE_TIME, "invisible duration must be positive")
         consumer = self._consumer(req.group.name)
-        receipt = decode_receipt(req.receipt_handle)
-        received = self._received(req.topic.name, req.receipt_handle)
+        decode_receipt(req.receipt_handle)
+        handle = await self.renewer.release(consumer.group, req.receipt_handle)
+        new = await self._change(consumer, req.topic.name, handle, duration_ms)
+        return spb.ChangeInvisibleDurationResponse(status=status(Code.OK), receipt_handle=new)
+
+    async def _change(
+        self, consumer: SimpleConsumer, topic: str, handle: str, duration_ms: int
+    ) -> str:
+        """CHANGE_MESSAGE_INVISIBLETIME for ``handle``; the new handle."""
+        receipt = decode_receipt(handle)
+        received = self._received(topic, handle)
         await consumer.change_invisible_duration(received, duration_ms / 1000)
-        new = encode_receipt(
+        return encode_receipt(
             received.receipt_handle, received.queue_offset, receipt.commit_log_offset
         )
-        return spb.ChangeInvisibleDurationResponse(status=status(Code.OK), receipt_handle=new)
+
+    async def _renew(self, r: Renewal) -> tuple[str, int]:
+        """The renewer's change of invisible time: the new handle and when it is visible."""
+        new = await self._change(self._consumer(r.group), r.topic, r.latest, r.invisible_ms)
+        return new, decode_receipt(new).extra.revive_time
 
     async def forward_to_dlq(self, call: Call) -> spb.ForwardMessageToDeadLetterQueueResponse:
         """Upstream: CONSUMER_SEND_MSG_BACK at the message's commit log offset with delay
         level -1 (straight to the group's DLQ), then the ack of the popped message."""
         req: spb.ForwardMessageToDeadLetterQueueRequest = call.request
         consumer = self._consumer(req.group.name)
-        receipt = decode_receipt(req.receipt_handle)
+        decode_receipt(req.receipt_handle)
+        handle = await self.renewer.release(consumer.group, req.receipt_handle)
+        receipt = decode_receipt(handle)
         if receipt.commit_log_offset < 0:
             raise BadRequest(Code.INVALID_RECEIPT_HANDLE, "receipt handle has no commit offset")
         addr = await self._master(receipt.extra.broker_name, req.topic.name)
@@ -396,7 +445,7 @@ class ProxyService:
             maxReconsumeTimes=req.max_delivery_attempts,
         )
         await self.client.api.call(addr, RequestCode.CONSUMER_SEND_MSG_BACK, header)
-        await consumer.ack(self._received(req.topic.name, req.receipt_handle))
+        await consumer.ack(self._received(req.topic.name, handle))
         return spb.ForwardMessageToDeadLetterQueueResponse(status=status(Code.OK))
 
 
@@ -414,6 +463,9 @@ _RESPONSES: dict[str, Any] = {
     "ForwardMessageToDeadLetterQueue": spb.ForwardMessageToDeadLetterQueueResponse,
     "EndTransaction": spb.EndTransactionResponse,
     "NotifyClientTermination": spb.NotifyClientTerminationResponse,
+    "UpdateOffset": spb.UpdateOffsetResponse,
+    "GetOffset": spb.GetOffsetResponse,
+    "QueryOffset": spb.QueryOffsetResponse,
 }
 
 
@@ -423,6 +475,8 @@ def error_response(method: str, code: int, message: str) -> Any:
     st = status(code, message)
     if method == "ReceiveMessage":
         return [spb.ReceiveMessageResponse(status=st)]
+    if method == "PullMessage":
+        return [spb.PullMessageResponse(status=st)]
     if method == "Telemetry":
         return spb.TelemetryCommand(status=st)
     return _RESPONSES[method](status=st)

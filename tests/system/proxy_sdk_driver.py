@@ -3,7 +3,12 @@ and prints what it saw as one JSON object; `test_proxy_sdk.py` runs it in its ow
 because the SDK registers its own copy of the apache.rocketmq.v2 protos, which cannot share a
 process (one protobuf descriptor pool) with rocketrio's stubs.
 
-    python tests/system/proxy_sdk_driver.py HOST:PORT
+    python tests/system/proxy_sdk_driver.py HOST:PORT [orphan | long]
+
+``orphan``: a transactional producer sends a half message and never ends it; the broker's
+check reaches the producer's TransactionChecker through the proxy, which commits; a consumer
+then receives the message. ``long``: a PushConsumer (auto_renew) holds one message longer than
+the proxy's invisible time (60 s) before it succeeds; it is delivered once.
 """
 
 from __future__ import annotations
@@ -173,5 +178,87 @@ def main(endpoint: str) -> dict[str, Any]:
     return out
 
 
+class RecordingChecker(TransactionChecker):
+    """Commits every half it is asked about, and remembers which."""
+
+    def __init__(self) -> None:
+        self.checked: list[dict[str, Any]] = []
+        self.called = threading.Event()
+
+    def check(self, message: Any) -> Any:
+        self.checked.append({"id": message.message_id, "body": message.body.decode()})
+        self.called.set()
+        return TransactionResolution.COMMIT
+
+
+def orphan(endpoint: str) -> dict[str, Any]:
+    config = ClientConfiguration(endpoint, Credentials())
+    checker = RecordingChecker()
+    producer = Producer(config, ("ProxyTx",), checker)
+    producer.startup()
+    try:
+        tx: Transaction = producer.begin_transaction()
+        m = Message()
+        m.topic, m.body = "ProxyTx", b"orphan-tx"
+        sent = producer.send(m, tx).message_id  # and neither commit nor rollback
+        checker.called.wait(120)
+        time.sleep(2)  # the checker's EndTransaction goes out
+    finally:
+        producer.shutdown()
+    consumer = SimpleConsumer(config, "ProxyTxG", {"ProxyTx": FilterExpression("*")}, 5)
+    consumer.startup()
+    try:
+        got = receive_all(consumer, 1)
+        for m in got:
+            consumer.ack(m)
+    finally:
+        consumer.shutdown()
+    return {"sent": sent, "checked": checker.checked, "received": [describe(m) for m in got]}
+
+
+class SlowFirst(MessageListener):
+    """Takes HOLD_S over a message's first delivery, then succeeds."""
+
+    HOLD_S = 75
+
+    def __init__(self) -> None:
+        self.seen: list[dict[str, Any]] = []
+        self.done = threading.Event()
+
+    def consume(self, message: Any) -> Any:
+        self.seen.append({**describe(message), "at": time.monotonic()})
+        if message.delivery_attempt == 1:
+            time.sleep(self.HOLD_S)
+        self.done.set()
+        return ConsumeResult.SUCCESS
+
+
+def long_processing(endpoint: str) -> dict[str, Any]:
+    config = ClientConfiguration(endpoint, Credentials())
+    producer = Producer(config, ("ProxyLong",))
+    producer.startup()
+    try:
+        m = Message()
+        m.topic, m.body = "ProxyLong", b"slow"
+        producer.send(m)
+    finally:
+        producer.shutdown()
+    listener = SlowFirst()
+    consumer = PushConsumer(config, "ProxyLongG", listener, {"ProxyLong": FilterExpression("*")})
+    started = time.monotonic()
+    consumer.startup()
+    try:
+        listener.done.wait(SlowFirst.HOLD_S + 60)
+        time.sleep(15)  # a redelivery would show up here
+    finally:
+        consumer.shutdown()
+    return {
+        "deliveries": [{**d, "at": d["at"] - started} for d in listener.seen],
+        "hold_s": SlowFirst.HOLD_S,
+    }
+
+
 if __name__ == "__main__":
-    print(json.dumps(main(sys.argv[1])))
+    mode = sys.argv[2] if len(sys.argv) > 2 else "main"
+    run = {"main": main, "orphan": orphan, "long": long_processing}[mode]
+    print(json.dumps(run(sys.argv[1])))

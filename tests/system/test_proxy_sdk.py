@@ -89,6 +89,13 @@ def check_bad_input(endpoint: str) -> None:
             metadata=META,
         )
         assert r.entries[0].status.code == pb.INVALID_RECEIPT_HANDLE
+        r = stub.ReceiveMessage(
+            spb.ReceiveMessageRequest(
+                message_queue=pb.MessageQueue(topic=pb.Resource(name="ProxyT")), batch_size=1
+            ),
+            metadata=META,
+        )
+        assert [x.status.code for x in r] == [pb.ILLEGAL_CONSUMER_GROUP]  # empty group
         # bytes that are no protobuf: grpcio's server refuses them before any handler runs
         # (UNKNOWN, "Error parsing message"), and the proxy stays up
         raw = channel.unary_unary("/apache.rocketmq.v2.MessagingService/QueryRoute")
@@ -233,6 +240,8 @@ def check_authentication(up: Any, tmp: Any) -> None:
             assert stub.QueryRoute(req, metadata=signed("alice", "s3cret")).status.code == pb.OK
             for md in (signed("alice", "wrong"), signed("mallory", "s3cret"), META):
                 assert stub.QueryRoute(req, metadata=md).status.code == pb.UNAUTHORIZED
+                # and the next good call is served
+                assert stub.QueryRoute(req, metadata=signed("alice", "s3cret")).status.code == pb.OK
     finally:
         proc.send_signal(signal.SIGINT)
         proc.wait(30)
