@@ -187,9 +187,12 @@ class SimpleConsumer:
         max_messages: int = 16,
         invisible_duration: float = 30.0,
         await_duration: float | None = None,
+        *,
+        order: bool | None = None,
     ) -> list[ReceivedMessage]:
         """Up to ``max_messages`` (<= 32) messages of the subscribed topics, waiting up to
-        ``await_duration`` seconds for one to arrive; [] when none came."""
+        ``await_duration`` seconds for one to arrive; [] when none came. ``order`` overrides
+        the consumer's."""
         if not self.subscriptions:
             raise MQClientError("subscribe to a topic before receive")
         if not 0 < max_messages <= MAX_RECEIVE:
@@ -206,7 +209,7 @@ class SimpleConsumer:
             name = brokers[(turn + i) % len(brokers)]
             last = i == len(brokers) - 1
             got = await self._pop(
-                topic, name, max_messages, invisible_duration, wait if last else 0.0
+                topic, name, max_messages, invisible_duration, wait if last else 0.0, order
             )
             if got:
                 return got
