@@ -21,8 +21,10 @@ from rocketrio.actors.client.config import ClientConfig
 from rocketrio.actors.client.errors import MQBrokerError
 from rocketrio.actors.client.simple_consumer import ReceivedMessage, SimpleConsumer
 from rocketrio.protocol.codes import RequestCode, ResponseCode
+from rocketrio.protocol.headers import UpdateConsumerOffsetRequestHeader
 from rocketrio.protocol.message import iter_stored
 from rocketrio.protocol.remoting import RemotingCommand
+from rocketrio.protocol.serde import to_ext
 
 TOPIC = "FifoT"
 GROUP = "FifoG"
@@ -261,3 +263,22 @@ async def test_raw_ordered_pop_response_carries_order_count_info(
         assert resp.ext_fields["orderCountInfo"] == "0 qo0%0 1;0 qo0%1 1;0 0 1"
         assert resp.ext_fields["startOffsetInfo"] == "0 0 0"
         assert resp.ext_fields["msgOffsetInfo"] == "0 0 0,1"
+
+
+async def test_an_offset_moved_past_the_batch_ends_its_block(
+    tmp_path: Any, mock_clock: trio.testing.MockClock
+) -> None:
+    async with harness(tmp_path) as h, ordered(h) as c:
+        await send_n(h, 6)
+        got = await receive(c, invisible=60.0)
+        assert names(got) == ["m0", "m1", "m2"]
+        header = UpdateConsumerOffsetRequestHeader(GROUP, TOPIC, 0, 4)  # an admin's reset
+        cmd = RemotingCommand(RequestCode.UPDATE_CONSUMER_OFFSET, ext_fields=to_ext(header))
+        assert (await h.invoke(cmd)).code == ResponseCode.SUCCESS
+        after = await receive(c, invisible=60.0)
+        assert names(after) == ["m4", "m5"]
+        await c.ack(got[0])  # an ACK of the old batch does not move the offset back
+        for m in after:
+            await c.ack(m)
+        await send_n(h, 1, prefix="n")
+        assert names(await receive(c)) == ["n0"]
