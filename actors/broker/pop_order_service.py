@@ -7,10 +7,12 @@ queue's block ends.
   handed out with `popped` (which returns the delivery counts for orderCountInfo).
 - `ack` (a receipt with reviveQid 999): no revive record is written; the group's consumer offset
   moves to the batch's first unacknowledged message, only when the receipt's pop time is the
-  batch's (an older receipt is answered SUCCESS and changes nothing, like upstream). An ACK of an
-  offset below the committed one is a repeat: SUCCESS, nothing changes. An offset that is not in
-  the batch is refused MESSAGE_ILLEGAL. When the ACK ends the block, held pops of the topic
-  are woken at once.
+  batch's (an older receipt is answered SUCCESS and changes nothing, like upstream), and never
+  backwards. An ACK of an offset below the committed one is a repeat: SUCCESS, nothing
+  changes. An offset that is not in the batch is refused MESSAGE_ILLEGAL. When the ACK ends the
+  block, held pops of the topic are woken at once.
+- A group offset moved past the batch in flight (an admin's reset or UPDATE_CONSUMER_OFFSET)
+  ends the batch's block at the next pop (upstream clears it in its POP offset reset).
 - `change_invisible_time`: the message (and so its queue) stays invisible until now +
   invisibleTime; the new receipt keeps the batch's pop time, its invisible time is counted from
   it (upstream's answer).
@@ -115,6 +117,11 @@ class PopOrderService:
     def blocked(
         self, attempt_id: str | None, topic: str, group: str, queue_id: int, invisible_time: int
     ) -> bool:
+        info = self.manager.get(topic, group, queue_id)
+        if info is not None and info.offsets:
+            if self.offsets.query(group, topic, queue_id) > info.offsets[-1] + 1:
+                # the group's offset was reset past the batch: it is no longer in flight
+                self.manager.clear_block(topic, group, queue_id)
         return self.manager.check_block(
             attempt_id, topic, group, queue_id, invisible_time, self.now_ms()
         )
@@ -159,7 +166,7 @@ class PopOrderService:
                 f"offset is illegal, key:{topic}@{group}@{queue_id}, old:{committed}, "
                 f"commit:{offset}: not a message of the batch in flight",
             )
-        if next_offset >= 0:
+        if next_offset >= committed:  # never back: a reset may have moved the offset on
             self.offsets.commit(group, topic, queue_id, next_offset)
             if self.manager.blocked_until(topic, group, queue_id, self.now_ms()) is None:
                 self.hold.notify_message_arriving(topic, queue_id, -1)

@@ -282,3 +282,24 @@ async def test_an_offset_moved_past_the_batch_ends_its_block(
             await c.ack(m)
         await send_n(h, 1, prefix="n")
         assert names(await receive(c)) == ["n0"]
+
+
+async def test_blocks_written_periodically_survive_a_crash(
+    tmp_path: Any, mock_clock: trio.testing.MockClock
+) -> None:
+    """kill -9 after consumerOrderInfo.json's periodic write (flushConsumerOffsetInterval):
+    the batch in flight stays blocked until its invisible time, then comes again in order."""
+    async with harness(tmp_path) as h:
+        async with ordered(h) as c:
+            await send_n(h, 4)
+            got = await receive(c, invisible=60.0)
+            assert names(got) == ["m0", "m1", "m2"]
+            await trio.sleep(6)  # one periodic write (every 5 s)
+        await h.crash_broker()
+        await h.start_broker()
+        async with ordered(h) as c:
+            assert await receive(c) == []
+            await trio.sleep((ExtraInfo.parse(got[0].receipt_handle).revive_time - now_ms()) / 1000)
+            again = await receive(c)
+            assert names(again) == ["m0", "m1", "m2"]
+            assert [m.delivery_attempt for m in again] == [2, 2, 2]
