@@ -303,3 +303,17 @@ async def test_blocks_written_periodically_survive_a_crash(
             again = await receive(c)
             assert names(again) == ["m0", "m1", "m2"]
             assert [m.delivery_attempt for m in again] == [2, 2, 2]
+
+
+async def test_acks_of_later_messages_never_move_the_offset_past_an_unacked_one(
+    tmp_path: Any, mock_clock: trio.testing.MockClock
+) -> None:
+    async with harness(tmp_path) as h, ordered(h) as c:
+        await send_n(h, 4)
+        got = await receive(c, invisible=10.0)
+        await c.ack(got[2])
+        await c.ack(got[1])  # m0 is not acked: the group's offset stays at m0
+        assert h.broker is not None and h.broker.offsets.query(GROUP, TOPIC, 0) == 0
+        await trio.sleep(10.1)
+        # from the first unacked message on, like upstream (acked ones included)
+        assert names(await receive(c)) == ["m0", "m1", "m2"]
