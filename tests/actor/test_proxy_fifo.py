@@ -2,8 +2,8 @@
 called directly, no gRPC): `rocketrio admin updateSubGroup -o true` makes a group FIFO, its
 clients' Telemetry settings say ``subscription.fifo``, a PushConsumer is assigned each queue,
 and ReceiveMessage pops in order (the next batch of a message group's queue only after the last
-one is acked; the same messages again, with a higher delivery attempt, after the invisible
-time); a group without consumeMessageOrderly keeps the old, unordered receive."""
+one is acked or forwarded to the DLQ; the same messages again, with a higher delivery attempt,
+after the invisible time); a group without consumeMessageOrderly keeps the unordered receive."""
 
 from __future__ import annotations
 
@@ -145,7 +145,20 @@ async def test_a_consume_message_orderly_group_receives_in_order_through_the_pro
         again = await receive(svc, "FifoG", attempt="r4")
         assert bodies(again) == ["m1", "m2", "m3"]
         assert [m.system_properties.delivery_attempt for m in again] == [2, 2, 1]
-        await ack(svc, "FifoG", again)
+        # a message the client gives up on goes to the DLQ, which acks it: the queue moves on
+        dlq = again[0]
+        req = spb.ForwardMessageToDeadLetterQueueRequest(
+            group=pb.Resource(name="FifoG"),
+            topic=pb.Resource(name=TOPIC),
+            receipt_handle=dlq.system_properties.receipt_handle,
+            message_id=dlq.system_properties.message_id,
+            delivery_attempt=2,
+            max_delivery_attempts=2,
+        )
+        assert (
+            await svc.handle(FakeCall("ForwardMessageToDeadLetterQueue", req))
+        ).status.code == pb.OK
+        await ack(svc, "FifoG", again[1:])
         assert bodies(await receive(svc, "FifoG", attempt="r5")) == ["m4"]
         # a plain group on the same topic: unordered POP, everything at once
         plain = await receive(svc, "PlainG")
