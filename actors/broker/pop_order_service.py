@@ -18,7 +18,7 @@ queue's block ends.
   it (upstream's answer).
 - A block that ends because its invisible time is over wakes the held pops of the topic at that
   moment (`run`), so a long-polling ordered receive gets the batch again without waiting for its
-  poll time.
+  poll time (at most MAX_WAKEUPS pending; past that a held pop waits for its poll time).
 
 The file is written with the consumer offsets (every flushConsumerOffsetInterval, and at
 shutdown), so a graceful restart keeps every block; a crash may lose the blocks of the last
@@ -52,6 +52,7 @@ from rocketrio.protocol.codes import ResponseCode
 from rocketrio.storage.fs import OS_FS, FileSystem
 
 ORDER_INFO_FILE = "consumerOrderInfo.json"
+MAX_WAKEUPS = 100_000  # pending block ends at most (one per distinct ms and topic)
 
 
 class PopOrderService:
@@ -84,7 +85,8 @@ class PopOrderService:
             run_blocking,
             fs=fs,
         )
-        self._wakeups: list[tuple[int, str]] = []  # (ms a block ends, topic)
+        self._wakeups: list[tuple[int, str]] = []  # (ms a block ends, topic), a heap
+        self._pending: set[tuple[int, str]] = set()  # the heap's entries
         self._changed = trio.Event()
 
     # -- the file
@@ -194,8 +196,12 @@ class PopOrderService:
             self._wake_at(end, topic)
 
     def _wake_at(self, at_ms: int, topic: str) -> None:
-        heapq.heappush(self._wakeups, (at_ms, topic))
-        if self._wakeups[0][0] == at_ms:
+        entry = (at_ms, topic)
+        if entry in self._pending or len(self._wakeups) >= MAX_WAKEUPS:
+            return  # already due then, or full: a held pop then waits for its poll time
+        self._pending.add(entry)
+        heapq.heappush(self._wakeups, entry)
+        if self._wakeups[0] == entry:
             self._changed.set()
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
@@ -211,6 +217,8 @@ class PopOrderService:
                 now = self.now_ms()
                 due: set[str] = set()
                 while self._wakeups and self._wakeups[0][0] <= now:
-                    due.add(heapq.heappop(self._wakeups)[1])
+                    entry = heapq.heappop(self._wakeups)
+                    self._pending.discard(entry)
+                    due.add(entry[1])
                 for topic in sorted(due):
                     self.hold.notify_message_arriving(topic, -1, -1)
