@@ -2075,5 +2075,28 @@ class ProxyRenewFailed(LogEvent):
     gave_up: bool
 
 
+@event("pop_order_ack_illegal", "warning")
+@attrs.frozen(kw_only=True)
+class PopOrderAckIllegal(LogEvent):
+    """An ACK of an ordered POP receipt named an offset that is not in the queue's batch in
+    flight: refused with MESSAGE_ILLEGAL, the group's offset unchanged."""
+
+    topic: str
+    group: str
+    queue_id: int
+    offset: int
+
+
+@event("proxy_group_config_failed", "warning")
+@attrs.frozen(kw_only=True)
+class ProxyGroupConfigFailed(LogEvent):
+    """The proxy could not read a consumer group's subscription group config from the
+    brokers: the group is treated as not FIFO (consumeMessageOrderly false) until a later
+    read succeeds."""
+
+    group: str
+    error: str
+
+
 #: every catalogued event name
 ALL = frozenset(CATALOGUE)

@@ -96,6 +96,7 @@ from rocketrio.actors.broker.offset_reset import (
 from rocketrio.actors.broker.outer_api import BrokerOuterAPI, retry_delay
 from rocketrio.actors.broker.pop_ack import PopAckProcessor
 from rocketrio.actors.broker.pop_hold import PopLongPollingService
+from rocketrio.actors.broker.pop_order_service import PopOrderService
 from rocketrio.actors.broker.pop_processor import PopConfig, PopMessageProcessor
 from rocketrio.actors.broker.pop_remoting import pop_handlers
 from rocketrio.actors.broker.pop_revive_service import PopReviveService, ReviveConfig
@@ -451,6 +452,18 @@ class Broker:
     def _init_pop(self, config: BrokerConfig) -> None:
         """POP consumption: the processors and the revive service (actors/broker/pop_*.py)."""
         pop_config = PopConfig.of(config)
+        self.pop_order = PopOrderService(
+            config.storePathRootDir,
+            offsets=self.offsets,
+            topics=self.topics,
+            groups=self.groups,
+            hold=self.pop_hold,
+            now_ms=self.now_ms,
+            persist_interval_s=config.flushConsumerOffsetInterval / 1000,
+            run_blocking=self.run_blocking,
+            fs=self.fs,
+            log=self.log.bind(actor="pop_order"),
+        )
         self.pop = PopMessageProcessor(
             pop_config,
             topics=self.topics,
@@ -459,6 +472,7 @@ class Broker:
             store=self.store_view,
             writer=self.store_actor,
             hold=self.pop_hold,
+            order=self.pop_order,
             now_ms=self.now_ms,
             store_host=self.store_host,
             rng=self.rng,
@@ -466,6 +480,7 @@ class Broker:
         self.pop_acks = PopAckProcessor(
             pop_config,
             topics=self.topics,
+            order=self.pop_order,
             store=self.store_view,
             writer=self.store_actor,
             now_ms=self.now_ms,
@@ -765,7 +780,7 @@ class Broker:
         if self.store.epochs is not None and self.store.epochs.loaded_from_backup:
             events.emit(self.log, events.EpochFileLoadedFromBackup(path=self.store.epochs.path))
         self.store_actor.written.reset(self.store.get_commitlog_max_offset())
-        for table in (self.topics, self.groups, self.offsets):
+        for table in (self.topics, self.groups, self.offsets, self.pop_order):
             if await table.load_file():
                 events.emit(self.log, events.ConfigLoadedFromBackup(file=table.file.path))
         if await self.static_topics.load():  # after topics.json: repairs it
@@ -856,6 +871,7 @@ class Broker:
                 await n.start(self.pull_hold.run)
                 await n.start(self.pop_hold.run)
                 await n.start(self.pop_revive.run)
+                await n.start(self.pop_order.run)
                 await n.start(self.broker2client.run)
                 n.start_soon(self.topics.file.run_writer)
                 n.start_soon(self.groups.file.run_writer)
@@ -1042,6 +1058,7 @@ class Broker:
 
     async def _persist_configs(self) -> None:
         await self.offsets.persist()
+        await self.pop_order.persist()
         await self.day_file.persist()
         await self.topics.persist()
         await self.groups.persist()

@@ -1,5 +1,9 @@
 """ACK_MESSAGE, BATCH_ACK_MESSAGE and CHANGE_MESSAGE_INVISIBLETIME (upstream AckMessageProcessor
-and ChangeInvisibleTimeProcessor, non-orderly).
+and ChangeInvisibleTimeProcessor).
+
+A receipt of an ordered pop (reviveQid 999, POP_ORDER_REVIVE_QUEUE) writes nothing to the revive
+topic: it goes to `PopOrderService` (pop_order_service.py), which moves the group's offset or the
+queue's block and answers at once.
 
 Each call checks at once (a `Refusal` is returned) and otherwise hands its records to the
 store writer and returns None; the outcome goes to the caller's ``on_done`` once the store
@@ -32,6 +36,7 @@ import attrs
 from rocketrio.actors.broker.outcomes import Done, PutStatus, Refusal
 from rocketrio.actors.broker.pop_checkpoint import (
     AckMsg,
+    BatchAck,
     BatchAckMessageRequestBody,
     PopCheckPoint,
 )
@@ -41,6 +46,7 @@ from rocketrio.actors.broker.pop_extra_info import (
     ExtraInfoError,
     real_topic,
 )
+from rocketrio.actors.broker.pop_order_service import PopOrderService
 from rocketrio.actors.broker.pop_processor import PopConfig
 from rocketrio.actors.broker.pop_revive_log import Host, ack_message, ck_message
 from rocketrio.actors.broker.store_actor import StoreWriter
@@ -71,6 +77,7 @@ class PopAckProcessor:
         config: PopConfig,
         *,
         topics: TopicTable,
+        order: PopOrderService,
         store: StoreView,
         writer: StoreWriter,
         now_ms: Callable[[], int],
@@ -79,6 +86,7 @@ class PopAckProcessor:
     ) -> None:
         self.config = config
         self.topics = topics
+        self.order = order
         self.store = store
         self.writer = writer
         self.now_ms = now_ms
@@ -91,9 +99,7 @@ class PopAckProcessor:
         except ExtraInfoError as e:
             return Refusal(ResponseCode.INVALID_PARAMETER, str(e))
         if extra.revive_qid == POP_ORDER_REVIVE_QUEUE:
-            return Refusal(
-                ResponseCode.SYSTEM_ERROR, "orderly POP receipts are not supported by this broker"
-            )
+            return extra
         if not 0 <= extra.revive_qid < self.config.revive_queue_num:
             return Refusal(
                 ResponseCode.INVALID_PARAMETER,
@@ -156,6 +162,10 @@ class PopAckProcessor:
         bad = self._check_offset(topic, h.queueId, h.offset)
         if bad is not None:
             return bad
+        if extra.revive_qid == POP_ORDER_REVIVE_QUEUE:
+            refusal = self.order.ack(topic, h.consumerGroup, h.queueId, h.offset, extra.pop_time)
+            on_done(refusal or DONE)
+            return None
         ack = AckMsg(
             (h.offset,),
             extra.ck_queue_offset,
@@ -174,6 +184,11 @@ class PopAckProcessor:
         msgs = []
         c = self.config
         for b in body.acks:
+            if b.revive_queue_id == POP_ORDER_REVIVE_QUEUE:
+                refusal = self._batch_ack_ordered(b)
+                if refusal is not None:
+                    return refusal
+                continue
             if not 0 <= b.revive_queue_id < c.revive_queue_num:
                 return Refusal(
                     ResponseCode.INVALID_PARAMETER,
@@ -205,6 +220,17 @@ class PopAckProcessor:
             return None
         return await self._put(msgs, lambda: on_done(DONE), on_done)
 
+    def _batch_ack_ordered(self, b: BatchAck) -> Refusal | None:
+        """One ordered CK's acknowledged offsets, in offset order (upstream ackOrderly each)."""
+        topic = real_topic(b.topic, b.consumer_group, b.retry)
+        for offset in sorted(b.ack_offsets()):
+            if self._check_offset(topic, b.queue_id, offset) is not None:
+                continue  # upstream skips these
+            refusal = self.order.ack(topic, b.consumer_group, b.queue_id, offset, b.pop_time)
+            if refusal is not None:
+                return refusal
+        return None
+
     async def change_invisible_time(
         self, h: ChangeInvisibleTimeRequestHeader, on_done: OnChanged
     ) -> Refusal | None:
@@ -222,6 +248,12 @@ class PopAckProcessor:
         bad = self._check_offset(topic, h.queueId, h.offset)
         if bad is not None:
             return bad
+        if extra.revive_qid == POP_ORDER_REVIVE_QUEUE:
+            invisible = self.order.change_invisible_time(
+                topic, h.consumerGroup, h.queueId, h.offset, extra.pop_time, h.invisibleTime
+            )
+            on_done(InvisibleTimeChanged(extra.pop_time, invisible, POP_ORDER_REVIVE_QUEUE))
+            return None
         c = self.config
         now = self.now_ms()
         revive_qid = self.next_revive_qid()

@@ -9,7 +9,9 @@ byte, so an upstream client can ack what rocketrio popped:
 - the extraInfo (receipt handle, the POP_CK property): space-separated
   ``ckQueueOffset popTime invisibleTime reviveQid retry brokerName queueId [queueOffset]``;
 - the POP_MESSAGE response's ``startOffsetInfo`` / ``msgOffsetInfo`` (``retry queueId value``
-  entries joined by ``;``).
+  entries joined by ``;``) and, for an ordered pop, ``orderCountInfo``: ``retry qo<queueId>%<offset>
+  count`` per message delivered before, then ``retry queueId minCount`` (upstream's
+  buildQueueOffsetOrderCountInfo / buildQueueIdOrderCountInfo).
 
 Everything here is a function of its arguments: no clock, no I/O.
 """
@@ -30,6 +32,7 @@ SPLIT = "@"
 KEY_SEPARATOR = " "
 PROPERTY_POP_CK = "POP_CK"
 PROPERTY_FIRST_POP_TIME = "1ST_POP_TIME"
+QUEUE_OFFSET_MARK = "qo"  # orderCountInfo's per-message key: qo<queueId>%<offset>
 RETRY_PREFIX = "%RETRY%"
 NORMAL_TOPIC = "0"
 RETRY_TOPIC = "1"
@@ -209,3 +212,30 @@ def parse_msg_offset_info(text: str | None) -> dict[str, list[int]]:
 
 def offset_info_key(topic: str, queue_id: int) -> str:
     return f"{retry_flag(topic)}{SPLIT}{queue_id}"
+
+
+def order_count_entry(topic: str, queue_id: int, by_offset: dict[int, int], min_count: int) -> str:
+    """One queue's part of an ordered pop's orderCountInfo."""
+    flag = retry_flag(topic)
+    parts = [
+        f"{flag} {QUEUE_OFFSET_MARK}{queue_id}%{offset} {count}"
+        for offset, count in sorted(by_offset.items())
+    ]
+    parts.append(f"{flag} {queue_id} {min_count}")
+    return ";".join(parts)
+
+
+def parse_order_count_info(text: str | None) -> dict[str, int]:
+    """``{"<retry>@qo<queueId>%<offset>" or "<retry>@<queueId>": count}`` (upstream
+    parseOrderCountInfo)."""
+    return {k: int(v) for k, v in _parse_entries(text, "orderCountInfo").items()}
+
+
+def order_count_of(counts: dict[str, int], topic: str, queue_id: int, offset: int) -> int:
+    """A message's delivery count from a parsed orderCountInfo (its own entry, else its
+    queue's), as upstream's client reads it."""
+    flag = retry_flag(topic)
+    own = counts.get(f"{flag}{SPLIT}{QUEUE_OFFSET_MARK}{queue_id}%{offset}")
+    if own is not None:
+        return own
+    return counts.get(f"{flag}{SPLIT}{queue_id}", 0)

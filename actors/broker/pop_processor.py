@@ -24,8 +24,14 @@ A pop is served as a task of the PopLongPollingService (bounded; inline when it 
 one), so its CK writes never stall the connection's next request. Nothing found and pollTime >
 0: the pop is held in the PopLongPollingService (pop_hold.py) and
 answered when a message arrives on the topic or its retry topic, or POLLING_TIMEOUT at the
-deadline. order=true (orderly POP) is refused: rocketrio's orderly consumption is the queue-lock
-push consumer.
+deadline.
+
+order=true (ordered POP, upstream's FIFO consumption): a queue whose last batch is still in
+flight for the group is skipped (pop_order.py decides, pop_order_service.py holds the state);
+otherwise its next messages are handed out without a CK, the group's offset stays at the
+batch's first message (ACKs move it) and the response carries reviveQid 999
+(POP_ORDER_REVIVE_QUEUE) and orderCountInfo. The pop retry topic is not read (nothing of an
+ordered pop is revived).
 """
 
 from __future__ import annotations
@@ -48,15 +54,18 @@ from rocketrio.actors.broker.outcomes import Refusal
 from rocketrio.actors.broker.pop_checkpoint import PopCheckPoint
 from rocketrio.actors.broker.pop_extra_info import (
     INIT_MODE_MIN,
+    POP_ORDER_REVIVE_QUEUE,
     PROPERTY_POP_CK,
     ExtraInfo,
     msg_offset_entry,
+    order_count_entry,
     pop_retry_topic_v1,
     pop_retry_topic_v2,
     revive_topic,
     start_offset_entry,
 )
 from rocketrio.actors.broker.pop_hold import HeldPop, PopLongPollingService, PopReply
+from rocketrio.actors.broker.pop_order_service import PopOrderService
 from rocketrio.actors.broker.pop_revive_log import Host, ck_message, put_and_wait
 from rocketrio.actors.broker.store_actor import StoreWriter
 from rocketrio.actors.broker.store_view import StoreView
@@ -136,6 +145,7 @@ class Popped:
     msg_offset_info: str
     buffers: tuple[bytes, ...]
     polling_full: bool = False
+    order_count_info: str | None = None  # an ordered pop's (None otherwise)
 
     @property
     def found(self) -> bool:
@@ -153,6 +163,7 @@ class _Acc:
     buffers: list[bytes] = attrs.field(factory=list)
     start_infos: list[str] = attrs.field(factory=list)
     msg_infos: list[str] = attrs.field(factory=list)
+    order_infos: list[str] = attrs.field(factory=list)
     rest: int = 0
 
     @property
@@ -182,6 +193,7 @@ class PopMessageProcessor:
         store: StoreView,
         writer: StoreWriter,
         hold: PopLongPollingService,
+        order: PopOrderService,
         now_ms: Callable[[], int],
         store_host: Host,
         rng: random.Random | None = None,
@@ -193,6 +205,7 @@ class PopMessageProcessor:
         self.store = store
         self.writer = writer
         self.hold = hold
+        self.order = order
         self.now_ms = now_ms
         self.store_host = store_host
         self.rng = rng or random.Random()
@@ -265,12 +278,6 @@ class PopMessageProcessor:
                 f"maxMsgNums ({h.maxMsgNums}) and invisibleTime ({h.invisibleTime} ms) must "
                 "be positive",
             )
-        if h.order:
-            return Refusal(
-                ResponseCode.SYSTEM_ERROR,
-                "orderly POP (order=true) is not supported by this broker; use the orderly "
-                "push consumer (LOCK_BATCH_MQ) for ordered consumption",
-            )
         bad = check_group_name(h.consumerGroup)
         if bad:
             return Refusal(ResponseCode.INVALID_PARAMETER, bad)
@@ -338,15 +345,17 @@ class PopMessageProcessor:
 
     async def _pop_once(self, h: PopMessageRequestHeader, tag_codes: set[int] | None) -> Popped:
         rand_q = self.rng.randrange(100)
-        p = _Pop(h, tag_codes, self.now_ms(), self.next_revive_qid(), rand_q)
+        revive_qid = POP_ORDER_REVIVE_QUEUE if h.order else self.next_revive_qid()
+        p = _Pop(h, tag_codes, self.now_ms(), revive_qid, rand_q)
         acc = _Acc(h.maxMsgNums)
+        retry_topics = [] if h.order else self._retry_topics(h)
         retry_first = rand_q < self.config.pop_from_retry_probability
         if retry_first:
-            for topic in self._retry_topics(h):
+            for topic in retry_topics:
                 await self._pop_topic(p, acc, topic, True)
         await self._pop_topic(p, acc, h.topic, False)
         if not retry_first and not acc.full:
-            for topic in self._retry_topics(h):
+            for topic in retry_topics:
                 await self._pop_topic(p, acc, topic, True)
         return Popped(
             p.pop_time,
@@ -356,6 +365,7 @@ class PopMessageProcessor:
             ";".join(acc.start_infos),
             ";".join(acc.msg_infos),
             tuple(acc.buffers),
+            order_count_info=";".join(acc.order_infos) if h.order else None,
         )
 
     async def _pop_topic(self, p: _Pop, acc: _Acc, topic: str, is_retry: bool) -> None:
@@ -404,6 +414,8 @@ class PopMessageProcessor:
     ) -> None:
         h = p.h
         group = h.consumerGroup
+        if h.order and self.order.blocked(h.attemptId, topic, group, queue_id, h.invisibleTime):
+            return  # its backlog is not counted: it cannot be popped before an ACK wakes it
         offset = self.pop_offset(group, topic, queue_id, h.initMode)
         tag_codes = None if is_retry else p.tag_codes
         want = h.maxMsgNums - len(acc.buffers)
@@ -417,6 +429,20 @@ class PopMessageProcessor:
             )
         if result.message_count:
             qoffsets = [_QOFFSET.unpack_from(b, QUEUE_OFFSET_POSITION)[0] for b in result.buffers]
+            if h.order:
+                counts = self.order.popped(
+                    h.attemptId, topic, group, queue_id, p.pop_time, h.invisibleTime, qoffsets
+                )
+                # the offset stays at the batch's start: ACKs move it (commit_and_next)
+                self.offsets.commit(group, topic, queue_id, offset)
+                acc.order_infos.append(
+                    order_count_entry(topic, queue_id, counts.by_offset, counts.min_count)
+                )
+                acc.start_infos.append(start_offset_entry(topic, queue_id, offset))
+                acc.msg_infos.append(msg_offset_entry(topic, queue_id, qoffsets))
+                acc.buffers.extend(result.buffers)
+                acc.rest += max(0, result.max_offset - result.next_begin_offset)
+                return
             ck = PopCheckPoint(
                 start_offset=offset,
                 pop_time=p.pop_time,

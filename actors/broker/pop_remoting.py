@@ -5,10 +5,11 @@ Registered through the RemotingAdapter's ``extra_handlers`` (`pop_handlers`), so
 (pop_processor.py, pop_ack.py) never see a RemotingCommand and a gRPC adapter can call them the
 same way. Encodings follow upstream: a pop that found messages is SUCCESS with the records back
 to back and a PopMessageResponseHeader (popTime, invisibleTime, reviveQid, restNum,
-startOffsetInfo, msgOffsetInfo); one that found none is POLLING_TIMEOUT (POLLING_FULL when no
-more pops may be held) with remark NO_MESSAGE_IN_QUEUE; CHANGE_MESSAGE_INVISIBLETIME answers a
-ChangeInvisibleTimeResponseHeader. GET_POP_INFLIGHT (rocketrio's own code) answers the revive
-service's in-flight counts of a group for `rocketrio admin popProgress`.
+startOffsetInfo, msgOffsetInfo and, for an ordered pop, orderCountInfo); one that found none is
+POLLING_TIMEOUT (POLLING_FULL when no more pops may be held) with remark NO_MESSAGE_IN_QUEUE;
+CHANGE_MESSAGE_INVISIBLETIME answers a ChangeInvisibleTimeResponseHeader. GET_POP_INFLIGHT
+(rocketrio's own code) answers the revive service's in-flight counts of a group for
+`rocketrio admin popProgress`.
 """
 
 from __future__ import annotations
@@ -49,6 +50,7 @@ def pop_response(cmd: RemotingCommand, outcome: PopOutcome) -> RemotingCommand:
                 restNum=outcome.rest_num,
                 startOffsetInfo=outcome.start_offset_info,
                 msgOffsetInfo=outcome.msg_offset_info,
+                orderCountInfo=outcome.order_count_info,
             )
             if outcome.found:
                 return cmd.make_response(

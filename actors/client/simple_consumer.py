@@ -14,6 +14,12 @@ master. A message that is neither acked
 nor changed becomes visible again after its invisible duration (the broker's revive service
 puts it to the group's pop retry topic), so consumption is at least once.
 
+With ``order=True`` (upstream's FIFO consumption, POP_MESSAGE order=true) the broker hands out
+a queue's next messages only once every message it handed out of that queue before was acked
+(or its invisible time ended: then the same messages come again, in the same order, their
+``delivery_attempt`` counted up from the response's orderCountInfo). Ack them in order:
+the group's offset moves past a message only when every earlier one of its batch is acked.
+
 `receipts_of` is pure: given the response header fields and the decoded messages it returns
 the receipts; tests compare it with upstream's format.
 """
@@ -34,7 +40,9 @@ from rocketrio.actors.broker.pop_extra_info import (
     PROPERTY_POP_CK,
     ExtraInfo,
     offset_info_key,
+    order_count_of,
     parse_msg_offset_info,
+    parse_order_count_info,
     parse_start_offset_info,
 )
 from rocketrio.actors.client.config import ClientConfig
@@ -133,8 +141,10 @@ class SimpleConsumer:
         await_duration: float = 20.0,
         init_mode: int = INIT_MODE_MAX,
         timeout: float = 3.0,
+        order: bool = False,
     ) -> None:
         self.group = group
+        self.order = order
         self.await_duration = await_duration
         self.init_mode = init_mode
         self.timeout = timeout
@@ -177,9 +187,12 @@ class SimpleConsumer:
         max_messages: int = 16,
         invisible_duration: float = 30.0,
         await_duration: float | None = None,
+        *,
+        order: bool | None = None,
     ) -> list[ReceivedMessage]:
         """Up to ``max_messages`` (<= 32) messages of the subscribed topics, waiting up to
-        ``await_duration`` seconds for one to arrive; [] when none came."""
+        ``await_duration`` seconds for one to arrive; [] when none came. ``order`` overrides
+        the consumer's."""
         if not self.subscriptions:
             raise MQClientError("subscribe to a topic before receive")
         if not 0 < max_messages <= MAX_RECEIVE:
@@ -196,24 +209,50 @@ class SimpleConsumer:
             name = brokers[(turn + i) % len(brokers)]
             last = i == len(brokers) - 1
             got = await self._pop(
-                topic, name, max_messages, invisible_duration, wait if last else 0.0
+                topic, name, max_messages, invisible_duration, wait if last else 0.0, order
             )
             if got:
                 return got
         return []
 
     async def receive_from(
-        self, topic: str, broker_name: str, max_messages: int, invisible: float, wait: float
+        self,
+        topic: str,
+        broker_name: str,
+        max_messages: int,
+        invisible: float,
+        wait: float,
+        *,
+        order: bool | None = None,
+        attempt_id: str | None = None,
     ) -> list[ReceivedMessage]:
-        """Like `receive`, from one broker set (the gRPC proxy's ReceiveMessage names it)."""
+        """Like `receive`, from one broker set (the gRPC proxy's ReceiveMessage names it);
+        ``order`` overrides the consumer's, ``attempt_id`` is the client's receive attempt (an
+        ordered receive retried with it gets the same batch)."""
         if not 0 < max_messages <= MAX_RECEIVE:
             raise MQClientError(f"max_messages must be 1..{MAX_RECEIVE}, got {max_messages}")
         self.subscriptions.setdefault(topic, "*")
-        return await self._pop(topic, broker_name, max_messages, invisible, wait)
+        return await self._pop(
+            topic,
+            broker_name,
+            max_messages,
+            invisible,
+            wait,
+            self.order if order is None else order,
+            attempt_id,
+        )
 
     async def _pop(
-        self, topic: str, broker_name: str, max_messages: int, invisible: float, wait: float
+        self,
+        topic: str,
+        broker_name: str,
+        max_messages: int,
+        invisible: float,
+        wait: float,
+        order: bool | None = None,
+        attempt_id: str | None = None,
     ) -> list[ReceivedMessage]:
+        order = self.order if order is None else order
         addr = await self.client.find_master_addr_refreshing(broker_name, topic)
         if addr is None:
             return []
@@ -228,6 +267,8 @@ class SimpleConsumer:
             initMode=self.init_mode,
             expType="TAG",
             exp=self.subscriptions.get(topic, "*"),
+            order=order or None,
+            attemptId=attempt_id,
         )
         cmd = RemotingCommand(RequestCode.POP_MESSAGE, ext_fields=to_ext(header))
         resp = await self._invoke(addr, cmd, wait)
@@ -239,8 +280,12 @@ class SimpleConsumer:
             raise MQBrokerError(resp.code, resp.remark, addr)
         rh = from_ext(PopMessageResponseHeader, resp.ext_fields)
         msgs = list(iter_stored(resp.body))
+        counts = parse_order_count_info(rh.orderCountInfo) if order else {}
         out = []
         for m, receipt in zip(msgs, receipts_of(rh, msgs, broker_name), strict=True):
+            count = order_count_of(counts, m.topic, m.queue_id, m.queue_offset)
+            if count > 0:  # upstream's client: an ordered message's delivery count
+                m.reconsume_times = count
             m.properties.setdefault(PROPERTY_FIRST_POP_TIME, str(rh.popTime))
             out.append(ReceivedMessage(m, topic, broker_name, receipt))
         return out

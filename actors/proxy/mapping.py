@@ -153,16 +153,21 @@ def route_queues(
 
 
 def assignments(
-    route: TopicRouteData, topic: pb.Resource, endpoints: pb.Endpoints
+    route: TopicRouteData, topic: pb.Resource, endpoints: pb.Endpoints, fifo: bool = False
 ) -> list[pb.Assignment]:
-    """QueryAssignment for a (non-FIFO) PushConsumer, as upstream's RouteActivity: one
-    assignment per readable broker set with a master, queue id -1 (POP from any queue of it)."""
+    """QueryAssignment for a PushConsumer, as upstream's RouteActivity: one assignment per
+    readable broker set with a master, queue id -1 (POP from any queue of it); for a FIFO
+    group (consumeMessageOrderly) one per readable queue of those sets, ids 0..readQueueNums-1
+    (the receives still POP the whole set: the broker orders each queue)."""
     out: list[pb.Assignment] = []
-    seen: set[str] = set()
-    for q in route_queues(route, topic, endpoints):
-        if q.permission in (pb.READ, pb.READ_WRITE) and q.broker.name not in seen:
-            seen.add(q.broker.name)
-            mq = pb.MessageQueue(topic=topic, id=-1, permission=q.permission, broker=q.broker)
+    masters = {bd.brokerName for bd in route.brokerDatas if MASTER_ID in bd.brokerAddrs}
+    for qd in sorted(route.queueDatas, key=lambda q: q.brokerName):
+        if qd.brokerName not in masters or not qd.perm & PERM_READ or qd.readQueueNums <= 0:
+            continue
+        broker = pb.Broker(name=qd.brokerName, id=MASTER_ID, endpoints=endpoints)
+        perm = permission_of(qd.perm)
+        for qid in range(qd.readQueueNums) if fifo else (-1,):
+            mq = pb.MessageQueue(topic=topic, id=qid, permission=perm, broker=broker)  # type: ignore[arg-type]
             out.append(pb.Assignment(message_queue=mq))
     return out
 
@@ -316,13 +321,14 @@ RECEIVE_BATCH = 32  # upstream grpcClientConsumerLongPollingBatchSize
 
 
 def settings_answer(
-    client: pb.Settings, endpoints: pb.Endpoints, max_body_size: int
+    client: pb.Settings, endpoints: pb.Endpoints, max_body_size: int, fifo: bool = False
 ) -> pb.Settings:
     """Telemetry's answer to a client's settings (upstream GrpcClientSettingsManager): its own
     settings, with the proxy as access point and metrics off; a producer gets the proxy's
     publishing limits and an exponential backoff (10 ms .. 1 s, 3 attempts), a consumer the
-    long polling timeout and batch size when it named none and upstream's customized backoff
-    (1 s, 5 s, 10 s, ..., 2 h; 17 attempts)."""
+    long polling timeout and batch size when it named none, upstream's customized backoff
+    (1 s, 5 s, 10 s, ..., 2 h; 17 attempts) and ``subscription.fifo``: whether its group
+    consumes in order (the group's consumeMessageOrderly, which the caller looked up)."""
     out = pb.Settings()
     out.CopyFrom(client)
     out.access_point.CopyFrom(endpoints)
@@ -341,6 +347,7 @@ def settings_answer(
         sub.long_polling_timeout.CopyFrom(duration_ms(LONG_POLLING_S * 1000))
     if not sub.receive_batch_size:
         sub.receive_batch_size = RECEIVE_BATCH
+    sub.fifo = fifo
     out.backoff_policy.max_attempts = CONSUMER_MAX_ATTEMPTS
     out.backoff_policy.customized_backoff.next.extend(
         duration_ms(s * 1000) for s in CONSUMER_BACKOFF_S

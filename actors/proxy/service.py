@@ -8,6 +8,11 @@ proxy, or another one behind the same address, acts on what an earlier one hande
 The one exception is auto renewal (renew.py): the messages a PushConsumer received with
 ``auto_renew`` are renewed by this proxy, which maps the client's original handle to the
 latest; PullMessage and the offset RPCs live in offsets.py.
+A consumer group whose subscription group config has consumeMessageOrderly=true (read from the
+brokers, cached briefly: group_config.py) is a FIFO group: its clients are told
+``subscription.fifo``, a PushConsumer is assigned each queue, and its receives are ordered
+POPs (order=true, with the client's attempt id), so a message group's messages are handed out
+one batch at a time, in queue order.
 A request the proxy refuses gets its status code in the response (never an RPC error), and a
 handler's unexpected failure becomes INTERNAL_SERVER_ERROR for that call only.
 """
@@ -29,6 +34,7 @@ from rocketrio.actors.client.simple_consumer import MAX_RECEIVE, ReceivedMessage
 from rocketrio.actors.logs import wallclock_ms
 from rocketrio.actors.proxy import mapping as mp
 from rocketrio.actors.proxy.auth import ProxyAuth
+from rocketrio.actors.proxy.group_config import GroupConfigCache
 from rocketrio.actors.proxy.grpc_bridge import Call
 from rocketrio.actors.proxy.mapping import BadRequest, Code, status
 from rocketrio.actors.proxy.offsets import OffsetHandlers
@@ -37,12 +43,14 @@ from rocketrio.actors.proxy.renew import AutoRenewer, Renewal, RenewConfig, Trac
 from rocketrio.actors.proxy.telemetry import TelemetryRegistry
 from rocketrio.actors.remoting import RemotingError
 from rocketrio.protocol.auth_bodies import GetUserRequestHeader, UserInfo
+from rocketrio.protocol.bodies import SubscriptionGroupConfig
 from rocketrio.protocol.codes import RequestCode, ResponseCode
 from rocketrio.protocol.grpc_v2 import definition_pb2 as pb
 from rocketrio.protocol.grpc_v2 import service_pb2 as spb
 from rocketrio.protocol.headers import (
     ConsumerSendMsgBackRequestHeader,
     EndTransactionRequestHeader,
+    GetSubscriptionGroupConfigRequestHeader,
     SendMessageRequestHeaderV2,
     SendMessageResponseHeader,
 )
@@ -102,6 +110,7 @@ class ProxyService:
         self.auth = ProxyAuth(config.authentication_enabled, self.fetch_user)
         self._turn = itertools.count()
         self._consumers: dict[str, SimpleConsumer] = {}
+        self.group_configs = GroupConfigCache(self.fetch_group_config)
         self._handlers: dict[str, Callable[[Call], Awaitable[Any]]] = {
             "QueryRoute": self.query_route,
             "Heartbeat": self.heartbeat,
@@ -152,16 +161,32 @@ class ProxyService:
 
     async def fetch_user(self, username: str) -> UserInfo | None:
         """A user of the brokers' ACL (AUTH_GET_USER to a master of the cluster)."""
-        info = await self.client.api.get_cluster_info()
-        masters = sorted(
-            bd.brokerAddrs[0] for bd in info.brokerAddrTable.values() if 0 in bd.brokerAddrs
-        )
         header = to_ext(GetUserRequestHeader(username))
-        for addr in masters:
+        for addr in await self._masters():
             cmd = RemotingCommand(RequestCode.AUTH_GET_USER, ext_fields=header)
             resp = await self.client.remoting.invoke(addr, cmd, BROKER_TIMEOUT_S)
             if resp.code == ResponseCode.SUCCESS:
                 return from_json(UserInfo, resp.body) if resp.body else None
+        return None
+
+    async def _masters(self) -> list[str]:
+        info = await self.client.api.get_cluster_info()
+        return sorted(
+            bd.brokerAddrs[0] for bd in info.brokerAddrTable.values() if 0 in bd.brokerAddrs
+        )
+
+    async def fetch_group_config(self, group: str) -> SubscriptionGroupConfig | None:
+        """The group's subscription group config from the first master that has it (None:
+        none has it, or it could not be read: logged, the group is then not FIFO)."""
+        header = to_ext(GetSubscriptionGroupConfigRequestHeader(group))
+        try:
+            for addr in await self._masters():
+                cmd = RemotingCommand(RequestCode.GET_SUBSCRIPTIONGROUP_CONFIG, ext_fields=header)
+                resp = await self.client.remoting.invoke(addr, cmd, BROKER_TIMEOUT_S)
+                if resp.code == ResponseCode.SUCCESS and resp.body:
+                    return from_json(SubscriptionGroupConfig, resp.body)
+        except (MQClientError, MQBrokerError, RemotingError, OSError, ValueError) as e:
+            events.emit(log, events.ProxyGroupConfigFailed(group=group, error=repr(e)))
         return None
 
     def broker_name_of(self, addr: str) -> str:
@@ -187,7 +212,8 @@ class ProxyService:
     async def query_assignment(self, call: Call) -> spb.QueryAssignmentResponse:
         req: spb.QueryAssignmentRequest = call.request
         route = await self._route(req.topic.name)
-        assignments = mp.assignments(route, req.topic, self.endpoints)
+        fifo = await self.group_configs.is_fifo(req.group.name)
+        assignments = mp.assignments(route, req.topic, self.endpoints, fifo)
         return spb.QueryAssignmentResponse(status=status(Code.OK), assignments=assignments)
 
     async def heartbeat(self, call: Call) -> spb.HeartbeatResponse:
@@ -208,10 +234,13 @@ class ProxyService:
                 raise BadRequest(Code.CLIENT_ID_REQUIRED, "x-mq-client-id is required")
             if call.push is not None:
                 self.registry.update(client_id, call.push, cmd.settings)
+            fifo = cmd.settings.WhichOneof("pub_sub") == "subscription" and (
+                await self.group_configs.is_fifo(cmd.settings.subscription.group.name)
+            )
             return spb.TelemetryCommand(
                 status=status(Code.OK),
                 settings=mp.settings_answer(
-                    cmd.settings, self.endpoints, self.config.max_body_size
+                    cmd.settings, self.endpoints, self.config.max_body_size, fifo
                 ),
             )
         if kind is None:
@@ -334,13 +363,20 @@ class ProxyService:
         poll_ms = min(mp.ms_of_duration(req.long_polling_timeout), MAX_POLL_MS)
         consumer = self._consumer(req.group.name)
         consumer.subscribe(topic, req.filter_expression.expression or "*")
+        fifo = await self.group_configs.is_fifo(req.group.name)
         broker = req.message_queue.broker.name
         if broker:  # upstream: pop from the broker set the request's queue names
             got = await consumer.receive_from(
-                topic, broker, batch, invisible_ms / 1000, poll_ms / 1000
+                topic,
+                broker,
+                batch,
+                invisible_ms / 1000,
+                poll_ms / 1000,
+                order=fifo,
+                attempt_id=req.attempt_id or None,
             )
         else:
-            got = await consumer.receive(batch, invisible_ms / 1000, poll_ms / 1000)
+            got = await consumer.receive(batch, invisible_ms / 1000, poll_ms / 1000, order=fifo)
         out = [spb.ReceiveMessageResponse(delivery_timestamp=mp.timestamp_ms(self.now_ms()))]
         for m in got:
             handle = encode_receipt(

@@ -455,8 +455,9 @@ async def test_raw_pop_response_as_upstream(
         empty = await h.invoke(pop_cmd())
         assert empty.code == ResponseCode.POLLING_TIMEOUT
         assert empty.remark == "NO_MESSAGE_IN_QUEUE"
-        refused = await h.invoke(pop_cmd(order="true"))
-        assert refused.code == ResponseCode.SYSTEM_ERROR and "orderly" in (refused.remark or "")
+        ordered = await h.invoke(pop_cmd(order="true"))  # served (test_pop_order.py)
+        assert ordered.code == ResponseCode.POLLING_TIMEOUT
+        assert ordered.ext_fields["reviveQid"] == "999"
         too_many = await h.invoke(pop_cmd(maxMsgNums="33"))
         assert too_many.code == ResponseCode.SYSTEM_ERROR
         bad = RemotingCommand(

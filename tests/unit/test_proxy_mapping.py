@@ -99,6 +99,22 @@ def test_assignments_one_per_readable_broker_set() -> None:
     assert all(a.message_queue.broker.endpoints == ENDPOINTS for a in got)
 
 
+def test_assignments_of_a_fifo_group_one_per_readable_queue() -> None:
+    """upstream RouteActivity: a consumeMessageOrderly group is assigned each queue."""
+    r = route(QueueData("a", 3, 3, 6), QueueData("b", 0, 2, 2), QueueData("c", 2, 2, 4))
+    got = mp.assignments(r, pb.Resource(name="T"), ENDPOINTS, fifo=True)
+    assert [(a.message_queue.broker.name, a.message_queue.id) for a in got] == [
+        ("a", 0),
+        ("a", 1),
+        ("a", 2),
+        ("c", 0),
+        ("c", 1),
+    ]
+    assert {a.message_queue.permission for a in got} == {pb.READ_WRITE, pb.READ}
+    assert mp.assignments(route(QueueData("a", 2, 2, 6), masterless=("a",)),
+                          pb.Resource(name="T"), ENDPOINTS, fifo=True) == []  # fmt: skip
+
+
 # -- FIFO queue choice
 
 
@@ -323,3 +339,12 @@ def test_settings_answer_for_a_producer_and_a_consumer() -> None:
     delays = [d.seconds for d in out.backoff_policy.customized_backoff.next]
     assert delays[:4] == [1, 5, 10, 30] and delays[-1] == 7200
     assert out.backoff_policy.WhichOneof("strategy") == "customized_backoff"
+
+
+def test_settings_answer_tells_a_consumer_of_a_fifo_group_it_is_fifo() -> None:
+    consumer = pb.Settings(client_type=pb.PUSH_CONSUMER, subscription=pb.Subscription(fifo=True))
+    assert not mp.settings_answer(consumer, ENDPOINTS, 4096).subscription.fifo  # not its say
+    assert mp.settings_answer(consumer, ENDPOINTS, 4096, fifo=True).subscription.fifo
+    producer = pb.Settings(client_type=pb.PRODUCER, publishing=pb.Publishing())
+    out = mp.settings_answer(producer, ENDPOINTS, 4096, fifo=True)
+    assert out.WhichOneof("pub_sub") == "publishing"
