@@ -2015,5 +2015,27 @@ class ScheduleEntryMissing(LogEvent):
     commitlog_offset: int
 
 
+@event("proxy_local_started")
+@attrs.frozen(kw_only=True)
+class ProxyLocalStarted(LogEvent):
+    """The gRPC proxy of local mode (`rocketrio broker --enable-proxy`) serves MessagingService
+    on ``grpc`` inside the broker whose remoting address is ``addr``; it reaches that broker
+    in-process (no socket), other brokers and the NameServers over the network."""
+
+    grpc: str
+    addr: str
+
+
+@event("proxy_endpoint_lookup_failed", "warning")
+@attrs.frozen(kw_only=True)
+class ProxyEndpointLookupFailed(LogEvent):
+    """A local-mode proxy could not learn whether the master at ``addr`` runs a proxy of its
+    own (GET_BROKER_CONFIG failed): clients are sent here for that broker set's queues, and this
+    proxy forwards, until a later lookup succeeds."""
+
+    addr: str
+    error: str
+
+
 #: every catalogued event name
 ALL = frozenset(CATALOGUE)

@@ -1,7 +1,7 @@
 """`rocketrio`: the one launcher. Subcommands start a role or run a tool.
 
     rocketrio namesrv [-c namesrv.conf] [-p 9876]
-    rocketrio broker -c broker.conf [-n "127.0.0.1:9876;..."]
+    rocketrio broker -c broker.conf [-n "127.0.0.1:9876;..."] [--enable-proxy]
     rocketrio controller -c controller.conf
     rocketrio proxy -n NAMESRV [--grpc-port 8081] [--host HOST]
     rocketrio up [--mode single|2m-noslave] [--dir DIR]
@@ -140,17 +140,33 @@ def cmd_namesrv(args: argparse.Namespace) -> int:
 
 def cmd_broker(args: argparse.Namespace) -> int:
     from rocketrio.actors.broker.broker import run_broker
-    from rocketrio.actors.broker.config import BrokerConfig
     from rocketrio.actors.transport import TcpTransport
+
+    cfg = broker_config(args)
+    name = args.name or f"{cfg.brokerName}-{cfg.listenPort}"
+    if cfg.enableProxy:  # local mode: the gRPC proxy runs in this process
+        from rocketrio.actors.proxy.local import run_broker_with_proxy
+
+        return run_service(name, "broker", cfg.logDir, run_broker_with_proxy, cfg, TcpTransport())
+    return run_service(name, "broker", cfg.logDir, run_broker, cfg, TcpTransport())
+
+
+def broker_config(args: argparse.Namespace) -> Any:
+    """The BrokerConfig of `rocketrio broker` (its file, then --set, -n, --enable-proxy)."""
+    from rocketrio.actors.broker.config import BrokerConfig
 
     ov = _overrides(args)
     if args.namesrv:
         ov["namesrvAddr"] = args.namesrv
+    if getattr(args, "enable_proxy", False):
+        ov["enableProxy"] = "true"
     cfg = load_config(BrokerConfig, args.config, ov)
     if args.config and not cfg.brokerConfigPath:
         cfg.brokerConfigPath = args.config  # UPDATE_BROKER_CONFIG persists here (upstream)
-    name = args.name or f"{cfg.brokerName}-{cfg.listenPort}"
-    return run_service(name, "broker", cfg.logDir, run_broker, cfg, TcpTransport())
+    if cfg.enableProxy and not cfg.namesrvAddr:
+        where = args.config or "<command line>"
+        raise ConfigError(f"{where}: enableProxy needs namesrvAddr (the proxy's routes)")
+    return cfg
 
 
 def cmd_controller(args: argparse.Namespace) -> int:
@@ -229,6 +245,11 @@ def build_parser() -> argparse.ArgumentParser:
 
     sp = role_parser("broker", "start a Broker")
     sp.add_argument("-n", "--namesrv", help='name servers, "host:port;host:port" (namesrvAddr)')
+    sp.add_argument(
+        "--enable-proxy",
+        action="store_true",
+        help="local mode: run the gRPC proxy in this process (enableProxy; grpcServerPort 8081)",
+    )
     sp.set_defaults(func=cmd_broker)
 
     sp = sub.add_parser("proxy", help="start a gRPC proxy (RocketMQ 5 SDKs) in cluster mode")
