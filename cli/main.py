@@ -188,32 +188,71 @@ def cmd_controller(args: argparse.Namespace) -> int:
 
 
 def cmd_proxy(args: argparse.Namespace) -> int:
-    from rocketrio.actors.auth.config import parse_credentials
     from rocketrio.actors.proxy.proxy import run_proxy
+
+    cfg, log_dir = proxy_config(args)
+    name = args.name or f"proxy-{cfg.grpc_port}"
+    return run_service(name, "proxy", log_dir, run_proxy, cfg)
+
+
+# the keys of a cluster-mode proxy's config file (upstream's ProxyConfig names)
+PROXY_KEYS = frozenset(
+    {
+        "namesrvAddr",
+        "grpcServerPort",
+        "proxyHost",
+        "proxyMode",
+        "logDir",
+        "authenticationEnabled",
+        "innerClientAuthenticationCredentials",
+    }
+)
+
+
+def proxy_config(args: argparse.Namespace) -> tuple[Any, str]:
+    """The ProxyConfig and log directory of `rocketrio proxy` (its file, then the flags).
+    An unknown key, a bad value or proxyMode=local (which runs inside a broker:
+    `rocketrio broker --enable-proxy`) is a ConfigError naming the key and file."""
+    from rocketrio.actors.auth.config import parse_credentials
     from rocketrio.actors.proxy.service import ProxyConfig
 
+    source = args.config or "<command line>"
     conf = load_proxy_config(args.config) if args.config else {}
+    unknown = sorted(set(conf) - PROXY_KEYS)
+    if unknown:
+        raise ConfigError(f"{source}: unknown proxy key(s) {', '.join(unknown)}")
+    mode = conf.get("proxyMode", "cluster").lower()
+    if mode != "cluster":
+        raise ConfigError(
+            f"{source}: proxyMode={conf['proxyMode']}: `rocketrio proxy` runs cluster mode; "
+            "local mode runs inside a broker (rocketrio broker --enable-proxy)"
+        )
     namesrv = args.namesrv or conf.get("namesrvAddr")
     if not namesrv:
         raise ConfigError("the proxy needs -n NAMESRV (or namesrvAddr in its config)")
+    port_text = conf.get("grpcServerPort", "8081")
+    if not port_text.isdigit() or int(port_text) > 65535:
+        raise ConfigError(f"{source}: grpcServerPort must be a port number, got {port_text!r}")
+    auth = conf.get("authenticationEnabled", "false").lower()
+    if auth not in ("true", "false"):
+        raise ConfigError(f"{source}: authenticationEnabled must be true or false, got {auth!r}")
     cfg = ProxyConfig(
         namesrv_addr=namesrv,
-        grpc_port=args.grpc_port or int(conf.get("grpcServerPort", "8081")),
+        grpc_port=args.grpc_port or int(port_text),
         host=args.host or conf.get("proxyHost", ""),
-        authentication_enabled=conf.get("authenticationEnabled", "false").lower() == "true",
+        authentication_enabled=auth == "true",
     )
     try:
         creds = parse_credentials(conf.get("innerClientAuthenticationCredentials", ""))
     except ValueError as e:
-        raise ConfigError(f"{args.config}: {e}") from None
+        raise ConfigError(f"{source}: {e}") from None
     if creds is not None:
         cfg.access_key, cfg.secret_key = creds.access_key, creds.secret_key
-    name = args.name or f"proxy-{cfg.grpc_port}"
-    return run_service(name, "proxy", conf.get("logDir", args.log_dir), run_proxy, cfg)
+    return cfg, conf.get("logDir", args.log_dir)
 
 
 def load_proxy_config(path: str) -> dict[str, str]:
-    """The proxy's key=value file (namesrvAddr, grpcServerPort, proxyHost, logDir,
+    """The proxy's key=value file (namesrvAddr, grpcServerPort, proxyHost, proxyMode, logDir,
     authenticationEnabled, innerClientAuthenticationCredentials: upstream's names)."""
     out: dict[str, str] = {}
     with open(path, encoding="utf-8") as f:

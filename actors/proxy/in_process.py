@@ -11,6 +11,7 @@ end's reads and a broken stream for its writes.
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Awaitable, Callable, Collection
 
 import trio
@@ -21,7 +22,7 @@ IN_PROCESS_PEER = "in-process"  # the peer name the broker's connection table se
 PIPE_CHUNKS = 64  # unread chunks per direction before a writer waits
 
 
-class InProcessStream(trio.abc.Stream):
+class InProcessStream(trio.abc.HalfCloseableStream):
     """One end of an in-memory connection (`in_process_stream_pair`)."""
 
     remote_host = IN_PROCESS_PEER  # read by the remoting server as the peer's name
@@ -34,42 +35,71 @@ class InProcessStream(trio.abc.Stream):
         self._tx, self._rx = tx, rx
         self._pending = b""  # the rest of a chunk a read with max_bytes did not take
         self._closed = False
+        self._eof_sent = False
+        self._sending = self._receiving = False  # one task per direction at a time
 
     async def send_all(self, data: bytes | bytearray | memoryview) -> None:
-        if self._closed:
-            raise trio.ClosedResourceError("stream closed")
-        if not data:
-            await trio.lowlevel.checkpoint()
-            return
+        if self._sending:
+            raise trio.BusyResourceError("another task is sending on this stream")
+        self._sending = True
         try:
-            await self._tx.send(bytes(data))
-        except (trio.BrokenResourceError, trio.ClosedResourceError):
-            raise trio.BrokenResourceError("the other end closed") from None
+            if self._closed:
+                raise trio.ClosedResourceError("stream closed")
+            if self._eof_sent:
+                raise trio.ClosedResourceError("send_eof was called")
+            if not data:
+                await trio.lowlevel.checkpoint()
+                return
+            try:
+                await self._tx.send(bytes(data))
+            except trio.BrokenResourceError:
+                raise trio.BrokenResourceError("the other end closed") from None
+        finally:
+            self._sending = False
 
     async def wait_send_all_might_not_block(self) -> None:
+        if self._sending:
+            raise trio.BusyResourceError("another task is sending on this stream")
+        if self._closed:
+            raise trio.ClosedResourceError("stream closed")
         await trio.lowlevel.checkpoint()
 
     async def receive_some(self, max_bytes: int | None = None) -> bytes:
-        if self._closed:
-            raise trio.ClosedResourceError("stream closed")
-        if not self._pending:
-            try:
-                self._pending = await self._rx.receive()
-            except trio.EndOfChannel:
-                return b""
-        else:
-            await trio.lowlevel.checkpoint()
-        n = len(self._pending) if max_bytes is None else max_bytes
-        chunk, self._pending = self._pending[:n], self._pending[n:]
-        return chunk
+        if max_bytes is not None and operator.index(max_bytes) < 1:
+            raise ValueError("max_bytes must be >= 1")
+        if self._receiving:
+            raise trio.BusyResourceError("another task is receiving on this stream")
+        self._receiving = True
+        try:
+            if self._closed:
+                raise trio.ClosedResourceError("stream closed")
+            if self._pending:
+                await trio.lowlevel.checkpoint()
+            else:
+                try:
+                    self._pending = await self._rx.receive()
+                except trio.EndOfChannel:
+                    await trio.lowlevel.checkpoint()
+                    return b""
+            n = len(self._pending) if max_bytes is None else max_bytes
+            chunk, self._pending = self._pending[:n], self._pending[n:]
+            return chunk
+        finally:
+            self._receiving = False
 
     async def send_eof(self) -> None:
+        if self._sending:
+            raise trio.BusyResourceError("another task is sending on this stream")
+        if self._closed:
+            raise trio.ClosedResourceError("stream closed")
+        self._eof_sent = True
         await self._tx.aclose()
 
     async def aclose(self) -> None:
         self._closed = True
-        await self._tx.aclose()
-        await self._rx.aclose()
+        self._tx.close()
+        self._rx.close()
+        await trio.lowlevel.checkpoint()
 
 
 def in_process_stream_pair(capacity: int = PIPE_CHUNKS) -> tuple[InProcessStream, InProcessStream]:
