@@ -5,7 +5,8 @@ its own process (the SDK's protos cannot share a process with rocketrio's stubs)
     python tests/system/proxy_local_driver.py HOST:PORT TOPIC COUNT
 
 A Producer sends COUNT messages (the SDK sends each to the endpoints of the queue it picked,
-so to the proxy of that queue's broker); a SimpleConsumer receives and acks them all.
+so to the proxy of that queue's broker); a SimpleConsumer receives and acks them all (their
+receipt handles name the broker set each was popped from).
 """
 
 from __future__ import annotations
@@ -45,7 +46,9 @@ def main(endpoint: str, topic: str, count: int) -> dict[str, Any]:
         deadline = time.monotonic() + 30
         while len(received) < count and time.monotonic() < deadline:
             for m in consumer.receive(16, 20):
-                received.append({"id": m.message_id, "body": m.body.decode()})
+                received.append(
+                    {"id": m.message_id, "body": m.body.decode(), "receipt": m.receipt_handle}
+                )
                 consumer.ack(m)
     finally:
         consumer.shutdown()
