@@ -3,8 +3,8 @@
 the wiring: the broker starts first; the proxy (the same `run_proxy` and `ProxyService` as
 cluster mode) then gets an `InProcessTransport` that hands connections to this broker's
 remoting address to its connection handler (no socket), while the NameServers and other brokers
-are reached over the network. The two stop together: a cancelled process stops both (the
-broker shuts down gracefully as alone), and a broker that stops by itself takes the proxy down.
+are reached over the network. The two stop together: a cancelled process stops the proxy, then
+the broker (gracefully, as alone), and a broker that stops by itself takes the proxy down.
 
 Routes (`LocalProxyEndpoints`): each broker set's queues point at the proxy next to its master,
 at the master's host and that proxy's gRPC port (upstream's ProxyTopicRouteData: broker host +
@@ -124,20 +124,23 @@ def broker_config_fetcher(client: MQClientInstance) -> FetchConfig:
 async def run_local_proxy(
     broker: Broker,
     inner: Transport,
+    connections: trio.Nursery,
     *,
     task_status: trio.TaskStatus[Any] = trio.TASK_STATUS_IGNORED,
 ) -> None:
     """The proxy of a running ``broker`` (its config's enableProxy keys), until cancelled;
-    ``task_status.started(transport)`` with the `InProcessTransport` it uses."""
+    ``task_status.started(transport)`` with the `InProcessTransport` it uses, whose broker-side
+    connection tasks run in ``connections`` (the broker's: they end with the broker, not
+    before it)."""
     config = proxy_config_of(broker.config)
+    transport = InProcessTransport(
+        inner, {broker.addr, broker.config.broker_addr}, broker.server.accept, connections
+    )
+
+    def endpoints_for(client: MQClientInstance, cfg: ProxyConfig) -> LocalProxyEndpoints:
+        return LocalProxyEndpoints(broker.addr, cfg, broker_config_fetcher(client))
+
     async with trio.open_nursery() as n:
-        transport = InProcessTransport(
-            inner, {broker.addr, broker.config.broker_addr}, broker.server.accept, n
-        )
-
-        def endpoints_for(client: MQClientInstance, cfg: ProxyConfig) -> LocalProxyEndpoints:
-            return LocalProxyEndpoints(broker.addr, cfg, broker_config_fetcher(client))
-
         serve = functools.partial(
             run_proxy,
             config,
@@ -158,14 +161,28 @@ async def run_broker_with_proxy(
     now_ms: Callable[[], int] = wallclock_ms,
 ) -> None:
     """A broker and its local proxy in one Trio run; ``task_status.started(broker)`` once
-    both serve."""
+    both serve. A cancel stops the proxy first (it takes no more gRPC calls), then the broker
+    shuts down gracefully as it does alone; a broker that stops by itself stops the proxy."""
     broker = Broker(config, transport, now_ms=now_ms)
+    broker_scope = trio.CancelScope(shield=True)  # cancelled once the proxy is down
     async with trio.open_nursery() as n:
 
-        async def broker_then_stop(*, task_status: trio.TaskStatus[Any]) -> None:
-            await broker.run(task_status=task_status)
+        async def broker_task(*, task_status: trio.TaskStatus[trio.Nursery]) -> None:
+            with broker_scope:
+                async with trio.open_nursery() as connections:
+
+                    async def run(*, task_status: trio.TaskStatus[Any]) -> None:
+                        await broker.run(task_status=task_status)
+                        connections.cancel_scope.cancel()  # its in-process connections end
+
+                    await connections.start(run)
+                    task_status.started(connections)
             n.cancel_scope.cancel()  # the broker stopped by itself: its proxy goes with it
 
-        await n.start(broker_then_stop)
-        await n.start(run_local_proxy, broker, transport)
-        task_status.started(broker)
+        connections = await n.start(broker_task)
+        try:
+            async with trio.open_nursery() as proxy:
+                await proxy.start(run_local_proxy, broker, transport, connections)
+                task_status.started(broker)
+        finally:
+            broker_scope.cancel()

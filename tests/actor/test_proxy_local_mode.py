@@ -189,7 +189,7 @@ async def test_a_stopping_broker_takes_its_proxy_down(tmp_path: Path) -> None:
             raise AssertionError("the proxy of a stopped broker still answers")
         except grpc.RpcError as e:
             assert e.code() == grpc.StatusCode.UNAVAILABLE
-        # a cancelled broker (SIGINT) stops with its proxy, gracefully, and promptly
+        # a cancelled broker (SIGINT) stops with its proxy, promptly
         c.scopes["broker-b"].cancel()
         with trio.fail_after(20):
             await c.done["broker-b"].wait()
