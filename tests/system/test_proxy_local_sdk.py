@@ -3,7 +3,8 @@ its own process (`rocketrio broker --enable-proxy`, and `enableProxy=true` in th
 file). The official Python SDK (rocketmq-python-client 5.1.2, in a child process) is given
 broker-a's gRPC port; routes send it to each queue's own broker's proxy, so its messages land on
 the broker of the queue it chose, and a SimpleConsumer receives and acks each from there.
-Both brokers stop cleanly on SIGINT, their proxies with them."""
+Both brokers stop cleanly on SIGINT, their proxies with them. And `rocketrio up --proxy-mode
+local` starts brokers that each serve their own proxy."""
 
 from __future__ import annotations
 
@@ -23,7 +24,7 @@ from rocketrio.actors.proxy.receipt import decode_receipt
 from rocketrio.protocol.grpc_v2 import definition_pb2 as pb
 from rocketrio.protocol.grpc_v2 import service_pb2 as spb
 from rocketrio.protocol.grpc_v2 import service_pb2_grpc as sgrpc
-from tests.system.cluster import free_port_block, log_problems, stop_processes
+from tests.system.cluster import free_port_block, log_problems, start_up, stop_processes
 from tests.system.test_store_lock_processes import wait_for_line
 
 pytestmark = pytest.mark.system
@@ -131,3 +132,26 @@ def test_sdk_through_local_proxies_of_two_brokers(tmp_path: Path) -> None:
         stop_processes(procs)
     assert [p.returncode for p in procs] == [0, 0, 0]
     assert not log_problems(logs), log_problems(logs)
+
+
+def test_up_with_local_proxies(tmp_path: Path) -> None:
+    """`rocketrio up --mode 2m-noslave --proxy-mode local`: each broker process serves gRPC on
+    its own port, and routes name it for that broker's queues."""
+    port = free_port_block(2, step=1, extra=())
+    up = start_up(str(tmp_path / "c"), "2m-noslave", "--no-console", "--proxy-mode", "local",
+                  "--proxy-port", str(port))  # fmt: skip
+    try:
+        up.read_until(rf"proxy\s+gRPC 127.0.0.1:{port + 1}\s+\(in broker-b", 5)
+        r = rr("admin", "updateTopic", "-n", up.namesrv, "-t", "UpT", "-c", "DefaultCluster",
+               "-r", "2", "-w", "2")  # fmt: skip
+        assert r.returncode == 0, r.stdout + r.stderr
+        want = {("broker-a", "127.0.0.1", port), ("broker-b", "127.0.0.1", port + 1)}
+        deadline = time.monotonic() + 20
+        while route_endpoints(port + 1, "UpT") != want and time.monotonic() < deadline:
+            time.sleep(0.3)
+        assert route_endpoints(port + 1, "UpT") == want
+        assert route_endpoints(port, "UpT") == want
+    finally:
+        up.stop()
+    assert up.proc.returncode == 0
+    assert not log_problems(os.path.join(up.base_dir, "logs"))

@@ -2,7 +2,7 @@
 (host of the master, that proxy's port), a broker's config says whether it runs a proxy, sends
 prefer the co-located broker, the port lookups are cached and a failed one falls back; the
 in-process stream is a conforming Trio stream; the launcher reads enableProxy / --enable-proxy
-and the proxy's config file with clear errors."""
+and the proxy's config file with clear errors; `up --proxy-mode local` plans a proxy per broker."""
 
 from __future__ import annotations
 
@@ -23,6 +23,7 @@ from rocketrio.actors.proxy.mapping import TargetQueue
 from rocketrio.actors.proxy.service import ProxyConfig
 from rocketrio.actors.remoting import RemotingError
 from rocketrio.cli.main import broker_config, build_parser, proxy_config
+from rocketrio.cli.up_plan import Layout, PlanError, plan, with_local_proxies
 from rocketrio.protocol.bodies import BrokerData, QueueData, TopicRouteData
 from rocketrio.protocol.config import ConfigError
 from rocketrio.protocol.grpc_v2 import definition_pb2 as pb
@@ -215,3 +216,20 @@ def test_proxy_flags_override_its_file(tmp_path: Path) -> None:
     conf.write_text("proxyMode=cluster\nnamesrvAddr=n:1\ngrpcServerPort=9000\nlogDir=/l\n")
     cfg, log_dir = proxy_config(parse("proxy", "-c", str(conf), "--grpc-port", "9100"))
     assert (cfg.namesrv_addr, cfg.grpc_port, log_dir) == ("n:1", 9100, "/l")
+
+
+def test_up_local_mode_gives_every_broker_its_own_proxy_port(tmp_path: Path) -> None:
+    specs = with_local_proxies(plan("2m-noslave", Layout("/b")), 8081)
+    brokers = {s.name: s for s in specs if s.role == "broker"}
+    assert {n: s.config["grpcServerPort"] for n, s in brokers.items()} == {
+        "broker-a": "8081",
+        "broker-b": "8082",
+    }
+    for s in brokers.values():
+        path = tmp_path / f"{s.name}.conf"
+        path.write_text(s.text)
+        cfg = broker_config(parse("broker", "-c", str(path)))  # as the launcher reads it
+        assert cfg.enableProxy and str(cfg.grpcServerPort) == s.config["grpcServerPort"]
+        assert any(u.what == "grpcServerPort" for u in s.listens)  # checked for being free
+    with pytest.raises(PlanError, match="grpcServerPort"):
+        with_local_proxies(plan("2m-noslave", Layout("/b", namesrv_port=9000)), 8999)
