@@ -1943,7 +1943,7 @@ class TransactionEndFailed(LogEvent):
 @event("proxy_started")
 @attrs.frozen(kw_only=True)
 class ProxyStarted(LogEvent):
-    """The gRPC proxy (cluster mode) serves MessagingService on ``grpc`` (the address its
+    """The gRPC proxy (either mode) serves MessagingService on ``grpc`` (the address its
     routes give clients) for the brokers of ``namesrv``."""
 
     grpc: str
