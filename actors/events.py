@@ -1943,7 +1943,7 @@ class TransactionEndFailed(LogEvent):
 @event("proxy_started")
 @attrs.frozen(kw_only=True)
 class ProxyStarted(LogEvent):
-    """The gRPC proxy (cluster mode) serves MessagingService on ``grpc`` (the address its
+    """The gRPC proxy (either mode) serves MessagingService on ``grpc`` (the address its
     routes give clients) for the brokers of ``namesrv``."""
 
     grpc: str
@@ -2095,6 +2095,27 @@ class ProxyGroupConfigFailed(LogEvent):
     read succeeds."""
 
     group: str
+
+
+@event("proxy_local_started")
+@attrs.frozen(kw_only=True)
+class ProxyLocalStarted(LogEvent):
+    """The gRPC proxy of local mode (`rocketrio broker --enable-proxy`) serves MessagingService
+    on ``grpc`` inside the broker whose remoting address is ``addr``; it reaches that broker
+    in-process (no socket), other brokers and the NameServers over the network."""
+
+    grpc: str
+    addr: str
+
+
+@event("proxy_endpoint_lookup_failed", "warning")
+@attrs.frozen(kw_only=True)
+class ProxyEndpointLookupFailed(LogEvent):
+    """A local-mode proxy could not learn whether the master at ``addr`` runs a proxy of its
+    own (GET_BROKER_CONFIG failed): clients are sent here for that broker set's queues, and this
+    proxy forwards, until a later lookup succeeds."""
+
+    addr: str
     error: str
 
 

@@ -512,6 +512,11 @@ class RemotingServer:
     async def run(self, *, task_status: trio.TaskStatus[str] = trio.TASK_STATUS_IGNORED) -> None:
         await self.transport.serve(self.addr, self._handle, task_status=task_status)
 
+    async def accept(self, stream: trio.abc.Stream) -> None:
+        """Serve one connection that did not come through ``transport`` (a local-mode
+        proxy's in-process stream), under the same limits as the others."""
+        await self._handle(stream)
+
     async def _handle(self, stream: trio.abc.Stream) -> None:
         remote = _peer_name(stream)
         host = _peer_host(remote)

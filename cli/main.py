@@ -1,7 +1,7 @@
 """`rocketrio`: the one launcher. Subcommands start a role or run a tool.
 
     rocketrio namesrv [-c namesrv.conf] [-p 9876]
-    rocketrio broker -c broker.conf [-n "127.0.0.1:9876;..."]
+    rocketrio broker -c broker.conf [-n "127.0.0.1:9876;..."] [--enable-proxy]
     rocketrio controller -c controller.conf
     rocketrio proxy -n NAMESRV [--grpc-port 8081] [--host HOST]
     rocketrio up [--mode single|2m-noslave] [--dir DIR]
@@ -140,17 +140,33 @@ def cmd_namesrv(args: argparse.Namespace) -> int:
 
 def cmd_broker(args: argparse.Namespace) -> int:
     from rocketrio.actors.broker.broker import run_broker
-    from rocketrio.actors.broker.config import BrokerConfig
     from rocketrio.actors.transport import TcpTransport
+
+    cfg = broker_config(args)
+    name = args.name or f"{cfg.brokerName}-{cfg.listenPort}"
+    if cfg.enableProxy:  # local mode: the gRPC proxy runs in this process
+        from rocketrio.actors.proxy.local import run_broker_with_proxy
+
+        return run_service(name, "broker", cfg.logDir, run_broker_with_proxy, cfg, TcpTransport())
+    return run_service(name, "broker", cfg.logDir, run_broker, cfg, TcpTransport())
+
+
+def broker_config(args: argparse.Namespace) -> Any:
+    """The BrokerConfig of `rocketrio broker` (its file, then --set, -n, --enable-proxy)."""
+    from rocketrio.actors.broker.config import BrokerConfig
 
     ov = _overrides(args)
     if args.namesrv:
         ov["namesrvAddr"] = args.namesrv
+    if getattr(args, "enable_proxy", False):
+        ov["enableProxy"] = "true"
     cfg = load_config(BrokerConfig, args.config, ov)
     if args.config and not cfg.brokerConfigPath:
         cfg.brokerConfigPath = args.config  # UPDATE_BROKER_CONFIG persists here (upstream)
-    name = args.name or f"{cfg.brokerName}-{cfg.listenPort}"
-    return run_service(name, "broker", cfg.logDir, run_broker, cfg, TcpTransport())
+    if cfg.enableProxy and not cfg.namesrvAddr:
+        where = args.config or "<command line>"
+        raise ConfigError(f"{where}: enableProxy needs namesrvAddr (the proxy's routes)")
+    return cfg
 
 
 def cmd_controller(args: argparse.Namespace) -> int:
@@ -172,34 +188,73 @@ def cmd_controller(args: argparse.Namespace) -> int:
 
 
 def cmd_proxy(args: argparse.Namespace) -> int:
-    from rocketrio.actors.auth.config import parse_credentials
     from rocketrio.actors.proxy.proxy import run_proxy
-    from rocketrio.actors.proxy.renew import renew_config_of
+
+    cfg, log_dir = proxy_config(args)
+    name = args.name or f"proxy-{cfg.grpc_port}"
+    return run_service(name, "proxy", log_dir, run_proxy, cfg)
+
+
+# the keys of a cluster-mode proxy's config file (upstream's ProxyConfig names)
+PROXY_KEYS = frozenset(
+    {
+        "namesrvAddr",
+        "grpcServerPort",
+        "proxyHost",
+        "proxyMode",
+        "logDir",
+        "authenticationEnabled",
+        "innerClientAuthenticationCredentials",
+    }
+)
+
+
+def proxy_config(args: argparse.Namespace) -> tuple[Any, str]:
+    """The ProxyConfig and log directory of `rocketrio proxy` (its file, then the flags).
+    An unknown key, a bad value or proxyMode=local (which runs inside a broker:
+    `rocketrio broker --enable-proxy`) is a ConfigError naming the key and file."""
+    from rocketrio.actors.auth.config import parse_credentials
+    from rocketrio.actors.proxy.renew import CONFIG_KEYS, renew_config_of
     from rocketrio.actors.proxy.service import ProxyConfig
 
+    source = args.config or "<command line>"
     conf = load_proxy_config(args.config) if args.config else {}
+    unknown = sorted(set(conf) - PROXY_KEYS - set(CONFIG_KEYS) - {"enableProxyAutoRenew"})
+    if unknown:
+        raise ConfigError(f"{source}: unknown proxy key(s) {', '.join(unknown)}")
+    mode = conf.get("proxyMode", "cluster").lower()
+    if mode != "cluster":
+        raise ConfigError(
+            f"{source}: proxyMode={conf['proxyMode']}: `rocketrio proxy` runs cluster mode; "
+            "local mode runs inside a broker (rocketrio broker --enable-proxy)"
+        )
     namesrv = args.namesrv or conf.get("namesrvAddr")
     if not namesrv:
         raise ConfigError("the proxy needs -n NAMESRV (or namesrvAddr in its config)")
+    port_text = conf.get("grpcServerPort", "8081")
+    if not port_text.isdigit() or int(port_text) > 65535:
+        raise ConfigError(f"{source}: grpcServerPort must be a port number, got {port_text!r}")
+    auth = conf.get("authenticationEnabled", "false").lower()
+    if auth not in ("true", "false"):
+        raise ConfigError(f"{source}: authenticationEnabled must be true or false, got {auth!r}")
     cfg = ProxyConfig(
         namesrv_addr=namesrv,
-        grpc_port=args.grpc_port or int(conf.get("grpcServerPort", "8081")),
+        grpc_port=args.grpc_port or int(port_text),
         host=args.host or conf.get("proxyHost", ""),
-        authentication_enabled=conf.get("authenticationEnabled", "false").lower() == "true",
+        authentication_enabled=auth == "true",
     )
     try:
         creds = parse_credentials(conf.get("innerClientAuthenticationCredentials", ""))
         cfg.renew = renew_config_of(conf)
     except ValueError as e:
-        raise ConfigError(f"{args.config}: {e}") from None
+        raise ConfigError(f"{source}: {e}") from None
     if creds is not None:
         cfg.access_key, cfg.secret_key = creds.access_key, creds.secret_key
-    name = args.name or f"proxy-{cfg.grpc_port}"
-    return run_service(name, "proxy", conf.get("logDir", args.log_dir), run_proxy, cfg)
+    return cfg, conf.get("logDir", args.log_dir)
 
 
 def load_proxy_config(path: str) -> dict[str, str]:
-    """The proxy's key=value file (namesrvAddr, grpcServerPort, proxyHost, logDir,
+    """The proxy's key=value file (namesrvAddr, grpcServerPort, proxyHost, proxyMode, logDir,
     authenticationEnabled, innerClientAuthenticationCredentials, and the auto-renew keys of
     renew.CONFIG_KEYS and enableProxyAutoRenew: upstream's names)."""
     out: dict[str, str] = {}
@@ -232,6 +287,11 @@ def build_parser() -> argparse.ArgumentParser:
 
     sp = role_parser("broker", "start a Broker")
     sp.add_argument("-n", "--namesrv", help='name servers, "host:port;host:port" (namesrvAddr)')
+    sp.add_argument(
+        "--enable-proxy",
+        action="store_true",
+        help="local mode: run the gRPC proxy in this process (enableProxy; grpcServerPort 8081)",
+    )
     sp.set_defaults(func=cmd_broker)
 
     sp = sub.add_parser("proxy", help="start a gRPC proxy (RocketMQ 5 SDKs) in cluster mode")

@@ -51,6 +51,7 @@ from rocketrio.cli.up_plan import (
     namesrv_addr,
     plan,
     proxy_spec,
+    with_local_proxies,
 )
 from rocketrio.cli.up_progress import LogTail, watch_recovery
 from rocketrio.cli.up_supervisor import Supervisor
@@ -202,7 +203,12 @@ async def _flow(
             f"  console http://{server.addr}/  (actions need the token in "
             f"{os.path.join(base_dir, CONSOLE_TOKEN_FILE)})"
         )
-    if args.proxy:
+    if args.proxy_mode == "local":
+        for s in specs:
+            if s.role == "broker":
+                port = s.config["grpcServerPort"]
+                con.out(f"  proxy  gRPC 127.0.0.1:{port}  (in {s.name}; RocketMQ 5 SDK endpoints)")
+    elif args.proxy:
         con.out(f"  proxy  gRPC 127.0.0.1:{args.proxy_port}  (RocketMQ 5 SDK endpoints)")
     con.out(f"  logs   {os.path.join(base_dir, 'logs')}  (JSON lines, one file per process)")
     con.out(f"  data   {os.path.join(base_dir, 'store')}")
@@ -327,7 +333,9 @@ def cmd_up(args: argparse.Namespace) -> int:
                     flush=args.flush)  # fmt: skip
     try:
         specs = plan(args.mode, layout)
-        if args.proxy:
+        if args.proxy_mode == "local":
+            specs = with_local_proxies(specs, args.proxy_port)
+        elif args.proxy:
             specs.append(
                 proxy_spec(specs, "127.0.0.1", args.proxy_port, os.path.join(base_dir, "logs"))
             )
@@ -439,6 +447,13 @@ def add_parser(sub: Any) -> None:
     sp.add_argument("--no-console", action="store_true", help="do not start the web console")
     sp.add_argument(
         "--proxy", action="store_true", help="add a gRPC proxy (RocketMQ 5 SDKs, cluster mode)"
+    )
+    sp.add_argument(
+        "--proxy-mode",
+        choices=("cluster", "local"),
+        default=None,
+        help="local: each broker runs the proxy in its process (grpcServerPort = --proxy-port"
+        " + its index); implies --proxy. Default cluster: one proxy process",
     )
     sp.add_argument("--proxy-port", type=_port, default=8081, help="the proxy's gRPC port")
     sp.add_argument("--timeout", type=_positive, default=30.0, help="seconds to wait for health")

@@ -278,6 +278,27 @@ def proxy_spec(specs: list[ProcSpec], host: str, grpc_port: int, log_dir: str) -
     return ProcSpec("proxy", "proxy", config, text, addr, (use,), "up --proxy")
 
 
+def with_local_proxies(specs: list[ProcSpec], grpc_port: int) -> list[ProcSpec]:
+    """`up --proxy-mode local`: every broker runs the gRPC proxy in its own process
+    (enableProxy=true), the i-th broker on ``grpc_port + i`` (grpcServerPort), so several
+    brokers of one host each have theirs; PlanError if a port would collide."""
+    out: list[ProcSpec] = []
+    brokers = 0
+    for s in specs:
+        if s.role != "broker":
+            out.append(s)
+            continue
+        port = grpc_port + brokers
+        brokers += 1
+        extra = {"enableProxy": "true", "grpcServerPort": str(port)}
+        text = s.text + "# up --proxy-mode local: the gRPC proxy runs in this broker\n"
+        text += "".join(f"{k}={v}\n" for k, v in extra.items())
+        listens = (*s.listens, PortUse(port, s.name, "grpcServerPort"))
+        out.append(attrs.evolve(s, config={**s.config, **extra}, text=text, listens=listens))
+    _check_collisions(out)
+    return out
+
+
 def namesrv_addr(specs: list[ProcSpec]) -> str:
     return next(s.addr for s in specs if s.role == "namesrv")
 

@@ -209,6 +209,11 @@ class BrokerConfig(RemotingServerConfig):
     transactionCheckMax: int = attrs.field(default=15, validator=positive)
     transactionCheckInterval: int = attrs.field(default=30_000, validator=positive)
     rejectTransactionMessage: bool = False
+    # local mode (`rocketrio broker --enable-proxy`): the gRPC proxy for the RocketMQ 5 SDKs
+    # runs in this process on grpcServerPort (upstream's proxy key and default) and reaches this
+    # broker in-process (actors/proxy/local.py)
+    enableProxy: bool = False
+    grpcServerPort: int = attrs.field(default=8081, validator=non_negative)
 
     @property
     def ha_listen_port(self) -> int:

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import hashlib
 import zlib
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 import attrs
 from google.protobuf.duration_pb2 import Duration
@@ -116,17 +116,23 @@ def endpoints_of(host: str, port: int) -> pb.Endpoints:
 
 
 def route_queues(
-    route: TopicRouteData, topic: pb.Resource, endpoints: pb.Endpoints
+    route: TopicRouteData,
+    topic: pb.Resource,
+    endpoints: pb.Endpoints,
+    per_broker: Mapping[str, pb.Endpoints] | None = None,
 ) -> list[pb.MessageQueue]:
     """QueryRoute's queues: per broker set with a master, its read-only, write-only, then
     read-write queues numbered from 0 (upstream's genMessageQueueFromQueueData), each with the
-    proxy's own endpoints as the broker's."""
+    broker set's entry of ``per_broker`` as its endpoints (local mode: the proxy next to that
+    set's master), else ``endpoints`` (cluster mode: the proxy's own)."""
+    per_broker = per_broker or {}
     masters = {bd.brokerName for bd in route.brokerDatas if MASTER_ID in bd.brokerAddrs}
     out: list[pb.MessageQueue] = []
     for qd in sorted(route.queueDatas, key=lambda q: q.brokerName):
         if qd.brokerName not in masters:
             continue
-        broker = pb.Broker(name=qd.brokerName, id=MASTER_ID, endpoints=endpoints)
+        where = per_broker.get(qd.brokerName, endpoints)
+        broker = pb.Broker(name=qd.brokerName, id=MASTER_ID, endpoints=where)
         readable, writable = bool(qd.perm & PERM_READ), bool(qd.perm & PERM_WRITE)
         r = w = rw = n = 0
         if readable and writable:
@@ -153,18 +159,25 @@ def route_queues(
 
 
 def assignments(
-    route: TopicRouteData, topic: pb.Resource, endpoints: pb.Endpoints, fifo: bool = False
+    route: TopicRouteData,
+    topic: pb.Resource,
+    endpoints: pb.Endpoints,
+    per_broker: Mapping[str, pb.Endpoints] | None = None,
+    fifo: bool = False,
 ) -> list[pb.Assignment]:
     """QueryAssignment for a PushConsumer, as upstream's RouteActivity: one assignment per
     readable broker set with a master, queue id -1 (POP from any queue of it); for a FIFO
     group (consumeMessageOrderly) one per readable queue of those sets, ids 0..readQueueNums-1
-    (the receives still POP the whole set: the broker orders each queue)."""
+    (the receives still POP the whole set: the broker orders each queue). Endpoints as in
+    `route_queues`."""
+    per_broker = per_broker or {}
     out: list[pb.Assignment] = []
     masters = {bd.brokerName for bd in route.brokerDatas if MASTER_ID in bd.brokerAddrs}
     for qd in sorted(route.queueDatas, key=lambda q: q.brokerName):
         if qd.brokerName not in masters or not qd.perm & PERM_READ or qd.readQueueNums <= 0:
             continue
-        broker = pb.Broker(name=qd.brokerName, id=MASTER_ID, endpoints=endpoints)
+        where = per_broker.get(qd.brokerName, endpoints)
+        broker = pb.Broker(name=qd.brokerName, id=MASTER_ID, endpoints=where)
         perm = permission_of(qd.perm)
         for qid in range(qd.readQueueNums) if fifo else (-1,):
             mq = pb.MessageQueue(topic=topic, id=qid, permission=perm, broker=broker)  # type: ignore[arg-type]
@@ -189,6 +202,48 @@ def writable_queues(route: TopicRouteData) -> list[TargetQueue]:
         if qd.brokerName in masters and qd.perm & PERM_WRITE
         for i in range(qd.writeQueueNums)
     ]
+
+
+def master_addrs(route: TopicRouteData) -> dict[str, str]:
+    """Broker set name -> its master's remoting address, for the sets that have one."""
+    return {
+        bd.brokerName: bd.brokerAddrs[MASTER_ID]
+        for bd in route.brokerDatas
+        if MASTER_ID in bd.brokerAddrs
+    }
+
+
+def local_endpoints(
+    route: TopicRouteData, grpc_ports: Mapping[str, int | None]
+) -> dict[str, pb.Endpoints]:
+    """Local mode: the endpoints of each broker set's queues are the proxy co-located with
+    its master, at the master's host and that proxy's gRPC port (upstream's
+    ProxyTopicRouteData: broker address host + grpcServerPort). ``grpc_ports`` maps a master
+    address to its proxy's port; a set whose master runs no proxy (None or absent) is left out,
+    so its queues get the asking proxy's own endpoints and that proxy forwards."""
+    out: dict[str, pb.Endpoints] = {}
+    for name, addr in master_addrs(route).items():
+        port = grpc_ports.get(addr)
+        if port is not None:
+            host, _, _ = addr.rpartition(":")
+            out[name] = endpoints_of(host, port)
+    return out
+
+
+def local_proxy_port(broker_config: Mapping[str, str]) -> int | None:
+    """The gRPC port of the proxy a broker runs in its process, from its config
+    (GET_BROKER_CONFIG's key=value answer): grpcServerPort when enableProxy=true, else None."""
+    if broker_config.get("enableProxy", "false").strip().lower() != "true":
+        return None
+    port = broker_config.get("grpcServerPort", "8081").strip()
+    return int(port) if port.isdigit() and 0 < int(port) < 65536 else None
+
+
+def prefer_broker(queues: Sequence[TargetQueue], broker_name: str) -> list[TargetQueue]:
+    """Local mode sends to its own broker set's queues when the topic has any there
+    (upstream's LocalTopicRouteService: the co-located broker's queue view); otherwise to all."""
+    own = [q for q in queues if q.broker_name == broker_name]
+    return own or list(queues)
 
 
 def java_string_hash(s: str) -> int:

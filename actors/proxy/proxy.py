@@ -1,11 +1,14 @@
-"""The proxy role in cluster mode: `run_proxy` starts a client of the NameServer and brokers
+"""The proxy role: `run_proxy` starts a client of the NameServer and brokers
 (`MQClientInstance`), the gRPC server (`GrpcBridge`) and the Trio tasks that answer its calls
 (`serve_calls` with `ProxyService.handle`) and the auto renewal of invisible time
 (`AutoRenewer`); it holds no state of its own besides caches and the messages under renewal.
+Cluster mode runs it alone (`rocketrio proxy`); local mode (local.py) runs it inside a broker
+with an in-process transport and per-broker endpoints.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import structlog
@@ -16,24 +19,42 @@ from rocketrio.actors.client.config import ClientConfig
 from rocketrio.actors.client.mq_client import MQClientInstance, local_ip
 from rocketrio.actors.proxy.grpc_bridge import GrpcBridge, serve_calls
 from rocketrio.actors.proxy.mapping import PROXY_PRODUCER_GROUP
-from rocketrio.actors.proxy.service import ProxyConfig, ProxyService, overflow_response
+from rocketrio.actors.proxy.service import (
+    BrokerEndpoints,
+    ProxyConfig,
+    ProxyService,
+    overflow_response,
+)
 from rocketrio.actors.proxy.telemetry import TelemetryRegistry
 from rocketrio.actors.proxy.transaction_check import TransactionCheckRelay
+from rocketrio.actors.transport import Transport
 
 log = structlog.get_logger("proxy")
 
+EndpointsFactory = Callable[[MQClientInstance, ProxyConfig], BrokerEndpoints]
+
 
 async def run_proxy(
-    config: ProxyConfig, *, task_status: trio.TaskStatus[Any] = trio.TASK_STATUS_IGNORED
+    config: ProxyConfig,
+    *,
+    transport: Transport | None = None,
+    endpoints_for: EndpointsFactory | None = None,
+    client_ip: str = "",
+    task_status: trio.TaskStatus[Any] = trio.TASK_STATUS_IGNORED,
 ) -> None:
+    """Serve gRPC until cancelled; ``task_status.started(grpc_port)``. ``transport`` carries
+    the remoting client (default TCP); ``endpoints_for`` (local mode) makes, from the client and
+    the config with its bound port, where routes send clients for each broker set."""
     client_config = ClientConfig(
         instanceName=f"proxy-{config.grpc_port}",
         accessKey=config.access_key or "",
         secretKey=config.secret_key or "",
     )
+    if client_ip:
+        client_config.clientIP = client_ip
     registry = TelemetryRegistry()
     async with (
-        MQClientInstance(config.namesrv_addr, config=client_config) as client,
+        MQClientInstance(config.namesrv_addr, transport=transport, config=client_config) as client,
         GrpcBridge(
             config.listen_host,
             config.grpc_port,
@@ -44,7 +65,8 @@ async def run_proxy(
         config.grpc_port = bridge.port
         if not config.host:
             config.host = local_ip()
-        service = ProxyService(config, client, registry)
+        per_broker = endpoints_for(client, config) if endpoints_for is not None else None
+        service = ProxyService(config, client, registry, broker_endpoints=per_broker)
         # brokers send transaction checks of half messages sent through the proxy to it
         relay = TransactionCheckRelay(registry, service.broker_name_of)
         client.transaction_checkers[PROXY_PRODUCER_GROUP] = relay.on_check

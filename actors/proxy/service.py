@@ -2,6 +2,11 @@
 request into remoting calls to the NameServer and the brokers (as a client: one
 `MQClientInstance`) and the answer back into a gRPC response with upstream's status codes.
 
+One service for both modes: cluster mode (proxy.py, its own process) and local mode (local.py,
+inside a broker) differ only in wiring, the transport under the client and, in local mode,
+``broker_endpoints`` (each broker set's queues point at the proxy next to its master) and
+``local_broker_name`` (sends go to the co-located broker when it has the topic).
+
 Stateless in cluster mode: routes come from the NameServer, receipt handles are the brokers'
 POP checkpoints and transaction ids carry their broker and offsets (receipt.py), so a restarted
 proxy, or another one behind the same address, acts on what an earlier one handed out.
@@ -20,7 +25,7 @@ handler's unexpected failure becomes INTERNAL_SERVER_ERROR for that call only.
 from __future__ import annotations
 
 import itertools
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 import attrs
@@ -43,7 +48,7 @@ from rocketrio.actors.proxy.renew import AutoRenewer, Renewal, RenewConfig, Trac
 from rocketrio.actors.proxy.telemetry import TelemetryRegistry
 from rocketrio.actors.remoting import RemotingError
 from rocketrio.protocol.auth_bodies import GetUserRequestHeader, UserInfo
-from rocketrio.protocol.bodies import SubscriptionGroupConfig
+from rocketrio.protocol.bodies import SubscriptionGroupConfig, TopicRouteData
 from rocketrio.protocol.codes import RequestCode, ResponseCode
 from rocketrio.protocol.grpc_v2 import definition_pb2 as pb
 from rocketrio.protocol.grpc_v2 import service_pb2 as spb
@@ -88,6 +93,12 @@ class ProxyConfig:
     secret_key: str | None = None
     max_body_size: int = MAX_BODY_SIZE
     renew: RenewConfig = attrs.Factory(RenewConfig)  # auto_renew of invisible time
+    # local mode: the broker set of the co-located broker ("" in cluster mode)
+    local_broker_name: str = ""
+
+
+# local mode: broker set name -> the endpoints of the proxy next to its master (local.py)
+BrokerEndpoints = Callable[[TopicRouteData], Awaitable[Mapping[str, pb.Endpoints]]]
 
 
 class ProxyService:
@@ -97,8 +108,10 @@ class ProxyService:
         client: MQClientInstance,
         registry: TelemetryRegistry,
         now_ms: Callable[[], int] = wallclock_ms,
+        broker_endpoints: BrokerEndpoints | None = None,
     ) -> None:
         self.config = config
+        self.broker_endpoints = broker_endpoints
         self.client = client
         self.registry = registry
         self.now_ms = now_ms
@@ -202,18 +215,26 @@ class ProxyService:
             raise BadRequest(Code.HA_NOT_AVAILABLE, f"broker {broker_name} has no master")
         return addr
 
+    async def _per_broker(self, route: TopicRouteData) -> Mapping[str, pb.Endpoints]:
+        """Local mode: where clients find each broker set (cluster mode: here, for all)."""
+        if self.broker_endpoints is None:
+            return {}
+        return await self.broker_endpoints(route)
+
     # -- routes, heartbeats, settings
     async def query_route(self, call: Call) -> spb.QueryRouteResponse:
         req: spb.QueryRouteRequest = call.request
         route = await self._route(req.topic.name)
-        queues = mp.route_queues(route, req.topic, self.endpoints)
+        per_broker = await self._per_broker(route)
+        queues = mp.route_queues(route, req.topic, self.endpoints, per_broker)
         return spb.QueryRouteResponse(status=status(Code.OK), message_queues=queues)
 
     async def query_assignment(self, call: Call) -> spb.QueryAssignmentResponse:
         req: spb.QueryAssignmentRequest = call.request
         route = await self._route(req.topic.name)
         fifo = await self.group_configs.is_fifo(req.group.name)
-        assignments = mp.assignments(route, req.topic, self.endpoints, fifo)
+        per_broker = await self._per_broker(route)
+        assignments = mp.assignments(route, req.topic, self.endpoints, per_broker, fifo)
         return spb.QueryAssignmentResponse(status=status(Code.OK), assignments=assignments)
 
     async def heartbeat(self, call: Call) -> spb.HeartbeatResponse:
@@ -258,7 +279,12 @@ class ProxyService:
         )
         route = await self._route(msg.topic.name)
         group = msg.system_properties.message_group if mp.message_type_of(msg) == pb.FIFO else None
-        target = mp.choose_queue(mp.writable_queues(route), group, next(self._turn))
+        queues = mp.writable_queues(route)
+        if group is None and self.config.local_broker_name:
+            # local mode: to the co-located broker when it has queues (in-process); a message
+            # group keeps the whole route's queue, whichever proxy takes it (forwarded)
+            queues = mp.prefer_broker(queues, self.config.local_broker_name)
+        target = mp.choose_queue(queues, group, next(self._turn))
         addr = await self._master(target.broker_name, msg.topic.name)
         half = mp.message_type_of(msg) == pb.TRANSACTION
         header = SendMessageRequestHeaderV2(

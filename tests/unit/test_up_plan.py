@@ -11,9 +11,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from rocketrio.actors.broker.config import BrokerConfig
 from rocketrio.actors.controller.config import ControllerConfig
 from rocketrio.actors.controller.embedded import load_namesrv_configs
+from rocketrio.cli.main import broker_config, build_parser, proxy_config
 from rocketrio.cli.up_plan import (
     MODES,
     SUBSTITUTED_KEYS,
@@ -42,7 +42,9 @@ def _load(role: str, path: str) -> object:
     if role == "namesrv":
         return load_namesrv_configs(path)
     if role == "broker":
-        return load_config(BrokerConfig, path)
+        return broker_config(build_parser().parse_args(["broker", "-c", path]))
+    if role == "proxy":
+        return proxy_config(build_parser().parse_args(["proxy", "-c", path]))
     cfg = load_config(ControllerConfig, path)
     cfg.to_raft_config()
     return cfg
@@ -112,7 +114,8 @@ def test_generated_configs_load_as_the_roles_load_them(mode: str, tmp_path: Path
 )
 def test_every_template_is_a_valid_config_as_is(path: str) -> None:
     """README: each file works directly with `rocketrio <role> -c deploy/<mode>/<file>`."""
-    role = next(r for r in ("namesrv", "controller", "broker") if Path(path).name.startswith(r))
+    roles = ("namesrv", "controller", "broker", "proxy")
+    role = next(r for r in roles if Path(path).name.startswith(r))
     assert _load(role, path) is not None
 
 
