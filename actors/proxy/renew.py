@@ -50,6 +50,9 @@ class RenewConfig:
     period_ms: int = 5_000  # renewSchedulePeriodMillis
     max_retry_times: int = 3  # maxRenewRetryTimes
     clear_invisible_ms: int = 1_000  # invisibleTimeMillisWhenClear
+    # rocketrio's bound (upstream has none): messages under renewal in this proxy; an
+    # auto_renew receive that could pass it is refused with TOO_MANY_REQUESTS before popping
+    max_tracked: int = 100_000
 
 
 # upstream key in the proxy's config file -> RenewConfig attribute
@@ -58,6 +61,7 @@ CONFIG_KEYS = {
     "renewAheadTimeMillis": "ahead_ms",
     "renewMaxTimeMillis": "max_ms",
     "renewSchedulePeriodMillis": "period_ms",
+    "renewMaxTrackedMessages": "max_tracked",  # rocketrio's own key
     "maxRenewRetryTimes": "max_retry_times",
     "invisibleTimeMillisWhenClear": "clear_invisible_ms",
 }
@@ -129,6 +133,10 @@ class RenewSchedule:
 
     def add(self, entry: Tracked) -> None:
         self.tracked[(entry.group, entry.original)] = entry
+
+    def has_room(self, count: int) -> bool:
+        """Whether ``count`` more messages fit under ``max_tracked``."""
+        return len(self.tracked) + count <= self.config.max_tracked
 
     def take(self, group: str, handle: str) -> str | None:
         """The client acks / changes / forwards ``handle``: stop renewing it; the handle to use

@@ -378,6 +378,11 @@ class ProxyService:
         if auto_renew and client_id not in self.registry.streams:
             # upstream: renewal needs the client's channel (its Telemetry stream)
             raise BadRequest(Code.MESSAGE_NOT_FOUND, f"client {client_id!r} is disconnected")
+        if auto_renew and not self.renewer.schedule.has_room(batch):
+            limit = self.config.renew.max_tracked
+            raise BadRequest(
+                Code.TOO_MANY_REQUESTS, f"{limit} messages under auto renewal in this proxy"
+            )
         if auto_renew:  # upstream: the proxy's defaultInvisibleTimeMills, then renewals
             invisible_ms = self.config.renew.default_invisible_ms
         elif req.HasField("invisible_duration"):

@@ -248,3 +248,32 @@ async def test_auto_renew_without_a_telemetry_stream_is_refused_before_popping(
         [r] = await p.service.handle(call("ReceiveMessage", req, "never-connected"))
         assert r.status.code == pb.MESSAGE_NOT_FOUND
         assert await visible_within(p, 2) == [b"kept"]  # nothing was popped for it
+
+
+async def test_a_proxy_full_of_renewals_refuses_before_popping(
+    tmp_path: Any, mock_clock: trio.testing.MockClock
+) -> None:
+    """The messages under renewal are bounded (renewMaxTrackedMessages): a receive that could
+    pass the bound is refused with TOO_MANY_REQUESTS and pops nothing, so nothing waits for
+    an invisible time it never asked for; an ack makes room again."""
+    async with harness(tmp_path) as h, proxy(h, RenewConfig(max_tracked=16)) as p:
+        p.online(PUSH)
+        for i in range(17):
+            await send(h, b"m%d" % i)
+        first = await p.receive(PUSH, auto_renew=True)
+        assert len(first) == 16
+        req = spb.ReceiveMessageRequest(
+            group=pb.Resource(name=GROUP),
+            message_queue=pb.MessageQueue(topic=pb.Resource(name=TOPIC)),
+            filter_expression=pb.FilterExpression(type=pb.TAG, expression="*"),
+            batch_size=1,
+            long_polling_timeout=Duration(seconds=0),
+            auto_renew=True,
+        )
+        out = await p.service.handle(call("ReceiveMessage", req, PUSH))
+        assert [r.status.code for r in out if r.HasField("status")] == [pb.TOO_MANY_REQUESTS]
+        # nothing was popped: the 17th message is visible to the group at once
+        rest = await visible_within(p, 2)
+        assert len(rest) == 1 and rest[0] not in {m.body for m in first}
+        assert await p.ack(PUSH, first[0]) == pb.OK
+        assert p.service.renewer.schedule.has_room(1)
