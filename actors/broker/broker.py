@@ -125,7 +125,7 @@ from rocketrio.actors.remoting import RemotingClient, RemotingServer
 from rocketrio.actors.rpc_metrics import RpcLatency, RpcLatencyCollector
 from rocketrio.actors.transport import Transport, split_addr
 from rocketrio.protocol.acl_signature import RequestSigner
-from rocketrio.protocol.bodies import TopicConfig
+from rocketrio.protocol.bodies import TopicConfig, with_mapping
 from rocketrio.protocol.codes import RequestCode
 from rocketrio.storage.commitlog import CorruptionError
 from rocketrio.storage.fs import OS_FS, FileSystem
@@ -334,6 +334,7 @@ class Broker:
             topics=self.topics,
             mappings=TopicQueueMappingTable(config, now_ms, run_blocking=run_blocking, fs=fs),
             admin=self.admin,
+            on_change=self._request_register,
         )
         self.consume_stats = ConsumeStatsProcessor(
             lambda: self.config.brokerName,
@@ -968,9 +969,12 @@ class Broker:
     async def register_all(self) -> None:
         if self.outer_api is None or not self.config.namesrv_addrs or not self.role_known:
             return
-        await self.outer_api.register_all(
+        wrapper = with_mapping(
             registered_topics(self.topics.snapshot(), self.config.brokerPermission)
         )
+        wrapper.topicQueueMappingInfoMap = self.static_topics.mappings.mapping_infos()
+        wrapper.mappingDataVersion = self.static_topics.mappings.data_version
+        await self.outer_api.register_all(wrapper)
 
     async def _register_loop(self) -> None:
         if not self.config.namesrv_addrs:

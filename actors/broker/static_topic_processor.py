@@ -22,6 +22,7 @@ passes on); nothing else of the broker.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import assert_never
 
 import structlog
@@ -58,7 +59,9 @@ class StaticTopicProcessor:
         topics: TopicTable,
         mappings: TopicQueueMappingTable,
         admin: AdminProcessor,
+        on_change: Callable[[], None] = lambda: None,
     ) -> None:
+        self.on_change = on_change  # a mapping changed: register with the NameServers (S3)
         self.topics = topics
         self.mappings = mappings
         self.admin = admin
@@ -118,6 +121,7 @@ class StaticTopicProcessor:
                     ResponseCode.SYSTEM_ERROR,
                     f"could not write {self.mappings.file.path}: {e}; nothing was changed",
                 )
+            self.on_change()
         mapping = self.mappings.table[h.topic]
         tc = self._topic_config(h, mapping)
         if tc is not None:
@@ -183,6 +187,7 @@ class StaticTopicProcessor:
         outcome = await self.admin.delete_topic(h)
         if isinstance(outcome, Done) and self.mappings.delete(h.topic):
             await self.mappings.persist()
+            self.on_change()
         return outcome
 
     def topic_config(self, h: GetTopicConfigRequestHeader) -> TopicConfigAndQueueMapping | Refusal:

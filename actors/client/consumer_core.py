@@ -502,7 +502,9 @@ class ConsumerCore(abc.ABC):
         if decision.kind is StartKind.RETRY_LATER:
             return -1
         try:
-            addr = await self.client.find_broker_addr_refreshing(mq.brokerName, mq.topic)
+            addr = await self.client.find_broker_addr_refreshing(
+                self.client.broker_name_of(mq), mq.topic
+            )
             if addr is None:
                 return -1
             if decision.kind is StartKind.MAX_OFFSET:
@@ -578,7 +580,9 @@ class ConsumerCore(abc.ABC):
                 await trio.sleep(PULL_DELAY_WHEN_FLOW_CONTROL_S)
                 continue
             try:
-                found = self.client.find_broker_in_subscribe(st.mq.brokerName, st.broker_id)
+                found = self.client.find_broker_in_subscribe(
+                    self.client.broker_name_of(st.mq), st.broker_id
+                )
                 if found is None:
                     raise NoBrokerAddress(f"no address for broker {st.mq.brokerName}")
                 addr, broker_id = found
@@ -630,7 +634,9 @@ class ConsumerCore(abc.ABC):
         for st in self.queues.values():
             if st.pull_addr is None or st.pull_scope is None:
                 continue
-            found = self.client.find_broker_in_subscribe(st.mq.brokerName, st.broker_id)
+            found = self.client.find_broker_in_subscribe(
+                self.client.broker_name_of(st.mq), st.broker_id
+            )
             if found is not None and found[0] != st.pull_addr:
                 events.emit(
                     log,

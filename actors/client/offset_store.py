@@ -62,7 +62,9 @@ class RemoteBrokerOffsetStore:
     async def fetch(self, mq: MessageQueue) -> int:
         """The broker's offset, -1 if it has none, -2 if unreachable (memory untouched)."""
         try:
-            addr = await self.client.find_broker_addr_refreshing(mq.brokerName, mq.topic)
+            addr = await self.client.find_broker_addr_refreshing(
+                self.client.broker_name_of(mq), mq.topic
+            )
             if addr is None:
                 return OFFSET_ERROR
             return await self.client.api.query_consumer_offset(addr, self.group, mq)
@@ -86,7 +88,9 @@ class RemoteBrokerOffsetStore:
             if offset < 0 or self._persisted.get(mq) == offset:
                 continue
             try:
-                addr = self.client.find_broker_addr(mq.brokerName)  # master, else a slave
+                addr = self.client.find_broker_addr(
+                    self.client.broker_name_of(mq)
+                )  # master, else a slave
                 if addr is None:
                     raise MQClientError(f"no address for broker {mq.brokerName}")
                 await self.client.api.update_consumer_offset(addr, self.group, mq, offset)

@@ -429,7 +429,7 @@ class OrderlyPushConsumer(ConsumerCore):
         return check.suspend
 
     async def _send_to_dlq(self, mq: MessageQueue, msg: MessageExt) -> bool:
-        addr = self.client.find_broker_addr(mq.brokerName)
+        addr = self.client.find_broker_addr(self.client.broker_name_of(mq))
         if addr is None:
             return False
         origin = msg.properties.get(ORIGIN_MESSAGE_ID) or msg.msg_id

@@ -418,7 +418,7 @@ class Producer:
             mq = selector(list(info.queues), msg, arg)
         else:
             mq = info.select(None, self._available)
-        addr = self.client.find_master_addr(mq.brokerName)
+        addr = self.client.find_master_addr(self.client.broker_name_of(mq))
         conn = None
         if addr is not None:
             conn = self.client.remoting.connection_nowait(addr)
@@ -528,7 +528,9 @@ class Producer:
             mq = queue_selector(list(info.queues), msg, arg)
         else:
             mq = info.select(None, self._available)
-        addr = await self.client.find_master_addr_refreshing(mq.brokerName, msg.topic)
+        addr = await self.client.find_master_addr_refreshing(
+            self.client.broker_name_of(mq), msg.topic
+        )
         if addr is None:
             raise MQClientError(f"broker {mq.brokerName} has no master address")
         uniq = self._next_id()
@@ -614,7 +616,7 @@ class Producer:
                 break
             info = await self.publish_info(msg.topic)
             mq = info.select(last_failed, self._available)
-            addr = self.client.find_master_addr(mq.brokerName)
+            addr = self.client.find_master_addr(self.client.broker_name_of(mq))
             try:
                 result = await self._send_to(mq, addr, msg, body, props, uniq, batch, left)
             except (RemotingError, MQBrokerError) as e:
@@ -650,10 +652,10 @@ class Producer:
         """One attempt to a chosen queue (ordered sends): no retry, but a failure refreshes the
         route so that the next send reaches the new master."""
         deadline = trio.current_time() + timeout_s
-        addr = self.client.find_master_addr(mq.brokerName)
+        addr = self.client.find_master_addr(self.client.broker_name_of(mq))
         if addr is None:
             await self.client.refresh_route(mq.topic, deadline)
-            addr = self.client.find_master_addr(mq.brokerName)
+            addr = self.client.find_master_addr(self.client.broker_name_of(mq))
         try:
             left = max(deadline - trio.current_time(), 0.0)
             return await self._send_to(mq, addr, msg, body, props, uniq, False, left)
