@@ -109,6 +109,7 @@ from rocketrio.actors.broker.schedule_service import ScheduleService
 from rocketrio.actors.broker.send_processor import SendConfig, SendMessageProcessor, host_tuple
 from rocketrio.actors.broker.slave_sync import SlaveSynchronize
 from rocketrio.actors.broker.static_topic_processor import StaticTopicProcessor
+from rocketrio.actors.broker.static_topic_send import send_handlers
 from rocketrio.actors.broker.stats import BrokerStats
 from rocketrio.actors.broker.stats_items import GROUP_GET_NUMS
 from rocketrio.actors.broker.stats_remoting import stats_handlers
@@ -429,6 +430,15 @@ class Broker:
                 **delay_offset_handlers(self.delay_offsets.table),
                 **self.static_topics.handlers(),
             },
+        )
+        # static topics' logic queues (S4): their own handlers, the plain ones for the rest
+        self.adapter.handlers.update(
+            send_handlers(
+                self.static_topics.mappings,
+                self.send,
+                dict(self.adapter.handlers),
+                RemotingAdapter.born_host,
+            )
         )
         # metricsExporterType=PROM: the server times its answers (rocketmq_rpc_latency)
         self.rpc_latency = (

@@ -91,6 +91,9 @@ RETRY_RESPONSE_CODES = frozenset(
         ResponseCode.SYSTEM_ERROR,
         ResponseCode.SYSTEM_BUSY,
         ResponseCode.NO_PERMISSION,
+        # static topics: the logic queue moved (remapping); the retry takes a fresh route.
+        # Upstream does not retry it: a send during a remapping failed there.
+        ResponseCode.NOT_LEADER_FOR_QUEUE,
     }
 )
 _TOPIC_RE = re.compile(r"^[%|a-zA-Z0-9_-]+$")

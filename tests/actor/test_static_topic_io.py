@@ -5,16 +5,24 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 import trio
 import trio.testing
 from test_client_harness import Cluster, cluster, sim_now_ms
 
 from rocketrio.actors.client.admin import MQAdmin, wait_for_route
+from rocketrio.actors.client.errors import MQClientError
+from rocketrio.actors.client.message import Message, SendStatus
+from rocketrio.actors.client.producer import Producer
 from rocketrio.actors.client.static_topic_admin import (
     remapping_static_topic,
     update_static_topic,
 )
-from rocketrio.protocol.bodies import TopicRouteData
+from rocketrio.protocol.bodies import MessageQueue, TopicRouteData
+from rocketrio.protocol.codes import RequestCode, ResponseCode
+from rocketrio.protocol.headers import SendMessageRequestHeader, SendMessageResponseHeader
+from rocketrio.protocol.remoting import RemotingCommand
+from rocketrio.protocol.serde import from_ext
 
 T = "ST"
 LQ = "__syslo__global__"
@@ -65,3 +73,94 @@ async def test_the_route_carries_each_brokers_mapping_info(
             admin, lambda r: "broker-c" in set(leaders(r).values()) and len(leaders(r)) == 8
         )
         assert sorted(leaders(route).values()).count("broker-c") == 3
+
+
+def send_header(queue_id: int, topic: str = T) -> SendMessageRequestHeader:
+    return SendMessageRequestHeader(
+        producerGroup="raw",
+        topic=topic,
+        defaultTopic="TBW102",
+        defaultTopicQueueNums=4,
+        queueId=queue_id,
+        sysFlag=0,
+        bornTimestamp=0,
+        flag=0,
+        properties="",
+    )
+
+
+async def raw_send(admin: MQAdmin, addr: str, queue_id: int) -> RemotingCommand:
+    return await admin.api.call(
+        addr, RequestCode.SEND_MESSAGE, send_header(queue_id), b"raw", ok=tuple(range(1000))
+    )
+
+
+async def test_sends_go_to_logic_queues_with_logic_offsets(
+    tmp_path: Path, mock_clock: trio.testing.MockClock
+) -> None:
+    async with cluster(tmp_path, ("broker-a", "broker-b")) as c, c.admin() as admin:
+        await static_topic(c, admin)
+        route = await route_until(admin, lambda r: len(leaders(r)) == 8)
+        lead = leaders(route)
+        async with Producer("pg", c.ns_addr, **c.kwargs()) as p:
+            results = [await p.send(Message(T, f"m{i}".encode())) for i in range(40)]
+            assert {r.message_queue.brokerName for r in results} == {LQ}
+            per_queue: dict[int, list[int]] = {}
+            for r in results:
+                per_queue.setdefault(r.message_queue.queueId, []).append(r.queue_offset)
+            assert sorted(per_queue) == list(range(8))
+            assert all(offs == list(range(len(offs))) for offs in per_queue.values())
+            # the physical queues hold them all
+            physical = {(q.brokerName, q.queueId): q.maxOffset for q in await admin.topic_status(T)}
+            assert sum(physical.values()) == 40
+
+            # a raw send to a broker that does not lead the logic queue: NOT_LEADER_FOR_QUEUE
+            other = {"broker-a": "broker-b", "broker-b": "broker-a"}
+            resp = await raw_send(admin, c.addr(other[lead[0]]), 0)
+            assert resp.code == ResponseCode.NOT_LEADER_FOR_QUEUE
+
+            # remap: the old leaders refuse, the new leader answers logic offsets past the block
+            await c.start_broker("broker-c", "10.0.1.3")
+            await remapping_static_topic(
+                admin, T, brokers="broker-a,broker-b,broker-c", now_ms=sim_now_ms
+            )
+            route = await route_until(
+                admin, lambda r: "broker-c" in set(leaders(r).values()) and len(leaders(r)) == 8
+            )
+            moved = sorted(g for g, b in leaders(route).items() if b == "broker-c")
+            assert len(moved) == 3
+            resp = await raw_send(admin, c.addr(lead[moved[0]]), moved[0])
+            assert resp.code == ResponseCode.NOT_LEADER_FOR_QUEUE
+            assert "refresh the topic's route" in (resp.remark or "")
+            resp = await raw_send(admin, c.addr("broker-c"), moved[0])
+            assert resp.code == ResponseCode.SUCCESS
+            h = from_ext(SendMessageResponseHeader, resp.ext_fields)
+            assert (h.queueId, h.queueOffset) == (moved[0], 10000)
+
+            # the producer, with its old route, still gets every message in
+            more = [await p.send(Message(T, f"n{i}".encode())) for i in range(40)]
+            assert all(r.send_status is SendStatus.SEND_OK for r in more)
+            for r in more:
+                if r.message_queue.queueId in moved:
+                    assert r.queue_offset >= 10000
+
+
+async def test_a_send_to_a_hole_fails_cleanly(
+    tmp_path: Path, mock_clock: trio.testing.MockClock
+) -> None:
+    async with cluster(tmp_path, ("broker-a", "broker-b")) as c, c.admin() as admin:
+        await static_topic(c, admin)
+        route = await route_until(admin, lambda r: len(leaders(r)) == 8)
+        on_b = sorted(g for g, b in leaders(route).items() if b == "broker-b")
+        c.crash_broker("broker-b")
+        await route_until(admin, lambda r: set(leaders(r).values()) == {"broker-a"})
+        async with Producer("pg", c.ns_addr, **c.kwargs()) as p:
+            info = await p.publish_info(T)
+            # still 8 logic queues: broker-b's are holes
+            assert info.queues == [MessageQueue(T, LQ, i) for i in range(8)]
+            assert p.client.broker_name_of(MessageQueue(T, LQ, on_b[0])) == "__syslo__none__"
+            with pytest.raises(MQClientError):
+                await p.send(Message(T, b"x"), lambda mqs, _m, _a: mqs[on_b[0]])
+            # unkeyed sends go to the queues that have a leader
+            r = await p.send(Message(T, b"y"))
+            assert r.send_status is SendStatus.SEND_OK
