@@ -2049,5 +2049,18 @@ class StaticTopicConfigRepaired(LogEvent):
     write_queues: int
 
 
+@event("static_topic_remote_read_failed", "warning")
+@attrs.frozen(kw_only=True)
+class StaticTopicRemoteReadFailed(LogEvent):
+    """A static topic's leader could not read an older generation on ``item_broker`` (no
+    address, no answer): the request was answered SYSTEM_ERROR and the client retries."""
+
+    topic: str
+    queue_id: int
+    item_broker: str
+    call: str
+    error: str
+
+
 #: every catalogued event name
 ALL = frozenset(CATALOGUE)

@@ -108,7 +108,10 @@ from rocketrio.actors.broker.schedule_policy import parse_message_delay_level
 from rocketrio.actors.broker.schedule_service import ScheduleService
 from rocketrio.actors.broker.send_processor import SendConfig, SendMessageProcessor, host_tuple
 from rocketrio.actors.broker.slave_sync import SlaveSynchronize
+from rocketrio.actors.broker.static_topic_offsets import StaticTopicOffsets
 from rocketrio.actors.broker.static_topic_processor import StaticTopicProcessor
+from rocketrio.actors.broker.static_topic_pull import pull_handlers
+from rocketrio.actors.broker.static_topic_remote import RemoteBrokers
 from rocketrio.actors.broker.static_topic_send import send_handlers
 from rocketrio.actors.broker.stats import BrokerStats
 from rocketrio.actors.broker.stats_items import GROUP_GET_NUMS
@@ -431,15 +434,7 @@ class Broker:
                 **self.static_topics.handlers(),
             },
         )
-        # static topics' logic queues (S4): their own handlers, the plain ones for the rest
-        self.adapter.handlers.update(
-            send_handlers(
-                self.static_topics.mappings,
-                self.send,
-                dict(self.adapter.handlers),
-                RemotingAdapter.born_host,
-            )
-        )
+        self._wire_static_topics()
         # metricsExporterType=PROM: the server times its answers (rocketmq_rpc_latency)
         self.rpc_latency = (
             RpcLatency() if config.metricsExporterType is MetricsExporterType.PROM else None
@@ -606,6 +601,28 @@ class Broker:
         """innerClientAuthenticationCredentials sign the broker's own remoting calls."""
         creds = parse_credentials(self.config.innerClientAuthenticationCredentials)
         return None if creds is None else RequestSigner(creds)
+
+    def _wire_static_topics(self) -> None:
+        """Static topics' logic queues (S4): their own handlers for sends, pulls and offsets,
+        which hand every other request to the plain ones."""
+        mappings, plain = self.static_topics.mappings, dict(self.adapter.handlers)
+        remote = RemoteBrokers(
+            lambda: self.outer_api.client if self.outer_api is not None else None,
+            lambda: self.config.namesrv_addrs,
+        )
+        log = structlog.get_logger("broker").bind(
+            broker=self.config.brokerName, actor="static_topic"
+        )
+        offsets = StaticTopicOffsets(
+            mappings=mappings, offsets=self.offsets, admin=self.admin, remote=remote, log=log
+        )
+        self.adapter.handlers.update(
+            {
+                **send_handlers(mappings, self.send, plain, RemotingAdapter.born_host),
+                **pull_handlers(mappings, self.pull, self.offsets, remote, plain, log),
+                **offsets.handlers(plain),
+            }
+        )
 
     def _request_register(self) -> None:
         """Re-register with the NameServers now (a topic or the role changed)."""

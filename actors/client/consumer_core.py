@@ -657,6 +657,9 @@ class ConsumerCore(abc.ABC):
         msgs: list[MessageExt] = []
         if res.status is PullStatus.FOUND:
             msgs = res.messages()
+            if res.offset_delta is not None:  # a logic queue: records name it (upstream)
+                for m in msgs:
+                    m.queue_id = st.mq.queueId
             if st.mq.topic.startswith(RETRY_GROUP_TOPIC_PREFIX):  # no other queue holds retries
                 reset_retry_topic(msgs, retry_topic(self.group))
             msgs = filter_by_tags(msgs, st.sub)

@@ -11,6 +11,7 @@ import trio.testing
 from test_client_harness import Cluster, cluster, sim_now_ms
 
 from rocketrio.actors.client.admin import MQAdmin, wait_for_route
+from rocketrio.actors.client.api import PullStatus
 from rocketrio.actors.client.errors import MQClientError
 from rocketrio.actors.client.message import Message, SendStatus
 from rocketrio.actors.client.producer import Producer
@@ -20,9 +21,21 @@ from rocketrio.actors.client.static_topic_admin import (
 )
 from rocketrio.protocol.bodies import MessageQueue, TopicRouteData
 from rocketrio.protocol.codes import RequestCode, ResponseCode
-from rocketrio.protocol.headers import SendMessageRequestHeader, SendMessageResponseHeader
+from rocketrio.protocol.headers import (
+    PULL_FLAG_COMMIT_OFFSET,
+    PULL_FLAG_SUBSCRIPTION,
+    GetMaxOffsetRequestHeader,
+    GetMinOffsetRequestHeader,
+    OffsetResponseHeader,
+    PullMessageRequestHeader,
+    QueryConsumerOffsetRequestHeader,
+    SearchOffsetRequestHeader,
+    SendMessageRequestHeader,
+    SendMessageResponseHeader,
+    UpdateConsumerOffsetRequestHeader,
+)
 from rocketrio.protocol.remoting import RemotingCommand
-from rocketrio.protocol.serde import from_ext
+from rocketrio.protocol.serde import from_ext, to_ext
 
 T = "ST"
 LQ = "__syslo__global__"
@@ -164,3 +177,140 @@ async def test_a_send_to_a_hole_fails_cleanly(
             # unkeyed sends go to the queues that have a leader
             r = await p.send(Message(T, b"y"))
             assert r.send_status is SendStatus.SEND_OK
+
+
+def pull_header(
+    gid: int, offset: int, group: str = "cg", commit: int = -1
+) -> PullMessageRequestHeader:
+    return PullMessageRequestHeader(
+        consumerGroup=group,
+        topic=T,
+        queueId=gid,
+        queueOffset=offset,
+        maxMsgNums=32,
+        sysFlag=PULL_FLAG_SUBSCRIPTION | (PULL_FLAG_COMMIT_OFFSET if commit >= 0 else 0),
+        commitOffset=commit,
+        suspendTimeoutMillis=0,
+        subVersion=0,
+        subscription="*",
+        expressionType="TAG",
+    )
+
+
+async def offset_call(admin: MQAdmin, addr: str, code: int, header: object) -> RemotingCommand:
+    return await admin.api.call(addr, code, header, ok=tuple(range(1000)))
+
+
+def offset_of(resp: RemotingCommand) -> int:
+    assert resp.code == ResponseCode.SUCCESS, (resp.code, resp.remark)
+    return from_ext(OffsetResponseHeader, resp.ext_fields).offset
+
+
+async def test_pull_and_offsets_across_a_remapping(
+    tmp_path: Path, mock_clock: trio.testing.MockClock
+) -> None:
+    async with cluster(tmp_path, ("broker-a", "broker-b")) as c, c.admin() as admin:
+        await static_topic(c, admin)
+        route = await route_until(admin, lambda r: len(leaders(r)) == 8)
+        lead = leaders(route)
+        async with Producer("pg", c.ns_addr, **c.kwargs()) as p:
+            sent = [await p.send(Message(T, f"m{i}".encode())) for i in range(40)]
+            before = {}
+            for r in sent:
+                before[r.message_queue.queueId] = before.get(r.message_queue.queueId, 0) + 1
+            # a consumer committed logic offsets on each queue's (old) leader
+            await c.start_broker("broker-c", "10.0.1.3")
+            for g, b in lead.items():
+                r = await offset_call(
+                    admin,
+                    c.addr(b),
+                    RequestCode.UPDATE_CONSUMER_OFFSET,
+                    UpdateConsumerOffsetRequestHeader("cg", T, g, 2),
+                )
+                assert r.code == ResponseCode.SUCCESS
+            await remapping_static_topic(
+                admin, T, brokers="broker-a,broker-b,broker-c", now_ms=sim_now_ms
+            )
+            route = await route_until(
+                admin, lambda r: "broker-c" in set(leaders(r).values()) and len(leaders(r)) == 8
+            )
+            gid = min(g for g, b in leaders(route).items() if b == "broker-c")
+            old = c.addr(lead[gid])
+            new = c.addr("broker-c")
+            more = []
+            for i in range(40):
+                more.append(await p.send(Message(T, f"n{i}".encode())))
+        after = sum(1 for r in more if r.message_queue.queueId == gid)
+        assert after > 0
+
+        # the old leader refuses the logic queue now
+        resp = await admin.api.remoting.invoke(
+            old,
+            RemotingCommand(RequestCode.PULL_MESSAGE, ext_fields=to_ext(pull_header(gid, 0))),
+            5,
+        )
+        assert resp.code == ResponseCode.NOT_LEADER_FOR_QUEUE
+
+        # Double-Check-Read: the new leader finds the offset the old leader stored
+        q = QueryConsumerOffsetRequestHeader("cg", T, gid)
+        assert offset_of(await offset_call(admin, new, RequestCode.QUERY_CONSUMER_OFFSET, q)) == 2
+        # min from the oldest generation (on the old broker), max from the newest
+        assert (
+            offset_of(
+                await offset_call(
+                    admin, new, RequestCode.GET_MIN_OFFSET, GetMinOffsetRequestHeader(T, gid)
+                )
+            )
+            == 0
+        )
+        assert (
+            offset_of(
+                await offset_call(
+                    admin, new, RequestCode.GET_MAX_OFFSET, GetMaxOffsetRequestHeader(T, gid)
+                )
+            )
+            == 10000 + after
+        )
+        # a time before everything: the first offset; after everything: the max
+        assert (
+            offset_of(
+                await offset_call(
+                    admin,
+                    new,
+                    RequestCode.SEARCH_OFFSET_BY_TIMESTAMP,
+                    SearchOffsetRequestHeader(T, gid, 0),
+                )
+            )
+            == 0
+        )
+        assert (
+            offset_of(
+                await offset_call(
+                    admin,
+                    new,
+                    RequestCode.SEARCH_OFFSET_BY_TIMESTAMP,
+                    SearchOffsetRequestHeader(T, gid, sim_now_ms() + 10**9),
+                )
+            )
+            == 10000 + after
+        )
+
+        # pull the whole logic queue from the new leader: the old generation remotely
+        offset, bodies, offsets = 0, [], []
+        for _ in range(20):
+            res = await admin.api.pull(new, pull_header(gid, offset, commit=offset), 5)
+            if res.status is PullStatus.FOUND:
+                for m in res.messages():
+                    offsets.append(m.queue_offset)
+                    bodies.append(m.body)
+            elif res.status is PullStatus.NO_NEW_MSG:
+                break
+            assert res.next_begin_offset >= offset
+            offset = res.next_begin_offset
+        assert offsets == list(range(before[gid])) + list(range(10000, 10000 + after))
+        assert all(b.startswith(b"m") for b in bodies[: before[gid]])
+        assert all(b.startswith(b"n") for b in bodies[before[gid] :])
+        # the pulls' commit offsets were stored as logic values on the leader
+        assert (
+            offset_of(await offset_call(admin, new, RequestCode.QUERY_CONSUMER_OFFSET, q)) >= 10000
+        )

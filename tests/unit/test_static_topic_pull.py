@@ -1,0 +1,116 @@
+"""Pulling a logic queue (S4; pure): which generation a logic offset reads, and the physical
+answer rewritten to logic offsets with OffsetDelta."""
+
+from __future__ import annotations
+
+import pytest
+
+from rocketrio.actors.broker.outcomes import Refusal
+from rocketrio.actors.broker.static_topic_pull import (
+    PullAnswer,
+    PullPlan,
+    plan_pull,
+    rewrite_pull,
+)
+from rocketrio.protocol.codes import ResponseCode as RC
+from rocketrio.protocol.static_topic import LogicQueueMappingItem as Item
+from rocketrio.protocol.static_topic import TopicQueueMappingDetail
+
+# logic queue 0: gen 0 on a (physical queue 1, 37 messages, sealed), gen 1 on c from 10000;
+# logic queue 1: led by a, one generation
+OLD = Item(0, 1, "a", 0, 0, 37)
+NEW = Item(1, 2, "c", 10000, 0, -1)
+
+
+def detail(bname: str) -> TopicQueueMappingDetail:
+    return TopicQueueMappingDetail(
+        "ST",
+        totalQueues=2,
+        bname=bname,
+        epoch=2,
+        hostedQueues={0: [OLD, NEW], 1: [Item(0, 0, "a", 0)]},
+    )
+
+
+def plan(logic: int, bname: str = "c", gid: int = 0, max_msgs: int = 32) -> PullPlan:
+    p = plan_pull(detail(bname), gid, logic, max_msgs)
+    assert isinstance(p, PullPlan), p
+    return p
+
+
+def test_only_the_leader_serves_a_logic_queue() -> None:
+    out = plan_pull(detail("a"), 0, 0, 32)  # a holds gen 0 but no longer leads queue 0
+    assert isinstance(out, Refusal) and out.code == RC.NOT_LEADER_FOR_QUEUE
+    out = plan_pull(detail("c"), 1, 0, 32)  # c knows nothing of queue 1
+    assert isinstance(out, Refusal) and out.code == RC.NOT_LEADER_FOR_QUEUE
+
+
+@pytest.mark.parametrize(
+    ("logic", "item", "physical", "max_msgs", "leader"),
+    [
+        (0, OLD, 0, 32, False),  # the old generation, on another broker: a remote read
+        (30, OLD, 30, 7, False),  # never past the old generation's end
+        (10000, NEW, 0, 32, True),
+        (10005, NEW, 5, 32, True),
+    ],
+)
+def test_a_logic_offset_reads_its_generation(
+    logic: int, item: Item, physical: int, max_msgs: int, leader: bool
+) -> None:
+    p = plan(logic)
+    assert (p.item, p.physical_offset, p.max_msgs, p.leader) == (item, physical, max_msgs, leader)
+
+
+@pytest.mark.parametrize("logic", [37, 38, 5000, 9999])
+def test_the_end_of_a_generation_and_the_hole_after_it_lead_to_the_next(logic: int) -> None:
+    out = plan_pull(detail("c"), 0, logic, 32)
+    assert out == PullAnswer(RC.PULL_RETRY_IMMEDIATELY, 10000, 0, 10000)
+
+
+def test_an_offset_before_the_first_generation_moves_to_it() -> None:
+    # upstream #5493: the first generation starts at logic 500 (an older one was cleaned)
+    d = detail("c")
+    d.hostedQueues[0] = [Item(0, 1, "a", 500, 0, 37), NEW]
+    out = plan_pull(d, 0, 3, 32)
+    assert isinstance(out, PullAnswer) and out.code == RC.PULL_OFFSET_MOVED
+    assert out.next_offset == 500
+
+
+def test_found_on_the_old_generation_carries_the_offset_delta() -> None:
+    h = rewrite_pull(plan(30), RC.SUCCESS, 32, 0, 37)
+    assert (h.code, h.next_offset, h.min_offset, h.max_offset, h.offset_delta) == (
+        RC.SUCCESS,
+        32,
+        0,
+        10000,
+        0,
+    )
+    h = rewrite_pull(plan(10005), RC.SUCCESS, 9, 0, 9)
+    assert (h.next_offset, h.min_offset, h.max_offset, h.offset_delta) == (
+        10009,
+        10000,
+        10009,
+        10000,
+    )
+
+
+def test_reading_an_old_generation_to_its_end_continues_into_the_next() -> None:
+    h = rewrite_pull(plan(30), RC.SUCCESS, 37, 0, 37)
+    assert h.code == RC.SUCCESS and h.next_offset == 10000
+    # an old generation whose data stops short of its end (lost): next generation
+    h = rewrite_pull(plan(30), RC.PULL_NOT_FOUND, 30, 0, 30)
+    assert (h.code, h.next_offset) == (RC.PULL_RETRY_IMMEDIATELY, 10000)
+
+
+def test_data_gone_below_the_asked_offset() -> None:
+    # the old generation lost its first 20 messages (retention): moved to the first valid
+    h = rewrite_pull(plan(3), RC.PULL_OFFSET_MOVED, 20, 20, 37)
+    assert (h.code, h.next_offset) == (RC.PULL_OFFSET_MOVED, 20)
+    # the same on a later generation: retry at once (not moved: the earlier ones count)
+    h = rewrite_pull(plan(10001), RC.PULL_OFFSET_MOVED, 4, 4, 9)
+    assert (h.code, h.next_offset) == (RC.PULL_RETRY_IMMEDIATELY, 10004)
+
+
+def test_caught_up_on_the_leader_stays_there() -> None:
+    h = rewrite_pull(plan(10009), RC.PULL_NOT_FOUND, 9, 0, 9)
+    assert (h.code, h.next_offset, h.max_offset) == (RC.PULL_NOT_FOUND, 10009, 10009)
