@@ -89,7 +89,14 @@ PULL_DELAY_WHEN_FLOW_CONTROL_S = 0.05  # upstream PULL_TIME_DELAY_MILLS_WHEN_FLO
 PULL_DELAY_WHEN_BROKER_GONE_S = 0.1
 CALL_ERRORS = (RemotingError, MQClientError, HeaderError, MessageDecodeError)
 # answers of a broker that is stopping or is no longer master
-_BROKER_GONE_CODES = frozenset({ResponseCode.SERVICE_NOT_AVAILABLE, ResponseCode.SYSTEM_BUSY})
+# NOT_LEADER_FOR_QUEUE: a static topic's logic queue moved to another broker (remapping)
+_BROKER_GONE_CODES = frozenset(
+    {
+        ResponseCode.SERVICE_NOT_AVAILABLE,
+        ResponseCode.SYSTEM_BUSY,
+        ResponseCode.NOT_LEADER_FOR_QUEUE,
+    }
+)
 
 
 STATS_TICK_S = 10.0  # the stats' minute list samples every 10 s

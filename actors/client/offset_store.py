@@ -28,6 +28,7 @@ from rocketrio.actors.client.process_queue import OffsetTable
 from rocketrio.actors.client.rebalance import OFFSET_ERROR
 from rocketrio.actors.remoting import RemotingError
 from rocketrio.protocol.bodies import MessageQueue
+from rocketrio.protocol.codes import ResponseCode
 from rocketrio.protocol.serde import HeaderError
 
 log = structlog.get_logger("offset_store")
@@ -98,7 +99,8 @@ class RemoteBrokerOffsetStore:
                 events.emit(
                     log, events.PersistOffsetFailed(group=self.group, mq=str(mq), error=str(e))
                 )
-                if not isinstance(e, MQBrokerError):  # gone: the next persist finds the new one
+                # gone, or a static topic's logic queue moved: the next persist finds the new one
+                if not isinstance(e, MQBrokerError) or e.code == ResponseCode.NOT_LEADER_FOR_QUEUE:
                     self.client.request_route_refresh(mq.topic)
                 continue
             self._persisted[mq] = offset
