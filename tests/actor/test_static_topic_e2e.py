@@ -98,3 +98,45 @@ async def test_produce_and_consume_through_a_remapping(
                 assert new[0] % 10000 == 0
             else:
                 assert offs == list(range(len(offs)))
+
+
+async def test_the_old_broker_retires_after_its_queues_moved(
+    tmp_path: Path, mock_clock: trio.testing.MockClock
+) -> None:
+    async with cluster(tmp_path, ("broker-a", "broker-b")) as c, c.admin() as admin:
+        await static_topic(c, admin)
+        await route_until(admin, lambda r: len(leaders(r)) == 8)
+        await c.start_broker("broker-c", "10.0.1.3")
+        got = Collector()
+        pc = consumer(
+            c,
+            "cg",
+            got,
+            topic=T,
+            consume_from_where="CONSUME_FROM_FIRST_OFFSET",
+            consume_concurrency=1,
+        )
+        async with Producer("pg", c.ns_addr, **c.kwargs()) as p, pc:
+            await wait_for(lambda: {q for q in pc.assigned_queues() if q.topic == T} == QUEUES)
+            for i in range(80):
+                await p.send(Message(T, f"a{i}".encode()))
+            await wait_for(lambda: len(got.msgs) >= 80)
+            await remapping_static_topic(admin, T, brokers="broker-b,broker-c", now_ms=sim_now_ms)
+            for i in range(80):
+                await p.send(Message(T, f"b{i}".encode()))
+            await wait_for(lambda: len(got.msgs) >= 160)
+            await trio.sleep(15)  # the consumer persists its offsets (every 5 s)
+            c.crash_broker("broker-a")  # retired: it leads nothing any more
+            route = await route_until(
+                admin, lambda r: "broker-a" not in {b.brokerName for b in r.brokerDatas}
+            )
+            assert set(leaders(route).values()) == {"broker-b", "broker-c"}
+            assert len(leaders(route)) == 8
+            results = [await p.send(Message(T, f"c{i}".encode())) for i in range(80)]
+            assert all(r.send_status is SendStatus.SEND_OK for r in results)
+            await wait_for(lambda: len(got.msgs) >= 240)
+            await trio.sleep(20)
+            assert {q for q in pc.assigned_queues() if q.topic == T} == QUEUES
+        bodies = got.bodies()
+        expected = [f"{k}{i}".encode() for k in "abc" for i in range(80)]
+        assert sorted(bodies) == sorted(expected) and len(bodies) == 240
