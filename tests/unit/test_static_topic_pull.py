@@ -4,6 +4,8 @@ answer rewritten to logic offsets with OffsetDelta."""
 from __future__ import annotations
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from rocketrio.actors.broker.outcomes import Refusal
 from rocketrio.actors.broker.static_topic_pull import (
@@ -114,3 +116,61 @@ def test_data_gone_below_the_asked_offset() -> None:
 def test_caught_up_on_the_leader_stays_there() -> None:
     h = rewrite_pull(plan(10009), RC.PULL_NOT_FOUND, 9, 0, 9)
     assert (h.code, h.next_offset, h.max_offset) == (RC.PULL_NOT_FOUND, 10009, 10009)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    counts=st.lists(st.integers(0, 30), min_size=1, max_size=4),
+    block=st.integers(1, 40),
+    batch=st.integers(1, 8),
+    removed=st.integers(0, 10),
+)
+def test_reading_a_logic_queue_from_zero_yields_every_message_once_in_order(
+    counts: list[int], block: int, batch: int, removed: int
+) -> None:
+    """Generations of ``counts`` messages (the last one open), each new one starting at the
+    next ``block`` boundary; the first ``removed`` messages of the oldest are gone. Following
+    the answers' next offsets from 0 reads every remaining message once, in order, with the
+    logic offset physical + OffsetDelta."""
+    items, expected, logic = [], [], 0
+    for gen, n in enumerate(counts):
+        last = gen == len(counts) - 1
+        items.append(Item(gen, gen, f"b{gen}", logic, 0, -1 if last else n))
+        expected += [logic + i for i in range(n)]
+        logic = -(-(logic + n) // block) * block if not last else logic
+        if not last and logic == items[-1].logicOffset + n and n == 0:
+            logic += block  # strictly increasing logic offsets even for an empty generation
+    removed = min(removed, counts[0])
+    expected = expected[removed:]
+    d = TopicQueueMappingDetail(
+        "ST", totalQueues=1, bname=f"b{len(counts) - 1}", epoch=1, hostedQueues={0: items}
+    )
+    mins = {0: removed}
+    got: list[int] = []
+    offset = 0
+    for _ in range(500):
+        p = plan_pull(d, 0, offset, batch)
+        if isinstance(p, PullAnswer):
+            assert p.next_offset >= offset or p.code == RC.PULL_OFFSET_MOVED
+            if p.code == RC.PULL_NOT_FOUND:
+                break
+            offset = p.next_offset
+            continue
+        assert isinstance(p, PullPlan)
+        gen = p.item.gen
+        lo, hi = mins.get(gen, 0), counts[gen]
+        if p.physical_offset < lo:
+            code, nxt = RC.PULL_OFFSET_MOVED, lo
+        elif p.physical_offset >= hi:
+            code, nxt = RC.PULL_NOT_FOUND, p.physical_offset
+        else:
+            code = RC.SUCCESS
+            nxt = min(p.physical_offset + p.max_msgs, hi)
+        h = rewrite_pull(p, code, nxt, lo, hi)
+        if h.code == RC.SUCCESS:  # the records' physical offsets + the answer's OffsetDelta
+            got += [x + h.offset_delta for x in range(p.physical_offset, nxt)]
+        if h.code == RC.PULL_NOT_FOUND and p.leader:
+            break
+        assert h.next_offset > offset or h.code == RC.PULL_OFFSET_MOVED
+        offset = h.next_offset
+    assert got == expected
