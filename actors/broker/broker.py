@@ -110,7 +110,7 @@ from rocketrio.actors.broker.send_processor import SendConfig, SendMessageProces
 from rocketrio.actors.broker.slave_sync import SlaveSynchronize
 from rocketrio.actors.broker.static_topic_offsets import StaticTopicOffsets
 from rocketrio.actors.broker.static_topic_processor import StaticTopicProcessor
-from rocketrio.actors.broker.static_topic_pull import pull_handlers
+from rocketrio.actors.broker.static_topic_pull import leads_logic_queue, pull_handlers
 from rocketrio.actors.broker.static_topic_remote import RemoteBrokers
 from rocketrio.actors.broker.static_topic_send import send_handlers
 from rocketrio.actors.broker.stats import BrokerStats
@@ -616,6 +616,7 @@ class Broker:
         offsets = StaticTopicOffsets(
             mappings=mappings, offsets=self.offsets, admin=self.admin, remote=remote, log=log
         )
+        self.clients.leads_logic_queue = lambda mq: leads_logic_queue(mappings, mq)
         self.adapter.handlers.update(
             {
                 **send_handlers(mappings, self.send, plain, RemotingAdapter.born_host),

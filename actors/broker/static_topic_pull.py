@@ -35,6 +35,7 @@ from rocketrio.actors.broker.remoting_adapter import Handler, pull_response, ref
 from rocketrio.actors.broker.static_topic_remote import RemoteBrokers, RemoteUnavailable
 from rocketrio.actors.broker.topic_queue_mapping import TopicQueueMappingManager
 from rocketrio.actors.remoting import RequestContext
+from rocketrio.protocol.bodies import MessageQueue
 from rocketrio.protocol.codes import RequestCode, ResponseCode
 from rocketrio.protocol.headers import (
     PULL_FLAG_COMMIT_OFFSET,
@@ -48,6 +49,7 @@ from rocketrio.protocol.static_topic import (
     LogicQueueMappingItem,
     TopicQueueMappingDetail,
     find_item,
+    is_logic_broker_name,
 )
 
 RC = ResponseCode
@@ -94,6 +96,14 @@ def leader_items(detail: TopicQueueMappingDetail, gid: int) -> list[LogicQueueMa
     if not items or items[-1].bname != detail.bname:
         return None
     return items
+
+
+def leads_logic_queue(mappings: TopicQueueMappingManager, mq: MessageQueue) -> bool:
+    """``mq`` is a logic queue this broker leads (its orderly-consumer locks are kept here)."""
+    if not is_logic_broker_name(mq.brokerName):
+        return False
+    detail = mappings.get(mq.topic)
+    return detail is not None and leader_items(detail, mq.queueId) is not None
 
 
 def plan_pull(

@@ -6,16 +6,23 @@ continuous within each generation; the consumer always owns the same 8 logic que
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import trio
 import trio.testing
 from test_client_harness import Collector, cluster, consumer, sim_now_ms, wait_for
 from test_static_topic_io import leaders, route_until, static_topic
 
+from rocketrio.actors.client.errors import MQBrokerError
 from rocketrio.actors.client.message import Message, SendResult, SendStatus
+from rocketrio.actors.client.orderly import ConsumeOrderlyContext, ConsumeOrderlyStatus
+from rocketrio.actors.client.orderly_consumer import OrderlyPushConsumer
 from rocketrio.actors.client.producer import Producer
+from rocketrio.actors.client.queue_select import SelectMessageQueueByHash
 from rocketrio.actors.client.static_topic_admin import remapping_static_topic
 from rocketrio.protocol.bodies import MessageQueue
+from rocketrio.protocol.codes import ResponseCode
+from rocketrio.protocol.message_format import MessageExt
 
 T = "ST"
 LQ = "__syslo__global__"
@@ -140,3 +147,69 @@ async def test_the_old_broker_retires_after_its_queues_moved(
         bodies = got.bodies()
         expected = [f"{k}{i}".encode() for k in "abc" for i in range(80)]
         assert sorted(bodies) == sorted(expected) and len(bodies) == 240
+
+
+async def test_orderly_consumers_lock_logic_queues_at_their_leaders(
+    tmp_path: Path, mock_clock: trio.testing.MockClock
+) -> None:
+    """Keyed sends (SelectMessageQueueByHash over the 8 logic queues) and two orderly members:
+    the locks of a logic queue are taken at the broker leading it, each key is consumed in
+    order by one member at a time, across a remapping."""
+    keys = [f"k{i}" for i in range(8)]
+    refused: list[str] = []
+    seen: dict[str, list[int]] = {k: [] for k in keys}
+
+    def listener(name: str) -> Any:
+        async def consume(msgs: list[MessageExt], ctx: ConsumeOrderlyContext) -> Any:
+            for m in msgs:
+                key, seq = m.body.decode().split(":")
+                seen[key].append(int(seq))
+            await trio.sleep(0.01)
+            return ConsumeOrderlyStatus.SUCCESS
+
+        return consume
+
+    def member(name: str, host: str) -> OrderlyPushConsumer:
+        m = OrderlyPushConsumer(
+            "og", c.ns_addr, consume_from_where="CONSUME_FROM_FIRST_OFFSET", **c.kwargs(host)
+        )
+        m.subscribe(T, "*")
+        m.register_listener(listener(name))
+        return m
+
+    async with cluster(tmp_path, ("broker-a", "broker-b")) as c, c.admin() as admin:
+        await static_topic(c, admin)
+        await route_until(admin, lambda r: len(leaders(r)) == 8)
+        await c.start_broker("broker-c", "10.0.1.3")
+        m1, m2 = member("m1", "10.0.9.81"), member("m2", "10.0.9.82")
+        async with Producer("pg", c.ns_addr, **c.kwargs()) as p, m1, m2:
+
+            def owned() -> list[set[MessageQueue]]:
+                return [{q for q in m.assigned_queues() if q.topic == T} for m in (m1, m2)]
+
+            await wait_for(lambda: owned()[0] | owned()[1] == QUEUES and all(owned()))
+            for seq in range(60):
+                if seq == 20:
+                    await remapping_static_topic(
+                        admin, T, brokers="broker-b,broker-c", now_ms=sim_now_ms
+                    )
+                for k in keys:
+                    # a keyed send is not retried by the producer: during the remapping the
+                    # logic queue refuses writes (501) and the application tries again
+                    for _ in range(50):
+                        try:
+                            msg = Message(T, f"{k}:{seq}".encode())
+                            r = await p.send(msg, SelectMessageQueueByHash, k)
+                            break
+                        except MQBrokerError as e:
+                            assert e.code == ResponseCode.NOT_LEADER_FOR_QUEUE
+                            refused.append(k)
+                            await trio.sleep(0.5)
+                    assert r.send_status is SendStatus.SEND_OK
+            await wait_for(lambda: all(len(set(v)) == 60 for v in seen.values()), timeout=600)
+            assert refused  # the remapping did block writes for a moment
+            # the locks are held at the logic queues' leaders
+            assert not set.intersection(*owned())
+        for k, seqs in seen.items():
+            assert sorted(set(seqs)) == list(range(60)), k
+            assert seqs == sorted(seqs), (k, seqs)  # in order, no re-delivery out of place
