@@ -175,9 +175,7 @@ def rewrite_pull(plan: PullPlan, code: int, next_p: int, min_p: int, max_p: int)
     return LogicPullHeader(code, next_logic, low, high, item.offset_delta())
 
 
-def logic_response(
-    cmd: RemotingCommand, resp: RemotingCommand, plan: PullPlan, *, remote: bool
-) -> RemotingCommand:
+def logic_response(cmd: RemotingCommand, resp: RemotingCommand, plan: PullPlan) -> RemotingCommand:
     """``resp`` (a physical pull's answer) as the answer to the logic pull ``cmd``."""
     if resp.code not in PULL_ANSWER_CODES:
         return cmd.make_response(resp.code, resp.remark)
@@ -190,8 +188,10 @@ def logic_response(
         int(ext["maxOffset"]),
     )
     header = PullMessageResponseHeader(
-        # a remote broker's replica ids mean nothing to this broker's consumers
-        0 if remote else int(ext.get("suggestWhichBrokerId", 0)),
+        # always the master: a replica holds no mapping (the file is not synced to slaves,
+        # upstream does not read logic queues from slaves either), and a remote broker's
+        # replica ids mean nothing to this broker's consumers
+        0,
         out.next_offset,
         out.min_offset,
         out.max_offset,
@@ -225,7 +225,7 @@ class _LogicReply:
 
     def deliver(self, outcome: PullOutcome) -> None:
         cmd = self.ctx.cmd
-        self.ctx.respond(logic_response(cmd, pull_response(cmd, outcome), self.plan, remote=False))
+        self.ctx.respond(logic_response(cmd, pull_response(cmd, outcome), self.plan))
 
 
 def physical_header(
@@ -280,9 +280,7 @@ def pull_handlers(
             reply = _LogicReply(ctx, plan)
             outcome = await pull.pull(physical_header(h, plan, True), reply)
             return (
-                None
-                if outcome is None
-                else logic_response(cmd, pull_response(cmd, outcome), plan, remote=False)
+                None if outcome is None else logic_response(cmd, pull_response(cmd, outcome), plan)
             )
         try:
             resp = await remote.call(
@@ -300,6 +298,6 @@ def pull_handlers(
                 ),
             )
             return cmd.make_response(RC.SYSTEM_ERROR, f"static topic remote read: {e}")
-        return logic_response(cmd, resp, plan, remote=True)
+        return logic_response(cmd, resp, plan)
 
     return {RequestCode.PULL_MESSAGE: handle}

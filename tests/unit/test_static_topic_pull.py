@@ -11,10 +11,15 @@ from rocketrio.actors.broker.outcomes import Refusal
 from rocketrio.actors.broker.static_topic_pull import (
     PullAnswer,
     PullPlan,
+    logic_response,
     plan_pull,
     rewrite_pull,
 )
+from rocketrio.protocol.codes import RequestCode
 from rocketrio.protocol.codes import ResponseCode as RC
+from rocketrio.protocol.headers import PullMessageResponseHeader
+from rocketrio.protocol.remoting import RemotingCommand
+from rocketrio.protocol.serde import from_ext, to_ext
 from rocketrio.protocol.static_topic import LogicQueueMappingItem as Item
 from rocketrio.protocol.static_topic import TopicQueueMappingDetail
 
@@ -174,3 +179,18 @@ def test_reading_a_logic_queue_from_zero_yields_every_message_once_in_order(
         assert h.next_offset > offset or h.code == RC.PULL_OFFSET_MOVED
         offset = h.next_offset
     assert got == expected
+
+
+def test_a_logic_pull_never_suggests_a_replica() -> None:
+    """A slave holds no mapping: a consumer sent there would read the physical queue with the
+    logic id. The answer always names the master, whatever the physical pull suggested."""
+    req = RemotingCommand(RequestCode.PULL_MESSAGE, opaque=7)
+    phys = req.make_response(
+        RC.SUCCESS,
+        None,
+        to_ext(PullMessageResponseHeader(1, 32, 0, 37)),
+        b"",
+    )
+    out = logic_response(req, phys, plan(30))
+    h = from_ext(PullMessageResponseHeader, out.ext_fields)
+    assert (h.suggestWhichBrokerId, h.nextBeginOffset, h.offsetDelta) == (0, 32, 0)
