@@ -80,6 +80,7 @@ from rocketrio.protocol.headers import (
 from rocketrio.protocol.message import RETRY_TOPIC, MessageDecodeError, MessageExt
 from rocketrio.protocol.running_info import ConsumerRunningInfo
 from rocketrio.protocol.serde import HeaderError
+from rocketrio.protocol.static_topic import is_logic_broker_name
 
 log = structlog.get_logger("consumer")
 
@@ -593,6 +594,10 @@ class ConsumerCore(abc.ABC):
                 if found is None:
                     raise NoBrokerAddress(f"no address for broker {st.mq.brokerName}")
                 addr, broker_id = found
+                if broker_id != MASTER_ID and is_logic_broker_name(st.mq.brokerName):
+                    # a replica holds no static-topic mapping: it would serve the physical
+                    # queue numbered like the logic one. Wait for the leader's master.
+                    raise NoBrokerAddress(f"no master leads logic queue {st.mq}")
                 header = self._pull_header(st, broker_id == MASTER_ID)
                 st.pull_addr = addr
                 st.pull_started = trio.current_time()
