@@ -2062,5 +2062,17 @@ class StaticTopicRemoteReadFailed(LogEvent):
     error: str
 
 
+@event("static_topic_leadership_released")
+@attrs.frozen(kw_only=True)
+class StaticTopicLeadershipReleased(LogEvent):
+    """A mapping update took the leadership of ``released_queues`` (logic ids) from this
+    broker: their sends are refused from now on, and every send accepted before is stored
+    (the CommitLog ended at ``commitlog_offset``) before the admin is answered."""
+
+    topic: str
+    released_queues: list[int]
+    commitlog_offset: int
+
+
 #: every catalogued event name
 ALL = frozenset(CATALOGUE)

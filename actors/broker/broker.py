@@ -339,6 +339,7 @@ class Broker:
             mappings=TopicQueueMappingTable(config, now_ms, run_blocking=run_blocking, fs=fs),
             admin=self.admin,
             on_change=self._request_register,
+            store_barrier=self.store_actor.commitlog_max_offset,
         )
         self.consume_stats = ConsumeStatsProcessor(
             lambda: self.config.brokerName,

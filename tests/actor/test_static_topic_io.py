@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+import structlog.testing
 import trio
 import trio.testing
 from test_client_harness import Cluster, cluster, sim_now_ms
@@ -134,14 +135,20 @@ async def test_sends_go_to_logic_queues_with_logic_offsets(
 
             # remap: the old leaders refuse, the new leader answers logic offsets past the block
             await c.start_broker("broker-c", "10.0.1.3")
-            await remapping_static_topic(
-                admin, T, brokers="broker-a,broker-b,broker-c", now_ms=sim_now_ms
-            )
+            with structlog.testing.capture_logs() as logs:
+                await remapping_static_topic(
+                    admin, T, brokers="broker-a,broker-b,broker-c", now_ms=sim_now_ms
+                )
             route = await route_until(
                 admin, lambda r: "broker-c" in set(leaders(r).values()) and len(leaders(r)) == 8
             )
             moved = sorted(g for g, b in leaders(route).items() if b == "broker-c")
             assert len(moved) == 3
+            # each old leader stored what it had accepted before answering the admin
+            released = [e for e in logs if e["event"] == "static_topic_leadership_released"]
+            assert sorted(q for e in released for q in e["released_queues"]) == moved
+            assert {e["broker"] for e in released} == {lead[g] for g in moved}
+            assert all(e["commitlog_offset"] > 0 for e in released)
             resp = await raw_send(admin, c.addr(lead[moved[0]]), moved[0])
             assert resp.code == ResponseCode.NOT_LEADER_FOR_QUEUE
             assert "refresh the topic's route" in (resp.remark or "")
