@@ -2119,5 +2119,30 @@ class ProxyEndpointLookupFailed(LogEvent):
     error: str
 
 
+@event("static_topic_remote_read_failed", "warning")
+@attrs.frozen(kw_only=True)
+class StaticTopicRemoteReadFailed(LogEvent):
+    """A static topic's leader could not read an older generation on ``item_broker`` (no
+    address, no answer): the request was answered SYSTEM_ERROR and the client retries."""
+
+    topic: str
+    queue_id: int
+    item_broker: str
+    call: str
+    error: str
+
+
+@event("static_topic_leadership_released")
+@attrs.frozen(kw_only=True)
+class StaticTopicLeadershipReleased(LogEvent):
+    """A mapping update took the leadership of ``released_queues`` (logic ids) from this
+    broker: their sends are refused from now on, and every send accepted before is stored
+    (the CommitLog ended at ``commitlog_offset``) before the admin is answered."""
+
+    topic: str
+    released_queues: list[int]
+    commitlog_offset: int
+
+
 #: every catalogued event name
 ALL = frozenset(CATALOGUE)

@@ -56,9 +56,40 @@ class TopicConfigSerializeWrapper:
 
 
 @attrs.define(slots=True)
+class TopicQueueMappingInfo:
+    """What a broker registers of a static topic (upstream statictopic.TopicQueueMappingInfo):
+    ``currIdMap`` maps the logic queues led by ``bname`` to their physical queue ids. The
+    full mapping (`static_topic.TopicQueueMappingDetail`) stays on the broker."""
+
+    topic: str
+    scope: str = "__global__"
+    totalQueues: int = 0
+    bname: str = ""
+    epoch: int = 0
+    dirty: bool = False
+    currIdMap: dict[int, int] = attrs.field(factory=dict)
+
+
+@attrs.define(slots=True)
+class TopicConfigAndMappingSerializeWrapper(TopicConfigSerializeWrapper):
+    """Registration's topic table plus the static topics' mapping infos (upstream
+    TopicConfigAndMappingSerializeWrapper; the details map is never sent here)."""
+
+    topicQueueMappingInfoMap: dict[str, TopicQueueMappingInfo] = attrs.field(factory=dict)
+    mappingDataVersion: DataVersion = attrs.field(factory=DataVersion)
+
+
+def with_mapping(wrapper: TopicConfigSerializeWrapper) -> TopicConfigAndMappingSerializeWrapper:
+    """A plain topic table as a registration wrapper with no static topics."""
+    if isinstance(wrapper, TopicConfigAndMappingSerializeWrapper):
+        return wrapper
+    return TopicConfigAndMappingSerializeWrapper(wrapper.topicConfigTable, wrapper.dataVersion)
+
+
+@attrs.define(slots=True)
 class RegisterBrokerBody:
-    topicConfigSerializeWrapper: TopicConfigSerializeWrapper = attrs.field(
-        factory=TopicConfigSerializeWrapper
+    topicConfigSerializeWrapper: TopicConfigAndMappingSerializeWrapper = attrs.field(
+        factory=TopicConfigAndMappingSerializeWrapper, converter=with_mapping
     )
     filterServerList: list[str] = attrs.field(factory=list)
 
@@ -98,6 +129,8 @@ class TopicRouteData:
     brokerDatas: list[BrokerData] = attrs.field(factory=list)
     orderTopicConf: str | None = None
     filterServerTable: dict[str, list[str]] = attrs.field(factory=dict)
+    # static topics only (None otherwise, and then not written): brokerName -> its mapping info
+    topicQueueMappingByBroker: dict[str, TopicQueueMappingInfo] | None = None
 
 
 @attrs.define(slots=True)

@@ -120,6 +120,7 @@ class PullMessageRequestHeader:
     expressionType: str | None = None
     maxMsgBytes: int | None = None
     bname: str | None = None
+    lo: bool | None = None  # upstream TopicRequestHeader: false = a physical queue (forwarded)
 
 
 @attrs.define(slots=True)
@@ -139,6 +140,7 @@ class QueryConsumerOffsetRequestHeader:
     topic: str
     queueId: int
     setZeroIfNotFound: bool | None = None
+    lo: bool | None = None  # upstream TopicRequestHeader: false = a physical queue (forwarded)
 
 
 @attrs.define(slots=True)
@@ -181,6 +183,7 @@ class UpdateConsumerOffsetRequestHeader:
     topic: str
     queueId: int
     commitOffset: int
+    lo: bool | None = None  # upstream TopicRequestHeader: false = a physical queue (forwarded)
 
 
 @attrs.define(slots=True)
@@ -188,12 +191,14 @@ class GetMaxOffsetRequestHeader:
     topic: str
     queueId: int
     committed: bool | None = None
+    lo: bool | None = None  # upstream TopicRequestHeader: false = a physical queue (forwarded)
 
 
 @attrs.define(slots=True)
 class GetMinOffsetRequestHeader:
     topic: str
     queueId: int
+    lo: bool | None = None  # upstream TopicRequestHeader: false = a physical queue (forwarded)
 
 
 @attrs.define(slots=True)
@@ -202,6 +207,7 @@ class SearchOffsetRequestHeader:
     queueId: int
     timestamp: int
     boundaryType: str | None = None
+    lo: bool | None = None  # upstream TopicRequestHeader: false = a physical queue (forwarded)
 
 
 @attrs.define(slots=True)

@@ -36,10 +36,18 @@ from collections.abc import Iterable, Mapping
 
 import attrs
 
-from rocketrio.protocol.bodies import DataVersion, TopicConfig
+from rocketrio.protocol.bodies import (
+    DataVersion,
+    MessageQueue,
+    TopicConfig,
+    TopicQueueMappingInfo,
+)
 
 METADATA_SCOPE_GLOBAL = "__global__"  # upstream MixAll.METADATA_SCOPE_GLOBAL
 LOGICAL_QUEUE_MOCK_BROKER_PREFIX = "__syslo__"  # upstream MixAll.LOGICAL_QUEUE_MOCK_BROKER_PREFIX
+# upstream MixAll.LOGICAL_QUEUE_MOCK_BROKER_NAME_NOT_EXIST: the "broker" of a logic queue
+# nobody leads (a hole); it has no address, so a send or pull to it fails cleanly
+LOGICAL_QUEUE_MOCK_BROKER_NAME_NOT_EXIST = "__syslo__none__"
 JAVA_LONG_MIN = -(2**63)
 JAVA_LONG_MAX = 2**63 - 1
 
@@ -131,6 +139,19 @@ class TopicQueueMappingDetail:
             for gid, items in sorted(self.hostedQueues.items())
             if items and items[-1].bname == self.bname
         }
+
+    def to_info(self) -> TopicQueueMappingInfo:
+        """What registration carries (upstream TopicQueueMappingDetail.cloneAsMappingInfo):
+        the logic queues led here, never the item lists."""
+        return TopicQueueMappingInfo(
+            self.topic,
+            self.scope,
+            self.totalQueues,
+            self.bname,
+            self.epoch,
+            self.dirty,
+            self.leader_id_map(),
+        )
 
     def is_leader(self, global_id: int) -> bool:
         items = self.hostedQueues.get(global_id)
@@ -409,6 +430,44 @@ def mock_broker_name(scope: str) -> str:
     if scope == METADATA_SCOPE_GLOBAL:
         return LOGICAL_QUEUE_MOCK_BROKER_PREFIX + scope[2:]
     return LOGICAL_QUEUE_MOCK_BROKER_PREFIX + scope
+
+
+def is_logic_broker_name(broker_name: str) -> bool:
+    """A MessageQueue's brokerName that names a logic queue, not a broker set."""
+    return broker_name.startswith(LOGICAL_QUEUE_MOCK_BROKER_PREFIX)
+
+
+def logic_queue_endpoints(
+    topic: str, mapping_by_broker: Mapping[str, TopicQueueMappingInfo] | None
+) -> dict[MessageQueue, str]:
+    """A static topic's route as logic queues (upstream ClientMetadata
+    topicRouteData2EndpointsForStaticTopic): per scope, logic queue ids 0..totalQueues-1 as
+    MessageQueue(topic, mock broker name, id) -> the broker leading it, the newest epoch
+    winning when two brokers claim one; a logic queue nobody leads (a hole) points at
+    `LOGICAL_QUEUE_MOCK_BROKER_NAME_NOT_EXIST`, so the queue count never changes.
+    totalQueues is the largest any info names (a static topic never shrinks)."""
+    if not mapping_by_broker:
+        return {}
+    by_scope: dict[str, list[TopicQueueMappingInfo]] = {}
+    for _, info in sorted(mapping_by_broker.items()):
+        by_scope.setdefault(info.scope, []).append(info)
+    out: dict[MessageQueue, str] = {}
+    for scope, infos in sorted(by_scope.items()):
+        infos.sort(key=lambda i: i.epoch, reverse=True)  # a direct comparison: no wrap
+        total = max(info.totalQueues for info in infos)
+        leaders: dict[int, TopicQueueMappingInfo] = {}
+        for info in infos:
+            for gid in info.currIdMap:
+                held = leaders.get(gid)
+                if held is None or held.epoch < info.epoch:
+                    leaders[gid] = info
+        name = mock_broker_name(scope)
+        for gid in range(total):
+            leader = leaders.get(gid)
+            out[MessageQueue(topic, name, gid)] = (
+                leader.bname if leader is not None else LOGICAL_QUEUE_MOCK_BROKER_NAME_NOT_EXIST
+            )
+    return out
 
 
 @attrs.frozen

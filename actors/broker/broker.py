@@ -109,7 +109,11 @@ from rocketrio.actors.broker.schedule_policy import parse_message_delay_level
 from rocketrio.actors.broker.schedule_service import ScheduleService
 from rocketrio.actors.broker.send_processor import SendConfig, SendMessageProcessor, host_tuple
 from rocketrio.actors.broker.slave_sync import SlaveSynchronize
+from rocketrio.actors.broker.static_topic_offsets import StaticTopicOffsets
 from rocketrio.actors.broker.static_topic_processor import StaticTopicProcessor
+from rocketrio.actors.broker.static_topic_pull import leads_logic_queue, pull_handlers
+from rocketrio.actors.broker.static_topic_remote import RemoteBrokers
+from rocketrio.actors.broker.static_topic_send import send_handlers
 from rocketrio.actors.broker.stats import BrokerStats
 from rocketrio.actors.broker.stats_items import GROUP_GET_NUMS
 from rocketrio.actors.broker.stats_remoting import stats_handlers
@@ -126,7 +130,7 @@ from rocketrio.actors.remoting import RemotingClient, RemotingServer
 from rocketrio.actors.rpc_metrics import RpcLatency, RpcLatencyCollector
 from rocketrio.actors.transport import Transport, split_addr
 from rocketrio.protocol.acl_signature import RequestSigner
-from rocketrio.protocol.bodies import TopicConfig
+from rocketrio.protocol.bodies import TopicConfig, with_mapping
 from rocketrio.protocol.codes import RequestCode
 from rocketrio.storage.commitlog import CorruptionError
 from rocketrio.storage.fs import OS_FS, FileSystem
@@ -335,6 +339,8 @@ class Broker:
             topics=self.topics,
             mappings=TopicQueueMappingTable(config, now_ms, run_blocking=run_blocking, fs=fs),
             admin=self.admin,
+            on_change=self._request_register,
+            store_barrier=self.store_actor.commitlog_max_offset,
         )
         self.consume_stats = ConsumeStatsProcessor(
             lambda: self.config.brokerName,
@@ -430,6 +436,7 @@ class Broker:
                 **self.static_topics.handlers(),
             },
         )
+        self._wire_static_topics()
         # metricsExporterType=PROM: the server times its answers (rocketmq_rpc_latency)
         self.rpc_latency = (
             RpcLatency() if config.metricsExporterType is MetricsExporterType.PROM else None
@@ -610,6 +617,29 @@ class Broker:
         """innerClientAuthenticationCredentials sign the broker's own remoting calls."""
         creds = parse_credentials(self.config.innerClientAuthenticationCredentials)
         return None if creds is None else RequestSigner(creds)
+
+    def _wire_static_topics(self) -> None:
+        """Static topics' logic queues (S4): their own handlers for sends, pulls and offsets,
+        which hand every other request to the plain ones."""
+        mappings, plain = self.static_topics.mappings, dict(self.adapter.handlers)
+        remote = RemoteBrokers(
+            lambda: self.outer_api.client if self.outer_api is not None else None,
+            lambda: self.config.namesrv_addrs,
+        )
+        log = structlog.get_logger("broker").bind(
+            broker=self.config.brokerName, actor="static_topic"
+        )
+        offsets = StaticTopicOffsets(
+            mappings=mappings, offsets=self.offsets, admin=self.admin, remote=remote, log=log
+        )
+        self.clients.leads_logic_queue = lambda mq: leads_logic_queue(mappings, mq)
+        self.adapter.handlers.update(
+            {
+                **send_handlers(mappings, self.send, plain, RemotingAdapter.born_host),
+                **pull_handlers(mappings, self.pull, self.offsets, remote, plain, log),
+                **offsets.handlers(plain),
+            }
+        )
 
     def _request_register(self) -> None:
         """Re-register with the NameServers now (a topic or the role changed)."""
@@ -984,9 +1014,12 @@ class Broker:
     async def register_all(self) -> None:
         if self.outer_api is None or not self.config.namesrv_addrs or not self.role_known:
             return
-        await self.outer_api.register_all(
+        wrapper = with_mapping(
             registered_topics(self.topics.snapshot(), self.config.brokerPermission)
         )
+        wrapper.topicQueueMappingInfoMap = self.static_topics.mappings.mapping_infos()
+        wrapper.mappingDataVersion = self.static_topics.mappings.data_version
+        await self.outer_api.register_all(wrapper)
 
     async def _register_loop(self) -> None:
         if not self.config.namesrv_addrs:

@@ -18,7 +18,7 @@ group's start offset), the notifier and the broker name.
 
 from __future__ import annotations
 
-from collections.abc import Hashable
+from collections.abc import Callable, Hashable
 from typing import Protocol
 
 import structlog
@@ -102,6 +102,8 @@ class ClientProcessor:
         self.locks = locks
         self.store = store
         self.notifier = notifier
+        # static topics: a logic queue (mock broker name) this broker leads is its own too
+        self.leads_logic_queue: Callable[[MessageQueue], bool] = lambda mq: False
         self.log = structlog.get_logger("broker").bind(broker=broker_name)
 
     # ------------------------------------------------------------------ membership
@@ -201,7 +203,7 @@ class ClientProcessor:
     # ------------------------------------------------------------------ queue locks
 
     def _own_queues(self, mqs: list[MessageQueue]) -> list[MessageQueue]:
-        return [mq for mq in mqs if mq.brokerName == self.broker_name]
+        return [mq for mq in mqs if mq.brokerName == self.broker_name or self.leads_logic_queue(mq)]
 
     def lock_batch(self, req: LockBatchRequestBody) -> LockBatchResponseBody:
         got = self.locks.try_lock_batch(

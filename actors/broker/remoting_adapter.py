@@ -383,7 +383,7 @@ class _PullReply:
         self.ctx.respond(pull_response(self.ctx.cmd, outcome))
 
 
-class _SendAnswer:
+class SendAnswer:
     """A send's way back to its connection (one slots object per send, no closure)."""
 
     __slots__ = ("ctx",)
@@ -575,9 +575,9 @@ class RemotingAdapter:
             h = parse_send_header_v2(cmd.ext_fields)
         born = conn.attrs.get("born_host") or self.born_host(conn)
         if h.batch or code == RequestCode.SEND_BATCH_MESSAGE:
-            refusal = await self.send.send_batch(h, cmd.body, born, conn.remote, _SendAnswer(ctx))
+            refusal = await self.send.send_batch(h, cmd.body, born, conn.remote, SendAnswer(ctx))
         else:
-            refusal = await self.send.send(h, cmd.body, born, conn.remote, _SendAnswer(ctx))
+            refusal = await self.send.send(h, cmd.body, born, conn.remote, SendAnswer(ctx))
         return None if refusal is None else refused(cmd, refusal)
 
     async def _send_back(self, ctx: RequestContext) -> RemotingCommand | None:

@@ -22,6 +22,7 @@ passes on); nothing else of the broker.
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from typing import assert_never
 
 import structlog
@@ -58,7 +59,12 @@ class StaticTopicProcessor:
         topics: TopicTable,
         mappings: TopicQueueMappingTable,
         admin: AdminProcessor,
+        on_change: Callable[[], None] = lambda: None,
+        store_barrier: Callable[[], Awaitable[int]] | None = None,
     ) -> None:
+        self.on_change = on_change  # a mapping changed: register with the NameServers (S3)
+        # returns once every put queued before is stored (the CommitLog end then)
+        self.store_barrier = store_barrier
         self.topics = topics
         self.mappings = mappings
         self.admin = admin
@@ -118,7 +124,10 @@ class StaticTopicProcessor:
                     ResponseCode.SYSTEM_ERROR,
                     f"could not write {self.mappings.file.path}: {e}; nothing was changed",
                 )
+            self.on_change()
         mapping = self.mappings.table[h.topic]
+        if changed:
+            await self._seal_released(held, mapping)
         tc = self._topic_config(h, mapping)
         if tc is not None:
             self.topics.update(tc)
@@ -133,6 +142,27 @@ class StaticTopicProcessor:
             ),
         )
         return DONE
+
+    async def _seal_released(
+        self, held: TopicQueueMappingDetail | None, mapping: TopicQueueMappingDetail
+    ) -> None:
+        """This broker stopped leading some logic queues (a remapping's "block the old
+        leader"): from now on their sends are refused (static_topic_send), and before the
+        admin gets its answer and reads this broker's max offsets to decide the new logic
+        offsets, every send accepted while it still led them is stored. Otherwise a message in
+        the store's inbox would land past the sealed end and never be read."""
+        if held is None or self.store_barrier is None:
+            return
+        released = sorted(set(held.leader_id_map()) - set(mapping.leader_id_map()))
+        if not released:
+            return
+        end = await self.store_barrier()
+        events.emit(
+            self.log,
+            events.StaticTopicLeadershipReleased(
+                topic=mapping.topic, released_queues=released, commitlog_offset=end
+            ),
+        )
 
     def _roll_back(
         self, topic: str, held: TopicQueueMappingDetail | None, version: DataVersion
@@ -183,6 +213,7 @@ class StaticTopicProcessor:
         outcome = await self.admin.delete_topic(h)
         if isinstance(outcome, Done) and self.mappings.delete(h.topic):
             await self.mappings.persist()
+            self.on_change()
         return outcome
 
     def topic_config(self, h: GetTopicConfigRequestHeader) -> TopicConfigAndQueueMapping | Refusal:

@@ -37,7 +37,7 @@ from rocketrio.actors.broker.config_files import ConfigFile
 from rocketrio.actors.broker.store_view import RunBlocking
 from rocketrio.actors.broker.tables import config_path
 from rocketrio.protocol import fastjson
-from rocketrio.protocol.bodies import DataVersion, TopicConfig
+from rocketrio.protocol.bodies import DataVersion, TopicConfig, TopicQueueMappingInfo
 from rocketrio.protocol.static_topic import (
     MappingError,
     TopicQueueMappingDetail,
@@ -65,6 +65,10 @@ class TopicQueueMappingManager:
 
     def is_static(self, topic: str) -> bool:
         return topic in self.table
+
+    def mapping_infos(self) -> dict[str, TopicQueueMappingInfo]:
+        """Every static topic's registration info (S3: the logic queues led here)."""
+        return {topic: d.to_info() for topic, d in sorted(self.table.items())}
 
     def adopt(self, wrapper: TopicQueueMappingSerializeWrapper) -> list[TopicQueueMappingDetail]:
         """Take the file's content; returns the mappings refused because they name another

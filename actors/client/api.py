@@ -68,12 +68,19 @@ class PullResult:
     max_offset: int
     suggest_which_broker_id: int
     body: bytes
+    # static topics: logic - physical offset of the records (upstream OffsetDelta)
+    offset_delta: int | None = None
 
     def messages(self) -> list[MessageExt]:
-        """The pulled messages (decoded on demand; compressed bodies are inflated)."""
+        """The pulled messages (decoded on demand; compressed bodies are inflated), with
+        logic queue offsets when the broker sent an OffsetDelta."""
         if not self.body:
             return []
-        return decode_all(self.body, decompress_body=True)
+        msgs = decode_all(self.body, decompress_body=True)
+        if self.offset_delta:
+            for m in msgs:
+                m.queue_offset += self.offset_delta
+        return msgs
 
 
 def request(code: int, header: Any = None, body: bytes = b"") -> RemotingCommand:
@@ -102,7 +109,10 @@ def parse_pull_response(resp: RemotingCommand, addr: str) -> PullResult:
         broker_id, next_begin, min_offset = h.suggestWhichBrokerId, h.nextBeginOffset, h.minOffset
         max_offset = h.maxOffset
     body = resp.body if status is PullStatus.FOUND else b""
-    return PullResult(status, next_begin, min_offset, max_offset, broker_id, body)
+    delta = ext.get("offsetDelta")
+    return PullResult(
+        status, next_begin, min_offset, max_offset, broker_id, body, int(delta) if delta else None
+    )
 
 
 class MQClientAPI:

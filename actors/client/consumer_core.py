@@ -80,6 +80,7 @@ from rocketrio.protocol.headers import (
 from rocketrio.protocol.message import RETRY_TOPIC, MessageDecodeError, MessageExt
 from rocketrio.protocol.running_info import ConsumerRunningInfo
 from rocketrio.protocol.serde import HeaderError
+from rocketrio.protocol.static_topic import is_logic_broker_name
 
 log = structlog.get_logger("consumer")
 
@@ -89,7 +90,14 @@ PULL_DELAY_WHEN_FLOW_CONTROL_S = 0.05  # upstream PULL_TIME_DELAY_MILLS_WHEN_FLO
 PULL_DELAY_WHEN_BROKER_GONE_S = 0.1
 CALL_ERRORS = (RemotingError, MQClientError, HeaderError, MessageDecodeError)
 # answers of a broker that is stopping or is no longer master
-_BROKER_GONE_CODES = frozenset({ResponseCode.SERVICE_NOT_AVAILABLE, ResponseCode.SYSTEM_BUSY})
+# NOT_LEADER_FOR_QUEUE: a static topic's logic queue moved to another broker (remapping)
+_BROKER_GONE_CODES = frozenset(
+    {
+        ResponseCode.SERVICE_NOT_AVAILABLE,
+        ResponseCode.SYSTEM_BUSY,
+        ResponseCode.NOT_LEADER_FOR_QUEUE,
+    }
+)
 
 
 STATS_TICK_S = 10.0  # the stats' minute list samples every 10 s
@@ -502,7 +510,9 @@ class ConsumerCore(abc.ABC):
         if decision.kind is StartKind.RETRY_LATER:
             return -1
         try:
-            addr = await self.client.find_broker_addr_refreshing(mq.brokerName, mq.topic)
+            addr = await self.client.find_broker_addr_refreshing(
+                self.client.broker_name_of(mq), mq.topic
+            )
             if addr is None:
                 return -1
             if decision.kind is StartKind.MAX_OFFSET:
@@ -578,10 +588,16 @@ class ConsumerCore(abc.ABC):
                 await trio.sleep(PULL_DELAY_WHEN_FLOW_CONTROL_S)
                 continue
             try:
-                found = self.client.find_broker_in_subscribe(st.mq.brokerName, st.broker_id)
+                found = self.client.find_broker_in_subscribe(
+                    self.client.broker_name_of(st.mq), st.broker_id
+                )
                 if found is None:
                     raise NoBrokerAddress(f"no address for broker {st.mq.brokerName}")
                 addr, broker_id = found
+                if broker_id != MASTER_ID and is_logic_broker_name(st.mq.brokerName):
+                    # a replica holds no static-topic mapping: it would serve the physical
+                    # queue numbered like the logic one. Wait for the leader's master.
+                    raise NoBrokerAddress(f"no master leads logic queue {st.mq}")
                 header = self._pull_header(st, broker_id == MASTER_ID)
                 st.pull_addr = addr
                 st.pull_started = trio.current_time()
@@ -630,7 +646,9 @@ class ConsumerCore(abc.ABC):
         for st in self.queues.values():
             if st.pull_addr is None or st.pull_scope is None:
                 continue
-            found = self.client.find_broker_in_subscribe(st.mq.brokerName, st.broker_id)
+            found = self.client.find_broker_in_subscribe(
+                self.client.broker_name_of(st.mq), st.broker_id
+            )
             if found is not None and found[0] != st.pull_addr:
                 events.emit(
                     log,
@@ -651,6 +669,9 @@ class ConsumerCore(abc.ABC):
         msgs: list[MessageExt] = []
         if res.status is PullStatus.FOUND:
             msgs = res.messages()
+            if res.offset_delta is not None:  # a logic queue: records name it (upstream)
+                for m in msgs:
+                    m.queue_id = st.mq.queueId
             if st.mq.topic.startswith(RETRY_GROUP_TOPIC_PREFIX):  # no other queue holds retries
                 reset_retry_topic(msgs, retry_topic(self.group))
             msgs = filter_by_tags(msgs, st.sub)

@@ -72,6 +72,11 @@ from rocketrio.protocol.headers import (
 from rocketrio.protocol.remoting import RemotingCommand
 from rocketrio.protocol.running_info import ConsumerRunningInfo
 from rocketrio.protocol.serde import HeaderError, from_ext, from_json
+from rocketrio.protocol.static_topic import (
+    LOGICAL_QUEUE_MOCK_BROKER_NAME_NOT_EXIST,
+    is_logic_broker_name,
+    logic_queue_endpoints,
+)
 
 log = structlog.get_logger("client")
 
@@ -183,6 +188,8 @@ class MQClientInstance:
             self.remoting, self.config.namesrv_addrs, self.config.mqClientApiTimeout / 1000
         )
         self.routes: dict[str, TopicRouteData] = {}
+        # static topics: topic -> logic queue -> the broker set leading it (RIP-21)
+        self.topic_end_points: dict[str, dict[MessageQueue, str]] = {}
         self.broker_addrs: dict[str, dict[int, str]] = {}
         self.producer_groups: set[str] = set()
         self.consumers: dict[str, ConsumerInner] = {}
@@ -301,6 +308,7 @@ class MQClientInstance:
             return None
         old = self.routes.get(topic)
         self.routes[topic] = route
+        self.topic_end_points[topic] = logic_queue_endpoints(topic, route.topicQueueMappingByBroker)
         self._note_degraded(topic, old, route)
         if old == route:
             return route
@@ -411,6 +419,16 @@ class MQClientInstance:
             return addr, broker_id
         bid = MASTER_ID if MASTER_ID in addrs else min(addrs)
         return addrs[bid], bid
+
+    def broker_name_of(self, mq: MessageQueue) -> str:
+        """The broker set serving ``mq``: its own name, or for a static topic's logic queue
+        the broker leading it in the latest route (upstream getBrokerNameFromMessageQueue);
+        a logic queue the route does not know maps to the no-address "not exist" name."""
+        if not is_logic_broker_name(mq.brokerName):
+            return mq.brokerName
+        return self.topic_end_points.get(mq.topic, {}).get(
+            mq, LOGICAL_QUEUE_MOCK_BROKER_NAME_NOT_EXIST
+        )
 
     def find_master_addr(self, broker_name: str) -> str | None:
         return self.find_broker_addr(broker_name, MASTER_ID, only_this=True)

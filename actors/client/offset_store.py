@@ -28,6 +28,7 @@ from rocketrio.actors.client.process_queue import OffsetTable
 from rocketrio.actors.client.rebalance import OFFSET_ERROR
 from rocketrio.actors.remoting import RemotingError
 from rocketrio.protocol.bodies import MessageQueue
+from rocketrio.protocol.codes import ResponseCode
 from rocketrio.protocol.serde import HeaderError
 
 log = structlog.get_logger("offset_store")
@@ -62,7 +63,9 @@ class RemoteBrokerOffsetStore:
     async def fetch(self, mq: MessageQueue) -> int:
         """The broker's offset, -1 if it has none, -2 if unreachable (memory untouched)."""
         try:
-            addr = await self.client.find_broker_addr_refreshing(mq.brokerName, mq.topic)
+            addr = await self.client.find_broker_addr_refreshing(
+                self.client.broker_name_of(mq), mq.topic
+            )
             if addr is None:
                 return OFFSET_ERROR
             return await self.client.api.query_consumer_offset(addr, self.group, mq)
@@ -86,7 +89,9 @@ class RemoteBrokerOffsetStore:
             if offset < 0 or self._persisted.get(mq) == offset:
                 continue
             try:
-                addr = self.client.find_broker_addr(mq.brokerName)  # master, else a slave
+                addr = self.client.find_broker_addr(
+                    self.client.broker_name_of(mq)
+                )  # master, else a slave
                 if addr is None:
                     raise MQClientError(f"no address for broker {mq.brokerName}")
                 await self.client.api.update_consumer_offset(addr, self.group, mq, offset)
@@ -94,7 +99,8 @@ class RemoteBrokerOffsetStore:
                 events.emit(
                     log, events.PersistOffsetFailed(group=self.group, mq=str(mq), error=str(e))
                 )
-                if not isinstance(e, MQBrokerError):  # gone: the next persist finds the new one
+                # gone, or a static topic's logic queue moved: the next persist finds the new one
+                if not isinstance(e, MQBrokerError) or e.code == ResponseCode.NOT_LEADER_FOR_QUEUE:
                     self.client.request_route_refresh(mq.topic)
                 continue
             self._persisted[mq] = offset

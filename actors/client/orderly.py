@@ -25,7 +25,7 @@ upstream, a batch with any message still to retry is put back whole.
 from __future__ import annotations
 
 import enum
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import assert_never
 
 import attrs
@@ -233,12 +233,15 @@ def suspend_delay_s(context_ms: int, default_ms: int) -> float:
     return min(max(ms, SUSPEND_MIN_MS), SUSPEND_MAX_MS) / 1000
 
 
-def group_by_broker(mqs: Iterable[MessageQueue]) -> dict[str, list[MessageQueue]]:
+def group_by_broker(
+    mqs: Iterable[MessageQueue], broker_of: Callable[[MessageQueue], str] | None = None
+) -> dict[str, list[MessageQueue]]:
     """Queues per broker name, each list sorted: one LOCK_BATCH_MQ per broker (upstream
-    buildProcessQueueTableByBrokerName)."""
+    buildProcessQueueTableByBrokerName). ``broker_of``: the broker serving a queue (a static
+    topic's logic queue is served by its leader, upstream getBrokerNameFromMessageQueue)."""
     out: dict[str, list[MessageQueue]] = {}
     for mq in sorted(mqs, key=lambda q: (q.topic, q.brokerName, q.queueId)):
-        out.setdefault(mq.brokerName, []).append(mq)
+        out.setdefault(broker_of(mq) if broker_of else mq.brokerName, []).append(mq)
     return out
 
 

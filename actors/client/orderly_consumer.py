@@ -209,7 +209,7 @@ class OrderlyPushConsumer(ConsumerCore):
             return
         held = [*self.queues, *self._releasing]
         await self.offset_store.persist(held)
-        for broker, mqs in group_by_broker(held).items():
+        for broker, mqs in group_by_broker(held, self.client.broker_name_of).items():
             await self._unlock(broker, mqs)
 
     # -- rebalance
@@ -254,7 +254,7 @@ class OrderlyPushConsumer(ConsumerCore):
         offset = self.offset_store.table.read(mq)
         await self.offset_store.persist([mq])
         self.offset_store.forget(mq)
-        await self._unlock(mq.brokerName, [mq])
+        await self._unlock(self.client.broker_name_of(mq), [mq])
         del self._releasing[mq]
         events.emit(log, events.OrderlyQueueUnlocked(group=self.group, mq=str(mq), offset=offset))
 
@@ -296,7 +296,7 @@ class OrderlyPushConsumer(ConsumerCore):
             )
 
     async def _lock_one(self, mq: MessageQueue) -> bool:
-        got = await self._lock_batch(mq.brokerName, [mq])
+        got = await self._lock_batch(self.client.broker_name_of(mq), [mq])
         return got is not None and mq in got
 
     async def _lock_loop(self) -> None:
@@ -313,7 +313,7 @@ class OrderlyPushConsumer(ConsumerCore):
         for mq, st in [*self.queues.items(), *self._releasing.items()]:
             assert isinstance(st.pq, OrderlyProcessQueue)
             pqs[mq] = st.pq
-        for broker, mqs in group_by_broker(pqs).items():
+        for broker, mqs in group_by_broker(pqs, self.client.broker_name_of).items():
             asked_at, wall = trio.current_time(), wallclock_ms()
             got = await self._lock_batch(broker, mqs)
             if got is None:
@@ -356,7 +356,7 @@ class OrderlyPushConsumer(ConsumerCore):
         if pq.dropped or self._stopping:
             return
         asked_at, wall = trio.current_time(), wallclock_ms()
-        got = await self._lock_batch(mq.brokerName, [mq])
+        got = await self._lock_batch(self.client.broker_name_of(mq), [mq])
         if got is not None:
             apply_lock_result({mq: pq}, got, asked_at, wall)
         if not pq.locked or pq.is_lock_expired(trio.current_time()):
@@ -429,7 +429,7 @@ class OrderlyPushConsumer(ConsumerCore):
         return check.suspend
 
     async def _send_to_dlq(self, mq: MessageQueue, msg: MessageExt) -> bool:
-        addr = self.client.find_broker_addr(mq.brokerName)
+        addr = self.client.find_broker_addr(self.client.broker_name_of(mq))
         if addr is None:
             return False
         origin = msg.properties.get(ORIGIN_MESSAGE_ID) or msg.msg_id

@@ -91,6 +91,9 @@ RETRY_RESPONSE_CODES = frozenset(
         ResponseCode.SYSTEM_ERROR,
         ResponseCode.SYSTEM_BUSY,
         ResponseCode.NO_PERMISSION,
+        # static topics: the logic queue moved (remapping); the retry takes a fresh route.
+        # Upstream does not retry it: a send during a remapping failed there.
+        ResponseCode.NOT_LEADER_FOR_QUEUE,
     }
 )
 _TOPIC_RE = re.compile(r"^[%|a-zA-Z0-9_-]+$")
@@ -418,7 +421,7 @@ class Producer:
             mq = selector(list(info.queues), msg, arg)
         else:
             mq = info.select(None, self._available)
-        addr = self.client.find_master_addr(mq.brokerName)
+        addr = self.client.find_master_addr(self.client.broker_name_of(mq))
         conn = None
         if addr is not None:
             conn = self.client.remoting.connection_nowait(addr)
@@ -528,7 +531,9 @@ class Producer:
             mq = queue_selector(list(info.queues), msg, arg)
         else:
             mq = info.select(None, self._available)
-        addr = await self.client.find_master_addr_refreshing(mq.brokerName, msg.topic)
+        addr = await self.client.find_master_addr_refreshing(
+            self.client.broker_name_of(mq), msg.topic
+        )
         if addr is None:
             raise MQClientError(f"broker {mq.brokerName} has no master address")
         uniq = self._next_id()
@@ -614,7 +619,7 @@ class Producer:
                 break
             info = await self.publish_info(msg.topic)
             mq = info.select(last_failed, self._available)
-            addr = self.client.find_master_addr(mq.brokerName)
+            addr = self.client.find_master_addr(self.client.broker_name_of(mq))
             try:
                 result = await self._send_to(mq, addr, msg, body, props, uniq, batch, left)
             except (RemotingError, MQBrokerError) as e:
@@ -650,10 +655,10 @@ class Producer:
         """One attempt to a chosen queue (ordered sends): no retry, but a failure refreshes the
         route so that the next send reaches the new master."""
         deadline = trio.current_time() + timeout_s
-        addr = self.client.find_master_addr(mq.brokerName)
+        addr = self.client.find_master_addr(self.client.broker_name_of(mq))
         if addr is None:
             await self.client.refresh_route(mq.topic, deadline)
-            addr = self.client.find_master_addr(mq.brokerName)
+            addr = self.client.find_master_addr(self.client.broker_name_of(mq))
         try:
             left = max(deadline - trio.current_time(), 0.0)
             return await self._send_to(mq, addr, msg, body, props, uniq, False, left)

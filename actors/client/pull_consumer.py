@@ -228,7 +228,9 @@ class LitePullConsumer(ConsumerCore):
         await self.seek(mq, (await self._offset_range(mq))[1])
 
     async def _offset_range(self, mq: MessageQueue) -> tuple[int, int]:
-        addr = await self.client.find_broker_addr_refreshing(mq.brokerName, mq.topic)
+        addr = await self.client.find_broker_addr_refreshing(
+            self.client.broker_name_of(mq), mq.topic
+        )
         if addr is None:
             raise MQClientError(f"no address for broker {mq.brokerName}")
         lo = await self.client.api.get_min_offset(addr, mq)

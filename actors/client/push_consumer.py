@@ -308,7 +308,9 @@ class PushConsumer(ConsumerCore):
             self.offset_store.table.update(st.mq, offset, increase_only=True)
 
     async def _send_back(self, mq: MessageQueue, msg: MessageExt) -> bool:
-        addr = self.client.find_broker_addr(mq.brokerName)  # the master, else a slave
+        addr = self.client.find_broker_addr(
+            self.client.broker_name_of(mq)
+        )  # the master, else a slave
         if addr is None:
             return False
         origin = msg.properties.get(ORIGIN_MESSAGE_ID) or msg.msg_id

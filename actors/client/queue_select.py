@@ -2,7 +2,8 @@
 failed broker, and the queue selectors for ordered sends.
 
 `TopicPublishInfo.from_route` is upstream's topicRouteData2TopicPublishInfo: writable queues
-of brokers that have a master, brokers in name order. ``select`` is upstream's
+of brokers that have a master, brokers in name order; a static topic's logic queues in id
+order (RIP-21, `static_topic.logic_queue_endpoints`). ``select`` is upstream's
 selectOneMessageQueue with the latency-fault idea reduced to one rule: a broker whose send
 failed is avoided until ``FaultTracker`` says its isolation is over (its time is up, or the
 route names another master address than the one that failed), and a retry never goes to the
@@ -22,6 +23,7 @@ import attrs
 from rocketrio.actors.client.config import MASTER_ID
 from rocketrio.protocol.bodies import PERM_READ, PERM_WRITE, MessageQueue, TopicRouteData
 from rocketrio.protocol.message import tags_hash_code
+from rocketrio.protocol.static_topic import logic_queue_endpoints
 
 MessageQueueSelector = Callable[[Sequence[MessageQueue], Any, Any], MessageQueue]
 
@@ -78,6 +80,10 @@ class TopicPublishInfo:
                 if name and nums.isdigit():
                     queues.extend(MessageQueue(topic, name, i) for i in range(int(nums)))
             return cls(topic, queues, order_topic=True, index=start_index)
+        logic = logic_queue_endpoints(topic, route.topicQueueMappingByBroker)
+        if logic:
+            # a static topic: its logic queues, all of them (a hole fails at send time)
+            return cls(topic, sorted(logic, key=lambda q: q.queueId), index=start_index)
         masters = {bd.brokerName for bd in route.brokerDatas if MASTER_ID in bd.brokerAddrs}
         for qd in sorted(route.queueDatas, key=lambda q: q.brokerName):
             if qd.perm & PERM_WRITE and qd.brokerName in masters:
@@ -134,7 +140,11 @@ class TopicPublishInfo:
 
 
 def subscribe_queues(topic: str, route: TopicRouteData) -> set[MessageQueue]:
-    """Readable queues of a topic (upstream topicRouteData2TopicSubscribeInfo)."""
+    """Readable queues of a topic (upstream topicRouteData2TopicSubscribeInfo); a static
+    topic's are its logic queues."""
+    logic = logic_queue_endpoints(topic, route.topicQueueMappingByBroker)
+    if logic:
+        return set(logic)
     return {
         MessageQueue(topic, qd.brokerName, i)
         for qd in route.queueDatas

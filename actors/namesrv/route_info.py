@@ -37,6 +37,7 @@ from rocketrio.protocol.bodies import (
     TopicConfig,
     TopicConfigSerializeWrapper,
     TopicList,
+    TopicQueueMappingInfo,
     TopicRouteData,
 )
 
@@ -156,6 +157,8 @@ class RouteInfoManager:
         self.cluster_addr_table: dict[str, set[str]] = {}
         self.broker_live_table: dict[BrokerAddrInfo, BrokerLiveInfo] = {}
         self.filter_server_table: dict[BrokerAddrInfo, list[str]] = {}
+        # static topics (RIP-21): topic -> brokerName -> what that broker registered of it
+        self.topic_queue_mapping_info_table: dict[str, dict[str, TopicQueueMappingInfo]] = {}
         self._notifications: list[MinBrokerIdChange] = []
 
     # -- registration ---------------------------------------------------------------------------
@@ -210,6 +213,7 @@ class RouteInfoManager:
         is_prime_slave = not old_version_broker and not is_master and broker_id == min(addrs)
         if is_master or is_prime_slave:
             self._update_queue_datas(key, broker_name, wrapper, register_first, is_prime_slave)
+            self._update_mapping_infos(broker_name, wrapper)
         prev_live = self.broker_live_table.get(key)
         self.broker_live_table[key] = BrokerLiveInfo(
             last_update_timestamp=now_ms,
@@ -279,6 +283,27 @@ class RouteInfoManager:
                 # a prime slave serves reads only: producers must not pick it
                 perm = tc.perm & ~PERM_WRITE if is_prime_slave else tc.perm
                 self._create_and_update_queue_data(broker_name, tc, perm)
+
+    def _update_mapping_infos(self, broker_name: str, wrapper: TopicConfigSerializeWrapper) -> None:
+        """Keep the static-topic mapping infos this broker registered (upstream keys them by
+        the info's own ``bname``; a full registration also drops the topics it no longer
+        holds a mapping of, which upstream never does)."""
+        infos: dict[str, TopicQueueMappingInfo] = getattr(wrapper, "topicQueueMappingInfoMap", {})
+        if len(wrapper.topicConfigTable) != 1:  # not a one-topic increment: the whole set
+            for topic in list(self.topic_queue_mapping_info_table):
+                if topic not in infos:
+                    self._drop_mapping_info(topic, broker_name)
+        for topic, info in infos.items():
+            self.topic_queue_mapping_info_table.setdefault(topic, {})[info.bname] = attrs.evolve(
+                info, currIdMap=dict(info.currIdMap)
+            )
+
+    def _drop_mapping_info(self, topic: str, broker_name: str) -> None:
+        by_broker = self.topic_queue_mapping_info_table.get(topic)
+        if by_broker is not None:
+            by_broker.pop(broker_name, None)
+            if not by_broker:
+                del self.topic_queue_mapping_info_table[topic]
 
     def _topic_lacks(self, topic: str, broker_name: str) -> bool:
         qmap = self.topic_queue_table.get(topic)
@@ -371,6 +396,9 @@ class RouteInfoManager:
     def _clean_topics(self, removed_names: set[str], reduced_names: set[str]) -> None:
         if not removed_names and not reduced_names:
             return
+        for topic in list(self.topic_queue_mapping_info_table):
+            for name in removed_names:
+                self._drop_mapping_info(topic, name)
         for topic in list(self.topic_queue_table):
             qmap = self.topic_queue_table[topic]
             for name in removed_names:
@@ -473,12 +501,15 @@ class RouteInfoManager:
     def delete_topic(self, topic: str, cluster_name: str | None = None) -> bool:
         """Forget a topic everywhere, or only on the brokers of ``cluster_name``."""
         if not cluster_name:
+            self.topic_queue_mapping_info_table.pop(topic, None)
             return self.topic_queue_table.pop(topic, None) is not None
         qmap = self.topic_queue_table.get(topic)
         names = self.cluster_addr_table.get(cluster_name)
         if qmap is None or not names:
             return False
         removed = [n for n in names if qmap.pop(n, None) is not None]
+        for name in names:
+            self._drop_mapping_info(topic, name)
         if not qmap:
             del self.topic_queue_table[topic]
         return bool(removed)
@@ -529,10 +560,22 @@ class RouteInfoManager:
             queueDatas=[_copy_queue_data(qmap[n]) for n in sorted(qmap)],
             brokerDatas=broker_datas,
             filterServerTable=filter_servers,
+            topicQueueMappingByBroker=self._mapping_infos(topic),
         )
         if self.support_acting_master and not topic.startswith(SYNC_BROKER_MEMBER_GROUP_PREFIX):
             self._publish_acting_masters(route)
         return route
+
+    def _mapping_infos(self, topic: str) -> dict[str, TopicQueueMappingInfo] | None:
+        """Copies of the static topic's mapping infos of the brokers still known (N5)."""
+        by_broker = self.topic_queue_mapping_info_table.get(topic)
+        if not by_broker:
+            return None
+        return {
+            name: attrs.evolve(info, currIdMap=dict(info.currIdMap))
+            for name, info in sorted(by_broker.items())
+            if name in self.broker_addr_table
+        } or None
 
     @staticmethod
     def _publish_acting_masters(route: TopicRouteData) -> None:

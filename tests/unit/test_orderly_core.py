@@ -141,6 +141,18 @@ def test_group_by_broker_sorts_each_brokers_queues() -> None:
     }
 
 
+def test_group_by_broker_puts_logic_queues_at_their_leaders() -> None:
+    """A static topic's logic queues share one mock broker name; their locks go to each
+    queue's leader."""
+    lq = [MessageQueue("ST", "__syslo__global__", i) for i in range(4)]
+    leader = {0: "a", 1: "b", 2: "a", 3: "c"}
+    assert group_by_broker(lq, lambda mq: leader[mq.queueId]) == {
+        "a": [lq[0], lq[2]],
+        "b": [lq[1]],
+        "c": [lq[3]],
+    }
+
+
 @pytest.mark.parametrize(
     ("status", "auto", "action"),
     [
