@@ -2144,5 +2144,16 @@ class StaticTopicLeadershipReleased(LogEvent):
     commitlog_offset: int
 
 
+@event("static_topic_mapping_synced")
+@attrs.frozen(kw_only=True)
+class StaticTopicMappingSynced(LogEvent):
+    """A slave adopted its master's static-topic mappings (their DataVersion changed) and
+    wrote them to its topicQueueMapping.json; ``refused`` of them named another broker set."""
+
+    master: str
+    topics: list[str]
+    refused: int
+
+
 #: every catalogued event name
 ALL = frozenset(CATALOGUE)

@@ -944,6 +944,7 @@ class Broker:
                     queue_count=self.store_view.queue_count,
                     log=self.log.bind(actor="slave_sync"),
                     delay_offsets=self.delay_offsets.table,
+                    mappings=self.static_topics.mappings,
                 )
                 n.start_soon(self.slave_sync.run, client)
                 await n.start(self.schedule.run)
