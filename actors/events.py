@@ -2155,5 +2155,18 @@ class StaticTopicMappingSynced(LogEvent):
     refused: int
 
 
+@event("static_topic_mapping_cleaned")
+@attrs.frozen(kw_only=True)
+class StaticTopicMappingCleaned(LogEvent):
+    """The clean-up (static_topic_clean.py) dropped a logic queue's old generations from this
+    broker's topicQueueMapping.json: it keeps them from ``kept_from_gen`` on (None: the whole
+    list went, this broker being more than one generation behind)."""
+
+    topic: str
+    queue_id: int
+    kept_from_gen: int | None
+    reason: str
+
+
 #: every catalogued event name
 ALL = frozenset(CATALOGUE)
