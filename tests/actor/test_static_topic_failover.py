@@ -14,7 +14,7 @@ import trio.testing
 
 from rocketrio.actors.broker.tables import config_path
 from rocketrio.actors.broker.topic_queue_mapping import MAPPING_FILE
-from rocketrio.actors.client.admin import MQAdmin
+from rocketrio.actors.client.admin import MQAdmin, wait_for_route
 from rocketrio.actors.client.api import PullStatus
 from rocketrio.actors.client.static_topic_admin import update_static_topic
 from rocketrio.protocol.codes import RequestCode, ResponseCode
@@ -35,7 +35,7 @@ from tests.actor.test_broker_identity import (
     wait_until,
 )
 from tests.actor.test_ha_replication import pair
-from tests.actor.test_static_topic_io import pull_header
+from tests.actor.test_static_topic_io import leaders, pull_header
 
 T = "ST"
 QUEUES = 4
@@ -126,6 +126,15 @@ async def test_a_promoted_slave_leads_the_static_topics_logic_queues(
 
             await a.crash()
             await wait_until(lambda: _true(b.rm.is_master), "B promoted")
+
+            async def routed_to_b() -> bool:
+                route = await wait_for_route(admin, T)
+                masters = {d.brokerName: d.brokerAddrs.get(0) for d in route.brokerDatas}
+                return leaders(route) == dict.fromkeys(range(QUEUES), "broker-a") and masters == {
+                    "broker-a": b.b.addr
+                }
+
+            await wait_until(routed_to_b, "the route leads the logic queues to B")
             for i in range(10):
                 for g in range(QUEUES):
                     body = f"after-{g}-{i}".encode()
