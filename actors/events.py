@@ -2144,5 +2144,29 @@ class StaticTopicLeadershipReleased(LogEvent):
     commitlog_offset: int
 
 
+@event("static_topic_mapping_synced")
+@attrs.frozen(kw_only=True)
+class StaticTopicMappingSynced(LogEvent):
+    """A slave adopted its master's static-topic mappings (their DataVersion changed) and
+    wrote them to its topicQueueMapping.json; ``refused`` of them named another broker set."""
+
+    master: str
+    topics: list[str]
+    refused: int
+
+
+@event("static_topic_mapping_cleaned")
+@attrs.frozen(kw_only=True)
+class StaticTopicMappingCleaned(LogEvent):
+    """The clean-up (static_topic_clean.py) dropped a logic queue's old generations from this
+    broker's topicQueueMapping.json: it keeps them from ``kept_from_gen`` on (None: the whole
+    list went, this broker being more than one generation behind)."""
+
+    topic: str
+    queue_id: int
+    kept_from_gen: int | None
+    reason: str
+
+
 #: every catalogued event name
 ALL = frozenset(CATALOGUE)

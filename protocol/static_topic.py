@@ -40,6 +40,7 @@ from rocketrio.protocol.bodies import (
     DataVersion,
     MessageQueue,
     TopicConfig,
+    TopicConfigAndMappingSerializeWrapper,
     TopicQueueMappingInfo,
 )
 
@@ -172,6 +173,15 @@ class TopicQueueMappingSerializeWrapper:
 
     topicQueueMappingInfoMap: dict[str, TopicQueueMappingDetail] = attrs.field(factory=dict)
     dataVersion: DataVersion = attrs.field(factory=DataVersion)
+
+
+@attrs.define
+class TopicConfigAndMappingDetailWrapper(TopicConfigAndMappingSerializeWrapper):
+    """GET_ALL_TOPIC_CONFIG's answer (upstream TopicConfigAndMappingSerializeWrapper as the
+    master serves it to its slaves): the topic table plus every static topic's full mapping
+    and the mappings' DataVersion. A master that sends no details parses as an empty map."""
+
+    topicQueueMappingDetailMap: dict[str, TopicQueueMappingDetail] = attrs.field(factory=dict)
 
 
 @attrs.frozen

@@ -20,6 +20,10 @@
   leader's earliest generation once its physical queue holds nothing; `stale_hosted_queues`
   finds the logic queues a former leader still lists though a newer leader took over from
   the one it knows, so a broker keeps at most the two latest generations it took part in.
+  `generations_read_by_all` (S4) drops a leader's generations more than two behind once
+  every group has read them; `follow_leader` lets a broker that no longer leads a logic
+  queue drop the generations its leader dropped, or its whole list once it is more than one
+  generation behind. The broker's periodic task is actors/broker/static_topic_clean.py.
 
 Epochs: ``max(old epoch + 1000, now_ms)``, now injected. Every plan is re-checked with the
 checks of `static_topic` before it is returned (upstream's "double check").
@@ -28,7 +32,8 @@ checks of `static_topic` before it is returned (upstream's "double check").
 from __future__ import annotations
 
 import random
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
+from typing import Literal
 
 import attrs
 
@@ -348,3 +353,61 @@ def stale_hosted_queues(
         if real != known_leader:
             out.add(gid)
     return out
+
+
+MAX_GENERATIONS_BEHIND = 2  # S4: "mappings older than 2 generations cleaned"
+
+
+def generations_read_by_all(
+    items: Items, positions: Iterable[int], max_behind: int = MAX_GENERATIONS_BEHIND
+) -> int | None:
+    """S4 on a leader: the first generation to keep once the oldest generations more than
+    ``max_behind`` behind the leader are dropped, each only when it is sealed (its logic end is
+    known) and every group's logic position (``positions``: the next offset each group will
+    read) is at or past that end, so no unread data goes. Oldest first, stopping at the first
+    generation kept (the list stays contiguous); never the leader. None: nothing to drop."""
+    if len(items) <= 1:
+        return None
+    positions = list(positions)
+    leader_gen = items[-1].gen
+    keep_from = 0
+    for item in items[:-1]:
+        if leader_gen - item.gen <= max_behind:
+            break
+        if not item.logic_decided() or item.endOffset < item.startOffset:
+            break  # not sealed: its end is unknown
+        end = item.max_static_offset()
+        if any(p < end for p in positions):
+            break
+        keep_from += 1
+    return items[keep_from].gen if keep_from else None
+
+
+def follow_leader(
+    local: TopicQueueMappingDetail, gid: int, leader: TopicQueueMappingDetail | None
+) -> int | Literal["drop"] | None:
+    """A broker that lists logic queue ``gid`` but does not lead it, against the detail of
+    the leader its list names (``leader``, as that broker answers GET_TOPIC_CONFIG lo=true):
+
+    - "drop": that leader's own list says another broker leads now (or it lists the queue no
+      more, having dropped it the same way), so this broker is more than one generation
+      behind (upstream cleanItemListMoreThanSecondGen; upstream asks the route for the real
+      leader, here the leader known says so itself);
+    - the first generation to keep: the leader cleaned older generations this list still has;
+    - None: nothing to change, or an answer that cannot be trusted (names another broker, has
+      another queue count, or an older epoch)."""
+    items = local.hostedQueues.get(gid)
+    if not items or items[-1].bname == local.bname or leader is None:
+        return None
+    known = items[-1].bname
+    if leader.bname != known or leader.totalQueues != local.totalQueues:
+        return None
+    if leader.epoch < local.epoch:
+        return None
+    theirs = leader.hostedQueues.get(gid)
+    if not theirs or theirs[-1].bname != known:
+        return "drop"  # a leader never drops its own list: it dropped it as a follower
+    first = theirs[0].gen
+    if items[0].gen >= first or items[-1].gen < first:
+        return None
+    return first

@@ -109,6 +109,7 @@ from rocketrio.actors.broker.schedule_policy import parse_message_delay_level
 from rocketrio.actors.broker.schedule_service import ScheduleService
 from rocketrio.actors.broker.send_processor import SendConfig, SendMessageProcessor, host_tuple
 from rocketrio.actors.broker.slave_sync import SlaveSynchronize
+from rocketrio.actors.broker.static_topic_clean import StaticTopicCleanService
 from rocketrio.actors.broker.static_topic_offsets import StaticTopicOffsets
 from rocketrio.actors.broker.static_topic_processor import StaticTopicProcessor
 from rocketrio.actors.broker.static_topic_pull import leads_logic_queue, pull_handlers
@@ -632,6 +633,16 @@ class Broker:
         offsets = StaticTopicOffsets(
             mappings=mappings, offsets=self.offsets, admin=self.admin, remote=remote, log=log
         )
+        self.static_clean = StaticTopicCleanService(
+            mappings=mappings,
+            offsets=self.offsets,
+            static_offsets=offsets,
+            remote=remote,
+            interval_ms=lambda: self.config.topicQueueMappingCleanInterval,
+            is_master=lambda: self.config.brokerRole is not BrokerRole.SLAVE,
+            on_change=self._request_register,
+            log=log,
+        )
         self.clients.leads_logic_queue = lambda mq: leads_logic_queue(mappings, mq)
         self.adapter.handlers.update(
             {
@@ -944,8 +955,10 @@ class Broker:
                     queue_count=self.store_view.queue_count,
                     log=self.log.bind(actor="slave_sync"),
                     delay_offsets=self.delay_offsets.table,
+                    mappings=self.static_topics.mappings,
                 )
                 n.start_soon(self.slave_sync.run, client)
+                n.start_soon(self.static_clean.run)
                 await n.start(self.schedule.run)
                 n.start_soon(
                     self.delay_offsets.file.run_periodic,

@@ -150,6 +150,9 @@ class BrokerConfig(RemotingServerConfig):
     flushDelayOffsetInterval: int = attrs.field(default=10_000, validator=positive)
     delayOffsetUpdateVersionStep: int = attrs.field(default=200, validator=positive)
     timerMaxDelaySec: int = attrs.field(default=3 * 24 * 3600, validator=positive)
+    # static topics (static_topic_clean.py): how often a master cleans old generations from
+    # topicQueueMapping.json, in ms (upstream has no key: 5 minutes, in the deleteWhen hours)
+    topicQueueMappingCleanInterval: int = attrs.field(default=300_000, validator=positive)
     # controller mode (issue 3)
     enableControllerMode: bool = False
     controllerAddr: str = ""

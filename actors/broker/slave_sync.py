@@ -9,6 +9,13 @@ GET_ALL_SUBSCRIPTIONGROUP_CONFIG and GET_ALL_CONSUMER_OFFSET and adopts them:
 
 - topics and groups: the master's table replaces ours when its DataVersion differs (upstream),
   keeping our stateVersion (the masterEpoch the NameServers compare, #6316); then persisted;
+- static-topic mappings (topicQueueMapping.json, RIP-21's source of truth): GET_ALL_TOPIC_CONFIG
+  answers them with the topics (upstream TopicConfigAndMappingSerializeWrapper's
+  topicQueueMappingDetailMap and mappingDataVersion); the master's table replaces ours when
+  its DataVersion differs and is written before topics.json. A mapping names its broker set
+  (``bname`` = brokerName, shared by master and slaves), so the slave keeps its own set's
+  mappings and refuses (logs, never uses) one naming another set. A promoted slave thus leads
+  the same logic queues; their consumer offsets are logic values in the offset table below;
 - consumer offsets: the master's offset for a queue replaces ours (upstream's putAll), so a
   consumer that committed to this slave while the master was down may re-read a little once the
   master is back (at-least-once); persisted by the offset table's periodic writer;
@@ -48,17 +55,22 @@ from rocketrio.actors.auth.model import AuthDataError, acl_from_info, user_from_
 from rocketrio.actors.broker.auth_tables import AuthTable
 from rocketrio.actors.broker.delay_offset import DelayOffsetSerializeWrapper, DelayOffsetTable
 from rocketrio.actors.broker.tables import GroupTable, OffsetTable, TopicTable
+from rocketrio.actors.broker.topic_queue_mapping import TopicQueueMappingTable
 from rocketrio.actors.remoting import RemotingClient, RemotingError
 from rocketrio.protocol.auth_bodies import AclInfo, UserInfo
 from rocketrio.protocol.bodies import (
     ConsumerOffsetSerializeWrapper,
     DataVersion,
     SubscriptionGroupWrapper,
-    TopicConfigSerializeWrapper,
 )
 from rocketrio.protocol.codes import RequestCode, ResponseCode
 from rocketrio.protocol.remoting import RemotingCommand
 from rocketrio.protocol.serde import HeaderError, from_json
+from rocketrio.protocol.static_topic import (
+    TopicConfigAndMappingDetailWrapper,
+    TopicQueueMappingDetail,
+    TopicQueueMappingSerializeWrapper,
+)
 
 SYNC_PERIOD_S = 3.0
 CALL_TIMEOUT_S = 3.0
@@ -78,7 +90,9 @@ class SlaveSynchronize:
         auth: AuthTable | None = None,
         log: Any = None,
         delay_offsets: DelayOffsetTable | None = None,
+        mappings: TopicQueueMappingTable | None = None,
     ) -> None:
+        self.mappings = mappings
         self.auth = auth
         self.delay_offsets = delay_offsets
         self.queue_count = queue_count
@@ -123,12 +137,25 @@ class SlaveSynchronize:
         """One round: each table is fetched, then applied only while ``addr`` is still the
         master this broker follows (no await between that check and the change)."""
         topics = await self._get(client, addr, RequestCode.GET_ALL_TOPIC_CONFIG)
-        wrapper = from_json(TopicConfigSerializeWrapper, topics)
-        if _differs(wrapper.dataVersion, self.topics.data_version):
+        wrapper = from_json(TopicConfigAndMappingDetailWrapper, topics)
+        mappings = self.mappings
+        refused: list[TopicQueueMappingDetail] | None = None
+        if mappings is not None and _differs(wrapper.mappingDataVersion, mappings.data_version):
+            refused = mappings.adopt(
+                TopicQueueMappingSerializeWrapper(
+                    wrapper.topicQueueMappingDetailMap, wrapper.mappingDataVersion
+                )
+            )
+        topics_changed = _differs(wrapper.dataVersion, self.topics.data_version)
+        if topics_changed:
             state = self.topics.data_version.stateVersion
             self.topics.load(wrapper)
             v = self.topics.data_version
             self.topics.data_version = DataVersion(state, v.timestamp, v.counter)
+        if mappings is not None and refused is not None:  # the source of truth first
+            self._mappings_adopted(addr, mappings, refused)
+            await mappings.persist()
+        if topics_changed:
             await self.topics.persist()
         groups = await self._get(client, addr, RequestCode.GET_ALL_SUBSCRIPTIONGROUP_CONFIG)
         gw = from_json(SubscriptionGroupWrapper, groups)
@@ -152,6 +179,28 @@ class SlaveSynchronize:
         if self.auth is not None:
             await self._sync_auth(client, addr, self.auth)
         self.rounds += 1
+
+    def _mappings_adopted(
+        self,
+        addr: str,
+        mappings: TopicQueueMappingTable,
+        refused: list[TopicQueueMappingDetail],
+    ) -> None:
+        for detail in refused:
+            events.emit(
+                self.log,
+                events.StaticTopicMappingRefused(
+                    topic=detail.topic,
+                    mapping_bname=detail.bname,
+                    reason=f"synced from master {addr} but belongs to broker {detail.bname}",
+                ),
+            )
+        events.emit(
+            self.log,
+            events.StaticTopicMappingSynced(
+                master=addr, topics=sorted(mappings.table), refused=len(refused)
+            ),
+        )
 
     async def _sync_auth(self, client: RemotingClient, addr: str, auth: AuthTable) -> None:
         raw_users = await self._get(client, addr, RequestCode.AUTH_LIST_USER)

@@ -122,6 +122,24 @@ class StaticTopicOffsets:
             raise _Failed(Refusal(resp.code, f"broker {item.bname}: {resp.remark}"))
         return from_ext(OffsetResponseHeader, resp.ext_fields).offset
 
+    async def physical_range(
+        self, detail: TopicQueueMappingDetail, gid: int, item: LogicQueueMappingItem
+    ) -> tuple[int, int] | None:
+        """The min and max offsets of ``item``'s physical queue, here or on its broker; None
+        when they cannot be read."""
+        try:
+            lo = await self._physical(
+                detail, gid, item, RequestCode.GET_MIN_OFFSET,
+                GetMinOffsetRequestHeader(detail.topic, item.queueId),
+            )  # fmt: skip
+            hi = await self._physical(
+                detail, gid, item, RequestCode.GET_MAX_OFFSET,
+                GetMaxOffsetRequestHeader(detail.topic, item.queueId),
+            )  # fmt: skip
+        except _Failed:
+            return None
+        return lo, hi
+
     async def min_offset(self, h: GetMinOffsetRequestHeader) -> int | Refusal:
         found = self._items(h.topic, h.queueId)
         if isinstance(found, Refusal):

@@ -15,6 +15,8 @@
 - UPDATE_AND_CREATE_TOPIC on a static topic is refused: its queues are fixed by the mapping
   (RIP-21 "UpdateTopic"); other topics go to the admin processor as before.
 - DELETE_TOPIC_IN_BROKER also deletes the topic's mapping.
+- GET_ALL_TOPIC_CONFIG (what a slave syncs, slave_sync.py): the topic table plus every
+  mapping and the mappings' DataVersion (upstream TopicConfigAndMappingSerializeWrapper).
 
 Collaborators: the topic table, the mapping table and the admin processor (the calls it
 passes on); nothing else of the broker.
@@ -47,6 +49,7 @@ from rocketrio.protocol.remoting import RemotingCommand
 from rocketrio.protocol.serde import from_ext, from_json
 from rocketrio.protocol.static_topic import (
     MappingError,
+    TopicConfigAndMappingDetailWrapper,
     TopicConfigAndQueueMapping,
     TopicQueueMappingDetail,
 )
@@ -237,6 +240,18 @@ class StaticTopicProcessor:
             mapping.copy() if mapping is not None else None,
         )
 
+    def all_topic_config(self) -> TopicConfigAndMappingDetailWrapper:
+        """GET_ALL_TOPIC_CONFIG (what a slave syncs, upstream getAllTopicConfig): the topic
+        table plus every static topic's mapping and the mappings' DataVersion."""
+        topics = self.topics.snapshot()
+        mappings = self.mappings.snapshot()
+        return TopicConfigAndMappingDetailWrapper(
+            topics.topicConfigTable,
+            topics.dataVersion,
+            topicQueueMappingDetailMap=mappings.topicQueueMappingInfoMap,
+            mappingDataVersion=mappings.dataVersion,
+        )
+
     def handlers(self) -> dict[int, Handler]:
         """The remoting handlers (they replace the admin processor's for these codes)."""
 
@@ -268,7 +283,12 @@ class StaticTopicProcessor:
                 return refused(ctx.cmd, outcome)
             return ctx.cmd.make_response(ResponseCode.SUCCESS, body=fastjson.encode(outcome))
 
+        async def all_config(ctx: RequestContext) -> RemotingCommand:
+            body = fastjson.encode(self.all_topic_config())
+            return ctx.cmd.make_response(ResponseCode.SUCCESS, body=body)
+
         return {
+            RequestCode.GET_ALL_TOPIC_CONFIG: all_config,
             RequestCode.UPDATE_AND_CREATE_STATIC_TOPIC: update_static,
             RequestCode.UPDATE_AND_CREATE_TOPIC: update,
             RequestCode.DELETE_TOPIC_IN_BROKER: delete,

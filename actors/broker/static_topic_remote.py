@@ -48,11 +48,12 @@ class RemoteBrokers:
         self._addrs: dict[str, str] = {}
 
     async def call(self, bname: str, topic: str, code: int, header: Any) -> RemotingCommand:
-        """``header`` to broker set ``bname``'s master; its answer, whatever its code."""
+        """``header`` (None: a request without one) to broker set ``bname``'s master; its
+        answer, whatever its code."""
         client = self._client()
         if client is None:
             raise RemoteUnavailable("this broker is not started yet")
-        cmd = RemotingCommand(code, ext_fields=to_ext(header))
+        cmd = RemotingCommand(code, ext_fields=to_ext(header) if header is not None else {})
         addr = self._addrs.get(bname) or await self._lookup(client, bname, topic)
         try:
             return await client.invoke(addr, cmd, self.timeout_s)

@@ -12,7 +12,8 @@ recognised:
   omits a logic queue keeps the old list. ``force`` (mqadmin's -fr) replaces, keeping the old
   lists the new detail omits. `adopt` takes the file's content and leaves out (returning them)
   the mappings naming another broker: they were copied from elsewhere and are refused, loudly,
-  never used.
+  never used. `clean` drops the oldest generations the clean-up service decided to drop
+  (static_topic_clean.py), at the same epoch.
 - `TopicQueueMappingTable` adds the file (`ConfigFile`: atomic write with a ``.bak``, in
   ``storePathRootDir/config``, like upstream's BrokerPathConfigHelper). Admin changes are
   persisted before the admin gets its answer. The file is written as standard JSON; one a
@@ -131,6 +132,30 @@ class TopicQueueMappingManager:
         if old == new:
             return False
         self.table[new.topic] = new
+        self.data_version = self.data_version.next_version(self.now_ms())
+        return True
+
+    def clean(self, topic: str, epoch: int, keep_from: dict[int, int | None]) -> bool:
+        """Apply a clean-up decided on the detail of ``epoch`` (upstream updateTopicQueueMapping
+        with isClean: the epoch stays, only the oldest generations go): per logic queue the
+        first generation kept, None to drop the queue's list. Nothing is applied when the
+        detail is of another epoch now (a remapping came in meanwhile); a list is never cut
+        past its last item. True when the table changed."""
+        old = self.table.get(topic)
+        if old is None or old.epoch != epoch:
+            return False
+        new = old.copy()
+        for gid, first in keep_from.items():
+            items = new.hostedQueues.get(gid)
+            if not items:
+                continue
+            if first is None:
+                del new.hostedQueues[gid]
+            elif items[-1].gen >= first:
+                new.hostedQueues[gid] = [i for i in items if i.gen >= first]
+        if new == old:
+            return False
+        self.table[topic] = new
         self.data_version = self.data_version.next_version(self.now_ms())
         return True
 
