@@ -50,7 +50,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from typing import Any
 
 import trio
@@ -73,7 +73,6 @@ CLUSTER = "BenchCluster"
 BROKERS = ("bench-a", "bench-b")
 KINDS = {"ordinary": "BenchOrdinary", "static": "BenchStatic"}
 REMOTE_KINDS = {"local": "BenchStaticLocal", "remote": "BenchStaticRemapped"}
-# figures where a larger value is better (a ratio above 1 favours the static topic)
 FIGURES = ("sync_send", "async_send", "consume")
 
 
@@ -211,42 +210,50 @@ class Meter:
         }
 
 
-async def sync_sends(ns: str, topic: str, count: int) -> dict[str, Any]:
+async def sync_sends(ns: str, topic: str, count: int, pids: list[int]) -> dict[str, Any]:
     """``count`` sequential sends (after one untimed send that fetches the route)."""
     lat: list[float] = []
     async with Producer(f"sync_{topic}", ns) as p:
         await p.send(Message(topic, BODY))
+        meter = Meter(pids)
         t0 = time.perf_counter()
         for _ in range(count):
             t = time.perf_counter()
             await p.send(Message(topic, BODY))
             lat.append(time.perf_counter() - t)
         elapsed = time.perf_counter() - t0
+        cpu = meter.per_msg(count)
     return {
         "sent": count + 1,
         "msgs_per_s": round(count / elapsed),
         "p50_ms": round(pct(lat, 0.5) * 1000, 3),
         "p99_ms": round(pct(lat, 0.99) * 1000, 3),
+        **cpu,
     }
 
 
-async def async_sends(ns: str, topic: str, count: int, inflight: int = 256) -> dict[str, Any]:
+async def async_sends(
+    ns: str, topic: str, count: int, pids: list[int], inflight: int = 256
+) -> dict[str, Any]:
     """``count`` send_async with ``inflight`` outstanding (as benchlib.single_sends), after one
     untimed send that fetches the route."""
     cfg = ProducerConfig(producerGroup=f"async_{topic}", maxInFlight=inflight)
     async with Producer(f"async_{topic}", ns, config=cfg) as p:
         await p.send(Message(topic, BODY))
+        meter = Meter(pids)
         t0 = time.perf_counter()
         futs = [await p.send_async(Message(topic, BODY)) for _ in range(count)]
         for f in futs:
             await f.wait()
         elapsed = time.perf_counter() - t0
-    return {"sent": count + 1, "msgs_per_s": round(count / elapsed)}
+        cpu = meter.per_msg(count)
+    return {"sent": count + 1, "msgs_per_s": round(count / elapsed), **cpu}
 
 
-async def drain(ns: str, topic: str, group: str, expected: int) -> dict[str, Any]:
+async def drain(ns: str, topic: str, group: str, expected: int, pids: list[int]) -> dict[str, Any]:
     """A fresh push-consumer group reads ``topic`` from offset 0 until it has ``expected``
-    messages (gives up after 300 s): msgs/s from its first message to the last."""
+    messages (gives up after 300 s): msgs/s from its first message to the last, and the time
+    from the consumer's start to its first message."""
     count = 0
     first: float | None = None
     last = 0.0
@@ -268,73 +275,81 @@ async def drain(ns: str, topic: str, group: str, expected: int) -> dict[str, Any
     )  # fmt: skip
     c.subscribe(topic, "*")
     c.register_listener(listener)
+    meter = Meter(pids)
+    t0 = time.perf_counter()
     async with c:
-        t0 = time.perf_counter()
         with trio.move_on_after(300):
             await done.wait()
+        cpu = meter.per_msg(count)
     if first is None:
-        return {"consumed": 0, "expected": expected, "msgs_per_s": 0, "first_message_s": None}
+        return {
+            "consumed": 0, "expected": expected, "msgs_per_s": 0, "first_message_s": None, **cpu
+        }  # fmt: skip
     span = max(last - first, 1e-9)
     return {
         "consumed": count,
         "expected": expected,
         "msgs_per_s": round(count / span),
         "first_message_s": round(first - t0, 3),
+        **cpu,
     }
-
-
-async def measured(
-    broker_pids: list[int], messages: Callable[[dict[str, Any]], int], load: Awaitable[Any]
-) -> dict[str, Any]:
-    meter = Meter(broker_pids)
-    out: dict[str, Any] = await load
-    out.update(meter.per_msg(messages(out)))
-    return out
 
 
 # --- the report -------------------------------------------------------------------------------
 
+Rounds = dict[str, dict[str, list[dict[str, Any]]]]  # kind -> figure -> one record per round
+COUNTS = ("sent", "consumed", "expected")
 
-def summary(rounds: list[dict[str, Any]], key: str) -> dict[str, Any]:
-    values = [r[key] for r in rounds if r.get(key) is not None]
-    return {"median": statistics.median(values) if values else None, "rounds": values}
+
+def median(values: list[Any]) -> Any:
+    v = [x for x in values if x is not None]
+    return round(statistics.median(v), 3) if v else None
 
 
 def ratio(a: float | None, b: float | None) -> float | None:
     return round(a / b, 3) if a and b else None
 
 
-def compare(
-    per_kind: dict[str, dict[str, list[dict[str, Any]]]], a: str, b: str, keys: dict[str, list[str]]
-) -> dict[str, Any]:
-    """Per figure and key: medians of ``a`` and ``b``, median(a) / median(b), per-round ratios."""
-    out: dict[str, Any] = {}
-    for fig, fig_keys in keys.items():
-        for key in fig_keys:
-            ra, rb = per_kind[a][fig], per_kind[b][fig]
-            ma, mb = summary(ra, key)["median"], summary(rb, key)["median"]
-            out[f"{fig}_{key}"] = {
-                "median": ratio(ma, mb),
-                "rounds": [ratio(x.get(key), y.get(key)) for x, y in zip(ra, rb, strict=False)],
-            }
-    return out
-
-
-def collapse(per_kind: dict[str, dict[str, list[dict[str, Any]]]]) -> dict[str, Any]:
-    """Per kind and figure: per key the median and the rounds."""
+def collapse(per_kind: Rounds) -> dict[str, Any]:
+    """Per kind and figure: each value's median over the rounds, and the rounds
+    (``<key>_rounds``); the message counts summed (``<key>_total``)."""
     out: dict[str, Any] = {}
     for kind, figs in per_kind.items():
         out[kind] = {}
         for fig, rounds in figs.items():
-            keys = [k for k in rounds[0] if isinstance(rounds[0][k], int | float)]
-            out[kind][fig] = {k: summary(rounds, k) for k in keys}
+            rec: dict[str, Any] = {}
+            for key in rounds[0]:
+                values = [r.get(key) for r in rounds]
+                if key in COUNTS:
+                    rec[f"{key}_total"] = sum(v or 0 for v in values)
+                else:
+                    rec[key] = median(values)
+                    rec[f"{key}_rounds"] = values
+            out[kind][fig] = rec
     return out
+
+
+def compare(per_kind: Rounds, a: str, b: str) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Per figure and value: median(a) / median(b), and the per-round ratios."""
+    medians: dict[str, Any] = {}
+    rounds: dict[str, Any] = {}
+    for fig, ra in per_kind[a].items():
+        rb = per_kind[b][fig]
+        for key in ra[0]:
+            if key in COUNTS:
+                continue
+            name = f"{fig}_{key}"
+            medians[name] = ratio(
+                median([x.get(key) for x in ra]), median([y.get(key) for y in rb])
+            )
+            rounds[name] = [ratio(x.get(key), y.get(key)) for x, y in zip(ra, rb, strict=True)]
+    return medians, rounds
 
 
 def run(a: argparse.Namespace) -> dict[str, Any]:
     work = tempfile.mkdtemp(prefix="rocketrio-bench-static-")
     procs: list[Proc] = []
-    result: dict[str, Any] = {}
+    result: dict[str, Any] = {"work_dir": work}  # removed at the end
     try:
         ns, pids = start_cluster(procs, work)
         statics = [KINDS["static"]]
@@ -344,42 +359,29 @@ def run(a: argparse.Namespace) -> dict[str, Any]:
         trio.run(setup, ns, a.queues, statics)
         result["setup_s"] = round(time.perf_counter() - t0, 2)
 
-        per_kind: dict[str, dict[str, list[dict[str, Any]]]] = {
-            k: {f: [] for f in FIGURES} for k in KINDS
-        }
+        per_kind: Rounds = {k: {f: [] for f in FIGURES} for k in KINDS}
         backlog = dict.fromkeys(KINDS, 0)
         for rnd in range(a.rounds):
             order = list(KINDS) if rnd % 2 == 0 else list(reversed(KINDS))
             for kind in order:
-                r = trio.run(
-                    measured, pids, lambda o: o["sent"], sync_sends(ns, KINDS[kind], a.sync_count)
-                )
+                r = trio.run(sync_sends, ns, KINDS[kind], a.sync_count, pids)
                 backlog[kind] += r["sent"]
                 per_kind[kind]["sync_send"].append(r)
             for kind in order:
-                r = trio.run(
-                    measured, pids, lambda o: o["sent"], async_sends(ns, KINDS[kind], a.async_count)
-                )
+                r = trio.run(async_sends, ns, KINDS[kind], a.async_count, pids)
                 backlog[kind] += r["sent"]
                 per_kind[kind]["async_send"].append(r)
             for kind in order:
                 group = f"bench_{kind}_{rnd}"
-                r = trio.run(
-                    measured, pids, lambda o: o["consumed"],
-                    drain(ns, KINDS[kind], group, backlog[kind]),
-                )  # fmt: skip
+                r = trio.run(drain, ns, KINDS[kind], group, backlog[kind], pids)
                 per_kind[kind]["consume"].append(r)
         result["topics"] = collapse(per_kind)
-        result["ratio_static_vs_ordinary"] = compare(
-            per_kind, "static", "ordinary", {
-                "sync_send": ["msgs_per_s", "p50_ms", "p99_ms", "broker_cpu_us_per_msg",
-                              "client_cpu_us_per_msg"],
-                "async_send": ["msgs_per_s", "broker_cpu_us_per_msg", "client_cpu_us_per_msg"],
-                "consume": ["msgs_per_s", "first_message_s", "broker_cpu_us_per_msg",
-                            "client_cpu_us_per_msg"],
-            },
-        )  # fmt: skip
-
+        ratios, ratio_rounds = compare(per_kind, "static", "ordinary")
+        result["ratio_static_vs_ordinary"] = ratios
+        result["ratio_static_vs_ordinary_rounds"] = ratio_rounds
+        result["complete"] = all(
+            r["consumed"] >= r["expected"] for k in KINDS for r in per_kind[k]["consume"]
+        )
         if a.remote_count > 0:
             result["remote_read"] = remote_read(a, ns, pids)
     finally:
@@ -392,38 +394,27 @@ def remote_read(a: argparse.Namespace, ns: str, pids: list[int]) -> dict[str, An
     by the new leader from the old one) vs an untouched static topic holding as many."""
     backlog = {}
     for kind, topic in REMOTE_KINDS.items():
-        backlog[kind] = trio.run(async_sends, ns, topic, a.remote_count)["sent"]
+        backlog[kind] = trio.run(async_sends, ns, topic, a.remote_count, pids)["sent"]
     t0 = time.perf_counter()
     moved = trio.run(remap_to_b, ns, REMOTE_KINDS["remote"])
     remap_s = time.perf_counter() - t0
-    per_kind: dict[str, dict[str, list[dict[str, Any]]]] = {
-        k: {"consume": []} for k in REMOTE_KINDS
-    }
+    per_kind: Rounds = {k: {"consume": []} for k in REMOTE_KINDS}
     for rnd in range(a.rounds):
         order = list(REMOTE_KINDS) if rnd % 2 == 0 else list(reversed(REMOTE_KINDS))
         for kind in order:
-            r = trio.run(
-                measured, pids, lambda o: o["consumed"],
-                drain(ns, REMOTE_KINDS[kind], f"bench_{kind}_{rnd}", backlog[kind]),
-            )  # fmt: skip
+            group = f"bench_{kind}_{rnd}"
+            r = trio.run(drain, ns, REMOTE_KINDS[kind], group, backlog[kind], pids)
             per_kind[kind]["consume"].append(r)
+    ratios, ratio_rounds = compare(per_kind, "remote", "local")
     return {
-        "messages": backlog,
+        "messages_per_topic": backlog["remote"],
         "logic_queues_moved": moved,
         "remapping_s": round(remap_s, 2),
         "topics": collapse(per_kind),
-        "ratio_remote_vs_local": compare(
-            per_kind,
-            "remote",
-            "local",
-            {
-                "consume": [
-                    "msgs_per_s",
-                    "first_message_s",
-                    "broker_cpu_us_per_msg",
-                    "client_cpu_us_per_msg",
-                ]
-            },
+        "ratio_remote_vs_local": ratios,
+        "ratio_remote_vs_local_rounds": ratio_rounds,
+        "complete": all(
+            r["consumed"] >= r["expected"] for k in REMOTE_KINDS for r in per_kind[k]["consume"]
         ),
     }
 
