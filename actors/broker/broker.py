@@ -110,6 +110,7 @@ from rocketrio.actors.broker.schedule_service import ScheduleService
 from rocketrio.actors.broker.send_processor import SendConfig, SendMessageProcessor, host_tuple
 from rocketrio.actors.broker.slave_sync import SlaveSynchronize
 from rocketrio.actors.broker.static_topic_clean import StaticTopicCleanService
+from rocketrio.actors.broker.static_topic_guard import guard_handlers
 from rocketrio.actors.broker.static_topic_offsets import StaticTopicOffsets
 from rocketrio.actors.broker.static_topic_processor import StaticTopicProcessor
 from rocketrio.actors.broker.static_topic_pull import leads_logic_queue, pull_handlers
@@ -649,6 +650,7 @@ class Broker:
                 **send_handlers(mappings, self.send, plain, RemotingAdapter.born_host),
                 **pull_handlers(mappings, self.pull, self.offsets, remote, plain, log),
                 **offsets.handlers(plain),
+                **guard_handlers(mappings.is_static, plain),
             }
         )
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import attrs
 import pytest
 import structlog.testing
 import trio
@@ -25,17 +26,22 @@ from rocketrio.protocol.codes import RequestCode, ResponseCode
 from rocketrio.protocol.headers import (
     PULL_FLAG_COMMIT_OFFSET,
     PULL_FLAG_SUBSCRIPTION,
+    CloneGroupOffsetRequestHeader,
+    GetConsumeStatsRequestHeader,
     GetMaxOffsetRequestHeader,
     GetMinOffsetRequestHeader,
     OffsetResponseHeader,
     PullMessageRequestHeader,
     QueryConsumerOffsetRequestHeader,
+    ResetOffsetRequestHeader,
     SearchOffsetRequestHeader,
     SendMessageRequestHeader,
     SendMessageResponseHeader,
     UpdateConsumerOffsetRequestHeader,
 )
+from rocketrio.protocol.pop_headers import PopMessageRequestHeader
 from rocketrio.protocol.remoting import RemotingCommand
+from rocketrio.protocol.running_info import QueryConsumeTimeSpanRequestHeader
 from rocketrio.protocol.serde import from_ext, to_ext
 
 T = "ST"
@@ -321,3 +327,44 @@ async def test_pull_and_offsets_across_a_remapping(
         assert (
             offset_of(await offset_call(admin, new, RequestCode.QUERY_CONSUMER_OFFSET, q)) >= 10000
         )
+
+
+async def test_calls_that_do_not_know_logic_queues_are_refused_on_a_static_topic(
+    tmp_path: Path, mock_clock: trio.testing.MockClock
+) -> None:
+    """resetOffset, cloneGroupOffset, consumerProgress, the consume time span and POP work on
+    physical queues; on a static topic they would write or report physical offsets under logic
+    queue ids. They are refused with a remark and change nothing; other topics are served."""
+    async with cluster(tmp_path, ("broker-a", "broker-b")) as c, c.admin() as admin:
+        await static_topic(c, admin)
+        await route_until(admin, lambda r: len(leaders(r)) == 8)
+        await admin.update_topic("Plain", cluster="DefaultCluster", read_queues=2, write_queues=2)
+        await wait_for_route(admin, "Plain")
+        addr = c.addr("broker-a")
+        served: set[int] = set()
+        calls = [
+            (RequestCode.INVOKE_BROKER_TO_RESET_OFFSET, ResetOffsetRequestHeader(T, "g", 0, True)),
+            (RequestCode.CLONE_GROUP_OFFSET, CloneGroupOffsetRequestHeader("g", "h", T, False)),
+            (RequestCode.GET_CONSUME_STATS, GetConsumeStatsRequestHeader("g", T)),
+            (RequestCode.GET_CONSUME_STATS, GetConsumeStatsRequestHeader("g", topicList=f"x;{T}")),
+            (RequestCode.QUERY_CONSUME_TIME_SPAN, QueryConsumeTimeSpanRequestHeader(T, "g")),
+            (
+                RequestCode.POP_MESSAGE,
+                PopMessageRequestHeader("g", T, -1, 1, 30_000, 0, sim_now_ms(), 0),
+            ),
+        ]
+        for code, header in calls:
+            resp = await admin.api.call(addr, code, header, ok=tuple(range(1000)))
+            assert resp.code == ResponseCode.INVALID_PARAMETER, (code, resp.remark)
+            assert f"topic {T} is a static topic" in (resp.remark or ""), resp.remark
+            # the same call on an ordinary topic is served as before
+            plain = attrs.evolve(header, topic="Plain")  # type: ignore[misc]
+            if isinstance(header, GetConsumeStatsRequestHeader) and header.topicList:
+                plain = attrs.evolve(header, topicList="Plain")
+            resp = await admin.api.call(addr, code, plain, ok=tuple(range(1000)))
+            assert "static topic" not in (resp.remark or ""), (code, resp.remark)
+            served.add(resp.code)
+        # nothing was written for the group on the static topic
+        assert ResponseCode.SUCCESS in served
+        # nothing was written on the static topic for any group, on any broker
+        assert not [k for b in c.brokers.values() for k in b.offsets.table if k.startswith(f"{T}@")]
