@@ -495,17 +495,22 @@ def logic_queue_offsets(
 ) -> list[LogicQueueOffsets]:
     """Upstream convertPhysicalTopicStats: per logic queue, the min from its oldest decided
     generation and the max from its newest, given each physical queue's (min, max, last
-    store time). Queues whose physical figures are missing are left out."""
+    store time). An older generation whose figures are missing (its broker retired or
+    unreachable) is passed over for the min, the next one's start taken instead; a queue
+    without figures for its newest generation is left out."""
     out = []
     for gid, one in sorted(ones.items()):
-        first = find_item(one.items, 0, ignore_negative=True)
         last = find_item(one.items, JAVA_LONG_MAX, ignore_negative=True)
-        if first is None or last is None:
+        if last is None:
             continue
-        lo = physical.get((first.bname, first.queueId))
         hi = physical.get((last.bname, last.queueId))
-        if lo is None or hi is None:
+        if hi is None:
             continue
+        decided = sorted(
+            (it for it in one.items if it.logicOffset >= 0), key=lambda it: it.logicOffset
+        )
+        first = next(it for it in decided if (it.bname, it.queueId) in physical)
+        lo = physical[(first.bname, first.queueId)]
         low = max(first.static_offset_loosely(lo[0]), 0)
         high = max(last.static_offset_strictly(hi[1]), 0)
         out.append(LogicQueueOffsets(gid, low, high, hi[2]))

@@ -247,6 +247,11 @@ def test_logic_queue_offsets_for_topic_status() -> None:
     assert [(o.globalId, o.minOffset, o.maxOffset, o.lastUpdateTimestamp) for o in got] == [
         (0, 0, 10007, 9)
     ]
+    # broker a retired: its generation is passed over, the min is where b's begins
+    got = logic_queue_offsets({0: one}, {("b", 3): (0, 7, 9)})
+    assert [(o.globalId, o.minOffset, o.maxOffset) for o in got] == [(0, 10000, 10007)]
+    # the newest generation's broker unknown: the queue is left out
+    assert logic_queue_offsets({0: one}, {("a", 0): (0, 120, 5)}) == []
 
 
 # -------------------------------------------------------------------- the broker's table
