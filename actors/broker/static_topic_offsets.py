@@ -144,14 +144,8 @@ class StaticTopicOffsets:
         found = self._items(h.topic, h.queueId)
         if isinstance(found, Refusal):
             return found
-        detail, items = found
-        decided = [i for i in items if i.logic_decided()]
-        for item in decided:
-            p = await self._physical(detail, h.queueId, item, RequestCode.GET_MIN_OFFSET, h)
-            if item.end_decided() and p >= item.endOffset and item is not decided[-1]:
-                continue  # this generation's data is gone: the next one holds the oldest
-            return item.static_offset_loosely(p)
-        return 0
+        # a generation whose data is gone: the next one holds the oldest
+        return await self._first_within(found, h, RequestCode.GET_MIN_OFFSET)
 
     async def max_offset(self, h: GetMaxOffsetRequestHeader) -> int | Refusal:
         found = self._items(h.topic, h.queueId)
@@ -169,13 +163,24 @@ class StaticTopicOffsets:
         found = self._items(h.topic, h.queueId)
         if isinstance(found, Refusal):
             return found
+        # a time after a generation's last message: the next one holds it
+        return await self._first_within(found, h, RequestCode.SEARCH_OFFSET_BY_TIMESTAMP)
+
+    async def _first_within(
+        self,
+        found: tuple[TopicQueueMappingDetail, list[LogicQueueMappingItem]],
+        h: PhysicalHeader,
+        code: int,
+    ) -> int:
+        """Ask each decided generation, oldest first, for the physical answer to ``code``;
+        the first answer inside that generation's data, as a logic offset (the newest
+        generation's answer, however far, when no older one holds it)."""
         detail, items = found
         decided = [i for i in items if i.logic_decided()]
-        code = RequestCode.SEARCH_OFFSET_BY_TIMESTAMP
         for item in decided:
             p = await self._physical(detail, h.queueId, item, code, h)
             if item.end_decided() and p >= item.endOffset and item is not decided[-1]:
-                continue  # the time is after this generation's last message
+                continue
             return item.static_offset_loosely(p)
         return 0
 
