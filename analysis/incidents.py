@@ -45,7 +45,7 @@ from typing import Any
 from pyspark.sql import DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 
-from rocketrio.actors import events
+from rocketrio.actors.observe import events
 from rocketrio.analysis.schema import CORRUPT, log_schema, required_fields
 
 LOOKBACK_MS = 30_000  # how long before an election a loss signal still belongs to it

@@ -1,6 +1,6 @@
 """The Spark read schema of the JSON log lines, generated from the log-event catalogue.
 
-`rocketrio.actors.events.field_types()` is the one place that names every field a line can
+`rocketrio.actors.observe.events.field_types()` is the one place that names every field a line can
 carry; this module only maps its Python types to Spark types, so the log writer and the job
 cannot drift apart. Every column is nullable: one line carries the fields of one event.
 """
@@ -11,7 +11,7 @@ from typing import Any
 
 from pyspark.sql import types as T
 
-from rocketrio.actors import events
+from rocketrio.actors.observe import events
 
 CORRUPT = "_corrupt_record"
 

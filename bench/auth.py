@@ -36,7 +36,7 @@ from rocketrio.actors.client.auth_admin import AuthAdmin, acl_body
 from rocketrio.actors.client.config import ClientConfig, ProducerConfig
 from rocketrio.actors.client.message import Message
 from rocketrio.actors.client.producer import Producer
-from rocketrio.actors.logs import configure_logging
+from rocketrio.actors.observe.logs import configure_logging
 from rocketrio.protocol.acl_signature import RequestSigner, SessionCredentials
 from rocketrio.protocol.auth_bodies import UserInfo
 

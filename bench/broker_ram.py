@@ -37,7 +37,7 @@ from benchlib import BODY, Proc, free_port, stop_all, wait_writable
 from rocketrio.actors.client.admin import MQAdmin
 from rocketrio.actors.client.message import Message
 from rocketrio.actors.client.producer import Producer
-from rocketrio.actors.logs import configure_logging
+from rocketrio.actors.observe.logs import configure_logging
 from rocketrio.protocol.bodies import MessageQueue, SubscriptionGroupConfig
 
 QUEUES = 8

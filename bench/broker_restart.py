@@ -29,8 +29,8 @@ from benchlib import Proc
 
 from rocketrio.actors.client.api import MQClientAPI, request
 from rocketrio.actors.client.errors import MQBrokerError
-from rocketrio.actors.remoting import RemotingClient, RemotingError
-from rocketrio.actors.transport import TcpTransport
+from rocketrio.actors.kernel.remoting import RemotingClient, RemotingError
+from rocketrio.actors.kernel.transport import TcpTransport
 from rocketrio.protocol.codes import RequestCode, ResponseCode
 from rocketrio.protocol.headers import (
     PULL_FLAG_SUBSCRIPTION,

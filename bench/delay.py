@@ -36,7 +36,7 @@ from rocketrio.actors.client.config import ProducerConfig
 from rocketrio.actors.client.message import Message
 from rocketrio.actors.client.producer import Producer
 from rocketrio.actors.client.push_consumer import ConsumeStatus, PushConsumer
-from rocketrio.actors.logs import configure_logging
+from rocketrio.actors.observe.logs import configure_logging
 
 LEVEL1_MS = 2000
 

@@ -36,7 +36,7 @@ from rocketrio.actors.client.admin import MQAdmin
 from rocketrio.actors.client.message import Message
 from rocketrio.actors.client.producer import Producer
 from rocketrio.actors.client.push_consumer import ConsumeStatus, PushConsumer
-from rocketrio.actors.logs import configure_logging
+from rocketrio.actors.observe.logs import configure_logging
 from rocketrio.protocol.message import parse_offset_msg_id
 
 TOPIC = "FailoverBench"

@@ -44,8 +44,8 @@ from benchlib import (
 )
 
 from rocketrio.actors.client.admin import MQAdmin
-from rocketrio.actors.logs import configure_logging
-from rocketrio.actors.rpc_metrics import Outcome, RpcLatency
+from rocketrio.actors.observe.logs import configure_logging
+from rocketrio.actors.observe.rpc_metrics import Outcome, RpcLatency
 
 SIDES = ("off", "on")
 

@@ -32,7 +32,7 @@ from rocketrio.actors.client.admin import MQAdmin
 from rocketrio.actors.client.pop_admin import pop_progress
 from rocketrio.actors.client.push_consumer import ConsumeStatus, PushConsumer
 from rocketrio.actors.client.simple_consumer import SimpleConsumer
-from rocketrio.actors.logs import configure_logging
+from rocketrio.actors.observe.logs import configure_logging
 
 TOPIC = "BenchPop"
 

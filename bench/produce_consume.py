@@ -38,7 +38,7 @@ from benchlib import (
 )
 
 from rocketrio.actors.client.admin import MQAdmin
-from rocketrio.actors.logs import configure_logging
+from rocketrio.actors.observe.logs import configure_logging
 
 
 def main() -> None:

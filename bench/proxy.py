@@ -33,7 +33,7 @@ import trio
 from benchlib import BODY, Proc, create_topics, free_port, one_broker, single_sends, stop_all
 from pop import pop_consume
 
-from rocketrio.actors.logs import configure_logging
+from rocketrio.actors.observe.logs import configure_logging
 from rocketrio.protocol.grpc_v2 import definition_pb2 as pb
 from rocketrio.protocol.grpc_v2 import service_pb2 as spb
 from rocketrio.protocol.grpc_v2 import service_pb2_grpc as sgrpc

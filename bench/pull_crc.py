@@ -25,7 +25,7 @@ import trio
 from benchlib import Proc, batched_sends, consume_backlog, free_port, stop_all, wait_writable
 
 from rocketrio.actors.client.admin import MQAdmin
-from rocketrio.actors.logs import configure_logging
+from rocketrio.actors.observe.logs import configure_logging
 
 
 def main() -> None:

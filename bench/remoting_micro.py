@@ -25,9 +25,9 @@ import time
 import trio
 import trio.testing
 
-from rocketrio.actors import remoting
-from rocketrio.actors.rpc_metrics import RpcLatency
-from rocketrio.actors.server_limits import ServerLimits
+from rocketrio.actors.kernel import remoting
+from rocketrio.actors.kernel.server_limits import ServerLimits
+from rocketrio.actors.observe.rpc_metrics import RpcLatency
 from rocketrio.protocol.remoting import FrameDecoder, RemotingCommand, encode_command
 
 BATCH = 64

@@ -48,7 +48,7 @@ from benchlib import (
 )
 
 from rocketrio.actors.client.admin import MQAdmin
-from rocketrio.actors.logs import configure_logging
+from rocketrio.actors.observe.logs import configure_logging
 
 
 async def sample_lag(ns: str, master: str, slave: str, stop: trio.Event, out: list[int]) -> None:

@@ -69,7 +69,7 @@ from rocketrio.actors.client.static_topic_admin import (
     remapping_static_topic,
     update_static_topic,
 )
-from rocketrio.actors.logs import configure_logging
+from rocketrio.actors.observe.logs import configure_logging
 from rocketrio.protocol.static_topic import logic_queue_endpoints
 
 CLUSTER = "BenchCluster"

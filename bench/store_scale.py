@@ -82,14 +82,14 @@ import trio
 from benchlib import Proc, cpu_seconds, free_port, pct, stop_all
 from broker_restart import READY_TIMEOUT_S, Broker, NotReady, restart, wait_ready
 
-from rocketrio.actors.broker.config import BrokerConfig
+from rocketrio.actors.broker.boot.config import BrokerConfig
 from rocketrio.actors.client.admin import MQAdmin
 from rocketrio.actors.client.config import ProducerConfig
 from rocketrio.actors.client.errors import MQClientError
 from rocketrio.actors.client.message import Message
 from rocketrio.actors.client.producer import Producer
-from rocketrio.actors.logs import configure_logging
-from rocketrio.actors.remoting import RemotingError
+from rocketrio.actors.kernel.remoting import RemotingError
+from rocketrio.actors.observe.logs import configure_logging
 from rocketrio.protocol.config import ConfigError, build_config
 
 TOPIC = "StoreScale"

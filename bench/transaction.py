@@ -33,7 +33,7 @@ from rocketrio.actors.client.admin import MQAdmin
 from rocketrio.actors.client.message import Message
 from rocketrio.actors.client.producer import Producer
 from rocketrio.actors.client.transaction_producer import LocalTransactionState, TransactionProducer
-from rocketrio.actors.logs import configure_logging
+from rocketrio.actors.observe.logs import configure_logging
 from rocketrio.protocol.message import MessageExt
 
 HALF, OP = "RMQ_SYS_TRANS_HALF_TOPIC", "RMQ_SYS_TRANS_OP_HALF_TOPIC"

@@ -27,7 +27,7 @@ import attrs
 
 from rocketrio.actors.client import config_admin as ca
 from rocketrio.actors.client.errors import MQClientError, NotFound, UsageError
-from rocketrio.actors.remoting import RemotingError
+from rocketrio.actors.kernel.remoting import RemotingError
 from rocketrio.cli.admin import Incomplete, command, controller_command, table
 from rocketrio.cli.failure import one_line
 from rocketrio.protocol.bodies import perm_to_string

@@ -18,7 +18,7 @@ from typing import Any
 
 from rocketrio.actors.client.config import RETRY_GROUP_TOPIC_PREFIX
 from rocketrio.actors.client.errors import MQClientError, NotFound
-from rocketrio.actors.remoting import RemotingError
+from rocketrio.actors.kernel.remoting import RemotingError
 from rocketrio.cli.admin import command, table
 from rocketrio.cli.dates import format_ms
 from rocketrio.protocol.codes import CURRENT_VERSION
@@ -102,7 +102,7 @@ async def _time_spans(admin: Any, group: str, info: ConsumerRunningInfo) -> list
 @command("consumerStatus", "what each member of a consumer group is doing (asked of the "
          "member through a broker)", lambda r, a: print_status(r, a))(_args)  # fmt: skip
 async def consumer_status(admin: Any, a: argparse.Namespace) -> StatusResult:
-    from rocketrio.actors.logs import wallclock_ms
+    from rocketrio.actors.observe.logs import wallclock_ms
 
     addr = a.broker
     if addr is None:

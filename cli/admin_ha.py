@@ -24,7 +24,7 @@ import trio
 
 from rocketrio.actors.client.admin import broker_addrs_of
 from rocketrio.actors.client.errors import MQClientError, UsageError
-from rocketrio.actors.remoting import RemotingError
+from rocketrio.actors.kernel.remoting import RemotingError
 from rocketrio.cli.admin import Incomplete, command, table
 from rocketrio.cli.dates import format_ms
 from rocketrio.cli.failure import one_line

@@ -24,7 +24,7 @@ from typing import Any
 
 import trio
 
-from rocketrio.actors.broker.store_stats import java_fixed
+from rocketrio.actors.broker.store.figures import java_fixed
 from rocketrio.actors.client.admin_stats import (
     BrokerFigures,
     TopicGroupStats,
@@ -33,7 +33,7 @@ from rocketrio.actors.client.admin_stats import (
     stats_all,
 )
 from rocketrio.actors.client.errors import MQClientError
-from rocketrio.actors.remoting import RemotingError
+from rocketrio.actors.kernel.remoting import RemotingError
 from rocketrio.cli.admin import Incomplete, command
 from rocketrio.cli.dates import dated_kv
 from rocketrio.protocol.serde import to_plain

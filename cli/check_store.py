@@ -40,7 +40,7 @@ def add_parser(cmds: Any) -> None:
 def cmd_check_store(a: argparse.Namespace) -> int:
     store, segment_size, cq_size, epoch_file = a.store, a.segment_size, a.cq_file_size, None
     if a.config:
-        from rocketrio.actors.broker.config import BrokerConfig
+        from rocketrio.actors.broker.boot.config import BrokerConfig
         from rocketrio.protocol.config import ConfigError, load_config
 
         try:

@@ -60,7 +60,7 @@ def add_parser(sub: Any) -> None:
 def cmd_console(args: argparse.Namespace) -> int:
     from rocketrio.actors.console.actions import load_token
     from rocketrio.actors.console.service import ConsoleOptions, run_console
-    from rocketrio.actors.transport import TcpTransport
+    from rocketrio.actors.kernel.transport import TcpTransport
     from rocketrio.cli.main import run_service
 
     token = None

@@ -31,8 +31,8 @@ import trio
 
 from rocketrio.actors.client.config import ClientConfig
 from rocketrio.actors.client.errors import MQClientError, UsageError
-from rocketrio.actors.remoting import RemotingError
-from rocketrio.actors.transport import Transport
+from rocketrio.actors.kernel.remoting import RemotingError
+from rocketrio.actors.kernel.transport import Transport
 from rocketrio.protocol.serde import HeaderError
 
 EXIT_OK = 0
@@ -110,7 +110,7 @@ async def run_tool_async(tool: str, entry: ToolEntry, args: Any, wiring: Wiring)
 
 def run_tool(tool: str, entry: ToolEntry, args: Any, wiring: Wiring | None = None) -> int:
     """The process-level shell: client logging off the console, one Trio run, Ctrl-C -> 130."""
-    from rocketrio.actors.logs import configure_logging
+    from rocketrio.actors.observe.logs import configure_logging
 
     configure_logging(tool.replace(" ", "-"), "client", None, console=None)
     try:

@@ -30,8 +30,8 @@ from typing import Any
 import structlog
 import trio
 
-from rocketrio.actors import events
-from rocketrio.actors.logs import configure_logging
+from rocketrio.actors.observe import events
+from rocketrio.actors.observe.logs import configure_logging
 from rocketrio.cli.parent_death import SupervisorGone, bind_to_supervisor
 from rocketrio.protocol.config import ConfigError, load_config
 
@@ -112,8 +112,8 @@ def cmd_namesrv(args: argparse.Namespace) -> int:
         load_namesrv_configs,
         run_namesrv_with_controller,
     )
+    from rocketrio.actors.kernel.transport import TcpTransport
     from rocketrio.actors.namesrv.namesrv import run_namesrv
-    from rocketrio.actors.transport import TcpTransport
 
     ov = _overrides(args)
     if args.port:
@@ -140,7 +140,7 @@ def cmd_namesrv(args: argparse.Namespace) -> int:
 
 def cmd_broker(args: argparse.Namespace) -> int:
     from rocketrio.actors.broker.broker import run_broker
-    from rocketrio.actors.transport import TcpTransport
+    from rocketrio.actors.kernel.transport import TcpTransport
 
     cfg = broker_config(args)
     name = args.name or f"{cfg.brokerName}-{cfg.listenPort}"
@@ -153,7 +153,7 @@ def cmd_broker(args: argparse.Namespace) -> int:
 
 def broker_config(args: argparse.Namespace) -> Any:
     """The BrokerConfig of `rocketrio broker` (its file, then --set, -n, --enable-proxy)."""
-    from rocketrio.actors.broker.config import BrokerConfig
+    from rocketrio.actors.broker.boot.config import BrokerConfig
 
     ov = _overrides(args)
     if args.namesrv:
@@ -172,7 +172,7 @@ def broker_config(args: argparse.Namespace) -> Any:
 def cmd_controller(args: argparse.Namespace) -> int:
     from rocketrio.actors.controller.config import ControllerConfig
     from rocketrio.actors.controller.controller import run_controller
-    from rocketrio.actors.transport import TcpTransport
+    from rocketrio.actors.kernel.transport import TcpTransport
 
     cfg = load_config(ControllerConfig, args.config, _overrides(args))
     if args.config and not cfg.configStorePath:

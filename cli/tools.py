@@ -34,8 +34,8 @@ import trio
 from rocketrio.actors.client.admin import MQAdmin
 from rocketrio.actors.client.config import DEFAULT_TOPIC, ClientConfig, request_signer
 from rocketrio.actors.client.errors import MQClientError, NotFound, TopicRouteNotFound, UsageError
-from rocketrio.actors.logs import configure_logging
-from rocketrio.actors.remoting import RemotingError
+from rocketrio.actors.kernel.remoting import RemotingError
+from rocketrio.actors.observe.logs import configure_logging
 from rocketrio.cli.failure import EXIT_FAILED, EXIT_OK, Wiring, one_line, run_tool
 from rocketrio.cli.send_report import Output, SendTally, produce_output, progress_line
 from rocketrio.cli.send_report import summary_lines as send_summary

@@ -37,8 +37,8 @@ import attrs
 import structlog
 import trio
 
-from rocketrio.actors import events
-from rocketrio.actors.restart_policy import RestartPolicy
+from rocketrio.actors.kernel.restart_policy import RestartPolicy
+from rocketrio.actors.observe import events
 from rocketrio.cli import up_lock
 from rocketrio.cli.up_checks import busy_ports, check_dir, port_busy
 from rocketrio.cli.up_plan import (
@@ -240,7 +240,7 @@ async def _start_console(
 ) -> Any:
     """The web console, in `up`'s own process (it dies and stops with `up`)."""
     from rocketrio.actors.console.service import ConsoleOptions, run_console
-    from rocketrio.actors.transport import TcpTransport
+    from rocketrio.actors.kernel.transport import TcpTransport
 
     opts = ConsoleOptions(
         namesrv=ns,
@@ -364,7 +364,7 @@ def cmd_up(args: argparse.Namespace) -> int:
         command = shlex.join(["rocketrio", *sys.argv[1:]])
         lock.publish(up_lock.LockInfo(os.getpid(), started, args.mode, ports, command))
         paths = write_configs(specs, base_dir)
-        from rocketrio.actors.logs import configure_logging
+        from rocketrio.actors.observe.logs import configure_logging
 
         # up's own events and the demo's and health check's client logs: logs/up.jsonl
         configure_logging("up", "launcher", os.path.join(base_dir, "logs"), console=None)

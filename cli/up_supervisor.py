@@ -26,8 +26,8 @@ from typing import Any, assert_never
 import structlog
 import trio
 
-from rocketrio.actors import events
-from rocketrio.actors.restart_policy import GiveUp, Restart, RestartPolicy, RestartTracker
+from rocketrio.actors.kernel.restart_policy import GiveUp, Restart, RestartPolicy, RestartTracker
+from rocketrio.actors.observe import events
 from rocketrio.cli.parent_death import SUPERVISOR_ENV
 from rocketrio.cli.up_plan import ProcSpec
 

@@ -23,7 +23,7 @@
   `generations_read_by_all` (S4) drops a leader's generations more than two behind once
   every group has read them; `follow_leader` lets a broker that no longer leads a logic
   queue drop the generations its leader dropped, or its whole list once it is more than one
-  generation behind. The broker's periodic task is actors/broker/static_topic_clean.py.
+  generation behind. The broker's periodic task is actors/broker/static_topic/clean.py.
 
 Epochs: ``max(old epoch + 1000, now_ms)``, now injected. Every plan is re-checked with the
 checks of `static_topic` before it is returned (upstream's "double check").

@@ -71,10 +71,10 @@ def strict_logging() -> None:
 
 def pytest_configure(config: pytest.Config) -> None:
     # every test logs strictly: a name or field missing from the event catalogue
-    # (rocketrio.actors.events) raises UncataloguedEvent where it is logged
+    # (rocketrio.actors.observe.events) raises UncataloguedEvent where it is logged
     import structlog
 
-    from rocketrio.actors.logs import check_catalogued
+    from rocketrio.actors.observe.logs import check_catalogued
 
     processors = list(structlog.get_config()["processors"])
     structlog.configure(processors=[check_catalogued(True), *processors])

@@ -19,9 +19,9 @@ from collections.abc import Callable
 import attrs
 
 from rocketrio.actors.auth.model import Action, AuthDataError, Resource, is_retry_topic
-from rocketrio.actors.broker.pop_checkpoint import BatchAckMessageRequestBody, PopRecordError
 from rocketrio.protocol.bodies import HeartbeatData, LockBatchRequestBody, SubscriptionGroupConfig
 from rocketrio.protocol.codes import RequestCode
+from rocketrio.protocol.pop_checkpoint import BatchAckMessageRequestBody, PopRecordError
 from rocketrio.protocol.remoting import RemotingCommand
 from rocketrio.protocol.serde import HeaderError, from_json
 

@@ -47,90 +47,95 @@ import attrs
 import structlog
 import trio
 
-from rocketrio.actors import events
 from rocketrio.actors.auth.config import parse_credentials
-from rocketrio.actors.broker.admin_processor import AdminProcessor
-from rocketrio.actors.broker.auth_processor import AuthProcessor
-from rocketrio.actors.broker.auth_remoting import AuthGate, auth_handlers, gate_settings
-from rocketrio.actors.broker.auth_tables import AuthTable
-from rocketrio.actors.broker.classic_roles import ClassicRoleService
-from rocketrio.actors.broker.clean_policy import ReplicaLink, replica_floor
-from rocketrio.actors.broker.clean_service import CleanService
-from rocketrio.actors.broker.client_manager import ConsumerManager, ProducerManager
-from rocketrio.actors.broker.client_processor import ClientProcessor
-from rocketrio.actors.broker.config import (
+from rocketrio.actors.broker.admin.offset_reset import (
+    OffsetResetProcessor,
+    RemotingResetPusher,
+    offset_reset_handlers,
+)
+from rocketrio.actors.broker.admin.processor import AdminProcessor
+from rocketrio.actors.broker.auth.processor import AuthProcessor
+from rocketrio.actors.broker.auth.remoting_gate import AuthGate, auth_handlers, gate_settings
+from rocketrio.actors.broker.boot.config import (
     BrokerConfig,
     BrokerRole,
     FlushDiskType,
     MetricsExporterType,
 )
-from rocketrio.actors.broker.config_files import ConfigFile
-from rocketrio.actors.broker.consume_stats import ConsumeStatsProcessor
-from rocketrio.actors.broker.consumer_calls import Broker2Client, consumer_call_handlers
-from rocketrio.actors.broker.day_counters import FILE_NAME as DAY_FILE
-from rocketrio.actors.broker.day_counters import PERSIST_INTERVAL_S, DayCountersFile
-from rocketrio.actors.broker.delay_offset import (
+from rocketrio.actors.broker.boot.fault_sites import NO_FAULTS, FaultSites
+from rocketrio.actors.broker.boot.live_config import (
+    BROKER_POLICY,
+    apply_broker_changes,
+    registered_topics,
+)
+from rocketrio.actors.broker.boot.outer_api import BrokerOuterAPI, retry_delay
+from rocketrio.actors.broker.clients.client_manager import ConsumerManager, ProducerManager
+from rocketrio.actors.broker.clients.consumer_calls import Broker2Client, consumer_call_handlers
+from rocketrio.actors.broker.clients.lock_manager import RebalanceLockManager
+from rocketrio.actors.broker.clients.processor import ClientProcessor
+from rocketrio.actors.broker.dispatch.adapter import RemotingAdapter, RemotingNotifier
+from rocketrio.actors.broker.ha.group_transfer import trio_now_ms
+from rocketrio.actors.broker.ha.master_service import HAMasterService
+from rocketrio.actors.broker.ha.service import AutoSwitchHAService, resolve_ha_addr
+from rocketrio.actors.broker.ha.status_service import HAStatusService
+from rocketrio.actors.broker.pop.ack import PopAckProcessor
+from rocketrio.actors.broker.pop.handlers import pop_handlers
+from rocketrio.actors.broker.pop.hold import PopLongPollingService
+from rocketrio.actors.broker.pop.order_service import PopOrderService
+from rocketrio.actors.broker.pop.processor import PopConfig, PopMessageProcessor
+from rocketrio.actors.broker.pop.revive_service import PopReviveService, ReviveConfig
+from rocketrio.actors.broker.pull.hold import HoldLimits, PullRequestHoldService
+from rocketrio.actors.broker.pull.processor import PullConfig, PullMessageProcessor
+from rocketrio.actors.broker.roles.classic import ClassicRoleService
+from rocketrio.actors.broker.roles.replicas_manager import ReplicasManager
+from rocketrio.actors.broker.roles.slave_sync import SlaveSynchronize
+from rocketrio.actors.broker.schedule.policy import parse_message_delay_level
+from rocketrio.actors.broker.schedule.service import ScheduleService
+from rocketrio.actors.broker.send.processor import SendConfig, SendMessageProcessor, host_tuple
+from rocketrio.actors.broker.static_topic.admin import StaticTopicProcessor
+from rocketrio.actors.broker.static_topic.clean import StaticTopicCleanService
+from rocketrio.actors.broker.static_topic.guard import guard_handlers
+from rocketrio.actors.broker.static_topic.offsets import StaticTopicOffsets
+from rocketrio.actors.broker.static_topic.pull import leads_logic_queue, pull_handlers
+from rocketrio.actors.broker.static_topic.remote import RemoteBrokers
+from rocketrio.actors.broker.static_topic.send import send_handlers
+from rocketrio.actors.broker.stats.broker_stats import BrokerStats
+from rocketrio.actors.broker.stats.consume_stats import ConsumeStatsProcessor
+from rocketrio.actors.broker.stats.day_counters import FILE_NAME as DAY_FILE
+from rocketrio.actors.broker.stats.day_counters import PERSIST_INTERVAL_S, DayCountersFile
+from rocketrio.actors.broker.stats.handlers import stats_handlers
+from rocketrio.actors.broker.stats.items import GROUP_GET_NUMS
+from rocketrio.actors.broker.stats.metrics import BrokerCollector, StoreCollector
+from rocketrio.actors.broker.stats.runtime_info import (
+    DiskSpace,
+    RuntimeInfo,
+    disk_space,
+    used_ratio,
+)
+from rocketrio.actors.broker.store.actor import StoreActor, StoreRole
+from rocketrio.actors.broker.store.clean_policy import ReplicaLink, replica_floor
+from rocketrio.actors.broker.store.clean_service import CleanService
+from rocketrio.actors.broker.store.disk_guard import DiskGuard, DiskUsage, FirstRefusal
+from rocketrio.actors.broker.store.view import ReadGate, RunBlocking, StoreView
+from rocketrio.actors.broker.tables.auth import AuthTable
+from rocketrio.actors.broker.tables.config_file import ConfigFile
+from rocketrio.actors.broker.tables.delay_offset import (
     DELAY_OFFSET_FILE,
     DelayOffsetFile,
     DelayOffsetTable,
     delay_offset_handlers,
 )
-from rocketrio.actors.broker.disk_guard import DiskGuard, DiskUsage, FirstRefusal
-from rocketrio.actors.broker.fault_sites import NO_FAULTS, FaultSites
-from rocketrio.actors.broker.ha.group_transfer import trio_now_ms
-from rocketrio.actors.broker.ha.master_service import HAMasterService
-from rocketrio.actors.broker.ha.service import AutoSwitchHAService, resolve_ha_addr
-from rocketrio.actors.broker.ha.status import HAStatusService
-from rocketrio.actors.broker.live_config import (
-    BROKER_POLICY,
-    apply_broker_changes,
-    registered_topics,
-)
-from rocketrio.actors.broker.lock_manager import RebalanceLockManager
-from rocketrio.actors.broker.metrics import BrokerCollector, StoreCollector
-from rocketrio.actors.broker.offset_reset import (
-    OffsetResetProcessor,
-    RemotingResetPusher,
-    offset_reset_handlers,
-)
-from rocketrio.actors.broker.outer_api import BrokerOuterAPI, retry_delay
-from rocketrio.actors.broker.pop_ack import PopAckProcessor
-from rocketrio.actors.broker.pop_hold import PopLongPollingService
-from rocketrio.actors.broker.pop_order_service import PopOrderService
-from rocketrio.actors.broker.pop_processor import PopConfig, PopMessageProcessor
-from rocketrio.actors.broker.pop_remoting import pop_handlers
-from rocketrio.actors.broker.pop_revive_service import PopReviveService, ReviveConfig
-from rocketrio.actors.broker.pull_hold import HoldLimits, PullRequestHoldService
-from rocketrio.actors.broker.pull_processor import PullConfig, PullMessageProcessor
-from rocketrio.actors.broker.remoting_adapter import RemotingAdapter, RemotingNotifier
-from rocketrio.actors.broker.replicas_manager import ReplicasManager
-from rocketrio.actors.broker.runtime_info import DiskSpace, RuntimeInfo, disk_space, used_ratio
-from rocketrio.actors.broker.schedule_policy import parse_message_delay_level
-from rocketrio.actors.broker.schedule_service import ScheduleService
-from rocketrio.actors.broker.send_processor import SendConfig, SendMessageProcessor, host_tuple
-from rocketrio.actors.broker.slave_sync import SlaveSynchronize
-from rocketrio.actors.broker.static_topic_clean import StaticTopicCleanService
-from rocketrio.actors.broker.static_topic_guard import guard_handlers
-from rocketrio.actors.broker.static_topic_offsets import StaticTopicOffsets
-from rocketrio.actors.broker.static_topic_processor import StaticTopicProcessor
-from rocketrio.actors.broker.static_topic_pull import leads_logic_queue, pull_handlers
-from rocketrio.actors.broker.static_topic_remote import RemoteBrokers
-from rocketrio.actors.broker.static_topic_send import send_handlers
-from rocketrio.actors.broker.stats import BrokerStats
-from rocketrio.actors.broker.stats_items import GROUP_GET_NUMS
-from rocketrio.actors.broker.stats_remoting import stats_handlers
-from rocketrio.actors.broker.store_actor import StoreActor, StoreRole
-from rocketrio.actors.broker.store_view import ReadGate, RunBlocking, StoreView
-from rocketrio.actors.broker.tables import GroupTable, OffsetTable, TopicTable, config_path
-from rocketrio.actors.broker.topic_queue_mapping import TopicQueueMappingTable
-from rocketrio.actors.broker.transaction_service import TransactionService
+from rocketrio.actors.broker.tables.tables import GroupTable, OffsetTable, TopicTable, config_path
+from rocketrio.actors.broker.tables.topic_queue_mapping import TopicQueueMappingTable
+from rocketrio.actors.broker.transaction.service import TransactionService
 from rocketrio.actors.client.message import UniqIdGenerator
-from rocketrio.actors.config_updater import ConfigUpdater
-from rocketrio.actors.logs import wallclock_ms
-from rocketrio.actors.metrics_exporter import exporter_addr, serve_metrics
-from rocketrio.actors.remoting import RemotingClient, RemotingServer
-from rocketrio.actors.rpc_metrics import RpcLatency, RpcLatencyCollector
-from rocketrio.actors.transport import Transport, split_addr
+from rocketrio.actors.kernel.live_update_service import ConfigUpdater
+from rocketrio.actors.kernel.remoting import RemotingClient, RemotingServer
+from rocketrio.actors.kernel.transport import Transport, split_addr
+from rocketrio.actors.observe import events
+from rocketrio.actors.observe.logs import wallclock_ms
+from rocketrio.actors.observe.metrics_exporter import exporter_addr, serve_metrics
+from rocketrio.actors.observe.rpc_metrics import RpcLatency, RpcLatencyCollector
 from rocketrio.protocol.acl_signature import RequestSigner
 from rocketrio.protocol.bodies import TopicConfig, with_mapping
 from rocketrio.protocol.codes import RequestCode

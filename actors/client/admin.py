@@ -23,8 +23,8 @@ from rocketrio.actors.client.errors import (
     TopicRouteNotFound,
     UsageError,
 )
-from rocketrio.actors.remoting import RemotingClient, RemotingError, RequestHook
-from rocketrio.actors.transport import TcpTransport, Transport
+from rocketrio.actors.kernel.remoting import RemotingClient, RemotingError, RequestHook
+from rocketrio.actors.kernel.transport import TcpTransport, Transport
 from rocketrio.protocol import fastjson
 from rocketrio.protocol.bodies import (
     ClusterInfo,

@@ -27,7 +27,7 @@ import attrs
 from rocketrio.actors.client.admin import MQAdmin, broker_addrs_of
 from rocketrio.actors.client.config import MASTER_ID
 from rocketrio.actors.client.errors import MQClientError, NotFound
-from rocketrio.actors.remoting import RemotingError
+from rocketrio.actors.kernel.remoting import RemotingError
 from rocketrio.protocol.codes import RequestCode
 from rocketrio.protocol.serde import from_json
 from rocketrio.protocol.stats_bodies import BrokerStatsData, ViewBrokerStatsDataRequestHeader

@@ -15,7 +15,7 @@ from typing import Any
 import attrs
 
 from rocketrio.actors.client.errors import MQBrokerError, TopicRouteNotFound
-from rocketrio.actors.remoting import RemotingClient, RemotingError
+from rocketrio.actors.kernel.remoting import RemotingClient, RemotingError
 from rocketrio.protocol.bodies import (
     ClusterInfo,
     ConsumerIdList,

@@ -16,11 +16,11 @@ from collections.abc import Callable
 import structlog
 import trio
 
-from rocketrio.actors import events
 from rocketrio.actors.client.errors import MQClientError
 from rocketrio.actors.client.message import SendResult
-from rocketrio.actors.remoting import Connection, RemotingTimeout
-from rocketrio.actors.runtime import Reply
+from rocketrio.actors.kernel.remoting import Connection, RemotingTimeout
+from rocketrio.actors.kernel.runtime import Reply
+from rocketrio.actors.observe import events
 from rocketrio.protocol.codes import request_name
 from rocketrio.protocol.remoting import RemotingCommand
 

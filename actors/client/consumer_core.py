@@ -34,7 +34,6 @@ import attrs
 import structlog
 import trio
 
-from rocketrio.actors import events
 from rocketrio.actors.client.api import PullResult, PullStatus
 from rocketrio.actors.client.config import (
     MASTER_ID,
@@ -66,9 +65,10 @@ from rocketrio.actors.client.rebalance import (
 )
 from rocketrio.actors.client.running_info import consumer_running_info
 from rocketrio.actors.client.subscription import build_subscription, filter_by_tags
-from rocketrio.actors.logs import wallclock_ms
-from rocketrio.actors.remoting import RemotingError
-from rocketrio.actors.transport import Transport
+from rocketrio.actors.kernel.remoting import RemotingError
+from rocketrio.actors.kernel.transport import Transport
+from rocketrio.actors.observe import events
+from rocketrio.actors.observe.logs import wallclock_ms
 from rocketrio.protocol.bodies import ConsumerData, MessageQueue, SubscriptionData, TopicRouteData
 from rocketrio.protocol.codes import ResponseCode
 from rocketrio.protocol.headers import (

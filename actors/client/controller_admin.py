@@ -22,8 +22,8 @@ import attrs
 from rocketrio.actors.client.admin import broker_names_of
 from rocketrio.actors.client.api import MQClientAPI, request
 from rocketrio.actors.client.errors import MQBrokerError, MQClientError, NotFound, UsageError
-from rocketrio.actors.remoting import RemotingClient, RemotingError, RequestHook
-from rocketrio.actors.transport import TcpTransport, Transport
+from rocketrio.actors.kernel.remoting import RemotingClient, RemotingError, RequestHook
+from rocketrio.actors.kernel.transport import TcpTransport, Transport
 from rocketrio.protocol.codes import RequestCode, ResponseCode
 from rocketrio.protocol.controller_headers import (
     BrokerReplicasInfo,

@@ -3,7 +3,7 @@
 `MQClientError` is the base; `NotFound` means the thing asked for does not exist, `UsageError`
 that the arguments are wrong. A broker or name server that answered with a failure code gives
 `MQBrokerError` carrying the upstream response code and remark; network failures stay
-`rocketrio.actors.remoting.RemotingError` (connect failure, closed connection, timeout).
+`rocketrio.actors.kernel.remoting.RemotingError` (connect failure, closed connection, timeout).
 """
 
 from __future__ import annotations

@@ -23,7 +23,7 @@ from rocketrio.actors.client.message_track import (
     TrackedMessage,
     decide_track,
 )
-from rocketrio.actors.remoting import RemotingError
+from rocketrio.actors.kernel.remoting import RemotingError
 from rocketrio.protocol.bodies import (
     ClusterInfo,
     ConsumerConnection,

@@ -39,13 +39,12 @@ from typing import Any, Protocol
 import structlog
 import trio
 
-from rocketrio.actors import events
 from rocketrio.actors.client import running_info
 from rocketrio.actors.client.api import MQClientAPI
 from rocketrio.actors.client.config import MASTER_ID, ClientConfig
 from rocketrio.actors.client.errors import MQClientError, TopicRouteNotFound
 from rocketrio.actors.client.route_refresh import RouteRefresher
-from rocketrio.actors.remoting import (
+from rocketrio.actors.kernel.remoting import (
     Connection,
     Processor,
     RemotingClient,
@@ -53,8 +52,9 @@ from rocketrio.actors.remoting import (
     RequestContext,
     RequestHook,
 )
-from rocketrio.actors.runtime import every
-from rocketrio.actors.transport import TcpTransport, Transport
+from rocketrio.actors.kernel.runtime import every
+from rocketrio.actors.kernel.transport import TcpTransport, Transport
+from rocketrio.actors.observe import events
 from rocketrio.protocol.bodies import (
     ConsumerData,
     HeartbeatData,

@@ -21,12 +21,12 @@ from typing import Any, Protocol
 import structlog
 import trio
 
-from rocketrio.actors import events
 from rocketrio.actors.client.errors import MQBrokerError, MQClientError
 from rocketrio.actors.client.mq_client import MQClientInstance
 from rocketrio.actors.client.process_queue import OffsetTable
 from rocketrio.actors.client.rebalance import OFFSET_ERROR
-from rocketrio.actors.remoting import RemotingError
+from rocketrio.actors.kernel.remoting import RemotingError
+from rocketrio.actors.observe import events
 from rocketrio.protocol.bodies import MessageQueue
 from rocketrio.protocol.codes import ResponseCode
 from rocketrio.protocol.serde import HeaderError

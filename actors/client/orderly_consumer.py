@@ -40,7 +40,6 @@ from typing import assert_never
 import structlog
 import trio
 
-from rocketrio.actors import events
 from rocketrio.actors.client.config import (
     ClientConfig,
     ConsumeFromWhere,
@@ -71,8 +70,9 @@ from rocketrio.actors.client.orderly import (
 )
 from rocketrio.actors.client.process_queue import ProcessQueue
 from rocketrio.actors.client.trace import trace_consumed
-from rocketrio.actors.logs import wallclock_ms
-from rocketrio.actors.transport import Transport
+from rocketrio.actors.kernel.transport import Transport
+from rocketrio.actors.observe import events
+from rocketrio.actors.observe.logs import wallclock_ms
 from rocketrio.protocol.bodies import MessageQueue
 from rocketrio.protocol.message import ORIGIN_MESSAGE_ID, MessageExt
 

@@ -34,7 +34,6 @@ from typing import Any
 import structlog
 import trio
 
-from rocketrio.actors import events
 from rocketrio.actors.client.async_send import CallbackRequests, SendFuture
 from rocketrio.actors.client.config import (
     ClientConfig,
@@ -53,10 +52,11 @@ from rocketrio.actors.client.queue_select import (
     MessageQueueSelector,
     TopicPublishInfo,
 )
-from rocketrio.actors.logs import wallclock_ms
-from rocketrio.actors.remoting import RemotingError
-from rocketrio.actors.runtime import Reply
-from rocketrio.actors.transport import Transport
+from rocketrio.actors.kernel.remoting import RemotingError
+from rocketrio.actors.kernel.runtime import Reply
+from rocketrio.actors.kernel.transport import Transport
+from rocketrio.actors.observe import events
+from rocketrio.actors.observe.logs import wallclock_ms
 from rocketrio.protocol.bodies import MessageQueue, TopicRouteData
 from rocketrio.protocol.codes import RequestCode, ResponseCode
 from rocketrio.protocol.headers import SendMessageRequestHeaderV2, SendMessageResponseHeader

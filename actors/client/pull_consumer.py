@@ -36,7 +36,7 @@ from rocketrio.actors.client.process_queue import ProcessQueue
 from rocketrio.actors.client.queue_select import subscribe_queues
 from rocketrio.actors.client.rebalance import sort_queues
 from rocketrio.actors.client.trace import trace_consumed
-from rocketrio.actors.transport import Transport
+from rocketrio.actors.kernel.transport import Transport
 from rocketrio.protocol.bodies import MessageQueue
 from rocketrio.protocol.message import MessageExt
 

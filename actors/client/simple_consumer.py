@@ -33,8 +33,16 @@ from typing import Any
 import attrs
 import trio
 
-from rocketrio.actors.broker.pop_checkpoint import BatchAck, BatchAckMessageRequestBody
-from rocketrio.actors.broker.pop_extra_info import (
+from rocketrio.actors.client.config import ClientConfig
+from rocketrio.actors.client.errors import MQBrokerError, MQClientError
+from rocketrio.actors.client.mq_client import MQClientInstance
+from rocketrio.actors.kernel.transport import Transport
+from rocketrio.actors.observe.logs import wallclock_ms
+from rocketrio.protocol.bodies import PERM_READ
+from rocketrio.protocol.codes import RequestCode, ResponseCode
+from rocketrio.protocol.message import MessageExt, iter_stored
+from rocketrio.protocol.pop_checkpoint import BatchAck, BatchAckMessageRequestBody
+from rocketrio.protocol.pop_extra_info import (
     INIT_MODE_MAX,
     PROPERTY_FIRST_POP_TIME,
     PROPERTY_POP_CK,
@@ -45,14 +53,6 @@ from rocketrio.actors.broker.pop_extra_info import (
     parse_order_count_info,
     parse_start_offset_info,
 )
-from rocketrio.actors.client.config import ClientConfig
-from rocketrio.actors.client.errors import MQBrokerError, MQClientError
-from rocketrio.actors.client.mq_client import MQClientInstance
-from rocketrio.actors.logs import wallclock_ms
-from rocketrio.actors.transport import Transport
-from rocketrio.protocol.bodies import PERM_READ
-from rocketrio.protocol.codes import RequestCode, ResponseCode
-from rocketrio.protocol.message import MessageExt, iter_stored
 from rocketrio.protocol.pop_headers import (
     AckMessageRequestHeader,
     ChangeInvisibleTimeRequestHeader,

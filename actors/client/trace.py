@@ -13,7 +13,7 @@ from collections.abc import Sequence
 
 import structlog
 
-from rocketrio.actors import events
+from rocketrio.actors.observe import events
 from rocketrio.protocol.bodies import MessageQueue
 from rocketrio.protocol.message import MessageExt
 

@@ -39,11 +39,11 @@ import attrs
 import structlog
 import trio
 
-from rocketrio.actors import events
 from rocketrio.actors.client.errors import MQBrokerError, MQClientError
 from rocketrio.actors.client.message import Message, SendResult, SendStatus
 from rocketrio.actors.client.producer import Producer
-from rocketrio.actors.remoting import RemotingError
+from rocketrio.actors.kernel.remoting import RemotingError
+from rocketrio.actors.observe import events
 from rocketrio.protocol.codes import RequestCode
 from rocketrio.protocol.headers import (
     CheckTransactionStateRequestHeader,

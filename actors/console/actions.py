@@ -20,8 +20,7 @@ import cattrs
 import structlog
 from cattrs.v import format_exception
 
-from rocketrio.actors import events
-from rocketrio.actors.broker.topic_config import check_group_name, check_topic_name
+from rocketrio.actors.broker.tables.topic_config import check_group_name, check_topic_name
 from rocketrio.actors.client.admin import MQAdmin
 from rocketrio.actors.client.controller_admin import ControllerAdmin
 from rocketrio.actors.client.errors import MQClientError
@@ -31,7 +30,8 @@ from rocketrio.actors.client.offset_admin import (
 )
 from rocketrio.actors.console.model import queue_lag
 from rocketrio.actors.console.protocol import Action, ActionResult
-from rocketrio.actors.remoting import RemotingError
+from rocketrio.actors.kernel.remoting import RemotingError
+from rocketrio.actors.observe import events
 from rocketrio.protocol.bodies import MessageQueue, SubscriptionGroupConfig
 
 log = structlog.get_logger("console")

@@ -19,8 +19,7 @@ import attrs
 import structlog
 import trio
 
-from rocketrio.actors import events
-from rocketrio.actors.broker.topic_config import looks_like_system_topic
+from rocketrio.actors.broker.tables.topic_config import looks_like_system_topic
 from rocketrio.actors.client.admin import MQAdmin
 from rocketrio.actors.client.api import request
 from rocketrio.actors.client.controller_admin import ControllerLink
@@ -37,7 +36,8 @@ from rocketrio.actors.console.model import (
     TopicStatus,
     queue_lag,
 )
-from rocketrio.actors.remoting import RemotingError
+from rocketrio.actors.kernel.remoting import RemotingError
+from rocketrio.actors.observe import events
 from rocketrio.protocol.bodies import (
     ClusterInfo,
     ConsumeStatsList,

@@ -25,7 +25,6 @@ import structlog
 import trio
 import trio_websocket
 
-from rocketrio.actors import events
 from rocketrio.actors.console.actions import ActionRunner
 from rocketrio.actors.console.hub import Hub, Viewer
 from rocketrio.actors.console.poller import ClusterPoller
@@ -37,7 +36,8 @@ from rocketrio.actors.console.protocol import (
     decode_client,
 )
 from rocketrio.actors.console.view import ConsoleView
-from rocketrio.actors.transport import Transport
+from rocketrio.actors.kernel.transport import Transport
+from rocketrio.actors.observe import events
 
 log = structlog.get_logger("console")
 

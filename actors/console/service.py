@@ -13,7 +13,7 @@ from rocketrio.actors.client.controller_admin import ControllerAdmin, split_addr
 from rocketrio.actors.console.actions import ActionRunner
 from rocketrio.actors.console.poller import ClusterPoller
 from rocketrio.actors.console.server import ConsoleServer
-from rocketrio.actors.transport import Transport
+from rocketrio.actors.kernel.transport import Transport
 
 
 @attrs.frozen(kw_only=True)

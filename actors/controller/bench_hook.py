@@ -9,9 +9,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from rocketrio.actors.kernel.remoting import RequestContext
+from rocketrio.actors.kernel.runtime import Reply
 from rocketrio.actors.raft.node import LeaderPendingFull, NotLeader, ProposalDropped, RaftNode
-from rocketrio.actors.remoting import RequestContext
-from rocketrio.actors.runtime import Reply
 from rocketrio.protocol.codes import ResponseCode as RC
 from rocketrio.protocol.remoting import RemotingCommand
 

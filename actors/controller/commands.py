@@ -1,6 +1,6 @@
 """The commands of the controller's replicated state machine (upstream calls them events; here
-"events" are log lines, actors/events.py): what goes into the Raft log and is applied, in log
-order, to `ReplicasInfoManager` on every controller replica.
+"events" are log lines, actors/observe/events.py): what goes into the Raft log and is
+applied, in log order, to `ReplicasInfoManager` on every controller replica.
 
 Commands are frozen attrs classes. Besides upstream's payload, the events that move an epoch carry
 the epoch they were computed against (`expected_*`): the state machine re-checks it when the

@@ -19,9 +19,12 @@ from typing import Any, Final
 import attrs
 
 from rocketrio.actors.auth.config import credentials_key, init_user_key, require_init_user
-from rocketrio.actors.metrics_exporter import DEFAULT_PROM_EXPORTER_PORT, MetricsExporterType
+from rocketrio.actors.kernel.server_limits import RemotingServerConfig
+from rocketrio.actors.observe.metrics_exporter import (
+    DEFAULT_PROM_EXPORTER_PORT,
+    MetricsExporterType,
+)
 from rocketrio.actors.raft.config import RaftConfig, parse_peers
-from rocketrio.actors.server_limits import RemotingServerConfig
 from rocketrio.protocol.config import positive
 
 DLEDGER_CONTROLLER: Final = "DLedger"

@@ -42,10 +42,8 @@ import structlog
 import trio
 from prometheus_client.registry import Collector
 
-from rocketrio.actors import events as log_events
 from rocketrio.actors.auth.config import parse_credentials, parse_init_user
 from rocketrio.actors.auth.gate import check_admin_write, server_users
-from rocketrio.actors.config_updater import ConfigUpdater
 from rocketrio.actors.controller.bench_hook import (
     BENCH_ENTRY_TAG,
     CONTROLLER_BENCH_PROPOSE,
@@ -64,12 +62,19 @@ from rocketrio.actors.controller.replicas_info import (
     ControllerResult,
     ReplicasInfoManager,
 )
-from rocketrio.actors.metrics_exporter import (
+from rocketrio.actors.kernel.live_update_service import ConfigUpdater
+from rocketrio.actors.kernel.remoting import RemotingClient, RemotingServer, RequestContext
+from rocketrio.actors.kernel.runtime import every
+from rocketrio.actors.kernel.server_limits import LogRateLimiter
+from rocketrio.actors.kernel.transport import Transport
+from rocketrio.actors.observe import events as log_events
+from rocketrio.actors.observe.metrics_exporter import (
     MetricsExporterType,
     exporter_addr,
     host_of,
     serve_metrics,
 )
+from rocketrio.actors.observe.rpc_metrics import RpcLatency, RpcLatencyCollector
 from rocketrio.actors.raft.node import (
     IoRunner,
     LeaderPendingFull,
@@ -78,11 +83,6 @@ from rocketrio.actors.raft.node import (
     RaftNode,
     store_dir,
 )
-from rocketrio.actors.remoting import RemotingClient, RemotingServer, RequestContext
-from rocketrio.actors.rpc_metrics import RpcLatency, RpcLatencyCollector
-from rocketrio.actors.runtime import every
-from rocketrio.actors.server_limits import LogRateLimiter
-from rocketrio.actors.transport import Transport
 from rocketrio.protocol.acl_signature import RequestSigner
 from rocketrio.protocol.codes import RequestCode, ResponseCode, request_name
 from rocketrio.protocol.config import dump_config

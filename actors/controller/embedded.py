@@ -19,11 +19,11 @@ import trio
 
 from rocketrio.actors.controller.config import ControllerConfig
 from rocketrio.actors.controller.controller import Controller
+from rocketrio.actors.kernel.remoting import Connection, Processor, RequestContext
+from rocketrio.actors.kernel.transport import Transport
 from rocketrio.actors.namesrv.config import NamesrvConfig
 from rocketrio.actors.namesrv.namesrv import NameServer
 from rocketrio.actors.raft.node import IoRunner
-from rocketrio.actors.remoting import Connection, Processor, RequestContext
-from rocketrio.actors.transport import Transport
 from rocketrio.protocol.codes import RequestCode
 from rocketrio.protocol.config import ConfigError, load_config
 from rocketrio.protocol.controller_headers import BrokerHeartbeatRequestHeader

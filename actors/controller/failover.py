@@ -36,7 +36,6 @@ from typing import Any, Final
 
 import trio
 
-from rocketrio.actors import events as log_events
 from rocketrio.actors.controller.commands import (
     AlterSyncStateSetCommand,
     ApplyBrokerIdCommand,
@@ -51,8 +50,14 @@ from rocketrio.actors.controller.replicas_info import (
     BrokerAlivePredicate,
     ReplicasInfoManager,
 )
+from rocketrio.actors.kernel.remoting import (
+    Connection,
+    RemotingClient,
+    RemotingError,
+    RequestContext,
+)
+from rocketrio.actors.observe import events as log_events
 from rocketrio.actors.raft.node import RaftNode, Role
-from rocketrio.actors.remoting import Connection, RemotingClient, RemotingError, RequestContext
 from rocketrio.protocol import fastjson
 from rocketrio.protocol.codes import RequestCode, ResponseCode
 from rocketrio.protocol.controller_headers import (

@@ -1,5 +1,5 @@
 """UPDATE_CONTROLLER_CONFIG (1009): which controller keys change live (the decision itself is
-actors/config_update.py).
+actors/kernel/live_update.py).
 
 As upstream, the request changes the one replica it is sent to (nothing goes through Raft):
 send it to every replica (``updateControllerConfig -a "a;b;c"`` does) for the group to agree.
@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Final
 
-from rocketrio.actors.config_update import ConfigChange, UpdatePolicy
+from rocketrio.actors.kernel.live_update import ConfigChange, UpdatePolicy
 
 if TYPE_CHECKING:
     from rocketrio.actors.controller.controller import Controller

@@ -32,8 +32,8 @@ from collections.abc import Callable, Iterator, Mapping
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
+from rocketrio.actors.observe.rpc_metrics import RpcLatency
 from rocketrio.actors.raft.state import Role
-from rocketrio.actors.rpc_metrics import RpcLatency
 from rocketrio.protocol.codes import RequestCode, ResponseCode
 
 CONTROLLER_LABELS = ("address", "group", "peer_id")

@@ -6,8 +6,11 @@ from __future__ import annotations
 import attrs
 
 from rocketrio.actors.auth.config import init_user_key, require_init_user
-from rocketrio.actors.metrics_exporter import DEFAULT_PROM_EXPORTER_PORT, MetricsExporterType
-from rocketrio.actors.server_limits import RemotingServerConfig
+from rocketrio.actors.kernel.server_limits import RemotingServerConfig
+from rocketrio.actors.observe.metrics_exporter import (
+    DEFAULT_PROM_EXPORTER_PORT,
+    MetricsExporterType,
+)
 from rocketrio.protocol.config import positive
 
 

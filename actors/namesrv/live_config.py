@@ -1,5 +1,5 @@
 """UPDATE_NAMESRV_CONFIG (318): which NameServer keys change live, and how the running
-NameServer hears (the decision itself is actors/config_update.py).
+NameServer hears (the decision itself is actors/kernel/live_update.py).
 
 Live: enableAllTopicList, enableTopicList, returnOrderTopicConfigToBroker, orderMessageEnable,
 notifyMinBrokerIdChangeTimeoutMillis (read from the config object at each request), and
@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Final
 
-from rocketrio.actors.config_update import ConfigChange, UpdatePolicy
+from rocketrio.actors.kernel.live_update import ConfigChange, UpdatePolicy
 
 if TYPE_CHECKING:
     from rocketrio.actors.namesrv.namesrv import NameServer

@@ -25,20 +25,10 @@ import structlog
 import trio
 from prometheus_client.registry import Collector
 
-from rocketrio.actors import events
 from rocketrio.actors.auth.config import parse_init_user
 from rocketrio.actors.auth.gate import check_admin_write, server_users
-from rocketrio.actors.config_updater import ConfigUpdater
-from rocketrio.actors.metrics_exporter import (
-    MetricsExporterType,
-    exporter_addr,
-    host_of,
-    serve_metrics,
-)
-from rocketrio.actors.namesrv.config import NamesrvConfig
-from rocketrio.actors.namesrv.live_config import NAMESRV_POLICY, apply_namesrv_changes
-from rocketrio.actors.namesrv.route_info import MinBrokerIdChange, RouteInfoManager
-from rocketrio.actors.remoting import (
+from rocketrio.actors.kernel.live_update_service import ConfigUpdater
+from rocketrio.actors.kernel.remoting import (
     Connection,
     Processor,
     RemotingClient,
@@ -46,9 +36,19 @@ from rocketrio.actors.remoting import (
     RemotingServer,
     RequestContext,
 )
-from rocketrio.actors.rpc_metrics import RpcLatency, RpcLatencyCollector
-from rocketrio.actors.runtime import IoRunner, every
-from rocketrio.actors.transport import Transport
+from rocketrio.actors.kernel.runtime import IoRunner, every
+from rocketrio.actors.kernel.transport import Transport
+from rocketrio.actors.namesrv.config import NamesrvConfig
+from rocketrio.actors.namesrv.live_config import NAMESRV_POLICY, apply_namesrv_changes
+from rocketrio.actors.namesrv.route_info import MinBrokerIdChange, RouteInfoManager
+from rocketrio.actors.observe import events
+from rocketrio.actors.observe.metrics_exporter import (
+    MetricsExporterType,
+    exporter_addr,
+    host_of,
+    serve_metrics,
+)
+from rocketrio.actors.observe.rpc_metrics import RpcLatency, RpcLatencyCollector
 from rocketrio.protocol import fastjson
 from rocketrio.protocol.bodies import (
     DataVersion,

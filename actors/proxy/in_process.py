@@ -16,7 +16,7 @@ from collections.abc import Awaitable, Callable, Collection
 
 import trio
 
-from rocketrio.actors.transport import Handler, Transport
+from rocketrio.actors.kernel.transport import Handler, Transport
 
 IN_PROCESS_PEER = "in-process"  # the peer name the broker's connection table sees
 PIPE_CHUNKS = 64  # unread chunks per direction before a writer waits

@@ -24,19 +24,19 @@ from typing import Any
 import structlog
 import trio
 
-from rocketrio.actors import events
 from rocketrio.actors.auth.config import parse_credentials
+from rocketrio.actors.broker.boot.config import BrokerConfig
 from rocketrio.actors.broker.broker import Broker
-from rocketrio.actors.broker.config import BrokerConfig
 from rocketrio.actors.client.errors import MQClientError
 from rocketrio.actors.client.mq_client import MQClientInstance
-from rocketrio.actors.logs import wallclock_ms
+from rocketrio.actors.kernel.remoting import RemotingError
+from rocketrio.actors.kernel.transport import Transport
+from rocketrio.actors.observe import events
+from rocketrio.actors.observe.logs import wallclock_ms
 from rocketrio.actors.proxy import mapping as mp
 from rocketrio.actors.proxy.in_process import InProcessTransport
 from rocketrio.actors.proxy.proxy import run_proxy
 from rocketrio.actors.proxy.service import BROKER_TIMEOUT_S, ProxyConfig
-from rocketrio.actors.remoting import RemotingError
-from rocketrio.actors.transport import Transport
 from rocketrio.protocol.bodies import TopicRouteData
 from rocketrio.protocol.codes import RequestCode, ResponseCode
 from rocketrio.protocol.config import parse_properties

@@ -14,9 +14,10 @@ from typing import Any
 import structlog
 import trio
 
-from rocketrio.actors import events
 from rocketrio.actors.client.config import ClientConfig
 from rocketrio.actors.client.mq_client import MQClientInstance, local_ip
+from rocketrio.actors.kernel.transport import Transport
+from rocketrio.actors.observe import events
 from rocketrio.actors.proxy.grpc_bridge import GrpcBridge, serve_calls
 from rocketrio.actors.proxy.mapping import PROXY_PRODUCER_GROUP
 from rocketrio.actors.proxy.service import (
@@ -27,7 +28,6 @@ from rocketrio.actors.proxy.service import (
 )
 from rocketrio.actors.proxy.telemetry import TelemetryRegistry
 from rocketrio.actors.proxy.transaction_check import TransactionCheckRelay
-from rocketrio.actors.transport import Transport
 
 log = structlog.get_logger("proxy")
 

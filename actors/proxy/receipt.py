@@ -14,9 +14,9 @@ from __future__ import annotations
 
 import attrs
 
-from rocketrio.actors.broker.pop_extra_info import ExtraInfo, ExtraInfoError
 from rocketrio.actors.proxy.mapping import BadRequest, Code
 from rocketrio.protocol.message import KEY_SEPARATOR
+from rocketrio.protocol.pop_extra_info import ExtraInfo, ExtraInfoError
 
 _TX_SEPARATOR = "#"
 

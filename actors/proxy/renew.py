@@ -29,7 +29,7 @@ import attrs
 import structlog
 import trio
 
-from rocketrio.actors import events
+from rocketrio.actors.observe import events
 
 log = structlog.get_logger("proxy")
 

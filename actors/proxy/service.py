@@ -31,12 +31,12 @@ from typing import Any
 import attrs
 import structlog
 
-from rocketrio.actors import events
-from rocketrio.actors.broker.pop_extra_info import ExtraInfo
 from rocketrio.actors.client.errors import MQBrokerError, MQClientError
 from rocketrio.actors.client.mq_client import MQClientInstance
 from rocketrio.actors.client.simple_consumer import MAX_RECEIVE, ReceivedMessage, SimpleConsumer
-from rocketrio.actors.logs import wallclock_ms
+from rocketrio.actors.kernel.remoting import RemotingError
+from rocketrio.actors.observe import events
+from rocketrio.actors.observe.logs import wallclock_ms
 from rocketrio.actors.proxy import mapping as mp
 from rocketrio.actors.proxy.auth import ProxyAuth
 from rocketrio.actors.proxy.group_config import GroupConfigCache
@@ -46,7 +46,6 @@ from rocketrio.actors.proxy.offsets import OffsetHandlers
 from rocketrio.actors.proxy.receipt import TransactionId, decode_receipt, encode_receipt
 from rocketrio.actors.proxy.renew import AutoRenewer, Renewal, RenewConfig, Tracked
 from rocketrio.actors.proxy.telemetry import TelemetryRegistry
-from rocketrio.actors.remoting import RemotingError
 from rocketrio.protocol.auth_bodies import GetUserRequestHeader, UserInfo
 from rocketrio.protocol.bodies import SubscriptionGroupConfig, TopicRouteData
 from rocketrio.protocol.codes import RequestCode, ResponseCode
@@ -67,6 +66,7 @@ from rocketrio.protocol.message import (
     encode_properties,
     parse_offset_msg_id,
 )
+from rocketrio.protocol.pop_extra_info import ExtraInfo
 from rocketrio.protocol.remoting import RemotingCommand
 from rocketrio.protocol.serde import from_ext, from_json, to_ext
 

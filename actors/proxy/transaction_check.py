@@ -13,7 +13,7 @@ from collections.abc import Callable
 
 import structlog
 
-from rocketrio.actors import events
+from rocketrio.actors.observe import events
 from rocketrio.actors.proxy import mapping as mp
 from rocketrio.actors.proxy.receipt import TransactionId
 from rocketrio.actors.proxy.telemetry import TelemetryRegistry

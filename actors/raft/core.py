@@ -16,7 +16,7 @@ import random
 
 import attrs
 
-from rocketrio.actors.events import (
+from rocketrio.actors.observe.events import (
     LogEvent,
     RaftLeaderElected,
     RaftRoleChanged,
@@ -80,7 +80,7 @@ class Ready:
     5. `committed_entries`: apply in order (skip data == b"", the leader's no-op).
     6. `read_states`: serve each read once applied index >= index; `dropped_reads`: fail
        those reads (leadership lost), the client retries against the new leader.
-    7. `log_records`: log them (catalogue records, `rocketrio.actors.events.emit`).
+    7. `log_records`: log them (catalogue records, `rocketrio.actors.observe.events.emit`).
     Ready batches must be handled one at a time, in the order returned.
     """
 

@@ -40,7 +40,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from rocketrio.actors.events import RaftHeartbeatTimeout, RaftVoteResult
+from rocketrio.actors.observe.events import RaftHeartbeatTimeout, RaftVoteResult
 from rocketrio.actors.raft.state import (
     HeartBeatRound,
     ParseResult,

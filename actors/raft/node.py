@@ -49,7 +49,10 @@ import attrs
 import structlog
 import trio
 
-from rocketrio.actors import events
+from rocketrio.actors.kernel.remoting import RemotingClient, RemotingError, RequestContext
+from rocketrio.actors.kernel.runtime import IoRunner, Reply
+from rocketrio.actors.kernel.transport import Transport
+from rocketrio.actors.observe import events
 from rocketrio.actors.raft.config import RaftConfig
 from rocketrio.actors.raft.core import (
     LeaderPendingFull,
@@ -58,9 +61,6 @@ from rocketrio.actors.raft.core import (
     Ready,
     Role,
 )
-from rocketrio.actors.remoting import RemotingClient, RemotingError, RequestContext
-from rocketrio.actors.runtime import IoRunner, Reply
-from rocketrio.actors.transport import Transport
 from rocketrio.protocol.codes import RequestCode, ResponseCode
 from rocketrio.protocol.raft import (
     Entry,

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from rocketrio.actors.events import RaftLogTruncated, RaftSnapshotInstalled
+from rocketrio.actors.observe.events import RaftLogTruncated, RaftSnapshotInstalled
 from rocketrio.actors.raft.state import Progress, ProgressState, Role
 from rocketrio.protocol.raft import (
     ENTRY_HEADER,

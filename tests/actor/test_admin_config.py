@@ -16,16 +16,16 @@ import structlog.testing
 import trio
 import trio.testing
 
-from rocketrio.actors import events
-from rocketrio.actors.broker.config import BrokerConfig
+from rocketrio.actors.broker.boot.config import BrokerConfig
 from rocketrio.actors.client import config_admin as ca
 from rocketrio.actors.client.errors import MQBrokerError, MQClientError
 from rocketrio.actors.client.message import Message, SendStatus
 from rocketrio.actors.client.producer import Producer
 from rocketrio.actors.controller.config import ControllerConfig
 from rocketrio.actors.controller.controller import Controller
+from rocketrio.actors.kernel.transport import SimNetwork
+from rocketrio.actors.observe import events
 from rocketrio.actors.raft.node import run_inline
-from rocketrio.actors.transport import SimNetwork
 from rocketrio.cli.failure import Wiring
 from rocketrio.cli.main import main_async
 from rocketrio.protocol.bodies import PERM_READ, PERM_WRITE, MessageQueue

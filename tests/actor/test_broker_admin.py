@@ -12,7 +12,7 @@ import trio
 import trio.testing
 from test_broker_harness import CLIENT_HOST, harness, messages
 
-from rocketrio.actors.remoting import RemotingClient, RequestContext
+from rocketrio.actors.kernel.remoting import RemotingClient, RequestContext
 from rocketrio.protocol.bodies import (
     ConsumerConnection,
     ConsumerData,

@@ -12,7 +12,7 @@ from typing import Any
 import trio
 import trio.testing
 
-from rocketrio.actors.broker.config import BrokerConfig, BrokerRole
+from rocketrio.actors.broker.boot.config import BrokerConfig, BrokerRole
 from rocketrio.protocol.acl_signature import RequestSigner, SessionCredentials
 from rocketrio.protocol.auth_bodies import (
     AclInfo,

@@ -13,7 +13,7 @@ import structlog.testing
 import trio
 import trio.testing
 
-from rocketrio.actors.broker.runtime_info import DiskSpace
+from rocketrio.actors.broker.stats.runtime_info import DiskSpace
 from rocketrio.protocol.bodies import KVTable
 from rocketrio.protocol.codes import RequestCode, ResponseCode
 from rocketrio.protocol.remoting import RemotingCommand

@@ -26,9 +26,9 @@ import structlog.testing
 import trio
 import trio.testing
 
-from rocketrio.actors.broker.config import FlushDiskType
-from rocketrio.actors.broker.outcomes import PutStatus
-from rocketrio.actors.broker.store_actor import PutBatchBody, StoreActor, StoreRole
+from rocketrio.actors.broker.boot.config import FlushDiskType
+from rocketrio.actors.broker.dispatch.outcomes import PutStatus
+from rocketrio.actors.broker.store.actor import PutBatchBody, StoreActor, StoreRole
 from rocketrio.protocol.codes import ResponseCode
 from rocketrio.protocol.headers import PULL_FLAG_COMMIT_OFFSET, PULL_FLAG_SUBSCRIPTION
 from rocketrio.protocol.message import BatchItem, encode_batch_body

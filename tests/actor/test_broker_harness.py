@@ -18,13 +18,13 @@ import pytest
 import trio
 import trio.testing
 
+from rocketrio.actors.broker.boot.config import BrokerConfig, FlushDiskType
+from rocketrio.actors.broker.boot.outer_api import retry_delay
 from rocketrio.actors.broker.broker import Broker, run_broker
-from rocketrio.actors.broker.config import BrokerConfig, FlushDiskType
-from rocketrio.actors.broker.outer_api import retry_delay
+from rocketrio.actors.kernel.remoting import RemotingClient
+from rocketrio.actors.kernel.transport import SimNetwork, TcpTransport
 from rocketrio.actors.namesrv.config import NamesrvConfig
 from rocketrio.actors.namesrv.namesrv import run_namesrv
-from rocketrio.actors.remoting import RemotingClient
-from rocketrio.actors.transport import SimNetwork, TcpTransport
 from rocketrio.protocol.bodies import TopicRouteData
 from rocketrio.protocol.codes import RequestCode, ResponseCode
 from rocketrio.protocol.headers import (

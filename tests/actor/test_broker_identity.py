@@ -23,17 +23,17 @@ import pytest
 import trio
 import trio.testing
 
+from rocketrio.actors.broker.boot.config import BrokerConfig, BrokerRole
+from rocketrio.actors.broker.boot.fault_sites import NO_FAULTS, Fault, FaultSites
 from rocketrio.actors.broker.broker import Broker
-from rocketrio.actors.broker.config import BrokerConfig, BrokerRole
-from rocketrio.actors.broker.fault_sites import NO_FAULTS, Fault, FaultSites
 from rocketrio.actors.client.controller_admin import ControllerAdmin
 from rocketrio.actors.controller.config import ControllerConfig
 from rocketrio.actors.controller.controller import Controller
+from rocketrio.actors.kernel.remoting import RemotingClient
+from rocketrio.actors.kernel.transport import SimNetwork
 from rocketrio.actors.namesrv.config import NamesrvConfig
 from rocketrio.actors.namesrv.namesrv import run_namesrv
 from rocketrio.actors.raft.node import run_inline
-from rocketrio.actors.remoting import RemotingClient
-from rocketrio.actors.transport import SimNetwork
 from rocketrio.cli import admin as cli_admin
 from rocketrio.protocol.bodies import ClusterInfo
 from rocketrio.protocol.codes import RequestCode, ResponseCode

@@ -9,7 +9,7 @@ import trio
 import trio.testing
 from test_broker_harness import EPOCH_MS, harness, messages
 
-from rocketrio.actors.broker.config import FlushDiskType
+from rocketrio.actors.broker.boot.config import FlushDiskType
 from rocketrio.protocol.codes import RequestCode, ResponseCode
 from rocketrio.protocol.headers import (
     PULL_FLAG_SUBSCRIPTION,

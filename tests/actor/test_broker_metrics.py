@@ -12,9 +12,9 @@ import trio
 import trio.testing
 from prometheus_client.parser import text_string_to_metric_families
 
-from rocketrio.actors.broker.config import MetricsExporterType
-from rocketrio.actors.metrics_http import response_for
-from rocketrio.actors.transport import SimNetwork
+from rocketrio.actors.broker.boot.config import MetricsExporterType
+from rocketrio.actors.kernel.transport import SimNetwork
+from rocketrio.actors.observe.metrics_http import response_for
 from rocketrio.protocol.codes import ResponseCode
 from rocketrio.protocol.headers import PULL_FLAG_COMMIT_OFFSET, PULL_FLAG_SUBSCRIPTION
 from tests.actor.test_broker_harness import BROKER_HOST, CLIENT_HOST, harness, messages

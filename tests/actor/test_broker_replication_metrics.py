@@ -10,7 +10,7 @@ from pathlib import Path
 import trio
 import trio.testing
 
-from rocketrio.actors.metrics_exporter import MetricsExporterType
+from rocketrio.actors.observe.metrics_exporter import MetricsExporterType
 from tests.actor.test_broker_identity import Node, cluster
 from tests.actor.test_ha_replication import Acked, pair, send, send_many
 from tests.actor.test_role_metrics import Samples, scrape

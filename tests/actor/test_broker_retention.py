@@ -24,7 +24,7 @@ from test_client_harness import (
     wait_for,
 )
 
-from rocketrio.actors.broker.clean_policy import hour_of_day
+from rocketrio.actors.broker.store.clean_policy import hour_of_day
 from rocketrio.actors.client.producer import Producer
 from rocketrio.cli.failure import Wiring
 from rocketrio.cli.main import main_async

@@ -13,8 +13,8 @@ import structlog
 import trio
 import trio.testing
 
-from rocketrio.actors import events
 from rocketrio.actors.broker.broker import Broker
+from rocketrio.actors.observe import events
 from rocketrio.protocol.codes import ResponseCode
 from rocketrio.storage.commitlog import CorruptionError, list_segments, segment_name
 from rocketrio.storage.message_store import ABORT_FILE

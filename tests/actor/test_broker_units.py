@@ -7,18 +7,13 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from rocketrio.actors.broker.client_manager import ClientChannelInfo, ConsumerManager
-from rocketrio.actors.broker.config import BrokerConfig
-from rocketrio.actors.broker.consumer_offset import ConsumerOffsetManager
-from rocketrio.actors.broker.filter import (
-    SubscriptionParseError,
-    build_subscription,
-    tag_codes_of,
-)
-from rocketrio.actors.broker.lock_manager import RebalanceLockManager
-from rocketrio.actors.broker.remoting_adapter import parse_send_header_v2, pull_code
-from rocketrio.actors.broker.send_processor import append_props, prop_value
-from rocketrio.actors.broker.topic_config import (
+from rocketrio.actors.broker.boot.config import BrokerConfig
+from rocketrio.actors.broker.clients.client_manager import ClientChannelInfo, ConsumerManager
+from rocketrio.actors.broker.clients.lock_manager import RebalanceLockManager
+from rocketrio.actors.broker.dispatch.adapter import parse_send_header_v2, pull_code
+from rocketrio.actors.broker.send.processor import append_props, prop_value
+from rocketrio.actors.broker.tables.consumer_offset import ConsumerOffsetManager
+from rocketrio.actors.broker.tables.topic_config import (
     TopicConfigManager,
     check_perm,
     check_queue_nums,
@@ -26,6 +21,11 @@ from rocketrio.actors.broker.topic_config import (
 )
 from rocketrio.protocol.bodies import MessageQueue, SubscriptionData, TopicConfigSerializeWrapper
 from rocketrio.protocol.codes import ResponseCode
+from rocketrio.protocol.filter import (
+    SubscriptionParseError,
+    build_subscription,
+    tag_codes_of,
+)
 from rocketrio.protocol.headers import SendMessageRequestHeaderV2
 from rocketrio.protocol.message import decode_properties, encode_properties
 from rocketrio.protocol.serde import HeaderError, from_ext

@@ -13,9 +13,9 @@ import structlog.testing
 import trio
 import trio.testing
 
-from rocketrio.actors.broker.clean_service import CleanService
-from rocketrio.actors.broker.config import BrokerConfig
-from rocketrio.actors.runtime import AskTimeout
+from rocketrio.actors.broker.boot.config import BrokerConfig
+from rocketrio.actors.broker.store.clean_service import CleanService
+from rocketrio.actors.kernel.runtime import AskTimeout
 
 SEG = 1000
 HOUR = 3_600_000

@@ -22,7 +22,7 @@ import structlog.testing
 import trio
 import trio.testing
 
-from rocketrio.actors.broker.config import BrokerRole
+from rocketrio.actors.broker.boot.config import BrokerRole
 from rocketrio.cli.failure import Wiring
 from rocketrio.cli.main import main_async
 from rocketrio.protocol.codes import ResponseCode as RC

@@ -13,7 +13,7 @@ from rocketrio.actors.client.admin import MQAdmin, wait_for_route
 from rocketrio.actors.client.errors import MQClientError, NotFound, TopicRouteNotFound
 from rocketrio.actors.client.message import Message
 from rocketrio.actors.client.producer import Producer
-from rocketrio.actors.remoting import RemotingError
+from rocketrio.actors.kernel.remoting import RemotingError
 
 
 async def test_topic_lifecycle_and_status(

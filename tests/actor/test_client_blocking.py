@@ -16,8 +16,8 @@ from pathlib import Path
 import pytest
 import trio
 
+from rocketrio.actors.broker.boot.config import BrokerConfig
 from rocketrio.actors.broker.broker import Broker
-from rocketrio.actors.broker.config import BrokerConfig
 from rocketrio.actors.client.admin import MQAdmin, wait_for_route
 from rocketrio.actors.client.blocking import (
     BlockingOrderlyPushConsumer,
@@ -32,9 +32,9 @@ from rocketrio.actors.client.message import ConsumeStatus, Message, SendStatus
 from rocketrio.actors.client.orderly import ConsumeOrderlyContext, ConsumeOrderlyStatus
 from rocketrio.actors.client.queue_select import SelectMessageQueueByHash
 from rocketrio.actors.client.transaction_producer import LocalTransactionState
+from rocketrio.actors.kernel.transport import TcpTransport
 from rocketrio.actors.namesrv.config import NamesrvConfig
 from rocketrio.actors.namesrv.namesrv import run_namesrv
-from rocketrio.actors.transport import TcpTransport
 from rocketrio.protocol.bodies import MessageQueue
 from rocketrio.protocol.message import MessageExt
 

@@ -33,7 +33,7 @@ from rocketrio.actors.client.producer import Producer
 from rocketrio.actors.client.pull_consumer import LitePullConsumer
 from rocketrio.actors.client.push_consumer import PushConsumer
 from rocketrio.actors.client.queue_select import SelectMessageQueueByHash, java_hash_code
-from rocketrio.actors.remoting import RemotingError, RemotingTimeout
+from rocketrio.actors.kernel.remoting import RemotingError, RemotingTimeout
 from rocketrio.protocol.bodies import MessageQueue
 from rocketrio.protocol.message import MessageExt
 

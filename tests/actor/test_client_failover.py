@@ -20,7 +20,7 @@ import trio
 import trio.testing
 from test_client_harness import Cluster, Collector, cluster, consumer, create_topic, wait_for
 
-from rocketrio.actors.broker.config import BrokerRole
+from rocketrio.actors.broker.boot.config import BrokerRole
 from rocketrio.actors.client.admin import wait_for_route
 from rocketrio.actors.client.api import PullResult
 from rocketrio.actors.client.async_send import SendFuture
@@ -31,7 +31,7 @@ from rocketrio.actors.client.mq_client import DEGRADED_ROUTE_POLL_S
 from rocketrio.actors.client.producer import Producer
 from rocketrio.actors.client.queue_select import SelectMessageQueueByHash
 from rocketrio.actors.client.route_refresh import ROUTE_REFRESH_MIN_INTERVAL_S
-from rocketrio.actors.remoting import RemotingError, RequestContext
+from rocketrio.actors.kernel.remoting import RemotingError, RequestContext
 from rocketrio.protocol.bodies import MessageQueue
 from rocketrio.protocol.codes import RequestCode, ResponseCode
 from rocketrio.protocol.headers import PULL_FLAG_COMMIT_OFFSET, PullMessageRequestHeader

@@ -17,17 +17,17 @@ import attrs
 import trio
 import trio.testing
 
+from rocketrio.actors.broker.boot.config import BrokerConfig, BrokerRole
 from rocketrio.actors.broker.broker import Broker
-from rocketrio.actors.broker.config import BrokerConfig, BrokerRole
 from rocketrio.actors.client.admin import MQAdmin, wait_for_route
 from rocketrio.actors.client.config import ClientConfig
 from rocketrio.actors.client.message import ConsumeStatus, Message, SendResult
 from rocketrio.actors.client.producer import Producer
 from rocketrio.actors.client.push_consumer import PushConsumer
+from rocketrio.actors.kernel.remoting import RequestContext
+from rocketrio.actors.kernel.transport import SimNetwork
 from rocketrio.actors.namesrv.config import NamesrvConfig
 from rocketrio.actors.namesrv.namesrv import NameServer
-from rocketrio.actors.remoting import RequestContext
-from rocketrio.actors.transport import SimNetwork
 from rocketrio.protocol.message import MessageExt
 
 NS_HOST = "10.0.0.1"

@@ -15,9 +15,10 @@ import trio
 import trio.testing
 from test_client_harness import Cluster, Collector, cluster, consumer, create_topic, wait_for
 
-from rocketrio.actors.broker.config import BrokerRole, FlushDiskType
-from rocketrio.actors.broker.outcomes import Refusal
-from rocketrio.actors.broker.transaction_policy import (
+from rocketrio.actors.broker.boot.config import BrokerRole, FlushDiskType
+from rocketrio.actors.broker.dispatch.outcomes import Refusal
+from rocketrio.actors.broker.transaction.half_store import host_of
+from rocketrio.actors.broker.transaction.policy import (
     CHECK_MAX_TIME_TOPIC,
     CID_SYS_RMQ_TRANS,
     HALF_TOPIC,
@@ -26,7 +27,6 @@ from rocketrio.actors.broker.transaction_policy import (
     decode_op_body,
     op_message,
 )
-from rocketrio.actors.broker.transaction_store import host_of
 from rocketrio.actors.client.admin import wait_for_route
 from rocketrio.actors.client.message import Message, SendStatus
 from rocketrio.actors.client.transaction_producer import (

@@ -19,8 +19,8 @@ import pytest
 import trio
 import trio.testing
 
+from rocketrio.actors.broker.boot.config import BrokerConfig
 from rocketrio.actors.broker.broker import Broker
-from rocketrio.actors.broker.config import BrokerConfig
 from rocketrio.actors.client.admin import MQAdmin, wait_for_route
 from rocketrio.actors.client.auth_admin import AuthAdmin, acl_body
 from rocketrio.actors.client.config import ClientConfig
@@ -31,10 +31,10 @@ from rocketrio.actors.client.producer import Producer
 from rocketrio.actors.client.push_consumer import PushConsumer
 from rocketrio.actors.controller.config import ControllerConfig
 from rocketrio.actors.controller.embedded import run_namesrv_with_controller
+from rocketrio.actors.kernel.remoting import RemotingClient
+from rocketrio.actors.kernel.transport import SimNetwork
 from rocketrio.actors.namesrv.config import NamesrvConfig
 from rocketrio.actors.raft.node import run_inline
-from rocketrio.actors.remoting import RemotingClient
-from rocketrio.actors.transport import SimNetwork
 from rocketrio.protocol.acl_signature import RequestSigner, SessionCredentials
 from rocketrio.protocol.auth_bodies import UserInfo
 from rocketrio.protocol.codes import RequestCode, ResponseCode

@@ -18,14 +18,14 @@ from typing import Any
 import trio
 import trio.testing
 
+from rocketrio.actors.broker.boot.config import BrokerConfig, FlushDiskType
 from rocketrio.actors.broker.broker import Broker
-from rocketrio.actors.broker.config import BrokerConfig, FlushDiskType
 from rocketrio.actors.controller.config import ControllerConfig
 from rocketrio.actors.controller.embedded import run_namesrv_with_controller
+from rocketrio.actors.kernel.remoting import RemotingClient
+from rocketrio.actors.kernel.transport import SimNetwork
 from rocketrio.actors.namesrv.config import NamesrvConfig
 from rocketrio.actors.raft.node import run_inline
-from rocketrio.actors.remoting import RemotingClient
-from rocketrio.actors.transport import SimNetwork
 from rocketrio.protocol.codes import RequestCode, ResponseCode
 from rocketrio.protocol.headers import (
     PutKVConfigRequestHeader,

@@ -24,7 +24,7 @@ from rocketrio.actors.client.orderly import ConsumeOrderlyStatus
 from rocketrio.actors.client.orderly_consumer import OrderlyPushConsumer
 from rocketrio.actors.client.producer import Producer
 from rocketrio.actors.client.push_consumer import ConsumeStatus, PushConsumer
-from rocketrio.actors.remoting import RemotingClient, RequestContext
+from rocketrio.actors.kernel.remoting import RemotingClient, RequestContext
 from rocketrio.protocol import fastjson
 from rocketrio.protocol.bodies import ConsumerData, HeartbeatData, SubscriptionData
 from rocketrio.protocol.codes import RequestCode, ResponseCode

@@ -21,14 +21,14 @@ import pytest
 import trio
 import trio.testing
 
-from rocketrio.actors.broker.config import BrokerConfig
+from rocketrio.actors.broker.boot.config import BrokerConfig
 from rocketrio.actors.controller.config import ControllerConfig
 from rocketrio.actors.controller.controller import Controller
 from rocketrio.actors.controller.embedded import load_namesrv_configs, run_namesrv_with_controller
+from rocketrio.actors.kernel.remoting import RemotingClient, RemotingServer, RequestContext
+from rocketrio.actors.kernel.transport import SimNetwork
 from rocketrio.actors.namesrv.config import NamesrvConfig
 from rocketrio.actors.raft.node import run_inline
-from rocketrio.actors.remoting import RemotingClient, RemotingServer, RequestContext
-from rocketrio.actors.transport import SimNetwork
 from rocketrio.protocol.bodies import (
     DataVersion,
     RegisterBrokerBody,

@@ -15,9 +15,9 @@ import trio
 import trio.testing
 from test_broker_harness import EPOCH_MS, BrokerHarness, harness
 
+from rocketrio.actors.broker.boot.config import BrokerRole
 from rocketrio.actors.broker.broker import Broker
-from rocketrio.actors.broker.config import BrokerRole
-from rocketrio.actors.broker.delay_offset import DelayOffsetSerializeWrapper
+from rocketrio.actors.broker.tables.delay_offset import DelayOffsetSerializeWrapper
 from rocketrio.protocol.bodies import TopicStatsTable
 from rocketrio.protocol.codes import RequestCode, ResponseCode
 from rocketrio.protocol.headers import GetTopicStatsInfoRequestHeader, ViewMessageRequestHeader

@@ -11,8 +11,11 @@ import trio
 import trio.testing
 from test_slave_sync import OLD, ScriptedMaster, tables
 
-from rocketrio.actors.broker.delay_offset import DelayOffsetSerializeWrapper, DelayOffsetTable
-from rocketrio.actors.broker.slave_sync import SlaveSynchronize, SyncRefused
+from rocketrio.actors.broker.roles.slave_sync import SlaveSynchronize, SyncRefused
+from rocketrio.actors.broker.tables.delay_offset import (
+    DelayOffsetSerializeWrapper,
+    DelayOffsetTable,
+)
 from rocketrio.protocol.bodies import DataVersion
 from rocketrio.protocol.codes import RequestCode, ResponseCode
 from rocketrio.protocol.remoting import RemotingCommand

@@ -21,10 +21,10 @@ import trio
 import trio.testing
 from test_client_harness import cluster, create_topic
 
-from rocketrio.actors import events
 from rocketrio.actors.client.message import Message
 from rocketrio.actors.client.producer import Producer
 from rocketrio.actors.client.pull_consumer import LitePullConsumer
+from rocketrio.actors.observe import events
 from rocketrio.protocol.codes import RequestCode
 from rocketrio.protocol.headers import SendMessageRequestHeaderV2
 from rocketrio.protocol.remoting import RemotingCommand, encode_command

@@ -16,7 +16,7 @@ from pathlib import Path
 import trio
 import trio.testing
 
-from rocketrio.actors.broker.config import BrokerRole
+from rocketrio.actors.broker.boot.config import BrokerRole
 from rocketrio.protocol.bodies import TopicConfig
 from rocketrio.protocol.codes import RequestCode
 from rocketrio.protocol.codes import ResponseCode as RC

@@ -21,15 +21,15 @@ import structlog.testing
 import trio
 import trio.testing
 
-from rocketrio.actors import events
 from rocketrio.actors.controller.config import ControllerConfig
 from rocketrio.actors.controller.controller import Controller
 from rocketrio.actors.controller.embedded import run_namesrv_with_controller
 from rocketrio.actors.controller.failover import ALIVE_CHECK_TIMEOUT_S, ALIVE_CHECK_WAIT_MS
+from rocketrio.actors.kernel.remoting import RemotingClient
+from rocketrio.actors.kernel.transport import SimNetwork
 from rocketrio.actors.namesrv.config import NamesrvConfig
+from rocketrio.actors.observe import events
 from rocketrio.actors.raft.node import run_inline
-from rocketrio.actors.remoting import RemotingClient
-from rocketrio.actors.transport import SimNetwork
 from rocketrio.protocol.codes import RequestCode, ResponseCode
 from rocketrio.protocol.controller_headers import (
     CONTROLLER_CHECK_BROKER_ALIVE,

@@ -14,11 +14,11 @@ import structlog
 import trio
 import trio.testing
 
-from rocketrio.actors import events
+from rocketrio.actors.kernel.remoting import RemotingClient, RemotingServer, RequestContext
+from rocketrio.actors.kernel.transport import SimNetwork
 from rocketrio.actors.namesrv.config import NamesrvConfig
 from rocketrio.actors.namesrv.namesrv import NameServer, run_namesrv
-from rocketrio.actors.remoting import RemotingClient, RemotingServer, RequestContext
-from rocketrio.actors.transport import SimNetwork
+from rocketrio.actors.observe import events
 from rocketrio.protocol.bodies import (
     ClusterInfo,
     DataVersion,

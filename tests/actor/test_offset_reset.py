@@ -25,7 +25,7 @@ from rocketrio.actors.client.producer import Producer
 from rocketrio.actors.client.pull_consumer import LitePullConsumer
 from rocketrio.actors.client.push_consumer import ConsumeStatus, PushConsumer
 from rocketrio.actors.client.subscription import build_subscription
-from rocketrio.actors.transport import SimNetwork
+from rocketrio.actors.kernel.transport import SimNetwork
 from rocketrio.protocol.bodies import ConsumerOffsetSerializeWrapper, MessageQueue
 from rocketrio.protocol.message import MessageExt
 from rocketrio.protocol.serde import from_json

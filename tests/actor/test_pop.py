@@ -16,13 +16,7 @@ import trio
 import trio.testing
 from test_broker_harness import EPOCH_MS, BrokerHarness, harness
 
-from rocketrio.actors.broker.config import BrokerRole, FlushDiskType
-from rocketrio.actors.broker.pop_checkpoint import BatchAck, BatchAckMessageRequestBody
-from rocketrio.actors.broker.pop_extra_info import (
-    REVIVE_GROUP,
-    ExtraInfo,
-    revive_topic,
-)
+from rocketrio.actors.broker.boot.config import BrokerRole, FlushDiskType
 from rocketrio.actors.client.admin import MQAdmin
 from rocketrio.actors.client.config import ClientConfig
 from rocketrio.actors.client.pop_admin import pop_progress
@@ -31,6 +25,12 @@ from rocketrio.cli.failure import Wiring
 from rocketrio.cli.main import main_async
 from rocketrio.protocol.codes import RequestCode, ResponseCode
 from rocketrio.protocol.message import iter_stored
+from rocketrio.protocol.pop_checkpoint import BatchAck, BatchAckMessageRequestBody
+from rocketrio.protocol.pop_extra_info import (
+    REVIVE_GROUP,
+    ExtraInfo,
+    revive_topic,
+)
 from rocketrio.protocol.remoting import RemotingCommand
 
 TOPIC = "PopT"

@@ -16,13 +16,13 @@ import trio
 import trio.testing
 from test_broker_harness import EPOCH_MS, BrokerHarness, harness
 
-from rocketrio.actors.broker.pop_extra_info import POP_ORDER_REVIVE_QUEUE, ExtraInfo, revive_topic
 from rocketrio.actors.client.config import ClientConfig
 from rocketrio.actors.client.errors import MQBrokerError
 from rocketrio.actors.client.simple_consumer import ReceivedMessage, SimpleConsumer
 from rocketrio.protocol.codes import RequestCode, ResponseCode
 from rocketrio.protocol.headers import UpdateConsumerOffsetRequestHeader
 from rocketrio.protocol.message import iter_stored
+from rocketrio.protocol.pop_extra_info import POP_ORDER_REVIVE_QUEUE, ExtraInfo, revive_topic
 from rocketrio.protocol.remoting import RemotingCommand
 from rocketrio.protocol.serde import to_ext
 

@@ -18,6 +18,8 @@ import pytest
 import structlog.testing
 import trio
 
+from rocketrio.actors.kernel.remoting import RemotingServer
+from rocketrio.actors.kernel.transport import SimNetwork
 from rocketrio.actors.raft.config import RaftConfig
 from rocketrio.actors.raft.node import (
     IoRunner,
@@ -27,8 +29,6 @@ from rocketrio.actors.raft.node import (
     Role,
     run_inline,
 )
-from rocketrio.actors.remoting import RemotingServer
-from rocketrio.actors.transport import SimNetwork
 
 IDS = ("n0", "n1", "n2")
 HOSTS = {nid: f"10.0.0.{k + 1}" for k, nid in enumerate(IDS)}

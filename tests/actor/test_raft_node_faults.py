@@ -43,6 +43,8 @@ import trio
 import trio.testing
 from test_raft_node import slow_disk
 
+from rocketrio.actors.kernel.remoting import RemotingServer
+from rocketrio.actors.kernel.transport import SimNetwork
 from rocketrio.actors.raft.config import RaftConfig
 from rocketrio.actors.raft.node import (
     LeaderPendingFull,
@@ -52,8 +54,6 @@ from rocketrio.actors.raft.node import (
     Role,
     run_inline,
 )
-from rocketrio.actors.remoting import RemotingServer
-from rocketrio.actors.transport import SimNetwork
 from tests.conftest import seed_trio_scheduler
 
 DEFAULT_SEEDS = 30

@@ -17,12 +17,12 @@ import trio.testing
 from rocketrio.actors.controller.config import ControllerConfig
 from rocketrio.actors.controller.controller import Controller
 from rocketrio.actors.controller.embedded import run_namesrv_with_controller
-from rocketrio.actors.metrics_exporter import MetricsExporterType
+from rocketrio.actors.kernel.remoting import RemotingClient
+from rocketrio.actors.kernel.transport import SimNetwork
 from rocketrio.actors.namesrv.config import NamesrvConfig
 from rocketrio.actors.namesrv.namesrv import NameServer
+from rocketrio.actors.observe.metrics_exporter import MetricsExporterType
 from rocketrio.actors.raft.node import run_inline
-from rocketrio.actors.remoting import RemotingClient
-from rocketrio.actors.transport import SimNetwork
 from rocketrio.protocol.codes import RequestCode
 from rocketrio.protocol.remoting import RemotingCommand
 from tests.actor.test_broker_metrics import one, samples

@@ -8,9 +8,9 @@ from __future__ import annotations
 import trio
 import trio.testing
 
-from rocketrio.actors.remoting import RemotingClient, RemotingServer, RequestContext
-from rocketrio.actors.rpc_metrics import Outcome, RpcLatency, Series
-from rocketrio.actors.transport import SimNetwork
+from rocketrio.actors.kernel.remoting import RemotingClient, RemotingServer, RequestContext
+from rocketrio.actors.kernel.transport import SimNetwork
+from rocketrio.actors.observe.rpc_metrics import Outcome, RpcLatency, Series
 from rocketrio.protocol.codes import RequestCode, ResponseCode
 from rocketrio.protocol.remoting import RemotingCommand
 

@@ -8,9 +8,14 @@ import attrs
 import pytest
 import trio
 
-from rocketrio.actors.remoting import RemotingClient, RemotingError, RemotingServer, RequestContext
-from rocketrio.actors.runtime import Actor, AskTimeout, Reply, every, supervise
-from rocketrio.actors.transport import SimNetwork, TcpTransport
+from rocketrio.actors.kernel.remoting import (
+    RemotingClient,
+    RemotingError,
+    RemotingServer,
+    RequestContext,
+)
+from rocketrio.actors.kernel.runtime import Actor, AskTimeout, Reply, every, supervise
+from rocketrio.actors.kernel.transport import SimNetwork, TcpTransport
 from rocketrio.protocol.remoting import RemotingCommand
 
 

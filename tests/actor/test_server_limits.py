@@ -16,10 +16,10 @@ import structlog
 import trio
 import trio.testing
 
-from rocketrio.actors import events
-from rocketrio.actors.remoting import RemotingClient, RemotingServer, RequestContext
-from rocketrio.actors.server_limits import MAX_READ, READ_CHUNK, ServerLimits
-from rocketrio.actors.transport import SimNetwork
+from rocketrio.actors.kernel.remoting import RemotingClient, RemotingServer, RequestContext
+from rocketrio.actors.kernel.server_limits import MAX_READ, READ_CHUNK, ServerLimits
+from rocketrio.actors.kernel.transport import SimNetwork
+from rocketrio.actors.observe import events
 from rocketrio.protocol.remoting import FrameDecoder, RemotingCommand, encode_command
 
 MiB = 1024 * 1024
@@ -293,7 +293,7 @@ async def test_idle_connection_closed_after_the_idle_timeout(
 def test_legitimate_peers_talk_more_often_than_the_idle_timeout() -> None:
     """The idle timeout must not close a quiet but healthy peer: every periodic call that keeps
     a rocketrio connection open comes well within 120 s (upstream's default)."""
-    from rocketrio.actors.broker.config import BrokerConfig
+    from rocketrio.actors.broker.boot.config import BrokerConfig
     from rocketrio.actors.client.config import ClientConfig, PushConsumerConfig
 
     idle_ms = BrokerConfig().serverChannelMaxIdleTimeSeconds * 1000

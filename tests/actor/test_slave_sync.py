@@ -17,9 +17,9 @@ import pytest
 import trio
 import trio.testing
 
-from rocketrio.actors.broker.config import BrokerConfig
-from rocketrio.actors.broker.slave_sync import SYNC_PERIOD_S, SlaveSynchronize, SyncRefused
-from rocketrio.actors.broker.tables import GroupTable, OffsetTable, TopicTable
+from rocketrio.actors.broker.boot.config import BrokerConfig
+from rocketrio.actors.broker.roles.slave_sync import SYNC_PERIOD_S, SlaveSynchronize, SyncRefused
+from rocketrio.actors.broker.tables.tables import GroupTable, OffsetTable, TopicTable
 from rocketrio.protocol.bodies import (
     ConsumerOffsetSerializeWrapper,
     DataVersion,

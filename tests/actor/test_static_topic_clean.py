@@ -23,8 +23,8 @@ from test_static_topic_io import (
     route_until,
 )
 
-from rocketrio.actors.broker.tables import config_path
-from rocketrio.actors.broker.topic_queue_mapping import MAPPING_FILE
+from rocketrio.actors.broker.tables.tables import config_path
+from rocketrio.actors.broker.tables.topic_queue_mapping import MAPPING_FILE
 from rocketrio.actors.client.admin import MQAdmin
 from rocketrio.actors.client.api import PullStatus
 from rocketrio.actors.client.static_topic_admin import remapping_static_topic, update_static_topic

@@ -14,10 +14,10 @@ import structlog.testing
 import trio
 import trio.testing
 
-from rocketrio.actors.broker.config import BrokerConfig
-from rocketrio.actors.broker.slave_sync import SlaveSynchronize, SyncRefused
-from rocketrio.actors.broker.tables import GroupTable, OffsetTable, TopicTable, config_path
-from rocketrio.actors.broker.topic_queue_mapping import MAPPING_FILE, TopicQueueMappingTable
+from rocketrio.actors.broker.boot.config import BrokerConfig
+from rocketrio.actors.broker.roles.slave_sync import SlaveSynchronize, SyncRefused
+from rocketrio.actors.broker.tables.tables import GroupTable, OffsetTable, TopicTable, config_path
+from rocketrio.actors.broker.tables.topic_queue_mapping import MAPPING_FILE, TopicQueueMappingTable
 from rocketrio.protocol.bodies import (
     ConsumerOffsetSerializeWrapper,
     DataVersion,

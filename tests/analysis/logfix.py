@@ -1,4 +1,4 @@
-"""Hand-written cluster logs for the analysis tests: JSON lines as actors/logs.py writes them."""
+"""Hand-written cluster logs for the analysis tests: JSON lines as observe/logs.py writes them."""
 
 from __future__ import annotations
 

@@ -25,14 +25,14 @@ import trio
 
 from rocketrio.actors.broker.broker import Broker
 from rocketrio.actors.broker.ha.group_transfer import AckOutcome
-from rocketrio.actors.broker.store_actor import AnyPut, Stored
+from rocketrio.actors.broker.store.actor import AnyPut, Stored
 from rocketrio.actors.client.api import PullStatus, parse_pull_response, request
 from rocketrio.actors.client.config import ClientConfig, ProducerConfig
 from rocketrio.actors.client.errors import MQClientError
 from rocketrio.actors.client.message import Message, SendStatus
 from rocketrio.actors.client.producer import Producer
 from rocketrio.actors.client.trace import trace_consumed
-from rocketrio.actors.remoting import RemotingClient, RemotingError
+from rocketrio.actors.kernel.remoting import RemotingClient, RemotingError
 from rocketrio.protocol.bodies import MessageQueue
 from rocketrio.protocol.codes import RequestCode, ResponseCode
 from rocketrio.protocol.headers import (

@@ -32,14 +32,14 @@ import attrs
 import structlog
 import trio
 
+from rocketrio.actors.broker.boot.config import BrokerConfig
 from rocketrio.actors.broker.broker import Broker
-from rocketrio.actors.broker.config import BrokerConfig
 from rocketrio.actors.controller.config import ControllerConfig
 from rocketrio.actors.controller.controller import Controller
 from rocketrio.actors.controller.embedded import attach_to_namesrv
+from rocketrio.actors.kernel.transport import SimNetwork
 from rocketrio.actors.namesrv.config import NamesrvConfig
 from rocketrio.actors.namesrv.namesrv import NameServer
-from rocketrio.actors.transport import SimNetwork
 from tests.sim.sim_disk import FILE_CALLS, SimFileSystem
 
 EPOCH_MS = 1_700_000_000_000

@@ -25,9 +25,9 @@ import attrs
 import structlog
 import trio
 
-from rocketrio.actors import logs
-from rocketrio.actors.logs import check_catalogued, json_line
-from rocketrio.actors.remoting import RemotingClient
+from rocketrio.actors.kernel.remoting import RemotingClient
+from rocketrio.actors.observe import logs
+from rocketrio.actors.observe.logs import check_catalogued, json_line
 from tests.conftest import seed_trio_scheduler
 from tests.sim import cluster_clients
 from tests.sim.cluster_checks import ClusterChecker, ClusterFailure
@@ -108,8 +108,8 @@ class LogTail:
 
 class NodeLogFiles:
     """structlog processor for ``run_seed(log_dir=...)``: every line goes to
-    ``<log_dir>/<node>.jsonl`` as the real processes write it (actors/logs.py's line, the node
-    and role bound by each simulated process; the clients' lines go to ``sim-clients``)."""
+    ``<log_dir>/<node>.jsonl`` as the real processes write it (actors/observe/logs.py's line,
+    the node and role bound by each simulated process; the clients' lines go to ``sim-clients``)."""
 
     def __init__(self, log_dir: str) -> None:
         self.log_dir = log_dir

@@ -28,13 +28,13 @@ from functools import partial
 import attrs
 import trio
 
-from rocketrio.actors.broker.config import BrokerConfig, FlushDiskType
+from rocketrio.actors.broker.boot.config import BrokerConfig, FlushDiskType
 from rocketrio.actors.client.admin import MQAdmin
 from rocketrio.actors.client.errors import MQClientError
 from rocketrio.actors.controller.config import ControllerConfig
+from rocketrio.actors.kernel.remoting import RemotingError
+from rocketrio.actors.kernel.transport import SimNetwork
 from rocketrio.actors.namesrv.config import NamesrvConfig
-from rocketrio.actors.remoting import RemotingError
-from rocketrio.actors.transport import SimNetwork
 from rocketrio.protocol.message import decode_stored
 from rocketrio.storage.message_store import MessageStore
 from tests.sim.cluster_checks import ClusterChecker, ReplicaState

@@ -28,7 +28,7 @@ import trio.testing
 from rocketrio.actors.client.admin import MQAdmin
 from rocketrio.actors.client.controller_admin import ControllerUnavailable
 from rocketrio.actors.client.errors import MQClientError
-from rocketrio.actors.remoting import RemotingError
+from rocketrio.actors.kernel.remoting import RemotingError
 from rocketrio.protocol.codes import RequestCode
 from tests.sim.cluster_checks import ClusterFailure
 from tests.sim.cluster_clients import TOPIC

@@ -26,7 +26,7 @@ from rocketrio.actors.client.config import ClientConfig
 from rocketrio.actors.client.message import Message
 from rocketrio.actors.client.producer import Producer
 from rocketrio.actors.client.push_consumer import ConsumeStatus, PushConsumer
-from rocketrio.actors.logs import configure_logging
+from rocketrio.actors.observe.logs import configure_logging
 from rocketrio.analysis.incidents import run
 from tests.system.cluster import UpProcess, start_up
 from tests.system.test_controller_failover import master_name, role_changes, wait_for

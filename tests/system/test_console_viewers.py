@@ -31,7 +31,7 @@ from rocketrio.actors.console.model import (
 )
 from rocketrio.actors.console.protocol import SECTIONS
 from rocketrio.actors.console.server import ConsoleServer
-from rocketrio.actors.transport import TcpTransport
+from rocketrio.actors.kernel.transport import TcpTransport
 
 pytestmark = pytest.mark.system
 

@@ -21,9 +21,9 @@ import trio
 
 from rocketrio.actors.controller.controller import ControllerStateMachine
 from rocketrio.actors.controller.replicas_info import ReplicasInfoManager
+from rocketrio.actors.kernel.remoting import RemotingClient, RemotingError
+from rocketrio.actors.kernel.transport import TcpTransport
 from rocketrio.actors.raft.node import store_dir
-from rocketrio.actors.remoting import RemotingClient, RemotingError
-from rocketrio.actors.transport import TcpTransport
 from rocketrio.protocol.codes import RequestCode, ResponseCode
 from rocketrio.protocol.controller_headers import (
     ApplyBrokerIdRequestHeader,

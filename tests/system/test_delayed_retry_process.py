@@ -21,7 +21,7 @@ from rocketrio.actors.client.admin import MQAdmin
 from rocketrio.actors.client.message import ConsumeStatus, Message
 from rocketrio.actors.client.producer import Producer
 from rocketrio.actors.client.push_consumer import PushConsumer
-from rocketrio.actors.logs import configure_logging
+from rocketrio.actors.observe.logs import configure_logging
 from tests.system.cluster import free_port_block, stop_processes
 from tests.system.test_store_lock_processes import launch, wait_for_line
 

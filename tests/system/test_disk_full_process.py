@@ -25,8 +25,8 @@ from typing import Any
 import pytest
 import trio
 
-from rocketrio.actors.remoting import RemotingClient
-from rocketrio.actors.transport import TcpTransport
+from rocketrio.actors.kernel.remoting import RemotingClient
+from rocketrio.actors.kernel.transport import TcpTransport
 from rocketrio.protocol.codes import ResponseCode
 from tests.actor.test_broker_harness import BrokerHarness, messages
 from tests.system.cluster import free_port_block, stop_processes

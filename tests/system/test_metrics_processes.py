@@ -18,9 +18,9 @@ import pytest
 import trio
 from prometheus_client.parser import text_string_to_metric_families
 
-from rocketrio.actors.logs import configure_logging
-from rocketrio.actors.remoting import RemotingClient
-from rocketrio.actors.transport import TcpTransport
+from rocketrio.actors.kernel.remoting import RemotingClient
+from rocketrio.actors.kernel.transport import TcpTransport
+from rocketrio.actors.observe.logs import configure_logging
 from rocketrio.protocol.codes import RequestCode, ResponseCode
 from rocketrio.protocol.remoting import RemotingCommand
 from tests.system.cluster import free_port_block, stop_processes

@@ -23,7 +23,7 @@ import trio
 from rocketrio.actors.client.admin import MQAdmin
 from rocketrio.actors.client.message import Message
 from rocketrio.actors.client.producer import Producer
-from rocketrio.actors.logs import configure_logging
+from rocketrio.actors.observe.logs import configure_logging
 from tests.system.cluster import free_port_block, stop_processes
 
 pytestmark = pytest.mark.system

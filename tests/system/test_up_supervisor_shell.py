@@ -17,8 +17,8 @@ import structlog
 import trio
 import trio._core._thread_cache as thread_cache
 
-from rocketrio.actors import events
-from rocketrio.actors.restart_policy import RestartPolicy
+from rocketrio.actors.kernel.restart_policy import RestartPolicy
+from rocketrio.actors.observe import events
 from rocketrio.cli.up_plan import ProcSpec
 from rocketrio.cli.up_supervisor import Supervisor
 

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from rocketrio.actors.broker.config import BrokerConfig
+from rocketrio.actors.broker.boot.config import BrokerConfig
 from rocketrio.protocol.config import load_config
 from rocketrio.storage.broker_identity import (
     META_FILE,

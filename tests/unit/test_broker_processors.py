@@ -16,11 +16,18 @@ import pytest
 import trio
 import trio.testing
 
+from rocketrio.actors.broker.boot.config import BrokerConfig
 from rocketrio.actors.broker.broker import Broker
-from rocketrio.actors.broker.client_manager import ClientChannelInfo, ConsumerManager
-from rocketrio.actors.broker.config import BrokerConfig
-from rocketrio.actors.broker.lock_manager import RebalanceLockManager
-from rocketrio.actors.broker.outcomes import (
+from rocketrio.actors.broker.clients.client_manager import ClientChannelInfo, ConsumerManager
+from rocketrio.actors.broker.clients.lock_manager import RebalanceLockManager
+from rocketrio.actors.broker.dispatch.adapter import (
+    PULL_CODES,
+    PUT_STATUS_CODES,
+    pull_response,
+    send_back_response,
+    send_response,
+)
+from rocketrio.actors.broker.dispatch.outcomes import (
     SENT_BACK,
     Pulled,
     PullOutcome,
@@ -31,23 +38,16 @@ from rocketrio.actors.broker.outcomes import (
     SendOutcome,
     SendStored,
 )
-from rocketrio.actors.broker.pull_hold import HoldLimits, PullRequestHoldService
-from rocketrio.actors.broker.pull_processor import PullConfig, PullMessageProcessor, pull_status
-from rocketrio.actors.broker.remoting_adapter import (
-    PULL_CODES,
-    PUT_STATUS_CODES,
-    pull_response,
-    send_back_response,
-    send_response,
-)
-from rocketrio.actors.broker.send_processor import SendConfig, SendMessageProcessor
-from rocketrio.actors.broker.stats import BrokerStats
-from rocketrio.actors.broker.store_actor import PutBatchBody, PutCallback
-from rocketrio.actors.broker.store_view import ReadGate, StoreView
-from rocketrio.actors.broker.tables import GroupTable, OffsetTable, TopicTable
-from rocketrio.actors.remoting import RequestContext
-from rocketrio.actors.runtime import ActorStopped
-from rocketrio.actors.transport import SimNetwork
+from rocketrio.actors.broker.pull.hold import HoldLimits, PullRequestHoldService
+from rocketrio.actors.broker.pull.processor import PullConfig, PullMessageProcessor, pull_status
+from rocketrio.actors.broker.send.processor import SendConfig, SendMessageProcessor
+from rocketrio.actors.broker.stats.broker_stats import BrokerStats
+from rocketrio.actors.broker.store.actor import PutBatchBody, PutCallback
+from rocketrio.actors.broker.store.view import ReadGate, StoreView
+from rocketrio.actors.broker.tables.tables import GroupTable, OffsetTable, TopicTable
+from rocketrio.actors.kernel.remoting import RequestContext
+from rocketrio.actors.kernel.runtime import ActorStopped
+from rocketrio.actors.kernel.transport import SimNetwork
 from rocketrio.protocol.bodies import (
     PERM_READ,
     TopicConfig,

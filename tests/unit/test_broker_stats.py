@@ -12,10 +12,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from rocketrio.actors.broker.day_counters import DayCounters, DayCountersFile
-from rocketrio.actors.broker.runtime_info import DiskSpace, human_bytes, used_ratio
-from rocketrio.actors.broker.stats import BrokerStats
-from rocketrio.actors.broker.stats_items import (
+from rocketrio.actors.broker.stats.broker_stats import BrokerStats
+from rocketrio.actors.broker.stats.day_counters import DayCounters, DayCountersFile
+from rocketrio.actors.broker.stats.items import (
     BROKER_GET_NUMS,
     BROKER_PUT_NUMS,
     GROUP_GET_NUMS,
@@ -26,7 +25,8 @@ from rocketrio.actors.broker.stats_items import (
     BrokerStatsManager,
     StatsSnapshot,
 )
-from rocketrio.actors.broker.store_stats import (
+from rocketrio.actors.broker.stats.runtime_info import DiskSpace, human_bytes, used_ratio
+from rocketrio.actors.broker.store.figures import (
     StoreStatsService,
     java_fixed,
     percentile,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from rocketrio.actors.broker.clean_policy import (
+from rocketrio.actors.broker.store.clean_policy import (
     HOUR_MS,
     CleanConfig,
     CleanPlan,

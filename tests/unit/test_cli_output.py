@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from rocketrio.actors.client.errors import MQBrokerError, NotFound, TopicRouteNotFound, UsageError
 from rocketrio.actors.client.message import SendResult, SendStatus
-from rocketrio.actors.remoting import RemotingError
+from rocketrio.actors.kernel.remoting import RemotingError
 from rocketrio.cli.dates import dated_kv, format_ms
 from rocketrio.cli.failure import describe_failure
 from rocketrio.cli.send_report import (

@@ -18,7 +18,7 @@ from rocketrio.actors.client.errors import MQBrokerError
 from rocketrio.actors.client.mq_client import route_degraded
 from rocketrio.actors.client.queue_select import FaultTracker
 from rocketrio.actors.client.route_refresh import RouteRefresher
-from rocketrio.actors.remoting import RemotingError, RemotingTimeout
+from rocketrio.actors.kernel.remoting import RemotingError, RemotingTimeout
 from rocketrio.protocol.bodies import BrokerData, QueueData, TopicRouteData
 from rocketrio.protocol.codes import ResponseCode
 

@@ -8,7 +8,7 @@ import tomllib
 
 import pytest
 
-from rocketrio.actors.broker.config import BrokerConfig, FlushDiskType
+from rocketrio.actors.broker.boot.config import BrokerConfig, FlushDiskType
 from rocketrio.actors.namesrv.config import NamesrvConfig
 from rocketrio.protocol.config import ConfigError, load_config, parse_properties
 

@@ -1,4 +1,4 @@
-"""The live-config decision (actors/config_update.py), the per-role key classification
+"""The live-config decision (actors/kernel/live_update.py), the per-role key classification
 (actors/{broker,namesrv,controller}/live_config.py) and the config-file edit
 (storage/properties_file.py): pure, no server."""
 
@@ -15,9 +15,11 @@ from hypothesis import strategies as st
 
 from rocketrio.actors.auth.model import Action
 from rocketrio.actors.auth.rights import rights_of
-from rocketrio.actors.broker.config import BrokerConfig
-from rocketrio.actors.broker.live_config import BROKER_POLICY, registered_topics
-from rocketrio.actors.config_update import (
+from rocketrio.actors.broker.boot.config import BrokerConfig
+from rocketrio.actors.broker.boot.live_config import BROKER_POLICY, registered_topics
+from rocketrio.actors.controller.config import ControllerConfig
+from rocketrio.actors.controller.live_config import CONTROLLER_POLICY
+from rocketrio.actors.kernel.live_update import (
     BLACK_LIST_REMARK,
     ConfigApplied,
     ConfigRefused,
@@ -25,8 +27,6 @@ from rocketrio.actors.config_update import (
     parse_update_body,
     plan_update,
 )
-from rocketrio.actors.controller.config import ControllerConfig
-from rocketrio.actors.controller.live_config import CONTROLLER_POLICY
 from rocketrio.actors.namesrv.config import NamesrvConfig
 from rocketrio.actors.namesrv.live_config import NAMESRV_POLICY
 from rocketrio.protocol.bodies import TopicConfig, TopicConfigSerializeWrapper

@@ -4,8 +4,13 @@ upstream's remark, transitions are reported once, and chained gates answer the f
 
 from __future__ import annotations
 
-from rocketrio.actors.broker.disk_guard import DiskGuard, DiskUsage, FirstRefusal, warning_ratio
-from rocketrio.actors.broker.outcomes import Refusal
+from rocketrio.actors.broker.dispatch.outcomes import Refusal
+from rocketrio.actors.broker.store.disk_guard import (
+    DiskGuard,
+    DiskUsage,
+    FirstRefusal,
+    warning_ratio,
+)
 from rocketrio.protocol.codes import ResponseCode
 
 

@@ -1,6 +1,7 @@
-"""The log-event catalogue (actors/events.py) is the one declaration of every logged event.
+"""The log-event catalogue (actors/observe/events.py) is the one declaration of every logged event.
 
-- every logger call outside actors/logs.py goes through `events.emit` with a catalogue record
+- every logger call outside actors/observe/logs.py goes through `events.emit` with a catalogue
+  record
   (an AST scan of the product code: a planted ``log.info("made_up")`` fails it);
 - the records are well formed (docstring, level, no field named like the common schema, one
   type per field name);
@@ -20,8 +21,8 @@ import attrs
 import pytest
 import structlog
 
-from rocketrio.actors import events
-from rocketrio.actors.logs import UncataloguedEvent, catalogue_problem, configure_logging
+from rocketrio.actors.observe import events
+from rocketrio.actors.observe.logs import UncataloguedEvent, catalogue_problem, configure_logging
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 PRODUCT = ("actors", "cli", "storage", "protocol", "analysis", "deploy")

@@ -13,7 +13,7 @@ from pathlib import Path
 from hypothesis import given
 from hypothesis import strategies as st
 
-from rocketrio.actors.broker.ha.runtime_info import (
+from rocketrio.actors.broker.ha.status_body import (
     ByteRate,
     MasterView,
     SlaveLink,

@@ -8,11 +8,16 @@ from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 from prometheus_client.registry import Collector
 
-from rocketrio.actors.broker.ha.runtime_info import MasterView, SlaveLink
-from rocketrio.actors.broker.metrics import SlaveLag, StoreCollector, slave_lags
+from rocketrio.actors.broker.ha.status_body import MasterView, SlaveLink
+from rocketrio.actors.broker.stats.metrics import SlaveLag, StoreCollector, slave_lags
 from rocketrio.actors.controller.metrics import ControllerCollector, ElectionCounts
+from rocketrio.actors.observe.rpc_metrics import (
+    BUCKETS_MS,
+    Outcome,
+    RpcLatency,
+    RpcLatencyCollector,
+)
 from rocketrio.actors.raft.state import Role
-from rocketrio.actors.rpc_metrics import BUCKETS_MS, Outcome, RpcLatency, RpcLatencyCollector
 from rocketrio.protocol.codes import RequestCode, ResponseCode
 
 Samples = dict[tuple[str, tuple[tuple[str, str], ...]], float]

@@ -12,7 +12,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from rocketrio.actors.auth.rights import rights_of
-from rocketrio.actors.broker.offset_reset import explicit_offset_refusal, reset_target
+from rocketrio.actors.broker.admin.offset_reset import explicit_offset_refusal, reset_target
 from rocketrio.actors.client.errors import UsageError
 from rocketrio.actors.client.mq_client import decode_reset_offsets
 from rocketrio.cli.admin_offsets import parse_bool, parse_timestamp

@@ -13,7 +13,11 @@ from hypothesis import strategies as st
 
 from rocketrio.actors.auth.model import Action, AuthDataError, Resource
 from rocketrio.actors.auth.rights import Right, rights_of
-from rocketrio.actors.broker.pop_checkpoint import (
+from rocketrio.actors.broker.pop.revive import ReviveCore
+from rocketrio.actors.client.simple_consumer import receipts_of
+from rocketrio.protocol.codes import RequestCode as RC
+from rocketrio.protocol.message import MessageExt
+from rocketrio.protocol.pop_checkpoint import (
     AckMsg,
     BatchAck,
     BatchAckMessageRequestBody,
@@ -21,7 +25,7 @@ from rocketrio.actors.broker.pop_checkpoint import (
     bitset_to_bytes,
     bytes_to_bits,
 )
-from rocketrio.actors.broker.pop_extra_info import (
+from rocketrio.protocol.pop_extra_info import (
     ExtraInfo,
     ExtraInfoError,
     msg_offset_entry,
@@ -35,10 +39,6 @@ from rocketrio.actors.broker.pop_extra_info import (
     revive_topic,
     start_offset_entry,
 )
-from rocketrio.actors.broker.pop_revive import ReviveCore
-from rocketrio.actors.client.simple_consumer import receipts_of
-from rocketrio.protocol.codes import RequestCode as RC
-from rocketrio.protocol.message import MessageExt
 from rocketrio.protocol.pop_headers import PopMessageResponseHeader
 from rocketrio.protocol.remoting import RemotingCommand
 

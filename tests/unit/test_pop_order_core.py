@@ -1,4 +1,4 @@
-"""The ordered-POP core (actors/broker/pop_order.py, upstream ConsumerOrderInfoManager): blocks,
+"""The ordered-POP core (actors/broker/pop/order.py, upstream ConsumerOrderInfoManager): blocks,
 commits, delivery counts, attempt ids, invisible-time changes, cleaning, consumerOrderInfo.json's
 shape and the orderCountInfo text; and, with hypothesis, a queue popped, acked, changed and
 left to expire in any order: no message is handed out while an earlier batch has an
@@ -12,17 +12,17 @@ import json
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from rocketrio.actors.broker.pop_extra_info import (
-    order_count_entry,
-    order_count_of,
-    parse_order_count_info,
-)
-from rocketrio.actors.broker.pop_order import (
+from rocketrio.actors.broker.pop.order import (
     CLEAN_AFTER_MS,
     ILLEGAL,
     NO_COMMIT,
     ConsumerOrderInfoManager,
     ConsumerOrderInfoWrapper,
+)
+from rocketrio.protocol.pop_extra_info import (
+    order_count_entry,
+    order_count_of,
+    parse_order_count_info,
 )
 from rocketrio.protocol.serde import from_json, to_json
 

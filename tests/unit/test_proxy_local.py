@@ -15,13 +15,13 @@ import structlog
 import trio
 import trio.testing
 
-from rocketrio.actors.broker.config import BrokerConfig
+from rocketrio.actors.broker.boot.config import BrokerConfig
+from rocketrio.actors.kernel.remoting import RemotingError
 from rocketrio.actors.proxy import mapping as mp
 from rocketrio.actors.proxy.in_process import in_process_stream_pair
 from rocketrio.actors.proxy.local import LocalProxyEndpoints, proxy_config_of
 from rocketrio.actors.proxy.mapping import TargetQueue
 from rocketrio.actors.proxy.service import ProxyConfig
-from rocketrio.actors.remoting import RemotingError
 from rocketrio.cli.main import broker_config, build_parser, proxy_config
 from rocketrio.cli.up_plan import Layout, PlanError, plan, with_local_proxies
 from rocketrio.protocol.bodies import BrokerData, QueueData, TopicRouteData

@@ -10,7 +10,6 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from rocketrio.actors.broker.pop_extra_info import ExtraInfo
 from rocketrio.actors.proxy import mapping as mp
 from rocketrio.actors.proxy.mapping import BadRequest, TargetQueue
 from rocketrio.actors.proxy.receipt import TransactionId, decode_receipt, encode_receipt
@@ -18,6 +17,7 @@ from rocketrio.protocol.bodies import BrokerData, QueueData, TopicRouteData
 from rocketrio.protocol.codes import ResponseCode
 from rocketrio.protocol.grpc_v2 import definition_pb2 as pb
 from rocketrio.protocol.message import MessageExt
+from rocketrio.protocol.pop_extra_info import ExtraInfo
 
 ENDPOINTS = mp.endpoints_of("10.0.0.9", 8081)
 NOW = 1_700_000_000_000

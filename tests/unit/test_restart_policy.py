@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from rocketrio.actors.restart_policy import GiveUp, Restart, RestartPolicy, RestartTracker
+from rocketrio.actors.kernel.restart_policy import GiveUp, Restart, RestartPolicy, RestartTracker
 
 
 def test_backoff_doubles_up_to_the_cap_then_gives_up() -> None:

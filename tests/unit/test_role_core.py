@@ -1,10 +1,10 @@
-"""Broker role decisions in controller mode (actors/broker/role_core.py), table-tested."""
+"""Broker role decisions in controller mode (actors/broker/roles/role_core.py), table-tested."""
 
 from __future__ import annotations
 
 import pytest
 
-from rocketrio.actors.broker.role_core import (
+from rocketrio.actors.broker.roles.role_core import (
     AdoptSyncStateSet,
     BecomeMaster,
     BecomeSlave,

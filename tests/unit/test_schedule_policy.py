@@ -12,10 +12,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 from test_broker_processors import HOST, NOW_MS, Sender
 
-from rocketrio.actors.broker.config import BrokerConfig
-from rocketrio.actors.broker.delay_offset import DelayOffsetSerializeWrapper, DelayOffsetTable
-from rocketrio.actors.broker.outcomes import Refusal
-from rocketrio.actors.broker.schedule_policy import (
+from rocketrio.actors.broker.boot.config import BrokerConfig
+from rocketrio.actors.broker.dispatch.outcomes import Refusal
+from rocketrio.actors.broker.schedule.policy import (
     Deliver,
     Rehop,
     TimerIllegal,
@@ -27,6 +26,10 @@ from rocketrio.actors.broker.schedule_policy import (
     timer_deliver_ms,
     timer_step,
     wait_target,
+)
+from rocketrio.actors.broker.tables.delay_offset import (
+    DelayOffsetSerializeWrapper,
+    DelayOffsetTable,
 )
 from rocketrio.protocol.bodies import DataVersion
 from rocketrio.protocol.codes import ResponseCode as RC

@@ -11,15 +11,15 @@ import trio.testing
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from rocketrio.actors.broker.config import BrokerConfig
+from rocketrio.actors.broker.boot.config import BrokerConfig
 from rocketrio.actors.controller.config import ControllerConfig
-from rocketrio.actors.namesrv.config import NamesrvConfig
-from rocketrio.actors.server_limits import (
+from rocketrio.actors.kernel.server_limits import (
     DEFAULT_WRITE_HIGH_WATER,
     ConnectionTable,
     InputBudget,
     LogRateLimiter,
 )
+from rocketrio.actors.namesrv.config import NamesrvConfig
 from rocketrio.protocol.config import ConfigError, build_config
 from rocketrio.protocol.remoting import (
     FrameDecoder,

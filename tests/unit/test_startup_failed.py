@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 import trio
 
-from rocketrio.actors import events
+from rocketrio.actors.observe import events
 from rocketrio.cli.main import run_service
 
 

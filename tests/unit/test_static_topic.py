@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from rocketrio.actors.broker.topic_queue_mapping import TopicQueueMappingManager
+from rocketrio.actors.broker.tables.topic_queue_mapping import TopicQueueMappingManager
 from rocketrio.protocol import fastjson
 from rocketrio.protocol.bodies import TopicConfig
 from rocketrio.protocol.serde import from_json, to_json

@@ -4,7 +4,7 @@ mapping table's same-epoch `clean`."""
 
 from __future__ import annotations
 
-from rocketrio.actors.broker.topic_queue_mapping import TopicQueueMappingManager
+from rocketrio.actors.broker.tables.topic_queue_mapping import TopicQueueMappingManager
 from rocketrio.protocol.static_topic import LogicQueueMappingItem as Item
 from rocketrio.protocol.static_topic import TopicQueueMappingDetail
 from rocketrio.protocol.static_topic_alloc import follow_leader, generations_read_by_all

@@ -7,8 +7,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from rocketrio.actors.broker.outcomes import Refusal
-from rocketrio.actors.broker.static_topic_pull import (
+from rocketrio.actors.broker.dispatch.outcomes import Refusal
+from rocketrio.actors.broker.static_topic.pull import (
     PullAnswer,
     PullPlan,
     logic_response,

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from rocketrio.actors.broker.outcomes import PutStatus, Refusal, SendStored
-from rocketrio.actors.broker.static_topic_send import MappedSend, map_send
-from rocketrio.actors.broker.topic_queue_mapping import TopicQueueMappingManager
+from rocketrio.actors.broker.dispatch.outcomes import PutStatus, Refusal, SendStored
+from rocketrio.actors.broker.static_topic.send import MappedSend, map_send
+from rocketrio.actors.broker.tables.topic_queue_mapping import TopicQueueMappingManager
 from rocketrio.protocol.codes import ResponseCode as RC
 from rocketrio.protocol.headers import SendMessageRequestHeader
 from rocketrio.protocol.static_topic import LogicQueueMappingItem as Item

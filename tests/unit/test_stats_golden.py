@@ -14,10 +14,10 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from rocketrio.actors.broker.config import BrokerConfig
-from rocketrio.actors.broker.runtime_info import DiskSpace, RuntimeInfo
-from rocketrio.actors.broker.stats import BrokerStats
-from rocketrio.actors.broker.store_view import ReadGate, StoreView
+from rocketrio.actors.broker.boot.config import BrokerConfig
+from rocketrio.actors.broker.stats.broker_stats import BrokerStats
+from rocketrio.actors.broker.stats.runtime_info import DiskSpace, RuntimeInfo
+from rocketrio.actors.broker.store.view import ReadGate, StoreView
 from rocketrio.protocol import fastjson
 from rocketrio.protocol.bodies import KVTable
 from rocketrio.protocol.serde import from_json

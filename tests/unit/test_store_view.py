@@ -13,10 +13,10 @@ from typing import Any
 import trio
 import trio.testing
 
-from rocketrio.actors.broker.outcomes import PutStatus
-from rocketrio.actors.broker.stats import BrokerStats
-from rocketrio.actors.broker.store_actor import StoreActor
-from rocketrio.actors.broker.store_view import ReadGate, StoreView
+from rocketrio.actors.broker.dispatch.outcomes import PutStatus
+from rocketrio.actors.broker.stats.broker_stats import BrokerStats
+from rocketrio.actors.broker.store.actor import StoreActor
+from rocketrio.actors.broker.store.view import ReadGate, StoreView
 from rocketrio.storage.message_store import (
     GetMessageStatus,
     MessageStore,

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from rocketrio.actors.broker.transaction_policy import (
+from rocketrio.actors.broker.transaction.policy import (
     CHECK_MAX_TIME_TOPIC,
     HALF_TOPIC,
     OP_TOPIC,

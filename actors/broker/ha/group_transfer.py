@@ -27,8 +27,8 @@ import attrs
 import structlog
 import trio
 
-from rocketrio.actors import events
 from rocketrio.actors.broker.ha.sync_state import Proposal, SyncStateCore
+from rocketrio.actors.observe import events
 
 CONFIRM_LOG_INTERVAL_S = 1.0
 ALTER_TIMEOUT_S = 3.0

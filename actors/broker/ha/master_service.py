@@ -26,12 +26,12 @@ from typing import Any
 import structlog
 import trio
 
-from rocketrio.actors import events
 from rocketrio.actors.broker.ha.group_transfer import GroupTransferService, trio_now_ms
 from rocketrio.actors.broker.ha.master_core import MasterConnectionCore, NoEpochForOffset, Phase
 from rocketrio.actors.broker.ha.ports import MasterStorePort, first_leaf
-from rocketrio.actors.broker.ha.runtime_info import ByteRate, MasterView, SlaveLink
-from rocketrio.actors.transport import Transport
+from rocketrio.actors.broker.ha.status_body import ByteRate, MasterView, SlaveLink
+from rocketrio.actors.kernel.transport import Transport
+from rocketrio.actors.observe import events
 from rocketrio.protocol.ha import (
     NEED_DATA,
     HaEpoch,

@@ -1,6 +1,6 @@
 """What the HA shells need from the broker's store, and nothing more.
 
-The store actor implements both ports (actors/broker/store_actor.py); tests use an in-memory
+The store actor implements both ports (actors/broker/store/actor.py); tests use an in-memory
 fake. Reads (`MasterStorePort`) happen on the caller's task and see only whole, written bytes;
 every mutation (`SlaveStorePort`) is a message to the store actor, the store's one writer, and
 returns only once it is done (durable where the method says so).

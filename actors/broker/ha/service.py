@@ -28,15 +28,15 @@ from typing import Any
 import structlog
 import trio
 
-from rocketrio.actors import events
-from rocketrio.actors.broker.config import BrokerConfig
+from rocketrio.actors.broker.boot.config import BrokerConfig
 from rocketrio.actors.broker.ha.group_transfer import AlterFn, GroupTransferService, trio_now_ms
 from rocketrio.actors.broker.ha.master_service import HAMasterService
 from rocketrio.actors.broker.ha.slave_client import HAClient
 from rocketrio.actors.broker.ha.sync_state import AckPolicy, SyncStateCore
-from rocketrio.actors.broker.store_actor import StoreActor
-from rocketrio.actors.remoting import RemotingClient, RemotingError
-from rocketrio.actors.transport import Transport
+from rocketrio.actors.broker.store.actor import StoreActor
+from rocketrio.actors.kernel.remoting import RemotingClient, RemotingError
+from rocketrio.actors.kernel.transport import Transport
+from rocketrio.actors.observe import events
 from rocketrio.protocol.codes import RequestCode, ResponseCode
 from rocketrio.protocol.config import parse_properties
 from rocketrio.protocol.remoting import RemotingCommand

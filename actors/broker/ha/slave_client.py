@@ -25,10 +25,8 @@ from typing import Any
 import structlog
 import trio
 
-from rocketrio.actors import events
 from rocketrio.actors.broker.ha.group_transfer import trio_now_ms
 from rocketrio.actors.broker.ha.ports import SlaveStorePort, first_leaf
-from rocketrio.actors.broker.ha.runtime_info import ByteRate, SlaveView
 from rocketrio.actors.broker.ha.slave_core import (
     Action,
     Append,
@@ -40,8 +38,10 @@ from rocketrio.actors.broker.ha.slave_core import (
     SlaveCore,
     Truncate,
 )
+from rocketrio.actors.broker.ha.status_body import ByteRate, SlaveView
 from rocketrio.actors.broker.ha.truncation import DiscardAll, TruncateTo
-from rocketrio.actors.transport import Transport
+from rocketrio.actors.kernel.transport import Transport
+from rocketrio.actors.observe import events
 from rocketrio.protocol.ha import NEED_DATA, MasterStreamDecoder, RemoteProtocolError
 
 READ_SIZE = 1024 * 1024

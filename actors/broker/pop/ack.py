@@ -1,0 +1,291 @@
+"""ACK_MESSAGE, BATCH_ACK_MESSAGE and CHANGE_MESSAGE_INVISIBLETIME (upstream AckMessageProcessor
+and ChangeInvisibleTimeProcessor).
+
+A receipt of an ordered pop (reviveQid 999, POP_ORDER_REVIVE_QUEUE) writes nothing to the revive
+topic: it goes to `PopOrderService` (pop_order_service.py), which moves the group's offset or the
+queue's block and answers at once.
+
+Each call checks at once (a `Refusal` is returned) and otherwise hands its records to the
+store writer and returns None; the outcome goes to the caller's ``on_done`` once the store
+answered (like the send path), so a connection's reader never waits for a write.
+
+An ACK names a popped message by its receipt (extraInfo: the CK's start offset, pop time, revive
+queue and brokerName) plus topic, queueId and offset. The topic acked is the receipt's real
+topic (the group's pop retry topic when the retry mark says so). The ACK record goes to the
+receipt's revive queue and the answer waits for the store, so an acknowledged message is in the
+CommitLog as acknowledged before the client hears SUCCESS. An offset outside the queue's
+[min, max] is answered NO_MESSAGE, like upstream.
+
+BATCH_ACK_MESSAGE carries one `BatchAck` per CK (a bit set of offsets from its start offset);
+each becomes one ``bAck`` record in its revive queue.
+
+CHANGE_MESSAGE_INVISIBLETIME writes a new CK for the one message (popTime now, the new invisible
+time, a new revive queue, the receipt's brokerName like upstream), then acknowledges the message
+under its old receipt. The answer carries popTime, invisibleTime and reviveQid from which the
+client builds the new receipt
+(``offset popTime invisibleTime reviveQid retry brokerName queueId offset``).
+Shortening works the same way: the new CK's revive time is simply earlier.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import attrs
+
+from rocketrio.actors.broker.dispatch.outcomes import Done, PutStatus, Refusal
+from rocketrio.actors.broker.pop.order_service import PopOrderService
+from rocketrio.actors.broker.pop.processor import PopConfig
+from rocketrio.actors.broker.pop.revive_log import Host, ack_message, ck_message
+from rocketrio.actors.broker.store.actor import StoreWriter
+from rocketrio.actors.broker.store.view import StoreView
+from rocketrio.actors.broker.tables.tables import TopicTable
+from rocketrio.actors.kernel.runtime import ActorStopped
+from rocketrio.protocol.codes import ResponseCode
+from rocketrio.protocol.pop_checkpoint import (
+    AckMsg,
+    BatchAck,
+    BatchAckMessageRequestBody,
+    PopCheckPoint,
+)
+from rocketrio.protocol.pop_extra_info import (
+    POP_ORDER_REVIVE_QUEUE,
+    ExtraInfo,
+    ExtraInfoError,
+    real_topic,
+)
+from rocketrio.protocol.pop_headers import AckMessageRequestHeader, ChangeInvisibleTimeRequestHeader
+from rocketrio.storage.message_store import MessageToStore, PutResult
+
+DONE = Done()
+
+
+@attrs.frozen
+class InvisibleTimeChanged:
+    pop_time: int
+    invisible_time: int
+    revive_qid: int
+
+
+OnAcked = Callable[[Done | Refusal], None]
+OnChanged = Callable[[InvisibleTimeChanged | Refusal], None]
+
+
+class PopAckProcessor:
+    def __init__(
+        self,
+        config: PopConfig,
+        *,
+        topics: TopicTable,
+        order: PopOrderService,
+        store: StoreView,
+        writer: StoreWriter,
+        now_ms: Callable[[], int],
+        store_host: Host,
+        next_revive_qid: Callable[[], int],
+    ) -> None:
+        self.config = config
+        self.topics = topics
+        self.order = order
+        self.store = store
+        self.writer = writer
+        self.now_ms = now_ms
+        self.store_host = store_host
+        self.next_revive_qid = next_revive_qid
+
+    def _receipt(self, extra_info: str) -> ExtraInfo | Refusal:
+        try:
+            extra = ExtraInfo.parse(extra_info)
+        except ExtraInfoError as e:
+            return Refusal(ResponseCode.INVALID_PARAMETER, str(e))
+        if extra.revive_qid == POP_ORDER_REVIVE_QUEUE:
+            return extra
+        if not 0 <= extra.revive_qid < self.config.revive_queue_num:
+            return Refusal(
+                ResponseCode.INVALID_PARAMETER,
+                f"reviveQid {extra.revive_qid} of extraInfo is not a revive queue "
+                f"(reviveQueueNum={self.config.revive_queue_num})",
+            )
+        return extra
+
+    def _check_offset(self, topic: str, queue_id: int, offset: int) -> Refusal | None:
+        tc = self.topics.select(topic)
+        if tc is None:
+            return Refusal(
+                ResponseCode.TOPIC_NOT_EXIST, f"topic[{topic}] not exist, apply first please!"
+            )
+        if not 0 <= queue_id < tc.readQueueNums:
+            return Refusal(
+                ResponseCode.MESSAGE_ILLEGAL,
+                f"queueId[{queue_id}] is illegal, topic:[{topic}] "
+                f"topicConfig.readQueueNums:[{tc.readQueueNums}]",
+            )
+        lo = self.store.get_min_offset(topic, queue_id)
+        hi = self.store.get_max_offset(topic, queue_id)
+        if offset < lo or offset > hi:
+            return Refusal(
+                ResponseCode.NO_MESSAGE,
+                f"offset is illegal, key:{topic}@{queue_id}, offset:{offset}, "
+                f"minOffset:{lo}, maxOffset:{hi}",
+            )
+        return None
+
+    async def _put(
+        self,
+        msgs: list[MessageToStore],
+        on_stored: Callable[[], None],
+        on_done: Callable[[Refusal], None],
+    ) -> Refusal | None:
+        """Hand ``msgs`` (one store request) to the writer; ``on_stored`` once they are in the
+        CommitLog, ``on_done(refusal)`` when the store refused them. Awaits only inbox space
+        (backpressure), never the write itself, so the connection keeps reading requests."""
+
+        def done(results: list[PutResult], status: PutStatus, remark: str | None) -> None:
+            if results and status.stored:
+                on_stored()
+            else:
+                on_done(not_stored(status, remark))
+
+        try:
+            await self.writer.put(msgs, done)
+        except ActorStopped:
+            return not_stored(PutStatus.SERVICE_NOT_AVAILABLE, "the store is stopped")
+        return None
+
+    async def ack(self, h: AckMessageRequestHeader, on_done: OnAcked) -> Refusal | None:
+        """ACK_MESSAGE: a refusal now, or None and ``on_done`` gets the outcome once the ACK
+        record is stored."""
+        extra = self._receipt(h.extraInfo)
+        if isinstance(extra, Refusal):
+            return extra
+        topic = extra.real_topic(h.topic, h.consumerGroup)
+        bad = self._check_offset(topic, h.queueId, h.offset)
+        if bad is not None:
+            return bad
+        if extra.revive_qid == POP_ORDER_REVIVE_QUEUE:
+            refusal = self.order.ack(topic, h.consumerGroup, h.queueId, h.offset, extra.pop_time)
+            on_done(refusal or DONE)
+            return None
+        ack = AckMsg(
+            (h.offset,),
+            extra.ck_queue_offset,
+            h.consumerGroup,
+            topic,
+            h.queueId,
+            extra.pop_time,
+            extra.broker_name,
+        )
+        c = self.config
+        msg = ack_message(ack, c.revive_topic, extra.revive_qid, self.now_ms(), self.store_host)
+        return await self._put([msg], lambda: on_done(DONE), on_done)
+
+    async def batch_ack(self, body: BatchAckMessageRequestBody, on_done: OnAcked) -> Refusal | None:
+        """BATCH_ACK_MESSAGE: like `ack`, one ``bAck`` record per CK, one store request."""
+        msgs = []
+        c = self.config
+        for b in body.acks:
+            if b.revive_queue_id == POP_ORDER_REVIVE_QUEUE:
+                refusal = self._batch_ack_ordered(b)
+                if refusal is not None:
+                    return refusal
+                continue
+            if not 0 <= b.revive_queue_id < c.revive_queue_num:
+                return Refusal(
+                    ResponseCode.INVALID_PARAMETER,
+                    f"reviveQueueId {b.revive_queue_id} is not a revive queue",
+                )
+            topic = real_topic(b.topic, b.consumer_group, b.retry)
+            offsets = [
+                o
+                for o in b.ack_offsets()
+                if self._check_offset(topic, b.queue_id, o) is None  # upstream skips these
+            ]
+            if not offsets:
+                continue
+            ack = AckMsg(
+                tuple(offsets),
+                b.start_offset,
+                b.consumer_group,
+                topic,
+                b.queue_id,
+                b.pop_time,
+                body.broker_name,
+                batch=True,
+            )
+            msgs.append(
+                ack_message(ack, c.revive_topic, b.revive_queue_id, self.now_ms(), self.store_host)
+            )
+        if not msgs:
+            on_done(DONE)
+            return None
+        return await self._put(msgs, lambda: on_done(DONE), on_done)
+
+    def _batch_ack_ordered(self, b: BatchAck) -> Refusal | None:
+        """One ordered CK's acknowledged offsets, in offset order (upstream ackOrderly each)."""
+        topic = real_topic(b.topic, b.consumer_group, b.retry)
+        for offset in sorted(b.ack_offsets()):
+            if self._check_offset(topic, b.queue_id, offset) is not None:
+                continue  # upstream skips these
+            refusal = self.order.ack(topic, b.consumer_group, b.queue_id, offset, b.pop_time)
+            if refusal is not None:
+                return refusal
+        return None
+
+    async def change_invisible_time(
+        self, h: ChangeInvisibleTimeRequestHeader, on_done: OnChanged
+    ) -> Refusal | None:
+        """CHANGE_MESSAGE_INVISIBLETIME: the new CK and the ACK of the old receipt go in one
+        store request, the CK first (upstream's order); ``on_done`` gets the new receipt's
+        popTime / invisibleTime / reviveQid once both are stored."""
+        extra = self._receipt(h.extraInfo)
+        if isinstance(extra, Refusal):
+            return extra
+        if h.invisibleTime <= 0:
+            return Refusal(
+                ResponseCode.INVALID_PARAMETER, f"invisibleTime {h.invisibleTime} must be positive"
+            )
+        topic = extra.real_topic(h.topic, h.consumerGroup)
+        bad = self._check_offset(topic, h.queueId, h.offset)
+        if bad is not None:
+            return bad
+        if extra.revive_qid == POP_ORDER_REVIVE_QUEUE:
+            invisible = self.order.change_invisible_time(
+                topic, h.consumerGroup, h.queueId, h.offset, extra.pop_time, h.invisibleTime
+            )
+            on_done(InvisibleTimeChanged(extra.pop_time, invisible, POP_ORDER_REVIVE_QUEUE))
+            return None
+        c = self.config
+        now = self.now_ms()
+        revive_qid = self.next_revive_qid()
+        ck = PopCheckPoint(
+            start_offset=h.offset,
+            pop_time=now,
+            invisible_time=h.invisibleTime,
+            num=1,
+            queue_id=h.queueId,
+            topic=topic,
+            cid=h.consumerGroup,
+            broker_name=extra.broker_name,  # upstream: the receipt's broker keeps the CK
+        )
+        old = AckMsg(
+            (h.offset,),
+            extra.ck_queue_offset,
+            h.consumerGroup,
+            topic,
+            h.queueId,
+            extra.pop_time,
+            extra.broker_name,
+        )
+        msgs = [
+            ck_message(ck, c.revive_topic, revive_qid, now, self.store_host),
+            ack_message(old, c.revive_topic, extra.revive_qid, now, self.store_host),
+        ]
+        changed = InvisibleTimeChanged(now, h.invisibleTime, revive_qid)
+        return await self._put(msgs, lambda: on_done(changed), on_done)
+
+
+def not_stored(status: PutStatus, remark: str | None) -> Refusal:
+    return Refusal(
+        ResponseCode.SYSTEM_ERROR,
+        f"the POP record was not stored ({status.value}{': ' + remark if remark else ''}); retry",
+    )

@@ -1,0 +1,160 @@
+"""The remoting side of POP: POP_MESSAGE, ACK_MESSAGE, BATCH_ACK_MESSAGE and
+CHANGE_MESSAGE_INVISIBLETIME frames <-> the POP processors' typed requests and outcomes.
+
+Registered through the RemotingAdapter's ``extra_handlers`` (`pop_handlers`), so the processors
+(pop_processor.py, pop_ack.py) never see a RemotingCommand and a gRPC adapter can call them the
+same way. Encodings follow upstream: a pop that found messages is SUCCESS with the records back
+to back and a PopMessageResponseHeader (popTime, invisibleTime, reviveQid, restNum,
+startOffsetInfo, msgOffsetInfo and, for an ordered pop, orderCountInfo); one that found none is
+POLLING_TIMEOUT (POLLING_FULL when no more pops may be held) with remark NO_MESSAGE_IN_QUEUE;
+CHANGE_MESSAGE_INVISIBLETIME answers a ChangeInvisibleTimeResponseHeader. GET_POP_INFLIGHT
+(rocketrio's own code) answers the revive service's in-flight counts of a group for
+`rocketrio admin popProgress`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Hashable
+from typing import Any, assert_never
+
+from rocketrio.actors.broker.dispatch.outcomes import Done, Refusal
+from rocketrio.actors.broker.pop.ack import InvisibleTimeChanged, PopAckProcessor
+from rocketrio.actors.broker.pop.processor import PopMessageProcessor, PopOutcome, Popped
+from rocketrio.actors.broker.pop.revive_service import PopReviveService
+from rocketrio.actors.kernel.remoting import RequestContext
+from rocketrio.protocol.codes import RequestCode, ResponseCode
+from rocketrio.protocol.headers import GetConsumeStatsRequestHeader
+from rocketrio.protocol.pop_checkpoint import BatchAckMessageRequestBody, PopRecordError
+from rocketrio.protocol.pop_headers import (
+    AckMessageRequestHeader,
+    ChangeInvisibleTimeRequestHeader,
+    ChangeInvisibleTimeResponseHeader,
+    PopInflightBody,
+    PopInflightItem,
+    PopMessageRequestHeader,
+    PopMessageResponseHeader,
+)
+from rocketrio.protocol.remoting import RemotingCommand
+from rocketrio.protocol.serde import from_ext, to_ext, to_json
+
+RC = ResponseCode
+
+
+def pop_response(cmd: RemotingCommand, outcome: PopOutcome) -> RemotingCommand:
+    match outcome:
+        case Popped():
+            header = PopMessageResponseHeader(
+                popTime=outcome.pop_time,
+                invisibleTime=outcome.invisible_time,
+                reviveQid=outcome.revive_qid,
+                restNum=outcome.rest_num,
+                startOffsetInfo=outcome.start_offset_info,
+                msgOffsetInfo=outcome.msg_offset_info,
+                orderCountInfo=outcome.order_count_info,
+            )
+            if outcome.found:
+                return cmd.make_response(
+                    RC.SUCCESS, "FOUND", to_ext(header), b"".join(outcome.buffers)
+                )
+            code = RC.POLLING_FULL if outcome.polling_full else RC.POLLING_TIMEOUT
+            return cmd.make_response(code, "NO_MESSAGE_IN_QUEUE", to_ext(header))
+        case Refusal():
+            return cmd.make_response(outcome.code, outcome.remark)
+        case _:
+            assert_never(outcome)
+
+
+def _done(cmd: RemotingCommand, outcome: Done | Refusal) -> RemotingCommand:
+    match outcome:
+        case Done():
+            return cmd.make_response(RC.SUCCESS)
+        case Refusal():
+            return cmd.make_response(outcome.code, outcome.remark)
+        case _:
+            assert_never(outcome)
+
+
+def _changed(cmd: RemotingCommand, outcome: InvisibleTimeChanged | Refusal) -> RemotingCommand:
+    match outcome:
+        case InvisibleTimeChanged():
+            header = ChangeInvisibleTimeResponseHeader(
+                outcome.pop_time, outcome.invisible_time, outcome.revive_qid
+            )
+            return cmd.make_response(RC.SUCCESS, ext_fields=to_ext(header))
+        case Refusal():
+            return cmd.make_response(outcome.code, outcome.remark)
+        case _:
+            assert_never(outcome)
+
+
+class _PopReply:
+    """A held pop's way back to its connection."""
+
+    __slots__ = ("ctx",)
+
+    def __init__(self, ctx: RequestContext) -> None:
+        self.ctx = ctx
+
+    @property
+    def gone(self) -> bool:
+        return self.ctx.conn.closed
+
+    @property
+    def owner(self) -> Hashable:
+        return self.ctx.conn
+
+    def deliver(self, outcome: Any) -> None:
+        self.ctx.respond(pop_response(self.ctx.cmd, outcome))
+
+
+def pop_handlers(
+    pop: PopMessageProcessor, acks: PopAckProcessor, revive: PopReviveService
+) -> dict[int, Any]:
+    """The request-code -> handler entries of POP for the RemotingAdapter."""
+
+    async def pop_message(ctx: RequestContext) -> RemotingCommand | None:
+        h = from_ext(PopMessageRequestHeader, ctx.cmd.ext_fields)
+        outcome = await pop.pop(h, _PopReply(ctx))
+        return None if outcome is None else pop_response(ctx.cmd, outcome)
+
+    async def ack_message(ctx: RequestContext) -> RemotingCommand | None:
+        cmd = ctx.cmd
+        h = from_ext(AckMessageRequestHeader, cmd.ext_fields)
+        refusal = await acks.ack(h, lambda outcome: ctx.respond(_done(cmd, outcome)))
+        return None if refusal is None else _done(cmd, refusal)
+
+    async def batch_ack_message(ctx: RequestContext) -> RemotingCommand | None:
+        cmd = ctx.cmd
+        try:
+            body = BatchAckMessageRequestBody.from_json(cmd.body or b"")
+        except PopRecordError as e:
+            return cmd.make_response(RC.INVALID_PARAMETER, f"bad BATCH_ACK_MESSAGE body: {e}")
+        refusal = await acks.batch_ack(body, lambda outcome: ctx.respond(_done(cmd, outcome)))
+        return None if refusal is None else _done(cmd, refusal)
+
+    async def change_invisible_time(ctx: RequestContext) -> RemotingCommand | None:
+        cmd = ctx.cmd
+        h = from_ext(ChangeInvisibleTimeRequestHeader, cmd.ext_fields)
+        refusal = await acks.change_invisible_time(
+            h, lambda outcome: ctx.respond(_changed(cmd, outcome))
+        )
+        return None if refusal is None else _changed(cmd, refusal)
+
+    async def pop_inflight(ctx: RequestContext) -> RemotingCommand:
+        h = from_ext(GetConsumeStatsRequestHeader, ctx.cmd.ext_fields)
+        counts = revive.inflight(h.consumerGroup)
+        items = [
+            PopInflightItem(topic, qid, n)
+            for (topic, qid), n in sorted((counts or {}).items())
+            if h.topic is None or topic == h.topic
+        ]
+        body = PopInflightBody(pop.config.broker_name, counts is not None, items)
+        return ctx.cmd.make_response(RC.SUCCESS, body=to_json(body))
+
+    return {
+        RequestCode.GET_POP_INFLIGHT: pop_inflight,
+        RequestCode.POP_MESSAGE: pop_message,
+        RequestCode.ACK_MESSAGE: ack_message,
+        RequestCode.BATCH_ACK_MESSAGE: batch_ack_message,
+        RequestCode.CHANGE_MESSAGE_INVISIBLETIME: change_invisible_time,
+    }

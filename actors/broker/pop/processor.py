@@ -1,0 +1,509 @@
+"""POP_MESSAGE (upstream PopMessageProcessor, non-orderly): pop, checkpoint, long-poll.
+
+A pop reads up to maxMsgNums messages from one queue (queueId >= 0) or from the topic's queues
+starting at a random one (queueId -1), and from the group's pop retry topic
+(``%RETRY%<group>_<topic>``): first with probability popFromRetryProbability percent, otherwise
+after the topic when the topic gave fewer than asked for (upstream's order). For every queue
+that gave messages it writes a CK (pop_checkpoint.py) to revive queue ``n % reviveQueueNum`` of
+``rmq_sys_REVIVE_LOG_<cluster>`` and waits for the store to answer; only then does the group's
+consumer offset move past the messages (the messages are in flight, tracked by the CK). A CK the
+store refused leaves the offset where it was and the messages are not returned. Two pops of one
+group never read one queue at once (a queue being popped is skipped, like upstream's queue lock).
+
+The pop offset is the group's consumer offset; when the group has none, initMode decides: MIN
+(0) the queue's min offset, MAX (1) the max offset minus one, except that a queue which still
+holds its first message starts at 0 (upstream initPopOffsetByCheckMsgInMem); a retry topic
+always starts at MIN. An offset the store no longer has moves to the store's next offset.
+
+Messages of the pop retry topic are returned with the original topic and a POP_CK property
+carrying their receipt (upstream popResponseReturnActualRetryTopic=false); messages of the
+topic itself are returned as stored, and the client builds their receipt from the response
+header's startOffsetInfo / msgOffsetInfo.
+
+A pop is served as a task of the PopLongPollingService (bounded; inline when it cannot take
+one), so its CK writes never stall the connection's next request. Nothing found and pollTime >
+0: the pop is held in the PopLongPollingService (pop_hold.py) and
+answered when a message arrives on the topic or its retry topic, or POLLING_TIMEOUT at the
+deadline.
+
+order=true (ordered POP, upstream's FIFO consumption): a queue whose last batch is still in
+flight for the group is skipped (pop_order.py decides, pop_order_service.py holds the state);
+otherwise its next messages are handed out without a CK, the group's offset stays at the
+batch's first message (ACKs move it) and the response carries reviveQid 999
+(POP_ORDER_REVIVE_QUEUE) and orderCountInfo. The pop retry topic is not read (nothing of an
+ordered pop is revived).
+"""
+
+from __future__ import annotations
+
+import itertools
+import random
+import struct
+from collections.abc import Callable
+
+import attrs
+import trio
+
+from rocketrio.actors.broker.boot.config import BrokerConfig
+from rocketrio.actors.broker.dispatch.outcomes import Refusal
+from rocketrio.actors.broker.pop.hold import HeldPop, PopLongPollingService, PopReply
+from rocketrio.actors.broker.pop.order_service import PopOrderService
+from rocketrio.actors.broker.pop.revive_log import Host, ck_message, put_and_wait
+from rocketrio.actors.broker.store.actor import StoreWriter
+from rocketrio.actors.broker.store.view import StoreView
+from rocketrio.actors.broker.tables.tables import GroupTable, OffsetTable, TopicTable
+from rocketrio.actors.broker.tables.topic_config import RETRY_GROUP_TOPIC_PREFIX, check_group_name
+from rocketrio.protocol.bodies import PERM_READ
+from rocketrio.protocol.codes import ResponseCode
+from rocketrio.protocol.filter import (
+    SubscriptionParseError,
+    build_subscription,
+    tag_codes_of,
+)
+from rocketrio.protocol.message import (
+    QUEUE_OFFSET_POSITION,
+    build_stored_message,
+    decode_stored,
+    encode_properties,
+    parse_host,
+)
+from rocketrio.protocol.pop_checkpoint import PopCheckPoint
+from rocketrio.protocol.pop_extra_info import (
+    INIT_MODE_MIN,
+    POP_ORDER_REVIVE_QUEUE,
+    PROPERTY_POP_CK,
+    ExtraInfo,
+    msg_offset_entry,
+    order_count_entry,
+    pop_retry_topic_v1,
+    pop_retry_topic_v2,
+    revive_topic,
+    start_offset_entry,
+)
+from rocketrio.protocol.pop_headers import PopMessageRequestHeader
+from rocketrio.storage.message_store import GetMessageStatus
+
+MAX_POP_NUMS = 32  # upstream refuses more per request
+RECHECKS = 3  # pops re-run before holding when messages arrived during the attempt
+_QOFFSET = struct.Struct(">q")
+_S = GetMessageStatus
+_RESET_OFFSET = (_S.OFFSET_TOO_SMALL, _S.OFFSET_OVERFLOW_BADLY, _S.OFFSET_FOUND_NULL)
+_SKIPPED = (
+    _S.NO_MATCHED_MESSAGE,
+    _S.OFFSET_FOUND_NULL,
+    _S.MESSAGE_WAS_REMOVING,
+    _S.NO_MATCHED_LOGIC_QUEUE,
+)
+
+
+@attrs.frozen
+class PopConfig:
+    """The broker config values the POP path reads."""
+
+    broker_name: str
+    cluster: str
+    broker_permission: int
+    broker_ip: str
+    revive_queue_num: int = 8
+    pop_from_retry_probability: int = 20
+    enable_retry_topic_v2: bool = False
+    retrieve_from_retry_v1: bool = True
+    max_transfer_bytes: int = 256 * 1024
+    max_poll_ms: int = 60_000
+    max_held_pops: int = 100_000
+
+    @property
+    def revive_topic(self) -> str:
+        return revive_topic(self.cluster)
+
+    @classmethod
+    def of(cls, c: BrokerConfig) -> PopConfig:
+        return cls(
+            c.brokerName,
+            c.brokerClusterName,
+            c.brokerPermission,
+            c.brokerIP1,
+            c.reviveQueueNum,
+            c.popFromRetryProbability,
+            c.enableRetryTopicV2,
+            c.retrieveMessageFromPopRetryTopicV1,
+            c.maxTransferBytesOnMessageInMemory,
+            c.pullSuspendMaxTimeMillis,
+            int(c.maxPopPollingSize),
+        )
+
+
+@attrs.frozen
+class Popped:
+    """A pop's answer: ``buffers`` the stored records to return (FOUND when not empty)."""
+
+    pop_time: int
+    invisible_time: int
+    revive_qid: int
+    rest_num: int
+    start_offset_info: str
+    msg_offset_info: str
+    buffers: tuple[bytes, ...]
+    polling_full: bool = False
+    order_count_info: str | None = None  # an ordered pop's (None otherwise)
+
+    @property
+    def found(self) -> bool:
+        return bool(self.buffers)
+
+
+PopOutcome = Popped | Refusal
+
+
+@attrs.define
+class _Acc:
+    """What one pop gathered so far."""
+
+    max_nums: int
+    buffers: list[bytes] = attrs.field(factory=list)
+    start_infos: list[str] = attrs.field(factory=list)
+    msg_infos: list[str] = attrs.field(factory=list)
+    order_infos: list[str] = attrs.field(factory=list)
+    rest: int = 0
+
+    @property
+    def full(self) -> bool:
+        return len(self.buffers) >= self.max_nums
+
+
+@attrs.frozen
+class _Pop:
+    """The fixed parts of one pop attempt."""
+
+    h: PopMessageRequestHeader
+    tag_codes: set[int] | None
+    pop_time: int
+    revive_qid: int
+    rand_q: int
+
+
+class PopMessageProcessor:
+    def __init__(
+        self,
+        config: PopConfig,
+        *,
+        topics: TopicTable,
+        groups: GroupTable,
+        offsets: OffsetTable,
+        store: StoreView,
+        writer: StoreWriter,
+        hold: PopLongPollingService,
+        order: PopOrderService,
+        now_ms: Callable[[], int],
+        store_host: Host,
+        rng: random.Random | None = None,
+    ) -> None:
+        self.config = config
+        self.topics = topics
+        self.groups = groups
+        self.offsets = offsets
+        self.store = store
+        self.writer = writer
+        self.hold = hold
+        self.order = order
+        self.now_ms = now_ms
+        self.store_host = store_host
+        self.rng = rng or random.Random()
+        self._ck_counter = itertools.count()
+        self._busy: set[tuple[str, str, int]] = set()  # (topic, group, queue) being popped
+
+    def next_revive_qid(self) -> int:
+        return next(self._ck_counter) % self.config.revive_queue_num
+
+    # ------------------------------------------------------------------ the request
+
+    async def pop(self, h: PopMessageRequestHeader, reply: PopReply) -> PopOutcome | None:
+        """A refusal now, or None: ``reply`` gets the outcome once the pop found messages or
+        its pollTime ended. Served as a task of the hold service when it can take one, else
+        inline (then a found outcome is returned at once)."""
+        checked = self._check(h)
+        if isinstance(checked, Refusal):
+            return checked
+        if self.hold.try_start(self._serve, h, checked, reply):
+            return None
+        return await self._attempt(h, checked, reply)
+
+    async def _serve(
+        self, h: PopMessageRequestHeader, tag_codes: set[int] | None, reply: PopReply
+    ) -> None:
+        try:
+            outcome = await self._attempt(h, tag_codes, reply)
+        except Exception as e:
+            outcome = self._failed(e)
+        if outcome is not None and not reply.gone:
+            reply.deliver(outcome)
+
+    async def _attempt(
+        self, h: PopMessageRequestHeader, tag_codes: set[int] | None, reply: PopReply
+    ) -> PopOutcome | None:
+        """Pop now; hold when nothing is there and pollTime > 0 (None: ``reply`` answers)."""
+        for _ in range(RECHECKS):
+            seen = self.hold.arrivals
+            popped = await self._pop_once(h, tag_codes)
+            # a message that arrived while the pop awaited a read would not wake it once held
+            if popped.found or h.pollTime <= 0 or self.hold.arrivals == seen:
+                break
+        if popped.found or h.pollTime <= 0:
+            return popped
+        deadline = trio.current_time() + min(h.pollTime, self.config.max_poll_ms) / 1000
+        held = HeldPop(
+            reply, (h, tag_codes), self._wake_topics(h), deadline, self._rerun, self._failed
+        )
+        if self.hold.suspend(held):
+            return None
+        return attrs.evolve(popped, polling_full=self.hold.holding)
+
+    def _check(self, h: PopMessageRequestHeader) -> set[int] | Refusal | None:
+        """Everything before the read; the tag codes to filter with, or the refusal."""
+        c = self.config
+        if not c.broker_permission & PERM_READ:
+            return Refusal(
+                ResponseCode.NO_PERMISSION,
+                f"the broker[{c.broker_ip}] popping message is forbidden",
+            )
+        if h.maxMsgNums > MAX_POP_NUMS:
+            return Refusal(
+                ResponseCode.SYSTEM_ERROR,
+                f"the broker[{c.broker_ip}] pop message is illegal: maxMsgNums "
+                f"{h.maxMsgNums} exceeds {MAX_POP_NUMS}",
+            )
+        if h.maxMsgNums <= 0 or h.invisibleTime <= 0:
+            return Refusal(
+                ResponseCode.INVALID_PARAMETER,
+                f"maxMsgNums ({h.maxMsgNums}) and invisibleTime ({h.invisibleTime} ms) must "
+                "be positive",
+            )
+        bad = check_group_name(h.consumerGroup)
+        if bad:
+            return Refusal(ResponseCode.INVALID_PARAMETER, bad)
+        sgc = self.groups.find_group(h.consumerGroup)
+        if sgc is None:
+            return Refusal(
+                ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST,
+                f"subscription group [{h.consumerGroup}] does not exist, create it first",
+            )
+        if not sgc.consumeEnable:
+            return Refusal(
+                ResponseCode.NO_PERMISSION, f"subscription group no permission, {h.consumerGroup}"
+            )
+        tc = self.topics.select(h.topic)
+        if tc is None:
+            return Refusal(
+                ResponseCode.TOPIC_NOT_EXIST, f"topic[{h.topic}] not exist, apply first please!"
+            )
+        if not tc.perm & PERM_READ:
+            return Refusal(
+                ResponseCode.NO_PERMISSION, f"the topic[{h.topic}] peeking message is forbidden"
+            )
+        if h.queueId >= tc.readQueueNums or h.queueId < -1:
+            return Refusal(
+                ResponseCode.SYSTEM_ERROR,
+                f"queueId[{h.queueId}] is illegal, topic:[{h.topic}] "
+                f"topicConfig.readQueueNums:[{tc.readQueueNums}]",
+            )
+        try:
+            sub = build_subscription(h.topic, h.exp, h.expType)
+        except SubscriptionParseError as e:
+            return Refusal(ResponseCode.SUBSCRIPTION_PARSE_FAILED, str(e))
+        return tag_codes_of(sub)
+
+    def _retry_topics(self, h: PopMessageRequestHeader) -> list[str]:
+        c = self.config
+        names = []
+        if c.enable_retry_topic_v2:
+            names.append(pop_retry_topic_v2(h.topic, h.consumerGroup))
+            if c.retrieve_from_retry_v1:
+                names.append(pop_retry_topic_v1(h.topic, h.consumerGroup))
+        else:
+            names.append(pop_retry_topic_v1(h.topic, h.consumerGroup))
+        return [t for t in names if self.topics.select(t) is not None]
+
+    def _wake_topics(self, h: PopMessageRequestHeader) -> tuple[str, ...]:
+        return (
+            h.topic,
+            pop_retry_topic_v1(h.topic, h.consumerGroup),
+            pop_retry_topic_v2(h.topic, h.consumerGroup),
+        )
+
+    async def _rerun(self, held: HeldPop, final: bool) -> PopOutcome | None:
+        h, tag_codes = held.request
+        popped = await self._pop_once(h, tag_codes)
+        if popped.found or final:
+            return popped
+        return None
+
+    @staticmethod
+    def _failed(e: Exception) -> Refusal:
+        return Refusal(ResponseCode.SYSTEM_ERROR, f"pop failed: {type(e).__name__}: {e}")
+
+    # ------------------------------------------------------------------ one attempt
+
+    async def _pop_once(self, h: PopMessageRequestHeader, tag_codes: set[int] | None) -> Popped:
+        rand_q = self.rng.randrange(100)
+        revive_qid = POP_ORDER_REVIVE_QUEUE if h.order else self.next_revive_qid()
+        p = _Pop(h, tag_codes, self.now_ms(), revive_qid, rand_q)
+        acc = _Acc(h.maxMsgNums)
+        retry_topics = [] if h.order else self._retry_topics(h)
+        retry_first = rand_q < self.config.pop_from_retry_probability
+        if retry_first:
+            for topic in retry_topics:
+                await self._pop_topic(p, acc, topic, True)
+        await self._pop_topic(p, acc, h.topic, False)
+        if not retry_first and not acc.full:
+            for topic in retry_topics:
+                await self._pop_topic(p, acc, topic, True)
+        return Popped(
+            p.pop_time,
+            h.invisibleTime,
+            p.revive_qid,
+            acc.rest,
+            ";".join(acc.start_infos),
+            ";".join(acc.msg_infos),
+            tuple(acc.buffers),
+            order_count_info=";".join(acc.order_infos) if h.order else None,
+        )
+
+    async def _pop_topic(self, p: _Pop, acc: _Acc, topic: str, is_retry: bool) -> None:
+        tc = self.topics.select(topic)
+        if tc is None:
+            return
+        n = tc.readQueueNums
+        if is_retry or p.h.queueId < 0:
+            for i in range(n):
+                await self._pop_queue(p, acc, topic, (p.rand_q + i) % n, is_retry)
+        else:
+            await self._pop_queue(p, acc, topic, p.h.queueId, is_retry)
+
+    def pop_offset(self, group: str, topic: str, queue_id: int, init_mode: int) -> int:
+        offset = self.offsets.query(group, topic, queue_id)
+        if offset >= 0:
+            return offset
+        store = self.store
+        if init_mode == INIT_MODE_MIN or topic.startswith(RETRY_GROUP_TOPIC_PREFIX):
+            offset = store.get_min_offset(topic, queue_id)
+        elif store.get_min_offset(topic, queue_id) <= 0 and store.get_max_offset(topic, queue_id):
+            offset = 0  # the queue still holds its first message
+        else:
+            offset = max(0, store.get_max_offset(topic, queue_id) - 1)
+        self.offsets.commit(group, topic, queue_id, offset)
+        return offset
+
+    async def _pop_queue(
+        self, p: _Pop, acc: _Acc, topic: str, queue_id: int, is_retry: bool
+    ) -> None:
+        h = p.h
+        group = h.consumerGroup
+        key = (topic, group, queue_id)
+        if acc.full or key in self._busy:
+            offset = self.offsets.query(group, topic, queue_id)
+            acc.rest += max(0, self.store.get_max_offset(topic, queue_id) - max(offset, 0))
+            return
+        self._busy.add(key)
+        try:
+            await self._pop_locked(p, acc, topic, queue_id, is_retry)
+        finally:
+            self._busy.discard(key)
+
+    async def _pop_locked(
+        self, p: _Pop, acc: _Acc, topic: str, queue_id: int, is_retry: bool
+    ) -> None:
+        h = p.h
+        group = h.consumerGroup
+        if h.order and self.order.blocked(h.attemptId, topic, group, queue_id, h.invisibleTime):
+            return  # its backlog is not counted: it cannot be popped before an ACK wakes it
+        offset = self.pop_offset(group, topic, queue_id, h.initMode)
+        tag_codes = None if is_retry else p.tag_codes
+        want = h.maxMsgNums - len(acc.buffers)
+        max_bytes = self.config.max_transfer_bytes
+        result = await self.store.read_messages(topic, queue_id, offset, want, max_bytes, tag_codes)
+        if result.status in _RESET_OFFSET:
+            offset = result.next_begin_offset
+            self.offsets.commit(group, topic, queue_id, offset)
+            result = await self.store.read_messages(
+                topic, queue_id, offset, want, max_bytes, tag_codes
+            )
+        if result.message_count:
+            qoffsets = [_QOFFSET.unpack_from(b, QUEUE_OFFSET_POSITION)[0] for b in result.buffers]
+            if h.order:
+                counts = self.order.popped(
+                    h.attemptId, topic, group, queue_id, p.pop_time, h.invisibleTime, qoffsets
+                )
+                # the offset stays at the batch's start: ACKs move it (commit_and_next)
+                self.offsets.commit(group, topic, queue_id, offset)
+                acc.order_infos.append(
+                    order_count_entry(topic, queue_id, counts.by_offset, counts.min_count)
+                )
+                acc.start_infos.append(start_offset_entry(topic, queue_id, offset))
+                acc.msg_infos.append(msg_offset_entry(topic, queue_id, qoffsets))
+                acc.buffers.extend(result.buffers)
+                acc.rest += max(0, result.max_offset - result.next_begin_offset)
+                return
+            ck = PopCheckPoint(
+                start_offset=offset,
+                pop_time=p.pop_time,
+                invisible_time=h.invisibleTime,
+                num=len(qoffsets),
+                queue_id=queue_id,
+                topic=topic,
+                cid=group,
+                broker_name=self.config.broker_name,
+                queue_offset_diff=tuple(q - offset for q in qoffsets),
+            )
+            msg = ck_message(
+                ck, self.config.revive_topic, p.revive_qid, self.now_ms(), self.store_host
+            )
+            answer = await put_and_wait(self.writer, [msg])
+            if not answer.stored:
+                acc.rest += result.max_offset - offset
+                return
+            self.offsets.commit(group, topic, queue_id, result.next_begin_offset)
+            acc.start_infos.append(start_offset_entry(topic, queue_id, offset))
+            acc.msg_infos.append(msg_offset_entry(topic, queue_id, qoffsets))
+            if is_retry:
+                acc.buffers.extend(self._as_original(p, topic, offset, b) for b in result.buffers)
+            else:
+                acc.buffers.extend(result.buffers)
+        elif result.status in _SKIPPED and result.next_begin_offset > offset:
+            self.offsets.commit(group, topic, queue_id, result.next_begin_offset)
+        acc.rest += max(0, result.max_offset - result.next_begin_offset)
+
+    def _as_original(self, p: _Pop, retry_topic: str, ck_offset: int, record: bytes) -> bytes:
+        """A pop retry topic's record re-encoded under the original topic with its receipt in
+        POP_CK (so the client acks the retry topic's CK)."""
+        msg, _ = decode_stored(record)
+        props = msg.properties
+        props.setdefault(
+            PROPERTY_POP_CK,
+            ExtraInfo.of(
+                ck_offset,
+                p.pop_time,
+                p.h.invisibleTime,
+                p.revive_qid,
+                retry_topic,
+                self.config.broker_name,
+                msg.queue_id,
+                msg.queue_offset,
+            ).build(),
+        )
+        return build_stored_message(
+            topic=p.h.topic,
+            queue_id=msg.queue_id,
+            body=msg.body,
+            flag=msg.flag,
+            properties=encode_properties(props),
+            sys_flag=msg.sys_flag,
+            born_timestamp=msg.born_timestamp,
+            born_host=parse_host(msg.born_host),
+            store_timestamp=msg.store_timestamp,
+            store_host=parse_host(msg.store_host),
+            reconsume_times=msg.reconsume_times,
+            prepared_transaction_offset=msg.prepared_transaction_offset,
+            queue_offset=msg.queue_offset,
+            physical_offset=msg.commitlog_offset,
+            record_crc="none",
+        )

@@ -1,0 +1,116 @@
+"""The revive topic's records and the awaited put (upstream buildCkMsg / ACK message building).
+
+Owns how CK and ACK records become messages of ``rmq_sys_REVIVE_LOG_<cluster>`` (queue = the
+revive queue id; tag ``ck`` / ``ack`` / ``bAck``; UNIQ_KEY = upstream's genCkUniqueId /
+genAckUniqueId; body = the record's JSON), how such a message is read back into a typed
+`ReviveRecord`, and `put_and_wait`, which hands messages to the store actor and waits for its
+answer (so a CK is in the CommitLog before its POP is answered, and an ACK before the ACK is).
+
+Durability is the CommitLog's: the records are ordinary messages, flushed like any other.
+"""
+
+from __future__ import annotations
+
+import attrs
+import trio
+
+from rocketrio.actors.broker.dispatch.outcomes import PutStatus
+from rocketrio.actors.broker.store.actor import StoreWriter
+from rocketrio.actors.kernel.runtime import ActorStopped
+from rocketrio.protocol.message import PROPERTY_TAGS, UNIQ_KEY, MessageExt
+from rocketrio.protocol.pop_checkpoint import AckMsg, PopCheckPoint, PopRecordError
+from rocketrio.protocol.pop_extra_info import ACK_TAG, BATCH_ACK_TAG, CK_TAG
+from rocketrio.storage.message_store import MessageToStore, PutResult
+
+Host = tuple[bytes, int]
+
+
+def ck_message(
+    ck: PopCheckPoint, revive_topic: str, revive_qid: int, now_ms: int, host: Host
+) -> MessageToStore:
+    return MessageToStore(
+        topic=revive_topic,
+        queue_id=revive_qid,
+        body=ck.to_json(),
+        properties={PROPERTY_TAGS: CK_TAG, UNIQ_KEY: ck.unique_id()},
+        born_timestamp=now_ms,
+        born_host=host,
+    )
+
+
+def ack_message(
+    ack: AckMsg, revive_topic: str, revive_qid: int, now_ms: int, host: Host
+) -> MessageToStore:
+    return MessageToStore(
+        topic=revive_topic,
+        queue_id=revive_qid,
+        body=ack.to_json(),
+        properties={PROPERTY_TAGS: ack.tag, UNIQ_KEY: ack.unique_id()},
+        born_timestamp=now_ms,
+        born_host=host,
+    )
+
+
+@attrs.frozen
+class CkRecord:
+    ck: PopCheckPoint
+    offset: int
+
+
+@attrs.frozen
+class AckRecord:
+    ack: AckMsg
+    offset: int
+
+
+@attrs.frozen
+class OtherRecord:
+    """A message of the revive topic that is neither (unknown tag or unreadable body)."""
+
+    offset: int
+    why: str
+
+
+ReviveRecord = CkRecord | AckRecord | OtherRecord
+
+
+def read_record(msg: MessageExt) -> ReviveRecord:
+    tag = msg.properties.get(PROPERTY_TAGS)
+    try:
+        if tag == CK_TAG:
+            return CkRecord(PopCheckPoint.from_json(msg.body), msg.queue_offset)
+        if tag == ACK_TAG:
+            return AckRecord(AckMsg.from_json(msg.body, batch=False), msg.queue_offset)
+        if tag == BATCH_ACK_TAG:
+            return AckRecord(AckMsg.from_json(msg.body, batch=True), msg.queue_offset)
+    except PopRecordError as e:
+        return OtherRecord(msg.queue_offset, str(e))
+    return OtherRecord(msg.queue_offset, f"tag {tag!r}")
+
+
+@attrs.frozen
+class PutAnswer:
+    status: PutStatus
+    results: tuple[PutResult, ...]
+    remark: str | None
+
+    @property
+    def stored(self) -> bool:
+        return bool(self.results) and self.status.stored
+
+
+async def put_and_wait(writer: StoreWriter, messages: list[MessageToStore]) -> PutAnswer:
+    """Put ``messages`` (one store request) and wait for the store actor's answer."""
+    done = trio.Event()
+    answer: list[PutAnswer] = []
+
+    def on_done(results: list[PutResult], status: PutStatus, remark: str | None) -> None:
+        answer.append(PutAnswer(status, tuple(results), remark))
+        done.set()
+
+    try:
+        await writer.put(messages, on_done)
+    except ActorStopped:
+        return PutAnswer(PutStatus.SERVICE_NOT_AVAILABLE, (), "the store is stopped")
+    await done.wait()
+    return answer[0]

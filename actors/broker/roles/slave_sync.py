@@ -1,0 +1,235 @@
+"""SlaveSynchronize: a slave copies its master's topics, subscription groups and consumer offsets.
+
+Upstream's slave syncs its metadata from the master on a timer; without it a promoted slave
+would not know the topics its CommitLog holds (producers would auto-create them with other
+queue counts, or fail), and consumers of the new master would start from stale offsets.
+While this broker is a slave and knows its master's address, every `SYNC_PERIOD_S` (and at once
+when the master changes) it asks the master for GET_ALL_TOPIC_CONFIG,
+GET_ALL_SUBSCRIPTIONGROUP_CONFIG and GET_ALL_CONSUMER_OFFSET and adopts them:
+
+- topics and groups: the master's table replaces ours when its DataVersion differs (upstream),
+  keeping our stateVersion (the masterEpoch the NameServers compare, #6316); then persisted;
+- static-topic mappings (topicQueueMapping.json, RIP-21's source of truth): GET_ALL_TOPIC_CONFIG
+  answers them with the topics (upstream TopicConfigAndMappingSerializeWrapper's
+  topicQueueMappingDetailMap and mappingDataVersion); the master's table replaces ours when
+  its DataVersion differs and is written before topics.json. A mapping names its broker set
+  (``bname`` = brokerName, shared by master and slaves), so the slave keeps its own set's
+  mappings and refuses (logs, never uses) one naming another set. A promoted slave thus leads
+  the same logic queues; their consumer offsets are logic values in the offset table below;
+- consumer offsets: the master's offset for a queue replaces ours (upstream's putAll), so a
+  consumer that committed to this slave while the master was down may re-read a little once the
+  master is back (at-least-once); persisted by the offset table's periodic writer;
+- delay offsets (GET_ALL_DELAY_OFFSET, delayOffset.json): the master's table replaces ours,
+  so a promoted slave's schedule service re-puts from where the master stopped (at most what
+  the master re-put since this slave's last round is re-put again);
+- ACL 2.0 users and ACLs (AUTH_LIST_USER / AUTH_LIST_ACL, signed with the broker's
+  innerClientAuthenticationCredentials like every call it makes): the master's tables replace
+  ours when they differ, then both files are persisted, so a promoted slave enforces the same
+  policies. The slave's own initAuthenticationUser / inner credentials users are kept. Upstream
+  does not sync these (its mqadmin writes every broker of a cluster instead, which
+  `rocketrio admin ... -c` does too); syncing also covers a slave that was down during a change.
+
+Only a slave adopts: every answer is checked against the master this broker follows *now*
+before anything is applied. A request sent while this broker was a slave can be answered after
+it was promoted (its old master hung, was replaced, then woke up and answered): applying that
+answer would overwrite the new master's topics with the old master's, narrowing a topic whose
+upper queues already hold acknowledged messages, and set consumer offsets back.
+
+Besides the period, a sync runs as soon as the store holds a queue it did not hold at the last
+sync (`queue_count`): a topic created on the master moments ago reaches this slave's table one
+round trip after its first replicated record, not up to `SYNC_PERIOD_S` later.
+
+A failed call is logged once and retried next period; nothing here ever blocks the broker.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import structlog
+import trio
+
+from rocketrio.actors.auth.model import AuthDataError, acl_from_info, user_from_info
+from rocketrio.actors.broker.tables.auth import AuthTable
+from rocketrio.actors.broker.tables.delay_offset import (
+    DelayOffsetSerializeWrapper,
+    DelayOffsetTable,
+)
+from rocketrio.actors.broker.tables.tables import GroupTable, OffsetTable, TopicTable
+from rocketrio.actors.broker.tables.topic_queue_mapping import TopicQueueMappingTable
+from rocketrio.actors.kernel.remoting import RemotingClient, RemotingError
+from rocketrio.actors.observe import events
+from rocketrio.protocol.auth_bodies import AclInfo, UserInfo
+from rocketrio.protocol.bodies import (
+    ConsumerOffsetSerializeWrapper,
+    DataVersion,
+    SubscriptionGroupWrapper,
+)
+from rocketrio.protocol.codes import RequestCode, ResponseCode
+from rocketrio.protocol.remoting import RemotingCommand
+from rocketrio.protocol.serde import HeaderError, from_json
+from rocketrio.protocol.static_topic import (
+    TopicConfigAndMappingDetailWrapper,
+    TopicQueueMappingDetail,
+    TopicQueueMappingSerializeWrapper,
+)
+
+SYNC_PERIOD_S = 3.0
+CALL_TIMEOUT_S = 3.0
+
+
+class SlaveSynchronize:
+    """See module docstring. Run with ``nursery.start_soon(sync.run, client)``."""
+
+    def __init__(
+        self,
+        *,
+        topics: TopicTable,
+        groups: GroupTable,
+        offsets: OffsetTable,
+        master_addr: Callable[[], str | None],
+        queue_count: Callable[[], int] = lambda: 0,
+        auth: AuthTable | None = None,
+        log: Any = None,
+        delay_offsets: DelayOffsetTable | None = None,
+        mappings: TopicQueueMappingTable | None = None,
+    ) -> None:
+        self.mappings = mappings
+        self.auth = auth
+        self.delay_offsets = delay_offsets
+        self.queue_count = queue_count
+        self.topics = topics
+        self.groups = groups
+        self.offsets = offsets
+        self.master_addr = master_addr
+        self.log = log or structlog.get_logger("broker").bind(actor="slave_sync")
+        self.synced_from: str | None = None
+        self.rounds = 0
+        self.stale_answers = 0
+        self._failing = False
+        self._queues_at_sync = -1
+
+    async def run(self, client: RemotingClient) -> None:
+        while True:
+            addr = self.master_addr()
+            if addr is not None:
+                self._queues_at_sync = self.queue_count()
+                try:
+                    await self.sync_all(client, addr)
+                except (RemotingError, HeaderError, SyncRefused) as e:
+                    if not self._failing:
+                        self._failing = True
+                        events.emit(self.log, events.SlaveSyncFailed(master=addr, error=str(e)))
+                else:
+                    if self._failing or addr != self.synced_from:
+                        events.emit(self.log, events.SlaveSynced(master=addr))
+                    self._failing = False
+                    self.synced_from = addr
+            with trio.move_on_after(SYNC_PERIOD_S):
+                while True:
+                    await trio.sleep(0.1)
+                    if self.master_addr() != addr or self._new_queue(addr):
+                        break
+
+    def _new_queue(self, addr: str | None) -> bool:
+        """A slave's store holds a queue it did not hold when the last round started."""
+        return addr is not None and self.queue_count() != self._queues_at_sync
+
+    async def sync_all(self, client: RemotingClient, addr: str) -> None:
+        """One round: each table is fetched, then applied only while ``addr`` is still the
+        master this broker follows (no await between that check and the change)."""
+        topics = await self._get(client, addr, RequestCode.GET_ALL_TOPIC_CONFIG)
+        wrapper = from_json(TopicConfigAndMappingDetailWrapper, topics)
+        mappings = self.mappings
+        refused: list[TopicQueueMappingDetail] | None = None
+        if mappings is not None and _differs(wrapper.mappingDataVersion, mappings.data_version):
+            refused = mappings.adopt(
+                TopicQueueMappingSerializeWrapper(
+                    wrapper.topicQueueMappingDetailMap, wrapper.mappingDataVersion
+                )
+            )
+        topics_changed = _differs(wrapper.dataVersion, self.topics.data_version)
+        if topics_changed:
+            state = self.topics.data_version.stateVersion
+            self.topics.load(wrapper)
+            v = self.topics.data_version
+            self.topics.data_version = DataVersion(state, v.timestamp, v.counter)
+        if mappings is not None and refused is not None:  # the source of truth first
+            self._mappings_adopted(addr, mappings, refused)
+            await mappings.persist()
+        if topics_changed:
+            await self.topics.persist()
+        groups = await self._get(client, addr, RequestCode.GET_ALL_SUBSCRIPTIONGROUP_CONFIG)
+        gw = from_json(SubscriptionGroupWrapper, groups)
+        if _differs(gw.dataVersion, self.groups.data_version):
+            self.groups.load(gw)
+            await self.groups.persist()
+        offsets = await self._get(client, addr, RequestCode.GET_ALL_CONSUMER_OFFSET)
+        ow = from_json(ConsumerOffsetSerializeWrapper, offsets)
+        changed = False
+        for key, queues in ow.offsetTable.items():
+            mine = self.offsets.table.setdefault(key, {})
+            for qid, offset in queues.items():
+                if mine.get(qid) != offset:
+                    mine[qid] = offset
+                    changed = True
+        if changed:
+            self.offsets.dirty = True
+        if self.delay_offsets is not None:
+            raw = await self._get(client, addr, RequestCode.GET_ALL_DELAY_OFFSET)
+            self.delay_offsets.adopt(from_json(DelayOffsetSerializeWrapper, raw))
+        if self.auth is not None:
+            await self._sync_auth(client, addr, self.auth)
+        self.rounds += 1
+
+    def _mappings_adopted(
+        self,
+        addr: str,
+        mappings: TopicQueueMappingTable,
+        refused: list[TopicQueueMappingDetail],
+    ) -> None:
+        for detail in refused:
+            events.emit(
+                self.log,
+                events.StaticTopicMappingRefused(
+                    topic=detail.topic,
+                    mapping_bname=detail.bname,
+                    reason=f"synced from master {addr} but belongs to broker {detail.bname}",
+                ),
+            )
+        events.emit(
+            self.log,
+            events.StaticTopicMappingSynced(
+                master=addr, topics=sorted(mappings.table), refused=len(refused)
+            ),
+        )
+
+    async def _sync_auth(self, client: RemotingClient, addr: str, auth: AuthTable) -> None:
+        raw_users = await self._get(client, addr, RequestCode.AUTH_LIST_USER)
+        raw_acls = await self._get(client, addr, RequestCode.AUTH_LIST_ACL)
+        try:
+            users = [user_from_info(u) for u in from_json(list[UserInfo], raw_users or b"[]")]
+            acls = [acl_from_info(a) for a in from_json(list[AclInfo], raw_acls or b"[]")]
+        except AuthDataError as e:
+            raise SyncRefused(f"master's users/ACLs are not valid: {e}") from None
+        if auth.adopt(users, acls):
+            await auth.persist()
+            events.emit(self.log, events.AuthSynced(master=addr, users=len(users), acls=len(acls)))
+
+    async def _get(self, client: RemotingClient, addr: str, code: int) -> bytes:
+        resp = await client.invoke(addr, RemotingCommand(code), CALL_TIMEOUT_S)
+        if self.master_addr() != addr:
+            self.stale_answers += 1
+            raise SyncRefused(f"{code}: answered by {addr}, no longer this broker's master")
+        if resp.code != ResponseCode.SUCCESS:
+            raise SyncRefused(f"{code}: {resp.code} {resp.remark}")
+        return resp.body
+
+
+class SyncRefused(Exception):
+    """The master refused a call, sent invalid data, or is no longer this broker's master."""
+
+
+def _differs(a: DataVersion, b: DataVersion) -> bool:
+    return (a.timestamp, a.counter) != (b.timestamp, b.counter)

@@ -1,0 +1,632 @@
+"""Sending: one message, a batch, and CONSUMER_SEND_MSG_BACK (upstream SendMessageProcessor).
+
+The send path is the broker's hot path: check topic / permission / queue / size, stamp
+UNIQ_KEY (when the client did not) and CLUSTER, hand the message(s) to the store writer without
+waiting and return None; the writer's callback delivers a typed outcome (`SendStored` /
+`PutFailed`) to the caller's ``on_done`` once the data is written (and fsynced with
+SYNC_FLUSH). A check that fails returns a `Refusal` at once. No per-message logging, no task
+per message; when the store inbox is full the send awaits (backpressure reaches the caller and
+so the producer). The request arrives as the protocol's typed header (the V1
+`SendMessageRequestHeader`, which the gRPC proxy can build too), never as a wire frame.
+
+Collaborators: the topic and group tables, the store writer (puts) and the store view (the
+send-back look-up), the rebalance lock manager (orderly consumers go straight to the DLQ), the
+UNIQ_KEY generator, stats, the write gate (controller mode: a slave refuses writes) and a
+frozen `SendConfig`.
+
+Response ids follow upstream: the outcome's ``msg_id`` is the offset message id (store host +
+commitlog offset; comma-joined for a batch) and ``uniq_key`` the UNIQ_KEY. Clients report the
+UNIQ_KEY as SendResult.msgId and the offset id as offsetMsgId.
+
+Retry and DLQ: a producer-side send to %RETRY%<group> goes to %DLQ%<group> once reconsumeTimes
+exceeds maxReconsumeTimes; CONSUMER_SEND_MSG_BACK re-reads the consumed message by its
+commitlog offset and writes it to %RETRY%<group> (reconsumeTimes + 1, RETRY_TOPIC and
+ORIGIN_MESSAGE_ID set) or, from maxReconsumeTimes on or with delayLevel < 0, to
+%DLQ%<group>.
+
+Transactions: a send with TRAN_MSG=true is stored as a half message in RMQ_SYS_TRANS_HALF_TOPIC
+(transaction_policy.half_message); the answer names the real queue and the half's queue offset,
+which END_TRANSACTION later quotes as tranStateTableOffset.
+
+Delay and timer messages (schedule_policy.py decides, schedule_service.py re-puts): a send with
+DELAY=n>0 is stored in SCHEDULE_TOPIC_XXXX queue n-1 (n clamped to the highest level) with
+REAL_TOPIC / REAL_QID; one with TIMER_DELAY_SEC / TIMER_DELAY_MS / TIMER_DELIVER_MS in the
+future goes to rmq_sys_wheel_timer with TIMER_OUT_MS (refused beyond timerMaxDelaySec). A
+send-back that is not for the DLQ waits at level delayLevel, or 3 + reconsumeTimes when the
+consumer sent 0, before it reaches %RETRY%<group>.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable
+from typing import Any, Protocol
+
+import attrs
+import structlog
+import trio
+
+from rocketrio.actors.broker.boot.config import BrokerConfig
+from rocketrio.actors.broker.clients.lock_manager import RebalanceLockManager
+from rocketrio.actors.broker.dispatch.outcomes import (
+    SENT_BACK,
+    PutFailed,
+    PutStatus,
+    Refusal,
+    SendBackOutcome,
+    SendOutcome,
+    SendStored,
+    SentBack,
+)
+from rocketrio.actors.broker.schedule.policy import (
+    TimerIllegal,
+    parse_message_delay_level,
+    schedule_queue,
+    send_back_level,
+    timer_deliver_ms,
+)
+from rocketrio.actors.broker.stats.broker_stats import BrokerStats
+from rocketrio.actors.broker.store.actor import (
+    BatchPutCallback,
+    PutBatchBody,
+    PutCallback,
+    StoreWriter,
+)
+from rocketrio.actors.broker.store.view import StoreView
+from rocketrio.actors.broker.tables.tables import GroupTable, TopicTable
+from rocketrio.actors.broker.tables.topic_config import (
+    DLQ_GROUP_TOPIC_PREFIX,
+    DLQ_NUMS_PER_GROUP,
+    NOT_ALLOWED_SEND_TOPICS,
+    RETRY_GROUP_TOPIC_PREFIX,
+    TOPIC_MAX_LENGTH,
+    dlq_topic,
+    retry_topic,
+)
+from rocketrio.actors.broker.transaction.policy import half_message
+from rocketrio.actors.kernel.runtime import ActorStopped
+from rocketrio.actors.observe import events
+from rocketrio.actors.observe.logs import wallclock_ms
+from rocketrio.protocol.bodies import PERM_READ, PERM_WRITE, TopicConfig, perm_to_string
+from rocketrio.protocol.codes import ResponseCode
+from rocketrio.protocol.headers import ConsumerSendMsgBackRequestHeader, SendMessageRequestHeader
+from rocketrio.protocol.message import (
+    MULTI_TAGS_FLAG,
+    PROPERTY_CLUSTER,
+    PROPERTY_DELAY_TIME_LEVEL,
+    PROPERTY_DLQ_ORIGIN_MESSAGE_ID,
+    PROPERTY_DLQ_ORIGIN_TOPIC,
+    PROPERTY_ORIGIN_MESSAGE_ID,
+    PROPERTY_REAL_QUEUE_ID,
+    PROPERTY_REAL_TOPIC,
+    PROPERTY_RETRY_TOPIC,
+    PROPERTY_TRANSACTION_PREPARED,
+    UNIQ_KEY,
+    decode_properties,
+    parse_host,
+)
+from rocketrio.storage.message_store import (
+    SCHEDULE_TOPIC,
+    BatchPutResult,
+    MessageToStore,
+    PutResult,
+)
+from rocketrio.storage.timer_wheel import (
+    PROPERTY_TIMER_DELAY_MS,
+    PROPERTY_TIMER_DELAY_SEC,
+    PROPERTY_TIMER_DELIVER_MS,
+    PROPERTY_TIMER_OUT_MS,
+    TIMER_TOPIC,
+)
+
+_UNIQ_PREFIX = UNIQ_KEY + "\x01"
+_TIMER_KEYS = (PROPERTY_TIMER_DELIVER_MS, PROPERTY_TIMER_DELAY_SEC, PROPERTY_TIMER_DELAY_MS)
+_PUT_OK = PutStatus.PUT_OK
+_RW = PERM_READ | PERM_WRITE
+_NO_IP = (b"\x00\x00\x00\x00", 0)
+_STORE_STOPPED = Refusal(ResponseCode.SERVICE_NOT_AVAILABLE, "the message store is stopped")
+
+# a send's completion: called once, from the store actor's turn
+OnSent = Callable[[SendOutcome], None]
+OnSentBack = Callable[[SendBackOutcome], None]
+BornHost = tuple[bytes, int]
+
+
+class WriteGate(Protocol):
+    """Whether this broker takes writes now (controller mode: only the master does)."""
+
+    def write_refusal(self) -> Refusal | None: ...
+
+
+@attrs.frozen
+class SendConfig:
+    """The broker config values the send path reads (none of them changes at runtime)."""
+
+    broker_permission: int
+    broker_ip: str
+    broker_name: str
+    cluster_name: str
+    auto_create_topic_enable: bool
+    max_message_size: int
+    reject_transaction_message: bool = False
+    delay_levels: int = 18  # how many messageDelayLevel levels
+    timer_max_delay_ms: int = 3 * 24 * 3600 * 1000  # timerMaxDelaySec
+
+    @classmethod
+    def of(cls, c: BrokerConfig) -> SendConfig:
+        return cls(
+            c.brokerPermission,
+            c.brokerIP1,
+            c.brokerName,
+            c.brokerClusterName,
+            c.autoCreateTopicEnable,
+            c.maxMessageSize,
+            c.rejectTransactionMessage,
+            delay_levels=len(parse_message_delay_level(c.messageDelayLevel)),
+            timer_max_delay_ms=c.timerMaxDelaySec * 1000,
+        )
+
+
+def prop_value(props: str, key: str) -> str | None:
+    """One property of an encoded ``k\\x01v\\x02`` string without decoding all of it."""
+    tag = key + "\x01"
+    if props.startswith(tag):
+        start = len(tag)
+    else:
+        i = props.find("\x02" + tag)
+        if i < 0:
+            return None
+        start = i + 1 + len(tag)
+    end = props.find("\x02", start)
+    return props[start:] if end < 0 else props[start:end]
+
+
+def append_props(props: str, extra: str) -> str:
+    if props and not props.endswith("\x02"):
+        props += "\x02"
+    return props + extra
+
+
+def host_tuple(text: str) -> BornHost:
+    """``ip:port`` or a bare ip -> (packed ip, port); anything else -> 0.0.0.0:0."""
+    for candidate in (text, text + ":0"):
+        try:
+            return parse_host(candidate)
+        except ValueError:
+            continue
+    return _NO_IP
+
+
+class SendMessageProcessor:
+    def __init__(
+        self,
+        config: SendConfig,
+        *,
+        topics: TopicTable,
+        groups: GroupTable,
+        writer: StoreWriter,
+        reader: StoreView,
+        locks: RebalanceLockManager,
+        new_uniq_key: Callable[[], str],
+        stats: BrokerStats,
+        write_gate: WriteGate | None = None,
+        rng: random.Random | None = None,
+        now_ms: Callable[[], int] = wallclock_ms,
+    ) -> None:
+        self.config = config
+        self.now_ms = now_ms  # timer sends: TIMER_DELAY_SEC / _MS count from the broker's now
+        self.topics = topics
+        self.groups = groups
+        self.writer = writer
+        self.reader = reader
+        self.locks = locks
+        self.new_uniq_key = new_uniq_key
+        self.stats = stats
+        self.write_gate = write_gate  # None: always writable (not controller mode)
+        self.rng = rng or random.Random()
+        self.log = structlog.get_logger("broker").bind(broker=config.broker_name)
+        self._cluster_prop = f"{PROPERTY_CLUSTER}\x01{config.cluster_name}\x02"
+        self._rr = 0
+
+    # ------------------------------------------------------------------ common checks
+
+    def _gate_refusal(self) -> Refusal | None:
+        return None if self.write_gate is None else self.write_gate.write_refusal()
+
+    def _no_write_permission(self) -> Refusal:
+        return Refusal(
+            ResponseCode.NO_PERMISSION,
+            f"the broker[{self.config.broker_ip}] sending message is forbidden",
+        )
+
+    def _check(self, h: SendMessageRequestHeader, producer: str) -> TopicConfig | Refusal:
+        """Upstream msgCheck: the topic's config, or why the send is refused."""
+        gate = self.write_gate
+        if gate is not None:
+            refusal = gate.write_refusal()
+            if refusal is not None:
+                return refusal
+        if not self.config.broker_permission & PERM_WRITE:
+            return self._no_write_permission()
+        topic = h.topic
+        if topic in NOT_ALLOWED_SEND_TOPICS:
+            return Refusal(
+                ResponseCode.NO_PERMISSION, f"Sending message to topic[{topic}] is forbidden."
+            )
+        if len(topic) > TOPIC_MAX_LENGTH:
+            return Refusal(
+                ResponseCode.MESSAGE_ILLEGAL, f"message topic length too long {len(topic)}"
+            )
+        tc = self.topics.select(topic)
+        if tc is None:
+            tc = self.topics.create_in_send(topic, h.defaultTopic, h.defaultTopicQueueNums)
+            if tc is None and topic.startswith(RETRY_GROUP_TOPIC_PREFIX):
+                # a consumer's own retry send works even without auto-create (upstream)
+                tc, _ = self.topics.create_in_send_back(topic, 1, _RW)
+            if tc is None:
+                c = self.config
+                return Refusal(
+                    ResponseCode.TOPIC_NOT_EXIST,
+                    f"topic[{topic}] not exist, apply first please! (autoCreateTopicEnable="
+                    f"{str(c.auto_create_topic_enable).lower()} on broker {c.broker_name})",
+                )
+        if not tc.perm & PERM_WRITE:
+            return Refusal(
+                ResponseCode.NO_PERMISSION,
+                f"the topic[{topic}] sending message is forbidden, perm={perm_to_string(tc.perm)}",
+            )
+        limit = max(tc.writeQueueNums, tc.readQueueNums)
+        if h.queueId >= limit:
+            return Refusal(
+                ResponseCode.SYSTEM_ERROR,
+                f"request queueId[{h.queueId}] is illegal, topic {topic} has {limit} queues "
+                f"(writeQueueNums={tc.writeQueueNums}) Producer: {producer}",
+            )
+        return tc
+
+    def _pick_queue(self, tc: TopicConfig, queue_id: int) -> int:
+        if queue_id >= 0:
+            return queue_id
+        self._rr += 1
+        return self._rr % max(1, tc.writeQueueNums)
+
+    async def _submit(self, msgs: list[MessageToStore], on_done: PutCallback) -> Refusal | None:
+        """Hand the put to the store writer; None means the callback will answer."""
+        writer = self.writer
+        try:
+            try:
+                writer.put_nowait(msgs, on_done)
+            except trio.WouldBlock:
+                await writer.put(msgs, on_done)  # backpressure, see `send`
+        except ActorStopped:
+            return _STORE_STOPPED
+        return None
+
+    # ------------------------------------------------------------------ single message
+
+    async def send(
+        self,
+        h: SendMessageRequestHeader,
+        body: bytes,
+        born_host: BornHost,
+        producer: str,
+        on_done: OnSent,
+    ) -> Refusal | None:
+        """One message. None: accepted, ``on_done`` gets the outcome once the store answered.
+        ``producer`` (the client's address) only names it in a remark."""
+        tc = self._check(h, producer)
+        if isinstance(tc, Refusal):
+            return tc
+        limit = self.config.max_message_size
+        if len(body) > limit:
+            return Refusal(
+                ResponseCode.MESSAGE_ILLEGAL,
+                f"the message body size {len(body)} bytes exceeds maxMessageSize {limit} bytes",
+            )
+        props = h.properties or ""
+        prepared = prop_value(props, PROPERTY_TRANSACTION_PREPARED) == "true"
+        if prepared and self.config.reject_transaction_message:
+            return Refusal(
+                ResponseCode.NO_PERMISSION,
+                f"the broker[{self.config.broker_ip}] sending transaction message is forbidden",
+            )
+        uniq = prop_value(props, UNIQ_KEY)
+        if not uniq:
+            uniq = self.new_uniq_key()
+            props = append_props(props, f"{_UNIQ_PREFIX}{uniq}\x02")
+        props = append_props(props, self._cluster_prop)
+        topic, queue_id = h.topic, self._pick_queue(tc, h.queueId)
+        reconsume = h.reconsumeTimes or 0
+        if topic.startswith(RETRY_GROUP_TOPIC_PREFIX):
+            routed = self._route_retry(h, reconsume, uniq)
+            if isinstance(routed, Refusal):
+                return routed
+            if routed is not None:
+                topic, queue_id = routed
+        reply_queue_id = queue_id
+        # a half message waits for END_TRANSACTION, not for a delay (upstream's hook skips
+        # prepared messages)
+        if not prepared and not topic.startswith(DLQ_GROUP_TOPIC_PREFIX):
+            delayed = self._delay_route(props, topic, queue_id)
+            if isinstance(delayed, Refusal):
+                return delayed
+            if delayed is not None:
+                topic, queue_id, props = delayed
+        sys_flag = h.sysFlag | (MULTI_TAGS_FLAG if tc.topicFilterType == "MULTI_TAG" else 0)
+        msg = MessageToStore(
+            topic=topic,
+            queue_id=queue_id,
+            body=body,
+            flag=h.flag,
+            properties=props,
+            sys_flag=sys_flag,
+            born_timestamp=h.bornTimestamp,
+            born_host=born_host,
+            reconsume_times=reconsume,
+        )
+        if prepared:  # a half message (transaction_policy.py); the answer names the real queue
+            msg = half_message(msg)
+            self.topics.create_in_send_back(msg.topic, 1, _RW)
+        msgs = [msg]
+        done = _PendingSend(on_done, reply_queue_id, uniq)
+        # inline rather than `_submit`: one coroutine less per send
+        writer = self.writer
+        try:
+            try:
+                writer.put_nowait(msgs, done)
+            except trio.WouldBlock:
+                # inbox full: wait for room while holding up the caller (the connection's
+                # reader), so the backpressure reaches the producer
+                await writer.put(msgs, done)
+        except ActorStopped:
+            return _STORE_STOPPED
+        return None
+
+    def _delay_route(
+        self, props: str, topic: str, queue_id: int
+    ) -> tuple[str, int, str] | Refusal | None:
+        """A delay-level or timer send: (wait topic, queue, properties with the real topic and
+        queue); None for a message to store as it is."""
+        level = prop_value(props, PROPERTY_DELAY_TIME_LEVEL)
+        if level and level.isdigit() and int(level) > 0:
+            _, wait_queue = schedule_queue(int(level), self.config.delay_levels)
+            real = f"{PROPERTY_REAL_TOPIC}\x01{topic}\x02{PROPERTY_REAL_QUEUE_ID}\x01{queue_id}\x02"
+            return SCHEDULE_TOPIC, wait_queue, append_props(props, real)
+        if "TIMER_" not in props:
+            return None
+        timer_props = {k: v for k in _TIMER_KEYS if (v := prop_value(props, k)) is not None}
+        deliver = timer_deliver_ms(timer_props, self.now_ms(), self.config.timer_max_delay_ms)
+        if deliver is None:
+            return None
+        if isinstance(deliver, TimerIllegal):
+            return Refusal(ResponseCode.MESSAGE_ILLEGAL, deliver.remark)
+        extra = (
+            f"{PROPERTY_TIMER_OUT_MS}\x01{deliver}\x02{PROPERTY_REAL_TOPIC}\x01{topic}\x02"
+            f"{PROPERTY_REAL_QUEUE_ID}\x01{queue_id}\x02"
+        )
+        return TIMER_TOPIC, 0, append_props(props, extra)
+
+    def _route_retry(
+        self, h: SendMessageRequestHeader, reconsume: int, uniq: str
+    ) -> tuple[str, int] | Refusal | None:
+        """Producer-side retry send (upstream handleRetryAndDLQ): None keeps the retry topic,
+        (topic, queue) reroutes to the DLQ."""
+        group = h.topic[len(RETRY_GROUP_TOPIC_PREFIX) :]
+        sgc = self.groups.find_group(group)
+        if sgc is None:
+            return Refusal(
+                ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST, f"subscription group not exist, {group}"
+            )
+        max_times = h.maxReconsumeTimes if h.maxReconsumeTimes is not None else sgc.retryMaxTimes
+        # an orderly consumer (it holds queue locks) retries locally; what it sends back has
+        # given up and goes straight to the DLQ, like upstream
+        orderly = not self.locks.all_expired(group, trio.current_time())
+        if reconsume <= max_times and not orderly:
+            return None
+        dlq = dlq_topic(group)
+        self.topics.create_in_send_back(dlq, DLQ_NUMS_PER_GROUP, _RW)
+        events.emit(
+            self.log,
+            events.MessageToDlq(group=group, topic=h.topic, msg_id=uniq, reconsume_times=reconsume),
+        )
+        return dlq, 0
+
+    # ------------------------------------------------------------------ batch
+
+    async def send_batch(
+        self,
+        h: SendMessageRequestHeader,
+        body: bytes,
+        born_host: BornHost,
+        producer: str,
+        on_done: OnSent,
+    ) -> Refusal | None:
+        """A client's encoded batch body, stored as is; same contract as `send`."""
+        tc = self._check(h, producer)
+        if isinstance(tc, Refusal):
+            return tc
+        if h.topic.startswith(RETRY_GROUP_TOPIC_PREFIX):
+            return Refusal(
+                ResponseCode.MESSAGE_ILLEGAL,
+                f"batch request does not support retry group {h.topic}",
+            )
+        if not body:
+            return Refusal(ResponseCode.MESSAGE_ILLEGAL, "the batch holds no message")
+        queue_id = self._pick_queue(tc, h.queueId)
+        batch_props = decode_properties(h.properties) if h.properties else {}
+        delay = batch_props.get(PROPERTY_DELAY_TIME_LEVEL, "0")
+        if (delay.isdigit() and int(delay) > 0) or any(k in batch_props for k in _TIMER_KEYS):
+            # upstream CommitLog.asyncPutMessages: a batch cannot wait (MESSAGE_ILLEGAL)
+            return Refusal(
+                ResponseCode.MESSAGE_ILLEGAL,
+                "a batch cannot be a delay or timer message (DELAY / TIMER_* properties)",
+            )
+        batch_props[PROPERTY_CLUSTER] = self.config.cluster_name
+        sys_flag = h.sysFlag | (MULTI_TAGS_FLAG if tc.topicFilterType == "MULTI_TAG" else 0)
+        # the body is stored as the client encoded it: no per-message objects on this path
+        put = PutBatchBody(
+            h.topic,
+            queue_id,
+            body,
+            {
+                "properties": batch_props,
+                "sys_flag": sys_flag,
+                "born_timestamp": h.bornTimestamp,
+                "born_host": born_host,
+                "reconsume_times": h.reconsumeTimes or 0,
+                "new_uniq_key": self.new_uniq_key,
+            },
+            _batch_done(on_done),
+        )
+        writer = self.writer
+        try:
+            try:
+                writer.put_batch_nowait(put)
+            except trio.WouldBlock:
+                await writer.put_batch(put)  # backpressure reaches the producer
+        except ActorStopped:
+            return _STORE_STOPPED
+        return None
+
+    # ------------------------------------------------------------------ send back
+
+    async def send_back(
+        self, h: ConsumerSendMsgBackRequestHeader, on_done: OnSentBack
+    ) -> SentBack | Refusal | None:
+        """CONSUMER_SEND_MSG_BACK: None means ``on_done`` gets the outcome later."""
+        refusal = self._gate_refusal()
+        if refusal is not None:
+            return refusal
+        sgc = self.groups.find_group(h.group)
+        if sgc is None:
+            return Refusal(
+                ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST,
+                f"subscription group not exist, {h.group}",
+            )
+        if not self.config.broker_permission & PERM_WRITE:
+            return self._no_write_permission()
+        if sgc.retryQueueNums <= 0:
+            return SENT_BACK
+        new_topic = retry_topic(h.group)
+        tc, _ = self.topics.create_in_send_back(new_topic, sgc.retryQueueNums, _RW)
+        if not tc.perm & PERM_WRITE:
+            return Refusal(
+                ResponseCode.NO_PERMISSION, f"the topic[{new_topic}] sending message is forbidden"
+            )
+        msg = self.reader.look_message_by_offset(h.offset)
+        if msg is None:
+            return Refusal(ResponseCode.SYSTEM_ERROR, f"look message by offset failed, {h.offset}")
+        if h.originTopic is not None and msg.topic != h.originTopic:
+            return Refusal(
+                ResponseCode.SYSTEM_ERROR,
+                f"look message by offset failed to check the topic name: offset {h.offset} "
+                f"holds a message of {msg.topic}, not {h.originTopic}",
+            )
+        props = msg.properties
+        props.setdefault(PROPERTY_RETRY_TOPIC, msg.topic)
+        origin_id = props.get(PROPERTY_ORIGIN_MESSAGE_ID) or msg.offset_msg_id
+        props[PROPERTY_ORIGIN_MESSAGE_ID] = origin_id
+        max_times = h.maxReconsumeTimes if h.maxReconsumeTimes is not None else sgc.retryMaxTimes
+        queue_id = self.rng.randrange(max(1, tc.writeQueueNums))
+        to_dlq = msg.reconsume_times >= max_times or h.delayLevel < 0
+        if to_dlq:
+            new_topic = dlq_topic(h.group)
+            self.topics.create_in_send_back(new_topic, DLQ_NUMS_PER_GROUP, _RW)
+            queue_id = 0
+            props[PROPERTY_DLQ_ORIGIN_TOPIC] = props[PROPERTY_RETRY_TOPIC]
+            props[PROPERTY_DLQ_ORIGIN_MESSAGE_ID] = props.get(UNIQ_KEY, origin_id)
+        else:  # wait at a delay level first (upstream: the store's delay hook)
+            wanted = send_back_level(h.delayLevel, msg.reconsume_times)
+            level, wait_queue = schedule_queue(wanted, self.config.delay_levels)
+            props[PROPERTY_REAL_TOPIC] = new_topic
+            props[PROPERTY_REAL_QUEUE_ID] = str(queue_id)
+            props[PROPERTY_DELAY_TIME_LEVEL] = str(level)
+            new_topic, queue_id = SCHEDULE_TOPIC, wait_queue
+        store_msg = MessageToStore(
+            topic=new_topic,
+            queue_id=queue_id,
+            body=msg.body,
+            flag=msg.flag,
+            properties=props,
+            sys_flag=msg.sys_flag,
+            born_timestamp=msg.born_timestamp,
+            born_host=host_tuple(msg.born_host),
+            reconsume_times=msg.reconsume_times + 1,
+        )
+        # upstream counts SNDBCK_PUT_NUMS under the message's original topic
+        back_topic = props[PROPERTY_RETRY_TOPIC]
+        done = self._sent_back_done(on_done, h, back_topic, msg.reconsume_times, to_dlq)
+        return await self._submit([store_msg], done)
+
+    def _sent_back_done(
+        self,
+        on_done: OnSentBack,
+        h: ConsumerSendMsgBackRequestHeader,
+        back_topic: str,
+        reconsume_times: int,
+        to_dlq: bool,
+    ) -> PutCallback:
+        def done(results: list[PutResult], status: PutStatus, remark: str | None) -> None:
+            if not _stored(status, results):
+                on_done(PutFailed(status, remark))
+                return
+            self.stats.on_send_back(back_topic, h.group, to_dlq)
+            if to_dlq:
+                events.emit(
+                    self.log,
+                    events.MessageToDlq(
+                        group=h.group,
+                        topic=h.originTopic,
+                        msg_id=h.originMsgId,
+                        reconsume_times=reconsume_times,
+                        dlq_msg_id=results[0].msg_id,
+                    ),
+                )
+            on_done(SENT_BACK)
+
+        return done
+
+
+def _stored(status: PutStatus, results: list[Any]) -> bool:
+    """The store answered with the message(s) in the CommitLog (PUT_OK first: no enum hash)."""
+    return bool(results) and (status is _PUT_OK or status.stored)
+
+
+class _PendingSend:
+    """A single send waiting for the store: the `PutCallback` that makes its outcome.
+
+    One slots object rather than a closure: a closure over three values is four GC-tracked
+    allocations per send."""
+
+    __slots__ = ("on_done", "queue_id", "uniq")
+
+    def __init__(self, on_done: OnSent, queue_id: int, uniq: str) -> None:
+        self.on_done = on_done
+        self.queue_id = queue_id
+        self.uniq = uniq
+
+    def __call__(self, results: list[PutResult], status: PutStatus, remark: str | None) -> None:
+        if not _stored(status, results):
+            self.on_done(PutFailed(status, remark))
+            return
+        r = results[0]
+        self.on_done(SendStored(status, remark, r.msg_id, self.queue_id, r.queue_offset, self.uniq))
+
+
+def _batch_done(on_done: OnSent) -> BatchPutCallback:
+    def done(stored: BatchPutResult | None, status: PutStatus, remark: str | None) -> None:
+        if stored is None or not _stored(status, stored.sizes):
+            on_done(PutFailed(status, remark))
+            return
+        on_done(
+            SendStored(
+                status,
+                remark,
+                stored.msg_ids_csv(),
+                stored.queue_id,
+                stored.first_queue_offset,
+                stored.uniq_keys_csv(),
+            )
+        )
+
+    return done

@@ -1,0 +1,1 @@
+"""actors/broker/static_topic."""
