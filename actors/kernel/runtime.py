@@ -160,6 +160,14 @@ async def every(
         next_at = max(next_at + period_s, trio.current_time())
 
 
+async def every_sync(period_s: float, fn: Callable[[], object]) -> None:
+    """Call a plain function ``period_s`` after each call (fixed delay): for quick in-loop work
+    (sampling, scans) that needs no await."""
+    while True:
+        await trio.sleep(period_s)
+        fn()
+
+
 async def supervise(
     name: str,
     child: Callable[[], Awaitable[None]],

@@ -34,7 +34,6 @@ import structlog
 
 from rocketrio.actors.broker.clients.client_manager import ConsumerManager
 from rocketrio.actors.broker.dispatch.outcomes import DONE, Done, Refusal
-from rocketrio.actors.broker.pull.processor import ReadRole
 from rocketrio.actors.broker.store.view import StoreView
 from rocketrio.actors.broker.tables.tables import OffsetTable, TopicTable
 from rocketrio.actors.kernel.remoting import Connection, RequestContext
@@ -94,7 +93,7 @@ class OffsetResetProcessor:
         self,
         broker_name: Callable[[], str],
         *,
-        role: ReadRole,
+        is_master: Callable[[], bool],
         topics: TopicTable,
         offsets: OffsetTable,
         consumers: ConsumerManager,
@@ -102,7 +101,7 @@ class OffsetResetProcessor:
         pusher: ResetPusher,
     ) -> None:
         self.broker_name = broker_name
-        self.role = role
+        self.is_master = is_master
         self.topics = topics
         self.offsets = offsets
         self.consumers = consumers
@@ -154,7 +153,7 @@ class OffsetResetProcessor:
     async def reset_offset(
         self, h: ResetOffsetRequestHeader, language: str
     ) -> ResetOffsetBody | Refusal:
-        if not self.role.serving_as_master():
+        if not self.is_master():
             return Refusal(RC.SYSTEM_ERROR, "Can not reset offset in slave broker")
         body = self.targets(h)
         if isinstance(body, Refusal):

@@ -14,8 +14,8 @@ the table first (sends see TOPIC_NOT_EXIST from then on), then asks the store ac
 store's one writer, to drop its queues, then forgets its consumer offsets.
 
 Collaborators: the live broker config (role and id change at runtime), the topic, group and
-offset tables, the consumer and producer managers, the store view, the store's topic deletion
-(the store actor), stats, the hold service (held pull count) and the clock.
+offset tables, the consumer manager, the store view, the store's topic deletion
+(the store actor), stats and the clock.
 """
 
 from __future__ import annotations
@@ -27,9 +27,8 @@ import attrs
 
 from rocketrio.actors.auth.config import mask_secrets
 from rocketrio.actors.broker.boot.config import BrokerConfig
-from rocketrio.actors.broker.clients.client_manager import ConsumerManager, ProducerManager
+from rocketrio.actors.broker.clients.client_manager import ConsumerManager
 from rocketrio.actors.broker.dispatch.outcomes import DONE, Done, Refusal
-from rocketrio.actors.broker.pull.hold import PullRequestHoldService
 from rocketrio.actors.broker.stats.broker_stats import BrokerStats
 from rocketrio.actors.broker.store.view import StoreView
 from rocketrio.actors.broker.tables.tables import GroupTable, OffsetTable, TopicTable
@@ -110,11 +109,9 @@ class AdminProcessor:
         groups: GroupTable,
         offsets: OffsetTable,
         consumers: ConsumerManager,
-        producers: ProducerManager,
         store: StoreView,
         deleter: TopicDeleter,
         stats: BrokerStats,
-        hold: PullRequestHoldService,
         now_ms: Callable[[], int],
     ) -> None:
         self.config = config
@@ -122,11 +119,9 @@ class AdminProcessor:
         self.groups = groups
         self.offsets = offsets
         self.consumers = consumers
-        self.producers = producers
         self.store = store
         self.deleter = deleter
         self.stats = stats
-        self.hold = hold
         self.now_ms = now_ms
 
     # ------------------------------------------------------------------ topics

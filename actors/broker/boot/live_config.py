@@ -9,13 +9,15 @@ mappedFileSize*, checkCRC*, messageDelayLevel ...), the role and the replication
 (built at start), the remoting server limits, and the periods of loops started at boot
 (brokerHeartbeatInterval also paces the controller heartbeats, flushConsumerOffsetInterval).
 
-How each live key reaches the running broker (`apply_broker_changes`):
+How each live key reaches the running broker: `LiveConfig.apply` hands the changed keys to
+every collaborator's own ``reconfigure(config, changed)``, which takes the keys it reads:
 
 - brokerPermission, autoCreateTopicEnable, maxMessageSize: the send path's `SendConfig` and the
-  pull path's `PullConfig` are rebuilt (brokerPermission without W refuses sends, without R
-  pulls); brokerPermission also bumps the topic DataVersion and re-registers at once with the
-  NameServers, each topic's perm masked by brokerPermission (upstream registerBrokerAll), so
-  routes show the new perm; maxMessageSize also bounds the store's puts;
+  pull path's `PullConfig` are rebuilt (send/processor.py SEND_KEYS, pull/processor.py
+  PULL_KEYS) (brokerPermission without W refuses sends, without R pulls); brokerPermission also
+  bumps the topic DataVersion and re-registers at once with the NameServers, each topic's perm
+  masked by brokerPermission (upstream registerBrokerAll), so routes show the new perm;
+  maxMessageSize also bounds the store's puts;
 - autoCreateTopicEnable: TBW102 gains or loses PERM_INHERIT (and is re-registered), so
   auto-creation through it works or stops, not only on this broker's send check;
 - longPollingEnable, shortPollingTimeMills, pullSuspendMaxTimeMillis, the
@@ -39,35 +41,22 @@ How each live key reaches the running broker (`apply_broker_changes`):
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Final
+from collections.abc import Callable, Sequence
+from typing import Final, Protocol
 
 import attrs
 
+from rocketrio.actors.broker.boot.broker_io import BrokerIO
 from rocketrio.actors.broker.boot.config import BrokerConfig
-from rocketrio.actors.broker.pull.hold import HoldLimits
-from rocketrio.actors.broker.pull.processor import PullConfig
-from rocketrio.actors.broker.send.processor import SendConfig
+from rocketrio.actors.broker.dispatch.table import Handlers
+from rocketrio.actors.broker.pull.hold import HOLD_KEYS
+from rocketrio.actors.broker.pull.processor import PULL_KEYS
+from rocketrio.actors.broker.send.processor import SEND_KEYS
 from rocketrio.actors.kernel.live_update import ConfigChange, UpdatePolicy
+from rocketrio.actors.kernel.live_update_service import ConfigUpdater
 from rocketrio.protocol.bodies import PERM_READ, PERM_WRITE, TopicConfigSerializeWrapper
+from rocketrio.protocol.codes import RequestCode
 
-if TYPE_CHECKING:
-    from rocketrio.actors.broker.broker import Broker
-
-_PULL_KEYS: Final = frozenset(
-    {
-        "longPollingEnable",
-        "shortPollingTimeMills",
-        "pullSuspendMaxTimeMillis",
-        "maxTransferCountOnMessageInMemory",
-        "maxTransferBytesOnMessageInMemory",
-        "slaveReadEnable",
-        "accessMessageInMemoryMaxRatio",
-        "whichBrokerWhenConsumeSlowly",
-    }
-)
-_SEND_KEYS: Final = frozenset(
-    {"brokerPermission", "autoCreateTopicEnable", "maxMessageSize", "rejectTransactionMessage"}
-)
 # read from the config object by each END_TRANSACTION and each check round
 TRANSACTION_KEYS: Final = frozenset(
     {"transactionTimeOut", "transactionCheckMax", "transactionCheckInterval"}
@@ -87,13 +76,12 @@ RETENTION_KEYS: Final = frozenset(
 
 BROKER_POLICY: Final = UpdatePolicy(
     role="broker",
-    live_keys=_PULL_KEYS
-    | _SEND_KEYS
+    live_keys=PULL_KEYS
+    | SEND_KEYS
+    | HOLD_KEYS
     | RETENTION_KEYS
     | TRANSACTION_KEYS
     | {
-        "maxHeldPullsPerConnection",
-        "maxHeldPulls",
         "autoCreateSubscriptionGroup",
         "flushIntervalCommitLog",
         "syncFlushTimeout",
@@ -107,6 +95,12 @@ BROKER_POLICY: Final = UpdatePolicy(
     always_black=frozenset({"brokerConfigPath", "rocketmqHome", "configBlackList"}),
     restart_hint="change it in the broker's config file and restart the broker",
 )
+
+
+class Reconfigurable(Protocol):
+    """A collaborator that copied config values at start and takes live changes itself."""
+
+    def reconfigure(self, config: BrokerConfig, changed: frozenset[str]) -> None: ...
 
 
 def registered_topics(
@@ -126,30 +120,30 @@ def registered_topics(
     )
 
 
-def apply_broker_changes(broker: Broker, changes: tuple[ConfigChange, ...]) -> None:
-    """Tell the collaborators that copied a value at start (module docstring). The config
-    object itself already holds the new values."""
-    c: BrokerConfig = broker.config
-    keys = {ch.key for ch in changes}
-    if keys & _SEND_KEYS:
-        broker.send.config = SendConfig.of(c)
-    if keys & (_PULL_KEYS | {"brokerPermission"}):
-        broker.pull.config = PullConfig.of(c)
-    if keys & {"maxHeldPullsPerConnection", "maxHeldPulls"}:
-        broker.pull_hold.limits = HoldLimits(c.maxHeldPullsPerConnection, c.maxHeldPulls)
-    if "rebalanceLockMaxLiveTime" in keys:
-        broker.locks.max_live_s = c.rebalanceLockMaxLiveTime / 1000
-    if "autoCreateSubscriptionGroup" in keys:
-        broker.groups.auto_create = c.autoCreateSubscriptionGroup
-    if keys & {"flushIntervalCommitLog", "syncFlushTimeout", "maxMessageSize"}:
-        broker.store_actor.set_limits(
-            flush_interval_ms=c.flushIntervalCommitLog,
-            sync_flush_timeout_ms=c.syncFlushTimeout,
-            max_message_size=c.maxMessageSize,
+class LiveConfig:
+    """UPDATE_BROKER_CONFIG (25): validated and written by the kernel's `ConfigUpdater`, then
+    handed to every collaborator (the config object itself already holds the new values)."""
+
+    def __init__(self, io: BrokerIO, parts: Sequence[Reconfigurable]) -> None:
+        config = self.config = io.config
+        self.parts = tuple(parts)
+        self.updater = ConfigUpdater(
+            config,
+            BROKER_POLICY,
+            config_path=lambda: config.brokerConfigPath or None,
+            apply=self.apply,
+            io_runner=io.run_blocking,
+            fs=io.fs,
+            log=io.log.bind(actor="config"),
         )
-    if "autoCreateTopicEnable" in keys:
-        broker.topics.set_auto_create_topic(c.autoCreateTopicEnable)
-    if "brokerPermission" in keys:
-        # a new DataVersion makes the NameServers take the masked topic perms (upstream
-        # nextVersion(stateMachineVersion)); the change re-registers at once
-        broker.topics.set_state_version(broker.topics.data_version.stateVersion)
+
+    def apply(self, changes: tuple[ConfigChange, ...]) -> None:
+        changed = frozenset(ch.key for ch in changes)
+        for part in self.parts:
+            part.reconfigure(self.config, changed)
+
+    def handlers(self) -> Handlers:
+        return {RequestCode.UPDATE_BROKER_CONFIG: self.updater.handle}
+
+
+LiveChange = Callable[[BrokerConfig, frozenset[str]], None]

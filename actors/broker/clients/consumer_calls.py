@@ -25,7 +25,7 @@ from typing import Any
 import trio
 
 from rocketrio.actors.broker.clients.client_manager import ConsumerManager
-from rocketrio.actors.broker.dispatch.adapter import Handler
+from rocketrio.actors.broker.dispatch.table import Handler
 from rocketrio.actors.broker.store.view import StoreView
 from rocketrio.actors.broker.tables.tables import OffsetTable, TopicTable
 from rocketrio.actors.kernel.remoting import (

@@ -92,6 +92,7 @@ class ClientProcessor:
         locks: RebalanceLockManager,
         store: StoreView,
         notifier: ConsumerIdsNotifier,
+        leads_logic_queue: Callable[[MessageQueue], bool] = lambda mq: False,
     ) -> None:
         self.broker_name = broker_name
         self.topics = topics
@@ -103,7 +104,7 @@ class ClientProcessor:
         self.store = store
         self.notifier = notifier
         # static topics: a logic queue (mock broker name) this broker leads is its own too
-        self.leads_logic_queue: Callable[[MessageQueue], bool] = lambda mq: False
+        self.leads_logic_queue = leads_logic_queue
         self.log = structlog.get_logger("broker").bind(broker=broker_name)
 
     # ------------------------------------------------------------------ membership

@@ -1,7 +1,7 @@
 """What the broker's processors answer, independent of any wire protocol.
 
-A processor returns a typed outcome or a `Refusal`; the protocol adapter (remoting_adapter.py
-today, a gRPC proxy later) turns those into wire replies. Nothing here knows a RemotingCommand.
+A processor returns a typed outcome or a `Refusal`; each package's ``handlers()`` (remoting)
+and the gRPC proxy turn those into wire replies. Nothing here knows a RemotingCommand.
 
 - `Refusal(code, remark)`: the request was refused before anything changed. ``code`` is a
   RocketMQ ResponseCode (the vocabulary both the remoting and the gRPC side map from) and the
@@ -14,7 +14,7 @@ today, a gRPC proxy later) turns those into wire replies. Nothing here knows a R
   `PutFailed`.
 - Pull outcome `Pulled`: the store's answer (records, offsets, store status) and the
   `PullStatus` the consumer acts on. A held pull delivers its outcome (or a Refusal) later to
-  its `PullReply`.
+  its `Waiter` (dispatch/long_poll.py).
 - `Done`: a request that changed or checked something and has nothing to return.
 
 Outcomes on the hot paths are `attrs.define(slots=True)`, not frozen: a frozen init costs
@@ -24,8 +24,7 @@ three times as much and they are built once per send.
 from __future__ import annotations
 
 import enum
-from collections.abc import Hashable
-from typing import Final, Protocol
+from typing import Final
 
 import attrs
 
@@ -125,22 +124,6 @@ class Pulled:
 
 
 PullOutcome = Pulled | Refusal
-
-
-class PullReply(Protocol):
-    """Where a held pull's outcome goes (the adapter's handle on the waiting request)."""
-
-    @property
-    def gone(self) -> bool:
-        """True when nobody waits any more (the connection closed): skip the read."""
-        ...
-
-    @property
-    def owner(self) -> Hashable:
-        """Whose pull it is (the connection), for the hold service's per-connection bound."""
-        ...
-
-    def deliver(self, outcome: PullOutcome) -> None: ...
 
 
 @attrs.frozen

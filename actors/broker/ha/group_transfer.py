@@ -112,6 +112,27 @@ class GroupTransferService:
         """False: refuse with IN_SYNC_REPLICAS_NOT_ENOUGH before anything is stored."""
         return not self.closed and self.core.admit_put()
 
+    def not_enough_remark(self) -> str:
+        """Why `admit_put` refused: the SyncStateSet's size against minInSyncReplicas."""
+        core = self.core
+        return (
+            f"in-sync replicas not enough: the SyncStateSet may hold "
+            f"{core.in_sync_replicas_nums()} replicas, minInSyncReplicas is "
+            f"{core.policy.min_in_sync_replicas}"
+        )
+
+    def applied_members(self) -> frozenset[int]:
+        """The SyncStateSet the controller applied (empty once this gate closed)."""
+        return frozenset() if self.closed else self.core.applied
+
+    def caught_up_ms(self) -> dict[int, int]:
+        """When each slave was last caught up (Trio ms; the gate's start for one never caught
+        up); empty once this gate closed."""
+        if self.closed:
+            return {}
+        core = self.core
+        return {b: r.caught_up_ms or core.started_ms for b, r in core.replicas.items()}
+
     def submit(self, end_offset: int, done: Completion) -> None:
         """A stored turn ending at ``end_offset`` waits for its copies (answered via ``done``)."""
         if self.closed:

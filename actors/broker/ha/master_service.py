@@ -26,10 +26,12 @@ from typing import Any
 import structlog
 import trio
 
+from rocketrio.actors.broker.boot.broker_io import BrokerIO
 from rocketrio.actors.broker.ha.group_transfer import GroupTransferService, trio_now_ms
 from rocketrio.actors.broker.ha.master_core import MasterConnectionCore, NoEpochForOffset, Phase
 from rocketrio.actors.broker.ha.ports import MasterStorePort, first_leaf
 from rocketrio.actors.broker.ha.status_body import ByteRate, MasterView, SlaveLink
+from rocketrio.actors.broker.store.clean_policy import ReplicaLink, replica_floor
 from rocketrio.actors.kernel.transport import Transport
 from rocketrio.actors.observe import events
 from rocketrio.protocol.ha import (
@@ -57,6 +59,20 @@ _CLOSE_REASONS = (_Closing, RemoteProtocolError, ValueError, NoEpochForOffset, *
 
 class HAMasterService:
     """See module docstring. Run with ``bound = await nursery.start(service.run)``."""
+
+    @classmethod
+    def of(cls, io: BrokerIO, store: MasterStorePort) -> HAMasterService:
+        """The broker's HA listener, on haListenPort, with the broker's HA settings."""
+        c = io.config
+        return cls(
+            io.transport,
+            c.ha_addr,
+            store,
+            segment_size=c.mappedFileSizeCommitLog,
+            batch_size=c.haTransferBatchSize,
+            heartbeat_interval_ms=c.haSendHeartbeatInterval,
+            housekeeping_interval_ms=c.haHousekeepingInterval,
+        )
 
     def __init__(
         self,
@@ -123,8 +139,19 @@ class HAMasterService:
             for conn in self._conns.values()
         )
         gate = self.gate
-        members = frozenset() if gate is None or gate.closed else gate.core.applied
+        members = frozenset() if gate is None else gate.applied_members()
         return MasterView(self.store.log_end_offset(), self.self_id, members, links)
+
+    def replica_floor(self, in_sync_only: bool) -> int | None:
+        """What the connected slaves still need of this master's log (store/clean_policy.py
+        `replica_floor`), for retention."""
+        view = self.view()
+        links = [ReplicaLink(x.slave_id, x.ack_offset, x.transfer_from) for x in view.links]
+        return replica_floor(links, view.sync_state_set, in_sync_only=in_sync_only)
+
+    def slaves_caught_up_ms(self) -> dict[int, int]:
+        """When each slave was last caught up (Trio ms), for the replication-lag metric."""
+        return {} if self.gate is None else self.gate.caught_up_ms()
 
     # ------------------------------------------------------------------ one connection
 

@@ -32,6 +32,7 @@ from rocketrio.actors.broker.boot.config import BrokerConfig
 from rocketrio.actors.broker.ha.group_transfer import AlterFn, GroupTransferService, trio_now_ms
 from rocketrio.actors.broker.ha.master_service import HAMasterService
 from rocketrio.actors.broker.ha.slave_client import HAClient
+from rocketrio.actors.broker.ha.status_body import SlaveView
 from rocketrio.actors.broker.ha.sync_state import AckPolicy, SyncStateCore
 from rocketrio.actors.broker.store.actor import StoreActor
 from rocketrio.actors.kernel.remoting import RemotingClient, RemotingError
@@ -124,6 +125,10 @@ class AutoSwitchHAService:
             await trio.sleep_forever()
 
     # ------------------------------------------------------------------ roles
+
+    def slave_view(self) -> SlaveView | None:
+        """The replication status of this broker's HA client (None: not following a master)."""
+        return None if self.client is None else self.client.view()
 
     async def change_to_master(
         self,

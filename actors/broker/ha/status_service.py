@@ -46,9 +46,9 @@ class HAStatusService:
         if self.serving_as_master():
             return self.master.view()
         ha = self.ha()
-        client = None if ha is None else ha.client
-        if client is not None:
-            return client.view()
+        following = None if ha is None else ha.slave_view()
+        if following is not None:
+            return following
         return SlaveView(
             master_ha_addr=None,
             max_offset=self.store.log_end_offset(),

@@ -14,10 +14,11 @@ CHANGE_MESSAGE_INVISIBLETIME answers a ChangeInvisibleTimeResponseHeader. GET_PO
 
 from __future__ import annotations
 
-from collections.abc import Hashable
 from typing import Any, assert_never
 
-from rocketrio.actors.broker.dispatch.outcomes import Done, Refusal
+from rocketrio.actors.broker.dispatch.answers import answer_done
+from rocketrio.actors.broker.dispatch.held_reply import HeldReply
+from rocketrio.actors.broker.dispatch.outcomes import Refusal
 from rocketrio.actors.broker.pop.ack import InvisibleTimeChanged, PopAckProcessor
 from rocketrio.actors.broker.pop.processor import PopMessageProcessor, PopOutcome, Popped
 from rocketrio.actors.broker.pop.revive_service import PopReviveService
@@ -64,16 +65,6 @@ def pop_response(cmd: RemotingCommand, outcome: PopOutcome) -> RemotingCommand:
             assert_never(outcome)
 
 
-def _done(cmd: RemotingCommand, outcome: Done | Refusal) -> RemotingCommand:
-    match outcome:
-        case Done():
-            return cmd.make_response(RC.SUCCESS)
-        case Refusal():
-            return cmd.make_response(outcome.code, outcome.remark)
-        case _:
-            assert_never(outcome)
-
-
 def _changed(cmd: RemotingCommand, outcome: InvisibleTimeChanged | Refusal) -> RemotingCommand:
     match outcome:
         case InvisibleTimeChanged():
@@ -87,26 +78,6 @@ def _changed(cmd: RemotingCommand, outcome: InvisibleTimeChanged | Refusal) -> R
             assert_never(outcome)
 
 
-class _PopReply:
-    """A held pop's way back to its connection."""
-
-    __slots__ = ("ctx",)
-
-    def __init__(self, ctx: RequestContext) -> None:
-        self.ctx = ctx
-
-    @property
-    def gone(self) -> bool:
-        return self.ctx.conn.closed
-
-    @property
-    def owner(self) -> Hashable:
-        return self.ctx.conn
-
-    def deliver(self, outcome: Any) -> None:
-        self.ctx.respond(pop_response(self.ctx.cmd, outcome))
-
-
 def pop_handlers(
     pop: PopMessageProcessor, acks: PopAckProcessor, revive: PopReviveService
 ) -> dict[int, Any]:
@@ -114,14 +85,14 @@ def pop_handlers(
 
     async def pop_message(ctx: RequestContext) -> RemotingCommand | None:
         h = from_ext(PopMessageRequestHeader, ctx.cmd.ext_fields)
-        outcome = await pop.pop(h, _PopReply(ctx))
+        outcome = await pop.pop(h, HeldReply(ctx, pop_response))
         return None if outcome is None else pop_response(ctx.cmd, outcome)
 
     async def ack_message(ctx: RequestContext) -> RemotingCommand | None:
         cmd = ctx.cmd
         h = from_ext(AckMessageRequestHeader, cmd.ext_fields)
-        refusal = await acks.ack(h, lambda outcome: ctx.respond(_done(cmd, outcome)))
-        return None if refusal is None else _done(cmd, refusal)
+        refusal = await acks.ack(h, lambda outcome: ctx.respond(answer_done(cmd, outcome)))
+        return None if refusal is None else answer_done(cmd, refusal)
 
     async def batch_ack_message(ctx: RequestContext) -> RemotingCommand | None:
         cmd = ctx.cmd
@@ -129,8 +100,8 @@ def pop_handlers(
             body = BatchAckMessageRequestBody.from_json(cmd.body or b"")
         except PopRecordError as e:
             return cmd.make_response(RC.INVALID_PARAMETER, f"bad BATCH_ACK_MESSAGE body: {e}")
-        refusal = await acks.batch_ack(body, lambda outcome: ctx.respond(_done(cmd, outcome)))
-        return None if refusal is None else _done(cmd, refusal)
+        refusal = await acks.batch_ack(body, lambda outcome: ctx.respond(answer_done(cmd, outcome)))
+        return None if refusal is None else answer_done(cmd, refusal)
 
     async def change_invisible_time(ctx: RequestContext) -> RemotingCommand | None:
         cmd = ctx.cmd

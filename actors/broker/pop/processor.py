@@ -45,8 +45,9 @@ import attrs
 import trio
 
 from rocketrio.actors.broker.boot.config import BrokerConfig
+from rocketrio.actors.broker.dispatch.long_poll import Held, Waiter
 from rocketrio.actors.broker.dispatch.outcomes import Refusal
-from rocketrio.actors.broker.pop.hold import HeldPop, PopLongPollingService, PopReply
+from rocketrio.actors.broker.pop.hold import PopLongPollingService
 from rocketrio.actors.broker.pop.order_service import PopOrderService
 from rocketrio.actors.broker.pop.revive_log import Host, ck_message, put_and_wait
 from rocketrio.actors.broker.store.actor import StoreWriter
@@ -217,7 +218,7 @@ class PopMessageProcessor:
 
     # ------------------------------------------------------------------ the request
 
-    async def pop(self, h: PopMessageRequestHeader, reply: PopReply) -> PopOutcome | None:
+    async def pop(self, h: PopMessageRequestHeader, reply: Waiter) -> PopOutcome | None:
         """A refusal now, or None: ``reply`` gets the outcome once the pop found messages or
         its pollTime ended. Served as a task of the hold service when it can take one, else
         inline (then a found outcome is returned at once)."""
@@ -229,7 +230,7 @@ class PopMessageProcessor:
         return await self._attempt(h, checked, reply)
 
     async def _serve(
-        self, h: PopMessageRequestHeader, tag_codes: set[int] | None, reply: PopReply
+        self, h: PopMessageRequestHeader, tag_codes: set[int] | None, reply: Waiter
     ) -> None:
         try:
             outcome = await self._attempt(h, tag_codes, reply)
@@ -239,7 +240,7 @@ class PopMessageProcessor:
             reply.deliver(outcome)
 
     async def _attempt(
-        self, h: PopMessageRequestHeader, tag_codes: set[int] | None, reply: PopReply
+        self, h: PopMessageRequestHeader, tag_codes: set[int] | None, reply: Waiter
     ) -> PopOutcome | None:
         """Pop now; hold when nothing is there and pollTime > 0 (None: ``reply`` answers)."""
         for _ in range(RECHECKS):
@@ -251,8 +252,14 @@ class PopMessageProcessor:
         if popped.found or h.pollTime <= 0:
             return popped
         deadline = trio.current_time() + min(h.pollTime, self.config.max_poll_ms) / 1000
-        held = HeldPop(
-            reply, (h, tag_codes), self._wake_topics(h), deadline, self._rerun, self._failed
+        held = Held(
+            reply,
+            (h, tag_codes),
+            h.topic,
+            self._wake_topics(h),
+            deadline,
+            self._rerun,
+            self._failed,
         )
         if self.hold.suspend(held):
             return None
@@ -330,7 +337,7 @@ class PopMessageProcessor:
             pop_retry_topic_v2(h.topic, h.consumerGroup),
         )
 
-    async def _rerun(self, held: HeldPop, final: bool) -> PopOutcome | None:
+    async def _rerun(self, held: Held, final: bool) -> PopOutcome | None:
         h, tag_codes = held.request
         popped = await self._pop_once(h, tag_codes)
         if popped.found or final:

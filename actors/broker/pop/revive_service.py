@@ -28,7 +28,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Callable
-from typing import Any, Protocol, assert_never
+from typing import Any, assert_never
 
 import attrs
 import structlog
@@ -76,10 +76,6 @@ MAX_SCAN_BATCHES = 1024  # per queue and round: a long backlog is read over seve
 _S = GetMessageStatus
 
 
-class ReadRole(Protocol):
-    def serving_as_master(self) -> bool: ...
-
-
 @attrs.frozen
 class ReviveConfig:
     cluster: str
@@ -113,7 +109,7 @@ class PopReviveService:
         offsets: OffsetTable,
         store: StoreView,
         writer: StoreWriter,
-        role: ReadRole,
+        is_master: Callable[[], bool],
         now_ms: Callable[[], int],
         store_host: Host,
         log: Any = None,
@@ -124,7 +120,7 @@ class PopReviveService:
         self.offsets = offsets
         self.store = store
         self.writer = writer
-        self.role = role
+        self.is_master = is_master
         self.now_ms = now_ms
         self.store_host = store_host
         self.log = log or structlog.get_logger("pop_revive")
@@ -150,7 +146,7 @@ class PopReviveService:
     async def revive_round(self) -> float:
         """Scan, revive, commit; returns how long to sleep (seconds)."""
         interval = self.config.revive_interval_ms / 1000
-        if not self.role.serving_as_master():
+        if not self.is_master():
             self.cores = None
             return interval
         self.rounds += 1

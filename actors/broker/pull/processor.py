@@ -12,9 +12,9 @@ beyond 0 -> OFFSET_ILLEGAL.
 
 NO_NEW_MSG with the SUSPEND flag parks the request in the PullRequestHoldService for
 suspendTimeoutMillis (shortPollingTimeMills when longPollingEnable=false) and returns None;
-the outcome goes to the request's `PullReply` when a message arrives on the queue or at the
-deadline. The commit offset (sysFlag COMMIT_OFFSET) is stored once, on the first execution,
-like upstream. Reads go through the `StoreView`; a big one runs off the event loop.
+the outcome goes to the request's `Waiter` (dispatch/held_reply.py) when a message arrives on
+the queue or at the deadline. The commit offset (sysFlag COMMIT_OFFSET) is stored once, on the
+first execution, like upstream. Reads go through the `StoreView`; a big one runs off the event loop.
 
 Replicas (H7). A broker that is not master right now (a slave, or a controller-mode broker
 whose role is not known yet) never answers OFFSET_ILLEGAL: its queues may lag its master's, so
@@ -33,15 +33,16 @@ file and offset and what to do, and an ERROR line (events.CommitlogRecordCorrupt
 The consumer retries the same offset, so it stops at the damage instead of skipping messages.
 
 Collaborators: the topic and group tables, the consumer manager (heartbeat subscriptions), the
-offset table, the store view, the hold service, stats, a frozen `PullConfig` and a `ReadRole`
-(is this broker the master now).
+offset table, the store view, the hold service, stats, a frozen `PullConfig` and ``is_master``
+(is this broker the master now: roles/role_service.py).
 """
 
 from __future__ import annotations
 
 import os
 import struct
-from typing import Protocol, assert_never
+from collections.abc import Callable
+from typing import assert_never
 
 import attrs
 import structlog
@@ -49,14 +50,14 @@ import trio
 
 from rocketrio.actors.broker.boot.config import BrokerConfig
 from rocketrio.actors.broker.clients.client_manager import ConsumerManager
+from rocketrio.actors.broker.dispatch.long_poll import Held, Waiter
 from rocketrio.actors.broker.dispatch.outcomes import (
     Pulled,
     PullOutcome,
-    PullReply,
     PullStatus,
     Refusal,
 )
-from rocketrio.actors.broker.pull.hold import HeldPull, PullRequestHoldService, Suspended
+from rocketrio.actors.broker.pull.hold import PullRequestHoldService, Suspended
 from rocketrio.actors.broker.stats.broker_stats import BrokerStats
 from rocketrio.actors.broker.store.view import StoreView
 from rocketrio.actors.broker.tables.tables import GroupTable, OffsetTable, TopicTable
@@ -78,6 +79,19 @@ from rocketrio.protocol.headers import (
 from rocketrio.protocol.message import PHY_POS_POSITION
 from rocketrio.storage.message_store import GetMessageStatus, GetResult, RecordCorrupt
 
+# the live keys (UPDATE_BROKER_CONFIG) the pull path reads, through `PullConfig`
+PULL_KEYS = frozenset(
+    {
+        "longPollingEnable",
+        "shortPollingTimeMills",
+        "pullSuspendMaxTimeMillis",
+        "maxTransferCountOnMessageInMemory",
+        "maxTransferBytesOnMessageInMemory",
+        "slaveReadEnable",
+        "accessMessageInMemoryMaxRatio",
+        "whichBrokerWhenConsumeSlowly",
+    }
+)
 _S = GetMessageStatus
 _P = PullStatus
 _STATUS_BY_STORE = {
@@ -103,7 +117,7 @@ def pull_status(status: GetMessageStatus, request_offset: int) -> PullStatus:
 
 @attrs.frozen
 class PullConfig:
-    """The broker config values the pull path reads (none of them changes at runtime)."""
+    """The broker config values the pull path reads (rebuilt by `reconfigure`)."""
 
     broker_permission: int
     broker_ip: str
@@ -141,17 +155,6 @@ def _physical_memory() -> int:
         return 8 * 1024**3
 
 
-class ReadRole(Protocol):
-    """Whether this broker is the master of its set right now (role changes at runtime)."""
-
-    def serving_as_master(self) -> bool: ...
-
-
-class _AlwaysMaster:
-    def serving_as_master(self) -> bool:
-        return True
-
-
 _PHY_OFFSET = struct.Struct(">q")
 
 
@@ -167,10 +170,10 @@ class PullMessageProcessor:
         store: StoreView,
         hold: PullRequestHoldService,
         stats: BrokerStats,
-        role: ReadRole | None = None,
+        is_master: Callable[[], bool] = lambda: True,
     ) -> None:
         self.config = config
-        self.role: ReadRole = role or _AlwaysMaster()
+        self.is_master = is_master  # a replica lags its master: see the module docstring
         self.topics = topics
         self.groups = groups
         self.consumers = consumers
@@ -180,7 +183,12 @@ class PullMessageProcessor:
         self.stats = stats
         self.log = structlog.get_logger("pull")
 
-    async def pull(self, h: PullMessageRequestHeader, reply: PullReply) -> PullOutcome | None:
+    def reconfigure(self, config: BrokerConfig, changed: frozenset[str]) -> None:
+        """UPDATE_BROKER_CONFIG: the next pull reads the rebuilt `PullConfig`."""
+        if changed & (PULL_KEYS | {"brokerPermission"}):
+            self.config = PullConfig.of(config)
+
+    async def pull(self, h: PullMessageRequestHeader, reply: Waiter) -> PullOutcome | None:
         """The outcome now, or None when the pull was held (``reply`` gets it later)."""
         sub = self._check(h)
         if isinstance(sub, Refusal):
@@ -211,7 +219,16 @@ class PullMessageProcessor:
             if not self.config.long_polling_enable:
                 timeout_ms = self.config.short_polling_time_ms
             deadline = trio.current_time() + max(0, timeout_ms) / 1000
-            held = HeldPull(reply, h, tag_codes, h.queueOffset, deadline, self._rerun)
+            held = Held(
+                reply,
+                (h, tag_codes),
+                h.topic,
+                ((h.topic, h.queueId),),
+                deadline,
+                self._rerun,
+                _pull_failed,
+                offset=h.queueOffset,
+            )
             match self.hold.suspend(held):
                 case Suspended.HELD:
                     return None
@@ -333,7 +350,7 @@ class PullMessageProcessor:
         )
 
     def _pulled(self, result: GetResult, status: PullStatus) -> Pulled:
-        master = self.role.serving_as_master()
+        master = self.is_master()
         if status is _P.FOUND:
             if master and self.config.slave_read_lag_bytes is not None:
                 last = _PHY_OFFSET.unpack_from(result.buffers[-1], PHY_POS_POSITION)[0]
@@ -344,14 +361,14 @@ class PullMessageProcessor:
             status = _P.NO_MATCHED_MSG  # a replica lags: "not yet", never "moved"
         return Pulled(status, result)
 
-    async def _rerun(self, held: HeldPull, final: bool) -> PullOutcome | None:
+    async def _rerun(self, held: Held, final: bool) -> PullOutcome | None:
         """Re-run a held pull (the hold service's callback); None keeps it held."""
-        h = held.header
+        h, tag_codes = held.request
         max_count, max_bytes = self._limits(h)
         started = trio.current_time()
         try:
             result = await self.store.read_messages(
-                h.topic, h.queueId, held.offset, max_count, max_bytes, held.tag_codes
+                h.topic, h.queueId, held.offset, max_count, max_bytes, tag_codes
             )
         except RecordCorrupt as e:
             return self._corrupt(h, held.offset, e)
@@ -365,3 +382,8 @@ class PullMessageProcessor:
         if status is _P.FOUND:
             self.offsets.commit_pull(h.consumerGroup, h.topic, h.queueId, result.next_begin_offset)
         return self._pulled(result, status)
+
+
+def _pull_failed(e: Exception) -> Refusal:
+    """A held pull whose re-run raised: answered SYSTEM_ERROR."""
+    return Refusal(ResponseCode.SYSTEM_ERROR, f"pull failed: {type(e).__name__}: {e}")

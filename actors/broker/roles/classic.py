@@ -21,24 +21,24 @@ AutoSwitch HA channel as controller mode (upstream used its older DefaultHAServi
 
 from __future__ import annotations
 
-import random
 from typing import Any
 
 import structlog
 import trio
 
-from rocketrio.actors.broker.boot.config import BrokerConfig, BrokerRole
-from rocketrio.actors.broker.ha.master_service import HAMasterService
-from rocketrio.actors.broker.ha.service import AutoSwitchHAService, ResolveHaAddr
+from rocketrio.actors.broker.boot.config import BrokerRole
+from rocketrio.actors.broker.dispatch.outcomes import Refusal
+from rocketrio.actors.broker.dispatch.table import Handlers
+from rocketrio.actors.broker.ha.service import AutoSwitchHAService, resolve_ha_addr
 from rocketrio.actors.broker.ha.sync_state import AckPolicy
-from rocketrio.actors.broker.store.actor import StoreActor
+from rocketrio.actors.broker.roles.role_service import RoleDeps
 from rocketrio.actors.client.api import request
-from rocketrio.actors.kernel.remoting import RemotingClient, RemotingError
-from rocketrio.actors.kernel.transport import Transport
+from rocketrio.actors.kernel.remoting import RemotingClient, RemotingError, RequestContext
 from rocketrio.actors.observe import events
 from rocketrio.protocol.bodies import GetBrokerMemberGroupResponseBody
 from rocketrio.protocol.codes import RequestCode, ResponseCode
 from rocketrio.protocol.headers import GetBrokerMemberGroupRequestHeader
+from rocketrio.protocol.remoting import RemotingCommand
 from rocketrio.protocol.serde import HeaderError, from_json
 
 MASTER_ID = 0
@@ -50,19 +50,11 @@ CALL_TIMEOUT_S = 3.0
 class ClassicRoleService:
     """See module docstring. Run with ``await nursery.start(service.run, client)``."""
 
-    def __init__(
-        self,
-        config: BrokerConfig,
-        *,
-        store: StoreActor,
-        master_service: HAMasterService,
-        transport: Transport,
-        resolve_ha_addr: ResolveHaAddr,
-        rng: random.Random,
-    ) -> None:
+    def __init__(self, deps: RoleDeps) -> None:
+        config = deps.config
         self.config = config
-        self.store = store
-        self.rng = rng
+        self.store = deps.store
+        self.rng = deps.io.rng
         self.log = structlog.get_logger("broker.classic").bind(
             actor="classic_roles", broker=config.brokerName
         )
@@ -72,13 +64,14 @@ class ClassicRoleService:
             in_sync_replicas=2 if role is BrokerRole.SYNC_MASTER else 1,
             min_in_sync_replicas=1,
         )
-        self.ha = AutoSwitchHAService(
+        self._client: RemotingClient | None = None
+        self._ha = AutoSwitchHAService(
             config,
-            store=store,
-            master_service=master_service,
-            transport=transport,
-            resolve_ha_addr=resolve_ha_addr,
-            rng=rng,
+            store=deps.store,
+            master_service=deps.ha_master,
+            transport=deps.io.transport,
+            resolve_ha_addr=self._resolve_ha_addr,
+            rng=deps.io.rng,
             policy=policy,
             alter=None,
             classic_min_copies=2 if role is BrokerRole.SYNC_MASTER else 0,
@@ -86,10 +79,60 @@ class ClassicRoleService:
         )
         self.master_addr: str | None = None
         self.epoch: int | None = None
+        self._started = False
+
+    # ------------------------------------------------------------------ the RoleService
+
+    def serving_as_master(self) -> bool:
+        return self.config.brokerRole is not BrokerRole.SLAVE
 
     @property
-    def is_master(self) -> bool:
-        return self.config.brokerRole is not BrokerRole.SLAVE
+    def role_known(self) -> bool:
+        return True  # fixed by the config
+
+    @property
+    def ha(self) -> AutoSwitchHAService | None:
+        return self._ha if self._started else None
+
+    @property
+    def boot_broker_id(self) -> int | None:
+        return self.config.brokerId
+
+    def master_to_sync(self) -> str | None:
+        return None if self.serving_as_master() else self.master_addr
+
+    def write_refusal(self) -> Refusal | None:
+        return None  # a classic slave's store refuses puts itself (SERVICE_NOT_AVAILABLE)
+
+    def runtime_extras(self) -> dict[str, str]:
+        return {}
+
+    def handlers(self) -> Handlers:
+        """The controller-mode calls, answered as not served here."""
+        name = self.config.brokerName
+
+        async def role_change_notified(ctx: RequestContext) -> RemotingCommand:
+            return ctx.cmd.make_response(
+                ResponseCode.SYSTEM_ERROR, f"broker {name} is not in controller mode"
+            )
+
+        async def epoch_cache(ctx: RequestContext) -> RemotingCommand:
+            return ctx.cmd.make_response(
+                ResponseCode.SYSTEM_ERROR,
+                f"broker {name} is not in controller mode "
+                f"(enableControllerMode=false): it keeps no epoch file",
+            )
+
+        return {
+            RequestCode.NOTIFY_BROKER_ROLE_CHANGED: role_change_notified,
+            RequestCode.GET_BROKER_EPOCH_CACHE: epoch_cache,
+        }
+
+    async def _resolve_ha_addr(self, master_addr: str) -> str:
+        assert self._client is not None
+        return await resolve_ha_addr(self._client, master_addr)
+
+    # ------------------------------------------------------------------ running
 
     async def run(
         self,
@@ -97,12 +140,14 @@ class ClassicRoleService:
         *,
         task_status: trio.TaskStatus[Any] = trio.TASK_STATUS_IGNORED,
     ) -> None:
+        self._client = client
         async with trio.open_nursery() as nursery:
-            await nursery.start(self.ha.run)
-            if self.is_master:
+            await nursery.start(self._ha.run)
+            self._started = True
+            if self.serving_as_master():
                 records = self.store.epoch_records()
                 self.epoch = (records[-1].epoch if records else 0) + 1
-                start = await self.ha.change_to_master(
+                start = await self._ha.change_to_master(
                     MASTER_ID, self.epoch, frozenset({MASTER_ID}), 0
                 )
                 events.emit(
@@ -128,7 +173,7 @@ class ClassicRoleService:
                     self.log, events.ClassicMasterFound(master_addr=addr, previous=self.master_addr)
                 )
                 self.master_addr = addr
-                self.ha.follow(cfg.brokerId, addr, None)
+                self._ha.follow(cfg.brokerId, addr, None)
             await trio.sleep(
                 (FIND_MASTER_PERIOD_S if addr else FIND_MASTER_RETRY_S)
                 * (0.8 + 0.4 * self.rng.random())

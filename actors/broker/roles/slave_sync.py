@@ -51,7 +51,10 @@ import structlog
 import trio
 
 from rocketrio.actors.auth.model import AuthDataError, acl_from_info, user_from_info
+from rocketrio.actors.broker.boot.broker_io import BrokerIO
+from rocketrio.actors.broker.store.view import StoreView
 from rocketrio.actors.broker.tables.auth import AuthTable
+from rocketrio.actors.broker.tables.broker_tables import BrokerTables
 from rocketrio.actors.broker.tables.delay_offset import (
     DelayOffsetSerializeWrapper,
     DelayOffsetTable,
@@ -81,6 +84,27 @@ CALL_TIMEOUT_S = 3.0
 
 class SlaveSynchronize:
     """See module docstring. Run with ``nursery.start_soon(sync.run, client)``."""
+
+    @classmethod
+    def of(
+        cls,
+        io: BrokerIO,
+        tables: BrokerTables,
+        view: StoreView,
+        master_addr: Callable[[], str | None],
+    ) -> SlaveSynchronize:
+        """A broker's slave sync over all its tables."""
+        return cls(
+            topics=tables.topics,
+            groups=tables.groups,
+            offsets=tables.offsets,
+            auth=tables.auth,
+            master_addr=master_addr,
+            queue_count=view.queue_count,
+            log=io.log.bind(actor="slave_sync"),
+            delay_offsets=tables.delay_offsets.table,
+            mappings=tables.mappings,
+        )
 
     def __init__(
         self,

@@ -25,21 +25,30 @@ from typing import Any, assert_never
 import structlog
 import trio
 
+from rocketrio.actors.broker.boot.broker_io import BrokerIO
+from rocketrio.actors.broker.dispatch.answers import host_tuple
 from rocketrio.actors.broker.dispatch.outcomes import PutStatus
+from rocketrio.actors.broker.dispatch.table import Handlers
 from rocketrio.actors.broker.schedule.policy import (
     Deliver,
     Rehop,
     due_prefix,
+    parse_message_delay_level,
     real_target,
     timer_step,
 )
-from rocketrio.actors.broker.send.processor import host_tuple
 from rocketrio.actors.broker.store.actor import StoreWriter
+from rocketrio.actors.broker.store.broker_store import BrokerStore
 from rocketrio.actors.broker.store.view import StoreView
+from rocketrio.actors.broker.tables.broker_tables import BrokerTables
 from rocketrio.actors.broker.tables.delay_offset import DelayOffsetTable
+from rocketrio.actors.kernel.remoting import RequestContext
 from rocketrio.actors.kernel.runtime import ActorStopped
 from rocketrio.actors.observe import events
+from rocketrio.protocol.codes import RequestCode, ResponseCode
 from rocketrio.protocol.message import MessageExt
+from rocketrio.protocol.remoting import RemotingCommand
+from rocketrio.protocol.serde import to_json
 from rocketrio.storage.message_store import MessageToStore, PutResult
 from rocketrio.storage.store_dispatch import SCHEDULE_TOPIC
 from rocketrio.storage.timer_wheel import PROPERTY_TIMER_OUT_MS, TIMER_TOPIC
@@ -99,6 +108,16 @@ class ScheduleService:
             await self._stopped.wait()
 
     # -- the loop
+    def handlers(self) -> Handlers:
+        """GET_ALL_DELAY_OFFSET (45): the table as delayOffset.json holds it (slave sync reads
+        it)."""
+        table = self.offsets
+
+        async def get_all(ctx: RequestContext) -> RemotingCommand:
+            return ctx.cmd.make_response(ResponseCode.SUCCESS, body=to_json(table.snapshot()))
+
+        return {RequestCode.GET_ALL_DELAY_OFFSET: get_all}
+
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         self._running = True
         self._timer_queues.update(self.reader.topic_queue_ids().get(TIMER_TOPIC, []))
@@ -267,4 +286,19 @@ def _to_store(msg: MessageExt, topic: str, queue_id: int, props: dict[str, str])
         born_timestamp=msg.born_timestamp,
         born_host=host_tuple(msg.born_host),
         reconsume_times=msg.reconsume_times,
+    )
+
+
+def build_schedule_service(
+    io: BrokerIO, *, tables: BrokerTables, store: BrokerStore, is_master: Callable[[], bool]
+) -> ScheduleService:
+    """The broker's schedule service, over delayOffset.json and the store."""
+    return ScheduleService(
+        levels=len(parse_message_delay_level(io.config.messageDelayLevel)),
+        offsets=tables.delay_offsets.table,
+        reader=store.view,
+        writer=store.actor,
+        is_master=is_master,
+        now_ms=io.now_ms,
+        log=io.log.bind(actor="schedule_service"),
     )

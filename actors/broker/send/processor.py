@@ -48,6 +48,7 @@ import trio
 
 from rocketrio.actors.broker.boot.config import BrokerConfig
 from rocketrio.actors.broker.clients.lock_manager import RebalanceLockManager
+from rocketrio.actors.broker.dispatch.answers import BornHost, host_tuple
 from rocketrio.actors.broker.dispatch.outcomes import (
     SENT_BACK,
     PutFailed,
@@ -103,7 +104,6 @@ from rocketrio.protocol.message import (
     PROPERTY_TRANSACTION_PREPARED,
     UNIQ_KEY,
     decode_properties,
-    parse_host,
 )
 from rocketrio.storage.message_store import (
     SCHEDULE_TOPIC,
@@ -119,17 +119,19 @@ from rocketrio.storage.timer_wheel import (
     TIMER_TOPIC,
 )
 
+# the live keys (UPDATE_BROKER_CONFIG) the send path reads, through `SendConfig`
+SEND_KEYS = frozenset(
+    {"brokerPermission", "autoCreateTopicEnable", "maxMessageSize", "rejectTransactionMessage"}
+)
 _UNIQ_PREFIX = UNIQ_KEY + "\x01"
 _TIMER_KEYS = (PROPERTY_TIMER_DELIVER_MS, PROPERTY_TIMER_DELAY_SEC, PROPERTY_TIMER_DELAY_MS)
 _PUT_OK = PutStatus.PUT_OK
 _RW = PERM_READ | PERM_WRITE
-_NO_IP = (b"\x00\x00\x00\x00", 0)
 _STORE_STOPPED = Refusal(ResponseCode.SERVICE_NOT_AVAILABLE, "the message store is stopped")
 
 # a send's completion: called once, from the store actor's turn
 OnSent = Callable[[SendOutcome], None]
 OnSentBack = Callable[[SendBackOutcome], None]
-BornHost = tuple[bytes, int]
 
 
 class WriteGate(Protocol):
@@ -140,7 +142,7 @@ class WriteGate(Protocol):
 
 @attrs.frozen
 class SendConfig:
-    """The broker config values the send path reads (none of them changes at runtime)."""
+    """The broker config values the send path reads (rebuilt by `reconfigure`)."""
 
     broker_permission: int
     broker_ip: str
@@ -187,16 +189,6 @@ def append_props(props: str, extra: str) -> str:
     return props + extra
 
 
-def host_tuple(text: str) -> BornHost:
-    """``ip:port`` or a bare ip -> (packed ip, port); anything else -> 0.0.0.0:0."""
-    for candidate in (text, text + ":0"):
-        try:
-            return parse_host(candidate)
-        except ValueError:
-            continue
-    return _NO_IP
-
-
 class SendMessageProcessor:
     def __init__(
         self,
@@ -227,6 +219,11 @@ class SendMessageProcessor:
         self.log = structlog.get_logger("broker").bind(broker=config.broker_name)
         self._cluster_prop = f"{PROPERTY_CLUSTER}\x01{config.cluster_name}\x02"
         self._rr = 0
+
+    def reconfigure(self, config: BrokerConfig, changed: frozenset[str]) -> None:
+        """UPDATE_BROKER_CONFIG: the next send reads the rebuilt `SendConfig`."""
+        if changed & SEND_KEYS:
+            self.config = SendConfig.of(config)
 
     # ------------------------------------------------------------------ common checks
 

@@ -30,8 +30,9 @@ from typing import assert_never
 import structlog
 
 from rocketrio.actors.broker.admin.processor import AdminProcessor
-from rocketrio.actors.broker.dispatch.adapter import Handler, refused
+from rocketrio.actors.broker.dispatch.answers import refused
 from rocketrio.actors.broker.dispatch.outcomes import DONE, Done, Refusal
+from rocketrio.actors.broker.dispatch.table import Handler
 from rocketrio.actors.broker.tables.tables import TopicTable
 from rocketrio.actors.broker.tables.topic_config import check_topic_name
 from rocketrio.actors.broker.tables.topic_queue_mapping import TopicQueueMappingTable

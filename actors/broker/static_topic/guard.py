@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 
-from rocketrio.actors.broker.dispatch.adapter import Handler
+from rocketrio.actors.broker.dispatch.table import Handler
 from rocketrio.actors.kernel.remoting import RequestContext
 from rocketrio.protocol.codes import RequestCode, ResponseCode
 from rocketrio.protocol.remoting import RemotingCommand

@@ -26,12 +26,16 @@ from typing import Any
 import attrs
 
 from rocketrio.actors.broker.admin.processor import AdminProcessor
-from rocketrio.actors.broker.dispatch.adapter import Handler, refused
+from rocketrio.actors.broker.dispatch.answers import refused
 from rocketrio.actors.broker.dispatch.outcomes import Refusal
-from rocketrio.actors.broker.static_topic.pull import leader_items, not_leader
+from rocketrio.actors.broker.dispatch.table import Handler
+from rocketrio.actors.broker.static_topic.pull import not_leader
 from rocketrio.actors.broker.static_topic.remote import RemoteBrokers, RemoteUnavailable
 from rocketrio.actors.broker.tables.consumer_offset import ConsumerOffsetManager
-from rocketrio.actors.broker.tables.topic_queue_mapping import TopicQueueMappingManager
+from rocketrio.actors.broker.tables.topic_queue_mapping import (
+    TopicQueueMappingManager,
+    leader_items,
+)
 from rocketrio.actors.kernel.remoting import RequestContext
 from rocketrio.actors.observe import events
 from rocketrio.protocol.codes import RequestCode, ResponseCode

@@ -22,20 +22,25 @@ a pull carries is stored as a logic value under the logic queue id here, on the 
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import attrs
 
-from rocketrio.actors.broker.dispatch.adapter import Handler, pull_response, refused
+from rocketrio.actors.broker.dispatch.answers import refused
+from rocketrio.actors.broker.dispatch.held_reply import HeldReply
 from rocketrio.actors.broker.dispatch.outcomes import PullOutcome, Refusal
+from rocketrio.actors.broker.dispatch.table import Handler
+from rocketrio.actors.broker.pull.handlers import pull_response
 from rocketrio.actors.broker.pull.processor import PullMessageProcessor
 from rocketrio.actors.broker.static_topic.remote import RemoteBrokers, RemoteUnavailable
 from rocketrio.actors.broker.tables.consumer_offset import ConsumerOffsetManager
-from rocketrio.actors.broker.tables.topic_queue_mapping import TopicQueueMappingManager
+from rocketrio.actors.broker.tables.topic_queue_mapping import (
+    TopicQueueMappingManager,
+    leader_items,
+)
 from rocketrio.actors.kernel.remoting import RequestContext
 from rocketrio.actors.observe import events
-from rocketrio.protocol.bodies import MessageQueue
 from rocketrio.protocol.codes import RequestCode, ResponseCode
 from rocketrio.protocol.headers import (
     PULL_FLAG_COMMIT_OFFSET,
@@ -49,7 +54,6 @@ from rocketrio.protocol.static_topic import (
     LogicQueueMappingItem,
     TopicQueueMappingDetail,
     find_item,
-    is_logic_broker_name,
 )
 
 RC = ResponseCode
@@ -88,22 +92,6 @@ class PullAnswer:
     next_offset: int
     min_offset: int
     max_offset: int
-
-
-def leader_items(detail: TopicQueueMappingDetail, gid: int) -> list[LogicQueueMappingItem] | None:
-    """The logic queue's items when this broker leads it, else None."""
-    items = detail.hostedQueues.get(gid)
-    if not items or items[-1].bname != detail.bname:
-        return None
-    return items
-
-
-def leads_logic_queue(mappings: TopicQueueMappingManager, mq: MessageQueue) -> bool:
-    """``mq`` is a logic queue this broker leads (its orderly-consumer locks are kept here)."""
-    if not is_logic_broker_name(mq.brokerName):
-        return False
-    detail = mappings.get(mq.topic)
-    return detail is not None and leader_items(detail, mq.queueId) is not None
 
 
 def plan_pull(
@@ -206,26 +194,15 @@ def answer_response(cmd: RemotingCommand, a: PullAnswer) -> RemotingCommand:
     return cmd.make_response(a.code, "static topic: answered from the mapping", to_ext(header))
 
 
-class _LogicReply:
-    """A held local pull's way back, rewritten to logic offsets when it is delivered."""
+def logic_pull_response(
+    plan: PullPlan,
+) -> Callable[[RemotingCommand, PullOutcome], RemotingCommand]:
+    """The encoder of a held local pull: the plain answer rewritten to logic offsets."""
 
-    __slots__ = ("ctx", "plan")
+    def encode(cmd: RemotingCommand, outcome: PullOutcome) -> RemotingCommand:
+        return logic_response(cmd, pull_response(cmd, outcome), plan)
 
-    def __init__(self, ctx: RequestContext, plan: PullPlan) -> None:
-        self.ctx = ctx
-        self.plan = plan
-
-    @property
-    def gone(self) -> bool:
-        return self.ctx.conn.closed
-
-    @property
-    def owner(self) -> Hashable:
-        return self.ctx.conn
-
-    def deliver(self, outcome: PullOutcome) -> None:
-        cmd = self.ctx.cmd
-        self.ctx.respond(logic_response(cmd, pull_response(cmd, outcome), self.plan))
+    return encode
 
 
 def physical_header(
@@ -277,11 +254,9 @@ def pull_handlers(
         if isinstance(plan, PullAnswer):
             return answer_response(cmd, plan)
         if plan.item.bname == detail.bname:
-            reply = _LogicReply(ctx, plan)
-            outcome = await pull.pull(physical_header(h, plan, True), reply)
-            return (
-                None if outcome is None else logic_response(cmd, pull_response(cmd, outcome), plan)
-            )
+            encode = logic_pull_response(plan)
+            outcome = await pull.pull(physical_header(h, plan, True), HeldReply(ctx, encode))
+            return None if outcome is None else encode(cmd, outcome)
         try:
             resp = await remote.call(
                 plan.item.bname, topic, RequestCode.PULL_MESSAGE, physical_header(h, plan, False)

@@ -21,24 +21,20 @@ pass unchanged.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 
 import attrs
 
-from rocketrio.actors.broker.dispatch.adapter import (
-    Handler,
-    SendAnswer,
-    parse_send_header_v2,
-    refused,
-)
+from rocketrio.actors.broker.dispatch.answers import born_host, refused
 from rocketrio.actors.broker.dispatch.outcomes import Refusal, SendOutcome, SendStored
-from rocketrio.actors.broker.send.processor import BornHost, OnSent, SendMessageProcessor
+from rocketrio.actors.broker.dispatch.table import Handler
+from rocketrio.actors.broker.send.handlers import SendAnswer, send_header
+from rocketrio.actors.broker.send.processor import OnSent, SendMessageProcessor
 from rocketrio.actors.broker.tables.topic_queue_mapping import TopicQueueMappingManager
-from rocketrio.actors.kernel.remoting import Connection, RequestContext
+from rocketrio.actors.kernel.remoting import RequestContext
 from rocketrio.protocol.codes import RequestCode, ResponseCode
 from rocketrio.protocol.headers import SendMessageRequestHeader
 from rocketrio.protocol.remoting import RemotingCommand
-from rocketrio.protocol.serde import from_ext
 from rocketrio.protocol.static_topic import LogicQueueMappingItem
 
 
@@ -105,7 +101,6 @@ def send_handlers(
     mappings: TopicQueueMappingManager,
     send: SendMessageProcessor,
     plain: Mapping[int, Handler],
-    born_host: Callable[[Connection], BornHost],
 ) -> dict[int, Handler]:
     """SEND_MESSAGE(_V2) / SEND_BATCH_MESSAGE handlers that map a static topic's logic queue
     and hand every other request to the ``plain`` handler (one dict look-up on the hot path)."""
@@ -117,7 +112,7 @@ def send_handlers(
         topic = ext.get("topic" if v1 else "b")
         if topic is None or not mappings.is_static(topic):
             return await plain[cmd.code](ctx)
-        h = from_ext(SendMessageRequestHeader, ext) if v1 else parse_send_header_v2(ext)
+        h = send_header(cmd)
         mapped = map_send(mappings, h, physical=ext.get("lo") == "false")
         if isinstance(mapped, Refusal):
             return refused(cmd, mapped)

@@ -1,5 +1,6 @@
-"""The remoting handlers of the broker's statistics: GET_BROKER_RUNTIME_INFO (28) and
-VIEW_BROKER_STATS_DATA (315), added to the protocol adapter's table by the broker.
+"""The remoting handlers of the broker's statistics: GET_BROKER_RUNTIME_INFO (28),
+VIEW_BROKER_STATS_DATA (315) and the consumption figures admin tools read (GET_TOPIC_STATS_INFO,
+GET_CONSUME_STATS, GET_BROKER_CONSUME_STATS, QUERY_TOPIC_CONSUME_BY_WHO).
 
 315 answers as upstream AdminBrokerProcessor.ViewBrokerStatsData: the item's minute, hour and
 day windows as BrokerStatsData; an unknown stats name or an item that does not exist (no put
@@ -9,13 +10,21 @@ to that topic, no pull by that ``topic@group`` yet) is SYSTEM_ERROR with upstrea
 
 from __future__ import annotations
 
-from rocketrio.actors.broker.dispatch.adapter import Handler
+from rocketrio.actors.broker.dispatch.answers import answer_json, on_ext
+from rocketrio.actors.broker.dispatch.table import Handlers
+from rocketrio.actors.broker.stats.consume_stats import ConsumeStatsProcessor
 from rocketrio.actors.broker.stats.items import BrokerStatsManager, StatsSnapshot
 from rocketrio.actors.broker.stats.runtime_info import RuntimeInfo
 from rocketrio.actors.kernel.remoting import RequestContext
 from rocketrio.protocol import fastjson
 from rocketrio.protocol.bodies import KVTable
 from rocketrio.protocol.codes import RequestCode, ResponseCode
+from rocketrio.protocol.headers import (
+    GetConsumeStatsInBrokerHeader,
+    GetConsumeStatsRequestHeader,
+    GetTopicStatsInfoRequestHeader,
+    QueryTopicConsumeByWhoRequestHeader,
+)
 from rocketrio.protocol.remoting import RemotingCommand
 from rocketrio.protocol.serde import from_ext
 from rocketrio.protocol.stats_bodies import (
@@ -39,7 +48,11 @@ def view_broker_stats_data(
     return BrokerStatsData(_item(view.minute), _item(view.hour), _item(view.day))
 
 
-def stats_handlers(runtime: RuntimeInfo, items: BrokerStatsManager) -> dict[int, Handler]:
+def stats_handlers(
+    runtime: RuntimeInfo, items: BrokerStatsManager, consume: ConsumeStatsProcessor
+) -> Handlers:
+    """The request codes the stats package serves."""
+
     async def runtime_info(ctx: RequestContext) -> RemotingCommand:
         body = fastjson.encode(KVTable(runtime.table()))
         return ctx.cmd.make_response(ResponseCode.SUCCESS, body=body)
@@ -53,7 +66,18 @@ def stats_handlers(runtime: RuntimeInfo, items: BrokerStatsManager) -> dict[int,
             )
         return ctx.cmd.make_response(ResponseCode.SUCCESS, body=fastjson.encode(data))
 
+    rc, st = RequestCode, consume
     return {
-        RequestCode.GET_BROKER_RUNTIME_INFO: runtime_info,
-        RequestCode.VIEW_BROKER_STATS_DATA: view_stats,
+        rc.GET_BROKER_RUNTIME_INFO: runtime_info,
+        rc.VIEW_BROKER_STATS_DATA: view_stats,
+        rc.GET_TOPIC_STATS_INFO: on_ext(
+            GetTopicStatsInfoRequestHeader, st.topic_stats, answer_json
+        ),
+        rc.GET_CONSUME_STATS: on_ext(GetConsumeStatsRequestHeader, st.consume_stats, answer_json),
+        rc.GET_BROKER_CONSUME_STATS: on_ext(
+            GetConsumeStatsInBrokerHeader, st.broker_consume_stats, answer_json
+        ),
+        rc.QUERY_TOPIC_CONSUME_BY_WHO: on_ext(
+            QueryTopicConsumeByWhoRequestHeader, st.consumed_by_whom, answer_json
+        ),
     }

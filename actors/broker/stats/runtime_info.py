@@ -34,10 +34,9 @@ import os
 from collections.abc import Callable
 from typing import Protocol
 
-import attrs
-
 from rocketrio.actors.broker.boot.config import BrokerConfig
 from rocketrio.actors.broker.stats.broker_stats import BrokerStats
+from rocketrio.actors.broker.store.disk_usage import DiskSpace, disk_space, used_ratio
 from rocketrio.actors.broker.store.figures import java_fixed
 from rocketrio.actors.broker.store.view import StoreView
 from rocketrio.protocol.codes import CURRENT_VERSION
@@ -68,38 +67,6 @@ class PullQueue(Protocol):
     def capacity(self) -> int: ...
 
     def oldest_wait_ms(self) -> int: ...
-
-
-@attrs.frozen
-class DiskSpace:
-    """A file system's size in bytes (java.io.File getTotalSpace / getFreeSpace /
-    getUsableSpace)."""
-
-    total: int
-    free: int
-    usable: int
-
-
-def disk_space(path: str) -> DiskSpace | None:
-    """The space of the file system holding ``path``; None when the path does not exist."""
-    try:
-        st = os.statvfs(path)
-    except OSError:
-        return None
-    return DiskSpace(st.f_blocks * st.f_frsize, st.f_bfree * st.f_frsize, st.f_bavail * st.f_frsize)
-
-
-def used_ratio(space: DiskSpace | None) -> float:
-    """upstream UtilAll.getDiskPartitionSpaceUsedPercent: used / (used + usable), rounded up
-    to whole percent; -1 when unknown."""
-    if space is None or space.total <= 0:
-        return -1.0
-    used = space.total - space.free
-    entire = used + space.usable
-    if entire <= 0:
-        return -1.0
-    result = used * 100 // entire + (1 if used * 100 % entire else 0)
-    return result / 100.0
 
 
 def human_bytes(n: int) -> str:

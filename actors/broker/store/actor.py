@@ -594,11 +594,7 @@ class StoreActor(Actor[StoreMsg]):
             return
         gate = self.gate
         if gate is not None and not gate.admit_put():
-            remark = (
-                f"in-sync replicas not enough: the SyncStateSet may hold "
-                f"{gate.core.in_sync_replicas_nums()} replicas, minInSyncReplicas is "
-                f"{gate.core.policy.min_in_sync_replicas}"
-            )
+            remark = gate.not_enough_remark()
             for put in puts:
                 _fail(put, PutStatus.IN_SYNC_REPLICAS_NOT_ENOUGH, remark)
             return

@@ -24,9 +24,7 @@ from rocketrio.actors.broker.store.view import RunBlocking
 from rocketrio.actors.broker.tables.config_file import ConfigFile
 from rocketrio.actors.kernel.remoting import RequestContext
 from rocketrio.protocol.bodies import DataVersion
-from rocketrio.protocol.codes import RequestCode, ResponseCode
 from rocketrio.protocol.remoting import RemotingCommand
-from rocketrio.protocol.serde import to_json
 from rocketrio.storage.fs import OS_FS, FileSystem
 
 DELAY_OFFSET_FILE = "delayOffset.json"
@@ -131,12 +129,3 @@ class DelayOffsetFile:
 
     async def persist(self) -> None:
         await self.file.persist()
-
-
-def delay_offset_handlers(table: DelayOffsetTable) -> dict[int, Handler]:
-    """GET_ALL_DELAY_OFFSET (45): the table as delayOffset.json holds it (slave sync reads it)."""
-
-    async def get_all(ctx: RequestContext) -> RemotingCommand:
-        return ctx.cmd.make_response(ResponseCode.SUCCESS, body=to_json(table.snapshot()))
-
-    return {RequestCode.GET_ALL_DELAY_OFFSET: get_all}

@@ -23,6 +23,7 @@ import os
 from collections.abc import Callable
 from typing import Generic, TypeVar
 
+import attrs
 import structlog
 import trio
 
@@ -152,6 +153,32 @@ class TopicTable(TopicConfigManager, _Persisted[TopicConfigSerializeWrapper]):
         self.data_version = DataVersion(state_version, self.now_ms(), v.counter + 1)
         self.file.mark_dirty()
         self.on_change()
+
+    def adopt_queues(self, queues_with_records: dict[str, int]) -> None:
+        """A new master must serve every queue its log holds records of. Its slave sync may
+        not have copied a topic (the master created it moments before dying; the sync runs
+        one round trip after a new queue's first record arrives, so the window is short) or
+        its latest queue count (the topic grew). A missing topic is created as a send would
+        auto-create it (defaultTopicQueueNums queues), widened to cover the queues that hold
+        records, so every queue a producer may have written stays readable; a known topic
+        narrower than those queues is widened; nothing is ever narrowed (slave_sync drops a
+        late answer from the old master, which would narrow it)."""
+        for topic, n in queues_with_records.items():
+            have = self.select(topic)
+            if have is None:
+                q = max(n, self.config.defaultTopicQueueNums)
+                self.update(TopicConfig(topic, q, q))
+            elif have.readQueueNums < n or have.writeQueueNums < n:
+                self.update(
+                    attrs.evolve(
+                        have,
+                        readQueueNums=max(have.readQueueNums, n),
+                        writeQueueNums=max(have.writeQueueNums, n),
+                    )
+                )
+            else:
+                continue
+            events.emit(self.log, events.TopicAdoptedFromQueues(topic=topic, queue_count=n))
 
 
 class GroupTable(SubscriptionGroupManager, _Persisted[SubscriptionGroupWrapper]):

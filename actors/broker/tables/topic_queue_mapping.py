@@ -38,18 +38,28 @@ from rocketrio.actors.broker.tables.config_file import ConfigFile
 from rocketrio.actors.broker.tables.tables import config_path
 from rocketrio.actors.observe import events
 from rocketrio.protocol import fastjson
-from rocketrio.protocol.bodies import DataVersion, TopicConfig, TopicQueueMappingInfo
+from rocketrio.protocol.bodies import DataVersion, MessageQueue, TopicConfig, TopicQueueMappingInfo
 from rocketrio.protocol.static_topic import (
+    LogicQueueMappingItem,
     MappingError,
     TopicQueueMappingDetail,
     TopicQueueMappingSerializeWrapper,
     check_epoch,
     check_immutable,
     check_item_offsets,
+    is_logic_broker_name,
 )
 from rocketrio.storage.fs import OS_FS, FileSystem
 
 MAPPING_FILE = "topicQueueMapping.json"
+
+
+def leader_items(detail: TopicQueueMappingDetail, gid: int) -> list[LogicQueueMappingItem] | None:
+    """The logic queue's items when this broker leads it, else None."""
+    items = detail.hostedQueues.get(gid)
+    if not items or items[-1].bname != detail.bname:
+        return None
+    return items
 
 
 class TopicQueueMappingManager:
@@ -63,6 +73,13 @@ class TopicQueueMappingManager:
 
     def get(self, topic: str) -> TopicQueueMappingDetail | None:
         return self.table.get(topic)
+
+    def leads_logic_queue(self, mq: MessageQueue) -> bool:
+        """``mq`` is a logic queue this broker leads (its orderly-consumer locks are kept here)."""
+        if not is_logic_broker_name(mq.brokerName):
+            return False
+        detail = self.table.get(mq.topic)
+        return detail is not None and leader_items(detail, mq.queueId) is not None
 
     def is_static(self, topic: str) -> bool:
         return topic in self.table

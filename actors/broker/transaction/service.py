@@ -31,12 +31,15 @@ import attrs
 import structlog
 import trio
 
+from rocketrio.actors.broker.boot.broker_io import BrokerIO
 from rocketrio.actors.broker.boot.config import BrokerConfig
 from rocketrio.actors.broker.clients.client_manager import ProducerManager
 from rocketrio.actors.broker.dispatch.outcomes import Refusal
 from rocketrio.actors.broker.schedule.policy import parse_message_delay_level, wait_target
 from rocketrio.actors.broker.store.actor import StoreWriter
+from rocketrio.actors.broker.store.broker_store import BrokerStore
 from rocketrio.actors.broker.store.view import StoreView
+from rocketrio.actors.broker.tables.broker_tables import BrokerTables
 from rocketrio.actors.broker.tables.consumer_offset import ConsumerOffsetManager
 from rocketrio.actors.broker.tables.tables import TopicTable
 from rocketrio.actors.broker.transaction.half_store import TransactionQueues, host_of
@@ -465,3 +468,29 @@ class TransactionService:
         if refusal is None:
             return cmd.make_response(ResponseCode.SUCCESS)
         return cmd.make_response(refusal.code, refusal.remark)
+
+
+def build_transaction_service(
+    io: BrokerIO,
+    *,
+    tables: BrokerTables,
+    store: BrokerStore,
+    producers: ProducerManager,
+    is_master: Callable[[], bool],
+    new_uniq_key: Callable[[], str],
+    store_host: str,
+) -> TransactionService:
+    """The broker's transaction service, over the half and op queues of its store."""
+    return TransactionService(
+        io.config,
+        writer=store.actor,
+        view=store.view,
+        offsets=tables.offsets,
+        producers=producers,
+        topics=tables.topics,
+        is_master=is_master,
+        now_ms=io.now_ms,
+        new_uniq_key=new_uniq_key,
+        store_host=store_host,
+        log=io.log.bind(actor="transaction"),
+    )

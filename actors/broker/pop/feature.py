@@ -1,0 +1,109 @@
+"""POP consumption as the broker builds it: the held pops (hold.py), ordered POP's state and its
+file (order.py, order_service.py), POP_MESSAGE (processor.py), the acks (ack.py) and the
+master's revive task (revive.py, revive_service.py); their request codes in handlers.py.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import trio
+
+from rocketrio.actors.broker.boot.broker_io import BrokerIO
+from rocketrio.actors.broker.dispatch.table import Handlers
+from rocketrio.actors.broker.pop.ack import PopAckProcessor
+from rocketrio.actors.broker.pop.handlers import pop_handlers
+from rocketrio.actors.broker.pop.hold import PopLongPollingService
+from rocketrio.actors.broker.pop.order_service import PopOrderService
+from rocketrio.actors.broker.pop.processor import PopConfig, PopMessageProcessor
+from rocketrio.actors.broker.pop.revive_service import PopReviveService, ReviveConfig
+from rocketrio.actors.broker.store.actor import StoreActor
+from rocketrio.actors.broker.store.view import StoreView
+from rocketrio.actors.broker.tables.broker_tables import BrokerTables
+from rocketrio.actors.observe import events
+
+
+class PopFeature:
+    """POP of one broker (module docstring)."""
+
+    def __init__(
+        self,
+        io: BrokerIO,
+        *,
+        tables: BrokerTables,
+        view: StoreView,
+        writer: StoreActor,
+        is_master: Callable[[], bool],
+        store_host: tuple[bytes, int],
+    ) -> None:
+        config, now_ms, log = io.config, io.now_ms, io.log
+        pop_config = PopConfig.of(config)
+        t = tables
+        self.log = log
+        self.hold = PopLongPollingService(config.maxPopPollingSize)
+        self.order = PopOrderService(
+            config.storePathRootDir,
+            offsets=t.offsets,
+            topics=t.topics,
+            groups=t.groups,
+            hold=self.hold,
+            now_ms=now_ms,
+            persist_interval_s=config.flushConsumerOffsetInterval / 1000,
+            run_blocking=io.run_blocking,
+            fs=io.fs,
+            log=log.bind(actor="pop_order"),
+        )
+        self.pop = PopMessageProcessor(
+            pop_config,
+            topics=t.topics,
+            groups=t.groups,
+            offsets=t.offsets,
+            store=view,
+            writer=writer,
+            hold=self.hold,
+            order=self.order,
+            now_ms=now_ms,
+            store_host=store_host,
+            rng=io.rng,
+        )
+        self.acks = PopAckProcessor(
+            pop_config,
+            topics=t.topics,
+            order=self.order,
+            store=view,
+            writer=writer,
+            now_ms=now_ms,
+            store_host=store_host,
+            next_revive_qid=self.pop.next_revive_qid,
+        )
+        self.revive = PopReviveService(
+            ReviveConfig.of(config),
+            topics=t.topics,
+            groups=t.groups,
+            offsets=t.offsets,
+            store=view,
+            writer=writer,
+            is_master=is_master,
+            now_ms=now_ms,
+            store_host=store_host,
+            log=log.bind(actor="pop_revive"),
+        )
+
+    def handlers(self) -> Handlers:
+        return pop_handlers(self.pop, self.acks, self.revive)
+
+    def on_arrival(self, topic: str, queue_id: int, max_offset: int) -> None:
+        self.hold.notify_message_arriving(topic, queue_id, max_offset)
+
+    async def load(self) -> None:
+        if await self.order.load_file():
+            events.emit(self.log, events.ConfigLoadedFromBackup(file=self.order.file.path))
+
+    async def run_services(
+        self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED
+    ) -> None:
+        async with trio.open_nursery() as n:
+            await n.start(self.hold.run)
+            await n.start(self.revive.run)
+            await n.start(self.order.run)
+            task_status.started()

@@ -1,0 +1,51 @@
+"""Sending as the broker builds it: the processor (processor.py) and its request codes
+(handlers.py)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from rocketrio.actors.broker.boot.broker_io import BrokerIO
+from rocketrio.actors.broker.boot.config import BrokerConfig
+from rocketrio.actors.broker.clients.lock_manager import RebalanceLockManager
+from rocketrio.actors.broker.dispatch.table import Handlers
+from rocketrio.actors.broker.send.handlers import send_handlers
+from rocketrio.actors.broker.send.processor import SendConfig, SendMessageProcessor, WriteGate
+from rocketrio.actors.broker.stats.broker_stats import BrokerStats
+from rocketrio.actors.broker.store.broker_store import BrokerStore
+from rocketrio.actors.broker.tables.broker_tables import BrokerTables
+
+
+class SendFeature:
+    """The send path of one broker (module docstring)."""
+
+    def __init__(
+        self,
+        io: BrokerIO,
+        *,
+        tables: BrokerTables,
+        store: BrokerStore,
+        locks: RebalanceLockManager,
+        stats: BrokerStats,
+        write_gate: WriteGate,
+        new_uniq_key: Callable[[], str],
+    ) -> None:
+        self.processor = SendMessageProcessor(
+            SendConfig.of(io.config),
+            topics=tables.topics,
+            groups=tables.groups,
+            writer=store.actor,
+            reader=store.view,
+            locks=locks,
+            new_uniq_key=new_uniq_key,
+            stats=stats,
+            write_gate=write_gate,
+            rng=io.rng,
+            now_ms=io.now_ms,
+        )
+
+    def handlers(self) -> Handlers:
+        return send_handlers(self.processor)
+
+    def reconfigure(self, config: BrokerConfig, changed: frozenset[str]) -> None:
+        self.processor.reconfigure(config, changed)
