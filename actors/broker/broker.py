@@ -118,14 +118,14 @@ class Broker:
                 self.store.actor,
                 self.ha_master,
                 addr=lambda: self.addr,
-                on_role_change=self._role_changed,
+                on_role_change=self.on_role_change,
                 faults=faults,
             )
         )
 
     def _build_messaging(self) -> None:
         """Clients, pull, send, POP, delays and transactions."""
-        io, t, s, is_master = self.io, self.tables, self.store, self.is_master
+        io, t, s, is_master = self.io, self.tables, self.store, self.roles.serving_as_master
         new_uniq_key = UniqIdGenerator(io.config.brokerIP1, clock_ms=io.now_ms).next_id
         self.clients = ClientsFeature(io, tables=t, store=s.view)
         self.pull = PullFeature(
@@ -166,7 +166,7 @@ class Broker:
 
     def _build_management(self) -> None:
         """Admin, static topics, figures, ACL, replication status, slave sync, live config."""
-        io, t, s, is_master = self.io, self.tables, self.store, self.is_master
+        io, t, s, is_master = self.io, self.tables, self.store, self.roles.serving_as_master
         self.admin = AdminFeature(
             io,
             tables=t,
@@ -241,10 +241,6 @@ class Broker:
             self.config, self.tables, role_known=lambda: self.roles.role_known
         )
 
-    def is_master(self) -> bool:
-        """Serving as master right now: the role service's answer (roles/role_service.py)."""
-        return self.roles.serving_as_master()
-
     # ------------------------------------------------------------------ listeners
 
     def _on_arrival(self, topic: str, queue_id: int, max_offset: int) -> None:
@@ -253,7 +249,7 @@ class Broker:
         self.pop.on_arrival(topic, queue_id, max_offset)
         self.schedule.notify_arrival(topic, queue_id, max_offset)
 
-    def _role_changed(self, change: RoleChange) -> None:
+    def on_role_change(self, change: RoleChange) -> None:
         """A role taken (controller mode): a new master rebuilds its transactions from the store
         and serves every queue its log holds; the NameServers hear it at once, with the
         masterEpoch as DataVersion stateVersion (upstream nextVersion(newMasterEpoch))."""
@@ -265,7 +261,7 @@ class Broker:
 
     def _replica_floor(self, in_sync_only: bool) -> int | None:
         """What the slaves still need of this master's log (None while not master)."""
-        if not self.is_master():
+        if not self.roles.serving_as_master():
             return None
         return self.ha_master.replica_floor(in_sync_only)
 
@@ -322,7 +318,7 @@ class Broker:
 
     async def run(self, *, task_status: trio.TaskStatus[Any] = trio.TASK_STATUS_IGNORED) -> None:
         """Open, serve until cancelled (or `crash`), then shut down gracefully."""
-        await self.lifecycle.run(task_status=task_status)
+        await self.lifecycle.run(started=lambda: task_status.started(self))
 
     def crash(self) -> None:
         """Fault injection: stop at once, no flush, no close, no unregister (like kill -9)."""

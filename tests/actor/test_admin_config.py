@@ -145,7 +145,7 @@ async def test_flush_interval_changes_the_running_flush_period(
     tmp_path: Path, mock_clock: trio.testing.MockClock, capsys: Capture
 ) -> None:
     async with cluster(tmp_path, ("broker-a",)) as c:
-        store = c.brokers["broker-a"].store_actor
+        store = c.brokers["broker-a"].store.actor
 
         async def flushes_in_10s() -> int:
             before = store.flush_count
@@ -198,7 +198,7 @@ async def test_refused_broker_keys_change_nothing(
         assert e.value.code == ResponseCode.INVALID_PARAMETER
         assert "brokerName needs a broker restart" in e.value.remark
         assert broker.config.maxMessageSize == 4 * 1024 * 1024
-        assert broker.send.config.max_message_size == 4 * 1024 * 1024
+        assert broker.send.processor.config.max_message_size == 4 * 1024 * 1024
         assert await _config(c, addr) == before
         assert path.read_text() == BROKER_FILE
 
@@ -223,7 +223,7 @@ async def test_update_without_a_config_file_is_live_only_and_says_so(
         async with Producer("pg", c.ns_addr, **c.kwargs(), retries=0) as p:
             with pytest.raises(MQClientError, match=r"TOPIC_NOT_EXIST .*autoCreateTopicEnable=f"):
                 await p.send(Message("NewTopic", b"x"))
-        assert c.brokers["broker-a"].topics.select("TBW102").perm == PERM_READ | PERM_WRITE
+        assert c.brokers["broker-a"].tables.topics.select("TBW102").perm == PERM_READ | PERM_WRITE
         code, _, err, _ = await run(
             capsys, c.net, "updateBrokerConfig", "-n", c.ns_addr, "-b", addr,
             "-k", "autoCreateTopicEnable", "-v", "true",
@@ -306,7 +306,7 @@ async def test_update_topic_perm_on_a_cluster_and_on_one_broker(
             f"update topic perm from 6 (RW-) to 4 (R--) in {b} success.",
         ]
         for key in ("broker-a", "broker-b"):
-            tc = c.brokers[key].topics.select("T")
+            tc = c.brokers[key].tables.topics.select("T")
             assert (tc.perm, tc.readQueueNums, tc.writeQueueNums) == (4, 4, 4)
         await wait_perm(c, "broker-a", PERM_READ)
         await wait_perm(c, "broker-b", PERM_READ)

@@ -88,8 +88,8 @@ async def test_create_and_delete_topic(tmp_path: Any, mock_clock: trio.testing.M
         )
         assert resp.code == ResponseCode.SUCCESS
         assert (await h.pull("Orders", 2, 0)).code == ResponseCode.TOPIC_NOT_EXIST
-        assert h.broker.store.get_max_offset("Orders", 2) == 0
-        assert "Orders" not in h.broker.topics.snapshot().topicConfigTable
+        assert h.broker.store.message_store.get_max_offset("Orders", 2) == 0
+        assert "Orders" not in h.broker.tables.topics.snapshot().topicConfigTable
 
 
 async def test_create_topic_validation(tmp_path: Any, mock_clock: trio.testing.MockClock) -> None:
@@ -224,7 +224,7 @@ async def test_messages_survive_restart_and_crash(
         # new sends continue the queue offsets, the index still finds old keys
         resp = await h.send("P", b"after", queue_id=1)
         assert resp.ext_fields["queueOffset"] == "20"
-        assert [m.body for m in broker.store.query_by_key("P", "key21")] == [b"m21"]
+        assert [m.body for m in broker.store.message_store.query_by_key("P", "key21")] == [b"m21"]
 
 
 async def test_torn_commitlog_tail_is_truncated_on_restart(
@@ -301,7 +301,7 @@ async def test_heartbeat_consumer_list_and_notify(
             resp = await h.pull("Topic", 0, 0, sub=None, flags=0)
             assert [m.body for m in messages(resp)] == [b"a1"]
             # and created the group's retry topic
-            assert h.broker.topics.select("%RETRY%CG") is not None
+            assert h.broker.tables.topics.select("%RETRY%CG") is not None
             # a second member: both members are told
             await c2.invoke(h.addr, heartbeat_cmd("c2@1"), 5)
             await trio.sleep(0.1)
@@ -333,11 +333,11 @@ async def test_heartbeat_consumer_list_and_notify(
 async def test_silent_client_expires(tmp_path: Any, mock_clock: trio.testing.MockClock) -> None:
     async with harness(tmp_path) as h:
         await h.invoke(heartbeat_cmd("c1@1"))
-        assert h.broker.consumers.get("CG") is not None
+        assert h.broker.clients.consumers.get("CG") is not None
         await trio.sleep(100)
-        assert h.broker.consumers.get("CG") is not None
+        assert h.broker.clients.consumers.get("CG") is not None
         await trio.sleep(40)  # > 120 s without heartbeat
-        assert h.broker.consumers.get("CG") is None
+        assert h.broker.clients.consumers.get("CG") is None
 
 
 async def test_lock_batch_mq(tmp_path: Any, mock_clock: trio.testing.MockClock) -> None:
@@ -407,4 +407,4 @@ async def test_stats_and_admin_queries(tmp_path: Any, mock_clock: trio.testing.M
             RemotingCommand(RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP, body=to_json(sgc))
         )
         assert resp.code == ResponseCode.SUCCESS
-        assert h.broker.groups.table["NewGroup"].retryMaxTimes == 3
+        assert h.broker.tables.groups.table["NewGroup"].retryMaxTimes == 3

@@ -112,7 +112,7 @@ async def test_unsigned_admin_write_is_refused(tmp_path: Path, mock_clock: Any) 
         as_user(h, ROOT)
         assert (await h.invoke(topic_config("Orders"))).code != RC.SUCCESS  # nothing created
         assert h.broker is not None
-        assert h.broker.adapter.gate is not None and h.broker.adapter.gate.refused == 1
+        assert h.broker.requests.gate is not None and h.broker.requests.gate.refused == 1
 
 
 async def test_wrong_signature_is_refused(tmp_path: Path, mock_clock: Any) -> None:
@@ -207,7 +207,7 @@ async def test_auth_off_by_default_serves_unsigned_requests(
     tmp_path: Path, mock_clock: Any
 ) -> None:
     async with harness(tmp_path) as h:
-        assert h.broker is not None and h.broker.adapter.gate is None
+        assert h.broker is not None and h.broker.requests.gate is None
         await ok(h, create_topic("Orders"))
         assert (await h.send("Orders", b"x")).code == RC.SUCCESS
 
@@ -242,8 +242,12 @@ async def test_slave_has_its_masters_users_and_enforces_them(
             create_acl("User:alice", "Group:G", ["Sub"]),
         ):
             assert (await c.client.invoke(f"{M}:10911", cmd, 10)).code == RC.SUCCESS
-        await until(lambda: s.auth.acls == m.auth.acls and s.auth.user("alice") is not None)
-        assert s.auth.acls == m.auth.acls
+        await until(
+            lambda: (
+                s.tables.auth.acls == m.tables.auth.acls and s.tables.auth.user("alice") is not None
+            )
+        )
+        assert s.tables.auth.acls == m.tables.auth.acls
         assert s.slave_sync is not None and s.slave_sync.synced_from == f"{M}:10911"
         # on the slave's disk too
         with open(os.path.join(tmp_path, S, "config", "acls.json")) as f:
@@ -258,5 +262,5 @@ async def test_slave_has_its_masters_users_and_enforces_them(
         c.client.request_hook = RequestSigner(ROOT)
         delete = RemotingCommand(RequestCode.AUTH_DELETE_USER, ext_fields={"username": "alice"})
         assert (await c.client.invoke(f"{M}:10911", delete, 10)).code == RC.SUCCESS
-        await until(lambda: s.auth.user("alice") is None)
-        assert "User:alice" not in s.auth.acls
+        await until(lambda: s.tables.auth.user("alice") is None)
+        assert "User:alice" not in s.tables.auth.acls

@@ -41,9 +41,9 @@ async def test_a_full_disk_refuses_sends_until_space_returns(
     async with harness(tmp_path, **CHECK) as h:
         assert h.broker is not None
         disk = Disk(50)
-        h.broker.disk = h.broker.runtime_info.disk = disk
+        h.broker.store.disks.disk = h.broker.stats.runtime_info.disk = disk
         assert (await h.send("T", b"before", queue_id=0)).code == ResponseCode.SUCCESS
-        end = h.broker.store.get_commitlog_max_offset()
+        end = h.broker.store.message_store.get_commitlog_max_offset()
 
         with structlog.testing.capture_logs() as logs:
             disk.used_percent = 90
@@ -55,7 +55,7 @@ async def test_a_full_disk_refuses_sends_until_space_returns(
                 "the broker's disk is full [CL:  0.90 CQ:  0.90 INDEX:  0.90], messages are "
                 "put to the slave, message store has been shut down, etc."
             )
-            assert h.broker.store.get_commitlog_max_offset() == end  # nothing written
+            assert h.broker.store.message_store.get_commitlog_max_offset() == end  # nothing written
             pulled = await h.pull("T", 0, 0)
             assert [m.body for m in messages(pulled)] == [b"before"]
             status = await h.invoke(RemotingCommand(RequestCode.GET_BROKER_RUNTIME_INFO))

@@ -67,7 +67,7 @@ async def test_a_send_that_finds_the_disk_full_is_refused_and_the_broker_recover
         for body in (b"m1", b"m2", b"m3"):
             assert (await h.send("T", body, queue_id=0)).code == ResponseCode.SUCCESS
             acked.append(body)
-        store = h.broker.store
+        store = h.broker.store.message_store
         end = store.get_commitlog_max_offset()
         with structlog.testing.capture_logs() as logs:
             fs.set_capacity(fs.used_bytes + 100)

@@ -129,8 +129,8 @@ class Node:
 
     @property
     def rm(self) -> Any:
-        assert self.b.replicas is not None
-        return self.b.replicas
+        assert self.b.roles is not None
+        return self.b.roles
 
     @property
     def identity(self) -> BrokerIdentityStore:
@@ -179,7 +179,7 @@ class Node:
 
     async def wait_role(self) -> Node:
         with trio.fail_after(WAIT_S):
-            await self.rm.role_known.wait()
+            await self.rm.role_taken.wait()
         return self
 
     def crash_now(self) -> None:
@@ -421,7 +421,7 @@ async def test_two_brokers_racing_for_the_same_id(
         assert table == {a.rm.broker_controller_id: a.b.addr, b.rm.broker_controller_id: b.b.addr}
         roles = {a.rm.role, b.rm.role}
         assert roles == {BrokerRole.SYNC_MASTER, BrokerRole.SLAVE}
-        master, slave = (a, b) if a.rm.is_master else (b, a)
+        master, slave = (a, b) if a.rm.serving_as_master() else (b, a)
         await wait_until(
             lambda: _eq(
                 c.namesrv_ids(),
@@ -450,9 +450,10 @@ async def test_slave_refuses_writes_new_port_keeps_identity_and_failover(
         await wait_until(lambda: _eq(c.sync_state_set(), {1, 2}), "B joined the set")
         assert a.rm.sync_state_set == {1, 2}
         assert (await c.send(a)).code == RC.SUCCESS  # acked once B holds it too
-        acked_end = a.b.store.get_commitlog_max_offset()
+        acked_end = a.b.store.message_store.get_commitlog_max_offset()
         await wait_until(
-            lambda: _true(b.b.store.get_commitlog_max_offset() >= acked_end), "B holds it"
+            lambda: _true(b.b.store.message_store.get_commitlog_max_offset() >= acked_end),
+            "B holds it",
         )
 
         # B restarts on a new port: same id, same SyncStateSet membership, new address
@@ -466,7 +467,7 @@ async def test_slave_refuses_writes_new_port_keeps_identity_and_failover(
         # the master dies: the controller elects B (in the SyncStateSet), B registers as 0
         await trio.sleep(12)  # past the controller's listening window after its election
         await a.crash()
-        await wait_until(lambda: _true(b.rm.is_master), "B promoted")
+        await wait_until(lambda: _true(b.rm.serving_as_master()), "B promoted")
         assert b.rm.master_epoch == 2 and b.b.config.brokerId == 0
         assert b.b.config.brokerRole is BrokerRole.SYNC_MASTER
         await wait_until(lambda: _eq(_master_addr(c), b.b.addr), "B is brokerId 0")
@@ -490,7 +491,7 @@ async def test_slave_refuses_writes_new_port_keeps_identity_and_failover(
         )
         cache = from_json(EpochEntryCache, resp.body)
         assert [(e.epoch, e.startOffset) for e in cache.epochList] == [(1, 0), (2, acked_end)]
-        assert cache.maxOffset == b.b.store.get_commitlog_max_offset() > acked_end
+        assert cache.maxOffset == b.b.store.message_store.get_commitlog_max_offset() > acked_end
 
 
 async def _true(value: bool) -> bool:
@@ -509,7 +510,7 @@ async def test_broker_follows_the_controller_leader(
         followers = [n for n in CTRL_IDS if n != leader.self_id]
         a = c.node()
         await (await a.start()).wait_role()
-        assert a.rm.link.leader_addr == leader.addr
+        assert a.rm.calls.link.leader_addr == leader.addr
         # the leader dies: the broker finds the new one (syncControllerMetadataPeriod) ...
         c.crash_controller(leader.self_id)
         new_leader = await c.leader()
@@ -522,7 +523,7 @@ async def test_broker_follows_the_controller_leader(
 
 
 async def _leader_of(node: Node) -> str | None:
-    return node.rm.link.leader_addr
+    return node.rm.calls.link.leader_addr
 
 
 # --------------------------------------------------------------------------- admin
@@ -557,7 +558,9 @@ async def test_controller_admin_commands(
             # electMaster hands the set to B: the push makes B master, A its slave
             result = await admin.elect_master(CLUSTER, "broker-a", 2)
             assert result.header.masterBrokerId == 2 and result.header.masterEpoch == 2
-            await wait_until(lambda: _true(b.rm.is_master and not a.rm.is_master), "switched")
+            await wait_until(
+                lambda: _true(b.rm.serving_as_master() and not a.rm.serving_as_master()), "switched"
+            )
             # the demoted master gets its own id back at the NameServer
             await wait_until(
                 lambda: _eq(c.namesrv_ids(), {0: b.b.addr, 1: a.b.addr}), "A back to id 1"

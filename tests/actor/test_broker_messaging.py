@@ -160,7 +160,7 @@ async def test_long_poll_answered_when_message_arrives(
             n.start_soon(poll)
             await trio.sleep(2)
             assert "resp" not in result
-            assert h.broker is not None and h.broker.pull_hold.count == 1
+            assert h.broker is not None and h.broker.pull.hold.count == 1
             await h.send("L", b"new", queue_id=0)
         resp = result["resp"]
         assert resp.code == ResponseCode.SUCCESS
@@ -243,17 +243,20 @@ async def test_sync_flush_group_commit(tmp_path: Any, mock_clock: trio.testing.M
             assert resp.code == ResponseCode.SUCCESS, resp.remark
             offsets.append(int(resp.ext_fields["queueOffset"]))
 
-        before = broker.store_actor.sync_flush_count
+        before = broker.store.actor.sync_flush_count
         async with trio.open_nursery() as n:
             for i in range(300):
                 n.start_soon(send, i)
                 await trio.sleep(0.0001)  # sends keep arriving over ~15 fsync durations
-        flushes = broker.store_actor.sync_flush_count - before
+        flushes = broker.store.actor.sync_flush_count - before
         assert sorted(offsets) == list(range(300))
         # one fsync per group of sends that arrived during the previous fsync
         assert 5 <= flushes <= 30, flushes
         # every acknowledged send was fsynced: the CommitLog is flushed up to its end
-        assert broker.store.flushed_offset == broker.store.get_commitlog_max_offset()
+        assert (
+            broker.store.message_store.flushed_offset
+            == broker.store.message_store.get_commitlog_max_offset()
+        )
 
 
 # --------------------------------------------------------------------------- retry and DLQ

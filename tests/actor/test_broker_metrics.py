@@ -54,7 +54,7 @@ async def test_metrics_have_upstream_names_and_move_with_traffic(
 ) -> None:
     async with harness(tmp_path, **PROM) as h:
         assert h.broker is not None
-        addr = h.broker.metrics_addr
+        addr = h.broker.stats.metrics_addr
         assert addr == f"{BROKER_HOST}:5557"
         get = b"GET /metrics HTTP/1.1\r\nHost: broker\r\n\r\n"
         status, body = await http_get(h.net, addr, get)
@@ -115,7 +115,7 @@ async def test_no_metrics_endpoint_by_default(
     tmp_path: Any, mock_clock: trio.testing.MockClock
 ) -> None:
     async with harness(tmp_path) as h:
-        assert h.broker is not None and h.broker.metrics_addr == ""
+        assert h.broker is not None and h.broker.stats.metrics_addr == ""
         with pytest.raises(OSError):
             await h.net.transport(CLIENT_HOST).connect(f"{BROKER_HOST}:5557")
 

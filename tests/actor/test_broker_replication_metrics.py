@@ -27,7 +27,7 @@ def has(got: Samples, name: str) -> bool:
 
 
 async def metrics(node: Node) -> Samples:
-    return await scrape(node.cluster.net, node.b.metrics_addr)
+    return await scrape(node.cluster.net, node.b.stats.metrics_addr)
 
 
 async def test_master_and_slave_report_lag_and_confirm_offset(
@@ -42,7 +42,7 @@ async def test_master_and_slave_report_lag_and_confirm_offset(
         acked: Acked = {}
         assert await send_many(c, a, 20, "m", acked) == 20
         await trio.sleep(1)  # the slave's ack and the confirmOffset push
-        end = a.b.store.get_commitlog_max_offset()
+        end = a.b.store.message_store.get_commitlog_max_offset()
         got = await metrics(a)
         assert gauge(got, "rocketmq_confirm_offset") == end > confirm_before
         assert gauge(got, "rocketmq_storage_size", storage_type="local") == end
@@ -64,4 +64,7 @@ async def test_master_and_slave_report_lag_and_confirm_offset(
         await trio.sleep(2)
         got = await metrics(a)
         assert gauge(got, "rocketmq_replication_lag_bytes", **slave) == 0
-        assert gauge(got, "rocketmq_confirm_offset") == a.b.store.get_commitlog_max_offset()
+        assert (
+            gauge(got, "rocketmq_confirm_offset")
+            == a.b.store.message_store.get_commitlog_max_offset()
+        )

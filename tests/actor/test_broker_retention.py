@@ -65,7 +65,7 @@ async def test_expired_segments_go_min_offsets_move_and_a_consumer_below_is_corr
                 for r in range(10):
                     await send_all(p, "T", [b"m-%d-%d" % (r, i) + body for i in range(30)])
                     await trio.sleep(1)
-                last_base = broker.store.retention_segments()[-1][0]
+                last_base = broker.store.message_store.retention_segments()[-1][0]
                 assert last_base >= 5 * SEG
                 sent_done = trio.current_time()
                 await trio.sleep(8)  # past the reservation of every closed segment
@@ -77,7 +77,7 @@ async def test_expired_segments_go_min_offsets_move_and_a_consumer_below_is_corr
         # and went, the current one stays: exactly what is on disk
         assert gone == {segment_name(b) for b in range(0, last_base, SEG)}
         assert kept == [segment_name(last_base)]
-        assert broker.store.get_commitlog_min_offset() == last_base
+        assert broker.store.message_store.get_commitlog_min_offset() == last_base
         assert all(e["trigger"] == "time" and not e["forced"] for e in deleted)
         assert trio.current_time() - sent_done >= 8
 
@@ -86,12 +86,12 @@ async def test_expired_segments_go_min_offsets_move_and_a_consumer_below_is_corr
         mins = {q.queueId: q.minOffset for q in status}
         maxs = {q.queueId: q.maxOffset for q in status}
         for qid in (0, 1):
-            assert mins[qid] == broker.store.get_min_offset("T", qid)
+            assert mins[qid] == broker.store.message_store.get_min_offset("T", qid)
             assert 20 < mins[qid] <= maxs[qid]  # above the group's committed offset (~20)
         # every queue entry below the min offset points into deleted data, none above does
-        clog_min = broker.store.get_commitlog_min_offset()
+        clog_min = broker.store.message_store.get_commitlog_min_offset()
         for qid in (0, 1):
-            cq = broker.store._cqs[("T", qid)]
+            cq = broker.store.message_store._cqs[("T", qid)]
             if mins[qid] < maxs[qid]:
                 entry = cq.entry(mins[qid])
                 assert entry is not None and entry[0] >= clog_min
@@ -124,7 +124,7 @@ async def test_the_current_segment_and_young_segments_are_kept(
             assert on_disk(tmp_path / "b") == before
             await trio.sleep(700)  # now past it: every closed segment goes, not the last
             assert on_disk(tmp_path / "b") == before[-1:]
-        store = broker.store
+        store = broker.store.message_store
         low, clog_min = store.get_min_offset("T", 0), store.get_commitlog_min_offset()
         assert 0 < low < store.get_max_offset("T", 0)
         entry = store._cqs[("T", 0)].entry(low)

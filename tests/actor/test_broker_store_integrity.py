@@ -146,5 +146,5 @@ async def test_a_second_broker_on_the_same_store_is_refused(
         # and once it stops, the store is free
         await h.stop_broker()
         await other.open()
-        other.store.close()
+        other.store.message_store.close()
         other.release_store_lock()

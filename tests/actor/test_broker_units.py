@@ -10,7 +10,8 @@ from hypothesis import strategies as st
 from rocketrio.actors.broker.boot.config import BrokerConfig
 from rocketrio.actors.broker.clients.client_manager import ClientChannelInfo, ConsumerManager
 from rocketrio.actors.broker.clients.lock_manager import RebalanceLockManager
-from rocketrio.actors.broker.dispatch.adapter import parse_send_header_v2, pull_code
+from rocketrio.actors.broker.pull.handlers import pull_code
+from rocketrio.actors.broker.send.handlers import parse_send_header_v2
 from rocketrio.actors.broker.send.processor import append_props, prop_value
 from rocketrio.actors.broker.tables.consumer_offset import ConsumerOffsetManager
 from rocketrio.actors.broker.tables.topic_config import (

@@ -79,7 +79,7 @@ async def trio_of_replicas(c: Cluster, **overrides: Any) -> tuple[Node, Node, No
     a, b, d = c.node(), c.node(), c.node()
     for n in (a, b, d):
         await (await n.start(**overrides)).wait_role()
-    assert a.rm.is_master
+    assert a.rm.serving_as_master()
     await wait_until(lambda: _eq(c.sync_state_set(), {1, 2, 3}), "both slaves in the set")
     return a, b, d
 
@@ -111,7 +111,7 @@ async def test_master_shows_its_slaves_in_sync_then_one_behind_then_one_gone(
         assert 1024 < received["transferredByteInSecond"] < during["masterCommitLogMaxOffset"]
 
         await trio.sleep(2)  # the load is over: a whole quiet second later nothing flows
-        end = a.b.store.get_commitlog_max_offset()
+        end = a.b.store.message_store.get_commitlog_max_offset()
         body = await body_of(capsys, c, a)
         assert body["master"] is True and body["masterCommitLogMaxOffset"] == end
         assert body["inSyncSlaveNums"] == 2
@@ -134,7 +134,7 @@ async def test_master_shows_its_slaves_in_sync_then_one_behind_then_one_gone(
         c.net.partition([d.host], [a.host])
         await wait_until(lambda: _eq(c.sync_state_set(), {1, 2}), "d left the set")
         assert await send_many(c, a, 10, "after", acked) == 10
-        end2 = a.b.store.get_commitlog_max_offset()
+        end2 = a.b.store.message_store.get_commitlog_max_offset()
         code, out, _ = await ha_status(capsys, c, "-b", a.b.addr)
         assert code == 0 and re.search(r"slaves connected\s+2$", out, re.M), out
         assert re.search(r"slaves in sync\s+1$", out, re.M), out
@@ -156,13 +156,13 @@ async def test_a_slave_shows_its_master_and_when_it_last_heard_from_it(
         a, b = await pair(c)
         assert await send_many(c, a, 20, "m", {}) == 20
         await trio.sleep(1)  # the master's confirmOffset reaches the slave
-        end = a.b.store.get_commitlog_max_offset()
+        end = a.b.store.message_store.get_commitlog_max_offset()
         now_ms = EPOCH_MS + int(trio.current_time() * 1000)
         body = await body_of(capsys, c, b)
         info = body["haClientRuntimeInfo"]
         assert body["master"] is False and body["haConnectionInfo"] == []
         assert info["masterAddr"] == a.b.config.ha_addr and info["maxOffset"] == end
-        assert info["masterFlushOffset"] == a.b.store_actor.confirm_offset() == end
+        assert info["masterFlushOffset"] == a.b.store.actor.confirm_offset() == end
         # it heard from the master (data, then heartbeats every 5 s) and acked within 5 s
         for key in ("lastReadTimestamp", "lastWriteTimestamp"):
             assert now_ms - 5_000 <= info[key] <= now_ms, (key, info, now_ms)
@@ -194,17 +194,19 @@ async def test_after_a_failover_the_new_master_reports_itself_master(
         assert await send_many(c, a, 10, "before", {}) == 10
         await trio.sleep(11)  # past the controller's listening window after its election
         await a.crash()
-        await wait_until(lambda: _true(b.rm.is_master), "b promoted")
+        await wait_until(lambda: _true(b.rm.serving_as_master()), "b promoted")
         body = await body_of(capsys, c, b)
         assert body["master"] is True and body["haConnectionInfo"] == []
         assert body["inSyncSlaveNums"] == 0
-        assert body["masterCommitLogMaxOffset"] == b.b.store.get_commitlog_max_offset()
+        assert (
+            body["masterCommitLogMaxOffset"] == b.b.store.message_store.get_commitlog_max_offset()
+        )
 
         # the old master returns as the new master's slave
         await (await a.start(port=10913)).wait_role()
         await wait_until(lambda: _eq(c.sync_state_set(), {1, 2}), "a back in the set")
         assert await send_many(c, b, 5, "after", {}) == 5
-        end = b.b.store.get_commitlog_max_offset()
+        end = b.b.store.message_store.get_commitlog_max_offset()
         body = await body_of(capsys, c, b)
         (conn,) = body["haConnectionInfo"]
         assert conn["addr"] == a.host and conn["inSync"] is True and conn["diff"] == 0
@@ -232,7 +234,7 @@ async def test_a_broker_without_slaves_is_a_master_with_no_connections(
         body = await body_of(capsys, c, a)
         assert body == {
             "master": True,
-            "masterCommitLogMaxOffset": a.b.store.get_commitlog_max_offset(),
+            "masterCommitLogMaxOffset": a.b.store.message_store.get_commitlog_max_offset(),
             "inSyncSlaveNums": 0,
             "haConnectionInfo": [],
             "haClientRuntimeInfo": {
@@ -276,7 +278,7 @@ async def test_a_caught_up_slave_is_in_sync_only_once_the_controller_agrees(
         a = c.node()
         await (await a.start()).wait_role()
         assert await send_many(c, a, 5, "m", {}) == 5
-        end = a.b.store.get_commitlog_max_offset()
+        end = a.b.store.message_store.get_commitlog_max_offset()
         c.net.partition([a.host], [CTRL_HOSTS["n0"]])  # shorter than brokerNotActiveTimeout
         b = c.node()
         await (await b.start()).wait_role()
@@ -311,7 +313,7 @@ async def test_classic_master_and_slave_report_the_same_way(
         )
         for i in range(5):
             assert (await c.send(CLASSIC_M, f"m{i}".encode())).code == RC.SUCCESS
-        end = m.store.get_commitlog_max_offset()
+        end = m.store.message_store.get_commitlog_max_offset()
         capsys.readouterr()
         with structlog.testing.capture_logs():
             code = await main_async(

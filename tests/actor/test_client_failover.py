@@ -286,7 +286,7 @@ async def test_consumer_reads_from_the_slave_while_the_master_is_down_and_return
             m.offset_store.table.update(T_QUEUES[2], 7, increase_only=False)
             await m.offset_store.persist([T_QUEUES[2]])
             assert offsets_sent[-1] == (slave, T_QUEUES[2], 7)
-            assert c.brokers["broker-a-s"].offsets.query("g", "T", 2) == 7
+            assert c.brokers["broker-a-s"].tables.offsets.query("g", "T", 2) == 7
 
             await trio.sleep(2.0)  # pulls held at the slave (15 s suspend)
             await c.start_broker("broker-a", OLD_HOST)  # the master restarts on its store
@@ -297,7 +297,7 @@ async def test_consumer_reads_from_the_slave_while_the_master_is_down_and_return
             to_master = [first_pull_at(pulls, master, q, back_at) or 0 for q in T_QUEUES]
             assert max(to_master) - back_at <= MASTER_BACK_BOUND_S
             # the returning master heard the consumer's heartbeat at once, not after 30 s
-            group = c.brokers["broker-a"].consumers.get("g")
+            group = c.brokers["broker-a"].clients.consumers.get("g")
             assert group is not None and group.client_ids() == [m.client.client_id]
             await trio.sleep(1.0)
         t_pulls = [(t, a) for t, a, q, _ in pulls if q in T_QUEUES]

@@ -17,6 +17,7 @@ from test_client_harness import Cluster, Collector, cluster, consumer, create_to
 
 from rocketrio.actors.broker.boot.config import BrokerRole, FlushDiskType
 from rocketrio.actors.broker.dispatch.outcomes import Refusal
+from rocketrio.actors.broker.roles.role_service import RoleChange
 from rocketrio.actors.broker.transaction.half_store import host_of
 from rocketrio.actors.broker.transaction.policy import (
     CHECK_MAX_TIME_TOPIC,
@@ -83,7 +84,7 @@ class Listener:
 def read_queue(
     c: Cluster, topic: str, queue_id: int = 0, broker: str = "broker-a"
 ) -> list[MessageExt]:
-    view = c.brokers[broker].store_view
+    view = c.brokers[broker].store.view
     got = view.get_messages(topic, queue_id, 0, 10_000, 64 << 20)
     return [decode_stored(b)[0] for b in got.buffers]
 
@@ -211,8 +212,8 @@ async def test_a_check_answered_unknown_is_discarded_after_transaction_check_max
         assert read_topic(c, "T") == []
         # the scan moved past every copy, and the progress is committed for restarts
         b = c.brokers["broker-a"]
-        half_end = b.store_view.get_max_offset(HALF_TOPIC, 0)
-        assert b.offsets.query(CID_SYS_RMQ_TRANS, HALF_TOPIC, 0) == half_end
+        half_end = b.store.view.get_max_offset(HALF_TOPIC, 0)
+        assert b.tables.offsets.query(CID_SYS_RMQ_TRANS, HALF_TOPIC, 0) == half_end
 
 
 async def test_a_duplicate_or_late_end_transaction_commits_once(
@@ -450,14 +451,16 @@ async def test_a_new_master_rebuilds_what_another_master_decided(
         await b.transactions.check_round()  # the service has loaded its state
         # while this broker was a slave, the master committed the half: the commit and its op
         # reach this store by replication (written here directly)
-        b.apply_role(BrokerRole.SLAVE, 1, 1)
+        b.config.brokerRole = BrokerRole.SLAVE
+        b.on_role_change(RoleChange(BrokerRole.SLAVE, 1, 1))
         half = read_queue(c, HALF_TOPIC)[0]
         for msg in (
             committed_message(half, host_of(half.born_host)),
             op_message([half.queue_offset], "OP1", 0, host_of(half.born_host)),
         ):
             assert not isinstance(await b.transactions.queues.put(msg), Refusal)
-        b.apply_role(BrokerRole.ASYNC_MASTER, 0, 2)
+        b.config.brokerRole = BrokerRole.ASYNC_MASTER
+        b.on_role_change(RoleChange(BrokerRole.ASYNC_MASTER, 0, 2))
         # the producer's answer to an old check reaches the new master: nothing is written
         again = EndTransactionRequestHeader(
             producerGroup="pg",

@@ -108,9 +108,9 @@ async def start_broker(net: SimNetwork, nursery: trio.Nursery, host: str, seed: 
         fs=SimFileSystem(random.Random(seed)),
     )
     await nursery.start(broker.run)
-    assert broker.replicas is not None
+    assert broker.roles is not None
     with trio.fail_after(60):
-        await broker.replicas.role_known.wait()
+        await broker.roles.role_taken.wait()
     return broker
 
 
@@ -130,7 +130,9 @@ async def test_cluster_with_auth_produces_and_consumes_with_signed_clients(
         count_notifications(master)
         slave = await start_broker(net, nursery, SLAVE_HOST, 2)
         count_notifications(slave)
-        await wait_for(lambda: master.serving_as_master() and not slave.serving_as_master())
+        await wait_for(
+            lambda: master.roles.serving_as_master() and not slave.roles.serving_as_master()
+        )
 
         # the super user sets the cluster up: a topic, a user, her rights (every broker)
         root_hook = RequestSigner(ROOT)
@@ -164,8 +166,8 @@ async def test_cluster_with_auth_produces_and_consumes_with_signed_clients(
         assert sorted(got.bodies()) == sorted([b"m0", b"m1", b"m2", b"a0", b"a1", b"a2"])
         # every request of the signed clients (and of the brokers, the controller) passed the gate
         # at the first attempt (a refused send would have been retried and hidden)
-        assert master.adapter.gate is not None and master.adapter.gate.refused == 0
-        assert slave.adapter.gate is not None and slave.adapter.gate.refused == 0
+        assert master.requests.gate is not None and master.requests.gate.refused == 0
+        assert slave.requests.gate is not None and slave.requests.gate.refused == 0
 
         # an unsigned producer is refused by the broker, naming the reason
         async with Producer("pg", NS_ADDR, retries=0, **client_kwargs(net, "10.0.9.4", None)) as p:
@@ -227,8 +229,8 @@ async def test_cluster_with_auth_produces_and_consumes_with_signed_clients(
                 assert e.code != ResponseCode.NO_PERMISSION, e
         # the brokers' calls to each other and the controller's pushes were all signed
         for b in (master, slave):
-            assert b.adapter.gate is not None
-            assert set(b.adapter.gate.refused_by_code) <= {
+            assert b.requests.gate is not None
+            assert set(b.requests.gate.refused_by_code) <= {
                 RequestCode.SEND_MESSAGE_V2,
                 RequestCode.HEART_BEAT,
                 RequestCode.UNREGISTER_CLIENT,
@@ -243,14 +245,15 @@ NOTIFIED: dict[str, int] = {}
 def count_notifications(broker: Broker) -> None:
     """Count the NOTIFY_BROKER_ROLE_CHANGED pushes that get past the broker's gate."""
     code = RequestCode.NOTIFY_BROKER_ROLE_CHANGED
-    handler = broker.adapter.handlers[code]
+    handler = broker.requests.handlers[code]
     NOTIFIED[broker.addr] = 0
 
     async def counted(ctx: Any) -> Any:
         NOTIFIED[broker.addr] += 1
         return await handler(ctx)
 
-    broker.adapter.handlers[code] = counted
+    # the table is read-only; the test swaps in a copy with a counting handler
+    broker.requests.handlers = {**broker.requests.handlers, code: counted}
 
 
 def notified(broker: Broker) -> int:

@@ -117,9 +117,9 @@ async def start_broker(
     )
     proc = Process(nursery)
     await proc.start(broker.run)
-    assert broker.replicas is not None
+    assert broker.roles is not None
     with trio.fail_after(60):
-        await broker.replicas.role_known.wait()
+        await broker.roles.role_taken.wait()
     return proc, broker
 
 
@@ -141,8 +141,8 @@ async def test_cluster_files_live_on_the_simulated_disks_and_survive_power_loss(
         namesrv = await start_namesrv(net, ns_disk, nursery)
         proc, broker = await start_broker(net, broker_disk, nursery)
         broker_id = broker.config.brokerId
-        assert broker.store.epochs is not None
-        epochs = broker.store.epochs.records
+        assert broker.store.message_store.epochs is not None
+        epochs = broker.store.message_store.epochs.records
         assert epochs, "the master recorded its epoch"
         kv = PutKVConfigRequestHeader(namespace="ns", key="k", value="v")
         put_kv = RemotingCommand(RequestCode.PUT_KV_CONFIG, ext_fields=to_ext(kv))
@@ -169,8 +169,8 @@ async def test_cluster_files_live_on_the_simulated_disks_and_survive_power_loss(
         namesrv = await start_namesrv(net, ns_disk, nursery)
         proc, broker = await start_broker(net, broker_disk, nursery)
         assert broker.config.brokerId == broker_id
-        assert broker.store.epochs is not None
-        assert broker.store.epochs.records[: len(epochs)] == epochs
-        res = broker.store.get_messages("T", 0, 0, 10, 1 << 20)
+        assert broker.store.message_store.epochs is not None
+        assert broker.store.message_store.epochs.records[: len(epochs)] == epochs
+        res = broker.store.message_store.get_messages("T", 0, 0, 10, 1 << 20)
         assert [m.body for m in iter_stored(res.body)] == [b"acked"]
         nursery.cancel_scope.cancel()

@@ -133,7 +133,7 @@ async def test_the_page_shows_the_set_and_a_failover_within_one_poll(
     async with cluster(tmp_path, 61) as c:
         a, _b = await pair(c)
         assert await send_many(c, a, 20, "m", {}) == 20
-        end = a.b.store.get_commitlog_max_offset()
+        end = a.b.store.message_store.get_commitlog_max_offset()
         async with console(c) as srv, viewer(c, origin=f"http://{LISTEN}") as v:
             assert srv.addr == LISTEN
             await v.until(lambda: "brokerSets" in v.sections, "first sections")
@@ -191,12 +191,12 @@ async def test_actions_need_the_token_and_are_audited(
                 for token, why in [("", "wrong or missing token"), (TOKEN[:-1], "wrong")]:
                     res = await v.act("updateTopic", args, token=token)
                     assert not res["ok"] and why in res["error"]
-                assert "FromThePage" not in a.b.topics.table
+                assert "FromThePage" not in a.b.tables.topics.table
                 res = await v.act("updateTopic", {**args, "topic": "bad name"})
                 assert not res["ok"] and "illegal characters" in res["error"]
                 res = await v.act("updateTopic", args)
                 assert res["ok"], res
-                assert a.b.topics.table["FromThePage"].readQueueNums == 3
+                assert a.b.tables.topics.table["FromThePage"].readQueueNums == 3
                 await v.until(
                     lambda: any(
                         t["topic"] == "FromThePage" and len(t["queues"]) == 3
@@ -206,7 +206,7 @@ async def test_actions_need_the_token_and_are_audited(
                 )
                 res = await v.act("deleteTopic", {"topic": "FromThePage",
                                                   "cluster": "DefaultCluster"})  # fmt: skip
-                assert res["ok"] and "FromThePage" not in a.b.topics.table
+                assert res["ok"] and "FromThePage" not in a.b.tables.topics.table
                 res = await v.act(
                     "previewResetOffset", {"group": "G1", "topic": "HA", "timestamp": -1}
                 )
@@ -244,7 +244,7 @@ async def test_a_read_only_console_refuses_every_action(
                 {"cluster": "DefaultCluster", "brokerName": "broker-a", "brokerId": 2},
             )
             assert not res["ok"] and "read-only" in res["error"]
-            assert "X" not in a.b.topics.table
+            assert "X" not in a.b.tables.topics.table
             assert (await c.sync_state()).master_broker_id == 1
 
 
@@ -335,7 +335,7 @@ async def test_a_viewer_that_stops_reading_delays_nobody_and_is_let_go(
                 assert stuck_viewer[0].backlog() <= 1 + 5 + 2 + 16  # hello, sections, ...
             waited = trio.current_time() - started
             assert waited >= console_server.SEND_TIMEOUT_S
-            end = a.b.store.get_commitlog_max_offset()
+            end = a.b.store.message_store.get_commitlog_max_offset()
             await fast.until(
                 lambda: fast.broker_set()["replicas"][0]["maxOffset"] == end, "fast is current"
             )
@@ -358,7 +358,7 @@ async def test_group_offset_and_controller_actions_from_the_page(
             await v.until(lambda: "brokerSets" in v.sections, "sections")
             res = await v.act("updateSubGroup", {"group": "G1", "cluster": cl, "retryMaxTimes": 3})
             assert res["ok"], res
-            assert a.b.groups.table["G1"].retryMaxTimes == 3
+            assert a.b.tables.groups.table["G1"].retryMaxTimes == 3
             # skip everything accumulated: the preview says where each queue goes, the reset
             # puts them there (no member online: set from the admin side, as mqadmin does)
             args = {"group": "G1", "topic": "HA", "timestamp": -1}
@@ -402,4 +402,4 @@ async def test_group_offset_and_controller_actions_from_the_page(
                 lambda: [r["brokerId"] for r in v.broker_set()["replicas"]] == [2],
                 "brokerId 1 gone from the page",
             )
-            assert b.rm.is_master
+            assert b.rm.serving_as_master()

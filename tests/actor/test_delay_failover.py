@@ -44,14 +44,14 @@ async def test_a_promoted_slave_continues_where_the_master_stopped(
     async with cluster(tmp_path, 53) as c:
         a, b = await pair(c, messageDelayLevel=LEVELS)
         await trio.sleep(11)  # past the controller's listening window after its election
-        a.b.topics.update(TopicConfig("D", 4, 4))
+        a.b.tables.topics.update(TopicConfig("D", 4, 4))
         for i in range(20):
             await send_delayed(c, a, f"early{i}", 1)  # 1 s: re-put by A
             await send_delayed(c, a, f"late{i}", 4)  # 15 s: A dies first
         dues = waiting(a.b, SCHEDULE_TOPIC, range(5))
         await trio.sleep(8)  # A re-put the 1 s ones; B's slave sync copied the offsets
-        assert a.b.delay_offsets.table.levels == {1: 20}
-        assert b.b.delay_offsets.table.levels == {1: 20}
+        assert a.b.tables.delay_offsets.table.levels == {1: 20}
+        assert b.b.tables.delay_offsets.table.levels == {1: 20}
         assert not b.b.schedule.active
         # A stops re-putting (as a hung master would) before these fall due: B must re-put
         # them at once when promoted (the role change wakes its service), not a poll later
@@ -63,14 +63,14 @@ async def test_a_promoted_slave_continues_where_the_master_stopped(
         promoted: list[int] = []
 
         async def watch_promotion() -> None:  # the moment B's role flips, to the ms
-            while not b.rm.is_master:
+            while not b.rm.serving_as_master():
                 await trio.sleep(0.001)
             promoted.append(EPOCH_MS + int(trio.current_time() * 1000))
 
         async with trio.open_nursery() as n:
             n.start_soon(watch_promotion)
             await a.crash()
-        await wait_until(lambda: _true(b.rm.is_master), "B promoted")
+        await wait_until(lambda: _true(b.rm.serving_as_master()), "B promoted")
         promoted_ms = promoted[0]
         await trio.sleep(20)
         assert b.b.schedule.active
@@ -86,4 +86,4 @@ async def test_a_promoted_slave_continues_where_the_master_stopped(
             if key.startswith("late"):
                 due = dues[key]
                 assert due > promoted_ms and due <= stored <= due + LATE_MS
-        assert b.b.delay_offsets.table.levels == {1: 25, 4: 20}
+        assert b.b.tables.delay_offsets.table.levels == {1: 25, 4: 20}

@@ -40,9 +40,9 @@ def waiting(broker: Broker, topic: str, queues: range) -> dict[str, int]:
     """UNIQ_KEY -> due time (the ConsumeQueue's tagsCode) of every entry of the wait topic."""
     out: dict[str, int] = {}
     for q in queues:
-        _, entries = broker.store_view.read_queue_entries(topic, q, 0, 1 << 30)
+        _, entries = broker.store.view.read_queue_entries(topic, q, 0, 1 << 30)
         for phy, _size, due in entries:
-            msg = broker.store_view.look_message_by_offset(phy)
+            msg = broker.store.view.look_message_by_offset(phy)
             assert msg is not None
             out[msg.properties["UNIQ_KEY"]] = due
     return out
@@ -52,9 +52,9 @@ def delivered(broker: Broker, topic: str, queues: int) -> list[tuple[str, int, d
     """(UNIQ_KEY, store time, properties) of every message in the real topic."""
     out = []
     for q in range(queues):
-        _, entries = broker.store_view.read_queue_entries(topic, q, 0, 1 << 30)
+        _, entries = broker.store.view.read_queue_entries(topic, q, 0, 1 << 30)
         for phy, _size, _tags in entries:
-            msg = broker.store_view.look_message_by_offset(phy)
+            msg = broker.store.view.look_message_by_offset(phy)
             assert msg is not None
             out.append((msg.properties["UNIQ_KEY"], msg.store_timestamp, msg.properties))
     return out
@@ -88,14 +88,14 @@ async def test_10000_delayed_messages_on_time_and_exactly_once_across_a_restart(
 ) -> None:
     count = 10_000
     async with harness(tmp_path, messageDelayLevel=LEVELS) as h:
-        h.broker.topics.update(_topic("D", 4))  # type: ignore[union-attr]
+        h.broker.tables.topics.update(_topic("D", 4))  # type: ignore[union-attr]
         await send_many(h, count, lambda i: {"DELAY": str(i % 5 + 1)})
         assert h.broker is not None
         dues = waiting(h.broker, SCHEDULE_TOPIC, range(5))
         assert len(dues) == count
         # tagsCode = store time + the level's delay (upstream computeDeliverTimestamp)
-        sched = h.broker.store_view.look_message_by_offset(
-            h.broker.store_view.read_queue_entries(SCHEDULE_TOPIC, 2, 0, 1)[1][0][0]
+        sched = h.broker.store.view.look_message_by_offset(
+            h.broker.store.view.read_queue_entries(SCHEDULE_TOPIC, 2, 0, 1)[1][0][0]
         )
         assert sched is not None and sched.properties["REAL_TOPIC"] == "D"
         assert dues[sched.properties["UNIQ_KEY"]] == sched.store_timestamp + LEVEL_MS[2]
@@ -109,7 +109,7 @@ async def test_10000_delayed_messages_on_time_and_exactly_once_across_a_restart(
         await h.start_broker(messageDelayLevel=LEVELS)
         restarted_at = now_ms()
         # the offsets the restart starts from are the ones of the moment it stopped
-        assert on_disk.offsetTable == h.broker.delay_offsets.table.levels
+        assert on_disk.offsetTable == h.broker.tables.delay_offsets.table.levels
         assert sum(on_disk.offsetTable.values()) == len(before)
         await trio.sleep(40)
 
@@ -137,7 +137,7 @@ async def test_a_crash_redelivers_at_most_one_flush_interval_and_loses_nothing(
     flush_ms = 2000
     async with harness(tmp_path, messageDelayLevel=LEVELS, flushDelayOffsetInterval=flush_ms) as h:
         assert h.broker is not None
-        h.broker.topics.update(_topic("D", 4))
+        h.broker.tables.topics.update(_topic("D", 4))
         # spread the sends over 10 s so the re-puts are spread too
         per = count // 10
         for burst in range(10):
@@ -177,7 +177,7 @@ async def test_timer_messages_at_arbitrary_times_across_a_restart(
     count = 300
     async with harness(tmp_path) as h:
         assert h.broker is not None
-        h.broker.topics.update(_topic("T", 2))
+        h.broker.tables.topics.update(_topic("T", 2))
         asked: dict[str, int] = {}
         for i in range(count):
             kind = i % 3
@@ -240,7 +240,7 @@ async def test_a_slave_never_reputs_and_starts_when_promoted(
     async with harness(tmp_path, messageDelayLevel=LEVELS) as h:
         assert h.broker is not None
         broker = h.broker
-        h.broker.topics.update(_topic("D", 1))
+        h.broker.tables.topics.update(_topic("D", 1))
         resp = await h.send("D", b"x", props={"DELAY": "1", "UNIQ_KEY": "S1"}, queue_id=0)
         assert resp.code == ResponseCode.SUCCESS
         master = [False]
@@ -263,7 +263,7 @@ async def test_get_all_delay_offset_and_the_view_of_a_waiting_message(
 ) -> None:
     async with harness(tmp_path, messageDelayLevel=LEVELS) as h:
         assert h.broker is not None
-        h.broker.topics.update(_topic("D", 1))
+        h.broker.tables.topics.update(_topic("D", 1))
         resp = await h.send("D", b"x", props={"DELAY": "5", "UNIQ_KEY": "V1"}, queue_id=0)
         offset_msg_id = resp.ext_fields["msgId"]
         await h.send("D", b"y", props={"DELAY": "1"}, queue_id=0)
@@ -298,7 +298,7 @@ async def test_get_all_delay_offset_and_the_view_of_a_waiting_message(
             if topic == SCHEDULE_TOPIC:  # one message at level 1 (queue 0), one at 5 (queue 4)
                 used = sorted(mq.queueId for mq, o in table.items() if o.maxOffset == 1)
                 assert used == [0, 4]
-        assert h.broker.store_view.get_max_offset(SCHEDULE_TOPIC, 4) == 1
+        assert h.broker.store.view.get_max_offset(SCHEDULE_TOPIC, 4) == 1
 
 
 async def test_a_classic_slave_never_reputs_due_messages(
@@ -306,7 +306,7 @@ async def test_a_classic_slave_never_reputs_due_messages(
 ) -> None:
     async with harness(tmp_path, messageDelayLevel=LEVELS) as h:
         assert h.broker is not None
-        h.broker.topics.update(_topic("D", 1))
+        h.broker.tables.topics.update(_topic("D", 1))
         resp = await h.send("D", b"x", props={"DELAY": "3", "UNIQ_KEY": "C1"}, queue_id=0)
         assert resp.code == ResponseCode.SUCCESS
         await h.stop_broker()  # before it is due (7 s)
@@ -314,9 +314,9 @@ async def test_a_classic_slave_never_reputs_due_messages(
             messageDelayLevel=LEVELS, brokerRole=BrokerRole.SLAVE, brokerId=1
         )
         await trio.sleep(20)
-        assert not slave.serving_as_master()
+        assert not slave.roles.serving_as_master()
         assert delivered(slave, "D", 1) == []
-        assert slave.delay_offsets.table.levels == {}
+        assert slave.tables.delay_offsets.table.levels == {}
         assert slave.schedule.delivered == 0
         # it does not even try (the slave's store would refuse the re-put anyway)
         assert not slave.schedule.active

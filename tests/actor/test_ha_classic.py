@@ -123,7 +123,7 @@ async def until(cond: Any, timeout: float = 30) -> None:
 
 
 def log_bytes(b: Broker) -> bytes:
-    return b.store.commitlog.read(0, b.store.get_commitlog_max_offset())
+    return b.store.message_store.commitlog.read(0, b.store.message_store.get_commitlog_max_offset())
 
 
 async def test_sync_master_waits_for_its_slave_and_the_slave_serves_reads(
@@ -140,9 +140,12 @@ async def test_sync_master_waits_for_its_slave_and_the_slave_serves_reads(
         for i in range(10):
             assert (await c.send(M, f"m{i}".encode())).code == RC.SUCCESS
             # acknowledged => already on the slave
-            assert s.store.get_commitlog_max_offset() >= m.store.get_commitlog_max_offset()
+            assert (
+                s.store.message_store.get_commitlog_max_offset()
+                >= m.store.message_store.get_commitlog_max_offset()
+            )
         assert log_bytes(s) == log_bytes(m)
-        await until(lambda: s.topics.select(TOPIC) is not None)  # slave sync copied the topic
+        await until(lambda: s.tables.topics.select(TOPIC) is not None)  # slave sync copied the topic
         c.crash(M)
         resp = await c.pull(S, 0)
         assert resp.code == RC.SUCCESS
@@ -175,17 +178,20 @@ async def test_a_restarted_master_takes_a_new_epoch_and_its_slave_cuts_what_it_l
         for i in range(5):
             await c.send(M, f"x{i}".encode())
         await until(lambda: log_bytes(s) == log_bytes(m))
-        kept = m.store.get_commitlog_max_offset()
+        kept = m.store.message_store.get_commitlog_max_offset()
         for i in range(3):
             await c.send(M, f"lost{i}".encode())
         await until(lambda: log_bytes(s) == log_bytes(m))
         # the master comes back without its last three records (as if never flushed)
         c.crash(M)
         await trio.sleep(0.5)
-        m.store.truncate_to(kept)  # the files as a power cut would have left them
-        m.store.close()
+        m.store.message_store.truncate_to(kept)  # the files as a power cut would have left them
+        m.store.message_store.close()
         m2 = await c.start(M, BrokerRole.ASYNC_MASTER, 0)
-        assert [(r.epoch, r.start_offset) for r in m2.store.epoch_records()] == [(1, 0), (2, kept)]
+        assert [(r.epoch, r.start_offset) for r in m2.store.message_store.epoch_records()] == [
+            (1, 0),
+            (2, kept),
+        ]
         await c.send(M, b"fresh")
         # the slave cut lost0..2 (never on the master again) and follows the new epoch
         await until(lambda: log_bytes(s) == log_bytes(m2))
@@ -202,8 +208,11 @@ RETENTION: dict[str, Any] = {
 
 
 def stored_bytes(b: Broker) -> tuple[int, bytes]:
-    lo, hi = b.store.get_commitlog_min_offset(), b.store.get_commitlog_max_offset()
-    return lo, b.store.commitlog.read(lo, hi - lo)
+    lo, hi = (
+        b.store.message_store.get_commitlog_min_offset(),
+        b.store.message_store.get_commitlog_max_offset(),
+    )
+    return lo, b.store.message_store.commitlog.read(lo, hi - lo)
 
 
 async def test_master_and_slave_delete_the_same_expired_segments(
@@ -218,14 +227,18 @@ async def test_master_and_slave_delete_the_same_expired_segments(
         body = b"r" * 1000
         for i in range(300):  # about five 64 KiB segments
             assert (await c.send(M, body + b"%04d" % i)).code == RC.SUCCESS
-        last = m.store.retention_segments()[-1][0]
+        last = m.store.message_store.retention_segments()[-1][0]
         assert last >= 4 * 64 * 1024
         await trio.sleep(10)
         # both kept only the current segment, byte for byte the same
-        assert m.store.commitlog.segment_bases() == [last] == s.store.commitlog.segment_bases()
+        assert (
+            m.store.message_store.commitlog.segment_bases()
+            == [last]
+            == s.store.message_store.commitlog.segment_bases()
+        )
         assert stored_bytes(m) == stored_bytes(s)
-        low = m.store.get_min_offset(TOPIC, 0)
-        assert low == s.store.get_min_offset(TOPIC, 0) > 0
+        low = m.store.message_store.get_min_offset(TOPIC, 0)
+        assert low == s.store.message_store.get_min_offset(TOPIC, 0) > 0
         # below the min offset: the slave sends the consumer to its master (as upstream,
         # without offsetCheckInSlave), which answers the moved offset
         resp = await c.pull(S, 0)
@@ -252,7 +265,12 @@ async def test_a_slave_that_was_away_while_its_master_deleted_resyncs_from_the_o
         for _ in range(300):
             assert (await c.send(M, b"b" * 1000)).code == RC.SUCCESS
         await trio.sleep(10)  # the master deletes what the slave never got
-        assert m.store.get_commitlog_min_offset() > s.store.get_commitlog_max_offset()
+        assert (
+            m.store.message_store.get_commitlog_min_offset()
+            > s.store.message_store.get_commitlog_max_offset()
+        )
         s2 = await c.start(S, BrokerRole.SLAVE, 1, **RETENTION)
         await until(lambda: stored_bytes(s2) == stored_bytes(m), timeout=60)
-        assert s2.store.get_min_offset(TOPIC, 0) == m.store.get_min_offset(TOPIC, 0)
+        assert s2.store.message_store.get_min_offset(
+            TOPIC, 0
+        ) == m.store.message_store.get_min_offset(TOPIC, 0)

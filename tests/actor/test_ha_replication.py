@@ -107,13 +107,15 @@ async def pair(c: Cluster, **overrides: object) -> tuple[Node, Node]:
     a, b = c.node(), c.node()
     await (await a.start(**overrides)).wait_role()
     await (await b.start(**overrides)).wait_role()
-    assert a.rm.is_master and b.rm.role is BrokerRole.SLAVE
+    assert a.rm.serving_as_master() and b.rm.role is BrokerRole.SLAVE
     await wait_until(lambda: _eq(c.sync_state_set(), {1, 2}), "B joined the SyncStateSet")
     return a, b
 
 
 def same_bytes(x: Node, y: Node, upto: int) -> bool:
-    return x.b.store.commitlog.read(0, upto) == y.b.store.commitlog.read(0, upto)
+    return x.b.store.message_store.commitlog.read(
+        0, upto
+    ) == y.b.store.message_store.commitlog.read(0, upto)
 
 
 async def test_a_dead_masters_acknowledged_messages_are_all_on_the_new_master(
@@ -124,12 +126,12 @@ async def test_a_dead_masters_acknowledged_messages_are_all_on_the_new_master(
         acked: Acked = {}
         assert await send_many(c, a, 40, "before", acked) == 40
         # every acknowledged message is already on the slave, byte for byte
-        end = a.b.store.get_commitlog_max_offset()
-        assert b.b.store.get_commitlog_max_offset() >= end and same_bytes(a, b, end)
+        end = a.b.store.message_store.get_commitlog_max_offset()
+        assert b.b.store.message_store.get_commitlog_max_offset() >= end and same_bytes(a, b, end)
         await trio.sleep(11)  # past the controller's listening window after its election
         crashed_at = trio.current_time()
         await a.crash()
-        await wait_until(lambda: _true(b.rm.is_master), "B promoted")
+        await wait_until(lambda: _true(b.rm.serving_as_master()), "B promoted")
         # a closed connection triggers the election at once
         assert trio.current_time() - crashed_at < 0.5
         assert b.rm.master_epoch == 2
@@ -139,10 +141,10 @@ async def test_a_dead_masters_acknowledged_messages_are_all_on_the_new_master(
         await (await a.start(port=10913)).wait_role()
         assert a.rm.role is BrokerRole.SLAVE
         await wait_until(lambda: _eq(c.sync_state_set(), {1, 2}), "A back in the set")
-        end = b.b.store.get_commitlog_max_offset()
+        end = b.b.store.message_store.get_commitlog_max_offset()
         await wait_until(lambda: _true(same_bytes(a, b, end)), "A byte-identical to B")
-        a_epochs = [(r.epoch, r.start_offset) for r in a.b.store.epoch_records()]
-        b_epochs = [(r.epoch, r.start_offset) for r in b.b.store.epoch_records()]
+        a_epochs = [(r.epoch, r.start_offset) for r in a.b.store.message_store.epoch_records()]
+        b_epochs = [(r.epoch, r.start_offset) for r in b.b.store.message_store.epoch_records()]
         assert a_epochs == b_epochs
 
 
@@ -155,16 +157,18 @@ async def test_a_new_master_serves_a_topic_its_slave_sync_never_copied(
     async with cluster(tmp_path, 41) as c:
         a, b = await pair(c)
         await trio.sleep(11)  # past the controller's listening window after its election
-        a.b.topics.update(TopicConfig("Fresh", 12, 12))  # an admin's updateTopic on the master
+        a.b.tables.topics.update(
+            TopicConfig("Fresh", 12, 12)
+        )  # an admin's updateTopic on the master
         acked: dict[bytes, int] = {}
         for qid in (1, 10):
             resp = await send(c, a, f"fresh-{qid}".encode(), qid, topic="Fresh")
             assert resp.code == RC.SUCCESS
             acked[f"fresh-{qid}".encode()] = qid
-        assert b.b.topics.select("Fresh") is None  # not synced yet
+        assert b.b.tables.topics.select("Fresh") is None  # not synced yet
         await a.crash()
-        await wait_until(lambda: _true(b.rm.is_master), "B promoted")
-        tc = b.b.topics.select("Fresh")
+        await wait_until(lambda: _true(b.rm.serving_as_master()), "B promoted")
+        tc = b.b.tables.topics.select("Fresh")
         assert tc is not None and tc.readQueueNums == tc.writeQueueNums == 11
         visible = await read_queues(c, b, topic="Fresh", queues=11)
         assert {body: q for (q, _), body in visible.items()} == acked
@@ -182,18 +186,20 @@ async def test_the_old_masters_unacknowledged_tail_is_cut_when_it_returns(
         c.net.partition([a.host], [b.host, CTRL_HOSTS["n0"]])
         tail = [await send(c, a, f"tail-{i}".encode(), 0) for i in range(3)]
         assert all(r.code == RC.FLUSH_SLAVE_TIMEOUT for r in tail)
-        stored_end = a.b.store.get_commitlog_max_offset()
-        assert stored_end > b.b.store.get_commitlog_max_offset()
+        stored_end = a.b.store.message_store.get_commitlog_max_offset()
+        assert stored_end > b.b.store.message_store.get_commitlog_max_offset()
         # nothing unacknowledged became visible to consumers on A
         visible_on_a = await read_queues(c, a)
         assert not any(body.startswith(b"tail") for body in visible_on_a.values())
         await a.crash()
         c.net.heal()
-        await wait_until(lambda: _true(b.rm.is_master), "B promoted")
+        await wait_until(lambda: _true(b.rm.serving_as_master()), "B promoted")
         await send_many(c, b, 5, "new", acked)
         await (await a.start(port=10913)).wait_role()
-        end = b.b.store.get_commitlog_max_offset()
-        await wait_until(lambda: _true(a.b.store.get_commitlog_max_offset() >= end), "A caught up")
+        end = b.b.store.message_store.get_commitlog_max_offset()
+        await wait_until(
+            lambda: _true(a.b.store.message_store.get_commitlog_max_offset() >= end), "A caught up"
+        )
         assert same_bytes(a, b, end)
         assert_all_present(acked, await read_queues(c, b))
         assert not any(body.startswith(b"tail") for body in (await read_queues(c, b)).values())
@@ -222,7 +228,7 @@ async def test_min_in_sync_replicas_refuses_writes_before_the_slave_joins(
         await (await a.start(minInSyncReplicas=2)).wait_role()
         resp = await send(c, a, b"x", 0)
         assert resp.code == RC.SYSTEM_ERROR and "in-sync replicas not enough" in (resp.remark or "")
-        assert a.b.store.get_commitlog_max_offset() == 0  # refused before storing
+        assert a.b.store.message_store.get_commitlog_max_offset() == 0  # refused before storing
         b = c.node()
         await (await b.start(minInSyncReplicas=2)).wait_role()
         await wait_until(lambda: _eq(c.sync_state_set(), {1, 2}), "B joined")
@@ -238,7 +244,7 @@ async def test_an_async_learner_replicates_but_never_joins_the_set(
         await (await b.start(asyncLearner=True)).wait_role()
         acked: Acked = {}
         await send_many(c, a, 10, "m", acked)
-        end = a.b.store.get_commitlog_max_offset()
+        end = a.b.store.message_store.get_commitlog_max_offset()
         await wait_until(lambda: _true(same_bytes(a, b, end)), "the learner holds everything")
         await trio.sleep(3)
         assert await c.sync_state_set() == {1}
@@ -254,14 +260,17 @@ async def test_a_restarted_master_never_writes_again_in_its_old_epoch(
         await (await a.start()).wait_role()
         acked: Acked = {}
         await send_many(c, a, 5, "e1", acked)
-        end = a.b.store.get_commitlog_max_offset()
+        end = a.b.store.message_store.get_commitlog_max_offset()
         c.crash_controller("n0")
         await a.crash()
         await c.start_controller("n0")
         await (await a.start()).wait_role()
-        await wait_until(lambda: _true(a.rm.is_master), "A master again")
+        await wait_until(lambda: _true(a.rm.serving_as_master()), "A master again")
         assert a.rm.master_epoch == 2
-        assert [(r.epoch, r.start_offset) for r in a.b.store.epoch_records()] == [(1, 0), (2, end)]
+        assert [(r.epoch, r.start_offset) for r in a.b.store.message_store.epoch_records()] == [
+            (1, 0),
+            (2, end),
+        ]
         await send_many(c, a, 5, "e2", acked)
         assert_all_present(acked, await read_queues(c, a))
 
@@ -281,7 +290,7 @@ async def test_replication_converges_under_random_cuts_and_delays(
                 c.net.set_delay(a.host, b.host, rng.random() * 0.2)
             await trio.sleep(rng.random())
         c.net.heal()
-        end = a.b.store.get_commitlog_max_offset()
+        end = a.b.store.message_store.get_commitlog_max_offset()
         await wait_until(lambda: _true(same_bytes(a, b, end)), "converged")
         assert_all_present(acked, await read_queues(c, a))
         assert_all_present(acked, await read_queues(c, b))  # the slave dispatched them too

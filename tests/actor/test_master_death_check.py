@@ -64,7 +64,10 @@ async def _two_brokers(c: Cluster, logs: Logs) -> BrokerSet:
     a, b = c.node(), c.node()
     await (await a.start()).wait_role()
     await (await b.start()).wait_role()
-    assert a.rm.is_master and (a.rm.broker_controller_id, b.rm.broker_controller_id) == (1, 2)
+    assert a.rm.serving_as_master() and (a.rm.broker_controller_id, b.rm.broker_controller_id) == (
+        1,
+        2,
+    )
     await wait_until(lambda: _eq(c.sync_state_set(), {1, 2}), "B joined the set")
     await trio.sleep(LISTEN_WINDOW_S + 1)  # past the controller leader's listening window
     return c, a, b, await c.leader(), logs
@@ -171,8 +174,8 @@ async def test_asymmetric_partition_master_leader_keeps_the_master(
         assert not elections(logs[mark:])
         sync = await c.sync_state()
         assert (sync.master_broker_id, sync.master_epoch) == (1, 1)
-        assert a.rm.is_master and a.rm.master_epoch == 1
-        assert not b.rm.is_master and b.rm.master_epoch == 1
+        assert a.rm.serving_as_master() and a.rm.master_epoch == 1
+        assert not b.rm.serving_as_master() and b.rm.master_epoch == 1
         # a broker asking for an election (not an admin designating one) is held to the same rule
         assert c.client is not None
         header = ElectMasterRequestHeader.of_broker_trigger(CLUSTER, "broker-a", 2)
@@ -205,7 +208,7 @@ async def test_connection_reset_then_partition_keeps_the_master(
         assert not elections(logs[mark:])
         sync = await c.sync_state()
         assert (sync.master_broker_id, sync.master_epoch) == (1, 1)
-        assert a.rm.is_master and a.rm.master_epoch == 1
+        assert a.rm.serving_as_master() and a.rm.master_epoch == 1
 
 
 async def wait_master(c: Cluster, broker_id: int, within_s: float, step_s: float) -> float:
@@ -235,7 +238,7 @@ async def test_master_crash_is_confirmed_in_one_round_trip(
         assert leader.self_id in tally["dead"] and len(tally["dead"]) >= 2
         assert tally["alive"] == tally["unknown"] == []
         assert tally["elapsed_ms"] <= ONE_ROUND_MS
-        await wait_until(lambda: _true(b.rm.is_master), "B promoted")
+        await wait_until(lambda: _true(b.rm.serving_as_master()), "B promoted")
         assert b.rm.master_epoch == 2
         await send_ok(c, b)
         # every replica logs the applied election; the leader also says why, from whom, in
@@ -318,7 +321,7 @@ async def test_minority_of_controllers_cannot_depose(
             e for e in tallies(logs[mark:]) if e["event"] == events.MasterDeathConfirmed.NAME
         ]
         assert confirmed and confirmed[-1]["no_answer"] == [followers[1]]
-        await wait_until(lambda: _true(b.rm.is_master), "B promoted")
+        await wait_until(lambda: _true(b.rm.serving_as_master()), "B promoted")
 
 
 async def test_grace_window_after_controller_leader_change_still_applies(
@@ -374,7 +377,7 @@ async def test_embedded_controllers_partition_and_crash(
             await trio.sleep(1)
         seen = tallies(logs[mark:])
         assert seen and all(e["event"] == events.MasterDeathNotConfirmed.NAME for e in seen)
-        assert not elections(logs[mark:]) and a.rm.is_master and a.rm.master_epoch == 1
+        assert not elections(logs[mark:]) and a.rm.serving_as_master() and a.rm.master_epoch == 1
         c.net.heal()
         await wait_until(
             lambda: _true(leader._is_alive(CLUSTER, "broker-a", 1)), "the leader hears A again"

@@ -81,7 +81,7 @@ def bodies(msgs: list[ReceivedMessage]) -> list[bytes]:
 def revive_records(h: BrokerHarness) -> list[tuple[str, dict[str, Any]]]:
     """(tag, JSON body) of every record of the revive topic, read from the store files."""
     assert h.broker is not None
-    store = h.broker.store
+    store = h.broker.store.message_store
     out = []
     for q in range(8):
         res = store.get_messages(REVIVE, q, 0, 10_000, 1 << 24)
@@ -399,8 +399,8 @@ async def test_revive_runs_only_on_the_master(
     async with harness(tmp_path, brokerRole=BrokerRole.SLAVE, brokerId=1) as h:
         await trio.sleep(5)
         assert h.broker is not None
-        assert h.broker.pop_revive.cores is None and h.broker.pop_revive.rounds == 0
-        assert h.broker.pop_revive.inflight(GROUP) is None
+        assert h.broker.pop.revive.cores is None and h.broker.pop.revive.rounds == 0
+        assert h.broker.pop.revive.inflight(GROUP) is None
         resp = await h.invoke(
             RemotingCommand(RequestCode.GET_POP_INFLIGHT, ext_fields={"consumerGroup": GROUP})
         )
@@ -419,7 +419,7 @@ async def test_dlq_after_max_reconsume_times(
         await trio.sleep(8)
         assert bodies(await receive_all(c, invisible=600.0)) == [b"fresh0"]
         assert h.broker is not None
-        dlq = h.broker.store.get_messages(f"%DLQ%{GROUP}", 0, 0, 10, 1 << 20)
+        dlq = h.broker.store.message_store.get_messages(f"%DLQ%{GROUP}", 0, 0, 10, 1 << 20)
         [dead] = [m for b in dlq.buffers for m in iter_stored(b)]
         assert dead.body == b"tired0" and dead.reconsume_times == 17
         assert dead.properties["DLQ_ORIGIN_TOPIC"] == TOPIC

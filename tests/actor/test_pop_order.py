@@ -70,7 +70,9 @@ def revive_tags(h: BrokerHarness) -> list[str]:
     assert h.broker is not None
     out = []
     for q in range(8):
-        res = h.broker.store.get_messages(revive_topic("DefaultCluster"), q, 0, 10_000, 1 << 24)
+        res = h.broker.store.message_store.get_messages(
+            revive_topic("DefaultCluster"), q, 0, 10_000, 1 << 24
+        )
         out += [m.tags or "" for buf in res.buffers for m in iter_stored(buf)]
     return out
 
@@ -313,7 +315,7 @@ async def test_acks_of_later_messages_never_move_the_offset_past_an_unacked_one(
         got = await receive(c, invisible=10.0)
         await c.ack(got[2])
         await c.ack(got[1])  # m0 is not acked: the group's offset stays at m0
-        assert h.broker is not None and h.broker.offsets.query(GROUP, TOPIC, 0) == 0
+        assert h.broker is not None and h.broker.tables.offsets.query(GROUP, TOPIC, 0) == 0
         await trio.sleep(10.1)
         # from the first unacked message on, like upstream (acked ones included)
         assert names(await receive(c)) == ["m0", "m1", "m2"]

@@ -95,8 +95,8 @@ async def test_the_oldest_generation_is_cleaned_from_every_broker_once_read(
             "broker-c": [1, 2, 3],
             "broker-d": [1, 2, 3],
         }
-        assert c.brokers["broker-d"].static_topics.mappings.table[T].epoch == (
-            c.brokers["broker-c"].static_topics.mappings.table[T].epoch
+        assert c.brokers["broker-d"].tables.mappings.table[T].epoch == (
+            c.brokers["broker-c"].tables.mappings.table[T].epoch
         )
 
         # reads of current data still work, across the three generations left

@@ -172,7 +172,7 @@ async def test_a_copied_mapping_is_refused(
         src = c.tmp_path / "broker-a" / "config" / "topicQueueMapping.json"
         dst = c.tmp_path / "broker-b" / "config" / "topicQueueMapping.json"
         await restart(c, "broker-b", "10.0.1.2", lambda: dst.write_bytes(src.read_bytes()))
-        assert c.brokers["broker-b"].static_topics.mappings.table == {}  # never used
+        assert c.brokers["broker-b"].tables.mappings.table == {}  # never used
         configs = await examine_topic_config_all(admin, T, await admin.cluster_info())
         assert configs["broker-b"].mappingDetail is None
         # the admin sees a topic without its mapping and refuses to build on it
@@ -192,17 +192,17 @@ async def test_the_mapping_is_written_before_the_topic_config(
 ) -> None:
     async with cluster(tmp_path, ("broker-a",)) as c, c.admin() as admin:
         broker = c.brokers["broker-a"]
-        real_write = broker.static_topics.mappings.file._write
-        _fail_writes(broker.static_topics.mappings)
+        real_write = broker.tables.mappings.file._write
+        _fail_writes(broker.tables.mappings)
         with pytest.raises(MQBrokerError, match="nothing was changed"):
             await update_static_topic(admin, T, 2, brokers="broker-a", now_ms=sim_now_ms)
         # the source of truth could not be written: no topic config either, on disk or not
         assert T not in topics_file(c, "broker-a")
-        assert broker.topics.select(T) is None and not broker.static_topics.mappings.table
+        assert broker.tables.topics.select(T) is None and not broker.tables.mappings.table
 
         # now the mapping is written but the topic config is not, then the broker dies
-        broker.static_topics.mappings.file._write = real_write
-        _fail_writes(broker.topics)
+        broker.tables.mappings.file._write = real_write
+        _fail_writes(broker.tables.topics)
         with pytest.raises(MQBrokerError):
             await update_static_topic(admin, T, 2, brokers="broker-a", now_ms=sim_now_ms)
         assert hosted(mapping_file(c, "broker-a"))  # on disk

@@ -97,7 +97,7 @@ async def test_a_promoted_slave_leads_the_static_topics_logic_queues(
         await trio.sleep(11)  # past the controller's listening window after its election
         async with MQAdmin(c.namesrv_addr, c.net.transport(ADMIN_HOST)) as admin:
             await update_static_topic(admin, T, QUEUES, clusters=CLUSTER, now_ms=now_ms)
-            assert sorted(a.b.static_topics.mappings.table[T].leader_id_map()) == [0, 1, 2, 3]
+            assert sorted(a.b.tables.mappings.table[T].leader_id_map()) == [0, 1, 2, 3]
             acked: dict[int, list[tuple[int, bytes]]] = {g: [] for g in range(QUEUES)}
             for i in range(10):
                 for g in range(QUEUES):
@@ -115,8 +115,8 @@ async def test_a_promoted_slave_leads_the_static_topics_logic_queues(
             # the slave's sync copies the mapping file and the logic offset
             await wait_until(
                 lambda: _true(
-                    T in b.b.static_topics.mappings.table
-                    and b.b.offsets.table.get(f"{T}@cg", {}).get(1) == 7
+                    T in b.b.tables.mappings.table
+                    and b.b.tables.offsets.table.get(f"{T}@cg", {}).get(1) == 7
                 ),
                 "the slave synced the mapping and the offset",
             )
@@ -125,7 +125,7 @@ async def test_a_promoted_slave_leads_the_static_topics_logic_queues(
             assert on_b == mapping_file(a)["topicQueueMappingInfoMap"]
 
             await a.crash()
-            await wait_until(lambda: _true(b.rm.is_master), "B promoted")
+            await wait_until(lambda: _true(b.rm.serving_as_master()), "B promoted")
 
             async def routed_to_b() -> bool:
                 route = await wait_for_route(admin, T)

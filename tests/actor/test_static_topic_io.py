@@ -367,4 +367,6 @@ async def test_calls_that_do_not_know_logic_queues_are_refused_on_a_static_topic
         # nothing was written for the group on the static topic
         assert ResponseCode.SUCCESS in served
         # nothing was written on the static topic for any group, on any broker
-        assert not [k for b in c.brokers.values() for k in b.offsets.table if k.startswith(f"{T}@")]
+        assert not [
+            k for b in c.brokers.values() for k in b.tables.offsets.table if k.startswith(f"{T}@")
+        ]

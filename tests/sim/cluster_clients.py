@@ -82,7 +82,7 @@ class AckTap:
         self.first_writes: dict[tuple[str, int], tuple[int, int | None]] = {}
 
     def install(self, proc: BrokerProc, broker: Broker) -> None:
-        actor = broker.store_actor
+        actor = broker.store.actor
         original = actor._completion
         who = f"{proc.name}#{proc.incarnation}"
         addr = proc.addr
@@ -92,7 +92,7 @@ class AckTap:
         ) -> Callable[[AckOutcome], None]:
             complete = original(done, status, remark)
             epoch = actor._epoch  # the epoch the write was made in (the store is master of it)
-            rm = broker.replicas
+            rm = broker.roles
             self.first_writes.setdefault(
                 (proc.set_name, epoch),
                 (int(trio.current_time() * 1000), rm.broker_controller_id if rm else None),

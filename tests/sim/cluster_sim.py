@@ -246,9 +246,9 @@ class World:
         best: tuple[int, BrokerProc] | None = None
         for p in self.brokers[set_name]:
             b = p.live_broker
-            if b is None or b.replicas is None or not b.replicas.is_master:
+            if b is None or b.roles is None or not b.roles.serving_as_master():
                 continue
-            epoch = b.replicas.master_epoch
+            epoch = b.roles.master_epoch
             if best is None or epoch > best[0]:
                 best = (epoch, p)
         return None if best is None else best[1]
@@ -270,7 +270,7 @@ class World:
         b = p.live_broker
         if b is None or b.recovery is None:
             return None  # not running, or still recovering its store
-        store = b.store
+        store = b.store.message_store
         state = ReplicaState(
             key=f"{p.name}#{p.incarnation}",
             set_name=p.set_name,
@@ -313,8 +313,8 @@ class World:
         deadline = trio.current_time() + START_BOUND_S
         while not all(self.master_of(s) for s in SETS) or not all(
             p.live_broker is not None
-            and p.live_broker.replicas is not None
-            and p.live_broker.replicas.role is not None
+            and p.live_broker.roles is not None
+            and p.live_broker.roles.role is not None
             for p in self.all_brokers()
         ):
             if trio.current_time() > deadline:
@@ -369,7 +369,7 @@ class World:
             b = None if master is None else master.live_broker
             if b is not None and b.recovery is not None:
                 key = f"{master.name}#{master.incarnation}"  # type: ignore[union-attr]
-                self.checker.check_dispatched(key, s, partial(_body_at, b.store))
+                self.checker.check_dispatched(key, s, partial(_body_at, b.store.message_store))
 
 
 def _body_at(store: MessageStore, topic: str, queue_id: int, offset: int) -> bytes | None:

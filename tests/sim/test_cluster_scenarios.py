@@ -84,8 +84,8 @@ async def hold(w: World, seconds: float, what: str) -> None:
 def bid(p: BrokerProc) -> int:
     """The broker's controller-assigned id."""
     b = p.live_broker
-    assert b is not None and b.replicas is not None and b.replicas.broker_controller_id
-    return b.replicas.broker_controller_id
+    assert b is not None and b.roles is not None and b.roles.broker_controller_id
+    return b.roles.broker_controller_id
 
 
 @attrs.frozen
@@ -162,8 +162,8 @@ async def test_5663_expand_answer_lost_then_master_dies(
             w, lambda: (v := controller_view(w)) is not None and v.sync_state_set == {bid(m)},
             15, "the SyncStateSet shrank to the master",
         )  # fmt: skip
-        rm = m.live_broker.replicas  # type: ignore[union-attr]
-        real_call = rm._call
+        calls = m.live_broker.roles.calls  # type: ignore[union-attr]
+        real_call = calls.call
 
         async def call(code: int, header: object, body: bytes = b"") -> object:
             resp = await real_call(code, header, body)
@@ -172,7 +172,7 @@ async def test_5663_expand_answer_lost_then_master_dies(
                 raise ControllerUnavailable("scenario: the AlterSyncStateSet answer was lost")
             return resp
 
-        rm._call = call
+        calls.call = call
         w.heal_network()
         await wait_until(w, lambda: bool(lost), 15, "an expand was applied, its answer lost")
         v = controller_view(w)
@@ -201,7 +201,7 @@ async def script_6662(w: World) -> None:
     await hold(w, 6, "old master + slave isolated, clients reach both sides")
     w.heal_network()
     await wait_until(
-        w, lambda: not m.live_broker.replicas.is_master, 20,  # type: ignore[union-attr]
+        w, lambda: not m.live_broker.roles.serving_as_master(), 20,  # type: ignore[union-attr]
         f"the old master {m.name} stepped down",
     )  # fmt: skip
 
@@ -302,7 +302,7 @@ async def test_10666_slave_killed_during_truncation_recovers(
         await hold(w, 3, "both take writes: the old master's tail diverges")
         b = m.live_broker
         assert b is not None
-        store, disk = b.store, m.host.disk
+        store, disk = b.store.message_store, m.host.disk
         real = store.truncate_to
 
         def truncate_to(offset: int) -> None:
@@ -352,7 +352,7 @@ async def test_10666_cut_tail_never_comes_back_after_a_restart(
         await hold(w, 2, "the old master's tail diverges")
         b = m.live_broker
         assert b is not None
-        store = b.store
+        store = b.store.message_store
         real = store.truncate_to
 
         def truncate_to(offset: int) -> None:
@@ -372,7 +372,7 @@ async def test_10666_cut_tail_never_comes_back_after_a_restart(
         assert tail > cut, "no divergent tail was cut"
         w.partition(hosts(m), hosts(s))
         w.net.heal_between(hosts(s), clients)
-        s_store = s.live_broker.store  # type: ignore[union-attr]
+        s_store = s.live_broker.store.message_store  # type: ignore[union-attr]
         await wait_until(
             w, lambda: s_store.get_commitlog_max_offset() >= tail, 20,
             f"{s.name} wrote past the old tail's end {tail}",
@@ -423,7 +423,8 @@ async def test_9689_same_master_reelected_into_a_new_epoch(
         await hold(w, 4, "the re-elected master writes to its slave")
         w.heal_network()
         await hold(w, 3, "healed")
-        me, se = m.live_broker.store, s.live_broker.store  # type: ignore[union-attr]
+        me = m.live_broker.store.message_store  # type: ignore[union-attr]
+        se = s.live_broker.store.message_store  # type: ignore[union-attr]
         assert me.epoch_records()[-1] == se.epoch_records()[-1], "the slave lacks the epoch"
 
     await run("9689", script)

@@ -20,13 +20,6 @@ from rocketrio.actors.broker.boot.config import BrokerConfig
 from rocketrio.actors.broker.broker import Broker
 from rocketrio.actors.broker.clients.client_manager import ClientChannelInfo, ConsumerManager
 from rocketrio.actors.broker.clients.lock_manager import RebalanceLockManager
-from rocketrio.actors.broker.dispatch.adapter import (
-    PULL_CODES,
-    PUT_STATUS_CODES,
-    pull_response,
-    send_back_response,
-    send_response,
-)
 from rocketrio.actors.broker.dispatch.outcomes import (
     SENT_BACK,
     Pulled,
@@ -38,8 +31,14 @@ from rocketrio.actors.broker.dispatch.outcomes import (
     SendOutcome,
     SendStored,
 )
+from rocketrio.actors.broker.pull.handlers import PULL_CODES, pull_response
 from rocketrio.actors.broker.pull.hold import HoldLimits, PullRequestHoldService
 from rocketrio.actors.broker.pull.processor import PullConfig, PullMessageProcessor, pull_status
+from rocketrio.actors.broker.send.handlers import (
+    PUT_STATUS_CODES,
+    send_back_response,
+    send_response,
+)
 from rocketrio.actors.broker.send.processor import SendConfig, SendMessageProcessor
 from rocketrio.actors.broker.stats.broker_stats import BrokerStats
 from rocketrio.actors.broker.store.actor import PutBatchBody, PutCallback
@@ -654,16 +653,16 @@ class _Conn:
 
 async def test_adapter_gates_unknown_codes_and_a_stopping_broker(tmp_path: Path) -> None:
     broker = Broker(broker_config(tmp_path), SimNetwork().transport("10.0.0.2"))  # not started
-    adapter, conn = broker.adapter, _Conn()
+    requests, conn = broker.requests, _Conn()
 
     async def call(code: int, **ext: str) -> RemotingCommand | None:
         cmd = RemotingCommand(code, opaque=7, ext_fields=ext)
-        return await adapter.process(RequestContext(conn, cmd))  # type: ignore[arg-type]
+        return await requests.process(RequestContext(conn, cmd))  # type: ignore[arg-type]
 
     unknown = await call(9999)
     assert unknown is not None and unknown.code == RC.REQUEST_CODE_NOT_SUPPORTED
     assert unknown.remark == "request type 9999 (9999) not supported by broker broker-a"
-    adapter.stop_taking_requests()
+    requests.stop_taking_requests()
     busy = await call(RequestCode.SEND_MESSAGE_V2)
     assert busy is not None and (busy.code, busy.remark) == (
         RC.SYSTEM_BUSY,
@@ -678,4 +677,4 @@ async def test_adapter_gates_unknown_codes_and_a_stopping_broker(tmp_path: Path)
         commitOffset="12",
     )
     assert saved is not None and saved.code == RC.SUCCESS
-    assert broker.offsets.query("CG", "T", 0) == 12
+    assert broker.tables.offsets.query("CG", "T", 0) == 12

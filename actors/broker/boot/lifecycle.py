@@ -57,8 +57,9 @@ class Lifecycle:
         self._run_scope: trio.CancelScope | None = None
         self.crashed = False
 
-    async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
-        """Open, serve until cancelled (or `crash`), then shut down gracefully."""
+    async def run(self, started: Callable[[], None]) -> None:
+        """Open, serve until cancelled (or `crash`), then shut down gracefully; ``started`` is
+        called once every service runs and the boot is announced."""
         st = self.stages
         await st.open()
         try:
@@ -66,7 +67,7 @@ class Lifecycle:
                 async with trio.open_nursery() as nursery:
                     await nursery.start(self._services)
                     st.serving()
-                    task_status.started()
+                    started()
                     try:
                         await trio.sleep_forever()
                     finally:

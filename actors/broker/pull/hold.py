@@ -72,7 +72,8 @@ class PullRequestHoldService:
         owner = held.reply.owner
         mine = self._per_owner.get(owner, 0)
         if mine >= self.limits.per_owner or self.count >= self.limits.total:
-            return self._over_limit(held.request, mine)
+            header, _tag_codes = held.request  # the pull processor's (header, tag codes)
+            return self._over_limit(header, mine)
         self._per_owner[owner] = mine + 1
         self._poll.park(held)
         return Suspended.HELD

@@ -111,6 +111,7 @@ class ReplicasManager:
         self.broker_controller_id: int | None = None
         self.core: RoleCore | None = None
         self.decisions: RoleDecisions | None = None
+        self.role_taken = trio.Event()  # set once the first role is taken
         self._nursery: trio.Nursery | None = None
         self._client: RemotingClient | None = None
         self._refreshing = False
@@ -251,6 +252,7 @@ class ReplicasManager:
                     health=self.health,
                     rng=self.rng,
                     log=self.log,
+                    role_taken=self.role_taken,
                 )
                 self.decisions.start(nursery)
                 await nursery.start(ha.run)

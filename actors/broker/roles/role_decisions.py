@@ -60,6 +60,7 @@ class RoleDecisions:
         health: CallHealth,
         rng: random.Random,
         log: Any,
+        role_taken: trio.Event,
     ) -> None:
         self.config = config
         self.ha = ha
@@ -69,7 +70,7 @@ class RoleDecisions:
         self.health = health
         self.rng = rng
         self.log = log
-        self.role_taken = trio.Event()  # set once the first role is taken
+        self.role_taken = role_taken  # set once the first role is taken
         self._lock = trio.Lock()
         self._nursery: trio.Nursery | None = None
         self._electing = False
