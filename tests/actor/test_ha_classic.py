@@ -145,7 +145,8 @@ async def test_sync_master_waits_for_its_slave_and_the_slave_serves_reads(
                 >= m.store.message_store.get_commitlog_max_offset()
             )
         assert log_bytes(s) == log_bytes(m)
-        await until(lambda: s.tables.topics.select(TOPIC) is not None)  # slave sync copied the topic
+        # slave sync copied the topic
+        await until(lambda: s.tables.topics.select(TOPIC) is not None)
         c.crash(M)
         resp = await c.pull(S, 0)
         assert resp.code == RC.SUCCESS
