@@ -1,5 +1,5 @@
 """The commands of the controller's replicated state machine (upstream calls them events; here
-"events" are log lines, actors/observe/events.py): what goes into the Raft log and is
+"events" are log lines, actors/observe/events/): what goes into the Raft log and is
 applied, in log order, to `ReplicasInfoManager` on every controller replica.
 
 Commands are frozen attrs classes. Besides upstream's payload, the events that move an epoch carry
