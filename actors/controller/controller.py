@@ -7,17 +7,17 @@ docstring says:
 
 - only a *ready* leader (it applied its own term's first entry, so its state is complete) runs
   a handler; others answer CONTROLLER_NOT_LEADER "not leader, leader is <id> at <addr>";
-- a handler that returns events is a write: the events are proposed as ONE Raft entry and the
+- a handler that returns commands is a write: the commands are proposed as ONE Raft entry and the
   request is answered with `result.settle(outcomes)` once the entry is committed and applied
   here; a refusal at apply time (another entry moved an epoch first) re-runs the handler on the
   new state, at most electMasterMaxRetryCount times;
-- a handler that returns no events is a read: it is re-run after a Raft read barrier, so the
+- a handler that returns no commands is a read: it is re-run after a Raft read barrier, so the
   answer reflects every write committed before the request arrived (linearizable); only
   CONTROLLER_GET_METADATA_INFO, BROKER_HEARTBEAT, GET_CONTROLLER_CONFIG,
   UPDATE_CONTROLLER_CONFIG (this replica's config only, as upstream: live_config.py) and
   CONTROLLER_CHECK_BROKER_ALIVE are answered locally by any replica.
 
-Liveness and what the leader does with applied events (logs, NOTIFY_BROKER_ROLE_CHANGED) are
+Liveness and what the leader does with applied commands (logs, NOTIFY_BROKER_ROLE_CHANGED) are
 `FailoverMixin` (failover.py); the controller-triggered re-election itself is here, in
 `_reelect_dead_masters`, since it runs through `execute` like any request. Handlers get liveness
 as a predicate: the local table, except for elections (controller-triggered, and
@@ -116,9 +116,9 @@ class Refused(Exception):
 
 
 class ControllerStateMachine:
-    """The Raft state machine: controller event batches applied to `ReplicasInfoManager`.
+    """The Raft state machine: controller command batches applied to `ReplicasInfoManager`.
 
-    `apply` returns one `ApplyOutcome` per event (what the proposer settles with) and tells the
+    `apply` returns one `ApplyOutcome` per command (what the proposer settles with) and tells the
     controller what was applied (for logs and role-change notifications on the leader).
     """
 

@@ -87,7 +87,7 @@ def now_ms() -> int:
 
 
 class FailoverMixin:
-    """Liveness bookkeeping and applied-event reactions of `Controller`, whose state it uses.
+    """Liveness bookkeeping and applied-command reactions of `Controller`, whose state it uses.
 
     Relies on Controller's `node`, `heartbeats`, `replicas`, `config`, `self_id`, `log`,
     `_nursery`, `_client`, `_elect_reasons`, `_elect_candidates`, `_liveness_changed`,
@@ -360,7 +360,7 @@ class FailoverMixin:
             # a new leader has heard no broker yet: listen one timeout before judging silence
             self.heartbeats.reset(now_ms())
 
-    # ------------------------------------------------------------------ applied events
+    # ------------------------------------------------------------------ applied commands
 
     def _on_applied(self, batch: Sequence[Command], outcomes: Sequence[ApplyOutcome]) -> None:
         """Log what the leader applied in its own term; push role changes after elections.
@@ -370,19 +370,19 @@ class FailoverMixin:
         """
         if not self.node.is_ready_leader:
             return
-        for event, outcome in zip(batch, outcomes, strict=True):
+        for command, outcome in zip(batch, outcomes, strict=True):
             if not outcome.ok:
                 continue
-            match event:
+            match command:
                 case ElectMasterCommand():
-                    self._after_election(event)
+                    self._after_election(command)
                 case AlterSyncStateSetCommand():
-                    sync = self.replicas.sync_state_info(event.broker_name)
+                    sync = self.replicas.sync_state_info(command.broker_name)
                     log_events.emit(
                         self.log,
                         log_events.SyncStateSetChanged(
-                            broker=event.broker_name,
-                            sync_state_set=sorted(event.new_sync_state_set),
+                            broker=command.broker_name,
+                            sync_state_set=sorted(command.new_sync_state_set),
                             epoch=None if sync is None else sync.sync_state_set_epoch,
                         ),
                     )
@@ -390,13 +390,13 @@ class FailoverMixin:
                     log_events.emit(
                         self.log,
                         log_events.BrokerIdApplied(
-                            broker_id=event.new_broker_id, addr=event.broker_address
+                            broker_id=command.new_broker_id, addr=command.broker_address
                         ),
-                        broker=event.broker_name,
+                        broker=command.broker_name,
                     )
 
-    def _after_election(self, event: ElectMasterCommand) -> None:
-        name = event.broker_name
+    def _after_election(self, command: ElectMasterCommand) -> None:
+        name = command.broker_name
         entry = self.replicas.role_change_entry(name)
         if entry is None:
             return
@@ -413,7 +413,7 @@ class FailoverMixin:
                 candidates=self._elect_candidates.pop(name, None),
             ),
         )
-        if not event.new_master_elected or not self.config.notifyBrokerRoleChanged:
+        if not command.new_master_elected or not self.config.notifyBrokerRoleChanged:
             return
         replica = self.replicas.replica_info(name)
         if replica is None or self._nursery is None:
