@@ -74,7 +74,6 @@ from rocketrio.actors.broker.clients.consumer_calls import Broker2Client, consum
 from rocketrio.actors.broker.clients.lock_manager import RebalanceLockManager
 from rocketrio.actors.broker.clients.processor import ClientProcessor
 from rocketrio.actors.broker.dispatch.adapter import RemotingAdapter, RemotingNotifier
-from rocketrio.actors.broker.ha.group_transfer import trio_now_ms
 from rocketrio.actors.broker.ha.master_service import HAMasterService
 from rocketrio.actors.broker.ha.service import AutoSwitchHAService, resolve_ha_addr
 from rocketrio.actors.broker.ha.status_service import HAStatusService
@@ -129,6 +128,7 @@ from rocketrio.actors.broker.tables.tables import GroupTable, OffsetTable, Topic
 from rocketrio.actors.broker.tables.topic_queue_mapping import TopicQueueMappingTable
 from rocketrio.actors.broker.transaction.service import TransactionService
 from rocketrio.actors.client.message import UniqIdGenerator
+from rocketrio.actors.kernel.clock import monotonic_ms as trio_now_ms
 from rocketrio.actors.kernel.live_update_service import ConfigUpdater
 from rocketrio.actors.kernel.remoting import RemotingClient, RemotingServer
 from rocketrio.actors.kernel.transport import Transport, split_addr

@@ -65,10 +65,10 @@ from rocketrio.actors.client.rebalance import (
 )
 from rocketrio.actors.client.running_info import consumer_running_info
 from rocketrio.actors.client.subscription import build_subscription, filter_by_tags
+from rocketrio.actors.kernel.clock import monotonic_ms, wallclock_ms
 from rocketrio.actors.kernel.remoting import RemotingError
 from rocketrio.actors.kernel.transport import Transport
 from rocketrio.actors.observe import events
-from rocketrio.actors.observe.logs import wallclock_ms
 from rocketrio.protocol.bodies import ConsumerData, MessageQueue, SubscriptionData, TopicRouteData
 from rocketrio.protocol.codes import ResponseCode
 from rocketrio.protocol.headers import (
@@ -705,7 +705,7 @@ class ConsumerCore(abc.ABC):
     async def _stats_loop(self) -> None:
         """Sample the stats (its schedule decides which windows are due)."""
         while True:
-            self.stats.tick(int(trio.current_time() * 1000))
+            self.stats.tick(monotonic_ms())
             await trio.sleep(STATS_TICK_S)
 
     # -- offsets

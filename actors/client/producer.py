@@ -52,11 +52,11 @@ from rocketrio.actors.client.queue_select import (
     MessageQueueSelector,
     TopicPublishInfo,
 )
+from rocketrio.actors.kernel.clock import wallclock_ms
 from rocketrio.actors.kernel.remoting import RemotingError
 from rocketrio.actors.kernel.runtime import Reply
 from rocketrio.actors.kernel.transport import Transport
 from rocketrio.actors.observe import events
-from rocketrio.actors.observe.logs import wallclock_ms
 from rocketrio.protocol.bodies import MessageQueue, TopicRouteData
 from rocketrio.protocol.codes import RequestCode, ResponseCode
 from rocketrio.protocol.headers import SendMessageRequestHeaderV2, SendMessageResponseHeader

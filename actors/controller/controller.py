@@ -52,7 +52,7 @@ from rocketrio.actors.controller.bench_hook import (
 from rocketrio.actors.controller.calls import Call, CallDecoder
 from rocketrio.actors.controller.commands import Command, decode_commands, encode_commands
 from rocketrio.actors.controller.config import ControllerConfig
-from rocketrio.actors.controller.failover import FailoverMixin, now_ms
+from rocketrio.actors.controller.failover import FailoverMixin
 from rocketrio.actors.controller.heartbeat_manager import BrokerHeartbeatManager, BrokerLiveInfo
 from rocketrio.actors.controller.live_config import CONTROLLER_POLICY, apply_controller_changes
 from rocketrio.actors.controller.metrics import ControllerCollector, ElectionCounts
@@ -62,6 +62,7 @@ from rocketrio.actors.controller.replicas_info import (
     ControllerResult,
     ReplicasInfoManager,
 )
+from rocketrio.actors.kernel.clock import monotonic_ms
 from rocketrio.actors.kernel.live_update_service import ConfigUpdater
 from rocketrio.actors.kernel.remoting import RemotingClient, RemotingServer, RequestContext
 from rocketrio.actors.kernel.runtime import every
@@ -245,7 +246,7 @@ class Controller(FailoverMixin):
                 self._client, self._nursery = client, nursery
                 # a starting replica has heard nobody: it answers peers' death checks UNKNOWN
                 # until it has listened for one timeout
-                self.heartbeats.reset(now_ms())
+                self.heartbeats.reset(monotonic_ms())
                 await nursery.start(self.node.run)
                 self.bound_addr = await nursery.start(self.server.run)
                 cfg = self.config
@@ -299,7 +300,7 @@ class Controller(FailoverMixin):
                 peer_id=self.self_id,
                 role=lambda: node.role if node.started else None,
                 elections=self.elections,
-                active_brokers=lambda: self.heartbeats.active_brokers_num(now_ms()),
+                active_brokers=lambda: self.heartbeats.active_brokers_num(monotonic_ms()),
                 rpc_latency=self.rpc_latency,
             )
         ]
@@ -497,7 +498,7 @@ class Controller(FailoverMixin):
     # ------------------------------------------------------------------ handlers (decode only)
 
     def _is_alive(self, cluster: str, broker_name: str, broker_id: int) -> bool:
-        return self.heartbeats.is_alive(cluster, broker_name, broker_id, now_ms())
+        return self.heartbeats.is_alive(cluster, broker_name, broker_id, monotonic_ms())
 
     def _live_info(self, cluster: str, broker_name: str, broker_id: int) -> BrokerLiveInfo | None:
         return self.heartbeats.live_info(cluster, broker_name, broker_id)
@@ -506,7 +507,7 @@ class Controller(FailoverMixin):
         h = from_ext(RegisterBrokerToControllerRequestHeader, ctx.cmd.ext_fields)
         # a registration is a heartbeat (ReplicasInfoManager.register_broker's contract)
         self.heartbeats.on_heartbeat(
-            h.clusterName, h.brokerName, h.brokerId, h.brokerAddress, now_ms()
+            h.clusterName, h.brokerName, h.brokerId, h.brokerAddress, monotonic_ms()
         )
         self.remember_broker_addr(ctx.conn, h.brokerAddress)
         return self.calls.register_broker(h)

@@ -27,6 +27,7 @@ from prometheus_client.registry import Collector
 
 from rocketrio.actors.auth.config import parse_init_user
 from rocketrio.actors.auth.gate import check_admin_write, server_users
+from rocketrio.actors.kernel.clock import monotonic_ms
 from rocketrio.actors.kernel.live_update_service import ConfigUpdater
 from rocketrio.actors.kernel.remoting import (
     Connection,
@@ -94,11 +95,6 @@ ORDER_TOPIC_CONFIG_NAMESPACE = "ORDER_TOPIC_CONFIG"
 # MixAll.ZONE_NAME: a broker's zone rides as a plain extField of REGISTER_BROKER
 ZONE_NAME_EXT_FIELD = "__ZONE_NAME"
 _SUCCESS = ResponseCode.SUCCESS
-
-
-def _now_ms() -> int:
-    """Liveness clock: Trio's (monotonic, mockable); only ever compared with itself."""
-    return int(trio.current_time() * 1000)
 
 
 # --- KV config ---------------------------------------------------------------------------------
@@ -325,7 +321,7 @@ class NameServer:
             self._nursery = self._client = None
 
     async def _scan_task(self) -> None:
-        self.scan_not_active_broker(_now_ms())
+        self.scan_not_active_broker(monotonic_ms())
 
     def scan_not_active_broker(self, now_ms: int) -> None:
         """Unregister brokers silent past their timeout and close their connections."""
@@ -439,7 +435,7 @@ class NameServer:
             broker_id=h.brokerId,
             ha_server_addr=h.haServerAddr,
             topic_config_wrapper=body.topicConfigSerializeWrapper,
-            now_ms=_now_ms(),
+            now_ms=monotonic_ms(),
             timeout_ms=h.heartbeatTimeoutMillis,
             enable_acting_master=h.enableActingMaster,
             zone_name=cmd.ext_fields.get(ZONE_NAME_EXT_FIELD),
@@ -485,7 +481,7 @@ class NameServer:
 
     async def handle_broker_heartbeat(self, ctx: RequestContext) -> RemotingCommand:
         h = from_ext(BrokerHeartbeatRequestHeader, ctx.cmd.ext_fields)
-        if self.routes.heartbeat(h.clusterName, h.brokerAddr, _now_ms()):
+        if self.routes.heartbeat(h.clusterName, h.brokerAddr, monotonic_ms()):
             return ctx.cmd.make_response(_SUCCESS)
         # upstream answers SUCCESS too; the remark tells an operator why routes lack the broker
         return ctx.cmd.make_response(
@@ -501,7 +497,7 @@ class NameServer:
             )
         version = from_json(DataVersion, ctx.cmd.body)
         changed, ours = self.routes.query_data_version(
-            h.clusterName, h.brokerAddr, version, _now_ms()
+            h.clusterName, h.brokerAddr, version, monotonic_ms()
         )
         ext = to_ext(QueryDataVersionResponseHeader(changed=changed))
         return ctx.cmd.make_response(_SUCCESS, None, ext, to_json(ours) if ours else b"")

@@ -49,6 +49,7 @@ import attrs
 import structlog
 import trio
 
+from rocketrio.actors.kernel.clock import monotonic_ms
 from rocketrio.actors.kernel.remoting import RemotingClient, RemotingError, RequestContext
 from rocketrio.actors.kernel.runtime import IoRunner, Reply
 from rocketrio.actors.kernel.transport import Transport
@@ -154,10 +155,6 @@ _Inbox = _Step | _Propose | _ReadIndex | _Unreachable | _Persisted
 async def run_inline(fn: Callable[..., Any], *args: Any) -> Any:
     """An `IoRunner` that blocks the event loop (deterministic, for simulations)."""
     return fn(*args)
-
-
-def _now_ms() -> int:
-    return int(trio.current_time() * 1000)
 
 
 class RaftNode:
@@ -366,7 +363,7 @@ class RaftNode:
             log.hard_state,
             entries,
             snapshot,
-            _now_ms(),
+            monotonic_ms(),
         )
         events.emit(
             self.log,
@@ -411,7 +408,7 @@ class RaftNode:
     def _take_inputs(self, first: _Inbox) -> None:
         """Step everything queued now; consecutive proposals go to the core as one batch."""
         core = self.core
-        now = _now_ms()
+        now = monotonic_ms()
         batch: list[_Propose] = []
         msg: _Inbox | None = first
         while msg is not None:
