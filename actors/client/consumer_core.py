@@ -63,7 +63,7 @@ from rocketrio.actors.client.rebalance import (
     sort_queues,
     start_offset,
 )
-from rocketrio.actors.client.running_info import consumer_running_info
+from rocketrio.actors.client.running_info_reply import consumer_running_info
 from rocketrio.actors.client.subscription import build_subscription, filter_by_tags
 from rocketrio.actors.kernel.clock import monotonic_ms, wallclock_ms
 from rocketrio.actors.kernel.remoting import RemotingError
