@@ -43,7 +43,7 @@ import trio
 from prometheus_client.registry import Collector
 
 from rocketrio.actors.auth.config import parse_credentials, parse_init_user
-from rocketrio.actors.auth.gate import check_admin_write, server_users
+from rocketrio.actors.auth.gate import UserLookup, check_admin_write, server_users
 from rocketrio.actors.controller.bench_hook import (
     BENCH_ENTRY_TAG,
     CONTROLLER_BENCH_PROPOSE,
@@ -134,9 +134,8 @@ class ControllerStateMachine:
     def apply(self, data: bytes) -> list[ApplyOutcome] | None:
         if data[:2] == BENCH_ENTRY_TAG:
             return None
-        batch = decode_commands(
-            data
-        )  # CommandDecodeError: a committed entry we cannot read is fatal
+        # CommandDecodeError: a committed entry we cannot read is fatal
+        batch = decode_commands(data)
         outcomes = self.replicas.apply_commands(batch)
         if self.on_applied is not None:
             self.on_applied(batch, outcomes)
@@ -147,6 +146,19 @@ class ControllerStateMachine:
 
     def restore(self, data: bytes) -> None:
         self.replicas.restore(data)
+
+
+def admin_users(config: ControllerConfig) -> UserLookup | None:
+    """The super users of a controller with authenticationEnabled (None without):
+    initAuthenticationUser (admins) and the inner credentials, which brokers share to sign their
+    own CONTROLLER_ELECT_MASTER (a slave finding no master)."""
+    if not config.authenticationEnabled:
+        return None
+    inner = parse_credentials(config.innerClientAuthenticationCredentials)
+    return server_users(
+        parse_init_user(config.initAuthenticationUser),
+        *([(inner.access_key, inner.secret_key)] if inner is not None else []),
+    )
 
 
 class Controller(FailoverMixin):
@@ -206,17 +218,7 @@ class Controller(FailoverMixin):
         self._busy_log = LogRateLimiter()
         self._elect_reasons: dict[str, str] = {}
         self._elect_candidates: dict[str, list[int]] = {}
-        # the super users here: initAuthenticationUser (admins) and the inner credentials, which
-        # brokers share to sign their own CONTROLLER_ELECT_MASTER (a slave finding no master)
-        inner = parse_credentials(config.innerClientAuthenticationCredentials)
-        self._admin_users = (
-            server_users(
-                parse_init_user(config.initAuthenticationUser),
-                *([(inner.access_key, inner.secret_key)] if inner is not None else []),
-            )
-            if config.authenticationEnabled
-            else None
-        )
+        self._admin_users = admin_users(config)
         # UPDATE_CONTROLLER_CONFIG: live keys only, this replica only (live_config.py)
         self.config_updater = ConfigUpdater(
             config,
