@@ -170,10 +170,66 @@ th{background:#f3f3f3}.headline{font-family:monospace;font-size:14px;margin:6px 
 """
 
 
+# the columns of each table: (summary key, heading)
+FAILOVER_COLUMNS = [
+    ("broker", "broker set"),
+    ("epoch", "epoch"),
+    ("term", "term"),
+    ("old_master_id", "old master"),
+    ("new_master_id", "new master"),
+    ("reason", "reason"),
+    ("candidates", "candidates"),
+    ("lost_ms", "lost"),
+    ("lost_signal", "signal"),
+    ("elected_ms", "elected"),
+    ("writable_ms", "writable"),
+    ("first_write_ms", "first write"),
+    ("old_back_ms", "old back"),
+    ("old_truncated_bytes", "truncated B"),
+    ("write_gap_ms", "write gap ms"),
+    ("acked_lost", "acked lost"),
+]
+WINDOW_COLUMNS = [
+    ("op", "op"),
+    ("broker", "broker set"),
+    ("topic", "topic"),
+    ("start_ms", "from"),
+    ("end_ms", "to"),
+    ("length_ms", "length ms"),
+]
+LEADER_COLUMNS = [("term", "term"), ("leader", "leader"), ("at_ms", "at")]
+SYNC_STATE_SET_COLUMNS = [
+    ("broker", "broker set"),
+    ("epoch", "epoch"),
+    ("members", "members"),
+    ("change", "change"),
+    ("at_ms", "at"),
+]
+TRUNCATION_COLUMNS = [
+    ("node", "node"),
+    ("broker", "broker set"),
+    ("broker_id", "broker id"),
+    ("kind", "kind"),
+    ("epoch", "epoch"),
+    ("from_offset", "from"),
+    ("to_offset", "to"),
+    ("bytes", "bytes"),
+    ("at_ms", "at"),
+]
+LOST_COLUMNS = [
+    ("msg_id", "msg id"),
+    ("topic", "topic"),
+    ("broker", "broker set"),
+    ("queue_id", "queue"),
+    ("queue_offset", "offset"),
+    ("acked_ms", "acked"),
+]
+DUPLICATE_COLUMNS = [("group", "group"), ("msg_id", "msg id"), ("count", "deliveries")]
+SKIPPED_COLUMNS = [("file", "file"), ("why", "why"), ("line", "line")]
+
+
 def render_html(s: dict[str, Any]) -> str:
     """The self-contained report (module docstring)."""
-    ln = s["lines"]
-    sk = ln["skipped"]
     day = _day(s["generated_at_ms"])
     fos = s["failovers"]
     parts = [
@@ -191,130 +247,48 @@ def render_html(s: dict[str, Any]) -> str:
             f"<div class='failover'><p class='headline'>{_e(f['headline'])}</p>"
             f"{timeline_svg(f)}</div>"
         )
-    parts.append(
-        _table(
-            "Failovers",
-            fos,
-            [
-                ("broker", "broker set"),
-                ("epoch", "epoch"),
-                ("term", "term"),
-                ("old_master_id", "old master"),
-                ("new_master_id", "new master"),
-                ("reason", "reason"),
-                ("candidates", "candidates"),
-                ("lost_ms", "lost"),
-                ("lost_signal", "signal"),
-                ("elected_ms", "elected"),
-                ("writable_ms", "writable"),
-                ("first_write_ms", "first write"),
-                ("old_back_ms", "old back"),
-                ("old_truncated_bytes", "truncated B"),
-                ("write_gap_ms", "write gap ms"),
-                ("acked_lost", "acked lost"),
-            ],
-        )
-    )
-    parts.append(
-        _table(
-            "Unavailability windows",
-            s["windows"],
-            [
-                ("op", "op"),
-                ("broker", "broker set"),
-                ("topic", "topic"),
-                ("start_ms", "from"),
-                ("end_ms", "to"),
-                ("length_ms", "length ms"),
-            ],
-        )
-    )
+    parts.append(_table("Failovers", fos, FAILOVER_COLUMNS))
+    parts.append(_table("Unavailability windows", s["windows"], WINDOW_COLUMNS))
     ch = s["raft_churn"]
     parts.append(
         f"<h2>Controller churn</h2><p>{ch['elections']} leader elections, {ch['terms']} terms, "
         f"{ch['role_changes']} role changes</p>"
     )
+    parts.append(_table("Controller leaders", s["raft_leaders"], LEADER_COLUMNS))
     parts.append(
-        _table(
-            "Controller leaders",
-            s["raft_leaders"],
-            [("term", "term"), ("leader", "leader"), ("at_ms", "at")],
-        )
+        _table("SyncStateSet changes", s["sync_state_set_changes"], SYNC_STATE_SET_COLUMNS)
     )
-    parts.append(
-        _table(
-            "SyncStateSet changes",
-            s["sync_state_set_changes"],
-            [
-                ("broker", "broker set"),
-                ("epoch", "epoch"),
-                ("members", "members"),
-                ("change", "change"),
-                ("at_ms", "at"),
-            ],
-        )
-    )
-    parts.append(
-        _table(
-            "Truncations",
-            s["truncations"],
-            [
-                ("node", "node"),
-                ("broker", "broker set"),
-                ("broker_id", "broker id"),
-                ("kind", "kind"),
-                ("epoch", "epoch"),
-                ("from_offset", "from"),
-                ("to_offset", "to"),
-                ("bytes", "bytes"),
-                ("at_ms", "at"),
-            ],
-        )
-    )
-    if s["traced"]:
-        parts.append(
-            f"<h2>Messages</h2><p>{s['acked']} acknowledged, {s['consumed']} consumed, "
-            f"{len(s['lost'])} acknowledged but lost, {len(s['duplicates'])} duplicated</p>"
-        )
-        parts.append(
-            _table(
-                "Acknowledged but lost",
-                s["lost"],
-                [
-                    ("msg_id", "msg id"),
-                    ("topic", "topic"),
-                    ("broker", "broker set"),
-                    ("queue_id", "queue"),
-                    ("queue_offset", "offset"),
-                    ("acked_ms", "acked"),
-                ],
-            )
-        )
-        parts.append(
-            _table(
-                "Duplicates",
-                s["duplicates"],
-                [("group", "group"), ("msg_id", "msg id"), ("count", "deliveries")],
-            )
-        )
-    else:
-        parts.append(
+    parts.append(_table("Truncations", s["truncations"], TRUNCATION_COLUMNS))
+    parts.extend(_messages_html(s))
+    parts.extend(_input_html(s["lines"]))
+    parts.append("</body></html>")
+    return "\n".join(parts)
+
+
+def _messages_html(s: dict[str, Any]) -> list[str]:
+    """The report's Messages section: what the client traces show, or how to get them."""
+    if not s["traced"]:
+        return [
             "<h2>Messages</h2><p class='none'>no message traces in these logs (turn on client "
             "tracing to find acknowledged-but-lost messages)</p>"
-        )
-    parts.append(
+        ]
+    return [
+        f"<h2>Messages</h2><p>{s['acked']} acknowledged, {s['consumed']} consumed, "
+        f"{len(s['lost'])} acknowledged but lost, {len(s['duplicates'])} duplicated</p>",
+        _table("Acknowledged but lost", s["lost"], LOST_COLUMNS),
+        _table("Duplicates", s["duplicates"], DUPLICATE_COLUMNS),
+    ]
+
+
+def _input_html(ln: dict[str, Any]) -> list[str]:
+    """The report's Input section: what was read and skipped, with examples."""
+    sk = ln["skipped"]
+    parts = [
         f"<h2>Input</h2><p>{ln['read']} lines in {ln['files']} files, {ln['parsed']} parsed; "
         f"skipped {sk['malformed']} malformed, {sk['unknown_event']} of unknown events, "
         f"{sk['bad_field']} with a bad field; {sk['empty_files']} empty files.</p>"
-    )
+    ]
     if ln["read"] == 0:
         parts.append("<p><strong>no log lines found</strong></p>")
-    parts.append(
-        _table(
-            "Skipped lines (examples)",
-            ln["skipped_examples"],
-            [("file", "file"), ("why", "why"), ("line", "line")],
-        )
-    )
-    parts.append("</body></html>")
-    return "\n".join(parts)
+    parts.append(_table("Skipped lines (examples)", ln["skipped_examples"], SKIPPED_COLUMNS))
+    return parts

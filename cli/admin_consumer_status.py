@@ -102,7 +102,7 @@ async def _time_spans(admin: Any, group: str, info: ConsumerRunningInfo) -> list
 @command("consumerStatus", "what each member of a consumer group is doing (asked of the "
          "member through a broker)", lambda r, a: print_status(r, a))(_args)  # fmt: skip
 async def consumer_status(admin: Any, a: argparse.Namespace) -> StatusResult:
-    from rocketrio.actors.observe.logs import wallclock_ms
+    from rocketrio.actors.kernel.clock import wallclock_ms
 
     addr = a.broker
     if addr is None:

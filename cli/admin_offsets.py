@@ -27,7 +27,7 @@ from rocketrio.actors.client.offset_admin import (
     reset_offset_by_timestamp,
     reset_queue_offset,
 )
-from rocketrio.actors.observe.logs import wallclock_ms
+from rocketrio.actors.kernel.clock import wallclock_ms
 from rocketrio.cli.admin import command, table
 from rocketrio.cli.dates import format_ms
 

@@ -390,15 +390,10 @@ def _build_records(
     strip_crc: bool,
 ) -> tuple[BuiltBatch, list[bytes]]:
     """The loop of `build_batch_records`; also returns each message's own properties."""
-    extra = _strip_crc_property(const.properties)
-    uniq_all = find_stored_property(extra, b"UNIQ_KEY\x01")
-    tags_all = find_stored_property(extra, b"TAGS\x01")
-    mid = const.mid()
-    head_pack = _head_struct(len(mid)).pack
-    magic, topic_part = _topic_part(const.topic, None)
+    extra, uniq_all, tags_all, mid, head_pack, magic, topic_part = _batch_layout(const)
     queue_id, fixed_len = const.queue_id, len(mid) + 40 + CRC32_RESERVED_LEN
     parts: list[Buffer] = []
-    metas: list[tuple[int, bytes, bytes, bytes]] = []  # one append per message, not four
+    metas: list[tuple[int, bytes, bytes]] = []  # one append per message, not three
     hs = _BATCH_HEAD.size
     unpack, u16, crc, trailer = _BATCH_HEAD.unpack_from, _U16.unpack_from, crc32, _TRAILER_REVERSED
     view = memoryview(data)
@@ -411,20 +406,16 @@ def _build_records(
             # an unsigned propertiesLen that ends the message also puts q + 2 inside it
             bad = body_len < 0 or end > n or q + 2 + u16(data, q)[0] != end
         except struct.error:
-            bad = True
-        if bad:
-            raise MessageDecodeError(f"batch message at {pos} is truncated or inconsistent")
-        if body_len > max_body_size:
-            raise MessageSizeError(
-                f"message {len(metas)}: body of {body_len} bytes exceeds {max_body_size}"
-            )
+            bad, body_len = True, 0
+        if bad or body_len > max_body_size:
+            raise _refused(bad, pos, len(metas), body_len, max_body_size)
         body = view[pos + hs : q]
         props = data[q + 2 : end]
         if strip_crc:
             props = _strip_crc_property(props)
         if props and props[-1] != 2:  # the batch properties must start a pair of their own
             props += b"\x02"
-        # UNIQ_KEY and TAGS inline: a call per lookup would cost more than the lookup
+        # UNIQ_KEY inline (TAGS after the loop): a call per lookup costs more than the lookup
         uniq = uniq_all
         if uniq is None:
             p = props.rfind(b"UNIQ_KEY\x01")
@@ -451,22 +442,59 @@ def _build_records(
         )
         seal = crc(tail, crc(body, crc(head))) & 0x7FFFFFFF  # the record CRC, chained
         parts += (head, body, tail, (trailer % seal)[::-1])
-        tag = tags_all
-        if tag is None:
-            p = props.rfind(b"TAGS\x01")
-            e = props.find(b"\x02", p + 5)
-            if p >= 0 and e > p + 5 and (p == 0 or props[p - 1] == 2):
-                tag = props[p + 5 : e]
-            elif p >= 0:
-                tag = find_property(props, b"TAGS\x01")
-        metas.append((size, uniq, tag or b"", props))
+        metas.append((size, uniq, props))
         qo += 1
         phy += size
         pos = end
+    return _built(parts, metas, tags_all)
+
+
+def _built(
+    parts: list[Buffer], metas: list[tuple[int, bytes, bytes]], tags_all: bytes | None
+) -> tuple[BuiltBatch, list[bytes]]:
+    """The batch `_build_records` made, and each message's own properties."""
     if not metas:
         return BuiltBatch(b"", [], [], None, []), []
-    sizes, uniqs, tags, all_props = map(list, zip(*metas, strict=True))
+    sizes, uniqs, all_props = map(list, zip(*metas, strict=True))
+    tags = [tags_all] * len(sizes) if tags_all is not None else _tags_of(all_props)
     return BuiltBatch(b"".join(parts), sizes, tags, None, uniqs), all_props
+
+
+def _batch_layout(
+    const: BatchConstants,
+) -> tuple[bytes, bytes | None, bytes | None, bytes, Callable[..., bytes], int, bytes]:
+    """What every record of a batch shares, once per batch: the batch properties (without a
+    ``__CRC32#``), their UNIQ_KEY and TAGS when they set them, the sysFlag..prepared bytes and
+    the header packer for them, the magic code and the topic bytes."""
+    extra = _strip_crc_property(const.properties)
+    mid = const.mid()
+    magic, topic_part = _topic_part(const.topic, None)
+    uniq_all = find_stored_property(extra, b"UNIQ_KEY\x01")
+    tags_all = find_stored_property(extra, b"TAGS\x01")
+    return extra, uniq_all, tags_all, mid, _head_struct(len(mid)).pack, magic, topic_part
+
+
+def _refused(bad: bool, pos: int, index: int, body_len: int, max_body_size: int) -> Exception:
+    """Why `_build_records` refuses the message at ``pos`` (the ``index``-th)."""
+    if bad:
+        return MessageDecodeError(f"batch message at {pos} is truncated or inconsistent")
+    return MessageSizeError(f"message {index}: body of {body_len} bytes exceeds {max_body_size}")
+
+
+def _tags_of(all_props: list[bytes]) -> list[bytes]:
+    """Each message's TAGS (b"" for none), after the loop: the lookup is inline, a call per
+    lookup would cost more than the lookup."""
+    tags: list[bytes] = []
+    for props in all_props:
+        tag = None
+        p = props.rfind(b"TAGS\x01")
+        e = props.find(b"\x02", p + 5)
+        if p >= 0 and e > p + 5 and (p == 0 or props[p - 1] == 2):
+            tag = props[p + 5 : e]
+        elif p >= 0:
+            tag = find_property(props, b"TAGS\x01")
+        tags.append(tag or b"")
+    return tags
 
 
 @functools.lru_cache(maxsize=4)

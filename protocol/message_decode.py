@@ -318,6 +318,12 @@ def decode_all(
     precise error."""
     if check_crc or buf.__class__ is not bytes:
         return _decode_all_general(buf, check_crc, decompress_body)
+    return _decode_all_usual(buf, decompress_body)  # type: ignore[arg-type]  # bytes here
+
+
+def _decode_all_usual(buf: bytes, decompress_body: bool) -> list[MessageExt]:
+    """`decode_all` of a bytes buffer: the one-struct-call loop (one call per buffer, not per
+    record, separates it from the dispatch above)."""
     out: list[MessageExt] = []
     append = out.append
     unpack = _FIXED_V4.unpack_from

@@ -52,10 +52,10 @@ from rocketrio.actors.broker.store.view import RunBlocking
 from rocketrio.actors.broker.tables.broker_tables import BrokerTables
 from rocketrio.actors.broker.transaction.service import build_transaction_service
 from rocketrio.actors.client.message import UniqIdGenerator
+from rocketrio.actors.kernel.clock import wallclock_ms
 from rocketrio.actors.kernel.remoting import RemotingClient, RemotingServer
 from rocketrio.actors.kernel.transport import Transport
 from rocketrio.actors.observe import events
-from rocketrio.actors.observe.logs import wallclock_ms
 from rocketrio.storage.fs import OS_FS, FileSystem
 from rocketrio.storage.message_store import RecoveryReport
 from rocketrio.storage.store_lock import StoreLock

@@ -9,6 +9,7 @@ Pythonic keyword arguments (``send_timeout=3.0`` seconds ...) and fill these cla
 from __future__ import annotations
 
 import enum
+from typing import Protocol
 
 import attrs
 
@@ -152,3 +153,17 @@ class LitePullConsumerConfig:
     consumerTimeoutMillisWhenSuspend: int = attrs.field(default=30_000, validator=positive)
     rebalanceInterval: int = attrs.field(default=20_000, validator=positive)
     offsetStorePath: str = ""
+
+
+class ConsumerSettings(Protocol):
+    """The config keys the shared machinery reads (both consumer config classes have them)."""
+
+    consumerGroup: str
+    messageModel: MessageModel
+    consumeFromWhere: ConsumeFromWhere
+    consumeTimestamp: str
+    pullBatchSize: int
+    brokerSuspendMaxTimeMillis: int
+    consumerTimeoutMillisWhenSuspend: int
+    rebalanceInterval: int
+    offsetStorePath: str

@@ -11,26 +11,20 @@ new ones at the stored offset or per ``consumeFromWhere`` (`start_offset`).
 
 A pull loop asks its broker with PULL_MESSAGE (SUSPEND | SUBSCRIPTION, plus COMMIT_OFFSET for
 the push consumer when it pulls from the master) and hands found messages to ``_deliver`` after
-the client-side tag check. Flow control (``_flow_controlled``) pauses pulling for 50 ms.
-
-Where a queue is pulled from follows the route and the broker: the brokerId the last answer
-suggested (suggestWhichBrokerId) if the route has it, else the master, else a slave (a classic
-master that died: consumers read from its slave meanwhile). A pull that fails because the
-broker is gone (no connection, timeout, SERVICE_NOT_AVAILABLE, SYSTEM_BUSY while it stops, no
-address at all) asks for a fresh route at once and retries after 0.1 s, doubling up to upstream's
-3 s for repeated failures (`pull_retry_delay`); other errors pause the queue for 3 s. When a
-route update changes where a queue should be pulled from (its master is back, or moved), the
-pull in flight at the old address (perhaps held there for 15 s) is abandoned and the queue is
-pulled at once from the new one.
+the client-side tag check. Flow control (``_flow_controlled``) pauses pulling for 50 ms. Which
+replica a queue is pulled from, the header, the processing of an answer and the retry delays
+are pull_api.py's (upstream PullAPIWrapper). A pull that fails because the broker is gone asks
+for a fresh route at once and retries soon (`pull_retry_delay`); other errors pause the queue
+for 3 s. When a route update changes where a queue should be pulled from (its master is back,
+or moved), the pull in flight at the old address (perhaps held there for 15 s) is abandoned and
+the queue is pulled at once from the new one.
 """
 
 from __future__ import annotations
 
 import abc
-from datetime import datetime
-from typing import Any, Protocol
+from typing import Any
 
-import attrs
 import structlog
 import trio
 
@@ -39,12 +33,12 @@ from rocketrio.actors.client.config import (
     MASTER_ID,
     RETRY_GROUP_TOPIC_PREFIX,
     ClientConfig,
-    ConsumeFromWhere,
+    ConsumerSettings,
     MessageModel,
     retry_topic,
 )
 from rocketrio.actors.client.consumer_stats import ConsumerStatsManager
-from rocketrio.actors.client.errors import MQBrokerError, MQClientError
+from rocketrio.actors.client.errors import MQClientError
 from rocketrio.actors.client.mq_client import MQClientInstance
 from rocketrio.actors.client.offset_store import (
     LocalFileOffsetStore,
@@ -55,125 +49,40 @@ from rocketrio.actors.client.offset_store import (
     run_in_thread,
 )
 from rocketrio.actors.client.process_queue import ProcessQueue
+from rocketrio.actors.client.pull_api import (
+    CALL_ERRORS,
+    PULL_DELAY_WHEN_EXCEPTION_S,
+    PULL_DELAY_WHEN_FLOW_CONTROL_S,
+    QueueState,
+    broker_gone,
+    found_messages,
+    pull_broker,
+    pull_header,
+    pull_retry_delay,
+)
 from rocketrio.actors.client.queue_select import subscribe_queues
 from rocketrio.actors.client.rebalance import (
     StartKind,
     allocate,
+    default_consume_timestamp,
     diff_assignment,
+    parse_consume_timestamp,
     sort_queues,
     start_offset,
 )
-from rocketrio.actors.client.running_info import consumer_running_info
-from rocketrio.actors.client.subscription import build_subscription, filter_by_tags
-from rocketrio.actors.kernel.remoting import RemotingError
+from rocketrio.actors.client.running_info_reply import consumer_running_info
+from rocketrio.actors.client.subscription import build_subscription
+from rocketrio.actors.kernel.clock import monotonic_ms, wallclock_ms
 from rocketrio.actors.kernel.transport import Transport
 from rocketrio.actors.observe import events
-from rocketrio.actors.observe.logs import wallclock_ms
 from rocketrio.protocol.bodies import ConsumerData, MessageQueue, SubscriptionData, TopicRouteData
-from rocketrio.protocol.codes import ResponseCode
-from rocketrio.protocol.headers import (
-    PULL_FLAG_COMMIT_OFFSET,
-    PULL_FLAG_SUBSCRIPTION,
-    PULL_FLAG_SUSPEND,
-    PullMessageRequestHeader,
-)
-from rocketrio.protocol.message import RETRY_TOPIC, MessageDecodeError, MessageExt
+from rocketrio.protocol.headers import PullMessageRequestHeader
+from rocketrio.protocol.message import MessageExt
 from rocketrio.protocol.running_info import ConsumerRunningInfo
-from rocketrio.protocol.serde import HeaderError
-from rocketrio.protocol.static_topic import is_logic_broker_name
 
 log = structlog.get_logger("consumer")
 
-PULL_DELAY_WHEN_EXCEPTION_S = 3.0  # upstream PULL_TIME_DELAY_MILLS_WHEN_EXCEPTION
-PULL_DELAY_WHEN_FLOW_CONTROL_S = 0.05  # upstream PULL_TIME_DELAY_MILLS_WHEN_FLOW_CONTROL
-# the first retry after the broker went away (the route is being refreshed meanwhile)
-PULL_DELAY_WHEN_BROKER_GONE_S = 0.1
-CALL_ERRORS = (RemotingError, MQClientError, HeaderError, MessageDecodeError)
-# answers of a broker that is stopping or is no longer master
-# NOT_LEADER_FOR_QUEUE: a static topic's logic queue moved to another broker (remapping)
-_BROKER_GONE_CODES = frozenset(
-    {
-        ResponseCode.SERVICE_NOT_AVAILABLE,
-        ResponseCode.SYSTEM_BUSY,
-        ResponseCode.NOT_LEADER_FOR_QUEUE,
-    }
-)
-
-
 STATS_TICK_S = 10.0  # the stats' minute list samples every 10 s
-
-
-class NoBrokerAddress(MQClientError):
-    """The route names no address of the queue's broker set."""
-
-
-def broker_gone(exc: Exception) -> bool:
-    """The failure says the broker is not there any more (its route is probably stale)."""
-    if isinstance(exc, MQBrokerError):
-        return exc.code in _BROKER_GONE_CODES
-    return isinstance(exc, RemotingError | NoBrokerAddress)
-
-
-def pull_retry_delay(failures: int) -> float:
-    """Pause after the ``failures``-th broker-gone failure in a row: 0.1 s, doubling, <= 3 s."""
-    return min(
-        PULL_DELAY_WHEN_BROKER_GONE_S * 2 ** max(failures - 1, 0), PULL_DELAY_WHEN_EXCEPTION_S
-    )
-
-
-class ConsumerSettings(Protocol):
-    """The config keys the shared machinery reads (both consumer config classes have them)."""
-
-    consumerGroup: str
-    messageModel: MessageModel
-    consumeFromWhere: ConsumeFromWhere
-    consumeTimestamp: str
-    pullBatchSize: int
-    brokerSuspendMaxTimeMillis: int
-    consumerTimeoutMillisWhenSuspend: int
-    rebalanceInterval: int
-    offsetStorePath: str
-
-
-def parse_consume_timestamp(text: str) -> int:
-    """``yyyyMMddHHmmss`` (local time) -> ms since the epoch."""
-    try:
-        return int(datetime.strptime(text, "%Y%m%d%H%M%S").timestamp() * 1000)
-    except ValueError:
-        raise MQClientError(f"consumeTimestamp {text!r} is not yyyyMMddHHmmss") from None
-
-
-def default_consume_timestamp(now_ms: int) -> str:
-    """Half an hour before ``now_ms``, as upstream's default consumeTimestamp."""
-    return datetime.fromtimestamp((now_ms - 30 * 60 * 1000) / 1000).strftime("%Y%m%d%H%M%S")
-
-
-def reset_retry_topic(msgs: list[MessageExt], group_retry_topic: str) -> None:
-    """Messages pulled from the retry topic show their original topic (upstream
-    resetRetryAndNamespace)."""
-    for m in msgs:
-        if m.topic == group_retry_topic:  # topic first: properties decode lazily
-            original = m.properties.get(RETRY_TOPIC)
-            if original:
-                m.topic = original
-
-
-@attrs.define(eq=False)
-class QueueState:
-    """One owned queue: its pull position and the messages handed out but not yet done."""
-
-    mq: MessageQueue
-    sub: SubscriptionData
-    next_offset: int
-    pq: ProcessQueue = attrs.field(factory=ProcessQueue)
-    cancel: trio.CancelScope = attrs.field(factory=trio.CancelScope)
-    broker_id: int = 0  # the replica the broker suggested pulling from
-    # the address of the pull in flight (None between pulls), and the scope `_on_route`
-    # cancels to abandon it when the route moves the queue
-    pull_addr: str | None = None
-    pull_scope: trio.CancelScope | None = None
-    pull_failures: int = 0  # broker-gone failures in a row
-    pull_started: float = 0.0  # trio time the pull in flight was sent (its RT, for stats)
 
 
 class ConsumerCore(abc.ABC):
@@ -534,22 +443,7 @@ class ConsumerCore(abc.ABC):
             and self.offset_store is not None
         ):
             commit = self.offset_store.table.read(st.mq)
-        flag = PULL_FLAG_SUSPEND | PULL_FLAG_SUBSCRIPTION
-        if commit > 0:
-            flag |= PULL_FLAG_COMMIT_OFFSET
-        return PullMessageRequestHeader(
-            consumerGroup=self.group,
-            topic=st.mq.topic,
-            queueId=st.mq.queueId,
-            queueOffset=st.next_offset,
-            maxMsgNums=self.settings.pullBatchSize,
-            sysFlag=flag,
-            commitOffset=max(commit, 0),
-            suspendTimeoutMillis=self.settings.brokerSuspendMaxTimeMillis,
-            subVersion=st.sub.subVersion,
-            subscription=st.sub.subString,
-            expressionType=st.sub.expressionType,
-        )
+        return pull_header(st, self.group, self.settings, commit)
 
     def _flow_controlled(self, st: QueueState) -> bool:
         return False
@@ -588,16 +482,7 @@ class ConsumerCore(abc.ABC):
                 await trio.sleep(PULL_DELAY_WHEN_FLOW_CONTROL_S)
                 continue
             try:
-                found = self.client.find_broker_in_subscribe(
-                    self.client.broker_name_of(st.mq), st.broker_id
-                )
-                if found is None:
-                    raise NoBrokerAddress(f"no address for broker {st.mq.brokerName}")
-                addr, broker_id = found
-                if broker_id != MASTER_ID and is_logic_broker_name(st.mq.brokerName):
-                    # a replica holds no static-topic mapping: it would serve the physical
-                    # queue numbered like the logic one. Wait for the leader's master.
-                    raise NoBrokerAddress(f"no master leads logic queue {st.mq}")
+                addr, broker_id = pull_broker(self.client, st)
                 header = self._pull_header(st, broker_id == MASTER_ID)
                 st.pull_addr = addr
                 st.pull_started = trio.current_time()
@@ -668,13 +553,7 @@ class ConsumerCore(abc.ABC):
         st.next_offset = res.next_begin_offset
         msgs: list[MessageExt] = []
         if res.status is PullStatus.FOUND:
-            msgs = res.messages()
-            if res.offset_delta is not None:  # a logic queue: records name it (upstream)
-                for m in msgs:
-                    m.queue_id = st.mq.queueId
-            if st.mq.topic.startswith(RETRY_GROUP_TOPIC_PREFIX):  # no other queue holds retries
-                reset_retry_topic(msgs, retry_topic(self.group))
-            msgs = filter_by_tags(msgs, st.sub)
+            msgs = found_messages(st, res, self.group)
             rt_ms = int((trio.current_time() - st.pull_started) * 1000)
             self.stats.on_pull(st.mq.topic, len(msgs), rt_ms)
         if not msgs:
@@ -705,7 +584,7 @@ class ConsumerCore(abc.ABC):
     async def _stats_loop(self) -> None:
         """Sample the stats (its schedule decides which windows are due)."""
         while True:
-            self.stats.tick(int(trio.current_time() * 1000))
+            self.stats.tick(monotonic_ms())
             await trio.sleep(STATS_TICK_S)
 
     # -- offsets

@@ -22,7 +22,7 @@ from datetime import datetime
 
 import attrs
 
-from rocketrio.actors.observe.logs import wallclock_ms
+from rocketrio.actors.kernel.clock import wallclock_ms
 from rocketrio.protocol.bodies import MessageQueue
 from rocketrio.protocol.message import (
     DELAY,

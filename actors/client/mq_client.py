@@ -8,7 +8,7 @@ naming every group of this client goes to every broker (masters only when there 
 consumers); a broker address that first appears in a route (a new master) gets one at once.
 Server pushes arrive at its processor: NOTIFY_CONSUMER_IDS_CHANGED makes the named consumer
 group rebalance now; GET_CONSUMER_RUNNING_INFO (forwarded by a broker for mqadmin
-consumerStatus) is answered by `running_info.answer`.
+consumerStatus) is answered by `running_info_reply.answer`.
 
 Routes are polled every ``pollNameServerInterval`` (30 s), but a master change is noticed at once
 through on-demand refreshes (`request_route_refresh` / `refresh_route`, shared and rate limited
@@ -39,7 +39,7 @@ from typing import Any, Protocol
 import structlog
 import trio
 
-from rocketrio.actors.client import running_info
+from rocketrio.actors.client import running_info_reply
 from rocketrio.actors.client.api import MQClientAPI
 from rocketrio.actors.client.config import MASTER_ID, ClientConfig
 from rocketrio.actors.client.errors import MQClientError, TopicRouteNotFound
@@ -520,7 +520,7 @@ class MQClientInstance:
                 consumer.request_rebalance()
             return cmd.make_response(ResponseCode.SUCCESS)
         if cmd.code == RequestCode.GET_CONSUMER_RUNNING_INFO:
-            return running_info.answer(self, cmd)
+            return running_info_reply.answer(self, cmd)
         if cmd.code == RequestCode.RESET_CONSUMER_CLIENT_OFFSET:
             return self._reset_offset(cmd)
         if cmd.code == RequestCode.CHECK_TRANSACTION_STATE:

@@ -70,9 +70,9 @@ from rocketrio.actors.client.orderly import (
 )
 from rocketrio.actors.client.process_queue import ProcessQueue
 from rocketrio.actors.client.trace import trace_consumed
+from rocketrio.actors.kernel.clock import wallclock_ms
 from rocketrio.actors.kernel.transport import Transport
 from rocketrio.actors.observe import events
-from rocketrio.actors.observe.logs import wallclock_ms
 from rocketrio.protocol.bodies import MessageQueue
 from rocketrio.protocol.message import ORIGIN_MESSAGE_ID, MessageExt
 

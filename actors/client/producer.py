@@ -22,12 +22,14 @@ on another queue would break the order), but their failure still refreshes the r
 ``send_async`` returns a `SendFuture` at once (after waiting for a free slot when
 ``maxInFlight`` sends are outstanding), so hundreds of sends share one connection; each runs as
 a task in the producer's nursery, and leaving the ``async with`` waits for them to finish.
+
+The request, its result and the checks are send_api.py's; the writable queues per topic and the
+isolation of failed broker sets are publish_routes.py's (`PublishRoutes`).
 """
 
 from __future__ import annotations
 
 import random
-import re
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -47,98 +49,35 @@ from rocketrio.actors.client.message import (
     UniqIdGenerator,
 )
 from rocketrio.actors.client.mq_client import MQClientInstance
+from rocketrio.actors.client.publish_routes import PublishRoutes
 from rocketrio.actors.client.queue_select import (
-    FaultTracker,
     MessageQueueSelector,
     TopicPublishInfo,
+)
+from rocketrio.actors.client.send_api import (
+    batch_chunks,
+    check_message,
+    parse_send_result,
+    retryable,
+    send_request,
 )
 from rocketrio.actors.kernel.remoting import RemotingError
 from rocketrio.actors.kernel.runtime import Reply
 from rocketrio.actors.kernel.transport import Transport
 from rocketrio.actors.observe import events
-from rocketrio.actors.observe.logs import wallclock_ms
-from rocketrio.protocol.bodies import MessageQueue, TopicRouteData
-from rocketrio.protocol.codes import RequestCode, ResponseCode
-from rocketrio.protocol.headers import SendMessageRequestHeaderV2, SendMessageResponseHeader
+from rocketrio.protocol.bodies import MessageQueue
+from rocketrio.protocol.codes import ResponseCode
 from rocketrio.protocol.message import (
-    PROPERTY_TRANSACTION_PREPARED,
-    TRANSACTION_PREPARED_TYPE,
     WAIT,
     BatchItem,
     encode_batch_body,
     encode_properties,
 )
 from rocketrio.protocol.remoting import RemotingCommand
-from rocketrio.protocol.serde import from_ext, to_ext
 
 log = structlog.get_logger("producer")
 
-# a transactional half message (TRAN_MSG=true) is sent with sysFlag prepared, like upstream
-_PREPARED_MARK = f"{PROPERTY_TRANSACTION_PREPARED}\x01true"
 EXPIRE_SCAN_S = 0.1  # how often async sends are checked for timeouts
-
-_SEND_STATUS = {
-    ResponseCode.SUCCESS: SendStatus.SEND_OK,
-    ResponseCode.FLUSH_DISK_TIMEOUT: SendStatus.FLUSH_DISK_TIMEOUT,
-    ResponseCode.FLUSH_SLAVE_TIMEOUT: SendStatus.FLUSH_SLAVE_TIMEOUT,
-    ResponseCode.SLAVE_NOT_AVAILABLE: SendStatus.SLAVE_NOT_AVAILABLE,
-}
-# upstream DefaultMQProducer.retryResponseCodes: another broker may accept the message
-RETRY_RESPONSE_CODES = frozenset(
-    {
-        ResponseCode.TOPIC_NOT_EXIST,
-        ResponseCode.SERVICE_NOT_AVAILABLE,
-        ResponseCode.SYSTEM_ERROR,
-        ResponseCode.SYSTEM_BUSY,
-        ResponseCode.NO_PERMISSION,
-        # static topics: the logic queue moved (remapping); the retry takes a fresh route.
-        # Upstream does not retry it: a send during a remapping failed there.
-        ResponseCode.NOT_LEADER_FOR_QUEUE,
-    }
-)
-_TOPIC_RE = re.compile(r"^[%|a-zA-Z0-9_-]+$")
-TOPIC_MAX_LENGTH = 127
-
-
-def retryable(exc: Exception) -> bool:
-    """No answer, or an answer another broker may not give (upstream retryResponseCodes)."""
-    if isinstance(exc, MQBrokerError):
-        return exc.code in RETRY_RESPONSE_CODES
-    return isinstance(exc, RemotingError)
-
-
-def check_topic(topic: str) -> None:
-    """Upstream Validators.checkTopic."""
-    if not topic or not topic.strip():
-        raise MQClientError("the topic is empty")
-    if len(topic) > TOPIC_MAX_LENGTH:
-        raise MQClientError(f"the topic is longer than {TOPIC_MAX_LENGTH} characters: {topic}")
-    if not _TOPIC_RE.match(topic):
-        raise MQClientError(f"the topic {topic!r} contains characters other than [%|a-zA-Z0-9_-]")
-
-
-def check_message(msg: Message, max_size: int) -> None:
-    """Upstream Validators.checkMessage."""
-    check_topic(msg.topic)
-    if not msg.body:
-        raise MQClientError("the message body is empty")
-    if len(msg.body) > max_size:
-        raise MQClientError(f"the message body is {len(msg.body)} bytes, above {max_size}")
-
-
-def batch_chunks(sizes: Sequence[int], limit: int) -> list[tuple[int, int]]:
-    """Split encoded batch records into [lo, hi) runs of at most ``limit`` bytes each (a
-    record larger than the limit travels alone and the broker judges it)."""
-    chunks: list[tuple[int, int]] = []
-    lo, total = 0, 0
-    for i, size in enumerate(sizes):
-        if i > lo and total + size > limit:
-            chunks.append((lo, i))
-            lo, total = i, 0
-        total += size
-    if lo < len(sizes):
-        chunks.append((lo, len(sizes)))
-    return chunks
 
 
 class Producer:
@@ -165,12 +104,11 @@ class Producer:
         self.client = client or MQClientInstance(
             namesrv_addr, transport=transport, config=client_config
         )
-        self._rng = rng or random.Random()
-        self._publish: dict[str, TopicPublishInfo] = {}
-        self.faults = FaultTracker()
+        # the writable queues per topic and the broker sets avoided after a failure
+        self.publish_routes = PublishRoutes(self.client, self.config, rng or random.Random())
+        self.faults = self.publish_routes.faults
         self._ids: UniqIdGenerator | None = None
         self._in_flight = trio.Semaphore(self.config.maxInFlight)
-        self._route_lock = trio.Lock()
         self._callbacks = CallbackRequests()
         self._nursery: trio.Nursery | None = None
         self._nursery_cm: Any = None
@@ -192,7 +130,7 @@ class Producer:
             self._nursery_cm = trio.open_nursery()
             self._nursery = await self._nursery_cm.__aenter__()
             self._nursery.start_soon(self._expire_loop)
-            self.client.route_listeners.append(self._on_route)
+            self.client.route_listeners.append(self.publish_routes.on_route)
             await self.client.register_producer(self.group)
         except BaseException:
             await self._close()
@@ -221,8 +159,8 @@ class Producer:
                     await cm.__aexit__(None, None, None)
             finally:
                 self._nursery = None
-                if self._on_route in self.client.route_listeners:
-                    self.client.route_listeners.remove(self._on_route)
+                if self.publish_routes.on_route in self.client.route_listeners:
+                    self.client.route_listeners.remove(self.publish_routes.on_route)
                 if self._own_client:
                     await self.client.__aexit__(None, None, None)
                 else:
@@ -234,50 +172,9 @@ class Producer:
             raise MQClientError("producer is not started")
         return self._nursery
 
-    # -- routes
-    def _on_route(self, topic: str, route: TopicRouteData) -> None:
-        old = self._publish.get(topic)
-        if old is not None:
-            info = TopicPublishInfo.from_route(topic, route, start_index=old.index)
-            if info.ok():
-                self._publish[topic] = info
-
     async def publish_info(self, topic: str) -> TopicPublishInfo:
         """Writable queues of the topic (upstream tryToFindTopicPublishInfo)."""
-        info = self._publish.get(topic)
-        if info is not None and info.ok():
-            return info
-        async with self._route_lock:  # many first sends of a topic share one route fetch
-            info = self._publish.get(topic)
-            if info is not None and info.ok():
-                return info
-            info = await self._fetch_publish_info(topic)
-            self._publish[topic] = info
-            return info
-
-    async def _fetch_publish_info(self, topic: str) -> TopicPublishInfo:
-        self.client.watch_topic(topic)
-        route = await self.client.update_route(topic)
-        start = self._rng.randrange(1 << 16)
-        if route is not None:
-            info = TopicPublishInfo.from_route(topic, route, start_index=start)
-            if info.ok():
-                return info
-        # unknown topic: send with the auto-create key topic's queues; the broker creates
-        # the topic, and the route poll replaces this info once the name server knows it
-        default = self.client.routes.get(self.config.createTopicKey)
-        if default is None:
-            default = await self.client.update_route(self.config.createTopicKey)
-        if default is not None:
-            info = TopicPublishInfo.from_default_route(
-                topic, default, self.config.defaultTopicQueueNums, start_index=start
-            )
-            if info.ok():
-                return info
-        raise MQClientError(
-            f"no route info for topic {topic} (and no auto-create route "
-            f"{self.config.createTopicKey}) from name server {self.client.config.namesrvAddr}"
-        )
+        return await self.publish_routes.get(topic)
 
     # -- sends
     def _next_id(self) -> str:
@@ -301,7 +198,7 @@ class Producer:
         props = encode_properties(msg.wire_properties(uniq))
         timeout_s = self.config.sendMsgTimeout / 1000 if timeout is None else timeout
         if queue_selector is not None:
-            info = await self.publish_info(msg.topic)
+            info = await self.publish_routes.get(msg.topic)
             mq = queue_selector(list(info.queues), msg, arg)
             try:
                 result = await self._send_once(mq, msg, body, props, uniq, timeout_s)
@@ -414,13 +311,13 @@ class Producer:
     ) -> None:
         uniq = self._next_id()
         props = encode_properties(msg.wire_properties(uniq))
-        info = self._publish.get(msg.topic)
+        info = self.publish_routes.table.get(msg.topic)
         if info is None or not info.ok():
-            info = await self.publish_info(msg.topic)
+            info = await self.publish_routes.get(msg.topic)
         if selector is not None:
             mq = selector(list(info.queues), msg, arg)
         else:
-            mq = info.select(None, self._available)
+            mq = info.select(None, self.publish_routes.available)
         addr = self.client.find_master_addr(self.client.broker_name_of(mq))
         conn = None
         if addr is not None:
@@ -435,17 +332,17 @@ class Producer:
             return
         timeout_s = self.config.sendMsgTimeout / 1000
         deadline = trio.current_time() + timeout_s
-        cmd = self._request(mq, msg.flag, props, msg.body, batch=False)
+        cmd = send_request(self.group, self.config, mq, msg.flag, props, msg.body, batch=False)
 
         def on_done(reply: Reply[RemotingCommand]) -> None:
             # runs inside the connection's reader (or the expiry scan): never raises
             try:
-                result = self._parse_send(reply.result(), mq, uniq, addr)
+                result = parse_send_result(reply.result(), mq, uniq, addr)
             except Exception as e:
                 if not retryable(e) or self._nursery is None:
                     self._finish_async(fut, None, e)
                 elif selector is None:
-                    self._note_failure(msg.topic, mq, addr, e, 1)
+                    self.publish_routes.note_failure(msg.topic, mq, addr, e, 1)
                     self._nursery.start_soon(
                         self._retry_async, fut, msg, props, uniq, mq.brokerName, deadline, e
                     )
@@ -526,11 +423,11 @@ class Producer:
     ) -> None:
         """Send without waiting for an answer (no result, no retry)."""
         check_message(msg, self.config.maxMessageSize)
-        info = await self.publish_info(msg.topic)
+        info = await self.publish_routes.get(msg.topic)
         if queue_selector is not None:
             mq = queue_selector(list(info.queues), msg, arg)
         else:
-            mq = info.select(None, self._available)
+            mq = info.select(None, self.publish_routes.available)
         addr = await self.client.find_master_addr_refreshing(
             self.client.broker_name_of(mq), msg.topic
         )
@@ -538,7 +435,7 @@ class Producer:
             raise MQClientError(f"broker {mq.brokerName} has no master address")
         uniq = self._next_id()
         props = encode_properties(msg.wire_properties(uniq))
-        cmd = self._request(mq, msg.flag, props, msg.body, batch=False)
+        cmd = send_request(self.group, self.config, mq, msg.flag, props, msg.body, batch=False)
         try:
             await self.client.remoting.invoke_oneway(addr, cmd)
         except RemotingError:
@@ -584,14 +481,6 @@ class Producer:
             results.append(result)
         return results
 
-    def _available(self, broker_name: str) -> bool:
-        faults = self.faults
-        if not faults:  # nothing isolated: the usual case costs no clock read
-            return True
-        return faults.is_available(
-            broker_name, trio.current_time(), self.client.find_master_addr(broker_name)
-        )
-
     async def _send_with_retries(
         self,
         msg: Message,
@@ -617,8 +506,8 @@ class Producer:
             left = deadline - trio.current_time()
             if left <= 0:
                 break
-            info = await self.publish_info(msg.topic)
-            mq = info.select(last_failed, self._available)
+            info = await self.publish_routes.get(msg.topic)
+            mq = info.select(last_failed, self.publish_routes.available)
             addr = self.client.find_master_addr(self.client.broker_name_of(mq))
             try:
                 result = await self._send_to(mq, addr, msg, body, props, uniq, batch, left)
@@ -626,7 +515,7 @@ class Producer:
                 if not retryable(e):
                     raise
                 last_exc, last_failed = e, mq.brokerName
-                self._note_failure(msg.topic, mq, addr, e, n)
+                self.publish_routes.note_failure(msg.topic, mq, addr, e, n)
                 if n < last:
                     await self.client.refresh_route(msg.topic, deadline)
                 else:  # no attempt left to wait for: the next send gets the new route
@@ -667,41 +556,6 @@ class Producer:
                 self.client.request_route_refresh(mq.topic)
             raise
 
-    def _note_failure(
-        self, topic: str, mq: MessageQueue, addr: str | None, exc: Exception, attempt: int
-    ) -> None:
-        """Avoid the broker set for notAvailableDuration, or until its master address changes
-        (upstream's isolation after a failure, made aware of master switches)."""
-        self.faults.mark_unavailable(
-            mq.brokerName, trio.current_time(), self.config.notAvailableDuration / 1000, addr
-        )
-        events.emit(
-            log,
-            events.SendFailed(topic=topic, addr=addr, attempt=attempt, error=str(exc)),
-            broker=mq.brokerName,
-        )
-
-    def _request(
-        self, mq: MessageQueue, flag: int, props: str, body: bytes, *, batch: bool
-    ) -> RemotingCommand:
-        header = SendMessageRequestHeaderV2(
-            a=self.group,
-            b=mq.topic,
-            c=self.config.createTopicKey,
-            d=self.config.defaultTopicQueueNums,
-            e=mq.queueId,
-            f=TRANSACTION_PREPARED_TYPE if _PREPARED_MARK in props else 0,
-            g=wallclock_ms(),
-            h=flag,
-            i=props,
-            j=0,
-            k=False,
-            m=batch,
-            n=mq.brokerName,
-        )
-        code = RequestCode.SEND_BATCH_MESSAGE if batch else RequestCode.SEND_MESSAGE_V2
-        return RemotingCommand(code=code, ext_fields=to_ext(header), body=body)
-
     async def _send_to(
         self,
         mq: MessageQueue,
@@ -718,21 +572,6 @@ class Producer:
                 ResponseCode.SERVICE_NOT_AVAILABLE,
                 f"broker {mq.brokerName} has no master in the route of {mq.topic}",
             )
-        cmd = self._request(mq, msg.flag, props, body, batch=batch)
+        cmd = send_request(self.group, self.config, mq, msg.flag, props, body, batch=batch)
         resp = await self.client.remoting.invoke(addr, cmd, timeout_s)
-        return self._parse_send(resp, mq, uniq, addr)
-
-    @staticmethod
-    def _parse_send(resp: RemotingCommand, mq: MessageQueue, uniq: str, addr: str) -> SendResult:
-        status = _SEND_STATUS.get(resp.code)  # type: ignore[call-overload]
-        if status is None:
-            raise MQBrokerError(resp.code, resp.remark, addr)
-        h = from_ext(SendMessageResponseHeader, resp.ext_fields)
-        return SendResult(
-            send_status=status,
-            msg_id=uniq,
-            offset_msg_id=h.msgId,
-            message_queue=MessageQueue(mq.topic, mq.brokerName, h.queueId),
-            queue_offset=h.queueOffset,
-            transaction_id=h.transactionId,
-        )
+        return parse_send_result(resp, mq, uniq, addr)

@@ -46,9 +46,9 @@ from rocketrio.actors.client.mq_client import MQClientInstance
 from rocketrio.actors.client.offset_store import RunBlocking, run_in_thread
 from rocketrio.actors.client.process_queue import ProcessQueue
 from rocketrio.actors.client.trace import trace_consumed
+from rocketrio.actors.kernel.clock import wallclock_ms
 from rocketrio.actors.kernel.transport import Transport
 from rocketrio.actors.observe import events
-from rocketrio.actors.observe.logs import wallclock_ms
 from rocketrio.protocol.bodies import MessageQueue
 from rocketrio.protocol.message import ORIGIN_MESSAGE_ID, MessageExt
 

@@ -8,17 +8,20 @@ queues without coordination.
 
 `start_offset` is upstream's RebalancePushImpl.computePullFromWhere as a decision: given the
 offset the broker has for the group (or "none" / "error"), it says which offset to use or which
-query (max offset, search by time) the shell has to make.
+query (max offset, search by time) the shell has to make; `parse_consume_timestamp` reads the
+consumeTimestamp that search starts from.
 """
 
 from __future__ import annotations
 
 import enum
 from collections.abc import Iterable, Sequence
+from datetime import datetime
 
 import attrs
 
 from rocketrio.actors.client.config import RETRY_GROUP_TOPIC_PREFIX, ConsumeFromWhere
+from rocketrio.actors.client.errors import MQClientError
 from rocketrio.protocol.bodies import MessageQueue
 
 OFFSET_NOT_FOUND = -1  # the broker has no offset for the group (QUERY_NOT_FOUND)
@@ -97,6 +100,19 @@ def start_offset(where: ConsumeFromWhere, stored: int, topic: str) -> StartOffse
     if is_retry:
         return StartOffset(StartKind.OFFSET, 0)
     return StartOffset(StartKind.MAX_OFFSET)
+
+
+def parse_consume_timestamp(text: str) -> int:
+    """``yyyyMMddHHmmss`` (local time) -> ms since the epoch."""
+    try:
+        return int(datetime.strptime(text, "%Y%m%d%H%M%S").timestamp() * 1000)
+    except ValueError:
+        raise MQClientError(f"consumeTimestamp {text!r} is not yyyyMMddHHmmss") from None
+
+
+def default_consume_timestamp(now_ms: int) -> str:
+    """Half an hour before ``now_ms``, as upstream's default consumeTimestamp."""
+    return datetime.fromtimestamp((now_ms - 30 * 60 * 1000) / 1000).strftime("%Y%m%d%H%M%S")
 
 
 @attrs.frozen

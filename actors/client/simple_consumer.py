@@ -36,8 +36,8 @@ import trio
 from rocketrio.actors.client.config import ClientConfig
 from rocketrio.actors.client.errors import MQBrokerError, MQClientError
 from rocketrio.actors.client.mq_client import MQClientInstance
+from rocketrio.actors.kernel.clock import wallclock_ms
 from rocketrio.actors.kernel.transport import Transport
-from rocketrio.actors.observe.logs import wallclock_ms
 from rocketrio.protocol.bodies import PERM_READ
 from rocketrio.protocol.codes import RequestCode, ResponseCode
 from rocketrio.protocol.message import MessageExt, iter_stored

@@ -33,7 +33,7 @@ import attrs
 from rocketrio.actors.client.admin import MQAdmin, QueueStatus, broker_names_of
 from rocketrio.actors.client.config import DEFAULT_TOPIC, MASTER_ID
 from rocketrio.actors.client.errors import MQBrokerError, MQClientError, UsageError
-from rocketrio.actors.observe.logs import wallclock_ms
+from rocketrio.actors.kernel.clock import wallclock_ms
 from rocketrio.protocol import fastjson
 from rocketrio.protocol.bodies import ClusterInfo, MessageQueue
 from rocketrio.protocol.codes import RequestCode, ResponseCode

@@ -3,7 +3,7 @@
 Each `Viewer` holds only what it has not been sent yet, and of a section only the newest text:
 a viewer slower than the poll simply skips intermediate versions (they are stale), so its
 backlog is at most one text per section (shared with every other viewer: the hub encodes each
-update once), the chart points of `POINTS` polls, the last `FEED` events (older ones are counted
+update once), the chart points of `POINTS` polls, the last `FEED` feed items (older ones are counted
 in ``dropped``) and `REPLIES` action results. Nothing a viewer does can make the hub wait: the
 hub only appends and sets the viewer's wake-up; each viewer's own sender task writes to its
 socket, and gives the viewer up when a write takes longer than its send timeout.
@@ -18,7 +18,7 @@ import trio
 from rocketrio.actors.console.protocol import (
     ActionResult,
     Feed,
-    FeedEvent,
+    FeedItem,
     Hello,
     Sample,
     Samples,
@@ -27,7 +27,7 @@ from rocketrio.actors.console.protocol import (
 )
 
 POINTS = 600  # chart points kept (5 minutes at 0.5 s)
-FEED = 200  # events kept for a viewer that has not read them yet
+FEED = 200  # feed items kept for a viewer that has not read them yet
 REPLIES = 16
 
 
@@ -38,7 +38,7 @@ class Viewer:
         self.peer = peer
         self.sections: dict[str, str] = {}  # name -> encoded Section, newest only
         self.points: deque[Sample] = deque(maxlen=POINTS)
-        self.feed: deque[FeedEvent] = deque(maxlen=FEED)
+        self.feed: deque[FeedItem] = deque(maxlen=FEED)
         self.dropped = 0
         self.replies: deque[str] = deque(maxlen=REPLIES)
         self.first: list[str] = []
@@ -55,7 +55,7 @@ class Viewer:
         self.points.append(point)
         self._nudge()
 
-    def offer_events(self, items: list[FeedEvent]) -> None:
+    def offer_feed_items(self, items: list[FeedItem]) -> None:
         overflow = len(self.feed) + len(items) - FEED
         if overflow > 0:
             self.dropped += overflow
@@ -104,11 +104,11 @@ class Hub:
         self.viewers: set[Viewer] = set()
         self._sections: dict[str, str] = {}
         self._history: deque[Sample] = deque(maxlen=POINTS)
-        self._recent: deque[FeedEvent] = deque(maxlen=50)
+        self._recent: deque[FeedItem] = deque(maxlen=50)
 
     def join(self, peer: str) -> Viewer | None:
         """A new viewer primed with the hello, every section, the chart history and recent
-        events; None when `max_viewers` are connected already."""
+        feed items; None when `max_viewers` are connected already."""
         if len(self.viewers) >= self.max_viewers:
             return None
         v = Viewer(peer)
@@ -133,9 +133,9 @@ class Hub:
         for v in self.viewers:
             v.offer_point(point)
 
-    def publish_events(self, items: list[FeedEvent]) -> None:
+    def publish_feed_items(self, items: list[FeedItem]) -> None:
         if not items:
             return
         self._recent.extend(items)
         for v in self.viewers:
-            v.offer_events(items)
+            v.offer_feed_items(items)

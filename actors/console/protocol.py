@@ -8,8 +8,8 @@ Server -> browser:
 - `Section` whenever a part of the cluster view changed (``name`` is one of `SECTIONS`; ``data``
   is the whole section, so a viewer that missed an update is right again with the next one);
 - `Samples` chart points (put/get TPS, consumer lag, replication lag), the history on connect;
-- `Feed` cluster events (elections, role changes, SyncStateSet changes, truncations), with
-  ``dropped`` saying how many a slow viewer missed;
+- `Feed` feed items, one per cluster happening the console saw (elections, role changes,
+  SyncStateSet changes, truncations), with ``dropped`` saying how many a slow viewer missed;
 - `ActionResult` the answer to one `Action`, ``ok`` or an ``error`` naming what went wrong.
 
 Browser -> server: `Action` (``id`` chosen by the page, ``action`` one of `ACTIONS`, its
@@ -80,8 +80,8 @@ class Samples:
 
 
 @attrs.frozen(kw_only=True)
-class FeedEvent:
-    """One cluster happening the console saw: ``kind`` is election, roleChange,
+class FeedItem:
+    """One feed item, a cluster happening the console saw: ``kind`` is election, roleChange,
     syncStateSetChange, truncation, controllerLeader, brokerUp, brokerDown or action."""
 
     t: int
@@ -95,7 +95,7 @@ class FeedEvent:
 class Feed:
     type: Literal["feed"] = "feed"
     v: int = VERSION
-    items: list[FeedEvent]
+    items: list[FeedItem]
     dropped: int = 0
 
 

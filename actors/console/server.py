@@ -196,7 +196,7 @@ class ConsoleServer:
             for name, data in changes.sections.items():
                 self.hub.publish_section(name, data)
             self.hub.publish_point(changes.sample)
-            self.hub.publish_events(changes.events)
+            self.hub.publish_feed_items(changes.feed_items)
             self.rounds += 1
             await trio.sleep_until(started + self.interval_s)
 

@@ -1,7 +1,8 @@
 """The console's picture of the cluster, built from successive polls (pure: no I/O, no clock).
 
 `ConsoleView.update(poll)` returns a `Changes`: the sections whose content changed (as JSON-able
-data), the cluster events the difference with the previous poll reveals, and one chart point.
+data), the feed items (cluster happenings) the difference with the previous poll reveals, and
+one chart point.
 
 - **TPS** per replica: the growth of its day counters (msgPutTotalTodayNow / msgGetTotalTodayNow)
   since the previous poll, over the time between them; never negative (the counters restart at
@@ -9,9 +10,9 @@ data), the cluster events the difference with the previous poll reveals, and one
 - **Replication lag** of a replica: bytes behind its set's master's CommitLog end, and time: how
   long ago the master first held a byte the replica still lacks, from the master offsets of the
   recent polls (so its resolution is the poll interval).
-- **Events**: a new masterEpoch is an election (with the new master), a changed SyncStateSet or
+- **Feed items**: a new masterEpoch is an election (with the new master), a changed SyncStateSet or
   its epoch a SyncStateSet change, a replica whose CommitLog end went down a truncation, a new
-  controller leader a controllerLeader event, a replica that stops (starts) answering brokerDown
+  controller leader a controllerLeader item, a replica that stops (starts) answering brokerDown
   (brokerUp).
 """
 
@@ -23,7 +24,7 @@ from typing import Any
 import attrs
 
 from rocketrio.actors.console.model import BrokerSetStatus, Poll, ReplicaStatus
-from rocketrio.actors.console.protocol import SECTIONS, FeedEvent, Sample
+from rocketrio.actors.console.protocol import SECTIONS, FeedItem, Sample
 
 MASTER_HISTORY = 600  # master CommitLog ends kept per set (5 minutes at 0.5 s)
 
@@ -31,7 +32,7 @@ MASTER_HISTORY = 600  # master CommitLog ends kept per set (5 minutes at 0.5 s)
 @attrs.frozen
 class Changes:
     sections: dict[str, Any]
-    events: list[FeedEvent]
+    feed_items: list[FeedItem]
     sample: Sample
 
 
@@ -67,7 +68,7 @@ class ConsoleView:
 
     def update(self, poll: Poll) -> Changes:
         sets = [self._with_rates(s, poll.t) for s in poll.brokerSets]
-        events = self._events(poll, sets)
+        feed_items = self._feed_items(poll, sets)
         data: dict[str, Any] = {
             "namesrvs": [attrs.asdict(n) for n in poll.namesrvs],
             "controllers": [attrs.asdict(c) for c in poll.controllers],
@@ -81,7 +82,7 @@ class ConsoleView:
         changed = {k: v for k, v in data.items() if self.sections.get(k) != v}
         self.sections.update(changed)
         self._prev_poll = attrs.evolve(poll, brokerSets=sets)
-        return Changes(changed, events, self._sample(poll.t, sets))
+        return Changes(changed, feed_items, self._sample(poll.t, sets))
 
     def snapshot(self) -> dict[str, Any]:
         """Every section known so far, in `SECTIONS` order (what a new viewer gets first)."""
@@ -125,19 +126,19 @@ class ConsoleView:
             replicationLagBytes=max((r.lagBytes for r in replicas), default=0),
         )
 
-    # -- events -------------------------------------------------------------------------------
+    # -- feed items ---------------------------------------------------------------------------
 
-    def _events(self, poll: Poll, sets: list[BrokerSetStatus]) -> list[FeedEvent]:
+    def _feed_items(self, poll: Poll, sets: list[BrokerSetStatus]) -> list[FeedItem]:
         prev = self._prev_poll
         if prev is None:
             return []
-        out: list[FeedEvent] = []
+        out: list[FeedItem] = []
         t = poll.t
         old_leaders = {c.leaderAddr for c in prev.controllers if c.ok and c.role == "leader"}
         for c in poll.controllers:
             if c.ok and c.role == "leader" and c.addr not in old_leaders:
                 out.append(
-                    FeedEvent(
+                    FeedItem(
                         t=t,
                         kind="controllerLeader",
                         text=f"controller {c.selfId or c.addr} leads in term {c.term}",
@@ -148,16 +149,16 @@ class ConsoleView:
             old = before.get(s.brokerName)
             if old is None:
                 continue
-            out.extend(_set_events(t, old, s))
+            out.extend(_set_feed_items(t, old, s))
         return out
 
 
-def _set_events(t: int, old: BrokerSetStatus, new: BrokerSetStatus) -> list[FeedEvent]:
+def _set_feed_items(t: int, old: BrokerSetStatus, new: BrokerSetStatus) -> list[FeedItem]:
     name = new.brokerName
-    out: list[FeedEvent] = []
+    out: list[FeedItem] = []
 
-    def ev(kind: str, text: str, epoch: int = 0) -> None:
-        out.append(FeedEvent(t=t, kind=kind, text=f"{name}: {text}", brokerName=name, epoch=epoch))
+    def item(kind: str, text: str, epoch: int = 0) -> None:
+        out.append(FeedItem(t=t, kind=kind, text=f"{name}: {text}", brokerName=name, epoch=epoch))
 
     if new.masterEpoch > old.masterEpoch:
         who = (
@@ -165,13 +166,13 @@ def _set_events(t: int, old: BrokerSetStatus, new: BrokerSetStatus) -> list[Feed
             if new.masterId is not None
             else "no master (no replica could be elected)"
         )
-        ev("election", f"masterEpoch {new.masterEpoch}: {who}", new.masterEpoch)
+        item("election", f"masterEpoch {new.masterEpoch}: {who}", new.masterEpoch)
     elif new.masterId != old.masterId or new.masterAddr != old.masterAddr:
         who = f"brokerId {new.masterId}" if new.masterId is not None else "none"
-        ev("roleChange", f"master is now {who} {new.masterAddr}".rstrip(), new.masterEpoch)
+        item("roleChange", f"master is now {who} {new.masterAddr}".rstrip(), new.masterEpoch)
     if (new.syncStateSet, new.syncStateSetEpoch) != (old.syncStateSet, old.syncStateSetEpoch):
         members = ",".join(str(i) for i in new.syncStateSet) or "empty"
-        ev(
+        item(
             "syncStateSetChange",
             f"SyncStateSet {{{members}}} at syncStateSetEpoch {new.syncStateSetEpoch}",
             new.masterEpoch,
@@ -182,15 +183,15 @@ def _set_events(t: int, old: BrokerSetStatus, new: BrokerSetStatus) -> list[Feed
         if o is None:
             continue
         if o.ok and not r.ok:
-            ev("brokerDown", f"brokerId {r.brokerId} at {r.addr} stopped answering ({r.error})")
+            item("brokerDown", f"brokerId {r.brokerId} at {r.addr} stopped answering ({r.error})")
         elif r.ok and not o.ok:
-            ev("brokerUp", f"brokerId {r.brokerId} at {r.addr} answers again")
+            item("brokerUp", f"brokerId {r.brokerId} at {r.addr} answers again")
         elif r.ok and o.ok and r.maxOffset < o.maxOffset:
-            ev(
+            item(
                 "truncation",
                 f"brokerId {r.brokerId} cut its CommitLog from {o.maxOffset} to {r.maxOffset}",
                 r.masterEpoch,
             )
         if r.ok and o.ok and r.role != o.role and r.role:
-            ev("roleChange", f"brokerId {r.brokerId} is now {r.role}", r.masterEpoch)
+            item("roleChange", f"brokerId {r.brokerId} is now {r.role}", r.masterEpoch)
     return out

@@ -1,16 +1,16 @@
 """The commands of the controller's replicated state machine (upstream calls them events; here
-"events" are log lines, actors/observe/events.py): what goes into the Raft log and is
+"events" are log lines, actors/observe/events/): what goes into the Raft log and is
 applied, in log order, to `ReplicasInfoManager` on every controller replica.
 
-Commands are frozen attrs classes. Besides upstream's payload, the events that move an epoch carry
+Commands are frozen attrs classes. Besides upstream's payload, the commands that move an epoch carry
 the epoch they were computed against (`expected_*`): the state machine re-checks it when the
-event is applied and refuses a stale event deterministically. A leader can have several
+command is applied and refuses a stale command deterministically. A leader can have several
 proposals in flight that were all validated against the same (not yet updated) state; without
 this compare-and-set two racing first elections would both "win", or two AlterSyncStateSet
 requests would both get the same new syncStateSetEpoch (issue #6342).
 
-Encoding for the Raft log: `u16 event type | JSON` (upstream's EventSerializer layout); a batch
-(all events of one request, applied together) is `u16 0 | u32 count | (u32 length | event)*`.
+Encoding for the Raft log: `u16 command type | JSON` (upstream's EventSerializer layout); a batch
+(all commands of one request, applied together) is `u16 0 | u32 count | (u32 length | command)*`.
 Malformed bytes raise `CommandDecodeError`: a committed entry we cannot read is corruption, never
 something to skip.
 """
@@ -28,7 +28,7 @@ from rocketrio.protocol.serde import converter
 
 
 class CommandDecodeError(ValueError):
-    """Bytes from the Raft log that are not a controller event."""
+    """Bytes from the Raft log that are not a controller command."""
 
 
 def _id_set(ids: Any) -> frozenset[int]:
@@ -116,18 +116,18 @@ _U16 = struct.Struct(">H")
 _U32 = struct.Struct(">I")
 
 
-def _plain(event: Command) -> dict[str, Any]:
+def _plain(command: Command) -> dict[str, Any]:
     out: dict[str, Any] = {}
-    for a in attrs.fields(type(event)):
-        v = getattr(event, a.name)
+    for a in attrs.fields(type(command)):
+        v = getattr(command, a.name)
         out[a.name] = sorted(v) if isinstance(v, frozenset) else v
     return out
 
 
-def encode_command(event: Command) -> bytes:
-    """One event as `u16 type | JSON` (keys sorted, id sets as sorted arrays)."""
-    type_id = EVENT_TYPE_IDS[type(event)]
-    body = json.dumps(_plain(event), sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+def encode_command(command: Command) -> bytes:
+    """One command as `u16 type | JSON` (keys sorted, id sets as sorted arrays)."""
+    type_id = EVENT_TYPE_IDS[type(command)]
+    body = json.dumps(_plain(command), sort_keys=True, separators=(",", ":"), ensure_ascii=False)
     return _U16.pack(type_id) + body.encode()
 
 
@@ -140,17 +140,17 @@ def decode_command(data: bytes) -> Command:
         raise CommandDecodeError(f"unknown controller event type {type_id}")
     try:
         plain = json.loads(data[2:])
-        event: Command = converter.structure(plain, cls)
+        command: Command = converter.structure(plain, cls)
     except (ValueError, TypeError, KeyError, UnicodeDecodeError, ClassValidationError) as e:
         raise CommandDecodeError(f"{cls.__name__}: cannot decode: {e!r}") from None
-    return event
+    return command
 
 
-def encode_commands(events: list[Command] | tuple[Command, ...]) -> bytes:
-    """The events of one request as one Raft entry, so they commit and apply together."""
-    parts = [_U16.pack(_BATCH_TAG), _U32.pack(len(events))]
-    for event in events:
-        raw = encode_command(event)
+def encode_commands(commands: list[Command] | tuple[Command, ...]) -> bytes:
+    """The commands of one request as one Raft entry, so they commit and apply together."""
+    parts = [_U16.pack(_BATCH_TAG), _U32.pack(len(commands))]
+    for command in commands:
+        raw = encode_command(command)
         parts.append(_U32.pack(len(raw)))
         parts.append(raw)
     return b"".join(parts)

@@ -62,7 +62,7 @@ class ControllerConfig(RemotingServerConfig):
     mappedFileSize: int = attrs.field(default=1024 * 1024 * 1024, validator=positive)
     scanNotActiveBrokerInterval: int = attrs.field(default=5000, validator=positive)
     scanInactiveMasterInterval: int = attrs.field(default=5000, validator=positive)
-    # ours: also bounds how often a request is re-run after its events lost a race (see
+    # ours: also bounds how often a request is re-run after its commands lost a race (see
     # replicas_info.ControllerResult.settle)
     electMasterMaxRetryCount: int = attrs.field(default=3, validator=positive)
     enableElectUncleanMaster: bool = False

@@ -7,17 +7,17 @@ docstring says:
 
 - only a *ready* leader (it applied its own term's first entry, so its state is complete) runs
   a handler; others answer CONTROLLER_NOT_LEADER "not leader, leader is <id> at <addr>";
-- a handler that returns events is a write: the events are proposed as ONE Raft entry and the
+- a handler that returns commands is a write: the commands are proposed as ONE Raft entry and the
   request is answered with `result.settle(outcomes)` once the entry is committed and applied
   here; a refusal at apply time (another entry moved an epoch first) re-runs the handler on the
   new state, at most electMasterMaxRetryCount times;
-- a handler that returns no events is a read: it is re-run after a Raft read barrier, so the
+- a handler that returns no commands is a read: it is re-run after a Raft read barrier, so the
   answer reflects every write committed before the request arrived (linearizable); only
   CONTROLLER_GET_METADATA_INFO, BROKER_HEARTBEAT, GET_CONTROLLER_CONFIG,
   UPDATE_CONTROLLER_CONFIG (this replica's config only, as upstream: live_config.py) and
   CONTROLLER_CHECK_BROKER_ALIVE are answered locally by any replica.
 
-Liveness and what the leader does with applied events (logs, NOTIFY_BROKER_ROLE_CHANGED) are
+Liveness and what the leader does with applied commands (logs, NOTIFY_BROKER_ROLE_CHANGED) are
 `FailoverMixin` (failover.py); the controller-triggered re-election itself is here, in
 `_reelect_dead_masters`, since it runs through `execute` like any request. Handlers get liveness
 as a predicate: the local table, except for elections (controller-triggered, and
@@ -43,7 +43,7 @@ import trio
 from prometheus_client.registry import Collector
 
 from rocketrio.actors.auth.config import parse_credentials, parse_init_user
-from rocketrio.actors.auth.gate import check_admin_write, server_users
+from rocketrio.actors.auth.gate import UserLookup, check_admin_write, server_users
 from rocketrio.actors.controller.bench_hook import (
     BENCH_ENTRY_TAG,
     CONTROLLER_BENCH_PROPOSE,
@@ -52,7 +52,7 @@ from rocketrio.actors.controller.bench_hook import (
 from rocketrio.actors.controller.calls import Call, CallDecoder
 from rocketrio.actors.controller.commands import Command, decode_commands, encode_commands
 from rocketrio.actors.controller.config import ControllerConfig
-from rocketrio.actors.controller.failover import FailoverMixin, now_ms
+from rocketrio.actors.controller.failover import FailoverMixin
 from rocketrio.actors.controller.heartbeat_manager import BrokerHeartbeatManager, BrokerLiveInfo
 from rocketrio.actors.controller.live_config import CONTROLLER_POLICY, apply_controller_changes
 from rocketrio.actors.controller.metrics import ControllerCollector, ElectionCounts
@@ -62,6 +62,7 @@ from rocketrio.actors.controller.replicas_info import (
     ControllerResult,
     ReplicasInfoManager,
 )
+from rocketrio.actors.kernel.clock import monotonic_ms
 from rocketrio.actors.kernel.live_update_service import ConfigUpdater
 from rocketrio.actors.kernel.remoting import RemotingClient, RemotingServer, RequestContext
 from rocketrio.actors.kernel.runtime import every
@@ -116,9 +117,9 @@ class Refused(Exception):
 
 
 class ControllerStateMachine:
-    """The Raft state machine: controller event batches applied to `ReplicasInfoManager`.
+    """The Raft state machine: controller command batches applied to `ReplicasInfoManager`.
 
-    `apply` returns one `ApplyOutcome` per event (what the proposer settles with) and tells the
+    `apply` returns one `ApplyOutcome` per command (what the proposer settles with) and tells the
     controller what was applied (for logs and role-change notifications on the leader).
     """
 
@@ -133,9 +134,8 @@ class ControllerStateMachine:
     def apply(self, data: bytes) -> list[ApplyOutcome] | None:
         if data[:2] == BENCH_ENTRY_TAG:
             return None
-        batch = decode_commands(
-            data
-        )  # CommandDecodeError: a committed entry we cannot read is fatal
+        # CommandDecodeError: a committed entry we cannot read is fatal
+        batch = decode_commands(data)
         outcomes = self.replicas.apply_commands(batch)
         if self.on_applied is not None:
             self.on_applied(batch, outcomes)
@@ -146,6 +146,19 @@ class ControllerStateMachine:
 
     def restore(self, data: bytes) -> None:
         self.replicas.restore(data)
+
+
+def admin_users(config: ControllerConfig) -> UserLookup | None:
+    """The super users of a controller with authenticationEnabled (None without):
+    initAuthenticationUser (admins) and the inner credentials, which brokers share to sign their
+    own CONTROLLER_ELECT_MASTER (a slave finding no master)."""
+    if not config.authenticationEnabled:
+        return None
+    inner = parse_credentials(config.innerClientAuthenticationCredentials)
+    return server_users(
+        parse_init_user(config.initAuthenticationUser),
+        *([(inner.access_key, inner.secret_key)] if inner is not None else []),
+    )
 
 
 class Controller(FailoverMixin):
@@ -205,17 +218,7 @@ class Controller(FailoverMixin):
         self._busy_log = LogRateLimiter()
         self._elect_reasons: dict[str, str] = {}
         self._elect_candidates: dict[str, list[int]] = {}
-        # the super users here: initAuthenticationUser (admins) and the inner credentials, which
-        # brokers share to sign their own CONTROLLER_ELECT_MASTER (a slave finding no master)
-        inner = parse_credentials(config.innerClientAuthenticationCredentials)
-        self._admin_users = (
-            server_users(
-                parse_init_user(config.initAuthenticationUser),
-                *([(inner.access_key, inner.secret_key)] if inner is not None else []),
-            )
-            if config.authenticationEnabled
-            else None
-        )
+        self._admin_users = admin_users(config)
         # UPDATE_CONTROLLER_CONFIG: live keys only, this replica only (live_config.py)
         self.config_updater = ConfigUpdater(
             config,
@@ -245,7 +248,7 @@ class Controller(FailoverMixin):
                 self._client, self._nursery = client, nursery
                 # a starting replica has heard nobody: it answers peers' death checks UNKNOWN
                 # until it has listened for one timeout
-                self.heartbeats.reset(now_ms())
+                self.heartbeats.reset(monotonic_ms())
                 await nursery.start(self.node.run)
                 self.bound_addr = await nursery.start(self.server.run)
                 cfg = self.config
@@ -299,7 +302,7 @@ class Controller(FailoverMixin):
                 peer_id=self.self_id,
                 role=lambda: node.role if node.started else None,
                 elections=self.elections,
-                active_brokers=lambda: self.heartbeats.active_brokers_num(now_ms()),
+                active_brokers=lambda: self.heartbeats.active_brokers_num(monotonic_ms()),
                 rpc_latency=self.rpc_latency,
             )
         ]
@@ -497,7 +500,7 @@ class Controller(FailoverMixin):
     # ------------------------------------------------------------------ handlers (decode only)
 
     def _is_alive(self, cluster: str, broker_name: str, broker_id: int) -> bool:
-        return self.heartbeats.is_alive(cluster, broker_name, broker_id, now_ms())
+        return self.heartbeats.is_alive(cluster, broker_name, broker_id, monotonic_ms())
 
     def _live_info(self, cluster: str, broker_name: str, broker_id: int) -> BrokerLiveInfo | None:
         return self.heartbeats.live_info(cluster, broker_name, broker_id)
@@ -506,7 +509,7 @@ class Controller(FailoverMixin):
         h = from_ext(RegisterBrokerToControllerRequestHeader, ctx.cmd.ext_fields)
         # a registration is a heartbeat (ReplicasInfoManager.register_broker's contract)
         self.heartbeats.on_heartbeat(
-            h.clusterName, h.brokerName, h.brokerId, h.brokerAddress, now_ms()
+            h.clusterName, h.brokerName, h.brokerId, h.brokerAddress, monotonic_ms()
         )
         self.remember_broker_addr(ctx.conn, h.brokerAddress)
         return self.calls.register_broker(h)

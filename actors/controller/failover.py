@@ -50,6 +50,7 @@ from rocketrio.actors.controller.replicas_info import (
     BrokerAlivePredicate,
     ReplicasInfoManager,
 )
+from rocketrio.actors.kernel.clock import monotonic_ms
 from rocketrio.actors.kernel.remoting import (
     Connection,
     RemotingClient,
@@ -81,13 +82,8 @@ MAX_CHECK_WAIT_MS: Final = 1000
 _BROKER_ADDRS = "controller_broker_addrs"  # Connection.attrs key: broker addresses seen on it
 
 
-def now_ms() -> int:
-    """Liveness clock: Trio's (monotonic, mockable), only compared with itself."""
-    return int(trio.current_time() * 1000)
-
-
 class FailoverMixin:
-    """Liveness bookkeeping and applied-event reactions of `Controller`, whose state it uses.
+    """Liveness bookkeeping and applied-command reactions of `Controller`, whose state it uses.
 
     Relies on Controller's `node`, `heartbeats`, `replicas`, `config`, `self_id`, `log`,
     `_nursery`, `_client`, `_elect_reasons`, `_elect_candidates`, `_liveness_changed`,
@@ -118,14 +114,14 @@ class FailoverMixin:
         if h.brokerId == 0:
             # a NameServer heartbeat of a master (its role id): no identity, but a live process
             hb = self.heartbeats
-            hb.on_address_heartbeat(h.clusterName, h.brokerName, h.brokerAddr, now_ms())
+            hb.on_address_heartbeat(h.clusterName, h.brokerName, h.brokerAddr, monotonic_ms())
             return
         self.heartbeats.on_heartbeat(
             h.clusterName,
             h.brokerName,
             h.brokerId,
             h.brokerAddr,
-            now_ms(),
+            monotonic_ms(),
             timeout_ms=h.heartbeatTimeoutMills,
             epoch=h.epoch,
             max_offset=h.maxOffset,
@@ -154,7 +150,7 @@ class FailoverMixin:
         self._liveness_changed = trio.Event()
         if not self.node.is_leader:
             return
-        now = now_ms()
+        now = monotonic_ms()
         for info in dead:
             self._log_broker_gone(info, now, "channel_closed")
         if self.heartbeats.liveness_settled(now):
@@ -183,7 +179,7 @@ class FailoverMixin:
         """scanNotActiveBroker: drop expired brokers; a dead master triggers an election."""
         if not self.node.is_ready_leader:
             return
-        now = now_ms()
+        now = monotonic_ms()
         expired = self.heartbeats.scan_not_active(now)
         for info in expired:
             self._log_broker_gone(info, now, "heartbeat_expired")
@@ -198,7 +194,7 @@ class FailoverMixin:
         await self._reelect_dead_masters("master_heartbeat_timeout", sets)
 
     async def _scan_inactive_masters(self) -> None:
-        if self.node.is_ready_leader and self.heartbeats.liveness_settled(now_ms()):
+        if self.node.is_ready_leader and self.heartbeats.liveness_settled(monotonic_ms()):
             await self._reelect_dead_masters("master_inactive")
 
     # ------------------------------------------------------------------ death confirmation
@@ -217,7 +213,7 @@ class FailoverMixin:
         return self._check_answer(ctx, h, verdict)
 
     def _verdict(self, h: CheckBrokerAliveRequestHeader) -> BrokerAliveVerdict:
-        return self.heartbeats.verdict(h.clusterName, h.brokerName, h.brokerId, now_ms())
+        return self.heartbeats.verdict(h.clusterName, h.brokerName, h.brokerId, monotonic_ms())
 
     async def _answer_check_later(
         self, ctx: RequestContext, h: CheckBrokerAliveRequestHeader, wait_s: float
@@ -240,7 +236,7 @@ class FailoverMixin:
         self, ctx: RequestContext, h: CheckBrokerAliveRequestHeader, verdict: BrokerAliveVerdict
     ) -> RemotingCommand:
         info = self.heartbeats.live_info(h.clusterName, h.brokerName, h.brokerId)
-        silent = None if info is None else now_ms() - info.last_update_ms
+        silent = None if info is None else monotonic_ms() - info.last_update_ms
         header = CheckBrokerAliveResponseHeader(verdict=verdict, silentMillis=silent)
         return ctx.cmd.make_response(ResponseCode.SUCCESS, None, to_ext(header))
 
@@ -252,7 +248,9 @@ class FailoverMixin:
         peers agree, at most ALIVE_CHECK_TIMEOUT_S when some do not answer."""
         peers = self.config.peer_map()
         started = trio.current_time()
-        answers = {self.self_id: self.heartbeats.verdict(cluster, broker_name, broker_id, now_ms())}
+        answers = {
+            self.self_id: self.heartbeats.verdict(cluster, broker_name, broker_id, monotonic_ms())
+        }
         errors: dict[str, str] = {}
         tally = tally_death(peers, answers)
         client = self._client
@@ -358,9 +356,9 @@ class FailoverMixin:
     def _on_role_change(self, role: Role, term: int, leader: str | None) -> None:
         if role is Role.LEADER:
             # a new leader has heard no broker yet: listen one timeout before judging silence
-            self.heartbeats.reset(now_ms())
+            self.heartbeats.reset(monotonic_ms())
 
-    # ------------------------------------------------------------------ applied events
+    # ------------------------------------------------------------------ applied commands
 
     def _on_applied(self, batch: Sequence[Command], outcomes: Sequence[ApplyOutcome]) -> None:
         """Log what the leader applied in its own term; push role changes after elections.
@@ -370,19 +368,19 @@ class FailoverMixin:
         """
         if not self.node.is_ready_leader:
             return
-        for event, outcome in zip(batch, outcomes, strict=True):
+        for command, outcome in zip(batch, outcomes, strict=True):
             if not outcome.ok:
                 continue
-            match event:
+            match command:
                 case ElectMasterCommand():
-                    self._after_election(event)
+                    self._after_election(command)
                 case AlterSyncStateSetCommand():
-                    sync = self.replicas.sync_state_info(event.broker_name)
+                    sync = self.replicas.sync_state_info(command.broker_name)
                     log_events.emit(
                         self.log,
                         log_events.SyncStateSetChanged(
-                            broker=event.broker_name,
-                            sync_state_set=sorted(event.new_sync_state_set),
+                            broker=command.broker_name,
+                            sync_state_set=sorted(command.new_sync_state_set),
                             epoch=None if sync is None else sync.sync_state_set_epoch,
                         ),
                     )
@@ -390,13 +388,13 @@ class FailoverMixin:
                     log_events.emit(
                         self.log,
                         log_events.BrokerIdApplied(
-                            broker_id=event.new_broker_id, addr=event.broker_address
+                            broker_id=command.new_broker_id, addr=command.broker_address
                         ),
-                        broker=event.broker_name,
+                        broker=command.broker_name,
                     )
 
-    def _after_election(self, event: ElectMasterCommand) -> None:
-        name = event.broker_name
+    def _after_election(self, command: ElectMasterCommand) -> None:
+        name = command.broker_name
         entry = self.replicas.role_change_entry(name)
         if entry is None:
             return
@@ -413,7 +411,7 @@ class FailoverMixin:
                 candidates=self._elect_candidates.pop(name, None),
             ),
         )
-        if not event.new_master_elected or not self.config.notifyBrokerRoleChanged:
+        if not command.new_master_elected or not self.config.notifyBrokerRoleChanged:
             return
         replica = self.replicas.replica_info(name)
         if replica is None or self._nursery is None:

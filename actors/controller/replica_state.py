@@ -1,10 +1,10 @@
 """The controller's replicated state: per broker set records, the checks shared with the
-request handlers, applying committed events (side (b) of `ReplicasInfoManager`) and the snapshot
+request handlers, applying committed commands (side (b) of `ReplicasInfoManager`) and the snapshot
 codec.
 
 `ReplicaState` owns `_sets` (brokerName -> BrokerSet) and is the only code that mutates it;
 `ReplicasInfoManager` (replicas_info.py) adds the read-only request handlers on top. Nothing
-here reads a clock, a random source or the liveness table, so the same events in the same order
+here reads a clock, a random source or the liveness table, so the same commands in the same order
 give the same state and the same snapshot bytes on every replica.
 """
 
@@ -39,7 +39,7 @@ class SnapshotError(ValueError):
 
 @attrs.frozen(slots=True)
 class ApplyOutcome:
-    """What applying one event did: SUCCESS, or a deterministic refusal with a reason."""
+    """What applying one command did: SUCCESS, or a deterministic refusal with a reason."""
 
     response_code: int = RC.SUCCESS
     remark: str | None = None
@@ -92,7 +92,7 @@ class BrokerSet:
 
 
 class ReplicaState:
-    """The broker sets and every way committed events change them."""
+    """The broker sets and every way committed commands change them."""
 
     def __init__(self) -> None:
         self._sets: dict[str, BrokerSet] = {}
@@ -185,7 +185,7 @@ class ReplicaState:
         master_epoch: int,
         sync_state_set_epoch: int,
     ) -> ApplyOutcome:
-        """Checks shared by the handler and by applying the event (state may have moved)."""
+        """Checks shared by the handler and by applying the command (state may have moved)."""
         sync, name = s.sync, s.replica.broker_name
         if master_broker_id is not None and sync.master_broker_id != master_broker_id:
             return _refuse(
@@ -218,24 +218,24 @@ class ReplicaState:
             )
         return _OK
 
-    # --- (b) applying committed events -------------------------------------------------------
+    # --- (b) applying committed commands -------------------------------------------------------
 
-    def apply_commands(self, events: Iterable[Command]) -> list[ApplyOutcome]:
-        return [self.apply_command(event) for event in events]
+    def apply_commands(self, commands: Iterable[Command]) -> list[ApplyOutcome]:
+        return [self.apply_command(command) for command in commands]
 
-    def apply_command(self, event: Command) -> ApplyOutcome:
-        match event:
+    def apply_command(self, command: Command) -> ApplyOutcome:
+        match command:
             case ApplyBrokerIdCommand():
-                return self._apply_broker_id(event)
+                return self._apply_broker_id(command)
             case UpdateBrokerAddressCommand():
-                return self._apply_update_address(event)
+                return self._apply_update_address(command)
             case ElectMasterCommand():
-                return self._apply_elect_master(event)
+                return self._apply_elect_master(command)
             case AlterSyncStateSetCommand():
-                return self._apply_alter_sync_state_set(event)
+                return self._apply_alter_sync_state_set(command)
             case CleanBrokerDataCommand():
-                return self._apply_clean(event)
-        raise TypeError(f"not a controller event: {event!r}")
+                return self._apply_clean(command)
+        raise TypeError(f"not a controller command: {command!r}")
 
     def _apply_broker_id(self, e: ApplyBrokerIdCommand) -> ApplyOutcome:
         check = self._check_apply_broker_id(

@@ -6,19 +6,19 @@ syncStateSetEpoch, master brokerId or None, masterEpoch). Identity is brokerName
 address is only where that broker is reachable now.
 
 Two kinds of methods, as upstream:
-(a) request handlers only READ state and return a `ControllerResult` (events to replicate, plus
+(a) request handlers only READ state and return a `ControllerResult` (commands to replicate, plus
     the answer to give once they are applied). Liveness comes in as functions.
 (b) `apply_command` / `apply_commands` mutate state deterministically and return an `ApplyOutcome`
-    per event. Same events in the same order give the same state (and snapshot bytes) on every
+    per command. Same commands in the same order give the same state (and snapshot bytes) on every
     replica; nothing here reads a clock, a random source or the liveness table.
 This module holds the handlers (a); the records, the checks shared with applying, (b) and the
 snapshot codec live in replica_state.py (`ReplicaState`, the base class).
 
 How the controller actor drives it (leader only, after it applied its own term's no-op entry):
-1. `result = manager.<handler>(...)`. No events: answer `result` now.
+1. `result = manager.<handler>(...)`. No commands: answer `result` now.
 2. Otherwise propose `events.encode_commands(result.commands)` as ONE Raft entry. Every replica
    applies a committed entry with `apply_commands(decode_commands(data))`.
-3. The leader answers with `result.settle(outcomes)`. Events that move an epoch carry the epoch
+3. The leader answers with `result.settle(outcomes)`. Commands that move an epoch carry the epoch
    they were checked against and are refused at apply time if another entry moved it first (two
    brokers racing for the first election, two ApplyBrokerId for the same id, concurrent
    AlterSyncStateSet). On a refusal the actor re-runs the same handler on the new state, at most
@@ -113,7 +113,7 @@ RC = ResponseCode
 
 @attrs.frozen(slots=True)
 class ControllerResult:
-    """A handler's decision: events to replicate and the answer (header/body are typed attrs
+    """A handler's decision: commands to replicate and the answer (header/body are typed attrs
     values; `body_bytes` gives the JSON the remoting layer sends)."""
 
     commands: tuple[Command, ...] = ()
@@ -130,10 +130,10 @@ class ControllerResult:
         return None if self.body is None else fastjson.encode(self.body)
 
     def settle(self, outcomes: Sequence[ApplyOutcome]) -> ControllerResult:
-        """The answer once `events` were applied: unchanged if every event applied, else the
+        """The answer once `commands` were applied: unchanged if every command applied, else the
         first refusal (state moved under the request; the actor may re-run the handler)."""
         if len(outcomes) != len(self.commands):
-            raise ValueError(f"{len(self.commands)} events but {len(outcomes)} outcomes")
+            raise ValueError(f"{len(self.commands)} commands but {len(outcomes)} outcomes")
         for outcome in outcomes:
             if not outcome.ok:
                 return ControllerResult(response_code=outcome.response_code, remark=outcome.remark)
@@ -182,10 +182,10 @@ class ReplicasInfoManager(ReplicaState):
         s = self._sets.get(broker_name)
         if s is not None and applied_broker_id in s.replica.broker_id_info:
             return ControllerResult(header=header)  # already committed as ours: nothing to log
-        event = ApplyBrokerIdCommand(
+        command = ApplyBrokerIdCommand(
             cluster_name, broker_name, address, applied_broker_id, register_check_code
         )
-        return ControllerResult(commands=(event,), header=header)
+        return ControllerResult(commands=(command,), header=header)
 
     # --- (a) handlers: registration and replica info -----------------------------------------
 
@@ -218,9 +218,9 @@ class ReplicasInfoManager(ReplicaState):
                 f"not {cluster_name}",
                 header,
             )
-        events: list[Command] = []
+        commands: list[Command] = []
         if s.replica.address_of(broker_id) != broker_address:
-            events.append(
+            commands.append(
                 UpdateBrokerAddressCommand(cluster_name, broker_name, broker_address, broker_id)
             )
         sync = s.sync
@@ -229,7 +229,7 @@ class ReplicasInfoManager(ReplicaState):
         if master is None:
             new_master = self._choose_master(s, broker_id, False, is_alive, live_info, policy)
             if new_master is not None:
-                events.append(ElectMasterCommand(broker_name, new_master, sync.master_epoch))
+                commands.append(ElectMasterCommand(broker_name, new_master, sync.master_epoch))
                 master, body = new_master, SyncStateSet([new_master], sync.sync_state_set_epoch + 1)
                 header.masterEpoch = sync.master_epoch + 1
                 header.syncStateSetEpoch = sync.sync_state_set_epoch + 1
@@ -243,7 +243,7 @@ class ReplicasInfoManager(ReplicaState):
             header.masterAddress = (
                 broker_address if master == broker_id else s.replica.address_of(master)
             )
-        return ControllerResult(commands=tuple(events), header=header, body=body)
+        return ControllerResult(commands=tuple(commands), header=header, body=body)
 
     def get_replica_info(self, broker_name: str) -> ControllerResult:
         s = self._sets.get(broker_name)
@@ -376,8 +376,8 @@ class ReplicasInfoManager(ReplicaState):
                 sync.sync_state_set_epoch + 1,
             )
             body = ElectMasterResponseBody(self._member_group(s), [new_master])
-            event = ElectMasterCommand(broker_name, new_master, sync.master_epoch)
-            return ControllerResult(commands=(event,), header=header, body=body)
+            command = ElectMasterCommand(broker_name, new_master, sync.master_epoch)
+            return ControllerResult(commands=(command,), header=header, body=body)
         return self._no_master_elected(s, broker_id, designate_elect, is_alive)
 
     def _no_master_elected(
@@ -399,11 +399,11 @@ class ReplicasInfoManager(ReplicaState):
         if broker_id is None:
             # Record that the master is gone (fences it: masterEpoch moves) once, not on every
             # scan while nobody can take over.
-            events: tuple[Command, ...] = ()
+            commands: tuple[Command, ...] = ()
             if sync.master_broker_id is not None:
-                events = (ElectMasterCommand(name, None, sync.master_epoch),)
+                commands = (ElectMasterCommand(name, None, sync.master_epoch),)
             return ControllerResult(
-                commands=events,
+                commands=commands,
                 response_code=RC.CONTROLLER_MASTER_NOT_AVAILABLE,
                 remark=f"master of {name} is down and {why}",
                 header=ElectMasterResponseHeader(),
@@ -478,9 +478,9 @@ class ReplicasInfoManager(ReplicaState):
                 header,
             )
         header.newSyncStateSetEpoch = sync_state_set_epoch + 1
-        event = AlterSyncStateSetCommand(broker_name, new_set, master_epoch, sync_state_set_epoch)
+        command = AlterSyncStateSetCommand(broker_name, new_set, master_epoch, sync_state_set_epoch)
         body = SyncStateSet(list(new_set), sync_state_set_epoch + 1)
-        return ControllerResult(commands=(event,), header=header, body=body)
+        return ControllerResult(commands=(command,), header=header, body=body)
 
     def clean_broker_data(
         self,

@@ -1,12 +1,12 @@
 """The NameServer: a remoting shell around the pure `RouteInfoManager` (SPEC N1-N4).
 
 Owns the listening `RemotingServer`, the processor table (request code -> handler; the embedded
-controller adds its codes with `register_processor`), the scanNotActiveBroker task, the KV config
-table (in memory, persisted to ``kvConfigPath`` when set), the pushes the routing core asks
-for (NOTIFY_MIN_BROKER_ID_CHANGE) and, with metricsExporterType=PROM, the /metrics endpoint
-(rocketmq_rpc_latency of this server, and of an embedded controller with its own metrics).
-Every routing decision is made in `route_info`; handlers only decode, call the core, log and
-encode.
+controller adds its codes with `register_processor`), the scanNotActiveBroker task, the pushes
+the routing core asks for (NOTIFY_MIN_BROKER_ID_CHANGE) and, with metricsExporterType=PROM, the
+/metrics endpoint (rocketmq_rpc_latency of this server, and of an embedded controller with its
+own metrics). Every routing decision is made in `route_info`; handlers only decode, call the
+core, log and encode. The KV config table, its file and its four requests are kv_config.py's
+(`KVConfigManager`, ``self.kv``).
 
 Handlers run inline in the connection reader and touch the core without awaiting in between, so
 Trio's single thread gives the NameServer exclusive ownership of its tables without an inbox hop
@@ -27,6 +27,7 @@ from prometheus_client.registry import Collector
 
 from rocketrio.actors.auth.config import parse_init_user
 from rocketrio.actors.auth.gate import check_admin_write, server_users
+from rocketrio.actors.kernel.clock import monotonic_ms
 from rocketrio.actors.kernel.live_update_service import ConfigUpdater
 from rocketrio.actors.kernel.remoting import (
     Connection,
@@ -39,6 +40,7 @@ from rocketrio.actors.kernel.remoting import (
 from rocketrio.actors.kernel.runtime import IoRunner, every
 from rocketrio.actors.kernel.transport import Transport
 from rocketrio.actors.namesrv.config import NamesrvConfig
+from rocketrio.actors.namesrv.kv_config import KVConfigManager
 from rocketrio.actors.namesrv.live_config import NAMESRV_POLICY, apply_namesrv_changes
 from rocketrio.actors.namesrv.route_info import MinBrokerIdChange, RouteInfoManager
 from rocketrio.actors.observe import events
@@ -53,27 +55,21 @@ from rocketrio.protocol import fastjson
 from rocketrio.protocol.bodies import (
     DataVersion,
     GetBrokerMemberGroupResponseBody,
-    KVConfigSerializeWrapper,
     KVTable,
     RegisterBrokerBody,
     TopicRouteData,
 )
 from rocketrio.protocol.codes import RequestCode, ResponseCode, request_name
-from rocketrio.protocol.config import ConfigError, dump_config
+from rocketrio.protocol.config import dump_config
 from rocketrio.protocol.headers import (
     AddWritePermOfBrokerRequestHeader,
     AddWritePermOfBrokerResponseHeader,
     BrokerHeartbeatRequestHeader,
-    DeleteKVConfigRequestHeader,
     DeleteTopicFromNamesrvRequestHeader,
     GetBrokerMemberGroupRequestHeader,
-    GetKVConfigRequestHeader,
-    GetKVConfigResponseHeader,
-    GetKVListByNamespaceRequestHeader,
     GetRouteInfoRequestHeader,
     GetTopicsByClusterRequestHeader,
     NotifyMinBrokerIdChangeRequestHeader,
-    PutKVConfigRequestHeader,
     QueryDataVersionRequestHeader,
     QueryDataVersionResponseHeader,
     RegisterBrokerRequestHeader,
@@ -84,9 +80,7 @@ from rocketrio.protocol.headers import (
     WipeWritePermOfBrokerResponseHeader,
 )
 from rocketrio.protocol.remoting import RemotingCommand
-from rocketrio.protocol.serde import HeaderError, from_ext, from_json, to_ext, to_json
-from rocketrio.storage.config_store import write_json_atomic
-from rocketrio.storage.durable import read_file
+from rocketrio.protocol.serde import from_ext, from_json, to_ext, to_json
 from rocketrio.storage.fs import OS_FS, FileSystem
 
 # NamesrvUtil.NAMESPACE_ORDER_TOPIC_CONFIG: per-topic order config, returned to brokers
@@ -94,61 +88,6 @@ ORDER_TOPIC_CONFIG_NAMESPACE = "ORDER_TOPIC_CONFIG"
 # MixAll.ZONE_NAME: a broker's zone rides as a plain extField of REGISTER_BROKER
 ZONE_NAME_EXT_FIELD = "__ZONE_NAME"
 _SUCCESS = ResponseCode.SUCCESS
-
-
-def _now_ms() -> int:
-    """Liveness clock: Trio's (monotonic, mockable); only ever compared with itself."""
-    return int(trio.current_time() * 1000)
-
-
-# --- KV config ---------------------------------------------------------------------------------
-
-
-class KVConfigTable:
-    """namespace -> key -> value, upstream's KVConfigManager without the file part."""
-
-    def __init__(self, table: dict[str, dict[str, str]] | None = None) -> None:
-        self.table: dict[str, dict[str, str]] = table or {}
-
-    def put(self, namespace: str, key: str, value: str) -> None:
-        self.table.setdefault(namespace, {})[key] = value
-
-    def get(self, namespace: str, key: str) -> str | None:
-        return self.table.get(namespace, {}).get(key)
-
-    def delete(self, namespace: str, key: str) -> bool:
-        entries = self.table.get(namespace)
-        if entries is None or entries.pop(key, None) is None:
-            return False
-        if not entries:
-            del self.table[namespace]
-        return True
-
-    def namespace(self, namespace: str) -> dict[str, str] | None:
-        entries = self.table.get(namespace)
-        return dict(entries) if entries is not None else None
-
-    def to_json(self) -> bytes:
-        return to_json(KVConfigSerializeWrapper(configTable=self.table))
-
-
-def load_kv_file(path: str, fs: FileSystem = OS_FS) -> dict[str, dict[str, str]]:
-    """Read kvConfig.json (blocking). Missing file: empty table. Damaged: ConfigError."""
-    try:
-        data = read_file(path, fs=fs)
-    except FileNotFoundError:
-        return {}
-    except OSError as e:
-        raise ConfigError(f"kvConfigPath: cannot read {path}: {e.strerror}") from None
-    try:
-        return from_json(KVConfigSerializeWrapper, data).configTable
-    except HeaderError as e:
-        raise ConfigError(f"kvConfigPath: {path} is not a KV config file: {e}") from None
-
-
-def write_kv_file(path: str, data: bytes, fs: FileSystem = OS_FS) -> None:
-    """Replace kvConfig.json atomically and durably (blocking)."""
-    write_json_atomic(path, data, fs=fs)
 
 
 # --- the NameServer ----------------------------------------------------------------------------
@@ -176,7 +115,8 @@ class NameServer:
             support_acting_master=config.supportActingMaster,
             notify_min_broker_id_changed=config.notifyMinBrokerIdChanged,
         )
-        self.kv = KVConfigTable()
+        self.log = structlog.get_logger("namesrv").bind(actor="namesrv")
+        self.kv = KVConfigManager(config, io_runner=self._io, fs=fs, log=self.log)
         self.addr = f"{config.listenHost}:{config.listenPort}"
         self.bound_addr: str | None = None
         # metricsExporterType=PROM: rocketmq_rpc_latency at /metrics, plus what an embedded
@@ -198,7 +138,6 @@ class NameServer:
             limits=config.server_limits(),
             rpc_latency=self.rpc_latency,
         )
-        self.log = structlog.get_logger("namesrv").bind(actor="namesrv")
         self._processors: dict[int, Processor] = {
             int(code): handler for code, handler in self._builtin_processors().items()
         }
@@ -207,7 +146,6 @@ class NameServer:
             if config.authenticationEnabled
             else None
         )
-        self._kv_lock = trio.Lock()
         # UPDATE_NAMESRV_CONFIG: live keys only, written to configStorePath (live_config.py)
         self.config_updater = ConfigUpdater(
             config,
@@ -224,10 +162,7 @@ class NameServer:
     def _builtin_processors(self) -> dict[int, Processor]:
         rc = RequestCode
         return {
-            rc.PUT_KV_CONFIG: self.handle_put_kv_config,
-            rc.GET_KV_CONFIG: self.handle_get_kv_config,
-            rc.DELETE_KV_CONFIG: self.handle_delete_kv_config,
-            rc.GET_KVLIST_BY_NAMESPACE: self.handle_get_kv_list_by_namespace,
+            **self.kv.handlers(),
             rc.QUERY_DATA_VERSION: self.handle_query_data_version,
             rc.REGISTER_BROKER: self.handle_register_broker,
             rc.UNREGISTER_BROKER: self.handle_unregister_broker,
@@ -293,8 +228,7 @@ class NameServer:
 
     async def run(self, *, task_status: trio.TaskStatus[str] = trio.TASK_STATUS_IGNORED) -> None:
         """Serve until cancelled; ``task_status.started(bound address)``."""
-        if self.config.kvConfigPath:
-            self.kv = KVConfigTable(await self._io(load_kv_file, self.config.kvConfigPath, self.fs))
+        await self.kv.load()
         try:
             async with RemotingClient(self.transport) as client, trio.open_nursery() as nursery:
                 self._client, self._nursery = client, nursery
@@ -325,7 +259,7 @@ class NameServer:
             self._nursery = self._client = None
 
     async def _scan_task(self) -> None:
-        self.scan_not_active_broker(_now_ms())
+        self.scan_not_active_broker(monotonic_ms())
 
     def scan_not_active_broker(self, now_ms: int) -> None:
         """Unregister brokers silent past their timeout and close their connections."""
@@ -439,7 +373,7 @@ class NameServer:
             broker_id=h.brokerId,
             ha_server_addr=h.haServerAddr,
             topic_config_wrapper=body.topicConfigSerializeWrapper,
-            now_ms=_now_ms(),
+            now_ms=monotonic_ms(),
             timeout_ms=h.heartbeatTimeoutMillis,
             enable_acting_master=h.enableActingMaster,
             zone_name=cmd.ext_fields.get(ZONE_NAME_EXT_FIELD),
@@ -471,7 +405,7 @@ class NameServer:
         self._send_notifications()
         out = b""
         if self.config.returnOrderTopicConfigToBroker:
-            order = self.kv.namespace(ORDER_TOPIC_CONFIG_NAMESPACE) or {}
+            order = self.kv.table.namespace(ORDER_TOPIC_CONFIG_NAMESPACE) or {}
             out = to_json(KVTable(table=order))
         header = RegisterBrokerResponseHeader(result.ha_server_addr, result.master_addr)
         return cmd.make_response(_SUCCESS, None, to_ext(header), out)
@@ -485,7 +419,7 @@ class NameServer:
 
     async def handle_broker_heartbeat(self, ctx: RequestContext) -> RemotingCommand:
         h = from_ext(BrokerHeartbeatRequestHeader, ctx.cmd.ext_fields)
-        if self.routes.heartbeat(h.clusterName, h.brokerAddr, _now_ms()):
+        if self.routes.heartbeat(h.clusterName, h.brokerAddr, monotonic_ms()):
             return ctx.cmd.make_response(_SUCCESS)
         # upstream answers SUCCESS too; the remark tells an operator why routes lack the broker
         return ctx.cmd.make_response(
@@ -501,7 +435,7 @@ class NameServer:
             )
         version = from_json(DataVersion, ctx.cmd.body)
         changed, ours = self.routes.query_data_version(
-            h.clusterName, h.brokerAddr, version, _now_ms()
+            h.clusterName, h.brokerAddr, version, monotonic_ms()
         )
         ext = to_ext(QueryDataVersionResponseHeader(changed=changed))
         return ctx.cmd.make_response(_SUCCESS, None, ext, to_json(ours) if ours else b"")
@@ -523,7 +457,7 @@ class NameServer:
                 f"No topic route info in name server for the topic: {h.topic}",
             )
         if self.config.orderMessageEnable:
-            route.orderTopicConf = self.kv.get(ORDER_TOPIC_CONFIG_NAMESPACE, h.topic)
+            route.orderTopicConf = self.kv.table.get(ORDER_TOPIC_CONFIG_NAMESPACE, h.topic)
         # json.dumps quotes the integer brokerId keys: standard JSON for every client version
         return ctx.cmd.make_response(_SUCCESS, body=to_json(route))
 
@@ -582,55 +516,7 @@ class NameServer:
             "queueDatas, or a queueData names a broker this name server does not know",
         )
 
-    # -- KV config and namesrv config -----------------------------------------------------------
-
-    async def _persist_kv(self) -> str | None:
-        """Write the KV table if a file is configured; returns an error remark on failure."""
-        path = self.config.kvConfigPath
-        if not path:
-            return None
-        async with self._kv_lock:
-            # the snapshot is taken under the lock, so the last write carries every change
-            data = self.kv.to_json()
-            try:
-                await self._io(write_kv_file, path, data, self.fs)
-            except OSError as e:
-                events.emit(self.log, events.KvConfigPersistFailed(path=path, error=str(e)))
-                return f"changed in memory but not saved to {path}: {e}"
-        return None
-
-    async def handle_put_kv_config(self, ctx: RequestContext) -> RemotingCommand:
-        h = from_ext(PutKVConfigRequestHeader, ctx.cmd.ext_fields)
-        self.kv.put(h.namespace, h.key, h.value)
-        error = await self._persist_kv()
-        code = ResponseCode.SYSTEM_ERROR if error else _SUCCESS
-        return ctx.cmd.make_response(code, error)
-
-    async def handle_get_kv_config(self, ctx: RequestContext) -> RemotingCommand:
-        h = from_ext(GetKVConfigRequestHeader, ctx.cmd.ext_fields)
-        value = self.kv.get(h.namespace, h.key)
-        if value is None:
-            return ctx.cmd.make_response(
-                ResponseCode.QUERY_NOT_FOUND,
-                f"No config item, Namespace: {h.namespace} Key: {h.key}",
-            )
-        ext = to_ext(GetKVConfigResponseHeader(value=value))
-        return ctx.cmd.make_response(_SUCCESS, None, ext)
-
-    async def handle_delete_kv_config(self, ctx: RequestContext) -> RemotingCommand:
-        h = from_ext(DeleteKVConfigRequestHeader, ctx.cmd.ext_fields)
-        error = await self._persist_kv() if self.kv.delete(h.namespace, h.key) else None
-        code = ResponseCode.SYSTEM_ERROR if error else _SUCCESS
-        return ctx.cmd.make_response(code, error)
-
-    async def handle_get_kv_list_by_namespace(self, ctx: RequestContext) -> RemotingCommand:
-        h = from_ext(GetKVListByNamespaceRequestHeader, ctx.cmd.ext_fields)
-        entries = self.kv.namespace(h.namespace)
-        if entries is None:
-            return ctx.cmd.make_response(
-                ResponseCode.QUERY_NOT_FOUND, f"No config item, Namespace: {h.namespace}"
-            )
-        return ctx.cmd.make_response(_SUCCESS, body=to_json(KVTable(table=entries)))
+    # -- namesrv config -------------------------------------------------------------------------
 
     async def handle_get_namesrv_config(self, ctx: RequestContext) -> RemotingCommand:
         return ctx.cmd.make_response(_SUCCESS, body=dump_config(self.config).encode())

@@ -17,15 +17,30 @@ permission wiped) create QueueData; one address holds one brokerId in a group (a
 master re-registers as 0 from the same address); a registration for an id that another address
 holds with a newer ``stateVersion`` is ignored; routes publish the smallest-id slave as brokerId 0
 when ``supportActingMaster`` is on and the group has no master (SPEC N4).
+
+The records it takes and returns are route_records.py's; the read-only answers (TopicRouteData,
+ClusterInfo, topic lists, BrokerMemberGroup) are assembled in route_query.py.
 """
 
 from __future__ import annotations
 
 from collections.abc import Hashable, Iterable
-from typing import NamedTuple
 
 import attrs
 
+from rocketrio.actors.namesrv import route_query
+from rocketrio.actors.namesrv.route_records import (
+    DEFAULT_BROKER_CHANNEL_EXPIRED_TIME_MS,
+    MASTER_ID,
+    BrokerAddrInfo,
+    BrokerLiveInfo,
+    ExpiredBroker,
+    MinBrokerIdChange,
+    RegisterBrokerResult,
+    UnregisteredBroker,
+    UnregisterRequest,
+    copy_queue_data,
+)
 from rocketrio.protocol.bodies import (
     PERM_READ,
     PERM_WRITE,
@@ -40,103 +55,6 @@ from rocketrio.protocol.bodies import (
     TopicQueueMappingInfo,
     TopicRouteData,
 )
-
-MASTER_ID = 0
-# upstream RouteInfoManager.DEFAULT_BROKER_CHANNEL_EXPIRED_TIME: used when a broker sends no timeout
-DEFAULT_BROKER_CHANNEL_EXPIRED_TIME_MS = 120_000
-# TopicValidator.SYNC_BROKER_MEMBER_GROUP_PREFIX: these routes must show the real members
-SYNC_BROKER_MEMBER_GROUP_PREFIX = "rmq_sys_SYNC_BROKER_MEMBER_"
-
-
-class BrokerAddrInfo(NamedTuple):
-    """Key of the live table: upstream keys liveness by (cluster, address), not by name/id."""
-
-    cluster_name: str
-    broker_addr: str
-
-
-@attrs.define(slots=True)
-class BrokerLiveInfo:
-    last_update_timestamp: int
-    heartbeat_timeout_millis: int
-    data_version: DataVersion
-    ha_server_addr: str
-    channel: Hashable | None = None
-
-
-@attrs.frozen
-class RegisterBrokerResult:
-    """What REGISTER_BROKER answers, plus facts the shell logs.
-
-    ``master_addr`` / ``ha_server_addr`` are set for a slave whose master is live. ``new_broker``
-    is true when this (cluster, address) was not live before or now holds a different brokerId.
-    ``ignored`` names why the registration changed nothing (a newer broker holds the id); upstream
-    still answers SUCCESS then, with no master address.
-    """
-
-    master_addr: str | None = None
-    ha_server_addr: str | None = None
-    new_broker: bool = False
-    ignored: str | None = None
-
-
-@attrs.frozen
-class UnregisterRequest:
-    cluster_name: str
-    broker_addr: str
-    broker_name: str | None
-    broker_id: int | None = None
-
-
-@attrs.frozen
-class UnregisteredBroker:
-    """One address removed from the tables. ``group_removed``: it was the group's last member."""
-
-    cluster_name: str
-    broker_addr: str
-    broker_name: str | None
-    broker_id: int | None
-    group_removed: bool
-    was_live: bool
-
-
-@attrs.frozen
-class ExpiredBroker:
-    """A broker silent for longer than its heartbeat timeout; already unregistered."""
-
-    cluster_name: str
-    broker_addr: str
-    broker_name: str | None
-    broker_id: int | None
-    silent_ms: int
-    timeout_ms: int
-    channel: Hashable | None
-
-
-@attrs.frozen
-class MinBrokerIdChange:
-    """NOTIFY_MIN_BROKER_ID_CHANGE to push (oneway) to every address in ``notify_addrs``."""
-
-    broker_name: str
-    min_broker_id: int
-    min_broker_addr: str
-    offline_broker_addr: str | None
-    ha_broker_addr: str | None
-    notify_addrs: tuple[str, ...]
-
-
-def _copy_broker_data(bd: BrokerData) -> BrokerData:
-    return BrokerData(
-        cluster=bd.cluster,
-        brokerName=bd.brokerName,
-        brokerAddrs={bid: bd.brokerAddrs[bid] for bid in sorted(bd.brokerAddrs)},
-        zoneName=bd.zoneName,
-        enableActingMaster=bd.enableActingMaster,
-    )
-
-
-def _copy_queue_data(qd: QueueData) -> QueueData:
-    return QueueData(qd.brokerName, qd.readQueueNums, qd.writeQueueNums, qd.perm, qd.topicSysFlag)
 
 
 class RouteInfoManager:
@@ -495,7 +413,7 @@ class RouteInfoManager:
             return False
         if any(qd.brokerName not in self.broker_addr_table for qd in queue_datas):
             return False
-        self.topic_queue_table[topic] = {qd.brokerName: _copy_queue_data(qd) for qd in queue_datas}
+        self.topic_queue_table[topic] = {qd.brokerName: copy_queue_data(qd) for qd in queue_datas}
         return True
 
     def delete_topic(self, topic: str, cluster_name: str | None = None) -> bool:
@@ -534,107 +452,27 @@ class RouteInfoManager:
                 count += 1
         return count
 
-    # -- queries --------------------------------------------------------------------------------
+    # -- queries (assembled in route_query.py) ------------------------------------------------
 
     def get_route(self, topic: str) -> TopicRouteData | None:
         """TopicRouteData of ``topic`` (copies), or None when no live broker serves it."""
-        qmap = self.topic_queue_table.get(topic)
-        if not qmap:
-            return None
-        broker_datas: list[BrokerData] = []
-        filter_servers: dict[str, list[str]] = {}
-        for name in sorted(qmap):
-            bd = self.broker_addr_table.get(name)
-            if bd is None:
-                continue
-            clone = _copy_broker_data(bd)
-            broker_datas.append(clone)
-            if self.filter_server_table:
-                for addr in clone.brokerAddrs.values():
-                    servers = self.filter_server_table.get(BrokerAddrInfo(clone.cluster, addr))
-                    if servers:
-                        filter_servers[addr] = list(servers)
-        if not broker_datas:
-            return None
-        route = TopicRouteData(
-            queueDatas=[_copy_queue_data(qmap[n]) for n in sorted(qmap)],
-            brokerDatas=broker_datas,
-            filterServerTable=filter_servers,
-            topicQueueMappingByBroker=self._mapping_infos(topic),
-        )
-        if self.support_acting_master and not topic.startswith(SYNC_BROKER_MEMBER_GROUP_PREFIX):
-            self._publish_acting_masters(route)
-        return route
-
-    def _mapping_infos(self, topic: str) -> dict[str, TopicQueueMappingInfo] | None:
-        """Copies of the static topic's mapping infos of the brokers still known (N5)."""
-        by_broker = self.topic_queue_mapping_info_table.get(topic)
-        if not by_broker:
-            return None
-        return {
-            name: attrs.evolve(info, currIdMap=dict(info.currIdMap))
-            for name, info in sorted(by_broker.items())
-            if name in self.broker_addr_table
-        } or None
-
-    @staticmethod
-    def _publish_acting_masters(route: TopicRouteData) -> None:
-        """A masterless acting-master group whose queues are read-only shows its smallest-id
-        slave as brokerId 0, so master-only calls (offsets, locks) reach it (RIP-32)."""
-        perms = {qd.brokerName: qd.perm for qd in route.queueDatas}
-        for bd in route.brokerDatas:
-            addrs = bd.brokerAddrs
-            if not addrs or MASTER_ID in addrs or not bd.enableActingMaster:
-                continue
-            perm = perms.get(bd.brokerName)
-            if perm is not None and not perm & PERM_WRITE:
-                acting = addrs.pop(min(addrs))
-                bd.brokerAddrs = {MASTER_ID: acting, **addrs}
+        return route_query.topic_route(self, topic)
 
     def cluster_info(self) -> ClusterInfo:
-        return ClusterInfo(
-            brokerAddrTable={
-                name: _copy_broker_data(self.broker_addr_table[name])
-                for name in sorted(self.broker_addr_table)
-            },
-            clusterAddrTable={
-                c: sorted(names) for c, names in sorted(self.cluster_addr_table.items())
-            },
-        )
+        return route_query.cluster_info(self)
 
     def all_topics(self) -> TopicList:
         return TopicList(topicList=sorted(self.topic_queue_table))
 
     def topics_by_cluster(self, cluster_name: str) -> TopicList:
-        names = self.cluster_addr_table.get(cluster_name, set())
-        return TopicList(
-            topicList=sorted(
-                topic
-                for topic, qmap in self.topic_queue_table.items()
-                if not names.isdisjoint(qmap)
-            )
-        )
+        return route_query.topics_by_cluster(self, cluster_name)
 
     def system_topics(self) -> TopicList:
         """GET_SYSTEM_TOPIC_LIST_FROM_NS: cluster and broker names are topics too (upstream)."""
-        topics: list[str] = []
-        for cluster, names in sorted(self.cluster_addr_table.items()):
-            topics.append(cluster)
-            topics.extend(sorted(names))
-        any_addr = next(
-            (
-                bd.brokerAddrs[min(bd.brokerAddrs)]
-                for bd in self.broker_addr_table.values()
-                if bd.brokerAddrs
-            ),
-            None,
-        )
-        return TopicList(topicList=topics, brokerAddr=any_addr)
+        return route_query.system_topics(self)
 
     def broker_member_group(self, cluster_name: str, broker_name: str) -> BrokerMemberGroup:
-        bd = self.broker_addr_table.get(broker_name)
-        addrs = {bid: bd.brokerAddrs[bid] for bid in sorted(bd.brokerAddrs)} if bd else {}
-        return BrokerMemberGroup(cluster=cluster_name, brokerName=broker_name, brokerAddrs=addrs)
+        return route_query.broker_member_group(self, cluster_name, broker_name)
 
     def live_info(self, cluster_name: str, broker_addr: str) -> BrokerLiveInfo | None:
         return self.broker_live_table.get(BrokerAddrInfo(cluster_name, broker_addr))

@@ -4,7 +4,8 @@ Common schema of every line: ``ts`` (UTC ISO-8601 with ms), ``level``, ``node``,
 ``actor``, ``event``, plus the fields of the happening (``term``, ``epoch``, ``offset`` ...).
 Every event and its fields are declared in `rocketrio.actors.observe.events` (the catalogue);
 `check_catalogued` enforces it (strict in tests, a marked line in production). Wall-clock time
-comes from one injectable function (`set_wallclock`): simulations log deterministic times.
+comes from one injectable function (kernel/clock.py `set_wallclock`, re-exported here):
+simulations log deterministic times.
 """
 
 from __future__ import annotations
@@ -13,7 +14,6 @@ import json
 import logging
 import os
 import sys
-import time
 import traceback
 from collections.abc import Callable
 from datetime import UTC, datetime
@@ -21,24 +21,12 @@ from typing import Any, TextIO
 
 import structlog
 
+# the wall clock lives in kernel/clock.py; re-exported here for the broker's modules and the
+# simulations, which set it through `logs.set_wallclock`
+from rocketrio.actors.kernel.clock import set_wallclock as set_wallclock
+from rocketrio.actors.kernel.clock import wallclock_ms as wallclock_ms
+from rocketrio.actors.kernel.clock import wallclock_source as wallclock_source
 from rocketrio.actors.observe import events
-
-_wallclock_ms: Callable[[], int] = lambda: time.time_ns() // 1_000_000  # noqa: E731
-
-
-def set_wallclock(fn: Callable[[], int]) -> None:
-    """Replace the wall clock (ms since the epoch) used for log ts and message store times."""
-    global _wallclock_ms
-    _wallclock_ms = fn
-
-
-def wallclock_source() -> Callable[[], int]:
-    """The current wall clock function (to restore after `set_wallclock`)."""
-    return _wallclock_ms
-
-
-def wallclock_ms() -> int:
-    return _wallclock_ms()
 
 
 def _iso(ms: int) -> str:

@@ -29,10 +29,10 @@ from rocketrio.actors.broker.boot.config import BrokerConfig
 from rocketrio.actors.broker.broker import Broker
 from rocketrio.actors.client.errors import MQClientError
 from rocketrio.actors.client.mq_client import MQClientInstance
+from rocketrio.actors.kernel.clock import wallclock_ms
 from rocketrio.actors.kernel.remoting import RemotingError
 from rocketrio.actors.kernel.transport import Transport
 from rocketrio.actors.observe import events
-from rocketrio.actors.observe.logs import wallclock_ms
 from rocketrio.actors.proxy import mapping as mp
 from rocketrio.actors.proxy.in_process import InProcessTransport
 from rocketrio.actors.proxy.proxy import run_proxy

@@ -34,9 +34,9 @@ import structlog
 from rocketrio.actors.client.errors import MQBrokerError, MQClientError
 from rocketrio.actors.client.mq_client import MQClientInstance
 from rocketrio.actors.client.simple_consumer import MAX_RECEIVE, ReceivedMessage, SimpleConsumer
+from rocketrio.actors.kernel.clock import wallclock_ms
 from rocketrio.actors.kernel.remoting import RemotingError
 from rocketrio.actors.observe import events
-from rocketrio.actors.observe.logs import wallclock_ms
 from rocketrio.actors.proxy import mapping as mp
 from rocketrio.actors.proxy.auth import ProxyAuth
 from rocketrio.actors.proxy.group_config import GroupConfigCache

@@ -22,14 +22,15 @@ task, `_loop`, so the core is never shared:
 
 Peers: every message is one oneway RAFT_MESSAGE request whose body is the binary codec of
 `protocol/raft.py`. Each peer has a bounded send queue drained by its own task over one
-connection; the node never waits on a peer — when the queue is full the message is dropped
-(Raft re-sends what matters: heartbeats, probes, retries).
+connection (`PeerSender`, peer_sender.py); the node never waits on a peer — when the queue is
+full the message is dropped (Raft re-sends what matters: heartbeats, probes, retries).
 
 Proposers get the state machine's outcome for THEIR entry: `propose` resolves once the entry is
 committed and applied on this node, or fails with `ProposalDropped` when another entry took its
 index (leadership changed) or a snapshot replaced it, or `NotLeader` / `LeaderPendingFull`
 straight away. `read_barrier` resolves once this node has confirmed its leadership with a
 majority after the call and applied everything committed before it (Raft's ReadIndex).
+Both kinds of waiter are kept, and told, by `Waiters` (waiters.py).
 
 Storage calls go through an injectable `IoRunner` (a worker thread by default); simulations
 pass `run_inline` or a seeded slow disk so Trio's MockClock never races a real thread, and an
@@ -39,7 +40,6 @@ pass `run_inline` or a seeded slow disk so Trio's MockClock never races a real t
 from __future__ import annotations
 
 import functools
-import itertools
 import os
 import random
 from collections.abc import Callable
@@ -49,7 +49,8 @@ import attrs
 import structlog
 import trio
 
-from rocketrio.actors.kernel.remoting import RemotingClient, RemotingError, RequestContext
+from rocketrio.actors.kernel.clock import monotonic_ms
+from rocketrio.actors.kernel.remoting import RemotingClient, RequestContext
 from rocketrio.actors.kernel.runtime import IoRunner, Reply
 from rocketrio.actors.kernel.transport import Transport
 from rocketrio.actors.observe import events
@@ -61,16 +62,15 @@ from rocketrio.actors.raft.core import (
     Ready,
     Role,
 )
+from rocketrio.actors.raft.peer_sender import PEER_QUEUE_CAPACITY, PeerSender
+from rocketrio.actors.raft.waiters import NodeStopped, ProposalDropped, Waiters
 from rocketrio.protocol.codes import RequestCode, ResponseCode
 from rocketrio.protocol.raft import (
     Entry,
-    HeartBeatRequest,
     RaftCodecError,
     RaftMessage,
     Snapshot,
-    VoteRequest,
     decode_message,
-    encode_message,
 )
 from rocketrio.protocol.remoting import RemotingCommand
 from rocketrio.storage.fs import OS_FS, FileSystem
@@ -91,9 +91,6 @@ __all__ = [
 
 DEFAULT_TICK_MS = 10
 INBOX_CAPACITY = 8192
-PEER_QUEUE_CAPACITY = 1024
-PEER_SEND_BATCH = 256
-PEER_RETRY_S = 0.05
 
 
 class StateMachine(Protocol):
@@ -107,14 +104,6 @@ class StateMachine(Protocol):
 
     def restore(self, data: bytes) -> None:
         """Replace the whole state by a `snapshot()`."""
-
-
-class ProposalDropped(Exception):
-    """The proposal's entry will never be applied under it (or its fate is unknown)."""
-
-
-class NodeStopped(ProposalDropped):
-    """The node shut down before the proposal resolved."""
 
 
 @attrs.frozen(slots=True)
@@ -156,10 +145,6 @@ async def run_inline(fn: Callable[..., Any], *args: Any) -> Any:
     return fn(*args)
 
 
-def _now_ms() -> int:
-    return int(trio.current_time() * 1000)
-
-
 class RaftNode:
     """One controller replica's Raft member. Start with `await nursery.start(node.run)`."""
 
@@ -189,28 +174,23 @@ class RaftNode:
         self._segment_size = segment_size
         self._io: IoRunner = io_runner or trio.to_thread.run_sync
         self._send, self._recv = trio.open_memory_channel[_Inbox](INBOX_CAPACITY)
-        self._peer_queues = {
-            peer: trio.open_memory_channel[RaftMessage](peer_queue_capacity)
-            for peer in self.peers
-            if peer != self.self_id
-        }
         self._core: RaftCore | None = None
         self._log: RaftLog | None = None
         self._applied = 0
         self._inflight: Ready | None = None  # being persisted in the background
         self._inflight_sent = False  # its messages already went out (leader, see _start_ready)
         self._persisted: Ready | None = None  # persisted, to finish on the node task
-        self._pending: dict[int, tuple[int, Reply[Any]]] = {}  # index -> (term, proposer)
-        self._reads: dict[int, Reply[None]] = {}  # ctx -> reader, until its ReadState comes
-        self._waiting_reads: list[tuple[int, Reply[None]]] = []  # (index, reader)
-        self._read_ctx = itertools.count(1)
+        self.waiters = Waiters()  # proposers and readers (waiters.py)
         self._ready_term = -1  # term whose leader no-op this node applied as leader
         self._ready_event = trio.Event()
         self._seen = (Role.CANDIDATE, 0, None)
-        self.dropped_messages = 0
+        self.dropped_messages = 0  # inbox overflow (a peer queue's: peer_sender.dropped)
         # owner hook, called from the node task (must not block): (role, term, leader id)
         self.on_role_change: Callable[[Role, int, str | None], None] | None = None
         self.log = structlog.get_logger("raft").bind(actor="raft", raft_id=self.self_id)
+        self.peer_sender = PeerSender(
+            self.self_id, self.peers, peer_queue_capacity, self._on_unreachable, self.log
+        )
 
     # ------------------------------------------------------------------ views
 
@@ -329,8 +309,7 @@ class RaftNode:
         try:
             await self._start_core(log)
             async with RemotingClient(self.transport) as client, trio.open_nursery() as nursery:
-                for peer, (_, recv) in self._peer_queues.items():
-                    nursery.start_soon(self._peer_sender, client, peer, self.peers[peer], recv)
+                self.peer_sender.start(nursery, client)
                 task_status.started(self)
                 await self._loop(nursery)
         finally:
@@ -366,7 +345,7 @@ class RaftNode:
             log.hard_state,
             entries,
             snapshot,
-            _now_ms(),
+            monotonic_ms(),
         )
         events.emit(
             self.log,
@@ -390,7 +369,7 @@ class RaftNode:
                 self._take_inputs(first)
             now = trio.current_time()
             if now >= next_tick:
-                core.tick(int(now * 1000))
+                core.tick(monotonic_ms())
                 next_tick = now + tick_s
             if self._persisted is not None:
                 rd, self._persisted, self._inflight = self._persisted, None, None
@@ -411,7 +390,7 @@ class RaftNode:
     def _take_inputs(self, first: _Inbox) -> None:
         """Step everything queued now; consecutive proposals go to the core as one batch."""
         core = self.core
-        now = _now_ms()
+        now = monotonic_ms()
         batch: list[_Propose] = []
         msg: _Inbox | None = first
         while msg is not None:
@@ -444,18 +423,16 @@ class RaftNode:
             for p in batch:
                 p.reply.fail(e)
             return
-        term = core.term
-        for index, p in enumerate(batch, start=last - len(batch) + 1):
-            self._pending[index] = (term, p.reply)
+        self.waiters.add_proposals(last, core.term, [p.reply for p in batch])
 
     def _read_index(self, reply: Reply[None], now: int) -> None:
-        ctx = next(self._read_ctx)
+        ctx = self.waiters.next_read_ctx()
         try:
             self.core.read_index(ctx, now)
         except NotLeader as e:
             reply.fail(e)
             return
-        self._reads[ctx] = reply
+        self.waiters.add_read(ctx, reply)
 
     def _start_ready(self, rd: Ready, nursery: trio.Nursery) -> None:
         """Steps 1-4 of the core's order; the fsync runs in the background (see `_loop`).
@@ -490,23 +467,21 @@ class RaftNode:
             self._send_messages(rd)
         if rd.committed_entries:
             self._apply(rd.committed_entries)
+        waiters = self.waiters
         for rs in rd.read_states:
-            reply = self._reads.pop(rs.ctx, None)
-            if reply is not None:
-                self._waiting_reads.append((rs.index, reply))
+            waiters.read_state(rs.ctx, rs.index)
         for ctx in rd.dropped_reads:
-            reply = self._reads.pop(ctx, None)
-            if reply is not None:
-                reply.fail(NotLeader(self.leader_id, self.leader_addr))
-        self._release_reads()
+            waiters.drop_read(ctx, NotLeader(self.leader_id, self.leader_addr))
+        waiters.release_reads(self._applied)
         for record in rd.log_records:
             events.emit(self.log, record)
         self.core.advance(rd)
         self._notice_role_change()
 
     def _send_messages(self, rd: Ready) -> None:
+        send = self.peer_sender.send
         for to, msg in rd.messages:
-            self._send_to_peer(to, msg)
+            send(to, msg)
 
     def _apply_committed(self) -> None:
         """While a Ready is being persisted, a leader applies entries that became committed
@@ -520,7 +495,7 @@ class RaftNode:
         ):
             return
         self._apply(core.entries(self._applied + 1, core.commit_index))
-        self._release_reads()
+        self.waiters.release_reads(self._applied)
 
     def _persist(self, rd: Ready) -> None:
         """Worker thread: every durable write of one Ready, one log fsync at the end."""
@@ -540,43 +515,21 @@ class RaftNode:
         self.sm.restore(snap.data)
         index = snap.meta.index
         self._applied = max(self._applied, index)
-        for i in [i for i in self._pending if i <= index]:
-            _, reply = self._pending.pop(i)
-            reply.fail(ProposalDropped(f"entry {i} was superseded by the leader's snapshot"))
+        self.waiters.superseded_by_snapshot(index)
 
     def _apply(self, entries: list[Entry]) -> None:
         core = self.core
+        applied = self.waiters.applied
         for e in entries:
             if e.index <= self._applied:
                 continue  # covered by a snapshot installed in this Ready
             outcome = None if not e.data else self.sm.apply(e.data)
             self._applied = e.index
-            waiter = self._pending.pop(e.index, None)
-            if waiter is not None:
-                term, reply = waiter
-                if term == e.term:
-                    reply.set(outcome)
-                else:
-                    reply.fail(
-                        ProposalDropped(
-                            f"entry {e.index} of term {term} was replaced (term {e.term})"
-                        )
-                    )
+            applied(e.index, e.term, outcome)
             if not e.data and e.term == core.term and core.role is Role.LEADER:
                 self._ready_term = e.term
                 self._ready_event.set()
                 events.emit(self.log, events.RaftLeaderReady(term=e.term, index=e.index))
-
-    def _release_reads(self) -> None:
-        if not self._waiting_reads:
-            return
-        keep = []
-        for index, reply in self._waiting_reads:
-            if index <= self._applied:
-                reply.set(None)
-            else:
-                keep.append((index, reply))
-        self._waiting_reads = keep
 
     def _notice_role_change(self) -> None:
         core = self.core
@@ -588,9 +541,7 @@ class RaftNode:
         if was_leader and (core.role is not Role.LEADER or core.term != old_term):
             self._ready_event.set()  # wake waiters: they re-check against the new state
             self._ready_event = trio.Event()
-            for _, reply in self._waiting_reads:
-                reply.fail(NotLeader(core.leader_id, core.leader_addr))
-            self._waiting_reads = []
+            self.waiters.fail_waiting_reads(lambda: NotLeader(core.leader_id, core.leader_addr))
         if self.on_role_change is not None:
             self.on_role_change(core.role, core.term, core.leader_id)
 
@@ -611,83 +562,17 @@ class RaftNode:
         events.emit(self.log, events.RaftSnapshotTaken(index=index, term=term, size=len(data)))
 
     def _fail_everything(self, exc: ProposalDropped) -> None:
-        for _, reply in self._pending.values():
-            reply.fail(exc)
-        self._pending.clear()
-        for reply in self._reads.values():
-            reply.fail(exc)
-        self._reads.clear()
-        for _, reply in self._waiting_reads:
-            reply.fail(exc)
-        self._waiting_reads = []
+        self.waiters.fail_all(exc)
         self._ready_event.set()
 
-    # ------------------------------------------------------------------ peers
-
-    def _send_to_peer(self, to: str, msg: RaftMessage) -> None:
-        queue = self._peer_queues.get(to)
-        if queue is None:
-            return
+    def _on_unreachable(self, peer: str, msg: RaftMessage) -> bool:
+        """A vote or heartbeat request `peer_sender` could not deliver goes back to the core
+        (`report_unreachable`) through the inbox; False when the inbox is full."""
         try:
-            queue[0].send_nowait(msg)
+            self._send.send_nowait(_Unreachable(peer, msg))
         except trio.WouldBlock:
-            self.dropped_messages += 1  # the peer is slow or away; Raft retries
-
-    def _report_unreachable(self, peer: str, lost: list[RaftMessage]) -> None:
-        """Vote and heartbeat rounds count undeliverable requests as UNKNOWN answers (the
-        core's `report_unreachable`), so they end without waiting for their deadline."""
-        for msg in lost:
-            if _is_round_request(msg):
-                try:
-                    self._send.send_nowait(_Unreachable(peer, msg))
-                except trio.WouldBlock:
-                    return
-
-    async def _peer_sender(
-        self,
-        client: RemotingClient,
-        peer: str,
-        addr: str,
-        recv: trio.MemoryReceiveChannel[RaftMessage],
-    ) -> None:
-        """Drain one peer's queue over one connection; on failure drop what is queued."""
-        reachable = True
-        while True:
-            batch = [await recv.receive()]
-            while len(batch) < PEER_SEND_BATCH:
-                try:
-                    batch.append(recv.receive_nowait())
-                except trio.WouldBlock:
-                    break
-            sent = 0
-            try:
-                conn = await client.get_connection(addr)
-                for msg in batch:
-                    cmd = RemotingCommand(code=RequestCode.RAFT_MESSAGE, body=encode_message(msg))
-                    await conn.oneway(cmd)
-                    sent += 1
-            except RemotingError as e:
-                if reachable:
-                    events.emit(
-                        self.log, events.RaftPeerUnreachable(peer=peer, addr=addr, error=str(e))
-                    )
-                    reachable = False
-                lost = batch[sent:]
-                while True:  # what waited behind the failure is stale by the retry
-                    try:
-                        lost.append(recv.receive_nowait())
-                    except trio.WouldBlock:
-                        break
-                self._report_unreachable(peer, lost)
-                await trio.sleep(PEER_RETRY_S)
-                continue
-            if not reachable:
-                events.emit(self.log, events.RaftPeerReachable(peer=peer, addr=addr))
-                reachable = True
-
-
-def _is_round_request(msg: RaftMessage) -> bool:
-    return isinstance(msg, VoteRequest | HeartBeatRequest)
+            return False
+        return True
 
 
 def store_dir(base: str, self_id: str) -> str:

@@ -17,7 +17,6 @@ from rocketrio.actors.broker.ha.group_transfer import (
     AlterAccepted,
     AlterResult,
     GroupTransferService,
-    trio_now_ms,
 )
 from rocketrio.actors.broker.ha.master_service import HAMasterService
 from rocketrio.actors.broker.ha.ports import Watermark
@@ -25,6 +24,7 @@ from rocketrio.actors.broker.ha.slave_client import HAClient
 from rocketrio.actors.broker.ha.slave_core import whole_records_length
 from rocketrio.actors.broker.ha.sync_state import AckPolicy, SyncStateCore
 from rocketrio.actors.broker.ha.truncation import TruncateTo, TruncationPlan
+from rocketrio.actors.kernel.clock import monotonic_ms
 from rocketrio.actors.kernel.transport import SimNetwork
 from rocketrio.protocol.message import BLANK_MAGIC_CODE, append_record
 from rocketrio.storage.epoch_file import EpochRecord
@@ -278,9 +278,9 @@ async def test_ha_clock_reads_back_the_millisecond_a_timer_slept_until(
     mock_clock: trio.testing.MockClock,
 ) -> None:
     """The HA timers (group transfer deadlines, slave and master heartbeats) sleep until
-    ``deadline_ms / 1000`` and then compare ``trio_now_ms()`` with the deadline: it must read
+    ``deadline_ms / 1000`` and then compare ``monotonic_ms()`` with the deadline: it must read
     the same millisecond back, or the timer sees its deadline unreached and spins with the mock
     clock standing still (found by the cluster simulation, seed 1)."""
     for ms in (1001, 1003, 4097, 123_457, 999_999):
         await trio.sleep_until(ms / 1000)
-        assert trio_now_ms() == ms
+        assert monotonic_ms() == ms

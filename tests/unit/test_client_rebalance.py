@@ -9,12 +9,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from rocketrio.actors.client.config import ConsumeFromWhere
-from rocketrio.actors.client.consumer_core import (
-    default_consume_timestamp,
-    parse_consume_timestamp,
-    reset_retry_topic,
-)
 from rocketrio.actors.client.errors import MQClientError
+from rocketrio.actors.client.pull_api import reset_retry_topic
 from rocketrio.actors.client.rebalance import (
     OFFSET_ERROR,
     OFFSET_NOT_FOUND,
@@ -22,7 +18,9 @@ from rocketrio.actors.client.rebalance import (
     StartOffset,
     allocate,
     allocate_averagely,
+    default_consume_timestamp,
     diff_assignment,
+    parse_consume_timestamp,
     start_offset,
 )
 from rocketrio.protocol.bodies import MessageQueue

@@ -9,13 +9,13 @@ import pytest
 import trio
 import trio.testing
 
-from rocketrio.actors.client.consumer_core import (
+from rocketrio.actors.client.errors import MQBrokerError
+from rocketrio.actors.client.mq_client import route_degraded
+from rocketrio.actors.client.pull_api import (
     NoBrokerAddress,
     broker_gone,
     pull_retry_delay,
 )
-from rocketrio.actors.client.errors import MQBrokerError
-from rocketrio.actors.client.mq_client import route_degraded
 from rocketrio.actors.client.queue_select import FaultTracker
 from rocketrio.actors.client.route_refresh import RouteRefresher
 from rocketrio.actors.kernel.remoting import RemotingError, RemotingTimeout

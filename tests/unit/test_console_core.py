@@ -22,7 +22,7 @@ from rocketrio.actors.console.model import (
 )
 from rocketrio.actors.console.protocol import (
     SECTIONS,
-    FeedEvent,
+    FeedItem,
     Hello,
     ProtocolError,
     Sample,
@@ -162,7 +162,7 @@ def test_view_rates_lags_and_only_changed_sections() -> None:
         )
     )
     assert set(first.sections) == {"namesrvs", "controllers", "brokerSets"}
-    assert first.events == []
+    assert first.feed_items == []
     second = view.update(
         poll(
             500,
@@ -198,7 +198,7 @@ def test_view_rates_lags_and_only_changed_sections() -> None:
     assert view.snapshot().keys() <= set(SECTIONS)
 
 
-def test_a_failover_and_a_truncation_become_events() -> None:
+def test_a_failover_and_a_truncation_become_feed_items() -> None:
     view = ConsoleView()
     view.update(
         poll(
@@ -224,12 +224,12 @@ def test_a_failover_and_a_truncation_become_events() -> None:
             ),
         )
     )
-    kinds = [(e.kind, e.epoch) for e in failover.events]
+    kinds = [(e.kind, e.epoch) for e in failover.feed_items]
     assert ("election", 2) in kinds
     assert ("syncStateSetChange", 2) in kinds
     assert ("brokerDown", 0) in kinds
     assert ("roleChange", 2) in kinds  # brokerId 2 now SYNC_MASTER
-    election = next(e for e in failover.events if e.kind == "election")
+    election = next(e for e in failover.feed_items if e.kind == "election")
     assert "masterEpoch 2: brokerId 2 at h2:1" in election.text
     back = view.update(
         poll(
@@ -243,7 +243,7 @@ def test_a_failover_and_a_truncation_become_events() -> None:
             ),
         )
     )
-    assert [e.kind for e in back.events] == ["brokerUp"]
+    assert [e.kind for e in back.feed_items] == ["brokerUp"]
     # the returning replica had 900 before it went down and now 800: seen as it answers
     # again only if it was seen in between; a replica seen shrinking while up is a truncation
     cut = view.update(
@@ -258,13 +258,13 @@ def test_a_failover_and_a_truncation_become_events() -> None:
             ),
         )
     )
-    assert [(e.kind, e.text) for e in cut.events] == [
+    assert [(e.kind, e.text) for e in cut.feed_items] == [
         ("truncation", "broker-a: brokerId 1 cut its CommitLog from 800 to 700")
     ]
     lead = view.update(poll(2000, *[], leader="none"))
-    assert lead.events == []
+    assert lead.feed_items == []
     again = view.update(poll(2500, leader="n0"))
-    assert [e.kind for e in again.events] == ["controllerLeader"]
+    assert [e.kind for e in again.feed_items] == ["controllerLeader"]
 
 
 def test_a_slow_viewer_keeps_only_the_newest_of_each_section() -> None:
@@ -275,7 +275,7 @@ def test_a_slow_viewer_keeps_only_the_newest_of_each_section() -> None:
         for name in SECTIONS:
             hub.publish_section(name, {"i": i, "pad": "x" * 100})
         hub.publish_point(Sample(t=i, putTps=0, getTps=0, consumerLag=0, replicationLagBytes=0))
-        hub.publish_events([FeedEvent(t=i, kind="election", text=str(i))])
+        hub.publish_feed_items([FeedItem(t=i, kind="election", text=str(i))])
     assert len(v.sections) == len(SECTIONS)
     assert len(v.feed) == FEED and v.dropped == 1000 - FEED
     assert v.backlog() <= 1 + len(SECTIONS) + 2 + 16

@@ -1,4 +1,4 @@
-"""The log-event catalogue (actors/observe/events.py) is the one declaration of every logged event.
+"""The log-event catalogue (actors/observe/events/) is the one declaration of every logged event.
 
 - every logger call outside actors/observe/logs.py goes through `events.emit` with a catalogue
   record

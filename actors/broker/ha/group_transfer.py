@@ -28,6 +28,7 @@ import structlog
 import trio
 
 from rocketrio.actors.broker.ha.sync_state import Proposal, SyncStateCore
+from rocketrio.actors.kernel.clock import monotonic_ms
 from rocketrio.actors.observe import events
 
 CONFIRM_LOG_INTERVAL_S = 1.0
@@ -63,14 +64,6 @@ class AlterUnknown:
 
 AlterResult = AlterAccepted | AlterRefused | AlterUnknown
 AlterFn = Callable[[frozenset[int], int], Awaitable[AlterResult]]
-
-
-def trio_now_ms() -> int:
-    """Trio's clock in whole milliseconds, ROUNDED: the HA timers sleep until ``ms / 1000`` and
-    compare the time they wake at with ``ms``; truncating would read 1001 ms back as 1000 (the
-    float 1.001 * 1000 is 1000.9999...), the deadline would look unreached and the timer loop
-    would spin without letting the clock move (for ever under a MockClock)."""
-    return round(trio.current_time() * 1000)
 
 
 class GroupTransferService:
@@ -141,7 +134,7 @@ class GroupTransferService:
         if self.classic_min_copies and len(self.core.possible) < self.classic_min_copies:
             done(AckOutcome.SLAVE_NOT_AVAILABLE)
             return
-        now = trio_now_ms()
+        now = monotonic_ms()
         self.core.add_pending(end_offset, now + self.sync_timeout_ms, done)
         self._complete(now)
         if self.core.pending_count == 1:
@@ -157,17 +150,17 @@ class GroupTransferService:
     # ------------------------------------------------------------------ from the HA connections
 
     def on_connected(self, broker_id: int, *, learner: bool) -> None:
-        self.core.on_connected(broker_id, learner=learner, now_ms=trio_now_ms())
+        self.core.on_connected(broker_id, learner=learner, now_ms=monotonic_ms())
 
     def on_disconnected(self, broker_id: int) -> None:
         self.core.on_disconnected(broker_id)
         self._propose.set()
 
     def on_sent(self, broker_id: int) -> None:
-        self.core.on_sent(broker_id, trio_now_ms())
+        self.core.on_sent(broker_id, monotonic_ms())
 
     def on_ack(self, broker_id: int, offset: int) -> None:
-        now = trio_now_ms()
+        now = monotonic_ms()
         if self.core.on_ack(broker_id, offset, now):
             self._confirm_moved()
         self._complete(now)
@@ -180,7 +173,7 @@ class GroupTransferService:
         """GetReplicaInfo (linearizable) says the controller's set is ``members`` at ``epoch``."""
         if self.core.on_authoritative(members, epoch):
             self._confirm_moved()
-        self._complete(trio_now_ms())
+        self._complete(monotonic_ms())
         self._propose.set()
 
     # ------------------------------------------------------------------ lifecycle
@@ -207,14 +200,14 @@ class GroupTransferService:
             nursery.cancel_scope.cancel()
 
     async def _timers(self) -> None:
-        next_check = trio_now_ms() + self.check_period_ms
+        next_check = monotonic_ms() + self.check_period_ms
         while not self.closed:
             deadline = self.core.next_deadline_ms()
             wake_ms = next_check if deadline is None else min(next_check, deadline)
             self._timer_kick = trio.Event()
             with trio.move_on_at(wake_ms / 1000):
                 await self._timer_kick.wait()
-            now = trio_now_ms()
+            now = monotonic_ms()
             if now >= next_check:
                 self.core.tick(now)
                 next_check = now + self.check_period_ms
@@ -282,7 +275,7 @@ class GroupTransferService:
                 )
                 self.on_refresh_needed()
                 await trio.sleep(0.5)
-        self._complete(trio_now_ms())
+        self._complete(monotonic_ms())
 
     # ------------------------------------------------------------------ helpers
 

@@ -27,11 +27,12 @@ import structlog
 import trio
 
 from rocketrio.actors.broker.boot.broker_io import BrokerIO
-from rocketrio.actors.broker.ha.group_transfer import GroupTransferService, trio_now_ms
+from rocketrio.actors.broker.ha.group_transfer import GroupTransferService
 from rocketrio.actors.broker.ha.master_core import MasterConnectionCore, NoEpochForOffset, Phase
 from rocketrio.actors.broker.ha.ports import MasterStorePort, first_leaf
 from rocketrio.actors.broker.ha.status_body import ByteRate, MasterView, SlaveLink
 from rocketrio.actors.broker.store.clean_policy import ReplicaLink, replica_floor
+from rocketrio.actors.kernel.clock import monotonic_ms
 from rocketrio.actors.kernel.transport import Transport
 from rocketrio.actors.observe import events
 from rocketrio.protocol.ha import (
@@ -127,7 +128,7 @@ class HAMasterService:
         """The master side for GET_BROKER_HA_STATUS (runtime_info.py): every open slave
         connection, in the order they were accepted, and the SyncStateSet the controller
         confirmed (empty while not master)."""
-        now = trio_now_ms()
+        now = monotonic_ms()
         links = tuple(
             SlaveLink(
                 addr=conn.peer,
@@ -206,7 +207,7 @@ class _Connection:
             batch_size=service.batch_size,
             heartbeat_interval_ms=service.heartbeat_interval_ms,
             housekeeping_interval_ms=service.housekeeping_interval_ms,
-            now_ms=trio_now_ms(),
+            now_ms=monotonic_ms(),
         )
         self.decoder = SlaveStreamDecoder()
         self.reply_handshake = False
@@ -251,7 +252,7 @@ class _Connection:
 
     def _on_event(self, ev: SlaveHandshake | SlaveAck) -> None:
         core, gate, store = self.core, self.gate, self.s.store
-        match core.on_event(ev, trio_now_ms()):
+        match core.on_event(ev, monotonic_ms()):
             case SlaveHandshake() as h:
                 if h.broker_id == self.s.self_id:
                     raise _Closing(
@@ -302,7 +303,7 @@ class _Connection:
     async def _writer(self) -> None:
         core, store = self.core, self.s.store
         while True:
-            now = trio_now_ms()
+            now = monotonic_ms()
             if core.expired(now):
                 raise _Closing(
                     f"nothing from the slave for {now - core.last_read_ms} ms "
@@ -328,7 +329,7 @@ class _Connection:
                 batch.offset, batch.epoch, batch.epoch_start_offset, confirm, batch.size
             )
             await self.stream.send_all(header + body if body else header)
-            now = trio_now_ms()
+            now = monotonic_ms()
             self.sent_bytes.add(len(header) + len(body), now)
             core.sent(batch, now, confirm)
             if core.slave_id is not None:
@@ -341,5 +342,5 @@ class _Connection:
         mh = MasterHandshake(store.log_end_offset(), last, epochs)
         data = encode_master_handshake(mh)
         await self.stream.send_all(data)
-        self.sent_bytes.add(len(data), trio_now_ms())
+        self.sent_bytes.add(len(data), monotonic_ms())
         self.core.handshake_sent(now)

@@ -29,12 +29,13 @@ import structlog
 import trio
 
 from rocketrio.actors.broker.boot.config import BrokerConfig
-from rocketrio.actors.broker.ha.group_transfer import AlterFn, GroupTransferService, trio_now_ms
+from rocketrio.actors.broker.ha.group_transfer import AlterFn, GroupTransferService
 from rocketrio.actors.broker.ha.master_service import HAMasterService
 from rocketrio.actors.broker.ha.slave_client import HAClient
 from rocketrio.actors.broker.ha.status_body import SlaveView
 from rocketrio.actors.broker.ha.sync_state import AckPolicy, SyncStateCore
 from rocketrio.actors.broker.store.actor import StoreActor
+from rocketrio.actors.kernel.clock import monotonic_ms
 from rocketrio.actors.kernel.remoting import RemotingClient, RemotingError
 from rocketrio.actors.kernel.transport import Transport
 from rocketrio.actors.observe import events
@@ -198,7 +199,7 @@ class AutoSwitchHAService:
             epoch_start_offset=store.log_end_offset(),
             local_max=store.log_end_offset(),
             confirm_offset=store.confirm_offset(),
-            now_ms=trio_now_ms(),
+            now_ms=monotonic_ms(),
         )
         gate = GroupTransferService(
             core,

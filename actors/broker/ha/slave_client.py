@@ -25,7 +25,6 @@ from typing import Any
 import structlog
 import trio
 
-from rocketrio.actors.broker.ha.group_transfer import trio_now_ms
 from rocketrio.actors.broker.ha.ports import SlaveStorePort, first_leaf
 from rocketrio.actors.broker.ha.slave_core import (
     Action,
@@ -40,6 +39,7 @@ from rocketrio.actors.broker.ha.slave_core import (
 )
 from rocketrio.actors.broker.ha.status_body import ByteRate, SlaveView
 from rocketrio.actors.broker.ha.truncation import DiscardAll, TruncateTo
+from rocketrio.actors.kernel.clock import monotonic_ms
 from rocketrio.actors.kernel.transport import Transport
 from rocketrio.actors.observe import events
 from rocketrio.protocol.ha import NEED_DATA, MasterStreamDecoder, RemoteProtocolError
@@ -144,7 +144,7 @@ class HAClient:
                 events.emit(self.log, events.HaConnected(side="slave", peer=self.master_ha_addr))
                 self.on_session(True)
                 self.connected = True
-                await self._run_actions(stream, self.core.connected(trio_now_ms()))
+                await self._run_actions(stream, self.core.connected(monotonic_ms()))
                 nursery.start_soon(self._timers, stream)
                 await self._read(stream)
         except BaseException as e:
@@ -173,7 +173,7 @@ class HAClient:
             connected=self.connected,
             last_read_ms=core.last_read_ms if ever else None,
             last_write_ms=core.last_write_ms if ever else None,
-            bytes_per_s=self.received.per_second(trio_now_ms()),
+            bytes_per_s=self.received.per_second(monotonic_ms()),
             master_confirm_offset=core.master_confirm,
         )
 
@@ -184,13 +184,13 @@ class HAClient:
             data = await stream.receive_some(READ_SIZE)
             if not data:
                 raise _Closing("the master closed the connection")
-            self.received.add(len(data), trio_now_ms())
+            self.received.add(len(data), monotonic_ms())
             decoder.receive_data(data)
             actions: list[Action] = []
             while (ev := decoder.next_event()) is not NEED_DATA:
                 actions += self.core.on_event(
                     ev,
-                    trio_now_ms(),
+                    monotonic_ms(),
                     local_epochs=store.epoch_records(),
                     local_min=store.log_min_offset(),
                     local_max=store.log_end_offset(),
@@ -208,7 +208,7 @@ class HAClient:
             with trio.move_on_at(self.core.next_timer_ms() / 1000):
                 await rearm.wait()
             if not rearm.is_set():
-                await self._run_actions(stream, self.core.tick(trio_now_ms()))
+                await self._run_actions(stream, self.core.tick(monotonic_ms()))
 
     async def _run_actions(self, stream: trio.abc.Stream, actions: list[Action]) -> None:
         self._rearm.set()  # the core moved on: its next timer deadline may have changed
@@ -223,7 +223,7 @@ class HAClient:
                     lo, hi, last = await store.truncate(a.plan)
                     self._progressed = True
                     self._log_truncation(a, before, lo, hi)
-                    await self._run_actions(stream, core.truncated(lo, hi, last, trio_now_ms()))
+                    await self._run_actions(stream, core.truncated(lo, hi, last, monotonic_ms()))
                 case ResetLogAt():
                     before = (store.log_min_offset(), store.log_end_offset())
                     await store.reset_log_at(a.offset, a.reason)
@@ -247,7 +247,7 @@ class HAClient:
                 case Append():
                     new_max = await store.append_replicated(a.offset, a.data)
                     self._progressed = True
-                    await self._run_actions(stream, core.appended(new_max, trio_now_ms()))
+                    await self._run_actions(stream, core.appended(new_max, monotonic_ms()))
                 case Confirm():
                     store.advance_confirm(a.offset)
                 case Close():

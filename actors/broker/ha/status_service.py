@@ -12,11 +12,11 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 
-from rocketrio.actors.broker.ha.group_transfer import trio_now_ms
 from rocketrio.actors.broker.ha.master_service import HAMasterService
 from rocketrio.actors.broker.ha.service import AutoSwitchHAService
 from rocketrio.actors.broker.ha.status_body import HaView, SlaveView, runtime_info
 from rocketrio.actors.broker.store.actor import StoreActor
+from rocketrio.actors.kernel.clock import monotonic_ms
 from rocketrio.actors.kernel.remoting import RequestContext
 from rocketrio.protocol import fastjson
 from rocketrio.protocol.codes import RequestCode, ResponseCode
@@ -60,7 +60,7 @@ class HAStatusService:
         )
 
     def runtime_info(self) -> HARuntimeInfo:
-        return runtime_info(self.view(), mono_now_ms=trio_now_ms(), wall_now_ms=self.wall_now_ms())
+        return runtime_info(self.view(), mono_now_ms=monotonic_ms(), wall_now_ms=self.wall_now_ms())
 
     async def handle(self, ctx: RequestContext) -> RemotingCommand:
         body = fastjson.encode(self.runtime_info())

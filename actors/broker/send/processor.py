@@ -85,9 +85,9 @@ from rocketrio.actors.broker.tables.topic_config import (
     retry_topic,
 )
 from rocketrio.actors.broker.transaction.policy import half_message
+from rocketrio.actors.kernel.clock import wallclock_ms
 from rocketrio.actors.kernel.runtime import ActorStopped
 from rocketrio.actors.observe import events
-from rocketrio.actors.observe.logs import wallclock_ms
 from rocketrio.protocol.bodies import PERM_READ, PERM_WRITE, TopicConfig, perm_to_string
 from rocketrio.protocol.codes import ResponseCode
 from rocketrio.protocol.headers import ConsumerSendMsgBackRequestHeader, SendMessageRequestHeader
