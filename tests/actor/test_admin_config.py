@@ -148,9 +148,9 @@ async def test_flush_interval_changes_the_running_flush_period(
         store = c.brokers["broker-a"].store.actor
 
         async def flushes_in_10s() -> int:
-            before = store.flush_count
+            before = store.flusher.flush_count
             await trio.sleep(10)
-            return store.flush_count - before
+            return store.flusher.flush_count - before
 
         assert await flushes_in_10s() >= 19  # flushIntervalCommitLog=500
         code, _, err, _ = await run(

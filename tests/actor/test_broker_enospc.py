@@ -28,7 +28,8 @@ import trio.testing
 
 from rocketrio.actors.broker.boot.config import FlushDiskType
 from rocketrio.actors.broker.dispatch.outcomes import PutStatus
-from rocketrio.actors.broker.store.actor import PutBatchBody, StoreActor, StoreRole
+from rocketrio.actors.broker.store.actor import StoreActor
+from rocketrio.actors.broker.store.messages import PutBatchBody, StoreRole
 from rocketrio.protocol.codes import ResponseCode
 from rocketrio.protocol.headers import PULL_FLAG_COMMIT_OFFSET, PULL_FLAG_SUBSCRIPTION
 from rocketrio.protocol.message import BatchItem, encode_batch_body
@@ -227,7 +228,7 @@ async def test_a_master_whose_fenced_range_lost_a_page_takes_no_writes_until_res
             assert f"from offset {lost_at} may not be on disk" in (remark or "")
             assert "until it restarts" in (remark or "")
             await trio.sleep(5)  # no more probes: only a restart ends it
-            assert actor.fault is not None and actor.fault.until_restart
+            assert actor.faults.fault is not None and actor.faults.fault.until_restart
             assert store.get_commitlog_max_offset() > lost_at  # a master never cuts it
             nursery.cancel_scope.cancel()
     assert len(reports) == 1 and "No space left on device" in (reports[0] or "")
@@ -255,10 +256,10 @@ async def test_a_slave_append_on_a_full_disk_fails_and_goes_in_once_there_is_roo
             assert e.errno == errno.ENOSPC and "disk is full" in str(e)
         else:
             raise AssertionError("a full disk took the replicated append")
-        assert slave.get_commitlog_max_offset() == 0 and actor.fault is not None
+        assert slave.get_commitlog_max_offset() == 0 and actor.faults.fault is not None
         slave_fs.set_capacity(None)
         await trio.sleep(1.1)  # the probe
-        assert actor.fault is None and reports[-1] is None
+        assert actor.faults.fault is None and reports[-1] is None
         assert await actor.append_replicated(0, data) == len(data)
         nursery.cancel_scope.cancel()
 

@@ -349,7 +349,7 @@ async def test_real_tcp_threads_and_sync_flush(tmp_path: Any) -> None:
                 resp = await h.pull("Real", 0, 0, max_msgs=32)
                 assert resp.code == ResponseCode.SUCCESS
                 assert len(messages(resp)) == 32
-                assert broker.store.actor.sync_flush_count <= 100
+                assert broker.store.actor.flusher.sync_flush_count <= 100
                 assert (
                     broker.store.message_store.flushed_offset
                     == broker.store.message_store.get_commitlog_max_offset()

@@ -243,12 +243,12 @@ async def test_sync_flush_group_commit(tmp_path: Any, mock_clock: trio.testing.M
             assert resp.code == ResponseCode.SUCCESS, resp.remark
             offsets.append(int(resp.ext_fields["queueOffset"]))
 
-        before = broker.store.actor.sync_flush_count
+        before = broker.store.actor.flusher.sync_flush_count
         async with trio.open_nursery() as n:
             for i in range(300):
                 n.start_soon(send, i)
                 await trio.sleep(0.0001)  # sends keep arriving over ~15 fsync durations
-        flushes = broker.store.actor.sync_flush_count - before
+        flushes = broker.store.actor.flusher.sync_flush_count - before
         assert sorted(offsets) == list(range(300))
         # one fsync per group of sends that arrived during the previous fsync
         assert 5 <= flushes <= 30, flushes

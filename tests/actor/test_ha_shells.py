@@ -98,7 +98,7 @@ class FakeStore:
         self.written.advance(len(self.log))
         return len(self.log)
 
-    def advance_confirm(self, offset: int) -> None:
+    def request_confirm(self, offset: int) -> None:
         self.confirm = max(self.confirm, offset)
 
 

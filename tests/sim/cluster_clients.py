@@ -25,7 +25,7 @@ import trio
 
 from rocketrio.actors.broker.broker import Broker
 from rocketrio.actors.broker.ha.group_transfer import AckOutcome
-from rocketrio.actors.broker.store.actor import AnyPut, Stored
+from rocketrio.actors.broker.store.messages import AnyPut, Stored
 from rocketrio.actors.client.api import PullStatus, parse_pull_response, request
 from rocketrio.actors.client.config import ClientConfig, ProducerConfig
 from rocketrio.actors.client.errors import MQClientError
@@ -91,7 +91,9 @@ class AckTap:
             done: list[tuple[AnyPut, Stored]], status: Any, remark: str | None
         ) -> Callable[[AckOutcome], None]:
             complete = original(done, status, remark)
-            epoch = actor._epoch  # the epoch the write was made in (the store is master of it)
+            epoch = (
+                actor.replication.epoch
+            )  # the epoch the write was made in (the store is master of it)
             rm = broker.roles
             self.first_writes.setdefault(
                 (proc.set_name, epoch),

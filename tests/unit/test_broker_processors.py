@@ -41,7 +41,7 @@ from rocketrio.actors.broker.send.handlers import (
 )
 from rocketrio.actors.broker.send.processor import SendConfig, SendMessageProcessor
 from rocketrio.actors.broker.stats.broker_stats import BrokerStats
-from rocketrio.actors.broker.store.actor import PutBatchBody, PutCallback
+from rocketrio.actors.broker.store.messages import PutBatchBody, PutCallback
 from rocketrio.actors.broker.store.view import ReadGate, StoreView
 from rocketrio.actors.broker.tables.tables import GroupTable, OffsetTable, TopicTable
 from rocketrio.actors.kernel.remoting import RequestContext

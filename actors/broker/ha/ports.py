@@ -114,6 +114,6 @@ class SlaveStorePort(Protocol):
         new log end. Raises ValueError for data that is not valid records at that offset."""
         ...
 
-    def advance_confirm(self, offset: int) -> None:
+    def request_confirm(self, offset: int) -> None:
         """The slave's confirmOffset moved: dispatch ConsumeQueues up to it (asynchronously)."""
         ...

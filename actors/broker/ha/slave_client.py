@@ -249,7 +249,7 @@ class HAClient:
                     self._progressed = True
                     await self._run_actions(stream, core.appended(new_max, monotonic_ms()))
                 case Confirm():
-                    store.advance_confirm(a.offset)
+                    store.request_confirm(a.offset)
                 case Close():
                     raise _Closing(a.reason)
 

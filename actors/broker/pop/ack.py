@@ -37,7 +37,7 @@ from rocketrio.actors.broker.dispatch.outcomes import Done, PutStatus, Refusal
 from rocketrio.actors.broker.pop.order_service import PopOrderService
 from rocketrio.actors.broker.pop.processor import PopConfig
 from rocketrio.actors.broker.pop.revive_log import Host, ack_message, ck_message
-from rocketrio.actors.broker.store.actor import StoreWriter
+from rocketrio.actors.broker.store.messages import StoreWriter
 from rocketrio.actors.broker.store.view import StoreView
 from rocketrio.actors.broker.tables.tables import TopicTable
 from rocketrio.actors.kernel.runtime import ActorStopped

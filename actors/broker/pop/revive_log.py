@@ -15,7 +15,7 @@ import attrs
 import trio
 
 from rocketrio.actors.broker.dispatch.outcomes import PutStatus
-from rocketrio.actors.broker.store.actor import StoreWriter
+from rocketrio.actors.broker.store.messages import StoreWriter
 from rocketrio.actors.kernel.runtime import ActorStopped
 from rocketrio.protocol.message import PROPERTY_TAGS, UNIQ_KEY, MessageExt
 from rocketrio.protocol.pop_checkpoint import AckMsg, PopCheckPoint, PopRecordError

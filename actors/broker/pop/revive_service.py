@@ -44,7 +44,7 @@ from rocketrio.actors.broker.pop.revive_log import (
     put_and_wait,
     read_record,
 )
-from rocketrio.actors.broker.store.actor import StoreWriter
+from rocketrio.actors.broker.store.messages import StoreWriter
 from rocketrio.actors.broker.store.view import StoreView
 from rocketrio.actors.broker.tables.tables import GroupTable, OffsetTable, TopicTable
 from rocketrio.actors.broker.tables.topic_config import (

@@ -37,8 +37,8 @@ from rocketrio.actors.broker.schedule.policy import (
     real_target,
     timer_step,
 )
-from rocketrio.actors.broker.store.actor import StoreWriter
 from rocketrio.actors.broker.store.broker_store import BrokerStore
+from rocketrio.actors.broker.store.messages import StoreWriter
 from rocketrio.actors.broker.store.view import StoreView
 from rocketrio.actors.broker.tables.broker_tables import BrokerTables
 from rocketrio.actors.broker.tables.delay_offset import DelayOffsetTable

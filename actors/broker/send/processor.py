@@ -67,7 +67,7 @@ from rocketrio.actors.broker.schedule.policy import (
     timer_deliver_ms,
 )
 from rocketrio.actors.broker.stats.broker_stats import BrokerStats
-from rocketrio.actors.broker.store.actor import (
+from rocketrio.actors.broker.store.messages import (
     BatchPutCallback,
     PutBatchBody,
     PutCallback,

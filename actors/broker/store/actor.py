@@ -11,7 +11,7 @@ Puts arrive as `PutMessages` carrying a callback. Each turn the actor drains its
 In both modes `run` keeps a task that fully flushes (CommitLog, ConsumeQueues, index and the
 dispatch checkpoint) every flush interval in a worker thread, concurrently with later appends
 (the store's threading contract allows a flush beside appends and reads, not beside another
-flush, so flushes take `_flush_lock`).
+flush, so flushes take the `Flusher`'s lock, flusher.py).
 
 A put is answered, with a `PutStatus`, only after its bytes are written (and, with SYNC_FLUSH,
 fsynced). A flush that took longer than syncFlushTimeout is answered FLUSH_DISK_TIMEOUT (the
@@ -19,35 +19,8 @@ message is stored; upstream does the same). A request the store refuses is MESSA
 other store failure UNKNOWN_ERROR. Mapping statuses to wire codes is the protocol adapter's
 job, not this module's.
 
-A full disk (store_faults.py: ENOSPC or EDQUOT from a write or an fsync, or the store's
-`WritesFenced`) is a clean refusal, never a crash nor an acknowledgement of data that is not
-durable. The actor enters its refusing state (`fault`), tells the broker (``on_write_fault``:
-the disk guard then refuses sends before they reach the store and logs disk_full), and answers
-every put SERVICE_NOT_AVAILABLE with upstream's "the broker's disk is full [..]" remark until a
-probe succeeds. Per write path (the storage rules are store_repair.py's and commitlog.py's):
-- a put whose CommitLog or ConsumeQueue/index write fails was cut back whole by the store:
-  refused, nothing of it stored; the turn's later puts are refused without a write;
-- SYNC_FLUSH fsync fails: the turn's puts are refused (not acknowledged: their durability is
-  unknown). The store fenced its CommitLog from the last durable offset, since Linux may
-  have dropped the pages it could not write and report the next fsync as a success;
-- the periodic flush fails (ASYNC_FLUSH acknowledged without fsync, as always): nothing is
-  answered differently; the CommitLog is fenced the same way, the ConsumeQueues and index are
-  dispatched again from the dispatch checkpoint;
-- a slave's replicated append or its fsync fails: the HA client's append fails (OSError), so
-  it reconnects and fetches again from where the log ends;
-- a dispatch up to confirmOffset fails: the records stay and are dispatched by the repair.
-Every cleanResourceInterval (``probe_interval_ms``) the actor probes, between turns: the store
-repairs (the fenced CommitLog range is checked record by record, written again and fsynced, so
-nothing acknowledged is lost, not even ASYNC_FLUSH data; a record that fails its check because
-its page was lost is cut on a STANDALONE broker or a SLAVE, which loses exactly what a crash
-would have lost, and keeps a MASTER refusing writes until it restarts, because its slaves may
-hold those bytes and cutting them under one epoch would make the replicas diverge; the restart
-recovers the log as after a power cut: when valid records follow the lost one in its segment
-(the usual case) start-up refuses with a CorruptionError naming its offset, for an operator to
-re-sync that store from a replica, else the lost record is cut as a torn tail), then writes a
-scratch block; writes go in again once both work (and the disk guard's usage ratio allows).
-Any other fsync error (EIO: a broken disk, not a full one) still answers UNKNOWN_ERROR and
-crashes the actor, so the process restarts and recovers.
+A full disk is a clean refusal, never a crash nor an acknowledgement of data that is not
+durable: the rule for each write path and role is disk_faults.py's (`FaultState`).
 
 Readers use the read-only `StoreView` (store_view.py): inline on the Trio thread, or, for big
 pulls, in a worker thread behind the `ReadGate`. Mutations other than puts (delete topic, a
@@ -80,159 +53,62 @@ woken. The actor implements both HA store ports (ha/ports.py).
 
 from __future__ import annotations
 
-import enum
 import errno
 import math
 from collections.abc import Callable, Sequence
-from typing import Any, Protocol, TypeVar
+from typing import Any, TypeVar
 
 import attrs
 import trio
 
 from rocketrio.actors.broker.dispatch.outcomes import PutStatus
 from rocketrio.actors.broker.ha.group_transfer import AckOutcome, Completion, GroupTransferService
-from rocketrio.actors.broker.ha.ports import Watermark
-from rocketrio.actors.broker.ha.truncation import DiscardAll, TruncateTo, TruncationPlan
-from rocketrio.actors.broker.store.disk_faults import WriteFault, describe, disk_full
+from rocketrio.actors.broker.ha.truncation import TruncationPlan
+from rocketrio.actors.broker.store.ack_log import AckLog
+from rocketrio.actors.broker.store.appender import Appender
+from rocketrio.actors.broker.store.disk_faults import (
+    FaultState,
+    WriteFault,
+    WriteFaultListener,
+    disk_full,
+)
+from rocketrio.actors.broker.store.flusher import Flusher
+from rocketrio.actors.broker.store.messages import (
+    ActorCall,
+    AnyPut,
+    ArrivalListener,
+    ConfirmPoke,
+    DiskProbe,
+    PutBatchBody,
+    PutCallback,
+    PutMessages,
+    PutStats,
+    ReplicaAppend,
+    StoreCall,
+    Stored,
+    StoreMsg,
+    StoreRole,
+    fail_put,
+)
+from rocketrio.actors.broker.store.replication_state import ReplicationState
 from rocketrio.actors.broker.store.view import ReadGate, RunBlocking
-from rocketrio.actors.kernel.runtime import Actor, ActorStopped, Reply
+from rocketrio.actors.kernel.runtime import Actor, ActorStopped
 from rocketrio.actors.observe import events
 from rocketrio.storage.epoch_file import EpochRecord
 from rocketrio.storage.message_store import (
-    BatchPutResult,
     MessageStore,
     MessageToStore,
-    PutResult,
 )
 
 T = TypeVar("T")
 
 MAX_DRAIN = 2048
-# events.SendAcked.NAME is sampled: at most one line per interval, never one per message
-ACK_LOG_INTERVAL_S = 1.0
-
-# on_done(results, status, remark): results is empty unless status.stored
-PutCallback = Callable[[list[PutResult], PutStatus, str | None], None]
-# arrived(topic, queue_id, new max offset): called after every successful put
-ArrivalListener = Callable[[str, int, int], None]
-
-
-class PutStats(Protocol):
-    """Where the actor counts its puts (stats.py `BrokerStats`; store_stats.py says what each
-    figure means): per stored request, per turn, per failed put."""
-
-    def on_topic_put(self, topic: str, msgs: int, nbytes: int) -> None: ...
-
-    def on_put_turn(self, elapsed_ms: int, msgs: int) -> None: ...
-
-    def on_put_failed(self, n: int) -> None: ...
-
-
-@attrs.define(slots=True)  # not frozen: one per single send, and a frozen init costs 3x
-class PutMessages:
-    messages: list[MessageToStore]
-    on_done: PutCallback
-
-
-# on_done(result, status, remark): result is None unless status.stored
-BatchPutCallback = Callable[[BatchPutResult | None, PutStatus, str | None], None]
-
-
-@attrs.frozen
-class PutBatchBody:
-    """A client's SEND_BATCH_MESSAGE body, stored as is (`MessageStore.put_batch_body`)."""
-
-    topic: str
-    queue_id: int
-    body: bytes
-    options: dict[str, Any]  # put_batch_body keyword arguments (properties, sys_flag ...)
-    on_done: BatchPutCallback
-
-
-AnyPut = PutMessages | PutBatchBody
-# what a put turned into: PutResults for PutMessages, a BatchPutResult for PutBatchBody
-Stored = list[PutResult] | BatchPutResult
-
-
-@attrs.frozen
-class StoreCall:
-    """Run ``fn(store)`` between puts and never beside a flush; the result goes to reply.
-
-    ``exclusive``: ``fn`` mutates the store, so it also runs inside ``ReadGate.exclusive()``
-    (no off-loop read beside it). A read-only call (a barrier after the queued puts) is not.
-    """
-
-    fn: Callable[[MessageStore], Any]
-    reply: Reply[Any]
-    exclusive: bool = True
-
-
-@attrs.frozen
-class ActorCall:
-    """Run ``fn(actor)`` between turns, inside ``ReadGate.exclusive()`` and never beside a
-    flush: role changes and the slave's truncations (they touch the actor's own state)."""
-
-    fn: Callable[[StoreActor], Any]
-    reply: Reply[Any]
-
-
-@attrs.frozen
-class ReplicaAppend:
-    """Whole records a slave received from its master (SLAVE role only)."""
-
-    offset: int
-    data: bytes
-    reply: Reply[int]
-
-
-@attrs.frozen
-class ConfirmPoke:
-    """Wake an idle actor to apply a new confirmOffset (`request_confirm`)."""
-
-
-@attrs.frozen
-class DiskProbe:
-    """Between turns: try to end the refusing state (`StoreActor.probe_disk`)."""
-
-    reply: Reply[bool]
-
-
-StoreMsg = (
-    PutMessages | PutBatchBody | StoreCall | ActorCall | ReplicaAppend | ConfirmPoke | DiskProbe
-)
-# on_write_fault(cause): the store refuses writes because of cause; None: it takes them again
-WriteFaultListener = Callable[[str | None], None]
-
-
-class StoreRole(enum.Enum):
-    STANDALONE = "STANDALONE"
-    FENCED = "FENCED"
-    MASTER = "MASTER"
-    SLAVE = "SLAVE"
-
 
 _WRITABLE = (StoreRole.STANDALONE, StoreRole.MASTER)
 _ACK_STATUS = {
     AckOutcome.FLUSH_SLAVE_TIMEOUT: PutStatus.FLUSH_SLAVE_TIMEOUT,
     AckOutcome.SLAVE_NOT_AVAILABLE: PutStatus.SLAVE_NOT_AVAILABLE,
 }
-
-
-class StoreWriter(Protocol):
-    """The store actor as the send path sees it: puts answered through callbacks.
-
-    Every method raises `ActorStopped` once the actor stopped; the ``_nowait`` ones raise
-    ``trio.WouldBlock`` when the inbox is full (the caller then awaits the other one, so the
-    backpressure reaches the producer's connection).
-    """
-
-    def put_nowait(self, messages: list[MessageToStore], on_done: PutCallback) -> None: ...
-
-    async def put(self, messages: list[MessageToStore], on_done: PutCallback) -> None: ...
-
-    def put_batch_nowait(self, put: PutBatchBody) -> None: ...
-
-    async def put_batch(self, put: PutBatchBody) -> None: ...
 
 
 class StoreActor(Actor[StoreMsg]):
@@ -257,25 +133,24 @@ class StoreActor(Actor[StoreMsg]):
         super().__init__("store")
         self.store = store
         self.sync_flush = sync_flush
-        self.flush_interval_s = flush_interval_ms / 1000
-        self.sync_flush_timeout_s = sync_flush_timeout_ms / 1000
         self.now_ms = now_ms
         self.on_arrival = on_arrival
         self.stats = stats
+        self.acks = AckLog(self.log, stats)
         self.run_blocking = run_blocking
         self.read_gate = read_gate or ReadGate(run_blocking)
-        self._flush_lock = trio.Lock()
-        self.flush_count = 0  # every flush, periodic or group commit
-        self.sync_flush_count = 0  # group-commit flushes only (SYNC_FLUSH)
+        self.flusher = Flusher(
+            store,
+            run_blocking,
+            self.log,
+            flush_interval_ms=flush_interval_ms,
+            sync_flush_timeout_ms=sync_flush_timeout_ms,
+        )
         self.put_turns = 0
-        self._acked_since_log = 0
-        self._next_ack_log = 0.0
-        # replication
-        self.role = role
-        self.gate: GroupTransferService | None = None
-        self.written = Watermark(store.get_commitlog_max_offset())
-        self.segment_size = store.config.mappedFileSizeCommitLog
-        self._confirm_target = 0
+        self.replication = ReplicationState(store, role, self.log)
+        # the HA master's port waits on it (ha/ports.py)
+        self.written = self.replication.written
+        self.segment_size = store.config.mappedFileSizeCommitLog  # the slave's port reads it
         self._poked = False
         # a turn is running: it applies the confirm target when it ends, so a request made
         # meanwhile (a lone master's own puts move it at once) needs no extra turn
@@ -285,14 +160,10 @@ class StoreActor(Actor[StoreMsg]):
         self._writing_since: float | None = None
         self._commit_started = 0.0
         self._idle_since = trio.current_time()
-        self.first_write_epoch: int | None = None  # log the first write of each mastership
-        self._not_acked: dict[str, int] = {}
-        self._next_not_acked_log = 0.0
-        self._epoch = -1
         # a full disk (module docstring): why writes are refused, None while they are not
-        self.fault: WriteFault | None = None
+        self.faults = FaultState(on_write_fault)
+        self.appender = Appender(store, self.faults, stats, now_ms, self.log)
         self.probe_interval_s = probe_interval_ms / 1000
-        self.on_write_fault = on_write_fault
 
     # -- entry points for other tasks
 
@@ -301,8 +172,7 @@ class StoreActor(Actor[StoreMsg]):
     ) -> None:
         """A live config change (UPDATE_BROKER_CONFIG): the flush period from the next periodic
         flush, the sync-flush wait and the largest body a put takes, from the next put."""
-        self.flush_interval_s = flush_interval_ms / 1000
-        self.sync_flush_timeout_s = sync_flush_timeout_ms / 1000
+        self.flusher.set_limits(flush_interval_ms, sync_flush_timeout_ms)
         if self.store.config.maxMessageSize != max_message_size:
             self.store.config = attrs.evolve(self.store.config, maxMessageSize=max_message_size)
 
@@ -336,8 +206,7 @@ class StoreActor(Actor[StoreMsg]):
 
     async def flush(self) -> None:
         """Full flush now (serialized with other flushes): periodic task and shutdown."""
-        async with self._flush_lock:
-            await self._flush_in_thread(self.store.flush)
+        await self.flusher.full()
 
     async def actor_call(self, fn: Callable[[StoreActor], T], timeout: float = 30.0) -> T:
         return await self.ask(lambda r: ActorCall(fn, r), timeout)
@@ -353,38 +222,18 @@ class StoreActor(Actor[StoreMsg]):
         it; queue offsets past every record in the log); returns the epoch's start offset."""
         return await self.actor_call(lambda a: a._become_master(epoch, gate))
 
+    def _become_master(self, epoch: int, gate: GroupTransferService) -> int:
+        start = self.replication.become_master(epoch, gate)
+        self._apply_confirm()
+        return start
+
     async def become_slave(self) -> None:
         """Stop taking puts; what waits for replicas is answered as not acknowledged."""
-        await self.actor_call(lambda a: a._set_role(StoreRole.SLAVE))
+        await self.actor_call(lambda a: a.replication.set_role(StoreRole.SLAVE))
 
     async def fence(self) -> None:
         """Take nothing (a deposed master waiting for an election)."""
-        await self.actor_call(lambda a: a._set_role(StoreRole.FENCED))
-
-    def _become_master(self, epoch: int, gate: GroupTransferService) -> int:
-        if self.gate is not None and self.gate is not gate:
-            self.gate.close()
-        self.role = StoreRole.MASTER
-        self.gate = gate
-        self._epoch = epoch
-        start = self.store.begin_epoch(epoch)
-        events.emit(
-            self.log, events.EpochRecorded(epoch=epoch, start_offset=start, source="master")
-        )
-        gate.on_new_epoch(start)
-        gate.on_local_max(self.store.get_commitlog_max_offset())
-        self._apply_confirm()
-        self.written.kick()
-        return start
-
-    def _set_role(self, role: StoreRole) -> None:
-        self.role = role
-        if self.gate is not None:
-            self.gate.close()
-            self.gate = None
-        self._confirm_target = 0
-        self._epoch = -1
-        self.written.kick()
+        await self.actor_call(lambda a: a.replication.set_role(StoreRole.FENCED))
 
     # -- the master's HA port (reads, inline)
     def log_min_offset(self) -> int:
@@ -404,63 +253,23 @@ class StoreActor(Actor[StoreMsg]):
 
     # -- the slave's HA port (mutations through the inbox)
     async def truncate(self, plan: TruncationPlan) -> tuple[int, int, EpochRecord | None]:
-        return await self.actor_call(lambda a: a._truncate(plan))
-
-    def _truncate(self, plan: TruncationPlan) -> tuple[int, int, EpochRecord | None]:
-        self._require(StoreRole.SLAVE)
-        store = self.store
-        match plan:
-            case TruncateTo():
-                if plan.offset < store.confirm_offset:
-                    events.emit(
-                        self.log,
-                        events.TruncatingBelowConfirmOffset(
-                            offset=plan.offset,
-                            confirm_offset=store.confirm_offset,
-                            reason="only an unclean election can make a slave cut confirmed data",
-                        ),
-                    )
-                store.truncate_to(plan.offset)
-            case DiscardAll():
-                store.reset_to(store.get_commitlog_min_offset())
-        self._confirm_target = min(self._confirm_target, store.get_commitlog_max_offset())
-        self.written.reset(store.get_commitlog_max_offset())
-        records = store.epoch_records()
-        return (
-            store.get_commitlog_min_offset(),
-            store.get_commitlog_max_offset(),
-            records[-1] if records else None,
-        )
+        return await self.actor_call(lambda a: a.replication.truncate(plan))
 
     async def reset_log_at(self, offset: int, reason: str) -> None:
-        def reset(a: StoreActor) -> None:
-            a._require(StoreRole.SLAVE)
-            if offset % a.segment_size:
-                raise ValueError(f"the master starts at {offset}, not a segment boundary")
-            a.store.reset_to(offset)
-            a._confirm_target = offset
-            a.written.reset(offset)
-
-        await self.actor_call(reset)
+        await self.actor_call(lambda a: a.replication.reset_log_at(offset))
 
     async def record_epoch(self, epoch: int, start_offset: int) -> None:
-        def record(a: StoreActor) -> None:
-            a._require(StoreRole.SLAVE)
-            a.store.record_epoch(epoch, start_offset)
-
-        await self.actor_call(record)
+        await self.actor_call(lambda a: a.replication.record_epoch(epoch, start_offset))
 
     async def append_replicated(self, offset: int, data: bytes) -> int:
         return await self.ask(lambda r: ReplicaAppend(offset, data, r), 30.0)
 
-    def advance_confirm(self, offset: int) -> None:
-        self.request_confirm(offset)
-
     def request_confirm(self, offset: int) -> None:
         """confirmOffset may move to ``offset``: applied at the end of the next turn."""
-        if offset <= self._confirm_target:
+        r = self.replication
+        if offset <= r.confirm_target:
             return
-        self._confirm_target = offset
+        r.confirm_target = offset
         if not self._poked and not self._in_turn:
             self._poked = True
             try:
@@ -470,14 +279,10 @@ class StoreActor(Actor[StoreMsg]):
             except Exception:
                 self._poked = False
 
-    def _require(self, role: StoreRole) -> None:
-        if self.role is not role:
-            raise ValueError(f"the store is {self.role.value}, not {role.value}")
-
     # -- the actor
     async def run(self, *, task_status: trio.TaskStatus[Any] = trio.TASK_STATUS_IGNORED) -> None:
         async with trio.open_nursery() as nursery:
-            nursery.start_soon(self._flush_periodically)
+            nursery.start_soon(self.flusher.periodically, self._periodic_flush_failed)
             nursery.start_soon(self._probe_periodically)
             task_status.started(self)
             await self.serve_inbox()
@@ -566,7 +371,7 @@ class StoreActor(Actor[StoreMsg]):
             await self._commit_replica(appends)
 
     async def _run_call(self, msg: StoreCall | ActorCall) -> None:
-        async with self._flush_lock:
+        async with self.flusher.lock:
             if isinstance(msg, StoreCall) and not msg.exclusive:
                 self._call(msg)
                 return
@@ -584,26 +389,27 @@ class StoreActor(Actor[StoreMsg]):
 
     async def _commit(self, puts: list[AnyPut]) -> None:
         self.put_turns += 1
-        if self.role not in _WRITABLE:
+        r = self.replication
+        if r.role not in _WRITABLE:
             remark = (
-                f"this broker is {self.role.value}, not master: it takes no writes now "
+                f"this broker is {r.role.value}, not master: it takes no writes now "
                 "(the client refreshes its route and retries)"
             )
             for put in puts:
-                _fail(put, PutStatus.SERVICE_NOT_AVAILABLE, remark)
+                fail_put(put, PutStatus.SERVICE_NOT_AVAILABLE, remark)
             return
-        gate = self.gate
+        gate = r.gate
         if gate is not None and not gate.admit_put():
             remark = gate.not_enough_remark()
             for put in puts:
-                _fail(put, PutStatus.IN_SYNC_REPLICAS_NOT_ENOUGH, remark)
+                fail_put(put, PutStatus.IN_SYNC_REPLICAS_NOT_ENOUGH, remark)
             return
-        if self.fault is not None:
-            self._refuse(puts)
+        if self.faults.fault is not None:
+            self.appender.refuse(puts)
             return
         started = self._writing_since = self._commit_started = trio.current_time()
         try:
-            done = self._append(puts)
+            done = self.appender.append(puts)
             if not done:
                 return
             status, remark = PutStatus.PUT_OK, None
@@ -619,11 +425,9 @@ class StoreActor(Actor[StoreMsg]):
         if gate is None:
             for put, stored in done:
                 put.on_done(stored, status, remark)  # type: ignore[arg-type]
-            self._log_acked(done, started)
+            self.acks.acked(done, started)
             return
-        if self.first_write_epoch != self._epoch:
-            self.first_write_epoch = self._epoch
-            events.emit(self.log, events.MasterFirstWrite(epoch=self._epoch, offset=end))
+        r.note_write(end)
         gate.on_local_max(end)
         gate.submit(end, self._completion(done, status, remark))
 
@@ -636,41 +440,30 @@ class StoreActor(Actor[StoreMsg]):
             if outcome is AckOutcome.ACKED:
                 for put, stored in done:
                     put.on_done(stored, status, remark)  # type: ignore[arg-type]
-                self._log_acked(done, started)
+                self.acks.acked(done, started)
                 return
             if outcome is AckOutcome.NOT_MASTER:
                 why = "the broker stopped being master before its replicas had the message"
                 for put, _ in done:
-                    _fail(put, PutStatus.SERVICE_NOT_AVAILABLE, why)
+                    fail_put(put, PutStatus.SERVICE_NOT_AVAILABLE, why)
             else:
                 why = f"{outcome.value}: stored on the master, not acknowledged by its replicas"
                 for put, stored in done:
                     put.on_done(stored, _ACK_STATUS[outcome], why)  # type: ignore[arg-type]
-            self._log_not_acked(outcome, len(done))
+            self.acks.not_acked(outcome, len(done), self.replication.epoch)
 
         return complete
 
-    def _log_not_acked(self, outcome: AckOutcome, count: int) -> None:
-        """events.SendNotAcked.NAME, sampled like SEND_ACKED: one line per interval and reason."""
-        key = outcome.value
-        self._not_acked[key] = self._not_acked.get(key, 0) + count
-        now = trio.current_time()
-        if now < self._next_not_acked_log:
-            return
-        self._next_not_acked_log = now + ACK_LOG_INTERVAL_S
-        for reason, n in self._not_acked.items():
-            events.emit(self.log, events.SendNotAcked(reason=reason, count=n, epoch=self._epoch))
-        self._not_acked.clear()
-
     async def _commit_replica(self, appends: list[ReplicaAppend]) -> None:
-        if self.role is not StoreRole.SLAVE:
+        role = self.replication.role
+        if role is not StoreRole.SLAVE:
             for a in appends:
-                a.reply.fail(ValueError(f"the store is {self.role.value}, not SLAVE"))
+                a.reply.fail(ValueError(f"the store is {role.value}, not SLAVE"))
             return
         ok: list[tuple[ReplicaAppend, int]] = []
         for a in appends:
-            if self.fault is not None:  # the HA client reconnects and fetches this again
-                a.reply.fail(OSError(errno.ENOSPC, self.fault.remark()))
+            if self.faults.fault is not None:  # the HA client reconnects and fetches this again
+                a.reply.fail(OSError(errno.ENOSPC, self.faults.fault.remark()))
                 continue
             try:
                 ok.append((a, self.store.append_replicated(a.offset, a.data)))
@@ -679,205 +472,68 @@ class StoreActor(Actor[StoreMsg]):
             except Exception as e:
                 if not disk_full(e):
                     raise
-                a.reply.fail(OSError(errno.ENOSPC, self._enter_fault(e).remark()))
+                a.reply.fail(OSError(errno.ENOSPC, self.faults.enter(e).remark()))
         if not ok:
             return
         if self.sync_flush:
             try:
-                async with self._flush_lock:
-                    await self._flush_in_thread(self.store.flush_commitlog)
+                await self.flusher.commitlog(group_commit=False)
             except OSError as e:
                 for a, _ in ok:
                     a.reply.fail(e)
                 if not disk_full(e):
                     raise
-                self._enter_fault(e)
+                self.faults.enter(e)
                 return
         self.written.advance(self.store.get_commitlog_max_offset())
         for a, end in ok:
             a.reply.set(end)
 
     def _apply_confirm(self) -> None:
-        target = self._confirm_target
+        target = self.replication.confirm_target
         store = self.store
-        if target > store.confirm_offset and self.role is not StoreRole.FENCED:
+        if target > store.confirm_offset and self.replication.role is not StoreRole.FENCED:
             try:
                 store.advance_confirm(target)
             except Exception as e:
                 if not disk_full(e):
                     raise
-                self._enter_fault(e)  # the records stay; the repair dispatches them
+                self.faults.enter(e)  # the records stay; the repair dispatches them
         arrived = store.take_arrivals()
         if arrived and self.on_arrival is not None:
             for (topic, queue_id), max_offset in arrived.items():
                 self.on_arrival(topic, queue_id, max_offset)
 
-    def _log_acked(self, done: list[tuple[AnyPut, Stored]], started: float) -> None:
-        """The turn's puts were answered: count their time (once per turn), log sampled."""
-        count = sum(_count(stored) for _, stored in done)
-        self._acked_since_log += count
-        now = trio.current_time()
-        if self.stats is not None:
-            self.stats.on_put_turn(int((now - started) * 1000), count)
-        if now < self._next_ack_log:
-            return
-        self._next_ack_log = now + ACK_LOG_INTERVAL_S
-        _put, stored = done[-1]
-        if isinstance(stored, BatchPutResult):
-            topic, queue_id = stored.topic, stored.queue_id
-            offset, cl_offset = stored.next_queue_offset - 1, stored.commitlog_offsets[-1]
-        else:
-            topic, queue_id = _put.messages[-1].topic, _put.messages[-1].queue_id  # type: ignore[union-attr]
-            offset, cl_offset = stored[-1].queue_offset, stored[-1].commitlog_offset
-        events.emit(
-            self.log,
-            events.SendAcked(
-                topic=topic,
-                queue_id=queue_id,
-                offset=offset,
-                commitlog_offset=cl_offset,
-                count=self._acked_since_log,
-            ),
-        )
-        self._acked_since_log = 0
-
-    def _append(self, puts: list[AnyPut]) -> list[tuple[AnyPut, Stored]]:
-        """Store the turn's puts in arrival order: each run of PutMessages with ONE
-        put_messages call, each batch body with put_batch_body. A failing put wrote nothing
-        (the store validates before writing and undoes a partial append), so only the faulty
-        request is answered with an error."""
-        out: list[tuple[AnyPut, Stored]] = []
-        run: list[PutMessages] = []
-        for put in puts:
-            if isinstance(put, PutMessages):
-                run.append(put)
-                continue
-            if run:
-                out.extend(self._append_messages(run))
-                run = []
-            if self.fault is not None:  # an earlier put of the turn found the disk full
-                self._refuse([put])
-                continue
-            try:
-                stored = self.store.put_batch_body(
-                    put.topic, put.queue_id, put.body, self.now_ms(), **put.options
-                )
-            except Exception as e:
-                self._answer_error(put, e)
-                continue
-            if self.stats is not None:
-                self.stats.on_topic_put(put.topic, stored.count, stored.total_size)
-            out.append((put, stored))
-        if run:
-            out.extend(self._append_messages(run))
-        return out
-
-    def _append_messages(self, puts: list[PutMessages]) -> list[tuple[AnyPut, Stored]]:
-        if self.fault is not None:  # an earlier put of the turn found the disk full
-            self._refuse(puts)
-            return []
-        msgs = puts[0].messages if len(puts) == 1 else [m for p in puts for m in p.messages]
-        try:
-            results = self.store.put_messages(msgs, self.now_ms())
-        except Exception as e:
-            if len(puts) == 1 or disk_full(e):
-                for put in puts:  # a full disk: the store cut the whole batch back
-                    self._answer_error(put, e)
-                return []
-            out: list[tuple[AnyPut, Stored]] = []
-            for put in puts:
-                out.extend(self._append_messages([put]))
-            return out
-        stats = self.stats
-        out = []
-        i = 0
-        for put in puts:  # one request each: counted once (a send's messages share a topic)
-            n = len(put.messages)
-            chunk = results[i : i + n]
-            out.append((put, chunk))
-            i += n
-            if stats is not None:
-                size = chunk[0].size if n == 1 else sum(r.size for r in chunk)
-                stats.on_topic_put(put.messages[0].topic, n, size)
-        return out
-
-    def _answer_error(self, put: AnyPut, exc: Exception) -> None:
-        if disk_full(exc):
-            self._enter_fault(exc)
-            self._refuse([put])
-            return
-        if self.stats is not None:
-            self.stats.on_put_failed(1)
-        if isinstance(exc, ValueError):
-            # MessageTooLarge and fields out of range: the request's fault, not the store's
-            _fail(put, PutStatus.MESSAGE_ILLEGAL, f"the message is illegal: {exc}")
-            return
-        topic = put.topic if isinstance(put, PutBatchBody) else put.messages[0].topic
-        events.emit(self.log, events.PutFailed(topic=topic), exc_info=exc)
-        _fail(put, PutStatus.UNKNOWN_ERROR, f"store put failed: {type(exc).__name__}: {exc}")
-
     async def _sync_flush(
         self, done: list[tuple[AnyPut, Stored]]
     ) -> tuple[PutStatus, str | None] | None:
         """fsync the turn (group commit); its status, or None when a full disk refused it."""
-        started = trio.current_time()
         try:
-            async with self._flush_lock:
-                await self._flush_in_thread(self.store.flush_commitlog)
-                self.sync_flush_count += 1
+            took = await self.flusher.commitlog(group_commit=True)
         except OSError as e:
             if disk_full(e):  # not acknowledged: their durability is unknown
-                self._enter_fault(e)
-                self._refuse([put for put, _ in done])
+                self.faults.enter(e)
+                self.appender.refuse([put for put, _ in done])
                 return None
             remark = f"flush to disk failed, data durability unknown: {e}"
             for put, _ in done:
-                _fail(put, PutStatus.UNKNOWN_ERROR, remark)
+                fail_put(put, PutStatus.UNKNOWN_ERROR, remark)
             raise
-        took = trio.current_time() - started
-        if took > self.sync_flush_timeout_s:
+        if took > self.flusher.sync_timeout_s:
             return PutStatus.FLUSH_DISK_TIMEOUT, f"flush took {took * 1000:.0f} ms"
         return PutStatus.PUT_OK, None
 
-    async def _flush_in_thread(self, flush: Callable[[], int]) -> None:
-        started = trio.current_time()
-        await self.run_blocking(flush)
-        self.flush_count += 1
-        took_ms = (trio.current_time() - started) * 1000
-        if took_ms > 1000:
-            events.emit(self.log, events.FlushSlow(duration_ms=round(took_ms)))
-
-    async def _flush_periodically(self) -> None:
-        while True:
-            await trio.sleep(self.flush_interval_s)
-            try:
-                await self.flush()
-            except OSError as e:
-                if not disk_full(e):
-                    raise
-                self._enter_fault(e)
+    def _periodic_flush_failed(self, e: OSError) -> None:
+        if not disk_full(e):
+            raise e
+        self.faults.enter(e)
 
     # -- a full disk (module docstring)
-    def _enter_fault(self, exc: BaseException) -> WriteFault:
-        """Refuse writes from now on (the first cause is the one reported)."""
-        if self.fault is not None:
-            return self.fault
-        fault = self.fault = WriteFault(describe(exc))
-        if self.on_write_fault is not None:
-            self.on_write_fault(fault.cause)
-        return fault
-
-    def _refuse(self, puts: Sequence[AnyPut]) -> None:
-        if self.stats is not None:
-            self.stats.on_put_failed(len(puts))
-        remark = self.fault.remark() if self.fault is not None else None
-        for put in puts:
-            _fail(put, PutStatus.SERVICE_NOT_AVAILABLE, remark)
-
     async def _probe_periodically(self) -> None:
         while True:
             await trio.sleep(self.probe_interval_s)
-            if self.fault is not None and not self.fault.until_restart:
+            fault = self.faults.fault
+            if fault is not None and not fault.until_restart:
                 try:
                     await self.probe_disk()
                 except ActorStopped:
@@ -886,12 +542,12 @@ class StoreActor(Actor[StoreMsg]):
     async def _probe(self) -> bool:
         """Repair the store and write a scratch block (module docstring); True when writes
         go in again. Runs between turns, beside no flush and no off-loop read."""
-        fault = self.fault
+        fault = self.faults.fault
         if fault is None:
             return True
         if fault.until_restart:
             return False
-        cut_log = WriteFault.may_cut_log(self.role is StoreRole.MASTER)
+        cut_log = WriteFault.may_cut_log(self.replication.role is StoreRole.MASTER)
         store = self.store
 
         def repair() -> int | None:
@@ -901,35 +557,20 @@ class StoreActor(Actor[StoreMsg]):
             store.probe_space()
             return None
 
-        async with self._flush_lock, self.read_gate.exclusive():
+        async with self.flusher.lock, self.read_gate.exclusive():
             try:
                 kept_from = await self.run_blocking(repair)
             except OSError as e:
                 if not disk_full(e):
                     raise
                 return False  # still full: the next probe tries again
-        end = store.get_commitlog_max_offset()
-        self._confirm_target = min(self._confirm_target, end)
-        self.written.reset(end)  # a cut may have lowered it
+        self.replication.after_cut(store.get_commitlog_max_offset())  # a cut may have lowered it
         if kept_from is not None:
-            self.fault = WriteFault(fault.cause, until_restart=True, offset=kept_from)
+            self.faults.fence_until_restart(kept_from)
             events.emit(
                 self.log,
                 events.StoreFencedUntilRestart(offset=kept_from, reason=fault.cause),
             )
             return False
-        self.fault = None
-        if self.on_write_fault is not None:
-            self.on_write_fault(None)
+        self.faults.end()
         return True
-
-
-def _count(stored: Stored) -> int:
-    return stored.count if isinstance(stored, BatchPutResult) else len(stored)
-
-
-def _fail(put: AnyPut, status: PutStatus, remark: str | None) -> None:
-    if isinstance(put, PutBatchBody):
-        put.on_done(None, status, remark)
-    else:
-        put.on_done([], status, remark)

@@ -18,10 +18,11 @@ from rocketrio.actors.broker.boot.broker_io import BrokerIO
 from rocketrio.actors.broker.boot.config import BrokerConfig, FlushDiskType
 from rocketrio.actors.broker.dispatch.answers import host_tuple
 from rocketrio.actors.broker.dispatch.table import Handlers
-from rocketrio.actors.broker.store.actor import ArrivalListener, PutStats, StoreActor, StoreRole
+from rocketrio.actors.broker.store.actor import StoreActor
 from rocketrio.actors.broker.store.clean_service import CleanService
 from rocketrio.actors.broker.store.disk_guard import DiskGuard
 from rocketrio.actors.broker.store.disk_usage import DiskMonitor
+from rocketrio.actors.broker.store.messages import ArrivalListener, PutStats, StoreRole
 from rocketrio.actors.broker.store.view import ReadGate, StoreView
 from rocketrio.actors.kernel.runtime import every_sync
 from rocketrio.actors.kernel.transport import split_addr

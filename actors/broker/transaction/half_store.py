@@ -12,7 +12,7 @@ from __future__ import annotations
 import trio
 
 from rocketrio.actors.broker.dispatch.outcomes import PutStatus, Refusal
-from rocketrio.actors.broker.store.actor import PutCallback, StoreWriter
+from rocketrio.actors.broker.store.messages import PutCallback, StoreWriter
 from rocketrio.actors.broker.store.view import StoreView
 from rocketrio.actors.broker.transaction.policy import (
     HALF_QUEUE_ID,

@@ -36,8 +36,8 @@ from rocketrio.actors.broker.boot.config import BrokerConfig
 from rocketrio.actors.broker.clients.client_manager import ProducerManager
 from rocketrio.actors.broker.dispatch.outcomes import Refusal
 from rocketrio.actors.broker.schedule.policy import parse_message_delay_level, wait_target
-from rocketrio.actors.broker.store.actor import StoreWriter
 from rocketrio.actors.broker.store.broker_store import BrokerStore
+from rocketrio.actors.broker.store.messages import StoreWriter
 from rocketrio.actors.broker.store.view import StoreView
 from rocketrio.actors.broker.tables.broker_tables import BrokerTables
 from rocketrio.actors.broker.tables.consumer_offset import ConsumerOffsetManager

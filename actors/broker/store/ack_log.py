@@ -1,0 +1,68 @@
+"""The store actor's sampled account of what it answered: events.SendAcked.NAME and
+events.SendNotAcked.NAME at most once per `ACK_LOG_INTERVAL_S` (per reason), never one line
+per message, and each answered turn's put time for the statistics (`PutStats.on_put_turn`)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import trio
+
+from rocketrio.actors.broker.ha.group_transfer import AckOutcome
+from rocketrio.actors.broker.store.messages import AnyPut, PutStats, Stored, stored_count
+from rocketrio.actors.observe import events
+from rocketrio.storage.message_store import BatchPutResult
+
+ACK_LOG_INTERVAL_S = 1.0
+
+
+class AckLog:
+    def __init__(self, log: Any, stats: PutStats | None) -> None:
+        self.log = log
+        self.stats = stats
+        self._acked_since_log = 0
+        self._next_ack_log = 0.0
+        self._not_acked: dict[str, int] = {}
+        self._next_not_acked_log = 0.0
+
+    def acked(self, done: list[tuple[AnyPut, Stored]], started: float) -> None:
+        """The turn's puts were answered: count their time (once per turn), log sampled."""
+        count = sum(stored_count(stored) for _, stored in done)
+        self._acked_since_log += count
+        now = trio.current_time()
+        if self.stats is not None:
+            self.stats.on_put_turn(int((now - started) * 1000), count)
+        if now < self._next_ack_log:
+            return
+        self._next_ack_log = now + ACK_LOG_INTERVAL_S
+        put, stored = done[-1]
+        if isinstance(stored, BatchPutResult):
+            topic, queue_id = stored.topic, stored.queue_id
+            offset, cl_offset = stored.next_queue_offset - 1, stored.commitlog_offsets[-1]
+        else:
+            last = put.messages[-1]  # type: ignore[union-attr]
+            topic, queue_id = last.topic, last.queue_id
+            offset, cl_offset = stored[-1].queue_offset, stored[-1].commitlog_offset
+        events.emit(
+            self.log,
+            events.SendAcked(
+                topic=topic,
+                queue_id=queue_id,
+                offset=offset,
+                commitlog_offset=cl_offset,
+                count=self._acked_since_log,
+            ),
+        )
+        self._acked_since_log = 0
+
+    def not_acked(self, outcome: AckOutcome, count: int, epoch: int) -> None:
+        """Stored puts the replicas did not acknowledge, by reason, sampled like `acked`."""
+        key = outcome.value
+        self._not_acked[key] = self._not_acked.get(key, 0) + count
+        now = trio.current_time()
+        if now < self._next_not_acked_log:
+            return
+        self._next_not_acked_log = now + ACK_LOG_INTERVAL_S
+        for reason, n in self._not_acked.items():
+            events.emit(self.log, events.SendNotAcked(reason=reason, count=n, epoch=epoch))
+        self._not_acked.clear()

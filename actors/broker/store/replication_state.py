@@ -1,0 +1,123 @@
+"""What the store actor's role allows, and what replication needs of the store (H1-H6).
+
+`ReplicationState` is owned by the store actor (actor.py) and changed only from its turns:
+
+- the `StoreRole`: STANDALONE (no replication: dispatch at put time), FENCED (a replicated
+  broker whose role is not known yet, or that stepped down: nothing is written), MASTER (puts),
+  SLAVE (only what the master sent);
+- a master's `GroupTransferService` (the ack gate of its mastership) and epoch: the epoch is
+  recorded in the epoch file before any write of it, and the first write of each mastership is
+  logged (master_first_write);
+- the `written` watermark the HA master's connections wait on, and the confirmOffset target
+  the actor applies at the end of a turn;
+- a slave's truncations (`truncate`, `reset_log_at`) and epoch records: each cut is durable
+  before anything after it is acknowledged (the store's rule), and the confirm target and the
+  watermark follow the cut.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rocketrio.actors.broker.ha.group_transfer import GroupTransferService
+from rocketrio.actors.broker.ha.ports import Watermark
+from rocketrio.actors.broker.ha.truncation import DiscardAll, TruncateTo, TruncationPlan
+from rocketrio.actors.broker.store.messages import StoreRole
+from rocketrio.actors.observe import events
+from rocketrio.storage.epoch_file import EpochRecord
+from rocketrio.storage.message_store import MessageStore
+
+
+class ReplicationState:
+    def __init__(self, store: MessageStore, role: StoreRole, log: Any) -> None:
+        self.store = store
+        self.log = log
+        self.role = role
+        self.gate: GroupTransferService | None = None
+        self.epoch = -1
+        self.first_write_epoch: int | None = None  # log the first write of each mastership
+        self.written = Watermark(store.get_commitlog_max_offset())
+        self.confirm_target = 0
+        self.segment_size = store.config.mappedFileSizeCommitLog
+
+    def require(self, role: StoreRole) -> None:
+        if self.role is not role:
+            raise ValueError(f"the store is {self.role.value}, not {role.value}")
+
+    def become_master(self, epoch: int, gate: GroupTransferService) -> int:
+        """Take writes as master of ``epoch``; returns the epoch's start offset (the actor then
+        applies the confirm target)."""
+        if self.gate is not None and self.gate is not gate:
+            self.gate.close()
+        self.role = StoreRole.MASTER
+        self.gate = gate
+        self.epoch = epoch
+        store = self.store
+        start = store.begin_epoch(epoch)
+        events.emit(
+            self.log, events.EpochRecorded(epoch=epoch, start_offset=start, source="master")
+        )
+        gate.on_new_epoch(start)
+        gate.on_local_max(store.get_commitlog_max_offset())
+        self.written.kick()
+        return start
+
+    def set_role(self, role: StoreRole) -> None:
+        """SLAVE or FENCED: what waits for replicas is answered as not acknowledged."""
+        self.role = role
+        if self.gate is not None:
+            self.gate.close()
+            self.gate = None
+        self.confirm_target = 0
+        self.epoch = -1
+        self.written.kick()
+
+    def note_write(self, end: int) -> None:
+        """A master's turn was written up to ``end``: log the first write of the mastership."""
+        if self.first_write_epoch != self.epoch:
+            self.first_write_epoch = self.epoch
+            events.emit(self.log, events.MasterFirstWrite(epoch=self.epoch, offset=end))
+
+    def truncate(self, plan: TruncationPlan) -> tuple[int, int, EpochRecord | None]:
+        """A slave cuts what it holds past its master's log (or everything)."""
+        self.require(StoreRole.SLAVE)
+        store = self.store
+        match plan:
+            case TruncateTo():
+                if plan.offset < store.confirm_offset:
+                    events.emit(
+                        self.log,
+                        events.TruncatingBelowConfirmOffset(
+                            offset=plan.offset,
+                            confirm_offset=store.confirm_offset,
+                            reason="only an unclean election can make a slave cut confirmed data",
+                        ),
+                    )
+                store.truncate_to(plan.offset)
+            case DiscardAll():
+                store.reset_to(store.get_commitlog_min_offset())
+        self.after_cut(store.get_commitlog_max_offset())
+        records = store.epoch_records()
+        return (
+            store.get_commitlog_min_offset(),
+            store.get_commitlog_max_offset(),
+            records[-1] if records else None,
+        )
+
+    def reset_log_at(self, offset: int) -> None:
+        """A slave starts its log over where its master's oldest data begins."""
+        self.require(StoreRole.SLAVE)
+        if offset % self.segment_size:
+            raise ValueError(f"the master starts at {offset}, not a segment boundary")
+        self.store.reset_to(offset)
+        self.confirm_target = offset
+        self.written.reset(offset)
+
+    def record_epoch(self, epoch: int, start_offset: int) -> None:
+        self.require(StoreRole.SLAVE)
+        self.store.record_epoch(epoch, start_offset)
+
+    def after_cut(self, end: int) -> None:
+        """The log now ends at ``end`` (a truncation or a repair's cut may have lowered it)."""
+        self.confirm_target = min(self.confirm_target, end)
+        self.written.reset(end)
