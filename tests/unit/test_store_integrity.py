@@ -14,8 +14,8 @@ import pytest
 
 from rocketrio.protocol.message import iter_stored
 from rocketrio.protocol.message_format import _FIXED
-from rocketrio.storage import commitlog as commitlog_module
 from rocketrio.storage.commitlog import CHECKPOINT_FILE, CorruptionError, segment_name
+from rocketrio.storage.commitlog import read_check as commitlog_module
 from rocketrio.storage.consume_queue import ENTRY
 from rocketrio.storage.message_store import (
     ABORT_FILE,
