@@ -78,6 +78,7 @@ class PutPath:
         self._dispatch = dispatch
         self._repair = repair
         self._requests = requests
+        self._indexed = requests.indexed
         self._msg_id_prefix = (store_host[0] + store_host[1].to_bytes(4, "big")).hex().upper()
         self._put_count = 0
         self._put_bytes = 0
@@ -187,7 +188,7 @@ class PutPath:
         elif topic == TIMER_TOPIC:
             code = self._requests.timer_due(raw, queue_id, code)
         hashes = None
-        if (keys or uniq) and self._requests.indexed and tran != TRANSACTION_ROLLBACK_TYPE:
+        if (keys or uniq) and self._indexed and tran != TRANSACTION_ROLLBACK_TYPE:
             hashes = key_hashes(topic, keys, uniq)
         return size, (key, qo, code, hashes, to_cq)
 

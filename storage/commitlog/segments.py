@@ -85,13 +85,11 @@ class SegmentFiles:
 
     # ------------------------------------------------------------------ writes
 
-    def _fd_for_write(self, base: int) -> int:
-        fd = self._fds.get(base)
-        if fd is None:
-            fd = self._fs.open(self.file_of(base), os.O_RDWR | os.O_CREAT, 0o644)
-            with self._lock:
-                self._fds[base] = fd
-                self._dir_dirty = True
+    def _create(self, base: int) -> int:
+        fd = self._fs.open(self.file_of(base), os.O_RDWR | os.O_CREAT, 0o644)
+        with self._lock:
+            self._fds[base] = fd
+            self._dir_dirty = True
         return fd
 
     def write(self, offset: int, data: WriteData) -> None:
@@ -99,13 +97,18 @@ class SegmentFiles:
         segment when it is new. No fsync."""
         if data:
             base = offset - offset % self.segment_size
-            pwrite_all(self._fs, self._fd_for_write(base), data, offset - base)
+            fd = self._fds.get(base)
+            if fd is None:
+                fd = self._create(base)
+            pwrite_all(self._fs, fd, data, offset - base)
 
     def write_blank(self, offset: int, room: int) -> None:
         """The BLANK record closing a segment at ``offset`` (``room`` bytes left in it), then
         the segment extended to its full size (sparse: nothing is written)."""
         base = offset - offset % self.segment_size
-        fd = self._fd_for_write(base)
+        fd = self._fds.get(base)
+        if fd is None:
+            fd = self._create(base)
         pwrite_all(self._fs, fd, _HEAD.pack(room, BLANK_MAGIC_CODE), offset - base)
         self._fs.ftruncate(fd, self.segment_size)
 
