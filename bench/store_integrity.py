@@ -66,7 +66,7 @@ def _recover(path: str, crc: bool) -> float:
     assert report.commitlog.full_scan
     mb = report.commitlog.bytes_scanned / 1024 / 1024
     # leave the abort marker: the next open is unclean again
-    store._close_files()
+    store.close_files()
     return mb / took
 
 

@@ -34,13 +34,8 @@ import threading
 from collections.abc import Callable
 from typing import Literal
 
-from rocketrio.storage.commitlog import (
-    CorruptionError,
-    list_segments,
-    pwrite_all,
-    segment_name,
-)
-from rocketrio.storage.durable import makedirs_unsynced
+from rocketrio.storage.commitlog import CorruptionError, list_segments, segment_name
+from rocketrio.storage.durable import makedirs_unsynced, pwrite_all
 from rocketrio.storage.fs import OS_FS, FileSystem
 
 CQ_STORE_UNIT_SIZE = 20

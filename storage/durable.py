@@ -11,17 +11,30 @@
   `makedirs_unsynced` creates them and returns the parents to fsync, for a caller that fsyncs
   them later, before it claims anything under them is durable.
 - `read_file`: a whole file's bytes (FileNotFoundError when it does not exist).
+- `pwrite_all`: ``pwrite`` until every byte is written (a short write happens near a full disk).
 """
 
 from __future__ import annotations
 
 import os
 
-from rocketrio.storage.fs import OS_FS, FileSystem
+from rocketrio.storage.fs import OS_FS, FileSystem, WriteData
 
 
 def fsync_dir(path: str, *, fs: FileSystem = OS_FS) -> None:
     fs.fsync_dir(path)
+
+
+def pwrite_all(fs: FileSystem, fd: int, data: WriteData, pos: int) -> None:
+    n = fs.pwrite(fd, data, pos)
+    if n == len(data):  # nearly always: a short write only happens near a full disk
+        return
+    view = memoryview(data)[n:]
+    pos += n
+    while view:
+        n = fs.pwrite(fd, view, pos)
+        view = view[n:]
+        pos += n
 
 
 def read_file(path: str, *, fs: FileSystem = OS_FS) -> bytes:

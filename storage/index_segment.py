@@ -57,7 +57,7 @@ import zlib
 from array import array
 from collections.abc import Iterator
 
-from rocketrio.storage.commitlog import pwrite_all
+from rocketrio.storage.durable import pwrite_all
 from rocketrio.storage.fs import FileSystem
 
 HEADER_SIZE = 4096

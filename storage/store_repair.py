@@ -1,9 +1,10 @@
 """What a failed write or fsync leaves in a MessageStore, and the repair before it writes again.
 
-`StoreRepair` is the base class of `MessageStore` between it and `StoreDispatch`. It owns the
-rules for a disk that fails a write (ENOSPC: the disk is full) so that no file is ever left
-half-written in a way recovery would refuse, no entry is lost or dispatched twice, and the store
-can take writes again in the same process once the disk has room:
+`StoreRepair` is the part of `MessageStore` that owns the mark on derived data a failed write
+left unreliable (`derived_from`, a `WriteFence`) and the rules for a disk that fails a write
+(ENOSPC: the disk is full), so that no file is ever left half-written in a way recovery would
+refuse, no entry is lost or dispatched twice, and the store can take writes again in the same
+process once the disk has room:
 
 - a CommitLog append that fails is cut back by the CommitLog itself: nothing else changed;
 - a dispatch that fails after its CommitLog write (a ConsumeQueue or index write):
@@ -18,7 +19,7 @@ can take writes again in the same process once the disk has room:
 - a ConsumeQueue or index fsync that fails in `flush`: Linux may have dropped the pages it could
   not write and report the next fsync as a success, so their data since the last dispatch
   checkpoint is unreliable (`derived_from` = that checkpoint);
-- a CommitLog fsync that fails fences the log (commitlog.py, "Write faults").
+- a CommitLog fsync that fails fences the log (commitlog/fence.py).
 
 While any of these is pending (`write_fault`), every append raises `WritesFenced` and nothing
 is dispatched. `repair` resolves them in order: a fenced CommitLog range is checked and written
@@ -37,41 +38,60 @@ from __future__ import annotations
 import os
 from collections.abc import Callable
 
-from rocketrio.storage.commitlog import WritesFenced
+from rocketrio.storage.commitlog import CommitLog, WriteFence, WritesFenced
+from rocketrio.storage.consume_queue_store import ConsumeQueueStore
+from rocketrio.storage.dispatch_gate import DispatchGate
 from rocketrio.storage.fs import FileSystem
+from rocketrio.storage.index_file import MessageIndex
 from rocketrio.storage.store_dispatch import StoreDispatch
 
 SPACE_PROBE_FILE = "space.probe"
 SPACE_PROBE_BYTES = 64 * 1024
 
 
-class StoreRepair(StoreDispatch):
-    """The write-fault half of `MessageStore` (see module docstring)."""
+class StoreRepair:
+    """The write-fault part of `MessageStore` (see module docstring)."""
 
-    store_path: str
-    _derived_from: int | None
-    _derived_cause: str
+    def __init__(
+        self,
+        commitlog: CommitLog,
+        queues: ConsumeQueueStore,
+        index: MessageIndex | None,
+        gate: DispatchGate,
+        dispatch: StoreDispatch,
+    ) -> None:
+        self._commitlog = commitlog
+        self._queues = queues
+        self._index = index
+        self._gate = gate
+        self._dispatch = dispatch
+        self._derived = WriteFence()  # derived data unreliable from here (module docstring)
+
+    @property
+    def derived_from(self) -> int | None:
+        """Where the derived data a failed write left unreliable starts (None: nowhere)."""
+        return self._derived.unsafe_from
 
     @property
     def write_fault(self) -> WritesFenced | None:
         """Why the store takes no append now (None: it does)."""
-        clog = self._commitlog
-        if clog.unsafe_from is not None:
-            return WritesFenced(clog.unsafe_from, clog.fence_cause)
-        if self._derived_from is not None:
-            return WritesFenced(self._derived_from, self._derived_cause)
-        return None
+        fault = self._commitlog.fence.fault()
+        return fault if fault is not None else self._derived.fault()
 
-    def _check_derived(self) -> None:
-        if self._derived_from is not None:
-            raise WritesFenced(self._derived_from, self._derived_cause)
+    def check(self) -> None:
+        """Raise `WritesFenced` while the derived data is unreliable (the CommitLog checks its
+        own fence when it appends)."""
+        self._derived.check()
 
-    def _mark_derived(self, offset: int, cause: str) -> None:
-        if self._derived_from is None or offset < self._derived_from:
-            self._derived_from = offset
-            self._derived_cause = cause
+    def lift(self) -> None:
+        """Nothing is unreliable any more (open, reset)."""
+        self._derived.lift()
 
-    def _dispatch_at_put(self, start: int, dispatch: Callable[[], None]) -> None:
+    def lift_at_or_below(self, offset: int) -> None:
+        """The store was cut at ``offset``: what was unreliable from there on is gone."""
+        self._derived.lift_at_or_below(offset)
+
+    def dispatch_at_put(self, start: int, dispatch: Callable[[], None]) -> None:
         """Dispatch a put just written at ``start``; undo the put when that fails."""
         try:
             dispatch()
@@ -81,91 +101,67 @@ class StoreRepair(StoreDispatch):
 
     def _undo_put(self, start: int, cause: str) -> None:
         """Cut the CommitLog and the derived data back to ``start`` (an unanswered put)."""
-        self._mark_derived(start, cause)  # until the cut below is done
+        self._derived.fence(start, cause)  # until the cut below is done
         self._commitlog.truncate_to(start)  # fences the log itself if it fails
-        for cq in self._cqs.values():  # shrinking: takes no room
-            cq.truncate_by_phy(start)
-        self._queue_offsets = {key: cq.max_offset for key, cq in self._cqs.items()}
-        self._arrived = {k: v for k, v in self._arrived.items() if v <= self._cqs[k].max_offset}
-        self._dispatched = min(self._dispatched, start)
+        queues = self._queues
+        queues.truncate_by_phy(start)  # shrinking: takes no room
+        queues.reset_next_offsets()
+        queues.drop_arrivals_past_end()
+        self._dispatch.lower_to(start)
         if self._index is not None:  # writes its pending records first: may fail again
             self._index.truncate_from(start)
-        self._derived_from = None
-
-    def _cut_derived(self, offset: int) -> None:
-        """Drop the ConsumeQueue entries and index records of records at or above ``offset``."""
-        for cq in self._cqs.values():
-            cq.truncate_by_phy(offset)
-        if self._index is not None:
-            self._index.truncate_from(offset)
+        self._derived.lift()
 
     def advance_confirm(self, offset: int) -> None:
         """`StoreDispatch.advance_confirm`, except that dispatch waits while derived data is
         unreliable (`repair` dispatches up to confirmOffset), and a dispatch that fails marks
         the derived data from the first record it did not finish."""
-        if self._derived_from is not None:
+        if self._derived.unsafe_from is not None:
             limit = min(offset, self._commitlog.max_offset)
             self._gate.confirm = max(self._gate.confirm, limit)
             return
         try:
-            super().advance_confirm(offset)
+            self._dispatch.advance_confirm(offset)
         except BaseException as e:
-            self._mark_derived(self._dispatched, f"a dispatch failed: {e!r}")
+            self._derived.fence(self._dispatch.dispatched_offset, f"a dispatch failed: {e!r}")
             raise
 
-    def _flush_derived(self) -> None:
+    def flush_derived(self) -> None:
         """fsync the ConsumeQueues and the index; a failure marks their data since the last
         dispatch checkpoint unreliable (module docstring)."""
         try:
-            for cq in list(self._cqs.values()):
-                cq.flush()
+            self._queues.flush()
             if self._index is not None:
                 self._index.flush()
         except BaseException as e:
-            ckpt = self._dispatch_ckpt.load()
+            ckpt = self._dispatch.load_checkpoint()
             since = self._commitlog.min_offset if ckpt is None else ckpt
-            self._mark_derived(min(since, self._dispatched), f"an fsync failed: {e!r}")
+            dispatched = self._dispatch.dispatched_offset
+            self._derived.fence(min(since, dispatched), f"an fsync failed: {e!r}")
             raise
 
-    def repair(self, *, cut_log: bool) -> WritesFenced | None:
+    def repair(self, *, cut_log: bool, truncate_to: Callable[[int], None]) -> WritesFenced | None:
         """Resolve what failed writes left (module docstring); returns the fault that remains
         (a master's fenced CommitLog range that holds a record it cannot prove), None when the
-        store takes appends again. Raises OSError when a write or fsync fails again."""
+        store takes appends again. ``truncate_to`` cuts the whole store (the log and what was
+        derived from it). Raises OSError when a write or fsync fails again."""
         clog = self._commitlog
         if clog.unsafe_from is not None:
             bad = clog.rewrite_fenced()
             if bad is not None:
                 if not cut_log:
                     return self.write_fault
-                self.truncate_to(bad)
-        start = self._derived_from
+                truncate_to(bad)
+        start = self._derived.unsafe_from
         if start is not None:
-            self._redo_dispatch(max(start, clog.min_offset))
+            self._dispatch.redo_from(max(start, clog.min_offset))
+            self._derived.lift_at_or_below(start)
         return self.write_fault
 
-    def _redo_dispatch(self, start: int) -> None:
-        """Cut the derived data at ``start`` and dispatch the CommitLog's records from there,
-        up to confirmOffset (everything, without replication), as recovery does."""
-        clog = self._commitlog
-        self._cut_derived(start)
-        self._gate.drop_held()
-        self._dispatched = start
-        limit = self._gate.confirm if self._gate.gated else clog.max_offset
-        _, end = self._redispatch(start, start, limit)
-        self._dispatched = clog.max_offset if limit >= clog.max_offset else end
-        if not self._gate.gated:  # every record is dispatched: the queues say what comes next
-            self._queue_offsets = {key: cq.max_offset for key, cq in self._cqs.items()}
-        self._derived_from = None
-        self._derived_cause = ""
 
-    def probe_space(self, nbytes: int = SPACE_PROBE_BYTES) -> None:
-        """Write and fsync ``nbytes`` in a scratch file of the store directory, then delete
-        it: raises OSError (ENOSPC) while the disk has no room for them."""
-        probe_space(self.fs, os.path.join(self.store_path, SPACE_PROBE_FILE), nbytes)
-
-
-def probe_space(fs: FileSystem, path: str, nbytes: int) -> None:
-    """See `StoreRepair.probe_space`."""
+def probe_space(fs: FileSystem, path: str, nbytes: int = SPACE_PROBE_BYTES) -> None:
+    """Write and fsync ``nbytes`` in a scratch file, then delete it: raises OSError (ENOSPC)
+    while the disk has no room for them (`MessageStore.probe_space`)."""
     fd = fs.open(path, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
     try:
         block = bytes(min(nbytes, 64 * 1024))

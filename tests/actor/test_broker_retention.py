@@ -91,7 +91,7 @@ async def test_expired_segments_go_min_offsets_move_and_a_consumer_below_is_corr
         # every queue entry below the min offset points into deleted data, none above does
         clog_min = broker.store.message_store.get_commitlog_min_offset()
         for qid in (0, 1):
-            cq = broker.store.message_store._cqs[("T", qid)]
+            cq = broker.store.message_store.consume_queue("T", qid)
             if mins[qid] < maxs[qid]:
                 entry = cq.entry(mins[qid])
                 assert entry is not None and entry[0] >= clog_min
@@ -127,7 +127,7 @@ async def test_the_current_segment_and_young_segments_are_kept(
         store = broker.store.message_store
         low, clog_min = store.get_min_offset("T", 0), store.get_commitlog_min_offset()
         assert 0 < low < store.get_max_offset("T", 0)
-        entry = store._cqs[("T", 0)].entry(low)
+        entry = store.consume_queue("T", 0).entry(low)
         assert entry is not None and entry[0] == clog_min  # the first message still stored
 
 

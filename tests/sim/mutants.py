@@ -10,7 +10,7 @@ part of the default CI run.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import attrs
@@ -18,7 +18,7 @@ import attrs
 from rocketrio.actors.broker.ha.slave_core import SlaveCore, Truncate
 from rocketrio.actors.broker.ha.sync_state import SyncStateCore
 from rocketrio.actors.raft.replication import ReplicationMixin
-from rocketrio.storage.commitlog import CommitLog
+from rocketrio.storage.commitlog.segments import SegmentFiles
 from rocketrio.storage.message_store import MessageStore
 from rocketrio.storage.raft_log import RaftLog
 
@@ -32,37 +32,11 @@ class Mutant:
     apply: Callable[[Patch], None]
 
 
-class _NoSync:
-    """A FileSystem whose fsyncs do nothing (everything else goes to the real one)."""
-
-    def __init__(self, real: Any) -> None:
-        self._real = real
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._real, name)
-
-    def fsync(self, fd: int) -> None:
-        pass
-
-    def fdatasync(self, fd: int) -> None:
-        pass
-
-    def fsync_dir(self, path: str) -> None:
-        pass
-
-
 def _commitlog_flush_without_fsync(patch: Patch) -> None:
-    real_flush = CommitLog.flush
+    def sync(self: SegmentFiles, fds: Sequence[int], directory: bool) -> None:
+        pass  # MUTANT: the segments' fdatasync and directory fsync are skipped
 
-    def flush(self: CommitLog) -> int:
-        real_fs = self._fs
-        self._fs = _NoSync(real_fs)
-        try:
-            return real_flush(self)
-        finally:
-            self._fs = real_fs
-
-    patch(CommitLog, "flush", flush)
+    patch(SegmentFiles, "sync", sync)
 
 
 def _raft_sync_without_fsync(patch: Patch) -> None:
@@ -98,10 +72,10 @@ def _raft_commits_earlier_term_by_count(patch: Patch) -> None:
 
 
 def _slave_truncation_not_durable(patch: Patch) -> None:
-    def _truncate_files(self: CommitLog, offset: int) -> None:
+    def truncate(self: SegmentFiles, offset: int) -> None:
         pass  # MUTANT: only the in-memory end moves (upstream #10666); acks follow at once
 
-    patch(CommitLog, "_truncate_files", _truncate_files)
+    patch(SegmentFiles, "truncate", truncate)
 
 
 def _slave_acks_before_truncating(patch: Patch) -> None:
@@ -159,8 +133,8 @@ MUTANTS: dict[str, Mutant] = {
     for m in (
         Mutant(
             "commitlog_flush_without_fsync",
-            "CommitLog.flush moves the flushed offset without fdatasync (SYNC_FLUSH acks "
-            "data that a power cut loses)",
+            "CommitLog.flush (and the fenced-range rewrite) moves the flushed offset without "
+            "fdatasync (SYNC_FLUSH acks data that a power cut loses)",
             _commitlog_flush_without_fsync,
         ),
         Mutant(

@@ -15,7 +15,6 @@ from rocketrio.protocol.message import (
     decode_stored,
     seal_record_crc,
 )
-from rocketrio.storage import commitlog as commitlog_mod
 from rocketrio.storage.commitlog import (
     CHECKPOINT_FILE,
     CommitLog,
@@ -24,6 +23,7 @@ from rocketrio.storage.commitlog import (
     RecordNotFound,
     segment_name,
 )
+from rocketrio.storage.commitlog import segments as commitlog_mod
 from rocketrio.storage.fs import FileSystem, WriteData
 from tests.sim.disk_view import DiskView
 

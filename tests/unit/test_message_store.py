@@ -128,7 +128,7 @@ def test_get_statuses(disk: DiskView) -> None:
 def test_missing_entry_file_moves_to_the_next(disk: DiskView) -> None:
     store = opened(disk, disk.path("s"))
     store.put_messages([msg(i, queue_id=0) for i in range(12)], 1)
-    cq = store._cqs[("T", 0)]
+    cq = store.consume_queue("T", 0)
     disk.fs.close(cq._fds.pop(1))  # entries 5..9 (five per file) become unreadable
     res = store.get_messages("T", 0, 6, 4, BIG)
     assert (res.status, res.next_begin_offset) == (GetMessageStatus.OFFSET_FOUND_NULL, 10)
@@ -225,7 +225,7 @@ def test_transaction_types_and_delay_tags(disk: DiskView) -> None:
     assert store.query_by_uniq_key("T", "U0002") == []  # rollback ones are not
     delayed = msg(4, topic=SCHEDULE_TOPIC, queue_id=2, properties={"DELAY": "3"})
     store.put_messages([delayed], 50_000)
-    cq = store._cqs[(SCHEDULE_TOPIC, 2)]
+    cq = store.consume_queue(SCHEDULE_TOPIC, 2)
     assert cq.entry(0)[2] == 50_000 + 10_000  # level 3 = 10s: tagsCode is the deliver time
 
 
@@ -275,7 +275,7 @@ def assert_queues_within_log(store: MessageStore) -> None:
     end = store.get_commitlog_max_offset()
     for topic, qids in store.topic_queue_ids().items():
         for qid in qids:
-            cq = store._cqs[(topic, qid)]
+            cq = store.consume_queue(topic, qid)
             for phy, size, _ in cq.get(cq.min_offset, 10**6):
                 assert phy + size <= end
 

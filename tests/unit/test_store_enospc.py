@@ -245,7 +245,7 @@ def test_without_the_rewrite_a_power_cut_finds_a_hole_recovery_refuses() -> None
     fs.fail_fsync(f"{STORE}/commitlog", err=errno.ENOSPC, lose_writeback=True)
     with pytest.raises(OSError):
         store.flush_commitlog()
-    store.commitlog._unsafe_from = None  # what the code did before the fence
+    store.commitlog.fence.lift()  # what the code did before the fence
     put_messages(store, 7, 3)
     store.flush()
     fs.crash(lose_unsynced=True)

@@ -14,8 +14,8 @@ import pytest
 
 from rocketrio.protocol.message import iter_stored
 from rocketrio.protocol.message_format import _FIXED
-from rocketrio.storage import commitlog as commitlog_module
 from rocketrio.storage.commitlog import CHECKPOINT_FILE, CorruptionError, segment_name
+from rocketrio.storage.commitlog import read_check as commitlog_module
 from rocketrio.storage.consume_queue import ENTRY
 from rocketrio.storage.message_store import (
     ABORT_FILE,
@@ -141,7 +141,7 @@ def test_flipped_byte_below_the_checkpoint_is_never_served_and_check_store_finds
     res = again.get_messages("T", qid, 0, victim.queue_offset, BIG)
     assert res.message_count == victim.queue_offset
     assert all(m.queue_offset < victim.queue_offset for m in iter_stored(res.body))
-    again._close_files()
+    again.close_files()
     problems = [f for f in check_store(path, fs=disk.fs).problems if "commitlog" in f.file]
     assert problems and problems[0].file.endswith(segment_name(segment * SEG))
     assert f"commitlog offset {victim.commitlog_offset}," in problems[0].what

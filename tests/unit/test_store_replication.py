@@ -130,12 +130,12 @@ def test_a_slave_holds_the_masters_bytes_and_dispatches_up_to_confirm(disk: Disk
 
 
 def _entries(s: MessageStore, q: int) -> list[tuple[int, int]]:
-    cq = s._cqs.get(("T", q))
+    cq = s.consume_queue("T", q)
     return [] if cq is None else [(o, n) for o, n, _ in cq.get(0, 10**6)]
 
 
 def _cq(s: MessageStore, q: int) -> list[tuple[int, int, int]]:
-    cq = s._cqs.get(("T", q))
+    cq = s.consume_queue("T", q)
     return [] if cq is None else list(cq.get(0, 10**6))
 
 

@@ -132,14 +132,14 @@ def test_crash_between_segment_and_queue_deletion(disk: DiskView) -> None:
     store.flush()
     mins_before = {q: store.get_min_offset("T", q) for q in (0, 1)}
     store.commitlog.delete_segments_below(2 * SEG)  # only the CommitLog part
-    store._close_files()  # no clean close: the abort marker stays
+    store.close_files()  # no clean close: the abort marker stays
     again = MessageStore(disk.path("s"), CFG, store_host=HOST, fs=disk.fs)
     report = again.open()
     assert report.unclean_shutdown
     for q in (0, 1):
         low = again.get_min_offset("T", q)
         assert low > mins_before[q]
-        entry = again._cqs[("T", q)].entry(low)
+        entry = again.consume_queue("T", q).entry(low)
         assert entry is not None and entry[0] >= 2 * SEG
     assert os.path.basename(again.commitlog.path) == "commitlog"
 
