@@ -157,6 +157,11 @@ class MessageStore:
         self._epoch_file_path = epoch_file_path
         self.epochs: EpochFile | None = None
 
+    def reconfigure(self, config: StoreConfig) -> None:
+        """A live change (maxMessageSize, UPDATE_BROKER_CONFIG): every part reads the new
+        config from its next call."""
+        self.config = self._put.config = self._reader.config = config
+
     @property
     def commitlog(self) -> CommitLog:
         return self._commitlog

@@ -70,7 +70,7 @@ class PutPath:
         repair: StoreRepair,
         requests: DispatchRequests,
     ) -> None:
-        self._config = config
+        self.config = config
         self._store_host = store_host
         self._commitlog = commitlog
         self._queues = queues
@@ -143,7 +143,7 @@ class PutPath:
         parts: list[Buffer],
     ) -> tuple[int, DispatchRequest]:
         """Append message i's sealed record (for commitlog offset ``phy``) to ``parts``."""
-        cfg = self._config
+        cfg = self.config
         topic = m.topic
         if len(m.body) > cfg.maxMessageSize:
             raise MessageTooLarge(
@@ -236,7 +236,7 @@ class PutPath:
                 const,
                 first_queue_offset=first_qo,
                 first_physical_offset=self._commitlog.max_offset,
-                max_body_size=self._config.maxMessageSize,
+                max_body_size=self.config.maxMessageSize,
                 new_uniq_key=new_uniq_key,
             )
         except MessageSizeError as e:
@@ -253,7 +253,7 @@ class PutPath:
         sizes = built.sizes
         if not sizes:
             raise InvalidMessage(f"batch to {topic} holds no message")
-        seg = self._config.mappedFileSizeCommitLog
+        seg = self.config.mappedFileSizeCommitLog
         if max(sizes) > seg - 8:
             raise MessageTooLarge(
                 f"batch to {topic}: a record of {max(sizes)} bytes exceeds a commitlog segment "

@@ -45,7 +45,7 @@ class StoreReader:
         queues: ConsumeQueueStore,
         index: MessageIndex | None,
     ) -> None:
-        self._config = config
+        self.config = config
         self._commitlog = commitlog
         self._queues = queues
         self._index = index
@@ -135,7 +135,7 @@ class StoreReader:
                 break
         if parts:
             spans.append((span_start, span_end, parts))
-        self._read_spans(spans, result.buffers, self._config.checkCRCOnPull)
+        self._read_spans(spans, result.buffers, self.config.checkCRCOnPull)
         result.message_count = len(result.buffers)
         result.next_begin_offset = offset + consumed
         if result.buffers:

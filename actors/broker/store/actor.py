@@ -173,8 +173,9 @@ class StoreActor(Actor[StoreMsg]):
         """A live config change (UPDATE_BROKER_CONFIG): the flush period from the next periodic
         flush, the sync-flush wait and the largest body a put takes, from the next put."""
         self.flusher.set_limits(flush_interval_ms, sync_flush_timeout_ms)
-        if self.store.config.maxMessageSize != max_message_size:
-            self.store.config = attrs.evolve(self.store.config, maxMessageSize=max_message_size)
+        config = self.store.config
+        if config.maxMessageSize != max_message_size:
+            self.store.reconfigure(attrs.evolve(config, maxMessageSize=max_message_size))
 
     def put_nowait(self, messages: list[MessageToStore], on_done: PutCallback) -> None:
         """Enqueue a put; raises trio.WouldBlock when the inbox is full (caller awaits `put`)."""
