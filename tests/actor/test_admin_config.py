@@ -31,7 +31,7 @@ from rocketrio.cli.main import main_async
 from rocketrio.protocol.bodies import PERM_READ, PERM_WRITE, MessageQueue
 from rocketrio.protocol.codes import ResponseCode
 from rocketrio.protocol.config import load_config
-from tests.actor.test_client_harness import Cluster, cluster, create_topic
+from tests.harness.clients import Cluster, cluster, create_topic
 
 Capture = pytest.CaptureFixture[str]
 HOST = "10.0.9.200"

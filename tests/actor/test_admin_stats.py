@@ -15,7 +15,6 @@ import pytest
 import structlog.testing
 import trio
 import trio.testing
-from test_broker_identity import Cluster, cluster, wait_until
 
 from rocketrio.actors.client.admin import MQAdmin, wait_for_route
 from rocketrio.actors.client.config import ClientConfig
@@ -28,6 +27,7 @@ from rocketrio.protocol.codes import RequestCode, ResponseCode
 from rocketrio.protocol.remoting import RemotingCommand
 from rocketrio.protocol.serde import to_ext
 from rocketrio.protocol.stats_bodies import ViewBrokerStatsDataRequestHeader
+from tests.harness.replication import Cluster, cluster, wait_until
 
 Capture = pytest.CaptureFixture[str]
 HOST = "10.0.9.7"

@@ -10,7 +10,6 @@ from typing import Any
 
 import trio
 import trio.testing
-from test_broker_harness import CLIENT_HOST, harness, messages
 
 from rocketrio.actors.kernel.remoting import RemotingClient, RequestContext
 from rocketrio.protocol.bodies import (
@@ -44,6 +43,7 @@ from rocketrio.protocol.headers import (
 )
 from rocketrio.protocol.remoting import RemotingCommand
 from rocketrio.protocol.serde import from_json, to_ext, to_json
+from tests.harness.broker import CLIENT_HOST, harness, messages
 
 
 def create_topic_cmd(topic: str, queues: int = 4, perm: int = 6) -> RemotingCommand:

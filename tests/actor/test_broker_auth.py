@@ -32,8 +32,8 @@ from rocketrio.protocol.headers import (
 )
 from rocketrio.protocol.remoting import RemotingCommand
 from rocketrio.protocol.serde import from_json, to_ext, to_json
-from tests.actor.test_broker_harness import BrokerHarness, harness
-from tests.actor.test_ha_classic import M, S, classic, until
+from tests.harness.broker import BrokerHarness, harness
+from tests.harness.classic_ha import M, S, classic, until
 
 RC = ResponseCode
 ROOT = SessionCredentials("root", "root-secret")

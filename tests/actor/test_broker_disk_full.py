@@ -13,26 +13,14 @@ import structlog.testing
 import trio
 import trio.testing
 
-from rocketrio.actors.broker.stats.runtime_info import DiskSpace
 from rocketrio.protocol.bodies import KVTable
 from rocketrio.protocol.codes import RequestCode, ResponseCode
 from rocketrio.protocol.remoting import RemotingCommand
 from rocketrio.protocol.serde import from_json
-from tests.actor.test_broker_harness import harness, messages
+from tests.harness.broker import harness, messages
+from tests.harness.disk_full import Disk
 
-GiB = 1024**3
 CHECK = {"cleanResourceInterval": 1000, "diskSpaceWarningLevelRatio": 85}
-
-
-class Disk:
-    """A file system of 100 GiB whose used share (whole percent) the test sets."""
-
-    def __init__(self, used_percent: int) -> None:
-        self.used_percent = used_percent
-
-    def __call__(self, path: str) -> DiskSpace:
-        free = (100 - self.used_percent) * GiB
-        return DiskSpace(100 * GiB, free, free)
 
 
 async def test_a_full_disk_refuses_sends_until_space_returns(

@@ -33,8 +33,8 @@ from rocketrio.protocol.codes import ResponseCode
 from rocketrio.protocol.headers import PULL_FLAG_COMMIT_OFFSET, PULL_FLAG_SUBSCRIPTION
 from rocketrio.protocol.message import BatchItem, encode_batch_body
 from rocketrio.storage.message_store import MessageStore, MessageToStore, PutResult, StoreConfig
-from tests.actor.test_broker_disk_full import Disk
-from tests.actor.test_broker_harness import harness, messages
+from tests.harness.broker import harness, messages
+from tests.harness.disk_full import Disk
 from tests.sim.sim_disk import SimFileSystem
 
 ROOT = "/sim/broker-a/store"

@@ -7,7 +7,6 @@ from typing import Any
 
 import trio
 import trio.testing
-from test_broker_harness import EPOCH_MS, harness, messages
 
 from rocketrio.actors.broker.boot.config import FlushDiskType
 from rocketrio.protocol.codes import RequestCode, ResponseCode
@@ -28,6 +27,7 @@ from rocketrio.protocol.message import (
 )
 from rocketrio.protocol.remoting import RemotingCommand
 from rocketrio.protocol.serde import to_ext
+from tests.harness.broker import EPOCH_MS, harness, messages
 
 # --------------------------------------------------------------------------- send and pull
 

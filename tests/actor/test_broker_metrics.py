@@ -10,14 +10,14 @@ import pytest
 import structlog
 import trio
 import trio.testing
-from prometheus_client.parser import text_string_to_metric_families
 
 from rocketrio.actors.broker.boot.config import MetricsExporterType
 from rocketrio.actors.kernel.transport import SimNetwork
 from rocketrio.actors.observe.metrics_http import response_for
 from rocketrio.protocol.codes import ResponseCode
 from rocketrio.protocol.headers import PULL_FLAG_COMMIT_OFFSET, PULL_FLAG_SUBSCRIPTION
-from tests.actor.test_broker_harness import BROKER_HOST, CLIENT_HOST, harness, messages
+from tests.harness.broker import BROKER_HOST, CLIENT_HOST, harness, messages
+from tests.harness.metrics import one, samples
 
 PROM = {"metricsExporterType": MetricsExporterType.PROM}
 
@@ -31,22 +31,6 @@ async def http_get(net: SimNetwork, addr: str, request: bytes) -> tuple[int, byt
             data += chunk
     head, _, body = data.partition(b"\r\n\r\n")
     return int(head.split(b" ", 2)[1]), body
-
-
-def samples(text: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
-    out = {}
-    for family in text_string_to_metric_families(text):
-        for s in family.samples:
-            out[(s.name, tuple(sorted(s.labels.items())))] = s.value
-    return out
-
-
-def one(
-    got: dict[tuple[str, tuple[tuple[str, str], ...]], float], name: str, **labels: str
-) -> float:
-    hits = [v for (n, ls), v in got.items() if n == name and labels.items() <= dict(ls).items()]
-    assert len(hits) == 1, (name, labels, hits)
-    return hits[0]
 
 
 async def test_metrics_have_upstream_names_and_move_with_traffic(

@@ -11,9 +11,8 @@ import trio
 import trio.testing
 
 from rocketrio.actors.observe.metrics_exporter import MetricsExporterType
-from tests.actor.test_broker_identity import Node, cluster
-from tests.actor.test_ha_replication import Acked, pair, send, send_many
-from tests.actor.test_role_metrics import Samples, scrape
+from tests.harness.metrics import Samples, scrape
+from tests.harness.replication import Acked, Node, cluster, pair, send, send_many
 
 
 def gauge(got: Samples, name: str, **labels: str) -> float:

@@ -14,7 +14,13 @@ import pytest
 import structlog.testing
 import trio
 import trio.testing
-from test_client_harness import (
+
+from rocketrio.actors.broker.store.clean_policy import hour_of_day
+from rocketrio.actors.client.producer import Producer
+from rocketrio.cli.failure import Wiring
+from rocketrio.cli.main import main_async
+from rocketrio.storage.commitlog import segment_name
+from tests.harness.clients import (
     Collector,
     cluster,
     consumer,
@@ -23,12 +29,6 @@ from test_client_harness import (
     sim_now_ms,
     wait_for,
 )
-
-from rocketrio.actors.broker.store.clean_policy import hour_of_day
-from rocketrio.actors.client.producer import Producer
-from rocketrio.cli.failure import Wiring
-from rocketrio.cli.main import main_async
-from rocketrio.storage.commitlog import segment_name
 
 SEG = 64 * 1024
 ALL_HOURS = ";".join(f"{h:02d}" for h in range(24))

@@ -19,7 +19,7 @@ from rocketrio.protocol.codes import ResponseCode
 from rocketrio.storage.commitlog import CorruptionError, list_segments, segment_name
 from rocketrio.storage.message_store import ABORT_FILE
 from rocketrio.storage.store_lock import StoreLocked
-from tests.actor.test_broker_harness import BrokerHarness, harness, messages
+from tests.harness.broker import BrokerHarness, harness, messages
 
 SEG = 4096
 SMALL = {"mappedFileSizeCommitLog": SEG}

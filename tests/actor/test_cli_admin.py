@@ -12,10 +12,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import structlog.testing
 import trio
 import trio.testing
-from test_broker_identity import EPOCH_MS, Cluster, cluster, wait_until
 
 from rocketrio.actors.client.admin import MQAdmin, wait_for_route
 from rocketrio.actors.client.config import ClientConfig
@@ -23,21 +21,10 @@ from rocketrio.actors.client.message import Message
 from rocketrio.actors.client.producer import Producer
 from rocketrio.actors.client.push_consumer import ConsumeStatus, PushConsumer
 from rocketrio.cli import admin as cli_admin
-from rocketrio.cli.failure import Wiring
-from rocketrio.cli.main import main_async
+from tests.harness.admin_cli import HOST, ISO_DATE, Capture, _started, admin
+from tests.harness.replication import EPOCH_MS, cluster
 
-Capture = pytest.CaptureFixture[str]
-HOST = "10.0.9.7"
 NOBODY = "10.0.7.7:10911"  # an address where nothing listens
-ISO_DATE = r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}[+-]\d\d:\d\d"
-
-
-async def admin(capsys: Capture, c: Cluster, *argv: str) -> tuple[int, str, str]:
-    capsys.readouterr()
-    with structlog.testing.capture_logs():  # the servers' log lines stay out of stdout
-        code = await main_async(["admin", *argv], Wiring(c.net.transport(HOST)))
-    out, err = capsys.readouterr()
-    return code, out, err
 
 
 def unknown_cases(ns: str, ctrl: str) -> list[tuple[list[str], str]]:
@@ -166,16 +153,6 @@ def unknown_cases(ns: str, ctrl: str) -> list[tuple[list[str], str]]:
             "The subject User:nobody is not exist",
         ),
     ]
-
-
-async def _started(c: Cluster) -> Any:
-    node = await (await c.node().start()).wait_role()
-
-    async def registered() -> bool:
-        return bool(await c.namesrv_ids())
-
-    await wait_until(registered, "broker registered")
-    return node
 
 
 async def test_every_admin_command_names_what_is_unknown_and_exits_1(

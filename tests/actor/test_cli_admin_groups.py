@@ -12,8 +12,6 @@ from typing import Any
 
 import trio
 import trio.testing
-from test_broker_identity import cluster
-from test_cli_admin import HOST, Capture, _started, admin
 
 from rocketrio.actors.client.admin import MQAdmin, wait_for_route
 from rocketrio.actors.client.config import ClientConfig
@@ -24,6 +22,8 @@ from rocketrio.protocol.bodies import SubscriptionGroupConfig
 from rocketrio.protocol.codes import RequestCode, ResponseCode
 from rocketrio.protocol.headers import GetSubscriptionGroupConfigRequestHeader
 from rocketrio.protocol.serde import from_json
+from tests.harness.admin_cli import HOST, Capture, _started, admin
+from tests.harness.replication import cluster
 
 
 async def test_group_and_connection_commands(

@@ -26,20 +26,22 @@ from rocketrio.actors.broker.boot.config import BrokerRole
 from rocketrio.cli.failure import Wiring
 from rocketrio.cli.main import main_async
 from rocketrio.protocol.codes import ResponseCode as RC
-from tests.actor.test_broker_identity import (
+from tests.harness.classic_ha import M as CLASSIC_M
+from tests.harness.classic_ha import S as CLASSIC_S
+from tests.harness.classic_ha import classic, until
+from tests.harness.replication import (
     CTRL_HOSTS,
     EPOCH_MS,
+    Acked,
     Cluster,
     Node,
     _eq,
     _true,
     cluster,
+    pair,
+    send_many,
     wait_until,
 )
-from tests.actor.test_ha_classic import M as CLASSIC_M
-from tests.actor.test_ha_classic import S as CLASSIC_S
-from tests.actor.test_ha_classic import classic, until
-from tests.actor.test_ha_replication import Acked, pair, send_many
 
 Capture = pytest.CaptureFixture[str]
 HOST = "10.0.9.7"

@@ -10,43 +10,26 @@ from __future__ import annotations
 import json
 import re
 from pathlib import Path
-from typing import Any
 
 import trio
 import trio.testing
-from test_broker_identity import cluster
-from test_cli_admin import HOST, ISO_DATE, Capture, _started, admin
 
-from rocketrio.actors.client.admin import MQAdmin, wait_for_route
-from rocketrio.actors.client.config import ClientConfig
+from rocketrio.actors.client.admin import MQAdmin
 from rocketrio.actors.client.message import Message
 from rocketrio.actors.client.producer import Producer
 from rocketrio.actors.client.push_consumer import ConsumeStatus, PushConsumer
 from rocketrio.protocol.bodies import MessageQueue
 from rocketrio.protocol.message import MessageExt
+from tests.harness.admin_cli import HOST, ISO_DATE, Capture, _client, _started, _topic, admin
+from tests.harness.replication import cluster
 
 BROKER = "broker-a"
-
-
-def _client(c: Any, ip: str, name: str) -> dict[str, Any]:
-    return {
-        "transport": c.net.transport(ip),
-        "client_config": ClientConfig(clientIP=ip, instanceName=name),
-    }
 
 
 def _tracks(out: str) -> dict[str, str]:
     """group -> track type from the printed #Consumer Group table."""
     rows = re.findall(r"^(G\w*)\s+([A-Z_]+)\b", out, re.M)
     return dict(rows)
-
-
-async def _topic(c: Any, topic: str, queues: int) -> None:
-    async with MQAdmin(c.namesrv_addr, c.net.transport(HOST)) as mq:
-        await mq.update_topic(
-            topic, cluster="DefaultCluster", read_queues=queues, write_queues=queues
-        )
-        await wait_for_route(mq, topic)
 
 
 async def test_queries_print_the_message_and_each_groups_track(

@@ -13,11 +13,11 @@ import structlog
 import structlog.testing
 import trio
 import trio.testing
-from test_client_harness import Cluster, cluster, create_topic
 
 from rocketrio.actors.client.config import ClientConfig
 from rocketrio.cli.failure import Wiring
 from rocketrio.cli.main import main_async
+from tests.harness.clients import Cluster, cluster, create_topic
 
 Capture = pytest.CaptureFixture[str]
 

@@ -7,13 +7,13 @@ from pathlib import Path
 import pytest
 import trio
 import trio.testing
-from test_client_harness import Collector, cluster, consumer, wait_for
 
 from rocketrio.actors.client.admin import MQAdmin, wait_for_route
 from rocketrio.actors.client.errors import MQClientError, NotFound, TopicRouteNotFound
 from rocketrio.actors.client.message import Message
 from rocketrio.actors.client.producer import Producer
 from rocketrio.actors.kernel.remoting import RemotingError
+from tests.harness.clients import Collector, cluster, consumer, wait_for
 
 
 async def test_topic_lifecycle_and_status(

@@ -14,12 +14,12 @@ from pathlib import Path
 
 import trio
 import trio.testing
-from test_client_harness import cluster, create_topic, wait_for
 
 from rocketrio.actors.client.message import Message, MessageExt
 from rocketrio.actors.client.producer import Producer
 from rocketrio.actors.client.pull_consumer import LitePullConsumer
 from rocketrio.actors.client.push_consumer import ConsumeStatus, PushConsumer
+from tests.harness.clients import cluster, create_topic, wait_for
 
 
 async def test_lite_pull_buffer_is_bounded_when_the_application_does_not_poll(

@@ -11,17 +11,6 @@ from pathlib import Path
 import pytest
 import trio
 import trio.testing
-from test_client_harness import (
-    NS_HOST,
-    Collector,
-    balanced,
-    cluster,
-    consumer,
-    create_topic,
-    inline_blocking,
-    send_all,
-    wait_for,
-)
 
 from rocketrio.actors.client.admin import wait_for_route
 from rocketrio.actors.client.async_send import SendFuture
@@ -36,6 +25,17 @@ from rocketrio.actors.client.queue_select import SelectMessageQueueByHash, java_
 from rocketrio.actors.kernel.remoting import RemotingError, RemotingTimeout
 from rocketrio.protocol.bodies import MessageQueue
 from rocketrio.protocol.message import MessageExt
+from tests.harness.clients import (
+    NS_HOST,
+    Collector,
+    balanced,
+    cluster,
+    consumer,
+    create_topic,
+    inline_blocking,
+    send_all,
+    wait_for,
+)
 
 
 async def test_two_members_consume_each_message_exactly_once(

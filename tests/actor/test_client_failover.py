@@ -18,7 +18,6 @@ from typing import Any
 import pytest
 import trio
 import trio.testing
-from test_client_harness import Cluster, Collector, cluster, consumer, create_topic, wait_for
 
 from rocketrio.actors.broker.boot.config import BrokerRole
 from rocketrio.actors.client.admin import wait_for_route
@@ -37,6 +36,7 @@ from rocketrio.protocol.codes import RequestCode, ResponseCode
 from rocketrio.protocol.headers import PULL_FLAG_COMMIT_OFFSET, PullMessageRequestHeader
 from rocketrio.protocol.message import parse_offset_msg_id
 from rocketrio.protocol.remoting import RemotingCommand
+from tests.harness.clients import Cluster, Collector, cluster, consumer, create_topic, wait_for
 
 OLD_HOST, NEW_HOST, SLAVE_HOST = "10.0.1.1", "10.0.1.11", "10.0.1.2"
 SEND_PERIOD_S = 0.01

@@ -18,7 +18,6 @@ from typing import Any
 import attrs
 import trio
 import trio.testing
-from test_client_harness import Cluster, cluster, create_topic, wait_for
 
 from rocketrio.actors.client.admin import wait_for_route
 from rocketrio.actors.client.config_admin import update_broker_config
@@ -29,6 +28,7 @@ from rocketrio.actors.client.producer import Producer
 from rocketrio.actors.client.queue_select import SelectMessageQueueByHash
 from rocketrio.protocol.message import MessageExt
 from rocketrio.protocol.running_info import PROP_CONSUME_ORDERLY
+from tests.harness.clients import Cluster, cluster, create_topic, wait_for
 
 SUCCESS = ConsumeOrderlyStatus.SUCCESS
 SUSPEND = ConsumeOrderlyStatus.SUSPEND_CURRENT_QUEUE_A_MOMENT

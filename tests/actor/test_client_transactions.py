@@ -13,7 +13,6 @@ import pytest
 import structlog
 import trio
 import trio.testing
-from test_client_harness import Cluster, Collector, cluster, consumer, create_topic, wait_for
 
 from rocketrio.actors.broker.boot.config import BrokerRole, FlushDiskType
 from rocketrio.actors.broker.dispatch.outcomes import Refusal
@@ -51,6 +50,7 @@ from rocketrio.protocol.message import (
     parse_offset_msg_id,
 )
 from rocketrio.protocol.remoting import RemotingCommand
+from tests.harness.clients import Cluster, Collector, cluster, consumer, create_topic, wait_for
 
 S = LocalTransactionState
 CHECK_INTERVAL_MS = 5_000

@@ -11,7 +11,6 @@ the NameServer's and controller's admin writes need their super user while route
 from __future__ import annotations
 
 import random
-from collections.abc import Callable
 from functools import partial
 from typing import Any
 
@@ -42,7 +41,8 @@ from rocketrio.protocol.config import ConfigError, build_config
 from rocketrio.protocol.headers import PutKVConfigRequestHeader
 from rocketrio.protocol.remoting import RemotingCommand
 from rocketrio.protocol.serde import to_ext
-from tests.actor.test_client_harness import Collector, wait_for
+from tests.harness.blocking import inline_blocking
+from tests.harness.clients import Collector, wait_for
 from tests.sim.sim_disk import SimFileSystem
 
 NS_HOST, MASTER_HOST, SLAVE_HOST = "10.0.1.1", "10.0.2.1", "10.0.2.2"
@@ -52,11 +52,6 @@ ROOT = SessionCredentials("root", "root-secret")
 ALICE = SessionCredentials("alice", "alice-secret")
 INIT_ROOT = '{"username":"root","password":"root-secret"}'
 INNER = '{"accessKey":"inner","secretKey":"inner-secret"}'
-
-
-async def inline_blocking(fn: Callable[[], Any]) -> Any:
-    await trio.lowlevel.checkpoint()
-    return fn()
 
 
 async def start_control(net: SimNetwork, nursery: trio.Nursery) -> None:

@@ -29,8 +29,7 @@ import trio_websocket
 from rocketrio.actors.console import server as console_server
 from rocketrio.actors.console.server import ConsoleServer
 from rocketrio.actors.console.service import ConsoleOptions, run_console
-from tests.actor.test_broker_identity import Cluster, cluster, wait_until
-from tests.actor.test_ha_replication import pair, send_many
+from tests.harness.replication import Cluster, cluster, pair, send_many, wait_until
 
 CONSOLE_HOST = "10.0.7.1"
 LISTEN = f"{CONSOLE_HOST}:8080"

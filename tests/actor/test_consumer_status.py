@@ -13,8 +13,6 @@ from typing import Any
 
 import trio
 import trio.testing
-from test_broker_identity import cluster
-from test_cli_admin import HOST, Capture, _started, admin
 
 from rocketrio.actors.client.admin import MQAdmin, wait_for_route
 from rocketrio.actors.client.config import ClientConfig
@@ -30,6 +28,8 @@ from rocketrio.protocol.bodies import ConsumerData, HeartbeatData, SubscriptionD
 from rocketrio.protocol.codes import RequestCode, ResponseCode
 from rocketrio.protocol.remoting import RemotingCommand
 from rocketrio.protocol.running_info import PROP_CONSUME_ORDERLY, PROP_CONSUME_TYPE
+from tests.harness.admin_cli import HOST, Capture, _started, admin
+from tests.harness.replication import cluster
 
 BROKER = "10.0.2.1:10911"
 SENT = 120

@@ -10,12 +10,11 @@ from pathlib import Path
 
 import trio
 import trio.testing
-from test_broker_identity import cluster
-from test_cli_admin import ISO_DATE, Capture, _started, admin
-from test_cli_admin_msgs import _client, _topic
 
 from rocketrio.actors.client.message import Message
 from rocketrio.actors.client.producer import Producer
+from tests.harness.admin_cli import ISO_DATE, Capture, _client, _started, _topic, admin
+from tests.harness.replication import cluster
 
 
 async def test_a_waiting_message_shows_where_and_when_then_is_found_in_its_topic(

@@ -20,9 +20,8 @@ from rocketrio.protocol.message import encode_properties
 from rocketrio.protocol.remoting import RemotingCommand
 from rocketrio.protocol.serde import to_ext
 from rocketrio.storage.store_dispatch import SCHEDULE_TOPIC
-from tests.actor.test_broker_identity import EPOCH_MS, Cluster, Node, _true, cluster, wait_until
-from tests.actor.test_delay_messages import LATE_MS, LEVELS, delivered, waiting
-from tests.actor.test_ha_replication import pair
+from tests.harness.delay import LATE_MS, LEVELS, delivered, waiting
+from tests.harness.replication import EPOCH_MS, Cluster, Node, _true, cluster, pair, wait_until
 
 
 async def send_delayed(c: Cluster, node: Node, key: str, level: int) -> None:

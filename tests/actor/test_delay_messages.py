@@ -13,10 +13,8 @@ from typing import Any
 
 import trio
 import trio.testing
-from test_broker_harness import EPOCH_MS, BrokerHarness, harness
 
 from rocketrio.actors.broker.boot.config import BrokerRole
-from rocketrio.actors.broker.broker import Broker
 from rocketrio.actors.broker.tables.delay_offset import DelayOffsetSerializeWrapper
 from rocketrio.protocol.bodies import TopicStatsTable
 from rocketrio.protocol.codes import RequestCode, ResponseCode
@@ -26,38 +24,11 @@ from rocketrio.protocol.remoting import RemotingCommand
 from rocketrio.protocol.serde import from_json, to_ext
 from rocketrio.storage.store_dispatch import SCHEDULE_TOPIC
 from rocketrio.storage.timer_wheel import TIMER_TOPIC, level_of, round_up_to_tick
+from tests.harness.broker import BrokerHarness, harness
+from tests.harness.clock import now_ms
+from tests.harness.delay import LATE_MS, LEVELS, delivered, waiting
 
-LEVELS = "1s 3s 7s 15s 30s"
 LEVEL_MS = [1000, 3000, 7000, 15_000, 30_000]
-LATE_MS = 100  # the promise: re-put within 100 ms of the due time
-
-
-def now_ms() -> int:
-    return EPOCH_MS + int(trio.current_time() * 1000)
-
-
-def waiting(broker: Broker, topic: str, queues: range) -> dict[str, int]:
-    """UNIQ_KEY -> due time (the ConsumeQueue's tagsCode) of every entry of the wait topic."""
-    out: dict[str, int] = {}
-    for q in queues:
-        _, entries = broker.store_view.read_queue_entries(topic, q, 0, 1 << 30)
-        for phy, _size, due in entries:
-            msg = broker.store_view.look_message_by_offset(phy)
-            assert msg is not None
-            out[msg.properties["UNIQ_KEY"]] = due
-    return out
-
-
-def delivered(broker: Broker, topic: str, queues: int) -> list[tuple[str, int, dict[str, str]]]:
-    """(UNIQ_KEY, store time, properties) of every message in the real topic."""
-    out = []
-    for q in range(queues):
-        _, entries = broker.store_view.read_queue_entries(topic, q, 0, 1 << 30)
-        for phy, _size, _tags in entries:
-            msg = broker.store_view.look_message_by_offset(phy)
-            assert msg is not None
-            out.append((msg.properties["UNIQ_KEY"], msg.store_timestamp, msg.properties))
-    return out
 
 
 async def send_many(

@@ -9,7 +9,6 @@ from pathlib import Path
 import pytest
 import trio
 import trio.testing
-from test_slave_sync import OLD, ScriptedMaster, tables
 
 from rocketrio.actors.broker.roles.slave_sync import SlaveSynchronize, SyncRefused
 from rocketrio.actors.broker.tables.delay_offset import (
@@ -20,6 +19,7 @@ from rocketrio.protocol.bodies import DataVersion
 from rocketrio.protocol.codes import RequestCode, ResponseCode
 from rocketrio.protocol.remoting import RemotingCommand
 from rocketrio.protocol.serde import to_json
+from tests.harness.slave_sync import OLD, ScriptedMaster, tables
 
 
 class MasterWithDelayOffsets(ScriptedMaster):

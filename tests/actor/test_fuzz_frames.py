@@ -19,7 +19,6 @@ from pathlib import Path
 import structlog
 import trio
 import trio.testing
-from test_client_harness import cluster, create_topic
 
 from rocketrio.actors.client.message import Message
 from rocketrio.actors.client.producer import Producer
@@ -29,6 +28,7 @@ from rocketrio.protocol.codes import RequestCode
 from rocketrio.protocol.headers import SendMessageRequestHeaderV2
 from rocketrio.protocol.remoting import RemotingCommand, encode_command
 from rocketrio.protocol.serde import to_ext
+from tests.harness.clients import cluster, create_topic
 
 SEED = int(os.environ.get("FUZZ_SEED", "20261122"))
 ROUNDS = int(os.environ.get("FUZZ_ROUNDS", "300"))

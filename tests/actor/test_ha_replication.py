@@ -24,53 +24,25 @@ from rocketrio.protocol.headers import (
     PULL_FLAG_SUBSCRIPTION,
     PullMessageRequestHeader,
     PullMessageResponseHeader,
-    SendMessageRequestHeader,
-    SendMessageRequestHeaderV2,
-    SendMessageResponseHeader,
 )
 from rocketrio.protocol.message import iter_stored
 from rocketrio.protocol.remoting import RemotingCommand
 from rocketrio.protocol.serde import from_ext, to_ext
-from tests.actor.test_broker_identity import (
+from tests.harness.replication import (
     CTRL_HOSTS,
-    EPOCH_MS,
+    QUEUES,
+    TOPIC,
+    Acked,
     Cluster,
     Node,
     _eq,
     _true,
     cluster,
+    pair,
+    send,
+    send_many,
     wait_until,
 )
-
-TOPIC = "HA"
-QUEUES = 4
-
-Acked = dict[bytes, tuple[int, int]]  # body -> (queue id, queue offset)
-
-
-async def send(
-    c: Cluster, node: Node, body: bytes, queue_id: int, topic: str = TOPIC
-) -> RemotingCommand:
-    assert c.client is not None
-    v1 = SendMessageRequestHeader(
-        producerGroup="PG", topic=topic, defaultTopic="TBW102", defaultTopicQueueNums=QUEUES,
-        queueId=queue_id, sysFlag=0, bornTimestamp=EPOCH_MS, flag=0,
-    )  # fmt: skip
-    header = SendMessageRequestHeaderV2.from_v1(v1)
-    cmd = RemotingCommand(RequestCode.SEND_MESSAGE_V2, ext_fields=to_ext(header), body=body)
-    return await c.client.invoke(node.b.addr, cmd, 10)
-
-
-async def send_many(c: Cluster, node: Node, n: int, tag: str, acked: Acked) -> int:
-    ok = 0
-    for i in range(n):
-        body = f"{tag}-{i}".encode()
-        resp = await send(c, node, body, i % QUEUES)
-        if resp.code == RC.SUCCESS:
-            h = from_ext(SendMessageResponseHeader, resp.ext_fields)
-            acked[body] = (h.queueId, h.queueOffset)
-            ok += 1
-    return ok
 
 
 async def read_queues(
@@ -100,16 +72,6 @@ async def read_queues(
 def assert_all_present(acked: Acked, visible: dict[tuple[int, int], bytes]) -> None:
     missing = {b: pos for b, pos in acked.items() if visible.get(pos) != b}
     assert not missing, f"acknowledged but lost or moved: {sorted(missing.items())[:5]}"
-
-
-async def pair(c: Cluster, **overrides: object) -> tuple[Node, Node]:
-    """broker-a with two replicas, both in the SyncStateSet, A master."""
-    a, b = c.node(), c.node()
-    await (await a.start(**overrides)).wait_role()
-    await (await b.start(**overrides)).wait_role()
-    assert a.rm.is_master and b.rm.role is BrokerRole.SLAVE
-    await wait_until(lambda: _eq(c.sync_state_set(), {1, 2}), "B joined the SyncStateSet")
-    return a, b
 
 
 def same_bytes(x: Node, y: Node, upto: int) -> bool:

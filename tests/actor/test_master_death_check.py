@@ -40,7 +40,7 @@ from rocketrio.protocol.controller_headers import (
 )
 from rocketrio.protocol.remoting import RemotingCommand
 from rocketrio.protocol.serde import from_ext, to_ext
-from tests.actor.test_broker_identity import (
+from tests.harness.replication import (
     CLIENT_HOST,
     CLUSTER,
     CTRL_HOSTS,

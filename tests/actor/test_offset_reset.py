@@ -12,8 +12,6 @@ from typing import Any
 
 import trio
 import trio.testing
-from test_broker_identity import Cluster, Node, cluster, wait_until
-from test_cli_admin import Capture, admin
 
 from rocketrio.actors.client.admin import MQAdmin, wait_for_route
 from rocketrio.actors.client.api import PullResult, PullStatus
@@ -29,6 +27,8 @@ from rocketrio.actors.kernel.transport import SimNetwork
 from rocketrio.protocol.bodies import ConsumerOffsetSerializeWrapper, MessageQueue
 from rocketrio.protocol.message import MessageExt
 from rocketrio.protocol.serde import from_json
+from tests.harness.admin_cli import Capture, admin
+from tests.harness.replication import Cluster, Node, cluster, wait_until
 
 NEVER_FLUSH_MS = 3_600_000  # only an explicit persist writes consumerOffset.json
 WAIT_S = 60

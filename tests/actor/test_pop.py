@@ -14,7 +14,6 @@ import pytest
 import structlog.testing
 import trio
 import trio.testing
-from test_broker_harness import EPOCH_MS, BrokerHarness, harness
 
 from rocketrio.actors.broker.boot.config import BrokerRole, FlushDiskType
 from rocketrio.actors.client.admin import MQAdmin
@@ -32,16 +31,14 @@ from rocketrio.protocol.pop_extra_info import (
     revive_topic,
 )
 from rocketrio.protocol.remoting import RemotingCommand
+from tests.harness.broker import BrokerHarness, harness
+from tests.harness.clock import now_ms
 
 TOPIC = "PopT"
 GROUP = "PopG"
 REVIVE = revive_topic("DefaultCluster")
 
 _hosts = iter(range(20, 250))
-
-
-def now_ms() -> int:
-    return EPOCH_MS + int(trio.current_time() * 1000)
 
 
 @asynccontextmanager

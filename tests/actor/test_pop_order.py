@@ -14,7 +14,6 @@ from typing import Any
 import attrs
 import trio
 import trio.testing
-from test_broker_harness import EPOCH_MS, BrokerHarness, harness
 
 from rocketrio.actors.client.config import ClientConfig
 from rocketrio.actors.client.errors import MQBrokerError
@@ -25,15 +24,13 @@ from rocketrio.protocol.message import iter_stored
 from rocketrio.protocol.pop_extra_info import POP_ORDER_REVIVE_QUEUE, ExtraInfo, revive_topic
 from rocketrio.protocol.remoting import RemotingCommand
 from rocketrio.protocol.serde import to_ext
+from tests.harness.broker import EPOCH_MS, BrokerHarness, harness
+from tests.harness.clock import now_ms
 
 TOPIC = "FifoT"
 GROUP = "FifoG"
 
 _hosts = iter(range(20, 250))
-
-
-def now_ms() -> int:
-    return EPOCH_MS + int(trio.current_time() * 1000)
 
 
 @asynccontextmanager

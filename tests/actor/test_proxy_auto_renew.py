@@ -15,7 +15,6 @@ from typing import Any
 import trio
 import trio.testing
 from google.protobuf.duration_pb2 import Duration
-from test_broker_harness import EPOCH_MS, BrokerHarness, harness
 
 from rocketrio.actors.client.config import ClientConfig
 from rocketrio.actors.client.mq_client import MQClientInstance
@@ -26,15 +25,13 @@ from rocketrio.actors.proxy.telemetry import TelemetryRegistry
 from rocketrio.protocol.codes import ResponseCode
 from rocketrio.protocol.grpc_v2 import definition_pb2 as pb
 from rocketrio.protocol.grpc_v2 import service_pb2 as spb
+from tests.harness.broker import EPOCH_MS, BrokerHarness, harness
+from tests.harness.clock import now_ms
 
 TOPIC = "RenewT"
 GROUP = "RenewG"
 PUSH = "push-client"  # receives with auto_renew
 PEEK = "peek-client"  # a second consumer of the group: sees what is visible
-
-
-def now_ms() -> int:
-    return EPOCH_MS + int(trio.current_time() * 1000)
 
 
 def call(method: str, request: Any, client_id: str) -> Call:

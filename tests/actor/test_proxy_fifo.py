@@ -16,7 +16,6 @@ import structlog.testing
 import trio
 import trio.testing
 from google.protobuf.duration_pb2 import Duration
-from test_broker_harness import BrokerHarness, harness
 
 from rocketrio.actors.client.config import ClientConfig
 from rocketrio.actors.client.mq_client import MQClientInstance
@@ -27,6 +26,7 @@ from rocketrio.cli.main import main_async
 from rocketrio.protocol.codes import ResponseCode
 from rocketrio.protocol.grpc_v2 import definition_pb2 as pb
 from rocketrio.protocol.grpc_v2 import service_pb2 as spb
+from tests.harness.broker import BrokerHarness, harness
 
 TOPIC = "FifoProxyT"
 META = {"x-mq-client-id": "fifo-client"}

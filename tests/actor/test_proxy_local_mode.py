@@ -29,7 +29,7 @@ from rocketrio.actors.proxy.local import run_broker_with_proxy
 from rocketrio.protocol.grpc_v2 import definition_pb2 as pb
 from rocketrio.protocol.grpc_v2 import service_pb2 as spb
 from rocketrio.protocol.grpc_v2 import service_pb2_grpc as sgrpc
-from tests.system.cluster import free_port_block
+from tests.harness.system import free_port_block
 
 NS_HOST = "10.0.0.1"
 HOSTS = {"broker-a": "10.0.1.1", "broker-b": "10.0.1.2"}

@@ -13,7 +13,6 @@ from typing import Any
 import grpc
 import trio
 from google.protobuf.duration_pb2 import Duration
-from test_broker_harness import EPOCH_MS, BrokerHarness, harness
 
 from rocketrio.actors.client.config import ClientConfig
 from rocketrio.actors.client.mq_client import MQClientInstance
@@ -24,14 +23,12 @@ from rocketrio.protocol.codes import ResponseCode
 from rocketrio.protocol.grpc_v2 import definition_pb2 as pb
 from rocketrio.protocol.grpc_v2 import service_pb2 as spb
 from rocketrio.protocol.grpc_v2 import service_pb2_grpc as sgrpc
+from tests.harness.broker import BrokerHarness, harness
+from tests.harness.clock import now_ms
 
 TOPIC = "PullT"
 GROUP = "PullG"
 META = (("x-mq-client-id", "pull-client"),)
-
-
-def now_ms() -> int:
-    return EPOCH_MS + int(trio.current_time() * 1000)
 
 
 @asynccontextmanager

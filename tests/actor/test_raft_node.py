@@ -22,29 +22,17 @@ from rocketrio.actors.kernel.remoting import RemotingServer
 from rocketrio.actors.kernel.transport import SimNetwork
 from rocketrio.actors.raft.config import RaftConfig
 from rocketrio.actors.raft.node import (
-    IoRunner,
     NotLeader,
     ProposalDropped,
     RaftNode,
     Role,
     run_inline,
 )
+from tests.harness.raft import slow_disk
 
 IDS = ("n0", "n1", "n2")
 HOSTS = {nid: f"10.0.0.{k + 1}" for k, nid in enumerate(IDS)}
 PEERS = ";".join(f"{nid}-{HOSTS[nid]}:9878" for nid in IDS)
-
-
-def slow_disk(seed: int) -> IoRunner:
-    """Storage that takes 0.5-4 ms of (virtual) time per call, seeded: the node keeps stepping
-    messages and applying commits while its own fsync is in flight."""
-    rng = random.Random(seed)
-
-    async def run(fn: Any, *args: Any) -> Any:
-        await trio.sleep(rng.uniform(0.0005, 0.004))
-        return fn(*args)
-
-    return run
 
 
 class CounterMachine:

@@ -41,7 +41,6 @@ import attrs
 import pytest
 import trio
 import trio.testing
-from test_raft_node import slow_disk
 
 from rocketrio.actors.kernel.remoting import RemotingServer
 from rocketrio.actors.kernel.transport import SimNetwork
@@ -55,6 +54,7 @@ from rocketrio.actors.raft.node import (
     run_inline,
 )
 from tests.conftest import seed_trio_scheduler
+from tests.harness.raft import slow_disk
 
 DEFAULT_SEEDS = 30
 LIVENESS_BOUND_S = 10.0

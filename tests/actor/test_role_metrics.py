@@ -25,8 +25,7 @@ from rocketrio.actors.observe.metrics_exporter import MetricsExporterType
 from rocketrio.actors.raft.node import run_inline
 from rocketrio.protocol.codes import RequestCode
 from rocketrio.protocol.remoting import RemotingCommand
-from tests.actor.test_broker_metrics import one, samples
-from tests.actor.test_controller import (
+from tests.harness.controller import (
     CLUSTER,
     Group,
     _broker_set_with_notifications,
@@ -34,25 +33,9 @@ from tests.actor.test_controller import (
     call,
     keep_beating,
 )
+from tests.harness.metrics import CLIENT, Samples, one, scrape
 
 PROM = MetricsExporterType.PROM
-GET = b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n"
-CLIENT = "10.0.9.1"
-
-Samples = dict[tuple[str, tuple[tuple[str, str], ...]], float]
-
-
-async def scrape(net: SimNetwork, addr: str) -> Samples:
-    stream = await net.transport(CLIENT).connect(addr)
-    async with stream:
-        await stream.send_all(GET)
-        data = b""
-        while chunk := await stream.receive_some(65536):
-            data += chunk
-    head, _, body = data.partition(b"\r\n\r\n")
-    assert head.startswith(b"HTTP/1.1 200 "), head
-    assert b"Content-Type: text/plain; version=" in head
-    return samples(body.decode())
 
 
 def count_of(got: Samples, **labels: str) -> float:

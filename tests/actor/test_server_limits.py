@@ -386,10 +386,9 @@ async def test_a_stuck_non_reading_client_is_closed_by_the_idle_timeout(
 async def test_controller_over_its_in_flight_limit_answers_system_busy(
     tmp_path: Any, mock_clock: trio.testing.MockClock
 ) -> None:
-    from test_controller import ADDRS, HOSTS, IDS, call, group, register_new_broker
-
     from rocketrio.protocol.codes import RequestCode, ResponseCode
     from rocketrio.protocol.controller_headers import GetReplicaInfoRequestHeader
+    from tests.harness.controller import ADDRS, HOSTS, IDS, call, group, register_new_broker
 
     async with group(tmp_path, 11) as g, RemotingClient(g.net.transport("10.0.9.1")) as client:
         leader = await g.leader()

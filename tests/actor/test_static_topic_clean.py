@@ -12,16 +12,6 @@ from typing import Any
 
 import trio
 import trio.testing
-from test_client_harness import Cluster, cluster, sim_now_ms
-from test_static_topic_io import (
-    T,
-    leaders,
-    offset_call,
-    offset_of,
-    pull_header,
-    raw_send,
-    route_until,
-)
 
 from rocketrio.actors.broker.tables.tables import config_path
 from rocketrio.actors.broker.tables.topic_queue_mapping import MAPPING_FILE
@@ -36,6 +26,16 @@ from rocketrio.protocol.headers import (
 )
 from rocketrio.protocol.remoting import RemotingCommand
 from rocketrio.protocol.serde import from_ext, to_ext
+from tests.harness.clients import Cluster, cluster, sim_now_ms
+from tests.harness.static_topic import (
+    T,
+    leaders,
+    offset_call,
+    offset_of,
+    pull_header,
+    raw_send,
+    route_until,
+)
 
 BROKERS = ("broker-a", "broker-b", "broker-c", "broker-d")
 CLEAN_MS = 1000  # topicQueueMappingCleanInterval

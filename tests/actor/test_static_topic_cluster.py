@@ -12,7 +12,6 @@ import pytest
 import structlog.testing
 import trio
 import trio.testing
-from test_client_harness import Cluster, cluster, sim_now_ms
 
 from rocketrio.actors.client.admin import wait_for_route
 from rocketrio.actors.client.errors import MQBrokerError, MQClientError
@@ -32,6 +31,7 @@ from rocketrio.protocol.headers import GetTopicConfigRequestHeader
 from rocketrio.protocol.serde import from_json
 from rocketrio.protocol.static_topic import TopicConfigAndQueueMapping, TopicQueueMappingDetail
 from rocketrio.storage.store_lock import StoreLocked
+from tests.harness.clients import Cluster, cluster, sim_now_ms
 
 T = "ST"
 CLI = "10.0.9.70"

@@ -10,8 +10,6 @@ from typing import Any
 
 import trio
 import trio.testing
-from test_client_harness import Collector, cluster, consumer, sim_now_ms, wait_for
-from test_static_topic_io import leaders, route_until, static_topic
 
 from rocketrio.actors.client.errors import MQBrokerError
 from rocketrio.actors.client.message import Message, SendResult, SendStatus
@@ -23,6 +21,8 @@ from rocketrio.actors.client.static_topic_admin import remapping_static_topic
 from rocketrio.protocol.bodies import MessageQueue
 from rocketrio.protocol.codes import ResponseCode
 from rocketrio.protocol.message_format import MessageExt
+from tests.harness.clients import Collector, cluster, consumer, sim_now_ms, wait_for
+from tests.harness.static_topic import leaders, route_until, static_topic
 
 T = "ST"
 LQ = "__syslo__global__"

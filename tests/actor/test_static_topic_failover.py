@@ -26,24 +26,13 @@ from rocketrio.protocol.headers import (
     UpdateConsumerOffsetRequestHeader,
 )
 from rocketrio.protocol.serde import from_ext
-from tests.actor.test_broker_identity import (
-    CLUSTER,
-    EPOCH_MS,
-    Node,
-    _true,
-    cluster,
-    wait_until,
-)
-from tests.actor.test_ha_replication import pair
-from tests.actor.test_static_topic_io import leaders, pull_header
+from tests.harness.clock import now_ms
+from tests.harness.replication import CLUSTER, Node, _true, cluster, pair, wait_until
+from tests.harness.static_topic import leaders, pull_header
 
 T = "ST"
 QUEUES = 4
 ADMIN_HOST = "10.0.9.7"
-
-
-def now_ms() -> int:
-    return EPOCH_MS + int(trio.current_time() * 1000)
 
 
 async def send(admin: MQAdmin, node: Node, gid: int, body: bytes) -> tuple[int, int]:

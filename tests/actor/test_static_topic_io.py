@@ -10,32 +10,25 @@ import pytest
 import structlog.testing
 import trio
 import trio.testing
-from test_client_harness import Cluster, cluster, sim_now_ms
 
-from rocketrio.actors.client.admin import MQAdmin, wait_for_route
+from rocketrio.actors.client.admin import wait_for_route
 from rocketrio.actors.client.api import PullStatus
 from rocketrio.actors.client.errors import MQClientError
 from rocketrio.actors.client.message import Message, SendStatus
 from rocketrio.actors.client.producer import Producer
 from rocketrio.actors.client.static_topic_admin import (
     remapping_static_topic,
-    update_static_topic,
 )
-from rocketrio.protocol.bodies import MessageQueue, TopicRouteData
+from rocketrio.protocol.bodies import MessageQueue
 from rocketrio.protocol.codes import RequestCode, ResponseCode
 from rocketrio.protocol.headers import (
-    PULL_FLAG_COMMIT_OFFSET,
-    PULL_FLAG_SUBSCRIPTION,
     CloneGroupOffsetRequestHeader,
     GetConsumeStatsRequestHeader,
     GetMaxOffsetRequestHeader,
     GetMinOffsetRequestHeader,
-    OffsetResponseHeader,
-    PullMessageRequestHeader,
     QueryConsumerOffsetRequestHeader,
     ResetOffsetRequestHeader,
     SearchOffsetRequestHeader,
-    SendMessageRequestHeader,
     SendMessageResponseHeader,
     UpdateConsumerOffsetRequestHeader,
 )
@@ -43,32 +36,19 @@ from rocketrio.protocol.pop_headers import PopMessageRequestHeader
 from rocketrio.protocol.remoting import RemotingCommand
 from rocketrio.protocol.running_info import QueryConsumeTimeSpanRequestHeader
 from rocketrio.protocol.serde import from_ext, to_ext
+from tests.harness.clients import cluster, sim_now_ms
+from tests.harness.static_topic import (
+    T,
+    leaders,
+    offset_call,
+    offset_of,
+    pull_header,
+    raw_send,
+    route_until,
+    static_topic,
+)
 
-T = "ST"
 LQ = "__syslo__global__"
-
-
-async def route_until(admin: MQAdmin, pred: object, timeout: float = 60.0) -> TopicRouteData:
-    """The topic's route once ``pred(route)`` holds (brokers register asynchronously)."""
-    with trio.fail_after(timeout):
-        while True:
-            route = await wait_for_route(admin, T)
-            if pred(route):  # type: ignore[operator]
-                return route
-            await trio.sleep(0.5)
-
-
-def leaders(route: TopicRouteData) -> dict[int, str]:
-    """logic id -> the broker that registered it as led."""
-    out: dict[int, str] = {}
-    for name, info in sorted((route.topicQueueMappingByBroker or {}).items()):
-        for gid in info.currIdMap:
-            out[gid] = name
-    return out
-
-
-async def static_topic(c: Cluster, admin: MQAdmin, queues: int = 8) -> None:
-    await update_static_topic(admin, T, queues, clusters="DefaultCluster", now_ms=sim_now_ms)
 
 
 async def test_the_route_carries_each_brokers_mapping_info(
@@ -93,26 +73,6 @@ async def test_the_route_carries_each_brokers_mapping_info(
             admin, lambda r: "broker-c" in set(leaders(r).values()) and len(leaders(r)) == 8
         )
         assert sorted(leaders(route).values()).count("broker-c") == 3
-
-
-def send_header(queue_id: int, topic: str = T) -> SendMessageRequestHeader:
-    return SendMessageRequestHeader(
-        producerGroup="raw",
-        topic=topic,
-        defaultTopic="TBW102",
-        defaultTopicQueueNums=4,
-        queueId=queue_id,
-        sysFlag=0,
-        bornTimestamp=0,
-        flag=0,
-        properties="",
-    )
-
-
-async def raw_send(admin: MQAdmin, addr: str, queue_id: int) -> RemotingCommand:
-    return await admin.api.call(
-        addr, RequestCode.SEND_MESSAGE, send_header(queue_id), b"raw", ok=tuple(range(1000))
-    )
 
 
 async def test_sends_go_to_logic_queues_with_logic_offsets(
@@ -190,33 +150,6 @@ async def test_a_send_to_a_hole_fails_cleanly(
             # unkeyed sends go to the queues that have a leader
             r = await p.send(Message(T, b"y"))
             assert r.send_status is SendStatus.SEND_OK
-
-
-def pull_header(
-    gid: int, offset: int, group: str = "cg", commit: int = -1
-) -> PullMessageRequestHeader:
-    return PullMessageRequestHeader(
-        consumerGroup=group,
-        topic=T,
-        queueId=gid,
-        queueOffset=offset,
-        maxMsgNums=32,
-        sysFlag=PULL_FLAG_SUBSCRIPTION | (PULL_FLAG_COMMIT_OFFSET if commit >= 0 else 0),
-        commitOffset=commit,
-        suspendTimeoutMillis=0,
-        subVersion=0,
-        subscription="*",
-        expressionType="TAG",
-    )
-
-
-async def offset_call(admin: MQAdmin, addr: str, code: int, header: object) -> RemotingCommand:
-    return await admin.api.call(addr, code, header, ok=tuple(range(1000)))
-
-
-def offset_of(resp: RemotingCommand) -> int:
-    assert resp.code == ResponseCode.SUCCESS, (resp.code, resp.remark)
-    return from_ext(OffsetResponseHeader, resp.ext_fields).offset
 
 
 async def test_pull_and_offsets_across_a_remapping(

@@ -19,7 +19,7 @@ import trio
 from rocketrio.actors.client.message import Message
 from rocketrio.actors.client.producer import Producer
 from rocketrio.actors.client.push_consumer import ConsumeStatus, PushConsumer
-from tests.system.cluster import log_problems, start_up
+from tests.harness.system import log_problems, start_up
 
 pytestmark = pytest.mark.system
 

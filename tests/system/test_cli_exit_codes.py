@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from tests.system.cluster import free_port_block
+from tests.harness.system import free_port_block
 
 pytestmark = pytest.mark.system
 

@@ -21,7 +21,7 @@ from typing import Any
 
 import pytest
 
-from tests.system.cluster import free_port_block, start_up
+from tests.harness.system import free_port_block, start_up
 
 pytestmark = pytest.mark.system
 

@@ -35,7 +35,7 @@ from rocketrio.protocol.controller_headers import (
 from rocketrio.protocol.remoting import RemotingCommand
 from rocketrio.protocol.serde import from_json, to_ext
 from rocketrio.storage.raft_log import RaftLog
-from tests.system.cluster import free_port_block, log_problems
+from tests.harness.system import free_port_block, log_problems
 
 pytestmark = pytest.mark.system
 

@@ -40,7 +40,7 @@ from rocketrio.actors.client.config_admin import update_broker_config
 from rocketrio.actors.client.message import Message
 from rocketrio.actors.client.producer import Producer
 from rocketrio.actors.client.queue_select import SelectMessageQueueByHash
-from tests.system.cluster import UpProcess, log_problems, start_up, stop_processes
+from tests.harness.system import UpProcess, log_problems, start_up, stop_processes
 
 pytestmark = pytest.mark.system
 

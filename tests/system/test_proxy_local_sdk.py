@@ -24,8 +24,13 @@ from rocketrio.actors.proxy.receipt import decode_receipt
 from rocketrio.protocol.grpc_v2 import definition_pb2 as pb
 from rocketrio.protocol.grpc_v2 import service_pb2 as spb
 from rocketrio.protocol.grpc_v2 import service_pb2_grpc as sgrpc
-from tests.system.cluster import free_port_block, log_problems, start_up, stop_processes
-from tests.system.test_store_lock_processes import wait_for_line
+from tests.harness.system import (
+    free_port_block,
+    log_problems,
+    start_up,
+    stop_processes,
+    wait_for_line,
+)
 
 pytestmark = pytest.mark.system
 

@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from tests.system.cluster import UpProcess, free_port_block, log_problems, start_up
+from tests.harness.system import UpProcess, free_port_block, log_problems, start_up
 
 pytestmark = pytest.mark.system
 

@@ -10,7 +10,6 @@ from typing import Any
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-from test_broker_processors import HOST, NOW_MS, Sender
 
 from rocketrio.actors.broker.boot.config import BrokerConfig
 from rocketrio.actors.broker.dispatch.outcomes import Refusal
@@ -47,6 +46,7 @@ from rocketrio.storage.timer_wheel import (
     round_up_to_tick,
     timer_queue_id,
 )
+from tests.harness.processors import HOST, NOW_MS, Sender
 
 DAY_MS = 86_400_000
 

@@ -12,10 +12,16 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from typing import Any
 
 import attrs
+import trio
 
+from rocketrio.actors.client.admin import MQAdmin
+from rocketrio.actors.client.message import Message
+from rocketrio.actors.client.producer import Producer
+from rocketrio.actors.client.push_consumer import ConsumeStatus, PushConsumer
 from rocketrio.cli.up_plan import Layout, PlanError, load_templates, plan_from
 
 
@@ -180,3 +186,97 @@ def log_problems(log_dir: str) -> list[str]:
         if "Traceback" in text:
             bad.append(f"{path}: traceback in console output")
     return bad
+
+
+TOPIC = "FailoverTopic"
+
+
+async def master_name(up: UpProcess, replicas: int = 1) -> str:
+    """The `up` process name of broker-a's current master (brokerId 0 at the NameServer),
+    once at least ``replicas`` replicas are registered."""
+    async with MQAdmin(up.namesrv) as admin:
+        with trio.fail_after(20):
+            while True:
+                info = await admin.cluster_info()
+                bd = info.brokerAddrTable.get("broker-a")
+                if bd is not None and 0 in bd.brokerAddrs and len(bd.brokerAddrs) >= replicas:
+                    addr = bd.brokerAddrs[0]
+                    break
+                await trio.sleep(0.2)
+    port = int(addr.rpartition(":")[2])
+    return "broker-a-0" if port == up.broker_port else "broker-a-1"
+
+
+async def consume_all(up: UpProcess, acked: set[str]) -> set[str]:
+    consumed: set[str] = set()
+    done = trio.Event()
+
+    def listener(msgs: list[Any]) -> ConsumeStatus:
+        for m in msgs:
+            consumed.add(m.body.decode())
+        if acked <= consumed:
+            done.set()
+        return ConsumeStatus.CONSUME_SUCCESS
+
+    consumer = PushConsumer(
+        "failover_group", up.namesrv, consume_from_where="CONSUME_FROM_FIRST_OFFSET"
+    )
+    consumer.subscribe(TOPIC, "*")
+    consumer.register_listener(listener)
+    async with consumer:
+        with trio.move_on_after(90):
+            await done.wait()
+    return consumed
+
+
+def role_changes(up: UpProcess, node: str) -> list[dict[str, Any]]:
+    path = os.path.join(up.base_dir, "logs", f"{node}.jsonl")
+    out = []
+    with open(path, encoding="utf-8") as f:
+        for line in f:
+            rec = json.loads(line)
+            if rec.get("event") == "broker_role_changed":
+                out.append(rec)
+    return out
+
+
+def wait_for(cond: Callable[[], bool], timeout_s: float, what: str) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if cond():
+            return
+        time.sleep(0.2)
+    raise AssertionError(f"not within {timeout_s}s: {what}")
+
+
+def launch(role: str, name: str, conf: dict[str, str], work: str) -> subprocess.Popen[str]:
+    path = os.path.join(work, f"{name}.conf")
+    with open(path, "w", encoding="utf-8") as f:
+        f.write("".join(f"{k}={v}\n" for k, v in conf.items()))
+    cmd = [sys.executable, "-m", "rocketrio.cli.main", role, "-c", path, "--name", name]
+    return subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def wait_for_line(proc: subprocess.Popen[str], text: str, timeout_s: float = 60) -> None:
+    assert proc.stdout is not None
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        line = proc.stdout.readline()
+        if text in line:
+            return
+        if not line and proc.poll() is not None:
+            break
+    raise AssertionError(f"{text!r} not printed (exit {proc.poll()})")
+
+
+async def send_one(ns: str, topic: str, broker_addr: str) -> str:
+    async with MQAdmin(ns) as admin:
+        await admin.update_topic(topic, broker_addr=broker_addr, read_queues=1, write_queues=1)
+    async with Producer("lock_test_producer", ns) as producer:
+        for _ in range(100):  # the route appears after the broker's next registration
+            try:
+                result = await producer.send(Message(topic, b"still serving"))
+                return str(result.send_status)
+            except Exception:
+                await trio.sleep(0.2)
+    raise AssertionError("the first broker stopped serving")

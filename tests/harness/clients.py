@@ -29,6 +29,7 @@ from rocketrio.actors.kernel.transport import SimNetwork
 from rocketrio.actors.namesrv.config import NamesrvConfig
 from rocketrio.actors.namesrv.namesrv import NameServer
 from rocketrio.protocol.message import MessageExt
+from tests.harness.blocking import inline_blocking
 
 NS_HOST = "10.0.0.1"
 
@@ -132,12 +133,6 @@ class Cluster:
 
 
 EPOCH_MS = 1_700_000_000_000
-
-
-async def inline_blocking(fn: Callable[[], Any]) -> Any:
-    """Run store/file work inline so the MockClock never jumps during a real fsync."""
-    await trio.lowlevel.checkpoint()
-    return fn()
 
 
 def sim_now_ms() -> int:
