@@ -13,8 +13,8 @@ import pytest
 import trio.testing
 
 from rocketrio.storage.fs import OS_FS
-from tests.sim.disk_view import DiskView
-from tests.sim.sim_disk import SimFileSystem
+from tests.harness.disk_view import DiskView
+from tests.harness.sim_disk import SimFileSystem
 
 
 @pytest.fixture
@@ -48,7 +48,7 @@ def spark() -> Iterator[Any]:
     Spark takes seconds), with the settings for tiny inputs (`TINY_INPUT_CONF`); the
     `rocketrio analyze` system test runs the job with the product's own."""
     from rocketrio.analysis.incidents import session
-    from tests.analysis.spark_cluster import TINY_INPUT_CONF
+    from tests.harness.spark import TINY_INPUT_CONF
 
     s = session("local[2]", app="rocketrio-tests")
     for key, value in TINY_INPUT_CONF.items():
@@ -95,7 +95,7 @@ def seed_trio_scheduler(seed: int) -> None:
     Hypothesis' Trio plugin is loaded (it is: hypothesis is a test dependency). Seeding it, with
     MockClock and a seeded SimNetwork, makes a failing seed replay the same schedule. This is
     private Trio API, hence the pinned trio range in pyproject.toml and
-    tests/unit/test_trio_scheduler_hook.py, which fails if the hook moves.
+    tests/unit/harness/test_trio_seed.py, which fails if the hook moves.
     """
     import hypothesis  # noqa: F401  (loads the plugin that turns deterministic scheduling on)
     from trio._core import _run

@@ -4,11 +4,12 @@ driven by the system tests through the proxy.
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 
-DRIVER = os.path.join(os.path.dirname(__file__), "proxy_sdk_driver.py")
+from tests.harness.paths import DRIVERS
+
+DRIVER = str(DRIVERS / "proxy_sdk_driver.py")
 
 
 META = (("x-mq-client-id", "raw-test-client"),)

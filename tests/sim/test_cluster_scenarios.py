@@ -29,6 +29,7 @@ from rocketrio.actors.client.controller_admin import ControllerUnavailable
 from rocketrio.actors.client.errors import MQClientError
 from rocketrio.actors.kernel.remoting import RemotingError
 from rocketrio.protocol.codes import RequestCode
+from tests.harness.sim_disk import PowerCut, cut_power_after
 from tests.sim.cluster_checks import ClusterFailure
 from tests.sim.cluster_clients import TOPIC
 from tests.sim.cluster_run import run_seed
@@ -45,7 +46,6 @@ from tests.sim.scenario_kit import (
     spec,
     wait_until,
 )
-from tests.sim.sim_disk import PowerCut, cut_power_after
 
 
 async def run(name: str, script: Callable[[World], Awaitable[None]], **kw: object) -> None:

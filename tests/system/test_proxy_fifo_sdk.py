@@ -17,11 +17,12 @@ from typing import Any
 
 import pytest
 
+from tests.harness.paths import DRIVERS
 from tests.harness.system import free_port_block, log_problems, start_up
 
 pytestmark = pytest.mark.system
 
-DRIVER = os.path.join(os.path.dirname(__file__), "fifo_sdk_driver.py")
+DRIVER = str(DRIVERS / "fifo_sdk_driver.py")
 TOPIC, GROUP, N, FAIL = "FifoSdkT", "FifoSdkG", 6, "g1:2"
 
 

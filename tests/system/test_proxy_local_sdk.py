@@ -24,6 +24,7 @@ from rocketrio.actors.proxy.receipt import decode_receipt
 from rocketrio.protocol.grpc_v2 import definition_pb2 as pb
 from rocketrio.protocol.grpc_v2 import service_pb2 as spb
 from rocketrio.protocol.grpc_v2 import service_pb2_grpc as sgrpc
+from tests.harness.paths import DRIVERS
 from tests.harness.system import (
     free_port_block,
     log_problems,
@@ -34,7 +35,7 @@ from tests.harness.system import (
 
 pytestmark = pytest.mark.system
 
-DRIVER = os.path.join(os.path.dirname(__file__), "proxy_local_driver.py")
+DRIVER = str(DRIVERS / "proxy_local_driver.py")
 META = (("x-mq-client-id", "local-system-test"),)
 COUNT = 12
 

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -17,7 +15,8 @@ from rocketrio.storage.broker_identity import (
     BrokerIdentityStore,
     BrokerMeta,
 )
-from tests.sim.disk_view import DiskView
+from tests.harness.disk_view import DiskView
+from tests.harness.paths import REPO
 
 META = BrokerMeta("DefaultCluster", "broker-a", 3, "10.0.0.1:10911;1700000000000;0a0b0c0d")
 
@@ -85,7 +84,7 @@ def test_identity_of_another_broker_is_refused(disk: DiskView) -> None:
 
 # --------------------------------------------------------------------------- deploy configs
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = REPO
 
 
 @pytest.mark.parametrize("mode", ["controller-embedded", "controller-standalone"])

@@ -17,7 +17,7 @@ from rocketrio.storage.epoch_file import (
     decode_records,
     encode_records,
 )
-from tests.sim.disk_view import DiskView
+from tests.harness.disk_view import DiskView
 
 
 @st.composite
