@@ -19,7 +19,6 @@ import trio.testing
 from rocketrio.actors.broker.boot.config import BrokerConfig
 from rocketrio.actors.broker.broker import Broker
 from rocketrio.actors.kernel.remoting import RemotingClient
-from rocketrio.actors.kernel.transport import SimNetwork
 from rocketrio.actors.namesrv.config import NamesrvConfig
 from rocketrio.actors.namesrv.namesrv import run_namesrv
 from rocketrio.protocol.bodies import TopicRouteData
@@ -36,6 +35,7 @@ from rocketrio.protocol.remoting import RemotingCommand
 from rocketrio.protocol.serde import from_json, to_ext
 from rocketrio.storage.fs import OS_FS, FileSystem
 from tests.harness.blocking import inline_blocking
+from tests.harness.sim_network import SimNetwork
 
 NAMESRV_HOST = "10.0.0.1"
 

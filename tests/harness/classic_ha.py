@@ -18,7 +18,6 @@ import trio.testing
 from rocketrio.actors.broker.boot.config import BrokerConfig, BrokerRole
 from rocketrio.actors.broker.broker import Broker
 from rocketrio.actors.kernel.remoting import RemotingClient
-from rocketrio.actors.kernel.transport import SimNetwork
 from rocketrio.actors.namesrv.config import NamesrvConfig
 from rocketrio.actors.namesrv.namesrv import run_namesrv
 from rocketrio.protocol.codes import RequestCode
@@ -31,6 +30,7 @@ from rocketrio.protocol.headers import (
 from rocketrio.protocol.remoting import RemotingCommand
 from rocketrio.protocol.serde import to_ext
 from tests.harness.broker import inline_blocking
+from tests.harness.sim_network import SimNetwork
 
 NS, M, S, CLIENT = "10.3.0.1", "10.3.0.2", "10.3.0.3", "10.3.0.9"
 

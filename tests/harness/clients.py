@@ -25,11 +25,11 @@ from rocketrio.actors.client.message import ConsumeStatus, Message, SendResult
 from rocketrio.actors.client.producer import Producer
 from rocketrio.actors.client.push_consumer import PushConsumer
 from rocketrio.actors.kernel.remoting import RequestContext
-from rocketrio.actors.kernel.transport import SimNetwork
 from rocketrio.actors.namesrv.config import NamesrvConfig
 from rocketrio.actors.namesrv.namesrv import NameServer
 from rocketrio.protocol.message import MessageExt
 from tests.harness.blocking import inline_blocking
+from tests.harness.sim_network import SimNetwork
 
 NS_HOST = "10.0.0.1"
 

@@ -18,7 +18,6 @@ import trio.testing
 from rocketrio.actors.controller.config import ControllerConfig
 from rocketrio.actors.controller.controller import Controller
 from rocketrio.actors.kernel.remoting import RemotingClient, RemotingServer, RequestContext
-from rocketrio.actors.kernel.transport import SimNetwork
 from rocketrio.actors.raft.node import run_inline
 from rocketrio.protocol.codes import RequestCode, ResponseCode
 from rocketrio.protocol.controller_headers import (
@@ -32,6 +31,7 @@ from rocketrio.protocol.controller_headers import (
 )
 from rocketrio.protocol.remoting import RemotingCommand
 from rocketrio.protocol.serde import from_ext, from_json, to_ext, to_json
+from tests.harness.sim_network import SimNetwork
 
 IDS = ("n0", "n1", "n2")
 

@@ -24,7 +24,6 @@ from rocketrio.actors.broker.broker import Broker
 from rocketrio.actors.controller.config import ControllerConfig
 from rocketrio.actors.controller.controller import Controller
 from rocketrio.actors.kernel.remoting import RemotingClient
-from rocketrio.actors.kernel.transport import SimNetwork
 from rocketrio.actors.namesrv.config import NamesrvConfig
 from rocketrio.actors.namesrv.namesrv import run_namesrv
 from rocketrio.actors.raft.node import run_inline
@@ -40,6 +39,7 @@ from rocketrio.protocol.remoting import RemotingCommand
 from rocketrio.protocol.serde import from_ext, from_json, to_ext
 from rocketrio.storage.broker_identity import BrokerIdentityStore
 from tests.harness.blocking import inline_blocking
+from tests.harness.sim_network import SimNetwork
 
 NS_HOST = "10.0.1.1"
 

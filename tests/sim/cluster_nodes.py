@@ -37,10 +37,10 @@ from rocketrio.actors.broker.broker import Broker
 from rocketrio.actors.controller.config import ControllerConfig
 from rocketrio.actors.controller.controller import Controller
 from rocketrio.actors.controller.embedded import attach_to_namesrv
-from rocketrio.actors.kernel.transport import SimNetwork
 from rocketrio.actors.namesrv.config import NamesrvConfig
 from rocketrio.actors.namesrv.namesrv import NameServer
 from tests.harness.sim_disk import FILE_CALLS, SimFileSystem
+from tests.harness.sim_network import SimNetwork
 
 EPOCH_MS = 1_700_000_000_000
 RAFT_TICK_MS = 50  # the Raft node's tick: its timers (200 ms heartbeats) need no finer grain

@@ -31,7 +31,6 @@ from rocketrio.actors.client.push_consumer import PushConsumer
 from rocketrio.actors.controller.config import ControllerConfig
 from rocketrio.actors.controller.embedded import run_namesrv_with_controller
 from rocketrio.actors.kernel.remoting import RemotingClient
-from rocketrio.actors.kernel.transport import SimNetwork
 from rocketrio.actors.namesrv.config import NamesrvConfig
 from rocketrio.actors.raft.node import run_inline
 from rocketrio.protocol.acl_signature import RequestSigner, SessionCredentials
@@ -44,6 +43,7 @@ from rocketrio.protocol.serde import to_ext
 from tests.harness.blocking import inline_blocking
 from tests.harness.clients import Collector, wait_for
 from tests.harness.sim_disk import SimFileSystem
+from tests.harness.sim_network import SimNetwork
 
 NS_HOST, MASTER_HOST, SLAVE_HOST = "10.0.1.1", "10.0.2.1", "10.0.2.2"
 NS_ADDR, CTRL_ADDR = f"{NS_HOST}:9876", f"{NS_HOST}:9878"

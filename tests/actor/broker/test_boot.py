@@ -19,7 +19,7 @@ from rocketrio.actors.broker.boot.config import BrokerConfig, FlushDiskType
 from rocketrio.actors.broker.boot.outer_api import retry_delay
 from rocketrio.actors.broker.broker import Broker, run_broker
 from rocketrio.actors.kernel.remoting import RemotingClient
-from rocketrio.actors.kernel.transport import SimNetwork, TcpTransport
+from rocketrio.actors.kernel.transport import TcpTransport
 from rocketrio.actors.namesrv.config import NamesrvConfig
 from rocketrio.actors.namesrv.namesrv import run_namesrv
 from rocketrio.protocol.codes import RequestCode, ResponseCode
@@ -32,6 +32,7 @@ from tests.harness.broker import (
     harness,
     messages,
 )
+from tests.harness.sim_network import SimNetwork
 
 # --------------------------------------------------------------------------- boot tests
 

@@ -23,7 +23,6 @@ from rocketrio.actors.broker.broker import Broker
 from rocketrio.actors.controller.config import ControllerConfig
 from rocketrio.actors.controller.embedded import run_namesrv_with_controller
 from rocketrio.actors.kernel.remoting import RemotingClient
-from rocketrio.actors.kernel.transport import SimNetwork
 from rocketrio.actors.namesrv.config import NamesrvConfig
 from rocketrio.actors.raft.node import run_inline
 from rocketrio.protocol.codes import RequestCode, ResponseCode
@@ -37,6 +36,7 @@ from rocketrio.protocol.remoting import RemotingCommand
 from rocketrio.protocol.serde import to_ext
 from tests.harness.blocking import inline_blocking
 from tests.harness.sim_disk import SimFileSystem
+from tests.harness.sim_network import SimNetwork
 
 NS_HOST, BROKER_HOST, CLIENT_HOST = "10.0.1.1", "10.0.2.1", "10.0.9.1"
 NS_ADDR, CTRL_ADDR = f"{NS_HOST}:9876", f"{NS_HOST}:9878"

@@ -25,9 +25,9 @@ from rocketrio.actors.broker.ha.slave_client import HAClient
 from rocketrio.actors.broker.ha.slave_core import whole_records_length
 from rocketrio.actors.broker.ha.sync_state import AckPolicy, SyncStateCore
 from rocketrio.actors.broker.ha.truncation import TruncateTo, TruncationPlan
-from rocketrio.actors.kernel.transport import SimNetwork
 from rocketrio.protocol.message import BLANK_MAGIC_CODE, append_record
 from rocketrio.storage.epoch_file import EpochRecord
+from tests.harness.sim_network import SimNetwork
 
 SEG = 8192
 MASTER, SLAVE = "10.0.0.1", "10.0.0.2"

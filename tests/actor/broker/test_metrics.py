@@ -12,12 +12,12 @@ import trio
 import trio.testing
 
 from rocketrio.actors.broker.boot.config import MetricsExporterType
-from rocketrio.actors.kernel.transport import SimNetwork
 from rocketrio.actors.observe.metrics_http import response_for
 from rocketrio.protocol.codes import ResponseCode
 from rocketrio.protocol.headers import PULL_FLAG_COMMIT_OFFSET, PULL_FLAG_SUBSCRIPTION
 from tests.harness.broker import BROKER_HOST, CLIENT_HOST, harness, messages
 from tests.harness.metrics import one, samples
+from tests.harness.sim_network import SimNetwork
 
 PROM = {"metricsExporterType": MetricsExporterType.PROM}
 

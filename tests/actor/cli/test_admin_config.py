@@ -23,7 +23,6 @@ from rocketrio.actors.client.message import Message, SendStatus
 from rocketrio.actors.client.producer import Producer
 from rocketrio.actors.controller.config import ControllerConfig
 from rocketrio.actors.controller.controller import Controller
-from rocketrio.actors.kernel.transport import SimNetwork
 from rocketrio.actors.observe import events
 from rocketrio.actors.raft.node import run_inline
 from rocketrio.cli.failure import Wiring
@@ -32,6 +31,7 @@ from rocketrio.protocol.bodies import PERM_READ, PERM_WRITE, MessageQueue
 from rocketrio.protocol.codes import ResponseCode
 from rocketrio.protocol.config import load_config
 from tests.harness.clients import Cluster, cluster, create_topic
+from tests.harness.sim_network import SimNetwork
 
 Capture = pytest.CaptureFixture[str]
 HOST = "10.0.9.200"

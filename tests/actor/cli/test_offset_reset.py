@@ -23,12 +23,12 @@ from rocketrio.actors.client.producer import Producer
 from rocketrio.actors.client.pull_consumer import LitePullConsumer
 from rocketrio.actors.client.push_consumer import ConsumeStatus, PushConsumer
 from rocketrio.actors.client.subscription import build_subscription
-from rocketrio.actors.kernel.transport import SimNetwork
 from rocketrio.protocol.bodies import ConsumerOffsetSerializeWrapper, MessageQueue
 from rocketrio.protocol.message import MessageExt
 from rocketrio.protocol.serde import from_json
 from tests.harness.admin_cli import Capture, admin
 from tests.harness.replication import Cluster, Node, cluster, wait_until
+from tests.harness.sim_network import SimNetwork
 
 NEVER_FLUSH_MS = 3_600_000  # only an explicit persist writes consumerOffset.json
 WAIT_S = 60

@@ -20,7 +20,6 @@ from rocketrio.actors.broker.boot.config import BrokerConfig
 from rocketrio.actors.controller.config import ControllerConfig
 from rocketrio.actors.controller.embedded import load_namesrv_configs, run_namesrv_with_controller
 from rocketrio.actors.kernel.remoting import RemotingClient
-from rocketrio.actors.kernel.transport import SimNetwork
 from rocketrio.actors.namesrv.config import NamesrvConfig
 from rocketrio.actors.raft.node import run_inline
 from rocketrio.protocol.bodies import (
@@ -62,6 +61,7 @@ from tests.harness.controller import (
     register_new_broker,
 )
 from tests.harness.paths import REPO
+from tests.harness.sim_network import SimNetwork
 
 ROOT = REPO
 

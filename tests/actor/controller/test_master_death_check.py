@@ -26,7 +26,6 @@ from rocketrio.actors.controller.controller import Controller
 from rocketrio.actors.controller.embedded import run_namesrv_with_controller
 from rocketrio.actors.controller.failover import ALIVE_CHECK_TIMEOUT_S, ALIVE_CHECK_WAIT_MS
 from rocketrio.actors.kernel.remoting import RemotingClient
-from rocketrio.actors.kernel.transport import SimNetwork
 from rocketrio.actors.namesrv.config import NamesrvConfig
 from rocketrio.actors.observe import events
 from rocketrio.actors.raft.node import run_inline
@@ -50,6 +49,7 @@ from tests.harness.replication import (
     cluster,
     wait_until,
 )
+from tests.harness.sim_network import SimNetwork
 
 RC = ResponseCode
 HEARTBEAT_TIMEOUT_S = 10.0  # BrokerConfig.controllerHeartBeatTimeoutMills default

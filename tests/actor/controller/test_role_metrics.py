@@ -18,7 +18,6 @@ from rocketrio.actors.controller.config import ControllerConfig
 from rocketrio.actors.controller.controller import Controller
 from rocketrio.actors.controller.embedded import run_namesrv_with_controller
 from rocketrio.actors.kernel.remoting import RemotingClient
-from rocketrio.actors.kernel.transport import SimNetwork
 from rocketrio.actors.namesrv.config import NamesrvConfig
 from rocketrio.actors.namesrv.namesrv import NameServer
 from rocketrio.actors.observe.metrics_exporter import MetricsExporterType
@@ -34,6 +33,7 @@ from tests.harness.controller import (
     keep_beating,
 )
 from tests.harness.metrics import CLIENT, Samples, one, scrape
+from tests.harness.sim_network import SimNetwork
 
 PROM = MetricsExporterType.PROM
 

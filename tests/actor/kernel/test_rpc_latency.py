@@ -9,10 +9,10 @@ import trio
 import trio.testing
 
 from rocketrio.actors.kernel.remoting import RemotingClient, RemotingServer, RequestContext
-from rocketrio.actors.kernel.transport import SimNetwork
 from rocketrio.actors.observe.rpc_metrics import Outcome, RpcLatency, Series
 from rocketrio.protocol.codes import RequestCode, ResponseCode
 from rocketrio.protocol.remoting import RemotingCommand
+from tests.harness.sim_network import SimNetwork
 
 HOST = "10.0.0.1"
 ADDR = f"{HOST}:10911"

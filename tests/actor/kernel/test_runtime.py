@@ -15,8 +15,9 @@ from rocketrio.actors.kernel.remoting import (
     RequestContext,
 )
 from rocketrio.actors.kernel.runtime import Actor, AskTimeout, Reply, every, supervise
-from rocketrio.actors.kernel.transport import SimNetwork, TcpTransport
+from rocketrio.actors.kernel.transport import TcpTransport
 from rocketrio.protocol.remoting import RemotingCommand
+from tests.harness.sim_network import SimNetwork
 
 
 @attrs.frozen

@@ -18,9 +18,9 @@ import trio.testing
 
 from rocketrio.actors.kernel.remoting import RemotingClient, RemotingServer, RequestContext
 from rocketrio.actors.kernel.server_limits import MAX_READ, READ_CHUNK, ServerLimits
-from rocketrio.actors.kernel.transport import SimNetwork
 from rocketrio.actors.observe import events
 from rocketrio.protocol.remoting import FrameDecoder, RemotingCommand, encode_command
+from tests.harness.sim_network import SimNetwork
 
 MiB = 1024 * 1024
 HOST = "10.0.0.1"

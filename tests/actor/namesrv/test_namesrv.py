@@ -15,7 +15,6 @@ import trio
 import trio.testing
 
 from rocketrio.actors.kernel.remoting import RemotingClient, RemotingServer, RequestContext
-from rocketrio.actors.kernel.transport import SimNetwork
 from rocketrio.actors.namesrv.config import NamesrvConfig
 from rocketrio.actors.namesrv.namesrv import NameServer, run_namesrv
 from rocketrio.actors.observe import events
@@ -39,6 +38,7 @@ from rocketrio.protocol.headers import (
 )
 from rocketrio.protocol.remoting import RemotingCommand
 from rocketrio.protocol.serde import from_json, to_ext, to_json
+from tests.harness.sim_network import SimNetwork
 
 NS = "10.0.0.1"
 NS_ADDR = f"{NS}:9876"

@@ -21,7 +21,6 @@ from google.protobuf.duration_pb2 import Duration
 from rocketrio.actors.broker.boot.config import BrokerConfig
 from rocketrio.actors.broker.broker import Broker
 from rocketrio.actors.client.admin import MQAdmin
-from rocketrio.actors.kernel.transport import SimNetwork
 from rocketrio.actors.namesrv.config import NamesrvConfig
 from rocketrio.actors.namesrv.namesrv import NameServer
 from rocketrio.actors.proxy.in_process import IN_PROCESS_PEER
@@ -29,6 +28,7 @@ from rocketrio.actors.proxy.local import run_broker_with_proxy
 from rocketrio.protocol.grpc_v2 import definition_pb2 as pb
 from rocketrio.protocol.grpc_v2 import service_pb2 as spb
 from rocketrio.protocol.grpc_v2 import service_pb2_grpc as sgrpc
+from tests.harness.sim_network import SimNetwork
 from tests.harness.system import free_port_block
 
 NS_HOST = "10.0.0.1"

@@ -19,7 +19,6 @@ import structlog.testing
 import trio
 
 from rocketrio.actors.kernel.remoting import RemotingServer
-from rocketrio.actors.kernel.transport import SimNetwork
 from rocketrio.actors.raft.config import RaftConfig
 from rocketrio.actors.raft.node import (
     NotLeader,
@@ -29,6 +28,7 @@ from rocketrio.actors.raft.node import (
     run_inline,
 )
 from tests.harness.raft import slow_disk
+from tests.harness.sim_network import SimNetwork
 
 IDS = ("n0", "n1", "n2")
 HOSTS = {nid: f"10.0.0.{k + 1}" for k, nid in enumerate(IDS)}

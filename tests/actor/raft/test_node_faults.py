@@ -43,7 +43,6 @@ import trio
 import trio.testing
 
 from rocketrio.actors.kernel.remoting import RemotingServer
-from rocketrio.actors.kernel.transport import SimNetwork
 from rocketrio.actors.raft.config import RaftConfig
 from rocketrio.actors.raft.node import (
     LeaderPendingFull,
@@ -55,6 +54,7 @@ from rocketrio.actors.raft.node import (
 )
 from tests.conftest import seed_trio_scheduler
 from tests.harness.raft import slow_disk
+from tests.harness.sim_network import SimNetwork
 
 DEFAULT_SEEDS = 30
 LIVENESS_BOUND_S = 10.0

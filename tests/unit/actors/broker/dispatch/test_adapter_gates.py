@@ -9,13 +9,13 @@ from typing import Any
 
 from rocketrio.actors.broker.broker import Broker
 from rocketrio.actors.kernel.remoting import RequestContext
-from rocketrio.actors.kernel.transport import SimNetwork
 from rocketrio.protocol.codes import RequestCode
 from rocketrio.protocol.remoting import RemotingCommand
 from tests.harness.processors import (
     RC,
     broker_config,
 )
+from tests.harness.sim_network import SimNetwork
 
 
 class _Conn:
