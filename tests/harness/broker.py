@@ -35,6 +35,7 @@ from rocketrio.protocol.remoting import RemotingCommand
 from rocketrio.protocol.serde import from_json, to_ext
 from rocketrio.storage.fs import OS_FS, FileSystem
 from tests.harness.blocking import inline_blocking
+from tests.harness.clock import EPOCH_MS
 from tests.harness.sim_network import SimNetwork
 
 NAMESRV_HOST = "10.0.0.1"
@@ -44,9 +45,6 @@ BROKER_HOST = "10.0.0.2"
 
 
 CLIENT_HOST = "10.0.0.9"
-
-
-EPOCH_MS = 1_700_000_000_000
 
 
 TIMEOUT_S = 30.0

@@ -29,13 +29,11 @@ from rocketrio.protocol.headers import (
 )
 from rocketrio.protocol.remoting import RemotingCommand
 from rocketrio.protocol.serde import to_ext
-from tests.harness.broker import inline_blocking
+from tests.harness.blocking import inline_blocking
+from tests.harness.clock import EPOCH_MS
 from tests.harness.sim_network import SimNetwork
 
 NS, M, S, CLIENT = "10.3.0.1", "10.3.0.2", "10.3.0.3", "10.3.0.9"
-
-
-EPOCH_MS = 1_700_000_000_000
 
 
 TOPIC = "C"

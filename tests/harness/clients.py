@@ -29,6 +29,7 @@ from rocketrio.actors.namesrv.config import NamesrvConfig
 from rocketrio.actors.namesrv.namesrv import NameServer
 from rocketrio.protocol.message import MessageExt
 from tests.harness.blocking import inline_blocking
+from tests.harness.clock import now_ms
 from tests.harness.sim_network import SimNetwork
 
 NS_HOST = "10.0.0.1"
@@ -116,9 +117,7 @@ class Cluster:
             storePathRootDir=str(store),
             **values,
         )
-        broker = Broker(
-            cfg, self.net.transport(host), now_ms=sim_now_ms, run_blocking=inline_blocking
-        )
+        broker = Broker(cfg, self.net.transport(host), now_ms=now_ms, run_blocking=inline_blocking)
         scope = trio.CancelScope()
 
         async def run(*, task_status: trio.TaskStatus[Any] = trio.TASK_STATUS_IGNORED) -> None:
@@ -130,13 +129,6 @@ class Cluster:
         self.scopes[key] = scope
         self.hosts[key] = host
         return broker
-
-
-EPOCH_MS = 1_700_000_000_000
-
-
-def sim_now_ms() -> int:
-    return EPOCH_MS + int(trio.current_time() * 1000)
 
 
 @asynccontextmanager

@@ -39,6 +39,7 @@ from rocketrio.protocol.remoting import RemotingCommand
 from rocketrio.protocol.serde import from_ext, from_json, to_ext
 from rocketrio.storage.broker_identity import BrokerIdentityStore
 from tests.harness.blocking import inline_blocking
+from tests.harness.clock import EPOCH_MS
 from tests.harness.sim_network import SimNetwork
 
 NS_HOST = "10.0.1.1"
@@ -54,9 +55,6 @@ CTRL_HOSTS = {nid: f"10.0.0.{k + 1}" for k, nid in enumerate(CTRL_IDS)}
 
 
 CLUSTER = "DefaultCluster"
-
-
-EPOCH_MS = 1_700_000_000_000
 
 
 WAIT_S = 60.0  # mock seconds

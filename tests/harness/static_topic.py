@@ -22,7 +22,8 @@ from rocketrio.protocol.headers import (
 )
 from rocketrio.protocol.remoting import RemotingCommand
 from rocketrio.protocol.serde import from_ext
-from tests.harness.clients import Cluster, sim_now_ms
+from tests.harness.clients import Cluster
+from tests.harness.clock import now_ms
 
 T = "ST"
 
@@ -47,7 +48,7 @@ def leaders(route: TopicRouteData) -> dict[int, str]:
 
 
 async def static_topic(c: Cluster, admin: MQAdmin, queues: int = 8) -> None:
-    await update_static_topic(admin, T, queues, clusters="DefaultCluster", now_ms=sim_now_ms)
+    await update_static_topic(admin, T, queues, clusters="DefaultCluster", now_ms=now_ms)
 
 
 def send_header(queue_id: int, topic: str = T) -> SendMessageRequestHeader:

@@ -42,12 +42,12 @@ from rocketrio.protocol.remoting import RemotingCommand
 from rocketrio.protocol.serde import to_ext
 from tests.harness.blocking import inline_blocking
 from tests.harness.clients import Collector, wait_for
+from tests.harness.clock import EPOCH_MS
 from tests.harness.sim_disk import SimFileSystem
 from tests.harness.sim_network import SimNetwork
 
 NS_HOST, MASTER_HOST, SLAVE_HOST = "10.0.1.1", "10.0.2.1", "10.0.2.2"
 NS_ADDR, CTRL_ADDR = f"{NS_HOST}:9876", f"{NS_HOST}:9878"
-EPOCH_MS = 1_700_000_000_000
 ROOT = SessionCredentials("root", "root-secret")
 ALICE = SessionCredentials("alice", "alice-secret")
 INIT_ROOT = '{"username":"root","password":"root-secret"}'

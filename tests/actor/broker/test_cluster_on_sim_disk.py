@@ -35,12 +35,12 @@ from rocketrio.protocol.message import iter_stored
 from rocketrio.protocol.remoting import RemotingCommand
 from rocketrio.protocol.serde import to_ext
 from tests.harness.blocking import inline_blocking
+from tests.harness.clock import EPOCH_MS
 from tests.harness.sim_disk import SimFileSystem
 from tests.harness.sim_network import SimNetwork
 
 NS_HOST, BROKER_HOST, CLIENT_HOST = "10.0.1.1", "10.0.2.1", "10.0.9.1"
 NS_ADDR, CTRL_ADDR = f"{NS_HOST}:9876", f"{NS_HOST}:9878"
-EPOCH_MS = 1_700_000_000_000
 STORE = "/sim/broker-a-0/store"
 
 

@@ -20,8 +20,9 @@ from rocketrio.protocol.message import encode_properties
 from rocketrio.protocol.remoting import RemotingCommand
 from rocketrio.protocol.serde import to_ext
 from rocketrio.storage.store_dispatch import SCHEDULE_TOPIC
+from tests.harness.clock import EPOCH_MS
 from tests.harness.delay import LATE_MS, LEVELS, delivered, waiting
-from tests.harness.replication import EPOCH_MS, Cluster, Node, _true, cluster, pair, wait_until
+from tests.harness.replication import Cluster, Node, _true, cluster, pair, wait_until
 
 
 async def send_delayed(c: Cluster, node: Node, key: str, level: int) -> None:

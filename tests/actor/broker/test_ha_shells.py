@@ -109,7 +109,7 @@ def _record(body: bytes, offset: int) -> bytes:
     return b"".join(parts)
 
 
-class Cluster:
+class ShellGroup:
     def __init__(self, nursery: trio.Nursery, net: SimNetwork, master: FakeStore) -> None:
         self.nursery = nursery
         self.net = net
@@ -171,7 +171,7 @@ async def test_slave_catches_up_joins_the_set_and_acks_gate_writes(mock_clock) -
     master = FakeStore([EpochRecord(1, 0)])
     master.write(50, rng)
     async with trio.open_nursery() as nursery:
-        c = Cluster(nursery, SimNetwork(1), master)
+        c = ShellGroup(nursery, SimNetwork(1), master)
         _service, gate = await c.start_master(AckPolicy(all_ack_in_sync_state_set=True))
         slave = FakeStore()
         c.start_slave(slave)
@@ -197,7 +197,7 @@ async def test_a_disconnected_slave_is_shrunk_away_before_writes_proceed(mock_cl
     master.write(10, rng)
     async with trio.open_nursery() as nursery:
         net = SimNetwork(2)
-        c = Cluster(nursery, net, master)
+        c = ShellGroup(nursery, net, master)
         _service, gate = await c.start_master(AckPolicy(all_ack_in_sync_state_set=True))
         slave = FakeStore()
         scope = c.start_slave(slave)
@@ -224,7 +224,7 @@ async def test_a_slave_ahead_in_the_old_epoch_truncates_then_follows(mock_clock)
     master.epochs.append(EpochRecord(2, shared))
     master.write(7, rng)
     async with trio.open_nursery() as nursery:
-        c = Cluster(nursery, SimNetwork(3), master)
+        c = ShellGroup(nursery, SimNetwork(3), master)
         await c.start_master(AckPolicy())
         c.start_slave(slave, expected_epoch=2)
         await wait_for(lambda: bytes(slave.log) == bytes(master.log))
@@ -237,7 +237,7 @@ async def test_a_slave_refuses_a_master_of_another_epoch(mock_clock) -> None:
     master = FakeStore([EpochRecord(1, 0)])
     master.write(5, random.Random(1))
     async with trio.open_nursery() as nursery:
-        c = Cluster(nursery, SimNetwork(4), master)
+        c = ShellGroup(nursery, SimNetwork(4), master)
         await c.start_master(AckPolicy())
         slave = FakeStore([EpochRecord(1, 0)])
         slave.log = bytearray(master.log[:100])  # junk it would cut if it followed
@@ -253,7 +253,7 @@ async def test_replication_under_delays_and_cuts_converges(mock_clock, seed: int
     master = FakeStore([EpochRecord(1, 0)])
     async with trio.open_nursery() as nursery:
         net = SimNetwork(seed)
-        c = Cluster(nursery, net, master)
+        c = ShellGroup(nursery, net, master)
         _service, gate = await c.start_master(AckPolicy())
         slave = FakeStore()
         c.start_slave(slave)

@@ -27,7 +27,8 @@ from rocketrio.protocol.message import (
 )
 from rocketrio.protocol.remoting import RemotingCommand
 from rocketrio.protocol.serde import to_ext
-from tests.harness.broker import EPOCH_MS, harness, messages
+from tests.harness.broker import harness, messages
+from tests.harness.clock import EPOCH_MS
 
 # --------------------------------------------------------------------------- send and pull
 

@@ -24,8 +24,8 @@ from rocketrio.protocol.message import iter_stored
 from rocketrio.protocol.pop_extra_info import POP_ORDER_REVIVE_QUEUE, ExtraInfo, revive_topic
 from rocketrio.protocol.remoting import RemotingCommand
 from rocketrio.protocol.serde import to_ext
-from tests.harness.broker import EPOCH_MS, BrokerHarness, harness
-from tests.harness.clock import now_ms
+from tests.harness.broker import BrokerHarness, harness
+from tests.harness.clock import EPOCH_MS, now_ms
 
 TOPIC = "FifoT"
 GROUP = "FifoG"

@@ -20,15 +20,8 @@ from rocketrio.actors.client.producer import Producer
 from rocketrio.cli.failure import Wiring
 from rocketrio.cli.main import main_async
 from rocketrio.storage.commitlog import segment_name
-from tests.harness.clients import (
-    Collector,
-    cluster,
-    consumer,
-    create_topic,
-    send_all,
-    sim_now_ms,
-    wait_for,
-)
+from tests.harness.clients import Collector, cluster, consumer, create_topic, send_all, wait_for
+from tests.harness.clock import now_ms
 
 SEG = 64 * 1024
 ALL_HOURS = ";".join(f"{h:02d}" for h in range(24))
@@ -135,7 +128,7 @@ async def test_outside_delete_when_only_an_operator_request_deletes_and_keys_cha
     tmp_path: Path, mock_clock: trio.testing.MockClock, capsys: pytest.CaptureFixture[str]
 ) -> None:
     async with cluster(tmp_path, ()) as c:
-        hour = hour_of_day(sim_now_ms())
+        hour = hour_of_day(now_ms())
         other = f"{(hour + 12) % 24:02d}"  # never reached within the test
         broker = await c.start_broker("b", "10.0.1.1", **{**RETENTION, "deleteWhen": other})
         await create_topic(c, "T", queues=1)

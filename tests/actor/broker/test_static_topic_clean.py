@@ -26,7 +26,8 @@ from rocketrio.protocol.headers import (
 )
 from rocketrio.protocol.remoting import RemotingCommand
 from rocketrio.protocol.serde import from_ext, to_ext
-from tests.harness.clients import Cluster, cluster, sim_now_ms
+from tests.harness.clients import Cluster, cluster
+from tests.harness.clock import now_ms
 from tests.harness.static_topic import (
     T,
     leaders,
@@ -67,12 +68,12 @@ async def test_the_oldest_generation_is_cleaned_from_every_broker_once_read(
     async with cluster(tmp_path, ()) as c, c.admin() as admin:
         for i, name in enumerate(BROKERS):
             await c.start_broker(name, f"10.0.1.{i + 1}", topicQueueMappingCleanInterval=CLEAN_MS)
-        await update_static_topic(admin, T, 1, brokers="broker-a", now_ms=sim_now_ms)
+        await update_static_topic(admin, T, 1, brokers="broker-a", now_ms=now_ms)
         await route_until(admin, lambda r: leaders(r) == {0: "broker-a"})
         await send_five(c, admin, "broker-a", "gen 0")
         await commit(admin, c.addr("broker-a"), 2)  # cg has read 2 of gen 0's 5 messages
         for gen, name in enumerate(BROKERS[1:], start=1):
-            await remapping_static_topic(admin, T, brokers=name, now_ms=sim_now_ms)
+            await remapping_static_topic(admin, T, brokers=name, now_ms=now_ms)
             await route_until(admin, lambda r, n=name: leaders(r) == {0: n})
             await send_five(c, admin, name, f"gen {gen}")
         assert gens_on_disk(c, "broker-d") == [0, 1, 2, 3]

@@ -31,7 +31,8 @@ from rocketrio.protocol.headers import GetTopicConfigRequestHeader
 from rocketrio.protocol.serde import from_json
 from rocketrio.protocol.static_topic import TopicConfigAndQueueMapping, TopicQueueMappingDetail
 from rocketrio.storage.store_lock import StoreLocked
-from tests.harness.clients import Cluster, cluster, sim_now_ms
+from tests.harness.clients import Cluster, cluster
+from tests.harness.clock import now_ms
 
 T = "ST"
 CLI = "10.0.9.70"
@@ -73,9 +74,7 @@ async def test_update_over_two_brokers_then_remap_to_a_third(
     tmp_path: Path, mock_clock: trio.testing.MockClock
 ) -> None:
     async with cluster(tmp_path, ("broker-a", "broker-b")) as c, c.admin() as admin:
-        created = await update_static_topic(
-            admin, T, 8, clusters="DefaultCluster", now_ms=sim_now_ms
-        )
+        created = await update_static_topic(admin, T, 8, clusters="DefaultCluster", now_ms=now_ms)
         assert created.writtenTo == ["broker-a", "broker-b"] and created.totalQueues == 8
         for key in ("broker-a", "broker-b"):
             on_disk = mapping_file(c, key)
@@ -108,7 +107,7 @@ async def test_update_over_two_brokers_then_remap_to_a_third(
 
         await c.start_broker("broker-c", "10.0.1.3")
         moved = await remapping_static_topic(
-            admin, T, brokers="broker-a,broker-b,broker-c", now_ms=sim_now_ms
+            admin, T, brokers="broker-a,broker-b,broker-c", now_ms=now_ms
         )
         assert moved.mapIn == ["broker-c"] and moved.mapOut == ["broker-a", "broker-b"]
         assert moved.epoch > created.epoch
@@ -147,7 +146,7 @@ async def test_update_over_two_brokers_then_remap_to_a_third(
         assert after.mappingDetail.epoch == moved.epoch
 
         # growing it afterwards reads all three brokers' (consistent) mappings
-        grown = await update_static_topic(admin, T, 9, clusters="DefaultCluster", now_ms=sim_now_ms)
+        grown = await update_static_topic(admin, T, 9, clusters="DefaultCluster", now_ms=now_ms)
         assert grown.totalQueues == 9 and grown.epoch > moved.epoch
         assert all(
             mapping_file(c, k)["topicQueueMappingInfoMap"][T]["totalQueues"] == 9
@@ -159,7 +158,7 @@ async def test_a_copied_mapping_is_refused(
     tmp_path: Path, mock_clock: trio.testing.MockClock
 ) -> None:
     async with cluster(tmp_path, ("broker-a", "broker-b")) as c, c.admin() as admin:
-        await update_static_topic(admin, T, 4, clusters="DefaultCluster", now_ms=sim_now_ms)
+        await update_static_topic(admin, T, 4, clusters="DefaultCluster", now_ms=now_ms)
         configs = await examine_topic_config_all(admin, T, await admin.cluster_info())
         a_cfg = configs["broker-a"]
         # sent to the wrong broker: refused, nothing changed there
@@ -177,7 +176,7 @@ async def test_a_copied_mapping_is_refused(
         assert configs["broker-b"].mappingDetail is None
         # the admin sees a topic without its mapping and refuses to build on it
         with pytest.raises(MQClientError, match="broker-b has topic ST but no mapping"):
-            await update_static_topic(admin, T, 6, clusters="DefaultCluster", now_ms=sim_now_ms)
+            await update_static_topic(admin, T, 6, clusters="DefaultCluster", now_ms=now_ms)
 
 
 def _fail_writes(table: Any) -> None:
@@ -195,7 +194,7 @@ async def test_the_mapping_is_written_before_the_topic_config(
         real_write = broker.static_topics.mappings.file._write
         _fail_writes(broker.static_topics.mappings)
         with pytest.raises(MQBrokerError, match="nothing was changed"):
-            await update_static_topic(admin, T, 2, brokers="broker-a", now_ms=sim_now_ms)
+            await update_static_topic(admin, T, 2, brokers="broker-a", now_ms=now_ms)
         # the source of truth could not be written: no topic config either, on disk or not
         assert T not in topics_file(c, "broker-a")
         assert broker.topics.select(T) is None and not broker.static_topics.mappings.table
@@ -204,7 +203,7 @@ async def test_the_mapping_is_written_before_the_topic_config(
         broker.static_topics.mappings.file._write = real_write
         _fail_writes(broker.topics)
         with pytest.raises(MQBrokerError):
-            await update_static_topic(admin, T, 2, brokers="broker-a", now_ms=sim_now_ms)
+            await update_static_topic(admin, T, 2, brokers="broker-a", now_ms=now_ms)
         assert hosted(mapping_file(c, "broker-a"))  # on disk
         assert T not in topics_file(c, "broker-a")
         await restart(c, "broker-a", "10.0.1.1")
@@ -215,7 +214,7 @@ async def test_the_mapping_is_written_before_the_topic_config(
         detail = configs["broker-a"].mappingDetail
         assert isinstance(detail, TopicQueueMappingDetail) and sorted(detail.hostedQueues) == [0, 1]
         # and the admin's next attempt finds a complete, consistent static topic
-        grown = await update_static_topic(admin, T, 3, brokers="broker-a", now_ms=sim_now_ms)
+        grown = await update_static_topic(admin, T, 3, brokers="broker-a", now_ms=now_ms)
         assert grown.totalQueues == 3
         assert topics_file(c, "broker-a")[T]["writeQueueNums"] == 3
 
@@ -224,7 +223,7 @@ async def test_get_topic_config_without_lo_then_delete(
     tmp_path: Path, mock_clock: trio.testing.MockClock
 ) -> None:
     async with cluster(tmp_path, ("broker-a",)) as c, c.admin() as admin:
-        await update_static_topic(admin, T, 2, brokers="broker-a", now_ms=sim_now_ms)
+        await update_static_topic(admin, T, 2, brokers="broker-a", now_ms=now_ms)
         resp = await admin.api.call(
             c.addr("broker-a"), RequestCode.GET_TOPIC_CONFIG, GetTopicConfigRequestHeader(T)
         )
@@ -301,6 +300,6 @@ async def test_a_java_brokers_mapping_file_is_read(
         configs = await examine_topic_config_all(admin, T, await admin.cluster_info())
         detail = configs["broker-a"].mappingDetail
         assert detail is not None and detail.leader_id_map() == {0: 0, 1: 1}
-        grown = await update_static_topic(admin, T, 3, brokers="broker-a", now_ms=sim_now_ms)
+        grown = await update_static_topic(admin, T, 3, brokers="broker-a", now_ms=now_ms)
         assert grown.epoch >= 1700000001000  # max(old epoch + 1000, now)
         assert hosted(mapping_file(c, "broker-a"))[2] == [(0, "broker-a", 2, 0)]

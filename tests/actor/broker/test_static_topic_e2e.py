@@ -21,7 +21,8 @@ from rocketrio.actors.client.static_topic_admin import remapping_static_topic
 from rocketrio.protocol.bodies import MessageQueue
 from rocketrio.protocol.codes import ResponseCode
 from rocketrio.protocol.message_format import MessageExt
-from tests.harness.clients import Collector, cluster, consumer, sim_now_ms, wait_for
+from tests.harness.clients import Collector, cluster, consumer, wait_for
+from tests.harness.clock import now_ms
 from tests.harness.static_topic import leaders, route_until, static_topic
 
 T = "ST"
@@ -67,7 +68,7 @@ async def test_produce_and_consume_through_a_remapping(
                 await trio.sleep(10)  # a third of the messages in
                 # half the queues move: broker-a's four go to broker-c
                 moved = await remapping_static_topic(
-                    admin, T, brokers="broker-b,broker-c", now_ms=sim_now_ms
+                    admin, T, brokers="broker-b,broker-c", now_ms=now_ms
                 )
                 assert moved.mapOut == ["broker-a"] and moved.mapIn == ["broker-c"]
                 await wait_for(lambda: len(sent) == 300, timeout=600)
@@ -128,7 +129,7 @@ async def test_the_old_broker_retires_after_its_queues_moved(
             for i in range(80):
                 await p.send(Message(T, f"a{i}".encode()))
             await wait_for(lambda: len(got.msgs) >= 80)
-            await remapping_static_topic(admin, T, brokers="broker-b,broker-c", now_ms=sim_now_ms)
+            await remapping_static_topic(admin, T, brokers="broker-b,broker-c", now_ms=now_ms)
             for i in range(80):
                 await p.send(Message(T, f"b{i}".encode()))
             await wait_for(lambda: len(got.msgs) >= 160)
@@ -191,7 +192,7 @@ async def test_orderly_consumers_lock_logic_queues_at_their_leaders(
             for seq in range(60):
                 if seq == 20:
                     await remapping_static_topic(
-                        admin, T, brokers="broker-b,broker-c", now_ms=sim_now_ms
+                        admin, T, brokers="broker-b,broker-c", now_ms=now_ms
                     )
                 for k in keys:
                     # a keyed send is not retried by the producer: during the remapping the

@@ -36,7 +36,8 @@ from rocketrio.protocol.pop_headers import PopMessageRequestHeader
 from rocketrio.protocol.remoting import RemotingCommand
 from rocketrio.protocol.running_info import QueryConsumeTimeSpanRequestHeader
 from rocketrio.protocol.serde import from_ext, to_ext
-from tests.harness.clients import cluster, sim_now_ms
+from tests.harness.clients import cluster
+from tests.harness.clock import now_ms
 from tests.harness.static_topic import (
     T,
     leaders,
@@ -66,9 +67,7 @@ async def test_the_route_carries_each_brokers_mapping_info(
         assert all(sorted(i.currIdMap.values()) == [0, 1, 2, 3] for i in infos.values())
 
         await c.start_broker("broker-c", "10.0.1.3")
-        await remapping_static_topic(
-            admin, T, brokers="broker-a,broker-b,broker-c", now_ms=sim_now_ms
-        )
+        await remapping_static_topic(admin, T, brokers="broker-a,broker-b,broker-c", now_ms=now_ms)
         route = await route_until(
             admin, lambda r: "broker-c" in set(leaders(r).values()) and len(leaders(r)) == 8
         )
@@ -103,7 +102,7 @@ async def test_sends_go_to_logic_queues_with_logic_offsets(
             await c.start_broker("broker-c", "10.0.1.3")
             with structlog.testing.capture_logs() as logs:
                 await remapping_static_topic(
-                    admin, T, brokers="broker-a,broker-b,broker-c", now_ms=sim_now_ms
+                    admin, T, brokers="broker-a,broker-b,broker-c", now_ms=now_ms
                 )
             route = await route_until(
                 admin, lambda r: "broker-c" in set(leaders(r).values()) and len(leaders(r)) == 8
@@ -175,7 +174,7 @@ async def test_pull_and_offsets_across_a_remapping(
                 )
                 assert r.code == ResponseCode.SUCCESS
             await remapping_static_topic(
-                admin, T, brokers="broker-a,broker-b,broker-c", now_ms=sim_now_ms
+                admin, T, brokers="broker-a,broker-b,broker-c", now_ms=now_ms
             )
             route = await route_until(
                 admin, lambda r: "broker-c" in set(leaders(r).values()) and len(leaders(r)) == 8
@@ -235,7 +234,7 @@ async def test_pull_and_offsets_across_a_remapping(
                     admin,
                     new,
                     RequestCode.SEARCH_OFFSET_BY_TIMESTAMP,
-                    SearchOffsetRequestHeader(T, gid, sim_now_ms() + 10**9),
+                    SearchOffsetRequestHeader(T, gid, now_ms() + 10**9),
                 )
             )
             == 10000 + after
@@ -283,7 +282,7 @@ async def test_calls_that_do_not_know_logic_queues_are_refused_on_a_static_topic
             (RequestCode.QUERY_CONSUME_TIME_SPAN, QueryConsumeTimeSpanRequestHeader(T, "g")),
             (
                 RequestCode.POP_MESSAGE,
-                PopMessageRequestHeader("g", T, -1, 1, 30_000, 0, sim_now_ms(), 0),
+                PopMessageRequestHeader("g", T, -1, 1, 30_000, 0, now_ms(), 0),
             ),
         ]
         for code, header in calls:

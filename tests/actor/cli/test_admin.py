@@ -22,7 +22,8 @@ from rocketrio.actors.client.producer import Producer
 from rocketrio.actors.client.push_consumer import ConsumeStatus, PushConsumer
 from rocketrio.cli import admin as cli_admin
 from tests.harness.admin_cli import HOST, ISO_DATE, Capture, _started, admin
-from tests.harness.replication import EPOCH_MS, cluster
+from tests.harness.clock import EPOCH_MS
+from tests.harness.replication import cluster
 
 NOBODY = "10.0.7.7:10911"  # an address where nothing listens
 

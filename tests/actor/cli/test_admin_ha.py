@@ -29,9 +29,9 @@ from rocketrio.protocol.codes import ResponseCode as RC
 from tests.harness.classic_ha import M as CLASSIC_M
 from tests.harness.classic_ha import S as CLASSIC_S
 from tests.harness.classic_ha import classic, until
+from tests.harness.clock import EPOCH_MS
 from tests.harness.replication import (
     CTRL_HOSTS,
-    EPOCH_MS,
     Acked,
     Cluster,
     Node,

@@ -25,6 +25,7 @@ from rocketrio.actors.client.queue_select import SelectMessageQueueByHash, java_
 from rocketrio.actors.kernel.remoting import RemotingError, RemotingTimeout
 from rocketrio.protocol.bodies import MessageQueue
 from rocketrio.protocol.message import MessageExt
+from tests.harness.blocking import inline_blocking
 from tests.harness.clients import (
     NS_HOST,
     Collector,
@@ -32,7 +33,6 @@ from tests.harness.clients import (
     cluster,
     consumer,
     create_topic,
-    inline_blocking,
     send_all,
     wait_for,
 )

@@ -25,8 +25,8 @@ from rocketrio.actors.proxy.telemetry import TelemetryRegistry
 from rocketrio.protocol.codes import ResponseCode
 from rocketrio.protocol.grpc_v2 import definition_pb2 as pb
 from rocketrio.protocol.grpc_v2 import service_pb2 as spb
-from tests.harness.broker import EPOCH_MS, BrokerHarness, harness
-from tests.harness.clock import now_ms
+from tests.harness.broker import BrokerHarness, harness
+from tests.harness.clock import EPOCH_MS, now_ms
 
 TOPIC = "RenewT"
 GROUP = "RenewG"

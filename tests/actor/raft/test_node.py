@@ -66,7 +66,7 @@ class Member:
 
 
 @attrs.define
-class Cluster:
+class RaftCluster:
     net: SimNetwork
     nursery: trio.Nursery
     tmp: Path
@@ -151,8 +151,8 @@ class Cluster:
 
 async def _cluster(
     nursery: trio.Nursery, tmp: Path, seed: int, slow: bool = False, **overrides: int
-) -> Cluster:
-    cluster = Cluster(SimNetwork(seed), nursery, tmp, seed, overrides, slow)
+) -> RaftCluster:
+    cluster = RaftCluster(SimNetwork(seed), nursery, tmp, seed, overrides, slow)
     for nid in IDS:
         await cluster.start(nid)
     return cluster

@@ -52,9 +52,9 @@ from rocketrio.actors.raft.node import (
     Role,
     run_inline,
 )
-from tests.conftest import seed_trio_scheduler
 from tests.harness.raft import slow_disk
 from tests.harness.sim_network import SimNetwork
+from tests.harness.trio_seed import seed_trio_scheduler
 
 DEFAULT_SEEDS = 30
 LIVENESS_BOUND_S = 10.0

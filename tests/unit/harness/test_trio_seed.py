@@ -6,7 +6,7 @@ import hypothesis  # noqa: F401  (its Trio plugin enables deterministic scheduli
 import trio
 from trio._core import _run
 
-from tests.conftest import seed_trio_scheduler
+from tests.harness.trio_seed import seed_trio_scheduler
 
 
 def test_trio_has_the_deterministic_scheduling_hook() -> None:
