@@ -13,6 +13,7 @@ import pytest
 import trio.testing
 
 from rocketrio.storage.fs import OS_FS
+from tests.harness import seeds
 from tests.harness.disk_view import DiskView
 from tests.harness.sim_disk import SimFileSystem
 
@@ -32,7 +33,11 @@ def disk(request: pytest.FixtureRequest, tmp_path: Path) -> DiskView:
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addoption(
-        "--seeds", type=int, default=None, help="run N seeds of the seeded simulators (default 200)"
+        "--seeds",
+        type=int,
+        default=None,
+        help="run seeds 0..N-1 of the seeded simulators (a soak; by default the cluster "
+        "simulation runs a rotating window of seeds, the others 200)",
     )
     parser.addoption("--seed", type=int, default=None, help="replay one simulator seed")
     parser.addoption(
@@ -86,3 +91,22 @@ def pytest_configure(config: pytest.Config) -> None:
         os.environ["RAFT_SIM_SEED"] = str(config.getoption("--seed"))
     if config.getoption("--mutant") is not None:
         os.environ["CLUSTER_SIM_MUTANT"] = config.getoption("--mutant")
+    # the cluster simulation's rotating window: chosen here, in the controlling process, so
+    # pytest-xdist's workers (started later, with this environment) collect the same seeds
+    seeds.choose_window()
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    if hasattr(session.config, "workerinput"):  # an xdist worker: the controller says it
+        return
+    reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+    if reporter is not None:
+        reporter.write_line(seeds.describe())
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    # under pytest-xdist, the tests on the in-process SparkSession share one worker, so one JVM
+    # starts (the `spark` fixture is per worker process) instead of one per worker
+    for item in items:
+        if "spark" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.xdist_group("spark"))

@@ -5,6 +5,7 @@ from __future__ import annotations
 import glob
 import json
 import os
+import random
 import re
 import signal
 import socket
@@ -24,24 +25,32 @@ from rocketrio.actors.client.producer import Producer
 from rocketrio.actors.client.push_consumer import ConsumeStatus, PushConsumer
 from rocketrio.cli.up_plan import Layout, PlanError, load_templates, plan_from
 
+# Ports for real processes come from 10000-31999, below Linux's ephemeral range (32768-60999)
+# that outgoing connections and bind(0) use, so a port chosen here is not taken meanwhile by a
+# client socket; under pytest-xdist each worker draws from its own slice, so two workers never
+# choose overlapping blocks.
+PORTS_FIRST, PORTS_END = 10_000, 32_000
+
+
+def _port_slice() -> tuple[int, int]:
+    """This process's range of ports: the whole range, or the xdist worker's slice of it."""
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "")
+    count = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1") or 1)
+    index = int(worker[2:]) if worker.startswith("gw") and worker[2:].isdigit() else 0
+    size = (PORTS_END - PORTS_FIRST) // max(count, 1)
+    first = PORTS_FIRST + index * size
+    return first, first + size
+
 
 def free_port_block(count: int, step: int = 10, extra: tuple[int, ...] = (2,)) -> int:
     """A base port such that base, base+step, ... (and base+extra) are free on 127.0.0.1."""
+    first, end = _port_slice()
+    span = max([step * count, *extra]) + 1
+    rng = random.Random()
     for _ in range(200):
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            base = s.getsockname()[1]
-        if base + step * count > 65000:
-            continue
-        ok = True
-        for port in [base + i * step for i in range(count)] + [base + e for e in extra]:
-            with socket.socket() as t:
-                try:
-                    t.bind(("127.0.0.1", port))
-                except OSError:
-                    ok = False
-                    break
-        if ok:
+        base = rng.randrange(first, end - span)
+        ports = [base + i * step for i in range(count)] + [base + e for e in extra]
+        if _all_free(ports):
             return base
     raise RuntimeError("no free port block")
 
@@ -116,9 +125,7 @@ def free_up_ports(mode: str, base_dir: str) -> int:
     is free."""
     templates = load_templates(mode)
     for _ in range(50):
-        base = free_port_block(1, extra=())
-        if base + 200 > 65000:
-            continue
+        base = free_port_block(1, extra=(200,))  # the plan's ports stay in this worker's slice
         try:
             specs = plan_from(templates, Layout(base_dir, namesrv_port=base, broker_port=base + 10))
         except PlanError:
