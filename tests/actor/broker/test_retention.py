@@ -107,15 +107,17 @@ async def test_the_current_segment_and_young_segments_are_kept(
     tmp_path: Path, mock_clock: trio.testing.MockClock
 ) -> None:
     async with cluster(tmp_path, ()) as c:
-        broker = await c.start_broker("b", "10.0.1.1", **{**RETENTION, "fileReservedTime": 1.0})
+        # a 6-minute reservation (0.1 h): long enough to see young segments kept, short enough
+        # that mock time does not spin the broker's 200 ms timers for an hour
+        broker = await c.start_broker("b", "10.0.1.1", **{**RETENTION, "fileReservedTime": 0.1})
         await create_topic(c, "T", queues=1)
         async with Producer("pg", c.ns_addr, **c.kwargs()) as p:
             await send_all(p, "T", [b"x" * 1024] * 200)
             before = on_disk(tmp_path / "b")
             assert len(before) >= 3
-            await trio.sleep(3000)  # under the hour's reservation
+            await trio.sleep(300)  # under the 360 s reservation
             assert on_disk(tmp_path / "b") == before
-            await trio.sleep(700)  # now past it: every closed segment goes, not the last
+            await trio.sleep(70)  # now past it: every closed segment goes, not the last
             assert on_disk(tmp_path / "b") == before[-1:]
         store = broker.store
         low, clog_min = store.get_min_offset("T", 0), store.get_commitlog_min_offset()

@@ -3,12 +3,14 @@ and prints what it saw as one JSON object; `test_proxy_sdk.py` runs it in its ow
 because the SDK registers its own copy of the apache.rocketmq.v2 protos, which cannot share a
 process (one protobuf descriptor pool) with rocketrio's stubs.
 
-    python tests/harness/drivers/proxy_sdk_driver.py HOST:PORT [orphan | long]
+    python tests/harness/drivers/proxy_sdk_driver.py HOST:PORT [orphan | long [HOLD_S AFTER_S]]
 
 ``orphan``: a transactional producer sends a half message and never ends it; the broker's
 check reaches the producer's TransactionChecker through the proxy, which commits; a consumer
-then receives the message. ``long``: a PushConsumer (auto_renew) holds one message longer than
-the proxy's invisible time (60 s) before it succeeds; it is delivered once.
+then receives the message. ``long``: a PushConsumer (auto_renew) holds one message for HOLD_S
+seconds (default 75), longer than the proxy's invisible time (defaultInvisibleTimeMills, 60 s
+by default; the test gives its proxy a shorter one), before it succeeds, then watches AFTER_S
+seconds (default 15) for a redelivery; it must be delivered once.
 """
 
 from __future__ import annotations
@@ -217,23 +219,22 @@ def orphan(endpoint: str) -> dict[str, Any]:
 
 
 class SlowFirst(MessageListener):
-    """Takes HOLD_S over a message's first delivery, then succeeds."""
+    """Takes `hold_s` over a message's first delivery, then succeeds."""
 
-    HOLD_S = 75
-
-    def __init__(self) -> None:
+    def __init__(self, hold_s: float) -> None:
+        self.hold_s = hold_s
         self.seen: list[dict[str, Any]] = []
         self.done = threading.Event()
 
     def consume(self, message: Any) -> Any:
         self.seen.append({**describe(message), "at": time.monotonic()})
         if message.delivery_attempt == 1:
-            time.sleep(self.HOLD_S)
+            time.sleep(self.hold_s)
         self.done.set()
         return ConsumeResult.SUCCESS
 
 
-def long_processing(endpoint: str) -> dict[str, Any]:
+def long_processing(endpoint: str, hold_s: float = 75, after_s: float = 15) -> dict[str, Any]:
     config = ClientConfiguration(endpoint, Credentials())
     producer = Producer(config, ("ProxyLong",))
     producer.startup()
@@ -243,22 +244,22 @@ def long_processing(endpoint: str) -> dict[str, Any]:
         producer.send(m)
     finally:
         producer.shutdown()
-    listener = SlowFirst()
+    listener = SlowFirst(hold_s)
     consumer = PushConsumer(config, "ProxyLongG", listener, {"ProxyLong": FilterExpression("*")})
     started = time.monotonic()
     consumer.startup()
     try:
-        listener.done.wait(SlowFirst.HOLD_S + 60)
-        time.sleep(15)  # a redelivery would show up here
+        listener.done.wait(hold_s + 60)
+        time.sleep(after_s)  # a redelivery would show up here
     finally:
         consumer.shutdown()
     return {
         "deliveries": [{**d, "at": d["at"] - started} for d in listener.seen],
-        "hold_s": SlowFirst.HOLD_S,
+        "hold_s": hold_s,
     }
 
 
 if __name__ == "__main__":
     mode = sys.argv[2] if len(sys.argv) > 2 else "main"
     run = {"main": main, "orphan": orphan, "long": long_processing}[mode]
-    print(json.dumps(run(sys.argv[1])))
+    print(json.dumps(run(sys.argv[1], *map(float, sys.argv[3:]))))
