@@ -110,3 +110,17 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:
         if "spark" in getattr(item, "fixturenames", ()):
             item.add_marker(pytest.mark.xdist_group("spark"))
+    # longest first, so two workers end together: the Spark tests (one unit of work), then the
+    # real-process tests, then the simulations, then the many short unit and actor tests (a
+    # stable sort: the same order in every worker, as pytest-xdist requires)
+    items.sort(key=_schedule_rank)
+
+
+def _schedule_rank(item: pytest.Item) -> int:
+    if any(m.args == ("spark",) for m in item.iter_markers("xdist_group")):
+        return 0
+    if item.get_closest_marker("system") is not None:
+        return 1
+    if item.nodeid.startswith("tests/sim/"):
+        return 2
+    return 3

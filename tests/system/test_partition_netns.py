@@ -34,7 +34,8 @@ from rocketrio.actors.client.message import Message
 from rocketrio.actors.client.producer import Producer
 from tests.harness.system import consume_all, log_problems, role_changes
 
-pytestmark = pytest.mark.system
+# one bridge and its namespaces at a time
+pytestmark = [pytest.mark.system, pytest.mark.xdist_group("netns")]
 
 TOPIC = "FailoverTopic"  # consume_all reads this topic
 

@@ -22,7 +22,8 @@ from rocketrio.actors.observe import events
 from rocketrio.cli.up_plan import ProcSpec
 from rocketrio.cli.up_supervisor import Supervisor
 
-pytestmark = pytest.mark.system
+# timing assertions or a mount: these never overlap each other under pytest-xdist
+pytestmark = [pytest.mark.system, pytest.mark.xdist_group("quiet")]
 
 
 def _spec(name: str) -> ProcSpec:
