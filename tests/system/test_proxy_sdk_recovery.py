@@ -23,6 +23,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from typing import Any
 
 import grpc
@@ -206,6 +207,15 @@ class Load:
                 pending = got
 
 
+def wait_until(done: Callable[[], bool], timeout_s: float, load: Load) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not done():
+        with load.lock:
+            state = f"{len(load.acked_sends)} acked sends, {len(load.consumed)} consumed"
+        assert time.monotonic() < deadline, f"the load did not go on: {state}"
+        time.sleep(0.05)
+
+
 def test_proxy_killed_and_restarted_under_load(tmp_path: Any) -> None:
     grpc_port = free_port_block(1, extra=())
     up = start_up(str(tmp_path / "c"), "single", "--no-console", "--proxy",
@@ -220,7 +230,8 @@ def test_proxy_killed_and_restarted_under_load(tmp_path: Any) -> None:
         threads.append(threading.Thread(target=load.consume_loop))
         for t in threads:
             t.start()
-        time.sleep(3)
+        # the load is flowing: sends acknowledged and messages consumed
+        wait_until(lambda: len(load.acked_sends) >= 20 and len(load.consumed) >= 10, 30, load)
         load.hold.set()  # what arrives now stays unacked over the restart
         deadline = time.monotonic() + 20
         while not load.held and time.monotonic() < deadline:
@@ -238,7 +249,13 @@ def test_proxy_killed_and_restarted_under_load(tmp_path: Any) -> None:
             assert held, "nothing was received before the restart"
             # handles handed out by the killed proxy ack through the new one
             assert Load.ack(stub, "ProxyLoad", held) == [pb.OK] * len(held)
-        time.sleep(3)  # load goes on after the restart
+        # the load goes on after the restart: more sends acknowledged and consumed
+        sent, consumed = len(load.acked_sends), len(load.consumed)
+        wait_until(
+            lambda: len(load.acked_sends) >= sent + 20 and len(load.consumed) >= consumed + 10,
+            30,
+            load,
+        )
         load.stop.set()
         for t in threads:
             t.join(60)
