@@ -1,4 +1,7 @@
-"""Helpers for system tests: free ports, a `rocketrio up` process, log scanning."""
+"""Helpers for the real-process tests: ports (per pytest-xdist worker), a `rocketrio up` process
+(`start_up`, `UpProcess`), single roles from a config file (`launch`, `wait_for_line`), the
+command line (`rr`), log scanning (`log_problems`) and failover observations (`master_name`,
+`role_changes`)."""
 
 from __future__ import annotations
 
@@ -24,6 +27,18 @@ from rocketrio.actors.client.message import Message
 from rocketrio.actors.client.producer import Producer
 from rocketrio.actors.client.push_consumer import ConsumeStatus, PushConsumer
 from rocketrio.cli.up_plan import Layout, PlanError, load_templates, plan_from
+
+
+def rr(*args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
+    """Run ``rocketrio ARGS...`` (the command line, in a new process) and capture its output."""
+    return subprocess.run(
+        [sys.executable, "-m", "rocketrio.cli.main", *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
+
 
 # Ports for real processes come from 10000-31999, below Linux's ephemeral range (32768-60999)
 # that outgoing connections and bind(0) use, so a port chosen here is not taken meanwhile by a

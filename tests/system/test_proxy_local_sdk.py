@@ -28,6 +28,7 @@ from tests.harness.paths import DRIVERS
 from tests.harness.system import (
     free_port_block,
     log_problems,
+    rr,
     start_up,
     stop_processes,
     wait_for_line,
@@ -48,15 +49,6 @@ def start(
     cmd = [sys.executable, "-m", "rocketrio.cli.main", role, "-c", str(path), "--name", name]
     return subprocess.Popen(
         [*cmd, *flags], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
-    )
-
-
-def rr(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "rocketrio.cli.main", *args],
-        capture_output=True,
-        text=True,
-        timeout=60,
     )
 
 

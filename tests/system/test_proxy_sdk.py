@@ -23,8 +23,8 @@ import pytest
 from rocketrio.protocol.grpc_v2 import definition_pb2 as pb
 from rocketrio.protocol.grpc_v2 import service_pb2 as spb
 from rocketrio.protocol.grpc_v2 import service_pb2_grpc as sgrpc
-from tests.harness.sdk import DRIVER, META, rr
-from tests.harness.system import free_port_block, log_problems, start_up
+from tests.harness.sdk import DRIVER, META
+from tests.harness.system import free_port_block, log_problems, rr, start_up
 
 pytestmark = pytest.mark.system
 

@@ -33,8 +33,8 @@ from google.protobuf.duration_pb2 import Duration
 from rocketrio.protocol.grpc_v2 import definition_pb2 as pb
 from rocketrio.protocol.grpc_v2 import service_pb2 as spb
 from rocketrio.protocol.grpc_v2 import service_pb2_grpc as sgrpc
-from tests.harness.sdk import DRIVER, META, rr
-from tests.harness.system import free_port_block, launch, log_problems, start_up, stop_processes
+from tests.harness.sdk import DRIVER, META
+from tests.harness.system import free_port_block, launch, log_problems, rr, start_up, stop_processes
 
 pytestmark = pytest.mark.system
 # a receive in flight when the proxy is killed pops messages the client never sees: they come
