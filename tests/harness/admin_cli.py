@@ -32,7 +32,8 @@ async def admin(capsys: Capture, c: Cluster, *argv: str) -> tuple[int, str, str]
     return code, out, err
 
 
-async def _started(c: Cluster) -> Any:
+async def start_broker_node(c: Cluster) -> Any:
+    """Start one broker node of the cluster and wait until the NameServer lists it."""
     node = await (await c.node().start()).wait_role()
 
     async def registered() -> bool:
@@ -42,14 +43,16 @@ async def _started(c: Cluster) -> Any:
     return node
 
 
-def _client(c: Any, ip: str, name: str) -> dict[str, Any]:
+def client_kwargs(c: Any, ip: str, name: str) -> dict[str, Any]:
+    """The keyword arguments of a client on host `ip` of the simulated network."""
     return {
         "transport": c.net.transport(ip),
         "client_config": ClientConfig(clientIP=ip, instanceName=name),
     }
 
 
-async def _topic(c: Any, topic: str, queues: int) -> None:
+async def make_topic(c: Any, topic: str, queues: int) -> None:
+    """Create `topic` on the cluster with `queues` queues and wait for its route."""
     async with MQAdmin(c.namesrv_addr, c.net.transport(HOST)) as mq:
         await mq.update_topic(
             topic, cluster="DefaultCluster", read_queues=queues, write_queues=queues

@@ -191,7 +191,7 @@ class FakeBroker:
         return None
 
 
-async def _broker_set_with_notifications(
+async def broker_set_with_notifications(
     g: Group, client: RemotingClient, name: str, first_host: int
 ) -> tuple[Controller, list[FakeBroker], list[int]]:
     """Two brokers of `name` registered and in the SyncStateSet, each listening for pushes."""

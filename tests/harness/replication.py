@@ -288,11 +288,13 @@ async def wait_until(check: Callable[[], Awaitable[bool]], what: str) -> None:
             await trio.sleep(0.1)
 
 
-async def _eq(value: Awaitable[Any], expected: Any) -> bool:
+async def awaits_equal(value: Awaitable[Any], expected: Any) -> bool:
+    """For `wait_until`: an awaited value compared (``lambda: awaits_equal(c.x(), 3)``)."""
     return await value == expected
 
 
-async def _true(value: bool) -> bool:
+async def awaits_true(value: bool) -> bool:
+    """For `wait_until` with a plain condition (``lambda: awaits_true(node.is_master)``)."""
     return value
 
 
@@ -336,5 +338,5 @@ async def pair(c: Cluster, **overrides: object) -> tuple[Node, Node]:
     await (await a.start(**overrides)).wait_role()
     await (await b.start(**overrides)).wait_role()
     assert a.rm.is_master and b.rm.role is BrokerRole.SLAVE
-    await wait_until(lambda: _eq(c.sync_state_set(), {1, 2}), "B joined the SyncStateSet")
+    await wait_until(lambda: awaits_equal(c.sync_state_set(), {1, 2}), "B joined the SyncStateSet")
     return a, b

@@ -22,7 +22,7 @@ from rocketrio.protocol.serde import to_ext
 from rocketrio.storage.store_dispatch import SCHEDULE_TOPIC
 from tests.harness.clock import EPOCH_MS
 from tests.harness.delay import LATE_MS, LEVELS, delivered, waiting
-from tests.harness.replication import Cluster, Node, _true, cluster, pair, wait_until
+from tests.harness.replication import Cluster, Node, awaits_true, cluster, pair, wait_until
 
 
 async def send_delayed(c: Cluster, node: Node, key: str, level: int) -> None:
@@ -70,7 +70,7 @@ async def test_a_promoted_slave_continues_where_the_master_stopped(
         async with trio.open_nursery() as n:
             n.start_soon(watch_promotion)
             await a.crash()
-        await wait_until(lambda: _true(b.rm.is_master), "B promoted")
+        await wait_until(lambda: awaits_true(b.rm.is_master), "B promoted")
         promoted_ms = promoted[0]
         await trio.sleep(20)
         assert b.b.schedule.active

@@ -35,8 +35,8 @@ from tests.harness.replication import (
     Acked,
     Cluster,
     Node,
-    _eq,
-    _true,
+    awaits_equal,
+    awaits_true,
     cluster,
     pair,
     send,
@@ -91,7 +91,7 @@ async def test_a_dead_masters_acknowledged_messages_are_all_on_the_new_master(
         await trio.sleep(11)  # past the controller's listening window after its election
         crashed_at = trio.current_time()
         await a.crash()
-        await wait_until(lambda: _true(b.rm.is_master), "B promoted")
+        await wait_until(lambda: awaits_true(b.rm.is_master), "B promoted")
         # a closed connection triggers the election at once
         assert trio.current_time() - crashed_at < 0.5
         assert b.rm.master_epoch == 2
@@ -100,9 +100,9 @@ async def test_a_dead_masters_acknowledged_messages_are_all_on_the_new_master(
         # A returns as B's slave and converges on B's log
         await (await a.start(port=10913)).wait_role()
         assert a.rm.role is BrokerRole.SLAVE
-        await wait_until(lambda: _eq(c.sync_state_set(), {1, 2}), "A back in the set")
+        await wait_until(lambda: awaits_equal(c.sync_state_set(), {1, 2}), "A back in the set")
         end = b.b.store.get_commitlog_max_offset()
-        await wait_until(lambda: _true(same_bytes(a, b, end)), "A byte-identical to B")
+        await wait_until(lambda: awaits_true(same_bytes(a, b, end)), "A byte-identical to B")
         a_epochs = [(r.epoch, r.start_offset) for r in a.b.store.epoch_records()]
         b_epochs = [(r.epoch, r.start_offset) for r in b.b.store.epoch_records()]
         assert a_epochs == b_epochs
@@ -125,7 +125,7 @@ async def test_a_new_master_serves_a_topic_its_slave_sync_never_copied(
             acked[f"fresh-{qid}".encode()] = qid
         assert b.b.topics.select("Fresh") is None  # not synced yet
         await a.crash()
-        await wait_until(lambda: _true(b.rm.is_master), "B promoted")
+        await wait_until(lambda: awaits_true(b.rm.is_master), "B promoted")
         tc = b.b.topics.select("Fresh")
         assert tc is not None and tc.readQueueNums == tc.writeQueueNums == 11
         visible = await read_queues(c, b, topic="Fresh", queues=11)
@@ -151,11 +151,13 @@ async def test_the_old_masters_unacknowledged_tail_is_cut_when_it_returns(
         assert not any(body.startswith(b"tail") for body in visible_on_a.values())
         await a.crash()
         c.net.heal()
-        await wait_until(lambda: _true(b.rm.is_master), "B promoted")
+        await wait_until(lambda: awaits_true(b.rm.is_master), "B promoted")
         await send_many(c, b, 5, "new", acked)
         await (await a.start(port=10913)).wait_role()
         end = b.b.store.get_commitlog_max_offset()
-        await wait_until(lambda: _true(a.b.store.get_commitlog_max_offset() >= end), "A caught up")
+        await wait_until(
+            lambda: awaits_true(a.b.store.get_commitlog_max_offset() >= end), "A caught up"
+        )
         assert same_bytes(a, b, end)
         assert_all_present(acked, await read_queues(c, b))
         assert not any(body.startswith(b"tail") for body in (await read_queues(c, b)).values())
@@ -173,7 +175,9 @@ async def test_a_dead_slave_leaves_the_set_and_writes_go_on(
         assert resp.code == RC.SUCCESS and trio.current_time() - started < 0.5
         assert await c.sync_state_set() == {1}
         await (await b.start(port=10923)).wait_role()
-        await wait_until(lambda: _eq(c.sync_state_set(), {1, 2}), "B caught up and rejoined")
+        await wait_until(
+            lambda: awaits_equal(c.sync_state_set(), {1, 2}), "B caught up and rejoined"
+        )
 
 
 async def test_min_in_sync_replicas_refuses_writes_before_the_slave_joins(
@@ -187,7 +191,7 @@ async def test_min_in_sync_replicas_refuses_writes_before_the_slave_joins(
         assert a.b.store.get_commitlog_max_offset() == 0  # refused before storing
         b = c.node()
         await (await b.start(minInSyncReplicas=2)).wait_role()
-        await wait_until(lambda: _eq(c.sync_state_set(), {1, 2}), "B joined")
+        await wait_until(lambda: awaits_equal(c.sync_state_set(), {1, 2}), "B joined")
         assert (await send(c, a, b"y", 0)).code == RC.SUCCESS
 
 
@@ -201,7 +205,7 @@ async def test_an_async_learner_replicates_but_never_joins_the_set(
         acked: Acked = {}
         await send_many(c, a, 10, "m", acked)
         end = a.b.store.get_commitlog_max_offset()
-        await wait_until(lambda: _true(same_bytes(a, b, end)), "the learner holds everything")
+        await wait_until(lambda: awaits_true(same_bytes(a, b, end)), "the learner holds everything")
         await trio.sleep(3)
         assert await c.sync_state_set() == {1}
 
@@ -221,7 +225,7 @@ async def test_a_restarted_master_never_writes_again_in_its_old_epoch(
         await a.crash()
         await c.start_controller("n0")
         await (await a.start()).wait_role()
-        await wait_until(lambda: _true(a.rm.is_master), "A master again")
+        await wait_until(lambda: awaits_true(a.rm.is_master), "A master again")
         assert a.rm.master_epoch == 2
         assert [(r.epoch, r.start_offset) for r in a.b.store.epoch_records()] == [(1, 0), (2, end)]
         await send_many(c, a, 5, "e2", acked)
@@ -244,7 +248,7 @@ async def test_replication_converges_under_random_cuts_and_delays(
             await trio.sleep(rng.random())
         c.net.heal()
         end = a.b.store.get_commitlog_max_offset()
-        await wait_until(lambda: _true(same_bytes(a, b, end)), "converged")
+        await wait_until(lambda: awaits_true(same_bytes(a, b, end)), "converged")
         assert_all_present(acked, await read_queues(c, a))
         assert_all_present(acked, await read_queues(c, b))  # the slave dispatched them too
 

@@ -37,8 +37,8 @@ from tests.harness.replication import (
     Cluster,
     CrashAt,
     Node,
-    _eq,
-    _true,
+    awaits_equal,
+    awaits_true,
     cluster,
     wait_until,
 )
@@ -127,7 +127,9 @@ async def test_crash_point_recovers_with_one_id(
         # the first broker of the set is its master, alone in the SyncStateSet
         assert a.rm.role is BrokerRole.SYNC_MASTER and a.b.config.brokerId == 0
         assert (await c.sync_state()).sync_state_set == {1}
-        await wait_until(lambda: _eq(c.namesrv_ids(), {0: a.b.addr}), "master registered as 0")
+        await wait_until(
+            lambda: awaits_equal(c.namesrv_ids(), {0: a.b.addr}), "master registered as 0"
+        )
         assert (await c.send(a)).code == RC.SUCCESS
 
 
@@ -178,7 +180,7 @@ async def test_two_brokers_racing_for_the_same_id(
         assert roles == {BrokerRole.SYNC_MASTER, BrokerRole.SLAVE}
         master, slave = (a, b) if a.rm.is_master else (b, a)
         await wait_until(
-            lambda: _eq(
+            lambda: awaits_equal(
                 c.namesrv_ids(),
                 {0: master.b.addr, slave.rm.broker_controller_id: slave.b.addr},
             ),
@@ -202,12 +204,12 @@ async def test_slave_refuses_writes_new_port_keeps_identity_and_failover(
         assert resp.code == RC.SERVICE_NOT_AVAILABLE
         assert f"brokerId 1 at {a.b.addr}" in (resp.remark or "") and "SLAVE" in resp.remark
         # the slave replicates and catches up: the master takes it into its SyncStateSet
-        await wait_until(lambda: _eq(c.sync_state_set(), {1, 2}), "B joined the set")
+        await wait_until(lambda: awaits_equal(c.sync_state_set(), {1, 2}), "B joined the set")
         assert a.rm.sync_state_set == {1, 2}
         assert (await c.send(a)).code == RC.SUCCESS  # acked once B holds it too
         acked_end = a.b.store.get_commitlog_max_offset()
         await wait_until(
-            lambda: _true(b.b.store.get_commitlog_max_offset() >= acked_end), "B holds it"
+            lambda: awaits_true(b.b.store.get_commitlog_max_offset() >= acked_end), "B holds it"
         )
 
         # B restarts on a new port: same id, same SyncStateSet membership, new address
@@ -216,15 +218,15 @@ async def test_slave_refuses_writes_new_port_keeps_identity_and_failover(
         assert_one_identity(b, 2)
         assert await c.id_table() == {1: a.b.addr, 2: f"{b.host}:10922"}
         # its disconnection shrank the set; caught up again, it is back in
-        await wait_until(lambda: _eq(c.sync_state_set(), {1, 2}), "B back in the set")
+        await wait_until(lambda: awaits_equal(c.sync_state_set(), {1, 2}), "B back in the set")
 
         # the master dies: the controller elects B (in the SyncStateSet), B registers as 0
         await trio.sleep(12)  # past the controller's listening window after its election
         await a.crash()
-        await wait_until(lambda: _true(b.rm.is_master), "B promoted")
+        await wait_until(lambda: awaits_true(b.rm.is_master), "B promoted")
         assert b.rm.master_epoch == 2 and b.b.config.brokerId == 0
         assert b.b.config.brokerRole is BrokerRole.SYNC_MASTER
-        await wait_until(lambda: _eq(_master_addr(c), b.b.addr), "B is brokerId 0")
+        await wait_until(lambda: awaits_equal(_master_addr(c), b.b.addr), "B is brokerId 0")
         assert (await c.send(b)).code == RC.SUCCESS
         # B holds A's acknowledged message (epoch 1); its epoch 2 starts after it
         b_epochs = EpochFile(os.path.join(b.root, "epochFileCheckpoint")).records
@@ -236,7 +238,7 @@ async def test_slave_refuses_writes_new_port_keeps_identity_and_failover(
         assert a.rm.role is BrokerRole.SLAVE and a.rm.master_address == b.b.addr
         assert await c.id_table() == {1: f"{a.host}:10913", 2: b.b.addr}
         await wait_until(
-            lambda: _eq(c.namesrv_ids(), {0: b.b.addr, 1: a.b.addr}), "A registered as 1"
+            lambda: awaits_equal(c.namesrv_ids(), {0: b.b.addr, 1: a.b.addr}), "A registered as 1"
         )
         # GET_BROKER_EPOCH_CACHE answers from the epoch file
         assert c.client is not None
@@ -265,7 +267,7 @@ async def test_broker_follows_the_controller_leader(
         c.crash_controller(leader.self_id)
         new_leader = await c.leader()
         assert new_leader.self_id in followers
-        await wait_until(lambda: _eq(_leader_of(a), new_leader.addr), "new leader found")
+        await wait_until(lambda: awaits_equal(_leader_of(a), new_leader.addr), "new leader found")
         # ... and a second broker of the set registers through it as a slave of A
         b = c.node()
         await (await b.start()).wait_role()
@@ -286,8 +288,10 @@ async def test_controller_admin_commands(
         a, b = c.node(), c.node()
         await (await a.start()).wait_role()
         await (await b.start()).wait_role()
-        await wait_until(lambda: _eq(c.sync_state_set(), {1, 2}), "B caught up and joined")
-        await wait_until(lambda: _eq(c.namesrv_ids(), {0: a.b.addr, 2: b.b.addr}), "registered")
+        await wait_until(lambda: awaits_equal(c.sync_state_set(), {1, 2}), "B caught up and joined")
+        await wait_until(
+            lambda: awaits_equal(c.namesrv_ids(), {0: a.b.addr, 2: b.b.addr}), "registered"
+        )
         async with ControllerAdmin(
             c.controller_addr, c.namesrv_addr, c.net.transport(CLIENT_HOST)
         ) as admin:
@@ -308,10 +312,10 @@ async def test_controller_admin_commands(
             # electMaster hands the set to B: the push makes B master, A its slave
             result = await admin.elect_master(CLUSTER, "broker-a", 2)
             assert result.header.masterBrokerId == 2 and result.header.masterEpoch == 2
-            await wait_until(lambda: _true(b.rm.is_master and not a.rm.is_master), "switched")
+            await wait_until(lambda: awaits_true(b.rm.is_master and not a.rm.is_master), "switched")
             # the demoted master gets its own id back at the NameServer
             await wait_until(
-                lambda: _eq(c.namesrv_ids(), {0: b.b.addr, 1: a.b.addr}), "A back to id 1"
+                lambda: awaits_equal(c.namesrv_ids(), {0: b.b.addr, 1: a.b.addr}), "A back to id 1"
             )
 
             # cleanBrokerMetadata refuses a living broker, then forgets a dead one

@@ -27,7 +27,7 @@ from rocketrio.protocol.headers import (
 )
 from rocketrio.protocol.serde import from_ext
 from tests.harness.clock import now_ms
-from tests.harness.replication import CLUSTER, Node, _true, cluster, pair, wait_until
+from tests.harness.replication import CLUSTER, Node, awaits_true, cluster, pair, wait_until
 from tests.harness.static_topic import leaders, pull_header
 
 T = "ST"
@@ -103,7 +103,7 @@ async def test_a_promoted_slave_leads_the_static_topics_logic_queues(
             assert r.code == ResponseCode.SUCCESS
             # the slave's sync copies the mapping file and the logic offset
             await wait_until(
-                lambda: _true(
+                lambda: awaits_true(
                     T in b.b.static_topics.mappings.table
                     and b.b.offsets.table.get(f"{T}@cg", {}).get(1) == 7
                 ),
@@ -114,7 +114,7 @@ async def test_a_promoted_slave_leads_the_static_topics_logic_queues(
             assert on_b == mapping_file(a)["topicQueueMappingInfoMap"]
 
             await a.crash()
-            await wait_until(lambda: _true(b.rm.is_master), "B promoted")
+            await wait_until(lambda: awaits_true(b.rm.is_master), "B promoted")
 
             async def routed_to_b() -> bool:
                 route = await wait_for_route(admin, T)

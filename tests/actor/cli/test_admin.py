@@ -21,7 +21,7 @@ from rocketrio.actors.client.message import Message
 from rocketrio.actors.client.producer import Producer
 from rocketrio.actors.client.push_consumer import ConsumeStatus, PushConsumer
 from rocketrio.cli import admin as cli_admin
-from tests.harness.admin_cli import HOST, ISO_DATE, Capture, _started, admin
+from tests.harness.admin_cli import HOST, ISO_DATE, Capture, admin, start_broker_node
 from tests.harness.clock import EPOCH_MS
 from tests.harness.replication import cluster
 
@@ -160,7 +160,7 @@ async def test_every_admin_command_names_what_is_unknown_and_exits_1(
     tmp_path: Path, mock_clock: trio.testing.MockClock, capsys: Capture
 ) -> None:
     async with cluster(tmp_path, 21) as c:
-        await _started(c)
+        await start_broker_node(c)
         async with MQAdmin(c.namesrv_addr, c.net.transport(HOST)) as mq:
             await mq.update_topic("T", cluster="DefaultCluster", read_queues=2, write_queues=2)
             await wait_for_route(mq, "T")
@@ -191,7 +191,7 @@ async def test_partly_unknown_sync_state_set_prints_the_known_part_and_exits_1(
     tmp_path: Path, mock_clock: trio.testing.MockClock, capsys: Capture
 ) -> None:
     async with cluster(tmp_path, 22) as c:
-        await _started(c)
+        await start_broker_node(c)
         code, out, err = await admin(
             capsys, c, "getSyncStateSet", "-a", c.controller_addr, "-b", "broker-a;NoSet"
         )
@@ -216,7 +216,7 @@ async def test_tables_print_local_dates_and_json_keeps_epoch_ms(
     tmp_path: Path, mock_clock: trio.testing.MockClock, capsys: Capture, kolkata_time: Any
 ) -> None:
     async with cluster(tmp_path, 23) as c:
-        await _started(c)
+        await start_broker_node(c)
         ns = c.namesrv_addr
         async with MQAdmin(ns, c.net.transport(HOST)) as mq:
             await mq.update_topic("T", cluster="DefaultCluster", read_queues=1, write_queues=1)

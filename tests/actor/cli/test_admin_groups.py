@@ -22,7 +22,7 @@ from rocketrio.protocol.bodies import SubscriptionGroupConfig
 from rocketrio.protocol.codes import RequestCode, ResponseCode
 from rocketrio.protocol.headers import GetSubscriptionGroupConfigRequestHeader
 from rocketrio.protocol.serde import from_json
-from tests.harness.admin_cli import HOST, Capture, _started, admin
+from tests.harness.admin_cli import HOST, Capture, admin, start_broker_node
 from tests.harness.replication import cluster
 
 
@@ -30,7 +30,7 @@ async def test_group_and_connection_commands(
     tmp_path: Path, mock_clock: trio.testing.MockClock, capsys: Capture
 ) -> None:
     async with cluster(tmp_path, 31) as c:
-        await _started(c)
+        await start_broker_node(c)
         ns = c.namesrv_addr
         broker = "10.0.2.1:10911"
         async with MQAdmin(ns, c.net.transport(HOST)) as mq:

@@ -35,8 +35,8 @@ from tests.harness.replication import (
     Acked,
     Cluster,
     Node,
-    _eq,
-    _true,
+    awaits_equal,
+    awaits_true,
     cluster,
     pair,
     send_many,
@@ -82,7 +82,7 @@ async def trio_of_replicas(c: Cluster, **overrides: Any) -> tuple[Node, Node, No
     for n in (a, b, d):
         await (await n.start(**overrides)).wait_role()
     assert a.rm.is_master
-    await wait_until(lambda: _eq(c.sync_state_set(), {1, 2, 3}), "both slaves in the set")
+    await wait_until(lambda: awaits_equal(c.sync_state_set(), {1, 2, 3}), "both slaves in the set")
     return a, b, d
 
 
@@ -134,7 +134,7 @@ async def test_master_shows_its_slaves_in_sync_then_one_behind_then_one_gone(
 
         # d stops acking: dropped from the SyncStateSet, still connected, falling behind
         c.net.partition([d.host], [a.host])
-        await wait_until(lambda: _eq(c.sync_state_set(), {1, 2}), "d left the set")
+        await wait_until(lambda: awaits_equal(c.sync_state_set(), {1, 2}), "d left the set")
         assert await send_many(c, a, 10, "after", acked) == 10
         end2 = a.b.store.get_commitlog_max_offset()
         code, out, _ = await ha_status(capsys, c, "-b", a.b.addr)
@@ -196,7 +196,7 @@ async def test_after_a_failover_the_new_master_reports_itself_master(
         assert await send_many(c, a, 10, "before", {}) == 10
         await trio.sleep(11)  # past the controller's listening window after its election
         await a.crash()
-        await wait_until(lambda: _true(b.rm.is_master), "b promoted")
+        await wait_until(lambda: awaits_true(b.rm.is_master), "b promoted")
         body = await body_of(capsys, c, b)
         assert body["master"] is True and body["haConnectionInfo"] == []
         assert body["inSyncSlaveNums"] == 0
@@ -204,7 +204,7 @@ async def test_after_a_failover_the_new_master_reports_itself_master(
 
         # the old master returns as the new master's slave
         await (await a.start(port=10913)).wait_role()
-        await wait_until(lambda: _eq(c.sync_state_set(), {1, 2}), "a back in the set")
+        await wait_until(lambda: awaits_equal(c.sync_state_set(), {1, 2}), "a back in the set")
         assert await send_many(c, b, 5, "after", {}) == 5
         end = b.b.store.get_commitlog_max_offset()
         body = await body_of(capsys, c, b)
@@ -216,7 +216,7 @@ async def test_after_a_failover_the_new_master_reports_itself_master(
 
         # the whole cluster at once: each broker under its own address, the master first
         await wait_until(
-            lambda: _eq(c.namesrv_ids(), {0: b.b.addr, 1: a.b.addr}), "name server updated"
+            lambda: awaits_equal(c.namesrv_ids(), {0: b.b.addr, 1: a.b.addr}), "name server updated"
         )
         code, out, err = await ha_status(capsys, c, "-c", "DefaultCluster")
         assert code == 0 and err == "", err
@@ -292,9 +292,9 @@ async def test_a_caught_up_slave_is_in_sync_only_once_the_controller_agrees(
         (conn,) = body["haConnectionInfo"]
         assert conn["diff"] == 0 and conn["inSync"] is False and body["inSyncSlaveNums"] == 0
         c.net.heal()
-        await wait_until(lambda: _eq(c.sync_state_set(), {1, 2}), "the controller added b")
+        await wait_until(lambda: awaits_equal(c.sync_state_set(), {1, 2}), "the controller added b")
         await wait_until(
-            lambda: _eq(body_of(capsys, c, a), {**body, "inSyncSlaveNums": 1,
+            lambda: awaits_equal(body_of(capsys, c, a), {**body, "inSyncSlaveNums": 1,
                                                "haConnectionInfo": [{**conn, "inSync": True}]}),
             "a shows b in sync",
         )  # fmt: skip

@@ -20,7 +20,15 @@ from rocketrio.actors.client.producer import Producer
 from rocketrio.actors.client.push_consumer import ConsumeStatus, PushConsumer
 from rocketrio.protocol.bodies import MessageQueue
 from rocketrio.protocol.message import MessageExt
-from tests.harness.admin_cli import HOST, ISO_DATE, Capture, _client, _started, _topic, admin
+from tests.harness.admin_cli import (
+    HOST,
+    ISO_DATE,
+    Capture,
+    admin,
+    client_kwargs,
+    make_topic,
+    start_broker_node,
+)
 from tests.harness.replication import cluster
 
 BROKER = "broker-a"
@@ -36,10 +44,10 @@ async def test_queries_print_the_message_and_each_groups_track(
     tmp_path: Path, mock_clock: trio.testing.MockClock, capsys: Capture
 ) -> None:
     async with cluster(tmp_path, 41) as c:
-        await _started(c)
+        await start_broker_node(c)
         ns = c.namesrv_addr
-        await _topic(c, "T", 1)
-        async with Producer("PG", ns, **_client(c, "10.0.9.8", "p")) as p:
+        await make_topic(c, "T", 1)
+        async with Producer("PG", ns, **client_kwargs(c, "10.0.9.8", "p")) as p:
             sent = [
                 await p.send(Message("T", f"m{i}".encode(), tags="TagA", keys=f"k{i}"))
                 for i in range(2)
@@ -53,7 +61,7 @@ async def test_queries_print_the_message_and_each_groups_track(
 
             g2 = PushConsumer(
                 "G2", ns, consume_from_where="CONSUME_FROM_FIRST_OFFSET",
-                **_client(c, "10.0.9.6", "c2"),
+                **client_kwargs(c, "10.0.9.6", "c2"),
             )  # fmt: skip
             g2.subscribe("T")
             g2.register_listener(listener2)
@@ -75,7 +83,7 @@ async def test_queries_print_the_message_and_each_groups_track(
 
             g = PushConsumer(
                 "G", ns, consume_from_where="CONSUME_FROM_FIRST_OFFSET",
-                **_client(c, "10.0.9.9", "c"),
+                **client_kwargs(c, "10.0.9.9", "c"),
             )  # fmt: skip
             g.subscribe("T")
             g.register_listener(listener)
@@ -142,10 +150,10 @@ async def test_print_consume_and_send_messages(
     tmp_path: Path, mock_clock: trio.testing.MockClock, capsys: Capture
 ) -> None:
     async with cluster(tmp_path, 42) as c:
-        await _started(c)
+        await start_broker_node(c)
         ns = c.namesrv_addr
-        await _topic(c, "T", 2)
-        async with Producer("PG", ns, **_client(c, "10.0.9.8", "p")) as p:
+        await make_topic(c, "T", 2)
+        async with Producer("PG", ns, **client_kwargs(c, "10.0.9.8", "p")) as p:
             for i in range(6):
                 q = MessageQueue("T", BROKER, i % 2)
                 tag = "TagA" if i % 3 else "TagB"
@@ -209,10 +217,10 @@ async def test_bad_input_is_one_line_and_exit_1(
     tmp_path: Path, mock_clock: trio.testing.MockClock, capsys: Capture
 ) -> None:
     async with cluster(tmp_path, 43) as c:
-        await _started(c)
+        await start_broker_node(c)
         ns = c.namesrv_addr
-        await _topic(c, "T", 2)
-        async with Producer("PG", ns, **_client(c, "10.0.9.8", "p")) as p:
+        await make_topic(c, "T", 2)
+        async with Producer("PG", ns, **client_kwargs(c, "10.0.9.8", "p")) as p:
             await p.send_to_queue(Message("T", b"only"), MessageQueue("T", BROKER, 0))
         t = ["-n", ns, "-t", "T"]
         nt = ["-n", ns, "-t", "NoTopic"]

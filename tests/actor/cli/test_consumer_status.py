@@ -28,7 +28,7 @@ from rocketrio.protocol.bodies import ConsumerData, HeartbeatData, SubscriptionD
 from rocketrio.protocol.codes import RequestCode, ResponseCode
 from rocketrio.protocol.remoting import RemotingCommand
 from rocketrio.protocol.running_info import PROP_CONSUME_ORDERLY, PROP_CONSUME_TYPE
-from tests.harness.admin_cli import HOST, Capture, _started, admin
+from tests.harness.admin_cli import HOST, Capture, admin, start_broker_node
 from tests.harness.replication import cluster
 
 BROKER = "10.0.2.1:10911"
@@ -54,7 +54,7 @@ async def test_consumer_status_of_a_push_consumer_under_load(
     tmp_path: Path, mock_clock: trio.testing.MockClock, capsys: Capture
 ) -> None:
     async with cluster(tmp_path, 41) as c:
-        await _started(c)
+        await start_broker_node(c)
         ns = c.namesrv_addr
         async with MQAdmin(ns, c.net.transport(HOST)) as mq:
             await mq.update_topic("T", cluster="DefaultCluster", read_queues=2, write_queues=2)
@@ -139,7 +139,7 @@ async def test_a_client_that_does_not_answer_is_a_timeout(
     """The broker waits upstream's 10 s for the client, then answers CONSUME_MSG_TIMEOUT; the
     admin's connection is served meanwhile."""
     async with cluster(tmp_path, 42) as c:
-        await _started(c)
+        await start_broker_node(c)
         held: list[RequestContext] = []
 
         async def silent(ctx: RequestContext) -> RemotingCommand | None:
@@ -189,7 +189,7 @@ async def test_consumer_status_shows_an_orderly_consumers_queue_locks(
     tmp_path: Path, mock_clock: trio.testing.MockClock, capsys: Capture
 ) -> None:
     async with cluster(tmp_path, 43) as c:
-        await _started(c)
+        await start_broker_node(c)
         ns = c.namesrv_addr
         async with MQAdmin(ns, c.net.transport(HOST)) as mq:
             await mq.update_topic("T", cluster="DefaultCluster", read_queues=2, write_queues=2)

@@ -13,7 +13,14 @@ import trio.testing
 
 from rocketrio.actors.client.message import Message
 from rocketrio.actors.client.producer import Producer
-from tests.harness.admin_cli import ISO_DATE, Capture, _client, _started, _topic, admin
+from tests.harness.admin_cli import (
+    ISO_DATE,
+    Capture,
+    admin,
+    client_kwargs,
+    make_topic,
+    start_broker_node,
+)
 from tests.harness.replication import cluster
 
 
@@ -21,10 +28,10 @@ async def test_a_waiting_message_shows_where_and_when_then_is_found_in_its_topic
     tmp_path: Path, mock_clock: trio.testing.MockClock, capsys: Capture
 ) -> None:
     async with cluster(tmp_path, 43) as c:
-        await _started(c)
+        await start_broker_node(c)
         ns = c.namesrv_addr
-        await _topic(c, "T", 1)
-        async with Producer("PG", ns, **_client(c, "10.0.9.8", "p")) as p:
+        await make_topic(c, "T", 1)
+        async with Producer("PG", ns, **client_kwargs(c, "10.0.9.8", "p")) as p:
             timer = await p.send(
                 Message("T", b"later", keys="kt", properties={"TIMER_DELAY_SEC": "60"})
             )

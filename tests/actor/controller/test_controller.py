@@ -52,8 +52,8 @@ from tests.harness.controller import (
     PEERS,
     RC,
     Group,
-    _broker_set_with_notifications,
     broker_addr,
+    broker_set_with_notifications,
     call,
     group,
     heartbeat,
@@ -174,7 +174,7 @@ async def test_dead_master_is_replaced_and_brokers_are_notified(
     tmp_path: Path, mock_clock: trio.testing.MockClock
 ) -> None:
     async with group(tmp_path, 3) as g, RemotingClient(g.net.transport("10.0.9.1")) as client:
-        leader, fakes, ids = await _broker_set_with_notifications(g, client, "broker-a", 1)
+        leader, fakes, ids = await broker_set_with_notifications(g, client, "broker-a", 1)
         at = ADDRS[leader.self_id]
         async with trio.open_nursery() as beats:
             beats.start_soon(keep_beating, client, at, "broker-a", broker_addr(1), ids[0])
@@ -207,7 +207,7 @@ async def test_closed_master_connection_triggers_election_at_once(
     tmp_path: Path, mock_clock: trio.testing.MockClock
 ) -> None:
     async with group(tmp_path, 4) as g, RemotingClient(g.net.transport("10.0.9.1")) as admin:
-        leader, fakes, ids = await _broker_set_with_notifications(g, admin, "broker-b", 5)
+        leader, fakes, ids = await broker_set_with_notifications(g, admin, "broker-b", 5)
         at = ADDRS[leader.self_id]
         await trio.sleep(11)  # past the fresh leader's listening window
         async with trio.open_nursery() as beats:
@@ -233,7 +233,7 @@ async def test_admin_elect_master_and_clean_broker_data(
     tmp_path: Path, mock_clock: trio.testing.MockClock
 ) -> None:
     async with group(tmp_path, 5) as g, RemotingClient(g.net.transport("10.0.9.1")) as client:
-        leader, fakes, ids = await _broker_set_with_notifications(g, client, "broker-c", 10)
+        leader, fakes, ids = await broker_set_with_notifications(g, client, "broker-c", 10)
         at = ADDRS[leader.self_id]
         r = await call(
             client,
@@ -320,7 +320,7 @@ async def test_embedded_controller_learns_liveness_from_namesrv_heartbeats(
             net.transport("10.0.0.1"),
         )
         g = Group(net, nursery, tmp_path, peers="n0-10.0.0.1:9878", controllers={"n0": ctrl})
-        _, fakes, ids = await _broker_set_with_notifications(g, client, "broker-a", 1)
+        _, fakes, ids = await broker_set_with_notifications(g, client, "broker-a", 1)
         async with trio.open_nursery() as beats:
             # heartbeats go to the NameServer only
             for k, broker_id in zip((1, 2), ids, strict=True):

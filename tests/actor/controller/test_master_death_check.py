@@ -46,6 +46,8 @@ from tests.harness.replication import (
     CTRL_IDS,
     Cluster,
     Node,
+    awaits_equal,
+    awaits_true,
     cluster,
     wait_until,
 )
@@ -65,7 +67,7 @@ async def _two_brokers(c: Cluster, logs: Logs) -> BrokerSet:
     await (await a.start()).wait_role()
     await (await b.start()).wait_role()
     assert a.rm.is_master and (a.rm.broker_controller_id, b.rm.broker_controller_id) == (1, 2)
-    await wait_until(lambda: _eq(c.sync_state_set(), {1, 2}), "B joined the set")
+    await wait_until(lambda: awaits_equal(c.sync_state_set(), {1, 2}), "B joined the set")
     await trio.sleep(LISTEN_WINDOW_S + 1)  # past the controller leader's listening window
     return c, a, b, await c.leader(), logs
 
@@ -128,10 +130,6 @@ async def _scoped_embedded(
         await run_namesrv_with_controller(
             *args, io_runner=run_inline, task_status=task_status, **kw
         )
-
-
-async def _eq(value: Any, expected: Any) -> bool:
-    return await value == expected
 
 
 def tallies(logs: Logs) -> Logs:
@@ -235,7 +233,7 @@ async def test_master_crash_is_confirmed_in_one_round_trip(
         assert leader.self_id in tally["dead"] and len(tally["dead"]) >= 2
         assert tally["alive"] == tally["unknown"] == []
         assert tally["elapsed_ms"] <= ONE_ROUND_MS
-        await wait_until(lambda: _true(b.rm.is_master), "B promoted")
+        await wait_until(lambda: awaits_true(b.rm.is_master), "B promoted")
         assert b.rm.master_epoch == 2
         await send_ok(c, b)
         # every replica logs the applied election; the leader also says why, from whom, in
@@ -318,7 +316,7 @@ async def test_minority_of_controllers_cannot_depose(
             e for e in tallies(logs[mark:]) if e["event"] == events.MasterDeathConfirmed.NAME
         ]
         assert confirmed and confirmed[-1]["no_answer"] == [followers[1]]
-        await wait_until(lambda: _true(b.rm.is_master), "B promoted")
+        await wait_until(lambda: awaits_true(b.rm.is_master), "B promoted")
 
 
 async def test_grace_window_after_controller_leader_change_still_applies(
@@ -377,7 +375,8 @@ async def test_embedded_controllers_partition_and_crash(
         assert not elections(logs[mark:]) and a.rm.is_master and a.rm.master_epoch == 1
         c.net.heal()
         await wait_until(
-            lambda: _true(leader._is_alive(CLUSTER, "broker-a", 1)), "the leader hears A again"
+            lambda: awaits_true(leader._is_alive(CLUSTER, "broker-a", 1)),
+            "the leader hears A again",
         )
         mark = len(logs)
         a.crash_now()
@@ -426,7 +425,3 @@ async def test_check_request_over_the_wire(
         assert answer.verdict is BrokerAliveVerdict.DEAD
         assert answer.silentMillis == HEARTBEAT_TIMEOUT_S * 1000 + 2
         assert 0.3 <= took <= 0.3035
-
-
-async def _true(v: bool) -> bool:
-    return v

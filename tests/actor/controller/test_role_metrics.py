@@ -27,8 +27,8 @@ from rocketrio.protocol.remoting import RemotingCommand
 from tests.harness.controller import (
     CLUSTER,
     Group,
-    _broker_set_with_notifications,
     broker_addr,
+    broker_set_with_notifications,
     call,
     keep_beating,
 )
@@ -103,7 +103,7 @@ async def test_controller_metrics_move_with_a_failover(
         assert ctrl.metrics_addr == "10.0.0.1:5559"
         node = {"address": "10.0.0.1:9878", "group": "group1", "peer_id": "n0"}
         g = Group(net, nursery, tmp_path, peers="n0-10.0.0.1:9878", controllers={"n0": ctrl})
-        _, fakes, ids = await _broker_set_with_notifications(g, client, "broker-a", 1)
+        _, fakes, ids = await broker_set_with_notifications(g, client, "broker-a", 1)
         at = "10.0.0.1:9878"
         broker_a = {**node, "cluster": CLUSTER, "broker_set": "broker-a"}
         async with trio.open_nursery() as beats:
