@@ -104,6 +104,7 @@ def pytest_sessionstart(session: pytest.Session) -> None:
         reporter.write_line(seeds.describe())
 
 
+@pytest.hookimpl(tryfirst=True)  # before pytest-xdist's own, which reads the xdist_group marks
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     # under pytest-xdist, the tests on the in-process SparkSession share one worker, so one JVM
     # starts (the `spark` fixture is per worker process) instead of one per worker
