@@ -24,8 +24,7 @@ import pytest
 from tests.harness.paths import ARTIFACTS
 from tests.harness.system import free_port_block, start_up
 
-# timing assertions or a mount: these never overlap each other under pytest-xdist
-pytestmark = [pytest.mark.system, pytest.mark.xdist_group("quiet")]
+pytestmark = pytest.mark.system  # in conftest.XDIST_GROUPS
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 CHROMEDRIVER = shutil.which("chromedriver")

@@ -37,8 +37,7 @@ from rocketrio.protocol.serde import from_json, to_ext
 from rocketrio.storage.raft_log import RaftLog
 from tests.harness.system import free_port_block, log_problems
 
-# timing assertions or a mount: these never overlap each other under pytest-xdist
-pytestmark = [pytest.mark.system, pytest.mark.xdist_group("quiet")]
+pytestmark = pytest.mark.system  # in conftest.XDIST_GROUPS
 
 IDS = ("n0", "n1", "n2")
 CLUSTER = "DefaultCluster"

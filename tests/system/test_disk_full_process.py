@@ -31,8 +31,7 @@ from rocketrio.protocol.codes import ResponseCode
 from tests.harness.broker import BrokerHarness, messages
 from tests.harness.system import free_port_block, launch, stop_processes, wait_for_line
 
-# timing assertions or a mount: these never overlap each other under pytest-xdist
-pytestmark = [pytest.mark.system, pytest.mark.xdist_group("quiet")]
+pytestmark = pytest.mark.system  # in conftest.XDIST_GROUPS
 
 MOUNT_BYTES = 1024 * 1024
 LEFT_BYTES = 8 * 1024  # room the filler leaves: two pages, a few hundred entries

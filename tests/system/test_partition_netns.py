@@ -34,8 +34,7 @@ from rocketrio.actors.client.message import Message
 from rocketrio.actors.client.producer import Producer
 from tests.harness.system import consume_all, log_problems, role_changes
 
-# one bridge and its namespaces at a time
-pytestmark = [pytest.mark.system, pytest.mark.xdist_group("netns")]
+pytestmark = pytest.mark.system  # in conftest.XDIST_GROUPS
 
 TOPIC = "FailoverTopic"  # consume_all reads this topic
 

@@ -25,8 +25,7 @@ import pytest
 
 from tests.harness.system import free_port_block
 
-# timing assertions or a mount: these never overlap each other under pytest-xdist
-pytestmark = [pytest.mark.system, pytest.mark.xdist_group("quiet")]
+pytestmark = pytest.mark.system  # in conftest.XDIST_GROUPS
 
 MiB = 1024 * 1024
 BUDGET = 32 * MiB

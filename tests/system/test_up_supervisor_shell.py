@@ -22,8 +22,7 @@ from rocketrio.actors.observe import events
 from rocketrio.cli.up_plan import ProcSpec
 from rocketrio.cli.up_supervisor import Supervisor
 
-# timing assertions or a mount: these never overlap each other under pytest-xdist
-pytestmark = [pytest.mark.system, pytest.mark.xdist_group("quiet")]
+pytestmark = pytest.mark.system  # in conftest.XDIST_GROUPS
 
 
 def _spec(name: str) -> ProcSpec:
