@@ -5,7 +5,7 @@
   list of (key, offset) pairs cut into files, newest first;
 - power cuts (unsynced writes lost, kept as a prefix with the last one torn, or kept as any
   subset: a disk reordering its write-back) and kill -9 at any file call (seeded, like
-  test_storage_crashes.py): recovery never raises, never returns an offset that was not added
+  test_power_cuts.py): recovery never raises, never returns an offset that was not added
   below the ``redo_from`` it is given, and returns every flushed entry below it; with the
   store's dispatch checkpoint as ``redo_from``, and with one above everything (the index must
   then keep every flushed entry on its own, with no re-dispatch to fall back on);
