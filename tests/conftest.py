@@ -13,8 +13,9 @@ import pytest
 import trio.testing
 
 from rocketrio.storage.fs import OS_FS
-from tests.sim.disk_view import DiskView
-from tests.sim.sim_disk import SimFileSystem
+from tests.harness import seeds
+from tests.harness.disk_view import DiskView
+from tests.harness.sim_disk import SimFileSystem
 
 
 @pytest.fixture
@@ -32,7 +33,11 @@ def disk(request: pytest.FixtureRequest, tmp_path: Path) -> DiskView:
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addoption(
-        "--seeds", type=int, default=None, help="run N seeds of the seeded simulators (default 200)"
+        "--seeds",
+        type=int,
+        default=None,
+        help="run seeds 0..N-1 of the seeded simulators (a soak; by default the cluster "
+        "simulation runs a rotating window of seeds, the others 200)",
     )
     parser.addoption("--seed", type=int, default=None, help="replay one simulator seed")
     parser.addoption(
@@ -48,7 +53,7 @@ def spark() -> Iterator[Any]:
     Spark takes seconds), with the settings for tiny inputs (`TINY_INPUT_CONF`); the
     `rocketrio analyze` system test runs the job with the product's own."""
     from rocketrio.analysis.incidents import session
-    from tests.analysis.spark_cluster import TINY_INPUT_CONF
+    from tests.harness.spark import TINY_INPUT_CONF
 
     s = session("local[2]", app="rocketrio-tests")
     for key, value in TINY_INPUT_CONF.items():
@@ -86,18 +91,67 @@ def pytest_configure(config: pytest.Config) -> None:
         os.environ["RAFT_SIM_SEED"] = str(config.getoption("--seed"))
     if config.getoption("--mutant") is not None:
         os.environ["CLUSTER_SIM_MUTANT"] = config.getoption("--mutant")
+    # the cluster simulation's rotating window: chosen here, in the controlling process, so
+    # pytest-xdist's workers (started later, with this environment) collect the same seeds
+    seeds.choose_window()
 
 
-def seed_trio_scheduler(seed: int) -> None:
-    """Make Trio's task order replayable for a seeded simulation.
+def pytest_sessionstart(session: pytest.Session) -> None:
+    if hasattr(session.config, "workerinput"):  # an xdist worker: the controller says it
+        return
+    reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+    if reporter is not None:
+        reporter.write_line(seeds.describe())
 
-    Trio breaks ties between runnable tasks with a private PRNG, shuffled deterministically when
-    Hypothesis' Trio plugin is loaded (it is: hypothesis is a test dependency). Seeding it, with
-    MockClock and a seeded SimNetwork, makes a failing seed replay the same schedule. This is
-    private Trio API, hence the pinned trio range in pyproject.toml and
-    tests/unit/test_trio_scheduler_hook.py, which fails if the hook moves.
-    """
-    import hypothesis  # noqa: F401  (loads the plugin that turns deterministic scheduling on)
-    from trio._core import _run
 
-    _run._r.seed(seed)
+# Tests that run as one unit on one pytest-xdist worker (`-n 2`), one after the other: the
+# tests on the in-process SparkSession (the `spark` fixture is per worker process: one JVM
+# instead of two), the network-namespace test (one bridge at a time), and the real-process
+# tests with timing assertions or a mount, which must not overlap each other. (pytest-xdist's
+# own xdist_group marks do not work with pytest 9.2, whose node ids it can no longer suffix;
+# tests/unit/harness/test_xdist_groups.py checks these paths exist.)
+XDIST_GROUPS: dict[str, str] = {
+    "tests/analysis/test_incidents.py": "spark",
+    "tests/analysis/test_sim_ground_truth.py": "spark",
+    "tests/system/test_analyze_failover.py": "spark",
+    "tests/system/test_partition_netns.py": "netns",
+    "tests/system/test_controller_processes.py": "quiet",
+    "tests/system/test_server_limits_process.py": "quiet",
+    "tests/system/test_console_browser.py": "quiet",
+    "tests/system/test_disk_full_process.py": "quiet",
+    "tests/system/test_up_supervisor_shell.py": "quiet",
+}
+
+
+def xdist_scope(nodeid: str) -> str:
+    """The unit of work a test belongs to under pytest-xdist: its group, else itself."""
+    return XDIST_GROUPS.get(nodeid.split("::", 1)[0], nodeid)
+
+
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """`-n N`: each test on its own, except `XDIST_GROUPS` (pytest-xdist's loadscope
+    machinery with our scopes: bigger units first, then the collection order below)."""
+    from xdist.scheduler import LoadScopeScheduling
+
+    class GroupScheduling(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return xdist_scope(nodeid)
+
+    return GroupScheduling(config, log)
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    # longest first, so two workers end together: the Spark tests, then the real-process
+    # tests, then the simulations, then the many short unit and actor tests (a stable sort:
+    # the same order in every worker, as pytest-xdist requires)
+    items.sort(key=_schedule_rank)
+
+
+def _schedule_rank(item: pytest.Item) -> int:
+    if xdist_scope(item.nodeid) == "spark":
+        return 0
+    if item.get_closest_marker("system") is not None:
+        return 1
+    if item.nodeid.startswith("tests/sim/"):
+        return 2
+    return 3

@@ -14,7 +14,7 @@ import pytest
 from pyspark.sql import SparkSession
 
 from rocketrio.analysis.incidents import run
-from tests.analysis.logfix import T0, Logs, failover_logs
+from tests.harness.incident_logs import T0, Logs, failover_logs
 
 
 def test_a_failover_is_reported_exactly_and_joined_by_epoch(

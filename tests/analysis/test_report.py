@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 
 from rocketrio.analysis.report import ROWS, render_html, render_text, timeline_svg
-from tests.analysis.summaries import T, failover, summary
+from tests.harness.report_summaries import T, failover, summary
 
 
 def test_the_report_is_self_contained() -> None:

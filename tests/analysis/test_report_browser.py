@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 
 from rocketrio.analysis.report import render_html
-from tests.analysis.summaries import summary
+from tests.harness.paths import ARTIFACTS
+from tests.harness.report_summaries import summary
 
-ARTIFACTS = Path(__file__).resolve().parents[1] / "artifacts"
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 FLAGS = [
     "--headless",

@@ -19,7 +19,7 @@ from pyspark.sql import SparkSession
 from rocketrio.analysis.incidents import run
 from tests.sim.cluster_run import run_seed
 from tests.sim.cluster_sim import World
-from tests.sim.test_cluster_scenarios import (
+from tests.sim.scenario_kit import (
     SEED,
     bid,
     controller_view,

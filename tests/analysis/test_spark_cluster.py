@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 
 from rocketrio.analysis import incidents
-from tests.analysis.logfix import T0, failover_logs
-from tests.analysis.spark_cluster import (
+from tests.harness.incident_logs import T0, failover_logs
+from tests.harness.spark import (
     SPARK_HOME,
     TINY_INPUT_CONF,
     master_state,

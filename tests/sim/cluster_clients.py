@@ -46,8 +46,9 @@ from rocketrio.protocol.message import MessageDecodeError
 from rocketrio.protocol.remoting import RemotingCommand
 from rocketrio.protocol.serde import HeaderError, from_ext, to_ext
 from rocketrio.storage.message_store import BatchPutResult
+from tests.harness.clock import EPOCH_MS
 from tests.sim.cluster_checks import ClusterChecker
-from tests.sim.cluster_nodes import EPOCH_MS, BrokerProc
+from tests.sim.cluster_nodes import BrokerProc
 
 #: set by run_seed(log_dir=...): producers trace their acknowledged sends and the pulls of the
 #: consumer and the final read log what they received (`rocketrio analyze` joins them)

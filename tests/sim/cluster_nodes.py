@@ -37,18 +37,13 @@ from rocketrio.actors.broker.broker import Broker
 from rocketrio.actors.controller.config import ControllerConfig
 from rocketrio.actors.controller.controller import Controller
 from rocketrio.actors.controller.embedded import attach_to_namesrv
-from rocketrio.actors.kernel.transport import SimNetwork
 from rocketrio.actors.namesrv.config import NamesrvConfig
 from rocketrio.actors.namesrv.namesrv import NameServer
-from tests.sim.sim_disk import FILE_CALLS, SimFileSystem
+from tests.harness.clock import now_ms
+from tests.harness.sim_disk import FILE_CALLS, SimFileSystem
+from tests.harness.sim_network import SimNetwork
 
-EPOCH_MS = 1_700_000_000_000
 RAFT_TICK_MS = 50  # the Raft node's tick: its timers (200 ms heartbeats) need no finer grain
-
-
-def sim_now_ms() -> int:
-    """Wall-clock milliseconds of the simulation: a fixed epoch plus Trio's (mock) clock."""
-    return EPOCH_MS + int(trio.current_time() * 1000)
 
 
 class ProcessKilled(Exception):
@@ -246,7 +241,7 @@ class BrokerProc(Process):
         broker = Broker(
             self.config(),
             self.net.transport(self.host.ip),
-            now_ms=sim_now_ms,
+            now_ms=now_ms,
             rng=random.Random(self.rng.getrandbits(32)),
             run_blocking=self.host.slow.run_blocking,
             fs=fs,

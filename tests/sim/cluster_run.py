@@ -28,12 +28,12 @@ import trio
 from rocketrio.actors.kernel.remoting import RemotingClient
 from rocketrio.actors.observe import logs
 from rocketrio.actors.observe.logs import check_catalogued, json_line
-from tests.conftest import seed_trio_scheduler
+from tests.harness.clock import EPOCH_MS
+from tests.harness.trio_seed import seed_trio_scheduler
 from tests.sim import cluster_clients
 from tests.sim.cluster_checks import ClusterChecker, ClusterFailure
 from tests.sim.cluster_clients import TOPIC, ConsumerDriver, ProducerDriver, probe, read_queue
 from tests.sim.cluster_faults import heal_everything, seeded_chaos
-from tests.sim.cluster_nodes import EPOCH_MS
 from tests.sim.cluster_sim import SETS, SimSpec, World
 
 # after healing and restarting everything: a dead master is noticed after

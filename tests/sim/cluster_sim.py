@@ -33,14 +33,14 @@ from rocketrio.actors.client.admin import MQAdmin
 from rocketrio.actors.client.errors import MQClientError
 from rocketrio.actors.controller.config import ControllerConfig
 from rocketrio.actors.kernel.remoting import RemotingError
-from rocketrio.actors.kernel.transport import SimNetwork
 from rocketrio.actors.namesrv.config import NamesrvConfig
 from rocketrio.protocol.message import decode_stored
 from rocketrio.storage.message_store import MessageStore
+from tests.harness.sim_disk import SimFileSystem
+from tests.harness.sim_network import SimNetwork
 from tests.sim.cluster_checks import ClusterChecker, ReplicaState
 from tests.sim.cluster_clients import TOPIC, AckTap
 from tests.sim.cluster_nodes import BrokerProc, ControlProc, Host, Process, SlowDisk
-from tests.sim.sim_disk import SimFileSystem
 
 SETS = ("broker-a", "broker-b")
 NS_PORT, CTRL_PORT = 9876, 9878

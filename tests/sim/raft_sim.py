@@ -149,7 +149,7 @@ class RaftSim:
         tail = "\n  ".join(self.trace)
         return SimFailure(
             f"seed={self.seed} t={self.now}ms params={self.params}: {what}\n"
-            f"replay: RAFT_SIM_SEED={self.seed} .venv/bin/pytest -q tests/unit/test_raft_sim.py\n"
+            f"replay: RAFT_SIM_SEED={self.seed} .venv/bin/pytest -q tests/sim/test_raft_sim.py\n"
             f"last events:\n  {tail}"
         )
 

@@ -6,7 +6,7 @@ catching seed and which invariant fired there (the failure's first line). ``--st
 a mutant after M catching seeds. ``--raft-sim`` runs the Raft mutants against the seeded
 RaftCore simulation (tests/sim/raft_sim.py) instead, which is much faster per seed. Not part of
 CI: a mutant is a deliberately broken product (the scripted scenarios that must catch each
-mutant are: tests/unit/test_raft_sim.py, tests/sim/test_cluster_scenarios.py).
+mutant are: tests/sim/test_raft_sim.py, tests/sim/test_cluster_scenarios.py).
 """
 
 from __future__ import annotations

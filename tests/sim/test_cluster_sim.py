@@ -1,13 +1,21 @@
 """Seeded whole-cluster simulations (SPEC F1): every seed must keep every invariant.
 
 Each seed draws a cluster and its faults (tests/sim/cluster_sim.py) and runs it under the mock
-clock; `ClusterFailure` names the invariant, the seed and the last steps.
+clock; `ClusterFailure` names the invariant, the seed and the last steps, and says how to replay
+it: ``pytest tests/sim/test_cluster_sim.py --seed N``.
 
-Seeds: ``pytest tests/sim/test_cluster_sim.py --seeds 2000`` runs 0..1999 (the option sets
-RAFT_SIM_SEEDS, which this module reads at collection, like the other simulators; or set
-CLUSTER_SIM_SEEDS), ``--seed K`` replays seed K (CLUSTER_SIM_SEED), as a failure says; with
-``--mutant NAME`` (tests/sim/mutants.py) the seeds run against that broken product and are
-expected to FAIL (the run passes when a seed catches it). The default is `DEFAULT_SEEDS`.
+Which seeds run (tests/harness/seeds.py, printed at the start of the run):
+
+- by default a rotating window of `WINDOW` seeds, a different window on each run (from the
+  run's start time, in minutes; pinned with CLUSTER_SIM_WINDOW_START=K), so runs over time
+  cover ever more seeds while one run stays short; the named scenarios of
+  test_cluster_scenarios.py always run;
+- ``--seeds N`` runs seeds 0..N-1: the soak (``pytest tests/sim/test_cluster_sim.py --seeds
+  5000 -n 2`` runs thousands; the option sets RAFT_SIM_SEEDS, which the other simulators read
+  too; or set CLUSTER_SIM_SEEDS);
+- ``--seed K`` replays seed K (CLUSTER_SIM_SEED), as a failure says;
+- ``--mutant NAME`` (tests/sim/mutants.py) runs the seeds against that broken product, which
+  they are expected to catch (the run passes when a seed catches it).
 """
 
 from __future__ import annotations
@@ -19,19 +27,14 @@ import trio
 import trio.testing
 
 from rocketrio.storage.epoch_file import EpochRecord
+from tests.harness.seeds import cluster_sim_seeds
 from tests.sim.cluster_checks import ClusterChecker, ClusterFailure, ReplicaState
 from tests.sim.cluster_run import run_seed
 from tests.sim.mutants import MUTANTS, applied
 
-DEFAULT_SEEDS = 200
-
 
 def _seeds() -> list[int]:
-    one = os.environ.get("CLUSTER_SIM_SEED") or os.environ.get("RAFT_SIM_SEED")
-    if one:
-        return [int(one)]
-    count = os.environ.get("CLUSTER_SIM_SEEDS") or os.environ.get("RAFT_SIM_SEEDS")
-    return list(range(int(count) if count else DEFAULT_SEEDS))
+    return cluster_sim_seeds()
 
 
 MUTANT = os.environ.get("CLUSTER_SIM_MUTANT")

@@ -28,8 +28,7 @@ from rocketrio.actors.client.producer import Producer
 from rocketrio.actors.client.push_consumer import ConsumeStatus, PushConsumer
 from rocketrio.actors.observe.logs import configure_logging
 from rocketrio.analysis.incidents import run
-from tests.system.cluster import UpProcess, start_up
-from tests.system.test_controller_failover import master_name, role_changes, wait_for
+from tests.harness.system import UpProcess, master_name, role_changes, start_up, wait_for
 
 pytestmark = pytest.mark.system
 

@@ -3,24 +3,11 @@ what a shell script sees). In-process tests cover the behaviour against a cluste
 
 from __future__ import annotations
 
-import subprocess
-import sys
-
 import pytest
 
-from tests.system.cluster import free_port_block
+from tests.harness.system import free_port_block, rr
 
 pytestmark = pytest.mark.system
-
-
-def rr(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "rocketrio.cli.main", *args],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
 
 
 def test_exit_codes_and_one_line_errors() -> None:

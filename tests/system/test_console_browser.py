@@ -21,13 +21,13 @@ from typing import Any
 
 import pytest
 
-from tests.system.cluster import free_port_block, start_up
+from tests.harness.paths import ARTIFACTS
+from tests.harness.system import free_port_block, start_up
 
-pytestmark = pytest.mark.system
+pytestmark = pytest.mark.system  # in conftest.XDIST_GROUPS
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 CHROMEDRIVER = shutil.which("chromedriver")
-ARTIFACTS = Path(__file__).resolve().parents[1] / "artifacts"
 FAILOVER_ON_PAGE_S = 2.0
 
 if CHROMIUM is None or CHROMEDRIVER is None:

@@ -14,7 +14,7 @@ import pytest
 import trio
 import trio_websocket
 
-from tests.system.cluster import free_port_block, start_up
+from tests.harness.system import free_port_block, start_up
 
 pytestmark = pytest.mark.system
 

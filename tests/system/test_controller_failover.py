@@ -11,7 +11,6 @@ measures it properly over many trials.
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import time
@@ -24,28 +23,18 @@ import trio
 from rocketrio.actors.client.admin import MQAdmin
 from rocketrio.actors.client.message import Message
 from rocketrio.actors.client.producer import Producer
-from rocketrio.actors.client.push_consumer import ConsumeStatus, PushConsumer
-from tests.system.cluster import UpProcess, log_problems, start_up
+from tests.harness.system import (
+    TOPIC,
+    UpProcess,
+    consume_all,
+    log_problems,
+    master_name,
+    role_changes,
+    start_up,
+    wait_for,
+)
 
 pytestmark = pytest.mark.system
-
-TOPIC = "FailoverTopic"
-
-
-async def master_name(up: UpProcess, replicas: int = 1) -> str:
-    """The `up` process name of broker-a's current master (brokerId 0 at the NameServer),
-    once at least ``replicas`` replicas are registered."""
-    async with MQAdmin(up.namesrv) as admin:
-        with trio.fail_after(20):
-            while True:
-                info = await admin.cluster_info()
-                bd = info.brokerAddrTable.get("broker-a")
-                if bd is not None and 0 in bd.brokerAddrs and len(bd.brokerAddrs) >= replicas:
-                    addr = bd.brokerAddrs[0]
-                    break
-                await trio.sleep(0.2)
-    port = int(addr.rpartition(":")[2])
-    return "broker-a-0" if port == up.broker_port else "broker-a-1"
 
 
 async def produce_through_fault(
@@ -88,28 +77,6 @@ async def produce_through_fault(
     return acked, after - before, failed
 
 
-async def consume_all(up: UpProcess, acked: set[str]) -> set[str]:
-    consumed: set[str] = set()
-    done = trio.Event()
-
-    def listener(msgs: list[Any]) -> ConsumeStatus:
-        for m in msgs:
-            consumed.add(m.body.decode())
-        if acked <= consumed:
-            done.set()
-        return ConsumeStatus.CONSUME_SUCCESS
-
-    consumer = PushConsumer(
-        "failover_group", up.namesrv, consume_from_where="CONSUME_FROM_FIRST_OFFSET"
-    )
-    consumer.subscribe(TOPIC, "*")
-    consumer.register_listener(listener)
-    async with consumer:
-        with trio.move_on_after(90):
-            await done.wait()
-    return consumed
-
-
 async def where_missing(up: UpProcess) -> str:
     """For a failure message: the consumer group's lag per queue after the consume, and each
     queue's max offset, so a consumer that stopped short (lag left) is told apart from
@@ -120,26 +87,6 @@ async def where_missing(up: UpProcess) -> str:
     lags = {f"{q.brokerName}/{q.queueId}": q.lag for q in progress.offsets}
     ends = {f"{q.brokerName}/{q.queueId}": q.maxOffset for q in queues}
     return f"group lag {progress.total_lag} per queue {lags}; queue ends {ends}"
-
-
-def role_changes(up: UpProcess, node: str) -> list[dict[str, Any]]:
-    path = os.path.join(up.base_dir, "logs", f"{node}.jsonl")
-    out = []
-    with open(path, encoding="utf-8") as f:
-        for line in f:
-            rec = json.loads(line)
-            if rec.get("event") == "broker_role_changed":
-                out.append(rec)
-    return out
-
-
-def wait_for(cond: Callable[[], bool], timeout_s: float, what: str) -> None:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if cond():
-            return
-        time.sleep(0.2)
-    raise AssertionError(f"not within {timeout_s}s: {what}")
 
 
 def test_kill9_master_under_load_loses_no_acknowledged_message(tmp_path: Any) -> None:

@@ -35,9 +35,9 @@ from rocketrio.protocol.controller_headers import (
 from rocketrio.protocol.remoting import RemotingCommand
 from rocketrio.protocol.serde import from_json, to_ext
 from rocketrio.storage.raft_log import RaftLog
-from tests.system.cluster import free_port_block, log_problems
+from tests.harness.system import free_port_block, log_problems
 
-pytestmark = pytest.mark.system
+pytestmark = pytest.mark.system  # in conftest.XDIST_GROUPS
 
 IDS = ("n0", "n1", "n2")
 CLUSTER = "DefaultCluster"

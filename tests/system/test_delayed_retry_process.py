@@ -22,8 +22,7 @@ from rocketrio.actors.client.message import ConsumeStatus, Message
 from rocketrio.actors.client.producer import Producer
 from rocketrio.actors.client.push_consumer import PushConsumer
 from rocketrio.actors.observe.logs import configure_logging
-from tests.system.cluster import free_port_block, stop_processes
-from tests.system.test_store_lock_processes import launch, wait_for_line
+from tests.harness.system import free_port_block, launch, stop_processes, wait_for_line
 
 pytestmark = pytest.mark.system
 

@@ -28,11 +28,10 @@ import trio
 from rocketrio.actors.kernel.remoting import RemotingClient
 from rocketrio.actors.kernel.transport import TcpTransport
 from rocketrio.protocol.codes import ResponseCode
-from tests.actor.test_broker_harness import BrokerHarness, messages
-from tests.system.cluster import free_port_block, stop_processes
-from tests.system.test_store_lock_processes import launch, wait_for_line
+from tests.harness.broker import BrokerHarness, messages
+from tests.harness.system import free_port_block, launch, stop_processes, wait_for_line
 
-pytestmark = pytest.mark.system
+pytestmark = pytest.mark.system  # in conftest.XDIST_GROUPS
 
 MOUNT_BYTES = 1024 * 1024
 LEFT_BYTES = 8 * 1024  # room the filler leaves: two pages, a few hundred entries

@@ -23,8 +23,7 @@ from rocketrio.actors.kernel.transport import TcpTransport
 from rocketrio.actors.observe.logs import configure_logging
 from rocketrio.protocol.codes import RequestCode, ResponseCode
 from rocketrio.protocol.remoting import RemotingCommand
-from tests.system.cluster import free_port_block, stop_processes
-from tests.system.test_store_lock_processes import launch, send_one, wait_for_line
+from tests.harness.system import free_port_block, launch, send_one, stop_processes, wait_for_line
 
 pytestmark = pytest.mark.system
 

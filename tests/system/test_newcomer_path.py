@@ -3,25 +3,13 @@
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
 from typing import Any
 
 import pytest
 
-from tests.system.cluster import free_port_block, free_up_ports, log_problems, start_up
+from tests.harness.system import free_port_block, free_up_ports, log_problems, rr, start_up
 
 pytestmark = pytest.mark.system
-
-
-def rr(*args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "rocketrio.cli.main", *args],
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        check=False,
-    )
 
 
 def test_up_runs_the_demo_and_stops_cleanly(tmp_path: Any) -> None:

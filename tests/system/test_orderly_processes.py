@@ -3,9 +3,9 @@
 `rocketrio up --mode single` (a NameServer and one broker); the broker's
 rebalanceLockMaxLiveTime is set live to 15 s so a killed consumer's locks expire within the
 test. 16 keys x 100 sequence numbers are sent with SelectMessageQueueByHash (key -> queue) over
-about 15 s, while two orderly consumer processes (tests/system/orderly_worker.py) consume them:
-one is killed with SIGKILL and started again, then the other is stopped with SIGTERM and
-started again.
+about 15 s, while two orderly consumer processes (tests/harness/drivers/orderly_worker.py)
+consume them: one is killed with SIGKILL and started again, then the other is stopped with
+SIGTERM and started again.
 
 What is asserted, from the consumers' records (wall-clock start / end of each listener call):
 - no loss: every (key, seq) was consumed;
@@ -40,7 +40,8 @@ from rocketrio.actors.client.config_admin import update_broker_config
 from rocketrio.actors.client.message import Message
 from rocketrio.actors.client.producer import Producer
 from rocketrio.actors.client.queue_select import SelectMessageQueueByHash
-from tests.system.cluster import UpProcess, log_problems, start_up, stop_processes
+from tests.harness.paths import REPO
+from tests.harness.system import UpProcess, log_problems, start_up, stop_processes
 
 pytestmark = pytest.mark.system
 
@@ -48,13 +49,13 @@ TOPIC = "OrderTopic"
 GROUP = "orderly_group"
 KEYS = [f"order-{i}" for i in range(16)]
 TOTAL = 100
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = REPO
 
 
 def start_worker(up: UpProcess, out: Path) -> subprocess.Popen[Any]:
     """Start a worker (its console output goes to ``<out>.log``); return once it consumes."""
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    cmd = [sys.executable, "-m", "tests.system.orderly_worker", up.namesrv, GROUP, TOPIC]
+    cmd = [sys.executable, "-m", "tests.harness.drivers.orderly_worker", up.namesrv, GROUP, TOPIC]
     log = out.with_suffix(".log")
     with open(log, "w", encoding="utf-8") as console:
         proc = subprocess.Popen(

@@ -32,10 +32,9 @@ import trio
 from rocketrio.actors.client.admin import MQAdmin
 from rocketrio.actors.client.message import Message
 from rocketrio.actors.client.producer import Producer
-from tests.system.cluster import log_problems
-from tests.system.test_controller_failover import consume_all, role_changes
+from tests.harness.system import consume_all, log_problems, role_changes
 
-pytestmark = pytest.mark.system
+pytestmark = pytest.mark.system  # in conftest.XDIST_GROUPS
 
 TOPIC = "FailoverTopic"  # consume_all reads this topic
 

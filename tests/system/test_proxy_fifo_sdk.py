@@ -17,21 +17,13 @@ from typing import Any
 
 import pytest
 
-from tests.system.cluster import free_port_block, log_problems, start_up
+from tests.harness.paths import DRIVERS
+from tests.harness.system import free_port_block, log_problems, rr, start_up
 
 pytestmark = pytest.mark.system
 
-DRIVER = os.path.join(os.path.dirname(__file__), "fifo_sdk_driver.py")
+DRIVER = str(DRIVERS / "fifo_sdk_driver.py")
 TOPIC, GROUP, N, FAIL = "FifoSdkT", "FifoSdkG", 6, "g1:2"
-
-
-def rr(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "rocketrio.cli.main", *args],
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
 
 
 def check_fifo_run(out: dict[str, Any]) -> None:

@@ -24,12 +24,19 @@ from rocketrio.actors.proxy.receipt import decode_receipt
 from rocketrio.protocol.grpc_v2 import definition_pb2 as pb
 from rocketrio.protocol.grpc_v2 import service_pb2 as spb
 from rocketrio.protocol.grpc_v2 import service_pb2_grpc as sgrpc
-from tests.system.cluster import free_port_block, log_problems, start_up, stop_processes
-from tests.system.test_store_lock_processes import wait_for_line
+from tests.harness.paths import DRIVERS
+from tests.harness.system import (
+    free_port_block,
+    log_problems,
+    rr,
+    start_up,
+    stop_processes,
+    wait_for_line,
+)
 
 pytestmark = pytest.mark.system
 
-DRIVER = os.path.join(os.path.dirname(__file__), "proxy_local_driver.py")
+DRIVER = str(DRIVERS / "proxy_local_driver.py")
 META = (("x-mq-client-id", "local-system-test"),)
 COUNT = 12
 
@@ -42,15 +49,6 @@ def start(
     cmd = [sys.executable, "-m", "rocketrio.cli.main", role, "-c", str(path), "--name", name]
     return subprocess.Popen(
         [*cmd, *flags], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
-    )
-
-
-def rr(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "rocketrio.cli.main", *args],
-        capture_output=True,
-        text=True,
-        timeout=60,
     )
 
 

@@ -23,21 +23,10 @@ import pytest
 from rocketrio.protocol.grpc_v2 import definition_pb2 as pb
 from rocketrio.protocol.grpc_v2 import service_pb2 as spb
 from rocketrio.protocol.grpc_v2 import service_pb2_grpc as sgrpc
-from tests.system.cluster import free_port_block, log_problems, start_up
+from tests.harness.sdk import DRIVER, META
+from tests.harness.system import free_port_block, log_problems, rr, start_up
 
 pytestmark = pytest.mark.system
-
-DRIVER = os.path.join(os.path.dirname(__file__), "proxy_sdk_driver.py")
-META = (("x-mq-client-id", "raw-test-client"),)
-
-
-def rr(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "rocketrio.cli.main", *args],
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
 
 
 def check_sdk_run(out: dict[str, Any]) -> None:

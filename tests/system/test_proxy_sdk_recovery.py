@@ -3,8 +3,11 @@
 - an orphaned transaction: the official SDK's TransactionProducer sends a half message and
   never ends it; the broker's check is relayed through the proxy's Telemetry to the SDK's
   TransactionChecker, which commits, and the message is consumed;
-- a long job: the SDK's PushConsumer (auto_renew) holds a message longer than the proxy's 60 s
-  invisible time; the proxy renews it and it is delivered once;
+- a long job: the SDK's PushConsumer (auto_renew) holds a message longer than the proxy's
+  invisible time; the proxy renews it and it is delivered once (the proxy is configured with a
+  10 s invisible time, renewals due 4 s ahead, checked every second: a 16 s hold spans the
+  first expiry and sixteen renewal rounds, where upstream's defaults, 60 s / 10 s / 5 s, would
+  need a hold of more than a minute to prove the same);
 - a proxy killed -9 and restarted under load: raw gRPC producers keep sending (retrying what
   fails), a consumer keeps receiving and acking; every acknowledged send is consumed, and
   handles received before the restart ack after it.
@@ -20,6 +23,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from typing import Any
 
 import grpc
@@ -29,8 +33,8 @@ from google.protobuf.duration_pb2 import Duration
 from rocketrio.protocol.grpc_v2 import definition_pb2 as pb
 from rocketrio.protocol.grpc_v2 import service_pb2 as spb
 from rocketrio.protocol.grpc_v2 import service_pb2_grpc as sgrpc
-from tests.system.cluster import free_port_block, log_problems, start_up
-from tests.system.test_proxy_sdk import DRIVER, META, rr
+from tests.harness.sdk import DRIVER, META
+from tests.harness.system import free_port_block, launch, log_problems, rr, start_up, stop_processes
 
 pytestmark = pytest.mark.system
 # a receive in flight when the proxy is killed pops messages the client never sees: they come
@@ -44,20 +48,35 @@ def check_orphan(out: dict[str, Any]) -> None:
     assert [(m["id"], m["body"]) for m in out["received"]] == [(out["sent"], "orphan-tx")]
 
 
+# the long job's proxy: upstream's renew keys, scaled down from 60 s / 10 s / 5 s
+RENEW_CONF = {
+    "defaultInvisibleTimeMills": "10000",
+    "renewAheadTimeMillis": "4000",
+    "renewSchedulePeriodMillis": "1000",
+}
+HOLD_S = 16  # > the 10 s invisible time: without a renewal it comes back during the hold
+AFTER_S = 5  # then a redelivery (an ack that did not take) would show up
+
+
 def check_long(out: dict[str, Any]) -> None:
-    [only] = out["deliveries"]  # held 75 s > 60 s invisible: still delivered once
+    [only] = out["deliveries"]  # held 16 s > 10 s invisible: still delivered once
     assert only["body"] == "slow" and only["attempt"] == 1, out
+    assert out["hold_s"] > int(RENEW_CONF["defaultInvisibleTimeMills"]) / 1000
 
 
 def test_sdk_orphaned_transaction_and_auto_renew(tmp_path: Any) -> None:
     if importlib.util.find_spec("rocketmq") is None:
         pytest.skip("rocketmq-python-client is not installed")
     grpc_port = free_port_block(1, extra=())
-    up = start_up(str(tmp_path / "c"), "single", "--no-console", "--proxy",
-                  "--proxy-port", str(grpc_port))  # fmt: skip
+    up = start_up(str(tmp_path / "c"), "single", "--no-console")
     endpoint = f"127.0.0.1:{grpc_port}"
+    logs = os.path.join(up.base_dir, "logs")
+    conf = {"namesrvAddr": up.namesrv, "grpcServerPort": str(grpc_port),
+            "proxyHost": "127.0.0.1", "logDir": logs, **RENEW_CONF}  # fmt: skip
+    proxy = launch("proxy", "proxy", conf, str(tmp_path))
     try:
-        up.read_until(rf"proxy\s+gRPC {endpoint}", 5)
+        with grpc.insecure_channel(endpoint) as channel:
+            grpc.channel_ready_future(channel).result(timeout=30)
         r = rr("admin", "updateBrokerConfig", "-n", up.namesrv, "-c", "DefaultCluster",
                "-k", "transactionCheckInterval", "-v", "2000")  # fmt: skip
         assert r.returncode == 0, r.stdout + r.stderr
@@ -66,12 +85,15 @@ def test_sdk_orphaned_transaction_and_auto_renew(tmp_path: Any) -> None:
             assert r.returncode == 0, r.stdout + r.stderr
         runs = {
             mode: subprocess.Popen(
-                [sys.executable, DRIVER, endpoint, mode],
+                [sys.executable, DRIVER, endpoint, *args],
                 stdout=subprocess.PIPE,
                 stderr=subprocess.PIPE,
                 text=True,
             )
-            for mode in ("orphan", "long")
+            for mode, args in (
+                ("orphan", ["orphan"]),
+                ("long", ["long", str(HOLD_S), str(AFTER_S)]),
+            )
         }
         outs = {mode: p.communicate(timeout=240) for mode, p in runs.items()}
         for mode, p in runs.items():
@@ -79,6 +101,7 @@ def test_sdk_orphaned_transaction_and_auto_renew(tmp_path: Any) -> None:
         check_orphan(json.loads(outs["orphan"][0].strip().splitlines()[-1]))
         check_long(json.loads(outs["long"][0].strip().splitlines()[-1]))
     finally:
+        stop_processes([proxy])
         up.stop()
     problems = [p for p in log_problems(os.path.join(up.base_dir, "logs")) if "proxy" in p]
     assert not problems, problems
@@ -184,6 +207,15 @@ class Load:
                 pending = got
 
 
+def wait_until(done: Callable[[], bool], timeout_s: float, load: Load) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not done():
+        with load.lock:
+            state = f"{len(load.acked_sends)} acked sends, {len(load.consumed)} consumed"
+        assert time.monotonic() < deadline, f"the load did not go on: {state}"
+        time.sleep(0.05)
+
+
 def test_proxy_killed_and_restarted_under_load(tmp_path: Any) -> None:
     grpc_port = free_port_block(1, extra=())
     up = start_up(str(tmp_path / "c"), "single", "--no-console", "--proxy",
@@ -198,7 +230,8 @@ def test_proxy_killed_and_restarted_under_load(tmp_path: Any) -> None:
         threads.append(threading.Thread(target=load.consume_loop))
         for t in threads:
             t.start()
-        time.sleep(3)
+        # the load is flowing: sends acknowledged and messages consumed
+        wait_until(lambda: len(load.acked_sends) >= 20 and len(load.consumed) >= 10, 30, load)
         load.hold.set()  # what arrives now stays unacked over the restart
         deadline = time.monotonic() + 20
         while not load.held and time.monotonic() < deadline:
@@ -216,7 +249,13 @@ def test_proxy_killed_and_restarted_under_load(tmp_path: Any) -> None:
             assert held, "nothing was received before the restart"
             # handles handed out by the killed proxy ack through the new one
             assert Load.ack(stub, "ProxyLoad", held) == [pb.OK] * len(held)
-        time.sleep(3)  # load goes on after the restart
+        # the load goes on after the restart: more sends acknowledged and consumed
+        sent, consumed = len(load.acked_sends), len(load.consumed)
+        wait_until(
+            lambda: len(load.acked_sends) >= sent + 20 and len(load.consumed) >= consumed + 10,
+            30,
+            load,
+        )
         load.stop.set()
         for t in threads:
             t.join(60)

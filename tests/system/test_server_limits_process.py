@@ -23,6 +23,10 @@ from pathlib import Path
 
 import pytest
 
+from tests.harness.system import free_port_block
+
+pytestmark = pytest.mark.system  # in conftest.XDIST_GROUPS
+
 MiB = 1024 * 1024
 BUDGET = 32 * MiB
 HELD_SLACK = 24 * MiB  # interpreter, allocator and 16 KiB a connection outside the budget
@@ -31,12 +35,6 @@ READ_TIMEOUT_S = 3.0
 LATE_S = 2.0
 FRAME = 15 * MiB
 CONNECTIONS = 20
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def _status_kib(pid: int, field: str) -> int:
@@ -61,7 +59,7 @@ def _wait_listening(port: int, proc: subprocess.Popen[bytes], timeout_s: float =
 
 @pytest.mark.skipif(not os.path.exists("/proc/self/status"), reason="needs /proc (Linux)")
 def test_half_frames_against_a_real_namesrv_stay_within_the_budget(tmp_path: Path) -> None:
-    port = _free_port()
+    port = free_port_block(1, extra=())
     conf = tmp_path / "namesrv.conf"
     conf.write_text(
         f"listenHost=127.0.0.1\nlistenPort={port}\nlogDir={tmp_path / 'logs'}\n"

@@ -16,9 +16,11 @@ import sys
 
 import pytest
 
+from tests.harness.paths import REPO as REPO_PATH
+
 pytestmark = pytest.mark.system
 
-REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+REPO = str(REPO_PATH)
 TINY = ["--rounds", "2", "--sync-count", "50", "--async-count", "300", "--remote-count", "400"]
 FIGURE_KEYS = {
     "sync_send": {"msgs_per_s", "p50_ms", "p99_ms", "broker_cpu_us_per_msg",

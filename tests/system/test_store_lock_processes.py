@@ -12,59 +12,20 @@ from __future__ import annotations
 import json
 import os
 import signal
-import subprocess
-import sys
-import time
 from typing import Any
 
 import pytest
 import trio
 
-from rocketrio.actors.client.admin import MQAdmin
-from rocketrio.actors.client.message import Message
-from rocketrio.actors.client.producer import Producer
 from rocketrio.actors.observe.logs import configure_logging
-from tests.system.cluster import free_port_block, stop_processes
+from tests.harness.system import free_port_block, launch, send_one, stop_processes, wait_for_line
 
 pytestmark = pytest.mark.system
-
-
-def launch(role: str, name: str, conf: dict[str, str], work: str) -> subprocess.Popen[str]:
-    path = os.path.join(work, f"{name}.conf")
-    with open(path, "w", encoding="utf-8") as f:
-        f.write("".join(f"{k}={v}\n" for k, v in conf.items()))
-    cmd = [sys.executable, "-m", "rocketrio.cli.main", role, "-c", path, "--name", name]
-    return subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-
-
-def wait_for_line(proc: subprocess.Popen[str], text: str, timeout_s: float = 60) -> None:
-    assert proc.stdout is not None
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        line = proc.stdout.readline()
-        if text in line:
-            return
-        if not line and proc.poll() is not None:
-            break
-    raise AssertionError(f"{text!r} not printed (exit {proc.poll()})")
 
 
 def json_events(work: str, name: str) -> list[dict[str, Any]]:
     with open(os.path.join(work, "logs", f"{name}.jsonl"), encoding="utf-8") as f:
         return [json.loads(line) for line in f]
-
-
-async def send_one(ns: str, topic: str, broker_addr: str) -> str:
-    async with MQAdmin(ns) as admin:
-        await admin.update_topic(topic, broker_addr=broker_addr, read_queues=1, write_queues=1)
-    async with Producer("lock_test_producer", ns) as producer:
-        for _ in range(100):  # the route appears after the broker's next registration
-            try:
-                result = await producer.send(Message(topic, b"still serving"))
-                return str(result.send_status)
-            except Exception:
-                await trio.sleep(0.2)
-    raise AssertionError("the first broker stopped serving")
 
 
 def test_a_second_broker_on_a_store_is_refused_and_the_first_keeps_serving(tmp_path: Any) -> None:

@@ -16,9 +16,11 @@ import sys
 
 import pytest
 
+from tests.harness.paths import REPO as REPO_PATH
+
 pytestmark = pytest.mark.system
 
-REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+REPO = str(REPO_PATH)
 TINY = ["--sizes", "2000,4000", "--burst", "1000", "--burst-repeat", "1", "--segment-mb", "1",
         "--query-keys", "20", "--missing-keys", "2", "--retention-wait-s", "5"]  # fmt: skip
 

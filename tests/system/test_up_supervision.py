@@ -7,29 +7,17 @@ from __future__ import annotations
 import json
 import os
 import signal
-import subprocess
-import sys
 import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.system.cluster import UpProcess, free_port_block, log_problems, start_up
+from tests.harness.system import UpProcess, free_port_block, log_problems, rr, start_up
 
 pytestmark = pytest.mark.system
 
 TRIO_WORKER_IDLE_S = 10  # trio's idle worker threads exit after this (trio/_core/_thread_cache)
-
-
-def rr(*args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "rocketrio.cli.main", *args],
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        check=False,
-    )
 
 
 def up_events(base_dir: str | Path, event: str) -> list[dict[str, Any]]:

@@ -22,7 +22,7 @@ from rocketrio.actors.observe import events
 from rocketrio.cli.up_plan import ProcSpec
 from rocketrio.cli.up_supervisor import Supervisor
 
-pytestmark = pytest.mark.system
+pytestmark = pytest.mark.system  # in conftest.XDIST_GROUPS
 
 
 def _spec(name: str) -> ProcSpec:

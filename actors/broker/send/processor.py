@@ -40,7 +40,7 @@ from __future__ import annotations
 
 import random
 from collections.abc import Callable
-from typing import Any, Protocol
+from typing import Protocol
 
 import attrs
 import structlog
@@ -55,20 +55,22 @@ from rocketrio.actors.broker.dispatch.outcomes import (
     PutStatus,
     Refusal,
     SendBackOutcome,
-    SendOutcome,
-    SendStored,
     SentBack,
 )
 from rocketrio.actors.broker.schedule.policy import (
-    TimerIllegal,
     parse_message_delay_level,
     schedule_queue,
     send_back_level,
-    timer_deliver_ms,
+)
+from rocketrio.actors.broker.send.completions import OnSent, PendingSend, batch_done, is_stored
+from rocketrio.actors.broker.send.message_props import (
+    TIMER_KEYS,
+    append_props,
+    delay_route,
+    prop_value,
 )
 from rocketrio.actors.broker.stats.broker_stats import BrokerStats
 from rocketrio.actors.broker.store.messages import (
-    BatchPutCallback,
     PutBatchBody,
     PutCallback,
     StoreWriter,
@@ -107,16 +109,8 @@ from rocketrio.protocol.message import (
 )
 from rocketrio.storage.message_store import (
     SCHEDULE_TOPIC,
-    BatchPutResult,
     MessageToStore,
     PutResult,
-)
-from rocketrio.storage.timer_wheel import (
-    PROPERTY_TIMER_DELAY_MS,
-    PROPERTY_TIMER_DELAY_SEC,
-    PROPERTY_TIMER_DELIVER_MS,
-    PROPERTY_TIMER_OUT_MS,
-    TIMER_TOPIC,
 )
 
 # the live keys (UPDATE_BROKER_CONFIG) the send path reads, through `SendConfig`
@@ -124,13 +118,11 @@ SEND_KEYS = frozenset(
     {"brokerPermission", "autoCreateTopicEnable", "maxMessageSize", "rejectTransactionMessage"}
 )
 _UNIQ_PREFIX = UNIQ_KEY + "\x01"
-_TIMER_KEYS = (PROPERTY_TIMER_DELIVER_MS, PROPERTY_TIMER_DELAY_SEC, PROPERTY_TIMER_DELAY_MS)
 _PUT_OK = PutStatus.PUT_OK
 _RW = PERM_READ | PERM_WRITE
 _STORE_STOPPED = Refusal(ResponseCode.SERVICE_NOT_AVAILABLE, "the message store is stopped")
 
 # a send's completion: called once, from the store actor's turn
-OnSent = Callable[[SendOutcome], None]
 OnSentBack = Callable[[SendBackOutcome], None]
 
 
@@ -167,26 +159,6 @@ class SendConfig:
             delay_levels=len(parse_message_delay_level(c.messageDelayLevel)),
             timer_max_delay_ms=c.timerMaxDelaySec * 1000,
         )
-
-
-def prop_value(props: str, key: str) -> str | None:
-    """One property of an encoded ``k\\x01v\\x02`` string without decoding all of it."""
-    tag = key + "\x01"
-    if props.startswith(tag):
-        start = len(tag)
-    else:
-        i = props.find("\x02" + tag)
-        if i < 0:
-            return None
-        start = i + 1 + len(tag)
-    end = props.find("\x02", start)
-    return props[start:] if end < 0 else props[start:end]
-
-
-def append_props(props: str, extra: str) -> str:
-    if props and not props.endswith("\x02"):
-        props += "\x02"
-    return props + extra
 
 
 class SendMessageProcessor:
@@ -332,23 +304,11 @@ class SendMessageProcessor:
             uniq = self.new_uniq_key()
             props = append_props(props, f"{_UNIQ_PREFIX}{uniq}\x02")
         props = append_props(props, self._cluster_prop)
-        topic, queue_id = h.topic, self._pick_queue(tc, h.queueId)
         reconsume = h.reconsumeTimes or 0
-        if topic.startswith(RETRY_GROUP_TOPIC_PREFIX):
-            routed = self._route_retry(h, reconsume, uniq)
-            if isinstance(routed, Refusal):
-                return routed
-            if routed is not None:
-                topic, queue_id = routed
-        reply_queue_id = queue_id
-        # a half message waits for END_TRANSACTION, not for a delay (upstream's hook skips
-        # prepared messages)
-        if not prepared and not topic.startswith(DLQ_GROUP_TOPIC_PREFIX):
-            delayed = self._delay_route(props, topic, queue_id)
-            if isinstance(delayed, Refusal):
-                return delayed
-            if delayed is not None:
-                topic, queue_id, props = delayed
+        routed = self._route(h, tc, props, uniq, reconsume, prepared)
+        if isinstance(routed, Refusal):
+            return routed
+        topic, queue_id, reply_queue_id, props = routed
         sys_flag = h.sysFlag | (MULTI_TAGS_FLAG if tc.topicFilterType == "MULTI_TAG" else 0)
         msg = MessageToStore(
             topic=topic,
@@ -365,7 +325,7 @@ class SendMessageProcessor:
             msg = half_message(msg)
             self.topics.create_in_send_back(msg.topic, 1, _RW)
         msgs = [msg]
-        done = _PendingSend(on_done, reply_queue_id, uniq)
+        done = PendingSend(on_done, reply_queue_id, uniq)
         # inline rather than `_submit`: one coroutine less per send
         writer = self.writer
         try:
@@ -379,29 +339,41 @@ class SendMessageProcessor:
             return _STORE_STOPPED
         return None
 
-    def _delay_route(
-        self, props: str, topic: str, queue_id: int
-    ) -> tuple[str, int, str] | Refusal | None:
-        """A delay-level or timer send: (wait topic, queue, properties with the real topic and
-        queue); None for a message to store as it is."""
-        level = prop_value(props, PROPERTY_DELAY_TIME_LEVEL)
-        if level and level.isdigit() and int(level) > 0:
-            _, wait_queue = schedule_queue(int(level), self.config.delay_levels)
-            real = f"{PROPERTY_REAL_TOPIC}\x01{topic}\x02{PROPERTY_REAL_QUEUE_ID}\x01{queue_id}\x02"
-            return SCHEDULE_TOPIC, wait_queue, append_props(props, real)
-        if "TIMER_" not in props:
-            return None
-        timer_props = {k: v for k in _TIMER_KEYS if (v := prop_value(props, k)) is not None}
-        deliver = timer_deliver_ms(timer_props, self.now_ms(), self.config.timer_max_delay_ms)
-        if deliver is None:
-            return None
-        if isinstance(deliver, TimerIllegal):
-            return Refusal(ResponseCode.MESSAGE_ILLEGAL, deliver.remark)
-        extra = (
-            f"{PROPERTY_TIMER_OUT_MS}\x01{deliver}\x02{PROPERTY_REAL_TOPIC}\x01{topic}\x02"
-            f"{PROPERTY_REAL_QUEUE_ID}\x01{queue_id}\x02"
-        )
-        return TIMER_TOPIC, 0, append_props(props, extra)
+    def _route(
+        self,
+        h: SendMessageRequestHeader,
+        tc: TopicConfig,
+        props: str,
+        uniq: str,
+        reconsume: int,
+        prepared: bool,
+    ) -> tuple[str, int, int, str] | Refusal:
+        """Where the message is stored: (topic, queue, the queue the answer names, properties).
+        A retry send may go to the DLQ; a delay or timer send waits in its schedule topic."""
+        topic, queue_id = h.topic, self._pick_queue(tc, h.queueId)
+        if topic.startswith(RETRY_GROUP_TOPIC_PREFIX):
+            routed = self._route_retry(h, reconsume, uniq)
+            if isinstance(routed, Refusal):
+                return routed
+            if routed is not None:
+                topic, queue_id = routed
+        reply_queue_id = queue_id
+        # a half message waits for END_TRANSACTION, not for a delay (upstream's hook skips
+        # prepared messages)
+        if not prepared and not topic.startswith(DLQ_GROUP_TOPIC_PREFIX):
+            delayed = delay_route(
+                props,
+                topic,
+                queue_id,
+                delay_levels=self.config.delay_levels,
+                now_ms=self.now_ms(),
+                timer_max_delay_ms=self.config.timer_max_delay_ms,
+            )
+            if isinstance(delayed, Refusal):
+                return delayed
+            if delayed is not None:
+                topic, queue_id, props = delayed
+        return topic, queue_id, reply_queue_id, props
 
     def _route_retry(
         self, h: SendMessageRequestHeader, reconsume: int, uniq: str
@@ -452,7 +424,7 @@ class SendMessageProcessor:
         queue_id = self._pick_queue(tc, h.queueId)
         batch_props = decode_properties(h.properties) if h.properties else {}
         delay = batch_props.get(PROPERTY_DELAY_TIME_LEVEL, "0")
-        if (delay.isdigit() and int(delay) > 0) or any(k in batch_props for k in _TIMER_KEYS):
+        if (delay.isdigit() and int(delay) > 0) or any(k in batch_props for k in TIMER_KEYS):
             # upstream CommitLog.asyncPutMessages: a batch cannot wait (MESSAGE_ILLEGAL)
             return Refusal(
                 ResponseCode.MESSAGE_ILLEGAL,
@@ -473,7 +445,7 @@ class SendMessageProcessor:
                 "reconsume_times": h.reconsumeTimes or 0,
                 "new_uniq_key": self.new_uniq_key,
             },
-            _batch_done(on_done),
+            batch_done(on_done),
         )
         writer = self.writer
         try:
@@ -564,7 +536,7 @@ class SendMessageProcessor:
         to_dlq: bool,
     ) -> PutCallback:
         def done(results: list[PutResult], status: PutStatus, remark: str | None) -> None:
-            if not _stored(status, results):
+            if not is_stored(status, results):
                 on_done(PutFailed(status, remark))
                 return
             self.stats.on_send_back(back_topic, h.group, to_dlq)
@@ -582,48 +554,3 @@ class SendMessageProcessor:
             on_done(SENT_BACK)
 
         return done
-
-
-def _stored(status: PutStatus, results: list[Any]) -> bool:
-    """The store answered with the message(s) in the CommitLog (PUT_OK first: no enum hash)."""
-    return bool(results) and (status is _PUT_OK or status.stored)
-
-
-class _PendingSend:
-    """A single send waiting for the store: the `PutCallback` that makes its outcome.
-
-    One slots object rather than a closure: a closure over three values is four GC-tracked
-    allocations per send."""
-
-    __slots__ = ("on_done", "queue_id", "uniq")
-
-    def __init__(self, on_done: OnSent, queue_id: int, uniq: str) -> None:
-        self.on_done = on_done
-        self.queue_id = queue_id
-        self.uniq = uniq
-
-    def __call__(self, results: list[PutResult], status: PutStatus, remark: str | None) -> None:
-        if not _stored(status, results):
-            self.on_done(PutFailed(status, remark))
-            return
-        r = results[0]
-        self.on_done(SendStored(status, remark, r.msg_id, self.queue_id, r.queue_offset, self.uniq))
-
-
-def _batch_done(on_done: OnSent) -> BatchPutCallback:
-    def done(stored: BatchPutResult | None, status: PutStatus, remark: str | None) -> None:
-        if stored is None or not _stored(status, stored.sizes):
-            on_done(PutFailed(status, remark))
-            return
-        on_done(
-            SendStored(
-                status,
-                remark,
-                stored.msg_ids_csv(),
-                stored.queue_id,
-                stored.first_queue_offset,
-                stored.uniq_keys_csv(),
-            )
-        )
-
-    return done

@@ -28,8 +28,9 @@ import attrs
 from rocketrio.actors.broker.dispatch.answers import born_host, refused
 from rocketrio.actors.broker.dispatch.outcomes import Refusal, SendOutcome, SendStored
 from rocketrio.actors.broker.dispatch.table import Handler
+from rocketrio.actors.broker.send.completions import OnSent
 from rocketrio.actors.broker.send.handlers import SendAnswer, send_header
-from rocketrio.actors.broker.send.processor import OnSent, SendMessageProcessor
+from rocketrio.actors.broker.send.processor import SendMessageProcessor
 from rocketrio.actors.broker.tables.topic_queue_mapping import TopicQueueMappingManager
 from rocketrio.actors.kernel.remoting import RequestContext
 from rocketrio.protocol.codes import RequestCode, ResponseCode

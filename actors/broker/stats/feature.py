@@ -16,7 +16,7 @@ import trio
 
 from rocketrio.actors.broker.boot.broker_io import BrokerIO
 from rocketrio.actors.broker.boot.config import MetricsExporterType
-from rocketrio.actors.broker.clients.feature import ClientsFeature
+from rocketrio.actors.broker.clients.client_manager import ConsumerManager, ProducerManager
 from rocketrio.actors.broker.dispatch.table import Handlers
 from rocketrio.actors.broker.ha.master_service import HAMasterService
 from rocketrio.actors.broker.stats.broker_stats import BrokerStats
@@ -51,7 +51,8 @@ class StatsFeature:
         *,
         store: BrokerStore,
         tables: BrokerTables,
-        clients: ClientsFeature,
+        consumers: ConsumerManager,
+        producers: ProducerManager,
         ha_master: HAMasterService,
         held_pulls: Callable[[], int],
         is_master: Callable[[], bool],
@@ -63,7 +64,8 @@ class StatsFeature:
         self.stats = stats
         self.store = store
         self.tables = tables
-        self.clients = clients
+        self.consumers = consumers
+        self.producers = producers
         self.ha_master = ha_master
         self.is_master = is_master
         self.role_extras = role_extras
@@ -95,7 +97,7 @@ class StatsFeature:
             addr,
             topics=tables.topics,
             offsets=tables.offsets,
-            consumers=clients.consumers,
+            consumers=consumers,
             groups=tables.groups,
             store=store.view,
             group_tps=self._group_get_tps,
@@ -111,8 +113,8 @@ class StatsFeature:
         """rocketrio's extra runtime-info keys: what the broker's tables hold, and the role's
         own (controller mode: the masterEpoch and confirmOffset)."""
         return {
-            "consumerGroups": str(len(self.clients.consumers.groups)),
-            "producerGroups": str(len(self.clients.producers.groups)),
+            "consumerGroups": str(len(self.consumers.groups)),
+            "producerGroups": str(len(self.producers.groups)),
             "topicCount": str(len(self.tables.topics.table)),
             **self.role_extras(),
         }

@@ -1,0 +1,109 @@
+"""SlaveSynchronize against a scripted master (no network): what a slave adopts, and when.
+
+The regression these tests hold: a slave's request to its master, sent before the master hung,
+was answered after the slave had been promoted and the old master woke up. The promoted broker
+took the old master's topic table (4 queues where it served 4 + 4 more with acknowledged
+messages in them) and the old offsets: 1,152 acknowledged messages were stored but never
+consumed (system/test_controller_failover.py::test_a_hung_master_...).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import trio
+import trio.testing
+
+from rocketrio.actors.broker.roles.slave_sync import SYNC_PERIOD_S, SlaveSynchronize, SyncRefused
+from rocketrio.protocol.bodies import (
+    TopicConfig,
+)
+from tests.harness.slave_sync import GROUP_KEY, OLD, ScriptedMaster, tables
+
+
+async def test_an_answer_that_arrives_after_promotion_is_not_applied(
+    tmp_path: Path, mock_clock: trio.testing.MockClock
+) -> None:
+    topics, groups, offsets = tables(tmp_path)
+    # what this broker serves as the new master: 8 queues, a consumer at offset 500
+    topics.update(TopicConfig("T", 8, 8))
+    offsets.table[GROUP_KEY] = {0: 500}
+    following: list[str | None] = [OLD]
+    master = ScriptedMaster(queues=4, offset=100)
+
+    async def promoted_meanwhile(code: int) -> None:
+        following[0] = None  # the controller made this broker master; the old one wakes up
+
+    master.before_answer = promoted_meanwhile
+    sync = SlaveSynchronize(
+        topics=topics, groups=groups, offsets=offsets, master_addr=lambda: following[0]
+    )
+    with pytest.raises(SyncRefused, match="no longer this broker's master"):
+        await sync.sync_all(master, OLD)  # type: ignore[arg-type]
+    tc = topics.select("T")
+    assert tc is not None and (tc.readQueueNums, tc.writeQueueNums) == (8, 8)
+    assert offsets.table[GROUP_KEY] == {0: 500}
+    assert sync.stale_answers == 1 and sync.rounds == 0
+
+
+async def test_a_slave_adopts_its_masters_tables(
+    tmp_path: Path, mock_clock: trio.testing.MockClock
+) -> None:
+    topics, groups, offsets = tables(tmp_path)
+    master = ScriptedMaster(queues=4, offset=100)
+    sync = SlaveSynchronize(topics=topics, groups=groups, offsets=offsets, master_addr=lambda: OLD)
+    await sync.sync_all(master, OLD)  # type: ignore[arg-type]
+    tc = topics.select("T")
+    assert tc is not None and tc.readQueueNums == 4
+    assert offsets.table[GROUP_KEY] == {0: 100}
+    assert sync.rounds == 1 and sync.stale_answers == 0
+
+
+async def test_a_new_queue_in_the_store_syncs_at_once_not_at_the_period(
+    tmp_path: Path, mock_clock: trio.testing.MockClock
+) -> None:
+    topics, groups, offsets = tables(tmp_path)
+    master = ScriptedMaster(queues=4, offset=100)
+    queues = [0]
+    sync = SlaveSynchronize(
+        topics=topics,
+        groups=groups,
+        offsets=offsets,
+        master_addr=lambda: OLD,
+        queue_count=lambda: queues[0],
+    )
+    async with trio.open_nursery() as n:
+        n.start_soon(sync.run, master)
+        await trio.sleep(0.05)
+        assert sync.rounds == 1  # the first round runs at start
+        await trio.sleep(1.0)
+        assert sync.rounds == 1  # idle: the next round waits for the period
+        queues[0] = 1  # a record of a queue the slave never held was replicated
+        await trio.sleep(0.15)  # one 0.1 s poll; the scripted master answers at once
+        assert sync.rounds == 2
+        await trio.sleep(SYNC_PERIOD_S)
+        assert sync.rounds == 3  # and the period still runs
+        n.cancel_scope.cancel()
+
+
+async def test_a_master_whose_queues_grow_waits_instead_of_spinning(
+    tmp_path: Path, mock_clock: trio.testing.MockClock
+) -> None:
+    """A master follows no one; its store creates queues all the time. The loop must still
+    wait out its period (a spin here once hung the whole broker)."""
+    topics, groups, offsets = tables(tmp_path)
+    calls = [0]
+
+    def growing() -> int:
+        calls[0] += 1
+        if calls[0] > 1000:
+            raise AssertionError("the sync loop spins on a master")
+        return calls[0]
+
+    sync = SlaveSynchronize(
+        topics=topics, groups=groups, offsets=offsets, master_addr=lambda: None, queue_count=growing
+    )
+    with trio.move_on_after(10):
+        await sync.run(ScriptedMaster(queues=4, offset=0))  # type: ignore[arg-type]
+    assert sync.rounds == 0 and calls[0] < 1000
