@@ -20,7 +20,6 @@ from rocketrio.actors.broker.pop.revive_service import PopReviveService, ReviveC
 from rocketrio.actors.broker.store.actor import StoreActor
 from rocketrio.actors.broker.store.view import StoreView
 from rocketrio.actors.broker.tables.broker_tables import BrokerTables
-from rocketrio.actors.observe import events
 
 
 class PopFeature:
@@ -96,8 +95,7 @@ class PopFeature:
         self.hold.notify_message_arriving(topic, queue_id, max_offset)
 
     async def load(self) -> None:
-        if await self.order.load_file():
-            events.emit(self.log, events.ConfigLoadedFromBackup(file=self.order.file.path))
+        await self.order.load_file()
 
     async def run_services(
         self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED

@@ -46,6 +46,7 @@ from rocketrio.actors.broker.pop.order import (
 )
 from rocketrio.actors.broker.store.view import RunBlocking
 from rocketrio.actors.broker.tables.config_file import ConfigFile
+from rocketrio.actors.broker.tables.json_table import JsonFileTable
 from rocketrio.actors.broker.tables.tables import GroupTable, OffsetTable, TopicTable, config_path
 from rocketrio.actors.observe import events
 from rocketrio.protocol.codes import ResponseCode
@@ -55,7 +56,7 @@ ORDER_INFO_FILE = "consumerOrderInfo.json"
 MAX_WAKEUPS = 100_000  # pending block ends at most (one per distinct ms and topic)
 
 
-class PopOrderService:
+class PopOrderService(JsonFileTable):
     def __init__(
         self,
         store_root: str,
@@ -90,17 +91,18 @@ class PopOrderService:
         self._changed = trio.Event()
 
     # -- the file
-    async def load_file(self) -> bool:
-        """Read consumerOrderInfo.json (worker thread); True when it came from the .bak."""
-        value = await self.file.run_blocking(self.file.load)
-        self.manager.load(value or ConsumerOrderInfoWrapper())
+    def files(self) -> tuple[ConfigFile[Any], ...]:
+        return (self.file,)
+
+    def _adopt_files(self, values: tuple[Any, ...]) -> None:
+        """consumerOrderInfo.json's blocks, each still blocked one waking its topic's pops."""
+        self.manager.load(values[0] or ConsumerOrderInfoWrapper())
         now = self.now_ms()
         for key, queues in self.manager.table.items():
             for info in queues.values():
                 end = info.blocked_until(now)
                 if end is not None:
                     self._wake_at(end, key.partition("@")[0])
-        return self.file.loaded_from_backup
 
     def _snapshot_for_persist(self) -> ConsumerOrderInfoWrapper | None:
         def read_queue_nums(topic: str) -> int | None:
@@ -111,9 +113,6 @@ class PopOrderService:
             read_queue_nums, lambda g: self.groups.find_group(g) is not None, self.now_ms()
         )
         return self.manager.snapshot_for_persist()
-
-    async def persist(self) -> None:
-        await self.file.persist()
 
     # -- the POP processor's side
     def blocked(

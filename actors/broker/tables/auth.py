@@ -12,6 +12,7 @@ A file whose content is not a valid user or ACL is a start-up error naming the f
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 import structlog
 import trio
@@ -30,6 +31,7 @@ from rocketrio.actors.auth.model import (
 from rocketrio.actors.broker.boot.config import BrokerConfig
 from rocketrio.actors.broker.store.view import RunBlocking
 from rocketrio.actors.broker.tables.config_file import ConfigFile
+from rocketrio.actors.broker.tables.json_table import JsonFileTable
 from rocketrio.actors.broker.tables.tables import config_path
 from rocketrio.actors.observe import events
 from rocketrio.protocol.auth_bodies import AuthAclsFile, AuthUsersFile
@@ -41,7 +43,7 @@ USERS_FILE = "users.json"
 ACLS_FILE = "acls.json"
 
 
-class AuthTable(AuthMetadata):
+class AuthTable(AuthMetadata, JsonFileTable):
     """The broker's users and ACLs (`AuthMetadata`) with their two files, users.json and
     acls.json: loaded at start, both written durably before a change is answered."""
 
@@ -72,10 +74,11 @@ class AuthTable(AuthMetadata):
     def _acls_snapshot(self) -> AuthAclsFile:
         return AuthAclsFile([acl_to_info(a) for _, a in sorted(self.acls.items())], self.version)
 
-    async def load_files(self) -> None:
-        """Read both files (worker thread), adopt them, create the configured super users."""
-        users = await self.users_file.run_blocking(self.users_file.load)
-        acls = await self.acls_file.run_blocking(self.acls_file.load)
+    def files(self) -> tuple[ConfigFile[Any], ...]:
+        return (self.users_file, self.acls_file)
+
+    def _adopt_files(self, values: tuple[Any, ...]) -> None:
+        users, acls = values
         try:
             self.users = (
                 {u.username: u for u in (user_from_info(i) for i in users.users)} if users else {}
@@ -90,12 +93,13 @@ class AuthTable(AuthMetadata):
             raise ConfigFileError(f"config file {self.acls_file.path}: {e}") from None
         if users is not None:
             self.version = users.dataVersion
-        for f in (self.users_file, self.acls_file):
-            if f.loaded_from_backup:
-                events.emit(self.log, events.ConfigLoadedFromBackup(file=f.path))
-        created = self.ensure_configured_users()
-        if created:
+
+    async def load_file(self) -> bool:
+        """Read both files, then create the configured super users (written at once)."""
+        from_backup = await super().load_file()
+        if self.ensure_configured_users():
             await self.persist()
+        return from_backup
 
     def ensure_configured_users(self) -> list[str]:
         """initAuthenticationUser and the inner client credentials exist (as super users)."""
@@ -113,8 +117,7 @@ class AuthTable(AuthMetadata):
     async def persist(self) -> None:
         """Bump the version and write both files; returns when they are durable."""
         self.version = self.version.next_version(self.now_ms())
-        await self.users_file.persist()
-        await self.acls_file.persist()
+        await super().persist()
 
     def adopt(self, users: list[User], acls: list[Acl]) -> bool:
         """A slave takes its master's tables (keeping its own configured users); True when

@@ -9,22 +9,20 @@ that came from its ``.bak``), runs their background writers and persists them at
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
 
 import trio
 
 from rocketrio.actors.broker.boot.broker_io import BrokerIO
 from rocketrio.actors.broker.boot.config import BrokerConfig
 from rocketrio.actors.broker.tables.auth import AuthTable
-from rocketrio.actors.broker.tables.config_file import ConfigFile
 from rocketrio.actors.broker.tables.delay_offset import (
     DELAY_OFFSET_FILE,
     DelayOffsetFile,
     DelayOffsetTable,
 )
+from rocketrio.actors.broker.tables.json_table import JsonFileTable
 from rocketrio.actors.broker.tables.tables import GroupTable, OffsetTable, TopicTable, config_path
 from rocketrio.actors.broker.tables.topic_queue_mapping import TopicQueueMappingTable
-from rocketrio.actors.observe import events
 
 
 class BrokerTables:
@@ -61,15 +59,17 @@ class BrokerTables:
 
     async def load(self) -> None:
         """Read every file (worker threads); a file read from its .bak is logged."""
-        for table in (self.topics, self.groups, self.offsets):
-            if await table.load_file():
-                self._from_backup(table.file)
-        await self.auth.load_files()
-        if await self.delay_offsets.load_file():
-            self._from_backup(self.delay_offsets.file)
+        for table in self.all():
+            await table.load_file()
 
-    def _from_backup(self, file: ConfigFile[Any]) -> None:
-        events.emit(self.log, events.ConfigLoadedFromBackup(file=file.path))
+    def all(self) -> tuple[JsonFileTable, ...]:
+        return (
+            self.topics,
+            self.groups,
+            self.offsets,
+            self.auth,
+            self.delay_offsets,
+        )
 
     async def run_writers(self) -> None:
         """The files' background writers: changes made on hot paths, periodic offsets."""

@@ -16,12 +16,15 @@ written every flushDelayOffsetInterval and at shutdown.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
+from typing import Any
 
 import attrs
+import structlog
 import trio
 
 from rocketrio.actors.broker.store.view import RunBlocking
 from rocketrio.actors.broker.tables.config_file import ConfigFile
+from rocketrio.actors.broker.tables.json_table import JsonFileTable
 from rocketrio.actors.kernel.remoting import RequestContext
 from rocketrio.protocol.bodies import DataVersion
 from rocketrio.protocol.remoting import RemotingCommand
@@ -104,7 +107,7 @@ class DelayOffsetTable:
         return self.snapshot()
 
 
-class DelayOffsetFile:
+class DelayOffsetFile(JsonFileTable):
     """The table with its file: `load_file` at open, `file.run_periodic` while running,
     `persist` at shutdown."""
 
@@ -117,15 +120,13 @@ class DelayOffsetFile:
         fs: FileSystem = OS_FS,
     ) -> None:
         self.table = table
+        self.log = structlog.get_logger("broker").bind(actor="delay_offset")
         self.file = ConfigFile(
             path, DelayOffsetSerializeWrapper, table.snapshot_for_persist, run_blocking, fs=fs
         )
 
-    async def load_file(self) -> bool:
-        """Read the file (worker thread) and adopt it; True when it came from the .bak."""
-        value = await self.file.run_blocking(self.file.load)
-        self.table.load(value or DelayOffsetSerializeWrapper())
-        return self.file.loaded_from_backup
+    def files(self) -> tuple[ConfigFile[Any], ...]:
+        return (self.file,)
 
-    async def persist(self) -> None:
-        await self.file.persist()
+    def _adopt_files(self, values: tuple[Any, ...]) -> None:
+        self.table.load(values[0] or DelayOffsetSerializeWrapper())

@@ -2,7 +2,7 @@
 
 `TopicTable` (topics.json), `GroupTable` (subscriptionGroup.json) and `OffsetTable`
 (consumerOffset.json) are the pure managers of topic_config.py, subscription_group.py and
-consumer_offset.py plus their `ConfigFile` (config_files.py):
+consumer_offset.py on the one file base of every table (json_table.py):
 
 - a change made on a hot path (a topic auto-created by a send, a group auto-created by a pull)
   only marks the file dirty; the file's writer task writes it soon after, bursts coalesced;
@@ -18,10 +18,9 @@ without awaiting in between, so no request sees a half-made change.
 
 from __future__ import annotations
 
-import abc
 import os
 from collections.abc import Callable
-from typing import Generic, TypeVar
+from typing import Any
 
 import attrs
 import structlog
@@ -31,6 +30,7 @@ from rocketrio.actors.broker.boot.config import BrokerConfig
 from rocketrio.actors.broker.store.view import RunBlocking
 from rocketrio.actors.broker.tables.config_file import ConfigFile
 from rocketrio.actors.broker.tables.consumer_offset import ConsumerOffsetManager
+from rocketrio.actors.broker.tables.json_table import JsonFileTable
 from rocketrio.actors.broker.tables.subscription_group import SubscriptionGroupManager
 from rocketrio.actors.broker.tables.topic_config import TopicConfigManager
 from rocketrio.actors.observe import events
@@ -44,8 +44,6 @@ from rocketrio.protocol.bodies import (
 )
 from rocketrio.storage.fs import OS_FS, FileSystem
 
-T = TypeVar("T")
-
 TOPICS_FILE = "topics.json"
 GROUPS_FILE = "subscriptionGroup.json"
 OFFSETS_FILE = "consumerOffset.json"
@@ -56,27 +54,7 @@ def config_path(store_root: str, name: str) -> str:
     return os.path.join(store_root, "config", name)
 
 
-class _Persisted(Generic[T], abc.ABC):
-    """The file half of a table: load at start, persist on demand."""
-
-    file: ConfigFile[T]
-
-    async def load_file(self) -> bool:
-        """Read the file (worker thread) and adopt it; True when it came from the .bak."""
-        value = await self.file.run_blocking(self.file.load)
-        self._adopt(value)
-        return self.file.loaded_from_backup
-
-    @abc.abstractmethod
-    def _adopt(self, value: T | None) -> None:
-        """Take ``value`` (None: no file yet) as the table's contents."""
-
-    async def persist(self) -> None:
-        """Write the table now; returns when the file is durable."""
-        await self.file.persist()
-
-
-class TopicTable(TopicConfigManager, _Persisted[TopicConfigSerializeWrapper]):
+class TopicTable(TopicConfigManager, JsonFileTable):
     """The topic table: every change marks topics.json dirty and triggers re-registration."""
 
     def __init__(
@@ -99,8 +77,11 @@ class TopicTable(TopicConfigManager, _Persisted[TopicConfigSerializeWrapper]):
             fs=fs,
         )
 
-    def _adopt(self, value: TopicConfigSerializeWrapper | None) -> None:
-        self.load(value or TopicConfigSerializeWrapper())
+    def files(self) -> tuple[ConfigFile[Any], ...]:
+        return (self.file,)
+
+    def _adopt_files(self, values: tuple[Any, ...]) -> None:
+        self.load(values[0] or TopicConfigSerializeWrapper())
 
     def _changed(self, tc: TopicConfig | None) -> None:
         self.file.mark_dirty()
@@ -181,7 +162,7 @@ class TopicTable(TopicConfigManager, _Persisted[TopicConfigSerializeWrapper]):
             events.emit(self.log, events.TopicAdoptedFromQueues(topic=topic, queue_count=n))
 
 
-class GroupTable(SubscriptionGroupManager, _Persisted[SubscriptionGroupWrapper]):
+class GroupTable(SubscriptionGroupManager, JsonFileTable):
     """The subscription-group table: auto-created groups mark the file dirty."""
 
     def __init__(
@@ -193,6 +174,7 @@ class GroupTable(SubscriptionGroupManager, _Persisted[SubscriptionGroupWrapper])
         fs: FileSystem = OS_FS,
     ) -> None:
         super().__init__(config.autoCreateSubscriptionGroup, now_ms)
+        self.log = structlog.get_logger("broker").bind(broker=config.brokerName)
         self.file = ConfigFile(
             config_path(config.storePathRootDir, GROUPS_FILE),
             SubscriptionGroupWrapper,
@@ -201,8 +183,11 @@ class GroupTable(SubscriptionGroupManager, _Persisted[SubscriptionGroupWrapper])
             fs=fs,
         )
 
-    def _adopt(self, value: SubscriptionGroupWrapper | None) -> None:
-        self.load(value or SubscriptionGroupWrapper())
+    def files(self) -> tuple[ConfigFile[Any], ...]:
+        return (self.file,)
+
+    def _adopt_files(self, values: tuple[Any, ...]) -> None:
+        self.load(values[0] or SubscriptionGroupWrapper())
 
     def find_group(self, group: str) -> SubscriptionGroupConfig | None:
         """The group's config, auto-created when allowed (upstream
@@ -218,7 +203,7 @@ class GroupTable(SubscriptionGroupManager, _Persisted[SubscriptionGroupWrapper])
         return sgc is None or sgc.notifyConsumerIdsChangedEnable
 
 
-class OffsetTable(ConsumerOffsetManager, _Persisted[ConsumerOffsetSerializeWrapper]):
+class OffsetTable(ConsumerOffsetManager, JsonFileTable):
     """Committed consumer offsets; written periodically (only when something changed)."""
 
     def __init__(
@@ -230,6 +215,7 @@ class OffsetTable(ConsumerOffsetManager, _Persisted[ConsumerOffsetSerializeWrapp
         fs: FileSystem = OS_FS,
     ) -> None:
         super().__init__(now_ms)
+        self.log = structlog.get_logger("broker").bind(broker=config.brokerName)
         self.file = ConfigFile(
             config_path(config.storePathRootDir, OFFSETS_FILE),
             ConsumerOffsetSerializeWrapper,
@@ -238,5 +224,8 @@ class OffsetTable(ConsumerOffsetManager, _Persisted[ConsumerOffsetSerializeWrapp
             fs=fs,
         )
 
-    def _adopt(self, value: ConsumerOffsetSerializeWrapper | None) -> None:
-        self.load(value or ConsumerOffsetSerializeWrapper())
+    def files(self) -> tuple[ConfigFile[Any], ...]:
+        return (self.file,)
+
+    def _adopt_files(self, values: tuple[Any, ...]) -> None:
+        self.load(values[0] or ConsumerOffsetSerializeWrapper())

@@ -28,6 +28,7 @@ mapping before it registers.
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 import structlog
 import trio
@@ -35,6 +36,7 @@ import trio
 from rocketrio.actors.broker.boot.config import BrokerConfig
 from rocketrio.actors.broker.store.view import RunBlocking
 from rocketrio.actors.broker.tables.config_file import ConfigFile
+from rocketrio.actors.broker.tables.json_table import JsonFileTable
 from rocketrio.actors.broker.tables.tables import config_path
 from rocketrio.actors.observe import events
 from rocketrio.protocol import fastjson
@@ -213,7 +215,7 @@ class TopicQueueMappingManager:
         return out
 
 
-class TopicQueueMappingTable(TopicQueueMappingManager):
+class TopicQueueMappingTable(TopicQueueMappingManager, JsonFileTable):
     """The mappings with their file (topicQueueMapping.json)."""
 
     def __init__(
@@ -237,10 +239,12 @@ class TopicQueueMappingTable(TopicQueueMappingManager):
             loads=fastjson.loads,  # upstream's file has bare Integer keys ({0:[...]})
         )
 
-    async def load_file(self) -> bool:
-        """Read the file and adopt it (refused copies logged); True when from the .bak."""
-        value = await self.file.run_blocking(self.file.load)
-        refused = self.adopt(value or TopicQueueMappingSerializeWrapper())
+    def files(self) -> tuple[ConfigFile[Any], ...]:
+        return (self.file,)
+
+    def _adopt_files(self, values: tuple[Any, ...]) -> None:
+        """Adopt the file, refused copies logged (they name another broker)."""
+        refused = self.adopt(values[0] or TopicQueueMappingSerializeWrapper())
         for detail in refused:
             events.emit(
                 self.log,
@@ -250,8 +254,3 @@ class TopicQueueMappingTable(TopicQueueMappingManager):
                     reason=f"found in {self.file.path} but belongs to broker {detail.bname}",
                 ),
             )
-        return self.file.loaded_from_backup
-
-    async def persist(self) -> None:
-        """Write the mappings now; returns when the file is durable."""
-        await self.file.persist()
