@@ -46,7 +46,7 @@ from rocketrio.actors.broker.static_topic.feature import StaticTopicFeature
 from rocketrio.actors.broker.stats.broker_stats import BrokerStats
 from rocketrio.actors.broker.stats.feature import StatsFeature
 from rocketrio.actors.broker.store.broker_store import BrokerStore, store_host_of
-from rocketrio.actors.broker.store.disk_guard import FirstRefusal
+from rocketrio.actors.broker.store.disk_guard import first_refusal
 from rocketrio.actors.broker.store.disk_usage import DiskSpace, disk_space
 from rocketrio.actors.broker.store.view import RunBlocking
 from rocketrio.actors.broker.tables.broker_tables import BrokerTables
@@ -142,7 +142,7 @@ class Broker:
             store=s,
             locks=self.clients.locks,
             stats=self.counters,
-            write_gate=FirstRefusal([s.guard, self.roles]),
+            write_gate=first_refusal([s.guard, *self.roles.write_gates()]),
             new_uniq_key=new_uniq_key,
         )
         self.pop = PopFeature(

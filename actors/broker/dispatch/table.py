@@ -80,7 +80,9 @@ class RequestTable:
         self, broker_name: str, handlers: Mapping[int, Handler], *, gate: Gate | None = None
     ) -> None:
         self.broker_name = broker_name
-        self.handlers = handlers
+        # a plain dict: the look-up per request is the hot path (a mappingproxy's is slower);
+        # nothing adds to it after start-up
+        self.handlers: dict[int, Handler] = dict(handlers)
         self.gate = gate
         self.stopping = False
 

@@ -32,6 +32,7 @@ from rocketrio.actors.broker.dispatch.table import Handlers
 from rocketrio.actors.broker.ha.service import AutoSwitchHAService, resolve_ha_addr
 from rocketrio.actors.broker.ha.sync_state import AckPolicy
 from rocketrio.actors.broker.roles.role_service import RoleDeps
+from rocketrio.actors.broker.store.disk_guard import WriteGate
 from rocketrio.actors.client.api import request
 from rocketrio.actors.kernel.remoting import RemotingClient, RemotingError, RequestContext
 from rocketrio.actors.observe import events
@@ -103,6 +104,9 @@ class ClassicRoleService:
 
     def write_refusal(self) -> Refusal | None:
         return None  # a classic slave's store refuses puts itself (SERVICE_NOT_AVAILABLE)
+
+    def write_gates(self) -> tuple[WriteGate, ...]:
+        return ()  # nothing to ask before the store: see write_refusal
 
     def runtime_extras(self) -> dict[str, str]:
         return {}

@@ -57,6 +57,7 @@ from rocketrio.actors.broker.roles.controller_calls import (
 from rocketrio.actors.broker.roles.role_core import ControllerView, Role, RoleCore
 from rocketrio.actors.broker.roles.role_decisions import RoleDecisions
 from rocketrio.actors.broker.roles.role_service import RoleDeps
+from rocketrio.actors.broker.store.disk_guard import WriteGate
 from rocketrio.actors.client.controller_admin import ControllerUnavailable
 from rocketrio.actors.kernel.clock import monotonic_ms
 from rocketrio.actors.kernel.remoting import RemotingClient, RequestContext
@@ -174,6 +175,9 @@ class ReplicasManager:
             f"SLAVE (controller mode, masterEpoch {core.master_epoch}): send to the master, "
             f"brokerId {core.master_id} at {core.master_addr}",
         )
+
+    def write_gates(self) -> tuple[WriteGate, ...]:
+        return (self,)  # a slave, or a broker without a role, refuses sends
 
     def runtime_extras(self) -> dict[str, str]:
         """What the web console shows per replica: the masterEpoch and the confirmOffset."""

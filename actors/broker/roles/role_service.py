@@ -33,6 +33,7 @@ from rocketrio.actors.broker.dispatch.table import Handlers
 from rocketrio.actors.broker.ha.master_service import HAMasterService
 from rocketrio.actors.broker.ha.service import AutoSwitchHAService
 from rocketrio.actors.broker.store.actor import StoreActor
+from rocketrio.actors.broker.store.disk_guard import WriteGate
 from rocketrio.actors.kernel.remoting import RemotingClient
 
 
@@ -68,6 +69,10 @@ class RoleService(Protocol):
     def master_to_sync(self) -> str | None: ...
 
     def write_refusal(self) -> Refusal | None: ...
+
+    def write_gates(self) -> tuple[WriteGate, ...]:
+        """The gates the send path must ask (none where the store refuses by itself)."""
+        ...
 
     def runtime_extras(self) -> dict[str, str]:
         """rocketrio's extra GET_BROKER_RUNTIME_INFO keys of this mode."""

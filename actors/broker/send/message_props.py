@@ -5,6 +5,8 @@ them (the encoded ``k\x01v\x02`` string), and where a delay-level or timer send 
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from rocketrio.actors.broker.dispatch.outcomes import Refusal
 from rocketrio.actors.broker.schedule.policy import TimerIllegal, schedule_queue, timer_deliver_ms
 from rocketrio.protocol.codes import ResponseCode
@@ -49,9 +51,8 @@ def delay_route(
     props: str,
     topic: str,
     queue_id: int,
-    *,
     delay_levels: int,
-    now_ms: int,
+    now_ms: Callable[[], int],
     timer_max_delay_ms: int,
 ) -> tuple[str, int, str] | Refusal | None:
     """A delay-level or timer send: (wait topic, queue, properties with the real topic and
@@ -64,7 +65,7 @@ def delay_route(
     if "TIMER_" not in props:
         return None
     timer_props = {k: v for k in TIMER_KEYS if (v := prop_value(props, k)) is not None}
-    deliver = timer_deliver_ms(timer_props, now_ms, timer_max_delay_ms)
+    deliver = timer_deliver_ms(timer_props, now_ms(), timer_max_delay_ms)
     if deliver is None:
         return None
     if isinstance(deliver, TimerIllegal):

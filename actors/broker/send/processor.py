@@ -360,14 +360,15 @@ class SendMessageProcessor:
         reply_queue_id = queue_id
         # a half message waits for END_TRANSACTION, not for a delay (upstream's hook skips
         # prepared messages)
-        if not prepared and not topic.startswith(DLQ_GROUP_TOPIC_PREFIX):
+        # (the substring test keeps the common send from a call: delay_route checks exactly)
+        if (
+            ("DELAY" in props or "TIMER_" in props)
+            and not prepared
+            and not topic.startswith(DLQ_GROUP_TOPIC_PREFIX)
+        ):
+            config = self.config
             delayed = delay_route(
-                props,
-                topic,
-                queue_id,
-                delay_levels=self.config.delay_levels,
-                now_ms=self.now_ms(),
-                timer_max_delay_ms=self.config.timer_max_delay_ms,
+                props, topic, queue_id, config.delay_levels, self.now_ms, config.timer_max_delay_ms
             )
             if isinstance(delayed, Refusal):
                 return delayed

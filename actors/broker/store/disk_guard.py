@@ -90,6 +90,11 @@ class WriteGate(Protocol):
     def write_refusal(self) -> Refusal | None: ...
 
 
+def first_refusal(gates: Sequence[WriteGate]) -> WriteGate:
+    """One gate over several (the one gate itself when there is only one)."""
+    return gates[0] if len(gates) == 1 else FirstRefusal(gates)
+
+
 class FirstRefusal:
     """Several write gates as one: the first refusal wins (the disk before the role)."""
 
