@@ -34,6 +34,7 @@ from rocketrio.actors.broker.boot.store_open import open_store
 from rocketrio.actors.broker.clients.feature import ClientsFeature
 from rocketrio.actors.broker.clients.handlers import on_connect
 from rocketrio.actors.broker.dispatch.table import RequestTable, build_table
+from rocketrio.actors.broker.failover.escape import EscapeBridge, RemoteEscape
 from rocketrio.actors.broker.ha.master_service import HAMasterService
 from rocketrio.actors.broker.ha.status_service import HAStatusService
 from rocketrio.actors.broker.pop.feature import PopFeature
@@ -120,8 +121,12 @@ class Broker:
                 addr=lambda: self.addr,
                 on_role_change=self.on_role_change,
                 faults=faults,
+                on_acting_change=self.on_acting_change,
             )
         )
+        # where an acting slave's re-puts go (RIP-32 escape): RemoteEscape with
+        # enableRemoteEscape once the broker has its client; a container may set its own
+        self.escape_bridge: EscapeBridge | None = None
 
     def _build_messaging(self) -> None:
         """Clients, pull, send, POP, delays and transactions."""
@@ -153,7 +158,13 @@ class Broker:
             is_master=is_master,
             store_host=self.store_host,
         )
-        self.schedule = build_schedule_service(io, tables=t, store=s, is_master=is_master)
+        self.schedule = build_schedule_service(
+            io,
+            tables=t,
+            store=s,
+            is_master=self.roles.special_services_on,
+            escape=self._escape_if_acting,
+        )
         self.transactions = build_transaction_service(
             io,
             tables=t,
@@ -260,6 +271,14 @@ class Broker:
         self.tables.topics.set_state_version(change.state_version)
         self.schedule.role_changed()
 
+    def on_acting_change(self, acting: bool) -> None:
+        """A classic slave started or stopped acting as master (RIP-32): the special services
+        look at their role again now, not at their next idle poll."""
+        self.schedule.role_changed()
+
+    def _escape_if_acting(self) -> EscapeBridge | None:
+        return self.escape_bridge if self.roles.acting_master() else None
+
     def _replica_floor(self, in_sync_only: bool) -> int | None:
         """What the slaves still need of this master's log (None while not master)."""
         if not self.roles.serving_as_master():
@@ -327,6 +346,8 @@ class Broker:
 
     def _services(self, client: RemotingClient) -> list[Service]:
         self._client = client
+        if self.config.enableRemoteEscape and self.escape_bridge is None:
+            self.escape_bridge = RemoteEscape(self.config, client)
         return [
             Service("store", self.store.run_services),  # the writer first; disks sampled once
             Service("pull", self.pull.run_services),

@@ -51,7 +51,7 @@ class Classic:
 
     async def start(self, host: str, role: BrokerRole, broker_id: int, **kw: Any) -> Broker:
         config = BrokerConfig(
-            brokerName="broker-a", brokerId=broker_id, brokerRole=role, brokerIP1=host,
+            brokerName=kw.pop("brokerName", "broker-a"), brokerId=broker_id, brokerRole=role, brokerIP1=host,
             namesrvAddr=self.ns, storePathRootDir=str(self.tmp / host),
             mappedFileSizeCommitLog=64 * 1024, mappedFileSizeConsumeQueue=100 * 20,
             syncFlushTimeout=2000, **kw,
@@ -102,10 +102,12 @@ class Classic:
 
 
 @asynccontextmanager
-async def classic(tmp: Path, seed: int) -> AsyncIterator[Classic]:
+async def classic(tmp: Path, seed: int, **ns_kw: Any) -> AsyncIterator[Classic]:
+    """``ns_kw``: NameServer keys (supportActingMaster, notifyMinBrokerIdChanged, ...)."""
     async with trio.open_nursery() as nursery:
         c = Classic(SimNetwork(seed), nursery, tmp)
-        c.ns = await nursery.start(run_namesrv, NamesrvConfig(listenHost=NS), c.net.transport(NS))
+        ns_config = NamesrvConfig(listenHost=NS, **ns_kw)
+        c.ns = await nursery.start(run_namesrv, ns_config, c.net.transport(NS))
         async with RemotingClient(c.net.transport(CLIENT)) as client:
             c.client = client
             yield c

@@ -8,6 +8,9 @@ enableControllerMode; every other part of the broker asks the `RoleService`:
 - `serving_as_master()`: serving as master right now (takes writes, runs the master-only services:
   delay re-puts, transaction checks, POP revive, static-topic clean-up; a pull answered here is
   not behind anybody). A controller-mode broker whose role is not known yet is not master.
+- `acting_master()` / `special_services_on()`: a classic slave standing in for its dead master
+  (RIP-32, failover/): it runs the special services (re-puts escape to another group's master)
+  but is not master: no writes, pulls still behind.
 - `role_known`: False while a controller-mode broker has no role: it stays off the NameServers.
 - `master_to_sync`: the master a slave copies metadata (topics, groups, offsets ...) from.
 - `write_refusal`: why a send is refused before it reaches the store (the send path's gate).
@@ -55,6 +58,17 @@ class RoleService(Protocol):
 
     def serving_as_master(self) -> bool: ...
 
+    def acting_master(self) -> bool:
+        """A classic slave acting as its masterless group's master (RIP-32): it answers the
+        offset and lock calls the route sends it and runs the special services, but never
+        takes writes (its re-puts escape to another group's master)."""
+        ...
+
+    def special_services_on(self) -> bool:
+        """Run the delay/timer scan, transaction checks and POP revive: serving as master or
+        acting as master."""
+        ...
+
     @property
     def role_known(self) -> bool: ...
 
@@ -95,6 +109,8 @@ class RoleDeps:
     addr: Callable[[], str]  # where the broker serves (known once it listens)
     on_role_change: RoleListener
     faults: FaultSites = NO_FAULTS
+    # a classic slave started or stopped acting as master (RIP-32)
+    on_acting_change: Callable[[bool], None] = lambda _acting: None
 
     @property
     def config(self) -> BrokerConfig:

@@ -15,7 +15,8 @@ then ``events.emit(log, events.ElectMaster(...))``): it re-exports the machinery
 - `kernel`: actor runtime, remoting connections, live config, /metrics, process lifecycle;
 - `up`, `console`: the `rocketrio up` supervisor and the web console;
 - `namesrv`, `controller`, `raft`, `auth`, `proxy`: those servers;
-- `roles`, `ha`, `store`, `broker`: the broker's role service (BrokerId, controller link),
+- `roles`, `failover`, `ha`, `store`, `broker`: the broker's role service (BrokerId, controller
+  link, slave acting master),
   HA replication, message store, and the rest of the broker (tables, registration, pull,
   POP, transactions, schedule, static topics);
 - `client`: producers and consumers.
@@ -133,6 +134,13 @@ from rocketrio.actors.observe.events.controller import (
     MasterDeathConfirmed,
     MasterDeathNotConfirmed,
     NotifyBrokerRoleChangedFailed,
+)
+from rocketrio.actors.observe.events.failover import (
+    ActingMasterChanged,
+    EscapePutFailed,
+    EscapePutRecovered,
+    GroupMinBrokerIdMoved,
+    StrictLockPartial,
 )
 from rocketrio.actors.observe.events.ha import (
     ConfirmOffsetMoved,

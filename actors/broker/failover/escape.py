@@ -1,0 +1,147 @@
+"""Escape (RIP-32 EscapeBridge, SPEC A3): where an acting slave writes the secondary messages it
+hands on, since its own CommitLog must not fork from its dead master's.
+
+`EscapeBridge` is the one interface the special services use: `put_to_live_master(msgs)` writes
+messages to a live master of ANOTHER group and answers None once they are stored there, else why
+not. Two implementations are meant: `RemoteEscape` here (enableRemoteEscape: a send over the
+network), and an in-process one a broker container can provide later (the same protocol).
+
+Rules, each a fix of an upstream hazard (see the facts sheet):
+
+- never the dead master's own group (#7923): `choose_target` skips this broker's brokerName
+  whatever a stale route says, and only takes a group whose route shows a real, writable master
+  (brokerId 0 present and the queue's write bit set: an acting slave is routed as id 0 with the
+  write bit cleared, so it is never chosen);
+- no skipping after N failures (#9249, #7927, the 10-failure half skip): a failed put answers the
+  error and the caller keeps its place and tries again later; nothing here counts failures;
+- one target per key while the route holds it: `choose_target` picks by a stable hash of the key
+  among the candidate groups sorted by name, so the CK and ACK of one POP message (same key) go
+  to the same master; a failed target is avoided on the next try (fault avoidance);
+- one message per call from the schedule service, so a failure re-sends at most that message
+  (duplicates stay within at-least-once: a crash between the remote store and our offset write).
+"""
+
+from __future__ import annotations
+
+import zlib
+from typing import Protocol
+
+import attrs
+
+from rocketrio.actors.broker.boot.config import BrokerConfig
+from rocketrio.actors.client.api import request
+from rocketrio.actors.kernel.remoting import RemotingClient, RemotingError
+from rocketrio.protocol.bodies import PERM_WRITE, TopicRouteData
+from rocketrio.protocol.codes import RequestCode, ResponseCode
+from rocketrio.protocol.headers import GetRouteInfoRequestHeader, SendMessageRequestHeaderV2
+from rocketrio.protocol.message_format import encode_properties
+from rocketrio.protocol.serde import HeaderError, from_json
+from rocketrio.storage.store_types import MessageToStore
+
+MASTER_ID = 0
+CALL_TIMEOUT_S = 3.0  # upstream: one send, 3 s
+_STORED = (ResponseCode.SUCCESS, ResponseCode.FLUSH_DISK_TIMEOUT, ResponseCode.FLUSH_SLAVE_TIMEOUT)
+_STORED = (*_STORED, ResponseCode.SLAVE_NOT_AVAILABLE)  # stored on the master, not yet copied
+
+
+class EscapeBridge(Protocol):
+    """Write secondary messages to a live master of another group (module docstring)."""
+
+    async def put_to_live_master(self, msgs: list[MessageToStore]) -> str | None: ...
+
+
+@attrs.frozen
+class EscapeTarget:
+    broker_name: str
+    addr: str
+    queue_id: int
+
+
+def choose_target(
+    route: TopicRouteData,
+    own_broker_name: str,
+    key: str,
+    queue_id: int,
+    avoid: frozenset[str] = frozenset(),
+) -> EscapeTarget | None:
+    """The master of another group a message of ``key`` goes to (module docstring), or None."""
+    writable = {q.brokerName: q for q in route.queueDatas if q.perm & PERM_WRITE}
+    candidates: list[EscapeTarget] = []
+    for bd in sorted(route.brokerDatas, key=lambda b: b.brokerName):
+        qd = writable.get(bd.brokerName)
+        addr = bd.brokerAddrs.get(MASTER_ID)
+        if bd.brokerName == own_broker_name or qd is None or addr is None:
+            continue
+        candidates.append(EscapeTarget(bd.brokerName, addr, queue_id % max(qd.writeQueueNums, 1)))
+    if not candidates:
+        return None
+    preferred = [c for c in candidates if c.broker_name not in avoid] or candidates
+    return preferred[zlib.crc32(key.encode()) % len(preferred)]
+
+
+class RemoteEscape:
+    """`EscapeBridge` over the network (enableRemoteEscape): SEND_MESSAGE_V2 to the chosen master,
+    with the route asked of the NameServers for every put (a route cached across a master's
+    death is how upstream escaped to the dead group, #7923)."""
+
+    def __init__(self, config: BrokerConfig, client: RemotingClient) -> None:
+        self.config = config
+        self.client = client
+        self.group = f"InnerProducerGroup_{config.brokerName}_{config.brokerId}"
+        self._avoid: set[str] = set()
+        self.written = 0
+
+    async def put_to_live_master(self, msgs: list[MessageToStore]) -> str | None:
+        for msg in msgs:
+            error = await self._put_one(msg)
+            if error is not None:
+                return error
+        return None
+
+    async def _route(self, topic: str) -> TopicRouteData | str:
+        cmd = request(RequestCode.GET_ROUTEINFO_BY_TOPIC, GetRouteInfoRequestHeader(topic, True))
+        errors: list[str] = []
+        for ns in self.config.namesrv_addrs:
+            try:
+                resp = await self.client.invoke(ns, cmd, CALL_TIMEOUT_S)
+            except RemotingError as e:
+                errors.append(f"{ns}: {e}")
+                continue
+            if resp.code != ResponseCode.SUCCESS:
+                errors.append(f"{ns}: code {resp.code} {resp.remark or ''}")
+                continue
+            try:
+                return from_json(TopicRouteData, resp.body)
+            except HeaderError as e:
+                errors.append(f"{ns}: {e}")
+        return "no route for " + topic + (": " + "; ".join(errors) if errors else "")
+
+    async def _put_one(self, msg: MessageToStore) -> str | None:
+        route = await self._route(msg.topic)
+        if isinstance(route, str):
+            return route
+        props = msg.properties
+        key = (props if isinstance(props, dict) else {}).get("UNIQ_KEY", msg.topic)
+        target = choose_target(
+            route, self.config.brokerName, key, msg.queue_id, frozenset(self._avoid)
+        )
+        if target is None:
+            return f"no live master of another group serves {msg.topic}"
+        header = SendMessageRequestHeaderV2(
+            a=self.group, b=msg.topic, c="TBW102", d=4, e=target.queue_id, f=msg.sys_flag,
+            g=msg.born_timestamp, h=msg.flag,
+            i=props if isinstance(props, str) else encode_properties(props),
+            j=msg.reconsume_times, k=False, m=False, n=target.broker_name,
+        )  # fmt: skip
+        cmd = request(RequestCode.SEND_MESSAGE_V2, header, msg.body)
+        try:
+            resp = await self.client.invoke(target.addr, cmd, CALL_TIMEOUT_S)
+        except RemotingError as e:
+            self._avoid.add(target.broker_name)
+            return f"{target.broker_name} {target.addr}: {e}"
+        if resp.code not in _STORED:
+            self._avoid.add(target.broker_name)
+            return f"{target.broker_name} {target.addr}: code {resp.code} {resp.remark or ''}"
+        self._avoid.discard(target.broker_name)
+        self.written += 1
+        return None

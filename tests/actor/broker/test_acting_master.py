@@ -1,0 +1,148 @@
+"""Slave acting master (RIP-32, SPEC A1-A3, N3, N4) on the simulated network, MockClock.
+
+Two classic groups on one NameServer with supportActingMaster: broker-a (master M, slave S) and
+broker-b (master B). M dies: S acts as master within the stated bound, the route shows it as id 0
+without the write bit, and the delay/timer messages M had stored fall due on S and are written
+to B (escape), none early, none lost, even when B is away when they fall due. M returns: S stops.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+import trio
+import trio.testing
+
+from rocketrio.actors.broker.boot.config import BrokerRole
+from rocketrio.actors.broker.broker import Broker
+from rocketrio.protocol.bodies import PERM_WRITE, TopicRouteData
+from rocketrio.protocol.codes import RequestCode
+from rocketrio.protocol.codes import ResponseCode as RC
+from rocketrio.protocol.headers import GetRouteInfoRequestHeader, SendMessageRequestHeaderV2
+from rocketrio.protocol.message import iter_stored
+from rocketrio.protocol.message_format import encode_properties
+from rocketrio.protocol.remoting import RemotingCommand
+from rocketrio.protocol.serde import from_json, to_ext
+from tests.harness.classic_ha import NS, TOPIC, Classic, M, S, classic, until
+from tests.harness.clock import EPOCH_MS
+
+B = "10.3.0.4"
+ACTING: dict[str, Any] = {"enableSlaveActingMaster": True, "enableRemoteEscape": True}
+# brokerNotActiveTimeoutMillis (10 s) + scanNotActiveBrokerInterval (5 s) + one member-group poll
+# (syncBrokerMemberGroupPeriod 1 s, jittered up to 1.2 s): the broker's side of the bound; a
+# client adds its route refresh (pollNameServerInterval, 30 s) before it sends S lock calls
+ACTING_BOUND_S = 10 + 5 + 1.2
+
+
+def now_ms() -> int:
+    return EPOCH_MS + int(trio.current_time() * 1000)
+
+
+async def send(c: Classic, host: str, body: bytes, props: dict[str, str]) -> RemotingCommand:
+    assert c.client is not None
+    header = SendMessageRequestHeaderV2(
+        a="PG", b=TOPIC, c="TBW102", d=1, e=0, f=0, g=now_ms(), h=0,
+        i=encode_properties(props), j=0, k=False, m=False,
+    )  # fmt: skip
+    cmd = RemotingCommand(RequestCode.SEND_MESSAGE_V2, ext_fields=to_ext(header), body=body)
+    return await c.client.invoke(f"{host}:10911", cmd, 10)
+
+
+async def route(c: Classic) -> TopicRouteData:
+    assert c.client is not None
+    cmd = RemotingCommand(
+        RequestCode.GET_ROUTEINFO_BY_TOPIC, ext_fields=to_ext(GetRouteInfoRequestHeader(TOPIC))
+    )
+    resp = await c.client.invoke(f"{NS}:9876", cmd, 10)
+    assert resp.code == RC.SUCCESS, resp.remark
+    return from_json(TopicRouteData, resp.body)
+
+
+async def bodies_on(c: Classic, host: str) -> list[bytes]:
+    resp = await c.pull(host, 0)
+    if resp.code != RC.SUCCESS:
+        return []
+    return [m.body for m in iter_stored(resp.body)]
+
+
+async def two_groups(c: Classic, **kw: Any) -> tuple[Broker, Broker, Broker]:
+    m = await c.start(M, BrokerRole.ASYNC_MASTER, 0, **ACTING, **kw)
+    s = await c.start(S, BrokerRole.SLAVE, 1, **ACTING, **kw)
+    b = await c.start(B, BrokerRole.ASYNC_MASTER, 0, brokerName="broker-b", **ACTING, **kw)
+    assert (await send(c, B, b"b-first", {})).code == RC.SUCCESS  # topic C on broker-b too
+    await until(lambda: s.roles.master_to_sync() == f"{M}:10911")
+    return m, s, b
+
+
+@pytest.mark.parametrize("notify", [False, True])
+async def test_slave_acts_within_the_bound_and_stops_when_the_master_returns(
+    tmp_path: Path, mock_clock: trio.testing.MockClock, notify: bool
+) -> None:
+    async with classic(
+        tmp_path, 71, supportActingMaster=True, notifyMinBrokerIdChanged=notify
+    ) as c:
+        _m, s, _b = await two_groups(c, compatibleWithOldNameSrv=not notify)
+        assert (await send(c, M, b"x", {})).code == RC.SUCCESS
+        with trio.fail_after(10):  # M registered topic C
+            while not any(bd.brokerName == "broker-a" for bd in (await route(c)).brokerDatas):
+                await trio.sleep(0.1)
+        assert not s.roles.acting_master() and not s.roles.special_services_on()
+        c.crash(M)
+        died = trio.current_time()
+        await until(s.roles.acting_master, timeout=60)
+        assert trio.current_time() - died <= ACTING_BOUND_S
+        assert s.roles.special_services_on() and not s.roles.serving_as_master()
+        assert s.roles.master_to_sync() is None  # nothing to copy from a dead master
+        # upstream's route shape: the smallest live id as 0, the write bit cleared
+        r = await route(c)
+        [bd] = [bd for bd in r.brokerDatas if bd.brokerName == "broker-a"]
+        assert bd.brokerAddrs == {0: f"{S}:10911"}
+        [qd] = [q for q in r.queueDatas if q.brokerName == "broker-a"]
+        assert not qd.perm & PERM_WRITE
+        # the master returns: the slave stops acting and follows it again
+        await trio.sleep(1)
+        await c.start(M, BrokerRole.ASYNC_MASTER, 0, **ACTING, compatibleWithOldNameSrv=not notify)
+        await until(lambda: not s.roles.acting_master(), timeout=10)
+        assert s.roles.master_to_sync() == f"{M}:10911"
+
+
+async def test_due_delay_and_timer_messages_escape_to_another_master_none_early_none_lost(
+    tmp_path: Path, mock_clock: trio.testing.MockClock
+) -> None:
+    async with classic(tmp_path, 72, supportActingMaster=True) as c:
+        m, s, b = await two_groups(c)
+        t0 = now_ms()
+        # DELAY 5 = 1 min; a timer message due in 90 s
+        assert (await send(c, M, b"delayed", {"DELAY": "5"})).code == RC.SUCCESS
+        timer_at = t0 + 90_000
+        timer = {"TIMER_DELIVER_MS": str(timer_at)}
+        assert (await send(c, M, b"timer", timer)).code == RC.SUCCESS
+        m_end = m.store.message_store.get_commitlog_max_offset()
+        await until(lambda: s.store.message_store.get_commitlog_max_offset() == m_end)
+        c.crash(M)
+        await until(s.roles.acting_master, timeout=60)
+        # nothing early: the delayed message is not on B before its minute
+        while now_ms() < t0 + 60_000 - 500:
+            assert b"delayed" not in await bodies_on(c, B)
+            await trio.sleep(1)
+        await until_body(c, B, b"delayed", 5)
+        assert now_ms() >= t0 + 60_000
+        # B goes away before the timer message falls due: S keeps it and tries again
+        c.crash(B)
+        b.store.message_store.close()
+        await trio.sleep(max(0.0, (timer_at - now_ms()) / 1000) + 5)
+        await c.start(B, BrokerRole.ASYNC_MASTER, 0, brokerName="broker-b", **ACTING)
+        await until_body(c, B, b"timer", 60)
+        assert now_ms() >= timer_at
+        got = await bodies_on(c, B)
+        # once each (the at-least-once contract allows more only across a crash of S itself)
+        assert got.count(b"delayed") == 1 and got.count(b"timer") == 1
+        assert s.schedule.delivered == 2
+
+
+async def until_body(c: Classic, host: str, body: bytes, timeout: float) -> None:
+    with trio.fail_after(timeout):
+        while body not in await bodies_on(c, host):
+            await trio.sleep(0.2)
