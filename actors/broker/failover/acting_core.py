@@ -17,8 +17,9 @@ that came back. Rules:
 - only a slave with enableSlaveActingMaster acts; a master (id 0) never consults this;
 - the broker acts as master exactly while its own id is the smallest live id of its group
   (the NameServer routes the same broker as id 0 with the write bit cleared);
-- a member list that does not hold this broker itself still counts it (it is alive: it asks),
-  so a slave whose registration expired does not hand the role to a larger id;
+- the minimum is the NameServer's, as upstream: a slave missing from the list (its registration
+  expired) does not act, since the route names the next one and two acting slaves would both
+  escape the same messages; it still counts itself in `alive_replicas`;
 - an empty member list (NameServer unreachable or not yet registered) changes nothing: losing
   contact with the NameServers is not evidence that the master died.
 """
@@ -76,8 +77,7 @@ class ActingCore:
         self.alive_replicas = len(addrs) + (0 if self.my_id in addrs else 1)
         if not self.enabled:
             return None
-        ids = set(addrs) | {self.my_id}
-        new_min = min(ids)
+        new_min = min(addrs)
         if new_min == self.min_broker_id:
             return None
         offline = None
@@ -95,11 +95,6 @@ class ActingCore:
         """NOTIFY_MIN_BROKER_ID_CHANGE from a NameServer (every field nullable on the wire)."""
         if not self.enabled or min_broker_id is None or min_broker_id == self.min_broker_id:
             return None
-        # a minimum above our own id cannot be right while we are alive: we stay the minimum
-        if min_broker_id > self.my_id:
-            min_broker_id, min_broker_addr = self.my_id, None
-            if min_broker_id == self.min_broker_id:
-                return None
         return self._move(min_broker_id, min_broker_addr, offline_broker_addr, ha_broker_addr)
 
     def _move(

@@ -25,7 +25,7 @@ from rocketrio.protocol.message import iter_stored
 from rocketrio.protocol.message_format import encode_properties
 from rocketrio.protocol.remoting import RemotingCommand
 from rocketrio.protocol.serde import from_json, to_ext
-from tests.harness.classic_ha import NS, TOPIC, Classic, M, S, classic, until
+from tests.harness.classic_ha import CLIENT, NS, TOPIC, Classic, M, S, classic, until
 from tests.harness.clock import EPOCH_MS
 
 B = "10.3.0.4"
@@ -76,21 +76,30 @@ async def two_groups(c: Classic, **kw: Any) -> tuple[Broker, Broker, Broker]:
     return m, s, b
 
 
-@pytest.mark.parametrize("notify", [False, True])
+@pytest.mark.parametrize(
+    ("notify", "silent"),
+    [(False, True), (True, False)],
+    ids=["poll_compat_silent_death", "notify_crash"],
+)
 async def test_slave_acts_within_the_bound_and_stops_when_the_master_returns(
-    tmp_path: Path, mock_clock: trio.testing.MockClock, notify: bool
+    tmp_path: Path, mock_clock: trio.testing.MockClock, notify: bool, silent: bool
 ) -> None:
     async with classic(
         tmp_path, 71, supportActingMaster=True, notifyMinBrokerIdChanged=notify
     ) as c:
-        _m, s, _b = await two_groups(c, compatibleWithOldNameSrv=not notify)
+        m, s, _b = await two_groups(c, compatibleWithOldNameSrv=not notify)
         assert (await send(c, M, b"x", {})).code == RC.SUCCESS
         with trio.fail_after(10):  # M registered topic C
             while not any(bd.brokerName == "broker-a" for bd in (await route(c)).brokerDatas):
                 await trio.sleep(0.1)
         assert not s.roles.acting_master() and not s.roles.special_services_on()
-        c.crash(M)
         died = trio.current_time()
+        if silent:  # no reset: only the missing heartbeats tell (brokerNotActiveTimeoutMillis)
+            c.net.isolate(M, [NS, S, B, CLIENT])
+            await trio.sleep(9.5)
+            assert not s.roles.acting_master()  # a slow master is not a dead one
+        else:  # the NameServer sees the connection close and notifies at once
+            c.crash(M)
         await until(s.roles.acting_master, timeout=60)
         assert trio.current_time() - died <= ACTING_BOUND_S
         assert s.roles.special_services_on() and not s.roles.serving_as_master()
@@ -102,6 +111,10 @@ async def test_slave_acts_within_the_bound_and_stops_when_the_master_returns(
         [qd] = [q for q in r.queueDatas if q.brokerName == "broker-a"]
         assert not qd.perm & PERM_WRITE
         # the master returns: the slave stops acting and follows it again
+        if silent:
+            c.crash(M)
+            c.net.heal()
+            m.store.message_store.close()
         await trio.sleep(1)
         await c.start(M, BrokerRole.ASYNC_MASTER, 0, **ACTING, compatibleWithOldNameSrv=not notify)
         await until(lambda: not s.roles.acting_master(), timeout=10)
