@@ -173,6 +173,7 @@ class Broker:
             is_master=is_master,
             new_uniq_key=new_uniq_key,
             store_host=self.addr,
+            escape=self._escape_if_acting,
         )
 
     def _build_management(self) -> None:
@@ -275,6 +276,7 @@ class Broker:
         """A classic slave started or stopped acting as master (RIP-32): the special services
         look at their role again now, not at their next idle poll."""
         self.schedule.role_changed()
+        self.transactions.role_changed()
 
     def _escape_if_acting(self) -> EscapeBridge | None:
         return self.escape_bridge if self.roles.acting_master() else None

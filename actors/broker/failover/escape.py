@@ -34,7 +34,12 @@ from rocketrio.actors.kernel.remoting import RemotingClient, RemotingError
 from rocketrio.protocol.bodies import PERM_WRITE, TopicRouteData
 from rocketrio.protocol.codes import RequestCode, ResponseCode
 from rocketrio.protocol.headers import GetRouteInfoRequestHeader, SendMessageRequestHeaderV2
-from rocketrio.protocol.message_format import encode_properties
+from rocketrio.protocol.message import (
+    NAME_VALUE_SEPARATOR,
+    UNIQ_KEY,
+    encode_properties,
+    find_property,
+)
 from rocketrio.protocol.serde import HeaderError, from_json
 from rocketrio.storage.store_types import MessageToStore
 
@@ -121,7 +126,10 @@ class RemoteEscape:
         if isinstance(route, str):
             return route
         props = msg.properties
-        key = (props if isinstance(props, dict) else {}).get("UNIQ_KEY", msg.topic)
+        if isinstance(props, str):
+            key = find_property(props, UNIQ_KEY + NAME_VALUE_SEPARATOR) or msg.topic
+        else:
+            key = props.get(UNIQ_KEY, msg.topic)
         target = choose_target(
             route, self.config.brokerName, key, msg.queue_id, frozenset(self._avoid)
         )

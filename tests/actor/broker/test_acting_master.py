@@ -17,11 +17,17 @@ import trio.testing
 
 from rocketrio.actors.broker.boot.config import BrokerRole
 from rocketrio.actors.broker.broker import Broker
+from rocketrio.actors.client.config import ClientConfig
+from rocketrio.actors.client.message import Message
+from rocketrio.actors.client.transaction_producer import (
+    LocalTransactionState,
+    TransactionProducer,
+)
 from rocketrio.protocol.bodies import PERM_WRITE, TopicRouteData
 from rocketrio.protocol.codes import RequestCode
 from rocketrio.protocol.codes import ResponseCode as RC
 from rocketrio.protocol.headers import GetRouteInfoRequestHeader, SendMessageRequestHeaderV2
-from rocketrio.protocol.message import iter_stored
+from rocketrio.protocol.message import MessageExt, iter_stored
 from rocketrio.protocol.message_format import encode_properties
 from rocketrio.protocol.remoting import RemotingCommand
 from rocketrio.protocol.serde import from_json, to_ext
@@ -71,8 +77,12 @@ async def two_groups(c: Classic, **kw: Any) -> tuple[Broker, Broker, Broker]:
     m = await c.start(M, BrokerRole.ASYNC_MASTER, 0, **ACTING, **kw)
     s = await c.start(S, BrokerRole.SLAVE, 1, **ACTING, **kw)
     b = await c.start(B, BrokerRole.ASYNC_MASTER, 0, brokerName="broker-b", **ACTING, **kw)
-    assert (await send(c, B, b"b-first", {})).code == RC.SUCCESS  # topic C on broker-b too
+    assert (await send(c, B, b"b-first", {})).code == RC.SUCCESS  # topic C on both groups
+    assert (await send(c, M, b"a-first", {})).code == RC.SUCCESS
     await until(lambda: s.roles.master_to_sync() == f"{M}:10911")
+    with trio.fail_after(10):  # both registered topic C
+        while len((await route(c)).brokerDatas) < 2:
+            await trio.sleep(0.1)
     return m, s, b
 
 
@@ -88,10 +98,6 @@ async def test_slave_acts_within_the_bound_and_stops_when_the_master_returns(
         tmp_path, 71, supportActingMaster=True, notifyMinBrokerIdChanged=notify
     ) as c:
         m, s, _b = await two_groups(c, compatibleWithOldNameSrv=not notify)
-        assert (await send(c, M, b"x", {})).code == RC.SUCCESS
-        with trio.fail_after(10):  # M registered topic C
-            while not any(bd.brokerName == "broker-a" for bd in (await route(c)).brokerDatas):
-                await trio.sleep(0.1)
         assert not s.roles.acting_master() and not s.roles.special_services_on()
         died = trio.current_time()
         if silent:  # no reset: only the missing heartbeats tell (brokerNotActiveTimeoutMillis)
@@ -159,3 +165,45 @@ async def until_body(c: Classic, host: str, body: bytes, timeout: float) -> None
     with trio.fail_after(timeout):
         while body not in await bodies_on(c, host):
             await trio.sleep(0.2)
+
+
+class CommitByBody:
+    """Executes as UNKNOW (the broker must ask); a check commits bodies starting with b"commit"
+    and rolls back the rest."""
+
+    def execute_local_transaction(self, msg: Message, arg: Any) -> LocalTransactionState:
+        return LocalTransactionState.UNKNOW
+
+    def check_local_transaction(self, msg: MessageExt) -> LocalTransactionState:
+        if msg.body.startswith(b"commit"):
+            return LocalTransactionState.COMMIT_MESSAGE
+        return LocalTransactionState.ROLLBACK_MESSAGE
+
+
+async def test_pending_transactions_of_a_dead_master_are_checked_through_escape(
+    tmp_path: Path, mock_clock: trio.testing.MockClock
+) -> None:
+    async with classic(tmp_path, 73, supportActingMaster=True, notifyMinBrokerIdChanged=True) as c:
+        m, s, _b = await two_groups(c, transactionCheckInterval=2000)
+        producer = TransactionProducer(
+            "TPG", f"{NS}:9876", CommitByBody(), transport=c.net.transport("10.3.0.20"),
+            client_config=ClientConfig(clientIP="10.3.0.20", instanceName="tp"),
+        )  # fmt: skip
+        async with producer:
+            on_a: list[bytes] = []
+            for i in range(6):
+                body = b"commit-%d" % i if i % 2 == 0 else b"rollback-%d" % i
+                sent = await producer.send_message_in_transaction(Message(TOPIC, body))
+                if sent.message_queue.brokerName == "broker-a":
+                    on_a.append(body)
+            assert len(on_a) >= 2  # halves left unresolved on the master that dies
+            m_end = m.store.message_store.get_commitlog_max_offset()
+            await until(lambda: s.store.message_store.get_commitlog_max_offset() == m_end)
+            c.crash(M)
+            await until(s.roles.acting_master, timeout=30)
+            await trio.sleep(60)  # escape round, B's transactionTimeOut (6 s) and check
+        got = await bodies_on(c, B) + await bodies_on(c, S)
+        for i in range(6):
+            body = b"commit-%d" % i if i % 2 == 0 else b"rollback-%d" % i
+            assert got.count(body) == (1 if i % 2 == 0 else 0), (body, got)
+        assert s.transactions.half_offset > 0
