@@ -155,8 +155,9 @@ class Broker:
             tables=t,
             view=s.view,
             writer=s.actor,
-            is_master=is_master,
+            is_master=self.roles.special_services_on,
             store_host=self.store_host,
+            escape=self._escape_if_acting,
         )
         self.schedule = build_schedule_service(
             io,

@@ -121,20 +121,32 @@ class RemoteEscape:
                 errors.append(f"{ns}: {e}")
         return "no route for " + topic + (": " + "; ".join(errors) if errors else "")
 
-    async def _put_one(self, msg: MessageToStore) -> str | None:
+    async def _target(self, msg: MessageToStore, key: str) -> EscapeTarget | str:
+        """The master for ``msg``: one serving its topic, else (a retry or DLQ topic that lives
+        only on the dead group) any master of the cluster, whose send path creates the topic."""
+        avoid, own = frozenset(self._avoid), self.config.brokerName
         route = await self._route(msg.topic)
-        if isinstance(route, str):
-            return route
+        if not isinstance(route, str):
+            target = choose_target(route, own, key, msg.queue_id, avoid)
+            if target is not None:
+                return target
+        if msg.topic.startswith(("%RETRY%", "%DLQ%")):
+            cluster = await self._route(self.config.brokerClusterName)
+            if not isinstance(cluster, str):
+                target = choose_target(cluster, own, key, 0, avoid)
+                if target is not None:
+                    return attrs.evolve(target, queue_id=0)
+        return route if isinstance(route, str) else f"no live master of another group: {msg.topic}"
+
+    async def _put_one(self, msg: MessageToStore) -> str | None:
         props = msg.properties
         if isinstance(props, str):
             key = find_property(props, UNIQ_KEY + NAME_VALUE_SEPARATOR) or msg.topic
         else:
             key = props.get(UNIQ_KEY, msg.topic)
-        target = choose_target(
-            route, self.config.brokerName, key, msg.queue_id, frozenset(self._avoid)
-        )
-        if target is None:
-            return f"no live master of another group serves {msg.topic}"
+        target = await self._target(msg, key)
+        if isinstance(target, str):
+            return target
         header = SendMessageRequestHeaderV2(
             a=self.group, b=msg.topic, c="TBW102", d=4, e=target.queue_id, f=msg.sys_flag,
             g=msg.born_timestamp, h=msg.flag,

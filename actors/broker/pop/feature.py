@@ -11,6 +11,7 @@ import trio
 
 from rocketrio.actors.broker.boot.broker_io import BrokerIO
 from rocketrio.actors.broker.dispatch.table import Handlers
+from rocketrio.actors.broker.failover.escape import EscapeBridge
 from rocketrio.actors.broker.pop.ack import PopAckProcessor
 from rocketrio.actors.broker.pop.handlers import pop_handlers
 from rocketrio.actors.broker.pop.hold import PopLongPollingService
@@ -34,6 +35,7 @@ class PopFeature:
         writer: StoreActor,
         is_master: Callable[[], bool],
         store_host: tuple[bytes, int],
+        escape: Callable[[], EscapeBridge | None] = lambda: None,
     ) -> None:
         config, now_ms, log = io.config, io.now_ms, io.log
         pop_config = PopConfig.of(config)
@@ -86,6 +88,7 @@ class PopFeature:
             now_ms=now_ms,
             store_host=store_host,
             log=log.bind(actor="pop_revive"),
+            escape=escape,
         )
 
     def handlers(self) -> Handlers:

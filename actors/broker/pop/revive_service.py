@@ -20,6 +20,10 @@ by then (a CK written less than reviveInterval before its revive time waits for 
 scan). Reads all happen just before the decision with no await in between that could let an
 ACK the store has not answered yet be lost: an ACK stored before the round is always seen.
 
+On a classic slave acting for its dead master (RIP-32) the rounds run too, over the revive log
+it replicated, and the re-puts go through ``escape()`` to a live master of another group (the
+slave's store takes no writes); a failed escape keeps the CK, tried again next round.
+
 When the broker stops being master the cores are dropped; a broker that becomes master starts
 again from the persisted revive offsets.
 """
@@ -35,6 +39,7 @@ import structlog
 import trio
 
 from rocketrio.actors.broker.boot.config import BrokerConfig
+from rocketrio.actors.broker.failover.escape import EscapeBridge
 from rocketrio.actors.broker.pop.revive import Revival, ReviveCore
 from rocketrio.actors.broker.pop.revive_log import (
     AckRecord,
@@ -113,6 +118,7 @@ class PopReviveService:
         now_ms: Callable[[], int],
         store_host: Host,
         log: Any = None,
+        escape: Callable[[], EscapeBridge | None] = lambda: None,
     ) -> None:
         self.config = config
         self.topics = topics
@@ -123,6 +129,7 @@ class PopReviveService:
         self.is_master = is_master
         self.now_ms = now_ms
         self.store_host = store_host
+        self.escape = escape
         self.log = log or structlog.get_logger("pop_revive")
         self.cores: list[ReviveCore] | None = None
         self.rounds = 0
@@ -272,8 +279,11 @@ class PopReviveService:
             targets[topic] += 1
         if not msgs:
             return True
-        answer = await put_and_wait(self.writer, msgs)
-        if not answer.stored:
+        bridge = self.escape()
+        if bridge is not None:
+            if await bridge.put_to_live_master(msgs) is not None:
+                return False
+        elif not (await put_and_wait(self.writer, msgs)).stored:
             return False
         for topic, n in targets.items():
             events.emit(

@@ -28,6 +28,8 @@ from rocketrio.protocol.codes import RequestCode
 from rocketrio.protocol.codes import ResponseCode as RC
 from rocketrio.protocol.headers import GetRouteInfoRequestHeader, SendMessageRequestHeaderV2
 from rocketrio.protocol.message import MessageExt, iter_stored
+from rocketrio.protocol.pop_extra_info import pop_retry_topic
+from rocketrio.protocol.pop_headers import PopMessageRequestHeader
 from rocketrio.protocol.message_format import encode_properties
 from rocketrio.protocol.remoting import RemotingCommand
 from rocketrio.protocol.serde import from_json, to_ext
@@ -207,3 +209,40 @@ async def test_pending_transactions_of_a_dead_master_are_checked_through_escape(
             body = b"commit-%d" % i if i % 2 == 0 else b"rollback-%d" % i
             assert got.count(body) == (1 if i % 2 == 0 else 0), (body, got)
         assert s.transactions.half_offset > 0
+
+
+def bodies_in(b: Broker, topic: str) -> list[bytes]:
+    view = b.store.view
+    _first, entries = view.read_queue_entries(topic, 0, 0, 64)
+    out = []
+    for phy, _size, _tag in entries:
+        msg = view.look_message_by_offset(phy)
+        assert msg is not None
+        out.append(msg.body)
+    return out
+
+
+async def test_a_message_popped_from_the_dead_master_is_revived_once_through_escape(
+    tmp_path: Path, mock_clock: trio.testing.MockClock
+) -> None:
+    async with classic(tmp_path, 74, supportActingMaster=True, notifyMinBrokerIdChanged=True) as c:
+        m, s, b = await two_groups(c)
+        assert c.client is not None
+        header = PopMessageRequestHeader(
+            consumerGroup="PG1", topic=TOPIC, queueId=0, maxMsgNums=32, invisibleTime=30_000,
+            pollTime=0, bornTime=now_ms(), initMode=0,
+        )  # fmt: skip
+        cmd = RemotingCommand(RequestCode.POP_MESSAGE, ext_fields=to_ext(header))
+        resp = await c.client.invoke(f"{M}:10911", cmd, 10)
+        assert resp.code == RC.SUCCESS, resp.remark
+        assert [x.body for x in iter_stored(resp.body)] == [b"a-first"]
+        popped = trio.current_time()
+        m_end = m.store.message_store.get_commitlog_max_offset()  # the CK included
+        await until(lambda: s.store.message_store.get_commitlog_max_offset() == m_end)
+        c.crash(M)
+        await until(s.roles.acting_master, timeout=30)
+        retry = pop_retry_topic(TOPIC, "PG1", False)
+        await until(lambda: b"a-first" in bodies_in(b, retry), timeout=60)
+        assert trio.current_time() - popped >= 30  # not before its invisible time
+        await trio.sleep(60)  # more revive rounds: still once
+        assert bodies_in(b, retry) == [b"a-first"]
