@@ -35,6 +35,7 @@ from rocketrio.actors.broker.clients.feature import ClientsFeature
 from rocketrio.actors.broker.clients.handlers import on_connect
 from rocketrio.actors.broker.dispatch.table import RequestTable, build_table
 from rocketrio.actors.broker.failover.escape import EscapeBridge, RemoteEscape
+from rocketrio.actors.broker.failover.lock_quorum import QuorumLocker
 from rocketrio.actors.broker.ha.master_service import HAMasterService
 from rocketrio.actors.broker.ha.status_service import HAStatusService
 from rocketrio.actors.broker.pop.feature import PopFeature
@@ -241,7 +242,14 @@ class Broker:
             ("auth", self.auth.handlers()),
             ("boot", self.live_config.handlers()),
         ]
-        table = build_table(declared, wrappers=[("static_topic", self.static.wrap)])
+        self.locker = QuorumLocker(
+            self.config,
+            self.clients.processor,
+            members=self.roles.group_members,
+            client=lambda: self._client,
+        )
+        wrappers = [("static_topic", self.static.wrap), ("failover", self.locker.wrap)]
+        table = build_table(declared, wrappers=wrappers)
         self.requests = RequestTable(self.config.brokerName, table, gate=self.auth.gate)
         self.server = RemotingServer(
             self.io.transport,

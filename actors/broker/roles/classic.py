@@ -34,7 +34,7 @@ from typing import Any
 import structlog
 import trio
 
-from rocketrio.actors.broker.boot.config import BrokerRole
+from rocketrio.actors.broker.boot.config import BrokerConfig, BrokerRole
 from rocketrio.actors.broker.dispatch.outcomes import Refusal
 from rocketrio.actors.broker.dispatch.table import Handlers
 from rocketrio.actors.broker.failover.acting_core import ActingCore, MinBrokerChange
@@ -56,6 +56,12 @@ from rocketrio.protocol.serde import HeaderError, from_ext, to_ext
 MASTER_ID = 0
 FIND_MASTER_PERIOD_S = 3.0
 FIND_MASTER_RETRY_S = 0.5
+
+
+def cfg_polls_members(config: BrokerConfig) -> bool:
+    """Poll GET_BROKER_MEMBER_GROUP every syncBrokerMemberGroupPeriod (upstream: every broker
+    with acting master or strict locks; otherwise a slave only looks for its master)."""
+    return config.enableSlaveActingMaster or config.lockInStrictMode
 
 
 class ClassicRoleService:
@@ -106,6 +112,9 @@ class ClassicRoleService:
 
     def special_services_on(self) -> bool:
         return self.serving_as_master() or self.acting.acting
+
+    def group_members(self) -> dict[int, str]:
+        return dict(self.acting.members)
 
     @property
     def role_known(self) -> bool:
@@ -222,6 +231,8 @@ class ClassicRoleService:
                     ),
                 )
                 task_status.started(self)
+                if cfg_polls_members(self.config):
+                    await self._follow_master(client)  # the members, for strict locks
                 return
             await self.store.become_slave()
             task_status.started(self)
@@ -230,12 +241,12 @@ class ClassicRoleService:
     async def _follow_master(self, client: RemotingClient) -> None:
         """Poll the group's members; follow the master; act as master when RIP-32 says so."""
         cfg = self.config
-        compatible = cfg.enableSlaveActingMaster and cfg.compatibleWithOldNameSrv
+        compatible = cfg_polls_members(cfg) and cfg.compatibleWithOldNameSrv
         while True:
             members = await fetch_member_group(client, cfg, compatible=compatible)
             if members is not None:
                 self._on_members(members)
-            if self.acting.enabled:
+            if cfg_polls_members(cfg):
                 period_s = cfg.syncBrokerMemberGroupPeriod / 1000
             else:
                 period_s = FIND_MASTER_PERIOD_S if self.master_addr else FIND_MASTER_RETRY_S
@@ -243,6 +254,8 @@ class ClassicRoleService:
 
     def _on_members(self, members: dict[int, str]) -> None:
         change = self.acting.on_members(members)
+        if self.serving_as_master():
+            return  # a master only keeps the list (aliveReplicaNumInGroup, strict locks)
         if not self.acting.enabled:
             self._follow(members.get(MASTER_ID))  # the pre-RIP-32 behaviour: id 0 or nobody
         elif change is not None:

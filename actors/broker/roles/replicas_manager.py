@@ -128,6 +128,9 @@ class ReplicasManager:
     def special_services_on(self) -> bool:
         return self.serving_as_master()
 
+    def group_members(self) -> dict[int, str]:
+        return {}  # the controller's SyncStateSet governs this mode
+
     @property
     def role_known(self) -> bool:
         return self.role is not None

@@ -69,6 +69,11 @@ class RoleService(Protocol):
         acting as master."""
         ...
 
+    def group_members(self) -> dict[int, str]:
+        """The live members of this broker's group (brokerId -> address) as last polled from
+        the NameServers (RIP-32; empty where nothing polls them)."""
+        ...
+
     @property
     def role_known(self) -> bool: ...
 

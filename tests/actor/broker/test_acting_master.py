@@ -23,7 +23,13 @@ from rocketrio.actors.client.transaction_producer import (
     LocalTransactionState,
     TransactionProducer,
 )
-from rocketrio.protocol.bodies import PERM_WRITE, TopicRouteData
+from rocketrio.protocol.bodies import (
+    PERM_WRITE,
+    LockBatchRequestBody,
+    LockBatchResponseBody,
+    MessageQueue,
+    TopicRouteData,
+)
 from rocketrio.protocol.codes import RequestCode
 from rocketrio.protocol.codes import ResponseCode as RC
 from rocketrio.protocol.headers import GetRouteInfoRequestHeader, SendMessageRequestHeaderV2
@@ -32,7 +38,7 @@ from rocketrio.protocol.pop_extra_info import pop_retry_topic
 from rocketrio.protocol.pop_headers import PopMessageRequestHeader
 from rocketrio.protocol.message_format import encode_properties
 from rocketrio.protocol.remoting import RemotingCommand
-from rocketrio.protocol.serde import from_json, to_ext
+from rocketrio.protocol.serde import from_json, to_ext, to_json
 from tests.harness.classic_ha import CLIENT, NS, TOPIC, Classic, M, S, classic, until
 from tests.harness.clock import EPOCH_MS
 
@@ -246,3 +252,42 @@ async def test_a_message_popped_from_the_dead_master_is_revived_once_through_esc
         assert trio.current_time() - popped >= 30  # not before its invisible time
         await trio.sleep(60)  # more revive rounds: still once
         assert bodies_in(b, retry) == [b"a-first"]
+
+
+async def lock(c: Classic, host: str, client_id: str) -> list[MessageQueue]:
+    assert c.client is not None
+    body = LockBatchRequestBody("OG", client_id, False, [MessageQueue(TOPIC, "broker-a", 0)])
+    cmd = RemotingCommand(RequestCode.LOCK_BATCH_MQ, body=to_json(body))
+    resp = await c.client.invoke(f"{host}:10911", cmd, 10)
+    assert resp.code == RC.SUCCESS, resp.remark
+    return from_json(LockBatchResponseBody, resp.body).lockOKMQSet
+
+
+@pytest.mark.parametrize("strict", [False, True], ids=["default_locks", "lockInStrictMode"])
+async def test_one_queue_one_holder_across_the_switch_only_with_strict_locks(
+    tmp_path: Path, mock_clock: trio.testing.MockClock, strict: bool
+) -> None:
+    """An orderly consumer c1 locks broker-a's queue on the acting slave; the master returns
+    and c2 (routed to it) locks the same queue there while c1's lock still lives. Default locks:
+    both hold it (the order violation RIP-32 describes). Strict locks with totalReplicas=2:
+    c1 cannot lock while the group has one member alive, and leaves no partial lock behind, so
+    c2 gets the queue on the returned master and c1 then cannot."""
+    kw: dict[str, Any] = {"lockInStrictMode": strict, "totalReplicas": 2}
+    async with classic(tmp_path, 75, supportActingMaster=True, notifyMinBrokerIdChanged=True) as c:
+        m, s, _b = await two_groups(c, **kw)
+        c.crash(M)
+        m.store.message_store.close()
+        await until(s.roles.acting_master, timeout=30)
+        c1 = await lock(c, S, "c1")
+        assert bool(c1) is not strict
+        if strict:  # the partial lock was released, not leaked
+            assert "OG" not in s.clients.locks.table
+        await c.start(M, BrokerRole.ASYNC_MASTER, 0, **ACTING, **kw)
+        await until(lambda: not s.roles.acting_master(), timeout=10)
+        m2 = c.brokers[M]
+        await until(lambda: len(m2.roles.group_members()) == 2, timeout=10)
+        c2 = await lock(c, M, "c2")
+        assert c2 == [MessageQueue(TOPIC, "broker-a", 0)]
+        again = await lock(c, M, "c1") if strict else await lock(c, S, "c1")
+        holders = {cid for cid, got in (("c1", again), ("c2", c2)) if got}
+        assert holders == ({"c2"} if strict else {"c1", "c2"})
