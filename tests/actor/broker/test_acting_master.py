@@ -192,7 +192,8 @@ async def test_pending_transactions_of_a_dead_master_are_checked_through_escape(
     tmp_path: Path, mock_clock: trio.testing.MockClock
 ) -> None:
     async with classic(tmp_path, 73, supportActingMaster=True, notifyMinBrokerIdChanged=True) as c:
-        m, s, _b = await two_groups(c, transactionCheckInterval=2000)
+        kw = {"transactionCheckInterval": 2000}
+        m, s, b = await two_groups(c, **kw)
         producer = TransactionProducer(
             "TPG", f"{NS}:9876", CommitByBody(), transport=c.net.transport("10.3.0.20"),
             client_config=ClientConfig(clientIP="10.3.0.20", instanceName="tp"),
@@ -209,6 +210,12 @@ async def test_pending_transactions_of_a_dead_master_are_checked_through_escape(
             await until(lambda: s.store.message_store.get_commitlog_max_offset() == m_end)
             c.crash(M)
             await until(s.roles.acting_master, timeout=30)
+            # B is away for the first escape rounds: the halves wait on S, none is skipped
+            c.crash(B)
+            b.store.message_store.close()
+            await trio.sleep(20)
+            assert s.transactions.half_offset == 0
+            await c.start(B, BrokerRole.ASYNC_MASTER, 0, brokerName="broker-b", **ACTING, **kw)
             await trio.sleep(60)  # escape round, B's transactionTimeOut (6 s) and check
         got = await bodies_on(c, B) + await bodies_on(c, S)
         for i in range(6):
