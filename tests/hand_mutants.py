@@ -34,6 +34,9 @@ class Mutant:
     tests: list[str]
 
 
+_AM = "tests/actor/broker/test_acting_master.py::"
+_AC = "tests/unit/actors/broker/failover/test_acting_core.py::"
+
 MUTANTS: list[Mutant] = [
     Mutant(
         "CommitLog flush without fsync",
@@ -212,14 +215,14 @@ MUTANTS: list[Mutant] = [
         "actors/broker/failover/acting_core.py",
         "return self.enabled and self.min_broker_id == self.my_id",
         "return False  # MUTANT",
-        ["tests/actor/broker/test_acting_master.py::test_slave_acts_within_the_bound_and_stops_when_the_master_returns"],
+        [_AM + "test_slave_acts_within_the_bound_and_stops_when_the_master_returns"],
     ),
     Mutant(
         "escape: the dead master's own group is a target (upstream #7923)",
         "actors/broker/failover/escape.py",
         "if bd.brokerName == own_broker_name or qd is None or addr is None:",
         "if qd is None or addr is None:  # MUTANT",
-        ["tests/unit/actors/broker/failover/test_acting_core.py::test_escape_never_targets_its_own_group_even_on_a_stale_route"],
+        [_AC + "test_escape_never_targets_its_own_group_even_on_a_stale_route"],
     ),
     Mutant(
         "escape: a due delay/timer message is skipped after a failed escape (upstream #9249)",
@@ -227,35 +230,39 @@ MUTANTS: list[Mutant] = [
         "                    return now + RETRY_MS\n",
         "                    self._set_offset(topic, queue_id, first + count)  # MUTANT\n"
         "                    return now + RETRY_MS\n",
-        ["tests/actor/broker/test_acting_master.py::test_due_delay_and_timer_messages_escape_to_another_master_none_early_none_lost"],
+        [_AM + "test_due_delay_and_timer_messages_escape_to_another_master_none_early_none_lost"],
     ),
     Mutant(
         "escape: an unresolved half is skipped after a failed escape (upstream's 10-failure skip)",
         "actors/broker/transaction/service.py",
         "                    break\n                self.decided.add(uniq, end)",
         "                    pass  # MUTANT\n                self.decided.add(uniq, end)",
-        ["tests/actor/broker/test_acting_master.py::test_pending_transactions_of_a_dead_master_are_checked_through_escape"],
+        [_AM + "test_pending_transactions_of_a_dead_master_are_checked_through_escape"],
     ),
     Mutant(
         "escape: the acting slave re-puts POP revives into its own store",
         "actors/broker/pop/revive_service.py",
         "        if bridge is not None:\n            if await bridge",
         "        if False:  # MUTANT\n            if await bridge",
-        ["tests/actor/broker/test_acting_master.py::test_a_message_popped_from_the_dead_master_is_revived_once_through_escape"],
+        [_AM + "test_a_message_popped_from_the_dead_master_is_revived_once_through_escape"],
     ),
     Mutant(
         "strict locks: partial locks are leaked (upstream)",
         "actors/broker/failover/lock_quorum.py",
         "        if partial:\n            await self._release(req, partial, granted, quorum)",
-        "        if False:  # MUTANT\n            await self._release(req, partial, granted, quorum)",
-        ["tests/actor/broker/test_acting_master.py::test_one_queue_one_holder_across_the_switch_only_with_strict_locks"],
+        "        if False:  # MUTANT\n"
+        "            await self._release(req, partial, granted, quorum)",
+        [_AM + "test_one_queue_one_holder_across_the_switch_only_with_strict_locks"],
     ),
     Mutant(
         "strict locks: one member's lock counts",
         "actors/broker/failover/lock_quorum.py",
         "    return total_replicas // 2 + 1",
         "    return 1  # MUTANT",
-        ["tests/unit/actors/broker/failover/test_lock_quorum.py", "tests/actor/broker/test_acting_master.py::test_one_queue_one_holder_across_the_switch_only_with_strict_locks"],
+        [
+            "tests/unit/actors/broker/failover/test_lock_quorum.py",
+            _AM + "test_one_queue_one_holder_across_the_switch_only_with_strict_locks",
+        ],
     ),
 ]
 

@@ -34,7 +34,7 @@ from rocketrio.actors.broker.boot.store_open import open_store
 from rocketrio.actors.broker.clients.feature import ClientsFeature
 from rocketrio.actors.broker.clients.handlers import on_connect
 from rocketrio.actors.broker.dispatch.table import RequestTable, build_table
-from rocketrio.actors.broker.failover.escape import EscapeBridge, RemoteEscape
+from rocketrio.actors.broker.failover.escape import RemoteEscape
 from rocketrio.actors.broker.failover.lock_quorum import QuorumLocker
 from rocketrio.actors.broker.ha.master_service import HAMasterService
 from rocketrio.actors.broker.ha.status_service import HAStatusService
@@ -50,6 +50,7 @@ from rocketrio.actors.broker.stats.feature import StatsFeature
 from rocketrio.actors.broker.store.broker_store import BrokerStore, store_host_of
 from rocketrio.actors.broker.store.disk_guard import first_refusal
 from rocketrio.actors.broker.store.disk_usage import DiskSpace, disk_space
+from rocketrio.actors.broker.store.escape_bridge import EscapeBridge
 from rocketrio.actors.broker.store.view import RunBlocking
 from rocketrio.actors.broker.tables.broker_tables import BrokerTables
 from rocketrio.actors.broker.transaction.service import build_transaction_service

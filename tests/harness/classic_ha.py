@@ -51,7 +51,8 @@ class Classic:
 
     async def start(self, host: str, role: BrokerRole, broker_id: int, **kw: Any) -> Broker:
         config = BrokerConfig(
-            brokerName=kw.pop("brokerName", "broker-a"), brokerId=broker_id, brokerRole=role, brokerIP1=host,
+            brokerName=kw.pop("brokerName", "broker-a"), brokerId=broker_id, brokerRole=role,
+            brokerIP1=host,
             namesrvAddr=self.ns, storePathRootDir=str(self.tmp / host),
             mappedFileSizeCommitLog=64 * 1024, mappedFileSizeConsumeQueue=100 * 20,
             syncFlushTimeout=2000, **kw,

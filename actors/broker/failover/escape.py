@@ -1,10 +1,12 @@
 """Escape (RIP-32 EscapeBridge, SPEC A3): where an acting slave writes the secondary messages it
 hands on, since its own CommitLog must not fork from its dead master's.
 
-`EscapeBridge` is the one interface the special services use: `put_to_live_master(msgs)` writes
-messages to a live master of ANOTHER group and answers None once they are stored there, else why
-not. Two implementations are meant: `RemoteEscape` here (enableRemoteEscape: a send over the
-network), and an in-process one a broker container can provide later (the same protocol).
+`EscapeBridge` (store/escape_bridge.py) is the one interface the special services use:
+`put_to_live_master(msgs)` writes messages to a live master of ANOTHER group and answers None once
+they are stored there, else why not. `RemoteEscape` here implements it over the network
+(enableRemoteEscape); a broker container can implement it in-process later. A retry or DLQ topic
+that lives only on the dead group (POP revive) goes to a master of the cluster (the route of the
+cluster-name topic), whose send path creates it.
 
 Rules, each a fix of an upstream hazard (see the facts sheet):
 
@@ -24,12 +26,10 @@ Rules, each a fix of an upstream hazard (see the facts sheet):
 from __future__ import annotations
 
 import zlib
-from typing import Protocol
 
 import attrs
 
 from rocketrio.actors.broker.boot.config import BrokerConfig
-from rocketrio.actors.client.api import request
 from rocketrio.actors.kernel.remoting import RemotingClient, RemotingError
 from rocketrio.protocol.bodies import PERM_WRITE, TopicRouteData
 from rocketrio.protocol.codes import RequestCode, ResponseCode
@@ -40,19 +40,14 @@ from rocketrio.protocol.message import (
     encode_properties,
     find_property,
 )
-from rocketrio.protocol.serde import HeaderError, from_json
+from rocketrio.protocol.remoting import RemotingCommand
+from rocketrio.protocol.serde import HeaderError, from_json, to_ext
 from rocketrio.storage.store_types import MessageToStore
 
 MASTER_ID = 0
 CALL_TIMEOUT_S = 3.0  # upstream: one send, 3 s
 _STORED = (ResponseCode.SUCCESS, ResponseCode.FLUSH_DISK_TIMEOUT, ResponseCode.FLUSH_SLAVE_TIMEOUT)
 _STORED = (*_STORED, ResponseCode.SLAVE_NOT_AVAILABLE)  # stored on the master, not yet copied
-
-
-class EscapeBridge(Protocol):
-    """Write secondary messages to a live master of another group (module docstring)."""
-
-    async def put_to_live_master(self, msgs: list[MessageToStore]) -> str | None: ...
 
 
 @attrs.frozen
@@ -84,6 +79,10 @@ def choose_target(
     return preferred[zlib.crc32(key.encode()) % len(preferred)]
 
 
+def _request(code: int, header: object, body: bytes = b"") -> RemotingCommand:
+    return RemotingCommand(code=code, ext_fields=to_ext(header), body=body)
+
+
 class RemoteEscape:
     """`EscapeBridge` over the network (enableRemoteEscape): SEND_MESSAGE_V2 to the chosen master,
     with the route asked of the NameServers for every put (a route cached across a master's
@@ -104,7 +103,7 @@ class RemoteEscape:
         return None
 
     async def _route(self, topic: str) -> TopicRouteData | str:
-        cmd = request(RequestCode.GET_ROUTEINFO_BY_TOPIC, GetRouteInfoRequestHeader(topic, True))
+        cmd = _request(RequestCode.GET_ROUTEINFO_BY_TOPIC, GetRouteInfoRequestHeader(topic, True))
         errors: list[str] = []
         for ns in self.config.namesrv_addrs:
             try:
@@ -153,7 +152,7 @@ class RemoteEscape:
             i=props if isinstance(props, str) else encode_properties(props),
             j=msg.reconsume_times, k=False, m=False, n=target.broker_name,
         )  # fmt: skip
-        cmd = request(RequestCode.SEND_MESSAGE_V2, header, msg.body)
+        cmd = _request(RequestCode.SEND_MESSAGE_V2, header, msg.body)
         try:
             resp = await self.client.invoke(target.addr, cmd, CALL_TIMEOUT_S)
         except RemotingError as e:

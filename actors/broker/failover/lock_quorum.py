@@ -20,15 +20,14 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Callable, Iterable
+from typing import Protocol
 
 import structlog
 import trio
 
 from rocketrio.actors.broker.boot.config import BrokerConfig
-from rocketrio.actors.broker.clients.processor import ClientProcessor
 from rocketrio.actors.broker.dispatch.answers import answer_json
 from rocketrio.actors.broker.dispatch.table import Handlers
-from rocketrio.actors.client.api import request
 from rocketrio.actors.kernel.remoting import RemotingClient, RemotingError, RequestContext
 from rocketrio.actors.observe import events
 from rocketrio.protocol.bodies import LockBatchRequestBody, LockBatchResponseBody, MessageQueue
@@ -61,13 +60,25 @@ def settle(
     return kept, [mq for mq in won if count[mq] < quorum]
 
 
+class LocalLocks(Protocol):
+    """This broker's own queue locks (clients/processor.py ClientProcessor)."""
+
+    def lock_batch(self, req: LockBatchRequestBody) -> LockBatchResponseBody: ...
+
+    def unlock_batch(self, req: LockBatchRequestBody) -> object: ...
+
+
+def request(code: int, body: bytes) -> RemotingCommand:
+    return RemotingCommand(code=code, body=body)
+
+
 class QuorumLocker:
     """LOCK_BATCH_MQ under lockInStrictMode (module docstring)."""
 
     def __init__(
         self,
         config: BrokerConfig,
-        processor: ClientProcessor,
+        processor: LocalLocks,
         *,
         members: Callable[[], dict[int, str]],
         client: Callable[[], RemotingClient | None],
@@ -120,7 +131,7 @@ class QuorumLocker:
         ask: LockBatchRequestBody,
         granted: dict[str, list[MessageQueue]],
     ) -> None:
-        cmd = request(RequestCode.LOCK_BATCH_MQ, None, to_json(ask))
+        cmd = request(RequestCode.LOCK_BATCH_MQ, to_json(ask))
         try:
             resp = await client.invoke(addr, cmd, MEMBER_TIMEOUT_S)
             if resp.code == ResponseCode.SUCCESS and resp.body:
@@ -152,7 +163,7 @@ class QuorumLocker:
                     mine = [mq for mq in mqs if mq in set(partial)]
                     if mine:
                         body = LockBatchRequestBody(req.consumerGroup, req.clientId, True, mine)
-                        cmd = request(RequestCode.UNLOCK_BATCH_MQ, None, to_json(body))
+                        cmd = request(RequestCode.UNLOCK_BATCH_MQ, to_json(body))
                         n.start_soon(self._unlock_one, client, addr, cmd)
 
     async def _unlock_one(self, client: RemotingClient, addr: str, cmd: RemotingCommand) -> None:

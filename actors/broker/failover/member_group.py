@@ -15,7 +15,6 @@ decisions are acting_core.py's.
 from __future__ import annotations
 
 from rocketrio.actors.broker.boot.config import BrokerConfig
-from rocketrio.actors.client.api import request
 from rocketrio.actors.kernel.remoting import RemotingClient, RemotingError
 from rocketrio.protocol.bodies import GetBrokerMemberGroupResponseBody, TopicRouteData
 from rocketrio.protocol.codes import RequestCode, ResponseCode
@@ -25,10 +24,15 @@ from rocketrio.protocol.headers import (
     GetBrokerMemberGroupRequestHeader,
     GetRouteInfoRequestHeader,
 )
-from rocketrio.protocol.serde import HeaderError, from_ext, from_json
+from rocketrio.protocol.remoting import RemotingCommand
+from rocketrio.protocol.serde import HeaderError, from_ext, from_json, to_ext
 
 SYNC_BROKER_MEMBER_GROUP_PREFIX = "rmq_sys_SYNC_BROKER_MEMBER_"
 CALL_TIMEOUT_S = 3.0  # upstream: invokeSync(..., 3000)
+
+
+def request(code: int, header: object) -> RemotingCommand:
+    return RemotingCommand(code=code, ext_fields=to_ext(header))
 
 
 def sync_member_topic(broker_name: str) -> str:

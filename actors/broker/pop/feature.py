@@ -11,7 +11,6 @@ import trio
 
 from rocketrio.actors.broker.boot.broker_io import BrokerIO
 from rocketrio.actors.broker.dispatch.table import Handlers
-from rocketrio.actors.broker.failover.escape import EscapeBridge
 from rocketrio.actors.broker.pop.ack import PopAckProcessor
 from rocketrio.actors.broker.pop.handlers import pop_handlers
 from rocketrio.actors.broker.pop.hold import PopLongPollingService
@@ -19,6 +18,7 @@ from rocketrio.actors.broker.pop.order_service import PopOrderService
 from rocketrio.actors.broker.pop.processor import PopConfig, PopMessageProcessor
 from rocketrio.actors.broker.pop.revive_service import PopReviveService, ReviveConfig
 from rocketrio.actors.broker.store.actor import StoreActor
+from rocketrio.actors.broker.store.escape_bridge import EscapeBridge
 from rocketrio.actors.broker.store.view import StoreView
 from rocketrio.actors.broker.tables.broker_tables import BrokerTables
 

@@ -39,7 +39,6 @@ import structlog
 import trio
 
 from rocketrio.actors.broker.boot.config import BrokerConfig
-from rocketrio.actors.broker.failover.escape import EscapeBridge
 from rocketrio.actors.broker.pop.revive import Revival, ReviveCore
 from rocketrio.actors.broker.pop.revive_log import (
     AckRecord,
@@ -49,6 +48,7 @@ from rocketrio.actors.broker.pop.revive_log import (
     put_and_wait,
     read_record,
 )
+from rocketrio.actors.broker.store.escape_bridge import EscapeBridge
 from rocketrio.actors.broker.store.messages import StoreWriter
 from rocketrio.actors.broker.store.view import StoreView
 from rocketrio.actors.broker.tables.tables import GroupTable, OffsetTable, TopicTable

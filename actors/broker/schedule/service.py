@@ -34,7 +34,6 @@ from rocketrio.actors.broker.boot.broker_io import BrokerIO
 from rocketrio.actors.broker.dispatch.answers import host_tuple
 from rocketrio.actors.broker.dispatch.outcomes import PutStatus
 from rocketrio.actors.broker.dispatch.table import Handlers
-from rocketrio.actors.broker.failover.escape import EscapeBridge
 from rocketrio.actors.broker.schedule.policy import (
     WAIT_PROPERTIES,
     Deliver,
@@ -45,6 +44,7 @@ from rocketrio.actors.broker.schedule.policy import (
     timer_step,
 )
 from rocketrio.actors.broker.store.broker_store import BrokerStore
+from rocketrio.actors.broker.store.escape_bridge import EscapeBridge
 from rocketrio.actors.broker.store.messages import StoreWriter
 from rocketrio.actors.broker.store.view import StoreView
 from rocketrio.actors.broker.tables.broker_tables import BrokerTables

@@ -43,9 +43,9 @@ from rocketrio.actors.broker.boot.broker_io import BrokerIO
 from rocketrio.actors.broker.boot.config import BrokerConfig
 from rocketrio.actors.broker.clients.client_manager import ProducerManager
 from rocketrio.actors.broker.dispatch.outcomes import Refusal
-from rocketrio.actors.broker.failover.escape import EscapeBridge
 from rocketrio.actors.broker.schedule.policy import parse_message_delay_level, wait_target
 from rocketrio.actors.broker.store.broker_store import BrokerStore
+from rocketrio.actors.broker.store.escape_bridge import EscapeBridge
 from rocketrio.actors.broker.store.messages import StoreWriter
 from rocketrio.actors.broker.store.view import StoreView
 from rocketrio.actors.broker.tables.broker_tables import BrokerTables

@@ -34,9 +34,9 @@ from rocketrio.protocol.codes import RequestCode
 from rocketrio.protocol.codes import ResponseCode as RC
 from rocketrio.protocol.headers import GetRouteInfoRequestHeader, SendMessageRequestHeaderV2
 from rocketrio.protocol.message import MessageExt, iter_stored
+from rocketrio.protocol.message_format import encode_properties
 from rocketrio.protocol.pop_extra_info import pop_retry_topic
 from rocketrio.protocol.pop_headers import PopMessageRequestHeader
-from rocketrio.protocol.message_format import encode_properties
 from rocketrio.protocol.remoting import RemotingCommand
 from rocketrio.protocol.serde import from_json, to_ext, to_json
 from tests.harness.classic_ha import CLIENT, NS, TOPIC, Classic, M, S, classic, until
