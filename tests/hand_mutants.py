@@ -264,6 +264,34 @@ MUTANTS: list[Mutant] = [
             _AM + "test_one_queue_one_holder_across_the_switch_only_with_strict_locks",
         ],
     ),
+    Mutant(
+        "pre-online: a returning master registers at once",
+        "actors/broker/roles/classic.py",
+        "            and deps.pre_online is not None\n",
+        "            and deps.pre_online is None  # MUTANT\n",
+        [_AM + "test_a_returning_master_goes_online_only_with_the_slaves_newer_offsets"],
+    ),
+    Mutant(
+        "pre-online: the slave's whole table is adopted, not per-queue maxima (upstream)",
+        "actors/broker/failover/pre_online.py",
+        "            if offset > ours.get(qid, -1):",
+        "            if offset != ours.get(qid):  # MUTANT",
+        [_AM + "test_a_returning_master_goes_online_only_with_the_slaves_newer_offsets"],
+    ),
+    Mutant(
+        "pre-online: the slave copies the master's tables before the NameServers list it",
+        "actors/broker/roles/classic.py",
+        "        if self.acting.enabled and not self.acting.master_listed():",
+        "        if False:  # MUTANT",
+        [_AM + "test_a_returning_master_goes_online_only_with_the_slaves_newer_offsets"],
+    ),
+    Mutant(
+        "slave sync moves a consumer offset backwards after the master's return",
+        "actors/broker/roles/slave_sync.py",
+        "higher_here = self.keep_higher and mine.get(qid, -1) > offset",
+        "higher_here = False  # MUTANT",
+        [_AM + "test_a_returning_master_goes_online_only_with_the_slaves_newer_offsets"],
+    ),
 ]
 
 

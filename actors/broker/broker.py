@@ -36,6 +36,7 @@ from rocketrio.actors.broker.clients.handlers import on_connect
 from rocketrio.actors.broker.dispatch.table import RequestTable, build_table
 from rocketrio.actors.broker.failover.escape import RemoteEscape
 from rocketrio.actors.broker.failover.lock_quorum import QuorumLocker
+from rocketrio.actors.broker.failover.pre_online import PreOnlineService
 from rocketrio.actors.broker.ha.master_service import HAMasterService
 from rocketrio.actors.broker.ha.status_service import HAStatusService
 from rocketrio.actors.broker.pop.feature import PopFeature
@@ -115,6 +116,16 @@ class Broker:
             replica_floor=self._replica_floor,
         )
         self.ha_master = HAMasterService.of(io, self.store.actor)
+        self.pre_online = PreOnlineService(
+            c,
+            offsets=self.tables.offsets,
+            delay=self.tables.delay_offsets.table,
+            max_offset=self.store.actor.commitlog_max_offset,
+            ha_links=lambda: [
+                (x.addr, x.slave_id, x.transfer_from) for x in self.ha_master.view().links
+            ],
+            addr=lambda: self.addr,
+        )
         self.roles = make_role_service(
             RoleDeps(
                 io,
@@ -124,6 +135,8 @@ class Broker:
                 on_role_change=self.on_role_change,
                 faults=faults,
                 on_acting_change=self.on_acting_change,
+                pre_online=self.pre_online,
+                on_online=self.on_online,
             )
         )
         # where an acting slave's re-puts go (RIP-32 escape): RemoteEscape with
@@ -173,7 +186,7 @@ class Broker:
             tables=t,
             store=s,
             producers=self.clients.producers,
-            is_master=is_master,
+            is_master=self._master_online,
             new_uniq_key=new_uniq_key,
             store_host=self.addr,
             escape=self._escape_if_acting,
@@ -287,6 +300,19 @@ class Broker:
         look at their role again now, not at their next idle poll."""
         self.schedule.role_changed()
         self.transactions.role_changed()
+
+    def _ha_links(self) -> list[tuple[str, int | None, int]]:
+        return [(x.addr, x.slave_id, x.transfer_from) for x in self.ha_master.view().links]
+
+    def on_online(self) -> None:
+        """A returning master finished pre-online: register now, start the special services."""
+        self.registration.request()
+        self.schedule.role_changed()
+        self.transactions.role_changed()
+
+    def _master_online(self) -> bool:
+        """A master past pre-online: checks transactions and takes END_TRANSACTION."""
+        return self.roles.serving_as_master() and self.roles.special_services_on()
 
     def _escape_if_acting(self) -> EscapeBridge | None:
         return self.escape_bridge if self.roles.acting_master() else None

@@ -146,6 +146,9 @@ KNOWN_EDGES: dict[tuple[str, str, str], str] = {
     (FEATURE_RULE, "actors.broker.roles", "actors.broker.failover.member_group"): (
         "the classic role service polls its group's members and answers EXCHANGE_BROKER_HA_INFO"
     ),
+    (FEATURE_RULE, "actors.broker.roles", "actors.broker.failover.pre_online"): (
+        "a returning classic master runs pre-online before it registers"
+    ),
     (FEATURE_RULE, "actors.broker.roles", "actors.client.api"): (
         "the role service calls the controller and the NameServer with the client's request()"
     ),

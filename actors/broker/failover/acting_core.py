@@ -21,7 +21,11 @@ that came back. Rules:
   expired) does not act, since the route names the next one and two acting slaves would both
   escape the same messages; it still counts itself in `alive_replicas`;
 - an empty member list (NameServer unreachable or not yet registered) changes nothing: losing
-  contact with the NameServers is not evidence that the master died.
+  contact with the NameServers is not evidence that the master died;
+- a returning master in pre-online announces itself (EXCHANGE_BROKER_HA_INFO push):
+  `hold_for_master` stops the acting at once, so the offsets the master is about to read stop
+  moving and the two never run the special services together; the hold ends when the
+  NameServer lists id 0 again, or lapses (`tick`) if the master dies before it got online.
 """
 
 from __future__ import annotations
@@ -59,11 +63,30 @@ class ActingCore:
         self.min_broker_addr: str | None = None
         self.members: dict[int, str] = {}
         self.alive_replicas = 0  # upstream aliveReplicaNumInGroup
+        self.hold_until_s: float | None = None  # a returning master announced itself
 
     @property
     def acting(self) -> bool:
         """This slave acts as master now."""
-        return self.enabled and self.min_broker_id == self.my_id
+        return self.enabled and self.min_broker_id == self.my_id and self.hold_until_s is None
+
+    def hold_for_master(self, until_s: float) -> bool:
+        """A returning master announced itself: stop acting until it is listed, or until
+        ``until_s``; True when this stopped the acting."""
+        before = self.acting
+        self.hold_until_s = until_s if self.enabled else None
+        return before and not self.acting
+
+    def tick(self, now_s: float) -> bool:
+        """The hold lapsed (the master never got online): True when acting resumes."""
+        if self.hold_until_s is None or now_s < self.hold_until_s:
+            return False
+        self.hold_until_s = None
+        return self.acting
+
+    def master_listed(self) -> bool:
+        """The NameServers list a master (id 0) for the group now."""
+        return self.min_broker_id == MASTER_ID
 
     def master_addr(self) -> str | None:
         """The master's address, while the group has one."""
@@ -102,4 +125,6 @@ class ActingCore:
     ) -> MinBrokerChange:
         before = self.acting
         self.min_broker_id, self.min_broker_addr = new_min, addr
+        if new_min == MASTER_ID:
+            self.hold_until_s = None
         return MinBrokerChange(new_min, addr, offline, ha_addr, before, self.acting)

@@ -31,8 +31,8 @@ SYNC_BROKER_MEMBER_GROUP_PREFIX = "rmq_sys_SYNC_BROKER_MEMBER_"
 CALL_TIMEOUT_S = 3.0  # upstream: invokeSync(..., 3000)
 
 
-def request(code: int, header: object) -> RemotingCommand:
-    return RemotingCommand(code=code, ext_fields=to_ext(header))
+def request(code: int, header: object | None) -> RemotingCommand:
+    return RemotingCommand(code=code, ext_fields={} if header is None else to_ext(header))
 
 
 def sync_member_topic(broker_name: str) -> str:

@@ -24,7 +24,12 @@ AutoSwitch HA channel as controller mode (upstream used its older DefaultHAServi
   `acting_master()` holds and `special_services_on()` turns the delay/timer scan, transaction
   checks and POP revive on; it never takes writes (its store refuses them, the route clears the
   write bit). A master that goes offline is forgotten (slave sync stops copying from it); one
-  that comes back is followed again and the special services stop.
+  that comes back is followed again and the special services stop;
+- pre-online (failover/pre_online.py): a master with enableSlaveActingMaster (and not
+  skipPreOnline) starts isolated: it replicates and answers, but stays off the NameServers
+  (`role_known` is false) and runs no special service until it has its slaves' newer offsets;
+  a slave copies nothing from a master the NameServers do not list yet (`master_to_sync`), so
+  its offsets cannot move backwards while the master reads them.
 """
 
 from __future__ import annotations
@@ -101,6 +106,14 @@ class ClassicRoleService:
         self._addr = deps.addr
         self._known_ha: dict[str, str] = {}  # master address -> HA address a 905/906 named
         self._started = False
+        self._pre_online = deps.pre_online
+        self._on_online = deps.on_online
+        self.isolated = (
+            self.serving_as_master()
+            and config.enableSlaveActingMaster
+            and not config.skipPreOnline
+            and deps.pre_online is not None
+        )
 
     # ------------------------------------------------------------------ the RoleService
 
@@ -111,14 +124,14 @@ class ClassicRoleService:
         return self.acting.acting
 
     def special_services_on(self) -> bool:
-        return self.serving_as_master() or self.acting.acting
+        return (self.serving_as_master() and not self.isolated) or self.acting.acting
 
     def group_members(self) -> dict[int, str]:
         return dict(self.acting.members)
 
     @property
     def role_known(self) -> bool:
-        return True  # fixed by the config
+        return not self.isolated  # fixed by the config; hidden during pre-online
 
     @property
     def ha(self) -> AutoSwitchHAService | None:
@@ -129,7 +142,11 @@ class ClassicRoleService:
         return self.config.brokerId
 
     def master_to_sync(self) -> str | None:
-        return None if self.serving_as_master() else self.master_addr
+        if self.serving_as_master():
+            return None
+        if self.acting.enabled and not self.acting.master_listed():
+            return None  # acting, or its master is in pre-online: nothing to copy yet
+        return self.master_addr
 
     def write_refusal(self) -> Refusal | None:
         return None  # a classic slave's store refuses puts itself (SERVICE_NOT_AVAILABLE)
@@ -190,6 +207,9 @@ class ClassicRoleService:
         if h.masterHaAddress:
             if not self.serving_as_master() and h.masterAddress:
                 self._known_ha[h.masterAddress] = h.masterHaAddress
+                hold_s = 2 * self.config.brokerNotActiveTimeoutMillis / 1000
+                if self.acting.hold_for_master(trio.current_time() + hold_s):
+                    self._acting_changed(False)
                 self._follow(h.masterAddress)
             return ctx.cmd.make_response(ResponseCode.SUCCESS)
         is_master = self.serving_as_master()
@@ -231,12 +251,22 @@ class ClassicRoleService:
                     ),
                 )
                 task_status.started(self)
+                if self.isolated:
+                    await self._go_online(client, nursery)
                 if cfg_polls_members(self.config):
                     await self._follow_master(client)  # the members, for strict locks
                 return
             await self.store.become_slave()
             task_status.started(self)
             await self._follow_master(client)
+
+    async def _go_online(self, client: RemotingClient, nursery: trio.Nursery) -> None:
+        """Pre-online, then register and start the special services (module docstring)."""
+        assert self._pre_online is not None
+        await self._pre_online.run(client)
+        self.isolated = False
+        self._on_online()
+        nursery.start_soon(self._pre_online.reverse_sync, client)
 
     async def _follow_master(self, client: RemotingClient) -> None:
         """Poll the group's members; follow the master; act as master when RIP-32 says so."""
@@ -246,6 +276,8 @@ class ClassicRoleService:
             members = await fetch_member_group(client, cfg, compatible=compatible)
             if members is not None:
                 self._on_members(members)
+            if self.acting.tick(trio.current_time()):
+                self._acting_changed(True)  # the announced master never got online
             if cfg_polls_members(cfg):
                 period_s = cfg.syncBrokerMemberGroupPeriod / 1000
             else:
@@ -280,13 +312,12 @@ class ClassicRoleService:
         elif change.master_online:
             self._follow(change.min_broker_addr)
         if change.acting_before != change.acting_now:
-            events.emit(
-                self.log,
-                events.ActingMasterChanged(
-                    acting=change.acting_now, min_broker_id=change.min_broker_id
-                ),
-            )
-            self._on_acting_change(change.acting_now)
+            self._acting_changed(change.acting_now)
+
+    def _acting_changed(self, acting: bool) -> None:
+        min_id = -1 if self.acting.min_broker_id is None else self.acting.min_broker_id
+        events.emit(self.log, events.ActingMasterChanged(acting=acting, min_broker_id=min_id))
+        self._on_acting_change(acting)
 
     def _follow(self, addr: str | None) -> None:
         if addr == self.master_addr:

@@ -33,6 +33,7 @@ from rocketrio.actors.broker.boot.config import BrokerConfig, BrokerRole
 from rocketrio.actors.broker.boot.fault_sites import NO_FAULTS, FaultSites
 from rocketrio.actors.broker.dispatch.outcomes import Refusal
 from rocketrio.actors.broker.dispatch.table import Handlers
+from rocketrio.actors.broker.failover.pre_online import PreOnlineService
 from rocketrio.actors.broker.ha.master_service import HAMasterService
 from rocketrio.actors.broker.ha.service import AutoSwitchHAService
 from rocketrio.actors.broker.store.actor import StoreActor
@@ -116,6 +117,9 @@ class RoleDeps:
     faults: FaultSites = NO_FAULTS
     # a classic slave started or stopped acting as master (RIP-32)
     on_acting_change: Callable[[bool], None] = lambda _acting: None
+    # a returning classic master's pre-online (RIP-32), and what to do once it is online
+    pre_online: PreOnlineService | None = None
+    on_online: Callable[[], None] = lambda: None
 
     @property
     def config(self) -> BrokerConfig:

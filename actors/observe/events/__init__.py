@@ -140,6 +140,8 @@ from rocketrio.actors.observe.events.failover import (
     EscapePutFailed,
     EscapePutRecovered,
     GroupMinBrokerIdMoved,
+    PreOnlineDone,
+    PreOnlineSynced,
     StrictLockPartial,
 )
 from rocketrio.actors.observe.events.ha import (

@@ -32,6 +32,26 @@ class ActingMasterChanged(LogEvent):
     min_broker_id: int
 
 
+@event("pre_online_synced")
+@attrs.frozen(kw_only=True)
+class PreOnlineSynced(LogEvent):
+    """A returning master took a slave's per-queue maxima of consumer and delay offsets."""
+
+    slave: str
+    offsets_raised: int
+    delay_offsets_raised: int
+    slave_offset_version: int
+
+
+@event("pre_online_done")
+@attrs.frozen(kw_only=True)
+class PreOnlineDone(LogEvent):
+    """A returning master finished pre-online and goes online (registers, special services)."""
+
+    slaves: list[int]
+    raised: int
+
+
 @event("escape_put_failed")
 @attrs.frozen(kw_only=True)
 class EscapePutFailed(LogEvent):

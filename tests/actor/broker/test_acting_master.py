@@ -32,7 +32,11 @@ from rocketrio.protocol.bodies import (
 )
 from rocketrio.protocol.codes import RequestCode
 from rocketrio.protocol.codes import ResponseCode as RC
-from rocketrio.protocol.headers import GetRouteInfoRequestHeader, SendMessageRequestHeaderV2
+from rocketrio.protocol.headers import (
+    GetRouteInfoRequestHeader,
+    SendMessageRequestHeaderV2,
+    UpdateConsumerOffsetRequestHeader,
+)
 from rocketrio.protocol.message import MessageExt, iter_stored
 from rocketrio.protocol.message_format import encode_properties
 from rocketrio.protocol.pop_extra_info import pop_retry_topic
@@ -132,7 +136,7 @@ async def test_slave_acts_within_the_bound_and_stops_when_the_master_returns(
         await trio.sleep(1)
         await c.start(M, BrokerRole.ASYNC_MASTER, 0, **ACTING, compatibleWithOldNameSrv=not notify)
         await until(lambda: not s.roles.acting_master(), timeout=10)
-        assert s.roles.master_to_sync() == f"{M}:10911"
+        await until(lambda: s.roles.master_to_sync() == f"{M}:10911", timeout=30)
 
 
 async def test_due_delay_and_timer_messages_escape_to_another_master_none_early_none_lost(
@@ -298,3 +302,66 @@ async def test_one_queue_one_holder_across_the_switch_only_with_strict_locks(
         again = await lock(c, M, "c1") if strict else await lock(c, S, "c1")
         holders = {cid for cid, got in (("c1", again), ("c2", c2)) if got}
         assert holders == ({"c2"} if strict else {"c1", "c2"})
+
+
+async def commit(c: Classic, host: str, group: str, offset: int) -> None:
+    assert c.client is not None
+    h = UpdateConsumerOffsetRequestHeader(group, TOPIC, 0, offset)
+    cmd = RemotingCommand(RequestCode.UPDATE_CONSUMER_OFFSET, ext_fields=to_ext(h))
+    assert (await c.client.invoke(f"{host}:10911", cmd, 10)).code == RC.SUCCESS
+
+
+async def test_a_returning_master_goes_online_only_with_the_slaves_newer_offsets(
+    tmp_path: Path, mock_clock: trio.testing.MockClock
+) -> None:
+    """No consumer offset of any group moves backwards on either broker across the master's
+    outage and return: the master takes the slave's per-queue maxima before it registers (and
+    keeps its own where it was ahead), the slave copies nothing from it meanwhile, and commits
+    that reach the slave after the master is back still reach the master."""
+    async with classic(tmp_path, 76, supportActingMaster=True) as c:
+        m, s, _b = await two_groups(c)
+        await commit(c, M, "CG", 1)
+        await commit(c, M, "AHEAD", 1)
+        await until(lambda: s.tables.offsets.query("AHEAD", TOPIC, 0) == 1)
+        await commit(c, M, "AHEAD", 5)  # the master is ahead here when it dies
+        assert (await send(c, M, b"due-during-outage", {"DELAY": "3"})).code == RC.SUCCESS
+        await trio.sleep(6)  # the files written (flushConsumerOffsetInterval 5 s)
+        assert m.tables.offsets.query("AHEAD", TOPIC, 0) == 5
+        backwards: list[str] = []
+        seen: dict[tuple[str, str], int] = {}
+
+        async def watch() -> None:
+            while True:
+                for host in (M, S):
+                    b = c.brokers[host]
+                    for g in ("CG", "AHEAD", "delay level 3"):
+                        if g == "delay level 3":
+                            now = b.tables.delay_offsets.table.level_offset(3)
+                        else:
+                            now = b.tables.offsets.query(g, TOPIC, 0)
+                        if now < seen.get((host, g), -1):
+                            backwards.append(f"{host} {g} {seen[(host, g)]} -> {now}")
+                        seen[(host, g)] = max(now, seen.get((host, g), -1))
+                await trio.sleep(0.05)
+
+        async with trio.open_nursery() as n:
+            c.crash(M)
+            m.store.message_store.close()
+            await until(s.roles.acting_master, timeout=30)
+            n.start_soon(watch)
+            await commit(c, S, "CG", 7)  # consumers routed to the acting slave
+            await until(lambda: s.tables.delay_offsets.table.level_offset(3) == 1, timeout=20)
+            m2 = await c.start(M, BrokerRole.ASYNC_MASTER, 0, **ACTING)
+            assert not m2.roles.role_known  # isolated: not registered yet
+            await until(lambda: m2.roles.role_known, timeout=30)
+            # online only with the slave's offset, and its own where it was ahead
+            assert m2.tables.offsets.query("CG", TOPIC, 0) == 7
+            assert m2.tables.offsets.query("AHEAD", TOPIC, 0) == 5
+            assert m2.tables.delay_offsets.table.level_offset(3) == 1  # not delivered twice
+            await until(lambda: s.roles.master_to_sync() == f"{M}:10911", timeout=30)
+            await commit(c, S, "CG", 9)  # a client whose route still names the slave
+            await trio.sleep(15)  # slave sync rounds; the master's reverse sync
+            assert m2.tables.offsets.query("CG", TOPIC, 0) == 9
+            assert s.tables.offsets.query("AHEAD", TOPIC, 0) == 5
+            n.cancel_scope.cancel()
+        assert backwards == []
