@@ -365,3 +365,23 @@ async def test_a_returning_master_goes_online_only_with_the_slaves_newer_offsets
             assert s.tables.offsets.query("AHEAD", TOPIC, 0) == 5
             n.cancel_scope.cancel()
         assert backwards == []
+
+
+async def test_a_controller_mode_broker_without_a_controller_stays_out_of_the_route(
+    tmp_path: Path, mock_clock: trio.testing.MockClock
+) -> None:
+    """Controller mode and acting master are alternatives (README): a controller-mode broker
+    that reaches no controller has no role, so it neither registers nor serves as master, nor
+    acts as one, even with enableSlaveActingMaster; its group is absent from the route."""
+    async with classic(tmp_path, 77, supportActingMaster=True) as c:
+        b = await c.start(
+            B, BrokerRole.SLAVE, 1, brokerName="broker-b", enableControllerMode=True,
+            controllerAddr="10.3.0.50:9878", **ACTING,
+        )  # fmt: skip
+        await c.start(M, BrokerRole.ASYNC_MASTER, 0, **ACTING)
+        assert (await send(c, M, b"a", {})).code == RC.SUCCESS
+        await trio.sleep(60)
+        assert not b.roles.role_known and not b.roles.serving_as_master()
+        assert not b.roles.acting_master() and not b.roles.special_services_on()
+        assert [bd.brokerName for bd in (await route(c)).brokerDatas] == ["broker-a"]
+        assert (await send(c, B, b"b", {})).code != RC.SUCCESS
