@@ -292,6 +292,13 @@ MUTANTS: list[Mutant] = [
         "higher_here = False  # MUTANT",
         [_AM + "test_a_returning_master_goes_online_only_with_the_slaves_newer_offsets"],
     ),
+    Mutant(
+        "compatibleWithOldNameSrv: the QUERY_DATA_VERSION heartbeat is not sent",
+        "actors/broker/boot/outer_api.py",
+        "            await self._heartbeat_via_data_version(topics_version)\n",
+        "            pass  # MUTANT\n",
+        [_AM + "test_slave_acts_within_the_bound_and_stops_when_the_master_returns"],
+    ),
 ]
 
 
