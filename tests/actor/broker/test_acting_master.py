@@ -54,6 +54,15 @@ ACTING: dict[str, Any] = {"enableSlaveActingMaster": True, "enableRemoteEscape":
 ACTING_BOUND_S = 10 + 5 + 1.2
 
 
+# the scenarios' seed: the simulated network's and the disks' draws (replay: same seed)
+SEED = 0
+
+
+def classic_sim(tmp: Path, seed: int, **ns_kw: Any) -> Any:
+    """The two groups on the simulated network and disks; a crash is a power cut."""
+    return classic(tmp, seed, sim_disk=True, **ns_kw)
+
+
 def now_ms() -> int:
     return EPOCH_MS + int(trio.current_time() * 1000)
 
@@ -106,8 +115,8 @@ async def two_groups(c: Classic, **kw: Any) -> tuple[Broker, Broker, Broker]:
 async def test_slave_acts_within_the_bound_and_stops_when_the_master_returns(
     tmp_path: Path, mock_clock: trio.testing.MockClock, notify: bool, silent: bool
 ) -> None:
-    async with classic(
-        tmp_path, 71, supportActingMaster=True, notifyMinBrokerIdChanged=notify
+    async with classic_sim(
+        tmp_path, SEED + 71, supportActingMaster=True, notifyMinBrokerIdChanged=notify
     ) as c:
         m, s, _b = await two_groups(c, compatibleWithOldNameSrv=not notify)
         assert not s.roles.acting_master() and not s.roles.special_services_on()
@@ -132,7 +141,6 @@ async def test_slave_acts_within_the_bound_and_stops_when_the_master_returns(
         if silent:
             c.crash(M)
             c.net.heal()
-            m.store.message_store.close()
         await trio.sleep(1)
         await c.start(M, BrokerRole.ASYNC_MASTER, 0, **ACTING, compatibleWithOldNameSrv=not notify)
         await until(lambda: not s.roles.acting_master(), timeout=10)
@@ -142,7 +150,7 @@ async def test_slave_acts_within_the_bound_and_stops_when_the_master_returns(
 async def test_due_delay_and_timer_messages_escape_to_another_master_none_early_none_lost(
     tmp_path: Path, mock_clock: trio.testing.MockClock
 ) -> None:
-    async with classic(tmp_path, 72, supportActingMaster=True) as c:
+    async with classic_sim(tmp_path, SEED + 72, supportActingMaster=True) as c:
         m, s, b = await two_groups(c)
         t0 = now_ms()
         # DELAY 5 = 1 min; a timer message due in 90 s
@@ -162,7 +170,6 @@ async def test_due_delay_and_timer_messages_escape_to_another_master_none_early_
         assert now_ms() >= t0 + 60_000
         # B goes away before the timer message falls due: S keeps it and tries again
         c.crash(B)
-        b.store.message_store.close()
         await trio.sleep(max(0.0, (timer_at - now_ms()) / 1000) + 5)
         await c.start(B, BrokerRole.ASYNC_MASTER, 0, brokerName="broker-b", **ACTING)
         await until_body(c, B, b"timer", 60)
@@ -195,7 +202,9 @@ class CommitByBody:
 async def test_pending_transactions_of_a_dead_master_are_checked_through_escape(
     tmp_path: Path, mock_clock: trio.testing.MockClock
 ) -> None:
-    async with classic(tmp_path, 73, supportActingMaster=True, notifyMinBrokerIdChanged=True) as c:
+    async with classic_sim(
+        tmp_path, SEED + 73, supportActingMaster=True, notifyMinBrokerIdChanged=True
+    ) as c:
         kw = {"transactionCheckInterval": 2000}
         m, s, b = await two_groups(c, **kw)
         producer = TransactionProducer(
@@ -216,7 +225,6 @@ async def test_pending_transactions_of_a_dead_master_are_checked_through_escape(
             await until(s.roles.acting_master, timeout=30)
             # B is away for the first escape rounds: the halves wait on S, none is skipped
             c.crash(B)
-            b.store.message_store.close()
             await trio.sleep(20)
             assert s.transactions.half_offset == 0
             await c.start(B, BrokerRole.ASYNC_MASTER, 0, brokerName="broker-b", **ACTING, **kw)
@@ -242,7 +250,9 @@ def bodies_in(b: Broker, topic: str) -> list[bytes]:
 async def test_a_message_popped_from_the_dead_master_is_revived_once_through_escape(
     tmp_path: Path, mock_clock: trio.testing.MockClock
 ) -> None:
-    async with classic(tmp_path, 74, supportActingMaster=True, notifyMinBrokerIdChanged=True) as c:
+    async with classic_sim(
+        tmp_path, SEED + 74, supportActingMaster=True, notifyMinBrokerIdChanged=True
+    ) as c:
         m, s, b = await two_groups(c)
         assert c.client is not None
         header = PopMessageRequestHeader(
@@ -284,10 +294,11 @@ async def test_one_queue_one_holder_across_the_switch_only_with_strict_locks(
     c1 cannot lock while the group has one member alive, and leaves no partial lock behind, so
     c2 gets the queue on the returned master and c1 then cannot."""
     kw: dict[str, Any] = {"lockInStrictMode": strict, "totalReplicas": 2}
-    async with classic(tmp_path, 75, supportActingMaster=True, notifyMinBrokerIdChanged=True) as c:
+    async with classic_sim(
+        tmp_path, SEED + 75, supportActingMaster=True, notifyMinBrokerIdChanged=True
+    ) as c:
         m, s, _b = await two_groups(c, **kw)
         c.crash(M)
-        m.store.message_store.close()
         await until(s.roles.acting_master, timeout=30)
         c1 = await lock(c, S, "c1")
         assert bool(c1) is not strict
@@ -318,7 +329,7 @@ async def test_a_returning_master_goes_online_only_with_the_slaves_newer_offsets
     outage and return: the master takes the slave's per-queue maxima before it registers (and
     keeps its own where it was ahead), the slave copies nothing from it meanwhile, and commits
     that reach the slave after the master is back still reach the master."""
-    async with classic(tmp_path, 76, supportActingMaster=True) as c:
+    async with classic_sim(tmp_path, SEED + 76, supportActingMaster=True) as c:
         m, s, _b = await two_groups(c)
         await commit(c, M, "CG", 1)
         await commit(c, M, "AHEAD", 1)
@@ -346,7 +357,6 @@ async def test_a_returning_master_goes_online_only_with_the_slaves_newer_offsets
 
         async with trio.open_nursery() as n:
             c.crash(M)
-            m.store.message_store.close()
             await until(s.roles.acting_master, timeout=30)
             n.start_soon(watch)
             await commit(c, S, "CG", 7)  # consumers routed to the acting slave
@@ -373,7 +383,7 @@ async def test_a_controller_mode_broker_without_a_controller_stays_out_of_the_ro
     """Controller mode and acting master are alternatives (README): a controller-mode broker
     that reaches no controller has no role, so it neither registers nor serves as master, nor
     acts as one, even with enableSlaveActingMaster; its group is absent from the route."""
-    async with classic(tmp_path, 77, supportActingMaster=True) as c:
+    async with classic_sim(tmp_path, SEED + 77, supportActingMaster=True) as c:
         b = await c.start(
             B, BrokerRole.SLAVE, 1, brokerName="broker-b", enableControllerMode=True,
             controllerAddr="10.3.0.50:9878", **ACTING,
