@@ -52,7 +52,7 @@ class Classic:
     scopes: dict[str, trio.CancelScope] = attrs.field(factory=dict)
     disks: dict[str, SimFileSystem] | None = None
     seed: int = 0
-    power_cut: set[str] = attrs.field(factory=set)
+    power_cut: dict[str, bool] = attrs.field(factory=dict)  # host -> lose unsynced writes
 
     async def start(self, host: str, role: BrokerRole, broker_id: int, **kw: Any) -> Broker:
         config = BrokerConfig(
@@ -82,18 +82,21 @@ class Classic:
             with scope:
                 await broker.run(task_status=task_status)
             if self.disks is not None and host in self.power_cut:
-                # the process is gone: now the machine loses power
-                self.power_cut.discard(host)
-                self.disks[host].crash()  # a random prefix of the unsynced writes survives
+                # the process is gone; with a power cut a random prefix of the unsynced writes
+                # survives, with a kill -9 the page cache keeps them
+                cut = self.power_cut.pop(host)
+                self.disks[host].crash(keep_unsynced=not cut)
 
         await self.nursery.start(runner)
         self.brokers[host], self.scopes[host] = broker, scope
         return broker
 
-    def crash(self, host: str) -> None:
+    def crash(self, host: str, *, power_cut: bool = True) -> None:
+        """The broker process dies (its connections reset); on simulated disks the host also
+        loses power unless ``power_cut`` is false (kill -9)."""
         self.brokers[host].crash()
         self.net.crash(host)
-        self.power_cut.add(host)
+        self.power_cut[host] = power_cut
 
     async def send(self, host: str, body: bytes) -> RemotingCommand:
         assert self.client is not None

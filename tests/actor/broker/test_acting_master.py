@@ -118,7 +118,7 @@ async def test_slave_acts_within_the_bound_and_stops_when_the_master_returns(
     async with classic_sim(
         tmp_path, SEED + 71, supportActingMaster=True, notifyMinBrokerIdChanged=notify
     ) as c:
-        m, s, _b = await two_groups(c, compatibleWithOldNameSrv=not notify)
+        _m, s, _b = await two_groups(c, compatibleWithOldNameSrv=not notify)
         assert not s.roles.acting_master() and not s.roles.special_services_on()
         died = trio.current_time()
         if silent:  # no reset: only the missing heartbeats tell (brokerNotActiveTimeoutMillis)
@@ -151,7 +151,7 @@ async def test_due_delay_and_timer_messages_escape_to_another_master_none_early_
     tmp_path: Path, mock_clock: trio.testing.MockClock
 ) -> None:
     async with classic_sim(tmp_path, SEED + 72, supportActingMaster=True) as c:
-        m, s, b = await two_groups(c)
+        m, s, _b = await two_groups(c)
         t0 = now_ms()
         # DELAY 5 = 1 min; a timer message due in 90 s
         assert (await send(c, M, b"delayed", {"DELAY": "5"})).code == RC.SUCCESS
@@ -169,7 +169,7 @@ async def test_due_delay_and_timer_messages_escape_to_another_master_none_early_
         await until_body(c, B, b"delayed", 5)
         assert now_ms() >= t0 + 60_000
         # B goes away before the timer message falls due: S keeps it and tries again
-        c.crash(B)
+        c.crash(B, power_cut=False)  # kill -9: B keeps its files
         await trio.sleep(max(0.0, (timer_at - now_ms()) / 1000) + 5)
         await c.start(B, BrokerRole.ASYNC_MASTER, 0, brokerName="broker-b", **ACTING)
         await until_body(c, B, b"timer", 60)
@@ -206,7 +206,7 @@ async def test_pending_transactions_of_a_dead_master_are_checked_through_escape(
         tmp_path, SEED + 73, supportActingMaster=True, notifyMinBrokerIdChanged=True
     ) as c:
         kw = {"transactionCheckInterval": 2000}
-        m, s, b = await two_groups(c, **kw)
+        m, s, _b = await two_groups(c, **kw)
         producer = TransactionProducer(
             "TPG", f"{NS}:9876", CommitByBody(), transport=c.net.transport("10.3.0.20"),
             client_config=ClientConfig(clientIP="10.3.0.20", instanceName="tp"),
@@ -224,7 +224,7 @@ async def test_pending_transactions_of_a_dead_master_are_checked_through_escape(
             c.crash(M)
             await until(s.roles.acting_master, timeout=30)
             # B is away for the first escape rounds: the halves wait on S, none is skipped
-            c.crash(B)
+            c.crash(B, power_cut=False)  # kill -9: B keeps its files
             await trio.sleep(20)
             assert s.transactions.half_offset == 0
             await c.start(B, BrokerRole.ASYNC_MASTER, 0, brokerName="broker-b", **ACTING, **kw)
@@ -297,7 +297,7 @@ async def test_one_queue_one_holder_across_the_switch_only_with_strict_locks(
     async with classic_sim(
         tmp_path, SEED + 75, supportActingMaster=True, notifyMinBrokerIdChanged=True
     ) as c:
-        m, s, _b = await two_groups(c, **kw)
+        _m, s, _b = await two_groups(c, **kw)
         c.crash(M)
         await until(s.roles.acting_master, timeout=30)
         c1 = await lock(c, S, "c1")
@@ -330,14 +330,18 @@ async def test_a_returning_master_goes_online_only_with_the_slaves_newer_offsets
     keeps its own where it was ahead), the slave copies nothing from it meanwhile, and commits
     that reach the slave after the master is back still reach the master."""
     async with classic_sim(tmp_path, SEED + 76, supportActingMaster=True) as c:
-        m, s, _b = await two_groups(c)
+        m, s, _b = await two_groups(c, flushConsumerOffsetInterval=1000)
         await commit(c, M, "CG", 1)
         await commit(c, M, "AHEAD", 1)
         await until(lambda: s.tables.offsets.query("AHEAD", TOPIC, 0) == 1)
-        await commit(c, M, "AHEAD", 5)  # the master is ahead here when it dies
         assert (await send(c, M, b"due-during-outage", {"DELAY": "3"})).code == RC.SUCCESS
-        await trio.sleep(6)  # the files written (flushConsumerOffsetInterval 5 s)
+        m_end = m.store.message_store.get_commitlog_max_offset()
+        await until(lambda: s.store.message_store.get_commitlog_max_offset() == m_end)
+        c.net.partition([M], [S])  # slave sync stops: the master gets ahead on AHEAD
+        await commit(c, M, "AHEAD", 5)
+        await trio.sleep(2)  # consumerOffset.json written (flushConsumerOffsetInterval 1 s)
         assert m.tables.offsets.query("AHEAD", TOPIC, 0) == 5
+        assert s.tables.offsets.query("AHEAD", TOPIC, 0) == 1
         backwards: list[str] = []
         seen: dict[tuple[str, str], int] = {}
 
@@ -357,6 +361,7 @@ async def test_a_returning_master_goes_online_only_with_the_slaves_newer_offsets
 
         async with trio.open_nursery() as n:
             c.crash(M)
+            c.net.heal()
             await until(s.roles.acting_master, timeout=30)
             n.start_soon(watch)
             await commit(c, S, "CG", 7)  # consumers routed to the acting slave
