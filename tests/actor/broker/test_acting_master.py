@@ -33,7 +33,11 @@ from rocketrio.protocol.bodies import (
 from rocketrio.protocol.codes import RequestCode
 from rocketrio.protocol.codes import ResponseCode as RC
 from rocketrio.protocol.headers import (
+    GetEarliestMsgStoretimeRequestHeader,
+    GetMaxOffsetRequestHeader,
+    GetMinOffsetRequestHeader,
     GetRouteInfoRequestHeader,
+    SearchOffsetRequestHeader,
     SendMessageRequestHeaderV2,
     UpdateConsumerOffsetRequestHeader,
 )
@@ -75,6 +79,26 @@ async def send(c: Classic, host: str, body: bytes, props: dict[str, str]) -> Rem
     )  # fmt: skip
     cmd = RemotingCommand(RequestCode.SEND_MESSAGE_V2, ext_fields=to_ext(header), body=body)
     return await c.client.invoke(f"{host}:10911", cmd, 10)
+
+
+async def master_only_calls_answered(c: Classic, host: str) -> None:
+    """The calls a client sends only to brokerId 0: offsets and earliest store time (the locks
+    are the strict-lock test's); answered by the acting slave from the log it replicated."""
+    assert c.client is not None
+    calls = [
+        (RequestCode.GET_MAX_OFFSET, GetMaxOffsetRequestHeader(TOPIC, 0), "offset", 1),
+        (RequestCode.GET_MIN_OFFSET, GetMinOffsetRequestHeader(TOPIC, 0), "offset", 0),
+        (RequestCode.SEARCH_OFFSET_BY_TIMESTAMP, SearchOffsetRequestHeader(TOPIC, 0, 0),
+         "offset", 0),
+        (RequestCode.GET_EARLIEST_MSG_STORETIME, GetEarliestMsgStoretimeRequestHeader(TOPIC, 0),
+         "timestamp", None),
+    ]  # fmt: skip
+    for code, header, field, want in calls:
+        cmd = RemotingCommand(code, ext_fields=to_ext(header))
+        resp = await c.client.invoke(f"{host}:10911", cmd, 10)
+        assert resp.code == RC.SUCCESS, (code, resp.remark)
+        value = int(resp.ext_fields[field])
+        assert value == want if want is not None else value >= EPOCH_MS
 
 
 async def route(c: Classic) -> TopicRouteData:
@@ -137,6 +161,7 @@ async def test_slave_acts_within_the_bound_and_stops_when_the_master_returns(
         assert bd.brokerAddrs == {0: f"{S}:10911"}
         [qd] = [q for q in r.queueDatas if q.brokerName == "broker-a"]
         assert not qd.perm & PERM_WRITE
+        await master_only_calls_answered(c, S)
         # the master returns: the slave stops acting and follows it again
         if silent:
             c.crash(M)
