@@ -8,6 +8,7 @@ to B (escape), none early, none lost, even when B is away when they fall due. M 
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any
 
@@ -58,8 +59,9 @@ ACTING: dict[str, Any] = {"enableSlaveActingMaster": True, "enableRemoteEscape":
 ACTING_BOUND_S = 10 + 5 + 1.2
 
 
-# the scenarios' seed: the simulated network's and the disks' draws (replay: same seed)
-SEED = 0
+# the scenarios' seed: the simulated network's and the disks' draws; replay or soak with
+# ACTING_SEED=N pytest tests/actor/broker/test_acting_master.py
+SEED = int(os.environ.get("ACTING_SEED", "0"))
 
 
 def classic_sim(tmp: Path, seed: int, **ns_kw: Any) -> Any:
@@ -128,6 +130,8 @@ async def two_groups(c: Classic, **kw: Any) -> tuple[Broker, Broker, Broker]:
     with trio.fail_after(10):  # both registered topic C
         while len((await route(c)).brokerDatas) < 2:
             await trio.sleep(0.1)
+    m_end = m.store.message_store.get_commitlog_max_offset()  # S holds a-first (async copy)
+    await until(lambda: s.store.message_store.get_commitlog_max_offset() == m_end)
     return m, s, b
 
 
