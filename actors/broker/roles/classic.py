@@ -43,12 +43,16 @@ from rocketrio.actors.broker.boot.config import BrokerConfig, BrokerRole
 from rocketrio.actors.broker.dispatch.outcomes import Refusal
 from rocketrio.actors.broker.dispatch.table import Handlers
 from rocketrio.actors.broker.failover.acting_core import ActingCore, MinBrokerChange
-from rocketrio.actors.broker.failover.member_group import fetch_member_group, ha_info_answer
+from rocketrio.actors.broker.failover.member_group import (
+    fetch_member_group,
+    ha_info_answer,
+    pull_ha_info,
+)
 from rocketrio.actors.broker.ha.service import AutoSwitchHAService, resolve_ha_addr
 from rocketrio.actors.broker.ha.sync_state import AckPolicy
 from rocketrio.actors.broker.roles.role_service import RoleDeps
 from rocketrio.actors.broker.store.disk_guard import WriteGate
-from rocketrio.actors.kernel.remoting import RemotingClient, RequestContext
+from rocketrio.actors.kernel.remoting import RemotingClient, RemotingError, RequestContext
 from rocketrio.actors.observe import events
 from rocketrio.protocol.codes import RequestCode, ResponseCode
 from rocketrio.protocol.headers import (
@@ -218,10 +222,19 @@ class ClassicRoleService:
         return ctx.cmd.make_response(ResponseCode.SUCCESS, ext_fields=to_ext(answer))
 
     async def _resolve_ha_addr(self, master_addr: str) -> str:
+        """The master's HA address: as a 905/906 named it, else (acting master on) asked of the
+        master with EXCHANGE_BROKER_HA_INFO (upstream onMasterOnline), else GET_BROKER_CONFIG."""
         known = self._known_ha.get(master_addr)
         if known is not None:
             return known
         assert self._client is not None
+        if self.acting.enabled:
+            try:
+                info = await pull_ha_info(self._client, master_addr)
+            except RemotingError:
+                info = None
+            if info is not None and info.masterHaAddress:
+                return info.masterHaAddress
         return await resolve_ha_addr(self._client, master_addr)
 
     # ------------------------------------------------------------------ running

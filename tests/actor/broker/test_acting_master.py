@@ -34,6 +34,7 @@ from rocketrio.protocol.bodies import (
 from rocketrio.protocol.codes import RequestCode
 from rocketrio.protocol.codes import ResponseCode as RC
 from rocketrio.protocol.headers import (
+    ExchangeHAInfoResponseHeader,
     GetEarliestMsgStoretimeRequestHeader,
     GetMaxOffsetRequestHeader,
     GetMinOffsetRequestHeader,
@@ -47,7 +48,7 @@ from rocketrio.protocol.message_format import encode_properties
 from rocketrio.protocol.pop_extra_info import pop_retry_topic
 from rocketrio.protocol.pop_headers import PopMessageRequestHeader
 from rocketrio.protocol.remoting import RemotingCommand
-from rocketrio.protocol.serde import from_json, to_ext, to_json
+from rocketrio.protocol.serde import from_ext, from_json, to_ext, to_json
 from tests.harness.classic_ha import CLIENT, NS, TOPIC, Classic, M, S, classic, until
 from tests.harness.clock import EPOCH_MS
 
@@ -103,6 +104,15 @@ async def master_only_calls_answered(c: Classic, host: str) -> None:
         assert value == want if want is not None else value >= EPOCH_MS
 
 
+async def ha_info(c: Classic, host: str) -> ExchangeHAInfoResponseHeader:
+    """EXCHANGE_BROKER_HA_INFO without masterHaAddress: a pull of the answering master's info."""
+    assert c.client is not None
+    cmd = RemotingCommand(RequestCode.EXCHANGE_BROKER_HA_INFO, ext_fields={})
+    resp = await c.client.invoke(f"{host}:10911", cmd, 10)
+    assert resp.code == RC.SUCCESS, resp.remark
+    return from_ext(ExchangeHAInfoResponseHeader, resp.ext_fields)
+
+
 async def route(c: Classic) -> TopicRouteData:
     assert c.client is not None
     cmd = RemotingCommand(
@@ -148,6 +158,11 @@ async def test_slave_acts_within_the_bound_and_stops_when_the_master_returns(
     ) as c:
         _m, s, _b = await two_groups(c, compatibleWithOldNameSrv=not notify)
         assert not s.roles.acting_master() and not s.roles.special_services_on()
+        # 906 pulled: id 0 names its HA listener, max offset and address; a slave nothing
+        info = await ha_info(c, M)
+        assert (info.masterHaAddress, info.masterAddress) == (f"{M}:10912", f"{M}:10911")
+        assert info.masterFlushOffset is not None and info.masterFlushOffset > 0
+        assert await ha_info(c, S) == ExchangeHAInfoResponseHeader()
         died = trio.current_time()
         if silent:  # no reset: only the missing heartbeats tell (brokerNotActiveTimeoutMillis)
             c.net.isolate(M, [NS, S, B, CLIENT])
