@@ -131,9 +131,10 @@ async def bodies_on(c: Classic, host: str) -> list[bytes]:
 
 
 async def two_groups(c: Classic, **kw: Any) -> tuple[Broker, Broker, Broker]:
-    m = await c.start(M, BrokerRole.ASYNC_MASTER, 0, **ACTING, **kw)
-    s = await c.start(S, BrokerRole.SLAVE, 1, **ACTING, **kw)
-    b = await c.start(B, BrokerRole.ASYNC_MASTER, 0, brokerName="broker-b", **ACTING, **kw)
+    cfg = {**ACTING, **kw}
+    m = await c.start(M, BrokerRole.ASYNC_MASTER, 0, **cfg)
+    s = await c.start(S, BrokerRole.SLAVE, 1, **cfg)
+    b = await c.start(B, BrokerRole.ASYNC_MASTER, 0, brokerName="broker-b", **cfg)
     assert (await send(c, B, b"b-first", {})).code == RC.SUCCESS  # topic C on both groups
     assert (await send(c, M, b"a-first", {})).code == RC.SUCCESS
     await until(lambda: s.roles.master_to_sync() == f"{M}:10911")
@@ -444,3 +445,28 @@ async def test_a_controller_mode_broker_without_a_controller_stays_out_of_the_ro
         assert not b.roles.acting_master() and not b.roles.special_services_on()
         assert [bd.brokerName for bd in (await route(c)).brokerDatas] == ["broker-a"]
         assert (await send(c, B, b"b", {})).code != RC.SUCCESS
+
+
+async def test_without_an_escape_path_due_messages_wait_for_the_master(
+    tmp_path: Path, mock_clock: trio.testing.MockClock
+) -> None:
+    """enableRemoteEscape off (and no container): the acting slave cannot hand a due delayed
+    message on; it keeps it (its store refuses the re-put, nothing moves) and the returning
+    master delivers it once, from the offsets pre-online took."""
+    kw: dict[str, Any] = {"enableRemoteEscape": False}
+    async with classic_sim(tmp_path, SEED + 78, supportActingMaster=True) as c:
+        m, s, _b = await two_groups(c, **kw)
+        assert (await send(c, M, b"waits", {"DELAY": "2"})).code == RC.SUCCESS  # 5 s
+        m_end = m.store.message_store.get_commitlog_max_offset()
+        await until(lambda: s.store.message_store.get_commitlog_max_offset() == m_end)
+        # kill -9: M keeps its log (a power cut of an ASYNC_FLUSH master may lose its tail, and
+        # its slave then cuts the same tail: classic replication, not this feature)
+        c.crash(M, power_cut=False)
+        await until(s.roles.acting_master, timeout=30)
+        await trio.sleep(20)  # due on the acting slave, with nowhere to go
+        assert s.schedule.delivered == 0 and s.tables.delay_offsets.table.level_offset(2) == 0
+        assert b"waits" not in await bodies_on(c, B)
+        m2 = await c.start(M, BrokerRole.ASYNC_MASTER, 0, **{**ACTING, **kw})
+        await until(lambda: b"waits" in bodies_in(m2, TOPIC), timeout=60)
+        await trio.sleep(10)
+        assert bodies_in(m2, TOPIC).count(b"waits") == 1
