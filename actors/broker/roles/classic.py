@@ -163,11 +163,14 @@ class ClassicRoleService:
             return {}
         return {
             "actingMaster": "true" if self.acting.acting else "false",
-            "minBrokerIdInGroup": str(self.acting.min_broker_id),
+            "minBrokerIdInGroup": str(
+                -1 if self.acting.min_broker_id is None else self.acting.min_broker_id
+            ),
         }
 
     def handlers(self) -> Handlers:
-        """The controller-mode calls, answered as not served here."""
+        """The controller-mode calls, answered as not served here; RIP-32's
+        NOTIFY_MIN_BROKER_ID_CHANGE (905) and EXCHANGE_BROKER_HA_INFO (906)."""
         name = self.config.brokerName
 
         async def role_change_notified(ctx: RequestContext) -> RemotingCommand:
