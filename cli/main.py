@@ -2,6 +2,7 @@
 
     rocketrio namesrv [-c namesrv.conf] [-p 9876]
     rocketrio broker -c broker.conf [-n "127.0.0.1:9876;..."] [--enable-proxy]
+    rocketrio container -c container.conf [-b a.conf:b.conf] [-n NAMESRV]
     rocketrio controller -c controller.conf
     rocketrio proxy -n NAMESRV [--grpc-port 8081] [--host HOST]
     rocketrio up [--mode single|2m-noslave] [--dir DIR]
@@ -151,6 +152,35 @@ def cmd_broker(args: argparse.Namespace) -> int:
     return run_service(name, "broker", cfg.logDir, run_broker, cfg, TcpTransport())
 
 
+def cmd_container(args: argparse.Namespace) -> int:
+    from rocketrio.actors.broker.container.container import run_container
+    from rocketrio.actors.kernel.transport import TcpTransport
+
+    cfg = container_config(args)
+    name = args.name or f"container-{cfg.listenPort}"
+    return run_service(name, "container", cfg.logDir, run_container, cfg, TcpTransport())
+
+
+def container_config(args: argparse.Namespace) -> Any:
+    """The BrokerContainerConfig of `rocketrio container` (its file, then --set, -n, -b); a
+    bad brokerConfigPaths is a ConfigError before anything starts."""
+    from rocketrio.actors.broker.container.config import (
+        BrokerContainerConfig,
+        parse_config_paths,
+    )
+
+    ov = _overrides(args)
+    if args.namesrv:
+        ov["namesrvAddr"] = args.namesrv
+    if args.broker_configs:
+        ov["brokerConfigPaths"] = args.broker_configs
+    cfg = load_config(BrokerContainerConfig, args.config, ov)
+    parse_config_paths(
+        cfg.brokerConfigPaths, f"{args.config or '<command line>'}: brokerConfigPaths"
+    )
+    return cfg
+
+
 def broker_config(args: argparse.Namespace) -> Any:
     """The BrokerConfig of `rocketrio broker` (its file, then --set, -n, --enable-proxy)."""
     from rocketrio.actors.broker.boot.config import BrokerConfig
@@ -293,6 +323,15 @@ def build_parser() -> argparse.ArgumentParser:
         help="local mode: run the gRPC proxy in this process (enableProxy; grpcServerPort 8081)",
     )
     sp.set_defaults(func=cmd_broker)
+
+    sp = role_parser("container", "start a broker container: several brokers in one process")
+    sp.add_argument("-n", "--namesrv", help="name servers of brokers whose file names none")
+    sp.add_argument(
+        "-b",
+        "--broker-configs",
+        help="broker config files, ':'-separated (brokerConfigPaths; upstream -b)",
+    )
+    sp.set_defaults(func=cmd_container)
 
     sp = sub.add_parser("proxy", help="start a gRPC proxy (RocketMQ 5 SDKs) in cluster mode")
     sp.add_argument("-c", "--config", help="key=value file: namesrvAddr, grpcServerPort, ...")

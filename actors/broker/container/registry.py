@@ -56,7 +56,9 @@ class BrokerIdentity:
         try:
             broker_id = int(raw_id)
         except ValueError:
-            raise ContainerError(f"broker identity {text!r}: brokerId {raw_id!r} is not a number")
+            raise ContainerError(
+                f"broker identity {text!r}: brokerId {raw_id!r} is not a number"
+            ) from None
         if broker_id < 0:
             raise ContainerError(f"broker identity {text!r}: brokerId can't be negative")
         return cls(cluster, name, broker_id)
