@@ -22,6 +22,7 @@ later logs ``process_failed`` the same way.
 from __future__ import annotations
 
 import argparse
+import os
 import signal
 import sys
 import traceback
@@ -166,6 +167,7 @@ def container_config(args: argparse.Namespace) -> Any:
     bad brokerConfigPaths is a ConfigError before anything starts."""
     from rocketrio.actors.broker.container.config import (
         BrokerContainerConfig,
+        join_config_paths,
         parse_config_paths,
     )
 
@@ -175,9 +177,11 @@ def container_config(args: argparse.Namespace) -> Any:
     if args.broker_configs:
         ov["brokerConfigPaths"] = args.broker_configs
     cfg = load_config(BrokerContainerConfig, args.config, ov)
-    parse_config_paths(
-        cfg.brokerConfigPaths, f"{args.config or '<command line>'}: brokerConfigPaths"
-    )
+    where = f"{args.config or '<command line>'}: brokerConfigPaths"
+    paths = parse_config_paths(cfg.brokerConfigPaths, where)
+    if args.config and not args.broker_configs:  # the file's own list: relative to its folder
+        folder = os.path.dirname(os.path.abspath(args.config))
+        cfg.brokerConfigPaths = join_config_paths([os.path.join(folder, p) for p in paths])
     return cfg
 
 
