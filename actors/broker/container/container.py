@@ -207,6 +207,11 @@ class BrokerContainer:
             )
             return member
 
+    def running(self, identity: BrokerIdentity) -> MemberBroker | None:
+        """The member's broker of the current run (None when not in the container)."""
+        slot = self._slots.get(identity)
+        return None if slot is None else slot.broker
+
     def _bump(self) -> None:
         self.version = self.version.next_version(self.now_ms())
 
