@@ -14,6 +14,8 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
+import pytest
+import structlog.testing
 import trio
 import trio.testing
 
@@ -29,6 +31,8 @@ from rocketrio.actors.broker.container.registry import BrokerIdentity
 from rocketrio.actors.kernel.remoting import RemotingClient, RemotingError
 from rocketrio.actors.namesrv.config import NamesrvConfig
 from rocketrio.actors.namesrv.namesrv import run_namesrv
+from rocketrio.cli.failure import Wiring
+from rocketrio.cli.main import main_async
 from rocketrio.protocol.codes import RequestCode, ResponseCode
 from rocketrio.protocol.config import parse_properties
 from rocketrio.protocol.container_headers import AddBrokerRequestHeader, RemoveBrokerRequestHeader
@@ -149,15 +153,19 @@ async def cluster(
         )
         async with RemotingClient(net.transport(CLIENT_HOST)) as client:
             raw.client = client
-            scope = trio.CancelScope()
+            scope, stopped = trio.CancelScope(), trio.Event()
 
             async def run(*, task_status: trio.TaskStatus[Any]) -> None:
-                with scope:
-                    await container.run(task_status=task_status)
+                try:
+                    with scope:
+                        await container.run(task_status=task_status)
+                finally:
+                    stopped.set()
 
             await nursery.start(run)
             yield raw, container
-            scope.cancel()
+            scope.cancel()  # a graceful stop of every member, the NameServer still up
+            await stopped.wait()
         nursery.cancel_scope.cancel()
 
 
@@ -333,3 +341,46 @@ async def test_a_broker_that_cannot_start_is_refused(
         )
         assert [m.identity.broker_name for m in container.registry.members()] == ["broker-a"]
         assert (await raw.send_to(f"{BROKER_HOST}:{A_PORT}", "T", b"ok")).code == 0
+
+
+async def test_admin_add_and_remove_broker_commands(
+    tmp_path: Path, mock_clock: trio.testing.MockClock, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`rocketrio admin addBroker` / `removeBroker` in-process against the container."""
+    a = write_conf(tmp_path, "broker-a", A_PORT)
+    c = write_conf(tmp_path, "broker-c", C_PORT)
+
+    async with cluster(tmp_path, [a]) as (raw, container):
+
+        async def admin(*argv: str) -> tuple[int, str, str]:
+            capsys.readouterr()
+            with structlog.testing.capture_logs():
+                wiring = Wiring(raw.net.transport(CLIENT_HOST))
+                code = await main_async(["admin", *argv, "-n", raw.namesrv_addr], wiring)
+            out, err = capsys.readouterr()
+            lines = [ln for ln in out.splitlines() if "boot success" not in ln]  # a member's
+            return code, "\n".join(lines).strip(), err.strip()
+
+        assert await admin("addBroker", "-c", CONTAINER, "-b", c) == (
+            0,
+            f"add broker to {CONTAINER} success",
+            "",
+        )
+        assert [m.identity.broker_name for m in container.registry.members()] == [
+            "broker-a",
+            "broker-c",
+        ]
+        code, _, err = await admin("addBroker", "-c", CONTAINER, "-b", c)
+        assert code == 1 and "has already been added to this container" in err
+        ident = "DefaultCluster:broker-c:0"
+        assert await admin("removeBroker", "-c", CONTAINER, "-b", ident) == (
+            0,
+            f"remove broker from {CONTAINER} success",
+            "",
+        )
+        code, _, err = await admin("removeBroker", "-c", CONTAINER, "-b", ident)
+        assert code == 1 and "BROKER_NOT_EXIST" in err and "not in this container" in err
+        code, _, err = await admin("removeBroker", "-c", CONTAINER, "-b", "DefaultCluster:x")
+        assert code == 2 and "expected clusterName:brokerName:brokerId" in err
+        code, out, _ = await admin("getBrokerConfig", "-b", CONTAINER)
+        assert code == 0 and f"DefaultCluster_broker-a_0@{BROKER_HOST}:{A_PORT}" in out
