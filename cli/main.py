@@ -170,6 +170,8 @@ def container_config(args: argparse.Namespace) -> Any:
         join_config_paths,
         parse_config_paths,
     )
+    from rocketrio.actors.broker.container.container import load_member_config
+    from rocketrio.actors.broker.container.registry import ContainerError
 
     ov = _overrides(args)
     if args.namesrv:
@@ -181,7 +183,13 @@ def container_config(args: argparse.Namespace) -> Any:
     paths = parse_config_paths(cfg.brokerConfigPaths, where)
     if args.config and not args.broker_configs:  # the file's own list: relative to its folder
         folder = os.path.dirname(os.path.abspath(args.config))
-        cfg.brokerConfigPaths = join_config_paths([os.path.join(folder, p) for p in paths])
+        paths = [os.path.join(folder, p) for p in paths]
+        cfg.brokerConfigPaths = join_config_paths(paths)
+    for path in paths:  # a bad broker file is a config error before anything starts
+        try:
+            load_member_config(path, cfg)
+        except ContainerError as e:
+            raise ConfigError(str(e)) from None
     return cfg
 
 

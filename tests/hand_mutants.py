@@ -210,7 +210,7 @@ MUTANTS: list[Mutant] = [
     Mutant(
         "container: a member's failure takes the container and its other members down",
         "actors/broker/container/container.py",
-        '            return f"{type(e).__name__}: {e}"',
+        '            return f"{type(why).__name__}: {why}"',
         "            raise  # MUTANT",
         [
             "tests/actor/broker/test_container.py"

@@ -174,8 +174,9 @@ class BrokerContainer:
                 await self._nursery.start(self._keep, slot)
             except Exception as e:
                 self._slots.pop(identity, None)
+                why = _leaf(e)
                 raise ContainerError(
-                    f"start broker {identity.canonical_name} failed: {type(e).__name__}: {e}"
+                    f"start broker {identity.canonical_name} failed: {type(why).__name__}: {why}"
                 ) from e
             member = self.registry.get(identity)
             assert member is not None
@@ -253,7 +254,8 @@ class BrokerContainer:
         except Exception as e:
             if not reported.done:
                 raise
-            return f"{type(e).__name__}: {e}"
+            why = _leaf(e)
+            return f"{type(why).__name__}: {why}"
         if not reported.done:
             raise ContainerError("the broker stopped before it served")
         return None if slot.stopping else "stopped on its own (crashed)"
@@ -290,6 +292,13 @@ class BrokerContainer:
         )
         members = ";".join(f"{m.identity.canonical_name}@{m.addr}" for m in self.registry.members())
         return dump_config(current) + f"containerMembers={members}\n"
+
+
+def _leaf(exc: BaseException) -> BaseException:
+    """The error inside the exception groups Trio's nurseries wrap it in (the first one)."""
+    while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
+        exc = exc.exceptions[0]
+    return exc
 
 
 class BrokerMember:

@@ -3,6 +3,7 @@ registry's add/remove validation (actors/broker/container/)."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -17,6 +18,7 @@ from rocketrio.actors.broker.container.registry import (
     UnknownBroker,
 )
 from rocketrio.actors.observe.metrics_exporter import MetricsExporterType
+from rocketrio.cli.main import build_parser, container_config
 from rocketrio.protocol.config import ConfigError
 
 CONTAINER_PORT = 10811
@@ -200,3 +202,26 @@ def test_remove_known_and_unknown() -> None:
     assert reg.members() == [] and reg.peek_master() is None
     # its ports and store are free again
     _join(reg, _cfg(listenPort=10911))
+
+
+# ---------------------------------------------------------------- `rocketrio container` config
+
+
+def test_container_command_config(tmp_path: Path) -> None:
+    """`rocketrio container`: the file's brokerConfigPaths relative to the file, `-b` and `-n`
+    from the command line, and a bad member file a config error before anything starts."""
+    (tmp_path / "a.conf").write_text("brokerName=broker-a\n")
+    (tmp_path / "bad.conf").write_text("brokerName=broker-z\nnoSuchKey=1\n")
+    conf = tmp_path / "c.conf"
+    conf.write_text("listenPort=10951\nbrokerConfigPaths=a.conf\n")
+    parser = build_parser()
+    cfg = container_config(parser.parse_args(["container", "-c", str(conf), "-n", "h:9876"]))
+    assert cfg.brokerConfigPaths == str(tmp_path / "a.conf")
+    assert (cfg.listenPort, cfg.namesrvAddr) == (10951, "h:9876")
+    bad = str(tmp_path / "bad.conf")
+    with pytest.raises(ConfigError, match=r"bad\.conf: unknown key noSuchKey"):
+        container_config(parser.parse_args(["container", "-c", str(conf), "-b", bad]))
+    with pytest.raises(ConfigError, match="entry 2 of"):
+        container_config(parser.parse_args(["container", "-b", "a.conf::b.conf"]))
+    with pytest.raises(ConfigError, match="cannot read config file"):
+        container_config(parser.parse_args(["container", "-b", str(tmp_path / "none.conf")]))
