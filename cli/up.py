@@ -194,6 +194,8 @@ async def _flow(
     con.out("cluster is up:")
     for slot in sup.slots:
         con.out(sup.pid_line(slot))
+        for member in (s for s in specs if s.container == slot.spec.name):
+            con.out(f"    holds {member.name:<10} {member.addr}")
     ctrl = embedded_controller_addr(specs)
     if ctrl is not None:
         con.out(f"  controller (embedded in namesrv)  {ctrl}")
