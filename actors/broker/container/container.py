@@ -93,15 +93,19 @@ class _Slot:
 
 
 class _Reported:
-    """Wraps a task_status to remember whether the broker reported started."""
+    """The task_status a member's runs report to: each start marks the member serving; the
+    first is passed on to the add that waits for it."""
 
     def __init__(self, inner: Any) -> None:
         self.inner = inner
-        self.done = False
+        self.done = False  # the first run reported started
+        self.on_started: Callable[[], None] = lambda: None
 
     def started(self, value: Any = None) -> None:
-        self.done = True
-        self.inner.started(value)
+        self.on_started()
+        if not self.done:
+            self.done = True
+            self.inner.started(value)
 
 
 class BrokerContainer:
@@ -242,15 +246,16 @@ class BrokerContainer:
         """One run of the member: None when it stopped because asked, else what went wrong.
         A failure before the first start is raised (the add is refused)."""
         broker = slot.broker = self.make_broker(slot.config)
-        self.registry.add(Member(slot.identity, slot.path, slot.config, broker.writer))
+        booting = Member(slot.identity, slot.path, slot.config, broker.writer, serving=False)
+        self.registry.add(booting)
+        reported.on_started = lambda: self.registry.add(attrs.evolve(booting, serving=True))
         slot.scope = trio.CancelScope()
         if slot.stopping:
             return None
         slot.started_at = trio.current_time()
-        status: Any = trio.TASK_STATUS_IGNORED if reported.done else reported
         try:
             with slot.scope:
-                await broker.run(task_status=status)
+                await broker.run(task_status=reported)
         except Exception as e:
             if not reported.done:
                 raise
@@ -262,6 +267,8 @@ class BrokerContainer:
 
     def _after_failure(self, slot: _Slot, tracker: RestartTracker, error: str) -> float | None:
         """Log a member's failure; the backoff before its restart, or None when given up."""
+        if (member := self.registry.get(slot.identity)) is not None:
+            self.registry.add(attrs.evolve(member, serving=False))  # no escape to it meanwhile
         ran = trio.current_time() - slot.started_at
         decision = tracker.on_exit(ran)
         name = slot.identity.canonical_name
@@ -286,11 +293,15 @@ class BrokerContainer:
     def status_text(self) -> str:
         """GET_BROKER_CONFIG: the container's config as key=value lines, with
         ``brokerConfigPaths`` the files of the members now running, and one rocketrio line
-        ``containerMembers`` (canonical name @ address, ';'-separated)."""
+        ``containerMembers`` (canonical name @ address, ';'-separated; ``(down)`` while a member
+        boots or waits for its restart)."""
         current = attrs.evolve(
             self.config, brokerConfigPaths=join_config_paths(self.registry.config_paths())
         )
-        members = ";".join(f"{m.identity.canonical_name}@{m.addr}" for m in self.registry.members())
+        members = ";".join(
+            f"{m.identity.canonical_name}@{m.addr}{'' if m.serving else '(down)'}"
+            for m in self.registry.members()
+        )
         return dump_config(current) + f"containerMembers={members}\n"
 
 

@@ -2,9 +2,10 @@
 
 The registry is the container's one table of members, keyed by `BrokerIdentity` (cluster,
 brokerName, brokerId: upstream's BrokerIdentity), in the order they were added. It is what an
-in-process escape (RIP-32) reads: `peek_master` is the first master of the container, whatever its
-group (upstream BrokerContainer.peekMasterBroker), and each `Member` carries the broker's store
-put entry (`StoreWriter`) and its address.
+in-process escape (RIP-32) reads: `peek_master` is the first serving master of the container,
+whatever its group (upstream BrokerContainer.peekMasterBroker), and each `Member` carries the
+broker's store put entry (`StoreWriter`), its address and whether it serves now (a member that
+boots or waits for its restart does not).
 
 `check_add` decides whether a broker config may join, with one clear error per refusal
 (`ContainerError`): a broker already there, a master whose id is not 0 or a slave whose id is 0
@@ -90,6 +91,7 @@ class Member:
     config_path: str
     config: BrokerConfig
     writer: StoreWriter  # the broker's store put entry (its one writer)
+    serving: bool = True  # False while it boots or waits to be restarted after a failure
 
     @property
     def addr(self) -> str:
@@ -114,9 +116,9 @@ class ContainerRegistry:
         return self._members.get(identity)
 
     def peek_master(self) -> Member | None:
-        """The container's first master (upstream peekMasterBroker): the in-process escape
-        target, whatever its group."""
-        return next((m for m in self._members.values() if m.is_master), None)
+        """The container's first serving master (upstream peekMasterBroker): the in-process
+        escape target, whatever its group."""
+        return next((m for m in self._members.values() if m.is_master and m.serving), None)
 
     def config_paths(self) -> list[str]:
         return [m.config_path for m in self._members.values()]

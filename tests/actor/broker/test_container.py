@@ -252,13 +252,21 @@ async def test_a_crashed_member_is_restarted_alone(
         first = container.registry.get(ident_a)
         broker = container.running(ident_a)
         assert broker is not None and first is not None
+        assert container.registry.peek_master() == first  # the first master that joined
         broker.crash()  # like kill -9 of that broker alone
-        await trio.sleep(0)
-        # broker-b serves throughout
+        with trio.fail_after(0.4):  # seen down before the first backoff (0.5 s) ends
+            while (down := container.registry.get(ident_a)) is not None and down.serving:
+                await trio.sleep(0.01)
+        # while broker-a waits for its restart it is no escape target; broker-b serves on
+        assert down is not None and not down.serving
+        peek = container.registry.peek_master()
+        assert peek is not None and peek.identity.broker_name == "broker-b"
+        assert "broker-a_0@10.0.0.2:10911(down)" in (await raw.status())["containerMembers"]
         assert (await raw.send_to(b_addr, "T", b"b1")).code == ResponseCode.SUCCESS
         await trio.sleep(5)  # past the first backoff
         again = container.registry.get(ident_a)
         assert again is not None and again.writer is not first.writer  # a new broker
+        assert again.serving and container.registry.peek_master() == again
         assert await raw.read(a_addr, "T") == [b"before"]  # recovered from its store
         assert (await raw.send_to(a_addr, "T", b"after")).code == ResponseCode.SUCCESS
         assert await raw.read(b_addr, "T") == [b"b1"]

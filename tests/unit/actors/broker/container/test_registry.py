@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import attrs
 import pytest
 
 from rocketrio.actors.broker.boot.config import BrokerConfig, BrokerRole
@@ -108,6 +109,11 @@ def test_members_in_order_and_peek_master() -> None:
     master = _join(reg, _cfg("broker-a", listenPort=10911), "a.conf")
     assert [m.identity for m in reg.members()] == [slave.identity, master.identity]
     assert reg.peek_master() is master
+    # a master that boots or waits for its restart is no escape target
+    reg.add(attrs.evolve(master, serving=False))
+    assert reg.peek_master() is None
+    assert [m.identity for m in reg.members()] == [slave.identity, master.identity]  # same place
+    reg.add(master)
     assert reg.config_paths() == ["b.conf", "a.conf"]
     assert master.addr == "127.0.0.1:10911"
 
