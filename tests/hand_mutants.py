@@ -227,6 +227,15 @@ MUTANTS: list[Mutant] = [
         ],
     ),
     Mutant(
+        "container: a restarting master is still the in-process escape target",
+        "actors/broker/container/registry.py",
+        "if m.is_master and m.serving)",
+        "if m.is_master)  # MUTANT",
+        [
+            "tests/actor/broker/test_container.py::test_a_crashed_member_is_restarted_alone",
+        ],
+    ),
+    Mutant(
         "container: a broker may take a port another member listens on",
         "actors/broker/container/registry.py",
         "        self._check_ports(config, identity)\n",
