@@ -19,6 +19,9 @@ from rocketrio.cli.admin import command, print_done
 from rocketrio.protocol.codes import RequestCode
 from rocketrio.protocol.container_headers import AddBrokerRequestHeader, RemoveBrokerRequestHeader
 
+# the container answers once the broker serves (store recovered) or has stopped gracefully
+CALL_TIMEOUT_S = 120.0
+
 
 def _add_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("-c", "--container", required=True, help="broker container address")
@@ -28,7 +31,7 @@ def _add_args(p: argparse.ArgumentParser) -> None:
 @command("addBroker", "add a broker to a broker container", print_done)(_add_args)
 async def add_broker(admin: Any, a: argparse.Namespace) -> str:
     header = AddBrokerRequestHeader(configPath=a.broker_config)
-    await admin.api.call(a.container, RequestCode.ADD_BROKER, header)
+    await admin.api.call(a.container, RequestCode.ADD_BROKER, header, timeout_s=CALL_TIMEOUT_S)
     return f"add broker to {a.container} success"
 
 
@@ -49,5 +52,5 @@ async def remove_broker(admin: Any, a: argparse.Namespace) -> str:
     except ContainerError as e:
         raise UsageError(str(e)) from None
     header = RemoveBrokerRequestHeader(who.broker_name, who.cluster, who.broker_id)
-    await admin.api.call(a.container, RequestCode.REMOVE_BROKER, header)
+    await admin.api.call(a.container, RequestCode.REMOVE_BROKER, header, timeout_s=CALL_TIMEOUT_S)
     return f"remove broker from {a.container} success"
