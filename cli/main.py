@@ -2,6 +2,7 @@
 
     rocketrio namesrv [-c namesrv.conf] [-p 9876]
     rocketrio broker -c broker.conf [-n "127.0.0.1:9876;..."] [--enable-proxy]
+    rocketrio container -c container.conf [-b a.conf:b.conf] [-n NAMESRV]
     rocketrio controller -c controller.conf
     rocketrio proxy -n NAMESRV [--grpc-port 8081] [--host HOST]
     rocketrio up [--mode single|2m-noslave] [--dir DIR]
@@ -21,6 +22,7 @@ later logs ``process_failed`` the same way.
 from __future__ import annotations
 
 import argparse
+import os
 import signal
 import sys
 import traceback
@@ -149,6 +151,46 @@ def cmd_broker(args: argparse.Namespace) -> int:
 
         return run_service(name, "broker", cfg.logDir, run_broker_with_proxy, cfg, TcpTransport())
     return run_service(name, "broker", cfg.logDir, run_broker, cfg, TcpTransport())
+
+
+def cmd_container(args: argparse.Namespace) -> int:
+    from rocketrio.actors.broker.container.container import run_container
+    from rocketrio.actors.kernel.transport import TcpTransport
+
+    cfg = container_config(args)
+    name = args.name or f"container-{cfg.listenPort}"
+    return run_service(name, "container", cfg.logDir, run_container, cfg, TcpTransport())
+
+
+def container_config(args: argparse.Namespace) -> Any:
+    """The BrokerContainerConfig of `rocketrio container` (its file, then --set, -n, -b); a
+    bad brokerConfigPaths is a ConfigError before anything starts."""
+    from rocketrio.actors.broker.container.config import (
+        BrokerContainerConfig,
+        join_config_paths,
+        parse_config_paths,
+    )
+    from rocketrio.actors.broker.container.container import load_member_config
+    from rocketrio.actors.broker.container.registry import ContainerError
+
+    ov = _overrides(args)
+    if args.namesrv:
+        ov["namesrvAddr"] = args.namesrv
+    if args.broker_configs:
+        ov["brokerConfigPaths"] = args.broker_configs
+    cfg = load_config(BrokerContainerConfig, args.config, ov)
+    where = f"{args.config or '<command line>'}: brokerConfigPaths"
+    paths = parse_config_paths(cfg.brokerConfigPaths, where)
+    if args.config and not args.broker_configs:  # the file's own list: relative to its folder
+        folder = os.path.dirname(os.path.abspath(args.config))
+        paths = [os.path.join(folder, p) for p in paths]
+        cfg.brokerConfigPaths = join_config_paths(paths)
+    for path in paths:  # a bad broker file is a config error before anything starts
+        try:
+            load_member_config(path, cfg)
+        except ContainerError as e:
+            raise ConfigError(str(e)) from None
+    return cfg
 
 
 def broker_config(args: argparse.Namespace) -> Any:
@@ -293,6 +335,15 @@ def build_parser() -> argparse.ArgumentParser:
         help="local mode: run the gRPC proxy in this process (enableProxy; grpcServerPort 8081)",
     )
     sp.set_defaults(func=cmd_broker)
+
+    sp = role_parser("container", "start a broker container: several brokers in one process")
+    sp.add_argument("-n", "--namesrv", help="name servers of brokers whose file names none")
+    sp.add_argument(
+        "-b",
+        "--broker-configs",
+        help="broker config files, ':'-separated (brokerConfigPaths; upstream -b)",
+    )
+    sp.set_defaults(func=cmd_container)
 
     sp = sub.add_parser("proxy", help="start a gRPC proxy (RocketMQ 5 SDKs) in cluster mode")
     sp.add_argument("-c", "--config", help="key=value file: namesrvAddr, grpcServerPort, ...")

@@ -50,6 +50,7 @@ from rocketrio.cli.up_plan import (
     expected_replicas,
     namesrv_addr,
     plan,
+    processes,
     proxy_spec,
     with_local_proxies,
 )
@@ -193,6 +194,8 @@ async def _flow(
     con.out("cluster is up:")
     for slot in sup.slots:
         con.out(sup.pid_line(slot))
+        for member in (s for s in specs if s.container == slot.spec.name):
+            con.out(f"    holds {member.name:<10} {member.addr}")
     ctrl = embedded_controller_addr(specs)
     if ctrl is not None:
         con.out(f"  controller (embedded in namesrv)  {ctrl}")
@@ -377,9 +380,10 @@ def cmd_up(args: argparse.Namespace) -> int:
             args.restart_backoff, max(args.restart_backoff, args.restart_backoff_max),
             args.max_restarts, STABLE_AFTER_S,
         )  # fmt: skip
-        sup = Supervisor(specs, paths, base_dir, policy, say=con.out, say_err=con.err)
+        sup = Supervisor(processes(specs), paths, base_dir, policy, say=con.out, say_err=con.err)
         con.out(
-            f"rocketrio up --mode {args.mode}: starting {len(specs)} processes under {base_dir}"
+            f"rocketrio up --mode {args.mode}: starting {len(processes(specs))} processes under "
+            f"{base_dir}"
         )
         return trio.run(run_cluster, args, specs, sup, con)
     finally:
@@ -429,7 +433,9 @@ def add_parser(sub: Any) -> None:
         help="controller: NameServer with an embedded controller and a broker set of two "
         "replicas (one master, one in-sync slave; automatic failover); single: one master; "
         "2m-noslave: two masters; 2m-2s-async / 2m-2s-sync: two fixed master/slave pairs "
-        "(asynchronous / synchronous replication, no failover). Configs come from deploy/<mode>/",
+        "(asynchronous / synchronous replication, no failover); container-2m-2s: the 2m-2s-async "
+        "pairs in two broker containers, each holding one group's master and the other's slave. "
+        "Configs come from deploy/<mode>/",
     )
     sp.add_argument("--dir", default="rocketrio-local", help="where configs, data and logs go")
     sp.add_argument("--namesrv-port", type=_port, default=9876)

@@ -14,6 +14,11 @@ line for line and substitutes only the keys in `SUBSTITUTED_KEYS`:
   ``--dir``;
 - ``flushDiskType`` -> ``--flush`` when given (else the template's value stays).
 
+A ``container-*`` template is a broker container process (`rocketrio container`); the broker
+templates its ``brokerConfigPaths`` names run inside it (`ProcSpec.container`), not as processes
+of their own; their configs are written beside the container's, where its relative paths find
+them.
+
 The plan is then checked without touching the system: every port in 1..65535 and no port used by
 two listeners. Pure apart from reading the templates (package data); `PlanError` is a one-line
 message for the user.
@@ -32,15 +37,17 @@ import attrs
 
 from rocketrio.protocol.config import parse_properties
 
-MODES = ("controller", "single", "2m-noslave", "2m-2s-async", "2m-2s-sync")
+MODES = ("controller", "single", "2m-noslave", "2m-2s-async", "2m-2s-sync", "container-2m-2s")
 TEMPLATE_NAMESRV_PORT = 9876
 TEMPLATE_BROKER_PORT = 10911
 PORT_MAX = 65535
 
-Role = Literal["namesrv", "controller", "broker", "proxy"]
-ROLE_ORDER: tuple[Role, ...] = ("namesrv", "controller", "broker")  # start order; stop reverses
+Role = Literal["namesrv", "controller", "broker", "container", "proxy"]
+# start order; stop reverses
+ROLE_ORDER: tuple[Role, ...] = ("namesrv", "controller", "broker", "container")
+BROKER_BLOCK_ROLES = frozenset({"broker", "container"})  # their listenPort is in the broker block
 
-HOST_KEYS = frozenset({"listenHost", "brokerIP1"})
+HOST_KEYS = frozenset({"listenHost", "brokerIP1", "brokerContainerIP"})
 NAMESRV_BLOCK_ADDR_KEYS = frozenset({"namesrvAddr", "controllerAddr"})
 PEERS_KEY = "controllerDLegerPeers"
 DIR_KEYS = frozenset({"storePathRootDir", "controllerStorePath", "logDir"})
@@ -91,6 +98,8 @@ class ProcSpec:
     addr: str  # host:listenPort (a standalone controller: its peer address)
     listens: tuple[PortUse, ...]
     template: str  # "deploy/<mode>/<file>"
+    # a broker run inside this container process (its brokerConfigPaths), not a process itself
+    container: str = ""
 
 
 def role_of(filename: str) -> Role:
@@ -167,7 +176,7 @@ def _substitute(t: Template, values: Mapping[str, str], layout: Layout) -> dict[
         if key in HOST_KEYS:
             out[key] = layout.host
         elif key == "listenPort":
-            port = broker_port(value, key) if t.role == "broker" else ns_port(value, key)
+            port = broker_port(value, key) if t.role in BROKER_BLOCK_ROLES else ns_port(value, key)
             out[key] = str(port)
         elif key == "haListenPort":
             out[key] = str(broker_port(value, key))
@@ -235,7 +244,31 @@ def plan_from(templates: list[Template], layout: Layout) -> list[ProcSpec]:
             )
         )
     _check_collisions(specs)
-    return specs
+    return _place_members(specs)
+
+
+def _place_members(specs: list[ProcSpec]) -> list[ProcSpec]:
+    """Mark the brokers a container runs (its brokerConfigPaths name their files, relative to
+    the container's file); PlanError for a file that is no broker of the mode, or a broker
+    named by two containers."""
+    brokers = {s.name for s in specs if s.role == "broker"}
+    owner: dict[str, str] = {}
+    for c in (s for s in specs if s.role == "container"):
+        for entry in (e.strip() for e in c.config.get("brokerConfigPaths", "").split(":")):
+            name = entry.removesuffix(".conf")
+            if not entry:
+                continue
+            if name not in brokers:
+                raise PlanError(f"{c.template}: brokerConfigPaths names {entry!r}, no broker here")
+            if name in owner:
+                raise PlanError(f"{c.template}: {name} is already in {owner[name]}")
+            owner[name] = c.name
+    return [attrs.evolve(s, container=owner[s.name]) if s.name in owner else s for s in specs]
+
+
+def processes(specs: list[ProcSpec]) -> list[ProcSpec]:
+    """The specs that are OS processes (a container's brokers run inside it)."""
+    return [s for s in specs if not s.container]
 
 
 def plan(mode: str, layout: Layout) -> list[ProcSpec]:
@@ -282,6 +315,11 @@ def with_local_proxies(specs: list[ProcSpec], grpc_port: int) -> list[ProcSpec]:
     """`up --proxy-mode local`: every broker runs the gRPC proxy in its own process
     (enableProxy=true), the i-th broker on ``grpc_port + i`` (grpcServerPort), so several
     brokers of one host each have theirs; PlanError if a port would collide."""
+    if any(s.container for s in specs):
+        raise PlanError(
+            "--proxy-mode local: this mode runs its brokers inside broker containers, which "
+            "do not run the local proxy; use --proxy (cluster mode)"
+        )
     out: list[ProcSpec] = []
     brokers = 0
     for s in specs:

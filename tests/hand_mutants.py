@@ -299,6 +299,43 @@ MUTANTS: list[Mutant] = [
         "            pass  # MUTANT\n",
         [_AM + "test_slave_acts_within_the_bound_and_stops_when_the_master_returns"],
     ),
+    Mutant(
+        "container: a member's failure takes the container and its other members down",
+        "actors/broker/container/container.py",
+        '            return f"{type(why).__name__}: {why}"',
+        "            raise  # MUTANT",
+        [
+            "tests/actor/broker/test_container.py"
+            "::test_a_member_that_keeps_failing_is_given_up_and_the_others_serve",
+        ],
+    ),
+    Mutant(
+        "container: a crashed member is never restarted",
+        "actors/broker/container/container.py",
+        '        return None if slot.stopping else "stopped on its own (crashed)"',
+        "        return None  # MUTANT",
+        [
+            "tests/actor/broker/test_container.py::test_a_crashed_member_is_restarted_alone",
+        ],
+    ),
+    Mutant(
+        "container: a restarting master is still the in-process escape target",
+        "actors/broker/container/registry.py",
+        "if m.is_master and m.serving)",
+        "if m.is_master)  # MUTANT",
+        [
+            "tests/actor/broker/test_container.py::test_a_crashed_member_is_restarted_alone",
+        ],
+    ),
+    Mutant(
+        "container: a broker may take a port another member listens on",
+        "actors/broker/container/registry.py",
+        "        self._check_ports(config, identity)\n",
+        "        pass  # MUTANT\n",
+        [
+            "tests/unit/actors/broker/container/test_registry.py",
+        ],
+    ),
 ]
 
 

@@ -116,6 +116,9 @@ KNOWN_EDGES: dict[tuple[str, str, str], str] = {
     (FEATURE_RULE, "actors.broker.auth", "actors.auth.model"): (
         "users and ACLs are the shared ACL 2.0 model"
     ),
+    (FEATURE_RULE, "actors.broker.container", "actors.broker.broker"): (
+        "the broker container sits above brokers: it builds and runs whole Brokers"
+    ),
     (FEATURE_RULE, "actors.broker.pull", "actors.broker.clients.client_manager"): (
         "a pull registers the consumer's subscription"
     ),

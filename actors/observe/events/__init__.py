@@ -14,6 +14,7 @@ then ``events.emit(log, events.ElectMaster(...))``): it re-exports the machinery
   SyncStateSet changes, truncations, heartbeat timeouts, Raft roles, message traces);
 - `kernel`: actor runtime, remoting connections, live config, /metrics, process lifecycle;
 - `up`, `console`: the `rocketrio up` supervisor and the web console;
+- `container`: the broker container (several brokers in one process);
 - `namesrv`, `controller`, `raft`, `auth`, `proxy`: those servers;
 - `roles`, `failover`, `ha`, `store`, `broker`: the broker's role service (BrokerId, controller
   link, slave acting master),
@@ -127,6 +128,13 @@ from rocketrio.actors.observe.events.console import (
     ConsoleListening,
     ConsolePollFailed,
     ConsoleViewerRefused,
+)
+from rocketrio.actors.observe.events.container import (
+    ContainerBrokerAdded,
+    ContainerBrokerFailed,
+    ContainerBrokerRemoved,
+    ContainerRequestRefused,
+    ContainerStarted,
 )
 from rocketrio.actors.observe.events.controller import (
     ControllerBoot,

@@ -7,13 +7,14 @@ import os
 import tomllib
 from pathlib import Path
 
+import attrs
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
 from rocketrio.actors.controller.config import ControllerConfig
 from rocketrio.actors.controller.embedded import load_namesrv_configs
-from rocketrio.cli.main import broker_config, build_parser, proxy_config
+from rocketrio.cli.main import broker_config, build_parser, container_config, proxy_config
 from rocketrio.cli.up_plan import (
     MODES,
     SUBSTITUTED_KEYS,
@@ -23,8 +24,11 @@ from rocketrio.cli.up_plan import (
     expected_replicas,
     load_templates,
     plan,
+    plan_from,
+    processes,
     render,
     templates_root,
+    with_local_proxies,
 )
 from rocketrio.protocol.config import load_config, parse_properties
 from tests.harness.paths import REPO
@@ -46,6 +50,8 @@ def _load(role: str, path: str) -> object:
         return broker_config(build_parser().parse_args(["broker", "-c", path]))
     if role == "proxy":
         return proxy_config(build_parser().parse_args(["proxy", "-c", path]))
+    if role == "container":
+        return container_config(build_parser().parse_args(["container", "-c", path]))
     cfg = load_config(ControllerConfig, path)
     cfg.to_raft_config()
     return cfg
@@ -83,7 +89,7 @@ def test_substituted_values(mode: str) -> None:
             if key in tpl:
                 assert gen[key] == "10.0.0.9"
         if "listenPort" in tpl:
-            shift = br_shift if s.role == "broker" else ns_shift
+            shift = br_shift if s.role in ("broker", "container") else ns_shift
             assert int(gen["listenPort"]) == int(tpl["listenPort"]) + shift
         if "haListenPort" in tpl:
             assert int(gen["haListenPort"]) == int(tpl["haListenPort"]) + br_shift
@@ -115,7 +121,7 @@ def test_generated_configs_load_as_the_roles_load_them(mode: str, tmp_path: Path
 )
 def test_every_template_is_a_valid_config_as_is(path: str) -> None:
     """README: each file works directly with `rocketrio <role> -c deploy/<mode>/<file>`."""
-    roles = ("namesrv", "controller", "broker", "proxy")
+    roles = ("namesrv", "controller", "broker", "proxy", "container")
     role = next(r for r in roles if Path(path).name.startswith(r))
     assert _load(role, path) is not None
 
@@ -224,5 +230,56 @@ def test_any_port_layout_is_refused_or_keeps_every_distance(mode: str, ns: int, 
     assert len(set(ports)) == len(ports) and all(1 <= p <= 65535 for p in ports)
     for s, d in zip(specs, defaults, strict=True):
         for u, du in zip(s.listens, d.listens, strict=True):
-            block = br - 10911 if s.role == "broker" else ns - 9876
+            block = br - 10911 if s.role in ("broker", "container") else ns - 9876
             assert u.port - du.port == block
+
+
+def test_container_mode_runs_brokers_inside_two_containers(tmp_path: Path) -> None:
+    specs = plan("container-2m-2s", Layout(str(tmp_path), namesrv_port=9000, broker_port=9100))
+    assert {s.name: s.container for s in specs if s.role == "broker"} == {
+        "broker-a": "container-1",
+        "broker-b-s": "container-1",
+        "broker-b": "container-2",
+        "broker-a-s": "container-2",
+    }
+    assert [(s.name, s.role, s.addr) for s in processes(specs)] == [
+        ("namesrv", "namesrv", "127.0.0.1:9000"),
+        ("container-1", "container", "127.0.0.1:9140"),
+        ("container-2", "container", "127.0.0.1:9150"),
+    ]
+    assert expected_replicas(specs) == {"broker-a": 2, "broker-b": 2}
+    # each container holds one group's master and the other group's slave
+    for c in ("container-1", "container-2"):
+        held = [s.config for s in specs if s.container == c]
+        assert sorted(cfg["brokerId"] for cfg in held) == ["0", "1"]
+        assert len({cfg["brokerName"] for cfg in held}) == 2
+    # written side by side, the container's relative paths find its brokers
+    for s in specs:
+        (tmp_path / f"{s.name}.conf").write_text(s.text)
+    cfg = container_config(
+        build_parser().parse_args(["container", "-c", str(tmp_path / "container-1.conf")])
+    )
+    assert cfg.brokerConfigPaths == f"{tmp_path}/broker-a.conf:{tmp_path}/broker-b-s.conf"
+
+
+def test_container_mode_refusals() -> None:
+    specs = plan("container-2m-2s", Layout("/b"))
+    with pytest.raises(PlanError, match="--proxy-mode local: this mode runs its brokers inside"):
+        with_local_proxies(specs, 8081)
+    templates = load_templates("container-2m-2s")
+    bad = [
+        attrs.evolve(t, text=t.text.replace("broker-b-s.conf", "broker-x.conf"))
+        if t.name == "container-1"
+        else t
+        for t in templates
+    ]
+    with pytest.raises(PlanError, match=r"names 'broker-x\.conf', no broker here"):
+        plan_from(bad, Layout("/b"))
+    twice = [
+        attrs.evolve(t, text=t.text.replace("broker-a-s.conf", "broker-a.conf"))
+        if t.name == "container-2"
+        else t
+        for t in templates
+    ]
+    with pytest.raises(PlanError, match="broker-a is already in container-1"):
+        plan_from(twice, Layout("/b"))

@@ -1,0 +1,1 @@
+"""The broker container (upstream's BrokerContainer): several brokers in one process."""
