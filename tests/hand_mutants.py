@@ -336,6 +336,23 @@ MUTANTS: list[Mutant] = [
             "tests/unit/actors/broker/container/test_registry.py",
         ],
     ),
+    Mutant(
+        "escape: the container's acting slave does not escape in-process",
+        "actors/broker/container/container.py",
+        "            broker.use_local_escape(self.escape_targets)\n",
+        "            pass  # MUTANT\n",
+        [
+            "tests/actor/broker/test_acting_master_container.py"
+            "::test_the_acting_slave_escapes_in_process_to_its_containers_other_master",
+        ],
+    ),
+    Mutant(
+        "escape: in-process escape to the dead master's own group (#7923)",
+        "actors/broker/failover/escape.py",
+        "            if target.broker_name == self.own:\n                continue",
+        "            if False:  # MUTANT\n                continue",
+        [_AC + "test_local_escape_skips_its_own_group_then_falls_back_to_remote"],
+    ),
 ]
 
 

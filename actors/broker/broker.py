@@ -34,7 +34,7 @@ from rocketrio.actors.broker.boot.store_open import open_store
 from rocketrio.actors.broker.clients.feature import ClientsFeature
 from rocketrio.actors.broker.clients.handlers import on_connect
 from rocketrio.actors.broker.dispatch.table import RequestTable, build_table
-from rocketrio.actors.broker.failover.escape import RemoteEscape
+from rocketrio.actors.broker.failover.escape import LocalEscape, LocalTarget, RemoteEscape
 from rocketrio.actors.broker.failover.lock_quorum import QuorumLocker
 from rocketrio.actors.broker.failover.pre_online import PreOnlineService
 from rocketrio.actors.broker.ha.master_service import HAMasterService
@@ -139,9 +139,11 @@ class Broker:
                 on_online=self.on_online,
             )
         )
-        # where an acting slave's re-puts go (RIP-32 escape): RemoteEscape with
-        # enableRemoteEscape once the broker has its client; a container may set its own
+        # where an acting slave's re-puts go (RIP-32 escape), set once the broker has its client:
+        # in a container the other groups' masters there first (`use_local_escape`), then
+        # RemoteEscape with enableRemoteEscape
         self.escape_bridge: EscapeBridge | None = None
+        self._local_masters: Callable[[], list[LocalTarget]] | None = None
 
     def _build_messaging(self) -> None:
         """Clients, pull, send, POP, delays and transactions."""
@@ -174,6 +176,7 @@ class Broker:
             store_host=self.store_host,
             escape=self._escape_if_acting,
         )
+        self._escape_target = LocalTarget(io.config.brokerName, t.topics, s.actor)
         self.schedule = build_schedule_service(
             io,
             tables=t,
@@ -314,6 +317,15 @@ class Broker:
         """A master past pre-online: checks transactions and takes END_TRANSACTION."""
         return self.roles.serving_as_master() and self.roles.special_services_on()
 
+    @property
+    def escape_target(self) -> LocalTarget:
+        """This broker's entry for the in-process escape of its container's other brokers."""
+        return self._escape_target
+
+    def use_local_escape(self, masters: Callable[[], list[LocalTarget]]) -> None:
+        """In a container: escape to its masters of other groups first (failover/escape.py)."""
+        self._local_masters = masters
+
     def _escape_if_acting(self) -> EscapeBridge | None:
         return self.escape_bridge if self.roles.acting_master() else None
 
@@ -384,8 +396,12 @@ class Broker:
 
     def _services(self, client: RemotingClient) -> list[Service]:
         self._client = client
-        if self.config.enableRemoteEscape and self.escape_bridge is None:
-            self.escape_bridge = RemoteEscape(self.config, client)
+        c = self.config
+        remote = RemoteEscape(c, client) if c.enableRemoteEscape else None
+        if self._local_masters is not None:
+            self.escape_bridge = LocalEscape(c.brokerName, self._local_masters, remote)
+        elif self.escape_bridge is None:
+            self.escape_bridge = remote
         return [
             Service("store", self.store.run_services),  # the writer first; disks sampled once
             Service("pull", self.pull.run_services),

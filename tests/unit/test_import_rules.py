@@ -143,6 +143,9 @@ KNOWN_EDGES: dict[tuple[str, str, str], str] = {
     (FEATURE_RULE, "actors.broker.roles", "actors.broker.ha.sync_state"): (
         "a classic master's role picks its HA ack policy (SYNC_MASTER or ASYNC_MASTER)"
     ),
+    (FEATURE_RULE, "actors.broker.container", "actors.broker.failover.escape"): (
+        "the container hands its masters' escape entries to its acting slaves (RIP-32)"
+    ),
     (FEATURE_RULE, "actors.broker.roles", "actors.broker.failover.acting_core"): (
         "the classic role service asks the RIP-32 core whether this slave acts as master"
     ),

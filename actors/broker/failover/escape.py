@@ -3,10 +3,15 @@ hands on, since its own CommitLog must not fork from its dead master's.
 
 `EscapeBridge` (store/escape_bridge.py) is the one interface the special services use:
 `put_to_live_master(msgs)` writes messages to a live master of ANOTHER group and answers None once
-they are stored there, else why not. `RemoteEscape` here implements it over the network
-(enableRemoteEscape); a broker container can implement it in-process later. A retry or DLQ topic
-that lives only on the dead group (POP revive) goes to a master of the cluster (the route of the
-cluster-name topic), whose send path creates it.
+they are stored there, else why not. Two implementations:
+
+- `LocalEscape`, in a broker container: the container's serving masters of other groups, in the
+  order they joined (upstream peekMasterBroker, minus the own group), each through its
+  `LocalTarget` (the topic must exist there: the message goes to its store directly, no network
+  hop); when none takes it, the remote one below, if enabled;
+- `RemoteEscape` (enableRemoteEscape): SEND_MESSAGE_V2 to a master chosen from the route. A retry
+  or DLQ topic that lives only on the dead group (POP revive) goes to a master of the cluster (the
+  route of the cluster-name topic), whose send path creates it.
 
 Rules, each a fix of an upstream hazard (see the facts sheet):
 
@@ -26,12 +31,19 @@ Rules, each a fix of an upstream hazard (see the facts sheet):
 from __future__ import annotations
 
 import zlib
+from collections.abc import Callable
+from typing import Protocol
 
 import attrs
+import trio
 
 from rocketrio.actors.broker.boot.config import BrokerConfig
+from rocketrio.actors.broker.dispatch.outcomes import PutStatus
+from rocketrio.actors.broker.store.escape_bridge import EscapeBridge
+from rocketrio.actors.broker.store.messages import StoreWriter
 from rocketrio.actors.kernel.remoting import RemotingClient, RemotingError
-from rocketrio.protocol.bodies import PERM_WRITE, TopicRouteData
+from rocketrio.actors.kernel.runtime import ActorStopped
+from rocketrio.protocol.bodies import PERM_WRITE, TopicConfig, TopicRouteData
 from rocketrio.protocol.codes import RequestCode, ResponseCode
 from rocketrio.protocol.headers import GetRouteInfoRequestHeader, SendMessageRequestHeaderV2
 from rocketrio.protocol.message import (
@@ -42,7 +54,7 @@ from rocketrio.protocol.message import (
 )
 from rocketrio.protocol.remoting import RemotingCommand
 from rocketrio.protocol.serde import HeaderError, from_json, to_ext
-from rocketrio.storage.store_types import MessageToStore
+from rocketrio.storage.store_types import MessageToStore, PutResult
 
 MASTER_ID = 0
 CALL_TIMEOUT_S = 3.0  # upstream: one send, 3 s
@@ -81,6 +93,75 @@ def choose_target(
 
 def _request(code: int, header: object, body: bytes = b"") -> RemotingCommand:
     return RemotingCommand(code=code, ext_fields=to_ext(header), body=body)
+
+
+class TopicLookup(Protocol):
+    def select(self, topic: str) -> TopicConfig | None: ...
+
+
+class LocalTarget:
+    """A master's own entry for the in-process escape of the other brokers of its container:
+    messages to topics it has (writable) go to its store at once, queue ids folded into its
+    write queues."""
+
+    def __init__(self, broker_name: str, topics: TopicLookup, writer: StoreWriter) -> None:
+        self.broker_name = broker_name
+        self.topics = topics
+        self.writer = writer
+        self.written = 0
+
+    async def put(self, msgs: list[MessageToStore]) -> str | None:
+        placed: list[MessageToStore] = []
+        for msg in msgs:
+            tc = self.topics.select(msg.topic)
+            if tc is None or not tc.perm & PERM_WRITE or tc.writeQueueNums <= 0:
+                return f"{self.broker_name} has no writable topic {msg.topic}"
+            placed.append(attrs.evolve(msg, queue_id=msg.queue_id % tc.writeQueueNums))
+        done = trio.Event()
+        outcome: list[str | None] = []
+
+        def on_done(results: list[PutResult], status: PutStatus, remark: str | None) -> None:
+            stored = bool(results) and status.stored
+            outcome.append(None if stored else f"{status.value}: {remark or ''}")
+            done.set()
+
+        try:
+            await self.writer.put(placed, on_done)
+        except ActorStopped:
+            return f"{self.broker_name}: its store is stopped"
+        await done.wait()
+        if outcome[0] is None:
+            self.written += len(placed)
+        return outcome[0]
+
+
+class LocalEscape:
+    """`EscapeBridge` inside a broker container (module docstring)."""
+
+    def __init__(
+        self,
+        own_broker_name: str,
+        masters: Callable[[], list[LocalTarget]],
+        fallback: EscapeBridge | None = None,
+    ) -> None:
+        self.own = own_broker_name
+        self.masters = masters
+        self.fallback = fallback
+
+    async def put_to_live_master(self, msgs: list[MessageToStore]) -> str | None:
+        errors: list[str] = []
+        for target in self.masters():
+            if target.broker_name == self.own:
+                continue  # never the dead master's own group (#7923)
+            error = await target.put(msgs)
+            if error is None:
+                return None
+            errors.append(error)
+        if self.fallback is not None:
+            return await self.fallback.put_to_live_master(msgs)
+        return "no master of another group in this container takes it" + (
+            ": " + "; ".join(errors) if errors else ""
+        )
 
 
 class RemoteEscape:

@@ -6,9 +6,10 @@ from __future__ import annotations
 import pytest
 
 from rocketrio.actors.broker.failover.acting_core import ActingCore
-from rocketrio.actors.broker.failover.escape import choose_target
+from rocketrio.actors.broker.failover.escape import LocalEscape, choose_target
 from rocketrio.actors.broker.failover.member_group import members_of_route
 from rocketrio.protocol.bodies import BrokerData, QueueData, TopicRouteData
+from rocketrio.storage.store_types import MessageToStore
 
 A0, A1, A2 = "a0:10911", "a1:10911", "a2:10911"
 
@@ -104,3 +105,34 @@ def test_compat_members_come_from_the_sync_topic_route() -> None:
     r = route(("broker-a", {0: A0, 1: A1}, 1), ("broker-b", {0: "b0"}, 1))
     assert members_of_route(r, "C", "broker-a") == {0: A0, 1: A1}
     assert members_of_route(r, "C", "broker-x") == {}
+
+
+class FakeTarget:
+    def __init__(self, name: str, error: str | None = None) -> None:
+        self.broker_name, self.error, self.got = name, error, 0
+
+    async def put(self, msgs: list[MessageToStore]) -> str | None:
+        self.got += len(msgs) if self.error is None else 0
+        return self.error
+
+
+class FakeRemote:
+    def __init__(self) -> None:
+        self.got = 0
+
+    async def put_to_live_master(self, msgs: list[MessageToStore]) -> str | None:
+        self.got += len(msgs)
+        return None
+
+
+async def test_local_escape_skips_its_own_group_then_falls_back_to_remote() -> None:
+    msg = [MessageToStore(topic="T", queue_id=0, body=b"x")]
+    own, full, other = FakeTarget("broker-a"), FakeTarget("broker-b", "no topic"), FakeTarget("c")
+    bridge = LocalEscape("broker-a", lambda: [own, full, other])  # type: ignore[list-item]
+    assert await bridge.put_to_live_master(msg) is None
+    assert (own.got, other.got) == (0, 1)  # the own group's master never takes it (#7923)
+    remote = FakeRemote()
+    alone = LocalEscape("broker-a", lambda: [own, full], remote)  # type: ignore[list-item]
+    assert await alone.put_to_live_master(msg) is None and remote.got == 1 and own.got == 0
+    nowhere = LocalEscape("broker-a", lambda: [own])  # type: ignore[list-item]
+    assert await nowhere.put_to_live_master(msg) is not None and own.got == 0
