@@ -315,7 +315,6 @@ async def test_a_message_popped_from_the_dead_master_is_revived_once_through_esc
         await until(s.roles.acting_master, timeout=30)
         # a new POP on the acting slave gets nothing (its CK could not be stored) and moves
         # no offset: POP consumers of the group wait for the master (docs: not done)
-        before = s.tables.offsets.query("PG2", TOPIC, 0)
         pop2 = PopMessageRequestHeader(
             consumerGroup="PG2", topic=TOPIC, queueId=0, maxMsgNums=32, invisibleTime=30_000,
             pollTime=0, bornTime=now_ms(), initMode=0,
@@ -323,7 +322,7 @@ async def test_a_message_popped_from_the_dead_master_is_revived_once_through_esc
         cmd2 = RemotingCommand(RequestCode.POP_MESSAGE, ext_fields=to_ext(pop2))
         resp2 = await c.client.invoke(f"{S}:10911", cmd2, 10)
         assert resp2.code != RC.SUCCESS or not list(iter_stored(resp2.body))
-        assert s.tables.offsets.query("PG2", TOPIC, 0) == before
+        assert s.tables.offsets.query("PG2", TOPIC, 0) <= 0  # a-first (offset 0) not passed
         retry = pop_retry_topic(TOPIC, "PG1", False)
         await until(lambda: b"a-first" in bodies_in(b, retry), timeout=60)
         assert trio.current_time() - popped >= 30  # not before its invisible time
