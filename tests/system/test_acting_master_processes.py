@@ -25,7 +25,14 @@ from rocketrio.actors.client.message import Message
 from rocketrio.actors.client.producer import Producer
 from rocketrio.actors.client.push_consumer import ConsumeStatus, PushConsumer
 from rocketrio.actors.observe.logs import configure_logging
-from tests.harness.system import free_port_block, launch, stop_processes, wait_for_line
+from tests.harness.system import (
+    UpProcess,
+    free_port_block,
+    launch,
+    start_up,
+    stop_processes,
+    wait_for_line,
+)
 
 pytestmark = pytest.mark.system
 
@@ -130,3 +137,60 @@ def test_kill_9_of_a_master_loses_no_delayed_message(tmp_path: Any) -> None:
         assert again <= NORMAL + DELAYED  # at-least-once: re-reads around the role changes only
     finally:
         stop_processes(procs)
+
+
+async def up_workload(up: UpProcess) -> tuple[set[str], Counter[str], dict[str, str]]:
+    async with MQAdmin(up.namesrv) as admin:
+        await admin.update_topic(TOPIC, cluster="DefaultCluster", read_queues=2, write_queues=2)
+    acked: dict[str, str] = {}  # body -> the group that stored it
+    consumed: Counter[str] = Counter()
+
+    def listener(msgs: list[Any]) -> ConsumeStatus:
+        for m in msgs:
+            consumed[m.body.decode()] += 1
+        return ConsumeStatus.CONSUME_SUCCESS
+
+    consumer = PushConsumer(
+        "acting_up_group", up.namesrv, consume_from_where="CONSUME_FROM_FIRST_OFFSET"
+    )
+    consumer.subscribe(TOPIC, "*")
+    consumer.register_listener(listener)
+    async with Producer("acting_up_producer", up.namesrv) as producer:
+        for _ in range(100):  # both groups routed
+            if len((await producer.client.api.get_route(TOPIC)).brokerDatas) == 2:
+                break
+            await trio.sleep(0.3)
+        for i in range(DELAYED):
+            r = await producer.send(Message(TOPIC, f"d{i}".encode(), delay_time_level=4))  # 30 s
+            acked[f"d{i}"] = r.message_queue.brokerName
+    async with consumer:
+        await trio.sleep(3)  # the slaves copy their masters' logs (async)
+        os.kill(up.pid_of("container-2"), signal.SIGKILL)  # broker-b's master, broker-a's slave
+        up.read_until(r"container-2 exited with status -9", 5)
+        with trio.move_on_after(90):
+            while not set(acked) <= consumed.keys():
+                await trio.sleep(0.5)
+        await trio.sleep(30)  # `up` restarts container-2: pre-online, no delivery again
+    return set(acked), consumed, acked
+
+
+def test_up_container_mode_acting_master_delivers_the_dead_masters_delayed_messages(
+    tmp_path: Any,
+) -> None:
+    """`rocketrio up --mode container-2m-2s` (acting master on in its templates): kill -9 the
+    container holding broker-b's master before broker-b's delayed messages fall due; broker-b's
+    slave, in the other container, acts and hands them in-process to broker-a's master there.
+    Lost: 0; `up` restarts the dead container after 40 s and its master rolls nothing back."""
+    up = start_up(
+        str(tmp_path / "cluster"), "container-2m-2s", "--no-console", "--restart-backoff", "40"
+    )
+    try:
+        acked, consumed, where = trio.run(up_workload, up)
+        assert {"broker-a", "broker-b"} <= set(where.values())
+        lost = acked - consumed.keys()
+        again = sum(n - 1 for n in consumed.values() if n > 1)
+        print(f"up container: acked={len(acked)} lost={len(lost)} consumed_again={again}")
+        assert not lost, sorted(lost)
+        assert again <= len(acked)
+    finally:
+        up.stop()
