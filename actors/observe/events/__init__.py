@@ -146,7 +146,6 @@ from rocketrio.actors.observe.events.controller import (
 from rocketrio.actors.observe.events.failover import (
     ActingMasterChanged,
     EscapePutFailed,
-    EscapePutRecovered,
     GroupMinBrokerIdMoved,
     PreOnlineDone,
     PreOnlineSynced,

@@ -63,15 +63,6 @@ class EscapePutFailed(LogEvent):
     error: str
 
 
-@event("escape_put_recovered")
-@attrs.frozen(kw_only=True)
-class EscapePutRecovered(LogEvent):
-    """Escape writes succeed again after failures."""
-
-    target: str
-    count: int
-
-
 @event("strict_lock_partial")
 @attrs.frozen(kw_only=True)
 class StrictLockPartial(LogEvent):
