@@ -353,6 +353,13 @@ MUTANTS: list[Mutant] = [
         "            if False:  # MUTANT\n                continue",
         [_AC + "test_local_escape_skips_its_own_group_then_falls_back_to_remote"],
     ),
+    Mutant(
+        "POP: an ACK sent to the acting slave is not applied (the message is revived again)",
+        "actors/broker/pop/feature.py",
+        "            acting_ack=lambda qid, ack: acting() and self.revive.apply_ack(qid, ack),",
+        "            acting_ack=None,  # MUTANT",
+        [_AM + "test_a_message_popped_from_the_dead_master_is_revived_once_through_escape"],
+    ),
 ]
 
 

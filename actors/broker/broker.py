@@ -175,6 +175,7 @@ class Broker:
             is_master=self.roles.special_services_on,
             store_host=self.store_host,
             escape=self._escape_if_acting,
+            acting=self.roles.acting_master,
         )
         self._escape_target = LocalTarget(io.config.brokerName, t.topics, s.actor)
         self.schedule = build_schedule_service(

@@ -36,6 +36,7 @@ class PopFeature:
         is_master: Callable[[], bool],
         store_host: tuple[bytes, int],
         escape: Callable[[], EscapeBridge | None] = lambda: None,
+        acting: Callable[[], bool] = lambda: False,
     ) -> None:
         config, now_ms, log = io.config, io.now_ms, io.log
         pop_config = PopConfig.of(config)
@@ -76,6 +77,7 @@ class PopFeature:
             now_ms=now_ms,
             store_host=store_host,
             next_revive_qid=self.pop.next_revive_qid,
+            acting_ack=lambda qid, ack: acting() and self.revive.apply_ack(qid, ack),
         )
         self.revive = PopReviveService(
             ReviveConfig.of(config),

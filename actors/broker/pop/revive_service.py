@@ -66,6 +66,7 @@ from rocketrio.protocol.message import (
     decode_stored,
     parse_host,
 )
+from rocketrio.protocol.pop_checkpoint import AckMsg
 from rocketrio.protocol.pop_extra_info import (
     PROPERTY_FIRST_POP_TIME,
     PROPERTY_POP_CK,
@@ -297,6 +298,17 @@ class PopReviveService:
                 ),
             )
         return True
+
+    def apply_ack(self, revive_qid: int, ack: AckMsg) -> bool:
+        """An ACK taken by an acting slave, which cannot write it (RIP-32): applied to the
+        pending CK in memory; True when it acknowledged something. Lost if this broker stops
+        before the CK is done (the message is then revived: at-least-once); once the CK is done
+        the revive offset moves past it and a returning master takes that offset in pre-online."""
+        cores = self.cores
+        if cores is None or not 0 <= revive_qid < len(cores):
+            return False
+        match = cores[revive_qid].on_ack(ack)
+        return match.matched > 0 or match.done
 
     # ------------------------------------------------------------------ views
 
