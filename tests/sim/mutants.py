@@ -16,14 +16,14 @@ from typing import Any
 import attrs
 
 from rocketrio.actors.broker.ha.slave_core import SlaveCore, Truncate
+from rocketrio.actors.broker.ha.sync_state import SyncStateCore
 from rocketrio.actors.broker.roles.slave_sync import SlaveSynchronize
 from rocketrio.actors.broker.send.processor import SendMessageProcessor
 from rocketrio.actors.broker.tables.meta_journal import MetaJournal
 from rocketrio.actors.broker.tables.tables import TopicTable
+from rocketrio.actors.raft.replication import ReplicationMixin
 from rocketrio.protocol.bodies import TopicConfig
 from rocketrio.protocol.codes import RequestCode
-from rocketrio.actors.broker.ha.sync_state import SyncStateCore
-from rocketrio.actors.raft.replication import ReplicationMixin
 from rocketrio.storage.commitlog.segments import SegmentFiles
 from rocketrio.storage.message_store import MessageStore
 from rocketrio.storage.raft_log import RaftLog
