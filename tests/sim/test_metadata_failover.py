@@ -17,6 +17,8 @@ mutant of tests/sim/mutants.py.
   of its ConsumeQueue directory was not fsynced, and a new master adopted what it found).
 - `script_offsets_across_failover`: a consumer group commits offsets to the master while it
   consumes; the master freezes; the new master's offsets are measured against the bound.
+- `script_send_back_across_failover`: a consumer's send-back (a retry at delay level 1) is
+  acknowledged and the master freezes at once: the promoted slave delivers the retry.
 """
 
 from __future__ import annotations
@@ -28,21 +30,25 @@ import pytest
 import trio
 import trio.testing
 
+from rocketrio.actors.broker.tables.topic_config import retry_topic
 from rocketrio.actors.client.admin import MQAdmin
+from rocketrio.actors.client.api import parse_pull_response, request
 from rocketrio.actors.kernel.remoting import RemotingClient, RemotingError
 from rocketrio.protocol.bodies import SubscriptionGroupConfig, TopicConfig
 from rocketrio.protocol.codes import RequestCode, ResponseCode
 from rocketrio.protocol.headers import (
+    ConsumerSendMsgBackRequestHeader,
     SendMessageRequestHeader,
     SendMessageRequestHeaderV2,
     SendMessageResponseHeader,
     UpdateConsumerOffsetRequestHeader,
 )
+from rocketrio.protocol.message import decode_stored
 from rocketrio.protocol.remoting import RemotingCommand
 from rocketrio.protocol.serde import from_ext, to_ext
 from tests.harness.clock import EPOCH_MS
 from tests.sim.cluster_checks import ClusterFailure
-from tests.sim.cluster_clients import TOPIC, pull_once
+from tests.sim.cluster_clients import TOPIC, pull_header, pull_once
 from tests.sim.cluster_nodes import BrokerProc
 from tests.sim.cluster_run import run_seed
 from tests.sim.cluster_sim import World
@@ -225,6 +231,65 @@ async def script_offsets_across_failover(w: World) -> None:
     w.heal_network()
 
 
+async def _send_back_one(w: World, m: BrokerProc, client: RemotingClient) -> bytes:
+    """Pull one message of the topic from the master and send it back for a retry (delay
+    level 1: 1 s), as a consumer whose listener failed does; the body once acknowledged."""
+    for _ in range(100):
+        for qid in range(w.spec.queues):
+            resp = await client.invoke(
+                m.addr, request(RequestCode.PULL_MESSAGE, pull_header(qid, 0, 1)), 3.0
+            )
+            got = parse_pull_response(resp, m.addr).messages()
+            if not got:
+                continue
+            header = ConsumerSendMsgBackRequestHeader(
+                offset=got[0].commitlog_offset, group=GROUP, delayLevel=1,
+                originMsgId=got[0].msg_id, originTopic=TOPIC, maxReconsumeTimes=16,
+            )  # fmt: skip
+            cmd = RemotingCommand(RequestCode.CONSUMER_SEND_MSG_BACK, ext_fields=to_ext(header))
+            answer = await client.invoke(m.addr, cmd, 5.0)
+            assert answer.code == ResponseCode.SUCCESS, answer.remark
+            return got[0].body
+        await trio.sleep(0.2)
+    raise AssertionError("no message to send back")
+
+
+def _retry_bodies(p: BrokerProc) -> list[bytes]:
+    b = p.live_broker
+    if b is None:
+        return []
+    store = b.store.message_store
+    out: list[bytes] = []
+    for qid in range(4):
+        topic = retry_topic(GROUP)
+        end = store.get_max_offset(topic, qid)
+        if end:
+            res = store.get_messages(topic, qid, 0, end, 1 << 22)
+            out += [decode_stored(raw)[0].body for raw in res.buffers]
+    return out
+
+
+async def script_send_back_across_failover(w: World) -> None:
+    """Issue 26's "send-back during a failover": a consumer's send-back is acknowledged, the
+    master freezes at once; the promoted slave holds the retry (waiting at its delay level),
+    knows the retry topic as the old master created it, and delivers it to the retry queue."""
+    await full_set(w)
+    m = master_proc(w)
+    async with RemotingClient(w.net.transport(ME)) as client:
+        await hold(w, 2, "traffic")
+        body = await _send_back_one(w, m, client)
+        freeze(w, m)
+    s = await promoted(w, m)
+    await wait_until(
+        w, lambda: body in _retry_bodies(s), 15, "the retry reached the new master's retry queue"
+    )
+    b = s.live_broker
+    assert b is not None
+    tc = b.tables.topics.select(retry_topic(GROUP))
+    assert tc is not None and (tc.readQueueNums, tc.writeQueueNums) == (1, 1), tc
+    w.heal_network()
+
+
 # ---------------------------------------------------------------------------- tests
 
 SCRIPTS = {
@@ -233,6 +298,7 @@ SCRIPTS = {
     "delete_restart": script_delete_then_restart,
     "delete_power_cut": partial(script_delete_then_restart, power_cut=True),
     "offsets": script_offsets_across_failover,
+    "send_back": script_send_back_across_failover,
 }
 
 
@@ -250,6 +316,7 @@ async def test_metadata_survives(mock_clock: trio.testing.MockClock, name: str) 
         ("topic_delete_not_persisted", "delete_restart"),
         ("adopt_with_default_queues", "delete_power_cut"),
         ("slave_sync_skips_offsets", "offsets"),
+        ("adopt_with_default_queues", "send_back"),
     ],
 )
 async def test_the_metadata_checks_catch_a_broken_product(

@@ -145,19 +145,25 @@ class MetaJournal:
         return state
 
     def _read(self, view: StoreView) -> Iterator[MetaChange]:
+        """The journal's records in log order: those in its ConsumeQueue, then those above
+        confirmOffset (a promoted slave's tail: the creation of a topic whose first message is
+        there too)."""
         offset = view.get_min_offset(META_TOPIC, META_QUEUE)
         end = view.get_max_offset(META_TOPIC, META_QUEUE)
         while offset < end:
             got = view.get_messages(META_TOPIC, META_QUEUE, offset, READ_BATCH, READ_BYTES)
             if got.status is not GetMessageStatus.FOUND or not got.buffers:
-                return
-            for raw in got.buffers:
-                change = meta_log.decode(decode_stored(raw)[0].body)
-                if change is None:
-                    events.emit(
-                        self.log,
-                        events.MetaJournalFailed(change="unreadable", error="record skipped"),
-                    )
-                    continue
-                yield change
+                break
+            yield from self._decode(got.buffers)
             offset = got.next_begin_offset
+        yield from self._decode(view.undispatched_records(META_TOPIC))
+
+    def _decode(self, records: list[bytes]) -> Iterator[MetaChange]:
+        for raw in records:
+            change = meta_log.decode(decode_stored(raw)[0].body)
+            if change is None:
+                events.emit(
+                    self.log, events.MetaJournalFailed(change="unreadable", error="record skipped")
+                )
+                continue
+            yield change

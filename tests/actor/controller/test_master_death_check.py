@@ -342,6 +342,33 @@ async def test_grace_window_after_controller_leader_change_still_applies(
         assert tally["reason"] == "master_inactive" and tally["no_answer"] == [old.self_id]
 
 
+async def test_a_new_leader_listens_one_broker_heartbeat_timeout_not_ten_seconds(
+    tmp_path: Path, mock_clock: trio.testing.MockClock
+) -> None:
+    """Issue 26: brokers with controllerHeartBeatTimeoutMills=2000 (heartbeats every 500 ms);
+    the controller leader changes and the master dies inside the new leader's window: the new
+    leader deposes it after one broker timeout (2 s) and a scan, not after a fixed 10 s."""
+    fast = {"controllerHeartBeatTimeoutMills": 2000, "brokerHeartbeatInterval": 500}
+    with structlog.testing.capture_logs() as logs:
+        async with cluster(tmp_path, 28, CTRL_IDS) as c:
+            a, b = c.node(), c.node()
+            await (await a.start(**fast)).wait_role()
+            await (await b.start(**fast)).wait_role()
+            await wait_until(lambda: awaits_equal(c.sync_state_set(), {1, 2}), "B joined")
+            await trio.sleep(3)
+            old = await c.leader()
+            c.crash_controller(old.self_id)
+            new = await c.leader()
+            became = trio.current_time()
+            assert new.heartbeats.grace_ms() == 2000  # heard from the brokers as a follower
+            mark = len(logs)
+            a.crash_now()
+            await wait_master(c, 2, 2 + SCAN_S + 1, 0.05)
+            assert trio.current_time() - became < LISTEN_WINDOW_S
+            (tally,) = tallies(logs[mark:])
+            assert tally["event"] == events.MasterDeathConfirmed.NAME
+
+
 async def test_single_controller_decides_alone_at_once(
     tmp_path: Path, mock_clock: trio.testing.MockClock
 ) -> None:
