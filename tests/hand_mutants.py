@@ -213,6 +213,7 @@ MUTANTS: list[Mutant] = [
         "        state = meta_log.fold(self._read(view))",
         "        state = meta_log.fold([])  # MUTANT",
         [
+            "tests/unit/actors/broker/tables/test_meta_journal.py",
             "tests/sim/test_metadata_failover.py::test_metadata_survives",
         ],
     ),
@@ -232,6 +233,8 @@ MUTANTS: list[Mutant] = [
         "        return self._default_timeout_ms  # MUTANT",
         [
             "tests/unit/actors/controller/test_heartbeat_manager.py",
+            "tests/actor/controller/test_master_death_check.py::"
+            "test_a_new_leader_listens_one_broker_heartbeat_timeout_not_ten_seconds",
         ],
     ),
     Mutant(

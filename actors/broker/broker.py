@@ -123,8 +123,12 @@ class Broker:
                 faults=faults,
             )
         )
+        actor, roles = self.store.actor, self.roles
         self.journal = MetaJournal(
-            self.store.actor, self.roles.serving_as_master, io.now_ms, log=self.log
+            actor,
+            lambda: roles.serving_as_master() and actor.writes_as_master(),
+            io.now_ms,
+            log=self.log,
         )
         self.tables.topics.journal = self.tables.groups.journal = self.journal.record
 

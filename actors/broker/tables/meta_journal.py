@@ -5,7 +5,8 @@ docs/metadata-failover.md).
 `MetaJournal.record` is the tables' ``journal`` hook. It runs synchronously inside the change
 (before the caller puts the message that needed the change), so the record enters the store's
 inbox ahead of that message: the CommitLog order is "config, then its messages". Only a broker
-serving as master writes (a slave's tables change only by copying its master's). A full inbox
+serving as master whose store writes in a recorded epoch writes (a slave's tables change only by
+copying its master's; a record before the epoch would lie outside every epoch). A full inbox
 cannot keep that order: the record is dropped and logged (meta_journal_failed); the promoted
 slave then adopts that topic from its queues (`plan_adoption`), as before the journal existed.
 
