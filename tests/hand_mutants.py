@@ -235,6 +235,8 @@ MUTANTS: list[Mutant] = [
             "tests/unit/actors/controller/test_heartbeat_manager.py",
             "tests/actor/controller/test_master_death_check.py::"
             "test_a_new_leader_listens_one_broker_heartbeat_timeout_not_ten_seconds",
+            "tests/actor/controller/test_master_death_check.py::"
+            "test_after_every_controller_restarts_verdicts_are_unknown_one_timeout_only",
         ],
     ),
     Mutant(

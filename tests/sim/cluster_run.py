@@ -260,6 +260,7 @@ async def _run_clients(
         random.Random(world.rng.getrandbits(32)),
         spec.queues,
         spec.max_messages,
+        batch=spec.batch_sends,
     )
     consumer_rng = random.Random(world.rng.getrandbits(32))
     with scope:

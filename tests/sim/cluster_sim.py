@@ -69,6 +69,10 @@ class SimSpec:
     max_messages: int
     steps: int
     focus: str = "mixed"  # which faults the schedule favours: mixed, controllers, replication
+    # scripted scenarios only (never drawn, so every seed keeps its run): broker process name
+    # -> BrokerConfig keys it overrides (asyncLearner, allAckInSyncStateSet, inSyncReplicas ...)
+    broker_overrides: tuple[tuple[str, tuple[tuple[str, object], ...]], ...] = ()
+    batch_sends: bool = False  # producers send SEND_BATCH_MESSAGE batches of 1-4 messages
 
     @classmethod
     def draw(cls, seed: int) -> SimSpec:
@@ -169,7 +173,7 @@ class World:
                         self._host(ip),
                         self.net,
                         self.nursery,
-                        config=self._broker_config(set_name, ip),
+                        config=self._broker_config(set_name, ip, f"{set_name}-{k}"),
                         rng=random.Random(self.rng.getrandbits(32)),
                         tap=self.tap.install,
                         set_name=set_name,
@@ -198,8 +202,9 @@ class World:
             rng=random.Random(self.rng.getrandbits(32)),
         )
 
-    def _broker_config(self, set_name: str, ip: str) -> Callable[[], BrokerConfig]:
+    def _broker_config(self, set_name: str, ip: str, name: str) -> Callable[[], BrokerConfig]:
         spec = self.spec
+        overrides = dict(dict(spec.broker_overrides).get(name, ()))
 
         def make() -> BrokerConfig:
             return BrokerConfig(
@@ -231,6 +236,7 @@ class World:
                 haSendHeartbeatInterval=1000,
                 haHousekeepingInterval=4000,
                 syncFlushTimeout=3000,
+                **overrides,  # type: ignore[arg-type]
             )
 
         return make

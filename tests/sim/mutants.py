@@ -188,6 +188,18 @@ def _slave_sync_skips_offsets(patch: Patch) -> None:
     patch(SlaveSynchronize, "_get", _get)
 
 
+def _learner_joins_the_sync_state_set(patch: Patch) -> None:
+    real = SyncStateCore.on_connected
+
+    def on_connected(
+        self: SyncStateCore[Any], broker_id: int, *, learner: bool, now_ms: int
+    ) -> Any:
+        # MUTANT: an asyncLearner is treated as an ordinary slave (joins the set, can be elected)
+        return real(self, broker_id, learner=False, now_ms=now_ms)
+
+    patch(SyncStateCore, "on_connected", on_connected)
+
+
 MUTANTS: dict[str, Mutant] = {
     m.name: m
     for m in (
@@ -259,6 +271,12 @@ MUTANTS: dict[str, Mutant] = {
             "send_accepts_any_queue_id",
             "the send path stores a message in any queue id, whatever the topic's queue count",
             _send_accepts_any_queue_id,
+        ),
+        Mutant(
+            "learner_joins_the_sync_state_set",
+            "a master treats an asyncLearner like an ordinary slave (it joins the "
+            "SyncStateSet and can be elected)",
+            _learner_joins_the_sync_state_set,
         ),
         Mutant(
             "slave_sync_skips_offsets",
