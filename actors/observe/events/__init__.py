@@ -48,6 +48,8 @@ from rocketrio.actors.observe.events.broker import (
     GroupOffsetCloned,
     HeldPullFailed,
     MessageToDlq,
+    MetaJournalFailed,
+    MetaJournalReplayed,
     OffsetReset,
     PopOrderAckIllegal,
     PopRevived,
