@@ -70,6 +70,7 @@ class JsonConfigStore:
         self._fs = fs
         self.loaded_from: str | None = None
         self._main_ok: bool | None = None  # None: not known yet
+        self._dir_synced = False  # the first persist makes the directory durable (durable.py)
 
     def load(self, default: Callable[[], Any] = dict) -> Any:
         """The stored value, or ``default()`` when neither file has one."""
@@ -103,7 +104,8 @@ class JsonConfigStore:
             raw = json.dumps(data, indent=4, ensure_ascii=False).encode()
         fs = self._fs
         directory = os.path.dirname(os.path.abspath(self.path))
-        makedirs_synced(directory, fs=fs)
+        makedirs_synced(directory, fs=fs, sync_existing=not self._dir_synced)
+        self._dir_synced = True
         tmp = self.path + ".tmp"
         write_synced(tmp, raw, fs=fs)
         if self._main_is_good():

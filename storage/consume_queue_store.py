@@ -119,12 +119,16 @@ class ConsumeQueueStore:
         return any(k[0] == topic for k in self._cqs)
 
     def delete_topic(self, topic: str) -> int:
-        """Drop the topic's queues (files and directory) and queue offsets; returns how many."""
+        """Drop the topic's queues (files and directory) and queue offsets; returns how many.
+        The root's fsync makes the removal durable: a power cut must not bring the queues back
+        (a new master would find records of a deleted topic)."""
         keys = [k for k in self._cqs if k[0] == topic]
         for key in keys:
             self._cqs.pop(key).destroy()
             self._next.pop(key, None)
         self._fs.rmtree(os.path.join(self.root, topic))
+        if self._fs.isdir(self.root):
+            self._fs.fsync_dir(self.root)
         return len(keys)
 
     def destroy_all(self) -> None:

@@ -5,9 +5,13 @@
 - `write_file_atomic`: temp file in the same directory, fsync, ``replace``, directory fsync
   (creating the directory with `makedirs_synced`); readers and a crash see the old file or
   the new one, never a mix.
-- `makedirs_synced`: ``makedirs(exist_ok=True)`` whose new directories survive a crash: the
-  parent of each directory it creates is fsynced (nothing when they all exist). A new file's
-  directory fsync makes the file's name durable only if the directory's own name is durable.
+- `makedirs_synced`: ``makedirs(exist_ok=True)`` whose directories survive a crash: the parent
+  of each directory of the path is fsynced, also when the directory exists (a kill -9 during a
+  store's first open may have left it in the page cache only; a store's open is the place to
+  make it durable, and an fsync of a clean directory costs next to nothing).
+  ``sync_existing=False`` fsyncs only the parents of the directories it creates (for a
+  directory its owner already made durable at open). A new file's directory fsync makes the
+  file's name durable only if the directory's own name is durable.
   `makedirs_unsynced` creates them and returns the parents to fsync, for a caller that fsyncs
   them later, before it claims anything under them is durable.
 - `read_file`: a whole file's bytes (FileNotFoundError when it does not exist).
@@ -71,10 +75,29 @@ def makedirs_unsynced(path: str, *, fs: FileSystem = OS_FS) -> list[str]:
     return [os.path.dirname(d) for d in reversed(missing)]
 
 
-def makedirs_synced(path: str, *, fs: FileSystem = OS_FS) -> None:
-    """``makedirs(path, exist_ok=True)``; a crash cannot take back a directory it created."""
-    for parent in makedirs_unsynced(path, fs=fs):
+def makedirs_synced(path: str, *, fs: FileSystem = OS_FS, sync_existing: bool = True) -> None:
+    """``makedirs(path, exist_ok=True)``; then a crash cannot take back ``path`` or any of its
+    parents (module docstring: ``sync_existing``)."""
+    created = makedirs_unsynced(path, fs=fs)
+    if not sync_existing:
+        for parent in created:
+            fs.fsync_dir(parent)
+        return
+    for parent in _ancestors(os.path.abspath(path)):
         fs.fsync_dir(parent)
+
+
+def _ancestors(path: str) -> list[str]:
+    """Every directory holding a component of ``path``, outermost first ("/" included)."""
+    out: list[str] = []
+    p = path
+    while True:
+        parent = os.path.dirname(p)
+        if parent == p:
+            break
+        out.append(parent)
+        p = parent
+    return list(reversed(out))
 
 
 def write_synced(path: str, data: bytes, *, fs: FileSystem = OS_FS) -> None:
@@ -94,7 +117,7 @@ def write_file_atomic(
     path: str, data: bytes, *, tmp_suffix: str = ".tmp", fs: FileSystem = OS_FS
 ) -> None:
     directory = os.path.dirname(os.path.abspath(path))
-    makedirs_synced(directory, fs=fs)
+    makedirs_synced(directory, fs=fs, sync_existing=False)  # its owner made it durable at open
     tmp = path + tmp_suffix
     write_synced(tmp, data, fs=fs)
     fs.replace(tmp, path)

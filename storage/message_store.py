@@ -368,6 +368,11 @@ class MessageStore:
         cover them, or their messages could not be read)."""
         return self._queues.queues_with_records()
 
+    def undispatched_records(self, topic: str) -> list[bytes]:
+        """The records of ``topic`` in the log above the dispatched offset (a new master's
+        tail above confirmOffset), whole, in log order."""
+        return self._dispatch.undispatched(topic)
+
     def take_arrivals(self) -> dict[tuple[str, int], int]:
         """Queues that got new ConsumeQueue entries since the last call, with their new max
         offset (what long-polling pulls wait for)."""

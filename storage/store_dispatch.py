@@ -242,6 +242,13 @@ class StoreDispatch:
                 queues.raise_next_offset(key, qo + 1)
         return len(records)
 
+    def undispatched(self, topic: str) -> list[bytes]:
+        """The whole records of ``topic`` above the dispatched offset (above confirmOffset:
+        counted into the queue offsets, in no ConsumeQueue yet), in log order."""
+        records, _ = self._commitlog.scan_records(self._dispatched, self._commitlog.max_offset)
+        of_record = self._requests.of_record
+        return [r for o, r in records if of_record(o, r, 0)[0][0] == topic]
+
     # ------------------------------------------------------------------ confirmOffset
 
     def advance_confirm(self, offset: int) -> None:

@@ -202,6 +202,47 @@ MUTANTS: list[Mutant] = [
         ],
     ),
     Mutant(
+        "metadata journal not written (issue 26: the promoted slave adopts the topic)",
+        "actors/broker/broker.py",
+        "        self.tables.topics.journal = self.tables.groups.journal = self.journal.record\n",
+        "        pass  # MUTANT\n",
+        [
+            "tests/system/test_metadata_failover_process.py",
+        ],
+    ),
+    Mutant(
+        "metadata journal not replayed by a new master",
+        "actors/broker/tables/meta_journal.py",
+        "        state = meta_log.fold(self._read(view))",
+        "        state = meta_log.fold([])  # MUTANT",
+        [
+            "tests/unit/actors/broker/tables/test_meta_journal.py",
+            "tests/sim/test_metadata_failover.py::test_metadata_survives",
+        ],
+    ),
+    Mutant(
+        "makedirs_synced skips directories that exist",
+        "storage/durable.py",
+        "    if not sync_existing:",
+        "    if True:  # MUTANT",
+        [
+            "tests/unit/storage/test_durable_dirs.py",
+        ],
+    ),
+    Mutant(
+        "controller grace window fixed at the default timeout",
+        "actors/controller/heartbeat_manager.py",
+        "        return max(self._timeouts.values(), default=self._default_timeout_ms)",
+        "        return self._default_timeout_ms  # MUTANT",
+        [
+            "tests/unit/actors/controller/test_heartbeat_manager.py",
+            "tests/actor/controller/test_master_death_check.py::"
+            "test_a_new_leader_listens_one_broker_heartbeat_timeout_not_ten_seconds",
+            "tests/actor/controller/test_master_death_check.py::"
+            "test_after_every_controller_restarts_verdicts_are_unknown_one_timeout_only",
+        ],
+    ),
+    Mutant(
         "role service: a slave is taken for master",
         "actors/broker/roles/replicas_manager.py",
         "        return self.core is not None and self.core.is_master",

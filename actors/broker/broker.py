@@ -54,6 +54,7 @@ from rocketrio.actors.broker.store.disk_usage import DiskSpace, disk_space
 from rocketrio.actors.broker.store.escape_bridge import EscapeBridge
 from rocketrio.actors.broker.store.view import RunBlocking
 from rocketrio.actors.broker.tables.broker_tables import BrokerTables
+from rocketrio.actors.broker.tables.meta_journal import MetaJournal
 from rocketrio.actors.broker.transaction.service import build_transaction_service
 from rocketrio.actors.client.message import UniqIdGenerator
 from rocketrio.actors.kernel.clock import wallclock_ms
@@ -144,6 +145,14 @@ class Broker:
         # RemoteEscape with enableRemoteEscape
         self.escape_bridge: EscapeBridge | None = None
         self._local_masters: Callable[[], list[LocalTarget]] | None = None
+        actor, roles = self.store.actor, self.roles
+        self.journal = MetaJournal(
+            actor,
+            lambda: roles.serving_as_master() and actor.writes_as_master(),
+            io.now_ms,
+            log=self.log,
+        )
+        self.tables.topics.journal = self.tables.groups.journal = self.journal.record
 
     def _build_messaging(self) -> None:
         """Clients, pull, send, POP, delays and transactions."""
@@ -206,6 +215,7 @@ class Broker:
             consumers=self.clients.consumers,
             stats=self.counters,
             is_master=is_master,
+            journal_settled=self.journal.settled,
         )
         self.static = StaticTopicFeature(
             io,
@@ -291,11 +301,16 @@ class Broker:
 
     def on_role_change(self, change: RoleChange) -> None:
         """A role taken (controller mode): a new master rebuilds its transactions from the store
-        and serves every queue its log holds; the NameServers hear it at once, with the
-        masterEpoch as DataVersion stateVersion (upstream nextVersion(newMasterEpoch))."""
+        and, before its first write, makes its topic and group tables what its metadata journal
+        says (tables/meta_journal.py: a promoted slave serves the topics exactly as the old
+        master configured them, deleted ones stay deleted); the NameServers hear it at once,
+        with the masterEpoch as DataVersion stateVersion (upstream nextVersion(newMasterEpoch))."""
         self.transactions.role_changed()
         if change.role is not BrokerRole.SLAVE:
-            self.tables.topics.adopt_queues(self.store.view.queues_with_records())
+            view = self.store.view
+            self.journal.replay(
+                view, self.tables.topics, self.tables.groups, view.queues_with_records()
+            )
         self.tables.topics.set_state_version(change.state_version)
         self.schedule.role_changed()
 

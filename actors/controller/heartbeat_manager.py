@@ -21,7 +21,12 @@ Rules (upstream DefaultBrokerHeartbeatManager, with the fixes noted):
   replica that just started, has heard nobody yet. `reset(now_ms)` (call it when the replica
   starts and when it becomes leader) clears the table and opens a grace window; until
   `liveness_settled(now_ms)` the leader must not depose masters for silence (#8380-style wrong
-  elections after a controller switch).
+  elections after a controller switch). The window is one *broker* heartbeat timeout, not a
+  fixed 10 s (issue 26): the longest `heartbeatTimeoutMills` this replica has heard from any
+  broker (remembered across resets; one heard during the window lengthens it), the default
+  only while it has heard none. Brokers of one cluster share controllerHeartBeatTimeoutMills;
+  a broker this replica never heard that uses a longer timeout than every broker it heard is
+  judged by the shorter one (docs/failover.md).
 - `verdict` is this replica's answer when the leader asks a peer to confirm a master's death
   (upstream #4800, see failover.py): ALIVE while alive; DEAD when expired, or absent (never
   heard, or removed when its connection closed) from a settled table; UNKNOWN when absent while
@@ -88,20 +93,28 @@ class BrokerHeartbeatManager:
             raise ValueError(f"default_timeout_ms must be > 0, got {default_timeout_ms}")
         self._default_timeout_ms = default_timeout_ms
         self._table: dict[BrokerIdentity, BrokerLiveInfo] = {}
-        self._settled_at_ms: int | None = None
+        self._reset_at_ms: int | None = None
+        # the last heartbeat timeout each broker sent (kept across resets): the grace window
+        self._timeouts: dict[BrokerIdentity, int] = {}
         # brokers this replica heard and then saw die (closed connection, expired heartbeat),
         # until heard again: "dead" is then a fact, even inside the grace window
         self._seen_dead: set[BrokerIdentity] = set()
 
     def reset(self, now_ms: int) -> None:
-        """Forget everything and listen for one default timeout before judging silence."""
+        """Forget who is alive and listen for one broker heartbeat timeout (`grace_ms`)
+        before judging silence."""
         self._table.clear()
         self._seen_dead.clear()
-        self._settled_at_ms = now_ms + self._default_timeout_ms
+        self._reset_at_ms = now_ms
+
+    def grace_ms(self) -> int:
+        """How long a reset table listens: the longest heartbeat timeout heard from a broker,
+        the default while none was heard."""
+        return max(self._timeouts.values(), default=self._default_timeout_ms)
 
     def liveness_settled(self, now_ms: int) -> bool:
         """False during the grace window after `reset`: silence does not yet mean death."""
-        return self._settled_at_ms is None or now_ms >= self._settled_at_ms
+        return self._reset_at_ms is None or now_ms >= self._reset_at_ms + self.grace_ms()
 
     def on_heartbeat(
         self,
@@ -121,17 +134,17 @@ class BrokerHeartbeatManager:
         key = BrokerIdentity(cluster_name, broker_name, broker_id)
         prev = self._table.get(key)
         self._seen_dead.discard(key)
+        timeout = (
+            timeout_ms if timeout_ms is not None and timeout_ms > 0 else self._default_timeout_ms
+        )
+        self._timeouts[key] = timeout
         self._table[key] = BrokerLiveInfo(
             cluster_name=cluster_name,
             broker_name=broker_name,
             broker_id=broker_id,
             broker_addr=broker_addr,
             last_update_ms=now_ms,
-            heartbeat_timeout_ms=(
-                timeout_ms
-                if timeout_ms is not None and timeout_ms > 0
-                else self._default_timeout_ms
-            ),
+            heartbeat_timeout_ms=timeout,
             epoch=-1 if epoch is None else epoch,
             max_offset=-1 if max_offset is None else max_offset,
             confirm_offset=-1 if confirm_offset is None else confirm_offset,

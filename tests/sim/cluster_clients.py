@@ -142,6 +142,7 @@ class ProducerDriver:
     pause_s: tuple[float, float] = (0.02, 0.25)
     sent: int = 0
     seq: int = 0
+    batch: bool = False  # SEND_BATCH_MESSAGE of 1-4 messages (SimSpec.batch_sends)
 
     def _body(self, rng: random.Random) -> bytes:
         self.seq += 1
@@ -177,6 +178,10 @@ class ProducerDriver:
 
     async def _sender(self, producer: Producer, rng: random.Random) -> None:
         while self.sent < self.max_messages:
+            if self.batch:
+                await self._send_batch(producer, rng)
+                await trio.sleep(rng.uniform(*self.pause_s))
+                continue
             self.sent += 1
             body = self._body(rng)
             try:
@@ -191,6 +196,26 @@ class ProducerDriver:
                 else:
                     self.checker.count(f"send_{result.send_status.value}")
             await trio.sleep(rng.uniform(*self.pause_s))
+
+    async def _send_batch(self, producer: Producer, rng: random.Random) -> None:
+        """One batch: acknowledged as a whole, its messages at consecutive queue offsets of one
+        queue, each with its own offset message id."""
+        bodies = [self._body(rng) for _ in range(rng.randint(1, 4))]
+        self.sent += len(bodies)
+        try:
+            results = await producer.send_batch([Message(TOPIC, b) for b in bodies])
+        except (MQClientError, RemotingError):
+            self.checker.count("send_failed")
+            return
+        (result,) = results  # small bodies: one request
+        if result.send_status is not SendStatus.SEND_OK:
+            self.checker.count(f"send_{result.send_status.value}")
+            return
+        ids = result.offset_msg_id.split(",")
+        mq = result.message_queue
+        for i, body in enumerate(bodies):
+            self._acked(mq.brokerName, mq.queueId, result.queue_offset + i, body, ids[i])
+        self.checker.count("batches_acked")
 
     def _acked(self, set_name: str, qid: int, qoffset: int, body: bytes, msg_id: str) -> None:
         ack = self.tap.lookup(msg_id)

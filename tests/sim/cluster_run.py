@@ -38,8 +38,9 @@ from tests.sim.cluster_sim import SETS, SimSpec, World
 
 # after healing and restarting everything: a dead master is noticed after
 # controllerHeartBeatTimeoutMills (2 s) + the controller's scan (1 s); a new controller leader
-# first listens for 10 s before it deposes a silent master; a broker's start-up retries back
-# off to at most 10 s + 1 s jitter: 20 s leaves room for one of the long waits
+# first listens for one broker heartbeat timeout (2 s) before it deposes a silent master; a
+# broker's start-up retries back off to at most 10 s + 1 s jitter: 20 s leaves room for one of
+# the long waits
 LIVENESS_BOUND_S = 20.0
 CONVERGE_BOUND_S = 30.0
 
@@ -259,6 +260,7 @@ async def _run_clients(
         random.Random(world.rng.getrandbits(32)),
         spec.queues,
         spec.max_messages,
+        batch=spec.batch_sends,
     )
     consumer_rng = random.Random(world.rng.getrandbits(32))
     with scope:

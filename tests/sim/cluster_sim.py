@@ -34,6 +34,7 @@ from rocketrio.actors.client.errors import MQClientError
 from rocketrio.actors.controller.config import ControllerConfig
 from rocketrio.actors.kernel.remoting import RemotingError
 from rocketrio.actors.namesrv.config import NamesrvConfig
+from rocketrio.protocol.bodies import TopicConfig
 from rocketrio.protocol.message import decode_stored
 from rocketrio.storage.message_store import MessageStore
 from tests.harness.sim_disk import SimFileSystem
@@ -41,6 +42,7 @@ from tests.harness.sim_network import SimNetwork
 from tests.sim.cluster_checks import ClusterChecker, ReplicaState
 from tests.sim.cluster_clients import TOPIC, AckTap
 from tests.sim.cluster_nodes import BrokerProc, ControlProc, Host, Process, SlowDisk
+from tests.sim.metadata_checks import MetadataChecker
 
 SETS = ("broker-a", "broker-b")
 NS_PORT, CTRL_PORT = 9876, 9878
@@ -67,6 +69,10 @@ class SimSpec:
     max_messages: int
     steps: int
     focus: str = "mixed"  # which faults the schedule favours: mixed, controllers, replication
+    # scripted scenarios only (never drawn, so every seed keeps its run): broker process name
+    # -> BrokerConfig keys it overrides (asyncLearner, allAckInSyncStateSet, inSyncReplicas ...)
+    broker_overrides: tuple[tuple[str, tuple[tuple[str, object], ...]], ...] = ()
+    batch_sends: bool = False  # producers send SEND_BATCH_MESSAGE batches of 1-4 messages
 
     @classmethod
     def draw(cls, seed: int) -> SimSpec:
@@ -124,6 +130,7 @@ class World:
         self.rng = random.Random(spec.seed ^ 0x5EED)
         self.net = SimNet(self.rng.getrandbits(32))
         self.tap = AckTap(checker)
+        self.meta = MetadataChecker(checker.fail, checker.count)
         self.controls: list[ControlProc] = []
         self.brokers: dict[str, list[BrokerProc]] = {s: [] for s in SETS}
         self._build()
@@ -166,7 +173,7 @@ class World:
                         self._host(ip),
                         self.net,
                         self.nursery,
-                        config=self._broker_config(set_name, ip),
+                        config=self._broker_config(set_name, ip, f"{set_name}-{k}"),
                         rng=random.Random(self.rng.getrandbits(32)),
                         tap=self.tap.install,
                         set_name=set_name,
@@ -195,8 +202,9 @@ class World:
             rng=random.Random(self.rng.getrandbits(32)),
         )
 
-    def _broker_config(self, set_name: str, ip: str) -> Callable[[], BrokerConfig]:
+    def _broker_config(self, set_name: str, ip: str, name: str) -> Callable[[], BrokerConfig]:
         spec = self.spec
+        overrides = dict(dict(spec.broker_overrides).get(name, ()))
 
         def make() -> BrokerConfig:
             return BrokerConfig(
@@ -228,6 +236,7 @@ class World:
                 haSendHeartbeatInterval=1000,
                 haHousekeepingInterval=4000,
                 syncFlushTimeout=3000,
+                **overrides,  # type: ignore[arg-type]
             )
 
         return make
@@ -326,6 +335,8 @@ class World:
     async def create_topic(self) -> None:
         """The topic on every broker (a slave promoted later must know it)."""
         q = self.spec.queues
+        for s in SETS:
+            self.meta.topic_command(s, TopicConfig(TOPIC, q, q))
         async with MQAdmin(";".join(self.ns_addrs), self.net.transport(self.client_ip)) as admin:
             for p in self.all_brokers():
                 for _ in range(50):
@@ -338,6 +349,8 @@ class World:
                         await trio.sleep(0.2)
                 else:
                     self.checker.fail(f"could not create the topic on {p.name}")
+        for s in SETS:
+            self.meta.topic_answered(s, TopicConfig(TOPIC, q, q))
 
     def check_processes(self) -> None:
         self.checker.raise_problems()
@@ -370,6 +383,13 @@ class World:
             if b is not None and b.recovery is not None:
                 key = f"{master.name}#{master.incarnation}"  # type: ignore[union-attr]
                 self.checker.check_dispatched(key, s, partial(_body_at, b.store.message_store))
+                self.meta.check_master(
+                    s,
+                    key,
+                    b.tables.topics.table,
+                    b.tables.groups.table,
+                    b.store.message_store.queues_with_records(),
+                )
 
 
 def _body_at(store: MessageStore, topic: str, queue_id: int, offset: int) -> bytes | None:

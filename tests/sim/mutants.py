@@ -17,7 +17,13 @@ import attrs
 
 from rocketrio.actors.broker.ha.slave_core import SlaveCore, Truncate
 from rocketrio.actors.broker.ha.sync_state import SyncStateCore
+from rocketrio.actors.broker.roles.slave_sync import SlaveSynchronize
+from rocketrio.actors.broker.send.processor import SendMessageProcessor
+from rocketrio.actors.broker.tables.meta_journal import MetaJournal
+from rocketrio.actors.broker.tables.tables import TopicTable
 from rocketrio.actors.raft.replication import ReplicationMixin
+from rocketrio.protocol.bodies import TopicConfig
+from rocketrio.protocol.codes import RequestCode
 from rocketrio.storage.commitlog.segments import SegmentFiles
 from rocketrio.storage.message_store import MessageStore
 from rocketrio.storage.raft_log import RaftLog
@@ -128,6 +134,72 @@ def _ack_before_sync_state_set_holds_it(patch: Patch) -> None:
     patch(SyncStateCore, "ack_bound", ack_bound)
 
 
+def _adopt_with_default_queues(patch: Patch) -> None:
+    def record(self: MetaJournal, change: Any) -> None:
+        pass  # MUTANT: no metadata journal (the product before issue 26)
+
+    def replay(self: MetaJournal, view: Any, topics: Any, groups: Any, queues: Any) -> None:
+        # MUTANT: a new master adopts every queue range it does not know with
+        # max(queues seen, defaultTopicQueueNums), and widens known topics to their records
+        for topic, n in queues.items():
+            have = topics.select(topic)
+            if have is None:
+                q = max(n, topics.config.defaultTopicQueueNums)
+                topics.update(TopicConfig(topic, q, q))
+            elif have.readQueueNums < n or have.writeQueueNums < n:
+                w = max(have.writeQueueNums, n)
+                topics.update(TopicConfig(topic, max(have.readQueueNums, n), w, have.perm))
+
+    patch(MetaJournal, "record", record)
+    patch(MetaJournal, "replay", replay)
+
+
+def _topic_delete_not_persisted(patch: Patch) -> None:
+    def delete(self: TopicTable, topic: str) -> bool:
+        # MUTANT: gone from memory only: neither topics.json nor the journal hears of it
+        return self.table.pop(topic, None) is not None
+
+    patch(TopicTable, "delete", delete)
+
+
+def _send_accepts_any_queue_id(patch: Patch) -> None:
+    real = SendMessageProcessor._check
+
+    def _check(self: SendMessageProcessor, h: Any, producer: str) -> Any:
+        qid = h.queueId
+        h.queueId = 0  # MUTANT: the queue id is not checked against the topic's queues
+        try:
+            return real(self, h, producer)
+        finally:
+            h.queueId = qid
+
+    patch(SendMessageProcessor, "_check", _check)
+
+
+def _slave_sync_skips_offsets(patch: Patch) -> None:
+    real = SlaveSynchronize._get
+
+    async def _get(self: SlaveSynchronize, client: Any, addr: str, code: int) -> bytes:
+        body = await real(self, client, addr, code)
+        if code == RequestCode.GET_ALL_CONSUMER_OFFSET:
+            return b'{"offsetTable": {}}'  # MUTANT: a slave never copies consumer offsets
+        return body
+
+    patch(SlaveSynchronize, "_get", _get)
+
+
+def _learner_joins_the_sync_state_set(patch: Patch) -> None:
+    real = SyncStateCore.on_connected
+
+    def on_connected(
+        self: SyncStateCore[Any], broker_id: int, *, learner: bool, now_ms: int
+    ) -> Any:
+        # MUTANT: an asyncLearner is treated as an ordinary slave (joins the set, can be elected)
+        return real(self, broker_id, learner=False, now_ms=now_ms)
+
+    patch(SyncStateCore, "on_connected", on_connected)
+
+
 MUTANTS: dict[str, Mutant] = {
     m.name: m
     for m in (
@@ -182,6 +254,34 @@ MUTANTS: dict[str, Mutant] = {
             "ack_before_replicas",
             "the master acknowledges a write before the SyncStateSet holds it",
             _ack_before_sync_state_set_holds_it,
+        ),
+        Mutant(
+            "adopt_with_default_queues",
+            "no metadata journal: a promoted slave adopts a topic it has records of but no "
+            "config for with max(queues seen, defaultTopicQueueNums) (issue 26)",
+            _adopt_with_default_queues,
+        ),
+        Mutant(
+            "topic_delete_not_persisted",
+            "a topic delete drops the topic from memory only (topics.json and the metadata "
+            "journal never hear of it)",
+            _topic_delete_not_persisted,
+        ),
+        Mutant(
+            "send_accepts_any_queue_id",
+            "the send path stores a message in any queue id, whatever the topic's queue count",
+            _send_accepts_any_queue_id,
+        ),
+        Mutant(
+            "learner_joins_the_sync_state_set",
+            "a master treats an asyncLearner like an ordinary slave (it joins the "
+            "SyncStateSet and can be elected)",
+            _learner_joins_the_sync_state_set,
+        ),
+        Mutant(
+            "slave_sync_skips_offsets",
+            "a slave's SlaveSynchronize never copies its master's consumer offsets",
+            _slave_sync_skips_offsets,
         ),
     )
 }

@@ -4,7 +4,7 @@ queries (processor.py, handlers.py) and moving a group's offsets on a live broke
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 
 from rocketrio.actors.broker.admin.handlers import admin_handlers
 from rocketrio.actors.broker.admin.offset_reset import (
@@ -33,6 +33,7 @@ class AdminFeature:
         consumers: ConsumerManager,
         stats: BrokerStats,
         is_master: Callable[[], bool],
+        journal_settled: Callable[[], Awaitable[str | None]] | None = None,
     ) -> None:
         config = io.config
         self.processor = AdminProcessor(
@@ -45,6 +46,7 @@ class AdminFeature:
             deleter=store.actor,
             stats=stats,
             now_ms=io.now_ms,
+            journal_settled=journal_settled,
         )
         self.offset_reset = OffsetResetProcessor(
             lambda: config.brokerName,

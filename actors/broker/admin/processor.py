@@ -20,7 +20,7 @@ offset tables, the consumer manager, the store view, the store's topic deletion
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Protocol
 
 import attrs
@@ -113,8 +113,11 @@ class AdminProcessor:
         deleter: TopicDeleter,
         stats: BrokerStats,
         now_ms: Callable[[], int],
+        journal_settled: Callable[[], Awaitable[str | None]] | None = None,
     ) -> None:
         self.config = config
+        # the metadata journal (tables/meta_journal.py): an answer waits for its records
+        self.journal_settled = journal_settled
         self.topics = topics
         self.groups = groups
         self.offsets = offsets
@@ -161,7 +164,7 @@ class AdminProcessor:
         )
         if self.topics.update(tc):  # persisted before the answer, registered right away
             await self.topics.persist()
-        return DONE
+        return await self._journaled()
 
     async def delete_topic(self, h: DeleteTopicRequestHeader) -> Done | Refusal:
         bad = check_topic_name(h.topic)
@@ -178,7 +181,7 @@ class AdminProcessor:
             await self.offsets.persist()
         if existed:
             await self.topics.persist()
-        return DONE
+        return await self._journaled()
 
     def all_topic_config(self) -> TopicConfigSerializeWrapper:
         return self.topics.snapshot()
@@ -200,7 +203,7 @@ class AdminProcessor:
         sgc.attributes = altered
         if self.groups.update(sgc):
             await self.groups.persist()
-        return DONE
+        return await self._journaled()
 
     def all_groups(self) -> SubscriptionGroupWrapper:
         return self.groups.snapshot()
@@ -216,13 +219,27 @@ class AdminProcessor:
             )
         return sgc
 
-    async def delete_group(self, h: DeleteSubscriptionGroupRequestHeader) -> Done:
+    async def delete_group(self, h: DeleteSubscriptionGroupRequestHeader) -> Done | Refusal:
         self.stats.items.on_group_deleted(h.groupName)
         if self.groups.delete(h.groupName):
             await self.groups.persist()
         if h.cleanOffset and self.offsets.remove_group(h.groupName):
             await self.offsets.persist()
-        return DONE
+        return await self._journaled()
+
+    async def _journaled(self) -> Done | Refusal:
+        """After a change: wait until its metadata-journal records are acknowledged (on the
+        SyncStateSet, like a sync send), so an answered change survives a failover."""
+        if self.journal_settled is None:
+            return DONE
+        failed = await self.journal_settled()
+        if failed is None:
+            return DONE
+        return Refusal(
+            ResponseCode.SYSTEM_ERROR,
+            f"applied on this broker, but its metadata journal record is not acknowledged "
+            f"({failed}): a failover now may undo it; retry the command",
+        )
 
     # ------------------------------------------------------------------ broker info
 

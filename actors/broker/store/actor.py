@@ -236,6 +236,11 @@ class StoreActor(Actor[StoreMsg]):
         """Take nothing (a deposed master waiting for an election)."""
         await self.actor_call(lambda a: a.replication.set_role(StoreRole.FENCED))
 
+    def writes_as_master(self) -> bool:
+        """The store takes puts as the master of a recorded epoch (not STANDALONE: a classic
+        master's store is standalone until its role service records its epoch)."""
+        return self.replication.role is StoreRole.MASTER
+
     # -- the master's HA port (reads, inline)
     def log_min_offset(self) -> int:
         return self.store.get_commitlog_min_offset()

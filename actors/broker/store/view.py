@@ -192,6 +192,10 @@ class StoreView:
     def queues_with_records(self) -> dict[str, int]:
         return self._store.queues_with_records()
 
+    def undispatched_records(self, topic: str) -> list[bytes]:
+        """Records of ``topic`` in the log but in no ConsumeQueue yet (above confirmOffset)."""
+        return self._store.undispatched_records(topic)
+
     def queue_count(self) -> int:
         """How many ConsumeQueues the store holds (O(1))."""
         return self._store.queue_count()

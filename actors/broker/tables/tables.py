@@ -31,6 +31,13 @@ from rocketrio.actors.broker.store.view import RunBlocking
 from rocketrio.actors.broker.tables.config_file import ConfigFile
 from rocketrio.actors.broker.tables.consumer_offset import ConsumerOffsetManager
 from rocketrio.actors.broker.tables.json_table import JsonFileTable
+from rocketrio.actors.broker.tables.meta_log import (
+    GroupGone,
+    GroupSet,
+    MetaChange,
+    TopicGone,
+    TopicSet,
+)
 from rocketrio.actors.broker.tables.subscription_group import SubscriptionGroupManager
 from rocketrio.actors.broker.tables.topic_config import TopicConfigManager
 from rocketrio.actors.observe import events
@@ -68,6 +75,8 @@ class TopicTable(TopicConfigManager, JsonFileTable):
     ) -> None:
         super().__init__(config, now_ms)
         self.on_change = on_change
+        # the metadata journal (meta_journal.py): every change, in the order made
+        self.journal: Callable[[MetaChange], None] = lambda _change: None
         self.log = structlog.get_logger("broker").bind(broker=config.brokerName)
         self.file = ConfigFile(
             config_path(config.storePathRootDir, TOPICS_FILE),
@@ -87,6 +96,7 @@ class TopicTable(TopicConfigManager, JsonFileTable):
         self.file.mark_dirty()
         self.on_change()
         if tc is not None:
+            self.journal(TopicSet(attrs.evolve(tc)))
             events.emit(
                 self.log,
                 events.TopicUpdated(
@@ -124,6 +134,7 @@ class TopicTable(TopicConfigManager, JsonFileTable):
         existed = super().delete(topic)
         if existed:
             self._changed(None)
+            self.journal(TopicGone(topic))
             events.emit(self.log, events.TopicDeleted(topic=topic))
         return existed
 
@@ -134,32 +145,6 @@ class TopicTable(TopicConfigManager, JsonFileTable):
         self.data_version = DataVersion(state_version, self.now_ms(), v.counter + 1)
         self.file.mark_dirty()
         self.on_change()
-
-    def adopt_queues(self, queues_with_records: dict[str, int]) -> None:
-        """A new master must serve every queue its log holds records of. Its slave sync may
-        not have copied a topic (the master created it moments before dying; the sync runs
-        one round trip after a new queue's first record arrives, so the window is short) or
-        its latest queue count (the topic grew). A missing topic is created as a send would
-        auto-create it (defaultTopicQueueNums queues), widened to cover the queues that hold
-        records, so every queue a producer may have written stays readable; a known topic
-        narrower than those queues is widened; nothing is ever narrowed (slave_sync drops a
-        late answer from the old master, which would narrow it)."""
-        for topic, n in queues_with_records.items():
-            have = self.select(topic)
-            if have is None:
-                q = max(n, self.config.defaultTopicQueueNums)
-                self.update(TopicConfig(topic, q, q))
-            elif have.readQueueNums < n or have.writeQueueNums < n:
-                self.update(
-                    attrs.evolve(
-                        have,
-                        readQueueNums=max(have.readQueueNums, n),
-                        writeQueueNums=max(have.writeQueueNums, n),
-                    )
-                )
-            else:
-                continue
-            events.emit(self.log, events.TopicAdoptedFromQueues(topic=topic, queue_count=n))
 
 
 class GroupTable(SubscriptionGroupManager, JsonFileTable):
@@ -175,6 +160,8 @@ class GroupTable(SubscriptionGroupManager, JsonFileTable):
     ) -> None:
         super().__init__(config.autoCreateSubscriptionGroup, now_ms)
         self.log = structlog.get_logger("broker").bind(broker=config.brokerName)
+        # the metadata journal: operator changes only (an auto-created group re-creates itself)
+        self.journal: Callable[[MetaChange], None] = lambda _change: None
         self.file = ConfigFile(
             config_path(config.storePathRootDir, GROUPS_FILE),
             SubscriptionGroupWrapper,
@@ -188,6 +175,18 @@ class GroupTable(SubscriptionGroupManager, JsonFileTable):
 
     def _adopt_files(self, values: tuple[Any, ...]) -> None:
         self.load(values[0] or SubscriptionGroupWrapper())
+
+    def update(self, sgc: SubscriptionGroupConfig) -> bool:
+        changed = super().update(sgc)
+        if changed:
+            self.journal(GroupSet(attrs.evolve(sgc)))
+        return changed
+
+    def delete(self, group: str) -> bool:
+        existed = super().delete(group)
+        if existed:
+            self.journal(GroupGone(group))
+        return existed
 
     def find_group(self, group: str) -> SubscriptionGroupConfig | None:
         """The group's config, auto-created when allowed (upstream

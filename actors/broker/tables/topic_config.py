@@ -22,6 +22,7 @@ import attrs
 
 from rocketrio.actors.broker.boot.config import BrokerConfig
 from rocketrio.actors.broker.schedule.policy import parse_message_delay_level
+from rocketrio.actors.broker.tables.meta_log import META_TOPIC
 from rocketrio.protocol.bodies import (
     PERM_INHERIT,
     PERM_PRIORITY,
@@ -64,9 +65,11 @@ _STATIC_SYSTEM_TOPICS = frozenset(
         RMQ_SYS_OFFSET_MOVED_EVENT,
     }
 )
-# Topics a producer may not send to (upstream NOT_ALLOWED_SEND_TOPIC_SET).
+# Topics a producer may not send to (upstream NOT_ALLOWED_SEND_TOPIC_SET), and the broker's
+# metadata journal (meta_log.py: only the broker writes it)
 NOT_ALLOWED_SEND_TOPICS = frozenset(
     {
+        META_TOPIC,
         RMQ_SYS_SCHEDULE_TOPIC,
         RMQ_SYS_TRANS_HALF_TOPIC,
         RMQ_SYS_TRANS_OP_HALF_TOPIC,

@@ -49,6 +49,8 @@ from rocketrio.actors.observe.events.broker import (
     GroupOffsetCloned,
     HeldPullFailed,
     MessageToDlq,
+    MetaJournalFailed,
+    MetaJournalReplayed,
     OffsetReset,
     PopOrderAckIllegal,
     PopRevived,

@@ -137,10 +137,33 @@ class ShutdownStepTimeout(LogEvent):
 @event("topic_adopted_from_queues", "warning")
 @attrs.frozen(kw_only=True)
 class TopicAdoptedFromQueues(LogEvent):
-    """Topic adopted from queues."""
+    """A new master found records of a topic that neither its table nor its metadata journal
+    knows (its journal records were cleaned, or written before the journal): it serves exactly
+    the queues its log holds."""
 
     topic: str
     queue_count: int
+
+
+@event("meta_journal_failed", "warning")
+@attrs.frozen(kw_only=True)
+class MetaJournalFailed(LogEvent):
+    """A topic or group change was not written to the metadata journal (full store inbox,
+    store stopped, refused put), or a journal record could not be read on replay."""
+
+    change: str
+    error: str
+
+
+@event("meta_journal_replayed")
+@attrs.frozen(kw_only=True)
+class MetaJournalReplayed(LogEvent):
+    """A broker taking the master role applied its metadata journal to its tables: how many
+    topics (of them deleted) and groups the journal names."""
+
+    journal_topics: int
+    journal_deleted_topics: int
+    journal_groups: int
 
 
 @event("topic_deleted")

@@ -114,8 +114,9 @@ async def test_a_new_master_serves_a_topic_its_slave_sync_never_copied(
     tmp_path: Path, mock_clock: trio.testing.MockClock
 ) -> None:
     """A topic created on the master moments before it died (the slave's metadata sync had not
-    run yet) is still served by the new master: as a send would auto-create it, widened to
-    every queue holding acknowledged messages, dispatched before the promotion or not."""
+    run yet) is served by the new master exactly as created (the metadata journal in the
+    replicated log, issue 26), with every acknowledged message readable, dispatched before the
+    promotion or not."""
     async with cluster(tmp_path, 41) as c:
         a, b = await pair(c)
         await trio.sleep(11)  # past the controller's listening window after its election
@@ -131,8 +132,8 @@ async def test_a_new_master_serves_a_topic_its_slave_sync_never_copied(
         await a.crash()
         await wait_until(lambda: awaits_true(b.rm.serving_as_master()), "B promoted")
         tc = b.b.tables.topics.select("Fresh")
-        assert tc is not None and tc.readQueueNums == tc.writeQueueNums == 11
-        visible = await read_queues(c, b, topic="Fresh", queues=11)
+        assert tc is not None and tc.readQueueNums == tc.writeQueueNums == 12
+        visible = await read_queues(c, b, topic="Fresh", queues=12)
         assert {body: q for (q, _), body in visible.items()} == acked
 
 

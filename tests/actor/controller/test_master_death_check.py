@@ -342,6 +342,63 @@ async def test_grace_window_after_controller_leader_change_still_applies(
         assert tally["reason"] == "master_inactive" and tally["no_answer"] == [old.self_id]
 
 
+async def test_a_new_leader_listens_one_broker_heartbeat_timeout_not_ten_seconds(
+    tmp_path: Path, mock_clock: trio.testing.MockClock
+) -> None:
+    """Issue 26: brokers with controllerHeartBeatTimeoutMills=2000 (heartbeats every 500 ms);
+    the controller leader changes and the master dies inside the new leader's window: the new
+    leader deposes it after one broker timeout (2 s) and a scan, not after a fixed 10 s."""
+    fast = {"controllerHeartBeatTimeoutMills": 2000, "brokerHeartbeatInterval": 500}
+    with structlog.testing.capture_logs() as logs:
+        async with cluster(tmp_path, 28, CTRL_IDS) as c:
+            a, b = c.node(), c.node()
+            await (await a.start(**fast)).wait_role()
+            await (await b.start(**fast)).wait_role()
+            await wait_until(lambda: awaits_equal(c.sync_state_set(), {1, 2}), "B joined")
+            await trio.sleep(3)
+            old = await c.leader()
+            c.crash_controller(old.self_id)
+            new = await c.leader()
+            became = trio.current_time()
+            assert new.heartbeats.grace_ms() == 2000  # heard from the brokers as a follower
+            mark = len(logs)
+            a.crash_now()
+            await wait_master(c, 2, 2 + SCAN_S + 1, 0.05)
+            assert trio.current_time() - became < LISTEN_WINDOW_S
+            (tally,) = tallies(logs[mark:])
+            assert tally["event"] == events.MasterDeathConfirmed.NAME
+
+
+async def test_after_every_controller_restarts_verdicts_are_unknown_one_timeout_only(
+    tmp_path: Path, mock_clock: trio.testing.MockClock
+) -> None:
+    """Issue 26 ("UNKNOWN verdicts from 3 controllers after restarts"): every controller
+    replica restarts and has heard nobody; each answers UNKNOWN for a broker it has not heard
+    only until it has listened for one broker heartbeat timeout (2 s here, learned from the
+    first heartbeats), not for a fixed 10 s, so a master that dies then is replaced within
+    about one timeout and a scan."""
+    fast = {"controllerHeartBeatTimeoutMills": 2000, "brokerHeartbeatInterval": 500}
+    with structlog.testing.capture_logs() as logs:
+        async with cluster(tmp_path, 29, CTRL_IDS) as c:
+            a, b = c.node(), c.node()
+            await (await a.start(**fast)).wait_role()
+            await (await b.start(**fast)).wait_role()
+            await wait_until(lambda: awaits_equal(c.sync_state_set(), {1, 2}), "B joined")
+            for nid in CTRL_IDS:
+                c.crash_controller(nid)
+            await trio.sleep(1)
+            for nid in CTRL_IDS:
+                await c.start_controller(nid)
+            leader = await c.leader()
+            back = trio.current_time()
+            mark = len(logs)
+            a.crash_now()
+            await wait_master(c, 2, 2 + SCAN_S + 2, 0.05)
+            assert trio.current_time() - back < LISTEN_WINDOW_S
+            assert leader.heartbeats.grace_ms() == 2000
+            assert any(e["event"] == events.MasterDeathConfirmed.NAME for e in tallies(logs[mark:]))
+
+
 async def test_single_controller_decides_alone_at_once(
     tmp_path: Path, mock_clock: trio.testing.MockClock
 ) -> None:

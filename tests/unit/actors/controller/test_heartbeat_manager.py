@@ -212,3 +212,42 @@ def test_a_broker_seen_to_die_is_dead_even_inside_the_grace_window() -> None:
     assert m.verdict("c", "a", 2, 2_200) is BrokerAliveVerdict.DEAD
     m.on_heartbeat("c", "a", 1, "h:1", 3_000, timeout_ms=2000)  # back: alive again
     assert m.verdict("c", "a", 1, 3_000) is BrokerAliveVerdict.ALIVE
+
+
+def test_the_grace_window_is_the_brokers_heartbeat_timeout_not_a_fixed_ten_seconds() -> None:
+    """Issue 26: brokers that send controllerHeartBeatTimeoutMills=2000 are judged after 2 s
+    of a new leader's listening, not 10 s (a leader change used to cost 10 s of failover)."""
+    m = BrokerHeartbeatManager()
+    beat(m, 1, 0, timeout_ms=2000)
+    beat(m, 2, 0, timeout_ms=2000)
+    m.reset(5000)  # became leader: the table is forgotten, the timeouts heard are not
+    assert m.grace_ms() == 2000
+    assert not m.liveness_settled(6999)
+    assert m.liveness_settled(7000)
+
+
+def test_a_longer_timeout_heard_during_the_window_lengthens_it() -> None:
+    m = BrokerHeartbeatManager()
+    beat(m, 1, 0, timeout_ms=2000)
+    m.reset(1000)
+    beat(m, 2, 1500, timeout_ms=4000)
+    assert not m.liveness_settled(3000)
+    assert not m.liveness_settled(4999)
+    assert m.liveness_settled(5000)
+
+
+def test_a_replica_that_heard_no_broker_waits_the_default() -> None:
+    m = BrokerHeartbeatManager()
+    m.reset(0)
+    assert m.grace_ms() == DEFAULT_BROKER_CHANNEL_EXPIRED_TIME_MS
+    assert not m.liveness_settled(9999) and m.liveness_settled(10_000)
+    beat(m, 1, 100, timeout_ms=2000)  # the first broker heard names its timeout
+    assert m.liveness_settled(2100)
+
+
+def test_a_broker_that_shortens_its_timeout_shortens_the_window() -> None:
+    m = BrokerHeartbeatManager()
+    beat(m, 1, 0, timeout_ms=8000)
+    beat(m, 1, 100, timeout_ms=3000)  # reconfigured and restarted
+    m.reset(1000)
+    assert m.liveness_settled(4000)
