@@ -509,6 +509,26 @@ class NotifyMinBrokerIdChangeRequestHeader:
     haBrokerAddr: str | None = None
 
 
+@attrs.define(slots=True)
+class ExchangeHAInfoRequestHeader:
+    """EXCHANGE_BROKER_HA_INFO (906), broker -> broker; every field nullable. With
+    masterHaAddress set it pushes the master's HA address; without it, it asks for it."""
+
+    masterHaAddress: str | None = None
+    masterFlushOffset: int | None = None
+    masterAddress: str | None = None
+
+
+@attrs.define(slots=True)
+class ExchangeHAInfoResponseHeader:
+    """The answer to a 906 pull: the master's HA address, max offset and address (every field
+    empty when the answering broker is not the master)."""
+
+    masterHaAddress: str | None = None
+    masterFlushOffset: int | None = None
+    masterAddress: str | None = None
+
+
 # --- transactions (upstream EndTransactionRequestHeader, CheckTransactionStateRequestHeader) --
 
 

@@ -34,6 +34,9 @@ class Mutant:
     tests: list[str]
 
 
+_AM = "tests/actor/broker/test_acting_master.py::"
+_AC = "tests/unit/actors/broker/failover/test_acting_core.py::"
+
 MUTANTS: list[Mutant] = [
     Mutant(
         "CommitLog flush without fsync",
@@ -249,6 +252,95 @@ MUTANTS: list[Mutant] = [
         ],
     ),
     Mutant(
+        "acting master: a masterless group's slave never acts",
+        "actors/broker/failover/acting_core.py",
+        "return self.enabled and self.min_broker_id == self.my_id",
+        "return False  # MUTANT",
+        [_AM + "test_slave_acts_within_the_bound_and_stops_when_the_master_returns"],
+    ),
+    Mutant(
+        "escape: the dead master's own group is a target (upstream #7923)",
+        "actors/broker/failover/escape.py",
+        "if bd.brokerName == own_broker_name or qd is None or addr is None:",
+        "if qd is None or addr is None:  # MUTANT",
+        [_AC + "test_escape_never_targets_its_own_group_even_on_a_stale_route"],
+    ),
+    Mutant(
+        "escape: a due delay/timer message is skipped after a failed escape (upstream #9249)",
+        "actors/broker/schedule/service.py",
+        "                    return now + RETRY_MS\n",
+        "                    self._set_offset(topic, queue_id, first + count)  # MUTANT\n"
+        "                    return now + RETRY_MS\n",
+        [_AM + "test_due_delay_and_timer_messages_escape_to_another_master_none_early_none_lost"],
+    ),
+    Mutant(
+        "escape: an unresolved half is skipped after a failed escape (upstream's 10-failure skip)",
+        "actors/broker/transaction/service.py",
+        "                    break\n                self.decided.add(uniq, end)",
+        "                    pass  # MUTANT\n                self.decided.add(uniq, end)",
+        [_AM + "test_pending_transactions_of_a_dead_master_are_checked_through_escape"],
+    ),
+    Mutant(
+        "escape: the acting slave re-puts POP revives into its own store",
+        "actors/broker/pop/revive_service.py",
+        "        if bridge is not None:\n            if await bridge",
+        "        if False:  # MUTANT\n            if await bridge",
+        [_AM + "test_a_message_popped_from_the_dead_master_is_revived_once_through_escape"],
+    ),
+    Mutant(
+        "strict locks: partial locks are leaked (upstream)",
+        "actors/broker/failover/lock_quorum.py",
+        "        if partial:\n            await self._release(req, partial, granted, quorum)",
+        "        if False:  # MUTANT\n"
+        "            await self._release(req, partial, granted, quorum)",
+        [_AM + "test_one_queue_one_holder_across_the_switch_only_with_strict_locks"],
+    ),
+    Mutant(
+        "strict locks: one member's lock counts",
+        "actors/broker/failover/lock_quorum.py",
+        "    return total_replicas // 2 + 1",
+        "    return 1  # MUTANT",
+        [
+            "tests/unit/actors/broker/failover/test_lock_quorum.py",
+            _AM + "test_one_queue_one_holder_across_the_switch_only_with_strict_locks",
+        ],
+    ),
+    Mutant(
+        "pre-online: a returning master registers at once",
+        "actors/broker/roles/classic.py",
+        "            and deps.pre_online is not None\n",
+        "            and deps.pre_online is None  # MUTANT\n",
+        [_AM + "test_a_returning_master_goes_online_only_with_the_slaves_newer_offsets"],
+    ),
+    Mutant(
+        "pre-online: the slave's whole table is adopted, not per-queue maxima (upstream)",
+        "actors/broker/failover/pre_online.py",
+        "            if offset > ours.get(qid, -1):",
+        "            if offset != ours.get(qid):  # MUTANT",
+        [_AM + "test_a_returning_master_goes_online_only_with_the_slaves_newer_offsets"],
+    ),
+    Mutant(
+        "pre-online: the slave copies the master's tables before the NameServers list it",
+        "actors/broker/roles/classic.py",
+        "        if self.acting.enabled and not self.acting.master_listed():",
+        "        if False:  # MUTANT",
+        [_AM + "test_a_returning_master_goes_online_only_with_the_slaves_newer_offsets"],
+    ),
+    Mutant(
+        "slave sync moves a consumer offset backwards after the master's return",
+        "actors/broker/roles/slave_sync.py",
+        "higher_here = self.keep_higher and mine.get(qid, -1) > offset",
+        "higher_here = False  # MUTANT",
+        [_AM + "test_a_returning_master_goes_online_only_with_the_slaves_newer_offsets"],
+    ),
+    Mutant(
+        "compatibleWithOldNameSrv: the QUERY_DATA_VERSION heartbeat is not sent",
+        "actors/broker/boot/outer_api.py",
+        "            await self._heartbeat_via_data_version(topics_version)\n",
+        "            pass  # MUTANT\n",
+        [_AM + "test_slave_acts_within_the_bound_and_stops_when_the_master_returns"],
+    ),
+    Mutant(
         "container: a member's failure takes the container and its other members down",
         "actors/broker/container/container.py",
         '            return f"{type(why).__name__}: {why}"',
@@ -284,6 +376,30 @@ MUTANTS: list[Mutant] = [
         [
             "tests/unit/actors/broker/container/test_registry.py",
         ],
+    ),
+    Mutant(
+        "escape: the container's acting slave does not escape in-process",
+        "actors/broker/container/container.py",
+        "            broker.use_local_escape(self.escape_targets)\n",
+        "            pass  # MUTANT\n",
+        [
+            "tests/actor/broker/test_acting_master_container.py"
+            "::test_the_acting_slave_escapes_in_process_to_its_containers_other_master",
+        ],
+    ),
+    Mutant(
+        "escape: in-process escape to the dead master's own group (#7923)",
+        "actors/broker/failover/escape.py",
+        "            if target.broker_name == self.own:\n                continue",
+        "            if False:  # MUTANT\n                continue",
+        [_AC + "test_local_escape_skips_its_own_group_then_falls_back_to_remote"],
+    ),
+    Mutant(
+        "POP: an ACK sent to the acting slave is not applied (the message is revived again)",
+        "actors/broker/pop/feature.py",
+        "            acting_ack=lambda qid, ack: acting() and self.revive.apply_ack(qid, ack),",
+        "            acting_ack=None,  # MUTANT",
+        [_AM + "test_a_message_popped_from_the_dead_master_is_revived_once_through_escape"],
     ),
 ]
 

@@ -34,6 +34,9 @@ from rocketrio.actors.broker.boot.store_open import open_store
 from rocketrio.actors.broker.clients.feature import ClientsFeature
 from rocketrio.actors.broker.clients.handlers import on_connect
 from rocketrio.actors.broker.dispatch.table import RequestTable, build_table
+from rocketrio.actors.broker.failover.escape import LocalEscape, LocalTarget, RemoteEscape
+from rocketrio.actors.broker.failover.lock_quorum import QuorumLocker
+from rocketrio.actors.broker.failover.pre_online import PreOnlineService
 from rocketrio.actors.broker.ha.master_service import HAMasterService
 from rocketrio.actors.broker.ha.status_service import HAStatusService
 from rocketrio.actors.broker.pop.feature import PopFeature
@@ -48,6 +51,7 @@ from rocketrio.actors.broker.stats.feature import StatsFeature
 from rocketrio.actors.broker.store.broker_store import BrokerStore, store_host_of
 from rocketrio.actors.broker.store.disk_guard import first_refusal
 from rocketrio.actors.broker.store.disk_usage import DiskSpace, disk_space
+from rocketrio.actors.broker.store.escape_bridge import EscapeBridge
 from rocketrio.actors.broker.store.view import RunBlocking
 from rocketrio.actors.broker.tables.broker_tables import BrokerTables
 from rocketrio.actors.broker.tables.meta_journal import MetaJournal
@@ -113,6 +117,16 @@ class Broker:
             replica_floor=self._replica_floor,
         )
         self.ha_master = HAMasterService.of(io, self.store.actor)
+        self.pre_online = PreOnlineService(
+            c,
+            offsets=self.tables.offsets,
+            delay=self.tables.delay_offsets.table,
+            max_offset=self.store.actor.commitlog_max_offset,
+            ha_links=lambda: [
+                (x.addr, x.slave_id, x.transfer_from) for x in self.ha_master.view().links
+            ],
+            addr=lambda: self.addr,
+        )
         self.roles = make_role_service(
             RoleDeps(
                 io,
@@ -121,8 +135,16 @@ class Broker:
                 addr=lambda: self.addr,
                 on_role_change=self.on_role_change,
                 faults=faults,
+                on_acting_change=self.on_acting_change,
+                pre_online=self.pre_online,
+                on_online=self.on_online,
             )
         )
+        # where an acting slave's re-puts go (RIP-32 escape), set once the broker has its client:
+        # in a container the other groups' masters there first (`use_local_escape`), then
+        # RemoteEscape with enableRemoteEscape
+        self.escape_bridge: EscapeBridge | None = None
+        self._local_masters: Callable[[], list[LocalTarget]] | None = None
         actor, roles = self.store.actor, self.roles
         self.journal = MetaJournal(
             actor,
@@ -159,18 +181,28 @@ class Broker:
             tables=t,
             view=s.view,
             writer=s.actor,
-            is_master=is_master,
+            is_master=self.roles.special_services_on,
             store_host=self.store_host,
+            escape=self._escape_if_acting,
+            acting=self.roles.acting_master,
         )
-        self.schedule = build_schedule_service(io, tables=t, store=s, is_master=is_master)
+        self._escape_target = LocalTarget(io.config.brokerName, t.topics, s.actor)
+        self.schedule = build_schedule_service(
+            io,
+            tables=t,
+            store=s,
+            is_master=self.roles.special_services_on,
+            escape=self._escape_if_acting,
+        )
         self.transactions = build_transaction_service(
             io,
             tables=t,
             store=s,
             producers=self.clients.producers,
-            is_master=is_master,
+            is_master=self._master_online,
             new_uniq_key=new_uniq_key,
             store_host=self.addr,
+            escape=self._escape_if_acting,
         )
 
     def _build_management(self) -> None:
@@ -238,7 +270,14 @@ class Broker:
             ("auth", self.auth.handlers()),
             ("boot", self.live_config.handlers()),
         ]
-        table = build_table(declared, wrappers=[("static_topic", self.static.wrap)])
+        self.locker = QuorumLocker(
+            self.config,
+            self.clients.processor,
+            members=self.roles.group_members,
+            client=lambda: self._client,
+        )
+        wrappers = [("static_topic", self.static.wrap), ("failover", self.locker.wrap)]
+        table = build_table(declared, wrappers=wrappers)
         self.requests = RequestTable(self.config.brokerName, table, gate=self.auth.gate)
         self.server = RemotingServer(
             self.io.transport,
@@ -274,6 +313,37 @@ class Broker:
             )
         self.tables.topics.set_state_version(change.state_version)
         self.schedule.role_changed()
+
+    def on_acting_change(self, acting: bool) -> None:
+        """A classic slave started or stopped acting as master (RIP-32): the special services
+        look at their role again now, not at their next idle poll."""
+        self.schedule.role_changed()
+        self.transactions.role_changed()
+
+    def _ha_links(self) -> list[tuple[str, int | None, int]]:
+        return [(x.addr, x.slave_id, x.transfer_from) for x in self.ha_master.view().links]
+
+    def on_online(self) -> None:
+        """A returning master finished pre-online: register now, start the special services."""
+        self.registration.request()
+        self.schedule.role_changed()
+        self.transactions.role_changed()
+
+    def _master_online(self) -> bool:
+        """A master past pre-online: checks transactions and takes END_TRANSACTION."""
+        return self.roles.serving_as_master() and self.roles.special_services_on()
+
+    @property
+    def escape_target(self) -> LocalTarget:
+        """This broker's entry for the in-process escape of its container's other brokers."""
+        return self._escape_target
+
+    def use_local_escape(self, masters: Callable[[], list[LocalTarget]]) -> None:
+        """In a container: escape to its masters of other groups first (failover/escape.py)."""
+        self._local_masters = masters
+
+    def _escape_if_acting(self) -> EscapeBridge | None:
+        return self.escape_bridge if self.roles.acting_master() else None
 
     def _replica_floor(self, in_sync_only: bool) -> int | None:
         """What the slaves still need of this master's log (None while not master)."""
@@ -342,6 +412,12 @@ class Broker:
 
     def _services(self, client: RemotingClient) -> list[Service]:
         self._client = client
+        c = self.config
+        remote = RemoteEscape(c, client) if c.enableRemoteEscape else None
+        if self._local_masters is not None:
+            self.escape_bridge = LocalEscape(c.brokerName, self._local_masters, remote)
+        elif self.escape_bridge is None:
+            self.escape_bridge = remote
         return [
             Service("store", self.store.run_services),  # the writer first; disks sampled once
             Service("pull", self.pull.run_services),

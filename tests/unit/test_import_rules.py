@@ -143,6 +143,18 @@ KNOWN_EDGES: dict[tuple[str, str, str], str] = {
     (FEATURE_RULE, "actors.broker.roles", "actors.broker.ha.sync_state"): (
         "a classic master's role picks its HA ack policy (SYNC_MASTER or ASYNC_MASTER)"
     ),
+    (FEATURE_RULE, "actors.broker.container", "actors.broker.failover.escape"): (
+        "the container hands its masters' escape entries to its acting slaves (RIP-32)"
+    ),
+    (FEATURE_RULE, "actors.broker.roles", "actors.broker.failover.acting_core"): (
+        "the classic role service asks the RIP-32 core whether this slave acts as master"
+    ),
+    (FEATURE_RULE, "actors.broker.roles", "actors.broker.failover.member_group"): (
+        "the classic role service polls its group's members and answers EXCHANGE_BROKER_HA_INFO"
+    ),
+    (FEATURE_RULE, "actors.broker.roles", "actors.broker.failover.pre_online"): (
+        "a returning classic master runs pre-online before it registers"
+    ),
     (FEATURE_RULE, "actors.broker.roles", "actors.client.api"): (
         "the role service calls the controller and the NameServer with the client's request()"
     ),

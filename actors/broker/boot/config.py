@@ -88,7 +88,18 @@ class BrokerConfig(RemotingServerConfig):
     brokerNotActiveTimeoutMillis: int = attrs.field(default=10_000, validator=positive)
     sendHeartbeatTimeoutMillis: int = attrs.field(default=1000, validator=positive)
     registerBrokerTimeoutMills: int = attrs.field(default=24_000, validator=positive)
+    # slave acting master (RIP-32, failover/): the member-group poll period, escape of
+    # secondary messages to another group's master, pre-online, the DataVersion step of
+    # consumerOffset.json, strict queue locks and the heartbeat of old NameServers (upstream
+    # keys and defaults; totalReplicas is upstream's MessageStoreConfig key)
     enableSlaveActingMaster: bool = False
+    syncBrokerMemberGroupPeriod: int = attrs.field(default=1000, validator=positive)
+    enableRemoteEscape: bool = False
+    skipPreOnline: bool = False
+    consumerOffsetUpdateVersionStep: int = attrs.field(default=500, validator=positive)
+    lockInStrictMode: bool = False
+    compatibleWithOldNameSrv: bool = True
+    totalReplicas: int = attrs.field(default=1, validator=positive)
     # pull / long polling
     longPollingEnable: bool = True
     shortPollingTimeMills: int = attrs.field(default=1000, validator=positive)

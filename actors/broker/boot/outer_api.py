@@ -20,10 +20,15 @@ import trio
 from rocketrio.actors.broker.boot.config import BrokerConfig
 from rocketrio.actors.kernel.remoting import RemotingClient, RemotingError
 from rocketrio.actors.observe import events
-from rocketrio.protocol.bodies import RegisterBrokerBody, TopicConfigSerializeWrapper
+from rocketrio.protocol.bodies import (
+    DataVersion,
+    RegisterBrokerBody,
+    TopicConfigSerializeWrapper,
+)
 from rocketrio.protocol.codes import RequestCode, ResponseCode
 from rocketrio.protocol.headers import (
     BrokerHeartbeatRequestHeader,
+    QueryDataVersionRequestHeader,
     RegisterBrokerRequestHeader,
     RegisterBrokerResponseHeader,
     UnRegisterBrokerRequestHeader,
@@ -146,8 +151,15 @@ class BrokerOuterAPI:
 
         await self._each(one)
 
-    async def heartbeat_all(self) -> None:
+    async def heartbeat_all(self, topics_version: DataVersion | None = None) -> None:
+        """BROKER_HEARTBEAT (904) to every NameServer; with acting master in
+        compatibleWithOldNameSrv mode QUERY_DATA_VERSION (322) with the topics' DataVersion
+        instead, which an old NameServer also takes as a heartbeat (upstream
+        sendHeartbeatViaDataVersion)."""
         c = self.config
+        if c.enableSlaveActingMaster and c.compatibleWithOldNameSrv and topics_version:
+            await self._heartbeat_via_data_version(topics_version)
+            return
         header = BrokerHeartbeatRequestHeader(
             clusterName=c.brokerClusterName,
             brokerAddr=c.broker_addr,
@@ -159,6 +171,24 @@ class BrokerOuterAPI:
 
         async def one(addr: str) -> None:
             cmd = RemotingCommand(RequestCode.BROKER_HEARTBEAT, ext_fields=to_ext(header))
+            try:
+                await self._invoke(addr, cmd, timeout_s)
+            except RemotingError as e:
+                self._failed(addr, events.BrokerHeartbeatFailed, str(e))
+
+        await self._each(one)
+
+    async def _heartbeat_via_data_version(self, version: DataVersion) -> None:
+        c = self.config
+        header = QueryDataVersionRequestHeader(
+            c.brokerName, c.broker_addr, c.brokerClusterName, c.brokerId
+        )
+        timeout_s = c.sendHeartbeatTimeoutMillis / 1000
+
+        async def one(addr: str) -> None:
+            cmd = RemotingCommand(
+                RequestCode.QUERY_DATA_VERSION, ext_fields=to_ext(header), body=to_json(version)
+            )
             try:
                 await self._invoke(addr, cmd, timeout_s)
             except RemotingError as e:

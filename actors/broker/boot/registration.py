@@ -92,7 +92,7 @@ class Registration:
         while True:
             await trio.sleep(period_s)
             if self.role_known():
-                await self.outer_api.heartbeat_all()
+                await self.outer_api.heartbeat_all(self.tables.topics.snapshot().dataVersion)
 
     async def unregister(self) -> None:
         if self.outer_api is not None and self.config.namesrv_addrs and self.role_known():

@@ -17,7 +17,7 @@ the pure table they keep: who is here, and each member's store writer, for an in
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, Protocol, assert_never
+from typing import Any, Protocol, assert_never, runtime_checkable
 
 import attrs
 import structlog
@@ -38,6 +38,7 @@ from rocketrio.actors.broker.container.registry import (
     UnknownBroker,
 )
 from rocketrio.actors.broker.dispatch.table import RequestTable, build_table
+from rocketrio.actors.broker.failover.escape import LocalTarget
 from rocketrio.actors.broker.store.messages import StoreWriter
 from rocketrio.actors.kernel.clock import wallclock_ms
 from rocketrio.actors.kernel.remoting import RemotingServer
@@ -57,6 +58,17 @@ class MemberBroker(Protocol):
 
     @property
     def writer(self) -> StoreWriter: ...
+
+
+@runtime_checkable
+class EscapingMember(Protocol):
+    """A member that takes part in the in-process escape (RIP-32, failover/escape.py): it
+    escapes to the container's masters of other groups, and is one of them when master."""
+
+    @property
+    def escape_target(self) -> LocalTarget: ...
+
+    def use_local_escape(self, masters: Callable[[], list[LocalTarget]]) -> None: ...
 
 
 BrokerFactory = Callable[[BrokerConfig], MemberBroker]
@@ -246,6 +258,8 @@ class BrokerContainer:
         """One run of the member: None when it stopped because asked, else what went wrong.
         A failure before the first start is raised (the add is refused)."""
         broker = slot.broker = self.make_broker(slot.config)
+        if isinstance(broker, EscapingMember):
+            broker.use_local_escape(self.escape_targets)
         booting = Member(slot.identity, slot.path, slot.config, broker.writer, serving=False)
         self.registry.add(booting)
         reported.on_started = lambda: self.registry.add(attrs.evolve(booting, serving=True))
@@ -264,6 +278,17 @@ class BrokerContainer:
         if not reported.done:
             raise ContainerError("the broker stopped before it served")
         return None if slot.stopping else "stopped on its own (crashed)"
+
+    def escape_targets(self) -> list[LocalTarget]:
+        """The serving masters' escape entries, in the order they joined (upstream
+        peekMasterBroker first): where an acting slave here writes what it hands on."""
+        out: list[LocalTarget] = []
+        for member in self.registry.members():
+            slot = self._slots.get(member.identity)
+            broker = None if slot is None else slot.broker
+            if member.is_master and member.serving and isinstance(broker, EscapingMember):
+                out.append(broker.escape_target)
+        return out
 
     def _after_failure(self, slot: _Slot, tracker: RestartTracker, error: str) -> float | None:
         """Log a member's failure; the backoff before its restart, or None when given up."""
@@ -327,6 +352,13 @@ class BrokerMember:
     @property
     def writer(self) -> StoreWriter:
         return self.broker.store.actor
+
+    @property
+    def escape_target(self) -> LocalTarget:
+        return self.broker.escape_target
+
+    def use_local_escape(self, masters: Callable[[], list[LocalTarget]]) -> None:
+        self.broker.use_local_escape(masters)
 
 
 def broker_factory(transport: Transport, **broker_kw: Any) -> BrokerFactory:

@@ -16,6 +16,11 @@ receipt's revive queue and the answer waits for the store, so an acknowledged me
 CommitLog as acknowledged before the client hears SUCCESS. An offset outside the queue's
 [min, max] is answered NO_MESSAGE, like upstream.
 
+On a slave acting for its dead master (RIP-32) nothing can be written: an ACK (or a batch ACK's
+records) whose CK the slave's revive rounds hold is applied to them in memory (`acting_ack`) and
+answered SUCCESS, so that message is not revived; one they do not hold is refused as before, and
+an in-memory ACK lost in a crash of the slave means one more delivery (at-least-once).
+
 BATCH_ACK_MESSAGE carries one `BatchAck` per CK (a bit set of offsets from its start offset);
 each becomes one ``bAck`` record in its revive queue.
 
@@ -83,7 +88,11 @@ class PopAckProcessor:
         now_ms: Callable[[], int],
         store_host: Host,
         next_revive_qid: Callable[[], int],
+        acting_ack: Callable[[int, AckMsg], bool] | None = None,
     ) -> None:
+        # RIP-32 (module docstring): applies an ACK in memory on an acting slave; False when
+        # not acting or the CK is not held
+        self.acting_ack = acting_ack
         self.config = config
         self.topics = topics
         self.order = order
@@ -175,6 +184,9 @@ class PopAckProcessor:
             extra.pop_time,
             extra.broker_name,
         )
+        if self.acting_ack is not None and self.acting_ack(extra.revive_qid, ack):
+            on_done(DONE)  # the acting slave's revive will not revive it (module docstring)
+            return None
         c = self.config
         msg = ack_message(ack, c.revive_topic, extra.revive_qid, self.now_ms(), self.store_host)
         return await self._put([msg], lambda: on_done(DONE), on_done)
@@ -212,6 +224,8 @@ class PopAckProcessor:
                 body.broker_name,
                 batch=True,
             )
+            if self.acting_ack is not None and self.acting_ack(b.revive_queue_id, ack):
+                continue  # applied in memory by the acting slave (see `ack`)
             msgs.append(
                 ack_message(ack, c.revive_topic, b.revive_queue_id, self.now_ms(), self.store_host)
             )

@@ -18,6 +18,7 @@ from rocketrio.actors.broker.pop.order_service import PopOrderService
 from rocketrio.actors.broker.pop.processor import PopConfig, PopMessageProcessor
 from rocketrio.actors.broker.pop.revive_service import PopReviveService, ReviveConfig
 from rocketrio.actors.broker.store.actor import StoreActor
+from rocketrio.actors.broker.store.escape_bridge import EscapeBridge
 from rocketrio.actors.broker.store.view import StoreView
 from rocketrio.actors.broker.tables.broker_tables import BrokerTables
 
@@ -34,6 +35,8 @@ class PopFeature:
         writer: StoreActor,
         is_master: Callable[[], bool],
         store_host: tuple[bytes, int],
+        escape: Callable[[], EscapeBridge | None] = lambda: None,
+        acting: Callable[[], bool] = lambda: False,
     ) -> None:
         config, now_ms, log = io.config, io.now_ms, io.log
         pop_config = PopConfig.of(config)
@@ -74,6 +77,7 @@ class PopFeature:
             now_ms=now_ms,
             store_host=store_host,
             next_revive_qid=self.pop.next_revive_qid,
+            acting_ack=lambda qid, ack: acting() and self.revive.apply_ack(qid, ack),
         )
         self.revive = PopReviveService(
             ReviveConfig.of(config),
@@ -86,6 +90,7 @@ class PopFeature:
             now_ms=now_ms,
             store_host=store_host,
             log=log.bind(actor="pop_revive"),
+            escape=escape,
         )
 
     def handlers(self) -> Handlers:

@@ -20,6 +20,10 @@ by then (a CK written less than reviveInterval before its revive time waits for 
 scan). Reads all happen just before the decision with no await in between that could let an
 ACK the store has not answered yet be lost: an ACK stored before the round is always seen.
 
+On a classic slave acting for its dead master (RIP-32) the rounds run too, over the revive log
+it replicated, and the re-puts go through ``escape()`` to a live master of another group (the
+slave's store takes no writes); a failed escape keeps the CK, tried again next round.
+
 When the broker stops being master the cores are dropped; a broker that becomes master starts
 again from the persisted revive offsets.
 """
@@ -44,6 +48,7 @@ from rocketrio.actors.broker.pop.revive_log import (
     put_and_wait,
     read_record,
 )
+from rocketrio.actors.broker.store.escape_bridge import EscapeBridge
 from rocketrio.actors.broker.store.messages import StoreWriter
 from rocketrio.actors.broker.store.view import StoreView
 from rocketrio.actors.broker.tables.tables import GroupTable, OffsetTable, TopicTable
@@ -61,6 +66,7 @@ from rocketrio.protocol.message import (
     decode_stored,
     parse_host,
 )
+from rocketrio.protocol.pop_checkpoint import AckMsg
 from rocketrio.protocol.pop_extra_info import (
     PROPERTY_FIRST_POP_TIME,
     PROPERTY_POP_CK,
@@ -113,6 +119,7 @@ class PopReviveService:
         now_ms: Callable[[], int],
         store_host: Host,
         log: Any = None,
+        escape: Callable[[], EscapeBridge | None] = lambda: None,
     ) -> None:
         self.config = config
         self.topics = topics
@@ -123,6 +130,7 @@ class PopReviveService:
         self.is_master = is_master
         self.now_ms = now_ms
         self.store_host = store_host
+        self.escape = escape
         self.log = log or structlog.get_logger("pop_revive")
         self.cores: list[ReviveCore] | None = None
         self.rounds = 0
@@ -272,8 +280,11 @@ class PopReviveService:
             targets[topic] += 1
         if not msgs:
             return True
-        answer = await put_and_wait(self.writer, msgs)
-        if not answer.stored:
+        bridge = self.escape()
+        if bridge is not None:
+            if await bridge.put_to_live_master(msgs) is not None:
+                return False
+        elif not (await put_and_wait(self.writer, msgs)).stored:
             return False
         for topic, n in targets.items():
             events.emit(
@@ -287,6 +298,17 @@ class PopReviveService:
                 ),
             )
         return True
+
+    def apply_ack(self, revive_qid: int, ack: AckMsg) -> bool:
+        """An ACK taken by an acting slave, which cannot write it (RIP-32): applied to the
+        pending CK in memory; True when it acknowledged something. Lost if this broker stops
+        before the CK is done (the message is then revived: at-least-once); once the CK is done
+        the revive offset moves past it and a returning master takes that offset in pre-online."""
+        cores = self.cores
+        if cores is None or not 0 <= revive_qid < len(cores):
+            return False
+        match = cores[revive_qid].on_ack(ack)
+        return match.matched > 0 or match.done
 
     # ------------------------------------------------------------------ views
 

@@ -16,7 +16,20 @@ AutoSwitch HA channel as controller mode (upstream used its older DefaultHAServi
 - a slave asks the NameServers for its broker set's members (GET_BROKER_MEMBER_GROUP) until it
   knows the master (brokerId 0) and every few seconds after, and follows it; it dispatches what
   it receives at once (no failover can truncate a classic slave's confirmed data), so consumers
-  may read from it while the master is down.
+  may read from it while the master is down;
+- with enableSlaveActingMaster (RIP-32, failover/acting_core.py) a slave polls its group every
+  syncBrokerMemberGroupPeriod (by GET_BROKER_MEMBER_GROUP, or by the route of
+  ``rmq_sys_SYNC_BROKER_MEMBER_<brokerName>`` with compatibleWithOldNameSrv), also hears
+  NOTIFY_MIN_BROKER_ID_CHANGE, and acts as master while its id is the smallest live one:
+  `acting_master()` holds and `special_services_on()` turns the delay/timer scan, transaction
+  checks and POP revive on; it never takes writes (its store refuses them, the route clears the
+  write bit). A master that goes offline is forgotten (slave sync stops copying from it); one
+  that comes back is followed again and the special services stop;
+- pre-online (failover/pre_online.py): a master with enableSlaveActingMaster (and not
+  skipPreOnline) starts isolated: it replicates and answers, but stays off the NameServers
+  (`role_known` is false) and runs no special service until it has its slaves' newer offsets;
+  a slave copies nothing from a master the NameServers do not list yet (`master_to_sync`), so
+  its offsets cannot move backwards while the master reads them.
 """
 
 from __future__ import annotations
@@ -26,26 +39,38 @@ from typing import Any
 import structlog
 import trio
 
-from rocketrio.actors.broker.boot.config import BrokerRole
+from rocketrio.actors.broker.boot.config import BrokerConfig, BrokerRole
 from rocketrio.actors.broker.dispatch.outcomes import Refusal
 from rocketrio.actors.broker.dispatch.table import Handlers
+from rocketrio.actors.broker.failover.acting_core import ActingCore, MinBrokerChange
+from rocketrio.actors.broker.failover.member_group import (
+    fetch_member_group,
+    ha_info_answer,
+    pull_ha_info,
+)
 from rocketrio.actors.broker.ha.service import AutoSwitchHAService, resolve_ha_addr
 from rocketrio.actors.broker.ha.sync_state import AckPolicy
 from rocketrio.actors.broker.roles.role_service import RoleDeps
 from rocketrio.actors.broker.store.disk_guard import WriteGate
-from rocketrio.actors.client.api import request
 from rocketrio.actors.kernel.remoting import RemotingClient, RemotingError, RequestContext
 from rocketrio.actors.observe import events
-from rocketrio.protocol.bodies import GetBrokerMemberGroupResponseBody
 from rocketrio.protocol.codes import RequestCode, ResponseCode
-from rocketrio.protocol.headers import GetBrokerMemberGroupRequestHeader
+from rocketrio.protocol.headers import (
+    ExchangeHAInfoRequestHeader,
+    NotifyMinBrokerIdChangeRequestHeader,
+)
 from rocketrio.protocol.remoting import RemotingCommand
-from rocketrio.protocol.serde import HeaderError, from_json
+from rocketrio.protocol.serde import HeaderError, from_ext, to_ext
 
 MASTER_ID = 0
 FIND_MASTER_PERIOD_S = 3.0
 FIND_MASTER_RETRY_S = 0.5
-CALL_TIMEOUT_S = 3.0
+
+
+def cfg_polls_members(config: BrokerConfig) -> bool:
+    """Poll GET_BROKER_MEMBER_GROUP every syncBrokerMemberGroupPeriod (upstream: every broker
+    with acting master or strict locks; otherwise a slave only looks for its master)."""
+    return config.enableSlaveActingMaster or config.lockInStrictMode
 
 
 class ClassicRoleService:
@@ -80,16 +105,37 @@ class ClassicRoleService:
         )
         self.master_addr: str | None = None
         self.epoch: int | None = None
+        self.acting = ActingCore(config.brokerId, enabled=config.enableSlaveActingMaster)
+        self._on_acting_change = deps.on_acting_change
+        self._addr = deps.addr
+        self._known_ha: dict[str, str] = {}  # master address -> HA address a 905/906 named
         self._started = False
+        self._pre_online = deps.pre_online
+        self._on_online = deps.on_online
+        self.isolated = (
+            self.serving_as_master()
+            and config.enableSlaveActingMaster
+            and not config.skipPreOnline
+            and deps.pre_online is not None
+        )
 
     # ------------------------------------------------------------------ the RoleService
 
     def serving_as_master(self) -> bool:
         return self.config.brokerRole is not BrokerRole.SLAVE
 
+    def acting_master(self) -> bool:
+        return self.acting.acting
+
+    def special_services_on(self) -> bool:
+        return (self.serving_as_master() and not self.isolated) or self.acting.acting
+
+    def group_members(self) -> dict[int, str]:
+        return dict(self.acting.members)
+
     @property
     def role_known(self) -> bool:
-        return True  # fixed by the config
+        return not self.isolated  # fixed by the config; hidden during pre-online
 
     @property
     def ha(self) -> AutoSwitchHAService | None:
@@ -100,7 +146,11 @@ class ClassicRoleService:
         return self.config.brokerId
 
     def master_to_sync(self) -> str | None:
-        return None if self.serving_as_master() else self.master_addr
+        if self.serving_as_master():
+            return None
+        if self.acting.enabled and not self.acting.master_listed():
+            return None  # acting, or its master is in pre-online: nothing to copy yet
+        return self.master_addr
 
     def write_refusal(self) -> Refusal | None:
         return None  # a classic slave's store refuses puts itself (SERVICE_NOT_AVAILABLE)
@@ -109,10 +159,18 @@ class ClassicRoleService:
         return ()  # nothing to ask before the store: see write_refusal
 
     def runtime_extras(self) -> dict[str, str]:
-        return {}
+        if not self.acting.enabled:
+            return {}
+        return {
+            "actingMaster": "true" if self.acting.acting else "false",
+            "minBrokerIdInGroup": str(
+                -1 if self.acting.min_broker_id is None else self.acting.min_broker_id
+            ),
+        }
 
     def handlers(self) -> Handlers:
-        """The controller-mode calls, answered as not served here."""
+        """The controller-mode calls, answered as not served here; RIP-32's
+        NOTIFY_MIN_BROKER_ID_CHANGE (905) and EXCHANGE_BROKER_HA_INFO (906)."""
         name = self.config.brokerName
 
         async def role_change_notified(ctx: RequestContext) -> RemotingCommand:
@@ -130,10 +188,56 @@ class ClassicRoleService:
         return {
             RequestCode.NOTIFY_BROKER_ROLE_CHANGED: role_change_notified,
             RequestCode.GET_BROKER_EPOCH_CACHE: epoch_cache,
+            RequestCode.NOTIFY_MIN_BROKER_ID_CHANGE: self._handle_notify_min_broker_id,
+            RequestCode.EXCHANGE_BROKER_HA_INFO: self._handle_exchange_ha_info,
         }
 
+    async def _handle_notify_min_broker_id(self, ctx: RequestContext) -> RemotingCommand:
+        """NOTIFY_MIN_BROKER_ID_CHANGE (905, oneway from a NameServer)."""
+        try:
+            h = from_ext(NotifyMinBrokerIdChangeRequestHeader, ctx.cmd.ext_fields)
+        except HeaderError as e:
+            return ctx.cmd.make_response(ResponseCode.INVALID_PARAMETER, str(e))
+        change = self.acting.on_notify(
+            h.minBrokerId, h.minBrokerAddr, h.offlineBrokerAddr, h.haBrokerAddr
+        )
+        if change is not None:
+            self._apply(change, "notify")
+        return ctx.cmd.make_response(ResponseCode.SUCCESS)
+
+    async def _handle_exchange_ha_info(self, ctx: RequestContext) -> RemotingCommand:
+        """EXCHANGE_BROKER_HA_INFO (906): a push names our HA master; a pull asks for ours."""
+        try:
+            h = from_ext(ExchangeHAInfoRequestHeader, ctx.cmd.ext_fields)
+        except HeaderError as e:
+            return ctx.cmd.make_response(ResponseCode.INVALID_PARAMETER, str(e))
+        if h.masterHaAddress:
+            if not self.serving_as_master() and h.masterAddress:
+                self._known_ha[h.masterAddress] = h.masterHaAddress
+                hold_s = 2 * self.config.brokerNotActiveTimeoutMillis / 1000
+                if self.acting.hold_for_master(trio.current_time() + hold_s):
+                    self._acting_changed(False)
+                self._follow(h.masterAddress)
+            return ctx.cmd.make_response(ResponseCode.SUCCESS)
+        is_master = self.serving_as_master()
+        max_offset = await self.store.commitlog_max_offset() if is_master else 0
+        answer = ha_info_answer(self.config, self._addr(), is_master, max_offset)
+        return ctx.cmd.make_response(ResponseCode.SUCCESS, ext_fields=to_ext(answer))
+
     async def _resolve_ha_addr(self, master_addr: str) -> str:
+        """The master's HA address: as a 905/906 named it, else (acting master on) asked of the
+        master with EXCHANGE_BROKER_HA_INFO (upstream onMasterOnline), else GET_BROKER_CONFIG."""
+        known = self._known_ha.get(master_addr)
+        if known is not None:
+            return known
         assert self._client is not None
+        if self.acting.enabled:
+            try:
+                info = await pull_ha_info(self._client, master_addr)
+            except RemotingError:
+                info = None
+            if info is not None and info.masterHaAddress:
+                return info.masterHaAddress
         return await resolve_ha_addr(self._client, master_addr)
 
     # ------------------------------------------------------------------ running
@@ -163,42 +267,78 @@ class ClassicRoleService:
                     ),
                 )
                 task_status.started(self)
+                if self.isolated:
+                    await self._go_online(client, nursery)
+                if cfg_polls_members(self.config):
+                    await self._follow_master(client)  # the members, for strict locks
                 return
             await self.store.become_slave()
             task_status.started(self)
             await self._follow_master(client)
 
-    async def _follow_master(self, client: RemotingClient) -> None:
-        cfg = self.config
-        while True:
-            addr = await self._find_master(client)
-            if addr != self.master_addr:
-                events.emit(
-                    self.log, events.ClassicMasterFound(master_addr=addr, previous=self.master_addr)
-                )
-                self.master_addr = addr
-                self._ha.follow(cfg.brokerId, addr, None)
-            await trio.sleep(
-                (FIND_MASTER_PERIOD_S if addr else FIND_MASTER_RETRY_S)
-                * (0.8 + 0.4 * self.rng.random())
-            )
+    async def _go_online(self, client: RemotingClient, nursery: trio.Nursery) -> None:
+        """Pre-online, then register and start the special services (module docstring)."""
+        assert self._pre_online is not None
+        await self._pre_online.run(client)
+        self.isolated = False
+        self._on_online()
+        nursery.start_soon(self._pre_online.reverse_sync, client)
 
-    async def _find_master(self, client: RemotingClient) -> str | None:
-        """The master's address from the first NameServer that knows the broker set."""
+    async def _follow_master(self, client: RemotingClient) -> None:
+        """Poll the group's members; follow the master; act as master when RIP-32 says so."""
         cfg = self.config
-        header = GetBrokerMemberGroupRequestHeader(cfg.brokerClusterName, cfg.brokerName)
-        for ns in cfg.namesrv_addrs:
-            try:
-                resp = await client.invoke(
-                    ns, request(RequestCode.GET_BROKER_MEMBER_GROUP, header), CALL_TIMEOUT_S
-                )
-            except RemotingError:
-                continue
-            if resp.code != ResponseCode.SUCCESS or not resp.body:
-                continue
-            try:
-                group = from_json(GetBrokerMemberGroupResponseBody, resp.body).brokerMemberGroup
-            except HeaderError:
-                continue
-            return group.brokerAddrs.get(MASTER_ID)
-        return None
+        compatible = cfg_polls_members(cfg) and cfg.compatibleWithOldNameSrv
+        while True:
+            members = await fetch_member_group(client, cfg, compatible=compatible)
+            if members is not None:
+                self._on_members(members)
+            if self.acting.tick(trio.current_time()):
+                self._acting_changed(True)  # the announced master never got online
+            if cfg_polls_members(cfg):
+                period_s = cfg.syncBrokerMemberGroupPeriod / 1000
+            else:
+                period_s = FIND_MASTER_PERIOD_S if self.master_addr else FIND_MASTER_RETRY_S
+            await trio.sleep(period_s * (0.8 + 0.4 * self.rng.random()))
+
+    def _on_members(self, members: dict[int, str]) -> None:
+        change = self.acting.on_members(members)
+        if self.serving_as_master():
+            return  # a master only keeps the list (aliveReplicaNumInGroup, strict locks)
+        if not self.acting.enabled:
+            self._follow(members.get(MASTER_ID))  # the pre-RIP-32 behaviour: id 0 or nobody
+        elif change is not None:
+            self._apply(change, "member_group")
+
+    def _apply(self, change: MinBrokerChange, source: str) -> None:
+        """Carry out a move of the group's smallest live id (upstream onMinBrokerChange)."""
+        events.emit(
+            self.log,
+            events.GroupMinBrokerIdMoved(
+                min_broker_id=change.min_broker_id,
+                min_broker_addr=change.min_broker_addr,
+                offline_broker_addr=change.offline_broker_addr,
+                acting=change.acting_now,
+                source=source,
+            ),
+        )
+        if change.master_ha_addr and change.min_broker_addr:
+            self._known_ha[change.min_broker_addr] = change.master_ha_addr
+        if change.min_broker_id != MASTER_ID and self.master_addr is not None:
+            self._follow(None)  # the master went offline: stop copying from it
+        elif change.master_online:
+            self._follow(change.min_broker_addr)
+        if change.acting_before != change.acting_now:
+            self._acting_changed(change.acting_now)
+
+    def _acting_changed(self, acting: bool) -> None:
+        min_id = -1 if self.acting.min_broker_id is None else self.acting.min_broker_id
+        events.emit(self.log, events.ActingMasterChanged(acting=acting, min_broker_id=min_id))
+        self._on_acting_change(acting)
+
+    def _follow(self, addr: str | None) -> None:
+        if addr == self.master_addr:
+            return
+        found = events.ClassicMasterFound(master_addr=addr, previous=self.master_addr)
+        events.emit(self.log, found)
+        self.master_addr = addr
+        self._ha.follow(self.config.brokerId, addr, None)

@@ -122,6 +122,15 @@ class ReplicasManager:
     def serving_as_master(self) -> bool:
         return self.core is not None and self.core.is_master
 
+    def acting_master(self) -> bool:
+        return False  # controller mode elects a master instead (README: acting master)
+
+    def special_services_on(self) -> bool:
+        return self.serving_as_master()
+
+    def group_members(self) -> dict[int, str]:
+        return {}  # the controller's SyncStateSet governs this mode
+
     @property
     def role_known(self) -> bool:
         return self.role is not None

@@ -8,6 +8,9 @@ enableControllerMode; every other part of the broker asks the `RoleService`:
 - `serving_as_master()`: serving as master right now (takes writes, runs the master-only services:
   delay re-puts, transaction checks, POP revive, static-topic clean-up; a pull answered here is
   not behind anybody). A controller-mode broker whose role is not known yet is not master.
+- `acting_master()` / `special_services_on()`: a classic slave standing in for its dead master
+  (RIP-32, failover/): it runs the special services (re-puts escape to another group's master)
+  but is not master: no writes, pulls still behind.
 - `role_known`: False while a controller-mode broker has no role: it stays off the NameServers.
 - `master_to_sync`: the master a slave copies metadata (topics, groups, offsets ...) from.
 - `write_refusal`: why a send is refused before it reaches the store (the send path's gate).
@@ -30,6 +33,7 @@ from rocketrio.actors.broker.boot.config import BrokerConfig, BrokerRole
 from rocketrio.actors.broker.boot.fault_sites import NO_FAULTS, FaultSites
 from rocketrio.actors.broker.dispatch.outcomes import Refusal
 from rocketrio.actors.broker.dispatch.table import Handlers
+from rocketrio.actors.broker.failover.pre_online import PreOnlineService
 from rocketrio.actors.broker.ha.master_service import HAMasterService
 from rocketrio.actors.broker.ha.service import AutoSwitchHAService
 from rocketrio.actors.broker.store.actor import StoreActor
@@ -54,6 +58,22 @@ class RoleService(Protocol):
     """What the broker asks of its role (module docstring)."""
 
     def serving_as_master(self) -> bool: ...
+
+    def acting_master(self) -> bool:
+        """A classic slave acting as its masterless group's master (RIP-32): it answers the
+        offset and lock calls the route sends it and runs the special services, but never
+        takes writes (its re-puts escape to another group's master)."""
+        ...
+
+    def special_services_on(self) -> bool:
+        """Run the delay/timer scan, transaction checks and POP revive: serving as master or
+        acting as master."""
+        ...
+
+    def group_members(self) -> dict[int, str]:
+        """The live members of this broker's group (brokerId -> address) as last polled from
+        the NameServers (RIP-32; empty where nothing polls them)."""
+        ...
 
     @property
     def role_known(self) -> bool: ...
@@ -95,6 +115,11 @@ class RoleDeps:
     addr: Callable[[], str]  # where the broker serves (known once it listens)
     on_role_change: RoleListener
     faults: FaultSites = NO_FAULTS
+    # a classic slave started or stopped acting as master (RIP-32)
+    on_acting_change: Callable[[bool], None] = lambda _acting: None
+    # a returning classic master's pre-online (RIP-32), and what to do once it is online
+    pre_online: PreOnlineService | None = None
+    on_online: Callable[[], None] = lambda: None
 
     @property
     def config(self) -> BrokerConfig:

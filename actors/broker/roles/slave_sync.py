@@ -18,7 +18,11 @@ GET_ALL_SUBSCRIPTIONGROUP_CONFIG and GET_ALL_CONSUMER_OFFSET and adopts them:
   the same logic queues; their consumer offsets are logic values in the offset table below;
 - consumer offsets: the master's offset for a queue replaces ours (upstream's putAll), so a
   consumer that committed to this slave while the master was down may re-read a little once the
-  master is back (at-least-once); persisted by the offset table's periodic writer;
+  master is back (at-least-once); persisted by the offset table's periodic writer. With
+  enableSlaveActingMaster (RIP-32, `keep_higher`) an offset only ever rises here: the returning
+  master took this slave's maxima in pre-online and keeps taking them for a while, so a commit
+  that reached this slave after the master's return is not undone by the master's older copy
+  (an admin reset backwards on the master does not reach the slave then);
 - delay offsets (GET_ALL_DELAY_OFFSET, delayOffset.json): the master's table replaces ours,
   so a promoted slave's schedule service re-puts from where the master stopped (at most what
   the master re-put since this slave's last round is re-put again);
@@ -104,6 +108,7 @@ class SlaveSynchronize:
             log=io.log.bind(actor="slave_sync"),
             delay_offsets=tables.delay_offsets.table,
             mappings=tables.mappings,
+            keep_higher=io.config.enableSlaveActingMaster,
         )
 
     def __init__(
@@ -118,7 +123,9 @@ class SlaveSynchronize:
         log: Any = None,
         delay_offsets: DelayOffsetTable | None = None,
         mappings: TopicQueueMappingTable | None = None,
+        keep_higher: bool = False,
     ) -> None:
+        self.keep_higher = keep_higher
         self.mappings = mappings
         self.auth = auth
         self.delay_offsets = delay_offsets
@@ -195,7 +202,8 @@ class SlaveSynchronize:
         for key, queues in ow.offsetTable.items():
             mine = self.offsets.table.setdefault(key, {})
             for qid, offset in queues.items():
-                if mine.get(qid) != offset:
+                higher_here = self.keep_higher and mine.get(qid, -1) > offset
+                if mine.get(qid) != offset and not higher_here:
                     mine[qid] = offset
                     changed = True
         if changed:

@@ -12,6 +12,11 @@ shell that re-puts due delay-level and timer messages. Decisions live in schedul
 - Between passes it sleeps until the earliest head falls due, or until the store dispatches a
   new entry to either topic (`notify_arrival`, from the store actor's turn): a message due in
   1 s is re-put 1 s after it was stored, not at the next tick of a fixed period.
+- Acting master (RIP-32): on a classic slave standing in for its dead master, ``escape()``
+  returns the `EscapeBridge` and every re-put goes to a live master of another group instead of
+  the local store (which refuses writes), one entry at a time so a failure re-sends at most that
+  one; a timer message not yet due leaves with its TIMER_DELIVER_MS so that master's wheel
+  delivers it on time. A failed escape keeps the offset: the entry is tried again, never skipped.
 - `stop` lets a running re-put finish, then returns; the broker persists delayOffset.json
   after it (graceful shutdown), so a restart re-puts nothing twice.
 """
@@ -30,6 +35,7 @@ from rocketrio.actors.broker.dispatch.answers import host_tuple
 from rocketrio.actors.broker.dispatch.outcomes import PutStatus
 from rocketrio.actors.broker.dispatch.table import Handlers
 from rocketrio.actors.broker.schedule.policy import (
+    WAIT_PROPERTIES,
     Deliver,
     Rehop,
     due_prefix,
@@ -38,6 +44,7 @@ from rocketrio.actors.broker.schedule.policy import (
     timer_step,
 )
 from rocketrio.actors.broker.store.broker_store import BrokerStore
+from rocketrio.actors.broker.store.escape_bridge import EscapeBridge
 from rocketrio.actors.broker.store.messages import StoreWriter
 from rocketrio.actors.broker.store.view import StoreView
 from rocketrio.actors.broker.tables.broker_tables import BrokerTables
@@ -51,7 +58,11 @@ from rocketrio.protocol.remoting import RemotingCommand
 from rocketrio.protocol.serde import to_json
 from rocketrio.storage.message_store import MessageToStore, PutResult
 from rocketrio.storage.store_dispatch import SCHEDULE_TOPIC
-from rocketrio.storage.timer_wheel import PROPERTY_TIMER_OUT_MS, TIMER_TOPIC
+from rocketrio.storage.timer_wheel import (
+    PROPERTY_TIMER_DELIVER_MS,
+    PROPERTY_TIMER_OUT_MS,
+    TIMER_TOPIC,
+)
 
 BATCH = 64  # entries read and re-put per store put
 RETRY_MS = 100  # a refused re-put is tried again this much later
@@ -72,6 +83,7 @@ class ScheduleService:
         is_master: Callable[[], bool],
         now_ms: Callable[[], int],
         log: Any = None,
+        escape: Callable[[], EscapeBridge | None] = lambda: None,
     ) -> None:
         self.levels = levels
         self.offsets = offsets
@@ -79,6 +91,7 @@ class ScheduleService:
         self.writer = writer
         self.is_master = is_master
         self.now_ms = now_ms
+        self.escape = escape
         self.log = log or structlog.get_logger("broker").bind(actor="schedule_service")
         self.delivered = 0  # messages re-put to their real topic
         self.rehops = 0  # timer messages stored again at a lower level
@@ -183,7 +196,8 @@ class ScheduleService:
     async def _drain(self, topic: str, queue_id: int) -> int | None:
         while not self._stopping and self.is_master():
             offset = self._offset_of(topic, queue_id)
-            first, entries = self.reader.read_queue_entries(topic, queue_id, offset, BATCH)
+            batch = 1 if self.escape() is not None else BATCH
+            first, entries = self.reader.read_queue_entries(topic, queue_id, offset, batch)
             if first != offset:  # retention removed entries below the queue's minimum
                 self._set_offset(topic, queue_id, first)
             if not entries:
@@ -223,6 +237,9 @@ class ScheduleService:
                 case Deliver(real_topic, real_qid, props):
                     msgs.append(_to_store(msg, real_topic, real_qid, props))
                     delivered += 1
+                case Rehop(props) if self.escape() is not None:
+                    msgs.append(_escaped_timer(msg, props))
+                    delivered += 1
                 case Rehop(props):
                     msgs.append(_to_store(msg, TIMER_TOPIC, 0, props))
                 case _:
@@ -258,7 +275,11 @@ class ScheduleService:
             return None
 
     async def _put(self, msgs: list[MessageToStore]) -> str | None:
-        """Store the messages; None once stored, else why not."""
+        """Store the messages (here, or through escape while acting); None once stored, else
+        why not."""
+        bridge = self.escape()
+        if bridge is not None:
+            return await bridge.put_to_live_master(msgs)
         done = trio.Event()
         outcome: list[str | None] = []
 
@@ -289,8 +310,24 @@ def _to_store(msg: MessageExt, topic: str, queue_id: int, props: dict[str, str])
     )
 
 
+def _escaped_timer(msg: MessageExt, props: dict[str, str]) -> MessageToStore:
+    """A timer message not due yet, handed to another group's master: its real topic with the
+    deliver time, so that master's timer wheel keeps it until then."""
+    deliver = props.get(PROPERTY_TIMER_OUT_MS, "0")
+    target = real_target(props)
+    kept = {k: v for k, v in target.properties.items() if k not in WAIT_PROPERTIES}
+    kept.pop(PROPERTY_TIMER_OUT_MS, None)
+    kept[PROPERTY_TIMER_DELIVER_MS] = deliver
+    return _to_store(msg, target.topic, target.queue_id, kept)
+
+
 def build_schedule_service(
-    io: BrokerIO, *, tables: BrokerTables, store: BrokerStore, is_master: Callable[[], bool]
+    io: BrokerIO,
+    *,
+    tables: BrokerTables,
+    store: BrokerStore,
+    is_master: Callable[[], bool],
+    escape: Callable[[], EscapeBridge | None] = lambda: None,
 ) -> ScheduleService:
     """The broker's schedule service, over delayOffset.json and the store."""
     return ScheduleService(
@@ -301,4 +338,5 @@ def build_schedule_service(
         is_master=is_master,
         now_ms=io.now_ms,
         log=io.log.bind(actor="schedule_service"),
+        escape=escape,
     )

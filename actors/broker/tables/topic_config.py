@@ -44,6 +44,7 @@ RMQ_SYS_TRANS_CHECK_MAX_TIME_TOPIC = "TRANS_CHECK_MAX_TIME_TOPIC"
 RMQ_SYS_SELF_TEST_TOPIC = "SELF_TEST_TOPIC"
 RMQ_SYS_OFFSET_MOVED_EVENT = "OFFSET_MOVED_EVENT"
 SYSTEM_TOPIC_PREFIX = "rmq_sys_"
+SYNC_BROKER_MEMBER_GROUP_PREFIX = "rmq_sys_SYNC_BROKER_MEMBER_"
 RETRY_GROUP_TOPIC_PREFIX = "%RETRY%"
 DLQ_GROUP_TOPIC_PREFIX = "%DLQ%"
 TOPIC_MAX_LENGTH = 127
@@ -173,6 +174,9 @@ class TopicConfigManager:
             self.table[AUTO_CREATE_TOPIC_KEY_TOPIC].perm = PERM_READ | PERM_WRITE
         wanted.append(TopicConfig(c.brokerClusterName, 16, 16, inherit_rw))
         wanted.append(TopicConfig(c.brokerName, 1, 1, inherit_rw))
+        # RIP-32 compat mode: a NameServer without GET_BROKER_MEMBER_GROUP lists the group's
+        # live members in this topic's route (upstream TopicConfigManager, perm INHERIT only)
+        wanted.append(TopicConfig(SYNC_BROKER_MEMBER_GROUP_PREFIX + c.brokerName, 1, 1, 1))
         # the delay levels' and the timer wheel's queues (schedule_service.py), so topicStatus
         # and the routes show them
         levels = len(parse_message_delay_level(c.messageDelayLevel))

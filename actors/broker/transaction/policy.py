@@ -47,6 +47,7 @@ from rocketrio.protocol.message import (
     PROPERTY_TRANSACTION_PREPARED,
     TRANSACTION_COMMIT_TYPE,
     TRANSACTION_NOT_TYPE,
+    TRANSACTION_PREPARED_TYPE,
     TRANSACTION_ROLLBACK_TYPE,
     UNIQ_KEY,
     MessageExt,
@@ -146,6 +147,18 @@ def renewed_half(
     props = dict(half.properties)
     props[PROPERTY_TRANSACTION_CHECK_TIMES] = str(check_times)
     return _copy(half, HALF_TOPIC, HALF_QUEUE_ID, props, half.sys_flag, born_host)
+
+
+def escaped_half(half: MessageExt, born_host: tuple[bytes, int]) -> MessageToStore:
+    """An unresolved half as the prepared message its producer sent, for another group's master
+    to store as its own half and check (RIP-32 escape, done by an acting slave): real topic and
+    queue back, TRAN_MSG and the prepared bits set, the check count kept."""
+    props = dict(half.properties)
+    topic = props.pop(PROPERTY_REAL_TOPIC)
+    queue_id = int(props.pop(PROPERTY_REAL_QUEUE_ID, "0"))
+    props[PROPERTY_TRANSACTION_PREPARED] = "true"
+    prepared = reset_transaction_value(half.sys_flag, TRANSACTION_PREPARED_TYPE)
+    return _copy(half, topic, queue_id, props, prepared, born_host)
 
 
 def discarded_message(half: MessageExt, born_host: tuple[bytes, int]) -> MessageToStore:

@@ -18,6 +18,14 @@ the state, orders the steps and talks to producers.
   TRANS_CHECK_MAX_TIME_TOPIC. Before a check, a half whose commit reached the real topic but
   whose op did not (a crash between the two writes) gets its op instead: no second commit.
 
+- `escape_round` (RIP-32): on a classic slave acting for its dead master, every half without an
+  op is escaped unchecked (as upstream) to a live master of another group as the prepared
+  message its producer sent; that master stores it as its own half and checks it. The scan
+  offset moves past a half only once it is written there (a failure ends the round and the
+  half is tried again next round, never skipped after N failures: upstream's 10-failure skip
+  loses it); copies of one transaction are escaped once. END_TRANSACTION stays refused on any
+  slave (upstream): the escaped half is checked instead, so a commit cannot arrive twice.
+
 One `trio.Lock` orders END_TRANSACTION against each step of a round. The state is rebuilt from
 the store (ops from the op scan offset) whenever this broker becomes master.
 """
@@ -37,6 +45,7 @@ from rocketrio.actors.broker.clients.client_manager import ProducerManager
 from rocketrio.actors.broker.dispatch.outcomes import Refusal
 from rocketrio.actors.broker.schedule.policy import parse_message_delay_level, wait_target
 from rocketrio.actors.broker.store.broker_store import BrokerStore
+from rocketrio.actors.broker.store.escape_bridge import EscapeBridge
 from rocketrio.actors.broker.store.messages import StoreWriter
 from rocketrio.actors.broker.store.view import StoreView
 from rocketrio.actors.broker.tables.broker_tables import BrokerTables
@@ -60,6 +69,7 @@ from rocketrio.actors.broker.transaction.policy import (
     committed_message,
     decide,
     discarded_message,
+    escaped_half,
     op_message,
     reject_late_end,
     renewed_half,
@@ -116,8 +126,10 @@ class TransactionService:
         new_uniq_key: Callable[[], str],
         store_host: str,
         log: Any = None,
+        escape: Callable[[], EscapeBridge | None] = lambda: None,
     ) -> None:
         self.config = config
+        self.escape = escape
         self.writer = writer
         self.view = view
         self.queues = TransactionQueues(writer, view)
@@ -392,6 +404,35 @@ class TransactionService:
             case _:
                 assert_never(verdict)
 
+    async def escape_round(self, bridge: EscapeBridge) -> int:
+        """Escape the unresolved halves (module docstring); how many were written."""
+        async with self.lock:
+            self._ensure_loaded()
+            ops = OpIndex(self.half_offset)
+            op_start = self.op_offset
+            for op_offset, halves in self.queues.ops_from(op_start):
+                ops.add(op_offset, halves)
+        end, escaped = self.queues.half_end(), 0
+        i = self.half_offset
+        while i < end and self.escape() is bridge:
+            half = None if ops.take(i) else self.queues.half_at(i)
+            uniq = None if half is None else half.properties.get(UNIQ_KEY) or half.offset_msg_id
+            if half is not None and uniq is not None and uniq not in self.decided:
+                error = await bridge.put_to_live_master([escaped_half(half, self.store_host)])
+                if error is not None:
+                    events.emit(
+                        self.log,
+                        events.EscapePutFailed(topic=HALF_TOPIC, count=1, error=error),
+                    )
+                    break
+                self.decided.add(uniq, end)
+                escaped += 1
+            i = self.half_offset = i + 1
+        async with self.lock:
+            self.op_offset = ops.next_op_offset(op_start)
+            self._commit_progress()
+        return escaped
+
     def _producer_conn(self, group: str) -> Connection | None:
         members: dict[Hashable, Any] = self.producers.groups.get(group, {})
         for conn in members:
@@ -433,10 +474,13 @@ class TransactionService:
             try:
                 while True:
                     await trio.sleep(self.config.transactionCheckInterval / 1000)
-                    if not self.is_master():
+                    bridge = self.escape()
+                    if bridge is not None:
+                        await self.escape_round(bridge)
+                    elif not self.is_master():
                         self.loaded = False
-                        continue
-                    await self.check_round()
+                    else:
+                        await self.check_round()
             finally:
                 self._nursery = None
 
@@ -479,6 +523,7 @@ def build_transaction_service(
     is_master: Callable[[], bool],
     new_uniq_key: Callable[[], str],
     store_host: str,
+    escape: Callable[[], EscapeBridge | None] = lambda: None,
 ) -> TransactionService:
     """The broker's transaction service, over the half and op queues of its store."""
     return TransactionService(
@@ -493,4 +538,5 @@ def build_transaction_service(
         new_uniq_key=new_uniq_key,
         store_host=store_host,
         log=io.log.bind(actor="transaction"),
+        escape=escape,
     )

@@ -16,7 +16,8 @@ then ``events.emit(log, events.ElectMaster(...))``): it re-exports the machinery
 - `up`, `console`: the `rocketrio up` supervisor and the web console;
 - `container`: the broker container (several brokers in one process);
 - `namesrv`, `controller`, `raft`, `auth`, `proxy`: those servers;
-- `roles`, `ha`, `store`, `broker`: the broker's role service (BrokerId, controller link),
+- `roles`, `failover`, `ha`, `store`, `broker`: the broker's role service (BrokerId, controller
+  link, slave acting master),
   HA replication, message store, and the rest of the broker (tables, registration, pull,
   POP, transactions, schedule, static topics);
 - `client`: producers and consumers.
@@ -143,6 +144,14 @@ from rocketrio.actors.observe.events.controller import (
     MasterDeathConfirmed,
     MasterDeathNotConfirmed,
     NotifyBrokerRoleChangedFailed,
+)
+from rocketrio.actors.observe.events.failover import (
+    ActingMasterChanged,
+    EscapePutFailed,
+    GroupMinBrokerIdMoved,
+    PreOnlineDone,
+    PreOnlineSynced,
+    StrictLockPartial,
 )
 from rocketrio.actors.observe.events.ha import (
     ConfirmOffsetMoved,

@@ -75,9 +75,9 @@ class BrokerRoleChangeNotified(LogEvent):
 @event("classic_master_found")
 @attrs.frozen(kw_only=True)
 class ClassicMasterFound(LogEvent):
-    """Classic master found."""
+    """Classic master found (None: the master went offline)."""
 
-    master_addr: str
+    master_addr: str | None
     previous: str | None = None
 
 
