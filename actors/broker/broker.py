@@ -34,9 +34,8 @@ from rocketrio.actors.broker.boot.store_open import open_store
 from rocketrio.actors.broker.clients.feature import ClientsFeature
 from rocketrio.actors.broker.clients.handlers import on_connect
 from rocketrio.actors.broker.dispatch.table import RequestTable, build_table
-from rocketrio.actors.broker.failover.escape import LocalEscape, LocalTarget, RemoteEscape
-from rocketrio.actors.broker.failover.lock_quorum import QuorumLocker
-from rocketrio.actors.broker.failover.pre_online import PreOnlineService
+from rocketrio.actors.broker.failover.escape import LocalTarget
+from rocketrio.actors.broker.failover.feature import FailoverFeature
 from rocketrio.actors.broker.ha.master_service import HAMasterService
 from rocketrio.actors.broker.ha.status_service import HAStatusService
 from rocketrio.actors.broker.pop.feature import PopFeature
@@ -51,7 +50,6 @@ from rocketrio.actors.broker.stats.feature import StatsFeature
 from rocketrio.actors.broker.store.broker_store import BrokerStore, store_host_of
 from rocketrio.actors.broker.store.disk_guard import first_refusal
 from rocketrio.actors.broker.store.disk_usage import DiskSpace, disk_space
-from rocketrio.actors.broker.store.escape_bridge import EscapeBridge
 from rocketrio.actors.broker.store.view import RunBlocking
 from rocketrio.actors.broker.tables.broker_tables import BrokerTables
 from rocketrio.actors.broker.tables.meta_journal import MetaJournal
@@ -117,15 +115,16 @@ class Broker:
             replica_floor=self._replica_floor,
         )
         self.ha_master = HAMasterService.of(io, self.store.actor)
-        self.pre_online = PreOnlineService(
+        self.failover = FailoverFeature(
             c,
             offsets=self.tables.offsets,
             delay=self.tables.delay_offsets.table,
             max_offset=self.store.actor.commitlog_max_offset,
-            ha_links=lambda: [
-                (x.addr, x.slave_id, x.transfer_from) for x in self.ha_master.view().links
-            ],
+            ha_links=self._ha_links,
             addr=lambda: self.addr,
+            topics=self.tables.topics,
+            writer=self.store.actor,
+            acting=lambda: self.roles.acting_master(),
         )
         self.roles = make_role_service(
             RoleDeps(
@@ -136,15 +135,10 @@ class Broker:
                 on_role_change=self.on_role_change,
                 faults=faults,
                 on_acting_change=self.on_acting_change,
-                pre_online=self.pre_online,
+                pre_online=self.failover.pre_online,
                 on_online=self.on_online,
             )
         )
-        # where an acting slave's re-puts go (RIP-32 escape), set once the broker has its client:
-        # in a container the other groups' masters there first (`use_local_escape`), then
-        # RemoteEscape with enableRemoteEscape
-        self.escape_bridge: EscapeBridge | None = None
-        self._local_masters: Callable[[], list[LocalTarget]] | None = None
         actor, roles = self.store.actor, self.roles
         self.journal = MetaJournal(
             actor,
@@ -183,16 +177,15 @@ class Broker:
             writer=s.actor,
             is_master=self.roles.special_services_on,
             store_host=self.store_host,
-            escape=self._escape_if_acting,
+            escape=self.failover.escape_if_acting,
             acting=self.roles.acting_master,
         )
-        self._escape_target = LocalTarget(io.config.brokerName, t.topics, s.actor)
         self.schedule = build_schedule_service(
             io,
             tables=t,
             store=s,
             is_master=self.roles.special_services_on,
-            escape=self._escape_if_acting,
+            escape=self.failover.escape_if_acting,
         )
         self.transactions = build_transaction_service(
             io,
@@ -202,7 +195,7 @@ class Broker:
             is_master=self._master_online,
             new_uniq_key=new_uniq_key,
             store_host=self.addr,
-            escape=self._escape_if_acting,
+            escape=self.failover.escape_if_acting,
         )
 
     def _build_management(self) -> None:
@@ -270,13 +263,8 @@ class Broker:
             ("auth", self.auth.handlers()),
             ("boot", self.live_config.handlers()),
         ]
-        self.locker = QuorumLocker(
-            self.config,
-            self.clients.processor,
-            members=self.roles.group_members,
-            client=lambda: self._client,
-        )
-        wrappers = [("static_topic", self.static.wrap), ("failover", self.locker.wrap)]
+        strict_locks = self.failover.lock_wrapper(self.clients.processor, self.roles.group_members)
+        wrappers = [("static_topic", self.static.wrap), ("failover", strict_locks)]
         table = build_table(declared, wrappers=wrappers)
         self.requests = RequestTable(self.config.brokerName, table, gate=self.auth.gate)
         self.server = RemotingServer(
@@ -336,14 +324,11 @@ class Broker:
     @property
     def escape_target(self) -> LocalTarget:
         """This broker's entry for the in-process escape of its container's other brokers."""
-        return self._escape_target
+        return self.failover.escape_target
 
     def use_local_escape(self, masters: Callable[[], list[LocalTarget]]) -> None:
-        """In a container: escape to its masters of other groups first (failover/escape.py)."""
-        self._local_masters = masters
-
-    def _escape_if_acting(self) -> EscapeBridge | None:
-        return self.escape_bridge if self.roles.acting_master() else None
+        """In a container: escape to its masters of other groups first (failover/feature.py)."""
+        self.failover.use_local_escape(masters)
 
     def _replica_floor(self, in_sync_only: bool) -> int | None:
         """What the slaves still need of this master's log (None while not master)."""
@@ -412,12 +397,7 @@ class Broker:
 
     def _services(self, client: RemotingClient) -> list[Service]:
         self._client = client
-        c = self.config
-        remote = RemoteEscape(c, client) if c.enableRemoteEscape else None
-        if self._local_masters is not None:
-            self.escape_bridge = LocalEscape(c.brokerName, self._local_masters, remote)
-        elif self.escape_bridge is None:
-            self.escape_bridge = remote
+        self.failover.connect(client)
         return [
             Service("store", self.store.run_services),  # the writer first; disks sampled once
             Service("pull", self.pull.run_services),
