@@ -2,7 +2,8 @@
 whose ``breach`` is set fails the run (exit status 1).
 
 - **lost**: an acknowledged message (first ``trace_send_acked`` of its id; a rolled-back
-  transaction's half message excepted) that some group subscribed to its topic never consumed
+  transaction's half message excepted, and one whose outcome the producer never learned on a
+  topic that `TopicSpec.needs_intent`) that some group subscribed to its topic never consumed
   (the Spark job's rule, analysis/traces.py, per group). Must be 0.
 - **duplicates**: a message id one group consumed more than once. Reported, not a breach:
   RocketMQ delivers at least once, and a failover re-delivers what was consumed after the last
@@ -60,6 +61,8 @@ def lost(h: History) -> Check:
         for msg_id, a in sorted(acks.items(), key=lambda kv: kv[1].ts_ms):
             intent = h.intents.get(msg_id)
             if a.topic != spec.topic or (intent is not None and intent.rollback):
+                continue
+            if intent is None and spec.needs_intent:
                 continue
             for g in spec.groups:
                 if msg_id not in seen[g]:

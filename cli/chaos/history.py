@@ -70,6 +70,9 @@ class TopicSpec:
     perm: int
     groups: tuple[str, ...]
     orderly_groups: tuple[str, ...] = ()
+    # only messages with an intent are owed (a transaction whose outcome the producer never
+    # learned, its call having failed after the half message was stored, is owed to nobody)
+    needs_intent: bool = False
 
 
 @attrs.frozen
