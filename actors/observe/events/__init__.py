@@ -13,7 +13,8 @@ then ``events.emit(log, events.ElectMaster(...))``): it re-exports the machinery
 - `incidents`: the records the Spark incident job reads (elections, role changes,
   SyncStateSet changes, truncations, heartbeat timeouts, Raft roles, message traces);
 - `kernel`: actor runtime, remoting connections, live config, /metrics, process lifecycle;
-- `up`, `console`: the `rocketrio up` supervisor and the web console;
+- `up`, `console`, `chaos`: the `rocketrio up` supervisor, the web console and the faults
+  `rocketrio chaos` injects;
 - `namesrv`, `controller`, `raft`, `auth`, `proxy`: those servers;
 - `roles`, `ha`, `store`, `broker`: the broker's role service (BrokerId, controller link),
   HA replication, message store, and the rest of the broker (tables, registration, pull,
@@ -119,6 +120,13 @@ from rocketrio.actors.observe.events.client import (
     TransactionEndFailed,
     TransactionListenerFailed,
     UnregisterClientFailed,
+)
+from rocketrio.actors.observe.events.chaos import (
+    ChaosFaultHealed,
+    ChaosFaultInjected,
+    ChaosFaultSkipped,
+    ChaosFinished,
+    ChaosStarted,
 )
 from rocketrio.actors.observe.events.console import (
     ConsoleAction,
