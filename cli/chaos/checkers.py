@@ -19,7 +19,8 @@ whose ``breach`` is set fails the run (exit status 1).
 - **recovery** (per fault; not a breach unless nothing got through again before the end): the
   longest pause between consecutive acknowledgements (and consumptions) that ends after the
   fault began and begins before it was healed (plus `OUTAGE_START_GRACE_MS`) and before the
-  next fault: last ack before, first ack after.
+  next fault: last ack before, first ack after; for consumption also per group
+  (``consume:<group>``), so one stalled group shows while the others read on.
 """
 
 from __future__ import annotations
@@ -195,11 +196,16 @@ def recoveries(h: History) -> list[Recovery]:
     acks = sorted(a.ts_ms for a in h.first_acks().values())
     cons = sorted(c.ts_ms for c in h.consumes)
     faults = sorted(h.faults, key=lambda f: f.started_ms)
+    per_group: dict[str, list[int]] = defaultdict(list)
+    for c in h.consumes:
+        per_group[c.group].append(c.ts_ms)
     out = []
     for i, f in enumerate(faults):
         bound = faults[i + 1].started_ms if i + 1 < len(faults) else h.end_ms or 2**62
         out.append(_recovery(f, acks, bound, "send"))
         out.append(_recovery(f, cons, bound, "consume"))
+        for g in sorted(per_group):  # one stalled group shows, though the others read on
+            out.append(_recovery(f, sorted(per_group[g]), bound, f"consume:{g}"))
     return out
 
 
@@ -207,7 +213,7 @@ def unrecovered(recs: Sequence[Recovery]) -> Check:
     found = [
         f"fault {r.fault} ({r.name}): no {r.op} succeeded after it began"
         for r in recs
-        if r.first_after_ms is None
+        if r.first_after_ms is None and r.op in ("send", "consume")
     ]
     return _check("unrecovered", found)
 

@@ -98,15 +98,36 @@ class Injector:
                 meta = await ca.get_controller_metadata()
             addr = meta.controllerLeaderAddress
             return c.by_addr(addr) if addr else None
-        async with MQAdmin(c.namesrv) as admin:
-            info = await admin.cluster_info()
-        addrs = []
-        for bd in sorted(info.brokerAddrTable.values(), key=lambda b: b.brokerName):
-            for bid, addr in sorted(bd.brokerAddrs.items()):
-                if (bid == 0) == (role is Role.MASTER):
-                    addrs.append(addr)
+        addrs = await self._from_controllers(role) if c.controllers else []
+        if not addrs:  # classic modes, or the controllers do not know yet: the NameServer
+            async with MQAdmin(c.namesrv) as admin:
+                info = await admin.cluster_info()
+            for bd in sorted(info.brokerAddrTable.values(), key=lambda b: b.brokerName):
+                for bid, addr in sorted(bd.brokerAddrs.items()):
+                    if (bid == 0) == (role is Role.MASTER):
+                        addrs.append(addr)
         procs = [p for a in addrs if (p := c.by_addr(a)) is not None]
         return procs[0] if procs else None
+
+    async def _from_controllers(self, role: Role) -> list[str]:
+        """Masters (or live replicas that are not master) by the controllers' SyncStateSet
+        data: right after a NameServer restart the brokers have not registered again yet."""
+        names = sorted({p.broker_name for p in self.cluster.procs if p.broker_name})
+        try:
+            async with ControllerAdmin(self.cluster.controllers, timeout=2.0) as ca:
+                table = (await ca.get_sync_state_set(names)).replicasInfoTable
+        except Exception:  # no controller leader right now: the NameServer's view
+            return []
+        out = []
+        for name in sorted(table):
+            info = table[name]
+            if role is Role.MASTER:
+                out += [info.masterAddress] if info.masterAddress else []
+                continue
+            for r in [*info.inSyncReplicas, *info.notInSyncReplicas]:
+                if r.alive and r.brokerAddress and r.brokerAddress != info.masterAddress:
+                    out.append(r.brokerAddress)
+        return out
 
     def pid_of(self, proc: Proc) -> int | None:
         if self.cluster.up_dir is None and proc.name in self.restarted:

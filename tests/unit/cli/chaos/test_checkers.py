@@ -170,3 +170,26 @@ def test_history_read_from_trace_log_lines() -> None:
     assert from_lines(lines, ["T"], h) == 0  # the torn line is no trace line
     assert [a.msg_id for a in h.acks] == ["m1"] and h.acks[0].latency_ms == 12
     assert h.consumes[0].ts_ms - h.acks[0].ts_ms == 200
+
+
+def test_consumption_recovery_is_also_per_group_so_one_stalled_group_shows() -> None:
+    h = _clean()
+    h.consumes = [c for c in h.consumes if not (c.group == "pop" and 1500 <= c.ts_ms <= 2500)]
+    h.faults = [FaultWindow(0, "suspend-master", "suspend", ("broker-a-0",), 1450, 1460)]
+    _checks, recs = checkers.run_all(h)
+    by_op = {r.op: r for r in recs}
+    assert by_op["consume"].gap_ms == 100  # push read on
+    assert (by_op["consume:pop"].last_before_ms, by_op["consume:pop"].first_after_ms) == (
+        1450,
+        2550,
+    )
+
+
+def test_a_transaction_whose_outcome_the_producer_never_learned_is_owed_to_nobody() -> None:
+    h = _clean()
+    h.topics = [attrs.evolve(t, needs_intent=(t.topic == X)) for t in h.topics]
+    assert _by_name(h)["lost"].count == 0  # x0: no intent, and read anyway
+    h.acks.append(Ack("x2", X, "broker-a", 2, 0, 7400, 4))  # the call failed after the half
+    assert _by_name(h)["lost"].count == 0
+    h.intents["x2"] = Intent("x2")  # committed, and never read: lost
+    assert _by_name(h)["lost"].count == 1
