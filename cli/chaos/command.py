@@ -73,7 +73,7 @@ def _options(a: argparse.Namespace, cluster: Cluster) -> Options:
     plan(timing, names, seed)  # refuse a schedule with no room before touching anything
     tag = time.strftime("%Y%m%dT%H%M%S")
     out = os.path.abspath(a.out) if a.out else default_out_dir(cluster.up_dir, tag)
-    return Options(timing, names, seed, a.rate, a.delay_ms, parse_seconds(a.drain_timeout),
+    return Options(timing, names, seed, a.rate, a.slow_kbit, parse_seconds(a.drain_timeout),
                    out, command_line())  # fmt: skip
 
 
@@ -92,7 +92,7 @@ def cmd_chaos(a: argparse.Namespace) -> int:
     def say(line: str) -> None:
         print(line, flush=True)
 
-    injector = Injector(cluster, opts.delay_ms, say)
+    injector = Injector(cluster, opts.slow_kbit, say)
     return trio.run(execute, injector, opts, say)
 
 
@@ -128,6 +128,9 @@ def add_parser(sub: Any) -> None:
         help="after the producers stop, how long to wait for the consumers to catch up",
     )  # fmt: skip
     sp.add_argument("--rate", type=float, default=5.0, help="sends per second per producer kind")
-    sp.add_argument("--delay-ms", type=int, default=300, help="the delay of a delay fault")
+    sp.add_argument(
+        "--slow-kbit", type=int, default=256,
+        help="a delay fault limits the target's outgoing packets to this many kbit/s",
+    )  # fmt: skip
     sp.add_argument("--out", help="result directory (default <dir>/chaos/<time>)")
     sp.set_defaults(func=cmd_chaos)

@@ -77,9 +77,9 @@ class Injected:
 
 
 class Injector:
-    def __init__(self, cluster: Cluster, delay_ms: int, say: Callable[[str], None]) -> None:
+    def __init__(self, cluster: Cluster, slow_kbit: int, say: Callable[[str], None]) -> None:
         self.cluster = cluster
-        self.net = lonet.LoopbackNet(delay_ms)
+        self.net = lonet.LoopbackNet(slow_kbit)
         self.say = say
         self.active: list[Injected] = []
         self.restarted: dict[str, int] = {}
@@ -152,7 +152,18 @@ class Injector:
         if pid is None:
             return f"{proc.name} is not running now"
         inj = Injected(step, proc, pid)
-        match step.kind:
+        try:
+            await self._apply(inj, nursery)
+        except OSError as e:  # tc refused, the process just exited...: undone, and said
+            self.active.append(inj)
+            self.heal(inj)
+            return f"{step.name} on {proc.name} failed: {e}"
+        self.active.append(inj)
+        return inj
+
+    async def _apply(self, inj: Injected, nursery: trio.Nursery) -> None:
+        proc, pid = inj.proc, inj.pid
+        match inj.step.kind:
             case FaultKind.KILL:
                 os.kill(pid, signal.SIGKILL)
                 inj.healed = True
@@ -167,9 +178,7 @@ class Injector:
             case FaultKind.DISK_FULL:
                 inj.ballast = await trio.to_thread.run_sync(self._fill, proc)
             case FaultKind.SLOW_DISK:
-                return "slow disk is not available"
-        self.active.append(inj)
-        return inj
+                raise OSError("slow disk is not available")
 
     async def _restart(self, proc: Proc) -> None:
         await trio.sleep(RESTART_AFTER_S)

@@ -3,10 +3,11 @@
 `up` runs every process in the root network namespace on 127.0.0.1, so a fault cannot move
 them into namespaces of their own; instead chaos classifies their packets on ``lo``:
 
-- a ``prio`` root qdisc with two extra bands (the default priomap keeps all other traffic in
-  the usual three bands, so nothing else on the machine changes): band 4 is ``netem loss
-  100%`` (a **partition**: packets vanish, connections hang, nothing is reset), band 5 is
-  ``netem delay`` (a **delay**);
+- an ``htb`` root qdisc whose default class (10 Gbit/s) carries all other traffic as before;
+  class 4 ends in a ``pfifo`` of length 0 (a **partition**: its packets vanish, connections
+  hang, nothing is reset), class 5 is limited to `SLOW_KBIT` kbit/s with a deep queue (a
+  **delay**: this kernel has no ``netem`` and no drop action, probed: only htb, tbf, pfifo and
+  u32 are there, so a delay is a queueing delay behind a slow link, growing with the traffic);
 - ``u32`` filters send a packet to a band by its ports. A partition of A from B covers every
   TCP connection between them: chaos reads A's and B's sockets (``/proc/<pid>/fd`` ->
   ``/proc/net/tcp``) and adds a filter per direction of each connection; it rescans every
@@ -30,9 +31,8 @@ from collections.abc import Callable, Iterable
 import attrs
 
 RESCAN_S = 0.2
-DROP_BAND, DELAY_BAND = 4, 5
-# the default priomap of a 3-band prio qdisc: ordinary traffic never reaches bands 4 and 5
-PRIOMAP = "1 2 2 2 1 2 0 0 1 1 1 1 1 1 1 1"
+DROP_BAND, DELAY_BAND = 4, 5  # htb class ids 1:4 and 1:5
+SLOW_KBIT = 256
 TCP_TABLES = ("/proc/net/tcp", "/proc/net/tcp6")
 
 TcRunner = Callable[[list[str], bool], str]  # tc arguments, check -> stdout
@@ -122,8 +122,8 @@ def unavailable() -> str | None:
 class LoopbackNet:
     """The tc setup on lo; `run` is injectable for the tests."""
 
-    def __init__(self, delay_ms: int, run: TcRunner | None = None) -> None:
-        self.delay_ms = delay_ms
+    def __init__(self, slow_kbit: int = SLOW_KBIT, run: TcRunner | None = None) -> None:
+        self.slow_kbit = slow_kbit
         self.up = False
         self._next_prio = 10
         self._run = run or self._tc
@@ -142,12 +142,20 @@ class LoopbackNet:
         if shown.strip() and "noqueue" not in shown.split("\n")[0]:
             raise OSError(f"lo already has a qdisc ({shown.strip()}); not touching it")
         self.up = True  # from here on, teardown must run
-        self._run(["qdisc", "add", "dev", "lo", "root", "handle", "1:", "prio", "bands", "5",
-                   "priomap", *PRIOMAP.split()], True)  # fmt: skip
-        self._run(["qdisc", "add", "dev", "lo", "parent", f"1:{DROP_BAND}", "handle", "40:",
-                   "netem", "loss", "100%"], True)  # fmt: skip
-        self._run(["qdisc", "add", "dev", "lo", "parent", f"1:{DELAY_BAND}", "handle", "50:",
-                   "netem", "delay", f"{self.delay_ms}ms"], True)  # fmt: skip
+        dev = ["dev", "lo"]
+        self._run(["qdisc", "add", *dev, "root", "handle", "1:", "htb", "default", "1",
+                   "r2q", "1000"], True)  # fmt: skip
+        self._run(["class", "add", *dev, "parent", "1:", "classid", "1:1", "htb", "rate",
+                   "10gbit"], True)  # fmt: skip
+        self._run(["class", "add", *dev, "parent", "1:", "classid", f"1:{DROP_BAND}", "htb",
+                   "rate", "10gbit"], True)  # fmt: skip
+        self._run(["qdisc", "add", *dev, "parent", f"1:{DROP_BAND}", "handle", "40:", "pfifo",
+                   "limit", "0"], True)  # fmt: skip
+        rate = f"{self.slow_kbit}kbit"
+        self._run(["class", "add", *dev, "parent", "1:", "classid", f"1:{DELAY_BAND}", "htb",
+                   "rate", rate, "ceil", rate], True)  # fmt: skip
+        self._run(["qdisc", "add", *dev, "parent", f"1:{DELAY_BAND}", "handle", "50:", "pfifo",
+                   "limit", "100000"], True)  # fmt: skip
 
     def new_prio(self) -> int:
         self._next_prio += 1

@@ -48,7 +48,7 @@ class Options:
     names: tuple[str, ...]
     seed: int | None
     rate: float
-    delay_ms: int
+    slow_kbit: int
     drain_timeout_s: float
     out_dir: str
     command: str
