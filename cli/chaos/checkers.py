@@ -15,7 +15,9 @@ whose ``breach`` is set fails the run (exit status 1).
 - **delayed early**: a delayed message consumed before its send call + its delay (the broker
   stores it after the call began, so even a retried send cannot be due earlier).
 - **rolled back delivered**: a consumed message whose transaction the producer rolled back.
-- **metadata**: a route poll showing a queue count or permission other than the operator's.
+- **metadata**: a route poll showing a queue count or permission other than the operator's
+  (except the write bit cleared while the set has no master: the NameServer then serves the
+  prime slave's queues read-only, as upstream's RouteInfoManager does).
 - **recovery** (per fault; not a breach unless nothing got through again before the end): the
   longest pause between consecutive acknowledgements (and consumptions) that ends after the
   fault began and begins before it was healed (plus `OUTAGE_START_GRACE_MS`) and before the
@@ -33,6 +35,7 @@ import attrs
 
 from rocketrio.cli.chaos.history import Ack, Consume, FaultWindow, History, TopicSpec
 
+PERM_WRITE = 2  # upstream PermName.PERM_WRITE
 EXAMPLES = 10  # at most this many examples per check
 DELAY_TOLERANCE_MS = 2  # ms rounding of two log timestamps
 # an outage a fault caused begins before the fault is healed, or at most this long after (a
@@ -150,6 +153,8 @@ def metadata(h: History) -> Check:
         if spec is None:
             continue
         got = (p.read_queues, p.write_queues, p.perm)
+        if not p.has_master and p.perm == spec.perm & ~PERM_WRITE:
+            got = (p.read_queues, p.write_queues, spec.perm)  # read-only while masterless
         if got != (spec.read_queues, spec.write_queues, spec.perm):
             key = (p.topic, p.broker, *got)
             if key not in seen:  # one line per distinct wrong shape

@@ -74,6 +74,7 @@ class Injected:
     prio: int | None = None  # tc filters of a network fault
     ballast: str | None = None
     healed: bool = False
+    peer: Proc | None = None  # a partition from this process only
 
 
 class Injector:
@@ -135,8 +136,10 @@ class Injector:
             return pid if os.path.exists(f"/proc/{pid}") else None
         return current_pid(self.cluster, proc)
 
-    def peers_of(self, proc: Proc) -> list[Proc]:
-        return [p for p in self.cluster.procs if p.name != proc.name]
+    def peers_of(self, inj: Injected) -> list[Proc]:
+        if inj.peer is not None:
+            return [inj.peer]
+        return [p for p in self.cluster.procs if p.name != inj.proc.name]
 
     # ------------------------------------------------------------------ inject / heal
 
@@ -152,6 +155,13 @@ class Injector:
         if pid is None:
             return f"{proc.name} is not running now"
         inj = Injected(step, proc, pid)
+        if step.peer is not None:
+            try:
+                inj.peer = await self.resolve(step.peer)
+            except Exception as e:  # mid-failover: skip, say so
+                return f"cannot tell who is {step.peer.value} now ({type(e).__name__}: {e})"
+            if inj.peer is None or inj.peer.name == proc.name:
+                return f"no other process is {step.peer.value} now"
         try:
             await self._apply(inj, nursery)
         except OSError as e:  # tc refused, the process just exited...: undone, and said
@@ -196,7 +206,7 @@ class Injector:
         if inj.step.kind is FaultKind.DELAY:
             return {(c.local_port, None) for c in mine}
         out: set[tuple[int | None, int | None]] = set()
-        for peer in self.peers_of(inj.proc):
+        for peer in self.peers_of(inj):
             pid = self.pid_of(peer)
             if pid is not None:
                 out |= lonet.pairs_between(mine, lonet.conns_of(pid, table))

@@ -58,6 +58,7 @@ class RoutePoll:
     read_queues: int
     write_queues: int
     perm: int
+    has_master: bool = True  # the route listed a master (brokerId 0) of this broker set
 
 
 @attrs.frozen

@@ -1,13 +1,14 @@
 """`rocketrio chaos`: the command (a thin Trio shell over the pure schedule and checkers).
 
-One run: refuse a target that is not a running local cluster; create the run's topics; start
-the consumers, then the producers; inject the planned faults; stop producing ``--drain``
-before the end and wait (up to ``--drain-timeout``) until every acknowledged message is
-consumed; then the checkers, ``result.json``, ``report.html`` and the summary. Whatever ends
-the run (its end, an error, Ctrl-C, SIGTERM, SIGHUP), every fault still injected is undone in a
+One run: refuse a target that is not a running local cluster; create the run's topics; start the
+consumers, then the producers; inject the planned faults; stop producing ``--drain`` before the
+end and wait (up to ``--drain-timeout``) until every acknowledged message is consumed; then the
+final read (a new group reads every topic from its first offset, up to ``--drain-timeout``
+again); then the checkers, ``result.json``, ``report.html`` and the summary. Whatever ends the
+run (its end, an error, Ctrl-C, SIGTERM, SIGHUP), every fault still injected is undone in a
 shielded ``finally``: stopped processes continued, tc filters and the qdisc removed, ballast
-deleted. Exit status: 0 clean, 1 a breach (lost acknowledged message, order violation, ...),
-2 refused before starting, 130 interrupted (cleaned up; the partial result is written).
+deleted. Exit status: 0 clean, 1 a breach (lost acknowledged message, order violation, ...), 2
+refused before starting, 130 interrupted (cleaned up; the partial result is written).
 """
 
 from __future__ import annotations
@@ -134,10 +135,11 @@ class Run:
                     except Exception:  # mid-failover, or the NameServer is down: next round
                         continue
                     ts = now_ms()
+                    masters = {b.brokerName for b in route.brokerDatas if 0 in b.brokerAddrs}
                     for q in route.queueDatas:
                         self.h.polls.append(RoutePoll(
                             ts, spec.topic, q.brokerName, q.readQueueNums, q.writeQueueNums,
-                            q.perm))  # fmt: skip
+                            q.perm, q.brokerName in masters))  # fmt: skip
                 await trio.sleep(POLL_S)
 
     async def progress(self, t0: float, total: int) -> None:
@@ -223,6 +225,10 @@ async def execute(injector: Injector, opts: Options, say: Callable[[str], None])
                 await trio.sleep(5.0)  # the last sends finish (their timeouts are 3 s)
                 say("chaos: producers stopped; waiting for the consumers to catch up")
                 drained = await run.drain(tail)
+                say("chaos: the final read: a new group reads every topic from the start")
+                run.h.topics = wl.specs(final=True)
+                await n.start(wl.run_final)
+                drained = await run.drain(tail) and drained
                 n.cancel_scope.cancel()
     finally:
         with trio.CancelScope(shield=True):

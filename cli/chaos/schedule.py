@@ -1,12 +1,14 @@
 """The fault schedule (pure): which faults, on which role, when, for how long.
 
 A fault name is ``<kind>-<role>`` (``kill-master``, ``suspend-slave``, ``partition-master``,
-``delay-controller-leader``...) or a combination of such steps joined by ``+``
-(``suspend-slave+kill-master``: the steps are injected in order, `STEP_GAP_S` apart, and healed
-together). A schedule is either named (``--fault kill-master --every 30s``: that fault, every
-30 s) or random from a seed (``--seed N``: one `random.Random(N)` draws every fault and every
-pause, so a run's schedule replays exactly). Faults start after a warm-up and stop before the
-drain at the end of the run; none overlaps another (each is healed before the next starts).
+``delay-controller-leader``...) or a combination of such steps joined by ``+`` (``suspend-
+slave+kill-master``: the steps are injected in order, `STEP_GAP_S` apart, and healed together).
+A partition may name the one role it cuts the target from: ``partition-slave-from-master`` (else
+it cuts the target from every other process). A schedule is either named (``--fault kill-master
+--every 30s``: that fault, every 30 s) or random from a seed (``--seed N``: one
+`random.Random(N)` draws every fault and every pause, so a run's schedule replays exactly).
+Faults start after a warm-up and stop before the drain at the end of the run; none overlaps
+another (each is healed before the next starts).
 
 Roles are resolved when a fault is injected (the master of now, not of the start), by the shell.
 """
@@ -45,10 +47,12 @@ INSTANT = frozenset({FaultKind.KILL})
 class FaultStep:
     kind: FaultKind
     role: Role
+    peer: Role | None = None  # a partition from this role only (None: from every process)
 
     @property
     def name(self) -> str:
-        return f"{self.kind.value}-{self.role.value}"
+        peer = f"-from-{self.peer.value}" if self.peer is not None else ""
+        return f"{self.kind.value}-{self.role.value}{peer}"
 
 
 @attrs.frozen
@@ -75,10 +79,12 @@ def parse_fault(name: str) -> tuple[FaultStep, ...]:
     """``kill-master`` or ``suspend-slave+kill-master`` -> the steps."""
     steps = []
     for part in name.split("+"):
-        kind_name, sep, role_name = part.strip().partition("-")
+        kind_name, sep, rest = part.strip().partition("-")
+        role_name, _, peer_name = rest.partition("-from-")
         try:
             kind = FaultKind(kind_name)
             role = Role(role_name)
+            peer = Role(peer_name) if peer_name else None
         except ValueError:
             raise ScheduleError(
                 f"unknown fault {part!r}: use <kind>-<role>, kinds "
@@ -87,7 +93,9 @@ def parse_fault(name: str) -> tuple[FaultStep, ...]:
             ) from None
         if not sep:
             raise ScheduleError(f"unknown fault {part!r}: use <kind>-<role>")
-        steps.append(FaultStep(kind, role))
+        if peer is not None and kind is not FaultKind.PARTITION:
+            raise ScheduleError(f"{part!r}: only a partition has a -from-<role>")
+        steps.append(FaultStep(kind, role, peer))
     return tuple(steps)
 
 
@@ -107,6 +115,7 @@ RANDOM_POOL: tuple[str, ...] = (
     "disk-master",
     "slowdisk-master",
     "suspend-slave+kill-master",
+    "partition-slave-from-master+kill-master",
     "kill-controller-leader+kill-master",
 )
 

@@ -5,9 +5,11 @@ Producers: sync, async and batch sends (Normal), ordered sends per message group
 selector, each group's next message sent only once the previous one is acknowledged (Order),
 delayed sends (delay level 1, 1 s: Delay), transactional sends, every third one rolled back
 (Txn). Consumers: a push and a POP group on Normal, an orderly group on Order, push groups on
-Delay and Txn. The clients write the trace lines (``trace_send_acked``, ``trace_consumed``;
-the POP loop writes its own with the same record) into chaos's log; `intents` keeps what the
-trace cannot say (message group and sequence, delay, transaction outcome), keyed by message id.
+Delay and Txn; once the run is over, a new group reads every topic from its first offset (the
+"final read": a message consumed live but lost from the brokers since shows up missing). The
+clients write the trace lines (``trace_send_acked``, ``trace_consumed``; the POP loop writes its
+own with the same record) into chaos's log; `intents` keeps what the trace cannot say (message
+group and sequence, delay, transaction outcome), keyed by message id.
 """
 
 from __future__ import annotations
@@ -67,18 +69,22 @@ class Workload:
         self.run_id = run_id
         self.period_s = 1.0 / rate
         self.topic = {k: f"Chaos{run_id}-{k}" for k in ("Normal", "Order", "Delay", "Txn")}
-        self.group = {k: f"chaos{run_id}_{k}" for k in ("push", "pop", "orderly", "delay", "txn")}
+        groups = ("push", "pop", "orderly", "delay", "txn", "final")
+        self.group = {k: f"chaos{run_id}_{k}" for k in groups}
         self.intents: dict[str, Intent] = {}
         self.counters = Counters()
         self.producing = True
 
-    def specs(self) -> list[TopicSpec]:
+    def specs(self, final: bool = False) -> list[TopicSpec]:
+        """The topics and the groups that must read all of them; ``final``: with the group
+        that reads every topic from its first offset once the run is over."""
         t, g = self.topic, self.group
+        f = (g["final"],) if final else ()
         return [
-            TopicSpec(t["Normal"], QUEUES, QUEUES, PERM_RW, (g["push"], g["pop"])),
-            TopicSpec(t["Order"], QUEUES, QUEUES, PERM_RW, (g["orderly"],), (g["orderly"],)),
-            TopicSpec(t["Delay"], QUEUES, QUEUES, PERM_RW, (g["delay"],)),
-            TopicSpec(t["Txn"], QUEUES, QUEUES, PERM_RW, (g["txn"],), needs_intent=True),
+            TopicSpec(t["Normal"], QUEUES, QUEUES, PERM_RW, (g["push"], g["pop"], *f)),
+            TopicSpec(t["Order"], QUEUES, QUEUES, PERM_RW, (g["orderly"], *f), (g["orderly"],)),
+            TopicSpec(t["Delay"], QUEUES, QUEUES, PERM_RW, (g["delay"], *f)),
+            TopicSpec(t["Txn"], QUEUES, QUEUES, PERM_RW, (g["txn"], *f), needs_intent=True),
         ]
 
     def _cc(self) -> ClientConfig:
@@ -199,6 +205,20 @@ class Workload:
         txn.register_listener(self._push_listener("txn"))
         async with push, orderly, delay, txn, trio.open_nursery() as n:
             n.start_soon(self._pop)
+            task_status.started()
+            await trio.sleep_forever()
+
+    async def run_final(self, task_status: trio.TaskStatus[None]) -> None:
+        """A new group reading every topic from its first offset: what the brokers hold now.
+        A message consumed live and lost since (acknowledged by a master that had not
+        replicated it, say, then cut when that master came back as a slave) is missing here."""
+        c = PushConsumer(
+            self.group["final"], self.ns, consume_from_where=FIRST, client_config=self._cc()
+        )
+        for topic in self.topic.values():
+            c.subscribe(topic)
+        c.register_listener(self._push_listener("final"))
+        async with c:
             task_status.started()
             await trio.sleep_forever()
 

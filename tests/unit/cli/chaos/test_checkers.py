@@ -130,6 +130,14 @@ def test_queue_count_or_permission_change_nobody_asked_for() -> None:
     assert meta.breach and meta.count == 2
 
 
+def test_queues_served_read_only_while_the_set_has_no_master_are_no_change() -> None:
+    h = _clean()
+    h.polls.append(RoutePoll(9500, T, "broker-a", 4, 4, 4, has_master=False))  # prime slave
+    assert _by_name(h)["metadata"].count == 0
+    h.polls.append(RoutePoll(9600, T, "broker-a", 8, 8, 4, has_master=False))
+    assert _by_name(h)["metadata"].count == 1  # the queue count still must not change
+
+
 def test_recovery_is_the_pause_around_a_fault_last_ack_before_first_after() -> None:
     h = _clean()
     h.acks = [a for a in h.acks if not (1500 <= a.ts_ms <= 2200)]  # nothing from 1.4 to 2.3 s

@@ -26,7 +26,16 @@ def test_a_fault_name_is_kind_and_role_and_combinations_join_with_plus() -> None
         FaultStep(FaultKind.SUSPEND, Role.SLAVE),
         FaultStep(FaultKind.KILL, Role.CONTROLLER_LEADER),
     )
-    for bad in ("kill", "explode-master", "kill-everyone", "kill-master+"):
+    assert parse_fault("partition-slave-from-master") == (
+        FaultStep(FaultKind.PARTITION, Role.SLAVE, Role.MASTER),
+    )
+    for bad in (
+        "kill",
+        "explode-master",
+        "kill-everyone",
+        "kill-master+",
+        "kill-slave-from-master",
+    ):
         with pytest.raises(ScheduleError):
             parse_fault(bad)
 
