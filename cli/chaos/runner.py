@@ -35,6 +35,7 @@ from rocketrio.cli.chaos.schedule import STEP_GAP_S, PlannedFault, Timing, plan
 from rocketrio.cli.chaos.workload import Workload
 
 PROGRESS_S = 5.0
+PRODUCERS_STOP_S = 15.0
 POLL_S = 2.0
 EXIT_OK, EXIT_BREACH, EXIT_REFUSED, EXIT_INTERRUPTED = 0, 1, 2, 130
 
@@ -85,6 +86,7 @@ class Run:
         self.run_id = workload.run_id
         self.current = ""
         self.done_faults = 0
+        self.faults_over = False
 
     # ------------------------------------------------------------------ faults
 
@@ -183,12 +185,54 @@ async def _setup_topics(ns: str, wl: Workload) -> None:
                     await trio.sleep(0.3)
 
 
-async def _watch_signals(sigs: Any, scope: trio.CancelScope, run: Run, flag: list[bool]) -> None:
+async def _watch_signals(sigs: Any, faults: trio.CancelScope, everything: trio.CancelScope,
+                         run: Run, flag: list[bool]) -> None:  # fmt: skip
+    """The first signal ends the fault phase (the producers then stop cleanly); a signal
+    once the faults are over, or a second one, ends everything at once."""
     async for sig in sigs:
         run.say(f"chaos: {signal.Signals(sig).name}: healing every fault and stopping")
+        if flag or faults.cancelled_caught or run.faults_over:
+            everything.cancel()
         flag.append(True)
-        scope.cancel()
-        return
+        faults.cancel()
+
+
+async def _phases(run: Run, planned: list[PlannedFault], sigs: Any, n: trio.Nursery,
+                  tail: TraceTail, interrupted: list[bool]) -> bool:  # fmt: skip
+    """Faults under the workload, then (unless interrupted) the drain and the final read.
+    A signal cancels only the fault phase: the producers then stop as at a normal end (the
+    clients are never cancelled mid-request), and every fault is healed at once."""
+    wl, opts, say = run.wl, run.opts, run.say
+    await n.start(wl.run_consumers)
+    t0 = trio.current_time()
+    producers_done = trio.Event()
+
+    async def produce() -> None:
+        try:
+            await wl.run_producers()
+        finally:
+            producers_done.set()
+
+    n.start_soon(produce)
+    n.start_soon(run.poll_routes)
+    n.start_soon(run.progress, t0, len(planned))
+    with trio.CancelScope() as faults_scope:
+        n.start_soon(_watch_signals, sigs, faults_scope, n.cancel_scope, run, interrupted)
+        await run.faults(planned, t0, n)
+        await trio.sleep_until(t0 + opts.timing.duration_s - opts.timing.drain_s)
+    run.faults_over = True
+    wl.producing = False
+    run.inj.heal_all()
+    with trio.move_on_after(PRODUCERS_STOP_S):  # the last sends end (their timeouts are 3 s)
+        await producers_done.wait()
+    if interrupted:
+        return False
+    say("chaos: producers stopped; waiting for the consumers to catch up")
+    drained = await run.drain(tail)
+    say("chaos: the final read: a new group reads every topic from the start")
+    run.h.topics = wl.specs(final=True)
+    await n.start(wl.run_final)
+    return await run.drain(tail) and drained
 
 
 async def execute(injector: Injector, opts: Options, say: Callable[[str], None]) -> int:
@@ -213,22 +257,7 @@ async def execute(injector: Injector, opts: Options, say: Callable[[str], None])
         await _setup_topics(injector.cluster.namesrv, wl)
         with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM, signal.SIGHUP) as sigs:
             async with trio.open_nursery() as n:
-                n.start_soon(_watch_signals, sigs, n.cancel_scope, run, interrupted)
-                await n.start(wl.run_consumers)
-                t0 = trio.current_time()
-                n.start_soon(wl.run_producers)
-                n.start_soon(run.poll_routes)
-                n.start_soon(run.progress, t0, len(planned))
-                await run.faults(planned, t0, n)
-                await trio.sleep_until(t0 + opts.timing.duration_s - opts.timing.drain_s)
-                wl.producing = False
-                await trio.sleep(5.0)  # the last sends finish (their timeouts are 3 s)
-                say("chaos: producers stopped; waiting for the consumers to catch up")
-                drained = await run.drain(tail)
-                say("chaos: the final read: a new group reads every topic from the start")
-                run.h.topics = wl.specs(final=True)
-                await n.start(wl.run_final)
-                drained = await run.drain(tail) and drained
+                drained = await _phases(run, planned, sigs, n, tail, interrupted)
                 n.cancel_scope.cancel()
     finally:
         with trio.CancelScope(shield=True):
