@@ -27,7 +27,7 @@ from rocketrio.actors.client.admin import MQAdmin
 from rocketrio.actors.client.controller_admin import ControllerAdmin
 from rocketrio.cli.chaos import lonet
 from rocketrio.cli.chaos.schedule import FaultKind, FaultStep, Role
-from rocketrio.cli.chaos.targets import Cluster, Proc, current_pid
+from rocketrio.cli.chaos.targets import Cluster, Proc, current_pid, zombie
 
 RESTART_AFTER_S = 1.0
 BALLAST = ".rocketrio-chaos-ballast"
@@ -133,7 +133,7 @@ class Injector:
     def pid_of(self, proc: Proc) -> int | None:
         if self.cluster.up_dir is None and proc.name in self.restarted:
             pid = self.restarted[proc.name]
-            return pid if os.path.exists(f"/proc/{pid}") else None
+            return None if zombie(pid) else pid
         return current_pid(self.cluster, proc)
 
     def peers_of(self, inj: Injected) -> list[Proc]:

@@ -223,12 +223,13 @@ def current_pid(cluster: Cluster, proc: Proc) -> int | None:
     line = cmdline(pid)
     if not line or (proc.conf_path is not None and proc.conf_path not in line):
         return None
-    if _zombie(pid):
+    if zombie(pid):
         return None
     return pid
 
 
-def _zombie(pid: int) -> bool:
+def zombie(pid: int) -> bool:
+    """True when ``pid`` is gone or a zombie (dead, not yet reaped)."""
     try:
         with open(f"/proc/{pid}/stat", encoding="utf-8") as f:
             return f.read().rpartition(")")[2].split()[0] in ("Z", "X")
