@@ -89,6 +89,13 @@ from rocketrio.actors.observe.events.catalogue import (
     record_fields,
     strip_optional,
 )
+from rocketrio.actors.observe.events.chaos import (
+    ChaosFaultHealed,
+    ChaosFaultInjected,
+    ChaosFaultSkipped,
+    ChaosFinished,
+    ChaosStarted,
+)
 from rocketrio.actors.observe.events.client import (
     BroadcastConsumeDropped,
     BrokerConnectionClosed,
@@ -120,13 +127,6 @@ from rocketrio.actors.observe.events.client import (
     TransactionEndFailed,
     TransactionListenerFailed,
     UnregisterClientFailed,
-)
-from rocketrio.actors.observe.events.chaos import (
-    ChaosFaultHealed,
-    ChaosFaultInjected,
-    ChaosFaultSkipped,
-    ChaosFinished,
-    ChaosStarted,
 )
 from rocketrio.actors.observe.events.console import (
     ConsoleAction,
