@@ -199,10 +199,11 @@ def _recovery(f: FaultWindow, times: list[int], bound_ms: int, op: str) -> Recov
 
 def recoveries(h: History) -> list[Recovery]:
     acks = sorted(a.ts_ms for a in h.first_acks().values())
-    cons = sorted(c.ts_ms for c in h.consumes)
+    live = [c for c in h.consumes if c.group not in h.late_groups]
+    cons = sorted(c.ts_ms for c in live)
     faults = sorted(h.faults, key=lambda f: f.started_ms)
     per_group: dict[str, list[int]] = defaultdict(list)
-    for c in h.consumes:
+    for c in live:
         per_group[c.group].append(c.ts_ms)
     out = []
     for i, f in enumerate(faults):

@@ -143,14 +143,22 @@ class Injector:
 
     # ------------------------------------------------------------------ inject / heal
 
-    async def inject(self, step: FaultStep, nursery: trio.Nursery) -> Injected | str:
-        """Inject one step; a string says why it was skipped."""
+    async def resolve_step(self, step: FaultStep) -> Proc | str:
+        """The process ``step`` targets now, or why there is none."""
         try:
             proc = await self.resolve(step.role)
         except Exception as e:  # the cluster is mid-failover: skip this one, say so
             return f"cannot tell who is {step.role.value} now ({type(e).__name__}: {e})"
-        if proc is None:
-            return f"no process is {step.role.value} now"
+        return f"no process is {step.role.value} now" if proc is None else proc
+
+    async def inject(
+        self, step: FaultStep, nursery: trio.Nursery, target: Proc | str | None = None
+    ) -> Injected | str:
+        """Inject one step (into ``target`` if already resolved); a string says why it was
+        skipped."""
+        proc = target if target is not None else await self.resolve_step(step)
+        if isinstance(proc, str):
+            return proc
         pid = self.pid_of(proc)
         if pid is None:
             return f"{proc.name} is not running now"

@@ -96,6 +96,8 @@ class History:
     topics: list[TopicSpec] = attrs.field(factory=list)
     start_ms: int = 0
     end_ms: int = 0
+    # groups that read after the run (the final read): no part of any recovery time
+    late_groups: tuple[str, ...] = ()
 
     def first_acks(self) -> dict[str, Ack]:
         out: dict[str, Ack] = {}

@@ -96,10 +96,13 @@ class Run:
             injected: list[Injected] = []
             targets: list[str] = []
             started = now_ms()
+            # every step's target is who plays its role when the fault starts: killing the
+            # controller first must not leave the next step unable to find the master
+            resolved = [await self.inj.resolve_step(step) for step in pf.steps]
             for i, step in enumerate(pf.steps):
                 if i:
                     await trio.sleep(STEP_GAP_S)
-                r = await self.inj.inject(step, nursery)
+                r = await self.inj.inject(step, nursery, resolved[i])
                 if isinstance(r, str):
                     targets.append(f"({step.name} skipped)")
                     events.emit(self.log, events.ChaosFaultSkipped(
@@ -231,6 +234,7 @@ async def _phases(run: Run, planned: list[PlannedFault], sigs: Any, n: trio.Nurs
     drained = await run.drain(tail)
     say("chaos: the final read: a new group reads every topic from the start")
     run.h.topics = wl.specs(final=True)
+    run.h.late_groups = (wl.group["final"],)
     await n.start(wl.run_final)
     return await run.drain(tail) and drained
 

@@ -201,3 +201,21 @@ def test_a_transaction_whose_outcome_the_producer_never_learned_is_owed_to_nobod
     assert _by_name(h)["lost"].count == 0
     h.intents["x2"] = Intent("x2")  # committed, and never read: lost
     assert _by_name(h)["lost"].count == 1
+
+
+def test_the_final_read_is_no_part_of_any_recovery_time() -> None:
+    h = _clean()
+    h.faults = [FaultWindow(0, "kill-master", "kill", ("broker-a-0",), 50_000, 50_000)]
+    h.consumes.append(Consume("n0", "final", T, "broker-a", 0, 0, 90_000))
+    h.late_groups = ("final",)
+    recs = checkers.recoveries(h)
+    assert {r.op for r in recs} == {
+        "send",
+        "consume",
+        "consume:push",
+        "consume:pop",
+        "consume:orderly",
+        "consume:delayed",
+        "consume:txn",
+    }
+    assert next(r for r in recs if r.op == "consume").first_after_ms is None
