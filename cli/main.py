@@ -355,8 +355,10 @@ def build_parser() -> argparse.ArgumentParser:
     sp.set_defaults(func=cmd_proxy)
 
     from rocketrio.cli import admin, analyze, console, tools, up
+    from rocketrio.cli.chaos import command as chaos
 
     up.add_parser(sub)
+    chaos.add_parser(sub)
     console.add_parser(sub)
     admin.add_parser(sub)
     tools.add_parsers(sub)

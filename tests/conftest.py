@@ -120,6 +120,7 @@ XDIST_GROUPS: dict[str, str] = {
     "tests/system/test_console_browser.py": "quiet",
     "tests/system/test_disk_full_process.py": "quiet",
     "tests/system/test_up_supervisor_shell.py": "quiet",
+    "tests/system/test_chaos_processes.py": "quiet",  # one tc setup on lo at a time
 }
 
 

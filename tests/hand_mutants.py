@@ -39,6 +39,16 @@ _AC = "tests/unit/actors/broker/failover/test_acting_core.py::"
 
 MUTANTS: list[Mutant] = [
     Mutant(
+        "master acknowledges before its slave has the data (allAckInSyncStateSet on)",
+        "actors/broker/ha/sync_state.py",
+        '        """Writes ending at or below this offset may be acknowledged to clients now."""\n',
+        '        """Writes ending at or below this offset may be acknowledged to clients now."""\n'
+        "        return self.local_max  # MUTANT\n",
+        [
+            "tests/system/test_chaos_processes.py::test_a_clean_cluster_under_chaos_loses_nothing_acknowledged",
+        ],
+    ),
+    Mutant(
         "CommitLog flush without fsync",
         "storage/commitlog/log.py",
         "            segments.sync(fds, dir_dirty)",

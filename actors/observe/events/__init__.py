@@ -13,7 +13,8 @@ then ``events.emit(log, events.ElectMaster(...))``): it re-exports the machinery
 - `incidents`: the records the Spark incident job reads (elections, role changes,
   SyncStateSet changes, truncations, heartbeat timeouts, Raft roles, message traces);
 - `kernel`: actor runtime, remoting connections, live config, /metrics, process lifecycle;
-- `up`, `console`: the `rocketrio up` supervisor and the web console;
+- `up`, `console`, `chaos`: the `rocketrio up` supervisor, the web console and the faults
+  `rocketrio chaos` injects;
 - `container`: the broker container (several brokers in one process);
 - `namesrv`, `controller`, `raft`, `auth`, `proxy`: those servers;
 - `roles`, `failover`, `ha`, `store`, `broker`: the broker's role service (BrokerId, controller
@@ -91,6 +92,13 @@ from rocketrio.actors.observe.events.catalogue import (
     field_types,
     record_fields,
     strip_optional,
+)
+from rocketrio.actors.observe.events.chaos import (
+    ChaosFaultHealed,
+    ChaosFaultInjected,
+    ChaosFaultSkipped,
+    ChaosFinished,
+    ChaosStarted,
 )
 from rocketrio.actors.observe.events.client import (
     BroadcastConsumeDropped,

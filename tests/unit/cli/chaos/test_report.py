@@ -1,0 +1,26 @@
+"""The chaos report: the JSON result, the summary, the per-kind table, the SVG plot, the page."""
+
+from __future__ import annotations
+
+from xml.etree import ElementTree
+
+from rocketrio.cli.chaos import checkers, report
+from rocketrio.cli.chaos.history import Ack, Consume, FaultWindow, History, TopicSpec
+
+
+def test_report_json_text_and_an_svg_marking_each_fault() -> None:
+    h = History(start_ms=0, end_ms=10_000, topics=[TopicSpec("T", 4, 4, 6, ("g",))])
+    h.acks = [Ack(f"m{i}", "T", "b", 0, i, i * 100, 3 + i % 7) for i in range(100)]
+    h.consumes = [Consume(a.msg_id, "g", "T", "b", 0, a.queue_offset, a.ts_ms + 5) for a in h.acks]
+    h.faults = [FaultWindow(0, "kill-master", "kill", ("broker-a-0",), 4000, 4000)]
+    checks, recs = checkers.run_all(h)
+    res = report.result(h, checks, recs, {"run_id": "r1"})
+    assert res["ok"] and res["acked"] == 100
+    assert any("kill-master" in line for line in report.summary(res))
+    assert report.kind_table(res)[2].startswith("| kill-master | 1 |")
+    svg = report.latency_svg(h)
+    root = ElementTree.fromstring(svg)  # well-formed, no script
+    assert root.tag.endswith("svg") and "<script" not in svg
+    assert svg.count("<circle") == 100 and "kill-master on broker-a-0" in svg
+    page = report.html_report(h, res)
+    assert "<svg" in page and "OK" in page
