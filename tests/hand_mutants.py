@@ -217,6 +217,7 @@ MUTANTS: list[Mutant] = [
         "        self.tables.topics.journal = self.tables.groups.journal = self.journal.record\n",
         "        pass  # MUTANT\n",
         [
+            "tests/sim/test_metadata_failover.py::test_metadata_survives",
             "tests/system/test_metadata_failover_process.py",
         ],
     ),
