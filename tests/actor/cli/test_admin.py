@@ -149,6 +149,11 @@ def unknown_cases(ns: str, ctrl: str) -> list[tuple[list[str], str]]:
             )
         ],
         (["getUser", "-n", ns, "-c", "DefaultCluster", "-u", "nobody"], "user nobody not found"),
+        (["addBroker", "-c", NOBODY, "-b", "/no/such.conf"], f"cannot connect to {NOBODY}"),
+        (
+            ["removeBroker", "-c", NOBODY, "-b", "DefaultCluster:broker-x:0"],
+            f"cannot connect to {NOBODY}",
+        ),
         (
             ["getAcl", "-n", ns, "-c", "DefaultCluster", "-s", "User:nobody"],
             "The subject User:nobody is not exist",
