@@ -6,10 +6,13 @@ finds, where to resume. This shell only runs it. Each chunk (at most ``SCRUB_CHU
 one bigger record) is read and checked in a worker thread behind the `ReadGate`, the same gate
 big pulls use: a deletion, truncation or role change (``ReadGate.exclusive``) waits for at most
 one chunk, and the bounds are read in that same thread, so a chunk never reads a segment that
-retention removed meanwhile. After each chunk the task sleeps ``size / scrubBytesPerSecond``
-seconds (the rate budget); with nothing below the checkpoint, or ``scrubBytesPerSecond`` = 0
-(off), it looks again every ``IDLE_S``. The key is read before every chunk, so
-UPDATE_BROKER_CONFIG changes it live.
+retention removed meanwhile. After each chunk the task sleeps ``verified / scrubBytesPerSecond``
+seconds (the rate budget: the bytes a lap verifies take at least that long; a chunk also reads
+the head of the record its end cuts, which the next chunk reads again, so reads exceed the
+budget by at most one record per chunk, under 1% with 1 MiB chunks and KiB records, and a
+record bigger than a chunk is read whole at once); with nothing below the checkpoint, or
+``scrubBytesPerSecond`` = 0 (off), it looks again every ``IDLE_S``. The key is read before
+every chunk, so UPDATE_BROKER_CONFIG changes it live.
 
 A finding is logged once per record as ``store_scrub_damage`` (segment, offset, reason),
 counted in the runtime-info key ``scrubDamageFound``, and handed to the read check
@@ -82,15 +85,15 @@ class ScrubService:
     async def run(self) -> None:
         while True:
             rate = self.config.scrubBytesPerSecond
-            read = await self.step() if rate > 0 else 0
-            await trio.sleep(pause_s(read, rate) if read else IDLE_S)
+            verified = await self.step() if rate > 0 else None
+            await trio.sleep(IDLE_S if verified is None else pause_s(verified, rate))
 
-    async def step(self) -> int:
-        """Verify one chunk; the bytes it read (0: nothing below the checkpoint)."""
+    async def step(self) -> int | None:
+        """Verify one chunk; the bytes it verified (None: nothing below the checkpoint)."""
         done = await self.gate.read(self._verify_next)
         if done is None:
-            return 0
-        rng, result = done
+            return None
+        _, result = done
         finding = self.cursor.advance(result)
         if finding is not None:
             self.view.distrust(finding.offset)
@@ -102,7 +105,7 @@ class ScrubService:
                     reason=finding.reason,
                 ),
             )
-        return rng.size
+        return result.verified_bytes
 
     def _verify_next(self) -> tuple[ScrubRange, ChunkResult] | None:
         """In the worker thread: the bounds, the read and the check, under one gate pass."""
