@@ -143,13 +143,18 @@ class ScrubCursor:
         self.laps = 0  # passes over [min_offset, verified_from) started
         self.verified_bytes = 0
         self.records = 0
-        self.found: dict[int, ScrubFinding] = {}  # offset -> finding
+        self.found: dict[int, ScrubFinding] = {}  # offset -> finding, in the log now
+        self.damage_found = 0  # damaged records found since start (never goes down)
         self._need = 0
 
     def next(self, bounds: ScrubBounds) -> ScrubRange | None:
-        rng = next_range(self.cursor, bounds, max(self.chunk_bytes, self._need))
+        b = bounds
+        rng = next_range(self.cursor, b, max(self.chunk_bytes, self._need))
         if rng is not None and rng.start != self.cursor:
             self.laps += 1
+        # retention deleted, or a truncation cut, what held them: forget those findings
+        for offset in [o for o in self.found if not b.min_offset <= o < b.verified_from]:
+            del self.found[offset]
         return rng
 
     def advance(self, result: ChunkResult) -> ScrubFinding | None:
@@ -162,4 +167,5 @@ class ScrubCursor:
         if f is None or f.offset in self.found:
             return None
         self.found[f.offset] = f
+        self.damage_found += 1
         return f

@@ -15,9 +15,10 @@ record bigger than a chunk is read whole at once); with nothing below the checkp
 every chunk, so UPDATE_BROKER_CONFIG changes it live.
 
 A finding is logged once per record as ``store_scrub_damage`` (segment, offset, reason),
-counted in the runtime-info key ``scrubDamageFound``, and handed to the read check
-(`StoreView.distrust`): every later read of that record runs the pull path's check and is
-refused (``commitlog_record_corrupt``), as if the pull had found it. No data is deleted.
+counted in the runtime-info key ``scrubDamageFound`` (records found since start), and handed to
+the read check (`StoreView.distrust`): every later read of that record runs the pull path's
+check and is refused (``commitlog_record_corrupt``), as if the pull had found it. No data is
+deleted.
 """
 
 from __future__ import annotations
@@ -124,5 +125,5 @@ class ScrubService:
             "scrubVerifiedBytes": str(c.verified_bytes),
             "scrubOffset": str(max(c.cursor, 0)),
             "scrubLaps": str(c.laps),
-            "scrubDamageFound": str(len(c.found)),
+            "scrubDamageFound": str(c.damage_found),
         }

@@ -116,3 +116,16 @@ def test_pause_is_bytes_over_rate() -> None:
     assert pause_s(8 * 1024 * 1024, 8 * 1024 * 1024) == 1.0
     assert pause_s(1024, 4096) == 0.25
     assert pause_s(1024, 0) == 0.0
+
+
+def test_findings_of_deleted_segments_are_forgotten_but_still_counted() -> None:
+    data, offsets = segment_bytes()
+    bad = bytearray(data)
+    bad[offsets[2] + 40] ^= 0x01
+    cursor = ScrubCursor(chunk_bytes=SEG)
+    rng = cursor.next(ScrubBounds(0, 2 * SEG, SEG))
+    assert rng is not None
+    assert cursor.advance(verify_chunk(bytes(bad), rng, SEG)) is not None
+    assert list(cursor.found) == [offsets[2]] and cursor.damage_found == 1
+    assert cursor.next(ScrubBounds(SEG, 2 * SEG, SEG)) == ScrubRange(SEG, SEG, True)
+    assert cursor.found == {} and cursor.damage_found == 1  # retention removed segment 0
