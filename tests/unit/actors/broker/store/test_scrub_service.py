@@ -140,9 +140,13 @@ async def test_scrub_off_reads_nothing_and_a_clean_store_finds_nothing(
     with trio.move_on_after(60):
         await scrub.run()
     assert scrub.cursor.verified_bytes == 0
-    scrub.config = BrokerConfig(storePathRootDir=PATH, scrubBytesPerSecond=RATE)
+    scrub.config = BrokerConfig(storePathRootDir=PATH, scrubBytesPerSecond=RATE)  # live
+    sizes: list[int] = []
+    read = scrub.view.read_commitlog
+    scrub.view.read_commitlog = lambda o, n: (sizes.append(n), read(o, n))[1]  # type: ignore[method-assign]
     below = store.commitlog.verified_from - store.commitlog.min_offset
     with trio.move_on_after(2 * below / RATE + 1):
         await scrub.run()
     assert scrub.cursor.laps >= 2 and scrub.cursor.found == {}
     assert scrub.cursor.verified_bytes >= below
+    assert max(sizes) <= CHUNK  # the store is never held for more than a chunk
