@@ -36,6 +36,7 @@ class Mutant:
 
 _AM = "tests/actor/broker/test_acting_master.py::"
 _AC = "tests/unit/actors/broker/failover/test_acting_core.py::"
+_SC = "tests/unit/actors/broker/store/test_scrub_service.py::"
 
 MUTANTS: list[Mutant] = [
     Mutant(
@@ -411,6 +412,20 @@ MUTANTS: list[Mutant] = [
         "            acting_ack=lambda qid, ack: acting() and self.revive.apply_ack(qid, ack),",
         "            acting_ack=None,  # MUTANT",
         [_AM + "test_a_message_popped_from_the_dead_master_is_revived_once_through_escape"],
+    ),
+    Mutant(
+        "scrub: the background scrub skips the record CRC compare",
+        "storage/scrub.py",
+        "        if crc_intact(data, pos, start + pos, limit) != total or total <= 8:",
+        "        if total <= 8:  # MUTANT",
+        [_SC + "test_scrub_finds_a_flipped_byte_below_the_checkpoint_within_its_rate"],
+    ),
+    Mutant(
+        "scrub: a finding does not reach the read check (damage a read vouched for is served)",
+        "actors/broker/store/scrub_service.py",
+        "            self.view.distrust(finding.offset)",
+        "            pass  # MUTANT",
+        [_SC + "test_damage_after_a_read_vouched_for_it_is_never_served_once_scrubbed"],
     ),
 ]
 

@@ -415,6 +415,11 @@ class CommitLog:
         it is served (`ReadCheck.check`, read_check.py); RecordCorrupt when it fails."""
         self._read_check.check(offset, size, data, pos)
 
+    def distrust(self, offset: int) -> None:
+        """A record below `verified_from` found damaged (the scrub): its reads check it again
+        (`ReadCheck.distrust`)."""
+        self._read_check.distrust(offset)
+
     def read_record(self, offset: int) -> bytes:
         """The whole record starting at ``offset``; RecordNotFound if there is none."""
         head = self.read(offset, 8)

@@ -46,6 +46,13 @@ class ReadCheck:
         for b in bases:
             self._verified_upto.pop(b, None)
 
+    def distrust(self, offset: int) -> None:
+        """The record at ``offset`` failed a check elsewhere (the background scrub): no mark
+        vouches for it again, so every read of it runs `check` (and is refused)."""
+        base = offset - offset % self._segment_size
+        if self._verified_upto.get(base, base) > offset:
+            self._verified_upto[base] = offset
+
     def check(self, offset: int, size: int, data: bytes, pos: int) -> None:
         """Check the record at CommitLog ``offset``, read as ``data[pos : pos + size]``, before
         it is served; RecordCorrupt (naming segment, offset, reason) when it fails.

@@ -143,6 +143,9 @@ class BrokerConfig(RemotingServerConfig):
     # disk (upstream clamps it to 35..90), checked every cleanResourceInterval ms
     diskSpaceWarningLevelRatio: int = attrs.field(default=90, validator=positive)
     cleanResourceInterval: int = attrs.field(default=10_000, validator=positive)
+    # the background scrub (store/scrub_service.py): CommitLog bytes below the checkpoint
+    # verified per second; 0 turns it off (rocketrio's key)
+    scrubBytesPerSecond: int = attrs.field(default=8 * 1024 * 1024, validator=non_negative)
     messageIndexEnable: bool = True
     # key index files: hash slots and entries per file (MessageStoreConfig keys and defaults)
     maxHashSlotNum: int = attrs.field(default=5_000_000, validator=positive)

@@ -111,12 +111,13 @@ class StatsFeature:
 
     def _runtime_counts(self) -> dict[str, str]:
         """rocketrio's extra runtime-info keys: what the broker's tables hold, and the role's
-        own (controller mode: the masterEpoch and confirmOffset)."""
+        own (controller mode: the masterEpoch and confirmOffset), and the background scrub's."""
         return {
             "consumerGroups": str(len(self.consumers.groups)),
             "producerGroups": str(len(self.producers.groups)),
             "topicCount": str(len(self.tables.topics.table)),
             **self.role_extras(),
+            **self.store.scrub.runtime_keys(),
         }
 
     def _group_get_tps(self, group: str, topic: str) -> float:

@@ -24,7 +24,7 @@ rocketrio has no Java thread pool the key says what the broker's own queue holds
 
 rocketrio's extra keys (none collide with upstream's) follow: brokerName, brokerId,
 brokerRole, flushDiskType, commitLogFlushedOffset, pullHoldCount, sendBackTotal, dlqTotal and
-the counts the broker adds (`extra`).
+the counts the broker adds (`extra`: table sizes, the role's keys, the background scrub's).
 """
 
 from __future__ import annotations

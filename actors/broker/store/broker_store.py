@@ -1,6 +1,7 @@
 """The broker's store and what keeps it: the MessageStore, its one writer (actor.py), the
 read-only view and its gate (view.py), the disk guard with its monitor (disk_guard.py,
-disk_usage.py) and the clean-up service (clean_service.py).
+disk_usage.py), the clean-up service (clean_service.py) and the background scrub
+(scrub_service.py).
 
 A replicated broker (controller mode) keeps its ConsumeQueues at confirmOffset and writes
 nothing until its role is known (the actor starts FENCED); otherwise puts are dispatched at
@@ -9,6 +10,7 @@ once (STANDALONE). The MessageStore is opened by the broker's boot (boot/store_o
 
 from __future__ import annotations
 
+import os
 import socket
 from collections.abc import Callable
 
@@ -23,12 +25,13 @@ from rocketrio.actors.broker.store.clean_service import CleanService
 from rocketrio.actors.broker.store.disk_guard import DiskGuard
 from rocketrio.actors.broker.store.disk_usage import DiskMonitor
 from rocketrio.actors.broker.store.messages import ArrivalListener, PutStats, StoreRole
+from rocketrio.actors.broker.store.scrub_service import ScrubService
 from rocketrio.actors.broker.store.view import ReadGate, StoreView
 from rocketrio.actors.kernel.runtime import every_sync
 from rocketrio.actors.kernel.transport import split_addr
 from rocketrio.protocol.codes import RequestCode
 from rocketrio.storage.fs import FileSystem
-from rocketrio.storage.message_store import MessageStore, StoreConfig
+from rocketrio.storage.message_store import COMMITLOG_DIR, MessageStore, StoreConfig
 
 _NO_IP = (b"\x00\x00\x00\x00", 0)
 
@@ -117,6 +120,13 @@ class BrokerStore:
             now_ms=now_ms,
             log=log.bind(actor="clean_service"),
         )
+        self.scrub = ScrubService(
+            config,
+            self.view,
+            self.read_gate,
+            os.path.join(config.storePathRootDir, COMMITLOG_DIR),
+            log=log.bind(actor="scrub_service"),
+        )
 
     def reconfigure(self, config: BrokerConfig, changed: frozenset[str]) -> None:
         """UPDATE_BROKER_CONFIG: the flush period, the sync-flush wait, the largest message."""
@@ -134,10 +144,12 @@ class BrokerStore:
     async def run_services(
         self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED
     ) -> None:
-        """The writer, the disk sampling (once before the first send) and the clean-up."""
+        """The writer, the disk sampling (once before the first send), the clean-up and the
+        background scrub."""
         async with trio.open_nursery() as n:
             await n.start(self.actor.run)
             self.disks.sample()
             n.start_soon(every_sync, self.config.cleanResourceInterval / 1000, self.disks.sample)
             n.start_soon(self.clean.run)
+            n.start_soon(self.scrub.run)
             task_status.started()

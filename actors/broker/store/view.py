@@ -50,6 +50,7 @@ from rocketrio.protocol.message import MessageExt
 from rocketrio.storage.commitlog import RecordNotFound
 from rocketrio.storage.consume_queue import Boundary
 from rocketrio.storage.message_store import GetResult, MessageStore, StoreStats
+from rocketrio.storage.scrub import ScrubBounds
 
 T = TypeVar("T")
 
@@ -242,6 +243,21 @@ class StoreView:
         """CommitLog bytes written but not fsynced yet."""
         stats = self._store.stats()
         return max(0, stats.commitlog_max_offset - stats.commitlog_flushed_offset)
+
+    # -- the background scrub (scrub_service.py): bounds and reads run in its worker thread
+    def scrub_bounds(self) -> ScrubBounds:
+        """What the scrub may verify: the CommitLog below the read check's watermark."""
+        clog = self._store.commitlog
+        return ScrubBounds(clog.min_offset, clog.verified_from, clog.mapped_file_size)
+
+    def read_commitlog(self, offset: int, size: int) -> bytes:
+        """Raw CommitLog bytes, clipped to the written end."""
+        return self._store.commitlog.read(offset, size)
+
+    def distrust(self, offset: int) -> None:
+        """The record at ``offset`` is damaged: every read of it is checked (and refused). Only
+        the read check's watermark changes, never the data."""
+        self._store.commitlog.distrust(offset)
 
     # -- the schedule service's scan (schedule_service.py)
     def read_queue_entries(

@@ -281,6 +281,7 @@ from rocketrio.actors.observe.events.store import (
     StoreCorrupt,
     StoreFencedUntilRestart,
     StoreRecoveryProgress,
+    StoreScrubDamage,
     TruncatingBelowConfirmOffset,
 )
 from rocketrio.actors.observe.events.up import (

@@ -124,6 +124,18 @@ class RetentionHeld(LogEvent):
     dispatch_flushed: int
 
 
+@event("store_scrub_damage", "error")
+@attrs.frozen(kw_only=True)
+class StoreScrubDamage(LogEvent):
+    """The background scrub found a damaged CommitLog record below the checkpoint (segment
+    file, offset, reason); reads of it are refused from then on, nothing is deleted. Logged
+    once per record."""
+
+    segment: str
+    offset: int
+    reason: str
+
+
 @event("disk_space_recovered")
 @attrs.frozen(kw_only=True)
 class DiskSpaceRecovered(LogEvent):

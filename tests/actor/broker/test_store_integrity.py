@@ -15,7 +15,10 @@ import trio.testing
 
 from rocketrio.actors.broker.broker import Broker
 from rocketrio.actors.observe import events
-from rocketrio.protocol.codes import ResponseCode
+from rocketrio.protocol.bodies import KVTable
+from rocketrio.protocol.codes import RequestCode, ResponseCode
+from rocketrio.protocol.remoting import RemotingCommand
+from rocketrio.protocol.serde import from_json
 from rocketrio.storage.commitlog import CorruptionError, list_segments, segment_name
 from rocketrio.storage.message_store import ABORT_FILE
 from rocketrio.storage.store_lock import StoreLocked
@@ -83,6 +86,28 @@ async def test_a_damaged_record_in_an_old_segment_is_never_delivered(
         assert [m.body for m in messages(before)] == [body(i) for i in range(5)]
         after = await h.pull("I", 0, 6, max_msgs=32)
         assert [m.body for m in messages(after)] == [body(i) for i in range(6, 38)]
+
+
+async def test_the_broker_scrub_finds_old_damage_before_any_pull(
+    tmp_path: Any, mock_clock: trio.testing.MockClock
+) -> None:
+    rate = 1024  # bytes/s: the whole store below the checkpoint in well under a minute
+    async with harness(tmp_path, **SMALL) as h:
+        for i in range(60):
+            assert (await h.send("S", body(i), queue_id=0)).code == ResponseCode.SUCCESS
+        await h.stop_broker()
+        segment, pos = flip_in_body(h, 5)
+        with structlog.testing.capture_logs() as logs:
+            await h.start_broker(scrubBytesPerSecond=rate, **SMALL)
+            await trio.sleep(SEG / rate + 2)  # the damage is in the first segment
+        [line] = [e for e in logs if e["event"] == events.StoreScrubDamage.NAME]
+        assert line["log_level"] == "error" and line["segment"] == segment
+        assert line["offset"] < pos and line["reason"] == "record CRC mismatch"
+        assert not [e for e in logs if e["event"] == events.CommitlogRecordCorrupt.NAME]
+        status = await h.invoke(RemotingCommand(RequestCode.GET_BROKER_RUNTIME_INFO))
+        table = from_json(KVTable, status.body).table
+        assert table["scrubDamageFound"] == "1" and int(table["scrubVerifiedBytes"]) > 0
+        assert (await h.pull("S", 0, 0)).code == ResponseCode.SYSTEM_ERROR  # never served
 
 
 async def test_a_cut_tail_is_truncated_with_a_warning(
