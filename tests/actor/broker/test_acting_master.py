@@ -513,7 +513,7 @@ async def test_a_returning_slave_acts_only_after_taking_the_acting_slaves_offset
     still reaches S2 (a client's stale route) reaches S. No offset on S moves backwards."""
     async with classic_sim(tmp_path, SEED + 91, supportActingMaster=True) as c:
         cfg = {**ACTING, "flushConsumerOffsetInterval": 1000}
-        m = await c.start(M, BrokerRole.ASYNC_MASTER, 0, **cfg)
+        await c.start(M, BrokerRole.ASYNC_MASTER, 0, **cfg)
         s = await c.start(S, BrokerRole.SLAVE, 1, **cfg)
         s2 = await c.start(S2, BrokerRole.SLAVE, 2, **cfg)
         assert (await send(c, M, b"a-first", {})).code == RC.SUCCESS
