@@ -328,7 +328,17 @@ MUTANTS: list[Mutant] = [
         "actors/broker/roles/classic.py",
         "            config.enableSlaveActingMaster\n",
         "            config.enableSlaveActingMaster and self.serving_as_master()  # MUTANT\n",
-        [_AM + "test_a_returning_slave_acts_only_after_taking_the_acting_slaves_offsets"],
+        [
+            _AM + "test_a_returning_slave_acts_only_after_taking_the_acting_slaves_offsets",
+            _AM + "test_a_returning_slave_with_its_master_alive_goes_online_after_the_ha_handshake",
+        ],
+    ),
+    Mutant(
+        "pre-online: a returning slave goes online before the master's HA handshake",
+        "actors/broker/failover/slave_pre_online.py",
+        'return GoOnline("master handshake done") if handshake_done else FollowMaster(master)',
+        'return GoOnline("master handshake done")  # MUTANT',
+        [_AM + "test_a_returning_slave_with_its_master_alive_goes_online_after_the_ha_handshake"],
     ),
     Mutant(
         "pre-online: a returning slave goes online without the acting slave's offsets",

@@ -557,3 +557,27 @@ async def test_a_returning_slave_acts_only_after_taking_the_acting_slaves_offset
             assert s_back.tables.offsets.query("CG", TOPIC, 0) == 9
             n.cancel_scope.cancel()
         assert violations == []
+
+
+async def test_a_returning_slave_with_its_master_alive_goes_online_after_the_ha_handshake(
+    tmp_path: Path, mock_clock: trio.testing.MockClock
+) -> None:
+    """Slave pre-online with the master alive: S restarts cut off from M (it reaches the
+    NameServer only); it stays unregistered while it cannot complete the HA handshake, and goes
+    online once the link is back and the handshake done."""
+    async with classic_sim(tmp_path, SEED + 92, supportActingMaster=True) as c:
+        await c.start(M, BrokerRole.ASYNC_MASTER, 0, **ACTING)
+        s = await c.start(S, BrokerRole.SLAVE, 1, **ACTING)
+        await until(lambda: s.roles.master_to_sync() == f"{M}:10911")
+        c.crash(S, power_cut=False)
+        c.net.partition([M], [S])
+        await trio.sleep(1)  # the old process is gone (its store lock released)
+        s_back = await c.start(S, BrokerRole.SLAVE, 1, **ACTING)
+        await trio.sleep(20)
+        assert not s_back.roles.role_known and not s_back.roles.acting_master()
+        assert s_back.roles.master_to_sync() is None
+        c.net.heal()
+        await until(lambda: s_back.roles.role_known, timeout=30)
+        view = s_back.roles.ha.slave_view() if s_back.roles.ha is not None else None
+        assert view is not None and view.connected and view.master_confirm_offset >= 0
+        await until(lambda: s_back.roles.master_to_sync() == f"{M}:10911", timeout=10)
