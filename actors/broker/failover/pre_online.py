@@ -145,7 +145,7 @@ class PreOnlineService:
                     client, self.config, compatible=self.config.compatibleWithOldNameSrv
                 )
                 for bid, addr in sorted((members or {}).items()):
-                    if bid != MASTER_ID:
+                    if bid not in (MASTER_ID, self.config.brokerId):  # a returning slave's own
                         await self.pull(client, addr)
 
     async def _sync_all(self, client: RemotingClient, members: dict[int, str]) -> bool:
