@@ -508,24 +508,27 @@ async def test_a_returning_slave_acts_only_after_taking_the_acting_slaves_offset
     tmp_path: Path, mock_clock: trio.testing.MockClock
 ) -> None:
     """Slave pre-online (SPEC A4, slave side): S (id 1) restarts while its master is dead and
-    S2 (id 2) acts. S stays off the route and does not act until it has merged S2's newer
-    consumer offsets; then it acts (smallest live id) with them, S2 stops, and a commit that
-    still reaches S2 (a client's stale route) reaches S. No offset on S moves backwards."""
+    S2 (id 2) acts (its escape to broker-b moves the delay offset). S stays off the route and
+    does not act until it has merged S2's newer consumer and delay offsets; then it acts
+    (smallest live id) with them, S2 stops, and a commit that still reaches S2 (a client's stale
+    route) reaches S. No offset on S moves backwards; the delayed message is not re-delivered."""
     async with classic_sim(tmp_path, SEED + 91, supportActingMaster=True) as c:
         cfg = {**ACTING, "flushConsumerOffsetInterval": 1000}
-        await c.start(M, BrokerRole.ASYNC_MASTER, 0, **cfg)
-        s = await c.start(S, BrokerRole.SLAVE, 1, **cfg)
+        m, s, b = await two_groups(c, **cfg)
         s2 = await c.start(S2, BrokerRole.SLAVE, 2, **cfg)
-        assert (await send(c, M, b"a-first", {})).code == RC.SUCCESS
-        for slave in (s, s2):
-            await until(lambda b=slave: b.roles.master_to_sync() == f"{M}:10911")
+        await until(lambda: s2.roles.master_to_sync() == f"{M}:10911")
         await commit(c, M, "CG", 1)
+        assert (await send(c, M, b"due-during-outage", {"DELAY": "3"})).code == RC.SUCCESS
+        m_end = m.store.message_store.get_commitlog_max_offset()
+        for slave in (s, s2):
+            await until(lambda b=slave: b.store.message_store.get_commitlog_max_offset() == m_end)
         await until(lambda: s.tables.offsets.query("CG", TOPIC, 0) == 1, timeout=15)
         await trio.sleep(2)  # S's consumerOffset.json holds CG 1
         c.crash(S, power_cut=False)
         c.crash(M)
         await until(s2.roles.acting_master, timeout=30)
         await commit(c, S2, "CG", 7)  # consumers routed to the acting slave
+        await until(lambda: s2.tables.delay_offsets.table.level_offset(3) == 1, timeout=20)
         violations: list[str] = []
 
         async def watch(b: Broker) -> None:
@@ -535,8 +538,9 @@ async def test_a_returning_slave_acts_only_after_taking_the_acting_slaves_offset
                 if now < last:
                     violations.append(f"CG moved back {last} -> {now}")
                 last = max(last, now)
-                if b.roles.acting_master() and now < 7:
-                    violations.append(f"acting with CG {now}")
+                level = b.tables.delay_offsets.table.level_offset(3)
+                if b.roles.acting_master() and (now < 7 or level < 1):
+                    violations.append(f"acting with CG {now}, delay level 3 at {level}")
                 if not b.roles.role_known:
                     if b.roles.acting_master() or b.roles.special_services_on():
                         violations.append("acting while in pre-online")
@@ -551,10 +555,12 @@ async def test_a_returning_slave_acts_only_after_taking_the_acting_slaves_offset
             assert not s_back.roles.role_known  # isolated: not registered yet
             await until(s_back.roles.acting_master, timeout=30)
             assert s_back.tables.offsets.query("CG", TOPIC, 0) == 7
+            assert s_back.tables.delay_offsets.table.level_offset(3) == 1  # not delivered twice
             await until(lambda: not s2.roles.acting_master(), timeout=10)
             await commit(c, S2, "CG", 9)  # a client whose route still names S2
             await trio.sleep(12)  # the reverse sync's rounds
             assert s_back.tables.offsets.query("CG", TOPIC, 0) == 9
+            assert bodies_in(b, TOPIC).count(b"due-during-outage") == 1
             n.cancel_scope.cancel()
         assert violations == []
 
