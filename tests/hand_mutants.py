@@ -325,6 +325,33 @@ MUTANTS: list[Mutant] = [
         [_AM + "test_a_returning_master_goes_online_only_with_the_slaves_newer_offsets"],
     ),
     Mutant(
+        "pre-online: a returning slave skips it (registers and acts at once)",
+        "actors/broker/roles/classic.py",
+        "            config.enableSlaveActingMaster\n",
+        "            config.enableSlaveActingMaster and self.serving_as_master()  # MUTANT\n",
+        [
+            _AM + "test_a_returning_slave_acts_only_after_taking_the_acting_slaves_offsets",
+            _AM + "test_a_returning_slave_with_its_master_alive_goes_online_after_the_ha_handshake",
+        ],
+    ),
+    Mutant(
+        "pre-online: a returning slave goes online before the master's HA handshake",
+        "actors/broker/failover/slave_pre_online.py",
+        'return GoOnline("master handshake done") if handshake_done else FollowMaster(master)',
+        'return GoOnline("master handshake done")  # MUTANT',
+        [_AM + "test_a_returning_slave_with_its_master_alive_goes_online_after_the_ha_handshake"],
+    ),
+    Mutant(
+        "pre-online: a returning slave goes online without the acting slave's offsets",
+        "actors/broker/failover/slave_pre_online.py",
+        "    if acting_addr in pulled:",
+        "    if True:  # MUTANT",
+        [
+            "tests/unit/actors/broker/failover/test_slave_pre_online.py",
+            _AM + "test_a_returning_slave_acts_only_after_taking_the_acting_slaves_offsets",
+        ],
+    ),
+    Mutant(
         "pre-online: the slave's whole table is adopted, not per-queue maxima (upstream)",
         "actors/broker/failover/pre_online.py",
         "            if offset > ours.get(qid, -1):",

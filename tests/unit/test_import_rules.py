@@ -153,7 +153,10 @@ KNOWN_EDGES: dict[tuple[str, str, str], str] = {
         "the classic role service polls its group's members and answers EXCHANGE_BROKER_HA_INFO"
     ),
     (FEATURE_RULE, "actors.broker.roles", "actors.broker.failover.pre_online"): (
-        "a returning classic master runs pre-online before it registers"
+        "a returning classic master or slave runs pre-online before it registers"
+    ),
+    (FEATURE_RULE, "actors.broker.roles", "actors.broker.failover.slave_pre_online"): (
+        "a returning classic slave asks the pre-online core what to do next"
     ),
     (FEATURE_RULE, "actors.broker.roles", "actors.client.api"): (
         "the role service calls the controller and the NameServer with the client's request()"

@@ -145,8 +145,8 @@ class PreOnlineService:
                     client, self.config, compatible=self.config.compatibleWithOldNameSrv
                 )
                 for bid, addr in sorted((members or {}).items()):
-                    if bid != MASTER_ID:
-                        await self._pull(client, addr)
+                    if bid not in (MASTER_ID, self.config.brokerId):  # a returning slave's own
+                        await self.pull(client, addr)
 
     async def _sync_all(self, client: RemotingClient, members: dict[int, str]) -> bool:
         for bid, addr in sorted(members.items()):
@@ -177,10 +177,11 @@ class PreOnlineService:
                 await trio.sleep(0.1)
         if not link_ready(self.ha_links(), addr, bid):
             return False
-        return await self._pull(client, addr)
+        return await self.pull(client, addr)
 
-    async def _pull(self, client: RemotingClient, addr: str) -> bool:
-        """Take the slave's per-queue maxima of consumer and delay offsets."""
+    async def pull(self, client: RemotingClient, addr: str) -> bool:
+        """Take the slave's per-queue maxima of consumer and delay offsets (also a returning
+        slave's, from the slave acting: slave_pre_online.py); False when a call failed."""
         try:
             co = await self._get(client, addr, RequestCode.GET_ALL_CONSUMER_OFFSET)
             do = await self._get(client, addr, RequestCode.GET_ALL_DELAY_OFFSET)

@@ -29,7 +29,11 @@ AutoSwitch HA channel as controller mode (upstream used its older DefaultHAServi
   skipPreOnline) starts isolated: it replicates and answers, but stays off the NameServers
   (`role_known` is false) and runs no special service until it has its slaves' newer offsets;
   a slave copies nothing from a master the NameServers do not list yet (`master_to_sync`), so
-  its offsets cannot move backwards while the master reads them.
+  its offsets cannot move backwards while the master reads them;
+- a returning slave (failover/slave_pre_online.py) starts isolated too: not registered, not
+  acting, no special service, 905 ignored, until it has its group and either its master's HA
+  handshake is done or, with no master, the acting slave's newer offsets are merged (per-queue
+  maxima); with nobody else alive it goes online at once. ``skipPreOnline`` skips both sides.
 """
 
 from __future__ import annotations
@@ -47,6 +51,14 @@ from rocketrio.actors.broker.failover.member_group import (
     fetch_member_group,
     ha_info_answer,
     pull_ha_info,
+)
+from rocketrio.actors.broker.failover.pre_online import RETRY_S as PRE_ONLINE_RETRY_S
+from rocketrio.actors.broker.failover.slave_pre_online import (
+    FollowMaster,
+    GoOnline,
+    PullFrom,
+    Wait,
+    slave_step,
 )
 from rocketrio.actors.broker.ha.service import AutoSwitchHAService, resolve_ha_addr
 from rocketrio.actors.broker.ha.sync_state import AckPolicy
@@ -112,9 +124,8 @@ class ClassicRoleService:
         self._started = False
         self._pre_online = deps.pre_online
         self._on_online = deps.on_online
-        self.isolated = (
-            self.serving_as_master()
-            and config.enableSlaveActingMaster
+        self.isolated = (  # pre-online: a returning master, or slave (slave_pre_online.py)
+            config.enableSlaveActingMaster
             and not config.skipPreOnline
             and deps.pre_online is not None
         )
@@ -125,10 +136,10 @@ class ClassicRoleService:
         return self.config.brokerRole is not BrokerRole.SLAVE
 
     def acting_master(self) -> bool:
-        return self.acting.acting
+        return self.acting.acting and not self.isolated
 
     def special_services_on(self) -> bool:
-        return (self.serving_as_master() and not self.isolated) or self.acting.acting
+        return not self.isolated and (self.serving_as_master() or self.acting.acting)
 
     def group_members(self) -> dict[int, str]:
         return dict(self.acting.members)
@@ -198,6 +209,8 @@ class ClassicRoleService:
             h = from_ext(NotifyMinBrokerIdChangeRequestHeader, ctx.cmd.ext_fields)
         except HeaderError as e:
             return ctx.cmd.make_response(ResponseCode.INVALID_PARAMETER, str(e))
+        if self.isolated:  # in pre-online: its own poll decides (upstream skips it too)
+            return ctx.cmd.make_response(ResponseCode.SUCCESS)
         change = self.acting.on_notify(
             h.minBrokerId, h.minBrokerAddr, h.offlineBrokerAddr, h.haBrokerAddr
         )
@@ -274,6 +287,8 @@ class ClassicRoleService:
                 return
             await self.store.become_slave()
             task_status.started(self)
+            if self.isolated:
+                await self._slave_go_online(client, nursery)
             await self._follow_master(client)
 
     async def _go_online(self, client: RemotingClient, nursery: trio.Nursery) -> None:
@@ -283,6 +298,44 @@ class ClassicRoleService:
         self.isolated = False
         self._on_online()
         nursery.start_soon(self._pre_online.reverse_sync, client)
+
+    async def _slave_go_online(self, client: RemotingClient, nursery: trio.Nursery) -> None:
+        """A returning slave's pre-online (failover/slave_pre_online.py): isolated until its
+        master's HA handshake is done or the acting slave's newer offsets are merged."""
+        assert self._pre_online is not None
+        cfg, pulled = self.config, set[str]()
+        while True:
+            members = await fetch_member_group(client, cfg, compatible=cfg.compatibleWithOldNameSrv)
+            step = slave_step(
+                cfg.brokerId,
+                members,
+                handshake_done=self._handshake_done(),
+                pulled=frozenset(pulled),
+            )
+            match step:
+                case GoOnline():
+                    break
+                case Wait():
+                    pass
+                case FollowMaster(master_addr=addr):
+                    self._follow(addr)  # its HA address by EXCHANGE_BROKER_HA_INFO (906)
+                case PullFrom(addr=addr):
+                    if await self._pre_online.pull(client, addr):
+                        pulled.add(addr)
+            await trio.sleep(PRE_ONLINE_RETRY_S)
+        done = events.SlavePreOnlineDone(
+            reason=step.reason, master_addr=self.master_addr, pulled_from=sorted(pulled)
+        )
+        events.emit(self.log, done)
+        self.isolated = False
+        self._on_online()
+        if pulled:  # clients routed to the acting slave commit there until their route refresh
+            nursery.start_soon(self._pre_online.reverse_sync, client)
+
+    def _handshake_done(self) -> bool:
+        """The HA link to the master followed is in transfer (its first header arrived)."""
+        view = self._ha.slave_view()
+        return view is not None and view.connected and view.master_confirm_offset >= 0
 
     async def _follow_master(self, client: RemotingClient) -> None:
         """Poll the group's members; follow the master; act as master when RIP-32 says so."""

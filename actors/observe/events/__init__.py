@@ -159,6 +159,7 @@ from rocketrio.actors.observe.events.failover import (
     GroupMinBrokerIdMoved,
     PreOnlineDone,
     PreOnlineSynced,
+    SlavePreOnlineDone,
     StrictLockPartial,
 )
 from rocketrio.actors.observe.events.ha import (

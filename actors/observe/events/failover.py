@@ -52,6 +52,18 @@ class PreOnlineDone(LogEvent):
     raised: int
 
 
+@event("slave_pre_online_done")
+@attrs.frozen(kw_only=True)
+class SlavePreOnlineDone(LogEvent):
+    """A returning slave finished pre-online and goes online (registers; acts if it is then the
+    smallest live id): after its master's HA handshake, after merging the acting slave's
+    offsets, or at once when no other member was alive."""
+
+    reason: str
+    master_addr: str | None
+    pulled_from: list[str]
+
+
 @event("escape_put_failed")
 @attrs.frozen(kw_only=True)
 class EscapePutFailed(LogEvent):

@@ -499,3 +499,91 @@ async def test_without_an_escape_path_due_messages_wait_for_the_master(
         await until(lambda: b"waits" in bodies_in(m2, TOPIC), timeout=60)
         await trio.sleep(10)
         assert bodies_in(m2, TOPIC).count(b"waits") == 1
+
+
+S2 = "10.3.0.5"
+
+
+async def test_a_returning_slave_acts_only_after_taking_the_acting_slaves_offsets(
+    tmp_path: Path, mock_clock: trio.testing.MockClock
+) -> None:
+    """Slave pre-online (SPEC A4, slave side): S (id 1) restarts while its master is dead and
+    S2 (id 2) acts (its escape to broker-b moves the delay offset). S stays off the route and
+    does not act until it has merged S2's newer consumer and delay offsets; then it acts
+    (smallest live id) with them, S2 stops, and a commit that still reaches S2 (a client's stale
+    route) reaches S. No offset on S moves backwards; the delayed message is not re-delivered."""
+    async with classic_sim(tmp_path, SEED + 91, supportActingMaster=True) as c:
+        cfg = {**ACTING, "flushConsumerOffsetInterval": 1000}
+        m, s, b = await two_groups(c, **cfg)
+        s2 = await c.start(S2, BrokerRole.SLAVE, 2, **cfg)
+        await until(lambda: s2.roles.master_to_sync() == f"{M}:10911")
+        await commit(c, M, "CG", 1)
+        assert (await send(c, M, b"due-during-outage", {"DELAY": "3"})).code == RC.SUCCESS
+        m_end = m.store.message_store.get_commitlog_max_offset()
+        for slave in (s, s2):
+            await until(lambda b=slave: b.store.message_store.get_commitlog_max_offset() == m_end)
+        await until(lambda: s.tables.offsets.query("CG", TOPIC, 0) == 1, timeout=15)
+        await trio.sleep(2)  # S's consumerOffset.json holds CG 1
+        c.crash(S, power_cut=False)
+        c.crash(M)
+        await until(s2.roles.acting_master, timeout=30)
+        await commit(c, S2, "CG", 7)  # consumers routed to the acting slave
+        await until(lambda: s2.tables.delay_offsets.table.level_offset(3) == 1, timeout=20)
+        violations: list[str] = []
+
+        async def watch(b: Broker) -> None:
+            last = -1
+            while True:
+                now = b.tables.offsets.query("CG", TOPIC, 0)
+                if now < last:
+                    violations.append(f"CG moved back {last} -> {now}")
+                last = max(last, now)
+                level = b.tables.delay_offsets.table.level_offset(3)
+                if b.roles.acting_master() and (now < 7 or level < 1):
+                    violations.append(f"acting with CG {now}, delay level 3 at {level}")
+                if not b.roles.role_known:
+                    if b.roles.acting_master() or b.roles.special_services_on():
+                        violations.append("acting while in pre-online")
+                    addrs = [bd.brokerAddrs for bd in (await route(c)).brokerDatas]
+                    if any(f"{S}:10911" in a.values() for a in addrs):
+                        violations.append("routed while in pre-online")
+                await trio.sleep(0.05)
+
+        async with trio.open_nursery() as n:
+            s_back = await c.start(S, BrokerRole.SLAVE, 1, **cfg)
+            n.start_soon(watch, s_back)
+            assert not s_back.roles.role_known  # isolated: not registered yet
+            await until(s_back.roles.acting_master, timeout=30)
+            assert s_back.tables.offsets.query("CG", TOPIC, 0) == 7
+            assert s_back.tables.delay_offsets.table.level_offset(3) == 1  # not delivered twice
+            await until(lambda: not s2.roles.acting_master(), timeout=10)
+            await commit(c, S2, "CG", 9)  # a client whose route still names S2
+            await trio.sleep(12)  # the reverse sync's rounds
+            assert s_back.tables.offsets.query("CG", TOPIC, 0) == 9
+            assert bodies_in(b, TOPIC).count(b"due-during-outage") == 1
+            n.cancel_scope.cancel()
+        assert violations == []
+
+
+async def test_a_returning_slave_with_its_master_alive_goes_online_after_the_ha_handshake(
+    tmp_path: Path, mock_clock: trio.testing.MockClock
+) -> None:
+    """Slave pre-online with the master alive: S restarts cut off from M (it reaches the
+    NameServer only); it stays unregistered while it cannot complete the HA handshake, and goes
+    online once the link is back and the handshake done."""
+    async with classic_sim(tmp_path, SEED + 92, supportActingMaster=True) as c:
+        await c.start(M, BrokerRole.ASYNC_MASTER, 0, **ACTING)
+        s = await c.start(S, BrokerRole.SLAVE, 1, **ACTING)
+        await until(lambda: s.roles.master_to_sync() == f"{M}:10911")
+        c.crash(S, power_cut=False)
+        c.net.partition([M], [S])
+        await trio.sleep(1)  # the old process is gone (its store lock released)
+        s_back = await c.start(S, BrokerRole.SLAVE, 1, **ACTING)
+        await trio.sleep(20)
+        assert not s_back.roles.role_known and not s_back.roles.acting_master()
+        assert s_back.roles.master_to_sync() is None
+        c.net.heal()
+        await until(lambda: s_back.roles.role_known, timeout=30)
+        view = s_back.roles.ha.slave_view() if s_back.roles.ha is not None else None
+        assert view is not None and view.connected and view.master_confirm_offset >= 0
+        await until(lambda: s_back.roles.master_to_sync() == f"{M}:10911", timeout=10)
