@@ -120,7 +120,10 @@ XDIST_GROUPS: dict[str, str] = {
     "tests/system/test_console_browser.py": "quiet",
     "tests/system/test_disk_full_process.py": "quiet",
     "tests/system/test_up_supervisor_shell.py": "quiet",
-    "tests/system/test_chaos_processes.py": "quiet",  # one tc setup on lo at a time
+    # one tc setup on lo at a time; a group of its own, so its three minutes of real
+    # processes run beside the quiet group on the other worker, not after it
+    "tests/system/test_chaos_processes.py": "chaos",
+    "tests/system/test_chaos_disk_full.py": "chaos",
 }
 
 
