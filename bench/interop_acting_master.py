@@ -30,6 +30,7 @@ import glob
 import json
 import os
 import random
+import re
 import signal
 import socket
 import subprocess
@@ -122,7 +123,8 @@ class Java:
         start, end = text.find("{"), text.rfind("}")
         if start < 0 or end < start:
             return None
-        return json.loads(text[start : end + 1])
+        body = text[start : end + 1]  # fastjson writes integer map keys unquoted
+        return json.loads(re.sub(r"([{,]\s*)(-?\d+)(\s*:)", r'\1"\2"\3', body))
 
 
 def shape(route: Any) -> dict[str, Any]:
