@@ -31,6 +31,7 @@ import json
 import os
 import random
 import re
+import shutil
 import signal
 import socket
 import subprocess
@@ -49,10 +50,16 @@ DEFAULT_CP = "/tmp/rocketmq-5.2.0-home/cp2.txt"
 TOPIC = "InteropActingTopic"
 GROUP = "broker-a"
 PERM_WRITE = 2
+# Brokers ask to be dropped after 4 s of silence; the check waits past that plus one scan (5 s,
+# both NameServers' default), so both stay routed only if this mode's heartbeats reach the
+# NameServer (registration alone repeats every 30 s).
+NOT_ACTIVE_MS = 4000
+HEARTBEAT_CHECK_S = 11
 OPENS = (
     "--add-opens java.base/java.lang=ALL-UNNAMED --add-opens java.base/java.util=ALL-UNNAMED "
     "--add-opens java.base/java.nio=ALL-UNNAMED --add-opens java.base/sun.nio.ch=ALL-UNNAMED "
-    "--add-opens java.base/java.lang.reflect=ALL-UNNAMED --add-opens java.base/java.math=ALL-UNNAMED "
+    "--add-opens java.base/java.lang.reflect=ALL-UNNAMED "
+    "--add-opens java.base/java.math=ALL-UNNAMED "
     "--add-exports java.base/sun.nio.ch=ALL-UNNAMED"
 ).split()
 
@@ -190,6 +197,16 @@ def acting_events(log_dir: str, name: str) -> list[bool]:
     return out
 
 
+def java_acting_lines(work: str) -> list[str]:
+    """The Java slave's log lines saying its group's smallest id moved to it (upstream
+    onMinBrokerChange: it then runs the special services as acting master)."""
+    path = os.path.join(work, "javahome-java-s", "logs", "rocketmqlogs", "broker.log")
+    if not os.path.exists(path):
+        return []
+    with open(path, encoding="utf-8", errors="replace") as f:
+        return [ln.strip()[20:] for ln in f if "Min broker changed" in ln and "new 1-" in ln]
+
+
 def java_ns_case(java: Java, work: str, compatible: bool) -> dict[str, Any]:
     """Part 1 in one heartbeat mode (module docstring)."""
     ns_port, m_port, s_port = port_bases(3)
@@ -201,6 +218,7 @@ def java_ns_case(java: Java, work: str, compatible: bool) -> dict[str, Any]:
     common = {
         "namesrvAddr": ns, "brokerIP1": "127.0.0.1", "logDir": logs, "brokerName": GROUP,
         "enableSlaveActingMaster": "true", "compatibleWithOldNameSrv": str(compatible).lower(),
+        "brokerNotActiveTimeoutMillis": str(NOT_ACTIVE_MS),
     }  # fmt: skip
     procs = [
         Proc("broker", "rr-m", {**common, "brokerId": "0", "brokerRole": "ASYNC_MASTER",
@@ -227,7 +245,8 @@ async def _java_ns_flow(
     res: dict[str, Any] = {"before": before, "routed_both_s": t_before}
     if not both_routed(m, s)(before):
         return {**res, "ok": False, "why": "the Java NameServer did not route both brokers"}
-    await trio.sleep(3)  # a few heartbeats in this mode, the slave copies the topic config
+    await trio.sleep(HEARTBEAT_CHECK_S)  # only this mode's heartbeats keep them routed
+    res["still_routed_after_heartbeat_timeout"] = both_routed(m, s)(await rr_route(ns))
     res["before_java_client"] = shape(await trio.to_thread.run_sync(java.topic_route, ns, TOPIC))
     master.signal(signal.SIGKILL)
     after, t_after = await wait_shape(ns, acting_shape(s), 60)
@@ -238,7 +257,8 @@ async def _java_ns_flow(
     res["slave_acting_events"] = acting_events(logs, "rr-s")
     res["after_java_client"] = shape(await trio.to_thread.run_sync(java.topic_route, ns, TOPIC))
     res["ok"] = bool(
-        acting_shape(s)(after)
+        res["still_routed_after_heartbeat_timeout"]
+        and acting_shape(s)(after)
         and acting_shape(s)(res["after_java_client"])
         and True in res["slave_acting_events"]
     )
@@ -259,6 +279,7 @@ def rr_ns_case(java: Java, work: str, compatible: bool) -> dict[str, Any]:
         "autoCreateTopicEnable": "true", "enableSlaveActingMaster": "true",
         "compatibleWithOldNameSrv": str(compatible).lower(),
         "mappedFileSizeCommitLog": str(64 << 20), "timerWheelEnable": "false",
+        "brokerNotActiveTimeoutMillis": str(NOT_ACTIVE_MS),
     }  # fmt: skip
     confs = {}
     for name, bid, port in (("java-m", 0, m_port), ("java-s", 1, s_port)):
@@ -270,7 +291,7 @@ def rr_ns_case(java: Java, work: str, compatible: bool) -> dict[str, Any]:
                        "storePathCommitLog": os.path.join(store, "commitlog")}  # fmt: skip
     brokers = [java.start(n, "broker", c) for n, c in confs.items()]
     try:
-        return trio.run(_rr_ns_flow, java, ns, m, s, brokers[0])
+        return trio.run(_rr_ns_flow, java, work, ns, m, s, brokers[0])
     finally:
         for b in reversed(brokers):
             if b.poll() is None:
@@ -280,20 +301,30 @@ def rr_ns_case(java: Java, work: str, compatible: bool) -> dict[str, Any]:
 
 
 async def _rr_ns_flow(
-    java: Java, ns: str, m: str, s: str, master: subprocess.Popen[bytes]
+    java: Java, work: str, ns: str, m: str, s: str, master: subprocess.Popen[bytes]
 ) -> dict[str, Any]:
     await create_topic(ns, m)
     before, t_before = await wait_shape(ns, both_routed(m, s), 120)
     res: dict[str, Any] = {"before": before, "routed_both_s": t_before}
     if not both_routed(m, s)(before):
         return {**res, "ok": False, "why": "the rocketrio NameServer did not route both brokers"}
-    await trio.sleep(3)
+    await trio.sleep(HEARTBEAT_CHECK_S)  # only this mode's heartbeats keep them routed
+    res["still_routed_after_heartbeat_timeout"] = both_routed(m, s)(await rr_route(ns))
     master.send_signal(signal.SIGKILL)
     master.wait(10)
     after, t_after = await wait_shape(ns, acting_shape(s), 60)
     res.update(after=after, kill_to_acting_route_s=t_after)
     res["after_java_client"] = shape(await trio.to_thread.run_sync(java.topic_route, ns, TOPIC))
-    res["ok"] = bool(acting_shape(s)(after) and acting_shape(s)(res["after_java_client"]))
+    t0 = time.monotonic()
+    while not java_acting_lines(work) and time.monotonic() - t0 < 20:
+        await trio.sleep(0.5)
+    res["java_slave_log"] = java_acting_lines(work)
+    res["ok"] = bool(
+        res["still_routed_after_heartbeat_timeout"]
+        and acting_shape(s)(after)
+        and acting_shape(s)(res["after_java_client"])
+        and res["java_slave_log"]
+    )
     return res
 
 
@@ -321,7 +352,11 @@ def main() -> None:
                 res = cases[part](Java(a.dist, a.cp_file, work), work, mode == "true")
             except Exception as e:
                 res = {"ok": False, "error": f"{type(e).__name__}: {e}"}
-            res.update(work=work, seconds=round(time.monotonic() - t0, 1))
+            res["seconds"] = round(time.monotonic() - t0, 1)
+            if res["ok"] and not a.keep:
+                shutil.rmtree(work, ignore_errors=True)
+            else:
+                res["work"] = work
             out[f"{part}/compatibleWithOldNameSrv={mode}"] = res
     out["ok"] = all(v["ok"] for v in out.values() if isinstance(v, dict))
     print(json.dumps(out, default=str))
