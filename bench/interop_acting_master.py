@@ -179,6 +179,17 @@ async def create_topic(ns: str, master: str) -> None:
     raise RuntimeError(f"could not create {TOPIC} on {master}")
 
 
+async def silent_drop_s(ns: str, pid: int) -> float | None:
+    """SIGSTOP the (acting) slave: seconds until the NameServer drops it by its timeout (shows
+    that the heartbeat check above had a timeout to beat); None if never within 30 s."""
+    os.kill(pid, signal.SIGSTOP)
+    try:
+        gone, took = await wait_shape(ns, lambda sh: not sh.get("addrs"), 30)
+        return took if not gone.get("addrs") else None
+    finally:
+        os.kill(pid, signal.SIGCONT)
+
+
 def both_routed(m: str, s: str) -> Any:
     return lambda sh: sh.get("addrs") == {0: m, 1: s} and sh.get("perm", 0) & PERM_WRITE
 
@@ -229,7 +240,7 @@ def java_ns_case(java: Java, work: str, compatible: bool) -> dict[str, Any]:
     try:
         for p in procs:
             p.start()
-        return trio.run(_java_ns_flow, java, ns, m, s, procs[0], logs)
+        return trio.run(_java_ns_flow, java, ns, m, s, procs[0], procs[1], logs)
     finally:
         for p in reversed(procs):
             p.stop()
@@ -238,7 +249,7 @@ def java_ns_case(java: Java, work: str, compatible: bool) -> dict[str, Any]:
 
 
 async def _java_ns_flow(
-    java: Java, ns: str, m: str, s: str, master: Proc, logs: str
+    java: Java, ns: str, m: str, s: str, master: Proc, slave: Proc, logs: str
 ) -> dict[str, Any]:
     await create_topic(ns, m)
     before, t_before = await wait_shape(ns, both_routed(m, s), 90)
@@ -246,7 +257,7 @@ async def _java_ns_flow(
     if not both_routed(m, s)(before):
         return {**res, "ok": False, "why": "the Java NameServer did not route both brokers"}
     await trio.sleep(HEARTBEAT_CHECK_S)  # only this mode's heartbeats keep them routed
-    res["still_routed_after_heartbeat_timeout"] = both_routed(m, s)(await rr_route(ns))
+    res["still_routed_after_heartbeat_timeout"] = bool(both_routed(m, s)(await rr_route(ns)))
     res["before_java_client"] = shape(await trio.to_thread.run_sync(java.topic_route, ns, TOPIC))
     master.signal(signal.SIGKILL)
     after, t_after = await wait_shape(ns, acting_shape(s), 60)
@@ -256,11 +267,13 @@ async def _java_ns_flow(
         await trio.sleep(0.2)
     res["slave_acting_events"] = acting_events(logs, "rr-s")
     res["after_java_client"] = shape(await trio.to_thread.run_sync(java.topic_route, ns, TOPIC))
+    res["silent_slave_dropped_s"] = await silent_drop_s(ns, slave.pid)
     res["ok"] = bool(
         res["still_routed_after_heartbeat_timeout"]
         and acting_shape(s)(after)
         and acting_shape(s)(res["after_java_client"])
         and True in res["slave_acting_events"]
+        and res["silent_slave_dropped_s"] is not None
     )
     return res
 
@@ -291,7 +304,7 @@ def rr_ns_case(java: Java, work: str, compatible: bool) -> dict[str, Any]:
                        "storePathCommitLog": os.path.join(store, "commitlog")}  # fmt: skip
     brokers = [java.start(n, "broker", c) for n, c in confs.items()]
     try:
-        return trio.run(_rr_ns_flow, java, work, ns, m, s, brokers[0])
+        return trio.run(_rr_ns_flow, java, work, ns, m, s, brokers[0], brokers[1])
     finally:
         for b in reversed(brokers):
             if b.poll() is None:
@@ -301,7 +314,13 @@ def rr_ns_case(java: Java, work: str, compatible: bool) -> dict[str, Any]:
 
 
 async def _rr_ns_flow(
-    java: Java, work: str, ns: str, m: str, s: str, master: subprocess.Popen[bytes]
+    java: Java,
+    work: str,
+    ns: str,
+    m: str,
+    s: str,
+    master: subprocess.Popen[bytes],
+    slave: subprocess.Popen[bytes],
 ) -> dict[str, Any]:
     await create_topic(ns, m)
     before, t_before = await wait_shape(ns, both_routed(m, s), 120)
@@ -309,7 +328,7 @@ async def _rr_ns_flow(
     if not both_routed(m, s)(before):
         return {**res, "ok": False, "why": "the rocketrio NameServer did not route both brokers"}
     await trio.sleep(HEARTBEAT_CHECK_S)  # only this mode's heartbeats keep them routed
-    res["still_routed_after_heartbeat_timeout"] = both_routed(m, s)(await rr_route(ns))
+    res["still_routed_after_heartbeat_timeout"] = bool(both_routed(m, s)(await rr_route(ns)))
     master.send_signal(signal.SIGKILL)
     master.wait(10)
     after, t_after = await wait_shape(ns, acting_shape(s), 60)
@@ -319,11 +338,13 @@ async def _rr_ns_flow(
     while not java_acting_lines(work) and time.monotonic() - t0 < 20:
         await trio.sleep(0.5)
     res["java_slave_log"] = java_acting_lines(work)
+    res["silent_slave_dropped_s"] = await silent_drop_s(ns, slave.pid)
     res["ok"] = bool(
         res["still_routed_after_heartbeat_timeout"]
         and acting_shape(s)(after)
         and acting_shape(s)(res["after_java_client"])
         and res["java_slave_log"]
+        and res["silent_slave_dropped_s"] is not None
     )
     return res
 
