@@ -1,8 +1,9 @@
 """Interop of slave acting master (RIP-32) with Apache RocketMQ 5.2.0, real processes.
 
-Part 1 (``java-ns``): a Java 5.2 NameServer (supportActingMaster=true) and rocketrio brokers
-broker-a id 0 (ASYNC_MASTER) and id 1 (SLAVE), enableSlaveActingMaster=true, once per heartbeat
-mode (compatibleWithOldNameSrv=false: BROKER_HEARTBEAT; true: QUERY_DATA_VERSION and member
+Part 1 (``java-ns``): a Java 5.2 NameServer (supportActingMaster=true; notifyMinBrokerIdChanged
+in the BROKER_HEARTBEAT mode only, as a new NameServer; off in the old-NameServer mode) and
+rocketrio brokers broker-a id 0 (ASYNC_MASTER) and id 1 (SLAVE), enableSlaveActingMaster=true,
+once per heartbeat mode (compatibleWithOldNameSrv=false: BROKER_HEARTBEAT; true: QUERY_DATA_VERSION and member
 polling through the route of rmq_sys_SYNC_BROKER_MEMBER_broker-a). The Java NameServer must route
 both; after kill -9 of the master its route for the topic must show the slave as brokerId 0 with
 the write bit cleared (read by the Java client: mqadmin topicRoute), and the rocketrio slave
@@ -198,14 +199,16 @@ def acting_shape(s: str) -> Any:
     return lambda sh: sh.get("addrs") == {0: s} and not sh.get("perm", PERM_WRITE) & PERM_WRITE
 
 
-def acting_events(log_dir: str, name: str) -> list[bool]:
+def log_events(log_dir: str, name: str, event: str) -> list[dict[str, Any]]:
     out = []
     for path in glob.glob(os.path.join(log_dir, f"{name}*.jsonl")):
         with open(path, encoding="utf-8") as f:
-            for line in f:
-                if '"acting_master_changed"' in line:
-                    out.append(bool(json.loads(line).get("acting")))
+            out += [json.loads(ln) for ln in f if f'"{event}"' in ln]
     return out
+
+
+def acting_events(log_dir: str, name: str) -> list[bool]:
+    return [bool(r.get("acting")) for r in log_events(log_dir, name, "acting_master_changed")]
 
 
 def java_acting_lines(work: str) -> list[str]:
@@ -225,6 +228,7 @@ def java_ns_case(java: Java, work: str, compatible: bool) -> dict[str, Any]:
     logs = os.path.join(work, "logs")
     jns = java.start("java-ns", "namesrv", {
         "listenPort": str(ns_port), "bindAddress": "127.0.0.1", "supportActingMaster": "true",
+        "notifyMinBrokerIdChanged": str(not compatible).lower(),  # a new-style NameServer pushes
     })  # fmt: skip
     common = {
         "namesrvAddr": ns, "brokerIP1": "127.0.0.1", "logDir": logs, "brokerName": GROUP,
@@ -266,6 +270,8 @@ async def _java_ns_flow(
     while True not in acting_events(logs, "rr-s") and time.monotonic() - t0 < 20:
         await trio.sleep(0.2)
     res["slave_acting_events"] = acting_events(logs, "rr-s")
+    moved = log_events(logs, "rr-s", "group_min_broker_id_moved")  # poll or the NameServer's 905
+    res["slave_min_id_moved_by"] = [r.get("source") for r in moved]
     res["after_java_client"] = shape(await trio.to_thread.run_sync(java.topic_route, ns, TOPIC))
     res["silent_slave_dropped_s"] = await silent_drop_s(ns, slave.pid)
     res["ok"] = bool(

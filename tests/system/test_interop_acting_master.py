@@ -1,7 +1,8 @@
 """System test with real processes: acting master (RIP-32) against Apache RocketMQ 5.2.0.
 
 Runs bench/interop_acting_master.py, one part and heartbeat mode per case (each ~30-45 s):
-- java-ns: a Java 5.2 NameServer (supportActingMaster) routes a rocketrio master and slave,
+- java-ns: a Java 5.2 NameServer (supportActingMaster; notifyMinBrokerIdChanged with
+  BROKER_HEARTBEAT) routes a rocketrio master and slave,
   keeps both routed past their brokerNotActiveTimeoutMillis on this mode's heartbeats alone
   (BROKER_HEARTBEAT, or QUERY_DATA_VERSION with compatibleWithOldNameSrv); after kill -9 of the
   master its route, read by the rocketrio client and by the Java client (mqadmin topicRoute),
@@ -52,6 +53,10 @@ def test_acting_master_route_shape_with_java_5_2(part: str, compatible: str) -> 
     assert res["after_java_client"] == acting, res
     if part == "java-ns":
         assert True in res["slave_acting_events"], res
+        # the Java NameServer's NOTIFY_MIN_BROKER_ID_CHANGE (on in the BROKER_HEARTBEAT mode
+        # only) is parsed and acted on; without it the slave's poll finds the move
+        pushed = "notify" in res["slave_min_id_moved_by"]
+        assert pushed == (compatible == "false"), res
     else:
         assert res["java_slave_log"], res
     # silent (SIGSTOP) slave: dropped by its 4 s brokerNotActiveTimeoutMillis + one 5 s scan,
