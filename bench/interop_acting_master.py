@@ -3,8 +3,8 @@
 Part 1 (``java-ns``): a Java 5.2 NameServer (supportActingMaster=true; notifyMinBrokerIdChanged
 in the BROKER_HEARTBEAT mode only, as a new NameServer; off in the old-NameServer mode) and
 rocketrio brokers broker-a id 0 (ASYNC_MASTER) and id 1 (SLAVE), enableSlaveActingMaster=true,
-once per heartbeat mode (compatibleWithOldNameSrv=false: BROKER_HEARTBEAT; true: QUERY_DATA_VERSION and member
-polling through the route of rmq_sys_SYNC_BROKER_MEMBER_broker-a). The Java NameServer must route
+once per heartbeat mode (compatibleWithOldNameSrv=false: BROKER_HEARTBEAT; true:
+QUERY_DATA_VERSION and member polling through the route of rmq_sys_SYNC_BROKER_MEMBER_broker-a). The Java NameServer must route
 both; after kill -9 of the master its route for the topic must show the slave as brokerId 0 with
 the write bit cleared (read by the Java client: mqadmin topicRoute), and the rocketrio slave
 must log ``acting_master_changed`` (acting=true).
