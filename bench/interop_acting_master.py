@@ -4,10 +4,13 @@ Part 1 (``java-ns``): a Java 5.2 NameServer (supportActingMaster=true; notifyMin
 in the BROKER_HEARTBEAT mode only, as a new NameServer; off in the old-NameServer mode) and
 rocketrio brokers broker-a id 0 (ASYNC_MASTER) and id 1 (SLAVE), enableSlaveActingMaster=true,
 once per heartbeat mode (compatibleWithOldNameSrv=false: BROKER_HEARTBEAT; true:
-QUERY_DATA_VERSION and member polling through the route of rmq_sys_SYNC_BROKER_MEMBER_broker-a). The Java NameServer must route
-both; after kill -9 of the master its route for the topic must show the slave as brokerId 0 with
-the write bit cleared (read by the Java client: mqadmin topicRoute), and the rocketrio slave
-must log ``acting_master_changed`` (acting=true).
+QUERY_DATA_VERSION, members polled through the route of rmq_sys_SYNC_BROKER_MEMBER_broker-a).
+The Java NameServer must route both and keep them routed past their brokerNotActiveTimeoutMillis
+(4 s) on that mode's heartbeats; after kill -9 of the master its route for the topic must show
+the slave as brokerId 0 with the write bit cleared (read by the rocketrio client and by the Java
+client: mqadmin topicRoute), and the rocketrio slave must log ``acting_master_changed``
+(acting=true). Last, the slave is stopped (SIGSTOP): the seconds until the NameServer drops it
+show the timeout was in effect.
 
 Part 2 (``rr-ns``): the reverse: a rocketrio NameServer (supportActingMaster=true) and Java 5.2
 brokers (master id 0, slave id 1, enableSlaveActingMaster=true); after kill -9 of the Java
