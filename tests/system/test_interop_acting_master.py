@@ -1,6 +1,6 @@
 """System test with real processes: acting master (RIP-32) against Apache RocketMQ 5.2.0.
 
-Runs bench/interop_acting_master.py, one part and heartbeat mode per case (each ~30-45 s):
+Runs bench/interop_acting_master.py, one part and heartbeat mode per case (each ~40-55 s):
 - java-ns: a Java 5.2 NameServer (supportActingMaster; notifyMinBrokerIdChanged with
   BROKER_HEARTBEAT) routes a rocketrio master and slave,
   keeps both routed past their brokerNotActiveTimeoutMillis on this mode's heartbeats alone
@@ -59,7 +59,8 @@ def test_acting_master_route_shape_with_java_5_2(part: str, compatible: str) -> 
         assert pushed == (compatible == "false"), res
     else:
         assert res["java_slave_log"], res
-    # silent (SIGSTOP) slave: dropped by its 4 s brokerNotActiveTimeoutMillis + one 5 s scan,
-    # not before the timeout less one heartbeat period (so the check above had a timeout to beat)
-    assert 3 <= res["silent_slave_dropped_s"] <= 15, res
+    # silent (SIGSTOP) slave: dropped by its 4 s brokerNotActiveTimeoutMillis + one 5 s scan
+    # (+ load), not before the timeout less its last heartbeat's age (1 s period; 2 s allowed
+    # for a late one under load): so the check above had a timeout to beat
+    assert 2 <= res["silent_slave_dropped_s"] <= 15, res
     assert res["ok"], res
