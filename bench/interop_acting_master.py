@@ -68,11 +68,14 @@ OPENS = (
 ).split()
 
 
+PORT_RANGE = [12_000, 31_000]  # --port-range: a test worker passes its own slice
+
+
 def port_bases(count: int) -> list[int]:
     """``count`` ports P, each with P-2..P+2 free (Java's fast port P-2, HA port P+1)."""
     rng, out = random.Random(), list[int]()
     while len(out) < count:
-        p = rng.randrange(12_000, 31_000)
+        p = rng.randrange(PORT_RANGE[0] + 2, PORT_RANGE[1] - 3)
         if any(abs(p - q) < 10 for q in out):
             continue
         try:
@@ -365,7 +368,9 @@ def main() -> None:
     ap.add_argument("--parts", default="java-ns,rr-ns")
     ap.add_argument("--modes", default="false,true", help="compatibleWithOldNameSrv values")
     ap.add_argument("--keep", action="store_true", help="keep the work directory")
+    ap.add_argument("--port-range", default="12000-31000", help="ports drawn from FIRST-END")
     a = ap.parse_args()
+    PORT_RANGE[:] = [int(x) for x in a.port_range.split("-")]
     for path, what in ((a.dist, "RocketMQ 5.2.0 dist"), (a.cp_file, "classpath file")):
         if not os.path.exists(path):
             why = f"{what} absent: {path} (see ../shared/tools/rocketmq-5.2.0/README.md)"

@@ -22,6 +22,7 @@ import sys
 import pytest
 
 from tests.harness.paths import REPO as REPO_PATH
+from tests.harness.system import _port_slice
 
 pytestmark = pytest.mark.system
 
@@ -38,7 +39,7 @@ def test_acting_master_route_shape_with_java_5_2(part: str, compatible: str) -> 
         )
     out = subprocess.run(
         [sys.executable, "bench/interop_acting_master.py", DIST, "--cp-file", CP_FILE,
-         "--parts", part, "--modes", compatible],
+         "--parts", part, "--modes", compatible, "--port-range", "-".join(map(str, _port_slice()))],
         cwd=str(REPO_PATH), capture_output=True, text=True, timeout=300, check=False,
     )  # fmt: skip
     assert out.returncode == 0, out.stderr[-3000:]
