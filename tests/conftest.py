@@ -41,6 +41,13 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     )
     parser.addoption("--seed", type=int, default=None, help="replay one simulator seed")
     parser.addoption(
+        "--long",
+        action="store_true",
+        default=False,
+        help="also run the tests marked long (minute-long real-process runs kept out of the "
+        "12-minute default: chaos on a broken build, acting master in the container mode)",
+    )
+    parser.addoption(
         "--mutant",
         default=None,
         help="run the cluster simulation's seeds against a mutant (tests/sim/mutants.py)",
@@ -145,6 +152,11 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if not config.getoption("--long"):
+        skip = pytest.mark.skip(reason="long: run with --long")
+        for item in items:
+            if "long" in item.keywords:
+                item.add_marker(skip)
     # longest first, so two workers end together: the Spark tests, then the real-process
     # tests, then the simulations, then the many short unit and actor tests (a stable sort:
     # the same order in every worker, as pytest-xdist requires)

@@ -174,6 +174,7 @@ async def up_workload(up: UpProcess) -> tuple[set[str], Counter[str], dict[str, 
     return set(acked), consumed, acked
 
 
+@pytest.mark.long
 def test_up_container_mode_acting_master_delivers_the_dead_masters_delayed_messages(
     tmp_path: Any,
 ) -> None:

@@ -118,6 +118,7 @@ def test_a_clean_cluster_under_chaos_loses_nothing_acknowledged(tmp_path: Path) 
         up.stop()
 
 
+@pytest.mark.long
 def test_chaos_catches_a_broker_that_acknowledges_before_its_slave_has_the_data(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

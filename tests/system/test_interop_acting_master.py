@@ -24,7 +24,7 @@ import pytest
 from tests.harness.paths import REPO as REPO_PATH
 from tests.harness.system import _port_slice
 
-pytestmark = pytest.mark.system
+pytestmark = [pytest.mark.system, pytest.mark.long]  # about 2.5 min with the Java dist
 
 DIST = os.environ.get("RMQ_DIST", "/tmp/rocketmq-5.2.0/rocketmq-all-5.2.0-bin-release")
 CP_FILE = os.environ.get("RMQ_CP_FILE", "/tmp/rocketmq-5.2.0-home/cp2.txt")
