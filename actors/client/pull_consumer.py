@@ -3,7 +3,7 @@
     consumer = LitePullConsumer("group", "127.0.0.1:9876")
     consumer.subscribe("Orders", "*")       # rebalanced with the group, or
     consumer.assign([mq1, mq2])             # exactly these queues, no rebalance
-    async with consumer:
+    async with consumer:                    # pulls with LITE_PULL_MESSAGE (361), upstream's code
         msgs = await consumer.poll(timeout=1.0)
         await consumer.commit()             # automatic every 5 s unless auto_commit=False
 
@@ -38,6 +38,7 @@ from rocketrio.actors.client.rebalance import sort_queues
 from rocketrio.actors.client.trace import trace_consumed
 from rocketrio.actors.kernel.transport import Transport
 from rocketrio.protocol.bodies import MessageQueue
+from rocketrio.protocol.headers import PULL_FLAG_LITE_PULL, PullMessageRequestHeader
 from rocketrio.protocol.message import MessageExt
 
 
@@ -148,6 +149,11 @@ class LitePullConsumer(ConsumerCore):
         capacity = -(-c.pullThresholdForAll // c.pullBatchSize) + 1
         self._send, self._recv = trio.open_memory_channel[PulledBatch](capacity)
         self._buffered = 0
+
+    def _pull_header(self, st: QueueState, from_master: bool) -> PullMessageRequestHeader:
+        """Upstream's lite pull header: the lite-pull flag, so it goes as LITE_PULL_MESSAGE."""
+        h = super()._pull_header(st, from_master)
+        return attrs.evolve(h, sysFlag=h.sysFlag | PULL_FLAG_LITE_PULL)
 
     async def _before_persist_on_stop(self) -> None:
         return None  # nothing runs on our side: polled batches already count as consumed
