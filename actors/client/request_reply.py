@@ -186,18 +186,18 @@ async def request(
         PROPERTY_MESSAGE_TTL: str(int(timeout * 1000)),
     }
     msg = attrs.evolve(msg, properties=props)
-    if msg.topic not in client.routes:
-        # the brokers must know this client before a reply can be pushed to it (upstream)
-        await producer.publish_info(msg.topic)
-        await client.send_heartbeat_to_all()
     futures = RequestFutures.of(client)
     pending = futures.table[correlation_id] = PendingRequest(correlation_id)
     try:
-        left = timeout - (trio.current_time() - started)
         try:
+            if msg.topic not in client.routes:
+                # the brokers must know this client before a reply is pushed to it (upstream)
+                await producer.publish_info(msg.topic)
+                await client.send_heartbeat_to_all()
+            left = timeout - (trio.current_time() - started)
             await producer.send(msg, queue_selector, arg, timeout=max(left, 0.0))
         except Exception as e:
-            raise MQClientError(f"send request message to <{msg.topic}> fail") from e
+            raise MQClientError(f"send request message to <{msg.topic}> fail: {e}") from e
         with trio.move_on_after(timeout - (trio.current_time() - started)):
             await pending.arrived.wait()
         if pending.reply is None:
