@@ -37,6 +37,7 @@ class Mutant:
 _AM = "tests/actor/broker/test_acting_master.py::"
 _AC = "tests/unit/actors/broker/failover/test_acting_core.py::"
 _SC = "tests/unit/actors/broker/store/test_scrub_service.py::"
+_LR = "tests/actor/client/test_lite_pull_reply.py::"
 
 MUTANTS: list[Mutant] = [
     Mutant(
@@ -453,6 +454,34 @@ MUTANTS: list[Mutant] = [
         "            self.view.distrust(finding.offset)",
         "            pass  # MUTANT",
         [_SC + "test_damage_after_a_read_vouched_for_it_is_never_served_once_scrubbed"],
+    ),
+    Mutant(
+        "request-reply: the reply is never pushed (requester's connection not looked up)",
+        "actors/broker/reply/processor.py",
+        "    info = producers.find_channel(sender)\n",
+        "    info = None  # MUTANT\n",
+        [_LR + "test_request_gets_its_reply_pushed_and_stored"],
+    ),
+    Mutant(
+        "request-reply: a reply wakes whichever request waits, not its CORRELATION_ID's",
+        "actors/client/request_reply.py",
+        "        pending = self.table.pop(correlation_id, None)\n",
+        "        pending = next(iter(self.table.values()), None)  # MUTANT\n",
+        [_LR + "test_request_gets_its_reply_pushed_and_stored"],
+    ),
+    Mutant(
+        "lite pull: litePullMessageEnable=false does not refuse LITE_PULL_MESSAGE",
+        "actors/broker/pull/handlers.py",
+        "        if not enabled():\n",
+        "        if False:  # MUTANT\n",
+        [_LR + "test_lite_pull_refused_when_disabled_and_the_consumer_gets_nothing"],
+    ),
+    Mutant(
+        "lite pull: the project's lite pull consumer pulls with PULL_MESSAGE, not upstream's 361",
+        "actors/client/api.py",
+        "        code = RequestCode.LITE_PULL_MESSAGE if lite else RequestCode.PULL_MESSAGE\n",
+        "        code = RequestCode.PULL_MESSAGE  # MUTANT\n",
+        [_LR + "test_lite_pull_refused_when_disabled_and_the_consumer_gets_nothing"],
     ),
 ]
 

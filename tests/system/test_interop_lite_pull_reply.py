@@ -1,5 +1,5 @@
 """System test with real processes: Apache RocketMQ 5.2.0's own Java client against a rocketrio
-NameServer and broker, for lite pull (LITE_PULL_MESSAGE 361) and request-reply (SEND_REPLY_MESSAGE_V2
+NameServer and broker: lite pull (LITE_PULL_MESSAGE 361) and request-reply (SEND_REPLY_MESSAGE_V2
 325, PUSH_REPLY_MESSAGE_TO_CLIENT 326, the broker's <cluster>_REPLY_TOPIC).
 
 tests/system/java/LitePullReplyInterop.java is compiled against the distribution's jars and run
