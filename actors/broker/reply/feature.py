@@ -8,10 +8,10 @@ import trio
 
 from rocketrio.actors.broker.boot.broker_io import BrokerIO
 from rocketrio.actors.broker.boot.config import BrokerConfig
-from rocketrio.actors.broker.clients.client_manager import ProducerManager
 from rocketrio.actors.broker.dispatch.answers import born_host, refused
 from rocketrio.actors.broker.dispatch.table import Handlers
 from rocketrio.actors.broker.reply.processor import (
+    ProducerChannels,
     ReplyAnswer,
     ReplyConfig,
     ReplyMessageProcessor,
@@ -47,7 +47,7 @@ def reply_header(cmd: RemotingCommand) -> SendMessageRequestHeader:
 class ReplyFeature:
     """The reply path of one broker (module docstring)."""
 
-    def __init__(self, io: BrokerIO, *, send: ReplySender, producers: ProducerManager) -> None:
+    def __init__(self, io: BrokerIO, *, send: ReplySender, producers: ProducerChannels) -> None:
         self.processor = ReplyMessageProcessor(
             ReplyConfig.of(io.config),
             send=send,

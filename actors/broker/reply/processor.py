@@ -28,7 +28,7 @@ processor only runs them and does the I/O.
 from __future__ import annotations
 
 import random
-from collections.abc import Callable
+from collections.abc import Callable, Hashable
 from typing import Final, Protocol, assert_never
 
 import attrs
@@ -36,11 +36,8 @@ import structlog
 import trio
 
 from rocketrio.actors.broker.boot.config import BrokerConfig
-from rocketrio.actors.broker.clients.client_manager import ClientChannelInfo, ProducerManager
-from rocketrio.actors.broker.clients.consumer_calls import CALL_CLIENT_TIMEOUT_S
 from rocketrio.actors.broker.dispatch.answers import BornHost
 from rocketrio.actors.broker.dispatch.outcomes import PutFailed, Refusal, SendOutcome, SendStored
-from rocketrio.actors.broker.send.completions import OnSent
 from rocketrio.actors.kernel.remoting import Connection, RemotingError
 from rocketrio.actors.observe import events
 from rocketrio.protocol.bodies import TopicConfig
@@ -56,6 +53,26 @@ from rocketrio.protocol.reply import (
 from rocketrio.protocol.serde import to_ext
 
 MAX_REPLIES_IN_FLIGHT: Final = 256
+PUSH_REPLY_TIMEOUT_S: Final = 10.0  # upstream Broker2Client.callClient
+OnSent = Callable[[SendOutcome], None]
+
+
+class ProducerChannel(Protocol):
+    """A producer's connection as the clients package tracks it (ClientChannelInfo)."""
+
+    @property
+    def conn(self) -> Hashable: ...
+
+    @property
+    def client_id(self) -> str: ...
+
+
+class ProducerChannels(Protocol):
+    """The broker's producer table (clients/client_manager.py ProducerManager)."""
+
+    def find_channel(self, client_id: str) -> ProducerChannel | None: ...
+
+
 REPLY_KEYS: Final = frozenset({"storeReplyMessageEnable"})
 
 
@@ -95,7 +112,7 @@ class ReplyAnswer:
     queue_offset: int
 
 
-def push_target(props: dict[str, str], producers: ProducerManager) -> ClientChannelInfo | str:
+def push_target(props: dict[str, str], producers: ProducerChannels) -> ProducerChannel | str:
     """The requester's connection, or upstream's remark saying why there is none."""
     sender = props.get(PROPERTY_MESSAGE_REPLY_TO_CLIENT)
     if sender is None:
@@ -167,10 +184,10 @@ class ReplyMessageProcessor:
         config: ReplyConfig,
         *,
         send: ReplySender,
-        producers: ProducerManager,
+        producers: ProducerChannels,
         now_ms: Callable[[], int],
         rng: random.Random | None = None,
-        push_timeout_s: float = CALL_CLIENT_TIMEOUT_S,
+        push_timeout_s: float = PUSH_REPLY_TIMEOUT_S,
     ) -> None:
         self.config = config
         self.send = send
