@@ -10,6 +10,7 @@ import trio
 import trio.testing
 
 from rocketrio.actors.client.admin import wait_for_route
+from rocketrio.actors.client.config_admin import update_broker_config
 from rocketrio.actors.client.errors import MQBrokerError, MQClientError
 from rocketrio.actors.client.message import ConsumeStatus, Message
 from rocketrio.actors.client.producer import Producer
@@ -108,6 +109,10 @@ async def test_lite_pull_refused_when_disabled_and_the_consumer_gets_nothing(
         push.register_listener(listener)
         async with push:
             await wait_for(lambda: got == [b"x"])
+        # a live key (UPDATE_BROKER_CONFIG): served from the next request on
+        async with c.admin() as admin:
+            await update_broker_config(admin, c.addr("broker-a"), {"litePullMessageEnable": "true"})
+        assert (await _lite_pull(c, "T", 0)).code == ResponseCode.SUCCESS
 
 
 async def test_lite_pull_subscribe_poll_commit_and_resume(
