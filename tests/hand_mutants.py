@@ -483,6 +483,13 @@ MUTANTS: list[Mutant] = [
         "        code = RequestCode.PULL_MESSAGE  # MUTANT\n",
         [_LR + "test_lite_pull_refused_when_disabled_and_the_consumer_gets_nothing"],
     ),
+    Mutant(
+        "lite pull: a paused queue keeps being pulled",
+        "actors/client/pull_consumer.py",
+        "            st.mq in self._paused\n",
+        "            False  # MUTANT\n",
+        [_LR + "test_lite_pull_pause_resume_commit_offsets_and_offset_for_timestamp"],
+    ),
 ]
 
 

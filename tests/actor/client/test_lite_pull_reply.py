@@ -291,3 +291,34 @@ async def test_reply_for_an_unknown_client_is_refused_with_upstreams_remark(
         assert cause.remark == "push reply message fail, channel of <10.9.9.9@ghost> not found."
         with pytest.raises(CreateReplyError, match=r"property\[CLUSTER\] is null"):
             create_reply_message(MessageExt("Rpc", b"q"), b"a")
+
+
+async def test_lite_pull_pause_resume_commit_offsets_and_offset_for_timestamp(
+    tmp_path: Path, mock_clock: trio.testing.MockClock
+) -> None:
+    async with cluster(tmp_path) as c:
+        await create_topic(c, "T", queues=1)
+        mq = MessageQueue("T", "broker-a", 0)
+        pc = LitePullConsumer(
+            "pg2", c.ns_addr, consume_from_where="CONSUME_FROM_FIRST_OFFSET", auto_commit=False,
+            **c.kwargs(),
+        )  # fmt: skip
+        pc.assign([mq])
+        async with Producer("pg", c.ns_addr, **c.kwargs()) as p, pc:
+            await send_all(p, "T", [f"a{i}".encode() for i in range(5)])
+            got: list[bytes] = []
+            while len(got) < 5:
+                got.extend(m.body for m in await pc.poll(timeout=10))
+            pc.pause([mq])
+            assert pc.is_paused(mq)
+            await trio.sleep(60)  # the pull held at the broker comes back empty meanwhile
+            await send_all(p, "T", [f"b{i}".encode() for i in range(5)])
+            assert await pc.poll(timeout=10) == []
+            pc.resume([mq])
+            later: list[bytes] = []
+            while len(later) < 5:
+                later.extend(m.body for m in await pc.poll(timeout=10))
+            assert later == [f"b{i}".encode() for i in range(5)]
+            await pc.commit({mq: 3})
+            assert await pc.committed(mq) == 3
+            assert await pc.offset_for_timestamp(mq, 0) == 0
