@@ -90,12 +90,11 @@ public class LitePullReplyInterop {
             + again.size() + ", \"first\": \"" + (again.isEmpty() ? "" : again.get(0)) + "\"}";
     }
 
-    static String request(String topic) throws Exception {
-        DefaultMQProducer responder = new DefaultMQProducer("interop_reply_pg");
-        responder.setNamesrvAddr(ns);
-        responder.setInstanceName("responder");
-        responder.start();
-        DefaultMQPushConsumer server = new DefaultMQPushConsumer("interop_rpc_server");
+    static final AtomicInteger replied = new AtomicInteger();
+
+    // a push consumer that answers every request with "re:" + its body
+    static DefaultMQPushConsumer serve(String topic, DefaultMQProducer responder) throws Exception {
+        DefaultMQPushConsumer server = new DefaultMQPushConsumer("interop_rpc_server_" + topic);
         server.setNamesrvAddr(ns);
         server.setInstanceName("server");
         server.subscribe(topic, "*");
@@ -104,6 +103,7 @@ public class LitePullReplyInterop {
                 try {
                     Message reply = MessageUtil.createReplyMessage(m, ("re:" + body(m)).getBytes(StandardCharsets.UTF_8));
                     responder.send(reply);
+                    replied.incrementAndGet();
                 } catch (Exception e) {
                     System.err.println("reply failed: " + e);
                 }
@@ -111,6 +111,49 @@ public class LitePullReplyInterop {
             return ConsumeConcurrentlyStatus.CONSUME_SUCCESS;
         });
         server.start();
+        return server;
+    }
+
+    static DefaultMQProducer responder() throws Exception {
+        DefaultMQProducer responder = new DefaultMQProducer("interop_reply_pg");
+        responder.setNamesrvAddr(ns);
+        responder.setInstanceName("responder");
+        responder.start();
+        return responder;
+    }
+
+    // only the responder side, for a Python requester: prints "ready", serves until it has
+    // replied `n` times or 120 s passed
+    static String serveOnly(String topic, int n) throws Exception {
+        DefaultMQProducer responder = responder();
+        DefaultMQPushConsumer server = serve(topic, responder);
+        System.out.println("ready");
+        System.out.flush();
+        long deadline = System.currentTimeMillis() + 120_000;
+        while (replied.get() < n && System.currentTimeMillis() < deadline) {
+            Thread.sleep(100);
+        }
+        Thread.sleep(1000);
+        server.shutdown();
+        responder.shutdown();
+        return "\"serve\": {\"replied\": " + replied.get() + "}";
+    }
+
+    // only the requester side, for a Python responder
+    static String ask(String topic) throws Exception {
+        return ask(topic, "ask");
+    }
+
+    static String request(String topic) throws Exception {
+        DefaultMQProducer responder = responder();
+        DefaultMQPushConsumer server = serve(topic, responder);
+        String out = ask(topic, "request");
+        server.shutdown();
+        responder.shutdown();
+        return out;
+    }
+
+    static String ask(String topic, String name) throws Exception {
         DefaultMQProducer requester = new DefaultMQProducer("interop_req_pg");
         requester.setNamesrvAddr(ns);
         requester.setInstanceName("requester");
@@ -130,9 +173,7 @@ public class LitePullReplyInterop {
             }
         }
         requester.shutdown();
-        server.shutdown();
-        responder.shutdown();
-        return "\"request\": {\"replies\": " + ok + ", \"reply_topic\": \"" + firstTopic + "\", \"error\": \"" + error + "\"}";
+        return "\"" + name + "\": {\"replies\": " + ok + ", \"reply_topic\": \"" + firstTopic + "\", \"error\": \"" + error + "\"}";
     }
 
     public static void main(String[] args) throws Exception {
@@ -142,6 +183,8 @@ public class LitePullReplyInterop {
         switch (part) {
             case "subscribe": out = subscribe("InteropLiteSub"); break;
             case "assign": out = assign("InteropLiteAssign"); break;
+            case "serve": out = serveOnly("InteropRpcPy", 10); break;
+            case "ask": out = ask("InteropRpcJava"); break;
             default: out = request("InteropRpc"); break;
         }
         System.out.println("{" + out + "}");
