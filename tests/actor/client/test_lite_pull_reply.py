@@ -22,8 +22,8 @@ from rocketrio.actors.client.request_reply import (
     RequestTimeout,
     create_reply_message,
 )
-from rocketrio.actors.kernel.remoting import RemotingClient
-from rocketrio.protocol.bodies import MessageQueue
+from rocketrio.actors.kernel.remoting import RemotingClient, RequestContext
+from rocketrio.protocol.bodies import HeartbeatData, MessageQueue, ProducerData
 from rocketrio.protocol.codes import RequestCode, ResponseCode
 from rocketrio.protocol.headers import (
     PULL_FLAG_LITE_PULL,
@@ -38,7 +38,7 @@ from rocketrio.protocol.reply import (
     PROPERTY_MESSAGE_TTL,
     PROPERTY_PUSH_REPLY_TIME,
 )
-from rocketrio.protocol.serde import to_ext
+from rocketrio.protocol.serde import to_ext, to_json
 from tests.harness.clients import Cluster, cluster, create_topic, send_all, wait_for
 
 REPLY_TOPIC = "DefaultCluster_REPLY_TOPIC"
@@ -322,3 +322,35 @@ async def test_lite_pull_pause_resume_commit_offsets_and_offset_for_timestamp(
             await pc.commit({mq: 3})
             assert await pc.committed(mq) == 3
             assert await pc.offset_for_timestamp(mq, 0) == 0
+
+
+async def test_a_requester_that_does_not_take_the_push_fails_the_reply_after_10_s(
+    tmp_path: Path, mock_clock: trio.testing.MockClock
+) -> None:
+    async with cluster(tmp_path) as c:
+
+        async def never_answers(ctx: RequestContext) -> RemotingCommand | None:
+            await trio.sleep_forever()
+            return None
+
+        slow = "10.0.9.99@slow"
+        request = MessageExt(
+            "Rpc", b"q", properties={"CLUSTER": "DefaultCluster", PROPERTY_CORRELATION_ID: "c-1",
+                                     PROPERTY_MESSAGE_REPLY_TO_CLIENT: slow},
+        )  # fmt: skip
+        reply = create_reply_message(request, b"a")
+        async with RemotingClient(c.net.transport("10.0.9.99"), processor=never_answers) as rc:
+            hb = HeartbeatData(clientID=slow, producerDataSet=[ProducerData("slow-pg")])
+            cmd = RemotingCommand(code=RequestCode.HEART_BEAT, body=to_json(hb))
+            assert (await rc.invoke(c.addr("broker-a"), cmd, 5.0)).code == ResponseCode.SUCCESS
+            async with Producer("reply-pg", c.ns_addr, **c.kwargs()) as rp:
+                started = trio.current_time()
+                with pytest.raises(MQClientError) as err:
+                    await rp.send(reply, timeout=60)
+                took = trio.current_time() - started
+        cause = err.value.__cause__
+        assert isinstance(cause, MQBrokerError)
+        assert (cause.code, cause.remark) == (
+            ResponseCode.SYSTEM_ERROR, f"push reply message to {slow}fail.",
+        )  # fmt: skip
+        assert 30 <= took < 31  # three attempts (SYSTEM_ERROR is retried), 10 s push timeout each
