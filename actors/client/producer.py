@@ -266,10 +266,12 @@ class Producer:
         timeout: float,
         queue_selector: MessageQueueSelector | None = None,
         arg: Any = None,
+        *,
+        queue: MessageQueue | None = None,
     ) -> MessageExt:
         """Send ``msg`` as a request and return its reply; `RequestTimeout` when none comes
         within ``timeout`` seconds (request_reply.py)."""
-        return await request_reply.request(self, msg, timeout, queue_selector, arg)
+        return await request_reply.request(self, msg, timeout, queue_selector, arg, queue=queue)
 
     async def send_to_queue(
         self, msg: Message, mq: MessageQueue, *, timeout: float | None = None

@@ -137,12 +137,14 @@ class LitePullConsumer(ConsumerCore):
         return await super()._wanted_queues(topic)
 
     async def _compute_start_offset(self, mq: MessageQueue) -> int:
-        if mq in self._pending_seek:
-            offset = self._pending_seek.pop(mq)
-            assert self.offset_store is not None
-            self.offset_store.table.update(mq, offset, increase_only=False)
-            return offset
-        return await super()._compute_start_offset(mq)
+        if mq not in self._pending_seek:
+            offset = await super()._compute_start_offset(mq)
+            if mq not in self._pending_seek:  # a seek may arrive while that call is out
+                return offset
+        offset = self._pending_seek.pop(mq)
+        assert self.offset_store is not None
+        self.offset_store.table.update(mq, offset, increase_only=False)
+        return offset
 
     # -- hooks of ConsumerCore
     def _start_workers(self, nursery: trio.Nursery) -> None:

@@ -43,6 +43,7 @@ from rocketrio.actors.client.message import Message
 from rocketrio.actors.client.queue_select import MessageQueueSelector
 from rocketrio.actors.kernel.clock import wallclock_ms
 from rocketrio.actors.observe import events
+from rocketrio.protocol.bodies import MessageQueue
 from rocketrio.protocol.codes import RequestCode, ResponseCode
 from rocketrio.protocol.message import MessageExt
 from rocketrio.protocol.message_format import (
@@ -173,9 +174,11 @@ async def request(
     queue_selector: MessageQueueSelector | None = None,
     arg: Any = None,
     *,
+    queue: MessageQueue | None = None,
     new_correlation_id: Callable[[], str] = _new_correlation_id,
 ) -> MessageExt:
-    """Send ``msg`` as a request and wait for its reply (module docstring)."""
+    """Send ``msg`` as a request and wait for its reply (module docstring); to the queue
+    ``queue_selector`` picks, or to ``queue``, else like any send."""
     started = trio.current_time()
     client = producer.client
     correlation_id = new_correlation_id()
@@ -194,8 +197,11 @@ async def request(
                 # the brokers must know this client before a reply is pushed to it (upstream)
                 await producer.publish_info(msg.topic)
                 await client.send_heartbeat_to_all()
-            left = timeout - (trio.current_time() - started)
-            await producer.send(msg, queue_selector, arg, timeout=max(left, 0.0))
+            left = max(timeout - (trio.current_time() - started), 0.0)
+            if queue is not None:
+                await producer.send_to_queue(msg, queue, timeout=left)
+            else:
+                await producer.send(msg, queue_selector, arg, timeout=left)
         except Exception as e:
             raise MQClientError(f"send request message to <{msg.topic}> fail: {e}") from e
         with trio.move_on_after(timeout - (trio.current_time() - started)):

@@ -235,7 +235,11 @@ async def test_reply_not_stored_when_disabled(
             Producer("req-pg", c.ns_addr, **c.kwargs()) as p,
         ):
             reply = await p.request(Message("Rpc", b"q"), timeout=30)
+            to_queue = await p.request(
+                Message("Rpc", b"q0"), timeout=30, queue=MessageQueue("Rpc", "broker-a", 0)
+            )
         assert reply.body == b"re:q"
+        assert to_queue.body == b"re:q0"
         assert c.brokers["broker-a"].store.view.get_max_offset(REPLY_TOPIC, 0) == 0
 
 
