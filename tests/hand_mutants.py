@@ -470,6 +470,13 @@ MUTANTS: list[Mutant] = [
         [_LR + "test_request_gets_its_reply_pushed_and_stored"],
     ),
     Mutant(
+        "request-reply: storeReplyMessageEnable=false still stores the reply",
+        "actors/broker/reply/processor.py",
+        "        if not self.config.store_reply:\n",
+        "        if False:  # MUTANT\n",
+        [_LR + "test_reply_not_stored_when_disabled"],
+    ),
+    Mutant(
         "lite pull: litePullMessageEnable=false does not refuse LITE_PULL_MESSAGE",
         "actors/broker/pull/handlers.py",
         "        if not enabled():\n",
