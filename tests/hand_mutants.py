@@ -470,6 +470,13 @@ MUTANTS: list[Mutant] = [
         [_LR + "test_request_gets_its_reply_pushed_and_stored"],
     ),
     Mutant(
+        "request-reply: only the request topic's brokers know the requester (upstream's gap)",
+        "actors/client/request_reply.py",
+        "        await client.update_route(reply_topic(cluster))\n",
+        "        pass  # MUTANT\n",
+        [_LR + "test_replies_reach_the_requester_through_either_broker"],
+    ),
+    Mutant(
         "request-reply: storeReplyMessageEnable=false still stores the reply",
         "actors/broker/reply/processor.py",
         "        if not self.config.store_reply:\n",

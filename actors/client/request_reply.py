@@ -11,8 +11,10 @@ Responder (any consumer; the reply goes out with the same or another producer)::
     await producer.send(create_reply_message(request_msg, b"pong"))
 
 `request` stamps the message with CORRELATION_ID (a fresh id), REPLY_TO_CLIENT (this client's
-id) and TTL (the timeout in ms), makes sure the topic's brokers know this client as a producer
-(a route fetch and a heartbeat to every broker when the topic is new, like upstream), registers
+id) and TTL (the timeout in ms), makes sure the brokers know this client as a producer (when
+the topic is new: a route fetch and a heartbeat to every broker, like upstream, and also the
+route of the reply topic of the topic's cluster, so the brokers a reply may come through are
+among them), registers
 the request in the client's `RequestFutures` and sends it as an ordinary message. The broker
 that stores it adds CLUSTER; `create_reply_message` turns that into the reply topic
 ``<cluster>_REPLY_TOPIC`` with MSG_TYPE=reply, which the producer sends with
@@ -61,6 +63,7 @@ from rocketrio.protocol.reply import (
     NotARequest,
     ReplyMessageRequestHeader,
     reply_properties,
+    reply_topic,
 )
 from rocketrio.protocol.serde import HeaderError, from_ext
 
@@ -167,6 +170,20 @@ def _new_correlation_id() -> str:
     return str(uuid.uuid4())
 
 
+async def _known_to_reply_brokers(producer: Producer, topic: str) -> None:
+    """Make every broker a reply may come through know this client as a producer, before
+    the first request to ``topic``: upstream fetches the topic's route and heartbeats to the
+    brokers it knows; this also follows the reply topic of each cluster in that route (a
+    responder sends to any broker of ``<cluster>_REPLY_TOPIC``, not only to the request's)."""
+    client = producer.client
+    await producer.publish_info(topic)
+    route = client.routes.get(topic)
+    for cluster in sorted({b.cluster for b in route.brokerDatas} if route else ()):
+        client.watch_topic(reply_topic(cluster))
+        await client.update_route(reply_topic(cluster))
+    await client.send_heartbeat_to_all()
+
+
 async def request(
     producer: Producer,
     msg: Message,
@@ -194,9 +211,7 @@ async def request(
     try:
         try:
             if msg.topic not in client.routes:
-                # the brokers must know this client before a reply is pushed to it (upstream)
-                await producer.publish_info(msg.topic)
-                await client.send_heartbeat_to_all()
+                await _known_to_reply_brokers(producer, msg.topic)
             left = max(timeout - (trio.current_time() - started), 0.0)
             if queue is not None:
                 await producer.send_to_queue(msg, queue, timeout=left)

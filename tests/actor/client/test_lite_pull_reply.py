@@ -358,3 +358,30 @@ async def test_a_requester_that_does_not_take_the_push_fails_the_reply_after_10_
             ResponseCode.SYSTEM_ERROR, f"push reply message to {slow}fail.",
         )  # fmt: skip
         assert 30 <= took < 31  # three attempts (SYSTEM_ERROR is retried), 10 s push timeout each
+
+
+async def test_replies_reach_the_requester_through_either_broker(
+    tmp_path: Path, mock_clock: trio.testing.MockClock
+) -> None:
+    """The request topic on broker-a only, no auto-create: the responder's replies go round
+    robin to both brokers' reply topics, and both must know the requester."""
+    async with cluster(tmp_path, ()) as c:
+        for i, name in enumerate(("broker-a", "broker-b")):
+            await c.start_broker(name, f"10.0.1.{i + 1}", autoCreateTopicEnable=False)
+        async with c.admin() as admin:
+            await admin.update_topic(
+                "Rpc", broker_addr=c.addr("broker-a"), read_queues=1, write_queues=1
+            )
+            await wait_for_route(admin, "Rpc")
+            route = await wait_for_route(admin, REPLY_TOPIC)
+        assert sorted(b.brokerName for b in route.brokerDatas) == ["broker-a", "broker-b"]
+        async with (
+            Producer("reply-pg", c.ns_addr, **c.kwargs()) as rp,
+            _responder(c, rp),
+            Producer("req-pg", c.ns_addr, **c.kwargs()) as p,
+        ):
+            for i in range(6):
+                reply = await p.request(Message("Rpc", f"q{i}".encode()), timeout=30)
+                assert reply.body == f"re:q{i}".encode()
+        views = [c.brokers[n].store.view for n in ("broker-a", "broker-b")]
+        assert [v.get_max_offset(REPLY_TOPIC, 0) for v in views] == [3, 3]
