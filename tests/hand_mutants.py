@@ -498,6 +498,13 @@ MUTANTS: list[Mutant] = [
         [_LR + "test_lite_pull_refused_when_disabled_and_the_consumer_gets_nothing"],
     ),
     Mutant(
+        "lite pull: 361 served by the plain pull handler, not the static-topic wrapped one",
+        "actors/broker/broker.py",
+        '            ("pull", self.pull.wrap_lite_pull),\n',
+        "",
+        [_LR + "test_lite_pull_reads_a_static_topics_logic_queues"],
+    ),
+    Mutant(
         "lite pull: a paused queue keeps being pulled",
         "actors/client/pull_consumer.py",
         "            st.mq in self._paused\n",

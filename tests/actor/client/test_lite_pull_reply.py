@@ -40,8 +40,19 @@ from rocketrio.protocol.reply import (
 )
 from rocketrio.protocol.serde import to_ext, to_json
 from tests.harness.clients import Cluster, cluster, create_topic, send_all, wait_for
+from tests.harness.static_topic import T as ST
+from tests.harness.static_topic import leaders, route_until, static_topic
 
 REPLY_TOPIC = "DefaultCluster_REPLY_TOPIC"
+
+
+async def poll_until(pc: LitePullConsumer, n: int, limit_s: float = 120) -> list[MessageExt]:
+    """Poll until ``n`` messages came (a failure after ``limit_s`` of mock time)."""
+    got: list[MessageExt] = []
+    with trio.fail_after(limit_s):
+        while len(got) < n:
+            got.extend(await pc.poll(timeout=10))
+    return got
 
 
 async def _lite_pull(c: Cluster, topic: str, offset: int) -> RemotingCommand:
@@ -126,10 +137,8 @@ async def test_lite_pull_subscribe_poll_commit_and_resume(
         kw = {"consume_from_where": "CONSUME_FROM_FIRST_OFFSET", "auto_commit": False}
         first = LitePullConsumer("sg", c.ns_addr, **kw, **c.kwargs())  # type: ignore[arg-type]
         first.subscribe("T", "*")
-        got: list[bytes] = []
         async with first:
-            while len(got) < 40:
-                got.extend(m.body for m in await first.poll(timeout=10))
+            got = [m.body for m in await poll_until(first, 40)]
             await first.commit()
             mqs = await first.fetch_message_queues("T")
             committed = [await first.committed(mq) for mq in mqs]
@@ -161,14 +170,10 @@ async def test_lite_pull_assign_and_seek(
         pc.assign([mq])
         async with pc:
             await pc.seek(mq, 7)
-            got: list[bytes] = []
-            while len(got) < 3:
-                got.extend(m.body for m in await pc.poll(timeout=10))
+            got = [m.body for m in await poll_until(pc, 3)]
             assert got == [b"a7", b"a8", b"a9"]
             await pc.seek_to_begin(mq)
-            again: list[bytes] = []
-            while len(again) < 10:
-                again.extend(m.body for m in await pc.poll(timeout=10))
+            again = [m.body for m in await poll_until(pc, 10)]
             assert again == [f"a{i}".encode() for i in range(10)]
             with pytest.raises(MQClientError, match="outside"):
                 await pc.seek(mq, 11)
@@ -310,18 +315,14 @@ async def test_lite_pull_pause_resume_commit_offsets_and_offset_for_timestamp(
         pc.assign([mq])
         async with Producer("pg", c.ns_addr, **c.kwargs()) as p, pc:
             await send_all(p, "T", [f"a{i}".encode() for i in range(5)])
-            got: list[bytes] = []
-            while len(got) < 5:
-                got.extend(m.body for m in await pc.poll(timeout=10))
+            assert len(await poll_until(pc, 5)) == 5
             pc.pause([mq])
             assert pc.is_paused(mq)
             await trio.sleep(60)  # the pull held at the broker comes back empty meanwhile
             await send_all(p, "T", [f"b{i}".encode() for i in range(5)])
             assert await pc.poll(timeout=10) == []
             pc.resume([mq])
-            later: list[bytes] = []
-            while len(later) < 5:
-                later.extend(m.body for m in await pc.poll(timeout=10))
+            later = [m.body for m in await poll_until(pc, 5)]
             assert later == [f"b{i}".encode() for i in range(5)]
             await pc.commit({mq: 3})
             assert await pc.committed(mq) == 3
@@ -385,3 +386,27 @@ async def test_replies_reach_the_requester_through_either_broker(
                 assert reply.body == f"re:q{i}".encode()
         views = [c.brokers[n].store.view for n in ("broker-a", "broker-b")]
         assert [v.get_max_offset(REPLY_TOPIC, 0) for v in views] == [3, 3]
+
+
+async def test_lite_pull_reads_a_static_topics_logic_queues(
+    tmp_path: Path, mock_clock: trio.testing.MockClock
+) -> None:
+    """361 goes through the static-topic wrapper like 11: logic queues, logic offsets."""
+    async with cluster(tmp_path, ("broker-a", "broker-b")) as c, c.admin() as admin:
+        await static_topic(c, admin)
+        await route_until(admin, lambda r: len(leaders(r)) == 8)
+        bodies = [f"st{i}".encode() for i in range(40)]
+        async with Producer("pg", c.ns_addr, **c.kwargs()) as p:
+            await send_all(p, ST, bodies)
+        pc = LitePullConsumer(
+            "stg", c.ns_addr, consume_from_where="CONSUME_FROM_FIRST_OFFSET", **c.kwargs()
+        )
+        pc.subscribe(ST, "*")
+        async with pc:
+            got = await poll_until(pc, 40)
+        assert sorted(m.body for m in got) == sorted(bodies)
+        per_queue: dict[int, list[int]] = {}
+        for m in got:
+            per_queue.setdefault(m.queue_id, []).append(m.queue_offset)
+        assert sorted(per_queue) == list(range(8))  # logic queue ids, each from offset 0 on
+        assert all(sorted(o) == list(range(len(o))) for o in per_queue.values())
