@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from enum import IntEnum
 
+from rocketrio.protocol.upstream_codes import UPSTREAM_REQUEST_CODES
+
 RPC_TYPE_RESPONSE = 1
 RPC_ONEWAY = 2
 
@@ -231,7 +233,8 @@ def request_name(code: int) -> str:
     try:
         return RequestCode(code).name
     except ValueError:
-        return str(code)
+        # a code upstream 5.2.0 defines that rocketrio has no member for: still its name
+        return UPSTREAM_REQUEST_CODES.get(code, str(code))
 
 
 def response_name(code: int) -> str:

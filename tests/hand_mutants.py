@@ -37,6 +37,7 @@ class Mutant:
 _AM = "tests/actor/broker/test_acting_master.py::"
 _AC = "tests/unit/actors/broker/failover/test_acting_core.py::"
 _SC = "tests/unit/actors/broker/store/test_scrub_service.py::"
+_RC = "tests/unit/protocol/test_request_code_census.py::"
 
 MUTANTS: list[Mutant] = [
     Mutant(
@@ -453,6 +454,21 @@ MUTANTS: list[Mutant] = [
         "            self.view.distrust(finding.offset)",
         "            pass  # MUTANT",
         [_SC + "test_damage_after_a_read_vouched_for_it_is_never_served_once_scrubbed"],
+    ),
+    Mutant(
+        "census: a broker request code dropped while docs/request-codes.md still says served",
+        "actors/broker/admin/handlers.py",
+        "        rc.VIEW_MESSAGE_BY_ID: on_ext(ViewMessageRequestHeader, a.view_message, "
+        "answer_record),\n",
+        "",
+        [_RC + "test_the_page_and_the_request_tables_agree"],
+    ),
+    Mutant(
+        "census: a client refuses an unserved code without naming it",
+        "actors/client/mq_client.py",
+        'f"request type {cmd.code} ({request_name(cmd.code)}) not supported "',
+        'f"request type {cmd.code} not supported "',
+        [_RC + "test_every_unserved_code_is_refused_by_number_and_name[client]"],
     ),
 ]
 

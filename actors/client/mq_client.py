@@ -532,5 +532,6 @@ class MQClientInstance:
             return None
         return cmd.make_response(
             ResponseCode.REQUEST_CODE_NOT_SUPPORTED,
-            f"client {self.client_id} does not serve {request_name(cmd.code)}",
+            f"request type {cmd.code} ({request_name(cmd.code)}) not supported "
+            f"by client {self.client_id}",
         )
