@@ -38,6 +38,7 @@ _AM = "tests/actor/broker/test_acting_master.py::"
 _AC = "tests/unit/actors/broker/failover/test_acting_core.py::"
 _SC = "tests/unit/actors/broker/store/test_scrub_service.py::"
 _RC = "tests/unit/protocol/test_request_code_census.py::"
+_GD = "tests/actor/observe/test_grafana_dashboard.py::"
 
 MUTANTS: list[Mutant] = [
     Mutant(
@@ -469,6 +470,20 @@ MUTANTS: list[Mutant] = [
         'f"request type {cmd.code} ({request_name(cmd.code)}) not supported "',
         'f"request type {cmd.code} not supported "',
         [_RC + "test_every_unserved_code_is_refused_by_number_and_name[client]"],
+    ),
+    Mutant(
+        "dashboard: a broker metric renamed under the Grafana dashboard (confirmOffset)",
+        "actors/broker/stats/metrics.py",
+        '            "rocketmq_confirm_offset",',
+        '            "rocketmq_confirm_offset_bytes",  # MUTANT',
+        [_GD + "test_every_dashboard_query_names_an_exported_metric"],
+    ),
+    Mutant(
+        "dashboard: the controller's election counter renamed",
+        "actors/controller/metrics.py",
+        '            "election",',
+        '            "elections",  # MUTANT',
+        [_GD + "test_every_dashboard_query_names_an_exported_metric"],
     ),
 ]
 
