@@ -39,6 +39,7 @@ _AC = "tests/unit/actors/broker/failover/test_acting_core.py::"
 _SC = "tests/unit/actors/broker/store/test_scrub_service.py::"
 _RC = "tests/unit/protocol/test_request_code_census.py::"
 _GD = "tests/actor/observe/test_grafana_dashboard.py::"
+_CD = "tests/actor/cli/test_consume_directly.py::"
 
 MUTANTS: list[Mutant] = [
     Mutant(
@@ -484,6 +485,20 @@ MUTANTS: list[Mutant] = [
         '            "election",',
         '            "elections",  # MUTANT',
         [_GD + "test_every_dashboard_query_names_an_exported_metric"],
+    ),
+    Mutant(
+        "consume directly: the broker forwards the admin's request without the stored message",
+        "actors/broker/clients/consume_directly.py",
+        "        request = RemotingCommand(cmd.code, ext_fields=ext, body=record)",
+        "        request = RemotingCommand(cmd.code, ext_fields=ext)  # MUTANT",
+        [_CD + "test_a_push_consumer_consumes_a_message_directly"],
+    ),
+    Mutant(
+        "consume directly: the client reports RECONSUME_LATER as success",
+        "actors/client/consume_directly.py",
+        "    ConsumeStatus.RECONSUME_LATER: CMResult.CR_LATER,",
+        "    ConsumeStatus.RECONSUME_LATER: CMResult.CR_SUCCESS,  # MUTANT",
+        [_CD + "test_a_push_consumer_consumes_a_message_directly"],
     ),
 ]
 
