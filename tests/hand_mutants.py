@@ -500,6 +500,16 @@ MUTANTS: list[Mutant] = [
         "    ConsumeStatus.RECONSUME_LATER: CMResult.CR_SUCCESS,  # MUTANT",
         [_CD + "test_a_push_consumer_consumes_a_message_directly"],
     ),
+    Mutant(
+        "proxy: rocketMQClusterName ignored (metadata read from every cluster's masters)",
+        "actors/proxy/service.py",
+        "        names = info.clusterAddrTable.get(self.config.rocketmq_cluster_name, [])",
+        "        names = list(table := info.brokerAddrTable)  # MUTANT",
+        [
+            "tests/actor/proxy/test_cluster_name.py::"
+            "test_metadata_reads_go_to_the_proxys_cluster_only"
+        ],
+    ),
 ]
 
 
