@@ -356,7 +356,9 @@ def cmd_up(args: argparse.Namespace) -> int:
                 proxy_spec(specs, "127.0.0.1", args.proxy_port, os.path.join(base_dir, "logs"))
             )
         if not args.no_metrics:  # every exporter on a port free now
-            specs = with_metrics(specs, layout.host, free_ports(len(exporting(specs))))
+            planned = [u.port for s in specs for u in s.listens]
+            ports = free_ports(len(exporting(specs)), taken=planned)
+            specs = with_metrics(specs, layout.host, ports)
     except PlanError as e:
         return _refuse(con, str(e))
     if (bad := check_dir(base_dir)) is not None:

@@ -2,9 +2,10 @@
 
 Every NameServer, controller and broker of the plan (a container's brokers too: each serves its
 own) gets upstream's keys ``metricsExporterType=PROM``, ``metricsPromExporterHost`` and
-``metricsPromExporterPort``, the port one the system had free when `up` started (`free_ports`),
-so two clusters on one machine never fight over upstream's default 5557. A NameServer with an
-embedded controller serves both from its one port. The proxy has no exporter.
+``metricsPromExporterPort``, a port the system had free when `up` started (`free_ports`: below
+the ephemeral range, none of the plan's own), so two clusters on one machine never fight over
+upstream's default 5557. A NameServer with an embedded controller serves both from its one port.
+The proxy has no exporter.
 
 `up` then writes ``<dir>/prometheus.yml`` (deploy/monitoring/prometheus.yml, which scrapes the
 targets of the file next to it) and ``<dir>/prometheus-targets.json`` (Prometheus' file_sd
@@ -16,17 +17,19 @@ from __future__ import annotations
 
 import json
 import os
-import socket
-from collections.abc import Iterable
+import random
+from collections.abc import Callable, Iterable
 
 import attrs
 
+from rocketrio.cli.up_checks import port_busy
 from rocketrio.cli.up_plan import PlanError, PortUse, ProcSpec, templates_root
 
 EXPORTING_ROLES = frozenset({"namesrv", "controller", "broker"})
 PORT_KEY = "metricsPromExporterPort"
 PROMETHEUS_CONFIG = "prometheus.yml"
 TARGETS_FILE = "prometheus-targets.json"
+METRICS_PORT_FIRST = 20000  # free ports for /metrics are drawn from here to the ephemeral range
 
 
 def exporting(specs: Iterable[ProcSpec]) -> list[ProcSpec]:
@@ -81,19 +84,42 @@ def targets_json(specs: Iterable[ProcSpec]) -> str:
     return json.dumps(groups, indent=2) + "\n"
 
 
-def free_ports(n: int, host: str = "127.0.0.1") -> list[int]:
-    """``n`` distinct ports the system has free on ``host`` now (all bound at once, then closed,
-    so no two are the same)."""
-    sockets: list[socket.socket] = []
+def ephemeral_low(path: str = "/proc/sys/net/ipv4/ip_local_port_range") -> int:
+    """The first port the system hands out for bind(0) and outgoing connections (32768 if it
+    cannot be read)."""
     try:
-        for _ in range(n):
-            s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-            sockets.append(s)
-            s.bind((host, 0))
-        return [s.getsockname()[1] for s in sockets]
-    finally:
-        for s in sockets:
-            s.close()
+        with open(path, encoding="ascii") as f:
+            return int(f.read().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32768
+
+
+def free_ports(
+    n: int,
+    host: str = "127.0.0.1",
+    *,
+    taken: Iterable[int] = (),
+    rng: random.Random | None = None,
+    is_busy: Callable[[str, int], str | None] = port_busy,
+) -> list[int]:
+    """``n`` distinct ports free on ``host`` now, none of ``taken``, drawn from
+    `METRICS_PORT_FIRST` up to the system's ephemeral range: a port there is not handed to an
+    outgoing connection in the moments before the process that gets it listens. PlanError if
+    not enough are free."""
+    rng = rng or random.Random()
+    candidates = list(range(METRICS_PORT_FIRST, max(METRICS_PORT_FIRST + 1, ephemeral_low())))
+    rng.shuffle(candidates)
+    skip = set(taken)
+    out: list[int] = []
+    for port in candidates:
+        if len(out) == n:
+            break
+        if port not in skip and is_busy(host, port) is None:
+            out.append(port)
+            skip.add(port)
+    if len(out) < n:
+        raise PlanError(f"only {len(out)} of {n} free ports for /metrics on {host}")
+    return out
 
 
 def write_prometheus_files(specs: Iterable[ProcSpec], base_dir: str) -> str:

@@ -5,6 +5,7 @@ load them (with the exporter on), ports are never shared, and the targets file l
 from __future__ import annotations
 
 import json
+import random
 import socket
 from pathlib import Path
 from typing import Any
@@ -16,7 +17,9 @@ from rocketrio.actors.controller.embedded import load_namesrv_configs
 from rocketrio.actors.observe.metrics_exporter import MetricsExporterType
 from rocketrio.cli.main import broker_config, build_parser
 from rocketrio.cli.up_metrics import (
+    METRICS_PORT_FIRST,
     PORT_KEY,
+    ephemeral_low,
     exporting,
     free_ports,
     metrics_lines,
@@ -91,9 +94,23 @@ def test_targets_file_and_lines_list_every_exporter(tmp_path: Path) -> None:
     assert metrics_lines(specs, config) == []  # --no-metrics: nothing to print
 
 
-def test_free_ports_are_distinct_and_bindable() -> None:
-    ports = free_ports(8)
-    assert len(set(ports)) == 8
+def test_free_ports_are_distinct_bindable_and_below_the_ephemeral_range() -> None:
+    low = ephemeral_low()
+    ports = free_ports(8, taken=[20001])
+    assert len(set(ports)) == 8 and 20001 not in ports
+    assert all(METRICS_PORT_FIRST <= p < max(low, METRICS_PORT_FIRST + 1) for p in ports)
     for port in ports:
         with socket.socket() as s:
             s.bind(("127.0.0.1", port))
+
+
+def test_busy_and_taken_ports_are_skipped_and_too_few_is_a_plan_error() -> None:
+    busy = set(range(METRICS_PORT_FIRST, METRICS_PORT_FIRST + 5000))
+
+    def is_busy(host: str, port: int) -> str | None:
+        return "already in use" if port in busy else None
+
+    ports = free_ports(3, taken=[25000], rng=random.Random(7), is_busy=is_busy)
+    assert len(set(ports)) == 3 and not (set(ports) & (busy | {25000}))
+    with pytest.raises(PlanError, match="only 0 of 2 free ports"):
+        free_ports(2, is_busy=lambda host, port: "already in use")
