@@ -168,3 +168,34 @@ _CODES: Final = (
 
 UPSTREAM_REQUEST_CODES: Final[Mapping[int, str]] = MappingProxyType(dict(_CODES))
 """code -> upstream name, for every code upstream 5.2.0 defines (no two codes share a number)."""
+
+_NEVER = "upstream 5.2.0 defines it but no server of its own handles it either"
+_FILTER_SERVER = _NEVER + " (filter servers were removed in 5.x)"
+_ACL1 = (
+    "ACL 1.0 (plain_acl.yml, deprecated upstream): rocketrio serves ACL 2.0 only "
+    "(AUTH_* 3001-3010, docs/hardening.md)"
+)
+_JRAFT = (
+    "an event type inside upstream's JRaft controller's own Raft log, never sent by a broker or "
+    "tool; rocketrio's controller runs its own Raft (RAFT_MESSAGE)"
+)
+_COLD = (
+    "cold-data read throttling of upstream's page-cache store (coldDataFlowControlEnable); "
+    "rocketrio's store has no such control"
+)
+_UNIT = "unit-mode topics (an isolation feature no 5.x client or tool uses); not implemented"
+
+REFUSED_CODES: Final[Mapping[int, str]] = MappingProxyType(
+    {
+        **dict.fromkeys((13, 22, 23, 27, 47, 54, 209, 210, 211, 212, 213, 214, 1017), _NEVER),
+        **dict.fromkeys((301, 302), _FILTER_SERVER),
+        **dict.fromkeys((50, 51, 52, 53), _ACL1),
+        **dict.fromkeys((1014, 1015, 1016, 1018), _JRAFT),
+        **dict.fromkeys((2001, 2002, 2003), _COLD),
+        2004: "switches upstream's commitlog read between mmap and pread; rocketrio has one read "
+        "path",
+        **dict.fromkeys((311, 312, 313), _UNIT),
+    }
+)
+"""code -> why rocketrio deliberately does not serve it: the census page's "refused" rows, and
+the reason every role's REQUEST_CODE_NOT_SUPPORTED answer gives for that code."""

@@ -468,9 +468,16 @@ MUTANTS: list[Mutant] = [
     Mutant(
         "census: a client refuses an unserved code without naming it",
         "actors/client/mq_client.py",
-        'f"request type {cmd.code} ({request_name(cmd.code)}) not supported "',
-        'f"request type {cmd.code} not supported "',
+        'not_supported_remark(cmd.code, f"client {self.client_id}"),',
+        'f"client {self.client_id} does not serve {cmd.code}",  # MUTANT',
         [_RC + "test_every_unserved_code_is_refused_by_number_and_name[client]"],
+    ),
+    Mutant(
+        "census: a deliberately refused code is answered without its reason",
+        "protocol/codes.py",
+        '    return f"{remark}: {reason}" if reason else remark',
+        "    return remark  # MUTANT",
+        [_RC + "test_every_unserved_code_is_refused_by_number_and_name[broker]"],
     ),
     Mutant(
         "dashboard: a broker metric renamed under the Grafana dashboard (confirmOffset)",

@@ -64,7 +64,7 @@ from rocketrio.protocol.bodies import (
     ResetOffsetBodyForC,
     TopicRouteData,
 )
-from rocketrio.protocol.codes import RequestCode, ResponseCode, request_name
+from rocketrio.protocol.codes import RequestCode, ResponseCode, not_supported_remark
 from rocketrio.protocol.headers import (
     NotifyConsumerIdsChangedRequestHeader,
     ResetOffsetRequestHeader,
@@ -539,6 +539,5 @@ class MQClientInstance:
             return None
         return cmd.make_response(
             ResponseCode.REQUEST_CODE_NOT_SUPPORTED,
-            f"request type {cmd.code} ({request_name(cmd.code)}) not supported "
-            f"by client {self.client_id}",
+            not_supported_remark(cmd.code, f"client {self.client_id}"),
         )

@@ -33,7 +33,7 @@ from rocketrio.protocol.codes import RequestCode, ResponseCode
 from rocketrio.protocol.controller_headers import CONTROLLER_CHECK_BROKER_ALIVE
 from rocketrio.protocol.remoting import RemotingCommand
 from rocketrio.protocol.serde import HeaderError
-from rocketrio.protocol.upstream_codes import UPSTREAM_REQUEST_CODES
+from rocketrio.protocol.upstream_codes import REFUSED_CODES, UPSTREAM_REQUEST_CODES
 from tests.harness.paths import REPO
 from tests.harness.processors import broker_config
 from tests.harness.sim_network import SimNetwork
@@ -50,6 +50,7 @@ class Row:
     name: str
     status: str
     roles: frozenset[str]
+    note: str
 
 
 def _cells(line: str) -> list[str]:
@@ -77,9 +78,9 @@ def parse_page(text: str) -> tuple[list[Row], dict[int, frozenset[str]]]:
             continue
         cells = _cells(line)
         if len(cells) == 5:
-            code, name, status, by, _note = cells
+            code, name, status, by, note = cells
             assert status in STATUSES, f"bad status in {line!r}"
-            census.append(Row(int(code), name, status, _roles(by)))
+            census.append(Row(int(code), name, status, _roles(by), note))
         else:
             code_cell, _name, by, _note = cells
             for code in _codes(code_cell):
@@ -180,6 +181,10 @@ def test_the_page_lists_upstream_5_2_0_codes_once_each() -> None:
             assert UPSTREAM_REQUEST_CODES[int(code)] == code.name
     for row in census:
         assert (row.status == "served") == bool(row.roles), row
+        assert row.status == "served" or row.note, f"{row.code}: say why it is not served"
+    # the refused rows are the codes refused in code, with the reason the servers give
+    refused = {r.code: r.note for r in census if r.status == "refused"}
+    assert refused == dict(REFUSED_CODES)
     counts = {s: sum(r.status == s for r in census) for s in STATUSES}
     line = f"Counts: {counts['served']} served, {counts['refused']} refused, "
     assert line + f"{counts['not yet']} not yet." in PAGE.read_text()
@@ -219,3 +224,5 @@ async def test_every_unserved_code_is_refused_by_number_and_name(
         assert isinstance(answer, RemotingCommand), (role_name, row)
         assert answer.code == ResponseCode.REQUEST_CODE_NOT_SUPPORTED, (role_name, row)
         assert f"{row.code} ({row.name})" in (answer.remark or ""), (role_name, answer.remark)
+        if row.status == "refused":  # and why, for a code refused on purpose
+            assert (answer.remark or "").endswith(f": {row.note}"), (role_name, answer.remark)
