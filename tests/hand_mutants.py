@@ -487,6 +487,13 @@ MUTANTS: list[Mutant] = [
         [_GD + "test_every_dashboard_query_names_an_exported_metric"],
     ),
     Mutant(
+        "dashboard: the consumer lag's group label renamed under the dashboard",
+        "actors/broker/stats/metrics.py",
+        '            labels=[*NODE_LABELS, "consumer_group", "topic", "is_retry", "is_system"],',
+        '            labels=[*NODE_LABELS, "group", "topic", "is_retry", "is_system"],  # MUTANT',
+        [_GD + "test_every_dashboard_query_names_an_exported_metric"],
+    ),
+    Mutant(
         "dashboard: the controller's election counter renamed",
         "actors/controller/metrics.py",
         '            "election",',
