@@ -515,6 +515,16 @@ MUTANTS: list[Mutant] = [
         [_CD + "test_a_push_consumer_consumes_a_message_directly"],
     ),
     Mutant(
+        "producer: GET_ALL_PRODUCER_INFO answers one group only",
+        "actors/broker/clients/producer_info.py",
+        "            for group, members in producers.groups.items()",
+        "            for group, members in list(producers.groups.items())[:1]  # MUTANT",
+        [
+            "tests/actor/cli/test_admin_producer.py::"
+            "test_producer_lists_every_connected_producer_by_group"
+        ],
+    ),
+    Mutant(
         "proxy: rocketMQClusterName ignored (metadata read from every cluster's masters)",
         "actors/proxy/service.py",
         "        names = info.clusterAddrTable.get(self.config.rocketmq_cluster_name, [])",

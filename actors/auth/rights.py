@@ -244,6 +244,7 @@ RULES: dict[int, Rule] = {
     RC.BATCH_ACK_MESSAGE: _batch_ack,
     RC.GET_POP_INFLIGHT: _consume_stats,
     RC.CONSUME_MESSAGE_DIRECTLY: _consume_directly,
+    RC.GET_ALL_PRODUCER_INFO: _cluster(GET),
 }
 
 

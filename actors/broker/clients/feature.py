@@ -17,6 +17,7 @@ from rocketrio.actors.broker.clients.consumer_calls import Broker2Client, consum
 from rocketrio.actors.broker.clients.handlers import RemotingNotifier, client_handlers
 from rocketrio.actors.broker.clients.lock_manager import RebalanceLockManager
 from rocketrio.actors.broker.clients.processor import ClientProcessor
+from rocketrio.actors.broker.clients.producer_info import producer_info_handlers
 from rocketrio.actors.broker.dispatch.table import Handlers
 from rocketrio.actors.broker.store.view import StoreView
 from rocketrio.actors.broker.tables.broker_tables import BrokerTables
@@ -55,6 +56,8 @@ class ClientsFeature:
             store=store,
             now_ms=io.now_ms,
         )
+        # 328: every producer connected here, by group (producer_info.py)
+        self._call_handlers.update(producer_info_handlers(self.producers, io.now_ms))
         self._call_handlers.update(  # 309: a stored message to one consumer (consume_directly.py)
             consume_directly_handlers(
                 lambda: config.brokerName,
