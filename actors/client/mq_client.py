@@ -9,7 +9,7 @@ consumers); a broker address that first appears in a route (a new master) gets o
 Server pushes arrive at its processor: NOTIFY_CONSUMER_IDS_CHANGED makes the named consumer
 group rebalance now; GET_CONSUMER_RUNNING_INFO (forwarded by a broker for mqadmin
 consumerStatus) is answered by `running_info_reply.answer`; PUSH_REPLY_MESSAGE_TO_CLIENT by the
-client's `RequestFutures` (request_reply.py), through ``push_handlers``.
+client's `RequestFutures` (request_reply.py), ``reply_waiters``.
 
 Routes are polled every ``pollNameServerInterval`` (30 s), but a master change is noticed at once
 through on-demand refreshes (`request_route_refresh` / `refresh_route`, shared and rate limited
@@ -65,7 +65,7 @@ from rocketrio.protocol.bodies import (
     ResetOffsetBodyForC,
     TopicRouteData,
 )
-from rocketrio.protocol.codes import RequestCode, ResponseCode, request_name
+from rocketrio.protocol.codes import RequestCode, ResponseCode, not_supported_remark
 from rocketrio.protocol.headers import (
     NotifyConsumerIdsChangedRequestHeader,
     ResetOffsetRequestHeader,
@@ -197,8 +197,8 @@ class MQClientInstance:
         self.route_listeners: list[RouteListener] = []
         # CHECK_TRANSACTION_STATE pushed by a broker, by producer group (transaction_producer.py)
         self.transaction_checkers: dict[str, TransactionChecker] = {}
-        # other pushes by request code: PUSH_REPLY_MESSAGE_TO_CLIENT (request_reply.py)
-        self.push_handlers: dict[int, Callable[[RemotingCommand], RemotingCommand]] = {}
+        # requests waiting for their replies (request_reply.RequestFutures), made on first use
+        self.reply_waiters: Any = None
         self._watched: set[str] = set()
         # topic -> until when it is polled every DEGRADED_ROUTE_POLL_S (inf: while degraded)
         self._degraded: dict[str, float] = {}
@@ -526,6 +526,13 @@ class MQClientInstance:
             return running_info_reply.answer(self, cmd)
         if cmd.code == RequestCode.RESET_CONSUMER_CLIENT_OFFSET:
             return self._reset_offset(cmd)
+        if cmd.code == RequestCode.CONSUME_MESSAGE_DIRECTLY:
+            from rocketrio.actors.client import consume_directly  # imports the consumers
+
+            if self._nursery is None:
+                return cmd.make_response(ResponseCode.SYSTEM_ERROR, "the client is not started")
+            self._nursery.start_soon(consume_directly.serve, self, ctx)
+            return None
         if cmd.code == RequestCode.CHECK_TRANSACTION_STATE:
             # upstream ClientRemotingProcessor.checkTransactionState: the producer of the
             # message's PGROUP answers with a oneway END_TRANSACTION; nothing goes back here
@@ -533,10 +540,11 @@ class MQClientInstance:
                 if checker(ctx.conn.remote, cmd):
                     break
             return None
-        push = self.push_handlers.get(cmd.code)
-        if push is not None:
-            return push(cmd)
+        if cmd.code == RequestCode.PUSH_REPLY_MESSAGE_TO_CLIENT:
+            from rocketrio.actors.client.request_reply import RequestFutures  # imports producer
+
+            return RequestFutures.of(self)(cmd)
         return cmd.make_response(
             ResponseCode.REQUEST_CODE_NOT_SUPPORTED,
-            f"client {self.client_id} does not serve {request_name(cmd.code)}",
+            not_supported_remark(cmd.code, f"client {self.client_id}"),
         )

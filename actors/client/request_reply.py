@@ -46,7 +46,7 @@ from rocketrio.actors.client.queue_select import MessageQueueSelector
 from rocketrio.actors.kernel.clock import wallclock_ms
 from rocketrio.actors.observe import events
 from rocketrio.protocol.bodies import MessageQueue
-from rocketrio.protocol.codes import RequestCode, ResponseCode
+from rocketrio.protocol.codes import ResponseCode
 from rocketrio.protocol.message import MessageExt
 from rocketrio.protocol.message_format import (
     COMPRESSED_FLAG,
@@ -126,7 +126,7 @@ def decode_reply(cmd: RemotingCommand, receive_ms: int) -> MessageExt:
 
 class RequestFutures:
     """The requests of one client instance waiting for replies, by CORRELATION_ID; the
-    client's handler of PUSH_REPLY_MESSAGE_TO_CLIENT (`of` installs it)."""
+    client answers PUSH_REPLY_MESSAGE_TO_CLIENT with it (mq_client.py)."""
 
     def __init__(self, now_ms: Callable[[], int] = wallclock_ms) -> None:
         self.table: dict[str, PendingRequest] = {}
@@ -134,11 +134,10 @@ class RequestFutures:
 
     @classmethod
     def of(cls, client: MQClientInstance) -> RequestFutures:
-        code = RequestCode.PUSH_REPLY_MESSAGE_TO_CLIENT
-        handler = client.push_handlers.get(code)
-        if isinstance(handler, RequestFutures):
-            return handler
-        futures = client.push_handlers[code] = cls()
+        """The client's table, made on first use (a reply may come before any request)."""
+        if not isinstance(client.reply_waiters, RequestFutures):
+            client.reply_waiters = cls()
+        futures: RequestFutures = client.reply_waiters
         return futures
 
     def __call__(self, cmd: RemotingCommand) -> RemotingCommand:

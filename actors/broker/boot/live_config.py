@@ -29,7 +29,8 @@ every collaborator's own ``reconfigure(config, changed)``, which takes the keys 
   the next reply (reply/processor.py);
 - flushIntervalCommitLog, syncFlushTimeout: the store actor's flush period (from the next
   flush) and sync-flush wait;
-- scrubBytesPerSecond: the background scrub reads it before each chunk (scrub_service.py);
+- scrubBytesPerSecond, scrubLapIntervalSeconds: the background scrub reads them before each
+  chunk (scrub_service.py);
 - registerNameServerPeriod: the registration loop reads it at each period;
 - brokerNotActiveTimeoutMillis, sendHeartbeatTimeoutMillis, registerBrokerTimeoutMills: read
   from the config object at each registration / heartbeat;
@@ -89,6 +90,7 @@ BROKER_POLICY: Final = UpdatePolicy(
         "flushIntervalCommitLog",
         "syncFlushTimeout",
         "scrubBytesPerSecond",
+        "scrubLapIntervalSeconds",
         "registerNameServerPeriod",
         "brokerNotActiveTimeoutMillis",
         "sendHeartbeatTimeoutMillis",
