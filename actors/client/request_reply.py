@@ -12,9 +12,9 @@ Responder (any consumer; the reply goes out with the same or another producer)::
 
 `request` stamps the message with CORRELATION_ID (a fresh id), REPLY_TO_CLIENT (this client's
 id) and TTL (the timeout in ms), makes sure the brokers know this client as a producer (when
-the topic is new: a route fetch and a heartbeat to every broker, like upstream, and also the
-route of the reply topic of the topic's cluster, so the brokers a reply may come through are
-among them), registers
+the topic or its cluster's reply topic is new to the client: a route fetch and a heartbeat to
+every broker, like upstream, and also the route of the reply topic of the topic's cluster, so
+the brokers a reply may come through are among them), registers
 the request in the client's `RequestFutures` and sends it as an ordinary message. The broker
 that stores it adds CLUSTER; `create_reply_message` turns that into the reply topic
 ``<cluster>_REPLY_TOPIC`` with MSG_TYPE=reply, which the producer sends with
@@ -169,6 +169,13 @@ def _new_correlation_id() -> str:
     return str(uuid.uuid4())
 
 
+def _reply_routes_known(producer: Producer, topic: str) -> bool:
+    """Whether the client knows the topic's route and the reply topic route of its clusters."""
+    routes = producer.client.routes
+    route = routes.get(topic)
+    return route is not None and all(reply_topic(b.cluster) in routes for b in route.brokerDatas)
+
+
 async def _known_to_reply_brokers(producer: Producer, topic: str) -> None:
     """Make every broker a reply may come through know this client as a producer, before
     the first request to ``topic``: upstream fetches the topic's route and heartbeats to the
@@ -209,7 +216,7 @@ async def request(
     pending = futures.table[correlation_id] = PendingRequest(correlation_id)
     try:
         try:
-            if msg.topic not in client.routes:
+            if not _reply_routes_known(producer, msg.topic):
                 await _known_to_reply_brokers(producer, msg.topic)
             left = max(timeout - (trio.current_time() - started), 0.0)
             if queue is not None:
