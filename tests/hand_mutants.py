@@ -37,6 +37,7 @@ class Mutant:
 _AM = "tests/actor/broker/test_acting_master.py::"
 _AC = "tests/unit/actors/broker/failover/test_acting_core.py::"
 _SC = "tests/unit/actors/broker/store/test_scrub_service.py::"
+_LR = "tests/actor/client/test_lite_pull_reply.py::"
 _RC = "tests/unit/protocol/test_request_code_census.py::"
 _GD = "tests/actor/observe/test_grafana_dashboard.py::"
 _CD = "tests/actor/cli/test_consume_directly.py::"
@@ -456,6 +457,62 @@ MUTANTS: list[Mutant] = [
         "            self.view.distrust(finding.offset)",
         "            pass  # MUTANT",
         [_SC + "test_damage_after_a_read_vouched_for_it_is_never_served_once_scrubbed"],
+    ),
+    Mutant(
+        "request-reply: the reply is never pushed (requester's connection not looked up)",
+        "actors/broker/reply/processor.py",
+        "    info = producers.find_channel(sender)\n",
+        "    info = None  # MUTANT\n",
+        [_LR + "test_request_gets_its_reply_pushed_and_stored"],
+    ),
+    Mutant(
+        "request-reply: a reply wakes whichever request waits, not its CORRELATION_ID's",
+        "actors/client/request_reply.py",
+        "        pending = self.table.pop(correlation_id, None)\n",
+        "        pending = next(iter(self.table.values()), None)  # MUTANT\n",
+        [_LR + "test_request_gets_its_reply_pushed_and_stored"],
+    ),
+    Mutant(
+        "request-reply: only the request topic's brokers know the requester (upstream's gap)",
+        "actors/client/request_reply.py",
+        "        await client.update_route(reply_topic(cluster))\n",
+        "        pass  # MUTANT\n",
+        [_LR + "test_replies_reach_the_requester_through_either_broker"],
+    ),
+    Mutant(
+        "request-reply: storeReplyMessageEnable=false still stores the reply",
+        "actors/broker/reply/processor.py",
+        "        if not self.config.store_reply:\n",
+        "        if False:  # MUTANT\n",
+        [_LR + "test_reply_not_stored_when_disabled"],
+    ),
+    Mutant(
+        "lite pull: litePullMessageEnable=false does not refuse LITE_PULL_MESSAGE",
+        "actors/broker/pull/handlers.py",
+        "        if not enabled():\n",
+        "        if False:  # MUTANT\n",
+        [_LR + "test_lite_pull_refused_when_disabled_and_the_consumer_gets_nothing"],
+    ),
+    Mutant(
+        "lite pull: the project's lite pull consumer pulls with PULL_MESSAGE, not upstream's 361",
+        "actors/client/api.py",
+        "        code = RequestCode.LITE_PULL_MESSAGE if lite else RequestCode.PULL_MESSAGE\n",
+        "        code = RequestCode.PULL_MESSAGE  # MUTANT\n",
+        [_LR + "test_lite_pull_refused_when_disabled_and_the_consumer_gets_nothing"],
+    ),
+    Mutant(
+        "lite pull: 361 served by the plain pull handler, not the static-topic wrapped one",
+        "actors/broker/broker.py",
+        '            ("pull", self.pull.wrap_lite_pull),\n',
+        "",
+        [_LR + "test_lite_pull_reads_a_static_topics_logic_queues"],
+    ),
+    Mutant(
+        "lite pull: a paused queue keeps being pulled",
+        "actors/client/pull_consumer.py",
+        "            st.mq in self._paused\n",
+        "            False  # MUTANT\n",
+        [_LR + "test_lite_pull_pause_resume_commit_offsets_and_offset_for_timestamp"],
     ),
     Mutant(
         "census: a broker request code dropped while docs/request-codes.md still says served",

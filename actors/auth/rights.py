@@ -7,7 +7,9 @@ request with no rights listed here (routes, heartbeats of producers, whole-table
 GET_ALL_TOPIC_CONFIG) needs authentication only, as upstream.
 
 Departures, all stricter than upstream, for calls upstream leaves unannotated:
-UPDATE_AND_CREATE_SUBSCRIPTIONGROUP needs Create or Update on the group of its body,
+LITE_PULL_MESSAGE needs what PULL_MESSAGE needs (upstream maps its header's annotation to 11
+only, so 361 went unchecked), UPDATE_AND_CREATE_SUBSCRIPTIONGROUP needs Create or Update on the
+group of its body,
 GET_BROKER_CONFIG needs Get on the cluster (the config names the init user), and
 UPDATE_BROKER_CONFIG needs Update on the cluster.
 """
@@ -200,6 +202,7 @@ RULES: dict[int, Rule] = {
     RC.END_TRANSACTION: _one("topic", "topic", PUB, optional=True),
     RC.CONSUMER_SEND_MSG_BACK: _one("group", "group", SUB),
     RC.PULL_MESSAGE: _pull,
+    RC.LITE_PULL_MESSAGE: _pull,
     RC.QUERY_MESSAGE: _one("topic", "topic", SUB_GET),
     RC.HEART_BEAT: _heartbeat,
     RC.UNREGISTER_CLIENT: _unregister,

@@ -40,6 +40,7 @@ from rocketrio.actors.broker.ha.master_service import HAMasterService
 from rocketrio.actors.broker.ha.status_service import HAStatusService
 from rocketrio.actors.broker.pop.feature import PopFeature
 from rocketrio.actors.broker.pull.feature import PullFeature
+from rocketrio.actors.broker.reply.feature import ReplyFeature
 from rocketrio.actors.broker.roles.role_service import RoleChange, RoleDeps, make_role_service
 from rocketrio.actors.broker.roles.slave_sync import SlaveSynchronize
 from rocketrio.actors.broker.schedule.service import build_schedule_service
@@ -170,6 +171,7 @@ class Broker:
             write_gate=first_refusal([s.guard, *self.roles.write_gates()]),
             new_uniq_key=new_uniq_key,
         )
+        self.reply = ReplyFeature(io, send=self.send.processor, producers=self.clients.producers)
         self.pop = PopFeature(
             io,
             tables=t,
@@ -243,12 +245,13 @@ class Broker:
             wall_now_ms=io.now_ms,
         )
         self.slave_sync = SlaveSynchronize.of(io, t, s.view, self.roles.master_to_sync)
-        self.live_config = LiveConfig(io, [self.send, self.pull, self.clients, t, s])
+        self.live_config = LiveConfig(io, [self.send, self.reply, self.pull, self.clients, t, s])
 
     def _build_dispatch(self) -> None:
         """The one request table, the remoting server and the NameServer registration."""
         declared = [
             ("send", self.send.handlers()),
+            ("reply", self.reply.handlers()),
             ("pull", self.pull.handlers()),
             ("clients", self.clients.handlers()),
             ("admin", self.admin.handlers()),
@@ -264,7 +267,11 @@ class Broker:
             ("boot", self.live_config.handlers()),
         ]
         strict_locks = self.failover.lock_wrapper(self.clients.processor, self.roles.group_members)
-        wrappers = [("static_topic", self.static.wrap), ("failover", strict_locks)]
+        wrappers = [
+            ("static_topic", self.static.wrap),
+            ("failover", strict_locks),
+            ("pull", self.pull.wrap_lite_pull),
+        ]
         table = build_table(declared, wrappers=wrappers)
         self.requests = RequestTable(self.config.brokerName, table, gate=self.auth.gate)
         self.server = RemotingServer(
@@ -403,6 +410,7 @@ class Broker:
             Service("pull", self.pull.run_services),
             Service("pop", self.pop.run_services),
             Service("clients", self.clients.run_services),
+            Service("reply", self.reply.run_services),
             Service("tables", self.tables.run_writers, waits=False),
             Service("transaction", self.transactions.run),
             Service("server", self.server.run, on_started=self._bound),

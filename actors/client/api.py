@@ -27,6 +27,7 @@ from rocketrio.protocol.bodies import (
 )
 from rocketrio.protocol.codes import RequestCode, ResponseCode
 from rocketrio.protocol.headers import (
+    PULL_FLAG_LITE_PULL,
     ConsumerSendMsgBackRequestHeader,
     GetConsumerListByGroupRequestHeader,
     GetMaxOffsetRequestHeader,
@@ -191,9 +192,10 @@ class MQClientAPI:
     async def pull(
         self, addr: str, header: PullMessageRequestHeader, timeout_s: float
     ) -> PullResult:
-        resp = await self.remoting.invoke(
-            addr, request(RequestCode.PULL_MESSAGE, header), timeout_s
-        )
+        # a lite pull consumer's pulls carry the lite-pull flag and go as LITE_PULL_MESSAGE
+        lite = header.sysFlag & PULL_FLAG_LITE_PULL
+        code = RequestCode.LITE_PULL_MESSAGE if lite else RequestCode.PULL_MESSAGE
+        resp = await self.remoting.invoke(addr, request(code, header), timeout_s)
         return parse_pull_response(resp, addr)
 
     async def query_consumer_offset(self, addr: str, group: str, mq: MessageQueue) -> int:

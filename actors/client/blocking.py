@@ -148,6 +148,10 @@ class BlockingProducer:
     def send_oneway(self, msg: Message) -> None:
         self._thread.call(self._p().send_oneway, msg)
 
+    def request(self, msg: Message, timeout: float) -> MessageExt:
+        """Request-reply (request_reply.py): the reply, or `RequestTimeout`."""
+        return self._thread.call(self._p().request, msg, timeout)
+
 
 def _in_worker_thread(fn: Callable[[list[MessageExt]], ConsumeStatus]) -> Any:
     async def listener(msgs: list[MessageExt]) -> ConsumeStatus:
@@ -314,6 +318,18 @@ class BlockingPullConsumer:
 
     def seek(self, mq: MessageQueue, offset: int) -> None:
         self._thread.call(self._c().seek, mq, offset)
+
+    def committed(self, mq: MessageQueue) -> int:
+        return self._thread.call(self._c().committed, mq)
+
+    def pause(self, queues: Iterable[MessageQueue]) -> None:
+        self._thread.call(_call_sync, self._c().pause, list(queues))
+
+    def resume(self, queues: Iterable[MessageQueue]) -> None:
+        self._thread.call(_call_sync, self._c().resume, list(queues))
+
+    def offset_for_timestamp(self, mq: MessageQueue, timestamp_ms: int) -> int:
+        return self._thread.call(self._c().offset_for_timestamp, mq, timestamp_ms)
 
     def fetch_message_queues(self, topic: str) -> list[MessageQueue]:
         return self._thread.call(self._c().fetch_message_queues, topic)

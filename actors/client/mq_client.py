@@ -8,7 +8,8 @@ naming every group of this client goes to every broker (masters only when there 
 consumers); a broker address that first appears in a route (a new master) gets one at once.
 Server pushes arrive at its processor: NOTIFY_CONSUMER_IDS_CHANGED makes the named consumer
 group rebalance now; GET_CONSUMER_RUNNING_INFO (forwarded by a broker for mqadmin
-consumerStatus) is answered by `running_info_reply.answer`.
+consumerStatus) is answered by `running_info_reply.answer`; PUSH_REPLY_MESSAGE_TO_CLIENT by the
+client's `RequestFutures` (request_reply.py), ``reply_waiters``.
 
 Routes are polled every ``pollNameServerInterval`` (30 s), but a master change is noticed at once
 through on-demand refreshes (`request_route_refresh` / `refresh_route`, shared and rate limited
@@ -196,6 +197,8 @@ class MQClientInstance:
         self.route_listeners: list[RouteListener] = []
         # CHECK_TRANSACTION_STATE pushed by a broker, by producer group (transaction_producer.py)
         self.transaction_checkers: dict[str, TransactionChecker] = {}
+        # requests waiting for their replies (request_reply.RequestFutures), made on first use
+        self.reply_waiters: Any = None
         self._watched: set[str] = set()
         # topic -> until when it is polled every DEGRADED_ROUTE_POLL_S (inf: while degraded)
         self._degraded: dict[str, float] = {}
@@ -537,6 +540,10 @@ class MQClientInstance:
                 if checker(ctx.conn.remote, cmd):
                     break
             return None
+        if cmd.code == RequestCode.PUSH_REPLY_MESSAGE_TO_CLIENT:
+            from rocketrio.actors.client.request_reply import RequestFutures  # imports producer
+
+            return RequestFutures.of(self)(cmd)
         return cmd.make_response(
             ResponseCode.REQUEST_CODE_NOT_SUPPORTED,
             not_supported_remark(cmd.code, f"client {self.client_id}"),

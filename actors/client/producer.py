@@ -36,6 +36,7 @@ from typing import Any
 import structlog
 import trio
 
+from rocketrio.actors.client import request_reply
 from rocketrio.actors.client.async_send import CallbackRequests, SendFuture
 from rocketrio.actors.client.config import (
     ClientConfig,
@@ -70,6 +71,7 @@ from rocketrio.protocol.codes import ResponseCode
 from rocketrio.protocol.message import (
     WAIT,
     BatchItem,
+    MessageExt,
     encode_batch_body,
     encode_properties,
 )
@@ -257,6 +259,19 @@ class Producer:
                     error=f"{type(exc).__name__}: {exc}",
                 ),
             )
+
+    async def request(
+        self,
+        msg: Message,
+        timeout: float,
+        queue_selector: MessageQueueSelector | None = None,
+        arg: Any = None,
+        *,
+        queue: MessageQueue | None = None,
+    ) -> MessageExt:
+        """Send ``msg`` as a request and return its reply; `RequestTimeout` when none comes
+        within ``timeout`` seconds (request_reply.py)."""
+        return await request_reply.request(self, msg, timeout, queue_selector, arg, queue=queue)
 
     async def send_to_queue(
         self, msg: Message, mq: MessageQueue, *, timeout: float | None = None

@@ -3,9 +3,11 @@
     consumer = LitePullConsumer("group", "127.0.0.1:9876")
     consumer.subscribe("Orders", "*")       # rebalanced with the group, or
     consumer.assign([mq1, mq2])             # exactly these queues, no rebalance
-    async with consumer:
+    async with consumer:                    # pulls with LITE_PULL_MESSAGE (361), upstream's code
         msgs = await consumer.poll(timeout=1.0)
         await consumer.commit()             # automatic every 5 s unless auto_commit=False
+        consumer.pause([mq1]); consumer.resume([mq1])
+        await consumer.seek(mq1, await consumer.offset_for_timestamp(mq1, ts_ms))
 
 `ConsumerCore` owns the queues and their long-polling pull tasks; found messages wait in one buffer
 (``pullThresholdForQueue`` / ``pullThresholdForAll`` bound it, and the buffer's own capacity: when
@@ -17,7 +19,7 @@ with a failed message is the application's call."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 
 import attrs
 import trio
@@ -38,6 +40,7 @@ from rocketrio.actors.client.rebalance import sort_queues
 from rocketrio.actors.client.trace import trace_consumed
 from rocketrio.actors.kernel.transport import Transport
 from rocketrio.protocol.bodies import MessageQueue
+from rocketrio.protocol.headers import PULL_FLAG_LITE_PULL, PullMessageRequestHeader
 from rocketrio.protocol.message import MessageExt
 
 
@@ -90,6 +93,7 @@ class LitePullConsumer(ConsumerCore):
         self._mode: str | None = None  # "subscribe" or "assign"
         self._assigned: set[MessageQueue] = set()
         self._pending_seek: dict[MessageQueue, int] = {}
+        self._paused: set[MessageQueue] = set()
         self._send: trio.MemorySendChannel[PulledBatch] | None = None
         self._recv: trio.MemoryReceiveChannel[PulledBatch] | None = None
         self._buffered = 0
@@ -133,12 +137,14 @@ class LitePullConsumer(ConsumerCore):
         return await super()._wanted_queues(topic)
 
     async def _compute_start_offset(self, mq: MessageQueue) -> int:
-        if mq in self._pending_seek:
-            offset = self._pending_seek.pop(mq)
-            assert self.offset_store is not None
-            self.offset_store.table.update(mq, offset, increase_only=False)
-            return offset
-        return await super()._compute_start_offset(mq)
+        if mq not in self._pending_seek:
+            offset = await super()._compute_start_offset(mq)
+            if mq not in self._pending_seek:  # a seek may arrive while that call is out
+                return offset
+        offset = self._pending_seek.pop(mq)
+        assert self.offset_store is not None
+        self.offset_store.table.update(mq, offset, increase_only=False)
+        return offset
 
     # -- hooks of ConsumerCore
     def _start_workers(self, nursery: trio.Nursery) -> None:
@@ -149,6 +155,11 @@ class LitePullConsumer(ConsumerCore):
         self._send, self._recv = trio.open_memory_channel[PulledBatch](capacity)
         self._buffered = 0
 
+    def _pull_header(self, st: QueueState, from_master: bool) -> PullMessageRequestHeader:
+        """Upstream's lite pull header: the lite-pull flag, so it goes as LITE_PULL_MESSAGE."""
+        h = super()._pull_header(st, from_master)
+        return attrs.evolve(h, sysFlag=h.sysFlag | PULL_FLAG_LITE_PULL)
+
     async def _before_persist_on_stop(self) -> None:
         return None  # nothing runs on our side: polled batches already count as consumed
 
@@ -157,7 +168,8 @@ class LitePullConsumer(ConsumerCore):
 
     def _flow_controlled(self, st: QueueState) -> bool:
         return (
-            st.pq.msg_count > self.config.pullThresholdForQueue
+            st.mq in self._paused
+            or st.pq.msg_count > self.config.pullThresholdForQueue
             or self._buffered > self.config.pullThresholdForAll
         )
 
@@ -190,10 +202,34 @@ class LitePullConsumer(ConsumerCore):
                 return batch.msgs
         return []
 
-    async def commit(self) -> None:
-        """Persist the offsets of everything polled so far."""
-        if self.offset_store is not None:
+    async def commit(
+        self, offsets: Mapping[MessageQueue, int] | None = None, *, persist: bool = True
+    ) -> None:
+        """Persist the offsets of everything polled so far; with ``offsets``, first set these
+        queues' offsets (owned queues only, upstream commitSync(offsetMap, persist)), and with
+        ``persist=False`` only set them (the next commit or auto-commit persists them)."""
+        if self.offset_store is None:
+            raise MQClientError("the consumer is not started")
+        for mq, offset in (offsets or {}).items():
+            if mq in self.queues:
+                self.offset_store.table.update(mq, offset, increase_only=False)
+        if persist:
             await self.offset_store.persist(list(self.queues))
+
+    def pause(self, queues: Iterable[MessageQueue]) -> None:
+        """Stop pulling these queues (a pull already in flight still delivers)."""
+        self._paused.update(queues)
+
+    def resume(self, queues: Iterable[MessageQueue]) -> None:
+        self._paused.difference_update(queues)
+
+    def is_paused(self, mq: MessageQueue) -> bool:
+        return mq in self._paused
+
+    async def offset_for_timestamp(self, mq: MessageQueue, timestamp_ms: int) -> int:
+        """The queue's first offset stored at or after ``timestamp_ms`` (upstream
+        offsetForTimestamp, SEARCH_OFFSET_BY_TIMESTAMP), e.g. to ``seek`` to."""
+        return await self.client.api.search_offset(await self._broker_addr(mq), mq, timestamp_ms)
 
     async def committed(self, mq: MessageQueue) -> int:
         """The offset stored for the group on the broker (or in the local file), -1 if none."""
@@ -227,12 +263,16 @@ class LitePullConsumer(ConsumerCore):
     async def seek_to_end(self, mq: MessageQueue) -> None:
         await self.seek(mq, (await self._offset_range(mq))[1])
 
-    async def _offset_range(self, mq: MessageQueue) -> tuple[int, int]:
+    async def _broker_addr(self, mq: MessageQueue) -> str:
         addr = await self.client.find_broker_addr_refreshing(
             self.client.broker_name_of(mq), mq.topic
         )
         if addr is None:
             raise MQClientError(f"no address for broker {mq.brokerName}")
+        return addr
+
+    async def _offset_range(self, mq: MessageQueue) -> tuple[int, int]:
+        addr = await self._broker_addr(mq)
         lo = await self.client.api.get_min_offset(addr, mq)
         hi = await self.client.api.get_max_offset(addr, mq)
         return lo, hi

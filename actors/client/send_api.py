@@ -20,11 +20,20 @@ from rocketrio.protocol.bodies import MessageQueue
 from rocketrio.protocol.codes import RequestCode, ResponseCode
 from rocketrio.protocol.headers import SendMessageRequestHeaderV2, SendMessageResponseHeader
 from rocketrio.protocol.message import PROPERTY_TRANSACTION_PREPARED, TRANSACTION_PREPARED_TYPE
+from rocketrio.protocol.message_format import PROPERTY_MESSAGE_TYPE
 from rocketrio.protocol.remoting import RemotingCommand
+from rocketrio.protocol.reply import REPLY_MESSAGE_FLAG
 from rocketrio.protocol.serde import from_ext, to_ext
 
 # a transactional half message (TRAN_MSG=true) is sent with sysFlag prepared, like upstream
 _PREPARED_MARK = f"{PROPERTY_TRANSACTION_PREPARED}\x01true"
+_REPLY_MARK = f"{PROPERTY_MESSAGE_TYPE}\x01{REPLY_MESSAGE_FLAG}"
+
+
+def is_reply_props(props: str) -> bool:
+    """MSG_TYPE=reply among encoded ``k\x01v\x02`` properties."""
+    return any(p == _REPLY_MARK for p in props.split("\x02")) if _REPLY_MARK in props else False
+
 
 _SEND_STATUS = {
     ResponseCode.SUCCESS: SendStatus.SEND_OK,
@@ -116,7 +125,12 @@ def send_request(
         m=batch,
         n=mq.brokerName,
     )
-    code = RequestCode.SEND_BATCH_MESSAGE if batch else RequestCode.SEND_MESSAGE_V2
+    if batch:
+        code = RequestCode.SEND_BATCH_MESSAGE
+    elif is_reply_props(props):  # a reply (request_reply.py) goes as upstream sends it
+        code = RequestCode.SEND_REPLY_MESSAGE_V2
+    else:
+        code = RequestCode.SEND_MESSAGE_V2
     return RemotingCommand(code=code, ext_fields=to_ext(header), body=body)
 
 

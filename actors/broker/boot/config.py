@@ -102,6 +102,8 @@ class BrokerConfig(RemotingServerConfig):
     totalReplicas: int = attrs.field(default=1, validator=positive)
     # pull / long polling
     longPollingEnable: bool = True
+    litePullMessageEnable: bool = True  # LITE_PULL_MESSAGE (361) served
+    storeReplyMessageEnable: bool = True  # request-reply: a reply is stored besides pushed
     shortPollingTimeMills: int = attrs.field(default=1000, validator=positive)
     # bounds on long polling (rocketrio's; upstream holds any number for as long as asked)
     pullSuspendMaxTimeMillis: int = attrs.field(default=60_000, validator=positive)

@@ -25,6 +25,8 @@ every collaborator's own ``reconfigure(config, changed)``, which takes the keys 
   whichBrokerWhenConsumeSlowly: the next pull reads the rebuilt `PullConfig`;
 - maxHeldPullsPerConnection, maxHeldPulls: the long-polling bounds of the next held pull;
 - autoCreateSubscriptionGroup: the group table's auto-create switch;
+- litePullMessageEnable: the next LITE_PULL_MESSAGE (pull/feature.py); storeReplyMessageEnable:
+  the next reply (reply/processor.py);
 - flushIntervalCommitLog, syncFlushTimeout: the store actor's flush period (from the next
   flush) and sync-flush wait;
 - scrubBytesPerSecond, scrubLapIntervalSeconds: the background scrub reads them before each
@@ -94,6 +96,8 @@ BROKER_POLICY: Final = UpdatePolicy(
         "sendHeartbeatTimeoutMillis",
         "registerBrokerTimeoutMills",
         "rebalanceLockMaxLiveTime",
+        "litePullMessageEnable",
+        "storeReplyMessageEnable",
     },
     # upstream AdminBrokerProcessor.initConfigBlackList adds these to configBlackList
     always_black=frozenset({"brokerConfigPath", "rocketmqHome", "configBlackList"}),

@@ -141,6 +141,12 @@ class ProducerManager:
         else:
             old.last_update_s = info.last_update_s
 
+    def find_channel(self, client_id: str) -> ClientChannelInfo | None:
+        """A live producer connection of this client id (upstream findChannel: request-reply
+        pushes the reply there), the most recently heard one when it has several."""
+        found = [c for m in self.groups.values() for c in m.values() if c.client_id == client_id]
+        return max(found, key=lambda c: c.last_update_s) if found else None
+
     def unregister(self, group: str, conn: Hashable) -> bool:
         members = self.groups.get(group)
         if members is None or members.pop(conn, None) is None:

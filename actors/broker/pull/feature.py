@@ -11,7 +11,7 @@ from rocketrio.actors.broker.boot.broker_io import BrokerIO
 from rocketrio.actors.broker.boot.config import BrokerConfig
 from rocketrio.actors.broker.clients.client_manager import ConsumerManager
 from rocketrio.actors.broker.dispatch.table import Handlers
-from rocketrio.actors.broker.pull.handlers import pull_handlers
+from rocketrio.actors.broker.pull.handlers import lite_pull_wrapper, pull_handlers
 from rocketrio.actors.broker.pull.hold import HoldLimits, PullRequestHoldService
 from rocketrio.actors.broker.pull.processor import PullConfig, PullMessageProcessor
 from rocketrio.actors.broker.stats.broker_stats import BrokerStats
@@ -32,6 +32,7 @@ class PullFeature:
         stats: BrokerStats,
         is_master: Callable[[], bool],
     ) -> None:
+        self.config = io.config
         self.hold = PullRequestHoldService(HoldLimits.of(io.config))
         self.processor = PullMessageProcessor(
             PullConfig.of(io.config),
@@ -48,7 +49,14 @@ class PullFeature:
     def handlers(self) -> Handlers:
         return pull_handlers(self.processor)
 
+    def wrap_lite_pull(self, plain: Handlers) -> Handlers:
+        """LITE_PULL_MESSAGE (361) served by the final PULL_MESSAGE handler (handlers.py)."""
+        return lite_pull_wrapper(
+            lambda: self.config.litePullMessageEnable, lambda: self.config.brokerIP1
+        )(plain)
+
     def reconfigure(self, config: BrokerConfig, changed: frozenset[str]) -> None:
+        self.config = config
         self.processor.reconfigure(config, changed)
         self.hold.reconfigure(config, changed)
 

@@ -253,6 +253,10 @@ class SendMessageProcessor:
             )
         return tc
 
+    def check(self, h: SendMessageRequestHeader, producer: str) -> TopicConfig | Refusal:
+        """Upstream msgCheck for other senders (request-reply: reply/processor.py)."""
+        return self._check(h, producer)
+
     def _pick_queue(self, tc: TopicConfig, queue_id: int) -> int:
         if queue_id >= 0:
             return queue_id

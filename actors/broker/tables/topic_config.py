@@ -32,6 +32,7 @@ from rocketrio.protocol.bodies import (
     TopicConfig,
     TopicConfigSerializeWrapper,
 )
+from rocketrio.protocol.reply import reply_topic
 from rocketrio.storage.timer_wheel import TIMER_TOPIC, max_queue_id
 
 AUTO_CREATE_TOPIC_KEY_TOPIC = "TBW102"
@@ -174,6 +175,8 @@ class TopicConfigManager:
             self.table[AUTO_CREATE_TOPIC_KEY_TOPIC].perm = PERM_READ | PERM_WRITE
         wanted.append(TopicConfig(c.brokerClusterName, 16, 16, inherit_rw))
         wanted.append(TopicConfig(c.brokerName, 1, 1, inherit_rw))
+        # request-reply: where responders send replies (reply/processor.py)
+        wanted.append(TopicConfig(reply_topic(c.brokerClusterName), 1, 1))
         # RIP-32 compat mode: a NameServer without GET_BROKER_MEMBER_GROUP lists the group's
         # live members in this topic's route (upstream TopicConfigManager, perm INHERIT only)
         wanted.append(TopicConfig(SYNC_BROKER_MEMBER_GROUP_PREFIX + c.brokerName, 1, 1, 1))

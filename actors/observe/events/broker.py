@@ -390,3 +390,14 @@ class StaticTopicMappingCleaned(LogEvent):
     queue_id: int
     kept_from_gen: int | None
     reason: str
+
+
+@event("reply_push_failed", "warning")
+@attrs.frozen(kw_only=True)
+class ReplyPushFailed(LogEvent):
+    """A reply (SEND_REPLY_MESSAGE) could not be pushed to its requester (reply/processor.py):
+    no REPLY_TO_CLIENT, no producer connection of that client id, or the push failed; the
+    responder is answered SYSTEM_ERROR with ``reason``."""
+
+    topic: str
+    reason: str

@@ -304,3 +304,21 @@ class TransactionEndFailed(LogEvent):
     group: str
     msg_id: str
     error: str
+
+
+@event("reply_unmatched", "warning")
+@attrs.frozen(kw_only=True)
+class ReplyUnmatched(LogEvent):
+    """A pushed reply (PUSH_REPLY_MESSAGE_TO_CLIENT) matched no waiting request: it came after
+    the request's timeout, or for another client (request_reply.py)."""
+
+    correlation_id: str
+
+
+@event("reply_push_bad", "warning")
+@attrs.frozen(kw_only=True)
+class ReplyPushBad(LogEvent):
+    """A PUSH_REPLY_MESSAGE_TO_CLIENT that could not be read (bad header or body); the broker
+    is answered SYSTEM_ERROR."""
+
+    error: str

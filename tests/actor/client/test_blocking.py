@@ -31,6 +31,7 @@ from rocketrio.actors.client.errors import MQClientError
 from rocketrio.actors.client.message import ConsumeStatus, Message, SendStatus
 from rocketrio.actors.client.orderly import ConsumeOrderlyContext, ConsumeOrderlyStatus
 from rocketrio.actors.client.queue_select import SelectMessageQueueByHash
+from rocketrio.actors.client.request_reply import create_reply_message
 from rocketrio.actors.client.transaction_producer import LocalTransactionState
 from rocketrio.actors.kernel.transport import TcpTransport
 from rocketrio.actors.namesrv.config import NamesrvConfig
@@ -170,12 +171,33 @@ def test_blocking_pull_consumer(namesrv: str) -> None:
         while len(got) < 10:
             got.extend(consumer.poll(timeout=5))
         consumer.commit()
+        assert sum(consumer.committed(mq) for mq in mqs) == 10
+        assert consumer.offset_for_timestamp(mqs[0], 0) == 0
+        consumer.pause(mqs)
+        consumer.resume(mqs)
         consumer.seek(mqs[0], 0)
         again: list[MessageExt] = []
         while not again:
             again = consumer.poll(timeout=5)
     assert sorted(m.body for m in got) == sorted(f"p{i}".encode() for i in range(10))
     assert again[0].queue_offset == 0 and again[0].queue_id == 0
+
+
+def test_blocking_request_reply_over_tcp(namesrv: str) -> None:
+    with BlockingProducer("reply-pg", namesrv) as rp:
+
+        def serve(msgs: list[MessageExt]) -> ConsumeStatus:  # in a worker thread
+            for m in msgs:
+                rp.send(create_reply_message(m, b"re:" + m.body))
+            return ConsumeStatus.CONSUME_SUCCESS
+
+        server = BlockingPushConsumer("rpc-server", namesrv)
+        server.subscribe(TOPIC)
+        server.register_listener(serve)
+        with server, BlockingProducer("req-pg", namesrv) as p:
+            wait_until(lambda: len(server.assigned_queues()) >= 2)
+            replies = [p.request(Message(TOPIC, f"q{i}".encode()), timeout=10) for i in range(3)]
+    assert [r.body for r in replies] == [b"re:q0", b"re:q1", b"re:q2"]
 
 
 def test_start_errors_reach_the_caller(namesrv: str) -> None:

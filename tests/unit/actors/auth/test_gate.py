@@ -163,8 +163,9 @@ def test_all_action_and_source_ip_condition() -> None:
     assert isinstance(d, Denied) and "from 192.168.1.1" in d.remark
 
 
-def test_pull_needs_sub_on_topic_and_group() -> None:
-    pull = RemotingCommand(RC.PULL_MESSAGE, ext_fields={"topic": "T", "consumerGroup": "g"})
+@pytest.mark.parametrize("code", [RC.PULL_MESSAGE, RC.LITE_PULL_MESSAGE])
+def test_pull_needs_sub_on_topic_and_group(code: int) -> None:
+    pull = RemotingCommand(code, ext_fields={"topic": "T", "consumerGroup": "g"})
     assert rights_of(pull, "C1") == [
         Right(Resource.topic("T"), (Action.SUB,)),
         Right(Resource.group("g"), (Action.SUB,)),
