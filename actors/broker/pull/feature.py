@@ -11,6 +11,7 @@ from rocketrio.actors.broker.boot.broker_io import BrokerIO
 from rocketrio.actors.broker.boot.config import BrokerConfig
 from rocketrio.actors.broker.clients.client_manager import ConsumerManager
 from rocketrio.actors.broker.dispatch.table import Handlers
+from rocketrio.actors.broker.filter.selector import FilterSelectors
 from rocketrio.actors.broker.pull.handlers import pull_handlers
 from rocketrio.actors.broker.pull.hold import HoldLimits, PullRequestHoldService
 from rocketrio.actors.broker.pull.processor import PullConfig, PullMessageProcessor
@@ -31,6 +32,7 @@ class PullFeature:
         consumers: ConsumerManager,
         stats: BrokerStats,
         is_master: Callable[[], bool],
+        filters: FilterSelectors | None = None,
     ) -> None:
         self.hold = PullRequestHoldService(HoldLimits.of(io.config))
         self.processor = PullMessageProcessor(
@@ -43,6 +45,7 @@ class PullFeature:
             hold=self.hold,
             stats=stats,
             is_master=is_master,
+            filters=filters,
         )
 
     def handlers(self) -> Handlers:
