@@ -53,6 +53,7 @@ from rocketrio.protocol.sql92_tree import (
     StringTest,
     is_boolean,
     java_compare,
+    java_str,
 )
 
 EXPRESSION_SQL92 = "SQL92"
@@ -350,12 +351,12 @@ def _between(value: Expr, low: Expr, high: Expr, negated: bool) -> Expr:
         try:
             reversed_bounds = java_compare(high.value, low.value) < 0
         except Sql92EvalError as e:
-            raise Sql92ParseError(RUNTIME_EXCEPTION, str(e)) from e
+            raise Sql92ParseError(e.java_class, e.message) from e
         if reversed_bounds:
             raise Sql92ParseError(
                 RUNTIME_EXCEPTION,
-                f"Illegal values of between, left value({low}) must less than or equal to "
-                f"right value({high})",
+                f"Illegal values of between, left value({java_str(low.value)}) must less than "
+                f"or equal to right value({java_str(high.value)})",
             )
     for e in (value, low, high):
         _check_less_than_operand(e)

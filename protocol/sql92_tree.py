@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
+from decimal import Decimal
 
 import attrs
 
@@ -49,7 +50,38 @@ JValue = JInt | JLong | JDouble | str | bool | None
 
 
 class Sql92EvalError(ValueError):
-    """An evaluation upstream aborts with an exception (a failed conversion)."""
+    """An evaluation upstream aborts with an exception (a failed conversion); ``java_class``
+    and ``message`` are what upstream's exception says."""
+
+    def __init__(self, java_class: str, message: str) -> None:
+        super().__init__(f"{java_class}: {message}")
+        self.java_class = java_class
+        self.message = message
+
+
+def _number_format(s: str) -> Sql92EvalError:
+    # upstream __compare wraps NumberFormatException in a RuntimeException
+    return Sql92EvalError(
+        "java.lang.RuntimeException", f'java.lang.NumberFormatException: For input string: "{s}"'
+    )
+
+
+def java_str(v: JValue) -> str:
+    """Java's String.valueOf of a value (Boolean "true", Double "0.5" or "1.0E10")."""
+    if v is None:
+        return "null"
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, float):
+        if v != v or v in (float("inf"), float("-inf")):
+            return {True: "NaN"}.get(v != v, "Infinity" if v > 0 else "-Infinity")
+        if v == 0 or 1e-3 <= abs(v) < 1e7:
+            return repr(float(v))
+        sign, digits, exp = Decimal(repr(float(v))).normalize().as_tuple()
+        text = "".join(map(str, digits))
+        power = len(text) - 1 + int(exp)
+        return f"{'-' if sign else ''}{text[0]}.{text[1:] or '0'}E{power}"
+    return str(v)
 
 
 @attrs.frozen
@@ -174,7 +206,7 @@ def java_int(s: str, bits: int) -> int:
         v = int(s)
         if -(2 ** (bits - 1)) <= v < 2 ** (bits - 1):
             return v
-    raise Sql92EvalError(f'NumberFormatException: For input string: "{s}"')
+    raise _number_format(s)
 
 
 def java_double(s: str) -> float:
@@ -182,7 +214,7 @@ def java_double(s: str) -> float:
     t = s.strip("".join(map(chr, range(33))))
     m = _JAVA_DOUBLE.fullmatch(t)
     if not m:
-        raise Sql92EvalError(f'NumberFormatException: For input string: "{s}"')
+        raise _number_format(s)
     sign, body = m.group(1), m.group(2)
     if body[:2] in ("0x", "0X"):
         v = float.fromhex(body)
@@ -219,7 +251,12 @@ def _convert(lv: JValue, rv: JValue) -> tuple[object, object] | None:
         return lv, rv  # int and long compare exactly either way
     if lk == "bool":
         if rk == "str":  # upstream casts the Boolean to String here: ClassCastException
-            raise Sql92EvalError("ClassCastException: Boolean cannot be cast to String")
+            raise Sql92EvalError(
+                "java.lang.ClassCastException",
+                "class java.lang.Boolean cannot be cast to class java.lang.String "
+                "(java.lang.Boolean and java.lang.String are in module java.base of loader "
+                "'bootstrap')",
+            )
         return None
     if lk in num and rk == "str":
         return lv, _parse_as(lk, rv)  # type: ignore[arg-type]
@@ -334,7 +371,8 @@ def _order(op: str, lv: JValue, rv: JValue) -> bool | None:
             return _ORDER[op](_cmp_double(java_double(lv), java_double(rv)))
         except Sql92EvalError as e:
             raise Sql92EvalError(
-                f"It's illegal to compare string by '>=', '>', '<', '<='. lv={lv}, rv={rv}"
+                "java.lang.RuntimeException",
+                f"It's illegal to compare string by '>=', '>', '<', '<='. lv={lv}, rv={rv}",
             ) from e
     return _ORDER[op](java_compare(lv, rv))
 

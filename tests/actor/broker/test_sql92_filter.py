@@ -13,8 +13,8 @@ import trio.testing
 from rocketrio.protocol.bodies import ConsumerData, HeartbeatData, SubscriptionData
 from rocketrio.protocol.codes import RequestCode, ResponseCode
 from rocketrio.protocol.filter import CheckClientRequestBody
-from rocketrio.protocol.pop_headers import PopMessageRequestHeader
 from rocketrio.protocol.message import iter_stored
+from rocketrio.protocol.pop_headers import PopMessageRequestHeader
 from rocketrio.protocol.remoting import RemotingCommand
 from rocketrio.protocol.serde import to_ext, to_json
 from tests.harness.broker import BrokerHarness, harness
