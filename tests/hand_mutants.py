@@ -488,7 +488,7 @@ MUTANTS: list[Mutant] = [
     Mutant(
         "SQL92: CHECK_CLIENT_CONFIG accepts a selector that does not compile",
         "actors/broker/filter/feature.py",
-        "        parse_sql92(sub.subString or \"\")\n",
+        '        parse_sql92(sub.subString or "")\n',
         "        pass  # MUTANT\n",
         [_SB + "test_check_client_config"],
     ),

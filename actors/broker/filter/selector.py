@@ -28,7 +28,7 @@ selector that fails to evaluate on a message does not match it (upstream logs an
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Mapping
 
 import attrs
 
@@ -37,10 +37,11 @@ from rocketrio.actors.broker.dispatch.outcomes import Refusal
 from rocketrio.protocol.bodies import SubscriptionData
 from rocketrio.protocol.codes import ResponseCode
 from rocketrio.protocol.filter import EXPRESSION_SQL92, is_tag_type, tag_codes_of
-from rocketrio.protocol.message_decode import MessageDecodeError, dispatch_fields
+from rocketrio.protocol.message_decode import MessageDecodeError, stored_properties
 from rocketrio.protocol.message_format import PROPERTY_RETRY_TOPIC, decode_properties
+from rocketrio.protocol.sql92_compile import compile_selector
 from rocketrio.protocol.sql92_parse import Sql92ParseError, parse_sql92
-from rocketrio.protocol.sql92_tree import Expr, matches
+from rocketrio.protocol.sql92_tree import Expr, Sql92EvalError, matches
 from rocketrio.storage.store_types import GetMessageStatus, GetResult
 
 RETRY_GROUP_TOPIC_PREFIX = "%RETRY%"
@@ -70,10 +71,47 @@ class FilterConfig:
         return cls(c.enablePropertyFilter, c.filterSupportRetry)
 
 
-def record_properties(record: bytes) -> dict[str, str]:
-    """The properties of one stored record (its body is not decoded)."""
-    props = dispatch_fields(record)[5]
-    return decode_properties(props.decode("utf-8", "replace")) if props else {}
+class RecordProperties(Mapping[str, str]):
+    """The properties of one stored record, looked up in their encoded text on demand (a
+    selector reads two or three of them): the same answers as upstream's decodeProperties, the
+    last pair of a name wins and an empty value is no value."""
+
+    __slots__ = ("_text",)
+
+    def __init__(self, text: str) -> None:
+        self._text = "\x02" + text
+
+    def get(self, name: str, default: str | None = None) -> str | None:  # type: ignore[override]
+        t = self._text
+        i = t.rfind(f"\x02{name}\x01")
+        if i < 0:
+            return default
+        start = i + len(name) + 2
+        end = t.find("\x02", start)
+        value = t[start:] if end < 0 else t[start:end]
+        if not value:  # dropped by upstream; an earlier pair of the name may still count
+            return self._decoded().get(name, default)
+        return value
+
+    def _decoded(self) -> dict[str, str]:
+        return decode_properties(self._text[1:])
+
+    def __getitem__(self, name: str) -> str:
+        value = self.get(name)
+        if value is None:
+            raise KeyError(name)
+        return value
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._decoded())
+
+    def __len__(self) -> int:
+        return len(self._decoded())
+
+
+def record_properties(record: bytes) -> RecordProperties:
+    """The properties of one stored record (nothing else of it is decoded)."""
+    return RecordProperties(stored_properties(record).decode("utf-8", "replace"))
 
 
 @attrs.frozen
@@ -117,12 +155,17 @@ def sql_keep(compiled: Expr) -> Callable[[bytes], bool]:
     """A record test for one compiled selector (a damaged record is not ours to judge: kept,
     so the store's own check reports it)."""
 
+    judge = compile_selector(compiled)
+
     def keep(record: bytes) -> bool:
         try:
             props = record_properties(record)
         except MessageDecodeError:
             return True
-        return matches(compiled, props)
+        try:
+            return judge(props) is True
+        except Sql92EvalError:  # upstream logs it and does not deliver the message
+            return False
 
     return keep
 
