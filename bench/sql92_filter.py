@@ -1,8 +1,8 @@
 """What SQL92 filtering costs a pull: one queue of ``--count`` 1 KiB messages in a MessageStore,
-read to the end in pulls of 32 through the broker's own read path (actors/broker/filter/read.py
-`read_selected`, the code PULL_MESSAGE and POP run), with no filter, a TAG filter and SQL92
-selectors of two selectivities. One JSON line: per case, the messages handed out, the queue
-entries judged per second and the microseconds per entry.
+read to the end in pulls of 32 through the broker's own read path (`read_selected` of
+actors/broker/dispatch/filtered_read.py, the code PULL_MESSAGE and POP run), with no filter, a
+TAG filter and SQL92 selectors of two selectivities. One JSON line: per case, the messages
+handed out, the queue entries judged per second and the microseconds per entry.
 
 Selectors are compiled once per subscription (not per pull) and judged on each record's
 properties only (its body is never decoded); there is no bloom-filter bit-map
@@ -24,8 +24,8 @@ from typing import Any
 
 import trio
 
-from rocketrio.actors.broker.filter.read import read_selected
-from rocketrio.actors.broker.filter.selector import MessageSelector, sql_keep
+from rocketrio.actors.broker.dispatch.filtered_read import read_selected
+from rocketrio.actors.broker.dispatch.message_filter import MessageSelector, sql_keep
 from rocketrio.protocol.message import tags_hash_code
 from rocketrio.protocol.sql92_parse import parse_sql92
 from rocketrio.storage.message_store import GetResult, MessageStore, MessageToStore, StoreConfig

@@ -5,7 +5,7 @@ The ConsumeQueue stores each message's tagsCode (Java String.hashCode of its TAG
 broker filters by hash code and the client re-checks the tag string (hash collisions are the
 client's to drop, like upstream). A SQL92 subscription is checked here (it must compile, see
 sql92_parse.py); the broker evaluates it on each message's properties
-(actors/broker/filter/selector.py). Other expression types are refused.
+(actors/broker/dispatch/message_filter.py). Other expression types are refused.
 """
 
 from __future__ import annotations

@@ -473,14 +473,14 @@ MUTANTS: list[Mutant] = [
     ),
     Mutant(
         "SQL92: the broker hands out records the selector rejects",
-        "actors/broker/filter/selector.py",
+        "actors/broker/dispatch/message_filter.py",
         "        if keep is None or not result.buffers:\n",
         "        if True:  # MUTANT\n",
         [_SB + "test_pull_with_sql92_subscription"],
     ),
     Mutant(
         "SQL92: enablePropertyFilter=false does not refuse SQL92 pulls",
-        "actors/broker/filter/selector.py",
+        "actors/broker/dispatch/message_filter.py",
         "        if not self.config.enable_property_filter:\n",
         "        if False:  # MUTANT\n",
         [_SB + "test_property_filter_off_and_live"],

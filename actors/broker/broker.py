@@ -154,7 +154,13 @@ class Broker:
         io, t, s, is_master = self.io, self.tables, self.store, self.roles.serving_as_master
         new_uniq_key = UniqIdGenerator(io.config.brokerIP1, clock_ms=io.now_ms).next_id
         self.clients = ClientsFeature(io, tables=t, store=s.view)
-        self.filters = FilterFeature(io, consumers=self.clients.consumers)
+        consumers = self.clients.consumers
+        self.filters = FilterFeature(
+            io,
+            subscription=lambda group, topic: (
+                None if (g := consumers.get(group)) is None else g.find_subscription(topic)
+            ),
+        )
         self.pull = PullFeature(
             io,
             tables=t,

@@ -12,8 +12,9 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from rocketrio.actors.client.api import MQClientAPI
 from rocketrio.actors.client.errors import MQClientError
+from rocketrio.actors.client.mq_client import MQClientInstance
+from rocketrio.actors.client.subscription import build_subscription
 from rocketrio.protocol.bodies import SubscriptionData, TopicRouteData
 from rocketrio.protocol.codes import RequestCode
 from rocketrio.protocol.filter import CheckClientRequestBody, is_tag_type
@@ -41,19 +42,22 @@ def broker_of(route: TopicRouteData | None) -> str | None:
     return None
 
 
+def subscription_of(topic: str, expr: str, sql: str | None, sub_version: int) -> SubscriptionData:
+    """A consumer's subscription: by tags (``expr``), or by a SQL92 selector when ``sql``."""
+    if sql is not None:
+        return build_sql_subscription(topic, sql, sub_version)
+    return build_subscription(topic, expr, sub_version)
+
+
 async def check_client_in_broker(
-    api: MQClientAPI,
-    client_id: str,
-    group: str,
-    subs: Iterable[SubscriptionData],
-    routes: dict[str, TopicRouteData],
+    client: MQClientInstance, group: str, subs: Iterable[SubscriptionData]
 ) -> None:
     """CHECK_CLIENT_CONFIG for every non-TAG subscription; raises on the first refusal."""
     for sub in subs:
         if is_tag_type(sub.expressionType):
             continue
-        addr = broker_of(routes.get(sub.topic))
+        addr = broker_of(client.routes.get(sub.topic))
         if addr is None:
             continue  # no route yet: upstream checks nothing either
-        body = CheckClientRequestBody(clientId=client_id, group=group, subscriptionData=sub)
-        await api.call(addr, RequestCode.CHECK_CLIENT_CONFIG, body=to_json(body))
+        body = CheckClientRequestBody(clientId=client.client_id, group=group, subscriptionData=sub)
+        await client.api.call(addr, RequestCode.CHECK_CLIENT_CONFIG, body=to_json(body))

@@ -9,18 +9,19 @@ message (`Sql92ParseError.java_message`) for an expression that does not compile
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from rocketrio.actors.broker.boot.broker_io import BrokerIO
 from rocketrio.actors.broker.boot.config import BrokerConfig
-from rocketrio.actors.broker.clients.client_manager import ConsumerManager
 from rocketrio.actors.broker.dispatch.answers import answer_done, on_body
-from rocketrio.actors.broker.dispatch.outcomes import DONE, Done, Refusal
-from rocketrio.actors.broker.dispatch.table import Handlers
-from rocketrio.actors.broker.filter.selector import (
+from rocketrio.actors.broker.dispatch.message_filter import (
     ConsumerFilterManager,
     FilterConfig,
     FilterSelectors,
     not_supported,
 )
+from rocketrio.actors.broker.dispatch.outcomes import DONE, Done, Refusal
+from rocketrio.actors.broker.dispatch.table import Handlers
 from rocketrio.protocol.bodies import SubscriptionData
 from rocketrio.protocol.codes import RequestCode, ResponseCode
 from rocketrio.protocol.filter import CheckClientRequestBody, is_tag_type
@@ -46,11 +47,10 @@ def check_client_config(config: FilterConfig, body: CheckClientRequestBody) -> D
 class FilterFeature:
     """The filters of one broker (module docstring)."""
 
-    def __init__(self, io: BrokerIO, *, consumers: ConsumerManager) -> None:
-        def subscription(group: str, topic: str) -> SubscriptionData | None:
-            info = consumers.get(group)
-            return None if info is None else info.find_subscription(topic)
-
+    def __init__(
+        self, io: BrokerIO, *, subscription: Callable[[str, str], SubscriptionData | None]
+    ) -> None:
+        """``subscription(group, topic)``: the group's heartbeat subscription of the topic."""
         self.selectors = FilterSelectors(
             FilterConfig.of(io.config), ConsumerFilterManager(subscription)
         )

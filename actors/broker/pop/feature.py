@@ -10,8 +10,8 @@ from collections.abc import Callable
 import trio
 
 from rocketrio.actors.broker.boot.broker_io import BrokerIO
+from rocketrio.actors.broker.dispatch.message_filter import FilterSelectors
 from rocketrio.actors.broker.dispatch.table import Handlers
-from rocketrio.actors.broker.filter.selector import FilterSelectors
 from rocketrio.actors.broker.pop.ack import PopAckProcessor
 from rocketrio.actors.broker.pop.handlers import pop_handlers
 from rocketrio.actors.broker.pop.hold import PopLongPollingService

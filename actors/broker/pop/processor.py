@@ -45,15 +45,15 @@ import attrs
 import trio
 
 from rocketrio.actors.broker.boot.config import BrokerConfig
+from rocketrio.actors.broker.dispatch.filtered_read import read_selected
 from rocketrio.actors.broker.dispatch.long_poll import Held, Waiter
-from rocketrio.actors.broker.dispatch.outcomes import Refusal
-from rocketrio.actors.broker.filter.read import read_selected
-from rocketrio.actors.broker.filter.selector import (
+from rocketrio.actors.broker.dispatch.message_filter import (
     PARSE_FAILED,
     FilterSelectors,
     MessageSelector,
     no_filters,
 )
+from rocketrio.actors.broker.dispatch.outcomes import Refusal
 from rocketrio.actors.broker.pop.hold import PopLongPollingService
 from rocketrio.actors.broker.pop.order_service import PopOrderService
 from rocketrio.actors.broker.pop.revive_log import Host, ck_message, put_and_wait

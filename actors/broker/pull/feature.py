@@ -10,8 +10,8 @@ import trio
 from rocketrio.actors.broker.boot.broker_io import BrokerIO
 from rocketrio.actors.broker.boot.config import BrokerConfig
 from rocketrio.actors.broker.clients.client_manager import ConsumerManager
+from rocketrio.actors.broker.dispatch.message_filter import FilterSelectors
 from rocketrio.actors.broker.dispatch.table import Handlers
-from rocketrio.actors.broker.filter.selector import FilterSelectors
 from rocketrio.actors.broker.pull.handlers import pull_handlers
 from rocketrio.actors.broker.pull.hold import HoldLimits, PullRequestHoldService
 from rocketrio.actors.broker.pull.processor import PullConfig, PullMessageProcessor

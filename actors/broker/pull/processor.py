@@ -50,19 +50,19 @@ import trio
 
 from rocketrio.actors.broker.boot.config import BrokerConfig
 from rocketrio.actors.broker.clients.client_manager import ConsumerManager
+from rocketrio.actors.broker.dispatch.filtered_read import read_selected
 from rocketrio.actors.broker.dispatch.long_poll import Held, Waiter
+from rocketrio.actors.broker.dispatch.message_filter import (
+    PARSE_FAILED,
+    FilterSelectors,
+    MessageSelector,
+    no_filters,
+)
 from rocketrio.actors.broker.dispatch.outcomes import (
     Pulled,
     PullOutcome,
     PullStatus,
     Refusal,
-)
-from rocketrio.actors.broker.filter.read import read_selected
-from rocketrio.actors.broker.filter.selector import (
-    PARSE_FAILED,
-    FilterSelectors,
-    MessageSelector,
-    no_filters,
 )
 from rocketrio.actors.broker.pull.hold import PullRequestHoldService, Suspended
 from rocketrio.actors.broker.stats.broker_stats import BrokerStats

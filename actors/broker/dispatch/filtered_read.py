@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import struct
 
-from rocketrio.actors.broker.filter.selector import MessageSelector
+from rocketrio.actors.broker.dispatch.message_filter import MessageSelector
 from rocketrio.actors.broker.store.view import StoreView
 from rocketrio.protocol.message import QUEUE_OFFSET_POSITION
 from rocketrio.storage.message_store import GetMessageStatus, GetResult

@@ -1,15 +1,14 @@
-"""The broker's selectors (actors/broker/filter/selector.py), pure: a record's properties read
-without decoding it (stored_properties, RecordProperties) answer as the full decode does; a
-selector drops what it rejects and turns an all-rejected read into NO_MATCHED_MESSAGE; the
-refusals of pull and POP with upstream's codes."""
+"""The broker's selectors (actors/broker/dispatch/message_filter.py), pure: a record's
+properties read without decoding it (stored_properties, RecordProperties) answer as the full
+decode does; a selector drops what it rejects and turns an all-rejected read into
+NO_MATCHED_MESSAGE; the refusals of pull and POP with upstream's codes."""
 
 from __future__ import annotations
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from rocketrio.actors.broker.dispatch.outcomes import Refusal
-from rocketrio.actors.broker.filter.selector import (
+from rocketrio.actors.broker.dispatch.message_filter import (
     ConsumerFilterManager,
     FilterConfig,
     FilterSelectors,
@@ -18,6 +17,7 @@ from rocketrio.actors.broker.filter.selector import (
     record_properties,
     sql_keep,
 )
+from rocketrio.actors.broker.dispatch.outcomes import Refusal
 from rocketrio.protocol.bodies import SubscriptionData
 from rocketrio.protocol.codes import ResponseCode
 from rocketrio.protocol.message_build import build_stored_message
