@@ -472,6 +472,13 @@ MUTANTS: list[Mutant] = [
         [_SQ + "test_table"],
     ),
     Mutant(
+        "SQL92: the compiled fast path forgets Integer.valueOf (a property '5.5' > 5 matches)",
+        "protocol/sql92_compile.py",
+        "            n = java_int(v, bits)\n",
+        "            n = float(v)  # MUTANT\n",
+        [_SQ + "test_compiled_table"],
+    ),
+    Mutant(
         "SQL92: the broker hands out records the selector rejects",
         "actors/broker/dispatch/message_filter.py",
         "        if keep is None or not result.buffers:\n",

@@ -22,6 +22,7 @@ from rocketrio.actors.broker.dispatch.message_filter import (
 )
 from rocketrio.actors.broker.dispatch.outcomes import DONE, Done, Refusal
 from rocketrio.actors.broker.dispatch.table import Handlers
+from rocketrio.actors.observe import events
 from rocketrio.protocol.bodies import SubscriptionData
 from rocketrio.protocol.codes import RequestCode, ResponseCode
 from rocketrio.protocol.filter import CheckClientRequestBody, is_tag_type
@@ -51,15 +52,27 @@ class FilterFeature:
         self, io: BrokerIO, *, subscription: Callable[[str, str], SubscriptionData | None]
     ) -> None:
         """``subscription(group, topic)``: the group's heartbeat subscription of the topic."""
+        self.log = io.log.bind(actor="filter")
         self.selectors = FilterSelectors(
             FilterConfig.of(io.config), ConsumerFilterManager(subscription)
         )
 
     def handlers(self) -> Handlers:
-        selectors = self.selectors
+        selectors, log = self.selectors, self.log
 
         def check(body: CheckClientRequestBody) -> Done | Refusal:
-            return check_client_config(selectors.config, body)
+            outcome = check_client_config(selectors.config, body)
+            sub = body.subscriptionData
+            if isinstance(outcome, Refusal) and sub is not None:
+                refused = events.Sql92SubscriptionRefused(
+                    client_id=body.clientId or "",
+                    group=body.group or "",
+                    topic=sub.topic,
+                    expression=sub.subString,
+                    error=outcome.remark,
+                )
+                events.emit(log, refused)
+            return outcome
 
         return {
             RequestCode.CHECK_CLIENT_CONFIG: on_body(CheckClientRequestBody, check, answer_done)

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import structlog.testing
 import trio
 import trio.testing
 
@@ -120,8 +121,12 @@ async def test_check_client_config(tmp_path: Any, mock_clock: Any) -> None:
     async with harness(tmp_path, **ON) as h:
         assert (await h.invoke(check_config("a || b", "TAG"))).code == ResponseCode.SUCCESS
         assert (await h.invoke(check_config("a IS NOT NULL"))).code == ResponseCode.SUCCESS
-        resp = await h.invoke(check_config("a BETWEEN 3 AND 1"))
+        with structlog.testing.capture_logs() as logs:
+            resp = await h.invoke(check_config("a BETWEEN 3 AND 1"))
         assert resp.code == ResponseCode.SUBSCRIPTION_PARSE_FAILED
+        [refused] = [e for e in logs if e["event"] == "sql92_subscription_refused"]
+        assert refused["group"] == "CG" and refused["expression"] == "a BETWEEN 3 AND 1"
+        assert refused["log_level"] == "warning" and refused["error"] == resp.remark
         assert resp.remark == (
             "java.lang.RuntimeException: Illegal values of between, left value(3) must less "
             "than or equal to right value(1)"
