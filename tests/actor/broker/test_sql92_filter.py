@@ -191,3 +191,38 @@ async def test_retry_topic_is_not_filtered(tmp_path: Any, mock_clock: Any) -> No
         resp = await h.pull(retry, 0, 0, sub="*")
         assert bodies(resp) == [b"r0", b"r1"]
         assert json.loads(json.dumps(resp.ext_fields))["nextBeginOffset"] == "2"
+
+
+async def test_held_pop_wakes_only_for_a_match(
+    tmp_path: Any, mock_clock: trio.testing.MockClock
+) -> None:
+    async with harness(tmp_path) as h:
+        await send_numbered(h, 1)  # the topic exists; m0 (a = 0) does not match
+        header = PopMessageRequestHeader(
+            consumerGroup="PG2",
+            topic=T,
+            queueId=0,
+            maxMsgNums=8,
+            invisibleTime=60_000,
+            pollTime=20_000,
+            bornTime=0,
+            initMode=0,
+            expType="SQL92",
+            exp="color = 'red'",
+        )
+        got: list[RemotingCommand] = []
+
+        async def pop() -> None:
+            cmd = RemotingCommand(RequestCode.POP_MESSAGE, ext_fields=to_ext(header))
+            got.append(await h.invoke(cmd))
+
+        async with trio.open_nursery() as n:
+            n.start_soon(pop)
+            await trio.sleep(1)
+            r = await h.send(T, b"blue", props={"color": "blue"}, queue_id=0)
+            assert r.code == ResponseCode.SUCCESS
+            await trio.sleep(1)
+            assert not got  # a rejected arrival does not answer the held POP
+            r = await h.send(T, b"red", props={"color": "red"}, queue_id=0)
+            assert r.code == ResponseCode.SUCCESS
+        assert bodies(got[0]) == [b"red"]
