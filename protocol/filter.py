@@ -18,7 +18,6 @@ from rocketrio.protocol.sql92_parse import EXPRESSION_SQL92, Sql92ParseError, pa
 
 SUB_ALL = "*"
 EXPRESSION_TAG = "TAG"
-__all__ = ["EXPRESSION_SQL92", "EXPRESSION_TAG", "SUB_ALL"]
 
 
 @attrs.define
