@@ -9,6 +9,8 @@ that gave messages it writes a CK (pop_checkpoint.py) to revive queue ``n % revi
 consumer offset move past the messages (the messages are in flight, tracked by the CK). A CK the
 store refused leaves the offset where it was and the messages are not returned. Two pops of one
 group never read one queue at once (a queue being popped is skipped, like upstream's queue lock).
+``expType=SQL92`` pops through a compiled selector (dispatch/message_filter.py) that also judges
+the retry topic's messages, as upstream; docs/sql92-filter.md.
 
 The pop offset is the group's consumer offset; when the group has none, initMode decides: MIN
 (0) the queue's min offset, MAX (1) the max offset minus one, except that a queue which still

@@ -32,9 +32,14 @@ SYSTEM_ERROR (what upstream answers when its store cannot read) with a remark na
 file and offset and what to do, and an ERROR line (events.CommitlogRecordCorrupt.NAME) is logged.
 The consumer retries the same offset, so it stops at the damage instead of skipping messages.
 
+SQL92 (M8). The subscription becomes a `MessageSelector` (dispatch/message_filter.py): tag codes
+for TAG, or a compiled selector judged on each record's properties (`read_selected`), with
+upstream's refusals (SUBSCRIPTION_PARSE_FAILED, FILTER_DATA_NOT_EXIST / _NOT_LATEST, SYSTEM_ERROR
+while enablePropertyFilter is off); a held pull keeps its selector. docs/sql92-filter.md.
+
 Collaborators: the topic and group tables, the consumer manager (heartbeat subscriptions), the
-offset table, the store view, the hold service, stats, a frozen `PullConfig` and ``is_master``
-(is this broker the master now: roles/role_service.py).
+offset table, the store view, the hold service, stats, a frozen `PullConfig`, ``is_master``
+(is this broker the master now: roles/role_service.py) and the `FilterSelectors`.
 """
 
 from __future__ import annotations
