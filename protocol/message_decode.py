@@ -441,6 +441,29 @@ def dispatch_fields(buf: bytes, pos: int = 0) -> tuple[str, int, int, int, int, 
         raise MessageDecodeError(f"malformed stored message at {pos}: {e}") from None
 
 
+def stored_properties(buf: bytes) -> bytes:
+    """The encoded properties of the stored record ``buf`` (one whole record), without decoding
+    anything else: what a SQL92 selector judges. MessageDecodeError if it does not hold
+    together."""
+    try:
+        magic = _I32.unpack_from(buf, 4)[0]
+        sys_flag = _I32.unpack_from(buf, SYSFLAG_POSITION)[0]
+        size = _FIXED_BY_FLAGS[sys_flag & _HOST_FLAGS].size
+        p = size + _I32.unpack_from(buf, size - 4)[0]  # bodyLength is the last fixed field
+        if magic == MAGIC_CODE_V1:
+            p += 1 + buf[p]
+        elif magic == MAGIC_CODE_V2:
+            p += 2 + _I16.unpack_from(buf, p)[0]
+        else:
+            raise MessageDecodeError(f"bad magic code {magic}")
+        n = _I16.unpack_from(buf, p)[0]
+        if n < 0 or p + 2 + n > len(buf):
+            raise MessageDecodeError("properties run past the record")
+        return buf[p + 2 : p + 2 + n]
+    except (struct.error, IndexError, KeyError) as e:
+        raise MessageDecodeError(f"malformed stored message: {e}") from None
+
+
 def stored_timestamp(buf: bytes | bytearray | memoryview, pos: int = 0) -> int:
     """storeTimestamp of the record at ``pos`` (needs the first 72 bytes of the record)."""
     sys_flag = _I32.unpack_from(buf, pos + SYSFLAG_POSITION)[0]

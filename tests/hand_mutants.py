@@ -38,6 +38,8 @@ _AM = "tests/actor/broker/test_acting_master.py::"
 _AC = "tests/unit/actors/broker/failover/test_acting_core.py::"
 _SC = "tests/unit/actors/broker/store/test_scrub_service.py::"
 _LR = "tests/actor/client/test_lite_pull_reply.py::"
+_SQ = "tests/unit/protocol/test_sql92.py::"
+_SB = "tests/actor/broker/test_sql92_filter.py::"
 _RC = "tests/unit/protocol/test_request_code_census.py::"
 _GD = "tests/actor/observe/test_grafana_dashboard.py::"
 _CD = "tests/actor/cli/test_consume_directly.py::"
@@ -457,6 +459,56 @@ MUTANTS: list[Mutant] = [
         "            self.view.distrust(finding.offset)",
         "            pass  # MUTANT",
         [_SC + "test_damage_after_a_read_vouched_for_it_is_never_served_once_scrubbed"],
+    ),
+    # SQL92 filtering (issue 29 item 2, docs/sql92-filter.md)
+    Mutant(
+        "SQL92: a missing property on the left of = is FALSE instead of NULL",
+        "protocol/sql92_tree.py",
+        "        return None if lv is None else False\n",
+        "        return False  # MUTANT\n",
+        [_SQ + "test_table"],
+    ),
+    Mutant(
+        "SQL92: two string properties compared as text instead of as numbers",
+        "protocol/sql92_tree.py",
+        "    if isinstance(lv, str) and isinstance(rv, str):\n        try:",
+        "    if isinstance(lv, str) and isinstance(rv, str) and False:  # MUTANT\n        try:",
+        [_SQ + "test_table"],
+    ),
+    Mutant(
+        "SQL92: the compiled fast path forgets Integer.valueOf (a property '5.5' > 5 matches)",
+        "protocol/sql92_compile.py",
+        "            n = java_int(v, bits)\n",
+        "            n = float(v)  # MUTANT\n",
+        [_SQ + "test_compiled_table"],
+    ),
+    Mutant(
+        "SQL92: the broker hands out records the selector rejects",
+        "actors/broker/dispatch/message_filter.py",
+        "        if keep is None or not result.buffers:\n",
+        "        if True:  # MUTANT\n",
+        [_SB + "test_pull_with_sql92_subscription"],
+    ),
+    Mutant(
+        "SQL92: enablePropertyFilter=false does not refuse SQL92 pulls",
+        "actors/broker/dispatch/message_filter.py",
+        "        if not self.config.enable_property_filter:\n",
+        "        if False:  # MUTANT\n",
+        [_SB + "test_property_filter_off_and_live"],
+    ),
+    Mutant(
+        "SQL92: CHECK_CLIENT_CONFIG accepts a selector that does not compile",
+        "actors/broker/filter/feature.py",
+        '        parse_sql92(sub.subString or "")\n',
+        "        pass  # MUTANT\n",
+        [_SB + "test_check_client_config"],
+    ),
+    Mutant(
+        "SQL92: a held pull is answered by a message the selector rejects",
+        "actors/broker/pull/processor.py",
+        "        if not final and status is not _P.FOUND:\n",
+        "        if not final and status is not _P.FOUND and False:  # MUTANT\n",
+        [_SB + "test_held_pull_wakes_only_for_a_match"],
     ),
     Mutant(
         "request-reply: the reply is never pushed (requester's connection not looked up)",

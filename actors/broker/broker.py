@@ -36,6 +36,7 @@ from rocketrio.actors.broker.clients.handlers import on_connect
 from rocketrio.actors.broker.dispatch.table import RequestTable, build_table
 from rocketrio.actors.broker.failover.escape import LocalTarget
 from rocketrio.actors.broker.failover.feature import FailoverFeature
+from rocketrio.actors.broker.filter.feature import FilterFeature
 from rocketrio.actors.broker.ha.master_service import HAMasterService
 from rocketrio.actors.broker.ha.status_service import HAStatusService
 from rocketrio.actors.broker.pop.feature import PopFeature
@@ -154,6 +155,13 @@ class Broker:
         io, t, s, is_master = self.io, self.tables, self.store, self.roles.serving_as_master
         new_uniq_key = UniqIdGenerator(io.config.brokerIP1, clock_ms=io.now_ms).next_id
         self.clients = ClientsFeature(io, tables=t, store=s.view)
+        consumers = self.clients.consumers
+        self.filters = FilterFeature(
+            io,
+            subscription=lambda group, topic: (
+                None if (g := consumers.get(group)) is None else g.find_subscription(topic)
+            ),
+        )
         self.pull = PullFeature(
             io,
             tables=t,
@@ -161,6 +169,7 @@ class Broker:
             consumers=self.clients.consumers,
             stats=self.counters,
             is_master=is_master,
+            filters=self.filters.selectors,
         )
         self.send = SendFeature(
             io,
@@ -181,6 +190,7 @@ class Broker:
             store_host=self.store_host,
             escape=self.failover.escape_if_acting,
             acting=self.roles.acting_master,
+            filters=self.filters.selectors,
         )
         self.schedule = build_schedule_service(
             io,
@@ -245,7 +255,9 @@ class Broker:
             wall_now_ms=io.now_ms,
         )
         self.slave_sync = SlaveSynchronize.of(io, t, s.view, self.roles.master_to_sync)
-        self.live_config = LiveConfig(io, [self.send, self.reply, self.pull, self.clients, t, s])
+        self.live_config = LiveConfig(
+            io, [self.send, self.reply, self.pull, self.clients, self.filters, t, s]
+        )
 
     def _build_dispatch(self) -> None:
         """The one request table, the remoting server and the NameServer registration."""
@@ -254,6 +266,7 @@ class Broker:
             ("reply", self.reply.handlers()),
             ("pull", self.pull.handlers()),
             ("clients", self.clients.handlers()),
+            ("filter", self.filters.handlers()),
             ("admin", self.admin.handlers()),
             ("stats", self.stats.handlers()),
             ("pop", self.pop.handlers()),

@@ -71,6 +71,7 @@ from rocketrio.actors.client.rebalance import (
     start_offset,
 )
 from rocketrio.actors.client.running_info_reply import consumer_running_info
+from rocketrio.actors.client.sql_subscription import check_client_in_broker, subscription_of
 from rocketrio.actors.client.subscription import build_subscription
 from rocketrio.actors.kernel.clock import monotonic_ms, wallclock_ms
 from rocketrio.actors.kernel.transport import Transport
@@ -128,8 +129,9 @@ class ConsumerCore(abc.ABC):
         return self._nursery is not None
 
     # -- subscriptions
-    def subscribe(self, topic: str, expr: str = "*") -> None:
-        self.subscriptions[topic] = build_subscription(topic, expr, wallclock_ms())
+    def subscribe(self, topic: str, expr: str = "*", *, sql: str | None = None) -> None:
+        """Subscribe by tags (``expr``: "*" or "a || b") or by a SQL92 selector (``sql``)."""
+        self.subscriptions[topic] = subscription_of(topic, expr, sql, wallclock_ms())
         if self.started:
             self.client.watch_topic(topic)
             self.request_rebalance()
@@ -250,6 +252,7 @@ class ConsumerCore(abc.ABC):
         if interval is not None:
             nursery.start_soon(self._persist_loop, interval)
         await self.client.register_consumer(self)
+        await check_client_in_broker(self.client, self.group, self.subscriptions.values())
         self.request_rebalance()
 
     @abc.abstractmethod

@@ -99,11 +99,11 @@ class LitePullConsumer(ConsumerCore):
         self._buffered = 0
 
     # -- choosing queues
-    def subscribe(self, topic: str, expr: str = "*") -> None:
+    def subscribe(self, topic: str, expr: str = "*", *, sql: str | None = None) -> None:
         if self._mode == "assign":
             raise MQClientError("the consumer assigns queues; it cannot also subscribe")
         self._mode = "subscribe"
-        super().subscribe(topic, expr)
+        super().subscribe(topic, expr, sql=sql)
 
     def assign(self, queues: Iterable[MessageQueue]) -> None:
         """Own exactly these queues (no group rebalance); replaces an earlier assignment."""

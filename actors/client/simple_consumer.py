@@ -153,6 +153,7 @@ class SimpleConsumer:
             namesrv_addr, transport=transport, config=client_config
         )
         self.subscriptions: dict[str, str] = {}
+        self.sql_topics: set[str] = set()  # topics subscribed with a SQL92 selector
         self._turn = itertools.count()
 
     async def __aenter__(self) -> SimpleConsumer:
@@ -164,8 +165,13 @@ class SimpleConsumer:
         if self._own_client:
             await self.client.__aexit__(*exc)
 
-    def subscribe(self, topic: str, expression: str = "*") -> None:
-        self.subscriptions[topic] = expression
+    def subscribe(self, topic: str, expression: str = "*", *, sql: str | None = None) -> None:
+        """Subscribe by tags (``expression``) or by a SQL92 selector (``sql``)."""
+        self.subscriptions[topic] = expression if sql is None else sql
+        if sql is None:
+            self.sql_topics.discard(topic)
+        else:
+            self.sql_topics.add(topic)
         self.client.watch_topic(topic)
 
     def unsubscribe(self, topic: str) -> None:
@@ -265,7 +271,7 @@ class SimpleConsumer:
             pollTime=round(wait * 1000),
             bornTime=wallclock_ms(),
             initMode=self.init_mode,
-            expType="TAG",
+            expType="SQL92" if topic in self.sql_topics else "TAG",
             exp=self.subscriptions.get(topic, "*"),
             order=order or None,
             attemptId=attempt_id,

@@ -33,6 +33,7 @@ from rocketrio.protocol.headers import (
     PullMessageRequestHeader,
 )
 from rocketrio.protocol.message import PROPERTY_TAGS, MessageExt
+from rocketrio.protocol.sql92_parse import EXPRESSION_SQL92, Sql92ParseError, parse_sql92
 
 MAX_PULL_BATCH = 32  # upstream's pull batch cap (maxMsgNums per PULL_MESSAGE)
 MAX_PULL_POLL_MS = 30_000  # a held pull is capped like a receive's long poll
@@ -63,9 +64,10 @@ def pull_code(pull_status: PullStatus) -> int:
 
 def tag_filter(expression: pb.FilterExpression) -> Callable[[MessageExt], bool]:
     """The broker filters by tag hash; the exact tag is checked here, as upstream's clients
-    do. SQL92 is refused."""
+    do. A SQL92 expression is checked (`sql_expression`) and left to the broker."""
     if expression.type == pb.SQL:
-        raise BadRequest(Code.ILLEGAL_FILTER_EXPRESSION, "SQL92 filtering is not supported")
+        sql_expression(expression)
+        return lambda _m: True
     text = expression.expression.strip()
     if not text or text == "*":
         return lambda _m: True
@@ -85,6 +87,22 @@ def pull_responses(
 
 def expression_of(expression: pb.FilterExpression) -> str:
     return expression.expression.strip() or "*"
+
+
+def expression_type_of(expression: pb.FilterExpression) -> str:
+    """The remoting expressionType of a gRPC FilterExpression (TAG unless SQL)."""
+    return EXPRESSION_SQL92 if expression.type == pb.SQL else "TAG"
+
+
+def sql_expression(expression: pb.FilterExpression) -> str:
+    """A SQL92 FilterExpression's text; one that does not compile is ILLEGAL_FILTER_EXPRESSION
+    with the compiler's message (upstream's broker answers SUBSCRIPTION_PARSE_FAILED, which
+    upstream's proxy turns into that code)."""
+    try:
+        parse_sql92(expression.expression)
+    except Sql92ParseError as e:
+        raise BadRequest(Code.ILLEGAL_FILTER_EXPRESSION, e.java_message) from e
+    return expression.expression
 
 
 class OffsetHandlers:
@@ -131,7 +149,7 @@ class OffsetHandlers:
             suspendTimeoutMillis=poll_ms,
             subVersion=0,
             subscription=expression_of(req.filter_expression),
-            expressionType="TAG",
+            expressionType=expression_type_of(req.filter_expression),
             bname=queue.brokerName,
         )
         result = await self.client.api.pull(addr, header, poll_ms / 1000 + PULL_MARGIN_S)

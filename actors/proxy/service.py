@@ -42,7 +42,7 @@ from rocketrio.actors.proxy.auth import ProxyAuth
 from rocketrio.actors.proxy.group_config import GroupConfigCache
 from rocketrio.actors.proxy.grpc_bridge import Call
 from rocketrio.actors.proxy.mapping import BadRequest, Code, status
-from rocketrio.actors.proxy.offsets import OffsetHandlers
+from rocketrio.actors.proxy.offsets import OffsetHandlers, sql_expression
 from rocketrio.actors.proxy.receipt import TransactionId, decode_receipt, encode_receipt
 from rocketrio.actors.proxy.renew import AutoRenewer, Renewal, RenewConfig, Tracked
 from rocketrio.actors.proxy.telemetry import TelemetryRegistry
@@ -374,8 +374,9 @@ class ProxyService:
         req: spb.ReceiveMessageRequest = call.request
         topic = req.message_queue.topic.name
         await self._route(topic)
+        sql = None
         if req.filter_expression.type == pb.SQL:
-            raise BadRequest(Code.ILLEGAL_FILTER_EXPRESSION, "SQL92 filtering is not supported")
+            sql = sql_expression(req.filter_expression)
         batch = req.batch_size or 1
         if not 0 < batch <= MAX_RECEIVE:
             raise BadRequest(Code.BAD_REQUEST, f"batch size must be 1..{MAX_RECEIVE}")
@@ -399,7 +400,7 @@ class ProxyService:
             raise BadRequest(Code.ILLEGAL_INVISIBLE_TIME, "invisible duration must be positive")
         poll_ms = min(mp.ms_of_duration(req.long_polling_timeout), MAX_POLL_MS)
         consumer = self._consumer(req.group.name)
-        consumer.subscribe(topic, req.filter_expression.expression or "*")
+        consumer.subscribe(topic, req.filter_expression.expression or "*", sql=sql)
         fifo = await self.group_configs.is_fifo(req.group.name)
         broker = req.message_queue.broker.name
         if broker:  # upstream: pop from the broker set the request's queue names

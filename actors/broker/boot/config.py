@@ -110,6 +110,15 @@ class BrokerConfig(RemotingServerConfig):
     maxHeldPullsPerConnection: int = attrs.field(default=4096, validator=positive)
     maxHeldPulls: int = attrs.field(default=65536, validator=positive)
     maxPullMsgNums: int = attrs.field(default=32 * 1024, validator=positive)
+    # SQL92 property filtering (upstream keys and defaults; filter/, docs/sql92-filter.md):
+    # enablePropertyFilter and filterSupportRetry are live; the bloom-filter bit-map keys are
+    # accepted and not used (no bit-map is built: every record's properties are judged)
+    enablePropertyFilter: bool = False
+    filterSupportRetry: bool = False
+    enableCalcFilterBitMap: bool = False
+    expectConsumerNumUseFilter: int = attrs.field(default=32, validator=positive)
+    maxErrorRateOfBloomFilter: int = attrs.field(default=20, validator=positive)
+    filterDataCleanTimeSpan: int = attrs.field(default=24 * 3600 * 1000, validator=positive)
     # per pull response (MessageStoreConfig; upstream's "in memory" limits)
     maxTransferCountOnMessageInMemory: int = attrs.field(default=32, validator=positive)
     maxTransferBytesOnMessageInMemory: int = attrs.field(default=256 * 1024, validator=positive)

@@ -38,6 +38,8 @@ every collaborator's own ``reconfigure(config, changed)``, which takes the keys 
 - the retention keys (`RETENTION_KEYS`: fileReservedTime, deleteWhen, the disk ratios that
   start or force a clean-up, and how a round deletes): the clean-up service reads them from
   the config object at each round (clean_service.py);
+- enablePropertyFilter, filterSupportRetry: the next pull's and CHECK_CLIENT_CONFIG's rebuilt
+  `FilterConfig` (dispatch/message_filter.py FILTER_KEYS);
 - rejectTransactionMessage: the send path's rebuilt `SendConfig`; transactionTimeOut,
   transactionCheckMax, transactionCheckInterval: the transaction service reads them at each
   END_TRANSACTION and check round (transaction_service.py; a new interval from the next sleep).
@@ -52,6 +54,7 @@ import attrs
 
 from rocketrio.actors.broker.boot.broker_io import BrokerIO
 from rocketrio.actors.broker.boot.config import BrokerConfig
+from rocketrio.actors.broker.dispatch.message_filter import FILTER_KEYS
 from rocketrio.actors.broker.dispatch.table import Handlers
 from rocketrio.actors.broker.pull.hold import HOLD_KEYS
 from rocketrio.actors.broker.pull.processor import PULL_KEYS
@@ -85,6 +88,7 @@ BROKER_POLICY: Final = UpdatePolicy(
     | HOLD_KEYS
     | RETENTION_KEYS
     | TRANSACTION_KEYS
+    | FILTER_KEYS
     | {
         "autoCreateSubscriptionGroup",
         "flushIntervalCommitLog",

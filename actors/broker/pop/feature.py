@@ -10,6 +10,7 @@ from collections.abc import Callable
 import trio
 
 from rocketrio.actors.broker.boot.broker_io import BrokerIO
+from rocketrio.actors.broker.dispatch.message_filter import FilterSelectors
 from rocketrio.actors.broker.dispatch.table import Handlers
 from rocketrio.actors.broker.pop.ack import PopAckProcessor
 from rocketrio.actors.broker.pop.handlers import pop_handlers
@@ -37,6 +38,7 @@ class PopFeature:
         store_host: tuple[bytes, int],
         escape: Callable[[], EscapeBridge | None] = lambda: None,
         acting: Callable[[], bool] = lambda: False,
+        filters: FilterSelectors | None = None,
     ) -> None:
         config, now_ms, log = io.config, io.now_ms, io.log
         pop_config = PopConfig.of(config)
@@ -67,6 +69,7 @@ class PopFeature:
             now_ms=now_ms,
             store_host=store_host,
             rng=io.rng,
+            filters=filters,
         )
         self.acks = PopAckProcessor(
             pop_config,

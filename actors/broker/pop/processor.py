@@ -9,6 +9,8 @@ that gave messages it writes a CK (pop_checkpoint.py) to revive queue ``n % revi
 consumer offset move past the messages (the messages are in flight, tracked by the CK). A CK the
 store refused leaves the offset where it was and the messages are not returned. Two pops of one
 group never read one queue at once (a queue being popped is skipped, like upstream's queue lock).
+``expType=SQL92`` pops through a compiled selector (dispatch/message_filter.py) that also judges
+the retry topic's messages, as upstream; docs/sql92-filter.md.
 
 The pop offset is the group's consumer offset; when the group has none, initMode decides: MIN
 (0) the queue's min offset, MAX (1) the max offset minus one, except that a queue which still
@@ -45,7 +47,14 @@ import attrs
 import trio
 
 from rocketrio.actors.broker.boot.config import BrokerConfig
+from rocketrio.actors.broker.dispatch.filtered_read import read_selected
 from rocketrio.actors.broker.dispatch.long_poll import Held, Waiter
+from rocketrio.actors.broker.dispatch.message_filter import (
+    PARSE_FAILED,
+    FilterSelectors,
+    MessageSelector,
+    no_filters,
+)
 from rocketrio.actors.broker.dispatch.outcomes import Refusal
 from rocketrio.actors.broker.pop.hold import PopLongPollingService
 from rocketrio.actors.broker.pop.order_service import PopOrderService
@@ -56,11 +65,7 @@ from rocketrio.actors.broker.tables.tables import GroupTable, OffsetTable, Topic
 from rocketrio.actors.broker.tables.topic_config import RETRY_GROUP_TOPIC_PREFIX, check_group_name
 from rocketrio.protocol.bodies import PERM_READ
 from rocketrio.protocol.codes import ResponseCode
-from rocketrio.protocol.filter import (
-    SubscriptionParseError,
-    build_subscription,
-    tag_codes_of,
-)
+from rocketrio.protocol.filter import SubscriptionParseError, build_subscription
 from rocketrio.protocol.message import (
     QUEUE_OFFSET_POSITION,
     build_stored_message,
@@ -177,7 +182,7 @@ class _Pop:
     """The fixed parts of one pop attempt."""
 
     h: PopMessageRequestHeader
-    tag_codes: set[int] | None
+    sel: MessageSelector
     pop_time: int
     revive_qid: int
     rand_q: int
@@ -198,8 +203,10 @@ class PopMessageProcessor:
         now_ms: Callable[[], int],
         store_host: Host,
         rng: random.Random | None = None,
+        filters: FilterSelectors | None = None,
     ) -> None:
         self.config = config
+        self.filters = filters if filters is not None else no_filters()
         self.topics = topics
         self.groups = groups
         self.offsets = offsets
@@ -229,23 +236,21 @@ class PopMessageProcessor:
             return None
         return await self._attempt(h, checked, reply)
 
-    async def _serve(
-        self, h: PopMessageRequestHeader, tag_codes: set[int] | None, reply: Waiter
-    ) -> None:
+    async def _serve(self, h: PopMessageRequestHeader, sel: MessageSelector, reply: Waiter) -> None:
         try:
-            outcome = await self._attempt(h, tag_codes, reply)
+            outcome = await self._attempt(h, sel, reply)
         except Exception as e:
             outcome = self._failed(e)
         if outcome is not None and not reply.gone:
             reply.deliver(outcome)
 
     async def _attempt(
-        self, h: PopMessageRequestHeader, tag_codes: set[int] | None, reply: Waiter
+        self, h: PopMessageRequestHeader, sel: MessageSelector, reply: Waiter
     ) -> PopOutcome | None:
         """Pop now; hold when nothing is there and pollTime > 0 (None: ``reply`` answers)."""
         for _ in range(RECHECKS):
             seen = self.hold.arrivals
-            popped = await self._pop_once(h, tag_codes)
+            popped = await self._pop_once(h, sel)
             # a message that arrived while the pop awaited a read would not wake it once held
             if popped.found or h.pollTime <= 0 or self.hold.arrivals == seen:
                 break
@@ -254,7 +259,7 @@ class PopMessageProcessor:
         deadline = trio.current_time() + min(h.pollTime, self.config.max_poll_ms) / 1000
         held = Held(
             reply,
-            (h, tag_codes),
+            (h, sel),
             h.topic,
             self._wake_topics(h),
             deadline,
@@ -265,8 +270,8 @@ class PopMessageProcessor:
             return None
         return attrs.evolve(popped, polling_full=self.hold.holding)
 
-    def _check(self, h: PopMessageRequestHeader) -> set[int] | Refusal | None:
-        """Everything before the read; the tag codes to filter with, or the refusal."""
+    def _check(self, h: PopMessageRequestHeader) -> MessageSelector | Refusal:
+        """Everything before the read; what the reads keep, or the refusal."""
         c = self.config
         if not c.broker_permission & PERM_READ:
             return Refusal(
@@ -316,8 +321,8 @@ class PopMessageProcessor:
         try:
             sub = build_subscription(h.topic, h.exp, h.expType)
         except SubscriptionParseError as e:
-            return Refusal(ResponseCode.SUBSCRIPTION_PARSE_FAILED, str(e))
-        return tag_codes_of(sub)
+            return Refusal(ResponseCode.SUBSCRIPTION_PARSE_FAILED, f"{PARSE_FAILED}: {e}")
+        return self.filters.for_pop(sub, h.consumerGroup)
 
     def _retry_topics(self, h: PopMessageRequestHeader) -> list[str]:
         c = self.config
@@ -338,8 +343,8 @@ class PopMessageProcessor:
         )
 
     async def _rerun(self, held: Held, final: bool) -> PopOutcome | None:
-        h, tag_codes = held.request
-        popped = await self._pop_once(h, tag_codes)
+        h, sel = held.request
+        popped = await self._pop_once(h, sel)
         if popped.found or final:
             return popped
         return None
@@ -350,10 +355,10 @@ class PopMessageProcessor:
 
     # ------------------------------------------------------------------ one attempt
 
-    async def _pop_once(self, h: PopMessageRequestHeader, tag_codes: set[int] | None) -> Popped:
+    async def _pop_once(self, h: PopMessageRequestHeader, sel: MessageSelector) -> Popped:
         rand_q = self.rng.randrange(100)
         revive_qid = POP_ORDER_REVIVE_QUEUE if h.order else self.next_revive_qid()
-        p = _Pop(h, tag_codes, self.now_ms(), revive_qid, rand_q)
+        p = _Pop(h, sel, self.now_ms(), revive_qid, rand_q)
         acc = _Acc(h.maxMsgNums)
         retry_topics = [] if h.order else self._retry_topics(h)
         retry_first = rand_q < self.config.pop_from_retry_probability
@@ -424,16 +429,15 @@ class PopMessageProcessor:
         if h.order and self.order.blocked(h.attemptId, topic, group, queue_id, h.invisibleTime):
             return  # its backlog is not counted: it cannot be popped before an ACK wakes it
         offset = self.pop_offset(group, topic, queue_id, h.initMode)
-        tag_codes = None if is_retry else p.tag_codes
+        # a retry topic's tags are not filtered; a SQL92 selector judges its messages too
+        sel = MessageSelector(None, p.sel.keep) if is_retry else p.sel
         want = h.maxMsgNums - len(acc.buffers)
         max_bytes = self.config.max_transfer_bytes
-        result = await self.store.read_messages(topic, queue_id, offset, want, max_bytes, tag_codes)
+        result = await read_selected(self.store, topic, queue_id, offset, want, max_bytes, sel)
         if result.status in _RESET_OFFSET:
             offset = result.next_begin_offset
             self.offsets.commit(group, topic, queue_id, offset)
-            result = await self.store.read_messages(
-                topic, queue_id, offset, want, max_bytes, tag_codes
-            )
+            result = await read_selected(self.store, topic, queue_id, offset, want, max_bytes, sel)
         if result.message_count:
             qoffsets = [_QOFFSET.unpack_from(b, QUEUE_OFFSET_POSITION)[0] for b in result.buffers]
             if h.order:

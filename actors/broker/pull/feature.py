@@ -10,6 +10,7 @@ import trio
 from rocketrio.actors.broker.boot.broker_io import BrokerIO
 from rocketrio.actors.broker.boot.config import BrokerConfig
 from rocketrio.actors.broker.clients.client_manager import ConsumerManager
+from rocketrio.actors.broker.dispatch.message_filter import FilterSelectors
 from rocketrio.actors.broker.dispatch.table import Handlers
 from rocketrio.actors.broker.pull.handlers import lite_pull_wrapper, pull_handlers
 from rocketrio.actors.broker.pull.hold import HoldLimits, PullRequestHoldService
@@ -31,6 +32,7 @@ class PullFeature:
         consumers: ConsumerManager,
         stats: BrokerStats,
         is_master: Callable[[], bool],
+        filters: FilterSelectors | None = None,
     ) -> None:
         self.config = io.config
         self.hold = PullRequestHoldService(HoldLimits.of(io.config))
@@ -44,6 +46,7 @@ class PullFeature:
             hold=self.hold,
             stats=stats,
             is_master=is_master,
+            filters=filters,
         )
 
     def handlers(self) -> Handlers:

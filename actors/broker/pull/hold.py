@@ -72,7 +72,7 @@ class PullRequestHoldService:
         owner = held.reply.owner
         mine = self._per_owner.get(owner, 0)
         if mine >= self.limits.per_owner or self.count >= self.limits.total:
-            header, _tag_codes = held.request  # the pull processor's (header, tag codes)
+            header = held.request[0]  # the pull processor's (header, message selector)
             return self._over_limit(header, mine)
         self._per_owner[owner] = mine + 1
         self._poll.park(held)

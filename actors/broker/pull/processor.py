@@ -32,9 +32,14 @@ SYSTEM_ERROR (what upstream answers when its store cannot read) with a remark na
 file and offset and what to do, and an ERROR line (events.CommitlogRecordCorrupt.NAME) is logged.
 The consumer retries the same offset, so it stops at the damage instead of skipping messages.
 
+SQL92 (M8). The subscription becomes a `MessageSelector` (dispatch/message_filter.py): tag codes
+for TAG, or a compiled selector judged on each record's properties (`read_selected`), with
+upstream's refusals (SUBSCRIPTION_PARSE_FAILED, FILTER_DATA_NOT_EXIST / _NOT_LATEST, SYSTEM_ERROR
+while enablePropertyFilter is off); a held pull keeps its selector. docs/sql92-filter.md.
+
 Collaborators: the topic and group tables, the consumer manager (heartbeat subscriptions), the
-offset table, the store view, the hold service, stats, a frozen `PullConfig` and ``is_master``
-(is this broker the master now: roles/role_service.py).
+offset table, the store view, the hold service, stats, a frozen `PullConfig`, ``is_master``
+(is this broker the master now: roles/role_service.py) and the `FilterSelectors`.
 """
 
 from __future__ import annotations
@@ -50,7 +55,14 @@ import trio
 
 from rocketrio.actors.broker.boot.config import BrokerConfig
 from rocketrio.actors.broker.clients.client_manager import ConsumerManager
+from rocketrio.actors.broker.dispatch.filtered_read import read_selected
 from rocketrio.actors.broker.dispatch.long_poll import Held, Waiter
+from rocketrio.actors.broker.dispatch.message_filter import (
+    PARSE_FAILED,
+    FilterSelectors,
+    MessageSelector,
+    no_filters,
+)
 from rocketrio.actors.broker.dispatch.outcomes import (
     Pulled,
     PullOutcome,
@@ -65,11 +77,7 @@ from rocketrio.actors.broker.tables.topic_config import check_group_name
 from rocketrio.actors.observe import events
 from rocketrio.protocol.bodies import PERM_READ, SubscriptionData
 from rocketrio.protocol.codes import ResponseCode
-from rocketrio.protocol.filter import (
-    SubscriptionParseError,
-    build_subscription,
-    tag_codes_of,
-)
+from rocketrio.protocol.filter import SubscriptionParseError, build_subscription
 from rocketrio.protocol.headers import (
     PULL_FLAG_COMMIT_OFFSET,
     PULL_FLAG_SUBSCRIPTION,
@@ -171,8 +179,10 @@ class PullMessageProcessor:
         hold: PullRequestHoldService,
         stats: BrokerStats,
         is_master: Callable[[], bool] = lambda: True,
+        filters: FilterSelectors | None = None,
     ) -> None:
         self.config = config
+        self.filters = filters if filters is not None else no_filters()
         self.is_master = is_master  # a replica lags its master: see the module docstring
         self.topics = topics
         self.groups = groups
@@ -190,15 +200,19 @@ class PullMessageProcessor:
 
     async def pull(self, h: PullMessageRequestHeader, reply: Waiter) -> PullOutcome | None:
         """The outcome now, or None when the pull was held (``reply`` gets it later)."""
-        sub = self._check(h)
-        if isinstance(sub, Refusal):
-            return sub
-        tag_codes = tag_codes_of(sub)
+        sel = self._check(h)
+        if isinstance(sel, Refusal):
+            return sel
+        tag_codes = sel.tag_codes
         max_count, max_bytes = self._limits(h)
         store = self.store
         started = trio.current_time()
         try:
-            if max_bytes <= store.off_loop_read_bytes:  # small: inline, no coroutine
+            if sel.keep is not None:  # SQL92: judged on each record's properties
+                result = await read_selected(
+                    store, h.topic, h.queueId, h.queueOffset, max_count, max_bytes, sel
+                )
+            elif max_bytes <= store.off_loop_read_bytes:  # small: inline, no coroutine
                 result = store.get_messages(
                     h.topic, h.queueId, h.queueOffset, max_count, max_bytes, tag_codes
                 )
@@ -221,7 +235,7 @@ class PullMessageProcessor:
             deadline = trio.current_time() + max(0, timeout_ms) / 1000
             held = Held(
                 reply,
-                (h, tag_codes),
+                (h, sel),
                 h.topic,
                 ((h.topic, h.queueId),),
                 deadline,
@@ -240,8 +254,16 @@ class PullMessageProcessor:
                     assert_never(unreachable)
         return self._pulled(result, status)
 
-    def _check(self, h: PullMessageRequestHeader) -> SubscriptionData | Refusal:
-        """Everything before the read; the subscription to filter with, or the refusal."""
+    def _check(self, h: PullMessageRequestHeader) -> MessageSelector | Refusal:
+        """Everything before the read; what the read keeps, or the refusal."""
+        sub = self._subscription(h)
+        if isinstance(sub, Refusal):
+            return sub
+        from_request = bool(h.sysFlag & PULL_FLAG_SUBSCRIPTION)
+        return self.filters.for_pull(sub, h.consumerGroup, h.subVersion, from_request)
+
+    def _subscription(self, h: PullMessageRequestHeader) -> SubscriptionData | Refusal:
+        """The checks before the read; the subscription to filter with, or the refusal."""
         if not self.config.broker_permission & PERM_READ:
             return Refusal(
                 ResponseCode.NO_PERMISSION,
@@ -280,7 +302,7 @@ class PullMessageProcessor:
             try:
                 return build_subscription(h.topic, h.subscription, h.expressionType, h.subVersion)
             except SubscriptionParseError as e:
-                return Refusal(ResponseCode.SUBSCRIPTION_PARSE_FAILED, str(e))
+                return Refusal(ResponseCode.SUBSCRIPTION_PARSE_FAILED, f"{PARSE_FAILED}: {e}")
         group = self.consumers.get(h.consumerGroup)
         if group is None:
             return Refusal(
@@ -363,12 +385,12 @@ class PullMessageProcessor:
 
     async def _rerun(self, held: Held, final: bool) -> PullOutcome | None:
         """Re-run a held pull (the hold service's callback); None keeps it held."""
-        h, tag_codes = held.request
+        h, sel = held.request
         max_count, max_bytes = self._limits(h)
         started = trio.current_time()
         try:
-            result = await self.store.read_messages(
-                h.topic, h.queueId, held.offset, max_count, max_bytes, tag_codes
+            result = await read_selected(
+                self.store, h.topic, h.queueId, held.offset, max_count, max_bytes, sel
             )
         except RecordCorrupt as e:
             return self._corrupt(h, held.offset, e)

@@ -66,6 +66,7 @@ from rocketrio.actors.observe.events.broker import (
     ScheduleServiceStopped,
     ShutdownStepFailed,
     ShutdownStepTimeout,
+    Sql92SubscriptionRefused,
     StaticTopicConfigRepaired,
     StaticTopicLeadershipReleased,
     StaticTopicMappingCleaned,

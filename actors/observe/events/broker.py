@@ -27,6 +27,20 @@ class ConsumerGroupChanged(LogEvent):
     members: list[str]
 
 
+@event("sql92_subscription_refused", "warning")
+@attrs.frozen(kw_only=True)
+class Sql92SubscriptionRefused(LogEvent):
+    """A client's SQL92 subscription was refused at CHECK_CLIENT_CONFIG (upstream: "filter
+    message, but failed to compile expression"): the property filter is off or the expression
+    does not compile; ``error`` is the remark the client got."""
+
+    client_id: str
+    group: str
+    topic: str
+    expression: str
+    error: str
+
+
 @event("group_offset_cloned")
 @attrs.frozen(kw_only=True)
 class GroupOffsetCloned(LogEvent):

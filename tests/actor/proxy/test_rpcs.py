@@ -223,3 +223,35 @@ async def test_bad_input_gets_its_status_and_the_next_good_call_is_served(tmp_pa
 
             assert await trio.to_thread.run_sync(garbage) == grpc.StatusCode.UNKNOWN
             assert (await rpc("GetOffset", good)).status.code == pb.OK
+
+
+async def test_sql92_filter_expression_on_pull_and_receive(tmp_path: Any) -> None:
+    """A SQL FilterExpression reaches the broker as a SQL92 subscription (PullMessage and
+    ReceiveMessage); one that does not compile is ILLEGAL_FILTER_EXPRESSION, by name."""
+    async with harness(tmp_path, enablePropertyFilter=True) as h, proxied(h) as rpc:
+        for i in range(6):
+            r = await h.send(TOPIC, f"m{i}".encode(), props={"n": str(i)}, queue_id=0)
+            assert r.code == ResponseCode.SUCCESS
+        route = await h.route(TOPIC)
+        assert route is not None
+        broker = route.brokerDatas[0].brokerName
+        req = pull_req(queue(broker), 0)
+        req.filter_expression.CopyFrom(pb.FilterExpression(type=pb.SQL, expression="n >= 3"))
+        code, msgs, nxt = parts(await rpc("PullMessage", req))
+        assert (code, [m.body for m in msgs], nxt) == (pb.OK, [b"m3", b"m4", b"m5"], 6)
+        req.filter_expression.expression = "n >"
+        answer = await rpc("PullMessage", req)
+        assert answer[0].status.code == pb.ILLEGAL_FILTER_EXPRESSION
+        assert "ParseException" in answer[0].status.message
+        receive = spb.ReceiveMessageRequest(
+            group=pb.Resource(name=GROUP),
+            message_queue=pb.MessageQueue(topic=pb.Resource(name=TOPIC)),
+            filter_expression=pb.FilterExpression(type=pb.SQL, expression="n < 2"),
+            batch_size=16,
+            invisible_duration=Duration(seconds=30),
+            long_polling_timeout=Duration(seconds=0),
+        )
+        got = [
+            r.message.body for r in await rpc("ReceiveMessage", receive) if r.HasField("message")
+        ]
+        assert got == [b"m0", b"m1"]

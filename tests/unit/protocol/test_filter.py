@@ -1,5 +1,5 @@
 """Subscriptions and tag filters (protocol/filter.py): building SubscriptionData, tag codes, SQL92
-refused with a reason.
+subscriptions checked (they must compile), other expression types refused with a reason.
 """
 
 from __future__ import annotations
@@ -29,9 +29,16 @@ def test_build_subscription(expr: str | None, tags: list[str] | None) -> None:
         assert tag_codes_of(sub) == {java[t] for t in tags}
 
 
-def test_sql92_is_refused_with_a_reason() -> None:
-    with pytest.raises(SubscriptionParseError, match="SQL92"):
-        build_subscription("T", "a > 1", "SQL92")
+def test_sql92_is_checked_and_other_types_refused() -> None:
+    sub = build_subscription("T", "a > 1", "sql92", sub_version=3)
+    assert (sub.expressionType, sub.subString, sub.subVersion) == ("SQL92", "a > 1", 3)
+    assert tag_codes_of(sub) is None  # not a tag filter: the broker judges properties
+    with pytest.raises(SubscriptionParseError, match="ParseException"):
+        build_subscription("T", "a >", "SQL92")
+    with pytest.raises(SubscriptionParseError, match="can't be null"):
+        build_subscription("T", "", "SQL92")
+    with pytest.raises(SubscriptionParseError, match="by XPATH"):
+        build_subscription("T", "a", "XPATH")
     with pytest.raises(SubscriptionParseError):
         build_subscription("T", "||")
 

@@ -58,6 +58,10 @@ def test_tag_filter() -> None:
     assert every(tagged(None)) and every(tagged("x"))
     ab = tag_filter(pb.FilterExpression(type=pb.TAG, expression="a || b"))
     assert [ab(tagged(t)) for t in ("a", "b", "c", None)] == [True, True, False, False]
+    # SQL92: left to the broker once it compiles; one that does not is refused by name
+    sql = tag_filter(pb.FilterExpression(type=pb.SQL, expression="a > 1"))
+    assert sql(tagged("x"))
     with pytest.raises(BadRequest) as e:
-        tag_filter(pb.FilterExpression(type=pb.SQL, expression="a > 1"))
+        tag_filter(pb.FilterExpression(type=pb.SQL, expression="a >"))
     assert e.value.code == pb.ILLEGAL_FILTER_EXPRESSION
+    assert "ParseException" in str(e.value)
