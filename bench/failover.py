@@ -6,8 +6,11 @@ producers send synchronously in a loop; each trial then
 - kill:  SIGKILL the master, restart it (as `up` does) and wait until it is back in sync;
 - hang:  SIGSTOP the master, SIGCONT it once a new master took writes, wait until back in sync.
 Per trial: the write gap (last acknowledgement before the fault to the first one after it),
-the time until the NameServer's route names the new master, and the acknowledged-but-lost count
-(every acknowledged message is consumed at the end of the run; must be 0).
+the time until the NameServer's route names the new master; for the run the acknowledged-but-lost
+count (every acknowledged message is consumed at the end of the run; must be 0) and the
+duplicates (messages stored twice: a send unanswered by a hung master is re-sent to the new one
+once the route changes, actors/client/stuck_sends.py). The producers use the client's default
+send timeout (3 s; ``--send-timeout``); ``--kinds hang`` runs only the hang trials.
 
 Reference, measured in the same run: `restart_reference_s`, the time from SIGKILL to the first
 acknowledgement of a LONE broker that is restarted in place (what a user waits without
@@ -27,6 +30,7 @@ import signal
 import statistics
 import tempfile
 import time
+from collections import Counter
 from typing import Any
 
 import trio
@@ -47,14 +51,15 @@ class Senders:
     """SENDERS producers' loops of synchronous sends; records every acknowledgement with the
     broker that stored it (the store host in its offsetMsgId)."""
 
-    def __init__(self, ns: str) -> None:
+    def __init__(self, ns: str, send_timeout: float) -> None:
         self.ns = ns
+        self.send_timeout = send_timeout
         self.acked: set[str] = set()
         self.acks: list[tuple[float, int]] = []  # (time, port of the storing broker)
         self.seq = 0
 
     async def run(self, stop: trio.Event) -> None:
-        async with Producer("fo_bench", self.ns, send_timeout=1.0, retries=6) as p:
+        async with Producer("fo_bench", self.ns, send_timeout=self.send_timeout, retries=6) as p:
 
             async def loop(k: int) -> None:
                 while not stop.is_set():
@@ -101,7 +106,11 @@ async def wait_in_sync(admin: MQAdmin, replicas: int, timeout: float = 60) -> No
     """Both replicas registered and (for a while) the master unchanged: back in sync."""
     with trio.fail_after(timeout):
         while True:
-            info = await admin.cluster_info()
+            try:
+                info = await admin.cluster_info()
+            except Exception:  # the NameServer still starting on a loaded machine
+                await trio.sleep(0.2)
+                continue
             bd = info.brokerAddrTable.get("broker-a")
             if bd is not None and 0 in bd.brokerAddrs and len(bd.brokerAddrs) >= replicas:
                 break
@@ -148,14 +157,15 @@ def _name_of(brokers: dict[str, Proc], addr: str) -> str:
     raise KeyError(addr)
 
 
-async def consume_all(ns: str, acked: set[str]) -> set[str]:
-    got: set[str] = set()
+async def consume_all(ns: str, acked: set[str]) -> Counter[str]:
+    """Every message of the topic, with how often it was stored (a re-sent one: twice)."""
+    got: Counter[str] = Counter()
     done = trio.Event()
 
     def listener(msgs: list[Any]) -> ConsumeStatus:
         for m in msgs:
-            got.add(m.body.decode())
-        if acked <= got:
+            got[m.body.decode()] += 1
+        if acked <= got.keys():
             done.set()
         return ConsumeStatus.CONSUME_SUCCESS
 
@@ -165,6 +175,7 @@ async def consume_all(ns: str, acked: set[str]) -> set[str]:
     async with c:
         with trio.move_on_after(120):
             await done.wait()
+        await trio.sleep(2)  # duplicates stored after the last new message
     return got
 
 
@@ -204,6 +215,11 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--trials", type=int, default=20)
     ap.add_argument("--quick", action="store_true", help="3 trials of each kind")
+    ap.add_argument("--kinds", default="kill,hang", help="which trials: kill, hang or both")
+    ap.add_argument(
+        "--send-timeout", type=float, default=3.0,
+        help="the producers' sendMsgTimeout in seconds (default: the client's 3 s)",
+    )  # fmt: skip
     args = ap.parse_args()
     n = 3 if args.quick else args.trials
     configure_logging("bench", "bench", None, console=None)
@@ -212,13 +228,15 @@ def main() -> None:
     ns_port, ctrl_port, a0, a1, lone_port = (free_port(taken) for _ in range(5))
     ns = f"127.0.0.1:{ns_port}"
     procs: list[Proc] = []
-    result: dict[str, Any] = {"bench": "failover", "trials": n, "senders": SENDERS}
+    result: dict[str, Any] = {
+        "bench": "failover", "trials": n, "senders": SENDERS, "send_timeout_s": args.send_timeout,
+    }  # fmt: skip
     try:
         nsp = Proc("namesrv", "namesrv", {
             "listenPort": str(ns_port), "logDir": work, "enableControllerInNamesrv": "true",
             "controllerDLegerGroup": "g", "controllerDLegerPeers": f"n0-127.0.0.1:{ctrl_port}",
             "controllerDLegerSelfId": "n0", "controllerStorePath": os.path.join(work, "ctrl"),
-            "scanNotActiveBrokerInterval": "500", "scanInactiveMasterInterval": "500",
+            "scanNotActiveBrokerInterval": "100", "scanInactiveMasterInterval": "100",
         }, work)  # fmt: skip
         nsp.start()
         procs.append(nsp)
@@ -230,7 +248,7 @@ def main() -> None:
                 "namesrvAddr": ns, "storePathRootDir": os.path.join(work, name),
                 "logDir": work, "enableControllerMode": "true",
                 "controllerAddr": f"127.0.0.1:{ctrl_port}", "allAckInSyncStateSet": "true",
-                "brokerHeartbeatInterval": "500", "controllerHeartBeatTimeoutMills": "1500",
+                "brokerHeartbeatInterval": "200", "controllerHeartBeatTimeoutMills": "1000",
                 "flushDiskType": "ASYNC_FLUSH",
             }, work)  # fmt: skip
             b.start()
@@ -246,7 +264,7 @@ def main() -> None:
         procs.append(lone)
 
         async def run_all() -> None:
-            senders = Senders(ns)
+            senders = Senders(ns, args.send_timeout)
             stop = trio.Event()
             async with MQAdmin(ns) as admin:
                 await wait_in_sync(admin, 2)
@@ -268,7 +286,7 @@ def main() -> None:
             async with trio.open_nursery() as nursery:
                 nursery.start_soon(senders.run, stop)
                 await trio.sleep(2)
-                for kind in ("kill", "hang"):
+                for kind in args.kinds.split(","):
                     rows = await trials(ns, brokers, kind, n, senders)
                     gaps = [r["gap_s"] for r in rows]
                     result[f"{kind}_write_gap_s"] = summary(gaps)
@@ -282,7 +300,9 @@ def main() -> None:
                 stop.set()
             got = await consume_all(ns, senders.acked)
             result["acked"] = len(senders.acked)
-            result["acked_but_lost"] = len(senders.acked - got)
+            result["acked_but_lost"] = len(senders.acked - got.keys())
+            # a send re-sent after its master changed may be stored twice (at least once)
+            result["duplicates"] = sum(c - 1 for c in got.values() if c > 1)
 
         trio.run(run_all)
     finally:

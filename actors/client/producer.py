@@ -61,6 +61,7 @@ from rocketrio.actors.client.send_api import (
     retryable,
     send_request,
 )
+from rocketrio.actors.client.stuck_sends import StuckSendWatch
 from rocketrio.actors.kernel.remoting import RemotingError
 from rocketrio.actors.kernel.runtime import Reply
 from rocketrio.actors.kernel.transport import Transport
@@ -110,6 +111,11 @@ class Producer:
         self._ids: UniqIdGenerator | None = None
         self._in_flight = trio.Semaphore(self.config.maxInFlight)
         self._callbacks = CallbackRequests()
+        # an unanswered send whose broker set changes master is re-sent at once (stuck_sends)
+        self.stuck = StuckSendWatch(
+            self.client.remoting.invoke, self.client.find_master_addr,
+            self.client.request_route_refresh,
+        )  # fmt: skip
         self._nursery: trio.Nursery | None = None
         self._nursery_cm: Any = None
 
@@ -130,6 +136,7 @@ class Producer:
             self._nursery_cm = trio.open_nursery()
             self._nursery = await self._nursery_cm.__aenter__()
             self._nursery.start_soon(self._expire_loop)
+            self._nursery.start_soon(self.stuck.run)
             self.client.route_listeners.append(self.publish_routes.on_route)
             await self.client.register_producer(self.group)
         except BaseException:
@@ -573,5 +580,5 @@ class Producer:
                 f"broker {mq.brokerName} has no master in the route of {mq.topic}",
             )
         cmd = send_request(self.group, self.config, mq, msg.flag, props, body, batch=batch)
-        resp = await self.client.remoting.invoke(addr, cmd, timeout_s)
+        resp = await self.stuck.invoke(mq.topic, mq.brokerName, addr, cmd, timeout_s)
         return parse_send_result(resp, mq, uniq, addr)
