@@ -24,13 +24,16 @@ Prints ONE JSON line.
 from __future__ import annotations
 
 import argparse
+import glob
 import json
+import math
 import os
 import signal
 import statistics
 import tempfile
 import time
 from collections import Counter
+from datetime import datetime
 from typing import Any
 
 import trio
@@ -119,7 +122,7 @@ async def wait_in_sync(admin: MQAdmin, replicas: int, timeout: float = 60) -> No
 
 
 async def trials(
-    ns: str, brokers: dict[str, Proc], kind: str, n: int, senders: Senders
+    ns: str, brokers: dict[str, Proc], kind: str, n: int, senders: Senders, log_dir: str
 ) -> list[dict[str, float]]:
     out = []
     async with MQAdmin(ns) as admin:
@@ -129,7 +132,7 @@ async def trials(
             assert old is not None
             victim = next(b for b in brokers.values() if b.name == _name_of(brokers, old))
             await trio.sleep(0.5)
-            t0 = time.monotonic()
+            t0, t0_wall = time.monotonic(), time.time()
             victim.signal(signal.SIGKILL if kind == "kill" else signal.SIGSTOP)
             new = old
             while new == old or new is None:
@@ -144,8 +147,42 @@ async def trials(
                 victim.start()
             else:
                 victim.signal(signal.SIGCONT)
-            out.append({"gap_s": gap, "new_master_in_route_s": in_route})
+            out.append(
+                {"gap_s": gap, "new_master_in_route_s": in_route, **stage_times(log_dir, t0_wall)}
+            )
     return out
+
+
+# where a hang's time goes: the first line of each event after the fault, from the processes' logs
+STAGES = (
+    ("detected_s", "broker_heartbeat_timeout"),  # the controller found the master silent
+    ("elected_s", "elect_master"),  # the election applied
+    ("new_master_role_s", "broker_role_changed"),  # the new master took the role
+    ("first_write_s", "master_first_write"),  # its first write in the new epoch
+)
+
+
+def stage_times(log_dir: str, t0_wall: float) -> dict[str, float]:
+    """Seconds from the fault to each stage (STAGES), read from every *.jsonl log in log_dir."""
+    firsts: dict[str, float] = {}
+    names = {event: key for key, event in STAGES}
+    for path in glob.glob(os.path.join(log_dir, "*.jsonl")):
+        with open(path, encoding="utf-8") as f:
+            for line in f:
+                if not any(e in line for e in names):
+                    continue
+                try:
+                    rec = json.loads(line)
+                except ValueError:
+                    continue
+                key = names.get(rec.get("event", ""))
+                if key is None or (key == "new_master_role_s" and "MASTER" not in str(
+                        rec.get("broker_role"))):  # fmt: skip
+                    continue
+                t = datetime.fromisoformat(rec["ts"].replace("Z", "+00:00")).timestamp() - t0_wall
+                if t >= 0 and t < firsts.get(key, math.inf):
+                    firsts[key] = round(t, 3)
+    return firsts
 
 
 def _name_of(brokers: dict[str, Proc], addr: str) -> str:
@@ -287,7 +324,9 @@ def main() -> None:
                 nursery.start_soon(senders.run, stop)
                 await trio.sleep(2)
                 for kind in args.kinds.split(","):
-                    rows = await trials(ns, brokers, kind, n, senders)
+                    rows = await trials(ns, brokers, kind, n, senders, work)
+                    for key, _event in STAGES:
+                        result[f"{kind}_{key}"] = summary([r.get(key, math.nan) for r in rows])
                     gaps = [r["gap_s"] for r in rows]
                     result[f"{kind}_write_gap_s"] = summary(gaps)
                     result[f"{kind}_new_master_in_route_s"] = summary(
