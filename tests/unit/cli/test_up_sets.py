@@ -9,10 +9,13 @@ from rocketrio.cli.up_plan import (
     SET_PORT_STRIDE,
     Layout,
     PlanError,
+    broker_sets,
     expected_replicas,
+    load_templates,
     plan,
     processes,
 )
+from tests.harness.paths import REPO
 
 SAME_KEYS = {
     "namesrvAddr",
@@ -56,3 +59,21 @@ def test_refused_with_a_one_line_reason(mode: str, sets: int) -> None:
 def test_ports_past_the_range_are_refused() -> None:
     with pytest.raises(PlanError, match=r"outside 1\.\.65535"):
         plan("controller", Layout("/d", namesrv_port=9876, broker_port=65400), 8)
+
+
+def _settings(text: str) -> list[str]:
+    return [line for line in text.splitlines() if line.strip() and not line.startswith("#")]
+
+
+def test_the_two_set_templates_are_what_up_sets_2_runs() -> None:
+    """deploy/controller-2sets (for systemd / supervisord) holds, key for key, the configs
+    `up --sets 2` makes from deploy/controller: the two cannot drift."""
+    folder = REPO / "deploy" / "controller-2sets"
+    made = broker_sets(load_templates("controller"), 2)
+    assert sorted(p.stem for p in folder.glob("*.conf")) == sorted(t.name for t in made)
+    for t in made:
+        assert _settings((folder / f"{t.name}.conf").read_text()) == _settings(t.text), t.name
+    units = {p.name for p in (folder / "systemd").iterdir()}
+    assert units == {"rocketrio-namesrv.service", "rocketrio-broker@.service"}
+    ini = (folder / "supervisord.ini").read_text()
+    assert all(f"-c deploy/controller-2sets/{t.name}.conf" in ini for t in made)
