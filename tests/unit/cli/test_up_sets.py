@@ -66,9 +66,9 @@ def _settings(text: str) -> list[str]:
 
 
 def test_the_two_set_templates_are_what_up_sets_2_runs() -> None:
-    """deploy/controller-2sets (for systemd / supervisord) holds, key for key, the configs
+    """deploy/2sets (for systemd / supervisord) holds, key for key, the configs
     `up --sets 2` makes from deploy/controller: the two cannot drift."""
-    folder = REPO / "deploy" / "controller-2sets"
+    folder = REPO / "deploy" / "2sets"
     made = broker_sets(load_templates("controller"), 2)
     assert sorted(p.stem for p in folder.glob("*.conf")) == sorted(t.name for t in made)
     for t in made:
@@ -76,4 +76,4 @@ def test_the_two_set_templates_are_what_up_sets_2_runs() -> None:
     units = {p.name for p in (folder / "systemd").iterdir()}
     assert units == {"rocketrio-namesrv.service", "rocketrio-broker@.service"}
     ini = (folder / "supervisord.ini").read_text()
-    assert all(f"-c deploy/controller-2sets/{t.name}.conf" in ini for t in made)
+    assert all(f"-c deploy/2sets/{t.name}.conf" in ini for t in made)
