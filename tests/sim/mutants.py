@@ -24,6 +24,7 @@ from rocketrio.actors.broker.tables.tables import TopicTable
 from rocketrio.actors.client.message import SendResult, SendStatus
 from rocketrio.actors.client.producer import Producer
 from rocketrio.actors.client.stuck_sends import MasterChanged, StuckSendWatch
+from rocketrio.actors.controller.heartbeat_manager import BrokerLiveInfo
 from rocketrio.actors.raft.replication import ReplicationMixin
 from rocketrio.protocol.bodies import TopicConfig
 from rocketrio.protocol.codes import RequestCode
@@ -60,6 +61,13 @@ def _stuck_send_acked_on_master_change(patch: Patch) -> None:
             return SendResult(SendStatus.SEND_OK, "", offset_msg_id(ip, port, 0), mq, -1)
 
     patch(Producer, "_send_to", _send_to)
+
+
+def _liveness_half_the_timeout(patch: Patch) -> None:
+    def is_alive(self: BrokerLiveInfo, now_ms: int) -> bool:
+        return self.last_update_ms + self.heartbeat_timeout_ms // 2 >= now_ms  # MUTANT
+
+    patch(BrokerLiveInfo, "is_alive", is_alive)
 
 
 def _commitlog_flush_without_fsync(patch: Patch) -> None:
@@ -312,6 +320,12 @@ MUTANTS: dict[str, Mutant] = {
             "stuck_send_acked_on_master_change",
             "a send abandoned because its master changed is reported SEND_OK without a re-send",
             _stuck_send_acked_on_master_change,
+        ),
+        Mutant(
+            "liveness_half_the_timeout",
+            "the controller judges a broker dead after half its controllerHeartBeatTimeoutMills "
+            "(a pause shorter than the timeout deposes the master)",
+            _liveness_half_the_timeout,
         ),
         Mutant(
             "slave_sync_skips_offsets",

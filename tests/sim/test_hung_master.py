@@ -17,8 +17,10 @@ simulated network) sends in four loops with the default 3 s send timeout to a to
   and no send is re-sent (no duplicate).
 
 Mutants (tests/sim/mutants.py): `stuck_send_never_resent` (the watch never abandons a send:
-the gap is the send timeout) and `stuck_send_acked_on_master_change` (a send abandoned because
-the master changed is reported SEND_OK without a re-send: acknowledged messages are lost).
+the gap is the send timeout), `stuck_send_acked_on_master_change` (a send abandoned because
+the master changed is reported SEND_OK without a re-send: acknowledged messages are lost) and
+`liveness_half_the_timeout` (the controller judges silence against half the timeout: the short
+pause deposes the master).
 """
 
 from __future__ import annotations
@@ -250,12 +252,17 @@ async def test_a_hung_master_costs_no_more_than_a_dead_one(
 
 @pytest.mark.parametrize(
     ("mutant", "name"),
-    [("stuck_send_never_resent", "hang"), ("stuck_send_acked_on_master_change", "hang")],
+    [
+        ("stuck_send_never_resent", "hang"),
+        ("stuck_send_acked_on_master_change", "hang"),
+        ("liveness_half_the_timeout", "pause"),
+    ],
 )
 async def test_the_hang_checks_catch_a_broken_client(
     mock_clock: trio.testing.MockClock, mutant: str, name: str
 ) -> None:
-    """Teeth: the gap bound and the no-loss check each fail the run against their mutant."""
+    """Teeth: the gap bound, the no-loss check and the no-false-failover check each fail the
+    run against their mutant."""
     with applied(mutant), pytest.raises(ClusterFailure) as caught:
         await run(name)
     print(f"{mutant} caught by {name}: {str(caught.value).splitlines()[0]}")
