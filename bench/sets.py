@@ -12,8 +12,10 @@ costs next to nothing meanwhile (its brokers only heartbeat).
 
 Besides the msg/s, CPU seconds per message are measured (brokers from /proc, clients from their
 own rusage): ``predicted_msgs_16_cores`` divides 16 cores by the CPU a message costs on the
-2-set run, i.e. what a 16-core host carries when it runs enough sets to keep every core busy
-(docs/operations.md says which assumptions that needs).
+2-set run, i.e. what a 16-core host carries when it runs enough sets to keep every core busy;
+``per_set_cap_msgs`` is where one set tops out (its master, the busiest process of the 1-set
+run, at one full core) and ``sets_for_16_cores`` how many sets that takes (docs/operations.md
+says which assumptions these need).
 
     .venv/bin/python bench/sets.py [--rounds 3] [--seconds 8] [--clients 2] [--inflight 16]
                                    [--mode controller]
@@ -25,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import re
 import resource
@@ -87,8 +90,8 @@ class Cluster:
                 return False
         return True
 
-    def broker_cpu(self) -> float:
-        return sum(cpu_seconds(pid) for pid in self.broker_pids)
+    def broker_cpu(self) -> list[float]:
+        return [cpu_seconds(pid) for pid in self.broker_pids]
 
     def stop(self) -> None:
         self.p.send_signal(2)
@@ -160,7 +163,8 @@ def measure(c: Cluster, clients: int, seconds: float, inflight: int) -> dict[str
         for _ in range(clients)
     ]
     outs = [json.loads(p.communicate()[0].strip().splitlines()[-1]) for p in procs]
-    broker_cpu = c.broker_cpu() - cpu0
+    per_broker = [b - a for a, b in zip(cpu0, c.broker_cpu(), strict=True)]
+    broker_cpu = sum(per_broker)
     sent = sum(o["sent"] for o in outs)
     wall = max(o["seconds"] for o in outs)
     return {
@@ -169,6 +173,9 @@ def measure(c: Cluster, clients: int, seconds: float, inflight: int) -> dict[str
         "client_cpu_us_per_msg": sum(o["cpu_s"] for o in outs) / sent * 1e6,
         # cores the brokers kept busy: near 1 per set when the sets, not the clients, limit
         "broker_cores_busy": broker_cpu / wall,
+        # the busiest broker process (a master): one process can use at most one core
+        "busiest_broker_cores": max(per_broker) / wall,
+        "busiest_broker_cpu_us_per_msg": max(per_broker) / sent * 1e6,
     }
 
 
@@ -216,7 +223,12 @@ def main() -> None:
     result["ratio_2_sets_vs_1"] = spread(ratios)
     per_msg = [row["broker_cpu_us_per_msg"] + row["client_cpu_us_per_msg"] for row in rows[2]]
     result["cpu_us_per_msg_2_sets"] = round(statistics.median(per_msg), 1)
-    result["predicted_msgs_16_cores"] = round(16e6 / statistics.median(per_msg))
+    predicted = 16e6 / statistics.median(per_msg)
+    result["predicted_msgs_16_cores"] = round(predicted)
+    # a set tops out when its master's one core is full: sets needed to carry that figure
+    master_us = statistics.median(row["busiest_broker_cpu_us_per_msg"] for row in rows[1])
+    result["per_set_cap_msgs"] = round(1e6 / master_us)
+    result["sets_for_16_cores"] = math.ceil(predicted * master_us / 1e6)
     print(json.dumps(result))
 
 
