@@ -113,8 +113,8 @@ class Producer:
         self._callbacks = CallbackRequests()
         # an unanswered send whose broker set changes master is re-sent at once (stuck_sends)
         self.stuck = StuckSendWatch(
-            self.client.remoting.invoke, self.client.find_master_addr,
-            self.client.request_route_refresh,
+            lambda addr, cmd, timeout_s: self.client.remoting.invoke(addr, cmd, timeout_s),
+            self.client.find_master_addr, self.client.request_route_refresh,
         )  # fmt: skip
         self._nursery: trio.Nursery | None = None
         self._nursery_cm: Any = None
