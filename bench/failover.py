@@ -40,6 +40,7 @@ import trio
 from benchlib import Proc, free_port, stop_all
 
 from rocketrio.actors.client.admin import MQAdmin
+from rocketrio.actors.client.controller_admin import ControllerAdmin
 from rocketrio.actors.client.message import Message
 from rocketrio.actors.client.producer import Producer
 from rocketrio.actors.client.push_consumer import ConsumeStatus, PushConsumer
@@ -105,29 +106,45 @@ async def master_addr(admin: MQAdmin, name: str = "broker-a") -> str | None:
     return None if bd is None else bd.brokerAddrs.get(0)
 
 
-async def wait_in_sync(admin: MQAdmin, replicas: int, timeout: float = 60) -> None:
-    """Both replicas registered and (for a while) the master unchanged: back in sync."""
+async def wait_in_sync(admin: MQAdmin, ctrl: str, replicas: int, timeout: float = 120) -> None:
+    """Both replicas registered and in the controller's SyncStateSet (a kill with a set of one
+    would rightly elect nobody: enableElectUncleanMaster=false)."""
     with trio.fail_after(timeout):
         while True:
             try:
                 info = await admin.cluster_info()
-            except Exception:  # the NameServer still starting on a loaded machine
+                bd = info.brokerAddrTable.get("broker-a")
+                async with ControllerAdmin(ctrl, timeout=2.0) as ca:
+                    table = (await ca.get_sync_state_set(["broker-a"])).replicasInfoTable
+            except Exception:  # the NameServer or controller still starting on a loaded host
                 await trio.sleep(0.2)
                 continue
-            bd = info.brokerAddrTable.get("broker-a")
-            if bd is not None and 0 in bd.brokerAddrs and len(bd.brokerAddrs) >= replicas:
-                break
+            sss = table.get("broker-a")
+            if (
+                bd is not None
+                and 0 in bd.brokerAddrs
+                and len(bd.brokerAddrs) >= replicas
+                and sss is not None
+                and len(sss.inSyncReplicas) >= replicas
+            ):
+                return
             await trio.sleep(0.2)
-    await trio.sleep(3)  # checkSyncStateSet / expand: the slave rejoins the SyncStateSet
 
 
 async def trials(
-    ns: str, brokers: dict[str, Proc], kind: str, n: int, senders: Senders, log_dir: str
+    ns: str,
+    ctrl: str,
+    brokers: dict[str, Proc],
+    kind: str,
+    n: int,
+    senders: Senders,
+    log_dir: str,
 ) -> list[dict[str, float]]:
     out = []
     async with MQAdmin(ns) as admin:
         for _ in range(n):
-            await wait_in_sync(admin, 2)
+            await wait_in_sync(admin, ctrl, 2)
+            await trio.sleep(1.0)  # writes flowing to the settled set
             old = await master_addr(admin)
             assert old is not None
             victim = next(b for b in brokers.values() if b.name == _name_of(brokers, old))
@@ -135,13 +152,14 @@ async def trials(
             t0, t0_wall = time.monotonic(), time.time()
             victim.signal(signal.SIGKILL if kind == "kill" else signal.SIGSTOP)
             new = old
-            while new == old or new is None:
-                await trio.sleep(0.01)
-                new = await master_addr(admin)
-            in_route = time.monotonic() - t0
-            old_port, new_port = (int(a.rpartition(":")[2]) for a in (old, new))
-            while senders.first_ack_after(t0, new_port) is None:  # writes on the new master
-                await trio.sleep(0.01)
+            with trio.fail_after(60):  # a trial that never fails over is a loud failure
+                while new == old or new is None:
+                    await trio.sleep(0.01)
+                    new = await master_addr(admin)
+                in_route = time.monotonic() - t0
+                old_port, new_port = (int(a.rpartition(":")[2]) for a in (old, new))
+                while senders.first_ack_after(t0, new_port) is None:  # writes on the new one
+                    await trio.sleep(0.01)
             gap = senders.gap(t0, old_port, new_port)
             if kind == "kill":
                 victim.start()
@@ -264,6 +282,7 @@ def main() -> None:
     taken: set[int] = set()
     ns_port, ctrl_port, a0, a1, lone_port = (free_port(taken) for _ in range(5))
     ns = f"127.0.0.1:{ns_port}"
+    ctrl = f"127.0.0.1:{ctrl_port}"
     procs: list[Proc] = []
     result: dict[str, Any] = {
         "bench": "failover", "trials": n, "senders": SENDERS, "send_timeout_s": args.send_timeout,
@@ -304,7 +323,7 @@ def main() -> None:
             senders = Senders(ns, args.send_timeout)
             stop = trio.Event()
             async with MQAdmin(ns) as admin:
-                await wait_in_sync(admin, 2)
+                await wait_in_sync(admin, ctrl, 2)
                 master = await master_addr(admin)
                 for topic, addr, queues in (
                     ("RefTopic", f"127.0.0.1:{lone_port}", 1),
@@ -324,7 +343,7 @@ def main() -> None:
                 nursery.start_soon(senders.run, stop)
                 await trio.sleep(2)
                 for kind in args.kinds.split(","):
-                    rows = await trials(ns, brokers, kind, n, senders, work)
+                    rows = await trials(ns, ctrl, brokers, kind, n, senders, work)
                     for key, _event in STAGES:
                         result[f"{kind}_{key}"] = summary([r.get(key, math.nan) for r in rows])
                     gaps = [r["gap_s"] for r in rows]
