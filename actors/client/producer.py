@@ -12,7 +12,9 @@ NameServer query) and retries, up to ``retries`` times, all within ``send_timeou
 upstream the retry prefers another broker set that is available; when it has to use the same
 one (the only one, or every other is isolated too) it goes to the master address of the fresh
 route, and the isolation ends as soon as the route names a different master address than the one
-that failed (the failure was about the old master, not the new one). An answer with
+that failed (the failure was about the old master, not the new one). A send left unanswered by
+a hung master is given up as soon as the route names a new master for its set, and retried
+(stuck_sends.py), instead of waiting out ``send_timeout``. An answer with
 FLUSH_DISK_TIMEOUT, FLUSH_SLAVE_TIMEOUT or SLAVE_NOT_AVAILABLE is a result, retried on another
 broker only by sync sends with ``retryAnotherBrokerWhenNotStoreOK`` (upstream). Ordered sends (a
 queue selector), sends to a given queue and oneway sends are one attempt, like upstream (a retry
