@@ -63,7 +63,7 @@ from rocketrio.actors.client.send_api import (
     retryable,
     send_request,
 )
-from rocketrio.actors.client.stuck_sends import StuckSendWatch
+from rocketrio.actors.client.stuck_sends import StuckSendWatch, avoid_while_stuck
 from rocketrio.actors.kernel.remoting import RemotingError
 from rocketrio.actors.kernel.runtime import Reply
 from rocketrio.actors.kernel.transport import Transport
@@ -117,6 +117,7 @@ class Producer:
         self.stuck = StuckSendWatch(
             lambda addr, cmd, timeout_s: self.client.remoting.invoke(addr, cmd, timeout_s),
             self.client.find_master_addr, self.client.request_route_refresh,
+            on_stuck=avoid_while_stuck(self.publish_routes.available, self.faults.mark_unavailable),
         )  # fmt: skip
         self._nursery: trio.Nursery | None = None
         self._nursery_cm: Any = None

@@ -23,6 +23,12 @@ any other, and the old master, deposed, can no longer acknowledge (every acknowl
 the SyncStateSet, which the new master leads). A merely slow master (a long fsync, a pause
 shorter than the controller's heartbeat timeout) is never abandoned: its route does not change.
 
+While a send of a broker set is stuck, new sends avoid that set if the topic has another one
+(`avoid_while_stuck`: upstream's latency-fault avoidance, sendLatencyFaultEnable, applied while
+the slowness lasts: the set is marked unavailable for a few polls at a time, until no send of it
+is stuck or the route names its new master), so a producer of a topic spread over several sets
+loses about ``stuck_after_s`` of writes to a hung master, not the detection time.
+
 `stuck_master_changes` is the pure decision; the watch is its thin Trio shell.
 """
 
@@ -38,6 +44,7 @@ from rocketrio.protocol.remoting import RemotingCommand
 
 STUCK_AFTER_S = 0.5  # an answer this late is not a normal send (they take milliseconds)
 POLL_S = 0.1  # how often stuck sends look at their route (the refresher's own rate limit)
+AVOID_S = 3 * POLL_S  # how long one mark of a stuck set lasts (renewed while it is stuck)
 
 
 class MasterChanged(RemotingError):
@@ -87,12 +94,14 @@ class StuckSendWatch:
         master_of: Callable[[str], str | None],
         refresh: Callable[[str], object],
         *,
+        on_stuck: Callable[[str, str], object] | None = None,
         stuck_after_s: float = STUCK_AFTER_S,
         poll_s: float = POLL_S,
     ) -> None:
         self._invoke = invoke
         self._master_of = master_of
         self._refresh = refresh
+        self._on_stuck = on_stuck
         self.stuck_after_s = stuck_after_s
         self.poll_s = poll_s
         self._pending: dict[int, PendingSend] = {}
@@ -129,8 +138,9 @@ class StuckSendWatch:
             self.check()
 
     def check(self) -> None:
+        now = trio.current_time()
         topics, moved = stuck_master_changes(
-            self._pending.values(), trio.current_time(), self.stuck_after_s, self._master_of
+            self._pending.values(), now, self.stuck_after_s, self._master_of
         )
         for p, master in moved:
             p.moved_to = master
@@ -138,3 +148,23 @@ class StuckSendWatch:
             self.abandoned += 1
         for topic in topics:
             self._refresh(topic)
+        if self._on_stuck is not None:
+            for p in self._pending.values():
+                if p.moved_to is None and now - p.started >= self.stuck_after_s:
+                    self._on_stuck(p.broker_name, p.addr)
+
+
+def avoid_while_stuck(
+    available: Callable[[str], bool],
+    mark_unavailable: Callable[[str, float, float, str | None], None],
+    hold_s: float = AVOID_S,
+) -> Callable[[str, str], None]:
+    """The watch's ``on_stuck`` for a producer: mark the set unavailable for ``hold_s`` (until
+    its master address changes, `FaultTracker`), unless it already is (a failure's longer
+    isolation is never shortened)."""
+
+    def on_stuck(broker_name: str, addr: str) -> None:
+        if available(broker_name):
+            mark_unavailable(broker_name, trio.current_time(), hold_s, addr)
+
+    return on_stuck

@@ -1,6 +1,6 @@
 """The producer's stuck-send watch (actors/client/stuck_sends.py) on a mock clock: a hung call
 is given up one poll after the route names another master; a slow one of the same master is
-awaited."""
+awaited, its set avoided by new sends while it is stuck."""
 
 from __future__ import annotations
 
@@ -8,7 +8,13 @@ import pytest
 import trio
 import trio.testing
 
-from rocketrio.actors.client.stuck_sends import MasterChanged, StuckSendWatch
+from rocketrio.actors.client.queue_select import FaultTracker
+from rocketrio.actors.client.stuck_sends import (
+    AVOID_S,
+    MasterChanged,
+    StuckSendWatch,
+    avoid_while_stuck,
+)
 from rocketrio.actors.kernel.remoting import RemotingError
 from rocketrio.protocol.remoting import RemotingCommand
 
@@ -60,4 +66,49 @@ async def test_a_slow_answer_from_the_same_master_is_awaited(
         cmd = RemotingCommand(code=10)
         assert await watch.invoke("T", "broker-a", OLD, cmd, 3.0) is cmd
         assert watch.abandoned == 0
+        n.cancel_scope.cancel()
+
+
+async def test_a_stuck_set_is_avoided_while_it_is_stuck(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """Latency-fault avoidance while a send is stuck: the set is marked unavailable from
+    ``stuck_after_s`` on, for a few polls at a time, and free again soon after the call ends;
+    an isolation already in place (a failed send's 30 s) is never shortened."""
+    faults = FaultTracker()
+    marks: list[float] = []
+
+    def mark(name: str, now: float, hold_s: float, addr: str | None) -> None:
+        marks.append(now)
+        faults.mark_unavailable(name, now, hold_s, addr)
+
+    def available(name: str) -> bool:
+        return faults.is_available(name, trio.current_time(), OLD)
+
+    async def slow(_addr: str, cmd: RemotingCommand, _timeout_s: float) -> RemotingCommand:
+        await trio.sleep(1.5)
+        return cmd
+
+    watch = StuckSendWatch(slow, lambda _b: OLD, lambda _t: None,
+                           on_stuck=avoid_while_stuck(available, mark))  # fmt: skip
+    async with trio.open_nursery() as n:
+        n.start_soon(watch.run)
+        t0 = trio.current_time()
+
+        async def probe() -> None:
+            await trio.sleep(0.3)
+            assert available("broker-a")  # not stuck yet
+            await trio.sleep(0.35)
+            assert not available("broker-a")  # stuck since 0.5 s
+            await trio.sleep(0.7)
+            assert not available("broker-a")  # still stuck at 1.35 s
+
+        n.start_soon(probe)
+        await watch.invoke("T", "broker-a", OLD, RemotingCommand(code=10), 3.0)
+        await trio.sleep(AVOID_S + 0.01)
+        assert available("broker-a")  # answered: the set is used again within one hold
+        assert marks and min(marks) - t0 >= watch.stuck_after_s
+        faults.mark_unavailable("broker-a", trio.current_time(), 30.0, OLD)  # a real failure
+        avoid_while_stuck(available, mark)("broker-a", OLD)
+        assert not faults.is_available("broker-a", trio.current_time() + 29.0, OLD)
         n.cancel_scope.cancel()
