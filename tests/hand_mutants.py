@@ -40,6 +40,15 @@ _SC = "tests/unit/actors/broker/store/test_scrub_service.py::"
 
 MUTANTS: list[Mutant] = [
     Mutant(
+        "a stuck broker set is not avoided by new sends",
+        "actors/client/stuck_sends.py",
+        "        if available(broker_name):\n",
+        "        if False:  # MUTANT\n",
+        [
+            "tests/actor/client/test_stuck_sends_watch.py::test_a_stuck_set_is_avoided_while_it_is_stuck",
+        ],
+    ),
+    Mutant(
         "controller stall taken for broker silence (no stall compensation)",
         "actors/controller/heartbeat_manager.py",
         "        if stall <= period_ms:  # late by less than a period: ordinary scheduling jitter",
