@@ -1,6 +1,7 @@
 """`rocketrio up`: a whole local cluster of separate OS processes, one command, supervised.
 
-Plans the processes of the chosen mode from the ``deploy/<mode>/`` templates (`up_plan`), checks
+Plans the processes of the chosen mode from the ``deploy/<mode>/`` templates (`up_plan`; with
+``--sets K`` the mode's one broker set repeated K times, each set its own processes), checks
 the flags (one-line errors, exit status 2), takes ``<dir>/up.lock`` so a second `up` on the same
 directory refuses before writing anything (`up_lock`), writes the configs under ``--dir``
 (``conf/``, ``store/``, ``logs/``), and runs every role as its own ``rocketrio <role> -c ...``
