@@ -31,6 +31,7 @@ import math
 import os
 import re
 import resource
+import shutil
 import statistics
 import subprocess
 import sys
@@ -211,6 +212,7 @@ def main() -> None:
     finally:
         for c in clusters.values():
             c.stop()
+        shutil.rmtree(work, ignore_errors=True)
     result: dict[str, Any] = {
         "bench": "sets", "mode": args.mode, "cpus": os.cpu_count(), "rounds": args.rounds,
         "seconds": args.seconds, "clients": args.clients, "batch": BATCH,
