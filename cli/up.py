@@ -1,6 +1,7 @@
 """`rocketrio up`: a whole local cluster of separate OS processes, one command, supervised.
 
-Plans the processes of the chosen mode from the ``deploy/<mode>/`` templates (`up_plan`), checks
+Plans the processes of the chosen mode from the ``deploy/<mode>/`` templates (`up_plan`; with
+``--sets K`` the mode's one broker set repeated K times, each set its own processes), checks
 the flags (one-line errors, exit status 2), takes ``<dir>/up.lock`` so a second `up` on the same
 directory refuses before writing anything (`up_lock`), writes the configs under ``--dir``
 (``conf/``, ``store/``, ``logs/``), and runs every role as its own ``rocketrio <role> -c ...``
@@ -129,13 +130,35 @@ async def wait_healthy(ns_addr: str, brokers: dict[str, int], timeout_s: float) 
     raise TimeoutError(f"cluster not healthy after {timeout_s}s ({last_err})")
 
 
-async def demo(ns_addr: str, count: int, say: Callable[[str], None] = print) -> None:
-    """Send ``count`` messages and consume them back, printing the flow."""
+DEMO_TOPIC = "RocketrioDemo"
+DEMO_QUEUES_PER_SET = 4
+
+
+async def create_on_cluster(ns_addr: str, topic: str, cluster: str, queues: int) -> list[str]:
+    """updateTopic -c: the topic on every master of the cluster, ``queues`` queues each (the
+    route then lists every broker set, and producers spread their sends over all of them)."""
+    from rocketrio.actors.client.admin import MQAdmin
+
+    async with MQAdmin(ns_addr) as admin:
+        return await admin.update_topic(
+            topic, cluster=cluster, read_queues=queues, write_queues=queues
+        )
+
+
+async def demo(
+    ns_addr: str, count: int, say: Callable[[str], None] = print, cluster: str | None = None
+) -> None:
+    """Send ``count`` messages and consume them back, printing the flow. With ``cluster`` the
+    topic is first created on every broker set of that cluster (`up --sets`)."""
     from rocketrio.actors.client.message import Message
     from rocketrio.actors.client.producer import Producer
     from rocketrio.actors.client.push_consumer import ConsumeStatus, PushConsumer
 
-    topic = "RocketrioDemo"
+    topic = DEMO_TOPIC
+    if cluster is not None:
+        addrs = await create_on_cluster(ns_addr, topic, cluster, DEMO_QUEUES_PER_SET)
+        say(f"  topic {topic}: {DEMO_QUEUES_PER_SET} queues on each of {len(addrs)} broker sets")
+    per_set: dict[str, int] = {}
     got: set[str] = set()
     done = trio.Event()
 
@@ -150,11 +173,18 @@ async def demo(ns_addr: str, count: int, say: Callable[[str], None] = print) -> 
         t0 = time.perf_counter()
         first = await producer.send(Message(topic, b"hello-0", tags="demo"))
         say(f"  sent hello-0 -> {first.message_queue} offset {first.queue_offset}")
+        per_set[first.message_queue.brokerName] = 1
+
+        async def send(i: int) -> None:
+            r = await producer.send(Message(topic, f"hello-{i}".encode(), tags="demo"))
+            per_set[r.message_queue.brokerName] = per_set.get(r.message_queue.brokerName, 0) + 1
+
         async with trio.open_nursery() as n:
             for i in range(1, count):
-                n.start_soon(producer.send, Message(topic, f"hello-{i}".encode(), tags="demo"))
+                n.start_soon(send, i)
         dt = time.perf_counter() - t0
-        say(f"  produced {count} messages to {topic} in {dt * 1000:.0f} ms")
+        spread = ", ".join(f"{name} {n}" for name, n in sorted(per_set.items()))
+        say(f"  produced {count} messages to {topic} in {dt * 1000:.0f} ms ({spread})")
     consumer = PushConsumer(
         "demo_consumer", ns_addr, consume_from_where="CONSUME_FROM_FIRST_OFFSET"
     )
@@ -231,12 +261,21 @@ async def _flow(
     con.out(f"  try:   rocketrio admin clusterList -n {ns}")
     if not args.no_demo:
         con.out("demo: messages flowing through the cluster")
-        await demo(ns, args.demo_count, con.out)
+        cluster = specs_cluster(specs) if args.sets > 1 else None
+        await demo(ns, args.demo_count, con.out, cluster)
     if args.exit_after_demo:
         outcome.set("demo_done", 0, scope)
         return
     con.out("running; press Ctrl-C to stop")
     await trio.sleep_forever()
+
+
+def specs_cluster(specs: list[ProcSpec]) -> str:
+    """The brokers' brokerClusterName (upstream's default when the templates leave it out)."""
+    names = {
+        s.config.get("brokerClusterName", "DefaultCluster") for s in specs if s.role == "broker"
+    }
+    return min(names)
 
 
 def console_token(base_dir: str) -> str:
@@ -348,7 +387,7 @@ def cmd_up(args: argparse.Namespace) -> int:
     layout = Layout(base_dir, namesrv_port=args.namesrv_port, broker_port=args.broker_port,
                     flush=args.flush)  # fmt: skip
     try:
-        specs = plan(args.mode, layout)
+        specs = plan(args.mode, layout, args.sets)
         if args.proxy_mode == "local":
             specs = with_local_proxies(specs, args.proxy_port)
         elif args.proxy:
@@ -401,7 +440,9 @@ def cmd_up(args: argparse.Namespace) -> int:
         )  # fmt: skip
         sup = Supervisor(processes(specs), paths, base_dir, policy, say=con.out, say_err=con.err)
         con.out(
-            f"rocketrio up --mode {args.mode}: starting {len(processes(specs))} processes under "
+            f"rocketrio up --mode {args.mode}"
+            + (f" --sets {args.sets}" if args.sets > 1 else "")
+            + f": starting {len(processes(specs))} processes under "
             f"{base_dir}"
         )
         return trio.run(run_cluster, args, specs, sup, con)
@@ -456,6 +497,11 @@ def add_parser(sub: Any) -> None:
         "pairs in two broker containers, each holding one group's master and the other's slave. "
         "Configs come from deploy/<mode>/",
     )
+    sp.add_argument(
+        "--sets", type=int, default=1,
+        help="run K broker sets (broker-a, broker-b, ...) of the mode's one set, each its own "
+        "processes (ports +20 per set); the demo topic gets queues on every set (updateTopic -c)",
+    )  # fmt: skip
     sp.add_argument("--dir", default="rocketrio-local", help="where configs, data and logs go")
     sp.add_argument("--namesrv-port", type=_port, default=9876)
     sp.add_argument("--broker-port", type=_port, default=10911)

@@ -46,6 +46,33 @@ _CD = "tests/actor/cli/test_consume_directly.py::"
 
 MUTANTS: list[Mutant] = [
     Mutant(
+        "a stuck broker set is not avoided by new sends",
+        "actors/client/stuck_sends.py",
+        "        if available(broker_name):\n",
+        "        if False:  # MUTANT\n",
+        [
+            "tests/actor/client/test_stuck_sends_watch.py::test_a_stuck_set_is_avoided_while_it_is_stuck",
+        ],
+    ),
+    Mutant(
+        "controller stall taken for broker silence (no stall compensation)",
+        "actors/controller/heartbeat_manager.py",
+        "        if stall <= period_ms:  # late by less than a period: ordinary scheduling jitter",
+        "        if True:  # MUTANT",
+        [
+            "tests/unit/actors/controller/test_heartbeat_manager.py::test_a_stall_of_the_controller_is_not_silence_of_the_brokers",
+        ],
+    ),
+    Mutant(
+        "an unanswered send is never given up when its master changes",
+        "actors/client/stuck_sends.py",
+        "        for p, master in moved:\n",
+        "        for p, master in moved[:0]:  # MUTANT\n",
+        [
+            "tests/actor/client/test_stuck_sends_watch.py::test_the_watch_abandons_the_hung_call_once_the_route_moves",
+        ],
+    ),
+    Mutant(
         "master acknowledges before its slave has the data (allAckInSyncStateSet on)",
         "actors/broker/ha/sync_state.py",
         '        """Writes ending at or below this offset may be acknowledged to clients now."""\n',

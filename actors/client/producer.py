@@ -12,7 +12,9 @@ NameServer query) and retries, up to ``retries`` times, all within ``send_timeou
 upstream the retry prefers another broker set that is available; when it has to use the same
 one (the only one, or every other is isolated too) it goes to the master address of the fresh
 route, and the isolation ends as soon as the route names a different master address than the one
-that failed (the failure was about the old master, not the new one). An answer with
+that failed (the failure was about the old master, not the new one). A send left unanswered by
+a hung master is given up as soon as the route names a new master for its set, and retried
+(stuck_sends.py), instead of waiting out ``send_timeout``. An answer with
 FLUSH_DISK_TIMEOUT, FLUSH_SLAVE_TIMEOUT or SLAVE_NOT_AVAILABLE is a result, retried on another
 broker only by sync sends with ``retryAnotherBrokerWhenNotStoreOK`` (upstream). Ordered sends (a
 queue selector), sends to a given queue and oneway sends are one attempt, like upstream (a retry
@@ -62,6 +64,7 @@ from rocketrio.actors.client.send_api import (
     retryable,
     send_request,
 )
+from rocketrio.actors.client.stuck_sends import StuckSendWatch, avoid_while_stuck
 from rocketrio.actors.kernel.remoting import RemotingError
 from rocketrio.actors.kernel.runtime import Reply
 from rocketrio.actors.kernel.transport import Transport
@@ -112,6 +115,12 @@ class Producer:
         self._ids: UniqIdGenerator | None = None
         self._in_flight = trio.Semaphore(self.config.maxInFlight)
         self._callbacks = CallbackRequests()
+        # an unanswered send whose broker set changes master is re-sent at once (stuck_sends)
+        self.stuck = StuckSendWatch(
+            lambda addr, cmd, timeout_s: self.client.remoting.invoke(addr, cmd, timeout_s),
+            self.client.find_master_addr, self.client.request_route_refresh,
+            on_stuck=avoid_while_stuck(self.publish_routes.available, self.faults.mark_unavailable),
+        )  # fmt: skip
         self._nursery: trio.Nursery | None = None
         self._nursery_cm: Any = None
 
@@ -132,6 +141,7 @@ class Producer:
             self._nursery_cm = trio.open_nursery()
             self._nursery = await self._nursery_cm.__aenter__()
             self._nursery.start_soon(self._expire_loop)
+            self._nursery.start_soon(self.stuck.run)
             self.client.route_listeners.append(self.publish_routes.on_route)
             await self.client.register_producer(self.group)
         except BaseException:
@@ -588,5 +598,5 @@ class Producer:
                 f"broker {mq.brokerName} has no master in the route of {mq.topic}",
             )
         cmd = send_request(self.group, self.config, mq, msg.flag, props, body, batch=batch)
-        resp = await self.client.remoting.invoke(addr, cmd, timeout_s)
+        resp = await self.stuck.invoke(mq.topic, mq.brokerName, addr, cmd, timeout_s)
         return parse_send_result(resp, mq, uniq, addr)

@@ -177,9 +177,9 @@ class FailoverMixin:
 
     async def _scan(self) -> None:
         """scanNotActiveBroker: drop expired brokers; a dead master triggers an election."""
+        now = self._tick()
         if not self.node.is_ready_leader:
             return
-        now = monotonic_ms()
         expired = self.heartbeats.scan_not_active(now)
         for info in expired:
             self._log_broker_gone(info, now, "heartbeat_expired")
@@ -193,8 +193,18 @@ class FailoverMixin:
         sets = frozenset(info.broker_name for info in expired)
         await self._reelect_dead_masters("master_heartbeat_timeout", sets)
 
+    def _tick(self) -> int:
+        """Now, after telling the liveness table: a stall of this replica is not silence of
+        the brokers (`BrokerHeartbeatManager.tick`)."""
+        now = monotonic_ms()
+        cfg = self.config
+        period = min(cfg.scanNotActiveBrokerInterval, cfg.scanInactiveMasterInterval)
+        self.heartbeats.tick(now, period)
+        return now
+
     async def _scan_inactive_masters(self) -> None:
-        if self.node.is_ready_leader and self.heartbeats.liveness_settled(monotonic_ms()):
+        now = self._tick()
+        if self.node.is_ready_leader and self.heartbeats.liveness_settled(now):
             await self._reelect_dead_masters("master_inactive")
 
     # ------------------------------------------------------------------ death confirmation

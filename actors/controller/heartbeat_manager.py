@@ -99,6 +99,24 @@ class BrokerHeartbeatManager:
         # brokers this replica heard and then saw die (closed connection, expired heartbeat),
         # until heard again: "dead" is then a fact, even inside the grace window
         self._seen_dead: set[BrokerIdentity] = set()
+        self._last_tick_ms: int | None = None  # the last `tick` (stall detection)
+
+    def tick(self, now_ms: int, period_ms: int) -> int:
+        """Called by every scan (at least every ``period_ms``). When this replica itself did not
+        run for longer than a period (its process stopped, starved, or paused by a GC-like
+        stall), the heartbeats sent meanwhile may still sit unread in its sockets: the silence
+        it saw is its own, not the brokers'. Every entry's silence is then shortened by the
+        stall (its ``last_update_ms`` moves forward by it, never past now), so a short timeout
+        (deploy/controller: 1 s) deposes no master for a pause of the controller. Returns the
+        stall in ms (0: none)."""
+        last, self._last_tick_ms = self._last_tick_ms, now_ms
+        stall = 0 if last is None else now_ms - last - period_ms
+        if stall <= period_ms:  # late by less than a period: ordinary scheduling jitter
+            return 0
+        for key, info in self._table.items():
+            moved = min(info.last_update_ms + stall, now_ms)  # never past now
+            self._table[key] = attrs.evolve(info, last_update_ms=max(moved, info.last_update_ms))
+        return stall
 
     def reset(self, now_ms: int) -> None:
         """Forget who is alive and listen for one broker heartbeat timeout (`grace_ms`)

@@ -73,6 +73,8 @@ class SimSpec:
     # -> BrokerConfig keys it overrides (asyncLearner, allAckInSyncStateSet, inSyncReplicas ...)
     broker_overrides: tuple[tuple[str, tuple[tuple[str, object], ...]], ...] = ()
     batch_sends: bool = False  # producers send SEND_BATCH_MESSAGE batches of 1-4 messages
+    # scripted only: scanNotActiveBrokerInterval / scanInactiveMasterInterval of the controllers
+    controller_scan_ms: int = 1000
 
     @classmethod
     def draw(cls, seed: int) -> SimSpec:
@@ -156,8 +158,8 @@ class World:
                 controllerDLegerPeers=peers,
                 controllerDLegerSelfId=f"n{k}",
                 controllerStorePath="/controller",
-                scanNotActiveBrokerInterval=1000,
-                scanInactiveMasterInterval=1000,
+                scanNotActiveBrokerInterval=spec.controller_scan_ms,
+                scanInactiveMasterInterval=spec.controller_scan_ms,
             )
             ns = self._namesrv_config(ip) if spec.embedded else None
             self.controls.append(self._control(f"ctrl-{k}", ip, ns, ctrl))
@@ -207,7 +209,7 @@ class World:
         overrides = dict(dict(spec.broker_overrides).get(name, ()))
 
         def make() -> BrokerConfig:
-            return BrokerConfig(
+            keys: dict[str, object] = dict(
                 brokerName=set_name,
                 brokerIP1=ip,
                 listenPort=10911,
@@ -236,8 +238,8 @@ class World:
                 haSendHeartbeatInterval=1000,
                 haHousekeepingInterval=4000,
                 syncFlushTimeout=3000,
-                **overrides,  # type: ignore[arg-type]
             )
+            return BrokerConfig(**{**keys, **overrides})  # type: ignore[arg-type]
 
         return make
 

@@ -21,9 +21,14 @@ from rocketrio.actors.broker.roles.slave_sync import SlaveSynchronize
 from rocketrio.actors.broker.send.processor import SendMessageProcessor
 from rocketrio.actors.broker.tables.meta_journal import MetaJournal
 from rocketrio.actors.broker.tables.tables import TopicTable
+from rocketrio.actors.client.message import SendResult, SendStatus
+from rocketrio.actors.client.producer import Producer
+from rocketrio.actors.client.stuck_sends import MasterChanged, StuckSendWatch
+from rocketrio.actors.controller.heartbeat_manager import BrokerLiveInfo
 from rocketrio.actors.raft.replication import ReplicationMixin
 from rocketrio.protocol.bodies import TopicConfig
 from rocketrio.protocol.codes import RequestCode
+from rocketrio.protocol.message_format import offset_msg_id, parse_host
 from rocketrio.storage.commitlog.segments import SegmentFiles
 from rocketrio.storage.message_store import MessageStore
 from rocketrio.storage.raft_log import RaftLog
@@ -36,6 +41,33 @@ class Mutant:
     name: str
     doc: str
     apply: Callable[[Patch], None]
+
+
+def _stuck_send_never_resent(patch: Patch) -> None:
+    def check(self: StuckSendWatch) -> None:
+        pass  # MUTANT: an unanswered send waits out its timeout whatever the route says
+
+    patch(StuckSendWatch, "check", check)
+
+
+def _stuck_send_acked_on_master_change(patch: Patch) -> None:
+    send_to = Producer._send_to
+
+    async def _send_to(self: Producer, mq: Any, addr: str | None, *a: Any, **kw: Any) -> Any:
+        try:
+            return await send_to(self, mq, addr, *a, **kw)
+        except MasterChanged:  # MUTANT: reported stored although no broker answered
+            ip, port = parse_host(addr or "0.0.0.0:0")
+            return SendResult(SendStatus.SEND_OK, "", offset_msg_id(ip, port, 0), mq, -1)
+
+    patch(Producer, "_send_to", _send_to)
+
+
+def _liveness_half_the_timeout(patch: Patch) -> None:
+    def is_alive(self: BrokerLiveInfo, now_ms: int) -> bool:
+        return self.last_update_ms + self.heartbeat_timeout_ms // 2 >= now_ms  # MUTANT
+
+    patch(BrokerLiveInfo, "is_alive", is_alive)
 
 
 def _commitlog_flush_without_fsync(patch: Patch) -> None:
@@ -277,6 +309,23 @@ MUTANTS: dict[str, Mutant] = {
             "a master treats an asyncLearner like an ordinary slave (it joins the "
             "SyncStateSet and can be elected)",
             _learner_joins_the_sync_state_set,
+        ),
+        Mutant(
+            "stuck_send_never_resent",
+            "the producer never gives up an unanswered send whose broker set changed master "
+            "(a hung master costs the whole send timeout)",
+            _stuck_send_never_resent,
+        ),
+        Mutant(
+            "stuck_send_acked_on_master_change",
+            "a send abandoned because its master changed is reported SEND_OK without a re-send",
+            _stuck_send_acked_on_master_change,
+        ),
+        Mutant(
+            "liveness_half_the_timeout",
+            "the controller judges a broker dead after half its controllerHeartBeatTimeoutMills "
+            "(a pause shorter than the timeout deposes the master)",
+            _liveness_half_the_timeout,
         ),
         Mutant(
             "slave_sync_skips_offsets",

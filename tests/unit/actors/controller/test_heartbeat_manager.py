@@ -251,3 +251,29 @@ def test_a_broker_that_shortens_its_timeout_shortens_the_window() -> None:
     beat(m, 1, 100, timeout_ms=3000)  # reconfigured and restarted
     m.reset(1000)
     assert m.liveness_settled(4000)
+
+
+def test_a_stall_of_the_controller_is_not_silence_of_the_brokers() -> None:
+    """The controller's own pause (its scans 1.5 s apart instead of 0.1 s) shortens every
+    broker's silence by the stall: no master is judged dead for heartbeats it could not read;
+    a broker silent longer than the timeout outside the stall still is."""
+    m = BrokerHeartbeatManager()
+    beat(m, 1, 1000, timeout_ms=1000)
+    beat(m, 2, 0, timeout_ms=1000)
+    assert m.tick(1000, 100) == 0
+    assert m.tick(1100, 100) == 0
+    assert m.tick(1250, 100) == 0  # late by half a period: jitter, nothing moves
+    stall = m.tick(2750, 100)  # 1.5 s since the last scan: a stall of 1.4 s
+    assert stall == 1400
+    assert m.is_alive("c", "b", 1, 2750)  # silent 1.75 s, of which 1.4 s our own stall
+    assert not m.is_alive("c", "b", 2, 2750)  # silent 2.75 s: 1.35 s outside the stall
+    assert [i.broker_id for i in m.scan_not_active(2750)] == [2]
+    assert not m.is_alive("c", "b", 1, 3401)  # and broker 1 expires one timeout later
+
+
+def test_scans_on_time_never_move_a_heartbeat() -> None:
+    m = BrokerHeartbeatManager()
+    beat(m, 1, 0, timeout_ms=1000)
+    for now in range(0, 1100, 100):
+        assert m.tick(now, 100) == 0
+    assert not m.is_alive("c", "b", 1, 1001)

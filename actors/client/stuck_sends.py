@@ -1,0 +1,170 @@
+"""Unanswered sends whose broker set changed master: given up at once, not at the send timeout.
+
+A master that hangs (SIGSTOP, a frozen VM, a full stop-the-world pause) keeps its connections
+open, so a send already written to it waits for its whole ``sendMsgTimeout`` (3 s by default),
+although the controller deposes the hung master and the NameServer routes its broker set to the
+new master about one ``controllerHeartBeatTimeoutMills`` after the hang. Upstream's client has
+the same wait (its latency-fault avoidance only steers *later* sends away from a slow broker).
+
+`StuckSendWatch` cuts it: every send goes through `invoke`, which registers it. A send unanswered
+for ``stuck_after_s`` asks for a fresh route of its topic (shared and rate limited by the
+client's `RouteRefresher`, so a thousand stuck sends cost one NameServer query per topic per
+100 ms), and as soon as the cached route names a *different* master address for the send's
+broker set, the send is abandoned with `MasterChanged` (a `RemotingError`, so the producer's
+retry loop re-sends it, to the new master or to another broker set, within what is left of the
+send timeout). A route without a master (the set between two masters) is no change: the send
+keeps waiting for either.
+
+Why this keeps the contract: the abandoned request may still be stored by the old master (its
+answer is dropped), so a re-sent message can be stored twice, which the at-least-once contract
+allows (consumers see a duplicate with the same UNIQ_KEY). Nothing is acknowledged without an
+answer from the broker that stored it: the re-send is a new request whose answer is awaited like
+any other, and the old master, deposed, can no longer acknowledge (every acknowledgement needs
+the SyncStateSet, which the new master leads). A merely slow master (a long fsync, a pause
+shorter than the controller's heartbeat timeout) is never abandoned: its route does not change.
+
+While a send of a broker set is stuck, new sends avoid that set if the topic has another one
+(`avoid_while_stuck`: upstream's latency-fault avoidance, sendLatencyFaultEnable, applied while
+the slowness lasts: the set is marked unavailable for a few polls at a time, until no send of it
+is stuck or the route names its new master), so a producer of a topic spread over several sets
+loses about ``stuck_after_s`` of writes to a hung master, not the detection time.
+
+`stuck_master_changes` is the pure decision; the watch is its thin Trio shell.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Iterable
+
+import attrs
+import trio
+
+from rocketrio.actors.kernel.remoting import RemotingError
+from rocketrio.protocol.remoting import RemotingCommand
+
+STUCK_AFTER_S = 0.5  # an answer this late is not a normal send (they take milliseconds)
+POLL_S = 0.1  # how often stuck sends look at their route (the refresher's own rate limit)
+AVOID_S = 3 * POLL_S  # how long one mark of a stuck set lasts (renewed while it is stuck)
+
+
+class MasterChanged(RemotingError):
+    """The send's broker set has a new master while the send was unanswered: re-send it."""
+
+
+@attrs.define(eq=False, slots=True)
+class PendingSend:
+    topic: str
+    broker_name: str
+    addr: str
+    started: float
+    scope: trio.CancelScope
+    moved_to: str | None = None  # the new master's address once the route changed
+
+
+def stuck_master_changes(
+    pending: Iterable[PendingSend],
+    now: float,
+    stuck_after_s: float,
+    master_of: Callable[[str], str | None],
+) -> tuple[set[str], list[tuple[PendingSend, str]]]:
+    """The topics whose route stuck sends need refreshed, and the stuck sends whose broker set
+    now has another master (with that master's address)."""
+    topics: set[str] = set()
+    moved: list[tuple[PendingSend, str]] = []
+    for p in pending:
+        if now - p.started < stuck_after_s or p.moved_to is not None:
+            continue
+        master = master_of(p.broker_name)
+        if master is not None and master != p.addr:
+            moved.append((p, master))
+        else:
+            topics.add(p.topic)
+    return topics, moved
+
+
+class StuckSendWatch:
+    """Registers sends in flight and abandons the ones whose master changed (module docstring).
+
+    ``invoke`` is the remoting call; ``master_of`` reads the client's cached route;
+    ``refresh(topic)`` asks for a route query (non-blocking)."""
+
+    def __init__(
+        self,
+        invoke: Callable[[str, RemotingCommand, float], Awaitable[RemotingCommand]],
+        master_of: Callable[[str], str | None],
+        refresh: Callable[[str], object],
+        *,
+        on_stuck: Callable[[str, str], object] | None = None,
+        stuck_after_s: float = STUCK_AFTER_S,
+        poll_s: float = POLL_S,
+    ) -> None:
+        self._invoke = invoke
+        self._master_of = master_of
+        self._refresh = refresh
+        self._on_stuck = on_stuck
+        self.stuck_after_s = stuck_after_s
+        self.poll_s = poll_s
+        self._pending: dict[int, PendingSend] = {}
+        self._wake = trio.Event()
+        self.abandoned = 0  # sends given up because their master changed (tests, stats)
+
+    async def invoke(
+        self, topic: str, broker_name: str, addr: str, cmd: RemotingCommand, timeout_s: float
+    ) -> RemotingCommand:
+        """The remoting call, abandoned with `MasterChanged` when the route moves on."""
+        p = PendingSend(topic, broker_name, addr, trio.current_time(), trio.CancelScope())
+        key = id(p)
+        self._pending[key] = p
+        if len(self._pending) == 1:
+            self._wake.set()
+        try:
+            with p.scope:
+                return await self._invoke(addr, cmd, timeout_s)
+        finally:
+            del self._pending[key]
+        waited = trio.current_time() - p.started
+        raise MasterChanged(
+            f"the master of {broker_name} moved from {addr} to {p.moved_to} while the send "
+            f"was unanswered for {waited:.2f}s; re-sending"
+        )
+
+    async def run(self) -> None:
+        """The watch loop (in the producer's nursery); idle while nothing is in flight."""
+        while True:
+            if not self._pending:
+                self._wake = trio.Event()
+                await self._wake.wait()
+            await trio.sleep(self.poll_s)
+            self.check()
+
+    def check(self) -> None:
+        now = trio.current_time()
+        topics, moved = stuck_master_changes(
+            self._pending.values(), now, self.stuck_after_s, self._master_of
+        )
+        for p, master in moved:
+            p.moved_to = master
+            p.scope.cancel()
+            self.abandoned += 1
+        for topic in topics:
+            self._refresh(topic)
+        if self._on_stuck is not None:
+            for p in self._pending.values():
+                if p.moved_to is None and now - p.started >= self.stuck_after_s:
+                    self._on_stuck(p.broker_name, p.addr)
+
+
+def avoid_while_stuck(
+    available: Callable[[str], bool],
+    mark_unavailable: Callable[[str, float, float, str | None], None],
+    hold_s: float = AVOID_S,
+) -> Callable[[str, str], None]:
+    """The watch's ``on_stuck`` for a producer: mark the set unavailable for ``hold_s`` (until
+    its master address changes, `FaultTracker`), unless it already is (a failure's longer
+    isolation is never shortened)."""
+
+    def on_stuck(broker_name: str, addr: str) -> None:
+        if available(broker_name):
+            mark_unavailable(broker_name, trio.current_time(), hold_s, addr)
+
+    return on_stuck

@@ -1,0 +1,114 @@
+"""The producer's stuck-send watch (actors/client/stuck_sends.py) on a mock clock: a hung call
+is given up one poll after the route names another master; a slow one of the same master is
+awaited, its set avoided by new sends while it is stuck."""
+
+from __future__ import annotations
+
+import pytest
+import trio
+import trio.testing
+
+from rocketrio.actors.client.queue_select import FaultTracker
+from rocketrio.actors.client.stuck_sends import (
+    AVOID_S,
+    MasterChanged,
+    StuckSendWatch,
+    avoid_while_stuck,
+)
+from rocketrio.actors.kernel.remoting import RemotingError
+from rocketrio.protocol.remoting import RemotingCommand
+
+OLD, NEW = "10.0.0.1:10911", "10.0.0.2:10911"
+
+
+async def test_the_watch_abandons_the_hung_call_once_the_route_moves(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """The shell: a call that never answers ends with MasterChanged (a RemotingError, so the
+    producer retries it) one poll after the route names the new master, long before its own
+    timeout; until then the watch only asks for route refreshes."""
+    route = {"broker-a": OLD}
+    refreshed: list[str] = []
+
+    async def hung(_addr: str, _cmd: RemotingCommand, timeout_s: float) -> RemotingCommand:
+        await trio.sleep(timeout_s)
+        raise RemotingError("timeout")
+
+    watch = StuckSendWatch(hung, route.get, refreshed.append)
+    async with trio.open_nursery() as n:
+        n.start_soon(watch.run)
+
+        async def move_master() -> None:
+            await trio.sleep(1.0)
+            route["broker-a"] = NEW
+
+        n.start_soon(move_master)
+        t0 = trio.current_time()
+        with pytest.raises(MasterChanged) as e:
+            await watch.invoke("T", "broker-a", OLD, RemotingCommand(code=10), 3.0)
+        assert isinstance(e.value, RemotingError)
+        assert 1.0 <= trio.current_time() - t0 <= 1.0 + watch.poll_s + 1e-9
+        assert refreshed and set(refreshed) == {"T"}  # asked while stuck (0.5 s .. 1.0 s)
+        assert watch.abandoned == 1
+        n.cancel_scope.cancel()
+
+
+async def test_a_slow_answer_from_the_same_master_is_awaited(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    async def slow(_addr: str, cmd: RemotingCommand, _timeout_s: float) -> RemotingCommand:
+        await trio.sleep(2.0)
+        return cmd
+
+    watch = StuckSendWatch(slow, lambda _b: OLD, lambda _t: None)
+    async with trio.open_nursery() as n:
+        n.start_soon(watch.run)
+        cmd = RemotingCommand(code=10)
+        assert await watch.invoke("T", "broker-a", OLD, cmd, 3.0) is cmd
+        assert watch.abandoned == 0
+        n.cancel_scope.cancel()
+
+
+async def test_a_stuck_set_is_avoided_while_it_is_stuck(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """Latency-fault avoidance while a send is stuck: the set is marked unavailable from
+    ``stuck_after_s`` on, for a few polls at a time, and free again soon after the call ends;
+    an isolation already in place (a failed send's 30 s) is never shortened."""
+    faults = FaultTracker()
+    marks: list[float] = []
+
+    def mark(name: str, now: float, hold_s: float, addr: str | None) -> None:
+        marks.append(now)
+        faults.mark_unavailable(name, now, hold_s, addr)
+
+    def available(name: str) -> bool:
+        return faults.is_available(name, trio.current_time(), OLD)
+
+    async def slow(_addr: str, cmd: RemotingCommand, _timeout_s: float) -> RemotingCommand:
+        await trio.sleep(1.5)
+        return cmd
+
+    watch = StuckSendWatch(slow, lambda _b: OLD, lambda _t: None,
+                           on_stuck=avoid_while_stuck(available, mark))  # fmt: skip
+    async with trio.open_nursery() as n:
+        n.start_soon(watch.run)
+        t0 = trio.current_time()
+
+        async def probe() -> None:
+            await trio.sleep(0.3)
+            assert available("broker-a")  # not stuck yet
+            await trio.sleep(0.35)
+            assert not available("broker-a")  # stuck since 0.5 s
+            await trio.sleep(0.7)
+            assert not available("broker-a")  # still stuck at 1.35 s
+
+        n.start_soon(probe)
+        await watch.invoke("T", "broker-a", OLD, RemotingCommand(code=10), 3.0)
+        await trio.sleep(AVOID_S + 0.01)
+        assert available("broker-a")  # answered: the set is used again within one hold
+        assert marks and min(marks) - t0 >= watch.stuck_after_s
+        faults.mark_unavailable("broker-a", trio.current_time(), 30.0, OLD)  # a real failure
+        avoid_while_stuck(available, mark)("broker-a", OLD)
+        assert not faults.is_available("broker-a", trio.current_time() + 29.0, OLD)
+        n.cancel_scope.cancel()
