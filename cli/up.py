@@ -534,6 +534,12 @@ def add_parser(sub: Any) -> None:
     )
     sp.add_argument("--proxy-port", type=_port, default=8081, help="the proxy's gRPC port")
     sp.add_argument("--timeout", type=_positive, default=30.0, help="seconds to wait for health")
+    _add_run_flags(sp)
+    sp.set_defaults(func=cmd_up)
+
+
+def _add_run_flags(sp: Any) -> None:
+    """The demo and supervision flags of `up`."""
     sp.add_argument("--no-demo", action="store_true", help="do not run the produce/consume demo")
     sp.add_argument("--demo-count", type=int, default=1000)
     sp.add_argument(
@@ -557,4 +563,3 @@ def add_parser(sub: Any) -> None:
         "--stop-grace", type=_positive, default=15.0,
         help="seconds a process gets to stop after SIGTERM before SIGKILL",
     )  # fmt: skip
-    sp.set_defaults(func=cmd_up)

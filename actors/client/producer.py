@@ -12,21 +12,19 @@ NameServer query) and retries, up to ``retries`` times, all within ``send_timeou
 upstream the retry prefers another broker set that is available; when it has to use the same
 one (the only one, or every other is isolated too) it goes to the master address of the fresh
 route, and the isolation ends as soon as the route names a different master address than the one
-that failed (the failure was about the old master, not the new one). A send left unanswered by
-a hung master is given up as soon as the route names a new master for its set, and retried
-(stuck_sends.py), instead of waiting out ``send_timeout``. An answer with
-FLUSH_DISK_TIMEOUT, FLUSH_SLAVE_TIMEOUT or SLAVE_NOT_AVAILABLE is a result, retried on another
-broker only by sync sends with ``retryAnotherBrokerWhenNotStoreOK`` (upstream). Ordered sends (a
-queue selector), sends to a given queue and oneway sends are one attempt, like upstream (a retry
-on another queue would break the order), but their failure still refreshes the route.
+that failed (the failure was about the old master, not the new one); a send a hung master leaves
+unanswered is retried once the route names a new master (stuck_sends.py). FLUSH_DISK_TIMEOUT,
+FLUSH_SLAVE_TIMEOUT or SLAVE_NOT_AVAILABLE is a result, retried on another broker only by sync
+sends with ``retryAnotherBrokerWhenNotStoreOK`` (upstream). Ordered sends (a queue selector),
+sends to a given queue and oneway sends are one attempt, like upstream (a retry on another queue
+would break the order), but their failure still refreshes the route.
 
 ``send_batch`` sends SEND_BATCH_MESSAGE (320) bodies of at most ``maxMessageSize`` bytes.
 ``send_async`` returns a `SendFuture` at once (after waiting for a free slot when
 ``maxInFlight`` sends are outstanding), so hundreds of sends share one connection; each runs as
 a task in the producer's nursery, and leaving the ``async with`` waits for them to finish.
 
-The request, its result and the checks are send_api.py's; the writable queues per topic and the
-isolation of failed broker sets are publish_routes.py's (`PublishRoutes`).
+Requests, results and checks: send_api.py; writable queues and isolation: publish_routes.py.
 """
 
 from __future__ import annotations
