@@ -45,6 +45,7 @@ from rocketrio.actors.broker.roles.slave_sync import SlaveSynchronize
 from rocketrio.actors.broker.schedule.service import build_schedule_service
 from rocketrio.actors.broker.send.feature import SendFeature
 from rocketrio.actors.broker.static_topic.feature import StaticTopicFeature
+from rocketrio.actors.broker.static_topic.logic_store import logic_queue_store
 from rocketrio.actors.broker.stats.broker_stats import BrokerStats
 from rocketrio.actors.broker.stats.feature import StatsFeature
 from rocketrio.actors.broker.store.broker_store import BrokerStore, store_host_of
@@ -173,7 +174,9 @@ class Broker:
         self.pop = PopFeature(
             io,
             tables=t,
-            view=s.view,
+            view=logic_queue_store(  # static topics' logic queues translated for POP
+                s.view, t.mappings, lambda: self._client, lambda: io.config.namesrv_addrs, io.log
+            ),
             writer=s.actor,
             is_master=self.roles.special_services_on,
             store_host=self.store_host,

@@ -1,7 +1,7 @@
 """Static topics (RIP-21) as the broker builds them: the admin calls that write the mappings
-(admin.py), logic queues' sends, pulls and offsets (send.py, pull.py, offsets.py, with remote
-reads of older generations through remote.py), the calls refused on static topics (guard.py)
-and the clean-up of old generations (clean.py).
+(admin.py), logic queues' sends, pulls, POPs and offsets (send.py, pull.py, pop.py with
+logic_store.py, offsets.py, with remote reads of older generations through remote.py), the
+calls refused on static topics (guard.py) and the clean-up of old generations (clean.py).
 
 A static topic's logic queue changes how plain requests are served, so this package declares a
 `wrap` for the request table (dispatch/table.py): it gets the plain handlers and returns the
@@ -24,6 +24,7 @@ from rocketrio.actors.broker.static_topic.admin import StaticTopicProcessor
 from rocketrio.actors.broker.static_topic.clean import StaticTopicCleanService
 from rocketrio.actors.broker.static_topic.guard import guard_handlers
 from rocketrio.actors.broker.static_topic.offsets import StaticTopicOffsets
+from rocketrio.actors.broker.static_topic.pop import pop_handlers
 from rocketrio.actors.broker.static_topic.pull import pull_handlers
 from rocketrio.actors.broker.static_topic.remote import RemoteBrokers
 from rocketrio.actors.broker.static_topic.send import send_handlers
@@ -87,6 +88,7 @@ class StaticTopicFeature:
             **send_handlers(mappings, self.send, plain),
             **pull_handlers(mappings, self.pull, offsets, self.remote, plain, self.log),
             **self.offsets.handlers(plain),
+            **pop_handlers(mappings, self.offsets, plain),
             **guard_handlers(mappings.is_static, plain),
         }
 

@@ -9,9 +9,9 @@ the call, and change nothing:
 
 - INVOKE_BROKER_TO_RESET_OFFSET (resetOffsetByTime, skipAccumulatedMessage) and
   CLONE_GROUP_OFFSET with the static topic named;
-- GET_CONSUME_STATS (consumerProgress) and QUERY_CONSUME_TIME_SPAN on it;
-- POP_MESSAGE (SimpleConsumer, the gRPC proxy's receive): a POP's offsets would share the
-  group's offset table with the logic offsets of its push consumers.
+- GET_CONSUME_STATS (consumerProgress) and QUERY_CONSUME_TIME_SPAN on it.
+
+(POP works on logic queues: pop.py, logic_store.py.)
 
 Other topics go to the plain handlers untouched.
 """
@@ -31,7 +31,6 @@ GUARDED: dict[int, str] = {
     RequestCode.CLONE_GROUP_OFFSET: "cloning group offsets",
     RequestCode.GET_CONSUME_STATS: "consume stats (consumerProgress)",
     RequestCode.QUERY_CONSUME_TIME_SPAN: "the consume time span",
-    RequestCode.POP_MESSAGE: "POP consumption",
 }
 
 
