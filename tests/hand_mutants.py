@@ -186,6 +186,33 @@ MUTANTS: list[Mutant] = [
         ],
     ),
     Mutant(
+        "static topic POP: the new leader does not find the group's offset on the old one",
+        "actors/broker/static_topic/pop.py",
+        "            refusal = await offsets.prime(h.consumerGroup, topic, gid)",
+        "            refusal = None  # MUTANT",
+        [
+            "tests/actor/broker/test_static_topic_pop.py",
+        ],
+    ),
+    Mutant(
+        "static topic POP: a sealed generation's end does not lead into the next one",
+        "actors/broker/static_topic/logic_store.py",
+        "            return GetResult(_S.OFFSET_FOUND_NULL, nxt.logicOffset, item.logicOffset, max_logic)",
+        "            return GetResult(_S.OFFSET_OVERFLOW_ONE, logic_offset, item.logicOffset, max_logic)",
+        [
+            "tests/unit/actors/broker/static_topic/test_logic_store.py",
+        ],
+    ),
+    Mutant(
+        "static topic POP: records keep their physical queue offsets",
+        "actors/broker/static_topic/logic_store.py",
+        "    _I64.pack_into(buf, QUEUE_OFFSET_POSITION, physical + offset_delta)",
+        "    _I64.pack_into(buf, QUEUE_OFFSET_POSITION, physical)  # MUTANT",
+        [
+            "tests/unit/actors/broker/static_topic/test_logic_store.py",
+        ],
+    ),
+    Mutant(
         "request table: a code claimed twice is not refused",
         "actors/broker/dispatch/table.py",
         "            if code in table:",
