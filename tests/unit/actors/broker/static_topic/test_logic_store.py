@@ -86,11 +86,13 @@ def chains(draw: st.DrawFn) -> tuple[list[Item], list[int]]:
     return items, sizes
 
 
-def pop_all(items: list[Item], q: Queues, k: int) -> list[tuple[int, int, int, int]]:
-    """Pop the logic queue to its end as PopMessageProcessor does; the checkpoints' entries
-    (logic offset, gen, physical) read back as revive does."""
+def pop_all(
+    items: list[Item], q: Queues, k: int, start: int = 0
+) -> list[tuple[int, int, int, int]]:
+    """Pop the logic queue from ``start`` to its end as PopMessageProcessor does; the
+    checkpoints' entries (logic offset, gen, physical) read back as revive does."""
     out = []
-    offset = 0
+    offset = start
     for _ in range(10_000):
         plan = plan_read(items, offset, k)
         r = q.read(plan, k) if isinstance(plan, ReadAt) else None
@@ -133,6 +135,26 @@ def test_popping_a_logic_queue_hands_out_every_generation_once_in_order(
     logic = [x[0] for x in got]
     assert logic == sorted(set(logic))  # strictly increasing: a CK's diffs are never negative
     assert all(lo == p + items[g].offset_delta() for lo, g, p, _ in got)
+
+
+@settings(max_examples=300, deadline=None)
+@given(chains(), st.integers(1, 9), st.data())
+def test_a_pop_from_any_committed_offset_continues_from_there(
+    chain: tuple[list[Item], list[int]], k: int, data: st.DataObject
+) -> None:
+    """A group's offset anywhere (a generation's end, a remapping's hole, a push consumer's
+    commit): the POP goes on with exactly the messages at or after it."""
+    items, sizes = chain
+    top = items[-1].logicOffset + sizes[-1]  # past the open end is OFFSET_OVERFLOW_BADLY
+    start = data.draw(st.integers(0, top))
+    got = pop_all(items, Queues(sizes), k, start)
+    expected = [
+        (g, p)
+        for g, size in enumerate(sizes)
+        for p in range(size)
+        if p + items[g].offset_delta() >= start
+    ]
+    assert [(gen, p) for _, gen, p, _ in got] == expected
 
 
 @settings(max_examples=100, deadline=None)
