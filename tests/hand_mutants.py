@@ -213,6 +213,24 @@ MUTANTS: list[Mutant] = [
         ],
     ),
     Mutant(
+        "static topic offset tools: a reset computes the logic targets but commits nothing",
+        "actors/broker/static_topic/offset_tools.py",
+        "                body = await self.apply_reset(h, body, cmd.language, True)",
+        "                pass  # MUTANT",
+        [
+            "tests/actor/broker/test_static_topic_offset_tools.py",
+        ],
+    ),
+    Mutant(
+        "static topic offset tools: consumerProgress reports the physical queues",
+        "actors/broker/static_topic/offset_tools.py",
+        "            table = {mq: w for mq, w in stats.offsetTable.items() if mq.topic not in static}",
+        "            table = dict(stats.offsetTable)  # MUTANT",
+        [
+            "tests/actor/broker/test_static_topic_offset_tools.py",
+        ],
+    ),
+    Mutant(
         "request table: a code claimed twice is not refused",
         "actors/broker/dispatch/table.py",
         "            if code in table:",

@@ -223,6 +223,7 @@ class Broker:
             is_master=is_master,
             on_change=self._request_register,
             store_barrier=s.actor.commitlog_max_offset,
+            apply_reset=self.admin.offset_reset.apply,
         )
         self.stats = StatsFeature(
             io,

@@ -23,6 +23,7 @@ from rocketrio.actors.broker.send.processor import SendMessageProcessor
 from rocketrio.actors.broker.static_topic.admin import StaticTopicProcessor
 from rocketrio.actors.broker.static_topic.clean import StaticTopicCleanService
 from rocketrio.actors.broker.static_topic.guard import guard_handlers
+from rocketrio.actors.broker.static_topic.offset_tools import ApplyReset, StaticOffsetTools
 from rocketrio.actors.broker.static_topic.offsets import StaticTopicOffsets
 from rocketrio.actors.broker.static_topic.pop import pop_handlers
 from rocketrio.actors.broker.static_topic.pull import pull_handlers
@@ -48,6 +49,7 @@ class StaticTopicFeature:
         is_master: Callable[[], bool],
         on_change: Callable[[], None],
         store_barrier: Callable[[], Awaitable[int]],
+        apply_reset: ApplyReset,
     ) -> None:
         config, log = io.config, io.log.bind(actor="static_topic")
         self.tables = tables
@@ -65,6 +67,12 @@ class StaticTopicFeature:
         self.remote = RemoteBrokers(client, lambda: config.namesrv_addrs)
         self.offsets = StaticTopicOffsets(
             mappings=mappings, offsets=tables.offsets, admin=admin, remote=self.remote, log=log
+        )
+        self.tools = StaticOffsetTools(
+            mappings=mappings,
+            offsets=tables.offsets,
+            static_offsets=self.offsets,
+            apply_reset=apply_reset,
         )
         self.clean = StaticTopicCleanService(
             mappings=mappings,
@@ -89,6 +97,7 @@ class StaticTopicFeature:
             **pull_handlers(mappings, self.pull, offsets, self.remote, plain, self.log),
             **self.offsets.handlers(plain),
             **pop_handlers(mappings, self.offsets, plain),
+            **self.tools.handlers(plain),
             **guard_handlers(mappings.is_static, plain),
         }
 

@@ -1,19 +1,14 @@
-"""Calls that do not know a static topic's logic queues, refused on static topics (RIP-21).
+"""Calls that do not know a static topic's logic queues yet, refused on static topics (RIP-21).
 
-These handlers work on a topic's physical queues of this broker, while a static topic's
-consumer offsets are logic values stored under the logic queue ids on each queue's leader
-(static_topic_offsets.py). Run on a static topic they would read or write physical offsets
-under ids that mean logic queues, and so report wrong lags or move a group's offsets to wrong
-places. Until they translate, they answer INVALID_PARAMETER with a remark naming the topic and
-the call, and change nothing:
+QUERY_CONSUME_TIME_SPAN works on a topic's physical queues of this broker, while a static
+topic's consumer offsets are logic values stored under the logic queue ids on each queue's
+leader (offsets.py). Run on a static topic it would read physical offsets under ids that mean
+logic queues and report a wrong span, so it answers INVALID_PARAMETER with a remark naming the
+topic and the call, and changes nothing.
 
-- INVOKE_BROKER_TO_RESET_OFFSET (resetOffsetByTime, skipAccumulatedMessage) and
-  CLONE_GROUP_OFFSET with the static topic named;
-- GET_CONSUME_STATS (consumerProgress) and QUERY_CONSUME_TIME_SPAN on it.
-
-(POP works on logic queues: pop.py, logic_store.py.)
-
-Other topics go to the plain handlers untouched.
+(POP works on logic queues: pop.py, logic_store.py; resetOffsetByTime, skipAccumulatedMessage,
+consumerProgress and cloneGroupOffset: offset_tools.py.) Other topics go to the plain handlers
+untouched.
 """
 
 from __future__ import annotations
@@ -27,9 +22,6 @@ from rocketrio.protocol.remoting import RemotingCommand
 
 # request code -> what the admin or client calls it (for the remark)
 GUARDED: dict[int, str] = {
-    RequestCode.INVOKE_BROKER_TO_RESET_OFFSET: "resetting offsets",
-    RequestCode.CLONE_GROUP_OFFSET: "cloning group offsets",
-    RequestCode.GET_CONSUME_STATS: "consume stats (consumerProgress)",
     RequestCode.QUERY_CONSUME_TIME_SPAN: "the consume time span",
 }
 
