@@ -197,8 +197,10 @@ MUTANTS: list[Mutant] = [
     Mutant(
         "static topic POP: a sealed generation's end does not lead into the next one",
         "actors/broker/static_topic/logic_store.py",
-        "            return GetResult(_S.OFFSET_FOUND_NULL, nxt.logicOffset, item.logicOffset, max_logic)",
-        "            return GetResult(_S.OFFSET_OVERFLOW_ONE, logic_offset, item.logicOffset, max_logic)",
+        "            return GetResult(_S.OFFSET_FOUND_NULL, nxt.logicOffset, item.logicOffset, "
+        "max_logic)",
+        "            return GetResult(_S.OFFSET_OVERFLOW_ONE, logic_offset, item.logicOffset, "
+        "max_logic)",
         [
             "tests/unit/actors/broker/static_topic/test_logic_store.py",
         ],
@@ -224,7 +226,8 @@ MUTANTS: list[Mutant] = [
     Mutant(
         "static topic offset tools: consumerProgress reports the physical queues",
         "actors/broker/static_topic/offset_tools.py",
-        "            table = {mq: w for mq, w in stats.offsetTable.items() if mq.topic not in static}",
+        "            table = {mq: w for mq, w in stats.offsetTable.items() if mq.topic not in "
+        "static}",
         "            table = dict(stats.offsetTable)  # MUTANT",
         [
             "tests/actor/broker/test_static_topic_offset_tools.py",

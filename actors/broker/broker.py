@@ -171,12 +171,14 @@ class Broker:
             write_gate=first_refusal([s.guard, *self.roles.write_gates()]),
             new_uniq_key=new_uniq_key,
         )
+        # static topics' logic queues as the POP path and the offset tools read them
+        self.logic_queues = logic_queue_store(
+            s.view, t.mappings, lambda: self._client, lambda: io.config.namesrv_addrs, io.log
+        )
         self.pop = PopFeature(
             io,
             tables=t,
-            view=logic_queue_store(  # static topics' logic queues translated for POP
-                s.view, t.mappings, lambda: self._client, lambda: io.config.namesrv_addrs, io.log
-            ),
+            view=self.logic_queues,
             writer=s.actor,
             is_master=self.roles.special_services_on,
             store_host=self.store_host,
@@ -224,6 +226,7 @@ class Broker:
             on_change=self._request_register,
             store_barrier=s.actor.commitlog_max_offset,
             apply_reset=self.admin.offset_reset.apply,
+            reader=self.logic_queues,
         )
         self.stats = StatsFeature(
             io,

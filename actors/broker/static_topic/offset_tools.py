@@ -23,7 +23,10 @@ changes nothing here:
   led), then on the leader the source group's Double-Check-Read offset of each logic queue, so
   the destination reads what the source reads.
 
-QUERY_CONSUME_TIME_SPAN is still refused on static topics (guard.py).
+- QUERY_CONSUME_TIME_SPAN: per logic queue led here the store times of its first and last
+  message and of the last consumed one, read through the POP path's reader (logic_store.py:
+  older generations on their brokers). A time that falls in a remapping's hole (an empty new
+  generation, a group at the start of the next one) reads as -1, like an empty queue.
 """
 
 from __future__ import annotations
@@ -34,8 +37,10 @@ from rocketrio.actors.broker.admin.offset_reset import reset_target
 from rocketrio.actors.broker.dispatch.answers import refused
 from rocketrio.actors.broker.dispatch.outcomes import Refusal
 from rocketrio.actors.broker.dispatch.table import Handler
+from rocketrio.actors.broker.static_topic.logic_store import LogicQueueStore
 from rocketrio.actors.broker.static_topic.offsets import StaticTopicOffsets
 from rocketrio.actors.broker.static_topic.pop import led_queues
+from rocketrio.actors.broker.store.queue_reader import QueueReadUnavailable
 from rocketrio.actors.broker.tables.consumer_offset import ConsumerOffsetManager
 from rocketrio.actors.broker.tables.topic_queue_mapping import TopicQueueMappingManager
 from rocketrio.actors.kernel.remoting import RequestContext
@@ -47,7 +52,13 @@ from rocketrio.protocol.headers import (
     GetConsumeStatsRequestHeader,
     ResetOffsetRequestHeader,
 )
+from rocketrio.protocol.message import decode_stored
 from rocketrio.protocol.remoting import RemotingCommand
+from rocketrio.protocol.running_info import (
+    QueryConsumeTimeSpanBody,
+    QueryConsumeTimeSpanRequestHeader,
+    QueueTimeSpan,
+)
 from rocketrio.protocol.serde import from_ext, from_json
 from rocketrio.protocol.static_topic import METADATA_SCOPE_GLOBAL, mock_broker_name
 
@@ -74,7 +85,11 @@ class StaticOffsetTools:
         offsets: ConsumerOffsetManager,
         static_offsets: StaticTopicOffsets,
         apply_reset: ApplyReset,
+        reader: LogicQueueStore,
+        now_ms: Callable[[], int],
     ) -> None:
+        self.reader = reader
+        self.now_ms = now_ms
         self.mappings = mappings
         self.offsets = offsets
         self.static = static_offsets
@@ -135,6 +150,51 @@ class StaticOffsetTools:
             if isinstance(src, int) and src >= 0:
                 self.offsets.commit(h.destGroup, topic, gid, src)
 
+    async def _store_time(self, topic: str, gid: int, offset: int) -> int:
+        """The store time of the message at logic ``offset`` (-1: none there)."""
+        if offset < 0:
+            return -1
+        r = await self.reader.read_messages(topic, gid, offset, 1, 1 << 20)
+        if not r.buffers:
+            return -1
+        msg, _ = decode_stored(r.buffers[0])
+        return msg.store_timestamp if msg.queue_offset == offset else -1
+
+    async def time_span(self, h: QueryConsumeTimeSpanRequestHeader) -> QueryConsumeTimeSpanBody:
+        body = QueryConsumeTimeSpanBody()
+        for gid in led_queues(self.mappings, h.topic):
+            lo = await self.static.logic_min(h.topic, gid)
+            hi = await self.static.logic_max(h.topic, gid)
+            committed = await self.group_offset(h.group, h.topic, gid)
+            if isinstance(lo, Refusal) or isinstance(hi, Refusal):
+                continue
+            if isinstance(committed, Refusal):
+                continue
+            try:
+                min_time = await self._store_time(h.topic, gid, lo)
+                max_time = await self._store_time(h.topic, gid, hi - 1)
+                consume_time = (
+                    await self._store_time(h.topic, gid, committed - 1)
+                    if committed > 0
+                    else min_time
+                )
+                delay = 0
+                if 0 <= committed < hi:
+                    at = await self._store_time(h.topic, gid, committed)
+                    delay = self.now_ms() - at if at >= 0 else 0
+            except QueueReadUnavailable:
+                continue  # an older generation's broker cannot be asked now
+            body.consumeTimeSpanSet.append(
+                QueueTimeSpan(
+                    messageQueue=logic_mq(h.topic, gid),
+                    minTimeStamp=min_time,
+                    maxTimeStamp=max_time,
+                    consumeTimeStamp=consume_time,
+                    delayTime=delay,
+                )
+            )
+        return body
+
     def handlers(self, plain: Mapping[int, Handler]) -> dict[int, Handler]:
         code = RequestCode
         out: dict[int, Handler] = {}
@@ -144,6 +204,8 @@ class StaticOffsetTools:
             )
         if code.GET_CONSUME_STATS in plain:
             out[code.GET_CONSUME_STATS] = self._stats(plain[code.GET_CONSUME_STATS])
+        if code.QUERY_CONSUME_TIME_SPAN in plain:
+            out[code.QUERY_CONSUME_TIME_SPAN] = self._span(plain[code.QUERY_CONSUME_TIME_SPAN])
         if code.CLONE_GROUP_OFFSET in plain:
             out[code.CLONE_GROUP_OFFSET] = self._clone(plain[code.CLONE_GROUP_OFFSET])
         return out
@@ -180,6 +242,17 @@ class StaticOffsetTools:
                 table.update(await self.consume_stats(h.consumerGroup, topic))
             stats.offsetTable = table
             return ctx.cmd.make_response(RC.SUCCESS, body=fastjson.encode(stats))
+
+        return handle
+
+    def _span(self, plain: Handler) -> Handler:
+        async def handle(ctx: RequestContext) -> RemotingCommand | None:
+            topic = ctx.cmd.ext_fields.get("topic")
+            if topic is None or not self.mappings.is_static(topic):
+                return await plain(ctx)
+            h = from_ext(QueryConsumeTimeSpanRequestHeader, ctx.cmd.ext_fields)
+            body = await self.time_span(h)
+            return ctx.cmd.make_response(RC.SUCCESS, body=fastjson.encode(body))
 
         return handle
 

@@ -226,6 +226,13 @@ class StaticTopicOffsets:
         except _Failed as e:
             return e.refusal
 
+    async def logic_min(self, topic: str, gid: int) -> int | Refusal:
+        """GET_MIN_OFFSET of logic queue ``gid`` led here, a refusal when it cannot be read."""
+        try:
+            return await self.min_offset(GetMinOffsetRequestHeader(topic, gid))
+        except _Failed as e:
+            return e.refusal
+
     async def logic_search(self, topic: str, gid: int, timestamp: int) -> int | Refusal:
         """SEARCH_OFFSET_BY_TIMESTAMP of logic queue ``gid`` led here (or the refusal)."""
         try:

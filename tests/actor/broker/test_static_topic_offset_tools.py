@@ -53,6 +53,13 @@ async def test_offset_tools_work_on_logic_queues_through_a_remapping(
                 moved = [o for o in rows if o.brokerOffset >= 10000]
                 assert len(moved) == 4  # broker-a's four: their new generation's offsets
 
+                # the consume time span of each logic queue, the old generation's on broker-a
+                spans = await admin.query_consume_time_span(T, "cg")
+                assert sorted(s.messageQueue.queueId for s in spans) == list(range(8))
+                assert all(s.messageQueue.brokerName == LQ for s in spans)
+                assert all(0 < s.minTimeStamp <= s.maxTimeStamp for s in spans)
+                assert all(s.delayTime == 0 for s in spans)
+
                 # resetOffsetByTime to the beginning: the running consumer takes all 80 again
                 before = len(got.msgs)
                 res = await reset_offset_by_timestamp(admin, "cg", T, 0, True)
