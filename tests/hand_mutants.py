@@ -234,6 +234,15 @@ MUTANTS: list[Mutant] = [
         ],
     ),
     Mutant(
+        "static topic: a due or committed message of a moved logic queue stays on the old broker",
+        "actors/broker/static_topic/forward.py",
+        "            if bname == detail.bname:\n",
+        "            if True:  # MUTANT\n",
+        [
+            "tests/actor/broker/test_static_topic_delay_tx.py",
+        ],
+    ),
+    Mutant(
         "request table: a code claimed twice is not refused",
         "actors/broker/dispatch/table.py",
         "            if code in table:",

@@ -45,7 +45,9 @@ from rocketrio.actors.broker.roles.slave_sync import SlaveSynchronize
 from rocketrio.actors.broker.schedule.service import build_schedule_service
 from rocketrio.actors.broker.send.feature import SendFeature
 from rocketrio.actors.broker.static_topic.feature import StaticTopicFeature
-from rocketrio.actors.broker.static_topic.logic_store import logic_queue_store
+from rocketrio.actors.broker.static_topic.forward import StaticTopicForwarder
+from rocketrio.actors.broker.static_topic.logic_store import LogicQueueStore
+from rocketrio.actors.broker.static_topic.remote import RemoteBrokers
 from rocketrio.actors.broker.stats.broker_stats import BrokerStats
 from rocketrio.actors.broker.stats.feature import StatsFeature
 from rocketrio.actors.broker.store.broker_store import BrokerStore, store_host_of
@@ -172,9 +174,10 @@ class Broker:
             new_uniq_key=new_uniq_key,
         )
         # static topics' logic queues as the POP path and the offset tools read them
-        self.logic_queues = logic_queue_store(
-            s.view, t.mappings, lambda: self._client, lambda: io.config.namesrv_addrs, io.log
-        )
+        remote = RemoteBrokers(lambda: self._client, lambda: io.config.namesrv_addrs)
+        self.logic_queues = LogicQueueStore(s.view, t.mappings, remote, io.log)
+        # a delayed or committed message whose logic queue moved goes to the new leader
+        self.static_forward = StaticTopicForwarder(t.mappings, remote, io.log)
         self.pop = PopFeature(
             io,
             tables=t,
@@ -191,6 +194,7 @@ class Broker:
             store=s,
             is_master=self.roles.special_services_on,
             escape=self.failover.escape_if_acting,
+            reroute=self.static_forward.reroute,
         )
         self.transactions = build_transaction_service(
             io,
@@ -201,6 +205,7 @@ class Broker:
             new_uniq_key=new_uniq_key,
             store_host=self.addr,
             escape=self.failover.escape_if_acting,
+            reroute=self.static_forward.reroute,
         )
 
     def _build_management(self) -> None:

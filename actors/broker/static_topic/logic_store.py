@@ -30,7 +30,7 @@ SYSTEM_ERROR, the revive round keeps the CK for the next round, nothing is taken
 from __future__ import annotations
 
 import struct
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import attrs
@@ -42,7 +42,6 @@ from rocketrio.actors.broker.tables.topic_queue_mapping import (
     TopicQueueMappingManager,
     leader_items,
 )
-from rocketrio.actors.kernel.remoting import RemotingClient
 from rocketrio.actors.observe import events
 from rocketrio.protocol.codes import RequestCode, ResponseCode
 from rocketrio.protocol.filter import EXPRESSION_TAG, SUB_ALL
@@ -285,13 +284,3 @@ class LogicQueueStore:
         if detail is None:
             return 0 <= queue_id < read_queue_nums
         return 0 <= queue_id < detail.totalQueues
-
-
-def logic_queue_store(
-    view: StoreView,
-    mappings: TopicQueueMappingManager,
-    client: Callable[[], RemotingClient | None],
-    namesrv_addrs: Callable[[], list[str]],
-    log: Any,
-) -> LogicQueueStore:
-    return LogicQueueStore(view, mappings, RemoteBrokers(client, namesrv_addrs), log)
