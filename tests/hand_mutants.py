@@ -243,6 +243,15 @@ MUTANTS: list[Mutant] = [
         ],
     ),
     Mutant(
+        "static topic -fr: the force flag does not reach the brokers",
+        "actors/client/static_topic_admin.py",
+        "        await send_mapping(admin, masters[broker], cfg, force)",
+        "        await send_mapping(admin, masters[broker], cfg)  # MUTANT",
+        [
+            "tests/actor/broker/test_static_topic_mapfile.py",
+        ],
+    ),
+    Mutant(
         "request table: a code claimed twice is not refused",
         "actors/broker/dispatch/table.py",
         "            if code in table:",
