@@ -24,7 +24,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from rocketrio.actors.client.errors import UsageError
+from rocketrio.actors.client.errors import MQClientError, UsageError
 from rocketrio.actors.client.static_topic_admin import (
     Review,
     StaticTopicResult,
@@ -67,7 +67,10 @@ def _review(a: argparse.Namespace) -> Review:
 
 
 async def _from_file(admin: Any, a: argparse.Namespace) -> StaticTopicResult:
-    data = Path(a.mapFile).read_bytes()
+    try:
+        data = Path(a.mapFile).read_bytes()
+    except OSError as e:
+        raise MQClientError(f"cannot read the mapping file {a.mapFile}: {e.strerror}") from None
     return await apply_mapping_file(admin, a.topic, data, force=a.forceReplace == "true")
 
 
