@@ -252,6 +252,15 @@ MUTANTS: list[Mutant] = [
         ],
     ),
     Mutant(
+        "static topic: a plan over a Java broker is sent",
+        "actors/client/static_topic_mixed.py",
+        "        if resp.language != ROCKETRIO_LANGUAGE:",
+        "        if False:  # MUTANT",
+        [
+            "tests/actor/broker/test_static_topic_mixed.py",
+        ],
+    ),
+    Mutant(
         "request table: a code claimed twice is not refused",
         "actors/broker/dispatch/table.py",
         "            if code in table:",

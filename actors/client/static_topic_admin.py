@@ -33,6 +33,7 @@ import attrs
 from rocketrio.actors.client.admin import MQAdmin, QueueStatus, broker_names_of
 from rocketrio.actors.client.config import DEFAULT_TOPIC, MASTER_ID
 from rocketrio.actors.client.errors import MQBrokerError, MQClientError, UsageError
+from rocketrio.actors.client.static_topic_mixed import refuse_mixed_cluster
 from rocketrio.actors.kernel.clock import wallclock_ms
 from rocketrio.protocol import fastjson
 from rocketrio.protocol.bodies import ClusterInfo, MessageQueue
@@ -238,6 +239,7 @@ async def send_update(
     holds even with an older epoch, upstream's -fr)."""
     complete_no_target_brokers(plan.brokerConfigMap, info, plan.topic)
     masters = master_addrs(info)
+    await refuse_mixed_cluster(admin, plan.topic, plan.brokerConfigMap, masters)
     written = []
     for broker, cfg in sorted(plan.brokerConfigMap.items()):
         await send_mapping(admin, masters[broker], cfg, force)
@@ -294,6 +296,7 @@ async def send_remapping(
     topic = plan.topic
     complete_no_target_brokers(plan.brokerConfigMap, info, topic)
     masters = master_addrs(info)
+    await refuse_mixed_cluster(admin, topic, plan.brokerConfigMap, masters)
     written: list[str] = []
 
     async def send(broker: str, p: TopicRemappingDetailWrapper) -> None:
