@@ -261,6 +261,24 @@ MUTANTS: list[Mutant] = [
         ],
     ),
     Mutant(
+        "static topic: a logic pull never suggests the slave",
+        "actors/broker/static_topic/pull.py",
+        '        int(ext.get("suggestWhichBrokerId", 0)) if local else 0,',
+        "        0,  # MUTANT",
+        [
+            "tests/actor/broker/test_static_topic_failover.py",
+        ],
+    ),
+    Mutant(
+        "static topic: a broker without the mapping serves the physical queue of a logic id",
+        "actors/broker/static_topic/pull.py",
+        '            if is_logic_broker_name(ext.get("bname") or ""):',
+        "            if False:  # MUTANT",
+        [
+            "tests/actor/broker/test_static_topic_failover.py",
+        ],
+    ),
+    Mutant(
         "request table: a code claimed twice is not refused",
         "actors/broker/dispatch/table.py",
         "            if code in table:",

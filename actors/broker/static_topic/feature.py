@@ -54,6 +54,7 @@ class StaticTopicFeature:
     ) -> None:
         config, log = io.config, io.log.bind(actor="static_topic")
         self.tables = tables
+        self.is_master = is_master
         self.send = send
         self.pull = pull
         self.log = log
@@ -97,7 +98,9 @@ class StaticTopicFeature:
         mappings, offsets = self.tables.mappings, self.tables.offsets
         return {
             **send_handlers(mappings, self.send, plain),
-            **pull_handlers(mappings, self.pull, offsets, self.remote, plain, self.log),
+            **pull_handlers(
+                mappings, self.pull, offsets, self.remote, plain, self.log, self.is_master
+            ),
             **self.offsets.handlers(plain),
             **pop_handlers(mappings, self.offsets, plain),
             **self.tools.handlers(plain),
