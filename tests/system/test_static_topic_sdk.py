@@ -26,12 +26,26 @@ from tests.harness.system import (
     stop_processes,
     wait_for_line,
 )
-from tests.system.test_static_topic_processes import admin, broker_conf
 
 pytestmark = [pytest.mark.system, pytest.mark.long]  # about 3 min: kept to --long
 
 TOPIC = "SdkStatic"
 N = 50
+
+
+def admin(namesrv: str, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "rocketrio.cli.main", "admin", *args, "-n", namesrv],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+
+
+def broker_conf(name: str, port: int, ns: str, work: str) -> dict[str, str]:
+    return {
+        "namesrvAddr": ns, "brokerIP1": "127.0.0.1", "brokerName": name,
+        "brokerClusterName": "DefaultCluster", "listenPort": str(port),
+        "storePathRootDir": os.path.join(work, name), "logDir": os.path.join(work, "logs"),
+    }  # fmt: skip
 
 
 def wait_for_port(port: int, timeout_s: float = 60) -> None:
