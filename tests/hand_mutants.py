@@ -279,6 +279,15 @@ MUTANTS: list[Mutant] = [
         ],
     ),
     Mutant(
+        "static topic offset tools: the console's group view keeps the physical queues",
+        "actors/broker/static_topic/offset_tools.py",
+        "                        await self._to_logic(group, stats)\n",
+        "                        pass  # MUTANT\n",
+        [
+            "tests/actor/broker/test_static_topic_offset_tools.py",
+        ],
+    ),
+    Mutant(
         "request table: a code claimed twice is not refused",
         "actors/broker/dispatch/table.py",
         "            if code in table:",

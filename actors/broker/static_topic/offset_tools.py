@@ -19,6 +19,8 @@ changes nothing here:
   group's logic offset. The lag (broker - consumer) of a consumer still in an older generation
   includes the hole a remapping leaves before the next generation (at most 10,000 per
   remapping), as the logic offsets themselves do.
+- GET_BROKER_CONSUME_STATS (the console's group view, brokerConsumeStats): the same
+  replacement in every group's per-topic stats, totals recomputed.
 - CLONE_GROUP_OFFSET: the plain copy (every broker keeps the logic values it stored while it
   led), then on the leader the source group's Double-Check-Read offset of each logic queue, so
   the destination reads what the source reads.
@@ -45,7 +47,13 @@ from rocketrio.actors.broker.tables.consumer_offset import ConsumerOffsetManager
 from rocketrio.actors.broker.tables.topic_queue_mapping import TopicQueueMappingManager
 from rocketrio.actors.kernel.remoting import RequestContext
 from rocketrio.protocol import fastjson
-from rocketrio.protocol.bodies import ConsumeStats, MessageQueue, OffsetWrapper, ResetOffsetBody
+from rocketrio.protocol.bodies import (
+    ConsumeStats,
+    ConsumeStatsList,
+    MessageQueue,
+    OffsetWrapper,
+    ResetOffsetBody,
+)
 from rocketrio.protocol.codes import RequestCode, ResponseCode
 from rocketrio.protocol.headers import (
     CloneGroupOffsetRequestHeader,
@@ -204,6 +212,10 @@ class StaticOffsetTools:
             )
         if code.GET_CONSUME_STATS in plain:
             out[code.GET_CONSUME_STATS] = self._stats(plain[code.GET_CONSUME_STATS])
+        if code.GET_BROKER_CONSUME_STATS in plain:
+            out[code.GET_BROKER_CONSUME_STATS] = self._broker_stats(
+                plain[code.GET_BROKER_CONSUME_STATS]
+            )
         if code.QUERY_CONSUME_TIME_SPAN in plain:
             out[code.QUERY_CONSUME_TIME_SPAN] = self._span(plain[code.QUERY_CONSUME_TIME_SPAN])
         if code.CLONE_GROUP_OFFSET in plain:
@@ -242,6 +254,33 @@ class StaticOffsetTools:
                 table.update(await self.consume_stats(h.consumerGroup, topic))
             stats.offsetTable = table
             return ctx.cmd.make_response(RC.SUCCESS, body=fastjson.encode(stats))
+
+        return handle
+
+    async def _to_logic(self, group: str, stats: ConsumeStats) -> None:
+        """``stats`` with its static topics' physical queues replaced by logic ones."""
+        static = {mq.topic for mq in stats.offsetTable} & set(self.mappings.table)
+        if not static:
+            return
+        table = {mq: w for mq, w in stats.offsetTable.items() if mq.topic not in static}
+        for topic in sorted(static):
+            table.update(await self.consume_stats(group, topic))
+        stats.offsetTable = table
+
+    def _broker_stats(self, plain: Handler) -> Handler:
+        async def handle(ctx: RequestContext) -> RemotingCommand | None:
+            resp = await plain(ctx)
+            if resp is None or resp.code != RC.SUCCESS or not self.mappings.table:
+                return resp
+            body = from_json(ConsumeStatsList, resp.body)
+            total = 0
+            for per_group in body.consumeStatsList:
+                for group, per_topic in per_group.items():
+                    for stats in per_topic:
+                        await self._to_logic(group, stats)
+                        total += stats.total_diff()
+            body.totalDiff = total
+            return ctx.cmd.make_response(RC.SUCCESS, body=fastjson.encode(body))
 
         return handle
 

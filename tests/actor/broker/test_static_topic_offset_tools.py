@@ -53,6 +53,18 @@ async def test_offset_tools_work_on_logic_queues_through_a_remapping(
                 moved = [o for o in rows if o.brokerOffset >= 10000]
                 assert len(moved) == 4  # broker-a's four: their new generation's offsets
 
+                # the console's group view (GET_BROKER_CONSUME_STATS) shows the logic queues
+                views = [await admin.broker_consume_stats(c.addr(b)) for b in ("broker-b",)]
+                rows = [
+                    mq
+                    for v in views
+                    for per_group in v.consumeStatsList
+                    for s in per_group.get("cg", [])
+                    for mq in s.offsetTable
+                    if mq.topic == T
+                ]
+                assert rows and {mq.brokerName for mq in rows} == {LQ}
+
                 # the consume time span of each logic queue, the old generation's on broker-a
                 spans = await admin.query_consume_time_span(T, "cg")
                 assert sorted(s.messageQueue.queueId for s in spans) == list(range(8))
