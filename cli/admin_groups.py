@@ -1,8 +1,9 @@
 """`rocketrio admin` commands about groups, connections and topic listings (mqadmin's names).
 
-consumerConnection, producerConnection, brokerConsumeStats, updateSubGroup, deleteSubGroup,
-topicList, topicClusterList. Flags are mqadmin's (``-g`` group, ``-b`` broker address, ``-c``
-cluster, ``-t`` topic, ...); output is a readable table with dates, ``--json`` the bodies.
+consumerConnection, producerConnection, producer, brokerConsumeStats, updateSubGroup,
+deleteSubGroup, topicList, topicClusterList. Flags are mqadmin's (``-g`` group, ``-b`` broker
+address, ``-c`` cluster, ``-t`` topic, ...); output is a readable table with dates, ``--json`` the
+bodies.
 """
 
 from __future__ import annotations
@@ -16,6 +17,9 @@ from rocketrio.actors.client.errors import NotFound, UsageError
 from rocketrio.cli.admin import command, print_done, table
 from rocketrio.cli.dates import format_ms
 from rocketrio.protocol.bodies import SubscriptionGroupConfig
+from rocketrio.protocol.codes import RequestCode
+from rocketrio.protocol.producer_info import ProducerTableInfo
+from rocketrio.protocol.serde import from_json
 
 RETRY_PREFIX, DLQ_PREFIX = "%RETRY%", "%DLQ%"
 
@@ -69,6 +73,26 @@ def _print_producer_connection(pc: Any, a: argparse.Namespace) -> None:
          _print_producer_connection)(_producer_connection_args)  # fmt: skip
 async def producer_connection(admin: Any, a: argparse.Namespace) -> Any:
     return await admin.producer_connection(a.group, a.topic)
+
+
+def _producer_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("-b", "--broker", dest="broker", required=True, help="broker address")
+
+
+def _print_producers(pt: ProducerTableInfo, a: argparse.Namespace) -> None:
+    """As mqadmin's producer command prints them."""
+    for group, producers in pt.data.items():
+        if not producers:
+            print(f"producer group ({group}) instances are empty")
+        for producer in producers:
+            print(f"producer group ({group}) instance : {producer}")
+
+
+@command("producer", "every producer connected to a broker, by group (GET_ALL_PRODUCER_INFO)",
+         _print_producers)(_producer_args)  # fmt: skip
+async def producer(admin: Any, a: argparse.Namespace) -> ProducerTableInfo:
+    resp = await admin.api.call(a.broker, RequestCode.GET_ALL_PRODUCER_INFO)
+    return from_json(ProducerTableInfo, resp.body)
 
 
 # --- consume stats of a whole broker ---------------------------------------------------------

@@ -1,7 +1,10 @@
 """`rocketrio admin` message commands, named and flagged as mqadmin's (tools/command/message).
 
 - ``queryMsgById -i id[,id] [-t topic] [-f charset]``: by offset message id (or UNIQ_KEY with -t);
-- ``queryMsgByUniqueKey -i id -t topic [-a]``: by the client's message id (UNIQ_KEY);
+- ``queryMsgByUniqueKey -i id -t topic [-a]``: by the client's message id (UNIQ_KEY); with
+  ``-g group -d clientId``, that push consumer client consumes the message directly instead
+  (CONSUME_MESSAGE_DIRECTLY through the broker that stored it) and its
+  ConsumeMessageDirectlyResult is printed, as mqadmin prints it;
 - ``queryMsgByOffset -t topic -b brokerName -i queueId -o offset [-f charset]``: a pull of one;
 
 each printed as mqadmin prints a message (Topic, Tags, Keys, Queue ID, ... Properties, the
@@ -19,9 +22,8 @@ NOT_CONSUME_YET, NOT_ONLINE, PULL, ...).
 Timestamps are epoch milliseconds or ``yyyy-MM-dd#HH:mm:ss:SSS`` in local time (mqadmin's
 forms). Bodies are printed as text in the charset asked for (UTF-8) with control characters
 escaped; a body that is not text in that charset is printed as base64, never raw. ``--json``
-gives the same values with epoch-ms times. Not provided: queryMsgByUniqueKey's ``-g``/``-d``
-(consume directly through a client needs CONSUME_MESSAGE_DIRECTLY, which clients do not serve
-yet) and printMsg's ``-l`` (light message queues do not exist here).
+gives the same values with epoch-ms times. Not provided: printMsg's ``-l`` (light message queues
+do not exist here).
 """
 
 from __future__ import annotations
@@ -34,14 +36,21 @@ from typing import Any
 
 import attrs
 
+from rocketrio.actors.client.admin import CONSUMER_CALL_TIMEOUT_S
 from rocketrio.actors.client.api import PullStatus
-from rocketrio.actors.client.errors import NotFound, UsageError
+from rocketrio.actors.client.errors import MQClientError, NotFound, UsageError
 from rocketrio.actors.client.message_admin import PULL_BATCH, MessageAdmin, QueueTarget
 from rocketrio.actors.client.message_track import MessageTrack
 from rocketrio.cli.admin import command, table
 from rocketrio.cli.dates import format_ms
 from rocketrio.protocol.bodies import MessageQueue
+from rocketrio.protocol.codes import RequestCode
+from rocketrio.protocol.consume_directly import (
+    ConsumeMessageDirectlyResult,
+    ConsumeMessageDirectlyResultRequestHeader,
+)
 from rocketrio.protocol.message import MessageExt
+from rocketrio.protocol.serde import from_json
 
 DEFAULT_CHARSET = "UTF-8"
 CONSUME_COUNT = 128  # consumeMessage's default messageNumber (upstream)
@@ -234,13 +243,58 @@ def _by_unique_key_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("-i", "--msgId", dest="msg_id", required=True, help="the client's message id")
     p.add_argument("-t", "--topic", required=True)
     p.add_argument("-a", "--showAll", dest="show_all", action="store_true", help="every copy")
+    p.add_argument("-g", "--consumerGroup", dest="group", help="with -d: consume it directly")
+    p.add_argument("-d", "--clientId", dest="client_id", help="the push consumer's client id")
 
 
-@command("queryMsgByUniqueKey", "show a message by its client id (UNIQ_KEY)", print_shown)(
-    _by_unique_key_args
-)
-async def query_msg_by_unique_key(admin: Any, a: argparse.Namespace) -> list[ShownMessage]:
+def print_shown_or_direct(
+    result: list[ShownMessage] | ConsumeMessageDirectlyResult, a: argparse.Namespace
+) -> None:
+    if isinstance(result, ConsumeMessageDirectlyResult):
+        print(result)  # mqadmin prints the result's toString
+    else:
+        print_shown(result, a)
+
+
+async def consume_directly(
+    admin: Any, ma: MessageAdmin, a: argparse.Namespace
+) -> ConsumeMessageDirectlyResult:
+    """upstream QueryMsgByUniqueKeySubCommand with -g and -d: a push consumer only, asked
+    through the broker that stored the message, by the message's offset id."""
+    group, client_id = a.group.strip(), a.client_id.strip()
+    try:
+        info = await admin.consumer_running_info(group, client_id)
+    except MQClientError as e:
+        raise NotFound(f"get consumer runtime info for {client_id} client failed: {e}") from None
+    if not info.is_push():
+        raise UsageError(f"client {client_id} is not a push consumer: no direct consumption")
+    found = await ma.by_unique_key(a.topic, a.msg_id.strip())
+    if not found:
+        raise NotFound(f"no message with unique key {a.msg_id} in topic {a.topic}")
+    msg = found[0]
+    header = ConsumeMessageDirectlyResultRequestHeader(
+        consumerGroup=group, clientId=client_id, msgId=msg.offset_msg_id, topic=a.topic
+    )
+    resp = await admin.api.call(
+        msg.store_host,
+        RequestCode.CONSUME_MESSAGE_DIRECTLY,
+        header,
+        timeout_s=CONSUMER_CALL_TIMEOUT_S,
+    )
+    return from_json(ConsumeMessageDirectlyResult, resp.body)
+
+
+@command(
+    "queryMsgByUniqueKey",
+    "show a message by its client id (UNIQ_KEY), or have a consumer consume it (-g, -d)",
+    print_shown_or_direct,
+)(_by_unique_key_args)
+async def query_msg_by_unique_key(
+    admin: Any, a: argparse.Namespace
+) -> list[ShownMessage] | ConsumeMessageDirectlyResult:
     ma = MessageAdmin(admin)
+    if a.group and a.client_id:
+        return await consume_directly(admin, ma, a)
     found = await ma.by_unique_key(a.topic, a.msg_id.strip())
     if not found:
         raise NotFound(f"no message with unique key {a.msg_id} in topic {a.topic}")

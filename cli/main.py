@@ -247,6 +247,7 @@ PROXY_KEYS = frozenset(
         "logDir",
         "authenticationEnabled",
         "innerClientAuthenticationCredentials",
+        "rocketMQClusterName",
     }
 )
 
@@ -279,11 +280,15 @@ def proxy_config(args: argparse.Namespace) -> tuple[Any, str]:
     auth = conf.get("authenticationEnabled", "false").lower()
     if auth not in ("true", "false"):
         raise ConfigError(f"{source}: authenticationEnabled must be true or false, got {auth!r}")
+    cluster = conf.get("rocketMQClusterName", "DefaultCluster").strip()
+    if not cluster:
+        raise ConfigError(f"{source}: rocketMQClusterName must name the brokers' cluster")
     cfg = ProxyConfig(
         namesrv_addr=namesrv,
         grpc_port=args.grpc_port or int(port_text),
         host=args.host or conf.get("proxyHost", ""),
         authentication_enabled=auth == "true",
+        rocketmq_cluster_name=cluster,
     )
     try:
         creds = parse_credentials(conf.get("innerClientAuthenticationCredentials", ""))
@@ -297,8 +302,8 @@ def proxy_config(args: argparse.Namespace) -> tuple[Any, str]:
 
 def load_proxy_config(path: str) -> dict[str, str]:
     """The proxy's key=value file (namesrvAddr, grpcServerPort, proxyHost, proxyMode, logDir,
-    authenticationEnabled, innerClientAuthenticationCredentials, and the auto-renew keys of
-    renew.CONFIG_KEYS and enableProxyAutoRenew: upstream's names)."""
+    authenticationEnabled, innerClientAuthenticationCredentials, rocketMQClusterName, and the
+    auto-renew keys of renew.CONFIG_KEYS and enableProxyAutoRenew: upstream's names)."""
     out: dict[str, str] = {}
     with open(path, encoding="utf-8") as f:
         for line in f:

@@ -9,6 +9,8 @@ given up after a limit, each exit and restart an event in ``logs/up.jsonl``. It 
 NameServer reports every broker, prints where everything is, serves the web console in `up`'s
 own process (``--console-port``, token in ``<dir>/console.token``; ``--no-console`` leaves it out;
 if the console fails once serving, a ``console_failed`` event is logged and the cluster runs on),
+turns on every NameServer's, controller's and broker's Prometheus /metrics on free ports and
+writes ``<dir>/prometheus.yml`` for them (`up_metrics`; ``--no-metrics`` leaves them off),
 shows messages flowing (unless ``--no-demo``), prints each broker's store recovery as it goes
 (`up_progress`: a slow start is visibly working), and on SIGINT, SIGTERM or SIGHUP stops the
 processes in reverse order, gracefully (SIGTERM, then SIGKILL after ``--stop-grace``; a second
@@ -41,6 +43,14 @@ from rocketrio.actors.kernel.restart_policy import RestartPolicy
 from rocketrio.actors.observe import events
 from rocketrio.cli import up_lock
 from rocketrio.cli.up_checks import busy_ports, check_dir, port_busy
+from rocketrio.cli.up_metrics import (
+    PROMETHEUS_CONFIG,
+    exporting,
+    free_ports,
+    metrics_lines,
+    with_metrics,
+    write_prometheus_files,
+)
 from rocketrio.cli.up_plan import (
     MODES,
     Layout,
@@ -206,6 +216,9 @@ async def _flow(
             f"  console http://{server.addr}/  (actions need the token in "
             f"{os.path.join(base_dir, CONSOLE_TOKEN_FILE)})"
         )
+    if not args.no_metrics:
+        for line in metrics_lines(specs, os.path.join(base_dir, PROMETHEUS_CONFIG)):
+            con.out(line)
     if args.proxy_mode == "local":
         for s in specs:
             if s.role == "broker":
@@ -342,6 +355,10 @@ def cmd_up(args: argparse.Namespace) -> int:
             specs.append(
                 proxy_spec(specs, "127.0.0.1", args.proxy_port, os.path.join(base_dir, "logs"))
             )
+        if not args.no_metrics:  # every exporter on a port free now
+            planned = [u.port for s in specs for u in s.listens]
+            ports = free_ports(len(exporting(specs)), taken=planned)
+            specs = with_metrics(specs, layout.host, ports)
     except PlanError as e:
         return _refuse(con, str(e))
     if (bad := check_dir(base_dir)) is not None:
@@ -367,6 +384,8 @@ def cmd_up(args: argparse.Namespace) -> int:
         command = shlex.join(["rocketrio", *sys.argv[1:]])
         lock.publish(up_lock.LockInfo(os.getpid(), started, args.mode, ports, command))
         paths = write_configs(specs, base_dir)
+        if not args.no_metrics:
+            write_prometheus_files(specs, base_dir)
         from rocketrio.actors.observe.logs import configure_logging
 
         # up's own events and the demo's and health check's client logs: logs/up.jsonl
@@ -451,6 +470,12 @@ def add_parser(sub: Any) -> None:
         help="port of the web console (on 127.0.0.1; the token is in <dir>/console.token)",
     )  # fmt: skip
     sp.add_argument("--no-console", action="store_true", help="do not start the web console")
+    sp.add_argument(
+        "--no-metrics",
+        action="store_true",
+        help="do not serve Prometheus /metrics (default: every NameServer, controller and broker "
+        "serves it on a free port, listed at start; <dir>/prometheus.yml scrapes them all)",
+    )
     sp.add_argument(
         "--proxy", action="store_true", help="add a gRPC proxy (RocketMQ 5 SDKs, cluster mode)"
     )

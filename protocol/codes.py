@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from enum import IntEnum
 
+from rocketrio.protocol.upstream_codes import REFUSED_CODES, UPSTREAM_REQUEST_CODES
+
 RPC_TYPE_RESPONSE = 1
 RPC_ONEWAY = 2
 
@@ -95,6 +97,7 @@ class RequestCode(IntEnum):
     SEND_MESSAGE_V2 = 310
     CLONE_GROUP_OFFSET = 314
     VIEW_BROKER_STATS_DATA = 315
+    GET_ALL_PRODUCER_INFO = 328
     DELETE_EXPIRED_COMMITLOG = 329
     GET_BROKER_CONSUME_STATS = 317
     UPDATE_NAMESRV_CONFIG = 318
@@ -231,7 +234,16 @@ def request_name(code: int) -> str:
     try:
         return RequestCode(code).name
     except ValueError:
-        return str(code)
+        # a code upstream 5.2.0 defines that rocketrio has no member for: still its name
+        return UPSTREAM_REQUEST_CODES.get(code, str(code))
+
+
+def not_supported_remark(code: int, server: str) -> str:
+    """The remark of every REQUEST_CODE_NOT_SUPPORTED answer: the code's number and name, who
+    does not serve it and, for a code refused on purpose, why (docs/request-codes.md)."""
+    remark = f"request type {code} ({request_name(code)}) not supported by {server}"
+    reason = REFUSED_CODES.get(code)
+    return f"{remark}: {reason}" if reason else remark
 
 
 def response_name(code: int) -> str:

@@ -18,6 +18,9 @@ segment and chunk by chunk, from the oldest offset; at the checkpoint it starts 
   length can no longer be trusted, so the scrub resumes at the next segment (reads still
   check the records after it).
 - `pause_s`: the rate budget: verifying n bytes at r bytes/s costs n / r seconds.
+- Laps start at least ``lap_interval_s`` apart (`ScrubCursor.next` answers a `LapWait` until
+  then): the rate bounds how fast a lap goes, the interval how often one starts, so a small
+  log is verified once per interval, not re-read at the full rate for ever.
 """
 
 from __future__ import annotations
@@ -50,6 +53,13 @@ class ScrubRange:
     start: int
     size: int
     final: bool
+
+
+@attrs.frozen
+class LapWait:
+    """A new lap may not start for ``seconds`` more (laps start ``lap_interval_s`` apart)."""
+
+    seconds: float
 
 
 @attrs.frozen
@@ -141,17 +151,26 @@ class ScrubCursor:
         self.chunk_bytes = chunk_bytes
         self.cursor = -1  # the first `next` starts a pass at the oldest offset
         self.laps = 0  # passes over [min_offset, verified_from) started
+        self.lap_started_at: float | None = None  # clock reading when the last lap started
         self.verified_bytes = 0
         self.records = 0
         self.found: dict[int, ScrubFinding] = {}  # offset -> finding, in the log now
         self.damage_found = 0  # damaged records found since start (never goes down)
         self._need = 0
 
-    def next(self, bounds: ScrubBounds) -> ScrubRange | None:
+    def next(
+        self, bounds: ScrubBounds, now: float = 0.0, lap_interval_s: float = 0.0
+    ) -> ScrubRange | LapWait | None:
+        """The range to verify next at clock reading ``now``; a `LapWait` when it would start
+        a lap sooner than ``lap_interval_s`` after the last one started; None: nothing to do."""
         b = bounds
         rng = next_range(self.cursor, b, max(self.chunk_bytes, self._need))
         if rng is not None and rng.start != self.cursor:
+            last = self.lap_started_at
+            if last is not None and now - last < lap_interval_s:
+                return LapWait(lap_interval_s - (now - last))
             self.laps += 1
+            self.lap_started_at = now
         # retention deleted, or a truncation cut, what held them: forget those findings
         for offset in [o for o in self.found if not b.min_offset <= o < b.verified_from]:
             del self.found[offset]

@@ -37,6 +37,9 @@ class Mutant:
 _AM = "tests/actor/broker/test_acting_master.py::"
 _AC = "tests/unit/actors/broker/failover/test_acting_core.py::"
 _SC = "tests/unit/actors/broker/store/test_scrub_service.py::"
+_RC = "tests/unit/protocol/test_request_code_census.py::"
+_GD = "tests/actor/observe/test_grafana_dashboard.py::"
+_CD = "tests/actor/cli/test_consume_directly.py::"
 
 MUTANTS: list[Mutant] = [
     Mutant(
@@ -555,6 +558,83 @@ MUTANTS: list[Mutant] = [
         "            self.view.distrust(finding.offset)",
         "            pass  # MUTANT",
         [_SC + "test_damage_after_a_read_vouched_for_it_is_never_served_once_scrubbed"],
+    ),
+    Mutant(
+        "census: a broker request code dropped while docs/request-codes.md still says served",
+        "actors/broker/admin/handlers.py",
+        "        rc.VIEW_MESSAGE_BY_ID: on_ext(ViewMessageRequestHeader, a.view_message, "
+        "answer_record),\n",
+        "",
+        [_RC + "test_the_page_and_the_request_tables_agree"],
+    ),
+    Mutant(
+        "census: a client refuses an unserved code without naming it",
+        "actors/client/mq_client.py",
+        'not_supported_remark(cmd.code, f"client {self.client_id}"),',
+        'f"client {self.client_id} does not serve {cmd.code}",  # MUTANT',
+        [_RC + "test_every_unserved_code_is_refused_by_number_and_name[client]"],
+    ),
+    Mutant(
+        "census: a deliberately refused code is answered without its reason",
+        "protocol/codes.py",
+        '    return f"{remark}: {reason}" if reason else remark',
+        "    return remark  # MUTANT",
+        [_RC + "test_every_unserved_code_is_refused_by_number_and_name[broker]"],
+    ),
+    Mutant(
+        "dashboard: a broker metric renamed under the Grafana dashboard (confirmOffset)",
+        "actors/broker/stats/metrics.py",
+        '            "rocketmq_confirm_offset",',
+        '            "rocketmq_confirm_offset_bytes",  # MUTANT',
+        [_GD + "test_every_dashboard_query_names_an_exported_metric"],
+    ),
+    Mutant(
+        "dashboard: the consumer lag's group label renamed under the dashboard",
+        "actors/broker/stats/metrics.py",
+        '            labels=[*NODE_LABELS, "consumer_group", "topic", "is_retry", "is_system"],',
+        '            labels=[*NODE_LABELS, "group", "topic", "is_retry", "is_system"],  # MUTANT',
+        [_GD + "test_every_dashboard_query_names_an_exported_metric"],
+    ),
+    Mutant(
+        "dashboard: the controller's election counter renamed",
+        "actors/controller/metrics.py",
+        '            "election",',
+        '            "elections",  # MUTANT',
+        [_GD + "test_every_dashboard_query_names_an_exported_metric"],
+    ),
+    Mutant(
+        "consume directly: the broker forwards the admin's request without the stored message",
+        "actors/broker/clients/consume_directly.py",
+        "        request = RemotingCommand(cmd.code, ext_fields=ext, body=record)",
+        "        request = RemotingCommand(cmd.code, ext_fields=ext)  # MUTANT",
+        [_CD + "test_a_push_consumer_consumes_a_message_directly"],
+    ),
+    Mutant(
+        "consume directly: the client reports RECONSUME_LATER as success",
+        "actors/client/consume_directly.py",
+        "    ConsumeStatus.RECONSUME_LATER: CMResult.CR_LATER,",
+        "    ConsumeStatus.RECONSUME_LATER: CMResult.CR_SUCCESS,  # MUTANT",
+        [_CD + "test_a_push_consumer_consumes_a_message_directly"],
+    ),
+    Mutant(
+        "producer: GET_ALL_PRODUCER_INFO answers one group only",
+        "actors/broker/clients/producer_info.py",
+        "            for group, members in producers.groups.items()",
+        "            for group, members in list(producers.groups.items())[:1]  # MUTANT",
+        [
+            "tests/actor/cli/test_admin_producer.py::"
+            "test_producer_lists_every_connected_producer_by_group"
+        ],
+    ),
+    Mutant(
+        "proxy: rocketMQClusterName ignored (metadata read from every cluster's masters)",
+        "actors/proxy/service.py",
+        "        names = info.clusterAddrTable.get(self.config.rocketmq_cluster_name, [])",
+        "        names = list(table := info.brokerAddrTable)  # MUTANT",
+        [
+            "tests/actor/proxy/test_cluster_name.py::"
+            "test_metadata_reads_go_to_the_proxys_cluster_only"
+        ],
     ),
 ]
 

@@ -143,6 +143,12 @@ def _reset_offset(cmd: RemotingCommand, c: str) -> list[Right]:
     return [*_one("group", "group", UPDATE)(cmd, c), *_one("topic", "topic", UPDATE)(cmd, c)]
 
 
+def _consume_directly(cmd: RemotingCommand, c: str) -> list[Right]:
+    """CONSUME_MESSAGE_DIRECTLY: Sub on the group and on the topic when named (upstream's
+    ConsumeMessageDirectlyResultRequestHeader annotations)."""
+    return [*_one("group", "consumerGroup", SUB)(cmd, c), *_topic_unless_retry(cmd, SUB)]
+
+
 def _clone_offset(cmd: RemotingCommand, c: str) -> list[Right]:
     """CLONE_GROUP_OFFSET: Update on the destination group and the topic when named."""
     return [
@@ -237,6 +243,8 @@ RULES: dict[int, Rule] = {
     RC.CHANGE_MESSAGE_INVISIBLETIME: _pop,
     RC.BATCH_ACK_MESSAGE: _batch_ack,
     RC.GET_POP_INFLIGHT: _consume_stats,
+    RC.CONSUME_MESSAGE_DIRECTLY: _consume_directly,
+    RC.GET_ALL_PRODUCER_INFO: _cluster(GET),
 }
 
 

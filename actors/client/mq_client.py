@@ -64,7 +64,7 @@ from rocketrio.protocol.bodies import (
     ResetOffsetBodyForC,
     TopicRouteData,
 )
-from rocketrio.protocol.codes import RequestCode, ResponseCode, request_name
+from rocketrio.protocol.codes import RequestCode, ResponseCode, not_supported_remark
 from rocketrio.protocol.headers import (
     NotifyConsumerIdsChangedRequestHeader,
     ResetOffsetRequestHeader,
@@ -523,6 +523,13 @@ class MQClientInstance:
             return running_info_reply.answer(self, cmd)
         if cmd.code == RequestCode.RESET_CONSUMER_CLIENT_OFFSET:
             return self._reset_offset(cmd)
+        if cmd.code == RequestCode.CONSUME_MESSAGE_DIRECTLY:
+            from rocketrio.actors.client import consume_directly  # imports the consumers
+
+            if self._nursery is None:
+                return cmd.make_response(ResponseCode.SYSTEM_ERROR, "the client is not started")
+            self._nursery.start_soon(consume_directly.serve, self, ctx)
+            return None
         if cmd.code == RequestCode.CHECK_TRANSACTION_STATE:
             # upstream ClientRemotingProcessor.checkTransactionState: the producer of the
             # message's PGROUP answers with a oneway END_TRANSACTION; nothing goes back here
@@ -532,5 +539,5 @@ class MQClientInstance:
             return None
         return cmd.make_response(
             ResponseCode.REQUEST_CODE_NOT_SUPPORTED,
-            f"client {self.client_id} does not serve {request_name(cmd.code)}",
+            not_supported_remark(cmd.code, f"client {self.client_id}"),
         )

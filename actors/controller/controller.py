@@ -85,7 +85,7 @@ from rocketrio.actors.raft.node import (
     store_dir,
 )
 from rocketrio.protocol.acl_signature import RequestSigner
-from rocketrio.protocol.codes import RequestCode, ResponseCode, request_name
+from rocketrio.protocol.codes import RequestCode, ResponseCode, not_supported_remark, request_name
 from rocketrio.protocol.config import dump_config
 from rocketrio.protocol.controller_headers import (
     CONTROLLER_CHECK_BROKER_ALIVE,
@@ -341,7 +341,7 @@ class Controller(FailoverMixin):
         else:
             return ctx.cmd.make_response(
                 RC.REQUEST_CODE_NOT_SUPPORTED,
-                f"request type {code} ({request_name(code)}) not supported by the controller",
+                not_supported_remark(code, "the controller"),
             )
         if self._nursery is None:
             return ctx.cmd.make_response(RC.SYSTEM_BUSY, "the controller is shutting down")

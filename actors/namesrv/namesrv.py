@@ -59,7 +59,7 @@ from rocketrio.protocol.bodies import (
     RegisterBrokerBody,
     TopicRouteData,
 )
-from rocketrio.protocol.codes import RequestCode, ResponseCode, request_name
+from rocketrio.protocol.codes import RequestCode, ResponseCode, not_supported_remark, request_name
 from rocketrio.protocol.config import dump_config
 from rocketrio.protocol.headers import (
     AddWritePermOfBrokerRequestHeader,
@@ -215,12 +215,9 @@ class NameServer:
                 return ctx.cmd.make_response(ResponseCode.NO_PERMISSION, denied.remark)
         handler = self._processors.get(ctx.cmd.code)
         if handler is None:
-            code = ctx.cmd.code
-            name = request_name(code)
-            known = f" ({name})" if name != str(code) else ""
             return ctx.cmd.make_response(
                 ResponseCode.REQUEST_CODE_NOT_SUPPORTED,
-                f"request type {code}{known} not supported by the name server",
+                not_supported_remark(ctx.cmd.code, "the name server"),
             )
         return await handler(ctx)
 

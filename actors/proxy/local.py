@@ -64,6 +64,7 @@ def proxy_config_of(config: BrokerConfig) -> ProxyConfig:
         access_key=creds.access_key if creds else None,
         secret_key=creds.secret_key if creds else None,
         local_broker_name=config.brokerName,
+        rocketmq_cluster_name=config.brokerClusterName,
     )
 
 

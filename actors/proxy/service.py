@@ -95,6 +95,9 @@ class ProxyConfig:
     renew: RenewConfig = attrs.Factory(RenewConfig)  # auto_renew of invisible time
     # local mode: the broker set of the co-located broker ("" in cluster mode)
     local_broker_name: str = ""
+    # rocketMQClusterName: the cluster whose masters answer the proxy's metadata reads
+    # (subscription group configs), as upstream's ClusterMetadataService asks one of its brokers
+    rocketmq_cluster_name: str = "DefaultCluster"
 
 
 # local mode: broker set name -> the endpoints of the proxy next to its master (local.py)
@@ -183,9 +186,12 @@ class ProxyService:
         return None
 
     async def _masters(self) -> list[str]:
+        """The masters of the proxy's cluster (rocketMQClusterName)."""
         info = await self.client.api.get_cluster_info()
+        names = info.clusterAddrTable.get(self.config.rocketmq_cluster_name, [])
+        table = info.brokerAddrTable
         return sorted(
-            bd.brokerAddrs[0] for bd in info.brokerAddrTable.values() if 0 in bd.brokerAddrs
+            table[n].brokerAddrs[0] for n in names if n in table and 0 in table[n].brokerAddrs
         )
 
     async def fetch_group_config(self, group: str) -> SubscriptionGroupConfig | None:

@@ -174,6 +174,8 @@ class Cluster:
     namesrv_addr: str = ""
     client: RemotingClient | None = None
     nodes: int = 0
+    # ControllerConfig keys every controller of the cluster gets (metricsExporterType, say)
+    controller_overrides: dict[str, Any] = attrs.field(factory=dict)
 
     @property
     def peers(self) -> str:
@@ -189,6 +191,7 @@ class Cluster:
             controllerDLegerPeers=self.peers,
             controllerDLegerSelfId=nid,
             controllerStorePath=str(self.tmp / "ctrl"),
+            **self.controller_overrides,
         )
         ctrl = Controller(
             cfg,
@@ -266,16 +269,26 @@ class Cluster:
 
 @asynccontextmanager
 async def cluster(
-    tmp: Path, seed: int, controller_ids: tuple[str, ...] = ("n0",)
+    tmp: Path,
+    seed: int,
+    controller_ids: tuple[str, ...] = ("n0",),
+    *,
+    controller_overrides: dict[str, Any] | None = None,
+    namesrv_overrides: dict[str, Any] | None = None,
 ) -> AsyncIterator[Cluster]:
     async with trio.open_nursery() as nursery:
-        c = Cluster(SimNetwork(seed), nursery, tmp, controller_ids)
+        c = Cluster(
+            SimNetwork(seed),
+            nursery,
+            tmp,
+            controller_ids,
+            controller_overrides=dict(controller_overrides or {}),
+        )
         for nid in controller_ids:
             await c.start_controller(nid)
         await c.leader()
-        c.namesrv_addr = await nursery.start(
-            run_namesrv, NamesrvConfig(listenHost=NS_HOST), c.net.transport(NS_HOST)
-        )
+        ns_config = NamesrvConfig(listenHost=NS_HOST, **(namesrv_overrides or {}))
+        c.namesrv_addr = await nursery.start(run_namesrv, ns_config, c.net.transport(NS_HOST))
         async with RemotingClient(c.net.transport(CLIENT_HOST)) as client:
             c.client = client
             yield c

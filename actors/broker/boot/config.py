@@ -146,6 +146,8 @@ class BrokerConfig(RemotingServerConfig):
     # the background scrub (store/scrub_service.py): CommitLog bytes below the checkpoint
     # verified per second; 0 turns it off (rocketrio's key)
     scrubBytesPerSecond: int = attrs.field(default=8 * 1024 * 1024, validator=non_negative)
+    # ... and starts a new pass over it at most once per this many seconds (0: back to back)
+    scrubLapIntervalSeconds: int = attrs.field(default=3600, validator=non_negative)
     messageIndexEnable: bool = True
     # key index files: hash slots and entries per file (MessageStoreConfig keys and defaults)
     maxHashSlotNum: int = attrs.field(default=5_000_000, validator=positive)

@@ -27,7 +27,8 @@ every collaborator's own ``reconfigure(config, changed)``, which takes the keys 
 - autoCreateSubscriptionGroup: the group table's auto-create switch;
 - flushIntervalCommitLog, syncFlushTimeout: the store actor's flush period (from the next
   flush) and sync-flush wait;
-- scrubBytesPerSecond: the background scrub reads it before each chunk (scrub_service.py);
+- scrubBytesPerSecond, scrubLapIntervalSeconds: the background scrub reads them before each
+  chunk (scrub_service.py);
 - registerNameServerPeriod: the registration loop reads it at each period;
 - brokerNotActiveTimeoutMillis, sendHeartbeatTimeoutMillis, registerBrokerTimeoutMills: read
   from the config object at each registration / heartbeat;
@@ -87,6 +88,7 @@ BROKER_POLICY: Final = UpdatePolicy(
         "flushIntervalCommitLog",
         "syncFlushTimeout",
         "scrubBytesPerSecond",
+        "scrubLapIntervalSeconds",
         "registerNameServerPeriod",
         "brokerNotActiveTimeoutMillis",
         "sendHeartbeatTimeoutMillis",

@@ -114,8 +114,11 @@ def call_consumer(
     b2c: Broker2Client,
     group: str,
     client_id: str,
+    *,
+    request: RemotingCommand | None = None,
 ) -> RemotingCommand | None:
-    """upstream callConsumer: an answer now (a refusal), or None when the call was started."""
+    """upstream callConsumer: an answer now (a refusal), or None when the call was started.
+    The client gets ``request`` (default: the admin's request as it came)."""
     cmd = ctx.cmd
     info = consumers.find_channel(group, client_id)
     if info is None:
@@ -130,7 +133,8 @@ def call_consumer(
         )
     conn = info.conn
     assert isinstance(conn, Connection)
-    request = RemotingCommand(cmd.code, ext_fields=dict(cmd.ext_fields), body=cmd.body)
+    if request is None:
+        request = RemotingCommand(cmd.code, ext_fields=dict(cmd.ext_fields), body=cmd.body)
 
     def on_done(outcome: RemotingCommand | RemotingError) -> None:
         if isinstance(outcome, RemotingCommand):

@@ -1,6 +1,6 @@
 """The clients package as the broker builds it: who is connected (producer and consumer
 managers), their queue locks, the bookkeeping processor, and the calls the broker passes on to
-a consumer (GET_CONSUMER_RUNNING_INFO, through `Broker2Client`).
+a consumer (GET_CONSUMER_RUNNING_INFO, CONSUME_MESSAGE_DIRECTLY, through `Broker2Client`).
 
 Silent clients are dropped every `CLIENT_SCAN_INTERVAL_S`.
 """
@@ -12,10 +12,12 @@ import trio
 from rocketrio.actors.broker.boot.broker_io import BrokerIO
 from rocketrio.actors.broker.boot.config import BrokerConfig
 from rocketrio.actors.broker.clients.client_manager import ConsumerManager, ProducerManager
+from rocketrio.actors.broker.clients.consume_directly import consume_directly_handlers
 from rocketrio.actors.broker.clients.consumer_calls import Broker2Client, consumer_call_handlers
 from rocketrio.actors.broker.clients.handlers import RemotingNotifier, client_handlers
 from rocketrio.actors.broker.clients.lock_manager import RebalanceLockManager
 from rocketrio.actors.broker.clients.processor import ClientProcessor
+from rocketrio.actors.broker.clients.producer_info import producer_info_handlers
 from rocketrio.actors.broker.dispatch.table import Handlers
 from rocketrio.actors.broker.store.view import StoreView
 from rocketrio.actors.broker.tables.broker_tables import BrokerTables
@@ -44,7 +46,7 @@ class ClientsFeature:
             notifier=RemotingNotifier(),
             leads_logic_queue=tables.mappings.leads_logic_queue,
         )
-        self.b2c = Broker2Client()  # the calls 307 passes on to a consumer
+        self.b2c = Broker2Client()  # the calls 307 and 309 pass on to a consumer
         self._call_handlers = consumer_call_handlers(
             lambda: config.brokerName,
             consumers=self.consumers,
@@ -53,6 +55,18 @@ class ClientsFeature:
             offsets=tables.offsets,
             store=store,
             now_ms=io.now_ms,
+        )
+        # 328: every producer connected here, by group (producer_info.py)
+        self._call_handlers.update(producer_info_handlers(self.producers, io.now_ms))
+        self._call_handlers.update(  # 309: a stored message to one consumer (consume_directly.py)
+            consume_directly_handlers(
+                lambda: config.brokerName,
+                consumers=self.consumers,
+                b2c=self.b2c,
+                topics=tables.topics,
+                groups=tables.groups,
+                store=store,
+            )
         )
 
     def reconfigure(self, config: BrokerConfig, changed: frozenset[str]) -> None:

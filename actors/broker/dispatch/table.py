@@ -23,7 +23,12 @@ from types import MappingProxyType
 from typing import Final
 
 from rocketrio.actors.kernel.remoting import RequestContext
-from rocketrio.protocol.codes import RequestCode, ResponseCode, request_name
+from rocketrio.protocol.codes import (
+    RequestCode,
+    ResponseCode,
+    not_supported_remark,
+    request_name,
+)
 from rocketrio.protocol.remoting import RemotingCommand
 
 Handler = Callable[[RequestContext], Awaitable[RemotingCommand | None]]
@@ -100,8 +105,7 @@ class RequestTable:
         if handler is None:
             return ctx.cmd.make_response(
                 ResponseCode.REQUEST_CODE_NOT_SUPPORTED,
-                f"request type {code} ({request_name(code)}) not supported "
-                f"by broker {self.broker_name}",
+                not_supported_remark(code, f"broker {self.broker_name}"),
             )
         if self.stopping and code not in ALLOWED_WHILE_STOPPING:
             return ctx.cmd.make_response(

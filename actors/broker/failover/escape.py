@@ -35,14 +35,11 @@ from collections.abc import Callable
 from typing import Protocol
 
 import attrs
-import trio
 
 from rocketrio.actors.broker.boot.config import BrokerConfig
-from rocketrio.actors.broker.dispatch.outcomes import PutStatus
 from rocketrio.actors.broker.store.escape_bridge import EscapeBridge
-from rocketrio.actors.broker.store.messages import StoreWriter
+from rocketrio.actors.broker.store.messages import StoreWriter, put_and_wait
 from rocketrio.actors.kernel.remoting import RemotingClient, RemotingError
-from rocketrio.actors.kernel.runtime import ActorStopped
 from rocketrio.protocol.bodies import PERM_WRITE, TopicConfig, TopicRouteData
 from rocketrio.protocol.codes import RequestCode, ResponseCode
 from rocketrio.protocol.headers import GetRouteInfoRequestHeader, SendMessageRequestHeaderV2
@@ -54,7 +51,7 @@ from rocketrio.protocol.message import (
 )
 from rocketrio.protocol.remoting import RemotingCommand
 from rocketrio.protocol.serde import HeaderError, from_json, to_ext
-from rocketrio.storage.store_types import MessageToStore, PutResult
+from rocketrio.storage.store_types import MessageToStore
 
 MASTER_ID = 0
 CALL_TIMEOUT_S = 3.0  # upstream: one send, 3 s
@@ -117,22 +114,11 @@ class LocalTarget:
             if tc is None or not tc.perm & PERM_WRITE or tc.writeQueueNums <= 0:
                 return f"{self.broker_name} has no writable topic {msg.topic}"
             placed.append(attrs.evolve(msg, queue_id=msg.queue_id % tc.writeQueueNums))
-        done = trio.Event()
-        outcome: list[str | None] = []
-
-        def on_done(results: list[PutResult], status: PutStatus, remark: str | None) -> None:
-            stored = bool(results) and status.stored
-            outcome.append(None if stored else f"{status.value}: {remark or ''}")
-            done.set()
-
-        try:
-            await self.writer.put(placed, on_done)
-        except ActorStopped:
-            return f"{self.broker_name}: its store is stopped"
-        await done.wait()
-        if outcome[0] is None:
-            self.written += len(placed)
-        return outcome[0]
+        answer = await put_and_wait(self.writer, placed)
+        if not answer.stored:
+            return f"{self.broker_name}: {answer.status.value}: {answer.remark or ''}"
+        self.written += len(placed)
+        return None
 
 
 class LocalEscape:

@@ -46,8 +46,8 @@ from rocketrio.actors.broker.pop.order import (
 )
 from rocketrio.actors.broker.store.view import RunBlocking
 from rocketrio.actors.broker.tables.config_file import ConfigFile
-from rocketrio.actors.broker.tables.json_table import JsonFileTable
-from rocketrio.actors.broker.tables.tables import GroupTable, OffsetTable, TopicTable, config_path
+from rocketrio.actors.broker.tables.json_table import JsonFileTable, config_path
+from rocketrio.actors.broker.tables.tables import GroupTable, OffsetTable, TopicTable
 from rocketrio.actors.observe import events
 from rocketrio.protocol.codes import ResponseCode
 from rocketrio.storage.fs import OS_FS, FileSystem

@@ -49,8 +49,8 @@ from rocketrio.actors.broker.dispatch.long_poll import Held, Waiter
 from rocketrio.actors.broker.dispatch.outcomes import Refusal
 from rocketrio.actors.broker.pop.hold import PopLongPollingService
 from rocketrio.actors.broker.pop.order_service import PopOrderService
-from rocketrio.actors.broker.pop.revive_log import Host, ck_message, put_and_wait
-from rocketrio.actors.broker.store.messages import StoreWriter
+from rocketrio.actors.broker.pop.revive_log import Host, ck_message
+from rocketrio.actors.broker.store.messages import StoreWriter, put_and_wait
 from rocketrio.actors.broker.store.queue_reader import QueueReader
 from rocketrio.actors.broker.tables.tables import GroupTable, OffsetTable, TopicTable
 from rocketrio.actors.broker.tables.topic_config import RETRY_GROUP_TOPIC_PREFIX, check_group_name

@@ -1,10 +1,10 @@
-"""The revive topic's records and the awaited put (upstream buildCkMsg / ACK message building).
+"""The revive topic's records (upstream buildCkMsg / ACK message building).
 
 Owns how CK and ACK records become messages of ``rmq_sys_REVIVE_LOG_<cluster>`` (queue = the
 revive queue id; tag ``ck`` / ``ack`` / ``bAck``; UNIQ_KEY = upstream's genCkUniqueId /
-genAckUniqueId; body = the record's JSON), how such a message is read back into a typed
-`ReviveRecord`, and `put_and_wait`, which hands messages to the store actor and waits for its
-answer (so a CK is in the CommitLog before its POP is answered, and an ACK before the ACK is).
+genAckUniqueId; body = the record's JSON) and how such a message is read back into a typed
+`ReviveRecord`. They are stored with `store.messages.put_and_wait`, so a CK is in the CommitLog
+before its POP is answered, and an ACK before the ACK is.
 
 Durability is the CommitLog's: the records are ordinary messages, flushed like any other.
 """
@@ -12,15 +12,11 @@ Durability is the CommitLog's: the records are ordinary messages, flushed like a
 from __future__ import annotations
 
 import attrs
-import trio
 
-from rocketrio.actors.broker.dispatch.outcomes import PutStatus
-from rocketrio.actors.broker.store.messages import StoreWriter
-from rocketrio.actors.kernel.runtime import ActorStopped
 from rocketrio.protocol.message import PROPERTY_TAGS, UNIQ_KEY, MessageExt
 from rocketrio.protocol.pop_checkpoint import AckMsg, PopCheckPoint, PopRecordError
 from rocketrio.protocol.pop_extra_info import ACK_TAG, BATCH_ACK_TAG, CK_TAG
-from rocketrio.storage.message_store import MessageToStore, PutResult
+from rocketrio.storage.message_store import MessageToStore
 
 Host = tuple[bytes, int]
 
@@ -86,31 +82,3 @@ def read_record(msg: MessageExt) -> ReviveRecord:
     except PopRecordError as e:
         return OtherRecord(msg.queue_offset, str(e))
     return OtherRecord(msg.queue_offset, f"tag {tag!r}")
-
-
-@attrs.frozen
-class PutAnswer:
-    status: PutStatus
-    results: tuple[PutResult, ...]
-    remark: str | None
-
-    @property
-    def stored(self) -> bool:
-        return bool(self.results) and self.status.stored
-
-
-async def put_and_wait(writer: StoreWriter, messages: list[MessageToStore]) -> PutAnswer:
-    """Put ``messages`` (one store request) and wait for the store actor's answer."""
-    done = trio.Event()
-    answer: list[PutAnswer] = []
-
-    def on_done(results: list[PutResult], status: PutStatus, remark: str | None) -> None:
-        answer.append(PutAnswer(status, tuple(results), remark))
-        done.set()
-
-    try:
-        await writer.put(messages, on_done)
-    except ActorStopped:
-        return PutAnswer(PutStatus.SERVICE_NOT_AVAILABLE, (), "the store is stopped")
-    await done.wait()
-    return answer[0]

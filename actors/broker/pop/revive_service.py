@@ -45,11 +45,10 @@ from rocketrio.actors.broker.pop.revive_log import (
     CkRecord,
     Host,
     OtherRecord,
-    put_and_wait,
     read_record,
 )
 from rocketrio.actors.broker.store.escape_bridge import EscapeBridge
-from rocketrio.actors.broker.store.messages import StoreWriter
+from rocketrio.actors.broker.store.messages import StoreWriter, put_and_wait
 from rocketrio.actors.broker.store.queue_reader import QueueReader, QueueReadUnavailable
 from rocketrio.actors.broker.tables.tables import GroupTable, OffsetTable, TopicTable
 from rocketrio.actors.broker.tables.topic_config import (

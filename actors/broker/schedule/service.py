@@ -32,7 +32,6 @@ import trio
 
 from rocketrio.actors.broker.boot.broker_io import BrokerIO
 from rocketrio.actors.broker.dispatch.answers import host_tuple
-from rocketrio.actors.broker.dispatch.outcomes import PutStatus
 from rocketrio.actors.broker.dispatch.table import Handlers
 from rocketrio.actors.broker.schedule.policy import (
     WAIT_PROPERTIES,
@@ -45,19 +44,18 @@ from rocketrio.actors.broker.schedule.policy import (
 )
 from rocketrio.actors.broker.store.broker_store import BrokerStore
 from rocketrio.actors.broker.store.escape_bridge import EscapeBridge
-from rocketrio.actors.broker.store.messages import StoreWriter
+from rocketrio.actors.broker.store.messages import StoreWriter, put_and_wait
 from rocketrio.actors.broker.store.reroute import Reroute, store_here
 from rocketrio.actors.broker.store.view import StoreView
 from rocketrio.actors.broker.tables.broker_tables import BrokerTables
 from rocketrio.actors.broker.tables.delay_offset import DelayOffsetTable
 from rocketrio.actors.kernel.remoting import RequestContext
-from rocketrio.actors.kernel.runtime import ActorStopped
 from rocketrio.actors.observe import events
 from rocketrio.protocol.codes import RequestCode, ResponseCode
 from rocketrio.protocol.message import MessageExt
 from rocketrio.protocol.remoting import RemotingCommand
 from rocketrio.protocol.serde import to_json
-from rocketrio.storage.message_store import MessageToStore, PutResult
+from rocketrio.storage.message_store import MessageToStore
 from rocketrio.storage.store_dispatch import SCHEDULE_TOPIC
 from rocketrio.storage.timer_wheel import (
     PROPERTY_TIMER_DELIVER_MS,
@@ -288,21 +286,8 @@ class ScheduleService:
             return here
         if not here:
             return None
-        msgs = here
-        done = trio.Event()
-        outcome: list[str | None] = []
-
-        def on_done(results: list[PutResult], status: PutStatus, remark: str | None) -> None:
-            stored = bool(results) and status.stored
-            outcome.append(None if stored else f"{status.value}: {remark or ''}")
-            done.set()
-
-        try:
-            await self.writer.put(msgs, on_done)
-        except ActorStopped:
-            return "the message store is stopped"
-        await done.wait()
-        return outcome[0]
+        answer = await put_and_wait(self.writer, here)
+        return None if answer.stored else f"{answer.status.value}: {answer.remark or ''}"
 
 
 def _to_store(msg: MessageExt, topic: str, queue_id: int, props: dict[str, str]) -> MessageToStore:

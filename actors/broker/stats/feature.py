@@ -30,7 +30,7 @@ from rocketrio.actors.broker.stats.runtime_info import RuntimeInfo
 from rocketrio.actors.broker.store.broker_store import BrokerStore
 from rocketrio.actors.broker.tables.broker_tables import BrokerTables
 from rocketrio.actors.broker.tables.config_file import ConfigFile
-from rocketrio.actors.broker.tables.tables import config_path
+from rocketrio.actors.broker.tables.json_table import config_path
 from rocketrio.actors.kernel.clock import monotonic_ms
 from rocketrio.actors.kernel.runtime import every_sync
 from rocketrio.actors.kernel.transport import Transport

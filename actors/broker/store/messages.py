@@ -13,9 +13,10 @@ from collections.abc import Callable
 from typing import Any, Protocol
 
 import attrs
+import trio
 
 from rocketrio.actors.broker.dispatch.outcomes import PutStatus
-from rocketrio.actors.kernel.runtime import Reply
+from rocketrio.actors.kernel.runtime import ActorStopped, Reply
 from rocketrio.storage.message_store import (
     BatchPutResult,
     MessageStore,
@@ -149,3 +150,33 @@ def fail_put(put: AnyPut, status: PutStatus, remark: str | None) -> None:
         put.on_done(None, status, remark)
     else:
         put.on_done([], status, remark)
+
+
+@attrs.frozen
+class PutAnswer:
+    """The store actor's answer to one put: what it stored (empty unless stored)."""
+
+    status: PutStatus
+    results: tuple[PutResult, ...]
+    remark: str | None
+
+    @property
+    def stored(self) -> bool:
+        return bool(self.results) and self.status.stored
+
+
+async def put_and_wait(writer: StoreWriter, messages: list[MessageToStore]) -> PutAnswer:
+    """Put ``messages`` (one store request) and wait for the store actor's answer."""
+    done = trio.Event()
+    answer: list[PutAnswer] = []
+
+    def on_done(results: list[PutResult], status: PutStatus, remark: str | None) -> None:
+        answer.append(PutAnswer(status, tuple(results), remark))
+        done.set()
+
+    try:
+        await writer.put(messages, on_done)
+    except ActorStopped:
+        return PutAnswer(PutStatus.SERVICE_NOT_AVAILABLE, (), "the store is stopped")
+    await done.wait()
+    return answer[0]

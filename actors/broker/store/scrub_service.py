@@ -11,8 +11,10 @@ seconds (the rate budget: the bytes a lap verifies take at least that long; a ch
 the head of the record its end cuts, which the next chunk reads again, so reads exceed the
 budget by at most one record per chunk, under 1% with 1 MiB chunks and KiB records, and a
 record bigger than a chunk is read whole at once); with nothing below the checkpoint, or
-``scrubBytesPerSecond`` = 0 (off), it looks again every ``IDLE_S``. The key is read before
-every chunk, so UPDATE_BROKER_CONFIG changes it live.
+``scrubBytesPerSecond`` = 0 (off), it looks again every ``IDLE_S``. A lap starts at most once
+per ``scrubLapIntervalSeconds`` (default an hour; 0: laps back to back): a lap that ended early
+waits out the rest of the interval. The keys are read before every chunk, so
+UPDATE_BROKER_CONFIG changes them live.
 
 A finding is logged once per record as ``store_scrub_damage`` (segment, offset, reason),
 counted in the runtime-info key ``scrubDamageFound`` (records found since start), and handed to
@@ -35,6 +37,7 @@ from rocketrio.actors.observe import events
 from rocketrio.storage.commitlog import segment_name
 from rocketrio.storage.scrub import (
     ChunkResult,
+    LapWait,
     ScrubBounds,
     ScrubCursor,
     ScrubRange,
@@ -87,13 +90,22 @@ class ScrubService:
         while True:
             rate = self.config.scrubBytesPerSecond
             verified = await self.step() if rate > 0 else None
-            await trio.sleep(IDLE_S if verified is None else pause_s(verified, rate))
+            match verified:
+                case None:
+                    await trio.sleep(IDLE_S)
+                case LapWait(seconds=seconds):
+                    await trio.sleep(min(seconds, IDLE_S))  # an interval cut live is heard
+                case int():
+                    await trio.sleep(pause_s(verified, rate))
 
-    async def step(self) -> int | None:
-        """Verify one chunk; the bytes it verified (None: nothing below the checkpoint)."""
-        done = await self.gate.read(self._verify_next)
-        if done is None:
-            return None
+    async def step(self) -> int | LapWait | None:
+        """Verify one chunk; the bytes it verified (None: nothing below the checkpoint; a
+        `LapWait`: the next lap may not start yet)."""
+        now = trio.current_time()
+        interval = float(self.config.scrubLapIntervalSeconds)
+        done = await self.gate.read(lambda: self._verify_next(now, interval))
+        if done is None or isinstance(done, LapWait):
+            return done
         _, result = done
         finding = self.cursor.advance(result)
         if finding is not None:
@@ -108,12 +120,14 @@ class ScrubService:
             )
         return result.verified_bytes
 
-    def _verify_next(self) -> tuple[ScrubRange, ChunkResult] | None:
+    def _verify_next(
+        self, now: float, lap_interval_s: float
+    ) -> tuple[ScrubRange, ChunkResult] | LapWait | None:
         """In the worker thread: the bounds, the read and the check, under one gate pass."""
         bounds = self.view.scrub_bounds()
-        rng = self.cursor.next(bounds)
-        if rng is None:
-            return None
+        rng = self.cursor.next(bounds, now, lap_interval_s)
+        if rng is None or isinstance(rng, LapWait):
+            return rng
         data = self.view.read_commitlog(rng.start, rng.size)
         return rng, verify_chunk(data, rng, bounds.segment_size)
 
@@ -122,6 +136,7 @@ class ScrubService:
         c = self.cursor
         return {
             "scrubBytesPerSecond": str(self.config.scrubBytesPerSecond),
+            "scrubLapIntervalSeconds": str(self.config.scrubLapIntervalSeconds),
             "scrubVerifiedBytes": str(c.verified_bytes),
             "scrubOffset": str(max(c.cursor, 0)),
             "scrubLaps": str(c.laps),

@@ -31,8 +31,7 @@ from rocketrio.actors.auth.model import (
 from rocketrio.actors.broker.boot.config import BrokerConfig
 from rocketrio.actors.broker.store.view import RunBlocking
 from rocketrio.actors.broker.tables.config_file import ConfigFile
-from rocketrio.actors.broker.tables.json_table import JsonFileTable
-from rocketrio.actors.broker.tables.tables import config_path
+from rocketrio.actors.broker.tables.json_table import JsonFileTable, config_path
 from rocketrio.actors.observe import events
 from rocketrio.protocol.auth_bodies import AuthAclsFile, AuthUsersFile
 from rocketrio.protocol.bodies import DataVersion

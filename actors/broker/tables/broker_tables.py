@@ -20,8 +20,8 @@ from rocketrio.actors.broker.tables.delay_offset import (
     DelayOffsetFile,
     DelayOffsetTable,
 )
-from rocketrio.actors.broker.tables.json_table import JsonFileTable
-from rocketrio.actors.broker.tables.tables import GroupTable, OffsetTable, TopicTable, config_path
+from rocketrio.actors.broker.tables.json_table import JsonFileTable, config_path
+from rocketrio.actors.broker.tables.tables import GroupTable, OffsetTable, TopicTable
 from rocketrio.actors.broker.tables.topic_queue_mapping import TopicQueueMappingTable
 
 

@@ -18,19 +18,15 @@ without awaiting in between, so no request sees a half-made change.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable
-from typing import Any
 
 import attrs
-import structlog
 import trio
 
 from rocketrio.actors.broker.boot.config import BrokerConfig
 from rocketrio.actors.broker.store.view import RunBlocking
-from rocketrio.actors.broker.tables.config_file import ConfigFile
 from rocketrio.actors.broker.tables.consumer_offset import ConsumerOffsetManager
-from rocketrio.actors.broker.tables.json_table import JsonFileTable
+from rocketrio.actors.broker.tables.json_table import OneFileTable
 from rocketrio.actors.broker.tables.meta_log import (
     GroupGone,
     GroupSet,
@@ -56,12 +52,7 @@ GROUPS_FILE = "subscriptionGroup.json"
 OFFSETS_FILE = "consumerOffset.json"
 
 
-def config_path(store_root: str, name: str) -> str:
-    """Where the broker keeps a config file: ``<storePathRootDir>/config/<name>``."""
-    return os.path.join(store_root, "config", name)
-
-
-class TopicTable(TopicConfigManager, JsonFileTable):
+class TopicTable(TopicConfigManager, OneFileTable):
     """The topic table: every change marks topics.json dirty and triggers re-registration."""
 
     def __init__(
@@ -77,20 +68,18 @@ class TopicTable(TopicConfigManager, JsonFileTable):
         self.on_change = on_change
         # the metadata journal (meta_journal.py): every change, in the order made
         self.journal: Callable[[MetaChange], None] = lambda _change: None
-        self.log = structlog.get_logger("broker").bind(broker=config.brokerName)
-        self.file = ConfigFile(
-            config_path(config.storePathRootDir, TOPICS_FILE),
+        self.open_file(
+            config.brokerName,
+            config.storePathRootDir,
+            TOPICS_FILE,
             TopicConfigSerializeWrapper,
             self.snapshot,
             run_blocking,
             fs=fs,
         )
 
-    def files(self) -> tuple[ConfigFile[Any], ...]:
-        return (self.file,)
-
-    def _adopt_files(self, values: tuple[Any, ...]) -> None:
-        self.load(values[0] or TopicConfigSerializeWrapper())
+    def _adopt(self, value: TopicConfigSerializeWrapper | None) -> None:
+        self.load(value or TopicConfigSerializeWrapper())
 
     def _changed(self, tc: TopicConfig | None) -> None:
         self.file.mark_dirty()
@@ -147,7 +136,7 @@ class TopicTable(TopicConfigManager, JsonFileTable):
         self.on_change()
 
 
-class GroupTable(SubscriptionGroupManager, JsonFileTable):
+class GroupTable(SubscriptionGroupManager, OneFileTable):
     """The subscription-group table: auto-created groups mark the file dirty."""
 
     def __init__(
@@ -159,22 +148,20 @@ class GroupTable(SubscriptionGroupManager, JsonFileTable):
         fs: FileSystem = OS_FS,
     ) -> None:
         super().__init__(config.autoCreateSubscriptionGroup, now_ms)
-        self.log = structlog.get_logger("broker").bind(broker=config.brokerName)
         # the metadata journal: operator changes only (an auto-created group re-creates itself)
         self.journal: Callable[[MetaChange], None] = lambda _change: None
-        self.file = ConfigFile(
-            config_path(config.storePathRootDir, GROUPS_FILE),
+        self.open_file(
+            config.brokerName,
+            config.storePathRootDir,
+            GROUPS_FILE,
             SubscriptionGroupWrapper,
             self.snapshot,
             run_blocking,
             fs=fs,
         )
 
-    def files(self) -> tuple[ConfigFile[Any], ...]:
-        return (self.file,)
-
-    def _adopt_files(self, values: tuple[Any, ...]) -> None:
-        self.load(values[0] or SubscriptionGroupWrapper())
+    def _adopt(self, value: SubscriptionGroupWrapper | None) -> None:
+        self.load(value or SubscriptionGroupWrapper())
 
     def update(self, sgc: SubscriptionGroupConfig) -> bool:
         changed = super().update(sgc)
@@ -202,7 +189,7 @@ class GroupTable(SubscriptionGroupManager, JsonFileTable):
         return sgc is None or sgc.notifyConsumerIdsChangedEnable
 
 
-class OffsetTable(ConsumerOffsetManager, JsonFileTable):
+class OffsetTable(ConsumerOffsetManager, OneFileTable):
     """Committed consumer offsets; written periodically (only when something changed)."""
 
     def __init__(
@@ -214,17 +201,15 @@ class OffsetTable(ConsumerOffsetManager, JsonFileTable):
         fs: FileSystem = OS_FS,
     ) -> None:
         super().__init__(now_ms)
-        self.log = structlog.get_logger("broker").bind(broker=config.brokerName)
-        self.file = ConfigFile(
-            config_path(config.storePathRootDir, OFFSETS_FILE),
+        self.open_file(
+            config.brokerName,
+            config.storePathRootDir,
+            OFFSETS_FILE,
             ConsumerOffsetSerializeWrapper,
             self.snapshot_for_persist,
             run_blocking,
             fs=fs,
         )
 
-    def files(self) -> tuple[ConfigFile[Any], ...]:
-        return (self.file,)
-
-    def _adopt_files(self, values: tuple[Any, ...]) -> None:
-        self.load(values[0] or ConsumerOffsetSerializeWrapper())
+    def _adopt(self, value: ConsumerOffsetSerializeWrapper | None) -> None:
+        self.load(value or ConsumerOffsetSerializeWrapper())

@@ -28,16 +28,12 @@ mapping before it registers.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
 
-import structlog
 import trio
 
 from rocketrio.actors.broker.boot.config import BrokerConfig
 from rocketrio.actors.broker.store.view import RunBlocking
-from rocketrio.actors.broker.tables.config_file import ConfigFile
-from rocketrio.actors.broker.tables.json_table import JsonFileTable
-from rocketrio.actors.broker.tables.tables import config_path
+from rocketrio.actors.broker.tables.json_table import OneFileTable
 from rocketrio.actors.observe import events
 from rocketrio.protocol import fastjson
 from rocketrio.protocol.bodies import DataVersion, MessageQueue, TopicConfig, TopicQueueMappingInfo
@@ -215,7 +211,7 @@ class TopicQueueMappingManager:
         return out
 
 
-class TopicQueueMappingTable(TopicQueueMappingManager, JsonFileTable):
+class TopicQueueMappingTable(TopicQueueMappingManager, OneFileTable):
     """The mappings with their file (topicQueueMapping.json)."""
 
     def __init__(
@@ -227,24 +223,21 @@ class TopicQueueMappingTable(TopicQueueMappingManager, JsonFileTable):
         fs: FileSystem = OS_FS,
     ) -> None:
         super().__init__(config.brokerName, now_ms)
-        self.log = structlog.get_logger("broker").bind(
-            broker=config.brokerName, actor="topic_queue_mapping"
-        )
-        self.file = ConfigFile(
-            config_path(config.storePathRootDir, MAPPING_FILE),
+        self.open_file(
+            config.brokerName,
+            config.storePathRootDir,
+            MAPPING_FILE,
             TopicQueueMappingSerializeWrapper,
             self.snapshot,
             run_blocking,
             fs=fs,
             loads=fastjson.loads,  # upstream's file has bare Integer keys ({0:[...]})
+            actor="topic_queue_mapping",
         )
 
-    def files(self) -> tuple[ConfigFile[Any], ...]:
-        return (self.file,)
-
-    def _adopt_files(self, values: tuple[Any, ...]) -> None:
+    def _adopt(self, value: TopicQueueMappingSerializeWrapper | None) -> None:
         """Adopt the file, refused copies logged (they name another broker)."""
-        refused = self.adopt(values[0] or TopicQueueMappingSerializeWrapper())
+        refused = self.adopt(value or TopicQueueMappingSerializeWrapper())
         for detail in refused:
             events.emit(
                 self.log,

@@ -105,6 +105,7 @@ from rocketrio.actors.observe.events.client import (
     BroadcastConsumeDropped,
     BrokerConnectionClosed,
     ConsumeBadStatus,
+    ConsumedDirectly,
     ConsumeFailed,
     ConsumerIdsChanged,
     GetConsumerIdsFailed,

@@ -35,6 +35,18 @@ class ConsumeBadStatus(LogEvent):
     status: Json
 
 
+@event("consumed_directly")
+@attrs.frozen(kw_only=True)
+class ConsumedDirectly(LogEvent):
+    """A message consumed directly at an admin's request (CONSUME_MESSAGE_DIRECTLY, 309):
+    the listener's verdict as upstream's CMResult name (empty for an unknown status)."""
+
+    group: str
+    msg_id: str
+    result: str
+    spent_ms: int
+
+
 @event("consume_failed", "warning")
 @attrs.frozen(kw_only=True)
 class ConsumeFailed(LogEvent):

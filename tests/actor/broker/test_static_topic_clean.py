@@ -13,7 +13,7 @@ from typing import Any
 import trio
 import trio.testing
 
-from rocketrio.actors.broker.tables.tables import config_path
+from rocketrio.actors.broker.tables.json_table import config_path
 from rocketrio.actors.broker.tables.topic_queue_mapping import MAPPING_FILE
 from rocketrio.actors.client.admin import MQAdmin
 from rocketrio.actors.client.api import PullStatus

@@ -15,7 +15,7 @@ import trio
 import trio.testing
 
 from rocketrio.actors.broker.pull import processor as pull_processor
-from rocketrio.actors.broker.tables.tables import config_path
+from rocketrio.actors.broker.tables.json_table import config_path
 from rocketrio.actors.broker.tables.topic_queue_mapping import MAPPING_FILE
 from rocketrio.actors.client.admin import MQAdmin, wait_for_route
 from rocketrio.actors.client.api import PullStatus

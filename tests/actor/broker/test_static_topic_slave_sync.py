@@ -16,7 +16,8 @@ import trio.testing
 
 from rocketrio.actors.broker.boot.config import BrokerConfig
 from rocketrio.actors.broker.roles.slave_sync import SlaveSynchronize, SyncRefused
-from rocketrio.actors.broker.tables.tables import GroupTable, OffsetTable, TopicTable, config_path
+from rocketrio.actors.broker.tables.json_table import config_path
+from rocketrio.actors.broker.tables.tables import GroupTable, OffsetTable, TopicTable
 from rocketrio.actors.broker.tables.topic_queue_mapping import MAPPING_FILE, TopicQueueMappingTable
 from rocketrio.protocol.bodies import (
     ConsumerOffsetSerializeWrapper,

@@ -81,6 +81,7 @@ def unknown_cases(ns: str, ctrl: str) -> list[tuple[list[str], str]]:
             "producer group NoGroup has no producer online for topic T",
         ),
         (["brokerConsumeStats", "-n", ns, "-b", NOBODY], f"cannot connect to {NOBODY}"),
+        (["producer", "-n", ns, "-b", NOBODY], f"cannot connect to {NOBODY}"),
         (["updateSubGroup", "-n", ns, "-c", "NoCluster", "-g", "G"], "cluster NoCluster is unk"),
         (["deleteSubGroup", "-n", ns, "-c", "NoCluster", "-g", "G"], "cluster NoCluster is unk"),
         (["topicList", "-n", "10.0.7.8:9876"], "cannot connect to 10.0.7.8:9876"),

@@ -207,6 +207,8 @@ def test_templates_are_package_data() -> None:
         str(p.relative_to(ROOT / "deploy")) for pat in patterns for p in (ROOT / "deploy").glob(pat)
     }
     on_disk = {str(p.relative_to(ROOT / "deploy")) for p in (ROOT / "deploy").glob("**/*.conf")}
+    # and the Prometheus config and Grafana dashboard `up` and users read (deploy/monitoring/)
+    on_disk |= {str(p.relative_to(ROOT / "deploy")) for p in (ROOT / "deploy").glob("monitoring/*")}
     assert on_disk and shipped == on_disk
     for mode in MODES:  # and `up` finds them through the package
         assert (templates_root() / mode).is_dir()

@@ -10,6 +10,7 @@ import pytest
 
 from rocketrio.storage.message_store import MessageStore, MessageToStore, StoreConfig
 from rocketrio.storage.scrub import (
+    LapWait,
     ScrubBounds,
     ScrubCursor,
     ScrubRange,
@@ -129,3 +130,16 @@ def test_findings_of_deleted_segments_are_forgotten_but_still_counted() -> None:
     assert list(cursor.found) == [offsets[2]] and cursor.damage_found == 1
     assert cursor.next(ScrubBounds(SEG, 2 * SEG, SEG)) == ScrubRange(SEG, SEG, True)
     assert cursor.found == {} and cursor.damage_found == 1  # retention removed segment 0
+
+
+def test_a_new_lap_waits_for_the_interval_and_the_first_lap_never_waits() -> None:
+    cursor = ScrubCursor(chunk_bytes=SEG)
+    bounds = ScrubBounds(0, SEG, SEG)
+    data, _ = segment_bytes()
+    rng = cursor.next(bounds, now=50.0, lap_interval_s=100.0)  # the first lap: no wait
+    assert rng == ScrubRange(0, SEG, True) and cursor.laps == 1
+    cursor.advance(verify_chunk(data, rng, SEG))
+    assert cursor.next(bounds, now=80.0, lap_interval_s=100.0) == LapWait(70.0)
+    assert cursor.laps == 1  # a wait starts nothing
+    assert cursor.next(bounds, now=150.0, lap_interval_s=100.0) == ScrubRange(0, SEG, True)
+    assert cursor.laps == 2

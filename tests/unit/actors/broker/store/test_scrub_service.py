@@ -140,7 +140,9 @@ async def test_scrub_off_reads_nothing_and_a_clean_store_finds_nothing(
     with trio.move_on_after(60):
         await scrub.run()
     assert scrub.cursor.verified_bytes == 0
-    scrub.config = BrokerConfig(storePathRootDir=PATH, scrubBytesPerSecond=RATE)  # live
+    scrub.config = BrokerConfig(
+        storePathRootDir=PATH, scrubBytesPerSecond=RATE, scrubLapIntervalSeconds=0
+    )  # live, laps back to back
     sizes: list[int] = []
     read = scrub.view.read_commitlog
     scrub.view.read_commitlog = lambda o, n: (sizes.append(n), read(o, n))[1]  # type: ignore[method-assign]
@@ -150,3 +152,32 @@ async def test_scrub_off_reads_nothing_and_a_clean_store_finds_nothing(
     assert scrub.cursor.laps >= 2 and scrub.cursor.found == {}
     assert scrub.cursor.verified_bytes >= below
     assert max(sizes) <= CHUNK  # the store is never held for more than a chunk
+
+
+async def test_laps_start_an_interval_apart_whatever_the_rate(
+    mock_clock: trio.testing.MockClock,
+) -> None:
+    """A lap that ends early waits out the rest of ``scrubLapIntervalSeconds``: a small log is
+    verified once per interval, not re-read at the full rate for ever; a live cut of the
+    interval is heard within IDLE_S."""
+    disk, _ = filled(4)
+    store, scrub = scrub_of(disk)
+    interval = 600
+    scrub.config = BrokerConfig(
+        storePathRootDir=PATH, scrubBytesPerSecond=RATE, scrubLapIntervalSeconds=interval
+    )
+    below = store.commitlog.verified_from - store.commitlog.min_offset
+    lap_s = below / RATE
+    assert lap_s < interval / 10
+    with trio.move_on_after(2 * interval + lap_s / 2):
+        await scrub.run()
+    assert scrub.cursor.laps == 3  # at 0, interval, 2 * interval
+    # bytes verified: two whole laps and part of the third, nowhere near the rate's budget
+    assert 2 * below <= scrub.cursor.verified_bytes < 3 * below
+    assert scrub.runtime_keys()["scrubLapIntervalSeconds"] == str(interval)
+    scrub.config = BrokerConfig(
+        storePathRootDir=PATH, scrubBytesPerSecond=RATE, scrubLapIntervalSeconds=0
+    )
+    with trio.move_on_after(lap_s + 11):  # the rest of lap 3, then laps back to back
+        await scrub.run()
+    assert scrub.cursor.laps >= 4
