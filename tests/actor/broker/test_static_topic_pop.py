@@ -155,3 +155,44 @@ async def test_ordered_pop_keeps_each_logic_queues_order_through_a_remapping(
         for g in range(8):
             first_seen = list(dict.fromkeys(seen[g]))
             assert first_seen == sent[g], g
+
+
+async def test_change_invisible_duration_on_a_logic_queue_after_a_remapping(
+    tmp_path: Path, mock_clock: trio.testing.MockClock
+) -> None:
+    """A message popped from a logic queue's old generation (read remotely by the new leader)
+    is made visible sooner with CHANGE_INVISIBLE_TIME: it comes back at the new time, not the
+    old one, and once acked with its new receipt it never comes back."""
+    async with cluster(tmp_path, ("broker-a", "broker-b")) as c, c.admin() as admin:
+        await static_topic(c, admin)
+        await route_until(admin, lambda r: len(leaders(r)) == 8)
+        await c.start_broker("broker-c", "10.0.1.3")
+        async with Producer("pg", c.ns_addr, **c.kwargs()) as p, simple(c, "cg2") as sc:
+            for i in range(16):
+                await p.send(Message(T, f"m{i}".encode()))
+            await remapping_static_topic(admin, T, brokers="broker-b,broker-c", now_ms=now_ms)
+            await trio.sleep(3)
+            got: list[ReceivedMessage] = []
+            with trio.fail_after(60):
+                while len(got) < 16:
+                    got += await sc.receive(16, 300.0)
+            moved = {g for g, b in leaders(await route_until(admin, lambda r: True)).items()
+                     if b == "broker-c"}  # fmt: skip
+            target = next(m for m in got if m.queue_id in moved)
+            assert target.broker_name == "broker-c"  # popped by the new leader, read remotely
+            for m in got:
+                if m is not target:
+                    await sc.ack(m)
+            await sc.change_invisible_duration(target, 5.0)
+            start = trio.current_time()
+            again: list[ReceivedMessage] = []
+            with trio.fail_after(120):
+                while not again:
+                    again = await sc.receive(16, 300.0)
+                    if not again:
+                        await trio.sleep(0.5)
+            assert [m.body for m in again] == [target.body]
+            assert 4.0 <= trio.current_time() - start < 60  # the new time, not the old 300 s
+            await sc.ack(again[0])
+            await trio.sleep(30)
+            assert await sc.receive(16, 300.0) == []
