@@ -34,6 +34,7 @@ from rocketrio.protocol.message_format import (
     PROPERTY_TIMER_DELAY_SEC,
     PROPERTY_TIMER_DELIVER_MS,
     PROPERTY_TRANSACTION_PREPARED,
+    TRANSACTION_ROLLBACK_TYPE,
     decode_properties,
     encode_properties,
 )
@@ -93,8 +94,10 @@ class StaticTopicForwarder:
         props = dict(decode_properties(props) if isinstance(props, str) else props)
         for key in DROPPED_ON_FORWARD:
             props.pop(key, None)
+        # the message's own flags (a compressed body stays readable), not a transaction's type
+        sys_flag = msg.sys_flag & ~TRANSACTION_ROLLBACK_TYPE
         h = SendMessageRequestHeader(
-            FORWARD_GROUP, msg.topic, "TBW102", 4, gid, 0, msg.born_timestamp, msg.flag,
+            FORWARD_GROUP, msg.topic, "TBW102", 4, gid, sys_flag, msg.born_timestamp, msg.flag,
             encode_properties(props), msg.reconsume_times,
         )  # fmt: skip
         try:
