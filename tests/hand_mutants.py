@@ -219,6 +219,108 @@ MUTANTS: list[Mutant] = [
         ],
     ),
     Mutant(
+        "static topic POP: the new leader does not find the group's offset on the old one",
+        "actors/broker/static_topic/pop.py",
+        "            refusal = await offsets.prime(h.consumerGroup, topic, gid)",
+        "            refusal = None  # MUTANT",
+        [
+            "tests/actor/broker/test_static_topic_pop.py",
+        ],
+    ),
+    Mutant(
+        "static topic POP: a sealed generation's end does not lead into the next one",
+        "actors/broker/static_topic/logic_store.py",
+        "            return GetResult(_S.OFFSET_FOUND_NULL, nxt.logicOffset, item.logicOffset, "
+        "max_logic)",
+        "            return GetResult(_S.OFFSET_OVERFLOW_ONE, logic_offset, item.logicOffset, "
+        "max_logic)",
+        [
+            "tests/unit/actors/broker/static_topic/test_logic_store.py",
+        ],
+    ),
+    Mutant(
+        "static topic POP: records keep their physical queue offsets",
+        "actors/broker/static_topic/logic_store.py",
+        "    _I64.pack_into(buf, QUEUE_OFFSET_POSITION, physical + offset_delta)",
+        "    _I64.pack_into(buf, QUEUE_OFFSET_POSITION, physical)  # MUTANT",
+        [
+            "tests/unit/actors/broker/static_topic/test_logic_store.py",
+        ],
+    ),
+    Mutant(
+        "static topic offset tools: a reset computes the logic targets but commits nothing",
+        "actors/broker/static_topic/offset_tools.py",
+        "                body = await self.apply_reset(h, body, cmd.language, True)",
+        "                pass  # MUTANT",
+        [
+            "tests/actor/broker/test_static_topic_offset_tools.py",
+        ],
+    ),
+    Mutant(
+        "static topic offset tools: consumerProgress reports the physical queues",
+        "actors/broker/static_topic/offset_tools.py",
+        "            table = {mq: w for mq, w in stats.offsetTable.items() if mq.topic not in "
+        "static}",
+        "            table = dict(stats.offsetTable)  # MUTANT",
+        [
+            "tests/actor/broker/test_static_topic_offset_tools.py",
+        ],
+    ),
+    Mutant(
+        "static topic: a due or committed message of a moved logic queue stays on the old broker",
+        "actors/broker/static_topic/forward.py",
+        "            if bname == detail.bname:\n",
+        "            if True:  # MUTANT\n",
+        [
+            "tests/actor/broker/test_static_topic_delay_tx.py",
+        ],
+    ),
+    Mutant(
+        "static topic -fr: the force flag does not reach the brokers",
+        "actors/client/static_topic_admin.py",
+        "        await send_mapping(admin, masters[broker], cfg, force)",
+        "        await send_mapping(admin, masters[broker], cfg)  # MUTANT",
+        [
+            "tests/actor/broker/test_static_topic_mapfile.py",
+        ],
+    ),
+    Mutant(
+        "static topic: a plan over a Java broker is sent",
+        "actors/client/static_topic_mixed.py",
+        "        if resp.language != ROCKETRIO_LANGUAGE:",
+        "        if False:  # MUTANT",
+        [
+            "tests/actor/broker/test_static_topic_mixed.py",
+        ],
+    ),
+    Mutant(
+        "static topic: a logic pull never suggests the slave",
+        "actors/broker/static_topic/pull.py",
+        '        int(ext.get("suggestWhichBrokerId", 0)) if local else 0,',
+        "        0,  # MUTANT",
+        [
+            "tests/actor/broker/test_static_topic_failover.py",
+        ],
+    ),
+    Mutant(
+        "static topic: a broker without the mapping serves the physical queue of a logic id",
+        "actors/broker/static_topic/pull.py",
+        '            if is_logic_broker_name(ext.get("bname") or ""):',
+        "            if False:  # MUTANT",
+        [
+            "tests/actor/broker/test_static_topic_failover.py",
+        ],
+    ),
+    Mutant(
+        "static topic offset tools: the console's group view keeps the physical queues",
+        "actors/broker/static_topic/offset_tools.py",
+        "                        await self._to_logic(group, stats)\n",
+        "                        pass  # MUTANT\n",
+        [
+            "tests/actor/broker/test_static_topic_offset_tools.py",
+        ],
+    ),
+    Mutant(
         "request table: a code claimed twice is not refused",
         "actors/broker/dispatch/table.py",
         "            if code in table:",

@@ -47,6 +47,9 @@ from rocketrio.actors.broker.roles.slave_sync import SlaveSynchronize
 from rocketrio.actors.broker.schedule.service import build_schedule_service
 from rocketrio.actors.broker.send.feature import SendFeature
 from rocketrio.actors.broker.static_topic.feature import StaticTopicFeature
+from rocketrio.actors.broker.static_topic.forward import StaticTopicForwarder
+from rocketrio.actors.broker.static_topic.logic_store import LogicQueueStore
+from rocketrio.actors.broker.static_topic.remote import RemoteBrokers
 from rocketrio.actors.broker.stats.broker_stats import BrokerStats
 from rocketrio.actors.broker.stats.feature import StatsFeature
 from rocketrio.actors.broker.store.broker_store import BrokerStore, store_host_of
@@ -181,10 +184,15 @@ class Broker:
             new_uniq_key=new_uniq_key,
         )
         self.reply = ReplyFeature(io, send=self.send.processor, producers=self.clients.producers)
+        # static topics' logic queues as the POP path and the offset tools read them
+        remote = RemoteBrokers(lambda: self._client, lambda: io.config.namesrv_addrs)
+        self.logic_queues = LogicQueueStore(s.view, t.mappings, remote, io.log)
+        # a delayed or committed message whose logic queue moved goes to the new leader
+        self.static_forward = StaticTopicForwarder(t.mappings, remote, io.log)
         self.pop = PopFeature(
             io,
             tables=t,
-            view=s.view,
+            view=self.logic_queues,
             writer=s.actor,
             is_master=self.roles.special_services_on,
             store_host=self.store_host,
@@ -198,6 +206,7 @@ class Broker:
             store=s,
             is_master=self.roles.special_services_on,
             escape=self.failover.escape_if_acting,
+            reroute=self.static_forward.reroute,
         )
         self.transactions = build_transaction_service(
             io,
@@ -208,6 +217,7 @@ class Broker:
             new_uniq_key=new_uniq_key,
             store_host=self.addr,
             escape=self.failover.escape_if_acting,
+            reroute=self.static_forward.reroute,
         )
 
     def _build_management(self) -> None:
@@ -232,6 +242,8 @@ class Broker:
             is_master=is_master,
             on_change=self._request_register,
             store_barrier=s.actor.commitlog_max_offset,
+            apply_reset=self.admin.offset_reset.apply,
+            reader=self.logic_queues,
         )
         self.stats = StatsFeature(
             io,

@@ -3,7 +3,8 @@ header, what a FOUND answer hands to consumption, and what a failed pull means.
 
 - `pull_broker`: the brokerId the last answer suggested (suggestWhichBrokerId) if the route has
   it, else the master, else a slave (a classic master that died: consumers read from its slave
-  meanwhile); a static topic's logic queue only from a master (a replica holds no mapping).
+  meanwhile); a static topic's logic queue from a replica only when suggested (the replica
+  serves it from its synced mapping and sends the consumer back when it has none).
 - `pull_header`: SUSPEND | SUBSCRIPTION, plus COMMIT_OFFSET with the offset to commit.
 - `found_messages` (upstream processPullResult): decoded, a logic queue's records renamed to it,
   retried messages back under their original topic, then the client-side tag check.
@@ -115,9 +116,9 @@ def pull_broker(client: MQClientInstance, st: QueueState) -> tuple[str, int]:
     if found is None:
         raise NoBrokerAddress(f"no address for broker {st.mq.brokerName}")
     addr, broker_id = found
-    if broker_id != MASTER_ID and is_logic_broker_name(st.mq.brokerName):
-        # a replica holds no static-topic mapping: it would serve the physical
-        # queue numbered like the logic one. Wait for the leader's master.
+    if broker_id != MASTER_ID and is_logic_broker_name(st.mq.brokerName) and not st.broker_id:
+        # not suggested (the master is gone): a replica serves a logic queue from its synced
+        # mapping, but the consumer waits for the leader's master rather than guess
         raise NoBrokerAddress(f"no master leads logic queue {st.mq}")
     return addr, broker_id
 
@@ -143,6 +144,9 @@ def pull_header(
         subVersion=st.sub.subVersion,
         subscription=st.sub.subString,
         expressionType=st.sub.expressionType,
+        # a logic queue names its mock broker (upstream does for every queue): a broker
+        # without the mapping then refuses instead of serving its physical queue of that id
+        bname=st.mq.brokerName if is_logic_broker_name(st.mq.brokerName) else None,
     )
 
 

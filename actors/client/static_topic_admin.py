@@ -33,6 +33,7 @@ import attrs
 from rocketrio.actors.client.admin import MQAdmin, QueueStatus, broker_names_of
 from rocketrio.actors.client.config import DEFAULT_TOPIC, MASTER_ID
 from rocketrio.actors.client.errors import MQBrokerError, MQClientError, UsageError
+from rocketrio.actors.client.static_topic_mixed import refuse_mixed_cluster
 from rocketrio.actors.kernel.clock import wallclock_ms
 from rocketrio.protocol import fastjson
 from rocketrio.protocol.bodies import ClusterInfo, MessageQueue
@@ -45,11 +46,14 @@ from rocketrio.protocol.static_topic import (
     TopicConfigAndQueueMapping,
     TopicQueueMappingDetail,
     build_mapping_ones,
+    check_name_epoch_num,
     logic_queue_offsets,
     mock_broker_name,
 )
 from rocketrio.protocol.static_topic_alloc import (
     DEFAULT_BLOCK_SEQ_SIZE,
+    TYPE_CREATE_OR_UPDATE,
+    TYPE_REMAPPING,
     TopicRemappingDetailWrapper,
     create_static_topic,
     decide_logic_offsets,
@@ -57,6 +61,8 @@ from rocketrio.protocol.static_topic_alloc import (
 )
 
 Configs = dict[str, TopicConfigAndQueueMapping]
+# sees (the mapping before, the computed plan) before anything is sent
+Review = Callable[[TopicRemappingDetailWrapper, TopicRemappingDetailWrapper], None]
 
 
 @attrs.frozen
@@ -199,8 +205,12 @@ async def update_static_topic(
     clusters: str | None = None,
     brokers: str | None = None,
     now_ms: Callable[[], int] = wallclock_ms,
+    force: bool = False,
+    review: Review | None = None,
 ) -> StaticTopicResult:
-    """Create the static topic with ``queue_num`` logic queues, or grow it to that many."""
+    """Create the static topic with ``queue_num`` logic queues, or grow it to that many.
+    ``review(before, after)`` sees the mapping before and the computed plan before it is
+    sent (mqadmin writes both to files); ``force``: upstream's -fr."""
     if queue_num <= 0:
         raise UsageError(f"-qn must be positive, got {queue_num}")
     info = await admin.cluster_info()
@@ -211,11 +221,28 @@ async def update_static_topic(
         plan = create_static_topic(topic, queue_num, targets, existing, now_ms())
     except MappingError as e:
         raise MQClientError(f"updateStaticTopic {topic}: {e}") from None
-    complete_no_target_brokers(plan.brokerConfigMap, info, topic)
+    if review is not None:
+        review(_before(topic, TYPE_CREATE_OR_UPDATE, existing, now_ms()), plan)
+    return await send_update(admin, plan, info, force)
+
+
+def _before(topic: str, kind: str, existing: Configs, now: int) -> TopicRemappingDetailWrapper:
+    """The mapping as the brokers hold it, as a plan (upstream's ``.before`` file)."""
+    found = check_name_epoch_num(topic, existing) if existing else None
+    return TopicRemappingDetailWrapper(topic, kind, found[0] if found else now, dict(existing))
+
+
+async def send_update(
+    admin: MQAdmin, plan: TopicRemappingDetailWrapper, info: ClusterInfo, force: bool = False
+) -> StaticTopicResult:
+    """Send every broker of a create/update plan its mapping (``force``: replace what it
+    holds even with an older epoch, upstream's -fr)."""
+    complete_no_target_brokers(plan.brokerConfigMap, info, plan.topic)
     masters = master_addrs(info)
+    await refuse_mixed_cluster(admin, plan.topic, plan.brokerConfigMap, masters)
     written = []
     for broker, cfg in sorted(plan.brokerConfigMap.items()):
-        await send_mapping(admin, masters[broker], cfg)
+        await send_mapping(admin, masters[broker], cfg, force)
         written.append(broker)
     return _result(plan, written)
 
@@ -239,8 +266,11 @@ async def remapping_static_topic(
     brokers: str | None = None,
     now_ms: Callable[[], int] = wallclock_ms,
     block_seq_size: int = DEFAULT_BLOCK_SEQ_SIZE,
+    force: bool = False,
+    review: Review | None = None,
 ) -> StaticTopicResult:
-    """Move the logic queues' leaders onto the target brokers (upstream's five steps)."""
+    """Move the logic queues' leaders onto the target brokers (upstream's five steps);
+    ``review`` and ``force`` as for `update_static_topic`."""
     info = await admin.cluster_info()
     targets = target_brokers(info, clusters, brokers)
     existing = await examine_topic_config_all(admin, topic, info)
@@ -250,12 +280,27 @@ async def remapping_static_topic(
         plan = remap_static_topic(topic, existing, targets, now_ms())
     except MappingError as e:
         raise MQClientError(f"remappingStaticTopic {topic}: {e}") from None
+    if review is not None:
+        review(_before(topic, TYPE_REMAPPING, existing, now_ms()), plan)
+    return await send_remapping(admin, plan, info, block_seq_size, force)
+
+
+async def send_remapping(
+    admin: MQAdmin,
+    plan: TopicRemappingDetailWrapper,
+    info: ClusterInfo,
+    block_seq_size: int = DEFAULT_BLOCK_SEQ_SIZE,
+    force: bool = False,
+) -> StaticTopicResult:
+    """Send a remapping plan in upstream's five steps (``force``: upstream's -fr)."""
+    topic = plan.topic
     complete_no_target_brokers(plan.brokerConfigMap, info, topic)
     masters = master_addrs(info)
+    await refuse_mixed_cluster(admin, topic, plan.brokerConfigMap, masters)
     written: list[str] = []
 
     async def send(broker: str, p: TopicRemappingDetailWrapper) -> None:
-        await send_mapping(admin, masters[broker], p.brokerConfigMap[broker])
+        await send_mapping(admin, masters[broker], p.brokerConfigMap[broker], force)
         written.append(broker)
 
     for broker in sorted(plan.brokerToMapIn):  # 1: new leaders writable, offsets undecided

@@ -64,6 +64,7 @@ from rocketrio.protocol.message import (
 )
 from rocketrio.protocol.remoting import RemotingCommand
 from rocketrio.protocol.serde import HeaderError, from_ext, to_ext
+from rocketrio.protocol.static_topic import is_logic_broker_name
 
 log = structlog.get_logger("producer")
 
@@ -241,8 +242,13 @@ class TransactionProducer:
     async def _end_transaction(
         self, msg: Message, sent: SendResult, state: LocalTransactionState, remark: str | None
     ) -> None:
-        broker = sent.message_queue.brokerName
+        broker = self.producer.client.broker_name_of(sent.message_queue)
         addr = self.producer.client.find_master_addr(broker)
+        if is_logic_broker_name(sent.message_queue.brokerName):
+            # a static topic's half is on the broker that stored it, which a remapping may
+            # have made a former leader: its address is in the offset message id
+            ip, port, _ = parse_offset_msg_id(sent.offset_msg_id)
+            addr = f"{ip}:{port}"
         header = end_header(
             self.group,
             state,

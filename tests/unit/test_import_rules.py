@@ -179,6 +179,9 @@ KNOWN_EDGES: dict[tuple[str, str, str], str] = {
     (FEATURE_RULE, "actors.broker.static_topic", "actors.broker.admin.processor"): (
         "static-topic admin and offset calls wrap the admin processor"
     ),
+    (FEATURE_RULE, "actors.broker.static_topic", "actors.broker.admin.offset_reset"): (
+        "the offset tools on logic queues use the reset policy of ordinary queues"
+    ),
     (FEATURE_RULE, "actors.broker.static_topic", "actors.broker.pull.processor"): (
         "a logic-queue pull is a physical pull rewritten"
     ),

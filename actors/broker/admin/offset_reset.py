@@ -158,15 +158,27 @@ class OffsetResetProcessor:
         body = self.targets(h)
         if isinstance(body, Refusal):
             return body
+        return await self.apply(h, body, language)
+
+    async def apply(
+        self,
+        h: ResetOffsetRequestHeader,
+        body: ResetOffsetBody,
+        language: str,
+        offline_ok: bool = False,
+    ) -> ResetOffsetBody | Refusal:
+        """Commit ``body``'s offsets, persist, tell the online members. ``offline_ok``: commit
+        even when no member is online (a static topic's logic queues, which the admin's
+        fallback cannot set queue by queue)."""
         info = self.consumers.get(h.group)
         channels = list(info.channels) if info is not None else []
-        if not channels:
+        if not channels and not offline_ok:
             return Refusal(
                 RC.CONSUMER_NOT_ONLINE,
                 f"Consumer not online, so can not reset offset, Group: {h.group} "
                 f"Topic: {h.topic} Timestamp: {h.timestamp}",
             )
-        if not body.offsetTable:
+        if not body.offsetTable and not offline_ok:
             return Refusal(
                 RC.SYSTEM_ERROR,
                 f"no queue of {h.topic} to reset at {self.broker_name()}: group {h.group} has "

@@ -43,7 +43,7 @@ from rocketrio.actors.broker.pop.order_service import PopOrderService
 from rocketrio.actors.broker.pop.processor import PopConfig
 from rocketrio.actors.broker.pop.revive_log import Host, ack_message, ck_message
 from rocketrio.actors.broker.store.messages import StoreWriter
-from rocketrio.actors.broker.store.view import StoreView
+from rocketrio.actors.broker.store.queue_reader import QueueReader
 from rocketrio.actors.broker.tables.tables import TopicTable
 from rocketrio.actors.kernel.runtime import ActorStopped
 from rocketrio.protocol.codes import ResponseCode
@@ -83,7 +83,7 @@ class PopAckProcessor:
         *,
         topics: TopicTable,
         order: PopOrderService,
-        store: StoreView,
+        store: QueueReader,
         writer: StoreWriter,
         now_ms: Callable[[], int],
         store_host: Host,
@@ -123,7 +123,7 @@ class PopAckProcessor:
             return Refusal(
                 ResponseCode.TOPIC_NOT_EXIST, f"topic[{topic}] not exist, apply first please!"
             )
-        if not 0 <= queue_id < tc.readQueueNums:
+        if not self.store.valid_queue(topic, queue_id, tc.readQueueNums):
             return Refusal(
                 ResponseCode.MESSAGE_ILLEGAL,
                 f"queueId[{queue_id}] is illegal, topic:[{topic}] "

@@ -20,7 +20,7 @@ from rocketrio.actors.broker.pop.processor import PopConfig, PopMessageProcessor
 from rocketrio.actors.broker.pop.revive_service import PopReviveService, ReviveConfig
 from rocketrio.actors.broker.store.actor import StoreActor
 from rocketrio.actors.broker.store.escape_bridge import EscapeBridge
-from rocketrio.actors.broker.store.view import StoreView
+from rocketrio.actors.broker.store.queue_reader import QueueReader
 from rocketrio.actors.broker.tables.broker_tables import BrokerTables
 
 
@@ -32,7 +32,7 @@ class PopFeature:
         io: BrokerIO,
         *,
         tables: BrokerTables,
-        view: StoreView,
+        view: QueueReader,
         writer: StoreActor,
         is_master: Callable[[], bool],
         store_host: tuple[bytes, int],

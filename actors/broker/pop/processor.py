@@ -60,7 +60,7 @@ from rocketrio.actors.broker.pop.hold import PopLongPollingService
 from rocketrio.actors.broker.pop.order_service import PopOrderService
 from rocketrio.actors.broker.pop.revive_log import Host, ck_message
 from rocketrio.actors.broker.store.messages import StoreWriter, put_and_wait
-from rocketrio.actors.broker.store.view import StoreView
+from rocketrio.actors.broker.store.queue_reader import QueueReader
 from rocketrio.actors.broker.tables.tables import GroupTable, OffsetTable, TopicTable
 from rocketrio.actors.broker.tables.topic_config import RETRY_GROUP_TOPIC_PREFIX, check_group_name
 from rocketrio.protocol.bodies import PERM_READ
@@ -196,7 +196,7 @@ class PopMessageProcessor:
         topics: TopicTable,
         groups: GroupTable,
         offsets: OffsetTable,
-        store: StoreView,
+        store: QueueReader,
         writer: StoreWriter,
         hold: PopLongPollingService,
         order: PopOrderService,
@@ -312,7 +312,7 @@ class PopMessageProcessor:
             return Refusal(
                 ResponseCode.NO_PERMISSION, f"the topic[{h.topic}] peeking message is forbidden"
             )
-        if h.queueId >= tc.readQueueNums or h.queueId < -1:
+        if h.queueId != -1 and not self.store.valid_queue(h.topic, h.queueId, tc.readQueueNums):
             return Refusal(
                 ResponseCode.SYSTEM_ERROR,
                 f"queueId[{h.queueId}] is illegal, topic:[{h.topic}] "
@@ -384,10 +384,11 @@ class PopMessageProcessor:
         tc = self.topics.select(topic)
         if tc is None:
             return
-        n = tc.readQueueNums
         if is_retry or p.h.queueId < 0:
+            ids = self.store.pop_queue_ids(topic, tc.readQueueNums)  # a static topic's: logic
+            n = len(ids)
             for i in range(n):
-                await self._pop_queue(p, acc, topic, (p.rand_q + i) % n, is_retry)
+                await self._pop_queue(p, acc, topic, ids[(p.rand_q + i) % n], is_retry)
         else:
             await self._pop_queue(p, acc, topic, p.h.queueId, is_retry)
 

@@ -49,7 +49,7 @@ from rocketrio.actors.broker.pop.revive_log import (
 )
 from rocketrio.actors.broker.store.escape_bridge import EscapeBridge
 from rocketrio.actors.broker.store.messages import StoreWriter, put_and_wait
-from rocketrio.actors.broker.store.view import StoreView
+from rocketrio.actors.broker.store.queue_reader import QueueReader, QueueReadUnavailable
 from rocketrio.actors.broker.tables.tables import GroupTable, OffsetTable, TopicTable
 from rocketrio.actors.broker.tables.topic_config import (
     DLQ_NUMS_PER_GROUP,
@@ -112,7 +112,7 @@ class PopReviveService:
         topics: TopicTable,
         groups: GroupTable,
         offsets: OffsetTable,
-        store: StoreView,
+        store: QueueReader,
         writer: StoreWriter,
         is_master: Callable[[], bool],
         now_ms: Callable[[], int],
@@ -169,7 +169,11 @@ class PopReviveService:
         now = self.now_ms()
         for core in cores:
             for revival in core.due(now):
-                if not await self._revive(revival):
+                try:
+                    revived = await self._revive(revival)
+                except QueueReadUnavailable:  # logged by the reader; tried next round
+                    revived = False
+                if not revived:
                     break  # the store refused: the rest waits for the next round
                 core.revived(revival.key)
             topic = self.config.revive_topic

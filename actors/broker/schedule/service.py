@@ -45,6 +45,7 @@ from rocketrio.actors.broker.schedule.policy import (
 from rocketrio.actors.broker.store.broker_store import BrokerStore
 from rocketrio.actors.broker.store.escape_bridge import EscapeBridge
 from rocketrio.actors.broker.store.messages import StoreWriter, put_and_wait
+from rocketrio.actors.broker.store.reroute import Reroute, store_here
 from rocketrio.actors.broker.store.view import StoreView
 from rocketrio.actors.broker.tables.broker_tables import BrokerTables
 from rocketrio.actors.broker.tables.delay_offset import DelayOffsetTable
@@ -82,7 +83,9 @@ class ScheduleService:
         now_ms: Callable[[], int],
         log: Any = None,
         escape: Callable[[], EscapeBridge | None] = lambda: None,
+        reroute: Reroute = store_here,
     ) -> None:
+        self.reroute = reroute
         self.levels = levels
         self.offsets = offsets
         self.reader = reader
@@ -278,7 +281,12 @@ class ScheduleService:
         bridge = self.escape()
         if bridge is not None:
             return await bridge.put_to_live_master(msgs)
-        answer = await put_and_wait(self.writer, msgs)
+        here = await self.reroute(msgs)  # a static topic's logic queue that moved: its leader
+        if isinstance(here, str):
+            return here
+        if not here:
+            return None
+        answer = await put_and_wait(self.writer, here)
         return None if answer.stored else f"{answer.status.value}: {answer.remark or ''}"
 
 
@@ -314,6 +322,7 @@ def build_schedule_service(
     store: BrokerStore,
     is_master: Callable[[], bool],
     escape: Callable[[], EscapeBridge | None] = lambda: None,
+    reroute: Reroute = store_here,
 ) -> ScheduleService:
     """The broker's schedule service, over delayOffset.json and the store."""
     return ScheduleService(
@@ -325,4 +334,5 @@ def build_schedule_service(
         now_ms=io.now_ms,
         log=io.log.bind(actor="schedule_service"),
         escape=escape,
+        reroute=reroute,
     )

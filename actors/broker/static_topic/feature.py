@@ -1,7 +1,7 @@
 """Static topics (RIP-21) as the broker builds them: the admin calls that write the mappings
-(admin.py), logic queues' sends, pulls and offsets (send.py, pull.py, offsets.py, with remote
-reads of older generations through remote.py), the calls refused on static topics (guard.py)
-and the clean-up of old generations (clean.py).
+(admin.py), logic queues' sends, pulls, POPs and offsets (send.py, pull.py, pop.py with
+logic_store.py, offsets.py, with remote reads of older generations through remote.py), the
+admin offset tools on logic queues (offset_tools.py) and the clean-up of old generations (clean.py).
 
 A static topic's logic queue changes how plain requests are served, so this package declares a
 `wrap` for the request table (dispatch/table.py): it gets the plain handlers and returns the
@@ -22,8 +22,10 @@ from rocketrio.actors.broker.pull.processor import PullMessageProcessor
 from rocketrio.actors.broker.send.processor import SendMessageProcessor
 from rocketrio.actors.broker.static_topic.admin import StaticTopicProcessor
 from rocketrio.actors.broker.static_topic.clean import StaticTopicCleanService
-from rocketrio.actors.broker.static_topic.guard import guard_handlers
+from rocketrio.actors.broker.static_topic.logic_store import LogicQueueStore
+from rocketrio.actors.broker.static_topic.offset_tools import ApplyReset, StaticOffsetTools
 from rocketrio.actors.broker.static_topic.offsets import StaticTopicOffsets
+from rocketrio.actors.broker.static_topic.pop import pop_handlers
 from rocketrio.actors.broker.static_topic.pull import pull_handlers
 from rocketrio.actors.broker.static_topic.remote import RemoteBrokers
 from rocketrio.actors.broker.static_topic.send import send_handlers
@@ -47,9 +49,12 @@ class StaticTopicFeature:
         is_master: Callable[[], bool],
         on_change: Callable[[], None],
         store_barrier: Callable[[], Awaitable[int]],
+        apply_reset: ApplyReset,
+        reader: LogicQueueStore,
     ) -> None:
         config, log = io.config, io.log.bind(actor="static_topic")
         self.tables = tables
+        self.is_master = is_master
         self.send = send
         self.pull = pull
         self.log = log
@@ -64,6 +69,14 @@ class StaticTopicFeature:
         self.remote = RemoteBrokers(client, lambda: config.namesrv_addrs)
         self.offsets = StaticTopicOffsets(
             mappings=mappings, offsets=tables.offsets, admin=admin, remote=self.remote, log=log
+        )
+        self.tools = StaticOffsetTools(
+            mappings=mappings,
+            offsets=tables.offsets,
+            static_offsets=self.offsets,
+            apply_reset=apply_reset,
+            reader=reader,
+            now_ms=io.now_ms,
         )
         self.clean = StaticTopicCleanService(
             mappings=mappings,
@@ -85,9 +98,12 @@ class StaticTopicFeature:
         mappings, offsets = self.tables.mappings, self.tables.offsets
         return {
             **send_handlers(mappings, self.send, plain),
-            **pull_handlers(mappings, self.pull, offsets, self.remote, plain, self.log),
+            **pull_handlers(
+                mappings, self.pull, offsets, self.remote, plain, self.log, self.is_master
+            ),
             **self.offsets.handlers(plain),
-            **guard_handlers(mappings.is_static, plain),
+            **pop_handlers(mappings, self.offsets, plain),
+            **self.tools.handlers(plain),
         }
 
     async def load(self) -> None:

@@ -219,6 +219,44 @@ class StaticTopicOffsets:
                 return 0
         return Refusal(RC.QUERY_NOT_FOUND, "Not found, maybe this group consumer boot first")
 
+    async def logic_max(self, topic: str, gid: int) -> int | Refusal:
+        """GET_MAX_OFFSET of logic queue ``gid`` led here, a refusal when it cannot be read."""
+        try:
+            return await self.max_offset(GetMaxOffsetRequestHeader(topic, gid))
+        except _Failed as e:
+            return e.refusal
+
+    async def logic_min(self, topic: str, gid: int) -> int | Refusal:
+        """GET_MIN_OFFSET of logic queue ``gid`` led here, a refusal when it cannot be read."""
+        try:
+            return await self.min_offset(GetMinOffsetRequestHeader(topic, gid))
+        except _Failed as e:
+            return e.refusal
+
+    async def logic_search(self, topic: str, gid: int, timestamp: int) -> int | Refusal:
+        """SEARCH_OFFSET_BY_TIMESTAMP of logic queue ``gid`` led here (or the refusal)."""
+        try:
+            return await self.search_offset(SearchOffsetRequestHeader(topic, gid, timestamp))
+        except _Failed as e:
+            return e.refusal
+
+    async def prime(self, group: str, topic: str, gid: int) -> Refusal | None:
+        """Before a POP of logic queue ``gid`` led here: the group's offset found by
+        Double-Check-Read (a previous leader's) stored here, so the POP continues where the
+        group was rather than at its initMode; nothing found leaves initMode to decide."""
+        if self.offsets.query(group, topic, gid) >= 0:
+            return None
+        q = QueryConsumerOffsetRequestHeader(group, topic, gid, setZeroIfNotFound=False)
+        try:
+            out = await self.query_consumer_offset(q)
+        except _Failed as e:
+            return e.refusal
+        if isinstance(out, Refusal):
+            return None if out.code == RC.QUERY_NOT_FOUND else out
+        if self.offsets.query(group, topic, gid) < 0:  # no commit landed meanwhile
+            self.offsets.commit(group, topic, gid, out)
+        return None
+
     def update_consumer_offset(self, h: UpdateConsumerOffsetRequestHeader) -> int | Refusal:
         found = self._items(h.topic, h.queueId)
         if isinstance(found, Refusal):

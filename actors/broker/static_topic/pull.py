@@ -54,6 +54,7 @@ from rocketrio.protocol.static_topic import (
     LogicQueueMappingItem,
     TopicQueueMappingDetail,
     find_item,
+    is_logic_broker_name,
 )
 
 RC = ResponseCode
@@ -163,8 +164,11 @@ def rewrite_pull(plan: PullPlan, code: int, next_p: int, min_p: int, max_p: int)
     return LogicPullHeader(code, next_logic, low, high, item.offset_delta())
 
 
-def logic_response(cmd: RemotingCommand, resp: RemotingCommand, plan: PullPlan) -> RemotingCommand:
-    """``resp`` (a physical pull's answer) as the answer to the logic pull ``cmd``."""
+def logic_response(
+    cmd: RemotingCommand, resp: RemotingCommand, plan: PullPlan, local: bool = False
+) -> RemotingCommand:
+    """``resp`` (a physical pull's answer) as the answer to the logic pull ``cmd``;
+    ``local``: read from this broker's own store, whose replica suggestion is passed on."""
     if resp.code not in PULL_ANSWER_CODES:
         return cmd.make_response(resp.code, resp.remark)
     ext = resp.ext_fields
@@ -176,10 +180,10 @@ def logic_response(cmd: RemotingCommand, resp: RemotingCommand, plan: PullPlan) 
         int(ext["maxOffset"]),
     )
     header = PullMessageResponseHeader(
-        # always the master: a replica holds no mapping (the file is not synced to slaves,
-        # upstream does not read logic queues from slaves either), and a remote broker's
-        # replica ids mean nothing to this broker's consumers
-        0,
+        # this broker's own generation: its suggestion (slaveReadEnable: a consumer far behind
+        # is sent to this set's slave, which holds the set's mappings, slave_sync.py); a
+        # remote broker's replica ids mean nothing to this broker's consumers
+        int(ext.get("suggestWhichBrokerId", 0)) if local else 0,
         out.next_offset,
         out.min_offset,
         out.max_offset,
@@ -200,9 +204,19 @@ def logic_pull_response(
     """The encoder of a held local pull: the plain answer rewritten to logic offsets."""
 
     def encode(cmd: RemotingCommand, outcome: PullOutcome) -> RemotingCommand:
-        return logic_response(cmd, pull_response(cmd, outcome), plan)
+        return logic_response(cmd, pull_response(cmd, outcome), plan, local=True)
 
     return encode
+
+
+def unmapped_response(cmd: RemotingCommand) -> RemotingCommand:
+    h = from_ext(PullMessageRequestHeader, cmd.ext_fields)
+    header = PullMessageResponseHeader(0, h.queueOffset, 0, 0)
+    return cmd.make_response(
+        RC.PULL_RETRY_IMMEDIATELY,
+        f"{h.topic}-{h.queueId} is a logic queue this broker has no mapping of: ask the master",
+        to_ext(header),
+    )
 
 
 def physical_header(
@@ -232,8 +246,11 @@ def pull_handlers(
     remote: RemoteBrokers,
     plain: Mapping[int, Handler],
     log: Any,
+    is_master: Callable[[], bool] = lambda: True,
 ) -> dict[int, Handler]:
-    """PULL_MESSAGE for logic queues; every other pull goes to the ``plain`` handler."""
+    """PULL_MESSAGE for logic queues; every other pull goes to the ``plain`` handler. A
+    replica (``is_master`` false) serves logic pulls from its synced mapping and stores no
+    commit offset (its offsets come from the master)."""
     plain_pull = plain[RequestCode.PULL_MESSAGE]
 
     async def handle(ctx: RequestContext) -> RemotingCommand | None:
@@ -244,12 +261,16 @@ def pull_handlers(
             return await plain_pull(ctx)
         detail = mappings.get(topic)
         if detail is None:
+            if is_logic_broker_name(ext.get("bname") or ""):
+                # a logic queue asked of a broker without the mapping (a slave that has not
+                # synced it yet): never the physical queue numbered like it; back to the master
+                return unmapped_response(cmd)
             return await plain_pull(ctx)
         h = from_ext(PullMessageRequestHeader, ext)
         plan = plan_pull(detail, h.queueId, h.queueOffset, h.maxMsgNums)
         if isinstance(plan, Refusal):
             return refused(cmd, plan)
-        if h.sysFlag & PULL_FLAG_COMMIT_OFFSET and h.commitOffset >= 0:
+        if h.sysFlag & PULL_FLAG_COMMIT_OFFSET and h.commitOffset >= 0 and is_master():
             offsets.commit(h.consumerGroup, topic, h.queueId, h.commitOffset)  # logic
         if isinstance(plan, PullAnswer):
             return answer_response(cmd, plan)

@@ -47,13 +47,16 @@ class RemoteBrokers:
         self.timeout_s = timeout_s
         self._addrs: dict[str, str] = {}
 
-    async def call(self, bname: str, topic: str, code: int, header: Any) -> RemotingCommand:
-        """``header`` (None: a request without one) to broker set ``bname``'s master; its
-        answer, whatever its code."""
+    async def call(
+        self, bname: str, topic: str, code: int, header: Any, body: bytes = b""
+    ) -> RemotingCommand:
+        """``header`` (None: a request without one) and ``body`` to broker set ``bname``'s
+        master; its answer, whatever its code."""
         client = self._client()
         if client is None:
             raise RemoteUnavailable("this broker is not started yet")
-        cmd = RemotingCommand(code, ext_fields=to_ext(header) if header is not None else {})
+        ext = to_ext(header) if header is not None else {}
+        cmd = RemotingCommand(code, ext_fields=ext, body=body)
         addr = self._addrs.get(bname) or await self._lookup(client, bname, topic)
         try:
             return await client.invoke(addr, cmd, self.timeout_s)

@@ -47,6 +47,7 @@ from rocketrio.actors.broker.schedule.policy import parse_message_delay_level, w
 from rocketrio.actors.broker.store.broker_store import BrokerStore
 from rocketrio.actors.broker.store.escape_bridge import EscapeBridge
 from rocketrio.actors.broker.store.messages import StoreWriter
+from rocketrio.actors.broker.store.reroute import Reroute, store_here
 from rocketrio.actors.broker.store.view import StoreView
 from rocketrio.actors.broker.tables.broker_tables import BrokerTables
 from rocketrio.actors.broker.tables.consumer_offset import ConsumerOffsetManager
@@ -127,7 +128,9 @@ class TransactionService:
         store_host: str,
         log: Any = None,
         escape: Callable[[], EscapeBridge | None] = lambda: None,
+        reroute: Reroute = store_here,
     ) -> None:
+        self.reroute = reroute
         self.config = config
         self.escape = escape
         self.writer = writer
@@ -199,7 +202,14 @@ class TransactionService:
             return written if isinstance(written, Refusal) else None
         # both in the store actor's inbox at once, in order: one turn, usually one write. A
         # commit the store refuses (a full disk) refuses the op queued behind it as well.
-        both = await self.queues.put_all([self._final_message(half), op])
+        here = await self.reroute([self._final_message(half)])  # a moved logic queue
+        if isinstance(here, str):
+            self.decided.discard(uniq)
+            return Refusal(ResponseCode.SYSTEM_ERROR, here)
+        if not here:  # sent to the logic queue's leader: only the op is written here
+            written = await self.queues.put(op)
+            return written if isinstance(written, Refusal) else None
+        both = await self.queues.put_all([here[0], op])
         if isinstance(both[0], Refusal):
             self.decided.discard(uniq)
             return both[0]
@@ -524,6 +534,7 @@ def build_transaction_service(
     new_uniq_key: Callable[[], str],
     store_host: str,
     escape: Callable[[], EscapeBridge | None] = lambda: None,
+    reroute: Reroute = store_here,
 ) -> TransactionService:
     """The broker's transaction service, over the half and op queues of its store."""
     return TransactionService(
@@ -539,4 +550,5 @@ def build_transaction_service(
         store_host=store_host,
         log=io.log.bind(actor="transaction"),
         escape=escape,
+        reroute=reroute,
     )

@@ -73,6 +73,7 @@ from rocketrio.actors.observe.events.broker import (
     StaticTopicMappingRefused,
     StaticTopicMappingSynced,
     StaticTopicMappingUpdated,
+    StaticTopicMessageForwarded,
     StaticTopicRemoteReadFailed,
     TopicAdoptedFromQueues,
     TopicDeleted,

@@ -370,6 +370,17 @@ class StaticTopicRemoteReadFailed(LogEvent):
     error: str
 
 
+@event("static_topic_message_forwarded")
+@attrs.frozen(kw_only=True)
+class StaticTopicMessageForwarded(LogEvent):
+    """A delayed message came due, or a transactional one was committed, on a broker that no
+    longer leads its logic queue: it was sent to the leader ``to`` (static_topic/forward.py)."""
+
+    topic: str
+    queue_id: int
+    to: str
+
+
 @event("static_topic_leadership_released")
 @attrs.frozen(kw_only=True)
 class StaticTopicLeadershipReleased(LogEvent):

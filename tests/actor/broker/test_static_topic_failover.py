@@ -9,9 +9,12 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import attrs
+import pytest
 import trio
 import trio.testing
 
+from rocketrio.actors.broker.pull import processor as pull_processor
 from rocketrio.actors.broker.tables.json_table import config_path
 from rocketrio.actors.broker.tables.topic_queue_mapping import MAPPING_FILE
 from rocketrio.actors.client.admin import MQAdmin, wait_for_route
@@ -20,6 +23,7 @@ from rocketrio.actors.client.static_topic_admin import update_static_topic
 from rocketrio.protocol.codes import RequestCode, ResponseCode
 from rocketrio.protocol.headers import (
     OffsetResponseHeader,
+    PullMessageResponseHeader,
     QueryConsumerOffsetRequestHeader,
     SendMessageRequestHeader,
     SendMessageResponseHeader,
@@ -33,6 +37,7 @@ from tests.harness.static_topic import leaders, pull_header
 T = "ST"
 QUEUES = 4
 ADMIN_HOST = "10.0.9.7"
+LOGIC = "__syslo__global__"
 
 
 async def send(admin: MQAdmin, node: Node, gid: int, body: bytes) -> tuple[int, int]:
@@ -135,3 +140,59 @@ async def test_a_promoted_slave_leads_the_static_topics_logic_queues(
                 assert [o for o, _ in acked[g]] == list(range(20))
                 assert await read_all(admin, b, g) == acked[g]
             assert await committed(admin, b, 1) == 7
+
+
+async def test_the_slave_serves_logic_queues_and_a_broker_without_the_mapping_sends_back(
+    tmp_path: Path, mock_clock: trio.testing.MockClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Reads from slaves (issue 30 item 3): a consumer sent to the slave (slaveReadEnable's
+    suggestion) reads the logic queues there, with the same logic offsets and OffsetDelta as
+    on the master; a logic pull to a broker that has no mapping of the topic (a slave before
+    its sync) is answered PULL_RETRY_IMMEDIATELY with the master suggested, never with the
+    physical queue numbered like the logic one."""
+    async with cluster(tmp_path, 61) as c:
+        # slaveReadEnable on a machine with 100 bytes of memory: 1% of it, so a consumer one
+        # message behind is sent to the slave (broker id 2)
+        monkeypatch.setattr(pull_processor, "_physical_memory", lambda: 100)
+        slow = {
+            "slaveReadEnable": True,
+            "accessMessageInMemoryMaxRatio": 1,
+            "whichBrokerWhenConsumeSlowly": 2,
+        }
+        a, b = await pair(c, **slow)
+        await trio.sleep(11)
+        async with MQAdmin(c.namesrv_addr, c.net.transport(ADMIN_HOST)) as admin:
+            pulled = await admin.api.call(
+                b.b.addr,
+                RequestCode.PULL_MESSAGE,
+                attrs.evolve(pull_header(1, 0), topic="NotYetSynced", bname=LOGIC),
+                ok=tuple(range(1000)),
+            )
+            assert pulled.code == ResponseCode.PULL_RETRY_IMMEDIATELY, pulled.remark
+            assert from_ext(PullMessageResponseHeader, pulled.ext_fields).suggestWhichBrokerId == 0
+            await update_static_topic(admin, T, QUEUES, clusters=CLUSTER, now_ms=now_ms)
+            acked: dict[int, list[tuple[int, bytes]]] = {g: [] for g in range(QUEUES)}
+            for i in range(6):
+                for g in range(QUEUES):
+                    body = f"m-{g}-{i}".encode()
+                    acked[g].append(((await send(admin, a, g, body))[1], body))
+            await wait_until(
+                lambda: awaits_true(T in b.b.tables.mappings.table),
+                "the slave synced the mapping",
+            )
+
+            async def slave_has_all() -> bool:
+                return all([await read_all(admin, b, g) == acked[g] for g in range(QUEUES)])
+
+            # the master suggests the slave for a logic queue read far behind (its own generation)
+            first = await admin.api.call(
+                a.b.addr,
+                RequestCode.PULL_MESSAGE,
+                attrs.evolve(pull_header(0, 0), maxMsgNums=1),
+                ok=tuple(range(1000)),
+            )
+            assert first.code == ResponseCode.SUCCESS
+            assert from_ext(PullMessageResponseHeader, first.ext_fields).suggestWhichBrokerId == 2
+            await wait_until(slave_has_all, "the slave serves every logic queue in full")
+            for g in range(QUEUES):
+                assert await read_all(admin, a, g) == acked[g]

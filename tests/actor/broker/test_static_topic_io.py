@@ -261,19 +261,19 @@ async def test_pull_and_offsets_across_a_remapping(
         )
 
 
-async def test_calls_that_do_not_know_logic_queues_are_refused_on_a_static_topic(
+async def test_offset_calls_on_a_static_topic_answer_in_logic_queues(
     tmp_path: Path, mock_clock: trio.testing.MockClock
 ) -> None:
-    """resetOffset, cloneGroupOffset, consumerProgress, the consume time span and POP work on
-    physical queues; on a static topic they would write or report physical offsets under logic
-    queue ids. They are refused with a remark and change nothing; other topics are served."""
+    """resetOffset, cloneGroupOffset, consumerProgress, the consume time span and POP on a
+    static topic (issue 30 items 1-2): served, never refused, and every queue they name or write
+    is a logic queue the broker leads (never a physical queue id); other topics as before."""
     async with cluster(tmp_path, ("broker-a", "broker-b")) as c, c.admin() as admin:
         await static_topic(c, admin)
-        await route_until(admin, lambda r: len(leaders(r)) == 8)
+        route = await route_until(admin, lambda r: len(leaders(r)) == 8)
+        led = {g for g, b in leaders(route).items() if b == "broker-a"}
         await admin.update_topic("Plain", cluster="DefaultCluster", read_queues=2, write_queues=2)
         await wait_for_route(admin, "Plain")
         addr = c.addr("broker-a")
-        served: set[int] = set()
         calls = [
             (RequestCode.INVOKE_BROKER_TO_RESET_OFFSET, ResetOffsetRequestHeader(T, "g", 0, True)),
             (RequestCode.CLONE_GROUP_OFFSET, CloneGroupOffsetRequestHeader("g", "h", T, False)),
@@ -287,18 +287,17 @@ async def test_calls_that_do_not_know_logic_queues_are_refused_on_a_static_topic
         ]
         for code, header in calls:
             resp = await admin.api.call(addr, code, header, ok=tuple(range(1000)))
-            assert resp.code == ResponseCode.INVALID_PARAMETER, (code, resp.remark)
-            assert f"topic {T} is a static topic" in (resp.remark or ""), resp.remark
-            # the same call on an ordinary topic is served as before
+            assert resp.code != ResponseCode.INVALID_PARAMETER, (code, resp.remark)
+            assert "static topic" not in (resp.remark or ""), resp.remark
+            if resp.body and code != RequestCode.POP_MESSAGE:
+                text = resp.body.decode()
+                assert '"brokerName":"broker-a"' not in text, (code, text)
             plain = attrs.evolve(header, topic="Plain")  # type: ignore[misc]
             if isinstance(header, GetConsumeStatsRequestHeader) and header.topicList:
                 plain = attrs.evolve(header, topicList="Plain")
             resp = await admin.api.call(addr, code, plain, ok=tuple(range(1000)))
             assert "static topic" not in (resp.remark or ""), (code, resp.remark)
-            served.add(resp.code)
-        # nothing was written for the group on the static topic
-        assert ResponseCode.SUCCESS in served
-        # nothing was written on the static topic for any group, on any broker
-        assert not [
-            k for b in c.brokers.values() for k in b.tables.offsets.table if k.startswith(f"{T}@")
-        ]
+        # the reset (forced, to the beginning) wrote logic offsets of the logic queues led here
+        written = c.brokers["broker-a"].tables.offsets.table.get(f"{T}@g", {})
+        assert set(written) == led and set(written.values()) == {0}
+        assert not c.brokers["broker-b"].tables.offsets.table.get(f"{T}@g")

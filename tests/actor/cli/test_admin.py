@@ -135,6 +135,10 @@ def unknown_cases(ns: str, ctrl: str) -> list[tuple[list[str], str]]:
             ["remappingStaticTopic", "-n", ns, "-t", "NoTopic", "-c", "DefaultCluster"],
             "NoTopic",
         ),
+        (
+            ["remappingStaticTopic", "-n", ns, "-t", "S", "-mf", "/nonexistent/S.after"],
+            "cannot read the mapping file /nonexistent/S.after",
+        ),
         # ACL 2.0 (cli/admin_auth.py)
         *[
             ([cmd, "-n", ns, "-c", "NoCluster", *args], "cluster NoCluster is unknown")

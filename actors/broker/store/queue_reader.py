@@ -1,0 +1,80 @@
+"""The reads the POP path makes of a topic's queues, as a port (`QueueReader`).
+
+POP (pop/processor.py), its acks (pop/ack.py) and the revive service (pop/revive_service.py)
+read queues by id and offset. For an ordinary topic those are the store's physical queues
+(`PhysicalQueues`, the `StoreView` as it is). A static topic's queues are logic queues whose
+offsets are logic offsets spread over generations on several brokers: the static-topic feature
+supplies a reader that translates (static_topic/logic_store.py), so the POP path works on logic
+queues without knowing about mappings.
+
+`QueueReadUnavailable`: a read that cannot be made now (another broker holding an older
+generation did not answer). The caller retries later; it must never take it for "no message".
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Protocol
+
+from rocketrio.actors.broker.store.view import StoreView
+from rocketrio.storage.store_types import GetResult
+
+
+class QueueReadUnavailable(Exception):
+    """A queue read that cannot be made now (the remark says why); retry later."""
+
+
+class QueueReader(Protocol):
+    async def read_messages(
+        self,
+        topic: str,
+        queue_id: int,
+        offset: int,
+        max_count: int,
+        max_bytes: int,
+        tag_codes: set[int] | None = None,
+    ) -> GetResult: ...
+
+    def get_min_offset(self, topic: str, queue_id: int) -> int: ...
+
+    def get_max_offset(self, topic: str, queue_id: int) -> int: ...
+
+    def pop_queue_ids(self, topic: str, read_queue_nums: int) -> Sequence[int]:
+        """The queues a POP of ``topic`` with queueId -1 reads here."""
+        ...
+
+    def valid_queue(self, topic: str, queue_id: int, read_queue_nums: int) -> bool:
+        """Whether ``queue_id`` names a queue of ``topic`` (a POP or an ACK may name it)."""
+        ...
+
+
+class PhysicalQueues:
+    """The store's own queues: `QueueReader` over a `StoreView`."""
+
+    def __init__(self, view: StoreView) -> None:
+        self.view = view
+
+    async def read_messages(
+        self,
+        topic: str,
+        queue_id: int,
+        offset: int,
+        max_count: int,
+        max_bytes: int,
+        tag_codes: set[int] | None = None,
+    ) -> GetResult:
+        return await self.view.read_messages(
+            topic, queue_id, offset, max_count, max_bytes, tag_codes
+        )
+
+    def get_min_offset(self, topic: str, queue_id: int) -> int:
+        return self.view.get_min_offset(topic, queue_id)
+
+    def get_max_offset(self, topic: str, queue_id: int) -> int:
+        return self.view.get_max_offset(topic, queue_id)
+
+    def pop_queue_ids(self, topic: str, read_queue_nums: int) -> Sequence[int]:
+        return range(read_queue_nums)
+
+    def valid_queue(self, topic: str, queue_id: int, read_queue_nums: int) -> bool:
+        return 0 <= queue_id < read_queue_nums
