@@ -10,6 +10,10 @@ rocketrio/java of the medians.
 
     .venv/bin/python bench/java_side_by_side.py --rocketmq-home DIR [--rounds 2] [--seconds 40]
 
+``--sides java,rocketrio,base --base-tree DIR`` adds a third broker, rocketrio from another
+checkout (its own ``.venv``), so a change is measured against the code before it in the same
+sitting (``ratio_*_rocketrio_over_base``).
+
 ``--rocketmq-home`` defaults to ``$ROCKETMQ_HOME``; the Java classpath file defaults to
 ``/tmp/rocketmq-5.2.0-home/cp2.txt`` (see /work/shared/tools/rocketmq-5.2.0/README.md; any
 ``lib/*`` of a complete distribution works too). Nothing is downloaded: when the distribution is
@@ -116,6 +120,30 @@ async def create_topic(ns: str, broker: str) -> None:
     raise RuntimeError(f"broker {broker} did not come up: {last!r}")
 
 
+class TreeProc:
+    """A launcher process of another rocketrio checkout (``--base-tree``: its ``.venv``)."""
+
+    def __init__(self, tree: str, proc: Proc) -> None:
+        self.tree, self.proc = tree, proc
+
+    @property
+    def pid(self) -> int:
+        return self.proc.pid
+
+    def start(self) -> TreeProc:
+        p = self.proc
+        with open(os.path.join(p.work, f"{p.name}.out"), "ab") as out:
+            p.p = subprocess.Popen(
+                [os.path.join(self.tree, ".venv/bin/python"), "-m", "rocketrio.cli.main",
+                 p.role, "-c", p.path, "--name", p.name],
+                cwd=self.tree, stdout=out, stderr=subprocess.STDOUT,
+            )  # fmt: skip
+        return self
+
+    def stop(self) -> None:
+        self.proc.stop()
+
+
 class Side:
     """Start/stop of one side's NameServer + broker in ``work``; ``broker_pid`` for CPU."""
 
@@ -164,7 +192,10 @@ class Side:
             self.stoppers.append(ns_proc2.start())
             time.sleep(0.5)
             broker_conf.update(logDir=self.work)
-            rr = Proc("broker", "rr-broker", broker_conf, self.work).start()
+            rr = Proc("broker", "rr-broker", broker_conf, self.work)
+            if self.kind == "base":  # the same launcher from another checkout's venv
+                rr = TreeProc(self.args.base_tree, rr)
+            rr.start()
             self.stoppers.append(rr)
             pid = rr.pid
         trio.run(create_topic, ns, f"127.0.0.1:{b_port}")
@@ -253,14 +284,16 @@ def summary(rounds: list[dict[str, Any]], flush: str) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for key in ("send_tps", "broker_cpu_us_per_send", "consume_tps"):
         per: dict[str, float] = {}
-        for kind in ("java", "rocketrio"):
+        for kind in ("java", "rocketrio", "base"):
             vals = [r[key] for r in rounds if r["side"] == kind and r["flush"] == flush and r[key]]
             if vals:
                 per[kind] = statistics.median(vals)
                 out[f"{kind}_{key}_median"] = round(per[kind], 1)
                 out[f"{kind}_{key}_range"] = [min(vals), max(vals)]
-        if len(per) == 2 and per["java"]:
-            out[f"ratio_{key}_rocketrio_over_java"] = round(per["rocketrio"] / per["java"], 3)
+        for other in ("java", "base"):
+            if per.get(other) and "rocketrio" in per:
+                ratio = round(per["rocketrio"] / per[other], 3)
+                out[f"ratio_{key}_rocketrio_over_{other}"] = ratio
     return out
 
 
@@ -276,6 +309,11 @@ def main() -> None:
     ap.add_argument("--size", type=int, default=1024)
     ap.add_argument("--flush", default="ASYNC_FLUSH,SYNC_FLUSH")
     ap.add_argument("--keep", action="store_true", help="keep the work directories")
+    ap.add_argument(
+        "--sides", default="java,rocketrio",
+        help="which brokers alternate: java, rocketrio (this checkout), base (--base-tree)",
+    )  # fmt: skip
+    ap.add_argument("--base-tree", help="another rocketrio checkout, e.g. /work/base")
     args = ap.parse_args()
     home = args.rocketmq_home
     if not home or not os.path.isdir(os.path.join(home or "", "conf")):
@@ -286,9 +324,12 @@ def main() -> None:
     args.cp = java_classpath(home, args.cp_file)
     rounds: list[dict[str, Any]] = []
     flushes = args.flush.split(",")
+    sides = tuple(args.sides.split(","))
+    if "base" in sides and not args.base_tree:
+        sys.exit("--sides with base needs --base-tree (a checkout with its own .venv)")
     for flush in flushes:
         for i in range(args.rounds):
-            order = ("java", "rocketrio") if i % 2 == 0 else ("rocketrio", "java")
+            order = sides if i % 2 == 0 else sides[::-1]
             for kind in order:
                 r = {"round": i, **one_round(args, kind, flush)}
                 print(json.dumps(r), file=sys.stderr, flush=True)
