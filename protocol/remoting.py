@@ -41,6 +41,8 @@ _LANG_OTHER = int(LanguageCode.OTHER)
 _FIXED = struct.Struct(">hbhiii")  # code, language, version, opaque, flag, remark length
 _I16_FROM = struct.Struct(">h").unpack_from
 _I16_PACK = struct.Struct(">h").pack
+_KEY_PARTS: dict[str, bytes] = {}
+_KEY_PARTS_MAX = 1024
 _I32_FROM = _I32.unpack_from
 
 
@@ -117,16 +119,29 @@ def _json_header(cmd: RemotingCommand) -> bytes:
     return orjson.dumps(h)
 
 
+def _key_part(key: str) -> bytes:
+    """An ext key's wire part (short length + UTF-8), remembered for the next header: header
+    keys are the header classes' field names, a small set (bounded by _KEY_PARTS_MAX)."""
+    kb = key.encode()
+    part = _I16_PACK(len(kb)) + kb
+    if len(_KEY_PARTS) < _KEY_PARTS_MAX:
+        _KEY_PARTS[key] = part
+    return part
+
+
 def _rocketmq_header(cmd: RemotingCommand) -> bytes:
     if not -32768 <= cmd.code <= 32767:
         raise LocalProtocolError(f"code {cmd.code} does not fit the ROCKETMQ header (short)")
     lang = _LANG_CODE_BY_NAME.get(cmd.language, _LANG_OTHER)
     remark = cmd.remark.encode() if cmd.remark else b""
-    parts: list[bytes] = []  # per ext field: short key length, key, int value length, value
-    i16, i32 = _I16_PACK, _I32.pack
+    parts: list[bytes] = []  # per ext field: short key length + key, int value length, value
+    i32, keys = _I32.pack, _KEY_PARTS
     for k, v in cmd.ext_fields.items():
-        kb, vb = k.encode(), v.encode()
-        parts += (i16(len(kb)), kb, i32(len(vb)), vb)
+        key = keys.get(k)
+        if key is None:
+            key = _key_part(k)
+        vb = v.encode()
+        parts += (key, i32(len(vb)), vb)
     ext = b"".join(parts)
     return b"".join(
         (
