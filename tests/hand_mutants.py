@@ -454,6 +454,15 @@ MUTANTS: list[Mutant] = [
         "            pass  # MUTANT",
         [_SC + "test_damage_after_a_read_vouched_for_it_is_never_served_once_scrubbed"],
     ),
+    Mutant(
+        "ROCKETMQ header: non-ASCII ext value kept as latin-1",
+        "protocol/remoting.py",
+        "        if not (key.isascii() and value.isascii()):",
+        "        if False:  # MUTANT",
+        [
+            "tests/unit/protocol/test_remoting.py::test_rocketmq_header_matches_upstream_layout_both_ways",
+        ],
+    ),
 ]
 
 
