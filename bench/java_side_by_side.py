@@ -108,7 +108,7 @@ async def create_topic(ns: str, broker: str) -> None:
     """UPDATE_AND_CREATE_TOPIC on ``broker`` (both brokers speak it) once it answers."""
     last: Exception | None = None
     async with MQAdmin(ns) as admin:
-        for _ in range(300):
+        for _ in range(600):  # 120 s: a loaded machine starts a JVM slowly
             try:
                 await admin.update_topic(
                     TOPIC, broker_addr=broker, read_queues=QUEUES, write_queues=QUEUES
@@ -285,7 +285,9 @@ def summary(rounds: list[dict[str, Any]], flush: str) -> dict[str, Any]:
     for key in ("send_tps", "broker_cpu_us_per_send", "consume_tps"):
         per: dict[str, float] = {}
         for kind in ("java", "rocketrio", "base"):
-            vals = [r[key] for r in rounds if r["side"] == kind and r["flush"] == flush and r[key]]
+            vals = [
+                r[key] for r in rounds if r["side"] == kind and r["flush"] == flush and r.get(key)
+            ]
             if vals:
                 per[kind] = statistics.median(vals)
                 out[f"{kind}_{key}_median"] = round(per[kind], 1)
@@ -331,7 +333,10 @@ def main() -> None:
         for i in range(args.rounds):
             order = sides if i % 2 == 0 else sides[::-1]
             for kind in order:
-                r = {"round": i, **one_round(args, kind, flush)}
+                try:
+                    r = {"round": i, **one_round(args, kind, flush)}
+                except RuntimeError as e:  # a broker that never came up: reported, not fatal
+                    r = {"round": i, "side": kind, "flush": flush, "error": str(e)}
                 print(json.dumps(r), file=sys.stderr, flush=True)
                 rounds.append(r)
     result = {
