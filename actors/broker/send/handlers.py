@@ -23,7 +23,7 @@ from rocketrio.actors.broker.dispatch.outcomes import (
     SentBack,
 )
 from rocketrio.actors.broker.dispatch.table import Handlers
-from rocketrio.actors.broker.send.processor import OnSentBack, SendMessageProcessor
+from rocketrio.actors.broker.send.processor import BlockedSend, OnSentBack, SendMessageProcessor
 from rocketrio.actors.kernel.remoting import RequestContext
 from rocketrio.protocol.codes import RequestCode, ResponseCode
 from rocketrio.protocol.headers import (
@@ -191,7 +191,9 @@ def send_handlers(send: SendMessageProcessor) -> Handlers:
         if h.batch or cmd.code == RequestCode.SEND_BATCH_MESSAGE:
             refusal = await send.send_batch(h, cmd.body, born, conn.remote, SendAnswer(ctx))
         else:
-            refusal = await send.send(h, cmd.body, born, conn.remote, SendAnswer(ctx))
+            # the coroutine-free path; only a full store inbox awaits
+            r = send.send_nowait(h, cmd.body, born, conn.remote, SendAnswer(ctx))
+            refusal = await send.put_blocked(r) if isinstance(r, BlockedSend) else r
         return None if refusal is None else refused(cmd, refusal)
 
     async def send_back(ctx: RequestContext) -> RemotingCommand | None:
