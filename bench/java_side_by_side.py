@@ -222,10 +222,10 @@ def tps_lines(path: str, pattern: re.Pattern[str]) -> list[tuple[float, float]]:
 
 def run_tool(
     args: argparse.Namespace, work: str, tool: str, ns: str, seconds: float, pid: int,
-    extra: list[str],
+    extra: list[str], warmup_s: float,
 ) -> list[tuple[float, float]]:  # fmt: skip
     """Run a benchmark tool for ``seconds``, sampling the broker's CPU; returns, per report
-    line whose 10-s window starts at least ``--warmup`` s after the tool started, (TPS, broker
+    line whose 10-s window starts at least ``warmup_s`` after the tool started, (TPS, broker
     CPU us per message over that window)."""
     main = f"org.apache.rocketmq.example.benchmark.{tool}"
     tool_proc = JavaProc(
@@ -247,7 +247,7 @@ def run_tool(
     out = []
     pattern = TPS_RE if tool == "Producer" else CONSUME_TPS_RE
     for when, tps in tps_lines(tool_proc.out, pattern):
-        if when - 10 >= started + args.warmup and tps > 0:
+        if when - 10 >= started + warmup_s and tps > 0:
             cpu = cpu_at(when) - cpu_at(when - 10)
             out.append((tps, cpu * 1e6 / (tps * 10)))
     return out
@@ -260,9 +260,10 @@ def one_round(args: argparse.Namespace, kind: str, flush: str) -> dict[str, Any]
         ns, pid = side.start()
         send = run_tool(
             args, work, "Producer", ns, args.seconds, pid,
-            ["-w", str(args.threads), "-s", str(args.size)],
+            ["-w", str(args.threads), "-s", str(args.size)], args.warmup,
         )  # fmt: skip
-        consume = run_tool(args, work, "Consumer", ns, args.consume_seconds, pid, [])
+        # the consumer drains a backlog: only its start-up is skipped
+        consume = run_tool(args, work, "Consumer", ns, args.consume_seconds, pid, [], 3.0)
         return {
             "side": kind, "flush": flush,
             # the mean of the non-overlapping 10-s windows after the warm-up
