@@ -35,7 +35,15 @@ _MIN_JSON_HEADER = MIN_HEADER[SERIALIZE_JSON]
 _MIN_ROCKETMQ_HEADER = MIN_HEADER[SERIALIZE_ROCKETMQ]
 _I32 = struct.Struct(">i")
 _HDR = struct.Struct(">ii")
-_LANG_BY_NAME = {m.name: m for m in LanguageCode}
+_LANG_CODE_BY_NAME = {m.name: int(m) for m in LanguageCode}
+_LANG_NAME_BY_CODE = {int(m): m.name for m in LanguageCode}
+_LANG_OTHER = int(LanguageCode.OTHER)
+_FIXED = struct.Struct(">hbhiii")  # code, language, version, opaque, flag, remark length
+_I16_FROM = struct.Struct(">h").unpack_from
+_I16_PACK = struct.Struct(">h").pack
+_KEY_PARTS: dict[str, bytes] = {}
+_KEY_PARTS_MAX = 1024
+_I32_FROM = _I32.unpack_from
 
 
 class RemoteProtocolError(Exception):
@@ -111,21 +119,38 @@ def _json_header(cmd: RemotingCommand) -> bytes:
     return orjson.dumps(h)
 
 
+def _key_part(key: str) -> bytes:
+    """An ext key's wire part (short length + UTF-8), remembered for the next header: header
+    keys are the header classes' field names, a small set (bounded by _KEY_PARTS_MAX)."""
+    kb = key.encode()
+    part = _I16_PACK(len(kb)) + kb
+    if len(_KEY_PARTS) < _KEY_PARTS_MAX:
+        _KEY_PARTS[key] = part
+    return part
+
+
 def _rocketmq_header(cmd: RemotingCommand) -> bytes:
     if not -32768 <= cmd.code <= 32767:
         raise LocalProtocolError(f"code {cmd.code} does not fit the ROCKETMQ header (short)")
-    lang = _LANG_BY_NAME.get(cmd.language, LanguageCode.OTHER)
-    parts = [struct.pack(">hbhii", cmd.code, lang, cmd.version, cmd.opaque, cmd.flag)]
-    remark = (cmd.remark or "").encode()
-    parts.append(_I32.pack(len(remark)))
-    parts.append(remark)
-    ext = bytearray()
+    lang = _LANG_CODE_BY_NAME.get(cmd.language, _LANG_OTHER)
+    remark = cmd.remark.encode() if cmd.remark else b""
+    parts: list[bytes] = []  # per ext field: short key length + key, int value length, value
+    i32, keys = _I32.pack, _KEY_PARTS
     for k, v in cmd.ext_fields.items():
-        kb, vb = k.encode(), v.encode()
-        ext += struct.pack(">h", len(kb)) + kb + _I32.pack(len(vb)) + vb
-    parts.append(_I32.pack(len(ext)))
-    parts.append(bytes(ext))
-    return b"".join(parts)
+        key = keys.get(k)
+        if key is None:
+            key = _key_part(k)
+        vb = v.encode()
+        parts += (key, i32(len(vb)), vb)
+    ext = b"".join(parts)
+    return b"".join(
+        (
+            _FIXED.pack(cmd.code, lang, cmd.version, cmd.opaque, cmd.flag, len(remark)),
+            remark,
+            _I32.pack(len(ext)),
+            ext,
+        )
+    )
 
 
 def encode_command(cmd: RemotingCommand) -> bytes:
@@ -190,39 +215,45 @@ def _decode_json_header(raw: bytes, body: bytes) -> RemotingCommand:
     )
 
 
+def _decode_ext_fields(raw: bytes, pos: int, end: int) -> dict[str, str]:
+    """The ROCKETMQ header's extFields between ``pos`` and ``end``: (short key length, key,
+    int value length, value) entries, UTF-8. The header is decoded once as latin-1 (one char a
+    byte, so offsets agree) and an ASCII key or value (nearly all) is that text's slice; only a
+    key or value with other bytes is decoded again as UTF-8."""
+    text = raw.decode("latin-1")
+    ext: dict[str, str] = {}
+    i16, i32 = _I16_FROM, _I32_FROM
+    while pos < end:
+        (klen,) = i16(raw, pos)
+        pos += 2
+        kend = pos + klen
+        (vlen,) = i32(raw, kend)
+        vpos = kend + 4
+        if klen < 0 or vlen < 0 or vpos + vlen > end:
+            raise RemoteProtocolError("extFields entry out of range")
+        key, value = text[pos:kend], text[vpos : vpos + vlen]
+        if not (key.isascii() and value.isascii()):
+            key, value = raw[pos:kend].decode(), raw[vpos : vpos + vlen].decode()
+        ext[key] = value
+        pos = vpos + vlen
+    return ext
+
+
 def _decode_rocketmq_header(raw: bytes, body: bytes) -> RemotingCommand:
     try:
-        code, lang, version, opaque, flag = struct.unpack_from(">hbhii", raw, 0)
-        pos = 13
-        (rlen,) = _I32.unpack_from(raw, pos)
-        pos += 4
+        code, lang, version, opaque, flag, rlen = _FIXED.unpack_from(raw, 0)
+        pos = 17
         if rlen < 0 or pos + rlen > len(raw):
             raise RemoteProtocolError("remark length out of range")
         remark = raw[pos : pos + rlen].decode() if rlen else None
         pos += rlen
-        (elen,) = _I32.unpack_from(raw, pos)
+        (elen,) = _I32_FROM(raw, pos)
         pos += 4
         if elen < 0 or pos + elen != len(raw):
             raise RemoteProtocolError("extFields length does not match the header")
-        ext: dict[str, str] = {}
-        end = pos + elen
-        while pos < end:
-            (klen,) = struct.unpack_from(">h", raw, pos)
-            pos += 2
-            key = raw[pos : pos + klen].decode()
-            pos += klen
-            (vlen,) = _I32.unpack_from(raw, pos)
-            pos += 4
-            if klen < 0 or vlen < 0 or pos + vlen > end:
-                raise RemoteProtocolError("extFields entry out of range")
-            ext[key] = raw[pos : pos + vlen].decode()
-            pos += vlen
+        ext = _decode_ext_fields(raw, pos, pos + elen)
     except (struct.error, UnicodeDecodeError) as e:
         raise RemoteProtocolError(f"bad ROCKETMQ header: {e}") from None
-    try:
-        language = LanguageCode(lang).name
-    except ValueError:
-        language = "OTHER"
     return RemotingCommand(
         code=code,
         opaque=opaque,
@@ -230,7 +261,7 @@ def _decode_rocketmq_header(raw: bytes, body: bytes) -> RemotingCommand:
         remark=remark,
         ext_fields=ext,
         body=body,
-        language=language,
+        language=_LANG_NAME_BY_CODE.get(lang, "OTHER"),
         version=version,
         serialize_type=SERIALIZE_ROCKETMQ,
     )

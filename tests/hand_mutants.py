@@ -772,6 +772,15 @@ MUTANTS: list[Mutant] = [
             "test_metadata_reads_go_to_the_proxys_cluster_only"
         ],
     ),
+    Mutant(
+        "ROCKETMQ header: non-ASCII ext value kept as latin-1",
+        "protocol/remoting.py",
+        "        if not (key.isascii() and value.isascii()):",
+        "        if False:  # MUTANT",
+        [
+            "tests/unit/protocol/test_remoting.py::test_rocketmq_header_matches_upstream_layout_both_ways",
+        ],
+    ),
 ]
 
 

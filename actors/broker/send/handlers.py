@@ -23,17 +23,16 @@ from rocketrio.actors.broker.dispatch.outcomes import (
     SentBack,
 )
 from rocketrio.actors.broker.dispatch.table import Handlers
-from rocketrio.actors.broker.send.processor import OnSentBack, SendMessageProcessor
+from rocketrio.actors.broker.send.processor import BlockedSend, OnSentBack, SendMessageProcessor
 from rocketrio.actors.kernel.remoting import RequestContext
 from rocketrio.protocol.codes import RequestCode, ResponseCode
 from rocketrio.protocol.headers import (
     ConsumerSendMsgBackRequestHeader,
     SendMessageRequestHeader,
     SendMessageRequestHeaderV2,
-    SendMessageResponseHeader,
 )
 from rocketrio.protocol.remoting import RemotingCommand
-from rocketrio.protocol.serde import from_ext, to_ext
+from rocketrio.protocol.serde import from_ext
 
 RC = ResponseCode
 _PUT_OK = PutStatus.PUT_OK
@@ -125,6 +124,17 @@ def send_header(cmd: RemotingCommand) -> SendMessageRequestHeader:
     return parse_send_header_v2(cmd.ext_fields)
 
 
+def send_response_ext(stored: SendStored) -> dict[str, str]:
+    """The SendMessageResponseHeader's extFields, built directly (the hot path); the same as
+    ``to_ext(SendMessageResponseHeader(...))`` (a test checks it)."""
+    return {
+        "msgId": stored.msg_id,
+        "queueId": str(stored.queue_id),
+        "queueOffset": str(stored.queue_offset),
+        "transactionId": stored.uniq_key,
+    }
+
+
 def send_response(cmd: RemotingCommand, outcome: SendOutcome) -> RemotingCommand:
     match outcome:
         case SendStored():
@@ -132,10 +142,7 @@ def send_response(cmd: RemotingCommand, outcome: SendOutcome) -> RemotingCommand
                 code, remark = RC.SUCCESS, outcome.remark
             else:
                 code, remark = put_status_code(outcome.status, outcome.remark)
-            header = SendMessageResponseHeader(
-                outcome.msg_id, outcome.queue_id, outcome.queue_offset, outcome.uniq_key
-            )
-            return cmd.make_response(code, remark, to_ext(header))
+            return cmd.make_response(code, remark, send_response_ext(outcome))
         case PutFailed():
             code, remark = put_status_code(outcome.status, outcome.remark)
             return cmd.make_response(code, remark)
@@ -184,7 +191,9 @@ def send_handlers(send: SendMessageProcessor) -> Handlers:
         if h.batch or cmd.code == RequestCode.SEND_BATCH_MESSAGE:
             refusal = await send.send_batch(h, cmd.body, born, conn.remote, SendAnswer(ctx))
         else:
-            refusal = await send.send(h, cmd.body, born, conn.remote, SendAnswer(ctx))
+            # the coroutine-free path; only a full store inbox awaits
+            r = send.send_nowait(h, cmd.body, born, conn.remote, SendAnswer(ctx))
+            refusal = await send.put_blocked(r) if isinstance(r, BlockedSend) else r
         return None if refusal is None else refused(cmd, refusal)
 
     async def send_back(ctx: RequestContext) -> RemotingCommand | None:

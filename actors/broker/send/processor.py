@@ -120,6 +120,16 @@ SEND_KEYS = frozenset(
 _UNIQ_PREFIX = UNIQ_KEY + "\x01"
 _PUT_OK = PutStatus.PUT_OK
 _RW = PERM_READ | PERM_WRITE
+
+
+@attrs.frozen(slots=True)
+class BlockedSend:
+    """A send the store's inbox had no room for: ``await processor.put_blocked(it)``."""
+
+    msgs: list[MessageToStore]
+    done: PendingSend
+
+
 _STORE_STOPPED = Refusal(ResponseCode.SERVICE_NOT_AVAILABLE, "the message store is stopped")
 
 # a send's completion: called once, from the store actor's turn
@@ -287,6 +297,28 @@ class SendMessageProcessor:
     ) -> Refusal | None:
         """One message. None: accepted, ``on_done`` gets the outcome once the store answered.
         ``producer`` (the client's address) only names it in a remark."""
+        r = self.send_nowait(h, body, born_host, producer, on_done)
+        return await self.put_blocked(r) if isinstance(r, BlockedSend) else r
+
+    async def put_blocked(self, blocked: BlockedSend) -> Refusal | None:
+        """Wait for room in the store's inbox while holding up the caller (the connection's
+        reader), so the backpressure reaches the producer."""
+        try:
+            await self.writer.put(blocked.msgs, blocked.done)
+        except ActorStopped:
+            return _STORE_STOPPED
+        return None
+
+    def send_nowait(
+        self,
+        h: SendMessageRequestHeader,
+        body: bytes,
+        born_host: BornHost,
+        producer: str,
+        on_done: OnSent,
+    ) -> Refusal | BlockedSend | None:
+        """`send` without a coroutine (the hot path): `BlockedSend` when the store's inbox is
+        full, for the caller to await `put_blocked` with."""
         tc = self._check(h, producer)
         if isinstance(tc, Refusal):
             return tc
@@ -330,15 +362,10 @@ class SendMessageProcessor:
             self.topics.create_in_send_back(msg.topic, 1, _RW)
         msgs = [msg]
         done = PendingSend(on_done, reply_queue_id, uniq)
-        # inline rather than `_submit`: one coroutine less per send
-        writer = self.writer
         try:
-            try:
-                writer.put_nowait(msgs, done)
-            except trio.WouldBlock:
-                # inbox full: wait for room while holding up the caller (the connection's
-                # reader), so the backpressure reaches the producer
-                await writer.put(msgs, done)
+            self.writer.put_nowait(msgs, done)
+        except trio.WouldBlock:
+            return BlockedSend(msgs, done)
         except ActorStopped:
             return _STORE_STOPPED
         return None

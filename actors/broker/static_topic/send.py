@@ -21,7 +21,7 @@ pass unchanged.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Awaitable, Mapping
 
 import attrs
 
@@ -106,13 +106,17 @@ def send_handlers(
     """SEND_MESSAGE(_V2) / SEND_BATCH_MESSAGE handlers that map a static topic's logic queue
     and hand every other request to the ``plain`` handler (one dict look-up on the hot path)."""
 
-    async def handle(ctx: RequestContext) -> RemotingCommand | None:
+    def handle(ctx: RequestContext) -> Awaitable[RemotingCommand | None]:
+        # not a coroutine itself: a plain send gets the plain handler's, one frame less
+        cmd = ctx.cmd
+        topic = cmd.ext_fields.get("topic" if cmd.code == RequestCode.SEND_MESSAGE else "b")
+        if topic is None or not mappings.is_static(topic):
+            return plain[cmd.code](ctx)
+        return handle_static(ctx)
+
+    async def handle_static(ctx: RequestContext) -> RemotingCommand | None:
         cmd = ctx.cmd
         ext = cmd.ext_fields
-        v1 = cmd.code == RequestCode.SEND_MESSAGE
-        topic = ext.get("topic" if v1 else "b")
-        if topic is None or not mappings.is_static(topic):
-            return await plain[cmd.code](ctx)
         h = send_header(cmd)
         mapped = map_send(mappings, h, physical=ext.get("lo") == "false")
         if isinstance(mapped, Refusal):

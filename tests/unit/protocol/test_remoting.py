@@ -122,3 +122,32 @@ def test_typed_headers_round_trip_and_name_bad_fields() -> None:
     ext["queueOffset"] = "five"
     with pytest.raises(HeaderError, match="queueOffset"):
         from_ext(PullMessageRequestHeader, ext)
+
+
+def _hand_rocketmq_frame(ext: dict[str, str], remark: str) -> bytes:
+    """Upstream's ROCKETMQ header layout, built field by field, independently of the codec."""
+    h = struct.pack(">hbhii", 310, 0, 453, 77, 0)  # code, language JAVA, version, opaque, flag
+    r = remark.encode()
+    h += struct.pack(">i", len(r)) + r
+    e = b""
+    for k, v in ext.items():
+        kb, vb = k.encode(), v.encode()
+        e += struct.pack(">h", len(kb)) + kb + struct.pack(">i", len(vb)) + vb
+    h += struct.pack(">i", len(e)) + e
+    body = b"payload"
+    return (
+        struct.pack(">ii", 4 + len(h) + len(body), (SERIALIZE_ROCKETMQ << 24) | len(h)) + h + body
+    )
+
+
+def test_rocketmq_header_matches_upstream_layout_both_ways() -> None:
+    # a Java SEND_MESSAGE_V2 header: one-letter keys, properties with \x01/\x02, one non-ASCII
+    ext = {"a": "group", "b": "Topic", "g": "1764343200123", "i": "UNIQ_KEY\x01AB\x02K\x01é"}
+    wire = _hand_rocketmq_frame(ext, "ré")
+    dec = FrameDecoder()
+    dec.feed(wire)
+    cmd = dec.next_command()
+    assert cmd is not None
+    assert (cmd.code, cmd.language, cmd.version, cmd.opaque) == (310, "JAVA", 453, 77)
+    assert (cmd.ext_fields, cmd.remark, cmd.body) == (ext, "ré", b"payload")
+    assert encode_command(cmd) == wire

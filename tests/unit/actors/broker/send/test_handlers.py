@@ -16,9 +16,9 @@ from rocketrio.actors.broker.send.handlers import (
 )
 from rocketrio.protocol.codes import RequestCode
 from rocketrio.protocol.codes import ResponseCode as RC
-from rocketrio.protocol.headers import SendMessageRequestHeaderV2
+from rocketrio.protocol.headers import SendMessageRequestHeaderV2, SendMessageResponseHeader
 from rocketrio.protocol.remoting import RemotingCommand
-from rocketrio.protocol.serde import HeaderError, from_ext
+from rocketrio.protocol.serde import HeaderError, from_ext, to_ext
 
 _BASE = {"a": "pg", "b": "T", "c": "TBW102", "d": "4", "e": "-1", "f": "0", "g": "17", "h": "3"}
 
@@ -76,6 +76,8 @@ def test_every_put_status_maps_to_upstreams_response_code(status: PutStatus, cod
             "queueOffset": "17",
             "transactionId": "UNIQ",
         }
+        # the hand-built ext fields are the cattrs header's, key for key
+        assert resp.ext_fields == to_ext(SendMessageResponseHeader("OFFSETID", 3, 17, "UNIQ"))
     else:
         resp = send_response(CMD, PutFailed(status, None))
         assert resp.ext_fields == {} and resp.remark

@@ -14,6 +14,7 @@ from rocketrio.actors.broker.dispatch.outcomes import (
     Refusal,
     SendStored,
 )
+from rocketrio.actors.broker.send.processor import BlockedSend
 from rocketrio.protocol.bodies import (
     PERM_READ,
     TopicConfig,
@@ -123,6 +124,20 @@ async def test_send_waits_for_room_and_refuses_when_the_store_stopped(tmp_path: 
     assert s.writer.awaited == 1 and len(s.writer.puts) == 1
     s.writer.full, s.writer.stopped = False, True
     assert await s.send() == Refusal(RC.SERVICE_NOT_AVAILABLE, "the message store is stopped")
+
+
+async def test_send_nowait_hands_back_a_blocked_send_only_when_the_inbox_is_full(
+    tmp_path: Path,
+) -> None:
+    s = Sender(tmp_path)
+    header = SendMessageRequestHeader("pg", "Orders", "TBW102", 4, 1, 0, NOW_MS, 0)
+    assert s.processor.send_nowait(header, b"x", HOST, "p", s.outcomes.append) is None
+    assert s.writer.awaited == 0 and len(s.writer.puts) == 1  # no coroutine, no wait
+    s.writer.full = True
+    blocked = s.processor.send_nowait(header, b"y", HOST, "p", s.outcomes.append)
+    assert isinstance(blocked, BlockedSend) and len(s.writer.puts) == 1  # nothing lost, not put
+    assert await s.processor.put_blocked(blocked) is None
+    assert s.writer.awaited == 1 and s.writer.puts[-1][0] == blocked.msgs
 
 
 async def test_retry_send_past_max_reconsume_goes_to_the_dlq(tmp_path: Path) -> None:
