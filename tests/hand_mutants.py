@@ -454,6 +454,16 @@ MUTANTS: list[Mutant] = [
         "            pass  # MUTANT",
         [_SC + "test_damage_after_a_read_vouched_for_it_is_never_served_once_scrubbed"],
     ),
+    Mutant(
+        "proxy: an AckMessage of many entries answers OK but its BATCH_ACK is never sent",
+        "actors/proxy/service.py",
+        "                await consumer.ack_batch(batch)",
+        "                pass  # MUTANT",
+        [
+            "tests/actor/proxy/test_batch_ack.py::"
+            "test_many_entries_one_batch_each_entry_its_own_status"
+        ],
+    ),
 ]
 
 
