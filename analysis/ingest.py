@@ -175,7 +175,7 @@ def classify(lines: DataFrame) -> DataFrame:
 class Ingested:
     """What `ingest` read: the classified lines, the bad ones, the interesting events."""
 
-    lines: DataFrame  # every line, narrow and cached (unpersist when done)
+    lines: DataFrame  # every line, narrow and checkpointed (unpersist when done)
     bad: DataFrame  # the skipped lines
     ev: DataFrame  # the good lines of `INTERESTING` events in the time range (of `lines`)
     incidents: DataFrame  # those of `ev` that are no client traces: few, cached
@@ -189,8 +189,10 @@ def ingest(
 ) -> Ingested:
     """Read and classify ``files``; keep the interesting events between the times given.
 
-    The JSON is parsed once: the narrow classified lines are cached (columnar, compressed)
-    and every later pass reads that; one aggregation gives both the counts and the files.
+    The JSON is parsed once: the narrow classified lines are checkpointed (materialised by
+    the first action, with the lineage cut, so later plans do not re-analyse the wide read and
+    its classification) and every later pass reads that; one aggregation gives both the
+    counts and the files.
     ``ts``, the corrupt text and the file name are kept for the bad lines (the skipped table)
     and the file name for the count of files; a good line keeps the fields the tables read."""
     why = F.col("why")
@@ -203,7 +205,7 @@ def ingest(
             "why",
             *EV_COLUMNS,
         )
-        .cache()
+        .localCheckpoint(eager=False)
     )
     per_file = lines.groupBy("why", SOURCE).agg(F.count(F.lit(1)).alias("n")).collect()
     counts: dict[str, int] = {}
