@@ -460,7 +460,7 @@ MUTANTS: list[Mutant] = [
         "                await consumer.ack_batch(batch)",
         "                pass  # MUTANT",
         [
-            "tests/actor/proxy/test_batch_ack.py::"
+            "tests/actor/proxy/test_rpcs.py::"
             "test_many_entries_one_batch_each_entry_its_own_status"
         ],
     ),
