@@ -459,10 +459,7 @@ MUTANTS: list[Mutant] = [
         "actors/proxy/service.py",
         "                await consumer.ack_batch(batch)",
         "                pass  # MUTANT",
-        [
-            "tests/actor/proxy/test_rpcs.py::"
-            "test_many_entries_one_batch_each_entry_its_own_status"
-        ],
+        ["tests/actor/proxy/test_rpcs.py::test_many_entries_one_batch_each_entry_its_own_status"],
     ),
 ]
 
