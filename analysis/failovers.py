@@ -205,19 +205,48 @@ def old_master_truncation(out: DataFrame, evn: DataFrame) -> DataFrame:
     )
 
 
+GAP_BUCKET_MS = 60_000  # write_gap: acknowledgements summarised per broker set and minute
+
+
 def write_gap(out: DataFrame, acks: DataFrame) -> DataFrame:
     """fid -> the write gap, from the producers' traces of this broker set: the last
-    acknowledgement before the loss (or the election) to the first one after it."""
-    cut = F.coalesce("lost_ms", "elected_ms")
-    a = acks.select(F.col("broker").alias("a_set"), F.col("ts_ms").alias("a_ms"))
-    return (
-        out.join(a, a.a_set == out.broker)
+    acknowledgement before the loss (or the election) to the first one after it.
+
+    Not a join of every acknowledgement with every failover of its set: the acknowledgements
+    are summarised per set and minute (first, last), the failovers look at the summaries of
+    the other minutes and at the single acknowledgements of their own minute only."""
+    cuts = out.select(
+        "fid",
+        F.col("broker").alias("g_set"),
+        F.coalesce("lost_ms", "elected_ms").alias("cut"),
+    ).withColumn("g_bucket", F.floor(F.col("cut") / GAP_BUCKET_MS))
+    a = acks.select(
+        F.col("broker").alias("g_set"),
+        F.col("ts_ms").alias("a_ms"),
+        F.floor(F.col("ts_ms") / GAP_BUCKET_MS).alias("a_bucket"),
+    )
+    buckets = a.groupBy("g_set", "a_bucket").agg(
+        F.min("a_ms").alias("lo"), F.max("a_ms").alias("hi")
+    )
+    other = (
+        cuts.join(buckets, "g_set")
         .groupBy("fid")
         .agg(
-            F.max(F.when(F.col("a_ms") <= cut, F.col("a_ms"))).alias("last_ack_ms"),
-            F.min(F.when(F.col("a_ms") > cut, F.col("a_ms"))).alias("next_ack_ms"),
+            F.max(F.when(F.col("a_bucket") < F.col("g_bucket"), F.col("hi"))).alias("o_last"),
+            F.min(F.when(F.col("a_bucket") > F.col("g_bucket"), F.col("lo"))).alias("o_next"),
         )
-        .select("fid", (F.col("next_ack_ms") - F.col("last_ack_ms")).alias("write_gap_ms"))
+    )
+    own = (
+        cuts.join(a, (a.g_set == cuts.g_set) & (a.a_bucket == cuts.g_bucket))
+        .groupBy("fid")
+        .agg(
+            F.max(F.when(F.col("a_ms") <= F.col("cut"), F.col("a_ms"))).alias("m_last"),
+            F.min(F.when(F.col("a_ms") > F.col("cut"), F.col("a_ms"))).alias("m_next"),
+        )
+    )
+    return other.join(own, "fid", "left").select(
+        "fid",
+        (F.least("m_next", "o_next") - F.greatest("m_last", "o_last")).alias("write_gap_ms"),
     )
 
 

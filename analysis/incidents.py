@@ -36,7 +36,7 @@ from pyspark.sql import functions as F
 
 from rocketrio.analysis.failovers import failovers, node_brokers
 from rocketrio.analysis.ingest import CORRUPT, SOURCE, Ingested, ingest, log_files
-from rocketrio.analysis.traces import duplicates, lost_messages, traced, windows
+from rocketrio.analysis.traces import traced, windows
 
 TABLES = (
     "failovers",
@@ -156,28 +156,33 @@ def run(
     files, empty = log_files(inputs)
     progress(f"reading {len(files)} log files")
     read = ingest(spark, files, since_ms, until_ms)
-    ev = read.ev
+    # the few incident events apart from the bulk of client traces: every table but the
+    # traces' reads them, and a pass over them is a pass over a few thousand rows
+    ev = read.incidents
     progress("finding incidents")
     nodes = node_brokers(ev).cache()
-    acks, consumed = traced(ev)
-    acks, consumed = acks.cache(), consumed.cache()
-    lost = lost_messages(acks, consumed).cache()
+    tr = traced(read.ev)
+    acks, lost = tr.acks, tr.lost
     tables: dict[str, DataFrame] = {
         "failovers": failovers(ev, nodes, acks, lost),
-        "windows": windows(acks, consumed, gap_ms),
+        "windows": windows(acks, tr.pulls, gap_ms),
         "raft_leaders": raft_leaders(ev),
         "sync_state_set_changes": sync_state_set_changes(ev),
         "truncations": truncations(ev, nodes),
         "lost": lost,
-        "duplicates": duplicates(consumed),
+        "duplicates": tr.duplicates,
         "skipped": read.bad.select(
             F.col(SOURCE).alias("file"), "ts", "event", "why", F.col(CORRUPT).alias("line")
         ),
     }
     write_tables(spark, tables, out_dir, progress)
-    summary = summarize(inputs, read, empty, tables, acks.count(), consumed.count())
+    n = tr.by_msg.agg(
+        F.count(F.col("ts_ms")).alias("acked"), F.sum(F.size("consumed")).alias("consumed")
+    ).first()
+    assert n is not None
+    summary = summarize(inputs, read, empty, tables, n["acked"], n["consumed"] or 0)
     summary["took_s"] = round(time.time() - started, 3)
-    for df in (read.lines, ev, nodes, acks, consumed, lost):
+    for df in (read.lines, ev, nodes, tr.by_msg):
         df.unpersist()
     with open(os.path.join(out_dir, "summary.json"), "w", encoding="utf-8") as f:
         json.dump(summary, f, indent=1)
@@ -211,7 +216,7 @@ def summarize(
     consumed: int,
 ) -> dict[str, Any]:
     """``summary.json`` (``took_s`` is set by the caller): line counts, then each table."""
-    ev, counts = read.ev, read.counts
+    ev, counts = read.incidents, read.counts
     fos = _rows(tables["failovers"], ["elected_ms", "broker"])
     for f in fos:
         f["headline"] = headline(f)

@@ -42,6 +42,8 @@ INTERESTING = (
     "trace_send_acked",
     "trace_consumed",
 )
+#: the client traces among them: the bulk of the lines, read by traces.py only
+TRACES = ("trace_send_acked", "trace_consumed")
 #: the columns of theirs the tables read
 EV_COLUMNS = (
     "event",
@@ -122,15 +124,35 @@ def _sql_str(text: str) -> str:
     return "'" + text.replace("\\", "\\\\").replace("'", "\\'") + "'"
 
 
+_MASK_BITS = 62  # bits of one null mask (a signed 64-bit long, kept positive)
+
+
 def _missing_required() -> str | None:
-    """A SQL condition: the line's event requires a field the line lacks. One expression
-    string (not a Column built call by call: ~150 events make that thousands of JVM calls)."""
-    arms = [
-        f"WHEN {_sql_str(name)} THEN " + " OR ".join(f"`{f}` IS NULL" for f in fields)
-        for name, fields in sorted(required_fields().items())
-        if fields
-    ]
-    return f"CASE event {' '.join(arms)} ELSE false END" if arms else None
+    """A SQL condition: the line's event requires a field the line lacks. Linear in the
+    fields, not in events x fields: each required field has a bit; per group of `_MASK_BITS`
+    fields, the line's mask of null fields is ANDed with its event's mask of required fields
+    (a map literal). One expression string (not a Column built call by call: ~200 events
+    make that thousands of JVM calls), and small enough for Spark's generated code (a CASE
+    over every event is not: Spark interprets it row by row)."""
+    required = {name: fields for name, fields in sorted(required_fields().items()) if fields}
+    names = sorted({f for fields in required.values() for f in fields})
+    if not names:
+        return None
+    bit = {f: i for i, f in enumerate(names)}
+    arms = []
+    for lo in range(0, len(names), _MASK_BITS):
+        chunk = names[lo : lo + _MASK_BITS]
+        nulls = " | ".join(f"IF(`{f}` IS NULL, {1 << (bit[f] - lo)}L, 0L)" for f in chunk)
+        entries = []
+        for event, fields in required.items():
+            mask = sum(1 << (bit[f] - lo) for f in fields if lo <= bit[f] < lo + len(chunk))
+            if mask:
+                entries.append(f"{_sql_str(event)}, {mask}L")
+        if entries:
+            arms.append(
+                f"(({nulls}) & coalesce(try_element_at(map({', '.join(entries)}), event), 0L)) != 0"
+            )
+    return " OR ".join(arms) if arms else None
 
 
 def classify(lines: DataFrame) -> DataFrame:
@@ -155,7 +177,8 @@ class Ingested:
 
     lines: DataFrame  # every line, narrow and checkpointed (unpersist when done)
     bad: DataFrame  # the skipped lines
-    ev: DataFrame  # the good lines of `INTERESTING` events in the time range, checkpointed
+    ev: DataFrame  # the good lines of `INTERESTING` events in the time range (of `lines`)
+    incidents: DataFrame  # those of `ev` that are no client traces: few, cached
     counts: dict[str, int]  # why ("ok" for a good line) -> lines
     files: int  # files that held lines
     examples: list[dict[str, Any]]  # up to `EXAMPLES` skipped lines
@@ -164,32 +187,49 @@ class Ingested:
 def ingest(
     spark: SparkSession, files: list[str], since_ms: int | None, until_ms: int | None
 ) -> Ingested:
-    """Read and classify ``files``; keep the interesting events between the times given."""
-    # materialised narrow: the columns the incidents and the skipped table read, with the
-    # lineage cut (later plans do not re-analyse the wide read and its classification)
+    """Read and classify ``files``; keep the interesting events between the times given.
+
+    The JSON is parsed once: the narrow classified lines are checkpointed (materialised by
+    the first action, with the lineage cut, so later plans do not re-analyse the wide read and
+    its classification) and every later pass reads that; one aggregation gives both the
+    counts and the files.
+    ``ts``, the corrupt text and the file name are kept for the bad lines (the skipped table)
+    and the file name for the count of files; a good line keeps the fields the tables read."""
+    why = F.col("why")
     lines = (
         classify(read_lines(spark, files))
-        .select(SOURCE, CORRUPT, "ts", "why", *EV_COLUMNS)
-        .localCheckpoint()
+        .select(
+            SOURCE,
+            F.when(why.isNotNull(), F.col(CORRUPT)).alias(CORRUPT),
+            F.when(why.isNotNull(), F.col("ts")).alias("ts"),
+            "why",
+            *EV_COLUMNS,
+        )
+        .localCheckpoint(eager=False)
     )
-    counts = {
-        (r["why"] or "ok"): r["n"]
-        for r in lines.groupBy("why").agg(F.count(F.lit(1)).alias("n")).collect()
-    }
-    n_files = lines.select(SOURCE).distinct().count() if files else 0
-    bad = lines.where(F.col("why").isNotNull())
+    per_file = lines.groupBy("why", SOURCE).agg(F.count(F.lit(1)).alias("n")).collect()
+    counts: dict[str, int] = {}
+    for r in per_file:
+        counts[r["why"] or "ok"] = counts.get(r["why"] or "ok", 0) + r["n"]
+    n_files = len({r[SOURCE] for r in per_file}) if files else 0
+    bad = lines.where(why.isNotNull())
     examples = [
         {
             "file": os.path.basename(r[SOURCE] or ""),
             "line": (r[CORRUPT] or json.dumps({"event": r["event"], "ts": r["ts"]}))[:200],
             "why": r["why"],
         }
-        for r in bad.select(SOURCE, CORRUPT, "event", "ts", "why").limit(EXAMPLES).collect()
+        for r in (
+            bad.select(SOURCE, CORRUPT, "event", "ts", "why").limit(EXAMPLES).collect()
+            if set(counts) - {"ok"}
+            else ()  # no bad line: no pass for the examples
+        )
     ]
-    good = lines.where(F.col("why").isNull())
+    good = lines.where(why.isNull())
     if since_ms is not None:
         good = good.where(F.col("ts_ms") >= since_ms)
     if until_ms is not None:
         good = good.where(F.col("ts_ms") <= until_ms)
-    ev = good.where(F.col("event").isin(*INTERESTING)).select(*EV_COLUMNS).localCheckpoint()
-    return Ingested(lines, bad, ev, counts, n_files, examples)
+    ev = good.where(F.col("event").isin(*INTERESTING)).select(*EV_COLUMNS)
+    incidents = ev.where(~F.col("event").isin(*TRACES)).cache()
+    return Ingested(lines, bad, ev, incidents, counts, n_files, examples)

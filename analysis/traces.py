@@ -13,43 +13,76 @@ consumptions, acknowledged-but-lost messages, duplicates and unavailability wind
 
 from __future__ import annotations
 
+import attrs
 from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 
 
-def traced(ev: DataFrame) -> tuple[DataFrame, DataFrame]:
-    """(acks: one row per acknowledged message id, consumed: trace_consumed rows)."""
-    acks = (
-        ev.where(F.col("event") == "trace_send_acked")
+@attrs.frozen
+class Traced:
+    """The traces, read in one pass grouped by message id (one shuffle for all of them).
+
+    acks: one row per acknowledged message id; lost: those no consumer logged; consumed:
+    the ``trace_consumed`` rows; pulls: per (message id, broker set, topic) its first
+    consumption and its acknowledgement (what the pull windows read); duplicates: the
+    message ids a group consumed more than once. ``by_msg`` is cached (unpersist when
+    done); the others are plans over it."""
+
+    by_msg: DataFrame
+    acks: DataFrame
+    lost: DataFrame
+    consumed: DataFrame
+    pulls: DataFrame
+    duplicates: DataFrame
+
+
+def traced(ev: DataFrame) -> Traced:
+    """The traces of ``ev``, as `Traced` says."""
+    acked = F.col("event") == "trace_send_acked"
+    at = F.when(acked, F.col("ts_ms"))
+    fields = ("topic", "broker", "queue_id", "queue_offset", "latency_ms")
+    by_msg = (
+        ev.where(F.col("event").isin("trace_send_acked", "trace_consumed"))
         .groupBy("msg_id")
         .agg(
-            F.min("ts_ms").alias("ts_ms"),
-            F.min_by("topic", "ts_ms").alias("topic"),
-            F.min_by("broker", "ts_ms").alias("broker"),
-            F.min_by("queue_id", "ts_ms").alias("queue_id"),
-            F.min_by("queue_offset", "ts_ms").alias("queue_offset"),
-            F.min_by("latency_ms", "ts_ms").alias("latency_ms"),
+            F.min(at).alias("ts_ms"),  # min_by skips the rows its ordering is null for
+            *(F.min_by(f, at).alias(f) for f in fields),
+            F.collect_list(
+                F.when(
+                    F.col("event") == "trace_consumed",
+                    F.struct("group", "topic", "broker", "queue_id", "queue_offset", "ts_ms"),
+                )
+            ).alias("consumed"),
         )
+        .cache()
     )
-    consumed = ev.where(F.col("event") == "trace_consumed").select(
-        "msg_id", "group", "topic", "broker", "queue_id", "queue_offset", "ts_ms"
-    )
-    return acks, consumed
-
-
-def lost_messages(acks: DataFrame, consumed: DataFrame) -> DataFrame:
-    seen = consumed.select("msg_id").distinct()
-    return acks.join(seen, "msg_id", "left_anti").select(
+    acks = by_msg.where(F.col("ts_ms").isNotNull()).select("msg_id", "ts_ms", *fields)
+    lost = by_msg.where(F.col("ts_ms").isNotNull() & (F.size("consumed") == 0)).select(
         "msg_id", "topic", "broker", "queue_id", "queue_offset", F.col("ts_ms").alias("acked_ms")
     )
-
-
-def duplicates(consumed: DataFrame) -> DataFrame:
-    return (
+    consumed = by_msg.select(
+        "msg_id", F.col("ts_ms").alias("acked_ms"), F.explode("consumed").alias("c")
+    ).select(
+        "msg_id",
+        "c.group",
+        "c.topic",
+        "c.broker",
+        "c.queue_id",
+        "c.queue_offset",
+        "c.ts_ms",
+        "acked_ms",
+    )
+    pulls = (
+        consumed.where(F.col("broker").isNotNull())
+        .groupBy("msg_id", "broker", "topic")
+        .agg(F.min("ts_ms").alias("ts_ms"), F.first("acked_ms").alias("acked_ms"))
+    )
+    duplicates = (
         consumed.groupBy("group", "msg_id")
         .agg(F.count(F.lit(1)).alias("count"))
         .where(F.col("count") > 1)
     )
+    return Traced(by_msg, acks, lost, consumed.drop("acked_ms"), pulls, duplicates)
 
 
 def _waits(rows: DataFrame, keys: list[str], waiting_since: str, gap_ms: int) -> DataFrame:
@@ -65,7 +98,7 @@ def _waits(rows: DataFrame, keys: list[str], waiting_since: str, gap_ms: int) ->
     )
 
 
-def windows(acks: DataFrame, consumed: DataFrame, gap_ms: int) -> DataFrame:
+def windows(acks: DataFrame, pulls: DataFrame, gap_ms: int) -> DataFrame:
     """A send window ends at an acknowledgement whose message had been waiting (since its send
     call: ``latency_ms``) while no other message of the set, or of the set's topic, was
     acknowledged; a pull window ends at a consumption whose message had been acknowledged
@@ -77,13 +110,6 @@ def windows(acks: DataFrame, consumed: DataFrame, gap_ms: int) -> DataFrame:
     )
     send_set = _waits(sends, ["broker"], "sent_ms", gap_ms)
     send_topic = _waits(sends, ["broker", "topic"], "sent_ms", gap_ms)
-    acked_at = acks.select("msg_id", F.col("ts_ms").alias("acked_ms"))
-    pulls = (
-        consumed.where(F.col("broker").isNotNull())
-        .groupBy("msg_id", "broker", "topic")
-        .agg(F.min("ts_ms").alias("ts_ms"))
-        .join(acked_at, "msg_id", "left")
-    )
     pull_set = _waits(pulls, ["broker"], "acked_ms", gap_ms)
     pull_topic = _waits(pulls, ["broker", "topic"], "acked_ms", gap_ms)
     cols = ["op", "broker", "topic", "start_ms", "end_ms", "length_ms"]

@@ -10,6 +10,10 @@ Prints ONE JSON line with:
 - grpc_lean_receive_ack_msgs_per_s  ReceiveMessage(32) + one AckMessage per batch, 4 workers
 - sdk_receive_ack_msgs_per_s        the SDK's SimpleConsumer receive(32) + ack each, 1 thread
 - *_overhead                        direct rate / proxy rate (how many times slower)
+- cpu_us_per_msg                    where the time goes, per message and side: CPU of the
+                                    proxy process, of the client (the lean driver's process or
+                                    the SDK's child process) and of the broker, each phase
+- sdk_proxy_share                   the proxy's part of proxy + SDK client CPU, send / receive
 
     .venv/bin/python bench/proxy.py [--count N]
 
@@ -21,16 +25,27 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from typing import Any
 
 import grpc
 import trio
-from benchlib import BODY, Proc, create_topics, free_port, one_broker, single_sends, stop_all
+from benchlib import (
+    BODY,
+    Proc,
+    cpu_seconds,
+    create_topics,
+    free_port,
+    one_broker,
+    single_sends,
+    stop_all,
+)
 from pop import pop_consume
 
 from rocketrio.actors.observe.logs import configure_logging
@@ -49,6 +64,11 @@ body = bytes.fromhex(sys.argv[4])
 config = ClientConfiguration(endpoint, Credentials())
 p = Producer(config, (topic,))
 p.startup()
+def mark(tag):
+    print(tag, flush=True)
+    sys.stdin.readline()  # the parent has read the proxy's CPU
+    return time.process_time()
+c0 = mark("send")
 t0 = time.perf_counter()
 window = []
 for _ in range(count):
@@ -60,9 +80,11 @@ for _ in range(count):
 for f in window:
     f.result()
 send = count / (time.perf_counter() - t0)
+send_cpu = mark("sent") - c0
 p.shutdown()
 c = SimpleConsumer(config, "bench_sdk", {topic: FilterExpression("*")}, 5)
 c.startup()
+c0 = mark("receive")
 got, t0 = 0, time.perf_counter()
 while got < count:
     msgs = c.receive(32, 30)
@@ -70,8 +92,10 @@ while got < count:
         c.ack(m)
     got += len(msgs)
 recv = got / (time.perf_counter() - t0)
+recv_cpu = mark("received") - c0
 c.shutdown()
-print(json.dumps({"send": send, "receive_ack": recv}))
+print(json.dumps({"send": send, "receive_ack": recv, "send_cpu_s": send_cpu,
+                  "receive_cpu_s": recv_cpu, "received": got}))
 """
 
 
@@ -144,6 +168,62 @@ async def lean_receive_ack(endpoint: str, count: int, workers: int = 4) -> float
         return got / (time.perf_counter() - t0)
 
 
+class CpuMeter:
+    """CPU seconds of the server processes (and of this process, the client) per phase, as
+    microseconds per message."""
+
+    def __init__(self, pids: dict[str, int]) -> None:
+        self.pids = pids
+        self.per_msg: dict[str, dict[str, int]] = {}
+        self._start: dict[str, float] = {}
+
+    def begin(self) -> None:
+        self._start = {k: cpu_seconds(p) for k, p in self.pids.items()}
+
+    def end(self, name: str, messages: int, client_s: float) -> None:
+        used = {k: cpu_seconds(p) - self._start[k] for k, p in self.pids.items()}
+        used["client"] = client_s
+        self.per_msg[name] = {k: round(v / max(1, messages) * 1e6) for k, v in used.items()}
+
+    @contextlib.contextmanager
+    def phase(self, name: str, messages: int) -> Iterator[None]:
+        c0 = time.process_time()
+        self.begin()
+        yield
+        self.end(name, messages, time.process_time() - c0)
+
+
+def run_sdk(endpoint: str, count: int, cpu: CpuMeter) -> dict[str, Any]:
+    """The SDK's sends and receives in a child process, its CPU and the servers' per phase."""
+    child = subprocess.Popen(
+        [sys.executable, "-c", SDK_SCRIPT, endpoint, TOPIC, str(count), BODY.hex()],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    assert child.stdin is not None and child.stdout is not None
+    lines: list[str] = []
+    for line in child.stdout:
+        lines.append(line)
+        tag = line.strip()
+        if tag in ("send", "receive"):
+            cpu.begin()
+        elif tag in ("sent", "received"):
+            cpu.end(f"sdk_{'send' if tag == 'sent' else 'receive_ack'}", count, 0.0)
+        else:
+            continue
+        child.stdin.write("\n")
+        child.stdin.flush()
+    if child.wait(600) != 0:
+        raise RuntimeError(f"the SDK run failed: {''.join(lines)[-2000:]}")
+    rates: dict[str, Any] = json.loads(lines[-1])
+    for name, key, n in (("sdk_send", "send_cpu_s", count),
+                         ("sdk_receive_ack", "receive_cpu_s", rates["received"])):  # fmt: skip
+        cpu.per_msg[name]["client"] = round(rates[key] / max(1, n) * 1e6)
+        if name == "sdk_receive_ack":  # the servers' figures were divided by count
+            for k in ("proxy", "broker"):
+                cpu.per_msg[name][k] = round(cpu.per_msg[name][k] * count / max(1, n))
+    return rates
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--count", type=int, default=5_000)
@@ -161,18 +241,19 @@ def main() -> None:
             "logDir": work,
         }, work).start())  # fmt: skip
         trio.run(create_topics, ns, broker, [TOPIC])
-        direct_send = trio.run(single_sends, ns, TOPIC, args.count, 64)
+        cpu = CpuMeter({"proxy": procs[-1].pid, "broker": procs[1].pid})
+        with cpu.phase("direct_send", args.count):
+            direct_send = trio.run(single_sends, ns, TOPIC, args.count, 64)
         # the backlog: warm-up + direct sends; each consumer group reads all of it
         backlog = args.count + 1
-        direct_recv = trio.run(pop_consume, ns, "bench_direct", backlog, 4, True)
-        lean_send_rate = asyncio.run(lean_send(endpoint, args.count))
+        with cpu.phase("direct_receive_ack", backlog):
+            direct_recv = trio.run(pop_consume, ns, "bench_direct", backlog, 4, True)
+        with cpu.phase("lean_send", args.count):
+            lean_send_rate = asyncio.run(lean_send(endpoint, args.count))
         backlog += args.count
-        lean_recv = asyncio.run(lean_receive_ack(endpoint, backlog))
-        sdk = subprocess.run(
-            [sys.executable, "-c", SDK_SCRIPT, endpoint, TOPIC, str(args.count), BODY.hex()],
-            capture_output=True, text=True, timeout=600, check=True,
-        )  # fmt: skip
-        sdk_rates = json.loads(sdk.stdout.strip().splitlines()[-1])
+        with cpu.phase("lean_receive_ack", backlog):
+            lean_recv = asyncio.run(lean_receive_ack(endpoint, backlog))
+        sdk_rates = run_sdk(endpoint, args.count, cpu)
         result.update(
             direct_send_msgs_per_s=round(direct_send),
             grpc_lean_send_msgs_per_s=round(lean_send_rate),
@@ -184,6 +265,11 @@ def main() -> None:
             sdk_send_overhead=round(direct_send / sdk_rates["send"], 2),
             lean_receive_ack_overhead=round(direct_recv / lean_recv, 2),
             sdk_receive_ack_overhead=round(direct_recv / sdk_rates["receive_ack"], 2),
+            cpu_us_per_msg=cpu.per_msg,
+            sdk_proxy_share=[
+                round(p["proxy"] / (p["proxy"] + p["client"]), 2)
+                for p in (cpu.per_msg["sdk_send"], cpu.per_msg["sdk_receive_ack"])
+            ],
         )
     finally:
         stop_all(procs, work)

@@ -781,6 +781,13 @@ MUTANTS: list[Mutant] = [
             "tests/unit/protocol/test_remoting.py::test_rocketmq_header_matches_upstream_layout_both_ways",
         ],
     ),
+    Mutant(
+        "proxy: an AckMessage of many entries answers OK but its BATCH_ACK is never sent",
+        "actors/proxy/service.py",
+        "                await consumer.ack_batch(batch)",
+        "                pass  # MUTANT",
+        ["tests/actor/proxy/test_rpcs.py::test_many_entries_one_batch_each_entry_its_own_status"],
+    ),
 ]
 
 

@@ -6,6 +6,9 @@ becomes a `Call` handed to Trio with ``trio_token.run_sync_soon`` into a bounded
 per call does the work (a long-polling ReceiveMessage just awaits in Trio: no thread is held)
 and completes the call's asyncio future with ``loop.call_soon_threadsafe``. A call the client
 cancels cancels its Trio task. So the only threads are the one asyncio loop thread and Trio's.
+Each direction of the hop goes through a `Hop`: calls (and answers) that arrive while a wake-up
+of the other thread is already pending ride on that one wake-up instead of writing their own,
+so under load one wake-up carries many calls (a wake-up costs a syscall and a GIL hand-over).
 
 Why grpcio: it is the reference Python gRPC implementation (the official SDK uses it too); no
 maintained gRPC server runs natively on Trio/anyio (grpclib is asyncio-only, purerpc is
@@ -15,9 +18,10 @@ unmaintained), and HTTP/2 is not written here by hand.
 from __future__ import annotations
 
 import asyncio
+import collections
 import threading
 from collections.abc import AsyncIterator, Awaitable, Callable
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 import attrs
 import grpc
@@ -28,6 +32,39 @@ from rocketrio.protocol.grpc_v2 import service_pb2_grpc as sgrpc
 CALL_QUEUE = 256  # calls waiting for a Trio task; more are refused TOO_MANY_REQUESTS
 STOP_GRACE_S = 0.5
 TELEMETRY_QUEUE = 64  # commands waiting to be written to one Telemetry stream
+
+T = TypeVar("T")
+
+
+class Hop(Generic[T]):
+    """Items put from one thread, run by ``run`` in another thread's loop: ``schedule`` (that
+    loop's thread-safe call-soon) is called only when no drain is pending already, and a drain
+    runs every item queued by then. Safe without a lock: ``put`` appends before it reads the
+    flag and the drain clears the flag before it empties the queue, so an item is either seen
+    by a drain already scheduled or schedules its own."""
+
+    def __init__(self, schedule: Callable[[Callable[[], None]], Any], run: Callable[[T], Any]):
+        self._schedule = schedule
+        self._run = run
+        self._items: collections.deque[T] = collections.deque()
+        self._pending = False
+
+    def put(self, item: T) -> None:
+        """Queue ``item``; raises what ``schedule`` raises (the other loop has ended)."""
+        self._items.append(item)
+        if not self._pending:
+            self._pending = True
+            try:
+                self._schedule(self._drain)
+            except BaseException:
+                self._pending = False
+                raise
+
+    def _drain(self) -> None:
+        self._pending = False
+        items, run = self._items, self._run
+        while items:
+            run(items.popleft())
 
 
 @attrs.define
@@ -44,6 +81,7 @@ class Call:
     cancel_scope: trio.CancelScope | None = None
     cancelled: bool = False
     push: StreamPush | None = None  # Telemetry: offers a command down the client's stream
+    answers: Hop[Settle] | None = None  # the bridge's hop back to the gRPC loop
 
     def respond(self, value: Any) -> None:
         self._settle_soon(value, None)
@@ -53,7 +91,10 @@ class Call:
 
     def _settle_soon(self, value: Any, exc: BaseException | None) -> None:
         try:
-            self.loop.call_soon_threadsafe(_settle, self.future, value, exc)
+            if self.answers is not None:
+                self.answers.put((self.future, value, exc))
+            else:
+                self.loop.call_soon_threadsafe(_settle, self.future, value, exc)
         except RuntimeError:
             pass  # the gRPC loop is closed: the server stopped and the call is gone
 
@@ -82,6 +123,12 @@ class StreamPush:
 
 
 _END = object()
+
+Settle = tuple["asyncio.Future[Any]", Any, BaseException | None]
+
+
+def _settle_one(item: Settle) -> None:
+    _settle(*item)
 
 
 def _settle(fut: asyncio.Future[Any], value: Any, exc: BaseException | None) -> None:
@@ -191,6 +238,8 @@ class GrpcBridge:
         self._server: grpc.aio.Server | None = None
         self._stop_requested: asyncio.Event | None = None
         self._thread: threading.Thread | None = None
+        self._calls_in: Hop[Call] | None = None  # gRPC loop -> Trio
+        self._answers: Hop[Settle] | None = None  # Trio -> gRPC loop
 
     # -- asyncio side (the loop thread)
     async def forward(
@@ -204,9 +253,10 @@ class GrpcBridge:
         metadata = {k: v for k, v in (context.invocation_metadata() or ()) if isinstance(v, str)}
         call = Call(method, request, metadata, context.peer(), loop.create_future(), loop)
         call.push = push
-        assert self._token is not None
+        call.answers = self._answers
+        assert self._token is not None and self._calls_in is not None
         try:
-            self._token.run_sync_soon(self._submit, call)
+            self._calls_in.put(call)
         except trio.RunFinishedError:
             await context.abort(grpc.StatusCode.UNAVAILABLE, "proxy is stopping")
         try:
@@ -236,6 +286,7 @@ class GrpcBridge:
     def _thread_main(self, started: Callable[[BaseException | None], None]) -> None:
         loop = asyncio.new_event_loop()
         self._loop = loop
+        self._answers = Hop(loop.call_soon_threadsafe, _settle_one)
         asyncio.set_event_loop(loop)
 
         async def serve() -> None:
@@ -262,6 +313,7 @@ class GrpcBridge:
     # -- Trio side
     async def __aenter__(self) -> GrpcBridge:
         self._token = trio.lowlevel.current_trio_token()
+        self._calls_in = Hop(self._token.run_sync_soon, self._submit)
         ready = trio.Event()
         error: list[BaseException | None] = []
 

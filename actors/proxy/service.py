@@ -66,7 +66,7 @@ from rocketrio.protocol.message import (
     encode_properties,
     parse_offset_msg_id,
 )
-from rocketrio.protocol.pop_extra_info import ExtraInfo
+from rocketrio.protocol.pop_extra_info import POP_ORDER_REVIVE_QUEUE, ExtraInfo
 from rocketrio.protocol.remoting import RemotingCommand
 from rocketrio.protocol.serde import from_ext, from_json, to_ext
 
@@ -446,23 +446,41 @@ class ProxyService:
         return ReceivedMessage(stub, topic, extra.broker_name, receipt.extra_info)
 
     async def ack_message(self, call: Call) -> spb.AckMessageResponse:
+        """Every entry's own status. The entries the broker can take in one BATCH_ACK_MESSAGE
+        (`_batchable`) go in one (upstream's proxy with enableBatchAck); when the brokers
+        refuse it, and for the others, one ACK_MESSAGE per entry says which failed."""
         req: spb.AckMessageRequest = call.request
         consumer = self._consumer(req.group.name)
-        entries = []
-        for e in req.entries:
+        statuses: list[Any] = [None] * len(req.entries)
+        todo: list[tuple[int, ReceivedMessage]] = []
+        for i, e in enumerate(req.entries):
             try:
                 handle = await self.renewer.release(consumer.group, e.receipt_handle)
-                await consumer.ack(self._received(req.topic.name, handle))
-                st = status(Code.OK)
+                todo.append((i, self._received(req.topic.name, handle)))
             except BadRequest as b:
-                st = status(b.code, str(b))
+                statuses[i] = status(b.code, str(b))
+        batch = [r for _, r in todo if _batchable(r)]
+        if len(batch) > 1:
+            try:
+                await consumer.ack_batch(batch)
+                todo = [(i, r) for i, r in todo if not _batchable(r)]
+            except MQBrokerError:
+                pass  # each on its own below: the statuses name the entries that failed
+        for i, received in todo:
+            try:
+                await consumer.ack(received)
+            except BadRequest as b:
+                statuses[i] = status(b.code, str(b))
             except MQBrokerError as b:
-                st = status(mp.code_of_remoting(b.code), str(b))
-            entries.append(
-                spb.AckMessageResultEntry(
-                    message_id=e.message_id, receipt_handle=e.receipt_handle, status=st
-                )
+                statuses[i] = status(mp.code_of_remoting(b.code), str(b))
+        entries = [
+            spb.AckMessageResultEntry(
+                message_id=e.message_id,
+                receipt_handle=e.receipt_handle,
+                status=st if st is not None else status(Code.OK),
             )
+            for e, st in zip(req.entries, statuses, strict=True)
+        ]
         codes = {en.status.code for en in entries}
         overall = (
             status(Code.OK)
@@ -521,6 +539,14 @@ class ProxyService:
         await self.client.api.call(addr, RequestCode.CONSUMER_SEND_MSG_BACK, header)
         await consumer.ack(self._received(req.topic.name, handle))
         return spb.ForwardMessageToDeadLetterQueueResponse(status=status(Code.OK))
+
+
+def _batchable(r: ReceivedMessage) -> bool:
+    """An unordered POP's message in its checkpoint's range: BATCH_ACK_MESSAGE takes it as
+    ACK_MESSAGE would (ordered ones keep their one-by-one ACK, as the consumers expect)."""
+    extra = ExtraInfo.parse(r.receipt_handle)
+    offset = extra.queue_offset if extra.queue_offset is not None else r.queue_offset
+    return extra.revive_qid != POP_ORDER_REVIVE_QUEUE and offset >= extra.ck_queue_offset
 
 
 _STORED = frozenset(

@@ -2,7 +2,9 @@
 channel (grpcio client on loopback -> GrpcBridge -> ProxyService -> a real broker on the
 simulated network): the pull stream's order (status, messages, next offset), offsets
 stored and read back, BEGINNING / END / TIMESTAMP; bad input gets its status code and the
-proxy serves the next good call."""
+proxy serves the next good call. And AckMessage of many entries: one BATCH_ACK_MESSAGE to the
+broker, yet every entry keeps its own status (a bad handle among good ones is refused alone),
+and what was acknowledged is never delivered again while the rest is."""
 
 from __future__ import annotations
 
@@ -255,3 +257,54 @@ async def test_sql92_filter_expression_on_pull_and_receive(tmp_path: Any) -> Non
             r.message.body for r in await rpc("ReceiveMessage", receive) if r.HasField("message")
         ]
         assert got == [b"m0", b"m1"]
+
+
+def receive_req_of(batch: int, invisible_s: int) -> Any:
+    return spb.ReceiveMessageRequest(
+        group=pb.Resource(name=GROUP),
+        message_queue=pb.MessageQueue(topic=pb.Resource(name=TOPIC)),
+        filter_expression=pb.FilterExpression(type=pb.TAG, expression="*"),
+        batch_size=batch,
+        invisible_duration=Duration(seconds=invisible_s),
+        long_polling_timeout=Duration(seconds=1),
+    )
+
+
+def messages_of(stream: list[Any]) -> list[Any]:
+    return [r.message for r in stream if r.WhichOneof("content") == "message"]
+
+
+async def test_many_entries_one_batch_each_entry_its_own_status(tmp_path: Any) -> None:
+    async with harness(tmp_path) as h, proxied(h) as rpc:
+        await fill(h, 4)
+        got = messages_of(await rpc("ReceiveMessage", receive_req_of(4, 20)))
+        assert sorted(m.body for m in got) == [b"m0", b"m1", b"m2", b"m3"]
+        keep = next(m for m in got if m.body == b"m2")  # not acknowledged: comes back
+        entries = [
+            spb.AckMessageEntry(
+                message_id=m.system_properties.message_id,
+                receipt_handle=m.system_properties.receipt_handle,
+            )
+            for m in got
+            if m is not keep
+        ]
+        entries.insert(1, spb.AckMessageEntry(message_id="bad", receipt_handle="not-a-handle"))
+        r = await rpc(
+            "AckMessage",
+            spb.AckMessageRequest(
+                group=pb.Resource(name=GROUP), topic=pb.Resource(name=TOPIC), entries=entries
+            ),
+        )
+        codes = [e.status.code for e in r.entries]
+        assert codes == [pb.OK, pb.INVALID_RECEIPT_HANDLE, pb.OK, pb.OK], r
+        assert [e.message_id for e in r.entries] == [e.message_id for e in entries]
+        assert r.status.code == pb.MULTIPLE_RESULTS
+        # once the invisible time is over, only the unacknowledged one is delivered again
+        await trio.sleep(25)
+        again: list[Any] = []
+        for _ in range(10):
+            again += messages_of(await rpc("ReceiveMessage", receive_req_of(4, 20)))
+            if again:
+                break
+            await trio.sleep(5)
+        assert [m.body for m in again] == [b"m2"]
