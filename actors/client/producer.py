@@ -34,9 +34,10 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import structlog
-import trio
 
+from rocketrio.actors.client import backend as aio
 from rocketrio.actors.client.async_send import CallbackRequests, SendFuture
+from rocketrio.actors.client.backend import Reply
 from rocketrio.actors.client.config import (
     ClientConfig,
     ProducerConfig,
@@ -54,6 +55,7 @@ from rocketrio.actors.client.queue_select import (
     MessageQueueSelector,
     TopicPublishInfo,
 )
+from rocketrio.actors.client.remoting import ClientTransport as Transport
 from rocketrio.actors.client.send_api import (
     batch_chunks,
     check_message,
@@ -62,8 +64,6 @@ from rocketrio.actors.client.send_api import (
     send_request,
 )
 from rocketrio.actors.kernel.remoting import RemotingError
-from rocketrio.actors.kernel.runtime import Reply
-from rocketrio.actors.kernel.transport import Transport
 from rocketrio.actors.observe import events
 from rocketrio.protocol.bodies import MessageQueue
 from rocketrio.protocol.codes import ResponseCode
@@ -108,9 +108,9 @@ class Producer:
         self.publish_routes = PublishRoutes(self.client, self.config, rng or random.Random())
         self.faults = self.publish_routes.faults
         self._ids: UniqIdGenerator | None = None
-        self._in_flight = trio.Semaphore(self.config.maxInFlight)
+        self._in_flight = aio.Semaphore(self.config.maxInFlight)
         self._callbacks = CallbackRequests()
-        self._nursery: trio.Nursery | None = None
+        self._nursery: aio.TaskGroup | None = None
         self._nursery_cm: Any = None
 
     # -- lifecycle
@@ -127,7 +127,7 @@ class Producer:
             await self.client.__aenter__()
         try:
             self._ids = UniqIdGenerator(self.client.client_ip)
-            self._nursery_cm = trio.open_nursery()
+            self._nursery_cm = aio.create_task_group()
             self._nursery = await self._nursery_cm.__aenter__()
             self._nursery.start_soon(self._expire_loop)
             self.client.route_listeners.append(self.publish_routes.on_route)
@@ -145,7 +145,7 @@ class Producer:
             if self._nursery_cm is not None:
                 # every outstanding async send ends within its timeout and frees its slot
                 drain_s = self.config.sendMsgTimeout / 1000 + 2 * EXPIRE_SCAN_S + 1
-                with trio.CancelScope(shield=True), trio.move_on_after(drain_s):
+                with aio.CancelScope(shield=True), aio.move_on_after(drain_s):
                     for _ in range(self.config.maxInFlight):
                         await self._in_flight.acquire()
         finally:
@@ -167,7 +167,7 @@ class Producer:
                     await self.client.unregister_producer(self.group)
 
     @property
-    def nursery(self) -> trio.Nursery:
+    def nursery(self) -> aio.TaskGroup:
         if self._nursery is None:
             raise MQClientError("producer is not started")
         return self._nursery
@@ -191,7 +191,7 @@ class Producer:
         timeout: float | None = None,
     ) -> SendResult:
         """Send and wait for the broker's answer; retries after a failure (see the module)."""
-        started = trio.current_time()
+        started = aio.current_time()
         check_message(msg, self.config.maxMessageSize)
         uniq = self._next_id()
         body = msg.body
@@ -229,7 +229,7 @@ class Producer:
         if not self.client.config.trace or result.send_status is not SendStatus.SEND_OK:
             return
         mq = result.message_queue
-        latency_ms = round((trio.current_time() - started) * 1000)
+        latency_ms = round((aio.current_time() - started) * 1000)
         for i, msg_id in enumerate(result.msg_id.split(",")):
             events.emit(
                 log,
@@ -262,7 +262,7 @@ class Producer:
         self, msg: Message, mq: MessageQueue, *, timeout: float | None = None
     ) -> SendResult:
         """Send to one given queue (one attempt)."""
-        started = trio.current_time()
+        started = aio.current_time()
         check_message(msg, self.config.maxMessageSize)
         if mq.topic != msg.topic:
             raise MQClientError(f"queue {mq} is not of topic {msg.topic}")
@@ -295,9 +295,9 @@ class Producer:
         check_message(msg, self.config.maxMessageSize)
         try:
             self._in_flight.acquire_nowait()
-        except trio.WouldBlock:
+        except aio.WouldBlock:
             await self._in_flight.acquire()
-        started = trio.current_time() if self.client.config.trace else 0.0
+        started = aio.current_time() if self.client.config.trace else 0.0
         fut = SendFuture(callback, msg.topic, started)
         try:
             await self._start_async(fut, msg, queue_selector, arg)
@@ -331,7 +331,7 @@ class Producer:
             self.nursery.start_soon(self._send_async_slow, fut, msg, props, uniq, mq, selector)
             return
         timeout_s = self.config.sendMsgTimeout / 1000
-        deadline = trio.current_time() + timeout_s
+        deadline = aio.current_time() + timeout_s
         cmd = send_request(self.group, self.config, mq, msg.flag, props, msg.body, batch=False)
 
         def on_done(reply: Reply[RemotingCommand]) -> None:
@@ -401,10 +401,10 @@ class Producer:
         """The first attempt of an async send failed: the remaining retries, in a task."""
         retries = self.config.retryTimesWhenSendAsyncFailed - 1
         try:
-            if retries < 0 or deadline <= trio.current_time():
+            if retries < 0 or deadline <= aio.current_time():
                 raise first
             await self.client.refresh_route(msg.topic, deadline)
-            left_s = deadline - trio.current_time()
+            left_s = deadline - aio.current_time()
             result = await self._send_with_retries(
                 msg, msg.body, props, uniq, False, left_s, retries, failed_broker, attempt=1
             )
@@ -415,8 +415,8 @@ class Producer:
 
     async def _expire_loop(self) -> None:
         while True:
-            await trio.sleep(EXPIRE_SCAN_S)
-            self._callbacks.expire(trio.current_time())
+            await aio.sleep(EXPIRE_SCAN_S)
+            self._callbacks.expire(aio.current_time())
 
     async def send_oneway(
         self, msg: Message, queue_selector: MessageQueueSelector | None = None, arg: Any = None
@@ -447,7 +447,7 @@ class Producer:
     ) -> list[SendResult]:
         """Send messages of one topic as SEND_BATCH_MESSAGE; one result per request (bodies
         above maxMessageSize are split into several requests, each to one queue)."""
-        started = trio.current_time()
+        started = aio.current_time()
         if not msgs:
             raise MQClientError("the batch is empty")
         topic = msgs[0].topic
@@ -497,13 +497,13 @@ class Producer:
     ) -> SendResult:
         """Up to ``1 + retries`` attempts within ``timeout_s``, avoiding failed brokers; after a
         failure the next attempt waits for a route fetched after it (shared, rate limited)."""
-        deadline = trio.current_time() + timeout_s
+        deadline = aio.current_time() + timeout_s
         last_exc: Exception | None = None
         not_ok: SendResult | None = None
         retry_not_ok = sync and self.config.retryAnotherBrokerWhenNotStoreOK
         last = attempt + 1 + retries
         for n in range(attempt + 1, last + 1):
-            left = deadline - trio.current_time()
+            left = deadline - aio.current_time()
             if left <= 0:
                 break
             info = await self.publish_routes.get(msg.topic)
@@ -543,13 +543,13 @@ class Producer:
     ) -> SendResult:
         """One attempt to a chosen queue (ordered sends): no retry, but a failure refreshes the
         route so that the next send reaches the new master."""
-        deadline = trio.current_time() + timeout_s
+        deadline = aio.current_time() + timeout_s
         addr = self.client.find_master_addr(self.client.broker_name_of(mq))
         if addr is None:
             await self.client.refresh_route(mq.topic, deadline)
             addr = self.client.find_master_addr(self.client.broker_name_of(mq))
         try:
-            left = max(deadline - trio.current_time(), 0.0)
+            left = max(deadline - aio.current_time(), 0.0)
             return await self._send_to(mq, addr, msg, body, props, uniq, False, left)
         except (RemotingError, MQBrokerError) as e:
             if retryable(e):

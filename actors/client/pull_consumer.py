@@ -20,8 +20,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 import attrs
-import trio
 
+from rocketrio.actors.client import backend as aio
 from rocketrio.actors.client.config import (
     ClientConfig,
     ConsumeFromWhere,
@@ -35,8 +35,8 @@ from rocketrio.actors.client.offset_store import RunBlocking, run_in_thread
 from rocketrio.actors.client.process_queue import ProcessQueue
 from rocketrio.actors.client.queue_select import subscribe_queues
 from rocketrio.actors.client.rebalance import sort_queues
+from rocketrio.actors.client.remoting import ClientTransport as Transport
 from rocketrio.actors.client.trace import trace_consumed
-from rocketrio.actors.kernel.transport import Transport
 from rocketrio.protocol.bodies import MessageQueue
 from rocketrio.protocol.message import MessageExt
 
@@ -90,8 +90,8 @@ class LitePullConsumer(ConsumerCore):
         self._mode: str | None = None  # "subscribe" or "assign"
         self._assigned: set[MessageQueue] = set()
         self._pending_seek: dict[MessageQueue, int] = {}
-        self._send: trio.MemorySendChannel[PulledBatch] | None = None
-        self._recv: trio.MemoryReceiveChannel[PulledBatch] | None = None
+        self._send: aio.MemoryObjectSendStream[PulledBatch] | None = None
+        self._recv: aio.MemoryObjectReceiveStream[PulledBatch] | None = None
         self._buffered = 0
 
     # -- choosing queues
@@ -141,12 +141,12 @@ class LitePullConsumer(ConsumerCore):
         return await super()._compute_start_offset(mq)
 
     # -- hooks of ConsumerCore
-    def _start_workers(self, nursery: trio.Nursery) -> None:
+    def _start_workers(self, nursery: aio.TaskGroup) -> None:
         # room for what flow control lets in at full batches; smaller batches fill it first,
         # and then the pull loops wait in `_deliver` until `poll` makes room
         c = self.config
         capacity = -(-c.pullThresholdForAll // c.pullBatchSize) + 1
-        self._send, self._recv = trio.open_memory_channel[PulledBatch](capacity)
+        self._send, self._recv = aio.create_memory_object_stream[PulledBatch](capacity)
         self._buffered = 0
 
     async def _before_persist_on_stop(self) -> None:
@@ -167,7 +167,7 @@ class LitePullConsumer(ConsumerCore):
         batch = PulledBatch(st, pq, msgs)
         try:
             self._send.send_nowait(batch)
-        except trio.WouldBlock:
+        except aio.WouldBlock:
             await self._send.send(batch)  # cancelled only with the queue (pq dropped) or us
         self._buffered += len(msgs)
 
@@ -176,7 +176,7 @@ class LitePullConsumer(ConsumerCore):
         """One pulled batch, or [] when nothing arrives within ``timeout`` seconds."""
         if self._recv is None:
             raise MQClientError("the consumer is not started")
-        with trio.move_on_after(timeout):
+        with aio.move_on_after(timeout):
             while True:
                 batch = await self._recv.receive()
                 self._buffered -= len(batch.msgs)

@@ -31,13 +31,13 @@ import math
 from typing import Any
 
 import attrs
-import trio
 
+from rocketrio.actors.client import backend as aio
 from rocketrio.actors.client.config import ClientConfig
 from rocketrio.actors.client.errors import MQBrokerError, MQClientError
 from rocketrio.actors.client.mq_client import MQClientInstance
+from rocketrio.actors.client.remoting import ClientTransport as Transport
 from rocketrio.actors.kernel.clock import wallclock_ms
-from rocketrio.actors.kernel.transport import Transport
 from rocketrio.protocol.bodies import PERM_READ
 from rocketrio.protocol.codes import RequestCode, ResponseCode
 from rocketrio.protocol.message import MessageExt, iter_stored
@@ -378,4 +378,4 @@ class SimpleConsumer:
 
 async def sleep_until_visible(receipt: str, now_ms: int) -> None:
     """Sleep until the receipt's invisible time is over (tests and demos)."""
-    await trio.sleep(max(0, ExtraInfo.parse(receipt).revive_time - now_ms) / 1000)
+    await aio.sleep(max(0, ExtraInfo.parse(receipt).revive_time - now_ms) / 1000)
