@@ -81,6 +81,13 @@ EXPIRE_SCAN_S = 0.1  # how often async sends are checked for timeouts
 
 
 class Producer:
+    """Sends messages to a topic: ``async with Producer(group, namesrv) as p: await p.send(m)``.
+
+    `send` (sync, retried on another broker set), `send_async` (a `SendFuture`, optional
+    callback), `send_oneway`, `send_batch`; ordered sends with a `MessageQueueSelector` and an
+    argument (e.g. `SelectMessageQueueByHash` on an order id). Runs on asyncio or Trio.
+    """
+
     def __init__(
         self,
         group: str,

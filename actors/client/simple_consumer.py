@@ -130,6 +130,11 @@ def receipts_of(
 
 
 class SimpleConsumer:
+    """RocketMQ 5's stateless consumer over POP: `subscribe`, `receive` a batch, `ack` each
+    message (or `change_invisible_duration`); an unacked message comes back after its invisible
+    time. ``order=True`` consumes FIFO. Runs on asyncio or Trio.
+    """
+
     def __init__(
         self,
         group: str,
