@@ -331,6 +331,9 @@ def _refuse(con: Console, line: str) -> int:
 
 def cmd_up(args: argparse.Namespace) -> int:
     con = Console()
+    if args.proxy_mode == "local" or args.proxy:
+        if (missing := missing_extra("proxy", "--proxy")) is not None:
+            return _refuse(con, missing)
     base_dir = os.path.abspath(args.dir)
     layout = Layout(base_dir, namesrv_port=args.namesrv_port, broker_port=args.broker_port,
                     flush=args.flush)  # fmt: skip
