@@ -40,6 +40,7 @@ import trio
 from rocketrio.actors.kernel.restart_policy import RestartPolicy
 from rocketrio.actors.observe import events
 from rocketrio.cli import up_lock
+from rocketrio.cli.extras import missing_extra
 from rocketrio.cli.up_checks import busy_ports, check_dir, port_busy
 from rocketrio.cli.up_plan import (
     MODES,
