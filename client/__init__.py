@@ -67,8 +67,11 @@ from rocketrio.actors.client.transaction_producer import (
     TransactionProducer,
     TransactionSendResult,
 )
+from rocketrio.protocol.pop_extra_info import INIT_MODE_MAX, INIT_MODE_MIN
 
 __all__ = [
+    "INIT_MODE_MAX",
+    "INIT_MODE_MIN",
     "BlockingOrderlyPushConsumer",
     "BlockingProducer",
     "BlockingPullConsumer",

@@ -17,6 +17,7 @@ PUBLIC = {
     "Producer", "TransactionProducer", "TransactionListener", "LocalTransactionState",
     "TransactionSendResult", "SendFuture", "MessageQueueSelector", "SelectMessageQueueByHash",
     # consumers
+    "INIT_MODE_MIN", "INIT_MODE_MAX",
     "PushConsumer", "OrderlyPushConsumer", "SimpleConsumer", "LitePullConsumer",
     "MessageListener", "MessageListenerOrderly", "ConsumeOrderlyContext", "ReceivedMessage",
     # blocking facades for plain code
