@@ -6,8 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
-import subprocess
+import runpy
 import sys
 import time
 
@@ -36,19 +35,22 @@ def test_every_example_is_run_here() -> None:
 
 
 @pytest.mark.parametrize("script", sorted(SCRIPTS))
-def test_example_runs(local_cluster: UpProcess, unique: str, script: str) -> None:
-    env = dict(os.environ, ROCKETRIO_NAMESRV=local_cluster.namesrv)
-    env["ROCKETRIO_EXAMPLE_SUFFIX"] = unique
-    r = subprocess.run(
-        [sys.executable, str(EXAMPLES / script)],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=90,
-        check=False,
-    )
-    assert r.returncode == 0, r.stdout + r.stderr
-    assert SCRIPTS[script] in r.stdout, r.stdout
+def test_example_runs(
+    local_cluster: UpProcess,
+    unique: str,
+    script: str,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Run as ``python examples/<script>`` would (``__name__ == "__main__"``), in this process
+    to save an interpreter start per example."""
+    monkeypatch.setenv("ROCKETRIO_NAMESRV", local_cluster.namesrv)
+    monkeypatch.setenv("ROCKETRIO_EXAMPLE_SUFFIX", unique)
+    monkeypatch.syspath_prepend(str(EXAMPLES))
+    monkeypatch.delitem(sys.modules, "_common", raising=False)  # it reads the env at import
+    runpy.run_path(str(EXAMPLES / script), run_name="__main__")
+    out = capsys.readouterr().out
+    assert SCRIPTS[script] in out, out
 
 
 async def _http(port: int, method: str, path: str, body: bytes = b"") -> dict:
@@ -64,18 +66,16 @@ async def _http(port: int, method: str, path: str, body: bytes = b"") -> dict:
 
 @pytest.mark.anyio
 @pytest.mark.parametrize("anyio_backend", ["asyncio"])
-async def test_fastapi_style_service(local_cluster: UpProcess, unique: str) -> None:
-    sys.path.insert(0, str(EXAMPLES))
-    try:
-        os.environ["ROCKETRIO_EXAMPLE_SUFFIX"] = unique
-        import fastapi_style
-    finally:
-        sys.path.remove(str(EXAMPLES))
-    app = fastapi_style.OrdersApp(local_cluster.namesrv)
+async def test_fastapi_style_service(
+    local_cluster: UpProcess, unique: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.syspath_prepend(str(EXAMPLES))
+    fastapi_style = runpy.run_path(str(EXAMPLES / "fastapi_style.py"))  # not as __main__
+    app = fastapi_style["OrdersApp"](local_cluster.namesrv)
     app.topic = f"WebOrders{unique}"
     port = free_port_block(1, extra=())
     started = asyncio.Event()
-    server = asyncio.create_task(fastapi_style.serve(app, port, started))
+    server = asyncio.create_task(fastapi_style["serve"](app, port, started))
     try:
         await asyncio.wait_for(started.wait(), 30)
         sent = [await _http(port, "POST", "/orders", f"order {i}".encode()) for i in range(3)]
