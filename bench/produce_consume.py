@@ -111,7 +111,7 @@ def main() -> None:
             # topics pinned to one broker each: create them through the broker directly
             last: Exception | None = None
             async with MQAdmin(ns) as admin:
-                for _ in range(100):
+                for _ in range(300):  # a loaded machine starts Python slowly
                     try:
                         for topic, port in (("BenchAsync", b_port), ("BenchSync", s_port)):
                             await admin.update_topic(
