@@ -11,7 +11,10 @@ from pathlib import Path
 
 import pytest
 
+from tests.harness.anyio_backends import anyio_backend, pytest_collection_modifyitems
 from tests.harness.system import UpProcess, start_up
+
+__all__ = ["anyio_backend", "pytest_collection_modifyitems"]  # the both-loop fixture and hook
 
 _names = itertools.count()
 
@@ -31,19 +34,4 @@ def unique() -> str:
     return f"_{os.getpid()}_{next(_names)}"
 
 
-@pytest.fixture(params=["asyncio", "trio"])
-def anyio_backend(request: pytest.FixtureRequest) -> str:
-    """The loops the client's tests run on (anyio's pytest plugin reads this)."""
-    return str(request.param)
-
-
 EXAMPLES = Path(__file__).resolve().parents[3] / "examples"
-
-
-@pytest.hookimpl(trylast=True)
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """pytest-trio's trio_mode marks every async test as a Trio test; a test marked ``anyio``
-    runs on the backend its ``anyio_backend`` names instead (anyio's plugin runs it)."""
-    for item in items:
-        if item.get_closest_marker("anyio") is not None:
-            item.own_markers[:] = [m for m in item.own_markers if m.name != "trio"]
