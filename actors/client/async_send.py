@@ -72,7 +72,7 @@ class SendFuture:
     async def wait(self) -> SendResult:
         if not self.done:
             if self._event is None:
-                self._event = aio.Event()
+                self._event = aio.new_event()
             await self._event.wait()
         else:
             await aio.checkpoint()

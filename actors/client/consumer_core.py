@@ -112,7 +112,7 @@ class ConsumerCore(abc.ABC):
         self.subscriptions: dict[str, SubscriptionData] = {}
         self.queues: dict[MessageQueue, QueueState] = {}
         self.offset_store: OffsetStore | None = None
-        self._rebalance_event = aio.Event()
+        self._rebalance_event = aio.new_event()
         self._route_queues: dict[str, set[MessageQueue]] = {}
         self._nursery: aio.TaskGroup | None = None
         self._nursery_cm: Any = None
@@ -304,7 +304,7 @@ class ConsumerCore(abc.ABC):
         while True:
             with aio.move_on_after(interval):
                 await self._rebalance_event.wait()
-            self._rebalance_event = aio.Event()
+            self._rebalance_event = aio.new_event()
             await self.rebalance_now()
 
     async def rebalance_now(self) -> None:

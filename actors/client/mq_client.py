@@ -339,7 +339,7 @@ class MQClientInstance:
         """Ask the NameServer for the topic's route soon (shared and rate limited, see
         `RouteRefresher`); the event is set once a query started from now on has ended."""
         if self._nursery is None:
-            done = aio.Event()
+            done = aio.new_event()
             done.set()
             return done
         return self.refresher.request(topic, self._nursery)

@@ -196,7 +196,7 @@ class OrderlyPushConsumer(ConsumerCore):
         assert isinstance(pq, OrderlyProcessQueue)
         pq.put(msgs)
         if pq not in self._consuming and not self._stopping:
-            self._consuming[pq] = aio.Event()
+            self._consuming[pq] = aio.new_event()
             self.nursery.start_soon(self._consume_loop, st, pq)
 
     async def _before_persist_on_stop(self) -> None:

@@ -121,7 +121,7 @@ class PushConsumer(ConsumerCore):
         self._consume_send: aio.MemoryObjectSendStream[ConsumeRequest] | None = None
         self._stopping = False
         self._busy = 0
-        self._idle = aio.Event()
+        self._idle = aio.new_event()
         self._ok_inline = 0  # messages a plain-function listener consumed (for the stats)
 
     def register_listener(self, fn: MessageListener) -> None:
@@ -247,7 +247,7 @@ class PushConsumer(ConsumerCore):
                     self._busy -= 1
                     if self._busy == 0:
                         self._idle.set()
-                        self._idle = aio.Event()
+                        self._idle = aio.new_event()
                 run += 1
                 if run >= CONSUME_YIELD_EVERY:
                     run = 0

@@ -189,7 +189,7 @@ class ClientConnection:
     async def _wait_drained(self) -> None:
         while self._out_bytes > WRITE_HIGH_WATER and not self.closed:
             if self._drained is None:
-                self._drained = aio.Event()
+                self._drained = aio.new_event()
             await self._drained.wait()
 
     def _wake_drained(self) -> None:
@@ -269,7 +269,7 @@ class ClientConnection:
         out = self._out
         while True:
             while not out:
-                wake = self._writer_wake = aio.Event()
+                wake = self._writer_wake = aio.new_event()
                 await wake.wait()
             if len(out) == 1:
                 data = out.popleft()
@@ -348,7 +348,7 @@ class ClientRemoting:
             if pending is None:
                 break
             await pending.wait()
-        event = aio.Event()
+        event = aio.new_event()
         self._connecting[addr] = event
         try:
             with aio.move_on_after(self.connect_timeout) as scope:

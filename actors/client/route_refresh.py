@@ -28,7 +28,7 @@ Fetch = Callable[[str], Awaitable[None]]
 @attrs.define(eq=False)
 class _TopicRefresh:
     # set when the next query ends; every request made since the last query started waits on it
-    next_done: aio.Event = attrs.field(factory=aio.Event)
+    next_done: aio.Event = attrs.field(factory=aio.new_event)
     requested: bool = False
     running: bool = False
     last_start: float = -math.inf
@@ -65,7 +65,7 @@ class RouteRefresher:
                 # also a checkpoint: requests made in this scheduler tick join the query
                 await aio.sleep_until(st.last_start + self.min_interval_s)
                 st.requested = False
-                done, st.next_done = st.next_done, aio.Event()
+                done, st.next_done = st.next_done, aio.new_event()
                 st.last_start = aio.current_time()
                 self.queries += 1
                 try:
@@ -77,4 +77,4 @@ class RouteRefresher:
             if st.requested:  # cancelled (the client is stopping): release the waiters
                 st.requested = False
                 st.next_done.set()
-                st.next_done = aio.Event()
+                st.next_done = aio.new_event()
