@@ -14,6 +14,7 @@ Two things need the loop's own API and live here only:
 
 from __future__ import annotations
 
+import asyncio
 import math
 from collections.abc import Awaitable, Callable
 from typing import Any, Generic, Protocol, TypeVar
@@ -78,9 +79,10 @@ __all__ = [
 T = TypeVar("T")
 R = TypeVar("R")
 
-# -- the hot path: called per message, so on Trio they skip anyio's per-call backend lookup
-# (about 1-2 us each; measured in docs/clients.md). Trio names its runs in sniffio's thread
-# local, so one attribute read tells which loop this task is on.
+# -- the hot path: called per message, so they skip anyio's per-call backend lookup (about
+# 1-2 us each; docs/clients.md) and use the loop's own call, the one anyio would make. Trio
+# names its runs in sniffio's thread local, so one attribute read tells Trio from asyncio (the
+# only other loop anyio runs the client on).
 _sniffio_local = sniffio.thread_local
 
 
@@ -110,14 +112,14 @@ def new_event() -> Event:
     """An event on the running loop."""
     if _sniffio_local.name == "trio":
         return trio.Event()
-    return anyio.Event()
+    return asyncio.Event()  # (what anyio's asyncio Event wraps)
 
 
 def current_time() -> float:
     """The running loop's clock (under Trio, Trio's: a test's MockClock drives it)."""
     if _sniffio_local.name == "trio":
         return trio.current_time()
-    return anyio.current_time()
+    return asyncio.get_running_loop().time()  # (what anyio.current_time returns there)
 
 
 def move_on_after(seconds: float) -> Scope:
@@ -139,7 +141,7 @@ async def checkpoint() -> None:
     if _sniffio_local.name == "trio":
         await trio.lowlevel.checkpoint()
     else:
-        await anyio.lowlevel.checkpoint()
+        await asyncio.sleep(0)  # (anyio's asyncio checkpoint)
 
 
 async def run_sync_in_thread(fn: Callable[..., R], *args: Any) -> R:
@@ -253,7 +255,7 @@ def adapt_stream(stream: Any) -> ByteStream:
 
 
 def current_backend() -> str:
-    """ "asyncio" or "trio": the loop this task runs on."""
+    """The loop this task runs on: "asyncio" or "trio"."""
     return sniffio.current_async_library()
 
 
@@ -287,7 +289,6 @@ def _trio_stacks() -> list[str]:
 
 
 def _asyncio_stacks() -> list[str]:
-    import asyncio
     import io
 
     out: list[str] = []
