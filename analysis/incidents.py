@@ -34,7 +34,7 @@ from typing import Any
 from pyspark.sql import DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 
-from rocketrio.analysis.args import add_args
+from rocketrio.analysis.args import add_args, parse_time  # noqa: F401 (re-exported)
 from rocketrio.analysis.failovers import failovers, node_brokers
 from rocketrio.analysis.ingest import CORRUPT, SOURCE, Ingested, ingest, log_files
 from rocketrio.analysis.traces import duplicates, lost_messages, traced, windows

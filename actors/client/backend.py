@@ -80,7 +80,7 @@ T = TypeVar("T")
 R = TypeVar("R")
 
 # -- the hot path: called per message, so they skip anyio's per-call backend lookup (about
-# 1-2 us each; docs/clients.md) and use the loop's own call, the one anyio would make. Trio
+# 1-2 us each; docs/benchmarks.md) and use the loop's own call, the one anyio would make. Trio
 # names its runs in sniffio's thread local, so one attribute read tells Trio from asyncio (the
 # only other loop anyio runs the client on).
 _sniffio_local = sniffio.thread_local
