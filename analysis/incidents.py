@@ -34,6 +34,7 @@ from typing import Any
 from pyspark.sql import DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 
+from rocketrio.analysis.args import add_args, parse_time  # noqa: F401 (re-exported)
 from rocketrio.analysis.failovers import failovers, node_brokers
 from rocketrio.analysis.ingest import CORRUPT, SOURCE, Ingested, ingest, log_files
 from rocketrio.analysis.traces import traced, windows
@@ -298,26 +299,6 @@ def session(master: str | None = None, app: str = "rocketrio-incidents") -> Spar
     spark = b.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
     return spark
-
-
-def parse_time(text: str) -> int:
-    """``--since``/``--until``: epoch ms, or ISO-8601 (UTC unless it names a zone)."""
-    if text.isdigit():
-        return int(text)
-    from datetime import UTC, datetime
-
-    t = datetime.fromisoformat(text.replace("Z", "+00:00"))
-    if t.tzinfo is None:
-        t = t.replace(tzinfo=UTC)
-    return int(t.timestamp() * 1000)
-
-
-def add_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("logdirs", nargs="+", metavar="LOGDIR", help="log directories or files")
-    p.add_argument("--out", default="incidents", help="output directory (default ./incidents)")
-    p.add_argument("--since", type=parse_time, help="first time (ISO-8601 or epoch ms)")
-    p.add_argument("--until", type=parse_time, help="last time (ISO-8601 or epoch ms)")
-    p.add_argument("--gap-ms", type=int, default=1000, help="shortest unavailability window")
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -17,6 +17,7 @@ import sys
 import time
 from typing import Any
 
+import anyio
 import trio
 
 from rocketrio.actors.client.config import ClientConfig, ProducerConfig
@@ -156,6 +157,9 @@ def pct(values: list[float], q: float) -> float:
     return v[min(len(v) - 1, int(q * len(v)))] if v else -1
 
 
+# the client figures below run on either loop (anyio): produce_consume.py --loop
+
+
 async def wait_writable(ns: str, topic: str, timeout_s: float = 30) -> None:
     """Until a send to ``topic`` succeeds (the broker is up and the route known)."""
     deadline = time.monotonic() + timeout_s
@@ -167,7 +171,7 @@ async def wait_writable(ns: str, topic: str, timeout_s: float = 30) -> None:
             except Exception:
                 if time.monotonic() > deadline:
                     raise
-                await trio.sleep(0.1)
+                await anyio.sleep(0.1)
 
 
 async def single_sends(ns: str, topic: str, total: int, inflight: int = 256) -> float:
@@ -196,7 +200,7 @@ async def batched_sends(
                 sent += batch
                 await p.send_batch(msgs)
 
-        async with trio.open_nursery() as n:
+        async with anyio.create_task_group() as n:
             for _ in range(inflight):
                 n.start_soon(worker)
         return sent / (time.perf_counter() - t0)
@@ -212,10 +216,10 @@ async def latency_at_rate(ns: str, topic: str, rate: int, seconds: float) -> tup
             await p.send(Message(topic, BODY))
             lat.append(time.perf_counter() - t)
 
-        start = trio.current_time()
-        async with trio.open_nursery() as n:
+        start = anyio.current_time()
+        async with anyio.create_task_group() as n:
             for i in range(int(rate * seconds)):
-                await trio.sleep_until(start + i / rate)
+                await anyio.sleep_until(start + i / rate)
                 n.start_soon(one)
     return pct(lat, 0.5) * 1000, pct(lat, 0.99) * 1000
 
@@ -230,7 +234,7 @@ async def consume_backlog(
     """Msg/s of a fresh push-consumer group reading ``topic``'s backlog from offset 0 until it
     has ``expected`` messages (256 per pull and per listener call; gives up after 300 s)."""
     count = 0
-    done = trio.Event()
+    done = anyio.Event()
 
     def listener(msgs: list[Any]) -> ConsumeStatus:
         nonlocal count
@@ -252,6 +256,6 @@ async def consume_backlog(
     c.register_listener(listener)
     async with c:
         t0 = time.perf_counter()
-        with trio.move_on_after(300):
+        with anyio.move_on_after(300):
             await done.wait()
         return count / (time.perf_counter() - t0)

@@ -15,6 +15,8 @@ import sys
 import time
 from typing import Any
 
+from rocketrio.cli.extras import missing_extra
+
 EXIT_OK, EXIT_MISSING = 0, 1
 
 
@@ -22,6 +24,9 @@ def cmd_analyze(a: argparse.Namespace) -> int:
     missing = [p for p in a.logdirs if "://" not in p and not os.path.exists(p)]
     if missing:
         print(f"rocketrio analyze: no such log directory or file: {missing[0]}", file=sys.stderr)
+        return EXIT_MISSING
+    if (missing := missing_extra("analysis", "rocketrio analyze")) is not None:
+        print(missing, file=sys.stderr)
         return EXIT_MISSING
     from rocketrio.analysis import incidents
     from rocketrio.analysis.report import render_text
@@ -56,7 +61,7 @@ def cmd_analyze(a: argparse.Namespace) -> int:
 
 
 def add_parser(sub: Any) -> None:
-    from rocketrio.analysis.incidents import add_args
+    from rocketrio.analysis.args import add_args
 
     p = sub.add_parser(
         "analyze",

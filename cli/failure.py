@@ -67,7 +67,7 @@ def leaf_exception(exc: BaseException) -> BaseException:
 def describe_failure(tool: str, exc: BaseException) -> Failure:
     """The exit code and the one line for a run of ``tool`` that raised ``exc``."""
     exc = leaf_exception(exc)
-    if isinstance(exc, trio.TooSlowError):
+    if isinstance(exc, trio.TooSlowError | TimeoutError):  # Trio or anyio (the client)
         return Failure(EXIT_FAILED, f"{tool}: no answer in time")
     text = one_line(str(exc)) or type(exc).__name__
     if isinstance(exc, UsageError):

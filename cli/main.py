@@ -34,6 +34,7 @@ import trio
 
 from rocketrio.actors.observe import events
 from rocketrio.actors.observe.logs import configure_logging
+from rocketrio.cli.extras import missing_extra
 from rocketrio.cli.parent_death import SupervisorGone, bind_to_supervisor
 from rocketrio.protocol.config import ConfigError, load_config
 
@@ -147,6 +148,9 @@ def cmd_broker(args: argparse.Namespace) -> int:
     cfg = broker_config(args)
     name = args.name or f"{cfg.brokerName}-{cfg.listenPort}"
     if cfg.enableProxy:  # local mode: the gRPC proxy runs in this process
+        if (missing := missing_extra("proxy", "rocketrio broker --enable-proxy")) is not None:
+            print(missing, file=sys.stderr)
+            return 1
         from rocketrio.actors.proxy.local import run_broker_with_proxy
 
         return run_service(name, "broker", cfg.logDir, run_broker_with_proxy, cfg, TcpTransport())
@@ -230,6 +234,9 @@ def cmd_controller(args: argparse.Namespace) -> int:
 
 
 def cmd_proxy(args: argparse.Namespace) -> int:
+    if (missing := missing_extra("proxy", "rocketrio proxy")) is not None:
+        print(missing, file=sys.stderr)
+        return 1
     from rocketrio.actors.proxy.proxy import run_proxy
 
     cfg, log_dir = proxy_config(args)

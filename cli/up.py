@@ -43,6 +43,7 @@ import trio
 from rocketrio.actors.kernel.restart_policy import RestartPolicy
 from rocketrio.actors.observe import events
 from rocketrio.cli import up_lock
+from rocketrio.cli.extras import missing_extra
 from rocketrio.cli.up_checks import busy_ports, check_dir, port_busy
 from rocketrio.cli.up_metrics import (
     PROMETHEUS_CONFIG,
@@ -383,6 +384,9 @@ def _refuse(con: Console, line: str) -> int:
 
 def cmd_up(args: argparse.Namespace) -> int:
     con = Console()
+    if args.proxy_mode == "local" or args.proxy:
+        if (missing := missing_extra("proxy", "--proxy")) is not None:
+            return _refuse(con, missing)
     base_dir = os.path.abspath(args.dir)
     layout = Layout(base_dir, namesrv_port=args.namesrv_port, broker_port=args.broker_port,
                     flush=args.flush)  # fmt: skip

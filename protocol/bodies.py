@@ -227,6 +227,8 @@ class ConsumerIdList:
 
 @attrs.define(slots=True, frozen=True)
 class MessageQueue:
+    """One queue of a topic: (topic, broker set name, queue id)."""
+
     topic: str
     brokerName: str
     queueId: int

@@ -788,6 +788,23 @@ MUTANTS: list[Mutant] = [
         "                pass  # MUTANT",
         ["tests/actor/proxy/test_rpcs.py::test_many_entries_one_batch_each_entry_its_own_status"],
     ),
+    Mutant(
+        "client module imports trio directly (not through the backend door)",
+        "actors/client/producer.py",
+        "from rocketrio.actors.client import backend as aio\n",
+        "import trio  # MUTANT\n\nfrom rocketrio.actors.client import backend as aio\n",
+        [
+            "tests/unit/client/test_backend_rule.py::"
+            "test_client_modules_do_not_import_an_event_loop_directly"
+        ],
+    ),
+    Mutant(
+        "a public client name disappears",
+        "client/__init__.py",
+        '    "SimpleConsumer",\n',
+        "",
+        ["tests/unit/client/test_public_api.py::test_every_public_name_is_exported_and_importable"],
+    ),
 ]
 
 

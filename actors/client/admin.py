@@ -12,8 +12,8 @@ from __future__ import annotations
 from typing import Any
 
 import attrs
-import trio
 
+from rocketrio.actors.client import backend as aio
 from rocketrio.actors.client.api import MQClientAPI
 from rocketrio.actors.client.config import DEFAULT_TOPIC, MASTER_ID, retry_topic
 from rocketrio.actors.client.errors import (
@@ -545,9 +545,9 @@ async def wait_for_route(
     admin: MQAdmin, topic: str, *, timeout: float = 10.0, poll: float = 0.2
 ) -> TopicRouteData:
     """Poll the name server until the topic has a route (brokers register asynchronously)."""
-    with trio.fail_after(timeout):
+    with aio.fail_after(timeout):
         while True:
             try:
                 return await admin.topic_route(topic)
             except TopicRouteNotFound:
-                await trio.sleep(poll)
+                await aio.sleep(poll)

@@ -15,6 +15,7 @@ from typing import Any
 import attrs
 
 from rocketrio.actors.client.errors import MQBrokerError, TopicRouteNotFound
+from rocketrio.actors.client.remoting import ClientRemoting
 from rocketrio.actors.kernel.remoting import RemotingClient, RemotingError
 from rocketrio.protocol.bodies import (
     ClusterInfo,
@@ -120,7 +121,7 @@ class MQClientAPI:
     """Typed calls to name servers and brokers over one RemotingClient."""
 
     def __init__(
-        self, remoting: RemotingClient, namesrv_addrs: list[str], timeout_s: float
+        self, remoting: RemotingClient | ClientRemoting, namesrv_addrs: list[str], timeout_s: float
     ) -> None:
         if not namesrv_addrs:
             raise ValueError("no name server address given (namesrvAddr)")

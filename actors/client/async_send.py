@@ -14,12 +14,13 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import structlog
-import trio
 
+from rocketrio.actors.client import backend as aio
+from rocketrio.actors.client.backend import Reply
 from rocketrio.actors.client.errors import MQClientError
 from rocketrio.actors.client.message import SendResult
-from rocketrio.actors.kernel.remoting import Connection, RemotingTimeout
-from rocketrio.actors.kernel.runtime import Reply
+from rocketrio.actors.client.remoting import ClientConnection as Connection
+from rocketrio.actors.client.remoting import RemotingTimeout
 from rocketrio.actors.observe import events
 from rocketrio.protocol.codes import request_name
 from rocketrio.protocol.remoting import RemotingCommand
@@ -40,7 +41,7 @@ class SendFuture:
         self._callback = callback
         self.topic = topic
         self.started = started  # trio time of the send call (kept for the trace line)
-        self._event: trio.Event | None = None  # made only when somebody waits
+        self._event: aio.Event | None = None  # made only when somebody waits
         self._result: SendResult | None = None
         self._exc: BaseException | None = None
         self.done = False
@@ -71,10 +72,10 @@ class SendFuture:
     async def wait(self) -> SendResult:
         if not self.done:
             if self._event is None:
-                self._event = trio.Event()
+                self._event = aio.new_event()
             await self._event.wait()
         else:
-            await trio.lowlevel.checkpoint()
+            await aio.checkpoint()
         return self.result()
 
 

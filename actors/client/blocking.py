@@ -1,14 +1,14 @@
-"""Synchronous clients for code that is not async: each runs its Trio client in a background
+"""Synchronous clients for code that is not async: each runs its async client in a background
 thread and exposes plain methods.
 
     with BlockingProducer("group", "127.0.0.1:9876") as p:
         result = p.send(Message("Orders", b"hello"))
 
-A `TrioThread` runs ``trio.run`` in a daemon thread; the async client is built and entered
-inside that run, and every method call crosses over with ``trio.from_thread.run`` (the calling
-thread blocks until the answer). Errors raised in the Trio thread reach the caller unchanged.
-A push consumer's listener is a plain function; it runs in Trio's worker threads
-(``trio.to_thread``), so it may block without stalling pulls and heartbeats. The same holds for
+A `TrioThread` runs an event loop (Trio by default; anyio's blocking portal) in a thread; the
+async client is built and entered inside that loop, and every method call crosses over with the
+portal (the calling thread blocks until the answer). Errors raised in the loop thread reach the
+caller unchanged. A push consumer's listener is a plain function; it runs in worker threads
+(anyio's ``to_thread``), so it may block without stalling pulls and heartbeats. The same holds for
 `BlockingOrderlyPushConsumer` (``fn(msgs, context) -> ConsumeOrderlyStatus``) and for a
 `BlockingTransactionProducer`'s listener (execute and check).
 """
@@ -16,13 +16,13 @@ A push consumer's listener is a plain function; it runs in Trio's worker threads
 from __future__ import annotations
 
 import abc
-import threading
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from contextlib import AbstractAsyncContextManager
 from typing import Any, Generic, TypeVar
 
-import trio
+from anyio.from_thread import BlockingPortal, start_blocking_portal
 
+from rocketrio.actors.client.backend import run_sync_in_thread
 from rocketrio.actors.client.errors import MQClientError
 from rocketrio.actors.client.message import ConsumeStatus, Message, SendResult
 from rocketrio.actors.client.orderly import ConsumeOrderlyContext, ConsumeOrderlyStatus
@@ -43,71 +43,69 @@ from rocketrio.protocol.message import MessageExt
 T = TypeVar("T")
 R = TypeVar("R")
 
-START_TIMEOUT_S = 30.0
+DEFAULT_BACKEND = "trio"  # the loop a blocking client runs its async client on
 
 
 class TrioThread(Generic[T]):
-    """One Trio run in a background thread hosting one async service."""
+    """One event loop in a background thread (an anyio blocking portal, Trio by default)
+    hosting one async service. (The name is kept from when the loop was always Trio.)"""
 
-    def __init__(self, name: str) -> None:
+    def __init__(self, name: str, backend: str = DEFAULT_BACKEND) -> None:
         self.name = name
-        self._thread: threading.Thread | None = None
-        self._ready = threading.Event()
-        self._token: trio.lowlevel.TrioToken | None = None
-        self._stop: trio.Event | None = None
+        self.backend = backend
+        self._portal_cm: Any = None
+        self._portal: BlockingPortal | None = None
+        self._service_cm: Any = None
         self._service: T | None = None
-        self._error: BaseException | None = None
 
     def start(self, make: Callable[[], AbstractAsyncContextManager[T]]) -> T:
-        if self._thread is not None:
+        if self._portal is not None:
             raise MQClientError(f"{self.name} is already started")
-        self._thread = threading.Thread(
-            target=self._main, args=(make,), name=self.name, daemon=True
-        )
-        self._thread.start()
-        if not self._ready.wait(START_TIMEOUT_S):
-            raise MQClientError(f"{self.name} did not start within {START_TIMEOUT_S}s")
-        if self._error is not None:
-            self._thread.join()
-            self._thread = None
-            raise self._error
+        self._portal_cm = start_blocking_portal(self.backend, name=self.name)
+        portal = self._portal_cm.__enter__()
+        try:
+            self._service_cm = portal.wrap_async_context_manager(_Deferred(make))
+            self._service = self._service_cm.__enter__()
+        except BaseException:
+            self._portal_cm.__exit__(None, None, None)
+            self._portal_cm = None
+            raise
+        self._portal = portal
         assert self._service is not None
         return self._service
 
-    def _main(self, make: Callable[[], AbstractAsyncContextManager[T]]) -> None:
-        try:
-            trio.run(self._host, make)
-        except BaseException as e:
-            self._error = e
-            self._ready.set()
-
-    async def _host(self, make: Callable[[], AbstractAsyncContextManager[T]]) -> None:
-        self._token = trio.lowlevel.current_trio_token()
-        self._stop = trio.Event()
-        async with make() as service:
-            self._service = service
-            self._ready.set()
-            await self._stop.wait()
-
     def call(self, fn: Callable[..., Awaitable[R]], *args: Any) -> R:
-        """Run ``await fn(*args)`` in the Trio thread and return its result."""
-        if self._token is None or self._stop is None or self._stop.is_set():
+        """Run ``await fn(*args)`` on the loop thread and return its result."""
+        if self._portal is None:
             raise MQClientError(f"{self.name} is not running")
-        return trio.from_thread.run(fn, *args, trio_token=self._token)
+        return self._portal.call(fn, *args)
 
     def stop(self) -> None:
-        """Leave the service's context (clean shutdown) and join the thread."""
-        thread, self._thread = self._thread, None
-        if thread is None:
+        """Leave the service's context (clean shutdown) and stop the loop thread."""
+        portal, self._portal = self._portal, None
+        if portal is None:
             return
-        if self._token is not None and self._stop is not None:
-            try:
-                trio.from_thread.run_sync(self._stop.set, trio_token=self._token)
-            except trio.RunFinishedError:
-                pass  # the run already ended (it failed); the error is reported below
-        thread.join()
-        if self._error is not None:
-            raise self._error
+        try:
+            self._service_cm.__exit__(None, None, None)
+        finally:
+            self._portal_cm.__exit__(None, None, None)
+            self._service_cm = self._portal_cm = self._service = None
+
+
+class _Deferred(AbstractAsyncContextManager[T]):
+    """Builds the service inside the loop thread (its constructor may need the loop)."""
+
+    def __init__(self, make: Callable[[], AbstractAsyncContextManager[T]]) -> None:
+        self._make = make
+        self._cm: AbstractAsyncContextManager[T] | None = None
+
+    async def __aenter__(self) -> T:
+        self._cm = self._make()
+        return await self._cm.__aenter__()
+
+    async def __aexit__(self, *exc: Any) -> bool | None:
+        assert self._cm is not None
+        return await self._cm.__aexit__(*exc)
 
 
 class BlockingProducer:
@@ -155,7 +153,7 @@ class BlockingProducer:
 
 def _in_worker_thread(fn: Callable[[list[MessageExt]], ConsumeStatus]) -> Any:
     async def listener(msgs: list[MessageExt]) -> ConsumeStatus:
-        return await trio.to_thread.run_sync(fn, msgs)
+        return await run_sync_in_thread(fn, msgs)
 
     return listener
 
@@ -165,7 +163,7 @@ OrderlyFn = Callable[[list[MessageExt], ConsumeOrderlyContext], ConsumeOrderlySt
 
 def _orderly_in_worker_thread(fn: OrderlyFn) -> Any:
     async def listener(msgs: list[MessageExt], ctx: ConsumeOrderlyContext) -> ConsumeOrderlyStatus:
-        return await trio.to_thread.run_sync(fn, msgs, ctx)
+        return await run_sync_in_thread(fn, msgs, ctx)
 
     return listener
 
@@ -354,12 +352,12 @@ class _ThreadedListener:
         self.listener = listener
 
     async def execute_local_transaction(self, msg: Message, arg: Any) -> LocalTransactionState:
-        state = await trio.to_thread.run_sync(self.listener.execute_local_transaction, msg, arg)
+        state = await run_sync_in_thread(self.listener.execute_local_transaction, msg, arg)
         assert isinstance(state, LocalTransactionState | None)
         return state or LocalTransactionState.UNKNOW
 
     async def check_local_transaction(self, msg: MessageExt) -> LocalTransactionState:
-        state = await trio.to_thread.run_sync(self.listener.check_local_transaction, msg)
+        state = await run_sync_in_thread(self.listener.check_local_transaction, msg)
         assert isinstance(state, LocalTransactionState | None)
         return state or LocalTransactionState.UNKNOW
 

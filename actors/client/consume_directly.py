@@ -22,8 +22,8 @@ import inspect
 from typing import TYPE_CHECKING, Any
 
 import structlog
-import trio
 
+from rocketrio.actors.client import backend as aio
 from rocketrio.actors.client.message import ConsumeStatus
 from rocketrio.actors.client.orderly import ConsumeOrderlyContext, ConsumeOrderlyStatus
 from rocketrio.actors.client.orderly_consumer import OrderlyPushConsumer
@@ -69,7 +69,7 @@ async def consume_directly(
     result = ConsumeMessageDirectlyResult(order=orderly, autoCommit=True)
     ctx = ConsumeOrderlyContext(mq)
     listener: Any = consumer._listener
-    began = trio.current_time()
+    began = aio.current_time()
     try:
         status = listener([msg], ctx) if orderly else listener([msg])
         if inspect.isawaitable(status):
@@ -84,7 +84,7 @@ async def consume_directly(
         result.remark = f"{type(e).__name__}: {e}"
     if orderly:
         result.autoCommit = ctx.auto_commit
-    result.spentTimeMills = int((trio.current_time() - began) * 1000)
+    result.spentTimeMills = int((aio.current_time() - began) * 1000)
     return result
 
 

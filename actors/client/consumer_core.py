@@ -26,9 +26,10 @@ import abc
 from typing import Any
 
 import structlog
-import trio
 
+from rocketrio.actors.client import backend as aio
 from rocketrio.actors.client.api import PullResult, PullStatus
+from rocketrio.actors.client.backend import monotonic_ms
 from rocketrio.actors.client.config import (
     MASTER_ID,
     RETRY_GROUP_TOPIC_PREFIX,
@@ -70,11 +71,11 @@ from rocketrio.actors.client.rebalance import (
     sort_queues,
     start_offset,
 )
+from rocketrio.actors.client.remoting import ClientTransport as Transport
 from rocketrio.actors.client.running_info_reply import consumer_running_info
 from rocketrio.actors.client.sql_subscription import check_client_in_broker, subscription_of
 from rocketrio.actors.client.subscription import build_subscription
-from rocketrio.actors.kernel.clock import monotonic_ms, wallclock_ms
-from rocketrio.actors.kernel.transport import Transport
+from rocketrio.actors.kernel.clock import wallclock_ms
 from rocketrio.actors.observe import events
 from rocketrio.protocol.bodies import ConsumerData, MessageQueue, SubscriptionData, TopicRouteData
 from rocketrio.protocol.headers import PullMessageRequestHeader
@@ -112,9 +113,9 @@ class ConsumerCore(abc.ABC):
         self.subscriptions: dict[str, SubscriptionData] = {}
         self.queues: dict[MessageQueue, QueueState] = {}
         self.offset_store: OffsetStore | None = None
-        self._rebalance_event = trio.Event()
+        self._rebalance_event = aio.new_event()
         self._route_queues: dict[str, set[MessageQueue]] = {}
-        self._nursery: trio.Nursery | None = None
+        self._nursery: aio.TaskGroup | None = None
         self._nursery_cm: Any = None
         self._consume_from_ms = 0
         self.stats = ConsumerStatsManager()  # pull and consume figures (running info)
@@ -242,7 +243,7 @@ class ConsumerCore(abc.ABC):
             )
             self.offset_store = LocalFileOffsetStore(path, self.run_blocking)
         await self.offset_store.load()
-        self._nursery_cm = trio.open_nursery()
+        self._nursery_cm = aio.create_task_group()
         self._nursery = nursery = await self._nursery_cm.__aenter__()
         self.client.route_listeners.append(self._on_route)
         self._start_workers(nursery)
@@ -256,7 +257,7 @@ class ConsumerCore(abc.ABC):
         self.request_rebalance()
 
     @abc.abstractmethod
-    def _start_workers(self, nursery: trio.Nursery) -> None:
+    def _start_workers(self, nursery: aio.TaskGroup) -> None:
         """Start the consumption side (tasks, channels) before the first rebalance."""
 
     def _persist_interval_s(self) -> float | None:
@@ -295,7 +296,7 @@ class ConsumerCore(abc.ABC):
                     await self.client.__aexit__(None, None, None)
 
     @property
-    def nursery(self) -> trio.Nursery:
+    def nursery(self) -> aio.TaskGroup:
         if self._nursery is None:
             raise MQClientError("the consumer is not started")
         return self._nursery
@@ -304,9 +305,9 @@ class ConsumerCore(abc.ABC):
     async def _rebalance_loop(self) -> None:
         interval = self.settings.rebalanceInterval / 1000
         while True:
-            with trio.move_on_after(interval):
+            with aio.move_on_after(interval):
                 await self._rebalance_event.wait()
-            self._rebalance_event = trio.Event()
+            self._rebalance_event = aio.new_event()
             await self.rebalance_now()
 
     async def rebalance_now(self) -> None:
@@ -468,27 +469,27 @@ class ConsumerCore(abc.ABC):
         with st.cancel:
             while not st.pq.dropped:
                 late: PullResult | None = None
-                with trio.CancelScope() as scope:
+                with aio.CancelScope() as scope:
                     st.pull_scope = scope
                     late = await self._pull_until_moved(st, scope)
                 st.pull_addr = st.pull_scope = None
                 if late is not None:  # answered just before the route moved: still good
                     await self._on_pull_result(st, late)
 
-    async def _pull_until_moved(self, st: QueueState, scope: trio.CancelScope) -> PullResult | None:
+    async def _pull_until_moved(self, st: QueueState, scope: aio.CancelScope) -> PullResult | None:
         """Pull until the queue is dropped or the route moves it. A pull whose answer arrived
         before the move was noticed is returned unprocessed: the caller handles it outside the
         cancelled ``scope``."""
         timeout_s = self.settings.consumerTimeoutMillisWhenSuspend / 1000
         while not st.pq.dropped:
             if self._flow_controlled(st):
-                await trio.sleep(PULL_DELAY_WHEN_FLOW_CONTROL_S)
+                await aio.sleep(PULL_DELAY_WHEN_FLOW_CONTROL_S)
                 continue
             try:
                 addr, broker_id = pull_broker(self.client, st)
                 header = self._pull_header(st, broker_id == MASTER_ID)
                 st.pull_addr = addr
-                st.pull_started = trio.current_time()
+                st.pull_started = aio.current_time()
                 st.pq.last_pull_at = wallclock_ms()
                 result = await self.client.api.pull(addr, header, timeout_s)
                 st.pull_addr = None
@@ -501,7 +502,7 @@ class ConsumerCore(abc.ABC):
                     st.pull_failures += 1
                     await self._after_broker_gone(st, st.pull_failures)
                 else:
-                    await trio.sleep(PULL_DELAY_WHEN_EXCEPTION_S)
+                    await aio.sleep(PULL_DELAY_WHEN_EXCEPTION_S)
                 continue
             st.pull_failures = 0
             if scope.cancel_called:
@@ -509,16 +510,16 @@ class ConsumerCore(abc.ABC):
             await self._on_pull_result(st, result)
             interval = self._pull_interval_s()
             if interval:
-                await trio.sleep(interval)
+                await aio.sleep(interval)
         return None
 
     async def _after_broker_gone(self, st: QueueState, failures: int) -> None:
         """Refresh the route at once (shared with every queue of the topic), then retry soon."""
-        retry_at = trio.current_time() + pull_retry_delay(failures)
+        retry_at = aio.current_time() + pull_retry_delay(failures)
         done = self.client.request_route_refresh(st.mq.topic)
-        with trio.move_on_after(PULL_DELAY_WHEN_EXCEPTION_S):
+        with aio.move_on_after(PULL_DELAY_WHEN_EXCEPTION_S):
             await done.wait()
-        await trio.sleep_until(retry_at)
+        await aio.sleep_until(retry_at)
 
     def _on_route(self, topic: str, route: TopicRouteData) -> None:
         """A route changed. Its readable queues changed (a broker set left or came back):
@@ -557,7 +558,7 @@ class ConsumerCore(abc.ABC):
         msgs: list[MessageExt] = []
         if res.status is PullStatus.FOUND:
             msgs = found_messages(st, res, self.group)
-            rt_ms = int((trio.current_time() - st.pull_started) * 1000)
+            rt_ms = int((aio.current_time() - st.pull_started) * 1000)
             self.stats.on_pull(st.mq.topic, len(msgs), rt_ms)
         if not msgs:
             self._correct_tags_offset(st)
@@ -588,11 +589,11 @@ class ConsumerCore(abc.ABC):
         """Sample the stats (its schedule decides which windows are due)."""
         while True:
             self.stats.tick(monotonic_ms())
-            await trio.sleep(STATS_TICK_S)
+            await aio.sleep(STATS_TICK_S)
 
     # -- offsets
     async def _persist_loop(self, interval_s: float) -> None:
         while True:
-            await trio.sleep(interval_s)
+            await aio.sleep(interval_s)
             if self.offset_store is not None:
                 await self.offset_store.persist(list(self.queues))

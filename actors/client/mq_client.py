@@ -38,23 +38,24 @@ from collections.abc import Callable
 from typing import Any, Protocol
 
 import structlog
-import trio
 
+from rocketrio.actors.client import backend as aio
 from rocketrio.actors.client import running_info_reply
 from rocketrio.actors.client.api import MQClientAPI
+from rocketrio.actors.client.backend import every
 from rocketrio.actors.client.config import MASTER_ID, ClientConfig
 from rocketrio.actors.client.errors import MQClientError, TopicRouteNotFound
-from rocketrio.actors.client.route_refresh import RouteRefresher
-from rocketrio.actors.kernel.remoting import (
-    Connection,
+from rocketrio.actors.client.remoting import ClientConnection as Connection
+from rocketrio.actors.client.remoting import ClientRemoting as PoolRemoting
+from rocketrio.actors.client.remoting import ClientRequestContext as RequestContext
+from rocketrio.actors.client.remoting import (
+    ClientTransport,
     Processor,
-    RemotingClient,
     RemotingError,
-    RequestContext,
     RequestHook,
+    TcpClientTransport,
 )
-from rocketrio.actors.kernel.runtime import every
-from rocketrio.actors.kernel.transport import TcpTransport, Transport
+from rocketrio.actors.client.route_refresh import RouteRefresher
 from rocketrio.actors.observe import events
 from rocketrio.protocol.bodies import (
     ConsumerData,
@@ -132,12 +133,12 @@ TransactionChecker = Callable[[str, RemotingCommand], bool]
 _WATCHED = "mq_client_watched"
 
 
-class ClientRemoting(RemotingClient):
-    """A `RemotingClient` that tells ``on_closed(addr)`` when a connection it opened closes."""
+class ClientRemoting(PoolRemoting):
+    """A `PoolRemoting` that tells ``on_closed(addr)`` when a connection it opened closes."""
 
     def __init__(
         self,
-        transport: Transport,
+        transport: ClientTransport,
         *,
         processor: Processor | None = None,
         on_closed: Callable[[str], None],
@@ -168,7 +169,7 @@ class MQClientInstance:
         self,
         namesrv_addr: str | list[str],
         *,
-        transport: Transport | None = None,
+        transport: ClientTransport | None = None,
         config: ClientConfig | None = None,
     ) -> None:
         addrs = namesrv_addr if isinstance(namesrv_addr, list) else namesrv_addr.split(";")
@@ -178,7 +179,7 @@ class MQClientInstance:
         instance = self.config.instanceName or f"{os.getpid()}#{next(_instance_seq)}"
         self.client_ip = ip
         self.client_id = f"{ip}@{instance}"
-        self.transport = transport or TcpTransport()
+        self.transport = transport or TcpClientTransport()
         self.remoting = ClientRemoting(
             self.transport,
             processor=self._process,
@@ -203,7 +204,7 @@ class MQClientInstance:
         # topic -> until when it is polled every DEGRADED_ROUTE_POLL_S (inf: while degraded)
         self._degraded: dict[str, float] = {}
         self.refresher = RouteRefresher(self._refresh_fetch)
-        self._nursery: trio.Nursery | None = None
+        self._nursery: aio.TaskGroup | None = None
         self._nursery_cm: Any = None
         self.log = log.bind(client_id=self.client_id)
 
@@ -211,7 +212,7 @@ class MQClientInstance:
     async def __aenter__(self) -> MQClientInstance:
         await self.remoting.__aenter__()
         try:
-            self._nursery_cm = trio.open_nursery()
+            self._nursery_cm = aio.create_task_group()
             self._nursery = await self._nursery_cm.__aenter__()
         except BaseException:
             await self.remoting.__aexit__(None, None, None)
@@ -228,7 +229,7 @@ class MQClientInstance:
         # (not wrapped in an ExceptionGroup) once the background tasks are cancelled.
         assert self._nursery is not None and self._nursery_cm is not None
         try:
-            with trio.CancelScope(shield=True), trio.move_on_after(self.api.timeout_s):
+            with aio.CancelScope(shield=True), aio.move_on_after(self.api.timeout_s):
                 await self._unregister_all()
         finally:
             self._nursery.cancel_scope.cancel()
@@ -239,7 +240,7 @@ class MQClientInstance:
                 await self.remoting.__aexit__(None, None, None)
 
     @property
-    def nursery(self) -> trio.Nursery:
+    def nursery(self) -> aio.TaskGroup:
         if self._nursery is None:
             raise MQClientError("client is not started: use it as an async context manager")
         return self._nursery
@@ -271,7 +272,7 @@ class MQClientInstance:
         # the heartbeat may just have created a topic (the group's %RETRY% topic): its route
         # reaches the NameServer a moment later; ask every DEGRADED_ROUTE_POLL_S for one
         # pollNameServerInterval, not only at the next regular poll
-        until = trio.current_time() + self.config.pollNameServerInterval / 1000
+        until = aio.current_time() + self.config.pollNameServerInterval / 1000
         for topic in consumer.subscribed_topics() - self.routes.keys():
             self._degraded.setdefault(topic, until)
 
@@ -331,17 +332,17 @@ class MQClientInstance:
         if old is not None and any(bd.brokerName not in names for bd in old.brokerDatas):
             # a broker set left: watch for its return a little longer than usual
             poll_s = self.config.pollNameServerInterval / 1000
-            self._degraded[topic] = trio.current_time() + poll_s
+            self._degraded[topic] = aio.current_time() + poll_s
         elif self._degraded.get(topic) == math.inf or old is None:
             # healthy again, or a first route found (the close watch after a consumer's
             # first heartbeat ends)
             self._degraded.pop(topic, None)
 
-    def request_route_refresh(self, topic: str) -> trio.Event:
+    def request_route_refresh(self, topic: str) -> aio.Event:
         """Ask the NameServer for the topic's route soon (shared and rate limited, see
         `RouteRefresher`); the event is set once a query started from now on has ended."""
         if self._nursery is None:
-            done = trio.Event()
+            done = aio.new_event()
             done.set()
             return done
         return self.refresher.request(topic, self._nursery)
@@ -350,7 +351,7 @@ class MQClientInstance:
         """`request_route_refresh` and wait for it (at most until ``deadline``); the cached
         route afterwards."""
         done = self.request_route_refresh(topic)
-        with trio.move_on_at(deadline):
+        with aio.move_on_at(deadline):
             await done.wait()
         return self.routes.get(topic)
 
@@ -388,7 +389,7 @@ class MQClientInstance:
                 events.emit(self.log, events.RouteUpdateFailed(topic=topic, error=str(e)))
 
     async def _poll_degraded_routes(self) -> None:
-        now = trio.current_time()
+        now = aio.current_time()
         for topic in [t for t, until in self._degraded.items() if until <= now]:
             del self._degraded[topic]
         for topic in sorted(self._degraded.keys() & self._topics_to_poll()):

@@ -19,8 +19,8 @@ from collections.abc import Awaitable, Callable, Iterable
 from typing import Any, Protocol
 
 import structlog
-import trio
 
+from rocketrio.actors.client import backend as aio
 from rocketrio.actors.client.errors import MQBrokerError, MQClientError
 from rocketrio.actors.client.mq_client import MQClientInstance
 from rocketrio.actors.client.process_queue import OffsetTable
@@ -159,7 +159,7 @@ RunBlocking = Callable[[Callable[[], Any]], Awaitable[Any]]
 
 async def run_in_thread(fn: Callable[[], Any]) -> Any:
     """The default way to run blocking file work: a Trio worker thread."""
-    return await trio.to_thread.run_sync(fn)
+    return await aio.run_sync_in_thread(fn)
 
 
 class LocalFileOffsetStore:

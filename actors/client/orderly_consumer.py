@@ -38,8 +38,8 @@ from collections.abc import Awaitable, Callable
 from typing import assert_never
 
 import structlog
-import trio
 
+from rocketrio.actors.client import backend as aio
 from rocketrio.actors.client.config import (
     ClientConfig,
     ConsumeFromWhere,
@@ -69,9 +69,9 @@ from rocketrio.actors.client.orderly import (
     to_dlq,
 )
 from rocketrio.actors.client.process_queue import ProcessQueue
+from rocketrio.actors.client.remoting import ClientTransport as Transport
 from rocketrio.actors.client.trace import trace_consumed
 from rocketrio.actors.kernel.clock import wallclock_ms
-from rocketrio.actors.kernel.transport import Transport
 from rocketrio.actors.observe import events
 from rocketrio.protocol.bodies import MessageQueue
 from rocketrio.protocol.message import ORIGIN_MESSAGE_ID, MessageExt
@@ -147,9 +147,9 @@ class OrderlyPushConsumer(ConsumerCore):
             run_blocking=run_blocking,
         )
         self._listener: MessageListenerOrderly | None = None
-        self._limiter = trio.CapacityLimiter(self.config.consumeThreadMax)
+        self._limiter = aio.CapacityLimiter(self.config.consumeThreadMax)
         # one consume task per process queue at most; its event is set when it ends
-        self._consuming: dict[OrderlyProcessQueue, trio.Event] = {}
+        self._consuming: dict[OrderlyProcessQueue, aio.Event] = {}
         # queues given up by a rebalance, until their offset is committed and they are unlocked
         self._releasing: dict[MessageQueue, QueueState] = {}
         self._stopping = False
@@ -168,7 +168,7 @@ class OrderlyPushConsumer(ConsumerCore):
     def _new_process_queue(self) -> ProcessQueue:
         return OrderlyProcessQueue()
 
-    def _start_workers(self, nursery: trio.Nursery) -> None:
+    def _start_workers(self, nursery: aio.TaskGroup) -> None:
         self._stopping = False
         if self.clustering:
             nursery.start_soon(self._lock_loop)
@@ -190,19 +190,19 @@ class OrderlyPushConsumer(ConsumerCore):
 
     @staticmethod
     def _holds_lock(pq: OrderlyProcessQueue) -> bool:
-        return pq.locked and not pq.is_lock_expired(trio.current_time())
+        return pq.locked and not pq.is_lock_expired(aio.current_time())
 
     async def _deliver(self, st: QueueState, pq: ProcessQueue, msgs: list[MessageExt]) -> None:
         assert isinstance(pq, OrderlyProcessQueue)
         pq.put(msgs)
         if pq not in self._consuming and not self._stopping:
-            self._consuming[pq] = trio.Event()
+            self._consuming[pq] = aio.new_event()
             self.nursery.start_soon(self._consume_loop, st, pq)
 
     async def _before_persist_on_stop(self) -> None:
         """Let batches in flight finish, commit, then give every lock back."""
         self._stopping = True
-        with trio.move_on_after(SHUTDOWN_CONSUME_WAIT_S):
+        with aio.move_on_after(SHUTDOWN_CONSUME_WAIT_S):
             for done in list(self._consuming.values()):
                 await done.wait()
         if not self.clustering or self.offset_store is None:
@@ -219,7 +219,7 @@ class OrderlyPushConsumer(ConsumerCore):
         if mq in self._releasing:  # still giving it up: take it again once that is done
             self._retry_rebalance_soon()
             return False
-        granted_at, wall = trio.current_time(), wallclock_ms()
+        granted_at, wall = aio.current_time(), wallclock_ms()
         if not await self._lock_one(mq):
             self._retry_rebalance_soon()
             return False
@@ -264,7 +264,7 @@ class OrderlyPushConsumer(ConsumerCore):
             self.nursery.start_soon(self._rebalance_later)
 
     async def _rebalance_later(self) -> None:
-        await trio.sleep(REBALANCE_RETRY_S)
+        await aio.sleep(REBALANCE_RETRY_S)
         self._rebalance_retry_pending = False
         self.request_rebalance()
 
@@ -300,11 +300,11 @@ class OrderlyPushConsumer(ConsumerCore):
         return got is not None and mq in got
 
     async def _lock_loop(self) -> None:
-        await trio.sleep(LOCK_ALL_FIRST_DELAY_S)
+        await aio.sleep(LOCK_ALL_FIRST_DELAY_S)
         while True:
             if not self._stopping:
                 await self.lock_all()
-            await trio.sleep(REBALANCE_LOCK_INTERVAL_S)
+            await aio.sleep(REBALANCE_LOCK_INTERVAL_S)
 
     async def lock_all(self) -> None:
         """Renew the locks of every owned queue and of those still being given up (upstream
@@ -314,7 +314,7 @@ class OrderlyPushConsumer(ConsumerCore):
             assert isinstance(st.pq, OrderlyProcessQueue)
             pqs[mq] = st.pq
         for broker, mqs in group_by_broker(pqs, self.client.broker_name_of).items():
-            asked_at, wall = trio.current_time(), wallclock_ms()
+            asked_at, wall = aio.current_time(), wallclock_ms()
             got = await self._lock_batch(broker, mqs)
             if got is None:
                 continue  # not renewed: the client-side expiry stops consumption in time
@@ -331,7 +331,7 @@ class OrderlyPushConsumer(ConsumerCore):
                 delay: float | None = None
                 async with self._limiter:
                     if gate is Gate.OK:
-                        gate = consume_gate(pq, trio.current_time(), clustering=self.clustering)
+                        gate = consume_gate(pq, aio.current_time(), clustering=self.clustering)
                     if gate is Gate.OK:
                         msgs = pq.take_messages(self.config.consumeMessageBatchMaxSize)
                         if not msgs:
@@ -340,7 +340,7 @@ class OrderlyPushConsumer(ConsumerCore):
                 match gate:
                     case Gate.OK:
                         if delay is not None:
-                            await trio.sleep(delay)
+                            await aio.sleep(delay)
                     case Gate.DROPPED:
                         return
                     case Gate.NOT_LOCKED | Gate.LOCK_EXPIRED:
@@ -352,15 +352,15 @@ class OrderlyPushConsumer(ConsumerCore):
 
     async def _lock_later(self, mq: MessageQueue, pq: OrderlyProcessQueue) -> None:
         """Upstream tryLockLaterAndReconsume: ask for the lock; if refused, wait 3 s."""
-        await trio.sleep(LOCK_LATER_FIRST_S)
+        await aio.sleep(LOCK_LATER_FIRST_S)
         if pq.dropped or self._stopping:
             return
-        asked_at, wall = trio.current_time(), wallclock_ms()
+        asked_at, wall = aio.current_time(), wallclock_ms()
         got = await self._lock_batch(self.client.broker_name_of(mq), [mq])
         if got is not None:
             apply_lock_result({mq: pq}, got, asked_at, wall)
-        if not pq.locked or pq.is_lock_expired(trio.current_time()):
-            await trio.sleep(TRY_LOCK_LATER_S)
+        if not pq.locked or pq.is_lock_expired(aio.current_time()):
+            await aio.sleep(TRY_LOCK_LATER_S)
 
     async def _call_listener(
         self, mq: MessageQueue, msgs: list[MessageExt], ctx: ConsumeOrderlyContext
@@ -385,9 +385,9 @@ class OrderlyPushConsumer(ConsumerCore):
     ) -> float | None:
         """One listener call and its outcome; returns how long to pause the queue, if at all."""
         ctx = ConsumeOrderlyContext(st.mq)
-        began = trio.current_time()
+        began = aio.current_time()
         status = await self._call_listener(st.mq, list(msgs), ctx)
-        rt_ms = int((trio.current_time() - began) * 1000)
+        rt_ms = int((aio.current_time() - began) * 1000)
         pq.last_consume_at = wallclock_ms()
         action = result_action(status, auto_commit=ctx.auto_commit)
         ok = action is not ResultAction.SUSPEND

@@ -34,10 +34,11 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import structlog
-import trio
 
+from rocketrio.actors.client import backend as aio
 from rocketrio.actors.client import request_reply
 from rocketrio.actors.client.async_send import CallbackRequests, SendFuture
+from rocketrio.actors.client.backend import Reply
 from rocketrio.actors.client.config import (
     ClientConfig,
     ProducerConfig,
@@ -55,6 +56,7 @@ from rocketrio.actors.client.queue_select import (
     MessageQueueSelector,
     TopicPublishInfo,
 )
+from rocketrio.actors.client.remoting import ClientTransport as Transport
 from rocketrio.actors.client.send_api import (
     batch_chunks,
     check_message,
@@ -64,8 +66,6 @@ from rocketrio.actors.client.send_api import (
 )
 from rocketrio.actors.client.stuck_sends import StuckSendWatch, avoid_while_stuck
 from rocketrio.actors.kernel.remoting import RemotingError
-from rocketrio.actors.kernel.runtime import Reply
-from rocketrio.actors.kernel.transport import Transport
 from rocketrio.actors.observe import events
 from rocketrio.protocol.bodies import MessageQueue
 from rocketrio.protocol.codes import ResponseCode
@@ -84,6 +84,13 @@ EXPIRE_SCAN_S = 0.1  # how often async sends are checked for timeouts
 
 
 class Producer:
+    """Sends messages to a topic: ``async with Producer(group, namesrv) as p: await p.send(m)``.
+
+    `send` (sync, retried on another broker set), `send_async` (a `SendFuture`, optional
+    callback), `send_oneway`, `send_batch`; ordered sends with a `MessageQueueSelector` and an
+    argument (e.g. `SelectMessageQueueByHash` on an order id). Runs on asyncio or Trio.
+    """
+
     def __init__(
         self,
         group: str,
@@ -111,7 +118,7 @@ class Producer:
         self.publish_routes = PublishRoutes(self.client, self.config, rng or random.Random())
         self.faults = self.publish_routes.faults
         self._ids: UniqIdGenerator | None = None
-        self._in_flight = trio.Semaphore(self.config.maxInFlight)
+        self._in_flight = aio.Semaphore(self.config.maxInFlight)
         self._callbacks = CallbackRequests()
         # an unanswered send whose broker set changes master is re-sent at once (stuck_sends)
         self.stuck = StuckSendWatch(
@@ -119,7 +126,7 @@ class Producer:
             self.client.find_master_addr, self.client.request_route_refresh,
             on_stuck=avoid_while_stuck(self.publish_routes.available, self.faults.mark_unavailable),
         )  # fmt: skip
-        self._nursery: trio.Nursery | None = None
+        self._nursery: aio.TaskGroup | None = None
         self._nursery_cm: Any = None
 
     # -- lifecycle
@@ -136,7 +143,7 @@ class Producer:
             await self.client.__aenter__()
         try:
             self._ids = UniqIdGenerator(self.client.client_ip)
-            self._nursery_cm = trio.open_nursery()
+            self._nursery_cm = aio.create_task_group()
             self._nursery = await self._nursery_cm.__aenter__()
             self._nursery.start_soon(self._expire_loop)
             self._nursery.start_soon(self.stuck.run)
@@ -155,7 +162,7 @@ class Producer:
             if self._nursery_cm is not None:
                 # every outstanding async send ends within its timeout and frees its slot
                 drain_s = self.config.sendMsgTimeout / 1000 + 2 * EXPIRE_SCAN_S + 1
-                with trio.CancelScope(shield=True), trio.move_on_after(drain_s):
+                with aio.CancelScope(shield=True), aio.move_on_after(drain_s):
                     for _ in range(self.config.maxInFlight):
                         await self._in_flight.acquire()
         finally:
@@ -177,7 +184,7 @@ class Producer:
                     await self.client.unregister_producer(self.group)
 
     @property
-    def nursery(self) -> trio.Nursery:
+    def nursery(self) -> aio.TaskGroup:
         if self._nursery is None:
             raise MQClientError("producer is not started")
         return self._nursery
@@ -201,7 +208,7 @@ class Producer:
         timeout: float | None = None,
     ) -> SendResult:
         """Send and wait for the broker's answer; retries after a failure (see the module)."""
-        started = trio.current_time()
+        started = aio.current_time()
         check_message(msg, self.config.maxMessageSize)
         uniq = self._next_id()
         body = msg.body
@@ -239,7 +246,7 @@ class Producer:
         if not self.client.config.trace or result.send_status is not SendStatus.SEND_OK:
             return
         mq = result.message_queue
-        latency_ms = round((trio.current_time() - started) * 1000)
+        latency_ms = round((aio.current_time() - started) * 1000)
         for i, msg_id in enumerate(result.msg_id.split(",")):
             events.emit(
                 log,
@@ -285,7 +292,7 @@ class Producer:
         self, msg: Message, mq: MessageQueue, *, timeout: float | None = None
     ) -> SendResult:
         """Send to one given queue (one attempt)."""
-        started = trio.current_time()
+        started = aio.current_time()
         check_message(msg, self.config.maxMessageSize)
         if mq.topic != msg.topic:
             raise MQClientError(f"queue {mq} is not of topic {msg.topic}")
@@ -318,9 +325,9 @@ class Producer:
         check_message(msg, self.config.maxMessageSize)
         try:
             self._in_flight.acquire_nowait()
-        except trio.WouldBlock:
+        except aio.WouldBlock:
             await self._in_flight.acquire()
-        started = trio.current_time() if self.client.config.trace else 0.0
+        started = aio.current_time() if self.client.config.trace else 0.0
         fut = SendFuture(callback, msg.topic, started)
         try:
             await self._start_async(fut, msg, queue_selector, arg)
@@ -354,7 +361,7 @@ class Producer:
             self.nursery.start_soon(self._send_async_slow, fut, msg, props, uniq, mq, selector)
             return
         timeout_s = self.config.sendMsgTimeout / 1000
-        deadline = trio.current_time() + timeout_s
+        deadline = aio.current_time() + timeout_s
         cmd = send_request(self.group, self.config, mq, msg.flag, props, msg.body, batch=False)
 
         def on_done(reply: Reply[RemotingCommand]) -> None:
@@ -424,10 +431,10 @@ class Producer:
         """The first attempt of an async send failed: the remaining retries, in a task."""
         retries = self.config.retryTimesWhenSendAsyncFailed - 1
         try:
-            if retries < 0 or deadline <= trio.current_time():
+            if retries < 0 or deadline <= aio.current_time():
                 raise first
             await self.client.refresh_route(msg.topic, deadline)
-            left_s = deadline - trio.current_time()
+            left_s = deadline - aio.current_time()
             result = await self._send_with_retries(
                 msg, msg.body, props, uniq, False, left_s, retries, failed_broker, attempt=1
             )
@@ -438,8 +445,8 @@ class Producer:
 
     async def _expire_loop(self) -> None:
         while True:
-            await trio.sleep(EXPIRE_SCAN_S)
-            self._callbacks.expire(trio.current_time())
+            await aio.sleep(EXPIRE_SCAN_S)
+            self._callbacks.expire(aio.current_time())
 
     async def send_oneway(
         self, msg: Message, queue_selector: MessageQueueSelector | None = None, arg: Any = None
@@ -470,7 +477,7 @@ class Producer:
     ) -> list[SendResult]:
         """Send messages of one topic as SEND_BATCH_MESSAGE; one result per request (bodies
         above maxMessageSize are split into several requests, each to one queue)."""
-        started = trio.current_time()
+        started = aio.current_time()
         if not msgs:
             raise MQClientError("the batch is empty")
         topic = msgs[0].topic
@@ -520,13 +527,13 @@ class Producer:
     ) -> SendResult:
         """Up to ``1 + retries`` attempts within ``timeout_s``, avoiding failed brokers; after a
         failure the next attempt waits for a route fetched after it (shared, rate limited)."""
-        deadline = trio.current_time() + timeout_s
+        deadline = aio.current_time() + timeout_s
         last_exc: Exception | None = None
         not_ok: SendResult | None = None
         retry_not_ok = sync and self.config.retryAnotherBrokerWhenNotStoreOK
         last = attempt + 1 + retries
         for n in range(attempt + 1, last + 1):
-            left = deadline - trio.current_time()
+            left = deadline - aio.current_time()
             if left <= 0:
                 break
             info = await self.publish_routes.get(msg.topic)
@@ -566,13 +573,13 @@ class Producer:
     ) -> SendResult:
         """One attempt to a chosen queue (ordered sends): no retry, but a failure refreshes the
         route so that the next send reaches the new master."""
-        deadline = trio.current_time() + timeout_s
+        deadline = aio.current_time() + timeout_s
         addr = self.client.find_master_addr(self.client.broker_name_of(mq))
         if addr is None:
             await self.client.refresh_route(mq.topic, deadline)
             addr = self.client.find_master_addr(self.client.broker_name_of(mq))
         try:
-            left = max(deadline - trio.current_time(), 0.0)
+            left = max(deadline - aio.current_time(), 0.0)
             return await self._send_to(mq, addr, msg, body, props, uniq, False, left)
         except (RemotingError, MQBrokerError) as e:
             if retryable(e):

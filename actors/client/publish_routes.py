@@ -13,8 +13,8 @@ from __future__ import annotations
 import random
 
 import structlog
-import trio
 
+from rocketrio.actors.client import backend as aio
 from rocketrio.actors.client.config import ProducerConfig
 from rocketrio.actors.client.errors import MQClientError
 from rocketrio.actors.client.mq_client import MQClientInstance
@@ -36,7 +36,7 @@ class PublishRoutes:
         self.table: dict[str, TopicPublishInfo] = {}
         self.faults = FaultTracker()
         self._rng = rng
-        self._lock = trio.Lock()
+        self._lock = aio.Lock()
 
     def on_route(self, topic: str, route: TopicRouteData) -> None:
         old = self.table.get(topic)
@@ -87,7 +87,7 @@ class PublishRoutes:
         if not faults:  # nothing isolated: the usual case costs no clock read
             return True
         return faults.is_available(
-            broker_name, trio.current_time(), self.client.find_master_addr(broker_name)
+            broker_name, aio.current_time(), self.client.find_master_addr(broker_name)
         )
 
     def note_failure(
@@ -96,7 +96,7 @@ class PublishRoutes:
         """Avoid the broker set for notAvailableDuration, or until its master address changes
         (upstream's isolation after a failure, made aware of master switches)."""
         self.faults.mark_unavailable(
-            mq.brokerName, trio.current_time(), self.config.notAvailableDuration / 1000, addr
+            mq.brokerName, aio.current_time(), self.config.notAvailableDuration / 1000, addr
         )
         events.emit(
             log,

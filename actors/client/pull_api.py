@@ -20,8 +20,8 @@ from __future__ import annotations
 from typing import Protocol
 
 import attrs
-import trio
 
+from rocketrio.actors.client import backend as aio
 from rocketrio.actors.client.api import PullResult
 from rocketrio.actors.client.config import MASTER_ID, RETRY_GROUP_TOPIC_PREFIX, retry_topic
 from rocketrio.actors.client.errors import MQBrokerError, MQClientError
@@ -93,12 +93,12 @@ class QueueState:
     sub: SubscriptionData
     next_offset: int
     pq: ProcessQueue = attrs.field(factory=ProcessQueue)
-    cancel: trio.CancelScope = attrs.field(factory=trio.CancelScope)
+    cancel: aio.CancelScope = attrs.field(factory=aio.CancelScope)
     broker_id: int = 0  # the replica the broker suggested pulling from
     # the address of the pull in flight (None between pulls), and the scope `_on_route`
     # cancels to abandon it when the route moves the queue
     pull_addr: str | None = None
-    pull_scope: trio.CancelScope | None = None
+    pull_scope: aio.CancelScope | None = None
     pull_failures: int = 0  # broker-gone failures in a row
     pull_started: float = 0.0  # trio time the pull in flight was sent (its RT, for stats)
 

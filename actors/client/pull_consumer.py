@@ -22,8 +22,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 
 import attrs
-import trio
 
+from rocketrio.actors.client import backend as aio
 from rocketrio.actors.client.config import (
     ClientConfig,
     ConsumeFromWhere,
@@ -37,8 +37,8 @@ from rocketrio.actors.client.offset_store import RunBlocking, run_in_thread
 from rocketrio.actors.client.process_queue import ProcessQueue
 from rocketrio.actors.client.queue_select import subscribe_queues
 from rocketrio.actors.client.rebalance import sort_queues
+from rocketrio.actors.client.remoting import ClientTransport as Transport
 from rocketrio.actors.client.trace import trace_consumed
-from rocketrio.actors.kernel.transport import Transport
 from rocketrio.protocol.bodies import MessageQueue
 from rocketrio.protocol.headers import PULL_FLAG_LITE_PULL, PullMessageRequestHeader
 from rocketrio.protocol.message import MessageExt
@@ -94,8 +94,8 @@ class LitePullConsumer(ConsumerCore):
         self._assigned: set[MessageQueue] = set()
         self._pending_seek: dict[MessageQueue, int] = {}
         self._paused: set[MessageQueue] = set()
-        self._send: trio.MemorySendChannel[PulledBatch] | None = None
-        self._recv: trio.MemoryReceiveChannel[PulledBatch] | None = None
+        self._send: aio.MemoryObjectSendStream[PulledBatch] | None = None
+        self._recv: aio.MemoryObjectReceiveStream[PulledBatch] | None = None
         self._buffered = 0
 
     # -- choosing queues
@@ -147,12 +147,12 @@ class LitePullConsumer(ConsumerCore):
         return offset
 
     # -- hooks of ConsumerCore
-    def _start_workers(self, nursery: trio.Nursery) -> None:
+    def _start_workers(self, nursery: aio.TaskGroup) -> None:
         # room for what flow control lets in at full batches; smaller batches fill it first,
         # and then the pull loops wait in `_deliver` until `poll` makes room
         c = self.config
         capacity = -(-c.pullThresholdForAll // c.pullBatchSize) + 1
-        self._send, self._recv = trio.open_memory_channel[PulledBatch](capacity)
+        self._send, self._recv = aio.create_memory_object_stream[PulledBatch](capacity)
         self._buffered = 0
 
     def _pull_header(self, st: QueueState, from_master: bool) -> PullMessageRequestHeader:
@@ -179,7 +179,7 @@ class LitePullConsumer(ConsumerCore):
         batch = PulledBatch(st, pq, msgs)
         try:
             self._send.send_nowait(batch)
-        except trio.WouldBlock:
+        except aio.WouldBlock:
             await self._send.send(batch)  # cancelled only with the queue (pq dropped) or us
         self._buffered += len(msgs)
 
@@ -188,7 +188,7 @@ class LitePullConsumer(ConsumerCore):
         """One pulled batch, or [] when nothing arrives within ``timeout`` seconds."""
         if self._recv is None:
             raise MQClientError("the consumer is not started")
-        with trio.move_on_after(timeout):
+        with aio.move_on_after(timeout):
             while True:
                 batch = await self._recv.receive()
                 self._buffered -= len(batch.msgs)

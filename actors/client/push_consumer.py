@@ -31,8 +31,8 @@ from collections.abc import Awaitable, Callable
 
 import attrs
 import structlog
-import trio
 
+from rocketrio.actors.client import backend as aio
 from rocketrio.actors.client.config import (
     ClientConfig,
     ConsumeFromWhere,
@@ -45,9 +45,9 @@ from rocketrio.actors.client.message import ConsumeStatus
 from rocketrio.actors.client.mq_client import MQClientInstance
 from rocketrio.actors.client.offset_store import RunBlocking, run_in_thread
 from rocketrio.actors.client.process_queue import ProcessQueue
+from rocketrio.actors.client.remoting import ClientTransport as Transport
 from rocketrio.actors.client.trace import trace_consumed
 from rocketrio.actors.kernel.clock import wallclock_ms
-from rocketrio.actors.kernel.transport import Transport
 from rocketrio.actors.observe import events
 from rocketrio.protocol.bodies import MessageQueue
 from rocketrio.protocol.message import ORIGIN_MESSAGE_ID, MessageExt
@@ -118,10 +118,10 @@ class PushConsumer(ConsumerCore):
         )
         self._listener: MessageListener | None = None
         self._inline = False
-        self._consume_send: trio.MemorySendChannel[ConsumeRequest] | None = None
+        self._consume_send: aio.MemoryObjectSendStream[ConsumeRequest] | None = None
         self._stopping = False
         self._busy = 0
-        self._idle = trio.Event()
+        self._idle = aio.new_event()
         self._ok_inline = 0  # messages a plain-function listener consumed (for the stats)
 
     def register_listener(self, fn: MessageListener) -> None:
@@ -137,13 +137,13 @@ class PushConsumer(ConsumerCore):
             raise MQClientError("register a message listener before starting the consumer")
         super()._check_startable()
 
-    def _start_workers(self, nursery: trio.Nursery) -> None:
+    def _start_workers(self, nursery: aio.TaskGroup) -> None:
         self._stopping = False
         c = self.config
         # a full pull's chunks for every worker; when it is full the pull loops wait in
         # `_deliver` (workers never wait on it, so it always drains)
         capacity = c.consumeThreadMax * -(-c.pullBatchSize // c.consumeMessageBatchMaxSize)
-        send, recv = trio.open_memory_channel[ConsumeRequest](capacity)
+        send, recv = aio.create_memory_object_stream[ConsumeRequest](capacity)
         self._consume_send = send
         for _ in range(self.config.consumeThreadMax):
             nursery.start_soon(self._consume_worker, recv.clone())
@@ -151,7 +151,7 @@ class PushConsumer(ConsumerCore):
 
     async def _before_persist_on_stop(self) -> None:
         self._stopping = True
-        with trio.move_on_after(SHUTDOWN_CONSUME_WAIT_S):
+        with aio.move_on_after(SHUTDOWN_CONSUME_WAIT_S):
             while self._busy:
                 await self._idle.wait()
 
@@ -171,7 +171,7 @@ class PushConsumer(ConsumerCore):
         if self._inline:
             # the stats are counted once per pull result: one clock read before and after
             self._ok_inline = 0
-            began = trio.current_time()
+            began = aio.current_time()
             if len(msgs) <= n:
                 if (req := self._consume_inline(st, pq, msgs)) is not None:
                     await self._submit(req)
@@ -179,7 +179,7 @@ class PushConsumer(ConsumerCore):
                 for i in range(0, len(msgs), n):
                     if (req := self._consume_inline(st, pq, msgs[i : i + n])) is not None:
                         await self._submit(req)
-            rt_ms = int((trio.current_time() - began) * 1000)
+            rt_ms = int((aio.current_time() - began) * 1000)
             self.stats.on_consumed(st.mq.topic, self._ok_inline, 0, rt_ms, -(-len(msgs) // n))
             pq.last_consume_at = wallclock_ms()
             return
@@ -193,7 +193,7 @@ class PushConsumer(ConsumerCore):
         assert send is not None
         try:
             send.send_nowait(req)
-        except trio.WouldBlock:
+        except aio.WouldBlock:
             await send.send(req)
 
     def _consume_inline(
@@ -222,7 +222,7 @@ class PushConsumer(ConsumerCore):
         return ConsumeRequest(st, pq, msgs, outcome)
 
     # -- consuming
-    async def _consume_worker(self, recv: trio.MemoryReceiveChannel[ConsumeRequest]) -> None:
+    async def _consume_worker(self, recv: aio.MemoryObjectReceiveStream[ConsumeRequest]) -> None:
         # Take what is already queued without a checkpoint per request (a sync listener never
         # yields), but yield every CONSUME_YIELD_EVERY requests so pulls keep flowing.
         run = 0
@@ -230,13 +230,13 @@ class PushConsumer(ConsumerCore):
             while True:
                 try:
                     req = recv.receive_nowait()
-                except trio.WouldBlock:
+                except aio.WouldBlock:
                     try:
                         req = await recv.receive()
-                    except trio.EndOfChannel:
+                    except aio.EndOfStream:
                         return
                     run = 0
-                except trio.EndOfChannel:
+                except aio.EndOfStream:
                     return
                 if self._stopping or req.pq.dropped:
                     continue
@@ -247,11 +247,11 @@ class PushConsumer(ConsumerCore):
                     self._busy -= 1
                     if self._busy == 0:
                         self._idle.set()
-                        self._idle = trio.Event()
+                        self._idle = aio.new_event()
                 run += 1
                 if run >= CONSUME_YIELD_EVERY:
                     run = 0
-                    await trio.lowlevel.checkpoint()
+                    await aio.checkpoint()
 
     async def _call_listener(
         self, msgs: list[MessageExt], outcome: object = NOT_CALLED
@@ -273,10 +273,10 @@ class PushConsumer(ConsumerCore):
         return ConsumeStatus.RECONSUME_LATER
 
     async def _consume(self, req: ConsumeRequest) -> None:
-        began = trio.current_time()
+        began = aio.current_time()
         status = await self._call_listener(req.msgs, req.outcome)
         called = req.outcome is NOT_CALLED  # else the inline call was counted already
-        rt_ms = int((trio.current_time() - began) * 1000) if called else 0
+        rt_ms = int((aio.current_time() - began) * 1000) if called else 0
         n = len(req.msgs)
         ok = status is ConsumeStatus.CONSUME_SUCCESS
         if ok:
@@ -332,7 +332,7 @@ class PushConsumer(ConsumerCore):
     async def _consume_later(
         self, st: QueueState, pq: ProcessQueue, msgs: list[MessageExt]
     ) -> None:
-        await trio.sleep(CONSUME_LATER_DELAY_S)
+        await aio.sleep(CONSUME_LATER_DELAY_S)
         for m in msgs:
             m.reconsume_times += 1
         if not pq.dropped and self._consume_send is not None:

@@ -38,8 +38,8 @@ from typing import TYPE_CHECKING, Any, Final
 
 import attrs
 import structlog
-import trio
 
+from rocketrio.actors.client import backend as aio
 from rocketrio.actors.client.errors import MQClientError
 from rocketrio.actors.client.message import Message
 from rocketrio.actors.client.queue_select import MessageQueueSelector
@@ -94,7 +94,7 @@ class PendingRequest:
     """One request waiting for its reply (upstream RequestResponseFuture)."""
 
     correlation_id: str
-    arrived: trio.Event = attrs.field(factory=trio.Event)
+    arrived: aio.Event = attrs.field(factory=aio.new_event)
     reply: MessageExt | None = None
 
 
@@ -202,7 +202,7 @@ async def request(
 ) -> MessageExt:
     """Send ``msg`` as a request and wait for its reply (module docstring); to the queue
     ``queue_selector`` picks, or to ``queue``, else like any send."""
-    started = trio.current_time()
+    started = aio.current_time()
     client = producer.client
     correlation_id = new_correlation_id()
     props = {
@@ -218,14 +218,14 @@ async def request(
         try:
             if not _reply_routes_known(producer, msg.topic):
                 await _known_to_reply_brokers(producer, msg.topic)
-            left = max(timeout - (trio.current_time() - started), 0.0)
+            left = max(timeout - (aio.current_time() - started), 0.0)
             if queue is not None:
                 await producer.send_to_queue(msg, queue, timeout=left)
             else:
                 await producer.send(msg, queue_selector, arg, timeout=left)
         except Exception as e:
             raise MQClientError(f"send request message to <{msg.topic}> fail: {e}") from e
-        with trio.move_on_after(timeout - (trio.current_time() - started)):
+        with aio.move_on_after(timeout - (aio.current_time() - started)):
             await pending.arrived.wait()
         if pending.reply is None:
             raise RequestTimeout(

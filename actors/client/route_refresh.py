@@ -16,7 +16,8 @@ import math
 from collections.abc import Awaitable, Callable
 
 import attrs
-import trio
+
+from rocketrio.actors.client import backend as aio
 
 # upstream polls every 30 s; on demand we allow one query per topic per this interval
 ROUTE_REFRESH_MIN_INTERVAL_S = 0.1
@@ -27,7 +28,7 @@ Fetch = Callable[[str], Awaitable[None]]
 @attrs.define(eq=False)
 class _TopicRefresh:
     # set when the next query ends; every request made since the last query started waits on it
-    next_done: trio.Event = attrs.field(factory=trio.Event)
+    next_done: aio.Event = attrs.field(factory=aio.new_event)
     requested: bool = False
     running: bool = False
     last_start: float = -math.inf
@@ -43,7 +44,7 @@ class RouteRefresher:
         self._topics: dict[str, _TopicRefresh] = {}
         self.queries = 0  # how many queries were started (for tests and stats)
 
-    def request(self, topic: str, nursery: trio.Nursery) -> trio.Event:
+    def request(self, topic: str, nursery: aio.TaskGroup) -> aio.Event:
         """Ask for a query of ``topic`` that starts from now on; the event is set when it ends."""
         st = self._topics.get(topic)
         if st is None:
@@ -62,10 +63,10 @@ class RouteRefresher:
         try:
             while st.requested:
                 # also a checkpoint: requests made in this scheduler tick join the query
-                await trio.sleep_until(st.last_start + self.min_interval_s)
+                await aio.sleep_until(st.last_start + self.min_interval_s)
                 st.requested = False
-                done, st.next_done = st.next_done, trio.Event()
-                st.last_start = trio.current_time()
+                done, st.next_done = st.next_done, aio.new_event()
+                st.last_start = aio.current_time()
                 self.queries += 1
                 try:
                     await self._fetch(topic)
@@ -76,4 +77,4 @@ class RouteRefresher:
             if st.requested:  # cancelled (the client is stopping): release the waiters
                 st.requested = False
                 st.next_done.set()
-                st.next_done = trio.Event()
+                st.next_done = aio.new_event()

@@ -24,8 +24,8 @@ import traceback
 from typing import TYPE_CHECKING, Any
 
 import attrs
-import trio
 
+from rocketrio.actors.client import backend as aio
 from rocketrio.actors.client.orderly import OrderlyProcessQueue
 from rocketrio.protocol import fastjson
 from rocketrio.protocol.codes import ResponseCode
@@ -51,9 +51,7 @@ if TYPE_CHECKING:
 
 CLIENT_VERSION_DESC = "V5_2_0"  # MQVersion.getVersionDesc(CURRENT_VERSION = 453)
 MIB = 1024 * 1024
-JSTACK_LABEL = (
-    "# Python stacks of this rocketrio client (threads, then Trio tasks); not a JVM jstack\n"
-)
+JSTACK_LABEL = "# Python stacks of this rocketrio client (threads, then tasks); not a JVM jstack\n"
 
 
 def _prop(v: Any) -> str:
@@ -102,7 +100,7 @@ def consumer_running_info(consumer: ConsumerCore) -> ConsumerRunningInfo:
 
 
 def python_stacks() -> str:
-    """Every thread's stack, then every Trio task's await stack (when inside Trio)."""
+    """Every thread's stack, then every task's await stack on the running loop."""
     out = [JSTACK_LABEL]
     names = {t.ident: t.name for t in threading.enumerate()}
     for ident, frame in sys._current_frames().items():
@@ -110,20 +108,7 @@ def python_stacks() -> str:
         for line in traceback.format_stack(frame):
             out.append(line)
         out.append("\n")
-    try:
-        root = trio.lowlevel.current_root_task()
-    except RuntimeError:
-        root = None
-    todo = [root] if root is not None else []
-    while todo:
-        task = todo.pop()
-        out.append(f"{task.name:<40}(trio task)\n")
-        for frame, lineno in task.iter_await_frames():
-            code = frame.f_code
-            out.append(f'  File "{code.co_filename}", line {lineno}, in {code.co_name}\n')
-        out.append("\n")
-        for nursery in task.child_nurseries:
-            todo.extend(nursery.child_tasks)
+    out.extend(f"{block}\n" for block in aio.task_stacks())
     return "".join(out)
 
 

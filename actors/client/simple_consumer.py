@@ -31,13 +31,13 @@ import math
 from typing import Any
 
 import attrs
-import trio
 
+from rocketrio.actors.client import backend as aio
 from rocketrio.actors.client.config import ClientConfig
 from rocketrio.actors.client.errors import MQBrokerError, MQClientError
 from rocketrio.actors.client.mq_client import MQClientInstance
+from rocketrio.actors.client.remoting import ClientTransport as Transport
 from rocketrio.actors.kernel.clock import wallclock_ms
-from rocketrio.actors.kernel.transport import Transport
 from rocketrio.protocol.bodies import PERM_READ
 from rocketrio.protocol.codes import RequestCode, ResponseCode
 from rocketrio.protocol.message import MessageExt, iter_stored
@@ -130,6 +130,11 @@ def receipts_of(
 
 
 class SimpleConsumer:
+    """RocketMQ 5's stateless consumer over POP: `subscribe`, `receive` a batch, `ack` each
+    message (or `change_invisible_duration`); an unacked message comes back after its invisible
+    time. ``order=True`` consumes FIFO. Runs on asyncio or Trio.
+    """
+
     def __init__(
         self,
         group: str,
@@ -384,4 +389,4 @@ class SimpleConsumer:
 
 async def sleep_until_visible(receipt: str, now_ms: int) -> None:
     """Sleep until the receipt's invisible time is over (tests and demos)."""
-    await trio.sleep(max(0, ExtraInfo.parse(receipt).revive_time - now_ms) / 1000)
+    await aio.sleep(max(0, ExtraInfo.parse(receipt).revive_time - now_ms) / 1000)

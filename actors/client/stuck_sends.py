@@ -37,8 +37,8 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable, Iterable
 
 import attrs
-import trio
 
+from rocketrio.actors.client import backend as aio
 from rocketrio.actors.kernel.remoting import RemotingError
 from rocketrio.protocol.remoting import RemotingCommand
 
@@ -57,7 +57,7 @@ class PendingSend:
     broker_name: str
     addr: str
     started: float
-    scope: trio.CancelScope
+    scope: aio.CancelScope
     moved_to: str | None = None  # the new master's address once the route changed
 
 
@@ -105,24 +105,24 @@ class StuckSendWatch:
         self.stuck_after_s = stuck_after_s
         self.poll_s = poll_s
         self._pending: dict[int, PendingSend] = {}
-        self._wake = trio.Event()
+        self._wake: aio.Event | None = None  # made in the loop by `run`
         self.abandoned = 0  # sends given up because their master changed (tests, stats)
 
     async def invoke(
         self, topic: str, broker_name: str, addr: str, cmd: RemotingCommand, timeout_s: float
     ) -> RemotingCommand:
         """The remoting call, abandoned with `MasterChanged` when the route moves on."""
-        p = PendingSend(topic, broker_name, addr, trio.current_time(), trio.CancelScope())
+        p = PendingSend(topic, broker_name, addr, aio.current_time(), aio.CancelScope())
         key = id(p)
         self._pending[key] = p
-        if len(self._pending) == 1:
+        if len(self._pending) == 1 and self._wake is not None:
             self._wake.set()
         try:
             with p.scope:
                 return await self._invoke(addr, cmd, timeout_s)
         finally:
             del self._pending[key]
-        waited = trio.current_time() - p.started
+        waited = aio.current_time() - p.started
         raise MasterChanged(
             f"the master of {broker_name} moved from {addr} to {p.moved_to} while the send "
             f"was unanswered for {waited:.2f}s; re-sending"
@@ -132,13 +132,13 @@ class StuckSendWatch:
         """The watch loop (in the producer's nursery); idle while nothing is in flight."""
         while True:
             if not self._pending:
-                self._wake = trio.Event()
-                await self._wake.wait()
-            await trio.sleep(self.poll_s)
+                self._wake = wake = aio.new_event()
+                await wake.wait()
+            await aio.sleep(self.poll_s)
             self.check()
 
     def check(self) -> None:
-        now = trio.current_time()
+        now = aio.current_time()
         topics, moved = stuck_master_changes(
             self._pending.values(), now, self.stuck_after_s, self._master_of
         )
@@ -165,6 +165,6 @@ def avoid_while_stuck(
 
     def on_stuck(broker_name: str, addr: str) -> None:
         if available(broker_name):
-            mark_unavailable(broker_name, trio.current_time(), hold_s, addr)
+            mark_unavailable(broker_name, aio.current_time(), hold_s, addr)
 
     return on_stuck

@@ -37,8 +37,8 @@ from typing import Any, Protocol
 
 import attrs
 import structlog
-import trio
 
+from rocketrio.actors.client import backend as aio
 from rocketrio.actors.client.errors import MQBrokerError, MQClientError
 from rocketrio.actors.client.message import Message, SendResult, SendStatus
 from rocketrio.actors.client.producer import Producer
@@ -163,7 +163,7 @@ class TransactionProducer:
         self.group = self.producer.group
         self.listener = listener
         self.check_workers = check_workers
-        self._check_send, self._check_recv = trio.open_memory_channel[CheckRequest](
+        self._check_send, self._check_recv = aio.create_memory_object_stream[CheckRequest](
             check_queue_size
         )
         self._nursery_cm: Any = None
@@ -179,7 +179,7 @@ class TransactionProducer:
     async def start(self) -> None:
         await self.producer.start()
         try:
-            self._nursery_cm = trio.open_nursery()
+            self._nursery_cm = aio.create_task_group()
             nursery = await self._nursery_cm.__aenter__()
             for _ in range(self.check_workers):
                 nursery.start_soon(self._check_worker, self._check_recv.clone())
@@ -296,11 +296,11 @@ class TransactionProducer:
             return False
         try:
             self._check_send.send_nowait(CheckRequest(broker_addr, msg, header))
-        except (trio.WouldBlock, trio.ClosedResourceError):
+        except (aio.WouldBlock, aio.ClosedResourceError):
             events.emit(log, events.TransactionCheckDropped(group=self.group, msg_id=msg.msg_id))
         return True
 
-    async def _check_worker(self, recv: trio.MemoryReceiveChannel[CheckRequest]) -> None:
+    async def _check_worker(self, recv: aio.MemoryObjectReceiveStream[CheckRequest]) -> None:
         async with recv:
             async for req in recv:
                 await self._answer_check(req)
