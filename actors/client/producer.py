@@ -36,7 +36,7 @@ from typing import Any
 import structlog
 
 from rocketrio.actors.client import backend as aio
-from rocketrio.actors.client import request_reply
+from rocketrio.actors.client import request_reply, send_trace
 from rocketrio.actors.client.async_send import CallbackRequests, SendFuture
 from rocketrio.actors.client.backend import Reply
 from rocketrio.actors.client.config import (
@@ -66,7 +66,6 @@ from rocketrio.actors.client.send_api import (
 )
 from rocketrio.actors.client.stuck_sends import StuckSendWatch, avoid_while_stuck
 from rocketrio.actors.kernel.remoting import RemotingError
-from rocketrio.actors.observe import events
 from rocketrio.protocol.bodies import MessageQueue
 from rocketrio.protocol.codes import ResponseCode
 from rocketrio.protocol.message import (
@@ -242,38 +241,12 @@ class Producer:
         return result
 
     def _trace(self, result: SendResult, started: float) -> None:
-        """ClientConfig.trace: one trace_send_acked line per acknowledged message."""
-        if not self.client.config.trace or result.send_status is not SendStatus.SEND_OK:
-            return
-        mq = result.message_queue
-        latency_ms = round((aio.current_time() - started) * 1000)
-        for i, msg_id in enumerate(result.msg_id.split(",")):
-            events.emit(
-                log,
-                events.TraceSendAcked(
-                    msg_id=msg_id,
-                    topic=mq.topic,
-                    broker=mq.brokerName,
-                    queue_id=mq.queueId,
-                    queue_offset=result.queue_offset + i,
-                    producer_group=self.group,
-                    client_id=self.client.client_id,
-                    latency_ms=latency_ms,
-                ),
-            )
+        if self.client.config.trace:
+            send_trace.acked(result, started, self.group, self.client.client_id)
 
     def _trace_failed(self, topic: str, broker: str | None, exc: BaseException) -> None:
         if self.client.config.trace:
-            events.emit(
-                log,
-                events.TraceSendFailed(
-                    topic=topic,
-                    broker=broker,
-                    producer_group=self.group,
-                    client_id=self.client.client_id,
-                    error=f"{type(exc).__name__}: {exc}",
-                ),
-            )
+            send_trace.failed(topic, broker, exc, self.group, self.client.client_id)
 
     async def request(
         self,
