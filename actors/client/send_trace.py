@@ -8,6 +8,7 @@ import structlog
 
 from rocketrio.actors.client import backend as aio
 from rocketrio.actors.client.message import SendResult, SendStatus
+from rocketrio.actors.kernel.clock import wallclock_ms
 from rocketrio.actors.observe import events
 
 log = structlog.get_logger("producer")
@@ -20,6 +21,7 @@ def acked(result: SendResult, started: float, group: str, client_id: str) -> Non
         return
     mq = result.message_queue
     latency_ms = round((aio.current_time() - started) * 1000)
+    sent_ms = wallclock_ms() - latency_ms  # read now: the line's ts is stamped later
     for i, msg_id in enumerate(result.msg_id.split(",")):
         events.emit(
             log,
@@ -32,6 +34,7 @@ def acked(result: SendResult, started: float, group: str, client_id: str) -> Non
                 producer_group=group,
                 client_id=client_id,
                 latency_ms=latency_ms,
+                sent_ms=sent_ms,
             ),
         )
 

@@ -129,7 +129,7 @@ def delayed_early(h: History) -> Check:
         a = acks.get(c.msg_id)
         if intent is None or intent.delay_ms <= 0 or a is None:
             continue
-        due = a.ts_ms - a.latency_ms + intent.delay_ms
+        due = a.sent_ms + intent.delay_ms
         if c.ts_ms + DELAY_TOLERANCE_MS < due:
             found.append(f"{c.msg_id} consumed by {c.group} {due - c.ts_ms} ms before it was due")
     return _check("delayed_early", found)

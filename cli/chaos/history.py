@@ -25,7 +25,11 @@ class Ack:
     queue_id: int
     queue_offset: int
     ts_ms: int
-    latency_ms: int  # from the send call: ``ts_ms - latency_ms`` is when the send began
+    latency_ms: int  # from the send call to the acknowledgement
+    # when the send call began: the line's ``sent_ms``, else ``ts_ms - latency_ms``
+    sent_ms: int = attrs.field(
+        default=attrs.Factory(lambda a: a.ts_ms - a.latency_ms, takes_self=True)
+    )
 
 
 @attrs.frozen
@@ -114,8 +118,15 @@ def ts_ms_of(ts: str) -> int:
 def _ack(d: dict[str, Any]) -> Ack:
     return Ack(
         d["msg_id"], d["topic"], d.get("broker"), int(d["queue_id"]), int(d["queue_offset"]),
-        ts_ms_of(d["ts"]), int(d.get("latency_ms") or 0),
+        ts_ms_of(d["ts"]), int(d.get("latency_ms") or 0), _sent_ms(d),
     )  # fmt: skip
+
+
+def _sent_ms(d: dict[str, Any]) -> int:
+    """When the send began: the line's ``sent_ms`` (read beside the latency), else the older
+    lines' ``ts - latency_ms`` (later than the truth by however long stamping the line took)."""
+    sent = d.get("sent_ms")
+    return int(sent) if sent is not None else ts_ms_of(d["ts"]) - int(d.get("latency_ms") or 0)
 
 
 def _consume(d: dict[str, Any]) -> Consume:

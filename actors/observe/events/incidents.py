@@ -252,6 +252,9 @@ class TraceSendAcked(LogEvent):
     producer_group: str
     client_id: str
     latency_ms: int  # from the send call to this acknowledgement, retries included
+    # wall-clock ms when the send call began (read with the latency: the line's ts is stamped
+    # later, by as much as a GC pause, so ``ts - latency_ms`` may be late; absent in old logs)
+    sent_ms: int | None = None
 
 
 @event("trace_send_failed", "warning")

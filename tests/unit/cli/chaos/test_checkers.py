@@ -3,6 +3,8 @@ history with its defect put in."""
 
 from __future__ import annotations
 
+import json
+
 import attrs
 
 from rocketrio.cli.chaos import checkers
@@ -15,6 +17,7 @@ from rocketrio.cli.chaos.history import (
     RoutePoll,
     TopicSpec,
     from_lines,
+    ts_ms_of,
 )
 
 T, ORD, D, X = "Normal", "Order", "Delay", "Txn"
@@ -219,3 +222,23 @@ def test_the_final_read_is_no_part_of_any_recovery_time() -> None:
         "consume:txn",
     }
     assert next(r for r in recs if r.op == "consume").first_after_ms is None
+
+
+def test_a_late_stamped_ack_line_does_not_make_a_delivery_early() -> None:
+    """The ack line's ``ts`` is stamped after the latency is read (a GC pause can fall between):
+    the send's start is the line's ``sent_ms``, read with the latency. Seen in a chaos run: a
+    1 s delayed message stored at 38.315, its ack line stamped at 38.326 with latency 3 ms,
+    consumed at 39.318: 5 ms "early" by ``ts - latency_ms``, 1003 ms after its send by sent_ms."""
+    line = {
+        "ts": "2026-11-28T17:07:38.326Z", "event": "trace_send_acked", "msg_id": "d9",
+        "topic": D, "broker": "broker-a", "queue_id": 2, "queue_offset": 44, "latency_ms": 3,
+        "sent_ms": ts_ms_of("2026-11-28T17:07:38.315Z"),
+    }  # fmt: skip
+    old = {k: v for k, v in line.items() if k != "sent_ms"}
+    for ack_line, early in ((line, 0), (old, 1)):
+        h = History()
+        from_lines([json.dumps(ack_line)], [D], h)
+        h.intents["d9"] = Intent("d9", delay_ms=1000)
+        h.consumes.append(Consume("d9", "delayed", D, "broker-a", 2, 11,
+                                  ts_ms_of("2026-11-28T17:07:39.318Z")))  # fmt: skip
+        assert checkers.delayed_early(h).count == early
