@@ -15,9 +15,8 @@ Two things need the loop's own API and live here only:
 from __future__ import annotations
 
 import asyncio
-import math
 from collections.abc import Awaitable, Callable
-from typing import Any, Generic, Protocol, TypeVar
+from typing import Any, Protocol, TypeVar
 
 import anyio
 import anyio.abc
@@ -42,6 +41,8 @@ from anyio import (
 )
 from anyio.abc import ByteStream, TaskGroup
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
+
+from rocketrio.actors.kernel import runtime
 
 __all__ = [
     "BrokenResourceError",
@@ -167,50 +168,14 @@ class WaitTimeout(Exception):
     """`Reply.wait` saw no answer in time."""
 
 
-class Reply(Generic[T]):
-    """A one-shot answer slot on the running loop: set once, first answer wins; awaited or
-    handed to a callback (``on_done``)."""
+class Reply(runtime.Reply[T]):
+    """A one-shot answer slot on the running loop (asyncio or Trio): the kernel's `Reply`
+    with this module's event and timeout scope; a missed deadline raises `WaitTimeout`."""
 
-    __slots__ = ("_event", "_exc", "_on_done", "_value", "done")
-
-    def __init__(self, on_done: Callable[[Reply[T]], None] | None = None) -> None:
-        self._event: Event | None = None if on_done else new_event()
-        self._on_done = on_done
-        self._value: T | None = None
-        self._exc: BaseException | None = None
-        self.done = False
-
-    def set(self, value: T) -> None:
-        if self.done:
-            return
-        self._value = value
-        self._finish()
-
-    def fail(self, exc: BaseException) -> None:
-        if self.done:
-            return
-        self._exc = exc
-        self._finish()
-
-    def _finish(self) -> None:
-        self.done = True
-        if self._on_done is not None:
-            self._on_done(self)
-        elif self._event is not None:
-            self._event.set()
-
-    def result(self) -> T:
-        if self._exc is not None:
-            raise self._exc
-        return self._value  # type: ignore[return-value]
-
-    async def wait(self, timeout: float = math.inf) -> T:
-        if self._event is None:
-            raise RuntimeError("a callback Reply cannot be awaited")
-        with move_on_after(timeout):
-            await self._event.wait()
-            return self.result()
-        raise WaitTimeout(f"no reply within {timeout}s")
+    __slots__ = ()
+    _new_event = staticmethod(new_event)
+    _move_on_after = staticmethod(move_on_after)
+    _timeout = WaitTimeout
 
 
 class _TrioStreamAdapter(ByteStream):

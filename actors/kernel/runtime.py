@@ -46,12 +46,17 @@ class ActorStopped(Exception):
 
 
 class Reply(Generic[T]):
-    """A one-shot answer slot. Set once; later sets are ignored (first answer wins)."""
+    """A one-shot answer slot. Set once; later sets are ignored (first answer wins). Awaited
+    (`wait`) or handed to a callback (``on_done``). The loop primitives are class attributes,
+    so the client's backend-neutral slot (`client.backend.Reply`) is this class on anyio's."""
 
     __slots__ = ("_event", "_exc", "_on_done", "_value", "done")
+    _new_event: Callable[[], Any] = staticmethod(trio.Event)
+    _move_on_after: Callable[[float], Any] = staticmethod(trio.move_on_after)
+    _timeout: type[Exception] = AskTimeout
 
     def __init__(self, on_done: Callable[[Reply[T]], None] | None = None) -> None:
-        self._event: trio.Event | None = None if on_done else trio.Event()
+        self._event: Any = None if on_done else self._new_event()
         self._on_done = on_done
         self._value: T | None = None
         self._exc: BaseException | None = None
@@ -84,10 +89,10 @@ class Reply(Generic[T]):
     async def wait(self, timeout: float = math.inf) -> T:
         if self._event is None:
             raise RuntimeError("a callback Reply cannot be awaited")
-        with trio.move_on_after(timeout):
+        with self._move_on_after(timeout):
             await self._event.wait()
             return self.result()
-        raise AskTimeout(f"no reply within {timeout}s")
+        raise self._timeout(f"no reply within {timeout}s")
 
 
 class Actor(abc.ABC, Generic[M]):

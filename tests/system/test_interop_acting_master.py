@@ -53,7 +53,7 @@ def test_acting_master_route_shape_with_java_5_2(part: str, compatible: str) -> 
     assert res["after"] == acting, res
     assert res["after_java_client"] == acting, res
     if part == "java-ns":
-        assert True in res["slave_acting_events"], res
+        assert any(res["slave_acting_events"]), res  # the slave logged that it acts
         # the Java NameServer's NOTIFY_MIN_BROKER_ID_CHANGE (on in the BROKER_HEARTBEAT mode
         # only) is parsed and acted on; without it the slave's poll finds the move
         pushed = "notify" in res["slave_min_id_moved_by"]
