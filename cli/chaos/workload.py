@@ -27,6 +27,7 @@ from rocketrio.actors.client.orderly import ConsumeOrderlyStatus
 from rocketrio.actors.client.orderly_consumer import OrderlyPushConsumer
 from rocketrio.actors.client.producer import Producer
 from rocketrio.actors.client.push_consumer import PushConsumer
+from rocketrio.actors.client.remoting import ClientTransport
 from rocketrio.actors.client.simple_consumer import SimpleConsumer
 from rocketrio.actors.client.transaction_producer import (
     LocalTransactionState,
@@ -64,8 +65,11 @@ class Counters:
 
 
 class Workload:
-    def __init__(self, namesrv: str, run_id: str, rate: float) -> None:
+    def __init__(
+        self, namesrv: str, run_id: str, rate: float, transport: ClientTransport | None = None
+    ) -> None:
         self.ns = namesrv
+        self.transport = transport  # None: TCP (tests pass the simulated network's)
         self.run_id = run_id
         self.period_s = 1.0 / rate
         self.topic = {k: f"Chaos{run_id}-{k}" for k in ("Normal", "Order", "Delay", "Txn")}
@@ -74,6 +78,7 @@ class Workload:
         self.intents: dict[str, Intent] = {}
         self.counters = Counters()
         self.producing = True
+        self.txn_producer: TransactionProducer | None = None
 
     def specs(self, final: bool = False) -> list[TopicSpec]:
         """The topics and the groups that must read all of them; ``final``: with the group
@@ -87,8 +92,11 @@ class Workload:
             TopicSpec(t["Txn"], QUEUES, QUEUES, PERM_RW, (g["txn"], *f), needs_intent=True),
         ]
 
-    def _cc(self) -> ClientConfig:
-        return ClientConfig(namesrvAddr=self.ns, trace=True)
+    def _kw(self) -> dict[str, Any]:
+        return {
+            "client_config": ClientConfig(namesrvAddr=self.ns, trace=True),
+            "transport": self.transport,
+        }
 
     # ------------------------------------------------------------------ producers
 
@@ -105,11 +113,10 @@ class Workload:
 
     async def run_producers(self) -> None:
         t = self.topic
+        tp = self.txn_producer
+        assert tp is not None, "run_consumers opens the transaction producer first"
         async with (
-            Producer(f"chaos{self.run_id}_p", self.ns, client_config=self._cc()) as p,
-            TransactionProducer(
-                f"chaos{self.run_id}_tx", self.ns, _TxnListener(), client_config=self._cc()
-            ) as tp,
+            Producer(f"chaos{self.run_id}_p", self.ns, **self._kw()) as p,
             trio.open_nursery() as n,
         ):
 
@@ -182,12 +189,10 @@ class Workload:
 
     async def run_consumers(self, task_status: trio.TaskStatus[None]) -> None:
         t, g = self.topic, self.group
-        push = PushConsumer(g["push"], self.ns, consume_from_where=FIRST, client_config=self._cc())
+        push = PushConsumer(g["push"], self.ns, consume_from_where=FIRST, **self._kw())
         push.subscribe(t["Normal"])
         push.register_listener(self._push_listener("push"))
-        orderly = OrderlyPushConsumer(
-            g["orderly"], self.ns, consume_from_where=FIRST, client_config=self._cc()
-        )
+        orderly = OrderlyPushConsumer(g["orderly"], self.ns, consume_from_where=FIRST, **self._kw())
         orderly.subscribe(t["Order"])
 
         def on_orderly(msgs: list[MessageExt], _ctx: Any) -> ConsumeOrderlyStatus:
@@ -195,15 +200,19 @@ class Workload:
             return ConsumeOrderlyStatus.SUCCESS
 
         orderly.register_listener(on_orderly)
-        delay = PushConsumer(
-            g["delay"], self.ns, consume_from_where=FIRST, client_config=self._cc()
-        )
+        delay = PushConsumer(g["delay"], self.ns, consume_from_where=FIRST, **self._kw())
         delay.subscribe(t["Delay"])
         delay.register_listener(self._push_listener("delay"))
-        txn = PushConsumer(g["txn"], self.ns, consume_from_where=FIRST, client_config=self._cc())
+        txn = PushConsumer(g["txn"], self.ns, consume_from_where=FIRST, **self._kw())
         txn.subscribe(t["Txn"])
         txn.register_listener(self._push_listener("txn"))
-        async with push, orderly, delay, txn, trio.open_nursery() as n:
+        # The transaction producer lives as long as the consumers, not the producers: a commit
+        # is one-way (END_TRANSACTION), and one lost in a fault is resolved only when the
+        # broker's check (every transactionCheckInterval) reaches a producer of the group, which
+        # may be well after the last send.
+        tp = TransactionProducer(f"chaos{self.run_id}_tx", self.ns, _TxnListener(), **self._kw())
+        async with tp, push, orderly, delay, txn, trio.open_nursery() as n:
+            self.txn_producer = tp
             n.start_soon(self._pop)
             task_status.started()
             await trio.sleep_forever()
@@ -212,9 +221,7 @@ class Workload:
         """A new group reading every topic from its first offset: what the brokers hold now.
         A message consumed live and lost since (acknowledged by a master that had not
         replicated it, say, then cut when that master came back as a slave) is missing here."""
-        c = PushConsumer(
-            self.group["final"], self.ns, consume_from_where=FIRST, client_config=self._cc()
-        )
+        c = PushConsumer(self.group["final"], self.ns, consume_from_where=FIRST, **self._kw())
         for topic in self.topic.values():
             c.subscribe(topic)
         c.register_listener(self._push_listener("final"))
@@ -226,7 +233,7 @@ class Workload:
         """The POP group: receive, trace, ack; a failed ack comes back after the invisible
         time (a duplicate, as POP promises at-least-once)."""
         name = self.group["pop"]
-        async with SimpleConsumer(name, self.ns, client_config=self._cc()) as c:
+        async with SimpleConsumer(name, self.ns, **self._kw()) as c:
             c.subscribe(self.topic["Normal"])
             while True:
                 try:
