@@ -74,7 +74,8 @@ def load_fence(store_root: str, *, fs: FileSystem = OS_FS) -> CatchUpFence | Non
 
 
 def save_fence(store_root: str, fence: CatchUpFence, *, fs: FileSystem = OS_FS) -> None:
-    """Durably (re)write the fence; merged with an existing one (lowest cut, highest end and epoch)."""
+    """Durably (re)write the fence, merged with an existing one (lowest cut, highest end and
+    epoch)."""
     old = load_fence(store_root, fs=fs)
     if old is not None:
         fence = attrs.evolve(

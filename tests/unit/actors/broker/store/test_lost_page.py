@@ -37,9 +37,7 @@ def test_role_mode(controller: bool, slave: bool, mode: RoleMode) -> None:
 
 def test_a_replica_quarantines_and_a_controller_mode_broker_is_fenced() -> None:
     assert on_lost_record(RoleMode.CONTROLLER, 4096, 5000) == Quarantine(4096, 5000, fence=True)
-    assert on_lost_record(RoleMode.CLASSIC_SLAVE, 4096, 5000) == Quarantine(
-        4096, 5000, fence=False
-    )
+    assert on_lost_record(RoleMode.CLASSIC_SLAVE, 4096, 5000) == Quarantine(4096, 5000, fence=False)
 
 
 def test_a_classic_master_still_refuses_for_an_operator() -> None:
