@@ -399,6 +399,9 @@ class BrokerHeartbeatRequestHeader:
     confirmOffset: int | None = None
     heartbeatTimeoutMills: int | None = None
     electionPriority: int | None = None
+    # rocketrio extension (upstream controllers ignore it): true while the broker's catch-up
+    # fence holds (it cut its CommitLog after a lost page, actors/broker/store/lost_page.py)
+    notElectable: bool | None = None
 
 
 @attrs.define(slots=True)
