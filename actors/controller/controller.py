@@ -508,14 +508,8 @@ class Controller(FailoverMixin):
     def _register_broker(self, ctx: RequestContext) -> Call:
         h = from_ext(RegisterBrokerToControllerRequestHeader, ctx.cmd.ext_fields)
         # a registration is a heartbeat (ReplicasInfoManager.register_broker's contract)
-        self.heartbeats.on_heartbeat(
-            h.clusterName,
-            h.brokerName,
-            h.brokerId,
-            h.brokerAddress,
-            monotonic_ms(),
-            electable=not h.notElectable,
-        )
+        who = (h.clusterName, h.brokerName, h.brokerId, h.brokerAddress)
+        self.heartbeats.on_heartbeat(*who, monotonic_ms(), electable=not h.notElectable)
         self.remember_broker_addr(ctx.conn, h.brokerAddress)
         return self.calls.register_broker(h)
 
