@@ -815,6 +815,13 @@ MUTANTS: list[Mutant] = [
         [_LP + "test_a_lone_replica_stays_out_of_service_and_says_so"],
     ),
     Mutant(
+        "a fenced broker's heartbeats say it is electable (lost page, issue 26)",
+        "actors/broker/roles/replicas_manager.py",
+        "            notElectable=None if self.electable else True,\n        )\n        await",
+        "            notElectable=None,\n        )\n        await",
+        [_LP + "test_a_lone_replica_stays_out_of_service_and_says_so"],
+    ),
+    Mutant(
         "a lost page's tail is cut without its quarantine copy (lost page, issue 26)",
         "storage/commitlog/quarantine.py",
         "            copied = _copy_tail(segments, bases, offset, fd, fs)\n",
