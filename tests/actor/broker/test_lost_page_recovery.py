@@ -13,6 +13,8 @@ valid records after it.
   acknowledged message (before and after the failover) is on the disk of both replicas.
 - one replica (it alone held the data): after the same restart the set has no master, the
   broker refuses writes and says why, and its fence and quarantine stay for an operator.
+- the start-up shell per mode, without a cluster: a classic master still refuses with nothing
+  changed on disk, a classic slave quarantines without a fence, controller mode fences.
 """
 
 from __future__ import annotations
@@ -26,14 +28,18 @@ import structlog.testing
 import trio
 import trio.testing
 
-from rocketrio.actors.broker.boot.config import BrokerRole
+from rocketrio.actors.broker.boot.config import BrokerConfig, BrokerRole
+from rocketrio.actors.broker.boot.store_open import open_store
 from rocketrio.actors.observe import events
 from rocketrio.protocol.codes import ResponseCode as RC
 from rocketrio.protocol.message import decode_stored
 from rocketrio.storage.catch_up_fence import load_fence
-from rocketrio.storage.commitlog import CHECKPOINT_FILE, OffsetCheckpoint, segment_name
+from rocketrio.storage.commitlog import CHECKPOINT_FILE, LostRecord, OffsetCheckpoint, segment_name
 from rocketrio.storage.commitlog.quarantine import QUARANTINE_DIR
-from rocketrio.storage.message_store import MessageStore, StoreConfig
+from rocketrio.storage.fs import OS_FS
+from rocketrio.storage.message_store import MessageStore, MessageToStore, StoreConfig
+from tests.harness.blocking import inline_blocking
+from tests.harness.clock import EPOCH_MS
 from tests.harness.replication import (
     Acked,
     Node,
@@ -156,3 +162,63 @@ async def test_a_lone_replica_stays_out_of_service_and_says_so(
     assert fence is not None and fence.lost_offset == lost
     assert os.path.exists(fence.quarantine)
     assert len(stored_bodies(a.root)) == offsets.index(lost)  # cut, never served as master
+
+
+@pytest.mark.parametrize(
+    ("controller", "role", "outcome"),
+    [
+        (False, BrokerRole.ASYNC_MASTER, "refused"),
+        (False, BrokerRole.SLAVE, "quarantined"),
+        (True, BrokerRole.ASYNC_MASTER, "fenced"),
+    ],
+)
+async def test_start_up_per_mode(
+    tmp_path: Path,
+    mock_clock: trio.testing.MockClock,
+    controller: bool,
+    role: BrokerRole,
+    outcome: str,
+) -> None:
+    """The start-up shell (boot/store_open.py) per mode: a classic master refuses with nothing
+    changed on disk; a classic slave quarantines without a fence; controller mode fences."""
+    root = str(tmp_path / "store")
+    store = MessageStore(root, STORE_CFG)
+    store.open()
+    store.put_messages([MessageToStore("T", 0, b"m%d" % i * 30) for i in range(8)], 1)
+    offsets = [o for o, _ in store.commitlog.iter_records(0)]
+    store.close()
+    lost = lose_a_page(root, offsets)
+    segment = os.path.join(root, "commitlog", segment_name(0))
+    size = os.path.getsize(segment)
+    config = BrokerConfig(
+        storePathRootDir=root,
+        brokerRole=role,
+        enableControllerMode=controller,
+        controllerAddr="10.0.0.1:9878" if controller else "",
+        mappedFileSizeCommitLog=STORE_CFG.mappedFileSizeCommitLog,
+    )
+    opening = MessageStore(root, STORE_CFG)
+    with structlog.testing.capture_logs() as logs:
+        if outcome == "refused":
+            with pytest.raises(LostRecord):
+                await open_store(config, opening, **shell_deps())
+            assert os.path.getsize(segment) == size  # nothing cut
+            assert not os.path.exists(os.path.join(root, QUARANTINE_DIR))
+            assert named(logs, events.StoreCorrupt.NAME)
+            return
+        lock, _ = await open_store(config, opening, **shell_deps())
+    assert opening.get_commitlog_max_offset() == lost
+    opening.close()
+    lock.release()
+    [q] = named(logs, events.CommitlogQuarantined.NAME)
+    assert q["fenced"] is (outcome == "fenced") and os.path.getsize(q["quarantine"]) == size - lost
+    assert (load_fence(root) is not None) is (outcome == "fenced")
+
+
+def shell_deps() -> dict[str, Any]:
+    return {
+        "fs": OS_FS,
+        "run_blocking": inline_blocking,
+        "wall_now_ms": lambda: EPOCH_MS,
+        "log": structlog.get_logger("test"),
+    }
