@@ -2,7 +2,8 @@
 (storage/commitlog/quarantine.py, storage/catch_up_fence.py): recovery refuses with
 `LostRecord`; the quarantine copies every byte from the lost record on into a durable file,
 writes the fence, and only then cuts; the store then opens with the records before the lost one
-and its queues and index cut to match; a crash at any step loses no byte."""
+and its queues and index cut to match (a lost record in an older segment takes the later
+segments along); a crash at any step loses no byte."""
 
 from __future__ import annotations
 
@@ -140,3 +141,41 @@ def test_a_later_fence_keeps_the_newest_epoch_and_the_highest_end() -> None:
     fence = load_fence(ROOT, fs=fs)
     assert fence is not None and fence.epoch == 5 and fence.old_end == end
     assert q.old_end == second + 1
+
+
+def test_a_lost_record_in_an_older_segment_moves_the_later_segments_too() -> None:
+    fs = SimFileSystem(random.Random(4))
+    cfg = StoreConfig(mappedFileSizeCommitLog=1024, mappedFileSizeConsumeQueue=100 * 20)
+    store = MessageStore(ROOT, cfg, fs=fs)
+    store.open()
+    msgs = [MessageToStore("T", i % 2, b"s%02d" % i * 20) for i in range(14)]
+    offsets = [r.commitlog_offset for r in store.put_messages(msgs[:2], 1)]
+    store.flush()
+    offsets += [r.commitlog_offset for r in store.put_messages(msgs[2:], 2)]
+    end = store.get_commitlog_max_offset()
+    assert end > 2 * 1024  # three segments
+    fs.crash(keep_unsynced=True)
+    clog = f"{ROOT}/commitlog"
+    before = {name: fs.visible_bytes(f"{clog}/{name}") for name in fs.listdir(clog)}
+    fd = fs.open(f"{clog}/{0:020d}", os.O_RDWR)
+    fs.pwrite(fd, bytes(64), offsets[3] + 4)
+    fs.close(fd)
+    with pytest.raises(LostRecord) as err:
+        MessageStore(ROOT, cfg, fs=fs).open()
+    assert err.value.offset == offsets[3]
+    q = quarantine_tail(clog, 1024, offsets[3], f"{ROOT}/{QUARANTINE_DIR}", fs=fs)
+    assert q.old_end == end
+    fs.crash(lose_unsynced=True)
+    kept = fs.durable_bytes(q.path)
+    seg0 = before[f"{0:020d}"]
+    later = before[f"{1024:020d}"] + before[f"{2048:020d}"]
+    assert kept[:4] == seg0[offsets[3] : offsets[3] + 4]
+    assert kept[68 : 1024 - offsets[3]] == seg0[offsets[3] + 68 :]  # the rest of segment 0
+    assert kept[1024 - offsets[3] :] == later  # and the later segments whole
+    assert [n for n in fs.listdir_durable(clog) if n.isdigit()] == [f"{0:020d}"]
+    store = MessageStore(ROOT, cfg, fs=fs)
+    store.open()
+    assert store.get_commitlog_max_offset() == offsets[3]
+    assert [decode_stored(r)[0].body for _, r in store.commitlog.iter_records(0)] == [
+        m.body for m in msgs[:3]
+    ]
