@@ -817,8 +817,8 @@ MUTANTS: list[Mutant] = [
     Mutant(
         "a fenced broker's heartbeats say it is electable (lost page, issue 26)",
         "actors/broker/roles/replicas_manager.py",
-        "            notElectable=None if self.electable else True,\n        )\n        await",
-        "            notElectable=None,\n        )\n        await",
+        "            notElectable=not self.electable,\n        )\n        await",
+        "            notElectable=False,\n        )\n        await",
         [_LP + "test_a_lone_replica_stays_out_of_service_and_says_so"],
     ),
     Mutant(

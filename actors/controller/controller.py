@@ -509,7 +509,7 @@ class Controller(FailoverMixin):
         h = from_ext(RegisterBrokerToControllerRequestHeader, ctx.cmd.ext_fields)
         # a registration is a heartbeat (ReplicasInfoManager.register_broker's contract)
         who = (h.clusterName, h.brokerName, h.brokerId, h.brokerAddress)
-        self.heartbeats.on_heartbeat(*who, monotonic_ms(), electable=not h.notElectable)
+        self.heartbeats.on_heartbeat(*who, monotonic_ms(), not_electable=h.notElectable)
         self.remember_broker_addr(ctx.conn, h.brokerAddress)
         return self.calls.register_broker(h)
 

@@ -127,7 +127,7 @@ class FailoverMixin:
             max_offset=h.maxOffset,
             confirm_offset=h.confirmOffset,
             election_priority=h.electionPriority,
-            electable=not h.notElectable,
+            not_electable=h.notElectable,
         )
 
     def watch(self, conn: Connection) -> None:

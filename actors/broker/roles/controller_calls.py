@@ -122,7 +122,7 @@ class ControllerCalls:
             broker_id,
             addr,
             now_ms,
-            notElectable=None if electable else True,
+            notElectable=not electable,
         )
         resp = await self.call(RequestCode.CONTROLLER_REGISTER_BROKER, header)
         if resp.code == RC.CONTROLLER_BROKER_NEED_TO_BE_REGISTERED:

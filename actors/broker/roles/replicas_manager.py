@@ -541,7 +541,7 @@ class ReplicasManager:
             confirmOffset=store.confirm_offset(),
             heartbeatTimeoutMills=cfg.controllerHeartBeatTimeoutMills,
             electionPriority=cfg.brokerElectionPriority,
-            notElectable=None if self.electable else True,
+            notElectable=not self.electable,
         )
         await self.calls.heartbeat_all(header)
 
