@@ -43,6 +43,8 @@ _SB = "tests/actor/broker/test_sql92_filter.py::"
 _RC = "tests/unit/protocol/test_request_code_census.py::"
 _GD = "tests/actor/observe/test_grafana_dashboard.py::"
 _CD = "tests/actor/cli/test_consume_directly.py::"
+_LP = "tests/actor/broker/test_lost_page_recovery.py::"
+_LQ = "tests/unit/storage/test_lost_page_quarantine.py::"
 
 MUTANTS: list[Mutant] = [
     Mutant(
@@ -804,6 +806,40 @@ MUTANTS: list[Mutant] = [
         '    "SimpleConsumer",\n',
         "",
         ["tests/unit/client/test_public_api.py::test_every_public_name_is_exported_and_importable"],
+    ),
+    Mutant(
+        "a broker under its catch-up fence is electable (lost page, issue 26)",
+        "actors/controller/replicas_info.py",
+        "                and electable(live_info(cluster, name, broker_id))\n",
+        "",
+        [_LP + "test_a_lone_replica_stays_out_of_service_and_says_so"],
+    ),
+    Mutant(
+        "a fenced broker's heartbeats say it is electable (lost page, issue 26)",
+        "actors/broker/roles/replicas_manager.py",
+        "            notElectable=not self.electable,\n        )\n        await",
+        "            notElectable=False,\n        )\n        await",
+        [_LP + "test_a_lone_replica_stays_out_of_service_and_says_so"],
+    ),
+    Mutant(
+        "a lost page's tail is cut without its quarantine copy (lost page, issue 26)",
+        "storage/commitlog/quarantine.py",
+        "            copied = _copy_tail(segments, bases, offset, fd, fs)\n",
+        "            copied = 0\n",
+        [
+            _LQ + "test_recovery_names_the_lost_record_and_the_quarantine_keeps_every_byte",
+            _LP + "test_the_old_master_comes_back_as_a_slave_and_nothing_acknowledged_is_lost",
+        ],
+    ),
+    Mutant(
+        "the catch-up fence lifts in the SyncStateSet of the epoch before the cut (lost page)",
+        "actors/broker/store/lost_page.py",
+        "    if master_epoch > fence.epoch and me in set(sync_state_set or ()):\n",
+        "    if me in set(sync_state_set or ()):\n",
+        [
+            "tests/unit/actors/broker/store/test_lost_page.py::"
+            "test_the_sync_state_set_of_the_epoch_before_the_cut_lifts_nothing"
+        ],
     ),
 ]
 

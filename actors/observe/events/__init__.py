@@ -256,6 +256,8 @@ from rocketrio.actors.observe.events.roles import (
     BrokerIdResumeFromTemp,
     BrokerIdTempWritten,
     BrokerRoleChangeNotified,
+    CatchUpFenceHolds,
+    CatchUpFenceLifted,
     ClassicMasterFound,
     ClassicMasterStarted,
     ControllerCallFailed,
@@ -273,6 +275,7 @@ from rocketrio.actors.observe.events.roles import (
 from rocketrio.actors.observe.events.store import (
     CheckpointCorrupt,
     CommitLogDeleted,
+    CommitlogQuarantined,
     CommitlogRecordCorrupt,
     CommitlogRecovered,
     ConsumeQueueRebuilt,
