@@ -319,7 +319,7 @@ class BrokerContainer:
         if (member := self.registry.get(slot.identity)) is not None:
             self.registry.add(attrs.evolve(member, serving=False))  # no escape to it meanwhile
         ran = trio.current_time() - slot.started_at
-        tracker.policy = self.policy  # the container's keys may have changed since it started
+        tracker.policy = self.policy  # the container's keys may have changed
         decision = tracker.on_exit(ran)
         name = slot.identity.canonical_name
         match decision:
