@@ -26,6 +26,7 @@ from rocketrio.protocol.codes import RequestCode
 from rocketrio.protocol.codes import ResponseCode as RC
 from rocketrio.protocol.headers import GetRouteInfoRequestHeader
 from rocketrio.protocol.message import iter_stored
+from rocketrio.protocol.pop_checkpoint import BatchAck, BatchAckMessageRequestBody
 from rocketrio.protocol.pop_extra_info import ExtraInfo, pop_retry_topic
 from rocketrio.protocol.pop_headers import (
     AckMessageRequestHeader,
@@ -231,3 +232,34 @@ async def test_the_master_returns_mid_way_nothing_lost_reconsumption_counted(
         # lost: none; re-consumed: a-1 once (acked where its CK was not)
         assert sorted(set(delivered)) == [b"a-0", b"a-1", b"a-2"]
         assert sorted(delivered) == [b"a-0", b"a-1", b"a-1", b"a-2"]
+
+
+async def test_a_batch_ack_on_the_acting_slave_reaches_the_pinned_master(
+    tmp_path: Path, mock_clock: trio.testing.MockClock
+) -> None:
+    """BATCH_ACK_MESSAGE on the acting slave (two of three messages of one CK): its bAck record
+    goes to the CK's pinned master, so only the third message is revived, once."""
+    async with classic(
+        tmp_path, SEED + 94, sim_disk=True, supportActingMaster=True, notifyMinBrokerIdChanged=True
+    ) as c:
+        _m, s, b, x = await three_groups(c, 3)
+        c.crash(M)
+        await until(s.roles.acting_master, timeout=30)
+        got = await pop(c, S)
+        assert sorted(got) == [b"a-0", b"a-1", b"a-2"]
+        info = ExtraInfo.parse(got[b"a-0"])
+        batch = BatchAck(
+            "PG", TOPIC, info.retry, info.ck_queue_offset, 0, info.revive_qid, info.pop_time,
+            info.invisible_time, (0, 2),
+        )  # fmt: skip
+        body = BatchAckMessageRequestBody("broker-a", (batch,))
+        assert c.client is not None
+        cmd = RemotingCommand(RequestCode.BATCH_ACK_MESSAGE, body=body.to_json())
+        resp = await c.client.invoke(f"{S}:10911", cmd, 10)
+        assert resp.code == RC.SUCCESS, resp.remark
+        escaper = s.failover.pop_escape
+        assert escaper is not None
+        assert len(escaper.written) == 1 and sum(escaper.written.values()) == 2  # CK, bAck
+        await until(lambda: revived(b, x) == [b"a-1"], timeout=60)
+        await trio.sleep(60)
+        assert revived(b, x) == [b"a-1"]
