@@ -623,6 +623,13 @@ MUTANTS: list[Mutant] = [
         [_AP + "test_pop_ack_and_change_invisible_on_the_acting_slave_cancel_on_one_pinned_master"],
     ),
     Mutant(
+        "POP escape: a slave that stopped acting drops the ACKs of what it popped",
+        "actors/broker/failover/feature.py",
+        "        return PinnedOnly(escaper) if len(escaper.pins) else None",
+        "        return None  # MUTANT",
+        [_AP + "test_the_master_returns_mid_way_nothing_lost_reconsumption_counted"],
+    ),
+    Mutant(
         "container: UPDATE_BROKER_CONFIG may change a black-listed key",
         "actors/broker/container/live_config.py",
         '    always_black=frozenset({"brokerConfigPaths", "rocketmqHome", "configBlackList"}),',

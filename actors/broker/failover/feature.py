@@ -28,7 +28,12 @@ from rocketrio.actors.broker.failover.escape import (
     TopicLookup,
 )
 from rocketrio.actors.broker.failover.lock_quorum import LocalLocks, QuorumLocker
-from rocketrio.actors.broker.failover.pop_escape import Call, ForeignReader, PopEscaper
+from rocketrio.actors.broker.failover.pop_escape import (
+    Call,
+    ForeignReader,
+    PinnedOnly,
+    PopEscaper,
+)
 from rocketrio.actors.broker.failover.pre_online import HALinks, PreOnlineService
 from rocketrio.actors.broker.store.escape_bridge import (
     EscapeBridge,
@@ -82,8 +87,14 @@ class FailoverFeature:
         return self.bridge if self._acting() else None
 
     def pop_escape_if_acting(self) -> PopRecordEscape | None:
-        """Where this slave's POP records go while it acts as master; None otherwise."""
-        return self.pop_escape if self._acting() else None
+        """Where this slave's POP records go while it acts as master; after, while it still
+        holds pins, the ACKs of what it popped (pop_escape.PinnedOnly); None otherwise."""
+        escaper = self.pop_escape
+        if escaper is None:
+            return None
+        if self._acting():
+            return escaper
+        return PinnedOnly(escaper) if len(escaper.pins) else None
 
     def connect(self, client: RemotingClient) -> None:
         """The broker has its client: choose the escape path (module docstring)."""

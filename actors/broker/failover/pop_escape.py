@@ -17,6 +17,11 @@ of the cluster-name topic lists (SEND_MESSAGE_V2 to the revive queue itself).
 The pinned master revives a CK whose brokerName is another group's (here: the acting slave's) by
 pulling the messages from that group's routed id 0 (the acting slave, or its master once back);
 a failed pull is "try again next round", never "gone" (upstream #8460).
+
+Once the slave stops acting (its master is back) it keeps forwarding the ACK and
+CHANGE_INVISIBLE_TIME records of the CKs it pinned (`PinnedOnly`): clients whose route still
+names it send them there until their route refresh, and written on the pinned master they still
+cancel.
 """
 
 from __future__ import annotations
@@ -186,6 +191,31 @@ class PopEscaper:
                     ),
                 )  # fmt: skip
         return all_stored
+
+
+class PinnedOnly:
+    """A slave that stopped acting (its master is back) but still holds pins: ACKs of the pops
+    it served that clients with a stale route still send it go on to their pinned master; any
+    other POP record is refused, as a slave's store would."""
+
+    def __init__(self, escaper: PopEscaper) -> None:
+        self.escaper = escaper
+
+    async def put_ck(self, key: MergeKey, num: int, msg: MessageToStore) -> str | None:
+        return "this slave no longer acts for its master: pop from the master"
+
+    def submit(
+        self,
+        key: MergeKey,
+        msgs: list[MessageToStore],
+        on_stored: Callable[[], None],
+        *,
+        acked: int,
+        new_key: MergeKey | None = None,
+    ) -> str | None:
+        if self.escaper.pins.pinned(key) is None:
+            return "this slave no longer acts for its master and popped no such message"
+        return self.escaper.submit(key, msgs, on_stored, acked=acked, new_key=new_key)
 
 
 Call = Callable[[str, str, int, Any], Awaitable[RemotingCommand | str]]

@@ -200,14 +200,16 @@ async def test_an_unacked_pop_on_the_acting_slave_is_revived_once_when_its_maste
 async def test_the_master_returns_mid_way_nothing_lost_reconsumption_counted(
     tmp_path: Path, mock_clock: trio.testing.MockClock
 ) -> None:
-    """M dies, S serves a POP of two messages, M returns through pre-online (it takes the group's
-    offset S moved: nothing popped on S is served again by M), then the consumer acks one
-    message at M (its route names M now): that ACK cannot cancel the CK on the pinned master, so
-    the message is delivered once more (counted: at-least-once); nothing is lost."""
+    """M dies, S serves a POP of three messages (a-0 acked there), M returns through pre-online
+    (it takes the group's offset S moved: nothing popped on S is served again by M). Then a-1 is
+    acked at S (a client whose route still names S: S forwards it to the pinned master, it
+    cancels) and a-2 at M (its route names M now): M does not know the pin, that ACK cannot
+    cancel the CK on the pinned master, so a-2 is delivered once more (counted: at-least-once);
+    nothing is lost."""
     async with classic(
         tmp_path, SEED + 93, sim_disk=True, supportActingMaster=True, notifyMinBrokerIdChanged=True
     ) as c:
-        _m, s, b, x = await three_groups(c, 2)
+        _m, s, b, x = await three_groups(c, 3)
         # kill -9, not a power cut: an ASYNC_FLUSH master that loses its unflushed tail comes
         # back shorter and its slave cuts the same tail (classic replication, docs/acting-master)
         c.crash(M, power_cut=False)
@@ -215,23 +217,24 @@ async def test_the_master_returns_mid_way_nothing_lost_reconsumption_counted(
         delivered: list[bytes] = []
         got = await pop(c, S)
         delivered += got
-        assert sorted(got) == [b"a-0", b"a-1"]
+        assert sorted(got) == [b"a-0", b"a-1", b"a-2"]
         assert (await ack(c, S, got[b"a-0"])).code == RC.SUCCESS
         m2 = await c.start(M, BrokerRole.ASYNC_MASTER, 0, **ACTING)
         await until(lambda: m2.roles.role_known, timeout=30)
         await until(lambda: not s.roles.acting_master(), timeout=30)
-        assert m2.tables.offsets.query("PG", TOPIC, 0) == 2  # no offset backwards
-        assert (await c.send(M, b"a-2")).code == RC.SUCCESS
+        assert m2.tables.offsets.query("PG", TOPIC, 0) == 3  # no offset backwards
+        assert (await c.send(M, b"a-3")).code == RC.SUCCESS
         got2 = await pop(c, M)
         delivered += got2
-        assert list(got2) == [b"a-2"]  # a-0 / a-1 are not served again by M
-        await ack(c, M, got[b"a-1"])  # on M: the CK lives on the pinned master
-        assert (await ack(c, M, got2[b"a-2"])).code == RC.SUCCESS
+        assert list(got2) == [b"a-3"]  # a-0 .. a-2 are not served again by M
+        assert (await ack(c, S, got[b"a-1"])).code == RC.SUCCESS  # a stale route: S forwards
+        await ack(c, M, got[b"a-2"])  # on M: the CK lives on the pinned master
+        assert (await ack(c, M, got2[b"a-3"])).code == RC.SUCCESS
         await trio.sleep(90)
         delivered += revived(b, x)
-        # lost: none; re-consumed: a-1 once (acked where its CK was not)
-        assert sorted(set(delivered)) == [b"a-0", b"a-1", b"a-2"]
-        assert sorted(delivered) == [b"a-0", b"a-1", b"a-1", b"a-2"]
+        # lost: none; re-consumed: a-2 once (acked where its CK was not)
+        assert sorted(set(delivered)) == [b"a-0", b"a-1", b"a-2", b"a-3"]
+        assert sorted(delivered) == [b"a-0", b"a-1", b"a-2", b"a-2", b"a-3"]
 
 
 async def test_a_batch_ack_on_the_acting_slave_reaches_the_pinned_master(
