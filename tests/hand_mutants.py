@@ -630,6 +630,13 @@ MUTANTS: list[Mutant] = [
         [_AP + "test_the_master_returns_mid_way_nothing_lost_reconsumption_counted"],
     ),
     Mutant(
+        "POP revive: a CK whose messages cannot be read holds up the rest of its revive queue",
+        "actors/broker/pop/revive_service.py",
+        "held up behind it\n                    continue\n",
+        "held up behind it\n                    break  # MUTANT\n",
+        [_AP + "test_a_gone_acting_group_does_not_stall_the_pinned_masters_own_revives"],
+    ),
+    Mutant(
         "container: UPDATE_BROKER_CONFIG may change a black-listed key",
         "actors/broker/container/live_config.py",
         '    always_black=frozenset({"brokerConfigPaths", "rocketmqHome", "configBlackList"}),',

@@ -181,8 +181,11 @@ class PopReviveService:
             for revival in core.due(now):
                 try:
                     revived = await self._revive(revival)
-                except QueueReadUnavailable:  # logged by the reader; tried next round
-                    revived = False
+                except QueueReadUnavailable:
+                    # its messages could not be read (another broker's: a static topic's older
+                    # generation, or an acting group now gone): that CK is tried next round, the
+                    # others are not held up behind it
+                    continue
                 if not revived:
                     break  # the store refused: the rest waits for the next round
                 core.revived(revival.key)

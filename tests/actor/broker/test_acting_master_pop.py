@@ -266,3 +266,34 @@ async def test_a_batch_ack_on_the_acting_slave_reaches_the_pinned_master(
         await until(lambda: revived(b, x) == [b"a-1"], timeout=60)
         await trio.sleep(60)
         assert revived(b, x) == [b"a-1"]
+
+
+async def test_a_gone_acting_group_does_not_stall_the_pinned_masters_own_revives(
+    tmp_path: Path, mock_clock: trio.testing.MockClock
+) -> None:
+    """The pinned master cannot read back an escaped CK's messages once the whole acting group is
+    gone; that CK waits (tried every round, never dropped), while the master's own CK in the
+    same revive queue, due later, is still revived once."""
+    async with classic(
+        tmp_path, SEED + 95, sim_disk=True, supportActingMaster=True, notifyMinBrokerIdChanged=True
+    ) as c:
+        _m, s, b, x = await three_groups(c, 1)
+        c.crash(M)
+        await until(s.roles.acting_master, timeout=30)
+        assert sorted(await pop(c, S)) == [b"a-0"]  # revive queue 0: the slave's first CK
+        escaper = s.failover.pop_escape
+        assert escaper is not None
+        (pinned,) = escaper.written
+        host, master = {"broker-b": (B, b), "broker-c": (X, x)}[pinned]
+        own = PopMessageRequestHeader(
+            consumerGroup="PG", topic=TOPIC, queueId=0, maxMsgNums=32, invisibleTime=40_000,
+            pollTime=0, bornTime=now_ms(), initMode=0,
+        )  # fmt: skip
+        resp = await call(c, host, RequestCode.POP_MESSAGE, own)  # queue 0: its first CK too
+        assert [m.body for m in iter_stored(resp.body)] == [b"other-group"]
+        c.crash(S)  # broker-a is gone: a-0 cannot be read back
+        await until(lambda: bodies_in(master, RETRY) == [b"other-group"], timeout=90)
+        await trio.sleep(30)
+        assert bodies_in(master, RETRY) == [b"other-group"]
+        pending = master.pop.revive.cores
+        assert pending is not None and pending[0].pending_count == 1  # a-0's CK still waits
