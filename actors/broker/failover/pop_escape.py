@@ -48,6 +48,7 @@ from rocketrio.storage.store_types import MessageToStore
 
 CAPACITY = 10_000
 RETRY_S = 1.0
+WRITERS_TTL_S = 1.0
 
 
 @attrs.define
@@ -86,13 +87,18 @@ class PopEscaper:
         self._wake = trio.Event()
         self._addrs: dict[str, str] = {}  # remote masters seen, kept for their pinned records
         self.written: dict[str, int] = {}  # records stored per master
+        self._writers_cache: tuple[float, dict[str, Writer]] | None = None
 
     @property
     def queued(self) -> int:
         return len(self._jobs)
 
     async def _writers(self) -> dict[str, Writer]:
-        """The live masters of other groups now, each with how to write to it."""
+        """The live masters of other groups now, each with how to write to it (asked of the
+        NameServers at most once per `WRITERS_TTL_S`, not once per record)."""
+        now = trio.current_time()
+        if self._writers_cache is not None and now - self._writers_cache[0] < WRITERS_TTL_S:
+            return self._writers_cache[1]
         out: dict[str, Writer] = {}
         if self.remote is not None:
             found = await self.remote.live_masters()
@@ -103,6 +109,7 @@ class PopEscaper:
         for target in self.local() if self.local is not None else []:
             if target.broker_name != self.pins.own_group:
                 out[target.broker_name] = target.put  # in-process first (it replaces remote)
+        self._writers_cache = (now, out)
         return out
 
     def _remote_writer(self, name: str, addr: str) -> Writer:
@@ -118,7 +125,9 @@ class PopEscaper:
 
         return write
 
-    async def _write(self, key: MergeKey, msgs: list[MessageToStore]) -> tuple[str | None, str]:
+    async def _write(
+        self, key: MergeKey, msgs: list[MessageToStore]
+    ) -> tuple[str | None, str | None]:
         """Write ``msgs`` to ``key``'s master: (that master, None once stored, else why not)."""
         writers = await self._writers()
         master = self.pins.target(key, list(writers))
@@ -132,6 +141,8 @@ class PopEscaper:
         error = await writer(msgs)
         if error is None:
             self.written[master] = self.written.get(master, 0) + len(msgs)
+        else:
+            self._writers_cache = None  # ask the NameServers again on the next try
         return master, error
 
     async def put_ck(self, key: MergeKey, num: int, msg: MessageToStore) -> str | None:
