@@ -38,6 +38,7 @@ _AM = "tests/actor/broker/test_acting_master.py::"
 _AC = "tests/unit/actors/broker/failover/test_acting_core.py::"
 _AP = "tests/actor/broker/test_acting_master_pop.py::"
 _PP = "tests/unit/actors/broker/failover/test_pop_pins.py::"
+_PE = "tests/unit/actors/broker/failover/test_pop_escape.py::"
 _SC = "tests/unit/actors/broker/store/test_scrub_service.py::"
 _LR = "tests/actor/client/test_lite_pull_reply.py::"
 _SQ = "tests/unit/protocol/test_sql92.py::"
@@ -635,6 +636,20 @@ MUTANTS: list[Mutant] = [
         "held up behind it\n                    continue\n",
         "held up behind it\n                    break  # MUTANT\n",
         [_AP + "test_a_gone_acting_group_does_not_stall_the_pinned_masters_own_revives"],
+    ),
+    Mutant(
+        "POP escape: the read-back takes whatever message the other group answers",
+        "actors/broker/failover/pop_escape.py",
+        "            return [r for r in records if decode_stored(r)[0].queue_offset == offset]",
+        "            return records  # MUTANT",
+        [_PE + "test_another_offset_is_no_answer_and_not_found_is_gone"],
+    ),
+    Mutant(
+        "POP escape: a failed read-back counts as gone (#8460)",
+        "actors/broker/failover/pop_escape.py",
+        "        if isinstance(resp, str):\n            raise QueueReadUnavailable(resp)",
+        "        if isinstance(resp, str):\n            return []  # MUTANT",
+        [_PE + "test_a_call_that_failed_or_an_odd_answer_is_tried_again"],
     ),
     Mutant(
         "container: UPDATE_BROKER_CONFIG may change a black-listed key",

@@ -258,7 +258,9 @@ class ForeignReader:
             raise QueueReadUnavailable(resp)
         self.reads += 1
         if resp.code == ResponseCode.SUCCESS:
-            return split_records(resp.body)[:1]
+            records = split_records(resp.body)[:1]
+            # only that very message: a read that answers another offset is no answer
+            return [r for r in records if decode_stored(r)[0].queue_offset == offset]
         if resp.code in (ResponseCode.PULL_NOT_FOUND, ResponseCode.PULL_OFFSET_MOVED):
             return []  # not in that group's store (retention, or a tail the master lost)
         raise QueueReadUnavailable(f"{broker_name}: pull answered {resp.code} {resp.remark}")
