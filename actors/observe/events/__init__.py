@@ -163,6 +163,7 @@ from rocketrio.actors.observe.events.failover import (
     ActingMasterChanged,
     EscapePutFailed,
     GroupMinBrokerIdMoved,
+    PopRecordEscapeFailed,
     PreOnlineDone,
     PreOnlineSynced,
     SlavePreOnlineDone,
