@@ -2,7 +2,9 @@
 or time (M1, M2).
 
 `StoreReader` is the part of `MessageStore` that serves reads; it owns the get counter and
-writes nothing. `get_messages` follows upstream DefaultMessageStore.getMessage and checks every
+writes nothing. `get_messages` follows upstream DefaultMessageStore.getMessage (with a
+MessageFilter's isMatchedByConsumeQueue: a set of tag codes, or a `BitMapProbe` asking the
+ConsumeQueue ext whether a SQL92 filter matched; cq_ext.py) and checks every
 record it serves with `CommitLog.check_read` (StoreConfig checkCRCOnPull, default on): a record
 that fails raises RecordCorrupt instead of being served. Records this process appended, or
 recovery checked, are not checked again (commitlog/read_check.py).
@@ -25,6 +27,7 @@ from rocketrio.protocol.message import (
 from rocketrio.storage.commitlog import CommitLog, RecordNotFound
 from rocketrio.storage.consume_queue import ENTRY, Boundary
 from rocketrio.storage.consume_queue_store import ConsumeQueueStore
+from rocketrio.storage.cq_ext import BitMapProbe, ConsumeQueueExt
 from rocketrio.storage.index_file import MessageIndex
 from rocketrio.storage.store_types import GetMessageStatus, GetResult, StoreConfig
 
@@ -33,6 +36,26 @@ MAX_FILTER_SCAN_ENTRIES = 800
 _STORE_TS_HEAD = 80  # enough of a record to find storeTimestamp with an IPv6 born host
 _MAX_READ_GAP = 16 * 1024  # bytes of other queues' records a pull read may step over
 _MAX_SPAN = 1024 * 1024  # bytes one pull read may cover
+
+
+# what `get_messages` may skip on the ConsumeQueue: tag codes or a SQL92 filter's bit-map probe
+CqMatch = set[int] | BitMapProbe | None
+
+
+class _ExtUnits:
+    """The ext units of the entries a read scans, read with one pread per ext file."""
+
+    __slots__ = ("probe", "raw", "size")
+
+    def __init__(self, ext: ConsumeQueueExt, probe: BitMapProbe, offset: int, count: int):
+        self.probe = probe
+        self.size = ext.unit
+        self.raw = ext.read(offset, count)
+
+    def rejects(self, i: int, phy: int) -> bool:
+        """Whether the ``i``-th scanned entry (the record at ``phy``) is not the filter's."""
+        size = self.size
+        return self.probe.rejects(self.raw[i * size : (i + 1) * size], phy)
 
 
 class StoreReader:
@@ -64,9 +87,10 @@ class StoreReader:
         offset: int,
         max_count: int,
         max_bytes: int,
-        tag_codes: set[int] | None = None,
+        cq_match: CqMatch = None,
     ) -> GetResult:
-        """Read up to ``max_count`` messages / ``max_bytes`` (at least one) from a queue.
+        """Read up to ``max_count`` messages / ``max_bytes`` (at least one) from a queue;
+        ``cq_match`` skips entries on the ConsumeQueue (module docstring).
 
         Statuses and next_begin_offset follow upstream DefaultMessageStore.getMessage; the
         corrected offsets are returned as they are (the broker decides whether to use them).
@@ -83,13 +107,19 @@ class StoreReader:
             return GetResult(GetMessageStatus.OFFSET_OVERFLOW_ONE, offset, lo, hi)
         if offset > hi:
             return GetResult(GetMessageStatus.OFFSET_OVERFLOW_BADLY, lo if lo == 0 else hi, lo, hi)
-        scan = max_count if tag_codes is None else max(max_count, MAX_FILTER_SCAN_ENTRIES)
+        scan = max_count if cq_match is None else max(max_count, MAX_FILTER_SCAN_ENTRIES)
         raw = cq.read_raw(offset, scan)
         if not raw:  # no entry file here: skip to the next one, like upstream rollNextFile
             next_file = (offset // cq.entries_per_file + 1) * cq.entries_per_file
             return GetResult(GetMessageStatus.OFFSET_FOUND_NULL, min(next_file, hi), lo, hi)
         result = GetResult(GetMessageStatus.NO_MATCHED_MESSAGE, offset, lo, hi)
-        self._collect(raw, offset, max_count, max_bytes, tag_codes, result)
+        tag_codes = cq_match if isinstance(cq_match, set) else None
+        ext_units = None
+        if isinstance(cq_match, BitMapProbe) and cq_match.topic == topic:
+            ext = self._queues.ext((topic, queue_id))
+            if ext is not None and ext.bit_count == cq_match.bit_count:
+                ext_units = _ExtUnits(ext, cq_match, offset, len(raw) // ENTRY.size)
+        self._collect(raw, offset, max_count, max_bytes, tag_codes, ext_units, result)
         self._get_count += result.message_count
         return result
 
@@ -100,6 +130,7 @@ class StoreReader:
         max_count: int,
         max_bytes: int,
         tag_codes: set[int] | None,
+        ext_units: _ExtUnits | None,
         result: GetResult,
     ) -> None:
         clog_min = self._commitlog.min_offset
@@ -116,6 +147,9 @@ class StoreReader:
                 removed += 1
                 continue
             if tag_codes is not None and tags not in tag_codes:
+                consumed += 1
+                continue
+            if ext_units is not None and ext_units.rejects(consumed, phy):
                 consumed += 1
                 continue
             if count and total + size > max_bytes:

@@ -164,7 +164,14 @@ class Broker:
             subscription=lambda group, topic: (
                 None if (g := consumers.get(group)) is None else g.find_subscription(topic)
             ),
+            live=lambda: [
+                (name, sub)
+                for name, g in consumers.groups.items()
+                for sub in g.subscriptions.values()
+            ],
         )
+        if self.filters.selectors.config.use_bitmap:  # CommitLogDispatcherCalcBitMap
+            s.message_store.set_filter_bitmaps(self.filters.manager)
         self.pull = PullFeature(
             io,
             tables=t,
@@ -435,6 +442,7 @@ class Broker:
             Service("pull", self.pull.run_services),
             Service("pop", self.pop.run_services),
             Service("clients", self.clients.run_services),
+            Service("filter", self.filters.run_services),
             Service("reply", self.reply.run_services),
             Service("tables", self.tables.run_writers, waits=False),
             Service("transaction", self.transactions.run),
