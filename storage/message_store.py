@@ -47,7 +47,7 @@ from rocketrio.protocol.message import MessageExt
 from rocketrio.storage.commitlog import CommitLog, RecordCorrupt, RecordFields, WritesFenced
 from rocketrio.storage.consume_queue import Boundary, ConsumeQueue
 from rocketrio.storage.consume_queue_store import ConsumeQueueStore
-from rocketrio.storage.cq_ext import CONSUME_QUEUE_EXT_DIR, FilterBitMaps
+from rocketrio.storage.cq_ext import CONSUME_QUEUE_EXT_DIR, ConsumeQueueExt, FilterBitMaps
 from rocketrio.storage.dispatch_gate import CONFIRM_CHECKPOINT, DispatchGate
 from rocketrio.storage.dispatch_request import SCHEDULE_TOPIC, DispatchRequests
 from rocketrio.storage.durable import makedirs_synced, write_synced
@@ -366,6 +366,10 @@ class MessageStore:
     def consume_queue(self, topic: str, queue_id: int) -> ConsumeQueue | None:
         """The ConsumeQueue of (topic, queue id), None when it has no entries yet."""
         return self._queues.get((topic, queue_id))
+
+    def consume_queue_ext(self, topic: str, queue_id: int) -> ConsumeQueueExt | None:
+        """The ConsumeQueue ext of (topic, queue id), None without one (cq_ext.py)."""
+        return self._queues.ext((topic, queue_id))
 
     def topic_queue_ids(self) -> dict[str, list[int]]:
         return self._queues.topic_queue_ids()
