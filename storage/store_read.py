@@ -42,20 +42,24 @@ _MAX_SPAN = 1024 * 1024  # bytes one pull read may cover
 CqMatch = set[int] | BitMapProbe | None
 
 
-class _ExtUnits:
-    """The ext units of the entries a read scans, read with one pread per ext file."""
+class _BitMapScan:
+    """Which entries of a scan (``raw``, from ``offset``) the bit-maps say the filter did not
+    match (`BitMapProbe.rejected`), judged a chunk at a time as the scan gets there: a pull
+    that fills up early does not judge the rest of its 800 entries."""
 
-    __slots__ = ("probe", "raw", "size")
+    __slots__ = ("_ext", "_offset", "_probe", "_raw", "flags")
+    CHUNK = 128
 
-    def __init__(self, ext: ConsumeQueueExt, probe: BitMapProbe, offset: int, count: int):
-        self.probe = probe
-        self.size = ext.unit
-        self.raw = ext.read(offset, count)
+    def __init__(self, ext: ConsumeQueueExt, probe: BitMapProbe, offset: int, raw: bytes):
+        self._ext, self._probe, self._offset, self._raw = ext, probe, offset, raw
+        self.flags: list[bool] = []
 
-    def rejects(self, i: int, phy: int) -> bool:
-        """Whether the ``i``-th scanned entry (the record at ``phy``) is not the filter's."""
-        size = self.size
-        return self.probe.rejects(self.raw[i * size : (i + 1) * size], phy)
+    def extend(self) -> None:
+        """Judge the next chunk of entries."""
+        start = len(self.flags)
+        entries = self._raw[start * ENTRY.size : (start + self.CHUNK) * ENTRY.size]
+        phys = [phy for phy, _, _ in ENTRY.iter_unpack(entries)]
+        self.flags += self._probe.rejected(self._ext.read(self._offset + start, len(phys)), phys)
 
 
 class StoreReader:
@@ -114,12 +118,12 @@ class StoreReader:
             return GetResult(GetMessageStatus.OFFSET_FOUND_NULL, min(next_file, hi), lo, hi)
         result = GetResult(GetMessageStatus.NO_MATCHED_MESSAGE, offset, lo, hi)
         tag_codes = cq_match if isinstance(cq_match, set) else None
-        ext_units = None
+        bitmaps = None
         if isinstance(cq_match, BitMapProbe) and cq_match.topic == topic:
             ext = self._queues.ext((topic, queue_id))
             if ext is not None and ext.bit_count == cq_match.bit_count:
-                ext_units = _ExtUnits(ext, cq_match, offset, len(raw) // ENTRY.size)
-        self._collect(raw, offset, max_count, max_bytes, tag_codes, ext_units, result)
+                bitmaps = _BitMapScan(ext, cq_match, offset, raw)
+        self._collect(raw, offset, max_count, max_bytes, tag_codes, bitmaps, result)
         self._get_count += result.message_count
         return result
 
@@ -130,7 +134,7 @@ class StoreReader:
         max_count: int,
         max_bytes: int,
         tag_codes: set[int] | None,
-        ext_units: _ExtUnits | None,
+        bitmaps: _BitMapScan | None,
         result: GetResult,
     ) -> None:
         clog_min = self._commitlog.min_offset
@@ -149,9 +153,12 @@ class StoreReader:
             if tag_codes is not None and tags not in tag_codes:
                 consumed += 1
                 continue
-            if ext_units is not None and ext_units.rejects(consumed, phy):
-                consumed += 1
-                continue
+            if bitmaps is not None:
+                if consumed >= len(bitmaps.flags):
+                    bitmaps.extend()
+                if bitmaps.flags[consumed]:
+                    consumed += 1
+                    continue
             if count and total + size > max_bytes:
                 break
             consumed += 1
