@@ -153,14 +153,11 @@ class Broker:
         )
         self.tables.topics.journal = self.tables.groups.journal = self.journal.record
 
-    def _build_messaging(self) -> None:
-        """Clients, pull, send, POP, delays and transactions."""
-        io, t, s, is_master = self.io, self.tables, self.store, self.roles.serving_as_master
-        new_uniq_key = UniqIdGenerator(io.config.brokerIP1, clock_ms=io.now_ms).next_id
-        self.clients = ClientsFeature(io, tables=t, store=s.view)
+    def _build_filters(self) -> FilterFeature:
+        """SQL92 filters over the consumer table; their bit-maps computed at dispatch."""
         consumers = self.clients.consumers
-        self.filters = FilterFeature(
-            io,
+        filters = FilterFeature(
+            self.io,
             subscription=lambda group, topic: (
                 None if (g := consumers.get(group)) is None else g.find_subscription(topic)
             ),
@@ -170,8 +167,16 @@ class Broker:
                 for sub in g.subscriptions.values()
             ],
         )
-        if self.filters.selectors.config.use_bitmap:  # CommitLogDispatcherCalcBitMap
-            s.message_store.set_filter_bitmaps(self.filters.manager)
+        if filters.selectors.config.use_bitmap:  # CommitLogDispatcherCalcBitMap
+            self.store.message_store.set_filter_bitmaps(filters.manager)
+        return filters
+
+    def _build_messaging(self) -> None:
+        """Clients, pull, send, POP, delays and transactions."""
+        io, t, s, is_master = self.io, self.tables, self.store, self.roles.serving_as_master
+        new_uniq_key = UniqIdGenerator(io.config.brokerIP1, clock_ms=io.now_ms).next_id
+        self.clients = ClientsFeature(io, tables=t, store=s.view)
+        self.filters = self._build_filters()
         self.pull = PullFeature(
             io,
             tables=t,
