@@ -667,6 +667,14 @@ MUTANTS: list[Mutant] = [
         [_BM + "test_pulls_skip_what_the_bit_map_rejects"],
     ),
     Mutant(
+        "SQL92 bit-map: a POP probes its group's filter bits whatever its own expression",
+        "actors/broker/dispatch/message_filter.py",
+        "        probe = self._probe(known) if known and known.expression == sub.subString else"
+        " None\n",
+        "        probe = self._probe(known) if known else None  # MUTANT\n",
+        [_BM + "test_a_pop_with_another_expression_than_its_groups_filter_is_judged"],
+    ),
+    Mutant(
         "SQL92 bit-map: a stale unit outlives a ConsumeQueue cut",
         "storage/consume_queue_store.py",
         "            dropped += cq.truncate_by_phy(offset)\n        self._fit_exts()\n",

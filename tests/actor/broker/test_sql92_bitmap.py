@@ -104,26 +104,39 @@ async def test_a_filter_registered_after_dispatch_judges_the_older_records(
         assert await pull_as(h, 12, group="CG2") == [b"m3", b"m7"]
 
 
+def pop(expression: str, group: str = "PG") -> RemotingCommand:
+    header = PopMessageRequestHeader(
+        consumerGroup=group,
+        topic=T,
+        queueId=0,
+        maxMsgNums=32,
+        invisibleTime=60_000,
+        pollTime=0,
+        bornTime=0,
+        initMode=0,
+        expType="SQL92",
+        exp=expression,
+    )
+    return RemotingCommand(RequestCode.POP_MESSAGE, ext_fields=to_ext(header))
+
+
 async def test_pop_skips_on_the_registered_filters_bits(tmp_path: Any, mock_clock: Any) -> None:
     async with harness(tmp_path, **BITMAP) as h:
         assert (await h.invoke(heartbeat("a >= 5 OR a = 0", 1, group="PG"))).code == 0
         await trio.sleep(2)
         await send_numbered(h, 8)
         assert by_bitmap(h, "PG") == [b"m0", b"m5", b"m6"]
-        header = PopMessageRequestHeader(
-            consumerGroup="PG",
-            topic=T,
-            queueId=0,
-            maxMsgNums=32,
-            invisibleTime=60_000,
-            pollTime=0,
-            bornTime=0,
-            initMode=0,
-            expType="SQL92",
-            exp="a >= 5 OR a = 0",
-        )
-        resp = await h.invoke(RemotingCommand(RequestCode.POP_MESSAGE, ext_fields=to_ext(header)))
-        assert bodies(resp) == [b"m0", b"m5", b"m6"]
+        assert bodies(await h.invoke(pop("a >= 5 OR a = 0"))) == [b"m0", b"m5", b"m6"]
+
+
+async def test_a_pop_with_another_expression_than_its_groups_filter_is_judged(
+    tmp_path: Any, mock_clock: Any
+) -> None:
+    async with harness(tmp_path, **BITMAP) as h:
+        assert (await h.invoke(heartbeat("a = 1", 1, group="PG"))).code == 0
+        await trio.sleep(2)
+        await send_numbered(h, 8)  # the maps have PG's bits on m1 only
+        assert bodies(await h.invoke(pop("a >= 5"))) == [b"m5", b"m6"]
 
 
 async def test_a_departed_groups_filter_is_dropped_and_a_returning_group_works(
