@@ -49,6 +49,8 @@ class ConsumeQueueStore:
         self._ext_root = ext_root
         self._ext_bits = ext_bits
         self._ext_off_root = ext_off_root
+        # the latest calcTimeMillis of the units on disk at `load` (cq_ext.py)
+        self.ext_floor_ms = -1
         self._next: dict[QueueKey, int] = {}  # the queue offset the next put gets
         self._arrived: dict[QueueKey, int] = {}  # new entries since `take_arrivals`
 
@@ -115,6 +117,8 @@ class ConsumeQueueStore:
                 torn += cq.open()
                 self._cqs[(topic, int(qid))] = cq
                 self._open_ext((topic, int(qid)), cq)
+        for ext in self._exts.values():
+            self.ext_floor_ms = max(self.ext_floor_ms, ext.find_last_calc())
         return torn
 
     def end_phy(self) -> int:

@@ -76,6 +76,11 @@ def decode_unit(raw: bytes, phy: int, bit_count: int) -> ExtUnit | None:
     return ExtUnit(calc_ms, raw[UNIT_HEAD.size :])
 
 
+def _whole(raw: bytes) -> bool:
+    """A unit's CRC holds (whatever record it belongs to)."""
+    return UNIT_HEAD.unpack_from(raw)[0] == zlib.crc32(raw[4:])
+
+
 def bits_hit(bitmap: bytes, positions: tuple[int, ...]) -> bool:
     """Every one of ``positions`` is set (upstream BloomFilter.isHit on a BitsArray)."""
     return all(bitmap[p >> 3] & (1 << (p & 7)) for p in positions)
@@ -153,6 +158,7 @@ class ConsumeQueueExt:
         self._new_dirs: list[str] = []
         self._dir_dirty = False
         self._lock = threading.Lock()
+        self.last_calc_ms = -1  # calcTimeMillis of the last unit (module docstring)
 
     def _file(self, num: int) -> str:
         return os.path.join(self.path, segment_name(num * self.entries_per_file))
@@ -161,6 +167,26 @@ class ConsumeQueueExt:
         for first in list_segments(self.path, self._fs):
             num = first // self.entries_per_file
             self._fds[num] = self._fs.open(self._file(num), os.O_RDWR)
+
+    def find_last_calc(self) -> int:
+        """The calcTimeMillis of the last whole unit on disk (-1: none), after `fit`: the
+        store's floor for the birth of filters after a restart (units are computed at
+        non-decreasing times, so the last one is the latest). Reads back from the end past
+        zeros (holes, pages lost in a crash) and units that fail their CRC."""
+        size, fs = self.unit, self._fs
+        for num in sorted(self._fds, reverse=True):
+            fd = self._fds[num]
+            end = fs.fsize(fd) // size * size
+            while end > 0:
+                start = max(0, end - 256 * size)
+                chunk = fs.pread(fd, end - start, start)
+                for at in range(len(chunk) - size, -1, -size):
+                    unit = chunk[at : at + size]
+                    if any(unit) and _whole(unit):
+                        self.last_calc_ms = UNIT_HEAD.unpack_from(unit)[2]
+                        return self.last_calc_ms
+                end = start
+        return -1
 
     def fit(self, lo: int, hi: int) -> None:
         """Keep no unit at or past entry ``hi`` nor a file wholly below entry ``lo`` (the
@@ -190,6 +216,8 @@ class ConsumeQueueExt:
         run: list[bytes] = []  # units of consecutive entries in one file: one write
         start = prev = -2
         for index, raw in [*units, (-2, b"")]:
+            if raw:
+                self.last_calc_ms = max(self.last_calc_ms, UNIT_HEAD.unpack_from(raw)[2])
             if index == prev + 1 and index % epf:
                 run.append(raw)
             else:

@@ -169,6 +169,12 @@ class MessageStore:
         only with a ConsumeQueue ext (StoreConfig.enableConsumeQueueExt)."""
         self._dispatch.bitmaps = bitmaps
 
+    @property
+    def filter_bitmap_floor_ms(self) -> int:
+        """The latest time a filter bit-map on disk was computed, as `open` found it (-1:
+        none): filters registered later must be born after it (dispatch/filter_data.py)."""
+        return self._queues.ext_floor_ms
+
     def reconfigure(self, config: StoreConfig) -> None:
         """A live change (maxMessageSize, UPDATE_BROKER_CONFIG): every part reads the new
         config from its next call."""

@@ -645,8 +645,8 @@ MUTANTS: list[Mutant] = [
     Mutant(
         "SQL92 bit-map: a filter registered after dispatch is refused on maps without its bits",
         "storage/cq_ext.py",
-        "        if unit is None or unit.calc_ms <= self.born_ms:\n",
-        "        if unit is None:  # MUTANT\n",
+        "            if unit_phy != phys[i] or calc_ms <= born or bits != bit_count:\n",
+        "            if unit_phy != phys[i] or bits != bit_count:  # MUTANT\n",
         [
             _BM + "test_a_filter_registered_after_dispatch_judges_the_older_records",
             _CX + "test_a_probe_says_no_only_on_a_unit_computed_after_its_filter_was_born",
@@ -655,8 +655,8 @@ MUTANTS: list[Mutant] = [
     Mutant(
         "SQL92 bit-map: the map says matched for a record the filter rejected (nothing skipped)",
         "storage/cq_ext.py",
-        "        return not bits_hit(unit.bitmap, self.positions)\n",
-        "        return False  # MUTANT\n",
+        "                    out[i] = crc == crc32(units[i * size + 4 : (i + 1) * size])\n",
+        "                    out[i] = False  # MUTANT\n",
         [_BM + "test_pulls_skip_what_the_bit_map_rejects"],
     ),
     Mutant(
@@ -673,6 +673,16 @@ MUTANTS: list[Mutant] = [
         " None\n",
         "        probe = self._probe(known) if known else None  # MUTANT\n",
         [_BM + "test_a_pop_with_another_expression_than_its_groups_filter_is_judged"],
+    ),
+    Mutant(
+        "SQL92 bit-map: maps of an earlier run count for filters born after a clock step back",
+        "storage/consume_queue_store.py",
+        "            self.ext_floor_ms = max(self.ext_floor_ms, ext.find_last_calc())\n",
+        "            pass  # MUTANT\n",
+        [
+            _FD + "test_maps_of_an_earlier_run_are_not_used_after_the_clock_went_back",
+            _CX + "test_open_finds_the_latest_map_time_past_holes_and_torn_units",
+        ],
     ),
     Mutant(
         "SQL92 bit-map: a stale unit outlives a ConsumeQueue cut",

@@ -155,7 +155,7 @@ class Broker:
 
     def _build_filters(self) -> FilterFeature:
         """SQL92 filters over the consumer table; their bit-maps computed at dispatch."""
-        consumers = self.clients.consumers
+        consumers, store = self.clients.consumers, self.store.message_store
         filters = FilterFeature(
             self.io,
             subscription=lambda group, topic: (
@@ -166,9 +166,10 @@ class Broker:
                 for name, g in consumers.groups.items()
                 for sub in g.subscriptions.values()
             ],
+            calc_floor=lambda: store.filter_bitmap_floor_ms,
         )
         if filters.selectors.config.use_bitmap:  # CommitLogDispatcherCalcBitMap
-            self.store.message_store.set_filter_bitmaps(filters.manager)
+            store.set_filter_bitmaps(filters.manager)
         return filters
 
     def _build_messaging(self) -> None:

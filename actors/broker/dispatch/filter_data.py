@@ -16,13 +16,16 @@ with filters: every filter of the topic is evaluated on the record's properties 
 positions (bloom.py) of those that match are set. A pull by filter F then skips a record on its
 bit-map alone when F's positions are not all set, and only if the map was computed after F was
 born (`BitMapProbe`, storage/cq_ext.py): a record dispatched before F existed has no bit for F
-and is read and judged. To keep that rule whatever the wall clock does inside one process, a
-filter is born strictly after every bit-map computed so far, and `bitmap` reads the clock
-before it reads the filters (a filter registered meanwhile is born later, so it gets no say).
-Filters are not persisted (upstream writes consumerFilter.json): after a restart every filter
-is born anew, so the maps of records stored before the restart are not used; a wall clock set
-back across a restart by more than the restart took would break that, as it would upstream's
-bornTime.
+and is read and judged. To keep that rule whatever the wall clock does, map times never go
+down (each is at least the one before it) and a filter is born strictly after every map computed
+so far, in this process and on disk: the last unit of each ConsumeQueue ext holds its latest
+time, the store reads those at open (``calc_floor``), and no filter is born, nor map computed,
+at or before the latest of them. A map's time and the filters it evaluates are taken together
+(under a lock: dispatch may run in a worker thread), and a map is always timed after every
+filter already born: those filters count for it even when the wall clock lags their births, and
+a filter registered after it is born later, so it gets no say. Filters are not persisted (upstream
+writes consumerFilter.json): after a restart every filter is born anew, so the maps of records
+stored before the restart are not used.
 
 The by-topic table is replaced, never changed in place, so dispatch may read it from a worker
 thread while the Trio thread registers.
@@ -30,6 +33,7 @@ thread while the Trio thread registers.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Iterable
 
 import attrs
@@ -93,15 +97,22 @@ class ConsumerFilterManager:
         bloom: BloomFilter | None = None,
         now_ms: Callable[[], int] = lambda: 0,
         clean_span_ms: int = FILTER_DATA_CLEAN_TIME_SPAN_MS,
+        calc_floor: Callable[[], int] = lambda: -1,
     ) -> None:
+        """``calc_floor()``: the latest time a bit-map on disk was computed (the store's, at
+        its open): no filter is born, and no map computed, at or before it."""
         self._subscription = subscription
         self._live = live
         self.bloom = bloom or BloomFilter.create_by_fn(20, 32)
         self._now_ms = now_ms
+        self._calc_floor = calc_floor
         self.clean_span_ms = clean_span_ms
         self._data: dict[FilterKey, ConsumerFilterData] = {}
         self._by_topic: dict[str, tuple[ConsumerFilterData, ...]] = {}
         self._last_calc_ms = -1  # the latest bit-map time handed out
+        self._last_born_ms = -1  # the latest birth
+        # births and map times are decided under it (dispatch may run in a worker thread)
+        self._clock_lock = threading.Lock()
 
     def __len__(self) -> int:
         return len(self._data)
@@ -134,11 +145,13 @@ class ConsumerFilterManager:
             if self._data.pop(key, None) is not None:
                 self._index(topic)
             return None
-        data.born_ms = max(self._now_ms(), self._last_calc_ms + 1)
         data.positions = self.bloom.positions_of(group, topic)
         data.judge = compile_selector(data.compiled)
-        self._data[key] = data
-        self._index(topic)
+        with self._clock_lock:  # born after every map made, and in the table before the next
+            data.born_ms = max(self._now_ms(), self._last_calc_ms + 1, self._calc_floor() + 1)
+            self._last_born_ms = max(self._last_born_ms, data.born_ms)
+            self._data[key] = data
+            self._index(topic)
         return data
 
     def _index(self, topic: str) -> None:
@@ -174,7 +187,8 @@ class ConsumerFilterManager:
 
     def probe(self, data: ConsumerFilterData) -> BitMapProbe:
         """What a read by ``data`` asks of the ConsumeQueue ext."""
-        return BitMapProbe(data.topic, data.positions, data.born_ms, self.bloom.m)
+        born = max(data.born_ms, self._calc_floor())  # maps of an earlier run know nothing of it
+        return BitMapProbe(data.topic, data.positions, born, self.bloom.m)
 
     def wants(self, topic: str) -> bool:
         return topic in self._by_topic
@@ -183,9 +197,12 @@ class ConsumerFilterManager:
         """(when, bit-map) of one record: the positions of every filter of ``topic`` that
         matches its properties (upstream CommitLogDispatcherCalcBitMap; a filter that fails to
         evaluate does not match)."""
-        now = self._now_ms()  # before the filters are read (module docstring)
-        self._last_calc_ms = max(self._last_calc_ms, now)
-        datas = self._by_topic.get(topic)
+        with self._clock_lock:  # the time, then the filters (module docstring)
+            now = max(
+                self._now_ms(), self._last_calc_ms, self._calc_floor(), self._last_born_ms + 1
+            )
+            self._last_calc_ms = now
+            datas = self._by_topic.get(topic)
         if not datas:
             return None
         props = decode_properties(properties.decode("utf-8", "replace"))

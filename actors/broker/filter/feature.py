@@ -62,9 +62,11 @@ class FilterFeature:
         *,
         subscription: Callable[[str, str], SubscriptionData | None],
         live: Callable[[], Iterable[tuple[str, SubscriptionData]]] = lambda: (),
+        calc_floor: Callable[[], int] = lambda: -1,
     ) -> None:
         """``subscription(group, topic)``: the group's heartbeat subscription of the topic;
-        ``live()``: every (group, subscription) of the live consumer groups."""
+        ``live()``: every (group, subscription) of the live consumer groups; ``calc_floor()``:
+        the latest time a bit-map on disk was computed (the store's, at its open)."""
         self.log = io.log.bind(actor="filter")
         c = io.config
         self.manager = ConsumerFilterManager(
@@ -73,6 +75,7 @@ class FilterFeature:
             bloom=filter_bloom(c),
             now_ms=io.now_ms,
             clean_span_ms=c.filterDataCleanTimeSpan,
+            calc_floor=calc_floor,
         )
         self.selectors = FilterSelectors(FilterConfig.of(c), self.manager)
 

@@ -265,3 +265,29 @@ def test_ext_and_consume_queue_agree_after_power_cuts(seed: int) -> None:
     checked += check_agree(store)
     store.close()
     assert checked > 0
+
+
+# ------------------------------------------------------------------------------ the floor
+
+
+def test_open_finds_the_latest_map_time_past_holes_and_torn_units(tmp_path: object) -> None:
+    store = ext_store(str(tmp_path), Calc(now=700), mappedFileSizeConsumeQueue=100)
+    store.put_messages([msg(i) for i in range(7)], 1000)  # two ext files
+    store.put_messages([msg(7, topic="U")], 1000)  # no unit: U has no filters
+    assert store.filter_bitmap_floor_ms == -1  # nothing was on disk at open
+    store.close()
+    reopened = ext_store(str(tmp_path), mappedFileSizeConsumeQueue=100)
+    assert reopened.filter_bitmap_floor_ms == 700
+    ext = reopened.consume_queue_ext("T", 0)
+    assert ext is not None
+    path = os.path.join(ext.path, f"{5:020d}")
+    reopened.close()
+    # the last unit torn (its CRC fails) and zeros after it: the one before still counts
+    with open(path, "r+b") as f:
+        f.seek(ext.unit + 30)
+        f.write(b"\xff")
+        f.seek(4 * ext.unit)
+        f.write(bytes(ext.unit))
+    again = ext_store(str(tmp_path), mappedFileSizeConsumeQueue=100)
+    assert again.filter_bitmap_floor_ms == 700
+    again.close()

@@ -5,11 +5,14 @@ filter is born after every map computed so far."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from rocketrio.actors.broker.dispatch.bloom import BloomFilter
 from rocketrio.actors.broker.dispatch.filter_data import ConsumerFilterManager
 from rocketrio.protocol.bodies import SubscriptionData
 from rocketrio.protocol.message_format import encode_properties
 from rocketrio.storage.cq_ext import bits_hit, encode_unit
+from rocketrio.storage.message_store import MessageStore, MessageToStore, StoreConfig
 
 BLOOM = BloomFilter.create_by_fn(20, 32)
 DAY = 24 * 3600 * 1000
@@ -155,3 +158,60 @@ def test_a_filter_is_born_after_every_map_computed_so_far() -> None:
     assert late is not None and late.born_ms == 5_001
     # the map computed before "late" existed has no bit for it: no answer, judge the record
     assert not w.manager.probe(late).rejects(encode_unit(0, got[0], got[1]), 0)
+
+
+def test_after_a_restart_no_filter_is_born_before_a_map_on_disk() -> None:
+    """The store found maps computed at 9000 (its floor); the clock now says 4000: a filter
+    registered now is born after 9000, so those maps (without its bits) are not used for it,
+    and new maps are timed after its birth (they evaluated it: they count)."""
+    w = World()
+    w.now = 4_000
+    floor = 9_000
+    manager = ConsumerFilterManager(
+        lambda group, topic: w.subs.get(group, {}).get(topic),
+        bloom=BLOOM,
+        now_ms=lambda: w.now,
+        calc_floor=lambda: floor,
+    )
+    w.join("late", sql("T", "region = 'us'"))
+    late = manager.get("T", "late")
+    assert late is not None and late.born_ms == 9_001
+    old_map = encode_unit(0, floor, bytes(14))  # computed by the run before, without "late"
+    assert not manager.probe(late).rejects(old_map, 0)
+    got = manager.bitmap("T", props(region="eu"))
+    assert got is not None and got[0] == 9_002  # after every birth, whatever the clock says
+    assert manager.probe(late).rejects(encode_unit(0, got[0], got[1]), 0)
+
+
+def test_maps_of_an_earlier_run_are_not_used_after_the_clock_went_back(tmp_path: Path) -> None:
+    """A store's maps computed at 9000 by a run whose filter was "eu"; the broker restarts with
+    the clock at 4000 and a new filter registers: every old record is judged for it (none is
+    skipped on a map that never evaluated it)."""
+    cfg = StoreConfig(enableConsumeQueueExt=True)
+    store = MessageStore(str(tmp_path), cfg)
+    first = World()
+    first.now = 9_000
+    first.join("eu", sql("T", "region = 'eu'"))
+    first.manager.sweep()
+    store.set_filter_bitmaps(first.manager)
+    store.open()
+    first.now = 9_100
+    store.put_messages([MessageToStore("T", 0, b"m", properties={"region": "us"})] * 5, 1)
+    store.close()
+    store = MessageStore(str(tmp_path), cfg)
+    second = World()
+    second.now = 4_000  # the wall clock was set back across the restart
+    second.manager = ConsumerFilterManager(
+        lambda group, topic: second.subs.get(group, {}).get(topic),
+        bloom=BLOOM,
+        now_ms=lambda: second.now,
+        calc_floor=lambda: store.filter_bitmap_floor_ms,
+    )
+    store.set_filter_bitmaps(second.manager)
+    store.open()
+    second.join("us", sql("T", "region = 'us'"))
+    us = second.manager.get("T", "us")
+    assert us is not None
+    res = store.get_messages("T", 0, 0, 100, 1 << 20, second.manager.probe(us))
+    assert res.message_count == 5  # maybe: read and judged, all match
+    store.close()
