@@ -25,6 +25,9 @@ directories, and the store flushes the ext together with its ConsumeQueue before
 checkpoint vouches for them, so after a crash every entry below the checkpoint has the unit it
 had, and everything above is cut and re-dispatched (with units computed anew).
 
+Map times never go down (dispatch/filter_data.py), so the last whole unit of an ext is its
+latest: `find_last_calc` reads it at open, and the broker births no filter at or before it.
+
 Threading contract: as the ConsumeQueue's, `flush` may run in a worker thread while the owner
 appends or reads, never together with truncation, deletion or close.
 """
@@ -158,7 +161,6 @@ class ConsumeQueueExt:
         self._new_dirs: list[str] = []
         self._dir_dirty = False
         self._lock = threading.Lock()
-        self.last_calc_ms = -1  # calcTimeMillis of the last unit (module docstring)
 
     def _file(self, num: int) -> str:
         return os.path.join(self.path, segment_name(num * self.entries_per_file))
@@ -183,8 +185,7 @@ class ConsumeQueueExt:
                 for at in range(len(chunk) - size, -1, -size):
                     unit = chunk[at : at + size]
                     if any(unit) and _whole(unit):
-                        self.last_calc_ms = UNIT_HEAD.unpack_from(unit)[2]
-                        return self.last_calc_ms
+                        return int(UNIT_HEAD.unpack_from(unit)[2])
                 end = start
         return -1
 
@@ -216,8 +217,6 @@ class ConsumeQueueExt:
         run: list[bytes] = []  # units of consecutive entries in one file: one write
         start = prev = -2
         for index, raw in [*units, (-2, b"")]:
-            if raw:
-                self.last_calc_ms = max(self.last_calc_ms, UNIT_HEAD.unpack_from(raw)[2])
             if index == prev + 1 and index % epf:
                 run.append(raw)
             else:
