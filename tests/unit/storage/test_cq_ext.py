@@ -1,13 +1,17 @@
 """The ConsumeQueue ext (storage/cq_ext.py): units encode and check themselves, a probe answers
 "not matched" only on a valid unit computed after its filter was born, a read with a probe skips
 what the bit-map rejects without judging it, cuts and restarts of a queue take its units along,
-and after power cuts on the simulated disk the ext and the ConsumeQueue agree (every entry has
-the unit of its own record, none lies past the queue's end)."""
+and after kill -9 and power cuts on the simulated disk the ext and the ConsumeQueue agree (every
+entry has the unit of its own record, none lies past the queue's end)."""
 
 from __future__ import annotations
 
+import contextlib
+import itertools
 import os
 import random
+from collections.abc import Callable, Iterator
+from typing import Any
 
 import pytest
 
@@ -23,7 +27,13 @@ from rocketrio.storage.cq_ext import (
     unit_size,
 )
 from rocketrio.storage.message_store import MessageStore, MessageToStore, StoreConfig
-from tests.harness.sim_disk import PowerCut, SimFileSystem, cut_power_after
+from tests.harness.sim_disk import (
+    FILE_CALLS,
+    PowerCut,
+    PowerCutSwitch,
+    SimFileSystem,
+    cut_power_after,
+)
 
 BITS = 112
 EU = (0, 5, 77)  # the positions of the filter "region = 'eu'"
@@ -233,15 +243,47 @@ def check_agree(store: MessageStore) -> int:
     return checked
 
 
+@contextlib.contextmanager
+def killed_after(fs: SimFileSystem, calls: int) -> Iterator[PowerCutSwitch]:
+    """`cut_power_after`, but a kill -9: the process stops at file call ``calls`` while the
+    machine keeps what was written (unsynced, in the page cache)."""
+    switch = PowerCutSwitch()
+    counter = itertools.count()
+
+    def wrap(real: Callable[..., Any], name: str) -> Callable[..., Any]:
+        def call(*args: Any, **kwargs: Any) -> Any:
+            if not switch.fired and next(counter) == calls:
+                fs.crash(keep_unsynced=True)
+                switch.fired = True
+            if switch.fired:
+                raise PowerCut(name)
+            return real(*args, **kwargs)
+
+        return call
+
+    for name in FILE_CALLS:
+        setattr(fs, name, wrap(getattr(fs, name), name))
+    try:
+        yield switch
+    finally:
+        for name in FILE_CALLS:
+            delattr(fs, name)
+
+
 @pytest.mark.parametrize("seed", range(40))
 def test_ext_and_consume_queue_agree_after_power_cuts(seed: int) -> None:
+    """Each cycle ends, at a random file call, in a kill -9 (the page cache survives) or a
+    power cut (unsynced writes lost or kept in part, the last one maybe torn)."""
     rng = random.Random(seed)
     fs = SimFileSystem(rng)
     sent = 0
     checked = 0
     for _cycle in range(4):
         lose = rng.random() < 0.5
-        with cut_power_after(fs, rng.randrange(400), lose_unsynced=lose) as cut:
+        kill = rng.random() < 0.4
+        at = rng.randrange(400)
+        stop = killed_after(fs, at) if kill else cut_power_after(fs, at, lose_unsynced=lose)
+        with stop as cut:
             try:
                 store = MessageStore(STORE, CFG, fs=fs)
                 store.set_filter_bitmaps(Calc())  # recovery's re-dispatch computes maps too
@@ -257,7 +299,7 @@ def test_ext_and_consume_queue_agree_after_power_cuts(seed: int) -> None:
             except PowerCut:
                 pass
         if not cut.fired:
-            fs.crash(lose_unsynced=lose)
+            fs.crash(keep_unsynced=kill, lose_unsynced=lose and not kill)
         fs.heal()
     store = MessageStore(STORE, CFG, fs=fs)
     store.set_filter_bitmaps(Calc())
@@ -265,29 +307,3 @@ def test_ext_and_consume_queue_agree_after_power_cuts(seed: int) -> None:
     checked += check_agree(store)
     store.close()
     assert checked > 0
-
-
-# ------------------------------------------------------------------------------ the floor
-
-
-def test_open_finds_the_latest_map_time_past_holes_and_torn_units(tmp_path: object) -> None:
-    store = ext_store(str(tmp_path), Calc(now=700), mappedFileSizeConsumeQueue=100)
-    store.put_messages([msg(i) for i in range(7)], 1000)  # two ext files
-    store.put_messages([msg(7, topic="U")], 1000)  # no unit: U has no filters
-    assert store.filter_bitmap_floor_ms == -1  # nothing was on disk at open
-    store.close()
-    reopened = ext_store(str(tmp_path), mappedFileSizeConsumeQueue=100)
-    assert reopened.filter_bitmap_floor_ms == 700
-    ext = reopened.consume_queue_ext("T", 0)
-    assert ext is not None
-    path = os.path.join(ext.path, f"{5:020d}")
-    reopened.close()
-    # the last unit torn (its CRC fails) and zeros after it: the one before still counts
-    with open(path, "r+b") as f:
-        f.seek(ext.unit + 30)
-        f.write(b"\xff")
-        f.seek(4 * ext.unit)
-        f.write(bytes(ext.unit))
-    again = ext_store(str(tmp_path), mappedFileSizeConsumeQueue=100)
-    assert again.filter_bitmap_floor_ms == 700
-    again.close()
