@@ -14,6 +14,8 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from rocketrio.protocol.message import iter_stored
 from rocketrio.protocol.message_decode import stored_properties
@@ -22,6 +24,7 @@ from rocketrio.storage.cq_ext import (
     CONSUME_QUEUE_EXT_DIR,
     BitMapProbe,
     ExtUnit,
+    bits_hit,
     decode_unit,
     encode_unit,
     unit_size,
@@ -307,3 +310,40 @@ def test_ext_and_consume_queue_agree_after_power_cuts(seed: int) -> None:
     checked += check_agree(store)
     store.close()
     assert checked > 0
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(
+        st.tuples(
+            st.integers(0, 3),  # which record the unit claims (phys are 0..3)
+            st.integers(0, 20),  # calcTimeMillis (the probe's filter is born at 10)
+            st.binary(min_size=14, max_size=14),
+            st.sampled_from(["whole", "torn", "hole", "flipped"]),
+        ),
+        max_size=12,
+    ),
+    st.lists(st.integers(0, 111), min_size=1, max_size=3),
+)
+def test_a_scan_answers_as_the_reference_decoder(units: list, positions: list[int]) -> None:
+    """`BitMapProbe.rejected` (the one-pass scan) says "no" exactly where `decode_unit` finds
+    a valid unit, computed after the filter's birth, whose bits miss the filter."""
+    p = BitMapProbe("T", tuple(positions), 10, BITS)
+    raws, phys = [], []
+    for i, (claim, calc, bitmap, damage) in enumerate(units):
+        raw = encode_unit(claim, calc, bitmap)
+        if damage == "torn":
+            raw = raw[: len(raw) // 2].ljust(len(raw), b"\x00")
+        elif damage == "hole":
+            raw = bytes(len(raw))
+        elif damage == "flipped":
+            raw = raw[:5] + bytes([raw[5] ^ 1]) + raw[6:]
+        raws.append(raw)
+        phys.append(i % 4)
+    want = []
+    for raw, phy in zip(raws, phys, strict=True):
+        unit = decode_unit(raw, phy, BITS)
+        want.append(
+            unit is not None and unit.calc_ms > 10 and not bits_hit(unit.bitmap, p.positions)
+        )
+    assert p.rejected(b"".join(raws), phys) == want
