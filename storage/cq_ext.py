@@ -34,7 +34,6 @@ appends or reads, never together with truncation, deletion or close.
 
 from __future__ import annotations
 
-import functools
 import os
 import struct
 import threading
@@ -115,27 +114,37 @@ class BitMapProbe:
     def rejected(self, units: bytes, phys: list[int]) -> list[bool]:
         """`rejects` for consecutive units (of the records at ``phys``), in one pass: the
         same answers as `decode_unit` then `bits_hit`, in the order that is cheapest on a
-        scan (the CRC is checked only before a "no")."""
+        scan. The units missing one of the filter's bits are found column by column (a byte
+        of every unit at once, in C); only those are checked one by one: their record, their
+        time against the filter's birth, their bit count and, last, their CRC."""
         size = unit_size(self.bit_count)
         count = min(len(phys), len(units) // size)
         out = [False] * len(phys)
-        born, bit_count, masks = self.born_ms, self.bit_count, self._bits
-        crc32 = zlib.crc32
-        for i, (crc, unit_phy, calc_ms, bits, bitmap) in enumerate(
-            _unit_struct(self.bit_count).iter_unpack(units[: count * size])
-        ):
-            if unit_phy != phys[i] or calc_ms <= born or bits != bit_count:
-                continue  # not this record's unit, or computed before the filter was born
-            for byte, mask in masks:
-                if not bitmap[byte] & mask:  # the filter did not match: if the unit is whole
-                    out[i] = crc == crc32(units[i * size + 4 : (i + 1) * size])
-                    break
+        if count == 0:
+            return out
+        body = units[: count * size]
+        miss = 0  # byte i: 1 if unit i lacks one of the positions
+        for byte, mask in self._bits:
+            column = body[UNIT_HEAD.size + byte :: size]
+            miss |= int.from_bytes(column.translate(_CLEAR[mask]), "little")
+        if not miss:
+            return out
+        flags = miss.to_bytes(count, "little")
+        head, crc32 = UNIT_HEAD.unpack_from, zlib.crc32
+        born, bit_count = self.born_ms, self.bit_count
+        i = flags.find(1)
+        while i >= 0:
+            at = i * size
+            crc, unit_phy, calc_ms, bits = head(body, at)
+            # this record's unit, computed after the filter was born, and whole
+            if unit_phy == phys[i] and calc_ms > born and bits == bit_count:
+                out[i] = crc == crc32(body[at + 4 : at + size])
+            i = flags.find(1, i + 1)
         return out
 
 
-@functools.cache
-def _unit_struct(bit_count: int) -> struct.Struct:
-    return struct.Struct(f">Iqqh{bit_count // 8}s")
+# per bit mask: a byte maps to 1 where the mask's bit is clear
+_CLEAR = {1 << b: bytes(0 if x & (1 << b) else 1 for x in range(256)) for b in range(8)}
 
 
 class ConsumeQueueExt:

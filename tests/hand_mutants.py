@@ -645,8 +645,8 @@ MUTANTS: list[Mutant] = [
     Mutant(
         "SQL92 bit-map: a filter registered after dispatch is refused on maps without its bits",
         "storage/cq_ext.py",
-        "            if unit_phy != phys[i] or calc_ms <= born or bits != bit_count:\n",
-        "            if unit_phy != phys[i] or bits != bit_count:  # MUTANT\n",
+        "            if unit_phy == phys[i] and calc_ms > born and bits == bit_count:\n",
+        "            if unit_phy == phys[i] and bits == bit_count:  # MUTANT\n",
         [
             _BM + "test_a_filter_registered_after_dispatch_judges_the_older_records",
             _CX + "test_a_probe_says_no_only_on_a_unit_computed_after_its_filter_was_born",
@@ -655,8 +655,8 @@ MUTANTS: list[Mutant] = [
     Mutant(
         "SQL92 bit-map: the map says matched for a record the filter rejected (nothing skipped)",
         "storage/cq_ext.py",
-        "                    out[i] = crc == crc32(units[i * size + 4 : (i + 1) * size])\n",
-        "                    out[i] = False  # MUTANT\n",
+        "                out[i] = crc == crc32(body[at + 4 : at + size])\n",
+        "                out[i] = False  # MUTANT\n",
         [_BM + "test_pulls_skip_what_the_bit_map_rejects"],
     ),
     Mutant(

@@ -347,3 +347,32 @@ def test_a_scan_answers_as_the_reference_decoder(units: list, positions: list[in
             unit is not None and unit.calc_ms > 10 and not bits_hit(unit.bitmap, p.positions)
         )
     assert p.rejected(b"".join(raws), phys) == want
+
+
+# ------------------------------------------------------------------------------ the floor
+
+
+def test_open_finds_the_latest_map_time_past_holes_and_torn_units(tmp_path: object) -> None:
+    store = ext_store(str(tmp_path), Calc(now=700), mappedFileSizeConsumeQueue=100)
+    store.put_messages([msg(i) for i in range(7)], 1000)  # two ext files
+    store.put_messages([msg(7, topic="U")], 1000)  # no unit: U has no filters
+    assert store.filter_bitmap_floor_ms == -1  # nothing was on disk at open
+    store.close()
+    reopened = ext_store(str(tmp_path), mappedFileSizeConsumeQueue=100)
+    assert reopened.filter_bitmap_floor_ms == 700
+    ext = reopened.consume_queue_ext("T", 0)
+    assert ext is not None
+    path = os.path.join(ext.path, f"{5:020d}")
+    unit = ext.unit
+    reopened.close()
+    # the last unit torn (its CRC fails): the one before it still counts
+    with open(path, "r+b") as f:
+        f.seek(unit + 30)
+        f.write(b"\xff")
+    again = ext_store(str(tmp_path), Calc(now=800), mappedFileSizeConsumeQueue=100)
+    assert again.filter_bitmap_floor_ms == 700
+    again.put_messages([msg(8)], 1000)
+    again.close()
+    last = ext_store(str(tmp_path), mappedFileSizeConsumeQueue=100)
+    assert last.filter_bitmap_floor_ms == 800
+    last.close()
