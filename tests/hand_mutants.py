@@ -43,6 +43,9 @@ _SC = "tests/unit/actors/broker/store/test_scrub_service.py::"
 _LR = "tests/actor/client/test_lite_pull_reply.py::"
 _SQ = "tests/unit/protocol/test_sql92.py::"
 _SB = "tests/actor/broker/test_sql92_filter.py::"
+_BM = "tests/actor/broker/test_sql92_bitmap.py::"
+_CX = "tests/unit/storage/test_cq_ext.py::"
+_FD = "tests/unit/actors/broker/dispatch/test_filter_data.py::"
 _RC = "tests/unit/protocol/test_request_code_census.py::"
 _GD = "tests/actor/observe/test_grafana_dashboard.py::"
 _CD = "tests/actor/cli/test_consume_directly.py::"
@@ -736,6 +739,72 @@ MUTANTS: list[Mutant] = [
         "        if not final and status is not _P.FOUND:\n",
         "        if not final and status is not _P.FOUND and False:  # MUTANT\n",
         [_SB + "test_held_pull_wakes_only_for_a_match"],
+    ),
+    Mutant(
+        "SQL92 bit-map: a filter registered after dispatch is refused on maps without its bits",
+        "storage/cq_ext.py",
+        "            if unit_phy == phys[i] and calc_ms > born and bits == bit_count:\n",
+        "            if unit_phy == phys[i] and bits == bit_count:  # MUTANT\n",
+        [
+            _BM + "test_a_filter_registered_after_dispatch_judges_the_older_records",
+            _CX + "test_a_probe_says_no_only_on_a_unit_computed_after_its_filter_was_born",
+        ],
+    ),
+    Mutant(
+        "SQL92 bit-map: the map says matched for a record the filter rejected (nothing skipped)",
+        "storage/cq_ext.py",
+        "                out[i] = crc == crc32(body[at + 4 : at + size])\n",
+        "                out[i] = False  # MUTANT\n",
+        [_BM + "test_pulls_skip_what_the_bit_map_rejects"],
+    ),
+    Mutant(
+        "SQL92 bit-map: the map says not matched for a record the filter matched",
+        "actors/broker/dispatch/filter_data.py",
+        "                    set_bits(bits, data.positions)\n",
+        "                    pass  # MUTANT\n",
+        [_BM + "test_pulls_skip_what_the_bit_map_rejects"],
+    ),
+    Mutant(
+        "SQL92 bit-map: a POP probes its group's filter bits whatever its own expression",
+        "actors/broker/dispatch/message_filter.py",
+        "        probe = self._probe(known) if known and known.expression == sub.subString else"
+        " None\n",
+        "        probe = self._probe(known) if known else None  # MUTANT\n",
+        [_BM + "test_a_pop_with_another_expression_than_its_groups_filter_is_judged"],
+    ),
+    Mutant(
+        "SQL92 bit-map: maps of an earlier run count for filters born after a clock step back",
+        "storage/consume_queue_store.py",
+        "            self.ext_floor_ms = max(self.ext_floor_ms, ext.find_last_calc())\n",
+        "            pass  # MUTANT\n",
+        [
+            _FD + "test_maps_of_an_earlier_run_are_not_used_after_the_clock_went_back",
+            _CX + "test_open_finds_the_latest_map_time_past_holes_and_torn_units",
+        ],
+    ),
+    Mutant(
+        "SQL92 bit-map: a stale unit outlives a ConsumeQueue cut",
+        "storage/consume_queue_store.py",
+        "            dropped += cq.truncate_by_phy(offset)\n        self._fit_exts()\n",
+        "            dropped += cq.truncate_by_phy(offset)\n",
+        [_CX + "test_a_cut_queue_takes_its_units_along"],
+    ),
+    Mutant(
+        "SQL92 bit-map: the ext is not flushed with its ConsumeQueue",
+        "storage/consume_queue_store.py",
+        "        for ext in list(self._exts.values()):\n            ext.flush()\n",
+        "        for ext in list(self._exts.values())[:0]:  # MUTANT\n            ext.flush()\n",
+        [_CX + "test_ext_and_consume_queue_agree_after_power_cuts"],
+    ),
+    Mutant(
+        "SQL92 filters: a departed group's filter is never dropped",
+        "actors/broker/dispatch/filter_data.py",
+        "            elif now - data.dead_ms >= self.clean_span_ms:\n",
+        "            elif False:  # MUTANT\n",
+        [
+            _BM + "test_a_departed_groups_filter_is_dropped_and_a_returning_group_works",
+            _FD + "test_a_departed_groups_filter_is_dropped_after_the_clean_span",
+        ],
     ),
     Mutant(
         "request-reply: the reply is never pushed (requester's connection not looked up)",

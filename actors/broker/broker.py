@@ -154,18 +154,31 @@ class Broker:
         )
         self.tables.topics.journal = self.tables.groups.journal = self.journal.record
 
+    def _build_filters(self) -> FilterFeature:
+        """SQL92 filters over the consumer table; their bit-maps computed at dispatch."""
+        consumers, store = self.clients.consumers, self.store.message_store
+        filters = FilterFeature(
+            self.io,
+            subscription=lambda group, topic: (
+                None if (g := consumers.get(group)) is None else g.find_subscription(topic)
+            ),
+            live=lambda: [
+                (name, sub)
+                for name, g in consumers.groups.items()
+                for sub in g.subscriptions.values()
+            ],
+            calc_floor=lambda: store.filter_bitmap_floor_ms,
+        )
+        if filters.selectors.config.use_bitmap:  # CommitLogDispatcherCalcBitMap
+            store.set_filter_bitmaps(filters.manager)
+        return filters
+
     def _build_messaging(self) -> None:
         """Clients, pull, send, POP, delays and transactions."""
         io, t, s, is_master = self.io, self.tables, self.store, self.roles.serving_as_master
         new_uniq_key = UniqIdGenerator(io.config.brokerIP1, clock_ms=io.now_ms).next_id
         self.clients = ClientsFeature(io, tables=t, store=s.view)
-        consumers = self.clients.consumers
-        self.filters = FilterFeature(
-            io,
-            subscription=lambda group, topic: (
-                None if (g := consumers.get(group)) is None else g.find_subscription(topic)
-            ),
-        )
+        self.filters = self._build_filters()
         self.pull = PullFeature(
             io,
             tables=t,
@@ -439,6 +452,7 @@ class Broker:
             Service("pop", self.pop.run_services),
             Service("pop_escape", self.failover.run_pop_escape),
             Service("clients", self.clients.run_services),
+            Service("filter", self.filters.run_services),
             Service("reply", self.reply.run_services),
             Service("tables", self.tables.run_writers, waits=False),
             Service("transaction", self.transactions.run),

@@ -47,6 +47,7 @@ from rocketrio.actors.observe.events.broker import (
     ConfigLoadedFromBackup,
     ConfigPersistFailed,
     ConsumerGroupChanged,
+    FilterDataCleaned,
     GroupOffsetCloned,
     HeldPullFailed,
     MessageToDlq,
