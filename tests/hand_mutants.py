@@ -46,6 +46,16 @@ _CD = "tests/actor/cli/test_consume_directly.py::"
 
 MUTANTS: list[Mutant] = [
     Mutant(
+        "POP ACKs of one turn merged across checkpoints of one queue",
+        "actors/broker/pop/ack_batch.py",
+        "groups.setdefault((qid, ack.merge_key), []).append(i)",
+        "groups.setdefault((qid, ack.merge_key[:3]), []).append(i)  # MUTANT",
+        [
+            "tests/unit/actors/broker/pop/test_ack_batch.py::test_acks_of_two_checkpoints_are_never_merged",
+            "tests/actor/broker/test_pop_ack_batch.py::test_acks_of_one_turn_survive_a_power_cut_and_only_the_unacked_come_back",
+        ],
+    ),
+    Mutant(
         "a stuck broker set is not avoided by new sends",
         "actors/client/stuck_sends.py",
         "        if available(broker_name):\n",
