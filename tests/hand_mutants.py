@@ -46,6 +46,16 @@ _CD = "tests/actor/cli/test_consume_directly.py::"
 
 MUTANTS: list[Mutant] = [
     Mutant(
+        "a batched transaction op names only the first END of its turn",
+        "actors/broker/transaction/op_batch.py",
+        "msg = self.make_op([o for q in batch for o in q.offsets])",
+        "msg = self.make_op(batch[0].offsets)  # MUTANT",
+        [
+            "tests/unit/actors/broker/transaction/test_op_batch.py::test_the_ops_of_one_turn_are_one_op_answered_once_stored",
+            "tests/actor/broker/test_transaction_op_batch.py::test_ops_of_many_ends_batched_name_every_half_and_survive_a_restart",
+        ],
+    ),
+    Mutant(
         "POP ACKs of one turn merged across checkpoints of one queue",
         "actors/broker/pop/ack_batch.py",
         "groups.setdefault((qid, ack.merge_key), []).append(i)",
