@@ -46,7 +46,7 @@ from rocketrio.actors.broker.dispatch.outcomes import Refusal
 from rocketrio.actors.broker.schedule.policy import parse_message_delay_level, wait_target
 from rocketrio.actors.broker.store.broker_store import BrokerStore
 from rocketrio.actors.broker.store.escape_bridge import EscapeBridge
-from rocketrio.actors.broker.store.messages import StoreWriter
+from rocketrio.actors.broker.store.messages import StoreWriter, put_and_wait
 from rocketrio.actors.broker.store.reroute import Reroute, store_here
 from rocketrio.actors.broker.store.view import StoreView
 from rocketrio.actors.broker.tables.broker_tables import BrokerTables
@@ -207,10 +207,10 @@ class TransactionService:
                 self.decided.discard(uniq)
                 return Refusal(ResponseCode.SYSTEM_ERROR, here)
             if here:  # empty: sent to the logic queue's leader, only the op is written here
-                put = await self.queues.put(here[0])
-                if isinstance(put, Refusal):
+                put = await put_and_wait(self.writer, here)
+                if not put.stored:
                     self.decided.discard(uniq)
-                    return put
+                    return Refusal(ResponseCode.SYSTEM_ERROR, put.remark or put.status.value)
         return await self.ops.write(offsets)
 
     def _op_message(self, offsets: list[int]) -> MessageToStore:
