@@ -52,6 +52,7 @@ from rocketrio.actors.broker.store.view import StoreView
 from rocketrio.actors.broker.tables.broker_tables import BrokerTables
 from rocketrio.actors.broker.tables.consumer_offset import ConsumerOffsetManager
 from rocketrio.actors.broker.tables.tables import TopicTable
+from rocketrio.actors.broker.transaction.end_path import can_end_without_task, end_without_task
 from rocketrio.actors.broker.transaction.half_store import TransactionQueues, host_of
 from rocketrio.actors.broker.transaction.op_batch import OpBatcher
 from rocketrio.actors.broker.transaction.policy import (
@@ -202,7 +203,7 @@ class TransactionService:
         `decided` (under the lock); a failed commit releases it."""
         self.topics.create_in_send_back(OP_TOPIC, 1, PERM_READ | PERM_WRITE)
         if commit:
-            here = await self.reroute([self._final_message(half)])  # a moved logic queue
+            here = await self.reroute([self.final_message(half)])  # a moved logic queue
             if isinstance(here, str):
                 self.decided.discard(uniq)
                 return Refusal(ResponseCode.SYSTEM_ERROR, here)
@@ -223,7 +224,7 @@ class TransactionService:
             self._delay_text = text
         return self._delay_levels
 
-    def _final_message(self, half: MessageExt) -> MessageToStore:
+    def final_message(self, half: MessageExt) -> MessageToStore:
         """The committed message; one with DELAY or a TIMER_* property waits for its time
         (upstream's put hook delays a commit like any send)."""
         msg = committed_message(half, host_of(half.born_host))
@@ -257,15 +258,15 @@ class TransactionService:
             return None  # unknown state: the check will ask again (upstream answers nothing)
         if self.lock.locked():  # a check round's step holds it: after that step
             async with self.lock:
-                claim = self._claim(h)
-        else:  # free: _claim never awaits, so taking the lock would change nothing
-            claim = self._claim(h)
+                claim = self.claim(h)
+        else:  # free: claim never awaits, so taking the lock would change nothing
+            claim = self.claim(h)
         if claim is None or isinstance(claim, Refusal):
             return claim
         uniq, half, offsets = claim
         return await self._decide(uniq, half, offsets, kind == TRANSACTION_COMMIT_TYPE)
 
-    def _claim(
+    def claim(
         self, h: EndTransactionRequestHeader
     ) -> Refusal | tuple[str, MessageExt, list[int]] | None:
         """The synchronous part of END_TRANSACTION (no await: nothing interleaves with it):
@@ -521,9 +522,12 @@ class TransactionService:
         return {RequestCode.END_TRANSACTION: self._handle_end}
 
     async def _handle_end(self, ctx: RequestContext) -> RemotingCommand | None:
-        """Off the connection's reader (its next half send is not held up by this END's two
-        writes), at most ENDS_IN_FLIGHT at once; beyond that inline (backpressure)."""
+        """Through store callbacks when it can (end_path.py); otherwise off the connection's
+        reader (its next half send is not held up by this END's two writes), at most
+        ENDS_IN_FLIGHT at once; beyond that inline (backpressure)."""
         h = from_ext(EndTransactionRequestHeader, ctx.cmd.ext_fields)
+        if can_end_without_task(self):  # the common case (end_path.py)
+            return await end_without_task(self, ctx, h)
         if self._nursery is not None:
             try:
                 self._ends.acquire_nowait()
@@ -532,16 +536,16 @@ class TransactionService:
             else:
                 self._nursery.start_soon(self._end_task, ctx, h)
                 return None
-        return self._end_response(ctx.cmd, await self.end_transaction(h, ctx.cmd.remark))
+        return self.end_response(ctx.cmd, await self.end_transaction(h, ctx.cmd.remark))
 
     async def _end_task(self, ctx: RequestContext, h: EndTransactionRequestHeader) -> None:
         try:
-            ctx.respond(self._end_response(ctx.cmd, await self.end_transaction(h, ctx.cmd.remark)))
+            ctx.respond(self.end_response(ctx.cmd, await self.end_transaction(h, ctx.cmd.remark)))
         finally:
             self._ends.release()
 
     @staticmethod
-    def _end_response(cmd: RemotingCommand, refusal: Refusal | None) -> RemotingCommand:
+    def end_response(cmd: RemotingCommand, refusal: Refusal | None) -> RemotingCommand:
         if refusal is None:
             return cmd.make_response(ResponseCode.SUCCESS)
         return cmd.make_response(refusal.code, refusal.remark)
