@@ -46,6 +46,15 @@ _CD = "tests/actor/cli/test_consume_directly.py::"
 
 MUTANTS: list[Mutant] = [
     Mutant(
+        "END_TRANSACTION without a task writes the op of a commit the store refused",
+        "actors/broker/transaction/end_path.py",
+        "        if results and status.stored:\n            write_op()",
+        "        if True:  # MUTANT\n            write_op()",
+        [
+            "tests/actor/broker/test_transaction_op_batch.py::test_a_commit_the_store_refused_gets_no_op_and_is_committed_by_the_check",
+        ],
+    ),
+    Mutant(
         "a batched transaction op names only the first END of its turn",
         "actors/broker/transaction/op_batch.py",
         "msg = self.make_op([o for q in batch for o in q.offsets])",
