@@ -10,7 +10,9 @@ semaphore is spent per END. Same steps, same order, same outcomes as the task pa
 It is taken only when nothing could make it differ from the task path: the broker is master,
 the check lock is free (so `claim` runs exactly as it would under the lock: nothing
 interleaves with code that does not await) and the op batcher runs. Otherwise the task path
-serves the request.
+serves the request. A commit to a static topic is written from a task all the same: its logic
+queue may have moved and the commit be forwarded to another broker (static_topic/forward.py),
+which must not hold up the connection's reader.
 """
 
 from __future__ import annotations
@@ -26,7 +28,11 @@ from rocketrio.actors.kernel.runtime import ActorStopped
 from rocketrio.protocol.bodies import PERM_READ, PERM_WRITE
 from rocketrio.protocol.codes import ResponseCode
 from rocketrio.protocol.headers import EndTransactionRequestHeader
-from rocketrio.protocol.message import TRANSACTION_COMMIT_TYPE, TRANSACTION_ROLLBACK_TYPE
+from rocketrio.protocol.message import (
+    PROPERTY_REAL_TOPIC,
+    TRANSACTION_COMMIT_TYPE,
+    TRANSACTION_ROLLBACK_TYPE,
+)
 from rocketrio.protocol.remoting import RemotingCommand
 from rocketrio.storage.message_store import PutResult
 
@@ -70,7 +76,15 @@ async def end_without_task(
     if kind == TRANSACTION_ROLLBACK_TYPE:
         write_op()
         return None
-    here = await s.reroute([s.final_message(half)])  # a moved logic queue
+    nursery = s._nursery
+    if nursery is not None and s.is_static(half.properties.get(PROPERTY_REAL_TOPIC, "")):
+
+        async def forwarded() -> None:  # a logic queue's commit may go over the network
+            answer(await s._decide(uniq, half, offsets, True))
+
+        nursery.start_soon(forwarded)
+        return None
+    here = await s.reroute([s.final_message(half)])  # never awaits: no forward here
     if isinstance(here, str):
         s.decided.discard(uniq)
         return s.end_response(ctx.cmd, Refusal(ResponseCode.SYSTEM_ERROR, here))

@@ -131,8 +131,10 @@ class TransactionService:
         log: Any = None,
         escape: Callable[[], EscapeBridge | None] = lambda: None,
         reroute: Reroute = store_here,
+        is_static: Callable[[str], bool] = lambda topic: False,
     ) -> None:
         self.reroute = reroute
+        self.is_static = is_static  # a static topic: its commit may be forwarded (end_path.py)
         self.config = config
         self.escape = escape
         self.writer = writer
@@ -578,4 +580,5 @@ def build_transaction_service(
         log=io.log.bind(actor="transaction"),
         escape=escape,
         reroute=reroute,
+        is_static=lambda topic: tables.mappings.get(topic) is not None,
     )
