@@ -11,6 +11,9 @@ Prints ONE JSON line with:
 - pop_vs_pull_ratio / pop_batch_vs_pull_ratio   POP rate / pull rate
 - pop_inflight_after_run      popProgress's in-flight count of the first POP group at the end
                               (0: every message was acknowledged)
+- broker_cpu_us_per_msg_pull / _pop_ack / _pop_batch_ack   broker process CPU (user + system)
+                              per message of each phase, and pop_ack_vs_pull_broker_cpu (their
+                              ratio: what the broker pays for POP + one ACK per message)
 
     .venv/bin/python bench/pop.py [--count N] [--workers W]
 
@@ -20,13 +23,22 @@ The default (10,000 messages of 1 KiB) runs in well under a minute.
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import tempfile
 import time
 from typing import Any
 
 import trio
-from benchlib import BODY, Proc, batched_sends, create_topics, one_broker, stop_all
+from benchlib import (
+    BODY,
+    Proc,
+    batched_sends,
+    cpu_seconds,
+    create_topics,
+    one_broker,
+    stop_all,
+)
 
 from rocketrio.actors.client.admin import MQAdmin
 from rocketrio.actors.client.pop_admin import pop_progress
@@ -118,9 +130,21 @@ def main() -> None:
         trio.run(create_topics, ns, broker, [TOPIC])
         trio.run(batched_sends, ns, TOPIC, args.count)
         total = args.count + 1  # and the warm-up message
+        pid = procs[-1].pid
+        cpu = [cpu_seconds(pid)]
         pull = trio.run(pull_consume, ns, total)
+        cpu.append(cpu_seconds(pid))
         pop = trio.run(pop_consume, ns, "bench_pop", total, args.workers, False)
+        cpu.append(cpu_seconds(pid))
         pop_batch = trio.run(pop_consume, ns, "bench_pop_batch", total, args.workers, True)
+        cpu.append(cpu_seconds(pid))
+        us = [round((b - a) / total * 1e6, 1) for a, b in itertools.pairwise(cpu)]
+        result.update(
+            broker_cpu_us_per_msg_pull=us[0],
+            broker_cpu_us_per_msg_pop_ack=us[1],
+            broker_cpu_us_per_msg_pop_batch_ack=us[2],
+            pop_ack_vs_pull_broker_cpu=round(us[1] / us[0], 2) if us[0] else None,
+        )
 
         async def inflight() -> int:
             async with MQAdmin(ns) as admin:

@@ -11,6 +11,7 @@ Prints ONE JSON line with:
                            with topicStatus every 5 ms
 - halves / ops             records in RMQ_SYS_TRANS_HALF_TOPIC and RMQ_SYS_TRANS_OP_HALF_TOPIC
 - broker_cpu_us_per_*      broker process CPU per plain send / per transaction
+- tx_vs_plain_broker_cpu   their ratio (issue 28 item 5: <= 2.5)
 
     .venv/bin/python bench/transaction.py [--count N] [--tasks K] [--quick]
 
@@ -119,6 +120,7 @@ def main() -> None:
         result.update(
             broker_cpu_us_per_plain_send=round((cpu1 - cpu0) / sent * 1e6),
             broker_cpu_us_per_tx=round((cpu2 - cpu1) / sent * 1e6),
+            tx_vs_plain_broker_cpu=round((cpu2 - cpu1) / max(cpu1 - cpu0, 1e-9), 2),
         )
         result.update(
             count=sent,

@@ -54,6 +54,35 @@ _LQ = "tests/unit/storage/test_lost_page_quarantine.py::"
 
 MUTANTS: list[Mutant] = [
     Mutant(
+        "END_TRANSACTION without a task writes the op of a commit the store refused",
+        "actors/broker/transaction/end_path.py",
+        "        if results and status.stored:\n            write_op()",
+        "        if True:  # MUTANT\n            write_op()",
+        [
+            "tests/actor/broker/test_transaction_op_batch.py::test_a_commit_the_store_refused_gets_no_op_and_is_committed_by_the_check",
+        ],
+    ),
+    Mutant(
+        "a batched transaction op names only the first END of its turn",
+        "actors/broker/transaction/op_batch.py",
+        "msg = self.make_op([o for q in batch for o in q.offsets])",
+        "msg = self.make_op(batch[0].offsets)  # MUTANT",
+        [
+            "tests/unit/actors/broker/transaction/test_op_batch.py::test_the_ops_of_one_turn_are_one_op_answered_once_stored",
+            "tests/actor/broker/test_transaction_op_batch.py::test_ops_of_many_ends_batched_name_every_half_and_survive_a_restart",
+        ],
+    ),
+    Mutant(
+        "POP ACKs of one turn merged across checkpoints of one queue",
+        "actors/broker/pop/ack_batch.py",
+        "groups.setdefault((qid, ack.merge_key), []).append(i)",
+        "groups.setdefault((qid, ack.merge_key[:3]), []).append(i)  # MUTANT",
+        [
+            "tests/unit/actors/broker/pop/test_ack_batch.py::test_acks_of_two_checkpoints_are_never_merged",
+            "tests/actor/broker/test_pop_ack_batch.py::test_acks_of_one_turn_survive_a_power_cut_and_only_the_unacked_come_back",
+        ],
+    ),
+    Mutant(
         "a stuck broker set is not avoided by new sends",
         "actors/client/stuck_sends.py",
         "        if available(broker_name):\n",

@@ -13,7 +13,8 @@ An ACK names a popped message by its receipt (extraInfo: the CK's start offset, 
 queue and brokerName) plus topic, queueId and offset. The topic acked is the receipt's real
 topic (the group's pop retry topic when the retry mark says so). The ACK record goes to the
 receipt's revive queue and the answer waits for the store, so an acknowledged message is in the
-CommitLog as acknowledged before the client hears SUCCESS. An offset outside the queue's
+CommitLog as acknowledged before the client hears SUCCESS. The ACKs of one scheduler turn go as
+one put, those of one CK as one ``bAck`` record (ack_batch.py). An offset outside the queue's
 [min, max] is answered NO_MESSAGE, like upstream.
 
 On a slave acting for its dead master (RIP-32) nothing can be written: an ACK (or a batch ACK's
@@ -44,6 +45,7 @@ from collections.abc import Callable
 import attrs
 
 from rocketrio.actors.broker.dispatch.outcomes import Done, PutStatus, Refusal
+from rocketrio.actors.broker.pop.ack_batch import AckBatcher
 from rocketrio.actors.broker.pop.order_service import PopOrderService
 from rocketrio.actors.broker.pop.processor import PopConfig
 from rocketrio.actors.broker.pop.revive_log import Host, ack_message, ck_message
@@ -110,6 +112,12 @@ class PopAckProcessor:
         self.now_ms = now_ms
         self.store_host = store_host
         self.next_revive_qid = next_revive_qid
+        # ACK_MESSAGE records of one turn, one put (ack_batch.py); run by the POP feature
+        self.batcher = AckBatcher(writer, self._ack_record, not_stored)
+
+    def _ack_record(self, ack: AckMsg, revive_qid: int) -> MessageToStore:
+        c = self.config
+        return ack_message(ack, c.revive_topic, revive_qid, self.now_ms(), self.store_host)
 
     def _receipt(self, extra_info: str) -> ExtraInfo | Refusal:
         try:
@@ -196,11 +204,13 @@ class PopAckProcessor:
         if self.acting_ack is not None and self.acting_ack(extra.revive_qid, ack):
             on_done(DONE)  # the acting slave's revive will not revive it (module docstring)
             return None
-        c = self.config
-        msg = ack_message(ack, c.revive_topic, extra.revive_qid, self.now_ms(), self.store_host)
         escape = self.record_escape()
-        if escape is not None:
+        if escape is not None:  # an acting slave: the CK's pinned master (module docstring)
+            msg = self._ack_record(ack, extra.revive_qid)
             return _queued(escape.submit(ack.merge_key, [msg], lambda: on_done(DONE), acked=1))
+        if self.batcher.submit(extra.revive_qid, ack, lambda: on_done(DONE), on_done):
+            return None  # answered once the turn's put is stored (ack_batch.py)
+        msg = self._ack_record(ack, extra.revive_qid)
         return await self._put([msg], lambda: on_done(DONE), on_done)
 
     async def batch_ack(self, body: BatchAckMessageRequestBody, on_done: OnAcked) -> Refusal | None:

@@ -121,5 +121,6 @@ class PopFeature:
         async with trio.open_nursery() as n:
             await n.start(self.hold.run)
             await n.start(self.revive.run)
+            await n.start(self.acks.batcher.run)
             await n.start(self.order.run)
             task_status.started()

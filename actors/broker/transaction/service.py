@@ -46,13 +46,15 @@ from rocketrio.actors.broker.dispatch.outcomes import Refusal
 from rocketrio.actors.broker.schedule.policy import parse_message_delay_level, wait_target
 from rocketrio.actors.broker.store.broker_store import BrokerStore
 from rocketrio.actors.broker.store.escape_bridge import EscapeBridge
-from rocketrio.actors.broker.store.messages import StoreWriter
+from rocketrio.actors.broker.store.messages import StoreWriter, put_and_wait
 from rocketrio.actors.broker.store.reroute import Reroute, store_here
 from rocketrio.actors.broker.store.view import StoreView
 from rocketrio.actors.broker.tables.broker_tables import BrokerTables
 from rocketrio.actors.broker.tables.consumer_offset import ConsumerOffsetManager
 from rocketrio.actors.broker.tables.tables import TopicTable
+from rocketrio.actors.broker.transaction.end_path import can_end_without_task, end_without_task
 from rocketrio.actors.broker.transaction.half_store import TransactionQueues, host_of
+from rocketrio.actors.broker.transaction.op_batch import OpBatcher
 from rocketrio.actors.broker.transaction.policy import (
     CHECK_MAX_TIME_TOPIC,
     CID_SYS_RMQ_TRANS,
@@ -129,8 +131,10 @@ class TransactionService:
         log: Any = None,
         escape: Callable[[], EscapeBridge | None] = lambda: None,
         reroute: Reroute = store_here,
+        is_static: Callable[[str], bool] = lambda topic: False,
     ) -> None:
         self.reroute = reroute
+        self.is_static = is_static  # a static topic: its commit may be forwarded (end_path.py)
         self.config = config
         self.escape = escape
         self.writer = writer
@@ -152,6 +156,9 @@ class TransactionService:
         self._opaque = 0
         self._nursery: trio.Nursery | None = None
         self._ends = trio.Semaphore(ENDS_IN_FLIGHT)
+        self.ops = OpBatcher(writer, self._op_message)
+        self._delay_text: str | None = None
+        self._delay_levels = 0
 
     # ------------------------------------------------------------------ store access
 
@@ -193,29 +200,33 @@ class TransactionService:
     async def _decide(
         self, uniq: str, half: MessageExt, offsets: list[int], commit: bool
     ) -> Refusal | None:
-        """Write the commit (when ``commit``) then the op naming ``offsets``. The caller has
-        claimed ``uniq`` in `decided` (under the lock); a failed commit releases it."""
+        """Write the commit (when ``commit``) and, once it is stored, the op naming ``offsets``
+        (with the other ops of its turn: op_batch.py). The caller has claimed ``uniq`` in
+        `decided` (under the lock); a failed commit releases it."""
         self.topics.create_in_send_back(OP_TOPIC, 1, PERM_READ | PERM_WRITE)
-        op = op_message(offsets, self.new_uniq_key(), self.now_ms(), self.store_host)
-        if not commit:
-            written = await self.queues.put(op)
-            return written if isinstance(written, Refusal) else None
-        # both in the store actor's inbox at once, in order: one turn, usually one write. A
-        # commit the store refuses (a full disk) refuses the op queued behind it as well.
-        here = await self.reroute([self._final_message(half)])  # a moved logic queue
-        if isinstance(here, str):
-            self.decided.discard(uniq)
-            return Refusal(ResponseCode.SYSTEM_ERROR, here)
-        if not here:  # sent to the logic queue's leader: only the op is written here
-            written = await self.queues.put(op)
-            return written if isinstance(written, Refusal) else None
-        both = await self.queues.put_all([here[0], op])
-        if isinstance(both[0], Refusal):
-            self.decided.discard(uniq)
-            return both[0]
-        return both[1] if isinstance(both[1], Refusal) else None
+        if commit:
+            here = await self.reroute([self.final_message(half)])  # a moved logic queue
+            if isinstance(here, str):
+                self.decided.discard(uniq)
+                return Refusal(ResponseCode.SYSTEM_ERROR, here)
+            if here:  # empty: sent to the logic queue's leader, only the op is written here
+                put = await put_and_wait(self.writer, here)
+                if not put.stored:
+                    self.decided.discard(uniq)
+                    return Refusal(ResponseCode.SYSTEM_ERROR, put.remark or put.status.value)
+        return await self.ops.write(offsets)
 
-    def _final_message(self, half: MessageExt) -> MessageToStore:
+    def _op_message(self, offsets: list[int]) -> MessageToStore:
+        return op_message(offsets, self.new_uniq_key(), self.now_ms(), self.store_host)
+
+    def _max_delay_level(self) -> int:
+        text = self.config.messageDelayLevel
+        if text != self._delay_text:  # parsed once per value, not once per commit
+            self._delay_levels = len(parse_message_delay_level(text))
+            self._delay_text = text
+        return self._delay_levels
+
+    def final_message(self, half: MessageExt) -> MessageToStore:
         """The committed message; one with DELAY or a TIMER_* property waits for its time
         (upstream's put hook delays a commit like any send)."""
         msg = committed_message(half, host_of(half.born_host))
@@ -223,7 +234,7 @@ class TransactionService:
             half.properties,
             msg.topic,
             msg.queue_id,
-            max_level=len(parse_message_delay_level(self.config.messageDelayLevel)),
+            max_level=self._max_delay_level(),
             now_ms=self.now_ms(),
             timer_max_delay_ms=self.config.timerMaxDelaySec * 1000,
         )
@@ -247,45 +258,59 @@ class TransactionService:
         kind = h.commitOrRollback
         if kind not in (TRANSACTION_COMMIT_TYPE, TRANSACTION_ROLLBACK_TYPE):
             return None  # unknown state: the check will ask again (upstream answers nothing)
-        async with self.lock:
-            self._ensure_loaded()
-            half = self.view.look_message_by_offset(h.commitLogOffset)
-            refusal = self._check_prepared(h, half)
-            if refusal is not None:
-                return self._refused(h, refusal)
-            assert half is not None
-            if reject_late_end(
-                half.properties,
-                half.store_timestamp,
-                now_ms=self.now_ms(),
-                from_check=bool(h.fromTransactionCheck),
-                transaction_timeout_ms=self.config.transactionTimeOut,
-            ):
+        if self.lock.locked():  # a check round's step holds it: after that step
+            async with self.lock:
+                claim = self.claim(h)
+        else:  # free: claim never awaits, so taking the lock would change nothing
+            claim = self.claim(h)
+        if claim is None or isinstance(claim, Refusal):
+            return claim
+        uniq, half, offsets = claim
+        return await self._decide(uniq, half, offsets, kind == TRANSACTION_COMMIT_TYPE)
+
+    def claim(
+        self, h: EndTransactionRequestHeader
+    ) -> Refusal | tuple[str, MessageExt, list[int]] | None:
+        """The synchronous part of END_TRANSACTION (no await: nothing interleaves with it):
+        a refusal, None for nothing to do, or (uniq, half, offsets) claimed in `decided`."""
+        self._ensure_loaded()
+        half = self.view.look_message_by_offset(h.commitLogOffset)
+        refusal = self._check_prepared(h, half)
+        if refusal is not None:
+            return self._refused(h, refusal)
+        assert half is not None
+        if reject_late_end(
+            half.properties,
+            half.store_timestamp,
+            now_ms=self.now_ms(),
+            from_check=bool(h.fromTransactionCheck),
+            transaction_timeout_ms=self.config.transactionTimeOut,
+        ):
+            return self._refused(
+                h,
+                Refusal(
+                    ResponseCode.ILLEGAL_OPERATION,
+                    "currentTimeMillis - bornTime > checkImmunityTime, wait for the check",
+                ),
+            )
+        uniq = half.properties.get(UNIQ_KEY) or half.offset_msg_id
+        if uniq in self.decided:
+            return None  # a duplicate: the transaction was decided already
+        offsets = [half.queue_offset]
+        if half.queue_offset < self.half_offset:
+            pending = self.queues.find_copy(uniq, self.half_offset)
+            if pending is None or pending == half.queue_offset:
                 return self._refused(
                     h,
                     Refusal(
-                        ResponseCode.ILLEGAL_OPERATION,
-                        "currentTimeMillis - bornTime > checkImmunityTime, wait for the check",
+                        ResponseCode.SYSTEM_ERROR,
+                        "the transaction was already ended or discarded",
                     ),
                 )
-            uniq = half.properties.get(UNIQ_KEY) or half.offset_msg_id
-            if uniq in self.decided:
-                return None  # a duplicate: the transaction was decided already
-            offsets = [half.queue_offset]
-            if half.queue_offset < self.half_offset:
-                pending = self.queues.find_copy(uniq, self.half_offset)
-                if pending is None or pending == half.queue_offset:
-                    return self._refused(
-                        h,
-                        Refusal(
-                            ResponseCode.SYSTEM_ERROR,
-                            "the transaction was already ended or discarded",
-                        ),
-                    )
-                offsets.append(pending)
-            # claimed now: the writes below run outside the lock, a second END sees it decided
-            self.decided.add(uniq, self.queues.half_end())
-        return await self._decide(uniq, half, offsets, kind == TRANSACTION_COMMIT_TYPE)
+            offsets.append(pending)
+        # claimed now: the writes below run outside the lock, a second END sees it decided
+        self.decided.add(uniq, self.queues.half_end())
+        return uniq, half, offsets
 
     @staticmethod
     def _check_prepared(h: EndTransactionRequestHeader, half: MessageExt | None) -> Refusal | None:
@@ -480,6 +505,7 @@ class TransactionService:
         requests run as tasks of this nursery."""
         async with trio.open_nursery() as nursery:
             self._nursery = nursery
+            await nursery.start(self.ops.run)
             task_status.started()
             try:
                 while True:
@@ -498,9 +524,12 @@ class TransactionService:
         return {RequestCode.END_TRANSACTION: self._handle_end}
 
     async def _handle_end(self, ctx: RequestContext) -> RemotingCommand | None:
-        """Off the connection's reader (its next half send is not held up by this END's two
-        writes), at most ENDS_IN_FLIGHT at once; beyond that inline (backpressure)."""
+        """Through store callbacks when it can (end_path.py); otherwise off the connection's
+        reader (its next half send is not held up by this END's two writes), at most
+        ENDS_IN_FLIGHT at once; beyond that inline (backpressure)."""
         h = from_ext(EndTransactionRequestHeader, ctx.cmd.ext_fields)
+        if can_end_without_task(self):  # the common case (end_path.py)
+            return await end_without_task(self, ctx, h)
         if self._nursery is not None:
             try:
                 self._ends.acquire_nowait()
@@ -509,16 +538,16 @@ class TransactionService:
             else:
                 self._nursery.start_soon(self._end_task, ctx, h)
                 return None
-        return self._end_response(ctx.cmd, await self.end_transaction(h, ctx.cmd.remark))
+        return self.end_response(ctx.cmd, await self.end_transaction(h, ctx.cmd.remark))
 
     async def _end_task(self, ctx: RequestContext, h: EndTransactionRequestHeader) -> None:
         try:
-            ctx.respond(self._end_response(ctx.cmd, await self.end_transaction(h, ctx.cmd.remark)))
+            ctx.respond(self.end_response(ctx.cmd, await self.end_transaction(h, ctx.cmd.remark)))
         finally:
             self._ends.release()
 
     @staticmethod
-    def _end_response(cmd: RemotingCommand, refusal: Refusal | None) -> RemotingCommand:
+    def end_response(cmd: RemotingCommand, refusal: Refusal | None) -> RemotingCommand:
         if refusal is None:
             return cmd.make_response(ResponseCode.SUCCESS)
         return cmd.make_response(refusal.code, refusal.remark)
@@ -551,4 +580,5 @@ def build_transaction_service(
         log=io.log.bind(actor="transaction"),
         escape=escape,
         reroute=reroute,
+        is_static=lambda topic: tables.mappings.get(topic) is not None,
     )
