@@ -164,6 +164,10 @@ def metadata(h: History) -> Check:
                     f"{p.write_queues} perm {p.perm}, the operator asked for "
                     f"{spec.read_queues}/{spec.write_queues} perm {spec.perm}"
                 )
+    last = {(p.topic, p.broker): p for p in h.polls if p.topic in specs}
+    for (topic, broker), p in sorted(last.items()):
+        if not p.has_master:  # read-only while masterless is allowed, but not to the end
+            found.append(f"{topic} on {broker} had no writable master at the run's end")
     return _check("metadata", found)
 
 

@@ -63,7 +63,9 @@ def kind_table(res: dict[str, Any]) -> list[str]:
 def summary(res: dict[str, Any]) -> list[str]:
     ch = res["checks"]
     lines = [
-        f"chaos run {res.get('run_id', '')}: {len(res['faults'])} faults injected, "
+        f"chaos run {res.get('run_id', '')}: {len(res['faults'])} faults injected"
+        + (f" of {res['planned']} planned" if "planned" in res else "")
+        + ", "
         f"{res['acked']} messages acknowledged",
         "  consumed: " + ", ".join(f"{g} {n}" for g, n in res["consumed"].items()),
         f"  lost {ch['lost']['count']}, duplicates {ch['duplicates']['count']}, order violations "
@@ -76,6 +78,10 @@ def summary(res: dict[str, Any]) -> list[str]:
             lines.append(f"  BREACH {name}: {ex}")
     for kind, why in res.get("unavailable", {}).items():
         lines.append(f"  unavailable: {kind}: {why}")
+    skipped = res.get("skipped", [])
+    lines += [f"  skipped: {s}" for s in skipped[:5]]
+    if len(skipped) > 5:
+        lines.append(f"  skipped: {len(skipped) - 5} more (result.json)")
     lines += ["  " + r for r in kind_table(res)]
     verdict = "OK" if res["ok"] else "FAILED (" + ", ".join(res["breaches"]) + ")"
     lines.append(f"  result: {verdict}")

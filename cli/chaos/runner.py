@@ -87,6 +87,7 @@ class Run:
         self.current = ""
         self.done_faults = 0
         self.faults_over = False
+        self.skipped: list[str] = []  # "<fault> #<i>: <step> skipped: <why>", said as it happens
 
     # ------------------------------------------------------------------ faults
 
@@ -105,6 +106,8 @@ class Run:
                 r = await self.inj.inject(step, nursery, resolved[i])
                 if isinstance(r, str):
                     targets.append(f"({step.name} skipped)")
+                    self.skipped.append(f"{pf.name} #{pf.index}: {step.name} skipped: {r}")
+                    self.say(f"  {self.skipped[-1]}")
                     events.emit(self.log, events.ChaosFaultSkipped(
                         run_id=self.run_id, fault_index=pf.index, fault=pf.name,
                         step=step.name, reason=r))  # fmt: skip
@@ -140,12 +143,23 @@ class Run:
                     except Exception:  # mid-failover, or the NameServer is down: next round
                         continue
                     ts = now_ms()
-                    masters = {b.brokerName for b in route.brokerDatas if 0 in b.brokerAddrs}
+                    masters = self._masters(route)
                     for q in route.queueDatas:
                         self.h.polls.append(RoutePoll(
                             ts, spec.topic, q.brokerName, q.readQueueNums, q.writeQueueNums,
                             q.perm, q.brokerName in masters))  # fmt: skip
                 await trio.sleep(POLL_S)
+
+    def _masters(self, route: Any) -> set[str]:
+        """Broker sets the route lists a master for: id 0, unless id 0 is a classic slave acting
+        as master (RIP-32: its queues read-only; the checkers count that as masterless)."""
+        out = set()
+        for b in route.brokerDatas:
+            addr = b.brokerAddrs.get(0)
+            proc = self.inj.cluster.by_addr(addr) if addr else None
+            if addr and not (proc is not None and proc.classic_slave):
+                out.add(b.brokerName)
+        return out
 
     async def progress(self, t0: float, total: int) -> None:
         while True:
@@ -268,21 +282,27 @@ async def execute(injector: Injector, opts: Options, say: Callable[[str], None])
             injector.heal_all()
     run.h.end_ms = now_ms()
     tail.read()
-    return _finish(run, opts, unavailable, bool(interrupted), drained, say)
+    return _finish(run, opts, unavailable, bool(interrupted), drained, say, len(planned))
 
 
 def _finish(run: Run, opts: Options, unavailable: dict[Any, str], interrupted: bool,
-            drained: bool, say: Callable[[str], None]) -> int:  # fmt: skip
+            drained: bool, say: Callable[[str], None], planned: int) -> int:  # fmt: skip
+    """Checks, result.json, intents.jsonl, report.html, the summary; the exit status. A run
+    that planned faults and could inject none proved nothing: EXIT_REFUSED, said as such."""
     checks, recs = checkers.run_all(run.h)
     meta = {
         "run_id": run.run_id, "command": opts.command, "seed": opts.seed,
         "duration_s": opts.timing.duration_s, "interrupted": interrupted, "drained": drained,
         "unavailable": {k.value: v for k, v in unavailable.items()},
         "send_failures": dict(run.wl.counters.failed), "last_error": run.wl.counters.last_error,
-        "topics": [attrs.asdict(t) for t in run.h.topics],
+        "topics": [attrs.asdict(t) for t in run.h.topics], "planned": planned,
+        "skipped": run.skipped,
     }  # fmt: skip
     res = report.result(run.h, checks, recs, meta)
+    untested = planned > 0 and not run.h.faults
     code = EXIT_INTERRUPTED if interrupted else (EXIT_OK if res["ok"] else EXIT_BREACH)
+    if code == EXIT_OK and untested:
+        code = EXIT_REFUSED
     res["exit_code"] = code
     with open(os.path.join(opts.out_dir, "result.json"), "w", encoding="utf-8") as f:
         json.dump(res, f, indent=1, sort_keys=True)
@@ -295,6 +315,9 @@ def _finish(run: Run, opts: Options, unavailable: dict[Any, str], interrupted: b
         say(line)
     if interrupted:
         say("  interrupted: the checks above cover only what happened before the stop")
+    elif untested:
+        say(f"  none of the {planned} planned faults could be injected (see the skipped lines "
+            "above): this run tested nothing; exit 2")  # fmt: skip
     say(f"  {os.path.join(opts.out_dir, 'result.json')}, report.html")
     events.emit(run.log, events.ChaosFinished(
         run_id=run.run_id, acked=res["acked"], breaches=res["breaches"], exit_code=code,

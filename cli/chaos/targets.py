@@ -19,6 +19,11 @@ The config file (for processes not started by `up`)::
 
 ``restart`` (optional) is how chaos starts a process again after killing it; without it, kill
 faults skip that process. ``controller_addr`` names the controller a process hosts.
+
+A broker of a container (`up --mode container-2m-2s`: ``container-<n>.conf`` names its brokers'
+configs in ``brokerConfigPaths``) runs in the container's process: its `Proc` has ``host`` = the
+container's name, and a kill or suspend of the broker hits that whole process (every broker it
+holds), as losing or hanging the machine would.
 """
 
 from __future__ import annotations
@@ -52,6 +57,10 @@ class Proc:
     store_dir: str | None = None
     conf_path: str | None = None  # what its command line must name (up's processes)
     restart: tuple[str, ...] | None = None  # None: `up` restarts it (or nobody)
+    host: str | None = None  # the process it runs in (a container's name); None: its own
+    # a classic-mode slave (brokerRole=SLAVE, no controller): routed as id 0 only while it acts
+    # as master for its dead master (RIP-32), with the write bit cleared
+    classic_slave: bool = False
 
 
 @attrs.frozen
@@ -123,6 +132,8 @@ def proc_from_conf(name: str, text: str, conf_path: str) -> Proc:
         broker_name=c.get("brokerName") if role == "broker" else None,
         store_dir=c.get("storePathRootDir") if role == "broker" else None,
         conf_path=conf_path,
+        classic_slave=role == "broker" and c.get("brokerRole", "").upper() == "SLAVE"
+        and c.get("enableControllerMode", "false").lower() != "true",
     )  # fmt: skip
 
 
@@ -158,7 +169,26 @@ def from_up_dir(up_dir: str) -> Cluster:
     ns = [p.addr for p in procs if p.role == "namesrv"]
     if not ns:
         raise TargetError(f"{conf_dir} has no namesrv config: not a rocketrio up directory?")
-    return Cluster(ns[0], tuple(procs), up_dir=up_dir)
+    return Cluster(ns[0], tuple(in_containers(procs)), up_dir=up_dir)
+
+
+def in_containers(procs: list[Proc]) -> list[Proc]:
+    """``procs`` with every broker a container's ``brokerConfigPaths`` names moved into that
+    container's process (``host``, and the container's config as what its command line names)."""
+    hosted: dict[str, Proc] = {}
+    for c in procs:
+        if c.role != "container" or c.conf_path is None:
+            continue
+        with open(c.conf_path, encoding="utf-8") as fh:
+            paths = parse_properties(fh.read(), c.conf_path).get("brokerConfigPaths", "")
+        base = os.path.dirname(c.conf_path)
+        for rel in filter(None, paths.split(":")):
+            hosted[os.path.normpath(os.path.join(base, rel))] = c
+    out = []
+    for p in procs:
+        c = hosted.get(os.path.normpath(p.conf_path)) if p.conf_path else None
+        out.append(p if c is None else attrs.evolve(p, host=c.name, conf_path=c.conf_path))
+    return out
 
 
 def pids_from_up_log(lines: Iterable[str]) -> dict[str, int]:
@@ -213,7 +243,7 @@ def current_pid(cluster: Cluster, proc: Proc) -> int | None:
         log = os.path.join(cluster.up_dir, "logs", "up.jsonl")
         try:
             with open(log, encoding="utf-8", errors="replace") as f:
-                pid = pids_from_up_log(f).get(proc.name)
+                pid = pids_from_up_log(f).get(proc.host or proc.name)
         except OSError:
             return None
     else:

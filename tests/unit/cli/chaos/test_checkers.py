@@ -136,9 +136,18 @@ def test_queue_count_or_permission_change_nobody_asked_for() -> None:
 def test_queues_served_read_only_while_the_set_has_no_master_are_no_change() -> None:
     h = _clean()
     h.polls.append(RoutePoll(9500, T, "broker-a", 4, 4, 4, has_master=False))  # prime slave
+    h.polls.append(RoutePoll(9550, T, "broker-a", 4, 4, 6))  # the master is back
     assert _by_name(h)["metadata"].count == 0
     h.polls.append(RoutePoll(9600, T, "broker-a", 8, 8, 4, has_master=False))
+    h.polls.append(RoutePoll(9650, T, "broker-a", 4, 4, 6))
     assert _by_name(h)["metadata"].count == 1  # the queue count still must not change
+
+
+def test_a_set_still_masterless_at_the_runs_end_is_a_finding() -> None:
+    h = _clean()
+    h.polls.append(RoutePoll(9500, T, "broker-a", 4, 4, 4, has_master=False))
+    meta = _by_name(h)["metadata"]
+    assert meta.count == 1 and "no writable master at the run's end" in meta.examples[0]
 
 
 def test_recovery_is_the_pause_around_a_fault_last_ack_before_first_after() -> None:

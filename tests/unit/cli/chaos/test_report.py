@@ -24,3 +24,13 @@ def test_report_json_text_and_an_svg_marking_each_fault() -> None:
     assert svg.count("<circle") == 100 and "kill-master on broker-a-0" in svg
     page = report.html_report(h, res)
     assert "<svg" in page and "OK" in page
+
+
+def test_skipped_faults_are_listed_and_the_planned_count_said() -> None:
+    h = History(start_ms=0, end_ms=10_000)
+    checks, recs = checkers.run_all(h)
+    res = report.result(h, checks, recs, {"planned": 3, "skipped": ["kill-master #0: x"] * 7})
+    lines = report.summary(res)
+    assert lines[0].startswith("chaos run : 0 faults injected of 3 planned, ")
+    assert sum(line.startswith("  skipped: kill-master #0") for line in lines) == 5
+    assert "  skipped: 2 more (result.json)" in lines

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
+import time
 
 import pytest
 
@@ -10,8 +13,11 @@ from rocketrio.cli.chaos.targets import (
     Cluster,
     Proc,
     TargetError,
+    cmdline,
+    current_pid,
     from_config_file,
     from_up_dir,
+    in_containers,
     not_local,
     pids_from_up_log,
     proc_from_conf,
@@ -75,3 +81,40 @@ def test_anything_off_loopback_is_refused(tmp_path) -> None:  # type: ignore[no-
     path.write_text("{")
     with pytest.raises(TargetError, match="not a chaos target file"):
         from_config_file(str(path))
+
+
+def test_a_containers_brokers_run_in_its_process(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    conf = tmp_path / "conf"
+    conf.mkdir()
+    (conf / "namesrv.conf").write_text(NAMESRV_CONF)
+    (conf / "broker-a.conf").write_text(BROKER_CONF)
+    (conf / "broker-b-s.conf").write_text(BROKER_CONF.replace("broker-a", "broker-b"))
+    (conf / "container-1.conf").write_text(
+        "listenPort=21951\nbrokerConfigPaths=broker-a.conf:broker-b-s.conf\n"
+    )
+    procs = [proc_from_conf(p.stem, p.read_text(), str(p)) for p in sorted(conf.glob("*.conf"))]
+    by_name = {p.name: p for p in in_containers(procs)}
+    assert by_name["broker-a"].host == "container-1"
+    assert by_name["broker-b-s"].host == "container-1"
+    assert by_name["broker-a"].conf_path == str(conf / "container-1.conf")
+    assert by_name["broker-a"].addr == "127.0.0.1:21911"  # its own ports still
+    assert by_name["namesrv"].host is None and by_name["container-1"].host is None
+    # the container's pid (its command line names its config) is the broker's pid
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    child = subprocess.Popen(
+        [sys.executable, "-c", "import time; time.sleep(60)", str(conf / "container-1.conf")]
+    )
+    try:
+        (logs / "up.jsonl").write_text(
+            json.dumps({"event": "child_started", "child": "container-1", "pid": child.pid}) + "\n"
+        )
+        cluster = Cluster("127.0.0.1:21876", tuple(by_name.values()), up_dir=str(tmp_path))
+        deadline = time.monotonic() + 10
+        while str(conf) not in cmdline(child.pid) and time.monotonic() < deadline:
+            time.sleep(0.01)  # until the child has exec'd
+        assert current_pid(cluster, by_name["broker-a"]) == child.pid
+        assert current_pid(cluster, by_name["namesrv"]) is None  # never started here
+    finally:
+        child.kill()
+        child.wait()
