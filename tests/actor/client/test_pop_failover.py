@@ -1,0 +1,158 @@
+"""A POP group follows a failover as fast as a push group (issue 26: chaos runs saw the POP group
+read nothing for up to 27 s after a master was suspended, partitioned or killed, while push
+groups recovered in about 5 s).
+
+A controller-mode broker set of two replicas (real controller, NameServer and brokers on the
+simulated network under MockClock) with the timings `rocketrio up` uses (heartbeat every 200 ms,
+deposed after 1 s of silence, scans every 100 ms). A real `Producer` sends every 50 ms, a
+`SimpleConsumer` receives and acks in the chaos workload's loop (`cli/chaos/workload.py` `_pop`:
+16 messages, invisible 10 s, await 2 s). Then the master freezes (every byte to and from it
+held, new connections time out: what SIGSTOP or a partition does to its peers) or dies.
+
+Measured: from the moment the NameServer's route names the new master to the first receive that
+returns messages. The cause of the stall was the consumer's stale route: a POP parked at the
+hung master was waited out for its whole timeout (3 s + the await), and nothing refreshed the
+route after that, so every later POP went to the same hung master until the 30 s route poll.
+Now a POP unanswered ``STUCK_AFTER_S`` past its own await (the broker answers a long poll by
+then) asks for the route every 0.1 s and is given up as soon as the route names another master;
+a failed one refreshes the route too.
+
+Bound: the POP sent just before the route changed is found stuck at most ``await +
+STUCK_AFTER_S`` after it was sent, the route then takes one watch poll (``POLL_S``) plus one
+rate-limited query (``ROUTE_REFRESH_MIN_INTERVAL_S``), and the next POP at the new master is
+answered within the producer's send period and a few simulated round trips (0.1 s allowed):
+AWAIT_S + 0.5 + 0.1 + 0.1 + 0.1 = 2.8 s. Before the fix the same run waits for the route poll.
+"""
+
+from __future__ import annotations
+
+import random
+from pathlib import Path
+from typing import Any
+
+import pytest
+import trio
+import trio.testing
+
+from rocketrio.actors.client.admin import MQAdmin, wait_for_route
+from rocketrio.actors.client.config import ClientConfig
+from rocketrio.actors.client.message import Message
+from rocketrio.actors.client.producer import Producer
+from rocketrio.actors.client.route_refresh import ROUTE_REFRESH_MIN_INTERVAL_S
+from rocketrio.actors.client.simple_consumer import SimpleConsumer
+from rocketrio.actors.client.stuck_sends import POLL_S, STUCK_AFTER_S
+from tests.harness.replication import (
+    CLIENT_HOST,
+    CLUSTER,
+    CTRL_HOSTS,
+    NS_HOST,
+    Cluster,
+    Node,
+    cluster,
+    pair,
+    wait_until,
+)
+
+TOPIC = "PopT"
+GROUP = "pop_g"
+SEND_PERIOD_S = 0.05
+AWAIT_S, INVISIBLE_S = 2.0, 10.0  # the chaos workload's receive
+TIMINGS = {"brokerHeartbeatInterval": 200, "controllerHeartBeatTimeoutMills": 1000}
+SLACK_S = 0.1  # the producer's send period, round trips (<= 0.5 ms each) of the new POP
+POP_RECOVERY_BOUND_S = AWAIT_S + STUCK_AFTER_S + POLL_S + ROUTE_REFRESH_MIN_INTERVAL_S + SLACK_S
+PRODUCER_HOST, CONSUMER_HOST = "10.0.9.21", "10.0.9.22"
+
+
+def client_kw(c: Cluster, host: str) -> dict[str, Any]:
+    return {
+        "transport": c.net.transport(host),
+        "client_config": ClientConfig(namesrvAddr=c.namesrv_addr, clientIP=host),
+    }
+
+
+async def produce(c: Cluster) -> None:
+    kw = client_kw(c, PRODUCER_HOST)
+    async with Producer("pop_p", c.namesrv_addr, rng=random.Random(5), **kw) as p:
+        i = 0
+        while True:
+            try:
+                await p.send(Message(TOPIC, f"m{i}".encode()))
+            except Exception:  # mid-failover; the producer's own retries are not under test
+                await trio.sleep(0.1)
+            i += 1
+            await trio.sleep(SEND_PERIOD_S)
+
+
+async def consume(c: Cluster, got: list[tuple[float, str]]) -> None:
+    """The chaos workload's POP loop: receive, ack the batch, on an error wait 0.5 s."""
+    async with SimpleConsumer(GROUP, c.namesrv_addr, **client_kw(c, CONSUMER_HOST)) as sc:
+        sc.subscribe(TOPIC)
+        while True:
+            try:
+                msgs = await sc.receive(16, invisible_duration=INVISIBLE_S, await_duration=AWAIT_S)
+            except Exception:
+                await trio.sleep(0.5)
+                continue
+            got.extend((trio.current_time(), m.broker_name) for m in msgs)
+            if msgs:
+                try:
+                    await sc.ack_batch(msgs)
+                except Exception:  # they come back after the invisible time
+                    pass
+
+
+async def new_master_routed(c: Cluster, b: Node) -> float:
+    """When the NameServer first names ``b`` master of broker-a (polled every 10 ms)."""
+    with trio.fail_after(60):
+        while (await c.namesrv_ids()).get(0) != b.b.addr:
+            await trio.sleep(0.01)
+    return trio.current_time()
+
+
+async def run_failover(tmp_path: Path, seed: int, fault: str) -> float:
+    """The POP recovery (seconds from the new master in the route to the first POP receive
+    that returns messages) after ``fault`` hits the master."""
+    async with cluster(
+        tmp_path, seed, controller_overrides={"scanNotActiveBrokerInterval": 100}
+    ) as c:
+        a, b = await pair(c, **TIMINGS)
+        async with MQAdmin(c.namesrv_addr, c.net.transport(CLIENT_HOST)) as admin:
+            await admin.update_topic(TOPIC, cluster=CLUSTER, read_queues=4, write_queues=4)
+            await wait_for_route(admin, TOPIC)
+        got: list[tuple[float, str]] = []
+        async with trio.open_nursery() as n:
+            n.start_soon(produce, c)
+            n.start_soon(consume, c, got)
+            await trio.sleep(12.0)  # steady state; the slave copied topic and offsets
+            assert got, "the POP group consumes before the fault"
+            # the fault lands at a random moment of the route poll's 30 s period
+            await trio.sleep(random.Random(seed).uniform(0.0, 30.0))
+            others = [NS_HOST, b.host, PRODUCER_HOST, CONSUMER_HOST, *CTRL_HOSTS.values()]
+            if fault == "freeze":
+                c.net.isolate(a.host, others)
+            else:
+                await a.crash()
+            routed = await new_master_routed(c, b)
+            await wait_until(lambda: _after(got, routed), "POP consumes again")
+            n.cancel_scope.cancel()
+        c.net.heal()
+        return next(t for t, _ in got if t > routed) - routed
+
+
+async def _after(got: list[tuple[float, str]], t: float) -> bool:
+    return any(at > t for at, _ in got)
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+async def test_pop_resumes_soon_after_a_frozen_master_is_replaced(
+    tmp_path: Path, mock_clock: trio.testing.MockClock, seed: int
+) -> None:
+    recovery = await run_failover(tmp_path, seed, "freeze")
+    assert recovery <= POP_RECOVERY_BOUND_S, f"POP resumed {recovery:.2f}s after the new master"
+
+
+async def test_pop_resumes_soon_after_a_dead_master_is_replaced(
+    tmp_path: Path, mock_clock: trio.testing.MockClock
+) -> None:
+    recovery = await run_failover(tmp_path, 4, "kill")
+    assert recovery <= POP_RECOVERY_BOUND_S, f"POP resumed {recovery:.2f}s after the new master"
