@@ -73,6 +73,24 @@ MUTANTS: list[Mutant] = [
         ],
     ),
     Mutant(
+        "a POP parked at a hung master is waited out, not given up when the route moves",
+        "actors/client/simple_consumer.py",
+        "                stuck_after_s=wait + STUCK_AFTER_S,\n",
+        "                stuck_after_s=math.inf,  # MUTANT\n",
+        [
+            "tests/actor/client/test_pop_failover.py::test_pop_resumes_soon_after_a_frozen_master_is_replaced",
+        ],
+    ),
+    Mutant(
+        "a POP given up at a hung master is not re-sent to the new master at once",
+        "actors/client/simple_consumer.py",
+        '            addr = self.client.find_master_addr(broker_name) or ""\n',
+        "            raise  # MUTANT\n",
+        [
+            "tests/actor/client/test_pop_failover.py::test_pop_resumes_soon_after_a_frozen_master_is_replaced",
+        ],
+    ),
+    Mutant(
         "master acknowledges before its slave has the data (allAckInSyncStateSet on)",
         "actors/broker/ha/sync_state.py",
         '        """Writes ending at or below this offset may be acknowledged to clients now."""\n',
