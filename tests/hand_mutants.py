@@ -84,10 +84,19 @@ MUTANTS: list[Mutant] = [
     Mutant(
         "a POP given up at a hung master is not re-sent to the new master at once",
         "actors/client/simple_consumer.py",
-        '            addr = self.client.find_master_addr(broker_name) or ""\n',
-        "            raise  # MUTANT\n",
+        "        except MasterChanged:\n            pass\n",
+        "        except MasterChanged:\n            raise  # MUTANT\n",
         [
             "tests/actor/client/test_pop_failover.py::test_pop_resumes_soon_after_a_frozen_master_is_replaced",
+        ],
+    ),
+    Mutant(
+        "a POP whose connection failed (killed master) is raised, not re-sent to the new master",
+        "actors/client/simple_consumer.py",
+        "            if self.client.find_master_addr(broker_name) == addr:\n",
+        "            if True:  # MUTANT\n",
+        [
+            "tests/actor/client/test_pop_failover.py::test_pop_resumes_soon_after_a_dead_master_is_replaced",
         ],
     ),
     Mutant(

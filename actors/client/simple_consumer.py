@@ -21,9 +21,10 @@ request is watched (`stuck_sends.invoke_watched`): unanswered ``STUCK_AFTER_S`` 
 (the broker answers a long poll by then) it asks for the route every 0.1 s and is given up as
 soon as the route names another master of its broker set; a POP is then sent to the new master
 at once (nothing was popped at the old one), an ack or change fails (the message comes back
-after its invisible time). A failure that says the broker is gone refreshes the route too.
-Bound: POP resumes at most await + 0.7 s (+ round trips) after the route names the new master
-(docs/failover.md).
+after its invisible time). A failure that says the broker is gone refreshes the route too, and
+a POP whose connection failed (a killed master) goes to the new master once the refreshed route
+names one. Bound: POP resumes at most await + 0.7 s (+ round trips) after the route names the
+new master, one route query interval after a kill (docs/failover.md).
 
 With ``order=True`` (upstream's FIFO consumption, POP_MESSAGE order=true) the broker hands out
 a queue's next messages only once every message it handed out of that queue before was acked
@@ -85,6 +86,8 @@ from rocketrio.protocol.remoting import RemotingCommand
 from rocketrio.protocol.serde import from_ext, to_ext
 
 MAX_RECEIVE = 32  # the broker refuses more per POP
+# after a POP's connection failed, how long to wait for the refreshed route (a few queries)
+GONE_REFRESH_WAIT_S = 0.5
 
 log = structlog.get_logger("client")
 
@@ -349,9 +352,10 @@ class SimpleConsumer:
     async def _pop_at_master(
         self, topic: str, broker_name: str, ext: dict[str, str], wait: float
     ) -> tuple[str, RemotingCommand | None]:
-        """POP_MESSAGE at the set's master; when the route named a new master while it was
-        parked at the old one (nothing was popped there), at the new one at once. None: the
-        route names no master."""
+        """POP_MESSAGE at the set's master; at the new master at once when the route named one
+        while the POP was parked at the old (nothing was popped there) or once the old one's
+        connection failed (a killed master: popped or not, the messages are at least once).
+        None: the route names no master."""
         addr = await self.client.find_master_addr_refreshing(broker_name, topic)
         if addr is None:
             return "", None
@@ -359,11 +363,16 @@ class SimpleConsumer:
         try:
             return addr, await self._invoke(topic, broker_name, addr, cmd, wait)
         except MasterChanged:
-            addr = self.client.find_master_addr(broker_name) or ""
-            if not addr:
-                return "", None
-            cmd = RemotingCommand(RequestCode.POP_MESSAGE, ext_fields=dict(ext))
-            return addr, await self._invoke(topic, broker_name, addr, cmd, wait)
+            pass
+        except RemotingError:
+            await self.client.refresh_route(topic, aio.current_time() + GONE_REFRESH_WAIT_S)
+            if self.client.find_master_addr(broker_name) == addr:
+                raise
+        new = self.client.find_master_addr(broker_name)
+        if new is None:
+            return "", None
+        cmd = RemotingCommand(RequestCode.POP_MESSAGE, ext_fields=dict(ext))
+        return new, await self._invoke(topic, broker_name, new, cmd, wait)
 
     async def _broker_of(self, msg: ReceivedMessage) -> str:
         addr = await self.client.find_master_addr_refreshing(msg.broker_name, msg.topic)
