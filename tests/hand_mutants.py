@@ -100,6 +100,15 @@ MUTANTS: list[Mutant] = [
         ],
     ),
     Mutant(
+        "an empty long poll never looks at the route (a deposed master the clients reach)",
+        "actors/client/simple_consumer.py",
+        "            if wait > 0:\n",
+        "            if False:  # MUTANT\n",
+        [
+            "tests/actor/client/test_pop_failover.py::test_pop_leaves_a_deposed_master_the_clients_still_reach",
+        ],
+    ),
+    Mutant(
         "master acknowledges before its slave has the data (allAckInSyncStateSet on)",
         "actors/broker/ha/sync_state.py",
         '        """Writes ending at or below this offset may be acknowledged to clients now."""\n',

@@ -23,8 +23,11 @@ soon as the route names another master of its broker set; a POP is then sent to 
 at once (nothing was popped at the old one), an ack or change fails (the message comes back
 after its invisible time). A failure that says the broker is gone refreshes the route too, and
 a POP whose connection failed (a killed master) goes to the new master once the refreshed route
-names one. Bound: POP resumes at most await + 0.7 s (+ round trips) after the route names the
-new master, one route query interval after a kill (docs/failover.md).
+names one. A long poll that ended empty refreshes the route before `receive` returns (at most
+one query per await): a deposed master the clients still reach (cut from its cluster only), or
+the slave it became, answers every POP empty without failing. Bound: POP resumes at most
+await + 0.7 s (+ round trips) after the route names the new master, one route query interval
+after a kill (docs/failover.md).
 
 With ``order=True`` (upstream's FIFO consumption, POP_MESSAGE order=true) the broker hands out
 a queue's next messages only once every message it handed out of that queue before was acked
@@ -88,6 +91,8 @@ from rocketrio.protocol.serde import from_ext, to_ext
 MAX_RECEIVE = 32  # the broker refuses more per POP
 # after a POP's connection failed, how long to wait for the refreshed route (a few queries)
 GONE_REFRESH_WAIT_S = 0.5
+# a POP that found nothing
+_EMPTY = (ResponseCode.POLLING_TIMEOUT, ResponseCode.POLLING_FULL, ResponseCode.PULL_NOT_FOUND)
 
 log = structlog.get_logger("client")
 
@@ -331,9 +336,12 @@ class SimpleConsumer:
         addr, resp = await self._pop_at_master(topic, broker_name, to_ext(header), wait)
         if resp is None:
             return []
-        if resp.code in (ResponseCode.POLLING_TIMEOUT, ResponseCode.POLLING_FULL):
-            return []
-        if resp.code == ResponseCode.PULL_NOT_FOUND:
+        if resp.code in _EMPTY:
+            if wait > 0:
+                # a long poll that ended empty: a deposed master the clients still reach (cut
+                # from its cluster only), or the slave it became, answers so forever; check the
+                # route (one query per await at most) so the next POP goes to the new master
+                await self.client.refresh_route(topic, aio.current_time() + GONE_REFRESH_WAIT_S)
             return []
         if resp.code != ResponseCode.SUCCESS:
             raise MQBrokerError(resp.code, resp.remark, addr)
