@@ -47,6 +47,7 @@ from rocketrio.protocol.message import MessageExt
 from rocketrio.storage.commitlog import CommitLog, RecordCorrupt, RecordFields, WritesFenced
 from rocketrio.storage.consume_queue import Boundary, ConsumeQueue
 from rocketrio.storage.consume_queue_store import ConsumeQueueStore
+from rocketrio.storage.cq_ext import CONSUME_QUEUE_EXT_DIR, ConsumeQueueExt, FilterBitMaps
 from rocketrio.storage.dispatch_gate import CONFIRM_CHECKPOINT, DispatchGate
 from rocketrio.storage.dispatch_request import SCHEDULE_TOPIC, DispatchRequests
 from rocketrio.storage.durable import makedirs_synced, write_synced
@@ -55,7 +56,7 @@ from rocketrio.storage.fs import OS_FS, FileSystem
 from rocketrio.storage.index_file import MessageIndex
 from rocketrio.storage.store_dispatch import Progress, StoreDispatch
 from rocketrio.storage.store_put import PutPath
-from rocketrio.storage.store_read import MAX_FILTER_SCAN_ENTRIES, StoreReader
+from rocketrio.storage.store_read import MAX_FILTER_SCAN_ENTRIES, CqMatch, StoreReader
 from rocketrio.storage.store_repair import SPACE_PROBE_BYTES, SPACE_PROBE_FILE, StoreRepair
 from rocketrio.storage.store_repair import probe_space as _probe_space
 from rocketrio.storage.store_types import (
@@ -124,8 +125,14 @@ class MessageStore:
         self._commitlog = clog = CommitLog(
             os.path.join(store_path, COMMITLOG_DIR), cfg.mappedFileSizeCommitLog, fs=fs
         )
+        ext_root = os.path.join(store_path, CONSUME_QUEUE_EXT_DIR)
         self._queues = queues = ConsumeQueueStore(
-            os.path.join(store_path, CONSUME_QUEUE_DIR), cfg.mappedFileSizeConsumeQueue, fs=fs
+            os.path.join(store_path, CONSUME_QUEUE_DIR),
+            cfg.mappedFileSizeConsumeQueue,
+            fs=fs,
+            ext_root=ext_root if cfg.enableConsumeQueueExt else None,
+            ext_bits=cfg.bitMapLengthConsumeQueueExt,
+            ext_off_root=ext_root,
         )
         self._index = index = (
             MessageIndex(
@@ -156,6 +163,17 @@ class MessageStore:
         self._reader = StoreReader(cfg, clog, queues, index)
         self._epoch_file_path = epoch_file_path
         self.epochs: EpochFile | None = None
+
+    def set_filter_bitmaps(self, bitmaps: FilterBitMaps | None) -> None:
+        """Compute SQL92 filter bit-maps at dispatch (enableCalcFilterBitMap); they are kept
+        only with a ConsumeQueue ext (StoreConfig.enableConsumeQueueExt)."""
+        self._dispatch.bitmaps = bitmaps
+
+    @property
+    def filter_bitmap_floor_ms(self) -> int:
+        """The latest time a filter bit-map on disk was computed, as `open` found it (-1:
+        none): filters registered later must be born after it (dispatch/filter_data.py)."""
+        return self._queues.ext_floor_ms
 
     def reconfigure(self, config: StoreConfig) -> None:
         """A live change (maxMessageSize, UPDATE_BROKER_CONFIG): every part reads the new
@@ -297,10 +315,10 @@ class MessageStore:
         offset: int,
         max_count: int,
         max_bytes: int,
-        tag_codes: set[int] | None = None,
+        cq_match: CqMatch = None,
     ) -> GetResult:
         """`StoreReader.get_messages` (store_read.py): a pull, every record checked."""
-        return self._reader.get_messages(topic, queue_id, offset, max_count, max_bytes, tag_codes)
+        return self._reader.get_messages(topic, queue_id, offset, max_count, max_bytes, cq_match)
 
     def read_queue_entries(
         self, topic: str, queue_id: int, offset: int, max_count: int
@@ -354,6 +372,10 @@ class MessageStore:
     def consume_queue(self, topic: str, queue_id: int) -> ConsumeQueue | None:
         """The ConsumeQueue of (topic, queue id), None when it has no entries yet."""
         return self._queues.get((topic, queue_id))
+
+    def consume_queue_ext(self, topic: str, queue_id: int) -> ConsumeQueueExt | None:
+        """The ConsumeQueue ext of (topic, queue id), None without one (cq_ext.py)."""
+        return self._queues.ext((topic, queue_id))
 
     def topic_queue_ids(self) -> dict[str, list[int]]:
         return self._queues.topic_queue_ids()

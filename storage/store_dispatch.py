@@ -23,6 +23,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 
 from rocketrio.protocol.message import BuiltBatch
+from rocketrio.protocol.message_decode import MessageDecodeError, stored_properties
 from rocketrio.storage.commitlog import (
     CommitLog,
     CommitLogRecovery,
@@ -32,6 +33,7 @@ from rocketrio.storage.commitlog import (
 )
 from rocketrio.storage.consume_queue import ENTRY
 from rocketrio.storage.consume_queue_store import ConsumeQueueStore
+from rocketrio.storage.cq_ext import FilterBitMaps, encode_unit
 from rocketrio.storage.dispatch_gate import DispatchGate
 from rocketrio.storage.dispatch_request import (
     SCHEDULE_TOPIC,
@@ -75,6 +77,8 @@ class StoreDispatch:
         self._flushed = 0  # what the last flush made durable in queues and index
         # told how re-dispatch advances (recovery and repair, on `open`'s thread)
         self.on_progress: Progress | None = None
+        # the SQL92 filter bit-maps computed for dispatched records (with a ConsumeQueue ext)
+        self.bitmaps: FilterBitMaps | None = None
 
     @property
     def dispatched_offset(self) -> int:
@@ -332,13 +336,19 @@ class StoreDispatch:
             return
         groups: dict[QueueKey, list[bytes]] = {}
         firsts: dict[QueueKey, int] = {}
+        units: dict[QueueKey, list[tuple[int, bytes]]] = {}
         hashes: list[int] = []
         offsets: list[int] = []
         pack = ENTRY.pack
+        bitmaps = self.bitmaps if self._queues.ext_bits else None
         for offset, size, (key, qo, tags, key_hashes, to_cq) in zip(
             positions, sizes, requests, strict=True
         ):
             if to_cq:
+                if bitmaps is not None and bitmaps.wants(key[0]):
+                    unit = self._unit(bitmaps, key[0], offset, size)
+                    if unit is not None:
+                        units.setdefault(key, []).append((qo, unit))
                 group = groups.get(key)
                 if group is None:
                     groups[key] = group = []
@@ -353,7 +363,7 @@ class StoreDispatch:
                 offsets += [offset] * len(key_hashes)
         queues = self._queues
         for key, parts in groups.items():
-            queues.append(key, b"".join(parts), firsts[key])
+            queues.append(key, b"".join(parts), firsts[key], units.get(key))
         if hashes and self._index is not None:
             self._index.add_pairs(hashes, offsets)
         self._dispatched = positions[-1] + sizes[-1]
@@ -369,10 +379,27 @@ class StoreDispatch:
         """Dispatch a client batch body stored at ``positions`` (`MessageStore.put_batch_body`):
         one ConsumeQueue write, its keys indexed."""
         entries = b"".join(map(ENTRY.pack, positions, sizes, built.tags_codes()))
-        self._queues.append(key, entries, first_queue_offset)
+        bitmaps = self.bitmaps if self._queues.ext_bits else None
+        units: list[tuple[int, bytes]] = []
+        if bitmaps is not None and bitmaps.wants(key[0]):
+            for i, (offset, size) in enumerate(zip(positions, sizes, strict=True)):
+                unit = self._unit(bitmaps, key[0], offset, size)
+                if unit is not None:
+                    units.append((first_queue_offset + i, unit))
+        self._queues.append(key, entries, first_queue_offset, units)
         if self._index is not None:
             _index_batch(self._index, key[0], positions, built)
         self._dispatched = positions[-1] + sizes[-1]
+
+    def _unit(self, bitmaps: FilterBitMaps, topic: str, offset: int, size: int) -> bytes | None:
+        """The ext unit of the record at ``offset``: its properties judged by every filter of
+        its topic (the record is read back: only topics with SQL92 filters pay for it)."""
+        try:
+            props = stored_properties(self._commitlog.read(offset, size))
+        except MessageDecodeError:
+            return None  # not ours to judge here: the record is read and checked on a pull
+        got = bitmaps.bitmap(topic, props)
+        return None if got is None else encode_unit(offset, got[0], got[1])
 
 
 def _index_batch(index: MessageIndex, topic: str, positions: list[int], built: BuiltBatch) -> None:

@@ -2,7 +2,9 @@
 or time (M1, M2).
 
 `StoreReader` is the part of `MessageStore` that serves reads; it owns the get counter and
-writes nothing. `get_messages` follows upstream DefaultMessageStore.getMessage and checks every
+writes nothing. `get_messages` follows upstream DefaultMessageStore.getMessage (with a
+MessageFilter's isMatchedByConsumeQueue: a set of tag codes, or a `BitMapProbe` asking the
+ConsumeQueue ext whether a SQL92 filter matched; cq_ext.py) and checks every
 record it serves with `CommitLog.check_read` (StoreConfig checkCRCOnPull, default on): a record
 that fails raises RecordCorrupt instead of being served. Records this process appended, or
 recovery checked, are not checked again (commitlog/read_check.py).
@@ -25,6 +27,7 @@ from rocketrio.protocol.message import (
 from rocketrio.storage.commitlog import CommitLog, RecordNotFound
 from rocketrio.storage.consume_queue import ENTRY, Boundary
 from rocketrio.storage.consume_queue_store import ConsumeQueueStore
+from rocketrio.storage.cq_ext import BitMapProbe, ConsumeQueueExt
 from rocketrio.storage.index_file import MessageIndex
 from rocketrio.storage.store_types import GetMessageStatus, GetResult, StoreConfig
 
@@ -33,6 +36,30 @@ MAX_FILTER_SCAN_ENTRIES = 800
 _STORE_TS_HEAD = 80  # enough of a record to find storeTimestamp with an IPv6 born host
 _MAX_READ_GAP = 16 * 1024  # bytes of other queues' records a pull read may step over
 _MAX_SPAN = 1024 * 1024  # bytes one pull read may cover
+
+
+# what `get_messages` may skip on the ConsumeQueue: tag codes or a SQL92 filter's bit-map probe
+CqMatch = set[int] | BitMapProbe | None
+
+
+class _BitMapScan:
+    """Which entries of a scan (``raw``, from ``offset``) the bit-maps say the filter did not
+    match (`BitMapProbe.rejected`), judged a chunk at a time as the scan gets there: a pull
+    that fills up early does not judge the rest of its 800 entries."""
+
+    __slots__ = ("_ext", "_offset", "_probe", "_raw", "flags")
+    CHUNK = 128
+
+    def __init__(self, ext: ConsumeQueueExt, probe: BitMapProbe, offset: int, raw: bytes):
+        self._ext, self._probe, self._offset, self._raw = ext, probe, offset, raw
+        self.flags: list[bool] = []
+
+    def extend(self) -> None:
+        """Judge the next chunk of entries."""
+        start = len(self.flags)
+        entries = self._raw[start * ENTRY.size : (start + self.CHUNK) * ENTRY.size]
+        phys = [phy for phy, _, _ in ENTRY.iter_unpack(entries)]
+        self.flags += self._probe.rejected(self._ext.read(self._offset + start, len(phys)), phys)
 
 
 class StoreReader:
@@ -64,9 +91,10 @@ class StoreReader:
         offset: int,
         max_count: int,
         max_bytes: int,
-        tag_codes: set[int] | None = None,
+        cq_match: CqMatch = None,
     ) -> GetResult:
-        """Read up to ``max_count`` messages / ``max_bytes`` (at least one) from a queue.
+        """Read up to ``max_count`` messages / ``max_bytes`` (at least one) from a queue;
+        ``cq_match`` skips entries on the ConsumeQueue (module docstring).
 
         Statuses and next_begin_offset follow upstream DefaultMessageStore.getMessage; the
         corrected offsets are returned as they are (the broker decides whether to use them).
@@ -83,13 +111,19 @@ class StoreReader:
             return GetResult(GetMessageStatus.OFFSET_OVERFLOW_ONE, offset, lo, hi)
         if offset > hi:
             return GetResult(GetMessageStatus.OFFSET_OVERFLOW_BADLY, lo if lo == 0 else hi, lo, hi)
-        scan = max_count if tag_codes is None else max(max_count, MAX_FILTER_SCAN_ENTRIES)
+        scan = max_count if cq_match is None else max(max_count, MAX_FILTER_SCAN_ENTRIES)
         raw = cq.read_raw(offset, scan)
         if not raw:  # no entry file here: skip to the next one, like upstream rollNextFile
             next_file = (offset // cq.entries_per_file + 1) * cq.entries_per_file
             return GetResult(GetMessageStatus.OFFSET_FOUND_NULL, min(next_file, hi), lo, hi)
         result = GetResult(GetMessageStatus.NO_MATCHED_MESSAGE, offset, lo, hi)
-        self._collect(raw, offset, max_count, max_bytes, tag_codes, result)
+        tag_codes = cq_match if isinstance(cq_match, set) else None
+        bitmaps = None
+        if isinstance(cq_match, BitMapProbe) and cq_match.topic == topic:
+            ext = self._queues.ext((topic, queue_id))
+            if ext is not None and ext.bit_count == cq_match.bit_count:
+                bitmaps = _BitMapScan(ext, cq_match, offset, raw)
+        self._collect(raw, offset, max_count, max_bytes, tag_codes, bitmaps, result)
         self._get_count += result.message_count
         return result
 
@@ -100,6 +134,7 @@ class StoreReader:
         max_count: int,
         max_bytes: int,
         tag_codes: set[int] | None,
+        bitmaps: _BitMapScan | None,
         result: GetResult,
     ) -> None:
         clog_min = self._commitlog.min_offset
@@ -118,6 +153,12 @@ class StoreReader:
             if tag_codes is not None and tags not in tag_codes:
                 consumed += 1
                 continue
+            if bitmaps is not None:
+                if consumed >= len(bitmaps.flags):
+                    bitmaps.extend()
+                if bitmaps.flags[consumed]:
+                    consumed += 1
+                    continue
             if count and total + size > max_bytes:
                 break
             consumed += 1

@@ -33,6 +33,11 @@ def parse_delay_levels(text: str) -> list[int]:
     return out
 
 
+def _whole_bytes(_inst: object, attribute: attrs.Attribute[int], value: int) -> None:
+    if value <= 0 or value % 8:
+        raise ValueError(f"{attribute.name} must be a positive multiple of 8, got {value}")
+
+
 @attrs.define
 class StoreConfig:
     """The MessageStoreConfig keys the store uses, with upstream names and defaults."""
@@ -49,6 +54,10 @@ class StoreConfig:
     # rocketrio: check the CRC of every record a pull serves that this process did not write
     # or check itself (CommitLog.check_read); off, a damaged record could reach a consumer
     checkCRCOnPull: bool = True
+    # ConsumeQueue ext with the SQL92 filter bit-maps (cq_ext.py; upstream keys and defaults;
+    # the broker sets the length to its bloom filter's bits, as upstream's ConsumerFilterManager)
+    enableConsumeQueueExt: bool = False
+    bitMapLengthConsumeQueueExt: int = attrs.field(default=112, validator=_whole_bytes)
     messageDelayLevel: str = "1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h"
 
     def __attrs_post_init__(self) -> None:

@@ -130,6 +130,7 @@ class Broker:
             topics=self.tables.topics,
             writer=self.store.actor,
             acting=lambda: self.roles.acting_master(),
+            log=self.log,
         )
         self.roles = make_role_service(
             RoleDeps(
@@ -153,18 +154,31 @@ class Broker:
         )
         self.tables.topics.journal = self.tables.groups.journal = self.journal.record
 
+    def _build_filters(self) -> FilterFeature:
+        """SQL92 filters over the consumer table; their bit-maps computed at dispatch."""
+        consumers, store = self.clients.consumers, self.store.message_store
+        filters = FilterFeature(
+            self.io,
+            subscription=lambda group, topic: (
+                None if (g := consumers.get(group)) is None else g.find_subscription(topic)
+            ),
+            live=lambda: [
+                (name, sub)
+                for name, g in consumers.groups.items()
+                for sub in g.subscriptions.values()
+            ],
+            calc_floor=lambda: store.filter_bitmap_floor_ms,
+        )
+        if filters.selectors.config.use_bitmap:  # CommitLogDispatcherCalcBitMap
+            store.set_filter_bitmaps(filters.manager)
+        return filters
+
     def _build_messaging(self) -> None:
         """Clients, pull, send, POP, delays and transactions."""
         io, t, s, is_master = self.io, self.tables, self.store, self.roles.serving_as_master
         new_uniq_key = UniqIdGenerator(io.config.brokerIP1, clock_ms=io.now_ms).next_id
         self.clients = ClientsFeature(io, tables=t, store=s.view)
-        consumers = self.clients.consumers
-        self.filters = FilterFeature(
-            io,
-            subscription=lambda group, topic: (
-                None if (g := consumers.get(group)) is None else g.find_subscription(topic)
-            ),
-        )
+        self.filters = self._build_filters()
         self.pull = PullFeature(
             io,
             tables=t,
@@ -199,7 +213,9 @@ class Broker:
             escape=self.failover.escape_if_acting,
             acting=self.roles.acting_master,
             filters=self.filters.selectors,
+            record_escape=self.failover.pop_escape_if_acting,
         )
+        self.pop.read_foreign_with(self.failover.foreign_reader(remote.call_or_reason))
         self.schedule = build_schedule_service(
             io,
             tables=t,
@@ -434,7 +450,9 @@ class Broker:
             Service("store", self.store.run_services),  # the writer first; disks sampled once
             Service("pull", self.pull.run_services),
             Service("pop", self.pop.run_services),
+            Service("pop_escape", self.failover.run_pop_escape),
             Service("clients", self.clients.run_services),
+            Service("filter", self.filters.run_services),
             Service("reply", self.reply.run_services),
             Service("tables", self.tables.run_writers, waits=False),
             Service("transaction", self.transactions.run),

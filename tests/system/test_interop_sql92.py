@@ -1,7 +1,9 @@
 """Opt-in interop: Apache RocketMQ 5.2.0's Java client (`MessageSelector.bySql`) against a
 rocketrio NameServer and broker (real processes, enablePropertyFilter=true): the Java consumer
 starts (CHECK_CLIENT_CONFIG answered), receives exactly the messages its selector matches, and a
-consumer whose selector does not compile fails start() with SUBSCRIPTION_PARSE_FAILED (23).
+consumer whose selector does not compile fails start() with SUBSCRIPTION_PARSE_FAILED (23); the
+same with the filter bit-map on (enableCalcFilterBitMap, enableConsumeQueueExt: the Java client's
+heartbeat filter is the one whose bits the broker's pulls read).
 Skipped without the Java dist (RMQ_DIST, default /tmp/rocketmq-5.2.0/...; CI has none) or a JDK.
 """
 
@@ -42,7 +44,8 @@ async def _create_topic(ns: str, broker: str) -> None:
     await trio.sleep(12)  # the route reaches the NameServer with the broker's next registration
 
 
-def test_java_consumer_by_sql(tmp_path: Any) -> None:
+@pytest.mark.parametrize("bitmap", [False, True], ids=["judged", "bitmap"])
+def test_java_consumer_by_sql(tmp_path: Any, bitmap: bool) -> None:
     cp = _classpath()
     classes = tmp_path / "classes"
     subprocess.run(["javac", "-d", str(classes), "-cp", cp, str(SOURCE)], check=True)
@@ -61,6 +64,8 @@ def test_java_consumer_by_sql(tmp_path: Any) -> None:
             "storePathRootDir": os.path.join(work, "store"),
             "enablePropertyFilter": "true",
             "registerNameServerPeriod": "3000",
+            "enableCalcFilterBitMap": str(bitmap).lower(),
+            "enableConsumeQueueExt": str(bitmap).lower(),
         }
         procs.append(launch("broker", "broker-a", conf, work))
         wait_for_line(procs[1], "boot success")

@@ -111,11 +111,14 @@ class BrokerConfig(RemotingServerConfig):
     maxHeldPulls: int = attrs.field(default=65536, validator=positive)
     maxPullMsgNums: int = attrs.field(default=32 * 1024, validator=positive)
     # SQL92 property filtering (upstream keys and defaults; filter/, docs/sql92-filter.md):
-    # enablePropertyFilter and filterSupportRetry are live; the bloom-filter bit-map keys are
-    # accepted and not used (no bit-map is built: every record's properties are judged)
+    # enablePropertyFilter and filterSupportRetry are live; the bit-map (enableCalcFilterBitMap
+    # with enableConsumeQueueExt, dispatch/filter_data.py, storage/cq_ext.py) is read at start;
+    # bitMapLengthConsumeQueueExt is set from the bloom filter's size, as upstream
     enablePropertyFilter: bool = False
     filterSupportRetry: bool = False
     enableCalcFilterBitMap: bool = False
+    enableConsumeQueueExt: bool = False
+    bitMapLengthConsumeQueueExt: int = attrs.field(default=112, validator=positive)
     expectConsumerNumUseFilter: int = attrs.field(default=32, validator=positive)
     maxErrorRateOfBloomFilter: int = attrs.field(default=20, validator=positive)
     filterDataCleanTimeSpan: int = attrs.field(default=24 * 3600 * 1000, validator=positive)

@@ -1,11 +1,12 @@
 """Reading a queue through a `MessageSelector` (the store's half of upstream getMessage with a
 MessageFilter).
 
-Tag codes are applied by the store on the ConsumeQueue. A SQL92 selector needs each record's
-properties, so the records are read and judged here: when a batch is all rejected the read goes
-on from where it stopped, until ``max_count`` messages are kept, ``max_bytes`` are read, the
-queue ends or `MAX_FILTER_SCAN_ENTRIES` entries were looked at (upstream scans at most 16000
-bytes of ConsumeQueue, 800 entries, per pull). The consumer then asks again from
+Tag codes are applied by the store on the ConsumeQueue, and so is a SQL92 selector's bit-map
+probe (a record the bit-map says the filter did not match is never read). The other records of
+a SQL92 selector are read and judged here on their properties: when a batch is all rejected
+the read goes on from where it stopped, until ``max_count`` messages are kept, ``max_bytes``
+are read, the queue ends or `MAX_FILTER_SCAN_ENTRIES` entries were looked at (upstream scans at
+most 16000 bytes of ConsumeQueue, 800 entries, per pull). The consumer then asks again from
 ``next_begin_offset`` (NO_MATCHED_MESSAGE: at once), so no message is skipped unjudged.
 """
 
@@ -33,7 +34,7 @@ async def read_selected(
     sel: MessageSelector,
 ) -> GetResult:
     """Up to ``max_count`` records of the queue from ``offset`` that ``sel`` keeps."""
-    result = await store.read_messages(topic, queue_id, offset, max_count, max_bytes, sel.tag_codes)
+    result = await store.read_messages(topic, queue_id, offset, max_count, max_bytes, sel.cq_match)
     if sel.keep is None:
         return result
     sel.filter(result)
@@ -51,7 +52,7 @@ async def read_selected(
             result.next_begin_offset,
             max_count,
             max_bytes - read_bytes,
-            sel.tag_codes,
+            sel.cq_match,
         )  # a whole batch each time: most of it may be rejected
         if more.status not in _GO_ON:
             break

@@ -33,16 +33,31 @@ from collections.abc import Callable, Iterator, Mapping
 import attrs
 
 from rocketrio.actors.broker.boot.config import BrokerConfig
+from rocketrio.actors.broker.dispatch.filter_data import (
+    ConsumerFilterData,
+    ConsumerFilterManager,
+    build_filter_data,
+)
 from rocketrio.actors.broker.dispatch.outcomes import Refusal
 from rocketrio.protocol.bodies import SubscriptionData
 from rocketrio.protocol.codes import ResponseCode
-from rocketrio.protocol.filter import EXPRESSION_SQL92, is_tag_type, tag_codes_of
+from rocketrio.protocol.filter import is_tag_type, tag_codes_of
 from rocketrio.protocol.message_decode import MessageDecodeError, stored_properties
 from rocketrio.protocol.message_format import PROPERTY_RETRY_TOPIC, decode_properties
 from rocketrio.protocol.sql92_compile import compile_selector
-from rocketrio.protocol.sql92_parse import Sql92ParseError, parse_sql92
 from rocketrio.protocol.sql92_tree import Expr, Sql92EvalError, matches
+from rocketrio.storage.cq_ext import BitMapProbe
+from rocketrio.storage.store_read import CqMatch
 from rocketrio.storage.store_types import GetMessageStatus, GetResult
+
+__all__ = [
+    "ConsumerFilterData",
+    "ConsumerFilterManager",
+    "FilterConfig",
+    "FilterSelectors",
+    "MessageSelector",
+    "build_filter_data",
+]
 
 RETRY_GROUP_TOPIC_PREFIX = "%RETRY%"
 # the live keys (UPDATE_BROKER_CONFIG) the filters read, through `FilterConfig`
@@ -65,10 +80,16 @@ class FilterConfig:
 
     enable_property_filter: bool = False
     filter_support_retry: bool = False
+    # enableCalcFilterBitMap with enableConsumeQueueExt (read at start, as upstream)
+    use_bitmap: bool = False
 
     @classmethod
     def of(cls, c: BrokerConfig) -> FilterConfig:
-        return cls(c.enablePropertyFilter, c.filterSupportRetry)
+        return cls(
+            c.enablePropertyFilter,
+            c.filterSupportRetry,
+            c.enableCalcFilterBitMap and c.enableConsumeQueueExt,
+        )
 
 
 class RecordProperties(Mapping[str, str]):
@@ -115,23 +136,19 @@ def record_properties(record: bytes) -> RecordProperties:
 
 
 @attrs.frozen
-class ConsumerFilterData:
-    """A compiled SQL92 subscription of one group on one topic (upstream's name)."""
-
-    topic: str
-    group: str
-    expression: str
-    client_version: int
-    compiled: Expr
-
-
-@attrs.frozen
 class MessageSelector:
     """What a read keeps: ``tag_codes`` is applied on the ConsumeQueue by the store; ``keep``
     (None for TAG subscriptions) on each record's properties afterwards."""
 
     tag_codes: set[int] | None
     keep: Callable[[bytes], bool] | None = None
+    # the filter's bit-map probe: records it rejects are skipped on the ConsumeQueue ext
+    probe: BitMapProbe | None = None
+
+    @property
+    def cq_match(self) -> CqMatch:
+        """What the store applies on the ConsumeQueue (tag codes, or the bit-map probe)."""
+        return self.tag_codes if self.probe is None else self.probe
 
     def filter(self, result: GetResult) -> GetResult:
         """Drop the records ``keep`` refuses; a read left with none is NO_MATCHED_MESSAGE
@@ -170,39 +187,6 @@ def sql_keep(compiled: Expr) -> Callable[[bytes], bool]:
     return keep
 
 
-class ConsumerFilterManager:
-    """Compiled heartbeat subscriptions by (topic, group); ``subscription`` looks up what the
-    group subscribed to (the consumer manager's heartbeat table)."""
-
-    def __init__(self, subscription: Callable[[str, str], SubscriptionData | None]) -> None:
-        self._subscription = subscription
-        self._compiled: dict[tuple[str, str], ConsumerFilterData | None] = {}
-        self._keys: dict[tuple[str, str], tuple[str, int]] = {}
-
-    def get(self, topic: str, group: str) -> ConsumerFilterData | None:
-        sub = self._subscription(group, topic)
-        if sub is None or is_tag_type(sub.expressionType) or not sub.subString:
-            self._compiled.pop((topic, group), None)
-            self._keys.pop((topic, group), None)
-            return None
-        key, want = (topic, group), (sub.subString, sub.subVersion)
-        if self._keys.get(key) != want:
-            self._keys[key] = want
-            self._compiled[key] = build_filter_data(topic, group, sub)
-        return self._compiled[key]
-
-
-def build_filter_data(topic: str, group: str, sub: SubscriptionData) -> ConsumerFilterData | None:
-    """Upstream ConsumerFilterManager.build: None when the expression does not compile."""
-    if sub.expressionType.upper() != EXPRESSION_SQL92:
-        return None
-    try:
-        compiled = parse_sql92(sub.subString)
-    except Sql92ParseError:
-        return None
-    return ConsumerFilterData(topic, group, sub.subString, sub.subVersion, compiled)
-
-
 class FilterSelectors:
     """Builds the `MessageSelector` of a pull or a POP (module docstring)."""
 
@@ -212,7 +196,7 @@ class FilterSelectors:
 
     def reconfigure(self, config: BrokerConfig, changed: frozenset[str]) -> None:
         if changed & FILTER_KEYS:
-            self.config = FilterConfig.of(config)
+            self.config = attrs.evolve(FilterConfig.of(config), use_bitmap=self.config.use_bitmap)
 
     def for_pull(
         self, sub: SubscriptionData, group: str, sub_version: int, from_request: bool
@@ -234,7 +218,8 @@ class FilterSelectors:
             return Refusal(ResponseCode.SYSTEM_ERROR, not_supported(sub.expressionType))
         if self.config.filter_support_retry and sub.topic.startswith(RETRY_GROUP_TOPIC_PREFIX):
             return MessageSelector(None, self._retry_keep(group))
-        return MessageSelector(None, sql_keep(data.compiled))
+        probe = None if from_request else self._probe(data)
+        return MessageSelector(None, sql_keep(data.compiled), probe)
 
     def for_pop(self, sub: SubscriptionData, group: str) -> MessageSelector | Refusal:
         """The selector of a POP (its ``exp``/``expType``); it also filters the POP retry
@@ -244,7 +229,13 @@ class FilterSelectors:
         data = build_filter_data(sub.topic, group, sub)
         if data is None:
             return Refusal(ResponseCode.SUBSCRIPTION_PARSE_FAILED, PARSE_FAILED)
-        return MessageSelector(None, sql_keep(data.compiled))
+        # the group's registered filter of the same expression has bits in the bit-maps
+        known = self.manager.registered(sub.topic, group)
+        probe = self._probe(known) if known and known.expression == sub.subString else None
+        return MessageSelector(None, sql_keep(data.compiled), probe)
+
+    def _probe(self, data: ConsumerFilterData) -> BitMapProbe | None:
+        return self.manager.probe(data) if self.config.use_bitmap else None
 
     def _retry_keep(self, group: str) -> Callable[[bytes], bool]:
         """filterSupportRetry: judge a retry message by its original topic's filter data."""

@@ -54,6 +54,7 @@ from rocketrio.protocol.message import QUEUE_OFFSET_POSITION, decode_stored
 from rocketrio.protocol.message_format import QUEUE_ID_POSITION, tags_hash_code
 from rocketrio.protocol.serde import from_ext
 from rocketrio.protocol.static_topic import LogicQueueMappingItem, find_item
+from rocketrio.storage.store_read import CqMatch
 from rocketrio.storage.store_types import GetMessageStatus, GetResult
 
 _S = GetMessageStatus
@@ -141,14 +142,14 @@ def split_records(body: bytes) -> list[bytes]:
 
 
 def remote_result(
-    code: int, h: PullMessageResponseHeader, body: bytes, asked: int, tag_codes: set[int] | None
+    code: int, h: PullMessageResponseHeader, body: bytes, asked: int, tag_codes: CqMatch
 ) -> GetResult:
     """A physical PULL_MESSAGE answer as the store's `GetResult` (tags filtered here: the
     remote read asks for every message)."""
     next_p, lo, hi = h.nextBeginOffset, h.minOffset, h.maxOffset
     if code == ResponseCode.SUCCESS:
         records = split_records(body)
-        if tag_codes is not None:
+        if isinstance(tag_codes, set):  # a bit-map probe is for this broker's ext only
             records = [r for r in records if _tag_code(r) in tag_codes]
         if not records:
             return GetResult(_S.NO_MATCHED_MESSAGE, next_p, lo, hi)
@@ -198,7 +199,7 @@ class LogicQueueStore:
         offset: int,
         max_count: int,
         max_bytes: int,
-        tag_codes: set[int] | None = None,
+        tag_codes: CqMatch = None,
     ) -> GetResult:
         detail = self.mappings.get(topic)
         if detail is None:
@@ -218,7 +219,7 @@ class LogicQueueStore:
         return to_logic(plan, queue_id, r)
 
     async def _remote_read(
-        self, topic: str, gid: int, plan: ReadAt, max_bytes: int, tag_codes: set[int] | None
+        self, topic: str, gid: int, plan: ReadAt, max_bytes: int, tag_codes: CqMatch
     ) -> GetResult:
         item = plan.item
         h = PullMessageRequestHeader(

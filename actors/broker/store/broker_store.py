@@ -19,6 +19,7 @@ import trio
 from rocketrio.actors.broker.boot.broker_io import BrokerIO
 from rocketrio.actors.broker.boot.config import BrokerConfig, FlushDiskType
 from rocketrio.actors.broker.dispatch.answers import host_tuple
+from rocketrio.actors.broker.dispatch.bloom import filter_bloom
 from rocketrio.actors.broker.dispatch.table import Handlers
 from rocketrio.actors.broker.store.actor import StoreActor
 from rocketrio.actors.broker.store.clean_service import CleanService
@@ -63,6 +64,9 @@ def message_store(
         messageDelayLevel=c.messageDelayLevel,
         checkCRCOnRecover=c.checkCRCOnRecover,
         checkCRCOnPull=c.checkCRCOnPull,
+        enableConsumeQueueExt=c.enableConsumeQueueExt,
+        # upstream's ConsumerFilterManager sets the ext's bit-map length to its bloom's size
+        bitMapLengthConsumeQueueExt=filter_bloom(c).m,
     )
     return MessageStore(
         c.storePathRootDir,

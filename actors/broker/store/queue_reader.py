@@ -17,6 +17,7 @@ from collections.abc import Sequence
 from typing import Protocol
 
 from rocketrio.actors.broker.store.view import StoreView
+from rocketrio.storage.store_read import CqMatch
 from rocketrio.storage.store_types import GetResult
 
 
@@ -32,7 +33,7 @@ class QueueReader(Protocol):
         offset: int,
         max_count: int,
         max_bytes: int,
-        tag_codes: set[int] | None = None,
+        tag_codes: CqMatch = None,
     ) -> GetResult: ...
 
     def get_min_offset(self, topic: str, queue_id: int) -> int: ...
@@ -61,7 +62,7 @@ class PhysicalQueues:
         offset: int,
         max_count: int,
         max_bytes: int,
-        tag_codes: set[int] | None = None,
+        tag_codes: CqMatch = None,
     ) -> GetResult:
         return await self.view.read_messages(
             topic, queue_id, offset, max_count, max_bytes, tag_codes

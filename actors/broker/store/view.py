@@ -51,6 +51,7 @@ from rocketrio.storage.commitlog import RecordNotFound
 from rocketrio.storage.consume_queue import Boundary
 from rocketrio.storage.message_store import GetResult, MessageStore, StoreStats
 from rocketrio.storage.scrub import ScrubBounds
+from rocketrio.storage.store_read import CqMatch
 
 T = TypeVar("T")
 
@@ -145,7 +146,7 @@ class StoreView:
         offset: int,
         max_count: int,
         max_bytes: int,
-        tag_codes: set[int] | None = None,
+        tag_codes: CqMatch = None,
     ) -> GetResult:
         """Read inline (on the Trio thread): for reads known to be small."""
         return self._store.get_messages(topic, queue_id, offset, max_count, max_bytes, tag_codes)
@@ -157,7 +158,7 @@ class StoreView:
         offset: int,
         max_count: int,
         max_bytes: int,
-        tag_codes: set[int] | None = None,
+        tag_codes: CqMatch = None,
     ) -> GetResult:
         """`get_messages`, in a worker thread when it may read more than the threshold."""
         if max_bytes <= self.off_loop_read_bytes:

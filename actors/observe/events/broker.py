@@ -41,6 +41,17 @@ class Sql92SubscriptionRefused(LogEvent):
     error: str
 
 
+@event("filter_data_cleaned")
+@attrs.frozen(kw_only=True)
+class FilterDataCleaned(LogEvent):
+    """SQL92 filters whose group had no live consumer for filterDataCleanTimeSpan were dropped
+    with their compiled selectors (upstream ConsumerFilterManager.clean); ``left``: how many
+    filters stay registered."""
+
+    dropped: int
+    left: int
+
+
 @event("group_offset_cloned")
 @attrs.frozen(kw_only=True)
 class GroupOffsetCloned(LogEvent):
