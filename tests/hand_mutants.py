@@ -110,6 +110,42 @@ MUTANTS: list[Mutant] = [
         ],
     ),
     Mutant(
+        "a POP parked at a hung master is waited out, not given up when the route moves",
+        "actors/client/simple_consumer.py",
+        "                stuck_after_s=wait + STUCK_AFTER_S,\n",
+        "                stuck_after_s=math.inf,  # MUTANT\n",
+        [
+            "tests/actor/client/test_pop_failover.py::test_pop_resumes_soon_after_a_frozen_master_is_replaced",
+        ],
+    ),
+    Mutant(
+        "a POP given up at a hung master is not re-sent to the new master at once",
+        "actors/client/simple_consumer.py",
+        "        except MasterChanged:\n            pass\n",
+        "        except MasterChanged:\n            raise  # MUTANT\n",
+        [
+            "tests/actor/client/test_pop_failover.py::test_pop_resumes_soon_after_a_frozen_master_is_replaced",
+        ],
+    ),
+    Mutant(
+        "a POP whose connection failed (killed master) is raised, not re-sent to the new master",
+        "actors/client/simple_consumer.py",
+        "            if self.client.find_master_addr(broker_name) == addr:\n",
+        "            if True:  # MUTANT\n",
+        [
+            "tests/actor/client/test_pop_failover.py::test_pop_resumes_soon_after_a_dead_master_is_replaced",
+        ],
+    ),
+    Mutant(
+        "an empty long poll never looks at the route (a deposed master the clients reach)",
+        "actors/client/simple_consumer.py",
+        "            if wait > 0:\n",
+        "            if False:  # MUTANT\n",
+        [
+            "tests/actor/client/test_pop_failover.py::test_pop_leaves_a_deposed_master_the_clients_still_reach",
+        ],
+    ),
+    Mutant(
         "master acknowledges before its slave has the data (allAckInSyncStateSet on)",
         "actors/broker/ha/sync_state.py",
         '        """Writes ending at or below this offset may be acknowledged to clients now."""\n',

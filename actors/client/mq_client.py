@@ -232,11 +232,13 @@ class MQClientInstance:
             with aio.CancelScope(shield=True), aio.move_on_after(self.api.timeout_s):
                 await self._unregister_all()
         finally:
-            self._nursery.cancel_scope.cancel()
+            # nothing new starts in it from here on: a connection that closes while it winds
+            # down (a cancelled client) must not ask it for a route refresh
+            nursery, self._nursery = self._nursery, None
+            nursery.cancel_scope.cancel()
             try:
                 await self._nursery_cm.__aexit__(None, None, None)
             finally:
-                self._nursery = None
                 await self.remoting.__aexit__(None, None, None)
 
     @property

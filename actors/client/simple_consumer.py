@@ -14,6 +14,21 @@ master. A message that is neither acked
 nor changed becomes visible again after its invisible duration (the broker's revive service
 puts it to the group's pop retry topic), so consumption is at least once.
 
+Failover (issue 26: the POP group stalled up to 27 s after a master hung, push groups ~5 s):
+a hung master keeps its connections open, and nothing refreshed this consumer's route, so
+every POP went to it and was waited out (timeout + await) until the 30 s route poll. Now every
+request is watched (`stuck_sends.invoke_watched`): unanswered ``STUCK_AFTER_S`` past its await
+(the broker answers a long poll by then) it asks for the route every 0.1 s and is given up as
+soon as the route names another master of its broker set; a POP is then sent to the new master
+at once (nothing was popped at the old one), an ack or change fails (the message comes back
+after its invisible time). A failure that says the broker is gone refreshes the route too, and
+a POP whose connection failed (a killed master) goes to the new master once the refreshed route
+names one. A long poll that ended empty refreshes the route before `receive` returns (at most
+one query per await): a deposed master the clients still reach (cut from its cluster only), or
+the slave it became, answers every POP empty without failing. Bound: POP resumes at most
+await + 0.7 s (+ round trips) after the route names the new master, one route query interval
+after a kill (docs/failover.md).
+
 With ``order=True`` (upstream's FIFO consumption, POP_MESSAGE order=true) the broker hands out
 a queue's next messages only once every message it handed out of that queue before was acked
 (or its invisible time ended: then the same messages come again, in the same order, their
@@ -31,13 +46,23 @@ import math
 from typing import Any
 
 import attrs
+import structlog
 
 from rocketrio.actors.client import backend as aio
 from rocketrio.actors.client.config import ClientConfig
 from rocketrio.actors.client.errors import MQBrokerError, MQClientError
 from rocketrio.actors.client.mq_client import MQClientInstance
+from rocketrio.actors.client.pull_api import broker_gone
 from rocketrio.actors.client.remoting import ClientTransport as Transport
+from rocketrio.actors.client.remoting import RemotingError
+from rocketrio.actors.client.stuck_sends import (
+    STUCK_AFTER_S,
+    MasterChanged,
+    PendingSend,
+    invoke_watched,
+)
 from rocketrio.actors.kernel.clock import wallclock_ms
+from rocketrio.actors.observe import events
 from rocketrio.protocol.bodies import PERM_READ
 from rocketrio.protocol.codes import RequestCode, ResponseCode
 from rocketrio.protocol.message import MessageExt, iter_stored
@@ -64,6 +89,12 @@ from rocketrio.protocol.remoting import RemotingCommand
 from rocketrio.protocol.serde import from_ext, to_ext
 
 MAX_RECEIVE = 32  # the broker refuses more per POP
+# after a POP's connection failed, how long to wait for the refreshed route (a few queries)
+GONE_REFRESH_WAIT_S = 0.5
+# a POP that found nothing
+_EMPTY = (ResponseCode.POLLING_TIMEOUT, ResponseCode.POLLING_FULL, ResponseCode.PULL_NOT_FOUND)
+
+log = structlog.get_logger("client")
 
 
 @attrs.define
@@ -190,8 +221,32 @@ class SimpleConsumer:
             {q.brokerName for q in route.queueDatas if q.perm & PERM_READ and q.readQueueNums}
         )
 
-    async def _invoke(self, addr: str, cmd: RemotingCommand, wait: float = 0.0) -> RemotingCommand:
-        return await self.client.remoting.invoke(addr, cmd, self.timeout + wait)
+    async def _invoke(
+        self, topic: str, broker_name: str, addr: str, cmd: RemotingCommand, wait: float = 0.0
+    ) -> RemotingCommand:
+        """The request at ``addr``, the master of ``broker_name`` in the cached route: given up
+        with `MasterChanged` once it is unanswered ``STUCK_AFTER_S`` past its await and the
+        route names another master (a hung master keeps its connections open, so only its
+        timeout would end it); a failure that says the broker is gone refreshes the route, so
+        the next request goes to the new master (module docstring)."""
+        pending = PendingSend(topic, broker_name, addr, aio.current_time(), aio.CancelScope())
+        try:
+            return await invoke_watched(
+                self.client.remoting.invoke,
+                self.client.find_master_addr,
+                self.client.request_route_refresh,
+                pending,
+                cmd,
+                self.timeout + wait,
+                stuck_after_s=wait + STUCK_AFTER_S,
+            )
+        except MasterChanged as e:
+            events.emit(log, events.PopMoved(group=self.group, topic=topic, old=addr, error=str(e)))
+            raise
+        except (RemotingError, MQClientError) as e:
+            if broker_gone(e):
+                self.client.request_route_refresh(topic)
+            raise
 
     async def receive(
         self,
@@ -264,9 +319,6 @@ class SimpleConsumer:
         attempt_id: str | None = None,
     ) -> list[ReceivedMessage]:
         order = self.order if order is None else order
-        addr = await self.client.find_master_addr_refreshing(broker_name, topic)
-        if addr is None:
-            return []
         header = PopMessageRequestHeader(
             consumerGroup=self.group,
             topic=topic,
@@ -281,11 +333,15 @@ class SimpleConsumer:
             order=order or None,
             attemptId=attempt_id,
         )
-        cmd = RemotingCommand(RequestCode.POP_MESSAGE, ext_fields=to_ext(header))
-        resp = await self._invoke(addr, cmd, wait)
-        if resp.code in (ResponseCode.POLLING_TIMEOUT, ResponseCode.POLLING_FULL):
+        addr, resp = await self._pop_at_master(topic, broker_name, to_ext(header), wait)
+        if resp is None:
             return []
-        if resp.code == ResponseCode.PULL_NOT_FOUND:
+        if resp.code in _EMPTY:
+            if wait > 0:
+                # a long poll that ended empty: a deposed master the clients still reach (cut
+                # from its cluster only), or the slave it became, answers so forever; check the
+                # route (one query per await at most) so the next POP goes to the new master
+                await self.client.refresh_route(topic, aio.current_time() + GONE_REFRESH_WAIT_S)
             return []
         if resp.code != ResponseCode.SUCCESS:
             raise MQBrokerError(resp.code, resp.remark, addr)
@@ -300,6 +356,31 @@ class SimpleConsumer:
             m.properties.setdefault(PROPERTY_FIRST_POP_TIME, str(rh.popTime))
             out.append(ReceivedMessage(m, topic, broker_name, receipt))
         return out
+
+    async def _pop_at_master(
+        self, topic: str, broker_name: str, ext: dict[str, str], wait: float
+    ) -> tuple[str, RemotingCommand | None]:
+        """POP_MESSAGE at the set's master; at the new master at once when the route named one
+        while the POP was parked at the old (nothing was popped there) or once the old one's
+        connection failed (a killed master: popped or not, the messages are at least once).
+        None: the route names no master."""
+        addr = await self.client.find_master_addr_refreshing(broker_name, topic)
+        if addr is None:
+            return "", None
+        cmd = RemotingCommand(RequestCode.POP_MESSAGE, ext_fields=dict(ext))
+        try:
+            return addr, await self._invoke(topic, broker_name, addr, cmd, wait)
+        except MasterChanged:
+            pass
+        except RemotingError:
+            await self.client.refresh_route(topic, aio.current_time() + GONE_REFRESH_WAIT_S)
+            if self.client.find_master_addr(broker_name) == addr:
+                raise
+        new = self.client.find_master_addr(broker_name)
+        if new is None:
+            return "", None
+        cmd = RemotingCommand(RequestCode.POP_MESSAGE, ext_fields=dict(ext))
+        return new, await self._invoke(topic, broker_name, new, cmd, wait)
 
     async def _broker_of(self, msg: ReceivedMessage) -> str:
         addr = await self.client.find_master_addr_refreshing(msg.broker_name, msg.topic)
@@ -319,7 +400,7 @@ class SimpleConsumer:
         )
         addr = await self._broker_of(msg)
         cmd = RemotingCommand(RequestCode.ACK_MESSAGE, ext_fields=to_ext(header))
-        resp = await self._invoke(addr, cmd)
+        resp = await self._invoke(msg.topic, msg.broker_name, addr, cmd)
         if resp.code != ResponseCode.SUCCESS:
             raise MQBrokerError(resp.code, resp.remark, addr)
 
@@ -352,7 +433,7 @@ class SimpleConsumer:
                 raise MQClientError(f"no master of broker {broker_name} to acknowledge at")
             body = BatchAckMessageRequestBody(broker_name, acks).to_json()
             resp = await self._invoke(
-                addr, RemotingCommand(RequestCode.BATCH_ACK_MESSAGE, body=body)
+                topic, broker_name, addr, RemotingCommand(RequestCode.BATCH_ACK_MESSAGE, body=body)
             )
             if resp.code != ResponseCode.SUCCESS:
                 raise MQBrokerError(resp.code, resp.remark, addr)
@@ -372,7 +453,7 @@ class SimpleConsumer:
         )
         addr = await self._broker_of(msg)
         cmd = RemotingCommand(RequestCode.CHANGE_MESSAGE_INVISIBLETIME, ext_fields=to_ext(header))
-        resp = await self._invoke(addr, cmd)
+        resp = await self._invoke(msg.topic, msg.broker_name, addr, cmd)
         if resp.code != ResponseCode.SUCCESS:
             raise MQBrokerError(resp.code, resp.remark, addr)
         rh = from_ext(ChangeInvisibleTimeResponseHeader, resp.ext_fields)

@@ -168,3 +168,57 @@ def avoid_while_stuck(
             mark_unavailable(broker_name, aio.current_time(), hold_s, addr)
 
     return on_stuck
+
+
+async def invoke_watched(
+    invoke: Callable[[str, RemotingCommand, float], Awaitable[RemotingCommand]],
+    master_of: Callable[[str], str | None],
+    refresh: Callable[[str], object],
+    pending: PendingSend,
+    cmd: RemotingCommand,
+    timeout_s: float,
+    *,
+    stuck_after_s: float,
+    poll_s: float = POLL_S,
+) -> RemotingCommand:
+    """One call watched on its own, without a `StuckSendWatch` loop (the SimpleConsumer's POP,
+    ack and change-invisible requests, whose consumer may run in no nursery of its own): once
+    unanswered for ``stuck_after_s`` it asks for ``pending.topic``'s route every ``poll_s`` and
+    is given up with `MasterChanged` as soon as the route names another master of
+    ``pending.broker_name``. A long poll passes its await as part of ``stuck_after_s``: the
+    broker answers it by then, so only a hung broker or network is later."""
+    outcome: list[RemotingCommand | Exception] = []
+
+    async def call() -> None:
+        try:
+            outcome.append(await invoke(pending.addr, cmd, timeout_s))
+        except Exception as e:  # re-raised below, unwrapped by the task group
+            outcome.append(e)
+        tg.cancel_scope.cancel()
+
+    async def watch() -> None:
+        await aio.sleep(stuck_after_s)
+        while True:
+            topics, moved = stuck_master_changes(
+                (pending,), aio.current_time(), stuck_after_s, master_of
+            )
+            if moved:
+                pending.moved_to = moved[0][1]
+                tg.cancel_scope.cancel()
+                return
+            for topic in topics:
+                refresh(topic)
+            await aio.sleep(poll_s)
+
+    async with aio.create_task_group() as tg:
+        tg.start_soon(call)
+        tg.start_soon(watch)
+    if outcome:
+        if isinstance(outcome[0], Exception):
+            raise outcome[0]
+        return outcome[0]
+    waited = aio.current_time() - pending.started
+    raise MasterChanged(
+        f"the master of {pending.broker_name} moved from {pending.addr} to {pending.moved_to} "
+        f"while the request was unanswered for {waited:.2f}s"
+    )

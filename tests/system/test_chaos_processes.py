@@ -3,7 +3,8 @@
 runs here, the traced workload, and the verdict.
 
 - a clean build under kills, suspends, partitions and a controller kill loses nothing
-  acknowledged and exits 0 (about 90 s);
+  acknowledged and exits 0 (about 90 s), and its POP group recovers from each fault about as
+  fast as its push groups (issue 26);
 - chaos tested on itself: a broken build (a broker that acknowledges before its slave has the
   data, allAckInSyncStateSet on) must make chaos report lost messages and exit 1. The break is
   put into the broker processes through a ``sitecustomize`` the test writes and puts on their
@@ -92,6 +93,29 @@ def _faults() -> list[str]:
     return [f for n in names for f in ("--fault", n)]
 
 
+# issue 26: the POP group (SimpleConsumer, await 2 s) resumes at most await + 0.7 s after the
+# route names the new master (docs/failover.md); the other groups need that route too, so it
+# may lag the slowest of them by that much, plus 1 s for a loaded 2-core host (it lagged by
+# 12-17 s when its route was refreshed only by the 30 s poll)
+POP_LAG_S = 2.0 + 0.7 + 1.0
+
+
+def pop_lagging(res: dict[str, Any]) -> list[tuple[int, int, int]]:
+    """(fault, POP group's recovery ms, slowest other group's) where POP lagged by more than
+    POP_LAG_S."""
+    pop = f"consume:chaos{res['run_id']}_pop"
+    by_fault: dict[int, dict[str, int]] = {}
+    for r in res["recovery"]:
+        if r["op"].startswith("consume:"):
+            by_fault.setdefault(r["fault"], {})[r["op"]] = r["recovery_ms"]
+    out = []
+    for fault, ops in sorted(by_fault.items()):
+        others = [ms for op, ms in ops.items() if op != pop]
+        if pop in ops and others and ops[pop] > max(others) + POP_LAG_S * 1000:
+            out.append((fault, ops[pop], max(others)))
+    return out
+
+
 def test_a_clean_cluster_under_chaos_loses_nothing_acknowledged(tmp_path: Path) -> None:
     up = start_up(str(tmp_path / "up"), "controller", *UP_FLAGS)
     out = tmp_path / "chaos"
@@ -112,6 +136,7 @@ def test_a_clean_cluster_under_chaos_loses_nothing_acknowledged(tmp_path: Path) 
         assert res["consumed"][f"chaos{res['run_id']}_final"] > 0  # the final read ran
         assert "<svg" in (out / "report.html").read_text()
         assert not stopped_processes(up.base_dir)
+        assert not pop_lagging(res), res["recovery"]
         if ROOT:
             assert "noqueue" in lo_qdisc()
     finally:

@@ -118,6 +118,7 @@ from rocketrio.actors.observe.events.client import (
     OrderlyLockLost,
     OrderlyQueueUnlocked,
     PersistOffsetFailed,
+    PopMoved,
     PullFailed,
     PullMoved,
     PullOffsetIllegal,

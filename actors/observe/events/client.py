@@ -142,6 +142,19 @@ class PullFailed(LogEvent):
     error: str
 
 
+@event("pop_moved", "warning")
+@attrs.frozen(kw_only=True)
+class PopMoved(LogEvent):
+    """A SimpleConsumer's POP (or ack, change-invisible) was parked at a master that stopped
+    answering, and the route named another master of its broker set: given up and, for a POP,
+    sent to the new master at once (simple_consumer.py)."""
+
+    group: str
+    topic: str
+    old: str
+    error: str
+
+
 @event("pull_moved")
 @attrs.frozen(kw_only=True)
 class PullMoved(LogEvent):

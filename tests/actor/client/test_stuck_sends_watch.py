@@ -12,8 +12,10 @@ from rocketrio.actors.client.queue_select import FaultTracker
 from rocketrio.actors.client.stuck_sends import (
     AVOID_S,
     MasterChanged,
+    PendingSend,
     StuckSendWatch,
     avoid_while_stuck,
+    invoke_watched,
 )
 from rocketrio.actors.kernel.remoting import RemotingError
 from rocketrio.protocol.remoting import RemotingCommand
@@ -112,3 +114,63 @@ async def test_a_stuck_set_is_avoided_while_it_is_stuck(
         avoid_while_stuck(available, mark)("broker-a", OLD)
         assert not faults.is_available("broker-a", trio.current_time() + 29.0, OLD)
         n.cancel_scope.cancel()
+
+
+def pending(addr: str = OLD) -> PendingSend:
+    return PendingSend("T", "broker-a", addr, trio.current_time(), trio.CancelScope())
+
+
+async def test_a_watched_long_poll_is_given_up_once_the_route_moves_after_its_await(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """`invoke_watched` (the SimpleConsumer's POP): no route query while the long poll may
+    legitimately be held (its await), then a query every poll, and MasterChanged one poll after
+    the route names the new master, long before the call's own timeout."""
+    route = {"broker-a": OLD}
+    refreshed: list[float] = []
+
+    async def hung(_addr: str, _cmd: RemotingCommand, timeout_s: float) -> RemotingCommand:
+        await trio.sleep(timeout_s)
+        raise RemotingError("timeout")
+
+    async with trio.open_nursery() as n:
+
+        async def move_master() -> None:
+            await trio.sleep(3.0)
+            route["broker-a"] = NEW
+
+        n.start_soon(move_master)
+        t0 = trio.current_time()
+        with pytest.raises(MasterChanged):
+            await invoke_watched(
+                hung,
+                route.get,
+                lambda _t: refreshed.append(trio.current_time() - t0),
+                pending(),
+                RemotingCommand(code=200050),
+                5.0,
+                stuck_after_s=2.5,
+            )
+        assert 3.0 <= trio.current_time() - t0 <= 3.0 + 0.1 + 1e-9
+        assert refreshed and min(refreshed) >= 2.5  # nothing asked during the await
+
+
+async def test_a_watched_call_returns_its_answer_or_raises_its_own_error_unwrapped(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    async def answer(_addr: str, cmd: RemotingCommand, _timeout_s: float) -> RemotingCommand:
+        await trio.sleep(1.0)  # past stuck_after_s: the route did not move, so it is awaited
+        return cmd
+
+    async def refuse(_addr: str, _cmd: RemotingCommand, _timeout_s: float) -> RemotingCommand:
+        raise RemotingError("connection refused")
+
+    cmd = RemotingCommand(code=200050)
+    got = await invoke_watched(
+        answer, lambda _b: OLD, lambda _t: None, pending(), cmd, 3.0, stuck_after_s=0.5
+    )
+    assert got is cmd
+    with pytest.raises(RemotingError, match="refused"):
+        await invoke_watched(
+            refuse, lambda _b: OLD, lambda _t: None, pending(), cmd, 3.0, stuck_after_s=0.5
+        )
