@@ -75,6 +75,10 @@ class SimSpec:
     batch_sends: bool = False  # producers send SEND_BATCH_MESSAGE batches of 1-4 messages
     # scripted only: scanNotActiveBrokerInterval / scanInactiveMasterInterval of the controllers
     controller_scan_ms: int = 1000
+    # "controller" (RIP-44, drawn) or "acting": classic groups with slave acting master
+    # (acting_world.py); notify_min_id: the NameServer pushes NOTIFY_MIN_BROKER_ID_CHANGE
+    mode: str = "controller"
+    notify_min_id: bool = False
 
     @classmethod
     def draw(cls, seed: int) -> SimSpec:
@@ -98,9 +102,12 @@ class SimSpec:
 
     def describe(self) -> str:
         mode = "embedded" if self.embedded else "standalone"
+        head = f"{self.controllers} controller(s) {mode}"
+        if self.mode == "acting":
+            head = f"classic acting master (notify {self.notify_min_id})"
         flush = "SYNC_FLUSH" if self.sync_flush else "ASYNC_FLUSH"
         return (
-            f"{self.controllers} controller(s) {mode}, sets {self.set_sizes}, {flush}, "
+            f"{head}, sets {self.set_sizes}, {flush}, "
             f"segment {self.segment_size // 1024} KiB, cq {self.cq_entries}, "
             f"index {self.index}, {self.queues} queues, {self.producers}x{self.senders} "
             f"senders, <= {self.max_messages} msgs, {self.steps} steps, focus {self.focus}"
