@@ -54,8 +54,25 @@ class ActingWorld(World):
 
     def check_step(self) -> None:
         super().check_step()
+        self.check_acting_safety()
         for check in self.step_checks:
             check()
+
+    def check_acting_safety(self) -> None:
+        """Under any fault (the seeded runs too): an acting slave's store never writes as a
+        master, and a broker in pre-online neither acts nor runs a special service."""
+        for p in self.all_brokers():
+            b = p.live_broker
+            if b is None or b.roles is None or b.recovery is None:
+                continue
+            if b.roles.acting_master():
+                self.checker.count("acting_slave_steps")  # how much of the run had one
+            if b.roles.acting_master() and b.store.actor.writes_as_master():
+                self.checker.fail(f"{p.name}#{p.incarnation} acts and its store writes as master")
+            if not b.roles.role_known and (
+                b.roles.acting_master() or b.roles.special_services_on()
+            ):
+                self.checker.fail(f"{p.name}#{p.incarnation} acts while in pre-online")
 
     def _build(self) -> None:
         spec = self.spec
