@@ -40,7 +40,7 @@ from tests.sim.acting_clients import RoutedTarget, ack, commit, lock, pop, send_
 from tests.sim.acting_world import ACTING_BOUND_S, CLIENT_ROUTE_POLL_MS, ActingWorld
 from tests.sim.cluster_checks import ClusterFailure
 from tests.sim.cluster_run import run_seed
-from tests.sim.cluster_sim import World
+from tests.sim.cluster_sim import SimSpec, World
 from tests.sim.mutants import applied
 from tests.sim.scenario_kit import SEED, A, hold, wait_until
 from tests.sim.scenario_kit import spec as base_spec
@@ -49,7 +49,7 @@ B = "broker-b"
 Script = Callable[[ActingWorld], Awaitable[None]]
 
 
-def spec(**kw: object) -> object:
+def spec(**kw: object) -> SimSpec:
     return base_spec(mode="acting", controllers=0, **kw)
 
 
@@ -59,7 +59,7 @@ async def run(name: str, script: Script, **kw: object) -> None:
         await script(w)
 
     await run_seed(
-        SEED, spec=spec(**kw), chaos=chaos,  # type: ignore[arg-type]
+        SEED, spec=spec(**kw), chaos=chaos,
         replay=f"pytest tests/sim/test_acting_scenarios.py -k {name}",
     )  # fmt: skip
 
@@ -340,9 +340,10 @@ async def script_locks(w: ActingWorld) -> None:
         await hold(w, 5, "c1 locks on the acting slave")
         await w.restart(m)
         await wait_until(w, lambda: w.master_of(A) is m, 30, f"{m.name} back through pre-online")
+        before = locked["c1"] + locked["c2"]
         n.start_soon(consumer, client, "c2")
         await hold(w, 10, "c1 and c2 both try, on the master (c1's route may lag)")
-        assert locked["c1"] + locked["c2"] > 0
+        assert locked["c1"] + locked["c2"] > before, "nobody locked the queue after the return"
         n.cancel_scope.cancel()
 
 
