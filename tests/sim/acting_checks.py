@@ -20,7 +20,10 @@ function), never through a mock:
   When a slave takes over, what the dead master took after the slave's last sync is missing
   there: counted (``offset_rewinds_at_takeover``, re-reads within at-least-once), not failed;
 - `OneLockHolder`: a queue of a group is locked by at most one client across the live members
-  of its broker set (the order guarantee of an orderly consumer).
+  of its broker set (the order guarantee of an orderly consumer);
+- `OrderedLog`: what orderly consumers processed of a queue, in processing order: each
+  consumer's batches in ascending offsets, and no consumer processes the queue again once
+  another took it over (A, B, A: two consumers processed it turn by turn, out of order).
 """
 
 from __future__ import annotations
@@ -286,3 +289,29 @@ class OneLockHolder:
                         f"{self.group} queue {mq} is locked by {sorted(clients)} at once on "
                         f"{s}'s members: two orderly consumers consume it (order broken)"
                     )
+
+
+@attrs.define
+class OrderedLog:
+    """See module docstring; fed by the scenario's orderly consumers (``processed``), checked
+    through the checker's problems (raised at the next step)."""
+
+    w: ActingWorld
+    runs: dict[int, list[str]] = attrs.field(factory=dict)  # queue id -> processors in turn
+    last: dict[tuple[str, int], int] = attrs.field(factory=dict)  # (consumer, qid) -> offset
+
+    def processed(self, consumer: str, queue_id: int, offsets: list[int]) -> None:
+        problems = self.w.checker.problems
+        if offsets != sorted(offsets) or offsets[0] <= self.last.get((consumer, queue_id), -1):
+            problems.append(f"{consumer} processed queue {queue_id} out of order: {offsets}")
+        self.last[(consumer, queue_id)] = offsets[-1]
+        runs = self.runs.setdefault(queue_id, [])
+        if runs and runs[-1] == consumer:
+            return
+        if consumer in runs:
+            problems.append(
+                f"{consumer} processes queue {queue_id} again after {runs[-1]} took it over "
+                f"(turns: {[*runs, consumer]}): two orderly consumers at once"
+            )
+        runs.append(consumer)
+        self.w.checker.count("ordered_handovers")

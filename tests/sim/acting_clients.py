@@ -20,6 +20,7 @@ from rocketrio.protocol.codes import RequestCode
 from rocketrio.protocol.codes import ResponseCode as RC
 from rocketrio.protocol.headers import (
     GetRouteInfoRequestHeader,
+    QueryConsumerOffsetRequestHeader,
     SendMessageRequestHeaderV2,
     UpdateConsumerOffsetRequestHeader,
 )
@@ -116,6 +117,18 @@ async def commit(client: RemotingClient, addr: str, group: str, queue_id: int, o
         client, addr, RemotingCommand(RequestCode.UPDATE_CONSUMER_OFFSET, ext_fields=to_ext(h))
     )
     return resp is not None and resp.code == RC.SUCCESS
+
+
+async def query_offset(client: RemotingClient, addr: str, group: str, queue_id: int) -> int | None:
+    """The group's committed offset of a queue there: 0 when it has none, None on failure."""
+    h = QueryConsumerOffsetRequestHeader(group, TOPIC, queue_id)
+    cmd = RemotingCommand(RequestCode.QUERY_CONSUMER_OFFSET, ext_fields=to_ext(h))
+    resp = await _invoke(client, addr, cmd)
+    if resp is None:
+        return None
+    if resp.code == RC.SUCCESS:
+        return int(resp.ext_fields["offset"])
+    return 0 if resp.code == RC.QUERY_NOT_FOUND else None
 
 
 class RoutedTarget:

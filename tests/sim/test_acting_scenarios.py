@@ -20,6 +20,7 @@ import pytest
 import trio
 import trio.testing
 
+from rocketrio.actors.client.api import PullStatus
 from rocketrio.actors.client.config import ClientConfig
 from rocketrio.actors.client.message import Message
 from rocketrio.actors.client.transaction_producer import TransactionProducer
@@ -33,12 +34,22 @@ from tests.sim.acting_checks import (
     DueMessages,
     OffsetsNeverBack,
     OneLockHolder,
+    OrderedLog,
     TopicScan,
     Transactions,
 )
-from tests.sim.acting_clients import RoutedTarget, ack, commit, lock, pop, send_with
+from tests.sim.acting_clients import (
+    RoutedTarget,
+    ack,
+    commit,
+    lock,
+    pop,
+    query_offset,
+    send_with,
+)
 from tests.sim.acting_world import ACTING_BOUND_S, CLIENT_ROUTE_POLL_MS, ActingWorld
 from tests.sim.cluster_checks import ClusterFailure
+from tests.sim.cluster_clients import TOPIC, pull_once
 from tests.sim.cluster_run import run_seed
 from tests.sim.cluster_sim import SimSpec, World
 from tests.sim.mutants import applied
@@ -186,7 +197,7 @@ async def script_transactions(w: ActingWorld) -> None:
         on_a = 0
         for i in range(8):
             body = b"commit-%d" % i if i % 2 == 0 else b"rollback-%d" % i
-            sent = await producer.send_message_in_transaction(Message("SimTopic", body))
+            sent = await producer.send_message_in_transaction(Message(TOPIC, body))
             (tx.commits if i % 2 == 0 else tx.rollbacks).add(body)
             on_a += sent.message_queue.brokerName == A
         assert on_a >= 2, "halves left on the master that dies"
@@ -220,7 +231,7 @@ async def script_pop(w: ActingWorld) -> None:
     """Messages popped from broker-a's master, which dies: the one acked (to the acting slave)
     is never revived; the others are revived once each, after their invisible time, into the
     retry topic on broker-b."""
-    retry = TopicScan(w, topic=pop_retry_topic("SimTopic", POP_GROUP, False), queues=range(1))
+    retry = TopicScan(w, topic=pop_retry_topic(TOPIC, POP_GROUP, False), queues=range(1))
     m = w.brokers[A][0]
     invisible_ms = 20_000
     await in_sync(w)
@@ -312,38 +323,75 @@ async def test_a_returning_master_moves_no_offset_backwards(
 
 
 LOCK_GROUP = "SimOrderG"
+DEFAULT_ROUTE_POLL_S = 30.0
 STRICT = (("lockInStrictMode", True), ("totalReplicas", 2))
 
 
-async def script_locks(w: ActingWorld) -> None:
-    """Two orderly consumers lock broker-a's queue 0 on whatever the route names as id 0,
-    renewing every second: c1 while the slave acts, c2 once the master is back (c1's lock on
-    the slave still alive). With lockInStrictMode a lock needs both members: never two holders."""
-    holders = OneLockHolder(w, LOCK_GROUP)
-    w.step_checks.append(holders)
-    mq = MessageQueue("SimTopic", A, 0)
+def script_locks_of(check_locks: bool) -> Script:
+    """The locks scenario; without ``check_locks`` only the processing order is checked (the
+    mutant test shows the order violation on its own)."""
+
+    async def script(w: ActingWorld) -> None:
+        await _locks(w, check_locks)
+
+    return script
+
+
+async def _locks(w: ActingWorld, check_locks: bool) -> None:
+    """Two orderly consumers of broker-a's queue 0, each every second: lock it on the route's
+    id 0, and while it holds the lock pull the next messages there (from the committed offset
+    when it just took the queue), process them, commit. c1 starts while the slave acts and
+    refreshes its route every 30 s (pollNameServerInterval's default), so it keeps calling the
+    slave after the master is back; c2 starts then, routed to the master. With
+    lockInStrictMode a lock needs both members: never two holders, never out of order."""
+    order = OrderedLog(w)
+    if check_locks:
+        w.step_checks.append(OneLockHolder(w, LOCK_GROUP))
     m = w.brokers[A][0]
     locked: dict[str, int] = {"c1": 0, "c2": 0}
 
-    async def consumer(client: RemotingClient, cid: str) -> None:
-        routed = RoutedTarget(client, w.ns_addrs[0], A, CLIENT_ROUTE_POLL_MS / 1000)
+    async def consumer(client: RemotingClient, cid: str, poll_s: float) -> None:
+        routed = RoutedTarget(client, w.ns_addrs[0], A, poll_s)
+        mq = MessageQueue(TOPIC, A, 0)
+        next_offset: int | None = None  # None: not holding the queue
         while True:
-            addr = await routed.id0()
-            if addr is not None and await lock(client, addr, LOCK_GROUP, cid, mq):
-                locked[cid] += 1
             await trio.sleep(1)
+            addr = await routed.id0()
+            if addr is None or not await lock(client, addr, LOCK_GROUP, cid, mq):
+                next_offset = None
+                continue
+            locked[cid] += 1
+            if next_offset is None:
+                next_offset = await query_offset(client, addr, LOCK_GROUP, 0)
+            got = None if next_offset is None else await pull_once(client, addr, 0, next_offset)
+            if got is None or got[0] is not PullStatus.FOUND or not got[2]:
+                continue
+            offsets = [o for o, _ in got[2]]
+            order.processed(cid, 0, offsets)
+            next_offset = offsets[-1] + 1
+            await commit(client, addr, LOCK_GROUP, 0, next_offset)
+
+    async def feed(client: RemotingClient, addr: str) -> None:
+        """An ordered producer of queue 0 (the sim's producers keep away from broker-a until
+        their route refresh)."""
+        for k in range(10_000):
+            await send_with(client, addr, b"ordered-%d" % k, {}, queue_id=0)
+            await trio.sleep(0.3)
 
     async with client_of(w, SCRIPT_HOST) as client, trio.open_nursery() as n:
+        await in_sync(w)
         await w.kill(m)
         await wait_until(w, lambda: bool(w.acting_of(A)), ACTING_BOUND_S, "a slave acts")
-        n.start_soon(consumer, client, "c1")
-        await hold(w, 5, "c1 locks on the acting slave")
+        n.start_soon(consumer, client, "c1", DEFAULT_ROUTE_POLL_S)
+        await hold(w, 5, "c1 tries to lock on the acting slave")
         await w.restart(m)
         await wait_until(w, lambda: w.master_of(A) is m, 30, f"{m.name} back through pre-online")
         before = locked["c1"] + locked["c2"]
-        n.start_soon(consumer, client, "c2")
-        await hold(w, 10, "c1 and c2 both try, on the master (c1's route may lag)")
+        n.start_soon(feed, client, m.addr)
+        n.start_soon(consumer, client, "c2", CLIENT_ROUTE_POLL_MS / 1000)
+        await hold(w, 15, "c2 tries on the master, c1 on the slave its route still names")
         assert locked["c1"] + locked["c2"] > before, "nobody locked the queue after the return"
+        assert order.runs, "nothing was processed in order"
         n.cancel_scope.cancel()
 
 
@@ -351,7 +399,7 @@ async def test_strict_locks_keep_one_holder_across_the_switch(
     mock_clock: trio.testing.MockClock,
 ) -> None:
     overrides = tuple((f"{A}-{k}", STRICT) for k in range(2))
-    await run("locks", script_locks, broker_overrides=overrides)
+    await run("locks", script_locks_of(True), broker_overrides=overrides)
 
 
 # ---------------------------------------------------------------------------- mutants
@@ -367,7 +415,10 @@ MUTANT_CASES = [
     ("acting_ack_not_applied", "pop", script_pop, "acked POP message .* was revived"),
     ("acting_master_skips_pre_online", "pre_online", script_pre_online,
      "routed id 0 broker-a-0#2: .* a consumer re-reads"),
-    ("acting_strict_locks_off", "locks", script_locks, r"locked by \['c1', 'c2'\] at once"),
+    ("acting_strict_locks_off", "locks", script_locks_of(True),
+     r"locked by \['c1', 'c2'\] at once"),
+    ("acting_strict_locks_off", "locks_order", script_locks_of(False),
+     r"c1 processes queue 0 again after c2 took it over"),
 ]  # fmt: skip
 
 
@@ -380,7 +431,7 @@ async def test_the_acting_scenarios_catch_a_broken_product(
     """Teeth: each scenario against the mutant it targets (acting_mutants.py) fails, and by
     the check meant for it."""
     kw: dict[str, object] = {}
-    if name == "locks":
+    if name.startswith("locks"):
         kw["broker_overrides"] = tuple((f"{A}-{k}", STRICT) for k in range(2))
     with applied(mutant), pytest.raises(ClusterFailure, match=match):
         await run(f"{name} and --mutant {mutant}", script, **kw)
