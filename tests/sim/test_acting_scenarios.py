@@ -114,10 +114,24 @@ SCRIPT_HOST = "10.0.9.70"
 
 def script_bound(silent: bool) -> Script:
     async def script(w: ActingWorld) -> None:
-        await hold(w, 2, "traffic")
-        bound = await master_dies(w, silent=silent)
-        await hold(w, ACTING_BOUND_S + 2, "the acting slave serves; its route checked")
+        seen: list[float] = []  # when a client refreshing every 2 s first names the slave
+
+        async def client_route(client: RemotingClient) -> None:
+            routed = RoutedTarget(client, w.ns_addrs[0], A, CLIENT_ROUTE_POLL_MS / 1000)
+            while not seen:
+                if await routed.id0() == w.brokers[A][1].addr:
+                    seen.append(trio.current_time())
+                await trio.sleep(0.05)
+
+        async with client_of(w, SCRIPT_HOST) as client, trio.open_nursery() as n:
+            n.start_soon(client_route, client)
+            await hold(w, 2, "traffic")
+            bound = await master_dies(w, silent=silent)
+            await hold(w, ACTING_BOUND_S + 2, "the acting slave serves; its route checked")
         assert bound.acted_after_s is not None and bound.acted_after_s <= ACTING_BOUND_S
+        client_bound = ACTING_BOUND_S + CLIENT_ROUTE_POLL_MS / 1000
+        assert seen and seen[0] - bound.died_at <= client_bound, (seen, bound.died_at)
+        w.checker.note(f"the client's route named the slave {seen[0] - bound.died_at:.2f}s on")
         m = w.brokers[A][0]
         if silent:
             await w.kill(m)
