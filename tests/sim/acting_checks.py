@@ -13,7 +13,8 @@ function), never through a mock:
   its store time, read incrementally; `DueMessages` and `Transactions` judge it: a delayed or
   timer message never stored before it is due and stored at least once by the end (copies
   counted, not failed: at-least-once), a rolled-back transaction never stored, a committed one
-  stored by the end;
+  stored by the end; `Revives`: a POP message acked never revived, an unacked one once at most,
+  not before its invisible time;
 - `OffsetsNeverBack`: no consumer offset (and no delay-level offset) of a watched group moves
   backwards on a live broker incarnation, nor when the NameServer routes the group's id 0 to
   its returned master again (pre-online: the offset a consumer reads after the switch back).
@@ -188,6 +189,34 @@ class Transactions:
     def uncommitted(self) -> list[bytes]:
         self.scan.scan()
         return [b for b in self.commits if not self.scan.copies(b)]
+
+
+@attrs.define
+class Revives:
+    """POP revives in the retry topic ``scan`` reads: an acked body never, an unacked one at
+    most once and not before its invisible time (``unacked``: body -> when it was popped)."""
+
+    scan: TopicScan
+    invisible_s: float
+    acked: set[bytes] = attrs.field(factory=set)
+    unacked: dict[bytes, float] = attrs.field(factory=dict)
+
+    def __call__(self) -> None:
+        self.scan.scan()
+        fail = self.scan.w.checker.fail
+        for body in self.acked:
+            if self.scan.copies(body):
+                fail(f"the acked POP message {body[:12]!r} was revived")
+        for body, popped in self.unacked.items():
+            n = self.scan.copies(body)
+            if n and trio.current_time() - popped < self.invisible_s:
+                fail(f"{body[:12]!r} revived before its invisible time")
+            if n > 1:
+                fail(f"{body[:12]!r} revived {n} times")
+
+    def all_revived(self) -> bool:
+        self.scan.scan()
+        return all(self.scan.copies(b) for b in self.unacked)
 
 
 # ---------------------------------------------------------------------------- offsets

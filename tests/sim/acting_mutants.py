@@ -10,6 +10,7 @@ from typing import Any
 from rocketrio.actors.broker.failover import lock_quorum
 from rocketrio.actors.broker.failover.acting_core import ActingCore
 from rocketrio.actors.broker.failover.escape import LocalEscape, RemoteEscape
+from rocketrio.actors.broker.failover.pop_escape import PopEscaper
 from rocketrio.actors.broker.pop.revive_service import PopReviveService
 from rocketrio.actors.broker.roles.classic import ClassicRoleService
 from rocketrio.actors.broker.schedule.service import ScheduleService
@@ -59,6 +60,14 @@ def _ack_not_applied(patch: Patch) -> None:
     patch(PopReviveService, "apply_ack", lambda self, revive_qid, ack: True)
 
 
+def _pop_ack_not_escaped(patch: Patch) -> None:
+    def submit(self: PopEscaper, key: Any, msgs: Any, on_stored: Any, **kw: Any) -> str | None:
+        on_stored()  # MUTANT: the ACK is answered but never written to the pinned master
+        return None
+
+    patch(PopEscaper, "submit", submit)
+
+
 def _master_skips_pre_online(patch: Patch) -> None:
     real = ClassicRoleService.__init__
 
@@ -87,6 +96,9 @@ ACTING_MUTANTS: tuple[tuple[str, str, Callable[[Patch], None]], ...] = (
     ("acting_ack_not_applied",
      "an ACK sent to the acting slave is answered but not applied (the message is revived)",
      _ack_not_applied),
+    ("acting_pop_ack_not_escaped",
+     "an ACK of a message popped on the acting slave is answered but never written to the "
+     "master its CK is pinned to (the message is revived)", _pop_ack_not_escaped),
     ("acting_master_skips_pre_online",
      "a returning master registers at once, with its old offsets (no pre-online)",
      _master_skips_pre_online),

@@ -26,6 +26,7 @@ from rocketrio.actors.client.message import Message
 from rocketrio.actors.client.transaction_producer import TransactionProducer
 from rocketrio.actors.kernel.remoting import RemotingClient
 from rocketrio.protocol.bodies import MessageQueue
+from rocketrio.protocol.message import MessageExt
 from rocketrio.protocol.pop_extra_info import pop_retry_topic
 from tests.harness.clock import now_ms
 from tests.harness.transactions import CommitByBody
@@ -35,6 +36,7 @@ from tests.sim.acting_checks import (
     OffsetsNeverBack,
     OneLockHolder,
     OrderedLog,
+    Revives,
     TopicScan,
     Transactions,
 )
@@ -246,14 +248,11 @@ async def script_pop(w: ActingWorld) -> None:
     is never revived; the others are revived once each, after their invisible time, into the
     retry topic on broker-b."""
     retry = TopicScan(w, topic=pop_retry_topic(TOPIC, POP_GROUP, False), queues=range(1))
+    revives = Revives(retry, INVISIBLE_MS / 1000)
     m = w.brokers[A][0]
-    invisible_ms = 20_000
     await in_sync(w)
     async with client_of(w, SCRIPT_HOST) as client:
-        got = None
-        while not got:
-            await hold(w, 1, "broker-a's queue 0 holds messages")
-            got = await pop(client, m.addr, POP_GROUP, 0, 3, invisible_ms)
+        got = await pop_some(w, client, m.addr, POP_GROUP)
         popped = trio.current_time()
         await hold(w, 1, "the slave replicates the CK")
         await w.kill(m)
@@ -262,24 +261,63 @@ async def script_pop(w: ActingWorld) -> None:
         acked_msg, handle = got[0]
         await hold(w, 2, "a revive round read the replicated CK")
         assert await ack(client, slave.addr, POP_GROUP, 0, handle, acked_msg.queue_offset)
-    others = [msg.body for msg, _ in got[1:]]
-
-    def check() -> None:
-        retry.scan()
-        if retry.copies(acked_msg.body):
-            w.checker.fail(f"the acked POP message {acked_msg.body[:12]!r} was revived")
-        for body in others:
-            n = retry.copies(body)
-            if n and trio.current_time() - popped < invisible_ms / 1000:
-                w.checker.fail(f"{body[:12]!r} revived before its invisible time")
-            if n > 1:
-                w.checker.fail(f"{body[:12]!r} revived {n} times")
-
-    w.step_checks.append(check)
-    await wait_until(
-        w, lambda: all(retry.copies(b) for b in others), 60, "every unacked message revived"
-    )
+    revives.acked.add(acked_msg.body)
+    revives.unacked.update((msg.body, popped) for msg, _ in got[1:])
+    w.step_checks.append(revives)
+    await wait_until(w, revives.all_revived, 60, "every unacked message revived")
     await hold(w, 20, "more revive rounds: still once")
+
+
+INVISIBLE_MS = 20_000
+
+
+async def pop_some(
+    w: ActingWorld, client: RemotingClient, addr: str, group: str
+) -> list[tuple[MessageExt, str]]:
+    """Up to 3 messages of broker-a's queue 0 popped at ``addr`` (retried until some come)."""
+    for _ in range(30):
+        got = await pop(client, addr, group, 0, 3, INVISIBLE_MS)
+        if got:
+            return got
+        await hold(w, 1, f"broker-a's queue 0 holds messages for {group}")
+    w.checker.fail(f"scenario: nothing could be popped at {addr} for {group}")
+
+
+async def script_pop_on_the_acting_slave(w: ActingWorld) -> None:
+    """Messages popped from the acting slave itself (their CK escaped to broker-b's master,
+    pinned): the one acked there is never revived, the others once each, by broker-b reading
+    them back from the acting slave; then the master returns."""
+    retry = TopicScan(w, topic=pop_retry_topic(TOPIC, POP_ACTING_GROUP, False), queues=range(1))
+    revives = Revives(retry, INVISIBLE_MS / 1000)
+    m = w.brokers[A][0]
+    await in_sync(w)
+    await hold(w, 2, "traffic")
+    await w.kill(m)
+    await wait_until(w, lambda: bool(w.acting_of(A)), ACTING_BOUND_S, "a slave acts")
+    slave = w.acting_of(A)[0]
+    async with client_of(w, SCRIPT_HOST) as client:
+        got = await pop_some(w, client, slave.addr, POP_ACTING_GROUP)
+        popped = trio.current_time()
+        acked_msg, handle = got[0]
+        await hold(w, 1, "the CK is on broker-b")
+        assert await ack(client, slave.addr, POP_ACTING_GROUP, 0, handle, acked_msg.queue_offset)
+    revives.acked.add(acked_msg.body)
+    revives.unacked.update((msg.body, popped) for msg, _ in got[1:])
+    w.step_checks.append(revives)
+    await wait_until(w, revives.all_revived, 60, "every unacked message revived")
+    await hold(w, 10, "more revive rounds: still once")
+    await w.restart(m)
+    await wait_until(w, lambda: w.master_of(A) is m, 30, f"{m.name} back through pre-online")
+    await hold(w, 20, "the returned master: still once, the acked one never")
+
+
+POP_ACTING_GROUP = "SimPopOnActingG"
+
+
+async def test_popped_on_the_acting_slave_revived_once_acked_never(
+    mock_clock: trio.testing.MockClock,
+) -> None:
+    await run("pop_on_acting", script_pop_on_the_acting_slave)
 
 
 async def test_popped_messages_not_acked_are_revived_once(
@@ -427,6 +465,8 @@ MUTANT_CASES = [
     ("acting_half_skipped_after_failed_escape", "transactions", script_transactions,
      "every commit delivered did not happen"),
     ("acting_ack_not_applied", "pop", script_pop, "acked POP message .* was revived"),
+    ("acting_pop_ack_not_escaped", "pop_on_acting", script_pop_on_the_acting_slave,
+     "acked POP message .* was revived"),
     ("acting_master_skips_pre_online", "pre_online", script_pre_online,
      "routed id 0 broker-a-0#2: .* a consumer re-reads"),
     ("acting_strict_locks_off", "locks", script_locks_of(True),
