@@ -181,7 +181,6 @@ async def script_due(w: ActingWorld) -> None:
     await hold(w, 12, "the delayed messages fall due with nowhere to go")
     await w.restart(bm)
     await wait_until(w, lambda: not due.undelivered(), 40, "every due message delivered")
-    due.count_duplicates()
     await w.restart(m)
     await wait_until(w, lambda: w.master_of(A) is m, 30, f"{m.name} back through pre-online")
     await hold(w, 5, "no second delivery by the returned master")
