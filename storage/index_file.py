@@ -386,7 +386,9 @@ class MessageIndex:
                 if seg.committed == seg.count == seg.capacity:
                     seg.drop_slots()
         if self._rebuilding:
-            fs.unlink(os.path.join(self.dir, REBUILD_MARKER))
+            marker = os.path.join(self.dir, REBUILD_MARKER)
+            if fs.exists(marker):  # gone if a flush failed on the fsync below: fsync again
+                fs.unlink(marker)
             fs.fsync_dir(self.dir)
             self._rebuilding = False
 

@@ -98,7 +98,7 @@ class AckTap:
             rm = broker.roles
             self.first_writes.setdefault(
                 (proc.set_name, epoch),
-                (int(trio.current_time() * 1000), rm.broker_controller_id if rm else None),
+                (int(trio.current_time() * 1000), getattr(rm, "broker_controller_id", None)),
             )
 
             def tapped(outcome: AckOutcome) -> None:

@@ -31,6 +31,7 @@ from rocketrio.actors.observe.logs import check_catalogued, json_line
 from tests.harness.clock import EPOCH_MS
 from tests.harness.trio_seed import seed_trio_scheduler
 from tests.sim import cluster_clients
+from tests.sim.acting_world import ActingWorld, is_acting
 from tests.sim.cluster_checks import ClusterChecker, ClusterFailure
 from tests.sim.cluster_clients import TOPIC, ConsumerDriver, ProducerDriver, probe, read_queue
 from tests.sim.cluster_faults import heal_everything, seeded_chaos
@@ -187,7 +188,7 @@ async def run_seed(
         async with trio.open_nursery() as nursery:
             watchdog = Watchdog(nursery.cancel_scope)
             trio.lowlevel.add_instrument(watchdog)
-            world = World(spec, nursery, checker)
+            world = (ActingWorld if is_acting(spec) else World)(spec, nursery, checker)
             try:
                 await _drive(world, chaos or seeded_chaos, liveness)
             except ClusterFailure as e:

@@ -1,6 +1,7 @@
 """The world of the whole-cluster deterministic simulation (SPEC F1): what one seed builds.
 
-`SimSpec.draw(seed)` turns a seed into the cluster: a controller group of 1 or 3 replicas,
+`SimSpec.draw(seed)` turns a seed into the cluster (one seed in ten, drawn apart, is a classic
+acting-master cluster instead: acting_world.py): a controller group of 1 or 3 replicas,
 embedded in the NameServers or standalone (then with one NameServer of its own), two broker sets
 of 2 or 3 replicas in controller mode, SYNC_FLUSH or ASYNC_FLUSH, CommitLog segments of 16-64
 KiB and ConsumeQueue files of 32-100 entries (both roll), the index on or off, how many
@@ -48,6 +49,7 @@ SETS = ("broker-a", "broker-b")
 NS_PORT, CTRL_PORT = 9876, 9878
 STORE = "/store"
 START_BOUND_S = 60.0  # every set has a master after the cold start
+ACTING_SHARE = 0.1  # of the drawn seeds: classic acting-master mode (SimSpec._maybe_acting)
 
 
 # ---------------------------------------------------------------------------- the spec
@@ -75,6 +77,10 @@ class SimSpec:
     batch_sends: bool = False  # producers send SEND_BATCH_MESSAGE batches of 1-4 messages
     # scripted only: scanNotActiveBrokerInterval / scanInactiveMasterInterval of the controllers
     controller_scan_ms: int = 1000
+    # "controller" (RIP-44, drawn) or "acting": classic groups with slave acting master
+    # (acting_world.py); notify_min_id: the NameServer pushes NOTIFY_MIN_BROKER_ID_CHANGE
+    mode: str = "controller"
+    notify_min_id: bool = False
 
     @classmethod
     def draw(cls, seed: int) -> SimSpec:
@@ -94,13 +100,30 @@ class SimSpec:
             max_messages=rng.randint(60, 200),
             steps=rng.randint(10, 22),
             focus=("mixed", "mixed", "controllers", "replication")[rng.randrange(4)],
-        )
+        )._maybe_acting(seed)
+
+    def _maybe_acting(self, seed: int) -> SimSpec:
+        """A small share of seeds run classic acting-master mode (acting_world.py), drawn from
+        a stream of their own so every controller-mode seed keeps its run: SYNC_FLUSH (an
+        ASYNC_FLUSH classic master loses acknowledged messages in a power cut, by design) and
+        no controller-focused faults (there is no controller)."""
+        rng = random.Random(f"acting-{seed}")
+        if rng.random() >= ACTING_SHARE:
+            return self
+        focus = "replication" if self.focus == "controllers" else self.focus
+        return attrs.evolve(
+            self, mode="acting", controllers=0, embedded=False, sync_flush=True, focus=focus,
+            notify_min_id=rng.random() < 0.5,
+        )  # fmt: skip
 
     def describe(self) -> str:
         mode = "embedded" if self.embedded else "standalone"
+        head = f"{self.controllers} controller(s) {mode}"
+        if self.mode == "acting":
+            head = f"classic acting master (notify {self.notify_min_id})"
         flush = "SYNC_FLUSH" if self.sync_flush else "ASYNC_FLUSH"
         return (
-            f"{self.controllers} controller(s) {mode}, sets {self.set_sizes}, {flush}, "
+            f"{head}, sets {self.set_sizes}, {flush}, "
             f"segment {self.segment_size // 1024} KiB, cq {self.cq_entries}, "
             f"index {self.index}, {self.queues} queues, {self.producers}x{self.senders} "
             f"senders, <= {self.max_messages} msgs, {self.steps} steps, focus {self.focus}"

@@ -32,6 +32,7 @@ from rocketrio.protocol.message_format import offset_msg_id, parse_host
 from rocketrio.storage.commitlog.segments import SegmentFiles
 from rocketrio.storage.message_store import MessageStore
 from rocketrio.storage.raft_log import RaftLog
+from tests.sim.acting_mutants import ACTING_MUTANTS
 
 Patch = Callable[[Any, str, Any], None]  # setattr that is undone afterwards
 
@@ -332,6 +333,7 @@ MUTANTS: dict[str, Mutant] = {
             "a slave's SlaveSynchronize never copies its master's consumer offsets",
             _slave_sync_skips_offsets,
         ),
+        *(Mutant(name, doc, apply) for name, doc, apply in ACTING_MUTANTS),  # acting_mutants.py
     )
 }
 

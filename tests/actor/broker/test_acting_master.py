@@ -22,7 +22,6 @@ from rocketrio.actors.client.config import ClientConfig
 from rocketrio.actors.client.message import Message
 from rocketrio.actors.client.simple_consumer import receipts_of
 from rocketrio.actors.client.transaction_producer import (
-    LocalTransactionState,
     TransactionProducer,
 )
 from rocketrio.protocol.bodies import (
@@ -44,7 +43,7 @@ from rocketrio.protocol.headers import (
     SendMessageRequestHeaderV2,
     UpdateConsumerOffsetRequestHeader,
 )
-from rocketrio.protocol.message import MessageExt, iter_stored
+from rocketrio.protocol.message import iter_stored
 from rocketrio.protocol.message_format import encode_properties
 from rocketrio.protocol.pop_extra_info import pop_retry_topic
 from rocketrio.protocol.pop_headers import (
@@ -56,6 +55,7 @@ from rocketrio.protocol.remoting import RemotingCommand
 from rocketrio.protocol.serde import from_ext, from_json, to_ext, to_json
 from tests.harness.classic_ha import CLIENT, NS, TOPIC, Classic, M, S, classic, until
 from tests.harness.clock import EPOCH_MS
+from tests.harness.transactions import CommitByBody
 
 B = "10.3.0.4"
 ACTING: dict[str, Any] = {"enableSlaveActingMaster": True, "enableRemoteEscape": True}
@@ -235,19 +235,6 @@ async def until_body(c: Classic, host: str, body: bytes, timeout: float) -> None
     with trio.fail_after(timeout):
         while body not in await bodies_on(c, host):
             await trio.sleep(0.2)
-
-
-class CommitByBody:
-    """Executes as UNKNOW (the broker must ask); a check commits bodies starting with b"commit"
-    and rolls back the rest."""
-
-    def execute_local_transaction(self, msg: Message, arg: Any) -> LocalTransactionState:
-        return LocalTransactionState.UNKNOW
-
-    def check_local_transaction(self, msg: MessageExt) -> LocalTransactionState:
-        if msg.body.startswith(b"commit"):
-            return LocalTransactionState.COMMIT_MESSAGE
-        return LocalTransactionState.ROLLBACK_MESSAGE
 
 
 async def test_pending_transactions_of_a_dead_master_are_checked_through_escape(

@@ -656,6 +656,31 @@ def test_an_interrupted_rebuild_starts_again() -> None:
     assert ix.files == [] and ix.count == 0
 
 
+def test_a_flush_whose_marker_fsync_failed_is_retried_and_ends_the_rebuild() -> None:
+    """The rebuild marker is unlinked, then the directory fsync fails: the flush raises that
+    failure; the next flush (the store's close) must fsync again, not unlink a second time
+    (a FileNotFoundError there hid the fsync failure: cluster sim seed 248)."""
+    fs = SimFileSystem(random.Random(0))
+    ix = index(fs, 8, 4)
+    ix.open(0)
+    add(ix, [(KEYS[i % 3], i) for i in range(6)])
+    real_unlink = fs.unlink
+
+    def unlink(path: str) -> None:
+        real_unlink(path)
+        if path.endswith(REBUILD_MARKER):
+            fs.fail_fsync(None, 1)  # the directory fsync right after the unlink fails
+
+    fs.unlink = unlink  # type: ignore[method-assign]
+    with pytest.raises(OSError, match="simulated fsync"):
+        ix.flush()
+    ix.flush()
+    fs.crash(keep_unsynced=False)
+    again = index(fs, 8, 4)
+    assert again.exists()  # the rebuild is over, durably
+    assert again.open(0) == 6
+
+
 def test_the_store_rebuilds_a_deleted_or_old_format_index(disk: DiskView) -> None:
     cfg = StoreConfig(mappedFileSizeCommitLog=4096, maxHashSlotNum=4, maxIndexNum=6)
     root = disk.path("s")
