@@ -33,11 +33,11 @@ from collections.abc import Callable, Sequence
 import attrs
 import trio
 
-from rocketrio.actors.broker.dispatch.outcomes import PutStatus, Refusal
+from rocketrio.actors.broker.dispatch.outcomes import Refusal
 from rocketrio.actors.broker.store.messages import StoreWriter
-from rocketrio.actors.kernel.runtime import ActorStopped
+from rocketrio.actors.broker.store.turn_puts import NotStored, TurnPuts
 from rocketrio.protocol.pop_checkpoint import AckMsg, MergeKey
-from rocketrio.storage.message_store import MessageToStore, PutResult
+from rocketrio.storage.message_store import MessageToStore
 
 MAX_PER_PUT = 1024  # ACKs taken into one store put; the rest waits for the next turn
 MAX_QUEUED = 8192  # beyond this, `submit` refuses and the caller puts its record alone
@@ -84,69 +84,43 @@ class _Queued:
     on_refused: OnRefused
 
 
-class AckBatcher:
-    """The shell: queues submitted ACKs, writes each turn's as one put (module docstring)."""
+def _answer(batch: list[_Queued], refusal: Refusal | None) -> None:
+    for q in batch:
+        if refusal is None:
+            q.on_stored()
+        else:
+            q.on_refused(refusal)
 
-    def __init__(
-        self,
-        writer: StoreWriter,
-        to_message: ToMessage,
-        not_stored: Callable[[PutStatus, str | None], Refusal],
-    ) -> None:
-        self.writer = writer
+
+class AckBatcher:
+    """Queues submitted ACKs, writes each turn's as one put of merged records (module
+    docstring; the queue and its task are `TurnPuts`)."""
+
+    def __init__(self, writer: StoreWriter, to_message: ToMessage, not_stored: NotStored) -> None:
         self.to_message = to_message
-        self.not_stored = not_stored
-        self._queued: list[_Queued] = []
-        self._wake = trio.Event()
-        self.running = False
-        self.puts = 0  # store puts made (figures and tests)
+        self._puts = TurnPuts[_Queued](
+            writer, self._records, _answer, not_stored,
+            take=lambda q: MAX_PER_PUT, max_queued=MAX_QUEUED,
+        )  # fmt: skip
+
+    @property
+    def running(self) -> bool:
+        return self._puts.running
+
+    @property
+    def puts(self) -> int:
+        return self._puts.puts
 
     def submit(
         self, revive_qid: int, ack: AckMsg, on_stored: OnStored, on_refused: OnRefused
     ) -> bool:
         """Queue one ACK; False (nothing queued) when the task is not running or the queue is
         full: the caller then writes the record itself."""
-        if not self.running or len(self._queued) >= MAX_QUEUED:
-            return False
-        self._queued.append(_Queued(revive_qid, ack, on_stored, on_refused))
-        self._wake.set()
-        return True
+        return self._puts.submit(_Queued(revive_qid, ack, on_stored, on_refused))
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
-        self.running = True
-        task_status.started()
-        try:
-            while True:
-                await self._wake.wait()
-                self._wake = trio.Event()
-                while self._queued:
-                    batch = self._queued[:MAX_PER_PUT]
-                    del self._queued[:MAX_PER_PUT]
-                    await self._write(batch)
-        finally:
-            self.running = False
-            left, self._queued = self._queued, []
-            for q in left:
-                q.on_refused(self.not_stored(PutStatus.SERVICE_NOT_AVAILABLE, "stopping"))
+        await self._puts.run(task_status=task_status)
 
-    async def _write(self, batch: list[_Queued]) -> None:
+    def _records(self, batch: list[_Queued]) -> list[MessageToStore]:
         merged = merge_acks([(q.revive_qid, q.ack) for q in batch])
-        msgs = [self.to_message(m.ack, m.revive_qid) for m in merged]
-
-        def done(results: list[PutResult], status: PutStatus, remark: str | None) -> None:
-            if results and status.stored:
-                for q in batch:
-                    q.on_stored()
-            else:
-                refusal = self.not_stored(status, remark)
-                for q in batch:
-                    q.on_refused(refusal)
-
-        self.puts += 1
-        try:
-            await self.writer.put(msgs, done)
-        except ActorStopped:
-            done([], PutStatus.SERVICE_NOT_AVAILABLE, "the store is stopped")
-        except trio.Cancelled:  # not handed to the store: nothing of the batch was written
-            done([], PutStatus.SERVICE_NOT_AVAILABLE, "stopping")
-            raise
+        return [self.to_message(m.ack, m.revive_qid) for m in merged]

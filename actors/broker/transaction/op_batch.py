@@ -23,9 +23,9 @@ import trio
 
 from rocketrio.actors.broker.dispatch.outcomes import PutStatus, Refusal
 from rocketrio.actors.broker.store.messages import StoreWriter
-from rocketrio.actors.kernel.runtime import ActorStopped
+from rocketrio.actors.broker.store.turn_puts import TurnPuts
 from rocketrio.protocol.codes import ResponseCode
-from rocketrio.storage.message_store import MessageToStore, PutResult
+from rocketrio.storage.message_store import MessageToStore
 
 MAX_OFFSETS_PER_OP = 256  # keeps an op body under upstream's transactionOpMsgMaxSize (4096)
 MAX_QUEUED = 8192  # beyond this `submit` refuses and the caller writes its op alone
@@ -53,24 +53,28 @@ def take_batch(queued: list[_Queued], max_offsets: int) -> int:
 
 
 class OpBatcher:
-    """Queues op offsets; writes one op message per turn (module docstring)."""
+    """Queues op offsets; writes one op message per turn (module docstring; the queue and its
+    task are `TurnPuts`)."""
 
     def __init__(self, writer: StoreWriter, make_op: MakeOp) -> None:
-        self.writer = writer
         self.make_op = make_op
-        self._queued: list[_Queued] = []
-        self._wake = trio.Event()
-        self.running = False
-        self.ops_written = 0  # op messages put (figures and tests)
+        self._puts = TurnPuts[_Queued](
+            writer, self._op, _answer, _refused,
+            take=lambda q: take_batch(q, MAX_OFFSETS_PER_OP), max_queued=MAX_QUEUED,
+        )  # fmt: skip
+
+    @property
+    def running(self) -> bool:
+        return self._puts.running
+
+    @property
+    def ops_written(self) -> int:
+        return self._puts.puts
 
     def submit(self, offsets: list[int], on_written: OnWritten) -> bool:
         """Queue the op of ``offsets``; False (nothing queued) when the task is not running or
         the queue is full: the caller then writes its op itself."""
-        if not self.running or len(self._queued) >= MAX_QUEUED:
-            return False
-        self._queued.append(_Queued(offsets, on_written))
-        self._wake.set()
-        return True
+        return self._puts.submit(_Queued(offsets, on_written))
 
     async def write(self, offsets: list[int]) -> Refusal | None:
         """The op of ``offsets`` through the batcher, awaited; None once stored."""
@@ -82,44 +86,21 @@ class OpBatcher:
             done.set()
 
         if not self.submit(offsets, on_written):
-            await self._put([_Queued(offsets, on_written)])
+            await self._puts.put([_Queued(offsets, on_written)])
         await done.wait()
         return box[0]
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
-        self.running = True
-        task_status.started()
-        try:
-            while True:
-                await self._wake.wait()
-                self._wake = trio.Event()
-                while self._queued:
-                    n = take_batch(self._queued, MAX_OFFSETS_PER_OP)
-                    batch = self._queued[:n]
-                    del self._queued[:n]
-                    await self._put(batch)
-        finally:
-            self.running = False
-            left, self._queued = self._queued, []
-            for q in left:
-                q.on_written(_refused(PutStatus.SERVICE_NOT_AVAILABLE, "stopping"))
+        await self._puts.run(task_status=task_status)
 
-    async def _put(self, batch: list[_Queued]) -> None:
+    def _op(self, batch: list[_Queued]) -> list[MessageToStore]:
         msg = self.make_op([o for q in batch for o in q.offsets])
+        return [msg]
 
-        def done(results: list[PutResult], status: PutStatus, remark: str | None) -> None:
-            outcome = None if results and status.stored else _refused(status, remark)
-            for q in batch:
-                q.on_written(outcome)
 
-        self.ops_written += 1
-        try:
-            await self.writer.put([msg], done)
-        except ActorStopped:
-            done([], PutStatus.SERVICE_NOT_AVAILABLE, "the store is stopped")
-        except trio.Cancelled:  # not handed to the store: nothing was written
-            done([], PutStatus.SERVICE_NOT_AVAILABLE, "stopping")
-            raise
+def _answer(batch: list[_Queued], outcome: Refusal | None) -> None:
+    for q in batch:
+        q.on_written(outcome)
 
 
 def _refused(status: PutStatus, remark: str | None) -> Refusal:
