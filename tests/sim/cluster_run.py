@@ -34,6 +34,7 @@ from tests.sim import cluster_clients
 from tests.sim.cluster_checks import ClusterChecker, ClusterFailure
 from tests.sim.cluster_clients import TOPIC, ConsumerDriver, ProducerDriver, probe, read_queue
 from tests.sim.cluster_faults import heal_everything, seeded_chaos
+from tests.sim.cluster_push import PUSH_HOST, PushDriver
 from tests.sim.cluster_sim import SETS, SimSpec, World
 
 # after healing and restarting everything: a dead master is noticed after
@@ -162,6 +163,7 @@ async def run_seed(
     seed_trio_scheduler(seed)
     spec = spec or SimSpec.draw(seed)
     checker = ClusterChecker(seed)
+    checker.weak_sets = spec.options.weak_sets(spec.set_sizes)
     if replay is not None:
         checker.replay = replay
     checker.note(f"spec: {spec.describe()}")
@@ -232,6 +234,13 @@ async def _drive(
     await world.start()
     checker.note("started")
     world.check_step()
+    push = None
+    if world.spec.push:
+        push = PushDriver(
+            checker, ";".join(world.ns_addrs), world.net.transport(PUSH_HOST), world.spec.seed,
+            world.spec.options.push_fail_share,
+        )  # fmt: skip
+        await world.nursery.start(push.run)
     clients = trio.CancelScope()
     await world.nursery.start(_run_clients, world, clients)
     try:
@@ -244,6 +253,8 @@ async def _drive(
         await _liveness(world, client, liveness)
         await _converge(world)
         await _final_checks(world, client)
+    if push is not None:
+        await push.drain(world.check_step)
 
 
 async def _run_clients(
@@ -261,6 +272,7 @@ async def _run_clients(
         spec.queues,
         spec.max_messages,
         batch=spec.batch_sends,
+        batch_share=spec.options.batch_share,
     )
     consumer_rng = random.Random(world.rng.getrandbits(32))
     with scope:

@@ -43,11 +43,13 @@ from tests.sim.cluster_checks import ClusterChecker, ReplicaState
 from tests.sim.cluster_clients import TOPIC, AckTap
 from tests.sim.cluster_nodes import BrokerProc, ControlProc, Host, Process, SlowDisk
 from tests.sim.metadata_checks import MetadataChecker
+from tests.sim.replication_draw import ReplicationDraw
 
 SETS = ("broker-a", "broker-b")
 NS_PORT, CTRL_PORT = 9876, 9878
 STORE = "/store"
 START_BOUND_S = 60.0  # every set has a master after the cold start
+SIM_DELAY_LEVELS = " ".join(["1s"] * 6 + ["2s"] * 6 + ["3s"] * 6)
 
 
 # ---------------------------------------------------------------------------- the spec
@@ -75,11 +77,15 @@ class SimSpec:
     batch_sends: bool = False  # producers send SEND_BATCH_MESSAGE batches of 1-4 messages
     # scripted only: scanNotActiveBrokerInterval / scanInactiveMasterInterval of the controllers
     controller_scan_ms: int = 1000
+    # drawn from the seed's own RNG (replication_draw.py): ack mode, learner, batch and
+    # push-failure shares; the default is the product's default and no push consumer
+    options: ReplicationDraw = attrs.field(factory=ReplicationDraw)
+    push: bool = False  # a PushConsumer group consumes during the run (cluster_push.py)
 
     @classmethod
     def draw(cls, seed: int) -> SimSpec:
         rng = random.Random(seed)
-        return cls(
+        spec = cls(
             seed=seed,
             controllers=1 if rng.random() < 0.4 else 3,
             embedded=rng.random() < 0.5,
@@ -95,6 +101,8 @@ class SimSpec:
             steps=rng.randint(10, 22),
             focus=("mixed", "mixed", "controllers", "replication")[rng.randrange(4)],
         )
+        options = ReplicationDraw.draw(seed, spec.set_sizes)
+        return attrs.evolve(spec, options=options, push=True)
 
     def describe(self) -> str:
         mode = "embedded" if self.embedded else "standalone"
@@ -103,7 +111,8 @@ class SimSpec:
             f"{self.controllers} controller(s) {mode}, sets {self.set_sizes}, {flush}, "
             f"segment {self.segment_size // 1024} KiB, cq {self.cq_entries}, "
             f"index {self.index}, {self.queues} queues, {self.producers}x{self.senders} "
-            f"senders, <= {self.max_messages} msgs, {self.steps} steps, focus {self.focus}"
+            f"senders, <= {self.max_messages} msgs, {self.steps} steps, focus {self.focus}; "
+            f"{self.options.describe()}, push consumer {self.push}"
         )
 
 
@@ -139,6 +148,7 @@ class World:
         self.client_ip = "10.0.9.60"
         self.clients: trio.Nursery | None = None
         self.probe_seq = 0
+        self.voter_mastered: set[str] = set()  # sets where a non-learner has been master
 
     def _host(self, ip: str) -> Host:
         r = random.Random(self.rng.getrandbits(32))
@@ -175,7 +185,7 @@ class World:
                         self._host(ip),
                         self.net,
                         self.nursery,
-                        config=self._broker_config(set_name, ip, f"{set_name}-{k}"),
+                        config=self._broker_config(set_name, ip, f"{set_name}-{k}", k, size),
                         rng=random.Random(self.rng.getrandbits(32)),
                         tap=self.tap.install,
                         set_name=set_name,
@@ -204,9 +214,14 @@ class World:
             rng=random.Random(self.rng.getrandbits(32)),
         )
 
-    def _broker_config(self, set_name: str, ip: str, name: str) -> Callable[[], BrokerConfig]:
+    def _broker_config(
+        self, set_name: str, ip: str, name: str, k: int, size: int
+    ) -> Callable[[], BrokerConfig]:
         spec = self.spec
-        overrides = dict(dict(spec.broker_overrides).get(name, ()))
+        overrides = {
+            **dict(spec.options.overrides(set_name, k, size)),
+            **dict(dict(spec.broker_overrides).get(name, ())),
+        }
 
         def make() -> BrokerConfig:
             keys: dict[str, object] = dict(
@@ -238,6 +253,8 @@ class World:
                 haSendHeartbeatInterval=1000,
                 haHousekeepingInterval=4000,
                 syncFlushTimeout=3000,
+                # a consumer's retry (delay level 3 + reconsumes) comes back in 1-3 s, not 10 s+
+                messageDelayLevel=SIM_DELAY_LEVELS,
             )
             return BrokerConfig(**{**keys, **overrides})  # type: ignore[arg-type]
 
@@ -379,6 +396,7 @@ class World:
             self.checker.check_replica(state, read)
             replicas.append(state)
         self.checker.check_epochs(replicas)
+        self._check_learners()
         for s in SETS:
             master = self.master_of(s)
             b = None if master is None else master.live_broker
@@ -392,6 +410,26 @@ class World:
                     b.tables.groups.table,
                     b.store.message_store.queues_with_records(),
                 )
+
+    def _check_learners(self) -> None:
+        """An asyncLearner never joins the SyncStateSet, so once another broker of its set has
+        been master it is never elected (it may be the first master of a cold start: upstream's
+        flag only keeps a slave out of the set)."""
+        for s, size in zip(SETS, self.spec.set_sizes, strict=True):
+            name = self.spec.options.learner(s, size)
+            if name is None:
+                continue
+            for p in self.brokers[s]:
+                b = p.live_broker
+                if b is None or b.roles is None or not b.roles.serving_as_master():
+                    continue
+                if p.name != name:
+                    self.voter_mastered.add(s)
+                elif s in self.voter_mastered:
+                    self.checker.fail(
+                        f"the asyncLearner {p.name} serves as master of {s} after another "
+                        f"broker of the set was master (it must never join the SyncStateSet)"
+                    )
 
 
 def _body_at(store: MessageStore, topic: str, queue_id: int, offset: int) -> bytes | None:
