@@ -129,7 +129,7 @@ class PushDriver:
         while missing := self.missing():
             if trio.current_time() > deadline:
                 c = self.checker
-                where = {p: b for p, b in c.acked.items() if b == missing[0]}
+                where = [p for p, b in c.acked.items() if b == missing[0]]
                 self.checker.fail(
                     f"acknowledged but never consumed by the push consumer group: "
                     f"{len(missing)} message(s), e.g. {missing[0][:12]!r} at {where} "

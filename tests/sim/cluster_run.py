@@ -19,6 +19,7 @@ import os
 import random
 from collections import deque
 from collections.abc import Awaitable, Callable
+from functools import partial
 from typing import Any
 
 import attrs
@@ -34,8 +35,9 @@ from tests.sim import cluster_clients
 from tests.sim.cluster_checks import ClusterChecker, ClusterFailure
 from tests.sim.cluster_clients import TOPIC, ConsumerDriver, ProducerDriver, probe, read_queue
 from tests.sim.cluster_faults import heal_everything, seeded_chaos
-from tests.sim.cluster_push import PUSH_HOST, PushDriver
+from tests.sim.cluster_push import PUSH_GROUP, PUSH_HOST, PushDriver
 from tests.sim.cluster_sim import SETS, SimSpec, World
+from tests.sim.offset_watch import OffsetWatch
 
 # after healing and restarting everything: a dead master is noticed after
 # controllerHeartBeatTimeoutMills (2 s) + the controller's scan (1 s); a new controller leader
@@ -241,6 +243,8 @@ async def _drive(
             world.spec.options.push_fail_share,
         )  # fmt: skip
         await world.nursery.start(push.run)
+        watch = OffsetWatch(checker, PUSH_GROUP, world.spec.queues)
+        world.step_hooks.append(partial(watch.on_step, world))
     clients = trio.CancelScope()
     await world.nursery.start(_run_clients, world, clients)
     try:

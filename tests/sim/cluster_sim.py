@@ -149,6 +149,7 @@ class World:
         self.clients: trio.Nursery | None = None
         self.probe_seq = 0
         self.voter_mastered: set[str] = set()  # sets where a non-learner has been master
+        self.step_hooks: list[Callable[[], None]] = []  # more per-step checks (cluster_run)
 
     def _host(self, ip: str) -> Host:
         r = random.Random(self.rng.getrandbits(32))
@@ -397,6 +398,8 @@ class World:
             replicas.append(state)
         self.checker.check_epochs(replicas)
         self._check_learners()
+        for hook in self.step_hooks:
+            hook()
         for s in SETS:
             master = self.master_of(s)
             b = None if master is None else master.live_broker
