@@ -17,7 +17,15 @@ Checks:
   copy was acknowledged under the same rule). Duplicates are counted (`push_duplicates`), not
   failures: at-least-once.
 - **Committed offsets never move backwards by more than the documented bound**
-  (`OffsetWatch`, docs/metadata-failover.md): see its docstring.
+  (offset_watch.py, docs/metadata-failover.md).
+- **Per-queue order** (`OrderlyDriver`, in the seeds that draw it): a second group,
+  `ORDERLY_GROUP`, runs the project's `OrderlyPushConsumer` (queue locks, one batch at a time);
+  the simulation's sends are not keyed, so the order it can check is each queue's: the group
+  never consumes a queue offset before every lower offset of that queue (from 0: it starts at
+  the first offset). Queue offsets a consumer can see are dense and never change (only
+  confirmed entries are dispatched), so this is exactly "in order, no gaps"; re-consuming from
+  an earlier offset after a failover or a lost lock is allowed (at-least-once). It drains like
+  the push group.
 """
 
 from __future__ import annotations
@@ -29,6 +37,8 @@ import trio
 
 from rocketrio.actors.client.config import ClientConfig, ConsumeFromWhere, PushConsumerConfig
 from rocketrio.actors.client.message import ConsumeStatus
+from rocketrio.actors.client.orderly import ConsumeOrderlyStatus
+from rocketrio.actors.client.orderly_consumer import OrderlyPushConsumer
 from rocketrio.actors.client.push_consumer import PushConsumer
 from rocketrio.protocol.message_format import MessageExt
 from tests.harness.blocking import inline_blocking
@@ -39,16 +49,120 @@ from tests.sim.replication_draw import SETS
 PUSH_GROUP = "SimPush"
 PUSH_HOST = "10.0.9.70"
 PUSH_SALT = 0x9054  # the listener's RNG: seed ^ PUSH_SALT
-# after the final checks: a retry's delay level 3 (10 s), its topic's route and the rebalance
-# that assigns its queue (both polled every CLIENT_PERIOD_MS), a pull's long poll (15 s) and a
-# failed send-back consumed again locally (5 s)
-DRAIN_BOUND_S = 60.0
+ORDERLY_GROUP = "SimOrderly"
+ORDERLY_HOST = "10.0.9.71"
+# after the final checks: a retry's delay (1-3 s with the simulation's messageDelayLevel), its
+# topic's route and the rebalance that assigns its queue (both polled every CLIENT_PERIOD_MS),
+# a failed send-back consumed again locally (5 s) and a pull that waits out its timeout on a
+# broker that died (15 s suspend); each run records its drain time (drain_s_max_<group>)
+DRAIN_BOUND_S = 30.0
 CLIENT_PERIOD_MS = 3000
 
 
 def set_of(msg: MessageExt) -> str:
     """The broker set that stored the message (its store host is 10.0.<set + 2>.x)."""
     return SETS[int(msg.store_host.split(".")[2]) - 2]
+
+
+def missing_bodies(
+    checker: ClusterChecker, consumed: dict[bytes, int], sent_back: dict[bytes, tuple[str, int]]
+) -> list[bytes]:
+    """Acknowledged bodies a group has not consumed and is still expected to."""
+    out = []
+    for body in checker.acked.values():
+        if body in consumed:
+            continue
+        back = sent_back.get(body)
+        if (
+            back is not None
+            and back[0] in checker.weak_sets
+            and checker.set_epoch(back[0]) > back[1]
+        ):
+            continue  # its retry copy was acknowledged under the weak rule, then a failover
+        out.append(body)
+    return out
+
+
+async def drain_group(
+    checker: ClusterChecker,
+    group: str,
+    missing: Callable[[], list[bytes]],
+    step: Callable[[], None],
+) -> None:
+    """Bounded wait until ``group`` consumed every acknowledged message (at least once)."""
+    deadline = trio.current_time() + DRAIN_BOUND_S
+    checker.note(f"draining the consumer group {group}")
+    while lost := missing():
+        if trio.current_time() > deadline:
+            where = [p for p, b in checker.acked.items() if b == lost[0]]
+            checker.fail(
+                f"acknowledged but never consumed by the consumer group {group}: "
+                f"{len(lost)} message(s), e.g. {lost[0][:12]!r} at {where} "
+                f"({', '.join(checker.acked_by[p] for p in where)}); "
+                f"{DRAIN_BOUND_S}s after the final checks"
+            )
+        step()
+        await trio.sleep(0.5)
+    took = int(trio.current_time() - deadline + DRAIN_BOUND_S)
+    key = f"drain_s_max_{group}"
+    checker.stats[key] = max(checker.stats.get(key, 0), took)
+
+
+class OrderlyDriver:
+    """The OrderlyPushConsumer group and its per-queue order check (module docstring)."""
+
+    def __init__(self, checker: ClusterChecker, namesrv: str, transport: object) -> None:
+        self.checker = checker
+        self.namesrv = namesrv
+        self.transport = transport
+        self.consumed: dict[bytes, int] = {}
+        self.next_offset: dict[tuple[str, int], int] = {}  # (set, queue) -> highest + 1
+        self.scope = trio.CancelScope()
+
+    def listener(self, msgs: list[MessageExt], _ctx: object) -> ConsumeOrderlyStatus:
+        for m in msgs:
+            key = (set_of(m), m.queue_id)
+            top = self.next_offset.get(key, 0)
+            if m.queue_offset > top:
+                self.checker.problems.append(
+                    f"orderly group {ORDERLY_GROUP} consumed {key[0]} queue {key[1]} offset "
+                    f"{m.queue_offset} before offset {top}: per-queue order broken"
+                )
+            self.next_offset[key] = max(top, m.queue_offset + 1)
+            self.consumed[m.body] = self.consumed.get(m.body, 0) + 1
+        self.checker.count("orderly_consumed", len(msgs))
+        return ConsumeOrderlyStatus.SUCCESS
+
+    async def run(self, *, task_status: trio.TaskStatus[None]) -> None:
+        config = PushConsumerConfig(
+            consumerGroup=ORDERLY_GROUP,
+            consumeFromWhere=ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET,
+            rebalanceInterval=CLIENT_PERIOD_MS,
+        )
+        client_config = ClientConfig(
+            clientIP=ORDERLY_HOST, instanceName="orderly", pollNameServerInterval=CLIENT_PERIOD_MS
+        )
+        consumer = OrderlyPushConsumer(
+            ORDERLY_GROUP,
+            self.namesrv,
+            transport=self.transport,  # type: ignore[arg-type]
+            config=config,
+            client_config=client_config,
+            run_blocking=inline_blocking,
+        )
+        consumer.subscribe(TOPIC, "*")
+        consumer.register_listener(self.listener)
+        with self.scope:
+            async with consumer:
+                task_status.started()
+                await trio.sleep_forever()
+
+    async def drain(self, step: Callable[[], None]) -> None:
+        await drain_group(
+            self.checker, ORDERLY_GROUP, lambda: missing_bodies(self.checker, self.consumed, {}),
+            step,
+        )  # fmt: skip
+        self.scope.cancel()
 
 
 class PushDriver:
@@ -109,34 +223,9 @@ class PushDriver:
                 task_status.started()
                 await trio.sleep_forever()
 
-    def missing(self) -> list[bytes]:
-        """Acknowledged bodies the group has not consumed and is still expected to."""
-        c = self.checker
-        out = []
-        for body in c.acked.values():
-            if body in self.consumed:
-                continue
-            back = self.sent_back.get(body)
-            if back is not None and back[0] in c.weak_sets and c.set_epoch(back[0]) > back[1]:
-                continue  # its retry copy was acknowledged under the weak rule, then a failover
-            out.append(body)
-        return out
-
     async def drain(self, step: Callable[[], None]) -> None:
-        """Bounded wait until the group consumed every acknowledged message (at least once)."""
-        deadline = trio.current_time() + DRAIN_BOUND_S
-        self.checker.note("draining the push consumer")
-        while missing := self.missing():
-            if trio.current_time() > deadline:
-                c = self.checker
-                where = [p for p, b in c.acked.items() if b == missing[0]]
-                self.checker.fail(
-                    f"acknowledged but never consumed by the push consumer group: "
-                    f"{len(missing)} message(s), e.g. {missing[0][:12]!r} at {where} "
-                    f"({', '.join(c.acked_by[p] for p in where)}); sent back: "
-                    f"{self.sent_back.get(missing[0])}; {DRAIN_BOUND_S}s after the final checks"
-                )
-            step()
-            await trio.sleep(0.5)
-        self.checker.count("push_drained")
+        await drain_group(
+            self.checker, PUSH_GROUP,
+            lambda: missing_bodies(self.checker, self.consumed, self.sent_back), step,
+        )  # fmt: skip
         self.scope.cancel()

@@ -35,7 +35,13 @@ from tests.sim import cluster_clients
 from tests.sim.cluster_checks import ClusterChecker, ClusterFailure
 from tests.sim.cluster_clients import TOPIC, ConsumerDriver, ProducerDriver, probe, read_queue
 from tests.sim.cluster_faults import heal_everything, seeded_chaos
-from tests.sim.cluster_push import PUSH_GROUP, PUSH_HOST, PushDriver
+from tests.sim.cluster_push import (
+    ORDERLY_HOST,
+    PUSH_GROUP,
+    PUSH_HOST,
+    OrderlyDriver,
+    PushDriver,
+)
 from tests.sim.cluster_sim import SETS, SimSpec, World
 from tests.sim.offset_watch import OffsetWatch
 
@@ -245,6 +251,12 @@ async def _drive(
         await world.nursery.start(push.run)
         watch = OffsetWatch(checker, PUSH_GROUP, world.spec.queues)
         world.step_hooks.append(partial(watch.on_step, world))
+    orderly = None
+    if world.spec.push and world.spec.options.orderly:
+        orderly = OrderlyDriver(
+            checker, ";".join(world.ns_addrs), world.net.transport(ORDERLY_HOST)
+        )
+        await world.nursery.start(orderly.run)
     clients = trio.CancelScope()
     await world.nursery.start(_run_clients, world, clients)
     try:
@@ -259,6 +271,8 @@ async def _drive(
         await _final_checks(world, client)
     if push is not None:
         await push.drain(world.check_step)
+    if orderly is not None:
+        await orderly.drain(world.check_step)
 
 
 async def _run_clients(

@@ -22,6 +22,7 @@ from rocketrio.actors.broker.send.processor import SENT_BACK, SendMessageProcess
 from rocketrio.actors.broker.tables.meta_journal import MetaJournal
 from rocketrio.actors.broker.tables.tables import TopicTable
 from rocketrio.actors.client.message import SendResult, SendStatus
+from rocketrio.actors.client.orderly import OrderlyProcessQueue
 from rocketrio.actors.client.producer import Producer
 from rocketrio.actors.client.push_consumer import PushConsumer
 from rocketrio.actors.client.stuck_sends import MasterChanged, StuckSendWatch
@@ -252,6 +253,20 @@ def _send_back_answered_not_stored(patch: Patch) -> None:
     patch(SendMessageProcessor, "send_back", send_back)
 
 
+def _orderly_takes_newest_first(patch: Patch) -> None:
+    def take_messages(self: OrderlyProcessQueue, n: int) -> list[Any]:
+        taken: list[Any] = []
+        tree = self._tree
+        while tree and len(taken) < n:
+            off = max(tree)  # MUTANT: the newest waiting message first
+            m = tree.pop(off)
+            self._consuming[off] = m
+            taken.append(m)
+        return taken
+
+    patch(OrderlyProcessQueue, "take_messages", take_messages)
+
+
 MUTANTS: dict[str, Mutant] = {
     m.name: m
     for m in (
@@ -362,6 +377,11 @@ MUTANTS: dict[str, Mutant] = {
             "send_back_answered_not_stored",
             "the broker answers CONSUMER_SEND_MSG_BACK with success but stores no retry message",
             _send_back_answered_not_stored,
+        ),
+        Mutant(
+            "orderly_takes_newest_first",
+            "the orderly consumer hands a queue's newest waiting message to the listener first",
+            _orderly_takes_newest_first,
         ),
     )
 }

@@ -10,7 +10,8 @@ with and the clients' mix:
   the SyncStateSet, never elected);
 - **batch share**: the share of sends that are SEND_BATCH_MESSAGE batches of 1-4 messages;
 - **push fail share**: the share of first deliveries the PushConsumer's listener answers
-  RECONSUME_LATER (the message goes back through the retry topic, during faults too).
+  RECONSUME_LATER (the message goes back through the retry topic, during faults too);
+- **orderly**: whether an OrderlyPushConsumer group consumes too (per-queue order checked).
 
 The rule each option promises, which the checker applies (`weak_sets`):
 
@@ -46,6 +47,7 @@ class ReplicationDraw:
     learner_sets: tuple[str, ...] = ()  # sets whose last broker is an asyncLearner
     batch_share: float = 0.0
     push_fail_share: float = 0.0
+    orderly: bool = False  # an OrderlyPushConsumer group too (cluster_push.py)
 
     @classmethod
     def draw(cls, seed: int, set_sizes: tuple[int, int]) -> ReplicationDraw:
@@ -63,6 +65,7 @@ class ReplicationDraw:
             learner_sets=learners,
             batch_share=rng.choice((0.0, 0.0, 0.25, 0.5, 1.0)),
             push_fail_share=rng.choice((0.0, 0.05, 0.2)),
+            orderly=rng.random() < 0.35,
         )
 
     def voters(self, set_name: str, size: int) -> int:
@@ -105,5 +108,5 @@ class ReplicationDraw:
         learners = ",".join(self.learner_sets) or "none"
         return (
             f"{ack}, learner {learners}, batch share {self.batch_share}, "
-            f"push fail share {self.push_fail_share}"
+            f"push fail share {self.push_fail_share}, orderly group {self.orderly}"
         )
