@@ -2,11 +2,13 @@
 
 `run_seed(seed)` builds the `World` of ``SimSpec.draw(seed)`` (cluster_sim.py) under the test's
 MockClock with Trio's scheduler seeded, starts every process, waits for both sets to have a
-master, creates the topic on every broker, starts the clients (cluster_clients.py), then runs
+master, creates the topic on every broker, starts the clients (cluster_clients.py; a seed's
+PushConsumer and orderly groups, cluster_push.py, with the offset watch, offset_watch.py), then runs
 the chaos steps (cluster_faults.py; scenario tests pass their own script): after every step the
 checker looks at every live replica. Then everything is healed and restarted; within
 `LIVENESS_BOUND_S` every set must acknowledge a probe write; the clients stop, the replicas
-converge (bounded), and the final checks read every queue back from each set's master. A
+converge (bounded), the final checks read every queue back from each set's master, and the
+consumer groups must have consumed every acknowledged message within their drain bound. A
 failure raises `ClusterFailure` naming the seed ("reproduce with --seed N") and the last steps;
 with ``CLUSTER_SIM_LOG=path`` the product's last log events are written there too. A `Watchdog`
 turns a livelock (tasks spinning while the mock clock stands still) into a failure, not a hang.

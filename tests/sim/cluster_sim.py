@@ -4,7 +4,10 @@
 embedded in the NameServers or standalone (then with one NameServer of its own), two broker sets
 of 2 or 3 replicas in controller mode, SYNC_FLUSH or ASYNC_FLUSH, CommitLog segments of 16-64
 KiB and ConsumeQueue files of 32-100 entries (both roll), the index on or off, how many
-producers send how many messages, how many chaos steps run and which faults they favour.
+producers send how many messages, how many chaos steps run and which faults they favour; from
+an RNG of their own, the replication options and the consumers' mix (replication_draw.py:
+allAckInSyncStateSet or inSyncReplicas, an asyncLearner, a share of batch sends, the
+PushConsumer's failure share, an orderly group).
 `World` holds it: every process is the production class (`NameServer`, `Controller` with its
 real `RaftNode`, `Broker` with its ReplicasManager, AutoSwitchHAService, HA master service and
 slave client, store actor) on the seeded network and its host's own `SimFileSystem`
@@ -15,7 +18,8 @@ invariant (cluster_checks.py). cluster_run.py runs a World; cluster_faults.py br
 Timings are small so that one run covers many failovers in tens of simulated seconds:
 brokerHeartbeatInterval 500 ms, controllerHeartBeatTimeoutMills 2 s, syncBrokerMetadataPeriod
 and checkSyncStateSetPeriod 1 s, haMaxTimeSlaveNotCatchup 3 s, haSendHeartbeatInterval 1 s,
-haHousekeepingInterval 4 s, syncFlushTimeout 3 s; allAckInSyncStateSet stays true (default).
+haHousekeepingInterval 4 s, syncFlushTimeout 3 s, messageDelayLevel 1-3 s (a consumer's retry
+comes back within seconds); the ack mode is the seed's draw (scripted scenarios: allAck).
 """
 
 from __future__ import annotations
