@@ -27,6 +27,7 @@ import signal
 import sys
 import traceback
 from collections.abc import Awaitable, Callable
+from functools import partial
 from typing import Any
 
 import structlog
@@ -163,7 +164,8 @@ def cmd_container(args: argparse.Namespace) -> int:
 
     cfg = container_config(args)
     name = args.name or f"container-{cfg.listenPort}"
-    return run_service(name, "container", cfg.logDir, run_container, cfg, TcpTransport())
+    run = partial(run_container, config_path=args.config or None)
+    return run_service(name, "container", cfg.logDir, run, cfg, TcpTransport())
 
 
 def container_config(args: argparse.Namespace) -> Any:

@@ -104,6 +104,8 @@ class RegisterBrokerToControllerRequestHeader:
     brokerId: int
     brokerAddress: str
     invokeTime: int | None = None
+    # rocketrio extension, as BrokerHeartbeatRequestHeader.notElectable
+    notElectable: bool | None = None
 
 
 @attrs.define(slots=True)

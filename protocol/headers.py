@@ -399,6 +399,10 @@ class BrokerHeartbeatRequestHeader:
     confirmOffset: int | None = None
     heartbeatTimeoutMills: int | None = None
     electionPriority: int | None = None
+    # rocketrio extension (upstream controllers ignore it): true while the broker's catch-up
+    # fence holds (it cut its CommitLog after a lost page, actors/broker/store/lost_page.py);
+    # our controller-mode brokers always send it to the controllers, absent keeps the last value
+    notElectable: bool | None = None
 
 
 @attrs.define(slots=True)

@@ -36,6 +36,9 @@ class Mutant:
 
 _AM = "tests/actor/broker/test_acting_master.py::"
 _AC = "tests/unit/actors/broker/failover/test_acting_core.py::"
+_AP = "tests/actor/broker/test_acting_master_pop.py::"
+_PP = "tests/unit/actors/broker/failover/test_pop_pins.py::"
+_PE = "tests/unit/actors/broker/failover/test_pop_escape.py::"
 _SC = "tests/unit/actors/broker/store/test_scrub_service.py::"
 _LR = "tests/actor/client/test_lite_pull_reply.py::"
 _SQ = "tests/unit/protocol/test_sql92.py::"
@@ -43,6 +46,8 @@ _SB = "tests/actor/broker/test_sql92_filter.py::"
 _RC = "tests/unit/protocol/test_request_code_census.py::"
 _GD = "tests/actor/observe/test_grafana_dashboard.py::"
 _CD = "tests/actor/cli/test_consume_directly.py::"
+_LP = "tests/actor/broker/test_lost_page_recovery.py::"
+_LQ = "tests/unit/storage/test_lost_page_quarantine.py::"
 
 MUTANTS: list[Mutant] = [
     Mutant(
@@ -575,6 +580,99 @@ MUTANTS: list[Mutant] = [
         "            acting_ack=None,  # MUTANT",
         [_AM + "test_a_message_popped_from_the_dead_master_is_revived_once_through_escape"],
     ),
+    # POP on an acting slave (issue 27, docs/acting-master.md)
+    Mutant(
+        "POP escape: an ACK goes to a different master than its CK (they never cancel)",
+        "actors/broker/failover/pop_escape.py",
+        "        master = self.pins.target(key, list(writers))\n",
+        "        master = self.pins.target(key, list(writers))\n"
+        "        if master == self.pins.pinned(key):  # MUTANT\n"
+        "            master = next((n for n in sorted(writers) if n != master), master)\n",
+        [_AP + "test_pop_ack_and_change_invisible_on_the_acting_slave_cancel_on_one_pinned_master"],
+    ),
+    Mutant(
+        "POP escape: a CK may be pinned to the dead master's own group (#7923)",
+        "actors/broker/failover/pop_pins.py",
+        "    names = sorted({c for c in candidates if c != own_group})",
+        "    names = sorted(set(candidates))  # MUTANT",
+        [_PP + "test_never_the_own_group_whatever_the_candidates_say"],
+    ),
+    Mutant(
+        "POP escape: the pin is not remembered (rehashed over the current route, as upstream)",
+        "actors/broker/failover/pop_pins.py",
+        "        if pinned is not None:\n            return pinned",
+        "        if False:  # MUTANT\n            return pinned",
+        [_PP + "test_a_pinned_key_keeps_its_master_when_the_route_changes"],
+    ),
+    Mutant(
+        "POP escape: an ACK whose master is away is dropped, not retried",
+        "actors/broker/failover/pop_escape.py",
+        "            job.attempts += 1\n            self._jobs.append(job)",
+        "            job.attempts += 1\n            job.on_stored()  # MUTANT",
+        [_AP + "test_an_unacked_pop_on_the_acting_slave_is_revived_once_when_its_master_is_away"],
+    ),
+    Mutant(
+        "POP escape: the pinned master revives an escaped CK from its own store",
+        "actors/broker/pop/revive_service.py",
+        "        if self.read_foreign is not None and bn != self.config.broker_name:",
+        "        if False:  # MUTANT",
+        [_AP + "test_pop_ack_and_change_invisible_on_the_acting_slave_cancel_on_one_pinned_master"],
+    ),
+    Mutant(
+        "POP escape: the acting slave's POP writes its CK to its own store (gets nothing)",
+        "actors/broker/pop/processor.py",
+        "        escape = self.record_escape()\n",
+        "        escape = None  # MUTANT\n",
+        [_AP + "test_pop_ack_and_change_invisible_on_the_acting_slave_cancel_on_one_pinned_master"],
+    ),
+    Mutant(
+        "POP escape: a slave that stopped acting drops the ACKs of what it popped",
+        "actors/broker/failover/feature.py",
+        "        return PinnedOnly(escaper) if len(escaper.pins) else None",
+        "        return None  # MUTANT",
+        [_AP + "test_the_master_returns_mid_way_nothing_lost_reconsumption_counted"],
+    ),
+    Mutant(
+        "POP revive: a CK whose messages cannot be read holds up the rest of its revive queue",
+        "actors/broker/pop/revive_service.py",
+        "held up behind it\n                    continue\n",
+        "held up behind it\n                    break  # MUTANT\n",
+        [_AP + "test_a_gone_acting_group_does_not_stall_the_pinned_masters_own_revives"],
+    ),
+    Mutant(
+        "POP escape: the read-back takes whatever message the other group answers",
+        "actors/broker/failover/pop_escape.py",
+        "            return [r for r in records if decode_stored(r)[0].queue_offset == offset]",
+        "            return records  # MUTANT",
+        [_PE + "test_another_offset_is_no_answer_and_not_found_is_gone"],
+    ),
+    Mutant(
+        "POP escape: a failed read-back counts as gone (#8460)",
+        "actors/broker/failover/pop_escape.py",
+        "        if isinstance(resp, str):\n            raise QueueReadUnavailable(resp)",
+        "        if isinstance(resp, str):\n            return []  # MUTANT",
+        [_PE + "test_a_call_that_failed_or_an_odd_answer_is_tried_again"],
+    ),
+    Mutant(
+        "container: UPDATE_BROKER_CONFIG may change a black-listed key",
+        "actors/broker/container/live_config.py",
+        '    always_black=frozenset({"brokerConfigPaths", "rocketmqHome", "configBlackList"}),',
+        "    always_black=frozenset(),  # MUTANT",
+        [
+            "tests/actor/broker/test_container.py"
+            "::test_the_container_port_updates_and_answers_its_own_config"
+        ],
+    ),
+    Mutant(
+        "container: a new containerMaxRestarts is not applied to running members",
+        "actors/broker/container/container.py",
+        "        tracker.policy = self.policy  # the container's keys may have changed",
+        "        pass  # MUTANT",
+        [
+            "tests/actor/broker/test_container.py"
+            "::test_the_container_port_updates_and_answers_its_own_config"
+        ],
+    ),
     Mutant(
         "scrub: the background scrub skips the record CRC compare",
         "storage/scrub.py",
@@ -804,6 +902,40 @@ MUTANTS: list[Mutant] = [
         '    "SimpleConsumer",\n',
         "",
         ["tests/unit/client/test_public_api.py::test_every_public_name_is_exported_and_importable"],
+    ),
+    Mutant(
+        "a broker under its catch-up fence is electable (lost page, issue 26)",
+        "actors/controller/replicas_info.py",
+        "                and electable(live_info(cluster, name, broker_id))\n",
+        "",
+        [_LP + "test_a_lone_replica_stays_out_of_service_and_says_so"],
+    ),
+    Mutant(
+        "a fenced broker's heartbeats say it is electable (lost page, issue 26)",
+        "actors/broker/roles/replicas_manager.py",
+        "            notElectable=not self.electable,\n        )\n        await",
+        "            notElectable=False,\n        )\n        await",
+        [_LP + "test_a_lone_replica_stays_out_of_service_and_says_so"],
+    ),
+    Mutant(
+        "a lost page's tail is cut without its quarantine copy (lost page, issue 26)",
+        "storage/commitlog/quarantine.py",
+        "            copied = _copy_tail(segments, bases, offset, fd, fs)\n",
+        "            copied = 0\n",
+        [
+            _LQ + "test_recovery_names_the_lost_record_and_the_quarantine_keeps_every_byte",
+            _LP + "test_the_old_master_comes_back_as_a_slave_and_nothing_acknowledged_is_lost",
+        ],
+    ),
+    Mutant(
+        "the catch-up fence lifts in the SyncStateSet of the epoch before the cut (lost page)",
+        "actors/broker/store/lost_page.py",
+        "    if master_epoch > fence.epoch and me in set(sync_state_set or ()):\n",
+        "    if me in set(sync_state_set or ()):\n",
+        [
+            "tests/unit/actors/broker/store/test_lost_page.py::"
+            "test_the_sync_state_set_of_the_epoch_before_the_cut_lifts_nothing"
+        ],
     ),
 ]
 

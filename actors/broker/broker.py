@@ -130,6 +130,7 @@ class Broker:
             topics=self.tables.topics,
             writer=self.store.actor,
             acting=lambda: self.roles.acting_master(),
+            log=self.log,
         )
         self.roles = make_role_service(
             RoleDeps(
@@ -199,7 +200,9 @@ class Broker:
             escape=self.failover.escape_if_acting,
             acting=self.roles.acting_master,
             filters=self.filters.selectors,
+            record_escape=self.failover.pop_escape_if_acting,
         )
+        self.pop.read_foreign_with(self.failover.foreign_reader(remote.call_or_reason))
         self.schedule = build_schedule_service(
             io,
             tables=t,
@@ -434,6 +437,7 @@ class Broker:
             Service("store", self.store.run_services),  # the writer first; disks sampled once
             Service("pull", self.pull.run_services),
             Service("pop", self.pop.run_services),
+            Service("pop_escape", self.failover.run_pop_escape),
             Service("clients", self.clients.run_services),
             Service("reply", self.reply.run_services),
             Service("tables", self.tables.run_writers, waits=False),

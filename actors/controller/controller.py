@@ -508,9 +508,8 @@ class Controller(FailoverMixin):
     def _register_broker(self, ctx: RequestContext) -> Call:
         h = from_ext(RegisterBrokerToControllerRequestHeader, ctx.cmd.ext_fields)
         # a registration is a heartbeat (ReplicasInfoManager.register_broker's contract)
-        self.heartbeats.on_heartbeat(
-            h.clusterName, h.brokerName, h.brokerId, h.brokerAddress, monotonic_ms()
-        )
+        who = (h.clusterName, h.brokerName, h.brokerId, h.brokerAddress)
+        self.heartbeats.on_heartbeat(*who, monotonic_ms(), not_electable=h.notElectable)
         self.remember_broker_addr(ctx.conn, h.brokerAddress)
         return self.calls.register_broker(h)
 
@@ -552,7 +551,9 @@ class Controller(FailoverMixin):
         async with self._reelect_lock:
             names = [
                 n
-                for n in self.replicas.scan_need_reelect_broker_sets(self._is_alive)
+                for n in self.replicas.scan_need_reelect_broker_sets(
+                    self._is_alive, self._live_info
+                )
                 if only is None or n in only
             ]
             kept = await self.unconfirmed_master_deaths(names, reason) if names else set()

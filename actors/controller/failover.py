@@ -127,6 +127,7 @@ class FailoverMixin:
             max_offset=h.maxOffset,
             confirm_offset=h.confirmOffset,
             election_priority=h.electionPriority,
+            not_electable=h.notElectable,
         )
 
     def watch(self, conn: Connection) -> None:

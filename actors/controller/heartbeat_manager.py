@@ -14,6 +14,9 @@ Rules (upstream DefaultBrokerHeartbeatManager, with the fixes noted):
 - `on_channel_closed(address)` is immediate death, like upstream's onBrokerChannelClose, but only
   for entries still at that address: a broker that restarted elsewhere and heartbeats from its new
   address is not killed by the close of its old connection.
+- `electable` (rocketrio's ``notElectable`` heartbeat and registration field): False while the
+  broker's catch-up fence holds (docs/hardening.md). A heartbeat without the field (a
+  NameServer-path heartbeat in embedded mode, an upstream broker) keeps what the entry said.
 - epoch / maxOffset / confirmOffset are replaced by every heartbeat. Upstream keeps the old values
   unless (epoch, maxOffset) grows, so a broker that came back with a shorter log (unflushed tail
   lost, or truncated on handshake) would still look most advanced to the election.
@@ -71,6 +74,8 @@ class BrokerLiveInfo:
     max_offset: int = -1
     confirm_offset: int = -1
     election_priority: int = DEFAULT_ELECTION_PRIORITY
+    # False while the broker says it may not be master (its catch-up fence after a lost page)
+    electable: bool = True
 
     @property
     def identity(self) -> BrokerIdentity:
@@ -147,8 +152,11 @@ class BrokerHeartbeatManager:
         max_offset: int | None = None,
         confirm_offset: int | None = None,
         election_priority: int | None = None,
+        not_electable: bool | None = None,
     ) -> bool:
-        """Record a heartbeat; True when the broker was unknown or had expired (came alive)."""
+        """Record a heartbeat; True when the broker was unknown or had expired (came alive).
+        ``not_electable`` None: the heartbeat does not say (keep what the entry said, else
+        electable)."""
         key = BrokerIdentity(cluster_name, broker_name, broker_id)
         prev = self._table.get(key)
         self._seen_dead.discard(key)
@@ -169,6 +177,9 @@ class BrokerHeartbeatManager:
             election_priority=(
                 DEFAULT_ELECTION_PRIORITY if election_priority is None else election_priority
             ),
+            electable=(prev is None or prev.electable)
+            if not_electable is None
+            else not not_electable,
         )
         return prev is None or not prev.is_alive(now_ms)
 

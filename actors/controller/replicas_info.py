@@ -142,6 +142,12 @@ class ControllerResult:
         )
 
 
+def electable(info: BrokerLiveInfo | None) -> bool:
+    """A broker may be elected unless its last heartbeat said it is not (its catch-up fence:
+    it cut its CommitLog after a lost page and has not caught up, docs/hardening.md)."""
+    return info is None or info.electable
+
+
 def _fail(code: int, remark: str, header: Any = None) -> ControllerResult:
     return ControllerResult(response_code=code, remark=remark, header=header)
 
@@ -303,7 +309,11 @@ class ReplicasInfoManager(ReplicaState):
         known = s.replica.broker_id_info
 
         def is_valid(broker_id: int) -> bool:
-            return broker_id in known and is_alive(cluster, name, broker_id)
+            return (
+                broker_id in known
+                and is_alive(cluster, name, broker_id)
+                and electable(live_info(cluster, name, broker_id))
+            )
 
         if not s.sync.sync_state_set and named_id is not None:
             # nobody holds committed data (first start, or every member cleaned): the broker
@@ -415,18 +425,29 @@ class ReplicasInfoManager(ReplicaState):
             )
         return _fail(RC.CONTROLLER_ELECT_MASTER_FAILED, why, ElectMasterResponseHeader())
 
-    def scan_need_reelect_broker_sets(self, is_alive: BrokerAlivePredicate) -> list[str]:
-        """Sets to run a controller-triggered elect_master for: the recorded master is not alive,
-        or there is no master and a replica that could take over is alive."""
+    def scan_need_reelect_broker_sets(
+        self, is_alive: BrokerAlivePredicate, live_info: BrokerLiveInfoLookup | None = None
+    ) -> list[str]:
+        """Sets to run a controller-triggered elect_master for: the recorded master is not alive
+        or says it is not electable (its catch-up fence), or there is no master and a replica
+        that could take over is alive (and electable)."""
         out = []
         for name in sorted(self._sets):
             s = self._sets[name]
             cluster, master = s.replica.cluster_name, s.sync.master_broker_id
-            alive = [b for b in s.replica.broker_id_info if is_alive(cluster, name, b)]
+
+            def can_lead(b: int, cluster: str = cluster, name: str = name) -> bool:
+                return live_info is None or electable(live_info(cluster, name, b))
+
+            alive = [
+                b
+                for b in s.replica.broker_id_info
+                if is_alive(cluster, name, b) and (b == master or can_lead(b))
+            ]
             if not alive:
                 continue
             if master is not None:
-                if not is_alive(cluster, name, master):
+                if not is_alive(cluster, name, master) or not can_lead(master):
                     out.append(name)
             elif self.enable_elect_unclean_master or any(b in s.sync.sync_state_set for b in alive):
                 out.append(name)

@@ -10,12 +10,14 @@
 - read_check.py: `ReadCheck`, which records a read must check before they are served.
 - records.py: walking whole records, and the check of replicated bytes.
 - checkpoint.py: `OffsetCheckpoint`, one offset in a small CRC-checked file.
-- errors.py: `CorruptionError`, `RecordCorrupt`, `RecordNotFound`, `WritesFenced`.
+- quarantine.py: `quarantine_tail`, moving a lost record's tail aside (a replica's recovery).
+- errors.py: `CorruptionError`, `LostRecord`, `RecordCorrupt`, `RecordNotFound`, `WritesFenced`.
 """
 
 from rocketrio.storage.commitlog.checkpoint import CheckpointState, OffsetCheckpoint
 from rocketrio.storage.commitlog.errors import (
     CorruptionError,
+    LostRecord,
     RecordCorrupt,
     RecordNotFound,
     WritesFenced,
@@ -33,6 +35,7 @@ __all__ = [
     "CommitLog",
     "CommitLogRecovery",
     "CorruptionError",
+    "LostRecord",
     "OffsetCheckpoint",
     "RecordCorrupt",
     "RecordFields",

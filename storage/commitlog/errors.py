@@ -10,6 +10,19 @@ class CorruptionError(Exception):
     """Stored data is damaged where it cannot be a torn tail; nothing was changed on disk."""
 
 
+class LostRecord(CorruptionError):
+    """Recovery found an invalid record at ``offset`` (above the flushed checkpoint) with a valid
+    record after it in its segment: a page lost under later valid data (power cut, failed
+    fsync), not a torn tail. Nothing was changed on disk; `quarantine.py` may move the tail
+    aside when the broker's role allows it (actors/broker/store/lost_page.py)."""
+
+    def __init__(self, message: str, *, segment: str, offset: int, valid_after: int) -> None:
+        self.segment = segment
+        self.offset = offset
+        self.valid_after = valid_after
+        super().__init__(message)
+
+
 class RecordCorrupt(CorruptionError):
     """A record read to serve it failed its check (CRC or layout); it was not served."""
 

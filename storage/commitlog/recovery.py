@@ -13,7 +13,8 @@ does not check (bytes that rotted on disk since) the read check (read_check.py) 
 record, offset P:
 - P below the flushed checkpoint: fsynced data changed -> CorruptionError;
 - a valid record (full CRC and matching physical offset) starts after P in the same segment:
-  the damage is in the middle, not a torn tail -> CorruptionError naming file and offset;
+  the damage is in the middle, not a torn tail -> `LostRecord` (a CorruptionError) naming file
+  and offset (a replica may move that tail aside: quarantine.py);
 - otherwise P starts a torn tail: the file is truncated at P (ftruncate + fdatasync) and later
   segments, which then hold only never-flushed bytes, are deleted, last first (as
   `CommitLog.truncate_to` does), so a crash in between never leaves the missing segment `open`
@@ -33,7 +34,7 @@ import itertools
 import attrs
 
 from rocketrio.storage.commitlog.checkpoint import CheckpointState
-from rocketrio.storage.commitlog.errors import CorruptionError
+from rocketrio.storage.commitlog.errors import CorruptionError, LostRecord
 from rocketrio.storage.commitlog.segments import SegmentFiles, segment_name
 from rocketrio.storage.fs import ReadMap
 from rocketrio.storage.record_scan import find_valid_record, scan_segment
@@ -133,9 +134,12 @@ def _refuse_if_corrupt(
         )
     after = find_valid_record(data, base, segments.segment_size, pos + 1)
     if after is not None:
-        raise CorruptionError(
+        raise LostRecord(
             f"commitlog corruption in {where}: {reason}; a valid record follows at offset "
-            f"{after}, so this is damage in the middle, not a torn tail. Refusing to truncate."
+            f"{after}, so this is damage in the middle, not a torn tail. Refusing to truncate.",
+            segment=segments.file_of(base),
+            offset=base + pos,
+            valid_after=after,
         )
 
 

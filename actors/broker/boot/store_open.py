@@ -4,7 +4,12 @@ The lock (``storePathRootDir/lock``, storage/store_lock.py) refuses a second bro
 store, naming the first. Recovery is logged as ``commitlog_recovered`` (with progress lines on a
 big store); a cut tail is also a WARN ``commitlog_truncated`` naming segment, offset and bytes
 cut; damage recovery must not cut is an ERROR events.StoreCorrupt.NAME with what to do, and the
-start fails (CorruptionError) with nothing changed on disk and the lock released.
+start fails (CorruptionError) with nothing changed on disk and the lock released. One exception
+(store/lost_page.py): a record lost under later valid records (`LostRecord`) in controller mode
+or on a classic SLAVE is moved with the rest of the log into ``<store>/quarantine`` (WARN
+events.CommitlogQuarantined), the log is cut there, and the store opens again; in controller
+mode the catch-up fence (storage/catch_up_fence.py) then keeps the broker from being master
+until it caught up.
 """
 
 from __future__ import annotations
@@ -16,12 +21,14 @@ from typing import Any
 
 import trio
 
-from rocketrio.actors.broker.boot.config import BrokerConfig
+from rocketrio.actors.broker.boot.config import BrokerConfig, BrokerRole
+from rocketrio.actors.broker.store.lost_page import Quarantine, Refuse, on_lost_record, role_mode
 from rocketrio.actors.broker.store.view import RunBlocking
 from rocketrio.actors.observe import events
-from rocketrio.storage.commitlog import CorruptionError
+from rocketrio.storage.catch_up_fence import quarantine_lost_tail
+from rocketrio.storage.commitlog import CorruptionError, LostRecord
 from rocketrio.storage.fs import FileSystem
-from rocketrio.storage.message_store import MessageStore, RecoveryReport
+from rocketrio.storage.message_store import COMMITLOG_DIR, MessageStore, RecoveryReport
 from rocketrio.storage.store_lock import LockOwner, StoreLock
 
 STORE_CORRUPT_REMARK = (
@@ -71,10 +78,14 @@ async def _recover(
         )
 
     store.on_progress = progress
+    root = config.storePathRootDir
     try:
-        report = await run_blocking(store.open)
+        try:
+            report = await run_blocking(store.open)
+        except LostRecord as e:
+            await _quarantine(config, store, e, run_blocking, log)
+            report = await run_blocking(store.open)
     except CorruptionError as e:
-        root = config.storePathRootDir
         events.emit(
             log,
             events.StoreCorrupt(
@@ -84,6 +95,44 @@ async def _recover(
         raise
     _log_recovery(config, store, report, round((trio.current_time() - started) * 1000), log)
     return report
+
+
+async def _quarantine(
+    config: BrokerConfig, store: MessageStore, e: LostRecord, run_blocking: RunBlocking, log: Any
+) -> None:
+    """Move the lost record's tail aside when the broker's mode allows it (lost_page.py);
+    re-raise ``e`` (nothing changed) when it does not."""
+    mode = role_mode(
+        controller_mode=config.enableControllerMode, slave=config.brokerRole is BrokerRole.SLAVE
+    )
+    match on_lost_record(mode, e.offset, e.valid_after):
+        case Refuse():
+            raise e
+        case Quarantine(fence=fence):
+            root = config.storePathRootDir
+            done = await run_blocking(
+                lambda: quarantine_lost_tail(
+                    root,
+                    os.path.join(store.store_path, COMMITLOG_DIR),
+                    store.config.mappedFileSizeCommitLog,
+                    e.offset,
+                    epoch_file_path=config.epoch_file_path if fence else None,
+                    fence=fence,
+                    fs=store.fs,
+                )
+            )
+            events.emit(
+                log,
+                events.CommitlogQuarantined(
+                    store=root,
+                    offset=done.offset,
+                    old_end=done.old_end,
+                    dropped_bytes=done.bytes,
+                    quarantine=done.path,
+                    fenced=fence,
+                    error=str(e),
+                ),
+            )
 
 
 def _log_recovery(

@@ -2,7 +2,8 @@
 (upstream BrokerContainer; L1).
 
 `BrokerContainer.run` starts the brokers of ``brokerConfigPaths`` in order, then serves its own
-port (ADD_BROKER, REMOVE_BROKER, GET_BROKER_CONFIG: handlers.py) until cancelled, then stops
+port (ADD_BROKER, REMOVE_BROKER, GET_BROKER_CONFIG, UPDATE_BROKER_CONFIG of its own keys:
+handlers.py, live_config.py) until cancelled, then stops
 every member gracefully. Each member runs in its own task (`_keep`) under its own cancel scope:
 a member that raises, or stops on its own (a `crash`), is logged and restarted with backoff
 (`RestartPolicy`, as `supervise` and `rocketrio up` do) and given up and removed after
@@ -30,6 +31,7 @@ from rocketrio.actors.broker.container.config import (
     join_config_paths,
     parse_config_paths,
 )
+from rocketrio.actors.broker.container.live_config import container_updater
 from rocketrio.actors.broker.container.registry import (
     BrokerIdentity,
     ContainerError,
@@ -41,8 +43,10 @@ from rocketrio.actors.broker.dispatch.table import RequestTable, build_table
 from rocketrio.actors.broker.failover.escape import LocalTarget
 from rocketrio.actors.broker.store.messages import StoreWriter
 from rocketrio.actors.kernel.clock import wallclock_ms
+from rocketrio.actors.kernel.live_update import ConfigChange
 from rocketrio.actors.kernel.remoting import RemotingServer
 from rocketrio.actors.kernel.restart_policy import GiveUp, Restart, RestartPolicy, RestartTracker
+from rocketrio.actors.kernel.runtime import IoRunner
 from rocketrio.actors.kernel.transport import Transport
 from rocketrio.actors.observe import events
 from rocketrio.protocol.bodies import DataVersion
@@ -128,16 +132,23 @@ class BrokerContainer:
         make_broker: BrokerFactory,
         *,
         now_ms: Callable[[], int],
+        config_path: str | None = None,
+        run_blocking: IoRunner | None = None,
     ) -> None:
         self.config = config
         self.make_broker = make_broker
         self.now_ms = now_ms
         self.log = structlog.get_logger("container").bind(actor="container")
         self.registry = ContainerRegistry(config.listenPort)
-        self.policy = RestartPolicy(
-            0.5, 10.0, config.containerMaxRestarts, config.containerRestartStableMillis / 1000
-        )
+        self.policy = self._restart_policy()
         self.version = DataVersion(timestamp=now_ms())
+        self.updater = container_updater(
+            config,
+            config_path=config_path,
+            apply=self._config_changed,
+            log=self.log,
+            run_blocking=run_blocking,
+        )
         self._slots: dict[BrokerIdentity, _Slot] = {}
         self._lock = trio.Lock()
         self._nursery: trio.Nursery | None = None
@@ -232,6 +243,19 @@ class BrokerContainer:
     def _bump(self) -> None:
         self.version = self.version.next_version(self.now_ms())
 
+    def _restart_policy(self) -> RestartPolicy:
+        c = self.config
+        return RestartPolicy(
+            0.5, 10.0, c.containerMaxRestarts, c.containerRestartStableMillis / 1000
+        )
+
+    def _config_changed(self, changes: tuple[ConfigChange, ...]) -> None:
+        """UPDATE_BROKER_CONFIG applied (live_config.py): a new restart policy for every
+        member's next failure; namesrvAddr is read by the next ADD_BROKER."""
+        self.policy = self._restart_policy()
+        if changes:
+            self._bump()
+
     # ------------------------------------------------------------------ supervision
 
     async def _keep(self, slot: _Slot, *, task_status: trio.TaskStatus[Any]) -> None:
@@ -295,6 +319,7 @@ class BrokerContainer:
         if (member := self.registry.get(slot.identity)) is not None:
             self.registry.add(attrs.evolve(member, serving=False))  # no escape to it meanwhile
         ran = trio.current_time() - slot.started_at
+        tracker.policy = self.policy  # the container's keys may have changed
         decision = tracker.on_exit(ran)
         name = slot.identity.canonical_name
         match decision:
@@ -374,8 +399,12 @@ async def run_container(
     config: BrokerContainerConfig,
     transport: Transport,
     *,
+    config_path: str | None = None,
     task_status: trio.TaskStatus[Any] = trio.TASK_STATUS_IGNORED,
 ) -> None:
-    """`rocketrio container`: serve until cancelled; ``task_status.started(container)``."""
-    container = BrokerContainer(config, transport, broker_factory(transport), now_ms=wallclock_ms)
+    """`rocketrio container`: serve until cancelled; ``task_status.started(container)``.
+    ``config_path``: its config file, where UPDATE_BROKER_CONFIG persists."""
+    container = BrokerContainer(
+        config, transport, broker_factory(transport), now_ms=wallclock_ms, config_path=config_path
+    )
     await container.run(task_status=task_status)

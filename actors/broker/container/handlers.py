@@ -1,6 +1,8 @@
 """The container's request codes (upstream BrokerContainerProcessor): ADD_BROKER (902) starts
 the broker of a config file on the container's host, REMOVE_BROKER (903) stops one gracefully,
-GET_BROKER_CONFIG (26) answers the container's config and its members (`status_text`).
+GET_BROKER_CONFIG (26) answers the container's config and its members (`status_text`),
+UPDATE_BROKER_CONFIG (25) changes the container's own keys (live_config.py: its refusals are the
+kernel's live-update ones, NO_PERMISSION for a black-listed key).
 
 Every refusal is SYSTEM_ERROR with the reason as remark, except a REMOVE_BROKER of a broker not
 here, which is BROKER_NOT_EXIST (upstream's codes); a malformed header is INVALID_PARAMETER.
@@ -63,4 +65,5 @@ def container_handlers(container: BrokerContainer) -> Handlers:
         RequestCode.ADD_BROKER: add_broker,
         RequestCode.REMOVE_BROKER: remove_broker,
         RequestCode.GET_BROKER_CONFIG: get_config,
+        RequestCode.UPDATE_BROKER_CONFIG: container.updater.handle,
     }

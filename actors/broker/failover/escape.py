@@ -204,6 +204,21 @@ class RemoteEscape:
                     return attrs.evolve(target, queue_id=0)
         return route if isinstance(route, str) else f"no live master of another group: {msg.topic}"
 
+    async def live_masters(self) -> dict[str, str] | str:
+        """brokerName -> address of the writable masters of other groups (the route of the
+        cluster-name topic, which every broker serves), or why none is known."""
+        route = await self._route(self.config.brokerClusterName)
+        if isinstance(route, str):
+            return route
+        writable = {q.brokerName for q in route.queueDatas if q.perm & PERM_WRITE}
+        return {
+            bd.brokerName: bd.brokerAddrs[MASTER_ID]
+            for bd in route.brokerDatas
+            if bd.brokerName != self.config.brokerName
+            and bd.brokerName in writable
+            and MASTER_ID in bd.brokerAddrs
+        }
+
     async def _put_one(self, msg: MessageToStore) -> str | None:
         props = msg.properties
         if isinstance(props, str):
@@ -213,6 +228,11 @@ class RemoteEscape:
         target = await self._target(msg, key)
         if isinstance(target, str):
             return target
+        return await self.send_to(target, msg)
+
+    async def send_to(self, target: EscapeTarget, msg: MessageToStore) -> str | None:
+        """``msg`` to ``target``'s queue ``target.queue_id``; None once stored there."""
+        props = msg.properties
         header = SendMessageRequestHeaderV2(
             a=self.group, b=msg.topic, c="TBW102", d=4, e=target.queue_id, f=msg.sys_flag,
             g=msg.born_timestamp, h=msg.flag,

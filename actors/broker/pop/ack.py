@@ -30,6 +30,11 @@ under its old receipt. The answer carries popTime, invisibleTime and reviveQid f
 client builds the new receipt
 (``offset popTime invisibleTime reviveQid retry brokerName queueId offset``).
 Shortening works the same way: the new CK's revive time is simply earlier.
+
+On a slave acting for its dead master whose revive rounds do not hold the CK (a CK of a pop this
+slave served, escaped to a pinned master: failover/pop_escape.py), the ACK records, and
+CHANGE_INVISIBLE_TIME's new CK with the old receipt's ACK, are queued for that same master
+(`record_escape`): written in the background, retried until stored, answered once stored.
 """
 
 from __future__ import annotations
@@ -42,6 +47,7 @@ from rocketrio.actors.broker.dispatch.outcomes import Done, PutStatus, Refusal
 from rocketrio.actors.broker.pop.order_service import PopOrderService
 from rocketrio.actors.broker.pop.processor import PopConfig
 from rocketrio.actors.broker.pop.revive_log import Host, ack_message, ck_message
+from rocketrio.actors.broker.store.escape_bridge import PopRecordEscape
 from rocketrio.actors.broker.store.messages import StoreWriter
 from rocketrio.actors.broker.store.queue_reader import QueueReader
 from rocketrio.actors.broker.tables.tables import TopicTable
@@ -51,6 +57,7 @@ from rocketrio.protocol.pop_checkpoint import (
     AckMsg,
     BatchAck,
     BatchAckMessageRequestBody,
+    MergeKey,
     PopCheckPoint,
 )
 from rocketrio.protocol.pop_extra_info import (
@@ -89,7 +96,9 @@ class PopAckProcessor:
         store_host: Host,
         next_revive_qid: Callable[[], int],
         acting_ack: Callable[[int, AckMsg], bool] | None = None,
+        record_escape: Callable[[], PopRecordEscape | None] = lambda: None,
     ) -> None:
+        self.record_escape = record_escape  # set while this slave acts (module docstring)
         # RIP-32 (module docstring): applies an ACK in memory on an acting slave; False when
         # not acting or the CK is not held
         self.acting_ack = acting_ack
@@ -189,11 +198,15 @@ class PopAckProcessor:
             return None
         c = self.config
         msg = ack_message(ack, c.revive_topic, extra.revive_qid, self.now_ms(), self.store_host)
+        escape = self.record_escape()
+        if escape is not None:
+            return _queued(escape.submit(ack.merge_key, [msg], lambda: on_done(DONE), acked=1))
         return await self._put([msg], lambda: on_done(DONE), on_done)
 
     async def batch_ack(self, body: BatchAckMessageRequestBody, on_done: OnAcked) -> Refusal | None:
         """BATCH_ACK_MESSAGE: like `ack`, one ``bAck`` record per CK, one store request."""
         msgs = []
+        keyed: list[tuple[MergeKey, MessageToStore, int]] = []  # for an acting slave's escape
         c = self.config
         for b in body.acks:
             if b.revive_queue_id == POP_ORDER_REVIVE_QUEUE:
@@ -226,12 +239,17 @@ class PopAckProcessor:
             )
             if self.acting_ack is not None and self.acting_ack(b.revive_queue_id, ack):
                 continue  # applied in memory by the acting slave (see `ack`)
-            msgs.append(
-                ack_message(ack, c.revive_topic, b.revive_queue_id, self.now_ms(), self.store_host)
+            msg = ack_message(
+                ack, c.revive_topic, b.revive_queue_id, self.now_ms(), self.store_host
             )
+            msgs.append(msg)
+            keyed.append((ack.merge_key, msg, len(offsets)))
         if not msgs:
             on_done(DONE)
             return None
+        escape = self.record_escape()
+        if escape is not None:
+            return _submit_all(escape, keyed, lambda: on_done(DONE))
         return await self._put(msgs, lambda: on_done(DONE), on_done)
 
     def _batch_ack_ordered(self, b: BatchAck) -> Refusal | None:
@@ -295,7 +313,44 @@ class PopAckProcessor:
             ack_message(old, c.revive_topic, extra.revive_qid, now, self.store_host),
         ]
         changed = InvisibleTimeChanged(now, h.invisibleTime, revive_qid)
+        escape = self.record_escape()
+        if escape is not None:  # the old CK's pinned master keeps both (module docstring)
+            if self.acting_ack is not None and self.acting_ack(extra.revive_qid, old):
+                new_ck = msgs[:1]  # the old ACK was applied in memory (see `ack`)
+                submitted = escape.submit(
+                    ck.merge_key, new_ck, lambda: on_done(changed), acked=0, new_key=ck.merge_key
+                )
+                return _queued(submitted)
+            submitted = escape.submit(
+                old.merge_key, msgs, lambda: on_done(changed), acked=1, new_key=ck.merge_key
+            )
+            return _queued(submitted)
         return await self._put(msgs, lambda: on_done(changed), on_done)
+
+
+def _queued(error: str | None) -> Refusal | None:
+    return None if error is None else Refusal(ResponseCode.SYSTEM_ERROR, error)
+
+
+def _submit_all(
+    escape: PopRecordEscape,
+    keyed: list[tuple[MergeKey, MessageToStore, int]],
+    on_stored: Callable[[], None],
+) -> Refusal | None:
+    """A batch ACK's records, one job per CK (each to its own pinned master); ``on_stored``
+    once all are stored."""
+    left = [len(keyed)]
+
+    def one_stored() -> None:
+        left[0] -= 1
+        if left[0] == 0:
+            on_stored()
+
+    for key, msg, count in keyed:
+        refused = _queued(escape.submit(key, [msg], one_stored, acked=count))
+        if refused is not None:
+            return refused
+    return None
 
 
 def not_stored(status: PutStatus, remark: str | None) -> Refusal:

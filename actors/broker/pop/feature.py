@@ -19,7 +19,11 @@ from rocketrio.actors.broker.pop.order_service import PopOrderService
 from rocketrio.actors.broker.pop.processor import PopConfig, PopMessageProcessor
 from rocketrio.actors.broker.pop.revive_service import PopReviveService, ReviveConfig
 from rocketrio.actors.broker.store.actor import StoreActor
-from rocketrio.actors.broker.store.escape_bridge import EscapeBridge
+from rocketrio.actors.broker.store.escape_bridge import (
+    EscapeBridge,
+    ForeignRead,
+    PopRecordEscape,
+)
 from rocketrio.actors.broker.store.queue_reader import QueueReader
 from rocketrio.actors.broker.tables.broker_tables import BrokerTables
 
@@ -39,11 +43,10 @@ class PopFeature:
         escape: Callable[[], EscapeBridge | None] = lambda: None,
         acting: Callable[[], bool] = lambda: False,
         filters: FilterSelectors | None = None,
+        record_escape: Callable[[], PopRecordEscape | None] = lambda: None,
     ) -> None:
-        config, now_ms, log = io.config, io.now_ms, io.log
+        config, now_ms, log, t = io.config, io.now_ms, io.log, tables
         pop_config = PopConfig.of(config)
-        t = tables
-        self.log = log
         self.hold = PopLongPollingService(config.maxPopPollingSize)
         self.order = PopOrderService(
             config.storePathRootDir,
@@ -70,6 +73,7 @@ class PopFeature:
             store_host=store_host,
             rng=io.rng,
             filters=filters,
+            record_escape=record_escape,
         )
         self.acks = PopAckProcessor(
             pop_config,
@@ -81,6 +85,7 @@ class PopFeature:
             store_host=store_host,
             next_revive_qid=self.pop.next_revive_qid,
             acting_ack=lambda qid, ack: acting() and self.revive.apply_ack(qid, ack),
+            record_escape=record_escape,
         )
         self.revive = PopReviveService(
             ReviveConfig.of(config),
@@ -95,6 +100,11 @@ class PopFeature:
             log=log.bind(actor="pop_revive"),
             escape=escape,
         )
+
+    def read_foreign_with(self, read: ForeignRead | None) -> None:
+        """How the revive reads a CK's messages that another group's acting slave popped
+        (RIP-32: failover/pop_escape.py)."""
+        self.revive.read_foreign = read
 
     def handlers(self) -> Handlers:
         return pop_handlers(self.pop, self.acks, self.revive)

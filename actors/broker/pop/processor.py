@@ -34,6 +34,10 @@ otherwise its next messages are handed out without a CK, the group's offset stay
 batch's first message (ACKs move it) and the response carries reviveQid 999
 (POP_ORDER_REVIVE_QUEUE) and orderCountInfo. The pop retry topic is not read (nothing of an
 ordered pop is revived).
+
+On a slave acting for its dead master (RIP-32) the CK goes to a pinned master of another group
+(`record_escape`, failover/pop_escape.py); the offset moves on this slave, and a returning
+master takes it in pre-online.
 """
 
 from __future__ import annotations
@@ -59,6 +63,7 @@ from rocketrio.actors.broker.dispatch.outcomes import Refusal
 from rocketrio.actors.broker.pop.hold import PopLongPollingService
 from rocketrio.actors.broker.pop.order_service import PopOrderService
 from rocketrio.actors.broker.pop.revive_log import Host, ck_message
+from rocketrio.actors.broker.store.escape_bridge import PopRecordEscape
 from rocketrio.actors.broker.store.messages import StoreWriter, put_and_wait
 from rocketrio.actors.broker.store.queue_reader import QueueReader
 from rocketrio.actors.broker.tables.tables import GroupTable, OffsetTable, TopicTable
@@ -87,7 +92,7 @@ from rocketrio.protocol.pop_extra_info import (
     start_offset_entry,
 )
 from rocketrio.protocol.pop_headers import PopMessageRequestHeader
-from rocketrio.storage.message_store import GetMessageStatus
+from rocketrio.storage.message_store import GetMessageStatus, MessageToStore
 
 MAX_POP_NUMS = 32  # upstream refuses more per request
 RECHECKS = 3  # pops re-run before holding when messages arrived during the attempt
@@ -204,8 +209,10 @@ class PopMessageProcessor:
         store_host: Host,
         rng: random.Random | None = None,
         filters: FilterSelectors | None = None,
+        record_escape: Callable[[], PopRecordEscape | None] = lambda: None,
     ) -> None:
         self.config = config
+        self.record_escape = record_escape  # set while this slave acts for its dead master
         self.filters = filters if filters is not None else no_filters()
         self.topics = topics
         self.groups = groups
@@ -469,8 +476,7 @@ class PopMessageProcessor:
             msg = ck_message(
                 ck, self.config.revive_topic, p.revive_qid, self.now_ms(), self.store_host
             )
-            answer = await put_and_wait(self.writer, [msg])
-            if not answer.stored:
+            if not await self._put_ck(ck, msg):
                 acc.rest += result.max_offset - offset
                 return
             self.offsets.commit(group, topic, queue_id, result.next_begin_offset)
@@ -483,6 +489,14 @@ class PopMessageProcessor:
         elif result.status in _SKIPPED and result.next_begin_offset > offset:
             self.offsets.commit(group, topic, queue_id, result.next_begin_offset)
         acc.rest += max(0, result.max_offset - result.next_begin_offset)
+
+    async def _put_ck(self, ck: PopCheckPoint, msg: MessageToStore) -> bool:
+        """The CK stored: here, or on a slave acting for its dead master at its pinned master
+        of another group (RIP-32, failover/pop_escape.py)."""
+        escape = self.record_escape()
+        if escape is not None:
+            return await escape.put_ck(ck.merge_key, ck.num, msg) is None
+        return (await put_and_wait(self.writer, [msg])).stored
 
     def _as_original(self, p: _Pop, retry_topic: str, ck_offset: int, record: bytes) -> bytes:
         """A pop retry topic's record re-encoded under the original topic with its receipt in

@@ -24,6 +24,11 @@ On a classic slave acting for its dead master (RIP-32) the rounds run too, over 
 it replicated, and the re-puts go through ``escape()`` to a live master of another group (the
 slave's store takes no writes); a failed escape keeps the CK, tried again next round.
 
+A CK that a slave acting for its dead master escaped here (pinned: failover/pop_escape.py)
+names that group as its brokerName; its messages are read from that group (`read_foreign`: a
+pull from its routed id 0) and revived into this broker's retry topic; a failed read keeps the
+CK for the next round.
+
 When the broker stops being master the cores are dropped; a broker that becomes master starts
 again from the persisted revive offsets.
 """
@@ -47,7 +52,7 @@ from rocketrio.actors.broker.pop.revive_log import (
     OtherRecord,
     read_record,
 )
-from rocketrio.actors.broker.store.escape_bridge import EscapeBridge
+from rocketrio.actors.broker.store.escape_bridge import EscapeBridge, ForeignRead
 from rocketrio.actors.broker.store.messages import StoreWriter, put_and_wait
 from rocketrio.actors.broker.store.queue_reader import QueueReader, QueueReadUnavailable
 from rocketrio.actors.broker.tables.tables import GroupTable, OffsetTable, TopicTable
@@ -65,7 +70,7 @@ from rocketrio.protocol.message import (
     decode_stored,
     parse_host,
 )
-from rocketrio.protocol.pop_checkpoint import AckMsg
+from rocketrio.protocol.pop_checkpoint import AckMsg, PopCheckPoint
 from rocketrio.protocol.pop_extra_info import (
     PROPERTY_FIRST_POP_TIME,
     PROPERTY_POP_CK,
@@ -73,6 +78,7 @@ from rocketrio.protocol.pop_extra_info import (
     pop_retry_topic,
     revive_topic,
 )
+from rocketrio.protocol.static_topic import is_logic_broker_name
 from rocketrio.storage.message_store import GetMessageStatus, MessageToStore
 
 _RW = PERM_READ | PERM_WRITE
@@ -88,6 +94,7 @@ class ReviveConfig:
     revive_interval_ms: int = 1000
     enable_retry_topic_v2: bool = False
     max_transfer_bytes: int = 256 * 1024
+    broker_name: str = ""
 
     @property
     def revive_topic(self) -> str:
@@ -101,6 +108,7 @@ class ReviveConfig:
             c.reviveInterval,
             c.enableRetryTopicV2,
             c.maxTransferBytesOnMessageInMemory,
+            c.brokerName,
         )
 
 
@@ -119,8 +127,10 @@ class PopReviveService:
         store_host: Host,
         log: Any = None,
         escape: Callable[[], EscapeBridge | None] = lambda: None,
+        read_foreign: ForeignRead | None = None,
     ) -> None:
         self.config = config
+        self.read_foreign = read_foreign
         self.topics = topics
         self.groups = groups
         self.offsets = offsets
@@ -171,8 +181,11 @@ class PopReviveService:
             for revival in core.due(now):
                 try:
                     revived = await self._revive(revival)
-                except QueueReadUnavailable:  # logged by the reader; tried next round
-                    revived = False
+                except QueueReadUnavailable:
+                    # its messages could not be read (another broker's: a static topic's older
+                    # generation, or an acting group now gone): that CK is tried next round, the
+                    # others are not held up behind it
+                    continue
                 if not revived:
                     break  # the store refused: the rest waits for the next round
                 core.revived(revival.key)
@@ -253,12 +266,10 @@ class PopReviveService:
         msgs: list[MessageToStore] = []
         targets: Counter[str] = Counter()
         for offset in r.offsets:
-            result = await self.store.read_messages(
-                ck.topic, ck.queue_id, offset, 1, self.config.max_transfer_bytes
-            )
-            if not result.buffers:
+            buffers = await self._read(ck, offset)
+            if not buffers:
                 continue  # gone from the store (retention): nothing to deliver again
-            msg, _ = decode_stored(result.buffers[0])
+            msg, _ = decode_stored(buffers[0])
             topic, to_dlq = self._target(ck.topic, ck.cid, msg.reconsume_times)
             props = dict(msg.properties)
             props.pop(PROPERTY_POP_CK, None)
@@ -301,6 +312,17 @@ class PopReviveService:
                 ),
             )
         return True
+
+    async def _read(self, ck: PopCheckPoint, offset: int) -> list[bytes]:
+        """The popped message: from this store, or, for a CK an acting slave of another group
+        escaped here (its brokerName is that group's), from that group (module docstring)."""
+        max_bytes = self.config.max_transfer_bytes
+        bn = ck.broker_name
+        if self.read_foreign is not None and bn != self.config.broker_name:
+            if bn and not is_logic_broker_name(bn):
+                return await self.read_foreign(bn, ck.topic, ck.queue_id, offset, max_bytes)
+        result = await self.store.read_messages(ck.topic, ck.queue_id, offset, 1, max_bytes)
+        return result.buffers
 
     def apply_ack(self, revive_qid: int, ack: AckMsg) -> bool:
         """An ACK taken by an acting slave, which cannot write it (RIP-32): applied to the

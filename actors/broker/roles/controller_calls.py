@@ -111,13 +111,18 @@ class ControllerCalls:
         return leader
 
     async def register(
-        self, broker_id: int, addr: str, now_ms: int
+        self, broker_id: int, addr: str, now_ms: int, *, electable: bool = True
     ) -> tuple[RegisterBrokerToControllerResponseHeader, SyncStateSet | None]:
         """RegisterBrokerToController; IdForgotten when the controller no longer knows our id
-        (apply for it again, then retry)."""
+        (apply for it again, then retry). ``electable`` False: the catch-up fence holds."""
         cfg = self.config
         header = RegisterBrokerToControllerRequestHeader(
-            cfg.brokerClusterName, cfg.brokerName, broker_id, addr, now_ms
+            cfg.brokerClusterName,
+            cfg.brokerName,
+            broker_id,
+            addr,
+            now_ms,
+            notElectable=not electable,
         )
         resp = await self.call(RequestCode.CONTROLLER_REGISTER_BROKER, header)
         if resp.code == RC.CONTROLLER_BROKER_NEED_TO_BE_REGISTERED:

@@ -54,7 +54,7 @@ from rocketrio.actors.broker.roles.controller_calls import (
     replica_view,
     sync_body,
 )
-from rocketrio.actors.broker.roles.role_core import ControllerView, Role, RoleCore
+from rocketrio.actors.broker.roles.role_core import ControllerView, LiftFence, Role, RoleCore
 from rocketrio.actors.broker.roles.role_decisions import RoleDecisions
 from rocketrio.actors.broker.roles.role_service import RoleDeps
 from rocketrio.actors.broker.store.disk_guard import WriteGate
@@ -75,6 +75,7 @@ from rocketrio.protocol.controller_headers import (
 )
 from rocketrio.protocol.remoting import RemotingCommand
 from rocketrio.protocol.serde import HeaderError, from_ext, from_json, to_json
+from rocketrio.storage.catch_up_fence import clear_fence, load_fence
 
 RC = ResponseCode
 # upstream retries a failed start-up step every 5 s plus up to 1 s of jitter (two brokers of a
@@ -172,6 +173,13 @@ class ReplicasManager:
         cfg, core, addr = self.config, self.core, self.deps.addr()
         if core is not None and core.is_master:
             return None
+        if core is not None and core.role is None and core.fence is not None:
+            return Refusal(
+                RC.SERVICE_NOT_AVAILABLE,
+                f"broker {cfg.brokerName} at {addr} cut its CommitLog at "
+                f"{core.fence.lost_offset} after a lost page and takes no writes until it has "
+                "caught up from a master elected since (see its catch_up_fence_holds log line)",
+            )
         if core is None or core.role is None:
             return Refusal(
                 RC.SERVICE_NOT_AVAILABLE,
@@ -266,6 +274,7 @@ class ReplicasManager:
                     rng=self.rng,
                     log=self.log,
                     role_taken=self.role_taken,
+                    lift_fence=self._lift_fence,
                 )
                 self.decisions.start(nursery)
                 await nursery.start(ha.run)
@@ -284,11 +293,14 @@ class ReplicasManager:
         meta = await self._until_done("apply_broker_id", lambda: self.id_flow.obtain(calls))
         self.broker_controller_id = meta.broker_id
         records = self.store.epoch_records()
+        io = self.deps.io
+        fence = await io.run_blocking(lambda: load_fence(cfg.storePathRootDir, fs=io.fs))
         self.core = RoleCore(
             meta.broker_id,
             boot_last_epoch=records[-1].epoch if records else -1,
             lease_ms=cfg.masterLeaseTimeMillis,
             needs_lease=not cfg.allAckInSyncStateSet,
+            fence=fence,
         )
         nursery.start_soon(
             _every_now, cfg.brokerHeartbeatInterval / 1000, self.send_heartbeat_to_controller
@@ -315,18 +327,44 @@ class ReplicasManager:
         calls, broker_id = self.calls, self.broker_controller_id
         assert calls is not None and broker_id is not None
         try:
-            h, sync = await calls.register(broker_id, self.deps.addr(), self.deps.io.now_ms())
+            h, sync = await calls.register(
+                broker_id, self.deps.addr(), self.deps.io.now_ms(), electable=self.electable
+            )
         except IdForgotten as e:
             await self.id_flow.reapply_from_meta(calls, e.remark)
             try:
-                h, sync = await calls.register(broker_id, self.deps.addr(), self.deps.io.now_ms())
+                h, sync = await calls.register(
+                    broker_id, self.deps.addr(), self.deps.io.now_ms(), electable=self.electable
+                )
             except IdForgotten as again:
                 raise StepFailed(f"RegisterBroker: {again}") from None
         await self.deps.faults.reach(Fault.REGISTERED)
         if h.masterBrokerId is None or h.masterEpoch is None:
-            await self.elect()
+            if self.electable:
+                await self.elect()
+            else:  # the fence: ask for nothing, say why (the core's HoldFence)
+                await self.on_view(ControllerView(None, None, h.masterEpoch or 0))
             return
         await self.change_broker_role(h.masterBrokerId, h.masterAddress, h.masterEpoch, sync)
+
+    @property
+    def electable(self) -> bool:
+        """False while the catch-up fence holds (store/lost_page.py)."""
+        return self.core is None or self.core.fence is None
+
+    async def _lift_fence(self, d: LiftFence) -> None:
+        """The broker caught up: remove the fence durably, then the heartbeats say so."""
+        io, root = self.deps.io, self.config.storePathRootDir
+        await io.run_blocking(lambda: clear_fence(root, fs=io.fs))
+        events.emit(
+            self.log,
+            events.CatchUpFenceLifted(
+                master_id=d.master_id,
+                epoch=d.epoch,
+                lost_offset=d.fence.lost_offset,
+                old_end=d.fence.old_end,
+            ),
+        )
 
     async def elect(self) -> None:
         """Ask the controller to elect a master naming ourselves, then take what it says."""
@@ -503,6 +541,7 @@ class ReplicasManager:
             confirmOffset=store.confirm_offset(),
             heartbeatTimeoutMills=cfg.controllerHeartBeatTimeoutMills,
             electionPriority=cfg.brokerElectionPriority,
+            notElectable=not self.electable,
         )
         await self.calls.heartbeat_all(header)
 

@@ -20,6 +20,10 @@ Rules:
   among the live SyncStateSet members, most advanced first.
 - **No master: ask to be elected** (upstream brokerElect), when the controller's view has a
   newer epoch and no master.
+- **Catch-up fence** (store/lost_page.py): a broker that cut its CommitLog after a lost page
+  follows another master like any slave, but never takes the master role nor asks for an
+  election (`HoldFence` instead) until the controller lists it in the SyncStateSet of a master
+  elected after the cut (`LiftFence`, then the view is taken as usual).
 - **Lease (inSyncReplicas mode, #7017).** With allAckInSyncStateSet every acknowledged write is
   on every possible member of the SyncStateSet, so any master the controller can elect holds it
   and a deposed master cannot acknowledge anything once its successor stops acking it: no lease
@@ -37,6 +41,14 @@ from __future__ import annotations
 import enum
 
 import attrs
+
+from rocketrio.actors.broker.store.lost_page import (
+    FenceLifted,
+    FollowMaster,
+    StayOut,
+    fenced_verdict,
+)
+from rocketrio.storage.catch_up_fence import CatchUpFence
 
 
 class Role(enum.Enum):
@@ -99,8 +111,33 @@ class Ignore:
     reason: str
 
 
+@attrs.frozen(slots=True)
+class HoldFence:
+    """The catch-up fence holds: no role taken, no election asked; ``reason`` says why."""
+
+    reason: str
+
+
+@attrs.frozen(slots=True)
+class LiftFence:
+    """The broker caught up (listed in the SyncStateSet of ``master_id`` at ``epoch``, newer
+    than the fence's): remove the fence, then carry out ``then``."""
+
+    fence: CatchUpFence
+    master_id: int
+    epoch: int
+    then: RoleDecision
+
+
 RoleDecision = (
-    BecomeMaster | BecomeSlave | AdoptSyncStateSet | FollowNewAddress | RequestElection | Ignore
+    BecomeMaster
+    | BecomeSlave
+    | AdoptSyncStateSet
+    | FollowNewAddress
+    | RequestElection
+    | Ignore
+    | HoldFence
+    | LiftFence
 )
 
 
@@ -114,10 +151,13 @@ class RoleCore:
         boot_last_epoch: int,
         lease_ms: int,
         needs_lease: bool,
+        fence: CatchUpFence | None = None,
     ) -> None:
         """`boot_last_epoch`: the epoch file's last epoch when this process started (-1: none).
-        `needs_lease`: the ack policy counts fewer copies than the whole SyncStateSet."""
+        `needs_lease`: the ack policy counts fewer copies than the whole SyncStateSet.
+        `fence`: the catch-up fence found at start-up (module docstring)."""
         self.broker_id = broker_id
+        self.fence = fence
         self.boot_last_epoch = boot_last_epoch
         self.lease_ms = lease_ms
         self.needs_lease = needs_lease
@@ -136,6 +176,22 @@ class RoleCore:
 
     def on_view(self, view: ControllerView, now_ms: int) -> RoleDecision:
         """Apply what the controller said; returns what the shell must do."""
+        if self.fence is None or view.master_epoch < self.master_epoch:
+            return self._on_view(view, now_ms)
+        match fenced_verdict(
+            self.fence, self.broker_id, view.master_id, view.master_epoch, view.sync_state_set
+        ):
+            case StayOut(reason=reason):
+                if self.role is Role.SLAVE and view.master_id is None:
+                    self.role = None  # the master we followed is gone: nothing to follow
+                return HoldFence(reason)
+            case FollowMaster():
+                return self._on_view(view, now_ms)
+            case FenceLifted(master_id=master_id, master_epoch=epoch):
+                fence, self.fence = self.fence, None
+                return LiftFence(fence, master_id, epoch, self._on_view(view, now_ms))
+
+    def _on_view(self, view: ControllerView, now_ms: int) -> RoleDecision:
         epoch = view.master_epoch
         if epoch < self.master_epoch:
             return Ignore(f"masterEpoch {epoch} is older than ours ({self.master_epoch})")

@@ -11,7 +11,10 @@ decision out before the next view is looked at:
 - `AdoptSyncStateSet`, `FollowNewAddress`: the replication gate or the HA client hears it;
 - `RequestElection`: CONTROLLER_ELECT_MASTER naming this broker, in the background and one at a
   time (also what a restarted master does instead of writing again in its old epoch); a deposed
-  master first steps down (nothing is written until an election).
+  master first steps down (nothing is written until an election);
+- `HoldFence`: a WARN events.CatchUpFenceHolds each time the reason changes, nothing else;
+  `LiftFence`: ``lift_fence`` removes the fence file (then the heartbeats say electable), then
+  the decision it carries.
 """
 
 from __future__ import annotations
@@ -31,7 +34,9 @@ from rocketrio.actors.broker.roles.role_core import (
     BecomeSlave,
     ControllerView,
     FollowNewAddress,
+    HoldFence,
     Ignore,
+    LiftFence,
     RequestElection,
     RoleCore,
     RoleDecision,
@@ -61,6 +66,7 @@ class RoleDecisions:
         rng: random.Random,
         log: Any,
         role_taken: trio.Event,
+        lift_fence: Callable[[LiftFence], Awaitable[None]] | None = None,
     ) -> None:
         self.config = config
         self.ha = ha
@@ -75,6 +81,8 @@ class RoleDecisions:
         self._nursery: trio.Nursery | None = None
         self._electing = False
         self._lease_task = False
+        self.lift_fence = lift_fence
+        self._fence_reason: str | None = None
 
     def start(self, nursery: trio.Nursery) -> None:
         """Background work (elections, lease renewal) runs in ``nursery``."""
@@ -112,6 +120,19 @@ class RoleDecisions:
                 self.ha.follow(me, d.master_addr, core.master_epoch)
             case RequestElection():
                 await self._request_election(core, d)
+            case HoldFence():
+                if d.reason != self._fence_reason:
+                    self._fence_reason = d.reason
+                    events.emit(
+                        self.log,
+                        events.CatchUpFenceHolds(
+                            reason=d.reason, master_id=core.master_id, epoch=core.master_epoch
+                        ),
+                    )
+            case LiftFence():
+                assert self.lift_fence is not None
+                await self.lift_fence(d)
+                await self._carry_out(core, d.then)
             case Ignore():
                 pass
 

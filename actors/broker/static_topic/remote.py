@@ -64,6 +64,15 @@ class RemoteBrokers:
             self._addrs.pop(bname, None)  # ask the NameServer again next time
             raise RemoteUnavailable(f"broker {bname} at {addr} did not answer: {e}") from e
 
+    async def call_or_reason(
+        self, bname: str, topic: str, code: int, header: Any
+    ) -> RemotingCommand | str:
+        """`call`, with why it could not be made as a string instead of an exception."""
+        try:
+            return await self.call(bname, topic, code, header)
+        except RemoteUnavailable as e:
+            return str(e)
+
     async def _lookup(self, client: RemotingClient, bname: str, topic: str) -> str:
         errors = []
         for ns in self._namesrv_addrs():

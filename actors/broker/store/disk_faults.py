@@ -29,8 +29,10 @@ its page was lost is cut on a STANDALONE broker or a SLAVE, which loses exactly 
 would have lost, and keeps a MASTER refusing writes until it restarts, because its slaves may
 hold those bytes and cutting them under one epoch would make the replicas diverge; the restart
 recovers the log as after a power cut: when valid records follow the lost one in its segment
-(the usual case) start-up refuses with a CorruptionError naming its offset, for an operator to
-re-sync that store from a replica, else the lost record is cut as a torn tail), then writes a
+(the usual case) a classic master's start-up refuses with a CorruptionError naming its offset,
+for an operator to re-sync that store from a replica, while in controller mode or on a classic
+slave the tail is quarantined and the broker catches up from a master (lost_page.py); else the
+lost record is cut as a torn tail), then writes a
 scratch block; writes go in again once both work (and the disk guard's usage ratio allows).
 Any other fsync error (EIO: a broken disk, not a full one) still answers UNKNOWN_ERROR and
 crashes the actor, so the process restarts and recovers.
@@ -41,7 +43,8 @@ crashes the actor, so the process restarts and recovers.
   broken, not full) is not: the actor keeps its fail-stop answer to those.
 - `WriteFault`: why writes are refused, and whether only a restart ends it (a master whose
   CommitLog holds a record lost with its page: its slaves may hold those bytes, so only the
-  restart's recovery and the failover rules may decide what to keep).
+  restart's recovery and the failover rules may decide what to keep; in controller mode the
+  restart moves the tail aside and the broker catches up from a new master, lost_page.py).
 - `refusal_remark`: upstream's SERVICE_NOT_AVAILABLE remark naming the full disk, the same
   text the disk guard (disk_guard.py) answers, so clients see one behaviour.
 """

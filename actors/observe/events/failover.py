@@ -83,3 +83,16 @@ class StrictLockPartial(LogEvent):
     group: str
     quorum: int
     released: int
+
+
+@event("pop_record_escape_failed")
+@attrs.frozen(kw_only=True)
+class PopRecordEscapeFailed(LogEvent):
+    """A POP record (CK / ACK) of an acting slave could not be written to its pinned master of
+    another group yet; kept and tried again (never skipped). ``attempts`` so far (logged at the
+    first and at every power of two)."""
+
+    master: str | None
+    records: int
+    attempts: int
+    error: str

@@ -185,3 +185,26 @@ class SyncStateSetAdopted(LogEvent):
 
     sync_state_set: list[int]
     sync_state_set_epoch: Json
+
+
+@event("catch_up_fence_holds", "warning")
+@attrs.frozen(kw_only=True)
+class CatchUpFenceHolds(LogEvent):
+    """A broker that cut its CommitLog after a lost page takes no role (neither master nor slave,
+    no election asked) and says why."""
+
+    reason: str
+    master_id: int | None
+    epoch: int
+
+
+@event("catch_up_fence_lifted")
+@attrs.frozen(kw_only=True)
+class CatchUpFenceLifted(LogEvent):
+    """A broker that cut its CommitLog after a lost page caught up: the controller lists it in the
+    SyncStateSet of a master elected after the cut; it is electable again."""
+
+    master_id: int
+    epoch: int
+    lost_offset: int
+    old_end: int

@@ -215,3 +215,18 @@ class TruncatingBelowConfirmOffset(LogEvent):
     offset: int
     confirm_offset: int
     reason: str
+
+
+@event("commitlog_quarantined", "warning")
+@attrs.frozen(kw_only=True)
+class CommitlogQuarantined(LogEvent):
+    """A replica's recovery moved the CommitLog from a record lost under valid records to its end
+    into a quarantine file (kept, never deleted by the broker) and cut the log there."""
+
+    store: str
+    offset: int
+    old_end: int
+    dropped_bytes: int
+    quarantine: str
+    fenced: bool
+    error: str

@@ -135,6 +135,7 @@ async def cluster(
     *,
     factory: Callable[[SimNetwork], Factory] = sim_brokers,
     max_restarts: int = 5,
+    config_path: str | None = None,
 ) -> AsyncIterator[tuple[Raw, BrokerContainer]]:
     net = SimNetwork(seed=27)
     async with trio.open_nursery() as nursery:
@@ -149,8 +150,9 @@ async def cluster(
             containerMaxRestarts=max_restarts,
         )
         container = BrokerContainer(
-            config, net.transport(BROKER_HOST), factory(net), now_ms=_now_ms
-        )
+            config, net.transport(BROKER_HOST), factory(net), now_ms=_now_ms,
+            config_path=config_path, run_blocking=inline_blocking,
+        )  # fmt: skip
         async with RemotingClient(net.transport(CLIENT_HOST)) as client:
             raw.client = client
             scope, stopped = trio.CancelScope(), trio.Event()
@@ -392,3 +394,63 @@ async def test_admin_add_and_remove_broker_commands(
         assert code == 2 and "expected clusterName:brokerName:brokerId" in err
         code, out, _ = await admin("getBrokerConfig", "-b", CONTAINER)
         assert code == 0 and f"DefaultCluster_broker-a_0@{BROKER_HOST}:{A_PORT}" in out
+
+
+async def test_the_container_port_updates_and_answers_its_own_config(
+    tmp_path: Path, mock_clock: trio.testing.MockClock, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`rocketrio admin updateBrokerConfig -b <container>` changes the container's own keys
+    (upstream BrokerContainerProcessor): written to its config file, shown by getBrokerConfig,
+    the DataVersion bumped, and in effect (a failing member already running is given up after
+    the new containerMaxRestarts); black-listed keys are NO_PERMISSION, unknown, start-only
+    and bad values are refused, and nothing of a refused request changes."""
+    a = write_conf(tmp_path, "broker-a", A_PORT)
+    f = write_conf(tmp_path, "broker-f", C_PORT)
+    conf = tmp_path / "container.conf"
+    conf.write_text("containerMaxRestarts=5\n")
+    starts: list[int] = []
+
+    def factory(net: SimNetwork) -> Factory:
+        real = sim_brokers(net)
+        return lambda c: _Failing(starts) if c.brokerName == "broker-f" else real(c)
+
+    async with cluster(tmp_path, [a], factory=factory, config_path=str(conf)) as (raw, container):
+
+        async def admin(*argv: str) -> tuple[int, str, str]:
+            capsys.readouterr()
+            with structlog.testing.capture_logs():
+                wiring = Wiring(raw.net.transport(CLIENT_HOST))
+                code = await main_async(["admin", *argv, "-n", raw.namesrv_addr], wiring)
+            out, err = capsys.readouterr()
+            return code, out.strip(), err.strip()
+
+        assert (await raw.add(f)).code == ResponseCode.SUCCESS  # fails every second
+        before = container.version.counter
+        update = ("updateBrokerConfig", "-b", CONTAINER, "-k")
+        assert await admin(*update, "containerMaxRestarts", "-v", "1") == (
+            0,
+            f"update broker config success, {CONTAINER}",
+            "",
+        )
+        assert "containerMaxRestarts=1\n" in conf.read_text()
+        assert container.version.counter == before + 1
+        code, out, _ = await admin("getBrokerConfig", "-b", CONTAINER)
+        assert code == 0 and "containerMaxRestarts" in out
+        assert (await raw.status())["containerMaxRestarts"] == "1"
+        refusals = [
+            ("brokerConfigPaths", "/tmp/x.conf", "Can not update config in black list."),
+            ("configBlackList", "", "Can not update config in black list."),
+            ("rocketmqHome", "/opt", "Can not update config in black list."),
+            ("listenPort", "10999", "restart"),
+            ("noSuchKey", "1", "noSuchKey"),
+            ("containerRestartStableMillis", "-5", "containerRestartStableMillis"),
+        ]
+        for key, value, why in refusals:
+            code, _, err = await admin(*update, key, "-v", value)
+            assert code == 1 and why in err, (key, err)
+        assert container.version.counter == before + 1
+        assert (await raw.status())["listenPort"] == str(CONTAINER_PORT)
+        # in effect for the member already running: given up after 1 restart, not 5
+        await trio.sleep(30)
+        assert len(starts) == 2
+        assert [m.identity.broker_name for m in container.registry.members()] == ["broker-a"]

@@ -277,3 +277,16 @@ def test_scans_on_time_never_move_a_heartbeat() -> None:
     for now in range(0, 1100, 100):
         assert m.tick(now, 100) == 0
     assert not m.is_alive("c", "b", 1, 1001)
+
+
+def test_not_electable_holds_until_a_heartbeat_says_otherwise() -> None:
+    """The catch-up fence's flag: a heartbeat that does not carry it (a NameServer-path
+    heartbeat in embedded mode) keeps it; only the broker's own word lifts it."""
+    m = BrokerHeartbeatManager()
+    beat(m, 1, 0)
+    assert m.live_info("c", "b", 1).electable  # never said: electable
+    beat(m, 1, 100, not_electable=True)
+    beat(m, 1, 200)
+    assert not m.live_info("c", "b", 1).electable
+    beat(m, 1, 300, not_electable=False)
+    assert m.live_info("c", "b", 1).electable

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 
+import attrs
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -780,3 +781,51 @@ def test_controller_config_raft_keys_checked_when_raft_is_built() -> None:
     cfg = ControllerConfig(controllerDLegerGroup="g", controllerDLegerPeers="n0-h:1")
     with pytest.raises(RaftConfigError, match="controllerDLegerSelfId"):
         cfg.to_raft_config()
+
+
+# --- the catch-up fence (a broker that cut its log after a lost page, docs/hardening.md) ----
+
+
+def fenced(w: World, broker_id: int, max_offset: int = 5000) -> None:
+    """A heartbeat saying notElectable (the most advanced offset: it must not matter)."""
+    w.heartbeat(broker_id, epoch=9, max_offset=max_offset)
+    info = w.infos[(NAME, broker_id)]
+    w.infos[(NAME, broker_id)] = attrs.evolve(info, electable=False)
+
+
+def test_a_fenced_broker_is_never_elected_however_advanced() -> None:
+    w = three_broker_set()
+    w.heartbeat(2, epoch=1, max_offset=100)
+    fenced(w, 3)
+    w.die(1)
+    r = w.commit(w.elect())
+    assert r.ok and r.header.masterBrokerId == 2
+    w2 = three_broker_set()
+    fenced(w2, 2)
+    fenced(w2, 3)
+    w2.die(1)
+    r = w2.commit(w2.elect())
+    assert r.response_code == RC.CONTROLLER_MASTER_NOT_AVAILABLE
+    assert w2.state()["masterBrokerId"] is None
+    # nobody electable is alive: the scan stops asking
+    assert w2.m.scan_need_reelect_broker_sets(w2.is_alive, w2.live_info) == []
+    assert w2.commit(w2.elect(broker_id=3)).response_code == RC.CONTROLLER_ELECT_MASTER_FAILED
+
+
+def test_a_restarted_master_that_says_it_is_fenced_is_replaced() -> None:
+    """The master restarted before its silence was noticed: alive, but not electable."""
+    w = three_broker_set()
+    fenced(w, 1)
+    assert w.m.scan_need_reelect_broker_sets(w.is_alive) == []  # liveness alone: keep it
+    assert w.m.scan_need_reelect_broker_sets(w.is_alive, w.live_info) == [NAME]
+    r = w.commit(w.elect())
+    assert r.ok and r.header.masterBrokerId in (2, 3) and r.header.masterEpoch == 2
+
+
+def test_a_fenced_broker_is_not_the_first_master_of_an_empty_set() -> None:
+    w = World()
+    next_id = w.m.get_next_broker_id(CLUSTER, NAME).header.nextBrokerId
+    assert w.commit(w.m.apply_broker_id(CLUSTER, NAME, next_id, code(1))).ok
+    fenced(w, next_id)
+    r = w.commit(w.register(next_id))
+    assert r.ok and r.header.masterBrokerId is None

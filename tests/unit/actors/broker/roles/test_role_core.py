@@ -10,11 +10,14 @@ from rocketrio.actors.broker.roles.role_core import (
     BecomeSlave,
     ControllerView,
     FollowNewAddress,
+    HoldFence,
     Ignore,
+    LiftFence,
     RequestElection,
     Role,
     RoleCore,
 )
+from rocketrio.storage.catch_up_fence import CatchUpFence
 
 ME = 2
 
@@ -98,3 +101,44 @@ def test_lease_only_in_in_sync_replicas_mode_and_only_after_the_predecessors_exp
     assert not r.lease_valid(1200)  # ours ran out: 200 + 1000
     r.on_lease_confirmed(view(1, 2), sent_at_ms=1150)  # names someone else: no renewal
     assert not r.lease_valid(1200)
+
+
+# --- the catch-up fence (store/lost_page.py) -------------------------------------------------
+
+
+def fenced_core(boot_last_epoch: int = 3) -> RoleCore:
+    fence = CatchUpFence(lost_offset=4096, old_end=9000, epoch=3, quarantine="/q")
+    return RoleCore(
+        ME, boot_last_epoch=boot_last_epoch, lease_ms=1000, needs_lease=False, fence=fence
+    )
+
+
+@pytest.mark.parametrize("v", [view(ME, 3, (1, ME), 4), view(ME, 4, (ME,), 5), view(None, 4)])
+def test_a_fenced_broker_never_becomes_master_nor_asks_for_an_election(v: ControllerView) -> None:
+    r = fenced_core()
+    d = r.on_view(v, 0)
+    assert isinstance(d, HoldFence) and r.role is None and r.fence is not None
+
+
+def test_a_fenced_broker_follows_a_new_master_then_lifts_the_fence_once_listed() -> None:
+    r = fenced_core()
+    assert r.on_view(view(1, 4, (1,), 5), 0) == BecomeSlave(1, "10.0.0.1:10911", 4, False)
+    assert r.on_view(view(1, 4, (1,), 5), 0) == Ignore("nothing new")
+    d = r.on_view(view(1, 4, (1, ME), 6), 0)
+    assert isinstance(d, LiftFence) and d.then == Ignore("nothing new")
+    assert (d.master_id, d.epoch, d.fence.lost_offset) == (1, 4, 4096) and r.fence is None
+    # from now on an ordinary member: elected later, it takes the role
+    assert isinstance(r.on_view(view(ME, 5, (ME,), 7), 0), BecomeMaster)
+
+
+def test_the_fence_is_not_lifted_by_the_set_of_its_own_epoch() -> None:
+    r = fenced_core()
+    assert isinstance(r.on_view(view(1, 3, (1, ME), 4), 0), BecomeSlave)
+    assert r.fence is not None
+
+
+def test_a_fenced_slave_whose_master_vanished_holds() -> None:
+    r = fenced_core()
+    r.on_view(view(1, 4, (1,), 5), 0)
+    assert isinstance(r.on_view(view(None, 5), 0), HoldFence) and r.role is None
+    assert isinstance(r.on_view(view(3, 6, (3,), 7), 0), BecomeSlave)
