@@ -152,7 +152,8 @@ class World:
         self.client_ip = "10.0.9.60"
         self.clients: trio.Nursery | None = None
         self.probe_seq = 0
-        self.voter_mastered: set[str] = set()  # sets where a non-learner has been master
+        # set -> the first masterEpoch a non-learner served in (_check_learners)
+        self.voter_mastered: dict[str, int] = {}
         self.step_hooks: list[Callable[[], None]] = []  # more per-step checks (cluster_run)
 
     def _host(self, ip: str) -> Host:
@@ -420,8 +421,10 @@ class World:
 
     def _check_learners(self) -> None:
         """An asyncLearner never joins the SyncStateSet, so once another broker of its set has
-        been master it is never elected (it may be the first master of a cold start: upstream's
-        flag only keeps a slave out of the set)."""
+        been master it is never elected again: it never serves in a masterEpoch above the first
+        one another broker served in (it may be the first master of a cold start, upstream's
+        flag only keeps a slave out of the set; and a deposed learner may still think itself
+        master of its old epoch until it hears of the new one)."""
         for s, size in zip(SETS, self.spec.set_sizes, strict=True):
             name = self.spec.options.learner(s, size)
             if name is None:
@@ -430,12 +433,15 @@ class World:
                 b = p.live_broker
                 if b is None or b.roles is None or not b.roles.serving_as_master():
                     continue
+                epoch = b.roles.master_epoch
+                first = self.voter_mastered.get(s)
                 if p.name != name:
-                    self.voter_mastered.add(s)
-                elif s in self.voter_mastered:
+                    self.voter_mastered[s] = epoch if first is None else min(first, epoch)
+                elif first is not None and epoch > first:
                     self.checker.fail(
-                        f"the asyncLearner {p.name} serves as master of {s} after another "
-                        f"broker of the set was master (it must never join the SyncStateSet)"
+                        f"the asyncLearner {p.name} serves as master of {s} in masterEpoch "
+                        f"{epoch}, after another broker of the set was master in {first} (it "
+                        f"must never join the SyncStateSet)"
                     )
 
 
