@@ -117,19 +117,20 @@ def _broker(name: str, ip: str, offsets: dict[int, int], master: bool) -> Any:
                            live_broker=live)  # fmt: skip
 
 
-async def _switch(contact_s: float, new_offset: int) -> ClusterChecker:
+async def _switch(contact_s: float, new_offset: int, after: int | None = None) -> ClusterChecker:
     """b0 is master for 20 s, its offset growing by 1 a second; b1 is its slave in contact for
-    the last ``contact_s``; then b1 is master with ``new_offset``."""
+    the last ``contact_s``, holding ``new_offset``; then b1 is master (with ``after``: a
+    consumer committed that to it since)."""
     c = ClusterChecker(3)
     watch = OffsetWatch(c, "g", 1)
     old_offsets: dict[int, int] = {}
     old = _broker("b0", "10.0.2.1", old_offsets, True)
     for t in range(21):
         old_offsets[0] = t
-        slave = _broker("b1", "10.0.2.2", {}, False)
+        slave = _broker("b1", "10.0.2.2", {0: new_offset}, False)
         watch.step("s", old, [old, slave], lambda a, b, t=t: t < 20 - contact_s)
         await trio.sleep(1)
-    new = _broker("b1", "10.0.2.2", {0: new_offset}, True)
+    new = _broker("b1", "10.0.2.2", {0: new_offset if after is None else after}, True)
     watch.step("s", new, [new], lambda a, b: False)
     return c
 
@@ -144,6 +145,9 @@ async def test_the_offset_watch_allows_the_documented_rewind_and_no_more(
         await _switch(10, 20 - bound - 1)
     c = await _switch(3, 0)  # no full sync round in contact: not judged
     assert c.stats["offset_switch_unchecked"] == 1
+    # what slave sync gave it is judged; a consumer's lower commit after the promotion is counted
+    c = await _switch(10, 20 - bound, after=3)
+    assert c.stats["offset_lowered_by_a_consumer"] == 1
 
 
 # ---------------------------------------------------------------------------- order
