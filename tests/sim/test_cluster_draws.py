@@ -177,7 +177,7 @@ def test_the_orderly_group_may_consume_again_but_never_skip_ahead() -> None:
 # `python -m tests.sim.run_mutants --mutant NAME --seeds N` (send_back_answered_not_stored is
 # caught by the same check and seed as push_failure_committed: docs/testing.md)
 CAUGHT = [
-    ("push_failure_committed", 3, "never consumed by the consumer group SimPush"),
+    ("push_failure_committed", 4, "never consumed by the consumer group SimPush"),
     ("slave_sync_skips_offsets", 2, "consumer offset moved backwards beyond the bound"),
     ("learner_joins_the_sync_state_set", 3, "asyncLearner broker-a-2 serves as master"),
     ("orderly_takes_newest_first", 5, "per-queue order broken"),
