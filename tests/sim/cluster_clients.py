@@ -6,7 +6,8 @@
   offset message id a SendResult carries — and tells the checker (one master per epoch).
 - `ProducerDriver` runs real `Producer`s (route refresh, retries on another broker: retries
   make duplicates, which are allowed and counted) in a few sender tasks; each message has a
-  unique body; every SEND_OK result becomes an acknowledged position for the checker.
+  unique body; every SEND_OK result becomes an acknowledged position for the checker, with the
+  masterEpoch the tap saw it acknowledged in; a share of the sends may be batches.
 - `ConsumerDriver` pulls (raw PULL_MESSAGE, subscription "*") every queue of every set from a
   random running replica of the set — master, slave or deposed master — and hands the checker
   every (position, body) it received.
@@ -143,6 +144,7 @@ class ProducerDriver:
     sent: int = 0
     seq: int = 0
     batch: bool = False  # SEND_BATCH_MESSAGE of 1-4 messages (SimSpec.batch_sends)
+    batch_share: float = 0.0  # or this share of the sends (a seed's ReplicationDraw)
 
     def _body(self, rng: random.Random) -> bytes:
         self.seq += 1
@@ -178,7 +180,8 @@ class ProducerDriver:
 
     async def _sender(self, producer: Producer, rng: random.Random) -> None:
         while self.sent < self.max_messages:
-            if self.batch:
+            # no draw when the share is 0: a seed without batches keeps its run
+            if self.batch or (self.batch_share > 0 and rng.random() < self.batch_share):
                 await self._send_batch(producer, rng)
                 await trio.sleep(rng.uniform(*self.pause_s))
                 continue
@@ -228,7 +231,8 @@ class ProducerDriver:
                 f"acknowledged write at {split_offset_msg_id(msg_id)}"
             )
         self.checker.count("acked")
-        self.checker.on_send_ok((set_name, TOPIC, qid, qoffset), body, how)
+        epoch = None if ack is None else ack.epoch
+        self.checker.on_send_ok((set_name, TOPIC, qid, qoffset), body, how, epoch)
 
 
 # ---------------------------------------------------------------------------- consumer
@@ -351,7 +355,8 @@ async def probe(
         h = from_ext(SendMessageResponseHeader, resp.ext_fields)
         ack = tap.lookup(h.msgId)
         how = f"probe to {proc.name}" + (f" epoch {ack.epoch}" if ack else "")
-        checker.on_send_ok((set_name, TOPIC, h.queueId, h.queueOffset), body, how)
+        epoch = None if ack is None else ack.epoch
+        checker.on_send_ok((set_name, TOPIC, h.queueId, h.queueOffset), body, how, epoch)
         return True
     return False
 

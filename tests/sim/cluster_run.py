@@ -2,11 +2,13 @@
 
 `run_seed(seed)` builds the `World` of ``SimSpec.draw(seed)`` (cluster_sim.py) under the test's
 MockClock with Trio's scheduler seeded, starts every process, waits for both sets to have a
-master, creates the topic on every broker, starts the clients (cluster_clients.py), then runs
+master, creates the topic on every broker, starts the clients (cluster_clients.py; a seed's
+PushConsumer and orderly groups, cluster_push.py, with the offset watch, offset_watch.py), then runs
 the chaos steps (cluster_faults.py; scenario tests pass their own script): after every step the
 checker looks at every live replica. Then everything is healed and restarted; within
 `LIVENESS_BOUND_S` every set must acknowledge a probe write; the clients stop, the replicas
-converge (bounded), and the final checks read every queue back from each set's master. A
+converge (bounded), the final checks read every queue back from each set's master, and the
+consumer groups must have consumed every acknowledged message within their drain bound. A
 failure raises `ClusterFailure` naming the seed ("reproduce with --seed N") and the last steps;
 with ``CLUSTER_SIM_LOG=path`` the product's last log events are written there too. A `Watchdog`
 turns a livelock (tasks spinning while the mock clock stands still) into a failure, not a hang.
@@ -19,6 +21,7 @@ import os
 import random
 from collections import deque
 from collections.abc import Awaitable, Callable
+from functools import partial
 from typing import Any
 
 import attrs
@@ -35,7 +38,15 @@ from tests.sim.acting_world import ActingWorld, is_acting
 from tests.sim.cluster_checks import ClusterChecker, ClusterFailure
 from tests.sim.cluster_clients import TOPIC, ConsumerDriver, ProducerDriver, probe, read_queue
 from tests.sim.cluster_faults import heal_everything, seeded_chaos
+from tests.sim.cluster_push import (
+    ORDERLY_HOST,
+    PUSH_GROUP,
+    PUSH_HOST,
+    OrderlyDriver,
+    PushDriver,
+)
 from tests.sim.cluster_sim import SETS, SimSpec, World
+from tests.sim.offset_watch import OffsetWatch
 
 # after healing and restarting everything: a dead master is noticed after
 # controllerHeartBeatTimeoutMills (2 s) + the controller's scan (1 s); a new controller leader
@@ -163,6 +174,7 @@ async def run_seed(
     seed_trio_scheduler(seed)
     spec = spec or SimSpec.draw(seed)
     checker = ClusterChecker(seed)
+    checker.weak_sets = spec.options.weak_sets(spec.set_sizes)
     if replay is not None:
         checker.replay = replay
     checker.note(f"spec: {spec.describe()}")
@@ -233,6 +245,21 @@ async def _drive(
     await world.start()
     checker.note("started")
     world.check_step()
+    push = None
+    if world.spec.push:
+        push = PushDriver(
+            checker, ";".join(world.ns_addrs), world.net.transport(PUSH_HOST), world.spec.seed,
+            world.spec.options.push_fail_share,
+        )  # fmt: skip
+        await world.nursery.start(push.run)
+        watch = OffsetWatch(checker, PUSH_GROUP, world.spec.queues)
+        world.step_hooks.append(partial(watch.on_step, world))
+    orderly = None
+    if world.spec.push and world.spec.options.orderly:
+        orderly = OrderlyDriver(
+            checker, ";".join(world.ns_addrs), world.net.transport(ORDERLY_HOST)
+        )
+        await world.nursery.start(orderly.run)
     clients = trio.CancelScope()
     await world.nursery.start(_run_clients, world, clients)
     try:
@@ -245,6 +272,10 @@ async def _drive(
         await _liveness(world, client, liveness)
         await _converge(world)
         await _final_checks(world, client)
+    if push is not None:
+        await push.drain(world.check_step)
+    if orderly is not None:
+        await orderly.drain(world.check_step)
 
 
 async def _run_clients(
@@ -262,6 +293,7 @@ async def _run_clients(
         spec.queues,
         spec.max_messages,
         batch=spec.batch_sends,
+        batch_share=spec.options.batch_share,
     )
     consumer_rng = random.Random(world.rng.getrandbits(32))
     with scope:

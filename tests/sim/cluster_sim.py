@@ -5,7 +5,10 @@ acting-master cluster instead: acting_world.py): a controller group of 1 or 3 re
 embedded in the NameServers or standalone (then with one NameServer of its own), two broker sets
 of 2 or 3 replicas in controller mode, SYNC_FLUSH or ASYNC_FLUSH, CommitLog segments of 16-64
 KiB and ConsumeQueue files of 32-100 entries (both roll), the index on or off, how many
-producers send how many messages, how many chaos steps run and which faults they favour.
+producers send how many messages, how many chaos steps run and which faults they favour; from
+an RNG of their own, the replication options and the consumers' mix (replication_draw.py:
+allAckInSyncStateSet or inSyncReplicas, an asyncLearner, a share of batch sends, the
+PushConsumer's failure share, an orderly group).
 `World` holds it: every process is the production class (`NameServer`, `Controller` with its
 real `RaftNode`, `Broker` with its ReplicasManager, AutoSwitchHAService, HA master service and
 slave client, store actor) on the seeded network and its host's own `SimFileSystem`
@@ -16,7 +19,8 @@ invariant (cluster_checks.py). cluster_run.py runs a World; cluster_faults.py br
 Timings are small so that one run covers many failovers in tens of simulated seconds:
 brokerHeartbeatInterval 500 ms, controllerHeartBeatTimeoutMills 2 s, syncBrokerMetadataPeriod
 and checkSyncStateSetPeriod 1 s, haMaxTimeSlaveNotCatchup 3 s, haSendHeartbeatInterval 1 s,
-haHousekeepingInterval 4 s, syncFlushTimeout 3 s; allAckInSyncStateSet stays true (default).
+haHousekeepingInterval 4 s, syncFlushTimeout 3 s, messageDelayLevel 1-3 s (a consumer's retry
+comes back within seconds); the ack mode is the seed's draw (scripted scenarios: allAck).
 """
 
 from __future__ import annotations
@@ -44,12 +48,14 @@ from tests.sim.cluster_checks import ClusterChecker, ReplicaState
 from tests.sim.cluster_clients import TOPIC, AckTap
 from tests.sim.cluster_nodes import BrokerProc, ControlProc, Host, Process, SlowDisk
 from tests.sim.metadata_checks import MetadataChecker
+from tests.sim.replication_draw import ReplicationDraw
 
 SETS = ("broker-a", "broker-b")
 NS_PORT, CTRL_PORT = 9876, 9878
 STORE = "/store"
 START_BOUND_S = 60.0  # every set has a master after the cold start
 ACTING_SHARE = 0.1  # of the drawn seeds: classic acting-master mode (SimSpec._maybe_acting)
+SIM_DELAY_LEVELS = " ".join(["1s"] * 6 + ["2s"] * 6 + ["3s"] * 6)
 
 
 # ---------------------------------------------------------------------------- the spec
@@ -81,11 +87,15 @@ class SimSpec:
     # (acting_world.py); notify_min_id: the NameServer pushes NOTIFY_MIN_BROKER_ID_CHANGE
     mode: str = "controller"
     notify_min_id: bool = False
+    # drawn from the seed's own RNG (replication_draw.py): ack mode, learner, batch and
+    # push-failure shares; the default is the product's default and no push consumer
+    options: ReplicationDraw = attrs.field(factory=ReplicationDraw)
+    push: bool = False  # a PushConsumer group consumes during the run (cluster_push.py)
 
     @classmethod
     def draw(cls, seed: int) -> SimSpec:
         rng = random.Random(seed)
-        return cls(
+        spec = cls(
             seed=seed,
             controllers=1 if rng.random() < 0.4 else 3,
             embedded=rng.random() < 0.5,
@@ -100,20 +110,24 @@ class SimSpec:
             max_messages=rng.randint(60, 200),
             steps=rng.randint(10, 22),
             focus=("mixed", "mixed", "controllers", "replication")[rng.randrange(4)],
-        )._maybe_acting(seed)
+        )
+        options = ReplicationDraw.draw(seed, spec.set_sizes)
+        return attrs.evolve(spec, options=options, push=True)._maybe_acting(seed)
 
     def _maybe_acting(self, seed: int) -> SimSpec:
         """A small share of seeds run classic acting-master mode (acting_world.py), drawn from
         a stream of their own so every controller-mode seed keeps its run: SYNC_FLUSH (an
-        ASYNC_FLUSH classic master loses acknowledged messages in a power cut, by design) and
-        no controller-focused faults (there is no controller)."""
+        ASYNC_FLUSH classic master loses acknowledged messages in a power cut, by design), no
+        controller-focused faults (there is no controller), and neither the controller-mode
+        replication options nor the push groups (replication_draw.py, cluster_push.py: their
+        checkers speak of SyncStateSets and master epochs)."""
         rng = random.Random(f"acting-{seed}")
         if rng.random() >= ACTING_SHARE:
             return self
         focus = "replication" if self.focus == "controllers" else self.focus
         return attrs.evolve(
             self, mode="acting", controllers=0, embedded=False, sync_flush=True, focus=focus,
-            notify_min_id=rng.random() < 0.5,
+            notify_min_id=rng.random() < 0.5, options=ReplicationDraw(), push=False,
         )  # fmt: skip
 
     def describe(self) -> str:
@@ -126,7 +140,8 @@ class SimSpec:
             f"{head}, sets {self.set_sizes}, {flush}, "
             f"segment {self.segment_size // 1024} KiB, cq {self.cq_entries}, "
             f"index {self.index}, {self.queues} queues, {self.producers}x{self.senders} "
-            f"senders, <= {self.max_messages} msgs, {self.steps} steps, focus {self.focus}"
+            f"senders, <= {self.max_messages} msgs, {self.steps} steps, focus {self.focus}; "
+            f"{self.options.describe()}, push consumer {self.push}"
         )
 
 
@@ -162,6 +177,9 @@ class World:
         self.client_ip = "10.0.9.60"
         self.clients: trio.Nursery | None = None
         self.probe_seq = 0
+        # set -> the first masterEpoch a non-learner served in (_check_learners)
+        self.voter_mastered: dict[str, int] = {}
+        self.step_hooks: list[Callable[[], None]] = []  # more per-step checks (cluster_run)
 
     def _host(self, ip: str) -> Host:
         r = random.Random(self.rng.getrandbits(32))
@@ -198,7 +216,7 @@ class World:
                         self._host(ip),
                         self.net,
                         self.nursery,
-                        config=self._broker_config(set_name, ip, f"{set_name}-{k}"),
+                        config=self._broker_config(set_name, ip, f"{set_name}-{k}", k, size),
                         rng=random.Random(self.rng.getrandbits(32)),
                         tap=self.tap.install,
                         set_name=set_name,
@@ -227,9 +245,14 @@ class World:
             rng=random.Random(self.rng.getrandbits(32)),
         )
 
-    def _broker_config(self, set_name: str, ip: str, name: str) -> Callable[[], BrokerConfig]:
+    def _broker_config(
+        self, set_name: str, ip: str, name: str, k: int, size: int
+    ) -> Callable[[], BrokerConfig]:
         spec = self.spec
-        overrides = dict(dict(spec.broker_overrides).get(name, ()))
+        overrides = {
+            **dict(spec.options.overrides(set_name, k, size)),
+            **dict(dict(spec.broker_overrides).get(name, ())),
+        }
 
         def make() -> BrokerConfig:
             keys: dict[str, object] = dict(
@@ -261,6 +284,8 @@ class World:
                 haSendHeartbeatInterval=1000,
                 haHousekeepingInterval=4000,
                 syncFlushTimeout=3000,
+                # a consumer's retry (delay level 3 + reconsumes) comes back in 1-3 s, not 10 s+
+                messageDelayLevel=SIM_DELAY_LEVELS,
             )
             return BrokerConfig(**{**keys, **overrides})  # type: ignore[arg-type]
 
@@ -402,6 +427,9 @@ class World:
             self.checker.check_replica(state, read)
             replicas.append(state)
         self.checker.check_epochs(replicas)
+        self._check_learners()
+        for hook in self.step_hooks:
+            hook()
         for s in SETS:
             master = self.master_of(s)
             b = None if master is None else master.live_broker
@@ -415,6 +443,31 @@ class World:
                     b.tables.groups.table,
                     b.store.message_store.queues_with_records(),
                 )
+
+    def _check_learners(self) -> None:
+        """An asyncLearner never joins the SyncStateSet, so once another broker of its set has
+        been master it is never elected again: it never serves in a masterEpoch above the first
+        one another broker served in (it may be the first master of a cold start, upstream's
+        flag only keeps a slave out of the set; and a deposed learner may still think itself
+        master of its old epoch until it hears of the new one)."""
+        for s, size in zip(SETS, self.spec.set_sizes, strict=True):
+            name = self.spec.options.learner(s, size)
+            if name is None:
+                continue
+            for p in self.brokers[s]:
+                b = p.live_broker
+                if b is None or b.roles is None or not b.roles.serving_as_master():
+                    continue
+                epoch = b.roles.master_epoch
+                first = self.voter_mastered.get(s)
+                if p.name != name:
+                    self.voter_mastered[s] = epoch if first is None else min(first, epoch)
+                elif first is not None and epoch > first:
+                    self.checker.fail(
+                        f"the asyncLearner {p.name} serves as master of {s} in masterEpoch "
+                        f"{epoch}, after another broker of the set was master in {first} (it "
+                        f"must never join the SyncStateSet)"
+                    )
 
 
 def _body_at(store: MessageStore, topic: str, queue_id: int, offset: int) -> bytes | None:

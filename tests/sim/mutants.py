@@ -18,11 +18,13 @@ import attrs
 from rocketrio.actors.broker.ha.slave_core import SlaveCore, Truncate
 from rocketrio.actors.broker.ha.sync_state import SyncStateCore
 from rocketrio.actors.broker.roles.slave_sync import SlaveSynchronize
-from rocketrio.actors.broker.send.processor import SendMessageProcessor
+from rocketrio.actors.broker.send.processor import SENT_BACK, SendMessageProcessor
 from rocketrio.actors.broker.tables.meta_journal import MetaJournal
 from rocketrio.actors.broker.tables.tables import TopicTable
 from rocketrio.actors.client.message import SendResult, SendStatus
+from rocketrio.actors.client.orderly import OrderlyProcessQueue
 from rocketrio.actors.client.producer import Producer
+from rocketrio.actors.client.push_consumer import PushConsumer
 from rocketrio.actors.client.stuck_sends import MasterChanged, StuckSendWatch
 from rocketrio.actors.controller.heartbeat_manager import BrokerLiveInfo
 from rocketrio.actors.raft.replication import ReplicationMixin
@@ -233,6 +235,39 @@ def _learner_joins_the_sync_state_set(patch: Patch) -> None:
     patch(SyncStateCore, "on_connected", on_connected)
 
 
+def _push_failure_committed(patch: Patch) -> None:
+    real = PushConsumer._consume_inline
+
+    def _consume_inline(self: PushConsumer, st: Any, pq: Any, msgs: Any) -> Any:
+        req = real(self, st, pq, msgs)
+        if req is not None:  # MUTANT: a failed consumption is committed, never sent back
+            self._commit(st, pq, pq.remove(req.msgs))
+        return None
+
+    patch(PushConsumer, "_consume_inline", _consume_inline)
+
+
+def _send_back_answered_not_stored(patch: Patch) -> None:
+    async def send_back(self: SendMessageProcessor, h: Any, on_done: Any) -> Any:
+        return SENT_BACK  # MUTANT: CONSUMER_SEND_MSG_BACK answers success, stores no retry
+
+    patch(SendMessageProcessor, "send_back", send_back)
+
+
+def _orderly_takes_newest_first(patch: Patch) -> None:
+    def take_messages(self: OrderlyProcessQueue, n: int) -> list[Any]:
+        taken: list[Any] = []
+        tree = self._tree
+        while tree and len(taken) < n:
+            off = max(tree)  # MUTANT: the newest waiting message first
+            m = tree.pop(off)
+            self._consuming[off] = m
+            taken.append(m)
+        return taken
+
+    patch(OrderlyProcessQueue, "take_messages", take_messages)
+
+
 MUTANTS: dict[str, Mutant] = {
     m.name: m
     for m in (
@@ -332,6 +367,22 @@ MUTANTS: dict[str, Mutant] = {
             "slave_sync_skips_offsets",
             "a slave's SlaveSynchronize never copies its master's consumer offsets",
             _slave_sync_skips_offsets,
+        ),
+        Mutant(
+            "push_failure_committed",
+            "the PushConsumer commits the offset of a message its listener failed (RECONSUME_LATER)"
+            " and never sends it back: the group never consumes it",
+            _push_failure_committed,
+        ),
+        Mutant(
+            "send_back_answered_not_stored",
+            "the broker answers CONSUMER_SEND_MSG_BACK with success but stores no retry message",
+            _send_back_answered_not_stored,
+        ),
+        Mutant(
+            "orderly_takes_newest_first",
+            "the orderly consumer hands a queue's newest waiting message to the listener first",
+            _orderly_takes_newest_first,
         ),
         *(Mutant(name, doc, apply) for name, doc, apply in ACTING_MUTANTS),  # acting_mutants.py
     )

@@ -1,5 +1,6 @@
-"""The whole-cluster simulation with the replication options the seeded runs do not draw (issue
-26, "also known": asyncLearner, inSyncReplicas without allAckInSyncStateSet, batch sends).
+"""The whole-cluster simulation's replication options, each scripted into its critical situation
+(issue 26, "also known": asyncLearner, inSyncReplicas without allAckInSyncStateSet, batch sends;
+the seeded runs draw them too, replication_draw.py, but do not aim at these situations).
 
 Each scenario runs on the world of tests/sim/cluster_sim.py with every invariant checked after
 every step and at the end (one acknowledging master per epoch, nothing acknowledged lost,
