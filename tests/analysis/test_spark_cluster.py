@@ -25,6 +25,7 @@ from tests.harness.spark import (
 pytestmark = pytest.mark.system
 
 
+@pytest.mark.long
 def test_spark_submit_to_a_standalone_cluster(tmp_path: Path) -> None:
     logs = failover_logs().write(str(tmp_path / "logs"))
     out = tmp_path / "out"

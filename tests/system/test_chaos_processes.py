@@ -143,6 +143,7 @@ def test_a_clean_cluster_under_chaos_loses_nothing_acknowledged(tmp_path: Path) 
         up.stop()
 
 
+@pytest.mark.long
 def test_container_mode_with_acting_master_under_chaos_loses_nothing(tmp_path: Path) -> None:
     """Issue 27, real processes: `up --mode container-2m-2s` (two containers, each a master of
     one group and the slave of the other; acting master on) under kill -9 and SIGSTOP of the

@@ -44,7 +44,9 @@ async def _create_topic(ns: str, broker: str) -> None:
     await trio.sleep(12)  # the route reaches the NameServer with the broker's next registration
 
 
-@pytest.mark.parametrize("bitmap", [False, True], ids=["judged", "bitmap"])
+@pytest.mark.parametrize(
+    "bitmap", [False, pytest.param(True, marks=pytest.mark.long)], ids=["judged", "bitmap"]
+)
 def test_java_consumer_by_sql(tmp_path: Any, bitmap: bool) -> None:
     cp = _classpath()
     classes = tmp_path / "classes"

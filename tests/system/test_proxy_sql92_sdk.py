@@ -47,6 +47,7 @@ def start(
     )
 
 
+@pytest.mark.long
 def test_sdk_consumers_with_sql92_expressions_get_exactly_their_matches(tmp_path: Path) -> None:
     if importlib.util.find_spec("rocketmq") is None:  # not imported here: see the driver
         pytest.skip("rocketmq-python-client is not installed")
