@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import random
 from collections.abc import Callable
+from typing import Any
 
 import trio
 
@@ -109,6 +110,35 @@ async def drain_group(
     checker.stats[key] = max(checker.stats.get(key, 0), took)
 
 
+def consumer_kwargs(group: str, host: str, instance: str, transport: object) -> dict[str, Any]:
+    """A sim consumer group's settings: from the first offset, the sim's short client periods,
+    the sim network, file calls inline."""
+    return {
+        "transport": transport,
+        "config": PushConsumerConfig(
+            consumerGroup=group,
+            consumeFromWhere=ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET,
+            rebalanceInterval=CLIENT_PERIOD_MS,
+        ),
+        "client_config": ClientConfig(
+            clientIP=host, instanceName=instance, pollNameServerInterval=CLIENT_PERIOD_MS
+        ),
+        "run_blocking": inline_blocking,
+    }
+
+
+async def serve(
+    consumer: Any, listener: Any, scope: trio.CancelScope, task_status: trio.TaskStatus[None]
+) -> None:
+    """Run ``consumer`` on TOPIC with ``listener`` until ``scope`` is cancelled."""
+    consumer.subscribe(TOPIC, "*")
+    consumer.register_listener(listener)
+    with scope:
+        async with consumer:
+            task_status.started()
+            await trio.sleep_forever()
+
+
 class OrderlyDriver:
     """The OrderlyPushConsumer group and its per-queue order check (module docstring)."""
 
@@ -135,28 +165,11 @@ class OrderlyDriver:
         return ConsumeOrderlyStatus.SUCCESS
 
     async def run(self, *, task_status: trio.TaskStatus[None]) -> None:
-        config = PushConsumerConfig(
-            consumerGroup=ORDERLY_GROUP,
-            consumeFromWhere=ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET,
-            rebalanceInterval=CLIENT_PERIOD_MS,
-        )
-        client_config = ClientConfig(
-            clientIP=ORDERLY_HOST, instanceName="orderly", pollNameServerInterval=CLIENT_PERIOD_MS
-        )
         consumer = OrderlyPushConsumer(
-            ORDERLY_GROUP,
-            self.namesrv,
-            transport=self.transport,  # type: ignore[arg-type]
-            config=config,
-            client_config=client_config,
-            run_blocking=inline_blocking,
-        )
-        consumer.subscribe(TOPIC, "*")
-        consumer.register_listener(self.listener)
-        with self.scope:
-            async with consumer:
-                task_status.started()
-                await trio.sleep_forever()
+            ORDERLY_GROUP, self.namesrv, **consumer_kwargs(ORDERLY_GROUP, ORDERLY_HOST, "orderly",
+                                                           self.transport),
+        )  # fmt: skip
+        await serve(consumer, self.listener, self.scope, task_status)
 
     async def drain(self, step: Callable[[], None]) -> None:
         await drain_group(
@@ -201,28 +214,9 @@ class PushDriver:
         return ConsumeStatus.CONSUME_SUCCESS
 
     async def run(self, *, task_status: trio.TaskStatus[None]) -> None:
-        config = PushConsumerConfig(
-            consumerGroup=PUSH_GROUP,
-            consumeFromWhere=ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET,
-            rebalanceInterval=CLIENT_PERIOD_MS,
-        )
-        client_config = ClientConfig(
-            clientIP=PUSH_HOST, instanceName="push", pollNameServerInterval=CLIENT_PERIOD_MS
-        )
-        consumer = PushConsumer(
-            PUSH_GROUP,
-            self.namesrv,
-            transport=self.transport,  # type: ignore[arg-type]
-            config=config,
-            client_config=client_config,
-            run_blocking=inline_blocking,
-        )
-        consumer.subscribe(TOPIC, "*")
-        consumer.register_listener(self.listener)
-        with self.scope:
-            async with consumer:
-                task_status.started()
-                await trio.sleep_forever()
+        kwargs = consumer_kwargs(PUSH_GROUP, PUSH_HOST, "push", self.transport)
+        consumer = PushConsumer(PUSH_GROUP, self.namesrv, **kwargs)
+        await serve(consumer, self.listener, self.scope, task_status)
 
     async def drain(self, step: Callable[[], None]) -> None:
         await drain_group(
