@@ -28,7 +28,7 @@ import trio
 
 from rocketrio.actors.client.admin import MQAdmin
 from rocketrio.actors.observe import events
-from rocketrio.cli.chaos import checkers, report
+from rocketrio.cli.chaos import blkio, checkers, report
 from rocketrio.cli.chaos.faults import Injected, Injector, unavailable_kinds
 from rocketrio.cli.chaos.history import FaultWindow, History, RoutePoll, from_lines
 from rocketrio.cli.chaos.schedule import STEP_GAP_S, PlannedFault, Timing, plan
@@ -54,6 +54,7 @@ class Options:
     drain_timeout_s: float
     out_dir: str
     command: str
+    throttle: blkio.Throttle = attrs.field(factory=blkio.Throttle)
 
 
 class TraceTail:

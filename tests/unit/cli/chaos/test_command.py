@@ -10,14 +10,14 @@ import pytest
 from rocketrio.cli.main import main
 
 
-def _targets(tmp_path: Path, addr: str = "127.0.0.1:10911") -> str:
+def _targets(tmp_path: Path, addr: str = "127.0.0.1:10911", store: str = "") -> str:
     procs = [
         {"name": "namesrv", "role": "namesrv", "addr": "127.0.0.1:9876", "ports": [9876],
          "pid": 1},
         {"name": "broker-a-0", "role": "broker", "addr": addr, "ports": [10911], "pid": 1,
-         "broker_name": "broker-a", "store_dir": str(tmp_path)},
+         "broker_name": "broker-a", "store_dir": store or str(tmp_path)},
     ]  # fmt: skip
-    path = tmp_path / f"targets-{addr}.json"
+    path = tmp_path / f"targets-{addr}{bool(store)}.json"
     path.write_text(json.dumps({"namesrv": "127.0.0.1:9876", "processes": procs}))
     return str(path)
 
@@ -28,7 +28,8 @@ def _targets(tmp_path: Path, addr: str = "127.0.0.1:10911") -> str:
         (["--dir", "{tmp}/nothing-here"], "no rocketrio up is running"),
         (["--targets", "{tmp}/missing.json"], "not a chaos target file"),
         (["--targets", "@far"], "is not on this machine's loopback"),
-        (["--targets", "@local", "--fault", "slowdisk-master"], "slow disk needs"),
+        (["--targets", "@nostore", "--fault", "slowdisk-master"], "slow disk: the store"),
+        (["--targets", "@local", "--slow-disk-bps", "0", "--slow-disk-iops", "0"], "every slow"),
         (["--targets", "@local", "--fault", "explode-master"], "unknown fault"),
         (["--targets", "@local", "--duration", "20s"], "leaves no time for faults"),
         (["--targets", "@local", "--every", "2s", "--hold", "4s"], "must be longer than"),
@@ -38,7 +39,8 @@ def _targets(tmp_path: Path, addr: str = "127.0.0.1:10911") -> str:
 def test_refusals_exit_2_with_one_line(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], args: list[str], said: str
 ) -> None:
-    subst = {"@local": _targets(tmp_path), "@far": _targets(tmp_path, "10.1.2.3:10911")}
+    subst = {"@local": _targets(tmp_path), "@far": _targets(tmp_path, "10.1.2.3:10911"),
+             "@nostore": _targets(tmp_path, store=str(tmp_path / "gone"))}  # fmt: skip
     argv = ["chaos", *(subst.get(a, a.replace("{tmp}", str(tmp_path))) for a in args)]
     assert main(argv) == 2
     err = capsys.readouterr().err.strip()
