@@ -1,0 +1,118 @@
+"""The chaos slow-disk fault against a real broker (`rocketrio up --mode 2m-noslave`: SYNC_FLUSH,
+so every acknowledgement waits for an fdatasync of the commitlog). Needs root and a writable I/O
+cgroup (v1 blkio or v2 io) over a store on a block device; skipped with the reason otherwise.
+
+Before / during / after the fault, sequential sync sends to a one-queue topic on the target
+broker: with the throttle at `IOPS` write I/Os per second, each synced send needs at least one
+write I/O of its own, so during the fault a send cannot take less than about 1/IOPS (less a
+slice of the kernel's throttle accounting: `FLOOR_S`); healed, sends are back under that floor.
+The heal must put every thread of the broker back into the cgroup it came from and remove the
+fault's cgroup (a heal that forgets the move cannot remove it: `tests/hand_mutants.py`).
+"""
+
+from __future__ import annotations
+
+import os
+import statistics
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import trio
+
+from rocketrio.actors.client.admin import MQAdmin
+from rocketrio.actors.client.message import Message
+from rocketrio.actors.client.producer import Producer
+from rocketrio.cli.chaos import blkio
+from rocketrio.cli.chaos.faults import Injector, slowdisk_unavailable
+from rocketrio.cli.chaos.schedule import FaultKind, FaultStep, Role
+from rocketrio.cli.chaos.targets import Proc, from_up_dir
+from tests.harness.system import UpProcess, start_up
+
+pytestmark = pytest.mark.system
+
+IOPS = 10
+FLOOR_S = 0.8 / IOPS  # the least a synced send can take throttled (a 20 % slice of slack)
+SENDS = 8
+TOPIC = "SlowDiskTopic"
+
+
+def _cgroups(h: blkio.Hierarchy) -> list[str]:
+    return [n for n in os.listdir(h.mount) if n.startswith(blkio.CGROUP_PREFIX)]
+
+
+@pytest.fixture
+def up(tmp_path: Path) -> Iterator[UpProcess]:
+    if os.geteuid() != 0:
+        pytest.skip("moving a process into an I/O cgroup needs root")
+    sys_ = blkio.Sys()
+    h = blkio.find_hierarchy(sys_, sys_.mounts())
+    if isinstance(h, str):
+        pytest.skip(f"no I/O cgroup here: {h}")
+    up = start_up(str(tmp_path / "up"), "2m-noslave", "--no-console")
+    try:
+        yield up
+    finally:
+        up.stop()
+        for name in _cgroups(h):  # a broken heal's leftovers (its threads are gone now)
+            if name.startswith(f"{blkio.CGROUP_PREFIX}{os.getpid()}-"):
+                os.rmdir(os.path.join(h.mount, name))
+
+
+async def _latencies(ns: str, n: int) -> list[float]:
+    out = []
+    async with Producer("slow_disk_producer", ns) as producer:
+        for i in range(n):
+            t = trio.current_time()
+            await producer.send(Message(TOPIC, f"m{i}".encode() * 64))
+            out.append(trio.current_time() - t)
+    return out
+
+
+def _where(pid: int, version: blkio.Version) -> dict[int, str]:
+    return {int(t): blkio.cgroup_of(Path(f"/proc/{pid}/task/{t}/cgroup").read_text(), version)
+            for t in os.listdir(f"/proc/{pid}/task")}  # fmt: skip
+
+
+async def test_a_slow_disk_slows_synced_sends_and_healing_restores_them(up: UpProcess) -> None:
+    cluster = from_up_dir(up.base_dir)
+    if (why := slowdisk_unavailable(cluster, blkio.Sys())) is not None:
+        pytest.skip(why)
+    said: list[str] = []
+    throttle = blkio.Throttle(write_bps=1024 * 1024, write_iops=IOPS)
+    inj = Injector(cluster, 256, said.append, throttle)
+    step = FaultStep(FaultKind.SLOW_DISK, Role.MASTER)
+    target = await inj.resolve_step(step)
+    assert isinstance(target, Proc), target
+    async with MQAdmin(up.namesrv) as admin:
+        await admin.update_topic(TOPIC, broker_addr=target.addr, read_queues=1, write_queues=1)
+    await _latencies(up.namesrv, 3)  # the route, the connection, the first segment
+    before = await _latencies(up.namesrv, SENDS)
+
+    sys_ = blkio.Sys()
+    h = blkio.find_hierarchy(sys_, sys_.mounts())
+    assert isinstance(h, blkio.Hierarchy)
+    pid = inj.pid_of(target)
+    assert pid is not None
+    home = _where(pid, h.version)
+    async with trio.open_nursery() as n:
+        done = await inj.inject(step, n, target)
+    assert not isinstance(done, str), done
+    assert done.slow is not None
+    fault_cgroup = "/" + os.path.basename(done.slow.directory)
+    assert set(_where(pid, h.version).values()) == {fault_cgroup}  # every thread moved
+    during = await _latencies(up.namesrv, SENDS)
+    inj.heal(done)
+    after = await _latencies(up.namesrv, SENDS)
+
+    figures = (f"send latency median before {statistics.median(before) * 1e3:.1f} ms, during "
+               f"{statistics.median(during) * 1e3:.1f} ms, after "
+               f"{statistics.median(after) * 1e3:.1f} ms")  # fmt: skip
+    print(figures)
+    assert statistics.median(during) >= FLOOR_S, figures
+    assert statistics.median(before) < FLOOR_S and statistics.median(after) < FLOOR_S, figures
+    now = _where(pid, h.version)
+    assert all(now[t] == home.get(t, home[pid]) for t in now), (now, home, said)
+    assert not os.path.exists(done.slow.directory), said
+    assert not _cgroups(h) or all(not c.startswith(f"{blkio.CGROUP_PREFIX}{os.getpid()}-")
+                                  for c in _cgroups(h))  # fmt: skip
