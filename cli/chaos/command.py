@@ -24,6 +24,7 @@ from rocketrio.cli.chaos.faults import Injector, unavailable_kinds
 from rocketrio.cli.chaos.runner import EXIT_REFUSED, Options, command_line, default_out_dir
 from rocketrio.cli.chaos.schedule import (
     RANDOM_POOL,
+    FaultKind,
     ScheduleError,
     Timing,
     parse_fault,
@@ -69,7 +70,12 @@ def _options(a: argparse.Namespace, cluster: Cluster) -> Options:
                     raise ScheduleError(f"--fault {name}: {unavailable[step.kind]}")
         names, seed = tuple(a.fault), None
     else:
-        names = usable(RANDOM_POOL, frozenset(unavailable))
+        try:
+            left_out = frozenset(FaultKind(k) for k in a.exclude or ())
+        except ValueError as e:
+            raise ScheduleError(f"--exclude: {e}; kinds: "
+                                f"{', '.join(k.value for k in FaultKind)}") from None  # fmt: skip
+        names = usable(RANDOM_POOL, frozenset(unavailable) | left_out)
         seed = a.seed if a.seed is not None else random.SystemRandom().randrange(1, 10**6)
     plan(timing, names, seed)  # refuse a schedule with no room before touching anything
     tag = time.strftime("%Y%m%dT%H%M%S")
@@ -132,6 +138,11 @@ def add_parser(sub: Any) -> None:
         "--fault", action="append",
         help="a named fault, e.g. kill-master or suspend-slave+kill-master (repeatable: taken "
         "in turn); default: a random schedule over every available kind",
+    )  # fmt: skip
+    sp.add_argument(
+        "--exclude", action="append", metavar="KIND",
+        help="leave a fault kind out of a random schedule (repeatable), e.g. slowdisk to replay "
+        "a seed drawn when it was unavailable",
     )  # fmt: skip
     sp.add_argument("--every", default="15s", help="time between fault starts (mean if random)")
     sp.add_argument("--hold", default="4s", help="how long a suspend/partition/delay lasts")
