@@ -7,8 +7,9 @@ final read (a new group reads every topic from its first offset, up to ``--drain
 again); then the checkers, ``result.json``, ``report.html`` and the summary. Whatever ends the
 run (its end, an error, Ctrl-C, SIGTERM, SIGHUP), every fault still injected is undone in a
 shielded ``finally``: stopped processes continued, tc filters and the qdisc removed, ballast
-deleted. Exit status: 0 clean, 1 a breach (lost acknowledged message, order violation, ...), 2
-refused before starting, 130 interrupted (cleaned up; the partial result is written).
+deleted, slowed processes moved out of their I/O cgroups and those removed. Exit status: 0
+clean, 1 a breach (lost acknowledged message, order violation, ...), 2 refused before starting,
+130 interrupted (cleaned up; the partial result is written).
 """
 
 from __future__ import annotations
