@@ -177,8 +177,8 @@ MUTANTS: list[Mutant] = [
     Mutant(
         "chaos slowdisk throttles a partition instead of its disk (issue 26)",
         "cli/chaos/blkio.py",
-        '        return _whole_disk(sys_, dev)\n    m = mount_of',
-        '        return dev  # MUTANT\n    m = mount_of',
+        "        return _whole_disk(sys_, dev)\n    m = mount_of",
+        "        return dev  # MUTANT\n    m = mount_of",
         [_BK + "test_a_store_maps_to_its_whole_disk"],
     ),
     Mutant(

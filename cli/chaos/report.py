@@ -151,6 +151,23 @@ def _table(head: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
     return f"<table><tr>{th}</tr>{trs}</table>"
 
 
+_kind_head = (
+    "fault", "count", "send recovery p50 / p99 / max (ms)", "send latency during p50 / p99 (ms)",
+    "send latency outside faults p50 (ms)",
+)  # fmt: skip
+
+
+def _kind_rows(res: dict[str, Any]) -> list[tuple[Any, ...]]:
+    lat = res.get("latency_by_kind", {})
+    rows = []
+    for name, s in res["recovery_by_kind"]["send"].items():
+        la = lat.get(name, {})
+        rows.append((name, s["faults"], f"{_ms(s['p50_ms'])} / {_ms(s['p99_ms'])} / "
+                     f"{_ms(s['max_ms'])}", f"{_ms(la.get('during_p50_ms'))} / "
+                     f"{_ms(la.get('during_p99_ms'))}", _ms(la.get("outside_p50_ms"))))  # fmt: skip
+    return rows
+
+
 def html_report(h: History, res: dict[str, Any]) -> str:
     checks = [
         (n, c["count"], "BREACH" if c["breach"] else "ok", "; ".join(c["examples"][:3]))
@@ -181,6 +198,7 @@ def html_report(h: History, res: dict[str, Any]) -> str:
         "<h2>Checks</h2>", _table(("check", "count", "verdict", "examples"), checks),
         "<h2>Faults</h2>",
         _table(("#", "fault", "targets", "started (ms)", "healed (ms)"), faults),
+        "<h2>Per fault kind</h2>", _table(_kind_head, _kind_rows(res)),
         "<h2>Recovery per fault</h2>",
         _table(("#", "fault", "op", "recovery (ms)", "gap (ms)"), recs),
         "</body></html>",

@@ -298,7 +298,7 @@ def _finish(run: Run, opts: Options, unavailable: dict[Any, str], interrupted: b
         "unavailable": {k.value: v for k, v in unavailable.items()},
         "send_failures": dict(run.wl.counters.failed), "last_error": run.wl.counters.last_error,
         "topics": [attrs.asdict(t) for t in run.h.topics], "planned": planned,
-        "skipped": run.skipped,
+        "skipped": run.skipped, "start_ms": run.h.start_ms, "end_ms": run.h.end_ms,
     }  # fmt: skip
     res = report.result(run.h, checks, recs, meta)
     untested = planned > 0 and not run.h.faults

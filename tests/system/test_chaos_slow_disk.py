@@ -12,8 +12,11 @@ fault's cgroup (a heal that forgets the move cannot remove it: `tests/hand_mutan
 
 from __future__ import annotations
 
+import json
 import os
 import statistics
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -24,8 +27,16 @@ from rocketrio.actors.client.admin import MQAdmin
 from rocketrio.actors.client.message import Message
 from rocketrio.actors.client.producer import Producer
 from rocketrio.cli.chaos import blkio
-from rocketrio.cli.chaos.faults import Injector, slowdisk_unavailable
-from rocketrio.cli.chaos.schedule import FaultKind, FaultStep, Role
+from rocketrio.cli.chaos.faults import Injector, slowdisk_unavailable, unavailable_kinds
+from rocketrio.cli.chaos.schedule import (
+    RANDOM_POOL,
+    FaultKind,
+    FaultStep,
+    Role,
+    Timing,
+    plan,
+    usable,
+)
 from rocketrio.cli.chaos.targets import Proc, from_up_dir
 from tests.harness.system import UpProcess, start_up
 
@@ -116,3 +127,46 @@ async def test_a_slow_disk_slows_synced_sends_and_healing_restores_them(up: UpPr
     assert not os.path.exists(done.slow.directory), said
     assert not _cgroups(h) or all(not c.startswith(f"{blkio.CGROUP_PREFIX}{os.getpid()}-")
                                   for c in _cgroups(h))  # fmt: skip
+
+
+def _seed_drawing_only(names: tuple[str, ...], timing: Timing, fault: str) -> int:
+    """The first seed whose random schedule over ``names`` is ``fault`` every time."""
+    for seed in range(1, 100_000):
+        planned = plan(timing, names, seed)
+        if planned and all(p.name == fault for p in planned):
+            return seed
+    raise AssertionError(f"no seed draws only {fault}")
+
+
+@pytest.mark.long
+def test_chaos_draws_slowdisk_in_a_random_schedule_and_leaves_no_cgroup(
+    up: UpProcess, tmp_path: Path
+) -> None:
+    """`rocketrio chaos --seed N` (the random pool, where slowdisk is available) against the
+    SYNC_FLUSH cluster: the slowdisk faults are injected, nothing acknowledged is lost, the
+    sends begun during them are slower than those outside, no cgroup is left."""
+    cluster = from_up_dir(up.base_dir)
+    if (why := slowdisk_unavailable(cluster, blkio.Sys())) is not None:
+        pytest.skip(why)
+    timing = Timing(duration_s=36, warmup_s=5, drain_s=10, every_s=8, hold_s=5)
+    names = usable(RANDOM_POOL, frozenset(unavailable_kinds(cluster)))
+    assert "slowdisk-master" in names
+    seed = _seed_drawing_only(names, timing, "slowdisk-master")
+    out = tmp_path / "chaos"
+    r = subprocess.run(
+        [sys.executable, "-m", "rocketrio.cli.main", "chaos", "--dir", up.base_dir, "--out",
+         str(out), "--seed", str(seed), "--duration", "36s", "--warmup", "5s", "--drain", "10s",
+         "--every", "8s", "--hold", "5s", "--drain-timeout", "30s"],
+        capture_output=True, text=True, timeout=150, check=False,
+    )  # fmt: skip
+    text = r.stdout + r.stderr
+    res = json.loads((out / "result.json").read_text())
+    assert r.returncode == 0, text
+    assert res["faults"] and {f["name"] for f in res["faults"]} == {"slowdisk-master"}, text
+    assert res["checks"]["lost"]["count"] == 0
+    lat = res["latency_by_kind"]["slowdisk-master"]
+    assert lat["during_p99_ms"] >= FLOOR_S * 1000 > lat["outside_p50_ms"], lat
+    sys_ = blkio.Sys()
+    h = blkio.find_hierarchy(sys_, sys_.mounts())
+    assert isinstance(h, blkio.Hierarchy)
+    assert not _cgroups(h), text
