@@ -279,7 +279,8 @@ class Injector:
             await trio.sleep(lonet.RESCAN_S)
 
     def _fill(self, proc: Proc) -> str:
-        assert proc.store_dir is not None
+        if proc.store_dir is None:  # a NameServer or controller: no store to fill
+            raise OSError(f"{proc.name} has no store")
         path = os.path.join(mount_point(proc.store_dir), BALLAST)
         st = os.statvfs(os.path.dirname(path))
         fd = os.open(path, os.O_WRONLY | os.O_CREAT, 0o600)
@@ -293,7 +294,8 @@ class Injector:
 
     def _slow(self, inj: Injected) -> None:
         """Move every thread of the process into a new cgroup throttling its store's disk."""
-        assert inj.proc.store_dir is not None
+        if inj.proc.store_dir is None:  # a NameServer or controller: no store to slow
+            raise OSError(f"{inj.proc.name} has no store")
         mounts = self.sys.mounts()
         h = blkio.find_hierarchy(self.sys, mounts)
         if isinstance(h, str):

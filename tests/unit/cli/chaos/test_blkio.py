@@ -8,9 +8,13 @@ import os
 from pathlib import Path
 
 import pytest
+import trio
 
 from rocketrio.cli.chaos import blkio
 from rocketrio.cli.chaos.blkio import Device, Hierarchy, Sys, Throttle, Version
+from rocketrio.cli.chaos.faults import Injector
+from rocketrio.cli.chaos.schedule import FaultKind, FaultStep, Role
+from rocketrio.cli.chaos.targets import Cluster, Proc
 
 MOUNTINFO_V1 = """\
 27 1 254:0 / / rw,relatime - ext4 /dev/vda rw,discard
@@ -161,3 +165,14 @@ def test_mountinfo_unescapes_paths_and_finds_the_innermost_mount(v1: Sys) -> Non
     assert m is not None and (m.source, m.fstype) == ("/dev/sdb1", "xfs")
     m = blkio.mount_of("/database", mounts)  # not under /data
     assert m is not None and m.mount_point == "/"
+
+
+async def test_a_process_without_a_store_is_skipped_with_the_reason_and_nothing_stays() -> None:
+    ns = Proc("namesrv", "namesrv", "127.0.0.1:9876", (9876,))
+    inj = Injector(Cluster("127.0.0.1:9876", (ns,), pids={"namesrv": os.getpid()}), 256,
+                   lambda _line: None)  # fmt: skip
+    for kind in (FaultKind.SLOW_DISK, FaultKind.DISK_FULL):
+        async with trio.open_nursery() as n:
+            got = await inj.inject(FaultStep(kind, Role.NAMESRV), n)
+        assert got == f"{kind.value}-namesrv on namesrv failed: namesrv has no store"
+        assert not inj.active
