@@ -112,9 +112,13 @@ async def test_a_slow_disk_slows_synced_sends_and_healing_restores_them(up: UpPr
     pid = inj.pid_of(target)
     assert pid is not None
     home = _where(pid, h.version)
+    dead = next(p for p in range(4_000_000, 4_100_000) if not os.path.exists(f"/proc/{p}"))
+    left = os.path.join(h.mount, f"{blkio.CGROUP_PREFIX}{dead}-1")  # by a chaos killed with -9
+    os.mkdir(left)
     async with trio.open_nursery() as n:
         done = await inj.inject(step, n, target)
     assert not isinstance(done, str), done
+    assert not os.path.exists(left), said  # removed by the next slowdisk fault
     assert done.slow is not None
     fault_cgroup = "/" + os.path.basename(done.slow.directory)
     assert set(_where(pid, h.version).values()) == {fault_cgroup}  # every thread moved
