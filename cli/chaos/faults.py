@@ -304,8 +304,7 @@ class Injector:
         if isinstance(dev, str):
             raise OSError(dev)
         remove_stale(h, self.say)
-        origins = {tid: blkio.cgroup_of(_read(f"/proc/{inj.pid}/task/{tid}/cgroup"), h.version)
-                   for tid in _tids(inj.pid)}  # fmt: skip
+        origins = _origins(inj.pid, h.version)
         directory = blkio.cgroup_dir(h, blkio.chaos_cgroup(os.getpid(), inj.pid))
         os.mkdir(directory)
         inj.slow = SlowCgroup(h, directory, origins)  # from here on, heal removes it
@@ -390,6 +389,19 @@ def _tids(pid: int) -> set[int]:
         return {int(t) for t in os.listdir(f"/proc/{pid}/task")}
     except FileNotFoundError:
         return set()
+
+
+def _origins(pid: int, version: blkio.Version) -> dict[int, str]:
+    """Where each thread of ``pid`` is now (a thread that ends meanwhile is left out)."""
+    out = {}
+    for tid in _tids(pid):
+        try:
+            out[tid] = blkio.cgroup_of(_read(f"/proc/{pid}/task/{tid}/cgroup"), version)
+        except FileNotFoundError:
+            continue
+    if pid not in out:
+        raise OSError(f"pid {pid} has exited")
+    return out
 
 
 def _move(h: blkio.Hierarchy, tid: int, cgroup: str) -> None:
