@@ -145,7 +145,7 @@ def add_parser(sub: Any) -> None:
         "a seed drawn when it was unavailable",
     )  # fmt: skip
     sp.add_argument("--every", default="15s", help="time between fault starts (mean if random)")
-    sp.add_argument("--hold", default="4s", help="how long a suspend/partition/delay lasts")
+    sp.add_argument("--hold", default="4s", help="how long a healable fault lasts")
     sp.add_argument("--warmup", default="10s", help="no fault before this")
     sp.add_argument("--drain", default="20s", help="no fault in the last part of the run")
     sp.add_argument(
