@@ -20,8 +20,10 @@ def parse_time(text: str) -> int:
     return int(t.timestamp() * 1000)
 
 
-def add_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("logdirs", nargs="+", metavar="LOGDIR", help="log directories or files")
+def add_args(p: argparse.ArgumentParser, *, logdirs_optional: bool = False) -> None:
+    """``logdirs_optional``: `rocketrio analyze --chaos RUNDIR` needs none (it checks)."""
+    p.add_argument("logdirs", nargs="*" if logdirs_optional else "+", metavar="LOGDIR",
+                   help="log directories or files")  # fmt: skip
     p.add_argument("--out", default="incidents", help="output directory (default ./incidents)")
     p.add_argument("--since", type=parse_time, help="first time (ISO-8601 or epoch ms)")
     p.add_argument("--until", type=parse_time, help="last time (ISO-8601 or epoch ms)")

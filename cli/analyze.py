@@ -1,9 +1,13 @@
-"""`rocketrio analyze LOGDIR... [--out DIR] [--master URL] [--since T] [--until T]`.
+"""`rocketrio analyze LOGDIR... [--out DIR] [--master URL] [--since T] [--until T]`, or
+`rocketrio analyze --chaos RUNDIR` (a `rocketrio chaos` run rendered again, no Spark).
 
 Runs the incident job (analysis/incidents.py) on a SparkSession, ``local[*]`` unless
 ``--master`` names a cluster, prints a progress line per phase (and the Spark stages' task
 counts) on stderr and the plain-text summary on stdout; the Parquet tables, ``summary.json``
 and ``report.html`` go to ``--out``. Exit status: 0 done, 1 a LOGDIR does not exist, 2 usage.
+
+``--chaos RUNDIR`` prints a chaos run's summary and rewrites its ``report.html`` through the
+chaos report code (`cli/chaos/rerender.py`); exit 1 if RUNDIR holds no chaos result.
 """
 
 from __future__ import annotations
@@ -17,10 +21,32 @@ from typing import Any
 
 from rocketrio.cli.extras import missing_extra
 
-EXIT_OK, EXIT_MISSING = 0, 1
+EXIT_OK, EXIT_MISSING, EXIT_USAGE = 0, 1, 2
+
+
+def cmd_chaos_report(run_dir: str, as_json: bool) -> int:
+    from rocketrio.cli.chaos.rerender import RunDirError, load, render
+
+    try:
+        if as_json:
+            print(json.dumps(load(run_dir)[1], indent=1, sort_keys=True))
+            return EXIT_OK
+        lines, page = render(run_dir)
+    except RunDirError as e:
+        print(f"rocketrio analyze: {e}", file=sys.stderr)
+        return EXIT_MISSING
+    for line in lines:
+        print(line)
+    print(f"report: {page}")
+    return EXIT_OK
 
 
 def cmd_analyze(a: argparse.Namespace) -> int:
+    if a.chaos is not None or not a.logdirs:
+        if a.chaos is None or a.logdirs:
+            print("rocketrio analyze: give LOGDIR... or --chaos RUNDIR (not both)", file=sys.stderr)
+            return EXIT_USAGE
+        return cmd_chaos_report(a.chaos, a.json)
     missing = [p for p in a.logdirs if "://" not in p and not os.path.exists(p)]
     if missing:
         print(f"rocketrio analyze: no such log directory or file: {missing[0]}", file=sys.stderr)
@@ -68,7 +94,11 @@ def add_parser(sub: Any) -> None:
         help="report incidents (failovers, unavailability, lost messages) from JSON logs",
         description=__doc__.splitlines()[0] if __doc__ else None,
     )
-    add_args(p)
+    add_args(p, logdirs_optional=True)
+    p.add_argument(
+        "--chaos", metavar="RUNDIR",
+        help="render a rocketrio chaos run (its --out directory) again, no Spark",
+    )  # fmt: skip
     p.add_argument("--master", help="Spark master URL (default local[*])")
     p.add_argument("--json", action="store_true", help="print the summary as JSON")
     p.set_defaults(func=cmd_analyze)

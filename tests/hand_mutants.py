@@ -51,6 +51,8 @@ _GD = "tests/actor/observe/test_grafana_dashboard.py::"
 _CD = "tests/actor/cli/test_consume_directly.py::"
 _LP = "tests/actor/broker/test_lost_page_recovery.py::"
 _LQ = "tests/unit/storage/test_lost_page_quarantine.py::"
+_SD = "tests/system/test_chaos_slow_disk.py::"
+_BK = "tests/unit/cli/chaos/test_blkio.py::"
 
 MUTANTS: list[Mutant] = [
     Mutant(
@@ -154,6 +156,30 @@ MUTANTS: list[Mutant] = [
         [
             "tests/system/test_chaos_processes.py::test_a_clean_cluster_under_chaos_loses_nothing_acknowledged",
         ],
+    ),
+    Mutant(
+        "chaos slowdisk heal forgets to move the broker's threads back (issue 26)",
+        "cli/chaos/faults.py",
+        "            _move(slow.hierarchy, tid, slow.origins.get(tid, home))\n",
+        "            pass  # MUTANT\n",
+        [_SD + "test_a_slow_disk_slows_synced_sends_and_healing_restores_them"],
+    ),
+    Mutant(
+        "chaos slowdisk writes the throttle for another device (issue 26)",
+        "cli/chaos/blkio.py",
+        'return {f: f"{dev} {getattr(t, field)}"',
+        'return {f: f"{dev.major}:{dev.minor + 1} {getattr(t, field)}"',
+        [
+            _BK + "test_the_throttle_lines_name_the_device_and_each_limit",
+            _SD + "test_a_slow_disk_slows_synced_sends_and_healing_restores_them",
+        ],
+    ),
+    Mutant(
+        "chaos slowdisk throttles a partition instead of its disk (issue 26)",
+        "cli/chaos/blkio.py",
+        "        return _whole_disk(sys_, dev)\n    m = mount_of",
+        "        return dev  # MUTANT\n    m = mount_of",
+        [_BK + "test_a_store_maps_to_its_whole_disk"],
     ),
     Mutant(
         "CommitLog flush without fsync",

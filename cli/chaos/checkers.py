@@ -272,8 +272,36 @@ def by_kind(recs: Sequence[Recovery], op: str = "send") -> dict[str, dict[str, i
     }
 
 
+def latency_by_kind(h: History) -> dict[str, dict[str, int | None]]:
+    """Per fault name: the send latency (send call to acknowledgement, ms) of the sends begun
+    while a fault of that name was injected (p50 / p99), and the p50 of those begun outside
+    every fault. What a fault that slows rather than stops (slowdisk, delay) does: its
+    recovery time says little, as acknowledgements never pause."""
+    acks = h.first_acks().values()
+    windows = [(f.started_ms, max(f.healed_ms, f.started_ms), f.name) for f in h.faults]
+    during: dict[str, list[int]] = defaultdict(list)
+    outside = []
+    for a in acks:
+        names = [n for start, end, n in windows if start <= a.sent_ms <= end]
+        for n in names:
+            during[n].append(a.latency_ms)
+        if not names:
+            outside.append(a.latency_ms)
+    base = percentile(outside, 50)
+    return {
+        name: {
+            "during_p50_ms": percentile(during[name], 50),
+            "during_p99_ms": percentile(during[name], 99),
+            "outside_p50_ms": base,
+        }
+        for name in sorted({f.name for f in h.faults})
+    }
+
+
 def acked_count(h: History) -> int:
     return len(h.first_acks())
 
 
-__all__ = ["Ack", "Check", "Consume", "Recovery", "TopicSpec", "by_kind", "run_all"]
+__all__ = [
+    "Ack", "Check", "Consume", "Recovery", "TopicSpec", "by_kind", "latency_by_kind", "run_all",
+]  # fmt: skip

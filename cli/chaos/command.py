@@ -19,10 +19,12 @@ from typing import Any, NoReturn
 
 import trio
 
+from rocketrio.cli.chaos.blkio import Throttle
 from rocketrio.cli.chaos.faults import Injector, unavailable_kinds
 from rocketrio.cli.chaos.runner import EXIT_REFUSED, Options, command_line, default_out_dir
 from rocketrio.cli.chaos.schedule import (
     RANDOM_POOL,
+    FaultKind,
     ScheduleError,
     Timing,
     parse_fault,
@@ -68,13 +70,27 @@ def _options(a: argparse.Namespace, cluster: Cluster) -> Options:
                     raise ScheduleError(f"--fault {name}: {unavailable[step.kind]}")
         names, seed = tuple(a.fault), None
     else:
-        names = usable(RANDOM_POOL, frozenset(unavailable))
+        try:
+            left_out = frozenset(FaultKind(k) for k in a.exclude or ())
+        except ValueError as e:
+            raise ScheduleError(f"--exclude: {e}; kinds: "
+                                f"{', '.join(k.value for k in FaultKind)}") from None  # fmt: skip
+        names = usable(RANDOM_POOL, frozenset(unavailable) | left_out)
         seed = a.seed if a.seed is not None else random.SystemRandom().randrange(1, 10**6)
     plan(timing, names, seed)  # refuse a schedule with no room before touching anything
     tag = time.strftime("%Y%m%dT%H%M%S")
     out = os.path.abspath(a.out) if a.out else default_out_dir(cluster.up_dir, tag)
+    throttle = Throttle(
+        a.slow_disk_bps, a.slow_disk_iops,
+        a.slow_disk_bps if a.slow_disk_read_bps is None else a.slow_disk_read_bps,
+        a.slow_disk_iops if a.slow_disk_read_iops is None else a.slow_disk_read_iops,
+    )  # fmt: skip
+    try:
+        throttle.check()
+    except ValueError as e:
+        raise ScheduleError(str(e)) from None
     return Options(timing, names, seed, a.rate, a.slow_kbit, parse_seconds(a.drain_timeout),
-                   out, command_line())  # fmt: skip
+                   out, command_line(), throttle)  # fmt: skip
 
 
 def cmd_chaos(a: argparse.Namespace) -> int:
@@ -92,7 +108,7 @@ def cmd_chaos(a: argparse.Namespace) -> int:
     def say(line: str) -> None:
         print(line, flush=True)
 
-    injector = Injector(cluster, opts.slow_kbit, say)
+    injector = Injector(cluster, opts.slow_kbit, say, opts.throttle)
     return trio.run(execute, injector, opts, say)
 
 
@@ -106,10 +122,11 @@ def add_parser(sub: Any) -> None:
         "chaos",
         help="inject faults into a running local cluster under a traced workload; check "
         "that nothing acknowledged is lost",
-        description="Inject faults (kill, suspend, partition, delay, controller-leader kill, "
-        "combinations) into a cluster running on this machine while a traced workload runs; "
-        "then check that nothing acknowledged was lost, order held, delays and transactions "
-        "were honoured, metadata did not drift, and time each recovery (docs/chaos.md).",
+        description="Inject faults (kill, suspend, partition, delay, full or slow disk, "
+        "controller-leader kill, combinations) into a cluster running on this machine while a "
+        "traced workload runs; then check that nothing acknowledged was lost, order held, "
+        "delays and transactions were honoured, metadata did not drift, and time each recovery "
+        "(docs/chaos.md).",
     )
     sp.__class__ = _ChaosParser
     target = sp.add_mutually_exclusive_group(required=True)
@@ -122,8 +139,13 @@ def add_parser(sub: Any) -> None:
         help="a named fault, e.g. kill-master or suspend-slave+kill-master (repeatable: taken "
         "in turn); default: a random schedule over every available kind",
     )  # fmt: skip
+    sp.add_argument(
+        "--exclude", action="append", metavar="KIND",
+        help="leave a fault kind out of a random schedule (repeatable), e.g. slowdisk to replay "
+        "a seed drawn when it was unavailable",
+    )  # fmt: skip
     sp.add_argument("--every", default="15s", help="time between fault starts (mean if random)")
-    sp.add_argument("--hold", default="4s", help="how long a suspend/partition/delay lasts")
+    sp.add_argument("--hold", default="4s", help="how long a healable fault lasts")
     sp.add_argument("--warmup", default="10s", help="no fault before this")
     sp.add_argument("--drain", default="20s", help="no fault in the last part of the run")
     sp.add_argument(
@@ -134,6 +156,22 @@ def add_parser(sub: Any) -> None:
     sp.add_argument(
         "--slow-kbit", type=int, default=256,
         help="a delay fault limits the target's outgoing packets to this many kbit/s",
+    )  # fmt: skip
+    sp.add_argument(
+        "--slow-disk-bps", type=int, default=Throttle().write_bps,
+        help="a slowdisk fault limits the store disk's writes to this many bytes/s (0: no "
+        "limit; default 1 MiB/s)",
+    )  # fmt: skip
+    sp.add_argument(
+        "--slow-disk-iops", type=int, default=Throttle().write_iops,
+        help="... and to this many write I/Os per second (0: no limit; default 10: an fsync "
+        "then takes 100-300 ms)",
+    )  # fmt: skip
+    sp.add_argument("--slow-disk-read-bps", type=int,
+                    help="the read limit in bytes/s (default: as --slow-disk-bps)")  # fmt: skip
+    sp.add_argument(
+        "--slow-disk-read-iops", type=int,
+        help="the read limit in I/Os per second (default: as --slow-disk-iops)",
     )  # fmt: skip
     sp.add_argument("--out", help="result directory (default <dir>/chaos/<time>)")
     sp.set_defaults(func=cmd_chaos)

@@ -9,8 +9,10 @@ shielded ``finally``).
 - **disk** (full disk): a ballast file filling the filesystem of the process's store, healed by
   deleting it; only when the store is on a filesystem of its own (a mount point below ``/``):
   filling the machine's root filesystem would break every other program on it.
-- **slowdisk**: unavailable (it needs a device-mapper delay device or an I/O cgroup under the
-  store, which `up` does not set up); reported as such, never faked.
+- **slowdisk**: every thread of the process moved into an I/O cgroup of its own that throttles
+  its store's disk (`blkio`: the paths, lines and device resolution; cgroup v1 blkio or v2
+  io.max), healed by moving each thread back to the cgroup it came from and removing the cgroup;
+  unavailable, with the reason, when no I/O cgroup is writable or the store has no block device.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
+import time
 from collections.abc import Callable
 
 import attrs
@@ -25,7 +28,7 @@ import trio
 
 from rocketrio.actors.client.admin import MQAdmin
 from rocketrio.actors.client.controller_admin import ControllerAdmin
-from rocketrio.cli.chaos import lonet
+from rocketrio.cli.chaos import blkio, lonet
 from rocketrio.cli.chaos.schedule import FaultKind, FaultStep, Role
 from rocketrio.cli.chaos.targets import Cluster, Proc, current_pid, zombie
 
@@ -53,12 +56,43 @@ def disk_unavailable(cluster: Cluster) -> str | None:
     return None
 
 
-def unavailable_kinds(cluster: Cluster) -> dict[FaultKind, str]:
+def _rdev(path: str) -> int | None:
+    try:
+        return os.stat(path).st_rdev
+    except OSError:
+        return None
+
+
+def store_device(sys_: blkio.Sys, store: str, mounts: list[blkio.Mount]) -> blkio.Device | str:
+    try:
+        st_dev = os.stat(store).st_dev
+    except OSError as e:
+        return f"the store {store} cannot be read ({e.strerror})"
+    return blkio.resolve_device(sys_, os.path.realpath(store), st_dev, mounts, _rdev)
+
+
+def slowdisk_unavailable(cluster: Cluster, sys_: blkio.Sys) -> str | None:
+    stores = [p.store_dir for p in cluster.procs if p.role == "broker" and p.store_dir]
+    if not stores:
+        return "no broker store directory is known"
+    try:
+        mounts = sys_.mounts()
+    except OSError as e:
+        return f"slow disk cannot read /proc/self/mountinfo ({e.strerror})"
+    h = blkio.find_hierarchy(sys_, mounts)
+    if isinstance(h, str):
+        return f"slow disk needs a writable I/O cgroup: {h}"
+    for store in stores:
+        if isinstance(dev := store_device(sys_, store, mounts), str):
+            return f"slow disk: {dev}"
+    return None
+
+
+def unavailable_kinds(cluster: Cluster, sys_: blkio.Sys | None = None) -> dict[FaultKind, str]:
     """Every fault kind that cannot run against ``cluster`` here, with the reason."""
-    out: dict[FaultKind, str] = {
-        FaultKind.SLOW_DISK: "slow disk needs a device-mapper delay device or an I/O cgroup "
-        "under the store; not available for processes started by rocketrio up"
-    }
+    out: dict[FaultKind, str] = {}
+    if (why := slowdisk_unavailable(cluster, sys_ or blkio.Sys())) is not None:
+        out[FaultKind.SLOW_DISK] = why
     if (why := lonet.unavailable()) is not None:
         out[FaultKind.PARTITION] = out[FaultKind.DELAY] = why
     if (why := disk_unavailable(cluster)) is not None:
@@ -75,11 +109,24 @@ class Injected:
     ballast: str | None = None
     healed: bool = False
     peer: Proc | None = None  # a partition from this process only
+    slow: SlowCgroup | None = None  # a slow disk's cgroup
+
+
+@attrs.define
+class SlowCgroup:
+    hierarchy: blkio.Hierarchy
+    directory: str  # the fault's cgroup (real path)
+    origins: dict[int, str]  # thread id -> its cgroup before the fault
 
 
 class Injector:
-    def __init__(self, cluster: Cluster, slow_kbit: int, say: Callable[[str], None]) -> None:
+    def __init__(
+        self, cluster: Cluster, slow_kbit: int, say: Callable[[str], None],
+        throttle: blkio.Throttle | None = None, sys_: blkio.Sys | None = None,
+    ) -> None:  # fmt: skip
         self.cluster = cluster
+        self.throttle = throttle or blkio.Throttle()
+        self.sys = sys_ or blkio.Sys()
         self.net = lonet.LoopbackNet(slow_kbit)
         self.say = say
         self.active: list[Injected] = []
@@ -196,7 +243,7 @@ class Injector:
             case FaultKind.DISK_FULL:
                 inj.ballast = await trio.to_thread.run_sync(self._fill, proc)
             case FaultKind.SLOW_DISK:
-                raise OSError("slow disk is not available")
+                await trio.to_thread.run_sync(self._slow, inj)
 
     async def _restart(self, proc: Proc) -> None:
         await trio.sleep(RESTART_AFTER_S)
@@ -232,7 +279,8 @@ class Injector:
             await trio.sleep(lonet.RESCAN_S)
 
     def _fill(self, proc: Proc) -> str:
-        assert proc.store_dir is not None
+        if proc.store_dir is None:  # a NameServer or controller: no store to fill
+            raise OSError(f"{proc.name} has no store")
         path = os.path.join(mount_point(proc.store_dir), BALLAST)
         st = os.statvfs(os.path.dirname(path))
         fd = os.open(path, os.O_WRONLY | os.O_CREAT, 0o600)
@@ -244,14 +292,56 @@ class Injector:
             os.close(fd)
         return path
 
+    def _slow(self, inj: Injected) -> None:
+        """Move every thread of the process into a new cgroup throttling its store's disk."""
+        if inj.proc.store_dir is None:  # a NameServer or controller: no store to slow
+            raise OSError(f"{inj.proc.name} has no store")
+        mounts = self.sys.mounts()
+        h = blkio.find_hierarchy(self.sys, mounts)
+        if isinstance(h, str):
+            raise OSError(h)
+        dev = store_device(self.sys, inj.proc.store_dir, mounts)
+        if isinstance(dev, str):
+            raise OSError(dev)
+        remove_stale(h, self.say)
+        origins = _origins(inj.pid, h.version)
+        directory = blkio.cgroup_dir(h, blkio.chaos_cgroup(os.getpid(), inj.pid))
+        os.mkdir(directory)
+        inj.slow = SlowCgroup(h, directory, origins)  # from here on, heal removes it
+        for name, line in blkio.throttle_files(h, dev, self.throttle).items():
+            _write(os.path.join(directory, name), line)
+        _write(os.path.join(directory, blkio.JOIN_FILE), str(inj.pid))
+        members = os.path.join(directory, blkio.members_file(h))
+        for attempt in range(4):  # threads started while moving: moved one by one
+            missing = _tids(inj.pid) - blkio.parse_ids(_read(members))
+            if not missing:
+                self.say(f"  slowdisk: {inj.proc.name} (pid {inj.pid}) in {directory}, {dev} "
+                         f"throttled")  # fmt: skip
+                return
+            for tid in missing if attempt < 3 else ():
+                _move(h, tid, blkio.chaos_cgroup(os.getpid(), inj.pid))
+        raise OSError(f"threads {sorted(missing)} of pid {inj.pid} did not join {directory}")
+
+    def _unslow(self, slow: SlowCgroup, pid: int) -> None:
+        """Every thread still in the fault's cgroup back where it was (a thread started during
+        the fault: where the process's main thread was), then the cgroup removed; a process
+        killed meanwhile has left it already (its restart never entered it)."""
+        try:
+            release(slow, pid)
+        except OSError as e:  # said, not raised: the other faults must still be healed
+            self.say(f"  slowdisk: could not remove {slow.directory}: {e}")
+
     def heal(self, inj: Injected) -> None:
         """Undo ``inj`` (synchronous: it must work in a shielded finally too)."""
         if inj.healed and inj.step.kind is not FaultKind.KILL:
             return
         inj.healed = True
         match inj.step.kind:
-            case FaultKind.KILL | FaultKind.SLOW_DISK:
+            case FaultKind.KILL:
                 pass
+            case FaultKind.SLOW_DISK:
+                if inj.slow is not None:
+                    self._unslow(inj.slow, inj.pid)
             case FaultKind.SUSPEND:
                 try:
                     os.kill(inj.pid, signal.SIGCONT)
@@ -275,3 +365,76 @@ class Injector:
             self.heal(inj)
         self.active.clear()
         self.net.teardown()
+
+
+# ---------------------------------------------------------------------- slow disk: file I/O
+
+
+def _read(path: str) -> str:
+    with open(path, encoding="utf-8") as f:
+        return f.read()
+
+
+def _write(path: str, text: str) -> None:
+    """One write(2), so the kernel's refusal of a cgroup line is raised here."""
+    fd = os.open(path, os.O_WRONLY)
+    try:
+        os.write(fd, text.encode())
+    finally:
+        os.close(fd)
+
+
+def _tids(pid: int) -> set[int]:
+    try:
+        return {int(t) for t in os.listdir(f"/proc/{pid}/task")}
+    except FileNotFoundError:
+        return set()
+
+
+def _origins(pid: int, version: blkio.Version) -> dict[int, str]:
+    """Where each thread of ``pid`` is now (a thread that ends meanwhile is left out)."""
+    out = {}
+    for tid in _tids(pid):
+        try:
+            out[tid] = blkio.cgroup_of(_read(f"/proc/{pid}/task/{tid}/cgroup"), version)
+        except FileNotFoundError:
+            continue
+    if pid not in out:
+        raise OSError(f"pid {pid} has exited")
+    return out
+
+
+def _move(h: blkio.Hierarchy, tid: int, cgroup: str) -> None:
+    """Thread ``tid`` into ``cgroup`` (v1: that thread; v2: its whole process)."""
+    name = "tasks" if h.version is blkio.Version.V1 else blkio.JOIN_FILE
+    try:
+        _write(os.path.join(blkio.cgroup_dir(h, cgroup), name), str(tid))
+    except ProcessLookupError:
+        pass  # the thread ended meanwhile: nothing to move
+
+
+def release(slow: SlowCgroup, pid: int, attempts: int = 20) -> None:
+    """Move every member of ``slow``'s cgroup back to its origin and remove the cgroup."""
+    members = os.path.join(slow.directory, blkio.members_file(slow.hierarchy))
+    home = slow.origins.get(pid, "/")
+    for i in range(attempts):
+        if not os.path.isdir(slow.directory):
+            return
+        for tid in sorted(blkio.parse_ids(_read(members))):
+            _move(slow.hierarchy, tid, slow.origins.get(tid, home))
+        try:
+            os.rmdir(slow.directory)
+            return
+        except OSError as e:  # EBUSY: a task exiting or just forked in; once more
+            if i == attempts - 1:
+                raise OSError(f"{slow.directory} still busy: {e}") from e
+            time.sleep(0.05)
+
+
+def remove_stale(h: blkio.Hierarchy, say: Callable[[str], None]) -> None:
+    """Fault cgroups left by a chaos that was killed with -9 (it could not heal): their
+    threads back to the hierarchy's root, the cgroups removed."""
+    names = [n for n in os.listdir(h.mount) if os.path.isdir(os.path.join(h.mount, n))]
+    for name in blkio.stale(names, lambda p: os.path.exists(f"/proc/{p}")):
+        release(SlowCgroup(h, os.path.join(h.mount, name), {}), 0)
+        say(f"  slowdisk: removed {name}, left by a chaos process that is gone")

@@ -10,7 +10,7 @@ from typing import Any
 
 import attrs
 
-from rocketrio.cli.chaos.checkers import Check, Recovery, by_kind
+from rocketrio.cli.chaos.checkers import Check, Recovery, by_kind, latency_by_kind
 from rocketrio.cli.chaos.history import History
 
 PLOT_W, PLOT_H, PAD = 960, 320, 48
@@ -33,6 +33,7 @@ def result(
         "checks": {c.name: attrs.asdict(c) for c in checks},
         "recovery": [attrs.asdict(r) for r in recs],
         "recovery_by_kind": {"send": by_kind(recs, "send"), "consume": by_kind(recs, "consume")},
+        "latency_by_kind": latency_by_kind(h),
         "breaches": breaches,
         "ok": not breaches,
     }
@@ -43,19 +44,23 @@ def _ms(v: int | None) -> str:
 
 
 def kind_table(res: dict[str, Any]) -> list[str]:
-    """Markdown rows: fault, count, send recovery p50/p99/max, consume recovery p50/p99/max."""
+    """Markdown rows: fault, count, send recovery p50/p99/max, consume recovery p50/p99/max,
+    send latency p50/p99 of the sends begun during the fault (and p50 outside every fault)."""
     send, cons = res["recovery_by_kind"]["send"], res["recovery_by_kind"]["consume"]
+    lat = res.get("latency_by_kind", {})
+    base = next(iter(lat.values()), {}).get("outside_p50_ms")
     rows = [
         "| fault | count | send recovery p50 / p99 / max (ms) | consume recovery p50 / p99 / "
-        "max (ms) |",
-        "|---|---|---|---|",
+        f"max (ms) | send latency during p50 / p99 (ms; outside faults p50 {_ms(base)}) |",
+        "|---|---|---|---|---|",
     ]
     for name, s in send.items():
-        c = cons.get(name, {})
+        c, la = cons.get(name, {}), lat.get(name, {})
         rows.append(
             f"| {name} | {s['faults']} | {_ms(s['p50_ms'])} / {_ms(s['p99_ms'])} / "
             f"{_ms(s['max_ms'])} | {_ms(c.get('p50_ms'))} / {_ms(c.get('p99_ms'))} / "
-            f"{_ms(c.get('max_ms'))} |"
+            f"{_ms(c.get('max_ms'))} | {_ms(la.get('during_p50_ms'))} / "
+            f"{_ms(la.get('during_p99_ms'))} |"
         )
     return rows
 
@@ -146,6 +151,23 @@ def _table(head: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
     return f"<table><tr>{th}</tr>{trs}</table>"
 
 
+_kind_head = (
+    "fault", "count", "send recovery p50 / p99 / max (ms)", "send latency during p50 / p99 (ms)",
+    "send latency outside faults p50 (ms)",
+)  # fmt: skip
+
+
+def _kind_rows(res: dict[str, Any]) -> list[tuple[Any, ...]]:
+    lat = res.get("latency_by_kind", {})
+    rows = []
+    for name, s in res["recovery_by_kind"]["send"].items():
+        la = lat.get(name, {})
+        rows.append((name, s["faults"], f"{_ms(s['p50_ms'])} / {_ms(s['p99_ms'])} / "
+                     f"{_ms(s['max_ms'])}", f"{_ms(la.get('during_p50_ms'))} / "
+                     f"{_ms(la.get('during_p99_ms'))}", _ms(la.get("outside_p50_ms"))))  # fmt: skip
+    return rows
+
+
 def html_report(h: History, res: dict[str, Any]) -> str:
     checks = [
         (n, c["count"], "BREACH" if c["breach"] else "ok", "; ".join(c["examples"][:3]))
@@ -176,6 +198,7 @@ def html_report(h: History, res: dict[str, Any]) -> str:
         "<h2>Checks</h2>", _table(("check", "count", "verdict", "examples"), checks),
         "<h2>Faults</h2>",
         _table(("#", "fault", "targets", "started (ms)", "healed (ms)"), faults),
+        "<h2>Per fault kind</h2>", _table(_kind_head, _kind_rows(res)),
         "<h2>Recovery per fault</h2>",
         _table(("#", "fault", "op", "recovery (ms)", "gap (ms)"), recs),
         "</body></html>",

@@ -7,8 +7,9 @@ final read (a new group reads every topic from its first offset, up to ``--drain
 again); then the checkers, ``result.json``, ``report.html`` and the summary. Whatever ends the
 run (its end, an error, Ctrl-C, SIGTERM, SIGHUP), every fault still injected is undone in a
 shielded ``finally``: stopped processes continued, tc filters and the qdisc removed, ballast
-deleted. Exit status: 0 clean, 1 a breach (lost acknowledged message, order violation, ...), 2
-refused before starting, 130 interrupted (cleaned up; the partial result is written).
+deleted, slowed processes moved out of their I/O cgroups and those removed. Exit status: 0
+clean, 1 a breach (lost acknowledged message, order violation, ...), 2 refused before starting,
+130 interrupted (cleaned up; the partial result is written).
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ import trio
 
 from rocketrio.actors.client.admin import MQAdmin
 from rocketrio.actors.observe import events
-from rocketrio.cli.chaos import checkers, report
+from rocketrio.cli.chaos import blkio, checkers, report
 from rocketrio.cli.chaos.faults import Injected, Injector, unavailable_kinds
 from rocketrio.cli.chaos.history import FaultWindow, History, RoutePoll, from_lines
 from rocketrio.cli.chaos.schedule import STEP_GAP_S, PlannedFault, Timing, plan
@@ -54,6 +55,7 @@ class Options:
     drain_timeout_s: float
     out_dir: str
     command: str
+    throttle: blkio.Throttle = attrs.field(factory=blkio.Throttle)
 
 
 class TraceTail:
@@ -296,7 +298,7 @@ def _finish(run: Run, opts: Options, unavailable: dict[Any, str], interrupted: b
         "unavailable": {k.value: v for k, v in unavailable.items()},
         "send_failures": dict(run.wl.counters.failed), "last_error": run.wl.counters.last_error,
         "topics": [attrs.asdict(t) for t in run.h.topics], "planned": planned,
-        "skipped": run.skipped,
+        "skipped": run.skipped, "start_ms": run.h.start_ms, "end_ms": run.h.end_ms,
     }  # fmt: skip
     res = report.result(run.h, checks, recs, meta)
     untested = planned > 0 and not run.h.faults

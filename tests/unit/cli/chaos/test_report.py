@@ -34,3 +34,20 @@ def test_skipped_faults_are_listed_and_the_planned_count_said() -> None:
     assert lines[0].startswith("chaos run : 0 faults injected of 3 planned, ")
     assert sum(line.startswith("  skipped: kill-master #0") for line in lines) == 5
     assert "  skipped: 2 more (result.json)" in lines
+
+
+def test_a_fault_that_slows_shows_in_the_latency_of_the_sends_begun_during_it() -> None:
+    """A slow disk never pauses acknowledgements (its recovery time says little): the sends begun
+    while it was injected are slower, those begun before or after it are not counted in it."""
+    h = History(start_ms=0, end_ms=10_000)
+    h.acks = [Ack(f"m{i}", "T", "b", 0, i, i * 100 + (300 if 30 <= i < 60 else 5),
+                  300 if 30 <= i < 60 else 5, i * 100) for i in range(100)]  # fmt: skip
+    h.faults = [FaultWindow(0, "slowdisk-master", "slowdisk", ("broker-a-0",), 3000, 5950)]
+    checks, recs = checkers.run_all(h)
+    res = report.result(h, checks, recs, {})
+    assert res["latency_by_kind"] == {
+        "slowdisk-master": {"during_p50_ms": 300, "during_p99_ms": 300, "outside_p50_ms": 5}
+    }
+    table = report.kind_table(res)
+    assert "outside faults p50 5" in table[0]
+    assert table[2].startswith("| slowdisk-master | 1 |") and table[2].endswith("| 300 / 300 |")
