@@ -19,6 +19,8 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import ctypes
+import sys
 import threading
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any, Generic, TypeVar
@@ -32,6 +34,16 @@ from rocketrio.protocol.grpc_v2 import service_pb2_grpc as sgrpc
 CALL_QUEUE = 256  # calls waiting for a Trio task; more are refused TOO_MANY_REQUESTS
 STOP_GRACE_S = 0.5
 TELEMETRY_QUEUE = 64  # commands waiting to be written to one Telemetry stream
+THREAD_NAME = "grpc-asyncio"  # also the OS thread's name, so per-thread CPU can be told apart
+PR_SET_NAME = 15  # <linux/prctl.h>
+
+
+def name_os_thread(name: str) -> None:
+    """Give the calling thread ``name`` (<= 15 bytes) in the OS too (``top -H``, /proc), where
+    Python 3.11 leaves every thread "python"; elsewhere than Linux it does nothing."""
+    if sys.platform == "linux":
+        ctypes.CDLL(None).prctl(PR_SET_NAME, name.encode()[:15], 0, 0, 0)
+
 
 T = TypeVar("T")
 
@@ -284,6 +296,7 @@ class GrpcBridge:
             call.respond(self._overflow(call.method, call.request))
 
     def _thread_main(self, started: Callable[[BaseException | None], None]) -> None:
+        name_os_thread(THREAD_NAME)
         loop = asyncio.new_event_loop()
         self._loop = loop
         self._answers = Hop(loop.call_soon_threadsafe, _settle_one)
@@ -323,7 +336,7 @@ class GrpcBridge:
                 self._token.run_sync_soon(ready.set)  # type: ignore[union-attr]
 
         self._thread = threading.Thread(
-            target=self._thread_main, args=(started,), name="grpc-asyncio", daemon=True
+            target=self._thread_main, args=(started,), name=THREAD_NAME, daemon=True
         )
         self._thread.start()
         await ready.wait()
