@@ -1,6 +1,6 @@
 """The bridge between grpcio's asyncio server and the proxy's Trio side.
 
-grpcio's server (``grpc.aio``) runs on its own asyncio loop in one dedicated thread. Every RPC
+grpcio's server (``grpc.aio``) runs on its own asyncio loop (uvloop's) in one dedicated thread. Every RPC
 becomes a `Call` handed to Trio with ``trio_token.run_sync_soon`` into a bounded memory channel
 (full -> the RPC is answered TOO_MANY_REQUESTS at once, never queued without bound). A Trio task
 per call does the work (a long-polling ReceiveMessage just awaits in Trio: no thread is held)
@@ -28,6 +28,7 @@ from typing import Any, Generic, TypeVar
 import attrs
 import grpc
 import trio
+import uvloop
 
 from rocketrio.protocol.grpc_v2 import service_pb2_grpc as sgrpc
 
@@ -297,7 +298,9 @@ class GrpcBridge:
 
     def _thread_main(self, started: Callable[[BaseException | None], None]) -> None:
         name_os_thread(THREAD_NAME)
-        loop = asyncio.new_event_loop()
+        # uvloop: grpc.aio's calls and the hops cost less on libuv's loop than on asyncio's
+        # own (docs/benchmarks.md, issue 28 item 4)
+        loop = uvloop.new_event_loop()
         self._loop = loop
         self._answers = Hop(loop.call_soon_threadsafe, _settle_one)
         asyncio.set_event_loop(loop)
