@@ -1,8 +1,10 @@
 """The bridge between grpcio's asyncio server and the proxy's Trio side.
 
-grpcio's server (``grpc.aio``) runs on its own asyncio loop (uvloop's) in one dedicated thread. Every RPC
-becomes a `Call` handed to Trio with ``trio_token.run_sync_soon`` into a bounded memory channel
-(full -> the RPC is answered TOO_MANY_REQUESTS at once, never queued without bound). A Trio task
+grpcio's server (``grpc.aio``) runs on its own asyncio loop (uvloop's) in one dedicated thread.
+Every RPC becomes a `Call` handed to Trio with ``trio_token.run_sync_soon`` into a bounded memory
+channel (full -> the RPC is answered TOO_MANY_REQUESTS at once, never queued without bound), unless
+``fast`` takes it first (a call the service can start without a task: service.py's
+``send_nowait``, answered from a callback). A Trio task
 per call does the work (a long-polling ReceiveMessage just awaits in Trio: no thread is held)
 and completes the call's asyncio future with ``loop.call_soon_threadsafe``. A call the client
 cancels cancels its Trio task. So the only threads are the one asyncio loop thread and Trio's.
@@ -252,6 +254,8 @@ class GrpcBridge:
         self._stop_requested: asyncio.Event | None = None
         self._thread: threading.Thread | None = None
         self._calls_in: Hop[Call] | None = None  # gRPC loop -> Trio
+        # run in Trio's thread for each call before the queue: True when it took the call
+        self.fast: Callable[[Call], bool] | None = None
         self._answers: Hop[Settle] | None = None  # Trio -> gRPC loop
 
     # -- asyncio side (the loop thread)
@@ -291,6 +295,9 @@ class GrpcBridge:
             pass
 
     def _submit(self, call: Call) -> None:  # runs in Trio's thread
+        fast = self.fast
+        if fast is not None and not call.cancelled and fast(call):
+            return
         try:
             self._send.send_nowait(call)
         except (trio.WouldBlock, trio.ClosedResourceError):

@@ -75,8 +75,10 @@ async def run_proxy(
             log,
             events.ProxyStarted(grpc=f"{config.host}:{bridge.port}", namesrv=config.namesrv_addr),
         )
+        bridge.fast = service.send_nowait
         task_status.started(bridge.port)
         async with trio.open_nursery() as nursery:
             nursery.start_soon(service.renewer.run)
+            nursery.start_soon(service.sends.expire_late)
             await serve_calls(bridge.calls, service.handle)
             nursery.cancel_scope.cancel()
