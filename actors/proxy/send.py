@@ -9,9 +9,9 @@ authentication, takes `SendPath.send_nowait` instead: called in the Trio thread 
 call crosses from grpcio (`GrpcBridge.fast`), it writes the request with
 ``Connection.request_nowait`` and answers the call from the response callback: no Trio task,
 cancel scope or call queue per send (each costs the proxy's Trio thread tens of us per call;
-docs/benchmarks.md, issue 28 item 4). Its deadline is the task path's (``timeout_s``, `BROKER_TIMEOUT_S`),
-kept by `CallbackRequests` (``expire`` every `EXPIRE_PERIOD_S`); a late or failed request
-answers INTERNAL_SERVER_ERROR as the task path's `RemotingError` does. At most
+docs/benchmarks.md, issue 28 item 4). Its deadline is the task path's (``timeout_s``,
+`BROKER_TIMEOUT_S`), kept by `CallbackRequests` (``expire`` every `EXPIRE_PERIOD_S`); a late
+or failed request answers INTERNAL_SERVER_ERROR as the task path's `RemotingError` does. At most
 ``max_in_flight`` sends wait this way; more take the task path, bounded by the call queue.
 """
 
