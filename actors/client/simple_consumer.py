@@ -388,8 +388,8 @@ class SimpleConsumer:
             raise MQClientError(f"no master of broker {msg.broker_name} to acknowledge at")
         return addr
 
-    async def ack(self, msg: ReceivedMessage) -> None:
-        """Acknowledge: the message is never delivered again to this group."""
+    def ack_command(self, msg: ReceivedMessage) -> RemotingCommand:
+        """The ACK_MESSAGE of ``msg`` (`ack` sends it; the gRPC proxy too, from a callback)."""
         extra = ExtraInfo.parse(msg.receipt_handle)
         header = AckMessageRequestHeader(
             consumerGroup=self.group,
@@ -398,8 +398,12 @@ class SimpleConsumer:
             extraInfo=msg.receipt_handle,
             offset=extra.queue_offset if extra.queue_offset is not None else msg.queue_offset,
         )
+        return RemotingCommand(RequestCode.ACK_MESSAGE, ext_fields=to_ext(header))
+
+    async def ack(self, msg: ReceivedMessage) -> None:
+        """Acknowledge: the message is never delivered again to this group."""
+        cmd = self.ack_command(msg)
         addr = await self._broker_of(msg)
-        cmd = RemotingCommand(RequestCode.ACK_MESSAGE, ext_fields=to_ext(header))
         resp = await self._invoke(msg.topic, msg.broker_name, addr, cmd)
         if resp.code != ResponseCode.SUCCESS:
             raise MQBrokerError(resp.code, resp.remark, addr)

@@ -75,7 +75,7 @@ async def run_proxy(
             log,
             events.ProxyStarted(grpc=f"{config.host}:{bridge.port}", namesrv=config.namesrv_addr),
         )
-        bridge.fast = service.send_nowait
+        bridge.fast = service.start_nowait
         task_status.started(bridge.port)
         async with trio.open_nursery() as nursery:
             nursery.start_soon(service.renewer.run)

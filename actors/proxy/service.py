@@ -37,6 +37,7 @@ from rocketrio.actors.kernel.clock import wallclock_ms
 from rocketrio.actors.kernel.remoting import RemotingError
 from rocketrio.actors.observe import events
 from rocketrio.actors.proxy import mapping as mp
+from rocketrio.actors.proxy.ack_nowait import AckNowait
 from rocketrio.actors.proxy.auth import ProxyAuth
 from rocketrio.actors.proxy.group_config import GroupConfigCache
 from rocketrio.actors.proxy.grpc_bridge import Call
@@ -119,6 +120,9 @@ class ProxyService:
         )
         self.auth = ProxyAuth(config.authentication_enabled, self.fetch_user)
         self.sends = SendPath(client, config.local_broker_name, config.max_body_size, now_ms)
+        self.acks = AckNowait(
+            client, self.renewer, self._consumer, self._received, self.sends.requests
+        )
         self._consumers: dict[str, SimpleConsumer] = {}
         self.group_configs = GroupConfigCache(self.fetch_group_config)
         self._handlers: dict[str, Callable[[Call], Awaitable[Any]]] = {
@@ -278,12 +282,17 @@ class ProxyService:
     async def send_message(self, call: Call) -> spb.SendMessageResponse:
         return await self.sends.send_message(call, self._route, self._master)  # type: ignore[no-any-return]
 
-    def send_nowait(self, call: Call) -> bool:
-        """`GrpcBridge.fast`: a SendMessage started without a Trio task when it can be (and
-        authentication is off: it awaits user look-ups); False for any other call."""
-        if call.method != "SendMessage" or self.config.authentication_enabled:
+    def start_nowait(self, call: Call) -> bool:
+        """`GrpcBridge.fast`: a SendMessage (send.py) or a one-entry AckMessage (ack_nowait.py)
+        started without a Trio task when it can be, and authentication is off (it awaits user
+        look-ups); False: the call takes the task path."""
+        if self.config.authentication_enabled:
             return False
-        return self.sends.send_nowait(call, self.error_answer)
+        if call.method == "SendMessage":
+            return self.sends.send_nowait(call, self.error_answer)
+        if call.method == "AckMessage":
+            return self.acks.ack_nowait(call, self.error_answer)
+        return False
 
     async def end_transaction(self, call: Call) -> spb.EndTransactionResponse:
         req: spb.EndTransactionRequest = call.request

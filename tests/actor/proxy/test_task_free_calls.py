@@ -1,9 +1,11 @@
-"""SendMessage without a Trio task (`SendPath.send_nowait`, `GrpcBridge.fast`), through a real
-gRPC channel (grpcio client on loopback -> GrpcBridge -> ProxyService -> a real broker on the
-simulated network): once the route is known, sends are started from the bridge and answered
-from the broker's response; each answer's offset is where the broker stored that message;
-a refusal is answered on that path too; a broker that does not answer fails the send at its
-deadline and the proxy goes on."""
+"""SendMessage and one-entry AckMessage without a Trio task (`ProxyService.start_nowait`,
+`GrpcBridge.fast`), through a real gRPC channel (grpcio client on loopback -> GrpcBridge ->
+ProxyService -> a real broker on the simulated network): once the route is known, sends are
+started from the bridge and answered from the broker's response; each answer's offset is where
+the broker stored that message; a refusal is answered on that path too; a broker that does not
+answer fails the send at its deadline and the proxy goes on. Acks of one entry each take the
+same path, and what they acked is never delivered again while the rest is; a bad handle still
+gets its own status (task path)."""
 
 from __future__ import annotations
 
@@ -14,6 +16,7 @@ from typing import Any
 import attrs
 import grpc
 import trio
+from google.protobuf.duration_pb2 import Duration
 
 from rocketrio.actors.client.config import ClientConfig
 from rocketrio.actors.client.mq_client import MQClientInstance
@@ -50,6 +53,29 @@ class Proxied:
             lambda: self.stub.SendMessage(req, metadata=META, timeout=30)
         )
 
+    async def receive(self, group: str, n: int, invisible_s: int) -> list[Any]:
+        req = spb.ReceiveMessageRequest(
+            group=pb.Resource(name=group),
+            message_queue=pb.MessageQueue(topic=pb.Resource(name=TOPIC)),
+            filter_expression=pb.FilterExpression(type=pb.TAG, expression="*"),
+            batch_size=n,
+            invisible_duration=Duration(seconds=invisible_s),
+            long_polling_timeout=Duration(seconds=1),
+        )
+        stream = await trio.to_thread.run_sync(
+            lambda: list(self.stub.ReceiveMessage(req, metadata=META, timeout=30))
+        )
+        return [r.message for r in stream if r.WhichOneof("content") == "message"]
+
+    async def ack(self, group: str, message_id: str, handle: str) -> Any:
+        entry = spb.AckMessageEntry(message_id=message_id, receipt_handle=handle)
+        req = spb.AckMessageRequest(
+            group=pb.Resource(name=group), topic=pb.Resource(name=TOPIC), entries=[entry]
+        )
+        return await trio.to_thread.run_sync(
+            lambda: self.stub.AckMessage(req, metadata=META, timeout=30)
+        )
+
 
 @asynccontextmanager
 async def proxied(h: BrokerHarness, max_body_size: int = 4 << 20) -> AsyncIterator[Proxied]:
@@ -66,7 +92,7 @@ async def proxied(h: BrokerHarness, max_body_size: int = 4 << 20) -> AsyncIterat
         p = Proxied(service, sgrpc.MessagingServiceStub(channel))
 
         def fast(call: Call) -> bool:
-            taken = service.send_nowait(call)
+            taken = service.start_nowait(call)
             if taken:
                 p.fast_taken.append(call.method)
             return taken
@@ -154,3 +180,33 @@ async def test_an_unanswered_send_fails_at_its_deadline_and_the_proxy_goes_on(
             assert len(p.service.sends.requests) == 0  # nothing left waiting
             h.net.heal()
             assert (await p.send(2)).status.code == pb.OK
+
+
+async def test_acks_of_one_entry_go_task_free_and_only_the_unacked_comes_back(
+    tmp_path: Any,
+) -> None:
+    async with harness(tmp_path) as h:
+        for i in range(4):
+            assert (await h.send(TOPIC, b"m%d" % i, queue_id=0)).code == ResponseCode.SUCCESS
+        async with proxied(h) as p:
+            got: list[Any] = []
+            with trio.fail_after(60):
+                while len(got) < 4:
+                    got += await p.receive("AckG", 4, invisible_s=3)
+            assert sorted(m.body for m in got) == [b"m0", b"m1", b"m2", b"m3"]
+            for m in got:
+                if m.body != b"m2":
+                    sp = m.system_properties
+                    r = await p.ack("AckG", sp.message_id, sp.receipt_handle)
+                    assert r.status.code == pb.OK and r.entries[0].status.code == pb.OK, r
+                    assert r.entries[0].message_id == sp.message_id
+            assert p.fast_taken == ["AckMessage"] * 3
+            bad = await p.ack("AckG", "X", "not-a-handle")  # the task path: its own status
+            assert bad.entries[0].status.code == pb.INVALID_RECEIPT_HANDLE
+            assert p.fast_taken == ["AckMessage"] * 3
+            again: list[Any] = []
+            with trio.fail_after(60):
+                while not again:
+                    await trio.sleep(1)
+                    again = await p.receive("AckG", 4, invisible_s=30)
+            assert [m.body for m in again] == [b"m2"]
