@@ -27,7 +27,7 @@ from rocketrio.actors.client.async_send import CallbackRequests
 from rocketrio.actors.client.backend import Reply
 from rocketrio.actors.client.errors import MQBrokerError
 from rocketrio.actors.client.mq_client import MQClientInstance
-from rocketrio.actors.client.simple_consumer import ReceivedMessage, SimpleConsumer
+from rocketrio.actors.client.simple_consumer import ReceivedMessage, SimpleConsumer, ack_command
 from rocketrio.actors.proxy import mapping as mp
 from rocketrio.actors.proxy.grpc_bridge import Call
 from rocketrio.actors.proxy.mapping import BadRequest, Code, status
@@ -77,7 +77,7 @@ class AckNowait:
         if handle is None:
             return False
         try:
-            cmd = consumer.ack_command(self.received_of(req.topic.name, handle))
+            cmd = ack_command(consumer.group, self.received_of(req.topic.name, handle))
             self.client.remoting.before_request(addr, cmd)
         except Exception as e:
             call.respond(error_answer(call.method, e))
@@ -85,17 +85,22 @@ class AckNowait:
 
         def done(reply: Reply[RemotingCommand]) -> None:
             try:
-                resp = reply.result()
-                st = status(Code.OK)
-                if resp.code != ResponseCode.SUCCESS:
-                    refused = MQBrokerError(resp.code, resp.remark, addr)
-                    st = status(mp.code_of_remoting(resp.code), str(refused))
-                result = spb.AckMessageResultEntry(
-                    message_id=entry.message_id, receipt_handle=entry.receipt_handle, status=st
-                )
-                call.respond(spb.AckMessageResponse(status=st, entries=[result]))
+                call.respond(ack_answer(entry, reply.result(), addr))
             except Exception as e:
                 call.respond(error_answer(call.method, e))
 
         self.requests.start(conn, cmd, trio.current_time() + self.timeout_s, done)
         return True
+
+
+def ack_answer(entry: Any, resp: RemotingCommand, addr: str) -> spb.AckMessageResponse:
+    """The AckMessage answer of one ``entry`` from the broker's response to its ACK_MESSAGE
+    (what ``ProxyService.ack_message`` answers for one entry)."""
+    st = status(Code.OK)
+    if resp.code != ResponseCode.SUCCESS:
+        refused = MQBrokerError(resp.code, resp.remark, addr)
+        st = status(mp.code_of_remoting(resp.code), str(refused))
+    result = spb.AckMessageResultEntry(
+        message_id=entry.message_id, receipt_handle=entry.receipt_handle, status=st
+    )
+    return spb.AckMessageResponse(status=st, entries=[result])

@@ -4,7 +4,8 @@ grpcio's server (``grpc.aio``) runs on its own asyncio loop (uvloop's) in one de
 Every RPC becomes a `Call` handed to Trio with ``trio_token.run_sync_soon`` into a bounded memory
 channel (full -> the RPC is answered TOO_MANY_REQUESTS at once, never queued without bound), unless
 ``fast`` takes it first (a call the service can start without a task: service.py's
-``send_nowait``, answered from a callback). A Trio task
+``start_nowait``, answered from a callback), and unless ``on_loop`` answers it on the gRPC
+loop itself (loop_remoting.py: a send without any hop to Trio). A Trio task
 per call does the work (a long-polling ReceiveMessage just awaits in Trio: no thread is held)
 and completes the call's asyncio future with ``loop.call_soon_threadsafe``. A call the client
 cancels cancels its Trio task. So the only threads are the one asyncio loop thread and Trio's.
@@ -25,7 +26,7 @@ import ctypes
 import sys
 import threading
 from collections.abc import AsyncIterator, Awaitable, Callable
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, Protocol, TypeVar
 
 import attrs
 import grpc
@@ -158,6 +159,16 @@ def _settle(fut: asyncio.Future[Any], value: Any, exc: BaseException | None) -> 
 Overflow = Callable[[str, Any], Any]  # (method, request) -> the TOO_MANY_REQUESTS answer
 
 
+class LoopHandler(Protocol):
+    """Calls answered on the gRPC loop itself, never crossing to Trio (loop_remoting.py)."""
+
+    def start(self, method: str, request: Any) -> Awaitable[Any] | None:
+        """The call's answer to await on the loop; None: the call goes to Trio."""
+
+    def close(self) -> None:
+        """The loop is ending: close what was opened on it."""
+
+
 class _Servicer(sgrpc.MessagingServiceServicer):
     """Every MessagingService method, forwarded to Trio as a `Call`."""
 
@@ -256,6 +267,8 @@ class GrpcBridge:
         self._calls_in: Hop[Call] | None = None  # gRPC loop -> Trio
         # run in Trio's thread for each call before the queue: True when it took the call
         self.fast: Callable[[Call], bool] | None = None
+        # tried first, on the gRPC loop, for each unary call
+        self.on_loop: LoopHandler | None = None
         self._answers: Hop[Settle] | None = None  # Trio -> gRPC loop
 
     # -- asyncio side (the loop thread)
@@ -266,6 +279,11 @@ class GrpcBridge:
         context: grpc.aio.ServicerContext,
         push: StreamPush | None = None,
     ) -> Any:
+        on_loop = self.on_loop
+        if on_loop is not None and push is None:
+            answer = on_loop.start(method, request)
+            if answer is not None:
+                return await answer
         loop = asyncio.get_running_loop()
         metadata = {k: v for k, v in (context.invocation_metadata() or ()) if isinstance(v, str)}
         call = Call(method, request, metadata, context.peer(), loop.create_future(), loop)
@@ -325,6 +343,8 @@ class GrpcBridge:
             await self._stop_requested.wait()
             # in-flight RPCs get STOP_GRACE_S, then grpcio cancels them
             await server.stop(STOP_GRACE_S)
+            if self.on_loop is not None:
+                self.on_loop.close()
 
         try:
             loop.run_until_complete(serve())

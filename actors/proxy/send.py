@@ -87,15 +87,15 @@ class SendPath:
         self.max_in_flight = MAX_NOWAIT_IN_FLIGHT
         self.timeout_s = BROKER_TIMEOUT_S
 
-    # -- the mapping, shared by both paths
-    def _message(self, req: spb.SendMessageRequest) -> tuple[pb.Message, dict[str, str]]:
+    # -- the mapping, shared by every path (loop_remoting.py's too: pure, safe in any thread)
+    def message_of(self, req: spb.SendMessageRequest) -> tuple[pb.Message, dict[str, str]]:
         if len(req.messages) != 1:
             raise BadRequest(Code.BAD_REQUEST, "exactly one message per SendMessage")
         msg = req.messages[0]
         props = mp.send_properties(msg, self.max_body_size, mp.PROXY_PRODUCER_GROUP, self.now_ms())
         return msg, props
 
-    def _target(self, msg: pb.Message, route: TopicRouteData) -> mp.TargetQueue:
+    def target(self, msg: pb.Message, route: TopicRouteData) -> mp.TargetQueue:
         group = msg.system_properties.message_group if mp.message_type_of(msg) == pb.FIFO else None
         queues = mp.writable_queues(route)
         if group is None and self.local_broker_name:
@@ -104,7 +104,7 @@ class SendPath:
             queues = mp.prefer_broker(queues, self.local_broker_name)
         return mp.choose_queue(queues, group, next(self._turn))
 
-    def _prepare(
+    def prepare(
         self, msg: pb.Message, props: dict[str, str], target: mp.TargetQueue, addr: str
     ) -> PreparedSend:
         half = mp.message_type_of(msg) == pb.TRANSACTION
@@ -151,11 +151,11 @@ class SendPath:
 
     # -- the task path
     async def send_message(self, call: Call, route_of: Route, master_of: Master) -> Any:
-        msg, props = self._message(call.request)
+        msg, props = self.message_of(call.request)
         route = await route_of(msg.topic.name)
-        target = self._target(msg, route)
+        target = self.target(msg, route)
         addr = await master_of(target.broker_name, msg.topic.name)
-        sent = self._prepare(msg, props, target, addr)
+        sent = self.prepare(msg, props, target, addr)
         resp = await self.client.remoting.invoke(addr, sent.cmd, self.timeout_s)
         return self.answer(sent, resp)
 
@@ -167,16 +167,16 @@ class SendPath:
         if len(self.requests) >= self.max_in_flight:
             return False
         try:
-            msg, props = self._message(call.request)
+            msg, props = self.message_of(call.request)
             route = self.client.routes.get(msg.topic.name)
             if route is None:
                 return False
-            target = self._target(msg, route)
+            target = self.target(msg, route)
             addr = self.client.find_master_addr(target.broker_name)
             conn = self.client.remoting.connection_nowait(addr) if addr else None
             if addr is None or conn is None:
                 return False
-            sent = self._prepare(msg, props, target, addr)
+            sent = self.prepare(msg, props, target, addr)
             self.client.remoting.before_request(addr, sent.cmd)
         except Exception as e:
             call.respond(error_answer(call.method, e))

@@ -121,9 +121,12 @@ class ProxyService:
         self.auth = ProxyAuth(config.authentication_enabled, self.fetch_user)
         self.sends = SendPath(client, config.local_broker_name, config.max_body_size, now_ms)
         self.acks = AckNowait(
-            client, self.renewer, self._consumer, self._received, self.sends.requests
+            client, self.renewer, self._consumer, self.received, self.sends.requests
         )
         self._consumers: dict[str, SimpleConsumer] = {}
+        # groups that received with auto_renew: their acks may need the renewer (a new set
+        # each time, read by the gRPC loop's acks in loop_remoting.py)
+        self.renewing_groups: frozenset[str] = frozenset()
         self.group_configs = GroupConfigCache(self.fetch_group_config)
         self._handlers: dict[str, Callable[[Call], Awaitable[Any]]] = {
             "QueryRoute": self.query_route,
@@ -352,6 +355,8 @@ class ProxyService:
             )
         if auto_renew:  # upstream: the proxy's defaultInvisibleTimeMills, then renewals
             invisible_ms = self.config.renew.default_invisible_ms
+            if req.group.name not in self.renewing_groups:
+                self.renewing_groups = self.renewing_groups | {req.group.name}
         elif req.HasField("invisible_duration"):
             invisible_ms = mp.ms_of_duration(req.invisible_duration)
         else:
@@ -399,7 +404,7 @@ class ProxyService:
         out.append(spb.ReceiveMessageResponse(status=status(code, "OK" if got else "no message")))
         return out
 
-    def _received(self, topic: str, handle: str) -> ReceivedMessage:
+    def received(self, topic: str, handle: str) -> ReceivedMessage:
         receipt = decode_receipt(handle)
         extra = receipt.extra
         stub = MessageExt(topic, b"", queue_id=extra.queue_id, queue_offset=extra.queue_offset or 0)
@@ -416,7 +421,7 @@ class ProxyService:
         for i, e in enumerate(req.entries):
             try:
                 handle = await self.renewer.release(consumer.group, e.receipt_handle)
-                todo.append((i, self._received(req.topic.name, handle)))
+                todo.append((i, self.received(req.topic.name, handle)))
             except BadRequest as b:
                 statuses[i] = status(b.code, str(b))
         batch = [r for _, r in todo if _batchable(r)]
@@ -465,7 +470,7 @@ class ProxyService:
     ) -> str:
         """CHANGE_MESSAGE_INVISIBLETIME for ``handle``; the new handle."""
         receipt = decode_receipt(handle)
-        received = self._received(topic, handle)
+        received = self.received(topic, handle)
         await consumer.change_invisible_duration(received, duration_ms / 1000)
         return encode_receipt(
             received.receipt_handle, received.queue_offset, receipt.commit_log_offset
@@ -497,7 +502,7 @@ class ProxyService:
             maxReconsumeTimes=req.max_delivery_attempts,
         )
         await self.client.api.call(addr, RequestCode.CONSUMER_SEND_MSG_BACK, header)
-        await consumer.ack(self._received(req.topic.name, handle))
+        await consumer.ack(self.received(req.topic.name, handle))
         return spb.ForwardMessageToDeadLetterQueueResponse(status=status(Code.OK))
 
 
