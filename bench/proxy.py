@@ -13,6 +13,9 @@ Prints ONE JSON line with:
 - cpu_us_per_msg                    where the time goes, per message and side: CPU of the
                                     proxy process, of the client (the lean driver's process or
                                     the SDK's child process) and of the broker, each phase
+- proxy_threads_us_per_msg          the proxy's CPU per message and phase by thread: "trio" (the
+                                    main thread), "grpc" (the gRPC server's Python thread(s)),
+                                    grpcio's C threads by their own names (event_engine, ...)
 - sdk_proxy_share                   the proxy's part of proxy + SDK client CPU, send / receive
 
     .venv/bin/python bench/proxy.py [--count N]
@@ -27,6 +30,7 @@ import argparse
 import asyncio
 import contextlib
 import json
+import os
 import subprocess
 import sys
 import tempfile
@@ -168,22 +172,52 @@ async def lean_receive_ack(endpoint: str, count: int, workers: int = 4) -> float
         return got / (time.perf_counter() - t0)
 
 
+def thread_cpu_seconds(pid: int) -> dict[str, float]:
+    """CPU seconds per thread of ``pid``, summed by name: the main thread is "trio", Python
+    threads named "grpc..." by the proxy are "grpc", other Python threads "python", grpcio's
+    own threads keep their names (their last digits dropped)."""
+    out: dict[str, float] = {}
+    for tid in os.listdir(f"/proc/{pid}/task"):
+        try:
+            with open(f"/proc/{pid}/task/{tid}/stat") as f:
+                stat = f.read()
+        except OSError:
+            continue  # the thread ended
+        name = stat[stat.index("(") + 1 : stat.rindex(")")].rstrip("0123456789")
+        if tid == str(pid):
+            name = "trio"
+        elif name.startswith("grpc-"):
+            name = "grpc"
+        fields = stat.rsplit(")", 1)[1].split()
+        used = (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+        out[name] = out.get(name, 0.0) + used
+    return out
+
+
 class CpuMeter:
     """CPU seconds of the server processes (and of this process, the client) per phase, as
-    microseconds per message."""
+    microseconds per message; the proxy's also by thread (``threads``)."""
 
     def __init__(self, pids: dict[str, int]) -> None:
         self.pids = pids
         self.per_msg: dict[str, dict[str, int]] = {}
+        self.threads: dict[str, dict[str, int]] = {}
         self._start: dict[str, float] = {}
+        self._threads: dict[str, float] = {}
 
     def begin(self) -> None:
         self._start = {k: cpu_seconds(p) for k, p in self.pids.items()}
+        self._threads = thread_cpu_seconds(self.pids["proxy"])
 
     def end(self, name: str, messages: int, client_s: float) -> None:
         used = {k: cpu_seconds(p) - self._start[k] for k, p in self.pids.items()}
         used["client"] = client_s
-        self.per_msg[name] = {k: round(v / max(1, messages) * 1e6) for k, v in used.items()}
+        n = max(1, messages)
+        self.per_msg[name] = {k: round(v / n * 1e6) for k, v in used.items()}
+        now = thread_cpu_seconds(self.pids["proxy"])
+        self.threads[name] = {
+            k: round((v - self._threads.get(k, 0.0)) / n * 1e6) for k, v in now.items()
+        }
 
     @contextlib.contextmanager
     def phase(self, name: str, messages: int) -> Iterator[None]:
@@ -221,6 +255,8 @@ def run_sdk(endpoint: str, count: int, cpu: CpuMeter) -> dict[str, Any]:
         if name == "sdk_receive_ack":  # the servers' figures were divided by count
             for k in ("proxy", "broker"):
                 cpu.per_msg[name][k] = round(cpu.per_msg[name][k] * count / max(1, n))
+            threads = cpu.threads[name]
+            cpu.threads[name] = {k: round(v * count / max(1, n)) for k, v in threads.items()}
     return rates
 
 
@@ -266,6 +302,7 @@ def main() -> None:
             lean_receive_ack_overhead=round(direct_recv / lean_recv, 2),
             sdk_receive_ack_overhead=round(direct_recv / sdk_rates["receive_ack"], 2),
             cpu_us_per_msg=cpu.per_msg,
+            proxy_threads_us_per_msg={k: v for k, v in cpu.threads.items() if "direct" not in k},
             sdk_proxy_share=[
                 round(p["proxy"] / (p["proxy"] + p["client"]), 2)
                 for p in (cpu.per_msg["sdk_send"], cpu.per_msg["sdk_receive_ack"])

@@ -1047,6 +1047,36 @@ MUTANTS: list[Mutant] = [
         ["tests/actor/proxy/test_rpcs.py::test_many_entries_one_batch_each_entry_its_own_status"],
     ),
     Mutant(
+        "proxy fast path: a group under auto renewal acked on the gRPC loop (original handle)",
+        "actors/proxy/loop_remoting.py",
+        "or group in self.renewing_groups():",
+        "or False:  # MUTANT",
+        [
+            "tests/unit/actors/proxy/test_loop_remoting.py::"
+            "test_sends_and_acks_on_the_loop_answer_as_the_trio_path"
+        ],
+    ),
+    Mutant(
+        "proxy fast path: the gRPC loop writes only the first frame of a turn",
+        "actors/proxy/loop_remoting.py",
+        'self._transport.write(out[0] if len(out) == 1 else b"".join(out))',
+        "self._transport.write(out[0])  # MUTANT",
+        [
+            "tests/unit/actors/proxy/test_loop_remoting.py::"
+            "test_sends_and_acks_on_the_loop_answer_as_the_trio_path"
+        ],
+    ),
+    Mutant(
+        "proxy fast path: task-free sends never expire (an unanswered send hangs)",
+        "actors/proxy/send.py",
+        "            self.requests.expire(trio.current_time())",
+        "            pass  # MUTANT",
+        [
+            "tests/actor/proxy/test_task_free_calls.py::"
+            "test_an_unanswered_send_fails_at_its_deadline_and_the_proxy_goes_on"
+        ],
+    ),
+    Mutant(
         "client module imports trio directly (not through the backend door)",
         "actors/client/producer.py",
         "from rocketrio.actors.client import backend as aio\n",

@@ -390,16 +390,8 @@ class SimpleConsumer:
 
     async def ack(self, msg: ReceivedMessage) -> None:
         """Acknowledge: the message is never delivered again to this group."""
-        extra = ExtraInfo.parse(msg.receipt_handle)
-        header = AckMessageRequestHeader(
-            consumerGroup=self.group,
-            topic=msg.topic,
-            queueId=extra.queue_id,
-            extraInfo=msg.receipt_handle,
-            offset=extra.queue_offset if extra.queue_offset is not None else msg.queue_offset,
-        )
+        cmd = ack_command(self.group, msg)
         addr = await self._broker_of(msg)
-        cmd = RemotingCommand(RequestCode.ACK_MESSAGE, ext_fields=to_ext(header))
         resp = await self._invoke(msg.topic, msg.broker_name, addr, cmd)
         if resp.code != ResponseCode.SUCCESS:
             raise MQBrokerError(resp.code, resp.remark, addr)
@@ -471,3 +463,17 @@ class SimpleConsumer:
 async def sleep_until_visible(receipt: str, now_ms: int) -> None:
     """Sleep until the receipt's invisible time is over (tests and demos)."""
     await aio.sleep(max(0, ExtraInfo.parse(receipt).revive_time - now_ms) / 1000)
+
+
+def ack_command(group: str, msg: ReceivedMessage) -> RemotingCommand:
+    """The ACK_MESSAGE of ``msg`` for ``group`` (`SimpleConsumer.ack` sends it; the gRPC proxy
+    too, from a callback or from its gRPC loop)."""
+    extra = ExtraInfo.parse(msg.receipt_handle)
+    header = AckMessageRequestHeader(
+        consumerGroup=group,
+        topic=msg.topic,
+        queueId=extra.queue_id,
+        extraInfo=msg.receipt_handle,
+        offset=extra.queue_offset if extra.queue_offset is not None else msg.queue_offset,
+    )
+    return RemotingCommand(RequestCode.ACK_MESSAGE, ext_fields=to_ext(header))

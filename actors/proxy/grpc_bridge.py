@@ -1,8 +1,11 @@
 """The bridge between grpcio's asyncio server and the proxy's Trio side.
 
-grpcio's server (``grpc.aio``) runs on its own asyncio loop in one dedicated thread. Every RPC
-becomes a `Call` handed to Trio with ``trio_token.run_sync_soon`` into a bounded memory channel
-(full -> the RPC is answered TOO_MANY_REQUESTS at once, never queued without bound). A Trio task
+grpcio's server (``grpc.aio``) runs on its own asyncio loop (uvloop's) in one dedicated thread.
+Every RPC becomes a `Call` handed to Trio with ``trio_token.run_sync_soon`` into a bounded memory
+channel (full -> the RPC is answered TOO_MANY_REQUESTS at once, never queued without bound), unless
+``fast`` takes it first (a call the service can start without a task: service.py's
+``start_nowait``, answered from a callback), and unless ``on_loop`` answers it on the gRPC
+loop itself (loop_remoting.py: a send without any hop to Trio). A Trio task
 per call does the work (a long-polling ReceiveMessage just awaits in Trio: no thread is held)
 and completes the call's asyncio future with ``loop.call_soon_threadsafe``. A call the client
 cancels cancels its Trio task. So the only threads are the one asyncio loop thread and Trio's.
@@ -19,19 +22,32 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import ctypes
+import sys
 import threading
 from collections.abc import AsyncIterator, Awaitable, Callable
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, Protocol, TypeVar
 
 import attrs
 import grpc
 import trio
+import uvloop
 
 from rocketrio.protocol.grpc_v2 import service_pb2_grpc as sgrpc
 
 CALL_QUEUE = 256  # calls waiting for a Trio task; more are refused TOO_MANY_REQUESTS
 STOP_GRACE_S = 0.5
 TELEMETRY_QUEUE = 64  # commands waiting to be written to one Telemetry stream
+THREAD_NAME = "grpc-asyncio"  # also the OS thread's name, so per-thread CPU can be told apart
+PR_SET_NAME = 15  # <linux/prctl.h>
+
+
+def name_os_thread(name: str) -> None:
+    """Give the calling thread ``name`` (<= 15 bytes) in the OS too (``top -H``, /proc), where
+    Python 3.11 leaves every thread "python"; elsewhere than Linux it does nothing."""
+    if sys.platform == "linux":
+        ctypes.CDLL(None).prctl(PR_SET_NAME, name.encode()[:15], 0, 0, 0)
+
 
 T = TypeVar("T")
 
@@ -143,6 +159,16 @@ def _settle(fut: asyncio.Future[Any], value: Any, exc: BaseException | None) -> 
 Overflow = Callable[[str, Any], Any]  # (method, request) -> the TOO_MANY_REQUESTS answer
 
 
+class LoopHandler(Protocol):
+    """Calls answered on the gRPC loop itself, never crossing to Trio (loop_remoting.py)."""
+
+    def start(self, method: str, request: Any) -> Awaitable[Any] | None:
+        """The call's answer to await on the loop; None: the call goes to Trio."""
+
+    def close(self) -> None:
+        """The loop is ending: close what was opened on it."""
+
+
 class _Servicer(sgrpc.MessagingServiceServicer):
     """Every MessagingService method, forwarded to Trio as a `Call`."""
 
@@ -239,6 +265,10 @@ class GrpcBridge:
         self._stop_requested: asyncio.Event | None = None
         self._thread: threading.Thread | None = None
         self._calls_in: Hop[Call] | None = None  # gRPC loop -> Trio
+        # run in Trio's thread for each call before the queue: True when it took the call
+        self.fast: Callable[[Call], bool] | None = None
+        # tried first, on the gRPC loop, for each unary call
+        self.on_loop: LoopHandler | None = None
         self._answers: Hop[Settle] | None = None  # Trio -> gRPC loop
 
     # -- asyncio side (the loop thread)
@@ -249,6 +279,11 @@ class GrpcBridge:
         context: grpc.aio.ServicerContext,
         push: StreamPush | None = None,
     ) -> Any:
+        on_loop = self.on_loop
+        if on_loop is not None and push is None:
+            answer = on_loop.start(method, request)
+            if answer is not None:
+                return await answer
         loop = asyncio.get_running_loop()
         metadata = {k: v for k, v in (context.invocation_metadata() or ()) if isinstance(v, str)}
         call = Call(method, request, metadata, context.peer(), loop.create_future(), loop)
@@ -278,13 +313,19 @@ class GrpcBridge:
             pass
 
     def _submit(self, call: Call) -> None:  # runs in Trio's thread
+        fast = self.fast
+        if fast is not None and not call.cancelled and fast(call):
+            return
         try:
             self._send.send_nowait(call)
         except (trio.WouldBlock, trio.ClosedResourceError):
             call.respond(self._overflow(call.method, call.request))
 
     def _thread_main(self, started: Callable[[BaseException | None], None]) -> None:
-        loop = asyncio.new_event_loop()
+        name_os_thread(THREAD_NAME)
+        # uvloop: grpc.aio's calls and the hops cost less on libuv's loop than on asyncio's
+        # own (docs/benchmarks.md, issue 28 item 4)
+        loop = uvloop.new_event_loop()
         self._loop = loop
         self._answers = Hop(loop.call_soon_threadsafe, _settle_one)
         asyncio.set_event_loop(loop)
@@ -302,6 +343,8 @@ class GrpcBridge:
             await self._stop_requested.wait()
             # in-flight RPCs get STOP_GRACE_S, then grpcio cancels them
             await server.stop(STOP_GRACE_S)
+            if self.on_loop is not None:
+                self.on_loop.close()
 
         try:
             loop.run_until_complete(serve())
@@ -323,7 +366,7 @@ class GrpcBridge:
                 self._token.run_sync_soon(ready.set)  # type: ignore[union-attr]
 
         self._thread = threading.Thread(
-            target=self._thread_main, args=(started,), name="grpc-asyncio", daemon=True
+            target=self._thread_main, args=(started,), name=THREAD_NAME, daemon=True
         )
         self._thread.start()
         await ready.wait()

@@ -19,6 +19,7 @@ from rocketrio.actors.client.mq_client import MQClientInstance, local_ip
 from rocketrio.actors.kernel.transport import Transport
 from rocketrio.actors.observe import events
 from rocketrio.actors.proxy.grpc_bridge import GrpcBridge, serve_calls
+from rocketrio.actors.proxy.loop_remoting import LoopCalls, RouteView
 from rocketrio.actors.proxy.mapping import PROXY_PRODUCER_GROUP
 from rocketrio.actors.proxy.service import (
     BrokerEndpoints,
@@ -28,6 +29,7 @@ from rocketrio.actors.proxy.service import (
 )
 from rocketrio.actors.proxy.telemetry import TelemetryRegistry
 from rocketrio.actors.proxy.transaction_check import TransactionCheckRelay
+from rocketrio.protocol.bodies import TopicRouteData
 
 log = structlog.get_logger("proxy")
 
@@ -75,8 +77,31 @@ async def run_proxy(
             log,
             events.ProxyStarted(grpc=f"{config.host}:{bridge.port}", namesrv=config.namesrv_addr),
         )
+        bridge.fast = service.start_nowait
+        if transport is None and client.remoting.request_hook is None:
+            # cluster mode without ACL signing: sends and acks answered on the gRPC loop
+            bridge.on_loop = loop_calls(service, client)
         task_status.started(bridge.port)
         async with trio.open_nursery() as nursery:
             nursery.start_soon(service.renewer.run)
+            nursery.start_soon(service.sends.expire_late)
             await serve_calls(bridge.calls, service.handle)
             nursery.cancel_scope.cancel()
+
+
+def loop_calls(service: ProxyService, client: MQClientInstance) -> LoopCalls | None:
+    """The sends and acks answered on the gRPC loop (loop_remoting.py), fed with every route
+    the client learns; None when authentication is on (its user look-ups are the Trio path's)."""
+    if service.config.authentication_enabled:
+        return None
+    sends = LoopCalls(
+        service.sends, service.error_answer, service.received, lambda: service.renewing_groups
+    )
+
+    def publish(topic: str, route: TopicRouteData) -> None:
+        names = (bd.brokerName for bd in route.brokerDatas)
+        masters = {n: a for n in names if (a := client.find_master_addr(n)) is not None}
+        sends.publish(topic, RouteView(route, masters))
+
+    client.route_listeners.append(publish)
+    return sends

@@ -219,6 +219,13 @@ class AutoRenewer:
             await busy.wait()
         return self.schedule.take(group, handle) or handle
 
+    def release_nowait(self, group: str, handle: str) -> str | None:
+        """`release` without waiting; None (and nothing released) while a renewal of
+        ``handle`` is under way: then `release` must be awaited."""
+        if (group, handle) in self._busy:
+            return None
+        return self.schedule.take(group, handle) or handle
+
     async def run(self) -> None:
         while True:
             await self.renew_due()

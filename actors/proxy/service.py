@@ -24,7 +24,6 @@ handler's unexpected failure becomes INTERNAL_SERVER_ERROR for that call only.
 
 from __future__ import annotations
 
-import itertools
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
@@ -38,6 +37,7 @@ from rocketrio.actors.kernel.clock import wallclock_ms
 from rocketrio.actors.kernel.remoting import RemotingError
 from rocketrio.actors.observe import events
 from rocketrio.actors.proxy import mapping as mp
+from rocketrio.actors.proxy.ack_nowait import AckNowait
 from rocketrio.actors.proxy.auth import ProxyAuth
 from rocketrio.actors.proxy.group_config import GroupConfigCache
 from rocketrio.actors.proxy.grpc_bridge import Call
@@ -45,6 +45,7 @@ from rocketrio.actors.proxy.mapping import BadRequest, Code, status
 from rocketrio.actors.proxy.offsets import OffsetHandlers, sql_expression
 from rocketrio.actors.proxy.receipt import TransactionId, decode_receipt, encode_receipt
 from rocketrio.actors.proxy.renew import AutoRenewer, Renewal, RenewConfig, Tracked
+from rocketrio.actors.proxy.send import BROKER_TIMEOUT_S, SendPath
 from rocketrio.actors.proxy.telemetry import TelemetryRegistry
 from rocketrio.protocol.auth_bodies import GetUserRequestHeader, UserInfo
 from rocketrio.protocol.bodies import SubscriptionGroupConfig, TopicRouteData
@@ -55,20 +56,15 @@ from rocketrio.protocol.headers import (
     ConsumerSendMsgBackRequestHeader,
     EndTransactionRequestHeader,
     GetSubscriptionGroupConfigRequestHeader,
-    SendMessageRequestHeaderV2,
-    SendMessageResponseHeader,
 )
 from rocketrio.protocol.message import (
     TRANSACTION_COMMIT_TYPE,
-    TRANSACTION_PREPARED_TYPE,
     TRANSACTION_ROLLBACK_TYPE,
     MessageExt,
-    encode_properties,
-    parse_offset_msg_id,
 )
 from rocketrio.protocol.pop_extra_info import POP_ORDER_REVIVE_QUEUE, ExtraInfo
 from rocketrio.protocol.remoting import RemotingCommand
-from rocketrio.protocol.serde import from_ext, from_json, to_ext
+from rocketrio.protocol.serde import from_json, to_ext
 
 log = structlog.get_logger("proxy")
 
@@ -76,7 +72,6 @@ MAX_BODY_SIZE = 4 * 1024 * 1024  # upstream's maxMessageSize
 DEFAULT_INVISIBLE_MS = 30_000
 # a receive's long poll is capped (upstream grpcClientConsumerMaxLongPollingTimeoutMillis)
 MAX_POLL_MS = 30_000
-BROKER_TIMEOUT_S = 3.0
 
 
 @attrs.define
@@ -124,8 +119,14 @@ class ProxyService:
             config.renew, self._renew, lambda cid: cid in registry.streams, now_ms
         )
         self.auth = ProxyAuth(config.authentication_enabled, self.fetch_user)
-        self._turn = itertools.count()
+        self.sends = SendPath(client, config.local_broker_name, config.max_body_size, now_ms)
+        self.acks = AckNowait(
+            client, self.renewer, self._consumer, self.received, self.sends.requests
+        )
         self._consumers: dict[str, SimpleConsumer] = {}
+        # groups that received with auto_renew: their acks may need the renewer (a new set
+        # each time, read by the gRPC loop's acks in loop_remoting.py)
+        self.renewing_groups: frozenset[str] = frozenset()
         self.group_configs = GroupConfigCache(self.fetch_group_config)
         self._handlers: dict[str, Callable[[Call], Awaitable[Any]]] = {
             "QueryRoute": self.query_route,
@@ -157,15 +158,21 @@ class ProxyService:
         try:
             await self.auth.authenticate(call.metadata)
             return await handler(call)
-        except BadRequest as e:
-            return error_response(call.method, e.code, str(e))
-        except MQBrokerError as e:
-            return error_response(call.method, mp.code_of_remoting(e.code), str(e))
-        except (MQClientError, RemotingError, OSError) as e:
-            return error_response(call.method, Code.INTERNAL_SERVER_ERROR, str(e))
-        except Exception as e:  # a bug: this call fails, the proxy keeps serving
-            events.emit(log, events.ProxyCallFailed(method=call.method, error=repr(e)))
-            return error_response(call.method, Code.INTERNAL_SERVER_ERROR, repr(e))
+        except Exception as e:
+            return self.error_answer(call.method, e)
+
+    def error_answer(self, method: str, e: BaseException) -> Any:
+        """The response of a call that failed with ``e``: a refusal's code, a broker's code
+        mapped, INTERNAL_SERVER_ERROR for a lost broker or a bug (logged)."""
+        if isinstance(e, BadRequest):
+            return error_response(method, e.code, str(e))
+        if isinstance(e, MQBrokerError):
+            return error_response(method, mp.code_of_remoting(e.code), str(e))
+        if isinstance(e, MQClientError | RemotingError | OSError):
+            return error_response(method, Code.INTERNAL_SERVER_ERROR, str(e))
+        # a bug: this call fails, the proxy keeps serving
+        events.emit(log, events.ProxyCallFailed(method=method, error=repr(e)))
+        return error_response(method, Code.INTERNAL_SERVER_ERROR, repr(e))
 
     async def _route(self, topic: str) -> Any:
         if not topic:
@@ -274,65 +281,21 @@ class ProxyService:
             raise BadRequest(Code.BAD_REQUEST, "telemetry command is empty")
         return spb.TelemetryCommand(status=status(Code.OK))
 
-    # -- sending
+    # -- sending (send.py)
     async def send_message(self, call: Call) -> spb.SendMessageResponse:
-        req: spb.SendMessageRequest = call.request
-        if len(req.messages) != 1:
-            raise BadRequest(Code.BAD_REQUEST, "exactly one message per SendMessage")
-        msg = req.messages[0]
-        props = mp.send_properties(
-            msg, self.config.max_body_size, mp.PROXY_PRODUCER_GROUP, wallclock_ms()
-        )
-        route = await self._route(msg.topic.name)
-        group = msg.system_properties.message_group if mp.message_type_of(msg) == pb.FIFO else None
-        queues = mp.writable_queues(route)
-        if group is None and self.config.local_broker_name:
-            # local mode: to the co-located broker when it has queues (in-process); a message
-            # group keeps the whole route's queue, whichever proxy takes it (forwarded)
-            queues = mp.prefer_broker(queues, self.config.local_broker_name)
-        target = mp.choose_queue(queues, group, next(self._turn))
-        addr = await self._master(target.broker_name, msg.topic.name)
-        half = mp.message_type_of(msg) == pb.TRANSACTION
-        header = SendMessageRequestHeaderV2(
-            a=mp.PROXY_PRODUCER_GROUP,
-            b=msg.topic.name,
-            c="TBW102",
-            d=4,
-            e=target.queue_id,
-            f=TRANSACTION_PREPARED_TYPE if half else 0,
-            g=wallclock_ms(),
-            h=0,
-            i=encode_properties(props),
-            j=0,
-            k=False,
-            m=False,
-            n=target.broker_name,
-        )
-        cmd = RemotingCommand(
-            code=RequestCode.SEND_MESSAGE_V2, ext_fields=to_ext(header), body=msg.body
-        )
-        resp = await self.client.remoting.invoke(addr, cmd, BROKER_TIMEOUT_S)
-        code = mp.code_of_send(resp.code)
-        message_id = msg.system_properties.message_id
-        if resp.code != ResponseCode.SUCCESS and code != Code.OK and code not in _STORED:
-            entry = spb.SendResultEntry(status=status(code, resp.remark or ""))
-            return spb.SendMessageResponse(status=status(code, resp.remark or ""), entries=[entry])
-        h = from_ext(SendMessageResponseHeader, resp.ext_fields)
-        tx = ""
-        if half:
-            tx = TransactionId(
-                target.broker_name,
-                parse_offset_msg_id(h.msgId)[2],
-                h.queueOffset,
-                h.transactionId or message_id,
-            ).encode()
-        entry = spb.SendResultEntry(
-            status=status(code),
-            message_id=message_id,
-            transaction_id=tx,
-            offset=h.queueOffset,
-        )
-        return spb.SendMessageResponse(status=status(code), entries=[entry])
+        return await self.sends.send_message(call, self._route, self._master)  # type: ignore[no-any-return]
+
+    def start_nowait(self, call: Call) -> bool:
+        """`GrpcBridge.fast`: a SendMessage (send.py) or a one-entry AckMessage (ack_nowait.py)
+        started without a Trio task when it can be, and authentication is off (it awaits user
+        look-ups); False: the call takes the task path."""
+        if self.config.authentication_enabled:
+            return False
+        if call.method == "SendMessage":
+            return self.sends.send_nowait(call, self.error_answer)
+        if call.method == "AckMessage":
+            return self.acks.ack_nowait(call, self.error_answer)
+        return False
 
     async def end_transaction(self, call: Call) -> spb.EndTransactionResponse:
         req: spb.EndTransactionRequest = call.request
@@ -392,6 +355,8 @@ class ProxyService:
             )
         if auto_renew:  # upstream: the proxy's defaultInvisibleTimeMills, then renewals
             invisible_ms = self.config.renew.default_invisible_ms
+            if req.group.name not in self.renewing_groups:
+                self.renewing_groups = self.renewing_groups | {req.group.name}
         elif req.HasField("invisible_duration"):
             invisible_ms = mp.ms_of_duration(req.invisible_duration)
         else:
@@ -439,7 +404,7 @@ class ProxyService:
         out.append(spb.ReceiveMessageResponse(status=status(code, "OK" if got else "no message")))
         return out
 
-    def _received(self, topic: str, handle: str) -> ReceivedMessage:
+    def received(self, topic: str, handle: str) -> ReceivedMessage:
         receipt = decode_receipt(handle)
         extra = receipt.extra
         stub = MessageExt(topic, b"", queue_id=extra.queue_id, queue_offset=extra.queue_offset or 0)
@@ -456,7 +421,7 @@ class ProxyService:
         for i, e in enumerate(req.entries):
             try:
                 handle = await self.renewer.release(consumer.group, e.receipt_handle)
-                todo.append((i, self._received(req.topic.name, handle)))
+                todo.append((i, self.received(req.topic.name, handle)))
             except BadRequest as b:
                 statuses[i] = status(b.code, str(b))
         batch = [r for _, r in todo if _batchable(r)]
@@ -505,7 +470,7 @@ class ProxyService:
     ) -> str:
         """CHANGE_MESSAGE_INVISIBLETIME for ``handle``; the new handle."""
         receipt = decode_receipt(handle)
-        received = self._received(topic, handle)
+        received = self.received(topic, handle)
         await consumer.change_invisible_duration(received, duration_ms / 1000)
         return encode_receipt(
             received.receipt_handle, received.queue_offset, receipt.commit_log_offset
@@ -537,7 +502,7 @@ class ProxyService:
             maxReconsumeTimes=req.max_delivery_attempts,
         )
         await self.client.api.call(addr, RequestCode.CONSUMER_SEND_MSG_BACK, header)
-        await consumer.ack(self._received(req.topic.name, handle))
+        await consumer.ack(self.received(req.topic.name, handle))
         return spb.ForwardMessageToDeadLetterQueueResponse(status=status(Code.OK))
 
 
@@ -548,10 +513,6 @@ def _batchable(r: ReceivedMessage) -> bool:
     offset = extra.queue_offset if extra.queue_offset is not None else r.queue_offset
     return extra.revive_qid != POP_ORDER_REVIVE_QUEUE and offset >= extra.ck_queue_offset
 
-
-_STORED = frozenset(
-    {Code.MASTER_PERSISTENCE_TIMEOUT, Code.SLAVE_PERSISTENCE_TIMEOUT, Code.HA_NOT_AVAILABLE}
-)
 
 _RESPONSES: dict[str, Any] = {
     "QueryRoute": spb.QueryRouteResponse,

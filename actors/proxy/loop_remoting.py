@@ -1,0 +1,257 @@
+"""Remoting requests from the gRPC loop's own thread: the proxy's sends and acks without any
+hop to Trio.
+
+A proxied send costs a Trio round trip besides grpcio's own work: the call crosses to Trio's
+thread, Trio writes the request and reads the answer, and the answer crosses back; each crossing
+is a wake-up of the other thread and a hand-over of the GIL, which on this VM cost more than
+the proxy's own Python work (docs/benchmarks.md, issue 28 item 4). `LoopCalls` answers a
+SendMessage, and an AckMessage of one entry (the SDK's per-message ack), on the gRPC loop
+itself: the same mappings (`SendPath`'s, ack_nowait.py's), the request written on a connection
+of the gRPC loop (`LoopRemoting`, an asyncio protocol over the sans-io frame codec of
+protocol/remoting.py; the frames of one loop turn written together), the answer set on the
+call when the response arrives. Trio is not involved, so its thread stays asleep. An ack is
+taken only for a group that never received with auto_renew (`ProxyService.renewing_groups`):
+no renewal can have replaced its handle.
+
+What the loop side knows of routes is a snapshot Trio publishes (`LoopCalls.publish`, called
+by the client's route listener in Trio's thread; a new dict each time, so the loop only reads
+immutable values): a topic's route and its broker sets' masters. A send it cannot do at once
+(no snapshot of the topic yet, no open connection to the master: one is then opened in the
+background, a refusal such as a body too large, authentication or ACL signing on) returns
+None and takes the Trio path (send.py), which answers it as before. A connection lost or a
+response later than the send timeout answers INTERNAL_SERVER_ERROR, as the Trio path does.
+Only in cluster mode (TCP to the brokers); local mode keeps its in-process transport.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Set as AbstractSet
+from typing import Any
+
+import attrs
+
+from rocketrio.actors.client.simple_consumer import ReceivedMessage, ack_command
+from rocketrio.actors.kernel.remoting import RemotingError, RemotingTimeout
+from rocketrio.actors.proxy.ack_nowait import ack_answer
+from rocketrio.actors.proxy.send import SendPath
+from rocketrio.protocol.bodies import TopicRouteData
+from rocketrio.protocol.codes import request_name
+from rocketrio.protocol.remoting import (
+    DEFAULT_MAX_FRAME,
+    FrameDecoder,
+    RemoteProtocolError,
+    RemotingCommand,
+    encode_command,
+)
+
+ErrorAnswer = Callable[[str, BaseException], Any]
+
+
+class LoopConnection(asyncio.Protocol):
+    """One connection to a broker, on the gRPC loop: requests matched to responses by opaque.
+    Requests the broker sends (none are expected: this connection never registers as a
+    producer or consumer) are ignored."""
+
+    def __init__(self, addr: str, max_frame: int = DEFAULT_MAX_FRAME) -> None:
+        self.addr = addr
+        self.closed = False
+        self._transport: asyncio.Transport | None = None
+        self._decoder = FrameDecoder(max_frame)
+        self._pending: dict[int, asyncio.Future[RemotingCommand]] = {}
+        self._opaque = itertools.count(1)
+        self._out: list[bytes] = []  # frames of this loop turn, written as one at its end
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self._transport = transport  # type: ignore[assignment]  # uvloop's is no asyncio.Transport
+
+    def data_received(self, data: bytes) -> None:
+        try:
+            self._decoder.feed(data)
+            while (cmd := self._decoder.next_command()) is not None:
+                if cmd.is_response:
+                    fut = self._pending.pop(cmd.opaque, None)
+                    if fut is not None and not fut.done():
+                        fut.set_result(cmd)
+        except RemoteProtocolError as e:
+            self._fail(f"bad frame: {e}")
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._fail("closed" if exc is None else f"lost: {exc}")
+
+    def _fail(self, why: str) -> None:
+        self.closed = True
+        pending, self._pending = self._pending, {}
+        for fut in pending.values():
+            if not fut.done():
+                fut.set_exception(RemotingError(f"connection to {self.addr} {why}"))
+        if self._transport is not None:
+            self._transport.close()
+
+    async def request(self, cmd: RemotingCommand, timeout_s: float) -> RemotingCommand:
+        if self.closed or self._transport is None:
+            raise RemotingError(f"connection to {self.addr} is closed")
+        loop = asyncio.get_running_loop()
+        opaque = cmd.opaque = next(self._opaque)
+        fut: asyncio.Future[RemotingCommand] = loop.create_future()
+        self._pending[opaque] = fut
+        timer = loop.call_later(timeout_s, _expire, fut, cmd.code, self.addr, timeout_s)
+        try:
+            if not self._out:
+                loop.call_soon(self._flush)
+            self._out.append(encode_command(cmd))
+            return await fut
+        finally:
+            timer.cancel()
+            self._pending.pop(opaque, None)
+
+    def _flush(self) -> None:
+        out, self._out = self._out, []
+        if self._transport is not None and not self.closed:
+            self._transport.write(out[0] if len(out) == 1 else b"".join(out))
+
+    def close(self) -> None:
+        self._fail("closed by the proxy")
+
+
+def _expire(fut: asyncio.Future[RemotingCommand], code: int, addr: str, timeout_s: float) -> None:
+    if not fut.done():
+        fut.set_exception(
+            RemotingTimeout(f"{request_name(code)} to {addr} timed out after {timeout_s}s")
+        )
+
+
+class LoopRemoting:
+    """Connections by broker address on the running (gRPC) loop, opened in the background."""
+
+    def __init__(self, max_frame: int = DEFAULT_MAX_FRAME) -> None:
+        self._max_frame = max_frame
+        self._conns: dict[str, LoopConnection] = {}
+        self._connecting: set[str] = set()
+        self._tasks: set[asyncio.Task[None]] = set()
+
+    def connection(self, addr: str) -> LoopConnection | None:
+        """The open connection to ``addr``; None while there is none (one is being opened)."""
+        conn = self._conns.get(addr)
+        if conn is not None and not conn.closed:
+            return conn
+        if addr not in self._connecting:
+            self._connecting.add(addr)
+            task = asyncio.get_running_loop().create_task(self._connect(addr))
+            self._tasks.add(task)
+            task.add_done_callback(self._tasks.discard)
+        return None
+
+    async def _connect(self, addr: str) -> None:
+        host, _, port = addr.rpartition(":")
+        try:
+            _, conn = await asyncio.get_running_loop().create_connection(
+                lambda: LoopConnection(addr, self._max_frame), host, int(port)
+            )
+            self._conns[addr] = conn
+        except (OSError, ValueError):
+            pass  # the Trio path keeps serving this broker's sends; the next one tries again
+        finally:
+            self._connecting.discard(addr)
+
+    def close(self) -> None:
+        for task in self._tasks:
+            task.cancel()
+        for conn in self._conns.values():
+            conn.close()
+        self._conns.clear()
+
+
+@attrs.frozen
+class RouteView:
+    """What the gRPC loop knows of a topic: its route and each broker set's master."""
+
+    route: TopicRouteData
+    masters: Mapping[str, str]
+
+
+class LoopCalls:
+    """`GrpcBridge.on_loop` for SendMessage and one-entry AckMessage (module docstring)."""
+
+    def __init__(
+        self,
+        sends: SendPath,
+        error_answer: ErrorAnswer,
+        received_of: Callable[[str, str], ReceivedMessage],
+        renewing_groups: Callable[[], AbstractSet[str]],
+    ) -> None:
+        self.sends = sends
+        self.error_answer = error_answer
+        self.received_of = received_of  # pure: a receipt handle's message stub
+        self.renewing_groups = renewing_groups  # an immutable set Trio replaces
+        self.routes: Mapping[str, RouteView] = {}
+        self.remoting: LoopRemoting | None = None  # made on the loop, at its first call
+
+    def publish(self, topic: str, view: RouteView) -> None:
+        """Trio's thread: the route of ``topic`` as the loop is to see it from now on."""
+        self.routes = {**self.routes, topic: view}
+
+    def start(self, method: str, request: Any) -> Awaitable[Any] | None:
+        """The answer of the call, to await on the loop; None: the Trio path takes it."""
+        if method == "AckMessage":
+            return self._start_ack(request)
+        if method != "SendMessage":
+            return None
+        try:
+            msg, props = self.sends.message_of(request)
+        except Exception:
+            return None  # a refusal: the Trio path answers it
+        view = self.routes.get(msg.topic.name)
+        if view is None:
+            return None
+        target = self.sends.target(msg, view.route)
+        addr = view.masters.get(target.broker_name)
+        conn = self._connection(addr)
+        if addr is None or conn is None:
+            return None
+        return self._send(conn, self.sends.prepare(msg, props, target, addr))
+
+    def _connection(self, addr: str | None) -> LoopConnection | None:
+        if self.remoting is None:
+            self.remoting = LoopRemoting()
+        return self.remoting.connection(addr) if addr else None
+
+    def _start_ack(self, req: Any) -> Awaitable[Any] | None:
+        """A one-entry ack of a group that never received with auto_renew (so no renewal can
+        have replaced its handle: ``AutoRenewer.release`` would return it unchanged)."""
+        group = req.group.name
+        if len(req.entries) != 1 or not group or group in self.renewing_groups():
+            return None
+        view = self.routes.get(req.topic.name)
+        if view is None:
+            return None
+        entry = req.entries[0]
+        try:
+            received = self.received_of(req.topic.name, entry.receipt_handle)
+            cmd = ack_command(group, received)
+        except Exception:
+            return None  # a bad handle: the Trio path answers the entry's status
+        addr = view.masters.get(received.broker_name)
+        conn = self._connection(addr)
+        if addr is None or conn is None:
+            return None
+        return self._ack(conn, cmd, entry, addr)
+
+    async def _ack(self, conn: LoopConnection, cmd: RemotingCommand, entry: Any, addr: str) -> Any:
+        try:
+            return ack_answer(entry, await conn.request(cmd, self.sends.timeout_s), addr)
+        except Exception as e:
+            return self.error_answer("AckMessage", e)
+
+    async def _send(self, conn: LoopConnection, sent: Any) -> Any:
+        try:
+            return SendPath.answer(sent, await conn.request(sent.cmd, self.sends.timeout_s))
+        except Exception as e:
+            return self.error_answer("SendMessage", e)
+
+    def close(self) -> None:
+        """The gRPC loop's thread, before the loop closes."""
+        if self.remoting is not None:
+            self.remoting.close()

@@ -1,0 +1,172 @@
+"""Sends and acks answered on the gRPC loop (`LoopCalls`, loop_remoting.py), against a fake
+broker on loopback (asyncio, the sans-io frame codec): a call it cannot do at once goes to Trio
+(None), and nothing was written; once the route is published and the connection open, a send
+gets the broker's offset and the message's id, an ack the broker's verdict, both in the shapes
+the Trio path gives; the frames of one loop turn reach the broker in one write; a broker that
+does not answer fails the call at the send timeout, one that closes the connection at once, and
+the next calls go to Trio while a new connection opens."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from rocketrio.actors.proxy.loop_remoting import LoopCalls, RouteView
+from rocketrio.actors.proxy.receipt import encode_receipt
+from rocketrio.actors.proxy.send import SendPath
+from rocketrio.actors.proxy.service import ProxyService
+from rocketrio.protocol.bodies import BrokerData, QueueData, TopicRouteData
+from rocketrio.protocol.codes import RequestCode, ResponseCode
+from rocketrio.protocol.grpc_v2 import definition_pb2 as pb
+from rocketrio.protocol.grpc_v2 import service_pb2 as spb
+from rocketrio.protocol.pop_extra_info import ExtraInfo
+from rocketrio.protocol.remoting import FrameDecoder, RemotingCommand, encode_command
+
+TOPIC = "LoopT"
+BROKER = "broker-a"
+
+
+class FakeBroker:
+    """Answers SEND_MESSAGE_V2 with the next queue offset and ACK_MESSAGE with ``ack_code``;
+    ``silent`` answers nothing; ``reads`` counts the frames each read brought."""
+
+    def __init__(self) -> None:
+        self.silent = False
+        self.ack_code = ResponseCode.SUCCESS
+        self.requests: list[RemotingCommand] = []
+        self.reads: list[int] = []
+        self.writers: list[asyncio.StreamWriter] = []
+        self.addr = ""
+
+    async def start(self) -> asyncio.Server:
+        server = await asyncio.start_server(self._serve, "127.0.0.1", 0)
+        self.addr = f"127.0.0.1:{server.sockets[0].getsockname()[1]}"
+        return server
+
+    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self.writers.append(writer)
+        decoder = FrameDecoder()
+        while data := await reader.read(1 << 20):
+            decoder.feed(data)
+            frames = 0
+            while (cmd := decoder.next_command()) is not None:
+                frames += 1
+                self.requests.append(cmd)
+                if not self.silent:
+                    writer.write(encode_command(self._answer(cmd)))
+            self.reads.append(frames)
+
+    def _answer(self, cmd: RemotingCommand) -> RemotingCommand:
+        if cmd.code == RequestCode.SEND_MESSAGE_V2:
+            n = sum(r.code == RequestCode.SEND_MESSAGE_V2 for r in self.requests) - 1
+            ext = {"msgId": f"7F00000100002A9F{n:016X}", "queueId": "0", "queueOffset": str(n)}
+            return cmd.make_response(ResponseCode.SUCCESS, None, ext)
+        return cmd.make_response(self.ack_code, "no" if self.ack_code else None)
+
+
+def calls(renewing: frozenset[str] = frozenset()) -> LoopCalls:
+    sends = SendPath(None, "", 4 << 20, lambda: 1_700_000_000_000)  # type: ignore[arg-type]
+    sends.timeout_s = 0.3
+    received = ProxyService.received.__get__(object())  # pure: no state of the service
+
+    def error_answer(method: str, e: BaseException) -> Any:
+        return ("error", method, str(e))
+
+    return LoopCalls(sends, error_answer, received, lambda: renewing)
+
+
+def route(addr: str) -> RouteView:
+    r = TopicRouteData(
+        queueDatas=[QueueData(BROKER, 4, 4, 6)],
+        brokerDatas=[BrokerData("DefaultCluster", BROKER, {0: addr})],
+    )
+    return RouteView(r, {BROKER: addr})
+
+
+def send_req(i: int) -> Any:
+    m = pb.Message(
+        topic=pb.Resource(name=TOPIC),
+        system_properties=pb.SystemProperties(message_id=f"LOOP{i}"),
+        body=b"x",
+    )
+    return spb.SendMessageRequest(messages=[m])
+
+
+def ack_req(group: str = "G", handle: str | None = None) -> Any:
+    extra = ExtraInfo(5, 1_700_000_000_000, 30_000, 0, "0", BROKER, 2, 5).build()
+    handle = handle if handle is not None else encode_receipt(extra, 5, 1234)
+    entry = spb.AckMessageEntry(message_id="M5", receipt_handle=handle)
+    return spb.AckMessageRequest(
+        group=pb.Resource(name=group), topic=pb.Resource(name=TOPIC), entries=[entry]
+    )
+
+
+async def connected(c: LoopCalls, broker: FakeBroker) -> None:
+    """Publish the route; the first send opens the connection (and goes to Trio)."""
+    c.publish(TOPIC, route(broker.addr))
+    assert c.start("SendMessage", send_req(-1)) is None
+    for _ in range(200):
+        await asyncio.sleep(0.01)
+        if c.remoting is not None and c.remoting.connection(broker.addr) is not None:
+            return
+    raise AssertionError("no connection")
+
+
+def test_sends_and_acks_on_the_loop_answer_as_the_trio_path() -> None:
+    async def main() -> None:
+        broker = FakeBroker()
+        async with await broker.start():
+            c = calls(renewing=frozenset({"Renewing"}))
+            assert c.start("SendMessage", send_req(0)) is None  # no route published yet
+            await connected(c, broker)
+            assert broker.requests == []  # nothing was written for the calls sent to Trio
+            answers = await asyncio.gather(*(c.start("SendMessage", send_req(i)) for i in range(5)))
+            assert [a.status.code for a in answers] == [pb.OK] * 5
+            assert [a.entries[0].message_id for a in answers] == [f"LOOP{i}" for i in range(5)]
+            assert sorted(a.entries[0].offset for a in answers) == [0, 1, 2, 3, 4]
+            assert broker.reads == [5]  # one loop turn's frames in one write
+            ok = await c.start("AckMessage", ack_req())
+            assert ok.status.code == pb.OK and ok.entries[0].message_id == "M5"
+            ack = broker.requests[-1]
+            assert ack.code == RequestCode.ACK_MESSAGE
+            assert ack.ext_fields["consumerGroup"] == "G" and ack.ext_fields["offset"] == "5"
+            broker.ack_code = ResponseCode.NO_MESSAGE
+            refused = await c.start("AckMessage", ack_req())
+            assert refused.entries[0].status.code != pb.OK
+            assert "no" in refused.entries[0].status.message
+            # to Trio: a group under auto renewal, a bad handle, another call
+            assert c.start("AckMessage", ack_req(group="Renewing")) is None
+            assert c.start("AckMessage", ack_req(handle="not-a-handle")) is None
+            assert c.start("QueryRoute", spb.QueryRouteRequest()) is None
+            assert len(broker.requests) == 7
+
+    asyncio.run(main())
+
+
+def test_unanswered_and_lost_requests_fail_and_the_next_go_to_trio_until_reconnected() -> None:
+    async def main() -> None:
+        broker = FakeBroker()
+        async with await broker.start():
+            c = calls()
+            await connected(c, broker)
+            broker.silent = True
+            late = await c.start("SendMessage", send_req(1))
+            assert late[0] == "error" and "timed out" in late[2]
+            pending = c.start("SendMessage", send_req(2))
+            assert pending is not None
+            task = asyncio.ensure_future(pending)
+            await asyncio.sleep(0.05)
+            broker.writers[-1].close()  # the broker drops the connection
+            lost = await task
+            assert lost[0] == "error" and ("lost" in lost[2] or "closed" in lost[2]), lost
+            assert c.start("SendMessage", send_req(3)) is None  # reconnecting: Trio's
+            broker.silent = False
+            for _ in range(200):
+                await asyncio.sleep(0.01)
+                again = c.start("SendMessage", send_req(4))
+                if again is not None:
+                    assert (await again).status.code == pb.OK
+                    return
+            raise AssertionError("no new connection")
+
+    asyncio.run(main())
