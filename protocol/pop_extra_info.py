@@ -153,20 +153,19 @@ class ExtraInfo:
     @classmethod
     def parse(cls, text: str) -> ExtraInfo:
         parts = text.split(KEY_SEPARATOR)
-        if len(parts) not in (7, 8):
-            raise ExtraInfoError(
-                f"extraInfo {text!r} has {len(parts)} fields, upstream's has 7 or 8"
-            )
-        try:
+        n = len(parts)
+        if n != 7 and n != 8:
+            raise ExtraInfoError(f"extraInfo {text!r} has {n} fields, upstream's has 7 or 8")
+        try:  # positional: parsed on every ACK
             return cls(
-                ck_queue_offset=int(parts[0]),
-                pop_time=int(parts[1]),
-                invisible_time=int(parts[2]),
-                revive_qid=int(parts[3]),
-                retry=parts[4],
-                broker_name=parts[5],
-                queue_id=int(parts[6]),
-                queue_offset=int(parts[7]) if len(parts) == 8 else None,
+                int(parts[0]),  # ck_queue_offset
+                int(parts[1]),  # pop_time
+                int(parts[2]),  # invisible_time
+                int(parts[3]),  # revive_qid
+                parts[4],  # retry
+                parts[5],  # broker_name
+                int(parts[6]),  # queue_id
+                int(parts[7]) if n == 8 else None,  # queue_offset
             )
         except ValueError as e:
             raise ExtraInfoError(f"extraInfo {text!r}: {e}") from None

@@ -102,11 +102,83 @@ def _explain(exc: BaseException, cls: type) -> str:
 
 
 def from_ext(cls: type[T], ext: dict[str, str]) -> T:
-    """Build a typed header from a request's extFields."""
+    """Build a typed header from a request's extFields.
+
+    A header of str / int / bool fields (optional or not) goes through a straight-line function
+    compiled once per class (`_compile_from_ext`: it sits on every request's path); anything it
+    does not take as is (a missing required field, a value that is not a plain string, a number
+    or boolean it cannot read) goes through the cattrs converter, whose result or error it is."""
+    fast = _FROM_EXT_CACHE.get(cls)
+    if fast is None:
+        fast = _FROM_EXT_CACHE[cls] = _compile_from_ext(cls) or _NOT_COMPILED
+    if fast is not _NOT_COMPILED:
+        try:
+            return fast(ext)  # type: ignore[no-any-return]
+        except (_Slow, KeyError, ValueError, TypeError):
+            pass
+    return _from_ext_cattrs(cls, ext)
+
+
+def _from_ext_cattrs(cls: type[T], ext: dict[str, str]) -> T:
     try:
         return converter.structure(ext, cls)
     except (ClassValidationError, ValueError, TypeError, KeyError) as e:
         raise HeaderError(f"{cls.__name__}: {_explain(e, cls)}") from None
+
+
+class _Slow(Exception):
+    """Raised by a compiled from_ext for a value the cattrs hooks must judge."""
+
+
+_FROM_EXT_CACHE: dict[type, Any] = {}
+_NOT_COMPILED: Any = object()
+_BOOLS = {"true": True, "1": True, "false": False, "0": False, "": False}
+
+
+def _compile_from_ext(cls: type) -> Any:
+    """The fast `from_ext` of one class, or None when a field is not str / int / bool (or
+    Optional of one), has a factory default, or is not an __init__ argument by its name.
+
+    Agrees with the converter on every input it accepts: a str field takes a str, an int field
+    ``int(s)`` of a str (int() strips like `_int_hook`), a bool field "true"/"1"/"false"/"0"/""
+    exactly; a missing field takes its default; None only for an Optional field. Everything else
+    raises `_Slow` (or KeyError / ValueError) and the caller asks the converter."""
+    if not attrs.has(cls):
+        return None
+    hints = typing.get_type_hints(cls)
+    ns: dict[str, Any] = {"cls": cls, "_Slow": _Slow, "_B": _BOOLS, "_M": _NOT_COMPILED}
+    lines = ["def from_ext(ext):", "    g = ext.get"]
+    args = []
+    for i, a in enumerate(attrs.fields(cls)):
+        t = hints[a.name]
+        targs = typing.get_args(t)
+        optional = type(None) in targs
+        base = next((x for x in targs if x is not type(None)), t) if targs else t
+        if base not in (str, int, bool) or not a.init or a.alias != a.name:
+            return None
+        if isinstance(a.default, attrs.Factory):  # type: ignore[arg-type]
+            return None
+        v = f"v{i}"
+        args.append(f"{a.name}={v}")
+        lines.append(f"    x = g({a.name!r}, _M)")
+        if a.default is attrs.NOTHING:
+            lines.append("    if x is _M: raise _Slow")
+        else:
+            ns[f"d{i}"] = a.default
+            lines.append(f"    if x is _M: {v} = d{i}")
+        lines.append(
+            f"    elif x is None: {v} = None" if optional else "    elif x is None: raise _Slow"
+        )
+        lines.append("    elif x.__class__ is not str: raise _Slow")
+        if base is str:
+            lines.append(f"    else: {v} = x")
+        elif base is int:
+            lines.append(f"    else: {v} = int(x)")
+        else:
+            lines.append(f"    else: {v} = _B[x]")
+    lines.append(f"    return cls({', '.join(args)})")
+    exec("\n".join(lines), ns)  # generated from the class's own field names only
+    return ns["from_ext"]
 
 
 _TO_EXT_CACHE: dict[type, Any] = {}

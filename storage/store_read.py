@@ -260,10 +260,21 @@ class StoreReader:
         return cq.search_by_timestamp(timestamp_ms, self.store_timestamp_at, boundary)
 
     def look_message_by_offset(self, commitlog_offset: int) -> MessageExt | None:
-        """The message whose record starts at ``commitlog_offset``, or None."""
+        """The message whose record starts at ``commitlog_offset``, or None.
+
+        The record's layout and physical offset are always checked; its CRC only below the
+        CommitLog's `verified_from` (the pull path's rule, read_check.py: bytes at or above it
+        were appended by this process or checked by recovery). A transaction's half read back
+        by its END_TRANSACTION is such a record."""
+        log = self._commitlog
         try:
-            record = self._commitlog.read_record(commitlog_offset)
-            check_stored_record(record, 0, expected_offset=commitlog_offset)
+            record = log.read_record(commitlog_offset)
+            check_stored_record(
+                record,
+                0,
+                expected_offset=commitlog_offset,
+                verify_crc=commitlog_offset < log.verified_from,
+            )
             return decode_stored(record)[0]
         except (RecordNotFound, MessageDecodeError):
             return None

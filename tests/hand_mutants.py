@@ -85,6 +85,41 @@ MUTANTS: list[Mutant] = [
         ],
     ),
     Mutant(
+        "look_message_by_offset never checks the CRC (an old damaged half read back)",
+        "storage/store_read.py",
+        "verify_crc=commitlog_offset < log.verified_from,",
+        "verify_crc=False,  # MUTANT",
+        [
+            "tests/unit/storage/test_message_store_integrity.py::test_a_message_looked_up_by_offset_is_never_a_damaged_old_record",
+        ],
+    ),
+    Mutant(
+        "read_record trusts its first read of a record longer than the guess",
+        "storage/commitlog/log.py",
+        "        if total > len(data):\n            data = self.read(offset, total)",
+        "        if False:  # MUTANT\n            data = self.read(offset, total)",
+        [
+            "tests/unit/storage/test_commitlog.py::test_read_record_of_a_record_longer_than_the_first_read",
+        ],
+    ),
+    Mutant(
+        "the compiled from_ext reads any bool text as true",
+        "protocol/serde.py",
+        'lines.append(f"    else: {v} = _B[x]")',
+        'lines.append(f"    else: {v} = bool(x)")  # MUTANT',
+        ["tests/unit/protocol/test_serde_from_ext.py"],
+    ),
+    Mutant(
+        "an ACK's templated answer carries the marker opaque, not the request's",
+        "protocol/answer_frames.py",
+        "digits = str(request.opaque).encode()",
+        "digits = str(_MARK).encode()  # MUTANT",
+        [
+            "tests/unit/protocol/test_answer_frames.py",
+            "tests/actor/kernel/test_rpc_latency.py::test_an_answer_given_as_a_frame_arrives_and_is_timed_once",
+        ],
+    ),
+    Mutant(
         "a stuck broker set is not avoided by new sends",
         "actors/client/stuck_sends.py",
         "        if available(broker_name):\n",

@@ -109,6 +109,22 @@ class RequestContext:
             else:
                 conn.answered(self, response.code)
 
+    def respond_frame(self, code: int, frame: bytes) -> None:
+        """`respond` with the answer encoded already (``frame``, response code ``code``): for
+        answers that are one template but for the opaque (protocol/answer_frames.py)."""
+        if self.responded:
+            return
+        self.responded = True
+        conn = self.conn
+        oneway = self.cmd.is_oneway
+        if not oneway:
+            conn.send_frame_nowait(frame)
+        if conn.rpc_latency is not None:
+            if self.inline and not oneway and not conn.closed:
+                conn._answered_inline.append((self.cmd.code, code, _SUCCESS))
+            else:
+                conn.answered(self, code)
+
     def respond_code(
         self,
         code: int,
@@ -197,6 +213,16 @@ class Connection:
         out.append(frame)
         self._out_bytes += len(frame)
         if len(out) == 1:  # the writer parks only on an empty queue
+            self._writer_lot.unpark()
+
+    def send_frame_nowait(self, frame: bytes) -> None:
+        """`send_nowait` of a command encoded already."""
+        if self.closed:
+            return
+        out = self._out
+        out.append(frame)
+        self._out_bytes += len(frame)
+        if len(out) == 1:
             self._writer_lot.unpark()
 
     async def request(self, cmd: RemotingCommand, timeout: float) -> RemotingCommand:

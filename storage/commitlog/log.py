@@ -67,6 +67,7 @@ from rocketrio.storage.record_scan import END_FILE_MIN_BLANK_LENGTH
 CHECKPOINT_FILE = "flushed.checkpoint"
 
 _HEAD = struct.Struct(">ii")
+RECORD_READ_GUESS = 4096  # read_record's first read: a 1 KiB message and its properties
 _PHY = struct.Struct(">q")
 
 
@@ -421,14 +422,18 @@ class CommitLog:
         self._read_check.distrust(offset)
 
     def read_record(self, offset: int) -> bytes:
-        """The whole record starting at ``offset``; RecordNotFound if there is none."""
-        head = self.read(offset, 8)
-        if len(head) < 8:
+        """The whole record starting at ``offset``; RecordNotFound if there is none. One read
+        of RECORD_READ_GUESS bytes holds most records; a longer one takes a second read."""
+        data = self.read(offset, RECORD_READ_GUESS)
+        if len(data) < 8:
             raise RecordNotFound(f"no record at commitlog offset {offset}")
-        total, magic = _HEAD.unpack(head)
+        total, magic = _HEAD.unpack_from(data)
         if magic not in (MAGIC_CODE_V1, MAGIC_CODE_V2) or total <= 8:
             raise RecordNotFound(f"no message record at commitlog offset {offset}")
-        data = self.read(offset, total)
+        if total > len(data):
+            data = self.read(offset, total)
+        elif total < len(data):
+            data = data[:total]
         if len(data) != total:
             raise RecordNotFound(f"record at commitlog offset {offset} is cut short")
         return data

@@ -208,7 +208,7 @@ class PopAckProcessor:
         if escape is not None:  # an acting slave: the CK's pinned master (module docstring)
             msg = self._ack_record(ack, extra.revive_qid)
             return _queued(escape.submit(ack.merge_key, [msg], lambda: on_done(DONE), acked=1))
-        if self.batcher.submit(extra.revive_qid, ack, lambda: on_done(DONE), on_done):
+        if self.batcher.submit(extra.revive_qid, ack, on_done):
             return None  # answered once the turn's put is stored (ack_batch.py)
         msg = self._ack_record(ack, extra.revive_qid)
         return await self._put([msg], lambda: on_done(DONE), on_done)

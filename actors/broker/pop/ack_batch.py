@@ -33,7 +33,7 @@ from collections.abc import Callable, Sequence
 import attrs
 import trio
 
-from rocketrio.actors.broker.dispatch.outcomes import Refusal
+from rocketrio.actors.broker.dispatch.outcomes import Done, Refusal
 from rocketrio.actors.broker.store.messages import StoreWriter
 from rocketrio.actors.broker.store.turn_puts import NotStored, TurnPuts
 from rocketrio.protocol.pop_checkpoint import AckMsg, MergeKey
@@ -71,25 +71,18 @@ def merge_acks(acks: Sequence[tuple[int, AckMsg]]) -> list[MergedAck]:
     return out
 
 
-OnStored = Callable[[], None]
-OnRefused = Callable[[Refusal], None]
+OnAcked = Callable[[Done | Refusal], None]
 ToMessage = Callable[[AckMsg, int], MessageToStore]  # (ack, revive qid) -> its record
+_DONE = Done()
 
-
-@attrs.define
-class _Queued:
-    revive_qid: int
-    ack: AckMsg
-    on_stored: OnStored
-    on_refused: OnRefused
+# one queued ACK: (revive queue, ack, on_acked); a plain tuple, made on every ACK_MESSAGE
+_Queued = tuple[int, AckMsg, OnAcked]
 
 
 def _answer(batch: list[_Queued], refusal: Refusal | None) -> None:
+    outcome = _DONE if refusal is None else refusal
     for q in batch:
-        if refusal is None:
-            q.on_stored()
-        else:
-            q.on_refused(refusal)
+        q[2](outcome)
 
 
 class AckBatcher:
@@ -111,16 +104,15 @@ class AckBatcher:
     def puts(self) -> int:
         return self._puts.puts
 
-    def submit(
-        self, revive_qid: int, ack: AckMsg, on_stored: OnStored, on_refused: OnRefused
-    ) -> bool:
-        """Queue one ACK; False (nothing queued) when the task is not running or the queue is
-        full: the caller then writes the record itself."""
-        return self._puts.submit(_Queued(revive_qid, ack, on_stored, on_refused))
+    def submit(self, revive_qid: int, ack: AckMsg, on_acked: OnAcked) -> bool:
+        """Queue one ACK; ``on_acked`` gets `Done` once its record is stored, or the store's
+        refusal. False (nothing queued) when the task is not running or the queue is full: the
+        caller then writes the record itself."""
+        return self._puts.submit((revive_qid, ack, on_acked))
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         await self._puts.run(task_status=task_status)
 
     def _records(self, batch: list[_Queued]) -> list[MessageToStore]:
-        merged = merge_acks([(q.revive_qid, q.ack) for q in batch])
+        merged = merge_acks([(q[0], q[1]) for q in batch])
         return [self.to_message(m.ack, m.revive_qid) for m in merged]

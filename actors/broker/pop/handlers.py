@@ -18,11 +18,12 @@ from typing import Any, assert_never
 
 from rocketrio.actors.broker.dispatch.answers import answer_done
 from rocketrio.actors.broker.dispatch.held_reply import HeldReply
-from rocketrio.actors.broker.dispatch.outcomes import Refusal
+from rocketrio.actors.broker.dispatch.outcomes import Done, Refusal
 from rocketrio.actors.broker.pop.ack import InvisibleTimeChanged, PopAckProcessor
 from rocketrio.actors.broker.pop.processor import PopMessageProcessor, PopOutcome, Popped
 from rocketrio.actors.broker.pop.revive_service import PopReviveService
 from rocketrio.actors.kernel.remoting import RequestContext
+from rocketrio.protocol.answer_frames import empty_answer_frame
 from rocketrio.protocol.codes import RequestCode, ResponseCode
 from rocketrio.protocol.headers import GetConsumeStatsRequestHeader
 from rocketrio.protocol.pop_checkpoint import BatchAckMessageRequestBody, PopRecordError
@@ -78,6 +79,16 @@ def _changed(cmd: RemotingCommand, outcome: InvisibleTimeChanged | Refusal) -> R
             assert_never(outcome)
 
 
+def _answer_ack(ctx: RequestContext, outcome: Done | Refusal) -> None:
+    """An ACK's answer; SUCCESS from its template (one per acknowledged message, all alike)."""
+    if isinstance(outcome, Done):
+        frame = empty_answer_frame(ctx.cmd, RC.SUCCESS)
+        if frame is not None:
+            ctx.respond_frame(RC.SUCCESS, frame)
+            return
+    ctx.respond(answer_done(ctx.cmd, outcome))
+
+
 def pop_handlers(
     pop: PopMessageProcessor, acks: PopAckProcessor, revive: PopReviveService
 ) -> dict[int, Any]:
@@ -91,7 +102,7 @@ def pop_handlers(
     async def ack_message(ctx: RequestContext) -> RemotingCommand | None:
         cmd = ctx.cmd
         h = from_ext(AckMessageRequestHeader, cmd.ext_fields)
-        refusal = await acks.ack(h, lambda outcome: ctx.respond(answer_done(cmd, outcome)))
+        refusal = await acks.ack(h, lambda outcome: _answer_ack(ctx, outcome))
         return None if refusal is None else answer_done(cmd, refusal)
 
     async def batch_ack_message(ctx: RequestContext) -> RemotingCommand | None:

@@ -10,6 +10,7 @@ import trio.testing
 
 from rocketrio.actors.kernel.remoting import RemotingClient, RemotingServer, RequestContext
 from rocketrio.actors.observe.rpc_metrics import Outcome, RpcLatency, Series
+from rocketrio.protocol.answer_frames import empty_answer_frame
 from rocketrio.protocol.codes import RequestCode, ResponseCode
 from rocketrio.protocol.remoting import RemotingCommand
 from tests.harness.sim_network import SimNetwork
@@ -119,3 +120,42 @@ async def test_without_an_rpc_latency_nothing_is_timed(
     assert resp.code == ResponseCode.SUCCESS
     (conn,) = server.connections or [None]
     assert conn is None or conn.rpc_latency is None
+
+
+async def test_an_answer_given_as_a_frame_arrives_and_is_timed_once(
+    mock_clock: trio.testing.MockClock, nursery: trio.Nursery
+) -> None:
+    """`respond_frame` (an answer from protocol/answer_frames.py): the client gets it under its
+    opaque, inline or held; a second answer to the same request is not sent; each is timed."""
+    net = SimNetwork(seed=6)
+    lat = RpcLatency()
+    ack = RequestCode.ACK_MESSAGE
+
+    async def process(ctx: RequestContext) -> RemotingCommand | None:
+        def answer() -> None:
+            frame = empty_answer_frame(ctx.cmd, ResponseCode.SUCCESS)
+            assert frame is not None
+            ctx.respond_frame(ResponseCode.SUCCESS, frame)
+            ctx.respond_code(ResponseCode.SYSTEM_ERROR)  # ignored: answered already
+
+        if ctx.cmd.body == b"hold":
+
+            async def later() -> None:
+                await trio.sleep(HOLD_S)
+                answer()
+
+            nursery.start_soon(later)
+        else:
+            answer()
+        return None
+
+    server = RemotingServer(net.transport(HOST), ADDR, process, rpc_latency=lat)
+    await nursery.start(server.run)
+    async with RemotingClient(net.transport("10.0.0.9")) as client:
+        for body in (b"now", b"hold", b"now"):
+            resp = await client.invoke(ADDR, RemotingCommand(code=ack, body=body))
+            assert resp.code == ResponseCode.SUCCESS
+    got = by_key(lat)
+    assert list(got) == [(ack, ResponseCode.SUCCESS, Outcome.SUCCESS)]
+    series = got[(ack, ResponseCode.SUCCESS, Outcome.SUCCESS)]
+    assert series.count == 3 and 250 <= series.sum_ms <= 252

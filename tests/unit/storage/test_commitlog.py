@@ -24,6 +24,7 @@ from rocketrio.storage.commitlog import (
     segment_name,
 )
 from rocketrio.storage.commitlog import segments as commitlog_mod
+from rocketrio.storage.commitlog.log import RECORD_READ_GUESS
 from rocketrio.storage.fs import FileSystem, WriteData
 from tests.harness.disk_view import DiskView
 
@@ -73,6 +74,20 @@ def test_append_read_round_trip(disk: DiskView) -> None:
     assert log.read(positions[1], 10) == log.read_record(positions[1])[:10]
     with pytest.raises(RecordNotFound):
         log.read_record(log.max_offset)
+    log.close()
+
+
+def test_read_record_of_a_record_longer_than_the_first_read(disk: DiskView) -> None:
+    """read_record reads RECORD_READ_GUESS bytes first: a longer record takes a second read and
+    comes back whole, a shorter one is cut at its end (not the next record's bytes)."""
+    log = opened(disk, disk.path("cl"), size=4 * RECORD_READ_GUESS)
+    records = [rec(0, 50), rec(1, RECORD_READ_GUESS + 500), rec(2, 50)]
+    positions = log.append(records)
+    for i, (pos, r) in enumerate(zip(positions, records, strict=True)):
+        stored = log.read_record(pos)
+        assert len(stored) == len(r)
+        assert check_stored_record(stored, 0, expected_offset=pos) == len(r)
+        assert decode_stored(stored)[0].body == bytes([i]) * (len(decode_stored(r)[0].body))
     log.close()
 
 

@@ -270,6 +270,26 @@ def test_read_check_skips_what_this_process_wrote_or_checked(
     assert len(checks) == old, "a sequential read moved the watermark: no second check"
 
 
+def test_a_message_looked_up_by_offset_is_never_a_damaged_old_record(disk: DiskView) -> None:
+    """look_message_by_offset (an END_TRANSACTION's half, viewMessage, a schedule re-put) checks
+    the CRC of a record below verified_from, like the pull path; one this process appended is
+    served without a second CRC pass (issue 28 item 5) and is intact."""
+    store, path, results = filled(disk)
+    store.close()
+    victim = in_segment(results, 0)
+    flip(disk, path, victim.commitlog_offset + FIELDS["body"](b""))
+    store = reopen(disk, path)
+    assert victim.commitlog_offset < store.commitlog.verified_from
+    assert store.look_message_by_offset(victim.commitlog_offset) is None
+    neighbour = results[results.index(victim) - 1]
+    found = store.look_message_by_offset(neighbour.commitlog_offset)
+    assert found is not None and found.body == msg(results.index(neighbour), 0).body
+    fresh = store.put_messages([msg(N, 0)], 1000 + N)[0]
+    assert fresh.commitlog_offset >= store.commitlog.verified_from
+    got = store.look_message_by_offset(fresh.commitlog_offset)
+    assert got is not None and got.body == msg(N, 0).body
+
+
 # ------------------------------------------------------------------------------ checkStore
 
 

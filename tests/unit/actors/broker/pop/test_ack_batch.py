@@ -12,7 +12,7 @@ import trio.testing
 from hypothesis import given
 from hypothesis import strategies as st
 
-from rocketrio.actors.broker.dispatch.outcomes import PutStatus, Refusal
+from rocketrio.actors.broker.dispatch.outcomes import Done, PutStatus, Refusal
 from rocketrio.actors.broker.pop.ack import not_stored
 from rocketrio.actors.broker.pop.ack_batch import AckBatcher, merge_acks
 from rocketrio.actors.broker.pop.revive import ReviveCore
@@ -121,6 +121,10 @@ class FakeWriter:
         raise NotImplementedError
 
 
+def named(outcome: Done | Refusal, name: str) -> str | Refusal:
+    return name if isinstance(outcome, Done) else outcome
+
+
 def record(a: AckMsg, qid: int) -> MessageToStore:
     return MessageToStore(topic="REVIVE", queue_id=qid, body=a.to_json())
 
@@ -130,13 +134,13 @@ async def test_one_turn_one_put_answered_only_once_stored(
 ) -> None:
     writer = FakeWriter()
     batcher = AckBatcher(writer, record, not_stored)
-    answers: list[str | Refusal] = []
+    answers: list[Any] = []
     async with trio.open_nursery() as n:
-        assert not batcher.submit(0, ack(1), lambda: None, answers.append)  # not running yet
+        assert not batcher.submit(0, ack(1), answers.append)  # not running yet
         await n.start(batcher.run)
         for i in range(5):
-            assert batcher.submit(0, ack(i), lambda i=i: answers.append(f"ok{i}"), answers.append)
-        assert batcher.submit(1, ack(9, start=9), lambda: answers.append("ok9"), answers.append)
+            assert batcher.submit(0, ack(i), lambda o, i=i: answers.append(named(o, f"ok{i}")))
+        assert batcher.submit(1, ack(9, start=9), lambda o: answers.append(named(o, "ok9")))
         await trio.testing.wait_all_tasks_blocked()
         assert len(writer.puts) == 1
         msgs, on_done = writer.puts[0]
@@ -147,7 +151,7 @@ async def test_one_turn_one_put_answered_only_once_stored(
         assert answers == ["ok0", "ok1", "ok2", "ok3", "ok4", "ok9"]
 
         answers.clear()
-        batcher.submit(0, ack(7), lambda: answers.append("ok"), answers.append)
+        batcher.submit(0, ack(7), answers.append)
         await trio.testing.wait_all_tasks_blocked()
         assert len(writer.puts) == 2
         writer.puts[1][1]([], PutStatus.OS_PAGE_CACHE_BUSY, "busy")
