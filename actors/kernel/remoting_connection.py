@@ -47,6 +47,7 @@ import trio
 
 from rocketrio.actors.kernel.runtime import AskTimeout, Reply
 from rocketrio.actors.kernel.server_limits import (
+    BUSY_READ,
     MAX_READ,
     READ_CHUNK,
     InputBudget,
@@ -285,19 +286,24 @@ class Connection:
         # serverMaxConnections x 16 KiB in all): a new connection's first read never waits, so
         # its frame's read timeout starts at once even while an attack holds the whole budget.
         held = 0
+        chunk = READ_CHUNK  # BUSY_READ after a read that filled its buffer
         try:
             while True:
                 if self._out_bytes > self._read_pause_bytes:
                     await self._wait_output_below_low_water()
                 # small reads let requests and answers overlap; a big frame (a pull response)
                 # is read in as few calls as its size allows
-                want = max(READ_CHUNK, min(decoder.missing(), MAX_READ))
+                want = max(chunk, min(decoder.missing(), MAX_READ))
                 if budget is not None:
                     need = decoder.buffered + want - READ_CHUNK
                     if need > held:
                         if not budget.try_take(need - held):
-                            await budget.take(need - held)
-                    elif need < held:
+                            if want == chunk > READ_CHUNK:  # no room to read more: read less
+                                want = READ_CHUNK
+                                need = decoder.buffered
+                            if need > held:
+                                await budget.take(need - held)
+                    if need < held:
                         budget.give(held - need)
                     held = need
                 try:
@@ -308,6 +314,7 @@ class Connection:
                 if not data:
                     self.close_reason = "eof"
                     return
+                chunk = BUSY_READ if len(data) == want else READ_CHUNK
                 if server is not None:
                     now = self._read_at = self._active_at = trio.current_time()
                 decoded = False
