@@ -58,6 +58,7 @@ from rocketrio.actors.observe import events
 from rocketrio.actors.observe.rpc_metrics import LONG_POLLING_CODES, Outcome, RpcLatency
 from rocketrio.protocol.codes import (
     RPC_ONEWAY,
+    RPC_TYPE_RESPONSE,
     ResponseCode,
     request_name,
 )
@@ -73,6 +74,7 @@ from rocketrio.protocol.serde import HeaderError
 log = structlog.get_logger("remoting")
 
 _SUCCESS = int(Outcome.SUCCESS)
+_RESPONSE_FLAG = RPC_TYPE_RESPONSE
 WRITE_HIGH_WATER = 8 * 1024 * 1024  # a client connection's request()/oneway() wait above this
 
 
@@ -124,8 +126,11 @@ class RequestContext:
         return self.conn.remote
 
 
-# A processor returns a response, or None when it will (or need not) respond later.
-Processor = Callable[[RequestContext], Awaitable[RemotingCommand | None]]
+# A processor's answer: a response, or None when it will (or need not) respond later.
+Answer = RemotingCommand | None
+# A processor answers at once (the hot path: a send handed to the store, no coroutine) or
+# returns an awaitable of its answer, which the reader awaits before the next request.
+Processor = Callable[[RequestContext], Awaitable[Answer] | Answer]
 
 
 class ServerSide:
@@ -320,9 +325,13 @@ class Connection:
                 decoded = False
                 try:
                     decoder.feed(data)
+                    # every complete frame of the read in one loop; it yields only for a
+                    # request whose processor must wait
                     while (cmd := decoder.next_command()) is not None:
                         decoded = True
-                        await self._dispatch(cmd)
+                        waiting = self._dispatch(cmd)
+                        if waiting is not None:
+                            await waiting
                 except RemoteProtocolError as e:
                     self._bad_frame(e)
                     return
@@ -410,35 +419,53 @@ class Connection:
                 deadline = min(deadline, self._active_at + idle_s)
             await trio.sleep_until(deadline)
 
-    async def _dispatch(self, cmd: RemotingCommand) -> None:
-        if cmd.is_response:
+    def _dispatch(self, cmd: RemotingCommand) -> Awaitable[None] | None:
+        """Match a response or serve a request; an awaitable when the request's processor
+        must wait (the reader awaits it before the next frame)."""
+        if cmd.flag & _RESPONSE_FLAG:
             reply = self._pending.get(cmd.opaque)
             if reply is not None:
                 reply.set(cmd)
-            return
+            return None
         ctx = RequestContext(self, cmd, self._read_at)
         if self.processor is None:
             ctx.respond_code(
                 ResponseCode.REQUEST_CODE_NOT_SUPPORTED, "this endpoint serves no requests"
             )
-            return
+            return None
         try:
-            resp = await self.processor(ctx)
-        except HeaderError as e:
-            resp = cmd.make_response(ResponseCode.INVALID_PARAMETER, str(e))
+            resp = self.processor(ctx)
         except Exception as e:
-            events.emit(
-                log,
-                events.RequestFailed(code=request_name(cmd.code), remote=self.remote),
-                exc_info=e,
-            )
-            resp = cmd.make_response(
-                ResponseCode.SYSTEM_ERROR,
-                f"{request_name(cmd.code)} failed: {type(e).__name__}: {e}",
-            )
+            resp = self._failed(cmd, e)
+        if resp is not None and not isinstance(resp, RemotingCommand):
+            return self._answer_later(ctx, resp)  # type: ignore[arg-type]
+        if resp is not None:
+            ctx.respond(resp)
+        ctx.inline = False
+        return None
+
+    async def _answer_later(self, ctx: RequestContext, waiting: Awaitable[Answer]) -> None:
+        try:
+            resp = await waiting
+        except Exception as e:
+            resp = self._failed(ctx.cmd, e)
         if resp is not None:
             ctx.respond(resp)
         ctx.inline = False  # (a processor that raised BaseException takes the connection down)
+
+    def _failed(self, cmd: RemotingCommand, e: Exception) -> RemotingCommand:
+        """The answer to a request whose processor raised."""
+        if isinstance(e, HeaderError):
+            return cmd.make_response(ResponseCode.INVALID_PARAMETER, str(e))
+        events.emit(
+            log,
+            events.RequestFailed(code=request_name(cmd.code), remote=self.remote),
+            exc_info=e,
+        )
+        return cmd.make_response(
+            ResponseCode.SYSTEM_ERROR,
+            f"{request_name(cmd.code)} failed: {type(e).__name__}: {e}",
+        )
 
     async def _writer(self) -> None:
         out = self._out

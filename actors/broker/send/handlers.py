@@ -10,9 +10,10 @@ later, from the store actor's turn, through `SendAnswer`.
 
 from __future__ import annotations
 
+from collections.abc import Awaitable
 from typing import Final, assert_never
 
-from rocketrio.actors.broker.dispatch.answers import born_host, refused
+from rocketrio.actors.broker.dispatch.answers import BornHost, born_host, refused
 from rocketrio.actors.broker.dispatch.outcomes import (
     PutFailed,
     PutStatus,
@@ -22,7 +23,7 @@ from rocketrio.actors.broker.dispatch.outcomes import (
     SendStored,
     SentBack,
 )
-from rocketrio.actors.broker.dispatch.table import Handlers
+from rocketrio.actors.broker.dispatch.table import Answer, Handlers
 from rocketrio.actors.broker.send.processor import BlockedSend, OnSentBack, SendMessageProcessor
 from rocketrio.actors.kernel.remoting import RequestContext
 from rocketrio.protocol.codes import RequestCode, ResponseCode
@@ -184,16 +185,30 @@ def _sent_back(ctx: RequestContext) -> OnSentBack:
 def send_handlers(send: SendMessageProcessor) -> Handlers:
     """The request codes the send package serves."""
 
-    async def send_message(ctx: RequestContext) -> RemotingCommand | None:
+    def send_message(ctx: RequestContext) -> Awaitable[Answer] | Answer:
+        # no coroutine for a single send (the hot path): only a full store inbox, or a
+        # batch, returns one for the reader to await
         cmd, conn = ctx.cmd, ctx.conn
         h = send_header(cmd)
         born = conn.attrs.get("born_host") or born_host(conn)
         if h.batch or cmd.code == RequestCode.SEND_BATCH_MESSAGE:
-            refusal = await send.send_batch(h, cmd.body, born, conn.remote, SendAnswer(ctx))
-        else:
-            # the coroutine-free path; only a full store inbox awaits
-            r = send.send_nowait(h, cmd.body, born, conn.remote, SendAnswer(ctx))
-            refusal = await send.put_blocked(r) if isinstance(r, BlockedSend) else r
+            return send_batch(ctx, h, born)
+        r = send.send_nowait(h, cmd.body, born, conn.remote, SendAnswer(ctx))
+        if r is None:
+            return None
+        if isinstance(r, BlockedSend):
+            return blocked(cmd, r)
+        return refused(cmd, r)
+
+    async def send_batch(
+        ctx: RequestContext, h: SendMessageRequestHeader, born: BornHost
+    ) -> Answer:
+        cmd = ctx.cmd
+        refusal = await send.send_batch(h, cmd.body, born, ctx.conn.remote, SendAnswer(ctx))
+        return None if refusal is None else refused(cmd, refusal)
+
+    async def blocked(cmd: RemotingCommand, r: BlockedSend) -> Answer:
+        refusal = await send.put_blocked(r)
         return None if refusal is None else refused(cmd, refusal)
 
     async def send_back(ctx: RequestContext) -> RemotingCommand | None:
