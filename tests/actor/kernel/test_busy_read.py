@@ -45,8 +45,7 @@ async def _serve_burst(side: ServerSide) -> list[int]:
     stream = RecordingStream(server_end)
     conn = Connection(stream, _echo, remote="c", server=side)
     wire = b"".join(
-        encode_command(RemotingCommand(code=1, opaque=i, body=bytes(1000)))
-        for i in range(REQUESTS)
+        encode_command(RemotingCommand(code=1, opaque=i, body=bytes(1000))) for i in range(REQUESTS)
     )
     with trio.fail_after(60):  # a reader waiting for budget it cannot get would hang here
         await _exchange(conn, client, wire)
