@@ -130,13 +130,27 @@ def _key_part(key: str) -> bytes:
 
 
 def _rocketmq_header(cmd: RemotingCommand) -> bytes:
-    if not -32768 <= cmd.code <= 32767:
-        raise LocalProtocolError(f"code {cmd.code} does not fit the ROCKETMQ header (short)")
-    lang = _LANG_CODE_BY_NAME.get(cmd.language, _LANG_OTHER)
-    remark = cmd.remark.encode() if cmd.remark else b""
+    return _rocketmq_header_of(
+        cmd.code, cmd.language, cmd.version, cmd.opaque, cmd.flag, cmd.remark, cmd.ext_fields
+    )
+
+
+def _rocketmq_header_of(
+    code: int,
+    language: str,
+    version: int,
+    opaque: int,
+    flag: int,
+    remark_text: str | None,
+    ext_fields: dict[str, str],
+) -> bytes:
+    if not -32768 <= code <= 32767:
+        raise LocalProtocolError(f"code {code} does not fit the ROCKETMQ header (short)")
+    lang = _LANG_CODE_BY_NAME.get(language, _LANG_OTHER)
+    remark = remark_text.encode() if remark_text else b""
     parts: list[bytes] = []  # per ext field: short key length + key, int value length, value
     i32, keys = _I32.pack, _KEY_PARTS
-    for k, v in cmd.ext_fields.items():
+    for k, v in ext_fields.items():
         key = keys.get(k)
         if key is None:
             key = _key_part(k)
@@ -145,7 +159,7 @@ def _rocketmq_header(cmd: RemotingCommand) -> bytes:
     ext = b"".join(parts)
     return b"".join(
         (
-            _FIXED.pack(cmd.code, lang, cmd.version, cmd.opaque, cmd.flag, len(remark)),
+            _FIXED.pack(code, lang, version, opaque, flag, len(remark)),
             remark,
             _I32.pack(len(ext)),
             ext,
@@ -165,6 +179,38 @@ def encode_command(cmd: RemotingCommand) -> bytes:
     return b"".join(
         (_HDR.pack(4 + hlen + len(cmd.body), (cmd.serialize_type << 24) | hlen), header, cmd.body)
     )
+
+
+def encode_response(
+    request: RemotingCommand, code: int, remark: str | None, ext_fields: dict[str, str]
+) -> bytes:
+    """The frame of ``request.make_response(code, remark, ext_fields)`` without building that
+    command (a stored send's answer, the hot path): the same bytes as `encode_command` of it
+    (a test checks it)."""
+    if request.serialize_type == SERIALIZE_ROCKETMQ:
+        header = _rocketmq_header_of(
+            code, "PYTHON", CURRENT_VERSION, request.opaque, RPC_TYPE_RESPONSE, remark, ext_fields
+        )
+        stype = SERIALIZE_ROCKETMQ << 24
+    else:
+        h: dict[str, Any] = {
+            "code": code,
+            "flag": RPC_TYPE_RESPONSE,
+            "language": "PYTHON",
+            "opaque": request.opaque,
+            "serializeTypeCurrentRPC": "JSON",
+            "version": CURRENT_VERSION,
+        }
+        if remark is not None:
+            h["remark"] = remark
+        if ext_fields:
+            h["extFields"] = ext_fields
+        header = orjson.dumps(h)
+        stype = SERIALIZE_JSON << 24
+    hlen = len(header)
+    if hlen > 0xFFFFFF:
+        raise LocalProtocolError("header longer than 16 MiB")
+    return _HDR.pack(4 + hlen, stype | hlen) + header
 
 
 def _ext_str(v: object) -> str:

@@ -112,6 +112,22 @@ class RequestContext:
             else:
                 conn.answered(self, response.code)
 
+    def respond_encoded(self, code: int, frame: bytes) -> None:
+        """`respond` with the response already encoded (``code`` is its response code, for
+        the latency figures): `encode_response` of the request, the hot path's answer."""
+        if self.responded:
+            return
+        self.responded = True
+        conn = self.conn
+        oneway = self.cmd.flag & RPC_ONEWAY
+        if not oneway:
+            conn.send_frame_nowait(frame)
+        if conn.rpc_latency is not None:
+            if self.inline and not oneway and not conn.closed:
+                conn._answered_inline.append((self.cmd.code, code, _SUCCESS))
+            else:
+                conn.answered(self, code)
+
     def respond_code(
         self,
         code: int,
@@ -198,7 +214,12 @@ class Connection:
     def send_nowait(self, cmd: RemotingCommand) -> None:
         if self.closed:
             return
-        frame = encode_command(cmd)
+        self.send_frame_nowait(encode_command(cmd))
+
+    def send_frame_nowait(self, frame: bytes) -> None:
+        """Queue an encoded frame for the writer."""
+        if self.closed:
+            return
         out = self._out
         out.append(frame)
         self._out_bytes += len(frame)

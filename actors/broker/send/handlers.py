@@ -32,11 +32,12 @@ from rocketrio.protocol.headers import (
     SendMessageRequestHeader,
     SendMessageRequestHeaderV2,
 )
-from rocketrio.protocol.remoting import RemotingCommand
+from rocketrio.protocol.remoting import RemotingCommand, encode_response
 from rocketrio.protocol.serde import from_ext
 
 RC = ResponseCode
 _PUT_OK = PutStatus.PUT_OK
+_SUCCESS = int(RC.SUCCESS)
 
 # upstream SendMessageProcessor.handlePutMessageResult: (response code, remark when the store
 # gave none). The stored statuses answer with the SendMessageResponseHeader too.
@@ -172,6 +173,11 @@ class SendAnswer:
 
     def __call__(self, outcome: SendOutcome) -> None:
         ctx = self.ctx
+        if type(outcome) is SendStored and outcome.status is _PUT_OK:
+            # the common answer, encoded without a response command (the same bytes)
+            frame = encode_response(ctx.cmd, _SUCCESS, outcome.remark, send_response_ext(outcome))
+            ctx.respond_encoded(_SUCCESS, frame)
+            return
         ctx.respond(send_response(ctx.cmd, outcome))
 
 

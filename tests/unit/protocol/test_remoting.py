@@ -16,6 +16,7 @@ from rocketrio.protocol.remoting import (
     RemoteProtocolError,
     RemotingCommand,
     encode_command,
+    encode_response,
 )
 from rocketrio.protocol.serde import HeaderError, from_ext, to_ext
 
@@ -151,3 +152,14 @@ def test_rocketmq_header_matches_upstream_layout_both_ways() -> None:
     assert (cmd.code, cmd.language, cmd.version, cmd.opaque) == (310, "JAVA", 453, 77)
     assert (cmd.ext_fields, cmd.remark, cmd.body) == (ext, "ré", b"payload")
     assert encode_command(cmd) == wire
+
+
+@given(commands, st.integers(-32768, 32767), st.none() | text, st.dictionaries(text, text))
+@settings(max_examples=200)
+def test_encode_response_is_the_frame_of_make_response(
+    req: RemotingCommand, code: int, remark: str | None, ext: dict[str, str]
+) -> None:
+    # the send path's answer skips the response command; the bytes must not change
+    assert encode_response(req, code, remark, ext) == encode_command(
+        req.make_response(code, remark, ext)
+    )
