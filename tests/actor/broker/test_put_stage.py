@@ -106,3 +106,25 @@ async def test_a_full_inbox_still_pushes_back(mock_clock: trio.testing.MockClock
     # the inbox slots (each a stage of up to STAGE_MAX) and at most inbox_capacity extras
     assert taken == actor.inbox_capacity + actor.inbox_capacity
     assert actor.queued() == taken
+
+
+async def test_a_put_after_the_actor_took_the_stage_is_stored_and_answered(
+    mock_clock: trio.testing.MockClock,
+) -> None:
+    store = MessageStore(ROOT, StoreConfig(), fs=SimFileSystem(random.Random(5)))
+    store.open()
+    actor = _actor(store)
+    answered: list[bytes] = []
+
+    def put(body: bytes) -> None:
+        actor.put_nowait([MessageToStore("T", 0, body)], lambda *a: answered.append(body))
+
+    async with trio.open_nursery() as nursery:
+        await nursery.start(actor.run)
+        put(b"a")
+        await trio.testing.wait_all_tasks_blocked()  # the actor took and stored it
+        put(b"b")  # must not join the list the actor already took
+        await trio.testing.wait_all_tasks_blocked()
+        nursery.cancel_scope.cancel()
+    assert answered == [b"a", b"b"]
+    assert store.get_commitlog_max_offset() > 0
