@@ -44,6 +44,7 @@ _I16_PACK = struct.Struct(">h").pack
 _KEY_PARTS: dict[str, bytes] = {}
 _KEY_PARTS_MAX = 1024
 _I32_FROM = _I32.unpack_from
+_IS_STR = str.__instancecheck__  # one C call per value: isinstance(v, str)
 
 
 class RemoteProtocolError(Exception):
@@ -238,10 +239,8 @@ def _decode_json_header(raw: bytes, body: bytes) -> RemotingCommand:
     if not isinstance(ext, dict):
         raise RemoteProtocolError("extFields must be an object")
     ext_fields: dict[str, str] = ext
-    for v in ext.values():
-        if type(v) is not str:  # rare: a client that sent numbers or booleans; normalise
-            ext_fields = {k: _ext_str(v) for k, v in ext.items() if v is not None}
-            break
+    if not all(map(_IS_STR, ext.values())):  # rare: numbers or booleans sent; normalise
+        ext_fields = {k: _ext_str(v) for k, v in ext.items() if v is not None}
     remark = h.get("remark")
     if remark is not None and not isinstance(remark, str):
         remark = str(remark)
@@ -269,6 +268,7 @@ def _decode_ext_fields(raw: bytes, pos: int, end: int) -> dict[str, str]:
     text = raw.decode("latin-1")
     ext: dict[str, str] = {}
     i16, i32 = _I16_FROM, _I32_FROM
+    ascii_only = raw.isascii()  # nearly always: then no entry needs its own check
     while pos < end:
         (klen,) = i16(raw, pos)
         pos += 2
@@ -278,7 +278,7 @@ def _decode_ext_fields(raw: bytes, pos: int, end: int) -> dict[str, str]:
         if klen < 0 or vlen < 0 or vpos + vlen > end:
             raise RemoteProtocolError("extFields entry out of range")
         key, value = text[pos:kend], text[vpos : vpos + vlen]
-        if not (key.isascii() and value.isascii()):
+        if not ascii_only and not (key.isascii() and value.isascii()):
             key, value = raw[pos:kend].decode(), raw[vpos : vpos + vlen].decode()
         ext[key] = value
         pos = vpos + vlen

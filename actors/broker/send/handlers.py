@@ -71,10 +71,6 @@ def put_status_code(status: PutStatus, remark: str | None = None) -> tuple[int, 
     return code, remark if remark is not None else default
 
 
-def _opt_int(v: str | None) -> int | None:
-    return None if v is None else int(v)
-
-
 def _opt_bool(v: str | None) -> bool | None:
     if v is None:
         return None
@@ -99,21 +95,26 @@ def parse_send_header_v2(ext: dict[str, str]) -> SendMessageRequestHeader:
     """
     get = ext.get
     try:
+        j, k, m, l_ = get("j"), get("k"), get("m"), get("l")
+        # positional, in the class's field order (cheaper than keywords on the hot path):
+        # producerGroup, topic, defaultTopic, defaultTopicQueueNums, queueId, sysFlag,
+        # bornTimestamp, flag, properties, reconsumeTimes, unitMode, batch,
+        # maxReconsumeTimes, bname
         return SendMessageRequestHeader(
-            producerGroup=ext["a"],
-            topic=ext["b"],
-            defaultTopic=ext["c"],
-            defaultTopicQueueNums=int(ext["d"]),
-            queueId=int(ext["e"]),
-            sysFlag=int(ext["f"]),
-            bornTimestamp=int(ext["g"]),
-            flag=int(ext["h"]),
-            properties=get("i"),
-            reconsumeTimes=_opt_int(get("j")),
-            unitMode=_opt_bool(get("k")),
-            batch=_opt_bool(get("m")),
-            maxReconsumeTimes=_opt_int(get("l")),
-            bname=get("n"),
+            ext["a"],
+            ext["b"],
+            ext["c"],
+            int(ext["d"]),
+            int(ext["e"]),
+            int(ext["f"]),
+            int(ext["g"]),
+            int(ext["h"]),
+            get("i"),
+            None if j is None else int(j),
+            None if k is None else _opt_bool(k),
+            None if m is None else _opt_bool(m),
+            None if l_ is None else int(l_),
+            get("n"),
         )
     except (KeyError, ValueError):
         return from_ext(SendMessageRequestHeaderV2, ext).to_v1()
