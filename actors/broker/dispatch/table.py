@@ -99,7 +99,8 @@ class RequestTable:
         self.broker_name = broker_name
         # a plain dict: the look-up per request is the hot path (a mappingproxy's is slower);
         # nothing adds to it after start-up
-        self.handlers: dict[int, Handler] = dict(handlers)
+        # keys as plain ints: a look-up with the decoded int code compares ints, not enums
+        self.handlers: dict[int, Handler] = {int(k): v for k, v in handlers.items()}
         self.gate = gate
         self.stopping = False
 

@@ -38,6 +38,9 @@ from rocketrio.protocol.serde import from_ext
 RC = ResponseCode
 _PUT_OK = PutStatus.PUT_OK
 _SUCCESS = int(RC.SUCCESS)
+# plain ints: an enum member's look-up costs more than the comparison on the hot path
+_SEND_MESSAGE = int(RequestCode.SEND_MESSAGE)
+_SEND_BATCH_MESSAGE = int(RequestCode.SEND_BATCH_MESSAGE)
 
 # upstream SendMessageProcessor.handlePutMessageResult: (response code, remark when the store
 # gave none). The stored statuses answer with the SendMessageResponseHeader too.
@@ -122,7 +125,7 @@ def parse_send_header_v2(ext: dict[str, str]) -> SendMessageRequestHeader:
 
 def send_header(cmd: RemotingCommand) -> SendMessageRequestHeader:
     """The V1 header of any send request code."""
-    if cmd.code == RequestCode.SEND_MESSAGE:
+    if cmd.code == _SEND_MESSAGE:
         return from_ext(SendMessageRequestHeader, cmd.ext_fields)
     return parse_send_header_v2(cmd.ext_fields)
 
@@ -198,7 +201,7 @@ def send_handlers(send: SendMessageProcessor) -> Handlers:
         cmd, conn = ctx.cmd, ctx.conn
         h = send_header(cmd)
         born = conn.attrs.get("born_host") or born_host(conn)
-        if h.batch or cmd.code == RequestCode.SEND_BATCH_MESSAGE:
+        if h.batch or cmd.code == _SEND_BATCH_MESSAGE:
             return send_batch(ctx, h, born)
         r = send.send_nowait(h, cmd.body, born, conn.remote, SendAnswer(ctx))
         if r is None:

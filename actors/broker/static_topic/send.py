@@ -106,10 +106,12 @@ def send_handlers(
     """SEND_MESSAGE(_V2) / SEND_BATCH_MESSAGE handlers that map a static topic's logic queue
     and hand every other request to the ``plain`` handler (one dict look-up on the hot path)."""
 
+    send_message_code = int(RequestCode.SEND_MESSAGE)  # an int: no enum look-up per send
+
     def handle(ctx: RequestContext) -> Awaitable[Answer] | Answer:
         # not a coroutine itself: a plain send gets the plain handler's answer as it is
         cmd = ctx.cmd
-        topic = cmd.ext_fields.get("topic" if cmd.code == RequestCode.SEND_MESSAGE else "b")
+        topic = cmd.ext_fields.get("topic" if cmd.code == send_message_code else "b")
         if topic is None or not mappings.is_static(topic):
             return plain[cmd.code](ctx)
         return handle_static(ctx)
