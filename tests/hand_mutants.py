@@ -1162,6 +1162,42 @@ MUTANTS: list[Mutant] = [
             "test_the_sync_state_set_of_the_epoch_before_the_cut_lifts_nothing"
         ],
     ),
+    Mutant(
+        "a put staged after a store call joins the puts before it (send CPU, issue 28)",
+        "actors/broker/store/actor.py",
+        "        self.stage.seal()  # what comes after this message cannot join a put before it\n",
+        "",
+        [
+            "tests/actor/broker/test_put_stage.py::test_staged_puts_keep_the_inbox_order_around_a_call"
+        ],
+    ),
+    Mutant(
+        "a put joins a stage the store actor already took (send CPU, issue 28)",
+        "actors/broker/store/actor.py",
+        "                self.stage.seal()  # taken (or behind the taken ones): no more joins\n",
+        "",
+        [
+            "tests/actor/broker/test_put_stage.py::test_a_put_after_the_actor_took_the_stage_is_stored_and_answered"
+        ],
+    ),
+    Mutant(
+        "the busy read waits for input budget instead of reading less (send CPU, issue 28)",
+        "actors/kernel/remoting_connection.py",
+        "if want == chunk > READ_CHUNK:  # no room to read more: read less",
+        "if False:  # MUTANT",
+        ["tests/actor/kernel/test_busy_read.py"],
+    ),
+    Mutant(
+        "a send's answer encoded straight from the request is not a response (issue 28)",
+        "protocol/remoting.py",
+        '            "flag": RPC_TYPE_RESPONSE,\n            "language": "PYTHON",\n'
+        '            "opaque": request.opaque,',
+        '            "flag": 0,\n            "language": "PYTHON",\n'
+        '            "opaque": request.opaque,',
+        [
+            "tests/unit/protocol/test_remoting.py::test_encode_response_is_the_frame_of_make_response"
+        ],
+    ),
 ]
 
 

@@ -318,7 +318,7 @@ class Broker:
         self.server = RemotingServer(
             self.io.transport,
             self.addr,
-            self.requests.process,
+            self.requests.process_nowait,
             on_connect=partial(on_connect, self.clients.processor),
             limits=self.config.server_limits(),
             rpc_latency=self.stats.rpc_latency,

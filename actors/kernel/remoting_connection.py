@@ -47,6 +47,7 @@ import trio
 
 from rocketrio.actors.kernel.runtime import AskTimeout, Reply
 from rocketrio.actors.kernel.server_limits import (
+    BUSY_READ,
     MAX_READ,
     READ_CHUNK,
     InputBudget,
@@ -57,6 +58,7 @@ from rocketrio.actors.observe import events
 from rocketrio.actors.observe.rpc_metrics import LONG_POLLING_CODES, Outcome, RpcLatency
 from rocketrio.protocol.codes import (
     RPC_ONEWAY,
+    RPC_TYPE_RESPONSE,
     ResponseCode,
     request_name,
 )
@@ -72,6 +74,7 @@ from rocketrio.protocol.serde import HeaderError
 log = structlog.get_logger("remoting")
 
 _SUCCESS = int(Outcome.SUCCESS)
+_RESPONSE_FLAG = RPC_TYPE_RESPONSE
 WRITE_HIGH_WATER = 8 * 1024 * 1024  # a client connection's request()/oneway() wait above this
 
 
@@ -110,13 +113,14 @@ class RequestContext:
                 conn.answered(self, response.code)
 
     def respond_frame(self, code: int, frame: bytes) -> None:
-        """`respond` with the answer encoded already (``frame``, response code ``code``): for
-        answers that are one template but for the opaque (protocol/answer_frames.py)."""
+        """`respond` with the answer encoded already (``frame``, response code ``code``, for
+        the latency figures): `encode_response` of the request (the send's hot path), or an
+        answer that is one template but for the opaque (protocol/answer_frames.py)."""
         if self.responded:
             return
         self.responded = True
         conn = self.conn
-        oneway = self.cmd.is_oneway
+        oneway = self.cmd.flag & RPC_ONEWAY
         if not oneway:
             conn.send_frame_nowait(frame)
         if conn.rpc_latency is not None:
@@ -139,8 +143,11 @@ class RequestContext:
         return self.conn.remote
 
 
-# A processor returns a response, or None when it will (or need not) respond later.
-Processor = Callable[[RequestContext], Awaitable[RemotingCommand | None]]
+# A processor's answer: a response, or None when it will (or need not) respond later.
+Answer = RemotingCommand | None
+# A processor answers at once (the hot path: a send handed to the store, no coroutine) or
+# returns an awaitable of its answer, which the reader awaits before the next request.
+Processor = Callable[[RequestContext], Awaitable[Answer] | Answer]
 
 
 class ServerSide:
@@ -208,21 +215,16 @@ class Connection:
     def send_nowait(self, cmd: RemotingCommand) -> None:
         if self.closed:
             return
-        frame = encode_command(cmd)
-        out = self._out
-        out.append(frame)
-        self._out_bytes += len(frame)
-        if len(out) == 1:  # the writer parks only on an empty queue
-            self._writer_lot.unpark()
+        self.send_frame_nowait(encode_command(cmd))
 
     def send_frame_nowait(self, frame: bytes) -> None:
-        """`send_nowait` of a command encoded already."""
+        """Queue an encoded frame for the writer."""
         if self.closed:
             return
         out = self._out
         out.append(frame)
         self._out_bytes += len(frame)
-        if len(out) == 1:
+        if len(out) == 1:  # the writer parks only on an empty queue
             self._writer_lot.unpark()
 
     async def request(self, cmd: RemotingCommand, timeout: float) -> RemotingCommand:
@@ -311,19 +313,24 @@ class Connection:
         # serverMaxConnections x 16 KiB in all): a new connection's first read never waits, so
         # its frame's read timeout starts at once even while an attack holds the whole budget.
         held = 0
+        chunk = READ_CHUNK  # BUSY_READ after a read that filled its buffer
         try:
             while True:
                 if self._out_bytes > self._read_pause_bytes:
                     await self._wait_output_below_low_water()
                 # small reads let requests and answers overlap; a big frame (a pull response)
                 # is read in as few calls as its size allows
-                want = max(READ_CHUNK, min(decoder.missing(), MAX_READ))
+                want = max(chunk, min(decoder.missing(), MAX_READ))
                 if budget is not None:
                     need = decoder.buffered + want - READ_CHUNK
                     if need > held:
                         if not budget.try_take(need - held):
-                            await budget.take(need - held)
-                    elif need < held:
+                            if want == chunk > READ_CHUNK:  # no room to read more: read less
+                                want = READ_CHUNK
+                                need = decoder.buffered
+                            if need > held:
+                                await budget.take(need - held)
+                    if need < held:
                         budget.give(held - need)
                     held = need
                 try:
@@ -334,14 +341,19 @@ class Connection:
                 if not data:
                     self.close_reason = "eof"
                     return
+                chunk = BUSY_READ if len(data) == want else READ_CHUNK
                 if server is not None:
                     now = self._read_at = self._active_at = trio.current_time()
                 decoded = False
                 try:
                     decoder.feed(data)
+                    # every complete frame of the read in one loop; it yields only for a
+                    # request whose processor must wait
                     while (cmd := decoder.next_command()) is not None:
                         decoded = True
-                        await self._dispatch(cmd)
+                        waiting = self._dispatch(cmd)
+                        if waiting is not None:
+                            await waiting
                 except RemoteProtocolError as e:
                     self._bad_frame(e)
                     return
@@ -429,35 +441,53 @@ class Connection:
                 deadline = min(deadline, self._active_at + idle_s)
             await trio.sleep_until(deadline)
 
-    async def _dispatch(self, cmd: RemotingCommand) -> None:
-        if cmd.is_response:
+    def _dispatch(self, cmd: RemotingCommand) -> Awaitable[None] | None:
+        """Match a response or serve a request; an awaitable when the request's processor
+        must wait (the reader awaits it before the next frame)."""
+        if cmd.flag & _RESPONSE_FLAG:
             reply = self._pending.get(cmd.opaque)
             if reply is not None:
                 reply.set(cmd)
-            return
+            return None
         ctx = RequestContext(self, cmd, self._read_at)
         if self.processor is None:
             ctx.respond_code(
                 ResponseCode.REQUEST_CODE_NOT_SUPPORTED, "this endpoint serves no requests"
             )
-            return
+            return None
         try:
-            resp = await self.processor(ctx)
-        except HeaderError as e:
-            resp = cmd.make_response(ResponseCode.INVALID_PARAMETER, str(e))
+            resp = self.processor(ctx)
         except Exception as e:
-            events.emit(
-                log,
-                events.RequestFailed(code=request_name(cmd.code), remote=self.remote),
-                exc_info=e,
-            )
-            resp = cmd.make_response(
-                ResponseCode.SYSTEM_ERROR,
-                f"{request_name(cmd.code)} failed: {type(e).__name__}: {e}",
-            )
+            resp = self._failed(cmd, e)
+        if resp is not None and not isinstance(resp, RemotingCommand):
+            return self._answer_later(ctx, resp)  # type: ignore[arg-type]
+        if resp is not None:
+            ctx.respond(resp)
+        ctx.inline = False
+        return None
+
+    async def _answer_later(self, ctx: RequestContext, waiting: Awaitable[Answer]) -> None:
+        try:
+            resp = await waiting
+        except Exception as e:
+            resp = self._failed(ctx.cmd, e)
         if resp is not None:
             ctx.respond(resp)
         ctx.inline = False  # (a processor that raised BaseException takes the connection down)
+
+    def _failed(self, cmd: RemotingCommand, e: Exception) -> RemotingCommand:
+        """The answer to a request whose processor raised."""
+        if isinstance(e, HeaderError):
+            return cmd.make_response(ResponseCode.INVALID_PARAMETER, str(e))
+        events.emit(
+            log,
+            events.RequestFailed(code=request_name(cmd.code), remote=self.remote),
+            exc_info=e,
+        )
+        return cmd.make_response(
+            ResponseCode.SYSTEM_ERROR,
+            f"{request_name(cmd.code)} failed: {type(e).__name__}: {e}",
+        )
 
     async def _writer(self) -> None:
         out = self._out

@@ -35,6 +35,10 @@ from rocketrio.protocol.remoting import DEFAULT_MAX_FRAME
 
 READ_CHUNK = 16 * 1024  # the usual read; each connection may hold this much outside the budget
 MAX_READ = 1024 * 1024  # the largest read, for a big frame
+# the read after one that filled its buffer (a pipelining client has more waiting): one recv,
+# one store turn and one answer write then carry ~4x the requests; taken from the input budget
+# when it has room, else the read stays READ_CHUNK (never waits for budget for it)
+BUSY_READ = 64 * 1024
 # what writeBufferHighWaterMark / LowWaterMark = 0 mean (upstream: Netty's 64 KiB / 32 KiB; a
 # rocketrio pull response alone may be 256 KiB, maxTransferBytesOnMessageInMemory)
 DEFAULT_WRITE_HIGH_WATER = 1024 * 1024

@@ -13,7 +13,11 @@ authentication or authorization is on), then an unknown code is REQUEST_CODE_NOT
 while the broker stops everything but a client's leaving and its offsets is SYSTEM_BUSY.
 
 A handler runs inline in the connection's reader task and returns the response, or None when
-it answers later through ``ctx.respond`` (a stored send, a held pull or pop).
+it answers later through ``ctx.respond`` (a stored send, a held pull or pop). Most handlers are
+coroutine functions; a hot-path handler (the plain send) answers without a coroutine and returns
+an awaitable only when it must wait (a full store inbox), so a wrapper that calls a plain
+handler awaits `answer_of` its result. `RequestTable.process_nowait` is the remoting server's
+processor: it hands the connection the handler's result as it is (no coroutine of its own).
 """
 
 from __future__ import annotations
@@ -31,7 +35,8 @@ from rocketrio.protocol.codes import (
 )
 from rocketrio.protocol.remoting import RemotingCommand
 
-Handler = Callable[[RequestContext], Awaitable[RemotingCommand | None]]
+Answer = RemotingCommand | None
+Handler = Callable[[RequestContext], Awaitable[Answer] | Answer]
 Handlers = Mapping[int, Handler]
 # a wrapper gets the plain table and returns the entries it replaces (only codes already there)
 Wrapper = Callable[[Handlers], Handlers]
@@ -47,6 +52,13 @@ ALLOWED_WHILE_STOPPING: Final = frozenset(
         RequestCode.HEART_BEAT,
     }
 )
+
+
+async def answer_of(result: Awaitable[Answer] | Answer) -> Answer:
+    """A handler's answer, awaited when the handler returned an awaitable."""
+    if result is None or isinstance(result, RemotingCommand):
+        return result
+    return await result
 
 
 class RequestTableError(ValueError):
@@ -87,7 +99,8 @@ class RequestTable:
         self.broker_name = broker_name
         # a plain dict: the look-up per request is the hot path (a mappingproxy's is slower);
         # nothing adds to it after start-up
-        self.handlers: dict[int, Handler] = dict(handlers)
+        # keys as plain ints: a look-up with the decoded int code compares ints, not enums
+        self.handlers: dict[int, Handler] = {int(k): v for k, v in handlers.items()}
         self.gate = gate
         self.stopping = False
 
@@ -95,7 +108,11 @@ class RequestTable:
         """Shutdown: from now on only ALLOWED_WHILE_STOPPING requests are served."""
         self.stopping = True
 
-    async def process(self, ctx: RequestContext) -> RemotingCommand | None:
+    async def process(self, ctx: RequestContext) -> Answer:
+        return await answer_of(self.process_nowait(ctx))
+
+    def process_nowait(self, ctx: RequestContext) -> Awaitable[Answer] | Answer:
+        """The answer, or the handler's awaitable of it (see the module docstring)."""
         if self.gate is not None:  # ACL 2.0: before anything else, as upstream's pipeline
             refused_by_gate = self.gate(ctx)
             if refused_by_gate is not None:
@@ -111,4 +128,4 @@ class RequestTable:
             return ctx.cmd.make_response(
                 ResponseCode.SYSTEM_BUSY, f"broker {self.broker_name} is shutting down"
             )
-        return await handler(ctx)
+        return handler(ctx)

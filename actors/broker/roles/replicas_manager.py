@@ -170,9 +170,10 @@ class ReplicasManager:
     def write_refusal(self) -> Refusal | None:
         """Why this broker may not take writes now (None for the master): the send path's
         gate."""
-        cfg, core, addr = self.config, self.core, self.deps.addr()
-        if core is not None and core.is_master:
+        core = self.core
+        if core is not None and core.is_master:  # every send asks: nothing else first
             return None
+        cfg, addr = self.config, self.deps.addr()
         if core is not None and core.role is None and core.fence is not None:
             return Refusal(
                 RC.SERVICE_NOT_AVAILABLE,

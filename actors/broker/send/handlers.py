@@ -10,9 +10,10 @@ later, from the store actor's turn, through `SendAnswer`.
 
 from __future__ import annotations
 
+from collections.abc import Awaitable
 from typing import Final, assert_never
 
-from rocketrio.actors.broker.dispatch.answers import born_host, refused
+from rocketrio.actors.broker.dispatch.answers import BornHost, born_host, refused
 from rocketrio.actors.broker.dispatch.outcomes import (
     PutFailed,
     PutStatus,
@@ -22,7 +23,7 @@ from rocketrio.actors.broker.dispatch.outcomes import (
     SendStored,
     SentBack,
 )
-from rocketrio.actors.broker.dispatch.table import Handlers
+from rocketrio.actors.broker.dispatch.table import Answer, Handlers
 from rocketrio.actors.broker.send.processor import BlockedSend, OnSentBack, SendMessageProcessor
 from rocketrio.actors.kernel.remoting import RequestContext
 from rocketrio.protocol.codes import RequestCode, ResponseCode
@@ -31,11 +32,15 @@ from rocketrio.protocol.headers import (
     SendMessageRequestHeader,
     SendMessageRequestHeaderV2,
 )
-from rocketrio.protocol.remoting import RemotingCommand
+from rocketrio.protocol.remoting import RemotingCommand, encode_response
 from rocketrio.protocol.serde import from_ext
 
 RC = ResponseCode
 _PUT_OK = PutStatus.PUT_OK
+_SUCCESS = int(RC.SUCCESS)
+# plain ints: an enum member's look-up costs more than the comparison on the hot path
+_SEND_MESSAGE = int(RequestCode.SEND_MESSAGE)
+_SEND_BATCH_MESSAGE = int(RequestCode.SEND_BATCH_MESSAGE)
 
 # upstream SendMessageProcessor.handlePutMessageResult: (response code, remark when the store
 # gave none). The stored statuses answer with the SendMessageResponseHeader too.
@@ -69,10 +74,6 @@ def put_status_code(status: PutStatus, remark: str | None = None) -> tuple[int, 
     return code, remark if remark is not None else default
 
 
-def _opt_int(v: str | None) -> int | None:
-    return None if v is None else int(v)
-
-
 def _opt_bool(v: str | None) -> bool | None:
     if v is None:
         return None
@@ -97,21 +98,26 @@ def parse_send_header_v2(ext: dict[str, str]) -> SendMessageRequestHeader:
     """
     get = ext.get
     try:
+        j, k, m, l_ = get("j"), get("k"), get("m"), get("l")
+        # positional, in the class's field order (cheaper than keywords on the hot path):
+        # producerGroup, topic, defaultTopic, defaultTopicQueueNums, queueId, sysFlag,
+        # bornTimestamp, flag, properties, reconsumeTimes, unitMode, batch,
+        # maxReconsumeTimes, bname
         return SendMessageRequestHeader(
-            producerGroup=ext["a"],
-            topic=ext["b"],
-            defaultTopic=ext["c"],
-            defaultTopicQueueNums=int(ext["d"]),
-            queueId=int(ext["e"]),
-            sysFlag=int(ext["f"]),
-            bornTimestamp=int(ext["g"]),
-            flag=int(ext["h"]),
-            properties=get("i"),
-            reconsumeTimes=_opt_int(get("j")),
-            unitMode=_opt_bool(get("k")),
-            batch=_opt_bool(get("m")),
-            maxReconsumeTimes=_opt_int(get("l")),
-            bname=get("n"),
+            ext["a"],
+            ext["b"],
+            ext["c"],
+            int(ext["d"]),
+            int(ext["e"]),
+            int(ext["f"]),
+            int(ext["g"]),
+            int(ext["h"]),
+            get("i"),
+            None if j is None else int(j),
+            None if k is None else _opt_bool(k),
+            None if m is None else _opt_bool(m),
+            None if l_ is None else int(l_),
+            get("n"),
         )
     except (KeyError, ValueError):
         return from_ext(SendMessageRequestHeaderV2, ext).to_v1()
@@ -119,7 +125,7 @@ def parse_send_header_v2(ext: dict[str, str]) -> SendMessageRequestHeader:
 
 def send_header(cmd: RemotingCommand) -> SendMessageRequestHeader:
     """The V1 header of any send request code."""
-    if cmd.code == RequestCode.SEND_MESSAGE:
+    if cmd.code == _SEND_MESSAGE:
         return from_ext(SendMessageRequestHeader, cmd.ext_fields)
     return parse_send_header_v2(cmd.ext_fields)
 
@@ -171,6 +177,11 @@ class SendAnswer:
 
     def __call__(self, outcome: SendOutcome) -> None:
         ctx = self.ctx
+        if type(outcome) is SendStored and outcome.status is _PUT_OK:
+            # the common answer, encoded without a response command (the same bytes)
+            frame = encode_response(ctx.cmd, _SUCCESS, outcome.remark, send_response_ext(outcome))
+            ctx.respond_frame(_SUCCESS, frame)
+            return
         ctx.respond(send_response(ctx.cmd, outcome))
 
 
@@ -184,16 +195,30 @@ def _sent_back(ctx: RequestContext) -> OnSentBack:
 def send_handlers(send: SendMessageProcessor) -> Handlers:
     """The request codes the send package serves."""
 
-    async def send_message(ctx: RequestContext) -> RemotingCommand | None:
+    def send_message(ctx: RequestContext) -> Awaitable[Answer] | Answer:
+        # no coroutine for a single send (the hot path): only a full store inbox, or a
+        # batch, returns one for the reader to await
         cmd, conn = ctx.cmd, ctx.conn
         h = send_header(cmd)
         born = conn.attrs.get("born_host") or born_host(conn)
-        if h.batch or cmd.code == RequestCode.SEND_BATCH_MESSAGE:
-            refusal = await send.send_batch(h, cmd.body, born, conn.remote, SendAnswer(ctx))
-        else:
-            # the coroutine-free path; only a full store inbox awaits
-            r = send.send_nowait(h, cmd.body, born, conn.remote, SendAnswer(ctx))
-            refusal = await send.put_blocked(r) if isinstance(r, BlockedSend) else r
+        if h.batch or cmd.code == _SEND_BATCH_MESSAGE:
+            return send_batch(ctx, h, born)
+        r = send.send_nowait(h, cmd.body, born, conn.remote, SendAnswer(ctx))
+        if r is None:
+            return None
+        if isinstance(r, BlockedSend):
+            return blocked(cmd, r)
+        return refused(cmd, r)
+
+    async def send_batch(
+        ctx: RequestContext, h: SendMessageRequestHeader, born: BornHost
+    ) -> Answer:
+        cmd = ctx.cmd
+        refusal = await send.send_batch(h, cmd.body, born, ctx.conn.remote, SendAnswer(ctx))
+        return None if refusal is None else refused(cmd, refusal)
+
+    async def blocked(cmd: RemotingCommand, r: BlockedSend) -> Answer:
+        refusal = await send.put_blocked(r)
         return None if refusal is None else refused(cmd, refusal)
 
     async def send_back(ctx: RequestContext) -> RemotingCommand | None:

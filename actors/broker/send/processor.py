@@ -118,6 +118,7 @@ SEND_KEYS = frozenset(
     {"brokerPermission", "autoCreateTopicEnable", "maxMessageSize", "rejectTransactionMessage"}
 )
 _UNIQ_PREFIX = UNIQ_KEY + "\x01"
+_PREPARED_TAG = PROPERTY_TRANSACTION_PREPARED + "\x01"
 _PUT_OK = PutStatus.PUT_OK
 _RW = PERM_READ | PERM_WRITE
 
@@ -329,7 +330,10 @@ class SendMessageProcessor:
                 f"the message body size {len(body)} bytes exceeds maxMessageSize {limit} bytes",
             )
         props = h.properties or ""
-        prepared = prop_value(props, PROPERTY_TRANSACTION_PREPARED) == "true"
+        # (the substring test keeps the common send from a call: prop_value checks exactly)
+        prepared = (
+            _PREPARED_TAG in props and prop_value(props, PROPERTY_TRANSACTION_PREPARED) == "true"
+        )
         if prepared and self.config.reject_transaction_message:
             return Refusal(
                 ResponseCode.NO_PERMISSION,
@@ -346,16 +350,10 @@ class SendMessageProcessor:
             return routed
         topic, queue_id, reply_queue_id, props = routed
         sys_flag = h.sysFlag | (MULTI_TAGS_FLAG if tc.topicFilterType == "MULTI_TAG" else 0)
+        # positional, in field order (topic, queue_id, body, flag, properties, sys_flag,
+        # born_timestamp, born_host, reconsume_times): cheaper than keywords per send
         msg = MessageToStore(
-            topic=topic,
-            queue_id=queue_id,
-            body=body,
-            flag=h.flag,
-            properties=props,
-            sys_flag=sys_flag,
-            born_timestamp=h.bornTimestamp,
-            born_host=born_host,
-            reconsume_times=reconsume,
+            topic, queue_id, body, h.flag, props, sys_flag, h.bornTimestamp, born_host, reconsume
         )
         if prepared:  # a half message (transaction_policy.py); the answer names the real queue
             msg = half_message(msg)

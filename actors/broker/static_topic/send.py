@@ -27,7 +27,7 @@ import attrs
 
 from rocketrio.actors.broker.dispatch.answers import born_host, refused
 from rocketrio.actors.broker.dispatch.outcomes import Refusal, SendOutcome, SendStored
-from rocketrio.actors.broker.dispatch.table import Handler
+from rocketrio.actors.broker.dispatch.table import Answer, Handler, answer_of
 from rocketrio.actors.broker.send.completions import OnSent
 from rocketrio.actors.broker.send.handlers import SendAnswer, send_header
 from rocketrio.actors.broker.send.processor import SendMessageProcessor
@@ -106,10 +106,12 @@ def send_handlers(
     """SEND_MESSAGE(_V2) / SEND_BATCH_MESSAGE handlers that map a static topic's logic queue
     and hand every other request to the ``plain`` handler (one dict look-up on the hot path)."""
 
-    def handle(ctx: RequestContext) -> Awaitable[RemotingCommand | None]:
-        # not a coroutine itself: a plain send gets the plain handler's, one frame less
+    send_message_code = int(RequestCode.SEND_MESSAGE)  # an int: no enum look-up per send
+
+    def handle(ctx: RequestContext) -> Awaitable[Answer] | Answer:
+        # not a coroutine itself: a plain send gets the plain handler's answer as it is
         cmd = ctx.cmd
-        topic = cmd.ext_fields.get("topic" if cmd.code == RequestCode.SEND_MESSAGE else "b")
+        topic = cmd.ext_fields.get("topic" if cmd.code == send_message_code else "b")
         if topic is None or not mappings.is_static(topic):
             return plain[cmd.code](ctx)
         return handle_static(ctx)
@@ -122,7 +124,7 @@ def send_handlers(
         if isinstance(mapped, Refusal):
             return refused(cmd, mapped)
         if mapped is None:
-            return await plain[cmd.code](ctx)
+            return await answer_of(plain[cmd.code](ctx))
         answer = mapped.answer(SendAnswer(ctx))
         born = born_host(ctx.conn)
         if mapped.header.batch or cmd.code == RequestCode.SEND_BATCH_MESSAGE:

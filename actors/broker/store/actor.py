@@ -28,8 +28,8 @@ slave's truncation, role changes) go through `call` / `delete_topic`: they run b
 beside a flush (the store forbids flush beside truncation or deletion) and inside
 ``ReadGate.exclusive()`` so no off-loop read runs meanwhile. Appends run beside off-loop reads.
 
-Other tasks see this actor through the `StoreWriter` protocol (the send path) or its `call` /
-`delete_topic` / `commitlog_max_offset` entry points.
+Other tasks see this actor through the `StoreWriter` protocol (the send path: single puts of a
+read share an inbox slot, put_stage.py) or `call` / `delete_topic` / `commitlog_max_offset`.
 
 Statistics (`PutStats`, stats.py): each stored request is counted for its topic, each turn's
 put time once (from the start of its write to its answer), each put the store refused; and
@@ -84,21 +84,20 @@ from rocketrio.actors.broker.store.messages import (
     PutMessages,
     PutStats,
     ReplicaAppend,
+    StagedPuts,
     StoreCall,
     Stored,
     StoreMsg,
     StoreRole,
     fail_put,
 )
+from rocketrio.actors.broker.store.put_stage import STAGE_MAX, PutStage
 from rocketrio.actors.broker.store.replication_state import ReplicationState
 from rocketrio.actors.broker.store.view import ReadGate, RunBlocking
 from rocketrio.actors.kernel.runtime import Actor, ActorStopped
 from rocketrio.actors.observe import events
 from rocketrio.storage.epoch_file import EpochRecord
-from rocketrio.storage.message_store import (
-    MessageStore,
-    MessageToStore,
-)
+from rocketrio.storage.message_store import MessageStore, MessageToStore
 
 T = TypeVar("T")
 
@@ -164,6 +163,7 @@ class StoreActor(Actor[StoreMsg]):
         self.faults = FaultState(on_write_fault)
         self.appender = Appender(store, self.faults, stats, now_ms, self.log)
         self.probe_interval_s = probe_interval_ms / 1000
+        self.stage = PutStage(STAGE_MAX, self.inbox_capacity)  # `put_nowait`
 
     # -- entry points for other tasks
 
@@ -178,11 +178,23 @@ class StoreActor(Actor[StoreMsg]):
             self.store.reconfigure(attrs.evolve(config, maxMessageSize=max_message_size))
 
     def put_nowait(self, messages: list[MessageToStore], on_done: PutCallback) -> None:
-        """Enqueue a put; raises trio.WouldBlock when the inbox is full (caller awaits `put`)."""
-        self.tell_nowait(PutMessages(messages, on_done))
+        """Enqueue a put; raises trio.WouldBlock when the inbox is full (caller awaits `put`).
+        Puts that arrive back to back share one inbox slot (put_stage.py)."""
+        if not self.stage.join(put := PutMessages(messages, on_done)):
+            token = StagedPuts([put])
+            super().tell_nowait(token)
+            self.stage.opened(token)
 
     async def put(self, messages: list[MessageToStore], on_done: PutCallback) -> None:
         await self.tell(PutMessages(messages, on_done))
+
+    def tell_nowait(self, msg: StoreMsg) -> None:
+        self.stage.seal()  # what comes after this message cannot join a put before it
+        super().tell_nowait(msg)
+
+    async def tell(self, msg: StoreMsg) -> None:
+        self.stage.seal()  # (ask comes through here too)
+        await super().tell(msg)
 
     def put_batch_nowait(self, put: PutBatchBody) -> None:
         """Enqueue a batch body; raises trio.WouldBlock when the inbox is full."""
@@ -308,6 +320,7 @@ class StoreActor(Actor[StoreMsg]):
                         batch.append(recv.receive_nowait())
                     except (trio.WouldBlock, trio.EndOfChannel):
                         break
+                self.stage.seal()  # taken (or behind the taken ones): no more joins
                 await self._turn(batch)
 
     async def handle(self, msg: StoreMsg) -> None:
@@ -324,8 +337,9 @@ class StoreActor(Actor[StoreMsg]):
 
     # -- runtime figures
     def queued(self) -> int:
-        """Messages waiting in the inbox (puts, mostly): the send path's queue."""
-        return self._send.statistics().current_buffer_used
+        """Messages waiting in the inbox (puts, mostly; staged ones each count): the send
+        path's queue."""
+        return self._send.statistics().current_buffer_used + self.stage.extra
 
     def queue_head_wait_ms(self) -> int:
         """An upper bound of how long the oldest queued message has waited: the time since
@@ -347,11 +361,15 @@ class StoreActor(Actor[StoreMsg]):
         appends: list[ReplicaAppend] = []
         for msg in batch:
             match msg:
-                case PutMessages() | PutBatchBody():
+                case StagedPuts() | PutMessages() | PutBatchBody():
                     if appends:
                         await self._commit_replica(appends)
                         appends = []
-                    puts.append(msg)
+                    if isinstance(msg, StagedPuts):
+                        puts += msg.puts
+                        self.stage.taken(msg)
+                    else:
+                        puts.append(msg)
                 case ReplicaAppend():
                     if puts:
                         await self._commit(puts)

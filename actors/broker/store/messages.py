@@ -110,8 +110,24 @@ class DiskProbe:
     reply: Reply[bool]
 
 
+@attrs.define(slots=True)
+class StagedPuts:
+    """Single puts that share one inbox slot (`StoreActor.put_nowait`): the actor takes them
+    in order as if each had come on its own. The list grows while this token is the newest
+    message of the inbox and the actor has not taken it."""
+
+    puts: list[PutMessages]
+
+
 StoreMsg = (
-    PutMessages | PutBatchBody | StoreCall | ActorCall | ReplicaAppend | ConfirmPoke | DiskProbe
+    PutMessages
+    | StagedPuts
+    | PutBatchBody
+    | StoreCall
+    | ActorCall
+    | ReplicaAppend
+    | ConfirmPoke
+    | DiskProbe
 )
 
 
