@@ -90,10 +90,13 @@ class RecordEpoch:
 
 @attrs.frozen(slots=True)
 class Append:
-    """Write whole records at ``offset`` (== the local log end), then call `appended`."""
+    """Write whole records at ``offset`` (== the local log end), then call `appended`. With
+    ``confirm`` >= 0, confirmOffset may move there once they are written (the shell folds a
+    trailing `Confirm` in, so one store turn writes and dispatches)."""
 
     offset: int
     data: bytes
+    confirm: int = -1
 
 
 @attrs.frozen(slots=True)

@@ -267,8 +267,8 @@ class StoreActor(Actor[StoreMsg]):
     async def record_epoch(self, epoch: int, start_offset: int) -> None:
         await self.actor_call(lambda a: a.replication.record_epoch(epoch, start_offset))
 
-    async def append_replicated(self, offset: int, data: bytes) -> int:
-        return await self.ask(lambda r: ReplicaAppend(offset, data, r), 30.0)
+    async def append_replicated(self, offset: int, data: bytes, confirm: int = -1) -> int:
+        return await self.ask(lambda r: ReplicaAppend(offset, data, r, confirm), 30.0)
 
     def request_confirm(self, offset: int) -> None:
         """confirmOffset may move to ``offset``: applied at the end of the next turn."""
@@ -428,14 +428,14 @@ class StoreActor(Actor[StoreMsg]):
             self._writing_since = None
         end = self.store.get_commitlog_max_offset()
         self.written.advance(end)
-        if gate is None:
-            for put, stored in done:
-                put.on_done(stored, status, remark)  # type: ignore[arg-type]
-            self.acks.acked(done, started)
-            return
-        r.note_write(end)
-        gate.on_local_max(end)
-        gate.submit(end, self._completion(done, status, remark))
+        if gate is not None:
+            r.note_write(end)
+            if not gate.stored(end):  # else: every copy it needs holds it already
+                gate.submit(end, self._completion(done, status, remark))
+                return
+        for put, stored in done:
+            put.on_done(stored, status, remark)  # type: ignore[arg-type]
+        self.acks.acked(done, started)
 
     def _completion(
         self, done: list[tuple[AnyPut, Stored]], status: PutStatus, remark: str | None
@@ -493,6 +493,8 @@ class StoreActor(Actor[StoreMsg]):
                 return
         self.written.advance(self.store.get_commitlog_max_offset())
         for a, end in ok:
+            if a.confirm >= 0:
+                self.request_confirm(a.confirm)  # in the turn: applied as it ends
             a.reply.set(end)
 
     def _apply_confirm(self) -> None:
