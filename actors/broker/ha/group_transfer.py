@@ -114,6 +114,10 @@ class GroupTransferService:
             f"{core.policy.min_in_sync_replicas}"
         )
 
+    def has_replicas(self) -> bool:
+        """A slave may be in the SyncStateSet (a write may wait for a copy)."""
+        return not self.closed and len(self.core.possible) > 1
+
     def applied_members(self) -> frozenset[int]:
         """The SyncStateSet the controller applied (empty once this gate closed)."""
         return frozenset() if self.closed else self.core.applied

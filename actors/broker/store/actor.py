@@ -1,7 +1,8 @@
 """The store actor: the one writer of the MessageStore, with group commit.
 
 Puts arrive as `PutMessages` carrying a callback. Each turn the actor drains its inbox (up to
-`MAX_DRAIN` messages), calls ``put_messages`` ONCE for every put of the turn, and then:
+`MAX_DRAIN` messages; a master with a slave in its set, about 128 KiB of puts: replication_state
+.py `turn_budget`), calls ``put_messages`` ONCE for every put of the turn, and then:
 
 - ASYNC_FLUSH: answers every put at once.
 - SYNC_FLUSH: fsyncs the CommitLog ONCE in a worker thread and only then answers every put of
@@ -90,7 +91,11 @@ from rocketrio.actors.broker.store.messages import (
     StoreRole,
     fail_put,
 )
-from rocketrio.actors.broker.store.replication_state import ReplicationState
+from rocketrio.actors.broker.store.replication_state import (
+    UNBOUNDED,
+    ReplicationState,
+    put_bytes,
+)
 from rocketrio.actors.broker.store.view import ReadGate, RunBlocking
 from rocketrio.actors.kernel.runtime import Actor, ActorStopped
 from rocketrio.actors.observe import events
@@ -303,11 +308,15 @@ class StoreActor(Actor[StoreMsg]):
                 except trio.EndOfChannel:
                     return
                 batch = [first]
-                while len(batch) < MAX_DRAIN:
+                budget = self.replication.turn_budget(first)  # put bytes, after ``first``
+                while len(batch) < MAX_DRAIN and budget > 0:
                     try:
-                        batch.append(recv.receive_nowait())
+                        msg = recv.receive_nowait()
                     except (trio.WouldBlock, trio.EndOfChannel):
                         break
+                    batch.append(msg)
+                    if budget < UNBOUNDED:
+                        budget -= put_bytes(msg)
                 await self._turn(batch)
 
     async def handle(self, msg: StoreMsg) -> None:
