@@ -437,11 +437,14 @@ class StoreActor(Actor[StoreMsg]):
             self._writing_since = None
         end = self.store.get_commitlog_max_offset()
         self.written.advance(end)
-        if gate is not None:
+        if gate is not None:  # a master's write is answered through its completion
             r.note_write(end)
-            if not gate.stored(end):  # else: every copy it needs holds it already
-                gate.submit(end, self._completion(done, status, remark))
-                return
+            complete = self._completion(done, status, remark)
+            if gate.stored(end):  # every copy it needs holds it already: no pending entry
+                complete(AckOutcome.ACKED)
+            else:
+                gate.submit(end, complete)
+            return
         for put, stored in done:
             put.on_done(stored, status, remark)  # type: ignore[arg-type]
         self.acks.acked(done, started)
