@@ -1,7 +1,7 @@
 """The store actor: the one writer of the MessageStore, with group commit.
 
 Puts arrive as `PutMessages` carrying a callback. Each turn the actor drains its inbox (up to
-`MAX_DRAIN` messages; a master with a slave in its set, about 128 KiB of puts: replication_state
+`MAX_DRAIN` messages; a master with a slave in its set, about 256 KiB of puts: replication_state
 .py `turn_budget`), calls ``put_messages`` ONCE for every put of the turn, and then:
 
 - ASYNC_FLUSH: answers every put at once.

@@ -32,7 +32,7 @@ from rocketrio.actors.observe import events
 from rocketrio.storage.epoch_file import EpochRecord
 from rocketrio.storage.message_store import MessageStore
 
-REPLICATED_TURN_BYTES = 128 * 1024
+REPLICATED_TURN_BYTES = 256 * 1024
 UNBOUNDED = 1 << 62
 
 

@@ -27,7 +27,7 @@ from tests.harness.sim_disk import SimFileSystem
 
 ROOT = "/sim/master/store"
 BODY = bytes(40 * 1024)
-PUTS = 8  # 320 KiB queued at once: more than two replicated turns
+PUTS = 16  # 640 KiB queued at once: more than two replicated turns
 
 
 def _master(members: frozenset[int]) -> tuple[StoreActor, GroupTransferService]:
