@@ -35,6 +35,9 @@ class Mutant:
 
 
 _AM = "tests/actor/broker/test_acting_master.py::"
+_RT = "tests/actor/broker/test_replicated_turns.py::"
+_MC = "tests/unit/actors/broker/ha/test_master_core.py::"
+_SS = "tests/unit/actors/broker/ha/test_sync_state.py::"
 _AC = "tests/unit/actors/broker/failover/test_acting_core.py::"
 _AP = "tests/actor/broker/test_acting_master_pop.py::"
 _PP = "tests/unit/actors/broker/failover/test_pop_pins.py::"
@@ -51,9 +54,6 @@ _GD = "tests/actor/observe/test_grafana_dashboard.py::"
 _CD = "tests/actor/cli/test_consume_directly.py::"
 _LP = "tests/actor/broker/test_lost_page_recovery.py::"
 _LQ = "tests/unit/storage/test_lost_page_quarantine.py::"
-_RT = "tests/actor/broker/test_replicated_turns.py::"
-_MC = "tests/unit/actors/broker/ha/test_master_core.py::"
-_SS = "tests/unit/actors/broker/ha/test_sync_state.py::"
 
 MUTANTS: list[Mutant] = [
     Mutant(
