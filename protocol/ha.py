@@ -215,20 +215,29 @@ def _check_epochs(epochs: tuple[HaEpoch, ...], error: type[Exception]) -> None:
 
 
 class _Decoder:
-    """Shared buffering and failure latch of the two stream decoders."""
+    """Shared buffering and failure latch of the two stream decoders.
+
+    Bytes received while nothing is buffered are kept as they came (no copy) and each
+    message is taken out of them with one slice; only a message split across reads is joined
+    in a bytearray first."""
 
     def __init__(self) -> None:
-        self._buf = bytearray()
+        self._buf: bytes | bytearray = b""
         self._pos = 0
         self._failed: RemoteProtocolError | None = None
 
     def receive_data(self, data: bytes | bytearray | memoryview) -> None:
         if self._failed is not None:
             raise self._failed
-        if self._pos and self._pos == len(self._buf):
-            self._buf.clear()
+        if self._pos == len(self._buf):
+            self._buf = data if isinstance(data, bytes) else bytes(data)
             self._pos = 0
-        self._buf += data
+            return
+        buf = self._buf
+        if isinstance(buf, bytes):
+            buf = self._buf = bytearray(memoryview(buf)[self._pos :])
+            self._pos = 0
+        buf += data
 
     @property
     def buffered(self) -> int:
@@ -240,10 +249,14 @@ class _Decoder:
 
     def _take(self, n: int) -> bytes:
         start = self._pos
-        self._pos = start + n
-        out = bytes(self._buf[start : self._pos])
-        if self._pos > 1 << 20 and self._pos * 2 > len(self._buf):
-            del self._buf[: self._pos]
+        end = self._pos = start + n
+        buf = self._buf
+        if isinstance(buf, bytes):
+            return buf[start:end]
+        with memoryview(buf) as view:
+            out = bytes(view[start:end])
+        if end > 1 << 20 and end * 2 > len(buf):
+            del buf[:end]
             self._pos = 0
         return out
 

@@ -35,6 +35,9 @@ class Mutant:
 
 
 _AM = "tests/actor/broker/test_acting_master.py::"
+_RT = "tests/actor/broker/test_replicated_turns.py::"
+_MC = "tests/unit/actors/broker/ha/test_master_core.py::"
+_SS = "tests/unit/actors/broker/ha/test_sync_state.py::"
 _AC = "tests/unit/actors/broker/failover/test_acting_core.py::"
 _AP = "tests/actor/broker/test_acting_master_pop.py::"
 _PP = "tests/unit/actors/broker/failover/test_pop_pins.py::"
@@ -522,6 +525,44 @@ MUTANTS: list[Mutant] = [
             "tests/actor/controller/test_master_death_check.py::"
             "test_after_every_controller_restarts_verdicts_are_unknown_one_timeout_only",
         ],
+    ),
+    Mutant(
+        "replication speed: a replicated master takes a client's whole window in one turn",
+        "actors/broker/store/replication_state.py",
+        "        if gate is None or not gate.has_replicas():",
+        "        if True:  # MUTANT",
+        [_RT + "test_a_master_with_a_slave_writes_bounded_turns_and_answers_in_order_once_acked"],
+    ),
+    Mutant(
+        "replication speed: a burst labels its later packets with the first one's epoch",
+        "actors/broker/ha/master_core.py",
+        "            out.append(nxt)",
+        "            out.append(attrs.evolve(nxt, epoch=first.epoch))  # MUTANT",
+        [
+            _MC + "test_a_burst_is_every_ready_batch_each_within_the_wire_limits",
+            _MC + "test_master_and_slave_cores_converge_byte_identical",
+        ],
+    ),
+    Mutant(
+        "replication speed: a turn is acked at once while an earlier one still waits",
+        "actors/broker/ha/sync_state.py",
+        "        if self._pending or end_offset > self.ack_bound(lease_valid=lease_valid):",
+        "        if end_offset > self.ack_bound(lease_valid=lease_valid):  # MUTANT",
+        [_SS + "test_ack_now_only_when_nothing_waits_and_every_needed_copy_holds_it"],
+    ),
+    Mutant(
+        "replication speed: the lone-master shortcut of the ack bound taken with slaves too",
+        "actors/broker/ha/sync_state.py",
+        "        if len(members) == 1:  # the master alone (possible always holds it)",
+        "        if True:  # MUTANT",
+        [_SS + "test_every_controller_member_holds_every_acknowledged_write"],
+    ),
+    Mutant(
+        "replication speed: the slave's confirm rides on whatever action ends a read",
+        "actors/broker/ha/slave_client.py",
+        "        if isinstance(last, Append):",
+        "        if last is not None and not isinstance(last, Confirm):  # MUTANT",
+        ["tests/actor/broker/test_ha_shells.py"],
     ),
     Mutant(
         "role service: a slave is taken for master",

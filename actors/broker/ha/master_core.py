@@ -204,6 +204,39 @@ class MasterConnectionCore:
         self._last_check_ms = now_ms
         return None
 
+    def plan_burst(
+        self,
+        master_max: int,
+        epochs: Sequence[EpochRecord],
+        now_ms: int,
+        confirm: int,
+        max_bytes: int,
+    ) -> list[TransferBatch]:
+        """Every batch that can go out back to back now (`plan_next`, then what follows it),
+        up to ``max_bytes`` of bodies: the shell writes them with ONE socket write, so a
+        slave reads, stores and acks a master's turn in one go instead of per
+        haTransferBatchSize. Each batch still keeps the wire limits (haTransferBatchSize, one
+        epoch, one segment). Empty: nothing to send (wait for data)."""
+        first = self.plan_next(master_max, epochs, now_ms, confirm)
+        if first is None:
+            return []
+        out = [first]
+        total = first.size
+        offset = first.offset + first.size
+        while first.size and total < max_bytes and offset < master_max:
+            nxt = plan_transfer(offset, master_max, epochs, self.segment_size, self.batch_size)
+            if not nxt.size:
+                break
+            out.append(nxt)
+            total += nxt.size
+            offset += nxt.size
+        return out
+
+    def sent_burst(self, batches: Sequence[TransferBatch], now_ms: int, confirm: int) -> None:
+        """The shell wrote every batch of a `plan_burst` (each header carrying ``confirm``)."""
+        for batch in batches:
+            self.sent(batch, now_ms, confirm)
+
     def sent(self, batch: TransferBatch, now_ms: int, confirm: int = -1) -> None:
         """The shell wrote ``batch`` (its header carrying ``confirm``) to the socket."""
         if self.next_offset != batch.offset:

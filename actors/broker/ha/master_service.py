@@ -10,8 +10,10 @@ Per connection, two tasks share a `MasterConnectionCore` (master_core.py):
   replaces the first) and makes the writer answer with the epoch list; the first ack fixes
   where sending starts; every ack goes to the GroupTransferService;
 - the writer (upstream WriteSocketService) sends the handshake answer, then batches planned by
-  the core, read through the store view (whole written bytes, inline: a batch is at most
-  haTransferBatchSize), each with the CURRENT confirmOffset; it sleeps on the store's
+  the core, read through the store view (whole written bytes, inline), each with the CURRENT
+  confirmOffset; every batch is at most haTransferBatchSize, but all the batches ready at one
+  wake-up (up to `BURST_BYTES`) go out in ONE socket write, read with one read: a slave then
+  reads, stores and acks a master's turn once, not per 32 KiB. It sleeps on the store's
   `written` watermark, and sends heartbeats and closes an idle connection on the core's timers.
 A protocol error, a closed socket or haHousekeepingInterval of silence closes the connection;
 the slave is then reported disconnected (which shrinks the SyncStateSet) unless a newer
@@ -28,7 +30,12 @@ import trio
 
 from rocketrio.actors.broker.boot.broker_io import BrokerIO
 from rocketrio.actors.broker.ha.group_transfer import GroupTransferService
-from rocketrio.actors.broker.ha.master_core import MasterConnectionCore, NoEpochForOffset, Phase
+from rocketrio.actors.broker.ha.master_core import (
+    MasterConnectionCore,
+    NoEpochForOffset,
+    Phase,
+    TransferBatch,
+)
 from rocketrio.actors.broker.ha.ports import MasterStorePort, first_leaf
 from rocketrio.actors.broker.ha.status_body import ByteRate, MasterView, SlaveLink
 from rocketrio.actors.broker.store.clean_policy import ReplicaLink, replica_floor
@@ -48,6 +55,9 @@ from rocketrio.protocol.ha import (
 )
 
 READ_SIZE = 64 * 1024
+# bodies sent with one socket write per wake-up of a connection's writer (several transfer
+# packets of at most haTransferBatchSize each): the slave's read buffer (1 MiB) takes it whole
+BURST_BYTES = 1024 * 1024
 
 
 class _Closing(Exception):
@@ -314,26 +324,46 @@ class _Connection:
                 await self._send_handshake(now)
                 continue
             confirm = store.confirm_offset()
-            batch = core.plan_next(store.log_end_offset(), store.epoch_records(), now, confirm)
-            if batch is None:
+            burst = core.plan_burst(
+                store.log_end_offset(), store.epoch_records(), now, confirm, BURST_BYTES
+            )
+            if not burst:
                 with trio.move_on_at(core.next_timer_ms() / 1000):
                     if core.phase is Phase.TRANSFER and core.next_offset is not None:
                         await store.written.wait_above(core.next_offset)
                     else:
                         await store.written.wait_kick()
                 continue
-            body = store.read_commitlog(batch.offset, batch.size) if batch.size else b""
-            if len(body) != batch.size:
-                raise _Closing(f"read {len(body)} of {batch.size} bytes at {batch.offset}")
-            header = encode_transfer_header(
-                batch.offset, batch.epoch, batch.epoch_start_offset, confirm, batch.size
-            )
-            await self.stream.send_all(header + body if body else header)
+            data = self._packets(burst, confirm)
+            await self.stream.send_all(data)
             now = monotonic_ms()
-            self.sent_bytes.add(len(header) + len(body), now)
-            core.sent(batch, now, confirm)
+            self.sent_bytes.add(len(data), now)
+            core.sent_burst(burst, now, confirm)
             if core.slave_id is not None:
                 self.gate.on_sent(core.slave_id)
+
+    def _packets(self, burst: list[TransferBatch], confirm: int) -> bytes:
+        """The burst's transfer packets, header + body each, as one buffer: the bodies are
+        contiguous, so they are read with one read and sliced."""
+        first, last = burst[0], burst[-1]
+        size = last.offset + last.size - first.offset
+        body = self.s.store.read_commitlog(first.offset, size) if size else b""
+        if len(body) != size:
+            raise _Closing(f"read {len(body)} of {size} bytes at {first.offset}")
+        if len(burst) == 1:
+            header = encode_transfer_header(
+                first.offset, first.epoch, first.epoch_start_offset, confirm, first.size
+            )
+            return header + body if body else header
+        view = memoryview(body)
+        parts: list[bytes | memoryview] = []
+        for b in burst:
+            at = b.offset - first.offset
+            parts.append(
+                encode_transfer_header(b.offset, b.epoch, b.epoch_start_offset, confirm, b.size)
+            )
+            parts.append(view[at : at + b.size])
+        return b"".join(parts)
 
     async def _send_handshake(self, now: int) -> None:
         store = self.s.store

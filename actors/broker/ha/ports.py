@@ -108,10 +108,11 @@ class SlaveStorePort(Protocol):
         """Append an epoch entry durably (before the records it labels are written)."""
         ...
 
-    async def append_replicated(self, offset: int, data: bytes) -> int:
+    async def append_replicated(self, offset: int, data: bytes, confirm: int = -1) -> int:
         """Append whole records at ``offset`` (the log end), checked record by record (size,
         magic, physical offset, CRC); with SYNC_FLUSH fsynced before returning. Returns the
-        new log end. Raises ValueError for data that is not valid records at that offset."""
+        new log end. Raises ValueError for data that is not valid records at that offset.
+        ``confirm`` >= 0: once written, `request_confirm(confirm)` (in the same store turn)."""
         ...
 
     def request_confirm(self, offset: int) -> None:

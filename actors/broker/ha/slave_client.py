@@ -245,7 +245,7 @@ class HAClient:
                         ),
                     )
                 case Append():
-                    new_max = await store.append_replicated(a.offset, a.data)
+                    new_max = await store.append_replicated(a.offset, a.data, a.confirm)
                     self._progressed = True
                     await self._run_actions(stream, core.appended(new_max, monotonic_ms()))
                 case Confirm():
@@ -275,7 +275,8 @@ class HAClient:
 def _merge_appends(actions: list[Action]) -> list[Action]:
     """Join consecutive, contiguous Appends into one (one store call, one fsync, one ack) and
     keep only the last Confirm, moved to the end: confirming later is always safe, and the core
-    never confirms beyond what it has queued for writing."""
+    never confirms beyond what it has queued for writing. A Confirm that would follow the last
+    Append rides on it (applied by the store once that append is written, in the same turn)."""
     out: list[Action] = []
     parts: list[bytes] = []
     start = end = 0
@@ -302,5 +303,9 @@ def _merge_appends(actions: list[Action]) -> list[Action]:
             out.append(a)
     flush()
     if confirm is not None:
-        out.append(confirm)
+        last = out[-1] if out else None
+        if isinstance(last, Append):
+            out[-1] = Append(last.offset, last.data, confirm.offset)
+        else:
+            out.append(confirm)
     return out

@@ -90,10 +90,13 @@ class RecordEpoch:
 
 @attrs.frozen(slots=True)
 class Append:
-    """Write whole records at ``offset`` (== the local log end), then call `appended`."""
+    """Write whole records at ``offset`` (== the local log end), then call `appended`. With
+    ``confirm`` >= 0, confirmOffset may move there once they are written (the shell folds a
+    trailing `Confirm` in, so one store turn writes and dispatches)."""
 
     offset: int
     data: bytes
+    confirm: int = -1
 
 
 @attrs.frozen(slots=True)
@@ -285,17 +288,24 @@ class SlaveCore:
             )
         if t.body:
             tail = self._tail
-            tail += t.body
+            data: bytes | bytearray = t.body
+            if tail:  # a record split across transfers: join its parts
+                tail += data
+                data = tail
             try:
-                n = whole_records_length(tail, self.local_max, self.segment_size)
+                n = whole_records_length(data, self.local_max, self.segment_size)
             except StreamError as e:
                 return self._close(str(e))
             if n:
                 # the shell executes this Append or closes: count it as written from here on
-                out.append(Append(self.local_max, bytes(tail[:n])))
-                del tail[:n]
+                whole = data if n == len(data) and not tail else bytes(memoryview(data)[:n])
+                out.append(Append(self.local_max, whole))
                 self.local_max += n
                 self.local_empty = False
+            if tail:
+                del tail[:n]
+            elif n < len(data):
+                tail += memoryview(data)[n:]
         self.master_confirm = t.confirm_offset
         confirm = self.local_max if self.confirm_own_max else min(t.confirm_offset, self.local_max)
         if confirm > self.confirm:

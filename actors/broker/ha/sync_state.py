@@ -131,6 +131,8 @@ class SyncStateCore(Generic[T]):
     def possible(self) -> frozenset[int]:
         """Every broker id that may be in the controller's SyncStateSet now, or will be: an
         expansion counts from the moment it is decided, before it is even proposed."""
+        if not self._added and not self.unresolved and self.in_flight is None:
+            return self.applied  # the usual case, and the only one of a broker with no slave
         out = self.applied | self._added
         for p in self.unresolved:
             out = out | p.members
@@ -159,6 +161,10 @@ class SyncStateCore(Generic[T]):
     def ack_bound(self, *, lease_valid: bool = True) -> int:
         """Writes ending at or below this offset may be acknowledged to clients now."""
         members = self.possible
+        if len(members) == 1:  # the master alone (possible always holds it)
+            if self.policy.all_ack_in_sync_state_set or not lease_valid:
+                return self.local_max
+            return self.local_max if self.policy.in_sync_replicas <= 1 else 0
         if self.policy.all_ack_in_sync_state_set or not lease_valid:
             return min(self._ack_of(m) for m in members)
         k = max(1, self.policy.in_sync_replicas)
@@ -171,7 +177,8 @@ class SyncStateCore(Generic[T]):
         return self.confirm
 
     def _recompute_confirm(self) -> bool:
-        c = min(self._ack_of(m) for m in self.possible)
+        members = self.possible
+        c = self.local_max if len(members) == 1 else min(self._ack_of(m) for m in members)
         if c > self.confirm:
             self.confirm = c
             return True
@@ -304,6 +311,16 @@ class SyncStateCore(Generic[T]):
     def add_pending(self, end_offset: int, deadline_ms: int, token: T) -> None:
         """A store turn ending at ``end_offset`` waits for replication (group commit)."""
         self._pending.append(_Pending(end_offset, deadline_ms, token))
+
+    def ack_now(self, end_offset: int, *, lease_valid: bool = True) -> bool:
+        """A store turn ending at ``end_offset`` may be acknowledged at once (nothing waits
+        before it and the ack bound already covers it): True, and it counts as acknowledged;
+        False: `add_pending` it. A master with no slave in its set always gets True."""
+        if self._pending or end_offset > self.ack_bound(lease_valid=lease_valid):
+            return False
+        if end_offset > self.acked_frontier:
+            self.acked_frontier = end_offset
+        return True
 
     @property
     def pending_count(self) -> int:

@@ -1,7 +1,7 @@
 """The store actor: the one writer of the MessageStore, with group commit.
 
-Puts arrive as `PutMessages` carrying a callback. Each turn the actor drains its inbox (up to
-`MAX_DRAIN` messages), calls ``put_messages`` ONCE for every put of the turn, and then:
+Puts arrive as `PutMessages` carrying a callback. Each turn the actor drains its inbox (bounded:
+`ReplicationState.drain`), calls ``put_messages`` ONCE for every put of the turn, and then:
 
 - ASYNC_FLUSH: answers every put at once.
 - SYNC_FLUSH: fsyncs the CommitLog ONCE in a worker thread and only then answers every put of
@@ -279,8 +279,8 @@ class StoreActor(Actor[StoreMsg]):
     async def record_epoch(self, epoch: int, start_offset: int) -> None:
         await self.actor_call(lambda a: a.replication.record_epoch(epoch, start_offset))
 
-    async def append_replicated(self, offset: int, data: bytes) -> int:
-        return await self.ask(lambda r: ReplicaAppend(offset, data, r), 30.0)
+    async def append_replicated(self, offset: int, data: bytes, confirm: int = -1) -> int:
+        return await self.ask(lambda r: ReplicaAppend(offset, data, r, confirm), 30.0)
 
     def request_confirm(self, offset: int) -> None:
         """confirmOffset may move to ``offset``: applied at the end of the next turn."""
@@ -314,12 +314,7 @@ class StoreActor(Actor[StoreMsg]):
                     first = await recv.receive()
                 except trio.EndOfChannel:
                     return
-                batch = [first]
-                while len(batch) < MAX_DRAIN:
-                    try:
-                        batch.append(recv.receive_nowait())
-                    except (trio.WouldBlock, trio.EndOfChannel):
-                        break
+                batch = self.replication.drain(first, recv, MAX_DRAIN)
                 self.stage.seal()  # taken (or behind the taken ones): no more joins
                 await self._turn(batch)
 
@@ -446,14 +441,17 @@ class StoreActor(Actor[StoreMsg]):
             self._writing_since = None
         end = self.store.get_commitlog_max_offset()
         self.written.advance(end)
-        if gate is None:
-            for put, stored in done:
-                put.on_done(stored, status, remark)  # type: ignore[arg-type]
-            self.acks.acked(done, started)
+        if gate is not None:  # a master's write is answered through its completion
+            r.note_write(end)
+            complete = self._completion(done, status, remark)
+            if gate.stored(end):  # every copy it needs holds it already: no pending entry
+                complete(AckOutcome.ACKED)
+            else:
+                gate.submit(end, complete)
             return
-        r.note_write(end)
-        gate.on_local_max(end)
-        gate.submit(end, self._completion(done, status, remark))
+        for put, stored in done:
+            put.on_done(stored, status, remark)  # type: ignore[arg-type]
+        self.acks.acked(done, started)
 
     def _completion(
         self, done: list[tuple[AnyPut, Stored]], status: PutStatus, remark: str | None
@@ -511,6 +509,8 @@ class StoreActor(Actor[StoreMsg]):
                 return
         self.written.advance(self.store.get_commitlog_max_offset())
         for a, end in ok:
+            if a.confirm >= 0:
+                self.request_confirm(a.confirm)  # in the turn: applied as it ends
             a.reply.set(end)
 
     def _apply_confirm(self) -> None:

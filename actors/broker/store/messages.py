@@ -96,6 +96,7 @@ class ReplicaAppend:
     offset: int
     data: bytes
     reply: Reply[int]
+    confirm: int = -1  # then confirmOffset may move there (`request_confirm`)
 
 
 @attrs.frozen

@@ -12,20 +12,47 @@
   the actor applies at the end of a turn;
 - a slave's truncations (`truncate`, `reset_log_at`) and epoch records: each cut is durable
   before anything after it is acknowledged (the store's rule), and the confirm target and the
-  watermark follow the cut.
+  watermark follow the cut;
+- how many put bytes one turn takes (`turn_budget`): a master whose set holds a slave about
+  `REPLICATED_TURN_BYTES`, so its HA connections ship one turn to the slaves while it writes
+  the next and their work overlaps the master's (group commit would otherwise gather a
+  client's whole window into one turn: the slave would idle while the master writes it, the
+  master while the slave copies it); anyone else, no limit.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+import trio
+
 from rocketrio.actors.broker.ha.group_transfer import GroupTransferService
 from rocketrio.actors.broker.ha.ports import Watermark
 from rocketrio.actors.broker.ha.truncation import DiscardAll, TruncateTo, TruncationPlan
-from rocketrio.actors.broker.store.messages import StoreRole
+from rocketrio.actors.broker.store.messages import (
+    PutBatchBody,
+    PutMessages,
+    StagedPuts,
+    StoreMsg,
+    StoreRole,
+)
 from rocketrio.actors.observe import events
 from rocketrio.storage.epoch_file import EpochRecord
 from rocketrio.storage.message_store import MessageStore
+
+REPLICATED_TURN_BYTES = 256 * 1024
+UNBOUNDED = 1 << 62
+
+
+def put_bytes(msg: StoreMsg) -> int:
+    """A queued message's put bytes (bodies; 0 for what is not a put)."""
+    if isinstance(msg, PutBatchBody):
+        return len(msg.body)
+    if isinstance(msg, PutMessages):
+        return sum(len(m.body) for m in msg.messages)
+    if isinstance(msg, StagedPuts):
+        return sum(len(m.body) for p in msg.puts for m in p.messages)
+    return 0
 
 
 class ReplicationState:
@@ -39,6 +66,30 @@ class ReplicationState:
         self.written = Watermark(store.get_commitlog_max_offset())
         self.confirm_target = 0
         self.segment_size = store.config.mappedFileSizeCommitLog
+
+    def drain(
+        self, first: StoreMsg, recv: trio.MemoryReceiveChannel[StoreMsg], most: int
+    ) -> list[StoreMsg]:
+        """One turn's messages: ``first`` and what the inbox holds now, up to ``most`` messages
+        and, on a master with a slave in its set, about `REPLICATED_TURN_BYTES` of puts."""
+        batch = [first]
+        budget = self.turn_budget(first)  # put bytes, after ``first``
+        while len(batch) < most and budget > 0:
+            try:
+                msg = recv.receive_nowait()
+            except (trio.WouldBlock, trio.EndOfChannel):
+                break
+            batch.append(msg)
+            if budget < UNBOUNDED:
+                budget -= put_bytes(msg)
+        return batch
+
+    def turn_budget(self, first: StoreMsg) -> int:
+        """The put bytes a turn that starts with ``first`` may take after it (module doc)."""
+        gate = self.gate
+        if gate is None or not gate.has_replicas():
+            return UNBOUNDED
+        return REPLICATED_TURN_BYTES - put_bytes(first)
 
     def require(self, role: StoreRole) -> None:
         if self.role is not role:

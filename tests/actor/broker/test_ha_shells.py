@@ -20,8 +20,14 @@ from rocketrio.actors.broker.ha.group_transfer import (
 )
 from rocketrio.actors.broker.ha.master_service import HAMasterService
 from rocketrio.actors.broker.ha.ports import Watermark
-from rocketrio.actors.broker.ha.slave_client import HAClient
-from rocketrio.actors.broker.ha.slave_core import whole_records_length
+from rocketrio.actors.broker.ha.slave_client import HAClient, _merge_appends
+from rocketrio.actors.broker.ha.slave_core import (
+    Append,
+    Confirm,
+    RecordEpoch,
+    SendBytes,
+    whole_records_length,
+)
 from rocketrio.actors.broker.ha.sync_state import AckPolicy, SyncStateCore
 from rocketrio.actors.broker.ha.truncation import TruncateTo, TruncationPlan
 from rocketrio.actors.kernel.clock import monotonic_ms
@@ -90,12 +96,14 @@ class FakeStore:
         await trio.sleep(0.001)
         self.epochs.append(EpochRecord(epoch, start_offset))
 
-    async def append_replicated(self, offset: int, data: bytes) -> int:
+    async def append_replicated(self, offset: int, data: bytes, confirm: int = -1) -> int:
         await trio.sleep(0.0005)
         if offset != len(self.log) or whole_records_length(data, offset, SEG) != len(data):
             raise ValueError(f"bad append at {offset}")
         self.log += data
         self.written.advance(len(self.log))
+        if confirm >= 0:
+            self.request_confirm(confirm)
         return len(self.log)
 
     def request_confirm(self, offset: int) -> None:
@@ -272,6 +280,32 @@ async def test_replication_under_delays_and_cuts_converges(mock_clock, seed: int
         await wait_for(lambda: len(outcomes) == 40, timeout=30)
         assert AckOutcome.NOT_MASTER not in outcomes
         nursery.cancel_scope.cancel()
+
+
+@pytest.mark.parametrize(
+    ("actions", "merged"),
+    [
+        # one read's transfers: one append (one store turn, one ack), the confirm riding on it
+        (
+            [Append(0, b"ab"), Confirm(1), Append(2, b"cd"), Confirm(3)],
+            [Append(0, b"abcd", 3)],
+        ),
+        # an epoch record splits the appends; the confirm rides on the last one
+        (
+            [Append(0, b"ab"), RecordEpoch(2, 2), Append(2, b"cd"), Confirm(4)],
+            [Append(0, b"ab"), RecordEpoch(2, 2), Append(2, b"cd", 4)],
+        ),
+        # a confirm with no data after it (a heartbeat) stays on its own
+        (
+            [Append(0, b"ab"), SendBytes(b"x"), Confirm(2)],
+            [Append(0, b"ab"), SendBytes(b"x"), Confirm(2)],
+        ),
+        ([Confirm(7)], [Confirm(7)]),
+        ([Append(0, b"ab")], [Append(0, b"ab")]),
+    ],
+)
+def test_merge_appends_joins_a_reads_appends_and_carries_the_confirm(actions, merged) -> None:
+    assert _merge_appends(actions) == merged
 
 
 async def test_ha_clock_reads_back_the_millisecond_a_timer_slept_until(

@@ -115,6 +115,41 @@ def test_master_connection_phases_and_heartbeats() -> None:
     assert not m.expired(4000) and m.expired(5003)
 
 
+def _transferring(at: int, master_max: int) -> MasterConnectionCore:
+    m = master_conn()
+    m.on_event(SlaveHandshake(2), 0)
+    m.on_event(SlaveAck(at), 0)
+    m.begin_transfer(master_min=0, master_max=master_max)
+    return m
+
+
+def test_a_burst_is_every_ready_batch_each_within_the_wire_limits() -> None:
+    """One wake-up plans every batch ready (one socket write), each still at most
+    haTransferBatchSize (64 here), inside one epoch and one segment."""
+    end = SEG + 100
+    m = _transferring(SEG - 150, end)
+    epochs = recs((1, 0), (2, SEG - 20))
+    burst = m.plan_burst(end, epochs, 1, 0, 1 << 20)
+    assert burst == [
+        TransferBatch(SEG - 150, 64, 1, 0),
+        TransferBatch(SEG - 86, 64, 1, 0),
+        TransferBatch(SEG - 22, 2, 1, 0),  # epoch 2 starts at SEG - 20
+        TransferBatch(SEG - 20, 20, 2, SEG - 20),  # the segment ends at SEG
+        TransferBatch(SEG, 64, 2, SEG - 20),
+        TransferBatch(SEG + 64, 36, 2, SEG - 20),
+    ]
+    m.sent_burst(burst, 1, 0)
+    assert m.next_offset == end
+    assert m.plan_burst(end, epochs, 2, 0, 1 << 20) == []  # caught up, no heartbeat due
+    assert m.plan_burst(end, epochs, 1001, 0, 1 << 20) == [TransferBatch(end, 0, 2, SEG - 20)]
+
+
+def test_a_burst_stops_once_it_holds_max_bytes() -> None:
+    m = _transferring(0, 1000)
+    assert [b.size for b in m.plan_burst(1000, recs((1, 0)), 1, 0, 100)] == [64, 64]
+    assert [b.size for b in m.plan_burst(1000, recs((1, 0)), 1, 0, 1)] == [64]
+
+
 def test_master_refuses_a_slave_that_claims_more_than_the_master_has() -> None:
     m = master_conn()
     m.on_event(SlaveHandshake(2), 0)
@@ -148,6 +183,7 @@ def test_master_and_slave_cores_converge_byte_identical(seed: int) -> None:
         broker_id=2, expected_epoch=4, segment_size=SEG,
         heartbeat_interval_ms=1000, housekeeping_interval_ms=10_000,
     )  # fmt: skip
+    burst_bytes = rng.choice([1, 100, 1000, 1 << 20])  # 1: one batch per wake-up
     to_master, to_slave = SlaveStreamDecoder(), MasterStreamDecoder()
     slave_log = bytearray()
     slave_epochs: list[EpochRecord] = []
@@ -165,17 +201,17 @@ def test_master_and_slave_cores_converge_byte_identical(seed: int) -> None:
                 to_slave.receive_data(encode_master_handshake(mh))
             elif m.phase is Phase.WAIT_FIRST_ACK:
                 m.begin_transfer(master_min=0, master_max=len(log))
-        batch = m.plan_next(len(log), epochs, now)
-        if batch is not None:
-            body = log[batch.offset : batch.offset + batch.size]
-            header = encode_transfer_header(
-                batch.offset, batch.epoch, batch.epoch_start_offset, len(log), len(body)
+        burst = m.plan_burst(len(log), epochs, now, -1, burst_bytes)
+        if burst:
+            wire = b"".join(
+                encode_transfer_header(b.offset, b.epoch, b.epoch_start_offset, len(log), b.size)
+                + log[b.offset : b.offset + b.size]
+                for b in burst
             )
-            wire = header + body
             cut = rng.randint(0, len(wire))  # deliver in two pieces
             to_slave.receive_data(wire[:cut])
             to_slave.receive_data(wire[cut:])
-            m.sent(batch, now)
+            m.sent_burst(burst, now, -1)
         while (ev := to_slave.next_event()) is not NEED_DATA:
             for a in s.on_event(ev, now):
                 match a:
