@@ -1213,6 +1213,16 @@ MUTANTS: list[Mutant] = [
         ],
     ),
     Mutant(
+        "a staged slot grows past its byte bound (a replicated turn can no longer be bounded)",
+        "actors/broker/store/put_stage.py",
+        "        if self._open_bytes + size > self.per_slot_bytes:\n",
+        "        if False:  # MUTANT\n",
+        [
+            "tests/actor/broker/test_put_stage.py::test_a_slot_holds_at_most_per_slot_bytes_of_bodies",
+            "tests/actor/broker/test_replicated_turns.py",
+        ],
+    ),
+    Mutant(
         "a put joins a stage the store actor already took (send CPU, issue 28)",
         "actors/broker/store/actor.py",
         "                self.stage.seal()  # taken (or behind the taken ones): no more joins\n",

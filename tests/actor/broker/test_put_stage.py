@@ -44,6 +44,20 @@ def test_the_extra_puts_are_bounded() -> None:
     assert not stage.join(put)  # two wait beyond their slot already
 
 
+def test_a_slot_holds_at_most_per_slot_bytes_of_bodies() -> None:
+    stage = PutStage(per_slot=100, max_extra=100, per_slot_bytes=10)
+
+    def put(n: int) -> PutMessages:
+        return PutMessages([MessageToStore("T", 0, b"x" * n)], lambda *a: None)
+
+    stage.opened(StagedPuts([put(4)]))
+    assert stage.join(put(6))  # 10 bytes: at the bound
+    assert not stage.join(put(1))  # one more byte would pass it
+    big = StagedPuts([put(30)])  # a put bigger than a slot has one of its own
+    stage.opened(big)
+    assert not stage.join(put(1))
+
+
 def _actor(store: MessageStore) -> StoreActor:
     async def inline(fn: Any) -> Any:
         await trio.lowlevel.checkpoint()
