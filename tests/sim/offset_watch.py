@@ -21,16 +21,19 @@ of the run and samples, per broker set:
 
 When the set's master changes, for each queue the committed offset the new master held at its
 last sampled contact (as a slave: what SlaveSynchronize had copied) must be at least what the
-old master held ``OFFSET_LAG_BOUND_S`` before, when the two had been in contact for at least
-the bound (else there was no full round to copy the offsets in, and the switch is counted as
-`offset_switch_unchecked`). What a consumer commits to the new master after its promotion is
-not this bound's business: a consumer that pulled from a deposed master still answering
-(cut off from the controllers only) beyond that master's shorter queue is told OFFSET_MOVED to
-its start, as upstream's master tells it, and commits the rewound offset; that is counted
-(`offset_lowered_by_a_consumer`) and documented in docs/testing.md (soak seed 886). Sampling at the
-steps only moves the contact's end earlier than it really was, so the check errs towards
-passing, never towards a false failure. How far the offsets went back (against the old master's
-last sample) is measured: `offset_rewound_max` messages.
+old master held ``OFFSET_LAG_BOUND_S`` before, when the two had been in contact for at least the
+bound (else there was no full round to copy the offsets in, and the switch is counted as
+`offset_switch_unchecked`; `offset_switch_restarted` when the new master is the old one
+restarted: it holds what its previous incarnation last wrote to consumerOffset.json, every
+flushConsumerOffsetInterval, which actor/broker/test_admin.py::
+test_consumer_offsets_rules_and_persistence checks, not this watch). What a consumer commits to
+the new master after its promotion is not this bound's business: a consumer that pulled from a
+deposed master still answering (cut off from the controllers only) beyond that master's shorter
+queue is told OFFSET_MOVED to its start, as upstream's master tells it, and commits the rewound
+offset; that is counted (`offset_lowered_by_a_consumer`) and documented in docs/testing.md (soak
+seed 886). Sampling at the steps only moves the contact's end earlier than it really was, so the
+check errs towards passing, never towards a false failure. How far the offsets went back
+(against the old master's last sample) is measured: `offset_rewound_max` messages.
 """
 
 from __future__ import annotations
@@ -121,6 +124,8 @@ class OffsetWatch:
         since, last, held_then = self.contact.get((old, new), (0.0, -1.0, []))
         if last - since < OFFSET_LAG_BOUND_S:
             self.checker.count("offset_switch_unchecked")
+            if old.split("#")[0] == new.split("#")[0]:  # the old master, restarted
+                self.checker.count("offset_switch_restarted")
             return
         self.checker.count("offset_switch_checked")
         for qid in range(self.queues):

@@ -204,6 +204,7 @@ async def test_a_deposed_master_is_not_the_sets_master_once_the_newest_dies(
     elected = _broker("b0", "10.0.2.1", {0: 20}, True, epoch=5, incarnation=2)
     watch.step("s", elected, [elected, deposed], lambda a, b: False)
     assert c.stats["offset_switch_unchecked"] == 1 and "offset_switch_checked" not in c.stats
+    assert c.stats["offset_switch_restarted"] == 1  # b0#1 -> b0#2: what its disk held
 
 
 # ---------------------------------------------------------------------------- order
