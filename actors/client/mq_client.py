@@ -263,7 +263,7 @@ class MQClientInstance:
                 f"consumer group {consumer.group} is already registered in client {self.client_id}"
             )
         self.consumers[consumer.group] = consumer
-        for topic in consumer.subscribed_topics():
+        for topic in sorted(consumer.subscribed_topics()):  # the same order in every process
             self.watch_topic(topic)
             try:
                 await self.update_route(topic)
@@ -275,7 +275,7 @@ class MQClientInstance:
         # reaches the NameServer a moment later; ask every DEGRADED_ROUTE_POLL_S for one
         # pollNameServerInterval, not only at the next regular poll
         until = aio.current_time() + self.config.pollNameServerInterval / 1000
-        for topic in consumer.subscribed_topics() - self.routes.keys():
+        for topic in sorted(consumer.subscribed_topics() - self.routes.keys()):
             self._degraded.setdefault(topic, until)
 
     async def unregister_consumer(self, group: str, consumer: ConsumerInner | None = None) -> None:

@@ -223,6 +223,20 @@ def _slave_sync_skips_offsets(patch: Patch) -> None:
     patch(SlaveSynchronize, "_get", _get)
 
 
+def _slave_sync_offsets_behind_the_round(patch: Patch) -> None:
+    async def run(self: SlaveSynchronize, client: Any) -> None:
+        real = self.sync_metadata
+
+        async def whole_round(client: Any, addr: str) -> None:
+            await real(client, addr)
+            await self.sync_offsets(client, addr)  # MUTANT: offsets wait for the whole round
+
+        self.sync_metadata = whole_round  # type: ignore[method-assign]
+        await self._metadata_loop(client)  # MUTANT: no loop of their own
+
+    patch(SlaveSynchronize, "run", run)
+
+
 def _learner_joins_the_sync_state_set(patch: Patch) -> None:
     real = SyncStateCore.on_connected
 
@@ -367,6 +381,12 @@ MUTANTS: dict[str, Mutant] = {
             "slave_sync_skips_offsets",
             "a slave's SlaveSynchronize never copies its master's consumer offsets",
             _slave_sync_skips_offsets,
+        ),
+        Mutant(
+            "slave_sync_offsets_behind_the_round",
+            "a slave copies its master's consumer offsets only at the end of each whole "
+            "SlaveSynchronize round (topics, groups, delay offsets, ACLs), not in their own loop",
+            _slave_sync_offsets_behind_the_round,
         ),
         Mutant(
             "push_failure_committed",

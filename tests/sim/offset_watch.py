@@ -7,23 +7,33 @@ promoted slave's committed offset of a queue is at least what the old master hel
 `OFFSET_LAG_BOUND_S` before the two last could talk. `OffsetWatch.step` runs after every step
 of the run and samples, per broker set:
 
-- the master (the highest masterEpoch's) and its committed offsets of the group, per queue;
-- for every other running replica of the set that is not master: since when it has been able
-  to reach that master without a break (both processes up, this incarnation recovered, their
-  hosts not partitioned).
+- the set's master and its committed offsets of the group, per queue. The master is the
+  running broker serving at the highest masterEpoch the watch has seen: a deposed master still
+  serving in an older epoch (cut off from the controllers, so it never learnt of the later
+  election) is not the set's master again once the newer one dies; its offsets are
+  not what a later master was promised (seed 59369);
+- for every other running replica of the set that follows that master: since when it has
+  done so without a break (both processes up, this incarnation recovered, the replica a slave
+  whose SlaveSynchronize copies from that master's address, their hosts not partitioned). A
+  replica with no master to copy from (a restarted broker that has not reached the
+  controllers yet has no role) is not in contact, however reachable the master is: its
+  offsets are what its own disk held (seed 59369).
 
 When the set's master changes, for each queue the committed offset the new master held at its
 last sampled contact (as a slave: what SlaveSynchronize had copied) must be at least what the
-old master held ``OFFSET_LAG_BOUND_S`` before, when the two had been in contact for at least
-the bound (else there was no full round to copy the offsets in, and the switch is counted as
-`offset_switch_unchecked`). What a consumer commits to the new master after its promotion is
-not this bound's business: a consumer that pulled from a deposed master still answering
-(cut off from the controllers only) beyond that master's shorter queue is told OFFSET_MOVED to
-its start, as upstream's master tells it, and commits the rewound offset; that is counted
-(`offset_lowered_by_a_consumer`) and documented in docs/testing.md (soak seed 886). Sampling at the
-steps only moves the contact's end earlier than it really was, so the check errs towards
-passing, never towards a false failure. How far the offsets went back (against the old master's
-last sample) is measured: `offset_rewound_max` messages.
+old master held ``OFFSET_LAG_BOUND_S`` before, when the two had been in contact for at least the
+bound (else there was no full round to copy the offsets in, and the switch is counted as
+`offset_switch_unchecked`; `offset_switch_restarted` when the new master is the old one
+restarted: it holds what its previous incarnation last wrote to consumerOffset.json, every
+flushConsumerOffsetInterval, which actor/broker/test_admin.py::
+test_consumer_offsets_rules_and_persistence checks, not this watch). What a consumer commits to
+the new master after its promotion is not this bound's business: a consumer that pulled from a
+deposed master still answering (cut off from the controllers only) beyond that master's shorter
+queue is told OFFSET_MOVED to its start, as upstream's master tells it, and commits the rewound
+offset; that is counted (`offset_lowered_by_a_consumer`) and documented in docs/testing.md (soak
+seed 886). Sampling at the steps only moves the contact's end earlier than it really was, so the
+check errs towards passing, never towards a false failure. How far the offsets went back
+(against the old master's last sample) is measured: `offset_rewound_max` messages.
 """
 
 from __future__ import annotations
@@ -51,6 +61,7 @@ class OffsetWatch:
         self.group = group
         self.queues = queues
         self.master: dict[str, str] = {}  # set -> key of the master seen last
+        self.epoch: dict[str, int] = {}  # set -> that master's masterEpoch
         # (master key, queue id) -> (time, committed offset) samples, in time order
         self.history: dict[tuple[str, int], list[tuple[float, int]]] = {}
         # (master key, replica key) -> (since, last) of unbroken contact, and the replica's
@@ -73,11 +84,16 @@ class OffsetWatch:
             return
         now = trio.current_time()
         key = _key(master)
+        epoch = b.roles.master_epoch
+        if epoch < self.epoch.get(set_name, 0):
+            self.checker.count("offset_watch_deposed_master")  # the newest master is gone
+            return
         query = b.tables.offsets.query
         old = self.master.get(set_name)
         if old is not None and old != key:
             self._check_switch(set_name, old, key, query)
         self.master[set_name] = key
+        self.epoch[set_name] = epoch
         for qid in range(self.queues):
             offset = query(self.group, TOPIC, qid)
             samples = self.history.setdefault((key, qid), [])
@@ -93,6 +109,7 @@ class OffsetWatch:
                 and pb.recovery is not None
                 and pb.roles is not None
                 and not pb.roles.serving_as_master()
+                and pb.roles.master_to_sync() == master.addr
                 and not blocked(master.host.ip, p.host.ip)
             )
             if not in_contact:
@@ -107,6 +124,8 @@ class OffsetWatch:
         since, last, held_then = self.contact.get((old, new), (0.0, -1.0, []))
         if last - since < OFFSET_LAG_BOUND_S:
             self.checker.count("offset_switch_unchecked")
+            if old.split("#")[0] == new.split("#")[0]:  # the old master, restarted
+                self.checker.count("offset_switch_restarted")
             return
         self.checker.count("offset_switch_checked")
         for qid in range(self.queues):

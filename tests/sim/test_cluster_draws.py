@@ -113,28 +113,45 @@ def test_a_weak_set_never_loses_a_consumed_message() -> None:
 # ---------------------------------------------------------------------------- offsets
 
 
-def _broker(name: str, ip: str, offsets: dict[int, int], master: bool) -> Any:
-    roles = SimpleNamespace(serving_as_master=lambda: master)
+def _broker(
+    name: str,
+    ip: str,
+    offsets: dict[int, int],
+    master: bool,
+    *,
+    epoch: int = 1,
+    follows: str | None = "10.0.2.1:10911",
+    incarnation: int = 1,
+) -> Any:
+    """A broker process as the watch sees it: master at ``epoch``, or a slave whose
+    SlaveSynchronize copies from ``follows`` (None: it has no role yet)."""
+    roles = SimpleNamespace(serving_as_master=lambda: master, master_epoch=epoch,
+                            master_to_sync=lambda: None if master else follows)  # fmt: skip
     tables = SimpleNamespace(offsets=SimpleNamespace(query=lambda g, t, q: offsets.get(q, -1)))
     live = SimpleNamespace(recovery=object(), roles=roles, tables=tables)
-    return SimpleNamespace(name=name, incarnation=1, host=SimpleNamespace(ip=ip),
-                           live_broker=live)  # fmt: skip
+    return SimpleNamespace(name=name, incarnation=incarnation, host=SimpleNamespace(ip=ip),
+                           addr=f"{ip}:10911", live_broker=live)  # fmt: skip
 
 
-async def _switch(contact_s: float, new_offset: int, after: int | None = None) -> ClusterChecker:
+async def _switch(
+    contact_s: float,
+    new_offset: int,
+    after: int | None = None,
+    follows: str | None = "10.0.2.1:10911",
+) -> ClusterChecker:
     """b0 is master for 20 s, its offset growing by 1 a second; b1 is its slave in contact for
-    the last ``contact_s``, holding ``new_offset``; then b1 is master (with ``after``: a
-    consumer committed that to it since)."""
+    the last ``contact_s``, holding ``new_offset`` (copying from ``follows``, b0 by default);
+    then b1 is master (with ``after``: a consumer committed that to it since)."""
     c = ClusterChecker(3)
     watch = OffsetWatch(c, "g", 1)
     old_offsets: dict[int, int] = {}
     old = _broker("b0", "10.0.2.1", old_offsets, True)
     for t in range(21):
         old_offsets[0] = t
-        slave = _broker("b1", "10.0.2.2", {0: new_offset}, False)
+        slave = _broker("b1", "10.0.2.2", {0: new_offset}, False, follows=follows)
         watch.step("s", old, [old, slave], lambda a, b, t=t: t < 20 - contact_s)
         await trio.sleep(1)
-    new = _broker("b1", "10.0.2.2", {0: new_offset if after is None else after}, True)
+    new = _broker("b1", "10.0.2.2", {0: new_offset if after is None else after}, True, epoch=2)
     watch.step("s", new, [new], lambda a, b: False)
     return c
 
@@ -152,6 +169,42 @@ async def test_the_offset_watch_allows_the_documented_rewind_and_no_more(
     # what slave sync gave it is judged; a consumer's lower commit after the promotion is counted
     c = await _switch(10, 20 - bound, after=3)
     assert c.stats["offset_lowered_by_a_consumer"] == 1
+
+
+async def test_a_replica_that_copies_from_no_master_or_another_is_not_in_contact(
+    mock_clock: trio.testing.MockClock,
+) -> None:
+    # reachable for 10 s, but with no role (controllers unreachable) or following another
+    # master: SlaveSynchronize never copied b0's offsets into it, so the switch is not judged
+    for follows in (None, "10.0.2.3:10911"):
+        c = await _switch(10, 0, follows=follows)
+        assert c.stats["offset_switch_unchecked"] == 1 and "offset_switch_checked" not in c.stats
+
+
+async def test_a_deposed_master_is_not_the_sets_master_once_the_newest_dies(
+    mock_clock: trio.testing.MockClock,
+) -> None:
+    """Seed 59369's shape: b1, master of epoch 2, is cut off from the controllers and keeps
+    serving; b0 is elected in epoch 3, takes commits, is killed and restarts (b0#2) without
+    reaching the controllers, so it has no role and copies nothing, while b1 (the only broker
+    serving as master now) holds higher offsets; then b0#2 is elected in epoch 5 with what its
+    disk held. b1 was never the master b0#2 was promised to follow: nothing to judge."""
+    c = ClusterChecker(3)
+    watch = OffsetWatch(c, "g", 1)
+    deposed = _broker("b1", "10.0.2.2", {0: 23}, True, epoch=2)
+    b0 = _broker("b0", "10.0.2.1", {0: 23}, True, epoch=3)
+    for _ in range(5):
+        watch.step("s", b0, [b0, deposed], lambda a, b: False)
+        await trio.sleep(1)
+    restarted = _broker("b0", "10.0.2.1", {0: 20}, False, follows=None, incarnation=2)
+    for _ in range(10):  # b0 gone: the highest masterEpoch still serving is b1's old one
+        watch.step("s", deposed, [restarted, deposed], lambda a, b: False)
+        await trio.sleep(1)
+    assert c.stats["offset_watch_deposed_master"] == 10
+    elected = _broker("b0", "10.0.2.1", {0: 20}, True, epoch=5, incarnation=2)
+    watch.step("s", elected, [elected, deposed], lambda a, b: False)
+    assert c.stats["offset_switch_unchecked"] == 1 and "offset_switch_checked" not in c.stats
+    assert c.stats["offset_switch_restarted"] == 1  # b0#1 -> b0#2: what its disk held
 
 
 # ---------------------------------------------------------------------------- order

@@ -43,6 +43,12 @@ Besides the period, a sync runs as soon as the store holds a queue it did not ho
 sync (`queue_count`): a topic created on the master moments ago reaches this slave's table one
 round trip after its first replicated record, not up to `SYNC_PERIOD_S` later.
 
+The consumer offsets have a loop of their own: one GET_ALL_CONSUMER_OFFSET every
+`SYNC_PERIOD_S` (and at once when the master changes), bounded by `CALL_TIMEOUT_S`, so a slave's
+offsets lag its master's by at most one period and one call (the 6 s bound of
+docs/metadata-failover.md) however long a round of the other tables takes: five or six calls,
+each a round trip on a slow link, and config writes on a slow disk.
+
 A failed call is logged once and retried next period; nothing here ever blocks the broker.
 """
 
@@ -136,40 +142,75 @@ class SlaveSynchronize:
         self.master_addr = master_addr
         self.log = log or structlog.get_logger("broker").bind(actor="slave_sync")
         self.synced_from: str | None = None
-        self.rounds = 0
+        self.rounds = 0  # metadata rounds (all of sync_all, or the loop's sync_metadata)
+        self.offset_rounds = 0
         self.stale_answers = 0
         self._failing = False
         self._queues_at_sync = -1
 
     async def run(self, client: RemotingClient) -> None:
+        """The metadata rounds, and the consumer offsets in a loop of their own (see the
+        module docstring: a slow round never holds the offsets back)."""
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(self._offsets_loop, client)
+            await self._metadata_loop(client)
+
+    async def _metadata_loop(self, client: RemotingClient) -> None:
         while True:
             addr = self.master_addr()
             if addr is not None:
                 self._queues_at_sync = self.queue_count()
                 try:
-                    await self.sync_all(client, addr)
+                    await self.sync_metadata(client, addr)
                 except (RemotingError, HeaderError, SyncRefused) as e:
                     if not self._failing:
                         self._failing = True
                         events.emit(self.log, events.SlaveSyncFailed(master=addr, error=str(e)))
                 else:
+                    self.rounds += 1
                     if self._failing or addr != self.synced_from:
                         events.emit(self.log, events.SlaveSynced(master=addr))
                     self._failing = False
                     self.synced_from = addr
-            with trio.move_on_after(SYNC_PERIOD_S):
-                while True:
-                    await trio.sleep(0.1)
-                    if self.master_addr() != addr or self._new_queue(addr):
-                        break
+            await self._wait_period(addr, on_new_queue=True)
+
+    async def _offsets_loop(self, client: RemotingClient) -> None:
+        failing = False
+        while True:
+            addr = self.master_addr()
+            if addr is not None:
+                try:
+                    await self.sync_offsets(client, addr)
+                except (RemotingError, HeaderError, SyncRefused) as e:
+                    if not failing:
+                        events.emit(self.log, events.SlaveSyncFailed(master=addr, error=str(e)))
+                    failing = True
+                else:
+                    failing = False
+            await self._wait_period(addr, on_new_queue=False)
+
+    async def _wait_period(self, addr: str | None, *, on_new_queue: bool) -> None:
+        """`SYNC_PERIOD_S`, cut short when the master changes (or a new queue appears)."""
+        with trio.move_on_after(SYNC_PERIOD_S):
+            while True:
+                await trio.sleep(0.1)
+                if self.master_addr() != addr or (on_new_queue and self._new_queue(addr)):
+                    return
 
     def _new_queue(self, addr: str | None) -> bool:
         """A slave's store holds a queue it did not hold when the last round started."""
         return addr is not None and self.queue_count() != self._queues_at_sync
 
     async def sync_all(self, client: RemotingClient, addr: str) -> None:
-        """One round: each table is fetched, then applied only while ``addr`` is still the
-        master this broker follows (no await between that check and the change)."""
+        """One round of everything: the metadata, then the consumer offsets."""
+        await self.sync_metadata(client, addr)
+        await self.sync_offsets(client, addr)
+        self.rounds += 1
+
+    async def sync_metadata(self, client: RemotingClient, addr: str) -> None:
+        """Topics (and static-topic mappings), groups, delay offsets and ACLs: each table is
+        fetched, then applied only while ``addr`` is still the master this broker follows (no
+        await between that check and the change)."""
         topics = await self._get(client, addr, RequestCode.GET_ALL_TOPIC_CONFIG)
         wrapper = from_json(TopicConfigAndMappingDetailWrapper, topics)
         mappings = self.mappings
@@ -196,24 +237,20 @@ class SlaveSynchronize:
         if _differs(gw.dataVersion, self.groups.data_version):
             self.groups.load(gw)
             await self.groups.persist()
-        offsets = await self._get(client, addr, RequestCode.GET_ALL_CONSUMER_OFFSET)
-        ow = from_json(ConsumerOffsetSerializeWrapper, offsets)
-        changed = False
-        for key, queues in ow.offsetTable.items():
-            mine = self.offsets.table.setdefault(key, {})
-            for qid, offset in queues.items():
-                higher_here = self.keep_higher and mine.get(qid, -1) > offset
-                if mine.get(qid) != offset and not higher_here:
-                    mine[qid] = offset
-                    changed = True
-        if changed:
-            self.offsets.dirty = True
         if self.delay_offsets is not None:
             raw = await self._get(client, addr, RequestCode.GET_ALL_DELAY_OFFSET)
             self.delay_offsets.adopt(from_json(DelayOffsetSerializeWrapper, raw))
         if self.auth is not None:
             await self._sync_auth(client, addr, self.auth)
-        self.rounds += 1
+
+    async def sync_offsets(self, client: RemotingClient, addr: str) -> None:
+        """The master's consumer offsets (one call), applied only while ``addr`` is still the
+        master this broker follows."""
+        raw = await self._get(client, addr, RequestCode.GET_ALL_CONSUMER_OFFSET)
+        ow = from_json(ConsumerOffsetSerializeWrapper, raw)
+        if adopt_offsets(self.offsets.table, ow.offsetTable, keep_higher=self.keep_higher):
+            self.offsets.dirty = True
+        self.offset_rounds += 1
 
     def _mappings_adopted(
         self,
@@ -257,6 +294,21 @@ class SlaveSynchronize:
         if resp.code != ResponseCode.SUCCESS:
             raise SyncRefused(f"{code}: {resp.code} {resp.remark}")
         return resp.body
+
+
+def adopt_offsets(
+    mine: dict[str, dict[int, int]], theirs: dict[str, dict[int, int]], *, keep_higher: bool
+) -> bool:
+    """The master's offsets replace ours (upstream's putAll); with ``keep_higher`` an offset
+    only rises (RIP-32, module docstring). True when anything changed."""
+    changed = False
+    for key, queues in theirs.items():
+        table = mine.setdefault(key, {})
+        for qid, offset in queues.items():
+            if table.get(qid) != offset and not (keep_higher and table.get(qid, -1) > offset):
+                table[qid] = offset
+                changed = True
+    return changed
 
 
 class SyncRefused(Exception):

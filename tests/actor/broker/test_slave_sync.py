@@ -15,10 +15,14 @@ import pytest
 import trio
 import trio.testing
 
-from rocketrio.actors.broker.roles.slave_sync import SYNC_PERIOD_S, SlaveSynchronize, SyncRefused
-from rocketrio.protocol.bodies import (
-    TopicConfig,
+from rocketrio.actors.broker.roles.slave_sync import (
+    CALL_TIMEOUT_S,
+    SYNC_PERIOD_S,
+    SlaveSynchronize,
+    SyncRefused,
 )
+from rocketrio.protocol.bodies import ConsumerOffsetSerializeWrapper, TopicConfig
+from rocketrio.protocol.remoting import RemotingCommand
 from tests.harness.slave_sync import GROUP_KEY, OLD, ScriptedMaster, tables
 
 
@@ -107,3 +111,44 @@ async def test_a_master_whose_queues_grow_waits_instead_of_spinning(
     with trio.move_on_after(10):
         await sync.run(ScriptedMaster(queues=4, offset=0))  # type: ignore[arg-type]
     assert sync.rounds == 0 and calls[0] < 1000
+
+
+class SlowLink:
+    """The scripted master behind a link that takes ``one_way_s`` each way; its group's
+    committed offset is ten times the clock (a consumer committing all the time)."""
+
+    def __init__(self, master: ScriptedMaster, one_way_s: float) -> None:
+        self.master, self.one_way_s = master, one_way_s
+
+    async def invoke(self, addr: str, cmd: RemotingCommand, timeout: float) -> RemotingCommand:
+        await trio.sleep(self.one_way_s)
+        now = int(trio.current_time() * 10)
+        self.master.offsets = ConsumerOffsetSerializeWrapper(offsetTable={GROUP_KEY: {0: now}})
+        answer = await self.master.invoke(addr, cmd, timeout)
+        await trio.sleep(self.one_way_s)
+        return answer
+
+
+async def test_offsets_lag_by_one_period_and_one_call_however_slow_the_round(
+    tmp_path: Path, mock_clock: trio.testing.MockClock
+) -> None:
+    """A round of the other tables is several calls (here topics and groups, 1.8 s each on a
+    0.9 s link; in a broker also delay offsets and ACLs): the offsets must not wait for it.
+    The slave's offset is always at least what the master held one period and one call ago
+    (docs/metadata-failover.md's 6 s bound; before the offsets had their own loop, behind
+    three calls and the period, the lag reached 9.3 s here)."""
+    topics, groups, offsets = tables(tmp_path)
+    sync = SlaveSynchronize(topics=topics, groups=groups, offsets=offsets, master_addr=lambda: OLD)
+    link = SlowLink(ScriptedMaster(queues=4, offset=0), one_way_s=0.9)
+    worst = 0.0
+    async with trio.open_nursery() as n:
+        n.start_soon(sync.run, link)
+        with trio.fail_after(SYNC_PERIOD_S + 4 * CALL_TIMEOUT_S):  # the first round
+            while offsets.query("G", "T", 0) < 0:
+                await trio.sleep(0.1)
+        for _ in range(300):  # 30 s
+            await trio.sleep(0.1)
+            worst = max(worst, trio.current_time() - offsets.query("G", "T", 0) / 10)
+        n.cancel_scope.cancel()
+    assert worst <= SYNC_PERIOD_S + CALL_TIMEOUT_S, f"the slave's offset lagged {worst:.1f}s"
+    assert sync.rounds >= 3  # the metadata rounds still run
