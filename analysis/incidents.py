@@ -32,6 +32,7 @@ import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
+import attrs
 from pyspark.sql import DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 
@@ -171,16 +172,17 @@ def run(
     needs, then one write per table from its cache."""
     started = time.time()
     files, empty = log_files(inputs)
-    with job_conf(spark, files):
+    with job_conf(spark) as conf:
+        big = conf.partitions(files)
         progress(f"reading {len(files)} log files")
         read = ingest(spark, files, since_ms, until_ms)
         progress("finding incidents")
         ev = read.incidents
         nodes = node_brokers(ev).cache()
-        tr = traced(read.ev)
+        tr = traced(read.ev, big)
         tables: dict[str, DataFrame] = {
             "failovers": failovers(ev, nodes, tr.acks, tr.lost),
-            "windows": windows(tr.acks, tr.pulls, gap_ms),
+            "windows": windows(tr.acks, tr.pulls, gap_ms, big),
             "raft_leaders": raft_leaders(ev),
             "sync_state_set_changes": sync_state_set_changes(ev),
             "truncations": truncations(ev, nodes),
@@ -206,23 +208,36 @@ def run(
     return summary
 
 
+@attrs.frozen
+class JobConf:
+    """Partition counts: the incident tables are a few thousand rows (one partition per core
+    and no more); the traces are the bulk of the lines (sized to the input)."""
+
+    cores: int
+
+    def partitions(self, files: list[str]) -> int:
+        """For the traces' shuffles: one partition per `PARTITION_BYTES` of ``files``."""
+        local = [
+            f.removeprefix("file://") for f in files if "://" not in f or f.startswith("file://")
+        ]
+        size = sum(os.path.getsize(f) for f in local)
+        remote = len(files) - len(local)  # a URI's size is unknown here: count one partition each
+        return max(self.cores, size // PARTITION_BYTES + remote)
+
+
 @contextlib.contextmanager
-def job_conf(spark: SparkSession, files: list[str]) -> Iterator[None]:
-    """The job's own settings, the session's back afterwards: shuffles sized to the input
-    (one partition per `PARTITION_BYTES`, at least one per core) and no adaptive execution
-    (which plans each shuffle of a query as a Spark job of its own: dozens of jobs over a few
+def job_conf(spark: SparkSession) -> Iterator[JobConf]:
+    """The job's own settings, the session's back afterwards: small shuffles (one partition
+    per core: the traces' shuffles say their own count) and no adaptive execution (which
+    plans each shuffle of a query as a Spark job of its own: dozens of jobs over a few
     thousand incident events)."""
-    size = sum(os.path.getsize(f) for f in files if "://" not in f or f.startswith("file://"))
     cores = spark.sparkContext.defaultParallelism
-    want = {
-        "spark.sql.shuffle.partitions": str(max(cores, size // PARTITION_BYTES)),
-        "spark.sql.adaptive.enabled": "false",
-    }
+    want = {"spark.sql.shuffle.partitions": str(cores), "spark.sql.adaptive.enabled": "false"}
     before = {k: spark.conf.get(k, None) for k in want}
     for k, v in want.items():
         spark.conf.set(k, v)
     try:
-        yield
+        yield JobConf(cores)
     finally:
         for k, old in before.items():
             if old is None:

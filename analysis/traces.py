@@ -36,13 +36,14 @@ class Traced:
     duplicates: DataFrame
 
 
-def traced(ev: DataFrame) -> Traced:
-    """The traces of ``ev``, as `Traced` says."""
+def traced(ev: DataFrame, partitions: int) -> Traced:
+    """The traces of ``ev``, as `Traced` says, in ``partitions`` partitions by message id."""
     acked = F.col("event") == "trace_send_acked"
     at = F.when(acked, F.col("ts_ms"))
     fields = ("topic", "broker", "queue_id", "queue_offset", "latency_ms")
     by_msg = (
         ev.where(F.col("event").isin("trace_send_acked", "trace_consumed"))
+        .repartition(partitions, "msg_id")
         .groupBy("msg_id")
         .agg(
             F.min(at).alias("ts_ms"),  # min_by skips the rows its ordering is null for
@@ -103,7 +104,7 @@ def _wait_rows(prev: Column, keys: list[str], gap_ms: int) -> Column:
     )
 
 
-def windows(acks: DataFrame, pulls: DataFrame, gap_ms: int) -> DataFrame:
+def windows(acks: DataFrame, pulls: DataFrame, gap_ms: int, partitions: int) -> DataFrame:
     """A send window ends at an acknowledgement whose message had been waiting (since its send
     call: ``latency_ms``) while no other message of the set, or of the set's topic, was
     acknowledged; a pull window ends at a consumption whose message had been acknowledged
@@ -123,7 +124,7 @@ def windows(acks: DataFrame, pulls: DataFrame, gap_ms: int) -> DataFrame:
     pull_rows = pulls.select(
         F.lit("pull").alias("op"), "broker", "topic", "ts_ms", F.col("acked_ms").alias("since")
     )
-    rows = sends.unionByName(pull_rows).repartition("broker")
+    rows = sends.unionByName(pull_rows).repartition(partitions, "broker")
     by_set = Window.partitionBy("op", "broker").orderBy("ts_ms")
     by_topic = Window.partitionBy("op", "broker", "topic").orderBy("ts_ms")
     found = rows.select(
