@@ -99,16 +99,18 @@ def failovers(ev: DataFrame, nodes: DataFrame, acks: DataFrame, lost: DataFrame)
         F.col("ts_ms").alias("r_ms"),
         F.col("node").alias("r_node"),
     )
+    # every part is one row per failover: broadcast to the join (Spark cannot know they are
+    # small before they run, and would shuffle and sort both sides of every join)
     out = (
-        fo.join(master_lost(fo, evn), "fid", "left")
-        .join(new_master_writable(fo, roles), "fid", "left")
-        .join(old_master_back(fo, roles), "fid", "left")
-        .join(first_write(fo, evn), "fid", "left")
+        fo.join(F.broadcast(master_lost(fo, evn)), "fid", "left")
+        .join(F.broadcast(new_master_writable(fo, roles)), "fid", "left")
+        .join(F.broadcast(old_master_back(fo, roles)), "fid", "left")
+        .join(F.broadcast(first_write(fo, evn)), "fid", "left")
     )
-    out = out.join(old_master_truncation(out, evn), "fid", "left")
+    out = out.join(F.broadcast(old_master_truncation(out, evn)), "fid", "left")
     return (
-        out.join(write_gap(out, acks), "fid", "left")
-        .join(acked_lost(out, lost), "fid", "left")
+        out.join(F.broadcast(write_gap(out, acks)), "fid", "left")
+        .join(F.broadcast(acked_lost(out, lost)), "fid", "left")
         .withColumn("acked_lost", F.coalesce("acked_lost", F.lit(0)))
         .select(*COLUMNS)
     )
@@ -229,7 +231,8 @@ def write_gap(out: DataFrame, acks: DataFrame) -> DataFrame:
         F.min("a_ms").alias("lo"), F.max("a_ms").alias("hi")
     )
     other = (
-        cuts.join(buckets, "g_set")
+        F.broadcast(cuts)
+        .join(buckets, "g_set")
         .groupBy("fid")
         .agg(
             F.max(F.when(F.col("a_bucket") < F.col("g_bucket"), F.col("hi"))).alias("o_last"),
@@ -237,14 +240,15 @@ def write_gap(out: DataFrame, acks: DataFrame) -> DataFrame:
         )
     )
     own = (
-        cuts.join(a, (a.g_set == cuts.g_set) & (a.a_bucket == cuts.g_bucket))
+        F.broadcast(cuts)
+        .join(a, (a.g_set == cuts.g_set) & (a.a_bucket == cuts.g_bucket))
         .groupBy("fid")
         .agg(
             F.max(F.when(F.col("a_ms") <= F.col("cut"), F.col("a_ms"))).alias("m_last"),
             F.min(F.when(F.col("a_ms") > F.col("cut"), F.col("a_ms"))).alias("m_next"),
         )
     )
-    return other.join(own, "fid", "left").select(
+    return other.join(F.broadcast(own), "fid", "left").select(
         "fid",
         (F.least("m_next", "o_next") - F.greatest("m_last", "o_last")).alias("write_gap_ms"),
     )
@@ -255,7 +259,8 @@ def acked_lost(out: DataFrame, lost: DataFrame) -> DataFrame:
     election and the new master's first write (``acked_lost``)."""
     lo = lost.select(F.col("broker").alias("l_set"), F.col("acked_ms").alias("l_ms"))
     return (
-        out.join(
+        F.broadcast(out)
+        .join(
             lo,
             (lo.l_set == out.broker)
             & (lo.l_ms >= F.coalesce("prev_elected_ms", F.lit(0)))

@@ -23,14 +23,16 @@ the module that computes it:
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
+import attrs
 from pyspark.sql import DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 
@@ -117,10 +119,6 @@ def truncations(ev: DataFrame, nodes: DataFrame) -> DataFrame:
 # ---------------------------------------------------------------------------- the job
 
 
-def _rows(df: DataFrame, order: list[str]) -> list[dict[str, Any]]:
-    return [r.asDict(recursive=True) for r in df.orderBy(*order).collect()]
-
-
 def _hms(ms: int | None) -> str:
     if ms is None:
         return "?"
@@ -141,6 +139,20 @@ def headline(f: dict[str, Any]) -> str:
     )
 
 
+#: how the summary orders each table's rows
+ORDER = {
+    "failovers": ("elected_ms", "broker"),
+    "windows": ("start_ms", "op", "broker", "topic"),
+    "raft_leaders": ("at_ms", "term"),
+    "sync_state_set_changes": ("at_ms", "broker"),
+    "truncations": ("at_ms", "node"),
+    "lost": ("acked_ms", "msg_id"),
+    "duplicates": ("group", "msg_id"),
+}
+#: input bytes per shuffle partition (at least one partition per core)
+PARTITION_BYTES = 64 << 20
+
+
 def run(
     spark: SparkSession,
     inputs: list[str],
@@ -152,39 +164,41 @@ def run(
     progress: Progress = _quiet,
 ) -> dict[str, Any]:
     """Read ``inputs``, write the Parquet tables and ``summary.json`` (and ``report.html``)
-    under ``out_dir``; returns the summary (the module docstring defines every table)."""
+    under ``out_dir``; returns the summary (the module docstring defines every table).
+
+    The plan, in Spark jobs: one parse of the lines (counted as they are cached), the
+    incident events and the traces grouped by message id (each cached), one job that
+    computes every small table (cached) and collects them with the counts the summary
+    needs, then one write per table from its cache."""
     started = time.time()
     files, empty = log_files(inputs)
-    progress(f"reading {len(files)} log files")
-    read = ingest(spark, files, since_ms, until_ms)
-    # the few incident events apart from the bulk of client traces: every table but the
-    # traces' reads them, and a pass over them is a pass over a few thousand rows
-    ev = read.incidents
-    progress("finding incidents")
-    nodes = node_brokers(ev).cache()
-    tr = traced(read.ev)
-    acks, lost = tr.acks, tr.lost
-    tables: dict[str, DataFrame] = {
-        "failovers": failovers(ev, nodes, acks, lost),
-        "windows": windows(acks, tr.pulls, gap_ms),
-        "raft_leaders": raft_leaders(ev),
-        "sync_state_set_changes": sync_state_set_changes(ev),
-        "truncations": truncations(ev, nodes),
-        "lost": lost,
-        "duplicates": tr.duplicates,
-        "skipped": read.bad.select(
+    with job_conf(spark) as conf:
+        big = conf.partitions(files)
+        progress(f"reading {len(files)} log files")
+        read = ingest(spark, files, since_ms, until_ms)
+        progress("finding incidents")
+        ev = read.incidents
+        nodes = node_brokers(ev).cache()
+        tr = traced(read.ev, big)
+        tables: dict[str, DataFrame] = {
+            "failovers": failovers(ev, nodes, tr.acks, tr.lost),
+            "windows": windows(tr.acks, tr.pulls, gap_ms, big),
+            "raft_leaders": raft_leaders(ev),
+            "sync_state_set_changes": sync_state_set_changes(ev),
+            "truncations": truncations(ev, nodes),
+            "lost": tr.lost,
+            "duplicates": tr.duplicates,
+        }
+        tables = {name: df.cache() for name, df in tables.items()}
+        got = collect_all(tables, ev, tr.by_msg)
+        summary = summarize(inputs, read, empty, got)
+        tables["skipped"] = read.bad.select(
             F.col(SOURCE).alias("file"), "ts", "event", "why", F.col(CORRUPT).alias("line")
-        ),
-    }
-    write_tables(spark, tables, out_dir, progress)
-    n = tr.by_msg.agg(
-        F.count(F.col("ts_ms")).alias("acked"), F.sum(F.size("consumed")).alias("consumed")
-    ).first()
-    assert n is not None
-    summary = summarize(inputs, read, empty, tables, n["acked"], n["consumed"] or 0)
+        )
+        write_tables(tables, out_dir, progress)
+        for df in (read.lines, ev, nodes, tr.by_msg, *tables.values()):
+            df.unpersist()
     summary["took_s"] = round(time.time() - started, 3)
-    for df in (read.lines, ev, nodes, tr.by_msg):
-        df.unpersist()
     with open(os.path.join(out_dir, "summary.json"), "w", encoding="utf-8") as f:
         json.dump(summary, f, indent=1)
     from rocketrio.analysis.report import render_html
@@ -194,35 +208,99 @@ def run(
     return summary
 
 
-def write_tables(
-    spark: SparkSession, tables: dict[str, DataFrame], out_dir: str, progress: Progress
-) -> None:
-    """Each table as Parquet under ``out_dir``; the small ones are read back into ``tables``
-    (the summary reads them, not the raw lines)."""
+@attrs.frozen
+class JobConf:
+    """Partition counts: the incident tables are a few thousand rows (one partition per core
+    and no more); the traces are the bulk of the lines (sized to the input)."""
+
+    cores: int
+
+    def partitions(self, files: list[str]) -> int:
+        """For the traces' shuffles: one partition per `PARTITION_BYTES` of ``files``."""
+        local = [
+            f.removeprefix("file://") for f in files if "://" not in f or f.startswith("file://")
+        ]
+        size = sum(os.path.getsize(f) for f in local)
+        remote = len(files) - len(local)  # a URI's size is unknown here: count one partition each
+        return max(self.cores, size // PARTITION_BYTES + remote)
+
+
+@contextlib.contextmanager
+def job_conf(spark: SparkSession) -> Iterator[JobConf]:
+    """The job's own settings, the session's back afterwards: small shuffles (one partition
+    per core: the traces' shuffles say their own count) and no adaptive execution (which
+    plans each shuffle of a query as a Spark job of its own: dozens of jobs over a few
+    thousand incident events)."""
+    cores = spark.sparkContext.defaultParallelism
+    want = {"spark.sql.shuffle.partitions": str(cores), "spark.sql.adaptive.enabled": "false"}
+    before = {k: spark.conf.get(k, None) for k in want}
+    for k, v in want.items():
+        spark.conf.set(k, v)
+    try:
+        yield JobConf(cores)
+    finally:
+        for k, old in before.items():
+            if old is None:
+                spark.conf.unset(k)
+            else:
+                spark.conf.set(k, old)
+
+
+def collect_all(
+    tables: dict[str, DataFrame], ev: DataFrame, by_msg: DataFrame
+) -> dict[str, list[dict[str, Any]]]:
+    """Every small table's rows (in `ORDER`) and the summary's counts, in ONE Spark job: each
+    table and count a JSON line of one union, parsed here."""
+    raft_roles = ev.where(F.col("event") == "raft_role_changed")
+    counts = {
+        "traces": by_msg.agg(
+            F.count(F.col("ts_ms")).alias("acked"),
+            F.coalesce(F.sum(F.size("consumed")), F.lit(0)).alias("consumed"),
+        ),
+        "terms": raft_roles.select("term").distinct().agg(F.count(F.lit(1)).alias("n")),
+        "role_changes": raft_roles.select("node", "term", "role", "ts_ms")
+        .distinct()
+        .agg(F.count(F.lit(1)).alias("n")),
+    }
+    parts = [
+        df.select(F.lit(name).alias("t"), F.to_json(F.struct(*df.columns)).alias("j"))
+        for name, df in (*tables.items(), *counts.items())
+    ]
+    union = parts[0]
+    for p in parts[1:]:
+        union = union.unionAll(p)
+    columns = {name: df.columns for name, df in (*tables.items(), *counts.items())}
+    got: dict[str, list[dict[str, Any]]] = {name: [] for name in columns}
+    for r in union.collect():
+        row = json.loads(r["j"])  # to_json leaves out null fields: every column back
+        got[r["t"]].append({c: row.get(c) for c in columns[r["t"]]})
+    for name, keys in ORDER.items():
+        got[name].sort(key=lambda row, keys=keys: [_asc_nulls_first(row[k]) for k in keys])
+    return got
+
+
+def _asc_nulls_first(v: Any) -> tuple[bool, Any]:
+    return (v is not None, v)
+
+
+def write_tables(tables: dict[str, DataFrame], out_dir: str, progress: Progress) -> None:
+    """Each table as Parquet under ``out_dir`` (the small ones from their caches)."""
     os.makedirs(out_dir, exist_ok=True)
     for name, df in tables.items():
         progress(f"writing {name}")
-        path = os.path.join(out_dir, name)
-        df.write.mode("overwrite").parquet(path)
-        if name != "skipped":  # the summary reads the small tables back, not the raw lines
-            tables[name] = spark.read.parquet(path)
+        df.write.mode("overwrite").parquet(os.path.join(out_dir, name))
 
 
 def summarize(
-    inputs: list[str],
-    read: Ingested,
-    empty: int,
-    tables: dict[str, DataFrame],
-    acked: int,
-    consumed: int,
+    inputs: list[str], read: Ingested, empty: int, got: dict[str, list[dict[str, Any]]]
 ) -> dict[str, Any]:
     """``summary.json`` (``took_s`` is set by the caller): line counts, then each table."""
-    ev, counts = read.incidents, read.counts
-    fos = _rows(tables["failovers"], ["elected_ms", "broker"])
+    counts = read.counts
+    fos = got["failovers"]
     for f in fos:
         f["headline"] = headline(f)
-    leaders = _rows(tables["raft_leaders"], ["at_ms", "term"])
-    raft_roles = ev.where(F.col("event") == "raft_role_changed")
+    [traces] = got["traces"]
+    acked, consumed = traces["acked"], traces["consumed"]
     return {
         "inputs": list(inputs),
         "generated_at_ms": int(time.time() * 1000),
@@ -240,20 +318,20 @@ def summarize(
             "skipped_examples": read.examples,
         },
         "failovers": fos,
-        "windows": _rows(tables["windows"], ["start_ms", "op", "broker", "topic"]),
-        "raft_leaders": leaders,
+        "windows": got["windows"],
+        "raft_leaders": got["raft_leaders"],
         "raft_churn": {
-            "elections": len(leaders),
-            "terms": raft_roles.select("term").distinct().count(),
-            "role_changes": raft_roles.select("node", "term", "role", "ts_ms").distinct().count(),
+            "elections": len(got["raft_leaders"]),
+            "terms": got["terms"][0]["n"],
+            "role_changes": got["role_changes"][0]["n"],
         },
-        "sync_state_set_changes": _rows(tables["sync_state_set_changes"], ["at_ms", "broker"]),
-        "truncations": _rows(tables["truncations"], ["at_ms", "node"]),
+        "sync_state_set_changes": got["sync_state_set_changes"],
+        "truncations": got["truncations"],
         "acked": acked,
         "consumed": consumed,
         "traced": acked > 0 or consumed > 0,
-        "lost": _rows(tables["lost"], ["acked_ms", "msg_id"]),
-        "duplicates": _rows(tables["duplicates"], ["group", "msg_id"]),
+        "lost": got["lost"],
+        "duplicates": got["duplicates"],
     }
 
 

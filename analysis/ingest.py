@@ -232,4 +232,7 @@ def ingest(
         good = good.where(F.col("ts_ms") <= until_ms)
     ev = good.where(F.col("event").isin(*INTERESTING)).select(*EV_COLUMNS)
     incidents = ev.where(~F.col("event").isin(*TRACES)).cache()
+    # materialised now, so the plans over it know it is small (broadcast joins, not sorts
+    # and shuffles for every join of the incident tables)
+    incidents.count()
     return Ingested(lines, bad, ev, incidents, counts, n_files, examples)

@@ -14,7 +14,7 @@ consumptions, acknowledged-but-lost messages, duplicates and unavailability wind
 from __future__ import annotations
 
 import attrs
-from pyspark.sql import DataFrame, Window
+from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
 
@@ -36,13 +36,14 @@ class Traced:
     duplicates: DataFrame
 
 
-def traced(ev: DataFrame) -> Traced:
-    """The traces of ``ev``, as `Traced` says."""
+def traced(ev: DataFrame, partitions: int) -> Traced:
+    """The traces of ``ev``, as `Traced` says, in ``partitions`` partitions by message id."""
     acked = F.col("event") == "trace_send_acked"
     at = F.when(acked, F.col("ts_ms"))
     fields = ("topic", "broker", "queue_id", "queue_offset", "latency_ms")
     by_msg = (
         ev.where(F.col("event").isin("trace_send_acked", "trace_consumed"))
+        .repartition(partitions, "msg_id")
         .groupBy("msg_id")
         .agg(
             F.min(at).alias("ts_ms"),  # min_by skips the rows its ordering is null for
@@ -85,42 +86,55 @@ def traced(ev: DataFrame) -> Traced:
     return Traced(by_msg, acks, lost, consumed.drop("acked_ms"), pulls, duplicates)
 
 
-def _waits(rows: DataFrame, keys: list[str], waiting_since: str, gap_ms: int) -> DataFrame:
-    """Per ``keys``, in time order: the wait that ended at a row, from the later of the
-    previous row and the row's own ``waiting_since``, when it is longer than ``gap_ms``."""
-    w = Window.partitionBy(*keys).orderBy("ts_ms")
-    return (
-        rows.withColumn("prev_ms", F.lag("ts_ms").over(w))
-        .withColumn("start_ms", F.greatest("prev_ms", waiting_since))
-        .where(F.col("prev_ms").isNotNull() & (F.col("ts_ms") - F.col("start_ms") > gap_ms))
-        .select(*keys, "start_ms", F.col("ts_ms").alias("end_ms"))
-        .withColumn("length_ms", F.col("end_ms") - F.col("start_ms"))
+def _wait_rows(prev: Column, keys: list[str], gap_ms: int) -> Column:
+    """The window that ended at a row (a struct, or null): from the later of ``prev`` (the
+    previous row of its ``keys``) and the row's own ``since``, when longer than ``gap_ms``."""
+    start = F.greatest(prev, F.col("since"))
+    topic = F.col("topic") if "topic" in keys else F.lit(None).cast("string")
+    return F.when(
+        prev.isNotNull() & (F.col("ts_ms") - start > gap_ms),
+        F.struct(
+            F.col("op"),
+            F.col("broker"),
+            topic.alias("topic"),
+            start.alias("start_ms"),
+            F.col("ts_ms").alias("end_ms"),
+            (F.col("ts_ms") - start).alias("length_ms"),
+        ),
     )
 
 
-def windows(acks: DataFrame, pulls: DataFrame, gap_ms: int) -> DataFrame:
+def windows(acks: DataFrame, pulls: DataFrame, gap_ms: int, partitions: int) -> DataFrame:
     """A send window ends at an acknowledgement whose message had been waiting (since its send
     call: ``latency_ms``) while no other message of the set, or of the set's topic, was
     acknowledged; a pull window ends at a consumption whose message had been acknowledged
     (and so was waiting) while nothing of the set or topic was consumed. Idle time, when
-    nothing was being sent or was waiting, is no window. Both are one pass over the rows in
-    time order (window functions), whatever the traffic."""
-    sends = acks.where(F.col("broker").isNotNull()).withColumn(
-        "sent_ms", F.col("ts_ms") - F.col("latency_ms")
+    nothing was being sent or was waiting, is no window.
+
+    One pass for all four kinds: sends and pulls in one frame, one exchange by broker set
+    (which every window below is within), then per row the previous row of its set and of
+    its set's topic (two sorts within the partitions, no further exchange)."""
+    sends = acks.where(F.col("broker").isNotNull()).select(
+        F.lit("send").alias("op"),
+        "broker",
+        "topic",
+        "ts_ms",
+        (F.col("ts_ms") - F.col("latency_ms")).alias("since"),
     )
-    send_set = _waits(sends, ["broker"], "sent_ms", gap_ms)
-    send_topic = _waits(sends, ["broker", "topic"], "sent_ms", gap_ms)
-    pull_set = _waits(pulls, ["broker"], "acked_ms", gap_ms)
-    pull_topic = _waits(pulls, ["broker", "topic"], "acked_ms", gap_ms)
-    cols = ["op", "broker", "topic", "start_ms", "end_ms", "length_ms"]
-    no_topic = F.lit(None).cast("string").alias("topic")
-    parts = [
-        send_set.select(F.lit("send").alias("op"), "broker", no_topic, *cols[3:]),
-        send_topic.select(F.lit("send").alias("op"), *cols[1:]),
-        pull_set.select(F.lit("pull").alias("op"), "broker", no_topic, *cols[3:]),
-        pull_topic.select(F.lit("pull").alias("op"), *cols[1:]),
-    ]
-    out = parts[0]
-    for p in parts[1:]:
-        out = out.unionByName(p)
-    return out
+    pull_rows = pulls.select(
+        F.lit("pull").alias("op"), "broker", "topic", "ts_ms", F.col("acked_ms").alias("since")
+    )
+    rows = sends.unionByName(pull_rows).repartition(partitions, "broker")
+    by_set = Window.partitionBy("op", "broker").orderBy("ts_ms")
+    by_topic = Window.partitionBy("op", "broker", "topic").orderBy("ts_ms")
+    found = rows.select(
+        F.array(
+            _wait_rows(F.lag("ts_ms").over(by_set), ["broker"], gap_ms),
+            _wait_rows(F.lag("ts_ms").over(by_topic), ["broker", "topic"], gap_ms),
+        ).alias("w")
+    )
+    return (
+        found.select(F.explode("w").alias("w"))
+        .where(F.col("w").isNotNull())
+        .select("w.op", "w.broker", "w.topic", "w.start_ms", "w.end_ms", "w.length_ms")
+    )

@@ -10,7 +10,8 @@ truncation). Then, in one local Spark session (``local[*]``):
 - reference_lines_per_s  Spark parsing the same files into every catalogue column and writing
                          them nowhere (``read.schema(...).json(...).write.format("noop")``):
                          the cost of reading the lines at all
-- job_lines_per_s        `analysis.incidents.run` over them (every table, Parquet, summary)
+- job_lines_per_s        `analysis.incidents.run` over them (every table, Parquet, summary);
+                         its steps go to stderr, and ``spark_jobs`` counts the Spark jobs it ran
 
 and prints ONE JSON line with both, their ratio, and a check that the job found every failover
 the generator wrote.
@@ -26,6 +27,7 @@ import json
 import os
 import random
 import shutil
+import sys
 import tempfile
 import time
 from datetime import UTC, datetime
@@ -246,9 +248,19 @@ def main() -> None:
             with open(f, "rb") as fh:
                 n += sum(1 for _ in fh)
         ref_before = reference()
-        t = time.monotonic()
-        s = run(spark, [os.path.join(d, "logs")], os.path.join(d, "out"))
+        tracker = spark.sparkContext.statusTracker()
+        jobs_before = len(tracker.getJobIdsForGroup(None))
+        t = last = time.monotonic()
+
+        def step(msg: str) -> None:  # the job's progress, with the time of the step before
+            nonlocal last
+            now = time.monotonic()
+            print(f"  [{now - t:7.1f}s, +{now - last:6.1f}s] {msg}", file=sys.stderr, flush=True)
+            last = now
+
+        s = run(spark, [os.path.join(d, "logs")], os.path.join(d, "out"), progress=step)
         job_s = time.monotonic() - t
+        spark_jobs = len(tracker.getJobIdsForGroup(None)) - jobs_before
         # the faster of a cold and a warm reference: the job is not credited for JVM warm-up
         ref_s = min(ref_before, reference())
         spark.stop()
@@ -264,6 +276,7 @@ def main() -> None:
             "job_s": round(job_s, 2),
             "job_lines_per_s": round(n / job_s),
             "job_vs_reference": round(ref_s / job_s, 3),
+            "spark_jobs": spark_jobs,
             "failovers_generated": expected,
             "failovers_found": len(s["failovers"]),
             "lost_found": len(s["lost"]),
