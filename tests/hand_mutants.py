@@ -678,8 +678,8 @@ MUTANTS: list[Mutant] = [
     Mutant(
         "slave sync moves a consumer offset backwards after the master's return",
         "actors/broker/roles/slave_sync.py",
-        "higher_here = self.keep_higher and mine.get(qid, -1) > offset",
-        "higher_here = False  # MUTANT",
+        "not (keep_higher and table.get(qid, -1) > offset):",
+        "True:  # MUTANT",
         [_AM + "test_a_returning_master_goes_online_only_with_the_slaves_newer_offsets"],
     ),
     Mutant(
@@ -1109,7 +1109,7 @@ MUTANTS: list[Mutant] = [
     Mutant(
         "ROCKETMQ header: non-ASCII ext value kept as latin-1",
         "protocol/remoting.py",
-        "        if not (key.isascii() and value.isascii()):",
+        "        if not ascii_only and not (key.isascii() and value.isascii()):",
         "        if False:  # MUTANT",
         [
             "tests/unit/protocol/test_remoting.py::test_rocketmq_header_matches_upstream_layout_both_ways",
