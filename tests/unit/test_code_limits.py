@@ -12,6 +12,7 @@ the lists cannot rot.)
 from __future__ import annotations
 
 import ast
+import functools
 from collections.abc import Iterator
 
 from tests.harness.paths import REPO
@@ -38,8 +39,10 @@ def module_lines() -> dict[str, int]:
     return {m: len((REPO / m).read_text().splitlines()) for m in product_modules()}
 
 
+@functools.cache
 def function_lines() -> dict[str, int]:
-    """Every function and method of the product, by "path::Qualified.name", with its length."""
+    """Every function and method of the product, by "path::Qualified.name", with its length
+    (parsed once per test process: two tests read it)."""
     out: dict[str, int] = {}
 
     def walk(path: str, node: ast.AST, prefix: str) -> None:

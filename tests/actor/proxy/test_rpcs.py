@@ -277,7 +277,7 @@ def messages_of(stream: list[Any]) -> list[Any]:
 async def test_many_entries_one_batch_each_entry_its_own_status(tmp_path: Any) -> None:
     async with harness(tmp_path) as h, proxied(h) as rpc:
         await fill(h, 4)
-        got = messages_of(await rpc("ReceiveMessage", receive_req_of(4, 20)))
+        got = messages_of(await rpc("ReceiveMessage", receive_req_of(4, 8)))
         assert sorted(m.body for m in got) == [b"m0", b"m1", b"m2", b"m3"]
         keep = next(m for m in got if m.body == b"m2")  # not acknowledged: comes back
         entries = [
@@ -300,11 +300,11 @@ async def test_many_entries_one_batch_each_entry_its_own_status(tmp_path: Any) -
         assert [e.message_id for e in r.entries] == [e.message_id for e in entries]
         assert r.status.code == pb.MULTIPLE_RESULTS
         # once the invisible time is over, only the unacknowledged one is delivered again
-        await trio.sleep(25)
+        await trio.sleep(8)
         again: list[Any] = []
-        for _ in range(10):
+        for _ in range(30):
             again += messages_of(await rpc("ReceiveMessage", receive_req_of(4, 20)))
             if again:
                 break
-            await trio.sleep(5)
+            await trio.sleep(1)
         assert [m.body for m in again] == [b"m2"]
