@@ -1249,6 +1249,20 @@ MUTANTS: list[Mutant] = [
             "tests/unit/protocol/test_remoting.py::test_encode_response_is_the_frame_of_make_response"
         ],
     ),
+    Mutant(
+        "a single record's CRC combined over a wrong body length (send CPU, issue 28)",
+        "protocol/message_build.py",
+        "_COMBINE(crc32(head), body_crc, len(body))",
+        "_COMBINE(crc32(head), body_crc, len(body) - 1)",
+        ["tests/unit/protocol/test_record_crc_paths.py"],
+    ),
+    Mutant(
+        "a batch record's CRC combined over a wrong body length (send CPU, issue 28)",
+        "protocol/message_build.py",
+        "combine(crc(head), body_crc, body_len)",
+        "combine(crc(head), body_crc, body_len + 1)",
+        ["tests/unit/protocol/test_record_crc_paths.py"],
+    ),
 ]
 
 
