@@ -1263,6 +1263,20 @@ MUTANTS: list[Mutant] = [
         "combine(crc(head), body_crc, body_len + 1)",
         ["tests/unit/protocol/test_record_crc_paths.py"],
     ),
+    Mutant(
+        "a compiled extFields shape takes any byte as a value character (issue 28)",
+        "protocol/ext_layouts.py",
+        r'parts.append(f"([\\x00-\\x7f]{{{n}}})")',
+        r'parts.append(f"(.{{{n}}})")',
+        ["tests/unit/protocol/test_ext_layouts.py"],
+    ),
+    Mutant(
+        "a compiled extFields shape matches a prefix of the header (issue 28)",
+        "protocol/ext_layouts.py",
+        "m = pattern.fullmatch(text, pos, end)",
+        "m = pattern.match(text, pos, end)",
+        ["tests/unit/protocol/test_ext_layouts.py"],
+    ),
 ]
 
 
