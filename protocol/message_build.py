@@ -409,9 +409,8 @@ def _build_records(
     queue_id, fixed_len = const.queue_id, len(mid) + 40 + CRC32_RESERVED_LEN
     parts: list[Buffer] = []
     metas: list[tuple[int, bytes, bytes]] = []  # one append per message, not three
-    hs = _BATCH_HEAD.size
     unpack, u16, crc, trailer = _BATCH_HEAD.unpack_from, _U16.unpack_from, crc32, _TRAILER_REVERSED
-    combine, combine_min = _COMBINE, _COMBINE_MIN
+    combine, combine_min, hs = _COMBINE, _COMBINE_MIN, _BATCH_HEAD.size
     view = memoryview(data)
     qo, phy, pos, n = first_queue_offset, first_physical_offset, 0, len(data)
     while pos < n:
