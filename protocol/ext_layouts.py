@@ -45,7 +45,12 @@ def shape_pattern(keys: tuple[str, ...], lengths: tuple[int, ...]) -> re.Pattern
 
 
 class ExtLayouts:
-    """Recently seen extFields shapes, compiled (see the module docstring)."""
+    """Recently seen extFields shapes, compiled (see the module docstring).
+
+    Process-wide and shared by decoders on other threads (the proxy's loop): the list of
+    layouts is never changed in place, only replaced, so a reader holds a consistent one; a
+    lost update between threads costs a miss, never a wrong decode.
+    """
 
     def __init__(self, max_layouts: int = 8, max_tries: int = 4, max_seen: int = 256) -> None:
         self._layouts: list[tuple[re.Pattern[str], tuple[str, ...], Shape]] = []
@@ -64,8 +69,8 @@ class ExtLayouts:
             pattern, keys, _ = layouts[i]
             m = pattern.fullmatch(text, pos, end)
             if m is not None:
-                if i:
-                    layouts.insert(0, layouts.pop(i))
+                if i:  # to the front, in a new list (see the class docstring)
+                    self._layouts = [layouts[i], *layouts[:i], *layouts[i + 1 :]]
                 return dict(zip(keys, m.groups(), strict=True))
         return None
 
@@ -86,5 +91,5 @@ class ExtLayouts:
         seen.pop(shape, None)
         layouts = [one for one in self._layouts if one[2] != shape]  # one not tried lately
         layouts.insert(0, (shape_pattern(keys, lengths), keys, shape))
-        self._layouts = layouts
         del layouts[self._max_layouts :]
+        self._layouts = layouts
