@@ -38,6 +38,7 @@ from rocketrio.protocol.message_format import (
     MessageSizeError,
     RecordCrcMode,
     crc32,
+    crc32_combine,
     decode_properties,
     encode_properties,
     find_property,
@@ -256,19 +257,33 @@ def append_record(
         raise MessageSizeError(f"properties of {props_len} bytes exceed 32767")
     tail = b"".join((topic_part, props_len.to_bytes(2, "big"), properties))
     size = fixed.size + len(body) + len(tail) + CRC32_RESERVED_LEN
+    body_crc = crc32(body)
     try:
         head = fixed.pack(
-            size, magic, crc32(body) & 0x7FFFFFFF, queue_id, flag, queue_offset,
+            size, magic, body_crc & 0x7FFFFFFF, queue_id, flag, queue_offset,
             physical_offset, sys_flag & ~_HOST_FLAGS | host_flags, born_timestamp, born_ip,
             born_port, store_timestamp, store_ip, store_port, reconsume_times,
             prepared_transaction_offset, len(body),
         )  # fmt: skip
     except struct.error as e:
         raise ValueError(f"stored message field out of range: {e}") from None
-    crc = crc32(tail, crc32(body, crc32(head))) & 0x7FFFFFFF
+    if len(body) < _COMBINE_MIN:
+        crc = crc32(tail, crc32(body, crc32(head))) & 0x7FFFFFFF
+    else:  # the body's CRC reused: the body is read once
+        crc = crc32(tail, _COMBINE(crc32(head), body_crc, len(body))) & 0x7FFFFFFF
     out += (head, body, tail, (_TRAILER_REVERSED % crc)[::-1])
     return size
 
+
+def _combine_fallback(crc_a: int, crc_b: int, len_b: int) -> int:  # pragma: no cover
+    raise AssertionError("only called when crc32_combine exists")
+
+
+# The record CRC covers the body, whose own CRC (bodyCRC) is computed first: from this body
+# size on, combining the two CRCs (zlib-ng's crc32_combine, ~0.2 us whatever the length) costs
+# less than reading the body a second time (zlib-ng: ~0.17 us per KiB on this VM)
+_COMBINE_MIN = 2048 if crc32_combine is not None else 1 << 62
+_COMBINE: Callable[[int, int, int], int] = crc32_combine or _combine_fallback
 
 # (born ip length, store ip length) -> (fixed layout, host bits of sysFlag)
 _LAYOUTS = {
@@ -394,8 +409,8 @@ def _build_records(
     queue_id, fixed_len = const.queue_id, len(mid) + 40 + CRC32_RESERVED_LEN
     parts: list[Buffer] = []
     metas: list[tuple[int, bytes, bytes]] = []  # one append per message, not three
-    hs = _BATCH_HEAD.size
     unpack, u16, crc, trailer = _BATCH_HEAD.unpack_from, _U16.unpack_from, crc32, _TRAILER_REVERSED
+    combine, combine_min, hs = _COMBINE, _COMBINE_MIN, _BATCH_HEAD.size
     view = memoryview(data)
     qo, phy, pos, n = first_queue_offset, first_physical_offset, 0, len(data)
     while pos < n:
@@ -437,10 +452,12 @@ def _build_records(
             )
         tail = b"".join((topic_part, props_len.to_bytes(2, "big"), props, tail_extra))
         size = fixed_len + body_len + len(tail)
-        head = head_pack(
-            size, magic, crc(body) & 0x7FFFFFFF, queue_id, flag, qo, phy, mid, body_len
-        )
-        seal = crc(tail, crc(body, crc(head))) & 0x7FFFFFFF  # the record CRC, chained
+        body_crc = crc(body)
+        head = head_pack(size, magic, body_crc & 0x7FFFFFFF, queue_id, flag, qo, phy, mid, body_len)
+        if body_len < combine_min:  # the record CRC, chained over the parts
+            seal = crc(tail, crc(body, crc(head))) & 0x7FFFFFFF
+        else:
+            seal = crc(tail, combine(crc(head), body_crc, body_len)) & 0x7FFFFFFF
         parts += (head, body, tail, (trailer % seal)[::-1])
         metas.append((size, uniq, props))
         qo += 1

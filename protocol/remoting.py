@@ -25,6 +25,7 @@ from rocketrio.protocol.codes import (
     SERIALIZE_ROCKETMQ,
     LanguageCode,
 )
+from rocketrio.protocol.ext_layouts import ExtLayouts
 
 DEFAULT_MAX_FRAME = 16 * 1024 * 1024  # com.rocketmq.remoting.frameMaxLength
 # the smallest header of each serialize type: "{}" for JSON; code, language, version, opaque,
@@ -48,6 +49,7 @@ _I32_FROM = _I32.unpack_from
 # slice of 70 KiB, a batch, cost 7x the view's copy; below a few KiB the view costs more)
 _VIEW_COPY_MIN = 4096
 _IS_STR = str.__instancecheck__  # one C call per value: isinstance(v, str)
+_LAYOUTS = ExtLayouts()  # the extFields shapes producers repeat, compiled (process-wide)
 
 
 class RemoteProtocolError(Exception):
@@ -266,12 +268,24 @@ def _decode_json_header(raw: bytes, body: bytes) -> RemotingCommand:
 def _decode_ext_fields(raw: bytes, pos: int, end: int) -> dict[str, str]:
     """The ROCKETMQ header's extFields between ``pos`` and ``end``: (short key length, key,
     int value length, value) entries, UTF-8. The header is decoded once as latin-1 (one char a
-    byte, so offsets agree) and an ASCII key or value (nearly all) is that text's slice; only a
-    key or value with other bytes is decoded again as UTF-8."""
+    byte, so offsets agree); a shape seen before is decoded by its compiled expression
+    (`ExtLayouts`), else entry by entry, where an ASCII key or value (nearly all) is that
+    text's slice and only a key or value with other bytes is decoded again as UTF-8."""
     text = raw.decode("latin-1")
+    ext = _LAYOUTS.match(text, pos, end)
+    if ext is not None:
+        return ext
+    ext = _decode_ext_entries(raw, text, pos, end)
+    if all(map(str.isascii, ext.values())) and all(map(str.isascii, ext)):
+        _LAYOUTS.learn(ext)
+    return ext
+
+
+def _decode_ext_entries(raw: bytes, text: str, pos: int, end: int) -> dict[str, str]:
+    """`_decode_ext_fields` entry by entry."""
     ext: dict[str, str] = {}
     i16, i32 = _I16_FROM, _I32_FROM
-    ascii_only = raw.isascii()  # nearly always: then no entry needs its own check
+    ascii_only = raw.isascii()  # then no entry needs its own check
     while pos < end:
         (klen,) = i16(raw, pos)
         pos += 2

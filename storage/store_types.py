@@ -139,12 +139,11 @@ class BatchPutResult:
 
     def msg_ids(self) -> list[str]:
         """Offset message ids, like PutResult.msg_id."""
-        prefix = self.msg_id_prefix
-        return [f"{prefix}{pos:016X}" for pos in self.commitlog_offsets]
+        return list(map(f"{self.msg_id_prefix}%016X".__mod__, self.commitlog_offsets))
 
     def msg_ids_csv(self) -> str:
         """The SendMessageResponseHeader msgId of a batch: offset ids joined by commas."""
-        return ",".join(self.msg_ids())
+        return ",".join(map(f"{self.msg_id_prefix}%016X".__mod__, self.commitlog_offsets))
 
     def uniq_keys_csv(self) -> str:
         """The SendMessageResponseHeader msgId the client expects: UNIQ_KEYs joined by commas."""

@@ -1249,6 +1249,34 @@ MUTANTS: list[Mutant] = [
             "tests/unit/protocol/test_remoting.py::test_encode_response_is_the_frame_of_make_response"
         ],
     ),
+    Mutant(
+        "a single record's CRC combined over a wrong body length (send CPU, issue 28)",
+        "protocol/message_build.py",
+        "_COMBINE(crc32(head), body_crc, len(body))",
+        "_COMBINE(crc32(head), body_crc, len(body) - 1)",
+        ["tests/unit/protocol/test_record_crc_paths.py"],
+    ),
+    Mutant(
+        "a batch record's CRC combined over a wrong body length (send CPU, issue 28)",
+        "protocol/message_build.py",
+        "combine(crc(head), body_crc, body_len)",
+        "combine(crc(head), body_crc, body_len + 1)",
+        ["tests/unit/protocol/test_record_crc_paths.py"],
+    ),
+    Mutant(
+        "a compiled extFields shape takes any byte as a value character (issue 28)",
+        "protocol/ext_layouts.py",
+        r'parts.append(f"([\\x00-\\x7f]{{{n}}})")',
+        r'parts.append(f"(.{{{n}}})")',
+        ["tests/unit/protocol/test_ext_layouts.py"],
+    ),
+    Mutant(
+        "a compiled extFields shape matches a prefix of the header (issue 28)",
+        "protocol/ext_layouts.py",
+        "m = pattern.fullmatch(text, pos, end)",
+        "m = pattern.match(text, pos, end)",
+        ["tests/unit/protocol/test_ext_layouts.py"],
+    ),
 ]
 
 
