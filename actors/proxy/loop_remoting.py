@@ -27,18 +27,19 @@ from __future__ import annotations
 
 import asyncio
 import itertools
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from collections.abc import Set as AbstractSet
 from typing import Any
 
 import attrs
 
-from rocketrio.actors.client.simple_consumer import ReceivedMessage, ack_command
 from rocketrio.actors.kernel.remoting import RemotingError, RemotingTimeout
-from rocketrio.actors.proxy.ack_nowait import ack_answer
+from rocketrio.actors.proxy.ack_nowait import ack_answer, ack_ext
+from rocketrio.actors.proxy.mapping import TargetQueue, writable_queues
+from rocketrio.actors.proxy.receipt import decode_receipt
 from rocketrio.actors.proxy.send import SendPath
 from rocketrio.protocol.bodies import TopicRouteData
-from rocketrio.protocol.codes import request_name
+from rocketrio.protocol.codes import RequestCode, request_name
 from rocketrio.protocol.remoting import (
     DEFAULT_MAX_FRAME,
     FrameDecoder,
@@ -166,10 +167,16 @@ class LoopRemoting:
 
 @attrs.frozen
 class RouteView:
-    """What the gRPC loop knows of a topic: its route and each broker set's master."""
+    """What the gRPC loop knows of a topic: its route, each broker set's master, and the
+    route's writable queues (worked out once, in Trio's thread, not on every send)."""
 
     route: TopicRouteData
     masters: Mapping[str, str]
+    queues: Sequence[TargetQueue] = attrs.field()
+
+    @queues.default
+    def _writable(self) -> Sequence[TargetQueue]:
+        return tuple(writable_queues(self.route))
 
 
 class LoopCalls:
@@ -179,12 +186,10 @@ class LoopCalls:
         self,
         sends: SendPath,
         error_answer: ErrorAnswer,
-        received_of: Callable[[str, str], ReceivedMessage],
         renewing_groups: Callable[[], AbstractSet[str]],
     ) -> None:
         self.sends = sends
         self.error_answer = error_answer
-        self.received_of = received_of  # pure: a receipt handle's message stub
         self.renewing_groups = renewing_groups  # an immutable set Trio replaces
         self.routes: Mapping[str, RouteView] = {}
         self.remoting: LoopRemoting | None = None  # made on the loop, at its first call
@@ -206,7 +211,7 @@ class LoopCalls:
         view = self.routes.get(msg.topic.name)
         if view is None:
             return None
-        target = self.sends.target(msg, view.route)
+        target = self.sends.target_in(msg, view.queues)
         addr = view.masters.get(target.broker_name)
         conn = self._connection(addr)
         if addr is None or conn is None:
@@ -229,14 +234,16 @@ class LoopCalls:
             return None
         entry = req.entries[0]
         try:
-            received = self.received_of(req.topic.name, entry.receipt_handle)
-            cmd = ack_command(group, received)
+            receipt = decode_receipt(entry.receipt_handle)
         except Exception:
             return None  # a bad handle: the Trio path answers the entry's status
-        addr = view.masters.get(received.broker_name)
+        addr = view.masters.get(receipt.extra.broker_name)
         conn = self._connection(addr)
         if addr is None or conn is None:
             return None
+        cmd = RemotingCommand(
+            RequestCode.ACK_MESSAGE, ext_fields=ack_ext(group, req.topic.name, receipt)
+        )
         return self._ack(conn, cmd, entry, addr)
 
     async def _ack(self, conn: LoopConnection, cmd: RemotingCommand, entry: Any, addr: str) -> Any:

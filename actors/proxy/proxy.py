@@ -94,9 +94,7 @@ def loop_calls(service: ProxyService, client: MQClientInstance) -> LoopCalls | N
     the client learns; None when authentication is on (its user look-ups are the Trio path's)."""
     if service.config.authentication_enabled:
         return None
-    sends = LoopCalls(
-        service.sends, service.error_answer, service.received, lambda: service.renewing_groups
-    )
+    sends = LoopCalls(service.sends, service.error_answer, lambda: service.renewing_groups)
 
     def publish(topic: str, route: TopicRouteData) -> None:
         names = (bd.brokerName for bd in route.brokerDatas)

@@ -11,16 +11,22 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+from rocketrio.actors.client.simple_consumer import ack_command
+from rocketrio.actors.proxy.ack_nowait import ack_ext
 from rocketrio.actors.proxy.loop_remoting import LoopCalls, RouteView
-from rocketrio.actors.proxy.receipt import encode_receipt
-from rocketrio.actors.proxy.send import SendPath
+from rocketrio.actors.proxy.mapping import PROXY_PRODUCER_GROUP, TargetQueue
+from rocketrio.actors.proxy.receipt import decode_receipt, encode_receipt
+from rocketrio.actors.proxy.send import SendPath, send_ext
 from rocketrio.actors.proxy.service import ProxyService
 from rocketrio.protocol.bodies import BrokerData, QueueData, TopicRouteData
 from rocketrio.protocol.codes import RequestCode, ResponseCode
 from rocketrio.protocol.grpc_v2 import definition_pb2 as pb
 from rocketrio.protocol.grpc_v2 import service_pb2 as spb
+from rocketrio.protocol.headers import SendMessageRequestHeaderV2
+from rocketrio.protocol.message import TRANSACTION_PREPARED_TYPE, encode_properties
 from rocketrio.protocol.pop_extra_info import ExtraInfo
 from rocketrio.protocol.remoting import FrameDecoder, RemotingCommand, encode_command
+from rocketrio.protocol.serde import to_ext
 
 TOPIC = "LoopT"
 BROKER = "broker-a"
@@ -67,12 +73,11 @@ class FakeBroker:
 def calls(renewing: frozenset[str] = frozenset()) -> LoopCalls:
     sends = SendPath(None, "", 4 << 20, lambda: 1_700_000_000_000)  # type: ignore[arg-type]
     sends.timeout_s = 0.3
-    received = ProxyService.received.__get__(object())  # pure: no state of the service
 
     def error_answer(method: str, e: BaseException) -> Any:
         return ("error", method, str(e))
 
-    return LoopCalls(sends, error_answer, received, lambda: renewing)
+    return LoopCalls(sends, error_answer, lambda: renewing)
 
 
 def route(addr: str) -> RouteView:
@@ -170,3 +175,22 @@ def test_unanswered_and_lost_requests_fail_and_the_next_go_to_trio_until_reconne
             raise AssertionError("no new connection")
 
     asyncio.run(main())
+
+
+def test_written_out_headers_are_the_typed_headers_ext_fields() -> None:
+    """`send_ext` and `ack_ext` (the loop path's headers, written out) give what ``to_ext`` of
+    the typed headers gives: the wire is unchanged."""
+    props = {"UNIQ_KEY": "M1", "TAGS": "t"}
+    for half in (False, True):
+        target = TargetQueue(BROKER, 3)
+        typed = SendMessageRequestHeaderV2(
+            a=PROXY_PRODUCER_GROUP, b=TOPIC, c="TBW102", d=4, e=3,
+            f=TRANSACTION_PREPARED_TYPE if half else 0, g=1_700_000_000_123, h=0,
+            i=encode_properties(props), j=0, k=False, m=False, n=BROKER,
+        )  # fmt: skip
+        assert send_ext(TOPIC, target, half, 1_700_000_000_123, props) == to_ext(typed)
+    received = ProxyService.received.__get__(object())  # pure: no state of the service
+    extra = ExtraInfo(5, 1_700_000_000_000, 30_000, 0, "0", BROKER, 2, 5).build()
+    for handle in (encode_receipt(extra, 5, 1234), extra):  # with / without commit log offset
+        expected = ack_command("G", received(TOPIC, handle)).ext_fields
+        assert ack_ext("G", TOPIC, decode_receipt(handle)) == expected
