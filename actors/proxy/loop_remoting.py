@@ -33,6 +33,7 @@ from typing import Any
 
 import attrs
 
+from rocketrio.actors.client.stuck_sends import POLL_S, STUCK_AFTER_S, MasterChanged
 from rocketrio.actors.kernel.remoting import RemotingError, RemotingTimeout
 from rocketrio.actors.proxy.ack_nowait import ack_answer, ack_ext
 from rocketrio.actors.proxy.mapping import TargetQueue, writable_queues
@@ -82,12 +83,12 @@ class LoopConnection(asyncio.Protocol):
     def connection_lost(self, exc: Exception | None) -> None:
         self._fail("closed" if exc is None else f"lost: {exc}")
 
-    def _fail(self, why: str) -> None:
+    def _fail(self, why: str, error: type[RemotingError] = RemotingError) -> None:
         self.closed = True
         pending, self._pending = self._pending, {}
         for fut in pending.values():
             if not fut.done():
-                fut.set_exception(RemotingError(f"connection to {self.addr} {why}"))
+                fut.set_exception(error(f"connection to {self.addr} {why}"))
         if self._transport is not None:
             self._transport.close()
 
@@ -115,6 +116,10 @@ class LoopConnection(asyncio.Protocol):
 
     def close(self) -> None:
         self._fail("closed by the proxy")
+
+    def abandon(self, why: str) -> None:
+        """Give up every request in flight (`MasterChanged`) and close."""
+        self._fail(why, MasterChanged)
 
 
 def _expire(fut: asyncio.Future[RemotingCommand], code: int, addr: str, timeout_s: float) -> None:
@@ -157,6 +162,12 @@ class LoopRemoting:
         finally:
             self._connecting.discard(addr)
 
+    def abandon(self, addr: str, why: str) -> None:
+        """Give up the requests in flight to ``addr`` and close its connection."""
+        conn = self._conns.pop(addr, None)
+        if conn is not None:
+            conn.abandon(why)
+
     def close(self) -> None:
         for task in self._tasks:
             task.cancel()
@@ -187,16 +198,37 @@ class LoopCalls:
         sends: SendPath,
         error_answer: ErrorAnswer,
         renewing_groups: Callable[[], AbstractSet[str]],
+        refresh: Callable[[str], object] = lambda topic: None,
     ) -> None:
         self.sends = sends
         self.error_answer = error_answer
+        self.refresh = refresh  # any thread: ask Trio to refresh the topic's route soon
+        self.stuck_after_s = STUCK_AFTER_S  # an ack this late looks at its route (POLL_S)
+        self._loop: asyncio.AbstractEventLoop | None = None  # the gRPC loop, at its first call
         self.renewing_groups = renewing_groups  # an immutable set Trio replaces
         self.routes: Mapping[str, RouteView] = {}
         self.remoting: LoopRemoting | None = None  # made on the loop, at its first call
 
     def publish(self, topic: str, view: RouteView) -> None:
-        """Trio's thread: the route of ``topic`` as the loop is to see it from now on."""
+        """Trio's thread: the route of ``topic`` as the loop is to see it from now on. A broker
+        set whose route names another master than before: the requests in flight to the old
+        one are given up at once (`MasterChanged`), as the Trio path's ``invoke_watched``
+        gives an ack up, instead of waiting for their deadline at a hung master."""
+        old = self.routes.get(topic)
         self.routes = {**self.routes, topic: view}
+        if old is None or self._loop is None:
+            return
+        moved = [(n, a) for n, a in old.masters.items() if view.masters.get(n, a) != a]
+        for name, addr in moved:
+            why = f"given up: the route names {view.masters[name]} the master of {name}"
+            try:
+                self._loop.call_soon_threadsafe(self._abandon, addr, why)
+            except RuntimeError:
+                return  # the gRPC loop has ended
+
+    def _abandon(self, addr: str, why: str) -> None:
+        if self.remoting is not None:
+            self.remoting.abandon(addr, why)
 
     def start(self, method: str, request: Any) -> Awaitable[Any] | None:
         """The answer of the call, to await on the loop; None: the Trio path takes it."""
@@ -221,6 +253,7 @@ class LoopCalls:
     def _connection(self, addr: str | None) -> LoopConnection | None:
         if self.remoting is None:
             self.remoting = LoopRemoting()
+            self._loop = asyncio.get_running_loop()
         return self.remoting.connection(addr) if addr else None
 
     def _start_ack(self, req: Any) -> Awaitable[Any] | None:
@@ -244,13 +277,27 @@ class LoopCalls:
         cmd = RemotingCommand(
             RequestCode.ACK_MESSAGE, ext_fields=ack_ext(group, req.topic.name, receipt)
         )
-        return self._ack(conn, cmd, entry, addr)
+        return self._ack(conn, cmd, entry, addr, req.topic.name)
 
-    async def _ack(self, conn: LoopConnection, cmd: RemotingCommand, entry: Any, addr: str) -> Any:
+    async def _ack(
+        self, conn: LoopConnection, cmd: RemotingCommand, entry: Any, addr: str, topic: str
+    ) -> Any:
+        loop = asyncio.get_running_loop()
+        watch: list[asyncio.TimerHandle] = []
+        watch.append(loop.call_later(self.stuck_after_s, self._stuck, topic, watch))
         try:
             return ack_answer(entry, await conn.request(cmd, self.sends.timeout_s), addr)
         except Exception as e:
             return self.error_answer("AckMessage", e)
+        finally:
+            for handle in watch:
+                handle.cancel()
+
+    def _stuck(self, topic: str, watch: list[asyncio.TimerHandle]) -> None:
+        """An unanswered ack: its topic's route is asked for every `POLL_S` (a new master
+        in it gives the ack up, see `publish`)."""
+        self.refresh(topic)
+        watch[:] = [asyncio.get_running_loop().call_later(POLL_S, self._stuck, topic, watch)]
 
     async def _send(self, conn: LoopConnection, sent: Any) -> Any:
         try:

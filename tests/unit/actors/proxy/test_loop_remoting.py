@@ -194,3 +194,38 @@ def test_written_out_headers_are_the_typed_headers_ext_fields() -> None:
     for handle in (encode_receipt(extra, 5, 1234), extra):  # with / without commit log offset
         expected = ack_command("G", received(TOPIC, handle)).ext_fields
         assert ack_ext("G", TOPIC, decode_receipt(handle)) == expected
+
+
+def test_an_ack_at_a_hung_master_asks_for_the_route_and_is_given_up_at_a_new_master() -> None:
+    """A master that does not answer (hung): the ack asks for its topic's route once late
+    (``stuck_after_s``), and the route naming another master gives it up at once, long before
+    its deadline; the same master published again changes nothing."""
+
+    async def main() -> None:
+        broker = FakeBroker()
+        async with await broker.start():
+            refreshed: list[str] = []
+            c = calls()
+            c.refresh = refreshed.append
+            c.sends.timeout_s = 5.0
+            c.stuck_after_s = 0.05
+            await connected(c, broker)
+            broker.silent = True
+            pending = c.start("AckMessage", ack_req())
+            assert pending is not None
+            task = asyncio.ensure_future(pending)
+            await asyncio.sleep(0.3)
+            assert refreshed and set(refreshed) == {TOPIC}  # asked, again every POLL_S
+            c.publish(TOPIC, route(broker.addr))  # the same master: nothing given up
+            await asyncio.sleep(0.05)
+            assert not task.done()
+            t0 = asyncio.get_running_loop().time()
+            c.publish(TOPIC, route("127.0.0.1:1"))  # a new master
+            gone = await task
+            assert asyncio.get_running_loop().time() - t0 < 1.0
+            assert gone[0] == "error" and "given up" in gone[2], gone
+            answered = len(refreshed)
+            await asyncio.sleep(0.3)
+            assert len(refreshed) == answered  # the answered ack asks no more
+
+    asyncio.run(main())
