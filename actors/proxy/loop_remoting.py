@@ -20,6 +20,10 @@ immutable values): a topic's route and its broker sets' masters. A send it canno
 background, a refusal such as a body too large, authentication or ACL signing on) returns
 None and takes the Trio path (send.py), which answers it as before. A connection lost or a
 response later than the send timeout answers INTERNAL_SERVER_ERROR, as the Trio path does.
+An ack unanswered for `STUCK_AFTER_S` (a hung master) asks Trio for its topic's route every
+`POLL_S`, and a published route naming another master of a broker set gives up what is in
+flight to the old one at once (`MasterChanged`, INTERNAL_SERVER_ERROR to the client, as the
+Trio path's ``invoke_watched`` gives an ack up), instead of waiting out the 3 s deadline.
 Only in cluster mode (TCP to the brokers); local mode keeps its in-process transport.
 """
 
