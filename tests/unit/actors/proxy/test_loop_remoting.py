@@ -214,7 +214,7 @@ def test_an_ack_at_a_hung_master_asks_for_the_route_and_is_given_up_at_a_new_mas
             pending = c.start("AckMessage", ack_req())
             assert pending is not None
             task = asyncio.ensure_future(pending)
-            await asyncio.sleep(0.3)
+            await asyncio.sleep(0.2)
             assert refreshed and set(refreshed) == {TOPIC}  # asked, again every POLL_S
             c.publish(TOPIC, route(broker.addr))  # the same master: nothing given up
             await asyncio.sleep(0.05)
@@ -225,7 +225,7 @@ def test_an_ack_at_a_hung_master_asks_for_the_route_and_is_given_up_at_a_new_mas
             assert asyncio.get_running_loop().time() - t0 < 1.0
             assert gone[0] == "error" and "given up" in gone[2], gone
             answered = len(refreshed)
-            await asyncio.sleep(0.3)
+            await asyncio.sleep(0.2)  # two POLL_S
             assert len(refreshed) == answered  # the answered ack asks no more
 
     asyncio.run(main())
