@@ -1133,6 +1133,16 @@ MUTANTS: list[Mutant] = [
         ],
     ),
     Mutant(
+        "proxy fast path: an ack at a hung master waits its deadline though the master moved",
+        "actors/proxy/loop_remoting.py",
+        "if view.masters.get(n, a) != a]",
+        "if False]  # MUTANT",
+        [
+            "tests/unit/actors/proxy/test_loop_remoting.py::"
+            "test_an_ack_at_a_hung_master_asks_for_the_route_and_is_given_up_at_a_new_master"
+        ],
+    ),
+    Mutant(
         "proxy fast path: the gRPC loop writes only the first frame of a turn",
         "actors/proxy/loop_remoting.py",
         'self._transport.write(out[0] if len(out) == 1 else b"".join(out))',

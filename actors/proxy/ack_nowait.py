@@ -31,7 +31,7 @@ from rocketrio.actors.client.simple_consumer import ReceivedMessage, SimpleConsu
 from rocketrio.actors.proxy import mapping as mp
 from rocketrio.actors.proxy.grpc_bridge import Call
 from rocketrio.actors.proxy.mapping import BadRequest, Code, status
-from rocketrio.actors.proxy.receipt import decode_receipt
+from rocketrio.actors.proxy.receipt import Receipt, decode_receipt
 from rocketrio.actors.proxy.renew import AutoRenewer
 from rocketrio.protocol.codes import ResponseCode
 from rocketrio.protocol.grpc_v2 import service_pb2 as spb
@@ -96,11 +96,28 @@ class AckNowait:
 def ack_answer(entry: Any, resp: RemotingCommand, addr: str) -> spb.AckMessageResponse:
     """The AckMessage answer of one ``entry`` from the broker's response to its ACK_MESSAGE
     (what ``ProxyService.ack_message`` answers for one entry)."""
-    st = status(Code.OK)
+    st = _OK  # protobuf copies it into the answer
     if resp.code != ResponseCode.SUCCESS:
         refused = MQBrokerError(resp.code, resp.remark, addr)
         st = status(mp.code_of_remoting(resp.code), str(refused))
-    result = spb.AckMessageResultEntry(
-        message_id=entry.message_id, receipt_handle=entry.receipt_handle, status=st
-    )
-    return spb.AckMessageResponse(status=st, entries=[result])
+    out = spb.AckMessageResponse(status=st)
+    out.entries.add(message_id=entry.message_id, receipt_handle=entry.receipt_handle, status=st)
+    return out
+
+
+def ack_ext(group: str, topic: str, receipt: Receipt) -> dict[str, str]:
+    """The ACK_MESSAGE extFields of a decoded receipt handle: what ``ack_command`` gives for
+    ``ProxyService.received`` of it (a test checks it), without the stub message and the
+    second parse of its extra info."""
+    extra = receipt.extra
+    offset = extra.queue_offset if extra.queue_offset is not None else 0
+    return {
+        "consumerGroup": group,
+        "topic": topic,
+        "queueId": str(extra.queue_id),
+        "extraInfo": extra.build(),
+        "offset": str(offset),
+    }
+
+
+_OK = status(Code.OK)

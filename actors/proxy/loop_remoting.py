@@ -20,6 +20,10 @@ immutable values): a topic's route and its broker sets' masters. A send it canno
 background, a refusal such as a body too large, authentication or ACL signing on) returns
 None and takes the Trio path (send.py), which answers it as before. A connection lost or a
 response later than the send timeout answers INTERNAL_SERVER_ERROR, as the Trio path does.
+An ack unanswered for `STUCK_AFTER_S` (a hung master) asks Trio for its topic's route every
+`POLL_S`, and a published route naming another master of a broker set gives up what is in
+flight to the old one at once (`MasterChanged`, INTERNAL_SERVER_ERROR to the client, as the
+Trio path's ``invoke_watched`` gives an ack up), instead of waiting out the 3 s deadline.
 Only in cluster mode (TCP to the brokers); local mode keeps its in-process transport.
 """
 
@@ -27,18 +31,20 @@ from __future__ import annotations
 
 import asyncio
 import itertools
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from collections.abc import Set as AbstractSet
 from typing import Any
 
 import attrs
 
-from rocketrio.actors.client.simple_consumer import ReceivedMessage, ack_command
+from rocketrio.actors.client.stuck_sends import POLL_S, STUCK_AFTER_S, MasterChanged
 from rocketrio.actors.kernel.remoting import RemotingError, RemotingTimeout
-from rocketrio.actors.proxy.ack_nowait import ack_answer
+from rocketrio.actors.proxy.ack_nowait import ack_answer, ack_ext
+from rocketrio.actors.proxy.mapping import TargetQueue, writable_queues
+from rocketrio.actors.proxy.receipt import decode_receipt
 from rocketrio.actors.proxy.send import SendPath
 from rocketrio.protocol.bodies import TopicRouteData
-from rocketrio.protocol.codes import request_name
+from rocketrio.protocol.codes import RequestCode, request_name
 from rocketrio.protocol.remoting import (
     DEFAULT_MAX_FRAME,
     FrameDecoder,
@@ -81,12 +87,12 @@ class LoopConnection(asyncio.Protocol):
     def connection_lost(self, exc: Exception | None) -> None:
         self._fail("closed" if exc is None else f"lost: {exc}")
 
-    def _fail(self, why: str) -> None:
+    def _fail(self, why: str, error: type[RemotingError] = RemotingError) -> None:
         self.closed = True
         pending, self._pending = self._pending, {}
         for fut in pending.values():
             if not fut.done():
-                fut.set_exception(RemotingError(f"connection to {self.addr} {why}"))
+                fut.set_exception(error(f"connection to {self.addr} {why}"))
         if self._transport is not None:
             self._transport.close()
 
@@ -114,6 +120,10 @@ class LoopConnection(asyncio.Protocol):
 
     def close(self) -> None:
         self._fail("closed by the proxy")
+
+    def abandon(self, why: str) -> None:
+        """Give up every request in flight (`MasterChanged`) and close."""
+        self._fail(why, MasterChanged)
 
 
 def _expire(fut: asyncio.Future[RemotingCommand], code: int, addr: str, timeout_s: float) -> None:
@@ -156,6 +166,12 @@ class LoopRemoting:
         finally:
             self._connecting.discard(addr)
 
+    def abandon(self, addr: str, why: str) -> None:
+        """Give up the requests in flight to ``addr`` and close its connection."""
+        conn = self._conns.pop(addr, None)
+        if conn is not None:
+            conn.abandon(why)
+
     def close(self) -> None:
         for task in self._tasks:
             task.cancel()
@@ -166,10 +182,16 @@ class LoopRemoting:
 
 @attrs.frozen
 class RouteView:
-    """What the gRPC loop knows of a topic: its route and each broker set's master."""
+    """What the gRPC loop knows of a topic: its route, each broker set's master, and the
+    route's writable queues (worked out once, in Trio's thread, not on every send)."""
 
     route: TopicRouteData
     masters: Mapping[str, str]
+    queues: Sequence[TargetQueue] = attrs.field()
+
+    @queues.default
+    def _writable(self) -> Sequence[TargetQueue]:
+        return tuple(writable_queues(self.route))
 
 
 class LoopCalls:
@@ -179,19 +201,38 @@ class LoopCalls:
         self,
         sends: SendPath,
         error_answer: ErrorAnswer,
-        received_of: Callable[[str, str], ReceivedMessage],
         renewing_groups: Callable[[], AbstractSet[str]],
+        refresh: Callable[[str], object] = lambda topic: None,
     ) -> None:
         self.sends = sends
         self.error_answer = error_answer
-        self.received_of = received_of  # pure: a receipt handle's message stub
+        self.refresh = refresh  # any thread: ask Trio to refresh the topic's route soon
+        self.stuck_after_s = STUCK_AFTER_S  # an ack this late looks at its route (POLL_S)
+        self._loop: asyncio.AbstractEventLoop | None = None  # the gRPC loop, at its first call
         self.renewing_groups = renewing_groups  # an immutable set Trio replaces
         self.routes: Mapping[str, RouteView] = {}
         self.remoting: LoopRemoting | None = None  # made on the loop, at its first call
 
     def publish(self, topic: str, view: RouteView) -> None:
-        """Trio's thread: the route of ``topic`` as the loop is to see it from now on."""
+        """Trio's thread: the route of ``topic`` as the loop is to see it from now on. A broker
+        set whose route names another master than before: the requests in flight to the old
+        one are given up at once (`MasterChanged`), as the Trio path's ``invoke_watched``
+        gives an ack up, instead of waiting for their deadline at a hung master."""
+        old = self.routes.get(topic)
         self.routes = {**self.routes, topic: view}
+        if old is None or self._loop is None:
+            return
+        moved = [(n, a) for n, a in old.masters.items() if view.masters.get(n, a) != a]
+        for name, addr in moved:
+            why = f"given up: the route names {view.masters[name]} the master of {name}"
+            try:
+                self._loop.call_soon_threadsafe(self._abandon, addr, why)
+            except RuntimeError:
+                return  # the gRPC loop has ended
+
+    def _abandon(self, addr: str, why: str) -> None:
+        if self.remoting is not None:
+            self.remoting.abandon(addr, why)
 
     def start(self, method: str, request: Any) -> Awaitable[Any] | None:
         """The answer of the call, to await on the loop; None: the Trio path takes it."""
@@ -206,7 +247,7 @@ class LoopCalls:
         view = self.routes.get(msg.topic.name)
         if view is None:
             return None
-        target = self.sends.target(msg, view.route)
+        target = self.sends.target_in(msg, view.queues)
         addr = view.masters.get(target.broker_name)
         conn = self._connection(addr)
         if addr is None or conn is None:
@@ -216,6 +257,7 @@ class LoopCalls:
     def _connection(self, addr: str | None) -> LoopConnection | None:
         if self.remoting is None:
             self.remoting = LoopRemoting()
+            self._loop = asyncio.get_running_loop()
         return self.remoting.connection(addr) if addr else None
 
     def _start_ack(self, req: Any) -> Awaitable[Any] | None:
@@ -229,21 +271,37 @@ class LoopCalls:
             return None
         entry = req.entries[0]
         try:
-            received = self.received_of(req.topic.name, entry.receipt_handle)
-            cmd = ack_command(group, received)
+            receipt = decode_receipt(entry.receipt_handle)
         except Exception:
             return None  # a bad handle: the Trio path answers the entry's status
-        addr = view.masters.get(received.broker_name)
+        addr = view.masters.get(receipt.extra.broker_name)
         conn = self._connection(addr)
         if addr is None or conn is None:
             return None
-        return self._ack(conn, cmd, entry, addr)
+        cmd = RemotingCommand(
+            RequestCode.ACK_MESSAGE, ext_fields=ack_ext(group, req.topic.name, receipt)
+        )
+        return self._ack(conn, cmd, entry, addr, req.topic.name)
 
-    async def _ack(self, conn: LoopConnection, cmd: RemotingCommand, entry: Any, addr: str) -> Any:
+    async def _ack(
+        self, conn: LoopConnection, cmd: RemotingCommand, entry: Any, addr: str, topic: str
+    ) -> Any:
+        loop = asyncio.get_running_loop()
+        watch: list[asyncio.TimerHandle] = []
+        watch.append(loop.call_later(self.stuck_after_s, self._stuck, topic, watch))
         try:
             return ack_answer(entry, await conn.request(cmd, self.sends.timeout_s), addr)
         except Exception as e:
             return self.error_answer("AckMessage", e)
+        finally:
+            for handle in watch:
+                handle.cancel()
+
+    def _stuck(self, topic: str, watch: list[asyncio.TimerHandle]) -> None:
+        """An unanswered ack: its topic's route is asked for every `POLL_S` (a new master
+        in it gives the ack up, see `publish`)."""
+        self.refresh(topic)
+        watch[:] = [asyncio.get_running_loop().call_later(POLL_S, self._stuck, topic, watch)]
 
     async def _send(self, conn: LoopConnection, sent: Any) -> Any:
         try:

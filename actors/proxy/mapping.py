@@ -443,22 +443,34 @@ def received_message(
     """A popped message as the SDK reads it (upstream GrpcConverter.buildMessage): system
     properties from the stored message, the receipt handle, a CRC32 body digest, the user
     properties without the system ones."""
+    out = pb.Message()
+    fill_received(out, m, topic, receipt_handle, invisible_ms)
+    return out
+
+
+def fill_received(
+    out: pb.Message, m: MessageExt, topic: str, receipt_handle: str | None, invisible_ms: int
+) -> None:
+    """`received_message` written into ``out`` (say, the ``message`` of the ReceiveMessage
+    answer that carries it): the message, its system properties and body are not built
+    apart and then copied in."""
     props = m.properties
-    sp = pb.SystemProperties(
-        message_id=props.get(UNIQ_KEY) or m.msg_id,
-        body_digest=digest_of(m.body, pb.CRC32),
-        body_encoding=pb.IDENTITY,
-        born_timestamp=timestamp_ms(m.born_timestamp),
-        born_host=str(m.born_host).split(":")[0],
-        store_timestamp=timestamp_ms(m.store_timestamp),
-        store_host=str(m.store_host),
-        queue_id=m.queue_id,
-        queue_offset=m.queue_offset,
-        delivery_attempt=m.reconsume_times + 1,
-    )
+    out.topic.name = topic
+    sp = out.system_properties
+    sp.message_id = props.get(UNIQ_KEY) or m.msg_id
+    sp.body_digest.type = pb.CRC32
+    sp.body_digest.checksum = crc32_hex(m.body)
+    sp.body_encoding = pb.IDENTITY
+    _set_ms(sp.born_timestamp, m.born_timestamp)
+    sp.born_host = str(m.born_host).split(":")[0]
+    _set_ms(sp.store_timestamp, m.store_timestamp)
+    sp.store_host = str(m.store_host)
+    sp.queue_id = m.queue_id
+    sp.queue_offset = m.queue_offset
+    sp.delivery_attempt = m.reconsume_times + 1
     if receipt_handle is not None:  # a popped message (not a transaction check's)
         sp.receipt_handle = receipt_handle
-        sp.invisible_duration.CopyFrom(duration_ms(invisible_ms))
+        _set_ms(sp.invisible_duration, invisible_ms)
     if PROPERTY_TAGS in props:
         sp.tag = props[PROPERTY_TAGS]
     if props.get(PROPERTY_KEYS):
@@ -468,16 +480,22 @@ def received_message(
         sp.message_type = pb.FIFO
     elif (deliver := props.get(PROPERTY_TIMER_DELIVER_MS) or props.get(TIMER_OUT_MS)) is not None:
         # a timer message keeps its (tick-rounded) fire time as TIMER_OUT_MS once delivered
-        sp.delivery_timestamp.CopyFrom(timestamp_ms(int(deliver)))
+        _set_ms(sp.delivery_timestamp, int(deliver))
         sp.message_type = pb.DELAY
     elif props.get(PROPERTY_TRANSACTION_PREPARED) == "true":
         sp.message_type = pb.TRANSACTION
     else:
         sp.message_type = pb.NORMAL
     user = {k: v for k, v in props.items() if k not in SYSTEM_KEYS}
-    return pb.Message(
-        topic=pb.Resource(name=topic), user_properties=user, system_properties=sp, body=m.body
-    )
+    if user:
+        out.user_properties.update(user)
+    out.body = m.body
+
+
+def _set_ms(field: Timestamp | Duration, ms: int) -> None:
+    """A Timestamp or Duration field set to ``ms`` in place (`timestamp_ms`, `duration_ms`)."""
+    field.seconds = ms // 1000
+    field.nanos = (ms % 1000) * 1_000_000
 
 
 def _all_system_keys() -> frozenset[str]:

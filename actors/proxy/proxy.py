@@ -94,9 +94,15 @@ def loop_calls(service: ProxyService, client: MQClientInstance) -> LoopCalls | N
     the client learns; None when authentication is on (its user look-ups are the Trio path's)."""
     if service.config.authentication_enabled:
         return None
-    sends = LoopCalls(
-        service.sends, service.error_answer, service.received, lambda: service.renewing_groups
-    )
+    token = trio.lowlevel.current_trio_token()
+
+    def refresh(topic: str) -> None:  # from the gRPC loop's thread
+        try:
+            token.run_sync_soon(client.request_route_refresh, topic)
+        except trio.RunFinishedError:
+            pass
+
+    sends = LoopCalls(service.sends, service.error_answer, lambda: service.renewing_groups, refresh)
 
     def publish(topic: str, route: TopicRouteData) -> None:
         names = (bd.brokerName for bd in route.brokerDatas)

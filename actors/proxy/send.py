@@ -18,7 +18,7 @@ or failed request answers INTERNAL_SERVER_ERROR as the task path's `RemotingErro
 from __future__ import annotations
 
 import itertools
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 import attrs
@@ -35,14 +35,14 @@ from rocketrio.protocol.bodies import TopicRouteData
 from rocketrio.protocol.codes import RequestCode, ResponseCode
 from rocketrio.protocol.grpc_v2 import definition_pb2 as pb
 from rocketrio.protocol.grpc_v2 import service_pb2 as spb
-from rocketrio.protocol.headers import SendMessageRequestHeaderV2, SendMessageResponseHeader
+from rocketrio.protocol.headers import SendMessageResponseHeader
 from rocketrio.protocol.message import (
     TRANSACTION_PREPARED_TYPE,
     encode_properties,
     parse_offset_msg_id,
 )
 from rocketrio.protocol.remoting import RemotingCommand
-from rocketrio.protocol.serde import from_ext, to_ext
+from rocketrio.protocol.serde import from_ext
 
 BROKER_TIMEOUT_S = 3.0
 EXPIRE_PERIOD_S = 0.1  # how often late task-free sends are failed (their deadline's precision)
@@ -52,6 +52,8 @@ MAX_NOWAIT_IN_FLIGHT = 1024  # task-free sends waiting for their broker at once
 _STORED = frozenset(
     {Code.MASTER_PERSISTENCE_TIMEOUT, Code.SLAVE_PERSISTENCE_TIMEOUT, Code.HA_NOT_AVAILABLE}
 )
+
+_OK = status(Code.OK)
 
 Route = Callable[[str], Awaitable[TopicRouteData]]
 Master = Callable[[str, str], Awaitable[str]]
@@ -68,6 +70,31 @@ class PreparedSend:
     broker_name: str
     message_id: str
     half: bool
+
+
+def send_ext(
+    topic: str, target: mp.TargetQueue, half: bool, born_ms: int, props: dict[str, str]
+) -> dict[str, str]:
+    """The SEND_MESSAGE_V2 extFields of a proxied send: what ``to_ext`` gives for its
+    `SendMessageRequestHeaderV2` (a test checks it), written out, as it sits on every send."""
+    return {
+        "a": mp.PROXY_PRODUCER_GROUP,
+        "b": topic,
+        "c": "TBW102",
+        "d": "4",
+        "e": str(target.queue_id),
+        "f": _HALF_FLAG if half else "0",
+        "g": str(born_ms),
+        "h": "0",
+        "i": encode_properties(props),
+        "j": "0",
+        "k": "false",
+        "m": "false",
+        "n": target.broker_name,
+    }
+
+
+_HALF_FLAG = str(TRANSACTION_PREPARED_TYPE)
 
 
 class SendPath:
@@ -96,8 +123,11 @@ class SendPath:
         return msg, props
 
     def target(self, msg: pb.Message, route: TopicRouteData) -> mp.TargetQueue:
+        return self.target_in(msg, mp.writable_queues(route))
+
+    def target_in(self, msg: pb.Message, queues: Sequence[mp.TargetQueue]) -> mp.TargetQueue:
+        """`target` given the route's writable queues (the gRPC loop keeps them per route)."""
         group = msg.system_properties.message_group if mp.message_type_of(msg) == pb.FIFO else None
-        queues = mp.writable_queues(route)
         if group is None and self.local_broker_name:
             # local mode: to the co-located broker when it has queues (in-process); a message
             # group keeps the whole route's queue, whichever proxy takes it (forwarded)
@@ -108,23 +138,10 @@ class SendPath:
         self, msg: pb.Message, props: dict[str, str], target: mp.TargetQueue, addr: str
     ) -> PreparedSend:
         half = mp.message_type_of(msg) == pb.TRANSACTION
-        header = SendMessageRequestHeaderV2(
-            a=mp.PROXY_PRODUCER_GROUP,
-            b=msg.topic.name,
-            c="TBW102",
-            d=4,
-            e=target.queue_id,
-            f=TRANSACTION_PREPARED_TYPE if half else 0,
-            g=self.now_ms(),
-            h=0,
-            i=encode_properties(props),
-            j=0,
-            k=False,
-            m=False,
-            n=target.broker_name,
-        )
         cmd = RemotingCommand(
-            code=RequestCode.SEND_MESSAGE_V2, ext_fields=to_ext(header), body=msg.body
+            code=RequestCode.SEND_MESSAGE_V2,
+            ext_fields=send_ext(msg.topic.name, target, half, self.now_ms(), props),
+            body=msg.body,
         )
         return PreparedSend(addr, cmd, target.broker_name, msg.system_properties.message_id, half)
 
@@ -144,10 +161,12 @@ class SendPath:
                 h.queueOffset,
                 h.transactionId or sent.message_id,
             ).encode()
-        entry = spb.SendResultEntry(
-            status=status(code), message_id=sent.message_id, transaction_id=tx, offset=h.queueOffset
+        st = _OK if code == Code.OK else status(code)  # protobuf copies it into the answer
+        out = spb.SendMessageResponse(status=st)
+        out.entries.add(
+            status=st, message_id=sent.message_id, transaction_id=tx, offset=h.queueOffset
         )
-        return spb.SendMessageResponse(status=status(code), entries=[entry])
+        return out
 
     # -- the task path
     async def send_message(self, call: Call, route_of: Route, master_of: Master) -> Any:

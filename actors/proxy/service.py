@@ -398,8 +398,8 @@ class ProxyService:
                         reconsume_times=m.message.reconsume_times,
                     )
                 )
-            msg = mp.received_message(m.message, topic, handle, invisible_ms)
-            out.append(spb.ReceiveMessageResponse(message=msg))
+            out.append(answer := spb.ReceiveMessageResponse())
+            mp.fill_received(answer.message, m.message, topic, handle, invisible_ms)
         code = Code.OK if got else Code.MESSAGE_NOT_FOUND
         out.append(spb.ReceiveMessageResponse(status=status(code, "OK" if got else "no message")))
         return out

@@ -11,16 +11,22 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+from rocketrio.actors.client.simple_consumer import ack_command
+from rocketrio.actors.proxy.ack_nowait import ack_ext
 from rocketrio.actors.proxy.loop_remoting import LoopCalls, RouteView
-from rocketrio.actors.proxy.receipt import encode_receipt
-from rocketrio.actors.proxy.send import SendPath
+from rocketrio.actors.proxy.mapping import PROXY_PRODUCER_GROUP, TargetQueue
+from rocketrio.actors.proxy.receipt import decode_receipt, encode_receipt
+from rocketrio.actors.proxy.send import SendPath, send_ext
 from rocketrio.actors.proxy.service import ProxyService
 from rocketrio.protocol.bodies import BrokerData, QueueData, TopicRouteData
 from rocketrio.protocol.codes import RequestCode, ResponseCode
 from rocketrio.protocol.grpc_v2 import definition_pb2 as pb
 from rocketrio.protocol.grpc_v2 import service_pb2 as spb
+from rocketrio.protocol.headers import SendMessageRequestHeaderV2
+from rocketrio.protocol.message import TRANSACTION_PREPARED_TYPE, encode_properties
 from rocketrio.protocol.pop_extra_info import ExtraInfo
 from rocketrio.protocol.remoting import FrameDecoder, RemotingCommand, encode_command
+from rocketrio.protocol.serde import to_ext
 
 TOPIC = "LoopT"
 BROKER = "broker-a"
@@ -67,12 +73,11 @@ class FakeBroker:
 def calls(renewing: frozenset[str] = frozenset()) -> LoopCalls:
     sends = SendPath(None, "", 4 << 20, lambda: 1_700_000_000_000)  # type: ignore[arg-type]
     sends.timeout_s = 0.3
-    received = ProxyService.received.__get__(object())  # pure: no state of the service
 
     def error_answer(method: str, e: BaseException) -> Any:
         return ("error", method, str(e))
 
-    return LoopCalls(sends, error_answer, received, lambda: renewing)
+    return LoopCalls(sends, error_answer, lambda: renewing)
 
 
 def route(addr: str) -> RouteView:
@@ -168,5 +173,59 @@ def test_unanswered_and_lost_requests_fail_and_the_next_go_to_trio_until_reconne
                     assert (await again).status.code == pb.OK
                     return
             raise AssertionError("no new connection")
+
+    asyncio.run(main())
+
+
+def test_written_out_headers_are_the_typed_headers_ext_fields() -> None:
+    """`send_ext` and `ack_ext` (the loop path's headers, written out) give what ``to_ext`` of
+    the typed headers gives: the wire is unchanged."""
+    props = {"UNIQ_KEY": "M1", "TAGS": "t"}
+    for half in (False, True):
+        target = TargetQueue(BROKER, 3)
+        typed = SendMessageRequestHeaderV2(
+            a=PROXY_PRODUCER_GROUP, b=TOPIC, c="TBW102", d=4, e=3,
+            f=TRANSACTION_PREPARED_TYPE if half else 0, g=1_700_000_000_123, h=0,
+            i=encode_properties(props), j=0, k=False, m=False, n=BROKER,
+        )  # fmt: skip
+        assert send_ext(TOPIC, target, half, 1_700_000_000_123, props) == to_ext(typed)
+    received = ProxyService.received.__get__(object())  # pure: no state of the service
+    extra = ExtraInfo(5, 1_700_000_000_000, 30_000, 0, "0", BROKER, 2, 5).build()
+    for handle in (encode_receipt(extra, 5, 1234), extra):  # with / without commit log offset
+        expected = ack_command("G", received(TOPIC, handle)).ext_fields
+        assert ack_ext("G", TOPIC, decode_receipt(handle)) == expected
+
+
+def test_an_ack_at_a_hung_master_asks_for_the_route_and_is_given_up_at_a_new_master() -> None:
+    """A master that does not answer (hung): the ack asks for its topic's route once late
+    (``stuck_after_s``), and the route naming another master gives it up at once, long before
+    its deadline; the same master published again changes nothing."""
+
+    async def main() -> None:
+        broker = FakeBroker()
+        async with await broker.start():
+            refreshed: list[str] = []
+            c = calls()
+            c.refresh = refreshed.append
+            c.sends.timeout_s = 5.0
+            c.stuck_after_s = 0.05
+            await connected(c, broker)
+            broker.silent = True
+            pending = c.start("AckMessage", ack_req())
+            assert pending is not None
+            task = asyncio.ensure_future(pending)
+            await asyncio.sleep(0.2)
+            assert refreshed and set(refreshed) == {TOPIC}  # asked, again every POLL_S
+            c.publish(TOPIC, route(broker.addr))  # the same master: nothing given up
+            await asyncio.sleep(0.05)
+            assert not task.done()
+            t0 = asyncio.get_running_loop().time()
+            c.publish(TOPIC, route("127.0.0.1:1"))  # a new master
+            gone = await task
+            assert asyncio.get_running_loop().time() - t0 < 1.0
+            assert gone[0] == "error" and "given up" in gone[2], gone
+            answered = len(refreshed)
+            await asyncio.sleep(0.2)  # two POLL_S
+            assert len(refreshed) == answered  # the answered ack asks no more
 
     asyncio.run(main())

@@ -16,6 +16,7 @@ from rocketrio.actors.proxy.receipt import TransactionId, decode_receipt, encode
 from rocketrio.protocol.bodies import BrokerData, QueueData, TopicRouteData
 from rocketrio.protocol.codes import ResponseCode
 from rocketrio.protocol.grpc_v2 import definition_pb2 as pb
+from rocketrio.protocol.grpc_v2 import service_pb2 as spb
 from rocketrio.protocol.message import MessageExt
 from rocketrio.protocol.pop_extra_info import ExtraInfo
 
@@ -348,3 +349,17 @@ def test_settings_answer_tells_a_consumer_of_a_fifo_group_it_is_fifo() -> None:
     producer = pb.Settings(client_type=pb.PRODUCER, publishing=pb.Publishing())
     out = mp.settings_answer(producer, ENDPOINTS, 4096, fifo=True)
     assert out.WhichOneof("pub_sub") == "publishing"
+
+
+def test_received_message_zero_times_are_present_and_filled_in_place_the_same() -> None:
+    """Times of 0 are still set fields (the SDK reads them), and `fill_received` into a
+    ReceiveMessageResponse gives the message `received_message` builds."""
+    m = stored({"TIMER_DELIVER_MS": "0"})
+    m.born_timestamp = m.store_timestamp = 0
+    out = mp.received_message(m, "T", "R", 0)
+    sp = out.system_properties
+    for name in ("born_timestamp", "store_timestamp", "invisible_duration", "delivery_timestamp"):
+        assert sp.HasField(name), name
+    answer = spb.ReceiveMessageResponse()
+    mp.fill_received(answer.message, m, "T", "R", 0)
+    assert answer.message == out and answer.WhichOneof("content") == "message"
