@@ -40,7 +40,7 @@ CHANGE_INVISIBLE_TIME's new CK with the old receipt's ACK, are queued for that s
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 
 import attrs
 
@@ -181,6 +181,16 @@ class PopAckProcessor:
     async def ack(self, h: AckMessageRequestHeader, on_done: OnAcked) -> Refusal | None:
         """ACK_MESSAGE: a refusal now, or None and ``on_done`` gets the outcome once the ACK
         record is stored."""
+        result = self.ack_nowait(h, on_done)
+        return result if result is None or isinstance(result, Refusal) else await result
+
+    def ack_nowait(
+        self, h: AckMessageRequestHeader, on_done: OnAcked
+    ) -> Refusal | Awaitable[Refusal | None] | None:
+        """`ack` without a coroutine on its common path (the ACK queued for its turn's put, or
+        answered at once): a refusal, None, or, only when the record must be put alone (the
+        batcher is full or stopped), the awaitable of that put. Called once per acknowledged
+        message, so the remoting handler answers it inline like the send path."""
         extra = self._receipt(h.extraInfo)
         if isinstance(extra, Refusal):
             return extra
@@ -211,7 +221,7 @@ class PopAckProcessor:
         if self.batcher.submit(extra.revive_qid, ack, on_done):
             return None  # answered once the turn's put is stored (ack_batch.py)
         msg = self._ack_record(ack, extra.revive_qid)
-        return await self._put([msg], lambda: on_done(DONE), on_done)
+        return self._put([msg], lambda: on_done(DONE), on_done)
 
     async def batch_ack(self, body: BatchAckMessageRequestBody, on_done: OnAcked) -> Refusal | None:
         """BATCH_ACK_MESSAGE: like `ack`, one ``bAck`` record per CK, one store request."""
