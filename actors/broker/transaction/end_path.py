@@ -85,13 +85,7 @@ def end_without_task(
     if s.is_static(half.properties.get(PROPERTY_REAL_TOPIC, "")) or s.is_static(msg.topic):
         return _static_commit(s, ctx, uniq, half, offsets, msg, write_op, answer)
 
-    def on_commit(results: list[PutResult], status: PutStatus, remark: str | None) -> None:
-        if results and status.stored:
-            write_op()  # the op only once the commit is stored (op_batch.py)
-            return
-        s.decided.discard(uniq)
-        answer(Refusal(ResponseCode.SYSTEM_ERROR, remark or status.value))
-
+    on_commit = _on_commit(s, uniq, write_op, answer)
     try:  # no checkpoint: the reader queues the commits of all its ENDs for one store turn
         s.writer.put_nowait([msg], on_commit)
     except trio.WouldBlock:
@@ -102,12 +96,34 @@ def end_without_task(
     return None
 
 
+OnCommit = Callable[[list[PutResult], PutStatus, str | None], None]
+
+
+def _on_commit(
+    s: TransactionService,
+    uniq: str,
+    write_op: Callable[[], None],
+    answer: Callable[[Refusal | None], None],
+) -> OnCommit:
+    """The commit's store callback: the op once the commit is stored (op_batch.py); a refused
+    commit releases its claim and is answered with the store's reason (the check decides it)."""
+
+    def on_commit(results: list[PutResult], status: PutStatus, remark: str | None) -> None:
+        if results and status.stored:
+            write_op()
+            return
+        s.decided.discard(uniq)
+        answer(Refusal(ResponseCode.SYSTEM_ERROR, remark or status.value))
+
+    return on_commit
+
+
 async def _put_waiting(
     s: TransactionService,
     ctx: RequestContext,
     uniq: str,
     here: list[MessageToStore],
-    on_commit: Callable[[list[PutResult], PutStatus, str | None], None],
+    on_commit: OnCommit,
 ) -> RemotingCommand | None:
     try:
         await s.writer.put(here, on_commit)
@@ -156,12 +172,4 @@ async def _reroute_inline(
     if not here:  # sent to the logic queue's leader: only the op is written here
         write_op()
         return None
-
-    def on_commit(results: list[PutResult], status: PutStatus, remark: str | None) -> None:
-        if results and status.stored:
-            write_op()
-            return
-        s.decided.discard(uniq)
-        answer(Refusal(ResponseCode.SYSTEM_ERROR, remark or status.value))
-
-    return await _put_waiting(s, ctx, uniq, here, on_commit)
+    return await _put_waiting(s, ctx, uniq, here, _on_commit(s, uniq, write_op, answer))
