@@ -79,8 +79,8 @@ MUTANTS: list[Mutant] = [
     Mutant(
         "an ACK the batcher cannot take is never written nor answered",
         "actors/broker/pop/ack.py",
-        "        return self._put([msg], lambda: on_done(DONE), on_done)\n\n    async def batch_ack",
-        "        return None  # MUTANT\n\n    async def batch_ack",
+        "        return self._put([msg], lambda: on_done(DONE), on_done)",
+        "        return None  # MUTANT",
         [
             "tests/actor/broker/test_pop_ack_batch.py::test_an_ack_the_batcher_cannot_take_is_written_alone_before_its_answer",
         ],
