@@ -68,6 +68,24 @@ MUTANTS: list[Mutant] = [
         ],
     ),
     Mutant(
+        "an END whose commit met a full store inbox is dropped, not waited for",
+        "actors/broker/transaction/end_path.py",
+        "        return _put_waiting(s, ctx, uniq, [msg], on_commit)",
+        "        return None  # MUTANT",
+        [
+            "tests/actor/broker/test_transaction_op_batch.py::test_an_end_whose_commit_meets_a_full_store_inbox_waits_and_commits_once",
+        ],
+    ),
+    Mutant(
+        "an ACK the batcher cannot take is never written nor answered",
+        "actors/broker/pop/ack.py",
+        "        return self._put([msg], lambda: on_done(DONE), on_done)",
+        "        return None  # MUTANT",
+        [
+            "tests/actor/broker/test_pop_ack_batch.py::test_an_ack_the_batcher_cannot_take_is_written_alone_before_its_answer",
+        ],
+    ),
+    Mutant(
         "a batched transaction op names only the first END of its turn",
         "actors/broker/transaction/op_batch.py",
         "msg = self.make_op([o for q in batch for o in q.offsets])",

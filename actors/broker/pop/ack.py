@@ -40,7 +40,7 @@ CHANGE_INVISIBLE_TIME's new CK with the old receipt's ACK, are queued for that s
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 
 import attrs
 
@@ -178,9 +178,14 @@ class PopAckProcessor:
             return not_stored(PutStatus.SERVICE_NOT_AVAILABLE, "the store is stopped")
         return None
 
-    async def ack(self, h: AckMessageRequestHeader, on_done: OnAcked) -> Refusal | None:
+    def ack_nowait(
+        self, h: AckMessageRequestHeader, on_done: OnAcked
+    ) -> Refusal | Awaitable[Refusal | None] | None:
         """ACK_MESSAGE: a refusal now, or None and ``on_done`` gets the outcome once the ACK
-        record is stored."""
+        record is stored. No coroutine on the common path (the ACK queued for its turn's put,
+        or answered at once); only when the record must be put alone (the batcher is full or
+        stopped) the awaitable of that put (a refusal or None, as above). Called once per
+        acknowledged message, so the remoting handler answers it inline like the send path."""
         extra = self._receipt(h.extraInfo)
         if isinstance(extra, Refusal):
             return extra
@@ -211,10 +216,10 @@ class PopAckProcessor:
         if self.batcher.submit(extra.revive_qid, ack, on_done):
             return None  # answered once the turn's put is stored (ack_batch.py)
         msg = self._ack_record(ack, extra.revive_qid)
-        return await self._put([msg], lambda: on_done(DONE), on_done)
+        return self._put([msg], lambda: on_done(DONE), on_done)
 
     async def batch_ack(self, body: BatchAckMessageRequestBody, on_done: OnAcked) -> Refusal | None:
-        """BATCH_ACK_MESSAGE: like `ack`, one ``bAck`` record per CK, one store request."""
+        """BATCH_ACK_MESSAGE: like `ack_nowait`, one ``bAck`` record per CK, one store request."""
         msgs = []
         keyed: list[tuple[MergeKey, MessageToStore, int]] = []  # for an acting slave's escape
         c = self.config
@@ -248,7 +253,7 @@ class PopAckProcessor:
                 batch=True,
             )
             if self.acting_ack is not None and self.acting_ack(b.revive_queue_id, ack):
-                continue  # applied in memory by the acting slave (see `ack`)
+                continue  # applied in memory by the acting slave (see `ack_nowait`)
             msg = ack_message(
                 ack, c.revive_topic, b.revive_queue_id, self.now_ms(), self.store_host
             )
@@ -326,7 +331,7 @@ class PopAckProcessor:
         escape = self.record_escape()
         if escape is not None:  # the old CK's pinned master keeps both (module docstring)
             if self.acting_ack is not None and self.acting_ack(extra.revive_qid, old):
-                new_ck = msgs[:1]  # the old ACK was applied in memory (see `ack`)
+                new_ck = msgs[:1]  # the old ACK was applied in memory (see `ack_nowait`)
                 submitted = escape.submit(
                     ck.merge_key, new_ck, lambda: on_done(changed), acked=0, new_key=ck.merge_key
                 )

@@ -14,6 +14,7 @@ CHANGE_MESSAGE_INVISIBLETIME answers a ChangeInvisibleTimeResponseHeader. GET_PO
 
 from __future__ import annotations
 
+from collections.abc import Awaitable
 from typing import Any, assert_never
 
 from rocketrio.actors.broker.dispatch.answers import answer_done
@@ -89,6 +90,13 @@ def _answer_ack(ctx: RequestContext, outcome: Done | Refusal) -> None:
     ctx.respond(answer_done(ctx.cmd, outcome))
 
 
+async def _answer_after(
+    cmd: RemotingCommand, waiting: Awaitable[Refusal | None]
+) -> RemotingCommand | None:
+    refusal = await waiting
+    return None if refusal is None else answer_done(cmd, refusal)
+
+
 def pop_handlers(
     pop: PopMessageProcessor, acks: PopAckProcessor, revive: PopReviveService
 ) -> dict[int, Any]:
@@ -99,11 +107,19 @@ def pop_handlers(
         outcome = await pop.pop(h, HeldReply(ctx, pop_response))
         return None if outcome is None else pop_response(ctx.cmd, outcome)
 
-    async def ack_message(ctx: RequestContext) -> RemotingCommand | None:
+    def ack_message(
+        ctx: RequestContext,
+    ) -> Awaitable[RemotingCommand | None] | RemotingCommand | None:
+        """No coroutine unless the ACK's record must be put alone (`PopAckProcessor.ack_nowait`):
+        one ACK_MESSAGE per acknowledged message makes this the POP consumer's hot path."""
         cmd = ctx.cmd
         h = from_ext(AckMessageRequestHeader, cmd.ext_fields)
-        refusal = await acks.ack(h, lambda outcome: _answer_ack(ctx, outcome))
-        return None if refusal is None else answer_done(cmd, refusal)
+        result = acks.ack_nowait(h, lambda outcome: _answer_ack(ctx, outcome))
+        if result is None:
+            return None
+        if isinstance(result, Refusal):
+            return answer_done(cmd, result)
+        return _answer_after(cmd, result)
 
     async def batch_ack_message(ctx: RequestContext) -> RemotingCommand | None:
         cmd = ctx.cmd

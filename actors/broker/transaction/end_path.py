@@ -17,6 +17,7 @@ which must not hold up the connection's reader.
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING
 
 import trio
@@ -32,9 +33,10 @@ from rocketrio.protocol.message import (
     PROPERTY_REAL_TOPIC,
     TRANSACTION_COMMIT_TYPE,
     TRANSACTION_ROLLBACK_TYPE,
+    MessageExt,
 )
 from rocketrio.protocol.remoting import RemotingCommand
-from rocketrio.storage.message_store import PutResult
+from rocketrio.storage.message_store import MessageToStore, PutResult
 
 if TYPE_CHECKING:
     from rocketrio.actors.broker.transaction.service import TransactionService
@@ -44,10 +46,13 @@ def can_end_without_task(s: TransactionService) -> bool:
     return s.ops.running and not s.lock.locked() and s.is_master()
 
 
-async def end_without_task(
+def end_without_task(
     s: TransactionService, ctx: RequestContext, h: EndTransactionRequestHeader
-) -> RemotingCommand | None:
-    """The response now (a refusal, or nothing to do), or None: answered by a callback."""
+) -> RemotingCommand | Awaitable[RemotingCommand | None] | None:
+    """The response now (a refusal, or nothing to do), or None: answered by a callback. No
+    coroutine on the common path (the commit queued for the store turn); an awaitable only when
+    the store's inbox is full (backpressure) or a static topic's commit must wait for its
+    reroute with no nursery to run it in."""
     kind = h.commitOrRollback
     if kind not in (TRANSACTION_COMMIT_TYPE, TRANSACTION_ROLLBACK_TYPE):
         return s.end_response(ctx.cmd, None)  # unknown state: the check will ask again
@@ -76,35 +81,95 @@ async def end_without_task(
     if kind == TRANSACTION_ROLLBACK_TYPE:
         write_op()
         return None
-    nursery = s._nursery
-    if nursery is not None and s.is_static(half.properties.get(PROPERTY_REAL_TOPIC, "")):
+    msg = s.final_message(half)
+    if s.is_static(half.properties.get(PROPERTY_REAL_TOPIC, "")) or s.is_static(msg.topic):
+        return _static_commit(s, ctx, uniq, half, offsets, msg, write_op, answer)
 
-        async def forwarded() -> None:  # a logic queue's commit may go over the network
+    on_commit = _on_commit(s, uniq, write_op, answer)
+    try:  # no checkpoint: the reader queues the commits of all its ENDs for one store turn
+        s.writer.put_nowait([msg], on_commit)
+    except trio.WouldBlock:
+        return _put_waiting(s, ctx, uniq, [msg], on_commit)  # the inbox is full: backpressure
+    except ActorStopped:
+        s.decided.discard(uniq)
+        return s.end_response(ctx.cmd, Refusal(ResponseCode.SYSTEM_ERROR, "the store is stopped"))
+    return None
+
+
+OnCommit = Callable[[list[PutResult], PutStatus, str | None], None]
+
+
+def _on_commit(
+    s: TransactionService,
+    uniq: str,
+    write_op: Callable[[], None],
+    answer: Callable[[Refusal | None], None],
+) -> OnCommit:
+    """The commit's store callback: the op once the commit is stored (op_batch.py); a refused
+    commit releases its claim and is answered with the store's reason (the check decides it)."""
+
+    def on_commit(results: list[PutResult], status: PutStatus, remark: str | None) -> None:
+        if results and status.stored:
+            write_op()
+            return
+        s.decided.discard(uniq)
+        answer(Refusal(ResponseCode.SYSTEM_ERROR, remark or status.value))
+
+    return on_commit
+
+
+async def _put_waiting(
+    s: TransactionService,
+    ctx: RequestContext,
+    uniq: str,
+    here: list[MessageToStore],
+    on_commit: OnCommit,
+) -> RemotingCommand | None:
+    try:
+        await s.writer.put(here, on_commit)
+    except ActorStopped:
+        s.decided.discard(uniq)
+        return s.end_response(ctx.cmd, Refusal(ResponseCode.SYSTEM_ERROR, "the store is stopped"))
+    return None
+
+
+def _static_commit(
+    s: TransactionService,
+    ctx: RequestContext,
+    uniq: str,
+    half: MessageExt,
+    offsets: list[int],
+    msg: MessageToStore,
+    write_op: Callable[[], None],
+    answer: Callable[[Refusal | None], None],
+) -> Awaitable[RemotingCommand | None] | None:
+    """A static topic's commit: its logic queue may have moved and the commit be forwarded over
+    the network, so it is written from a task (the module docstring), or, with no nursery (the
+    broker stopping), rerouted inline."""
+    nursery = s._nursery
+    if nursery is not None:
+
+        async def forwarded() -> None:
             answer(await s._decide(uniq, half, offsets, True))
 
         nursery.start_soon(forwarded)
         return None
-    here = await s.reroute([s.final_message(half)])  # never awaits: no forward here
+    return _reroute_inline(s, ctx, uniq, msg, write_op, answer)
+
+
+async def _reroute_inline(
+    s: TransactionService,
+    ctx: RequestContext,
+    uniq: str,
+    msg: MessageToStore,
+    write_op: Callable[[], None],
+    answer: Callable[[Refusal | None], None],
+) -> RemotingCommand | None:
+    here = await s.reroute([msg])
     if isinstance(here, str):
         s.decided.discard(uniq)
         return s.end_response(ctx.cmd, Refusal(ResponseCode.SYSTEM_ERROR, here))
     if not here:  # sent to the logic queue's leader: only the op is written here
         write_op()
         return None
-
-    def on_commit(results: list[PutResult], status: PutStatus, remark: str | None) -> None:
-        if results and status.stored:
-            write_op()  # the op only once the commit is stored (op_batch.py)
-            return
-        s.decided.discard(uniq)
-        answer(Refusal(ResponseCode.SYSTEM_ERROR, remark or status.value))
-
-    try:
-        try:  # no checkpoint: the reader queues the commits of all its ENDs for one store turn
-            s.writer.put_nowait(here, on_commit)
-        except trio.WouldBlock:
-            await s.writer.put(here, on_commit)  # the inbox is full: backpressure
-    except ActorStopped:
-        s.decided.discard(uniq)
-        return s.end_response(ctx.cmd, Refusal(ResponseCode.SYSTEM_ERROR, "the store is stopped"))
-    return None
+    return await _put_waiting(s, ctx, uniq, here, _on_commit(s, uniq, write_op, answer))

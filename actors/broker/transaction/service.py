@@ -32,7 +32,7 @@ the store (ops from the op scan offset) whenever this broker becomes master.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Hashable
+from collections.abc import Awaitable, Callable, Hashable
 from typing import Any, assert_never
 
 import attrs
@@ -523,13 +523,15 @@ class TransactionService:
     def handlers(self) -> dict[int, Callable[[RequestContext], Any]]:
         return {RequestCode.END_TRANSACTION: self._handle_end}
 
-    async def _handle_end(self, ctx: RequestContext) -> RemotingCommand | None:
-        """Through store callbacks when it can (end_path.py); otherwise off the connection's
-        reader (its next half send is not held up by this END's two writes), at most
-        ENDS_IN_FLIGHT at once; beyond that inline (backpressure)."""
+    def _handle_end(
+        self, ctx: RequestContext
+    ) -> RemotingCommand | Awaitable[RemotingCommand | None] | None:
+        """Through store callbacks when it can (end_path.py), without a coroutine; otherwise
+        off the connection's reader (its next half send is not held up by this END's two
+        writes), at most ENDS_IN_FLIGHT at once; beyond that inline (backpressure)."""
         h = from_ext(EndTransactionRequestHeader, ctx.cmd.ext_fields)
         if can_end_without_task(self):  # the common case (end_path.py)
-            return await end_without_task(self, ctx, h)
+            return end_without_task(self, ctx, h)
         if self._nursery is not None:
             try:
                 self._ends.acquire_nowait()
@@ -538,6 +540,11 @@ class TransactionService:
             else:
                 self._nursery.start_soon(self._end_task, ctx, h)
                 return None
+        return self._end_inline(ctx, h)
+
+    async def _end_inline(
+        self, ctx: RequestContext, h: EndTransactionRequestHeader
+    ) -> RemotingCommand | None:
         return self.end_response(ctx.cmd, await self.end_transaction(h, ctx.cmd.remark))
 
     async def _end_task(self, ctx: RequestContext, h: EndTransactionRequestHeader) -> None:

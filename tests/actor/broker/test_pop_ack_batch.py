@@ -114,3 +114,35 @@ async def test_acks_of_one_turn_survive_a_power_cut_and_only_the_unacked_come_ba
             await ack_at_once(c, back)
             await trio.sleep(60)
             assert await receive_all(c) == []
+
+
+async def test_an_ack_the_batcher_cannot_take_is_written_alone_before_its_answer(
+    tmp_path: Any, mock_clock: trio.testing.MockClock
+) -> None:
+    """ACK_MESSAGE is answered without a coroutine while the batcher takes it; when the batcher
+    cannot (its queue full), the handler's awaitable writes the ACK's record alone: every ACK
+    is answered SUCCESS only once its own ``ack`` record is stored, and after a kill -9 only the
+    unacknowledged message comes back."""
+    fs = SimFileSystem(random.Random(7))
+    async with harness(tmp_path, start=False) as h:
+        await start(h, fs)
+        for i in range(4):
+            r = await h.send(TOPIC, f"m{i}".encode(), queue_id=0)
+            assert r.code == ResponseCode.SUCCESS
+        async with simple(h) as c:
+            got = await receive_all(c)
+            assert len(got) == 4
+            await trio.sleep(6)  # the pop offsets reach consumerOffset.json
+            assert h.broker is not None
+            batcher = h.broker.pop.acks.batcher
+            batcher._puts.max_queued = 0  # full: every submit refused
+            puts_before = batcher.puts
+            await ack_at_once(c, got[:3])  # every ACK answered SUCCESS
+            assert batcher.puts == puts_before  # none went through the batcher
+        assert ack_tags(h) == [ACK_TAG] * 3  # one record each, written alone
+        await h.crash_broker()
+        fs.crash(keep_unsynced=True)
+        await start(h, fs)
+        async with simple(h) as c:
+            await trio.sleep(40)
+            assert [m.body for m in await receive_all(c)] == [got[3].body]

@@ -134,3 +134,46 @@ async def test_a_commit_the_store_refused_gets_no_op_and_is_committed_by_the_che
         assert [m.body for m in listener.checked] == [b"c-refused"]
         real = [m.body for q in range(4) for m in read_queue(c, "T", q)]
         assert real == [b"c-refused"]
+
+
+class FullInboxForCommits:
+    """The transaction service's store writer with an inbox that is full whenever a commit to
+    ``topic`` is queued without waiting (``put_nowait`` raises WouldBlock), as under a burst of
+    ENDs; the awaited ``put`` (backpressure) then takes it."""
+
+    def __init__(self, writer: Any, topic: str) -> None:
+        self.writer, self.topic, self.full = writer, topic, 0
+
+    def put_nowait(self, messages: list[Any], on_done: PutCallback) -> None:
+        if messages[0].topic == self.topic:
+            self.full += 1
+            raise trio.WouldBlock
+        self.writer.put_nowait(messages, on_done)
+
+    async def put(self, messages: list[Any], on_done: PutCallback) -> None:
+        await self.writer.put(messages, on_done)
+
+
+async def test_an_end_whose_commit_meets_a_full_store_inbox_waits_and_commits_once(
+    tmp_path: Path, mock_clock: trio.testing.MockClock
+) -> None:
+    """END_TRANSACTION without a coroutine (end_path.py) hands its commit over without waiting;
+    when the store's inbox is full it waits for room instead (the connection's backpressure):
+    every commit still reaches its topic once and every op is written, with no check round."""
+    async with cluster(tmp_path, ()) as c:
+        broker = await c.start_broker("broker-a", "10.0.1.1", **CONFIG)
+        await create_topic(c, "T")
+        service = broker.transactions
+        service.writer = FullInboxForCommits(service.writer, "T")
+        listener = Listener()
+        bodies = [f"c{i:02}".encode() for i in range(6)]
+        producer = TransactionProducer("pg", c.ns_addr, listener, **c.kwargs())
+        async with producer as p:
+            async with trio.open_nursery() as n:
+                for body in bodies:
+                    n.start_soon(p.send_message_in_transaction, Message("T", body))
+            await wait_for(lambda: decided(c) == list(range(6)), timeout=2.0)
+            assert service.writer.full == 6  # every commit met the full inbox
+            real = sorted(m.body for q in range(4) for m in read_queue(c, "T", q))
+            assert real == bodies  # before any check round: the ENDs did it
+        assert listener.checked == []
