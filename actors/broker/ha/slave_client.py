@@ -9,7 +9,10 @@ alone would cost a failover's new master its first slave for 5 s). In a session:
   by the store actor (durably where the port says so) before the next action runs, and an ack
   goes out only after the append (or truncation) it reports;
 - consecutive appends from one read are merged into one store call (one write, one fsync with
-  SYNC_FLUSH, one ack), which is what keeps a slave up with a master's group commits;
+  SYNC_FLUSH, one ack), which is what keeps a slave up with a master's group commits; the
+  confirmOffset they carry is handed to the store only once the ack is sent, so the store's
+  dispatch up to it (ConsumeQueue entries, which the master does not wait for) is off the
+  round trip of every replicated write;
 - a timer task runs the core's heartbeat and housekeeping.
 
 The master and its masterEpoch come from the ReplicasManager; a new master or epoch means a
@@ -245,9 +248,11 @@ class HAClient:
                         ),
                     )
                 case Append():
-                    new_max = await store.append_replicated(a.offset, a.data, a.confirm)
+                    new_max = await store.append_replicated(a.offset, a.data)
                     self._progressed = True
                     await self._run_actions(stream, core.appended(new_max, monotonic_ms()))
+                    if a.confirm >= 0:  # after the ack: the master waits for that, not this
+                        store.request_confirm(a.confirm)
                 case Confirm():
                     store.request_confirm(a.offset)
                 case Close():
@@ -276,7 +281,7 @@ def _merge_appends(actions: list[Action]) -> list[Action]:
     """Join consecutive, contiguous Appends into one (one store call, one fsync, one ack) and
     keep only the last Confirm, moved to the end: confirming later is always safe, and the core
     never confirms beyond what it has queued for writing. A Confirm that would follow the last
-    Append rides on it (applied by the store once that append is written, in the same turn)."""
+    Append rides on it (handed to the store once that append is acked)."""
     out: list[Action] = []
     parts: list[bytes] = []
     start = end = 0
