@@ -109,6 +109,7 @@ class HAClient:
         self._progressed = False
         self._send_lock = trio.Lock()
         self._rearm = trio.Event()  # set when the core acted: the timer recomputes its deadline
+        self._armed_ms = 0  # the deadline the timer task sleeps until (`_timers`)
 
     async def run(self) -> None:
         backoff = BACKOFF_MIN_S
@@ -203,18 +204,23 @@ class HAClient:
             await self._run_actions(stream, _merge_appends(actions))
 
     async def _timers(self, stream: trio.abc.Stream) -> None:
-        """Run the core's tick at its next deadline, recomputed whenever the core has acted:
-        a deadline taken before the handshake is housekeeping's (20 s), and once the session
-        reaches TRANSFER the first heartbeat is due in haSendHeartbeatInterval, not then."""
+        """Run the core's tick at its next deadline, recomputed whenever the core has acted
+        and moved it earlier: a deadline taken before the handshake is housekeeping's (20 s),
+        and once the session reaches TRANSFER the first heartbeat is due in
+        haSendHeartbeatInterval, not then. A deadline that moved later (every read and ack
+        moves it) is found when the earlier one fires: the tick then has nothing to do, and
+        the loop sleeps again, so a read does not wake this task."""
         while True:
             rearm = self._rearm = trio.Event()
-            with trio.move_on_at(self.core.next_timer_ms() / 1000):
+            self._armed_ms = self.core.next_timer_ms()
+            with trio.move_on_at(self._armed_ms / 1000):
                 await rearm.wait()
             if not rearm.is_set():
                 await self._run_actions(stream, self.core.tick(monotonic_ms()))
 
     async def _run_actions(self, stream: trio.abc.Stream, actions: list[Action]) -> None:
-        self._rearm.set()  # the core moved on: its next timer deadline may have changed
+        if self.core.next_timer_ms() < self._armed_ms:
+            self._rearm.set()  # the core moved its next timer deadline earlier
         store, core = self.store, self.core
         for a in actions:
             match a:
