@@ -63,9 +63,10 @@ async def sample_lag(ns: str, master: str, slave: str, stop: trio.Event, out: li
 
 
 async def set_addrs(ns: str, name: str) -> tuple[str, str]:
-    """(master, slave) of a replicated set, once both are registered."""
+    """(master, slave) of a replicated set, once both are registered (up to 300 s: on a host
+    at load average 25 the election and both registrations took over 60 s)."""
     async with MQAdmin(ns) as admin:
-        with trio.fail_after(60):
+        with trio.fail_after(300):
             while True:
                 try:
                     bd = (await admin.cluster_info()).brokerAddrTable.get(name)

@@ -583,6 +583,42 @@ MUTANTS: list[Mutant] = [
         ["tests/actor/broker/test_ha_shells.py"],
     ),
     Mutant(
+        "replication speed: a replicated master dispatches before its HA writer ships the turn",
+        "actors/broker/store/actor.py",
+        "                await self.replication.let_replicas_ship()",
+        "                self.replication.ship_first = False  # MUTANT",
+        [_RT + "test_a_master_with_a_slave_wakes_its_ha_writer_before_it_dispatches"],
+    ),
+    Mutant(
+        "replication speed: a master alone in its set yields before it dispatches",
+        "actors/broker/store/replication_state.py",
+        "        self.ship_first = replicated",
+        "        self.ship_first = True  # MUTANT",
+        [_RT + "test_a_master_alone_in_its_set_does_not_yield_before_it_dispatches"],
+    ),
+    Mutant(
+        "replication speed: the slave asks for dispatch before it acks the append",
+        "actors/broker/ha/slave_client.py",
+        "                    new_max = await store.append_replicated(a.offset, a.data)",
+        "                    new_max = await store.append_replicated(a.offset, a.data, a.confirm)"
+        "  # MUTANT",
+        [
+            "tests/actor/broker/test_ha_shells.py::test_a_slave_acks_an_append_before_it_asks_for_its_dispatch"
+        ],
+    ),
+    Mutant(
+        "replication speed: a SYNC_FLUSH master ships a turn only after its fsync",
+        "actors/broker/store/actor.py",
+        "            self.written.advance(self.store.get_commitlog_max_offset())  # shipped as it"
+        " syncs\n            status, remark = PutStatus.PUT_OK, None\n"
+        "            if self.sync_flush:\n                flushed = await self._sync_flush(done)\n",
+        "            status, remark = PutStatus.PUT_OK, None\n"
+        "            if self.sync_flush:\n                flushed = await self._sync_flush(done)\n"
+        "            self.written.advance(self.store.get_commitlog_max_offset())  # MUTANT\n"
+        "            if self.sync_flush:\n",
+        [_RT + "test_a_sync_flush_master_ships_a_turn_while_it_syncs_it"],
+    ),
+    Mutant(
         "role service: a slave is taken for master",
         "actors/broker/roles/replicas_manager.py",
         "        return self.core is not None and self.core.is_master",

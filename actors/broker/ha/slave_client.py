@@ -9,7 +9,10 @@ alone would cost a failover's new master its first slave for 5 s). In a session:
   by the store actor (durably where the port says so) before the next action runs, and an ack
   goes out only after the append (or truncation) it reports;
 - consecutive appends from one read are merged into one store call (one write, one fsync with
-  SYNC_FLUSH, one ack), which is what keeps a slave up with a master's group commits;
+  SYNC_FLUSH, one ack), which is what keeps a slave up with a master's group commits; the
+  confirmOffset they carry is handed to the store only once the ack is sent, so the store's
+  dispatch up to it (ConsumeQueue entries, which the master does not wait for) is off the
+  round trip of every replicated write;
 - a timer task runs the core's heartbeat and housekeeping.
 
 The master and its masterEpoch come from the ReplicasManager; a new master or epoch means a
@@ -106,6 +109,7 @@ class HAClient:
         self._progressed = False
         self._send_lock = trio.Lock()
         self._rearm = trio.Event()  # set when the core acted: the timer recomputes its deadline
+        self._armed_ms = 0  # the deadline the timer task sleeps until (`_timers`)
 
     async def run(self) -> None:
         backoff = BACKOFF_MIN_S
@@ -200,18 +204,23 @@ class HAClient:
             await self._run_actions(stream, _merge_appends(actions))
 
     async def _timers(self, stream: trio.abc.Stream) -> None:
-        """Run the core's tick at its next deadline, recomputed whenever the core has acted:
-        a deadline taken before the handshake is housekeeping's (20 s), and once the session
-        reaches TRANSFER the first heartbeat is due in haSendHeartbeatInterval, not then."""
+        """Run the core's tick at its next deadline, recomputed whenever the core has acted
+        and moved it earlier: a deadline taken before the handshake is housekeeping's (20 s),
+        and once the session reaches TRANSFER the first heartbeat is due in
+        haSendHeartbeatInterval, not then. A deadline that moved later (every read and ack
+        moves it) is found when the earlier one fires: the tick then has nothing to do, and
+        the loop sleeps again, so a read does not wake this task."""
         while True:
             rearm = self._rearm = trio.Event()
-            with trio.move_on_at(self.core.next_timer_ms() / 1000):
+            self._armed_ms = self.core.next_timer_ms()
+            with trio.move_on_at(self._armed_ms / 1000):
                 await rearm.wait()
             if not rearm.is_set():
                 await self._run_actions(stream, self.core.tick(monotonic_ms()))
 
     async def _run_actions(self, stream: trio.abc.Stream, actions: list[Action]) -> None:
-        self._rearm.set()  # the core moved on: its next timer deadline may have changed
+        if self.core.next_timer_ms() < self._armed_ms:
+            self._rearm.set()  # the core moved its next timer deadline earlier
         store, core = self.store, self.core
         for a in actions:
             match a:
@@ -245,9 +254,11 @@ class HAClient:
                         ),
                     )
                 case Append():
-                    new_max = await store.append_replicated(a.offset, a.data, a.confirm)
+                    new_max = await store.append_replicated(a.offset, a.data)
                     self._progressed = True
                     await self._run_actions(stream, core.appended(new_max, monotonic_ms()))
+                    if a.confirm >= 0:  # after the ack: the master waits for that, not this
+                        store.request_confirm(a.confirm)
                 case Confirm():
                     store.request_confirm(a.offset)
                 case Close():
@@ -276,7 +287,7 @@ def _merge_appends(actions: list[Action]) -> list[Action]:
     """Join consecutive, contiguous Appends into one (one store call, one fsync, one ack) and
     keep only the last Confirm, moved to the end: confirming later is always safe, and the core
     never confirms beyond what it has queued for writing. A Confirm that would follow the last
-    Append rides on it (applied by the store once that append is written, in the same turn)."""
+    Append rides on it (handed to the store once that append is acked)."""
     out: list[Action] = []
     parts: list[bytes] = []
     start = end = 0

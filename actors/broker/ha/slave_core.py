@@ -92,7 +92,7 @@ class RecordEpoch:
 class Append:
     """Write whole records at ``offset`` (== the local log end), then call `appended`. With
     ``confirm`` >= 0, confirmOffset may move there once they are written (the shell folds a
-    trailing `Confirm` in, so one store turn writes and dispatches)."""
+    trailing `Confirm` in, and hands it to the store after the append's ack)."""
 
     offset: int
     data: bytes

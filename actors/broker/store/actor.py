@@ -4,9 +4,8 @@ Puts arrive as `PutMessages` carrying a callback. Each turn the actor drains its
 `ReplicationState.drain`), calls ``put_messages`` ONCE for every put of the turn, and then:
 
 - ASYNC_FLUSH: answers every put at once.
-- SYNC_FLUSH: fsyncs the CommitLog ONCE in a worker thread and only then answers every put of
-  the turn. Puts that arrive during that fsync wait in the inbox and form the next turn's
-  batch: this is the group commit that keeps SYNC_FLUSH within a small factor of ASYNC_FLUSH.
+- SYNC_FLUSH: fsyncs the CommitLog ONCE in a worker thread, then answers every put of the turn.
+  Puts that arrive during that fsync form the next turn's batch (group commit).
 
 In both modes `run` keeps a task that fully flushes (CommitLog, ConsumeQueues, index and the
 dispatch checkpoint) every flush interval in a worker thread, concurrently with later appends
@@ -31,10 +30,9 @@ beside a flush (the store forbids flush beside truncation or deletion) and insid
 Other tasks see this actor through the `StoreWriter` protocol (the send path: single puts of a
 read share an inbox slot, put_stage.py) or `call` / `delete_topic` / `commitlog_max_offset`.
 
-Statistics (`PutStats`, stats.py): each stored request is counted for its topic, each turn's
-put time once (from the start of its write to its answer), each put the store refused; and
-`queued` / `queue_head_wait_ms` / `write_held_ms` give the runtime-info figures of the send
-path's queue and of the current write (runtime_info.py).
+Statistics (`PutStats`, stats.py): each stored request counted for its topic, each turn's put
+time once (write to answer), each refused put; `queued` / `queue_head_wait_ms` /
+`write_held_ms` are the runtime-info figures of the send queue and current write.
 
 Replication (H1-H6). The actor's `StoreRole` says what may be written: STANDALONE (no replicas:
 puts, dispatched at put time), FENCED (a replicated broker whose role is not known yet, or that
@@ -325,6 +323,8 @@ class StoreActor(Actor[StoreMsg]):
         self._in_turn = True
         try:
             await self._turn_body(batch)
+            if self.replication.ship_first:
+                await self.replication.let_replicas_ship()
         finally:
             self._in_turn = False
             self._idle_since = trio.current_time()
@@ -431,6 +431,7 @@ class StoreActor(Actor[StoreMsg]):
             done = self.appender.append(puts)
             if not done:
                 return
+            self.written.advance(self.store.get_commitlog_max_offset())  # shipped as it syncs
             status, remark = PutStatus.PUT_OK, None
             if self.sync_flush:
                 flushed = await self._sync_flush(done)
@@ -440,9 +441,8 @@ class StoreActor(Actor[StoreMsg]):
         finally:
             self._writing_since = None
         end = self.store.get_commitlog_max_offset()
-        self.written.advance(end)
         if gate is not None:  # a master's write is answered through its completion
-            r.note_write(end)
+            r.note_write(end, gate.has_replicas())
             complete = self._completion(done, status, remark)
             if gate.stored(end):  # every copy it needs holds it already: no pending entry
                 complete(AckOutcome.ACKED)

@@ -9,7 +9,12 @@
   recorded in the epoch file before any write of it, and the first write of each mastership is
   logged (master_first_write);
 - the `written` watermark the HA master's connections wait on, and the confirmOffset target
-  the actor applies at the end of a turn;
+  the actor applies at the end of a turn. A turn's write moves `written` as soon as it is in
+  the page cache, before a SYNC_FLUSH fsync: the slaves copy it while the master syncs
+  (upstream runs the flush and the replication side by side too). Safe because neither the
+  acknowledgement nor confirmOffset counts the master's copy before its fsync (the gate hears
+  of the turn only after it), and a slave holding bytes the master then loses in a crash is
+  the state an ASYNC_FLUSH master's slave is in anyway: those bytes were never acknowledged;
 - a slave's truncations (`truncate`, `reset_log_at`) and epoch records: each cut is durable
   before anything after it is acknowledged (the store's rule), and the confirm target and the
   watermark follow the cut;
@@ -17,7 +22,12 @@
   `REPLICATED_TURN_BYTES`, so its HA connections ship one turn to the slaves while it writes
   the next and their work overlaps the master's (group commit would otherwise gather a
   client's whole window into one turn: the slave would idle while the master writes it, the
-  master while the slave copies it); anyone else, no limit.
+  master while the slave copies it); anyone else, no limit;
+- `ship_first`: a master with a slave in its set wrote a turn. The actor then yields before it
+  dispatches up to confirmOffset, so the HA writer (woken by `written`) ships the turn first:
+  dispatch builds ConsumeQueue entries, which no replica waits for. A master alone in its set
+  never yields (it pays nothing for replication). The slave's side of the same rule is the HA
+  client's: it acks an append before it asks for that append's dispatch (slave_client.py).
 """
 
 from __future__ import annotations
@@ -66,6 +76,7 @@ class ReplicationState:
         self.written = Watermark(store.get_commitlog_max_offset())
         self.confirm_target = 0
         self.segment_size = store.config.mappedFileSizeCommitLog
+        self.ship_first = False  # module doc; the actor takes it at the end of a turn
 
     def drain(
         self, first: StoreMsg, recv: trio.MemoryReceiveChannel[StoreMsg], most: int
@@ -123,8 +134,18 @@ class ReplicationState:
         self.epoch = -1
         self.written.kick()
 
-    def note_write(self, end: int) -> None:
-        """A master's turn was written up to ``end``: log the first write of the mastership."""
+    async def let_replicas_ship(self) -> None:
+        """The turn's write goes to the replicas before its dispatch (module doc): the HA
+        writers woke before this task yields; trio runs each batch of woken tasks in either
+        order, so this yields twice (cancel-shielded: the turn ends as it would have)."""
+        self.ship_first = False
+        await trio.lowlevel.cancel_shielded_checkpoint()
+        await trio.lowlevel.cancel_shielded_checkpoint()
+
+    def note_write(self, end: int, replicated: bool) -> None:
+        """A master's turn was written up to ``end``: log the first write of the mastership;
+        ``replicated``: a slave is in the set (`ship_first`)."""
+        self.ship_first = replicated
         if self.first_write_epoch != self.epoch:
             self.first_write_epoch = self.epoch
             events.emit(self.log, events.MasterFirstWrite(epoch=self.epoch, offset=end))

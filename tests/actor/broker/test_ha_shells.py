@@ -165,6 +165,7 @@ class ShellGroup:
                 await client.run()
 
         self.nursery.start_soon(run)
+        self.client = client
         return scope
 
 
@@ -196,6 +197,45 @@ async def test_slave_catches_up_joins_the_set_and_acks_gate_writes(mock_clock) -
         await wait_for(lambda: outcomes == [AckOutcome.ACKED])
         assert len(slave.log) >= end
         await wait_for(lambda: slave.confirm == end)
+        nursery.cancel_scope.cancel()
+
+
+class ConfirmOrderStore(FakeStore):
+    """A slave store that notes, at each confirmOffset request, what the HA client had acked
+    and what the log held."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.client: HAClient | None = None
+        self.confirms: list[tuple[int, int, int]] = []  # (confirm, acked, log end)
+
+    def request_confirm(self, offset: int) -> None:
+        assert self.client is not None
+        self.confirms.append((offset, self.client.core.acked, len(self.log)))
+        super().request_confirm(offset)
+
+
+async def test_a_slave_acks_an_append_before_it_asks_for_its_dispatch(mock_clock) -> None:
+    """The confirmOffset a transfer carries reaches the store only after the append's ack
+    went out: the store's dispatch up to it is off the master's round trip."""
+    rng = random.Random(17)
+    master = FakeStore([EpochRecord(1, 0)])
+    master.write(30, rng)
+    async with trio.open_nursery() as nursery:
+        c = ShellGroup(nursery, SimNetwork(17), master)
+        _service, gate = await c.start_master(AckPolicy(all_ack_in_sync_state_set=True))
+        slave = ConfirmOrderStore()
+        c.start_slave(slave)
+        slave.client = c.client
+        await wait_for(lambda: c.controller_set == {1, 2})
+        for _ in range(5):
+            end = master.write(10, rng)
+            gate.on_local_max(end)
+            gate.submit(end, lambda _o: None)
+            await wait_for(lambda: len(slave.log) == len(master.log))
+        await wait_for(lambda: slave.confirm == len(master.log))
+        assert len(slave.confirms) >= 5
+        assert all(acked == end for _c, acked, end in slave.confirms), slave.confirms
         nursery.cancel_scope.cancel()
 
 

@@ -6,11 +6,16 @@ meet the replication gate, on the simulated disk under MockClock.
   the slave's ack and the answers keep write order.
 - A master alone in its set (a broker with no slave) writes a whole queue in one turn and
   answers it at once, without a pending entry in the gate.
+- Ship before dispatch: a replicated master's HA writer, woken by a turn's write, runs before
+  that turn dispatches up to confirmOffset; a master alone in its set does not yield for it.
+- With SYNC_FLUSH the HA writer ships a turn while the master fsyncs it, and the turn is
+  answered only once both the fsync and the slave's ack are in.
 """
 
 from __future__ import annotations
 
 import random
+from typing import Any
 
 import trio
 import trio.testing
@@ -30,7 +35,9 @@ BODY = bytes(40 * 1024)
 PUTS = 16  # 640 KiB queued at once: more than two replicated turns
 
 
-def _master(members: frozenset[int]) -> tuple[StoreActor, GroupTransferService]:
+def _master(
+    members: frozenset[int], *, sync_flush: bool = False, run_blocking: Any = None
+) -> tuple[StoreActor, GroupTransferService]:
     store = MessageStore(
         ROOT,
         StoreConfig(),
@@ -41,7 +48,8 @@ def _master(members: frozenset[int]) -> tuple[StoreActor, GroupTransferService]:
     store.open()
     actor = StoreActor(
         store,
-        sync_flush=False,
+        sync_flush=sync_flush,
+        **({} if run_blocking is None else {"run_blocking": run_blocking}),
         flush_interval_ms=600_000,
         sync_flush_timeout_ms=60_000,
         now_ms=lambda: 1_700_000_000_000,
@@ -113,4 +121,96 @@ async def test_a_master_alone_in_its_set_writes_one_turn_and_answers_at_once(
         assert actor.put_turns - turns == 1
         assert answers == [(i, PutStatus.PUT_OK) for i in range(PUTS)]
         assert gate.core.pending_count == 0 and gate.acked_total == 1
+        nursery.cancel_scope.cancel()
+
+
+async def test_a_master_with_a_slave_wakes_its_ha_writer_before_it_dispatches(
+    mock_clock: trio.testing.MockClock,
+) -> None:
+    actor, gate = _master(frozenset({1, 2}))
+    store = actor.store
+    async with trio.open_nursery() as nursery:
+        await nursery.start(actor.run)
+        await actor.become_master(1, gate)
+        gate.on_connected(2, learner=False)
+        answers = await _queue_puts(actor)
+        await trio.sleep(1)
+        first_end = store.get_commitlog_max_offset()
+        seen: list[tuple[int, int]] = []
+
+        async def ha_writer() -> None:  # what the HA master's writer waits on
+            await actor.written.wait_above(first_end)
+            seen.append((store.get_commitlog_max_offset(), store.confirm_offset))
+
+        nursery.start_soon(ha_writer)
+        await trio.testing.wait_all_tasks_blocked()
+        # one turn: the ack's confirmOffset and a new put
+        gate.on_ack(2, first_end)
+        actor.put_nowait([MessageToStore("T", 0, BODY)], lambda *_: None)
+        assert len(answers) == PUTS
+        await trio.sleep(1)
+        assert seen and seen[0][0] > first_end  # woken by the new turn's write ...
+        assert seen[0][1] < first_end  # ... before that turn dispatched up to the ack
+        assert store.confirm_offset == first_end
+        nursery.cancel_scope.cancel()
+
+
+async def test_a_master_alone_in_its_set_does_not_yield_before_it_dispatches(
+    mock_clock: trio.testing.MockClock,
+) -> None:
+    actor, gate = _master(frozenset({1}))
+    store = actor.store
+    async with trio.open_nursery() as nursery:
+        await nursery.start(actor.run)
+        await actor.become_master(1, gate)
+        seen: list[int] = []
+
+        async def watcher() -> None:
+            await actor.written.wait_above(store.get_commitlog_max_offset())
+            seen.append(store.confirm_offset)
+
+        nursery.start_soon(watcher)
+        await trio.testing.wait_all_tasks_blocked()
+        actor.put_nowait([MessageToStore("T", 0, BODY)], lambda *_: None)
+        await trio.sleep(1)
+        assert seen == [store.get_commitlog_max_offset()]  # dispatched in the same turn
+        nursery.cancel_scope.cancel()
+
+
+async def test_a_sync_flush_master_ships_a_turn_while_it_syncs_it(
+    mock_clock: trio.testing.MockClock,
+) -> None:
+    fsync_may_end = trio.Event()
+    syncs: list[str] = []
+
+    async def slow_fsync(fn: Any) -> Any:
+        syncs.append("started")
+        await fsync_may_end.wait()
+        return fn()
+
+    actor, gate = _master(frozenset({1, 2}), sync_flush=True, run_blocking=slow_fsync)
+    store = actor.store
+    async with trio.open_nursery() as nursery:
+        await nursery.start(actor.run)
+        await actor.become_master(1, gate)
+        gate.on_connected(2, learner=False)
+        shipped: list[int] = []
+
+        async def ha_writer() -> None:
+            await actor.written.wait_above(store.get_commitlog_max_offset())
+            shipped.append(store.get_commitlog_max_offset())
+
+        nursery.start_soon(ha_writer)
+        await trio.testing.wait_all_tasks_blocked()
+        answers: list[PutStatus] = []
+        actor.put_nowait([MessageToStore("T", 0, BODY)], lambda _r, st, _m: answers.append(st))
+        await trio.sleep(1)
+        end = store.get_commitlog_max_offset()
+        assert syncs == ["started"] and shipped == [end]  # shipped while the fsync runs
+        gate.on_ack(2, end)
+        await trio.sleep(1)
+        assert answers == []  # the slave has it, the master's disk not yet
+        fsync_may_end.set()
+        await trio.sleep(1)
+        assert answers == [PutStatus.PUT_OK]
         nursery.cancel_scope.cancel()
