@@ -178,7 +178,7 @@ class Ingested:
     lines: DataFrame  # every line, narrow and checkpointed (unpersist when done)
     bad: DataFrame  # the skipped lines
     ev: DataFrame  # the good lines of `INTERESTING` events in the time range (of `lines`)
-    incidents: DataFrame  # those of `ev` that are no client traces: few, cached
+    incidents: list[dict[str, Any]]  # those of `ev` that are no client traces: few, collected
     counts: dict[str, int]  # why ("ok" for a good line) -> lines
     files: int  # files that held lines
     examples: list[dict[str, Any]]  # up to `EXAMPLES` skipped lines
@@ -231,8 +231,7 @@ def ingest(
     if until_ms is not None:
         good = good.where(F.col("ts_ms") <= until_ms)
     ev = good.where(F.col("event").isin(*INTERESTING)).select(*EV_COLUMNS)
-    incidents = ev.where(~F.col("event").isin(*TRACES)).cache()
-    # materialised now, so the plans over it know it is small (broadcast joins, not sorts
-    # and shuffles for every join of the incident tables)
-    incidents.count()
+    # collected: thousands of rows, whose tables are computed in plain Python
+    # (`analysis.incident_rows`), not as dozens of small Spark shuffles
+    incidents = [r.asDict(recursive=True) for r in ev.where(~F.col("event").isin(*TRACES)).collect()]
     return Ingested(lines, bad, ev, incidents, counts, n_files, examples)
