@@ -51,8 +51,9 @@ GAP_BUCKET_MS = 60_000  # write_gap: acknowledgements summarised per broker set 
 
 
 def write_gap(out: DataFrame, acks: DataFrame) -> DataFrame:
-    """fid -> the write gap (``out``: fid, broker, lost_ms, elected_ms per failover), from the producers' traces of this broker set: the last
-    acknowledgement before the loss (or the election) to the first one after it.
+    """fid -> the write gap (``out``: fid, broker, lost_ms, elected_ms per failover), from the
+    producers' traces of this broker set: the last acknowledgement before the loss (or the
+    election) to the first one after it.
 
     Not a join of every acknowledgement with every failover of its set: the acknowledgements
     are summarised per set and minute (first, last), the failovers look at the summaries of

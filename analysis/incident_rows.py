@@ -216,9 +216,7 @@ def acked_lost(fo: list[Row], lost: list[Row]) -> dict[str, int]:
     by_set = _group(lost, lambda m: m["broker"])
     for f in fo:
         lo = f["prev_elected_ms"] if f["prev_elected_ms"] is not None else 0
-        hi = next(
-            f[k] for k in ("first_write_ms", "writable_ms", "elected_ms") if f[k] is not None
-        )
+        hi = next(f[k] for k in ("first_write_ms", "writable_ms", "elected_ms") if f[k] is not None)
         n = sum(
             1
             for m in by_set.get(f["broker"], []) if f["broker"] is not None
@@ -242,7 +240,7 @@ def raft_leaders(ev: list[Row]) -> list[Row]:
 def _sorted_members(s: list[Any] | None) -> tuple[Any, ...] | None:
     if s is None:
         return None
-    return tuple(sorted((m for m in s if m is not None))) + tuple(m for m in s if m is None)
+    return tuple(sorted(m for m in s if m is not None)) + tuple(m for m in s if m is None)
 
 
 def sync_state_set_changes(ev: list[Row]) -> list[Row]:

@@ -11,13 +11,14 @@ the module that computes it:
 - **Ingest** (ingest.py): every ``*.jsonl`` under the given paths, read with the schema the
   event catalogue gives; malformed, unknown-event and bad-field lines are counted (with
   examples) and left out, none is fatal.
-- **Failover** of a broker set (failovers.py): an ``elect_master`` whose master differs from
-  the previous master of that set, joined by epoch (not time) to the new master's role change
-  and first write and the old master's return; *master lost* is the first loss signal about
-  the old master, at most `failovers.LOOKBACK_MS` before the election.
+- **Failover** of a broker set (failovers.py, incident_rows.py): an ``elect_master`` whose
+  master differs from the previous master of that set, joined by epoch (not time) to the new
+  master's role change and first write and the old master's return; *master lost* is the
+  first loss signal about the old master, at most `failovers.LOOKBACK_MS` before the election.
 - **Unavailability window**, **acknowledged but lost**, **duplicate** (traces.py): from the
   client traces, when tracing was on.
-- Raft leaders, SyncStateSet changes and truncations: here.
+- Raft leaders, SyncStateSet changes and truncations (incident_rows.py), computed like the
+  failovers from the collected incident events in plain Python.
 """
 
 from __future__ import annotations
@@ -200,9 +201,7 @@ def job_conf(spark: SparkSession) -> Iterator[JobConf]:
                 spark.conf.set(k, old)
 
 
-def collect_all(
-    tables: dict[str, DataFrame], by_msg: DataFrame
-) -> dict[str, list[dict[str, Any]]]:
+def collect_all(tables: dict[str, DataFrame], by_msg: DataFrame) -> dict[str, list[dict[str, Any]]]:
     """Every table's rows and the traces' counts, in ONE Spark job: each table and count a
     JSON line of one union, parsed here."""
     counts = {

@@ -285,5 +285,7 @@ def ingest(
     ev = good.where(F.col("event").isin(*INTERESTING)).select(*EV_COLUMNS)
     # collected: thousands of rows, whose tables are computed in plain Python
     # (`analysis.incident_rows`), not as dozens of small Spark shuffles
-    incidents = [r.asDict(recursive=True) for r in ev.where(~F.col("event").isin(*TRACES)).collect()]
+    incidents = [
+        r.asDict(recursive=True) for r in ev.where(~F.col("event").isin(*TRACES)).collect()
+    ]
     return Ingested(lines, bad, ev, incidents, counts, n_files, examples)

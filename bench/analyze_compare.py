@@ -48,7 +48,11 @@ def diff_summaries(a: dict[str, Any], b: dict[str, Any], path: str = "") -> list
     if isinstance(a, list) and isinstance(b, list):
         if len(a) != len(b):
             return [f"{path.rstrip('.')}: {len(a)} against {len(b)} items"]
-        return [x for i, (p, q) in enumerate(zip(a, b)) for x in diff_summaries(p, q, f"{path}{i}.")]
+        return [
+            x
+            for i, (p, q) in enumerate(zip(a, b, strict=True))
+            for x in diff_summaries(p, q, f"{path}{i}.")
+        ]
     return [] if a == b else [f"{path.rstrip('.')}: {a!r} against {b!r}"]
 
 
