@@ -11,13 +11,14 @@ the module that computes it:
 - **Ingest** (ingest.py): every ``*.jsonl`` under the given paths, read with the schema the
   event catalogue gives; malformed, unknown-event and bad-field lines are counted (with
   examples) and left out, none is fatal.
-- **Failover** of a broker set (failovers.py): an ``elect_master`` whose master differs from
-  the previous master of that set, joined by epoch (not time) to the new master's role change
-  and first write and the old master's return; *master lost* is the first loss signal about
-  the old master, at most `failovers.LOOKBACK_MS` before the election.
+- **Failover** of a broker set (failovers.py, incident_rows.py): an ``elect_master`` whose
+  master differs from the previous master of that set, joined by epoch (not time) to the new
+  master's role change and first write and the old master's return; *master lost* is the
+  first loss signal about the old master, at most `failovers.LOOKBACK_MS` before the election.
 - **Unavailability window**, **acknowledged but lost**, **duplicate** (traces.py): from the
   client traces, when tracing was on.
-- Raft leaders, SyncStateSet changes and truncations: here.
+- Raft leaders, SyncStateSet changes and truncations (incident_rows.py), computed like the
+  failovers from the collected incident events in plain Python.
 """
 
 from __future__ import annotations
@@ -33,12 +34,14 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import attrs
-from pyspark.sql import DataFrame, SparkSession, Window
+from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
+from rocketrio.analysis import incident_rows as rows
 from rocketrio.analysis.args import add_args, parse_time  # noqa: F401 (re-exported)
-from rocketrio.analysis.failovers import failovers, node_brokers
+from rocketrio.analysis.failovers import COLUMNS, write_gap
 from rocketrio.analysis.ingest import CORRUPT, SOURCE, Ingested, ingest, log_files
+from rocketrio.analysis.small_tables import SMALL, small_frame
 from rocketrio.analysis.traces import traced, windows
 
 TABLES = (
@@ -57,63 +60,6 @@ Progress = Callable[[str], None]
 
 def _quiet(_msg: str) -> None:
     pass
-
-
-# ---------------------------------------------------------------------------- incidents
-
-
-def raft_leaders(ev: DataFrame) -> DataFrame:
-    return (
-        ev.where(F.col("event") == "raft_leader_elected")
-        .groupBy("term")
-        .agg(F.min_by("leader", "ts_ms").alias("leader"), F.min("ts_ms").alias("at_ms"))
-    )
-
-
-def sync_state_set_changes(ev: DataFrame) -> DataFrame:
-    ch = (
-        ev.where(F.col("event") == "sync_state_set_changed")
-        .withColumn("members", F.array_sort("sync_state_set"))
-        .groupBy("broker", "epoch", "members")
-        .agg(F.min("ts_ms").alias("at_ms"))
-    )
-    w = Window.partitionBy("broker").orderBy(F.col("epoch").asc_nulls_first(), "at_ms")
-    prev = F.lag(F.size("members")).over(w)
-    return ch.withColumn(
-        "change",
-        F.when(prev.isNull(), "initial")
-        .when(F.size("members") < prev, "shrink")
-        .when(F.size("members") > prev, "expand")
-        .otherwise("same"),
-    )
-
-
-def truncations(ev: DataFrame, nodes: DataFrame) -> DataFrame:
-    t = (
-        ev.where(
-            ((F.col("event") == "ha_truncated") & (F.col("from_offset") > F.col("to_offset")))
-            | F.col("event").isin("ha_log_reset", "commitlog_truncated")
-        )
-        .join(F.broadcast(nodes), "node", "left")
-        .select(
-            "node",
-            F.coalesce("broker", "node_broker").alias("broker"),
-            F.col("node_broker_id").alias("broker_id"),
-            F.when(F.col("event") == "ha_truncated", F.col("matched_epoch")).alias("epoch"),
-            F.when(F.col("event") == "commitlog_truncated", F.lit(None))
-            .otherwise(F.col("from_offset"))
-            .alias("from_offset"),
-            F.coalesce(
-                F.when(F.col("event") == "commitlog_truncated", F.col("offset")), "to_offset"
-            ).alias("to_offset"),
-            F.when(F.col("event") == "commitlog_truncated", F.col("dropped_bytes"))
-            .otherwise(F.col("from_offset") - F.col("to_offset"))
-            .alias("bytes"),
-            F.col("event").alias("kind"),
-            F.col("ts_ms").alias("at_ms"),
-        )
-    )
-    return t
 
 
 # ---------------------------------------------------------------------------- the job
@@ -167,36 +113,45 @@ def run(
     under ``out_dir``; returns the summary (the module docstring defines every table).
 
     The plan, in Spark jobs: one parse of the lines (counted as they are cached), the
-    incident events and the traces grouped by message id (each cached), one job that
-    computes every small table (cached) and collects them with the counts the summary
-    needs, then one write per table from its cache."""
+    incident events collected (their tables computed here, `analysis.incident_rows`), the
+    traces grouped by message id (cached), one job that computes the traces' tables
+    (cached) and the failovers' write gaps and collects them with the counts the summary
+    needs, then one write per table."""
     started = time.time()
     files, empty = log_files(inputs)
     with job_conf(spark) as conf:
         big = conf.partitions(files)
         progress(f"reading {len(files)} log files")
         read = ingest(spark, files, since_ms, until_ms)
-        progress("finding incidents")
+        progress(f"finding incidents in {len(read.incidents)} incident events")
         ev = read.incidents
-        nodes = node_brokers(ev).cache()
+        nodes = rows.node_brokers(ev)
+        fo = rows.failovers(ev, rows.with_sets(ev, nodes))
         tr = traced(read.ev, big)
         tables: dict[str, DataFrame] = {
-            "failovers": failovers(ev, nodes, tr.acks, tr.lost),
             "windows": windows(tr.acks, tr.pulls, gap_ms, big),
-            "raft_leaders": raft_leaders(ev),
-            "sync_state_set_changes": sync_state_set_changes(ev),
-            "truncations": truncations(ev, nodes),
             "lost": tr.lost,
             "duplicates": tr.duplicates,
         }
         tables = {name: df.cache() for name, df in tables.items()}
-        got = collect_all(tables, ev, tr.by_msg)
+        parts = dict(tables)
+        if fo:
+            cuts = [(f["fid"], f["broker"], f["lost_ms"], f["elected_ms"]) for f in fo]
+            parts["write_gap"] = write_gap(
+                spark.createDataFrame(cuts, "fid string, broker string, lost_ms bigint, "
+                                      "elected_ms bigint"), tr.acks)  # fmt: skip
+        got = collect_all(parts, tr.by_msg)
+        got.update(small_rows(ev, nodes, fo, got))
+        for name, keys in ORDER.items():
+            got[name].sort(key=lambda row, keys=keys: [_asc_nulls_first(row[k]) for k in keys])
         summary = summarize(inputs, read, empty, got)
+        for name in SMALL:
+            tables[name] = small_frame(spark, name, got[name])
         tables["skipped"] = read.bad.select(
             F.col(SOURCE).alias("file"), "ts", "event", "why", F.col(CORRUPT).alias("line")
         )
         write_tables(tables, out_dir, progress)
-        for df in (read.lines, ev, nodes, tr.by_msg, *tables.values()):
+        for df in (read.lines, tr.by_msg, *tables.values()):
             df.unpersist()
     summary["took_s"] = round(time.time() - started, 3)
     with open(os.path.join(out_dir, "summary.json"), "w", encoding="utf-8") as f:
@@ -246,21 +201,14 @@ def job_conf(spark: SparkSession) -> Iterator[JobConf]:
                 spark.conf.set(k, old)
 
 
-def collect_all(
-    tables: dict[str, DataFrame], ev: DataFrame, by_msg: DataFrame
-) -> dict[str, list[dict[str, Any]]]:
-    """Every small table's rows (in `ORDER`) and the summary's counts, in ONE Spark job: each
-    table and count a JSON line of one union, parsed here."""
-    raft_roles = ev.where(F.col("event") == "raft_role_changed")
+def collect_all(tables: dict[str, DataFrame], by_msg: DataFrame) -> dict[str, list[dict[str, Any]]]:
+    """Every table's rows and the traces' counts, in ONE Spark job: each table and count a
+    JSON line of one union, parsed here."""
     counts = {
         "traces": by_msg.agg(
             F.count(F.col("ts_ms")).alias("acked"),
             F.coalesce(F.sum(F.size("consumed")), F.lit(0)).alias("consumed"),
         ),
-        "terms": raft_roles.select("term").distinct().agg(F.count(F.lit(1)).alias("n")),
-        "role_changes": raft_roles.select("node", "term", "role", "ts_ms")
-        .distinct()
-        .agg(F.count(F.lit(1)).alias("n")),
     }
     parts = [
         df.select(F.lit(name).alias("t"), F.to_json(F.struct(*df.columns)).alias("j"))
@@ -274,9 +222,33 @@ def collect_all(
     for r in union.collect():
         row = json.loads(r["j"])  # to_json leaves out null fields: every column back
         got[r["t"]].append({c: row.get(c) for c in columns[r["t"]]})
-    for name, keys in ORDER.items():
-        got[name].sort(key=lambda row, keys=keys: [_asc_nulls_first(row[k]) for k in keys])
     return got
+
+
+def small_rows(
+    ev: list[dict[str, Any]],
+    nodes: dict[str, tuple[Any, Any]],
+    fo: list[dict[str, Any]],
+    got: dict[str, list[dict[str, Any]]],
+) -> dict[str, list[dict[str, Any]]]:
+    """The incident tables from the collected events (``fo``: `incident_rows.failovers`),
+    the failovers completed with the write gaps and lost messages Spark found (``got``)."""
+    gaps = {g["fid"]: g["write_gap_ms"] for g in got.get("write_gap", [])}
+    lost = rows.acked_lost(fo, got["lost"])
+    failovers = [
+        {**{c: f.get(c) for c in COLUMNS}, "write_gap_ms": gaps.get(f["fid"]),
+         "acked_lost": lost.get(f["fid"], 0)}
+        for f in fo
+    ]  # fmt: skip
+    terms, role_changes = rows.raft_churn(ev)
+    return {
+        "failovers": failovers,
+        "raft_leaders": rows.raft_leaders(ev),
+        "sync_state_set_changes": rows.sync_state_set_changes(ev),
+        "truncations": rows.truncations(ev, nodes),
+        "terms": [{"n": terms}],
+        "role_changes": [{"n": role_changes}],
+    }
 
 
 def _asc_nulls_first(v: Any) -> tuple[bool, Any]:

@@ -16,8 +16,9 @@ from collections.abc import Iterable
 from typing import Any
 
 import attrs
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
+from pyspark.sql import types as T
 
 from rocketrio.actors.observe import events
 from rocketrio.analysis.schema import CORRUPT, log_schema, required_fields
@@ -104,20 +105,42 @@ def log_files(inputs: Iterable[str]) -> tuple[list[str], int]:
     return files, empty
 
 
+def _struct(names: Iterable[str]) -> T.StructType:
+    """The catalogue's columns ``names`` (in its order) plus the corrupt-record column."""
+    keep = set(names) | {CORRUPT}
+    return T.StructType([f for f in log_schema().fields if f.name in keep])
+
+
+def _narrow_names() -> set[str]:
+    """What every line is parsed into: the tables' columns and every field of the events
+    they read (so a wrong type in one of those is a bad field)."""
+    names = {*EV_COLUMNS, "ts", "event"} - {"ts_ms"}
+    for event in INTERESTING:
+        names |= set(events.record_fields(event))
+    return names
+
+
+_JSON = {"mode": "PERMISSIVE", "columnNameOfCorruptRecord": CORRUPT}
+WIDE = "_wide"  # the parse of a line whose event's required fields the narrow parse lacks
+
+
 def read_lines(spark: SparkSession, files: list[str]) -> DataFrame:
-    """Every line of ``files`` as the catalogue's columns plus `SOURCE` (its file)."""
+    """Every non-blank line of ``files`` parsed into the narrow columns (`_narrow_names`),
+    with ``value`` (the line's text) and `SOURCE` (its file).
+
+    The lines are read as text and parsed with ``from_json``: the parser fills only the
+    columns the job reads (about 50, not the catalogue's 250), and the text stays at hand for
+    the few lines whose event requires a field outside them (`classify` parses those again,
+    wide)."""
+    narrow = _struct(_narrow_names())
     if not files:
-        return spark.createDataFrame([], log_schema()).select(
-            "*", F.lit(None).cast("string").alias(SOURCE)
+        return spark.createDataFrame([], narrow).select(
+            "*", F.lit(None).cast("string").alias("value"), F.lit(None).cast("string").alias(SOURCE)
         )
-    raw = (
-        spark.read.schema(log_schema())
-        .option("mode", "PERMISSIVE")
-        .option("columnNameOfCorruptRecord", CORRUPT)
-        .json(files)
-        .withColumn(SOURCE, F.input_file_name())
-    )
-    return raw
+    text = spark.read.text(files).where(F.trim(F.col("value")) != "")  # the JSON reader skips them
+    return text.select(
+        F.input_file_name().alias(SOURCE), "value", F.from_json("value", narrow, _JSON).alias("j")
+    ).select(*(F.col(f"j.{f.name}").alias(f.name) for f in narrow.fields), "value", SOURCE)
 
 
 def _sql_str(text: str) -> str:
@@ -127,14 +150,15 @@ def _sql_str(text: str) -> str:
 _MASK_BITS = 62  # bits of one null mask (a signed 64-bit long, kept positive)
 
 
-def _missing_required() -> str | None:
-    """A SQL condition: the line's event requires a field the line lacks. Linear in the
+def _missing_required(required: dict[str, list[str]], prefix: str = "") -> str | None:
+    """A SQL condition: the line's event (one of ``required``'s) requires a field the line
+    lacks (``prefix``: where the fields are, e.g. ``s.`` for a struct). Linear in the
     fields, not in events x fields: each required field has a bit; per group of `_MASK_BITS`
     fields, the line's mask of null fields is ANDed with its event's mask of required fields
     (a map literal). One expression string (not a Column built call by call: ~200 events
     make that thousands of JVM calls), and small enough for Spark's generated code (a CASE
     over every event is not: Spark interprets it row by row)."""
-    required = {name: fields for name, fields in sorted(required_fields().items()) if fields}
+    required = {name: fields for name, fields in sorted(required.items()) if fields}
     names = sorted({f for fields in required.values() for f in fields})
     if not names:
         return None
@@ -142,7 +166,7 @@ def _missing_required() -> str | None:
     arms = []
     for lo in range(0, len(names), _MASK_BITS):
         chunk = names[lo : lo + _MASK_BITS]
-        nulls = " | ".join(f"IF(`{f}` IS NULL, {1 << (bit[f] - lo)}L, 0L)" for f in chunk)
+        nulls = " | ".join(f"IF({prefix}`{f}` IS NULL, {1 << (bit[f] - lo)}L, 0L)" for f in chunk)
         entries = []
         for event, fields in required.items():
             mask = sum(1 << (bit[f] - lo) for f in fields if lo <= bit[f] < lo + len(chunk))
@@ -155,9 +179,35 @@ def _missing_required() -> str | None:
     return " OR ".join(arms) if arms else None
 
 
+def _wide_bad(wide: dict[str, list[str]]) -> Column:
+    """For a line of one of the ``wide`` events (event -> required fields, some outside the
+    narrow parse): the line parsed again into every required field, and true when one has
+    the wrong type or is missing (null or absent). Only those lines pay this parse: the
+    struct is bound once to a lambda variable (a column referenced per field would be
+    parsed per field)."""
+    schema = _struct({f for fields in wide.values() for f in fields}).simpleString()
+    missing = _missing_required(wide, "s.") or "false"
+    opts = ", ".join(f"{_sql_str(k)}, {_sql_str(v)}" for k, v in _JSON.items())
+    return F.expr(
+        f"element_at(transform(array(from_json(value, {_sql_str(schema)}, map({opts}))), "
+        f"s -> s.`{CORRUPT}` IS NOT NULL OR {missing}), 1)"
+    )
+
+
 def classify(lines: DataFrame) -> DataFrame:
-    """Add ``ts_ms`` (epoch ms) and ``why`` (None: a good line)."""
+    """Add ``ts_ms`` (epoch ms) and ``why`` (None: a good line).
+
+    A line is checked over what the narrow parse filled when its event's required fields are
+    all among those columns (the events the tables read, and any other event whose fields
+    they cover); a line of another known event is parsed again into the required fields of
+    such events, so a missing, null or wrongly typed required field is a bad field either
+    way. A wrong type in a field outside both parses (one its event does not require and the
+    tables do not read) is not looked at."""
     known = list(events.CATALOGUE)
+    narrow = _narrow_names()
+    req = required_fields()
+    near = {e: fs for e, fs in req.items() if set(fs) <= narrow}
+    wide = {e: fs for e, fs in req.items() if not set(fs) <= narrow}
     ts_ms = F.unix_millis(F.to_timestamp(F.col("ts")))
     why = (
         F.when(F.col(CORRUPT).isNotNull() & F.col("event").isNull(), "malformed")
@@ -165,9 +215,11 @@ def classify(lines: DataFrame) -> DataFrame:
         .when(~F.col("event").isin(known), "unknown_event")
         .when(F.col(CORRUPT).isNotNull(), "bad_field")
     )
-    missing = _missing_required()
+    missing = _missing_required(near)
     if missing is not None:
         why = why.when(F.expr(missing), "bad_field")
+    if wide:
+        why = why.when(F.col("event").isin(list(wide)) & _wide_bad(wide), "bad_field")
     return lines.withColumn("ts_ms", ts_ms).withColumn("why", why)
 
 
@@ -178,7 +230,7 @@ class Ingested:
     lines: DataFrame  # every line, narrow and checkpointed (unpersist when done)
     bad: DataFrame  # the skipped lines
     ev: DataFrame  # the good lines of `INTERESTING` events in the time range (of `lines`)
-    incidents: DataFrame  # those of `ev` that are no client traces: few, cached
+    incidents: list[dict[str, Any]]  # those of `ev` that are no client traces: few, collected
     counts: dict[str, int]  # why ("ok" for a good line) -> lines
     files: int  # files that held lines
     examples: list[dict[str, Any]]  # up to `EXAMPLES` skipped lines
@@ -231,8 +283,9 @@ def ingest(
     if until_ms is not None:
         good = good.where(F.col("ts_ms") <= until_ms)
     ev = good.where(F.col("event").isin(*INTERESTING)).select(*EV_COLUMNS)
-    incidents = ev.where(~F.col("event").isin(*TRACES)).cache()
-    # materialised now, so the plans over it know it is small (broadcast joins, not sorts
-    # and shuffles for every join of the incident tables)
-    incidents.count()
+    # collected: thousands of rows, whose tables are computed in plain Python
+    # (`analysis.incident_rows`), not as dozens of small Spark shuffles
+    incidents = [
+        r.asDict(recursive=True) for r in ev.where(~F.col("event").isin(*TRACES)).collect()
+    ]
     return Ingested(lines, bad, ev, incidents, counts, n_files, examples)

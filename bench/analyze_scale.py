@@ -224,17 +224,20 @@ def main() -> None:
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--quick", action="store_true", help="200 k lines")
     p.add_argument("--keep", help="generate into this directory and keep it")
+    p.add_argument("--logs", help="read these logs (of an earlier --keep DIR/logs), no generating")
+    p.add_argument("--out", help="write the job's tables here (bench/analyze_compare.py)")
     a = p.parse_args()
     if a.quick:
         a.lines = 200_000
     d = a.keep or tempfile.mkdtemp(prefix="analyze-scale-")
     try:
         t = time.monotonic()
-        expected = generate(os.path.join(d, "logs"), a.lines, a.brokers, a.hours,
-                            a.failover_every_min, a.seed)  # fmt: skip
+        logs = a.logs or os.path.join(d, "logs")
+        expected = -1 if a.logs else generate(logs, a.lines, a.brokers, a.hours,
+                                              a.failover_every_min, a.seed)  # fmt: skip
         gen_s = time.monotonic() - t
         spark = session()
-        files = [os.path.join(r, f) for r, _, fs in os.walk(os.path.join(d, "logs")) for f in fs]
+        files = [os.path.join(r, f) for r, _, fs in os.walk(logs) for f in fs]
 
         def reference() -> float:
             # every line parsed into every catalogue column, written nowhere
@@ -258,7 +261,7 @@ def main() -> None:
             print(f"  [{now - t:7.1f}s, +{now - last:6.1f}s] {msg}", file=sys.stderr, flush=True)
             last = now
 
-        s = run(spark, [os.path.join(d, "logs")], os.path.join(d, "out"), progress=step)
+        s = run(spark, [logs], a.out or os.path.join(d, "out"), progress=step)
         job_s = time.monotonic() - t
         spark_jobs = len(tracker.getJobIdsForGroup(None)) - jobs_before
         # the faster of a cold and a warm reference: the job is not credited for JVM warm-up
