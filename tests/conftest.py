@@ -127,6 +127,7 @@ def pytest_sessionstart(session: pytest.Session) -> None:
 XDIST_GROUPS: dict[str, str] = {
     "tests/analysis/test_incidents.py": "spark",
     "tests/analysis/test_sim_ground_truth.py": "spark",
+    "tests/analysis/test_required_fields.py": "spark",
     "tests/system/test_analyze_failover.py": "spark",
     "tests/system/test_partition_netns.py": "netns",
     "tests/system/test_controller_processes.py": "quiet",
