@@ -323,7 +323,14 @@ def load_proxy_config(path: str) -> dict[str, str]:
     return out
 
 
-def build_parser() -> argparse.ArgumentParser:
+# The server roles: a process started as one of these parses its arguments without importing
+# the tools' modules (admin, chaos, up, console, analyze: about 0.5 s of CPU per process, paid
+# by every broker, NameServer and controller `up` and the system tests start).
+ROLES = frozenset({"namesrv", "controller", "broker", "container", "proxy"})
+
+
+def build_parser(with_tools: bool = True) -> argparse.ArgumentParser:
+    """The launcher's parser; ``with_tools=False``: the server roles' subcommands only."""
     p = argparse.ArgumentParser(prog="rocketrio", description=__doc__.split("\n\n")[0])
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
@@ -367,6 +374,8 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("--name", help="node name used in logs (default proxy-<port>)")
     sp.add_argument("--log-dir", default="logs", help="directory of the JSON log (logs)")
     sp.set_defaults(func=cmd_proxy)
+    if not with_tools:
+        return p
 
     from rocketrio.cli import admin, analyze, console, tools, up
     from rocketrio.cli.chaos import command as chaos
@@ -393,7 +402,8 @@ async def main_async(argv: list[str], wiring: Any) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = build_parser()
+    argv = sys.argv[1:] if argv is None else argv
+    parser = build_parser(with_tools=not argv or argv[0] not in ROLES)
     args = parser.parse_args(argv)
     try:
         return int(args.func(args) or 0)

@@ -118,7 +118,7 @@ def pytest_sessionstart(session: pytest.Session) -> None:
         reporter.write_line(seeds.describe())
 
 
-# Tests that run as one unit on one pytest-xdist worker (`-n 2`), one after the other: the
+# Tests that run as one unit on one pytest-xdist worker (`-n 3`), one after the other: the
 # tests on the in-process SparkSession (the `spark` fixture is per worker process: one JVM
 # instead of two), the network-namespace test (one bridge at a time), and the real-process
 # tests with timing assertions or a mount, which must not overlap each other. (pytest-xdist's
