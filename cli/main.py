@@ -22,6 +22,7 @@ later logs ``process_failed`` the same way.
 from __future__ import annotations
 
 import argparse
+import importlib
 import os
 import signal
 import sys
@@ -323,14 +324,25 @@ def load_proxy_config(path: str) -> dict[str, str]:
     return out
 
 
-# The server roles: a process started as one of these parses its arguments without importing
-# the tools' modules (admin, chaos, up, console, analyze: about 0.5 s of CPU per process, paid
-# by every broker, NameServer and controller `up` and the system tests start).
+# The server roles, and the module that adds each tool command's parser. A process parses its
+# arguments with the roles' parsers and its own command's only (`build_parser`): importing
+# every tool module costs about 0.8 s of CPU, paid by every broker, NameServer and controller
+# `up` and the system tests start and by every admin, produce and consume call.
 ROLES = frozenset({"namesrv", "controller", "broker", "container", "proxy"})
+TOOL_MODULES = {
+    "up": "rocketrio.cli.up",
+    "chaos": "rocketrio.cli.chaos.command",
+    "console": "rocketrio.cli.console",
+    "admin": "rocketrio.cli.admin",
+    "produce": "rocketrio.cli.tools",
+    "consume": "rocketrio.cli.tools",
+    "analyze": "rocketrio.cli.analyze",
+}
 
 
-def build_parser(with_tools: bool = True) -> argparse.ArgumentParser:
-    """The launcher's parser; ``with_tools=False``: the server roles' subcommands only."""
+def build_parser(command: str | None = None) -> argparse.ArgumentParser:
+    """The launcher's parser: every subcommand, or, for ``command`` (a role or a tool command),
+    the roles' and that command's only."""
     p = argparse.ArgumentParser(prog="rocketrio", description=__doc__.split("\n\n")[0])
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
@@ -374,18 +386,12 @@ def build_parser(with_tools: bool = True) -> argparse.ArgumentParser:
     sp.add_argument("--name", help="node name used in logs (default proxy-<port>)")
     sp.add_argument("--log-dir", default="logs", help="directory of the JSON log (logs)")
     sp.set_defaults(func=cmd_proxy)
-    if not with_tools:
+    if command in ROLES:
         return p
-
-    from rocketrio.cli import admin, analyze, console, tools, up
-    from rocketrio.cli.chaos import command as chaos
-
-    up.add_parser(sub)
-    chaos.add_parser(sub)
-    console.add_parser(sub)
-    admin.add_parser(sub)
-    tools.add_parsers(sub)
-    analyze.add_parser(sub)
+    names = [TOOL_MODULES[command]] if command in TOOL_MODULES else list(TOOL_MODULES.values())
+    for name in dict.fromkeys(names):  # in the order of `TOOL_MODULES`, each once
+        module = importlib.import_module(name)
+        (module.add_parsers if name.endswith(".tools") else module.add_parser)(sub)
     return p
 
 
@@ -403,7 +409,7 @@ async def main_async(argv: list[str], wiring: Any) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
-    parser = build_parser(with_tools=not argv or argv[0] not in ROLES)
+    parser = build_parser(argv[0] if argv else None)
     args = parser.parse_args(argv)
     try:
         return int(args.func(args) or 0)
