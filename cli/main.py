@@ -390,8 +390,7 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
         return p
     names = [TOOL_MODULES[command]] if command in TOOL_MODULES else list(TOOL_MODULES.values())
     for name in dict.fromkeys(names):  # in the order of `TOOL_MODULES`, each once
-        module = importlib.import_module(name)
-        (module.add_parsers if name.endswith(".tools") else module.add_parser)(sub)
+        importlib.import_module(name).add_parser(sub)
     return p
 
 

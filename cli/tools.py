@@ -286,7 +286,8 @@ def add_credentials(p: argparse.ArgumentParser) -> None:
     p.add_argument("--secret-key", help="ACL secret key (that user's password)")
 
 
-def add_parsers(sub: Any) -> None:
+def add_parser(sub: Any) -> None:
+    """The `produce` and `consume` subcommands (one module, two commands)."""
     p = sub.add_parser("produce", help="send messages")
     p.add_argument("-n", "--namesrv", default="127.0.0.1:9876")
     p.add_argument("-t", "--topic", required=True)
