@@ -86,6 +86,7 @@ from rocketrio.actors.broker.tables.topic_config import (
     dlq_topic,
     retry_topic,
 )
+from rocketrio.actors.broker.transaction.half_cache import CachingHalfPut, HalfCache
 from rocketrio.actors.broker.transaction.policy import half_message
 from rocketrio.actors.kernel.clock import wallclock_ms
 from rocketrio.actors.kernel.runtime import ActorStopped
@@ -128,7 +129,7 @@ class BlockedSend:
     """A send the store's inbox had no room for: ``await processor.put_blocked(it)``."""
 
     msgs: list[MessageToStore]
-    done: PendingSend
+    done: PutCallback
 
 
 _STORE_STOPPED = Refusal(ResponseCode.SERVICE_NOT_AVAILABLE, "the message store is stopped")
@@ -202,6 +203,7 @@ class SendMessageProcessor:
         self.log = structlog.get_logger("broker").bind(broker=config.broker_name)
         self._cluster_prop = f"{PROPERTY_CLUSTER}\x01{config.cluster_name}\x02"
         self._rr = 0
+        self.halves: HalfCache | None = None  # stored halves for END_TRANSACTION
 
     def reconfigure(self, config: BrokerConfig, changed: frozenset[str]) -> None:
         """UPDATE_BROKER_CONFIG: the next send reads the rebuilt `SendConfig`."""
@@ -355,11 +357,13 @@ class SendMessageProcessor:
         msg = MessageToStore(
             topic, queue_id, body, h.flag, props, sys_flag, h.bornTimestamp, born_host, reconsume
         )
+        done: PutCallback = PendingSend(on_done, reply_queue_id, uniq)
         if prepared:  # a half message (transaction_policy.py); the answer names the real queue
             msg = half_message(msg)
             self.topics.create_in_send_back(msg.topic, 1, _RW)
+            if self.halves is not None:  # its END takes it from there (half_cache.py)
+                done = CachingHalfPut(self.halves, msg, done)
         msgs = [msg]
-        done = PendingSend(on_done, reply_queue_id, uniq)
         try:
             self.writer.put_nowait(msgs, done)
         except trio.WouldBlock:

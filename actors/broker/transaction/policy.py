@@ -37,6 +37,7 @@ from rocketrio.protocol.headers import CheckTransactionStateRequestHeader
 from rocketrio.protocol.message import (
     NAME_VALUE_SEPARATOR,
     PROPERTY_CHECK_IMMUNITY_TIME_IN_SECONDS,
+    PROPERTY_CRC32,
     PROPERTY_PRODUCER_GROUP,
     PROPERTY_REAL_QUEUE_ID,
     PROPERTY_REAL_TOPIC,
@@ -128,6 +129,7 @@ def committed_message(half: MessageExt, born_host: tuple[bytes, int]) -> Message
     topic = props.pop(PROPERTY_REAL_TOPIC)
     queue_id = int(props.pop(PROPERTY_REAL_QUEUE_ID))
     props.pop(PROPERTY_TRANSACTION_PREPARED, None)
+    props.pop(PROPERTY_CRC32, None)  # the half's record CRC: the store drops it (wire_properties)
     msg = _copy(
         half,
         topic,
