@@ -77,6 +77,43 @@ MUTANTS: list[Mutant] = [
         ],
     ),
     Mutant(
+        "txn half cache: a cached half served after the CommitLog was truncated below it",
+        "actors/broker/transaction/half_cache.py",
+        "        if offset < log_min or offset + put.size > log_max:",
+        "        if False:  # MUTANT",
+        [
+            "tests/unit/actors/broker/transaction/test_half_cache.py::test_a_half_is_served_once_and_only_while_the_commitlog_spans_it"
+        ],
+    ),
+    Mutant(
+        "txn half cache: a role change keeps the cached halves",
+        "actors/broker/transaction/service.py",
+        "        self.loaded = False\n        self.halves.clear()",
+        "        self.loaded = False  # MUTANT",
+        [
+            "tests/actor/broker/test_transaction_half_cache.py::test_a_role_change_empties_the_cache_and_the_end_reads_its_half_back"
+        ],
+    ),
+    Mutant(
+        "txn half cache: a half cached before the store answered it stored",
+        "actors/broker/transaction/half_cache.py",
+        "        if results and status.stored:\n            self.cache.add",
+        "        if True:  # MUTANT\n            self.cache.add",
+        [
+            "tests/unit/actors/broker/transaction/test_half_cache.py::test_only_a_stored_half_is_cached_and_the_send_is_answered_either_way"
+        ],
+    ),
+    Mutant(
+        "txn half cache: a commit built with the half's TRAN_MSG left in",
+        "actors/broker/transaction/policy.py",
+        "    props.pop(PROPERTY_TRANSACTION_PREPARED, None)\n    props.pop(PROPERTY_CRC32",
+        "    props.pop(PROPERTY_CRC32",
+        [
+            "tests/unit/actors/broker/transaction/test_half_cache.py::test_a_commit_from_a_cached_half_is_the_commit_from_the_disk",
+            "tests/actor/broker/test_transaction_half_cache.py::test_every_end_of_a_burst_takes_its_half_from_the_cache_and_commits_it_once",
+        ],
+    ),
+    Mutant(
         "an ACK the batcher cannot take is never written nor answered",
         "actors/broker/pop/ack.py",
         "        return self._put([msg], lambda: on_done(DONE), on_done)",
