@@ -61,8 +61,8 @@ MUTANTS: list[Mutant] = [
     Mutant(
         "END_TRANSACTION without a task writes the op of a commit the store refused",
         "actors/broker/transaction/end_path.py",
-        "        if results and status.stored:\n            write_op()",
-        "        if True:  # MUTANT\n            write_op()",
+        "        if results and status.stored:\n            self.write_op()",
+        "        if True:  # MUTANT\n            self.write_op()",
         [
             "tests/actor/broker/test_transaction_op_batch.py::test_a_commit_the_store_refused_gets_no_op_and_is_committed_by_the_check",
         ],
@@ -70,7 +70,7 @@ MUTANTS: list[Mutant] = [
     Mutant(
         "an END whose commit met a full store inbox is dropped, not waited for",
         "actors/broker/transaction/end_path.py",
-        "        return _put_waiting(s, ctx, uniq, [msg], on_commit)",
+        "        return _put_waiting(end, [msg])  # the inbox is full: backpressure",
         "        return None  # MUTANT",
         [
             "tests/actor/broker/test_transaction_op_batch.py::test_an_end_whose_commit_meets_a_full_store_inbox_waits_and_commits_once",

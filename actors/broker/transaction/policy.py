@@ -123,6 +123,14 @@ def _copy(
     )
 
 
+def born_host_of(half: MessageExt) -> tuple[bytes, int]:
+    """The half's born host as stored (a text one that does not parse: 0.0.0.0:0)."""
+    try:
+        return half.born_host_packed()
+    except ValueError:
+        return (b"\x00\x00\x00\x00", 0)
+
+
 def committed_message(half: MessageExt, born_host: tuple[bytes, int]) -> MessageToStore:
     """The half as its real topic's message: upstream endMessageTransaction + commit bits."""
     props = dict(half.properties)

@@ -69,6 +69,7 @@ from rocketrio.actors.broker.transaction.policy import (
     OpIndex,
     Skip,
     Wait,
+    born_host_of,
     check_request,
     committed_message,
     decide,
@@ -231,7 +232,7 @@ class TransactionService:
     def final_message(self, half: MessageExt) -> MessageToStore:
         """The committed message; one with DELAY or a TIMER_* property waits for its time
         (upstream's put hook delays a commit like any send)."""
-        msg = committed_message(half, host_of(half.born_host))
+        msg = committed_message(half, born_host_of(half))
         wait = wait_target(
             half.properties,
             msg.topic,

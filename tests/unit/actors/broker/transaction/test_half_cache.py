@@ -14,7 +14,11 @@ from hypothesis import strategies as st
 
 from rocketrio.actors.broker.dispatch.outcomes import PutStatus
 from rocketrio.actors.broker.transaction.half_cache import CachingHalfPut, HalfCache
-from rocketrio.actors.broker.transaction.policy import committed_message, half_message
+from rocketrio.actors.broker.transaction.policy import (
+    born_host_of,
+    committed_message,
+    half_message,
+)
 from rocketrio.protocol.message import (
     PROPERTY_REAL_QUEUE_ID,
     PROPERTY_REAL_TOPIC,
@@ -108,6 +112,7 @@ def test_a_commit_from_a_cached_half_is_the_commit_from_the_disk(tmp_path: Path)
             for field in ("queue_offset", "commitlog_offset", "store_timestamp", "store_size"):
                 assert getattr(cached, field) == getattr(disk, field)
             assert cached.offset_msg_id == disk.offset_msg_id == put.msg_id
+            assert born_host_of(cached) == born_host_of(disk) == _host_of(disk) == host
             assert {k: v for k, v in disk.properties.items() if k != "__CRC32#"} == {
                 k: v for k, v in cached.properties.items() if k != "__CRC32#"
             }
