@@ -86,7 +86,6 @@ from rocketrio.actors.broker.tables.topic_config import (
     dlq_topic,
     retry_topic,
 )
-from rocketrio.actors.broker.transaction.half_cache import CachingHalfPut, HalfCache
 from rocketrio.actors.broker.transaction.policy import half_message
 from rocketrio.actors.kernel.clock import wallclock_ms
 from rocketrio.actors.kernel.runtime import ActorStopped
@@ -203,7 +202,8 @@ class SendMessageProcessor:
         self.log = structlog.get_logger("broker").bind(broker=config.broker_name)
         self._cluster_prop = f"{PROPERTY_CLUSTER}\x01{config.cluster_name}\x02"
         self._rr = 0
-        self.halves: HalfCache | None = None  # stored halves for END_TRANSACTION
+        # a half's store callback wrapped (the broker wires the transaction's half cache)
+        self.half_stored: Callable[[MessageToStore, PutCallback], PutCallback] | None = None
 
     def reconfigure(self, config: BrokerConfig, changed: frozenset[str]) -> None:
         """UPDATE_BROKER_CONFIG: the next send reads the rebuilt `SendConfig`."""
@@ -361,8 +361,8 @@ class SendMessageProcessor:
         if prepared:  # a half message (transaction_policy.py); the answer names the real queue
             msg = half_message(msg)
             self.topics.create_in_send_back(msg.topic, 1, _RW)
-            if self.halves is not None:  # its END takes it from there (half_cache.py)
-                done = CachingHalfPut(self.halves, msg, done)
+            if self.half_stored is not None:  # e.g. kept for its END (transaction/half_cache.py)
+                done = self.half_stored(msg, done)
         msgs = [msg]
         try:
             self.writer.put_nowait(msgs, done)

@@ -86,6 +86,10 @@ class HalfCache:
             0, put.size,
         )  # fmt: skip
 
+    def on_put(self, msg: MessageToStore, done: PutCallback) -> PutCallback:
+        """The half ``msg``'s store callback: caches it once stored, then ``done``."""
+        return CachingHalfPut(self, msg, done)
+
     def clear(self) -> None:
         self._halves.clear()
         self._bytes = 0

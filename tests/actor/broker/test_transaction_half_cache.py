@@ -13,7 +13,13 @@ from typing import Any
 import trio
 import trio.testing
 
-from rocketrio.actors.broker.transaction.policy import HALF_TOPIC, transaction_value
+from rocketrio.actors.broker.boot.config import FlushDiskType
+from rocketrio.actors.broker.transaction.policy import (
+    HALF_TOPIC,
+    OP_TOPIC,
+    decode_op_body,
+    transaction_value,
+)
 from rocketrio.actors.client.message import Message
 from rocketrio.actors.client.transaction_producer import (
     LocalTransactionState,
@@ -26,11 +32,36 @@ from rocketrio.protocol.message import (
     PROPERTY_TRANSACTION_PREPARED,
     TRANSACTION_COMMIT_TYPE,
     MessageExt,
+    decode_stored,
 )
-from tests.actor.broker.test_transaction_op_batch import CONFIG, Listener, decided, read_queue
 from tests.harness.clients import cluster, create_topic, wait_for
 
 S = LocalTransactionState
+CONFIG: dict[str, Any] = {
+    "transactionCheckInterval": 5_000,
+    "transactionTimeOut": 6_000,
+    "flushDiskType": FlushDiskType.SYNC_FLUSH,
+    "messageIndexEnable": False,
+}
+
+
+class Listener:
+    """Commits a body starting with ``c``, rolls back the others; no check expected."""
+
+    def execute_local_transaction(self, msg: Message, arg: Any) -> S:
+        return S.COMMIT_MESSAGE if msg.body.startswith(b"c") else S.ROLLBACK_MESSAGE
+
+    def check_local_transaction(self, msg: MessageExt) -> S:
+        return S.UNKNOW
+
+
+def read_queue(c: Any, topic: str, queue_id: int = 0) -> list[MessageExt]:
+    got = c.brokers["broker-a"].store.view.get_messages(topic, queue_id, 0, 10_000, 64 << 20)
+    return [decode_stored(b)[0] for b in got.buffers]
+
+
+def decided(c: Any) -> list[int]:
+    return sorted(o for op in read_queue(c, OP_TOPIC) for o in decode_op_body(op.body))
 
 
 def committed(c: Any) -> list[MessageExt]:
