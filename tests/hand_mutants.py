@@ -104,6 +104,15 @@ MUTANTS: list[Mutant] = [
         ],
     ),
     Mutant(
+        "txn half keys: written out even with a separator inside (encode_properties refuses)",
+        "actors/broker/transaction/policy.py",
+        """    if "\\x01" in topic or "\\x02" in topic or (uniq and""",
+        """    if False and "\\x01" in topic or (uniq and  # MUTANT""",
+        [
+            "tests/unit/actors/broker/transaction/test_half_cache.py::test_the_half_keys_are_written_as_encode_properties_writes_them",
+        ],
+    ),
+    Mutant(
         "txn half cache: a commit built with the half's TRAN_MSG left in",
         "actors/broker/transaction/policy.py",
         "    props.pop(PROPERTY_TRANSACTION_PREPARED, None)\n    props.pop(PROPERTY_CRC32",

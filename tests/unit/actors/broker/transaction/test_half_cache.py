@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 from rocketrio.actors.broker.dispatch.outcomes import PutStatus
 from rocketrio.actors.broker.transaction.half_cache import CachingHalfPut, HalfCache
 from rocketrio.actors.broker.transaction.policy import (
+    half_keys,
     born_host_of,
     committed_message,
     half_message,
@@ -164,3 +165,27 @@ def test_only_a_stored_half_is_cached_and_the_send_is_answered_either_way() -> N
     failed([], PutStatus.SERVICE_NOT_AVAILABLE, "stopped")
     assert seen == [PutStatus.PUT_OK, PutStatus.SERVICE_NOT_AVAILABLE]
     assert len(cache) == 1 and cache.take(0, 0, 100) is not None
+
+
+_any_text = st.text(st.sampled_from("ab_%\x01\x02é"), max_size=6)
+
+
+@settings(max_examples=300, deadline=None)
+@given(_any_text, st.integers(-1, 300), st.none() | _any_text)
+def test_the_half_keys_are_written_as_encode_properties_writes_them(
+    topic: str, queue_id: int, uniq: str | None
+) -> None:
+    """The half's three keys, written out without a dict, are `encode_properties` of them,
+    refused (ValueError) exactly when it refuses them."""
+    extra = {PROPERTY_REAL_TOPIC: topic, PROPERTY_REAL_QUEUE_ID: str(queue_id)}
+    if uniq:
+        extra = {"__transactionId__": uniq, **extra}
+    try:
+        expected: str | None = encode_properties(extra)
+    except ValueError:
+        expected = None
+    try:
+        got: str | None = half_keys(topic, str(queue_id), uniq)
+    except ValueError:
+        got = None
+    assert got == expected
