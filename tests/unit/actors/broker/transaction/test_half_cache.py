@@ -15,9 +15,9 @@ from hypothesis import strategies as st
 from rocketrio.actors.broker.dispatch.outcomes import PutStatus
 from rocketrio.actors.broker.transaction.half_cache import CachingHalfPut, HalfCache
 from rocketrio.actors.broker.transaction.policy import (
-    half_keys,
     born_host_of,
     committed_message,
+    half_keys,
     half_message,
 )
 from rocketrio.protocol.message import (
