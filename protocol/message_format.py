@@ -337,6 +337,12 @@ class MessageExt:
     def born_host(self, value: str) -> None:
         self._born_host = value
 
+    def born_host_packed(self) -> tuple[bytes, int]:
+        """``born_host`` as (packed ip, port), its stored form, without a text round trip.
+        Raises ValueError for a text host that does not parse."""
+        h = self._born_host
+        return h if h.__class__ is tuple else parse_host(h)  # type: ignore[return-value]
+
     @property
     def store_host(self) -> str:
         h = self._store_host

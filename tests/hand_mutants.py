@@ -61,8 +61,8 @@ MUTANTS: list[Mutant] = [
     Mutant(
         "END_TRANSACTION without a task writes the op of a commit the store refused",
         "actors/broker/transaction/end_path.py",
-        "        if results and status.stored:\n            write_op()",
-        "        if True:  # MUTANT\n            write_op()",
+        "        if results and status.stored:\n            self.write_op()",
+        "        if True:  # MUTANT\n            self.write_op()",
         [
             "tests/actor/broker/test_transaction_op_batch.py::test_a_commit_the_store_refused_gets_no_op_and_is_committed_by_the_check",
         ],
@@ -70,10 +70,56 @@ MUTANTS: list[Mutant] = [
     Mutant(
         "an END whose commit met a full store inbox is dropped, not waited for",
         "actors/broker/transaction/end_path.py",
-        "        return _put_waiting(s, ctx, uniq, [msg], on_commit)",
+        "        return _put_waiting(end, [msg])  # the inbox is full: backpressure",
         "        return None  # MUTANT",
         [
             "tests/actor/broker/test_transaction_op_batch.py::test_an_end_whose_commit_meets_a_full_store_inbox_waits_and_commits_once",
+        ],
+    ),
+    Mutant(
+        "txn half cache: a cached half served after the CommitLog was truncated below it",
+        "actors/broker/transaction/half_cache.py",
+        "        if offset < log_min or offset + put.size > log_max:",
+        "        if False:  # MUTANT",
+        [
+            "tests/unit/actors/broker/transaction/test_half_cache.py::test_a_half_is_served_once_and_only_while_the_commitlog_spans_it"
+        ],
+    ),
+    Mutant(
+        "txn half cache: a role change keeps the cached halves",
+        "actors/broker/transaction/service.py",
+        "        self.loaded = False\n        self.halves.clear()",
+        "        self.loaded = False  # MUTANT",
+        [
+            "tests/actor/broker/test_transaction_half_cache.py::test_a_role_change_empties_the_cache_and_the_end_reads_its_half_back"
+        ],
+    ),
+    Mutant(
+        "txn half cache: a half cached before the store answered it stored",
+        "actors/broker/transaction/half_cache.py",
+        "        if results and status.stored:\n            self.cache.add",
+        "        if True:  # MUTANT\n            self.cache.add",
+        [
+            "tests/unit/actors/broker/transaction/test_half_cache.py::test_only_a_stored_half_is_cached_and_the_send_is_answered_either_way"
+        ],
+    ),
+    Mutant(
+        "txn half keys: written out even with a separator inside (encode_properties refuses)",
+        "actors/broker/transaction/policy.py",
+        """    if "\\x01" in topic or "\\x02" in topic or (uniq and""",
+        """    if False and "\\x01" in topic or (uniq and""",  # the topic not checked
+        [
+            "tests/unit/actors/broker/transaction/test_half_cache.py::test_the_half_keys_are_written_as_encode_properties_writes_them",
+        ],
+    ),
+    Mutant(
+        "txn half cache: a commit built with the half's TRAN_MSG left in",
+        "actors/broker/transaction/policy.py",
+        "    props.pop(PROPERTY_TRANSACTION_PREPARED, None)\n    props.pop(PROPERTY_CRC32",
+        "    props.pop(PROPERTY_CRC32",
+        [
+            "tests/unit/actors/broker/transaction/test_half_cache.py::test_a_commit_from_a_cached_half_is_the_commit_from_the_disk",
+            "tests/actor/broker/test_transaction_half_cache.py::test_every_end_of_a_burst_takes_its_half_from_the_cache_and_commits_it_once",
         ],
     ),
     Mutant(

@@ -235,6 +235,7 @@ class Broker:
             escape=self.failover.escape_if_acting,
             reroute=self.static_forward.reroute,
         )
+        self.send.processor.half_stored = self.transactions.halves.on_put  # END reads it there
 
     def _build_management(self) -> None:
         """Admin, static topics, figures, ACL, replication status, slave sync, live config."""

@@ -128,7 +128,7 @@ class BlockedSend:
     """A send the store's inbox had no room for: ``await processor.put_blocked(it)``."""
 
     msgs: list[MessageToStore]
-    done: PendingSend
+    done: PutCallback
 
 
 _STORE_STOPPED = Refusal(ResponseCode.SERVICE_NOT_AVAILABLE, "the message store is stopped")
@@ -202,6 +202,8 @@ class SendMessageProcessor:
         self.log = structlog.get_logger("broker").bind(broker=config.broker_name)
         self._cluster_prop = f"{PROPERTY_CLUSTER}\x01{config.cluster_name}\x02"
         self._rr = 0
+        # a half's store callback wrapped (the broker wires the transaction's half cache)
+        self.half_stored: Callable[[MessageToStore, PutCallback], PutCallback] | None = None
 
     def reconfigure(self, config: BrokerConfig, changed: frozenset[str]) -> None:
         """UPDATE_BROKER_CONFIG: the next send reads the rebuilt `SendConfig`."""
@@ -355,11 +357,13 @@ class SendMessageProcessor:
         msg = MessageToStore(
             topic, queue_id, body, h.flag, props, sys_flag, h.bornTimestamp, born_host, reconsume
         )
+        done: PutCallback = PendingSend(on_done, reply_queue_id, uniq)
         if prepared:  # a half message (transaction_policy.py); the answer names the real queue
             msg = half_message(msg)
             self.topics.create_in_send_back(msg.topic, 1, _RW)
+            if self.half_stored is not None:  # e.g. kept for its END (transaction/half_cache.py)
+                done = self.half_stored(msg, done)
         msgs = [msg]
-        done = PendingSend(on_done, reply_queue_id, uniq)
         try:
             self.writer.put_nowait(msgs, done)
         except trio.WouldBlock:

@@ -17,7 +17,7 @@ which must not hold up the connection's reader.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable
 from typing import TYPE_CHECKING
 
 import trio
@@ -61,87 +61,80 @@ def end_without_task(
         return s.end_response(ctx.cmd, claim)
     uniq, half, offsets = claim
     s.topics.create_in_send_back(OP_TOPIC, 1, PERM_READ | PERM_WRITE)
-
-    def answer(outcome: Refusal | None) -> None:
-        ctx.respond(s.end_response(ctx.cmd, outcome))
-
-    def write_op() -> None:
-        if s.ops.submit(offsets, answer):
-            return
-        nursery = s._nursery  # the batcher is full or stopped: write the op alone
-        if nursery is None:
-            answer(Refusal(ResponseCode.SYSTEM_ERROR, "the broker is stopping"))
-            return
-
-        async def alone() -> None:
-            answer(await s.ops.write(offsets))
-
-        nursery.start_soon(alone)
-
+    end = PendingEnd(s, ctx, uniq, offsets)
     if kind == TRANSACTION_ROLLBACK_TYPE:
-        write_op()
+        end.write_op()
         return None
     msg = s.final_message(half)
     if s.is_static(half.properties.get(PROPERTY_REAL_TOPIC, "")) or s.is_static(msg.topic):
-        return _static_commit(s, ctx, uniq, half, offsets, msg, write_op, answer)
-
-    on_commit = _on_commit(s, uniq, write_op, answer)
+        return _static_commit(s, end, half, msg)
     try:  # no checkpoint: the reader queues the commits of all its ENDs for one store turn
-        s.writer.put_nowait([msg], on_commit)
+        s.writer.put_nowait([msg], end)
     except trio.WouldBlock:
-        return _put_waiting(s, ctx, uniq, [msg], on_commit)  # the inbox is full: backpressure
+        return _put_waiting(end, [msg])  # the inbox is full: backpressure
     except ActorStopped:
         s.decided.discard(uniq)
         return s.end_response(ctx.cmd, Refusal(ResponseCode.SYSTEM_ERROR, "the store is stopped"))
     return None
 
 
-OnCommit = Callable[[list[PutResult], PutStatus, str | None], None]
+class PendingEnd:
+    """One END between its claim and its answer: the commit's store callback (``__call__``),
+    then its op (op_batch.py), then the answer. One slots object rather than three closures
+    and their cells: fewer GC-tracked objects alive per END in flight."""
 
+    __slots__ = ("ctx", "offsets", "s", "uniq")
 
-def _on_commit(
-    s: TransactionService,
-    uniq: str,
-    write_op: Callable[[], None],
-    answer: Callable[[Refusal | None], None],
-) -> OnCommit:
-    """The commit's store callback: the op once the commit is stored (op_batch.py); a refused
-    commit releases its claim and is answered with the store's reason (the check decides it)."""
+    def __init__(
+        self, s: TransactionService, ctx: RequestContext, uniq: str, offsets: list[int]
+    ) -> None:
+        self.s = s
+        self.ctx = ctx
+        self.uniq = uniq
+        self.offsets = offsets
 
-    def on_commit(results: list[PutResult], status: PutStatus, remark: str | None) -> None:
-        if results and status.stored:
-            write_op()
+    def answer(self, outcome: Refusal | None) -> None:
+        ctx = self.ctx
+        ctx.respond(self.s.end_response(ctx.cmd, outcome))
+
+    def write_op(self) -> None:
+        s = self.s
+        if s.ops.submit(self.offsets, self.answer):
             return
-        s.decided.discard(uniq)
-        answer(Refusal(ResponseCode.SYSTEM_ERROR, remark or status.value))
+        nursery = s._nursery  # the batcher is full or stopped: write the op alone
+        if nursery is None:
+            self.answer(Refusal(ResponseCode.SYSTEM_ERROR, "the broker is stopping"))
+            return
+        nursery.start_soon(self._op_alone)
 
-    return on_commit
+    async def _op_alone(self) -> None:
+        self.answer(await self.s.ops.write(self.offsets))
+
+    def __call__(self, results: list[PutResult], status: PutStatus, remark: str | None) -> None:
+        """The commit's store callback: the op once the commit is stored; a refused commit
+        releases its claim and is answered with the store's reason (the check decides it)."""
+        if results and status.stored:
+            self.write_op()
+            return
+        self.s.decided.discard(self.uniq)
+        self.answer(Refusal(ResponseCode.SYSTEM_ERROR, remark or status.value))
+
+    def refused(self, remark: str) -> RemotingCommand:
+        """The claim released, the END answered now with ``remark``."""
+        self.s.decided.discard(self.uniq)
+        return self.s.end_response(self.ctx.cmd, Refusal(ResponseCode.SYSTEM_ERROR, remark))
 
 
-async def _put_waiting(
-    s: TransactionService,
-    ctx: RequestContext,
-    uniq: str,
-    here: list[MessageToStore],
-    on_commit: OnCommit,
-) -> RemotingCommand | None:
+async def _put_waiting(end: PendingEnd, here: list[MessageToStore]) -> RemotingCommand | None:
     try:
-        await s.writer.put(here, on_commit)
+        await end.s.writer.put(here, end)
     except ActorStopped:
-        s.decided.discard(uniq)
-        return s.end_response(ctx.cmd, Refusal(ResponseCode.SYSTEM_ERROR, "the store is stopped"))
+        return end.refused("the store is stopped")
     return None
 
 
 def _static_commit(
-    s: TransactionService,
-    ctx: RequestContext,
-    uniq: str,
-    half: MessageExt,
-    offsets: list[int],
-    msg: MessageToStore,
-    write_op: Callable[[], None],
-    answer: Callable[[Refusal | None], None],
+    s: TransactionService, end: PendingEnd, half: MessageExt, msg: MessageToStore
 ) -> Awaitable[RemotingCommand | None] | None:
     """A static topic's commit: its logic queue may have moved and the commit be forwarded over
     the network, so it is written from a task (the module docstring), or, with no nursery (the
@@ -150,26 +143,18 @@ def _static_commit(
     if nursery is not None:
 
         async def forwarded() -> None:
-            answer(await s._decide(uniq, half, offsets, True))
+            end.answer(await s._decide(end.uniq, half, end.offsets, True))
 
         nursery.start_soon(forwarded)
         return None
-    return _reroute_inline(s, ctx, uniq, msg, write_op, answer)
+    return _reroute_inline(end, msg)
 
 
-async def _reroute_inline(
-    s: TransactionService,
-    ctx: RequestContext,
-    uniq: str,
-    msg: MessageToStore,
-    write_op: Callable[[], None],
-    answer: Callable[[Refusal | None], None],
-) -> RemotingCommand | None:
-    here = await s.reroute([msg])
+async def _reroute_inline(end: PendingEnd, msg: MessageToStore) -> RemotingCommand | None:
+    here = await end.s.reroute([msg])
     if isinstance(here, str):
-        s.decided.discard(uniq)
-        return s.end_response(ctx.cmd, Refusal(ResponseCode.SYSTEM_ERROR, here))
+        return end.refused(here)
     if not here:  # sent to the logic queue's leader: only the op is written here
-        write_op()
+        end.write_op()
         return None
-    return await _put_waiting(s, ctx, uniq, here, _on_commit(s, uniq, write_op, answer))
+    return await _put_waiting(end, here)

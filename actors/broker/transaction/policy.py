@@ -37,6 +37,7 @@ from rocketrio.protocol.headers import CheckTransactionStateRequestHeader
 from rocketrio.protocol.message import (
     NAME_VALUE_SEPARATOR,
     PROPERTY_CHECK_IMMUNITY_TIME_IN_SECONDS,
+    PROPERTY_CRC32,
     PROPERTY_PRODUCER_GROUP,
     PROPERTY_REAL_QUEUE_ID,
     PROPERTY_REAL_TOPIC,
@@ -83,22 +84,32 @@ def half_message(msg: MessageToStore) -> MessageToStore:
     """The producer's prepared message made a half, in place (upstream
     parseHalfMessageInner). On the send path the properties are the encoded text: the three
     keys are appended (a key the client set too is read back with the last value, ours)."""
-    extra = {PROPERTY_REAL_TOPIC: msg.topic, PROPERTY_REAL_QUEUE_ID: str(msg.queue_id)}
     if isinstance(msg.properties, str):
-        uniq = find_property(msg.properties, UNIQ_KEY + NAME_VALUE_SEPARATOR)
+        uniq = find_property(msg.properties, _UNIQ_KEY_AT)
         text = msg.properties
         if text and not text.endswith(PROPERTY_SEPARATOR):
             text += PROPERTY_SEPARATOR
     else:
         uniq = msg.properties.get(UNIQ_KEY)
         text = encode_properties(msg.properties)
-    if uniq:
-        extra = {PROPERTY_TRANSACTION_ID: uniq, **extra}
+    msg.properties = text + half_keys(msg.topic, str(msg.queue_id), uniq)
     msg.topic = HALF_TOPIC
     msg.queue_id = HALF_QUEUE_ID
-    msg.properties = text + encode_properties(extra)
     msg.sys_flag = reset_transaction_value(msg.sys_flag, TRANSACTION_NOT_TYPE)
     return msg
+
+
+_UNIQ_KEY_AT = UNIQ_KEY + NAME_VALUE_SEPARATOR
+
+
+def half_keys(topic: str, queue_id: str, uniq: str | None) -> str:
+    """``encode_properties`` of the keys a half gets (__transactionId__ when there is a
+    UNIQ_KEY, REAL_TOPIC, REAL_QID), written out: no dict per half."""
+    if "\x01" in topic or "\x02" in topic or (uniq and ("\x01" in uniq or "\x02" in uniq)):
+        extra = {PROPERTY_REAL_TOPIC: topic, PROPERTY_REAL_QUEUE_ID: queue_id}
+        return encode_properties({PROPERTY_TRANSACTION_ID: uniq, **extra} if uniq else extra)
+    keys = f"{PROPERTY_REAL_TOPIC}\x01{topic}\x02{PROPERTY_REAL_QUEUE_ID}\x01{queue_id}\x02"
+    return f"{PROPERTY_TRANSACTION_ID}\x01{uniq}\x02{keys}" if uniq else keys
 
 
 def _copy(
@@ -122,12 +133,21 @@ def _copy(
     )
 
 
+def born_host_of(half: MessageExt) -> tuple[bytes, int]:
+    """The half's born host as stored (a text one that does not parse: 0.0.0.0:0)."""
+    try:
+        return half.born_host_packed()
+    except ValueError:
+        return (b"\x00\x00\x00\x00", 0)
+
+
 def committed_message(half: MessageExt, born_host: tuple[bytes, int]) -> MessageToStore:
     """The half as its real topic's message: upstream endMessageTransaction + commit bits."""
     props = dict(half.properties)
     topic = props.pop(PROPERTY_REAL_TOPIC)
     queue_id = int(props.pop(PROPERTY_REAL_QUEUE_ID))
     props.pop(PROPERTY_TRANSACTION_PREPARED, None)
+    props.pop(PROPERTY_CRC32, None)  # the half's record CRC: the store drops it (wire_properties)
     msg = _copy(
         half,
         topic,

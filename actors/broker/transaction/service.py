@@ -53,6 +53,7 @@ from rocketrio.actors.broker.tables.broker_tables import BrokerTables
 from rocketrio.actors.broker.tables.consumer_offset import ConsumerOffsetManager
 from rocketrio.actors.broker.tables.tables import TopicTable
 from rocketrio.actors.broker.transaction.end_path import can_end_without_task, end_without_task
+from rocketrio.actors.broker.transaction.half_cache import HalfCache
 from rocketrio.actors.broker.transaction.half_store import TransactionQueues, host_of
 from rocketrio.actors.broker.transaction.op_batch import OpBatcher
 from rocketrio.actors.broker.transaction.policy import (
@@ -68,6 +69,7 @@ from rocketrio.actors.broker.transaction.policy import (
     OpIndex,
     Skip,
     Wait,
+    born_host_of,
     check_request,
     committed_message,
     decide,
@@ -82,9 +84,7 @@ from rocketrio.actors.kernel.remoting import Connection, RequestContext
 from rocketrio.actors.observe import events
 from rocketrio.protocol.bodies import PERM_READ, PERM_WRITE
 from rocketrio.protocol.codes import RequestCode, ResponseCode
-from rocketrio.protocol.headers import (
-    EndTransactionRequestHeader,
-)
+from rocketrio.protocol.headers import EndTransactionRequestHeader
 from rocketrio.protocol.message import (
     PROPERTY_PRODUCER_GROUP,
     PROPERTY_REAL_TOPIC,
@@ -157,6 +157,7 @@ class TransactionService:
         self._nursery: trio.Nursery | None = None
         self._ends = trio.Semaphore(ENDS_IN_FLIGHT)
         self.ops = OpBatcher(writer, self._op_message)
+        self.halves = HalfCache()  # filled by the send path's half puts (half_cache.py)
         self._delay_text: str | None = None
         self._delay_levels = 0
 
@@ -190,8 +191,10 @@ class TransactionService:
 
     def role_changed(self) -> None:
         """The broker's role changed: what this service knew may be stale (another master
-        decided transactions meanwhile); it is rebuilt from the store before its next use."""
+        decided transactions meanwhile); it is rebuilt from the store before its next use; no
+        half is served from the cache (a slave's CommitLog may have been truncated)."""
         self.loaded = False
+        self.halves.clear()
 
     def _ensure_loaded(self) -> None:
         if not self.loaded:
@@ -229,7 +232,7 @@ class TransactionService:
     def final_message(self, half: MessageExt) -> MessageToStore:
         """The committed message; one with DELAY or a TIMER_* property waits for its time
         (upstream's put hook delays a commit like any send)."""
-        msg = committed_message(half, host_of(half.born_host))
+        msg = committed_message(half, born_host_of(half))
         wait = wait_target(
             half.properties,
             msg.topic,
@@ -274,7 +277,7 @@ class TransactionService:
         """The synchronous part of END_TRANSACTION (no await: nothing interleaves with it):
         a refusal, None for nothing to do, or (uniq, half, offsets) claimed in `decided`."""
         self._ensure_loaded()
-        half = self.view.look_message_by_offset(h.commitLogOffset)
+        half = self._half(h.commitLogOffset)
         refusal = self._check_prepared(h, half)
         if refusal is not None:
             return self._refused(h, refusal)
@@ -311,6 +314,12 @@ class TransactionService:
         # claimed now: the writes below run outside the lock, a second END sees it decided
         self.decided.add(uniq, self.queues.half_end())
         return uniq, half, offsets
+
+    def _half(self, offset: int) -> MessageExt | None:
+        """The half at CommitLog ``offset``: recently stored (half_cache.py) or read back."""
+        view = self.view
+        half = self.halves.take(offset, view.commitlog_min_offset(), view.commitlog_max_offset())
+        return half if half is not None else view.look_message_by_offset(offset)
 
     @staticmethod
     def _check_prepared(h: EndTransactionRequestHeader, half: MessageExt | None) -> Refusal | None:
@@ -514,7 +523,7 @@ class TransactionService:
                     if bridge is not None:
                         await self.escape_round(bridge)
                     elif not self.is_master():
-                        self.loaded = False
+                        self.role_changed()
                     else:
                         await self.check_round()
             finally:
