@@ -1,0 +1,191 @@
+"""The compiled twins (`rocketrio.protocol._speedups`) against their pure-Python references.
+
+Every compiled function must give the bytes its twin gives and, for bad input, an exception
+of the same class with the same text. The inputs are built to reach every branch: well-formed
+batches with hostile properties (separators, stale ``__CRC32#`` pairs, repeated or empty
+UNIQ_KEY / TAGS, non-UTF-8), bodies on both sides of the CRC-combine threshold, properties
+over 32767 bytes, offsets at the int64 edge, then truncated, spliced and random bytes.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from rocketrio.protocol import compiled, message_build
+from rocketrio.protocol.message_build import BatchConstants, build_batch_records
+
+BORN = (b"\x0a\x00\x00\x02", 50000)
+STORE = (b"\x7f\x00\x00\x01", 10911)
+INT64_MAX = 2**63 - 1
+
+
+def test_the_extension_is_built_and_used() -> None:
+    """CI must test the compiled path: the test venv has the extension and picks it."""
+    from rocketrio.protocol import _speedups  # type: ignore[attr-defined]
+
+    assert compiled.load() is _speedups
+    assert message_build._build_records is message_build._build_records_c
+
+
+def test_pure_python_is_asked_for_by_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("ROCKETRIO_PURE_PYTHON", "1")
+    assert compiled.load() is None
+
+
+# ------------------------------------------------------------------ batch bodies
+
+# property bytes that hit the lookups' corner cases
+prop_atoms = st.sampled_from(
+    [
+        b"UNIQ_KEY\x01", b"TAGS\x01", b"KEYS\x01", b"__CRC32#\x01", b"__CRC32#", b"\x01",
+        b"\x02", b"a", b"TagA", b"k\x01v\x02", b"UNIQ_KEY\x01U1\x02", b"TAGS\x01t\x02",
+        b"TAGS\x01\x02", b"UNIQ_KEY\x01\x02", b"\xff\xfe", "é".encode(), b"__CRC32#\x011\x02",
+    ]
+)  # fmt: skip
+prop_bytes = st.lists(prop_atoms | st.binary(max_size=6), max_size=8).map(b"".join)
+bodies = st.one_of(
+    st.binary(max_size=40),
+    st.integers(2040, 2100).map(lambda n: bytes(range(256)) * (n // 256) + b"x" * (n % 256)),
+)
+
+
+def encode_item(flag: int, body: bytes, props: bytes, total_delta: int = 0) -> bytes:
+    total = 20 + len(body) + 2 + len(props) + total_delta
+    return struct.pack(">iiiii", total, 0, 0, flag, len(body)) + body + struct.pack(
+        ">H", len(props) & 0xFFFF
+    ) + props
+
+
+items = st.tuples(st.integers(-(2**31), 2**31 - 1), bodies, prop_bytes)
+well_formed = st.lists(items, max_size=5).map(lambda xs: b"".join(encode_item(*x) for x in xs))
+
+
+@st.composite
+def batch_bodies(draw: st.DrawFn) -> bytes:
+    """A well-formed body, or one cut, spliced with random bytes, or random altogether."""
+    data = draw(well_formed)
+    how = draw(st.sampled_from(["keep", "cut", "splice", "random", "lengths"]))
+    if how == "cut" and data:
+        return data[: draw(st.integers(0, len(data) - 1))]
+    if how == "splice":
+        at = draw(st.integers(0, len(data)))
+        return data[:at] + draw(st.binary(max_size=30)) + data[at:]
+    if how == "random":
+        return draw(st.binary(max_size=80))
+    if how == "lengths":
+        flag, body, props = draw(items)
+        return data + encode_item(flag, body, props, draw(st.integers(-25, 25)))
+    return data
+
+
+consts = st.builds(
+    BatchConstants,
+    topic=st.sampled_from(["T", "TopicB", "x" * 130]),
+    queue_id=st.integers(0, 2**31 - 1),
+    sys_flag=st.integers(0, 0xFF),
+    born_timestamp=st.integers(0, 2**40),
+    born_host=st.sampled_from([BORN, (bytes(range(16)), 7)]),
+    store_timestamp=st.integers(0, 2**40),
+    store_host=st.just(STORE),
+    reconsume_times=st.integers(0, 16),
+    properties=st.sampled_from(
+        [b"", b"CLUSTER\x01c\x02", b"UNIQ_KEY\x01BATCH\x02", b"TAGS\x01BT\x02KEYS\x01k1 k2\x02",
+         b"__CRC32#\x010000000000\x02A\x01b\x02", b"TAGS\x01\x02"]
+    ),
+)  # fmt: skip
+
+
+def outcome(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> tuple[Any, ...]:
+    """What a call gives: its value, or its exception's class and text; with the uniq keys
+    it asked for."""
+    asked: list[str] = []
+
+    def new_uniq_key() -> str:
+        asked.append(f"GEN{len(asked)}")
+        return asked[-1]
+
+    if "gen" in kwargs:  # the twins take it positionally (None: no new ids)
+        args = (*args, new_uniq_key if kwargs.pop("gen") else None)
+    else:
+        kwargs["new_uniq_key"] = new_uniq_key
+    try:
+        value = fn(*args, **kwargs)
+    except Exception as e:
+        return ("raised", type(e), str(e), asked)
+    return ("returned", value, asked)
+
+
+@settings(max_examples=400, deadline=None)
+@given(
+    data=batch_bodies(),
+    const=consts,
+    first_qo=st.integers(0, INT64_MAX) | st.just(INT64_MAX),
+    first_phy=st.integers(0, INT64_MAX) | st.sampled_from([INT64_MAX - 100, 2**63]),
+    max_body=st.sampled_from([0, 30, 4096, 2**70]),
+    strip_crc=st.booleans(),
+    gen=st.booleans(),
+)
+def test_build_records_twins_agree(
+    data: bytes,
+    const: BatchConstants,
+    first_qo: int,
+    first_phy: int,
+    max_body: int,
+    strip_crc: bool,
+    gen: bool,
+) -> None:
+    args = (data, const, first_qo, first_phy, max_body)
+    py = outcome(message_build._build_records_py, *args, strip_crc=strip_crc, gen=gen)
+    c = outcome(message_build._build_records_c, *args, strip_crc=strip_crc, gen=gen)
+    assert c == py
+
+
+@settings(max_examples=150, deadline=None)
+@given(data=batch_bodies(), const=consts, big=st.integers(0, 3))
+def test_build_batch_records_agrees_on_both_paths(
+    data: bytes, const: BatchConstants, big: int
+) -> None:
+    """The public entry (replay after a stale __CRC32#, UTF-8 check, KEYS) on either twin;
+    ``big`` pads one property past 32767 bytes."""
+    if big == 3:
+        data += encode_item(0, b"b", b"P\x01" + b"v" * 32760 + b"\x02")
+    results = []
+    for twin in (message_build._build_records_py, message_build._build_records_c):
+        with pytest.MonkeyPatch.context() as m:
+            m.setattr(message_build, "_build_records", twin)
+            results.append(
+                outcome(
+                    build_batch_records,
+                    data,
+                    const,
+                    first_queue_offset=7,
+                    first_physical_offset=1000,
+                    max_body_size=4096,
+                )
+            )
+    assert results[0] == results[1]
+
+
+@pytest.mark.parametrize("twin", ["_build_records_py", "_build_records_c"])
+def test_a_batch_builds_on_each_path(twin: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Both paths seal records that decode back (the pure path stays tested in this venv)."""
+    from rocketrio.protocol.message_decode import decode_stored
+
+    monkeypatch.setattr(message_build, "_build_records", getattr(message_build, twin))
+    body = encode_item(1, b"hello", b"TAGS\x01t1\x02") + encode_item(2, b"x" * 3000, b"")
+    const = BatchConstants("T", 2, 0, 5, BORN, 6, STORE, 0, b"KEYS\x01k\x02")
+    built = build_batch_records(
+        body, const, first_queue_offset=0, first_physical_offset=100, max_body_size=4096,
+        new_uniq_key=lambda: "U",
+    )  # fmt: skip
+    assert built.tags == [b"t1", b""] and built.uniq_keys == [b"U", b"U"]
+    first, end = decode_stored(built.data, check_crc=True)
+    second, _ = decode_stored(built.data, end, check_crc=True)
+    assert first.body == b"hello" and first.properties["KEYS"] == "k"
+    assert second.body == b"x" * 3000 and second.queue_offset == 1
