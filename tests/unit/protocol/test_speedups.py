@@ -57,9 +57,12 @@ bodies = st.one_of(
 
 def encode_item(flag: int, body: bytes, props: bytes, total_delta: int = 0) -> bytes:
     total = 20 + len(body) + 2 + len(props) + total_delta
-    return struct.pack(">iiiii", total, 0, 0, flag, len(body)) + body + struct.pack(
-        ">H", len(props) & 0xFFFF
-    ) + props
+    return (
+        struct.pack(">iiiii", total, 0, 0, flag, len(body))
+        + body
+        + struct.pack(">H", len(props) & 0xFFFF)
+        + props
+    )
 
 
 items = st.tuples(st.integers(-(2**31), 2**31 - 1), bodies, prop_bytes)
