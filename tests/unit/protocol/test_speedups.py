@@ -201,10 +201,12 @@ texts = st.text(max_size=12) | st.sampled_from(["", "a\udcff", "é", "x" * 40])
 
 def header_bytes(
     code: int, lang: int, version: int, opaque: int, flag: int, remark: bytes,
-    entries: list[tuple[bytes, bytes]],
+    entries: list[tuple[bytes, bytes]], overlong: int = 0,
 ) -> bytes:  # fmt: skip
+    """A ROCKETMQ header; ``overlong`` adds to the last value's declared length."""
     ext = b"".join(
-        struct.pack(">h", len(k)) + k + struct.pack(">i", len(v)) + v for k, v in entries
+        struct.pack(">h", len(k)) + k + struct.pack(">i", len(v) + overlong * (i == 0)) + v
+        for i, (k, v) in enumerate(reversed(entries))
     )
     head = struct.pack(">hbhiii", code, lang, version, opaque, flag, len(remark))
     return head + remark + struct.pack(">i", len(ext)) + ext
@@ -229,6 +231,7 @@ def rocketmq_headers(draw: st.DrawFn) -> bytes:
         draw(st.integers(-(2**31), 2**31 - 1)),
         draw(st.just(b"") | utf8ish),
         draw(st.lists(st.tuples(java_keys | utf8ish, utf8ish), max_size=14)),
+        draw(st.just(0) | st.integers(1, 40)),
     )
     how = draw(st.sampled_from(["keep", "keep", "cut", "splice", "random", "poke"]))
     if how == "cut":
