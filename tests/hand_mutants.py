@@ -1365,6 +1365,13 @@ MUTANTS: list[Mutant] = [
         [_SP + "test_build_records_twins_agree"],
     ),
     Mutant(
+        "the compiled append_record marks an IPv6 born host as an IPv6 store host",
+        "protocol/_speedups.c",
+        "        sys_flag |= 0x10; /* BORNHOST_V6_FLAG */",
+        "        sys_flag |= 0x20; /* BORNHOST_V6_FLAG */",
+        [_SP + "test_append_record_twins_agree"],
+    ),
+    Mutant(
         "the compiled header decode reads the opaque one byte off",
         "protocol/_speedups.c",
         "call[2] = PyLong_FromLong(get_be32(raw + 5));",

@@ -313,10 +313,18 @@ def test_a_java_send_frame_decodes_on_each_path(
 
 I32 = st.integers(-(2**31), 2**31 - 1)
 I64 = st.integers(-(2**63), INT64_MAX)
-hosts = st.tuples(
-    st.sampled_from([b"\x7f\x00\x00\x01", bytes(range(16)), b"\x01\x02", b""]),
-    I32 | st.sampled_from([-(2**31) - 1, 2**31]),
-)
+IPS = [b"\x7f\x00\x00\x01", bytes(range(16))]
+# one argument made unfit at a time (argument index -> what it becomes), or none (most runs)
+BREAKS: dict[int, Any] = {
+    0: "x" * 128, 1: 2**31, 5: -(2**31) - 1, 6: 2**63, 7: (b"\x01\x02", 1), 9: (IPS[0], 2**31),
+    12: 2**63, 4: b"P\x01" + b"v" * 32760,
+}  # fmt: skip
+records = st.tuples(
+    st.sampled_from(["T", "TopicA", "é", "x" * 127, "a\udcff"]),
+    I32, bodies, I32, prop_bytes, I32, I64,
+    st.tuples(st.sampled_from(IPS), I32), I64, st.tuples(st.sampled_from(IPS), I32),
+    I32, I64, I64, I64,
+)  # fmt: skip
 
 
 def fast_path(args: tuple[Any, ...]) -> bool:
@@ -336,31 +344,12 @@ def fast_path(args: tuple[Any, ...]) -> bool:
 
 
 @settings(max_examples=300, deadline=None)
-@given(
-    topic=st.sampled_from(["T", "TopicA", "é", "x" * 127, "x" * 128, "a\udcff"]),
-    queue_id=I32 | st.just(2**31),
-    body=bodies,
-    flag=I32,
-    properties=prop_bytes | st.just(b"P\x01" + b"v" * 32760),
-    sys_flag=I32 | st.just(2**31),
-    born_ts=I64 | st.just(2**63),
-    born=hosts,
-    store_ts=I64,
-    store=hosts,
-    reconsume=I32,
-    prepared=I64,
-    qo=I64 | st.just(2**63),
-    phy=I64,
-)
-def test_append_record_twins_agree(
-    topic: str, queue_id: int, body: bytes, flag: int, properties: bytes, sys_flag: int,
-    born_ts: int, born: tuple[bytes, int], store_ts: int, store: tuple[bytes, int],
-    reconsume: int, prepared: int, qo: int, phy: int,
-) -> None:  # fmt: skip
+@given(args=records, broken=st.none() | st.none() | st.sampled_from(sorted(BREAKS)))
+def test_append_record_twins_agree(args: tuple[Any, ...], broken: int | None) -> None:
     from rocketrio.protocol import _speedups  # type: ignore[attr-defined]
 
-    args = (topic, queue_id, body, flag, properties, sys_flag, born_ts, born, store_ts, store,
-            reconsume, prepared, qo, phy)  # fmt: skip
+    if broken is not None:
+        args = (*args[:broken], BREAKS[broken], *args[broken + 1 :])
     outs: list[list[Any]] = [[], []]
     py = remoting_outcome(message_build._append_record_py, outs[0], *args)
     c = remoting_outcome(_speedups.append_record, outs[1], *args)
