@@ -6,7 +6,9 @@ reference leaked per call shows as RSS growing by tens of MiB over 1,000,000 cal
 
 Inputs are the send path's: a 16-message batch of 1 KiB bodies with a Java producer's
 properties (`build_records`), the ROCKETMQ header of a Java SEND_MESSAGE_V2 (its decode) and
-of a send answer (its encode). The compiled twins run ``--calls`` times, the Python ones
+of a send answer (its encode), one 1 KiB record (`append_record`); then each error path (a
+truncated batch, a header whose lengths lie, a field out of range), whose references must be
+released too. The compiled twins run ``--calls`` times, the Python ones
 ``--py-calls`` times (slower, and no leak to look for). Prints ONE JSON line.
 """
 
@@ -51,6 +53,18 @@ def per_call_us(fn: Callable[[], Any], calls: int) -> float:
     return (time.perf_counter() - t0) / calls * 1e6
 
 
+def swallow(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Callable[[], Any]:
+    """A call of fn that returns the exception it raises (the error paths' loop)."""
+
+    def call() -> Any:
+        try:
+            return fn(*args, **kwargs)
+        except Exception as e:
+            return e
+
+    return call
+
+
 def batch_body(n: int) -> bytes:
     one = b"".join(
         (struct.pack(">iiiii", 20 + 1024 + 2 + len(PROPS), 0, 0, 0, 1024), b"m" * 1024,
@@ -77,6 +91,10 @@ def cases() -> dict[str, tuple[Callable[[], Any], Callable[[], Any]]]:
     raw = remoting._rocketmq_header(cmd)
     body = cmd.body
     h_args = ("0", "PYTHON", 453, 7, 1, None, ANSWER)
+    host = (b"\x7f\x00\x00\x01", 5000)
+    r_args = ("BenchmarkTest", 3, b"m" * 1024, 0, PROPS, 0, 1732848000000, host, 1732848000001,
+              host, 0, 0, 10, 5000)  # fmt: skip
+    bad_r_args = (*r_args[:1], 2**31, *r_args[2:])
     return {
         "build_records_16x1KiB": (
             lambda: speedups.build_records(*c_args),
@@ -92,6 +110,33 @@ def cases() -> dict[str, tuple[Callable[[], Any], Callable[[], Any]]]:
             lambda: speedups.rocketmq_header(0, *h_args[1:]),
             lambda: remoting._rocketmq_header_of_py(0, *h_args[1:]),
         ),
+        "append_record_1KiB": (
+            lambda: speedups.append_record([], *r_args),
+            lambda: message_build._append_record_py([], *r_args),
+        ),
+        # the error paths: a batch cut short (raises), a header that lies about a length
+        # (declined), a record field out of range (handed to the twin, which raises)
+        "build_records_truncated": (
+            swallow(speedups.build_records, data[:-7], *c_args[1:]),
+            swallow(
+                message_build._build_records_py,
+                data[:-7],
+                const,
+                10,
+                5000,
+                4 << 20,
+                None,
+                strip_crc=False,
+            ),
+        ),
+        "decode_rocketmq_header_bad_length": (
+            lambda: speedups.decode_rocketmq_header(raw[:-3], body),
+            swallow(remoting._decode_rocketmq_header_py, raw[:-3], body),
+        ),
+        "append_record_out_of_range": (
+            swallow(speedups.append_record, [], *bad_r_args),
+            swallow(message_build._append_record_py, [], *bad_r_args),
+        ),
     }
 
 
@@ -102,7 +147,6 @@ def main() -> None:
     args = ap.parse_args()
     out: dict[str, Any] = {}
     for name, (c_fn, py_fn) in cases().items():
-        assert c_fn() is not None
         per_call_us(c_fn, 1000)  # warm
         before = rss_kib()
         c_us = per_call_us(c_fn, args.calls)
