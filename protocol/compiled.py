@@ -1,6 +1,6 @@
 """Which compiled twins the put path and the codec use (sans-io).
 
-``speedups`` is `rocketrio.protocol._speedups` (protocol/_speedups.c, built by setup.py) when
+``speedups`` is `rocketrio.protocol._speedups` (protocol/speedups/*.c, built by setup.py) when
 it imports and ``ROCKETRIO_PURE_PYTHON`` is unset or empty, else None: every compiled function
 has a pure-Python twin that stays the reference (tests/unit/protocol/test_speedups.py proves
 both give the same bytes and the same errors) and is what runs when this is None. The twins'

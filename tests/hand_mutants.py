@@ -1342,52 +1342,52 @@ MUTANTS: list[Mutant] = [
         "m = pattern.match(text, pos, end)",
         ["tests/unit/protocol/test_ext_layouts.py"],
     ),
-    # the compiled twins (protocol/_speedups.c): each run rebuilds the extension
+    # the compiled twins (protocol/speedups/*.c): each run rebuilds the extension
     Mutant(
         "the compiled record CRC covers one byte too few",
-        "protocol/_speedups.c",
+        "protocol/speedups/common.c",
         "return crc_of(rec, size - 20, 0);",
         "return crc_of(rec, size - 21, 0);",
         [_SP + "test_build_records_twins_agree"],
     ),
     Mutant(
         "the compiled batch build forgets the UNIQ_KEY it generated",
-        "protocol/_speedups.c",
+        "protocol/speedups/batch.c",
         "            gen = 1;",
         "            gen = 0;",
         [_SP + "test_build_records_twins_agree"],
     ),
     Mutant(
         "the compiled batch build does not check that a message's properties end it",
-        "protocol/_speedups.c",
+        "protocol/speedups/batch.c",
         "    if (q + 2 + (((Py_ssize_t)d[q] << 8) | d[q + 1]) != end)\n        return 1;",
         "",
         [_SP + "test_build_records_twins_agree"],
     ),
     Mutant(
         "the compiled append_record marks an IPv6 born host as an IPv6 store host",
-        "protocol/_speedups.c",
+        "protocol/speedups/record.c",
         "        sys_flag |= 0x10; /* BORNHOST_V6_FLAG */",
         "        sys_flag |= 0x20; /* BORNHOST_V6_FLAG */",
         [_SP + "test_append_record_twins_agree"],
     ),
     Mutant(
         "the compiled header decode reads the opaque one byte off",
-        "protocol/_speedups.c",
+        "protocol/speedups/header.c",
         "call[2] = PyLong_FromLong(get_be32(raw + 5));",
         "call[2] = PyLong_FromLong(get_be32(raw + 6));",
         [_SP + "test_decode_rocketmq_header_twins_agree"],
     ),
     Mutant(
         "the compiled header decode does not bounds-check an extFields value",
-        "protocol/_speedups.c",
+        "protocol/speedups/header.c",
         "        if (vlen < 0 || vlen > n - vpos)",
         "        if (vlen < 0)",
         [_SP + "test_decode_rocketmq_header_twins_agree"],
     ),
     Mutant(
         "the compiled header encode writes a key length one too long",
-        "protocol/_speedups.c",
+        "protocol/speedups/header.c",
         "            w[1] = (char)kn;",
         "            w[1] = (char)(kn + 1);",
         [_SP + "test_rocketmq_header_twins_agree"],
@@ -1431,7 +1431,7 @@ def run_one(m: Mutant) -> None:
 
 
 def _build_extension() -> None:
-    """Rebuild rocketrio.protocol._speedups in place from protocol/_speedups.c."""
+    """Rebuild rocketrio.protocol._speedups in place from protocol/speedups/*.c."""
     cmd = [f"{R}/.venv/bin/python", "setup.py", "-q", "build_ext", "--inplace", "--force"]
     subprocess.run(cmd, cwd=R, check=True, capture_output=True, timeout=300)
 
