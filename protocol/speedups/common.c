@@ -8,6 +8,7 @@ PyObject *Crc32;        /* crc32(data, start=0) */
 PyObject *Crc32Combine; /* crc32_combine(a, b, len_b), or None */
 long long CombineMin;   /* from this body size on, combine instead of re-reading */
 
+/* Replace a configured reference (the old one released). */
 int
 set_ref(PyObject **slot, PyObject *value)
 {
@@ -84,6 +85,7 @@ rfind_in(const char *data, Py_ssize_t start, Py_ssize_t end, const char *key, Py
     return -1;
 }
 
+/* First c in data[start:end] (Python's find of one byte), or -1. */
 Py_ssize_t
 find_byte(const char *data, Py_ssize_t start, Py_ssize_t end, char c)
 {
@@ -116,6 +118,7 @@ find_prop(const char *data, Py_ssize_t n, const char *key, Py_ssize_t klen, Py_s
     return -1;
 }
 
+/* Room for `more` bytes after b->len (doubling); 0, or -1 with MemoryError set. */
 int
 buf_reserve(Buf *b, Py_ssize_t more)
 {
@@ -138,6 +141,7 @@ buf_reserve(Buf *b, Py_ssize_t more)
     return 0;
 }
 
+/* Append n bytes the caller reserved. */
 void
 buf_put(Buf *b, const void *src, Py_ssize_t n)
 {
@@ -170,12 +174,14 @@ strip_crc(const char *p, Py_ssize_t n, Buf *out)
     return 0;
 }
 
+/* Whether key occurs in p[0:n] (Python's `in`). */
 int
 contains(const char *p, Py_ssize_t n, const char *key, Py_ssize_t klen)
 {
     return rfind_in(p, 0, n, key, klen) >= 0;
 }
 
+/* struct.error with the text struct.pack gives for a field out of its width; NULL. */
 PyObject *
 struct_range_error(const char *fmt)
 {
