@@ -10,7 +10,7 @@ over 32767 bytes, offsets at the int64 edge, then truncated, spliced and random 
 from __future__ import annotations
 
 import struct
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
@@ -25,12 +25,34 @@ STORE = (b"\x7f\x00\x00\x01", 10911)
 INT64_MAX = 2**63 - 1
 
 
+@pytest.fixture(scope="module", autouse=True)
+def _compiled_twins() -> Iterator[None]:
+    """The twins are compared even in a run that asked for pure Python
+    (ROCKETRIO_PURE_PYTHON=1 leaves the product on the Python twins, not these tests)."""
+    with pytest.MonkeyPatch.context() as m:
+        if compiled.speedups is None:
+            m.delenv("ROCKETRIO_PURE_PYTHON", raising=False)
+            ext = compiled.load()
+            assert ext is not None, "the extension is not built"
+            ext.configure_record(message_build._append_record_py)
+            ext.configure_remoting(
+                remoting.RemotingCommand, remoting._LANG_NAME_BY_CODE,
+                remoting._LANG_CODE_BY_NAME, remoting._LANG_OTHER,
+            )  # fmt: skip
+            m.setattr(message_build, "_speedups", ext)
+            m.setattr(remoting, "_speedups", ext)
+        yield
+
+
 def test_the_extension_is_built_and_used() -> None:
     """CI must test the compiled path: the test venv has the extension and picks it."""
     from rocketrio.protocol import _speedups  # type: ignore[attr-defined]
 
     assert compiled.load() is _speedups
-    assert message_build._build_records is message_build._build_records_c
+    if compiled.speedups is not None:  # the product's choice at import (not pure Python)
+        assert message_build._build_records is message_build._build_records_c
+        assert message_build.append_record is _speedups.append_record
+        assert remoting._decode_rocketmq_header is remoting._decode_rocketmq_header_c
 
 
 def test_pure_python_is_asked_for_by_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
