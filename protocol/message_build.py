@@ -9,7 +9,9 @@ trailer, written least-significant digit first (upstream's MessageDecoder.create
 The put hot path (`append_record`, `build_batch_records`) builds records as a few byte parts
 that already carry their final physical offset, chaining the record CRC over the parts, so a
 batch is joined once and nothing is patched or decoded again. Client MessageBatch bodies are
-encoded and decoded here too (`BatchItem`).
+encoded and decoded here too (`BatchItem`). `append_record` and the batch loop have compiled
+twins (`rocketrio.protocol._speedups`, chosen in `compiled.py`); the ``_py`` functions here are
+the reference and the fallback.
 
 No files, no sockets, no trio.
 """

@@ -7,6 +7,8 @@ RocketMQ's binary layout (type 1); both decode, we answer in the type the reques
 `FrameDecoder` is fed raw bytes and yields whole commands (h11 style: ``feed`` then
 ``next_command`` until it returns None). Any malformed input raises `RemoteProtocolError`; after
 that the decoder refuses further input, and the connection owner closes the connection.
+The ROCKETMQ header's decode and encode have compiled twins (`rocketrio.protocol._speedups`,
+chosen in `compiled.py`); the ``_py`` functions are the reference and the fallback.
 """
 
 from __future__ import annotations
