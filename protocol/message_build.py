@@ -9,7 +9,9 @@ trailer, written least-significant digit first (upstream's MessageDecoder.create
 The put hot path (`append_record`, `build_batch_records`) builds records as a few byte parts
 that already carry their final physical offset, chaining the record CRC over the parts, so a
 batch is joined once and nothing is patched or decoded again. Client MessageBatch bodies are
-encoded and decoded here too (`BatchItem`).
+encoded and decoded here too (`BatchItem`). `append_record` and the batch loop have compiled
+twins (`rocketrio.protocol._speedups`, chosen in `compiled.py`); the ``_py`` functions here are
+the reference and the fallback.
 
 No files, no sockets, no trio.
 """
@@ -22,6 +24,8 @@ from collections.abc import Callable
 
 import attrs
 
+from rocketrio.protocol.compiled import COMBINE_MIN
+from rocketrio.protocol.compiled import speedups as _speedups
 from rocketrio.protocol.message_format import (
     _CRC_PLACEHOLDER,
     _FIXED,
@@ -220,7 +224,7 @@ def _host_flags(sys_flag: int, born_ip: bytes, store_ip: bytes) -> int:
     return sys_flag
 
 
-def append_record(
+def _append_record_py(
     out: list[Buffer],
     topic: str,
     queue_id: int,
@@ -282,7 +286,7 @@ def _combine_fallback(crc_a: int, crc_b: int, len_b: int) -> int:  # pragma: no 
 # The record CRC covers the body, whose own CRC (bodyCRC) is computed first: from this body
 # size on, combining the two CRCs (zlib-ng's crc32_combine, ~0.2 us whatever the length) costs
 # less than reading the body a second time (zlib-ng: ~0.17 us per KiB on this VM)
-_COMBINE_MIN = 2048 if crc32_combine is not None else 1 << 62
+_COMBINE_MIN = COMBINE_MIN
 _COMBINE: Callable[[int, int, int], int] = crc32_combine or _combine_fallback
 
 # (born ip length, store ip length) -> (fixed layout, host bits of sysFlag)
@@ -394,7 +398,28 @@ def build_batch_records(
     return built
 
 
-def _build_records(
+def _build_records_c(
+    data: bytes,
+    const: BatchConstants,
+    first_queue_offset: int,
+    first_physical_offset: int,
+    max_body_size: int,
+    new_uniq_key: Callable[[], str] | None,
+    *,
+    strip_crc: bool,
+) -> tuple[BuiltBatch, list[bytes]]:
+    """`_build_records_py` by the compiled twin (`rocketrio.protocol._speedups`)."""
+    extra, uniq_all, tags_all, mid, _pack, magic, topic_part = _batch_layout(const)
+    out, sizes, tags, uniqs, props = _speedups.build_records(  # type: ignore[union-attr]
+        data, extra, uniq_all, tags_all, mid, magic, topic_part, const.queue_id,
+        first_queue_offset, first_physical_offset, max_body_size, new_uniq_key, strip_crc,
+    )  # fmt: skip
+    if not sizes:
+        return BuiltBatch(b"", [], [], None, []), []
+    return BuiltBatch(out, sizes, tags, None, uniqs), props
+
+
+def _build_records_py(
     data: bytes,
     const: BatchConstants,
     first_queue_offset: int,
@@ -532,3 +557,14 @@ def _strip_crc_property(props: bytes) -> bytes:
         return props
     kept = [p for p in props.split(b"\x02") if p and not p.startswith(b"__CRC32#\x01")]
     return b"".join([p + b"\x02" for p in kept])
+
+
+# The compiled twin when the extension imports and ROCKETRIO_PURE_PYTHON is not set
+_build_records = _build_records_c if _speedups is not None else _build_records_py
+
+# `append_record` is the compiled twin when it is there (it hands what it declines to
+# `_append_record_py`, so it appends one part where the twin appends four: the same bytes)
+append_record: Callable[..., int] = _append_record_py
+if _speedups is not None:
+    _speedups.configure_record(_append_record_py)
+    append_record = _speedups.append_record

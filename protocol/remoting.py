@@ -7,6 +7,8 @@ RocketMQ's binary layout (type 1); both decode, we answer in the type the reques
 `FrameDecoder` is fed raw bytes and yields whole commands (h11 style: ``feed`` then
 ``next_command`` until it returns None). Any malformed input raises `RemoteProtocolError`; after
 that the decoder refuses further input, and the connection owner closes the connection.
+The ROCKETMQ header's decode and encode have compiled twins (`rocketrio.protocol._speedups`,
+chosen in `compiled.py`); the ``_py`` functions are the reference and the fallback.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from rocketrio.protocol.codes import (
     SERIALIZE_ROCKETMQ,
     LanguageCode,
 )
+from rocketrio.protocol.compiled import speedups as _speedups
 from rocketrio.protocol.ext_layouts import ExtLayouts
 
 DEFAULT_MAX_FRAME = 16 * 1024 * 1024  # com.rocketmq.remoting.frameMaxLength
@@ -141,7 +144,23 @@ def _rocketmq_header(cmd: RemotingCommand) -> bytes:
     )
 
 
-def _rocketmq_header_of(
+def _rocketmq_header_of_c(
+    code: int,
+    language: str,
+    version: int,
+    opaque: int,
+    flag: int,
+    remark_text: str | None,
+    ext_fields: dict[str, str],
+) -> bytes:
+    """`_rocketmq_header_of_py` by the compiled twin; the twin itself for what the compiled
+    one declines (a field out of range, a value that is not a str: the twin raises)."""
+    args = (code, language, version, opaque, flag, remark_text, ext_fields)
+    header = _speedups.rocketmq_header(*args)  # type: ignore[union-attr]
+    return header if header is not None else _rocketmq_header_of_py(*args)
+
+
+def _rocketmq_header_of_py(
     code: int,
     language: str,
     version: int,
@@ -302,7 +321,14 @@ def _decode_ext_entries(raw: bytes, text: str, pos: int, end: int) -> dict[str, 
     return ext
 
 
-def _decode_rocketmq_header(raw: bytes, body: bytes) -> RemotingCommand:
+def _decode_rocketmq_header_c(raw: bytes, body: bytes) -> RemotingCommand:
+    """`_decode_rocketmq_header_py` by the compiled twin; a header it declines (malformed, or
+    not UTF-8) goes to the twin, which raises the same RemoteProtocolError as ever."""
+    cmd = _speedups.decode_rocketmq_header(raw, body)  # type: ignore[union-attr]
+    return cmd if cmd is not None else _decode_rocketmq_header_py(raw, body)
+
+
+def _decode_rocketmq_header_py(raw: bytes, body: bytes) -> RemotingCommand:
     try:
         code, lang, version, opaque, flag, rlen = _FIXED.unpack_from(raw, 0)
         pos = 17
@@ -328,6 +354,18 @@ def _decode_rocketmq_header(raw: bytes, body: bytes) -> RemotingCommand:
         version=version,
         serialize_type=SERIALIZE_ROCKETMQ,
     )
+
+
+# The compiled twins when the extension imports and ROCKETRIO_PURE_PYTHON is not set
+if _speedups is not None:
+    _speedups.configure_remoting(
+        RemotingCommand, _LANG_NAME_BY_CODE, _LANG_CODE_BY_NAME, _LANG_OTHER
+    )
+    _decode_rocketmq_header = _decode_rocketmq_header_c
+    _rocketmq_header_of = _rocketmq_header_of_c
+else:
+    _decode_rocketmq_header = _decode_rocketmq_header_py
+    _rocketmq_header_of = _rocketmq_header_of_py
 
 
 def decode_frame_payload(payload: bytes) -> RemotingCommand:

@@ -56,6 +56,7 @@ _LP = "tests/actor/broker/test_lost_page_recovery.py::"
 _LQ = "tests/unit/storage/test_lost_page_quarantine.py::"
 _SD = "tests/system/test_chaos_slow_disk.py::"
 _BK = "tests/unit/cli/chaos/test_blkio.py::"
+_SP = "tests/unit/protocol/test_speedups.py::"
 
 MUTANTS: list[Mutant] = [
     Mutant(
@@ -1387,6 +1388,56 @@ MUTANTS: list[Mutant] = [
         "m = pattern.match(text, pos, end)",
         ["tests/unit/protocol/test_ext_layouts.py"],
     ),
+    # the compiled twins (protocol/speedups/*.c): each run rebuilds the extension
+    Mutant(
+        "the compiled record CRC covers one byte too few",
+        "protocol/speedups/common.c",
+        "return crc_of(rec, size - 20, 0);",
+        "return crc_of(rec, size - 21, 0);",
+        [_SP + "test_build_records_twins_agree"],
+    ),
+    Mutant(
+        "the compiled batch build forgets the UNIQ_KEY it generated",
+        "protocol/speedups/batch.c",
+        "            gen = 1;",
+        "            gen = 0;",
+        [_SP + "test_build_records_twins_agree"],
+    ),
+    Mutant(
+        "the compiled batch build does not check that a message's properties end it",
+        "protocol/speedups/batch.c",
+        "    if (q + 2 + (((Py_ssize_t)d[q] << 8) | d[q + 1]) != end)\n        return 1;",
+        "",
+        [_SP + "test_build_records_twins_agree"],
+    ),
+    Mutant(
+        "the compiled append_record marks an IPv6 born host as an IPv6 store host",
+        "protocol/speedups/record.c",
+        "        sys_flag |= 0x10; /* BORNHOST_V6_FLAG */",
+        "        sys_flag |= 0x20; /* BORNHOST_V6_FLAG */",
+        [_SP + "test_append_record_twins_agree"],
+    ),
+    Mutant(
+        "the compiled header decode reads the opaque one byte off",
+        "protocol/speedups/header.c",
+        "call[2] = PyLong_FromLong(get_be32(raw + 5));",
+        "call[2] = PyLong_FromLong(get_be32(raw + 6));",
+        [_SP + "test_decode_rocketmq_header_twins_agree"],
+    ),
+    Mutant(
+        "the compiled header decode does not bounds-check an extFields value",
+        "protocol/speedups/header.c",
+        "        if (vlen < 0 || vlen > n - vpos)",
+        "        if (vlen < 0)",
+        [_SP + "test_decode_rocketmq_header_twins_agree"],
+    ),
+    Mutant(
+        "the compiled header encode writes a key length one too long",
+        "protocol/speedups/header.c",
+        "            w[1] = (char)kn;",
+        "            w[1] = (char)(kn + 1);",
+        [_SP + "test_rocketmq_header_twins_agree"],
+    ),
 ]
 
 
@@ -1404,7 +1455,10 @@ def run_one(m: Mutant) -> None:
     assert src.count(old) == 1, (name, src.count(old))
     open(f, "w").write(src.replace(old, new))
     t = time.time()
+    rebuild = m.path.endswith(".c")  # the compiled twins: build the mutant, later the original
     try:
+        if rebuild:
+            _build_extension()
         r = subprocess.run(
             [f"{R}/.venv/bin/pytest", "-q", "-p", "no:randomly", "-x", *tests],
             cwd=R,
@@ -1416,8 +1470,16 @@ def run_one(m: Mutant) -> None:
         caught = r.returncode != 0
     finally:
         open(f, "w").write(src)
+        if rebuild:
+            _build_extension()
     row = {"mutant": name, "tests": tests, "caught": caught, "summary": tail[-1:]}
     print(json.dumps({**row, "s": round(time.time() - t)}), flush=True)
+
+
+def _build_extension() -> None:
+    """Rebuild rocketrio.protocol._speedups in place from protocol/speedups/*.c."""
+    cmd = [f"{R}/.venv/bin/python", "setup.py", "-q", "build_ext", "--inplace", "--force"]
+    subprocess.run(cmd, cwd=R, check=True, capture_output=True, timeout=300)
 
 
 if __name__ == "__main__":

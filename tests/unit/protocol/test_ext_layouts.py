@@ -116,6 +116,8 @@ def test_a_java_send_header_through_the_frame_decoder_learns_then_matches(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.setattr(remoting, "_LAYOUTS", ExtLayouts())
+    # the layouts serve the pure-Python decoder (the compiled one reads entries directly)
+    monkeypatch.setattr(remoting, "_decode_rocketmq_header", remoting._decode_rocketmq_header_py)
     dec = FrameDecoder()
     for i in range(4):
         fields = send_v2(str(i), f"{i:032X}")

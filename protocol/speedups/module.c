@@ -1,0 +1,31 @@
+/* rocketrio.protocol._speedups: the method table and the module. */
+#include "speedups.h"
+
+static PyMethodDef methods[] = {
+    {"configure", configure, METH_VARARGS,
+     "configure(decode_error, size_error, struct_error, crc32, crc32_combine, combine_min)"},
+    {"build_records", (PyCFunction)(void (*)(void))build_records, METH_FASTCALL,
+     "Twin of rocketrio.protocol.message_build._build_records_py."},
+    {"configure_record", configure_record, METH_O, "configure_record(append_record_py)"},
+    {"append_record", (PyCFunction)(void (*)(void))append_record, METH_FASTCALL,
+     "Twin of rocketrio.protocol.message_build._append_record_py."},
+    {"configure_remoting", configure_remoting, METH_VARARGS,
+     "configure_remoting(command_type, lang_name_by_code, lang_code_by_name, lang_other)"},
+    {"decode_rocketmq_header", (PyCFunction)(void (*)(void))decode_rocketmq_header,
+     METH_FASTCALL, "Twin of rocketrio.protocol.remoting._decode_rocketmq_header_py."},
+    {"rocketmq_header", (PyCFunction)(void (*)(void))rocketmq_header, METH_FASTCALL,
+     "Twin of rocketrio.protocol.remoting._rocketmq_header_of_py."},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module = {
+    PyModuleDef_HEAD_INIT, "rocketrio.protocol._speedups",
+    "Compiled twins of rocketrio's send-path hot loops (pure Python stays the reference).",
+    -1, methods, NULL, NULL, NULL, NULL,
+};
+
+PyMODINIT_FUNC
+PyInit__speedups(void)
+{
+    return PyModule_Create(&module);
+}
