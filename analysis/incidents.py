@@ -136,11 +136,8 @@ def run(
         tables = {name: df.cache() for name, df in tables.items()}
         parts = dict(tables)
         if fo:
-            cuts = [(f["fid"], f["broker"], f["lost_ms"], f["elected_ms"]) for f in fo]
-            parts["write_gap"] = write_gap(
-                spark.createDataFrame(cuts, "fid string, broker string, lost_ms bigint, "
-                                      "elected_ms bigint"), tr.acks)  # fmt: skip
-        got = collect_all(parts, tr.by_msg)
+            parts["write_gap"] = write_gap(cuts_frame(spark, fo), tr.acks)
+        got = collect_all(parts, tr.rows)
         got.update(small_rows(ev, nodes, fo, got))
         for name, keys in ORDER.items():
             got[name].sort(key=lambda row, keys=keys: [_asc_nulls_first(row[k]) for k in keys])
@@ -151,7 +148,7 @@ def run(
             F.col(SOURCE).alias("file"), "ts", "event", "why", F.col(CORRUPT).alias("line")
         )
         write_tables(tables, out_dir, progress)
-        for df in (read.lines, tr.by_msg, *tables.values()):
+        for df in (read.lines, tr.rows, *tables.values()):
             df.unpersist()
     summary["took_s"] = round(time.time() - started, 3)
     with open(os.path.join(out_dir, "summary.json"), "w", encoding="utf-8") as f:
@@ -201,13 +198,13 @@ def job_conf(spark: SparkSession) -> Iterator[JobConf]:
                 spark.conf.set(k, old)
 
 
-def collect_all(tables: dict[str, DataFrame], by_msg: DataFrame) -> dict[str, list[dict[str, Any]]]:
-    """Every table's rows and the traces' counts, in ONE Spark job: each table and count a
-    JSON line of one union, parsed here."""
+def collect_all(tables: dict[str, DataFrame], traces: DataFrame) -> dict[str, list[dict[str, Any]]]:
+    """Every table's rows and the traces' counts (``traces``: `Traced.rows`), in ONE Spark
+    job: each table and count a JSON line of one union, parsed here."""
     counts = {
-        "traces": by_msg.agg(
-            F.count(F.col("ts_ms")).alias("acked"),
-            F.coalesce(F.sum(F.size("consumed")), F.lit(0)).alias("consumed"),
+        "traces": traces.agg(
+            F.count(F.when(F.col("ack") & (F.col("rn") == 1), F.lit(1))).alias("acked"),
+            F.count(F.when(~F.col("ack"), F.lit(1))).alias("consumed"),
         ),
     }
     parts = [
@@ -223,6 +220,29 @@ def collect_all(tables: dict[str, DataFrame], by_msg: DataFrame) -> dict[str, li
         row = json.loads(r["j"])  # to_json leaves out null fields: every column back
         got[r["t"]].append({c: row.get(c) for c in columns[r["t"]]})
     return got
+
+
+def _sql_value(v: str | int | None, sql_type: str) -> str:
+    if v is None:
+        return f"CAST(NULL AS {sql_type})"
+    if isinstance(v, str):
+        return "'" + v.replace("\\", "\\\\").replace("'", "\\'") + "'"
+    return f"CAST({int(v)} AS {sql_type})"
+
+
+def cuts_frame(spark: SparkSession, fo: list[dict[str, Any]]) -> DataFrame:
+    """The failovers' cuts (fid, broker, lost_ms, elected_ms) as an inline table of one SQL
+    statement: planned on the driver (``createDataFrame`` of Python rows runs a Python worker
+    in a Spark job each time the frame is broadcast)."""
+    cols = (
+        ("fid", "STRING"),
+        ("broker", "STRING"),
+        ("lost_ms", "BIGINT"),
+        ("elected_ms", "BIGINT"),
+    )
+    rows = ", ".join("(" + ", ".join(_sql_value(f[c], t) for c, t in cols) + ")" for f in fo)
+    names = ", ".join(c for c, _ in cols)
+    return spark.sql(f"SELECT * FROM VALUES {rows} AS cuts({names})")
 
 
 def small_rows(

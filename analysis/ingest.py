@@ -223,6 +223,17 @@ def classify(lines: DataFrame) -> DataFrame:
     return lines.withColumn("ts_ms", ts_ms).withColumn("why", why)
 
 
+def held_lines(path: str) -> bool:
+    """Whether the local file ``path`` holds a line `read_lines` keeps: a byte other than a
+    space or a line break (Spark's text reader splits at \\n, \\r and \\r\\n; ``trim``
+    takes spaces only). Reads until the first such byte: the first one of a log file."""
+    with open(path, "rb") as f:
+        while chunk := f.read(4096):
+            if chunk.strip(b" \r\n"):
+                return True
+    return False
+
+
 @attrs.frozen
 class Ingested:
     """What `ingest` read: the classified lines, the bad ones, the interesting events."""
@@ -243,15 +254,20 @@ def ingest(
 
     The JSON is parsed once: the narrow classified lines are checkpointed (materialised by
     the first action, with the lineage cut, so later plans do not re-analyse the wide read and
-    its classification) and every later pass reads that; one aggregation gives both the
-    counts and the files.
-    ``ts``, the corrupt text and the file name are kept for the bad lines (the skipped table)
-    and the file name for the count of files; a good line keeps the fields the tables read."""
+    its classification) and every later pass reads that; one aggregation gives the counts
+    (and, when a file is remote, the files that held lines; local files are looked at here).
+    ``ts``, the corrupt text and the file name are kept for the bad lines (the skipped table);
+    a good line keeps the fields the tables read."""
     why = F.col("why")
+    local = [f.removeprefix("file://") for f in files if "://" not in f or f.startswith("file://")]
+    # the file of every line only when some file is remote; else only of the bad lines
+    # (the skipped table): grouping a million lines by their file's name costs as much as
+    # classifying them, and the files that held lines are found here (`held_lines`)
+    all_local = len(local) == len(files)
     lines = (
         classify(read_lines(spark, files))
         .select(
-            SOURCE,
+            F.when(why.isNotNull(), F.col(SOURCE)).alias(SOURCE) if all_local else SOURCE,
             F.when(why.isNotNull(), F.col(CORRUPT)).alias(CORRUPT),
             F.when(why.isNotNull(), F.col("ts")).alias("ts"),
             "why",
@@ -263,7 +279,10 @@ def ingest(
     counts: dict[str, int] = {}
     for r in per_file:
         counts[r["why"] or "ok"] = counts.get(r["why"] or "ok", 0) + r["n"]
-    n_files = len({r[SOURCE] for r in per_file}) if files else 0
+    if all_local:
+        n_files = sum(1 for f in local if held_lines(f))
+    else:
+        n_files = len({r[SOURCE] for r in per_file}) if files else 0
     bad = lines.where(why.isNotNull())
     examples = [
         {

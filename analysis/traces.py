@@ -20,15 +20,17 @@ from pyspark.sql import functions as F
 
 @attrs.frozen
 class Traced:
-    """The traces, read in one pass grouped by message id (one shuffle for all of them).
+    """The traces, read in one pass partitioned by message id (one shuffle for all of them).
 
-    acks: one row per acknowledged message id; lost: those no consumer logged; consumed:
-    the ``trace_consumed`` rows; pulls: per (message id, broker set, topic) its first
-    consumption and its acknowledgement (what the pull windows read); duplicates: the
-    message ids a group consumed more than once. ``by_msg`` is cached (unpersist when
-    done); the others are plans over it."""
+    rows: every trace line, flat, with its message's first acknowledgement (``acked_ms``),
+    its rank in the message (``rn``: 1 for that acknowledgement) and how many times the
+    message was consumed (``n_consumed``); acks: one row per acknowledged message id; lost:
+    those no consumer logged; consumed: the ``trace_consumed`` rows; pulls: per (message id,
+    broker set, topic) its first consumption and its acknowledgement (what the pull windows
+    read); duplicates: the message ids a group consumed more than once. ``rows`` is cached
+    (unpersist when done); the others are plans over it, within its partitions."""
 
-    by_msg: DataFrame
+    rows: DataFrame
     acks: DataFrame
     lost: DataFrame
     consumed: DataFrame
@@ -37,41 +39,36 @@ class Traced:
 
 
 def traced(ev: DataFrame, partitions: int) -> Traced:
-    """The traces of ``ev``, as `Traced` says, in ``partitions`` partitions by message id."""
-    acked = F.col("event") == "trace_send_acked"
-    at = F.when(acked, F.col("ts_ms"))
+    """The traces of ``ev``, as `Traced` says, in ``partitions`` partitions by message id.
+
+    One sort of the trace lines within their message (acknowledgements first, earliest
+    first), not an aggregation that gathers each message's consumptions into an array: the
+    rows stay flat (a cheap cache), every table below is a filter or a hash aggregation of
+    them, and the first acknowledgement is the row ranked 1 (among equal times, as
+    ``min_by`` did, one of them)."""
+    ack = F.col("event") == "trace_send_acked"
+    by_msg = Window.partitionBy("msg_id").orderBy(F.col("ack").desc(), "ts_ms")
+    whole = by_msg.rowsBetween(Window.unboundedPreceding, Window.unboundedFollowing)
     fields = ("topic", "broker", "queue_id", "queue_offset", "latency_ms")
-    by_msg = (
+    rows = (
         ev.where(F.col("event").isin("trace_send_acked", "trace_consumed"))
+        .select(ack.alias("ack"), "msg_id", "ts_ms", *fields, "group")
         .repartition(partitions, "msg_id")
-        .groupBy("msg_id")
-        .agg(
-            F.min(at).alias("ts_ms"),  # min_by skips the rows its ordering is null for
-            *(F.min_by(f, at).alias(f) for f in fields),
-            F.collect_list(
-                F.when(
-                    F.col("event") == "trace_consumed",
-                    F.struct("group", "topic", "broker", "queue_id", "queue_offset", "ts_ms"),
-                )
-            ).alias("consumed"),
+        .select(
+            "*",
+            F.row_number().over(by_msg).alias("rn"),
+            F.min(F.when(F.col("ack"), F.col("ts_ms"))).over(whole).alias("acked_ms"),
+            F.count(F.when(~F.col("ack"), F.lit(1))).over(whole).alias("n_consumed"),
         )
         .cache()
     )
-    acks = by_msg.where(F.col("ts_ms").isNotNull()).select("msg_id", "ts_ms", *fields)
-    lost = by_msg.where(F.col("ts_ms").isNotNull() & (F.size("consumed") == 0)).select(
+    first = rows.where(F.col("ack") & (F.col("rn") == 1))
+    acks = first.select("msg_id", "ts_ms", *fields)
+    lost = first.where(F.col("n_consumed") == 0).select(
         "msg_id", "topic", "broker", "queue_id", "queue_offset", F.col("ts_ms").alias("acked_ms")
     )
-    consumed = by_msg.select(
-        "msg_id", F.col("ts_ms").alias("acked_ms"), F.explode("consumed").alias("c")
-    ).select(
-        "msg_id",
-        "c.group",
-        "c.topic",
-        "c.broker",
-        "c.queue_id",
-        "c.queue_offset",
-        "c.ts_ms",
-        "acked_ms",
+    consumed = rows.where(~F.col("ack")).select(
+        "msg_id", "group", "topic", "broker", "queue_id", "queue_offset", "ts_ms", "acked_ms"
     )
     pulls = (
         consumed.where(F.col("broker").isNotNull())
@@ -83,7 +80,7 @@ def traced(ev: DataFrame, partitions: int) -> Traced:
         .agg(F.count(F.lit(1)).alias("count"))
         .where(F.col("count") > 1)
     )
-    return Traced(by_msg, acks, lost, consumed.drop("acked_ms"), pulls, duplicates)
+    return Traced(rows, acks, lost, consumed.drop("acked_ms"), pulls, duplicates)
 
 
 def _wait_rows(prev: Column, keys: list[str], gap_ms: int) -> Column:
