@@ -128,6 +128,7 @@ XDIST_GROUPS: dict[str, str] = {
     "tests/analysis/test_incidents.py": "spark",
     "tests/analysis/test_sim_ground_truth.py": "spark",
     "tests/analysis/test_required_fields.py": "spark",
+    "tests/analysis/test_files_count.py": "spark",
     "tests/system/test_analyze_failover.py": "spark",
     "tests/system/test_partition_netns.py": "netns",
     "tests/system/test_controller_processes.py": "quiet",

@@ -2,8 +2,13 @@
 
 from __future__ import annotations
 
+import re
+
 from tests.conftest import XDIST_GROUPS, xdist_scope
 from tests.harness.paths import REPO
+
+# a test function taking the `spark` fixture (one SparkSession, one JVM, per worker process)
+_SPARK_ARG = re.compile(r"def test_\w+\([^)]*\bspark\s*:", re.S)
 
 
 def test_every_grouped_file_exists() -> None:
@@ -17,3 +22,14 @@ def test_a_grouped_test_is_scheduled_with_its_group_and_the_others_alone() -> No
     assert xdist_scope("tests/unit/storage/test_commitlog.py::test_z") == (
         "tests/unit/storage/test_commitlog.py::test_z"
     )
+
+
+def test_every_file_using_the_spark_fixture_is_in_the_spark_group() -> None:
+    using = {
+        str(f.relative_to(REPO))
+        for f in (REPO / "tests").rglob("test_*.py")
+        if _SPARK_ARG.search(f.read_text(encoding="utf-8"))
+    }
+    assert using, "no test takes the spark fixture: the pattern is stale"
+    outside = sorted(p for p in using if XDIST_GROUPS.get(p) != "spark")
+    assert outside == [], "add these to the spark group of XDIST_GROUPS in tests/conftest.py"
