@@ -36,6 +36,36 @@ configure(PyObject *self, PyObject *args)
 
 /* ------------------------------------------------------------------ small helpers */
 
+/* A CRC returned by a Python call (a new reference, or NULL on error) as 0..2^32-1; -1 on
+ * error. Takes the reference. */
+static long long
+crc_result(PyObject *res)
+{
+    if (res == NULL)
+        return -1;
+    unsigned long v = PyLong_AsUnsignedLong(res);
+    Py_DECREF(res);
+    if (v == (unsigned long)-1 && PyErr_Occurred())
+        return -1;
+    return (long long)(v & 0xFFFFFFFFUL);
+}
+
+/* A long long that fits [lo, hi], else 0 to decline (the Python twin then runs and raises
+ * where it must). */
+int
+fits_ll(PyObject *o, long long lo, long long hi, long long *out)
+{
+    if (!PyLong_CheckExact(o))
+        return 0;
+    int over = 0;
+    *out = PyLong_AsLongLongAndOverflow(o, &over);
+    if (*out == -1 && PyErr_Occurred()) {
+        PyErr_Clear();
+        return 0;
+    }
+    return !over && *out >= lo && *out <= hi;
+}
+
 /* crc32(mem[0:len], start) through the configured Python function; -1 on error. */
 long long
 crc_of(const char *mem, Py_ssize_t len, unsigned long start)
@@ -52,27 +82,14 @@ crc_of(const char *mem, Py_ssize_t len, unsigned long start)
         Py_XDECREF(s);
     }
     Py_DECREF(view);
-    if (res == NULL)
-        return -1;
-    unsigned long v = PyLong_AsUnsignedLong(res);
-    Py_DECREF(res);
-    if (v == (unsigned long)-1 && PyErr_Occurred())
-        return -1;
-    return (long long)(v & 0xFFFFFFFFUL);
+    return crc_result(res);
 }
 
 /* crc32_combine(a, b, len_b) through the configured Python function; -1 on error. */
 long long
 crc_combine(unsigned long a, unsigned long b, Py_ssize_t len_b)
 {
-    PyObject *res = PyObject_CallFunction(Crc32Combine, "kkn", a, b, len_b);
-    if (res == NULL)
-        return -1;
-    unsigned long v = PyLong_AsUnsignedLong(res);
-    Py_DECREF(res);
-    if (v == (unsigned long)-1 && PyErr_Occurred())
-        return -1;
-    return (long long)(v & 0xFFFFFFFFUL);
+    return crc_result(PyObject_CallFunction(Crc32Combine, "kkn", a, b, len_b));
 }
 
 /* Last start of key in data[start:end] that lies wholly inside it (Python's rfind). */

@@ -159,38 +159,23 @@ ext_bytes(PyObject *ext, char *w)
     return total;
 }
 
-/* A long that fits [lo, hi], else 0 to decline (the twin raises). */
-static int
-fits(PyObject *o, long lo, long hi, long *out)
-{
-    if (!PyLong_CheckExact(o))
-        return 0;
-    int over = 0;
-    *out = PyLong_AsLongAndOverflow(o, &over);
-    if (*out == -1 && PyErr_Occurred()) {
-        PyErr_Clear();
-        return 0;
-    }
-    return !over && *out >= lo && *out <= hi;
-}
-
 /* rocketmq_header(code, language, version, opaque, flag, remark, ext_fields) -> bytes | None
  * Twin of remoting._rocketmq_header_of_py: the ROCKETMQ header bytes; None for anything the
  * twin refuses or that is not plain (the caller then runs the twin). */
 PyObject *
 rocketmq_header(PyObject *self, PyObject *const *a, Py_ssize_t nargs)
 {
-    long code, version, opaque, flag, lang;
+    long long code, version, opaque, flag, lang;
     if (nargs != 7 || LangCodes == NULL || !PyDict_CheckExact(a[6]) ||
-        !fits(a[0], -32768, 32767, &code) || !fits(a[2], -32768, 32767, &version) ||
-        !fits(a[3], INT32_MIN, INT32_MAX, &opaque) || !fits(a[4], INT32_MIN, INT32_MAX, &flag))
+        !fits_ll(a[0], -32768, 32767, &code) || !fits_ll(a[2], -32768, 32767, &version) ||
+        !fits_ll(a[3], INT32_MIN, INT32_MAX, &opaque) || !fits_ll(a[4], INT32_MIN, INT32_MAX, &flag))
         Py_RETURN_NONE;
     if (!PyUnicode_CheckExact(a[1]))
         Py_RETURN_NONE;
     PyObject *lang_obj = PyDict_GetItemWithError(LangCodes, a[1]);
     if (lang_obj == NULL && PyErr_Occurred())
         return NULL;
-    if (!fits(lang_obj ? lang_obj : LangOther, -128, 127, &lang))
+    if (!fits_ll(lang_obj ? lang_obj : LangOther, -128, 127, &lang))
         Py_RETURN_NONE;
     const char *rb = "";
     Py_ssize_t rn = 0;

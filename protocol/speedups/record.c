@@ -11,21 +11,6 @@ configure_record(PyObject *self, PyObject *twin)
     Py_RETURN_NONE;
 }
 
-/* A long long that fits [lo, hi], else 0 to decline. */
-static int
-fits_ll(PyObject *o, long long lo, long long hi, long long *out)
-{
-    if (!PyLong_CheckExact(o))
-        return 0;
-    int over = 0;
-    *out = PyLong_AsLongLongAndOverflow(o, &over);
-    if (*out == -1 && PyErr_Occurred()) {
-        PyErr_Clear();
-        return 0;
-    }
-    return !over && *out >= lo && *out <= hi;
-}
-
 /* A (ip bytes of 4 or 16, int32 port) host tuple, else 0 to decline. */
 static int
 host_of(PyObject *h, const char **ip, Py_ssize_t *ip_len, long long *port)
