@@ -25,6 +25,7 @@ from collections.abc import Iterable
 from typing import Any
 
 import attrs
+import orjson
 
 from rocketrio.protocol.pop_extra_info import ACK_TAG, BATCH_ACK_TAG, CK_TAG, SPLIT
 
@@ -37,9 +38,16 @@ MergeKey = tuple[str, str, int, int, int, str]  # topic, group, queueId, startOf
 
 
 def _dumps(d: dict[str, Any]) -> bytes:
-    return json.dumps(
-        {k: v for k, v in d.items() if v is not None}, sort_keys=True, separators=(",", ":")
-    ).encode()
+    """Compact JSON, keys sorted, None left out. Through orjson (a CK per POP and an ACK record
+    per turn: the standard encoder cost ~10 us a record); its bytes are the standard encoder's
+    (``separators=(",", ":")``, ``sort_keys``) for printable ASCII text, and for any other
+    text the same JSON value (orjson writes UTF-8 where the standard one escapes); a number
+    orjson refuses (beyond 64 bits) goes through the standard encoder."""
+    kept = {k: v for k, v in d.items() if v is not None}
+    try:
+        return orjson.dumps(kept, option=orjson.OPT_SORT_KEYS)
+    except TypeError:  # orjson.JSONEncodeError: an int beyond 64 bits
+        return json.dumps(kept, sort_keys=True, separators=(",", ":")).encode()
 
 
 def _loads(body: bytes) -> dict[str, Any]:
@@ -173,6 +181,12 @@ class AckMsg:
     pop_time: int
     broker_name: str
     batch: bool = False
+
+    @classmethod
+    def of_key(cls, key: MergeKey, offsets: tuple[int, ...], *, batch: bool = False) -> AckMsg:
+        """The ACK of ``offsets`` of the CK ``key`` names (``merge_key`` of the result)."""
+        topic, group, queue_id, start_offset, pop_time, broker_name = key
+        return cls(offsets, start_offset, group, topic, queue_id, pop_time, broker_name, batch)
 
     @property
     def merge_key(self) -> MergeKey:

@@ -145,8 +145,8 @@ MUTANTS: list[Mutant] = [
     Mutant(
         "POP ACKs of one turn merged across checkpoints of one queue",
         "actors/broker/pop/ack_batch.py",
-        "groups.setdefault((qid, ack.merge_key), []).append(i)",
-        "groups.setdefault((qid, ack.merge_key[:3]), []).append(i)  # MUTANT",
+        "groups.setdefault((qid, key), []).append(i)",
+        "groups.setdefault((qid, key[:3]), []).append(i)  # MUTANT",
         [
             "tests/unit/actors/broker/pop/test_ack_batch.py::test_acks_of_two_checkpoints_are_never_merged",
             "tests/actor/broker/test_pop_ack_batch.py::test_acks_of_one_turn_survive_a_power_cut_and_only_the_unacked_come_back",

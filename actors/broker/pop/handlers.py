@@ -36,6 +36,7 @@ from rocketrio.protocol.pop_headers import (
     PopInflightItem,
     PopMessageRequestHeader,
     PopMessageResponseHeader,
+    ack_fields,
 )
 from rocketrio.protocol.remoting import RemotingCommand
 from rocketrio.protocol.serde import from_ext, to_ext, to_json
@@ -113,8 +114,11 @@ def pop_handlers(
         """No coroutine unless the ACK's record must be put alone (`PopAckProcessor.ack_nowait`):
         one ACK_MESSAGE per acknowledged message makes this the POP consumer's hot path."""
         cmd = ctx.cmd
-        h = from_ext(AckMessageRequestHeader, cmd.ext_fields)
-        result = acks.ack_nowait(h, lambda outcome: _answer_ack(ctx, outcome))
+        f = ack_fields(cmd.ext_fields)
+        if f is None:  # not plainly readable: the converter's value, or its HeaderError
+            h = from_ext(AckMessageRequestHeader, cmd.ext_fields)
+            f = (h.consumerGroup, h.topic, h.queueId, h.extraInfo, h.offset)
+        result = acks.ack_nowait(*f, lambda outcome: _answer_ack(ctx, outcome))
         if result is None:
             return None
         if isinstance(result, Refusal):
