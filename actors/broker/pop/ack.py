@@ -63,9 +63,12 @@ from rocketrio.protocol.pop_checkpoint import (
     PopCheckPoint,
 )
 from rocketrio.protocol.pop_extra_info import (
+    NORMAL_TOPIC,
     POP_ORDER_REVIVE_QUEUE,
     ExtraInfo,
     ExtraInfoError,
+    ExtraInfoFields,
+    parse_fields,
     real_topic,
 )
 from rocketrio.protocol.pop_headers import ChangeInvisibleTimeRequestHeader
@@ -121,17 +124,20 @@ class PopAckProcessor:
         c = self.config
         return ack_message(ack, c.revive_topic, revive_qid, self.now_ms(), self.store_host)
 
-    def _receipt(self, extra_info: str) -> ExtraInfo | Refusal:
+    def _receipt(self, extra_info: str) -> ExtraInfoFields | Refusal:
+        """The receipt's fields (`ExtraInfo`'s, as a tuple: one per acknowledged message), or
+        the refusal of a receipt that is not upstream's or names no revive queue."""
         try:
-            extra = ExtraInfo.parse(extra_info)
+            extra = parse_fields(extra_info)
         except ExtraInfoError as e:
             return Refusal(ResponseCode.INVALID_PARAMETER, str(e))
-        if extra.revive_qid == POP_ORDER_REVIVE_QUEUE:
+        qid = extra[3]
+        if qid == POP_ORDER_REVIVE_QUEUE:
             return extra
-        if not 0 <= extra.revive_qid < self.config.revive_queue_num:
+        if not 0 <= qid < self.config.revive_queue_num:
             return Refusal(
                 ResponseCode.INVALID_PARAMETER,
-                f"reviveQid {extra.revive_qid} of extraInfo is not a revive queue "
+                f"reviveQid {qid} of extraInfo is not a revive queue "
                 f"(reviveQueueNum={self.config.revive_queue_num})",
             )
         return extra
@@ -193,16 +199,17 @@ class PopAckProcessor:
         extra = self._receipt(extra_info)
         if isinstance(extra, Refusal):
             return extra
-        topic = extra.real_topic(topic, group)
+        ck_offset, pop_time, _, qid, retry, broker_name, _, _ = extra
+        if retry != NORMAL_TOPIC:
+            topic = real_topic(topic, group, retry)
         bad = self._check_offset(topic, queue_id, offset)
         if bad is not None:
             return bad
-        qid = extra.revive_qid
         if qid == POP_ORDER_REVIVE_QUEUE:
-            refusal = self.order.ack(topic, group, queue_id, offset, extra.pop_time)
+            refusal = self.order.ack(topic, group, queue_id, offset, pop_time)
             on_done(refusal or DONE)
             return None
-        key = (topic, group, queue_id, extra.ck_queue_offset, extra.pop_time, extra.broker_name)
+        key = (topic, group, queue_id, ck_offset, pop_time, broker_name)
         escape = self.record_escape()
         if escape is not None or self.acting():  # RIP-32's acting slave (module docstring)
             return self._acting_ack(qid, AckMsg.of_key(key, (offset,)), escape, on_done)
@@ -293,9 +300,10 @@ class PopAckProcessor:
         """CHANGE_MESSAGE_INVISIBLETIME: the new CK and the ACK of the old receipt go in one
         store request, the CK first (upstream's order); ``on_done`` gets the new receipt's
         popTime / invisibleTime / reviveQid once both are stored."""
-        extra = self._receipt(h.extraInfo)
-        if isinstance(extra, Refusal):
-            return extra
+        fields = self._receipt(h.extraInfo)
+        if isinstance(fields, Refusal):
+            return fields
+        extra = ExtraInfo(*fields)
         if h.invisibleTime <= 0:
             return Refusal(
                 ResponseCode.INVALID_PARAMETER, f"invisibleTime {h.invisibleTime} must be positive"
