@@ -9,7 +9,7 @@ import json
 from typing import Any
 
 import attrs
-from hypothesis import given
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from rocketrio.protocol.pop_checkpoint import AckMsg, PopCheckPoint
@@ -67,6 +67,13 @@ def ext_fields(draw: st.DrawFn) -> dict[str, Any]:
     return ext
 
 
+PLAIN = {"consumerGroup": "G", "topic": "T", "queueId": "-1", "extraInfo": "x", "offset": "-5"}
+
+
+@example(PLAIN)
+@example({**PLAIN, "queueId": " 3 ", "offset": "1_0"})
+@example({**PLAIN, "offset": ""})
+@settings(max_examples=400)
 @given(ext_fields())
 def test_ack_fields_are_from_ext_or_step_aside(ext: dict[str, Any]) -> None:
     """Whatever ack_fields reads is exactly what from_ext reads; what it does not read
