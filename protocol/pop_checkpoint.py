@@ -108,6 +108,18 @@ class PopCheckPoint:
         except ValueError:
             return -1
 
+    def ack_bits(self) -> dict[int, int]:
+        """Every offset this CK holds -> its bit: `index_of_ack` of each at once (the revive
+        matches every acknowledged offset against its CK; a dict look-up each, no scan)."""
+        start = self.start_offset
+        if not self.queue_offset_diff:
+            return {start + i: i for i in range(max(self.num, 0))}
+        bits: dict[int, int] = {}
+        for i, diff in enumerate(self.queue_offset_diff):
+            if diff >= 0:
+                bits.setdefault(start + diff, i)  # `index_of_ack` finds the first
+        return bits
+
     def ack_offset_by_index(self, index: int) -> int:
         if not self.queue_offset_diff:
             return self.start_offset + index
@@ -162,7 +174,7 @@ class PopCheckPoint:
                 broker_name=str(_get(d, "bn", "brokerName", "")),
                 bit_map=int(_get(d, "bm", "bitMap", 0)),
                 revive_offset=int(_get(d, "ro", "reviveOffset", 0)),
-                queue_offset_diff=tuple(int(x) for x in _get(d, "d", "queueOffsetDiff") or ()),
+                queue_offset_diff=tuple(map(int, _get(d, "d", "queueOffsetDiff") or ())),
                 re_put_times=_get(d, "rp", "rePutTimes"),
             )
         except (TypeError, ValueError) as e:
@@ -247,7 +259,7 @@ class AckMsg:
         d = _loads(body)
         try:
             if batch:
-                offsets = tuple(int(x) for x in _get(d, "aol", "ackOffsetList") or ())
+                offsets = tuple(map(int, _get(d, "aol", "ackOffsetList") or ()))
             else:
                 offsets = (int(_get(d, "ao", "ackOffset")),)
             return cls(
