@@ -196,6 +196,15 @@ MUTANTS: list[Mutant] = [
         ],
     ),
     Mutant(
+        "the revive's offset -> bit map keeps a repeated offset's last bit, not its first",
+        "protocol/pop_checkpoint.py",
+        "                bits.setdefault(start + diff, i)  # `index_of_ack` finds the first",
+        "                bits[start + diff] = i  # MUTANT",
+        [
+            "tests/unit/actors/broker/pop/test_revive.py::test_a_cks_ack_bits_are_index_of_ack_of_every_offset"
+        ],
+    ),
+    Mutant(
         "a batched transaction op names only the first END of its turn",
         "actors/broker/transaction/op_batch.py",
         "msg = self.make_op([o for q in batch for o in q.offsets])",
