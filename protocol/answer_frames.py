@@ -21,12 +21,12 @@ from rocketrio.protocol.remoting import RemotingCommand, encode_command
 _MARK = 1592614637  # a marker opaque (an int32) whose encodings occur once in a header
 _I32 = struct.Struct(">i")
 _HDR = struct.Struct(">ii")
-# (serialize type, code) -> (before the opaque, after it) for JSON; the whole frame split
-# around the opaque's four bytes for ROCKETMQ
-_TEMPLATES: dict[tuple[int, int], tuple[bytes, bytes]] = {}
+# (serialize type, code) -> (before the opaque, after it, their length) for JSON; the whole
+# frame split around the opaque's four bytes for ROCKETMQ
+_TEMPLATES: dict[tuple[int, int], tuple[bytes, bytes, int]] = {}
 
 
-def _template(serialize_type: int, code: int) -> tuple[bytes, bytes]:
+def _template(serialize_type: int, code: int) -> tuple[bytes, bytes, int]:
     request = RemotingCommand(code=0, opaque=_MARK, serialize_type=serialize_type)
     frame = encode_command(request.make_response(code))
     mark = _I32.pack(_MARK) if serialize_type == SERIALIZE_ROCKETMQ else str(_MARK).encode()
@@ -35,7 +35,7 @@ def _template(serialize_type: int, code: int) -> tuple[bytes, bytes]:
     before, found, after = frame.partition(mark)
     if not found or mark in after:  # cannot happen with these headers; fail loudly if it does
         raise ValueError(f"the marker opaque is not once in the {serialize_type} template")
-    return before, after
+    return before, after, len(before) + len(after)
 
 
 def empty_answer_frame(request: RemotingCommand, code: int) -> bytes | None:
@@ -47,9 +47,9 @@ def empty_answer_frame(request: RemotingCommand, code: int) -> bytes | None:
         if st not in (SERIALIZE_JSON, SERIALIZE_ROCKETMQ):
             return None
         parts = _TEMPLATES[(st, code)] = _template(st, code)
-    before, after = parts
+    before, after, fixed = parts
     if st == SERIALIZE_ROCKETMQ:
-        return b"".join((before, _I32.pack(request.opaque), after))
-    digits = str(request.opaque).encode()
-    hlen = len(before) + len(digits) + len(after)
-    return b"".join((_HDR.pack(4 + hlen, hlen), before, digits, after))
+        return before + _I32.pack(request.opaque) + after
+    digits = b"%d" % request.opaque
+    hlen = fixed + len(digits)
+    return _HDR.pack(4 + hlen, hlen) + before + digits + after

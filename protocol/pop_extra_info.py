@@ -152,26 +152,36 @@ class ExtraInfo:
 
     @classmethod
     def parse(cls, text: str) -> ExtraInfo:
-        parts = text.split(KEY_SEPARATOR)
-        n = len(parts)
-        if n != 7 and n != 8:
-            raise ExtraInfoError(f"extraInfo {text!r} has {n} fields, upstream's has 7 or 8")
-        try:  # positional: parsed on every ACK
-            return cls(
-                int(parts[0]),  # ck_queue_offset
-                int(parts[1]),  # pop_time
-                int(parts[2]),  # invisible_time
-                int(parts[3]),  # revive_qid
-                parts[4],  # retry
-                parts[5],  # broker_name
-                int(parts[6]),  # queue_id
-                int(parts[7]) if n == 8 else None,  # queue_offset
-            )
-        except ValueError as e:
-            raise ExtraInfoError(f"extraInfo {text!r}: {e}") from None
+        return cls(*parse_fields(text))
 
     def real_topic(self, topic: str, group: str) -> str:
         return real_topic(topic, group, self.retry)
+
+
+# an ExtraInfo's fields in its order, as a plain tuple (what an ACK_MESSAGE reads of its receipt)
+ExtraInfoFields = tuple[int, int, int, int, str, str, int, int | None]
+
+
+def parse_fields(text: str) -> ExtraInfoFields:
+    """`ExtraInfo.parse`'s fields without the object (ACK_MESSAGE parses one per acknowledged
+    message); its checks and its ExtraInfoError are this function's."""
+    parts = text.split(KEY_SEPARATOR)
+    n = len(parts)
+    if n != 7 and n != 8:
+        raise ExtraInfoError(f"extraInfo {text!r} has {n} fields, upstream's has 7 or 8")
+    try:  # positional
+        return (
+            int(parts[0]),  # ck_queue_offset
+            int(parts[1]),  # pop_time
+            int(parts[2]),  # invisible_time
+            int(parts[3]),  # revive_qid
+            parts[4],  # retry
+            parts[5],  # broker_name
+            int(parts[6]),  # queue_id
+            int(parts[7]) if n == 8 else None,  # queue_offset
+        )
+    except ValueError as e:
+        raise ExtraInfoError(f"extraInfo {text!r}: {e}") from None
 
 
 def start_offset_entry(topic: str, queue_id: int, start_offset: int) -> str:

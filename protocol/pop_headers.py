@@ -51,6 +51,35 @@ class AckMessageRequestHeader:
     bname: str | None = None
 
 
+# what an ACK_MESSAGE's handler uses of its header: consumerGroup, topic, queueId, extraInfo, offset
+AckFields = tuple[str, str, int, str, int]
+
+
+def ack_fields(ext: dict[str, str]) -> AckFields | None:
+    """`AckMessageRequestHeader`'s fields but bname, read straight from the extFields of an
+    ACK_MESSAGE (one per acknowledged message: no header object, no `from_ext` dispatch).
+    Exactly what `serde.from_ext` takes as is (each field present and a str, the two numbers
+    ``int()`` of it); anything else is None, and the caller asks `from_ext`, whose value or
+    HeaderError it is (tests/unit/protocol/test_pop_headers.py holds the two together)."""
+    try:
+        group = ext["consumerGroup"]
+        topic = ext["topic"]
+        queue_id = ext["queueId"]
+        extra_info = ext["extraInfo"]
+        offset = ext["offset"]
+        if (
+            group.__class__ is str
+            and topic.__class__ is str
+            and queue_id.__class__ is str
+            and extra_info.__class__ is str
+            and offset.__class__ is str
+        ):
+            return group, topic, int(queue_id), extra_info, int(offset)
+    except (KeyError, ValueError):
+        pass
+    return None
+
+
 @attrs.define(slots=True)
 class ChangeInvisibleTimeRequestHeader:
     consumerGroup: str

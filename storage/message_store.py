@@ -331,6 +331,9 @@ class MessageStore:
     def get_min_offset(self, topic: str, queue_id: int) -> int:
         return self._reader.get_min_offset(topic, queue_id)
 
+    def queue_range(self, topic: str, queue_id: int) -> tuple[int, int]:
+        return self._reader.queue_range(topic, queue_id)
+
     def get_commitlog_max_offset(self) -> int:
         return self._commitlog.max_offset
 

@@ -227,6 +227,11 @@ class StoreReader:
         cq = self._queues.get((topic, queue_id))
         return cq.min_offset if cq else 0
 
+    def queue_range(self, topic: str, queue_id: int) -> tuple[int, int]:
+        """(`get_min_offset`, `get_max_offset`) in one look-up (an ACK's offset check)."""
+        cq = self._queues.get((topic, queue_id))
+        return (cq.min_offset, cq.max_offset) if cq else (0, 0)
+
     def store_timestamp_at(self, phy: int, _size: int = 0) -> int | None:
         """The store time of the record at CommitLog ``phy`` (None: no record there)."""
         head = self._commitlog.read(phy, _STORE_TS_HEAD)

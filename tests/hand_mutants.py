@@ -57,6 +57,9 @@ _LQ = "tests/unit/storage/test_lost_page_quarantine.py::"
 _SD = "tests/system/test_chaos_slow_disk.py::"
 _BK = "tests/unit/cli/chaos/test_blkio.py::"
 _SP = "tests/unit/protocol/test_speedups.py::"
+_AK = "tests/unit/actors/broker/pop/test_ack_path.py::"
+_AR = "tests/actor/broker/test_pop_ack_range.py::"
+_PR = "tests/unit/protocol/test_pop_records.py::"
 
 MUTANTS: list[Mutant] = [
     Mutant(
@@ -133,6 +136,75 @@ MUTANTS: list[Mutant] = [
         ],
     ),
     Mutant(
+        "ACK_MESSAGE skips its offset check (an ACK outside the queue's range is taken)",
+        "actors/broker/pop/ack.py",
+        "        bad = self._check_offset(topic, queue_id, offset)\n        if bad is not None:\n"
+        "            return bad\n        if qid == POP_ORDER_REVIVE_QUEUE:",
+        "        bad = None  # MUTANT\n        if bad is not None:\n"
+        "            return bad\n        if qid == POP_ORDER_REVIVE_QUEUE:",
+        [
+            _AK + "test_every_refusal_keeps_its_code",
+            _AR + "test_an_ack_is_judged_by_the_range_its_queue_has_now",
+        ],
+    ),
+    Mutant(
+        "ACK_MESSAGE answered before the put carrying its record is stored",
+        "actors/broker/pop/ack.py",
+        "        if self.batcher.submit(qid, key, offset, on_done):\n            return None",
+        "        if self.batcher.submit(qid, key, offset, lambda o: None):\n"
+        "            on_done(DONE)  # MUTANT\n            return None",
+        [_AK + "test_an_ack_is_answered_only_once_its_record_is_stored"],
+    ),
+    Mutant(
+        "a plain topic's queue range read once and kept (a cut or deleted queue still takes ACKs)",
+        "actors/broker/static_topic/logic_store.py",
+        "            return self.view.queue_range(topic, queue_id)\n"
+        "        if not self.valid_queue",
+        "            return self.__dict__.setdefault(  # MUTANT\n"
+        "                (topic, queue_id), self.view.queue_range(topic, queue_id)\n"
+        "            )\n        if not self.valid_queue",
+        [_AR + "test_an_ack_is_judged_by_the_range_its_queue_has_now"],
+    ),
+    Mutant(
+        "the queue range of a queue the store does not have takes any offset",
+        "storage/store_read.py",
+        "return (cq.min_offset, cq.max_offset) if cq else (0, 0)",
+        "return (cq.min_offset, cq.max_offset) if cq else (0, 1 << 62)  # MUTANT",
+        [_AR + "test_an_ack_is_judged_by_the_range_its_queue_has_now"],
+    ),
+    Mutant(
+        "the ACK header read straight from extFields takes a negative queueId as positive",
+        "protocol/pop_headers.py",
+        "return group, topic, int(queue_id), extra_info, int(offset)",
+        "return group, topic, abs(int(queue_id)), extra_info, int(offset)  # MUTANT",
+        [_PR + "test_ack_fields_are_from_ext_or_step_aside"],
+    ),
+    Mutant(
+        "CK / ACK record JSON through orjson with its keys unsorted",
+        "protocol/pop_checkpoint.py",
+        "        return orjson.dumps(kept, option=orjson.OPT_SORT_KEYS)",
+        "        return orjson.dumps(kept)  # MUTANT",
+        [_PR + "test_record_json_is_byte_for_byte_the_standard_encoders_for_printable_text"],
+    ),
+    Mutant(
+        "a turn's batcher task not woken by the first item queued",
+        "actors/broker/store/turn_puts.py",
+        "        if len(queued) == 1:",
+        "        if len(queued) == 0:  # MUTANT",
+        [
+            "tests/unit/actors/broker/pop/test_ack_batch.py::test_one_turn_one_put_answered_only_once_stored",
+        ],
+    ),
+    Mutant(
+        "the revive's offset -> bit map keeps a repeated offset's last bit, not its first",
+        "protocol/pop_checkpoint.py",
+        "                bits.setdefault(start + diff, i)  # `index_of_ack` finds the first",
+        "                bits[start + diff] = i  # MUTANT",
+        [
+            "tests/unit/actors/broker/pop/test_revive.py::test_a_cks_ack_bits_are_index_of_ack_of_every_offset"
+        ],
+    ),
+    Mutant(
         "a batched transaction op names only the first END of its turn",
         "actors/broker/transaction/op_batch.py",
         "msg = self.make_op([o for q in batch for o in q.offsets])",
@@ -145,8 +217,8 @@ MUTANTS: list[Mutant] = [
     Mutant(
         "POP ACKs of one turn merged across checkpoints of one queue",
         "actors/broker/pop/ack_batch.py",
-        "groups.setdefault((qid, ack.merge_key), []).append(i)",
-        "groups.setdefault((qid, ack.merge_key[:3]), []).append(i)  # MUTANT",
+        "groups.setdefault((qid, key), []).append(i)",
+        "groups.setdefault((qid, key[:3]), []).append(i)  # MUTANT",
         [
             "tests/unit/actors/broker/pop/test_ack_batch.py::test_acks_of_two_checkpoints_are_never_merged",
             "tests/actor/broker/test_pop_ack_batch.py::test_acks_of_one_turn_survive_a_power_cut_and_only_the_unacked_come_back",
@@ -180,8 +252,8 @@ MUTANTS: list[Mutant] = [
     Mutant(
         "an ACK's templated answer carries the marker opaque, not the request's",
         "protocol/answer_frames.py",
-        "digits = str(request.opaque).encode()",
-        "digits = str(_MARK).encode()  # MUTANT",
+        'digits = b"%d" % request.opaque',
+        'digits = b"%d" % _MARK  # MUTANT',
         [
             "tests/unit/protocol/test_answer_frames.py",
             "tests/actor/kernel/test_rpc_latency.py::test_an_answer_given_as_a_frame_arrives_and_is_timed_once",

@@ -63,12 +63,15 @@ from rocketrio.protocol.pop_checkpoint import (
     PopCheckPoint,
 )
 from rocketrio.protocol.pop_extra_info import (
+    NORMAL_TOPIC,
     POP_ORDER_REVIVE_QUEUE,
     ExtraInfo,
     ExtraInfoError,
+    ExtraInfoFields,
+    parse_fields,
     real_topic,
 )
-from rocketrio.protocol.pop_headers import AckMessageRequestHeader, ChangeInvisibleTimeRequestHeader
+from rocketrio.protocol.pop_headers import ChangeInvisibleTimeRequestHeader
 from rocketrio.storage.message_store import MessageToStore, PutResult
 
 DONE = Done()
@@ -99,8 +102,10 @@ class PopAckProcessor:
         next_revive_qid: Callable[[], int],
         acting_ack: Callable[[int, AckMsg], bool] | None = None,
         record_escape: Callable[[], PopRecordEscape | None] = lambda: None,
+        acting: Callable[[], bool] = lambda: False,
     ) -> None:
         self.record_escape = record_escape  # set while this slave acts (module docstring)
+        self.acting = acting  # this slave acts for its dead master (RIP-32): see acting_ack
         # RIP-32 (module docstring): applies an ACK in memory on an acting slave; False when
         # not acting or the CK is not held
         self.acting_ack = acting_ack
@@ -119,17 +124,20 @@ class PopAckProcessor:
         c = self.config
         return ack_message(ack, c.revive_topic, revive_qid, self.now_ms(), self.store_host)
 
-    def _receipt(self, extra_info: str) -> ExtraInfo | Refusal:
+    def _receipt(self, extra_info: str) -> ExtraInfoFields | Refusal:
+        """The receipt's fields (`ExtraInfo`'s, as a tuple: one per acknowledged message), or
+        the refusal of a receipt that is not upstream's or names no revive queue."""
         try:
-            extra = ExtraInfo.parse(extra_info)
+            extra = parse_fields(extra_info)
         except ExtraInfoError as e:
             return Refusal(ResponseCode.INVALID_PARAMETER, str(e))
-        if extra.revive_qid == POP_ORDER_REVIVE_QUEUE:
+        qid = extra[3]
+        if qid == POP_ORDER_REVIVE_QUEUE:
             return extra
-        if not 0 <= extra.revive_qid < self.config.revive_queue_num:
+        if not 0 <= qid < self.config.revive_queue_num:
             return Refusal(
                 ResponseCode.INVALID_PARAMETER,
-                f"reviveQid {extra.revive_qid} of extraInfo is not a revive queue "
+                f"reviveQid {qid} of extraInfo is not a revive queue "
                 f"(reviveQueueNum={self.config.revive_queue_num})",
             )
         return extra
@@ -140,14 +148,14 @@ class PopAckProcessor:
             return Refusal(
                 ResponseCode.TOPIC_NOT_EXIST, f"topic[{topic}] not exist, apply first please!"
             )
-        if not self.store.valid_queue(topic, queue_id, tc.readQueueNums):
+        found = self.store.queue_range(topic, queue_id, tc.readQueueNums)
+        if found is None:
             return Refusal(
                 ResponseCode.MESSAGE_ILLEGAL,
                 f"queueId[{queue_id}] is illegal, topic:[{topic}] "
                 f"topicConfig.readQueueNums:[{tc.readQueueNums}]",
             )
-        lo = self.store.get_min_offset(topic, queue_id)
-        hi = self.store.get_max_offset(topic, queue_id)
+        lo, hi = found
         if offset < lo or offset > hi:
             return Refusal(
                 ResponseCode.NO_MESSAGE,
@@ -179,44 +187,52 @@ class PopAckProcessor:
         return None
 
     def ack_nowait(
-        self, h: AckMessageRequestHeader, on_done: OnAcked
+        self, group: str, topic: str, queue_id: int, extra_info: str, offset: int, on_done: OnAcked
     ) -> Refusal | Awaitable[Refusal | None] | None:
-        """ACK_MESSAGE: a refusal now, or None and ``on_done`` gets the outcome once the ACK
-        record is stored. No coroutine on the common path (the ACK queued for its turn's put,
-        or answered at once); only when the record must be put alone (the batcher is full or
-        stopped) the awaitable of that put (a refusal or None, as above). Called once per
-        acknowledged message, so the remoting handler answers it inline like the send path."""
-        extra = self._receipt(h.extraInfo)
+        """ACK_MESSAGE (the header's consumerGroup, topic, queueId, extraInfo, offset): a
+        refusal now, or None and ``on_done`` gets the outcome once the ACK record is stored. No
+        coroutine on the common path (the ACK queued for its turn's put, or answered at once);
+        only when the record must be put alone (the batcher is full or stopped) the awaitable of
+        that put (a refusal or None, as above). Called once per acknowledged message, so the
+        remoting handler answers it inline like the send path, and the ACK is queued as its
+        CK's merge key and offset (the AckMsg is made per record, ack_batch.py)."""
+        extra = self._receipt(extra_info)
         if isinstance(extra, Refusal):
             return extra
-        topic = extra.real_topic(h.topic, h.consumerGroup)
-        bad = self._check_offset(topic, h.queueId, h.offset)
+        ck_offset, pop_time, _, qid, retry, broker_name, _, _ = extra
+        if retry != NORMAL_TOPIC:
+            topic = real_topic(topic, group, retry)
+        bad = self._check_offset(topic, queue_id, offset)
         if bad is not None:
             return bad
-        if extra.revive_qid == POP_ORDER_REVIVE_QUEUE:
-            refusal = self.order.ack(topic, h.consumerGroup, h.queueId, h.offset, extra.pop_time)
+        if qid == POP_ORDER_REVIVE_QUEUE:
+            refusal = self.order.ack(topic, group, queue_id, offset, pop_time)
             on_done(refusal or DONE)
             return None
-        ack = AckMsg(
-            (h.offset,),
-            extra.ck_queue_offset,
-            h.consumerGroup,
-            topic,
-            h.queueId,
-            extra.pop_time,
-            extra.broker_name,
-        )
-        if self.acting_ack is not None and self.acting_ack(extra.revive_qid, ack):
+        key = (topic, group, queue_id, ck_offset, pop_time, broker_name)
+        escape = self.record_escape()
+        if escape is not None or self.acting():  # RIP-32's acting slave (module docstring)
+            return self._acting_ack(qid, AckMsg.of_key(key, (offset,)), escape, on_done)
+        if self.batcher.submit(qid, key, offset, on_done):
+            return None  # answered once the turn's put is stored (ack_batch.py)
+        msg = self._ack_record(AckMsg.of_key(key, (offset,)), qid)
+        return self._put([msg], lambda: on_done(DONE), on_done)
+
+    def _acting_ack(
+        self, qid: int, ack: AckMsg, escape: PopRecordEscape | None, on_done: OnAcked
+    ) -> Refusal | Awaitable[Refusal | None] | None:
+        """`ack_nowait` on a slave acting for its dead master (or still holding pins of CKs it
+        escaped, ``escape``): applied in memory when its revive rounds hold the CK, else sent to
+        the CK's pinned master, else as on a master."""
+        if self.acting_ack is not None and self.acting_ack(qid, ack):
             on_done(DONE)  # the acting slave's revive will not revive it (module docstring)
             return None
-        escape = self.record_escape()
         if escape is not None:  # an acting slave: the CK's pinned master (module docstring)
-            msg = self._ack_record(ack, extra.revive_qid)
+            msg = self._ack_record(ack, qid)
             return _queued(escape.submit(ack.merge_key, [msg], lambda: on_done(DONE), acked=1))
-        if self.batcher.submit(extra.revive_qid, ack, on_done):
-            return None  # answered once the turn's put is stored (ack_batch.py)
-        msg = self._ack_record(ack, extra.revive_qid)
-        return self._put([msg], lambda: on_done(DONE), on_done)
+        if self.batcher.submit(qid, ack.merge_key, ack.ack_offsets[0], on_done):
+            return None
+        return self._put([self._ack_record(ack, qid)], lambda: on_done(DONE), on_done)
 
     async def batch_ack(self, body: BatchAckMessageRequestBody, on_done: OnAcked) -> Refusal | None:
         """BATCH_ACK_MESSAGE: like `ack_nowait`, one ``bAck`` record per CK, one store request."""
@@ -284,9 +300,10 @@ class PopAckProcessor:
         """CHANGE_MESSAGE_INVISIBLETIME: the new CK and the ACK of the old receipt go in one
         store request, the CK first (upstream's order); ``on_done`` gets the new receipt's
         popTime / invisibleTime / reviveQid once both are stored."""
-        extra = self._receipt(h.extraInfo)
-        if isinstance(extra, Refusal):
-            return extra
+        fields = self._receipt(h.extraInfo)
+        if isinstance(fields, Refusal):
+            return fields
+        extra = ExtraInfo(*fields)
         if h.invisibleTime <= 0:
             return Refusal(
                 ResponseCode.INVALID_PARAMETER, f"invisibleTime {h.invisibleTime} must be positive"

@@ -53,21 +53,20 @@ class MergedAck:
     items: tuple[int, ...]
 
 
-def merge_acks(acks: Sequence[tuple[int, AckMsg]]) -> list[MergedAck]:
-    """(revive queue, ACK) pairs as records, one per CK (module docstring), in first-seen
-    order; offsets of a merged record ascending and distinct."""
+def merge_acks(acks: Sequence[tuple[int, MergeKey, int]]) -> list[MergedAck]:
+    """(revive queue, CK merge key, acknowledged offset) triples as records, one per CK (module
+    docstring), in first-seen order; offsets of a merged record ascending and distinct."""
     groups: dict[tuple[int, MergeKey], list[int]] = {}
-    for i, (qid, ack) in enumerate(acks):
-        groups.setdefault((qid, ack.merge_key), []).append(i)
+    for i, (qid, key, _) in enumerate(acks):
+        groups.setdefault((qid, key), []).append(i)
     out: list[MergedAck] = []
-    for (qid, _), idx in groups.items():
-        first = acks[idx[0]][1]
+    for (qid, key), idx in groups.items():
         if len(idx) == 1:
-            out.append(MergedAck(qid, first, (idx[0],)))
+            i = idx[0]
+            out.append(MergedAck(qid, AckMsg.of_key(key, (acks[i][2],)), (i,)))
             continue
-        offsets = sorted({o for i in idx for o in acks[i][1].ack_offsets})
-        merged = attrs.evolve(first, ack_offsets=tuple(offsets), batch=True)
-        out.append(MergedAck(qid, merged, tuple(idx)))
+        offsets = tuple(sorted({acks[i][2] for i in idx}))
+        out.append(MergedAck(qid, AckMsg.of_key(key, offsets, batch=True), tuple(idx)))
     return out
 
 
@@ -75,14 +74,15 @@ OnAcked = Callable[[Done | Refusal], None]
 ToMessage = Callable[[AckMsg, int], MessageToStore]  # (ack, revive qid) -> its record
 _DONE = Done()
 
-# one queued ACK: (revive queue, ack, on_acked); a plain tuple, made on every ACK_MESSAGE
-_Queued = tuple[int, AckMsg, OnAcked]
+# one queued ACK: (revive queue, its CK's merge key, offset, on_acked); a plain tuple, made on
+# every ACK_MESSAGE (the AckMsg is made per record, in `merge_acks`)
+_Queued = tuple[int, MergeKey, int, OnAcked]
 
 
 def _answer(batch: list[_Queued], refusal: Refusal | None) -> None:
     outcome = _DONE if refusal is None else refusal
     for q in batch:
-        q[2](outcome)
+        q[3](outcome)
 
 
 class AckBatcher:
@@ -104,15 +104,15 @@ class AckBatcher:
     def puts(self) -> int:
         return self._puts.puts
 
-    def submit(self, revive_qid: int, ack: AckMsg, on_acked: OnAcked) -> bool:
-        """Queue one ACK; ``on_acked`` gets `Done` once its record is stored, or the store's
-        refusal. False (nothing queued) when the task is not running or the queue is full: the
-        caller then writes the record itself."""
-        return self._puts.submit((revive_qid, ack, on_acked))
+    def submit(self, revive_qid: int, key: MergeKey, offset: int, on_acked: OnAcked) -> bool:
+        """Queue the ACK of ``offset`` of the CK ``key`` names; ``on_acked`` gets `Done` once its
+        record is stored, or the store's refusal. False (nothing queued) when the task is not
+        running or the queue is full: the caller then writes the record itself."""
+        return self._puts.submit((revive_qid, key, offset, on_acked))
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         await self._puts.run(task_status=task_status)
 
     def _records(self, batch: list[_Queued]) -> list[MessageToStore]:
-        merged = merge_acks([(q[0], q[1]) for q in batch])
+        merged = merge_acks([q[:3] for q in batch])
         return [self.to_message(m.ack, m.revive_qid) for m in merged]

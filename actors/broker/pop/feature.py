@@ -86,6 +86,7 @@ class PopFeature:
             next_revive_qid=self.pop.next_revive_qid,
             acting_ack=lambda qid, ack: acting() and self.revive.apply_ack(qid, ack),
             record_escape=record_escape,
+            acting=acting,
         )
         self.revive = PopReviveService(
             ReviveConfig.of(config),

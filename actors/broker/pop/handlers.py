@@ -15,6 +15,7 @@ CHANGE_MESSAGE_INVISIBLETIME answers a ChangeInvisibleTimeResponseHeader. GET_PO
 from __future__ import annotations
 
 from collections.abc import Awaitable
+from functools import partial
 from typing import Any, assert_never
 
 from rocketrio.actors.broker.dispatch.answers import answer_done
@@ -36,6 +37,7 @@ from rocketrio.protocol.pop_headers import (
     PopInflightItem,
     PopMessageRequestHeader,
     PopMessageResponseHeader,
+    ack_fields,
 )
 from rocketrio.protocol.remoting import RemotingCommand
 from rocketrio.protocol.serde import from_ext, to_ext, to_json
@@ -82,7 +84,7 @@ def _changed(cmd: RemotingCommand, outcome: InvisibleTimeChanged | Refusal) -> R
 
 def _answer_ack(ctx: RequestContext, outcome: Done | Refusal) -> None:
     """An ACK's answer; SUCCESS from its template (one per acknowledged message, all alike)."""
-    if isinstance(outcome, Done):
+    if outcome.__class__ is Done:  # nothing subclasses Done; no isinstance call per ACK
         frame = empty_answer_frame(ctx.cmd, RC.SUCCESS)
         if frame is not None:
             ctx.respond_frame(RC.SUCCESS, frame)
@@ -113,8 +115,11 @@ def pop_handlers(
         """No coroutine unless the ACK's record must be put alone (`PopAckProcessor.ack_nowait`):
         one ACK_MESSAGE per acknowledged message makes this the POP consumer's hot path."""
         cmd = ctx.cmd
-        h = from_ext(AckMessageRequestHeader, cmd.ext_fields)
-        result = acks.ack_nowait(h, lambda outcome: _answer_ack(ctx, outcome))
+        f = ack_fields(cmd.ext_fields)
+        if f is None:  # not plainly readable: the converter's value, or its HeaderError
+            h = from_ext(AckMessageRequestHeader, cmd.ext_fields)
+            f = (h.consumerGroup, h.topic, h.queueId, h.extraInfo, h.offset)
+        result = acks.ack_nowait(*f, partial(_answer_ack, ctx))  # no frame of its own
         if result is None:
             return None
         if isinstance(result, Refusal):

@@ -31,6 +31,7 @@ class _Pending:
     ck: PopCheckPoint
     offset: int  # of the CK record in the revive queue
     acked: int  # bit i set: message i acknowledged
+    bits: dict[int, int] | None = None  # ck.ack_bits(), made at the CK's first ACK
 
     @property
     def all_acked(self) -> bool:
@@ -78,8 +79,11 @@ class ReviveCore:
             self.unmatched_acks += 1
             return AckMatch(0, False)
         newly = 0
+        bits = pending.bits
+        if bits is None:
+            bits = pending.bits = pending.ck.ack_bits()
         for offset in ack.ack_offsets:
-            i = pending.ck.index_of_ack(offset)
+            i = bits.get(offset, -1)  # ck.index_of_ack(offset)
             if i >= 0 and not pending.acked >> i & 1:
                 pending.acked |= 1 << i
                 newly += 1

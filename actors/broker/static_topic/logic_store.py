@@ -285,3 +285,16 @@ class LogicQueueStore:
         if detail is None:
             return 0 <= queue_id < read_queue_nums
         return 0 <= queue_id < detail.totalQueues
+
+    def queue_range(
+        self, topic: str, queue_id: int, read_queue_nums: int
+    ) -> tuple[int, int] | None:
+        """`valid_queue` and the queue's [min, max]: a plain topic's from the store in one read
+        (the ACK's hot path: the mapping looked up once), a static topic's logic range."""
+        if self.mappings.get(topic) is None:
+            if not 0 <= queue_id < read_queue_nums:
+                return None
+            return self.view.queue_range(topic, queue_id)
+        if not self.valid_queue(topic, queue_id, read_queue_nums):
+            return None
+        return self.get_min_offset(topic, queue_id), self.get_max_offset(topic, queue_id)

@@ -48,6 +48,14 @@ class QueueReader(Protocol):
         """Whether ``queue_id`` names a queue of ``topic`` (a POP or an ACK may name it)."""
         ...
 
+    def queue_range(
+        self, topic: str, queue_id: int, read_queue_nums: int
+    ) -> tuple[int, int] | None:
+        """`valid_queue`, then (`get_min_offset`, `get_max_offset`) in one call: None when
+        ``queue_id`` names no queue of ``topic``. An ACK's offset check, once per acknowledged
+        message, so it reads the store's queue once instead of through each layer twice."""
+        ...
+
 
 class PhysicalQueues:
     """The store's own queues: `QueueReader` over a `StoreView`."""
@@ -79,3 +87,10 @@ class PhysicalQueues:
 
     def valid_queue(self, topic: str, queue_id: int, read_queue_nums: int) -> bool:
         return 0 <= queue_id < read_queue_nums
+
+    def queue_range(
+        self, topic: str, queue_id: int, read_queue_nums: int
+    ) -> tuple[int, int] | None:
+        if not 0 <= queue_id < read_queue_nums:
+            return None
+        return self.view.queue_range(topic, queue_id)

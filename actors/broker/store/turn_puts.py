@@ -53,10 +53,12 @@ class TurnPuts(Generic[Q]):
         self.puts = 0  # store puts made (figures and tests)
 
     def submit(self, item: Q) -> bool:
-        if not self.running or len(self._queued) >= self.max_queued:
+        queued = self._queued
+        if not self.running or len(queued) >= self.max_queued:
             return False
-        self._queued.append(item)
-        self._wake.set()
+        queued.append(item)
+        if len(queued) == 1:  # else the task is woken already, or takes it before it waits
+            self._wake.set()
         return True
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:

@@ -177,6 +177,10 @@ class StoreView:
     def get_min_offset(self, topic: str, queue_id: int) -> int:
         return self._store.get_min_offset(topic, queue_id)
 
+    def queue_range(self, topic: str, queue_id: int) -> tuple[int, int]:
+        """(min, max) offsets of a queue, read together (as `get_min_offset`, `get_max_offset`)."""
+        return self._store.queue_range(topic, queue_id)
+
     def get_message_store_timestamp(self, topic: str, queue_id: int, offset: int) -> int | None:
         return self._store.get_message_store_timestamp(topic, queue_id, offset)
 

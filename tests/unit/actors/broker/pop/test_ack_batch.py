@@ -14,11 +14,11 @@ from hypothesis import strategies as st
 
 from rocketrio.actors.broker.dispatch.outcomes import Done, PutStatus, Refusal
 from rocketrio.actors.broker.pop.ack import not_stored
-from rocketrio.actors.broker.pop.ack_batch import AckBatcher, merge_acks
+from rocketrio.actors.broker.pop.ack_batch import AckBatcher, MergedAck, merge_acks
 from rocketrio.actors.broker.pop.revive import ReviveCore
 from rocketrio.actors.broker.store.messages import PutCallback
 from rocketrio.protocol.codes import ResponseCode
-from rocketrio.protocol.pop_checkpoint import AckMsg, PopCheckPoint
+from rocketrio.protocol.pop_checkpoint import AckMsg, MergeKey, PopCheckPoint
 from rocketrio.storage.message_store import MessageToStore, PutResult
 
 
@@ -26,8 +26,17 @@ def ack(offset: int, *, start: int = 0, pop_time: int = 1000, queue: int = 0) ->
     return AckMsg((offset,), start, "G", "T", queue, pop_time, "b")
 
 
+def queued(qid: int, a: AckMsg) -> tuple[int, MergeKey, int]:
+    """An ACK as the batcher queues it: (revive queue, its CK's merge key, its offset)."""
+    return qid, a.merge_key, a.ack_offsets[0]
+
+
+def merge(acks: list[tuple[int, AckMsg]]) -> list[MergedAck]:
+    return merge_acks([queued(q, a) for q, a in acks])
+
+
 def test_acks_of_one_checkpoint_become_one_batch_record() -> None:
-    merged = merge_acks([(0, ack(3)), (0, ack(1)), (0, ack(3)), (0, ack(2))])
+    merged = merge([(0, ack(3)), (0, ack(1)), (0, ack(3)), (0, ack(2))])
     assert len(merged) == 1
     m = merged[0]
     assert m.ack.batch and m.ack.ack_offsets == (1, 2, 3)
@@ -37,9 +46,9 @@ def test_acks_of_one_checkpoint_become_one_batch_record() -> None:
 
 def test_a_lone_ack_stays_the_record_it_was() -> None:
     a = ack(5)
-    assert merge_acks([(2, a)]) == [merge_acks([(2, a)])[0]]
-    (m,) = merge_acks([(2, a)])
-    assert m.ack is a and not m.ack.batch and m.revive_qid == 2 and m.items == (0,)
+    (m,) = merge([(2, a)])
+    assert m.ack == a and not m.ack.batch and m.revive_qid == 2 and m.items == (0,)
+    assert m.ack.to_json() == a.to_json()
 
 
 def test_acks_of_two_checkpoints_are_never_merged() -> None:
@@ -53,10 +62,10 @@ def test_acks_of_two_checkpoints_are_never_merged() -> None:
         attrs.evolve(base, broker_name="c"),
     ]
     for other in others:
-        merged = merge_acks([(0, base), (0, other)])
+        merged = merge([(0, base), (0, other)])
         assert [m.items for m in merged] == [(0,), (1,)]
         assert [m.ack for m in merged] == [base, other]
-    merged = merge_acks([(0, base), (1, base)])  # same CK key in two revive queues
+    merged = merge([(0, base), (1, base)])  # same CK key in two revive queues
     assert [(m.revive_qid, m.items) for m in merged] == [(0, (0,)), (1, (1,))]
 
 
@@ -75,7 +84,7 @@ def test_merged_records_ack_exactly_what_the_acks_did(
     """Fed to a revive core (per revive queue), the merged records set the same bits of the
     same checkpoints as the ACKs one by one, and every ACK is covered exactly once."""
     acks = [(q, ack(s + o, start=s, pop_time=1000 + p)) for q, s, p, o in draws]
-    merged = merge_acks(acks)
+    merged = merge(acks)
     assert sorted(i for m in merged for i in m.items) == list(range(len(acks)))
 
     def revive_state(records: list[tuple[int, AckMsg]]) -> list[list[tuple[int, ...]]]:
@@ -136,11 +145,15 @@ async def test_one_turn_one_put_answered_only_once_stored(
     batcher = AckBatcher(writer, record, not_stored)
     answers: list[Any] = []
     async with trio.open_nursery() as n:
-        assert not batcher.submit(0, ack(1), answers.append)  # not running yet
+        assert not batcher.submit(*queued(0, ack(1)), answers.append)  # not running yet
         await n.start(batcher.run)
         for i in range(5):
-            assert batcher.submit(0, ack(i), lambda o, i=i: answers.append(named(o, f"ok{i}")))
-        assert batcher.submit(1, ack(9, start=9), lambda o: answers.append(named(o, "ok9")))
+            assert batcher.submit(
+                *queued(0, ack(i)), lambda o, i=i: answers.append(named(o, f"ok{i}"))
+            )
+        assert batcher.submit(
+            *queued(1, ack(9, start=9)), lambda o: answers.append(named(o, "ok9"))
+        )
         await trio.testing.wait_all_tasks_blocked()
         assert len(writer.puts) == 1
         msgs, on_done = writer.puts[0]
@@ -151,7 +164,7 @@ async def test_one_turn_one_put_answered_only_once_stored(
         assert answers == ["ok0", "ok1", "ok2", "ok3", "ok4", "ok9"]
 
         answers.clear()
-        batcher.submit(0, ack(7), answers.append)
+        batcher.submit(*queued(0, ack(7)), answers.append)
         await trio.testing.wait_all_tasks_blocked()
         assert len(writer.puts) == 2
         writer.puts[1][1]([], PutStatus.OS_PAGE_CACHE_BUSY, "busy")

@@ -379,3 +379,29 @@ def test_revive_returns_exactly_the_unacked_offsets_of_due_cks(
         core.revived(r.key)
     assert core.due(PT + now_delta) == []
     assert core.revive_offset() in (*pending_offsets, core.read_offset)
+
+
+@given(
+    st.integers(0, 50),
+    st.integers(0, 40),
+    st.one_of(st.just(()), st.lists(st.integers(-2, 40), max_size=40).map(tuple)),
+)
+def test_a_cks_ack_bits_are_index_of_ack_of_every_offset(
+    start: int, num: int, diffs: tuple[int, ...]
+) -> None:
+    """The revive's offset -> bit map (`ack_bits`) answers as `index_of_ack` does for every
+    offset, held or not (repeated and negative diffs included)."""
+    ck = PopCheckPoint(
+        start_offset=start,
+        pop_time=1,
+        invisible_time=1,
+        num=num,
+        queue_id=0,
+        topic="T",
+        cid="G",
+        broker_name="b",
+        queue_offset_diff=diffs,
+    )
+    bits = ck.ack_bits()
+    for offset in range(start - 3, start + 45):
+        assert bits.get(offset, -1) == ck.index_of_ack(offset)
