@@ -148,6 +148,16 @@ MUTANTS: list[Mutant] = [
         ],
     ),
     Mutant(
+        "BATCH_ACK's one range read per CK takes an offset above the queue's max",
+        "actors/broker/pop/ack.py",
+        "            offsets = [o for o in b.ack_offsets() if lo <= o <= hi]",
+        "            offsets = [o for o in b.ack_offsets() if lo <= o]  # MUTANT",
+        [
+            _AK + "test_a_batch_ack_takes_exactly_the_offsets_ack_message_takes",
+            _AK + "test_a_batch_ack_reads_the_range_the_queue_has_now",
+        ],
+    ),
+    Mutant(
         "ACK_MESSAGE answered before the put carrying its record is stored",
         "actors/broker/pop/ack.py",
         "        if self.batcher.submit(qid, key, offset, on_done):\n            return None",

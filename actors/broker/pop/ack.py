@@ -142,6 +142,14 @@ class PopAckProcessor:
             )
         return extra
 
+    def _range_of(self, topic: str, queue_id: int) -> tuple[int, int] | None:
+        """The queue's [min, max] as `_check_offset` reads it; None where it refuses every
+        offset (no such topic, or a queue the topic lacks)."""
+        tc = self.topics.select(topic)
+        if tc is None:
+            return None
+        return self.store.queue_range(topic, queue_id, tc.readQueueNums)
+
     def _check_offset(self, topic: str, queue_id: int, offset: int) -> Refusal | None:
         tc = self.topics.select(topic)
         if tc is None:
@@ -251,11 +259,11 @@ class PopAckProcessor:
                     f"reviveQueueId {b.revive_queue_id} is not a revive queue",
                 )
             topic = real_topic(b.topic, b.consumer_group, b.retry)
-            offsets = [
-                o
-                for o in b.ack_offsets()
-                if self._check_offset(topic, b.queue_id, o) is None  # upstream skips these
-            ]
+            found = self._range_of(topic, b.queue_id)  # one read per CK, not per offset
+            if found is None:
+                continue  # upstream skips offsets `_check_offset` refuses: here all of them
+            lo, hi = found
+            offsets = [o for o in b.ack_offsets() if lo <= o <= hi]
             if not offsets:
                 continue
             ack = AckMsg(
