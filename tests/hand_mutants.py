@@ -158,6 +158,20 @@ MUTANTS: list[Mutant] = [
         ],
     ),
     Mutant(
+        "put_and_wait(nowait_first) drops a put the full inbox refused",
+        "actors/broker/store/messages.py",
+        "            except trio.WouldBlock:\n                await writer.put(messages, on_done)",
+        "            except trio.WouldBlock:\n                pass  # MUTANT",
+        ["tests/unit/actors/broker/store/test_put_and_wait.py"],
+    ),
+    Mutant(
+        "a POP ACK put the full inbox refused is never written",
+        "actors/broker/pop/ack.py",
+        "            except trio.WouldBlock:\n                await self.writer.put(msgs, done)",
+        "            except trio.WouldBlock:\n                pass  # MUTANT",
+        [_AK + "test_a_batch_ack_put_waits_for_inbox_space_only_when_the_inbox_is_full"],
+    ),
+    Mutant(
         "ACK_MESSAGE answered before the put carrying its record is stored",
         "actors/broker/pop/ack.py",
         "        if self.batcher.submit(qid, key, offset, on_done):\n            return None",

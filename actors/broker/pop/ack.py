@@ -43,6 +43,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 
 import attrs
+import trio
 
 from rocketrio.actors.broker.dispatch.outcomes import Done, PutStatus, Refusal
 from rocketrio.actors.broker.pop.ack_batch import AckBatcher
@@ -189,7 +190,10 @@ class PopAckProcessor:
                 on_done(not_stored(status, remark))
 
         try:
-            await self.writer.put(msgs, done)
+            try:  # no checkpoint unless the inbox is full (backpressure)
+                self.writer.put_nowait(msgs, done)
+            except trio.WouldBlock:
+                await self.writer.put(msgs, done)
         except ActorStopped:
             return not_stored(PutStatus.SERVICE_NOT_AVAILABLE, "the store is stopped")
         return None

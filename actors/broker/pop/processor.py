@@ -496,7 +496,7 @@ class PopMessageProcessor:
         escape = self.record_escape()
         if escape is not None:
             return await escape.put_ck(ck.merge_key, ck.num, msg) is None
-        return (await put_and_wait(self.writer, [msg])).stored
+        return (await put_and_wait(self.writer, [msg], nowait_first=True)).stored
 
     def _as_original(self, p: _Pop, retry_topic: str, ck_offset: int, record: bytes) -> bytes:
         """A pop retry topic's record re-encoded under the original topic with its receipt in

@@ -61,12 +61,17 @@ class FakeWriter:
 
     def __init__(self) -> None:
         self.puts: list[tuple[list[MessageToStore], PutCallback]] = []
+        self.full = False  # put_nowait refuses (an inbox that is full): put must be awaited
+        self.awaited = 0  # puts that came through `put`
 
     async def put(self, messages: list[MessageToStore], on_done: PutCallback) -> None:
+        self.awaited += 1
         self.puts.append((messages, on_done))
 
     def put_nowait(self, messages: list[MessageToStore], on_done: PutCallback) -> None:
-        raise NotImplementedError
+        if self.full:
+            raise trio.WouldBlock
+        self.puts.append((messages, on_done))
 
     async def put_batch(self, put: Any) -> None:
         raise NotImplementedError
@@ -238,3 +243,18 @@ def test_a_batch_ack_reads_the_range_the_queue_has_now() -> None:
     queues.ranges[(TOPIC, 0)] = (5, 7)  # cleaned below 5, truncated to 7
     batch_ack(p, [(TOPIC, 0, 4, (0, 3, 4))])
     assert [json.loads(msgs[0].body)["aol"] for msgs, _ in writer.puts] == [[4, 7, 8], [7]]
+
+
+def test_a_batch_ack_put_waits_for_inbox_space_only_when_the_inbox_is_full() -> None:
+    """The records go without a checkpoint while the inbox has room; a full inbox makes the
+    BATCH_ACK await `put` (backpressure), and either way it is answered once stored."""
+    writer, queues = FakeWriter(), Queues()
+    queues.ranges[(TOPIC, 0)] = (0, 40)
+    p = processor(writer, queues)
+    for full in (False, True):
+        writer.full = full
+        refusal, answers = batch_ack(p, [(TOPIC, 0, 4, (0, 1))])
+        assert refusal is None and answers == []
+        writer.puts[-1][1]([PutResult(0, 0, 0, "", 0)], PutStatus.PUT_OK, None)
+        assert answers == [Done()]
+    assert len(writer.puts) == 2 and writer.awaited == 1
