@@ -172,6 +172,43 @@ MUTANTS: list[Mutant] = [
         [_AK + "test_a_batch_ack_put_waits_for_inbox_space_only_when_the_inbox_is_full"],
     ),
     Mutant(
+        "the revive's offset -> bit map keeps offsets below the CK's start",
+        "protocol/pop_checkpoint.py",
+        "        if min(diffs) < 0:",
+        "        if min(diffs) < -100:  # MUTANT",
+        [
+            "tests/unit/actors/broker/pop/test_revive.py::test_a_cks_ack_bits_are_index_of_ack_of_every_offset"
+        ],
+    ),
+    Mutant(
+        "the revive's ACK match drops the CK's first message (bit 0)",
+        "actors/broker/pop/revive.py",
+        "            if i is not None and not acked >> i & 1:",
+        "            if i and not acked >> i & 1:  # MUTANT",
+        ["tests/unit/actors/broker/pop/test_revive.py"],
+    ),
+    Mutant(
+        "a record body read through orjson even with an integer beyond 64 bits",
+        "protocol/pop_checkpoint.py",
+        "        if _LONG_NUMBER.search(body) is not None:",
+        "        if False:  # MUTANT",
+        [_PR + "test_record_bodies_read_as_the_standard_decoder_reads_them"],
+    ),
+    Mutant(
+        "a CK's queue offset diffs taken from the wrong start",
+        "actors/broker/pop/processor.py",
+        "queue_offset_diff=tuple(map(operator.sub, qoffsets, repeat(offset))),",
+        "queue_offset_diff=tuple(map(operator.sub, qoffsets, repeat(offset - 1))),  # MUTANT",
+        ["tests/actor/broker/test_pop.py"],
+    ),
+    Mutant(
+        "a CK's queue offsets read one record off",
+        "actors/broker/pop/processor.py",
+        "qoffsets = list(chain.from_iterable(map(_queue_offset_of, result.buffers)))",
+        "qoffsets = list(chain.from_iterable(map(_queue_offset_of, result.buffers)))[1:]  # MUTANT",
+        ["tests/actor/broker/test_pop.py"],
+    ),
+    Mutant(
         "ACK_MESSAGE answered before the put carrying its record is stored",
         "actors/broker/pop/ack.py",
         "        if self.batcher.submit(qid, key, offset, on_done):\n            return None",
@@ -222,8 +259,8 @@ MUTANTS: list[Mutant] = [
     Mutant(
         "the revive's offset -> bit map keeps a repeated offset's last bit, not its first",
         "protocol/pop_checkpoint.py",
-        "                bits.setdefault(start + diff, i)  # `index_of_ack` finds the first",
-        "                bits[start + diff] = i  # MUTANT",
+        "bits = dict(zip(map(start.__add__, reversed(diffs)), range(n - 1, -1, -1)))",
+        "bits = dict(zip(map(start.__add__, diffs), range(n)))  # MUTANT",
         [
             "tests/unit/actors/broker/pop/test_revive.py::test_a_cks_ack_bits_are_index_of_ack_of_every_offset"
         ],
