@@ -127,11 +127,12 @@ class PopCheckPoint:
         start = self.start_offset
         diffs = self.queue_offset_diff
         if not diffs:
-            return dict(zip(range(start, start + max(self.num, 0)), range(max(self.num, 0))))
+            num = max(self.num, 0)
+            return dict(zip(range(start, start + num), range(num), strict=True))
         n = len(diffs)
         # built from the last bit to the first: a repeated offset keeps its first bit, as
         # `index_of_ack` finds the first
-        bits = dict(zip(map(start.__add__, reversed(diffs)), range(n - 1, -1, -1)))
+        bits = dict(zip(map(start.__add__, reversed(diffs)), range(n - 1, -1, -1), strict=True))
         if min(diffs) < 0:  # an offset below the start is never held (`index_of_ack`)
             return {o: i for o, i in bits.items() if o >= start}
         return bits

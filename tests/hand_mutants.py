@@ -259,8 +259,8 @@ MUTANTS: list[Mutant] = [
     Mutant(
         "the revive's offset -> bit map keeps a repeated offset's last bit, not its first",
         "protocol/pop_checkpoint.py",
-        "bits = dict(zip(map(start.__add__, reversed(diffs)), range(n - 1, -1, -1)))",
-        "bits = dict(zip(map(start.__add__, diffs), range(n)))  # MUTANT",
+        "bits = dict(zip(map(start.__add__, reversed(diffs)), range(n - 1, -1, -1), strict=True))",
+        "bits = dict(zip(map(start.__add__, diffs), range(n), strict=True))  # MUTANT",
         [
             "tests/unit/actors/broker/pop/test_revive.py::test_a_cks_ack_bits_are_index_of_ack_of_every_offset"
         ],
