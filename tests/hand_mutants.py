@@ -209,6 +209,13 @@ MUTANTS: list[Mutant] = [
         ["tests/actor/broker/test_pop.py"],
     ),
     Mutant(
+        "a stored BATCH_ACK never answered",
+        "actors/broker/pop/handlers.py",
+        "        refusal = await acks.batch_ack(body, partial(_answer_ack, ctx))",
+        "        refusal = await acks.batch_ack(body, lambda outcome: None)  # MUTANT",
+        ["tests/actor/broker/test_pop.py::test_batch_ack"],
+    ),
+    Mutant(
         "ACK_MESSAGE answered before the put carrying its record is stored",
         "actors/broker/pop/ack.py",
         "        if self.batcher.submit(qid, key, offset, on_done):\n            return None",
