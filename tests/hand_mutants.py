@@ -545,7 +545,7 @@ MUTANTS: list[Mutant] = [
     Mutant(
         "POP revive ignores ACKs",
         "actors/broker/pop/revive.py",
-        "                pending.acked |= 1 << i",
+        "                acked |= 1 << i",
         "                pass  # MUTANT",
         [
             "tests/unit/actors/broker/pop/test_revive.py",
