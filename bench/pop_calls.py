@@ -7,7 +7,10 @@ Prints ONE JSON line: for the pull phase and the POP + ACK phase, broker CPU per
 collections, and, with ``--top N``, the N functions with the most calls per message in the POP
 phase (with their own time). The profiles stay in the work directory with ``--keep``.
 
-    .venv/bin/python bench/pop_calls.py [--count N] [--workers W] [--top N]
+    .venv/bin/python bench/pop_calls.py [--count N] [--workers W] [--top N] [--batch-ack]
+
+``--batch-ack`` acknowledges each receive with one BATCH_ACK_MESSAGE: the POP phase is then
+mostly the receive's own calls.
 """
 
 from __future__ import annotations
@@ -51,6 +54,11 @@ def main() -> None:
     ap.add_argument("--workers", type=int, default=4)
     ap.add_argument("--top", type=int, default=0)
     ap.add_argument("--keep", action="store_true", help="keep the profiles, print where")
+    ap.add_argument(
+        "--batch-ack",
+        action="store_true",
+        help="one BATCH_ACK_MESSAGE per receive instead of one ACK per message (the receive alone)",
+    )
     args = ap.parse_args()
     configure_logging("bench", "bench", None, console=None)
     work = tempfile.mkdtemp(prefix="rocketrio-bench-popcalls-")
@@ -66,9 +74,9 @@ def main() -> None:
         trio.run(batched_sends, ns, TOPIC, args.count)
         pid = procs[-1].pid
         pull = lambda: trio.run(pull_consume, ns, total)  # noqa: E731
-        pop = lambda: trio.run(pop_consume, ns, "bench_pop", total, args.workers, False)  # noqa: E731
+        pop = lambda: trio.run(pop_consume, ns, "bench_pop", total, args.workers, args.batch_ack)  # noqa: E731
         result["pull"] = phase(pid, pull, total, out, 0)
-        result["pop_ack"] = phase(pid, pop, total, out, 1)
+        result["pop_batch_ack" if args.batch_ack else "pop_ack"] = phase(pid, pop, total, out, 1)
         if args.top:
             result["pop_ack_top"] = top_calls(f"{out}.1.prof", total, args.top)
         if args.keep:

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import base64
 import json
+import re
 from collections.abc import Iterable
 from typing import Any
 
@@ -50,11 +51,23 @@ def _dumps(d: dict[str, Any]) -> bytes:
         return json.dumps(kept, sort_keys=True, separators=(",", ":")).encode()
 
 
+_LONG_NUMBER = re.compile(rb"[0-9]{19}")
+
+
 def _loads(body: bytes) -> dict[str, Any]:
+    """The record's JSON object. Through orjson (the revive reads every CK and ACK record
+    back); what orjson refuses (text that is not UTF-8, a number beyond 64 bits, NaN, a lone
+    surrogate...) goes to the standard decoder, whose value or error it is, and so does a
+    record with 19 digits in a row: orjson reads an integer beyond 64 bits as a float."""
     try:
-        d = json.loads(body)
-    except (ValueError, UnicodeDecodeError) as e:
-        raise PopRecordError(f"not JSON: {e}") from None
+        if _LONG_NUMBER.search(body) is not None:
+            raise orjson.JSONDecodeError("maybe beyond 64 bits", "", 0)
+        d = orjson.loads(body)
+    except orjson.JSONDecodeError:
+        try:
+            d = json.loads(body)
+        except (ValueError, UnicodeDecodeError) as e:
+            raise PopRecordError(f"not JSON: {e}") from None
     if not isinstance(d, dict):
         raise PopRecordError("not a JSON object")
     return d
@@ -112,12 +125,16 @@ class PopCheckPoint:
         """Every offset this CK holds -> its bit: `index_of_ack` of each at once (the revive
         matches every acknowledged offset against its CK; a dict look-up each, no scan)."""
         start = self.start_offset
-        if not self.queue_offset_diff:
-            return {start + i: i for i in range(max(self.num, 0))}
-        bits: dict[int, int] = {}
-        for i, diff in enumerate(self.queue_offset_diff):
-            if diff >= 0:
-                bits.setdefault(start + diff, i)  # `index_of_ack` finds the first
+        diffs = self.queue_offset_diff
+        if not diffs:
+            num = max(self.num, 0)
+            return dict(zip(range(start, start + num), range(num), strict=True))
+        n = len(diffs)
+        # built from the last bit to the first: a repeated offset keeps its first bit, as
+        # `index_of_ack` finds the first
+        bits = dict(zip(map(start.__add__, reversed(diffs)), range(n - 1, -1, -1), strict=True))
+        if min(diffs) < 0:  # an offset below the start is never held (`index_of_ack`)
+            return {o: i for o, i in bits.items() if o >= start}
         return bits
 
     def ack_offset_by_index(self, index: int) -> int:

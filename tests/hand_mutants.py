@@ -148,6 +148,74 @@ MUTANTS: list[Mutant] = [
         ],
     ),
     Mutant(
+        "BATCH_ACK's one range read per CK takes an offset above the queue's max",
+        "actors/broker/pop/ack.py",
+        "            offsets = [o for o in b.ack_offsets() if lo <= o <= hi]",
+        "            offsets = [o for o in b.ack_offsets() if lo <= o]  # MUTANT",
+        [
+            _AK + "test_a_batch_ack_takes_exactly_the_offsets_ack_message_takes",
+            _AK + "test_a_batch_ack_reads_the_range_the_queue_has_now",
+        ],
+    ),
+    Mutant(
+        "put_and_wait(nowait_first) drops a put the full inbox refused",
+        "actors/broker/store/messages.py",
+        "            except trio.WouldBlock:\n                await writer.put(messages, on_done)",
+        "            except trio.WouldBlock:\n                pass  # MUTANT",
+        ["tests/unit/actors/broker/store/test_put_and_wait.py"],
+    ),
+    Mutant(
+        "a POP ACK put the full inbox refused is never written",
+        "actors/broker/pop/ack.py",
+        "            except trio.WouldBlock:\n                await self.writer.put(msgs, done)",
+        "            except trio.WouldBlock:\n                pass  # MUTANT",
+        [_AK + "test_a_batch_ack_put_waits_for_inbox_space_only_when_the_inbox_is_full"],
+    ),
+    Mutant(
+        "the revive's offset -> bit map keeps offsets below the CK's start",
+        "protocol/pop_checkpoint.py",
+        "        if min(diffs) < 0:",
+        "        if min(diffs) < -100:  # MUTANT",
+        [
+            "tests/unit/actors/broker/pop/test_revive.py::test_a_cks_ack_bits_are_index_of_ack_of_every_offset"
+        ],
+    ),
+    Mutant(
+        "the revive's ACK match drops the CK's first message (bit 0)",
+        "actors/broker/pop/revive.py",
+        "            if i is not None and not acked >> i & 1:",
+        "            if i and not acked >> i & 1:  # MUTANT",
+        ["tests/unit/actors/broker/pop/test_revive.py"],
+    ),
+    Mutant(
+        "a record body read through orjson even with an integer beyond 64 bits",
+        "protocol/pop_checkpoint.py",
+        "        if _LONG_NUMBER.search(body) is not None:",
+        "        if False:  # MUTANT",
+        [_PR + "test_record_bodies_read_as_the_standard_decoder_reads_them"],
+    ),
+    Mutant(
+        "a CK's queue offset diffs taken from the wrong start",
+        "actors/broker/pop/processor.py",
+        "queue_offset_diff=tuple(map(operator.sub, qoffsets, repeat(offset))),",
+        "queue_offset_diff=tuple(map(operator.sub, qoffsets, repeat(offset - 1))),  # MUTANT",
+        ["tests/actor/broker/test_pop.py"],
+    ),
+    Mutant(
+        "a CK's queue offsets read one record off",
+        "actors/broker/pop/processor.py",
+        "qoffsets = list(chain.from_iterable(map(_queue_offset_of, result.buffers)))",
+        "qoffsets = list(chain.from_iterable(map(_queue_offset_of, result.buffers)))[1:]  # MUTANT",
+        ["tests/actor/broker/test_pop.py"],
+    ),
+    Mutant(
+        "a stored BATCH_ACK never answered",
+        "actors/broker/pop/handlers.py",
+        "        refusal = await acks.batch_ack(body, partial(_answer_ack, ctx))",
+        "        refusal = await acks.batch_ack(body, lambda outcome: None)  # MUTANT",
+        ["tests/actor/broker/test_pop.py::test_batch_ack"],
+    ),
+    Mutant(
         "ACK_MESSAGE answered before the put carrying its record is stored",
         "actors/broker/pop/ack.py",
         "        if self.batcher.submit(qid, key, offset, on_done):\n            return None",
@@ -198,8 +266,8 @@ MUTANTS: list[Mutant] = [
     Mutant(
         "the revive's offset -> bit map keeps a repeated offset's last bit, not its first",
         "protocol/pop_checkpoint.py",
-        "                bits.setdefault(start + diff, i)  # `index_of_ack` finds the first",
-        "                bits[start + diff] = i  # MUTANT",
+        "bits = dict(zip(map(start.__add__, reversed(diffs)), range(n - 1, -1, -1), strict=True))",
+        "bits = dict(zip(map(start.__add__, diffs), range(n), strict=True))  # MUTANT",
         [
             "tests/unit/actors/broker/pop/test_revive.py::test_a_cks_ack_bits_are_index_of_ack_of_every_offset"
         ],
@@ -477,7 +545,7 @@ MUTANTS: list[Mutant] = [
     Mutant(
         "POP revive ignores ACKs",
         "actors/broker/pop/revive.py",
-        "                pending.acked |= 1 << i",
+        "                acked |= 1 << i",
         "                pass  # MUTANT",
         [
             "tests/unit/actors/broker/pop/test_revive.py",

@@ -43,6 +43,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 
 import attrs
+import trio
 
 from rocketrio.actors.broker.dispatch.outcomes import Done, PutStatus, Refusal
 from rocketrio.actors.broker.pop.ack_batch import AckBatcher
@@ -142,6 +143,14 @@ class PopAckProcessor:
             )
         return extra
 
+    def _range_of(self, topic: str, queue_id: int) -> tuple[int, int] | None:
+        """The queue's [min, max] as `_check_offset` reads it; None where it refuses every
+        offset (no such topic, or a queue the topic lacks)."""
+        tc = self.topics.select(topic)
+        if tc is None:
+            return None
+        return self.store.queue_range(topic, queue_id, tc.readQueueNums)
+
     def _check_offset(self, topic: str, queue_id: int, offset: int) -> Refusal | None:
         tc = self.topics.select(topic)
         if tc is None:
@@ -181,7 +190,10 @@ class PopAckProcessor:
                 on_done(not_stored(status, remark))
 
         try:
-            await self.writer.put(msgs, done)
+            try:  # no checkpoint unless the inbox is full (backpressure)
+                self.writer.put_nowait(msgs, done)
+            except trio.WouldBlock:
+                await self.writer.put(msgs, done)
         except ActorStopped:
             return not_stored(PutStatus.SERVICE_NOT_AVAILABLE, "the store is stopped")
         return None
@@ -251,11 +263,11 @@ class PopAckProcessor:
                     f"reviveQueueId {b.revive_queue_id} is not a revive queue",
                 )
             topic = real_topic(b.topic, b.consumer_group, b.retry)
-            offsets = [
-                o
-                for o in b.ack_offsets()
-                if self._check_offset(topic, b.queue_id, o) is None  # upstream skips these
-            ]
+            found = self._range_of(topic, b.queue_id)  # one read per CK, not per offset
+            if found is None:
+                continue  # upstream skips offsets `_check_offset` refuses: here all of them
+            lo, hi = found
+            offsets = [o for o in b.ack_offsets() if lo <= o <= hi]
             if not offsets:
                 continue
             ack = AckMsg(

@@ -83,7 +83,8 @@ def _changed(cmd: RemotingCommand, outcome: InvisibleTimeChanged | Refusal) -> R
 
 
 def _answer_ack(ctx: RequestContext, outcome: Done | Refusal) -> None:
-    """An ACK's answer; SUCCESS from its template (one per acknowledged message, all alike)."""
+    """An ACK's or a BATCH_ACK's answer; SUCCESS from its template (one per acknowledged
+    message, all alike)."""
     if outcome.__class__ is Done:  # nothing subclasses Done; no isinstance call per ACK
         frame = empty_answer_frame(ctx.cmd, RC.SUCCESS)
         if frame is not None:
@@ -132,7 +133,7 @@ def pop_handlers(
             body = BatchAckMessageRequestBody.from_json(cmd.body or b"")
         except PopRecordError as e:
             return cmd.make_response(RC.INVALID_PARAMETER, f"bad BATCH_ACK_MESSAGE body: {e}")
-        refusal = await acks.batch_ack(body, lambda outcome: ctx.respond(answer_done(cmd, outcome)))
+        refusal = await acks.batch_ack(body, partial(_answer_ack, ctx))  # SUCCESS: the template
         return None if refusal is None else answer_done(cmd, refusal)
 
     async def change_invisible_time(ctx: RequestContext) -> RemotingCommand | None:

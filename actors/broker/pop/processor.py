@@ -43,9 +43,12 @@ master takes it in pre-online.
 from __future__ import annotations
 
 import itertools
+import operator
 import random
 import struct
 from collections.abc import Callable
+from functools import partial
+from itertools import chain, repeat
 
 import attrs
 import trio
@@ -97,6 +100,8 @@ from rocketrio.storage.message_store import GetMessageStatus, MessageToStore
 MAX_POP_NUMS = 32  # upstream refuses more per request
 RECHECKS = 3  # pops re-run before holding when messages arrived during the attempt
 _QOFFSET = struct.Struct(">q")
+# a stored record's queue offset, as a 1-tuple (`chain.from_iterable` of a read's records)
+_queue_offset_of = partial(_QOFFSET.unpack_from, offset=QUEUE_OFFSET_POSITION)
 _S = GetMessageStatus
 _RESET_OFFSET = (_S.OFFSET_TOO_SMALL, _S.OFFSET_OVERFLOW_BADLY, _S.OFFSET_FOUND_NULL)
 _SKIPPED = (
@@ -447,7 +452,7 @@ class PopMessageProcessor:
             self.offsets.commit(group, topic, queue_id, offset)
             result = await read_selected(self.store, topic, queue_id, offset, want, max_bytes, sel)
         if result.message_count:
-            qoffsets = [_QOFFSET.unpack_from(b, QUEUE_OFFSET_POSITION)[0] for b in result.buffers]
+            qoffsets = list(chain.from_iterable(map(_queue_offset_of, result.buffers)))
             if h.order:
                 counts = self.order.popped(
                     h.attemptId, topic, group, queue_id, p.pop_time, h.invisibleTime, qoffsets
@@ -471,7 +476,7 @@ class PopMessageProcessor:
                 topic=topic,
                 cid=group,
                 broker_name=self.config.broker_name,
-                queue_offset_diff=tuple(q - offset for q in qoffsets),
+                queue_offset_diff=tuple(map(operator.sub, qoffsets, repeat(offset))),
             )
             msg = ck_message(
                 ck, self.config.revive_topic, p.revive_qid, self.now_ms(), self.store_host
@@ -496,7 +501,7 @@ class PopMessageProcessor:
         escape = self.record_escape()
         if escape is not None:
             return await escape.put_ck(ck.merge_key, ck.num, msg) is None
-        return (await put_and_wait(self.writer, [msg])).stored
+        return (await put_and_wait(self.writer, [msg], nowait_first=True)).stored
 
     def _as_original(self, p: _Pop, retry_topic: str, ck_offset: int, record: bytes) -> bytes:
         """A pop retry topic's record re-encoded under the original topic with its receipt in

@@ -82,11 +82,12 @@ class ReviveCore:
         bits = pending.bits
         if bits is None:
             bits = pending.bits = pending.ck.ack_bits()
-        for offset in ack.ack_offsets:
-            i = bits.get(offset, -1)  # ck.index_of_ack(offset)
-            if i >= 0 and not pending.acked >> i & 1:
-                pending.acked |= 1 << i
+        acked = pending.acked
+        for i in map(bits.get, ack.ack_offsets):  # ck.index_of_ack(offset), None: -1
+            if i is not None and not acked >> i & 1:
+                acked |= 1 << i
                 newly += 1
+        pending.acked = acked
         if pending.all_acked:
             del self._pending[ack.merge_key]
             return AckMatch(newly, True)

@@ -182,8 +182,12 @@ class PutAnswer:
         return bool(self.results) and self.status.stored
 
 
-async def put_and_wait(writer: StoreWriter, messages: list[MessageToStore]) -> PutAnswer:
-    """Put ``messages`` (one store request) and wait for the store actor's answer."""
+async def put_and_wait(
+    writer: StoreWriter, messages: list[MessageToStore], *, nowait_first: bool = False
+) -> PutAnswer:
+    """Put ``messages`` (one store request) and wait for the store actor's answer.
+    ``nowait_first``: hand them over with `StoreWriter.put_nowait` (no checkpoint, and puts
+    back to back share an inbox slot), awaiting `put` only when the inbox is full."""
     done = trio.Event()
     answer: list[PutAnswer] = []
 
@@ -192,7 +196,13 @@ async def put_and_wait(writer: StoreWriter, messages: list[MessageToStore]) -> P
         done.set()
 
     try:
-        await writer.put(messages, on_done)
+        if nowait_first:
+            try:
+                writer.put_nowait(messages, on_done)
+            except trio.WouldBlock:
+                await writer.put(messages, on_done)
+        else:
+            await writer.put(messages, on_done)
     except ActorStopped:
         return PutAnswer(PutStatus.SERVICE_NOT_AVAILABLE, (), "the store is stopped")
     await done.wait()

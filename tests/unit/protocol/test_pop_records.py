@@ -12,7 +12,7 @@ import attrs
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from rocketrio.protocol.pop_checkpoint import AckMsg, PopCheckPoint
+from rocketrio.protocol.pop_checkpoint import AckMsg, PopCheckPoint, PopRecordError, _loads
 from rocketrio.protocol.pop_headers import AckMessageRequestHeader, ack_fields
 from rocketrio.protocol.serde import HeaderError, from_ext
 
@@ -176,3 +176,47 @@ def test_record_json_is_the_same_value_for_any_text_and_any_number(
     body = record.to_json()
     assert json.loads(body) == json.loads(_old_dumps(json.loads(body)))
     assert _read_back(record, body) == _expected(record)
+
+
+def _old_loads(body: bytes) -> dict[str, Any] | str:
+    """The standard decoder's reading of a record body (before orjson): the object, or why
+    it is not one."""
+    try:
+        d = json.loads(body)
+    except (ValueError, UnicodeDecodeError):
+        return "not JSON"
+    return d if isinstance(d, dict) else "not an object"
+
+
+_JSON = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers(-(2**70), 2**70)
+    | st.floats(allow_nan=False)
+    | st.text(max_size=8),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=4), inner),
+    max_leaves=12,
+)
+
+
+@settings(max_examples=400)
+@given(
+    st.one_of(
+        _JSON.map(lambda v: json.dumps(v, ensure_ascii=False).encode()),
+        _JSON.map(lambda v: json.dumps(v).encode("utf-16")),  # the standard decoder reads it
+        st.binary(max_size=40),
+        st.sampled_from([b'{"so":NaN}', b'{"t":"\\ud800"}', b'{"a":1,"a":2}', b"[1]"]),
+    )
+)
+@example(b'{"pt":-9223372036854775809,"so":18446744073709551616}')
+@example(b'{"pt":1e400}')
+def test_record_bodies_read_as_the_standard_decoder_reads_them(body: bytes) -> None:
+    """orjson first, the standard decoder for what orjson refuses or might read otherwise: the
+    same object (ints stay ints), or a PopRecordError where the standard one found none."""
+    try:
+        got: dict[str, Any] | str = _loads(body)
+    except PopRecordError as e:
+        got = "not JSON" if str(e).startswith("not JSON") else "not an object"
+    assert got == _old_loads(body)
+    if isinstance(got, dict):
+        assert json.dumps(got, sort_keys=True) == json.dumps(_old_loads(body), sort_keys=True)

@@ -14,6 +14,8 @@ from typing import Any
 import attrs
 import trio
 import trio.testing
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from rocketrio.actors.broker.dispatch.outcomes import Done, PutStatus, Refusal
 from rocketrio.actors.broker.pop.ack import PopAckProcessor
@@ -21,6 +23,7 @@ from rocketrio.actors.broker.pop.processor import PopConfig
 from rocketrio.actors.broker.store.messages import PutCallback
 from rocketrio.protocol.codes import ResponseCode
 from rocketrio.protocol.message import PROPERTY_TAGS
+from rocketrio.protocol.pop_checkpoint import BatchAck, BatchAckMessageRequestBody
 from rocketrio.protocol.pop_extra_info import ACK_TAG
 from rocketrio.storage.message_store import MessageToStore, PutResult
 
@@ -58,12 +61,17 @@ class FakeWriter:
 
     def __init__(self) -> None:
         self.puts: list[tuple[list[MessageToStore], PutCallback]] = []
+        self.full = False  # put_nowait refuses (an inbox that is full): put must be awaited
+        self.awaited = 0  # puts that came through `put`
 
     async def put(self, messages: list[MessageToStore], on_done: PutCallback) -> None:
+        self.awaited += 1
         self.puts.append((messages, on_done))
 
     def put_nowait(self, messages: list[MessageToStore], on_done: PutCallback) -> None:
-        raise NotImplementedError
+        if self.full:
+            raise trio.WouldBlock
+        self.puts.append((messages, on_done))
 
     async def put_batch(self, put: Any) -> None:
         raise NotImplementedError
@@ -175,3 +183,78 @@ async def test_the_range_is_read_at_each_ack(mock_clock: trio.testing.MockClock)
         )
         assert offsets == [5, 7, 9]
         n.cancel_scope.cancel()
+
+
+def batch_ack(p: PopAckProcessor, acks: list[tuple[str, int, int, tuple[int, ...]]]) -> Any:
+    """BATCH_ACK_MESSAGE of (topic, queueId, start offset, bits) per CK; its outcome and the
+    offsets of each record it put, in order."""
+    body = BatchAckMessageRequestBody(
+        "b",
+        tuple(BatchAck(GROUP, t, "0", so, q, 1, POP_TIME, 60000, bits) for t, q, so, bits in acks),
+    )
+    answers: list[Any] = []
+    refusal = trio.run(p.batch_ack, body, answers.append)
+    return refusal, answers
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    lo=st.integers(0, 40),
+    width=st.integers(0, 40),
+    acks=st.lists(
+        st.tuples(
+            st.sampled_from([TOPIC, "Other"]),
+            st.integers(0, 5),
+            st.integers(0, 80),
+            st.lists(st.integers(0, 31), max_size=8, unique=True).map(tuple),
+        ),
+        max_size=4,
+    ),
+)
+def test_a_batch_ack_takes_exactly_the_offsets_ack_message_takes(
+    lo: int, width: int, acks: list[tuple[str, int, int, tuple[int, ...]]]
+) -> None:
+    """BATCH_ACK reads each CK's queue range once; the offsets it writes are exactly those for
+    which ACK_MESSAGE's per-offset check (`_check_offset`) refuses nothing."""
+    writer, queues = FakeWriter(), Queues()
+    for q in range(4):
+        queues.ranges[(TOPIC, q)] = (lo + q, lo + q + width)
+    p = processor(writer, queues)
+    refusal, answers = batch_ack(p, acks)
+    assert refusal is None
+    expected = [
+        [so + i for i in bits if p._check_offset(t, q, so + i) is None] for t, q, so, bits in acks
+    ]
+    expected = [e for e in expected if e]
+    put = [json.loads(m.body)["aol"] for msgs, _ in writer.puts for m in msgs]
+    assert put == expected
+    assert len(writer.puts) == (1 if expected else 0)
+    if expected:  # answered once the put is stored, not before
+        assert answers == []
+        writer.puts[0][1]([PutResult(0, 0, 0, "", 0)], PutStatus.PUT_OK, None)
+    assert answers == [Done()]
+
+
+def test_a_batch_ack_reads_the_range_the_queue_has_now() -> None:
+    writer, queues = FakeWriter(), Queues()
+    p = processor(writer, queues)
+    queues.ranges[(TOPIC, 0)] = (0, 8)
+    batch_ack(p, [(TOPIC, 0, 4, (0, 3, 4))])  # 4, 7, 8
+    queues.ranges[(TOPIC, 0)] = (5, 7)  # cleaned below 5, truncated to 7
+    batch_ack(p, [(TOPIC, 0, 4, (0, 3, 4))])
+    assert [json.loads(msgs[0].body)["aol"] for msgs, _ in writer.puts] == [[4, 7, 8], [7]]
+
+
+def test_a_batch_ack_put_waits_for_inbox_space_only_when_the_inbox_is_full() -> None:
+    """The records go without a checkpoint while the inbox has room; a full inbox makes the
+    BATCH_ACK await `put` (backpressure), and either way it is answered once stored."""
+    writer, queues = FakeWriter(), Queues()
+    queues.ranges[(TOPIC, 0)] = (0, 40)
+    p = processor(writer, queues)
+    for full in (False, True):
+        writer.full = full
+        refusal, answers = batch_ack(p, [(TOPIC, 0, 4, (0, 1))])
+        assert refusal is None and answers == []
+        writer.puts[-1][1]([PutResult(0, 0, 0, "", 0)], PutStatus.PUT_OK, None)
+        assert answers == [Done()]
+    assert len(writer.puts) == 2 and writer.awaited == 1
