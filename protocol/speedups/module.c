@@ -15,6 +15,8 @@ static PyMethodDef methods[] = {
      METH_FASTCALL, "Twin of rocketrio.protocol.remoting._decode_rocketmq_header_py."},
     {"rocketmq_header", (PyCFunction)(void (*)(void))rocketmq_header, METH_FASTCALL,
      "Twin of rocketrio.protocol.remoting._rocketmq_header_of_py."},
+    {"check_replicated", (PyCFunction)(void (*)(void))check_replicated, METH_FASTCALL,
+     "Twin of rocketrio.storage.commitlog.records._check_replicated_py (None: not taken)."},
     {NULL, NULL, 0, NULL},
 };
 
