@@ -54,6 +54,7 @@ _GD = "tests/actor/observe/test_grafana_dashboard.py::"
 _CD = "tests/actor/cli/test_consume_directly.py::"
 _LP = "tests/actor/broker/test_lost_page_recovery.py::"
 _LQ = "tests/unit/storage/test_lost_page_quarantine.py::"
+_RP = "tests/unit/storage/test_replica_check.py::"
 _SD = "tests/system/test_chaos_slow_disk.py::"
 _BK = "tests/unit/cli/chaos/test_blkio.py::"
 _SP = "tests/unit/protocol/test_speedups.py::"
@@ -1437,6 +1438,42 @@ MUTANTS: list[Mutant] = [
         "            w[1] = (char)kn;",
         "            w[1] = (char)(kn + 1);",
         [_SP + "test_rocketmq_header_twins_agree"],
+    ),
+    # the compiled replica check (protocol/speedups/replica.c, issue 28 item 3)
+    Mutant(
+        "the compiled replica check skips the CRC compare",
+        "protocol/speedups/replica.c",
+        "    if ((crc & 0x7FFFFFFF) != stated)\n        return 0;\n",
+        "",
+        [_RP + "test_every_single_byte_flip_agrees", _RP + "test_check_replicated_twins_agree"],
+    ),
+    Mutant(
+        "the compiled replica check skips the physical-offset check",
+        "protocol/speedups/replica.c",
+        "get_be64(r + 28) != at ||",
+        "",
+        [_RP + "test_check_replicated_twins_agree"],
+    ),
+    Mutant(
+        "the compiled replica check leaves a record one byte less room for a BLANK record",
+        "protocol/speedups/replica.c",
+        "long long limit = (long long)pos + room - MIN_BLANK;",
+        "long long limit = (long long)pos + room - MIN_BLANK + 1;",
+        [_RP + "test_check_replicated_twins_agree"],
+    ),
+    Mutant(
+        "the compiled replica check takes a BLANK record of any size",
+        "protocol/speedups/replica.c",
+        "if (total != room || total > n - pos) {",
+        "if (total <= 0 || total > n - pos) {",
+        [_RP + "test_a_blank_record_must_fill_its_segment"],
+    ),
+    Mutant(
+        "the compiled replica check does not match the properties length to totalSize",
+        "protocol/speedups/replica.c",
+        "t + 2 + props_len != end || ",
+        "",
+        [_RP + "test_check_replicated_twins_agree"],
     ),
 ]
 

@@ -111,6 +111,8 @@ mutations = st.one_of(
     st.tuples(st.just("flip_reseal"), st.integers(0, 9), st.integers(0, 600), st.integers(1, 255)),
     # a field re-written (totalSize, bodyLength, sysFlag, the physical offset's high half)
     st.tuples(st.just("field"), st.integers(0, 9), st.sampled_from([0, 84, 36, 28]), int32s),
+    # the topic length byte or the properties length re-written
+    st.tuples(st.just("lengths"), st.integers(0, 9), st.booleans(), st.integers(0, 0xFFFF)),
     st.tuples(st.just("offset"), st.sampled_from([SEG, 2 * SEG, 1, -1, 8])),
     st.tuples(st.just("splice"), st.integers(0, 4000), st.integers(0, 4000)),
     st.tuples(st.just("blank"), st.integers(-9, 9)),
@@ -134,6 +136,15 @@ def mutate(
             pos, size = recs[r % len(recs)]
             struct.pack_into(">i", buf, pos + at, v)
             seal_record_crc(buf, pos, size)
+        case ("lengths", r, topic, v) if recs:
+            pos, size = recs[r % len(recs)]
+            q = pos + 88 + struct.unpack_from(">i", buf, pos + 84)[0]  # magic V1: 1 byte
+            if q + 3 <= pos + size:
+                if topic:
+                    buf[q] = v & 0xFF
+                elif q + 3 + buf[q] <= pos + size:
+                    struct.pack_into(">H", buf, q + 1 + buf[q], v)
+                seal_record_crc(buf, pos, size)
         case ("offset", d) if offset + d >= 0:
             return offset + d, data
         case ("splice", i, j):
@@ -276,3 +287,47 @@ def test_a_slave_appends_and_dispatches_on_each_path(
         assert sl.query_by_key("T", f"k{k}") == m.query_by_key("T", f"k{k}")
     m.close()
     sl.close()
+
+
+def _sound_chunk() -> tuple[int, bytes]:
+    """Three usual records, the last closing its segment with a BLANK record, then one more
+    record at the start of the next segment."""
+    spec = ("T", b"a" * 40, b"KEYS\x01k\x02", V4, 1)
+    offset = SEG - 3 * len(record(spec, 0, 0)) - 30
+    out = bytearray()
+    for i in range(3):
+        out += record(spec, offset + len(out), i)
+    out += blank(SEG - (offset + len(out)) % SEG)
+    out += record(("é", b"b" * 9, b"", V4, 2), offset + len(out), 3)
+    return offset, bytes(out)
+
+
+@pytest.mark.parametrize("with_fields", [False, True])
+def test_every_single_byte_flip_agrees(ext: Any, with_fields: bool) -> None:
+    """Each byte of a sound chunk flipped in turn (a CRC left stale, a length or offset
+    wrong, a BLANK record's size or magic broken): the twin takes the sound chunk and, for
+    every flip, the product's path answers as the reference does."""
+    offset, data = _sound_chunk()
+    assert ext.check_replicated(offset, data, SEG, with_fields) is not None
+    for i in range(len(data)):
+        if data[i] == 0xEE:  # a BLANK record's fill: nobody reads it
+            continue
+        buf = bytearray(data)
+        buf[i] ^= 0x41
+        want = outcome(records._check_replicated_py, offset, bytes(buf), SEG, with_fields)
+        assert want[0] == "raised", i
+        assert outcome(records.check_replicated, offset, bytes(buf), SEG, with_fields) == want
+
+
+@pytest.mark.parametrize("short", [1, 8, 16])
+def test_a_blank_record_must_fill_its_segment(ext: Any, short: int) -> None:
+    """A BLANK record ``short`` bytes short of its segment's end, the rest a BLANK record of
+    its own (well-formed but for the size): refused on both paths with the reference's text."""
+    offset, data = _sound_chunk()
+    at = data.rfind(struct.pack(">i", BLANK_MAGIC_CODE)) - 4
+    room = struct.unpack_from(">i", data, at)[0]
+    tail = blank(short) if short >= 8 else b""
+    buf = data[:at] + blank(room - short)[: room - short] + tail
+    want = outcome(records._check_replicated_py, offset, buf, SEG, True)
+    assert want[0] == "raised" and "blank record" in want[2]
+    assert outcome(records.check_replicated, offset, buf, SEG, True) == want
