@@ -55,6 +55,7 @@ _CD = "tests/actor/cli/test_consume_directly.py::"
 _LP = "tests/actor/broker/test_lost_page_recovery.py::"
 _LQ = "tests/unit/storage/test_lost_page_quarantine.py::"
 _RP = "tests/unit/storage/test_replica_check.py::"
+_RR = "tests/unit/storage/test_replica_runs.py::"
 _SD = "tests/system/test_chaos_slow_disk.py::"
 _BK = "tests/unit/cli/chaos/test_blkio.py::"
 _SP = "tests/unit/protocol/test_speedups.py::"
@@ -1452,14 +1453,14 @@ MUTANTS: list[Mutant] = [
         "protocol/speedups/replica.c",
         "get_be64(r + 28) != at ||",
         "",
-        [_RP + "test_check_replicated_twins_agree"],
+        [_RP + "test_a_chunk_meant_for_another_offset_is_refused"],
     ),
     Mutant(
         "the compiled replica check leaves a record one byte less room for a BLANK record",
         "protocol/speedups/replica.c",
         "long long limit = (long long)pos + room - MIN_BLANK;",
         "long long limit = (long long)pos + room - MIN_BLANK + 1;",
-        [_RP + "test_check_replicated_twins_agree"],
+        [_RP + "test_a_record_must_leave_room_for_a_blank_record"],
     ),
     Mutant(
         "the compiled replica check takes a BLANK record of any size",
@@ -1473,7 +1474,28 @@ MUTANTS: list[Mutant] = [
         "protocol/speedups/replica.c",
         "t + 2 + props_len != end || ",
         "",
-        [_RP + "test_check_replicated_twins_agree"],
+        [_RP + "test_a_length_rewritten_under_a_valid_crc_is_refused"],
+    ),
+    Mutant(
+        "the compiled replica runs do not check that a queue's offsets follow each other",
+        "protocol/speedups/replica_runs.c",
+        " || qo != g->first + g->count)",
+        ")",
+        [_RR + "test_a_queue_offset_jump_is_the_references_error"],
+    ),
+    Mutant(
+        "the compiled replica runs give a rolled-back transaction a ConsumeQueue entry",
+        "protocol/speedups/replica_runs.c",
+        "if (tran != TRAN_PREPARED && tran != TRAN_ROLLBACK) {",
+        "if (tran != TRAN_PREPARED) {",
+        [_RR + "test_a_run_keeps_its_queues_in_order_of_first_appearance"],
+    ),
+    Mutant(
+        "the compiled replica runs seed a key's Adler-32 from 0",
+        "protocol/speedups/replica_runs.c",
+        "adler32_from(adler32_from(1, ",
+        "adler32_from(adler32_from(0, ",
+        [_RR + "test_a_run_keeps_its_queues_in_order_of_first_appearance"],
     ),
 ]
 

@@ -17,6 +17,8 @@ static PyMethodDef methods[] = {
      "Twin of rocketrio.protocol.remoting._rocketmq_header_of_py."},
     {"check_replicated", (PyCFunction)(void (*)(void))check_replicated, METH_FASTCALL,
      "Twin of rocketrio.storage.commitlog.records._check_replicated_py (None: not taken)."},
+    {"replica_runs", (PyCFunction)(void (*)(void))replica_runs, METH_FASTCALL,
+     "Twin of rocketrio.storage.dispatch_request.replica_runs_py (None: not taken)."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -24,6 +24,7 @@ from hypothesis import strategies as st
 from rocketrio.protocol import compiled
 from rocketrio.protocol.message_build import build_stored_message, seal_record_crc
 from rocketrio.protocol.message_format import BLANK_MAGIC_CODE
+from rocketrio.storage import dispatch_request
 from rocketrio.storage.commitlog import records
 from rocketrio.storage.message_store import MessageStore, MessageToStore, StoreConfig
 from tests.harness.disk_view import DiskView
@@ -234,10 +235,12 @@ def test_a_slave_appends_and_dispatches_on_each_path(
 ) -> None:
     """A slave fed a master's log in uneven whole-record chunks (BLANK records included) holds
     the same bytes and, once confirmed, the same queues and index as the master, on either
-    path; a corrupted chunk is refused with the reference's error and nothing written."""
+    path (the check and the dispatch runs); a corrupted chunk is refused with the reference's
+    error and nothing written."""
     from rocketrio.actors.broker.ha.slave_core import whole_records_length
 
     monkeypatch.setattr(records, "_speedups", ext if compiled_path else None)
+    monkeypatch.setattr(dispatch_request, "_speedups", ext if compiled_path else None)
     rng = random.Random(7)
 
     def open_store(name: str) -> MessageStore:
@@ -331,3 +334,44 @@ def test_a_blank_record_must_fill_its_segment(ext: Any, short: int) -> None:
     want = outcome(records._check_replicated_py, offset, buf, SEG, True)
     assert want[0] == "raised" and "blank record" in want[2]
     assert outcome(records.check_replicated, offset, buf, SEG, True) == want
+
+
+@pytest.mark.parametrize("left", [0, 1, 7, 8, 9])
+def test_a_record_must_leave_room_for_a_blank_record(ext: Any, left: int) -> None:
+    """A record ending ``left`` bytes before its segment's end: under 8 (no room for the BLANK
+    record that must close the segment) refused on both paths, else taken by the twin."""
+    spec = ("T", b"c" * 33, b"", V4, 0)
+    offset = 5 * SEG - len(record(spec, 0, 0)) - left
+    data = record(spec, offset, 0) + (blank(left) if left >= 8 else b"")
+    want = outcome(records._check_replicated_py, offset, data, SEG, True)
+    assert want[0] == ("raised" if left < 8 else "ok")
+    assert outcome(records.check_replicated, offset, data, SEG, True) == want
+    if left >= 8:
+        assert ext.check_replicated(offset, data, SEG, True) is not None
+
+
+def test_a_chunk_meant_for_another_offset_is_refused(ext: Any) -> None:
+    """The same bytes one or two segments further (every segment room the same): each record's
+    physical offset field no longer matches its position."""
+    offset, data = _sound_chunk()
+    for moved in (offset + SEG, offset + 2 * SEG):
+        want = outcome(records._check_replicated_py, moved, data, SEG, True)
+        assert want[0] == "raised" and "physical offset" in want[2]
+        assert outcome(records.check_replicated, moved, data, SEG, True) == want
+
+
+@pytest.mark.parametrize("delta", [-2, -1, 1, 2])
+def test_a_length_rewritten_under_a_valid_crc_is_refused(ext: Any, delta: int) -> None:
+    """totalSize, bodyLength, the topic length or the properties length of the first record
+    moved by ``delta`` and the record CRC sealed again: only the layout checks can tell."""
+    offset, data = _sound_chunk()
+    size = struct.unpack_from(">i", data, 0)[0]
+    q = 88 + struct.unpack_from(">i", data, 84)[0]  # the topic length byte
+    for at, fmt in ((0, ">I"), (84, ">I"), (q, ">B"), (q + 1 + data[q], ">H")):
+        buf = bytearray(data)
+        value = (struct.unpack_from(fmt, buf, at)[0] + delta) % (1 << 8 * struct.calcsize(fmt))
+        struct.pack_into(fmt, buf, at, value)
+        seal_record_crc(buf, 0, size)
+        want = outcome(records._check_replicated_py, offset, bytes(buf), SEG, True)
+        assert want[0] == "raised", (at, want)
+        assert outcome(records.check_replicated, offset, bytes(buf), SEG, True) == want
