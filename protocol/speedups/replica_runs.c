@@ -23,9 +23,29 @@ typedef struct {
 
 typedef struct {
     PyObject *topic; /* the topic the seed is of (borrowed), or NULL */
-    unsigned long crc;
-    uint32_t adler;
+    uint32_t crc, adler;
 } Seed;
+
+/* zlib's crc32(data, start), by a table: an index key is a few dozen bytes, where calling the
+ * configured (zlib-ng) crc32 through Python costs more than the sum itself. */
+static uint32_t crc_table[256];
+
+static uint32_t
+crc32_from(uint32_t start, const unsigned char *p, Py_ssize_t n)
+{
+    if (crc_table[1] == 0) {
+        for (uint32_t i = 0; i < 256; i++) {
+            uint32_t c = i;
+            for (int k = 0; k < 8; k++)
+                c = c & 1 ? 0xEDB88320U ^ (c >> 1) : c >> 1;
+            crc_table[i] = c;
+        }
+    }
+    uint32_t c = ~start;
+    for (Py_ssize_t i = 0; i < n; i++)
+        c = crc_table[(c ^ p[i]) & 0xFF] ^ (c >> 8);
+    return ~c;
+}
 
 /* zlib's adler32(data, start). */
 static uint32_t
@@ -39,7 +59,7 @@ adler32_from(uint32_t start, const unsigned char *p, Py_ssize_t n)
     return (b << 16) | a;
 }
 
-/* index_file.key_hash_seed: (CRC32, Adler-32) of "topic#"; 1, 0 to decline, -1 on error. */
+/* index_file.key_hash_seed: (CRC32, Adler-32) of "topic#"; 1, or 0 to decline. */
 static int
 seed_of(PyObject *topic, Seed *s)
 {
@@ -51,10 +71,7 @@ seed_of(PyObject *topic, Seed *s)
         PyErr_Clear();
         return 0;
     }
-    long long c = crc_of(u, n, 0);
-    if (c < 0 || (c = crc_of("#", 1, (unsigned long)c)) < 0)
-        return -1;
-    s->crc = (unsigned long)c;
+    s->crc = crc32_from(crc32_from(0, (const unsigned char *)u, n), (const unsigned char *)"#", 1);
     s->adler = adler32_from(adler32_from(1, (const unsigned char *)u, n),
                             (const unsigned char *)"#", 1);
     s->topic = topic;
@@ -66,24 +83,51 @@ static int
 add_hash(const Seed *s, const char *k, Py_ssize_t n, PyObject *offset, PyObject *hashes,
          PyObject *offsets)
 {
-    long long c = crc_of(k, n, s->crc);
-    if (c < 0)
-        return -1;
-    uint64_t h = ((uint64_t)c << 32) | adler32_from(s->adler, (const unsigned char *)k, n);
+    const unsigned char *key = (const unsigned char *)k;
+    uint64_t h = ((uint64_t)crc32_from(s->crc, key, n) << 32) | adler32_from(s->adler, key, n);
     PyObject *o = PyLong_FromUnsignedLongLong(h);
     int r = o == NULL || PyList_Append(hashes, o) < 0 || PyList_Append(offsets, offset) < 0;
     Py_XDECREF(o);
     return r ? -1 : 0;
 }
 
+/* Where a property's value lies (-1: none) and its length. */
+typedef struct {
+    Py_ssize_t at, len;
+} Value;
+
+/* TAGS, KEYS and UNIQ_KEY of encoded properties in one pass: for each, the last non-empty value
+ * of a pair the key starts (message_format.find_property: an occurrence of a key at a property
+ * boundary is a pair that begins with it, its value the rest of that pair). */
+static void
+scan_props(const char *p, Py_ssize_t n, Value *tags, Value *keys, Value *uniq)
+{
+    tags->at = keys->at = uniq->at = -1;
+    for (Py_ssize_t i = 0; i < n;) {
+        const char *hit = memchr(p + i, 2, (size_t)(n - i));
+        Py_ssize_t e = hit ? hit - p : n, len = e - i;
+        Value *v = NULL;
+        Py_ssize_t klen = 0;
+        if (len > 5 && memcmp(p + i, "TAGS\x01", 5) == 0)
+            v = tags, klen = 5;
+        else if (len > 5 && memcmp(p + i, "KEYS\x01", 5) == 0)
+            v = keys, klen = 5;
+        else if (len > 9 && memcmp(p + i, "UNIQ_KEY\x01", 9) == 0)
+            v = uniq, klen = 9;
+        if (v != NULL) {
+            v->at = i + klen;
+            v->len = len - klen;
+        }
+        i = e + 1;
+    }
+}
+
 /* The index hashes of one record's KEYS (space separated) and UNIQ_KEY; 1, 0, -1. */
 static int
-index_record(PyObject *topic, const char *p, Py_ssize_t n, PyObject *offset, Seed *seed,
-             PyObject *hashes, PyObject *offsets)
+index_record(PyObject *topic, const char *p, const Value *keys, const Value *uniq,
+             PyObject *offset, Seed *seed, PyObject *hashes, PyObject *offsets)
 {
-    Py_ssize_t klen = 0, ulen = 0;
-    Py_ssize_t k = find_prop(p, n, "KEYS\x01", 5, &klen);
-    Py_ssize_t u = find_prop(p, n, "UNIQ_KEY\x01", 9, &ulen);
+    Py_ssize_t k = keys->at, klen = keys->len, u = uniq->at, ulen = uniq->len;
     if (k < 0 && u < 0)
         return 1;
     int got = seed_of(topic, seed);
@@ -148,10 +192,12 @@ one_record(PyObject *it, int indexed, Group *groups, int *ng, int *last, Seed *s
         PyUnicode_CompareWithASCIIString(topic, "rmq_sys_wheel_timer") == 0)
         return 0;
     const char *p = PyBytes_AS_STRING(props);
-    Py_ssize_t n = PyBytes_GET_SIZE(props), tlen = 0;
+    Py_ssize_t n = PyBytes_GET_SIZE(props);
     long long tran = sys_flag & TRAN_MASK;
     uint32_t code = 0; /* Java String.hashCode of the tag, ASCII only */
-    Py_ssize_t t = n ? find_prop(p, n, "TAGS\x01", 5, &tlen) : -1;
+    Value tags, keys, uniq;
+    scan_props(p, n, &tags, &keys, &uniq);
+    Py_ssize_t t = tags.at, tlen = tags.len;
     for (Py_ssize_t i = 0; t >= 0 && i < tlen; i++) {
         if ((unsigned char)p[t + i] > 0x7F)
             return 0;
@@ -171,7 +217,8 @@ one_record(PyObject *it, int indexed, Group *groups, int *ng, int *last, Seed *s
         g->count++;
     }
     if (indexed && n && tran != TRAN_ROLLBACK)
-        return index_record(topic, p, n, PyTuple_GET_ITEM(it, 0), seed, hashes, offsets);
+        return index_record(topic, p, &keys, &uniq, PyTuple_GET_ITEM(it, 0), seed, hashes,
+                            offsets);
     return 1;
 }
 
