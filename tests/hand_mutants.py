@@ -56,6 +56,7 @@ _LP = "tests/actor/broker/test_lost_page_recovery.py::"
 _LQ = "tests/unit/storage/test_lost_page_quarantine.py::"
 _RP = "tests/unit/storage/test_replica_check.py::"
 _RR = "tests/unit/storage/test_replica_runs.py::"
+_IE = "tests/unit/storage/test_index_entries.py::"
 _SD = "tests/system/test_chaos_slow_disk.py::"
 _BK = "tests/unit/cli/chaos/test_blkio.py::"
 _SP = "tests/unit/protocol/test_speedups.py::"
@@ -1496,6 +1497,20 @@ MUTANTS: list[Mutant] = [
         "adler32_from(adler32_from(1, ",
         "adler32_from(adler32_from(0, ",
         [_RR + "test_a_run_keeps_its_queues_in_order_of_first_appearance"],
+    ),
+    Mutant(
+        "the compiled index entries leave a changed slot's page clean",
+        "protocol/speedups/index_append.c",
+        "        dirty[s >> PAGE_SHIFT] = 1;\n",
+        "",
+        [_IE + "test_index_entries_twins_agree"],
+    ),
+    Mutant(
+        "the compiled index entries link each entry to itself, not to the slot's previous one",
+        "protocol/speedups/index_append.c",
+        "put_le32(out + 16, slots[s]);",
+        "put_le32(out + 16, (uint32_t)count);",
+        [_IE + "test_an_index_finds_its_keys_on_each_path"],
     ),
 ]
 

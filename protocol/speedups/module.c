@@ -19,6 +19,8 @@ static PyMethodDef methods[] = {
      "Twin of rocketrio.storage.commitlog.records._check_replicated_py (None: not taken)."},
     {"replica_runs", (PyCFunction)(void (*)(void))replica_runs, METH_FASTCALL,
      "Twin of rocketrio.storage.dispatch_request.replica_runs_py (None: not taken)."},
+    {"index_entries", (PyCFunction)(void (*)(void))index_entries, METH_FASTCALL,
+     "Twin of rocketrio.storage.index_segment._index_entries_py (None: not taken)."},
     {NULL, NULL, 0, NULL},
 };
 

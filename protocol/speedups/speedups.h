@@ -15,6 +15,7 @@
  *   header.c   the ROCKETMQ header decode and encode (remoting._*_py)
  *   replica.c  check_replicated (storage.commitlog.records._check_replicated_py)
  *   replica_runs.c  replica_runs (storage.dispatch_request.replica_runs_py)
+ *   index_append.c  index_entries (storage.index_segment._index_entries_py)
  *   module.c   the method table
  */
 #ifndef RR_SPEEDUPS_H
@@ -101,5 +102,6 @@ PyObject *decode_rocketmq_header(PyObject *self, PyObject *const *args, Py_ssize
 PyObject *rocketmq_header(PyObject *self, PyObject *const *a, Py_ssize_t nargs);
 PyObject *check_replicated(PyObject *self, PyObject *const *a, Py_ssize_t nargs);
 PyObject *replica_runs(PyObject *self, PyObject *const *a, Py_ssize_t nargs);
+PyObject *index_entries(PyObject *self, PyObject *const *args, Py_ssize_t nargs);
 
 #endif
