@@ -1459,8 +1459,8 @@ MUTANTS: list[Mutant] = [
     Mutant(
         "the compiled replica check leaves a record one byte less room for a BLANK record",
         "protocol/speedups/replica.c",
-        "long long limit = (long long)pos + room - MIN_BLANK;",
-        "long long limit = (long long)pos + room - MIN_BLANK + 1;",
+        "long long fit = room - MIN_BLANK;",
+        "long long fit = room - MIN_BLANK + 1;",
         [_RP + "test_a_record_must_leave_room_for_a_blank_record"],
     ),
     Mutant(

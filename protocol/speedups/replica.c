@@ -148,10 +148,12 @@ check_chunk(const unsigned char *b, Py_ssize_t n, long long offset, long long se
             pos += total;
             continue;
         }
-        /* the record must leave room for a BLANK record in its segment */
-        long long limit = (long long)pos + room - MIN_BLANK;
+        /* the record must leave room for a BLANK record in its segment (room - MIN_BLANK
+         * cannot overflow, pos + room could) */
+        long long fit = room - MIN_BLANK;
         Fields f;
-        Py_ssize_t size = checked_record(b, pos, limit < n ? (Py_ssize_t)limit : n, at, &f);
+        Py_ssize_t by = fit < n - pos ? pos + (Py_ssize_t)fit : n;
+        Py_ssize_t size = checked_record(b, pos, by, at, &f);
         if (size <= 0) {
             status = (int)size;
             break;
