@@ -8,7 +8,8 @@ Inputs are the send path's: a 16-message batch of 1 KiB bodies with a Java produ
 properties (`build_records`), the ROCKETMQ header of a Java SEND_MESSAGE_V2 (its decode) and
 of a send answer (its encode), one 1 KiB record (`append_record`); then each error path (a
 truncated batch, a header whose lengths lie, a field out of range), whose references must be
-released too. The compiled twins run ``--calls`` times, the Python ones
+released too; and a slave's twins on the records of one 64 x 1 KiB batch (`replica_cases`).
+The compiled twins run ``--calls`` times, the Python ones
 ``--py-calls`` times (slower, and no leak to look for). Prints ONE JSON line.
 """
 
@@ -16,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import mmap
 import resource
 import struct
 import time
@@ -25,6 +27,8 @@ from typing import Any
 from rocketrio.protocol import message_build, remoting
 from rocketrio.protocol.compiled import speedups
 from rocketrio.protocol.message_build import BatchConstants, _batch_layout
+from rocketrio.storage import dispatch_request, index_segment
+from rocketrio.storage.commitlog import records
 
 PROPS = (
     b"TAGS\x01TagA\x02KEYS\x01key-1\x02UNIQ_KEY\x017F0000014D2818B4AAC27A1A5F7B0000\x02"
@@ -140,13 +144,56 @@ def cases() -> dict[str, tuple[Callable[[], Any], Callable[[], Any]]]:
     }
 
 
+def replica_cases() -> dict[str, tuple[Callable[[], Any], Callable[[], Any]]]:
+    """A slave's twins on what a master ships for one 64 x 1 KiB batch: the chunk's check
+    (`check_replicated`), the dispatch of its records once confirmed (`replica_runs`), the index
+    entries of their keys (`index_entries`); and a chunk whose last CRC is wrong (declined,
+    then the reference raises)."""
+    host = (b"\x7f\x00\x00\x01", 5000)
+    parts: list[Any] = []
+    at, seg = 1 << 20, 1 << 30
+    for i in range(64):
+        at += message_build._append_record_py(
+            parts, "BenchmarkTest", 3, b"m" * 1024, 0, PROPS, 0, 1732848000000, host,
+            1732848000001, host, 0, 0, 10 + i, at,
+        )  # fmt: skip
+    chunk = b"".join(parts)
+    bad = chunk[:-5] + bytes([chunk[-5] ^ 1]) + chunk[-4:]
+    items = records._check_replicated_py(1 << 20, chunk, seg, True)
+    requests = dispatch_request.DispatchRequests([1000], indexed=True)
+    ns = 5_000_000
+    slots = memoryview(mmap.mmap(-1, 4 * ns)).cast("I")
+    dirty = bytearray(-(-ns // 1024))
+    his = [i * 2654435761 % 2**32 for i in range(64)]
+    offsets = [item[0] for item in items]
+    e_args = (slots, dirty, ns, his, his, offsets, 0, 64, 100)
+    return {
+        "check_replicated_64x1KiB": (
+            lambda: speedups.check_replicated(1 << 20, chunk, seg, True),
+            lambda: records._check_replicated_py(1 << 20, chunk, seg, True),
+        ),
+        "replica_runs_64": (
+            lambda: speedups.replica_runs(items, True),
+            lambda: dispatch_request.replica_runs_py(items, requests),
+        ),
+        "index_entries_64": (
+            lambda: speedups.index_entries(*e_args),
+            lambda: index_segment._index_entries_py(*e_args),
+        ),
+        "check_replicated_bad_crc": (
+            swallow(records.check_replicated, 1 << 20, bad, seg, True),
+            swallow(records._check_replicated_py, 1 << 20, bad, seg, True),
+        ),
+    }
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--calls", type=int, default=1_000_000)
     ap.add_argument("--py-calls", type=int, default=100_000)
     args = ap.parse_args()
     out: dict[str, Any] = {}
-    for name, (c_fn, py_fn) in cases().items():
+    for name, (c_fn, py_fn) in {**cases(), **replica_cases()}.items():
         per_call_us(c_fn, 1000)  # warm
         before = rss_kib()
         c_us = per_call_us(c_fn, args.calls)

@@ -10,11 +10,17 @@ keys are indexed. The rmq_sys_wheel_timer queue and due time come from timer_whe
 Transaction PREPARED / ROLLBACK records get no ConsumeQueue entry, ROLLBACK records no index
 record, like upstream.
 
+`replica_runs` turns a run of a slave's held records into what dispatch writes for them (the
+ConsumeQueue entries per queue, the index hashes): one compiled call
+(`rocketrio.protocol._speedups.replica_runs`, protocol/speedups/replica_runs.c) for a run of
+ordinary records, else `replica_runs_py`, the reference.
+
 Also the property helpers the put path shares: `wire_properties`, `key_hashes`.
 """
 
 from __future__ import annotations
 
+from rocketrio.protocol.compiled import speedups as _speedups
 from rocketrio.protocol.message import (
     PROPERTY_CRC32,
     PROPERTY_KEYS,
@@ -30,7 +36,8 @@ from rocketrio.protocol.message import (
     find_stored_property,
     tags_code_of_bytes,
 )
-from rocketrio.storage.commitlog import CorruptionError
+from rocketrio.storage.commitlog import CorruptionError, RecordFields
+from rocketrio.storage.consume_queue import ENTRY
 from rocketrio.storage.index_file import key_hash_from, key_hash_seed
 from rocketrio.storage.store_types import InvalidMessage
 from rocketrio.storage.timer_wheel import TIMER_TOPIC, hop_due_ms, timer_queue_id
@@ -41,6 +48,8 @@ NO_CQ_TRAN = (TRANSACTION_PREPARED_TYPE, TRANSACTION_ROLLBACK_TYPE)
 QueueKey = tuple[str, int]
 # ((topic, queue id), queue offset, tags code, index hashes, goes to the ConsumeQueue)
 DispatchRequest = tuple[QueueKey, int, int, list[int] | None, bool]
+# ([(queue, first queue offset, ConsumeQueue entries)], index hashes, their CommitLog offsets)
+ReplicaRuns = tuple[list[tuple[QueueKey, int, bytes]], list[int], list[int]]
 
 
 class DispatchRequests:
@@ -124,6 +133,46 @@ class DispatchRequests:
         if out is None or not out.isdigit():
             raise InvalidMessage(f"message {i} to {TIMER_TOPIC}: no valid TIMER_OUT_MS property")
         return timer_queue_id(int(out), store_ts)
+
+
+def replica_runs(items: list[RecordFields], requests: DispatchRequests) -> ReplicaRuns:
+    """`replica_runs_py`, by the compiled twin for a run it takes (module docstring)."""
+    if _speedups is not None:
+        runs: ReplicaRuns | None = _speedups.replica_runs(items, requests.indexed)
+        if runs is not None:
+            return runs
+    return replica_runs_py(items, requests)
+
+
+def replica_runs_py(items: list[RecordFields], requests: DispatchRequests) -> ReplicaRuns:
+    """What `StoreDispatch.dispatch` writes for a slave's held records (``items``, in CommitLog
+    order, none going to the ConsumeQueue before its time: cq_from 0): per queue in order of
+    first appearance its first queue offset and its entries joined, and the index hashes with
+    the offset of the record each belongs to. CorruptionError when a queue's offsets jump."""
+    groups: dict[QueueKey, list[bytes]] = {}
+    firsts: dict[QueueKey, int] = {}
+    hashes: list[int] = []
+    offsets: list[int] = []
+    pack = ENTRY.pack
+    of_fields = requests.of_fields
+    for offset, size, topic, queue_id, queue_offset, sys_flag, store_ts, props in items:
+        key, qo, tags, key_hashes, to_cq = of_fields(
+            offset, topic, queue_id, queue_offset, sys_flag, store_ts, props, 0
+        )
+        if to_cq:
+            group = groups.get(key)
+            if group is None:
+                groups[key] = group = []
+                firsts[key] = qo
+            elif qo != firsts[key] + len(group):
+                raise CorruptionError(
+                    f"queue offsets of {key[0]}:{key[1]} jump to {qo} at commitlog {offset}"
+                )
+            group.append(pack(offset, size, tags))
+        if key_hashes:
+            hashes += key_hashes
+            offsets += [offset] * len(key_hashes)
+    return [(key, firsts[key], b"".join(group)) for key, group in groups.items()], hashes, offsets
 
 
 def wire_properties(

@@ -57,6 +57,7 @@ import zlib
 from array import array
 from collections.abc import Iterator
 
+from rocketrio.protocol.compiled import speedups as _speedups
 from rocketrio.storage.durable import pwrite_all
 from rocketrio.storage.fs import FileSystem
 
@@ -81,6 +82,36 @@ def _slot_table(slot_num: int) -> memoryview:
     """A zeroed slot table in RAM: u32 values over anonymous memory (a page costs RAM once
     written, and all of it goes back to the system with the table)."""
     return memoryview(mmap.mmap(-1, 4 * slot_num)).cast("I")
+
+
+def _index_entries_py(
+    slots: memoryview,
+    dirty: bytearray,
+    ns: int,
+    his: list[int],
+    los: list[int],
+    offsets: list[int],
+    a: int,
+    b: int,
+    count: int,
+) -> tuple[bytes, int]:
+    """The entries of keys a..b-1 (``his`` picks the slot of each) after entry ``count``, each
+    slot pointing at its new newest entry and its page marked dirty; (entries, new count). The
+    compiled twin is `rocketrio.protocol._speedups.index_entries` (protocol/speedups/
+    index_append.c)."""
+    pack = ENTRY_HALVES.pack
+    e = count
+    out = []
+    push = out.append
+    if a or b < len(offsets):
+        his, los, offsets = his[a:b], los[a:b], offsets[a:b]
+    for hi, lo, off in zip(his, los, offsets, strict=True):
+        s = hi % ns
+        e += 1
+        push(pack(lo, hi, off, slots[s]))
+        slots[s] = e
+        dirty[s >> _PAGE_SHIFT] = 1
+    return b"".join(out), e
 
 
 def _swapped(raw: bytes) -> bytes:
@@ -322,21 +353,16 @@ class IndexSegment:
         """Add entries for items a..b-1: hash halves (``his`` picks the slot) and offsets."""
         slots, dirty = self.slots, self.dirty
         assert slots is not None and dirty is not None, "append to a sealed index file"
-        ns = self.slot_num
-        pack = ENTRY_HALVES.pack
-        e = self.count
-        out = []
-        push = out.append
-        if a or b < len(offsets):
-            his, los, offsets = his[a:b], los[a:b], offsets[a:b]
-        for hi, lo, off in zip(his, los, offsets, strict=True):
-            s = hi % ns
-            e += 1
-            push(pack(lo, hi, off, slots[s]))
-            slots[s] = e
-            dirty[s >> _PAGE_SHIFT] = 1
-        self.count = e
-        self.pending.append(b"".join(out))
+        got = None
+        if _speedups is not None:
+            got = _speedups.index_entries(
+                slots, dirty, self.slot_num, his, los, offsets, a, b, self.count
+            )
+        if got is None:
+            ns = self.slot_num
+            got = _index_entries_py(slots, dirty, ns, his, los, offsets, a, b, self.count)
+        data, self.count = got
+        self.pending.append(data)
 
     def write_pending(self) -> None:
         if self.pending:

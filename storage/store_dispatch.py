@@ -40,6 +40,7 @@ from rocketrio.storage.dispatch_request import (
     DispatchRequest,
     DispatchRequests,
     QueueKey,
+    replica_runs,
 )
 from rocketrio.storage.fs import FileSystem
 from rocketrio.storage.index_file import MessageIndex
@@ -280,18 +281,31 @@ class StoreDispatch:
         if replica[0][0] != self._dispatched:
             replica.clear()  # cannot happen unless the log moved under the held data
             return False
-        positions: list[int] = []
-        sizes: list[int] = []
-        pending: list[DispatchRequest] = []
-        of_fields = self._requests.of_fields
-        while replica and replica[0][0] + replica[0][1] <= limit:
-            offset, size, topic, queue_id, queue_offset, sys_flag, ts, props = replica.popleft()
-            positions.append(offset)
-            sizes.append(size)
-            pending.append(of_fields(offset, topic, queue_id, queue_offset, sys_flag, ts, props, 0))
-        if not positions:
+        last = replica[-1]
+        if last[0] + last[1] <= limit:  # the usual case: confirmOffset passes them all
+            items = list(replica)
+            replica.clear()
+        else:
+            items = []
+            while replica and replica[0][0] + replica[0][1] <= limit:
+                items.append(replica.popleft())
+        if not items:
             return False
-        self.dispatch(positions, sizes, pending)
+        if self._queues.ext_bits:  # filter bit-maps: `dispatch` reads the records back
+            of_fields = self._requests.of_fields
+            self.dispatch(
+                [r[0] for r in items],
+                [r[1] for r in items],
+                [of_fields(o, t, q, qo, f, ts, p, 0) for o, _, t, q, qo, f, ts, p in items],
+            )
+        else:
+            runs, hashes, offsets = replica_runs(items, self._requests)
+            queues = self._queues
+            for key, first, entries in runs:
+                queues.append(key, entries, first)
+            if hashes and self._index is not None:
+                self._index.add_pairs(hashes, offsets)
+            self._dispatched = items[-1][0] + items[-1][1]
         if not replica and gate.replica_end <= limit:
             self._dispatched = gate.replica_end  # past a BLANK record closing a segment
         return True

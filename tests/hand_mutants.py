@@ -54,6 +54,9 @@ _GD = "tests/actor/observe/test_grafana_dashboard.py::"
 _CD = "tests/actor/cli/test_consume_directly.py::"
 _LP = "tests/actor/broker/test_lost_page_recovery.py::"
 _LQ = "tests/unit/storage/test_lost_page_quarantine.py::"
+_RP = "tests/unit/storage/test_replica_check.py::"
+_RR = "tests/unit/storage/test_replica_runs.py::"
+_IE = "tests/unit/storage/test_index_entries.py::"
 _SD = "tests/system/test_chaos_slow_disk.py::"
 _BK = "tests/unit/cli/chaos/test_blkio.py::"
 _SP = "tests/unit/protocol/test_speedups.py::"
@@ -1577,6 +1580,77 @@ MUTANTS: list[Mutant] = [
         "            w[1] = (char)kn;",
         "            w[1] = (char)(kn + 1);",
         [_SP + "test_rocketmq_header_twins_agree"],
+    ),
+    # the compiled replica check (protocol/speedups/replica.c, issue 28 item 3)
+    Mutant(
+        "the compiled replica check skips the CRC compare",
+        "protocol/speedups/replica.c",
+        "    if ((crc & 0x7FFFFFFF) != stated)\n        return 0;\n",
+        "",
+        [_RP + "test_every_single_byte_flip_agrees", _RP + "test_check_replicated_twins_agree"],
+    ),
+    Mutant(
+        "the compiled replica check skips the physical-offset check",
+        "protocol/speedups/replica.c",
+        "get_be64(r + 28) != at ||",
+        "",
+        [_RP + "test_a_chunk_meant_for_another_offset_is_refused"],
+    ),
+    Mutant(
+        "the compiled replica check leaves a record one byte less room for a BLANK record",
+        "protocol/speedups/replica.c",
+        "long long fit = room - MIN_BLANK;",
+        "long long fit = room - MIN_BLANK + 1;",
+        [_RP + "test_a_record_must_leave_room_for_a_blank_record"],
+    ),
+    Mutant(
+        "the compiled replica check takes a BLANK record of any size",
+        "protocol/speedups/replica.c",
+        "if (total != room || total > n - pos) {",
+        "if (total <= 0 || total > n - pos) {",
+        [_RP + "test_a_blank_record_must_fill_its_segment"],
+    ),
+    Mutant(
+        "the compiled replica check does not match the properties length to totalSize",
+        "protocol/speedups/replica.c",
+        "t + 2 + props_len != end || ",
+        "",
+        [_RP + "test_a_length_rewritten_under_a_valid_crc_is_refused"],
+    ),
+    Mutant(
+        "the compiled replica runs do not check that a queue's offsets follow each other",
+        "protocol/speedups/replica_runs.c",
+        " || qo != g->first + g->count)",
+        ")",
+        [_RR + "test_a_queue_offset_jump_is_the_references_error"],
+    ),
+    Mutant(
+        "the compiled replica runs give a rolled-back transaction a ConsumeQueue entry",
+        "protocol/speedups/replica_runs.c",
+        "if (tran != TRAN_PREPARED && tran != TRAN_ROLLBACK) {",
+        "if (tran != TRAN_PREPARED) {",
+        [_RR + "test_a_run_keeps_its_queues_in_order_of_first_appearance"],
+    ),
+    Mutant(
+        "the compiled replica runs seed a key's Adler-32 from 0",
+        "protocol/speedups/replica_runs.c",
+        "adler32_from(adler32_from(1, ",
+        "adler32_from(adler32_from(0, ",
+        [_RR + "test_a_run_keeps_its_queues_in_order_of_first_appearance"],
+    ),
+    Mutant(
+        "the compiled index entries leave a changed slot's page clean",
+        "protocol/speedups/index_append.c",
+        "        dirty[s >> PAGE_SHIFT] = 1;\n",
+        "",
+        [_IE + "test_index_entries_twins_agree"],
+    ),
+    Mutant(
+        "the compiled index entries link each entry to itself, not to the slot's previous one",
+        "protocol/speedups/index_append.c",
+        "put_le32(out + 16, slots[s]);",
+        "put_le32(out + 16, (uint32_t)count);",
+        [_IE + "test_an_index_finds_its_keys_on_each_path"],
     ),
 ]
 

@@ -15,6 +15,12 @@ static PyMethodDef methods[] = {
      METH_FASTCALL, "Twin of rocketrio.protocol.remoting._decode_rocketmq_header_py."},
     {"rocketmq_header", (PyCFunction)(void (*)(void))rocketmq_header, METH_FASTCALL,
      "Twin of rocketrio.protocol.remoting._rocketmq_header_of_py."},
+    {"check_replicated", (PyCFunction)(void (*)(void))check_replicated, METH_FASTCALL,
+     "Twin of rocketrio.storage.commitlog.records._check_replicated_py (None: not taken)."},
+    {"replica_runs", (PyCFunction)(void (*)(void))replica_runs, METH_FASTCALL,
+     "Twin of rocketrio.storage.dispatch_request.replica_runs_py (None: not taken)."},
+    {"index_entries", (PyCFunction)(void (*)(void))index_entries, METH_FASTCALL,
+     "Twin of rocketrio.storage.index_segment._index_entries_py (None: not taken)."},
     {NULL, NULL, 0, NULL},
 };
 

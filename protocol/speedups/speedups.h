@@ -13,6 +13,9 @@
  *   batch.c    build_records (message_build._build_records_py)
  *   record.c   append_record (message_build._append_record_py)
  *   header.c   the ROCKETMQ header decode and encode (remoting._*_py)
+ *   replica.c  check_replicated (storage.commitlog.records._check_replicated_py)
+ *   replica_runs.c  replica_runs (storage.dispatch_request.replica_runs_py)
+ *   index_append.c  index_entries (storage.index_segment._index_entries_py)
  *   module.c   the method table
  */
 #ifndef RR_SPEEDUPS_H
@@ -97,5 +100,8 @@ PyObject *append_record(PyObject *self, PyObject *const *a, Py_ssize_t nargs);
 PyObject *configure_remoting(PyObject *self, PyObject *args);
 PyObject *decode_rocketmq_header(PyObject *self, PyObject *const *args, Py_ssize_t nargs);
 PyObject *rocketmq_header(PyObject *self, PyObject *const *a, Py_ssize_t nargs);
+PyObject *check_replicated(PyObject *self, PyObject *const *a, Py_ssize_t nargs);
+PyObject *replica_runs(PyObject *self, PyObject *const *a, Py_ssize_t nargs);
+PyObject *index_entries(PyObject *self, PyObject *const *args, Py_ssize_t nargs);
 
 #endif

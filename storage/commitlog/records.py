@@ -1,6 +1,11 @@
 """Whole records in CommitLog bytes: walking them (`iter_records`, `scan_records`, which read
 through a `CommitLog`) and checking replicated bytes before they are appended
 (`check_replicated`). No state: the log owns its offsets and files.
+
+`check_replicated` runs the compiled twin (`rocketrio.protocol._speedups.check_replicated`,
+protocol/speedups/replica.c) when it is built: it takes a chunk whose records all have the usual
+shape and pass every check, and declines anything else, which `_check_replicated_py` (the
+reference) then checks and accepts or rejects with its exact error.
 """
 
 from __future__ import annotations
@@ -9,6 +14,7 @@ import struct
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
+from rocketrio.protocol.compiled import speedups as _speedups
 from rocketrio.protocol.message import (
     BLANK_MAGIC_CODE,
     MessageDecodeError,
@@ -95,6 +101,22 @@ def scan_records(
 
 
 def check_replicated(
+    offset: int,
+    data: bytes | bytearray | memoryview,
+    segment_size: int,
+    with_fields: bool,
+) -> list[RecordFields]:
+    """`_check_replicated_py`, by the compiled twin for a chunk it takes (module docstring)."""
+    if _speedups is not None:
+        found: list[RecordFields] | None = _speedups.check_replicated(
+            offset, data, segment_size, with_fields
+        )
+        if found is not None:
+            return found
+    return _check_replicated_py(offset, data, segment_size, with_fields)
+
+
+def _check_replicated_py(
     offset: int,
     data: bytes | bytearray | memoryview,
     segment_size: int,
