@@ -24,6 +24,7 @@ from rocketrio.actors.broker.dispatch.outcomes import (
     SentBack,
 )
 from rocketrio.actors.broker.dispatch.table import Answer, Handlers
+from rocketrio.actors.broker.send.completions import DirectAnswer, PendingSend
 from rocketrio.actors.broker.send.processor import BlockedSend, OnSentBack, SendMessageProcessor
 from rocketrio.actors.kernel.remoting import RequestContext
 from rocketrio.protocol.codes import RequestCode, ResponseCode
@@ -34,6 +35,7 @@ from rocketrio.protocol.headers import (
 )
 from rocketrio.protocol.remoting import RemotingCommand, encode_response
 from rocketrio.protocol.serde import from_ext
+from rocketrio.storage.message_store import PutResult
 
 RC = ResponseCode
 _PUT_OK = PutStatus.PUT_OK
@@ -185,6 +187,32 @@ class SendAnswer:
         ctx.respond(send_response(ctx.cmd, outcome))
 
 
+class StoredAnswer(DirectAnswer):
+    """A plain single send's answer as the store's own `PutCallback` (`DirectAnswer`: the
+    processor sets ``queue_id`` and ``uniq``): a stored send is encoded straight from the put's
+    result, the same frame `SendAnswer` sends for the `SendStored` that `PendingSend` would
+    have made (a test compares them); any other answer goes that way."""
+
+    __slots__ = ("ctx",)
+
+    def __init__(self, ctx: RequestContext) -> None:  # queue_id, uniq: set before the put
+        self.ctx = ctx
+
+    def __call__(self, results: list[PutResult], status: PutStatus, remark: str | None) -> None:
+        ctx = self.ctx
+        if status is _PUT_OK and results:
+            r = results[0]
+            ext = {
+                "msgId": r.msg_id,
+                "queueId": str(self.queue_id),
+                "queueOffset": str(r.queue_offset),
+                "transactionId": self.uniq,
+            }
+            ctx.respond_frame(_SUCCESS, encode_response(ctx.cmd, _SUCCESS, remark, ext))
+            return
+        PendingSend(SendAnswer(ctx), self.queue_id, self.uniq)(results, status, remark)
+
+
 def _sent_back(ctx: RequestContext) -> OnSentBack:
     def on_done(outcome: SendBackOutcome) -> None:
         ctx.respond(send_back_response(ctx.cmd, outcome))
@@ -203,7 +231,7 @@ def send_handlers(send: SendMessageProcessor) -> Handlers:
         born = conn.attrs.get("born_host") or born_host(conn)
         if h.batch or cmd.code == _SEND_BATCH_MESSAGE:
             return send_batch(ctx, h, born)
-        r = send.send_nowait(h, cmd.body, born, conn.remote, SendAnswer(ctx))
+        r = send.send_nowait(h, cmd.body, born, conn.remote, StoredAnswer(ctx))
         if r is None:
             return None
         if isinstance(r, BlockedSend):

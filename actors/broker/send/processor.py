@@ -62,7 +62,13 @@ from rocketrio.actors.broker.schedule.policy import (
     schedule_queue,
     send_back_level,
 )
-from rocketrio.actors.broker.send.completions import OnSent, PendingSend, batch_done, is_stored
+from rocketrio.actors.broker.send.completions import (
+    DirectAnswer,
+    OnSent,
+    PendingSend,
+    batch_done,
+    is_stored,
+)
 from rocketrio.actors.broker.send.message_props import (
     TIMER_KEYS,
     append_props,
@@ -296,7 +302,7 @@ class SendMessageProcessor:
         body: bytes,
         born_host: BornHost,
         producer: str,
-        on_done: OnSent,
+        on_done: OnSent | DirectAnswer,
     ) -> Refusal | None:
         """One message. None: accepted, ``on_done`` gets the outcome once the store answered.
         ``producer`` (the client's address) only names it in a remark."""
@@ -318,7 +324,7 @@ class SendMessageProcessor:
         body: bytes,
         born_host: BornHost,
         producer: str,
-        on_done: OnSent,
+        on_done: OnSent | DirectAnswer,
     ) -> Refusal | BlockedSend | None:
         """`send` without a coroutine (the hot path): `BlockedSend` when the store's inbox is
         full, for the caller to await `put_blocked` with."""
@@ -357,7 +363,12 @@ class SendMessageProcessor:
         msg = MessageToStore(
             topic, queue_id, body, h.flag, props, sys_flag, h.bornTimestamp, born_host, reconsume
         )
-        done: PutCallback = PendingSend(on_done, reply_queue_id, uniq)
+        done: PutCallback
+        if isinstance(on_done, DirectAnswer):  # the remoting hot path: no PendingSend
+            on_done.queue_id, on_done.uniq = reply_queue_id, uniq
+            done = on_done
+        else:
+            done = PendingSend(on_done, reply_queue_id, uniq)
         if prepared:  # a half message (transaction_policy.py); the answer names the real queue
             msg = half_message(msg)
             self.topics.create_in_send_back(msg.topic, 1, _RW)
