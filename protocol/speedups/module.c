@@ -15,6 +15,10 @@ static PyMethodDef methods[] = {
      METH_FASTCALL, "Twin of rocketrio.protocol.remoting._decode_rocketmq_header_py."},
     {"rocketmq_header", (PyCFunction)(void (*)(void))rocketmq_header, METH_FASTCALL,
      "Twin of rocketrio.protocol.remoting._rocketmq_header_of_py."},
+    {"next_rocketmq_frame", (PyCFunction)(void (*)(void))next_rocketmq_frame, METH_FASTCALL,
+     "The next whole ROCKETMQ frame of remoting.FrameDecoder's buffer."},
+    {"send_answer_frame", (PyCFunction)(void (*)(void))send_answer_frame, METH_FASTCALL,
+     "Twin of rocketrio.protocol.send_answer._send_answer_frame_py."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -13,6 +13,8 @@
  *   batch.c    build_records (message_build._build_records_py)
  *   record.c   append_record (message_build._append_record_py)
  *   header.c   the ROCKETMQ header decode and encode (remoting._*_py)
+ *   frame.c    the next whole ROCKETMQ frame of a reader's buffer (remoting.FrameDecoder)
+ *   answer.c   a stored send's answer frame (send_answer._send_answer_frame_py)
  *   module.c   the method table
  */
 #ifndef RR_SPEEDUPS_H
@@ -97,5 +99,7 @@ PyObject *append_record(PyObject *self, PyObject *const *a, Py_ssize_t nargs);
 PyObject *configure_remoting(PyObject *self, PyObject *args);
 PyObject *decode_rocketmq_header(PyObject *self, PyObject *const *args, Py_ssize_t nargs);
 PyObject *rocketmq_header(PyObject *self, PyObject *const *a, Py_ssize_t nargs);
+PyObject *next_rocketmq_frame(PyObject *self, PyObject *const *a, Py_ssize_t nargs);
+PyObject *send_answer_frame(PyObject *self, PyObject *const *a, Py_ssize_t nargs);
 
 #endif

@@ -33,7 +33,8 @@ from rocketrio.protocol.headers import (
     SendMessageRequestHeader,
     SendMessageRequestHeaderV2,
 )
-from rocketrio.protocol.remoting import RemotingCommand, encode_response
+from rocketrio.protocol.remoting import RemotingCommand
+from rocketrio.protocol.send_answer import send_answer_frame
 from rocketrio.protocol.serde import from_ext
 from rocketrio.storage.message_store import PutResult
 
@@ -181,7 +182,10 @@ class SendAnswer:
         ctx = self.ctx
         if type(outcome) is SendStored and outcome.status is _PUT_OK:
             # the common answer, encoded without a response command (the same bytes)
-            frame = encode_response(ctx.cmd, _SUCCESS, outcome.remark, send_response_ext(outcome))
+            o = outcome
+            frame = send_answer_frame(
+                ctx.cmd, o.remark, o.msg_id, o.queue_id, o.queue_offset, o.uniq_key
+            )
             ctx.respond_frame(_SUCCESS, frame)
             return
         ctx.respond(send_response(ctx.cmd, outcome))
@@ -202,13 +206,10 @@ class StoredAnswer(DirectAnswer):
         ctx = self.ctx
         if status is _PUT_OK and results:
             r = results[0]
-            ext = {
-                "msgId": r.msg_id,
-                "queueId": str(self.queue_id),
-                "queueOffset": str(r.queue_offset),
-                "transactionId": self.uniq,
-            }
-            ctx.respond_frame(_SUCCESS, encode_response(ctx.cmd, _SUCCESS, remark, ext))
+            frame = send_answer_frame(
+                ctx.cmd, remark, r.msg_id, self.queue_id, r.queue_offset, self.uniq
+            )
+            ctx.respond_frame(_SUCCESS, frame)
             return
         PendingSend(SendAnswer(ctx), self.queue_id, self.uniq)(results, status, remark)
 

@@ -11,8 +11,7 @@ so the producer). The request arrives as the protocol's typed header (the V1
 
 Collaborators: the topic and group tables, the store writer (puts) and the store view (the
 send-back look-up), the rebalance lock manager (orderly consumers go straight to the DLQ), the
-UNIQ_KEY generator, stats, the write gate (controller mode: a slave refuses writes) and a
-frozen `SendConfig`.
+UNIQ_KEY generator, stats, the write gate (controller mode: a slave refuses writes), `SendConfig`.
 
 Response ids follow upstream: the outcome's ``msg_id`` is the offset message id (store host +
 commitlog offset; comma-joined for a batch) and ``uniq_key`` the UNIQ_KEY. Clients report the
@@ -364,7 +363,7 @@ class SendMessageProcessor:
             topic, queue_id, body, h.flag, props, sys_flag, h.bornTimestamp, born_host, reconsume
         )
         done: PutCallback
-        if isinstance(on_done, DirectAnswer):  # the remoting hot path: no PendingSend
+        if isinstance(on_done, DirectAnswer):  # remoting's hot path: the callback itself
             on_done.queue_id, on_done.uniq = reply_queue_id, uniq
             done = on_done
         else:

@@ -1,7 +1,8 @@
 """A plain single send's answer taken straight from the put (send/handlers.py `StoredAnswer`,
 send/completions.py `DirectAnswer`): a Java client (ROCKETMQ header) and the project's client
-(JSON header) get byte for byte the frame the older path (`PendingSend` -> `SendStored` ->
-`SendAnswer`) sent for the same request and put result, whatever the status."""
+(JSON header) get byte for byte the frame of the generic path (`PendingSend` -> `SendStored` ->
+`send_response` -> `encode_command`) for the same request and put result, whatever the status;
+so does `SendAnswer` (the static topic's answer)."""
 
 from __future__ import annotations
 
@@ -10,9 +11,9 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from rocketrio.actors.broker.dispatch.outcomes import PutStatus
+from rocketrio.actors.broker.dispatch.outcomes import PutStatus, SendOutcome
 from rocketrio.actors.broker.send.completions import PendingSend
-from rocketrio.actors.broker.send.handlers import SendAnswer, StoredAnswer
+from rocketrio.actors.broker.send.handlers import SendAnswer, StoredAnswer, send_response
 from rocketrio.actors.kernel.remoting import RequestContext
 from rocketrio.protocol.codes import RPC_ONEWAY, RequestCode
 from rocketrio.protocol.remoting import (
@@ -53,6 +54,15 @@ def _direct(cmd: RemotingCommand, queue_id: int, uniq: str, *put: Any) -> list[b
 
 
 def _older(cmd: RemotingCommand, queue_id: int, uniq: str, *put: Any) -> list[bytes]:
+    """The generic path: PendingSend's outcome as a response command, encoded."""
+    got: list[SendOutcome] = []
+    PendingSend(got.append, queue_id, uniq)(*put)
+    (outcome,) = got
+    return [encode_command(send_response(cmd, outcome))]
+
+
+def _answered(cmd: RemotingCommand, queue_id: int, uniq: str, *put: Any) -> list[bytes]:
+    """`SendAnswer` (the static topic's and the older path's answer) of PendingSend's outcome."""
     ctx, conn = _ctx(cmd)
     PendingSend(SendAnswer(ctx), queue_id, uniq)(*put)
     return conn.frames
@@ -88,7 +98,9 @@ def test_the_direct_answer_is_the_older_paths_frame(
     cmd = RemotingCommand(RequestCode.SEND_MESSAGE_V2, opaque=opaque, serialize_type=stype)
     results = [PutResult(4096, 1200, queue_offset, msg_id, 17)] if stored else []
     put = (results, status, remark)
-    assert _direct(cmd, queue_id, uniq, *put) == _older(cmd, queue_id, uniq, *put)
+    want = _older(cmd, queue_id, uniq, *put)
+    assert _direct(cmd, queue_id, uniq, *put) == want
+    assert _answered(cmd, queue_id, uniq, *put) == want
 
 
 def test_a_oneway_send_gets_no_frame_and_a_second_answer_none() -> None:
