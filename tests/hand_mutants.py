@@ -57,6 +57,7 @@ _LQ = "tests/unit/storage/test_lost_page_quarantine.py::"
 _SD = "tests/system/test_chaos_slow_disk.py::"
 _BK = "tests/unit/cli/chaos/test_blkio.py::"
 _SP = "tests/unit/protocol/test_speedups.py::"
+_SS2 = "tests/unit/protocol/test_speedups_send.py::"
 
 MUTANTS: list[Mutant] = [
     Mutant(
@@ -1437,6 +1438,63 @@ MUTANTS: list[Mutant] = [
         "            w[1] = (char)kn;",
         "            w[1] = (char)(kn + 1);",
         [_SP + "test_rocketmq_header_twins_agree"],
+    ),
+    # issue 28 item 1, fifth pass: a Java send's frame and answer (frame.c, answer.c, handlers)
+    Mutant(
+        "the compiled frame call takes a frame one byte short of whole",
+        "protocol/speedups/frame.c",
+        "n - pos < 4 + total)",
+        "n - pos < 3 + total)",
+        [_SS2 + "test_the_frame_decoder_agrees_on_both_paths"],
+    ),
+    Mutant(
+        "the compiled frame call ignores the frame size limit",
+        "protocol/speedups/frame.c",
+        "total < MIN_FRAME || total > max_frame ||",
+        "total < MIN_FRAME ||",
+        [_SS2 + "test_the_frame_decoder_agrees_on_both_paths"],
+    ),
+    Mutant(
+        "the compiled send answer swaps queueId and queueOffset",
+        "protocol/speedups/answer.c",
+        "    vb[1] = nums[0];\n    vb[2] = nums[1];",
+        "    vb[1] = nums[1];\n    vb[2] = nums[0];",
+        [_SS2 + "test_the_send_answer_twins_agree_with_the_generic_encoder"],
+    ),
+    Mutant(
+        "the compiled send answer writes the remark's length but not the remark",
+        "protocol/speedups/answer.c",
+        "    memcpy(w + 17, rb, (size_t)rn);",
+        "    memset(w + 17, 0, (size_t)rn);",
+        [_SS2 + "test_the_send_answer_twins_agree_with_the_generic_encoder"],
+    ),
+    Mutant(
+        "the direct send answer names the queue the message went to, not the one asked for",
+        "actors/broker/send/handlers.py",
+        "ctx.cmd, remark, r.msg_id, self.queue_id, r.queue_offset, self.uniq",
+        "ctx.cmd, remark, r.msg_id, r.commitlog_offset % 8, r.queue_offset, self.uniq",
+        ["tests/unit/actors/broker/send/test_direct_answer.py"],
+    ),
+    Mutant(
+        "the direct send answer answers a put the store refused as stored",
+        "actors/broker/send/handlers.py",
+        "        if status is _PUT_OK and results:",
+        "        if results:",
+        ["tests/unit/actors/broker/send/test_direct_answer.py"],
+    ),
+    Mutant(
+        "the compiled send header reads unitMode from the batch flag",
+        "protocol/speedups/send_header.c",
+        '"h", "i", "j", "k", "m", "l", "n"};',
+        '"h", "i", "j", "m", "m", "l", "n"};',
+        [_SS2 + "test_the_send_header_twins_agree"],
+    ),
+    Mutant(
+        "the compiled send header reads a leading space as a minus sign",
+        "protocol/speedups/send_header.c",
+        "    Py_ssize_t i = b[0] == '-' ? 1 : 0;",
+        "    Py_ssize_t i = b[0] == '-' || b[0] == ' ' ? 1 : 0;",
+        [_SS2 + "test_the_send_header_twins_agree"],
     ),
 ]
 

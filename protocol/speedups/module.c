@@ -19,6 +19,8 @@ static PyMethodDef methods[] = {
      "The next whole ROCKETMQ frame of remoting.FrameDecoder's buffer."},
     {"send_answer_frame", (PyCFunction)(void (*)(void))send_answer_frame, METH_FASTCALL,
      "Twin of rocketrio.protocol.send_answer._send_answer_frame_py."},
+    {"send_header_v2", (PyCFunction)(void (*)(void))send_header_v2, METH_FASTCALL,
+     "Twin of rocketrio.actors.broker.send.handlers.parse_send_header_v2 (the plain case)."},
     {NULL, NULL, 0, NULL},
 };
 

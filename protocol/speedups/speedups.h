@@ -15,6 +15,7 @@
  *   header.c   the ROCKETMQ header decode and encode (remoting._*_py)
  *   frame.c    the next whole ROCKETMQ frame of a reader's buffer (remoting.FrameDecoder)
  *   answer.c   a stored send's answer frame (send_answer._send_answer_frame_py)
+ *   send_header.c  SEND_MESSAGE_V2's extFields to the send header (send/handlers.py)
  *   module.c   the method table
  */
 #ifndef RR_SPEEDUPS_H
@@ -101,5 +102,6 @@ PyObject *decode_rocketmq_header(PyObject *self, PyObject *const *args, Py_ssize
 PyObject *rocketmq_header(PyObject *self, PyObject *const *a, Py_ssize_t nargs);
 PyObject *next_rocketmq_frame(PyObject *self, PyObject *const *a, Py_ssize_t nargs);
 PyObject *send_answer_frame(PyObject *self, PyObject *const *a, Py_ssize_t nargs);
+PyObject *send_header_v2(PyObject *self, PyObject *const *a, Py_ssize_t nargs);
 
 #endif

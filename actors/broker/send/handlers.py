@@ -2,7 +2,8 @@
 (320) and CONSUMER_SEND_MSG_BACK (36).
 
 Decoding: SEND_MESSAGE_V2's short keys through the fast `parse_send_header_v2` (cattrs is a
-quarter of a send's cost there). Encoding: a `PutStatus` becomes the response code exactly like
+quarter of a send's cost there), or its compiled twin (protocol/speedups/send_header.c) for a
+plain header. Encoding: a `PutStatus` becomes the response code exactly like
 upstream's SendMessageProcessor (`put_status_code`); a stored send answers with the
 SendMessageResponseHeader (offset message id, queue, queue offset, UNIQ_KEY). A send is answered
 later, from the store actor's turn, through `SendAnswer`.
@@ -28,6 +29,7 @@ from rocketrio.actors.broker.send.completions import DirectAnswer, PendingSend
 from rocketrio.actors.broker.send.processor import BlockedSend, OnSentBack, SendMessageProcessor
 from rocketrio.actors.kernel.remoting import RequestContext
 from rocketrio.protocol.codes import RequestCode, ResponseCode
+from rocketrio.protocol.compiled import speedups as _speedups
 from rocketrio.protocol.headers import (
     ConsumerSendMsgBackRequestHeader,
     SendMessageRequestHeader,
@@ -39,6 +41,8 @@ from rocketrio.protocol.serde import from_ext
 from rocketrio.storage.message_store import PutResult
 
 RC = ResponseCode
+# protocol/speedups/send_header.c: `parse_send_header_v2` of a plain header (None: declined)
+_send_header_v2 = None if _speedups is None else _speedups.send_header_v2
 _PUT_OK = PutStatus.PUT_OK
 _SUCCESS = int(RC.SUCCESS)
 # plain ints: an enum member's look-up costs more than the comparison on the hot path
@@ -130,6 +134,10 @@ def send_header(cmd: RemotingCommand) -> SendMessageRequestHeader:
     """The V1 header of any send request code."""
     if cmd.code == _SEND_MESSAGE:
         return from_ext(SendMessageRequestHeader, cmd.ext_fields)
+    if _send_header_v2 is not None:  # a plain V2 header in one compiled call
+        h = _send_header_v2(cmd.ext_fields, SendMessageRequestHeader)
+        if h is not None:
+            return h  # type: ignore[no-any-return]
     return parse_send_header_v2(cmd.ext_fields)
 
 

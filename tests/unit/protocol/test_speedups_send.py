@@ -196,3 +196,48 @@ def test_the_send_answer_twins_agree_with_the_generic_encoder(
             assert direct == want[1]
         elif want[0] == "raised":
             assert direct is None
+
+
+# ------------------------------------------------------------------ the V2 send header
+
+FIELDS = "abcdefghijklmn"
+plain_ints = st.integers(-(10**18) + 1, 10**18 - 1).map(str)
+odd_ints = st.sampled_from(["+1", " 1", "1 ", "1_0", "٣", "", "-", "0x1", "1.0", "a\udcff"])
+bools = st.sampled_from(["true", "false"])
+plain_values = {key: plain_ints for key in "defghjl"} | {"k": bools, "m": bools}
+
+
+@st.composite
+def v2_headers(draw: st.DrawFn) -> tuple[dict[str, str], bool]:
+    """SEND_MESSAGE_V2 extFields and whether every value is plain (the compiled call's case)."""
+    ext: dict[str, Any] = {}
+    plain = True
+    for key in FIELDS:
+        if key in "abcdefgh" and draw(st.integers(0, 30)) == 0:
+            plain = False  # a required field left out
+            continue
+        if key in "ijklmn" and draw(st.booleans()):
+            continue  # an optional field left out
+        value = draw(plain_values.get(key, texts))
+        if draw(st.integers(0, 8)) == 0:  # a value int() or the bool parse treats otherwise
+            value = draw(odd_ints | st.sampled_from(["TRUE", "1", "0", "maybe"]) | st.integers())
+            plain = False
+        ext[key] = value
+    return ext, plain
+
+
+@settings(max_examples=500, deadline=None)
+@given(case=v2_headers())
+def test_the_send_header_twins_agree(ext: Any, case: tuple[dict[str, str], bool]) -> None:
+    from rocketrio.actors.broker.send.handlers import parse_send_header_v2
+    from rocketrio.protocol.headers import SendMessageRequestHeader
+
+    fields, plain = case
+    direct = ext.send_header_v2(fields, SendMessageRequestHeader)
+    want = outcome(parse_send_header_v2, fields)
+    if direct is not None:
+        assert ("returned", direct) == want
+    else:  # declined: only what is not plain
+        assert not plain
+    if plain:
+        assert direct is not None
