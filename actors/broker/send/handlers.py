@@ -6,7 +6,8 @@ quarter of a send's cost there), or its compiled twin (protocol/speedups/send_he
 plain header. Encoding: a `PutStatus` becomes the response code exactly like
 upstream's SendMessageProcessor (`put_status_code`); a stored send answers with the
 SendMessageResponseHeader (offset message id, queue, queue offset, UNIQ_KEY). A send is answered
-later, from the store actor's turn, through `SendAnswer`.
+later, from the store actor's turn: a plain single send through `StoredAnswer` (the store's
+callback itself, its stored answer one `send_answer_frame` call), any other through `SendAnswer`.
 """
 
 from __future__ import annotations
