@@ -15,6 +15,7 @@ Also the property helpers the put path shares: `wire_properties`, `key_hashes`.
 
 from __future__ import annotations
 
+from rocketrio.protocol.compiled import speedups as _speedups
 from rocketrio.protocol.message import (
     PROPERTY_CRC32,
     PROPERTY_KEYS,
@@ -126,6 +127,9 @@ class DispatchRequests:
         return timer_queue_id(int(out), store_ts)
 
 
+_wire_text = None if _speedups is None else _speedups.wire_text_properties
+
+
 def wire_properties(
     props: dict[str, str] | str,
 ) -> tuple[bytes, str | None, str | None, str | None]:
@@ -135,6 +139,10 @@ def wire_properties(
     CommitLog writes its own.
     """
     if isinstance(props, str):
+        if _wire_text is not None:  # compiled (protocol/speedups/props.c); None: declined
+            got = _wire_text(props)
+            if got is not None:
+                return got  # type: ignore[no-any-return]
         if props.find(PROPERTY_CRC32) < 0:
             return (
                 props.encode(),

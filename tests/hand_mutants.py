@@ -1496,6 +1496,20 @@ MUTANTS: list[Mutant] = [
         "    Py_ssize_t i = b[0] == '-' || b[0] == ' ' ? 1 : 0;",
         [_SS2 + "test_the_send_header_twins_agree"],
     ),
+    Mutant(
+        "the compiled wire properties keeps a stale __CRC32# pair",
+        "protocol/speedups/props.c",
+        '    if (contains(b, n, "__CRC32#", 8))',
+        "    if (0)",
+        [_SS2 + "test_the_wire_properties_twins_agree"],
+    ),
+    Mutant(
+        "the compiled wire properties looks TAGS up without its separator",
+        "protocol/speedups/props.c",
+        '{"TAGS\\x01", "KEYS\\x01", "UNIQ_KEY\\x01"}',
+        '{"TAGS", "KEYS\\x01", "UNIQ_KEY\\x01"}',
+        [_SS2 + "test_the_wire_properties_twins_agree"],
+    ),
 ]
 
 

@@ -21,6 +21,8 @@ static PyMethodDef methods[] = {
      "Twin of rocketrio.protocol.send_answer._send_answer_frame_py."},
     {"send_header_v2", (PyCFunction)(void (*)(void))send_header_v2, METH_FASTCALL,
      "Twin of rocketrio.actors.broker.send.handlers.parse_send_header_v2 (the plain case)."},
+    {"wire_text_properties", (PyCFunction)(void (*)(void))wire_text_properties, METH_FASTCALL,
+     "Twin of rocketrio.storage.dispatch_request.wire_properties (a text, no CRC pair)."},
     {NULL, NULL, 0, NULL},
 };
 

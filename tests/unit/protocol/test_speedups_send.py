@@ -247,3 +247,31 @@ def test_the_send_header_twins_agree(ext: Any, case: tuple[dict[str, str], bool]
         assert not plain
     if plain:
         assert direct is not None
+
+
+# ------------------------------------------------------------------ a message's properties
+
+prop_atoms = st.sampled_from(
+    ["TAGS\x01", "KEYS\x01", "UNIQ_KEY\x01", "__CRC32#", "__CRC32#\x01", "\x01", "\x02", "a",
+     "TagA", "k1 k2", "XTAGS\x01", "TAGS", "é", "ø\x01", "a\udcff", "UNIQ_KEY\x01U1\x02",
+     "TAGS\x01\x02", "KEYS\x01x\x02"]
+)  # fmt: skip
+prop_texts = st.lists(prop_atoms | st.text(max_size=5), max_size=10).map("".join)
+
+
+@settings(max_examples=500, deadline=None)
+@given(props=prop_texts)
+def test_the_wire_properties_twins_agree(ext: Any, props: str) -> None:
+    from rocketrio.storage import dispatch_request
+
+    with pytest.MonkeyPatch.context() as m:
+        m.setattr(dispatch_request, "_wire_text", None)
+        want = outcome(dispatch_request.wire_properties, props)
+    with pytest.MonkeyPatch.context() as m:
+        m.setattr(dispatch_request, "_wire_text", ext.wire_text_properties)
+        assert outcome(dispatch_request.wire_properties, props) == want
+    direct = ext.wire_text_properties(props)
+    plain = "__CRC32#" not in props and "\udcff" not in props
+    assert (direct is not None) == plain  # it declines only a CRC pair or a surrogate
+    if direct is not None:
+        assert ("returned", direct) == want
