@@ -6,7 +6,8 @@ reference leaked per call shows as RSS growing by tens of MiB over 1,000,000 cal
 
 Inputs are the send path's: a 16-message batch of 1 KiB bodies with a Java producer's
 properties (`build_records`), the ROCKETMQ header of a Java SEND_MESSAGE_V2 (its decode) and
-of a send answer (its encode), one 1 KiB record (`append_record`); then each error path (a
+of a send answer (its encode), one 1 KiB record (`append_record`), a Java send's whole frame,
+its V2 send header and its stored answer's frame; then each error path (a
 truncated batch, a header whose lengths lie, a field out of range), whose references must be
 released too; and a slave's twins on the records of one 64 x 1 KiB batch (`replica_cases`).
 The compiled twins run ``--calls`` times, the Python ones
@@ -24,8 +25,10 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from rocketrio.protocol import message_build, remoting
+from rocketrio.actors.broker.send.handlers import parse_send_header_v2
+from rocketrio.protocol import message_build, remoting, send_answer
 from rocketrio.protocol.compiled import speedups
+from rocketrio.protocol.headers import SendMessageRequestHeader
 from rocketrio.protocol.message_build import BatchConstants, _batch_layout
 from rocketrio.storage import dispatch_request, index_segment
 from rocketrio.storage.commitlog import records
@@ -40,6 +43,7 @@ SEND_V2 = {
     "j": "0", "k": "false", "l": "0", "m": "false", "n": "broker-a",
 }  # fmt: skip
 ANSWER = {"msgId": "7F00000100002A9F0000000000001234", "queueId": "3", "queueOffset": "12345"}
+UNIQ = "7F0000014D2818B4AAC27A1A5F7B0000"
 
 
 def rss_kib() -> int:
@@ -77,6 +81,16 @@ def batch_body(n: int) -> bytes:
     return one * n
 
 
+def python_frame(decoder: remoting.FrameDecoder) -> Any:
+    """FrameDecoder.next_command's Python path on its one buffered frame, again and again."""
+    decoder._pos = 0
+    fast, remoting._next_rocketmq_frame = remoting._next_rocketmq_frame, None
+    try:
+        return decoder.next_command()
+    finally:
+        remoting._next_rocketmq_frame = fast
+
+
 def cases() -> dict[str, tuple[Callable[[], Any], Callable[[], Any]]]:
     """Name -> (compiled call, Python call) on the same input."""
     assert speedups is not None, "the extension is not built (or ROCKETRIO_PURE_PYTHON is set)"
@@ -99,6 +113,9 @@ def cases() -> dict[str, tuple[Callable[[], Any], Callable[[], Any]]]:
     r_args = ("BenchmarkTest", 3, b"m" * 1024, 0, PROPS, 0, 1732848000000, host, 1732848000001,
               host, 0, 0, 10, 5000)  # fmt: skip
     bad_r_args = (*r_args[:1], 2**31, *r_args[2:])
+    frame = bytearray(remoting.encode_command(cmd))
+    decoder = remoting.FrameDecoder()
+    decoder.feed(bytes(frame))
     return {
         "build_records_16x1KiB": (
             lambda: speedups.build_records(*c_args),
@@ -117,6 +134,20 @@ def cases() -> dict[str, tuple[Callable[[], Any], Callable[[], Any]]]:
         "append_record_1KiB": (
             lambda: speedups.append_record([], *r_args),
             lambda: message_build._append_record_py([], *r_args),
+        ),
+        # issue 28's fifth pass: a Java send's whole frame (its Python path: FrameDecoder's
+        # checks and copies with the compiled header decode), header and answer
+        "next_rocketmq_frame_send_v2": (
+            lambda: speedups.next_rocketmq_frame(frame, 0, remoting.DEFAULT_MAX_FRAME),
+            lambda: python_frame(decoder),
+        ),
+        "send_header_v2": (
+            lambda: speedups.send_header_v2(SEND_V2, SendMessageRequestHeader),
+            lambda: parse_send_header_v2(SEND_V2),
+        ),
+        "send_answer_frame": (
+            lambda: send_answer._send_answer_frame_c(cmd, None, ANSWER["msgId"], 3, 12345, UNIQ),
+            lambda: send_answer._send_answer_frame_py(cmd, None, ANSWER["msgId"], 3, 12345, UNIQ),
         ),
         # the error paths: a batch cut short (raises), a header that lies about a length
         # (declined), a record field out of range (handed to the twin, which raises)

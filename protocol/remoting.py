@@ -8,7 +8,9 @@ RocketMQ's binary layout (type 1); both decode, we answer in the type the reques
 ``next_command`` until it returns None). Any malformed input raises `RemoteProtocolError`; after
 that the decoder refuses further input, and the connection owner closes the connection.
 The ROCKETMQ header's decode and encode have compiled twins (`rocketrio.protocol._speedups`,
-chosen in `compiled.py`); the ``_py`` functions are the reference and the fallback.
+chosen in `compiled.py`); the ``_py`` functions are the reference and the fallback. With the
+extension, `FrameDecoder` takes a whole ROCKETMQ frame in one compiled call (frame.c) and runs
+its Python path for everything else (JSON, a partial frame, anything it refuses).
 """
 
 from __future__ import annotations
@@ -363,9 +365,12 @@ if _speedups is not None:
     )
     _decode_rocketmq_header = _decode_rocketmq_header_c
     _rocketmq_header_of = _rocketmq_header_of_c
+    # the whole next ROCKETMQ frame of a FrameDecoder's buffer, or None for its Python path
+    _next_rocketmq_frame = _speedups.next_rocketmq_frame
 else:
     _decode_rocketmq_header = _decode_rocketmq_header_py
     _rocketmq_header_of = _rocketmq_header_of_py
+    _next_rocketmq_frame = None
 
 
 def decode_frame_payload(payload: bytes) -> RemotingCommand:
@@ -445,6 +450,11 @@ class FrameDecoder:
             raise self._failed
         buf = self._buf
         pos = self._pos
+        if _next_rocketmq_frame is not None:  # a Java client's frames, compiled (frame.c)
+            got = _next_rocketmq_frame(buf, pos, self._max)
+            if got is not None:
+                cmd, self._pos = got
+                return cmd  # type: ignore[no-any-return]
         avail = len(buf) - pos
         if avail < 8:
             if avail >= 4:

@@ -135,6 +135,9 @@ class DispatchRequests:
         return timer_queue_id(int(out), store_ts)
 
 
+_wire_text = None if _speedups is None else _speedups.wire_text_properties
+
+
 def replica_runs(items: list[RecordFields], requests: DispatchRequests) -> ReplicaRuns:
     """`replica_runs_py`, by the compiled twin for a run it takes (module docstring)."""
     if _speedups is not None:
@@ -184,6 +187,10 @@ def wire_properties(
     CommitLog writes its own.
     """
     if isinstance(props, str):
+        if _wire_text is not None:  # compiled (protocol/speedups/props.c); None: declined
+            got = _wire_text(props)
+            if got is not None:
+                return got  # type: ignore[no-any-return]
         if props.find(PROPERTY_CRC32) < 0:
             return (
                 props.encode(),

@@ -63,6 +63,7 @@ _SP = "tests/unit/protocol/test_speedups.py::"
 _AK = "tests/unit/actors/broker/pop/test_ack_path.py::"
 _AR = "tests/actor/broker/test_pop_ack_range.py::"
 _PR = "tests/unit/protocol/test_pop_records.py::"
+_SS2 = "tests/unit/protocol/test_speedups_send.py::"
 
 MUTANTS: list[Mutant] = [
     Mutant(
@@ -1651,6 +1652,77 @@ MUTANTS: list[Mutant] = [
         "put_le32(out + 16, slots[s]);",
         "put_le32(out + 16, (uint32_t)count);",
         [_IE + "test_an_index_finds_its_keys_on_each_path"],
+    ),
+    # issue 28 item 1, fifth pass: a Java send's frame and answer (frame.c, answer.c, handlers)
+    Mutant(
+        "the compiled frame call takes a frame one byte short of whole",
+        "protocol/speedups/frame.c",
+        "n - pos < 4 + total)",
+        "n - pos < 3 + total)",
+        [_SS2 + "test_the_frame_decoder_agrees_on_both_paths"],
+    ),
+    Mutant(
+        "the compiled frame call ignores the frame size limit",
+        "protocol/speedups/frame.c",
+        "total < MIN_FRAME || total > max_frame ||",
+        "total < MIN_FRAME ||",
+        [_SS2 + "test_the_frame_decoder_agrees_on_both_paths"],
+    ),
+    Mutant(
+        "the compiled send answer swaps queueId and queueOffset",
+        "protocol/speedups/answer.c",
+        "    vb[1] = nums[0];\n    vb[2] = nums[1];",
+        "    vb[1] = nums[1];\n    vb[2] = nums[0];",
+        [_SS2 + "test_the_send_answer_twins_agree_with_the_generic_encoder"],
+    ),
+    Mutant(
+        "the compiled send answer writes the remark's length but not the remark",
+        "protocol/speedups/answer.c",
+        "    memcpy(w + 17, rb, (size_t)rn);",
+        "    memset(w + 17, 0, (size_t)rn);",
+        [_SS2 + "test_the_send_answer_twins_agree_with_the_generic_encoder"],
+    ),
+    Mutant(
+        "the direct send answer names the queue the message went to, not the one asked for",
+        "actors/broker/send/handlers.py",
+        "ctx.cmd, remark, r.msg_id, self.queue_id, r.queue_offset, self.uniq",
+        "ctx.cmd, remark, r.msg_id, r.commitlog_offset % 8, r.queue_offset, self.uniq",
+        ["tests/unit/actors/broker/send/test_direct_answer.py"],
+    ),
+    Mutant(
+        "the direct send answer answers a put the store refused as stored",
+        "actors/broker/send/handlers.py",
+        "        if status is _PUT_OK and results:",
+        "        if results:",
+        ["tests/unit/actors/broker/send/test_direct_answer.py"],
+    ),
+    Mutant(
+        "the compiled send header reads unitMode from the batch flag",
+        "protocol/speedups/send_header.c",
+        '"h", "i", "j", "k", "m", "l", "n"};',
+        '"h", "i", "j", "m", "m", "l", "n"};',
+        [_SS2 + "test_the_send_header_twins_agree"],
+    ),
+    Mutant(
+        "the compiled send header reads a leading space as a minus sign",
+        "protocol/speedups/send_header.c",
+        "    Py_ssize_t i = b[0] == '-' ? 1 : 0;",
+        "    Py_ssize_t i = b[0] == '-' || b[0] == ' ' ? 1 : 0;",
+        [_SS2 + "test_the_send_header_twins_agree"],
+    ),
+    Mutant(
+        "the compiled wire properties keeps a stale __CRC32# pair",
+        "protocol/speedups/props.c",
+        '    if (contains(b, n, "__CRC32#", 8))',
+        "    if (0)",
+        [_SS2 + "test_the_wire_properties_twins_agree"],
+    ),
+    Mutant(
+        "the compiled wire properties looks TAGS up without its separator",
+        "protocol/speedups/props.c",
+        '{"TAGS\\x01", "KEYS\\x01", "UNIQ_KEY\\x01"}',
+        '{"TAGS", "KEYS\\x01", "UNIQ_KEY\\x01"}',
+        [_SS2 + "test_the_wire_properties_twins_agree"],
     ),
 ]
 

@@ -21,6 +21,14 @@ static PyMethodDef methods[] = {
      "Twin of rocketrio.storage.dispatch_request.replica_runs_py (None: not taken)."},
     {"index_entries", (PyCFunction)(void (*)(void))index_entries, METH_FASTCALL,
      "Twin of rocketrio.storage.index_segment._index_entries_py (None: not taken)."},
+    {"next_rocketmq_frame", (PyCFunction)(void (*)(void))next_rocketmq_frame, METH_FASTCALL,
+     "The next whole ROCKETMQ frame of remoting.FrameDecoder's buffer."},
+    {"send_answer_frame", (PyCFunction)(void (*)(void))send_answer_frame, METH_FASTCALL,
+     "Twin of rocketrio.protocol.send_answer._send_answer_frame_py."},
+    {"send_header_v2", (PyCFunction)(void (*)(void))send_header_v2, METH_FASTCALL,
+     "Twin of rocketrio.actors.broker.send.handlers.parse_send_header_v2 (the plain case)."},
+    {"wire_text_properties", (PyCFunction)(void (*)(void))wire_text_properties, METH_FASTCALL,
+     "Twin of rocketrio.storage.dispatch_request.wire_properties (a text, no CRC pair)."},
     {NULL, NULL, 0, NULL},
 };
 

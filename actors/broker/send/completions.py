@@ -42,6 +42,23 @@ class PendingSend:
         self.on_done(SendStored(status, remark, r.msg_id, self.queue_id, r.queue_offset, self.uniq))
 
 
+class DirectAnswer:
+    """A single send's answer that takes the store's result as it is: the processor fills in
+    the queue the answer names and the UNIQ_KEY and hands the answer itself to the store as
+    the send's `PutCallback` (no `PendingSend` and no `SendStored` in between: the remoting
+    send's hot path, send/handlers.py `StoredAnswer`). A subclass answers in ``__call__``
+    exactly as `PendingSend` would have with the same values."""
+
+    __slots__ = ("queue_id", "uniq")
+
+    def __init__(self) -> None:
+        self.queue_id = -1
+        self.uniq = ""
+
+    def __call__(self, results: list[PutResult], status: PutStatus, remark: str | None) -> None:
+        raise NotImplementedError
+
+
 def batch_done(on_done: OnSent) -> BatchPutCallback:
     def done(stored: BatchPutResult | None, status: PutStatus, remark: str | None) -> None:
         if stored is None or not is_stored(status, stored.sizes):

@@ -2,10 +2,12 @@
 (320) and CONSUMER_SEND_MSG_BACK (36).
 
 Decoding: SEND_MESSAGE_V2's short keys through the fast `parse_send_header_v2` (cattrs is a
-quarter of a send's cost there). Encoding: a `PutStatus` becomes the response code exactly like
+quarter of a send's cost there), or its compiled twin (protocol/speedups/send_header.c) for a
+plain header. Encoding: a `PutStatus` becomes the response code exactly like
 upstream's SendMessageProcessor (`put_status_code`); a stored send answers with the
 SendMessageResponseHeader (offset message id, queue, queue offset, UNIQ_KEY). A send is answered
-later, from the store actor's turn, through `SendAnswer`.
+later, from the store actor's turn: a plain single send through `StoredAnswer` (the store's
+callback itself, its stored answer one `send_answer_frame` call), any other through `SendAnswer`.
 """
 
 from __future__ import annotations
@@ -24,18 +26,24 @@ from rocketrio.actors.broker.dispatch.outcomes import (
     SentBack,
 )
 from rocketrio.actors.broker.dispatch.table import Answer, Handlers
+from rocketrio.actors.broker.send.completions import DirectAnswer, PendingSend
 from rocketrio.actors.broker.send.processor import BlockedSend, OnSentBack, SendMessageProcessor
 from rocketrio.actors.kernel.remoting import RequestContext
 from rocketrio.protocol.codes import RequestCode, ResponseCode
+from rocketrio.protocol.compiled import speedups as _speedups
 from rocketrio.protocol.headers import (
     ConsumerSendMsgBackRequestHeader,
     SendMessageRequestHeader,
     SendMessageRequestHeaderV2,
 )
-from rocketrio.protocol.remoting import RemotingCommand, encode_response
+from rocketrio.protocol.remoting import RemotingCommand
+from rocketrio.protocol.send_answer import send_answer_frame
 from rocketrio.protocol.serde import from_ext
+from rocketrio.storage.message_store import PutResult
 
 RC = ResponseCode
+# protocol/speedups/send_header.c: `parse_send_header_v2` of a plain header (None: declined)
+_send_header_v2 = None if _speedups is None else _speedups.send_header_v2
 _PUT_OK = PutStatus.PUT_OK
 _SUCCESS = int(RC.SUCCESS)
 # plain ints: an enum member's look-up costs more than the comparison on the hot path
@@ -127,6 +135,10 @@ def send_header(cmd: RemotingCommand) -> SendMessageRequestHeader:
     """The V1 header of any send request code."""
     if cmd.code == _SEND_MESSAGE:
         return from_ext(SendMessageRequestHeader, cmd.ext_fields)
+    if _send_header_v2 is not None:  # a plain V2 header in one compiled call
+        h = _send_header_v2(cmd.ext_fields, SendMessageRequestHeader)
+        if h is not None:
+            return h  # type: ignore[no-any-return]
     return parse_send_header_v2(cmd.ext_fields)
 
 
@@ -179,10 +191,36 @@ class SendAnswer:
         ctx = self.ctx
         if type(outcome) is SendStored and outcome.status is _PUT_OK:
             # the common answer, encoded without a response command (the same bytes)
-            frame = encode_response(ctx.cmd, _SUCCESS, outcome.remark, send_response_ext(outcome))
+            o = outcome
+            frame = send_answer_frame(
+                ctx.cmd, o.remark, o.msg_id, o.queue_id, o.queue_offset, o.uniq_key
+            )
             ctx.respond_frame(_SUCCESS, frame)
             return
         ctx.respond(send_response(ctx.cmd, outcome))
+
+
+class StoredAnswer(DirectAnswer):
+    """A plain single send's answer as the store's own `PutCallback` (`DirectAnswer`: the
+    processor sets ``queue_id`` and ``uniq``): a stored send is encoded straight from the put's
+    result, the same frame `SendAnswer` sends for the `SendStored` that `PendingSend` would
+    have made (a test compares them); any other answer goes that way."""
+
+    __slots__ = ("ctx",)
+
+    def __init__(self, ctx: RequestContext) -> None:  # queue_id, uniq: set before the put
+        self.ctx = ctx
+
+    def __call__(self, results: list[PutResult], status: PutStatus, remark: str | None) -> None:
+        ctx = self.ctx
+        if status is _PUT_OK and results:
+            r = results[0]
+            frame = send_answer_frame(
+                ctx.cmd, remark, r.msg_id, self.queue_id, r.queue_offset, self.uniq
+            )
+            ctx.respond_frame(_SUCCESS, frame)
+            return
+        PendingSend(SendAnswer(ctx), self.queue_id, self.uniq)(results, status, remark)
 
 
 def _sent_back(ctx: RequestContext) -> OnSentBack:
@@ -203,7 +241,7 @@ def send_handlers(send: SendMessageProcessor) -> Handlers:
         born = conn.attrs.get("born_host") or born_host(conn)
         if h.batch or cmd.code == _SEND_BATCH_MESSAGE:
             return send_batch(ctx, h, born)
-        r = send.send_nowait(h, cmd.body, born, conn.remote, SendAnswer(ctx))
+        r = send.send_nowait(h, cmd.body, born, conn.remote, StoredAnswer(ctx))
         if r is None:
             return None
         if isinstance(r, BlockedSend):

@@ -11,8 +11,7 @@ so the producer). The request arrives as the protocol's typed header (the V1
 
 Collaborators: the topic and group tables, the store writer (puts) and the store view (the
 send-back look-up), the rebalance lock manager (orderly consumers go straight to the DLQ), the
-UNIQ_KEY generator, stats, the write gate (controller mode: a slave refuses writes) and a
-frozen `SendConfig`.
+UNIQ_KEY generator, stats, the write gate (controller mode: a slave refuses writes), `SendConfig`.
 
 Response ids follow upstream: the outcome's ``msg_id`` is the offset message id (store host +
 commitlog offset; comma-joined for a batch) and ``uniq_key`` the UNIQ_KEY. Clients report the
@@ -62,7 +61,13 @@ from rocketrio.actors.broker.schedule.policy import (
     schedule_queue,
     send_back_level,
 )
-from rocketrio.actors.broker.send.completions import OnSent, PendingSend, batch_done, is_stored
+from rocketrio.actors.broker.send.completions import (
+    DirectAnswer,
+    OnSent,
+    PendingSend,
+    batch_done,
+    is_stored,
+)
 from rocketrio.actors.broker.send.message_props import (
     TIMER_KEYS,
     append_props,
@@ -296,7 +301,7 @@ class SendMessageProcessor:
         body: bytes,
         born_host: BornHost,
         producer: str,
-        on_done: OnSent,
+        on_done: OnSent | DirectAnswer,
     ) -> Refusal | None:
         """One message. None: accepted, ``on_done`` gets the outcome once the store answered.
         ``producer`` (the client's address) only names it in a remark."""
@@ -318,7 +323,7 @@ class SendMessageProcessor:
         body: bytes,
         born_host: BornHost,
         producer: str,
-        on_done: OnSent,
+        on_done: OnSent | DirectAnswer,
     ) -> Refusal | BlockedSend | None:
         """`send` without a coroutine (the hot path): `BlockedSend` when the store's inbox is
         full, for the caller to await `put_blocked` with."""
@@ -357,7 +362,12 @@ class SendMessageProcessor:
         msg = MessageToStore(
             topic, queue_id, body, h.flag, props, sys_flag, h.bornTimestamp, born_host, reconsume
         )
-        done: PutCallback = PendingSend(on_done, reply_queue_id, uniq)
+        done: PutCallback
+        if isinstance(on_done, DirectAnswer):  # remoting's hot path: the callback itself
+            on_done.queue_id, on_done.uniq = reply_queue_id, uniq
+            done = on_done
+        else:
+            done = PendingSend(on_done, reply_queue_id, uniq)
         if prepared:  # a half message (transaction_policy.py); the answer names the real queue
             msg = half_message(msg)
             self.topics.create_in_send_back(msg.topic, 1, _RW)

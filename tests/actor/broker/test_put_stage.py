@@ -58,6 +58,14 @@ def test_a_slot_holds_at_most_per_slot_bytes_of_bodies() -> None:
     assert not stage.join(put(1))
 
 
+def test_a_put_of_several_messages_counts_every_body() -> None:
+    stage = PutStage(per_slot=100, max_extra=100, per_slot_bytes=10)
+    two = PutMessages([MessageToStore("T", 0, b"x" * 4)] * 2, lambda *a: None)
+    stage.opened(StagedPuts([two]))  # 8 bytes, not 4
+    assert not stage.join(PutMessages([MessageToStore("T", 0, b"xxx")], lambda *a: None))
+    assert stage.join(PutMessages([MessageToStore("T", 0, b"xx")], lambda *a: None))
+
+
 def _actor(store: MessageStore) -> StoreActor:
     async def inline(fn: Any) -> Any:
         await trio.lowlevel.checkpoint()

@@ -118,6 +118,7 @@ def test_a_java_send_header_through_the_frame_decoder_learns_then_matches(
     monkeypatch.setattr(remoting, "_LAYOUTS", ExtLayouts())
     # the layouts serve the pure-Python decoder (the compiled one reads entries directly)
     monkeypatch.setattr(remoting, "_decode_rocketmq_header", remoting._decode_rocketmq_header_py)
+    monkeypatch.setattr(remoting, "_next_rocketmq_frame", None)  # the decoder's Python path
     dec = FrameDecoder()
     for i in range(4):
         fields = send_v2(str(i), f"{i:032X}")

@@ -14,6 +14,7 @@ from rocketrio.actors.broker.dispatch.outcomes import (
     Refusal,
     SendStored,
 )
+from rocketrio.actors.broker.send.completions import DirectAnswer
 from rocketrio.actors.broker.send.processor import BlockedSend
 from rocketrio.protocol.bodies import (
     PERM_READ,
@@ -189,3 +190,28 @@ async def test_send_back_rereads_the_message_and_writes_the_retry_topic(tmp_path
 
 
 # --------------------------------------------------------------------------- adapter mappings
+
+
+async def test_a_direct_answer_is_the_put_callback_itself(tmp_path: Path) -> None:
+    """A `DirectAnswer` (the remoting send's answer) reaches the store as it is, told the queue
+    the answer names and the UNIQ_KEY; a plain `OnSent` is wrapped as before."""
+    got: list[tuple[int, str, PutStatus]] = []
+
+    class Direct(DirectAnswer):
+        __slots__ = ()
+
+        def __call__(self, results: list[PutResult], status: PutStatus, remark: str | None) -> None:
+            got.append((self.queue_id, self.uniq, status))
+
+    s = Sender(tmp_path)
+    header = SendMessageRequestHeader(
+        "pg", "Orders", "TBW102", 4, 3, 0, NOW_MS, 0, f"{UNIQ_KEY}\x01U7\x02"
+    )
+    answer = Direct()
+    assert s.processor.send_nowait(header, b"x", HOST, "p", answer) is None
+    [(_, on_done)] = s.writer.puts
+    assert on_done is answer and (answer.queue_id, answer.uniq) == (3, "U7")
+    on_done([PutResult(0, 100, 5, "ID", NOW_MS)], PutStatus.PUT_OK, None)
+    assert got == [(3, "U7", PutStatus.PUT_OK)]
+    assert s.processor.send_nowait(header, b"x", HOST, "p", s.outcomes.append) is None
+    assert s.writer.puts[-1][1] is not s.outcomes.append  # an OnSent: wrapped (PendingSend)
