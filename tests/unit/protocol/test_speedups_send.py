@@ -15,22 +15,17 @@ from hypothesis import strategies as st
 
 from rocketrio.protocol import compiled, remoting, send_answer
 from rocketrio.protocol.codes import RPC_TYPE_RESPONSE, SERIALIZE_JSON, SERIALIZE_ROCKETMQ
+from tests.harness.speedups import extension_in
 
 
 @pytest.fixture(scope="module")
 def ext() -> Iterator[Any]:
     """The extension, configured, even in a run that asked for pure Python."""
-    with pytest.MonkeyPatch.context() as m:
-        m.delenv("ROCKETRIO_PURE_PYTHON", raising=False)
-        mod = compiled.load()
-        assert mod is not None, "the extension is not built"
-        mod.configure_remoting(
-            remoting.RemotingCommand, remoting._LANG_NAME_BY_CODE,
-            remoting._LANG_CODE_BY_NAME, remoting._LANG_OTHER,
-        )  # fmt: skip
+    with (
+        extension_in(remoting, send_answer, remoting_configured=True) as mod,
+        pytest.MonkeyPatch.context() as m,
+    ):
         m.setattr(remoting, "_decode_rocketmq_header", remoting._decode_rocketmq_header_c)
-        m.setattr(remoting, "_speedups", mod)
-        m.setattr(send_answer, "_speedups", mod)
         yield mod
 
 

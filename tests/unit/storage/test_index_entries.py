@@ -15,18 +15,14 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from rocketrio.protocol import compiled
 from rocketrio.storage import index_segment
 from rocketrio.storage.index_file import MessageIndex
+from tests.harness.speedups import extension_in
 
 
 @pytest.fixture(scope="module")
 def ext() -> Iterator[Any]:
-    with pytest.MonkeyPatch.context() as m:
-        m.delenv("ROCKETRIO_PURE_PYTHON", raising=False)
-        loaded = compiled.load()
-        assert loaded is not None, "the extension is not built"
-        m.setattr(index_segment, "_speedups", loaded)
+    with extension_in(index_segment) as loaded:
         yield loaded
 
 

@@ -28,6 +28,7 @@ from rocketrio.storage import dispatch_request
 from rocketrio.storage.commitlog import records
 from rocketrio.storage.message_store import MessageStore, MessageToStore, StoreConfig
 from tests.harness.disk_view import DiskView
+from tests.harness.speedups import extension_in
 
 SEG = 2048
 V4 = (b"\x0a\x00\x00\x02", 50000)
@@ -38,11 +39,7 @@ V6 = (bytes(range(16)), 10911)
 def ext() -> Iterator[Any]:
     """The extension, even in a run that asked for pure Python (ROCKETRIO_PURE_PYTHON=1 leaves
     the product on the reference, not these tests)."""
-    with pytest.MonkeyPatch.context() as m:
-        m.delenv("ROCKETRIO_PURE_PYTHON", raising=False)
-        loaded = compiled.load()
-        assert loaded is not None, "the extension is not built"
-        m.setattr(records, "_speedups", loaded)
+    with extension_in(records) as loaded:
         yield loaded
 
 

@@ -22,16 +22,13 @@ from hypothesis import strategies as st
 from rocketrio.protocol import compiled
 from rocketrio.storage import dispatch_request
 from rocketrio.storage.dispatch_request import DispatchRequests
+from tests.harness.speedups import extension_in
 
 
 @pytest.fixture(scope="module")
 def ext() -> Iterator[Any]:
     """The extension, even in a run that asked for pure Python."""
-    with pytest.MonkeyPatch.context() as m:
-        m.delenv("ROCKETRIO_PURE_PYTHON", raising=False)
-        loaded = compiled.load()
-        assert loaded is not None, "the extension is not built"
-        m.setattr(dispatch_request, "_speedups", loaded)
+    with extension_in(dispatch_request) as loaded:
         yield loaded
 
 
