@@ -20,6 +20,8 @@ Also the property helpers the put path shares: `wire_properties`, `key_hashes`.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from rocketrio.protocol.compiled import speedups as _speedups
 from rocketrio.protocol.message import (
     PROPERTY_CRC32,
@@ -149,19 +151,28 @@ def replica_runs(items: list[RecordFields], requests: DispatchRequests) -> Repli
 
 def replica_runs_py(items: list[RecordFields], requests: DispatchRequests) -> ReplicaRuns:
     """What `StoreDispatch.dispatch` writes for a slave's held records (``items``, in CommitLog
-    order, none going to the ConsumeQueue before its time: cq_from 0): per queue in order of
-    first appearance its first queue offset and its entries joined, and the index hashes with
-    the offset of the record each belongs to. CorruptionError when a queue's offsets jump."""
+    order, none going to the ConsumeQueue before its time: cq_from 0): `queue_runs` of their
+    dispatch requests."""
+    of_fields = requests.of_fields
+    pending = [of_fields(o, t, q, qo, f, ts, p, 0) for o, _, t, q, qo, f, ts, p in items]
+    return queue_runs([r[0] for r in items], [r[1] for r in items], pending)
+
+
+def queue_runs(
+    positions: Sequence[int], sizes: Sequence[int], requests: Sequence[DispatchRequest]
+) -> ReplicaRuns:
+    """The ConsumeQueue entries and index keys of stored records (at ``positions``, of
+    ``sizes``): per queue in order of first appearance its first queue offset and its entries
+    joined, and the index hashes with the offset of the record each belongs to.
+    CorruptionError when a queue's offsets jump."""
     groups: dict[QueueKey, list[bytes]] = {}
     firsts: dict[QueueKey, int] = {}
     hashes: list[int] = []
     offsets: list[int] = []
     pack = ENTRY.pack
-    of_fields = requests.of_fields
-    for offset, size, topic, queue_id, queue_offset, sys_flag, store_ts, props in items:
-        key, qo, tags, key_hashes, to_cq = of_fields(
-            offset, topic, queue_id, queue_offset, sys_flag, store_ts, props, 0
-        )
+    for offset, size, (key, qo, tags, key_hashes, to_cq) in zip(
+        positions, sizes, requests, strict=True
+    ):
         if to_cq:
             group = groups.get(key)
             if group is None:

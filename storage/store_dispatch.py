@@ -27,7 +27,6 @@ from rocketrio.protocol.message_decode import MessageDecodeError, stored_propert
 from rocketrio.storage.commitlog import (
     CommitLog,
     CommitLogRecovery,
-    CorruptionError,
     OffsetCheckpoint,
     RecordFields,
 )
@@ -40,6 +39,7 @@ from rocketrio.storage.dispatch_request import (
     DispatchRequest,
     DispatchRequests,
     QueueKey,
+    queue_runs,
     replica_runs,
 )
 from rocketrio.storage.fs import FileSystem
@@ -52,6 +52,10 @@ _REDISPATCH_BATCH = 1024
 PROGRESS_EVERY = 64 * 1024 * 1024  # re-dispatched CommitLog bytes between progress reports
 # (phase, bytes done, bytes in all): what recovery tells the broker's log while it runs
 Progress = Callable[[str, int, int], None]
+
+
+# a dispatch without filter bit-maps: no ext units (read only)
+_NO_UNITS: dict[QueueKey, list[tuple[int, bytes]]] = {}
 
 
 class StoreDispatch:
@@ -348,39 +352,33 @@ class StoreDispatch:
         """ConsumeQueue entries (one write per queue) and index records for stored records."""
         if not requests:
             return
-        groups: dict[QueueKey, list[bytes]] = {}
-        firsts: dict[QueueKey, int] = {}
-        units: dict[QueueKey, list[tuple[int, bytes]]] = {}
-        hashes: list[int] = []
-        offsets: list[int] = []
-        pack = ENTRY.pack
-        bitmaps = self.bitmaps if self._queues.ext_bits else None
-        for offset, size, (key, qo, tags, key_hashes, to_cq) in zip(
-            positions, sizes, requests, strict=True
-        ):
-            if to_cq:
-                if bitmaps is not None and bitmaps.wants(key[0]):
-                    unit = self._unit(bitmaps, key[0], offset, size)
-                    if unit is not None:
-                        units.setdefault(key, []).append((qo, unit))
-                group = groups.get(key)
-                if group is None:
-                    groups[key] = group = []
-                    firsts[key] = qo
-                elif qo != firsts[key] + len(group):
-                    raise CorruptionError(
-                        f"queue offsets of {key[0]}:{key[1]} jump to {qo} at commitlog {offset}"
-                    )
-                group.append(pack(offset, size, tags))
-            if key_hashes:
-                hashes += key_hashes
-                offsets += [offset] * len(key_hashes)
+        runs, hashes, offsets = queue_runs(positions, sizes, requests)
+        units = self._units(positions, sizes, requests) if self._queues.ext_bits else _NO_UNITS
         queues = self._queues
-        for key, parts in groups.items():
-            queues.append(key, b"".join(parts), firsts[key], units.get(key))
+        for key, first, entries in runs:
+            queues.append(key, entries, first, units.get(key))
         if hashes and self._index is not None:
             self._index.add_pairs(hashes, offsets)
         self._dispatched = positions[-1] + sizes[-1]
+
+    def _units(
+        self,
+        positions: Sequence[int],
+        sizes: Sequence[int],
+        requests: Sequence[DispatchRequest],
+    ) -> dict[QueueKey, list[tuple[int, bytes]]]:
+        """The ext units (filter bit-maps) of the records that go to a ConsumeQueue of a topic
+        with SQL92 filters, per queue, each with its queue offset."""
+        bitmaps = self.bitmaps
+        units: dict[QueueKey, list[tuple[int, bytes]]] = {}
+        if bitmaps is None:
+            return units
+        for offset, size, (key, qo, _, _, to_cq) in zip(positions, sizes, requests, strict=True):
+            if to_cq and bitmaps.wants(key[0]):
+                unit = self._unit(bitmaps, key[0], offset, size)
+                if unit is not None:
+                    units.setdefault(key, []).append((qo, unit))
+        return units
 
     def dispatch_batch(
         self,
