@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import abc
 from collections.abc import Callable
 from typing import Any
 
@@ -42,7 +43,7 @@ class PendingSend:
         self.on_done(SendStored(status, remark, r.msg_id, self.queue_id, r.queue_offset, self.uniq))
 
 
-class DirectAnswer:
+class DirectAnswer(abc.ABC):
     """A single send's answer that takes the store's result as it is: the processor fills in
     the queue the answer names and the UNIQ_KEY and hands the answer itself to the store as
     the send's `PutCallback` (no `PendingSend` and no `SendStored` in between: the remoting
@@ -55,8 +56,9 @@ class DirectAnswer:
         self.queue_id = -1
         self.uniq = ""
 
+    @abc.abstractmethod
     def __call__(self, results: list[PutResult], status: PutStatus, remark: str | None) -> None:
-        raise NotImplementedError
+        """The store's answer to the put (`PutCallback`)."""
 
 
 def batch_done(on_done: OnSent) -> BatchPutCallback:
