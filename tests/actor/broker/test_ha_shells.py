@@ -563,9 +563,13 @@ async def test_answers_wait_for_the_in_sync_offset_and_a_silent_slave_holds_them
         nursery.cancel_scope.cancel()
 
 
-async def test_a_master_that_steps_down_mid_ship_sends_nothing_more(mock_clock) -> None:
-    """Deactivated with the rest of a partial inline send still unsent: the waiting write is
-    answered NOT_MASTER, and no later turn is shipped inline to the slave."""
+@pytest.mark.parametrize("partial", [False, True])
+async def test_a_master_that_steps_down_mid_ship_sends_nothing_more(
+    mock_clock, partial: bool
+) -> None:
+    """Deactivated with a turn shipped and not yet acked (and, in a second case, with the
+    rest of a partial inline send still unsent): the waiting write is answered NOT_MASTER,
+    and no later turn is shipped inline to the slave."""
     rng = random.Random(6)
     master = FakeStore([EpochRecord(1, 0)])
     master.write(5, rng)
@@ -577,9 +581,10 @@ async def test_a_master_that_steps_down_mid_ship_sends_nothing_more(mock_clock) 
         service, gate = await _in_sync(c, FakeStore())
         stream = transport.streams[-1]
         outcomes: list[AckOutcome] = []
-        half[0] = True
-        end = master.write(4, rng)  # half of it on the wire, the rest left to the writer
-        assert stream.nowait_sends[-1][1] == stream.nowait_sends[-1][0] // 2
+        half[0] = partial
+        end = master.write(4, rng)  # on the wire (half of it when partial), not acked
+        offered, taken = stream.nowait_sends[-1]
+        assert taken == (offered // 2 if partial else offered)
         gate.on_local_max(end)
         gate.submit(end, outcomes.append)
         service.deactivate()
@@ -587,8 +592,8 @@ async def test_a_master_that_steps_down_mid_ship_sends_nothing_more(mock_clock) 
         assert outcomes == [AckOutcome.NOT_MASTER]
         sends = len(stream.nowait_sends)
         master.write(4, rng)
-        await trio.sleep(1)
         assert len(stream.nowait_sends) == sends
+        await trio.sleep(1)
         assert service.connection_count == 0
         nursery.cancel_scope.cancel()
 
