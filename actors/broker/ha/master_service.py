@@ -71,14 +71,18 @@ READ_SIZE = 64 * 1024
 BURST_BYTES = 1024 * 1024
 
 
-SendNowait = Callable[[bytes], int]
+Buffers = list[bytes | memoryview]
+SendNowait = Callable[[Buffers], int]
+# buffers per non-blocking send: a gathered write takes at most IOV_MAX (1024 on Linux) of them
+GATHER_MAX = 512
 
 
 def nowait_sender(stream: trio.abc.Stream) -> tuple[SendNowait | None, Callable[[], None]]:
-    """A non-blocking send on ``stream`` (returns the bytes the socket took: 0 when its buffer
-    is full) and the function that releases it; (None, no-op) for a stream without one. A
-    stream may offer its own ``send_nowait``; a TCP stream gets a duplicate of its socket's
-    descriptor, which shares the non-blocking connection Trio's stream writes to."""
+    """A non-blocking gathered send on ``stream`` (the buffers go out in order as one write;
+    returns the bytes the socket took: 0 when its buffer is full) and the function that
+    releases it; (None, no-op) for a stream without one. A stream may offer its own
+    ``send_nowait``; a TCP stream gets a duplicate of its socket's descriptor, which shares the
+    non-blocking connection Trio's stream writes to."""
     own = getattr(stream, "send_nowait", None)
     if own is not None:
         return own, lambda: None
@@ -86,9 +90,9 @@ def nowait_sender(stream: trio.abc.Stream) -> tuple[SendNowait | None, Callable[
         return None, lambda: None
     dup = socket.socket(fileno=os.dup(stream.socket.fileno()))
 
-    def send(data: bytes) -> int:
+    def send(buffers: Buffers) -> int:
         try:
-            return dup.send(data, socket.MSG_DONTWAIT)
+            return dup.sendmsg(buffers, (), socket.MSG_DONTWAIT)
         except BlockingIOError:
             return 0
 
@@ -375,18 +379,21 @@ class _Connection:
             )
             if not burst:
                 return
-            data = self._packets(burst, confirm)
-            taken = send(data)
+            parts = self._packet_parts(burst, confirm)
+            if len(parts) > GATHER_MAX:
+                parts = [b"".join(parts)]
+            taken = send(parts)
         except (_Closing, NoEpochForOffset, OSError):
             return  # the writer task meets the same and closes the connection
         if taken <= 0:
             return  # the socket's buffer is full: the writer waits for room
-        if taken < len(data):
-            self.unsent = memoryview(data)[taken:]
+        size = sum(len(p) for p in parts)
+        if taken < size:
+            self.unsent = memoryview(b"".join(parts))[taken:]
             self.writing = True  # until the writer has sent the rest, nothing else goes out
             store.written.kick()
         self.inline_bursts += 1
-        self._sent(burst, len(data), confirm)
+        self._sent(burst, size, confirm)
 
     def _sent(self, burst: list[TransferBatch], size: int, confirm: int) -> None:
         now = monotonic_ms()
@@ -435,27 +442,29 @@ class _Connection:
             self._sent(burst, len(data), confirm)
 
     def _packets(self, burst: list[TransferBatch], confirm: int) -> bytes:
-        """The burst's transfer packets, header + body each, as one buffer: the bodies are
-        contiguous, so they are read with one read and sliced."""
+        """The burst's transfer packets as one buffer (the writer task's one write)."""
+        parts = self._packet_parts(burst, confirm)
+        return parts[0] if len(parts) == 1 else b"".join(parts)
+
+    def _packet_parts(self, burst: list[TransferBatch], confirm: int) -> Buffers:
+        """The burst's transfer packets, header then body each, in order, for a gathered
+        write: the bodies are contiguous, so they are read with one read and sliced, and not
+        copied again to join them."""
         first, last = burst[0], burst[-1]
         size = last.offset + last.size - first.offset
         body = self.s.store.read_commitlog(first.offset, size) if size else b""
         if len(body) != size:
             raise _Closing(f"read {len(body)} of {size} bytes at {first.offset}")
-        if len(burst) == 1:
-            header = encode_transfer_header(
-                first.offset, first.epoch, first.epoch_start_offset, confirm, first.size
-            )
-            return header + body if body else header
         view = memoryview(body)
-        parts: list[bytes | memoryview] = []
+        parts: Buffers = []
         for b in burst:
             at = b.offset - first.offset
             parts.append(
                 encode_transfer_header(b.offset, b.epoch, b.epoch_start_offset, confirm, b.size)
             )
-            parts.append(view[at : at + b.size])
-        return b"".join(parts)
+            if b.size:
+                parts.append(view[at : at + b.size])
+        return parts
 
     async def _send_handshake(self, now: int) -> None:
         store = self.s.store

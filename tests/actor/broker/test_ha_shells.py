@@ -383,7 +383,8 @@ class NowaitStream(trio.abc.Stream):
         self.remote_host = inner.remote_host
         self.nowait_sends: list[tuple[int, int]] = []  # (offered, taken)
 
-    def send_nowait(self, data: bytes) -> int:
+    def send_nowait(self, buffers: list[bytes | memoryview]) -> int:
+        data = b"".join(buffers)
         n = self.take(len(data))
         self.nowait_sends.append((len(data), n))
         if n:
@@ -599,23 +600,23 @@ async def test_a_master_that_steps_down_mid_ship_sends_nothing_more(
 
 
 async def test_a_tcp_stream_gets_a_nonblocking_send_that_shares_its_socket() -> None:
-    """`nowait_sender` on a real socket pair: what it takes arrives in order with what the
-    stream sends; a full buffer takes 0 bytes instead of blocking; a stream without a socket
-    gets none."""
+    """`nowait_sender` on a real socket pair: what it takes (its buffers gathered in order)
+    arrives in order with what the stream sends; a full buffer takes 0 bytes instead of
+    blocking; a stream without a socket gets none."""
     a, b = trio.socket.socketpair()
     left, right = trio.SocketStream(a), trio.SocketStream(b)
     send, release = nowait_sender(left)
     assert send is not None
-    assert send(b"abc") == 3
+    assert send([b"ab", memoryview(b"xcx")[1:2]]) == 3  # gathered, in order
     await left.send_all(b"def")
     got = b""
     while len(got) < 6:
         got += await right.receive_some(10)
     assert got == b"abcdef"
     chunk = bytes(1 << 20)
-    while send(chunk) > 0:  # fill the buffer: then nothing, never a block
+    while send([chunk]) > 0:  # fill the buffer: then nothing, never a block
         pass
-    assert send(b"x") == 0
+    assert send([b"x"]) == 0
     release()
     await left.send_all(b"")  # the stream's own socket is still open
     await left.aclose()
