@@ -622,3 +622,18 @@ async def test_a_tcp_stream_gets_a_nonblocking_send_that_shares_its_socket() -> 
     await left.aclose()
     await right.aclose()
     assert nowait_sender(trio.testing.memory_stream_pair()[0])[0] is None
+
+
+async def test_a_simulated_stream_sends_nowait_what_its_window_has_room_for(mock_clock) -> None:
+    """The simulated network offers the inline send too (so the cluster simulation runs the
+    master's inline shipping): up to the window's room, then 0."""
+    net = SimNetwork(1, window_bytes=10)
+    async with trio.open_nursery() as nursery:
+        await nursery.start(
+            net.transport(MASTER).serve, f"{MASTER}:1", lambda s: trio.sleep_forever()
+        )
+        sim = await net.transport(SLAVE).connect(f"{MASTER}:1")
+        assert isinstance(sim, SimStream)
+        assert sim.send_nowait([b"0123", b"456789ab"]) == 10  # the window's room, no more
+        assert sim.send_nowait([b"x"]) == 0
+        nursery.cancel_scope.cancel()
