@@ -352,10 +352,21 @@ class SendMessageProcessor:
             props = append_props(props, f"{_UNIQ_PREFIX}{uniq}\x02")
         props = append_props(props, self._cluster_prop)
         reconsume = h.reconsumeTimes or 0
-        routed = self._route(h, tc, props, uniq, reconsume, prepared)
-        if isinstance(routed, Refusal):
-            return routed
-        topic, queue_id, reply_queue_id, props = routed
+        topic, queue_id = h.topic, h.queueId
+        if (
+            queue_id < 0
+            or "DELAY" in props
+            or "TIMER_" in props
+            or topic.startswith(RETRY_GROUP_TOPIC_PREFIX)
+        ):
+            # a queue to pick, a delay or timer, a retry topic: `_route` decides (the common
+            # send has none of them: no call, the same outcome)
+            routed = self._route(h, tc, props, uniq, reconsume, prepared)
+            if isinstance(routed, Refusal):
+                return routed
+            topic, queue_id, reply_queue_id, props = routed
+        else:
+            reply_queue_id = queue_id
         sys_flag = h.sysFlag | (MULTI_TAGS_FLAG if tc.topicFilterType == "MULTI_TAG" else 0)
         # positional, in field order (topic, queue_id, body, flag, properties, sys_flag,
         # born_timestamp, born_host, reconsume_times): cheaper than keywords per send
@@ -363,9 +374,11 @@ class SendMessageProcessor:
             topic, queue_id, body, h.flag, props, sys_flag, h.bornTimestamp, born_host, reconsume
         )
         done: PutCallback
-        if isinstance(on_done, DirectAnswer):  # remoting's hot path: the callback itself
-            on_done.queue_id, on_done.uniq = reply_queue_id, uniq
-            done = on_done
+        # remoting's hot path: the callback itself (a look in the MRO, not ABCMeta's
+        # __instancecheck__, a Python call per send; DirectAnswer has no virtual subclasses)
+        if DirectAnswer in type(on_done).__mro__:
+            on_done.queue_id, on_done.uniq = reply_queue_id, uniq  # type: ignore[union-attr]
+            done = on_done  # type: ignore[assignment]
         else:
             done = PendingSend(on_done, reply_queue_id, uniq)
         if prepared:  # a half message (transaction_policy.py); the answer names the real queue
