@@ -9,8 +9,9 @@ from rocketrio.actors.broker.boot.broker_io import BrokerIO
 from rocketrio.actors.broker.boot.config import BrokerConfig
 from rocketrio.actors.broker.clients.lock_manager import RebalanceLockManager
 from rocketrio.actors.broker.dispatch.table import Handlers
+from rocketrio.actors.broker.send.config import SendConfig
 from rocketrio.actors.broker.send.handlers import send_handlers
-from rocketrio.actors.broker.send.processor import SendConfig, SendMessageProcessor, WriteGate
+from rocketrio.actors.broker.send.processor import SendMessageProcessor, WriteGate
 from rocketrio.actors.broker.stats.broker_stats import BrokerStats
 from rocketrio.actors.broker.store.broker_store import BrokerStore
 from rocketrio.actors.broker.tables.broker_tables import BrokerTables

@@ -56,11 +56,7 @@ from rocketrio.actors.broker.dispatch.outcomes import (
     SendBackOutcome,
     SentBack,
 )
-from rocketrio.actors.broker.schedule.policy import (
-    parse_message_delay_level,
-    schedule_queue,
-    send_back_level,
-)
+from rocketrio.actors.broker.schedule.policy import schedule_queue, send_back_level
 from rocketrio.actors.broker.send.completions import (
     DirectAnswer,
     OnSent,
@@ -68,6 +64,7 @@ from rocketrio.actors.broker.send.completions import (
     batch_done,
     is_stored,
 )
+from rocketrio.actors.broker.send.config import SEND_KEYS, SendConfig
 from rocketrio.actors.broker.send.message_props import (
     TIMER_KEYS,
     append_props,
@@ -118,14 +115,11 @@ from rocketrio.storage.message_store import (
     PutResult,
 )
 
-# the live keys (UPDATE_BROKER_CONFIG) the send path reads, through `SendConfig`
-SEND_KEYS = frozenset(
-    {"brokerPermission", "autoCreateTopicEnable", "maxMessageSize", "rejectTransactionMessage"}
-)
 _UNIQ_PREFIX = UNIQ_KEY + "\x01"
 _PREPARED_TAG = PROPERTY_TRANSACTION_PREPARED + "\x01"
 _PUT_OK = PutStatus.PUT_OK
 _RW = PERM_READ | PERM_WRITE
+_RETRY = RETRY_GROUP_TOPIC_PREFIX
 
 
 @attrs.frozen(slots=True)
@@ -146,35 +140,6 @@ class WriteGate(Protocol):
     """Whether this broker takes writes now (controller mode: only the master does)."""
 
     def write_refusal(self) -> Refusal | None: ...
-
-
-@attrs.frozen
-class SendConfig:
-    """The broker config values the send path reads (rebuilt by `reconfigure`)."""
-
-    broker_permission: int
-    broker_ip: str
-    broker_name: str
-    cluster_name: str
-    auto_create_topic_enable: bool
-    max_message_size: int
-    reject_transaction_message: bool = False
-    delay_levels: int = 18  # how many messageDelayLevel levels
-    timer_max_delay_ms: int = 3 * 24 * 3600 * 1000  # timerMaxDelaySec
-
-    @classmethod
-    def of(cls, c: BrokerConfig) -> SendConfig:
-        return cls(
-            c.brokerPermission,
-            c.brokerIP1,
-            c.brokerName,
-            c.brokerClusterName,
-            c.autoCreateTopicEnable,
-            c.maxMessageSize,
-            c.rejectTransactionMessage,
-            delay_levels=len(parse_message_delay_level(c.messageDelayLevel)),
-            timer_max_delay_ms=c.timerMaxDelaySec * 1000,
-        )
 
 
 class SendMessageProcessor:
@@ -353,14 +318,8 @@ class SendMessageProcessor:
         props = append_props(props, self._cluster_prop)
         reconsume = h.reconsumeTimes or 0
         topic, queue_id = h.topic, h.queueId
-        if (
-            queue_id < 0
-            or "DELAY" in props
-            or "TIMER_" in props
-            or topic.startswith(RETRY_GROUP_TOPIC_PREFIX)
-        ):
-            # a queue to pick, a delay or timer, a retry topic: `_route` decides (the common
-            # send has none of them: no call, the same outcome)
+        # a queue to pick, a delay or timer, a retry topic: `_route` decides (else no call)
+        if queue_id < 0 or "DELAY" in props or "TIMER_" in props or topic.startswith(_RETRY):
             routed = self._route(h, tc, props, uniq, reconsume, prepared)
             if isinstance(routed, Refusal):
                 return routed
@@ -374,8 +333,7 @@ class SendMessageProcessor:
             topic, queue_id, body, h.flag, props, sys_flag, h.bornTimestamp, born_host, reconsume
         )
         done: PutCallback
-        # remoting's hot path: the callback itself (a look in the MRO, not ABCMeta's
-        # __instancecheck__, a Python call per send; DirectAnswer has no virtual subclasses)
+        # remoting's hot path, the callback itself (the MRO: no ABCMeta instancecheck call)
         if DirectAnswer in type(on_done).__mro__:
             on_done.queue_id, on_done.uniq = reply_queue_id, uniq  # type: ignore[union-attr]
             done = on_done  # type: ignore[assignment]
