@@ -1686,8 +1686,8 @@ MUTANTS: list[Mutant] = [
     Mutant(
         "the direct send answer names the queue the message went to, not the one asked for",
         "actors/broker/send/handlers.py",
-        "ctx.cmd, remark, r.msg_id, self.queue_id, r.queue_offset, self.uniq",
-        "ctx.cmd, remark, r.msg_id, r.commitlog_offset % 8, r.queue_offset, self.uniq",
+        "_HEAD, cmd.opaque, _RESPONSE, remark, r.msg_id, self.queue_id,",
+        "_HEAD, cmd.opaque, _RESPONSE, remark, r.msg_id, r.commitlog_offset % 8,",
         ["tests/unit/actors/broker/send/test_direct_answer.py"],
     ),
     Mutant(
@@ -1805,6 +1805,23 @@ MUTANTS: list[Mutant] = [
         "hashes.append((_crc32(u, seed[0]) << 32) | _adler32(u, seed[1]))",
         "hashes.append((_crc32(u, seed[1]) << 32) | _adler32(u, seed[0]))",
         ["tests/unit/storage/test_message_store.py", "tests/unit/storage/test_index_file.py"],
+    ),
+    Mutant(
+        "the direct send answer's JSON fallback names the queue the message went to",
+        "actors/broker/send/handlers.py",
+        "cmd, remark, r.msg_id, self.queue_id, r.queue_offset, self.uniq",
+        "cmd, remark, r.msg_id, r.commitlog_offset % 8, r.queue_offset, self.uniq",
+        ["tests/unit/actors/broker/send/test_direct_answer.py"],
+    ),
+    Mutant(
+        "the disk guard's write refusal ignores a store fault",
+        "actors/broker/store/disk_guard.py",
+        "        if not self.above_limit and self.store_fault is None:",
+        "        if not self.above_limit:",
+        [
+            "tests/unit/actors/broker/store/test_disk_guard.py",
+            "tests/actor/broker/test_disk_full.py",
+        ],
     ),
 ]
 
