@@ -1823,6 +1823,20 @@ MUTANTS: list[Mutant] = [
             "tests/actor/broker/test_disk_full.py",
         ],
     ),
+    Mutant(
+        "a send whose UNIQ_KEY is not its first property gets a new one",
+        "actors/broker/send/message_props.py",
+        '        i = props.find("\\x02UNIQ_KEY\\x01")',
+        "        i = -1  # MUTANT",
+        ["tests/unit/actors/broker/send/test_message_props.py"],
+    ),
+    Mutant(
+        "a send's properties lose the separator before the broker's CLUSTER pair",
+        "actors/broker/send/message_props.py",
+        '    if props and not props.endswith("\\x02"):\n        props += "\\x02"\n    if uniq:',
+        "    if uniq:",
+        ["tests/unit/actors/broker/send/test_message_props.py"],
+    ),
 ]
 
 

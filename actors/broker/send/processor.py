@@ -67,9 +67,9 @@ from rocketrio.actors.broker.send.completions import (
 from rocketrio.actors.broker.send.config import SEND_KEYS, SendConfig
 from rocketrio.actors.broker.send.message_props import (
     TIMER_KEYS,
-    append_props,
     delay_route,
     prop_value,
+    stamp_props,
 )
 from rocketrio.actors.broker.stats.broker_stats import BrokerStats
 from rocketrio.actors.broker.store.messages import (
@@ -115,7 +115,6 @@ from rocketrio.storage.message_store import (
     PutResult,
 )
 
-_UNIQ_PREFIX = UNIQ_KEY + "\x01"
 _PREPARED_TAG = PROPERTY_TRANSACTION_PREPARED + "\x01"
 _PUT_OK = PutStatus.PUT_OK
 _RW = PERM_READ | PERM_WRITE
@@ -311,11 +310,7 @@ class SendMessageProcessor:
                 ResponseCode.NO_PERMISSION,
                 f"the broker[{self.config.broker_ip}] sending transaction message is forbidden",
             )
-        uniq = prop_value(props, UNIQ_KEY)
-        if not uniq:
-            uniq = self.new_uniq_key()
-            props = append_props(props, f"{_UNIQ_PREFIX}{uniq}\x02")
-        props = append_props(props, self._cluster_prop)
+        props, uniq = stamp_props(props, self._cluster_prop, self.new_uniq_key)
         reconsume = h.reconsumeTimes or 0
         topic, queue_id = h.topic, h.queueId
         # a queue to pick, a delay or timer, a retry topic: `_route` decides (else no call)
