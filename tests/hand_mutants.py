@@ -1398,6 +1398,33 @@ MUTANTS: list[Mutant] = [
         ],
     ),
     Mutant(
+        "proxy receipt: a seven-field extraInfo's handle misses the message's queue offset",
+        "actors/proxy/receipt.py",
+        'return f"{extra_info}{KEY_SEPARATOR}{queue_offset}{KEY_SEPARATOR}{commit_log_offset}"',
+        'return f"{extra_info}{KEY_SEPARATOR}{commit_log_offset}"  # MUTANT',
+        [
+            "tests/unit/actors/proxy/test_mapping.py::"
+            "test_receipt_handle_from_the_brokers_text_is_the_parsed_and_rebuilt_one"
+        ],
+    ),
+    Mutant(
+        "client pop: the written-out receipt gives every topic the normal retry mark",
+        "actors/client/simple_consumer.py",
+        "retry, qid, offset = retry_flag(m.topic), m.queue_id",
+        'retry, qid, offset = "0", m.queue_id',
+        ["tests/unit/client/test_popped_messages.py::test_each_receipt_is_the_built_extra_info"],
+    ),
+    Mutant(
+        "client pop: an unordered pop's messages take the order counts as delivery counts",
+        "actors/client/simple_consumer.py",
+        "counts = parse_order_count_info(rh.orderCountInfo) if order else {}",
+        "counts = parse_order_count_info(rh.orderCountInfo)  # MUTANT",
+        [
+            "tests/unit/client/test_popped_messages.py::"
+            "test_popped_messages_receipts_first_pop_time_and_delivery_counts"
+        ],
+    ),
+    Mutant(
         "proxy fast path: task-free sends never expire (an unanswered send hangs)",
         "actors/proxy/send.py",
         "            self.requests.expire(trio.current_time())",
