@@ -233,10 +233,12 @@ class CpuMeter:
 
 
 def py_spy(pid: int, out: str) -> subprocess.Popen[bytes]:
-    """py-spy recording ``pid`` into ``out`` until it is sent SIGINT (``--native`` too when
-    BENCH_PY_SPY_NATIVE=1: C frames, at a tenth of the proxy's speed)."""
+    """py-spy recording ``pid`` into ``out`` until it is sent SIGINT: BENCH_PY_SPY_RATE
+    samples a second (200), ``--native`` too when BENCH_PY_SPY_NATIVE=1 (C frames, at a tenth
+    of the proxy's speed)."""
     exe = os.path.join(os.path.dirname(sys.executable), "py-spy")
-    args = [exe, "record", "-r", "200", "--threads", "-f", "raw", "-o", out, "-p", str(pid)]
+    rate = os.environ.get("BENCH_PY_SPY_RATE", "200")
+    args = [exe, "record", "-r", rate, "--threads", "-f", "raw", "-o", out, "-p", str(pid)]
     if os.environ.get("BENCH_PY_SPY_NATIVE") == "1":
         args.append("--native")
     return subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)

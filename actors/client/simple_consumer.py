@@ -93,7 +93,12 @@ MAX_RECEIVE = 32  # the broker refuses more per POP
 # after a POP's connection failed, how long to wait for the refreshed route (a few queries)
 GONE_REFRESH_WAIT_S = 0.5
 # a POP that found nothing
-_EMPTY = (ResponseCode.POLLING_TIMEOUT, ResponseCode.POLLING_FULL, ResponseCode.PULL_NOT_FOUND)
+# a POP's answers that mean "no message" (not an error)
+EMPTY_POP_CODES = (
+    ResponseCode.POLLING_TIMEOUT,
+    ResponseCode.POLLING_FULL,
+    ResponseCode.PULL_NOT_FOUND,
+)
 
 log = structlog.get_logger("client")
 
@@ -351,7 +356,7 @@ class SimpleConsumer:
         addr, resp = await self._pop_at_master(topic, broker_name, to_ext(header), wait)
         if resp is None:
             return []
-        if resp.code in _EMPTY:
+        if resp.code in EMPTY_POP_CODES:
             if wait > 0:
                 # a long poll that ended empty: a deposed master the clients still reach (cut
                 # from its cluster only), or the slave it became, answers so forever; check the
