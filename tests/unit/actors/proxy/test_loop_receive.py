@@ -27,7 +27,7 @@ from rocketrio.protocol.pop_extra_info import INIT_MODE_MAX
 from rocketrio.protocol.pop_headers import PopMessageRequestHeader
 from rocketrio.protocol.remoting import RemotingCommand
 from rocketrio.protocol.serde import to_ext
-from tests.unit.actors.proxy.test_loop_remoting import BROKER, TOPIC, FakeBroker, connected, route
+from tests.harness.loop_broker import BROKER, TOPIC, FakeBroker, connected, route
 
 NOW = 1_700_000_000_000
 HOST = (b"\x7f\x00\x00\x01", 10911)
