@@ -1399,6 +1399,104 @@ MUTANTS: list[Mutant] = [
         ],
     ),
     Mutant(
+        "proxy receipt: a seven-field extraInfo's handle misses the message's queue offset",
+        "actors/proxy/receipt.py",
+        'return f"{extra_info}{KEY_SEPARATOR}{queue_offset}{KEY_SEPARATOR}{commit_log_offset}"',
+        'return f"{extra_info}{KEY_SEPARATOR}{commit_log_offset}"  # MUTANT',
+        [
+            "tests/unit/actors/proxy/test_mapping.py::"
+            "test_receipt_handle_from_the_brokers_text_is_the_parsed_and_rebuilt_one"
+        ],
+    ),
+    Mutant(
+        "client pop: the written-out receipt gives every topic the normal retry mark",
+        "actors/client/simple_consumer.py",
+        "retry, qid, offset = retry_flag(m.topic), m.queue_id",
+        'retry, qid, offset = "0", m.queue_id',
+        ["tests/unit/client/test_popped_messages.py::test_each_receipt_is_the_built_extra_info"],
+    ),
+    Mutant(
+        "client pop: an unordered pop's messages take the order counts as delivery counts",
+        "actors/client/simple_consumer.py",
+        "counts = parse_order_count_info(rh.orderCountInfo) if order else {}",
+        "counts = parse_order_count_info(rh.orderCountInfo)  # MUTANT",
+        [
+            "tests/unit/client/test_popped_messages.py::"
+            "test_popped_messages_receipts_first_pop_time_and_delivery_counts"
+        ],
+    ),
+    Mutant(
+        "proxy loop receive: an expired allowance still takes receives on the loop (FIFO unseen)",
+        "actors/proxy/loop_receive.py",
+        "if invisible_ms <= 0 or not broker or now >= until:",
+        "if invisible_ms <= 0 or not broker:  # MUTANT",
+        [
+            "tests/unit/actors/proxy/test_loop_receive.py::"
+            "test_receives_go_to_trio_until_allowed_then_are_answered_as_the_trio_path"
+        ],
+    ),
+    Mutant(
+        "proxy loop receive: an auto-renew receive is taken on the loop (never renewed)",
+        "actors/proxy/loop_receive.py",
+        "if until is None or masters is None or req.auto_renew:",
+        "if until is None or masters is None:  # MUTANT",
+        [
+            "tests/unit/actors/proxy/test_loop_receive.py::"
+            "test_receives_go_to_trio_until_allowed_then_are_answered_as_the_trio_path"
+        ],
+    ),
+    Mutant(
+        "proxy loop receive: a POP given up at a moved master answers an error (no re-POP)",
+        "actors/proxy/loop_receive.py",
+        "            return TO_TRIO  # Trio POPs at the master the route names now",
+        '            return self.error_answer("ReceiveMessage", RemotingError("moved"))  # MUTANT',
+        [
+            "tests/unit/actors/proxy/test_loop_receive.py::"
+            "test_a_pop_at_a_hung_master_asks_for_the_route_and_goes_to_trio_when_it_moved"
+        ],
+    ),
+    Mutant(
+        "proxy loop receive: a POP parked at a hung master never asks for the route",
+        "actors/proxy/loop_receive.py",
+        "        self.refresh(topic)\n        watch[:] =",
+        "        watch[:] =",
+        [
+            "tests/unit/actors/proxy/test_loop_receive.py::"
+            "test_a_pop_at_a_hung_master_asks_for_the_route_and_goes_to_trio_when_it_moved"
+        ],
+    ),
+    Mutant(
+        "proxy loop receive: an empty long poll does not look at the route (deposed master)",
+        "actors/proxy/loop_receive.py",
+        "                if wait_s > 0:  # a deposed master answers so forever: look at the route",
+        "                if False:  # MUTANT",
+        [
+            "tests/unit/actors/proxy/test_loop_receive.py::"
+            "test_receives_go_to_trio_until_allowed_then_are_answered_as_the_trio_path"
+        ],
+    ),
+    Mutant(
+        "proxy: Trio never allows the gRPC loop a receive (always the Trio path)",
+        "actors/proxy/service.py",
+        "self.loop_receivable(consumer.group, topic, self.now_ms() + round(TTL_S * 1000))",
+        "pass  # MUTANT",
+        ["tests/actor/proxy/test_loop_receivable.py"],
+    ),
+    Mutant(
+        "proxy: Trio allows the gRPC loop a FIFO group's receives (unordered POPs)",
+        "actors/proxy/service.py",
+        "if broker and not (fifo or auto_renew or sql) and self.loop_receivable is not None:",
+        "if broker and not (auto_renew or sql) and self.loop_receivable is not None:  # MUTANT",
+        ["tests/actor/proxy/test_loop_receivable.py"],
+    ),
+    Mutant(
+        "proxy bridge: a call the gRPC loop gives back is answered with the marker",
+        "actors/proxy/grpc_bridge.py",
+        "                if result is not TO_TRIO:",
+        "                if True:  # MUTANT",
+        ["tests/actor/proxy/test_bridge.py::test_a_call_the_loop_gives_back_is_answered_by_trio"],
+    ),
+    Mutant(
         "proxy fast path: task-free sends never expire (an unanswered send hangs)",
         "actors/proxy/send.py",
         "            self.requests.expire(trio.current_time())",
