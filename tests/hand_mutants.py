@@ -58,6 +58,7 @@ _RP = "tests/unit/storage/test_replica_check.py::"
 _RR = "tests/unit/storage/test_replica_runs.py::"
 _IE = "tests/unit/storage/test_index_entries.py::"
 _SD = "tests/system/test_chaos_slow_disk.py::"
+_DA = "tests/unit/actors/broker/pop/test_direct_ack.py::"
 _BK = "tests/unit/cli/chaos/test_blkio.py::"
 _SP = "tests/unit/protocol/test_speedups.py::"
 _AK = "tests/unit/actors/broker/pop/test_ack_path.py::"
@@ -324,7 +325,7 @@ MUTANTS: list[Mutant] = [
     Mutant(
         "an ACK's templated answer carries the marker opaque, not the request's",
         "protocol/answer_frames.py",
-        'digits = b"%d" % request.opaque',
+        'digits = b"%d" % opaque',
         'digits = b"%d" % _MARK  # MUTANT',
         [
             "tests/unit/protocol/test_answer_frames.py",
@@ -1723,6 +1724,58 @@ MUTANTS: list[Mutant] = [
         '{"TAGS\\x01", "KEYS\\x01", "UNIQ_KEY\\x01"}',
         '{"TAGS", "KEYS\\x01", "UNIQ_KEY\\x01"}',
         [_SS2 + "test_the_wire_properties_twins_agree"],
+    ),
+    Mutant(
+        "the direct ACK path answers before the ACK's record is stored",
+        "actors/broker/pop/direct_ack.py",
+        "        if result is None:\n            return None\n"
+        "        if isinstance(result, Refusal):",
+        "        if result is None:\n            _answer(conn, req[1], req[4], Done())  # MUTANT\n"
+        "            return None\n        if isinstance(result, Refusal):",
+        [_DA + "test_the_direct_path_answers_the_generic_paths_bytes"],
+    ),
+    Mutant(
+        "the decoder hands a oneway ACK to the direct path (it answers it)",
+        "protocol/remoting.py",
+        "        and not flag\n",
+        "        and True  # MUTANT\n",
+        [_DA + "test_the_direct_path_answers_the_generic_paths_bytes"],
+    ),
+    Mutant(
+        "the direct ACK path serves a stopping broker's ACK",
+        "actors/broker/pop/direct_ack.py",
+        "        if self.stopping():",
+        "        if False:  # MUTANT",
+        [_DA + "test_the_direct_path_answers_the_generic_paths_bytes"],
+    ),
+    Mutant(
+        "a direct ACK's refusal answers another opaque",
+        "actors/broker/pop/direct_ack.py",
+        "    return RemotingCommand(req[0], opaque=req[1], serialize_type=req[4])",
+        "    return RemotingCommand(req[0], opaque=0, serialize_type=req[4])  # MUTANT",
+        [_DA + "test_the_direct_path_answers_the_generic_paths_bytes"],
+    ),
+    Mutant(
+        "the direct ACK path installed in front of an ACL gate",
+        "actors/broker/pop/direct_ack.py",
+        "    if gated or table.get(",
+        "    if table.get(  # MUTANT",
+        [_DA + "test_installed_only_where_the_generic_path_adds_nothing"],
+    ),
+    Mutant(
+        "a connection takes direct paths while its answers are timed",
+        "actors/kernel/remoting_connection.py",
+        "        self.direct = direct if direct and rpc_latency is None else None",
+        "        self.direct = direct  # MUTANT",
+        [_DA + "test_installed_only_where_the_generic_path_adds_nothing"],
+    ),
+    Mutant(
+        "a direct path's exception closes the connection instead of a SYSTEM_ERROR answer",
+        "actors/kernel/remoting_connection.py",
+        "        try:\n            served = handler(self, req)\n        except Exception as e:",
+        "        try:\n            served = handler(self, req)\n"
+        "        except ZeroDivisionError as e:  # MUTANT",
+        [_DA + "test_the_direct_path_answers_the_generic_paths_bytes"],
     ),
 ]
 

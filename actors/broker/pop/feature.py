@@ -5,7 +5,8 @@ master's revive task (revive.py, revive_service.py); their request codes in hand
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import functools
+from collections.abc import Callable, Mapping
 
 import trio
 
@@ -13,6 +14,7 @@ from rocketrio.actors.broker.boot.broker_io import BrokerIO
 from rocketrio.actors.broker.dispatch.message_filter import FilterSelectors
 from rocketrio.actors.broker.dispatch.table import Handlers
 from rocketrio.actors.broker.pop.ack import PopAckProcessor
+from rocketrio.actors.broker.pop.direct_ack import direct_handlers
 from rocketrio.actors.broker.pop.handlers import pop_handlers
 from rocketrio.actors.broker.pop.hold import PopLongPollingService
 from rocketrio.actors.broker.pop.order_service import PopOrderService
@@ -26,6 +28,8 @@ from rocketrio.actors.broker.store.escape_bridge import (
 )
 from rocketrio.actors.broker.store.queue_reader import QueueReader
 from rocketrio.actors.broker.tables.broker_tables import BrokerTables
+from rocketrio.actors.kernel.remoting import DirectHandler
+from rocketrio.protocol.codes import RequestCode
 
 
 class PopFeature:
@@ -107,8 +111,22 @@ class PopFeature:
         (RIP-32: failover/pop_escape.py)."""
         self.revive.read_foreign = read
 
-    def handlers(self) -> Handlers:
+    @functools.cached_property
+    def _handlers(self) -> Handlers:
+        """The request handlers, made once: the direct path checks the table holds this ACK's."""
         return pop_handlers(self.pop, self.acks, self.revive)
+
+    def handlers(self) -> Handlers:
+        return self._handlers
+
+    def direct_handlers(
+        self, table: Mapping[int, object], *, gated: bool, stopping: Callable[[], bool]
+    ) -> dict[int, DirectHandler]:
+        """ACK_MESSAGE's direct path from the decoded frame (direct_ack.py), when ``table``
+        (the built request table) serves it with this package's handler and no ACL gate
+        judges requests (``gated``)."""
+        ack = self._handlers[RequestCode.ACK_MESSAGE]
+        return direct_handlers(self.acks, table, ack, gated=gated, stopping=stopping)
 
     def on_arrival(self, topic: str, queue_id: int, max_offset: int) -> None:
         self.hold.notify_message_arriving(topic, queue_id, max_offset)
