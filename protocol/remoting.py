@@ -55,6 +55,7 @@ _I32_FROM = _I32.unpack_from
 _VIEW_COPY_MIN = 4096
 _IS_STR = str.__instancecheck__  # one C call per value: isinstance(v, str)
 _LAYOUTS = ExtLayouts()  # the extFields shapes producers repeat, compiled (process-wide)
+_loads, _JSONDecodeError = orjson.loads, orjson.JSONDecodeError
 
 
 class RemoteProtocolError(Exception):
@@ -541,7 +542,10 @@ class FrameDecoder:
         self._pos = end
         try:
             if stype == SERIALIZE_JSON:
-                h = _loads_header(raw)
+                try:
+                    h = _loads(raw)
+                except _JSONDecodeError as e:
+                    raise RemoteProtocolError(f"header is not valid JSON: {e}") from None
                 if self.direct_codes:
                     direct = _direct_json(h, body, self.direct_codes)
                     if direct is not None:

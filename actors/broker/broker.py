@@ -317,7 +317,7 @@ class Broker:
         table = build_table(declared, wrappers=wrappers)
         self.requests = requests = RequestTable(self.config.brokerName, table, gate=self.auth.gate)
         direct = self.pop.direct_handlers(
-            table, gated=self.auth.gate is not None, stopping=lambda: requests.stopping
+            table, gated=self.auth.gate is not None, requests=requests
         )
         self.server = RemotingServer(
             self.io.transport,

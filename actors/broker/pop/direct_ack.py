@@ -23,9 +23,9 @@ timed (no rocketmq_rpc_latency; see remoting_connection.ServerSide).
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Mapping
 from functools import partial
-from typing import Literal
+from typing import Literal, Protocol
 
 from rocketrio.actors.broker.dispatch.answers import answer_done
 from rocketrio.actors.broker.dispatch.outcomes import Done, Refusal
@@ -38,6 +38,13 @@ from rocketrio.protocol.pop_headers import ack_fields
 from rocketrio.protocol.remoting import DirectRequest, RemotingCommand
 
 _SUCCESS = int(ResponseCode.SUCCESS)
+
+
+class Stopping(Protocol):
+    """The request table as the direct path sees it: whether the broker is stopping (then
+    the table answers SYSTEM_BUSY)."""
+
+    stopping: bool
 
 
 def _stub(req: DirectRequest) -> RemotingCommand:
@@ -60,14 +67,14 @@ def _answer(conn: Connection, opaque: int, st: int, outcome: Done | Refusal) -> 
 class DirectAck:
     """ACK_MESSAGE's direct path (module docstring)."""
 
-    def __init__(self, acks: PopAckProcessor, stopping: Callable[[], bool]) -> None:
+    def __init__(self, acks: PopAckProcessor, requests: Stopping) -> None:
         self.acks = acks
-        self.stopping = stopping
+        self.requests = requests
 
     def __call__(
         self, conn: Connection, req: DirectRequest
     ) -> Awaitable[None] | Literal[False] | None:
-        if self.stopping():
+        if self.requests.stopping:
             return NOT_DIRECT  # the table answers SYSTEM_BUSY
         f = ack_fields(req[2])
         if f is None:
@@ -95,10 +102,10 @@ def direct_handlers(
     ack_handler: object,
     *,
     gated: bool,
-    stopping: Callable[[], bool],
+    requests: Stopping,
 ) -> dict[int, DirectHandler]:
     """ACK_MESSAGE's direct path, when the generic path would add nothing to the handler
     ``ack_handler`` (module docstring); else none."""
     if gated or table.get(RequestCode.ACK_MESSAGE) is not ack_handler:
         return {}
-    return {int(RequestCode.ACK_MESSAGE): DirectAck(acks, stopping)}
+    return {int(RequestCode.ACK_MESSAGE): DirectAck(acks, requests)}

@@ -14,7 +14,7 @@ from rocketrio.actors.broker.boot.broker_io import BrokerIO
 from rocketrio.actors.broker.dispatch.message_filter import FilterSelectors
 from rocketrio.actors.broker.dispatch.table import Handlers
 from rocketrio.actors.broker.pop.ack import PopAckProcessor
-from rocketrio.actors.broker.pop.direct_ack import direct_handlers
+from rocketrio.actors.broker.pop.direct_ack import Stopping, direct_handlers
 from rocketrio.actors.broker.pop.handlers import pop_handlers
 from rocketrio.actors.broker.pop.hold import PopLongPollingService
 from rocketrio.actors.broker.pop.order_service import PopOrderService
@@ -120,13 +120,13 @@ class PopFeature:
         return self._handlers
 
     def direct_handlers(
-        self, table: Mapping[int, object], *, gated: bool, stopping: Callable[[], bool]
+        self, table: Mapping[int, object], *, gated: bool, requests: Stopping
     ) -> dict[int, DirectHandler]:
         """ACK_MESSAGE's direct path from the decoded frame (direct_ack.py), when ``table``
         (the built request table) serves it with this package's handler and no ACL gate
         judges requests (``gated``)."""
         ack = self._handlers[RequestCode.ACK_MESSAGE]
-        return direct_handlers(self.acks, table, ack, gated=gated, stopping=stopping)
+        return direct_handlers(self.acks, table, ack, gated=gated, requests=requests)
 
     def on_arrival(self, topic: str, queue_id: int, max_offset: int) -> None:
         self.hold.notify_message_arriving(topic, queue_id, max_offset)

@@ -110,7 +110,7 @@ async def start_side(nursery: trio.Nursery, *, direct: bool, batcher: bool = Tru
     if direct:
         paths = direct_handlers(
             acks, table.handlers, table.handlers[RequestCode.ACK_MESSAGE],
-            gated=False, stopping=lambda: table.stopping,
+            gated=False, requests=table,
         )  # fmt: skip
         assert set(paths) == {RequestCode.ACK_MESSAGE}
     conn = Connection(server, counted, server=ServerSide(ServerLimits(), None, paths))
@@ -229,11 +229,11 @@ def test_installed_only_where_the_generic_path_adds_nothing() -> None:
     acks = make_acks(FakeWriter(), Queues())
     ack = pop_handlers(None, acks, None)[RequestCode.ACK_MESSAGE]  # type: ignore[arg-type]
     table = {RequestCode.ACK_MESSAGE: ack}
-    plain = direct_handlers(acks, table, ack, gated=False, stopping=lambda: False)
+    plain = direct_handlers(acks, table, ack, gated=False, requests=RequestTable("b", {}))
     assert set(plain) == {RequestCode.ACK_MESSAGE}
-    assert direct_handlers(acks, table, ack, gated=True, stopping=lambda: False) == {}
+    assert direct_handlers(acks, table, ack, gated=True, requests=RequestTable("b", {})) == {}
     wrapped = {RequestCode.ACK_MESSAGE: lambda ctx: ack(ctx)}
-    assert direct_handlers(acks, wrapped, ack, gated=False, stopping=lambda: False) == {}
+    assert direct_handlers(acks, wrapped, ack, gated=False, requests=RequestTable("b", {})) == {}
     # answers timed (rocketmq_rpc_latency): the connection takes no direct path
     assert ServerSide(ServerLimits(), object(), plain).direct is None  # type: ignore[arg-type]
     assert ServerSide(ServerLimits(), None, plain).direct is plain
