@@ -59,6 +59,7 @@ _RR = "tests/unit/storage/test_replica_runs.py::"
 _IE = "tests/unit/storage/test_index_entries.py::"
 _SD = "tests/system/test_chaos_slow_disk.py::"
 _DA = "tests/unit/actors/broker/pop/test_direct_ack.py::"
+_PN = "tests/actor/broker/test_pop_nowait.py::"
 _BK = "tests/unit/cli/chaos/test_blkio.py::"
 _SP = "tests/unit/protocol/test_speedups.py::"
 _AK = "tests/unit/actors/broker/pop/test_ack_path.py::"
@@ -209,8 +210,8 @@ MUTANTS: list[Mutant] = [
     Mutant(
         "a CK's queue offsets read one record off",
         "actors/broker/pop/processor.py",
-        "qoffsets = list(chain.from_iterable(map(_queue_offset_of, result.buffers)))",
-        "qoffsets = list(chain.from_iterable(map(_queue_offset_of, result.buffers)))[1:]  # MUTANT",
+        "return list(chain.from_iterable(map(_queue_offset_of, buffers)))",
+        "return list(chain.from_iterable(map(_queue_offset_of, buffers)))[1:]  # MUTANT",
         ["tests/actor/broker/test_pop.py"],
     ),
     Mutant(
@@ -1776,6 +1777,42 @@ MUTANTS: list[Mutant] = [
         "        try:\n            served = handler(self, req)\n"
         "        except ZeroDivisionError as e:  # MUTANT",
         [_DA + "test_the_direct_path_answers_the_generic_paths_bytes"],
+    ),
+    Mutant(
+        "a POP served without a task hands out messages whose CK the store refused",
+        "actors/broker/pop/pop_nowait.py",
+        "            if results and status.stored:",
+        "            if True:  # MUTANT",
+        [_PN + "test_a_pop_with_messages_is_answered_without_a_task_once_its_ck_is_stored"],
+    ),
+    Mutant(
+        "a POP served without a task moves the offset before its CK is stored",
+        "actors/broker/pop/pop_nowait.py",
+        "            taken.append(_Taken(key, nxt, max(0, top - nxt), top - offset, record))",
+        "            taken.append(_Taken(key, nxt, max(0, top - nxt), top - offset, record))\n"
+        "            offsets.commit(group, topic, queue_id, nxt)  # MUTANT",
+        [_PN + "test_a_pop_with_messages_is_answered_without_a_task_once_its_ck_is_stored"],
+    ),
+    Mutant(
+        "a POP served without a task leaves its queue free for another pop before the CK is stored",
+        "actors/broker/pop/pop_nowait.py",
+        "            proc.busy.add(key)\n",
+        "            pass  # MUTANT\n",
+        [_PN + "test_a_pop_with_messages_is_answered_without_a_task_once_its_ck_is_stored"],
+    ),
+    Mutant(
+        "an ordered POP served without a task (CKs written, the order state skipped)",
+        "actors/broker/pop/pop_nowait.py",
+        "        if h.order or sel.keep is not None",
+        "        if sel.keep is not None",
+        ["tests/actor/broker/test_pop_order.py"],
+    ),
+    Mutant(
+        "a SQL92 POP served without a task (its selector not applied)",
+        "actors/broker/pop/pop_nowait.py",
+        "        if h.order or sel.keep is not None",
+        "        if h.order",
+        ["tests/actor/broker/test_sql92_filter.py"],
     ),
 ]
 

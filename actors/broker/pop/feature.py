@@ -18,6 +18,7 @@ from rocketrio.actors.broker.pop.direct_ack import Stopping, direct_handlers
 from rocketrio.actors.broker.pop.handlers import pop_handlers
 from rocketrio.actors.broker.pop.hold import PopLongPollingService
 from rocketrio.actors.broker.pop.order_service import PopOrderService
+from rocketrio.actors.broker.pop.pop_nowait import PopNowait
 from rocketrio.actors.broker.pop.processor import PopConfig, PopMessageProcessor
 from rocketrio.actors.broker.pop.revive_service import PopReviveService, ReviveConfig
 from rocketrio.actors.broker.store.actor import StoreActor
@@ -30,6 +31,22 @@ from rocketrio.actors.broker.store.queue_reader import QueueReader
 from rocketrio.actors.broker.tables.broker_tables import BrokerTables
 from rocketrio.actors.kernel.remoting import DirectHandler
 from rocketrio.protocol.codes import RequestCode
+
+
+def _order_service(io: BrokerIO, t: BrokerTables, hold: PopLongPollingService) -> PopOrderService:
+    config = io.config
+    return PopOrderService(
+        config.storePathRootDir,
+        offsets=t.offsets,
+        topics=t.topics,
+        groups=t.groups,
+        hold=hold,
+        now_ms=io.now_ms,
+        persist_interval_s=config.flushConsumerOffsetInterval / 1000,
+        run_blocking=io.run_blocking,
+        fs=io.fs,
+        log=io.log.bind(actor="pop_order"),
+    )
 
 
 class PopFeature:
@@ -52,18 +69,7 @@ class PopFeature:
         config, now_ms, log, t = io.config, io.now_ms, io.log, tables
         pop_config = PopConfig.of(config)
         self.hold = PopLongPollingService(config.maxPopPollingSize)
-        self.order = PopOrderService(
-            config.storePathRootDir,
-            offsets=t.offsets,
-            topics=t.topics,
-            groups=t.groups,
-            hold=self.hold,
-            now_ms=now_ms,
-            persist_interval_s=config.flushConsumerOffsetInterval / 1000,
-            run_blocking=io.run_blocking,
-            fs=io.fs,
-            log=log.bind(actor="pop_order"),
-        )
+        self.order = _order_service(io, t, self.hold)
         self.pop = PopMessageProcessor(
             pop_config,
             topics=t.topics,
@@ -79,6 +85,7 @@ class PopFeature:
             filters=filters,
             record_escape=record_escape,
         )
+        self.pop.nowait = PopNowait(self.pop).try_serve
         self.acks = PopAckProcessor(
             pop_config,
             topics=t.topics,
