@@ -30,12 +30,12 @@ from rocketrio.actors.broker.dispatch.long_poll import Waiter
 from rocketrio.actors.broker.dispatch.message_filter import MessageSelector
 from rocketrio.actors.broker.dispatch.outcomes import PutStatus
 from rocketrio.actors.broker.pop.processor import (
-    _RESET_OFFSET,
-    _SKIPPED,
+    RESET_OFFSET,
+    SKIPPED,
+    PopAcc,
+    PopAttempt,
     PopMessageProcessor,
     PopOutcome,
-    _Acc,
-    _Pop,
     queue_offsets,
 )
 from rocketrio.actors.kernel.runtime import ActorStopped
@@ -71,7 +71,7 @@ class PopNowait:
         if h.order or sel.keep is not None or proc.record_escape() is not None:
             return False
         p = proc.attempt_of(h, sel)
-        acc = _Acc(h.maxMsgNums)
+        acc = PopAcc(h.maxMsgNums)
         taken: list[_Taken] = []
         try:
             retry_topics = proc.retry_topics(h)
@@ -100,7 +100,9 @@ class PopNowait:
         for t in taken:
             busy.discard(t.key)
 
-    def _topic(self, p: _Pop, acc: _Acc, topic: str, is_retry: bool, taken: list[_Taken]) -> None:
+    def _topic(
+        self, p: PopAttempt, acc: PopAcc, topic: str, is_retry: bool, taken: list[_Taken]
+    ) -> None:
         """`PopMessageProcessor._pop_topic`, inline."""
         proc = self.proc
         tc = proc.topics.select(topic)
@@ -115,7 +117,13 @@ class PopNowait:
             self._queue(p, acc, topic, p.h.queueId, is_retry, taken)
 
     def _queue(
-        self, p: _Pop, acc: _Acc, topic: str, queue_id: int, is_retry: bool, taken: list[_Taken]
+        self,
+        p: PopAttempt,
+        acc: PopAcc,
+        topic: str,
+        queue_id: int,
+        is_retry: bool,
+        taken: list[_Taken],
     ) -> None:
         """`_pop_queue` and `_pop_locked` of a plain pop, inline; a queue that gave messages
         stays marked as being popped until its CK is stored (`_stored`)."""
@@ -132,7 +140,7 @@ class PopNowait:
         want = h.maxMsgNums - len(acc.buffers)
         max_bytes = proc.config.max_transfer_bytes
         result = store.read_nowait(topic, queue_id, offset, want, max_bytes, sel.cq_match)
-        if result is not None and result.status in _RESET_OFFSET:
+        if result is not None and result.status in RESET_OFFSET:
             offset = result.next_begin_offset
             offsets.commit(group, topic, queue_id, offset)
             result = store.read_nowait(topic, queue_id, offset, want, max_bytes, sel.cq_match)
@@ -146,14 +154,14 @@ class PopNowait:
             taken.append(_Taken(key, nxt, max(0, top - nxt), top - offset, record))
             proc.take(p, acc, (topic, queue_id, offset, is_retry), qoffsets, result.buffers)
             return
-        if result.status in _SKIPPED and result.next_begin_offset > offset:
+        if result.status in SKIPPED and result.next_begin_offset > offset:
             offsets.commit(group, topic, queue_id, result.next_begin_offset)
         acc.rest += max(0, result.max_offset - result.next_begin_offset)
 
     def _stored(
         self,
-        p: _Pop,
-        acc: _Acc,
+        p: PopAttempt,
+        acc: PopAcc,
         taken: list[_Taken],
         reply: Waiter,
         results: list[PutResult],

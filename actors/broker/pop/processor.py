@@ -110,8 +110,8 @@ def queue_offsets(buffers: list[bytes]) -> list[int]:
 
 
 _S = GetMessageStatus
-_RESET_OFFSET = (_S.OFFSET_TOO_SMALL, _S.OFFSET_OVERFLOW_BADLY, _S.OFFSET_FOUND_NULL)
-_SKIPPED = (
+RESET_OFFSET = (_S.OFFSET_TOO_SMALL, _S.OFFSET_OVERFLOW_BADLY, _S.OFFSET_FOUND_NULL)
+SKIPPED = (
     _S.NO_MATCHED_MESSAGE,
     _S.OFFSET_FOUND_NULL,
     _S.MESSAGE_WAS_REMOVING,
@@ -179,7 +179,7 @@ PopOutcome = Popped | Refusal
 
 
 @attrs.define
-class _Acc:
+class PopAcc:
     """What one pop gathered so far."""
 
     max_nums: int
@@ -195,7 +195,7 @@ class _Acc:
 
 
 @attrs.frozen
-class _Pop:
+class PopAttempt:
     """The fixed parts of one pop attempt."""
 
     h: PopMessageRequestHeader
@@ -389,7 +389,7 @@ class PopMessageProcessor:
 
     async def _pop_once(self, h: PopMessageRequestHeader, sel: MessageSelector) -> Popped:
         p = self.attempt_of(h, sel)
-        acc = _Acc(h.maxMsgNums)
+        acc = PopAcc(h.maxMsgNums)
         retry_topics = [] if h.order else self.retry_topics(h)
         retry_first = p.rand_q < self.config.pop_from_retry_probability
         if retry_first:
@@ -401,13 +401,13 @@ class PopMessageProcessor:
                 await self._pop_topic(p, acc, topic, True)
         return self.popped(p, acc)
 
-    def attempt_of(self, h: PopMessageRequestHeader, sel: MessageSelector) -> _Pop:
+    def attempt_of(self, h: PopMessageRequestHeader, sel: MessageSelector) -> PopAttempt:
         """One attempt's fixed parts: its pop time, revive queue and random start."""
         rand_q = self.rng.randrange(100)
         revive_qid = POP_ORDER_REVIVE_QUEUE if h.order else self.next_revive_qid()
-        return _Pop(h, sel, self.now_ms(), revive_qid, rand_q)
+        return PopAttempt(h, sel, self.now_ms(), revive_qid, rand_q)
 
-    def popped(self, p: _Pop, acc: _Acc) -> Popped:
+    def popped(self, p: PopAttempt, acc: PopAcc) -> Popped:
         """What an attempt gathered, as its outcome."""
         h = p.h
         return Popped(
@@ -421,7 +421,7 @@ class PopMessageProcessor:
             order_count_info=";".join(acc.order_infos) if h.order else None,
         )
 
-    async def _pop_topic(self, p: _Pop, acc: _Acc, topic: str, is_retry: bool) -> None:
+    async def _pop_topic(self, p: PopAttempt, acc: PopAcc, topic: str, is_retry: bool) -> None:
         tc = self.topics.select(topic)
         if tc is None:
             return
@@ -448,7 +448,7 @@ class PopMessageProcessor:
         return offset
 
     async def _pop_queue(
-        self, p: _Pop, acc: _Acc, topic: str, queue_id: int, is_retry: bool
+        self, p: PopAttempt, acc: PopAcc, topic: str, queue_id: int, is_retry: bool
     ) -> None:
         h = p.h
         group = h.consumerGroup
@@ -464,7 +464,7 @@ class PopMessageProcessor:
             self.busy.discard(key)
 
     async def _pop_locked(
-        self, p: _Pop, acc: _Acc, topic: str, queue_id: int, is_retry: bool
+        self, p: PopAttempt, acc: PopAcc, topic: str, queue_id: int, is_retry: bool
     ) -> None:
         h = p.h
         group = h.consumerGroup
@@ -476,7 +476,7 @@ class PopMessageProcessor:
         want = h.maxMsgNums - len(acc.buffers)
         max_bytes = self.config.max_transfer_bytes
         result = await read_selected(self.store, topic, queue_id, offset, want, max_bytes, sel)
-        if result.status in _RESET_OFFSET:
+        if result.status in RESET_OFFSET:
             offset = result.next_begin_offset
             self.offsets.commit(group, topic, queue_id, offset)
             result = await read_selected(self.store, topic, queue_id, offset, want, max_bytes, sel)
@@ -502,12 +502,12 @@ class PopMessageProcessor:
                 return
             self.offsets.commit(group, topic, queue_id, result.next_begin_offset)
             self.take(p, acc, (topic, queue_id, offset, is_retry), qoffsets, result.buffers)
-        elif result.status in _SKIPPED and result.next_begin_offset > offset:
+        elif result.status in SKIPPED and result.next_begin_offset > offset:
             self.offsets.commit(group, topic, queue_id, result.next_begin_offset)
         acc.rest += max(0, result.max_offset - result.next_begin_offset)
 
     def checkpoint(
-        self, p: _Pop, topic: str, queue_id: int, offset: int, qoffsets: list[int]
+        self, p: PopAttempt, topic: str, queue_id: int, offset: int, qoffsets: list[int]
     ) -> tuple[PopCheckPoint, MessageToStore]:
         """The CK of a read from ``offset`` whose records have ``qoffsets``, and its record."""
         ck = PopCheckPoint(
@@ -526,8 +526,8 @@ class PopMessageProcessor:
 
     def take(
         self,
-        p: _Pop,
-        acc: _Acc,
+        p: PopAttempt,
+        acc: PopAcc,
         where: tuple[str, int, int, bool],
         qoffsets: list[int],
         buffers: list[bytes],
@@ -549,7 +549,7 @@ class PopMessageProcessor:
             return await escape.put_ck(ck.merge_key, ck.num, msg) is None
         return (await put_and_wait(self.writer, [msg], nowait_first=True)).stored
 
-    def _as_original(self, p: _Pop, retry_topic: str, ck_offset: int, record: bytes) -> bytes:
+    def _as_original(self, p: PopAttempt, retry_topic: str, ck_offset: int, record: bytes) -> bytes:
         """A pop retry topic's record re-encoded under the original topic with its receipt in
         POP_CK (so the client acks the retry topic's CK)."""
         msg, _ = decode_stored(record)
