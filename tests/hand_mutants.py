@@ -1814,6 +1814,13 @@ MUTANTS: list[Mutant] = [
         "        if h.order",
         ["tests/actor/broker/test_sql92_filter.py"],
     ),
+    Mutant(
+        "an ACK on a broker that may act never asks whether it acts (the acting slave's ACK lost)",
+        "actors/broker/pop/feature.py",
+        "            may_act=config.enableSlaveActingMaster,",
+        "            may_act=False,  # MUTANT",
+        [_AP + "test_pop_ack_and_change_invisible_on_the_acting_slave_cancel_on_one_pinned_master"],
+    ),
 ]
 
 

@@ -98,6 +98,7 @@ class PopFeature:
             acting_ack=lambda qid, ack: acting() and self.revive.apply_ack(qid, ack),
             record_escape=record_escape,
             acting=acting,
+            may_act=config.enableSlaveActingMaster,
         )
         self.revive = PopReviveService(
             ReviveConfig.of(config),
