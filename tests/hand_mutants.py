@@ -66,6 +66,7 @@ _AK = "tests/unit/actors/broker/pop/test_ack_path.py::"
 _AR = "tests/actor/broker/test_pop_ack_range.py::"
 _PR = "tests/unit/protocol/test_pop_records.py::"
 _SS2 = "tests/unit/protocol/test_speedups_send.py::"
+_DS = "tests/unit/actors/broker/send/test_direct_send.py::"
 
 MUTANTS: list[Mutant] = [
     Mutant(
@@ -1687,8 +1688,8 @@ MUTANTS: list[Mutant] = [
     Mutant(
         "the direct send answer names the queue the message went to, not the one asked for",
         "actors/broker/send/handlers.py",
-        "ctx.cmd, remark, r.msg_id, self.queue_id, r.queue_offset, self.uniq",
-        "ctx.cmd, remark, r.msg_id, r.commitlog_offset % 8, r.queue_offset, self.uniq",
+        "_HEAD, cmd.opaque, _RESPONSE, remark, r.msg_id, self.queue_id,",
+        "_HEAD, cmd.opaque, _RESPONSE, remark, r.msg_id, r.commitlog_offset % 8,",
         ["tests/unit/actors/broker/send/test_direct_answer.py"],
     ),
     Mutant(
@@ -1820,6 +1821,118 @@ MUTANTS: list[Mutant] = [
         "            may_act=config.enableSlaveActingMaster,",
         "            may_act=False,  # MUTANT",
         [_AP + "test_pop_ack_and_change_invisible_on_the_acting_slave_cancel_on_one_pinned_master"],
+    ),
+    Mutant(
+        "the direct send skips the static-topic test (a logic queue sent as a physical one)",
+        "actors/broker/send/direct.py",
+        " or (mappings is not None and h.topic in mappings.table)",
+        "",
+        [_DS + "test_the_direct_handler_answers_every_request_as_the_generic_path"],
+    ),
+    Mutant(
+        "the direct send reads the static topics known at registration (a cache never invalidated)",
+        "actors/broker/send/direct.py",
+        "    header_class = SendMessageRequestHeader\n",
+        "    header_class = SendMessageRequestHeader\n"
+        "    if mappings is not None:  # MUTANT\n"
+        "        mappings = type(mappings)(mappings.bname, mappings.now_ms)\n",
+        [_DS + "test_a_topic_made_static_after_its_first_send_is_rerouted"],
+    ),
+    Mutant(
+        "the direct send takes a batch as a single message",
+        "actors/broker/send/direct.py",
+        "if h is None or h.batch or (",
+        "if h is None or (",
+        [_DS + "test_the_direct_handler_answers_every_request_as_the_generic_path"],
+    ),
+    Mutant(
+        "the direct send answers a full store inbox as refused instead of waiting",
+        "actors/broker/send/direct.py",
+        "            return _blocked(send, cmd, r)",
+        "            return None",
+        [_DS + "test_the_direct_handler_answers_every_request_as_the_generic_path"],
+    ),
+    Mutant(
+        "a send to queue -1 skips the queue pick",
+        "actors/broker/send/processor.py",
+        '        if queue_id < 0 or "DELAY" in props',
+        '        if "DELAY" in props',
+        [_DS + "test_the_direct_path_routes_what_the_processor_routes"],
+    ),
+    Mutant(
+        "a delay send skips the delay route",
+        "actors/broker/send/processor.py",
+        ' or "DELAY" in props or "TIMER_" in props or',
+        ' or "TIMER_" in props or',
+        [_DS + "test_the_direct_path_routes_what_the_processor_routes"],
+    ),
+    Mutant(
+        "a retry send skips the retry route (no DLQ)",
+        "actors/broker/send/processor.py",
+        " or topic.startswith(_RETRY):",
+        ":",
+        [_DS + "test_the_direct_path_routes_what_the_processor_routes"],
+    ),
+    Mutant(
+        "the processor does not recognise a direct answer (its MRO check)",
+        "actors/broker/send/processor.py",
+        "        if DirectAnswer in type(on_done).__mro__:",
+        "        if False:  # MUTANT",
+        [
+            "tests/unit/actors/broker/send/test_processor.py::test_a_direct_answer_is_the_put_callback_itself"
+        ],
+    ),
+    Mutant(
+        "the store turn answers every single put of a run with the first one's result",
+        "actors/broker/store/appender.py",
+        "            out = [(put, [r]) for put, r in zip(puts, results, strict=True)]",
+        "            out = [(put, [results[0]]) for put in puts]",
+        ["tests/actor/broker/test_put_stage.py", "tests/actor/broker/test_messaging.py"],
+    ),
+    Mutant(
+        "a staged single put's body is not counted against the slot's byte bound",
+        "actors/broker/store/put_stage.py",
+        "        size = len(msgs[0].body) if len(msgs) == 1 else _bytes(put)",
+        "        size = 0 if len(msgs) == 1 else _bytes(put)",
+        ["tests/actor/broker/test_put_stage.py"],
+    ),
+    Mutant(
+        "the UNIQ_KEY's index hash swaps its CRC32 and Adler-32 seeds",
+        "storage/dispatch_request.py",
+        "hashes.append((_crc32(u, seed[0]) << 32) | _adler32(u, seed[1]))",
+        "hashes.append((_crc32(u, seed[1]) << 32) | _adler32(u, seed[0]))",
+        ["tests/unit/storage/test_message_store.py", "tests/unit/storage/test_index_file.py"],
+    ),
+    Mutant(
+        "the direct send answer's JSON fallback names the queue the message went to",
+        "actors/broker/send/handlers.py",
+        "cmd, remark, r.msg_id, self.queue_id, r.queue_offset, self.uniq",
+        "cmd, remark, r.msg_id, r.commitlog_offset % 8, r.queue_offset, self.uniq",
+        ["tests/unit/actors/broker/send/test_direct_answer.py"],
+    ),
+    Mutant(
+        "the disk guard's write refusal ignores a store fault",
+        "actors/broker/store/disk_guard.py",
+        "        if not self.above_limit and self.store_fault is None:",
+        "        if not self.above_limit:",
+        [
+            "tests/unit/actors/broker/store/test_disk_guard.py",
+            "tests/actor/broker/test_disk_full.py",
+        ],
+    ),
+    Mutant(
+        "a send whose UNIQ_KEY is not its first property gets a new one",
+        "actors/broker/send/message_props.py",
+        '        i = props.find("\\x02UNIQ_KEY\\x01")',
+        "        i = -1  # MUTANT",
+        ["tests/unit/actors/broker/send/test_message_props.py"],
+    ),
+    Mutant(
+        "a send's properties lose the separator before the broker's CLUSTER pair",
+        "actors/broker/send/message_props.py",
+        '    if props and not props.endswith("\\x02"):\n        props += "\\x02"\n    if uniq:',
+        "    if uniq:",
+        ["tests/unit/actors/broker/send/test_message_props.py"],
     ),
 ]
 
