@@ -58,6 +58,8 @@ _RP = "tests/unit/storage/test_replica_check.py::"
 _RR = "tests/unit/storage/test_replica_runs.py::"
 _IE = "tests/unit/storage/test_index_entries.py::"
 _SD = "tests/system/test_chaos_slow_disk.py::"
+_DA = "tests/unit/actors/broker/pop/test_direct_ack.py::"
+_PN = "tests/actor/broker/test_pop_nowait.py::"
 _BK = "tests/unit/cli/chaos/test_blkio.py::"
 _SP = "tests/unit/protocol/test_speedups.py::"
 _AK = "tests/unit/actors/broker/pop/test_ack_path.py::"
@@ -209,8 +211,8 @@ MUTANTS: list[Mutant] = [
     Mutant(
         "a CK's queue offsets read one record off",
         "actors/broker/pop/processor.py",
-        "qoffsets = list(chain.from_iterable(map(_queue_offset_of, result.buffers)))",
-        "qoffsets = list(chain.from_iterable(map(_queue_offset_of, result.buffers)))[1:]  # MUTANT",
+        "return list(chain.from_iterable(map(_queue_offset_of, buffers)))",
+        "return list(chain.from_iterable(map(_queue_offset_of, buffers)))[1:]  # MUTANT",
         ["tests/actor/broker/test_pop.py"],
     ),
     Mutant(
@@ -325,7 +327,7 @@ MUTANTS: list[Mutant] = [
     Mutant(
         "an ACK's templated answer carries the marker opaque, not the request's",
         "protocol/answer_frames.py",
-        'digits = b"%d" % request.opaque',
+        'digits = b"%d" % opaque',
         'digits = b"%d" % _MARK  # MUTANT',
         [
             "tests/unit/protocol/test_answer_frames.py",
@@ -1822,6 +1824,101 @@ MUTANTS: list[Mutant] = [
         '{"TAGS\\x01", "KEYS\\x01", "UNIQ_KEY\\x01"}',
         '{"TAGS", "KEYS\\x01", "UNIQ_KEY\\x01"}',
         [_SS2 + "test_the_wire_properties_twins_agree"],
+    ),
+    Mutant(
+        "the direct ACK path answers before the ACK's record is stored",
+        "actors/broker/pop/direct_ack.py",
+        "        if result is None:\n            return None\n"
+        "        if isinstance(result, Refusal):",
+        "        if result is None:\n            _answer(conn, req[1], req[4], Done())  # MUTANT\n"
+        "            return None\n        if isinstance(result, Refusal):",
+        [_DA + "test_the_direct_path_answers_the_generic_paths_bytes"],
+    ),
+    Mutant(
+        "the decoder hands a oneway ACK to the direct path (it answers it)",
+        "protocol/remoting.py",
+        "        and not flag\n",
+        "        and True  # MUTANT\n",
+        [_DA + "test_the_direct_path_answers_the_generic_paths_bytes"],
+    ),
+    Mutant(
+        "the direct ACK path serves a stopping broker's ACK",
+        "actors/broker/pop/direct_ack.py",
+        "        if self.requests.stopping:",
+        "        if False:  # MUTANT",
+        [_DA + "test_the_direct_path_answers_the_generic_paths_bytes"],
+    ),
+    Mutant(
+        "a direct ACK's refusal answers another opaque",
+        "actors/broker/pop/direct_ack.py",
+        "    return RemotingCommand(req[0], opaque=req[1], serialize_type=req[4])",
+        "    return RemotingCommand(req[0], opaque=0, serialize_type=req[4])  # MUTANT",
+        [_DA + "test_the_direct_path_answers_the_generic_paths_bytes"],
+    ),
+    Mutant(
+        "the direct ACK path installed in front of an ACL gate",
+        "actors/broker/pop/direct_ack.py",
+        "    if gated or table.get(",
+        "    if False or table.get(",
+        [_DA + "test_installed_only_where_the_generic_path_adds_nothing"],
+    ),
+    Mutant(
+        "a connection takes direct paths while its answers are timed",
+        "actors/kernel/remoting_connection.py",
+        "        self.direct = direct if direct and rpc_latency is None else None",
+        "        self.direct = direct  # MUTANT",
+        [_DA + "test_installed_only_where_the_generic_path_adds_nothing"],
+    ),
+    Mutant(
+        "a direct path's exception closes the connection instead of a SYSTEM_ERROR answer",
+        "actors/kernel/remoting_connection.py",
+        "        try:\n            served = handler(self, req)\n        except Exception as e:",
+        "        try:\n            served = handler(self, req)\n"
+        "        except ZeroDivisionError as e:  # MUTANT",
+        [_DA + "test_the_direct_path_answers_the_generic_paths_bytes"],
+    ),
+    Mutant(
+        "a POP served without a task hands out messages whose CK the store refused",
+        "actors/broker/pop/pop_nowait.py",
+        "            if results and status.stored:",
+        "            if True:  # MUTANT",
+        [_PN + "test_a_pop_with_messages_is_answered_without_a_task_once_its_ck_is_stored"],
+    ),
+    Mutant(
+        "a POP served without a task moves the offset before its CK is stored",
+        "actors/broker/pop/pop_nowait.py",
+        "            taken.append(_Taken(key, nxt, max(0, top - nxt), top - offset, record))",
+        "            taken.append(_Taken(key, nxt, max(0, top - nxt), top - offset, record))\n"
+        "            offsets.commit(group, topic, queue_id, nxt)  # MUTANT",
+        [_PN + "test_a_pop_with_messages_is_answered_without_a_task_once_its_ck_is_stored"],
+    ),
+    Mutant(
+        "a POP served without a task leaves its queue free for another pop before the CK is stored",
+        "actors/broker/pop/pop_nowait.py",
+        "            proc.busy.add(key)\n",
+        "            pass  # MUTANT\n",
+        [_PN + "test_a_pop_with_messages_is_answered_without_a_task_once_its_ck_is_stored"],
+    ),
+    Mutant(
+        "an ordered POP served without a task (CKs written, the order state skipped)",
+        "actors/broker/pop/pop_nowait.py",
+        "        if h.order or sel.keep is not None",
+        "        if sel.keep is not None",
+        ["tests/actor/broker/test_pop_order.py"],
+    ),
+    Mutant(
+        "a SQL92 POP served without a task (its selector not applied)",
+        "actors/broker/pop/pop_nowait.py",
+        "        if h.order or sel.keep is not None",
+        "        if h.order",
+        ["tests/actor/broker/test_sql92_filter.py"],
+    ),
+    Mutant(
+        "an ACK on a broker that may act never asks whether it acts (the acting slave's ACK lost)",
+        "actors/broker/pop/feature.py",
+        "            may_act=config.enableSlaveActingMaster,",
+        "            may_act=False,  # MUTANT",
+        [_AP + "test_pop_ack_and_change_invisible_on_the_acting_slave_cancel_on_one_pinned_master"],
     ),
     Mutant(
         "the direct send skips the static-topic test (a logic queue sent as a physical one)",
