@@ -13,8 +13,9 @@ truncation). Then, in one local Spark session (``local[*]``):
 - job_lines_per_s        `analysis.incidents.run` over them (every table, Parquet, summary);
                          its steps go to stderr, and ``spark_jobs`` counts the Spark jobs it ran
 
-and prints ONE JSON line with both, their ratio, and a check that the job found every failover
-the generator wrote.
+and prints ONE JSON line with both, their ratio, a check that the job found every failover
+the generator wrote, and the load average at the start and the end (on a loaded machine the
+ratio moves with the load; a start above half the cores is warned about on stderr).
 
     .venv/bin/python bench/analyze_scale.py --lines 10000000   # 50 sets, 24 h, 10 M lines
     .venv/bin/python bench/analyze_scale.py --quick            # 200 k lines
@@ -246,6 +247,11 @@ def main() -> None:
             df.write.format("noop").mode("overwrite").save()
             return time.monotonic() - t
 
+        load_start = os.getloadavg()
+        if load_start[0] > (os.cpu_count() or 1) / 2:
+            print(f"warning: load average {load_start[0]:.1f} at the start on {os.cpu_count()} "
+                  "cores: the ratio moves with the load, see docs/benchmarks.md",
+                  file=sys.stderr)  # fmt: skip
         n = 0
         for f in files:
             with open(f, "rb") as fh:
@@ -283,6 +289,8 @@ def main() -> None:
             "failovers_generated": expected,
             "failovers_found": len(s["failovers"]),
             "lost_found": len(s["lost"]),
+            "loadavg_at_start": [round(x, 2) for x in load_start],
+            "loadavg_at_end": [round(x, 2) for x in os.getloadavg()],
         }))  # fmt: skip
     finally:
         if not a.keep:

@@ -18,7 +18,11 @@ Prints ONE JSON line with:
                                     grpcio's C threads by their own names (event_engine, ...)
 - sdk_proxy_share                   the proxy's part of proxy + SDK client CPU, send / receive
 
-    .venv/bin/python bench/proxy.py [--count N]
+    .venv/bin/python bench/proxy.py [--count N] [--py-spy OUT]
+
+``--py-spy OUT`` records the proxy with py-spy (``--threads --format raw``, 200 Hz) during the
+SDK's receive+ack phase only, into OUT (py-spy from this venv; the figures of that run are
+not comparable, py-spy costs the proxy CPU).
 
 The SDK runs in a child process: its generated protos cannot share a process with
 rocketrio's (one protobuf descriptor pool).
@@ -31,6 +35,7 @@ import asyncio
 import contextlib
 import json
 import os
+import signal
 import subprocess
 import sys
 import tempfile
@@ -227,8 +232,22 @@ class CpuMeter:
         self.end(name, messages, time.process_time() - c0)
 
 
-def run_sdk(endpoint: str, count: int, cpu: CpuMeter) -> dict[str, Any]:
-    """The SDK's sends and receives in a child process, its CPU and the servers' per phase."""
+def py_spy(pid: int, out: str) -> subprocess.Popen[bytes]:
+    """py-spy recording ``pid`` into ``out`` until it is sent SIGINT: BENCH_PY_SPY_RATE
+    samples a second (200), ``--native`` too when BENCH_PY_SPY_NATIVE=1 (C frames, at a tenth
+    of the proxy's speed)."""
+    exe = os.path.join(os.path.dirname(sys.executable), "py-spy")
+    rate = os.environ.get("BENCH_PY_SPY_RATE", "200")
+    args = [exe, "record", "-r", rate, "--threads", "-f", "raw", "-o", out, "-p", str(pid)]
+    if os.environ.get("BENCH_PY_SPY_NATIVE") == "1":
+        args.append("--native")
+    return subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+
+def run_sdk(endpoint: str, count: int, cpu: CpuMeter, spy_out: str = "") -> dict[str, Any]:
+    """The SDK's sends and receives in a child process, its CPU and the servers' per phase
+    (``spy_out``: py-spy records the proxy during the receive+ack phase into it)."""
+    spy: subprocess.Popen[bytes] | None = None
     child = subprocess.Popen(
         [sys.executable, "-c", SDK_SCRIPT, endpoint, TOPIC, str(count), BODY.hex()],
         stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
@@ -239,9 +258,16 @@ def run_sdk(endpoint: str, count: int, cpu: CpuMeter) -> dict[str, Any]:
         lines.append(line)
         tag = line.strip()
         if tag in ("send", "receive"):
+            if tag == "receive" and spy_out:
+                spy = py_spy(cpu.pids["proxy"], spy_out)
+                time.sleep(1.0)  # py-spy attaches
             cpu.begin()
         elif tag in ("sent", "received"):
             cpu.end(f"sdk_{'send' if tag == 'sent' else 'receive_ack'}", count, 0.0)
+            if spy is not None:
+                spy.send_signal(signal.SIGINT)
+                spy.wait(60)
+                spy = None
         else:
             continue
         child.stdin.write("\n")
@@ -263,6 +289,7 @@ def run_sdk(endpoint: str, count: int, cpu: CpuMeter) -> dict[str, Any]:
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--count", type=int, default=5_000)
+    ap.add_argument("--py-spy", default="", help="record the proxy's SDK receive+ack here")
     args = ap.parse_args()
     configure_logging("bench", "bench", None, console=None)
     work = tempfile.mkdtemp(prefix="rocketrio-bench-proxy-")
@@ -289,7 +316,7 @@ def main() -> None:
         backlog += args.count
         with cpu.phase("lean_receive_ack", backlog):
             lean_recv = asyncio.run(lean_receive_ack(endpoint, backlog))
-        sdk_rates = run_sdk(endpoint, args.count, cpu)
+        sdk_rates = run_sdk(endpoint, args.count, cpu, args.py_spy)
         result.update(
             direct_send_msgs_per_s=round(direct_send),
             grpc_lean_send_msgs_per_s=round(lean_send_rate),

@@ -41,7 +41,12 @@ def _template(serialize_type: int, code: int) -> tuple[bytes, bytes, int]:
 def empty_answer_frame(request: RemotingCommand, code: int) -> bytes | None:
     """encode_command(request.make_response(code)), or None for a serialize type without a
     template (the caller then encodes the answer itself)."""
-    st = request.serialize_type
+    return answer_frame_of(request.serialize_type, request.opaque, code)
+
+
+def answer_frame_of(st: int, opaque: int, code: int) -> bytes | None:
+    """`empty_answer_frame` of a request of serialize type ``st`` and opaque ``opaque`` (all a
+    response takes of its request), for a path that has no RemotingCommand."""
     parts = _TEMPLATES.get((st, code))
     if parts is None:
         if st not in (SERIALIZE_JSON, SERIALIZE_ROCKETMQ):
@@ -49,7 +54,7 @@ def empty_answer_frame(request: RemotingCommand, code: int) -> bytes | None:
         parts = _TEMPLATES[(st, code)] = _template(st, code)
     before, after, fixed = parts
     if st == SERIALIZE_ROCKETMQ:
-        return before + _I32.pack(request.opaque) + after
-    digits = b"%d" % request.opaque
+        return before + _I32.pack(opaque) + after
+    digits = b"%d" % opaque
     hlen = fixed + len(digits)
     return _HDR.pack(4 + hlen, hlen) + before + digits + after

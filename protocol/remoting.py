@@ -55,6 +55,7 @@ _I32_FROM = _I32.unpack_from
 _VIEW_COPY_MIN = 4096
 _IS_STR = str.__instancecheck__  # one C call per value: isinstance(v, str)
 _LAYOUTS = ExtLayouts()  # the extFields shapes producers repeat, compiled (process-wide)
+_loads, _JSONDecodeError = orjson.loads, orjson.JSONDecodeError
 
 
 class RemoteProtocolError(Exception):
@@ -247,10 +248,18 @@ def _ext_str(v: object) -> str:
 
 
 def _decode_json_header(raw: bytes, body: bytes) -> RemotingCommand:
+    return _json_command(_loads_header(raw), body)
+
+
+def _loads_header(raw: bytes) -> Any:
     try:
-        h = orjson.loads(raw)
+        return orjson.loads(raw)
     except orjson.JSONDecodeError as e:
         raise RemoteProtocolError(f"header is not valid JSON: {e}") from None
+
+
+def _json_command(h: Any, body: bytes) -> RemotingCommand:
+    """The command of a parsed JSON header (or the RemoteProtocolError of one that is not)."""
     if not isinstance(h, dict):
         raise RemoteProtocolError("header JSON is not an object")
     code = h.get("code")
@@ -373,6 +382,46 @@ else:
     _next_rocketmq_frame = None
 
 
+# A request frame handed over without its RemotingCommand (the connection's direct paths):
+# (code, opaque, extFields, body, serialize type, source), where source is what
+# `command_of` rebuilds the command from (a JSON header's parsed object, or the command).
+# Only a plain request: flag 0 (neither a response nor oneway), every extFields value a str.
+DirectRequest = tuple[int, int, dict[str, str], bytes, int, Any]
+
+
+def _direct_json(h: Any, body: bytes, codes: frozenset[int]) -> DirectRequest | None:
+    """A parsed JSON header as a `DirectRequest` when its code is one of ``codes`` and
+    `_json_command` would take it as is (the integers integers, extFields an object of strs,
+    flag 0); None for anything else, which then goes the whole way (and fails there as ever)."""
+    if h.__class__ is not dict:
+        return None
+    code = h.get("code")
+    if code.__class__ is not int or code not in codes:
+        return None
+    opaque = h.get("opaque", 0)
+    flag = h.get("flag", 0)
+    ext = h.get("extFields")
+    if (
+        opaque.__class__ is int
+        and flag.__class__ is int
+        and not flag
+        and h.get("version", 0).__class__ is int
+        and ext.__class__ is dict
+        and all(map(_IS_STR, ext.values()))
+    ):
+        return code, opaque, ext, body, SERIALIZE_JSON, h
+    return None
+
+
+def command_of(request: DirectRequest) -> RemotingCommand:
+    """The RemotingCommand the generic path would have decoded from the same frame."""
+    source = request[5]
+    if source.__class__ is dict:
+        return _json_command(source, request[3])
+    assert isinstance(source, RemotingCommand)
+    return source
+
+
 def decode_frame_payload(payload: bytes) -> RemotingCommand:
     """Decode a frame without its leading total-length field."""
     if len(payload) < 4:
@@ -439,13 +488,17 @@ class FrameDecoder:
         self._pos = 0
         self._max = max_frame
         self._failed: RemoteProtocolError | None = None
+        # request codes whose plain JSON frames are handed over as a DirectRequest
+        self.direct_codes: frozenset[int] = frozenset()
 
     def feed(self, data: bytes) -> None:
         if self._failed is not None:
             raise self._failed
         self._buf += data
 
-    def next_command(self) -> RemotingCommand | None:
+    def next_command(self) -> RemotingCommand | DirectRequest | None:
+        """The next whole frame's command; a `DirectRequest` instead for a plain JSON request
+        whose code is in ``direct_codes`` (none unless the owner sets them)."""
         if self._failed is not None:
             raise self._failed
         buf = self._buf
@@ -489,7 +542,15 @@ class FrameDecoder:
         self._pos = end
         try:
             if stype == SERIALIZE_JSON:
-                return _decode_json_header(raw, body)
+                try:
+                    h = _loads(raw)
+                except _JSONDecodeError as e:
+                    raise RemoteProtocolError(f"header is not valid JSON: {e}") from None
+                if self.direct_codes:
+                    direct = _direct_json(h, body, self.direct_codes)
+                    if direct is not None:
+                        return direct
+                return _json_command(h, body)
             return _decode_rocketmq_header(raw, body)
         except RemoteProtocolError as e:
             self._failed = e

@@ -26,7 +26,8 @@ from rocketrio.protocol.remoting import (
 _SUCCESS = int(ResponseCode.SUCCESS)
 # code, language and version of every answer: the first 5 bytes of its ROCKETMQ header, as
 # the reference encoder writes them
-_HEAD = _rocketmq_header_of_py(_SUCCESS, "PYTHON", CURRENT_VERSION, 0, 0, None, {})[:5]
+HEAD = _rocketmq_header_of_py(_SUCCESS, "PYTHON", CURRENT_VERSION, 0, 0, None, {})[:5]
+_HEAD = HEAD
 
 
 def _send_answer_frame_py(

@@ -21,6 +21,8 @@ Also the property helpers the put path shares: `wire_properties`, `key_hashes`.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from zlib import adler32 as _adler32
+from zlib import crc32 as _crc32
 
 from rocketrio.protocol.compiled import speedups as _speedups
 from rocketrio.protocol.message import (
@@ -241,6 +243,7 @@ def key_hashes(topic: str, keys: str | None, uniq: str | None) -> list[int]:
     """Index hashes of a message's KEYS (space separated) and UNIQ_KEY."""
     seed = key_hash_seed(topic)
     hashes = [key_hash_from(seed, k.encode()) for k in keys.split(" ") if k] if keys else []
-    if uniq:
-        hashes.append(key_hash_from(seed, uniq.encode()))
+    if uniq:  # `key_hash_from` inline: one call less per stored message
+        u = uniq.encode()
+        hashes.append((_crc32(u, seed[0]) << 32) | _adler32(u, seed[1]))
     return hashes

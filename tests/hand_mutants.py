@@ -59,12 +59,15 @@ _RP = "tests/unit/storage/test_replica_check.py::"
 _RR = "tests/unit/storage/test_replica_runs.py::"
 _IE = "tests/unit/storage/test_index_entries.py::"
 _SD = "tests/system/test_chaos_slow_disk.py::"
+_DA = "tests/unit/actors/broker/pop/test_direct_ack.py::"
+_PN = "tests/actor/broker/test_pop_nowait.py::"
 _BK = "tests/unit/cli/chaos/test_blkio.py::"
 _SP = "tests/unit/protocol/test_speedups.py::"
 _AK = "tests/unit/actors/broker/pop/test_ack_path.py::"
 _AR = "tests/actor/broker/test_pop_ack_range.py::"
 _PR = "tests/unit/protocol/test_pop_records.py::"
 _SS2 = "tests/unit/protocol/test_speedups_send.py::"
+_DS = "tests/unit/actors/broker/send/test_direct_send.py::"
 
 MUTANTS: list[Mutant] = [
     Mutant(
@@ -209,8 +212,8 @@ MUTANTS: list[Mutant] = [
     Mutant(
         "a CK's queue offsets read one record off",
         "actors/broker/pop/processor.py",
-        "qoffsets = list(chain.from_iterable(map(_queue_offset_of, result.buffers)))",
-        "qoffsets = list(chain.from_iterable(map(_queue_offset_of, result.buffers)))[1:]  # MUTANT",
+        "return list(chain.from_iterable(map(_queue_offset_of, buffers)))",
+        "return list(chain.from_iterable(map(_queue_offset_of, buffers)))[1:]  # MUTANT",
         ["tests/actor/broker/test_pop.py"],
     ),
     Mutant(
@@ -325,7 +328,7 @@ MUTANTS: list[Mutant] = [
     Mutant(
         "an ACK's templated answer carries the marker opaque, not the request's",
         "protocol/answer_frames.py",
-        'digits = b"%d" % request.opaque',
+        'digits = b"%d" % opaque',
         'digits = b"%d" % _MARK  # MUTANT',
         [
             "tests/unit/protocol/test_answer_frames.py",
@@ -1434,6 +1437,104 @@ MUTANTS: list[Mutant] = [
         ],
     ),
     Mutant(
+        "proxy receipt: a seven-field extraInfo's handle misses the message's queue offset",
+        "actors/proxy/receipt.py",
+        'return f"{extra_info}{KEY_SEPARATOR}{queue_offset}{KEY_SEPARATOR}{commit_log_offset}"',
+        'return f"{extra_info}{KEY_SEPARATOR}{commit_log_offset}"  # MUTANT',
+        [
+            "tests/unit/actors/proxy/test_mapping.py::"
+            "test_receipt_handle_from_the_brokers_text_is_the_parsed_and_rebuilt_one"
+        ],
+    ),
+    Mutant(
+        "client pop: the written-out receipt gives every topic the normal retry mark",
+        "actors/client/simple_consumer.py",
+        "retry, qid, offset = retry_flag(m.topic), m.queue_id",
+        'retry, qid, offset = "0", m.queue_id',
+        ["tests/unit/client/test_popped_messages.py::test_each_receipt_is_the_built_extra_info"],
+    ),
+    Mutant(
+        "client pop: an unordered pop's messages take the order counts as delivery counts",
+        "actors/client/simple_consumer.py",
+        "counts = parse_order_count_info(rh.orderCountInfo) if order else {}",
+        "counts = parse_order_count_info(rh.orderCountInfo)  # MUTANT",
+        [
+            "tests/unit/client/test_popped_messages.py::"
+            "test_popped_messages_receipts_first_pop_time_and_delivery_counts"
+        ],
+    ),
+    Mutant(
+        "proxy loop receive: an expired allowance still takes receives on the loop (FIFO unseen)",
+        "actors/proxy/loop_receive.py",
+        "if invisible_ms <= 0 or not broker or now >= until:",
+        "if invisible_ms <= 0 or not broker:  # MUTANT",
+        [
+            "tests/unit/actors/proxy/test_loop_receive.py::"
+            "test_receives_go_to_trio_until_allowed_then_are_answered_as_the_trio_path"
+        ],
+    ),
+    Mutant(
+        "proxy loop receive: an auto-renew receive is taken on the loop (never renewed)",
+        "actors/proxy/loop_receive.py",
+        "if until is None or masters is None or req.auto_renew:",
+        "if until is None or masters is None:  # MUTANT",
+        [
+            "tests/unit/actors/proxy/test_loop_receive.py::"
+            "test_receives_go_to_trio_until_allowed_then_are_answered_as_the_trio_path"
+        ],
+    ),
+    Mutant(
+        "proxy loop receive: a POP given up at a moved master answers an error (no re-POP)",
+        "actors/proxy/loop_receive.py",
+        "            return TO_TRIO  # Trio POPs at the master the route names now",
+        '            return self.error_answer("ReceiveMessage", RemotingError("moved"))  # MUTANT',
+        [
+            "tests/unit/actors/proxy/test_loop_receive.py::"
+            "test_a_pop_at_a_hung_master_asks_for_the_route_and_goes_to_trio_when_it_moved"
+        ],
+    ),
+    Mutant(
+        "proxy loop receive: a POP parked at a hung master never asks for the route",
+        "actors/proxy/loop_receive.py",
+        "        self.refresh(topic)\n        watch[:] =",
+        "        watch[:] =",
+        [
+            "tests/unit/actors/proxy/test_loop_receive.py::"
+            "test_a_pop_at_a_hung_master_asks_for_the_route_and_goes_to_trio_when_it_moved"
+        ],
+    ),
+    Mutant(
+        "proxy loop receive: an empty long poll does not look at the route (deposed master)",
+        "actors/proxy/loop_receive.py",
+        "                if wait_s > 0:  # a deposed master answers so forever: look at the route",
+        "                if False:  # MUTANT",
+        [
+            "tests/unit/actors/proxy/test_loop_receive.py::"
+            "test_receives_go_to_trio_until_allowed_then_are_answered_as_the_trio_path"
+        ],
+    ),
+    Mutant(
+        "proxy: Trio never allows the gRPC loop a receive (always the Trio path)",
+        "actors/proxy/service.py",
+        "self.loop_receivable(consumer.group, topic, self.now_ms() + round(TTL_S * 1000))",
+        "pass  # MUTANT",
+        ["tests/actor/proxy/test_loop_receivable.py"],
+    ),
+    Mutant(
+        "proxy: Trio allows the gRPC loop a FIFO group's receives (unordered POPs)",
+        "actors/proxy/service.py",
+        "if broker and not (fifo or auto_renew or sql) and self.loop_receivable is not None:",
+        "if broker and not (auto_renew or sql) and self.loop_receivable is not None:  # MUTANT",
+        ["tests/actor/proxy/test_loop_receivable.py"],
+    ),
+    Mutant(
+        "proxy bridge: a call the gRPC loop gives back is answered with the marker",
+        "actors/proxy/grpc_bridge.py",
+        "                if result is not TO_TRIO:",
+        "                if True:  # MUTANT",
+        ["tests/actor/proxy/test_bridge.py::test_a_call_the_loop_gives_back_is_answered_by_trio"],
+    ),
+    Mutant(
         "proxy fast path: task-free sends never expire (an unanswered send hangs)",
         "actors/proxy/send.py",
         "            self.requests.expire(trio.current_time())",
@@ -1721,8 +1822,8 @@ MUTANTS: list[Mutant] = [
     Mutant(
         "the direct send answer names the queue the message went to, not the one asked for",
         "actors/broker/send/handlers.py",
-        "ctx.cmd, remark, r.msg_id, self.queue_id, r.queue_offset, self.uniq",
-        "ctx.cmd, remark, r.msg_id, r.commitlog_offset % 8, r.queue_offset, self.uniq",
+        "_HEAD, cmd.opaque, _RESPONSE, remark, r.msg_id, self.queue_id,",
+        "_HEAD, cmd.opaque, _RESPONSE, remark, r.msg_id, r.commitlog_offset % 8,",
         ["tests/unit/actors/broker/send/test_direct_answer.py"],
     ),
     Mutant(
@@ -1759,6 +1860,213 @@ MUTANTS: list[Mutant] = [
         '{"TAGS\\x01", "KEYS\\x01", "UNIQ_KEY\\x01"}',
         '{"TAGS", "KEYS\\x01", "UNIQ_KEY\\x01"}',
         [_SS2 + "test_the_wire_properties_twins_agree"],
+    ),
+    Mutant(
+        "the direct ACK path answers before the ACK's record is stored",
+        "actors/broker/pop/direct_ack.py",
+        "        if result is None:\n            return None\n"
+        "        if isinstance(result, Refusal):",
+        "        if result is None:\n            _answer(conn, req[1], req[4], Done())  # MUTANT\n"
+        "            return None\n        if isinstance(result, Refusal):",
+        [_DA + "test_the_direct_path_answers_the_generic_paths_bytes"],
+    ),
+    Mutant(
+        "the decoder hands a oneway ACK to the direct path (it answers it)",
+        "protocol/remoting.py",
+        "        and not flag\n",
+        "        and True  # MUTANT\n",
+        [_DA + "test_the_direct_path_answers_the_generic_paths_bytes"],
+    ),
+    Mutant(
+        "the direct ACK path serves a stopping broker's ACK",
+        "actors/broker/pop/direct_ack.py",
+        "        if self.requests.stopping:",
+        "        if False:  # MUTANT",
+        [_DA + "test_the_direct_path_answers_the_generic_paths_bytes"],
+    ),
+    Mutant(
+        "a direct ACK's refusal answers another opaque",
+        "actors/broker/pop/direct_ack.py",
+        "    return RemotingCommand(req[0], opaque=req[1], serialize_type=req[4])",
+        "    return RemotingCommand(req[0], opaque=0, serialize_type=req[4])  # MUTANT",
+        [_DA + "test_the_direct_path_answers_the_generic_paths_bytes"],
+    ),
+    Mutant(
+        "the direct ACK path installed in front of an ACL gate",
+        "actors/broker/pop/direct_ack.py",
+        "    if gated or table.get(",
+        "    if False or table.get(",
+        [_DA + "test_installed_only_where_the_generic_path_adds_nothing"],
+    ),
+    Mutant(
+        "a connection takes direct paths while its answers are timed",
+        "actors/kernel/remoting_connection.py",
+        "        self.direct = direct if direct and rpc_latency is None else None",
+        "        self.direct = direct  # MUTANT",
+        [_DA + "test_installed_only_where_the_generic_path_adds_nothing"],
+    ),
+    Mutant(
+        "a direct path's exception closes the connection instead of a SYSTEM_ERROR answer",
+        "actors/kernel/remoting_connection.py",
+        "        try:\n            served = handler(self, req)\n        except Exception as e:",
+        "        try:\n            served = handler(self, req)\n"
+        "        except ZeroDivisionError as e:  # MUTANT",
+        [_DA + "test_the_direct_path_answers_the_generic_paths_bytes"],
+    ),
+    Mutant(
+        "a POP served without a task hands out messages whose CK the store refused",
+        "actors/broker/pop/pop_nowait.py",
+        "            if results and status.stored:",
+        "            if True:  # MUTANT",
+        [_PN + "test_a_pop_with_messages_is_answered_without_a_task_once_its_ck_is_stored"],
+    ),
+    Mutant(
+        "a POP served without a task moves the offset before its CK is stored",
+        "actors/broker/pop/pop_nowait.py",
+        "            taken.append(_Taken(key, nxt, max(0, top - nxt), top - offset, record))",
+        "            taken.append(_Taken(key, nxt, max(0, top - nxt), top - offset, record))\n"
+        "            offsets.commit(group, topic, queue_id, nxt)  # MUTANT",
+        [_PN + "test_a_pop_with_messages_is_answered_without_a_task_once_its_ck_is_stored"],
+    ),
+    Mutant(
+        "a POP served without a task leaves its queue free for another pop before the CK is stored",
+        "actors/broker/pop/pop_nowait.py",
+        "            proc.busy.add(key)\n",
+        "            pass  # MUTANT\n",
+        [_PN + "test_a_pop_with_messages_is_answered_without_a_task_once_its_ck_is_stored"],
+    ),
+    Mutant(
+        "an ordered POP served without a task (CKs written, the order state skipped)",
+        "actors/broker/pop/pop_nowait.py",
+        "        if h.order or sel.keep is not None",
+        "        if sel.keep is not None",
+        ["tests/actor/broker/test_pop_order.py"],
+    ),
+    Mutant(
+        "a SQL92 POP served without a task (its selector not applied)",
+        "actors/broker/pop/pop_nowait.py",
+        "        if h.order or sel.keep is not None",
+        "        if h.order",
+        ["tests/actor/broker/test_sql92_filter.py"],
+    ),
+    Mutant(
+        "an ACK on a broker that may act never asks whether it acts (the acting slave's ACK lost)",
+        "actors/broker/pop/feature.py",
+        "            may_act=config.enableSlaveActingMaster,",
+        "            may_act=False,  # MUTANT",
+        [_AP + "test_pop_ack_and_change_invisible_on_the_acting_slave_cancel_on_one_pinned_master"],
+    ),
+    Mutant(
+        "the direct send skips the static-topic test (a logic queue sent as a physical one)",
+        "actors/broker/send/direct.py",
+        " or (mappings is not None and h.topic in mappings.table)",
+        "",
+        [_DS + "test_the_direct_handler_answers_every_request_as_the_generic_path"],
+    ),
+    Mutant(
+        "the direct send reads the static topics known at registration (a cache never invalidated)",
+        "actors/broker/send/direct.py",
+        "    header_class = SendMessageRequestHeader\n",
+        "    header_class = SendMessageRequestHeader\n"
+        "    if mappings is not None:  # MUTANT\n"
+        "        mappings = type(mappings)(mappings.bname, mappings.now_ms)\n",
+        [_DS + "test_a_topic_made_static_after_its_first_send_is_rerouted"],
+    ),
+    Mutant(
+        "the direct send takes a batch as a single message",
+        "actors/broker/send/direct.py",
+        "if h is None or h.batch or (",
+        "if h is None or (",
+        [_DS + "test_the_direct_handler_answers_every_request_as_the_generic_path"],
+    ),
+    Mutant(
+        "the direct send answers a full store inbox as refused instead of waiting",
+        "actors/broker/send/direct.py",
+        "            return _blocked(send, cmd, r)",
+        "            return None",
+        [_DS + "test_the_direct_handler_answers_every_request_as_the_generic_path"],
+    ),
+    Mutant(
+        "a send to queue -1 skips the queue pick",
+        "actors/broker/send/processor.py",
+        '        if queue_id < 0 or "DELAY" in props',
+        '        if "DELAY" in props',
+        [_DS + "test_the_direct_path_routes_what_the_processor_routes"],
+    ),
+    Mutant(
+        "a delay send skips the delay route",
+        "actors/broker/send/processor.py",
+        ' or "DELAY" in props or "TIMER_" in props or',
+        ' or "TIMER_" in props or',
+        [_DS + "test_the_direct_path_routes_what_the_processor_routes"],
+    ),
+    Mutant(
+        "a retry send skips the retry route (no DLQ)",
+        "actors/broker/send/processor.py",
+        " or topic.startswith(_RETRY):",
+        ":",
+        [_DS + "test_the_direct_path_routes_what_the_processor_routes"],
+    ),
+    Mutant(
+        "the processor does not recognise a direct answer (its MRO check)",
+        "actors/broker/send/processor.py",
+        "        if DirectAnswer in type(on_done).__mro__:",
+        "        if False:  # MUTANT",
+        [
+            "tests/unit/actors/broker/send/test_processor.py::test_a_direct_answer_is_the_put_callback_itself"
+        ],
+    ),
+    Mutant(
+        "the store turn answers every single put of a run with the first one's result",
+        "actors/broker/store/appender.py",
+        "            out = [(put, [r]) for put, r in zip(puts, results, strict=True)]",
+        "            out = [(put, [results[0]]) for put in puts]",
+        ["tests/actor/broker/test_put_stage.py", "tests/actor/broker/test_messaging.py"],
+    ),
+    Mutant(
+        "a staged single put's body is not counted against the slot's byte bound",
+        "actors/broker/store/put_stage.py",
+        "        size = len(msgs[0].body) if len(msgs) == 1 else _bytes(put)",
+        "        size = 0 if len(msgs) == 1 else _bytes(put)",
+        ["tests/actor/broker/test_put_stage.py"],
+    ),
+    Mutant(
+        "the UNIQ_KEY's index hash swaps its CRC32 and Adler-32 seeds",
+        "storage/dispatch_request.py",
+        "hashes.append((_crc32(u, seed[0]) << 32) | _adler32(u, seed[1]))",
+        "hashes.append((_crc32(u, seed[1]) << 32) | _adler32(u, seed[0]))",
+        ["tests/unit/storage/test_message_store.py", "tests/unit/storage/test_index_file.py"],
+    ),
+    Mutant(
+        "the direct send answer's JSON fallback names the queue the message went to",
+        "actors/broker/send/handlers.py",
+        "cmd, remark, r.msg_id, self.queue_id, r.queue_offset, self.uniq",
+        "cmd, remark, r.msg_id, r.commitlog_offset % 8, r.queue_offset, self.uniq",
+        ["tests/unit/actors/broker/send/test_direct_answer.py"],
+    ),
+    Mutant(
+        "the disk guard's write refusal ignores a store fault",
+        "actors/broker/store/disk_guard.py",
+        "        if not self.above_limit and self.store_fault is None:",
+        "        if not self.above_limit:",
+        [
+            "tests/unit/actors/broker/store/test_disk_guard.py",
+            "tests/actor/broker/test_disk_full.py",
+        ],
+    ),
+    Mutant(
+        "a send whose UNIQ_KEY is not its first property gets a new one",
+        "actors/broker/send/message_props.py",
+        '        i = props.find("\\x02UNIQ_KEY\\x01")',
+        "        i = -1  # MUTANT",
+        ["tests/unit/actors/broker/send/test_message_props.py"],
+    ),
+    Mutant(
+        "a send's properties lose the separator before the broker's CLUSTER pair",
+        "actors/broker/send/message_props.py",
+        '    if props and not props.endswith("\\x02"):\n        props += "\\x02"\n    if uniq:',
+        "    if uniq:",
+        ["tests/unit/actors/broker/send/test_message_props.py"],
     ),
 ]
 

@@ -315,14 +315,18 @@ class Broker:
             ("pull", self.pull.wrap_lite_pull),
         ]
         table = build_table(declared, wrappers=wrappers)
-        self.requests = RequestTable(self.config.brokerName, table, gate=self.auth.gate)
+        self.requests = requests = RequestTable(self.config.brokerName, table, gate=self.auth.gate)
+        direct = self.pop.direct_handlers(
+            table, gated=self.auth.gate is not None, requests=requests
+        )
         self.server = RemotingServer(
             self.io.transport,
             self.addr,
-            self.requests.process_nowait,
+            requests.process_nowait,
             on_connect=partial(on_connect, self.clients.processor),
             limits=self.config.server_limits(),
             rpc_latency=self.stats.rpc_latency,
+            direct=direct,
         )
         self.registration = Registration(
             self.config, self.tables, role_known=lambda: self.roles.role_known

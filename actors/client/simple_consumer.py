@@ -77,6 +77,7 @@ from rocketrio.protocol.pop_extra_info import (
     parse_msg_offset_info,
     parse_order_count_info,
     parse_start_offset_info,
+    retry_flag,
 )
 from rocketrio.protocol.pop_headers import (
     AckMessageRequestHeader,
@@ -92,7 +93,12 @@ MAX_RECEIVE = 32  # the broker refuses more per POP
 # after a POP's connection failed, how long to wait for the refreshed route (a few queries)
 GONE_REFRESH_WAIT_S = 0.5
 # a POP that found nothing
-_EMPTY = (ResponseCode.POLLING_TIMEOUT, ResponseCode.POLLING_FULL, ResponseCode.PULL_NOT_FOUND)
+# a POP's answers that mean "no message" (not an error)
+EMPTY_POP_CODES = (
+    ResponseCode.POLLING_TIMEOUT,
+    ResponseCode.POLLING_FULL,
+    ResponseCode.PULL_NOT_FOUND,
+)
 
 log = structlog.get_logger("client")
 
@@ -135,6 +141,9 @@ def receipts_of(
     msgOffsetInfo of the message's (retry mark, queueId)."""
     starts = parse_start_offset_info(header.startOffsetInfo)
     offsets = parse_msg_offset_info(header.msgOffsetInfo)
+    # `ExtraInfo.build`'s text, written out: the fields after the checkpoint's start offset
+    # that are the same for the whole response, then per message its retry mark and queue
+    pop = f"{header.popTime} {header.invisibleTime} {header.reviveQid}"
     out = []
     for m in msgs:
         given = m.properties.get(PROPERTY_POP_CK)
@@ -146,17 +155,28 @@ def receipts_of(
             raise MQClientError(
                 f"pop response names no checkpoint for {m.topic}@{m.queue_id}:{m.queue_offset}"
             )
-        info = ExtraInfo.of(
-            starts[key],
-            header.popTime,
-            header.invisibleTime,
-            header.reviveQid,
-            m.topic,
-            broker_name,
-            m.queue_id,
-            m.queue_offset,
-        )
-        out.append(info.build())
+        retry, qid, offset = retry_flag(m.topic), m.queue_id, m.queue_offset
+        out.append(f"{starts[key]} {pop} {retry} {broker_name} {qid} {offset}")
+    return out
+
+
+def popped_messages(
+    resp: RemotingCommand, topic: str, broker_name: str, order: bool
+) -> list[ReceivedMessage]:
+    """The messages of a successful POP_MESSAGE response of ``broker_name``, each with its
+    receipt (`receipts_of`), its first pop time and, popped in order, its delivery count."""
+    rh = from_ext(PopMessageResponseHeader, resp.ext_fields)
+    msgs = list(iter_stored(resp.body))
+    counts = parse_order_count_info(rh.orderCountInfo) if order else {}
+    first_pop = str(rh.popTime)
+    out = []
+    for m, receipt in zip(msgs, receipts_of(rh, msgs, broker_name), strict=True):
+        if counts:
+            count = order_count_of(counts, m.topic, m.queue_id, m.queue_offset)
+            if count > 0:  # upstream's client: an ordered message's delivery count
+                m.reconsume_times = count
+        m.properties.setdefault(PROPERTY_FIRST_POP_TIME, first_pop)
+        out.append(ReceivedMessage(m, topic, broker_name, receipt))
     return out
 
 
@@ -336,7 +356,7 @@ class SimpleConsumer:
         addr, resp = await self._pop_at_master(topic, broker_name, to_ext(header), wait)
         if resp is None:
             return []
-        if resp.code in _EMPTY:
+        if resp.code in EMPTY_POP_CODES:
             if wait > 0:
                 # a long poll that ended empty: a deposed master the clients still reach (cut
                 # from its cluster only), or the slave it became, answers so forever; check the
@@ -345,17 +365,7 @@ class SimpleConsumer:
             return []
         if resp.code != ResponseCode.SUCCESS:
             raise MQBrokerError(resp.code, resp.remark, addr)
-        rh = from_ext(PopMessageResponseHeader, resp.ext_fields)
-        msgs = list(iter_stored(resp.body))
-        counts = parse_order_count_info(rh.orderCountInfo) if order else {}
-        out = []
-        for m, receipt in zip(msgs, receipts_of(rh, msgs, broker_name), strict=True):
-            count = order_count_of(counts, m.topic, m.queue_id, m.queue_offset)
-            if count > 0:  # upstream's client: an ordered message's delivery count
-                m.reconsume_times = count
-            m.properties.setdefault(PROPERTY_FIRST_POP_TIME, str(rh.popTime))
-            out.append(ReceivedMessage(m, topic, broker_name, receipt))
-        return out
+        return popped_messages(resp, topic, broker_name, bool(order))
 
     async def _pop_at_master(
         self, topic: str, broker_name: str, ext: dict[str, str], wait: float

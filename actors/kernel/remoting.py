@@ -20,6 +20,7 @@ import trio
 from rocketrio.actors.kernel.remoting_connection import (
     WRITE_HIGH_WATER,
     Connection,
+    DirectHandler,
     Processor,
     RemotingError,
     RemotingTimeout,
@@ -40,6 +41,7 @@ from rocketrio.protocol.remoting import DEFAULT_MAX_FRAME, RemotingCommand
 __all__ = [
     "WRITE_HIGH_WATER",
     "Connection",
+    "DirectHandler",
     "Processor",
     "RemotingClient",
     "RemotingError",
@@ -58,7 +60,9 @@ RequestHook = Callable[[str, RemotingCommand], None]
 class RemotingServer:
     """Accepts connections on ``addr`` and feeds their requests to ``processor``, within
     ``limits`` (`ServerLimits`; the defaults when not given), timing the answers into
-    ``rpc_latency`` when given (see the module docstring)."""
+    ``rpc_latency`` when given (see the module docstring); ``direct`` maps request codes to
+    direct paths that skip the processor (remoting_connection.DirectHandler; not used when
+    answers are timed)."""
 
     def __init__(
         self,
@@ -70,6 +74,7 @@ class RemotingServer:
         on_connect: Callable[[Connection], None] | None = None,
         limits: ServerLimits | None = None,
         rpc_latency: RpcLatency | None = None,
+        direct: dict[int, DirectHandler] | None = None,
     ) -> None:
         self.transport = transport
         self.addr = addr
@@ -82,7 +87,7 @@ class RemotingServer:
                 f"input budget {self.limits.input_budget_bytes} cannot hold one frame of "
                 f"{max_frame} bytes plus a read"
             )
-        self.side = ServerSide(self.limits, rpc_latency)
+        self.side = ServerSide(self.limits, rpc_latency, direct)
         self.table = ConnectionTable(
             self.limits.max_connections, self.limits.max_connections_per_address
         )

@@ -13,6 +13,12 @@ requests answer at once; slow ones (long-polling pulls, synced sends) hand the `
 to an actor, return, and the actor answers later with ``ctx.respond``. That keeps many requests
 in flight on one connection without a task per request.
 
+A server may name direct paths (`DirectHandler`, per request code: POP's ACK_MESSAGE): a plain
+request of such a code is served from the decoded frame (`DirectRequest`: no RemotingCommand
+for a JSON header, no RequestContext, no processor), and one the path declines goes the
+generic way unchanged. The broker installs them only when the processor adds nothing to that
+code (no ACL gate, no wrapper, not stopping: actors/broker/pop/direct_ack.py).
+
 A malformed frame closes only that connection (logged as ``bad_frame``, as soon as its length
 words are in); a processor exception becomes a SYSTEM_ERROR answer with the reason, and is logged
 with its traceback.
@@ -39,7 +45,7 @@ import itertools
 import math
 from collections import deque
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import Any, Literal
 
 import attrs
 import structlog
@@ -64,9 +70,11 @@ from rocketrio.protocol.codes import (
 )
 from rocketrio.protocol.remoting import (
     DEFAULT_MAX_FRAME,
+    DirectRequest,
     FrameDecoder,
     RemoteProtocolError,
     RemotingCommand,
+    command_of,
     encode_command,
 )
 from rocketrio.protocol.serde import HeaderError
@@ -148,15 +156,28 @@ Answer = RemotingCommand | None
 # A processor answers at once (the hot path: a send handed to the store, no coroutine) or
 # returns an awaitable of its answer, which the reader awaits before the next request.
 Processor = Callable[[RequestContext], Awaitable[Answer] | Answer]
+# A server's direct path for one request code (e.g. POP's ACK_MESSAGE): served from the decoded
+# frame without a RemotingCommand, a RequestContext or the processor. It answers through the
+# connection itself (``send_frame_nowait``) and returns None, an awaitable the reader awaits
+# before the next request, or NOT_DIRECT: then the request goes the generic way, untouched.
+DirectHandler = Callable[["Connection", DirectRequest], Awaitable[None] | Literal[False] | None]
+NOT_DIRECT: Literal[False] = False
 
 
 class ServerSide:
     """What a server's connections share: its limits, its input budget and the rate limiter of
     its refusal and timeout log lines."""
 
-    def __init__(self, limits: ServerLimits, rpc_latency: RpcLatency | None = None) -> None:
+    def __init__(
+        self,
+        limits: ServerLimits,
+        rpc_latency: RpcLatency | None = None,
+        direct: dict[int, DirectHandler] | None = None,
+    ) -> None:
         self.limits = limits
         self.rpc_latency = rpc_latency
+        # direct paths only where answers are not timed (they skip the RequestContext)
+        self.direct = direct if direct and rpc_latency is None else None
         self.budget = InputBudget(limits.input_budget_bytes)
         self.log_limiter = LogRateLimiter()
 
@@ -196,6 +217,9 @@ class Connection:
         self.rpc_latency: RpcLatency | None = None if server is None else server.rpc_latency
         self._read_at = 0.0  # when the bytes being dispatched arrived (servers only)
         self._answered_inline: list[tuple[int, int, int]] = []
+        self._direct = None if server is None else server.direct
+        if self._direct is not None:
+            self._decoder.direct_codes = frozenset(self._direct)
         if server is not None:
             # the reader stops reading requests above the high mark until the low mark
             self._read_pause_bytes: float = server.limits.write_high_water_bytes
@@ -441,10 +465,25 @@ class Connection:
                 deadline = min(deadline, self._active_at + idle_s)
             await trio.sleep_until(deadline)
 
-    def _dispatch(self, cmd: RemotingCommand) -> Awaitable[None] | None:
+    def _dispatch(self, cmd: RemotingCommand | DirectRequest) -> Awaitable[None] | None:
         """Match a response or serve a request; an awaitable when the request's processor
         must wait (the reader awaits it before the next frame)."""
-        if cmd.flag & _RESPONSE_FLAG:
+        direct = self._direct
+        if direct is not None:
+            if cmd.__class__ is tuple:  # a plain JSON request of a direct code
+                req: DirectRequest = cmd  # type: ignore[assignment]
+                served = self._serve_direct(direct[req[0]], req)
+                if served is not NOT_DIRECT:
+                    return served  # type: ignore[return-value]
+                cmd = command_of(req)
+            elif not cmd.flag and cmd.code in direct:  # type: ignore[union-attr]
+                c: RemotingCommand = cmd  # type: ignore[assignment]
+                served = self._serve_direct(
+                    direct[c.code], (c.code, c.opaque, c.ext_fields, c.body, c.serialize_type, c)
+                )
+                if served is not NOT_DIRECT:
+                    return served  # type: ignore[return-value]
+        if cmd.flag & _RESPONSE_FLAG:  # type: ignore[union-attr]
             reply = self._pending.get(cmd.opaque)
             if reply is not None:
                 reply.set(cmd)
@@ -465,6 +504,26 @@ class Connection:
             ctx.respond(resp)
         ctx.inline = False
         return None
+
+    def _serve_direct(
+        self, handler: DirectHandler, req: DirectRequest
+    ) -> Awaitable[None] | Literal[False] | None:
+        """A direct path's result; a handler that raised is answered as a processor that
+        raised (`_failed`)."""
+        try:
+            served = handler(self, req)
+        except Exception as e:
+            self.send_nowait(self._failed(command_of(req), e))
+            return None
+        if served is None or served is NOT_DIRECT:
+            return served
+        return self._direct_later(req, served)  # type: ignore[arg-type]
+
+    async def _direct_later(self, req: DirectRequest, waiting: Awaitable[None]) -> None:
+        try:
+            await waiting
+        except Exception as e:
+            self.send_nowait(self._failed(command_of(req), e))
 
     async def _answer_later(self, ctx: RequestContext, waiting: Awaitable[Answer]) -> None:
         try:

@@ -159,11 +159,17 @@ def _settle(fut: asyncio.Future[Any], value: Any, exc: BaseException | None) -> 
 Overflow = Callable[[str, Any], Any]  # (method, request) -> the TOO_MANY_REQUESTS answer
 
 
+# what an answer started on the loop gives when it could not be given there after all (a
+# receive whose POP was given up at a master that moved): the call then goes to Trio
+TO_TRIO: Any = object()
+
+
 class LoopHandler(Protocol):
     """Calls answered on the gRPC loop itself, never crossing to Trio (loop_remoting.py)."""
 
     def start(self, method: str, request: Any) -> Awaitable[Any] | None:
-        """The call's answer to await on the loop; None: the call goes to Trio."""
+        """The call's answer to await on the loop (or `TO_TRIO`); None: the call goes to
+        Trio."""
 
     def close(self) -> None:
         """The loop is ending: close what was opened on it."""
@@ -283,7 +289,9 @@ class GrpcBridge:
         if on_loop is not None and push is None:
             answer = on_loop.start(method, request)
             if answer is not None:
-                return await answer
+                result = await answer
+                if result is not TO_TRIO:
+                    return result
         loop = asyncio.get_running_loop()
         metadata = {k: v for k, v in (context.invocation_metadata() or ()) if isinstance(v, str)}
         call = Call(method, request, metadata, context.peer(), loop.create_future(), loop)

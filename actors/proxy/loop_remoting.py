@@ -24,7 +24,9 @@ An ack unanswered for `STUCK_AFTER_S` (a hung master) asks Trio for its topic's 
 `POLL_S`, and a published route naming another master of a broker set gives up what is in
 flight to the old one at once (`MasterChanged`, INTERNAL_SERVER_ERROR to the client, as the
 Trio path's ``invoke_watched`` gives an ack up), instead of waiting out the 3 s deadline.
-Only in cluster mode (TCP to the brokers); local mode keeps its in-process transport.
+A ReceiveMessage the Trio path would answer with one unordered POP is answered on the loop
+too (loop_receive.py). Only in cluster mode (TCP to the brokers); local mode keeps its
+in-process transport.
 """
 
 from __future__ import annotations
@@ -40,6 +42,7 @@ import attrs
 from rocketrio.actors.client.stuck_sends import POLL_S, STUCK_AFTER_S, MasterChanged
 from rocketrio.actors.kernel.remoting import RemotingError, RemotingTimeout
 from rocketrio.actors.proxy.ack_nowait import ack_answer, ack_ext
+from rocketrio.actors.proxy.loop_receive import LoopReceive
 from rocketrio.actors.proxy.mapping import TargetQueue, writable_queues
 from rocketrio.actors.proxy.receipt import decode_receipt
 from rocketrio.actors.proxy.send import SendPath
@@ -195,7 +198,8 @@ class RouteView:
 
 
 class LoopCalls:
-    """`GrpcBridge.on_loop` for SendMessage and one-entry AckMessage (module docstring)."""
+    """`GrpcBridge.on_loop` for SendMessage, one-entry AckMessage and ReceiveMessage
+    (module docstring; receives: loop_receive.py)."""
 
     def __init__(
         self,
@@ -212,6 +216,7 @@ class LoopCalls:
         self.renewing_groups = renewing_groups  # an immutable set Trio replaces
         self.routes: Mapping[str, RouteView] = {}
         self.remoting: LoopRemoting | None = None  # made on the loop, at its first call
+        self.receives = LoopReceive(error_answer, sends.now_ms, refresh)
 
     def publish(self, topic: str, view: RouteView) -> None:
         """Trio's thread: the route of ``topic`` as the loop is to see it from now on. A broker
@@ -238,6 +243,10 @@ class LoopCalls:
         """The answer of the call, to await on the loop; None: the Trio path takes it."""
         if method == "AckMessage":
             return self._start_ack(request)
+        if method == "ReceiveMessage":
+            view = self.routes.get(request.message_queue.topic.name)
+            masters = view.masters if view is not None else None
+            return self.receives.start(request, masters, self._connection)
         if method != "SendMessage":
             return None
         try:

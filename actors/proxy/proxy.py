@@ -110,4 +110,5 @@ def loop_calls(service: ProxyService, client: MQClientInstance) -> LoopCalls | N
         sends.publish(topic, RouteView(route, masters))
 
     client.route_listeners.append(publish)
+    service.loop_receivable = sends.receives.allow
     return sends

@@ -36,11 +36,17 @@ class Receipt:
 
 
 def encode_receipt(extra_info: str, queue_offset: int, commit_log_offset: int) -> str:
-    """The handle of a popped message from the broker's extraInfo for it."""
-    extra = ExtraInfo.parse(extra_info)
-    if extra.queue_offset is None:
-        extra = attrs.evolve(extra, queue_offset=queue_offset)
-    return Receipt(extra, commit_log_offset).encode()
+    """The handle of a popped message from the broker's extraInfo for it: that text as it
+    came (eight fields; seven: the message's queue offset appended) and the commit log offset.
+    Not parsed and rebuilt (one per received message): the broker writes it as
+    `ExtraInfo.build` does (a test holds the two equal); a text of another number of fields
+    is refused as `ExtraInfo.parse` refuses it."""
+    fields = extra_info.count(KEY_SEPARATOR) + 1
+    if fields == 8:
+        return f"{extra_info}{KEY_SEPARATOR}{commit_log_offset}"
+    if fields == 7:
+        return f"{extra_info}{KEY_SEPARATOR}{queue_offset}{KEY_SEPARATOR}{commit_log_offset}"
+    raise ExtraInfoError(f"extraInfo {extra_info!r} has {fields} fields, upstream's has 7 or 8")
 
 
 def decode_receipt(handle: str) -> Receipt:

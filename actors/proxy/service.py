@@ -39,8 +39,9 @@ from rocketrio.actors.observe import events
 from rocketrio.actors.proxy import mapping as mp
 from rocketrio.actors.proxy.ack_nowait import AckNowait
 from rocketrio.actors.proxy.auth import ProxyAuth
-from rocketrio.actors.proxy.group_config import GroupConfigCache
+from rocketrio.actors.proxy.group_config import TTL_S, GroupConfigCache
 from rocketrio.actors.proxy.grpc_bridge import Call
+from rocketrio.actors.proxy.loop_receive import DEFAULT_INVISIBLE_MS, MAX_POLL_MS, receive_answers
 from rocketrio.actors.proxy.mapping import BadRequest, Code, status
 from rocketrio.actors.proxy.offsets import OffsetHandlers, sql_expression
 from rocketrio.actors.proxy.receipt import TransactionId, decode_receipt, encode_receipt
@@ -69,9 +70,6 @@ from rocketrio.protocol.serde import from_json, to_ext
 log = structlog.get_logger("proxy")
 
 MAX_BODY_SIZE = 4 * 1024 * 1024  # upstream's maxMessageSize
-DEFAULT_INVISIBLE_MS = 30_000
-# a receive's long poll is capped (upstream grpcClientConsumerMaxLongPollingTimeoutMillis)
-MAX_POLL_MS = 30_000
 
 
 @attrs.define
@@ -128,6 +126,9 @@ class ProxyService:
         # each time, read by the gRPC loop's acks in loop_remoting.py)
         self.renewing_groups: frozenset[str] = frozenset()
         self.group_configs = GroupConfigCache(self.fetch_group_config)
+        # cluster mode: (group, topic, until ms) of receives the gRPC loop may take from now
+        # on (loop_receive.py), told after each receive that was an unordered POP of a set
+        self.loop_receivable: Callable[[str, str, int], None] | None = None
         self._handlers: dict[str, Callable[[Call], Awaitable[Any]]] = {
             "QueryRoute": self.query_route,
             "Heartbeat": self.heartbeat,
@@ -380,29 +381,25 @@ class ProxyService:
             )
         else:
             got = await consumer.receive(batch, invisible_ms / 1000, poll_ms / 1000, order=fifo)
-        out = [spb.ReceiveMessageResponse(delivery_timestamp=mp.timestamp_ms(self.now_ms()))]
-        for m in got:
-            handle = encode_receipt(
-                m.receipt_handle, m.message.queue_offset, m.message.commitlog_offset
-            )
-            if auto_renew:
-                self.renewer.track(
-                    Tracked(
-                        client_id=client_id,
-                        group=consumer.group,
-                        topic=topic,
-                        original=handle,
-                        latest=handle,
-                        consume_ms=self.now_ms(),
-                        visible_ms=ExtraInfo.parse(m.receipt_handle).revive_time,
-                        reconsume_times=m.message.reconsume_times,
-                    )
+        if broker and not (fifo or auto_renew or sql) and self.loop_receivable is not None:
+            self.loop_receivable(consumer.group, topic, self.now_ms() + round(TTL_S * 1000))
+
+        def track(m: ReceivedMessage, handle: str) -> None:
+            self.renewer.track(
+                Tracked(
+                    client_id=client_id,
+                    group=consumer.group,
+                    topic=topic,
+                    original=handle,
+                    latest=handle,
+                    consume_ms=self.now_ms(),
+                    visible_ms=ExtraInfo.parse(m.receipt_handle).revive_time,
+                    reconsume_times=m.message.reconsume_times,
                 )
-            out.append(answer := spb.ReceiveMessageResponse())
-            mp.fill_received(answer.message, m.message, topic, handle, invisible_ms)
-        code = Code.OK if got else Code.MESSAGE_NOT_FOUND
-        out.append(spb.ReceiveMessageResponse(status=status(code, "OK" if got else "no message")))
-        return out
+            )
+
+        on_received = track if auto_renew else None
+        return receive_answers(got, topic, invisible_ms, self.now_ms(), on_received)
 
     def received(self, topic: str, handle: str) -> ReceivedMessage:
         receipt = decode_receipt(handle)

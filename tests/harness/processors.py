@@ -17,7 +17,8 @@ from rocketrio.actors.broker.dispatch.outcomes import (
     Refusal,
     SendOutcome,
 )
-from rocketrio.actors.broker.send.processor import SendConfig, SendMessageProcessor
+from rocketrio.actors.broker.send.config import SendConfig
+from rocketrio.actors.broker.send.processor import SendMessageProcessor
 from rocketrio.actors.broker.stats.broker_stats import BrokerStats
 from rocketrio.actors.broker.store.actor import PutBatchBody, PutCallback
 from rocketrio.actors.broker.store.view import ReadGate, StoreView

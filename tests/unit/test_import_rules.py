@@ -191,6 +191,9 @@ KNOWN_EDGES: dict[tuple[str, str, str], str] = {
     (FEATURE_RULE, "actors.broker.static_topic", "actors.broker.send.completions"): (
         "a logic-queue send answers in logic offsets by wrapping the send's completion"
     ),
+    (FEATURE_RULE, "actors.broker.static_topic", "actors.broker.send.direct"): (
+        "a plain topic's single send skips the static wrapper: the wrapper hands it the test"
+    ),
     (FEATURE_RULE, "actors.broker.static_topic", "actors.broker.send.handlers"): (
         "a logic-queue send decodes and answers like a plain send (one header parser)"
     ),

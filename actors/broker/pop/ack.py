@@ -104,9 +104,13 @@ class PopAckProcessor:
         acting_ack: Callable[[int, AckMsg], bool] | None = None,
         record_escape: Callable[[], PopRecordEscape | None] = lambda: None,
         acting: Callable[[], bool] = lambda: False,
+        may_act: bool = True,
     ) -> None:
         self.record_escape = record_escape  # set while this slave acts (module docstring)
         self.acting = acting  # this slave acts for its dead master (RIP-32): see acting_ack
+        # False: this broker never acts nor escapes POP records (no enableSlaveActingMaster,
+        # which is not a live key), so an ACK asks neither ``record_escape`` nor ``acting``
+        self.may_act = may_act
         # RIP-32 (module docstring): applies an ACK in memory on an acting slave; False when
         # not acting or the CK is not held
         self.acting_ack = acting_ack
@@ -222,9 +226,10 @@ class PopAckProcessor:
             on_done(refusal or DONE)
             return None
         key = (topic, group, queue_id, ck_offset, pop_time, broker_name)
-        escape = self.record_escape()
-        if escape is not None or self.acting():  # RIP-32's acting slave (module docstring)
-            return self._acting_ack(qid, AckMsg.of_key(key, (offset,)), escape, on_done)
+        if self.may_act:
+            escape = self.record_escape()
+            if escape is not None or self.acting():  # RIP-32's acting slave (module docstring)
+                return self._acting_ack(qid, AckMsg.of_key(key, (offset,)), escape, on_done)
         if self.batcher.submit(qid, key, offset, on_done):
             return None  # answered once the turn's put is stored (ack_batch.py)
         msg = self._ack_record(AckMsg.of_key(key, (offset,)), qid)

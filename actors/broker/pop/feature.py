@@ -5,7 +5,8 @@ master's revive task (revive.py, revive_service.py); their request codes in hand
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import functools
+from collections.abc import Callable, Mapping
 
 import trio
 
@@ -13,9 +14,11 @@ from rocketrio.actors.broker.boot.broker_io import BrokerIO
 from rocketrio.actors.broker.dispatch.message_filter import FilterSelectors
 from rocketrio.actors.broker.dispatch.table import Handlers
 from rocketrio.actors.broker.pop.ack import PopAckProcessor
+from rocketrio.actors.broker.pop.direct_ack import Stopping, direct_handlers
 from rocketrio.actors.broker.pop.handlers import pop_handlers
 from rocketrio.actors.broker.pop.hold import PopLongPollingService
 from rocketrio.actors.broker.pop.order_service import PopOrderService
+from rocketrio.actors.broker.pop.pop_nowait import PopNowait
 from rocketrio.actors.broker.pop.processor import PopConfig, PopMessageProcessor
 from rocketrio.actors.broker.pop.revive_service import PopReviveService, ReviveConfig
 from rocketrio.actors.broker.store.actor import StoreActor
@@ -26,6 +29,24 @@ from rocketrio.actors.broker.store.escape_bridge import (
 )
 from rocketrio.actors.broker.store.queue_reader import QueueReader
 from rocketrio.actors.broker.tables.broker_tables import BrokerTables
+from rocketrio.actors.kernel.remoting import DirectHandler
+from rocketrio.protocol.codes import RequestCode
+
+
+def _order_service(io: BrokerIO, t: BrokerTables, hold: PopLongPollingService) -> PopOrderService:
+    config = io.config
+    return PopOrderService(
+        config.storePathRootDir,
+        offsets=t.offsets,
+        topics=t.topics,
+        groups=t.groups,
+        hold=hold,
+        now_ms=io.now_ms,
+        persist_interval_s=config.flushConsumerOffsetInterval / 1000,
+        run_blocking=io.run_blocking,
+        fs=io.fs,
+        log=io.log.bind(actor="pop_order"),
+    )
 
 
 class PopFeature:
@@ -48,18 +69,7 @@ class PopFeature:
         config, now_ms, log, t = io.config, io.now_ms, io.log, tables
         pop_config = PopConfig.of(config)
         self.hold = PopLongPollingService(config.maxPopPollingSize)
-        self.order = PopOrderService(
-            config.storePathRootDir,
-            offsets=t.offsets,
-            topics=t.topics,
-            groups=t.groups,
-            hold=self.hold,
-            now_ms=now_ms,
-            persist_interval_s=config.flushConsumerOffsetInterval / 1000,
-            run_blocking=io.run_blocking,
-            fs=io.fs,
-            log=log.bind(actor="pop_order"),
-        )
+        self.order = _order_service(io, t, self.hold)
         self.pop = PopMessageProcessor(
             pop_config,
             topics=t.topics,
@@ -75,6 +85,7 @@ class PopFeature:
             filters=filters,
             record_escape=record_escape,
         )
+        self.pop.nowait = PopNowait(self.pop).try_serve
         self.acks = PopAckProcessor(
             pop_config,
             topics=t.topics,
@@ -87,6 +98,7 @@ class PopFeature:
             acting_ack=lambda qid, ack: acting() and self.revive.apply_ack(qid, ack),
             record_escape=record_escape,
             acting=acting,
+            may_act=config.enableSlaveActingMaster,
         )
         self.revive = PopReviveService(
             ReviveConfig.of(config),
@@ -107,8 +119,22 @@ class PopFeature:
         (RIP-32: failover/pop_escape.py)."""
         self.revive.read_foreign = read
 
-    def handlers(self) -> Handlers:
+    @functools.cached_property
+    def _handlers(self) -> Handlers:
+        """The request handlers, made once: the direct path checks the table holds this ACK's."""
         return pop_handlers(self.pop, self.acks, self.revive)
+
+    def handlers(self) -> Handlers:
+        return self._handlers
+
+    def direct_handlers(
+        self, table: Mapping[int, object], *, gated: bool, requests: Stopping
+    ) -> dict[int, DirectHandler]:
+        """ACK_MESSAGE's direct path from the decoded frame (direct_ack.py), when ``table``
+        (the built request table) serves it with this package's handler and no ACL gate
+        judges requests (``gated``)."""
+        ack = self._handlers[RequestCode.ACK_MESSAGE]
+        return direct_handlers(self.acks, table, ack, gated=gated, requests=requests)
 
     def on_arrival(self, topic: str, queue_id: int, max_offset: int) -> None:
         self.hold.notify_message_arriving(topic, queue_id, max_offset)

@@ -102,9 +102,16 @@ RECHECKS = 3  # pops re-run before holding when messages arrived during the atte
 _QOFFSET = struct.Struct(">q")
 # a stored record's queue offset, as a 1-tuple (`chain.from_iterable` of a read's records)
 _queue_offset_of = partial(_QOFFSET.unpack_from, offset=QUEUE_OFFSET_POSITION)
+
+
+def queue_offsets(buffers: list[bytes]) -> list[int]:
+    """The queue offsets of a read's records."""
+    return list(chain.from_iterable(map(_queue_offset_of, buffers)))
+
+
 _S = GetMessageStatus
-_RESET_OFFSET = (_S.OFFSET_TOO_SMALL, _S.OFFSET_OVERFLOW_BADLY, _S.OFFSET_FOUND_NULL)
-_SKIPPED = (
+RESET_OFFSET = (_S.OFFSET_TOO_SMALL, _S.OFFSET_OVERFLOW_BADLY, _S.OFFSET_FOUND_NULL)
+SKIPPED = (
     _S.NO_MATCHED_MESSAGE,
     _S.OFFSET_FOUND_NULL,
     _S.MESSAGE_WAS_REMOVING,
@@ -172,7 +179,7 @@ PopOutcome = Popped | Refusal
 
 
 @attrs.define
-class _Acc:
+class PopAcc:
     """What one pop gathered so far."""
 
     max_nums: int
@@ -188,7 +195,7 @@ class _Acc:
 
 
 @attrs.frozen
-class _Pop:
+class PopAttempt:
     """The fixed parts of one pop attempt."""
 
     h: PopMessageRequestHeader
@@ -230,7 +237,10 @@ class PopMessageProcessor:
         self.store_host = store_host
         self.rng = rng or random.Random()
         self._ck_counter = itertools.count()
-        self._busy: set[tuple[str, str, int]] = set()  # (topic, group, queue) being popped
+        self.busy: set[tuple[str, str, int]] = set()  # (topic, group, queue) being popped
+        # a pop served without a task (pop_nowait.py; set by the POP feature): True if served
+        self.nowait: Callable[[PopMessageRequestHeader, MessageSelector, Waiter], bool] | None
+        self.nowait = None
 
     def next_revive_qid(self) -> int:
         return next(self._ck_counter) % self.config.revive_queue_num
@@ -239,11 +249,14 @@ class PopMessageProcessor:
 
     async def pop(self, h: PopMessageRequestHeader, reply: Waiter) -> PopOutcome | None:
         """A refusal now, or None: ``reply`` gets the outcome once the pop found messages or
-        its pollTime ended. Served as a task of the hold service when it can take one, else
-        inline (then a found outcome is returned at once)."""
+        its pollTime ended. Served without a task when its messages are there and nothing
+        must wait but the store (pop_nowait.py), else as a task of the hold service when it can
+        take one, else inline (then a found outcome is returned at once)."""
         checked = self._check(h)
         if isinstance(checked, Refusal):
             return checked
+        if self.nowait is not None and self.nowait(h, checked, reply):
+            return None
         if self.hold.try_start(self._serve, h, checked, reply):
             return None
         return await self._attempt(h, checked, reply)
@@ -252,7 +265,7 @@ class PopMessageProcessor:
         try:
             outcome = await self._attempt(h, sel, reply)
         except Exception as e:
-            outcome = self._failed(e)
+            outcome = self.failed(e)
         if outcome is not None and not reply.gone:
             reply.deliver(outcome)
 
@@ -266,6 +279,13 @@ class PopMessageProcessor:
             # a message that arrived while the pop awaited a read would not wake it once held
             if popped.found or h.pollTime <= 0 or self.hold.arrivals == seen:
                 break
+        return self.hold_or_answer(h, sel, reply, popped)
+
+    def hold_or_answer(
+        self, h: PopMessageRequestHeader, sel: MessageSelector, reply: Waiter, popped: Popped
+    ) -> PopOutcome | None:
+        """An attempt's outcome: ``popped``, or None once the pop is held (nothing found and a
+        pollTime), or ``popped`` marked POLLING_FULL when it cannot be held."""
         if popped.found or h.pollTime <= 0:
             return popped
         deadline = trio.current_time() + min(h.pollTime, self.config.max_poll_ms) / 1000
@@ -276,7 +296,7 @@ class PopMessageProcessor:
             self._wake_topics(h),
             deadline,
             self._rerun,
-            self._failed,
+            self.failed,
         )
         if self.hold.suspend(held):
             return None
@@ -336,7 +356,7 @@ class PopMessageProcessor:
             return Refusal(ResponseCode.SUBSCRIPTION_PARSE_FAILED, f"{PARSE_FAILED}: {e}")
         return self.filters.for_pop(sub, h.consumerGroup)
 
-    def _retry_topics(self, h: PopMessageRequestHeader) -> list[str]:
+    def retry_topics(self, h: PopMessageRequestHeader) -> list[str]:
         c = self.config
         names = []
         if c.enable_retry_topic_v2:
@@ -362,18 +382,16 @@ class PopMessageProcessor:
         return None
 
     @staticmethod
-    def _failed(e: Exception) -> Refusal:
+    def failed(e: Exception) -> Refusal:
         return Refusal(ResponseCode.SYSTEM_ERROR, f"pop failed: {type(e).__name__}: {e}")
 
     # ------------------------------------------------------------------ one attempt
 
     async def _pop_once(self, h: PopMessageRequestHeader, sel: MessageSelector) -> Popped:
-        rand_q = self.rng.randrange(100)
-        revive_qid = POP_ORDER_REVIVE_QUEUE if h.order else self.next_revive_qid()
-        p = _Pop(h, sel, self.now_ms(), revive_qid, rand_q)
-        acc = _Acc(h.maxMsgNums)
-        retry_topics = [] if h.order else self._retry_topics(h)
-        retry_first = rand_q < self.config.pop_from_retry_probability
+        p = self.attempt_of(h, sel)
+        acc = PopAcc(h.maxMsgNums)
+        retry_topics = [] if h.order else self.retry_topics(h)
+        retry_first = p.rand_q < self.config.pop_from_retry_probability
         if retry_first:
             for topic in retry_topics:
                 await self._pop_topic(p, acc, topic, True)
@@ -381,6 +399,17 @@ class PopMessageProcessor:
         if not retry_first and not acc.full:
             for topic in retry_topics:
                 await self._pop_topic(p, acc, topic, True)
+        return self.popped(p, acc)
+
+    def attempt_of(self, h: PopMessageRequestHeader, sel: MessageSelector) -> PopAttempt:
+        """One attempt's fixed parts: its pop time, revive queue and random start."""
+        rand_q = self.rng.randrange(100)
+        revive_qid = POP_ORDER_REVIVE_QUEUE if h.order else self.next_revive_qid()
+        return PopAttempt(h, sel, self.now_ms(), revive_qid, rand_q)
+
+    def popped(self, p: PopAttempt, acc: PopAcc) -> Popped:
+        """What an attempt gathered, as its outcome."""
+        h = p.h
         return Popped(
             p.pop_time,
             h.invisibleTime,
@@ -392,7 +421,7 @@ class PopMessageProcessor:
             order_count_info=";".join(acc.order_infos) if h.order else None,
         )
 
-    async def _pop_topic(self, p: _Pop, acc: _Acc, topic: str, is_retry: bool) -> None:
+    async def _pop_topic(self, p: PopAttempt, acc: PopAcc, topic: str, is_retry: bool) -> None:
         tc = self.topics.select(topic)
         if tc is None:
             return
@@ -419,23 +448,23 @@ class PopMessageProcessor:
         return offset
 
     async def _pop_queue(
-        self, p: _Pop, acc: _Acc, topic: str, queue_id: int, is_retry: bool
+        self, p: PopAttempt, acc: PopAcc, topic: str, queue_id: int, is_retry: bool
     ) -> None:
         h = p.h
         group = h.consumerGroup
         key = (topic, group, queue_id)
-        if acc.full or key in self._busy:
+        if acc.full or key in self.busy:
             offset = self.offsets.query(group, topic, queue_id)
             acc.rest += max(0, self.store.get_max_offset(topic, queue_id) - max(offset, 0))
             return
-        self._busy.add(key)
+        self.busy.add(key)
         try:
             await self._pop_locked(p, acc, topic, queue_id, is_retry)
         finally:
-            self._busy.discard(key)
+            self.busy.discard(key)
 
     async def _pop_locked(
-        self, p: _Pop, acc: _Acc, topic: str, queue_id: int, is_retry: bool
+        self, p: PopAttempt, acc: PopAcc, topic: str, queue_id: int, is_retry: bool
     ) -> None:
         h = p.h
         group = h.consumerGroup
@@ -447,12 +476,12 @@ class PopMessageProcessor:
         want = h.maxMsgNums - len(acc.buffers)
         max_bytes = self.config.max_transfer_bytes
         result = await read_selected(self.store, topic, queue_id, offset, want, max_bytes, sel)
-        if result.status in _RESET_OFFSET:
+        if result.status in RESET_OFFSET:
             offset = result.next_begin_offset
             self.offsets.commit(group, topic, queue_id, offset)
             result = await read_selected(self.store, topic, queue_id, offset, want, max_bytes, sel)
         if result.message_count:
-            qoffsets = list(chain.from_iterable(map(_queue_offset_of, result.buffers)))
+            qoffsets = queue_offsets(result.buffers)
             if h.order:
                 counts = self.order.popped(
                     h.attemptId, topic, group, queue_id, p.pop_time, h.invisibleTime, qoffsets
@@ -467,33 +496,50 @@ class PopMessageProcessor:
                 acc.buffers.extend(result.buffers)
                 acc.rest += max(0, result.max_offset - result.next_begin_offset)
                 return
-            ck = PopCheckPoint(
-                start_offset=offset,
-                pop_time=p.pop_time,
-                invisible_time=h.invisibleTime,
-                num=len(qoffsets),
-                queue_id=queue_id,
-                topic=topic,
-                cid=group,
-                broker_name=self.config.broker_name,
-                queue_offset_diff=tuple(map(operator.sub, qoffsets, repeat(offset))),
-            )
-            msg = ck_message(
-                ck, self.config.revive_topic, p.revive_qid, self.now_ms(), self.store_host
-            )
+            ck, msg = self.checkpoint(p, topic, queue_id, offset, qoffsets)
             if not await self._put_ck(ck, msg):
                 acc.rest += result.max_offset - offset
                 return
             self.offsets.commit(group, topic, queue_id, result.next_begin_offset)
-            acc.start_infos.append(start_offset_entry(topic, queue_id, offset))
-            acc.msg_infos.append(msg_offset_entry(topic, queue_id, qoffsets))
-            if is_retry:
-                acc.buffers.extend(self._as_original(p, topic, offset, b) for b in result.buffers)
-            else:
-                acc.buffers.extend(result.buffers)
-        elif result.status in _SKIPPED and result.next_begin_offset > offset:
+            self.take(p, acc, (topic, queue_id, offset, is_retry), qoffsets, result.buffers)
+        elif result.status in SKIPPED and result.next_begin_offset > offset:
             self.offsets.commit(group, topic, queue_id, result.next_begin_offset)
         acc.rest += max(0, result.max_offset - result.next_begin_offset)
+
+    def checkpoint(
+        self, p: PopAttempt, topic: str, queue_id: int, offset: int, qoffsets: list[int]
+    ) -> tuple[PopCheckPoint, MessageToStore]:
+        """The CK of a read from ``offset`` whose records have ``qoffsets``, and its record."""
+        ck = PopCheckPoint(
+            start_offset=offset,
+            pop_time=p.pop_time,
+            invisible_time=p.h.invisibleTime,
+            num=len(qoffsets),
+            queue_id=queue_id,
+            topic=topic,
+            cid=p.h.consumerGroup,
+            broker_name=self.config.broker_name,
+            queue_offset_diff=tuple(map(operator.sub, qoffsets, repeat(offset))),
+        )
+        c = self.config
+        return ck, ck_message(ck, c.revive_topic, p.revive_qid, self.now_ms(), self.store_host)
+
+    def take(
+        self,
+        p: PopAttempt,
+        acc: PopAcc,
+        where: tuple[str, int, int, bool],
+        qoffsets: list[int],
+        buffers: list[bytes],
+    ) -> None:
+        """A read's messages into the answer (``where``: topic, queue, start offset, retry)."""
+        topic, queue_id, offset, is_retry = where
+        acc.start_infos.append(start_offset_entry(topic, queue_id, offset))
+        acc.msg_infos.append(msg_offset_entry(topic, queue_id, qoffsets))
+        if is_retry:
+            acc.buffers.extend(self._as_original(p, topic, offset, b) for b in buffers)
+        else:
+            acc.buffers.extend(buffers)
 
     async def _put_ck(self, ck: PopCheckPoint, msg: MessageToStore) -> bool:
         """The CK stored: here, or on a slave acting for its dead master at its pinned master
@@ -503,7 +549,7 @@ class PopMessageProcessor:
             return await escape.put_ck(ck.merge_key, ck.num, msg) is None
         return (await put_and_wait(self.writer, [msg], nowait_first=True)).stored
 
-    def _as_original(self, p: _Pop, retry_topic: str, ck_offset: int, record: bytes) -> bytes:
+    def _as_original(self, p: PopAttempt, retry_topic: str, ck_offset: int, record: bytes) -> bytes:
         """A pop retry topic's record re-encoded under the original topic with its receipt in
         POP_CK (so the client acks the retry topic's CK)."""
         msg, _ = decode_stored(record)

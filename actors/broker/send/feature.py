@@ -9,11 +9,14 @@ from rocketrio.actors.broker.boot.broker_io import BrokerIO
 from rocketrio.actors.broker.boot.config import BrokerConfig
 from rocketrio.actors.broker.clients.lock_manager import RebalanceLockManager
 from rocketrio.actors.broker.dispatch.table import Handlers
+from rocketrio.actors.broker.send.config import SendConfig
+from rocketrio.actors.broker.send.direct import direct_send
 from rocketrio.actors.broker.send.handlers import send_handlers
-from rocketrio.actors.broker.send.processor import SendConfig, SendMessageProcessor, WriteGate
+from rocketrio.actors.broker.send.processor import SendMessageProcessor, WriteGate
 from rocketrio.actors.broker.stats.broker_stats import BrokerStats
 from rocketrio.actors.broker.store.broker_store import BrokerStore
 from rocketrio.actors.broker.tables.broker_tables import BrokerTables
+from rocketrio.protocol.codes import RequestCode
 
 
 class SendFeature:
@@ -45,7 +48,9 @@ class SendFeature:
         )
 
     def handlers(self) -> Handlers:
-        return send_handlers(self.processor)
+        plain = send_handlers(self.processor)
+        v2 = RequestCode.SEND_MESSAGE_V2  # a Java client's single send: one handler (direct.py)
+        return {**plain, v2: direct_send(self.processor, plain[v2], None)}
 
     def reconfigure(self, config: BrokerConfig, changed: frozenset[str]) -> None:
         self.processor.reconfigure(config, changed)

@@ -29,7 +29,12 @@ from rocketrio.actors.broker.dispatch.table import Answer, Handlers
 from rocketrio.actors.broker.send.completions import DirectAnswer, PendingSend
 from rocketrio.actors.broker.send.processor import BlockedSend, OnSentBack, SendMessageProcessor
 from rocketrio.actors.kernel.remoting import RequestContext
-from rocketrio.protocol.codes import RequestCode, ResponseCode
+from rocketrio.protocol.codes import (
+    RPC_TYPE_RESPONSE,
+    SERIALIZE_ROCKETMQ,
+    RequestCode,
+    ResponseCode,
+)
 from rocketrio.protocol.compiled import speedups as _speedups
 from rocketrio.protocol.headers import (
     ConsumerSendMsgBackRequestHeader,
@@ -37,6 +42,7 @@ from rocketrio.protocol.headers import (
     SendMessageRequestHeaderV2,
 )
 from rocketrio.protocol.remoting import RemotingCommand
+from rocketrio.protocol.send_answer import HEAD as _HEAD
 from rocketrio.protocol.send_answer import send_answer_frame
 from rocketrio.protocol.serde import from_ext
 from rocketrio.storage.message_store import PutResult
@@ -44,6 +50,10 @@ from rocketrio.storage.message_store import PutResult
 RC = ResponseCode
 # protocol/speedups/send_header.c: `parse_send_header_v2` of a plain header (None: declined)
 _send_header_v2 = None if _speedups is None else _speedups.send_header_v2
+# protocol/speedups/answer.c: `send_answer_frame` of a ROCKETMQ request (None: declined)
+_answer_c = None if _speedups is None else _speedups.send_answer_frame
+_ROCKETMQ = SERIALIZE_ROCKETMQ
+_RESPONSE = RPC_TYPE_RESPONSE
 _PUT_OK = PutStatus.PUT_OK
 _SUCCESS = int(RC.SUCCESS)
 # plain ints: an enum member's look-up costs more than the comparison on the hot path
@@ -215,9 +225,17 @@ class StoredAnswer(DirectAnswer):
         ctx = self.ctx
         if status is _PUT_OK and results:
             r = results[0]
-            frame = send_answer_frame(
-                ctx.cmd, remark, r.msg_id, self.queue_id, r.queue_offset, self.uniq
-            )
+            cmd = ctx.cmd
+            frame = None
+            if _answer_c is not None and cmd.serialize_type == _ROCKETMQ:  # no wrapper call
+                frame = _answer_c(
+                    _HEAD, cmd.opaque, _RESPONSE, remark, r.msg_id, self.queue_id,
+                    r.queue_offset, self.uniq,
+                )  # fmt: skip
+            if frame is None:  # a JSON request, or one the compiled call declines
+                frame = send_answer_frame(
+                    cmd, remark, r.msg_id, self.queue_id, r.queue_offset, self.uniq
+                )
             ctx.respond_frame(_SUCCESS, frame)
             return
         PendingSend(SendAnswer(ctx), self.queue_id, self.uniq)(results, status, remark)

@@ -47,6 +47,28 @@ def append_props(props: str, extra: str) -> str:
     return props + extra
 
 
+def stamp_props(props: str, cluster_pair: str, new_uniq_key: Callable[[], str]) -> tuple[str, str]:
+    """A single send's properties as stored, and its UNIQ_KEY: the client's (`prop_value`), or
+    ``new_uniq_key()`` appended when it gave none (or an empty one), then ``cluster_pair``
+    (`append_props` twice in one call: the send's hot path)."""
+    tag = "UNIQ_KEY\x01"
+    if props.startswith(tag):
+        start = 9
+    else:
+        i = props.find("\x02UNIQ_KEY\x01")
+        start = -1 if i < 0 else i + 10
+    uniq = ""
+    if start >= 0:
+        end = props.find("\x02", start)
+        uniq = props[start:] if end < 0 else props[start:end]
+    if props and not props.endswith("\x02"):
+        props += "\x02"
+    if uniq:
+        return props + cluster_pair, uniq
+    uniq = new_uniq_key()
+    return f"{props}{tag}{uniq}\x02{cluster_pair}", uniq
+
+
 def delay_route(
     props: str,
     topic: str,

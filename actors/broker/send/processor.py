@@ -56,11 +56,7 @@ from rocketrio.actors.broker.dispatch.outcomes import (
     SendBackOutcome,
     SentBack,
 )
-from rocketrio.actors.broker.schedule.policy import (
-    parse_message_delay_level,
-    schedule_queue,
-    send_back_level,
-)
+from rocketrio.actors.broker.schedule.policy import schedule_queue, send_back_level
 from rocketrio.actors.broker.send.completions import (
     DirectAnswer,
     OnSent,
@@ -68,11 +64,12 @@ from rocketrio.actors.broker.send.completions import (
     batch_done,
     is_stored,
 )
+from rocketrio.actors.broker.send.config import SEND_KEYS, SendConfig
 from rocketrio.actors.broker.send.message_props import (
     TIMER_KEYS,
-    append_props,
     delay_route,
     prop_value,
+    stamp_props,
 )
 from rocketrio.actors.broker.stats.broker_stats import BrokerStats
 from rocketrio.actors.broker.store.messages import (
@@ -118,14 +115,10 @@ from rocketrio.storage.message_store import (
     PutResult,
 )
 
-# the live keys (UPDATE_BROKER_CONFIG) the send path reads, through `SendConfig`
-SEND_KEYS = frozenset(
-    {"brokerPermission", "autoCreateTopicEnable", "maxMessageSize", "rejectTransactionMessage"}
-)
-_UNIQ_PREFIX = UNIQ_KEY + "\x01"
 _PREPARED_TAG = PROPERTY_TRANSACTION_PREPARED + "\x01"
 _PUT_OK = PutStatus.PUT_OK
 _RW = PERM_READ | PERM_WRITE
+_RETRY = RETRY_GROUP_TOPIC_PREFIX
 
 
 @attrs.frozen(slots=True)
@@ -146,35 +139,6 @@ class WriteGate(Protocol):
     """Whether this broker takes writes now (controller mode: only the master does)."""
 
     def write_refusal(self) -> Refusal | None: ...
-
-
-@attrs.frozen
-class SendConfig:
-    """The broker config values the send path reads (rebuilt by `reconfigure`)."""
-
-    broker_permission: int
-    broker_ip: str
-    broker_name: str
-    cluster_name: str
-    auto_create_topic_enable: bool
-    max_message_size: int
-    reject_transaction_message: bool = False
-    delay_levels: int = 18  # how many messageDelayLevel levels
-    timer_max_delay_ms: int = 3 * 24 * 3600 * 1000  # timerMaxDelaySec
-
-    @classmethod
-    def of(cls, c: BrokerConfig) -> SendConfig:
-        return cls(
-            c.brokerPermission,
-            c.brokerIP1,
-            c.brokerName,
-            c.brokerClusterName,
-            c.autoCreateTopicEnable,
-            c.maxMessageSize,
-            c.rejectTransactionMessage,
-            delay_levels=len(parse_message_delay_level(c.messageDelayLevel)),
-            timer_max_delay_ms=c.timerMaxDelaySec * 1000,
-        )
 
 
 class SendMessageProcessor:
@@ -346,16 +310,17 @@ class SendMessageProcessor:
                 ResponseCode.NO_PERMISSION,
                 f"the broker[{self.config.broker_ip}] sending transaction message is forbidden",
             )
-        uniq = prop_value(props, UNIQ_KEY)
-        if not uniq:
-            uniq = self.new_uniq_key()
-            props = append_props(props, f"{_UNIQ_PREFIX}{uniq}\x02")
-        props = append_props(props, self._cluster_prop)
+        props, uniq = stamp_props(props, self._cluster_prop, self.new_uniq_key)
         reconsume = h.reconsumeTimes or 0
-        routed = self._route(h, tc, props, uniq, reconsume, prepared)
-        if isinstance(routed, Refusal):
-            return routed
-        topic, queue_id, reply_queue_id, props = routed
+        topic, queue_id = h.topic, h.queueId
+        # a queue to pick, a delay or timer, a retry topic: `_route` decides (else no call)
+        if queue_id < 0 or "DELAY" in props or "TIMER_" in props or topic.startswith(_RETRY):
+            routed = self._route(h, tc, props, uniq, reconsume, prepared)
+            if isinstance(routed, Refusal):
+                return routed
+            topic, queue_id, reply_queue_id, props = routed
+        else:
+            reply_queue_id = queue_id
         sys_flag = h.sysFlag | (MULTI_TAGS_FLAG if tc.topicFilterType == "MULTI_TAG" else 0)
         # positional, in field order (topic, queue_id, body, flag, properties, sys_flag,
         # born_timestamp, born_host, reconsume_times): cheaper than keywords per send
@@ -363,9 +328,10 @@ class SendMessageProcessor:
             topic, queue_id, body, h.flag, props, sys_flag, h.bornTimestamp, born_host, reconsume
         )
         done: PutCallback
-        if isinstance(on_done, DirectAnswer):  # remoting's hot path: the callback itself
-            on_done.queue_id, on_done.uniq = reply_queue_id, uniq
-            done = on_done
+        # remoting's hot path, the callback itself (the MRO: no ABCMeta instancecheck call)
+        if DirectAnswer in type(on_done).__mro__:
+            on_done.queue_id, on_done.uniq = reply_queue_id, uniq  # type: ignore[union-attr]
+            done = on_done  # type: ignore[assignment]
         else:
             done = PendingSend(on_done, reply_queue_id, uniq)
         if prepared:  # a half message (transaction_policy.py); the answer names the real queue

@@ -218,6 +218,21 @@ class LogicQueueStore:
             r = await self._remote_read(topic, queue_id, plan, max_bytes, tag_codes)
         return to_logic(plan, queue_id, r)
 
+    def read_nowait(
+        self,
+        topic: str,
+        queue_id: int,
+        offset: int,
+        max_count: int,
+        max_bytes: int,
+        tag_codes: CqMatch = None,
+    ) -> GetResult | None:
+        """A plain topic's small read, inline; None for a static topic's (it may be remote)."""
+        view = self.view
+        if self.mappings.get(topic) is not None or max_bytes > view.off_loop_read_bytes:
+            return None
+        return view.get_messages(topic, queue_id, offset, max_count, max_bytes, tag_codes)
+
     async def _remote_read(
         self, topic: str, gid: int, plan: ReadAt, max_bytes: int, tag_codes: CqMatch
     ) -> GetResult:

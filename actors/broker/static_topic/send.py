@@ -29,6 +29,7 @@ from rocketrio.actors.broker.dispatch.answers import born_host, refused
 from rocketrio.actors.broker.dispatch.outcomes import Refusal, SendOutcome, SendStored
 from rocketrio.actors.broker.dispatch.table import Answer, Handler, answer_of
 from rocketrio.actors.broker.send.completions import OnSent
+from rocketrio.actors.broker.send.direct import direct_send
 from rocketrio.actors.broker.send.handlers import SendAnswer, send_header
 from rocketrio.actors.broker.send.processor import SendMessageProcessor
 from rocketrio.actors.broker.tables.topic_queue_mapping import TopicQueueMappingManager
@@ -134,4 +135,8 @@ def send_handlers(
         return None if refusal is None else refused(cmd, refusal)
 
     codes = (RequestCode.SEND_MESSAGE, RequestCode.SEND_MESSAGE_V2, RequestCode.SEND_BATCH_MESSAGE)
-    return {code: handle for code in codes if code in plain}
+    wrapped: dict[int, Handler] = {code: handle for code in codes if code in plain}
+    v2 = RequestCode.SEND_MESSAGE_V2
+    if v2 in wrapped:  # a plain topic's single send skips this wrapper (send/direct.py)
+        wrapped[v2] = direct_send(send, handle, mappings)
+    return wrapped

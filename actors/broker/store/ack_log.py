@@ -27,7 +27,8 @@ class AckLog:
 
     def acked(self, done: list[tuple[AnyPut, Stored]], started: float) -> None:
         """The turn's puts were answered: count their time (once per turn), log sampled."""
-        count = sum(stored_count(stored) for _, stored in done)
+        # no call per put: a single put's result is a list, a batch body's a BatchPutResult
+        count = sum([len(s) if type(s) is list else stored_count(s) for _, s in done])
         self._acked_since_log += count
         now = trio.current_time()
         if self.stats is not None:

@@ -92,6 +92,13 @@ class Appender:
                 out.extend(self._messages([put]))
             return out
         stats = self.stats
+        if len(results) == len(puts):  # single sends only (the hot path): no slicing
+            out = [(put, [r]) for put, r in zip(puts, results, strict=True)]
+            if stats is not None:
+                on_put = stats.on_topic_put
+                for put, r in zip(puts, results, strict=True):
+                    on_put(put.messages[0].topic, 1, r.size)
+            return out
         out = []
         i = 0
         for put in puts:  # one request each: counted once (a send's messages share a topic)

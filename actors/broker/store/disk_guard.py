@@ -81,7 +81,8 @@ class DiskGuard:
         return usage if self.store_fault is None else f"{usage}; {self.store_fault}"
 
     def write_refusal(self) -> Refusal | None:
-        if not self.full:
+        # `full` inline: this runs for every send
+        if not self.above_limit and self.store_fault is None:
             return None
         return Refusal(ResponseCode.SERVICE_NOT_AVAILABLE, refusal_remark(self.describe()))
 

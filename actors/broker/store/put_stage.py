@@ -43,7 +43,8 @@ class PutStage:
         staged = self._open
         if staged is None or len(staged) >= self.per_slot or self.extra >= self.max_extra:
             return False
-        size = _bytes(put)
+        msgs = put.messages  # a single send's body size inline (the hot path: no call)
+        size = len(msgs[0].body) if len(msgs) == 1 else _bytes(put)
         if self._open_bytes + size > self.per_slot_bytes:
             return False
         staged.append(put)
@@ -54,7 +55,8 @@ class PutStage:
     def opened(self, token: StagedPuts) -> None:
         """``token`` is now the newest inbox message: later puts may join it."""
         self._open = token.puts
-        self._open_bytes = sum(_bytes(p) for p in token.puts)
+        puts = token.puts
+        self._open_bytes = _bytes(puts[0]) if len(puts) == 1 else sum(_bytes(p) for p in puts)
 
     def seal(self) -> None:
         """Another message went into the inbox, or the actor took it: no more joins."""

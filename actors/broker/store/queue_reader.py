@@ -36,6 +36,19 @@ class QueueReader(Protocol):
         tag_codes: CqMatch = None,
     ) -> GetResult: ...
 
+    def read_nowait(
+        self,
+        topic: str,
+        queue_id: int,
+        offset: int,
+        max_count: int,
+        max_bytes: int,
+        tag_codes: CqMatch = None,
+    ) -> GetResult | None:
+        """`read_messages` read inline when it needs no wait (a queue of this store, a read
+        no bigger than the view's off-loop threshold); None when it would wait."""
+        ...
+
     def get_min_offset(self, topic: str, queue_id: int) -> int: ...
 
     def get_max_offset(self, topic: str, queue_id: int) -> int: ...
@@ -75,6 +88,20 @@ class PhysicalQueues:
         return await self.view.read_messages(
             topic, queue_id, offset, max_count, max_bytes, tag_codes
         )
+
+    def read_nowait(
+        self,
+        topic: str,
+        queue_id: int,
+        offset: int,
+        max_count: int,
+        max_bytes: int,
+        tag_codes: CqMatch = None,
+    ) -> GetResult | None:
+        view = self.view
+        if max_bytes > view.off_loop_read_bytes:
+            return None
+        return view.get_messages(topic, queue_id, offset, max_count, max_bytes, tag_codes)
 
     def get_min_offset(self, topic: str, queue_id: int) -> int:
         return self.view.get_min_offset(topic, queue_id)

@@ -10,7 +10,7 @@ from typing import Any
 import grpc
 import trio
 
-from rocketrio.actors.proxy.grpc_bridge import Call, GrpcBridge, serve_calls
+from rocketrio.actors.proxy.grpc_bridge import TO_TRIO, Call, GrpcBridge, serve_calls
 from rocketrio.actors.proxy.service import error_response, overflow_response
 from rocketrio.protocol.grpc_v2 import definition_pb2 as pb
 from rocketrio.protocol.grpc_v2 import service_pb2 as spb
@@ -133,5 +133,43 @@ async def test_abandoned_call_cancels_its_trio_task_and_others_go_on() -> None:
         except grpc.RpcError as e:
             assert e.code() == grpc.StatusCode.UNKNOWN
         assert (await trio.to_thread.run_sync(route, "T")).status.code == pb.OK
+        channel.close()
+        nursery.cancel_scope.cancel()
+
+
+class GivesBack:
+    """An ``on_loop`` that takes every ReceiveMessage on the gRPC loop and then gives it back
+    (`TO_TRIO`, a POP given up at a master that moved), and takes nothing else."""
+
+    def __init__(self) -> None:
+        self.taken = 0
+
+    def start(self, method: str, request: Any) -> Any:
+        if method != "ReceiveMessage":
+            return None
+        self.taken += 1
+
+        async def answer() -> Any:
+            return TO_TRIO
+
+        return answer()
+
+    def close(self) -> None:
+        pass
+
+
+async def test_a_call_the_loop_gives_back_is_answered_by_trio() -> None:
+    polls = Polls()
+    polls.release.set()
+    async with (
+        GrpcBridge("127.0.0.1", 0, overflow_response) as bridge,
+        trio.open_nursery() as nursery,
+    ):
+        bridge.on_loop = loop = GivesBack()
+        nursery.start_soon(serve_calls, bridge.calls, polls)
+        channel, stub = stub_for(bridge.port)
+        got = await trio.to_thread.run_sync(lambda: list(stub.ReceiveMessage(RECEIVE, timeout=30)))
+        assert [r.status.code for r in got] == [pb.MESSAGE_NOT_FOUND]  # Trio's handler's
+        assert loop.taken == 1 and polls.waiting == 1
         channel.close()
         nursery.cancel_scope.cancel()

@@ -13,61 +13,19 @@ from typing import Any
 
 from rocketrio.actors.client.simple_consumer import ack_command
 from rocketrio.actors.proxy.ack_nowait import ack_ext
-from rocketrio.actors.proxy.loop_remoting import LoopCalls, RouteView
+from rocketrio.actors.proxy.loop_remoting import LoopCalls
 from rocketrio.actors.proxy.mapping import PROXY_PRODUCER_GROUP, TargetQueue
 from rocketrio.actors.proxy.receipt import decode_receipt, encode_receipt
 from rocketrio.actors.proxy.send import SendPath, send_ext
 from rocketrio.actors.proxy.service import ProxyService
-from rocketrio.protocol.bodies import BrokerData, QueueData, TopicRouteData
 from rocketrio.protocol.codes import RequestCode, ResponseCode
 from rocketrio.protocol.grpc_v2 import definition_pb2 as pb
 from rocketrio.protocol.grpc_v2 import service_pb2 as spb
 from rocketrio.protocol.headers import SendMessageRequestHeaderV2
 from rocketrio.protocol.message import TRANSACTION_PREPARED_TYPE, encode_properties
 from rocketrio.protocol.pop_extra_info import ExtraInfo
-from rocketrio.protocol.remoting import FrameDecoder, RemotingCommand, encode_command
 from rocketrio.protocol.serde import to_ext
-
-TOPIC = "LoopT"
-BROKER = "broker-a"
-
-
-class FakeBroker:
-    """Answers SEND_MESSAGE_V2 with the next queue offset and ACK_MESSAGE with ``ack_code``;
-    ``silent`` answers nothing; ``reads`` counts the frames each read brought."""
-
-    def __init__(self) -> None:
-        self.silent = False
-        self.ack_code = ResponseCode.SUCCESS
-        self.requests: list[RemotingCommand] = []
-        self.reads: list[int] = []
-        self.writers: list[asyncio.StreamWriter] = []
-        self.addr = ""
-
-    async def start(self) -> asyncio.Server:
-        server = await asyncio.start_server(self._serve, "127.0.0.1", 0)
-        self.addr = f"127.0.0.1:{server.sockets[0].getsockname()[1]}"
-        return server
-
-    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        self.writers.append(writer)
-        decoder = FrameDecoder()
-        while data := await reader.read(1 << 20):
-            decoder.feed(data)
-            frames = 0
-            while (cmd := decoder.next_command()) is not None:
-                frames += 1
-                self.requests.append(cmd)
-                if not self.silent:
-                    writer.write(encode_command(self._answer(cmd)))
-            self.reads.append(frames)
-
-    def _answer(self, cmd: RemotingCommand) -> RemotingCommand:
-        if cmd.code == RequestCode.SEND_MESSAGE_V2:
-            n = sum(r.code == RequestCode.SEND_MESSAGE_V2 for r in self.requests) - 1
-            ext = {"msgId": f"7F00000100002A9F{n:016X}", "queueId": "0", "queueOffset": str(n)}
-            return cmd.make_response(ResponseCode.SUCCESS, None, ext)
-        return cmd.make_response(self.ack_code, "no" if self.ack_code else None)
+from tests.harness.loop_broker import BROKER, TOPIC, FakeBroker, connected, route, send_req
 
 
 def calls(renewing: frozenset[str] = frozenset()) -> LoopCalls:
@@ -80,23 +38,6 @@ def calls(renewing: frozenset[str] = frozenset()) -> LoopCalls:
     return LoopCalls(sends, error_answer, lambda: renewing)
 
 
-def route(addr: str) -> RouteView:
-    r = TopicRouteData(
-        queueDatas=[QueueData(BROKER, 4, 4, 6)],
-        brokerDatas=[BrokerData("DefaultCluster", BROKER, {0: addr})],
-    )
-    return RouteView(r, {BROKER: addr})
-
-
-def send_req(i: int) -> Any:
-    m = pb.Message(
-        topic=pb.Resource(name=TOPIC),
-        system_properties=pb.SystemProperties(message_id=f"LOOP{i}"),
-        body=b"x",
-    )
-    return spb.SendMessageRequest(messages=[m])
-
-
 def ack_req(group: str = "G", handle: str | None = None) -> Any:
     extra = ExtraInfo(5, 1_700_000_000_000, 30_000, 0, "0", BROKER, 2, 5).build()
     handle = handle if handle is not None else encode_receipt(extra, 5, 1234)
@@ -104,17 +45,6 @@ def ack_req(group: str = "G", handle: str | None = None) -> Any:
     return spb.AckMessageRequest(
         group=pb.Resource(name=group), topic=pb.Resource(name=TOPIC), entries=[entry]
     )
-
-
-async def connected(c: LoopCalls, broker: FakeBroker) -> None:
-    """Publish the route; the first send opens the connection (and goes to Trio)."""
-    c.publish(TOPIC, route(broker.addr))
-    assert c.start("SendMessage", send_req(-1)) is None
-    for _ in range(200):
-        await asyncio.sleep(0.01)
-        if c.remoting is not None and c.remoting.connection(broker.addr) is not None:
-            return
-    raise AssertionError("no connection")
 
 
 def test_sends_and_acks_on_the_loop_answer_as_the_trio_path() -> None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import hashlib
 import zlib
 
+import attrs
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -18,7 +19,7 @@ from rocketrio.protocol.codes import ResponseCode
 from rocketrio.protocol.grpc_v2 import definition_pb2 as pb
 from rocketrio.protocol.grpc_v2 import service_pb2 as spb
 from rocketrio.protocol.message import MessageExt
-from rocketrio.protocol.pop_extra_info import ExtraInfo
+from rocketrio.protocol.pop_extra_info import ExtraInfo, ExtraInfoError
 
 ENDPOINTS = mp.endpoints_of("10.0.0.9", 8081)
 NOW = 1_700_000_000_000
@@ -300,6 +301,45 @@ def test_receipt_of_a_checkpoint_without_queue_offset_gets_the_messages() -> Non
     receipt = decode_receipt(encode_receipt(info.build(), 15, 77))
     assert receipt.extra.queue_offset == 15 and receipt.extra.retry == info.retry
     assert decode_receipt("10 1000 30000 0 0 broker-a 3 12").commit_log_offset == -1
+
+
+def _parsed_and_rebuilt(extra_info: str, queue_offset: int, commit_log_offset: int) -> str:
+    """What `encode_receipt` was before it took the broker's text as it came."""
+    extra = ExtraInfo.parse(extra_info)
+    if extra.queue_offset is None:
+        extra = attrs.evolve(extra, queue_offset=queue_offset)
+    return f"{extra.build()} {commit_log_offset}"
+
+
+_EXTRA_INFOS = st.builds(
+    ExtraInfo,
+    st.integers(0, 2**62), st.integers(0, 2**45), st.integers(1, 2**31), st.integers(0, 999),
+    st.sampled_from(["0", "1", "2"]), st.sampled_from(["broker-a", "b_1", "x.y-z"]),
+    st.integers(0, 1023), st.none() | st.integers(0, 2**62),
+)  # fmt: skip
+
+
+@given(_EXTRA_INFOS, st.integers(0, 2**62), st.integers(-1, 2**62))
+def test_receipt_handle_from_the_brokers_text_is_the_parsed_and_rebuilt_one(
+    extra: ExtraInfo, queue_offset: int, commit_log_offset: int
+) -> None:
+    """The handle is written from the broker's extraInfo text as it came (no parse and
+    rebuild per received message): byte for byte what the parsed and rebuilt one was, with
+    seven fields (the message's queue offset appended) and with eight (kept)."""
+    text = extra.build()
+    handle = encode_receipt(text, queue_offset, commit_log_offset)
+    assert handle == _parsed_and_rebuilt(text, queue_offset, commit_log_offset)
+    receipt = decode_receipt(handle)
+    assert receipt.commit_log_offset == commit_log_offset
+    assert receipt.extra.queue_offset == (
+        extra.queue_offset if extra.queue_offset is not None else queue_offset
+    )
+
+
+@pytest.mark.parametrize("text", ["", "1 2 3", "1 2 3 4 5 6", "1 2 3 4 5 6 7 8 9"])
+def test_an_extra_info_of_another_number_of_fields_is_refused(text: str) -> None:
+    with pytest.raises(ExtraInfoError):
+        encode_receipt(text, 1, 2)
 
 
 @pytest.mark.parametrize(
