@@ -36,6 +36,7 @@ class Mutant:
 
 _AM = "tests/actor/broker/test_acting_master.py::"
 _RT = "tests/actor/broker/test_replicated_turns.py::"
+_HS = "tests/actor/broker/test_ha_shells.py::"
 _MC = "tests/unit/actors/broker/ha/test_master_core.py::"
 _SS = "tests/unit/actors/broker/ha/test_sync_state.py::"
 _AC = "tests/unit/actors/broker/failover/test_acting_core.py::"
@@ -811,6 +812,41 @@ MUTANTS: list[Mutant] = [
         "            self.written.advance(self.store.get_commitlog_max_offset())  # MUTANT\n"
         "            if self.sync_flush:\n",
         [_RT + "test_a_sync_flush_master_ships_a_turn_while_it_syncs_it"],
+    ),
+    Mutant(
+        "master shipping: a store turn's bytes wait for the HA writer task (no inline send)",
+        "actors/broker/ha/master_service.py",
+        "        stop = self.store.written.listen(self._on_written)",
+        "        stop = lambda: None  # noqa: E731  MUTANT",
+        [_HS + "test_a_turn_is_on_the_wire_before_the_store_turn_yields"],
+    ),
+    Mutant(
+        "master shipping: an inline send goes out while the writer task is writing",
+        "actors/broker/ha/master_service.py",
+        "        if send is None or self.writing or self.reply_handshake or self.s.gate",
+        "        if send is None or self.reply_handshake or self.s.gate",
+        [_HS + "test_partial_and_refused_inline_sends_keep_the_stream_in_order"],
+    ),
+    Mutant(
+        "master shipping: what the socket did not take of an inline send is dropped",
+        "actors/broker/ha/master_service.py",
+        "        if taken < size:",
+        "        if False:  # MUTANT",
+        [_HS + "test_partial_and_refused_inline_sends_keep_the_stream_in_order"],
+    ),
+    Mutant(
+        "master shipping: a master that stepped down still ships turns inline",
+        "actors/broker/ha/master_service.py",
+        " or self.s.gate is not self.gate:",
+        ":  # MUTANT",
+        [_HS + "test_a_master_that_steps_down_mid_ship_sends_nothing_more"],
+    ),
+    Mutant(
+        "master shipping: a write shipped counts as acked by the slave (answered unheld)",
+        "actors/broker/ha/master_service.py",
+        "            self.gate.on_sent(self.core.slave_id)",
+        "            self.gate.on_ack(self.core.slave_id, self.core.next_offset)  # MUTANT",
+        [_HS + "test_answers_wait_for_the_in_sync_offset_and_a_silent_slave_holds_them"],
     ),
     Mutant(
         "role service: a slave is taken for master",

@@ -59,14 +59,32 @@ class SimStream(trio.abc.Stream):
                 raise trio.ClosedResourceError("stream closed")
             if self._tx.broken or self._tx.closed:
                 raise trio.BrokenResourceError("connection reset (simulated)")
+        self._queue(bytes(data))
+
+    def _queue(self, data: bytes) -> None:
         at = max(
             trio.current_time() + self._net.delay(self.local_host, self.remote_host),
             self._tx.last_at,
         )
         self._tx.last_at = at
-        self._tx.chunks.append((at, bytes(data)))
+        self._tx.chunks.append((at, data))
         self._tx.queued += len(data)
         self._tx.lot.unpark_all()
+
+    def send_nowait(self, buffers: list[bytes | memoryview]) -> int:
+        """A non-blocking gathered send, as the HA master's inline shipping makes on a TCP
+        socket (`master_service.nowait_sender`): the bytes the window has room for (all of
+        them on a network without a window), 0 when it is full; OSError on a closed or reset
+        connection."""
+        if self._closed or self._tx.broken or self._tx.closed:
+            raise BrokenPipeError("connection closed or reset (simulated)")
+        data = b"".join(buffers)
+        window = self._net.window_bytes
+        if window is not None:
+            data = data[: max(0, window - self._tx.queued)]
+        if data:
+            self._queue(data)
+        return len(data)
 
     async def wait_send_all_might_not_block(self) -> None:
         await trio.lowlevel.checkpoint()

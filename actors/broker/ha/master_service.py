@@ -14,7 +14,15 @@ Per connection, two tasks share a `MasterConnectionCore` (master_core.py):
   confirmOffset; every batch is at most haTransferBatchSize, but all the batches ready at one
   wake-up (up to `BURST_BYTES`) go out in ONE socket write, read with one read: a slave then
   reads, stores and acks a master's turn once, not per 32 KiB. It sleeps on the store's
-  `written` watermark, and sends heartbeats and closes an idle connection on the core's timers.
+  `written` watermark, and sends heartbeats and closes an idle connection on the core's timers;
+- shipping inline (`ship_inline`): the store's `written` watermark calls the service as it
+  advances, in the store turn that appended, and each connection in TRANSFER whose writer is
+  not writing plans the same burst and hands it to the socket with ONE non-blocking send: the
+  turn's bytes are on the wire before the turn answers or dispatches, with no wait for the
+  writer task to be scheduled (behind the client connections' readers, on a busy master: the
+  round trip of every replicated send). Whatever the socket does not take at once is left to
+  the writer, which sends it before anything else, so the byte stream keeps its order; a
+  stream with no non-blocking send (`nowait_sender`) is served by the writer alone.
 A protocol error, a closed socket or haHousekeepingInterval of silence closes the connection;
 the slave is then reported disconnected (which shrinks the SyncStateSet) unless a newer
 connection of the same slave took over.
@@ -23,6 +31,9 @@ connection of the same slave took over.
 from __future__ import annotations
 
 import itertools
+import os
+import socket
+from collections.abc import Callable
 from typing import Any
 
 import structlog
@@ -58,6 +69,34 @@ READ_SIZE = 64 * 1024
 # bodies sent with one socket write per wake-up of a connection's writer (several transfer
 # packets of at most haTransferBatchSize each): the slave's read buffer (1 MiB) takes it whole
 BURST_BYTES = 1024 * 1024
+
+
+Buffers = list[bytes | memoryview]
+SendNowait = Callable[[Buffers], int]
+# buffers per non-blocking send: a gathered write takes at most IOV_MAX (1024 on Linux) of them
+GATHER_MAX = 512
+
+
+def nowait_sender(stream: trio.abc.Stream) -> tuple[SendNowait | None, Callable[[], None]]:
+    """A non-blocking gathered send on ``stream`` (the buffers go out in order as one write;
+    returns the bytes the socket took: 0 when its buffer is full) and the function that
+    releases it; (None, no-op) for a stream without one. A stream may offer its own
+    ``send_nowait``; a TCP stream gets a duplicate of its socket's descriptor, which shares the
+    non-blocking connection Trio's stream writes to."""
+    own = getattr(stream, "send_nowait", None)
+    if own is not None:
+        return own, lambda: None
+    if not isinstance(stream, trio.SocketStream):
+        return None, lambda: None
+    dup = socket.socket(fileno=os.dup(stream.socket.fileno()))
+
+    def send(buffers: Buffers) -> int:
+        try:
+            return dup.sendmsg(buffers, (), socket.MSG_DONTWAIT)
+        except BlockingIOError:
+            return 0
+
+    return send, dup.close
 
 
 class _Closing(Exception):
@@ -115,7 +154,16 @@ class HAMasterService:
     # ------------------------------------------------------------------ lifecycle
 
     async def run(self, *, task_status: trio.TaskStatus[str] = trio.TASK_STATUS_IGNORED) -> None:
-        await self.transport.serve(self.listen_addr, self._serve, task_status=task_status)
+        stop = self.store.written.listen(self._on_written)
+        try:
+            await self.transport.serve(self.listen_addr, self._serve, task_status=task_status)
+        finally:
+            stop()
+
+    def _on_written(self, _value: int) -> None:
+        """The store turn that appended calls this (module doc: shipping inline)."""
+        for conn in self._conns.values():
+            conn.ship_inline()
 
     def activate(self, gate: GroupTransferService, self_id: int) -> None:
         """Serve slaves for this mastership (`gate` belongs to one masterEpoch)."""
@@ -223,6 +271,10 @@ class _Connection:
         self.reply_handshake = False
         self.reason = "cancelled"
         self.sent_bytes = ByteRate()  # bytes written to the slave per second
+        self.send_nowait, self.release_sender = nowait_sender(stream)
+        self.writing = False  # a write of the writer task is under way: no inline send now
+        self.unsent: memoryview | None = None  # what an inline send left for the writer
+        self.inline_bursts = 0  # bursts shipped from the store turn (tests, figures)
 
     async def run(self) -> None:
         try:
@@ -237,6 +289,7 @@ class _Connection:
             self.reason = f"socket: {leaf}" if socket_error else str(leaf)
 
     def finish(self) -> None:
+        self.release_sender()
         slave = self.core.slave_id
         if slave is not None and self.s._by_slave.get(slave) == self.number:
             del self.s._by_slave[slave]
@@ -310,9 +363,59 @@ class _Connection:
 
     # ------------------------------------------------------------------ writer
 
+    def ship_inline(self) -> None:
+        """Ship what the store just wrote, from the store turn, with one non-blocking send
+        (module doc); anything it cannot do now is left to the writer task."""
+        send, core = self.send_nowait, self.core
+        if send is None or self.writing or self.reply_handshake or self.s.gate is not self.gate:
+            return
+        if core.phase is not Phase.TRANSFER or core.next_offset is None:
+            return
+        store, now = self.s.store, monotonic_ms()
+        confirm = store.confirm_offset()
+        try:
+            burst = core.plan_burst(
+                store.log_end_offset(), store.epoch_records(), now, confirm, BURST_BYTES
+            )
+            if not burst:
+                return
+            parts = self._packet_parts(burst, confirm)
+            if len(parts) > GATHER_MAX:
+                parts = [b"".join(parts)]
+            taken = send(parts)
+        except (_Closing, NoEpochForOffset, OSError):
+            return  # the writer task meets the same and closes the connection
+        if taken <= 0:
+            return  # the socket's buffer is full: the writer waits for room
+        size = sum(len(p) for p in parts)
+        if taken < size:
+            self.unsent = memoryview(b"".join(parts))[taken:]
+            self.writing = True  # until the writer has sent the rest, nothing else goes out
+            store.written.kick()
+        self.inline_bursts += 1
+        self._sent(burst, size, confirm)
+
+    def _sent(self, burst: list[TransferBatch], size: int, confirm: int) -> None:
+        now = monotonic_ms()
+        self.sent_bytes.add(size, now)
+        self.core.sent_burst(burst, now, confirm)
+        if self.core.slave_id is not None:
+            self.gate.on_sent(self.core.slave_id)
+
+    async def _send_all(self, data: bytes | memoryview) -> None:
+        self.writing = True
+        try:
+            await self.stream.send_all(data)
+        finally:
+            self.writing = False
+
     async def _writer(self) -> None:
         core, store = self.core, self.s.store
         while True:
+            if self.unsent is not None:  # the rest of an inline send goes first
+                rest, self.unsent = self.unsent, None
+                await self._send_all(rest)
+                continue
             now = monotonic_ms()
             if core.expired(now):
                 raise _Closing(
@@ -335,35 +438,33 @@ class _Connection:
                         await store.written.wait_kick()
                 continue
             data = self._packets(burst, confirm)
-            await self.stream.send_all(data)
-            now = monotonic_ms()
-            self.sent_bytes.add(len(data), now)
-            core.sent_burst(burst, now, confirm)
-            if core.slave_id is not None:
-                self.gate.on_sent(core.slave_id)
+            await self._send_all(data)
+            self._sent(burst, len(data), confirm)
 
     def _packets(self, burst: list[TransferBatch], confirm: int) -> bytes:
-        """The burst's transfer packets, header + body each, as one buffer: the bodies are
-        contiguous, so they are read with one read and sliced."""
+        """The burst's transfer packets as one buffer (the writer task's one write)."""
+        parts = self._packet_parts(burst, confirm)
+        return parts[0] if len(parts) == 1 else b"".join(parts)
+
+    def _packet_parts(self, burst: list[TransferBatch], confirm: int) -> Buffers:
+        """The burst's transfer packets, header then body each, in order, for a gathered
+        write: the bodies are contiguous, so they are read with one read and sliced, and not
+        copied again to join them."""
         first, last = burst[0], burst[-1]
         size = last.offset + last.size - first.offset
         body = self.s.store.read_commitlog(first.offset, size) if size else b""
         if len(body) != size:
             raise _Closing(f"read {len(body)} of {size} bytes at {first.offset}")
-        if len(burst) == 1:
-            header = encode_transfer_header(
-                first.offset, first.epoch, first.epoch_start_offset, confirm, first.size
-            )
-            return header + body if body else header
         view = memoryview(body)
-        parts: list[bytes | memoryview] = []
+        parts: Buffers = []
         for b in burst:
             at = b.offset - first.offset
             parts.append(
                 encode_transfer_header(b.offset, b.epoch, b.epoch_start_offset, confirm, b.size)
             )
-            parts.append(view[at : at + b.size])
-        return b"".join(parts)
+            if b.size:
+                parts.append(view[at : at + b.size])
+        return parts
 
     async def _send_handshake(self, now: int) -> None:
         store = self.s.store
@@ -371,6 +472,6 @@ class _Connection:
         last = epochs[-1].epoch if epochs else -1
         mh = MasterHandshake(store.log_end_offset(), last, epochs)
         data = encode_master_handshake(mh)
-        await self.stream.send_all(data)
+        await self._send_all(data)
         self.sent_bytes.add(len(data), monotonic_ms())
         self.core.handshake_sent(now)

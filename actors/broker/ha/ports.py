@@ -6,12 +6,14 @@ every mutation (`SlaveStorePort`) is a message to the store actor, the store's o
 returns only once it is done (durable where the method says so).
 
 `Watermark` is how the store tells the master's writers that the CommitLog grew: each writer
-waits for the value to pass the offset it has sent up to.
+waits for the value to pass the offset it has sent up to. A listener (`listen`) is called inline
+by `advance`, before the waiters wake: the master's HA service ships a store turn's bytes from
+there, in the turn itself, without waiting for a writer task to be scheduled.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Protocol
 
 import trio
@@ -26,10 +28,19 @@ class Watermark:
     def __init__(self, value: int = 0) -> None:
         self.value = value
         self._lot = trio.lowlevel.ParkingLot()
+        self._listeners: list[Callable[[int], None]] = []
+
+    def listen(self, fn: Callable[[int], None]) -> Callable[[], None]:
+        """Call ``fn(value)`` inline on every `advance` that moves the value (it must not
+        raise); returns the function that stops it."""
+        self._listeners.append(fn)
+        return lambda: self._listeners.remove(fn)
 
     def advance(self, value: int) -> None:
         if value > self.value:
             self.value = value
+            for fn in self._listeners:
+                fn(value)
             self._lot.unpark_all()
 
     def reset(self, value: int) -> None:

@@ -1,12 +1,15 @@
 """The HA shells (master service, slave client, group transfer) on the simulated network under
 MockClock, with an in-memory store standing in for the store actor (the real store is tested
 in test_ha_replication.py). Checks byte-identical replication with epochs, acks gated on the
-SyncStateSet, shrink on disconnect through the controller, truncation of a divergent slave."""
+SyncStateSet, shrink on disconnect through the controller, truncation of a divergent slave;
+and the master's inline shipping (a turn's bytes sent from the turn itself, through a stream
+with a non-blocking send that may take a part or nothing)."""
 
 from __future__ import annotations
 
 import random
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import pytest
 import trio
@@ -18,7 +21,7 @@ from rocketrio.actors.broker.ha.group_transfer import (
     AlterResult,
     GroupTransferService,
 )
-from rocketrio.actors.broker.ha.master_service import HAMasterService
+from rocketrio.actors.broker.ha.master_service import HAMasterService, nowait_sender
 from rocketrio.actors.broker.ha.ports import Watermark
 from rocketrio.actors.broker.ha.slave_client import HAClient, _merge_appends
 from rocketrio.actors.broker.ha.slave_core import (
@@ -31,9 +34,10 @@ from rocketrio.actors.broker.ha.slave_core import (
 from rocketrio.actors.broker.ha.sync_state import AckPolicy, SyncStateCore
 from rocketrio.actors.broker.ha.truncation import TruncateTo, TruncationPlan
 from rocketrio.actors.kernel.clock import monotonic_ms
+from rocketrio.actors.kernel.transport import Handler, Transport
 from rocketrio.protocol.message import BLANK_MAGIC_CODE, append_record
 from rocketrio.storage.epoch_file import EpochRecord
-from tests.harness.sim_network import SimNetwork
+from tests.harness.sim_network import SimNetwork, SimStream
 
 SEG = 8192
 MASTER, SLAVE = "10.0.0.1", "10.0.0.2"
@@ -118,10 +122,17 @@ def _record(body: bytes, offset: int) -> bytes:
 
 
 class ShellGroup:
-    def __init__(self, nursery: trio.Nursery, net: SimNetwork, master: FakeStore) -> None:
+    def __init__(
+        self,
+        nursery: trio.Nursery,
+        net: SimNetwork,
+        master: FakeStore,
+        master_transport: Transport | None = None,
+    ) -> None:
         self.nursery = nursery
         self.net = net
         self.master = master
+        self.master_transport = master_transport or net.transport(MASTER)
         self.alters: list[tuple[frozenset[int], int]] = []
         self.controller_set = frozenset({1})
         self.controller_epoch = 1
@@ -144,7 +155,7 @@ class ShellGroup:
             on_confirm=lambda c: setattr(store, "confirm", c),
         )  # fmt: skip
         service = HAMasterService(
-            self.net.transport(MASTER), f"{MASTER}:10912", store, segment_size=SEG,
+            self.master_transport, f"{MASTER}:10912", store, segment_size=SEG,
             batch_size=1000, heartbeat_interval_ms=500, housekeeping_interval_ms=3000,
         )  # fmt: skip
         await self.nursery.start(service.run)
@@ -358,3 +369,271 @@ async def test_ha_clock_reads_back_the_millisecond_a_timer_slept_until(
     for ms in (1001, 1003, 4097, 123_457, 999_999):
         await trio.sleep_until(ms / 1000)
         assert monotonic_ms() == ms
+
+
+# ---------------------------------------------------------------------- shipping inline
+
+
+class NowaitStream(trio.abc.Stream):
+    """A simulated stream with a non-blocking send that takes what ``take(len)`` allows (all,
+    a part, or nothing, as a socket with a full buffer would); sends are logged."""
+
+    def __init__(self, inner: SimStream, take: Callable[[int], int]) -> None:
+        self.inner, self.take = inner, take
+        self.remote_host = inner.remote_host
+        self.nowait_sends: list[tuple[int, int]] = []  # (offered, taken)
+
+    def send_nowait(self, buffers: list[bytes | memoryview]) -> int:
+        data = b"".join(buffers)
+        n = self.take(len(data))
+        self.nowait_sends.append((len(data), n))
+        if n:
+            tx, net = self.inner._tx, self.inner._net
+            if tx.broken or tx.closed:
+                raise OSError("connection reset (simulated)")
+            at = max(trio.current_time() + net.delay(MASTER, SLAVE), tx.last_at)
+            tx.last_at = at
+            tx.chunks.append((at, bytes(data[:n])))
+            tx.queued += n
+            tx.lot.unpark_all()
+        return n
+
+    async def send_all(self, data: bytes | bytearray | memoryview) -> None:
+        await self.inner.send_all(data)
+
+    async def wait_send_all_might_not_block(self) -> None:
+        await self.inner.wait_send_all_might_not_block()
+
+    async def receive_some(self, max_bytes: int | None = None) -> bytes:
+        return await self.inner.receive_some(max_bytes)
+
+    async def send_eof(self) -> None:
+        await self.inner.send_eof()
+
+    async def aclose(self) -> None:
+        await self.inner.aclose()
+
+
+class NowaitTransport(Transport):
+    """The master's side of a SimNetwork, its accepted streams wrapped in `NowaitStream`."""
+
+    def __init__(self, net: SimNetwork, take: Callable[[int], int]) -> None:
+        self.inner, self.take = net.transport(MASTER), take
+        self.streams: list[NowaitStream] = []
+
+    async def serve(
+        self, addr: str, handler: Handler, *, task_status: Any = trio.TASK_STATUS_IGNORED
+    ) -> None:
+        async def wrapped(stream: trio.abc.Stream) -> None:
+            assert isinstance(stream, SimStream)
+            ours = NowaitStream(stream, self.take)
+            self.streams.append(ours)
+            await handler(ours)
+
+        await self.inner.serve(addr, wrapped, task_status=task_status)
+
+    async def connect(self, addr: str) -> trio.abc.Stream:
+        return await self.inner.connect(addr)
+
+
+async def _in_sync(c: ShellGroup, slave: FakeStore) -> tuple[HAMasterService, GroupTransferService]:
+    service, gate = await c.start_master(AckPolicy(all_ack_in_sync_state_set=True))
+    c.start_slave(slave)
+    await wait_for(lambda: c.controller_set == {1, 2})
+    await wait_for(lambda: bytes(slave.log) == bytes(c.master.log))
+    return service, gate
+
+
+async def test_a_turn_is_on_the_wire_before_the_store_turn_yields(mock_clock) -> None:
+    """The advance of `written` ships the turn's bytes itself: they are queued on the socket
+    before the turn reaches a checkpoint, and the writer task sends nothing of them."""
+    rng = random.Random(21)
+    master = FakeStore([EpochRecord(1, 0)])
+    master.write(10, rng)
+    async with trio.open_nursery() as nursery:
+        net = SimNetwork(21)
+        transport = NowaitTransport(net, lambda n: n)
+        c = ShellGroup(nursery, net, master, transport)
+        service, gate = await _in_sync(c, FakeStore())
+        stream = transport.streams[-1]
+        (conn,) = service._conns.values()
+        conn.inline_bursts = 0
+        outcomes: list[AckOutcome] = []
+        for i in range(5):
+            before = len(stream.inner._tx.chunks)
+            start = len(master.log)
+            end = master.write(4, rng)  # no checkpoint from here ...
+            queued = b"".join(d for _at, d in list(stream.inner._tx.chunks)[before:])
+            # ... and the turn is on the wire: headers (one per 1000 bytes) and its bytes
+            assert conn.core.next_offset == end and conn.inline_bursts == i + 1
+            assert len(queued) == stream.nowait_sends[-1][1] > end - start
+            assert queued.endswith(bytes(master.log[end - (end - start) % 1000 : end]))
+            gate.on_local_max(end)
+            gate.submit(end, outcomes.append)
+            assert len(outcomes) == i  # shipped, not acknowledged before the slave acks
+            await wait_for(lambda i=i: len(outcomes) == i + 1)
+        assert outcomes == [AckOutcome.ACKED] * 5
+        assert c.client.sessions == 1
+        nursery.cancel_scope.cancel()
+
+
+@pytest.mark.parametrize("seed", range(6))
+async def test_partial_and_refused_inline_sends_keep_the_stream_in_order(
+    mock_clock, seed: int
+) -> None:
+    """The socket takes all, a part or nothing of each inline send, while the writer task
+    writes too: the slave reads one ordered stream (one session, no protocol error), ends
+    byte-identical, and every write is acknowledged in order."""
+    rng = random.Random(seed)
+    master = FakeStore([EpochRecord(1, 0)])
+    master.write(5, rng)
+    sizes = random.Random(seed + 100)
+
+    def take(n: int) -> int:
+        return sizes.choice([n, n, 0, sizes.randint(1, max(1, n - 1)), min(n, 7)])
+
+    async with trio.open_nursery() as nursery:
+        net = SimNetwork(seed)
+        transport = NowaitTransport(net, take)
+        c = ShellGroup(nursery, net, master, transport)
+        _service, gate = await _in_sync(c, FakeStore())
+        slave = c.client.store
+        outcomes: list[int] = []
+        for i in range(60):
+            end = master.write(rng.randint(1, 6), rng)
+            gate.on_local_max(end)
+            gate.submit(end, lambda o, i=i: outcomes.append(i if o is AckOutcome.ACKED else -1))
+            await trio.sleep(rng.choice([0, 0, 0.0001, 0.002]))
+        await wait_for(lambda: len(outcomes) == 60)
+        assert outcomes == list(range(60))
+        assert bytes(slave.log) == bytes(master.log)
+        assert c.client.sessions == 1
+        offered = transport.streams[-1].nowait_sends
+        assert any(0 < t < o for o, t in offered) and any(t == 0 for _o, t in offered)
+        nursery.cancel_scope.cancel()
+
+
+class StallingStore(FakeStore):
+    """A slave store whose appends wait while ``stall`` is set (a slave that stops acking)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.stall = False
+        self.resume = trio.Event()
+
+    async def append_replicated(self, offset: int, data: bytes, confirm: int = -1) -> int:
+        while self.stall:
+            await self.resume.wait()
+        return await super().append_replicated(offset, data, confirm)
+
+
+async def test_answers_wait_for_the_in_sync_offset_and_a_silent_slave_holds_them(
+    mock_clock,
+) -> None:
+    """A write shipped inline is answered only once the slave acked its end; a slave that
+    stops acking holds the answers until syncFlushTimeout (FLUSH_SLAVE_TIMEOUT, never ACKED);
+    the acks it sends on resuming release nothing that timed out twice."""
+    rng = random.Random(5)
+    master = FakeStore([EpochRecord(1, 0)])
+    master.write(5, rng)
+    async with trio.open_nursery() as nursery:
+        net = SimNetwork(5)
+        c = ShellGroup(nursery, net, master, NowaitTransport(net, lambda n: n))
+        slave = StallingStore()
+        _service, gate = await _in_sync(c, slave)
+        outcomes: list[tuple[int, AckOutcome]] = []
+        end1 = master.write(3, rng)
+        gate.on_local_max(end1)
+        gate.submit(end1, lambda o: outcomes.append((end1, o)))
+        await wait_for(lambda: bool(outcomes))
+        assert outcomes == [(end1, AckOutcome.ACKED)] and c.client.core.acked == end1
+        slave.stall = True
+        end2 = master.write(3, rng)
+        gate.on_local_max(end2)
+        gate.submit(end2, lambda o: outcomes.append((end2, o)))
+        t0 = trio.current_time()
+        await trio.sleep(2.9)
+        assert outcomes == [(end1, AckOutcome.ACKED)]  # held: the slave has not acked end2
+        await wait_for(lambda: len(outcomes) == 2)
+        assert outcomes[1] == (end2, AckOutcome.FLUSH_SLAVE_TIMEOUT)
+        assert trio.current_time() - t0 >= 3.0
+        slave.stall = False
+        slave.resume.set()
+        await wait_for(lambda: c.client.core.acked == end2)
+        assert len(outcomes) == 2
+        nursery.cancel_scope.cancel()
+
+
+@pytest.mark.parametrize("partial", [False, True])
+async def test_a_master_that_steps_down_mid_ship_sends_nothing_more(
+    mock_clock, partial: bool
+) -> None:
+    """Deactivated with a turn shipped and not yet acked (and, in a second case, with the
+    rest of a partial inline send still unsent): the waiting write is answered NOT_MASTER,
+    and no later turn is shipped inline to the slave."""
+    rng = random.Random(6)
+    master = FakeStore([EpochRecord(1, 0)])
+    master.write(5, rng)
+    half = [False]
+    async with trio.open_nursery() as nursery:
+        net = SimNetwork(6)
+        transport = NowaitTransport(net, lambda n: n // 2 if half[0] else n)
+        c = ShellGroup(nursery, net, master, transport)
+        service, gate = await _in_sync(c, FakeStore())
+        stream = transport.streams[-1]
+        outcomes: list[AckOutcome] = []
+        half[0] = partial
+        end = master.write(4, rng)  # on the wire (half of it when partial), not acked
+        offered, taken = stream.nowait_sends[-1]
+        assert taken == (offered // 2 if partial else offered)
+        gate.on_local_max(end)
+        gate.submit(end, outcomes.append)
+        service.deactivate()
+        gate.close()
+        assert outcomes == [AckOutcome.NOT_MASTER]
+        sends = len(stream.nowait_sends)
+        master.write(4, rng)
+        assert len(stream.nowait_sends) == sends
+        await trio.sleep(1)
+        assert service.connection_count == 0
+        nursery.cancel_scope.cancel()
+
+
+async def test_a_tcp_stream_gets_a_nonblocking_send_that_shares_its_socket() -> None:
+    """`nowait_sender` on a real socket pair: what it takes (its buffers gathered in order)
+    arrives in order with what the stream sends; a full buffer takes 0 bytes instead of
+    blocking; a stream without a socket gets none."""
+    a, b = trio.socket.socketpair()
+    left, right = trio.SocketStream(a), trio.SocketStream(b)
+    send, release = nowait_sender(left)
+    assert send is not None
+    assert send([b"ab", memoryview(b"xcx")[1:2]]) == 3  # gathered, in order
+    await left.send_all(b"def")
+    got = b""
+    while len(got) < 6:
+        got += await right.receive_some(10)
+    assert got == b"abcdef"
+    chunk = bytes(1 << 20)
+    while send([chunk]) > 0:  # fill the buffer: then nothing, never a block
+        pass
+    assert send([b"x"]) == 0
+    release()
+    await left.send_all(b"")  # the stream's own socket is still open
+    await left.aclose()
+    await right.aclose()
+    assert nowait_sender(trio.testing.memory_stream_pair()[0])[0] is None
+
+
+async def test_a_simulated_stream_sends_nowait_what_its_window_has_room_for(mock_clock) -> None:
+    """The simulated network offers the inline send too (so the cluster simulation runs the
+    master's inline shipping): up to the window's room, then 0."""
+    net = SimNetwork(1, window_bytes=10)
+    async with trio.open_nursery() as nursery:
+        await nursery.start(
+            net.transport(MASTER).serve, f"{MASTER}:1", lambda s: trio.sleep_forever()
+        )
+        sim = await net.transport(SLAVE).connect(f"{MASTER}:1")
+        assert isinstance(sim, SimStream)
+        assert sim.send_nowait([b"0123", b"456789ab"]) == 10  # the window's room, no more
+        assert sim.send_nowait([b"x"]) == 0
+        nursery.cancel_scope.cancel()
