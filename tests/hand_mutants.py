@@ -234,10 +234,10 @@ MUTANTS: list[Mutant] = [
     Mutant(
         "a plain topic's queue range read once and kept (a cut or deleted queue still takes ACKs)",
         "actors/broker/static_topic/logic_store.py",
-        "            return self.view.queue_range(topic, queue_id)\n"
+        "            return self._plain_range(topic, queue_id)\n"
         "        if not self.valid_queue",
         "            return self.__dict__.setdefault(  # MUTANT\n"
-        "                (topic, queue_id), self.view.queue_range(topic, queue_id)\n"
+        "                (topic, queue_id), self._plain_range(topic, queue_id)\n"
         "            )\n        if not self.valid_queue",
         [_AR + "test_an_ack_is_judged_by_the_range_its_queue_has_now"],
     ),
