@@ -242,6 +242,18 @@ MUTANTS: list[Mutant] = [
         [_AR + "test_an_ack_is_judged_by_the_range_its_queue_has_now"],
     ),
     Mutant(
+        "the view's kept queue range reader caches each queue's range (the ACK's offset check)",
+        "actors/broker/store/view.py",
+        "        return self._store.queue_range_reader()\n",
+        "        import functools  # MUTANT\n\n"
+        "        return functools.cache(self._store.queue_range_reader())\n",
+        [
+            "tests/unit/actors/broker/store/test_view.py::"
+            "test_the_kept_queue_range_reader_reads_the_range_live",
+            _AR + "test_an_ack_is_judged_by_the_range_its_queue_has_now",
+        ],
+    ),
+    Mutant(
         "the queue range of a queue the store does not have takes any offset",
         "storage/store_read.py",
         "return (cq.min_offset, cq.max_offset) if cq else (0, 0)",
