@@ -234,8 +234,7 @@ MUTANTS: list[Mutant] = [
     Mutant(
         "a plain topic's queue range read once and kept (a cut or deleted queue still takes ACKs)",
         "actors/broker/static_topic/logic_store.py",
-        "            return self._plain_range(topic, queue_id)\n"
-        "        if not self.valid_queue",
+        "            return self._plain_range(topic, queue_id)\n        if not self.valid_queue",
         "            return self.__dict__.setdefault(  # MUTANT\n"
         "                (topic, queue_id), self._plain_range(topic, queue_id)\n"
         "            )\n        if not self.valid_queue",
@@ -255,9 +254,9 @@ MUTANTS: list[Mutant] = [
     ),
     Mutant(
         "the queue range of a queue the store does not have takes any offset",
-        "storage/store_read.py",
-        "return (cq.min_offset, cq.max_offset) if cq else (0, 0)",
-        "return (cq.min_offset, cq.max_offset) if cq else (0, 1 << 62)  # MUTANT",
+        "storage/consume_queue_store.py",
+        "return cq.offset_range() if cq else (0, 0)",
+        "return cq.offset_range() if cq else (0, 1 << 62)  # MUTANT",
         [_AR + "test_an_ack_is_judged_by_the_range_its_queue_has_now"],
     ),
     Mutant(
