@@ -146,14 +146,20 @@ MUTANTS: list[Mutant] = [
     Mutant(
         "ACK_MESSAGE skips its offset check (an ACK outside the queue's range is taken)",
         "actors/broker/pop/ack.py",
-        "        bad = self._check_offset(topic, queue_id, offset)\n        if bad is not None:\n"
-        "            return bad\n        if qid == POP_ORDER_REVIVE_QUEUE:",
-        "        bad = None  # MUTANT\n        if bad is not None:\n"
-        "            return bad\n        if qid == POP_ORDER_REVIVE_QUEUE:",
+        "        if found is None or not found[0] <= offset <= found[1]:\n",
+        "        if False:  # MUTANT\n",
         [
             _AK + "test_every_refusal_keeps_its_code",
             _AR + "test_an_ack_is_judged_by_the_range_its_queue_has_now",
         ],
+    ),
+    Mutant(
+        "ACK_MESSAGE takes a receipt naming no revive queue (the check inlined in ack_nowait)",
+        "actors/broker/pop/ack.py",
+        "        if not 0 <= qid < self.config.revive_queue_num"
+        " and qid != POP_ORDER_REVIVE_QUEUE:\n",
+        "        if False:  # MUTANT\n",
+        [_AK + "test_every_refusal_keeps_its_code"],
     ),
     Mutant(
         "BATCH_ACK's one range read per CK takes an offset above the queue's max",
