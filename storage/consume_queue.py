@@ -85,6 +85,10 @@ class ConsumeQueue:
         """Number of the next entry (upstream getMaxOffsetInQueue)."""
         return self._max
 
+    def offset_range(self) -> tuple[int, int]:
+        """(`min_offset`, `max_offset`) in one call (an ACK's offset check, per message)."""
+        return self._min, self._max
+
     # ------------------------------------------------------------------ open / close
 
     def open(self) -> int:

@@ -59,6 +59,13 @@ class ConsumeQueueStore:
     def get(self, key: QueueKey) -> ConsumeQueue | None:
         return self._cqs.get(key)
 
+    def queue_range(self, topic: str, queue_id: int) -> tuple[int, int]:
+        """The queue's (min offset, max offset), (0, 0) for a queue the store does not have:
+        upstream's getMinOffsetInQueue and getMaxOffsetInQueue read together (the store
+        reader's `queue_range`, and an ACK's offset check straight, once per message)."""
+        cq = self._cqs.get((topic, queue_id))
+        return cq.offset_range() if cq else (0, 0)
+
     def ext(self, key: QueueKey) -> ConsumeQueueExt | None:
         return self._exts.get(key)
 

@@ -334,6 +334,12 @@ class MessageStore:
     def queue_range(self, topic: str, queue_id: int) -> tuple[int, int]:
         return self._reader.queue_range(topic, queue_id)
 
+    def queue_range_reader(self) -> Callable[[str, int], tuple[int, int]]:
+        """`queue_range` without this layer's and the reader's calls: the consume queues' own,
+        bound (they are this store's for its lifetime, and read the queue's range live at each
+        call). For a caller that asks once per message (an ACK's offset check) and keeps it."""
+        return self._queues.queue_range
+
     def get_commitlog_max_offset(self) -> int:
         return self._commitlog.max_offset
 

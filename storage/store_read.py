@@ -228,9 +228,8 @@ class StoreReader:
         return cq.min_offset if cq else 0
 
     def queue_range(self, topic: str, queue_id: int) -> tuple[int, int]:
-        """(`get_min_offset`, `get_max_offset`) in one look-up (an ACK's offset check)."""
-        cq = self._queues.get((topic, queue_id))
-        return (cq.min_offset, cq.max_offset) if cq else (0, 0)
+        """(`get_min_offset`, `get_max_offset`) in one look-up (`ConsumeQueueStore.queue_range`)."""
+        return self._queues.queue_range(topic, queue_id)
 
     def store_timestamp_at(self, phy: int, _size: int = 0) -> int | None:
         """The store time of the record at CommitLog ``phy`` (None: no record there)."""

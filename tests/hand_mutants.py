@@ -146,14 +146,20 @@ MUTANTS: list[Mutant] = [
     Mutant(
         "ACK_MESSAGE skips its offset check (an ACK outside the queue's range is taken)",
         "actors/broker/pop/ack.py",
-        "        bad = self._check_offset(topic, queue_id, offset)\n        if bad is not None:\n"
-        "            return bad\n        if qid == POP_ORDER_REVIVE_QUEUE:",
-        "        bad = None  # MUTANT\n        if bad is not None:\n"
-        "            return bad\n        if qid == POP_ORDER_REVIVE_QUEUE:",
+        "        if found is None or not found[0] <= offset <= found[1]:\n",
+        "        if False:  # MUTANT\n",
         [
             _AK + "test_every_refusal_keeps_its_code",
             _AR + "test_an_ack_is_judged_by_the_range_its_queue_has_now",
         ],
+    ),
+    Mutant(
+        "ACK_MESSAGE takes a receipt naming no revive queue (the check inlined in ack_nowait)",
+        "actors/broker/pop/ack.py",
+        "        if not 0 <= qid < self.config.revive_queue_num"
+        " and qid != POP_ORDER_REVIVE_QUEUE:\n",
+        "        if False:  # MUTANT\n",
+        [_AK + "test_every_refusal_keeps_its_code"],
     ),
     Mutant(
         "BATCH_ACK's one range read per CK takes an offset above the queue's max",
@@ -234,18 +240,29 @@ MUTANTS: list[Mutant] = [
     Mutant(
         "a plain topic's queue range read once and kept (a cut or deleted queue still takes ACKs)",
         "actors/broker/static_topic/logic_store.py",
-        "            return self.view.queue_range(topic, queue_id)\n"
-        "        if not self.valid_queue",
+        "            return self._plain_range(topic, queue_id)\n        if not self.valid_queue",
         "            return self.__dict__.setdefault(  # MUTANT\n"
-        "                (topic, queue_id), self.view.queue_range(topic, queue_id)\n"
+        "                (topic, queue_id), self._plain_range(topic, queue_id)\n"
         "            )\n        if not self.valid_queue",
         [_AR + "test_an_ack_is_judged_by_the_range_its_queue_has_now"],
     ),
     Mutant(
+        "the view's kept queue range reader caches each queue's range (the ACK's offset check)",
+        "actors/broker/store/view.py",
+        "        return self._store.queue_range_reader()\n",
+        "        import functools  # MUTANT\n\n"
+        "        return functools.cache(self._store.queue_range_reader())\n",
+        [
+            "tests/unit/actors/broker/store/test_view.py::"
+            "test_the_kept_queue_range_reader_reads_the_range_live",
+            _AR + "test_an_ack_is_judged_by_the_range_its_queue_has_now",
+        ],
+    ),
+    Mutant(
         "the queue range of a queue the store does not have takes any offset",
-        "storage/store_read.py",
-        "return (cq.min_offset, cq.max_offset) if cq else (0, 0)",
-        "return (cq.min_offset, cq.max_offset) if cq else (0, 1 << 62)  # MUTANT",
+        "storage/consume_queue_store.py",
+        "return cq.offset_range() if cq else (0, 0)",
+        "return cq.offset_range() if cq else (0, 1 << 62)  # MUTANT",
         [_AR + "test_an_ack_is_judged_by_the_range_its_queue_has_now"],
     ),
     Mutant(

@@ -212,15 +212,21 @@ class PopAckProcessor:
         that put (a refusal or None, as above). Called once per acknowledged message, so the
         remoting handler answers it inline like the send path, and the ACK is queued as its
         CK's merge key and offset (the AckMsg is made per record, ack_batch.py)."""
-        extra = self._receipt(extra_info)
-        if isinstance(extra, Refusal):
-            return extra
-        ck_offset, pop_time, _, qid, retry, broker_name, _, _ = extra
+        # `_receipt` and `_check_offset` inline (one ACK per message); their refusals are theirs
+        try:
+            ck_offset, pop_time, _, qid, retry, broker_name, _, _ = parse_fields(extra_info)
+        except ExtraInfoError as e:
+            return Refusal(ResponseCode.INVALID_PARAMETER, str(e))
+        if not 0 <= qid < self.config.revive_queue_num and qid != POP_ORDER_REVIVE_QUEUE:
+            return self._receipt(extra_info)  # not a revive queue: its refusal
         if retry != NORMAL_TOPIC:
             topic = real_topic(topic, group, retry)
-        bad = self._check_offset(topic, queue_id, offset)
-        if bad is not None:
-            return bad
+        tc = self.topics.select(topic)
+        found = None if tc is None else self.store.queue_range(topic, queue_id, tc.readQueueNums)
+        if found is None or not found[0] <= offset <= found[1]:
+            bad = self._check_offset(topic, queue_id, offset)  # the refusal's code and text
+            if bad is not None:
+                return bad
         if qid == POP_ORDER_REVIVE_QUEUE:
             refusal = self.order.ack(topic, group, queue_id, offset, pop_time)
             on_done(refusal or DONE)

@@ -191,6 +191,8 @@ class LogicQueueStore:
         self.mappings = mappings
         self.remote = remote
         self.log = log
+        # a plain queue's live [min, max], without the view's and store's calls (the ACK's)
+        self._plain_range = view.queue_range_reader()
 
     async def read_messages(
         self,
@@ -305,11 +307,13 @@ class LogicQueueStore:
         self, topic: str, queue_id: int, read_queue_nums: int
     ) -> tuple[int, int] | None:
         """`valid_queue` and the queue's [min, max]: a plain topic's from the store in one read
-        (the ACK's hot path: the mapping looked up once), a static topic's logic range."""
-        if self.mappings.get(topic) is None:
+        (the ACK's hot path: the mapping looked up once, in its table, and the range read by
+        the store's reader straight: `StoreView.queue_range_reader`), a static topic's logic
+        range."""
+        if self.mappings.table.get(topic) is None:
             if not 0 <= queue_id < read_queue_nums:
                 return None
-            return self.view.queue_range(topic, queue_id)
+            return self._plain_range(topic, queue_id)
         if not self.valid_queue(topic, queue_id, read_queue_nums):
             return None
         return self.get_min_offset(topic, queue_id), self.get_max_offset(topic, queue_id)

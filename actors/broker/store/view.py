@@ -181,6 +181,12 @@ class StoreView:
         """(min, max) offsets of a queue, read together (as `get_min_offset`, `get_max_offset`)."""
         return self._store.queue_range(topic, queue_id)
 
+    def queue_range_reader(self) -> Callable[[str, int], tuple[int, int]]:
+        """`queue_range` as a callable kept by a caller asking once per message (an ACK's
+        offset check): the store's reader's own, so neither this layer nor the store's is a
+        call per message (`MessageStore.queue_range_reader`; the range is read live)."""
+        return self._store.queue_range_reader()
+
     def get_message_store_timestamp(self, topic: str, queue_id: int, offset: int) -> int | None:
         return self._store.get_message_store_timestamp(topic, queue_id, offset)
 

@@ -215,3 +215,18 @@ async def test_runtime_figures_of_the_send_and_pull_queues(
         assert stats.store.put_time_max_ms == 1750
         assert stats.items.topic_put["T"][:2] == [3, 3]  # 3 messages in 3 requests
         nursery.cancel_scope.cancel()
+
+
+def test_the_kept_queue_range_reader_reads_the_range_live(tmp_path: Path) -> None:
+    """An ACK's offset check keeps `queue_range_reader` (one call per ACK, not three): it must
+    read each queue's [min, max] at each call, as `queue_range` does, never a copy."""
+    store = open_store(tmp_path)
+    view = StoreView(store, ReadGate())
+    reader = view.queue_range_reader()
+    assert reader("T", 0) == view.queue_range("T", 0) == (0, 4)
+    assert reader("T", 1) == view.queue_range("T", 1) == (0, 0)  # a queue the store lacks
+    store.put_messages([MessageToStore("T", 0, b"n"), MessageToStore("T", 1, b"o")], NOW_MS)
+    assert reader("T", 0) == view.queue_range("T", 0) == (0, 5)
+    assert reader("T", 1) == view.queue_range("T", 1) == (0, 1)
+    store.delete_topic("T")
+    assert reader("T", 0) == view.queue_range("T", 0) == (0, 0)
