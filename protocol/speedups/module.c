@@ -30,7 +30,8 @@ static PyMethodDef methods[] = {
     {"wire_text_properties", (PyCFunction)(void (*)(void))wire_text_properties, METH_FASTCALL,
      "Twin of rocketrio.storage.dispatch_request.wire_properties (a text, no CRC pair)."},
     {"record_fields", (PyCFunction)(void (*)(void))record_fields, METH_FASTCALL,
-     "Twin of rocketrio.storage.record_fields.record_fields_py (None: not taken)."},
+     "Twin of rocketrio.storage.record_fields.record_fields_py."},
+    {"configure_record_fields", configure_record_fields, METH_O, "(record_fields_py)"},
     {NULL, NULL, 0, NULL},
 };
 

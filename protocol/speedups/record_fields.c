@@ -6,10 +6,30 @@
  * properties as their UTF-8 bytes) and returns (size, tagsCode, index hashes or None): the
  * tagsCode is Java's String.hashCode of TAGS (UTF-16 code units), the hashes those of KEYS
  * (space separated) and UNIQ_KEY from the seed "topic#" when `indexed` and the message is no
- * transaction ROLLBACK. It declines (None, nothing appended) what the reference treats apart:
- * a properties value that is not a str, a text not encodable, a CRC pair to drop, the
- * SCHEDULE_TOPIC_XXXX and rmq_sys_wheel_timer topics (their tagsCode is a due time). */
+ * transaction ROLLBACK. What the reference treats apart (a properties value that is not a str,
+ * a text not encodable, a CRC pair to drop, the SCHEDULE_TOPIC_XXXX and rmq_sys_wheel_timer
+ * topics, whose tagsCode is a due time) it hands, with nothing appended, to the twin set by
+ * configure_record_fields (None when none is set), which answers or raises. */
 #include "speedups.h"
+
+static PyObject *RecordFieldsPy; /* record_fields.record_fields_py, for what we decline */
+
+/* configure_record_fields(record_fields_py) */
+PyObject *
+configure_record_fields(PyObject *self, PyObject *twin)
+{
+    set_ref(&RecordFieldsPy, twin);
+    Py_RETURN_NONE;
+}
+
+/* What is declined: the twin's answer, or None without one. */
+static PyObject *
+declined(PyObject *const *a, Py_ssize_t nargs)
+{
+    if (RecordFieldsPy == NULL)
+        Py_RETURN_NONE;
+    return PyObject_Vectorcall(RecordFieldsPy, a, (size_t)nargs, NULL);
+}
 
 #define TRAN_ROLLBACK 0xC /* TRANSACTION_ROLLBACK_TYPE */
 
@@ -128,25 +148,25 @@ fields_after(PyObject *const *a, PyObject *size, const char *b, Py_ssize_t n, in
 /* record_fields(parts, topic, queue_id, body, flag, properties, sys_flag, born_timestamp,
  *               born_host, store_timestamp, store_host, reconsume_times,
  *               prepared_transaction_offset, queue_offset, physical_offset, indexed)
- *   -> (size, tags_code, hashes | None) | None */
+ *   -> (size, tags_code, hashes | None), by the twin for what is declined */
 PyObject *
 record_fields(PyObject *self, PyObject *const *a, Py_ssize_t nargs)
 {
     if (nargs != 16 || !PyUnicode_CheckExact(a[1]) || !PyUnicode_CheckExact(a[5]) ||
         !PyLong_CheckExact(a[6]))
-        Py_RETURN_NONE;
+        return declined(a, nargs);
     if (PyUnicode_CompareWithASCIIString(a[1], "SCHEDULE_TOPIC_XXXX") == 0 ||
         PyUnicode_CompareWithASCIIString(a[1], "rmq_sys_wheel_timer") == 0)
-        Py_RETURN_NONE;
+        return declined(a, nargs);
     long long sys_flag;
     Py_ssize_t n;
     const char *b = PyUnicode_AsUTF8AndSize(a[5], &n);
     if (b == NULL || !fits_ll(a[6], LLONG_MIN, LLONG_MAX, &sys_flag)) {
         PyErr_Clear();
-        Py_RETURN_NONE;
+        return declined(a, nargs);
     }
     if (contains(b, n, "__CRC32#", 8))
-        Py_RETURN_NONE;
+        return declined(a, nargs);
     int index = PyObject_IsTrue(a[15]);
     if (index < 0)
         return NULL;

@@ -113,5 +113,6 @@ PyObject *send_answer_frame(PyObject *self, PyObject *const *a, Py_ssize_t nargs
 PyObject *send_header_v2(PyObject *self, PyObject *const *a, Py_ssize_t nargs);
 PyObject *wire_text_properties(PyObject *self, PyObject *const *a, Py_ssize_t nargs);
 PyObject *record_fields(PyObject *self, PyObject *const *a, Py_ssize_t nargs);
+PyObject *configure_record_fields(PyObject *self, PyObject *twin);
 
 #endif

@@ -3,7 +3,7 @@ the compiled twin (`rocketrio.protocol._speedups.record_fields`,
 protocol/speedups/record_fields.c) against the pure-Python reference (`record_fields_py`, which
 is the put path's former `wire_properties`, `append_record`, `tags_hash_code`, `key_hashes`).
 
-For any message the product's path (C, or the reference for what the C declines) must append
+For any message the compiled path (C, or the reference for what the C declines) must append
 the same bytes and give the same record size, tagsCode and index hashes, or raise the same
 exception with the same text. The inputs mix plain messages with what the C declines (dict
 properties, a stale CRC pair, lone surrogates, the delay and timer topics) and with what
@@ -23,33 +23,30 @@ from hypothesis import strategies as st
 from rocketrio.protocol import compiled, message_build
 from rocketrio.protocol.message_decode import decode_stored
 from rocketrio.storage import record_fields as rf
-from rocketrio.storage.record_fields import record_fields, record_fields_py
+from rocketrio.storage.record_fields import record_fields_py
 from tests.harness.speedups import extension_in
 
 
 @pytest.fixture(scope="module")
 def ext() -> Iterator[Any]:
-    """The extension, even in a run that asked for pure Python (its append_record twin set)."""
+    """The extension, even in a run that asked for pure Python, its twins set as the product
+    sets them (record_fields_py for what the C declines)."""
     with extension_in(rf) as loaded:
         loaded.configure_record(message_build._append_record_py)
+        loaded.configure_record_fields(record_fields_py)
         yield loaded
 
 
 @pytest.fixture(scope="module", params=["compiled", "python"])
-def path(request: pytest.FixtureRequest, ext: Any) -> Iterator[str]:
-    """The product's `record_fields` on the C twin, then with the C taken away."""
-    if request.param == "python":
-        with pytest.MonkeyPatch.context() as m:
-            m.setattr(rf, "_speedups", None)
-            yield request.param
-    else:
-        yield request.param
+def path(request: pytest.FixtureRequest, ext: Any) -> Any:
+    """The compiled `record_fields` (the product's when built), then the reference alone."""
+    return ext.record_fields if request.param == "compiled" else record_fields_py
 
 
 def test_the_extension_is_built_and_used(ext: Any) -> None:
     assert hasattr(ext, "record_fields")
     if compiled.speedups is not None:  # the product's choice at import (not pure Python)
-        assert compiled.speedups is ext and rf._speedups is ext
+        assert compiled.speedups is ext and rf.record_fields is ext.record_fields
 
 
 topics = st.sampled_from(
@@ -97,29 +94,38 @@ def outcome(fn: Any, args: tuple[Any, ...]) -> tuple[Any, ...]:
     try:
         got = fn(parts, *args)
     except Exception as e:  # the class and text are what is compared
-        return ("raised", type(e), str(e), [bytes(p) for p in parts])
-    return ("ok", got, [bytes(p) for p in parts])
+        return ("raised", type(e), str(e), b"".join(parts))
+    return ("ok", got, b"".join(parts))  # the Python twin appends a record as several parts
 
 
 @settings(max_examples=400, deadline=None)
 @given(args=messages())
-def test_same_record_and_fields_as_the_reference(path: str, args: tuple[Any, ...]) -> None:
-    assert outcome(record_fields, args) == outcome(record_fields_py, args)
+def test_same_record_and_fields_as_the_reference(path: Any, args: tuple[Any, ...]) -> None:
+    assert outcome(path, args) == outcome(record_fields_py, args)
+
+
+def _declined(parts: list[Any], *rest: Any) -> str:
+    """A twin that only says it was asked (to see what the C declines)."""
+    return "declined"
 
 
 @settings(max_examples=200, deadline=None)
 @given(args=messages())
 def test_the_twin_declines_without_appending_or_matches(ext: Any, args: tuple[Any, ...]) -> None:
-    """The C on its own: None with nothing appended, or exactly the reference's outcome."""
-    parts: list[Any] = []
+    """The C on its own: handed to its twin with nothing appended, or the reference's outcome."""
+    ext.configure_record_fields(_declined)
     try:
-        got = ext.record_fields(parts, *args)
-    except Exception:  # append_record's refusals, compared below
-        got = "raised"
-    if got is None:
-        assert parts == []
-    else:
-        assert outcome(ext.record_fields, args) == outcome(record_fields_py, args)
+        parts: list[Any] = []
+        try:
+            got = ext.record_fields(parts, *args)
+        except Exception:  # append_record's refusals, compared below
+            got = "raised"
+        if got == "declined":
+            assert parts == []
+        else:
+            assert outcome(ext.record_fields, args) == outcome(record_fields_py, args)
+    finally:
+        ext.configure_record_fields(record_fields_py)
 
 
 def test_a_plain_message_is_taken_by_the_twin_and_decodes(ext: Any) -> None:
@@ -127,12 +133,17 @@ def test_a_plain_message_is_taken_by_the_twin_and_decodes(ext: Any) -> None:
     args = ("TopicA", 3, b"body", 0, props, 0, 1, (b"\x7f\x00\x00\x01", 5), 2,
             (b"\x7f\x00\x00\x01", 10911), 0, 0, 7, 1000, True)  # fmt: skip
     parts: list[Any] = []
-    size, code, hashes = ext.record_fields(parts, *args)
+    ext.configure_record_fields(_declined)  # the C itself must take it
+    try:
+        size, code, hashes = ext.record_fields(parts, *args)
+        rollback = ext.record_fields([], *args[:5], 12, *args[6:])
+    finally:
+        ext.configure_record_fields(record_fields_py)
     assert (size, code) == (len(parts[0]), 2598919)  # Java "TagA".hashCode()
     assert hashes is not None and len(hashes) == 3
     m, _ = decode_stored(parts[0], 0, check_crc=True)
     assert (m.topic, m.queue_offset, m.properties["TAGS"]) == ("TopicA", 7, "TagA")
-    assert ext.record_fields([], *args[:5], 12, *args[6:])[2] is None  # a ROLLBACK: no index
+    assert rollback[2] is None  # a ROLLBACK: no index
 
 
 @pytest.mark.parametrize(
