@@ -1877,7 +1877,7 @@ MUTANTS: list[Mutant] = [
     Mutant(
         "the compiled record fields keep a stale __CRC32# pair",
         "protocol/speedups/record_fields.c",
-        '    if (contains(b, n, "__CRC32#", 8))\n        Py_RETURN_NONE;\n    int index',
+        '    if (contains(b, n, "__CRC32#", 8))\n        return declined(a, nargs);\n    int index',
         "    int index",
         [_RF],
     ),
