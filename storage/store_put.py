@@ -43,6 +43,7 @@ from rocketrio.storage.dispatch_request import (
     key_hashes,
     wire_properties,
 )
+from rocketrio.storage.record_fields import record_fields
 from rocketrio.storage.store_dispatch import StoreDispatch
 from rocketrio.storage.store_repair import StoreRepair
 from rocketrio.storage.store_types import (
@@ -150,6 +151,48 @@ class PutPath:
                 f"message {i} to {topic}: body of {len(m.body)} bytes exceeds "
                 f"maxMessageSize={cfg.maxMessageSize}"
             )
+        tran = m.sys_flag & TRANSACTION_ROLLBACK_TYPE
+        to_cq = tran not in NO_CQ_TRAN
+        if topic == TIMER_TOPIC or topic == SCHEDULE_TOPIC:
+            size, key, qo, code, hashes = self._encode_timed(i, m, store_ts, phy, next_qo, parts)
+        else:
+            key = (topic, m.queue_id)
+            qo = 0
+            if to_cq:
+                qo = next_qo.get(key, -1)
+                if qo < 0:
+                    qo = self._queues.next_offset(key)
+            try:
+                size, code, hashes = record_fields(
+                    parts, topic, m.queue_id, m.body, m.flag, m.properties, m.sys_flag,
+                    m.born_timestamp, m.born_host, store_ts, self._store_host, m.reconsume_times,
+                    m.prepared_transaction_offset, qo, phy, self._indexed,
+                )  # fmt: skip
+            except MessageSizeError as e:
+                raise MessageTooLarge(f"message {i} to {topic}: {e}") from None
+            except ValueError as e:  # a separator in a property, text that is not UTF-8, a field
+                raise InvalidMessage(f"message {i} to {topic}: {e}") from None
+        if size > cfg.mappedFileSizeCommitLog - 8:
+            raise MessageTooLarge(
+                f"message {i} to {topic}: record of {size} bytes exceeds a commitlog "
+                f"segment (mappedFileSizeCommitLog={cfg.mappedFileSizeCommitLog})"
+            )
+        if to_cq:
+            next_qo[key] = qo + 1
+        return size, (key, qo, code, hashes, to_cq)
+
+    def _encode_timed(
+        self,
+        i: int,
+        m: MessageToStore,
+        store_ts: int,
+        phy: int,
+        next_qo: dict[QueueKey, int],
+        parts: list[Buffer],
+    ) -> tuple[int, QueueKey, int, int, list[int] | None]:
+        """`_encode`'s record of a SCHEDULE_TOPIC_XXXX or timer wheel message, whose queue or
+        tagsCode comes from its properties: (size, queue, queue offset, tagsCode, hashes)."""
+        topic = m.topic
         try:
             raw, tags, keys, uniq = wire_properties(m.properties)
         except ValueError as e:  # a separator inside a key or value, or text that is not UTF-8
@@ -159,9 +202,8 @@ class PutPath:
         if topic == TIMER_TOPIC:  # the store picks the wheel queue from its own timestamp
             queue_id = self._requests.timer_queue(raw, store_ts, i)
         key = (topic, queue_id)
-        to_cq = tran not in NO_CQ_TRAN
         qo = 0
-        if to_cq:
+        if tran not in NO_CQ_TRAN:
             qo = next_qo.get(key, -1)
             if qo < 0:
                 qo = self._queues.next_offset(key)
@@ -175,22 +217,15 @@ class PutPath:
             raise MessageTooLarge(f"message {i} to {topic}: {e}") from None
         except ValueError as e:
             raise InvalidMessage(f"message {i} to {topic}: {e}") from None
-        if size > cfg.mappedFileSizeCommitLog - 8:
-            raise MessageTooLarge(
-                f"message {i} to {topic}: record of {size} bytes exceeds a commitlog "
-                f"segment (mappedFileSizeCommitLog={cfg.mappedFileSizeCommitLog})"
-            )
-        if to_cq:
-            next_qo[key] = qo + 1
         code = tags_hash_code(tags) if tags else 0
         if topic == SCHEDULE_TOPIC:
             code = self._requests.deliver_time(raw, store_ts, code)
-        elif topic == TIMER_TOPIC:
+        else:
             code = self._requests.timer_due(raw, queue_id, code)
         hashes = None
         if (keys or uniq) and self._indexed and tran != TRANSACTION_ROLLBACK_TYPE:
             hashes = key_hashes(topic, keys, uniq)
-        return size, (key, qo, code, hashes, to_cq)
+        return size, key, qo, code, hashes
 
     # ------------------------------------------------------------------ put_batch_body
 

@@ -67,6 +67,7 @@ _AK = "tests/unit/actors/broker/pop/test_ack_path.py::"
 _AR = "tests/actor/broker/test_pop_ack_range.py::"
 _PR = "tests/unit/protocol/test_pop_records.py::"
 _SS2 = "tests/unit/protocol/test_speedups_send.py::"
+_RF = "tests/unit/storage/test_record_fields.py"
 _DS = "tests/unit/actors/broker/send/test_direct_send.py::"
 
 MUTANTS: list[Mutant] = [
@@ -2084,6 +2085,49 @@ MUTANTS: list[Mutant] = [
         '    if props and not props.endswith("\\x02"):\n        props += "\\x02"\n    if uniq:',
         "    if uniq:",
         ["tests/unit/actors/broker/send/test_message_props.py"],
+    ),
+    # issue 28 item 1, seventh pass: a plain message's record and dispatch fields in one call
+    Mutant(
+        "the compiled record fields hash TAGS with the wrong multiplier",
+        "protocol/speedups/record_fields.c",
+        "        h = 31 * h + c;\n    }\n    return (int32_t)h;",
+        "        h = 37 * h + c;\n    }\n    return (int32_t)h;",
+        [_RF],
+    ),
+    Mutant(
+        "the compiled record fields hash the index keys without the topic's '#'",
+        "protocol/speedups/record_fields.c",
+        '    uint32_t crc = key_crc(key_crc(0, t, tn), (const unsigned char *)"#", 1);',
+        "    uint32_t crc = key_crc(0, t, tn);",
+        [_RF],
+    ),
+    Mutant(
+        "the compiled record fields hash KEYS as one key (split on ',' not ' ')",
+        "protocol/speedups/record_fields.c",
+        "find_byte(b, i, k + klen, ' ')",
+        "find_byte(b, i, k + klen, ',')",
+        [_RF],
+    ),
+    Mutant(
+        "the compiled record fields store the properties one byte short",
+        "protocol/speedups/record_fields.c",
+        "    PyObject *raw = PyBytes_FromStringAndSize(b, n);",
+        "    PyObject *raw = PyBytes_FromStringAndSize(b, n > 0 ? n - 1 : 0);",
+        [_RF],
+    ),
+    Mutant(
+        "the compiled record fields index a transaction ROLLBACK",
+        "protocol/speedups/record_fields.c",
+        "index && (sys_flag & TRAN_ROLLBACK) != TRAN_ROLLBACK",
+        "index",
+        [_RF],
+    ),
+    Mutant(
+        "the compiled record fields keep a stale __CRC32# pair",
+        "protocol/speedups/record_fields.c",
+        '    if (contains(b, n, "__CRC32#", 8))\n        return declined(a, nargs);\n    int index',
+        "    int index",
+        [_RF],
     ),
 ]
 

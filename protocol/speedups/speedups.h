@@ -20,6 +20,7 @@
  *   answer.c   a stored send's answer frame (send_answer._send_answer_frame_py)
  *   send_header.c  SEND_MESSAGE_V2's extFields to the send header (send/handlers.py)
  *   props.c    a message's properties text as the store writes it (dispatch_request.py)
+ *   record_fields.c  a plain message's record and its dispatch fields (storage/record_fields.py)
  *   module.c   the method table
  */
 #ifndef RR_SPEEDUPS_H
@@ -111,5 +112,7 @@ PyObject *next_rocketmq_frame(PyObject *self, PyObject *const *a, Py_ssize_t nar
 PyObject *send_answer_frame(PyObject *self, PyObject *const *a, Py_ssize_t nargs);
 PyObject *send_header_v2(PyObject *self, PyObject *const *a, Py_ssize_t nargs);
 PyObject *wire_text_properties(PyObject *self, PyObject *const *a, Py_ssize_t nargs);
+PyObject *record_fields(PyObject *self, PyObject *const *a, Py_ssize_t nargs);
+PyObject *configure_record_fields(PyObject *self, PyObject *twin);
 
 #endif
