@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from hypothesis import given
+from hypothesis import example, given
 from hypothesis import strategies as st
 
 from rocketrio.actors.broker.send.message_props import append_props, prop_value, stamp_props
@@ -49,6 +49,13 @@ _texts = st.lists(
     ),
     st.sampled_from(["CLUSTER\x01DefaultCluster\x02", ""]),
 )
+# the shapes a random draw may miss: the client's UNIQ_KEY after another property (ended or not),
+# first, empty, and no properties at all
+@example("TAGS\x01a\x02UNIQ_KEY\x01C0A8000100002A9F\x02", "CLUSTER\x01DefaultCluster\x02")
+@example("KEYS\x01k\x02UNIQ_KEY\x01C0A8000100002A9F", "CLUSTER\x01DefaultCluster\x02")
+@example("UNIQ_KEY\x01C0A8000100002A9F\x02TAGS\x01a\x02", "CLUSTER\x01DefaultCluster\x02")
+@example("TAGS\x01a\x02UNIQ_KEY\x01\x02", "CLUSTER\x01DefaultCluster\x02")
+@example("", "CLUSTER\x01DefaultCluster\x02")
 def test_stamp_props_is_prop_value_then_append_props(props: str, cluster: str) -> None:
     assert stamp_props(props, cluster, lambda: "NEWUNIQ") == _stamp_by_parts(
         props, cluster, "NEWUNIQ"
