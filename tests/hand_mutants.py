@@ -1790,8 +1790,8 @@ MUTANTS: list[Mutant] = [
     Mutant(
         "the compiled replica runs seed a key's Adler-32 from 0",
         "protocol/speedups/replica_runs.c",
-        "adler32_from(adler32_from(1, ",
-        "adler32_from(adler32_from(0, ",
+        "key_adler32(key_adler32(1, ",
+        "key_adler32(key_adler32(0, ",
         [_RR + "test_a_run_keeps_its_queues_in_order_of_first_appearance"],
     ),
     Mutant(
@@ -2097,8 +2097,8 @@ MUTANTS: list[Mutant] = [
     Mutant(
         "the compiled record fields hash the index keys without the topic's '#'",
         "protocol/speedups/record_fields.c",
-        '    uint32_t crc = key_crc(key_crc(0, t, tn), (const unsigned char *)"#", 1);',
-        "    uint32_t crc = key_crc(0, t, tn);",
+        '    uint32_t crc = key_crc32(key_crc32(0, t, tn), (const unsigned char *)"#", 1);',
+        "    uint32_t crc = key_crc32(0, t, tn);",
         [_RF],
     ),
     Mutant(

@@ -237,3 +237,37 @@ write_trailer(char *w, long long seal)
         w[9 + i] = (char)('0' + seal % 10);
     w[19] = 2;
 }
+
+/* zlib's crc32(data, start), by a table: an index key is a few dozen bytes, where calling the
+ * configured (zlib-ng) crc32 through Python costs more than the sum itself (the index key hashes
+ * of replica_runs.c and record_fields.c). */
+static uint32_t key_crc_table[256];
+
+uint32_t
+key_crc32(uint32_t start, const unsigned char *p, Py_ssize_t n)
+{
+    if (key_crc_table[1] == 0) {
+        for (uint32_t i = 0; i < 256; i++) {
+            uint32_t c = i;
+            for (int k = 0; k < 8; k++)
+                c = c & 1 ? 0xEDB88320U ^ (c >> 1) : c >> 1;
+            key_crc_table[i] = c;
+        }
+    }
+    uint32_t c = ~start;
+    for (Py_ssize_t i = 0; i < n; i++)
+        c = key_crc_table[(c ^ p[i]) & 0xFF] ^ (c >> 8);
+    return ~c;
+}
+
+/* zlib's adler32(data, start). */
+uint32_t
+key_adler32(uint32_t start, const unsigned char *p, Py_ssize_t n)
+{
+    uint32_t a = start & 0xFFFF, b = start >> 16;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        a = (a + p[i]) % 65521;
+        b = (b + a) % 65521;
+    }
+    return (b << 16) | a;
+}

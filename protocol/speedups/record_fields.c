@@ -33,38 +33,6 @@ declined(PyObject *const *a, Py_ssize_t nargs)
 
 #define TRAN_ROLLBACK 0xC /* TRANSACTION_ROLLBACK_TYPE */
 
-/* zlib's crc32(data, start) by a table (an index key is a few dozen bytes). */
-static uint32_t key_crc_table[256];
-
-static uint32_t
-key_crc(uint32_t start, const unsigned char *p, Py_ssize_t n)
-{
-    if (key_crc_table[1] == 0) {
-        for (uint32_t i = 0; i < 256; i++) {
-            uint32_t c = i;
-            for (int k = 0; k < 8; k++)
-                c = c & 1 ? 0xEDB88320U ^ (c >> 1) : c >> 1;
-            key_crc_table[i] = c;
-        }
-    }
-    uint32_t c = ~start;
-    for (Py_ssize_t i = 0; i < n; i++)
-        c = key_crc_table[(c ^ p[i]) & 0xFF] ^ (c >> 8);
-    return ~c;
-}
-
-/* zlib's adler32(data, start). */
-static uint32_t
-key_adler(uint32_t start, const unsigned char *p, Py_ssize_t n)
-{
-    uint32_t a = start & 0xFFFF, b = start >> 16;
-    for (Py_ssize_t i = 0; i < n; i++) {
-        a = (a + p[i]) % 65521;
-        b = (b + a) % 65521;
-    }
-    return (b << 16) | a;
-}
-
 /* message_format.tags_hash_code of a UTF-8 value: Java String.hashCode over UTF-16 units. */
 static int32_t
 tags_code(const unsigned char *p, Py_ssize_t n)
@@ -91,7 +59,7 @@ static int
 add_key(PyObject *hashes, uint32_t crc, uint32_t adler, const char *p, Py_ssize_t n)
 {
     const unsigned char *k = (const unsigned char *)p;
-    uint64_t h = ((uint64_t)key_crc(crc, k, n) << 32) | key_adler(adler, k, n);
+    uint64_t h = ((uint64_t)key_crc32(crc, k, n) << 32) | key_adler32(adler, k, n);
     PyObject *o = PyLong_FromUnsignedLongLong(h);
     int r = o == NULL || PyList_Append(hashes, o) < 0;
     Py_XDECREF(o);
@@ -113,8 +81,8 @@ key_hashes_of(PyObject *topic, const char *b, Py_ssize_t n)
     PyObject *hashes = t == NULL ? NULL : PyList_New(0);
     if (hashes == NULL)
         return NULL;
-    uint32_t crc = key_crc(key_crc(0, t, tn), (const unsigned char *)"#", 1);
-    uint32_t adler = key_adler(key_adler(1, t, tn), (const unsigned char *)"#", 1);
+    uint32_t crc = key_crc32(key_crc32(0, t, tn), (const unsigned char *)"#", 1);
+    uint32_t adler = key_adler32(key_adler32(1, t, tn), (const unsigned char *)"#", 1);
     for (Py_ssize_t i = k; k >= 0 && i <= k + klen;) {
         Py_ssize_t e = find_byte(b, i, k + klen, ' ');
         if (e < 0)

@@ -26,39 +26,6 @@ typedef struct {
     uint32_t crc, adler;
 } Seed;
 
-/* zlib's crc32(data, start), by a table: an index key is a few dozen bytes, where calling the
- * configured (zlib-ng) crc32 through Python costs more than the sum itself. */
-static uint32_t crc_table[256];
-
-static uint32_t
-crc32_from(uint32_t start, const unsigned char *p, Py_ssize_t n)
-{
-    if (crc_table[1] == 0) {
-        for (uint32_t i = 0; i < 256; i++) {
-            uint32_t c = i;
-            for (int k = 0; k < 8; k++)
-                c = c & 1 ? 0xEDB88320U ^ (c >> 1) : c >> 1;
-            crc_table[i] = c;
-        }
-    }
-    uint32_t c = ~start;
-    for (Py_ssize_t i = 0; i < n; i++)
-        c = crc_table[(c ^ p[i]) & 0xFF] ^ (c >> 8);
-    return ~c;
-}
-
-/* zlib's adler32(data, start). */
-static uint32_t
-adler32_from(uint32_t start, const unsigned char *p, Py_ssize_t n)
-{
-    uint32_t a = start & 0xFFFF, b = start >> 16;
-    for (Py_ssize_t i = 0; i < n; i++) {
-        a = (a + p[i]) % 65521;
-        b = (b + a) % 65521;
-    }
-    return (b << 16) | a;
-}
-
 /* index_file.key_hash_seed: (CRC32, Adler-32) of "topic#"; 1, or 0 to decline. */
 static int
 seed_of(PyObject *topic, Seed *s)
@@ -71,8 +38,8 @@ seed_of(PyObject *topic, Seed *s)
         PyErr_Clear();
         return 0;
     }
-    s->crc = crc32_from(crc32_from(0, (const unsigned char *)u, n), (const unsigned char *)"#", 1);
-    s->adler = adler32_from(adler32_from(1, (const unsigned char *)u, n),
+    s->crc = key_crc32(key_crc32(0, (const unsigned char *)u, n), (const unsigned char *)"#", 1);
+    s->adler = key_adler32(key_adler32(1, (const unsigned char *)u, n),
                             (const unsigned char *)"#", 1);
     s->topic = topic;
     return 1;
@@ -84,7 +51,7 @@ add_hash(const Seed *s, const char *k, Py_ssize_t n, PyObject *offset, PyObject 
          PyObject *offsets)
 {
     const unsigned char *key = (const unsigned char *)k;
-    uint64_t h = ((uint64_t)crc32_from(s->crc, key, n) << 32) | adler32_from(s->adler, key, n);
+    uint64_t h = ((uint64_t)key_crc32(s->crc, key, n) << 32) | key_adler32(s->adler, key, n);
     PyObject *o = PyLong_FromUnsignedLongLong(h);
     int r = o == NULL || PyList_Append(hashes, o) < 0 || PyList_Append(offsets, offset) < 0;
     Py_XDECREF(o);

@@ -95,6 +95,8 @@ PyObject *struct_range_error(const char *fmt);
 long long record_crc(Py_ssize_t head, const char *rec, Py_ssize_t size, Py_ssize_t body_len,
                      unsigned long body_crc);
 void write_trailer(char *w, long long seal);
+uint32_t key_crc32(uint32_t start, const unsigned char *p, Py_ssize_t n);
+uint32_t key_adler32(uint32_t start, const unsigned char *p, Py_ssize_t n);
 
 /* ------------------------------------------------------------------ the module's functions */
 
