@@ -1459,7 +1459,9 @@ MUTANTS: list[Mutant] = [
         "actors/proxy/grpc_env.py",
         '    if "grpc" in loaded:',
         "    if False:  # MUTANT",
-        ["tests/unit/actors/proxy/test_grpc_env.py::test_it_is_set_only_while_grpcio_is_not_loaded"],
+        [
+            "tests/unit/actors/proxy/test_grpc_env.py::test_it_is_set_only_while_grpcio_is_not_loaded"
+        ],
     ),
     Mutant(
         "rocketrio proxy: grpcio loaded before the proxy's grpcio environment is set",
@@ -1468,16 +1470,20 @@ MUTANTS: list[Mutant] = [
         "    from rocketrio.actors.proxy.proxy import run_proxy\n",
         "    from rocketrio.actors.proxy.proxy import run_proxy\n\n"
         "    prepare_grpc_environment()  # MUTANT\n",
-        ["tests/unit/actors/proxy/test_grpc_env.py::test_the_command_sets_it_before_grpcio_loads[proxy]"],
+        [
+            "tests/unit/actors/proxy/test_grpc_env.py::test_the_command_sets_it_before_grpcio_loads[proxy]"
+        ],
     ),
     Mutant(
-        "rocketrio broker --enable-proxy: grpcio loaded before the proxy's grpcio environment is set",
+        "broker --enable-proxy: grpcio loaded before the proxy's grpcio environment is set",
         "cli/main.py",
         "        prepare_grpc_environment()  # before grpcio loads (grpc_env.py)\n"
         "        from rocketrio.actors.proxy.local import run_broker_with_proxy\n",
         "        from rocketrio.actors.proxy.local import run_broker_with_proxy\n\n"
         "        prepare_grpc_environment()  # MUTANT\n",
-        ["tests/unit/actors/proxy/test_grpc_env.py::test_the_command_sets_it_before_grpcio_loads[broker-enable-proxy]"],
+        [
+            "tests/unit/actors/proxy/test_grpc_env.py::test_the_command_sets_it_before_grpcio_loads[broker-enable-proxy]"
+        ],
     ),
     Mutant(
         "proxy fast path: an ack at a hung master waits its deadline though the master moved",
