@@ -7,8 +7,9 @@ then hand each completion over to the thread that waits on grpcio's completion q
 grpcio's Python is not an EventEngine poller. Turned off (``GRPC_EXPERIMENTS=
 -event_engine_listener``, the switch grpc's maintainers name for it), the server's connections
 are polled by the completion-queue thread itself: one thread hand-over fewer per completion,
-and a unary call (four completions in grpc.aio) costs the proxy about a quarter fewer system
-calls and a sixth of its futex wake-ups (docs/benchmarks.md, issue 28 item 4, fifth pass).
+and a unary call (four completions in grpc.aio) costs the server a fifth to a quarter fewer
+system calls, of them a fifth of the futex calls (docs/benchmarks.md, issue 28 item 4, fifth
+pass).
 Clients are not concerned (that is the ``event_engine_client`` experiment, left as it is).
 
 An operator's own ``GRPC_EXPERIMENTS`` is kept as it is. The setting takes effect only when it
