@@ -153,6 +153,9 @@ def cmd_broker(args: argparse.Namespace) -> int:
         if (missing := missing_extra("proxy", "rocketrio broker --enable-proxy")) is not None:
             print(missing, file=sys.stderr)
             return 1
+        from rocketrio.actors.proxy.grpc_env import prepare_grpc_environment
+
+        prepare_grpc_environment()  # before grpcio loads (grpc_env.py)
         from rocketrio.actors.proxy.local import run_broker_with_proxy
 
         return run_service(name, "broker", cfg.logDir, run_broker_with_proxy, cfg, TcpTransport())
@@ -240,6 +243,9 @@ def cmd_proxy(args: argparse.Namespace) -> int:
     if (missing := missing_extra("proxy", "rocketrio proxy")) is not None:
         print(missing, file=sys.stderr)
         return 1
+    from rocketrio.actors.proxy.grpc_env import prepare_grpc_environment
+
+    prepare_grpc_environment()  # before grpcio loads (grpc_env.py)
     from rocketrio.actors.proxy.proxy import run_proxy
 
     cfg, log_dir = proxy_config(args)

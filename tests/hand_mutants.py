@@ -1435,6 +1435,57 @@ MUTANTS: list[Mutant] = [
         ],
     ),
     Mutant(
+        "proxy grpcio environment: the EventEngine listener left on",
+        "actors/proxy/grpc_env.py",
+        "    return {EXPERIMENTS_VAR: PROXY_EXPERIMENTS}",
+        "    return {}  # MUTANT",
+        [
+            "tests/unit/actors/proxy/test_grpc_env.py::"
+            "test_the_listener_experiment_is_turned_off_unless_the_operator_set_experiments"
+        ],
+    ),
+    Mutant(
+        "proxy grpcio environment: an operator's own GRPC_EXPERIMENTS overwritten",
+        "actors/proxy/grpc_env.py",
+        "    if EXPERIMENTS_VAR in environ:",
+        "    if False:  # MUTANT",
+        [
+            "tests/unit/actors/proxy/test_grpc_env.py::"
+            "test_the_listener_experiment_is_turned_off_unless_the_operator_set_experiments"
+        ],
+    ),
+    Mutant(
+        "proxy grpcio environment: set although grpcio is loaded already",
+        "actors/proxy/grpc_env.py",
+        '    if "grpc" in loaded:',
+        "    if False:  # MUTANT",
+        [
+            "tests/unit/actors/proxy/test_grpc_env.py::test_it_is_set_only_while_grpcio_is_not_loaded"
+        ],
+    ),
+    Mutant(
+        "rocketrio proxy: grpcio loaded before the proxy's grpcio environment is set",
+        "cli/main.py",
+        "    prepare_grpc_environment()  # before grpcio loads (grpc_env.py)\n"
+        "    from rocketrio.actors.proxy.proxy import run_proxy\n",
+        "    from rocketrio.actors.proxy.proxy import run_proxy\n\n"
+        "    prepare_grpc_environment()  # MUTANT\n",
+        [
+            "tests/unit/actors/proxy/test_grpc_env.py::test_the_command_sets_it_before_grpcio_loads[proxy]"
+        ],
+    ),
+    Mutant(
+        "broker --enable-proxy: grpcio loaded before the proxy's grpcio environment is set",
+        "cli/main.py",
+        "        prepare_grpc_environment()  # before grpcio loads (grpc_env.py)\n"
+        "        from rocketrio.actors.proxy.local import run_broker_with_proxy\n",
+        "        from rocketrio.actors.proxy.local import run_broker_with_proxy\n\n"
+        "        prepare_grpc_environment()  # MUTANT\n",
+        [
+            "tests/unit/actors/proxy/test_grpc_env.py::test_the_command_sets_it_before_grpcio_loads[broker-enable-proxy]"
+        ],
+    ),
+    Mutant(
         "proxy fast path: an ack at a hung master waits its deadline though the master moved",
         "actors/proxy/loop_remoting.py",
         "if view.masters.get(n, a) != a]",
