@@ -58,6 +58,7 @@ _LQ = "tests/unit/storage/test_lost_page_quarantine.py::"
 _RP = "tests/unit/storage/test_replica_check.py::"
 _RR = "tests/unit/storage/test_replica_runs.py::"
 _IE = "tests/unit/storage/test_index_entries.py::"
+_AF = "tests/actor/kernel/test_answer_flush.py::"
 _SD = "tests/system/test_chaos_slow_disk.py::"
 _DA = "tests/unit/actors/broker/pop/test_direct_ack.py::"
 _PN = "tests/actor/broker/test_pop_nowait.py::"
@@ -1915,6 +1916,48 @@ MUTANTS: list[Mutant] = [
         "    if gated or table.get(",
         "    if False or table.get(",
         [_DA + "test_installed_only_where_the_generic_path_adds_nothing"],
+    ),
+    Mutant(
+        "answer flush: an inner block flushes before the outermost ends (issue 28)",
+        "actors/kernel/answer_flush.py",
+        "        if self.depth:\n            return\n",
+        "        if False:  # MUTANT\n            return\n",
+        [_AF + "test_blocks_nest_and_the_outermost_one_flushes"],
+    ),
+    Mutant(
+        "answer flush: what the socket did not take of an inline send is dropped (issue 28)",
+        "actors/kernel/remoting_connection.py",
+        "                out.append(data[sent:])",
+        "                pass  # MUTANT",
+        [_AF + "test_what_the_socket_does_not_take_the_writer_sends_after_it"],
+    ),
+    Mutant(
+        "answer flush: what the socket did not take is not handed to the writer (issue 28)",
+        "actors/kernel/remoting_connection.py",
+        "        if out:\n            self._writer_lot.unpark()\n",
+        "        if False:  # MUTANT\n            self._writer_lot.unpark()\n",
+        [_AF + "test_what_the_socket_does_not_take_the_writer_sends_after_it"],
+    ),
+    Mutant(
+        "answer flush: an inline send goes out while the writer is writing (issue 28)",
+        "actors/kernel/remoting_connection.py",
+        "            self._sending = True\n",
+        "            pass  # MUTANT\n",
+        [_AF + "test_a_writer_in_the_middle_of_a_write_keeps_the_later_answers"],
+    ),
+    Mutant(
+        "answer flush: a closed connection's duplicate descriptor stays open (issue 28)",
+        "actors/kernel/remoting_connection.py",
+        "        self._release_inline()  # the duplicate descriptor",
+        "        pass  # MUTANT",
+        [_AF + "test_a_tcp_connection_s_answers_are_on_the_wire_when_the_block_ends"],
+    ),
+    Mutant(
+        "answer flush: the store turn's answers wait for each connection's writer (issue 28)",
+        "actors/broker/store/ack_log.py",
+        "        with ANSWERS:\n",
+        "        if True:  # MUTANT\n",
+        [_AF + "test_the_store_s_answers_are_given_inside_a_block_and_flushed_after"],
     ),
     Mutant(
         "a connection takes direct paths while its answers are timed",
