@@ -248,6 +248,7 @@ def run_tool(
         if args.probe and not probes and now >= started + warmup_s and tool == "Producer":
             probes = [perf_stat(p, 10.0, work, name) for p, name in
                       ((pid, "broker"), (tool_proc.pid, "client"))]  # fmt: skip
+            probes.append(perf_timeline(pid, 3.0, work))
         samples.append((now, cpu_seconds(pid), cpu_seconds(tool_proc.pid), *machine_cpu()))
         time.sleep(0.25)
     tool_proc.stop()
@@ -274,7 +275,66 @@ def run_tool(
         probe.append({"avg_rt_ms": rts[len(rts) // 2 :]})
         for name in ("broker", "client"):
             probe.append({name: read_perf_stat(os.path.join(work, f"perf-{name}.txt"))})
+        probe.append({"timeline": read_timeline(os.path.join(work, "perf-timeline.data"))})
     return out
+
+
+_READS = ("read", "recvfrom", "recvmsg")
+_WRITES = ("write", "sendto", "sendmsg")
+
+
+def perf_timeline(pid: int, seconds: float, work: str) -> subprocess.Popen[bytes]:
+    """The broker's socket reads and writes, each with its time, for ``seconds``."""
+    events = ",".join(f"syscalls:sys_enter_{n}" for n in (*_READS, *_WRITES))
+    return subprocess.Popen(
+        ["perf", "record", "-q", "-e", events, "-p", str(pid),
+         "-o", os.path.join(work, "perf-timeline.data"), "--", "sleep", str(seconds)],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+
+
+def read_timeline(path: str) -> dict[str, float]:
+    """Per write of the broker's (any thread): the time since the first read after the write
+    before it (the oldest request it could answer arrived then), and since the last read before
+    it; medians and 90th percentiles in us, and writes per second."""
+    try:
+        text = subprocess.run(
+            ["perf", "script", "-i", path, "-F", "time,event"],
+            capture_output=True, text=True, timeout=120,
+        ).stdout  # fmt: skip
+    except (OSError, subprocess.SubprocessError):
+        return {}
+    first_read: float | None = None
+    last_read: float | None = None
+    since_first: list[float] = []
+    since_last: list[float] = []
+    times: list[float] = []
+    for line in text.splitlines():
+        parts = line.split()
+        if len(parts) < 2:
+            continue
+        t, name = float(parts[0].rstrip(":")), parts[1].rsplit("sys_enter_", 1)[-1].rstrip(":")
+        times.append(t)
+        if name in _READS:
+            last_read = t
+            first_read = t if first_read is None else first_read
+        elif name in _WRITES and first_read is not None and last_read is not None:
+            since_first.append((t - first_read) * 1e6)
+            since_last.append((t - last_read) * 1e6)
+            first_read = None
+    if not since_first or len(times) < 2:
+        return {}
+
+    def q(vals: list[float], f: float) -> float:
+        return round(sorted(vals)[int(f * (len(vals) - 1))], 1)
+
+    return {
+        "writes_per_s": round(len(since_first) / (times[-1] - times[0]), 1),
+        "first_read_to_write_us_p50": q(since_first, 0.5),
+        "first_read_to_write_us_p90": q(since_first, 0.9),
+        "last_read_to_write_us_p50": q(since_last, 0.5),
+        "last_read_to_write_us_p90": q(since_last, 0.9),
+    }
 
 
 probe: list[dict[str, Any]] = []  # --probe's figures of the round under way
@@ -357,6 +417,8 @@ def summarize_probe(probed: list[dict[str, Any]]) -> dict[str, Any]:
         for name in ("broker", "client"):
             if name in p:
                 out[f"{name}_syscalls_10s"] = p[name]
+        if "timeline" in p:
+            out["broker_timeline"] = p["timeline"]
     return out
 
 
