@@ -59,6 +59,7 @@ _RP = "tests/unit/storage/test_replica_check.py::"
 _RR = "tests/unit/storage/test_replica_runs.py::"
 _IE = "tests/unit/storage/test_index_entries.py::"
 _AF = "tests/actor/kernel/test_answer_flush.py::"
+_DS = "tests/unit/actors/broker/send/test_direct_send.py::"
 _SD = "tests/system/test_chaos_slow_disk.py::"
 _DA = "tests/unit/actors/broker/pop/test_direct_ack.py::"
 _PN = "tests/actor/broker/test_pop_nowait.py::"
@@ -1958,6 +1959,38 @@ MUTANTS: list[Mutant] = [
         "        with ANSWERS:\n",
         "        if True:  # MUTANT\n",
         [_AF + "test_the_store_s_answers_are_given_inside_a_block_and_flushed_after"],
+    ),
+    Mutant(
+        "send frame path: installed although an ACL gate judges requests (issue 28)",
+        "actors/broker/send/direct.py",
+        "    if gated or not isinstance(handler, DirectSendHandler):",
+        "    if not isinstance(handler, DirectSendHandler):  # MUTANT",
+        [_DS + "test_the_frame_path_is_installed_only_where_it_skips_nothing"],
+    ),
+    Mutant(
+        "send frame path: a stopping broker's send is served (issue 28)",
+        "actors/broker/send/direct.py",
+        "        if self.requests.stopping:\n",
+        "        if False:  # MUTANT\n",
+        [
+            _DS
+            + "test_the_frame_path_takes_a_plain_send_without_the_table_and_declines_when_stopping"
+        ],
+    ),
+    Mutant(
+        "send frame path: a static topic's send served as a plain one (issue 28)",
+        "actors/broker/send/direct.py",
+        "        if h is None or h.batch or (mappings is not None and h.topic in mappings.table):\n"
+        "            return NOT_DIRECT",
+        "        if h is None or h.batch:  # MUTANT\n            return NOT_DIRECT",
+        [_DS + "test_the_direct_handler_answers_every_request_as_the_generic_path"],
+    ),
+    Mutant(
+        "send frame path: a put stored but not PUT_OK answered as a plain success (issue 28)",
+        "actors/broker/send/direct.py",
+        "        if status is _PUT_OK and results:",
+        "        if results:  # MUTANT",
+        [_DS + "test_every_store_answer_is_the_same_bytes_all_three_ways"],
     ),
     Mutant(
         "a connection takes direct paths while its answers are timed",
