@@ -1986,6 +1986,22 @@ MUTANTS: list[Mutant] = [
         [_DS + "test_the_direct_handler_answers_every_request_as_the_generic_path"],
     ),
     Mutant(
+        "send frame path: a batch taken as a single message (issue 28)",
+        "actors/broker/send/direct.py",
+        "        if h is None or h.batch or (mappings is not None and h.topic in mappings.table):\n"
+        "            return NOT_DIRECT",
+        "        if h is None or (mappings is not None and h.topic in mappings.table):  # MUTANT\n"
+        "            return NOT_DIRECT",
+        [_DS + "test_the_direct_handler_answers_every_request_as_the_generic_path"],
+    ),
+    Mutant(
+        "send frame path: a full store inbox answered by nothing instead of waiting (issue 28)",
+        "actors/broker/send/direct.py",
+        "            return _blocked_direct(self.send, conn, cmd, r)",
+        "            return None  # MUTANT",
+        [_DS + "test_the_direct_handler_answers_every_request_as_the_generic_path"],
+    ),
+    Mutant(
         "send frame path: a put stored but not PUT_OK answered as a plain success (issue 28)",
         "actors/broker/send/direct.py",
         "        if status is _PUT_OK and results:",
@@ -2053,31 +2069,34 @@ MUTANTS: list[Mutant] = [
     Mutant(
         "the direct send skips the static-topic test (a logic queue sent as a physical one)",
         "actors/broker/send/direct.py",
-        " or (mappings is not None and h.topic in mappings.table)",
-        "",
+        " or (mappings is not None and h.topic in mappings.table):\n"
+        "            return self.generic(ctx)",
+        ":\n            return self.generic(ctx)  # MUTANT",
         [_DS + "test_the_direct_handler_answers_every_request_as_the_generic_path"],
     ),
     Mutant(
         "the direct send reads the static topics known at registration (a cache never invalidated)",
         "actors/broker/send/direct.py",
-        "    header_class = SendMessageRequestHeader\n",
-        "    header_class = SendMessageRequestHeader\n"
-        "    if mappings is not None:  # MUTANT\n"
-        "        mappings = type(mappings)(mappings.bname, mappings.now_ms)\n",
+        "        self.mappings = mappings\n",
+        "        self.mappings = mappings\n"
+        "        if mappings is not None:  # MUTANT\n"
+        "            self.mappings = type(mappings)(mappings.bname, mappings.now_ms)\n",
         [_DS + "test_a_topic_made_static_after_its_first_send_is_rerouted"],
     ),
     Mutant(
         "the direct send takes a batch as a single message",
         "actors/broker/send/direct.py",
-        "if h is None or h.batch or (",
-        "if h is None or (",
+        "if h is None or h.batch or (mappings is not None and h.topic in mappings.table):\n"
+        "            return self.generic(ctx)",
+        "if h is None or (mappings is not None and h.topic in mappings.table):  # MUTANT\n"
+        "            return self.generic(ctx)",
         [_DS + "test_the_direct_handler_answers_every_request_as_the_generic_path"],
     ),
     Mutant(
         "the direct send answers a full store inbox as refused instead of waiting",
         "actors/broker/send/direct.py",
-        "            return _blocked(send, cmd, r)",
-        "            return None",
+        "            return _blocked(self.send, cmd, r)",
+        "            return None  # MUTANT",
         [_DS + "test_the_direct_handler_answers_every_request_as_the_generic_path"],
     ),
     Mutant(
