@@ -1947,11 +1947,11 @@ MUTANTS: list[Mutant] = [
         [_AF + "test_a_writer_in_the_middle_of_a_write_keeps_the_later_answers"],
     ),
     Mutant(
-        "answer flush: a closed connection's duplicate descriptor stays open (issue 28)",
-        "actors/kernel/remoting_connection.py",
-        "        self._release_inline()  # the duplicate descriptor",
-        "        pass  # MUTANT",
-        [_AF + "test_a_tcp_connection_s_answers_are_on_the_wire_when_the_block_ends"],
+        "answer flush: the socket's descriptor number kept past the stream's close (issue 28)",
+        "actors/kernel/answer_flush.py",
+        "    sock = stream.socket\n",
+        "    sock = stream.socket\n    sock = os.fdopen(sock.fileno(), closefd=False)  # MUTANT\n",
+        [_AF + "test_a_stream_closed_under_the_connection_is_never_written_through_its_old_number"],
     ),
     Mutant(
         "answer flush: the store turn's answers wait for each connection's writer (issue 28)",

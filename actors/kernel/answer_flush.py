@@ -6,11 +6,11 @@ Trio's scheduler, after whatever else was woken meanwhile (on a busy broker, the
 requests). A turn that answers many requests at once (the store actor's: every put of the turn,
 store/ack_log.py) answers inside ``with ANSWERS:`` instead: a connection whose writer is not
 writing then does not wake it, and when the block ends each such connection hands all it has
-queued to its socket with ONE non-blocking send (`Connection.flush_inline`), leaving what the
-socket did not take to its writer, so the bytes keep the writer's order. A connection without a
-non-blocking send (`nowait_sender`: a memory or TLS stream), or whose writer is writing, is
-served by its writer as before. The HA master ships a turn's bytes the same way
-(ha/master_service.py).
+queued to its socket with ONE non-blocking send (`Connection.flush_inline`, `fd_sender`),
+leaving what the socket did not take to its writer, so the bytes keep the writer's order. A
+connection without a non-blocking send (a memory or TLS stream), or whose writer is writing,
+is served by its writer as before. The HA master ships a turn's bytes the same way
+(ha/master_service.py, through `nowait_sender`).
 
 The block must not yield (everything answered inside it is answered synchronously), so one
 flush object serves every connection of the process, however many brokers it runs.
@@ -49,6 +49,27 @@ def nowait_sender(stream: trio.abc.Stream) -> tuple[SendNowait | None, Callable[
             return 0
 
     return send, dup.close
+
+
+def fd_sender(stream: trio.abc.Stream) -> SendNowait | None:
+    """`nowait_sender` for a remoting connection, without a second descriptor per connection:
+    a TCP stream's gathered non-blocking write goes to its socket's descriptor, read at each
+    call (-1 once the stream is closed: the write fails, it never reaches a descriptor number
+    reused since). A stream's own ``send_nowait`` as there; None for any other stream."""
+    own = getattr(stream, "send_nowait", None)
+    if own is not None:
+        return own  # type: ignore[no-any-return]
+    if not isinstance(stream, trio.SocketStream):
+        return None
+    sock = stream.socket
+
+    def send(buffers: Buffers) -> int:
+        try:
+            return os.writev(sock.fileno(), buffers)
+        except BlockingIOError:
+            return 0
+
+    return send
 
 
 class _Flushable(Protocol):

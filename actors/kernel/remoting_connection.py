@@ -52,7 +52,7 @@ import attrs
 import structlog
 import trio
 
-from rocketrio.actors.kernel.answer_flush import ANSWERS, nowait_sender
+from rocketrio.actors.kernel.answer_flush import ANSWERS, fd_sender
 from rocketrio.actors.kernel.request_context import RequestContext
 from rocketrio.actors.kernel.runtime import AskTimeout, Reply
 from rocketrio.actors.kernel.server_limits import (
@@ -87,10 +87,6 @@ log = structlog.get_logger("remoting")
 _SUCCESS = int(Outcome.SUCCESS)
 _RESPONSE_FLAG = RPC_TYPE_RESPONSE
 WRITE_HIGH_WATER = 8 * 1024 * 1024  # a client connection's request()/oneway() wait above this
-
-
-def _no_release() -> None:
-    pass
 
 
 class RemotingError(Exception):
@@ -161,9 +157,7 @@ class Connection:
         self._writer_lot = trio.lowlevel.ParkingLot()
         self._sending = False  # the writer is in send_all
         # a server's answers given in a turn are written as it ends (answer_flush.py)
-        self._send_inline, self._release_inline = (
-            nowait_sender(stream) if server is not None else (None, _no_release)
-        )
+        self._send_inline = fd_sender(stream) if server is not None else None
         self._drain_lot = trio.lowlevel.ParkingLot()
         self._pending: dict[int, Reply[RemotingCommand]] = {}
         self._opaque = opaque_seq or itertools.count(1)
@@ -562,7 +556,6 @@ class Connection:
             return
         self.closed = True
         self.close_reason = self.close_reason or why
-        self._release_inline()  # the duplicate descriptor would hold the connection open
         for reply in self._pending.values():
             reply.fail(RemotingError(f"connection to {self.remote} closed ({self.close_reason})"))
         self._pending.clear()
