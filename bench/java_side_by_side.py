@@ -55,8 +55,8 @@ AVG_RT_RE = re.compile(r"Average RT\(ms\):\s*([\d.]+)")
 # perf_event_paranoid): how many reads and writes an answer costs each side
 PROBE_EVENTS = ",".join(
     f"syscalls:sys_enter_{n}"
-    for n in ("read", "write", "recvfrom", "sendto", "recvmsg", "sendmsg", "epoll_wait",
-              "epoll_pwait", "futex")
+    for n in ("read", "write", "recvfrom", "sendto", "recvmsg", "sendmsg", "writev",
+              "epoll_wait", "epoll_pwait", "futex")
 ) + ",context-switches"  # fmt: skip
 
 
@@ -280,7 +280,7 @@ def run_tool(
 
 
 _READS = ("read", "recvfrom", "recvmsg")
-_WRITES = ("write", "sendto", "sendmsg")
+_WRITES = ("write", "sendto", "sendmsg", "writev")
 
 
 def perf_timeline(pid: int, seconds: float, work: str) -> subprocess.Popen[bytes]:
