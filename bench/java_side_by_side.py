@@ -50,6 +50,14 @@ OPENS = [
 TPS_RE = re.compile(r"Send TPS:\s*([\d.]+)")
 CONSUME_TPS_RE = re.compile(r"Consume TPS:\s*([\d.]+)")
 TIME_RE = re.compile(r"Current Time:\s*([\d-]+ [\d:,]+)")
+AVG_RT_RE = re.compile(r"Average RT\(ms\):\s*([\d.]+)")
+# --probe: the syscalls counted on each process (perf's tracepoints; root or a low
+# perf_event_paranoid): how many reads and writes an answer costs each side
+PROBE_EVENTS = ",".join(
+    f"syscalls:sys_enter_{n}"
+    for n in ("read", "write", "recvfrom", "sendto", "recvmsg", "sendmsg", "writev",
+              "epoll_wait", "epoll_pwait", "futex")
+) + ",context-switches"  # fmt: skip
 
 
 def java_classpath(home: str, cp_file: str) -> str:
@@ -233,24 +241,133 @@ def run_tool(
     )
     started = time.time()
     tool_proc.start(main, ["-n", ns, "-t", TOPIC, "-ri", "1000", *extra])
-    samples: list[tuple[float, float]] = []
+    samples: list[tuple[float, float, float, float, float]] = []
+    probes: list[subprocess.Popen[bytes]] = []
     while time.time() < started + seconds:
-        samples.append((time.time(), cpu_seconds(pid)))
+        now = time.time()
+        if args.probe and not probes and now >= started + warmup_s and tool == "Producer":
+            probes = [perf_stat(p, 10.0, work, name) for p, name in
+                      ((pid, "broker"), (tool_proc.pid, "client"))]  # fmt: skip
+            probes.append(perf_timeline(pid, 3.0, work))
+        samples.append((now, cpu_seconds(pid), cpu_seconds(tool_proc.pid), *machine_cpu()))
         time.sleep(0.25)
     tool_proc.stop()
-    times = [t for t, _ in samples]
+    for p in probes:
+        p.wait()
+    times = [t[0] for t in samples]
 
-    def cpu_at(t: float) -> float:
-        i = min(bisect.bisect_left(times, t), len(samples) - 1)
-        return samples[i][1]
+    def at(t: float) -> tuple[float, float, float, float, float]:
+        return samples[min(bisect.bisect_left(times, t), len(samples) - 1)]
 
     out = []
     pattern = TPS_RE if tool == "Producer" else CONSUME_TPS_RE
     for when, tps in tps_lines(tool_proc.out, pattern):
         if when - 10 >= started + warmup_s and tps > 0:
-            cpu = cpu_at(when) - cpu_at(when - 10)
-            out.append((tps, cpu * 1e6 / (tps * 10)))
+            a, b = at(when - 10), at(when)
+            out.append((tps, (b[1] - a[1]) * 1e6 / (tps * 10)))
+            if args.probe:
+                machine_busy = 1 - (b[4] - a[4]) / max(b[3] - a[3], 1e-9)
+                probe.append({"client_us": (b[2] - a[2]) * 1e6 / (tps * 10),
+                              "machine_busy": machine_busy})  # fmt: skip
+    if args.probe and tool == "Producer":
+        with open(tool_proc.out, errors="replace") as f:
+            rts = [float(m.group(1)) for m in map(AVG_RT_RE.search, f) if m]
+        probe.append({"avg_rt_ms": rts[len(rts) // 2 :]})
+        for name in ("broker", "client"):
+            probe.append({name: read_perf_stat(os.path.join(work, f"perf-{name}.txt"))})
+        probe.append({"timeline": read_timeline(os.path.join(work, "perf-timeline.data"))})
     return out
+
+
+_READS = ("read", "recvfrom", "recvmsg")
+_WRITES = ("write", "sendto", "sendmsg", "writev")
+
+
+def perf_timeline(pid: int, seconds: float, work: str) -> subprocess.Popen[bytes]:
+    """The broker's socket reads and writes, each with its time, for ``seconds``."""
+    events = ",".join(f"syscalls:sys_enter_{n}" for n in (*_READS, *_WRITES))
+    return subprocess.Popen(
+        ["perf", "record", "-q", "-e", events, "-p", str(pid),
+         "-o", os.path.join(work, "perf-timeline.data"), "--", "sleep", str(seconds)],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+
+
+def read_timeline(path: str) -> dict[str, float]:
+    """Per write of the broker's (any thread): the time since the first read after the write
+    before it (the oldest request it could answer arrived then), and since the last read before
+    it; medians and 90th percentiles in us, and writes per second."""
+    try:
+        text = subprocess.run(
+            ["perf", "script", "-i", path, "-F", "time,event"],
+            capture_output=True, text=True, timeout=120,
+        ).stdout  # fmt: skip
+    except (OSError, subprocess.SubprocessError):
+        return {}
+    first_read: float | None = None
+    last_read: float | None = None
+    since_first: list[float] = []
+    since_last: list[float] = []
+    times: list[float] = []
+    for line in text.splitlines():
+        parts = line.split()
+        if len(parts) < 2:
+            continue
+        t, name = float(parts[0].rstrip(":")), parts[1].rsplit("sys_enter_", 1)[-1].rstrip(":")
+        times.append(t)
+        if name in _READS:
+            last_read = t
+            first_read = t if first_read is None else first_read
+        elif name in _WRITES and first_read is not None and last_read is not None:
+            since_first.append((t - first_read) * 1e6)
+            since_last.append((t - last_read) * 1e6)
+            first_read = None
+    if not since_first or len(times) < 2:
+        return {}
+
+    def q(vals: list[float], f: float) -> float:
+        return round(sorted(vals)[int(f * (len(vals) - 1))], 1)
+
+    return {
+        "writes_per_s": round(len(since_first) / (times[-1] - times[0]), 1),
+        "first_read_to_write_us_p50": q(since_first, 0.5),
+        "first_read_to_write_us_p90": q(since_first, 0.9),
+        "last_read_to_write_us_p50": q(since_last, 0.5),
+        "last_read_to_write_us_p90": q(since_last, 0.9),
+    }
+
+
+probe: list[dict[str, Any]] = []  # --probe's figures of the round under way
+
+
+def machine_cpu() -> tuple[float, float]:
+    """(all, idle+iowait) jiffies of the whole machine so far (/proc/stat)."""
+    with open("/proc/stat") as f:
+        vals = [int(v) for v in f.readline().split()[1:]]
+    return float(sum(vals)), float(vals[3] + vals[4])
+
+
+def perf_stat(pid: int, seconds: float, work: str, name: str) -> subprocess.Popen[bytes]:
+    out = os.path.join(work, f"perf-{name}.txt")
+    return subprocess.Popen(
+        ["perf", "stat", "-x", ",", "-o", out, "-e", PROBE_EVENTS, "-p", str(pid),
+         "--", "sleep", str(seconds)],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+
+
+def read_perf_stat(path: str) -> dict[str, int]:
+    """Per event, its count over the probe's 10 s (events perf could not count are left out)."""
+    counts: dict[str, int] = {}
+    try:
+        with open(path) as f:
+            for line in f:
+                parts = line.strip().split(",")
+                if len(parts) > 2 and parts[0].isdigit():
+                    counts[parts[2].removeprefix("syscalls:sys_enter_")] = int(parts[0])
+    except OSError:
+        pass
+    return counts
 
 
 def one_round(args: argparse.Namespace, kind: str, flush: str) -> dict[str, Any]:
@@ -263,8 +380,12 @@ def one_round(args: argparse.Namespace, kind: str, flush: str) -> dict[str, Any]
             ["-w", str(args.threads), "-s", str(args.size)], args.warmup,
         )  # fmt: skip
         # the consumer drains a backlog: only its start-up is skipped
+        probed = list(probe)
+        probe.clear()
         consume = run_tool(args, work, "Consumer", ns, args.consume_seconds, pid, [], 3.0)
-        return {
+        probe.clear()
+        extra = {"probe": summarize_probe(probed)} if args.probe else {}
+        return {**extra,
             "side": kind, "flush": flush,
             # the mean of the non-overlapping 10-s windows after the warm-up
             "send_tps": round(statistics.mean(t for t, _ in send[::10])) if send else 0,
@@ -279,6 +400,26 @@ def one_round(args: argparse.Namespace, kind: str, flush: str) -> dict[str, Any]
         side.stop()
         if not args.keep:
             stop_all([], work)
+
+
+def summarize_probe(probed: list[dict[str, Any]]) -> dict[str, Any]:
+    """The --probe figures of a round: medians over its windows, syscalls per 10 s."""
+    out: dict[str, Any] = {}
+    for key in ("client_us", "machine_busy"):
+        vals = [p[key] for p in probed if key in p]
+        if vals:
+            out[f"{key}_per_send" if key == "client_us" else key] = round(
+                statistics.median(vals), 3
+            )
+    for p in probed:
+        if p.get("avg_rt_ms"):
+            out["avg_rt_ms"] = statistics.median(p["avg_rt_ms"])
+        for name in ("broker", "client"):
+            if name in p:
+                out[f"{name}_syscalls_10s"] = p[name]
+        if "timeline" in p:
+            out["broker_timeline"] = p["timeline"]
+    return out
 
 
 def summary(rounds: list[dict[str, Any]], flush: str) -> dict[str, Any]:
@@ -317,6 +458,11 @@ def main() -> None:
         help="which brokers alternate: java, rocketrio (this checkout), base (--base-tree)",
     )  # fmt: skip
     ap.add_argument("--base-tree", help="another rocketrio checkout, e.g. /work/base")
+    ap.add_argument(
+        "--probe", action="store_true",
+        help="also the client's CPU per send, the machine's busy share, the Producer's Average"
+        " RT and 10 s of syscall counts (perf) on the broker and the client",
+    )  # fmt: skip
     args = ap.parse_args()
     home = args.rocketmq_home
     if not home or not os.path.isdir(os.path.join(home or "", "conf")):

@@ -58,6 +58,8 @@ _LQ = "tests/unit/storage/test_lost_page_quarantine.py::"
 _RP = "tests/unit/storage/test_replica_check.py::"
 _RR = "tests/unit/storage/test_replica_runs.py::"
 _IE = "tests/unit/storage/test_index_entries.py::"
+_AF = "tests/actor/kernel/test_answer_flush.py::"
+_DS = "tests/unit/actors/broker/send/test_direct_send.py::"
 _SD = "tests/system/test_chaos_slow_disk.py::"
 _DA = "tests/unit/actors/broker/pop/test_direct_ack.py::"
 _PN = "tests/actor/broker/test_pop_nowait.py::"
@@ -1968,6 +1970,96 @@ MUTANTS: list[Mutant] = [
         [_DA + "test_installed_only_where_the_generic_path_adds_nothing"],
     ),
     Mutant(
+        "answer flush: an inner block flushes before the outermost ends (issue 28)",
+        "actors/kernel/answer_flush.py",
+        "        if self.depth:\n            return\n",
+        "        if False:  # MUTANT\n            return\n",
+        [_AF + "test_blocks_nest_and_the_outermost_one_flushes"],
+    ),
+    Mutant(
+        "answer flush: what the socket did not take of an inline send is dropped (issue 28)",
+        "actors/kernel/remoting_connection.py",
+        "                out.append(data[sent:])",
+        "                pass  # MUTANT",
+        [_AF + "test_what_the_socket_does_not_take_the_writer_sends_after_it"],
+    ),
+    Mutant(
+        "answer flush: what the socket did not take is not handed to the writer (issue 28)",
+        "actors/kernel/remoting_connection.py",
+        "        if out:\n            self._writer_lot.unpark()\n",
+        "        if False:  # MUTANT\n            self._writer_lot.unpark()\n",
+        [_AF + "test_what_the_socket_does_not_take_the_writer_sends_after_it"],
+    ),
+    Mutant(
+        "answer flush: an inline send goes out while the writer is writing (issue 28)",
+        "actors/kernel/remoting_connection.py",
+        "            self._sending = True\n",
+        "            pass  # MUTANT\n",
+        [_AF + "test_a_writer_in_the_middle_of_a_write_keeps_the_later_answers"],
+    ),
+    Mutant(
+        "answer flush: the socket's descriptor number kept past the stream's close (issue 28)",
+        "actors/kernel/answer_flush.py",
+        "    sock = stream.socket\n",
+        "    sock = stream.socket\n    sock = os.fdopen(sock.fileno(), closefd=False)  # MUTANT\n",
+        [_AF + "test_a_stream_closed_under_the_connection_is_never_written_through_its_old_number"],
+    ),
+    Mutant(
+        "answer flush: the store turn's answers wait for each connection's writer (issue 28)",
+        "actors/broker/store/ack_log.py",
+        "        with ANSWERS:\n",
+        "        if True:  # MUTANT\n",
+        [_AF + "test_the_store_s_answers_are_given_inside_a_block_and_flushed_after"],
+    ),
+    Mutant(
+        "send frame path: installed although an ACL gate judges requests (issue 28)",
+        "actors/broker/send/direct.py",
+        "    if gated or not isinstance(handler, DirectSendHandler):",
+        "    if not isinstance(handler, DirectSendHandler):  # MUTANT",
+        [_DS + "test_the_frame_path_is_installed_only_where_it_skips_nothing"],
+    ),
+    Mutant(
+        "send frame path: a stopping broker's send is served (issue 28)",
+        "actors/broker/send/direct.py",
+        "        if self.requests.stopping:\n",
+        "        if False:  # MUTANT\n",
+        [
+            _DS
+            + "test_the_frame_path_takes_a_plain_send_without_the_table_and_declines_when_stopping"
+        ],
+    ),
+    Mutant(
+        "send frame path: a static topic's send served as a plain one (issue 28)",
+        "actors/broker/send/direct.py",
+        "        if h is None or h.batch or (mappings is not None and h.topic in mappings.table):\n"
+        "            return NOT_DIRECT",
+        "        if h is None or h.batch:  # MUTANT\n            return NOT_DIRECT",
+        [_DS + "test_the_direct_handler_answers_every_request_as_the_generic_path"],
+    ),
+    Mutant(
+        "send frame path: a batch taken as a single message (issue 28)",
+        "actors/broker/send/direct.py",
+        "        if h is None or h.batch or (mappings is not None and h.topic in mappings.table):\n"
+        "            return NOT_DIRECT",
+        "        if h is None or (mappings is not None and h.topic in mappings.table):  # MUTANT\n"
+        "            return NOT_DIRECT",
+        [_DS + "test_the_direct_handler_answers_every_request_as_the_generic_path"],
+    ),
+    Mutant(
+        "send frame path: a full store inbox answered by nothing instead of waiting (issue 28)",
+        "actors/broker/send/direct.py",
+        "            return _blocked_direct(self.send, conn, cmd, r)",
+        "            return None  # MUTANT",
+        [_DS + "test_the_direct_handler_answers_every_request_as_the_generic_path"],
+    ),
+    Mutant(
+        "send frame path: a put stored but not PUT_OK answered as a plain success (issue 28)",
+        "actors/broker/send/direct.py",
+        "        if status is _PUT_OK and results:",
+        "        if results:  # MUTANT",
+        [_DS + "test_every_store_answer_is_the_same_bytes_all_three_ways"],
+    ),
+    Mutant(
         "a connection takes direct paths while its answers are timed",
         "actors/kernel/remoting_connection.py",
         "        self.direct = direct if direct and rpc_latency is None else None",
@@ -2028,31 +2120,34 @@ MUTANTS: list[Mutant] = [
     Mutant(
         "the direct send skips the static-topic test (a logic queue sent as a physical one)",
         "actors/broker/send/direct.py",
-        " or (mappings is not None and h.topic in mappings.table)",
-        "",
+        " or (mappings is not None and h.topic in mappings.table):\n"
+        "            return self.generic(ctx)",
+        ":\n            return self.generic(ctx)  # MUTANT",
         [_DS + "test_the_direct_handler_answers_every_request_as_the_generic_path"],
     ),
     Mutant(
         "the direct send reads the static topics known at registration (a cache never invalidated)",
         "actors/broker/send/direct.py",
-        "    header_class = SendMessageRequestHeader\n",
-        "    header_class = SendMessageRequestHeader\n"
-        "    if mappings is not None:  # MUTANT\n"
-        "        mappings = type(mappings)(mappings.bname, mappings.now_ms)\n",
+        "        self.mappings = mappings\n",
+        "        self.mappings = mappings\n"
+        "        if mappings is not None:  # MUTANT\n"
+        "            self.mappings = type(mappings)(mappings.bname, mappings.now_ms)\n",
         [_DS + "test_a_topic_made_static_after_its_first_send_is_rerouted"],
     ),
     Mutant(
         "the direct send takes a batch as a single message",
         "actors/broker/send/direct.py",
-        "if h is None or h.batch or (",
-        "if h is None or (",
+        "if h is None or h.batch or (mappings is not None and h.topic in mappings.table):\n"
+        "            return self.generic(ctx)",
+        "if h is None or (mappings is not None and h.topic in mappings.table):  # MUTANT\n"
+        "            return self.generic(ctx)",
         [_DS + "test_the_direct_handler_answers_every_request_as_the_generic_path"],
     ),
     Mutant(
         "the direct send answers a full store inbox as refused instead of waiting",
         "actors/broker/send/direct.py",
-        "            return _blocked(send, cmd, r)",
-        "            return None",
+        "            return _blocked(self.send, cmd, r)",
+        "            return None  # MUTANT",
         [_DS + "test_the_direct_handler_answers_every_request_as_the_generic_path"],
     ),
     Mutant(

@@ -45,6 +45,7 @@ from rocketrio.actors.broker.reply.feature import ReplyFeature
 from rocketrio.actors.broker.roles.role_service import RoleChange, RoleDeps, make_role_service
 from rocketrio.actors.broker.roles.slave_sync import SlaveSynchronize
 from rocketrio.actors.broker.schedule.service import build_schedule_service
+from rocketrio.actors.broker.send.direct import direct_send_handlers
 from rocketrio.actors.broker.send.feature import SendFeature
 from rocketrio.actors.broker.static_topic.feature import StaticTopicFeature
 from rocketrio.actors.broker.static_topic.forward import StaticTopicForwarder
@@ -316,9 +317,11 @@ class Broker:
         ]
         table = build_table(declared, wrappers=wrappers)
         self.requests = requests = RequestTable(self.config.brokerName, table, gate=self.auth.gate)
-        direct = self.pop.direct_handlers(
-            table, gated=self.auth.gate is not None, requests=requests
-        )
+        gated = self.auth.gate is not None
+        direct = {
+            **self.pop.direct_handlers(table, gated=gated, requests=requests),
+            **direct_send_handlers(table, gated=gated, requests=requests),
+        }
         self.server = RemotingServer(
             self.io.transport,
             self.addr,

@@ -1,14 +1,15 @@
 """One remoting connection over a stream: framing, request/response matching, oneway, pushes.
 
 This module owns the `Connection` (upstream NettyRemotingAbstract's request and response
-handling, per channel), the `RequestContext` a processor answers through, and `ServerSide`, what
-a server's connections share; remoting.py holds the endpoints that make connections
-(`RemotingServer`, `RemotingClient`) and re-exports these names.
+handling, per channel) and `ServerSide`, what a server's connections share (the
+`RequestContext` a processor answers through is request_context.py's); remoting.py holds the
+endpoints that make connections (`RemotingServer`, `RemotingClient`) and re-exports these names.
 
 A `Connection` is symmetric (either side may send requests: the broker pushes
 NOTIFY_CONSUMER_IDS_CHANGED, the controller NOTIFY_BROKER_ROLE_CHANGED). It has one reader
 task that decodes frames with `FrameDecoder` and one writer task that coalesces queued frames
-into few ``send_all`` calls. Incoming requests go to a `Processor` inline in the reader: fast
+into few ``send_all`` calls (or, for answers given inside a store turn, none: answer_flush.py
+writes them as the turn ends). Incoming requests go to a `Processor` inline in the reader: fast
 requests answer at once; slow ones (long-polling pulls, synced sends) hand the `RequestContext`
 to an actor, return, and the actor answers later with ``ctx.respond``. That keeps many requests
 in flight on one connection without a task per request.
@@ -51,6 +52,8 @@ import attrs
 import structlog
 import trio
 
+from rocketrio.actors.kernel.answer_flush import ANSWERS, fd_sender
+from rocketrio.actors.kernel.request_context import RequestContext
 from rocketrio.actors.kernel.runtime import AskTimeout, Reply
 from rocketrio.actors.kernel.server_limits import (
     BUSY_READ,
@@ -92,63 +95,6 @@ class RemotingError(Exception):
 
 class RemotingTimeout(RemotingError):
     pass
-
-
-class RequestContext:
-    """One incoming request and the means to answer it exactly once."""
-
-    __slots__ = ("cmd", "conn", "inline", "responded", "start")
-
-    def __init__(self, conn: Connection, cmd: RemotingCommand, start: float = 0.0) -> None:
-        self.conn = conn
-        self.cmd = cmd
-        self.responded = False
-        self.start = start  # when its bytes arrived (Trio clock; servers only)
-        self.inline = True  # still inside the reader's dispatch of it
-
-    def respond(self, response: RemotingCommand) -> None:
-        if self.responded:
-            return
-        self.responded = True
-        conn = self.conn
-        oneway = self.cmd.is_oneway
-        if not oneway:
-            conn.send_nowait(response)
-        if conn.rpc_latency is not None:
-            if self.inline and not oneway and not conn.closed:  # the common case, kept short
-                conn._answered_inline.append((self.cmd.code, response.code, _SUCCESS))
-            else:
-                conn.answered(self, response.code)
-
-    def respond_frame(self, code: int, frame: bytes) -> None:
-        """`respond` with the answer encoded already (``frame``, response code ``code``, for
-        the latency figures): `encode_response` of the request (the send's hot path), or an
-        answer that is one template but for the opaque (protocol/answer_frames.py)."""
-        if self.responded:
-            return
-        self.responded = True
-        conn = self.conn
-        oneway = self.cmd.flag & RPC_ONEWAY
-        if not oneway:
-            conn.send_frame_nowait(frame)
-        if conn.rpc_latency is not None:
-            if self.inline and not oneway and not conn.closed:
-                conn._answered_inline.append((self.cmd.code, code, _SUCCESS))
-            else:
-                conn.answered(self, code)
-
-    def respond_code(
-        self,
-        code: int,
-        remark: str | None = None,
-        ext_fields: dict[str, str] | None = None,
-        body: bytes = b"",
-    ) -> None:
-        self.respond(self.cmd.make_response(code, remark, ext_fields, body))
-
-    @property
-    def remote(self) -> str:
-        return self.conn.remote
 
 
 # A processor's answer: a response, or None when it will (or need not) respond later.
@@ -209,6 +155,9 @@ class Connection:
         self._out: deque[bytes] = deque()
         self._out_bytes = 0  # queued or being written: not yet handed to the transport
         self._writer_lot = trio.lowlevel.ParkingLot()
+        self._sending = False  # the writer is in send_all
+        # a server's answers given in a turn are written as it ends (answer_flush.py)
+        self._send_inline = fd_sender(stream) if server is not None else None
         self._drain_lot = trio.lowlevel.ParkingLot()
         self._pending: dict[int, Reply[RemotingCommand]] = {}
         self._opaque = opaque_seq or itertools.count(1)
@@ -249,6 +198,31 @@ class Connection:
         out.append(frame)
         self._out_bytes += len(frame)
         if len(out) == 1:  # the writer parks only on an empty queue
+            if ANSWERS.depth and self._send_inline is not None and not self._sending:
+                ANSWERS.pending.append(self)  # written as the turn ends: `flush_inline`
+            else:
+                self._writer_lot.unpark()
+
+    def flush_inline(self) -> None:
+        """Hand every queued frame to the socket with one non-blocking send (answer_flush.py);
+        the writer sends what it did not take (or meets the socket's error and closes)."""
+        out = self._out
+        if self.closed or not out or self._sending or self._send_inline is None:
+            return  # closed: dropped, as the writer drops them; sending: the writer goes on
+        data = out[0] if len(out) == 1 else b"".join(out)
+        try:
+            sent = self._send_inline([data])
+        except OSError:
+            sent = 0
+        if sent:
+            out.clear()
+            if sent < len(data):
+                out.append(data[sent:])
+            self._out_bytes -= sent
+            self._active_at = trio.current_time()
+            if self._out_bytes <= self._low_water:
+                self._drain_lot.unpark_all()
+        if out:
             self._writer_lot.unpark()
 
     async def request(self, cmd: RemotingCommand, timeout: float) -> RemotingCommand:
@@ -559,15 +533,18 @@ class Connection:
             else:
                 data = b"".join(out)
                 out.clear()
+            self._sending = True
             try:
                 await self.stream.send_all(data)
             except (trio.BrokenResourceError, trio.ClosedResourceError, OSError):
+                self._sending = False
                 self.close_reason = "reset"
                 self._close("write failed")
                 # wake the reader by closing the stream
                 with trio.CancelScope(shield=True), trio.move_on_after(1):
                     await self.stream.aclose()
                 return
+            self._sending = False
             self._out_bytes -= len(data)
             if server_side:
                 self._active_at = trio.current_time()

@@ -22,7 +22,8 @@ Per connection, two tasks share a `MasterConnectionCore` (master_core.py):
   writer task to be scheduled (behind the client connections' readers, on a busy master: the
   round trip of every replicated send). Whatever the socket does not take at once is left to
   the writer, which sends it before anything else, so the byte stream keeps its order; a
-  stream with no non-blocking send (`nowait_sender`) is served by the writer alone.
+  stream with no non-blocking send (`nowait_sender`, kernel/answer_flush.py) is served by the
+  writer alone.
 A protocol error, a closed socket or haHousekeepingInterval of silence closes the connection;
 the slave is then reported disconnected (which shrinks the SyncStateSet) unless a newer
 connection of the same slave took over.
@@ -31,9 +32,6 @@ connection of the same slave took over.
 from __future__ import annotations
 
 import itertools
-import os
-import socket
-from collections.abc import Callable
 from typing import Any
 
 import structlog
@@ -50,6 +48,7 @@ from rocketrio.actors.broker.ha.master_core import (
 from rocketrio.actors.broker.ha.ports import MasterStorePort, first_leaf
 from rocketrio.actors.broker.ha.status_body import ByteRate, MasterView, SlaveLink
 from rocketrio.actors.broker.store.clean_policy import ReplicaLink, replica_floor
+from rocketrio.actors.kernel.answer_flush import Buffers, nowait_sender
 from rocketrio.actors.kernel.clock import monotonic_ms
 from rocketrio.actors.kernel.transport import Transport
 from rocketrio.actors.observe import events
@@ -71,32 +70,8 @@ READ_SIZE = 64 * 1024
 BURST_BYTES = 1024 * 1024
 
 
-Buffers = list[bytes | memoryview]
-SendNowait = Callable[[Buffers], int]
 # buffers per non-blocking send: a gathered write takes at most IOV_MAX (1024 on Linux) of them
 GATHER_MAX = 512
-
-
-def nowait_sender(stream: trio.abc.Stream) -> tuple[SendNowait | None, Callable[[], None]]:
-    """A non-blocking gathered send on ``stream`` (the buffers go out in order as one write;
-    returns the bytes the socket took: 0 when its buffer is full) and the function that
-    releases it; (None, no-op) for a stream without one. A stream may offer its own
-    ``send_nowait``; a TCP stream gets a duplicate of its socket's descriptor, which shares the
-    non-blocking connection Trio's stream writes to."""
-    own = getattr(stream, "send_nowait", None)
-    if own is not None:
-        return own, lambda: None
-    if not isinstance(stream, trio.SocketStream):
-        return None, lambda: None
-    dup = socket.socket(fileno=os.dup(stream.socket.fileno()))
-
-    def send(buffers: Buffers) -> int:
-        try:
-            return dup.sendmsg(buffers, (), socket.MSG_DONTWAIT)
-        except BlockingIOError:
-            return 0
-
-    return send, dup.close
 
 
 class _Closing(Exception):

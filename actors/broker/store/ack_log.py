@@ -1,6 +1,8 @@
-"""The store actor's sampled account of what it answered: events.SendAcked.NAME and
-events.SendNotAcked.NAME at most once per `ACK_LOG_INTERVAL_S` (per reason), never one line
-per message, and each answered turn's put time for the statistics (`PutStats.on_put_turn`)."""
+"""The store actor's answers to a stored turn's puts (`AckLog.answer`: written to each client's
+socket as the turn's last one is given, kernel/answer_flush.py) and its sampled account of what
+it answered: events.SendAcked.NAME and events.SendNotAcked.NAME at most once per
+`ACK_LOG_INTERVAL_S` (per reason), never one line per message, and each answered turn's put time
+for the statistics (`PutStats.on_put_turn`)."""
 
 from __future__ import annotations
 
@@ -8,8 +10,10 @@ from typing import Any
 
 import trio
 
+from rocketrio.actors.broker.dispatch.outcomes import PutStatus
 from rocketrio.actors.broker.ha.group_transfer import AckOutcome
 from rocketrio.actors.broker.store.messages import AnyPut, PutStats, Stored, stored_count
+from rocketrio.actors.kernel.answer_flush import ANSWERS
 from rocketrio.actors.observe import events
 from rocketrio.storage.message_store import BatchPutResult
 
@@ -24,6 +28,20 @@ class AckLog:
         self._next_ack_log = 0.0
         self._not_acked: dict[str, int] = {}
         self._next_not_acked_log = 0.0
+
+    def answer(
+        self,
+        done: list[tuple[AnyPut, Stored]],
+        status: PutStatus,
+        remark: str | None,
+        started: float,
+    ) -> None:
+        """Answer the turn's stored puts, then `acked`. The answers reach the sockets as the
+        last one is given, one send per connection (ANSWERS), not on the writers' turns."""
+        with ANSWERS:
+            for put, stored in done:
+                put.on_done(stored, status, remark)  # type: ignore[arg-type]
+        self.acked(done, started)
 
     def acked(self, done: list[tuple[AnyPut, Stored]], started: float) -> None:
         """The turn's puts were answered: count their time (once per turn), log sampled."""

@@ -3,7 +3,7 @@
 Puts arrive as `PutMessages` carrying a callback. Each turn the actor drains its inbox (bounded:
 `ReplicationState.drain`), calls ``put_messages`` ONCE for every put of the turn, and then:
 
-- ASYNC_FLUSH: answers every put at once.
+- ASYNC_FLUSH: answers every put at once (the answers written as the last is given, ack_log.py).
 - SYNC_FLUSH: fsyncs the CommitLog ONCE in a worker thread, then answers every put of the turn.
   Puts that arrive during that fsync form the next turn's batch (group commit).
 
@@ -449,9 +449,7 @@ class StoreActor(Actor[StoreMsg]):
             else:
                 gate.submit(end, complete)
             return
-        for put, stored in done:
-            put.on_done(stored, status, remark)  # type: ignore[arg-type]
-        self.acks.acked(done, started)
+        self.acks.answer(done, status, remark, started)
 
     def _completion(
         self, done: list[tuple[AnyPut, Stored]], status: PutStatus, remark: str | None
@@ -460,9 +458,7 @@ class StoreActor(Actor[StoreMsg]):
 
         def complete(outcome: AckOutcome) -> None:
             if outcome is AckOutcome.ACKED:
-                for put, stored in done:
-                    put.on_done(stored, status, remark)  # type: ignore[arg-type]
-                self.acks.acked(done, started)
+                self.acks.answer(done, status, remark, started)
                 return
             if outcome is AckOutcome.NOT_MASTER:
                 why = "the broker stopped being master before its replicas had the message"

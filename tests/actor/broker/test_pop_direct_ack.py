@@ -31,7 +31,11 @@ async def test_a_consumers_acks_take_the_direct_path(
     async with harness(tmp_path) as h:
         assert h.broker is not None
         direct = h.broker.server.side.direct
-        assert direct is not None and set(direct) == {RequestCode.ACK_MESSAGE}
+        # (and SEND_MESSAGE_V2's: send/direct.py)
+        assert direct is not None and set(direct) == {
+            RequestCode.ACK_MESSAGE,
+            RequestCode.SEND_MESSAGE_V2,
+        }
         served: list[int] = []
         inner = direct[RequestCode.ACK_MESSAGE]
 

@@ -15,10 +15,16 @@ import pytest
 
 from rocketrio.actors.broker.dispatch.outcomes import PutStatus
 from rocketrio.actors.broker.dispatch.table import Handler, answer_of
+from rocketrio.actors.broker.send.direct import (
+    DirectSend,
+    DirectSendHandler,
+    direct_send_handlers,
+)
 from rocketrio.actors.broker.send.handlers import send_handlers as plain_send_handlers
 from rocketrio.actors.broker.static_topic.send import send_handlers as static_send_handlers
 from rocketrio.actors.broker.tables.topic_queue_mapping import TopicQueueMappingManager
 from rocketrio.actors.kernel.remoting import RequestContext
+from rocketrio.actors.kernel.remoting_connection import NOT_DIRECT
 from rocketrio.protocol.bodies import SubscriptionGroupConfig, TopicConfig
 from rocketrio.protocol.codes import RequestCode
 from rocketrio.protocol.compiled import speedups
@@ -58,9 +64,10 @@ class _Conn:
 
 
 class Side:
-    """One broker's send handlers over the harness's processor; ``direct`` picks the path."""
+    """One broker's send handlers over the harness's processor; ``direct`` picks the path,
+    ``frame`` the connection's direct path (`DirectSend`) in front of it."""
 
-    def __init__(self, tmp_path: Path, direct: bool, **config: Any) -> None:
+    def __init__(self, tmp_path: Path, direct: bool, frame: bool = False, **config: Any) -> None:
         self.sender = Sender(tmp_path, **config)
         self.mappings = TopicQueueMappingManager("broker-a", lambda: 0)
         wrapped = static_send_handlers(
@@ -70,22 +77,54 @@ class Side:
         self.handler: Handler = wrapped[V2] if direct else wrapped[RequestCode.SEND_MESSAGE]
         for topic in ("Orders", "ST"):
             self.sender.topics.table[topic] = TopicConfig(topic, 4, 4)
+        self.stopping = False
+        self.frame_path = None
+        if frame:
+            paths = direct_send_handlers({V2: self.handler}, gated=False, requests=self)
+            self.frame_path = paths[V2]
 
-    async def request(self, cmd: RemotingCommand, answer_put: bool = True) -> list[bytes]:
+    async def request(
+        self, cmd: RemotingCommand, answer_put: bool = True, status: PutStatus = PutStatus.PUT_OK
+    ) -> list[bytes]:
         """Answer frames of ``cmd``: its refusal, or the stored answer once the put is taken."""
         conn = _Conn()
-        ctx = RequestContext(conn, cmd)  # type: ignore[arg-type]
         puts_before = len(self.sender.writer.puts)
         try:
-            resp = await answer_of(self.handler(ctx))
+            if not await self._from_frame(conn, cmd):
+                ctx = RequestContext(conn, cmd)  # type: ignore[arg-type]
+                resp = await answer_of(self.handler(ctx))
+                if resp is not None:
+                    ctx.respond(resp)
         except Exception as e:  # a header only the Python parse reads: its error, compared
             return [f"{type(e).__name__}: {e}".encode()]
-        if resp is not None:
-            ctx.respond(resp)
         if answer_put:
             for i, (_msgs, done) in enumerate(self.sender.writer.puts[puts_before:]):
-                done([PutResult(4096 + i, 1200, 17, f"ID{i}", 5)], PutStatus.PUT_OK, None)
+                results = (
+                    []
+                    if status is PutStatus.SERVICE_NOT_AVAILABLE
+                    else [PutResult(4096 + i, 1200, 17, f"ID{i}", 5)]
+                )
+                done(results, status, None if status is PutStatus.PUT_OK else "why")
         return conn.frames
+
+    async def _from_frame(self, conn: _Conn, cmd: RemotingCommand) -> bool:
+        """Served by the connection's direct path (the request decoded from its frame as the
+        connection decodes it); False when there is none or it declines."""
+        if self.frame_path is None:
+            return False
+        decoder = FrameDecoder()
+        decoder.direct_codes = frozenset({V2})
+        decoder.feed(encode_command(cmd))
+        got = decoder.next_command()
+        if isinstance(got, RemotingCommand):
+            got = (got.code, got.opaque, got.ext_fields, got.body, got.serialize_type, got)
+        assert got is not None
+        served = self.frame_path(conn, got)  # type: ignore[arg-type]
+        if served is NOT_DIRECT:
+            return False
+        if served is not None:
+            await served
+        return True
 
     def stored(self) -> list[Any]:
         return [msgs for msgs, _ in self.sender.writer.puts] + [
@@ -172,13 +211,14 @@ async def test_the_direct_handler_answers_every_request_as_the_generic_path(
     fields = dict(fields)
     stype = SERIALIZE_JSON if fields.pop("stype", "") == "json" else SERIALIZE_ROCKETMQ
     out = []
-    for direct in (False, True):
-        side = Side(tmp_path / str(direct), direct, **config)
+    for direct, frame in ((False, False), (True, False), (True, True)):
+        side = Side(tmp_path / f"{direct}{frame}", direct, frame, **config)
         if setup is not None:
             setup(side)
         frames = await side.request(send_cmd(stype=stype, **fields))
         out.append((frames, side.stored(), side.sender.writer.awaited))
     assert out[1] == out[0]
+    assert out[2] == out[0]  # the connection's direct path too
     assert out[0][0] or out[0][1]  # the case answered or stored something
 
 
@@ -244,3 +284,54 @@ async def test_the_direct_handler_takes_a_plain_send_without_the_generic_one(
     await side.request(send_cmd(opaque=1))
     await side.request(send_cmd(opaque=2, m="true"))  # a batch: the generic handler
     assert reached == [2] and len(side.stored()) == 2
+
+
+async def test_the_frame_path_takes_a_plain_send_without_the_table_and_declines_when_stopping(
+    tmp_path: Path,
+) -> None:
+    """The connection's direct path serves the common request itself (no RequestContext, no
+    table handler); a stopping broker's request it declines untouched (the table answers)."""
+    side = Side(tmp_path, True, True)
+    reached: list[int] = []
+    table_handler = side.handler
+
+    def counting(ctx: RequestContext) -> Any:
+        reached.append(ctx.cmd.opaque)
+        return table_handler(ctx)
+
+    side.handler = counting
+    await side.request(send_cmd(opaque=1))
+    await side.request(send_cmd(opaque=2, stype=SERIALIZE_JSON))
+    assert reached == [] and len(side.stored()) == 2
+    side.stopping = True
+    await side.request(send_cmd(opaque=3))
+    assert reached == [3] and len(side.stored()) == 3  # through the table (here not stopping)
+
+
+def test_the_frame_path_is_installed_only_where_it_skips_nothing(tmp_path: Path) -> None:
+    """Only over a `DirectSendHandler` (the send package's or the static wrapper's, no other
+    wrapper in its place) and with no ACL gate."""
+    side = Side(tmp_path, True)
+    assert isinstance(side.handler, DirectSendHandler)  # the static wrapper's
+    plain = {V2: DirectSendHandler(side.sender.processor, side.handler, None)}
+    assert isinstance(direct_send_handlers(plain, gated=False, requests=side)[V2], DirectSend)
+    assert direct_send_handlers({V2: side.handler}, gated=True, requests=side) == {}
+    wrapped = {V2: plain_send_handlers(side.sender.processor)[V2]}
+    assert direct_send_handlers(wrapped, gated=False, requests=side) == {}
+    assert direct_send_handlers({}, gated=False, requests=side) == {}
+
+
+@pytest.mark.parametrize(
+    "status", [PutStatus.FLUSH_DISK_TIMEOUT, PutStatus.SERVICE_NOT_AVAILABLE, PutStatus.PUT_OK]
+)
+@pytest.mark.parametrize("stype", [SERIALIZE_ROCKETMQ, SERIALIZE_JSON])
+async def test_every_store_answer_is_the_same_bytes_all_three_ways(
+    tmp_path: Path, status: PutStatus, stype: int
+) -> None:
+    """A put stored but not PUT_OK, or not stored, is answered as the generic path answers it
+    (the frame path's `FrameAnswer` hands those to `SendAnswer`)."""
+    out = []
+    for direct, frame in ((False, False), (True, False), (True, True)):
+        side = Side(tmp_path / f"{direct}{frame}", direct, frame)
+        out.append(await side.request(send_cmd(stype=stype), status=status))
+    assert out[0] and out[1] == out[0] and out[2] == out[0]
