@@ -6,9 +6,9 @@
  * It reads only a narrow, plain subset of JSON and declines (None) everything else, which
  * then takes the Python path unchanged: a string with an escape or a control character or
  * not UTF-8, a number with a fraction, an exponent, a leading zero or more than 18 digits, a
- * nested array or object but extFields, a repeated key among code, opaque, flag, version and
- * extFields or within extFields, anything after the object. So whatever it accepts, orjson
- * parses to the same values, and the DirectRequest is the one _direct_json would give. */
+ * nested array or object but extFields, anything after the object. A repeated key keeps its
+ * last value, as in orjson's parse. So whatever it accepts, orjson parses to the same values,
+ * and the DirectRequest is the one _direct_json would give. */
 #include "speedups.h"
 
 #define SERIALIZE_JSON 0
@@ -126,7 +126,8 @@ skip_scalar(Cur *c)
     return int_value(c, &ignored);
 }
 
-/* extFields: an object of plain strings, no key twice; NULL with no error to decline. */
+/* extFields: an object of plain strings (a repeated key: its last value); NULL with no error
+ * to decline. */
 static PyObject *
 ext_object(Cur *c)
 {
@@ -153,7 +154,7 @@ ext_object(Cur *c)
             skip_ws(c);
             v = string_value(c);
         }
-        int put = v == NULL ? -1 : PyDict_Contains(ext, k) ? -1 : PyDict_SetItem(ext, k, v);
+        int put = v == NULL ? -1 : PyDict_SetItem(ext, k, v);
         Py_DECREF(k);
         Py_XDECREF(v);
         if (put < 0)
@@ -217,9 +218,10 @@ plain_header(Cur *c, long long *code, long long *opaque, PyObject **ext)
             return -1;
         c->p++;
         skip_ws(c);
-        if (key != K_OTHER && seen[key]++)
-            return -1;
-        if (key == K_EXT) {
+        if (key != K_OTHER)
+            seen[key] = 1;
+        if (key == K_EXT) { /* a repeated extFields: the last one, as orjson */
+            Py_XDECREF(*ext);
             if ((*ext = ext_object(c)) == NULL)
                 return -1;
         }
