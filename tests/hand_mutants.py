@@ -1826,6 +1826,13 @@ MUTANTS: list[Mutant] = [
     ),
     # issue 28 item 5, ninth pass: a POP consumer's ACK_MESSAGE frame read compiled (direct_json.c)
     Mutant(
+        "the compiled JSON reader takes a code not among the direct ones",
+        "protocol/speedups/direct_json.c",
+        "if (key == K_CODE && one_of(num[K_CODE], codes) <= 0)",
+        "if (0)",
+        [_DJ + "test_the_decoder_agrees_on_both_paths"],
+    ),
+    Mutant(
         "the compiled JSON reader takes a flag that is not 0",
         "protocol/speedups/direct_json.c",
         " || num[K_FLAG] != 0)",

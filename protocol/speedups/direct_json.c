@@ -186,9 +186,23 @@ key_of(const unsigned char *s, Py_ssize_t n)
     return K_OTHER;
 }
 
-/* The header's code, opaque and extFields (flag 0, version an integer); 0, -1 to decline. */
+/* A code in the frozenset ``codes``: 1, 0 if not, -1 with an error set. */
 static int
-plain_header(Cur *c, long long *code, long long *opaque, PyObject **ext)
+one_of(long long code, PyObject *codes)
+{
+    PyObject *obj = PyLong_FromLongLong(code);
+    if (obj == NULL)
+        return -1;
+    int ours = PySet_Contains(codes, obj);
+    Py_DECREF(obj);
+    return ours;
+}
+
+/* The header's code (one of ``codes``), opaque and extFields (flag 0, version an integer); 0,
+ * -1 to decline (a header of another code as soon as its code is read: a client writes it
+ * first, so the other JSON requests cost this reader a few bytes). */
+static int
+plain_header(Cur *c, PyObject *codes, long long *code, long long *opaque, PyObject **ext)
 {
     long long num[K_EXT] = {0, 0, 0, 0};
     int seen[K_OTHER] = {0};
@@ -228,6 +242,8 @@ plain_header(Cur *c, long long *code, long long *opaque, PyObject **ext)
         else if (key != K_OTHER) {
             if (int_value(c, &num[key]) < 0)
                 return -1;
+            if (key == K_CODE && one_of(num[K_CODE], codes) <= 0)
+                return -1; /* (an error set stays set) */
         }
         else if (skip_scalar(c) < 0)
             return -1;
@@ -279,23 +295,14 @@ next_direct_json(PyObject *self, PyObject *const *a, Py_ssize_t nargs)
     Cur c = {p + 8, p + 8 + hlen};
     long long code, opaque;
     PyObject *ext = NULL;
-    if (plain_header(&c, &code, &opaque, &ext) < 0) {
+    if (plain_header(&c, a[3], &code, &opaque, &ext) < 0) {
         Py_XDECREF(ext);
         if (PyErr_Occurred())
             return NULL;
         Py_RETURN_NONE;
     }
-    PyObject *code_obj = PyLong_FromLongLong(code);
-    int ours = code_obj == NULL ? -1 : PySet_Contains(a[3], code_obj);
-    if (ours <= 0) {
-        Py_XDECREF(code_obj);
-        Py_DECREF(ext);
-        if (ours < 0)
-            return NULL;
-        Py_RETURN_NONE;
-    }
     PyObject *out = Py_BuildValue(
-        "((NLNy#iy#)n)", code_obj, opaque, ext, (const char *)p + 8 + hlen,
+        "((LLNy#iy#)n)", code, opaque, ext, (const char *)p + 8 + hlen,
         (Py_ssize_t)(total - 4 - hlen), SERIALIZE_JSON, (const char *)p + 8, hlen, pos + 4 + total);
     return out;
 }
