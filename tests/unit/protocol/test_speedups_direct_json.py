@@ -13,7 +13,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from rocketrio.protocol import compiled, remoting
@@ -183,8 +183,18 @@ def decoded(chunks: list[bytes], max_frame: int) -> list[Any]:
     return out
 
 
+# each refusal once for sure, beside the draws: the header after ``"code":200051,`` and the ext
+SURE = [
+    b'"opaque":01,"extFields":{}', b'"opaque":-0,"extFields":{}', b'"opaque":1.0,"extFields":{}',
+    b'"language":01,"extFields":{}', b'"flag":1,"extFields":{}', b'"extFields":{"a":"\x01"}',
+    b'"extFields":{"a\\"b":"c"}', b'"extFields":{"a":"\\u0063"}', b'"\xff":1,"extFields":{}',
+    b'"extFields":{"a":"b","a":"c"}', b'"code":10,"extFields":{}', b'"extFields":{},"x":[]',
+]  # fmt: skip
+
+
 @settings(max_examples=600, deadline=None)
 @given(chunks=streams(), max_frame=st.sampled_from([remoting.DEFAULT_MAX_FRAME, 80]))
+@example(chunks=[frame_of(b'{"code":200051,' + rest + b"}") for rest in SURE], max_frame=1 << 20)
 def test_the_decoder_agrees_on_both_paths(ext: Any, chunks: list[bytes], max_frame: int) -> None:
     with pytest.MonkeyPatch.context() as m:
         m.setattr(remoting, "_next_direct_json", None)
