@@ -1830,49 +1830,70 @@ MUTANTS: list[Mutant] = [
         "protocol/speedups/direct_json.c",
         "if (key == K_CODE && one_of(num[K_CODE], codes) <= 0)",
         "if (0)",
-        [_DJ + "test_the_decoder_agrees_on_both_paths"],
+        [
+            _DJ + "test_the_decoder_agrees_on_both_paths",
+            _DJ + "test_each_refusal_is_the_python_paths",
+        ],
     ),
     Mutant(
         "the compiled JSON reader takes a flag that is not 0",
         "protocol/speedups/direct_json.c",
         " || num[K_FLAG] != 0)",
         ")",
-        [_DJ + "test_the_decoder_agrees_on_both_paths"],
+        [
+            _DJ + "test_the_decoder_agrees_on_both_paths",
+            _DJ + "test_each_refusal_is_the_python_paths",
+        ],
     ),
     Mutant(
         "the compiled JSON reader takes an escaped string as written",
         "protocol/speedups/direct_json.c",
         "if (*q == '\\\\' || *q < 0x20)",
         "if (*q < 0x20)",
-        [_DJ + "test_the_decoder_agrees_on_both_paths"],
+        [
+            _DJ + "test_the_decoder_agrees_on_both_paths",
+            _DJ + "test_each_refusal_is_the_python_paths",
+        ],
     ),
     Mutant(
         "the compiled JSON reader takes a number with a leading zero",
         "protocol/speedups/direct_json.c",
         "(nd > 1 && *digits == '0') || ",
         "",
-        [_DJ + "test_the_decoder_agrees_on_both_paths"],
+        [
+            _DJ + "test_the_decoder_agrees_on_both_paths",
+            _DJ + "test_each_refusal_is_the_python_paths",
+        ],
     ),
     Mutant(
         "the compiled JSON reader takes a control character in a string",
         "protocol/speedups/direct_json.c",
         "if (*q == '\\\\' || *q < 0x20)",
         "if (*q == '\\\\')",
-        [_DJ + "test_the_decoder_agrees_on_both_paths"],
+        [
+            _DJ + "test_the_decoder_agrees_on_both_paths",
+            _DJ + "test_each_refusal_is_the_python_paths",
+        ],
     ),
     Mutant(
         "the compiled JSON reader takes a key not its own that is not UTF-8",
         "protocol/speedups/direct_json.c",
         "            if (skip_string(c) < 0)\n                return -1;",
         "            skip_string(c);",
-        [_DJ + "test_the_decoder_agrees_on_both_paths"],
+        [
+            _DJ + "test_the_decoder_agrees_on_both_paths",
+            _DJ + "test_each_refusal_is_the_python_paths",
+        ],
     ),
     Mutant(
         "a DirectRequest the compiled JSON reader made is rebuilt without its header",
         "protocol/remoting.py",
         "        return _json_command(_loads_header(source), request[3])",
         "        return _json_command({}, request[3])",
-        [_DJ + "test_the_decoder_agrees_on_both_paths"],
+        [
+            _DJ + "test_the_decoder_agrees_on_both_paths",
+            _DJ + "test_each_refusal_is_the_python_paths",
+        ],
     ),
     Mutant(
         "the compiled send answer swaps queueId and queueOffset",

@@ -13,7 +13,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from hypothesis import example, given, settings
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from rocketrio.protocol import compiled, remoting
@@ -183,7 +183,7 @@ def decoded(chunks: list[bytes], max_frame: int) -> list[Any]:
     return out
 
 
-# each refusal once for sure, beside the draws: the header after ``"code":200051,`` and the ext
+# each refusal once for sure, beside the draws: the header after ``"code":200051,``
 SURE = [
     b'"opaque":01,"extFields":{}', b'"opaque":-0,"extFields":{}', b'"opaque":1.0,"extFields":{}',
     b'"language":01,"extFields":{}', b'"flag":1,"extFields":{}', b'"extFields":{"a":"\x01"}',
@@ -194,7 +194,6 @@ SURE = [
 
 @settings(max_examples=600, deadline=None)
 @given(chunks=streams(), max_frame=st.sampled_from([remoting.DEFAULT_MAX_FRAME, 80]))
-@example(chunks=[frame_of(b'{"code":200051,' + rest + b"}") for rest in SURE], max_frame=1 << 20)
 def test_the_decoder_agrees_on_both_paths(ext: Any, chunks: list[bytes], max_frame: int) -> None:
     with pytest.MonkeyPatch.context() as m:
         m.setattr(remoting, "_next_direct_json", None)
@@ -202,6 +201,18 @@ def test_the_decoder_agrees_on_both_paths(ext: Any, chunks: list[bytes], max_fra
     with pytest.MonkeyPatch.context() as m:
         m.setattr(remoting, "_next_direct_json", ext.next_direct_json)
         assert decoded(chunks, max_frame) == reference
+
+
+@pytest.mark.parametrize("rest", SURE)
+def test_each_refusal_is_the_python_paths(ext: Any, rest: bytes) -> None:
+    """One frame per refusal (a decoder stops at its first bad frame), then a good one."""
+    chunks = [frame_of(b'{"code":200051,' + rest + b"}"), frame_of(b'{"code":11,"extFields":{}}')]
+    with pytest.MonkeyPatch.context() as m:
+        m.setattr(remoting, "_next_direct_json", None)
+        reference = decoded(chunks, 1 << 20)
+    with pytest.MonkeyPatch.context() as m:
+        m.setattr(remoting, "_next_direct_json", ext.next_direct_json)
+        assert decoded(chunks, 1 << 20) == reference
 
 
 plain = st.text(
