@@ -15,7 +15,7 @@ Prints ONE JSON line with:
                               per message of each phase, and pop_ack_vs_pull_broker_cpu (their
                               ratio: what the broker pays for POP + one ACK per message)
 
-    .venv/bin/python bench/pop.py [--count N] [--workers W]
+    .venv/bin/python bench/pop.py [--count N] [--workers W] [--threads]
 
 The default (10,000 messages of 1 KiB) runs in well under a minute.
 """
@@ -25,6 +25,7 @@ from __future__ import annotations
 import argparse
 import itertools
 import json
+import os
 import tempfile
 import time
 from typing import Any
@@ -116,10 +117,28 @@ async def pop_consume(ns: str, group: str, expected: int, workers: int, batch: b
     return count / ((t1 or time.perf_counter()) - t0)
 
 
+def thread_cpu(pid: int) -> dict[str, float]:
+    """User + system CPU seconds of each of a process's threads so far, by thread name (threads
+    of one name summed)."""
+    out: dict[str, float] = {}
+    tck = os.sysconf("SC_CLK_TCK")
+    for tid in os.listdir(f"/proc/{pid}/task"):
+        try:
+            with open(f"/proc/{pid}/task/{tid}/stat") as f:
+                head, rest = f.read().rsplit(")", 1)
+        except OSError:  # the thread ended meanwhile
+            continue
+        name = head.split("(", 1)[1]
+        fields = rest.split()
+        out[name] = out.get(name, 0.0) + (int(fields[11]) + int(fields[12])) / tck
+    return out
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--count", type=int, default=10_000)
     ap.add_argument("--workers", type=int, default=4)
+    ap.add_argument("--threads", action="store_true", help="each broker thread's CPU per phase")
     args = ap.parse_args()
     configure_logging("bench", "bench", None, console=None)
     work = tempfile.mkdtemp(prefix="rocketrio-bench-pop-")
@@ -132,12 +151,27 @@ def main() -> None:
         total = args.count + 1  # and the warm-up message
         pid = procs[-1].pid
         cpu = [cpu_seconds(pid)]
+        threads = [thread_cpu(pid)]
         pull = trio.run(pull_consume, ns, total)
         cpu.append(cpu_seconds(pid))
+        threads.append(thread_cpu(pid))
         pop = trio.run(pop_consume, ns, "bench_pop", total, args.workers, False)
         cpu.append(cpu_seconds(pid))
+        threads.append(thread_cpu(pid))
         pop_batch = trio.run(pop_consume, ns, "bench_pop_batch", total, args.workers, True)
         cpu.append(cpu_seconds(pid))
+        threads.append(thread_cpu(pid))
+        if args.threads:  # us per message of each thread name, per phase
+            result["broker_thread_cpu_us_per_msg"] = {
+                phase: {
+                    name: round((b.get(name, 0.0) - a.get(name, 0.0)) / total * 1e6, 1)
+                    for name in b
+                    if b.get(name, 0.0) > a.get(name, 0.0)
+                }
+                for phase, (a, b) in zip(
+                    ("pull", "pop_ack", "pop_batch_ack"), itertools.pairwise(threads), strict=True
+                )
+            }
         us = [round((b - a) / total * 1e6, 1) for a, b in itertools.pairwise(cpu)]
         result.update(
             broker_cpu_us_per_msg_pull=us[0],

@@ -376,15 +376,19 @@ if _speedups is not None:
     _rocketmq_header_of = _rocketmq_header_of_c
     # the whole next ROCKETMQ frame of a FrameDecoder's buffer, or None for its Python path
     _next_rocketmq_frame = _speedups.next_rocketmq_frame
+    # the whole next plain JSON request of a direct code as a DirectRequest, or None (the same)
+    _next_direct_json = _speedups.next_direct_json
 else:
     _decode_rocketmq_header = _decode_rocketmq_header_py
     _rocketmq_header_of = _rocketmq_header_of_py
     _next_rocketmq_frame = None
+    _next_direct_json = None
 
 
 # A request frame handed over without its RemotingCommand (the connection's direct paths):
 # (code, opaque, extFields, body, serialize type, source), where source is what
-# `command_of` rebuilds the command from (a JSON header's parsed object, or the command).
+# `command_of` rebuilds the command from (a JSON header's parsed object, its bytes when the
+# compiled reader took the frame (speedups/direct_json.c), or the command).
 # Only a plain request: flag 0 (neither a response nor oneway), every extFields value a str.
 DirectRequest = tuple[int, int, dict[str, str], bytes, int, Any]
 
@@ -418,6 +422,8 @@ def command_of(request: DirectRequest) -> RemotingCommand:
     source = request[5]
     if source.__class__ is dict:
         return _json_command(source, request[3])
+    if source.__class__ is bytes:  # a header the compiled reader took: plain JSON, parsed now
+        return _json_command(_loads_header(source), request[3])
     assert isinstance(source, RemotingCommand)
     return source
 
@@ -503,6 +509,11 @@ class FrameDecoder:
             raise self._failed
         buf = self._buf
         pos = self._pos
+        if self.direct_codes and _next_direct_json is not None:  # direct_json.c: POP's ACKs
+            got = _next_direct_json(buf, pos, self._max, self.direct_codes)
+            if got is not None:
+                req, self._pos = got
+                return req  # type: ignore[no-any-return]
         if _next_rocketmq_frame is not None:  # a Java client's frames, compiled (frame.c)
             got = _next_rocketmq_frame(buf, pos, self._max)
             if got is not None:

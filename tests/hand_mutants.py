@@ -69,6 +69,7 @@ _AK = "tests/unit/actors/broker/pop/test_ack_path.py::"
 _AR = "tests/actor/broker/test_pop_ack_range.py::"
 _PR = "tests/unit/protocol/test_pop_records.py::"
 _SS2 = "tests/unit/protocol/test_speedups_send.py::"
+_DJ = "tests/unit/protocol/test_speedups_direct_json.py::"
 _RF = "tests/unit/storage/test_record_fields.py"
 _DS = "tests/unit/actors/broker/send/test_direct_send.py::"
 
@@ -1875,6 +1876,77 @@ MUTANTS: list[Mutant] = [
         "total < MIN_FRAME || total > max_frame ||",
         "total < MIN_FRAME ||",
         [_SS2 + "test_the_frame_decoder_agrees_on_both_paths"],
+    ),
+    # issue 28 item 5, ninth pass: a POP consumer's ACK_MESSAGE frame read compiled (direct_json.c)
+    Mutant(
+        "the compiled JSON reader takes a code not among the direct ones",
+        "protocol/speedups/direct_json.c",
+        "if (key == K_CODE && one_of(num[K_CODE], codes) <= 0)",
+        "if (0)",
+        [
+            _DJ + "test_the_decoder_agrees_on_both_paths",
+            _DJ + "test_each_refusal_is_the_python_paths",
+        ],
+    ),
+    Mutant(
+        "the compiled JSON reader takes a flag that is not 0",
+        "protocol/speedups/direct_json.c",
+        " || num[K_FLAG] != 0)",
+        ")",
+        [
+            _DJ + "test_the_decoder_agrees_on_both_paths",
+            _DJ + "test_each_refusal_is_the_python_paths",
+        ],
+    ),
+    Mutant(
+        "the compiled JSON reader takes an escaped string as written",
+        "protocol/speedups/direct_json.c",
+        "if (*q == '\\\\' || *q < 0x20)",
+        "if (*q < 0x20)",
+        [
+            _DJ + "test_the_decoder_agrees_on_both_paths",
+            _DJ + "test_each_refusal_is_the_python_paths",
+        ],
+    ),
+    Mutant(
+        "the compiled JSON reader takes a number with a leading zero",
+        "protocol/speedups/direct_json.c",
+        "(nd > 1 && *digits == '0') || ",
+        "",
+        [
+            _DJ + "test_the_decoder_agrees_on_both_paths",
+            _DJ + "test_each_refusal_is_the_python_paths",
+        ],
+    ),
+    Mutant(
+        "the compiled JSON reader takes a control character in a string",
+        "protocol/speedups/direct_json.c",
+        "if (*q == '\\\\' || *q < 0x20)",
+        "if (*q == '\\\\')",
+        [
+            _DJ + "test_the_decoder_agrees_on_both_paths",
+            _DJ + "test_each_refusal_is_the_python_paths",
+        ],
+    ),
+    Mutant(
+        "the compiled JSON reader takes a key not its own that is not UTF-8",
+        "protocol/speedups/direct_json.c",
+        "            if (skip_string(c) < 0)\n                return -1;",
+        "            skip_string(c);",
+        [
+            _DJ + "test_the_decoder_agrees_on_both_paths",
+            _DJ + "test_each_refusal_is_the_python_paths",
+        ],
+    ),
+    Mutant(
+        "a DirectRequest the compiled JSON reader made is rebuilt without its header",
+        "protocol/remoting.py",
+        "        return _json_command(_loads_header(source), request[3])",
+        "        return _json_command({}, request[3])",
+        [
+            _DJ + "test_the_decoder_agrees_on_both_paths",
+            _DJ + "test_each_refusal_is_the_python_paths",
+        ],
     ),
     Mutant(
         "the compiled send answer swaps queueId and queueOffset",

@@ -23,6 +23,8 @@ static PyMethodDef methods[] = {
      "Twin of rocketrio.storage.index_segment._index_entries_py (None: not taken)."},
     {"next_rocketmq_frame", (PyCFunction)(void (*)(void))next_rocketmq_frame, METH_FASTCALL,
      "The next whole ROCKETMQ frame of remoting.FrameDecoder's buffer."},
+    {"next_direct_json", (PyCFunction)(void (*)(void))next_direct_json, METH_FASTCALL,
+     "The next plain JSON request of a direct code of remoting.FrameDecoder's buffer."},
     {"send_answer_frame", (PyCFunction)(void (*)(void))send_answer_frame, METH_FASTCALL,
      "Twin of rocketrio.protocol.send_answer._send_answer_frame_py."},
     {"send_header_v2", (PyCFunction)(void (*)(void))send_header_v2, METH_FASTCALL,

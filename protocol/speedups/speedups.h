@@ -17,6 +17,7 @@
  *   replica_runs.c  replica_runs (storage.dispatch_request.replica_runs_py)
  *   index_append.c  index_entries (storage.index_segment._index_entries_py)
  *   frame.c    the next whole ROCKETMQ frame of a reader's buffer (remoting.FrameDecoder)
+ *   direct_json.c  the next plain JSON request of a direct code as a DirectRequest (the same)
  *   answer.c   a stored send's answer frame (send_answer._send_answer_frame_py)
  *   send_header.c  SEND_MESSAGE_V2's extFields to the send header (send/handlers.py)
  *   props.c    a message's properties text as the store writes it (dispatch_request.py)
@@ -111,6 +112,8 @@ PyObject *check_replicated(PyObject *self, PyObject *const *a, Py_ssize_t nargs)
 PyObject *replica_runs(PyObject *self, PyObject *const *a, Py_ssize_t nargs);
 PyObject *index_entries(PyObject *self, PyObject *const *args, Py_ssize_t nargs);
 PyObject *next_rocketmq_frame(PyObject *self, PyObject *const *a, Py_ssize_t nargs);
+/* direct_json.c */
+PyObject *next_direct_json(PyObject *self, PyObject *const *a, Py_ssize_t nargs);
 PyObject *send_answer_frame(PyObject *self, PyObject *const *a, Py_ssize_t nargs);
 PyObject *send_header_v2(PyObject *self, PyObject *const *a, Py_ssize_t nargs);
 PyObject *wire_text_properties(PyObject *self, PyObject *const *a, Py_ssize_t nargs);
