@@ -17,16 +17,6 @@ haSendHeartbeatInterval, or sooner (`CONFIRM_PUSH_MS` of quiet) when confirmOffs
 the last header: a slave's confirmOffset, and so what its consumers can read, trails the
 master's by a fraction of a second, not a heartbeat interval.
 
-When it is sent (`plan_burst`, ack-clocked coalescing): a burst goes out at once when the link
-is idle (the slave acked every byte sent). While a burst is in flight (sent, not acked), what
-the master writes meanwhile is HELD, and goes out as one burst when the slave's ack comes
-(the shell ships it from the ack), or once `COALESCE_HOLD_MS` passed since the last send
-without one (a slow or silent slave delays its own copy by no more than that). Under load a
-slave then reads, stores and acks several master turns at once: fewer ships, slave reads,
-slave store turns and acks per message, on both brokers; an idle link (a lone send, a quiet
-set) ships at once as before. Holding never delays an acknowledgement the slave could give:
-the slave takes a burst only after acking the one before it anyway.
-
 Where the slave starts: where its first ack says its log ends, or the master's oldest offset if
 that is later (the slave sees a first offset above its end and re-syncs from there: how it is
 "told clearly" that the master no longer has its data), or, for an empty slave with
@@ -45,8 +35,6 @@ from rocketrio.protocol.ha import SlaveAck, SlaveEvent, SlaveHandshake
 from rocketrio.storage.epoch_file import EpochRecord
 
 CONFIRM_PUSH_MS = 200
-# the longest data waits while a burst is in flight (module doc: ack-clocked coalescing)
-COALESCE_HOLD_MS = 50
 
 
 class Phase(enum.Enum):
@@ -145,9 +133,6 @@ class MasterConnectionCore:
         self.confirm_sent = -1
         self._confirm_pending = False
         self._last_check_ms = now_ms
-        self.sent_end = -1  # the end of the last burst the slave can ack whole (-1: none)
-        self._whole_end = -1  # where the last planned burst ends, if at the log's end
-        self.held = False  # `plan_burst` held data back: a burst is in flight
 
     # ------------------------------------------------------------------ from the slave
 
@@ -169,8 +154,6 @@ class MasterConnectionCore:
                 self.phase = Phase.WAIT_FIRST_ACK
                 self.next_offset = None
                 self.ack_offset = -1
-                self.sent_end = self._whole_end = -1
-                self.held = False
                 return ev
             case SlaveAck():
                 if self.phase is Phase.WAIT_HANDSHAKE:
@@ -233,10 +216,7 @@ class MasterConnectionCore:
         up to ``max_bytes`` of bodies: the shell writes them with ONE socket write, so a
         slave reads, stores and acks a master's turn in one go instead of per
         haTransferBatchSize. Each batch still keeps the wire limits (haTransferBatchSize, one
-        epoch, one segment). Empty: nothing to send (wait for data), or data `held` while the
-        last burst is in flight (module doc; wait for the slave's ack or `next_timer_ms`)."""
-        if self._hold(master_max, now_ms):
-            return []
+        epoch, one segment). Empty: nothing to send (wait for data)."""
         first = self.plan_next(master_max, epochs, now_ms, confirm)
         if first is None:
             return []
@@ -250,34 +230,12 @@ class MasterConnectionCore:
             out.append(nxt)
             total += nxt.size
             offset += nxt.size
-        # a burst cut by ``max_bytes`` may end inside a record, which the slave cannot ack
-        # until the rest comes: only one that ends at the log's end may hold the next
-        self._whole_end = offset if offset >= master_max else -1
         return out
-
-    def in_flight(self) -> bool:
-        """A data burst was sent that the slave has not acked yet."""
-        return self.ack_offset < self.sent_end
-
-    def _hold(self, master_max: int, now_ms: int) -> bool:
-        """Data is ready but waits: a burst is in flight, sent less than `COALESCE_HOLD_MS`
-        ago (module doc). Sets `held`."""
-        nxt = self.next_offset
-        self.held = (
-            nxt is not None
-            and master_max > nxt
-            and self.in_flight()
-            and now_ms - self.last_write_ms < COALESCE_HOLD_MS
-        )
-        return self.held
 
     def sent_burst(self, batches: Sequence[TransferBatch], now_ms: int, confirm: int) -> None:
         """The shell wrote every batch of a `plan_burst` (each header carrying ``confirm``)."""
         for batch in batches:
             self.sent(batch, now_ms, confirm)
-        if batches and batches[-1].size:
-            end = self.next_offset
-            self.sent_end = end if end == self._whole_end else -1
 
     def sent(self, batch: TransferBatch, now_ms: int, confirm: int = -1) -> None:
         """The shell wrote ``batch`` (its header carrying ``confirm``) to the socket."""
@@ -304,8 +262,6 @@ class MasterConnectionCore:
         if self.phase is not Phase.TRANSFER or self.next_offset is None:
             return housekeeping
         due = self.last_write_ms + self.heartbeat_interval_ms
-        if self.held:
-            due = min(due, self.last_write_ms + COALESCE_HOLD_MS)
         if self._confirm_pending:
             due = min(due, max(self.last_write_ms, self._last_check_ms) + CONFIRM_PUSH_MS)
         return min(due, housekeeping)

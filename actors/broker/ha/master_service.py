@@ -22,11 +22,7 @@ Per connection, two tasks share a `MasterConnectionCore` (master_core.py):
   writer task to be scheduled (behind the client connections' readers, on a busy master: the
   round trip of every replicated send). Whatever the socket does not take at once is left to
   the writer, which sends it before anything else, so the byte stream keeps its order; a
-  stream with no non-blocking send (`nowait_sender`) is served by the writer alone;
-- ack-clocked coalescing (master_core.py): while a burst is in flight, the store turn's
-  inline ship and the writer hold what was written since; the reader, on the slave's ack,
-  ships it inline as one burst (the ack's wake-up is the one that ships: no writer task is
-  scheduled), and wakes the writer for what it cannot send at once.
+  stream with no non-blocking send (`nowait_sender`) is served by the writer alone.
 A protocol error, a closed socket or haHousekeepingInterval of silence closes the connection;
 the slave is then reported disconnected (which shrinks the SyncStateSet) unless a newer
 connection of the same slave took over.
@@ -278,8 +274,7 @@ class _Connection:
         self.send_nowait, self.release_sender = nowait_sender(stream)
         self.writing = False  # a write of the writer task is under way: no inline send now
         self.unsent: memoryview | None = None  # what an inline send left for the writer
-        self.inline_bursts = 0  # bursts shipped inline, from a store turn or an ack
-        self.acked = trio.Event()  # the writer waits on it while data is held (`_wake_writer`)
+        self.inline_bursts = 0  # bursts shipped from the store turn (tests, figures)
 
     async def run(self) -> None:
         try:
@@ -334,7 +329,7 @@ class _Connection:
                 self.s._by_slave[h.broker_id] = self.number
                 gate.on_connected(h.broker_id, learner=h.async_learner)
                 self.reply_handshake = True
-                self._wake_writer()
+                store.written.kick()
                 events.emit(
                     self.s.log,
                     events.HaConnected(
@@ -362,24 +357,20 @@ class _Connection:
                     )
                     store.written.kick()
                 assert core.slave_id is not None
-                if core.held and not core.in_flight():  # what was held goes out as one burst
-                    if not self.ship_inline():
-                        self._wake_writer()  # the writer sends it (or the rest of it)
                 gate.on_ack(core.slave_id, a.max_offset)
             case None:
                 pass
 
     # ------------------------------------------------------------------ writer
 
-    def ship_inline(self) -> bool:
-        """Ship what the store wrote, from the store turn (or, what was held, from the ack
-        that ends the hold), with one non-blocking send (module doc); anything it cannot do
-        now is left to the writer task. True: a whole burst went out."""
+    def ship_inline(self) -> None:
+        """Ship what the store just wrote, from the store turn, with one non-blocking send
+        (module doc); anything it cannot do now is left to the writer task."""
         send, core = self.send_nowait, self.core
         if send is None or self.writing or self.reply_handshake or self.s.gate is not self.gate:
-            return False
+            return
         if core.phase is not Phase.TRANSFER or core.next_offset is None:
-            return False
+            return
         store, now = self.s.store, monotonic_ms()
         confirm = store.confirm_offset()
         try:
@@ -387,28 +378,22 @@ class _Connection:
                 store.log_end_offset(), store.epoch_records(), now, confirm, BURST_BYTES
             )
             if not burst:
-                return False
+                return
             parts = self._packet_parts(burst, confirm)
             if len(parts) > GATHER_MAX:
                 parts = [b"".join(parts)]
             taken = send(parts)
         except (_Closing, NoEpochForOffset, OSError):
-            return False  # the writer task meets the same and closes the connection
+            return  # the writer task meets the same and closes the connection
         if taken <= 0:
-            return False  # the socket's buffer is full: the writer waits for room
+            return  # the socket's buffer is full: the writer waits for room
         size = sum(len(p) for p in parts)
         if taken < size:
             self.unsent = memoryview(b"".join(parts))[taken:]
             self.writing = True  # until the writer has sent the rest, nothing else goes out
-            self._wake_writer()
+            store.written.kick()
         self.inline_bursts += 1
         self._sent(burst, size, confirm)
-        return taken == size
-
-    def _wake_writer(self) -> None:
-        """Wake the writer task, whether it waits for data or for an ack."""
-        self.s.store.written.kick()
-        self.acked.set()
 
     def _sent(self, burst: list[TransferBatch], size: int, confirm: int) -> None:
         now = monotonic_ms()
@@ -447,10 +432,7 @@ class _Connection:
             )
             if not burst:
                 with trio.move_on_at(core.next_timer_ms() / 1000):
-                    if core.held:  # a burst is in flight: wait for its ack (or the hold's end)
-                        self.acked = trio.Event()
-                        await self.acked.wait()
-                    elif core.phase is Phase.TRANSFER and core.next_offset is not None:
+                    if core.phase is Phase.TRANSFER and core.next_offset is not None:
                         await store.written.wait_above(core.next_offset)
                     else:
                         await store.written.wait_kick()
