@@ -16,6 +16,7 @@
  *   replica.c  check_replicated (storage.commitlog.records._check_replicated_py)
  *   replica_runs.c  replica_runs (storage.dispatch_request.replica_runs_py)
  *   index_append.c  index_entries (storage.index_segment._index_entries_py)
+ *   whole_records.c  whole_records (actors.broker.ha.slave_core._whole_records_length_py)
  *   frame.c    the next whole ROCKETMQ frame of a reader's buffer (remoting.FrameDecoder)
  *   answer.c   a stored send's answer frame (send_answer._send_answer_frame_py)
  *   send_header.c  SEND_MESSAGE_V2's extFields to the send header (send/handlers.py)
@@ -110,6 +111,7 @@ PyObject *rocketmq_header(PyObject *self, PyObject *const *a, Py_ssize_t nargs);
 PyObject *check_replicated(PyObject *self, PyObject *const *a, Py_ssize_t nargs);
 PyObject *replica_runs(PyObject *self, PyObject *const *a, Py_ssize_t nargs);
 PyObject *index_entries(PyObject *self, PyObject *const *args, Py_ssize_t nargs);
+PyObject *whole_records(PyObject *self, PyObject *const *args, Py_ssize_t nargs);
 PyObject *next_rocketmq_frame(PyObject *self, PyObject *const *a, Py_ssize_t nargs);
 PyObject *send_answer_frame(PyObject *self, PyObject *const *a, Py_ssize_t nargs);
 PyObject *send_header_v2(PyObject *self, PyObject *const *a, Py_ssize_t nargs);
