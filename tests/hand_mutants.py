@@ -37,6 +37,8 @@ class Mutant:
 _AM = "tests/actor/broker/test_acting_master.py::"
 _RT = "tests/actor/broker/test_replicated_turns.py::"
 _HS = "tests/actor/broker/test_ha_shells.py::"
+_GT = "tests/actor/broker/test_gate_timer.py::"
+_WR = "tests/unit/actors/broker/ha/test_whole_records.py::"
 _MC = "tests/unit/actors/broker/ha/test_master_core.py::"
 _SS = "tests/unit/actors/broker/ha/test_sync_state.py::"
 _AC = "tests/unit/actors/broker/failover/test_acting_core.py::"
@@ -868,6 +870,41 @@ MUTANTS: list[Mutant] = [
         "            self.gate.on_sent(self.core.slave_id)",
         "            self.gate.on_ack(self.core.slave_id, self.core.next_offset)  # MUTANT",
         [_HS + "test_answers_wait_for_the_in_sync_offset_and_a_silent_slave_holds_them"],
+    ),
+    Mutant(
+        "gate timer: a write due before the timer task's wake-up does not wake it",
+        "actors/broker/ha/group_transfer.py",
+        "        if deadline < self._timer_wake_ms:",
+        "        if False:  # MUTANT",
+        [_GT + "test_a_write_due_before_the_next_check_times_out_at_its_own_deadline"],
+    ),
+    Mutant(
+        "gate timer: every write into an empty queue wakes the timer task",
+        "actors/broker/ha/group_transfer.py",
+        "        if deadline < self._timer_wake_ms:",
+        "        if self.core.pending_count == 1:  # MUTANT",
+        [_GT + "test_writes_due_after_the_timer_tasks_wake_up_do_not_wake_it"],
+    ),
+    Mutant(
+        "compiled whole records: a record one byte short of all there is taken",
+        "protocol/speedups/whole_records.c",
+        "        if ((Py_ssize_t)total > n - pos)",
+        "        if ((Py_ssize_t)total > n - pos + 1)",
+        [_WR + "test_a_stream_of_1_kib_records_cut_mid_record_is_taken_up_to_the_cut"],
+    ),
+    Mutant(
+        "compiled whole records: a BLANK record of the wrong size is taken",
+        "protocol/speedups/whole_records.c",
+        "            if ((long long)total != seg - at % seg) {",
+        "            if (0) {",
+        [_WR + "test_whole_records_twins_agree"],
+    ),
+    Mutant(
+        "compiled whole records: the slave walks every packet in Python",
+        "actors/broker/ha/slave_core.py",
+        "    if _speedups is not None:\n        n = _speedups.whole_records(",
+        "    if False:\n        n = _speedups.whole_records(",
+        [_WR + "test_sound_data_never_reaches_the_python_twin"],
     ),
     Mutant(
         "role service: a slave is taken for master",

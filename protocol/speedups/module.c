@@ -19,6 +19,9 @@ static PyMethodDef methods[] = {
      "Twin of rocketrio.storage.commitlog.records._check_replicated_py (None: not taken)."},
     {"replica_runs", (PyCFunction)(void (*)(void))replica_runs, METH_FASTCALL,
      "Twin of rocketrio.storage.dispatch_request.replica_runs_py (None: not taken)."},
+    {"whole_records", (PyCFunction)(void (*)(void))whole_records, METH_FASTCALL,
+     "Twin of rocketrio.actors.broker.ha.slave_core._whole_records_length_py (None: not "
+     "taken)."},
     {"index_entries", (PyCFunction)(void (*)(void))index_entries, METH_FASTCALL,
      "Twin of rocketrio.storage.index_segment._index_entries_py (None: not taken)."},
     {"next_rocketmq_frame", (PyCFunction)(void (*)(void))next_rocketmq_frame, METH_FASTCALL,

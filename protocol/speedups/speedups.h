@@ -16,6 +16,7 @@
  *   replica.c  check_replicated (storage.commitlog.records._check_replicated_py)
  *   replica_runs.c  replica_runs (storage.dispatch_request.replica_runs_py)
  *   index_append.c  index_entries (storage.index_segment._index_entries_py)
+ *   whole_records.c  whole_records (actors.broker.ha.slave_core._whole_records_length_py)
  *   frame.c    the next whole ROCKETMQ frame of a reader's buffer (remoting.FrameDecoder)
  *   direct_json.c  the next plain JSON request of a direct code as a DirectRequest (the same)
  *   answer.c   a stored send's answer frame (send_answer._send_answer_frame_py)
@@ -111,6 +112,7 @@ PyObject *rocketmq_header(PyObject *self, PyObject *const *a, Py_ssize_t nargs);
 PyObject *check_replicated(PyObject *self, PyObject *const *a, Py_ssize_t nargs);
 PyObject *replica_runs(PyObject *self, PyObject *const *a, Py_ssize_t nargs);
 PyObject *index_entries(PyObject *self, PyObject *const *args, Py_ssize_t nargs);
+PyObject *whole_records(PyObject *self, PyObject *const *args, Py_ssize_t nargs);
 PyObject *next_rocketmq_frame(PyObject *self, PyObject *const *a, Py_ssize_t nargs);
 /* direct_json.c */
 PyObject *next_direct_json(PyObject *self, PyObject *const *a, Py_ssize_t nargs);
