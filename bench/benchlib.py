@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import random
 import shutil
 import signal
 import socket
@@ -28,19 +29,33 @@ from rocketrio.actors.client.push_consumer import ConsumeStatus, PushConsumer
 BODY = os.urandom(512).hex().encode()  # 1 KiB
 
 
+def _ephemeral_low() -> int:
+    """The first port of the kernel's ephemeral range (32768 where it cannot be read)."""
+    try:
+        with open("/proc/sys/net/ipv4/ip_local_port_range") as f:
+            return int(f.read().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32768
+
+
 def free_port(taken: set[int]) -> int:
-    """A free loopback port whose HA port (port + 1) is free too; both join ``taken``."""
+    """A free loopback port whose HA port (port + 1) is free too; both join ``taken``.
+
+    Drawn below the kernel's ephemeral range (net.ipv4.ip_local_port_range, 32768-60999 by
+    default): a port the kernel handed out for a bind to port 0 is in that range, and an outgoing
+    connection of any process (the brokers' own to the NameServer) could take it before the
+    server that was given it binds it; a bench run then stopped with "cannot connect"."""
+    low = _ephemeral_low()
     while True:
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            port = s.getsockname()[1]
+        port = random.randrange(max(1024, low - 12_000), low - 1)
         if port in taken or port + 1 in taken:
             continue
-        with socket.socket() as s:
-            try:
-                s.bind(("127.0.0.1", port + 1))
-            except OSError:
-                continue
+        try:
+            for p in (port, port + 1):
+                with socket.socket() as s:
+                    s.bind(("127.0.0.1", p))
+        except OSError:
+            continue
         taken.update((port, port + 1))
         return port
 
