@@ -1902,16 +1902,20 @@ MUTANTS: list[Mutant] = [
     # issue 28 item 1, fifth pass: a Java send's frame and answer (frame.c, answer.c, handlers)
     Mutant(
         "the compiled frame call takes a frame one byte short of whole",
-        "protocol/speedups/frame.c",
-        "n - pos < 4 + total)",
-        "n - pos < 3 + total)",
-        [_SS2 + "test_the_frame_decoder_agrees_on_both_paths"],
+        "protocol/speedups/common.c",
+        "n - pos < 4 + t)",
+        "n - pos < 3 + t)",
+        [
+            _SS2 + "test_the_frame_decoder_agrees_on_both_paths",
+            _SS2 + "test_the_compiled_frame_call_takes_every_whole_frame_the_reference_decodes",
+            _DJ + "test_a_client_ack_is_read_by_the_compiled_reader",
+        ],
     ),
     Mutant(
         "the compiled frame call ignores the frame size limit",
-        "protocol/speedups/frame.c",
-        "total < MIN_FRAME || total > max_frame ||",
-        "total < MIN_FRAME ||",
+        "protocol/speedups/common.c",
+        "t < MIN_FRAME || t > max_frame ||",
+        "t < MIN_FRAME ||",
         [_SS2 + "test_the_frame_decoder_agrees_on_both_paths"],
     ),
     # issue 28 item 5, ninth pass: a POP consumer's ACK_MESSAGE frame read compiled (direct_json.c)

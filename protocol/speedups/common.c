@@ -271,3 +271,38 @@ key_adler32(uint32_t start, const unsigned char *p, Py_ssize_t n)
     }
     return (b << 16) | a;
 }
+
+/* The whole frame at buf[pos:] (a[0] a bytearray, a[1] pos, a[2] the frame size limit, as
+ * FrameDecoder.next_command holds them) when its header's serialization is `serialize` and the
+ * header is at least `min_header` bytes: 1, with *frame its first byte, *pos_out, *total (the
+ * length word) and *hlen set; 0 for everything else (fewer than a whole frame buffered, a
+ * length or header word the Python path refuses, another serialization), which the caller's
+ * Python path then decodes with its own errors. */
+int
+whole_frame_at(PyObject *const *a, int serialize, Py_ssize_t min_header,
+               const unsigned char **frame, Py_ssize_t *pos_out, Py_ssize_t *total,
+               Py_ssize_t *hlen)
+{
+    if (!PyByteArray_CheckExact(a[0]) || !PyLong_CheckExact(a[1]) || !PyLong_CheckExact(a[2]))
+        return 0;
+    Py_ssize_t pos = PyLong_AsSsize_t(a[1]), max_frame = PyLong_AsSsize_t(a[2]);
+    if ((pos == -1 || max_frame == -1) && PyErr_Occurred()) {
+        PyErr_Clear();
+        return 0;
+    }
+    Py_ssize_t n = PyByteArray_GET_SIZE(a[0]);
+    if (pos < 0 || pos > n || n - pos < 8)
+        return 0;
+    const unsigned char *p = (const unsigned char *)PyByteArray_AS_STRING(a[0]) + pos;
+    Py_ssize_t t = get_be32(p);
+    uint32_t hword = (uint32_t)get_be32(p + 4);
+    Py_ssize_t h = (Py_ssize_t)(hword & 0xFFFFFF);
+    if (t < MIN_FRAME || t > max_frame || (int)(hword >> 24) != serialize ||
+        h < min_header || h > t - 4 || n - pos < 4 + t)
+        return 0;
+    *frame = p;
+    *pos_out = pos;
+    *total = t;
+    *hlen = h;
+    return 1;
+}

@@ -4,7 +4,6 @@
 #include "speedups.h"
 
 #define SERIALIZE_ROCKETMQ 1
-#define MIN_FRAME 6            /* remoting.MIN_FRAME */
 #define MIN_ROCKETMQ_HEADER 21 /* remoting._MIN_ROCKETMQ_HEADER */
 
 /* next_rocketmq_frame(buf, pos, max_frame) -> (RemotingCommand, end) | None
@@ -16,23 +15,10 @@
 PyObject *
 next_rocketmq_frame(PyObject *self, PyObject *const *a, Py_ssize_t nargs)
 {
-    if (nargs != 3 || !PyByteArray_CheckExact(a[0]) || !PyLong_CheckExact(a[1]) ||
-        !PyLong_CheckExact(a[2]))
-        Py_RETURN_NONE;
-    Py_ssize_t pos = PyLong_AsSsize_t(a[1]), max_frame = PyLong_AsSsize_t(a[2]);
-    if ((pos == -1 || max_frame == -1) && PyErr_Occurred()) {
-        PyErr_Clear();
-        Py_RETURN_NONE;
-    }
-    Py_ssize_t n = PyByteArray_GET_SIZE(a[0]);
-    if (pos < 0 || pos > n || n - pos < 8)
-        Py_RETURN_NONE;
-    const unsigned char *p = (const unsigned char *)PyByteArray_AS_STRING(a[0]) + pos;
-    Py_ssize_t total = get_be32(p);
-    uint32_t hword = (uint32_t)get_be32(p + 4);
-    Py_ssize_t hlen = (Py_ssize_t)(hword & 0xFFFFFF);
-    if (total < MIN_FRAME || total > max_frame || (hword >> 24) != SERIALIZE_ROCKETMQ ||
-        hlen < MIN_ROCKETMQ_HEADER || hlen > total - 4 || n - pos < 4 + total)
+    const unsigned char *p;
+    Py_ssize_t pos, total, hlen;
+    if (nargs != 3 || !whole_frame_at(a, SERIALIZE_ROCKETMQ, MIN_ROCKETMQ_HEADER, &p, &pos,
+                                      &total, &hlen))
         Py_RETURN_NONE;
     PyObject *parts[2];
     parts[0] = PyBytes_FromStringAndSize((const char *)p + 8, hlen);

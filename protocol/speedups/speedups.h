@@ -84,6 +84,10 @@ int set_ref(PyObject **slot, PyObject *value);
 long long crc_of(const char *mem, Py_ssize_t len, unsigned long start);
 long long crc_combine(unsigned long a, unsigned long b, Py_ssize_t len_b);
 int fits_ll(PyObject *o, long long lo, long long hi, long long *out);
+#define MIN_FRAME 6 /* remoting.MIN_FRAME */
+int whole_frame_at(PyObject *const *a, int serialize, Py_ssize_t min_header,
+                   const unsigned char **frame, Py_ssize_t *pos, Py_ssize_t *total,
+                   Py_ssize_t *hlen);
 Py_ssize_t rfind_in(const char *data, Py_ssize_t start, Py_ssize_t end, const char *key,
                     Py_ssize_t klen);
 Py_ssize_t find_byte(const char *data, Py_ssize_t start, Py_ssize_t end, char c);
