@@ -16,7 +16,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from typing import Any
 
 import attrs
@@ -134,24 +134,36 @@ def _all_free(ports: list[int]) -> bool:
     return True
 
 
-def free_up_ports(mode: str, base_dir: str) -> int:
-    """A NameServer port ``base`` such that every port `up --mode` would listen on (with
-    ``--namesrv-port base --broker-port base+10``: listen ports, HA ports, controller peers)
-    is free."""
+def up_ports(mode: str, base_dir: str, base: int) -> list[int]:
+    """Every port `up --mode` listens on with ``--namesrv-port base --broker-port base+10``
+    (listen ports, HA ports, controller peers); PlanError when that layout is not valid."""
     templates = load_templates(mode)
+    specs = plan_from(templates, Layout(base_dir, namesrv_port=base, broker_port=base + 10))
+    return [use.port for spec in specs for use in spec.listens]
+
+
+def free_up_ports(mode: str, base_dir: str, avoid: Collection[int] = ()) -> int:
+    """A NameServer port ``base`` such that every port of `up_ports` is free and none is in
+    ``avoid`` (ports the caller hands `up` itself, free now but not bound until `up` binds
+    them, so the free check alone cannot see them)."""
     for _ in range(50):
         base = free_port_block(1, extra=(200,))  # the plan's ports stay in this worker's slice
         try:
-            specs = plan_from(templates, Layout(base_dir, namesrv_port=base, broker_port=base + 10))
+            ports = up_ports(mode, base_dir, base)
         except PlanError:
             continue
-        if _all_free([use.port for spec in specs for use in spec.listens]):
+        if not set(avoid).intersection(ports) and _all_free(ports):
             return base
     raise RuntimeError(f"no free port layout for mode {mode}")
 
 
+# `up`'s options that name a port of their own, besides the NameServer and broker ports
+_PORT_OPTIONS = ("--console-port", "--proxy-port")
+
+
 def start_up(base_dir: str, mode: str, *extra: str) -> UpProcess:
-    base = free_up_ports(mode, base_dir)
+    given = {int(extra[i + 1]) for i, a in enumerate(extra[:-1]) if a in _PORT_OPTIONS}
+    base = free_up_ports(mode, base_dir, avoid=given)
     cmd = [
         sys.executable,
         "-m",
@@ -169,7 +181,11 @@ def start_up(base_dir: str, mode: str, *extra: str) -> UpProcess:
         *extra,
     ]
     if "--no-console" not in extra and "--console-port" not in extra:
-        cmd += ["--console-port", str(free_port_block(1, extra=()))]
+        taken = given.union(up_ports(mode, base_dir, base))
+        console = free_port_block(1, extra=())
+        while console in taken:  # free now, but `up` is about to bind the plan's ports
+            console = free_port_block(1, extra=())
+        cmd += ["--console-port", str(console)]
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     up = UpProcess(proc, base_dir, f"127.0.0.1:{base}", base + 10)
     up.read_until("running; press Ctrl-C to stop", 60)
