@@ -1916,7 +1916,10 @@ MUTANTS: list[Mutant] = [
         "protocol/speedups/common.c",
         "t < MIN_FRAME || t > max_frame ||",
         "t < MIN_FRAME ||",
-        [_SS2 + "test_the_frame_decoder_agrees_on_both_paths"],
+        [
+            _SS2 + "test_the_frame_decoder_agrees_on_both_paths",
+            _SS2 + "test_the_compiled_frame_call_takes_every_whole_frame_the_reference_decodes",
+        ],
     ),
     # issue 28 item 5, ninth pass: a POP consumer's ACK_MESSAGE frame read compiled (direct_json.c)
     Mutant(

@@ -143,6 +143,8 @@ def test_the_compiled_frame_call_takes_every_whole_frame_the_reference_decodes(
         return
     assert ext.next_rocketmq_frame(buf, pos, remoting.DEFAULT_MAX_FRAME) == (want, pos + len(frame))
     assert ext.next_rocketmq_frame(buf[: pos + len(frame) - 1], pos, 1 << 20) is None  # cut
+    over = len(frame) - 5  # the frame's length word is len(frame) - 4: one over the limit
+    assert ext.next_rocketmq_frame(buf, pos, over) is None  # the Python path refuses it
 
 
 # ------------------------------------------------------------------ the answer frame
