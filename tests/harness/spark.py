@@ -8,7 +8,6 @@ import contextlib
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -17,6 +16,8 @@ from collections.abc import Iterator
 from typing import Any
 
 import pyspark
+
+from tests.harness.system import free_port_block
 
 SPARK_HOME = os.path.dirname(pyspark.__file__)
 # the tests' Spark settings for inputs of a few hundred lines: one shuffle partition, no
@@ -28,12 +29,6 @@ TINY_INPUT_CONF = {
     "spark.sql.codegen.wholeStage": "false",
     "spark.sql.codegen.factoryMode": "NO_CODEGEN",
 }
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def spark_env() -> dict[str, str]:
@@ -56,7 +51,9 @@ def master_state(ui_port: int) -> dict[str, Any]:
 @contextlib.contextmanager
 def standalone_cluster(log_dir: str) -> Iterator[tuple[str, int]]:
     """Yields (master URL, master web UI port) once a worker has registered."""
-    port, ui, wui = free_port(), free_port(), free_port()
+    # below the ephemeral range, so no outgoing connection takes one before Spark binds it
+    base = free_port_block(1, extra=(1, 2))
+    port, ui, wui = base, base + 1, base + 2
     spark_class = os.path.join(SPARK_HOME, "bin", "spark-class")
     env = spark_env()
     procs = []

@@ -8,7 +8,6 @@ SYNC_FLUSH test injects a runner that also yields for a simulated fsync time.
 
 from __future__ import annotations
 
-import socket
 from typing import Any
 
 import pytest
@@ -33,6 +32,7 @@ from tests.harness.broker import (
     messages,
 )
 from tests.harness.sim_network import SimNetwork
+from tests.harness.system import free_port_block
 
 # --------------------------------------------------------------------------- boot tests
 
@@ -130,9 +130,7 @@ async def test_unknown_code_is_answered_not_supported(
 
 async def test_real_tcp_threads_and_sync_flush(tmp_path: Any) -> None:
     """The production wiring: TCP sockets, fsync in worker threads, SYNC_FLUSH, real clock."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+    port = free_port_block(1, extra=(1,))  # and its HA port, below the ephemeral range
     config = BrokerConfig(
         brokerIP1="127.0.0.1",
         listenPort=port,

@@ -6,7 +6,6 @@ the facade uses), so these tests exercise real sockets and real threads, in real
 
 from __future__ import annotations
 
-import socket
 import threading
 import time
 from collections.abc import AsyncIterator, Iterator
@@ -38,24 +37,23 @@ from rocketrio.actors.namesrv.config import NamesrvConfig
 from rocketrio.actors.namesrv.namesrv import run_namesrv
 from rocketrio.protocol.bodies import MessageQueue
 from rocketrio.protocol.message import MessageExt
+from tests.harness.system import free_port_block
 
 TOPIC = "BlockingT"
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 @asynccontextmanager
 async def tcp_cluster(root: Path) -> AsyncIterator[str]:
+    # the broker's port, its HA port (+1) and the NameServer's (+10), below the ephemeral range:
+    # a port a bind to 0 handed out was once taken by an outgoing connection before the broker
+    # bound it (Address already in use)
+    base = free_port_block(1, extra=(1, 10))
     async with trio.open_nursery() as n:
-        ns = NamesrvConfig(listenHost="127.0.0.1", listenPort=free_port())
+        ns = NamesrvConfig(listenHost="127.0.0.1", listenPort=base + 10)
         ns_addr = await n.start(run_namesrv, ns, TcpTransport())
         cfg = BrokerConfig(
             brokerIP1="127.0.0.1",
-            listenPort=free_port(),
+            listenPort=base,
             namesrvAddr=ns_addr,
             storePathRootDir=str(root / "store"),
             mappedFileSizeCommitLog=1 << 20,
