@@ -20,13 +20,14 @@ import argparse
 import json
 import os
 import shutil
-import socket
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
 from typing import Any
+
+from benchlib import free_port
 
 BODY = b"x" * 1024
 PHASES = ("single_send", "batch_send", "consume")
@@ -106,12 +107,6 @@ def worker(ns: str, topic: str, count: int, loop: str) -> dict[str, float]:
 
 
 # ------------------------------------------------------------------ the driver
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 def start(role: str, name: str, conf: dict[str, str], work: str) -> subprocess.Popen[bytes]:
     path = os.path.join(work, f"{name}.conf")
     with open(path, "w") as f:
@@ -164,7 +159,8 @@ def main() -> None:
     if args.base:
         sides["base_trio"] = (os.path.join(args.base, ".venv", "bin", "python"), "trio")
     work = tempfile.mkdtemp(prefix="rocketrio-client-cpu-")
-    ns_port, b_port = free_port(), free_port()
+    taken: set[int] = set()
+    ns_port, b_port = free_port(taken), free_port(taken)
     ns = f"127.0.0.1:{ns_port}"
     procs = [start("namesrv", "ns", {"listenPort": str(ns_port), "logDir": work}, work)]
     try:

@@ -31,6 +31,7 @@ import tempfile
 from typing import Any
 
 import trio
+from benchlib import free_port
 
 from rocketrio.actors.controller.bench_hook import CONTROLLER_BENCH_PROPOSE
 from rocketrio.protocol.codes import SERIALIZE_ROCKETMQ, ResponseCode
@@ -43,15 +44,8 @@ _OPAQUE_AT = 8 + 5  # frame length + header length/type, then code(2) language(1
 
 
 def _free_ports(count: int) -> list[int]:
-    socks = []
-    for _ in range(count):
-        s = socket.socket()
-        s.bind(("127.0.0.1", 0))
-        socks.append(s)
-    ports = [s.getsockname()[1] for s in socks]
-    for s in socks:
-        s.close()
-    return ports
+    taken: set[int] = set()
+    return [free_port(taken) for _ in range(count)]
 
 
 def _start_cluster(workdir: str) -> dict[str, tuple[str, subprocess.Popen[bytes]]]:
