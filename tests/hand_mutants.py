@@ -1018,6 +1018,26 @@ MUTANTS: list[Mutant] = [
         [_AM + "test_a_returning_master_goes_online_only_with_the_slaves_newer_offsets"],
     ),
     Mutant(
+        "slave sync's watcher wakes both loops at every poll, moved or not",
+        "actors/broker/roles/slave_sync.py",
+        "            if now != seen:\n",
+        "            if True:  # MUTANT\n",
+        [
+            "tests/actor/broker/test_slave_sync.py::"
+            "test_an_idle_broker_polls_once_a_poll_not_once_a_loop"
+        ],
+    ),
+    Mutant(
+        "slave sync's watcher does not see the master change",
+        "actors/broker/roles/slave_sync.py",
+        "        return addr, -1 if addr is None else self.queue_count()\n",
+        "        return None, -1 if addr is None else self.queue_count()  # MUTANT\n",
+        [
+            "tests/actor/broker/test_slave_sync.py::"
+            "test_a_new_master_is_synced_within_one_poll_by_both_loops"
+        ],
+    ),
+    Mutant(
         "slave sync moves a consumer offset backwards after the master's return",
         "actors/broker/roles/slave_sync.py",
         "not (keep_higher and table.get(qid, -1) > offset):",
