@@ -1038,6 +1038,23 @@ MUTANTS: list[Mutant] = [
         ],
     ),
     Mutant(
+        "a classic master runs the slave sync's poll (may follow a master)",
+        "actors/broker/roles/classic.py",
+        "        return self.config.brokerRole is BrokerRole.SLAVE  # fixed in classic mode",
+        "        return True  # MUTANT",
+        [_AM + "test_slave_acts_within_the_bound_and_stops_when_the_master_returns"],
+    ),
+    Mutant(
+        "slave sync polls on a broker that can never follow a master",
+        "actors/broker/roles/slave_sync.py",
+        "        if not self.may_follow:\n",
+        "        if False:  # MUTANT\n",
+        [
+            "tests/actor/broker/test_slave_sync.py::"
+            "test_a_broker_that_never_follows_a_master_does_not_poll"
+        ],
+    ),
+    Mutant(
         "slave sync moves a consumer offset backwards after the master's return",
         "actors/broker/roles/slave_sync.py",
         "not (keep_higher and table.get(qid, -1) > offset):",

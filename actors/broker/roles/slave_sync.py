@@ -43,7 +43,8 @@ Besides the period, a sync runs as soon as the store holds a queue it did not ho
 sync (`queue_count`): a topic created on the master moments ago reaches this slave's table one
 round trip after its first replicated record, not up to `SYNC_PERIOD_S` later. One task polls
 the master's address and the queue count every `POLL_S` for both loops below and wakes them
-only when either moved: an idle broker wakes ten times a second for this, not twenty.
+only when either moved: an idle broker wakes ten times a second for this, not twenty; a
+classic master, which never follows anyone (`RoleService.may_follow`), runs none of it.
 
 The consumer offsets have a loop of their own: one GET_ALL_CONSUMER_OFFSET every
 `SYNC_PERIOD_S` (and at once when the master changes), bounded by `CALL_TIMEOUT_S`, so a slave's
@@ -105,8 +106,9 @@ class SlaveSynchronize:
         tables: BrokerTables,
         view: StoreView,
         master_addr: Callable[[], str | None],
+        may_follow: bool = True,
     ) -> SlaveSynchronize:
-        """A broker's slave sync over all its tables."""
+        """A broker's slave sync over all its tables (``may_follow``: `RoleService.may_follow`)."""
         return cls(
             topics=tables.topics,
             groups=tables.groups,
@@ -118,6 +120,7 @@ class SlaveSynchronize:
             delay_offsets=tables.delay_offsets.table,
             mappings=tables.mappings,
             keep_higher=io.config.enableSlaveActingMaster,
+            may_follow=may_follow,
         )
 
     def __init__(
@@ -133,7 +136,9 @@ class SlaveSynchronize:
         delay_offsets: DelayOffsetTable | None = None,
         mappings: TopicQueueMappingTable | None = None,
         keep_higher: bool = False,
+        may_follow: bool = True,
     ) -> None:
+        self.may_follow = may_follow
         self.keep_higher = keep_higher
         self.mappings = mappings
         self.auth = auth
@@ -154,7 +159,10 @@ class SlaveSynchronize:
 
     async def run(self, client: RemotingClient) -> None:
         """The metadata rounds, and the consumer offsets in a loop of their own (see the
-        module docstring: a slow round never holds the offsets back)."""
+        module docstring: a slow round never holds the offsets back). A broker that can never
+        follow a master (a classic master) has nothing to copy and does not poll."""
+        if not self.may_follow:
+            await trio.sleep_forever()
         async with trio.open_nursery() as nursery:
             nursery.start_soon(self._watch)
             nursery.start_soon(self._offsets_loop, client)

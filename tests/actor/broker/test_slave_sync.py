@@ -207,3 +207,20 @@ async def test_an_idle_broker_polls_once_a_poll_not_once_a_loop(
     with trio.move_on_after(10):
         await sync.run(ScriptedMaster(queues=4, offset=0))  # type: ignore[arg-type]
     assert reads[0] >= int(10 / POLL_S)
+
+
+async def test_a_broker_that_never_follows_a_master_does_not_poll(
+    tmp_path: Path, mock_clock: trio.testing.MockClock
+) -> None:
+    """A classic master (`RoleService.may_follow` False) never reads the master at all."""
+    topics, groups, offsets = tables(tmp_path)
+
+    def master_addr() -> str | None:
+        raise AssertionError("a classic master polled for a master")
+
+    sync = SlaveSynchronize(
+        topics=topics, groups=groups, offsets=offsets, master_addr=master_addr, may_follow=False
+    )
+    with trio.move_on_after(10):
+        await sync.run(ScriptedMaster(queues=4, offset=0))  # type: ignore[arg-type]
+    assert sync.rounds == 0
