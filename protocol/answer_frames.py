@@ -5,8 +5,7 @@ body) differs from the next one only by the request's opaque, and a broker sends
 acknowledged message. `empty_answer_frame` returns the frame `encode_command` would give for
 ``request.make_response(code)``, built from a template (the frame around a marker opaque, split
 once) instead of a header encoded per answer. A JSON header writes the opaque in decimal (its
-length words follow the digits); a ROCKETMQ header as a fixed int32. `answer_frames_of` gives
-the answers of many requests of one connection as one run of frames (a turn's stored ACKs).
+length words follow the digits); a ROCKETMQ header as a fixed int32.
 
 Pure: bytes in, bytes out. tests/unit/protocol/test_answer_frames.py holds it to
 `encode_command` byte for byte.
@@ -59,24 +58,3 @@ def answer_frame_of(st: int, opaque: int, code: int) -> bytes | None:
     digits = b"%d" % opaque
     hlen = fixed + len(digits)
     return _HDR.pack(4 + hlen, hlen) + before + digits + after
-
-
-def answer_frames_of(st: int, opaques: list[int], code: int) -> bytes | None:
-    """``answer_frame_of(st, o, code)`` for each opaque in ``opaques``, joined in that order: the
-    bytes a connection writes for these answers queued one by one (None as `answer_frame_of`)."""
-    parts = _TEMPLATES.get((st, code))
-    if parts is None:
-        if st not in (SERIALIZE_JSON, SERIALIZE_ROCKETMQ):
-            return None
-        parts = _TEMPLATES[(st, code)] = _template(st, code)
-    before, after, fixed = parts
-    if st == SERIALIZE_ROCKETMQ:
-        i32 = _I32.pack
-        return b"".join([before + i32(o) + after for o in opaques])
-    hdr = _HDR.pack
-    out = []
-    for opaque in opaques:
-        digits = b"%d" % opaque
-        hlen = fixed + len(digits)
-        out.append(hdr(4 + hlen, hlen) + before + digits + after)
-    return b"".join(out)

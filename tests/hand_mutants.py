@@ -2090,39 +2090,9 @@ MUTANTS: list[Mutant] = [
         "actors/broker/pop/direct_ack.py",
         "        if result is None:\n            return None\n"
         "        if isinstance(result, Refusal):",
-        "        if result is None:\n            answer_one(conn, req[1], req[4], "
-        '__import__("rocketrio.actors.broker.dispatch.outcomes").actors.broker.dispatch'
-        ".outcomes.Done())  # MUTANT\n"
+        "        if result is None:\n            _answer(conn, req[1], req[4], Done())  # MUTANT\n"
         "            return None\n        if isinstance(result, Refusal):",
         [_DA + "test_the_direct_path_answers_the_generic_paths_bytes"],
-    ),
-    Mutant(
-        "a turn's direct ACK answers handed over after another answer given to their connection",
-        "actors/broker/pop/ack_answers.py",
-        "        if runs:  # an answer of another kind",
-        "        if False:  # MUTANT",
-        ["tests/unit/actors/broker/pop/test_ack_answers.py"],
-    ),
-    Mutant(
-        "a connection's run of direct ACK answers ignores a change of serialize type",
-        "actors/broker/pop/ack_answers.py",
-        "            if run[0] == st:\n",
-        "            if True:  # MUTANT\n",
-        ["tests/unit/actors/broker/pop/test_ack_answers.py"],
-    ),
-    Mutant(
-        "a turn's last runs of direct ACK answers never handed over",
-        "actors/broker/pop/ack_answers.py",
-        "    if runs:\n        _hand_over(runs)\n",
-        "    pass  # MUTANT\n",
-        [_DA + "test_a_turns_acks_are_answered_as_the_generic_path_answers_them"],
-    ),
-    Mutant(
-        "a run of templated answers loses its last frame",
-        "protocol/answer_frames.py",
-        "    for opaque in opaques:\n",
-        "    for opaque in opaques[:-1]:  # MUTANT\n",
-        ["tests/unit/protocol/test_answer_frames.py"],
     ),
     Mutant(
         "the decoder hands a oneway ACK to the direct path (it answers it)",

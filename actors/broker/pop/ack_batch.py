@@ -34,7 +34,6 @@ import attrs
 import trio
 
 from rocketrio.actors.broker.dispatch.outcomes import Done, Refusal
-from rocketrio.actors.broker.pop.ack_answers import answer_stored
 from rocketrio.actors.broker.store.messages import StoreWriter
 from rocketrio.actors.broker.store.turn_puts import NotStored, TurnPuts
 from rocketrio.protocol.pop_checkpoint import AckMsg, MergeKey
@@ -73,6 +72,7 @@ def merge_acks(acks: Sequence[tuple[int, MergeKey, int]]) -> list[MergedAck]:
 
 OnAcked = Callable[[Done | Refusal], None]
 ToMessage = Callable[[AckMsg, int], MessageToStore]  # (ack, revive qid) -> its record
+_DONE = Done()
 
 # one queued ACK: (revive queue, its CK's merge key, offset, on_acked); a plain tuple, made on
 # every ACK_MESSAGE (the AckMsg is made per record, in `merge_acks`)
@@ -80,11 +80,9 @@ _Queued = tuple[int, MergeKey, int, OnAcked]
 
 
 def _answer(batch: list[_Queued], refusal: Refusal | None) -> None:
-    if refusal is None:  # the direct path's answers per connection in one run (ack_answers.py)
-        answer_stored([q[3] for q in batch])
-        return
+    outcome = _DONE if refusal is None else refusal
     for q in batch:
-        q[3](refusal)
+        q[3](outcome)
 
 
 class AckBatcher:

@@ -6,10 +6,10 @@ a `DirectRequest` (code, opaque, extFields, body, serialize type, source) and do
 generic path's ``ack_message`` handler (handlers.py) does, without the RemotingCommand (for a
 JSON header), the RequestContext, the request table and the handler's closure: the five
 fields read from the extFields (`ack_fields`), `PopAckProcessor.ack_nowait`, and the answer
-written to the connection (ack_answers.py: SUCCESS from its template once the ACK's record is
-stored, a turn's per connection in one run, a refusal encoded as the generic path encodes
-it). The promises are the processor's and unchanged: the answer only once the record is stored
-(or merged into a stored ``bAck`` record, ack_batch.py), the same code and remark for
+written to the connection: SUCCESS from its template (`answer_frame_of`) once the ACK's record
+is stored, a refusal encoded as the generic path encodes it (`answer_done` of the request's
+command). The promises are the processor's and unchanged: the answer only once the record is
+stored (or merged into a stored ``bAck`` record, ack_batch.py), the same code and remark for
 every refusal.
 
 What the direct path does not take it declines (`NOT_DIRECT`) before touching anything, and the
@@ -28,14 +28,16 @@ from functools import partial
 from typing import Literal, Protocol
 
 from rocketrio.actors.broker.dispatch.answers import answer_done
-from rocketrio.actors.broker.dispatch.outcomes import Refusal
+from rocketrio.actors.broker.dispatch.outcomes import Done, Refusal
 from rocketrio.actors.broker.pop.ack import PopAckProcessor
-from rocketrio.actors.broker.pop.ack_answers import answer_one
 from rocketrio.actors.kernel.remoting import Connection, DirectHandler
 from rocketrio.actors.kernel.remoting_connection import NOT_DIRECT
-from rocketrio.protocol.codes import RequestCode
+from rocketrio.protocol.answer_frames import answer_frame_of
+from rocketrio.protocol.codes import RequestCode, ResponseCode
 from rocketrio.protocol.pop_headers import ack_fields
 from rocketrio.protocol.remoting import DirectRequest, RemotingCommand
+
+_SUCCESS = int(ResponseCode.SUCCESS)
 
 
 class Stopping(Protocol):
@@ -49,6 +51,17 @@ def _stub(req: DirectRequest) -> RemotingCommand:
     """The request as far as a response reads it (its opaque and serialize type): a refusal's
     answer is then `encode_command` of `answer_done` of it, as on the generic path."""
     return RemotingCommand(req[0], opaque=req[1], serialize_type=req[4])
+
+
+def _answer(conn: Connection, opaque: int, st: int, outcome: Done | Refusal) -> None:
+    """One ACK's answer, given once its outcome is known (the processor's ``on_done``)."""
+    if outcome.__class__ is Done:  # nothing subclasses Done
+        frame = answer_frame_of(st, opaque, _SUCCESS)
+        if frame is not None:
+            conn.send_frame_nowait(frame)
+            return
+    stub = RemotingCommand(RequestCode.ACK_MESSAGE, opaque=opaque, serialize_type=st)
+    conn.send_nowait(answer_done(stub, outcome))
 
 
 class DirectAck:
@@ -66,7 +79,7 @@ class DirectAck:
         f = ack_fields(req[2])
         if f is None:
             return NOT_DIRECT  # the generic path's from_ext: its value or HeaderError
-        result = self.acks.ack_nowait(*f, partial(answer_one, conn, req[1], req[4]))
+        result = self.acks.ack_nowait(*f, partial(_answer, conn, req[1], req[4]))
         if result is None:
             return None
         if isinstance(result, Refusal):
