@@ -2086,6 +2086,31 @@ MUTANTS: list[Mutant] = [
         [_SS2 + "test_the_wire_properties_twins_agree"],
     ),
     Mutant(
+        "the compiled ACK read takes a receipt of six fields",
+        "protocol/speedups/ack_request.c",
+        "    if (count != 7 && count != 8)\n",
+        "    if (count != 7 && count != 8 && count != 6) /* MUTANT */\n",
+        ["tests/unit/protocol/test_speedups_ack_request.py"],
+    ),
+    Mutant(
+        "the compiled ACK read takes any character as a digit",
+        "protocol/speedups/ack_request.c",
+        "        if (b[j] < '0' || b[j] > '9')\n",
+        "        if (b[j] < '0' && b[j] > '9') /* MUTANT */\n",
+        [
+            "tests/unit/protocol/test_speedups_ack_request.py::test_the_compiled_read_agrees_with_its_twin"
+        ],
+    ),
+    Mutant(
+        "the compiled ACK read gives the receipt's invisible time as its revive queue",
+        "protocol/speedups/ack_request.c",
+        "        PyLong_FromLongLong(num[3]),\n",
+        "        PyLong_FromLongLong(num[2]), /* MUTANT */\n",
+        [
+            "tests/unit/protocol/test_speedups_ack_request.py::test_the_compiled_read_agrees_with_its_twin"
+        ],
+    ),
+    Mutant(
         "the direct ACK path answers before the ACK's record is stored",
         "actors/broker/pop/direct_ack.py",
         "        if result is None:\n            return None\n"
