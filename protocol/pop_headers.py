@@ -6,11 +6,20 @@ required fields have no default, optional ones default to None. The request code
 (POP_MESSAGE=200050, ACK_MESSAGE=200051, CHANGE_MESSAGE_INVISIBLETIME=200053,
 BATCH_ACK_MESSAGE=200151) are in `protocol.codes`; BATCH_ACK_MESSAGE's body is
 `actors.broker.pop_checkpoint.BatchAckMessageRequestBody`.
+
+`ack_request` reads an ACK_MESSAGE's fields and its receipt in one call (the direct ACK path,
+one per acknowledged message): protocol/speedups/ack_request.c when compiled, `ack_request_py`
+(the reference) else.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import attrs
+
+from rocketrio.protocol.compiled import speedups as _speedups
+from rocketrio.protocol.pop_extra_info import ExtraInfoError, parse_fields
 
 
 @attrs.define(slots=True)
@@ -78,6 +87,31 @@ def ack_fields(ext: dict[str, str]) -> AckFields | None:
     except (KeyError, ValueError):
         pass
     return None
+
+
+# `ack_fields`, then the receipt's ck_offset, pop_time, revive_qid, retry and broker_name
+AckRequest = tuple[str, str, int, str, int, int, int, int, str, str]
+
+
+def ack_request_py(ext: dict[str, str]) -> AckRequest | None:
+    """`ack_fields` and the receipt's `parse_fields` in one: the ACK's five fields, then the
+    fields of its extraInfo an ACK uses; None where either step would not give plain values
+    (`ack_fields` None, or `parse_fields` raising): the caller then takes the two steps, whose
+    values or refusals are theirs."""
+    f = ack_fields(ext)
+    if f is None:
+        return None
+    try:
+        ck_offset, pop_time, _, revive_qid, retry, broker_name, _, _ = parse_fields(f[3])
+    except ExtraInfoError:
+        return None
+    return (*f, ck_offset, pop_time, revive_qid, retry, broker_name)
+
+
+# the compiled twin takes a plain ACK and declines (None) the rest, which the Python steps decide
+ack_request: Callable[[dict[str, str]], AckRequest | None] = (
+    ack_request_py if _speedups is None else _speedups.ack_request
+)
 
 
 @attrs.define(slots=True)

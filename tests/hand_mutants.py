@@ -1018,6 +1018,43 @@ MUTANTS: list[Mutant] = [
         [_AM + "test_a_returning_master_goes_online_only_with_the_slaves_newer_offsets"],
     ),
     Mutant(
+        "slave sync's watcher wakes both loops at every poll, moved or not",
+        "actors/broker/roles/slave_sync.py",
+        "            if now != seen:\n",
+        "            if True:  # MUTANT\n",
+        [
+            "tests/actor/broker/test_slave_sync.py::"
+            "test_an_idle_broker_polls_once_a_poll_not_once_a_loop"
+        ],
+    ),
+    Mutant(
+        "slave sync's watcher does not see the master change",
+        "actors/broker/roles/slave_sync.py",
+        "        return addr, -1 if addr is None else self.queue_count()\n",
+        "        return None, -1 if addr is None else self.queue_count()  # MUTANT\n",
+        [
+            "tests/actor/broker/test_slave_sync.py::"
+            "test_a_new_master_is_synced_within_one_poll_by_both_loops"
+        ],
+    ),
+    Mutant(
+        "a classic master runs the slave sync's poll (may follow a master)",
+        "actors/broker/roles/classic.py",
+        "        return self.config.brokerRole is BrokerRole.SLAVE  # fixed in classic mode",
+        "        return True  # MUTANT",
+        [_AM + "test_slave_acts_within_the_bound_and_stops_when_the_master_returns"],
+    ),
+    Mutant(
+        "slave sync polls on a broker that can never follow a master",
+        "actors/broker/roles/slave_sync.py",
+        "        if not self.may_follow:\n",
+        "        if False:  # MUTANT\n",
+        [
+            "tests/actor/broker/test_slave_sync.py::"
+            "test_a_broker_that_never_follows_a_master_does_not_poll"
+        ],
+    ),
+    Mutant(
         "slave sync moves a consumer offset backwards after the master's return",
         "actors/broker/roles/slave_sync.py",
         "not (keep_higher and table.get(qid, -1) > offset):",
@@ -2047,6 +2084,31 @@ MUTANTS: list[Mutant] = [
         '{"TAGS\\x01", "KEYS\\x01", "UNIQ_KEY\\x01"}',
         '{"TAGS", "KEYS\\x01", "UNIQ_KEY\\x01"}',
         [_SS2 + "test_the_wire_properties_twins_agree"],
+    ),
+    Mutant(
+        "the compiled ACK read takes a receipt of six fields",
+        "protocol/speedups/ack_request.c",
+        "    if (count != 7 && count != 8)\n",
+        "    if (count != 7 && count != 8 && count != 6) /* MUTANT */\n",
+        ["tests/unit/protocol/test_speedups_ack_request.py"],
+    ),
+    Mutant(
+        "the compiled ACK read takes any character as a digit",
+        "protocol/speedups/ack_request.c",
+        "        if (b[j] < '0' || b[j] > '9')\n",
+        "        if (b[j] < '0' && b[j] > '9') /* MUTANT */\n",
+        [
+            "tests/unit/protocol/test_speedups_ack_request.py::test_the_compiled_read_agrees_with_its_twin"
+        ],
+    ),
+    Mutant(
+        "the compiled ACK read gives the receipt's invisible time as its revive queue",
+        "protocol/speedups/ack_request.c",
+        "        PyLong_FromLongLong(num[3]),\n",
+        "        PyLong_FromLongLong(num[2]), /* MUTANT */\n",
+        [
+            "tests/unit/protocol/test_speedups_ack_request.py::test_the_compiled_read_agrees_with_its_twin"
+        ],
     ),
     Mutant(
         "the direct ACK path answers before the ACK's record is stored",

@@ -284,7 +284,9 @@ class Broker:
             store=s.actor,
             wall_now_ms=io.now_ms,
         )
-        self.slave_sync = SlaveSynchronize.of(io, t, s.view, self.roles.master_to_sync)
+        self.slave_sync = SlaveSynchronize.of(
+            io, t, s.view, self.roles.master_to_sync, self.roles.may_follow()
+        )
         self.live_config = LiveConfig(
             io, [self.send, self.reply, self.pull, self.clients, self.filters, t, s]
         )

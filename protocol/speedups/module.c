@@ -34,6 +34,8 @@ static PyMethodDef methods[] = {
      "Twin of rocketrio.actors.broker.send.handlers.parse_send_header_v2 (the plain case)."},
     {"wire_text_properties", (PyCFunction)(void (*)(void))wire_text_properties, METH_FASTCALL,
      "Twin of rocketrio.storage.dispatch_request.wire_properties (a text, no CRC pair)."},
+    {"ack_request", (PyCFunction)(void (*)(void))ack_request, METH_FASTCALL,
+     "Twin of rocketrio.protocol.pop_headers.ack_request_py (None: not taken)."},
     {"record_fields", (PyCFunction)(void (*)(void))record_fields, METH_FASTCALL,
      "Twin of rocketrio.storage.record_fields.record_fields_py."},
     {"configure_record_fields", configure_record_fields, METH_O, "(record_fields_py)"},

@@ -23,6 +23,7 @@
  *   send_header.c  SEND_MESSAGE_V2's extFields to the send header (send/handlers.py)
  *   props.c    a message's properties text as the store writes it (dispatch_request.py)
  *   record_fields.c  a plain message's record and its dispatch fields (storage/record_fields.py)
+ *   ack_request.c  an ACK_MESSAGE's extFields and receipt in one read (pop_headers.py)
  *   module.c   the method table
  */
 #ifndef RR_SPEEDUPS_H
@@ -125,5 +126,6 @@ PyObject *send_header_v2(PyObject *self, PyObject *const *a, Py_ssize_t nargs);
 PyObject *wire_text_properties(PyObject *self, PyObject *const *a, Py_ssize_t nargs);
 PyObject *record_fields(PyObject *self, PyObject *const *a, Py_ssize_t nargs);
 PyObject *configure_record_fields(PyObject *self, PyObject *twin);
+PyObject *ack_request(PyObject *self, PyObject *const *a, Py_ssize_t nargs);
 
 #endif

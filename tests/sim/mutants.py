@@ -14,6 +14,7 @@ from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import attrs
+import trio
 
 from rocketrio.actors.broker.ha.slave_core import SlaveCore, Truncate
 from rocketrio.actors.broker.ha.sync_state import SyncStateCore
@@ -232,7 +233,9 @@ def _slave_sync_offsets_behind_the_round(patch: Patch) -> None:
             await self.sync_offsets(client, addr)  # MUTANT: offsets wait for the whole round
 
         self.sync_metadata = whole_round  # type: ignore[method-assign]
-        await self._metadata_loop(client)  # MUTANT: no loop of their own
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(self._watch)
+            await self._metadata_loop(client)  # MUTANT: no loop of their own
 
     patch(SlaveSynchronize, "run", run)
 

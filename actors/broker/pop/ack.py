@@ -217,6 +217,27 @@ class PopAckProcessor:
             ck_offset, pop_time, _, qid, retry, broker_name, _, _ = parse_fields(extra_info)
         except ExtraInfoError as e:
             return Refusal(ResponseCode.INVALID_PARAMETER, str(e))
+        return self.ack_parsed(
+            group, topic, queue_id, extra_info, offset,
+            ck_offset, pop_time, qid, retry, broker_name, on_done,
+        )  # fmt: skip
+
+    def ack_parsed(
+        self,
+        group: str,
+        topic: str,
+        queue_id: int,
+        extra_info: str,
+        offset: int,
+        ck_offset: int,
+        pop_time: int,
+        qid: int,
+        retry: str,
+        broker_name: str,
+        on_done: OnAcked,
+    ) -> Refusal | Awaitable[Refusal | None] | None:
+        """`ack_nowait` of a receipt already read (``pop_headers.ack_request``: the direct
+        path reads the ACK's fields and its receipt in one call)."""
         if not 0 <= qid < self.config.revive_queue_num and qid != POP_ORDER_REVIVE_QUEUE:
             return self._receipt(extra_info)  # not a revive queue: its refusal
         if retry != NORMAL_TOPIC:

@@ -5,12 +5,13 @@ acknowledged message: the POP consumer's hot path).
 a `DirectRequest` (code, opaque, extFields, body, serialize type, source) and does what the
 generic path's ``ack_message`` handler (handlers.py) does, without the RemotingCommand (for a
 JSON header), the RequestContext, the request table and the handler's closure: the five
-fields read from the extFields (`ack_fields`), `PopAckProcessor.ack_nowait`, and the answer
-written to the connection: SUCCESS from its template (`answer_frame_of`) once the ACK's record
-is stored, a refusal encoded as the generic path encodes it (`answer_done` of the request's
-command). The promises are the processor's and unchanged: the answer only once the record is
-stored (or merged into a stored ``bAck`` record, ack_batch.py), the same code and remark for
-every refusal.
+fields and the receipt read from the extFields in one call (`ack_request`, compiled; what it
+declines goes through `ack_fields` and `PopAckProcessor.ack_nowait`'s own parse, whose values or
+refusals are theirs), `PopAckProcessor.ack_parsed`, and the answer written to the connection:
+SUCCESS from its template (`answer_frame_of`) once the ACK's record is stored, a refusal
+encoded as the generic path encodes it (`answer_done` of the request's command). The promises
+are the processor's and unchanged: the answer only once the record is stored (or merged into a
+stored ``bAck`` record, ack_batch.py), the same code and remark for every refusal.
 
 What the direct path does not take it declines (`NOT_DIRECT`) before touching anything, and the
 request goes the generic way: extFields `ack_fields` cannot read plainly (the generic path's
@@ -34,7 +35,7 @@ from rocketrio.actors.kernel.remoting import Connection, DirectHandler
 from rocketrio.actors.kernel.remoting_connection import NOT_DIRECT
 from rocketrio.protocol.answer_frames import answer_frame_of
 from rocketrio.protocol.codes import RequestCode, ResponseCode
-from rocketrio.protocol.pop_headers import ack_fields
+from rocketrio.protocol.pop_headers import ack_fields, ack_request
 from rocketrio.protocol.remoting import DirectRequest, RemotingCommand
 
 _SUCCESS = int(ResponseCode.SUCCESS)
@@ -76,10 +77,15 @@ class DirectAck:
     ) -> Awaitable[None] | Literal[False] | None:
         if self.requests.stopping:
             return NOT_DIRECT  # the table answers SYSTEM_BUSY
-        f = ack_fields(req[2])
-        if f is None:
-            return NOT_DIRECT  # the generic path's from_ext: its value or HeaderError
-        result = self.acks.ack_nowait(*f, partial(_answer, conn, req[1], req[4]))
+        on_done = partial(_answer, conn, req[1], req[4])
+        r = ack_request(req[2])  # compiled: fields and receipt in one read, or None
+        if r is not None:
+            result = self.acks.ack_parsed(*r, on_done)
+        else:
+            f = ack_fields(req[2])
+            if f is None:
+                return NOT_DIRECT  # the generic path's from_ext: its value or HeaderError
+            result = self.acks.ack_nowait(*f, on_done)
         if result is None:
             return None
         if isinstance(result, Refusal):

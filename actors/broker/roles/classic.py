@@ -156,6 +156,9 @@ class ClassicRoleService:
     def boot_broker_id(self) -> int | None:
         return self.config.brokerId
 
+    def may_follow(self) -> bool:
+        return self.config.brokerRole is BrokerRole.SLAVE  # fixed in classic mode
+
     def master_to_sync(self) -> str | None:
         if self.serving_as_master():
             return None

@@ -164,6 +164,9 @@ class ReplicasManager:
     def sync_state_set(self) -> frozenset[int]:
         return frozenset() if self.core is None else self.core.sync_state_set
 
+    def may_follow(self) -> bool:
+        return True  # the controller may make this broker a slave at any time
+
     def master_to_sync(self) -> str | None:
         return self.master_address if self.role is BrokerRole.SLAVE else None
 

@@ -12,7 +12,8 @@ enableControllerMode; every other part of the broker asks the `RoleService`:
   (RIP-32, failover/): it runs the special services (re-puts escape to another group's master)
   but is not master: no writes, pulls still behind.
 - `role_known`: False while a controller-mode broker has no role: it stays off the NameServers.
-- `master_to_sync`: the master a slave copies metadata (topics, groups, offsets ...) from.
+- `master_to_sync`: the master a slave copies metadata (topics, groups, offsets ...) from;
+  `may_follow`: whether there can ever be one (not on a classic master).
 - `write_refusal`: why a send is refused before it reaches the store (the send path's gate).
 - `ha`: the replication service of the current mode (None before it started).
 
@@ -87,6 +88,11 @@ class RoleService(Protocol):
         ...
 
     def master_to_sync(self) -> str | None: ...
+
+    def may_follow(self) -> bool:
+        """Whether `master_to_sync` can ever name a master: False for a classic master (its
+        brokerRole is fixed), which then runs no slave sync at all."""
+        ...
 
     def write_refusal(self) -> Refusal | None: ...
 

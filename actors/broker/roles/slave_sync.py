@@ -41,7 +41,10 @@ upper queues already hold acknowledged messages, and set consumer offsets back.
 
 Besides the period, a sync runs as soon as the store holds a queue it did not hold at the last
 sync (`queue_count`): a topic created on the master moments ago reaches this slave's table one
-round trip after its first replicated record, not up to `SYNC_PERIOD_S` later.
+round trip after its first replicated record, not up to `SYNC_PERIOD_S` later. One task polls
+the master's address and the queue count every `POLL_S` for both loops below and wakes them
+only when either moved: an idle broker wakes ten times a second for this, not twenty; a
+classic master, which never follows anyone (`RoleService.may_follow`), runs none of it.
 
 The consumer offsets have a loop of their own: one GET_ALL_CONSUMER_OFFSET every
 `SYNC_PERIOD_S` (and at once when the master changes), bounded by `CALL_TIMEOUT_S`, so a slave's
@@ -89,6 +92,7 @@ from rocketrio.protocol.static_topic import (
 )
 
 SYNC_PERIOD_S = 3.0
+POLL_S = 0.1  # how soon a change of master (or a new queue) cuts a period short
 CALL_TIMEOUT_S = 3.0
 
 
@@ -102,8 +106,9 @@ class SlaveSynchronize:
         tables: BrokerTables,
         view: StoreView,
         master_addr: Callable[[], str | None],
+        may_follow: bool = True,
     ) -> SlaveSynchronize:
-        """A broker's slave sync over all its tables."""
+        """A broker's slave sync over all its tables (``may_follow``: `RoleService.may_follow`)."""
         return cls(
             topics=tables.topics,
             groups=tables.groups,
@@ -115,6 +120,7 @@ class SlaveSynchronize:
             delay_offsets=tables.delay_offsets.table,
             mappings=tables.mappings,
             keep_higher=io.config.enableSlaveActingMaster,
+            may_follow=may_follow,
         )
 
     def __init__(
@@ -130,7 +136,9 @@ class SlaveSynchronize:
         delay_offsets: DelayOffsetTable | None = None,
         mappings: TopicQueueMappingTable | None = None,
         keep_higher: bool = False,
+        may_follow: bool = True,
     ) -> None:
+        self.may_follow = may_follow
         self.keep_higher = keep_higher
         self.mappings = mappings
         self.auth = auth
@@ -147,13 +155,31 @@ class SlaveSynchronize:
         self.stale_answers = 0
         self._failing = False
         self._queues_at_sync = -1
+        self._moved = trio.Event()  # set (and replaced) by `_watch` when master or queues move
 
     async def run(self, client: RemotingClient) -> None:
         """The metadata rounds, and the consumer offsets in a loop of their own (see the
-        module docstring: a slow round never holds the offsets back)."""
+        module docstring: a slow round never holds the offsets back). A broker that can never
+        follow a master (a classic master) has nothing to copy and does not poll."""
+        if not self.may_follow:
+            await trio.sleep_forever()
         async with trio.open_nursery() as nursery:
+            nursery.start_soon(self._watch)
             nursery.start_soon(self._offsets_loop, client)
             await self._metadata_loop(client)
+
+    async def _watch(self) -> None:
+        """One poll for both loops: every `POLL_S`, wake the waiting loops (`_wait_period`) when
+        the master or the queue count moved since the last poll. An idle broker (a master, or
+        a slave between rounds) wakes once a poll, not once a loop."""
+        seen = self._watched()
+        while True:
+            await trio.sleep(POLL_S)
+            now = self._watched()
+            if now != seen:
+                seen = now
+                moved, self._moved = self._moved, trio.Event()
+                moved.set()
 
     async def _metadata_loop(self, client: RemotingClient) -> None:
         while True:
@@ -174,6 +200,12 @@ class SlaveSynchronize:
                     self.synced_from = addr
             await self._wait_period(addr, on_new_queue=True)
 
+    def _watched(self) -> tuple[str | None, int]:
+        """What `_watch` compares: the master, and the queue count while there is one (a
+        master's own new queues wake nothing: `_new_queue`)."""
+        addr = self.master_addr()
+        return addr, -1 if addr is None else self.queue_count()
+
     async def _offsets_loop(self, client: RemotingClient) -> None:
         failing = False
         while True:
@@ -190,12 +222,12 @@ class SlaveSynchronize:
             await self._wait_period(addr, on_new_queue=False)
 
     async def _wait_period(self, addr: str | None, *, on_new_queue: bool) -> None:
-        """`SYNC_PERIOD_S`, cut short when the master changes (or a new queue appears)."""
+        """`SYNC_PERIOD_S`, cut short when the master changes (or a new queue appears), seen
+        within `POLL_S` by `_watch`. The condition is checked before each wait (no await in
+        between), so a change made while this loop was in its round is not missed."""
         with trio.move_on_after(SYNC_PERIOD_S):
-            while True:
-                await trio.sleep(0.1)
-                if self.master_addr() != addr or (on_new_queue and self._new_queue(addr)):
-                    return
+            while self.master_addr() == addr and not (on_new_queue and self._new_queue(addr)):
+                await self._moved.wait()
 
     def _new_queue(self, addr: str | None) -> bool:
         """A slave's store holds a queue it did not hold when the last round started."""

@@ -143,6 +143,8 @@ async def two_groups(c: Classic, **kw: Any) -> tuple[Broker, Broker, Broker]:
     assert (await send(c, B, b"b-first", {})).code == RC.SUCCESS  # topic C on both groups
     assert (await send(c, M, b"a-first", {})).code == RC.SUCCESS
     await until(lambda: s.roles.master_to_sync() == f"{M}:10911")
+    # a classic master never follows anyone: no slave sync polls there; a slave's does
+    assert (m.slave_sync.may_follow, s.slave_sync.may_follow) == (False, True)
     with trio.fail_after(10):  # both registered topic C
         while len((await route(c)).brokerDatas) < 2:
             await trio.sleep(0.1)

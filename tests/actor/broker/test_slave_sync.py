@@ -17,6 +17,7 @@ import trio.testing
 
 from rocketrio.actors.broker.roles.slave_sync import (
     CALL_TIMEOUT_S,
+    POLL_S,
     SYNC_PERIOD_S,
     SlaveSynchronize,
     SyncRefused,
@@ -152,3 +153,74 @@ async def test_offsets_lag_by_one_period_and_one_call_however_slow_the_round(
         n.cancel_scope.cancel()
     assert worst <= SYNC_PERIOD_S + CALL_TIMEOUT_S, f"the slave's offset lagged {worst:.1f}s"
     assert sync.rounds >= 3  # the metadata rounds still run
+
+
+async def test_a_new_master_is_synced_within_one_poll_by_both_loops(
+    tmp_path: Path, mock_clock: trio.testing.MockClock
+) -> None:
+    """A master demoted to a slave (or a slave given another master) starts both loops'
+    rounds within `POLL_S`, not at the end of their period."""
+    topics, groups, offsets = tables(tmp_path)
+    following: list[str | None] = [None]
+    sync = SlaveSynchronize(
+        topics=topics, groups=groups, offsets=offsets, master_addr=lambda: following[0]
+    )
+    master = ScriptedMaster(queues=4, offset=100)
+
+    class AnyMaster:  # the scripted master answers for whichever address is asked
+        async def invoke(self, addr: str, cmd: RemotingCommand, timeout: float) -> RemotingCommand:
+            return await master.invoke(OLD, cmd, timeout)
+
+    async with trio.open_nursery() as n:
+        n.start_soon(sync.run, AnyMaster())
+        await trio.sleep(1.0)
+        assert sync.rounds == 0 and offsets.query("G", "T", 0) < 0
+        following[0] = OLD
+        await trio.sleep(POLL_S + 0.01)
+        assert sync.rounds == 1 and offsets.query("G", "T", 0) == 100
+        await trio.sleep(1.0)
+        following[0] = "127.0.0.1:10912"  # another master
+        await trio.sleep(POLL_S + 0.01)
+        assert sync.rounds == 2 and sync.synced_from == "127.0.0.1:10912"
+        n.cancel_scope.cancel()
+
+
+@pytest.mark.parametrize("following", [None, OLD])
+async def test_an_idle_broker_polls_once_a_poll_not_once_a_loop(
+    tmp_path: Path, mock_clock: trio.testing.MockClock, following: str | None
+) -> None:
+    """Nothing moves (a master, or a slave between rounds): about one read of the master per
+    `POLL_S` (the watcher's), the two loops asleep until their period ends."""
+    topics, groups, offsets = tables(tmp_path)
+    reads = [0]
+    # 10 s of polls, plus each loop's reads at its period's end and a round's own checks;
+    # a read per loop per poll (the two loops polling on their own) would be twice the polls
+    limit = int(10 / POLL_S) * 3 // 2
+
+    def master_addr() -> str | None:
+        reads[0] += 1
+        if reads[0] > limit:
+            raise AssertionError("the master is read once a loop per poll")
+        return following
+
+    sync = SlaveSynchronize(topics=topics, groups=groups, offsets=offsets, master_addr=master_addr)
+    with trio.move_on_after(10):
+        await sync.run(ScriptedMaster(queues=4, offset=0))  # type: ignore[arg-type]
+    assert reads[0] >= int(10 / POLL_S)
+
+
+async def test_a_broker_that_never_follows_a_master_does_not_poll(
+    tmp_path: Path, mock_clock: trio.testing.MockClock
+) -> None:
+    """A classic master (`RoleService.may_follow` False) never reads the master at all."""
+    topics, groups, offsets = tables(tmp_path)
+
+    def master_addr() -> str | None:
+        raise AssertionError("a classic master polled for a master")
+
+    sync = SlaveSynchronize(
+        topics=topics, groups=groups, offsets=offsets, master_addr=master_addr, may_follow=False
+    )
+    with trio.move_on_after(10):
+        await sync.run(ScriptedMaster(queues=4, offset=0))  # type: ignore[arg-type]
+    assert sync.rounds == 0

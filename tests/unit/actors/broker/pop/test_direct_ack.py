@@ -237,3 +237,26 @@ def test_installed_only_where_the_generic_path_adds_nothing() -> None:
     # answers timed (rocketmq_rpc_latency): the connection takes no direct path
     assert ServerSide(ServerLimits(), object(), plain).direct is None  # type: ignore[arg-type]
     assert ServerSide(ServerLimits(), None, plain).direct is plain
+
+
+@pytest.mark.parametrize("store_answer", [STORED, REFUSED], ids=["stored", "refused"])
+async def test_a_turns_acks_are_answered_as_the_generic_path_answers_them(
+    mock_clock: trio.testing.MockClock, store_answer: Any
+) -> None:
+    """Several ACKs of one connection in one turn (one put): the same bytes as the generic
+    path's answers, once the put is answered."""
+    st = SERIALIZE_JSON
+    frames = b"".join(frame(ack_ext(at), st, opaque=900 + at) for at in range(11, 18))
+    async with trio.open_nursery() as n:
+        sides = [await start_side(n, direct=d) for d in (False, True)]
+        for side in sides:
+            await side.client.send_all(frames)
+        await trio.testing.wait_all_tasks_blocked()
+        assert [await received(s) for s in sides] == [b"", b""]
+        assert [len(s.writer.puts) for s in sides] == [1, 1]
+        for side in sides:
+            side.writer.puts.pop()(*store_answer)
+        await trio.testing.wait_all_tasks_blocked()
+        after = [await received(s) for s in sides]
+        assert after[0] == after[1] and after[0].count(b'"opaque":9') == 7
+        n.cancel_scope.cancel()
