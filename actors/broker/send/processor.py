@@ -226,7 +226,9 @@ class SendMessageProcessor:
                 ResponseCode.NO_PERMISSION,
                 f"the topic[{topic}] sending message is forbidden, perm={perm_to_string(tc.perm)}",
             )
-        limit = max(tc.writeQueueNums, tc.readQueueNums)
+        limit = tc.writeQueueNums
+        if tc.readQueueNums > limit:  # max(write, read) without the builtin's call
+            limit = tc.readQueueNums
         if h.queueId >= limit:
             return Refusal(
                 ResponseCode.SYSTEM_ERROR,
