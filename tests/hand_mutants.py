@@ -2438,6 +2438,20 @@ MUTANTS: list[Mutant] = [
         "                if False:  # MUTANT",
         ["tests/unit/storage/test_put_inline.py"],
     ),
+    Mutant(
+        "store turn stats: a run's topic change is not noticed (send9)",
+        "actors/broker/store/appender.py",
+        "                    if t != topic:",
+        "                    if False:  # MUTANT",
+        ["tests/unit/actors/broker/store/test_appender_stats.py"],
+    ),
+    Mutant(
+        "store turn stats: the last run of sends counted as one request (send9)",
+        "actors/broker/store/appender.py",
+        "                stats.on_topic_put(topic, n, size, n)\n            return out",
+        "                stats.on_topic_put(topic, n, size)\n            return out",
+        ["tests/unit/actors/broker/store/test_appender_stats.py"],
+    ),
 ]
 
 

@@ -60,14 +60,15 @@ def message(draw_fields: tuple[Any, ...]) -> MessageToStore:
 
 MESSAGES = st.lists(
     st.tuples(
-        st.sampled_from(["T", "U", SCHEDULE_TOPIC, TIMER_TOPIC]),
+        st.sampled_from(["T", "T", "T", "U", "U", SCHEDULE_TOPIC, TIMER_TOPIC]),
         st.integers(0, 2),
         st.sampled_from([0, 1, 300, 300, 600, 600, 601]),
         st.sampled_from(PROPS),
         st.sampled_from(
-            [0, 0, 0, TRANSACTION_PREPARED_TYPE, TRANSACTION_COMMIT_TYPE, TRANSACTION_ROLLBACK_TYPE]
+            [0] * 6
+            + [TRANSACTION_PREPARED_TYPE, TRANSACTION_COMMIT_TYPE, TRANSACTION_ROLLBACK_TYPE]
         ),
-        st.sampled_from([(b"\x7f\x00\x00\x01", 4000), (b"\x7f\x00\x00\x01", 4000), (b"\x01", 1)]),
+        st.sampled_from([(b"\x7f\x00\x00\x01", 4000)] * 5 + [(b"\x01", 1)]),
     ).map(message),
     min_size=1,
     max_size=8,
@@ -119,6 +120,36 @@ def test_the_inline_encode_is_the_reference(
     finally:
         fast.close()
         ref.close()
+
+
+def good(i: int, **over: Any) -> MessageToStore:
+    fields: dict[str, Any] = dict(topic="T", queue_id=i % 2, body=b"m%d" % i, properties=PROPS[0])
+    fields.update(over)
+    return MessageToStore(**fields)
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [
+        good(9, body=b"x" * 601),
+        good(9, properties=PROPS[-1]),
+        good(9, properties=PROPS[-2]),
+        good(9, born_host=(b"\x01", 1)),
+        good(9, queue_id=2**31),
+        good(9, properties={"K": "v" * 40000}),
+    ],
+    ids=["body", "separator", "surrogate", "host", "queue", "properties"],
+)
+def test_each_refusal_is_the_references(tmp_path: Path, bad: MessageToStore) -> None:
+    fast = opened(str(tmp_path / "inline"), True)
+    ref = opened(str(tmp_path / "ref"), False)
+    for msgs in ([good(0), good(1), bad], [bad], [good(2), bad, good(3)], [good(4)]):
+        got = outcome(fast, msgs)
+        assert got == outcome(ref, msgs)
+        assert isinstance(got, list) == (bad not in msgs)
+    assert state(fast) == state(ref)
+    fast.close()
+    ref.close()
 
 
 def test_a_record_over_a_segment_is_refused_inline_too(tmp_path: Path) -> None:
