@@ -60,6 +60,10 @@ from rocketrio.storage.timer_wheel import TIMER_TOPIC
 class PutPath:
     """The write paths of a `MessageStore` (see module docstring)."""
 
+    # `put_messages` encodes a plain message inline; False: every message through `_encode`
+    # (the reference the inline path is tested against, tests/unit/storage/test_put_inline.py)
+    inline_encode = True
+
     def __init__(
         self,
         config: StoreConfig,
@@ -117,8 +121,44 @@ class PutPath:
         pending: list[DispatchRequest] = []
         next_qo: dict[QueueKey, int] = {}
         phy = start = self._commitlog.max_offset
+        # the hot case inline (no `_encode` frame per message): a plain message (not a
+        # PREPARED / COMMIT / ROLLBACK record) to a topic that is neither the schedule nor the
+        # timer topic, with a body within maxMessageSize and a record within a segment.
+        # Anything else goes through `_encode`, and so does every error (it raises the store's
+        # own: the put is abandoned, nothing written)
+        # (the reference, every message through `_encode`: a body bound no message is within)
+        max_body = self.config.maxMessageSize if self.inline_encode else -1
+        max_record = self.config.mappedFileSizeCommitLog - 8
+        store_host, indexed = self._store_host, self._indexed
+        next_offset = self._queues.next_offset
         for i, m in enumerate(msgs):
-            size, req = self._encode(i, m, store_timestamp_ms, phy, next_qo, parts)
+            topic = m.topic
+            if (
+                m.sys_flag & TRANSACTION_ROLLBACK_TYPE
+                or len(m.body) > max_body
+                or topic == TIMER_TOPIC
+                or topic == SCHEDULE_TOPIC
+            ):
+                size, req = self._encode(i, m, store_timestamp_ms, phy, next_qo, parts)
+            else:
+                key = (topic, m.queue_id)
+                qo = next_qo.get(key, -1)
+                if qo < 0:
+                    qo = next_offset(key)
+                try:
+                    size, code, hashes = record_fields(
+                        parts, topic, m.queue_id, m.body, m.flag, m.properties, m.sys_flag,
+                        m.born_timestamp, m.born_host, store_timestamp_ms, store_host,
+                        m.reconsume_times, m.prepared_transaction_offset, qo, phy, indexed,
+                    )  # fmt: skip
+                except ValueError:  # (MessageSizeError too) `_encode` raises the store's error
+                    self._encode(i, m, store_timestamp_ms, phy, next_qo, parts)
+                    raise
+                if size > max_record:  # `_encode` raises MessageTooLarge for it
+                    self._encode(i, m, store_timestamp_ms, phy, next_qo, parts)
+                    raise AssertionError("a record over a segment was not refused")
+                next_qo[key] = qo + 1
+                req = (key, qo, code, hashes, True)
             sizes.append(size)
             pending.append(req)
             phy += size

@@ -2247,9 +2247,10 @@ MUTANTS: list[Mutant] = [
     Mutant(
         "a direct path's exception closes the connection instead of a SYSTEM_ERROR answer",
         "actors/kernel/remoting_connection.py",
-        "        try:\n            served = handler(self, req)\n        except Exception as e:",
-        "        try:\n            served = handler(self, req)\n"
-        "        except ZeroDivisionError as e:  # MUTANT",
+        "                    served = direct[req[0]](self, req)\n"
+        "                except Exception as e:",
+        "                    served = direct[req[0]](self, req)\n"
+        "                except ZeroDivisionError as e:  # MUTANT",
         [_DA + "test_the_direct_path_answers_the_generic_paths_bytes"],
     ),
     Mutant(
@@ -2452,6 +2453,66 @@ MUTANTS: list[Mutant] = [
         '    if (contains(b, n, "__CRC32#", 8))\n        return declined(a, nargs);\n    int index',
         "    int index",
         [_RF],
+    ),
+    Mutant(
+        "send path: the queue id bound ignores readQueueNums (issue 28, send9)",
+        "actors/broker/send/processor.py",
+        "        if tc.readQueueNums > limit:  # max(write, read) without the builtin's call",
+        "        if False:  # MUTANT",
+        [
+            "tests/unit/actors/broker/send/test_processor.py::"
+            "test_the_queue_bound_is_the_larger_of_the_write_and_read_queue_counts"
+        ],
+    ),
+    Mutant(
+        "inline put encode: every message of a queue gets the same queue offset (send9)",
+        "storage/store_put.py",
+        "                next_qo[key] = qo + 1\n"
+        "                req = (key, qo, code, hashes, True)",
+        "                req = (key, qo, code, hashes, True)  # MUTANT",
+        ["tests/unit/storage/test_put_inline.py"],
+    ),
+    Mutant(
+        "inline put encode: a body over maxMessageSize is stored (send9)",
+        "storage/store_put.py",
+        "                or len(m.body) > max_body\n",
+        "",
+        ["tests/unit/storage/test_put_inline.py"],
+    ),
+    Mutant(
+        "inline put encode: PREPARED and ROLLBACK records get ConsumeQueue entries (send9)",
+        "storage/store_put.py",
+        "                m.sys_flag & TRANSACTION_ROLLBACK_TYPE\n                or ",
+        "                False\n                or ",
+        ["tests/unit/storage/test_put_inline.py"],
+    ),
+    Mutant(
+        "inline put encode: the timer topic's queue is not the wheel's (send9)",
+        "storage/store_put.py",
+        "                or topic == TIMER_TOPIC\n",
+        "",
+        ["tests/unit/storage/test_put_inline.py"],
+    ),
+    Mutant(
+        "inline put encode: a record over a segment is written (send9)",
+        "storage/store_put.py",
+        "                if size > max_record:  # `_encode` raises MessageTooLarge for it",
+        "                if False:  # MUTANT",
+        ["tests/unit/storage/test_put_inline.py"],
+    ),
+    Mutant(
+        "store turn stats: a run's topic change is not noticed (send9)",
+        "actors/broker/store/appender.py",
+        "                    if t != topic:",
+        "                    if False:  # MUTANT",
+        ["tests/unit/actors/broker/store/test_appender_stats.py"],
+    ),
+    Mutant(
+        "store turn stats: the last run of sends counted as one request (send9)",
+        "actors/broker/store/appender.py",
+        "                stats.on_topic_put(topic, n, size, n)\n            return out",
+        "                stats.on_topic_put(topic, n, size)\n            return out",
+        ["tests/unit/actors/broker/store/test_appender_stats.py"],
     ),
 ]
 

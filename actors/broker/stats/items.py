@@ -3,9 +3,10 @@ BrokerStatsManager + StatsItem), a pure core: counts in, snapshots out, time inj
 
 Counting (the hot paths). One dict lookup and a few integer adds per request:
 
-- `on_topic_put(topic, msgs, bytes)`: one stored send request (TOPIC_PUT_NUMS adds ``msgs``,
-  TOPIC_PUT_SIZE adds ``bytes``, each with one "time", as upstream incTopicPutNums(topic,
-  msgNum, 1) / incTopicPutSize);
+- `on_topic_put(topic, msgs, bytes, requests=1)`: stored send requests (TOPIC_PUT_NUMS adds
+  ``msgs``, TOPIC_PUT_SIZE adds ``bytes``, each with ``requests`` "times", as upstream
+  incTopicPutNums(topic, msgNum, 1) / incTopicPutSize once per request; the store turn counts
+  a run of single sends to one topic in one call);
 - `on_group_get(topic, group, msgs, bytes)`: one pull that found messages (GROUP_GET_NUMS /
   GROUP_GET_SIZE, key ``topic@group``);
 - `on_send_back(topic, group)`: one CONSUMER_SEND_MSG_BACK stored (SNDBCK_PUT_NUMS, key
@@ -116,12 +117,12 @@ class BrokerStatsManager:
 
     # ------------------------------------------------------------------ hot paths
 
-    def on_topic_put(self, topic: str, msgs: int, nbytes: int) -> None:
+    def on_topic_put(self, topic: str, msgs: int, nbytes: int, requests: int = 1) -> None:
         c = self.topic_put.get(topic)
         if c is None:
             c = self.topic_put[topic] = [0, 0, 0]
         c[0] += msgs
-        c[1] += 1
+        c[1] += requests
         c[2] += nbytes
 
     def on_group_get(self, topic: str, group: str, msgs: int, nbytes: int) -> None:

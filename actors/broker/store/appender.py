@@ -94,10 +94,17 @@ class Appender:
         stats = self.stats
         if len(results) == len(puts):  # single sends only (the hot path): no slicing
             out = [(put, [r]) for put, r in zip(puts, results, strict=True)]
-            if stats is not None:
-                on_put = stats.on_topic_put
+            if stats is not None:  # one count per run of sends to one topic, not per send
+                topic = puts[0].messages[0].topic
+                n = size = 0
                 for put, r in zip(puts, results, strict=True):
-                    on_put(put.messages[0].topic, 1, r.size)
+                    t = put.messages[0].topic
+                    if t != topic:
+                        stats.on_topic_put(topic, n, size, n)
+                        topic, n, size = t, 0, 0
+                    n += 1
+                    size += r.size
+                stats.on_topic_put(topic, n, size, n)
             return out
         out = []
         i = 0

@@ -63,6 +63,24 @@ async def test_send_refuses_a_queue_out_of_range(tmp_path: Path) -> None:
     assert s.writer.puts == []
 
 
+async def test_the_queue_bound_is_the_larger_of_the_write_and_read_queue_counts(
+    tmp_path: Path,
+) -> None:
+    s = Sender(tmp_path)
+    s.topics.update(TopicConfig("Orders", 6, 2))  # 6 read queues, 2 write queues
+    assert await s.send(queue_id=5) is None  # below max(2, 6): taken, as upstream takes it
+    refusal = await s.send(queue_id=6)
+    assert refusal == Refusal(
+        RC.SYSTEM_ERROR,
+        "request queueId[6] is illegal, topic Orders has 6 queues (writeQueueNums=2) "
+        "Producer: 10.0.0.9:1",
+    )
+    s.topics.update(TopicConfig("Orders", 2, 5))  # more write queues than read queues
+    assert await s.send(queue_id=4) is None
+    refusal = await s.send(queue_id=5)
+    assert isinstance(refusal, Refusal) and "has 5 queues" in refusal.remark
+
+
 async def test_send_refuses_forbidden_writes(tmp_path: Path) -> None:
     s = Sender(tmp_path)
     s.topics.update(TopicConfig("ReadOnly", 4, 4, PERM_READ))
