@@ -810,7 +810,7 @@ MUTANTS: list[Mutant] = [
     Mutant(
         "replication speed: a master alone in its set yields before it dispatches",
         "actors/broker/store/replication_state.py",
-        "        self.ship_first = replicated",
+        "        self.ship_first = replicated and self.written.woke",
         "        self.ship_first = True  # MUTANT",
         [_RT + "test_a_master_alone_in_its_set_does_not_yield_before_it_dispatches"],
     ),
@@ -870,6 +870,30 @@ MUTANTS: list[Mutant] = [
         "            self.gate.on_sent(self.core.slave_id)",
         "            self.gate.on_ack(self.core.slave_id, self.core.next_offset)  # MUTANT",
         [_HS + "test_answers_wait_for_the_in_sync_offset_and_a_silent_slave_holds_them"],
+    ),
+    Mutant(
+        "master wake-ups: an advance wakes a writer whose bytes were shipped inline",
+        "actors/broker/ha/ports.py",
+        "            if everyone or value > entry[0]():",
+        "            if True:  # MUTANT",
+        [
+            "tests/unit/actors/broker/ha/test_watermark.py",
+            _HS + "test_a_turn_is_on_the_wire_before_the_store_turn_yields",
+        ],
+    ),
+    Mutant(
+        "master wake-ups: a replicated turn shipped inline still yields before it dispatches",
+        "actors/broker/store/replication_state.py",
+        "        self.ship_first = replicated and self.written.woke",
+        "        self.ship_first = replicated  # MUTANT",
+        [_RT + "test_a_turn_shipped_inline_wakes_no_writer_and_does_not_yield_before_it_dispatches"],
+    ),
+    Mutant(
+        "master wake-ups: a kick does not say it woke a waiter",
+        "actors/broker/ha/ports.py",
+        "        if woken:\n            self.woke = True",
+        "        if False:  # MUTANT\n            self.woke = True",
+        ["tests/unit/actors/broker/ha/test_watermark.py"],
     ),
     Mutant(
         "gate timer: a write due before the timer task's wake-up does not wake it",

@@ -214,3 +214,51 @@ async def test_a_sync_flush_master_ships_a_turn_while_it_syncs_it(
         await trio.sleep(1)
         assert answers == [PutStatus.PUT_OK]
         nursery.cancel_scope.cancel()
+
+
+async def test_a_turn_shipped_inline_wakes_no_writer_and_does_not_yield_before_it_dispatches(
+    mock_clock: trio.testing.MockClock,
+) -> None:
+    """The HA service's listener ships each turn inline (the usual case): the writer task that
+    waits on `written` is not woken and the turn does not yield for it; its answers still wait
+    for the slave. A turn left to the writer wakes it and yields, as before."""
+    actor, gate = _master(frozenset({1, 2}))
+    store = actor.store
+    yields: list[int] = []
+    let_ship = actor.replication.let_replicas_ship
+
+    async def counted() -> None:
+        yields.append(store.get_commitlog_max_offset())
+        await let_ship()
+
+    actor.replication.let_replicas_ship = counted  # type: ignore[method-assign]
+    async with trio.open_nursery() as nursery:
+        await nursery.start(actor.run)
+        await actor.become_master(1, gate)
+        gate.on_connected(2, learner=False)
+        sent = [store.get_commitlog_max_offset()]
+        woken: list[int] = []
+
+        async def ha_writer() -> None:
+            while True:
+                await actor.written.wait_past(lambda: sent[0])
+                woken.append(store.get_commitlog_max_offset())
+                sent[0] = store.get_commitlog_max_offset()
+
+        nursery.start_soon(ha_writer)
+        await trio.testing.wait_all_tasks_blocked()
+        stop = actor.written.listen(lambda value: sent.__setitem__(0, value))  # inline ship
+        answers: list[PutStatus] = []
+        actor.put_nowait([MessageToStore("T", 0, BODY)], lambda _r, st, _m: answers.append(st))
+        await trio.sleep(1)
+        first_end = store.get_commitlog_max_offset()
+        assert sent == [first_end] and woken == [] and yields == []
+        assert answers == []  # shipped is not held: the slave's ack releases it
+        gate.on_ack(2, first_end)
+        assert answers == [PutStatus.PUT_OK]
+        stop()  # the next turn is left to the writer task
+        actor.put_nowait([MessageToStore("T", 0, BODY)], lambda *_: None)
+        await trio.sleep(1)
+        end = store.get_commitlog_max_offset()
+        assert woken == [end] and yields == [end]
+        nursery.cancel_scope.cancel()
