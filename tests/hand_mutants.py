@@ -886,7 +886,10 @@ MUTANTS: list[Mutant] = [
         "actors/broker/store/replication_state.py",
         "        self.ship_first = replicated and self.written.woke",
         "        self.ship_first = replicated  # MUTANT",
-        [_RT + "test_a_turn_shipped_inline_wakes_no_writer_and_does_not_yield_before_it_dispatches"],
+        [
+            _RT
+            + "test_a_turn_shipped_inline_wakes_no_writer_and_does_not_yield_before_it_dispatches"
+        ],
     ),
     Mutant(
         "master wake-ups: a kick does not say it woke a waiter",
