@@ -810,7 +810,7 @@ MUTANTS: list[Mutant] = [
     Mutant(
         "replication speed: a master alone in its set yields before it dispatches",
         "actors/broker/store/replication_state.py",
-        "        self.ship_first = replicated and self.written.woke",
+        "        self.ship_first = replicated",
         "        self.ship_first = True  # MUTANT",
         [_RT + "test_a_master_alone_in_its_set_does_not_yield_before_it_dispatches"],
     ),
@@ -879,16 +879,6 @@ MUTANTS: list[Mutant] = [
         [
             "tests/unit/actors/broker/ha/test_watermark.py",
             _HS + "test_a_turn_is_on_the_wire_before_the_store_turn_yields",
-        ],
-    ),
-    Mutant(
-        "master wake-ups: a replicated turn shipped inline still yields before it dispatches",
-        "actors/broker/store/replication_state.py",
-        "        self.ship_first = replicated and self.written.woke",
-        "        self.ship_first = replicated  # MUTANT",
-        [
-            _RT
-            + "test_a_turn_shipped_inline_wakes_no_writer_and_does_not_yield_before_it_dispatches"
         ],
     ),
     Mutant(

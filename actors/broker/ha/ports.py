@@ -10,8 +10,9 @@ waits for the value to pass the offset it has sent up to. A listener (`listen`) 
 by `advance`, before the waiters wake: the master's HA service ships a store turn's bytes from
 there, in the turn itself, without waiting for a writer task to be scheduled. A writer waits
 with `wait_past`, which reads how far it has sent at each `advance`: a writer whose bytes the
-listener has just shipped is not woken (it would find nothing to send), and `woke` tells the
-store actor whether the turn left bytes to a writer task (then it yields to let it ship first).
+listener has just shipped is not woken (it would find nothing to send: a task switch, a cancel
+scope's exit and an empty burst plan per store turn before); `woke` says whether the last
+advance woke anyone.
 """
 
 from __future__ import annotations

@@ -23,11 +23,12 @@
   the next and their work overlaps the master's (group commit would otherwise gather a
   client's whole window into one turn: the slave would idle while the master writes it, the
   master while the slave copies it); anyone else, no limit;
-- `ship_first`: a master with a slave in its set wrote a turn that woke an HA writer task (what
-  the turn's inline send did not ship: `written.woke`). The actor then yields before it
-  dispatches up to confirmOffset, so that writer ships the turn first: dispatch builds
-  ConsumeQueue entries, which no replica waits for. A turn shipped inline (the usual case)
-  woke no writer and does not yield: two scheduler rounds a turn saved. A master alone in its
+- `ship_first`: a master with a slave in its set wrote a turn. The actor then yields before it
+  dispatches up to confirmOffset, so an HA writer woken by `written` (what the turn's inline
+  send did not ship) ships the turn first: dispatch builds ConsumeQueue entries, which no
+  replica waits for. The yields also let the client connections' readers queue the next turn's
+  puts: a turn shipped inline that skipped them measured smaller turns (48-51 single sends a
+  turn against 73-74, i28-repl6), so they stay for every replicated turn. A master alone in its
   set never yields (it pays nothing for replication). The slave's side of the same rule is the
   HA client's: it acks an append before it asks for that append's dispatch (slave_client.py).
 """
@@ -146,8 +147,8 @@ class ReplicationState:
 
     def note_write(self, end: int, replicated: bool) -> None:
         """A master's turn was written up to ``end``: log the first write of the mastership;
-        ``replicated``: a slave is in the set (`ship_first`, if the write woke a writer)."""
-        self.ship_first = replicated and self.written.woke
+        ``replicated``: a slave is in the set (`ship_first`)."""
+        self.ship_first = replicated
         if self.first_write_epoch != self.epoch:
             self.first_write_epoch = self.epoch
             events.emit(self.log, events.MasterFirstWrite(epoch=self.epoch, offset=end))
