@@ -883,6 +883,13 @@ MUTANTS: list[Mutant] = [
         ],
     ),
     Mutant(
+        "master wake-ups: wait_above returns at a kick before the value is past its offset",
+        "actors/broker/ha/ports.py",
+        "        while self.value <= offset:\n            await self.wait_past",
+        "        if True:  # MUTANT\n            await self.wait_past",
+        ["tests/unit/actors/broker/ha/test_watermark.py"],
+    ),
+    Mutant(
         "master wake-ups: a kick does not say it woke a waiter",
         "actors/broker/ha/ports.py",
         "        if woken:\n            self.woke = True",

@@ -56,8 +56,10 @@ class Watermark:
         self._wake(everyone=True)
 
     async def wait_above(self, offset: int) -> None:
-        """Return once the value exceeds ``offset`` (at once if it already does)."""
-        await self.wait_past(lambda: offset)
+        """Return once the value exceeds ``offset`` (at once if it already does; a `kick` alone
+        does not return)."""
+        while self.value <= offset:
+            await self.wait_past(lambda: offset)
 
     async def wait_past(self, sent: Callable[[], int]) -> None:
         """Return once the value exceeds ``sent()``, read again at every `advance` (at once if

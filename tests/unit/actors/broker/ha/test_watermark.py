@@ -84,3 +84,23 @@ async def test_an_advance_wakes_a_wait_kick_waiter_and_a_cancelled_waiter_leaves
         await trio.testing.wait_all_tasks_blocked()
         assert woken == [1] and mark._past == []
         await mark.wait_past(lambda: 0)  # already past: returns at once
+
+
+async def test_wait_above_returns_only_once_the_value_is_past_its_offset() -> None:
+    mark = Watermark(0)
+    woken: list[int] = []
+
+    async def above() -> None:
+        await mark.wait_above(5)
+        woken.append(mark.value)
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(above)
+        await trio.testing.wait_all_tasks_blocked()
+        mark.kick()
+        mark.advance(5)
+        await trio.testing.wait_all_tasks_blocked()
+        assert woken == []  # kicked and advanced, never past 5
+        mark.advance(6)
+        await trio.testing.wait_all_tasks_blocked()
+        assert woken == [6]
