@@ -16,7 +16,9 @@ it shuts down gracefully (data flushed, unregistered), and a config error exits 
 a message naming the key and the file. A role that fails to start (its store is damaged or locked
 by another broker, its port is taken, ...) logs an ERROR line ``startup_failed`` (role, error,
 traceback) in its JSON log, prints one line on stderr and exits with status 1; a role that fails
-later logs ``process_failed`` the same way.
+later logs ``process_failed`` the same way. A broker (or a container of brokers) that serves
+gets the server GC policy (actors/kernel/gc_policy.py: the boot heap frozen, a higher young
+threshold).
 """
 
 from __future__ import annotations
@@ -34,11 +36,14 @@ from typing import Any
 import structlog
 import trio
 
+from rocketrio.actors.kernel import gc_policy
 from rocketrio.actors.observe import events
 from rocketrio.actors.observe.logs import configure_logging
 from rocketrio.cli.extras import missing_extra
 from rocketrio.cli.parent_death import SupervisorGone, bind_to_supervisor
 from rocketrio.protocol.config import ConfigError, load_config
+
+GC_TUNED_ROLES = frozenset({"broker", "container"})  # the roles that get gc_policy's settings
 
 
 def _overrides(args: argparse.Namespace) -> dict[str, str]:
@@ -95,6 +100,8 @@ def run_service(
             nursery.start_soon(watch_signals)
             await nursery.start(serve)
             started = True
+            if role in GC_TUNED_ROLES:
+                gc_policy.tune_server_gc()  # once the boot's heap is made (gc_policy.py)
 
     try:
         trio.run(main)

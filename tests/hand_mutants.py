@@ -38,6 +38,7 @@ _AM = "tests/actor/broker/test_acting_master.py::"
 _RT = "tests/actor/broker/test_replicated_turns.py::"
 _HS = "tests/actor/broker/test_ha_shells.py::"
 _GT = "tests/actor/broker/test_gate_timer.py::"
+_GP = "tests/unit/actors/kernel/test_gc_policy.py::"
 _WR = "tests/unit/actors/broker/ha/test_whole_records.py::"
 _MC = "tests/unit/actors/broker/ha/test_master_core.py::"
 _SS = "tests/unit/actors/broker/ha/test_sync_state.py::"
@@ -870,6 +871,58 @@ MUTANTS: list[Mutant] = [
         "            self.gate.on_sent(self.core.slave_id)",
         "            self.gate.on_ack(self.core.slave_id, self.core.next_offset)  # MUTANT",
         [_HS + "test_answers_wait_for_the_in_sync_offset_and_a_silent_slave_holds_them"],
+    ),
+    Mutant(
+        "master wake-ups: an advance wakes a writer whose bytes were shipped inline",
+        "actors/broker/ha/ports.py",
+        "            if everyone or value > entry[0]():",
+        "            if True:  # MUTANT",
+        [
+            "tests/unit/actors/broker/ha/test_watermark.py",
+            _HS + "test_a_turn_is_on_the_wire_before_the_store_turn_yields",
+        ],
+    ),
+    Mutant(
+        "master wake-ups: wait_above returns at a kick before the value is past its offset",
+        "actors/broker/ha/ports.py",
+        "        while self.value <= offset:\n            await self.wait_past",
+        "        if True:  # MUTANT\n            await self.wait_past",
+        ["tests/unit/actors/broker/ha/test_watermark.py"],
+    ),
+    Mutant(
+        "master wake-ups: a kick does not say it woke a waiter",
+        "actors/broker/ha/ports.py",
+        "        if woken:\n            self.woke = True",
+        "        if False:  # MUTANT\n            self.woke = True",
+        ["tests/unit/actors/broker/ha/test_watermark.py"],
+    ),
+    Mutant(
+        "server gc: the young generation's threshold is not raised",
+        "actors/kernel/gc_policy.py",
+        "    control.set_threshold(max(young, YOUNG_THRESHOLD), middle, old)",
+        "    control.set_threshold(young, middle, old)  # MUTANT",
+        [_GP + "test_the_boot_heap_is_collected_then_frozen_and_the_young_threshold_raised"],
+    ),
+    Mutant(
+        "server gc: the boot heap is not frozen",
+        "actors/kernel/gc_policy.py",
+        "    control.freeze()",
+        "    pass  # MUTANT",
+        [_GP + "test_the_boot_heap_is_collected_then_frozen_and_the_young_threshold_raised"],
+    ),
+    Mutant(
+        "server gc: a young threshold set higher already is lowered",
+        "actors/kernel/gc_policy.py",
+        "    control.set_threshold(max(young, YOUNG_THRESHOLD), middle, old)",
+        "    control.set_threshold(YOUNG_THRESHOLD, middle, old)  # MUTANT",
+        [_GP + "test_a_young_threshold_set_higher_already_is_kept"],
+    ),
+    Mutant(
+        "server gc: the launcher does not apply the policy to a broker",
+        "cli/main.py",
+        "            if role in GC_TUNED_ROLES:",
+        "            if False:  # MUTANT",
+        [_GP + "test_the_launcher_tunes_a_broker_once_it_serves"],
     ),
     Mutant(
         "gate timer: a write due before the timer task's wake-up does not wake it",

@@ -408,13 +408,20 @@ class _Connection:
             if not burst:
                 with trio.move_on_at(core.next_timer_ms() / 1000):
                     if core.phase is Phase.TRANSFER and core.next_offset is not None:
-                        await store.written.wait_above(core.next_offset)
+                        # not woken for a turn the store shipped inline (ports.py)
+                        await store.written.wait_past(self._sent_up_to)
                     else:
                         await store.written.wait_kick()
                 continue
             data = self._packets(burst, confirm)
             await self._send_all(data)
             self._sent(burst, len(data), confirm)
+
+    def _sent_up_to(self) -> int:
+        """How far this writer has sent (what `Watermark.wait_past` compares with): -1 once
+        the connection left TRANSFER, so that any change wakes it to re-check."""
+        offset = self.core.next_offset
+        return -1 if offset is None or self.core.phase is not Phase.TRANSFER else offset
 
     def _packets(self, burst: list[TransferBatch], confirm: int) -> bytes:
         """The burst's transfer packets as one buffer (the writer task's one write)."""

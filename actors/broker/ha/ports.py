@@ -8,7 +8,11 @@ returns only once it is done (durable where the method says so).
 `Watermark` is how the store tells the master's writers that the CommitLog grew: each writer
 waits for the value to pass the offset it has sent up to. A listener (`listen`) is called inline
 by `advance`, before the waiters wake: the master's HA service ships a store turn's bytes from
-there, in the turn itself, without waiting for a writer task to be scheduled.
+there, in the turn itself, without waiting for a writer task to be scheduled. A writer waits
+with `wait_past`, which reads how far it has sent at each `advance`: a writer whose bytes the
+listener has just shipped is not woken (it would find nothing to send: a task switch, a cancel
+scope's exit and an empty burst plan per store turn before); `woke` says whether the last
+advance woke anyone.
 """
 
 from __future__ import annotations
@@ -27,8 +31,10 @@ class Watermark:
 
     def __init__(self, value: int = 0) -> None:
         self.value = value
-        self._lot = trio.lowlevel.ParkingLot()
+        self._lot = trio.lowlevel.ParkingLot()  # `wait_kick`: woken by every change
+        self._past: list[tuple[Callable[[], int], trio.Event]] = []  # `wait_past`
         self._listeners: list[Callable[[int], None]] = []
+        self.woke = False  # the last `advance` woke a waiter (module doc)
 
     def listen(self, fn: Callable[[int], None]) -> Callable[[], None]:
         """Call ``fn(value)`` inline on every `advance` that moves the value (it must not
@@ -37,29 +43,59 @@ class Watermark:
         return lambda: self._listeners.remove(fn)
 
     def advance(self, value: int) -> None:
+        self.woke = False
         if value > self.value:
             self.value = value
             for fn in self._listeners:
                 fn(value)
-            self._lot.unpark_all()
+            self._wake(everyone=False)
 
     def reset(self, value: int) -> None:
         """Set (possibly lower, after a truncation) and wake every waiter to re-check."""
         self.value = value
-        self._lot.unpark_all()
+        self._wake(everyone=True)
 
     async def wait_above(self, offset: int) -> None:
-        """Return once the value exceeds ``offset`` (at once if it already does)."""
+        """Return once the value exceeds ``offset`` (at once if it already does; a `kick` alone
+        does not return)."""
         while self.value <= offset:
-            await self._lot.park()
+            await self.wait_past(lambda: offset)
+
+    async def wait_past(self, sent: Callable[[], int]) -> None:
+        """Return once the value exceeds ``sent()``, read again at every `advance` (at once if
+        it already does); a `kick` or `reset` returns too, for the caller to re-check."""
+        if self.value > sent():
+            return
+        entry = (sent, trio.Event())
+        self._past.append(entry)
+        try:
+            await entry[1].wait()
+        finally:
+            if entry in self._past:  # cancelled before a wake took it out
+                self._past.remove(entry)
 
     def kick(self) -> None:
         """Wake every waiter without changing the value (a role or epoch change)."""
-        self._lot.unpark_all()
+        self._wake(everyone=True)
 
     async def wait_kick(self) -> None:
         """Return at the next `advance`, `reset` or `kick`."""
         await self._lot.park()
+
+    def _wake(self, *, everyone: bool) -> None:
+        woken = self._lot.unpark_all()
+        if woken:
+            self.woke = True
+        if not self._past:
+            return
+        value, keep = self.value, []
+        for entry in self._past:
+            if everyone or value > entry[0]():
+                entry[1].set()
+                self.woke = True
+            else:
+                keep.append(entry)
+        self._past = keep
 
 
 def first_leaf(exc: BaseException, kinds: tuple[type[BaseException], ...]) -> BaseException | None:

@@ -24,10 +24,13 @@
   client's whole window into one turn: the slave would idle while the master writes it, the
   master while the slave copies it); anyone else, no limit;
 - `ship_first`: a master with a slave in its set wrote a turn. The actor then yields before it
-  dispatches up to confirmOffset, so the HA writer (woken by `written`) ships the turn first:
-  dispatch builds ConsumeQueue entries, which no replica waits for. A master alone in its set
-  never yields (it pays nothing for replication). The slave's side of the same rule is the HA
-  client's: it acks an append before it asks for that append's dispatch (slave_client.py).
+  dispatches up to confirmOffset, so an HA writer woken by `written` (what the turn's inline
+  send did not ship) ships the turn first: dispatch builds ConsumeQueue entries, which no
+  replica waits for. The yields also let the client connections' readers queue the next turn's
+  puts: a turn shipped inline that skipped them measured smaller turns (48-51 single sends a
+  turn against 73-74, i28-repl6), so they stay for every replicated turn. A master alone in its
+  set never yields (it pays nothing for replication). The slave's side of the same rule is the
+  HA client's: it acks an append before it asks for that append's dispatch (slave_client.py).
 """
 
 from __future__ import annotations

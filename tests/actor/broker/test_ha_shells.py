@@ -446,7 +446,7 @@ async def _in_sync(c: ShellGroup, slave: FakeStore) -> tuple[HAMasterService, Gr
 
 async def test_a_turn_is_on_the_wire_before_the_store_turn_yields(mock_clock) -> None:
     """The advance of `written` ships the turn's bytes itself: they are queued on the socket
-    before the turn reaches a checkpoint, and the writer task sends nothing of them."""
+    before the turn reaches a checkpoint, and the writer task is not even woken for them."""
     rng = random.Random(21)
     master = FakeStore([EpochRecord(1, 0)])
     master.write(10, rng)
@@ -466,6 +466,7 @@ async def test_a_turn_is_on_the_wire_before_the_store_turn_yields(mock_clock) ->
             queued = b"".join(d for _at, d in list(stream.inner._tx.chunks)[before:])
             # ... and the turn is on the wire: headers (one per 1000 bytes) and its bytes
             assert conn.core.next_offset == end and conn.inline_bursts == i + 1
+            assert master.written.woke is False  # the writer task was not woken for it
             assert len(queued) == stream.nowait_sends[-1][1] > end - start
             assert queued.endswith(bytes(master.log[end - (end - start) % 1000 : end]))
             gate.on_local_max(end)
