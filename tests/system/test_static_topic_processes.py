@@ -77,8 +77,9 @@ def broker_conf(name: str, port: int, ns: str, work: str) -> dict[str, str]:
 async def _run(ns: str, work: str, ports: list[int], procs: dict[str, Any]) -> Run:
     run = Run()
     r = await trio.to_thread.run_sync(
-        admin, ns, "updateStaticTopic", "-t", TOPIC, "-qn", "8", "-c", "DefaultCluster"
-    )
+        admin, ns, "updateStaticTopic", "-t", TOPIC, "-qn", "8", "-c", "DefaultCluster",
+        "--mapDir", work,
+    )  # fmt: skip
     assert r.returncode == 0, r.stderr
 
     def listener(msgs: list[Any]) -> ConsumeStatus:
@@ -123,8 +124,9 @@ async def _run(ns: str, work: str, ports: list[int], procs: dict[str, Any]) -> R
         for n in range(PHASE, 2 * PHASE):
             if n == PHASE + PHASE // 4:
                 r = await trio.to_thread.run_sync(
-                    admin, ns, "remappingStaticTopic", "-t", TOPIC, "-b", "broker-b,broker-c"
-                )
+                    admin, ns, "remappingStaticTopic", "-t", TOPIC, "-b", "broker-b,broker-c",
+                    "--mapDir", work,
+                )  # fmt: skip
                 assert r.returncode == 0, r.stderr
             await send(p, n)
         await all_consumed()

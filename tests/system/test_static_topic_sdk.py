@@ -74,7 +74,10 @@ def test_the_sdk_through_the_proxy_on_a_static_topic_through_a_remapping(tmp_pat
         for name, port in zip(("broker-a", "broker-b", "broker-c"), ports, strict=True):
             procs[name] = launch("broker", name, broker_conf(name, port, ns, work), work)
             wait_for_line(procs[name], "boot success")
-        r = admin(ns, "updateStaticTopic", "-t", TOPIC, "-qn", "8", "-b", "broker-a,broker-b")
+        r = admin(
+            ns, "updateStaticTopic", "-t", TOPIC, "-qn", "8", "-b", "broker-a,broker-b",
+            "--mapDir", work,
+        )  # fmt: skip
         assert r.returncode == 0, r.stderr
         procs["proxy"] = subprocess.Popen(
             [sys.executable, "-m", "rocketrio.cli.main", "proxy", "-n", ns,
@@ -88,7 +91,9 @@ def test_the_sdk_through_the_proxy_on_a_static_topic_through_a_remapping(tmp_pat
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
         )  # fmt: skip
         wait_for_line(driver, "PHASE1 DONE", timeout_s=240)
-        r = admin(ns, "remappingStaticTopic", "-t", TOPIC, "-b", "broker-b,broker-c")
+        r = admin(
+            ns, "remappingStaticTopic", "-t", TOPIC, "-b", "broker-b,broker-c", "--mapDir", work
+        )
         assert r.returncode == 0, r.stderr
         assert driver.stdin is not None
         driver.stdin.write("go\n")

@@ -252,14 +252,16 @@ async def test_cli_commands(
 ) -> None:
     async with cluster(tmp_path, ("broker-a", "broker-b")) as c:
         code, out, err = await cli(
-            capsys, c, "updateStaticTopic", "-t", T, "-qn", "4", "-c", "DefaultCluster"
-        )
+            capsys, c, "updateStaticTopic", "-t", T, "-qn", "4", "-c", "DefaultCluster",
+            "--mapDir", str(tmp_path),
+        )  # fmt: skip
         assert code == 0, err
         assert f"static topic {T}: 4 logic queues" in out and "leader" in out
         assert "written to broker-a, broker-b" in out
         code, out, err = await cli(
-            capsys, c, "remappingStaticTopic", "-t", T, "-b", "broker-a", "--json"
-        )
+            capsys, c, "remappingStaticTopic", "-t", T, "-b", "broker-a", "--json",
+            "--mapDir", str(tmp_path),
+        )  # fmt: skip
         assert code == 0, err
         result = json.loads(out)
         assert result["mapIn"] == ["broker-a"] and result["mapOut"] == ["broker-b"]
@@ -274,8 +276,9 @@ async def test_cli_commands(
         )
         assert code == 1 and "static topic" in err and "updateStaticTopic" in err
         code, out, err = await cli(
-            capsys, c, "updateStaticTopic", "-t", T, "-qn", "2", "-b", "broker-a"
-        )
+            capsys, c, "updateStaticTopic", "-t", T, "-qn", "2", "-b", "broker-a",
+            "--mapDir", str(tmp_path),
+        )  # fmt: skip
         assert code == 1 and "cannot decrease" in err
 
 
