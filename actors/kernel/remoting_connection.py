@@ -53,6 +53,7 @@ import structlog
 import trio
 
 from rocketrio.actors.kernel.answer_flush import ANSWERS, fd_sender
+from rocketrio.actors.kernel.read_pacer import ReadPacer
 from rocketrio.actors.kernel.request_context import RequestContext
 from rocketrio.actors.kernel.runtime import AskTimeout, Reply
 from rocketrio.actors.kernel.server_limits import (
@@ -111,16 +112,18 @@ NOT_DIRECT: Literal[False] = False
 
 
 class ServerSide:
-    """What a server's connections share: its limits, its input budget and the rate limiter of
-    its refusal and timeout log lines."""
+    """What a server's connections share: its limits, its input budget, the rate limiter of
+    its refusal and timeout log lines and its `ReadPacer` (read_pacer.py), if any."""
 
     def __init__(
         self,
         limits: ServerLimits,
         rpc_latency: RpcLatency | None = None,
         direct: dict[int, DirectHandler] | None = None,
+        pacer: ReadPacer | None = None,
     ) -> None:
         self.limits = limits
+        self.pacer = pacer  # its readers wait for the turn of what they dispatched
         self.rpc_latency = rpc_latency
         # direct paths only where answers are not timed (they skip the RequestContext)
         self.direct = direct if direct and rpc_latency is None else None
@@ -306,6 +309,7 @@ class Connection:
         decoder = self._decoder
         server = self._server
         budget = server.budget if server is not None else None
+        pacer = server.pacer if server is not None else None
         # budget this reader holds: its partial frame plus the read under way, less READ_CHUNK.
         # Every connection may hold one READ_CHUNK outside the budget (so at most
         # serverMaxConnections x 16 KiB in all): a new connection's first read never waits, so
@@ -363,6 +367,8 @@ class Connection:
                         self._partial_since = None
                     elif decoded or self._partial_since is None:
                         self._partial_since = now
+                if decoded and pacer is not None and pacer.pending():
+                    await pacer.taken()  # the turn for this read's requests before the next read
         finally:
             decoder.release()  # the memory goes before the budget that covered it
             if budget is not None and held:
