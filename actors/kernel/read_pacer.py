@@ -24,6 +24,10 @@ from typing import Protocol
 
 import trio
 
+# a paced reader's read after one that filled its buffer: its turn takes one read, so the read's
+# size is the turn's (server_limits.BUSY_READ, 4x this, made turns answer later)
+PACED_READ = 16 * 1024
+
 
 class ReadPacer(Protocol):
     def pending(self) -> bool:

@@ -53,7 +53,7 @@ import structlog
 import trio
 
 from rocketrio.actors.kernel.answer_flush import ANSWERS, fd_sender
-from rocketrio.actors.kernel.read_pacer import ReadPacer
+from rocketrio.actors.kernel.read_pacer import PACED_READ, ReadPacer
 from rocketrio.actors.kernel.request_context import RequestContext
 from rocketrio.actors.kernel.runtime import AskTimeout, Reply
 from rocketrio.actors.kernel.server_limits import (
@@ -310,6 +310,7 @@ class Connection:
         server = self._server
         budget = server.budget if server is not None else None
         pacer = server.pacer if server is not None else None
+        busy_read = BUSY_READ if pacer is None else PACED_READ
         # budget this reader holds: its partial frame plus the read under way, less READ_CHUNK.
         # Every connection may hold one READ_CHUNK outside the budget (so at most
         # serverMaxConnections x 16 KiB in all): a new connection's first read never waits, so
@@ -343,7 +344,7 @@ class Connection:
                 if not data:
                     self.close_reason = "eof"
                     return
-                chunk = BUSY_READ if len(data) == want else READ_CHUNK
+                chunk = busy_read if len(data) == want else READ_CHUNK
                 if server is not None:
                     now = self._read_at = self._active_at = trio.current_time()
                 decoded = False
