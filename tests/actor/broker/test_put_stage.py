@@ -150,3 +150,42 @@ async def test_a_put_after_the_actor_took_the_stage_is_stored_and_answered(
         nursery.cancel_scope.cancel()
     assert answered == [b"a", b"b"]
     assert store.get_commitlog_max_offset() > 0
+
+
+async def test_the_store_signals_readers_at_each_take_and_releases_them_when_it_stops(
+    mock_clock: trio.testing.MockClock,
+) -> None:
+    """The store actor's read pacer (actors/kernel/read_pacer.py): pending from the first put
+    or message queued after a take until the next take; a paced reader is released by the take
+    (when the turn's answers are given) and by the actor's stop."""
+    store = MessageStore(ROOT, StoreConfig(), fs=SimFileSystem(random.Random(6)))
+    store.open()
+    actor = _actor(store)
+    signal = actor.pacer
+    answered: list[bytes] = []
+    released: list[list[bytes]] = []
+
+    async def reader(*bodies: bytes) -> None:
+        """A paced reader's read: queue, then (at once, as the reader does) wait for the take."""
+        for body in bodies:
+            actor.put_nowait([MessageToStore("T", 0, body)], lambda *a, b=body: answered.append(b))
+        if signal.pending():
+            await signal.taken()
+        released.append(list(answered))
+
+    async with trio.open_nursery() as nursery:
+        await nursery.start(actor.run)
+        assert not signal.pending()
+        nursery.start_soon(reader, b"a", b"b")
+        await trio.testing.wait_all_tasks_blocked()
+        assert released == [[b"a", b"b"]]  # its turn answered before the reader went on
+        assert not signal.pending()
+        actor.tell_nowait(StoreCall(lambda s: s.get_commitlog_max_offset(), Reply(), False))
+        assert signal.pending()  # any message queued owes a take
+        await trio.testing.wait_all_tasks_blocked()
+        assert not signal.pending()
+        actor.stage.seal()
+        await actor._send.aclose()  # the actor stops: a put now fails, no reader waits
+        await trio.testing.wait_all_tasks_blocked()
+        assert signal.closed and not signal.pending()
+        nursery.cancel_scope.cancel()
