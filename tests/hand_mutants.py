@@ -62,8 +62,6 @@ _RP = "tests/unit/storage/test_replica_check.py::"
 _RR = "tests/unit/storage/test_replica_runs.py::"
 _IE = "tests/unit/storage/test_index_entries.py::"
 _AF = "tests/actor/kernel/test_answer_flush.py::"
-_RP = "tests/actor/kernel/test_read_pacer.py::"
-_PS = "tests/actor/broker/test_put_stage.py::"
 _DS = "tests/unit/actors/broker/send/test_direct_send.py::"
 _SD = "tests/system/test_chaos_slow_disk.py::"
 _DA = "tests/unit/actors/broker/pop/test_direct_ack.py::"
@@ -2568,69 +2566,6 @@ MUTANTS: list[Mutant] = [
         "                stats.on_topic_put(topic, n, size, n)\n            return out",
         "                stats.on_topic_put(topic, n, size)\n            return out",
         ["tests/unit/actors/broker/store/test_appender_stats.py"],
-    ),
-    Mutant(
-        "read pacer: the reader reads on before the turn of what it dispatched (issue 28)",
-        "actors/kernel/remoting_connection.py",
-        "                if decoded and pacer is not None and pacer.pending():\n",
-        "                if False:  # MUTANT\n",
-        [_RP + "test_the_turn_of_a_read_runs_before_the_next_read"],
-    ),
-    Mutant(
-        "read pacer: an actor in a turn holds the readers (issue 28)",
-        "actors/kernel/read_pacer.py",
-        "        return self.untaken and not (self.busy or self.closed)",
-        "        return self.untaken and not self.closed  # MUTANT",
-        [_RP + "test_an_actor_in_a_turn_holds_no_reader"],
-    ),
-    Mutant(
-        "read pacer: a take does not release the waiting readers (issue 28)",
-        "actors/kernel/read_pacer.py",
-        "        if self._lot:\n            self._lot.unpark_all()\n",
-        "        pass  # MUTANT\n",
-        [_RP + "test_the_turn_of_a_read_runs_before_the_next_read"],
-    ),
-    Mutant(
-        "read pacer: a stopped actor keeps its readers waiting (issue 28)",
-        "actors/kernel/read_pacer.py",
-        "        self.closed = True  # never pending again\n        self._lot.unpark_all()",
-        "        self.closed = True  # MUTANT",
-        [_RP + "test_a_stalled_actor_stops_the_reader_and_a_stopped_one_releases_it"],
-    ),
-    Mutant(
-        "read pacer: a paced reader's full read is followed by a BUSY_READ (issue 28)",
-        "actors/kernel/remoting_connection.py",
-        "        busy_read = BUSY_READ if pacer is None else PACED_READ\n",
-        "        busy_read = BUSY_READ  # MUTANT\n",
-        ["tests/actor/kernel/test_busy_read.py::test_a_paced_reader_stays_at_its_paced_read"],
-    ),
-    Mutant(
-        "read pacer: the store's put in a new slot owes no take (issue 28)",
-        "actors/broker/store/actor.py",
-        "            self.stage.opened(token)\n            self.pacer.untaken = True\n",
-        "            self.stage.opened(token)\n",
-        [_PS + "test_the_store_signals_readers_at_each_take_and_releases_them_when_it_stops"],
-    ),
-    Mutant(
-        "read pacer: another message queued to the store owes no take (issue 28)",
-        "actors/broker/store/actor.py",
-        "        super().tell_nowait(msg)\n        self.pacer.untaken = True\n",
-        "        super().tell_nowait(msg)\n",
-        [_PS + "test_the_store_signals_readers_at_each_take_and_releases_them_when_it_stops"],
-    ),
-    Mutant(
-        "read pacer: the store's take does not release its readers (issue 28)",
-        "actors/broker/store/actor.py",
-        "        self.pacer.took()  # the readers that queued this batch may read on\n",
-        "        self.pacer.busy = True  # MUTANT\n",
-        [_PS + "test_the_store_signals_readers_at_each_take_and_releases_them_when_it_stops"],
-    ),
-    Mutant(
-        "read pacer: the store stops without releasing its readers (issue 28)",
-        "actors/broker/store/actor.py",
-        "                self.pacer.close()  # no reader waits for a turn that will not come\n",
-        "                pass  # MUTANT\n",
-        [_PS + "test_the_store_signals_readers_at_each_take_and_releases_them_when_it_stops"],
     ),
 ]
 

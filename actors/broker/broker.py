@@ -332,7 +332,6 @@ class Broker:
             limits=self.config.server_limits(),
             rpc_latency=self.stats.rpc_latency,
             direct=direct,
-            pacer=self.store.actor.pacer,  # a read's sends answered before the next read
         )
         self.registration = Registration(
             self.config, self.tables, role_known=lambda: self.roles.role_known

@@ -17,7 +17,6 @@ from typing import Any
 
 import trio
 
-from rocketrio.actors.kernel.read_pacer import ReadPacer
 from rocketrio.actors.kernel.remoting_connection import (
     WRITE_HIGH_WATER,
     Connection,
@@ -63,8 +62,7 @@ class RemotingServer:
     ``limits`` (`ServerLimits`; the defaults when not given), timing the answers into
     ``rpc_latency`` when given (see the module docstring); ``direct`` maps request codes to
     direct paths that skip the processor (remoting_connection.DirectHandler; not used when
-    answers are timed); ``pacer`` holds a reader that dispatched work until the actor it fed
-    takes it (read_pacer.py)."""
+    answers are timed)."""
 
     def __init__(
         self,
@@ -77,7 +75,6 @@ class RemotingServer:
         limits: ServerLimits | None = None,
         rpc_latency: RpcLatency | None = None,
         direct: dict[int, DirectHandler] | None = None,
-        pacer: ReadPacer | None = None,
     ) -> None:
         self.transport = transport
         self.addr = addr
@@ -90,7 +87,7 @@ class RemotingServer:
                 f"input budget {self.limits.input_budget_bytes} cannot hold one frame of "
                 f"{max_frame} bytes plus a read"
             )
-        self.side = ServerSide(self.limits, rpc_latency, direct, pacer)
+        self.side = ServerSide(self.limits, rpc_latency, direct)
         self.table = ConnectionTable(
             self.limits.max_connections, self.limits.max_connections_per_address
         )

@@ -53,7 +53,6 @@ import structlog
 import trio
 
 from rocketrio.actors.kernel.answer_flush import ANSWERS, fd_sender
-from rocketrio.actors.kernel.read_pacer import PACED_READ, ReadPacer
 from rocketrio.actors.kernel.request_context import RequestContext
 from rocketrio.actors.kernel.runtime import AskTimeout, Reply
 from rocketrio.actors.kernel.server_limits import (
@@ -112,18 +111,16 @@ NOT_DIRECT: Literal[False] = False
 
 
 class ServerSide:
-    """What a server's connections share: its limits, its input budget, the rate limiter of
-    its refusal and timeout log lines and its `ReadPacer` (read_pacer.py), if any."""
+    """What a server's connections share: its limits, its input budget and the rate limiter of
+    its refusal and timeout log lines."""
 
     def __init__(
         self,
         limits: ServerLimits,
         rpc_latency: RpcLatency | None = None,
         direct: dict[int, DirectHandler] | None = None,
-        pacer: ReadPacer | None = None,
     ) -> None:
         self.limits = limits
-        self.pacer = pacer  # its readers wait for the turn of what they dispatched
         self.rpc_latency = rpc_latency
         # direct paths only where answers are not timed (they skip the RequestContext)
         self.direct = direct if direct and rpc_latency is None else None
@@ -309,8 +306,6 @@ class Connection:
         decoder = self._decoder
         server = self._server
         budget = server.budget if server is not None else None
-        pacer = server.pacer if server is not None else None
-        busy_read = BUSY_READ if pacer is None else PACED_READ
         # budget this reader holds: its partial frame plus the read under way, less READ_CHUNK.
         # Every connection may hold one READ_CHUNK outside the budget (so at most
         # serverMaxConnections x 16 KiB in all): a new connection's first read never waits, so
@@ -344,7 +339,7 @@ class Connection:
                 if not data:
                     self.close_reason = "eof"
                     return
-                chunk = busy_read if len(data) == want else READ_CHUNK
+                chunk = BUSY_READ if len(data) == want else READ_CHUNK
                 if server is not None:
                     now = self._read_at = self._active_at = trio.current_time()
                 decoded = False
@@ -368,8 +363,6 @@ class Connection:
                         self._partial_since = None
                     elif decoded or self._partial_since is None:
                         self._partial_since = now
-                if decoded and pacer is not None and pacer.pending():
-                    await pacer.taken()  # the turn for this read's requests before the next read
         finally:
             decoder.release()  # the memory goes before the budget that covered it
             if budget is not None and held:

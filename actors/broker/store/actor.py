@@ -92,7 +92,6 @@ from rocketrio.actors.broker.store.messages import (
 from rocketrio.actors.broker.store.put_stage import STAGE_MAX, PutStage
 from rocketrio.actors.broker.store.replication_state import ReplicationState
 from rocketrio.actors.broker.store.view import ReadGate, RunBlocking
-from rocketrio.actors.kernel.read_pacer import TakeSignal
 from rocketrio.actors.kernel.runtime import Actor, ActorStopped
 from rocketrio.actors.observe import events
 from rocketrio.storage.epoch_file import EpochRecord
@@ -150,7 +149,9 @@ class StoreActor(Actor[StoreMsg]):
         self.written = self.replication.written
         self.segment_size = store.config.mappedFileSizeCommitLog  # the slave's port reads it
         self._poked = False
-        self.pacer = TakeSignal()  # busy in a turn; readers wait for its take (read_pacer.py)
+        # a turn is running: it applies the confirm target when it ends, so a request made
+        # meanwhile (a lone master's own puts move it at once) needs no extra turn
+        self._in_turn = False
         # runtime figures (GET_BROKER_RUNTIME_INFO): when the current write (append, and the
         # fsync with SYNC_FLUSH) began, None when no write runs; when the last turn ended
         self._writing_since: float | None = None
@@ -181,7 +182,6 @@ class StoreActor(Actor[StoreMsg]):
             token = StagedPuts([put])
             super().tell_nowait(token)
             self.stage.opened(token)
-            self.pacer.untaken = True
 
     async def put(self, messages: list[MessageToStore], on_done: PutCallback) -> None:
         await self.tell(PutMessages(messages, on_done))
@@ -189,7 +189,6 @@ class StoreActor(Actor[StoreMsg]):
     def tell_nowait(self, msg: StoreMsg) -> None:
         self.stage.seal()  # what comes after this message cannot join a put before it
         super().tell_nowait(msg)
-        self.pacer.untaken = True
 
     async def tell(self, msg: StoreMsg) -> None:
         self.stage.seal()  # (ask comes through here too)
@@ -287,7 +286,7 @@ class StoreActor(Actor[StoreMsg]):
         if offset <= r.confirm_target:
             return
         r.confirm_target = offset
-        if not self._poked and not self.pacer.busy:  # a turn applies it as it ends
+        if not self._poked and not self._in_turn:
             self._poked = True
             try:
                 self.tell_nowait(ConfirmPoke())
@@ -308,29 +307,26 @@ class StoreActor(Actor[StoreMsg]):
     async def serve_inbox(self) -> None:
         recv = self._recv
         async with recv:
-            try:
-                while True:
-                    try:
-                        first = await recv.receive()
-                    except trio.EndOfChannel:
-                        return
-                    batch = self.replication.drain(first, recv, MAX_DRAIN)
-                    self.stage.seal()  # taken (or behind the taken ones): no more joins
-                    await self._turn(batch)
-            finally:
-                self.pacer.close()  # no reader waits for a turn that will not come
+            while True:
+                try:
+                    first = await recv.receive()
+                except trio.EndOfChannel:
+                    return
+                batch = self.replication.drain(first, recv, MAX_DRAIN)
+                self.stage.seal()  # taken (or behind the taken ones): no more joins
+                await self._turn(batch)
 
     async def handle(self, msg: StoreMsg) -> None:
         await self._turn([msg])
 
     async def _turn(self, batch: list[StoreMsg]) -> None:
-        self.pacer.took()  # the readers that queued this batch may read on
+        self._in_turn = True
         try:
             await self._turn_body(batch)
             if self.replication.ship_first:
                 await self.replication.let_replicas_ship()
         finally:
-            self.pacer.idle()
+            self._in_turn = False
             self._idle_since = trio.current_time()
         self._apply_confirm()
 
@@ -346,7 +342,7 @@ class StoreActor(Actor[StoreMsg]):
         the inbox is empty."""
         if not self.queued():
             return 0
-        since = self._writing_since if self.pacer.busy and self._writing_since else None
+        since = self._writing_since if self._in_turn and self._writing_since else None
         return round((trio.current_time() - (since or self._idle_since)) * 1000)
 
     def write_held_ms(self) -> int:

@@ -7,7 +7,6 @@ from __future__ import annotations
 import trio
 import trio.testing
 
-from rocketrio.actors.kernel.read_pacer import PACED_READ, TakeSignal
 from rocketrio.actors.kernel.remoting import Connection, RequestContext, ServerSide
 from rocketrio.actors.kernel.server_limits import BUSY_READ, READ_CHUNK, ServerLimits
 from rocketrio.protocol.remoting import FrameDecoder, RemotingCommand, encode_command
@@ -87,11 +86,3 @@ async def test_without_budget_room_the_reader_stays_at_read_chunk(
     assert budget.try_take(budget.total - 1024)  # other connections hold nearly all of it
     asked = await _serve_burst(side)
     assert asked and max(asked) == READ_CHUNK  # every request answered, none read bigger
-
-
-async def test_a_paced_reader_stays_at_its_paced_read(mock_clock: trio.testing.MockClock) -> None:
-    """A reader paced by an actor's turns (read_pacer.py): its read is its turn, so a full
-    read is not followed by a BUSY_READ but by PACED_READ."""
-    side = ServerSide(ServerLimits(), pacer=TakeSignal())
-    asked = await _serve_burst(side)
-    assert len(asked) > 10 and max(asked) == max(PACED_READ, READ_CHUNK) < BUSY_READ
