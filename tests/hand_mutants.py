@@ -2576,6 +2576,16 @@ MUTANTS: list[Mutant] = [
         [_OC + "test_the_offset_check_never_goes_stale"],
     ),
     Mutant(
+        "the view's live table of queues handed out as a copy taken when asked",
+        "actors/broker/store/view.py",
+        "        return self._store.live_queues()\n",
+        "        return dict(self._store.live_queues())  # MUTANT\n",
+        [
+            "tests/unit/actors/broker/store/test_view.py::"
+            "test_the_kept_live_queues_table_is_the_stores_own"
+        ],
+    ),
+    Mutant(
         "an ACK's offset check keeps each queue's range from its first ACK",
         "actors/broker/pop/ack.py",
         "            inside = cq.min_offset <= offset <= cq.max_offset\n",

@@ -15,7 +15,9 @@ topic (the group's pop retry topic when the retry mark says so). The ACK record 
 receipt's revive queue and the answer waits for the store, so an acknowledged message is in the
 CommitLog as acknowledged before the client hears SUCCESS. The ACKs of one scheduler turn go as
 one put, those of one CK as one ``bAck`` record (ack_batch.py). An offset outside the queue's
-[min, max] is answered NO_MESSAGE, like upstream.
+[min, max] is answered NO_MESSAGE, like upstream. An ACK_MESSAGE of a plain topic reads that
+range without a call, from the store's live table of consume queues (`PlainQueues`,
+store/queue_reader.py); every other case, and every refusal, goes through `_check_offset`.
 
 On a slave acting for its dead master (RIP-32) nothing can be written: an ACK (or a batch ACK's
 records) whose CK the slave's revive rounds hold is applied to them in memory (`acting_ack`) and
