@@ -38,6 +38,16 @@ def _template(serialize_type: int, code: int) -> tuple[bytes, bytes, int]:
     return before, after, len(before) + len(after)
 
 
+def json_template(code: int) -> tuple[bytes, bytes, int]:
+    """A JSON answer's template of ``code`` (before the opaque's digits, after them, their
+    length): its frame is ``>ii`` (4 + length + digits, length + digits), before, the digits,
+    after. For a caller that writes one per message inline (pop/direct_ack.py)."""
+    parts = _TEMPLATES.get((SERIALIZE_JSON, code))
+    if parts is None:
+        parts = _TEMPLATES[(SERIALIZE_JSON, code)] = _template(SERIALIZE_JSON, code)
+    return parts
+
+
 def empty_answer_frame(request: RemotingCommand, code: int) -> bytes | None:
     """encode_command(request.make_response(code)), or None for a serialize type without a
     template (the caller then encodes the answer itself)."""

@@ -69,25 +69,19 @@ class ConsumeQueue:
         self.entries_per_file = mapped_file_size // CQ_STORE_UNIT_SIZE
         self._fs = fs
         self._fds: dict[int, int] = {}  # file number -> fd
-        self._min = 0
-        self._max = 0
+        # the queue's [min, max] as plain attributes, read without a call by whoever holds the
+        # queue (an ACK's offset check, once per message: pop/ack.py); written only here.
+        # max_offset is the number of the next entry (upstream getMaxOffsetInQueue)
+        self.min_offset = 0
+        self.max_offset = 0
         self._flushed = 0
         self._dir_dirty = False
         self._new_dirs: list[str] = []  # directories holding directories append created
         self._lock = threading.Lock()  # file table and dir flag, shared with a flush thread
 
-    @property
-    def min_offset(self) -> int:
-        return self._min
-
-    @property
-    def max_offset(self) -> int:
-        """Number of the next entry (upstream getMaxOffsetInQueue)."""
-        return self._max
-
     def offset_range(self) -> tuple[int, int]:
-        """(`min_offset`, `max_offset`) in one call (an ACK's offset check, per message)."""
-        return self._min, self._max
+        """(`min_offset`, `max_offset`) in one call."""
+        return self.min_offset, self.max_offset
 
     # ------------------------------------------------------------------ open / close
 
@@ -107,10 +101,10 @@ class ConsumeQueue:
         dropped = self._drop_torn_tail(numbers)
         last = max(self._fds)
         size = self._fs.fsize(self._fds[last])
-        self._max = last * self.entries_per_file + size // CQ_STORE_UNIT_SIZE
-        self._min = self._first_valid(min(self._fds) * self.entries_per_file, self._max)
+        self.max_offset = last * self.entries_per_file + size // CQ_STORE_UNIT_SIZE
+        self.min_offset = self._first_valid(min(self._fds) * self.entries_per_file, self.max_offset)
         # what a killed process left may still be only in the page cache: sync it all once
-        self._flushed = self._min
+        self._flushed = self.min_offset
         return dropped
 
     def _drop_torn_tail(self, numbers: list[int]) -> int:
@@ -185,7 +179,7 @@ class ConsumeQueue:
             self._fs.close(fd)
         self._fds.clear()
         self._fs.rmtree(self.path)
-        self._min = self._max = self._flushed = 0
+        self.min_offset = self.max_offset = self._flushed = 0
 
     # ------------------------------------------------------------------ writes
 
@@ -198,10 +192,10 @@ class ConsumeQueue:
         count = len(entries) // CQ_STORE_UNIT_SIZE
         if count == 0:
             return
-        if first_queue_offset != self._max:
-            if self._max != self._min:
+        if first_queue_offset != self.max_offset:
+            if self.max_offset != self.min_offset:
                 raise CorruptionError(
-                    f"consume queue {self.topic}:{self.queue_id} expects entry {self._max}, "
+                    f"consume queue {self.topic}:{self.queue_id} expects entry {self.max_offset}, "
                     f"dispatch brought {first_queue_offset}"
                 )
             self._restart_at(first_queue_offset)
@@ -220,7 +214,7 @@ class ConsumeQueue:
         except BaseException:
             self._undo_partial_append(first_queue_offset)
             raise
-        self._max = idx
+        self.max_offset = idx
 
     def _undo_partial_append(self, index: int) -> None:
         """Cut what a failed `append` wrote from entry ``index`` on (files it created go, last
@@ -241,7 +235,7 @@ class ConsumeQueue:
         for num in list(self._fds):
             self._fs.close(self._fds.pop(num))
             self._fs.unlink(self._file(num))
-        self._min = self._max = self._flushed = offset
+        self.min_offset = self.max_offset = self._flushed = offset
 
     def _fd_for_write(self, num: int) -> int:
         fd = self._fds.get(num)
@@ -256,7 +250,7 @@ class ConsumeQueue:
 
     def flush(self) -> None:
         with self._lock:
-            target = self._max
+            target = self.max_offset
             lo_num = self._flushed // self.entries_per_file
             hi_num = (target - 1) // self.entries_per_file
             fds = [fd for num, fd in self._fds.items() if lo_num <= num <= hi_num]
@@ -283,8 +277,8 @@ class ConsumeQueue:
 
     def read_raw(self, index: int, max_count: int) -> bytes:
         """Packed entries from ``index`` (at most ``max_count``), clipped to the valid range."""
-        index = max(index, self._min)
-        end = min(self._max, index + max_count)
+        index = max(index, self.min_offset)
+        end = min(self.max_offset, index + max_count)
         parts = []
         epf = self.entries_per_file
         while index < end:
@@ -302,7 +296,7 @@ class ConsumeQueue:
         return list(ENTRY.iter_unpack(self.read_raw(index, max_count)))
 
     def entry(self, index: int, *, check_range: bool = True) -> CqEntry | None:
-        if check_range and not self._min <= index < self._max:
+        if check_range and not self.min_offset <= index < self.max_offset:
             return None
         num, slot = divmod(index, self.entries_per_file)
         fd = self._fds.get(num)
@@ -312,12 +306,12 @@ class ConsumeQueue:
         return ENTRY.unpack(raw) if len(raw) == CQ_STORE_UNIT_SIZE else None
 
     def last_entry(self) -> CqEntry | None:
-        return self.entry(self._max - 1) if self._max > self._min else None
+        return self.entry(self.max_offset - 1) if self.max_offset > self.min_offset else None
 
     # ------------------------------------------------------------------ truncation / retention
 
     def _first_at_or_above(self, phy_offset: int) -> int:
-        lo, hi = self._min, self._max
+        lo, hi = self.min_offset, self.max_offset
         while lo < hi:
             mid = (lo + hi) // 2
             entry = self.entry(mid)
@@ -331,7 +325,7 @@ class ConsumeQueue:
     def truncate_by_phy(self, phy_offset: int) -> int:
         """Drop the entries pointing at or above ``phy_offset``; returns how many."""
         cut = self._first_at_or_above(phy_offset)
-        dropped = self._max - cut
+        dropped = self.max_offset - cut
         if dropped == 0:
             return 0
         num, slot = divmod(cut, self.entries_per_file)
@@ -343,13 +337,13 @@ class ConsumeQueue:
         if fd is not None:
             fs.ftruncate(fd, slot * CQ_STORE_UNIT_SIZE)
             fs.fdatasync(fd)
-        self._max = cut
+        self.max_offset = cut
         self._flushed = min(self._flushed, cut)
         return dropped
 
     def correct_min_offset(self, commitlog_min: int) -> None:
         """Skip entries whose messages were deleted from the CommitLog (retention)."""
-        self._min = self._first_at_or_above(commitlog_min)
+        self.min_offset = self._first_at_or_above(commitlog_min)
 
     def delete_files_below_phy(self, commitlog_min: int) -> int:
         """Delete files whose every entry points below ``commitlog_min`` (never the last)."""
@@ -363,7 +357,7 @@ class ConsumeQueue:
             self._fs.unlink(self._file(num))
             deleted += 1
         if deleted:
-            self._min = max(self._min, min(self._fds) * self.entries_per_file)
+            self.min_offset = max(self.min_offset, min(self._fds) * self.entries_per_file)
         self.correct_min_offset(commitlog_min)
         return deleted
 
@@ -381,7 +375,7 @@ class ConsumeQueue:
         gone). LOWER: the first entry stored at or after the time (max_offset if none); UPPER:
         the last entry stored at or before it (min_offset if none).
         """
-        lo, hi = self._min, self._max
+        lo, hi = self.min_offset, self.max_offset
         if boundary == "LOWER":
             while lo < hi:
                 mid = (lo + hi) // 2
@@ -396,7 +390,7 @@ class ConsumeQueue:
                 hi = mid
             else:
                 lo = mid + 1
-        return max(lo - 1, self._min)
+        return max(lo - 1, self.min_offset)
 
     def _ts(self, index: int, store_timestamp_of: Callable[[int, int], int | None]) -> int:
         entry = self.entry(index)

@@ -18,7 +18,7 @@ find units the cuts of this run never saw).
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 
 from rocketrio.storage.consume_queue import ConsumeQueue
 from rocketrio.storage.cq_ext import ConsumeQueueExt
@@ -58,6 +58,14 @@ class ConsumeQueueStore:
 
     def get(self, key: QueueKey) -> ConsumeQueue | None:
         return self._cqs.get(key)
+
+    def live_queues(self) -> Mapping[QueueKey, ConsumeQueue]:
+        """The table of queues itself, for a reader that keeps it and looks a queue up per
+        message (an ACK's offset check: pop/ack.py): the same dict for this store's lifetime,
+        changed in place (a queue made by a put, deleted with its topic or by `destroy`), and
+        each queue's ``min_offset`` / ``max_offset`` moved in place by its puts, truncations and
+        clean-ups, so what the keeper reads is always the live range. Read it, never write it."""
+        return self._cqs
 
     def queue_range(self, topic: str, queue_id: int) -> tuple[int, int]:
         """The queue's (min offset, max offset), (0, 0) for a queue the store does not have:

@@ -49,7 +49,7 @@ from rocketrio.storage.consume_queue import Boundary, ConsumeQueue
 from rocketrio.storage.consume_queue_store import ConsumeQueueStore
 from rocketrio.storage.cq_ext import CONSUME_QUEUE_EXT_DIR, ConsumeQueueExt, FilterBitMaps
 from rocketrio.storage.dispatch_gate import CONFIRM_CHECKPOINT, DispatchGate
-from rocketrio.storage.dispatch_request import SCHEDULE_TOPIC, DispatchRequests
+from rocketrio.storage.dispatch_request import SCHEDULE_TOPIC, DispatchRequests, QueueKey
 from rocketrio.storage.durable import makedirs_synced, write_synced
 from rocketrio.storage.epoch_file import EpochFile, EpochRecord
 from rocketrio.storage.fs import OS_FS, FileSystem
@@ -339,6 +339,11 @@ class MessageStore:
         bound (they are this store's for its lifetime, and read the queue's range live at each
         call). For a caller that asks once per message (an ACK's offset check) and keeps it."""
         return self._queues.queue_range
+
+    def live_queues(self) -> Mapping[QueueKey, ConsumeQueue]:
+        """The consume queues' live table (`ConsumeQueueStore.live_queues`): this store's for
+        its lifetime, for a caller that keeps it and reads a queue's range per message."""
+        return self._queues.live_queues()
 
     def get_commitlog_max_offset(self) -> int:
         return self._commitlog.max_offset

@@ -70,6 +70,7 @@ _BK = "tests/unit/cli/chaos/test_blkio.py::"
 _SP = "tests/unit/protocol/test_speedups.py::"
 _AK = "tests/unit/actors/broker/pop/test_ack_path.py::"
 _AR = "tests/actor/broker/test_pop_ack_range.py::"
+_OC = "tests/unit/actors/broker/pop/test_ack_offset_check.py::"
 _PR = "tests/unit/protocol/test_pop_records.py::"
 _SS2 = "tests/unit/protocol/test_speedups_send.py::"
 _DJ = "tests/unit/protocol/test_speedups_direct_json.py::"
@@ -153,7 +154,7 @@ MUTANTS: list[Mutant] = [
     Mutant(
         "ACK_MESSAGE skips its offset check (an ACK outside the queue's range is taken)",
         "actors/broker/pop/ack.py",
-        "        if found is None or not found[0] <= offset <= found[1]:\n",
+        "        if not inside:\n",
         "        if False:  # MUTANT\n",
         [
             _AK + "test_every_refusal_keeps_its_code",
@@ -239,9 +240,9 @@ MUTANTS: list[Mutant] = [
     Mutant(
         "ACK_MESSAGE answered before the put carrying its record is stored",
         "actors/broker/pop/ack.py",
-        "        if self.batcher.submit(qid, key, offset, on_done):\n            return None",
-        "        if self.batcher.submit(qid, key, offset, lambda o: None):\n"
-        "            on_done(DONE)  # MUTANT\n            return None",
+        "        if self.batcher.queue((qid, key, offset, on_done)):",
+        "        if self.batcher.queue((qid, key, offset, lambda o: None)):\n"
+        "            on_done(DONE)  # MUTANT",
         [_AK + "test_an_ack_is_answered_only_once_its_record_is_stored"],
     ),
     Mutant(
@@ -2566,6 +2567,75 @@ MUTANTS: list[Mutant] = [
         "                stats.on_topic_put(topic, n, size, n)\n            return out",
         "                stats.on_topic_put(topic, n, size)\n            return out",
         ["tests/unit/actors/broker/store/test_appender_stats.py"],
+    ),
+    Mutant(
+        "the store's live table of queues handed out as a copy (an ACK judged by a stale range)",
+        "storage/consume_queue_store.py",
+        "        return self._cqs\n",
+        "        return dict(self._cqs)  # MUTANT\n",
+        [_OC + "test_the_offset_check_never_goes_stale"],
+    ),
+    Mutant(
+        "the view's live table of queues handed out as a copy taken when asked",
+        "actors/broker/store/view.py",
+        "        return self._store.live_queues()\n",
+        "        return dict(self._store.live_queues())  # MUTANT\n",
+        [
+            "tests/unit/actors/broker/store/test_view.py::"
+            "test_the_kept_live_queues_table_is_the_stores_own"
+        ],
+    ),
+    Mutant(
+        "an ACK's offset check keeps each queue's range from its first ACK",
+        "actors/broker/pop/ack.py",
+        "            inside = cq.min_offset <= offset <= cq.max_offset\n",
+        "            lo, hi = self.__dict__.setdefault(  # MUTANT\n"
+        "                (topic, queue_id), (cq.min_offset, cq.max_offset)\n"
+        "            )\n"
+        "            inside = lo <= offset <= hi\n",
+        [_OC + "test_the_offset_check_never_goes_stale"],
+    ),
+    Mutant(
+        "an ACK's offset check reads a static topic's own queue, not its logic range",
+        "actors/broker/pop/ack.py",
+        "            or plain.statics.table.get(topic) is not None\n",
+        "            or False  # MUTANT\n",
+        [_OC + "test_the_offset_check_never_goes_stale"],
+    ),
+    Mutant(
+        "an ACK's offset check takes a queue the topic does not have",
+        "actors/broker/pop/ack.py",
+        "            or not 0 <= queue_id < tc.readQueueNums\n",
+        "            or False  # MUTANT\n",
+        [_OC + "test_the_offset_check_never_goes_stale"],
+    ),
+    Mutant(
+        "an ACK's offset check takes any offset of a queue the store does not have",
+        "actors/broker/pop/ack.py",
+        "            inside = offset == 0  # a queue the store does not have: [0, 0]\n",
+        "            inside = True  # MUTANT\n",
+        [_OC + "test_the_offset_check_never_goes_stale"],
+    ),
+    Mutant(
+        "an ACK's offset check takes an offset above the queue's max",
+        "actors/broker/pop/ack.py",
+        "            inside = cq.min_offset <= offset <= cq.max_offset\n",
+        "            inside = cq.min_offset <= offset  # MUTANT\n",
+        [_OC + "test_the_offset_check_never_goes_stale"],
+    ),
+    Mutant(
+        "an ACK's offset check keeps the topic table it first read (a reload not seen)",
+        "actors/broker/pop/ack.py",
+        "        tc = self.topics.table.get(topic)\n",
+        '        tc = self.__dict__.setdefault("_t", self.topics.table).get(topic)  # MUTANT\n',
+        [_OC + "test_the_offset_check_never_goes_stale"],
+    ),
+    Mutant(
+        "a direct ACK's inline JSON SUCCESS answer gets a header length without the opaque",
+        "actors/broker/pop/direct_ack.py",
+        "            hlen = _OK_FIXED + len(digits)\n",
+        "            hlen = _OK_FIXED  # MUTANT\n",
+        [_DA + "test_the_direct_path_answers_the_generic_paths_bytes"],
     ),
 ]
 

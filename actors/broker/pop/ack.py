@@ -15,7 +15,9 @@ topic (the group's pop retry topic when the retry mark says so). The ACK record 
 receipt's revive queue and the answer waits for the store, so an acknowledged message is in the
 CommitLog as acknowledged before the client hears SUCCESS. The ACKs of one scheduler turn go as
 one put, those of one CK as one ``bAck`` record (ack_batch.py). An offset outside the queue's
-[min, max] is answered NO_MESSAGE, like upstream.
+[min, max] is answered NO_MESSAGE, like upstream. An ACK_MESSAGE of a plain topic reads that
+range without a call, from the store's live table of consume queues (`PlainQueues`,
+store/queue_reader.py); every other case, and every refusal, goes through `_check_offset`.
 
 On a slave acting for its dead master (RIP-32) nothing can be written: an ACK (or a batch ACK's
 records) whose CK the slave's revive rounds hold is applied to them in memory (`acting_ack`) and
@@ -118,6 +120,7 @@ class PopAckProcessor:
         self.topics = topics
         self.order = order
         self.store = store
+        self._plain = store.plain_queues()  # an ACK's offset check reads it (`ack_parsed`)
         self.writer = writer
         self.now_ms = now_ms
         self.store_host = store_host
@@ -242,9 +245,23 @@ class PopAckProcessor:
             return self._receipt(extra_info)  # not a revive queue: its refusal
         if retry != NORMAL_TOPIC:
             topic = real_topic(topic, group, retry)
-        tc = self.topics.select(topic)
-        found = None if tc is None else self.store.queue_range(topic, queue_id, tc.readQueueNums)
-        if found is None or not found[0] <= offset <= found[1]:
+        # the offset check without a call for a plain topic (`PlainQueues`): the topic's config
+        # and the queue's live range read here; anything else (an unknown topic, a static
+        # topic, a queue the topic lacks, an offset out of range) goes `_check_offset`, whose
+        # refusal (or a static topic's acceptance) is the answer
+        tc = self.topics.table.get(topic)
+        plain = self._plain
+        if (
+            tc is None
+            or plain.statics.table.get(topic) is not None
+            or not 0 <= queue_id < tc.readQueueNums
+        ):
+            inside = False
+        elif (cq := plain.queues.get((topic, queue_id))) is None:
+            inside = offset == 0  # a queue the store does not have: [0, 0]
+        else:
+            inside = cq.min_offset <= offset <= cq.max_offset
+        if not inside:
             bad = self._check_offset(topic, queue_id, offset)  # the refusal's code and text
             if bad is not None:
                 return bad
@@ -257,7 +274,7 @@ class PopAckProcessor:
             escape = self.record_escape()
             if escape is not None or self.acting():  # RIP-32's acting slave (module docstring)
                 return self._acting_ack(qid, AckMsg.of_key(key, (offset,)), escape, on_done)
-        if self.batcher.submit(qid, key, offset, on_done):
+        if self.batcher.queue((qid, key, offset, on_done)):  # `AckBatcher.submit`'s queue
             return None  # answered once the turn's put is stored (ack_batch.py)
         msg = self._ack_record(AckMsg.of_key(key, (offset,)), qid)
         return self._put([msg], lambda: on_done(DONE), on_done)

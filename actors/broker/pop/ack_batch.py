@@ -95,6 +95,9 @@ class AckBatcher:
             writer, self._records, _answer, not_stored,
             take=lambda q: MAX_PER_PUT, max_queued=MAX_QUEUED,
         )  # fmt: skip
+        # `submit` without its own call: the queue's, given the queued tuple itself (one call
+        # per ACK_MESSAGE less; `PopAckProcessor.ack_parsed`)
+        self.queue: Callable[[_Queued], bool] = self._puts.submit
 
     @property
     def running(self) -> bool:

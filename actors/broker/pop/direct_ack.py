@@ -24,6 +24,7 @@ timed (no rocketmq_rpc_latency; see remoting_connection.ServerSide).
 
 from __future__ import annotations
 
+import struct
 from collections.abc import Awaitable, Mapping
 from functools import partial
 from typing import Literal, Protocol
@@ -33,12 +34,14 @@ from rocketrio.actors.broker.dispatch.outcomes import Done, Refusal
 from rocketrio.actors.broker.pop.ack import PopAckProcessor
 from rocketrio.actors.kernel.remoting import Connection, DirectHandler
 from rocketrio.actors.kernel.remoting_connection import NOT_DIRECT
-from rocketrio.protocol.answer_frames import answer_frame_of
-from rocketrio.protocol.codes import RequestCode, ResponseCode
+from rocketrio.protocol.answer_frames import answer_frame_of, json_template
+from rocketrio.protocol.codes import SERIALIZE_JSON, RequestCode, ResponseCode
 from rocketrio.protocol.pop_headers import ack_fields, ack_request
 from rocketrio.protocol.remoting import DirectRequest, RemotingCommand
 
 _SUCCESS = int(ResponseCode.SUCCESS)
+_HDR = struct.Struct(">ii")  # a frame's total length and header length
+_OK_BEFORE, _OK_AFTER, _OK_FIXED = json_template(_SUCCESS)  # a JSON SUCCESS (answer_frames.py)
 
 
 class Stopping(Protocol):
@@ -55,8 +58,14 @@ def _stub(req: DirectRequest) -> RemotingCommand:
 
 
 def _answer(conn: Connection, opaque: int, st: int, outcome: Done | Refusal) -> None:
-    """One ACK's answer, given once its outcome is known (the processor's ``on_done``)."""
+    """One ACK's answer, given once its outcome is known (the processor's ``on_done``). A JSON
+    SUCCESS is `answer_frame_of`'s frame built here (one call per ACK less)."""
     if outcome.__class__ is Done:  # nothing subclasses Done
+        if st == SERIALIZE_JSON:
+            digits = b"%d" % opaque
+            hlen = _OK_FIXED + len(digits)
+            conn.send_frame_nowait(_HDR.pack(4 + hlen, hlen) + _OK_BEFORE + digits + _OK_AFTER)
+            return
         frame = answer_frame_of(st, opaque, _SUCCESS)
         if frame is not None:
             conn.send_frame_nowait(frame)

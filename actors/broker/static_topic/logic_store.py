@@ -36,7 +36,7 @@ from typing import Any
 import attrs
 
 from rocketrio.actors.broker.static_topic.remote import RemoteBrokers, RemoteUnavailable
-from rocketrio.actors.broker.store.queue_reader import QueueReadUnavailable
+from rocketrio.actors.broker.store.queue_reader import PlainQueues, QueueReadUnavailable
 from rocketrio.actors.broker.store.view import StoreView
 from rocketrio.actors.broker.tables.topic_queue_mapping import (
     TopicQueueMappingManager,
@@ -302,6 +302,10 @@ class LogicQueueStore:
         if detail is None:
             return 0 <= queue_id < read_queue_nums
         return 0 <= queue_id < detail.totalQueues
+
+    def plain_queues(self) -> PlainQueues:
+        """The mapping table's topics are static; the rest read the store's live queues."""
+        return PlainQueues(self.mappings, self.view.live_queues())
 
     def queue_range(
         self, topic: str, queue_id: int, read_queue_nums: int

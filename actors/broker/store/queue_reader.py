@@ -13,12 +13,43 @@ generation did not answer). The caller retries later; it must never take it for 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Protocol
 
+import attrs
+
 from rocketrio.actors.broker.store.view import StoreView
+from rocketrio.storage.consume_queue import ConsumeQueue
+from rocketrio.storage.dispatch_request import QueueKey
 from rocketrio.storage.store_read import CqMatch
 from rocketrio.storage.store_types import GetResult
+
+
+class StaticTopics(Protocol):
+    """Where a reader sees which topics are static: ``table`` names them (a dict that a reload
+    may replace whole, so a keeper reads ``table`` at each use, never keeps it)."""
+
+    @property
+    def table(self) -> Mapping[str, object]: ...
+
+
+@attrs.frozen
+class NoStaticTopics:
+    """`StaticTopics` of a reader that has none."""
+
+    table: Mapping[str, object] = attrs.field(factory=dict)
+
+
+@attrs.frozen
+class PlainQueues:
+    """What an ACK's offset check reads per message without a call (pop/ack.py): a topic that
+    ``statics.table`` does not name is plain, and its queue's live [min, max] is
+    ``queues[(topic, queue_id)]``'s ``min_offset`` / ``max_offset`` ((0, 0) when absent, as
+    `QueueReader.queue_range` says); a static topic's range is `QueueReader.queue_range`'s.
+    ``queues`` is the store's live table (`StoreView.live_queues`), kept for its lifetime."""
+
+    statics: StaticTopics
+    queues: Mapping[QueueKey, ConsumeQueue]
 
 
 class QueueReadUnavailable(Exception):
@@ -59,6 +90,11 @@ class QueueReader(Protocol):
 
     def valid_queue(self, topic: str, queue_id: int, read_queue_nums: int) -> bool:
         """Whether ``queue_id`` names a queue of ``topic`` (a POP or an ACK may name it)."""
+        ...
+
+    def plain_queues(self) -> PlainQueues:
+        """What an ACK's offset check keeps to read a plain topic's queue range per message
+        without a call (`PlainQueues`)."""
         ...
 
     def queue_range(
@@ -114,6 +150,9 @@ class PhysicalQueues:
 
     def valid_queue(self, topic: str, queue_id: int, read_queue_nums: int) -> bool:
         return 0 <= queue_id < read_queue_nums
+
+    def plain_queues(self) -> PlainQueues:
+        return PlainQueues(NoStaticTopics(), self.view.live_queues())
 
     def queue_range(
         self, topic: str, queue_id: int, read_queue_nums: int

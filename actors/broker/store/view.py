@@ -39,7 +39,7 @@ runner (``trio.to_thread.run_sync`` by default), so the gate's reader count is e
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from contextlib import asynccontextmanager
 from functools import partial
 from typing import Any, TypeVar
@@ -48,7 +48,8 @@ import trio
 
 from rocketrio.protocol.message import MessageExt
 from rocketrio.storage.commitlog import RecordNotFound
-from rocketrio.storage.consume_queue import Boundary
+from rocketrio.storage.consume_queue import Boundary, ConsumeQueue
+from rocketrio.storage.dispatch_request import QueueKey
 from rocketrio.storage.message_store import GetResult, MessageStore, StoreStats
 from rocketrio.storage.scrub import ScrubBounds
 from rocketrio.storage.store_read import CqMatch
@@ -186,6 +187,11 @@ class StoreView:
         offset check): the store's reader's own, so neither this layer nor the store's is a
         call per message (`MessageStore.queue_range_reader`; the range is read live)."""
         return self._store.queue_range_reader()
+
+    def live_queues(self) -> Mapping[QueueKey, ConsumeQueue]:
+        """The store's consume queues as a live table kept by a caller that reads a queue's
+        range per message without a call (an ACK's offset check: `MessageStore.live_queues`)."""
+        return self._store.live_queues()
 
     def get_message_store_timestamp(self, topic: str, queue_id: int, offset: int) -> int | None:
         return self._store.get_message_store_timestamp(topic, queue_id, offset)

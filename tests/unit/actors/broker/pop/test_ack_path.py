@@ -9,6 +9,7 @@ range."""
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 import attrs
@@ -22,6 +23,7 @@ from rocketrio.actors.broker.dispatch.outcomes import Done, PutStatus, Refusal
 from rocketrio.actors.broker.pop.ack import PopAckProcessor
 from rocketrio.actors.broker.pop.processor import PopConfig
 from rocketrio.actors.broker.store.messages import PutCallback
+from rocketrio.actors.broker.store.queue_reader import NoStaticTopics, PlainQueues
 from rocketrio.protocol.codes import ResponseCode
 from rocketrio.protocol.message import PROPERTY_TAGS
 from rocketrio.protocol.pop_checkpoint import BatchAck, BatchAckMessageRequestBody
@@ -45,6 +47,30 @@ class Topics:
         return self.table.get(topic)
 
 
+@attrs.frozen
+class Span:
+    """A queue as `PlainQueues` reads it."""
+
+    min_offset: int
+    max_offset: int
+
+
+class Live(Mapping[tuple[str, int], Span]):
+    """``ranges`` as the store's live table of queues (read at each look-up)."""
+
+    def __init__(self, ranges: dict[tuple[str, int], tuple[int, int]]) -> None:
+        self.ranges = ranges
+
+    def __getitem__(self, key: tuple[str, int]) -> Span:
+        return Span(*self.ranges[key])
+
+    def __iter__(self) -> Iterator[tuple[str, int]]:
+        return iter(self.ranges)
+
+    def __len__(self) -> int:
+        return len(self.ranges)
+
+
 class Queues:
     """The QueueReader's offset range of each queue; None for a queue the topic lacks."""
 
@@ -55,6 +81,9 @@ class Queues:
         if not 0 <= queue_id < read_queue_nums:
             return None
         return self.ranges.get((topic, queue_id), (0, 0))
+
+    def plain_queues(self) -> PlainQueues:
+        return PlainQueues(NoStaticTopics(), Live(self.ranges))  # type: ignore[arg-type]
 
 
 class FakeWriter:

@@ -11,6 +11,7 @@ untouched) what it does not take; it is installed only where the generic path ad
 
 from __future__ import annotations
 
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 import attrs
@@ -25,6 +26,7 @@ from rocketrio.actors.broker.pop.direct_ack import direct_handlers
 from rocketrio.actors.broker.pop.handlers import pop_handlers
 from rocketrio.actors.broker.pop.processor import PopConfig
 from rocketrio.actors.broker.store.messages import PutCallback
+from rocketrio.actors.broker.store.queue_reader import NoStaticTopics, PlainQueues
 from rocketrio.actors.kernel.remoting import Connection, RequestContext, ServerSide
 from rocketrio.actors.kernel.server_limits import ServerLimits
 from rocketrio.protocol.codes import RPC_ONEWAY, SERIALIZE_JSON, SERIALIZE_ROCKETMQ, RequestCode
@@ -43,8 +45,11 @@ class Topic:
 
 
 class Topics:
+    def __init__(self) -> None:
+        self.table = {TOPIC: Topic(4)}
+
     def select(self, topic: str) -> Topic | None:
-        return Topic(4) if topic == TOPIC else None
+        return self.table.get(topic)
 
 
 class Queues:
@@ -56,6 +61,36 @@ class Queues:
         if self.fail:
             raise OSError("the ConsumeQueue cannot be read")
         return (10, 20) if 0 <= queue_id < read_queue_nums else None
+
+    def plain_queues(self) -> PlainQueues:
+        return PlainQueues(NoStaticTopics(), Live(self))  # type: ignore[arg-type]
+
+
+@attrs.frozen
+class Span:
+    min_offset: int
+    max_offset: int
+
+
+class Live(Mapping[tuple[str, int], Span]):
+    """The store's live table of queues as the direct path reads it: [10, 20] each, or a read
+    that raises (``fail``)."""
+
+    def __init__(self, queues: Queues) -> None:
+        self.queues = queues
+
+    def __getitem__(self, key: tuple[str, int]) -> Span:
+        if self.queues.fail:
+            raise OSError("the ConsumeQueue cannot be read")
+        if key[0] != TOPIC:
+            raise KeyError(key)
+        return Span(10, 20)
+
+    def __iter__(self) -> Iterator[tuple[str, int]]:
+        return iter([])
+
+    def __len__(self) -> int:
+        return 0
 
 
 class FakeWriter:

@@ -230,3 +230,21 @@ def test_the_kept_queue_range_reader_reads_the_range_live(tmp_path: Path) -> Non
     assert reader("T", 1) == view.queue_range("T", 1) == (0, 1)
     store.delete_topic("T")
     assert reader("T", 0) == view.queue_range("T", 0) == (0, 0)
+
+
+def test_the_kept_live_queues_table_is_the_stores_own(tmp_path: Path) -> None:
+    """An ACK's offset check keeps `live_queues` and reads a queue's range from it per message:
+    what it holds after puts and a topic's deletion is what `queue_range` says, never a copy
+    taken when it was asked for."""
+    store = open_store(tmp_path)
+    view = StoreView(store, ReadGate())
+    kept = view.live_queues()
+
+    def ranges() -> dict[tuple[str, int], tuple[int, int]]:
+        return {k: (cq.min_offset, cq.max_offset) for k, cq in kept.items()}
+
+    assert ranges() == {("T", 0): view.queue_range("T", 0)} == {("T", 0): (0, 4)}
+    store.put_messages([MessageToStore("T", 0, b"n"), MessageToStore("T", 1, b"o")], NOW_MS)
+    assert ranges() == {("T", 0): (0, 5), ("T", 1): (0, 1)}
+    store.delete_topic("T")
+    assert ranges() == {} and view.queue_range("T", 0) == (0, 0)
