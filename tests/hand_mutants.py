@@ -716,11 +716,42 @@ MUTANTS: list[Mutant] = [
     Mutant(
         "one long-poll loop: a held pull is never woken by an arrival",
         "actors/broker/dispatch/long_poll.py",
-        ("        if key in self._by_key:\n            self._grown[key] = max_offset"),
-        ("        if False:  # MUTANT\n            self._grown[key] = max_offset"),
+        ("            if key in by_key:\n                self._grown[key] = max_offset"),
+        ("            if False:  # MUTANT\n                self._grown[key] = max_offset"),
         [
             "tests/actor/broker/test_messaging.py::test_long_poll_answered_when_message_arrives",
         ],
+    ),
+    Mutant(
+        "turn arrivals: a turn's arrivals are dropped when the loop holds nothing (i28 turn)",
+        "actors/broker/dispatch/long_poll.py",
+        "        if not by_key:\n            return\n",
+        "        if by_key:  # MUTANT\n            return\n",
+        [
+            "tests/actor/broker/test_turn_arrivals.py",
+            "tests/actor/broker/test_messaging.py::test_long_poll_answered_when_message_arrives",
+        ],
+    ),
+    Mutant(
+        "turn arrivals: the pop hold counts one arrival per turn, not per queue (i28 turn)",
+        "actors/broker/pop/hold.py",
+        "        self.arrivals += len(arrived)\n",
+        "        self.arrivals += 1  # MUTANT\n",
+        ["tests/actor/broker/test_turn_arrivals.py"],
+    ),
+    Mutant(
+        "turn arrivals: the store tells only the first queue of a turn (i28 turn)",
+        "actors/broker/store/actor.py",
+        "            self.on_arrival(arrived)\n",
+        "            self.on_arrival(dict([next(iter(arrived.items()))]))  # MUTANT\n",
+        ["tests/actor/broker/test_turn_arrivals.py"],
+    ),
+    Mutant(
+        "turn arrivals: the schedule service is not woken by a turn's delayed message (i28 turn)",
+        "actors/broker/schedule/service.py",
+        "        for topic, queue_id in arrived:\n            if topic in _TOPICS:\n",
+        "        for topic, queue_id in arrived:\n            if False:  # MUTANT\n",
+        ["tests/actor/broker/test_delay_messages.py", "tests/actor/broker/test_turn_arrivals.py"],
     ),
     Mutant(
         "metadata journal not written (issue 26: the promoted slave adopts the topic)",

@@ -14,7 +14,7 @@ stats/, auth/, ha/ (replication), boot/ (config, registration, live config, shut
 from __future__ import annotations
 
 import random
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from functools import partial
 from typing import Any
 
@@ -117,7 +117,7 @@ class Broker:
             io,
             store_host=self.store_host,
             stats=self.counters,
-            on_arrival=self._on_arrival,
+            on_arrival=self._on_arrivals,
             replica_floor=self._replica_floor,
         )
         self.ha_master = HAMasterService.of(io, self.store.actor)
@@ -339,11 +339,12 @@ class Broker:
 
     # ------------------------------------------------------------------ listeners
 
-    def _on_arrival(self, topic: str, queue_id: int, max_offset: int) -> None:
-        """The store actor's arrival listener: held pulls, held pops, the schedule service."""
-        self.pull.on_arrival(topic, queue_id, max_offset)
-        self.pop.on_arrival(topic, queue_id, max_offset)
-        self.schedule.notify_arrival(topic, queue_id, max_offset)
+    def _on_arrivals(self, arrived: Mapping[tuple[str, int], int]) -> None:
+        """The store actor's arrival listener, once per turn: held pulls, held pops, the
+        schedule service."""
+        self.pull.on_arrivals(arrived)
+        self.pop.on_arrivals(arrived)
+        self.schedule.notify_arrivals(arrived)
 
     def on_role_change(self, change: RoleChange) -> None:
         """A role taken (controller mode): a new master rebuilds its transactions from the store

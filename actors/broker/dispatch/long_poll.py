@@ -21,7 +21,7 @@ from __future__ import annotations
 import heapq
 import itertools
 import math
-from collections.abc import Awaitable, Callable, Hashable
+from collections.abc import Awaitable, Callable, Hashable, Iterable
 from typing import Any, Protocol
 
 import attrs
@@ -91,9 +91,18 @@ class LongPoll:
 
     def notify(self, key: Hashable, max_offset: int) -> None:
         """A put reached ``key``: cheap, the re-runs happen in `run`."""
-        if key in self._by_key:
-            self._grown[key] = max_offset
-            self._wakeup.set()
+        self.notify_many(((key, max_offset),))
+
+    def notify_many(self, arrived: Iterable[tuple[Hashable, int]]) -> None:
+        """`notify` for each (key, max offset) of a store turn, in order; nothing to look at
+        when no request is held (a broker only sending: the common turn)."""
+        by_key = self._by_key
+        if not by_key:
+            return
+        for key, max_offset in arrived:
+            if key in by_key:
+                self._grown[key] = max_offset
+                self._wakeup.set()
 
     def stop_holding(self) -> None:
         """Shutdown begins: from now on a request that finds nothing is answered at once."""

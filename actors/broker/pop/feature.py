@@ -136,8 +136,8 @@ class PopFeature:
         ack = self._handlers[RequestCode.ACK_MESSAGE]
         return direct_handlers(self.acks, table, ack, gated=gated, requests=requests)
 
-    def on_arrival(self, topic: str, queue_id: int, max_offset: int) -> None:
-        self.hold.notify_message_arriving(topic, queue_id, max_offset)
+    def on_arrivals(self, arrived: Mapping[tuple[str, int], int]) -> None:
+        self.hold.notify_arrivals(arrived)
 
     async def load(self) -> None:
         await self.order.load_file()

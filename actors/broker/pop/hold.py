@@ -15,7 +15,7 @@ while it read.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 import trio
@@ -51,6 +51,11 @@ class PopLongPollingService:
         """The store actor's arrival listener: cheap, the re-runs happen in `run`."""
         self.arrivals += 1
         self._poll.notify(topic, max_offset)
+
+    def notify_arrivals(self, arrived: Mapping[tuple[str, int], int]) -> None:
+        """A store turn's arrivals at once (each queue counts one, as one by one)."""
+        self.arrivals += len(arrived)
+        self._poll.notify_many((topic, offset) for (topic, _), offset in arrived.items())
 
     def stop_holding(self) -> None:
         self._poll.stop_holding()

@@ -3,7 +3,7 @@ its request code (handlers.py)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
 import trio
 
@@ -63,8 +63,8 @@ class PullFeature:
         self.processor.reconfigure(config, changed)
         self.hold.reconfigure(config, changed)
 
-    def on_arrival(self, topic: str, queue_id: int, max_offset: int) -> None:
-        self.hold.notify_message_arriving(topic, queue_id, max_offset)
+    def on_arrivals(self, arrived: Mapping[tuple[str, int], int]) -> None:
+        self.hold.notify_arrivals(arrived)
 
     async def run_services(
         self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED

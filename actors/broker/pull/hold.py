@@ -11,7 +11,7 @@ and in all (maxHeldPulls), refused with SYSTEM_BUSY and a rate-limited log line.
 from __future__ import annotations
 
 import enum
-from collections.abc import Hashable
+from collections.abc import Hashable, Mapping
 
 import attrs
 import structlog
@@ -113,6 +113,10 @@ class PullRequestHoldService:
     def notify_message_arriving(self, topic: str, queue_id: int, max_offset: int) -> None:
         """The store actor's arrival listener: cheap, the re-runs happen in `run`."""
         self._poll.notify((topic, queue_id), max_offset)
+
+    def notify_arrivals(self, arrived: Mapping[tuple[str, int], int]) -> None:
+        """A store turn's arrivals at once: (topic, queue id) -> new max offset."""
+        self._poll.notify_many(arrived.items())
 
     def stop_holding(self) -> None:
         """Shutdown begins: from now on a pull that finds nothing is answered at once."""

@@ -24,7 +24,7 @@ shell that re-puts due delay-level and timer messages. Decisions live in schedul
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any, assert_never
 
 import structlog
@@ -110,6 +110,14 @@ class ScheduleService:
             if topic == TIMER_TOPIC:
                 self._timer_queues.add(queue_id)
             self._wake.set()
+
+    def notify_arrivals(self, arrived: Mapping[tuple[str, int], int]) -> None:
+        """A store turn's arrivals at once (`notify_arrival` for each)."""
+        for topic, queue_id in arrived:
+            if topic in _TOPICS:
+                if topic == TIMER_TOPIC:
+                    self._timer_queues.add(queue_id)
+                self._wake.set()
 
     def role_changed(self) -> None:
         self._wake.set()

@@ -521,8 +521,7 @@ class StoreActor(Actor[StoreMsg]):
                 self.faults.enter(e)  # the records stay; the repair dispatches them
         arrived = store.take_arrivals()
         if arrived and self.on_arrival is not None:
-            for (topic, queue_id), max_offset in arrived.items():
-                self.on_arrival(topic, queue_id, max_offset)
+            self.on_arrival(arrived)
 
     async def _sync_flush(
         self, done: list[tuple[AnyPut, Stored]]

@@ -9,7 +9,7 @@ A put is answered exactly once through its ``on_done``: with the stored results 
 from __future__ import annotations
 
 import enum
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any, Protocol
 
 import attrs
@@ -26,8 +26,9 @@ from rocketrio.storage.message_store import (
 
 # on_done(results, status, remark): results is empty unless status.stored
 PutCallback = Callable[[list[PutResult], PutStatus, str | None], None]
-# arrived(topic, queue_id, new max offset): called after every successful put
-ArrivalListener = Callable[[str, int, int], None]
+# arrived({(topic, queue_id): new max offset}): called once at the end of a turn that added
+# ConsumeQueue entries, with every queue that got some
+ArrivalListener = Callable[[Mapping[tuple[str, int], int]], None]
 
 
 class PutStats(Protocol):
