@@ -249,16 +249,23 @@ class _Decoder:
 
     def _take(self, n: int) -> bytes:
         start = self._pos
-        end = self._pos = start + n
+        end = start + n
         buf = self._buf
         if isinstance(buf, bytes):
+            self._pos = end
             return buf[start:end]
         with memoryview(buf) as view:
             out = bytes(view[start:end])
-        if end > 1 << 20 and end * 2 > len(buf):
+        self._consumed(end)
+        return out
+
+    def _consumed(self, end: int) -> None:
+        """Everything before ``end`` is decoded; a joined buffer drops it once it is large."""
+        self._pos = end
+        buf = self._buf
+        if isinstance(buf, bytearray) and end > 1 << 20 and end * 2 > len(buf):
             del buf[:end]
             self._pos = 0
-        return out
 
 
 class SlaveStreamDecoder(_Decoder):
@@ -290,11 +297,22 @@ class SlaveStreamDecoder(_Decoder):
 
 
 class MasterStreamDecoder(_Decoder):
-    """Runs on the SLAVE: decodes what the master sends (`MasterHandshake`, `Transfer`)."""
+    """Runs on the SLAVE: decodes what the master sends (`MasterHandshake`, `Transfer`).
 
-    def __init__(self, max_body: int = MAX_TRANSFER_BODY) -> None:
+    With ``merge_transfers`` a Transfer also takes the transfers buffered right behind it that
+    continue it: each whole and valid, with a body, at the offset where the previous one ends,
+    in the same epoch (same start offset) and with a confirmOffset no lower. The event is then
+    their bodies joined, at the first one's offset, with the last one's confirmOffset: what a
+    slave does with it is what it does with the packets one by one (their appends are
+    contiguous and its confirmOffset is the last one's, `SlaveCore._on_transfer`), with one
+    join and one event per read instead of a copy and an event per haTransferBatchSize packet.
+    A header it does not merge (another kind, a gap, another epoch, a bad field, one not all
+    buffered) is left for the next call, which decodes or refuses it as ever."""
+
+    def __init__(self, max_body: int = MAX_TRANSFER_BODY, *, merge_transfers: bool = False) -> None:
         super().__init__()
         self._max_body = max_body
+        self._merge = merge_transfers
 
     def next_event(self) -> MasterEvent | NeedData:
         if self._failed is not None:
@@ -325,11 +343,45 @@ class MasterStreamDecoder(_Decoder):
             if self.buffered < _MT.size + size:
                 return NEED_DATA
             _, _, offset, epoch, epoch_start, confirm = _MT.unpack(self._take(_MT.size))
-            body = self._take(size) if size else b""
             if offset < 0 or epoch_start < 0 or epoch_start > offset + size:
                 raise self._fail(
                     f"transfer at offset {offset} (+{size}) claims epoch {epoch} starting at "
                     f"{epoch_start}"
                 )
-            return Transfer(offset, epoch, epoch_start, confirm, body)
+            if size and self._merge:
+                return self._merged(offset, epoch, epoch_start, confirm, size)
+            return Transfer(offset, epoch, epoch_start, confirm, self._take(size) if size else b"")
         raise self._fail(f"master sent HA state {state}; only 1 (HANDSHAKE) and 2 (TRANSFER) exist")
+
+    def _merged(
+        self, offset: int, epoch: int, epoch_start: int, confirm: int, size: int
+    ) -> Transfer:
+        """The transfer whose header was just taken, with the buffered ones continuing it
+        (class doc)."""
+        buf, at = self._buf, self._pos
+        spans = [(at, at + size)]
+        at += size
+        end, limit, whole = offset + size, self._max_body, len(buf)
+        while whole - at >= _MT.size:
+            state, n, off, ep, start, conf = _MT.unpack_from(buf, at)
+            if (
+                state != HAConnectionState.TRANSFER
+                or not 0 < n <= limit
+                or off != end
+                or ep != epoch
+                or start != epoch_start
+                or conf < confirm
+                or whole - at - _MT.size < n
+            ):
+                break
+            at += _MT.size
+            spans.append((at, at + n))
+            at += n
+            end += n
+            confirm = conf
+        if len(spans) == 1:
+            return Transfer(offset, epoch, epoch_start, confirm, self._take(size))
+        with memoryview(buf) as view:
+            body = b"".join([view[a:b] for a, b in spans])
+        self._consumed(at)
+        return Transfer(offset, epoch, epoch_start, confirm, body)

@@ -40,6 +40,9 @@ _HS = "tests/actor/broker/test_ha_shells.py::"
 _GT = "tests/actor/broker/test_gate_timer.py::"
 _GP = "tests/unit/actors/kernel/test_gc_policy.py::"
 _WR = "tests/unit/actors/broker/ha/test_whole_records.py::"
+_HA = "tests/unit/protocol/test_ha.py::"
+_SR = "tests/unit/actors/broker/ha/test_slave_reads.py"
+_SLR = _HS + "test_a_reads_packets_reach_the_slave_core_as_one_run"
 _MC = "tests/unit/actors/broker/ha/test_master_core.py::"
 _SS = "tests/unit/actors/broker/ha/test_sync_state.py::"
 _AC = "tests/unit/actors/broker/failover/test_acting_core.py::"
@@ -990,6 +993,62 @@ MUTANTS: list[Mutant] = [
         "    if _speedups is not None:\n        n = _speedups.whole_records(",
         "    if False:\n        n = _speedups.whole_records(",
         [_WR + "test_sound_data_never_reaches_the_python_twin"],
+    ),
+    Mutant(
+        "merged transfers: a packet after a gap joins the run",
+        "protocol/ha.py",
+        "                or off != end\n",
+        "",
+        [_HA + "test_merged_transfers_are_runs_of_the_packets_in_order"],
+    ),
+    Mutant(
+        "merged transfers: a packet of another epoch joins the run",
+        "protocol/ha.py",
+        "                or ep != epoch\n                or start != epoch_start\n",
+        "",
+        [_HA + "test_merged_transfers_are_runs_of_the_packets_in_order", _SR],
+    ),
+    Mutant(
+        "merged transfers: a lower confirmOffset joins the run",
+        "protocol/ha.py",
+        "                or conf < confirm\n",
+        "",
+        [_HA + "test_merged_transfers_are_runs_of_the_packets_in_order", _SR],
+    ),
+    Mutant(
+        "merged transfers: the run keeps its first packet's confirmOffset",
+        "protocol/ha.py",
+        "            confirm = conf\n",
+        "",
+        [_HA + "test_merged_transfers_are_runs_of_the_packets_in_order", _SR],
+    ),
+    Mutant(
+        "merged transfers: a packet not all buffered joins the run",
+        "protocol/ha.py",
+        "                or whole - at - _MT.size < n\n",
+        "",
+        [_HA + "test_a_packet_not_all_buffered_waits_and_joins_the_next_read"],
+    ),
+    Mutant(
+        "merged transfers: the slave decodes packet by packet",
+        "actors/broker/ha/slave_client.py",
+        "MasterStreamDecoder(merge_transfers=True)",
+        "MasterStreamDecoder()",
+        [_SLR],
+    ),
+    Mutant(
+        "bulk reads: a read returns the reused buffer itself",
+        "actors/kernel/stream_read.py",
+        "        return bytes(view[:n])",
+        "        return view[:n]  # type: ignore[return-value]",
+        ["tests/unit/actors/kernel/test_stream_read.py"],
+    ),
+    Mutant(
+        "bulk reads: the slave reads through receive_some",
+        "actors/broker/ha/slave_client.py",
+        "        receive = bulk_receiver(stream, READ_SIZE)",
+        "        receive = lambda: stream.receive_some(READ_SIZE)  # noqa: E731",
+        [_SLR],
     ),
     Mutant(
         "role service: a slave is taken for master",

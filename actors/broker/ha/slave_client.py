@@ -43,6 +43,7 @@ from rocketrio.actors.broker.ha.slave_core import (
 from rocketrio.actors.broker.ha.status_body import ByteRate, SlaveView
 from rocketrio.actors.broker.ha.truncation import DiscardAll, TruncateTo
 from rocketrio.actors.kernel.clock import monotonic_ms
+from rocketrio.actors.kernel.stream_read import bulk_receiver
 from rocketrio.actors.kernel.transport import Transport
 from rocketrio.actors.observe import events
 from rocketrio.protocol.ha import NEED_DATA, MasterStreamDecoder, RemoteProtocolError
@@ -182,10 +183,11 @@ class HAClient:
         )
 
     async def _read(self, stream: trio.abc.Stream) -> None:
-        decoder = MasterStreamDecoder()
+        decoder = MasterStreamDecoder(merge_transfers=True)  # one event per read (protocol/ha.py)
+        receive = bulk_receiver(stream, READ_SIZE)  # one buffer for every read (stream_read.py)
         store = self.store
         while True:
-            data = await stream.receive_some(READ_SIZE)
+            data = await receive()
             if not data:
                 raise _Closing("the master closed the connection")
             self.received.add(len(data), monotonic_ms())

@@ -3,7 +3,8 @@ MockClock, with an in-memory store standing in for the store actor (the real sto
 in test_ha_replication.py). Checks byte-identical replication with epochs, acks gated on the
 SyncStateSet, shrink on disconnect through the controller, truncation of a divergent slave;
 and the master's inline shipping (a turn's bytes sent from the turn itself, through a stream
-with a non-blocking send that may take a part or nothing)."""
+with a non-blocking send that may take a part or nothing); the slave's read path (a read's
+packets reach its core as merged runs, read through `bulk_receiver`)."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ import pytest
 import trio
 import trio.testing
 
+from rocketrio.actors.broker.ha import slave_client
 from rocketrio.actors.broker.ha.group_transfer import (
     AckOutcome,
     AlterAccepted,
@@ -29,12 +31,15 @@ from rocketrio.actors.broker.ha.slave_core import (
     Confirm,
     RecordEpoch,
     SendBytes,
+    SlaveCore,
     whole_records_length,
 )
 from rocketrio.actors.broker.ha.sync_state import AckPolicy, SyncStateCore
 from rocketrio.actors.broker.ha.truncation import TruncateTo, TruncationPlan
 from rocketrio.actors.kernel.clock import monotonic_ms
+from rocketrio.actors.kernel.stream_read import bulk_receiver
 from rocketrio.actors.kernel.transport import Handler, Transport
+from rocketrio.protocol.ha import Transfer
 from rocketrio.protocol.message import BLANK_MAGIC_CODE, append_record
 from rocketrio.storage.epoch_file import EpochRecord
 from tests.harness.sim_network import SimNetwork, SimStream
@@ -638,3 +643,38 @@ async def test_a_simulated_stream_sends_nowait_what_its_window_has_room_for(mock
         assert sim.send_nowait([b"0123", b"456789ab"]) == 10  # the window's room, no more
         assert sim.send_nowait([b"x"]) == 0
         nursery.cancel_scope.cancel()
+
+
+# ------------------------------------------------------------ the slave's read path (i28-repl7)
+
+
+async def test_a_reads_packets_reach_the_slave_core_as_one_run(mock_clock, monkeypatch) -> None:
+    transfers: list[Transfer] = []
+    receivers: list[int] = []
+    on_event = SlaveCore.on_event
+
+    def noted(self: SlaveCore, ev: Any, now_ms: int, **kw: Any) -> Any:
+        if isinstance(ev, Transfer) and ev.body:
+            transfers.append(ev)
+        return on_event(self, ev, now_ms, **kw)
+
+    def receiver(stream: trio.abc.Stream, max_bytes: int) -> Any:
+        receivers.append(max_bytes)
+        return bulk_receiver(stream, max_bytes)
+
+    monkeypatch.setattr(SlaveCore, "on_event", noted)
+    monkeypatch.setattr(slave_client, "bulk_receiver", receiver)
+    rng = random.Random(3)
+    master = FakeStore([EpochRecord(1, 0)])
+    master.write(300, rng)  # ~33 KiB: 34 packets of haTransferBatchSize 1000 here
+    async with trio.open_nursery() as nursery:
+        c = ShellGroup(nursery, SimNetwork(1), master)
+        await c.start_master(AckPolicy(all_ack_in_sync_state_set=True))
+        slave = FakeStore()
+        c.start_slave(slave)
+        await wait_for(lambda: bytes(slave.log) == bytes(master.log))
+        nursery.cancel_scope.cancel()
+    packets = -(-len(master.log) // 1000)
+    assert receivers == [slave_client.READ_SIZE]  # one receiver for the session's reads
+    assert b"".join(t.body for t in transfers) == bytes(master.log)
+    assert len(transfers) * 4 <= packets, (len(transfers), packets)

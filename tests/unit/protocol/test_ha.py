@@ -3,6 +3,7 @@ malformed input refused (the decoder then stays failed)."""
 
 from __future__ import annotations
 
+import itertools
 import struct
 
 import pytest
@@ -168,3 +169,104 @@ def test_encoders_refuse_what_cannot_be_valid() -> None:
         encode_transfer_header(10, 1, 11, 0, 0)
     with pytest.raises(LocalProtocolError):
         encode_master_handshake(MasterHandshake(0, 2, (HaEpoch(2, 0), HaEpoch(1, 5))))
+
+
+# ------------------------------------------------------------ merged transfers (the slave's)
+
+
+@st.composite
+def transfer_runs(draw: st.DrawFn) -> list[Transfer]:
+    """Transfers as a master ships them: runs continuing each other (contiguous, one epoch,
+    confirmOffset growing), broken now and then by a gap, a new epoch, a lower confirmOffset,
+    an empty body (a heartbeat) or a handshake."""
+    out: list = []
+    offset, epoch, start, confirm = draw(st.integers(0, 10**6)), 1, 0, 0
+    for _ in range(draw(st.integers(0, 14))):
+        kind = draw(st.sampled_from(["next"] * 6 + ["gap", "epoch", "lower", "empty", "hs"]))
+        if kind == "hs":
+            out.append(MasterHandshake(offset, epoch, (HaEpoch(epoch, start),)))
+            continue
+        if kind == "gap":
+            offset += draw(st.integers(1, 500))
+        elif kind == "epoch":
+            epoch, start = epoch + 1, offset
+        confirm += -draw(st.integers(1, 50)) if kind == "lower" else draw(st.integers(0, 50))
+        body = b"" if kind == "empty" else draw(st.binary(min_size=1, max_size=200))
+        out.append(Transfer(offset, epoch, start, max(-1, confirm), body))
+        offset += len(body)
+    return out
+
+
+def _continues(run: list[Transfer]) -> bool:
+    """Each transfer of ``run`` is one a merging decoder may join to the one before it."""
+    return all(
+        b.body
+        and a.body
+        and b.offset == a.end
+        and (b.epoch, b.epoch_start_offset) == (a.epoch, a.epoch_start_offset)
+        and b.confirm_offset >= a.confirm_offset
+        for a, b in itertools.pairwise(run)
+    )
+
+
+def _runs(merged: list, events: list) -> list[list]:
+    """The packets (``events``, in order) each merged event was made of; asserts each merged
+    event is its packets joined (first offset and epoch, last confirmOffset)."""
+    plain, out = iter(events), []
+    for ev in merged:
+        run = [next(plain)]
+        if isinstance(ev, Transfer) and ev.body:
+            while run[-1].end < ev.end:
+                run.append(next(plain))
+            assert _continues(run)
+            assert ev == Transfer(
+                run[0].offset,
+                run[0].epoch,
+                run[0].epoch_start_offset,
+                run[-1].confirm_offset,
+                b"".join(t.body for t in run),
+            )
+        else:
+            assert run[0] == ev
+        out.append(run)
+    assert next(plain, None) is None
+    return out
+
+
+@given(transfer_runs(), st.lists(st.integers(0, 3000), max_size=10))
+def test_merged_transfers_are_runs_of_the_packets_in_order(events, cuts) -> None:
+    data = b"".join(_encode_master(e) for e in events)
+    _runs(_feed_in_chunks(MasterStreamDecoder(merge_transfers=True), data, cuts), events)
+
+
+@given(transfer_runs())
+def test_a_stream_read_at_once_merges_every_run_it_may(events) -> None:
+    data = b"".join(_encode_master(e) for e in events)
+    runs = _runs(_feed_in_chunks(MasterStreamDecoder(merge_transfers=True), data, []), events)
+    # all was buffered: a run ends only where the next packet may not join it
+    for a, b in itertools.pairwise(runs):
+        if isinstance(a[-1], Transfer) and isinstance(b[0], Transfer):
+            assert not _continues([a[-1], b[0]])
+
+
+def test_a_bad_header_behind_a_run_is_refused_after_the_run() -> None:
+    good = [Transfer(100, 2, 50, 90, b"ab"), Transfer(102, 2, 50, 95, b"cde")]
+    bad = struct.pack(">iiqiqq", 2, 4, 105, 2, 200, 95) + b"wxyz"  # its epoch starts past it
+    d = MasterStreamDecoder(merge_transfers=True)
+    d.receive_data(b"".join(_encode_master(t) for t in good) + bad)
+    assert d.next_event() == Transfer(100, 2, 50, 95, b"abcde")
+    with pytest.raises(RemoteProtocolError, match="starting at 200"):
+        d.next_event()
+    with pytest.raises(RemoteProtocolError):
+        d.next_event()
+
+
+def test_a_packet_not_all_buffered_waits_and_joins_the_next_read() -> None:
+    a, b = Transfer(0, 1, 0, 10, b"x" * 10), Transfer(10, 1, 0, 20, b"y" * 10)
+    wire = _encode_master(a) + _encode_master(b)
+    d = MasterStreamDecoder(merge_transfers=True)
+    d.receive_data(wire[:-1])
+    assert d.next_event() == a
+    assert d.next_event() is NEED_DATA
+    d.receive_data(wire[-1:])
+    assert d.next_event() == b
