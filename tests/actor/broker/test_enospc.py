@@ -37,6 +37,7 @@ from rocketrio.storage.message_store import MessageStore, MessageToStore, PutRes
 from tests.harness.broker import harness, messages
 from tests.harness.disk_full import Disk
 from tests.harness.sim_disk import SimFileSystem
+from tests.harness.store_actor import inline_store_actor
 
 ROOT = "/sim/broker-a/store"
 
@@ -169,18 +170,9 @@ def actor_for(
     store: MessageStore, role: StoreRole, *, sync_flush: bool = True
 ) -> tuple[StoreActor, list[str | None]]:
     reports: list[str | None] = []
-
-    async def inline(fn: Any) -> Any:
-        await trio.lowlevel.checkpoint()
-        return fn()
-
-    actor = StoreActor(
+    actor = inline_store_actor(
         store,
         sync_flush=sync_flush,
-        flush_interval_ms=600_000,
-        sync_flush_timeout_ms=60_000,
-        now_ms=lambda: 1_700_000_000_000,
-        run_blocking=inline,
         role=role,
         probe_interval_ms=1000,
         on_write_fault=reports.append,

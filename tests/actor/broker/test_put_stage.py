@@ -5,7 +5,6 @@ pushes back), and every staged put is answered once."""
 from __future__ import annotations
 
 import random
-from typing import Any
 
 import trio
 import trio.testing
@@ -17,6 +16,7 @@ from rocketrio.actors.broker.store.put_stage import PutStage
 from rocketrio.actors.kernel.runtime import Reply
 from rocketrio.storage.message_store import MessageStore, MessageToStore, PutResult, StoreConfig
 from tests.harness.sim_disk import SimFileSystem
+from tests.harness.store_actor import inline_store_actor
 
 ROOT = "/store"
 
@@ -67,18 +67,7 @@ def test_a_put_of_several_messages_counts_every_body() -> None:
 
 
 def _actor(store: MessageStore) -> StoreActor:
-    async def inline(fn: Any) -> Any:
-        await trio.lowlevel.checkpoint()
-        return fn()
-
-    return StoreActor(
-        store,
-        sync_flush=False,
-        flush_interval_ms=600_000,
-        sync_flush_timeout_ms=60_000,
-        now_ms=lambda: 1_700_000_000_000,
-        run_blocking=inline,
-    )
+    return inline_store_actor(store)
 
 
 async def test_staged_puts_keep_the_inbox_order_around_a_call(

@@ -19,22 +19,11 @@ from rocketrio.actors.broker.store.actor import StoreActor
 from rocketrio.storage.message_store import MessageStore, MessageToStore, PutResult, StoreConfig
 from rocketrio.storage.store_dispatch import SCHEDULE_TOPIC
 from tests.harness.sim_disk import SimFileSystem
+from tests.harness.store_actor import inline_store_actor
 
 
 def _actor(store: MessageStore, heard: list[dict[tuple[str, int], int]]) -> StoreActor:
-    async def inline(fn: Any) -> Any:
-        await trio.lowlevel.checkpoint()
-        return fn()
-
-    return StoreActor(
-        store,
-        sync_flush=False,
-        flush_interval_ms=600_000,
-        sync_flush_timeout_ms=60_000,
-        now_ms=lambda: 1_700_000_000_000,
-        run_blocking=inline,
-        on_arrival=lambda arrived: heard.append(dict(arrived)),
-    )
+    return inline_store_actor(store, on_arrival=lambda arrived: heard.append(dict(arrived)))
 
 
 async def test_one_call_per_turn_with_every_queue_of_the_turn(
