@@ -10,7 +10,7 @@ shell that re-puts due delay-level and timer messages. Decisions live in schedul
   offset moves only once the store has the re-put messages: a crash re-puts at most what the
   last delayOffset.json write (every flushDelayOffsetInterval) had not recorded.
 - Between passes it sleeps until the earliest head falls due, or until the store dispatches a
-  new entry to either topic (`notify_arrival`, from the store actor's turn): a message due in
+  new entry to either topic (`notify_arrivals`, from the store actor's turn): a message due in
   1 s is re-put 1 s after it was stored, not at the next tick of a fixed period.
 - Acting master (RIP-32): on a classic slave standing in for its dead master, ``escape()``
   returns the `EscapeBridge` and every re-put goes to a live master of another group instead of
@@ -105,14 +105,9 @@ class ScheduleService:
         self._failing = False
 
     # -- told by the broker
-    def notify_arrival(self, topic: str, queue_id: int, _max_offset: int) -> None:
-        if topic in _TOPICS:
-            if topic == TIMER_TOPIC:
-                self._timer_queues.add(queue_id)
-            self._wake.set()
-
     def notify_arrivals(self, arrived: Mapping[tuple[str, int], int]) -> None:
-        """A store turn's arrivals at once (`notify_arrival` for each)."""
+        """A store turn's arrivals: (topic, queue id) -> new max offset; a new entry in either
+        topic wakes the loop, a timer queue's is remembered."""
         for topic, queue_id in arrived:
             if topic in _TOPICS:
                 if topic == TIMER_TOPIC:
