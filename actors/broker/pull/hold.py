@@ -110,12 +110,9 @@ class PullRequestHoldService:
         else:
             del self._per_owner[owner]
 
-    def notify_message_arriving(self, topic: str, queue_id: int, max_offset: int) -> None:
-        """The store actor's arrival listener: cheap, the re-runs happen in `run`."""
-        self._poll.notify((topic, queue_id), max_offset)
-
     def notify_arrivals(self, arrived: Mapping[tuple[str, int], int]) -> None:
-        """A store turn's arrivals at once: (topic, queue id) -> new max offset."""
+        """The store actor's arrival listener, once a turn: (topic, queue id) -> new max
+        offset. Cheap: the re-runs happen in `run`."""
         self._poll.notify_many(arrived.items())
 
     def stop_holding(self) -> None:

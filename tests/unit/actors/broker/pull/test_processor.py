@@ -185,7 +185,7 @@ async def test_a_held_pull_is_answered_when_a_message_arrives(
         await trio.sleep(1)
         assert reply.outcomes == []
         p.put(2)
-        p.hold.notify_message_arriving("T", 0, 2)
+        p.hold.notify_arrivals({("T", 0): 2})
         await trio.testing.wait_all_tasks_blocked()
         [answer] = reply.outcomes
         assert isinstance(answer, Pulled) and answer.status is PullStatus.FOUND
@@ -216,7 +216,7 @@ async def test_held_pulls_are_bounded_per_connection_and_in_all(
         assert p.hold.count == 3
         # answered pulls give their places back, per connection and in all
         p.put(1)
-        p.hold.notify_message_arriving("T", 0, 1)
+        p.hold.notify_arrivals({("T", 0): 1})
         await trio.testing.wait_all_tasks_blocked()
         assert p.hold.count == 0
         assert all(len(reply.outcomes) == 1 for _, reply in held)
@@ -278,11 +278,11 @@ async def test_an_arrival_during_a_held_pulls_off_loop_read_is_not_missed(tmp_pa
         [(outcome, reply)] = pulled
         assert outcome is None and p.hold.count == 1
         p.put(1, tags="a")  # filtered out
-        p.hold.notify_message_arriving("T", 0, 1)
+        p.hold.notify_arrivals({("T", 0): 1})
         await trio.testing.wait_all_tasks_blocked()
         assert len(reads.pending) == 1  # the held pull's re-run read only saw the "a"
         p.put(1, tags="b")  # arrives while that read is still on its way back
-        p.hold.notify_message_arriving("T", 0, 2)
+        p.hold.notify_arrivals({("T", 0): 2})
         await reads.release_all()
         # answered now, without waiting for the held pull's deadline (the clock did not move)
         assert p.hold.count == 0
