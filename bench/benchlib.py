@@ -159,6 +159,28 @@ def own_cpu_seconds() -> float:
     return t.user + t.system
 
 
+def sched_seconds(pid: int) -> tuple[float, float]:
+    """(on a CPU, runnable but waiting for one) seconds of all of a process's threads so far,
+    from /proc/<pid>/task/*/schedstat (threads that ended are not counted)."""
+    run = wait = 0
+    for tid in os.listdir(f"/proc/{pid}/task"):
+        try:
+            with open(f"/proc/{pid}/task/{tid}/schedstat") as f:
+                on_cpu, queued, _ = f.read().split()
+        except (OSError, ValueError):
+            continue  # the thread ended meanwhile
+        run += int(on_cpu)
+        wait += int(queued)
+    return run / 1e9, wait / 1e9
+
+
+def machine_busy() -> tuple[int, int]:
+    """(busy, all) CPU ticks of the machine so far, every CPU (idle and iowait are not busy)."""
+    with open("/proc/stat") as f:
+        ticks = [int(x) for x in f.readline().split()[1:]]
+    return sum(ticks) - ticks[3] - ticks[4], sum(ticks)
+
+
 def peak_rss_mb(pid: int) -> float:
     with open(f"/proc/{pid}/status") as f:
         for line in f:

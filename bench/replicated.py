@@ -10,7 +10,11 @@ SYNC_FLUSH) it measures, alternating unreplicated and replicated runs:
 - batched sends, 64 x 1 KiB per SEND_BATCH_MESSAGE, 8 in flight;
 and reports replicated / unreplicated as ``*_ratio`` (targets: >= 0.7 single, >= 0.6 batched),
 with the CPU time each process spent per message (``cpu_us_per_msg``: client, broker / master,
-slave), which says where the time goes whatever else the machine runs; plus, against the
+slave), which says where the time goes whatever else the machine runs, and each run's
+``cpu_share``: per process [% of the run on a CPU, % runnable but waiting for one] (schedstat;
+the rest it slept, waiting for a peer) and the machine's busy CPUs in % of one, which say
+whether a run was bound by a process at 100%, by CPUs taken by others, or by waiting
+(i28-repl8); plus, against the
 replicated ASYNC_FLUSH set: send latency p50/p99 at a fixed rate (default 5,000 msg/s; target
 p99 <= 10 ms) and the slave's replication lag (bytes of CommitLog the slave is behind the master,
 sampled every 20 ms during an extra, untimed single-send run: an upper bound, the slave is asked
@@ -42,8 +46,10 @@ from benchlib import (
     cpu_seconds,
     free_port,
     latency_at_rate,
+    machine_busy,
     own_cpu_seconds,
     pct,
+    sched_seconds,
     single_sends,
     stop_all,
     wait_writable,
@@ -95,16 +101,40 @@ async def make_topic(ns: str, topic: str, addr: str) -> None:
 
 async def measured(
     load: Callable[[], Awaitable[float]], total: int, client: bool, *pids: int
-) -> tuple[float, list[float]]:
-    """Run ``load``; (its msg/s, CPU us per message of [this process,] each pid)."""
+) -> tuple[float, list[float], dict[str, Any]]:
+    """Run ``load``; (its msg/s, CPU us per message of [this process,] each pid, the shares
+    of the run's wall time each of them spent on a CPU and waiting for one (percent), and
+    the machine's busy CPUs in percent of one: 200 is both CPUs of a 2-CPU host)."""
+    procs = ([os.getpid()] if client else []) + list(pids)
     before = ([own_cpu_seconds()] if client else []) + [cpu_seconds(p) for p in pids]
+    sched0, busy0, t0 = [sched_seconds(p) for p in procs], machine_busy(), time.perf_counter()
     rate = await load()
+    wall = time.perf_counter() - t0
+    sched1, busy1 = [sched_seconds(p) for p in procs], machine_busy()
     after = ([own_cpu_seconds()] if client else []) + [cpu_seconds(p) for p in pids]
-    return rate, [round((a - b) / total * 1e6, 1) for a, b in zip(after, before, strict=True)]
+    spent = [(b[0] - a[0], b[1] - a[1]) for a, b in zip(sched0, sched1, strict=True)]
+    share = {
+        "on_cpu_pct": [round(run / wall * 100) for run, _ in spent],
+        "runq_wait_pct": [round(wait / wall * 100) for _, wait in spent],
+        "machine_busy_pct": round(
+            (busy1[0] - busy0[0]) / max(1, busy1[1] - busy0[1]) * 100 * (os.cpu_count() or 1)
+        ),
+    }
+    cpu = [round((a - b) / total * 1e6, 1) for a, b in zip(after, before, strict=True)]
+    return rate, cpu, share
 
 
 def named(values: list[float], *names: str) -> dict[str, float]:
     return dict(zip(names, values, strict=True))
+
+
+def shares(share: dict[str, Any], *names: str) -> dict[str, Any]:
+    """Per process: [% of the run on a CPU, % runnable and waiting for one]; the rest of the
+    run it slept (waiting for the network or a peer). Plus the machine's busy CPUs."""
+    per = zip(share["on_cpu_pct"], share["runq_wait_pct"], strict=True)
+    out: dict[str, Any] = {n: list(x) for n, x in zip(names, per, strict=True)}
+    out["machine"] = share["machine_busy_pct"]
+    return out
 
 
 def main() -> None:
@@ -168,16 +198,16 @@ def main() -> None:
             await trio.sleep(4)  # the slave copied the topic and is in the SyncStateSet
             runs: list[dict[str, Any]] = []
             for _ in range(args.repeat):
-                base_single, cpu_ls = await measured(
+                base_single, cpu_ls, sh_ls = await measured(
                     lambda: single_sends(ns, t_lone, n_single), n_single, True, lone_proc.pid
                 )
-                repl_single, cpu_rs = await measured(
+                repl_single, cpu_rs, sh_rs = await measured(
                     lambda: single_sends(ns, t_repl, n_single), n_single, True, mpid, spid
                 )
-                base_batch, cpu_lb = await measured(
+                base_batch, cpu_lb, sh_lb = await measured(
                     lambda: batched_sends(ns, t_lone, n_batch), n_batch, True, lone_proc.pid
                 )
-                repl_batch, cpu_rb = await measured(
+                repl_batch, cpu_rb, sh_rb = await measured(
                     lambda: batched_sends(ns, t_repl, n_batch), n_batch, True, mpid, spid
                 )
                 # the lag in a run of its own: its status requests (a pair every 20 ms, ~0.5 ms of
@@ -200,6 +230,12 @@ def main() -> None:
                         "single_replicated": named(cpu_rs, "client", "master", "slave"),
                         "batched_unreplicated": named(cpu_lb, "client", "broker"),
                         "batched_replicated": named(cpu_rb, "client", "master", "slave"),
+                    },
+                    "cpu_share": {
+                        "single_unreplicated": shares(sh_ls, "client", "broker"),
+                        "single_replicated": shares(sh_rs, "client", "master", "slave"),
+                        "batched_unreplicated": shares(sh_lb, "client", "broker"),
+                        "batched_replicated": shares(sh_rb, "client", "master", "slave"),
                     },
                     "slave_lag_bytes": {
                         "p50": pct(lags, 0.5), "p99": pct(lags, 0.99),
