@@ -24,7 +24,17 @@ each (i28-repl6), 2.5-5 us a single send of each process that only the replicate
 
     .venv/bin/python bench/replicated.py [--quick] [--rate 5000] [--repeat 1]
 
-``--repeat N`` measures every pair N times and reports the median run. Prints ONE JSON line.
+``--repeat N`` measures every pair N times, the unreplicated side first in odd repeats and the
+replicated side first in even ones, and reports the run at the median batched ratio plus, for
+each ratio, every repeat's value and their median (``ratios``). Prints ONE JSON line.
+
+The bench client (this process) runs with the broker's garbage-collector policy
+(actors/kernel/gc_policy.py: the boot heap frozen, young collections after 10,000 new objects;
+``--client-gc default`` keeps CPython's). Measured (2026-11-29, 20,000 single sends): with
+CPython's settings a third of the client's CPU per single send was its collector (22-29 us),
+four or five full collections of ~90 ms each walking the boot heap and the run's futures, inside
+single-send phases of 1-2 s: the largest source of the single ratios' spread. The client is
+the load generator here, not what is measured; the brokers keep their own policy either way.
 """
 
 from __future__ import annotations
@@ -56,6 +66,7 @@ from benchlib import (
 )
 
 from rocketrio.actors.client.admin import MQAdmin
+from rocketrio.actors.kernel import gc_policy
 from rocketrio.actors.observe.logs import configure_logging
 
 
@@ -99,9 +110,12 @@ async def make_topic(ns: str, topic: str, addr: str) -> None:
     raise RuntimeError(f"cannot create {topic} on {addr}: {error}")
 
 
+Measured = tuple[float, list[float], dict[str, Any]]
+
+
 async def measured(
     load: Callable[[], Awaitable[float]], total: int, client: bool, *pids: int
-) -> tuple[float, list[float], dict[str, Any]]:
+) -> Measured:
     """Run ``load``; (its msg/s, CPU us per message of [this process,] each pid, the shares
     of the run's wall time each of them spent on a CPU and waiting for one (percent), and
     the machine's busy CPUs in percent of one: 200 is both CPUs of a 2-CPU host)."""
@@ -124,6 +138,17 @@ async def measured(
     return rate, cpu, share
 
 
+async def in_order(
+    first_a: bool, a: Callable[[], Awaitable[Measured]], b: Callable[[], Awaitable[Measured]]
+) -> tuple[Measured, Measured]:
+    """Run ``a`` and ``b`` one after the other, ``a`` first when ``first_a``; (a's, b's)."""
+    if first_a:
+        ra = await a()
+        return ra, await b()
+    rb = await b()
+    return await a(), rb
+
+
 def named(values: list[float], *names: str) -> dict[str, float]:
     return dict(zip(names, values, strict=True))
 
@@ -142,6 +167,7 @@ def main() -> None:
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--rate", type=int, default=5000)
     ap.add_argument("--repeat", type=int, default=1)
+    ap.add_argument("--client-gc", choices=("tuned", "default"), default="tuned")
     args = ap.parse_args()
     scale = 0.2 if args.quick else 1.0
     n_single, n_batch = int(50_000 * scale), int(200_000 * scale)
@@ -151,7 +177,9 @@ def main() -> None:
     ns_port, ctrl_port = free_port(taken), free_port(taken)
     ns = f"127.0.0.1:{ns_port}"
     procs: list[Proc] = []
-    result: dict[str, Any] = {"bench": "replicated", "body_bytes": len(BODY)}
+    result: dict[str, Any] = {
+        "bench": "replicated", "body_bytes": len(BODY), "client_gc": args.client_gc,
+    }  # fmt: skip
     try:
         procs.append(Proc("namesrv", "namesrv", {
             "listenPort": str(ns_port), "logDir": work, "enableControllerInNamesrv": "true",
@@ -197,18 +225,25 @@ def main() -> None:
             await wait_writable(ns, t_repl)
             await trio.sleep(4)  # the slave copied the topic and is in the SyncStateSet
             runs: list[dict[str, Any]] = []
-            for _ in range(args.repeat):
-                base_single, cpu_ls, sh_ls = await measured(
-                    lambda: single_sends(ns, t_lone, n_single), n_single, True, lone_proc.pid
+            for i in range(args.repeat):
+                lone_first = i % 2 == 0  # the side that goes first alternates between repeats
+                (base_single, cpu_ls, sh_ls), (repl_single, cpu_rs, sh_rs) = await in_order(
+                    lone_first,
+                    lambda: measured(
+                        lambda: single_sends(ns, t_lone, n_single), n_single, True, lone_proc.pid
+                    ),
+                    lambda: measured(
+                        lambda: single_sends(ns, t_repl, n_single), n_single, True, mpid, spid
+                    ),
                 )
-                repl_single, cpu_rs, sh_rs = await measured(
-                    lambda: single_sends(ns, t_repl, n_single), n_single, True, mpid, spid
-                )
-                base_batch, cpu_lb, sh_lb = await measured(
-                    lambda: batched_sends(ns, t_lone, n_batch), n_batch, True, lone_proc.pid
-                )
-                repl_batch, cpu_rb, sh_rb = await measured(
-                    lambda: batched_sends(ns, t_repl, n_batch), n_batch, True, mpid, spid
+                (base_batch, cpu_lb, sh_lb), (repl_batch, cpu_rb, sh_rb) = await in_order(
+                    lone_first,
+                    lambda: measured(
+                        lambda: batched_sends(ns, t_lone, n_batch), n_batch, True, lone_proc.pid
+                    ),
+                    lambda: measured(
+                        lambda: batched_sends(ns, t_repl, n_batch), n_batch, True, mpid, spid
+                    ),
                 )
                 # the lag in a run of its own: its status requests (a pair every 20 ms, ~0.5 ms of
                 # CPU each for the client, the master and the slave) stay out of the timed runs
@@ -248,7 +283,13 @@ def main() -> None:
             median = statistics.median_low(r["batched_ratio"] for r in runs)
             chosen = next(r for r in runs if r["batched_ratio"] == median)
             if args.repeat > 1:
-                chosen["all_runs_ratios"] = [(r["single_ratio"], r["batched_ratio"]) for r in runs]
+                chosen["ratios"] = {
+                    key: {
+                        "runs": [r[key] for r in runs],
+                        "median": round(statistics.median(r[key] for r in runs), 3),
+                    }
+                    for key in ("single_ratio", "batched_ratio")
+                }
             return chosen
 
         async def run() -> None:
@@ -266,6 +307,8 @@ def main() -> None:
                 "unreplicated_p99_ms": round(base99, 2),
             }
 
+        if args.client_gc == "tuned":
+            gc_policy.tune_server_gc()  # the load generator's collector (module doc)
         trio.run(run)
     finally:
         stop_all(procs, work)
