@@ -11,7 +11,8 @@ Written with `fastjson.encode` (alphabetical, compact, None omitted: a response 
 
 from __future__ import annotations
 
-from typing import Final
+from collections.abc import Callable
+from typing import Any, Final
 
 import attrs
 
@@ -25,15 +26,21 @@ BROADCASTING: Final = "BROADCASTING"
 MESSAGE_MODELS: Final = (CLUSTERING, BROADCASTING)  # upstream MessageModel
 
 
+def _one_of(names: tuple[str, ...]) -> Callable[[Any, attrs.Attribute[str], str], None]:
+    def check(_inst: Any, attribute: attrs.Attribute[str], value: str) -> None:
+        if value not in names:
+            raise ValueError(f"{attribute.name} must be one of {', '.join(names)}, not {value!r}")
+
+    return check
+
+
 @attrs.define(slots=True)
 class QueryAssignmentRequestBody:
     topic: str
     consumerGroup: str
     clientId: str
     strategyName: str | None = None  # the client's AllocateMessageQueueStrategy name
-    messageModel: str = attrs.field(
-        default=CLUSTERING, validator=attrs.validators.in_(MESSAGE_MODELS)
-    )
+    messageModel: str = attrs.field(default=CLUSTERING, validator=_one_of(MESSAGE_MODELS))
 
 
 @attrs.define(slots=True, frozen=True)
@@ -51,7 +58,7 @@ class QueryAssignmentResponseBody:
 class SetMessageRequestModeRequestBody:
     topic: str
     consumerGroup: str
-    mode: str = attrs.field(default=PULL, validator=attrs.validators.in_(REQUEST_MODES))
+    mode: str = attrs.field(default=PULL, validator=_one_of(REQUEST_MODES))
     popShareQueueNum: int = 0
 
 
