@@ -33,6 +33,7 @@ from rocketrio.actors.broker.dispatch.outcomes import DONE, Done, Refusal
 from rocketrio.actors.broker.dispatch.table import Handlers
 from rocketrio.actors.broker.tables.broker_tables import BrokerTables
 from rocketrio.actors.kernel.remoting import RemotingClient, RequestContext
+from rocketrio.actors.observe import events
 from rocketrio.protocol.assignment import (
     MessageRequestModeSerializeWrapper,
     QueryAssignmentRequestBody,
@@ -89,7 +90,10 @@ class AssignFeature:
             case Assigned(assignments):
                 return QueryAssignmentResponseBody(assignments)
             case NoAssignment(reason):
-                self.log.info("query_assignment_none", topic=req.topic, reason=reason)
+                none = events.AssignmentNone(
+                    topic=req.topic, group=req.consumerGroup, client_id=req.clientId, reason=reason
+                )
+                events.emit(self.log, none)
                 return QueryAssignmentResponseBody(None)
 
     async def set_mode(self, body: SetMessageRequestModeRequestBody) -> Done | Refusal:
@@ -103,6 +107,15 @@ class AssignFeature:
             )
         self.modes.set_mode(body)
         await self.modes.persist()
+        events.emit(
+            self.log,
+            events.MessageRequestModeSet(
+                topic=body.topic,
+                group=body.consumerGroup,
+                mode=body.mode,
+                pop_share_queue_num=body.popShareQueueNum,
+            ),
+        )
         return DONE
 
     def all_modes(self) -> MessageRequestModeSerializeWrapper:
