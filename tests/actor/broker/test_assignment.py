@@ -2,8 +2,9 @@
 heartbeat, QUERY_ASSIGNMENT splits the topic's 4 queues between them in PULL mode (AVG);
 `rocketrio admin setConsumeMode` turns the group to POP and both then pop the whole broker
 (queue id -1); `getConsumeMode` reads it back; after a restart the broker still answers POP
-(messageRequestMode.json). A mode for a retry topic or an unknown topic is refused with
-upstream's remark, and an unknown strategy gets no assignment (``{}``)."""
+(messageRequestMode.json). A slave copies its master's modes (SlaveSynchronize). A mode for a
+retry topic or an unknown topic is refused with upstream's remark, and an unknown strategy gets
+no assignment (``{}``)."""
 
 from __future__ import annotations
 
@@ -13,15 +14,23 @@ from pathlib import Path
 import trio
 import trio.testing
 
+from rocketrio.actors.broker.roles.slave_sync import SlaveSynchronize
+from rocketrio.actors.broker.tables.request_mode import REQUEST_MODE_FILE, RequestModeTable
 from rocketrio.actors.kernel.remoting import RemotingClient
 from rocketrio.protocol import fastjson
-from rocketrio.protocol.assignment import QueryAssignmentRequestBody, QueryAssignmentResponseBody
+from rocketrio.protocol.assignment import (
+    MessageRequestModeSerializeWrapper,
+    QueryAssignmentRequestBody,
+    QueryAssignmentResponseBody,
+    SetMessageRequestModeRequestBody,
+)
 from rocketrio.protocol.bodies import ConsumerData, HeartbeatData
 from rocketrio.protocol.codes import RequestCode, ResponseCode
 from rocketrio.protocol.remoting import RemotingCommand
 from rocketrio.protocol.serde import from_json, to_json
 from tests.harness.admin_cli import Capture, admin, make_topic, start_broker_node
 from tests.harness.replication import cluster
+from tests.harness.slave_sync import OLD, ScriptedMaster, inline, tables
 
 Queues = list[tuple[int, str]]
 
@@ -99,3 +108,36 @@ async def test_modes_for_retry_and_unknown_topics_are_refused(
             assert code == 1 and remark in err, (out, err)
         code, out, err = await admin(capsys, c, "getConsumeMode", "-n", ns, "-c", "DefaultCluster")
         assert code == 0 and "POP" not in out, err
+
+
+class ModesMaster(ScriptedMaster):
+    """A scripted master that also answers GET_ALL_MESSAGE_REQUEST_MODE."""
+
+    def __init__(self, modes: MessageRequestModeSerializeWrapper) -> None:
+        super().__init__(queues=4, offset=0)
+        self.modes = modes
+
+    async def invoke(self, addr: str, cmd: RemotingCommand, timeout: float) -> RemotingCommand:
+        if cmd.code == RequestCode.GET_ALL_MESSAGE_REQUEST_MODE:
+            self.calls.append(cmd.code)
+            return RemotingCommand(ResponseCode.SUCCESS, body=fastjson.encode(self.modes))
+        return await super().invoke(addr, cmd, timeout)
+
+
+async def test_a_slave_copies_and_persists_its_masters_modes(
+    tmp_path: Path, mock_clock: trio.testing.MockClock
+) -> None:
+    topics, groups, offsets = tables(tmp_path)
+    modes = RequestModeTable("broker-a", str(tmp_path), run_blocking=inline)
+    await modes.load_file()
+    modes.set_mode(SetMessageRequestModeRequestBody("Old", "G", "POP"))  # not on the master
+    pop = SetMessageRequestModeRequestBody("T", "G", "POP", 2)
+    master = ModesMaster(MessageRequestModeSerializeWrapper({"T": {"G": pop}}))
+    sync = SlaveSynchronize(
+        topics=topics, groups=groups, offsets=offsets, master_addr=lambda: OLD, request_modes=modes
+    )
+    await sync.sync_all(master, OLD)  # type: ignore[arg-type]
+    assert RequestCode.GET_ALL_MESSAGE_REQUEST_MODE in master.calls
+    assert modes.modes == {"T": {"G": pop}}
+    on_disk = json.loads((tmp_path / "config" / REQUEST_MODE_FILE).read_text())
+    assert on_disk["messageRequestModeMap"]["T"]["G"]["popShareQueueNum"] == 2
