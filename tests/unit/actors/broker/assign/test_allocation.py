@@ -111,6 +111,20 @@ def test_pop_share_adds_the_next_consumers_queues_wrapping_around() -> None:
     assert allocate_for_pop(allocate_averagely, "x", mqs(6), cids(4), 1) == []
 
 
+@pytest.mark.parametrize("name", sorted(STRATEGIES))
+@given(st.integers(3, 8), st.integers(0, 8), st.integers(1, 6))
+def test_with_a_share_of_k_every_queue_is_popped_by_k_plus_one_consumers(
+    name: str, n_cid: int, extra_mq: int, k: int
+) -> None:
+    share = min(k, n_cid - 2)  # 0 < share < consumers - 1: a real share
+    n_mq = n_cid + extra_mq  # no more consumers than queues
+    got = [
+        allocate_for_pop(STRATEGIES[name], c, mqs(n_mq), cids(n_cid), share) for c in cids(n_cid)
+    ]
+    counts = [sum(q in set(g) for g in got) for q in mqs(n_mq)]
+    assert counts == [share + 1] * n_mq
+
+
 def test_pop_with_more_consumers_than_queues_gives_each_one_queue() -> None:
     got = [ids(allocate_for_pop(allocate_averagely, c, mqs(2), cids(5), 1)) for c in cids(5)]
     assert got == [[0], [1], [0], [1], [0]]
