@@ -420,6 +420,7 @@ def load_command_modules() -> None:
     from rocketrio.cli import (
         admin_auth,  # noqa: F401 (ACL 2.0 users and ACLs)
         admin_config,  # noqa: F401 (configs, write perms, topic perm)
+        admin_consume_mode,  # noqa: F401 (setConsumeMode, getConsumeMode)
         admin_consumer_status,  # noqa: F401 (consumerStatus)
         admin_container,  # noqa: F401 (addBroker, removeBroker: broker containers)
         admin_groups,  # noqa: F401 (groups, connections, topic lists)

@@ -94,7 +94,7 @@ def _explain(exc: BaseException, cls: type) -> str:
             elif isinstance(sub, ClassValidationError):
                 msgs.append(f"{field}: {_explain(sub, cls)}")
             else:
-                msgs.append(f"field '{field}': {sub}")
+                msgs.append(f"field '{field}': {sub}" if field else str(sub))
         return "; ".join(msgs) or str(exc)
     if isinstance(exc, ForbiddenExtraKeysError):
         return f"unknown fields {sorted(exc.extra_fields)}"

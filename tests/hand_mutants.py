@@ -58,6 +58,10 @@ _CX = "tests/unit/storage/test_cq_ext.py::"
 _FD = "tests/unit/actors/broker/dispatch/test_filter_data.py::"
 _RC = "tests/unit/protocol/test_request_code_census.py::"
 _GD = "tests/actor/observe/test_grafana_dashboard.py::"
+_QA = "tests/unit/actors/broker/assign/test_allocation.py::"
+_QQ = "tests/unit/actors/broker/assign/test_queues.py::"
+_QM = "tests/unit/actors/broker/tables/test_request_mode.py::"
+_QT = "tests/actor/broker/test_assignment.py::"
 _CD = "tests/actor/cli/test_consume_directly.py::"
 _LP = "tests/actor/broker/test_lost_page_recovery.py::"
 _LQ = "tests/unit/storage/test_lost_page_quarantine.py::"
@@ -2726,6 +2730,137 @@ MUTANTS: list[Mutant] = [
         "            hlen = _OK_FIXED + len(digits)\n",
         "            hlen = _OK_FIXED  # MUTANT\n",
         [_DA + "test_the_direct_path_answers_the_generic_paths_bytes"],
+    ),
+    Mutant(
+        "assignment: AVG starts a short block without the extra queues before it",
+        "actors/broker/assign/allocation.py",
+        "    start = index * average if (mod > 0 and index < mod) else index * average + mod\n",
+        "    start = index * average  # MUTANT\n",
+        [_QA + "test_every_queue_goes_to_exactly_one_consumer"],
+    ),
+    Mutant(
+        "assignment: AVG_BY_CIRCLE deals from the first queue for every consumer",
+        "actors/broker/assign/allocation.py",
+        "    return [mq_all[i] for i in range(index, len(mq_all)) if i % len(cid_all) == index]\n",
+        "    return [mq_all[i] for i in range(len(mq_all)) if i <= index]  # MUTANT\n",
+        [_QA + "test_by_circle_deals_the_queues_round_robin"],
+    ),
+    Mutant(
+        "assignment: a POP share of consumers - 1 is taken as a share, not as every broker",
+        "actors/broker/assign/allocation.py",
+        "    if share <= 0 or share >= len(cid_all) - 1:\n",
+        "    if share <= 0 or share > len(cid_all) - 1:  # MUTANT\n",
+        [_QA + "test_pop_without_a_share_gives_every_consumer_every_broker"],
+    ),
+    Mutant(
+        "assignment: the POP share does not wrap around to the first consumers",
+        "actors/broker/assign/allocation.py",
+        "            result += strategy(cid_all[(index + step) % len(cid_all)], mq_all, cid_all)\n",
+        "            result += strategy("
+        "cid_all[min(index + step, len(cid_all) - 1)], mq_all, cid_all)  # MUTANT\n",
+        [_QA + "test_pop_share_adds_the_next_consumers_queues_wrapping_around"],
+    ),
+    Mutant(
+        "assignment: more POP consumers than queues still use the strategy (some get none)",
+        "actors/broker/assign/allocation.py",
+        "    if len(cid_all) > len(mq_all):\n",
+        "    if False:  # MUTANT\n",
+        [_QA + "test_pop_with_more_consumers_than_queues_gives_each_one_queue"],
+    ),
+    Mutant(
+        "assignment: a retry topic never set takes the broker's default mode, not PULL",
+        "actors/broker/assign/allocation.py",
+        "    if topic.startswith(RETRY_GROUP_TOPIC_PREFIX):\n",
+        "    if False:  # MUTANT\n",
+        [_QA + "test_the_mode_set_wins_then_pull_for_retry_topics_then_the_default"],
+    ),
+    Mutant(
+        "assignment: the default POP share also applies to the default PULL mode",
+        "actors/broker/assign/allocation.py",
+        "    share = defaults.pop_share if defaults.mode == POP else 0\n",
+        "    share = defaults.pop_share  # MUTANT\n",
+        [_QA + "test_the_mode_set_wins_then_pull_for_retry_topics_then_the_default"],
+    ),
+    Mutant(
+        "assignment: BROADCASTING consumers are split like CLUSTERING ones",
+        "actors/broker/assign/allocation.py",
+        "    if req.messageModel == BROADCASTING or not server_balance:\n",
+        "    if not server_balance:  # MUTANT\n",
+        [_QA + "test_broadcasting_and_no_server_balance_give_every_queue"],
+    ),
+    Mutant(
+        "assignment: an unknown strategy name falls back to AVG instead of no answer",
+        "actors/broker/assign/allocation.py",
+        '    strategy = STRATEGIES.get(req.strategyName or "")\n',
+        '    strategy = STRATEGIES.get(req.strategyName or "", allocate_averagely)  # MUTANT\n',
+        [
+            _QA + "test_no_answer_cases",
+            _QT + "test_set_pop_mode_query_as_two_consumers_and_restart",
+        ],
+    ),
+    Mutant(
+        "assignment: the consumers are taken in join order, not sorted",
+        "actors/broker/assign/allocation.py",
+        "    cids = sorted(consumers)\n",
+        "    cids = list(consumers)  # MUTANT\n",
+        [_QA + "test_assign_answers_the_sorted_queues_with_the_mode"],
+    ),
+    Mutant(
+        "assignment: an LMQ topic is looked up in the route instead of being its one queue",
+        "actors/broker/assign/allocation.py",
+        "        queues = [MessageQueue(req.topic, broker_name, LMQ_QUEUE_ID)]\n",
+        "        pass  # MUTANT\n",
+        [_QA + "test_an_lmq_topic_is_its_one_queue_on_this_broker"],
+    ),
+    Mutant(
+        "assignment: a write-only broker set's queues are assigned",
+        "actors/broker/assign/queues.py",
+        "        if qd.perm & PERM_READ\n",
+        "        if True  # MUTANT\n",
+        [_QQ + "test_the_routes_readable_queues_of_every_broker"],
+    ),
+    Mutant(
+        "assignment: the route is cached forever",
+        "actors/broker/assign/queues.py",
+        "        if hit is not None and now - hit[0] < CACHE_S:\n",
+        "        if hit is not None:  # MUTANT\n",
+        [_QQ + "test_the_route_is_cached_then_asked_again"],
+    ),
+    Mutant(
+        "request modes: the first mode set for a (topic, group) wins",
+        "actors/broker/tables/request_mode.py",
+        "        self.modes.setdefault(body.topic, {})[body.consumerGroup] = attrs.evolve(body)\n",
+        "        self.modes.setdefault(body.topic, {}).setdefault(body.consumerGroup, body)"
+        "  # MUTANT\n",
+        [_QM + "test_unset_is_none_and_the_last_set_wins"],
+    ),
+    Mutant(
+        "request modes: adopting says changed even when nothing changed (a write every round)",
+        "actors/broker/tables/request_mode.py",
+        "        changed, self.modes = modes != self.modes, modes\n",
+        "        changed, self.modes = True, modes  # MUTANT\n",
+        [_QM + "test_adopting_a_snapshot_gives_the_same_modes"],
+    ),
+    Mutant(
+        "request modes: SET_MESSAGE_REQUEST_MODE answers before the file is written",
+        "actors/broker/assign/feature.py",
+        "        await self.modes.persist()\n",
+        "        pass  # MUTANT\n",
+        [_QT + "test_set_pop_mode_query_as_two_consumers_and_restart"],
+    ),
+    Mutant(
+        "request modes: a retry topic's mode may be set",
+        "actors/broker/assign/feature.py",
+        '        if body.topic.startswith("%RETRY%"):\n',
+        "        if False:  # MUTANT\n",
+        [_QT + "test_modes_for_retry_and_unknown_topics_are_refused"],
+    ),
+    Mutant(
+        "request modes: a slave adopts its master's modes but does not write them",
+        "actors/broker/roles/slave_sync.py",
+        "                await self.request_modes.persist()\n",
+        "                pass  # MUTANT\n",
+        [_QT + "test_a_slave_copies_and_persists_its_masters_modes"],
     ),
 ]
 

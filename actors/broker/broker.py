@@ -22,6 +22,7 @@ import structlog
 import trio
 
 from rocketrio.actors.broker.admin.feature import AdminFeature
+from rocketrio.actors.broker.assign.feature import AssignFeature
 from rocketrio.actors.broker.auth.feature import AuthFeature
 from rocketrio.actors.broker.boot.broker_io import BrokerIO
 from rocketrio.actors.broker.boot.config import BrokerConfig, BrokerRole
@@ -277,6 +278,9 @@ class Broker:
             addr=lambda: self.addr,
         )
         self.auth = AuthFeature(io.config, t.auth)
+        self.assign = AssignFeature(
+            io, tables=t, consumers=self._consumer_ids, client=lambda: self._client
+        )
         self.ha_status = HAStatusService(
             serving_as_master=is_master,
             master=self.ha_master,
@@ -290,6 +294,11 @@ class Broker:
         self.live_config = LiveConfig(
             io, [self.send, self.reply, self.pull, self.clients, self.filters, t, s]
         )
+
+    def _consumer_ids(self, group: str) -> list[str] | None:
+        """The client ids of ``group``'s heartbeats here (None: no such group)."""
+        info = self.clients.consumers.get(group)
+        return None if info is None else info.client_ids()
 
     def _build_dispatch(self) -> None:
         """The one request table, the remoting server and the NameServer registration."""
@@ -309,6 +318,7 @@ class Broker:
             ("ha", self.ha_status.handlers()),
             ("store", self.store.handlers()),
             ("auth", self.auth.handlers()),
+            ("assign", self.assign.handlers()),
             ("boot", self.live_config.handlers()),
         ]
         strict_locks = self.failover.lock_wrapper(self.clients.processor, self.roles.group_members)

@@ -130,6 +130,14 @@ class BrokerConfig(RemotingServerConfig):
     # how long a queue lock of an orderly consumer lives on the broker without renewal
     # (upstream's system property rocketmq.broker.rebalance.lockMaxLiveTime)
     rebalanceLockMaxLiveTime: int = attrs.field(default=60_000, validator=positive)
+    # the broker's queue assignment (QUERY_ASSIGNMENT, actors/broker/assign/): the mode of a
+    # (topic, group) never set by SET_MESSAGE_REQUEST_MODE, its POP share, and whether the
+    # broker splits the queues at all (off: every consumer gets every queue)
+    defaultMessageRequestMode: str = attrs.field(
+        default="PULL", validator=attrs.validators.in_(("PULL", "POP"))
+    )
+    defaultPopShareQueueNum: int = -1
+    serverLoadBalancerEnable: bool = True
     # consumer offsets / retries
     flushConsumerOffsetInterval: int = attrs.field(default=5000, validator=positive)
     maxReconsumeTimes: int = attrs.field(default=16, validator=non_negative)

@@ -26,6 +26,9 @@ GET_ALL_SUBSCRIPTIONGROUP_CONFIG and GET_ALL_CONSUMER_OFFSET and adopts them:
 - delay offsets (GET_ALL_DELAY_OFFSET, delayOffset.json): the master's table replaces ours,
   so a promoted slave's schedule service re-puts from where the master stopped (at most what
   the master re-put since this slave's last round is re-put again);
+- message request modes (GET_ALL_MESSAGE_REQUEST_MODE, messageRequestMode.json): the master's
+  table replaces ours and is persisted when it differs (upstream syncMessageRequestMode), so a
+  slave's QUERY_ASSIGNMENT answers with the modes set on its master;
 - ACL 2.0 users and ACLs (AUTH_LIST_USER / AUTH_LIST_ACL, signed with the broker's
   innerClientAuthenticationCredentials like every call it makes): the master's tables replace
   ours when they differ, then both files are persisted, so a promoted slave enforces the same
@@ -72,10 +75,12 @@ from rocketrio.actors.broker.tables.delay_offset import (
     DelayOffsetSerializeWrapper,
     DelayOffsetTable,
 )
+from rocketrio.actors.broker.tables.request_mode import RequestModeTable
 from rocketrio.actors.broker.tables.tables import GroupTable, OffsetTable, TopicTable
 from rocketrio.actors.broker.tables.topic_queue_mapping import TopicQueueMappingTable
 from rocketrio.actors.kernel.remoting import RemotingClient, RemotingError
 from rocketrio.actors.observe import events
+from rocketrio.protocol.assignment import MessageRequestModeSerializeWrapper
 from rocketrio.protocol.auth_bodies import AclInfo, UserInfo
 from rocketrio.protocol.bodies import (
     ConsumerOffsetSerializeWrapper,
@@ -121,6 +126,7 @@ class SlaveSynchronize:
             mappings=tables.mappings,
             keep_higher=io.config.enableSlaveActingMaster,
             may_follow=may_follow,
+            request_modes=tables.request_modes,
         )
 
     def __init__(
@@ -137,8 +143,10 @@ class SlaveSynchronize:
         mappings: TopicQueueMappingTable | None = None,
         keep_higher: bool = False,
         may_follow: bool = True,
+        request_modes: RequestModeTable | None = None,
     ) -> None:
         self.may_follow = may_follow
+        self.request_modes = request_modes
         self.keep_higher = keep_higher
         self.mappings = mappings
         self.auth = auth
@@ -240,9 +248,9 @@ class SlaveSynchronize:
         self.rounds += 1
 
     async def sync_metadata(self, client: RemotingClient, addr: str) -> None:
-        """Topics (and static-topic mappings), groups, delay offsets and ACLs: each table is
-        fetched, then applied only while ``addr`` is still the master this broker follows (no
-        await between that check and the change)."""
+        """Topics (and static-topic mappings), groups, delay offsets, request modes and ACLs:
+        each table is fetched, then applied only while ``addr`` is still the master this broker
+        follows (no await between that check and the change)."""
         topics = await self._get(client, addr, RequestCode.GET_ALL_TOPIC_CONFIG)
         wrapper = from_json(TopicConfigAndMappingDetailWrapper, topics)
         mappings = self.mappings
@@ -272,6 +280,10 @@ class SlaveSynchronize:
         if self.delay_offsets is not None:
             raw = await self._get(client, addr, RequestCode.GET_ALL_DELAY_OFFSET)
             self.delay_offsets.adopt(from_json(DelayOffsetSerializeWrapper, raw))
+        if self.request_modes is not None:
+            raw = await self._get(client, addr, RequestCode.GET_ALL_MESSAGE_REQUEST_MODE)
+            if self.request_modes.adopt(from_json(MessageRequestModeSerializeWrapper, raw)):
+                await self.request_modes.persist()
         if self.auth is not None:
             await self._sync_auth(client, addr, self.auth)
 

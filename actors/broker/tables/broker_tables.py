@@ -1,5 +1,6 @@
 """The broker's JSON-file tables, built and loaded together: topics, subscription groups,
-consumer offsets, users and ACLs, static-topic mappings and delay offsets.
+consumer offsets, users and ACLs, static-topic mappings, delay offsets and message request
+modes.
 
 Each table owns its file in ``storePathRootDir/config`` (config_file.py: atomic writes with a
 ``.bak``); this class only builds them with the broker's I/O, loads them at open (logging a file
@@ -21,6 +22,7 @@ from rocketrio.actors.broker.tables.delay_offset import (
     DelayOffsetTable,
 )
 from rocketrio.actors.broker.tables.json_table import JsonFileTable, config_path
+from rocketrio.actors.broker.tables.request_mode import RequestModeTable
 from rocketrio.actors.broker.tables.tables import GroupTable, OffsetTable, TopicTable
 from rocketrio.actors.broker.tables.topic_queue_mapping import TopicQueueMappingTable
 
@@ -39,6 +41,9 @@ class BrokerTables:
         self.offsets = OffsetTable(config, now_ms, run_blocking=run_blocking, fs=fs)
         self.auth = AuthTable(config, now_ms, run_blocking=run_blocking, fs=fs)
         self.mappings = TopicQueueMappingTable(config, now_ms, run_blocking=run_blocking, fs=fs)
+        self.request_modes = RequestModeTable(
+            config.brokerName, config.storePathRootDir, run_blocking=run_blocking, fs=fs
+        )
         self.delay_offsets = DelayOffsetFile(
             config_path(config.storePathRootDir, DELAY_OFFSET_FILE),
             DelayOffsetTable(now_ms, config.delayOffsetUpdateVersionStep),
@@ -69,6 +74,7 @@ class BrokerTables:
             self.offsets,
             self.auth,
             self.delay_offsets,
+            self.request_modes,
         )
 
     async def run_writers(self) -> None:

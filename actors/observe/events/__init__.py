@@ -43,6 +43,7 @@ from rocketrio.actors.observe.events.auth import (
     AuthUserUpdated,
 )
 from rocketrio.actors.observe.events.broker import (
+    AssignmentNone,
     BrokerHeartbeatFailed,
     ConfigLoadedFromBackup,
     ConfigPersistFailed,
@@ -50,6 +51,7 @@ from rocketrio.actors.observe.events.broker import (
     FilterDataCleaned,
     GroupOffsetCloned,
     HeldPullFailed,
+    MessageRequestModeSet,
     MessageToDlq,
     MetaJournalFailed,
     MetaJournalReplayed,

@@ -437,3 +437,26 @@ class ReplyPushFailed(LogEvent):
 
     topic: str
     reason: str
+
+
+@event("assignment_none", "warning")
+@attrs.frozen(kw_only=True)
+class AssignmentNone(LogEvent):
+    """QUERY_ASSIGNMENT had no valid answer (assign/allocation.py: no route, no consumers here,
+    an unknown strategy, input a strategy refuses); the client keeps the queues it has."""
+
+    topic: str
+    group: str
+    client_id: str
+    reason: str
+
+
+@event("message_request_mode_set")
+@attrs.frozen(kw_only=True)
+class MessageRequestModeSet(LogEvent):
+    """SET_MESSAGE_REQUEST_MODE recorded (and persisted) a group's mode for a topic."""
+
+    topic: str
+    group: str
+    mode: str
+    pop_share_queue_num: int

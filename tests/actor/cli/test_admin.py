@@ -45,6 +45,11 @@ def unknown_cases(ns: str, ctrl: str) -> list[tuple[list[str], str]]:
         (["consumerProgress", "-n", ns, "-g", "NoGroup", "-t", "T"], "group NoGroup is unknown"),
         (["consumerProgress", "-n", ns, "-g", "G", "-t", "NoTopic"], "no route for topic NoTopic"),
         (["popProgress", "-n", ns, "-g", "NoGroup"], "consumer group NoGroup is unknown"),
+        (
+            ["setConsumeMode", "-n", ns, "-b", NOBODY, "-t", "T", "-g", "G", "-m", "POP"],
+            f"cannot connect to {NOBODY}",
+        ),
+        (["getConsumeMode", "-n", ns, "-c", "NoCluster"], "cluster NoCluster is unknown"),
         (["getControllerMetaData", "-a", "10.0.7.8:9878"], "cannot connect to 10.0.7.8:9878"),
         (["getSyncStateSet", "-a", ctrl, "-b", "NoSet"], "NoSet unknown to the controller"),
         (

@@ -1,0 +1,1 @@
+"""The broker's queue assignment: QUERY_ASSIGNMENT and the message request modes."""
