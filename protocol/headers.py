@@ -444,6 +444,15 @@ class DeleteSubscriptionGroupRequestHeader:
 
 
 @attrs.define(slots=True)
+class UpdateGroupForbiddenRequestHeader:
+    """UPDATE_AND_GET_GROUP_FORBIDDEN (353): no ``readable`` only reads the current value."""
+
+    group: str
+    topic: str
+    readable: bool | None = None
+
+
+@attrs.define(slots=True)
 class GetSubscriptionGroupConfigRequestHeader:
     group: str
 

@@ -70,6 +70,8 @@ _RR = "tests/unit/storage/test_replica_runs.py::"
 _IE = "tests/unit/storage/test_index_entries.py::"
 _AF = "tests/actor/kernel/test_answer_flush.py::"
 _DS = "tests/unit/actors/broker/send/test_direct_send.py::"
+_GF = "tests/actor/broker/test_group_forbidden.py::"
+_UGF = "tests/unit/actors/broker/tables/test_group_forbidden.py::"
 _SD = "tests/system/test_chaos_slow_disk.py::"
 _DA = "tests/unit/actors/broker/pop/test_direct_ack.py::"
 _PN = "tests/actor/broker/test_pop_nowait.py::"
@@ -2861,6 +2863,59 @@ MUTANTS: list[Mutant] = [
         "                await self.request_modes.persist()\n",
         "                pass  # MUTANT\n",
         [_QT + "test_a_slave_copies_and_persists_its_masters_modes"],
+    ),
+    # --- m11-ops: UPDATE_AND_GET_GROUP_FORBIDDEN (353) ---
+    Mutant(
+        "group forbidden: a read-forbidden group may still pull",
+        "actors/broker/pull/processor.py",
+        "        if self.groups.is_forbidden(sgc.groupName, h.topic, PERM_INDEX_READ):\n",
+        "        if False:  # MUTANT\n",
+        [_GF + "test_forbid_read_refuses_pull_and_persists"],
+    ),
+    Mutant(
+        "group forbidden: the change is not persisted before the answer",
+        "actors/broker/admin/processor.py",
+        "            h.group, h.topic, PERM_INDEX_READ, not h.readable\n        ):\n"
+        "            await self.groups.persist()\n",
+        "            h.group, h.topic, PERM_INDEX_READ, not h.readable\n        ):\n"
+        "            pass  # MUTANT\n",
+        [_GF + "test_forbid_read_refuses_pull_and_persists"],
+    ),
+    Mutant(
+        "group forbidden: readable=true sets the bit instead of clearing it",
+        "actors/broker/admin/processor.py",
+        "            h.group, h.topic, PERM_INDEX_READ, not h.readable\n",
+        "            h.group, h.topic, PERM_INDEX_READ, True  # MUTANT\n",
+        [_GF + "test_forbid_read_refuses_pull_and_persists"],
+    ),
+    Mutant(
+        "group forbidden: a clear to 0 keeps the group's other topics (not upstream's rule)",
+        "actors/broker/tables/subscription_group.py",
+        "            if self.forbidden.pop(group, None) is None:\n",
+        "            if self.forbidden.get(group, {}).pop(topic, None) is None:  # MUTANT\n",
+        [_UGF + "test_bits_follow_upstreams_rule"],
+    ),
+    Mutant(
+        "group forbidden: the bits are not loaded from subscriptionGroup.json",
+        "actors/broker/tables/subscription_group.py",
+        "        self.forbidden = {g: dict(topics) for g, topics in "
+        "wrapper.forbiddenTable.items()}\n",
+        "        self.forbidden = {}  # MUTANT\n",
+        [_GF + "test_forbid_read_refuses_pull_and_persists"],
+    ),
+    Mutant(
+        "group forbidden: deleting a group keeps its bits",
+        "actors/broker/tables/subscription_group.py",
+        "        had_bits = self.forbidden.pop(group, None) is not None\n",
+        "        had_bits = False  # MUTANT\n",
+        [_GF + "test_clear_drops_the_groups_whole_entry_and_delete_group_drops_it"],
+    ),
+    Mutant(
+        "group forbidden: a slave takes its master's forbidden bits",
+        "actors/broker/roles/slave_sync.py",
+        "            self.groups.load(attrs.evolve(gw, forbiddenTable=self.groups.forbidden))\n",
+        "            self.groups.load(gw)  # MUTANT\n",
+        ["tests/actor/broker/test_slave_sync.py::test_a_slave_keeps_its_own_forbidden_bits"],
     ),
 ]
 
