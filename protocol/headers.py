@@ -444,6 +444,13 @@ class DeleteSubscriptionGroupRequestHeader:
 
 
 @attrs.define(slots=True)
+class ResumeCheckHalfMessageRequestHeader:
+    """RESUME_CHECK_HALF_MESSAGE (323): the half's offset message id (nullable upstream)."""
+
+    msgId: str | None = None
+
+
+@attrs.define(slots=True)
 class UpdateGroupForbiddenRequestHeader:
     """UPDATE_AND_GET_GROUP_FORBIDDEN (353): no ``readable`` only reads the current value."""
 

@@ -72,6 +72,7 @@ _AF = "tests/actor/kernel/test_answer_flush.py::"
 _DS = "tests/unit/actors/broker/send/test_direct_send.py::"
 _GF = "tests/actor/broker/test_group_forbidden.py::"
 _UGF = "tests/unit/actors/broker/tables/test_group_forbidden.py::"
+_TR = "tests/actor/client/test_transaction_resume.py::"
 _SD = "tests/system/test_chaos_slow_disk.py::"
 _DA = "tests/unit/actors/broker/pop/test_direct_ack.py::"
 _PN = "tests/actor/broker/test_pop_nowait.py::"
@@ -2916,6 +2917,28 @@ MUTANTS: list[Mutant] = [
         "            self.groups.load(attrs.evolve(gw, forbiddenTable=self.groups.forbidden))\n",
         "            self.groups.load(gw)  # MUTANT\n",
         ["tests/actor/broker/test_slave_sync.py::test_a_slave_keeps_its_own_forbidden_bits"],
+    ),
+    # --- m11-ops: RESUME_CHECK_HALF_MESSAGE (323) ---
+    Mutant(
+        "resume half: the check count is kept instead of reset to 0",
+        "actors/broker/transaction/resume.py",
+        "    return renewed_half(msg, 0, born_host_of(msg))\n",
+        "    return renewed_half(msg, 1, born_host_of(msg))  # MUTANT\n",
+        [_TR + "test_a_discarded_half_is_checked_again_and_committed_once"],
+    ),
+    Mutant(
+        "resume half: a message that is not a half is put into the half queue",
+        "actors/broker/transaction/resume.py",
+        "    if PROPERTY_REAL_TOPIC not in msg.properties:\n",
+        "    if False:  # MUTANT\n",
+        [_TR + "test_bad_ids_non_halves_and_a_slave_are_refused_with_nothing_written"],
+    ),
+    Mutant(
+        "resume half: a slave writes the half",
+        "actors/broker/transaction/resume.py",
+        "    if not is_master():\n",
+        "    if False:  # MUTANT\n",
+        [_TR + "test_bad_ids_non_halves_and_a_slave_are_refused_with_nothing_written"],
     ),
 ]
 

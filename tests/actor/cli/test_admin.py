@@ -21,6 +21,7 @@ from rocketrio.actors.client.message import Message
 from rocketrio.actors.client.producer import Producer
 from rocketrio.actors.client.push_consumer import ConsumeStatus, PushConsumer
 from rocketrio.cli import admin as cli_admin
+from rocketrio.protocol.message import offset_msg_id
 from tests.harness.admin_cli import HOST, ISO_DATE, Capture, admin, start_broker_node
 from tests.harness.clock import EPOCH_MS
 from tests.harness.replication import cluster
@@ -50,6 +51,16 @@ def unknown_cases(ns: str, ctrl: str) -> list[tuple[list[str], str]]:
             f"cannot connect to {NOBODY}",
         ),
         (["getConsumeMode", "-n", ns, "-c", "NoCluster"], "cluster NoCluster is unknown"),
+        (
+            [
+                "resumeCheckHalfMessage",
+                "-n",
+                ns,
+                "-i",
+                offset_msg_id(bytes([10, 0, 7, 7]), 10911, 0),
+            ],
+            f"cannot connect to {NOBODY}",
+        ),
         (
             ["updateAndGetGroupReadForbidden", "-n", ns, "-b", NOBODY, "-g", "G", "-t", "T"],
             f"cannot connect to {NOBODY}",
