@@ -419,6 +419,7 @@ def load_command_modules() -> None:
     from here, so it is imported here (once the registry exists), not at the top."""
     from rocketrio.cli import (
         admin_auth,  # noqa: F401 (ACL 2.0 users and ACLs)
+        admin_clean_unused_topic,  # noqa: F401 (cleanUnusedTopic)
         admin_config,  # noqa: F401 (configs, write perms, topic perm)
         admin_consume_mode,  # noqa: F401 (setConsumeMode, getConsumeMode)
         admin_consumer_status,  # noqa: F401 (consumerStatus)

@@ -73,6 +73,7 @@ _DS = "tests/unit/actors/broker/send/test_direct_send.py::"
 _GF = "tests/actor/broker/test_group_forbidden.py::"
 _UGF = "tests/unit/actors/broker/tables/test_group_forbidden.py::"
 _TR = "tests/actor/client/test_transaction_resume.py::"
+_CU = "tests/actor/broker/test_clean_unused_topic.py::"
 _SD = "tests/system/test_chaos_slow_disk.py::"
 _DA = "tests/unit/actors/broker/pop/test_direct_ack.py::"
 _PN = "tests/actor/broker/test_pop_nowait.py::"
@@ -2939,6 +2940,35 @@ MUTANTS: list[Mutant] = [
         "    if not is_master():\n",
         "    if False:  # MUTANT\n",
         [_TR + "test_bad_ids_non_halves_and_a_slave_are_refused_with_nothing_written"],
+    ),
+    # --- m11-ops: CLEAN_UNUSED_TOPIC (316) ---
+    Mutant(
+        "unused topics: a system topic loses its queues",
+        "actors/broker/admin/unused_topics.py",
+        "    return not in_table and not is_system and not topic.startswith(LMQ_PREFIX)\n",
+        "    return not in_table and not topic.startswith(LMQ_PREFIX)  # MUTANT\n",
+        [_CU + "test_only_topics_without_config_lose_their_queues"],
+    ),
+    Mutant(
+        "unused topics: an LMQ loses its queues",
+        "actors/broker/admin/unused_topics.py",
+        "    return not in_table and not is_system and not topic.startswith(LMQ_PREFIX)\n",
+        "    return not in_table and not is_system  # MUTANT\n",
+        ["tests/unit/actors/broker/admin/test_unused_topics.py::test_the_rule"],
+    ),
+    Mutant(
+        "unused topics: a configured topic loses its queues",
+        "actors/broker/admin/unused_topics.py",
+        "        used = topics.select(topic) is not None\n",
+        "        used = False  # MUTANT\n",
+        [_CU + "test_only_topics_without_config_lose_their_queues"],
+    ),
+    Mutant(
+        "unused topics: a broker not serving as master cleans",
+        "actors/broker/admin/unused_topics.py",
+        "    if not is_master():\n",
+        "    if False:  # MUTANT\n",
+        [_CU + "test_a_broker_not_serving_as_master_removes_nothing"],
     ),
 ]
 

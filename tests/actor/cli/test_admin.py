@@ -51,6 +51,8 @@ def unknown_cases(ns: str, ctrl: str) -> list[tuple[list[str], str]]:
             f"cannot connect to {NOBODY}",
         ),
         (["getConsumeMode", "-n", ns, "-c", "NoCluster"], "cluster NoCluster is unknown"),
+        (["cleanUnusedTopic", "-n", ns, "-b", NOBODY], f"cannot connect to {NOBODY}"),
+        (["cleanUnusedTopic", "-n", ns, "-c", "NoCluster"], "cluster NoCluster is unknown"),
         (
             [
                 "resumeCheckHalfMessage",
