@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -20,22 +19,13 @@ import pytest
 import trio
 
 from rocketrio.actors.client.admin import MQAdmin
+from tests.harness.java_dist import DIST, java_classpath
 from tests.harness.system import free_port_block, launch, stop_processes, wait_for_line
 
 pytestmark = [pytest.mark.system]
 
-DIST = os.environ.get("RMQ_DIST", "/tmp/rocketmq-5.2.0/rocketmq-all-5.2.0-bin-release")
-CP_FILE = os.environ.get("RMQ_CP_FILE", "/tmp/rocketmq-5.2.0-home/cp2.txt")
 SOURCE = Path(__file__).parent / "java" / "SqlInterop.java"
 TOPIC = "SqlInteropT"
-
-
-def _classpath() -> str:
-    if not (Path(DIST) / "lib").is_dir() or not Path(CP_FILE).exists():
-        pytest.skip(f"Apache RocketMQ 5.2.0 dist absent ({DIST}, {CP_FILE}); CI has none")
-    if shutil.which("javac") is None:
-        pytest.skip("no JDK (javac) on PATH")
-    return Path(CP_FILE).read_text(encoding="utf-8").strip()
 
 
 async def _create_topic(ns: str, broker: str) -> None:
@@ -48,7 +38,7 @@ async def _create_topic(ns: str, broker: str) -> None:
     "bitmap", [False, pytest.param(True, marks=pytest.mark.long)], ids=["judged", "bitmap"]
 )
 def test_java_consumer_by_sql(tmp_path: Any, bitmap: bool) -> None:
-    cp = _classpath()
+    cp = java_classpath()
     classes = tmp_path / "classes"
     subprocess.run(["javac", "-d", str(classes), "-cp", cp, str(SOURCE)], check=True)
     work, base = str(tmp_path), free_port_block(3)
