@@ -19,7 +19,7 @@ import trio
 
 from rocketrio.actors.client.admin import MQAdmin
 from tests.harness.java_dist import DIST, JAVA_OPENS, java_classpath
-from tests.harness.system import free_port_block, launch, stop_processes, wait_for_line
+from tests.harness.system import launch_ns_and_broker, stop_processes
 
 pytestmark = [pytest.mark.system]
 
@@ -37,23 +37,10 @@ def test_java_mqadmin_sets_pop_mode_and_a_java_push_consumer_pops(tmp_path: Any)
     cp = java_classpath()
     classes = tmp_path / "classes"
     subprocess.run(["javac", "-d", str(classes), "-cp", cp, str(SOURCE)], check=True)
-    work, base = str(tmp_path), free_port_block(3)
-    ns, broker_addr = f"127.0.0.1:{base}", f"127.0.0.1:{base + 10}"
-    logs = os.path.join(work, "logs")
-    procs = [launch("namesrv", "ns", {"listenPort": str(base), "logDir": logs}, work)]
+    work = str(tmp_path)
+    procs: list[subprocess.Popen[str]] = []
     try:
-        wait_for_line(procs[0], "boot success")
-        conf = {
-            "namesrvAddr": ns,
-            "brokerIP1": "127.0.0.1",
-            "logDir": logs,
-            "brokerName": "broker-a",
-            "listenPort": str(base + 10),
-            "storePathRootDir": os.path.join(work, "store"),
-            "registerNameServerPeriod": "3000",
-        }
-        procs.append(launch("broker", "broker-a", conf, work))
-        wait_for_line(procs[1], "boot success")
+        ns, broker_addr = launch_ns_and_broker(work, procs)
         trio.run(_create_topic, ns, broker_addr)
         java = ["java", "-Xms128m", "-Xmx384m", *JAVA_OPENS, "-Duser.home=" + work]
         admin = subprocess.run(
