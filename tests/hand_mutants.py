@@ -3014,6 +3014,20 @@ MUTANTS: list[Mutant] = [
         "            pops=self.notifications,  # MUTANT\n",
         [_PA + "test_polling_info_counts_held_pops"],
     ),
+    Mutant(
+        "ACL: PEEK_MESSAGE needs no rights (reads messages unchecked)",
+        "actors/auth/rights.py",
+        "    RC.PEEK_MESSAGE: _peek,\n",
+        "",
+        ["tests/unit/actors/auth/test_gate.py::test_pop_probes_need_upstreams_rights"],
+    ),
+    Mutant(
+        "ACL: POLLING_INFO needs Sub, not Get",
+        "actors/auth/rights.py",
+        "    RC.POLLING_INFO: _group_topic(GET),\n",
+        "    RC.POLLING_INFO: _group_topic(SUB),  # MUTANT\n",
+        ["tests/unit/actors/auth/test_gate.py::test_pop_probes_need_upstreams_rights"],
+    ),
 ]
 
 
