@@ -3028,6 +3028,13 @@ MUTANTS: list[Mutant] = [
         "    RC.POLLING_INFO: _group_topic(SUB),  # MUTANT\n",
         ["tests/unit/actors/auth/test_gate.py::test_pop_probes_need_upstreams_rights"],
     ),
+    Mutant(
+        "NOTIFICATION: an ordered block's end does not wake the held notifications",
+        "actors/broker/pop/order_service.py",
+        "            self.also_wake.notify_message_arriving(topic, queue_id, -1)\n",
+        "            pass  # MUTANT\n",
+        [_PA + "test_ordered_notification_waits_for_the_block_to_end"],
+    ),
 ]
 
 

@@ -91,6 +91,7 @@ class PopFeature:
         )
         self.pop.nowait = PopNowait(self.pop).try_serve
         self.notifications = PopLongPollingService(config.maxPopPollingSize)
+        self.order.also_wake = self.notifications  # an ordered block's end wakes them too
         self.probe = self._probe(io, t, view, pop_config)
         self.acks = PopAckProcessor(
             pop_config,

@@ -204,3 +204,19 @@ async def test_polling_info_counts_held_pops(
             await send_n(h, 1, queue_id=1, prefix="n")
         assert sorted(popped) == [[b"m0"], [b"n0"]]
         assert await polling_num(h, 1) == 0
+
+
+async def test_ordered_notification_waits_for_the_block_to_end(
+    tmp_path: Any, mock_clock: trio.testing.MockClock
+) -> None:
+    async with harness(tmp_path) as h:
+        await send_n(h, 2, queue_id=1)
+        popped_at = trio.current_time()
+        first = await h.invoke(pop(order="true", maxMsgNums=1, invisibleTime=3_000))
+        assert bodies(first) == [b"m0"]  # the queue is blocked for 3 s
+        plain = await h.invoke(notification(0))  # an unordered request sees m1
+        assert plain.ext_fields["hasMsg"] == "true"
+        resp = await h.invoke(notification(20_000, order="true"))  # blocked: held
+        assert resp.ext_fields["hasMsg"] == "true"
+        # answered at the block's end (the order service's wake-up), not at its pollTime
+        assert 2.9 <= trio.current_time() - popped_at < 5
