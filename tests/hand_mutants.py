@@ -57,6 +57,8 @@ _BM = "tests/actor/broker/test_sql92_bitmap.py::"
 _CX = "tests/unit/storage/test_cq_ext.py::"
 _FD = "tests/unit/actors/broker/dispatch/test_filter_data.py::"
 _RC = "tests/unit/protocol/test_request_code_census.py::"
+_PU = "tests/unit/actors/broker/pop/test_probe.py::"
+_PA = "tests/actor/broker/test_pop_probe.py::"
 _GD = "tests/actor/observe/test_grafana_dashboard.py::"
 _QA = "tests/unit/actors/broker/assign/test_allocation.py::"
 _QQ = "tests/unit/actors/broker/assign/test_queues.py::"
@@ -2861,6 +2863,177 @@ MUTANTS: list[Mutant] = [
         "                await self.request_modes.persist()\n",
         "                pass  # MUTANT\n",
         [_QT + "test_a_slave_copies_and_persists_its_masters_modes"],
+    ),
+    Mutant(
+        "POP probes: the broker's read permission not checked",
+        "actors/broker/pop/probe.py",
+        "        if not self.config.broker_permission & PERM_READ:\n",
+        "        if False:  # MUTANT\n",
+        [_PU + "test_checks_in_upstreams_order_with_its_codes"],
+    ),
+    Mutant(
+        "POP probes: the topic's read permission not checked",
+        "actors/broker/pop/probe.py",
+        "        if not tc.perm & PERM_READ:\n",
+        "        if False:  # MUTANT\n",
+        [_PU + "test_checks_in_upstreams_order_with_its_codes"],
+    ),
+    Mutant(
+        "POP probes: a queueId beyond the read queues accepted",
+        "actors/broker/pop/probe.py",
+        "        if h.queueId >= 0 and not self.store.valid_queue(",
+        "        if False and not self.store.valid_queue(  # MUTANT",
+        [
+            _PU + "test_checks_in_upstreams_order_with_its_codes",
+            _PA + "test_bad_probes_get_upstreams_codes",
+        ],
+    ),
+    Mutant(
+        "POP probes: a group that may not consume is served",
+        "actors/broker/pop/probe.py",
+        "        if not sgc.consumeEnable:\n",
+        "        if False:  # MUTANT\n",
+        [_PU + "test_checks_in_upstreams_order_with_its_codes"],
+    ),
+    Mutant(
+        "POP probes: a queue without the group's offset read from 0, not from its min",
+        "actors/broker/pop/probe.py",
+        "        return offset if offset >= 0 else self.store.get_min_offset(topic, queue_id)\n",
+        "        return offset if offset >= 0 else 0  # MUTANT\n",
+        [_PU + "test_peek_reads_and_commits_nothing"],
+    ),
+    Mutant(
+        "NOTIFICATION: the pop retry topics not looked at",
+        "actors/broker/pop/probe.py",
+        "        retry = self._retry_topics(h)\n",
+        "        retry: list[str] = []  # MUTANT\n",
+        [_PU + "test_has_message_in_the_pop_retry_topic"],
+    ),
+    Mutant(
+        "NOTIFICATION: the v1 pop retry topic not looked at when v2 is on",
+        "actors/broker/pop/probe.py",
+        "        if self.config.enable_retry_topic_v2 and self.config.retrieve_from_retry_v1:\n",
+        "        if False:  # MUTANT\n",
+        [_PU + "test_has_message_in_the_pop_retry_topic"],
+    ),
+    Mutant(
+        "NOTIFICATION: an ordered request's blocked queue counts as having messages",
+        "actors/broker/pop/probe.py",
+        "            if h.order and self.order.blocked(",
+        "            if False and self.order.blocked(  # MUTANT",
+        [_PU + "test_an_ordered_requests_blocked_queue_counts_as_empty"],
+    ),
+    Mutant(
+        "NOTIFICATION: a held request answered false at the first arrival",
+        "actors/broker/pop/probe.py",
+        "        return False if final else None\n",
+        "        return False  # MUTANT\n",
+        [_PU + "test_held_notification_answered_true_on_arrival"],
+    ),
+    Mutant(
+        "NOTIFICATION: never held (answered false at once)",
+        "actors/broker/pop/probe.py",
+        "        return None if self.notifications.suspend(held) else False\n",
+        "        return False  # MUTANT\n",
+        [_PA + "test_notification_at_once_and_held_until_arrival"],
+    ),
+    Mutant(
+        "NOTIFICATION: held for pollTime from now, not until bornTime + pollTime",
+        "actors/broker/pop/probe.py",
+        "        left_ms = (h.bornTime or now) + h.pollTime - now",
+        "        left_ms = h.pollTime  # MUTANT",
+        [_PU + "test_held_notification_answered_false_at_born_plus_poll"],
+    ),
+    Mutant(
+        "NOTIFICATION: a held request not woken by its v1 pop retry topic",
+        "actors/broker/pop/probe.py",
+        "            h.topic,\n            pop_retry_topic_v1(h.topic, h.consumerGroup),\n",
+        "            h.topic,  # MUTANT\n",
+        [_PU + "test_held_notification_woken_by_its_retry_topic"],
+    ),
+    Mutant(
+        "NOTIFICATION: the held requests not told of arrivals",
+        "actors/broker/pop/feature.py",
+        "        self.notifications.notify_arrivals(arrived)\n",
+        "        pass  # MUTANT\n",
+        [_PA + "test_notification_at_once_and_held_until_arrival"],
+    ),
+    Mutant(
+        "NOTIFICATION: held requests not answered at shutdown",
+        "actors/broker/pop/feature.py",
+        "        await self.notifications.answer_all()\n",
+        "        pass  # MUTANT\n",
+        [_PA + "test_notification_bounded_and_answered_at_shutdown"],
+    ),
+    Mutant(
+        "PEEK_MESSAGE: the pop retry topic never read first",
+        "actors/broker/pop/probe.py",
+        "        retry_first = rand_q % 5 == 0\n",
+        "        retry_first = False  # MUTANT\n",
+        [_PU + "test_peek_reads_the_retry_topic_first_on_a_multiple_of_5"],
+    ),
+    Mutant(
+        "PEEK_MESSAGE: no read again after OFFSET_TOO_SMALL",
+        "actors/broker/pop/probe.py",
+        "            if result.status in _REREAD:\n",
+        "            if False:  # MUTANT\n",
+        [_PU + "test_peek_reads_again_from_the_next_offset_and_refuses_as_upstream"],
+    ),
+    Mutant(
+        "PEEK_MESSAGE: restNum not counted",
+        "actors/broker/pop/probe.py",
+        "            acc.rest += self.store.get_max_offset(topic, qid) - offset\n",
+        "            acc.rest += 0  # MUTANT\n",
+        [_PU + "test_peek_reads_and_commits_nothing"],
+    ),
+    Mutant(
+        "PEEK_MESSAGE: nothing found answered POLLING_TIMEOUT, not PULL_NOT_FOUND",
+        "actors/broker/pop/probe_handlers.py",
+        'RC.PULL_NOT_FOUND, "NO_MESSAGE_IN_QUEUE"',
+        'RC.POLLING_TIMEOUT, "NO_MESSAGE_IN_QUEUE"',
+        [_PA + "test_peek_reads_without_popping"],
+    ),
+    Mutant(
+        "POLLING_INFO: a released pop still counted",
+        "actors/broker/pop/hold.py",
+        "        key = self._keys.pop(held, None)\n",
+        "        key = None  # MUTANT\n",
+        [_PU + "test_polling_info_counts_held_pops_per_key"],
+    ),
+    Mutant(
+        "POLLING_INFO: held pops parked without their polling key",
+        "actors/broker/pop/processor.py",
+        "self.hold.suspend(held, (h.topic, h.consumerGroup, h.queueId))",
+        "self.hold.suspend(held)  # MUTANT",
+        [_PA + "test_polling_info_counts_held_pops"],
+    ),
+    Mutant(
+        "POLLING_INFO: counts the held notifications, not the held pops",
+        "actors/broker/pop/feature.py",
+        "            pops=self.hold,\n",
+        "            pops=self.notifications,  # MUTANT\n",
+        [_PA + "test_polling_info_counts_held_pops"],
+    ),
+    Mutant(
+        "ACL: PEEK_MESSAGE needs no rights (reads messages unchecked)",
+        "actors/auth/rights.py",
+        "    RC.PEEK_MESSAGE: _peek,\n",
+        "",
+        ["tests/unit/actors/auth/test_gate.py::test_pop_probes_need_upstreams_rights"],
+    ),
+    Mutant(
+        "ACL: POLLING_INFO needs Sub, not Get",
+        "actors/auth/rights.py",
+        "    RC.POLLING_INFO: _group_topic(GET),\n",
+        "    RC.POLLING_INFO: _group_topic(SUB),  # MUTANT\n",
+        ["tests/unit/actors/auth/test_gate.py::test_pop_probes_need_upstreams_rights"],
+    ),
+    Mutant(
+        "NOTIFICATION: an ordered block's end does not wake the held notifications",
+        "actors/broker/pop/order_service.py",
+        "            self.also_wake.notify_message_arriving(topic, queue_id, -1)\n",
+        "            pass  # MUTANT\n",
+        [_PA + "test_ordered_notification_waits_for_the_block_to_end"],
     ),
 ]
 

@@ -498,7 +498,7 @@ class Broker:
     def _stop_taking_requests(self) -> None:
         self.requests.stop_taking_requests()
         self.pull.hold.stop_holding()
-        self.pop.hold.stop_holding()
+        self.pop.stop_holding()
 
     async def _drain_store(self) -> None:
         # a call runs after every put queued before it has been committed and answered
@@ -506,7 +506,7 @@ class Broker:
 
     async def _answer_held(self) -> None:
         await self.pull.hold.answer_all()
-        await self.pop.hold.answer_all()
+        await self.pop.answer_all()
 
     async def _persist_configs(self) -> None:
         await self.tables.persist()
