@@ -428,6 +428,7 @@ def load_command_modules() -> None:
         admin_msgs,  # noqa: F401 (message queries, printMsg, sendMessage, consumeMessage)
         admin_offsets,  # noqa: F401 (reset / skip / clone offsets)
         admin_pop,  # noqa: F401 (popProgress)
+        admin_query_cq,  # noqa: F401 (queryCq)
         admin_static,  # noqa: F401 (updateStaticTopic, remappingStaticTopic)
         admin_stats,  # noqa: F401 (clusterList, brokerStatus, statsAll)
     )

@@ -39,6 +39,7 @@ from rocketrio.actors.kernel.remoting import RequestContext
 from rocketrio.protocol import fastjson
 from rocketrio.protocol.bodies import SubscriptionData, TopicList
 from rocketrio.protocol.codes import RequestCode, ResponseCode
+from rocketrio.protocol.fastjson import java_hashmap_order, java_string_hash
 from rocketrio.protocol.query_bodies import (
     QueryConsumeQueueRequestHeader,
     QueryConsumeQueueResponseBody,
@@ -71,6 +72,11 @@ def filter_json(data: ConsumerFilterData | None) -> str:
     return fastjson.encode(fields).decode()
 
 
+def hash_set_order(names: set[str] | frozenset[str]) -> list[str]:
+    """Names in the order upstream's HashSet<String> (and so fastjson) lists them."""
+    return java_hashmap_order(sorted(names), java_string_hash)
+
+
 class QueryFeature:
     """The read-only admin queries of one broker (module docstring)."""
 
@@ -90,10 +96,10 @@ class QueryFeature:
         self.addr = addr
 
     def system_topics(self) -> TopicList:
-        return TopicList(topicList=sorted(self.tables.topics.system_topics))
+        return TopicList(topicList=hash_set_order(self.tables.topics.system_topics))
 
     def topics_by_consumer(self, h: QueryTopicsByConsumerRequestHeader) -> TopicList:
-        topics = sorted(self.tables.offsets.topics_of_group(h.group))
+        topics = hash_set_order(self.tables.offsets.topics_of_group(h.group))
         return TopicList(topicList=topics, brokerAddr=self.addr())
 
     def subscription_by_consumer(
