@@ -282,13 +282,11 @@ class Broker:
         self.assign = AssignFeature(
             io, tables=t, consumers=self._consumer_ids, client=lambda: self._client
         )
-        consumers = self.clients.consumers
         self.query = QueryFeature(
             tables=t,
             view=s.view,
-            subscription=lambda group, topic: (
-                None if (g := consumers.get(group)) is None else g.find_subscription(topic)
-            ),
+            consumers=self.clients.consumers,
+            b2c=self.clients.b2c,
             filter_data=self.filters.manager.get,
             addr=lambda: self.addr,
         )

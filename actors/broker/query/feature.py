@@ -13,14 +13,19 @@ AdminBrokerProcessor; the rules are answers.py's):
   SQL92 filter data. There is no ConsumeQueueExt here, so no entry has extendDataJson, bitMap
   or eval true.
 
-Every role serves all five, as upstream registers them on every broker: a slave answers from
-its own store and the offsets its slave sync copied.
+- INVOKE_BROKER_TO_GET_CONSUMER_STATUS (223): the members' offsets, asked of each member
+  (consumer_status.py).
+
+Every role serves all six, as upstream registers them on every broker: a slave answers from
+its own store, the offsets its slave sync copied and the consumers connected to it.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 
+from rocketrio.actors.broker.clients.client_manager import ConsumerManager
+from rocketrio.actors.broker.clients.consumer_calls import Broker2Client
 from rocketrio.actors.broker.dispatch.answers import answer_json, on_ext, on_no_args
 from rocketrio.actors.broker.dispatch.filter_data import ConsumerFilterData
 from rocketrio.actors.broker.dispatch.outcomes import Refusal
@@ -33,6 +38,7 @@ from rocketrio.actors.broker.query.answers import (
     queue_data,
     queue_window,
 )
+from rocketrio.actors.broker.query.consumer_status import consumer_status_handlers
 from rocketrio.actors.broker.store.view import StoreView
 from rocketrio.actors.broker.tables.broker_tables import BrokerTables
 from rocketrio.actors.kernel.remoting import RequestContext
@@ -52,7 +58,6 @@ from rocketrio.protocol.query_bodies import (
 from rocketrio.protocol.remoting import RemotingCommand
 from rocketrio.protocol.serde import from_ext
 
-Subscriptions = Callable[[str, str], SubscriptionData | None]  # (group, topic)
 FilterData = Callable[[str, str], ConsumerFilterData | None]  # (topic, group)
 
 
@@ -85,15 +90,21 @@ class QueryFeature:
         *,
         tables: BrokerTables,
         view: StoreView,
-        subscription: Subscriptions,
+        consumers: ConsumerManager,
+        b2c: Broker2Client,
         filter_data: FilterData,
         addr: Callable[[], str],
     ) -> None:
         self.tables = tables
         self.view = view
-        self.subscription = subscription
+        self.consumers = consumers
+        self.b2c = b2c
         self.filter_data = filter_data
         self.addr = addr
+
+    def subscription(self, group: str, topic: str) -> SubscriptionData | None:
+        g = self.consumers.get(group)
+        return None if g is None else g.find_subscription(topic)
 
     def system_topics(self) -> TopicList:
         return TopicList(topicList=hash_set_order(self.tables.topics.system_topics))
@@ -165,4 +176,5 @@ class QueryFeature:
                 QueryCorrectionOffsetHeader, self.correction_offset, answer_json
             ),
             rc.QUERY_CONSUME_QUEUE: consume_queue,
+            **consumer_status_handlers(self.consumers, self.b2c),
         }
