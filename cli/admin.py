@@ -423,6 +423,7 @@ def load_command_modules() -> None:
         admin_consume_mode,  # noqa: F401 (setConsumeMode, getConsumeMode)
         admin_consumer_status,  # noqa: F401 (consumerStatus)
         admin_container,  # noqa: F401 (addBroker, removeBroker: broker containers)
+        admin_get_consumer_status,  # noqa: F401 (getConsumerStatus)
         admin_groups,  # noqa: F401 (groups, connections, topic lists)
         admin_ha,  # noqa: F401 (replication status)
         admin_msgs,  # noqa: F401 (message queries, printMsg, sendMessage, consumeMessage)
