@@ -2969,6 +2969,88 @@ MUTANTS: list[Mutant] = [
         "    return str(text)  # MUTANT\n",
         ["tests/unit/protocol/test_query_bodies.py::test_entry_line_is_upstream_to_string"],
     ),
+    Mutant(
+        "consumer status: an old client is asked, not refused",
+        "actors/broker/query/consumer_status.py",
+        "        if m.version < V3_0_7_SNAPSHOT:\n",
+        "        if False:  # MUTANT\n",
+        [
+            "tests/unit/actors/broker/query/test_consumer_status.py::test_an_old_member_met_first_is_refused_with_its_version_name"
+        ],
+    ),
+    Mutant(
+        "consumer status: a blank clientAddr asks only a client named blank",
+        "actors/broker/query/consumer_status.py",
+        "    one = origin if origin is not None and origin.strip() else None\n",
+        "    one = origin  # MUTANT\n",
+        [
+            "tests/unit/actors/broker/query/test_consumer_status.py::test_every_member_in_join_order_or_the_one_asked"
+        ],
+    ),
+    Mutant(
+        "consumer status: the asked client does not stop the round",
+        "actors/broker/query/consumer_status.py",
+        "            if one is not None:\n                break\n",
+        "            if False:  # MUTANT\n                break\n",
+        [
+            "tests/unit/actors/broker/query/test_consumer_status.py::test_an_old_member_met_first_is_refused_with_its_version_name"
+        ],
+    ),
+    Mutant(
+        "consumer status: the broker's clients in sorted, not HashMap, order",
+        "actors/broker/query/consumer_status.py",
+        "    order = fastjson.java_hashmap_order(list(table), fastjson.java_string_hash)\n",
+        "    order = sorted(table)  # MUTANT\n",
+        [
+            "tests/unit/actors/broker/query/test_consumer_status.py::test_the_broker_body_lists_clients_in_hashmap_order"
+        ],
+    ),
+    Mutant(
+        "consumer status: a refused member answer is kept",
+        "actors/broker/query/consumer_status.py",
+        "    if isinstance(resp, RemotingError)"
+        " or resp.code != ResponseCode.SUCCESS or not resp.body:\n",
+        "    if isinstance(resp, RemotingError) or not resp.body:  # MUTANT\n",
+        [
+            "tests/unit/actors/broker/query/test_consumer_status.py::test_a_failed_or_empty_answer_is_left_out"
+        ],
+    ),
+    Mutant(
+        "consumer status: a lite pull consumer answers its offsets",
+        "actors/client/consumer_status_reply.py",
+        "    if consumer is None or consumer.consume_type != PUSH or store is None:\n",
+        "    if consumer is None or store is None:  # MUTANT\n",
+        [
+            "tests/unit/actors/broker/query/test_consumer_status.py::test_a_push_consumer_answers_its_offsets_of_the_topic"
+        ],
+    ),
+    Mutant(
+        "consumer status: a client answers every topic's offsets",
+        "actors/client/consumer_status_reply.py",
+        "    return {mq: off for mq, off in store.table.items() if every or mq.topic == topic}\n",
+        "    return dict(store.table.items())  # MUTANT\n",
+        [
+            "tests/unit/actors/broker/query/test_consumer_status.py::test_a_push_consumer_answers_its_offsets_of_the_topic"
+        ],
+    ),
+    Mutant(
+        "getConsumerStatus: a long client id is not cut at 50",
+        "cli/admin_get_consumer_status.py",
+        '                f"{client_id[:50]:<50}  {mq.brokerName:<15}'
+        '  {mq.queueId:<15}  {offset:<20}"\n',
+        '                f"{client_id:<50}  {mq.brokerName:<15}'
+        '  {mq.queueId:<15}  {offset:<20}"  # MUTANT\n',
+        ["tests/unit/actors/broker/query/test_consumer_status.py::test_status_lines_are_mqadmins"],
+    ),
+    Mutant(
+        "consumer status: the client does not answer 221",
+        "actors/client/mq_client.py",
+        "        if cmd.code == RequestCode.GET_CONSUMER_STATUS_FROM_CLIENT:\n",
+        "        if False:  # MUTANT\n",
+        [
+            "tests/actor/cli/test_get_consumer_status.py::test_get_consumer_status_of_a_push_consumer"
+        ],
+    ),
 ]
 
 
