@@ -1,7 +1,8 @@
-"""`rocketrio admin getConsumerStatus` (mqadmin's: ``-g`` group, ``-t`` topic, ``-i`` one
-client id): INVOKE_BROKER_TO_GET_CONSUMER_STATUS (223) to a broker of the topic's first broker
-set (its master when there is one), which asks each member of the group for its offsets of the
-topic (GET_CONSUMER_STATUS_FROM_CLIENT, 221). Printed as mqadmin prints it: a title line, then
+"""`rocketrio admin getConsumerStatus` (upstream GetConsumerStatusCommand's options: ``-g``
+group, ``-t`` topic, ``-i`` one client id): INVOKE_BROKER_TO_GET_CONSUMER_STATUS (223) to a
+broker of the topic's first broker set (its master when there is one), which asks each member
+of the group for its offsets of the topic (GET_CONSUMER_STATUS_FROM_CLIENT, 221). Printed as
+that command prints it (5.2.0's mqadmin does not register it): a title line, a header, then
 one padded row per (client, queue) with the client's in-memory offset.
 """
 

@@ -43,8 +43,11 @@ def entry_line(d: ConsumeQueueData) -> str:
 
 
 def pretty(obj: Any) -> str:
-    """A body as fastjson's pretty format writes it (tab indents, alphabetical keys)."""
-    return json.dumps(fastjson.loads(fastjson.encode(obj)), indent="\t", separators=(",", ":"))
+    """A flat bean as fastjson's pretty format writes it: one tab-indented property a line,
+    alphabetical, each value compact (lists on one line)."""
+    props = fastjson.loads(fastjson.encode(obj))
+    body = ",\n".join(f"\t{json.dumps(k)}:{fastjson.dumps(v)}" for k, v in props.items())
+    return "{\n" + body + "\n}"
 
 
 def cq_lines(body: QueryConsumeQueueResponseBody, index: int) -> list[str]:
