@@ -9,7 +9,8 @@ messages on queue 0, a group G heartbeating a TAG subscription and two groups' c
   and leaves the offset table as it was;
 - QUERY_CONSUME_QUEUE (321) through `rocketrio admin queryCq` prints mqadmin's lines; an index
   past the end is SUCCESS without a body and its remark; a queue without messages is
-  SYSTEM_ERROR "<queueId>@<topic> is not exist!"; a header without topic is INVALID_PARAMETER.
+  SYSTEM_ERROR "<queueId>@<topic> is not exist!"; a header without topic is INVALID_PARAMETER;
+- a slave answers from its own store, as its master does.
 """
 
 from __future__ import annotations
@@ -34,7 +35,15 @@ from rocketrio.protocol.query_bodies import (
 from rocketrio.protocol.remoting import RemotingCommand
 from rocketrio.protocol.serde import to_ext, to_json
 from tests.harness.admin_cli import Capture, admin, make_topic, start_broker_node
-from tests.harness.replication import cluster, send
+from tests.harness.replication import (
+    TOPIC,
+    awaits_true,
+    cluster,
+    pair,
+    send,
+    send_many,
+    wait_until,
+)
 
 RC = ResponseCode
 
@@ -134,3 +143,26 @@ async def test_the_read_only_queries_of_a_broker(
             resp = await rc.invoke(addr, cmd, 5)
             assert resp.code == RC.INVALID_PARAMETER
             assert "topic" in (resp.remark or "")
+
+
+async def test_a_slave_answers_from_its_own_store(
+    tmp_path: Path, mock_clock: trio.testing.MockClock
+) -> None:
+    """Every role serves the queries (upstream registers them on every broker): a slave's
+    QUERY_CONSUME_QUEUE answers the entries it replicated, the same as its master's."""
+    async with cluster(tmp_path, 64) as c:
+        a, b = await pair(c)
+        assert await send_many(c, a, 8, "m", {}) == 8
+        view = b.b.store.view
+        await wait_until(lambda: awaits_true(view.get_max_offset(TOPIC, 0) == 2), "replicated")
+        answers = []
+        for node in (a, b):
+            h = QueryConsumeQueueRequestHeader(TOPIC, 0, 0, 10)
+            resp = await ask(c.client, node.b.addr, RequestCode.QUERY_CONSUME_QUEUE, h)
+            assert resp.code == RC.SUCCESS, resp.remark
+            answers.append(fastjson.loads(resp.body))
+        assert answers[0] == answers[1]
+        assert (answers[1]["minQueueIndex"], answers[1]["maxQueueIndex"]) == (0, 2)
+        assert len(answers[1]["queueData"]) == 2
+        resp = await ask(c.client, b.b.addr, RequestCode.GET_SYSTEM_TOPIC_LIST_FROM_BROKER)
+        assert "TBW102" in fastjson.loads(resp.body)["topicList"]
