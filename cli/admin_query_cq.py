@@ -11,7 +11,6 @@ decoding, this command prints the broker's remark and exits 1.
 from __future__ import annotations
 
 import argparse
-import json
 from typing import Any
 
 from rocketrio.actors.client.errors import NotFound
@@ -22,6 +21,7 @@ from rocketrio.protocol.query_bodies import (
     ConsumeQueueData,
     QueryConsumeQueueRequestHeader,
     QueryConsumeQueueResponseBody,
+    pretty,
 )
 from rocketrio.protocol.serde import from_json
 
@@ -42,18 +42,14 @@ def entry_line(d: ConsumeQueueData) -> str:
     )
 
 
-def pretty(obj: Any) -> str:
-    """A flat bean as fastjson's pretty format writes it: one tab-indented property a line,
-    alphabetical, each value compact (lists on one line)."""
-    props = fastjson.loads(fastjson.encode(obj))
-    body = ",\n".join(f"\t{json.dumps(k)}:{fastjson.dumps(v)}" for k, v in props.items())
-    return "{\n" + body + "\n}"
-
-
 def cq_lines(body: QueryConsumeQueueResponseBody, index: int) -> list[str]:
     lines = []
     if body.subscriptionData is not None:
-        lines += ["Subscription data: ", pretty(body.subscriptionData), RULE]
+        lines += [
+            "Subscription data: ",
+            pretty(fastjson.loads(fastjson.encode(body.subscriptionData))),
+            RULE,
+        ]
     if body.filterData is not None:
         lines += ["Filter data: ", body.filterData, RULE]
     lines += ["Queue data: ", f"max: {body.maxQueueIndex}, min: {body.minQueueIndex}", RULE]

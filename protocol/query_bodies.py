@@ -5,13 +5,17 @@ AdminBrokerProcessor): QUERY_CONSUME_QUEUE (321, ``mqadmin queryCq``), QUERY_TOP
 `TopicList` (protocol/bodies.py).
 
 Field names are upstream's; bodies are written with `fastjson.encode` (alphabetical, compact,
-None omitted, the correction map's integer keys unquoted).
+None omitted, the correction map's integer keys unquoted); `pretty` is fastjson's pretty layout,
+which QUERY_CONSUME_QUEUE's filterData and ``queryCq``'s subscription use.
 """
 
 from __future__ import annotations
 
+from typing import Any
+
 import attrs
 
+from rocketrio.protocol import fastjson
 from rocketrio.protocol.bodies import SubscriptionData
 
 
@@ -72,3 +76,18 @@ class QueryConsumeQueueResponseBody:
     queueData: list[ConsumeQueueData] | None = None
     maxQueueIndex: int = 0
     minQueueIndex: int = 0
+
+
+def pretty(props: dict[str, Any], depth: int = 0) -> str:
+    """Properties as fastjson's pretty format writes a bean: one tab-indented property a line,
+    in the given order, nested beans (dicts) likewise, every other value compact (lists on
+    one line)."""
+    if not props:
+        return "{}"
+    pad = "\t" * (depth + 1)
+    lines = [
+        f"{pad}{fastjson.dumps(k)}:"
+        + (pretty(v, depth + 1) if isinstance(v, dict) else fastjson.dumps(v))
+        for k, v in props.items()
+    ]
+    return "{\n" + ",\n".join(lines) + "\n" + "\t" * depth + "}"

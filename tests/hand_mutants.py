@@ -3051,6 +3051,24 @@ MUTANTS: list[Mutant] = [
             "tests/actor/cli/test_get_consumer_status.py::test_get_consumer_status_of_a_push_consumer"
         ],
     ),
+    Mutant(
+        "admin queries: a dead SQL92 filter is shown alive",
+        "actors/broker/query/feature.py",
+        '        "dead": dead_time >= data.born_ms,\n',
+        '        "dead": False,  # MUTANT\n',
+        [
+            "tests/unit/protocol/test_query_bodies.py::test_sql92_filter_data_is_upstreams_bean_in_the_pretty_layout"
+        ],
+    ),
+    Mutant(
+        "admin queries: the filter's bloom bits are left out",
+        "actors/broker/query/feature.py",
+        "    if data.positions:\n",
+        "    if False:  # MUTANT\n",
+        [
+            "tests/unit/protocol/test_query_bodies.py::test_sql92_filter_data_is_upstreams_bean_in_the_pretty_layout"
+        ],
+    ),
 ]
 
 

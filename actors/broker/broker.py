@@ -288,6 +288,7 @@ class Broker:
             consumers=self.clients.consumers,
             b2c=self.clients.b2c,
             filter_data=self.filters.manager.get,
+            bit_num=self.filters.manager.bloom.m,
             addr=lambda: self.addr,
         )
         self.ha_status = HAStatusService(

@@ -23,6 +23,7 @@ its own store, the offsets its slave sync copied and the consumers connected to 
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 from rocketrio.actors.broker.clients.client_manager import ConsumerManager
 from rocketrio.actors.broker.clients.consumer_calls import Broker2Client
@@ -42,7 +43,6 @@ from rocketrio.actors.broker.query.consumer_status import consumer_status_handle
 from rocketrio.actors.broker.store.view import StoreView
 from rocketrio.actors.broker.tables.broker_tables import BrokerTables
 from rocketrio.actors.kernel.remoting import RequestContext
-from rocketrio.protocol import fastjson
 from rocketrio.protocol.bodies import SubscriptionData, TopicList
 from rocketrio.protocol.codes import RequestCode, ResponseCode
 from rocketrio.protocol.fastjson import java_hashmap_order, java_string_hash
@@ -54,6 +54,7 @@ from rocketrio.protocol.query_bodies import (
     QuerySubscriptionByConsumerRequestHeader,
     QuerySubscriptionResponseBody,
     QueryTopicsByConsumerRequestHeader,
+    pretty,
 )
 from rocketrio.protocol.remoting import RemotingCommand
 from rocketrio.protocol.serde import from_ext
@@ -61,20 +62,26 @@ from rocketrio.protocol.serde import from_ext
 FilterData = Callable[[str, str], ConsumerFilterData | None]  # (topic, group)
 
 
-def filter_json(data: ConsumerFilterData | None) -> str:
-    """The group's SQL92 filter as the answer's filterData text ("null": none, upstream's)."""
+def filter_json(data: ConsumerFilterData | None, bit_num: int) -> str:
+    """The group's SQL92 filter as the answer's filterData text: upstream's ConsumerFilterData
+    in fastjson's pretty layout ("null": none, as for a TAG subscription)."""
     if data is None:
         return "null"
-    fields = {
+    dead_time = data.dead_ms or 0
+    props: dict[str, Any] = {}
+    if data.positions:
+        props["bloomFilterData"] = {"bitNum": bit_num, "bitPos": list(data.positions)}
+    props |= {
         "bornTime": data.born_ms,
         "clientVersion": data.client_version,
         "consumerGroup": data.group,
-        "deadTime": data.dead_ms or 0,
+        "dead": dead_time >= data.born_ms,
+        "deadTime": dead_time,
         "expression": data.expression,
         "expressionType": "SQL92",
         "topic": data.topic,
     }
-    return fastjson.encode(fields).decode()
+    return pretty(props)
 
 
 def hash_set_order(names: set[str] | frozenset[str]) -> list[str]:
@@ -93,6 +100,7 @@ class QueryFeature:
         consumers: ConsumerManager,
         b2c: Broker2Client,
         filter_data: FilterData,
+        bit_num: int,
         addr: Callable[[], str],
     ) -> None:
         self.tables = tables
@@ -100,6 +108,7 @@ class QueryFeature:
         self.consumers = consumers
         self.b2c = b2c
         self.filter_data = filter_data
+        self.bit_num = bit_num
         self.addr = addr
 
     def subscription(self, group: str, topic: str) -> SubscriptionData | None:
@@ -144,7 +153,7 @@ class QueryFeature:
             sub = self.subscription(h.consumerGroup, h.topic)
             data = None if sub is None else self.filter_data(h.topic, h.consumerGroup)
             body.subscriptionData, body.filterData = group_view(
-                h.consumerGroup, h.topic, sub, filter_json(data)
+                h.consumerGroup, h.topic, sub, filter_json(data, self.bit_num)
             )
         first, entries = self.view.read_queue_entries(h.topic, h.queueId, h.index, window)
         body.queueData = queue_data(first, entries, h.index, h.count)

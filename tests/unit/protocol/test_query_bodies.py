@@ -4,6 +4,7 @@ HashSet order, the SQL92 filter data text, and `queryCq`'s lines (mqadmin's)."""
 
 from __future__ import annotations
 
+from rocketrio.actors.broker.dispatch.filter_data import build_filter_data
 from rocketrio.actors.broker.query.feature import filter_json, hash_set_order
 from rocketrio.cli.admin_query_cq import RULE, cq_lines, entry_line
 from rocketrio.protocol import fastjson
@@ -13,6 +14,7 @@ from rocketrio.protocol.query_bodies import (
     QueryConsumeQueueResponseBody,
     QueryCorrectionOffsetBody,
     QuerySubscriptionResponseBody,
+    pretty,
 )
 
 
@@ -46,7 +48,36 @@ def test_topic_sets_in_java_hashset_order() -> None:
 
 
 def test_no_filter_data_is_the_text_null() -> None:
-    assert filter_json(None) == "null"
+    assert filter_json(None, 64) == "null"
+
+
+def test_sql92_filter_data_is_upstreams_bean_in_the_pretty_layout() -> None:
+    sub = SubscriptionData("T", "a > 1", expressionType="SQL92", subVersion=7)
+    data = build_filter_data("T", "G", sub)
+    assert data is not None
+    data.born_ms, data.positions = 1000, (3, 17)
+    assert filter_json(data, 64).splitlines() == [
+        "{",
+        '\t"bloomFilterData":{',
+        '\t\t"bitNum":64,',
+        '\t\t"bitPos":[3,17]',
+        "\t},",
+        '\t"bornTime":1000,',
+        '\t"clientVersion":7,',
+        '\t"consumerGroup":"G",',
+        '\t"dead":false,',
+        '\t"deadTime":0,',
+        '\t"expression":"a > 1",',
+        '\t"expressionType":"SQL92",',
+        '\t"topic":"T"',
+        "}",
+    ]
+    data.dead_ms = 2000
+    assert '\t"dead":true,' in filter_json(data, 64).splitlines()
+
+
+def test_pretty_of_nothing() -> None:
+    assert pretty({}) == "{}"
 
 
 def test_entry_line_is_upstream_to_string() -> None:
