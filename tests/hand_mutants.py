@@ -2733,14 +2733,14 @@ MUTANTS: list[Mutant] = [
     ),
     Mutant(
         "assignment: AVG starts a short block without the extra queues before it",
-        "actors/broker/assign/allocation.py",
+        "protocol/allocation.py",
         "    start = index * average if (mod > 0 and index < mod) else index * average + mod\n",
         "    start = index * average  # MUTANT\n",
         [_QA + "test_every_queue_goes_to_exactly_one_consumer"],
     ),
     Mutant(
         "assignment: AVG_BY_CIRCLE deals from the first queue for every consumer",
-        "actors/broker/assign/allocation.py",
+        "protocol/allocation.py",
         "    return [mq_all[i] for i in range(index, len(mq_all)) if i % len(cid_all) == index]\n",
         "    return [mq_all[i] for i in range(len(mq_all)) if i <= index]  # MUTANT\n",
         [_QA + "test_by_circle_deals_the_queues_round_robin"],
