@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import os
 import re
-import shutil
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -24,26 +23,17 @@ from rocketrio.actors.client.admin import MQAdmin
 from rocketrio.actors.client.message import Message
 from rocketrio.actors.client.producer import Producer
 from rocketrio.actors.client.push_consumer import ConsumeStatus, PushConsumer
-from tests.harness.system import free_port_block, launch, rr, stop_processes, wait_for_line
+from tests.harness.java_dist import DIST, JAVA_OPENS, java_classpath
+from tests.harness.system import launch_ns_and_broker, rr, stop_processes
 
 pytestmark = [pytest.mark.system]
 
-DIST = os.environ.get("RMQ_DIST", "/tmp/rocketmq-5.2.0/rocketmq-all-5.2.0-bin-release")
 SOURCE = Path(__file__).parent / "java" / "ConsumerStatusInterop.java"
-CP_FILE = os.environ.get("RMQ_CP_FILE", "/tmp/rocketmq-5.2.0-home/cp2.txt")
 TOPIC, GROUP, COUNT = "QueryCqT", "query_cq_g", 8
-OPENS = [
-    f"--add-{kind}=java.base/{pkg}=ALL-UNNAMED"
-    for kind, pkg in [
-        ("opens", "java.lang"), ("opens", "java.util"), ("opens", "java.nio"),
-        ("opens", "sun.nio.ch"), ("opens", "java.lang.reflect"), ("opens", "java.math"),
-        ("exports", "sun.nio.ch"),
-    ]
-]  # fmt: skip
 
 
 def _java(cp: str, work: str, main: str, *argv: str) -> subprocess.CompletedProcess[str]:
-    java = ["java", "-Xms128m", "-Xmx384m", *OPENS, "-Duser.home=" + work]
+    java = ["java", "-Xms128m", "-Xmx384m", *JAVA_OPENS, "-Duser.home=" + work]
     return subprocess.run(
         [*java, "-Drocketmq.client.logUseSlf4j=false", "-cp", cp, main, *argv],
         capture_output=True, text=True, timeout=120, check=False, cwd=DIST,
@@ -82,30 +72,13 @@ async def _scenario(cp: str, ns: str, broker: str, work: str) -> dict[str, Any]:
 
 
 def test_java_mqadmin_query_cq_and_get_consumer_status(tmp_path: Any) -> None:
-    if not (Path(DIST) / "lib").is_dir() or not Path(CP_FILE).exists():
-        pytest.skip(f"Apache RocketMQ 5.2.0 dist absent ({DIST}, {CP_FILE}); CI has none")
-    if shutil.which("javac") is None:
-        pytest.skip("no JDK (javac) on PATH")
-    cp = Path(CP_FILE).read_text(encoding="utf-8").strip()
+    cp = java_classpath()
     classes = tmp_path / "classes"
     subprocess.run(["javac", "-d", str(classes), "-cp", cp, str(SOURCE)], check=True)
-    work, base = str(tmp_path), free_port_block(3)
-    ns, broker_addr = f"127.0.0.1:{base}", f"127.0.0.1:{base + 10}"
-    logs = os.path.join(work, "logs")
-    procs = [launch("namesrv", "ns", {"listenPort": str(base), "logDir": logs}, work)]
+    work = str(tmp_path)
+    procs: list[subprocess.Popen[str]] = []
     try:
-        wait_for_line(procs[0], "boot success")
-        conf = {
-            "namesrvAddr": ns,
-            "brokerIP1": "127.0.0.1",
-            "logDir": logs,
-            "brokerName": "broker-a",
-            "listenPort": str(base + 10),
-            "storePathRootDir": os.path.join(work, "store"),
-            "registerNameServerPeriod": "3000",
-        }
-        procs.append(launch("broker", "broker-a", conf, work))
-        wait_for_line(procs[1], "boot success")
+        ns, broker_addr = launch_ns_and_broker(work, procs)
         res = trio.run(_scenario, cp, ns, broker_addr, work)
         cq, status = res["cq"], res["status"]
         print(cq.stdout, status.stdout)
