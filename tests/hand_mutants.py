@@ -3035,6 +3035,213 @@ MUTANTS: list[Mutant] = [
         "            pass  # MUTANT\n",
         [_PA + "test_ordered_notification_waits_for_the_block_to_end"],
     ),
+    Mutant(
+        "admin queries: filter groups count in the correction offsets",
+        "actors/broker/query/answers.py",
+        "        if t != topic or group in excluded:\n",
+        "        if t != topic:  # MUTANT\n",
+        [
+            "tests/unit/actors/broker/query/test_answers.py::test_filter_groups_are_left_out_and_the_table_is_untouched"
+        ],
+    ),
+    Mutant(
+        "admin queries: an offset below the queue minimum counts in the correction offsets",
+        "actors/broker/query/answers.py",
+        "            if offset >= min_offset(topic, queue_id):\n",
+        "            if True:  # MUTANT\n",
+        [
+            "tests/unit/actors/broker/query/test_answers.py::test_an_offset_below_the_queue_minimum_does_not_count"
+        ],
+    ),
+    Mutant(
+        "admin queries: a compare group behind the least offset is not Long.MAX_VALUE",
+        "actors/broker/query/answers.py",
+        "            least[queue_id] = LONG_MAX if known > offset else known\n",
+        "            least[queue_id] = known  # MUTANT\n",
+        [
+            "tests/unit/actors/broker/query/test_answers.py::test_the_compare_group_behind_the_least_offset_is_long_max"
+        ],
+    ),
+    Mutant(
+        "admin queries: a filtered compare group is still compared",
+        "actors/broker/query/answers.py",
+        "    compare = None if compare_group in excluded"
+        " else table.get(offset_key(topic, compare_group))\n",
+        "    compare = table.get(offset_key(topic, compare_group))  # MUTANT\n",
+        [
+            "tests/unit/actors/broker/query/test_answers.py::test_a_filtered_compare_group_is_not_compared"
+        ],
+    ),
+    Mutant(
+        "admin queries: blank filterGroups is a group named blank",
+        "actors/broker/query/answers.py",
+        "    if text is None or not text.strip():\n",
+        "    if text is None:  # MUTANT\n",
+        [
+            "tests/unit/actors/broker/query/test_answers.py::test_filter_groups_split_on_commas_and_blank_is_none"
+        ],
+    ),
+    Mutant(
+        "admin queries: the index equal to the queue's max is readable",
+        "actors/broker/query/answers.py",
+        "    if not low <= h.index < high:\n",
+        "    if not low <= h.index <= high:  # MUTANT\n",
+        [
+            "tests/unit/actors/broker/query/test_answers.py::test_an_index_outside_min_max_is_missing"
+        ],
+    ),
+    Mutant(
+        "admin queries: the consume queue window is not capped at one mapped file",
+        "actors/broker/query/answers.py",
+        "    return max(0, min(h.count, high - h.index, MAX_CQ_ENTRIES))\n",
+        "    return max(0, min(h.count, high - h.index))  # MUTANT\n",
+        [
+            "tests/unit/actors/broker/query/test_answers.py::test_the_window_is_count_at_most_and_never_negative"
+        ],
+    ),
+    Mutant(
+        "admin queries: queue data goes one past count",
+        "actors/broker/query/answers.py",
+        "        if offset - index >= count:\n",
+        "        if offset - index > count:  # MUTANT\n",
+        ["tests/unit/actors/broker/query/test_answers.py::test_queue_data_stops_at_count"],
+    ),
+    Mutant(
+        "admin queries: an offline group's filter data is not the not-online remark",
+        "actors/broker/query/answers.py",
+        '        return None, f"{group}@{topic} is not online!"\n',
+        '        return None, "null"  # MUTANT\n',
+        ["tests/unit/actors/broker/query/test_answers.py::test_group_view_of_an_offline_group"],
+    ),
+    Mutant(
+        "admin queries: topics by consumer without the broker address",
+        "actors/broker/query/feature.py",
+        "        return TopicList(topicList=topics, brokerAddr=self.addr())\n",
+        "        return TopicList(topicList=topics)  # MUTANT\n",
+        ["tests/actor/broker/test_admin_queries.py::test_the_read_only_queries_of_a_broker"],
+    ),
+    Mutant(
+        "admin queries: topic sets sorted, not in HashSet order",
+        "actors/broker/query/feature.py",
+        "    return java_hashmap_order(sorted(names), java_string_hash)\n",
+        "    return sorted(names)  # MUTANT\n",
+        ["tests/unit/protocol/test_query_bodies.py::test_topic_sets_in_java_hashset_order"],
+    ),
+    Mutant(
+        "admin queries: an index out of range is SYSTEM_ERROR, not SUCCESS without a body",
+        "actors/broker/query/feature.py",
+        "                    return ctx.cmd.make_response(ResponseCode.SUCCESS, remark)\n",
+        "                    return ctx.cmd.make_response("
+        "ResponseCode.SYSTEM_ERROR, remark)  # MUTANT\n",
+        ["tests/actor/broker/test_admin_queries.py::test_the_read_only_queries_of_a_broker"],
+    ),
+    Mutant(
+        "queryCq: a null field prints as None",
+        "cli/admin_query_cq.py",
+        '    return "null" if text is None else text\n',
+        "    return str(text)  # MUTANT\n",
+        ["tests/unit/protocol/test_query_bodies.py::test_entry_line_is_upstream_to_string"],
+    ),
+    Mutant(
+        "consumer status: an old client is asked, not refused",
+        "actors/broker/query/consumer_status.py",
+        "        if m.version < V3_0_7_SNAPSHOT:\n",
+        "        if False:  # MUTANT\n",
+        [
+            "tests/unit/actors/broker/query/test_consumer_status.py::test_an_old_member_met_first_is_refused_with_its_version_name"
+        ],
+    ),
+    Mutant(
+        "consumer status: a blank clientAddr asks only a client named blank",
+        "actors/broker/query/consumer_status.py",
+        "    one = origin if origin is not None and origin.strip() else None\n",
+        "    one = origin  # MUTANT\n",
+        [
+            "tests/unit/actors/broker/query/test_consumer_status.py::test_every_member_in_join_order_or_the_one_asked"
+        ],
+    ),
+    Mutant(
+        "consumer status: the asked client does not stop the round",
+        "actors/broker/query/consumer_status.py",
+        "            if one is not None:\n                break\n",
+        "            if False:  # MUTANT\n                break\n",
+        [
+            "tests/unit/actors/broker/query/test_consumer_status.py::test_an_old_member_met_first_is_refused_with_its_version_name"
+        ],
+    ),
+    Mutant(
+        "consumer status: the broker's clients in sorted, not HashMap, order",
+        "actors/broker/query/consumer_status.py",
+        "    order = fastjson.java_hashmap_order(list(table), fastjson.java_string_hash)\n",
+        "    order = sorted(table)  # MUTANT\n",
+        [
+            "tests/unit/actors/broker/query/test_consumer_status.py::test_the_broker_body_lists_clients_in_hashmap_order"
+        ],
+    ),
+    Mutant(
+        "consumer status: a refused member answer is kept",
+        "actors/broker/query/consumer_status.py",
+        "    if isinstance(resp, RemotingError)"
+        " or resp.code != ResponseCode.SUCCESS or not resp.body:\n",
+        "    if isinstance(resp, RemotingError) or not resp.body:  # MUTANT\n",
+        [
+            "tests/unit/actors/broker/query/test_consumer_status.py::test_a_failed_or_empty_answer_is_left_out"
+        ],
+    ),
+    Mutant(
+        "consumer status: a lite pull consumer answers its offsets",
+        "actors/client/consumer_status_reply.py",
+        "    if consumer is None or consumer.consume_type != PUSH or store is None:\n",
+        "    if consumer is None or store is None:  # MUTANT\n",
+        [
+            "tests/unit/actors/broker/query/test_consumer_status.py::test_a_push_consumer_answers_its_offsets_of_the_topic"
+        ],
+    ),
+    Mutant(
+        "consumer status: a client answers every topic's offsets",
+        "actors/client/consumer_status_reply.py",
+        "    return {mq: off for mq, off in store.table.items() if every or mq.topic == topic}\n",
+        "    return dict(store.table.items())  # MUTANT\n",
+        [
+            "tests/unit/actors/broker/query/test_consumer_status.py::test_a_push_consumer_answers_its_offsets_of_the_topic"
+        ],
+    ),
+    Mutant(
+        "getConsumerStatus: a long client id is not cut at 50",
+        "cli/admin_get_consumer_status.py",
+        '                f"{client_id[:50]:<50}  {mq.brokerName:<15}'
+        '  {mq.queueId:<15}  {offset:<20}"\n',
+        '                f"{client_id:<50}  {mq.brokerName:<15}'
+        '  {mq.queueId:<15}  {offset:<20}"  # MUTANT\n',
+        ["tests/unit/actors/broker/query/test_consumer_status.py::test_status_lines_are_mqadmins"],
+    ),
+    Mutant(
+        "consumer status: the client does not answer 221",
+        "actors/client/mq_client.py",
+        "        if cmd.code == RequestCode.GET_CONSUMER_STATUS_FROM_CLIENT:\n",
+        "        if False:  # MUTANT\n",
+        [
+            "tests/actor/cli/test_get_consumer_status.py::test_get_consumer_status_of_a_push_consumer"
+        ],
+    ),
+    Mutant(
+        "admin queries: a dead SQL92 filter is shown alive",
+        "actors/broker/query/feature.py",
+        '        "dead": dead_time >= data.born_ms,\n',
+        '        "dead": False,  # MUTANT\n',
+        [
+            "tests/unit/protocol/test_query_bodies.py::test_sql92_filter_data_is_upstreams_bean_in_the_pretty_layout"
+        ],
+    ),
+    Mutant(
+        "admin queries: the filter's bloom bits are left out",
+        "actors/broker/query/feature.py",
+        "    if data.positions:\n",
+        "    if False:  # MUTANT\n",
+        [
+            "tests/unit/protocol/test_query_bodies.py::test_sql92_filter_data_is_upstreams_bean_in_the_pretty_layout"
+        ],
+    ),
 ]
 
 

@@ -42,6 +42,7 @@ from rocketrio.actors.broker.ha.master_service import HAMasterService
 from rocketrio.actors.broker.ha.status_service import HAStatusService
 from rocketrio.actors.broker.pop.feature import PopFeature
 from rocketrio.actors.broker.pull.feature import PullFeature
+from rocketrio.actors.broker.query.feature import QueryFeature
 from rocketrio.actors.broker.reply.feature import ReplyFeature
 from rocketrio.actors.broker.roles.role_service import RoleChange, RoleDeps, make_role_service
 from rocketrio.actors.broker.roles.slave_sync import SlaveSynchronize
@@ -281,6 +282,15 @@ class Broker:
         self.assign = AssignFeature(
             io, tables=t, consumers=self._consumer_ids, client=lambda: self._client
         )
+        self.query = QueryFeature(
+            tables=t,
+            view=s.view,
+            consumers=self.clients.consumers,
+            b2c=self.clients.b2c,
+            filter_data=self.filters.manager.get,
+            bit_num=self.filters.manager.bloom.m,
+            addr=lambda: self.addr,
+        )
         self.ha_status = HAStatusService(
             serving_as_master=is_master,
             master=self.ha_master,
@@ -319,6 +329,7 @@ class Broker:
             ("store", self.store.handlers()),
             ("auth", self.auth.handlers()),
             ("assign", self.assign.handlers()),
+            ("query", self.query.handlers()),
             ("boot", self.live_config.handlers()),
         ]
         strict_locks = self.failover.lock_wrapper(self.clients.processor, self.roles.group_members)
