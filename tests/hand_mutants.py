@@ -57,6 +57,8 @@ _BM = "tests/actor/broker/test_sql92_bitmap.py::"
 _CX = "tests/unit/storage/test_cq_ext.py::"
 _FD = "tests/unit/actors/broker/dispatch/test_filter_data.py::"
 _RC = "tests/unit/protocol/test_request_code_census.py::"
+_PU = "tests/unit/actors/broker/pop/test_probe.py::"
+_PA = "tests/actor/broker/test_pop_probe.py::"
 _GD = "tests/actor/observe/test_grafana_dashboard.py::"
 _QA = "tests/unit/actors/broker/assign/test_allocation.py::"
 _QQ = "tests/unit/actors/broker/assign/test_queues.py::"
@@ -2737,14 +2739,14 @@ MUTANTS: list[Mutant] = [
     ),
     Mutant(
         "assignment: AVG starts a short block without the extra queues before it",
-        "actors/broker/assign/allocation.py",
+        "protocol/allocation.py",
         "    start = index * average if (mod > 0 and index < mod) else index * average + mod\n",
         "    start = index * average  # MUTANT\n",
         [_QA + "test_every_queue_goes_to_exactly_one_consumer"],
     ),
     Mutant(
         "assignment: AVG_BY_CIRCLE deals from the first queue for every consumer",
-        "actors/broker/assign/allocation.py",
+        "protocol/allocation.py",
         "    return [mq_all[i] for i in range(index, len(mq_all)) if i % len(cid_all) == index]\n",
         "    return [mq_all[i] for i in range(len(mq_all)) if i <= index]  # MUTANT\n",
         [_QA + "test_by_circle_deals_the_queues_round_robin"],
@@ -2865,6 +2867,384 @@ MUTANTS: list[Mutant] = [
         "                await self.request_modes.persist()\n",
         "                pass  # MUTANT\n",
         [_QT + "test_a_slave_copies_and_persists_its_masters_modes"],
+    ),
+    Mutant(
+        "POP probes: the broker's read permission not checked",
+        "actors/broker/pop/probe.py",
+        "        if not self.config.broker_permission & PERM_READ:\n",
+        "        if False:  # MUTANT\n",
+        [_PU + "test_checks_in_upstreams_order_with_its_codes"],
+    ),
+    Mutant(
+        "POP probes: the topic's read permission not checked",
+        "actors/broker/pop/probe.py",
+        "        if not tc.perm & PERM_READ:\n",
+        "        if False:  # MUTANT\n",
+        [_PU + "test_checks_in_upstreams_order_with_its_codes"],
+    ),
+    Mutant(
+        "POP probes: a queueId beyond the read queues accepted",
+        "actors/broker/pop/probe.py",
+        "        if h.queueId >= 0 and not self.store.valid_queue(",
+        "        if False and not self.store.valid_queue(  # MUTANT",
+        [
+            _PU + "test_checks_in_upstreams_order_with_its_codes",
+            _PA + "test_bad_probes_get_upstreams_codes",
+        ],
+    ),
+    Mutant(
+        "POP probes: a group that may not consume is served",
+        "actors/broker/pop/probe.py",
+        "        if not sgc.consumeEnable:\n",
+        "        if False:  # MUTANT\n",
+        [_PU + "test_checks_in_upstreams_order_with_its_codes"],
+    ),
+    Mutant(
+        "POP probes: a queue without the group's offset read from 0, not from its min",
+        "actors/broker/pop/probe.py",
+        "        return offset if offset >= 0 else self.store.get_min_offset(topic, queue_id)\n",
+        "        return offset if offset >= 0 else 0  # MUTANT\n",
+        [_PU + "test_peek_reads_and_commits_nothing"],
+    ),
+    Mutant(
+        "NOTIFICATION: the pop retry topics not looked at",
+        "actors/broker/pop/probe.py",
+        "        retry = self._retry_topics(h)\n",
+        "        retry: list[str] = []  # MUTANT\n",
+        [_PU + "test_has_message_in_the_pop_retry_topic"],
+    ),
+    Mutant(
+        "NOTIFICATION: the v1 pop retry topic not looked at when v2 is on",
+        "actors/broker/pop/probe.py",
+        "        if self.config.enable_retry_topic_v2 and self.config.retrieve_from_retry_v1:\n",
+        "        if False:  # MUTANT\n",
+        [_PU + "test_has_message_in_the_pop_retry_topic"],
+    ),
+    Mutant(
+        "NOTIFICATION: an ordered request's blocked queue counts as having messages",
+        "actors/broker/pop/probe.py",
+        "            if h.order and self.order.blocked(",
+        "            if False and self.order.blocked(  # MUTANT",
+        [_PU + "test_an_ordered_requests_blocked_queue_counts_as_empty"],
+    ),
+    Mutant(
+        "NOTIFICATION: a held request answered false at the first arrival",
+        "actors/broker/pop/probe.py",
+        "        return False if final else None\n",
+        "        return False  # MUTANT\n",
+        [_PU + "test_held_notification_answered_true_on_arrival"],
+    ),
+    Mutant(
+        "NOTIFICATION: never held (answered false at once)",
+        "actors/broker/pop/probe.py",
+        "        return None if self.notifications.suspend(held) else False\n",
+        "        return False  # MUTANT\n",
+        [_PA + "test_notification_at_once_and_held_until_arrival"],
+    ),
+    Mutant(
+        "NOTIFICATION: held for pollTime from now, not until bornTime + pollTime",
+        "actors/broker/pop/probe.py",
+        "        left_ms = (h.bornTime or now) + h.pollTime - now",
+        "        left_ms = h.pollTime  # MUTANT",
+        [_PU + "test_held_notification_answered_false_at_born_plus_poll"],
+    ),
+    Mutant(
+        "NOTIFICATION: a held request not woken by its v1 pop retry topic",
+        "actors/broker/pop/probe.py",
+        "            h.topic,\n            pop_retry_topic_v1(h.topic, h.consumerGroup),\n",
+        "            h.topic,  # MUTANT\n",
+        [_PU + "test_held_notification_woken_by_its_retry_topic"],
+    ),
+    Mutant(
+        "NOTIFICATION: the held requests not told of arrivals",
+        "actors/broker/pop/feature.py",
+        "        self.notifications.notify_arrivals(arrived)\n",
+        "        pass  # MUTANT\n",
+        [_PA + "test_notification_at_once_and_held_until_arrival"],
+    ),
+    Mutant(
+        "NOTIFICATION: held requests not answered at shutdown",
+        "actors/broker/pop/feature.py",
+        "        await self.notifications.answer_all()\n",
+        "        pass  # MUTANT\n",
+        [_PA + "test_notification_bounded_and_answered_at_shutdown"],
+    ),
+    Mutant(
+        "PEEK_MESSAGE: the pop retry topic never read first",
+        "actors/broker/pop/probe.py",
+        "        retry_first = rand_q % 5 == 0\n",
+        "        retry_first = False  # MUTANT\n",
+        [_PU + "test_peek_reads_the_retry_topic_first_on_a_multiple_of_5"],
+    ),
+    Mutant(
+        "PEEK_MESSAGE: no read again after OFFSET_TOO_SMALL",
+        "actors/broker/pop/probe.py",
+        "            if result.status in _REREAD:\n",
+        "            if False:  # MUTANT\n",
+        [_PU + "test_peek_reads_again_from_the_next_offset_and_refuses_as_upstream"],
+    ),
+    Mutant(
+        "PEEK_MESSAGE: restNum not counted",
+        "actors/broker/pop/probe.py",
+        "            acc.rest += self.store.get_max_offset(topic, qid) - offset\n",
+        "            acc.rest += 0  # MUTANT\n",
+        [_PU + "test_peek_reads_and_commits_nothing"],
+    ),
+    Mutant(
+        "PEEK_MESSAGE: nothing found answered POLLING_TIMEOUT, not PULL_NOT_FOUND",
+        "actors/broker/pop/probe_handlers.py",
+        'RC.PULL_NOT_FOUND, "NO_MESSAGE_IN_QUEUE"',
+        'RC.POLLING_TIMEOUT, "NO_MESSAGE_IN_QUEUE"',
+        [_PA + "test_peek_reads_without_popping"],
+    ),
+    Mutant(
+        "POLLING_INFO: a released pop still counted",
+        "actors/broker/pop/hold.py",
+        "        key = self._keys.pop(held, None)\n",
+        "        key = None  # MUTANT\n",
+        [_PU + "test_polling_info_counts_held_pops_per_key"],
+    ),
+    Mutant(
+        "POLLING_INFO: held pops parked without their polling key",
+        "actors/broker/pop/processor.py",
+        "self.hold.suspend(held, (h.topic, h.consumerGroup, h.queueId))",
+        "self.hold.suspend(held)  # MUTANT",
+        [_PA + "test_polling_info_counts_held_pops"],
+    ),
+    Mutant(
+        "POLLING_INFO: counts the held notifications, not the held pops",
+        "actors/broker/pop/feature.py",
+        "            pops=self.hold,\n",
+        "            pops=self.notifications,  # MUTANT\n",
+        [_PA + "test_polling_info_counts_held_pops"],
+    ),
+    Mutant(
+        "ACL: PEEK_MESSAGE needs no rights (reads messages unchecked)",
+        "actors/auth/rights.py",
+        "    RC.PEEK_MESSAGE: _peek,\n",
+        "",
+        ["tests/unit/actors/auth/test_gate.py::test_pop_probes_need_upstreams_rights"],
+    ),
+    Mutant(
+        "ACL: POLLING_INFO needs Sub, not Get",
+        "actors/auth/rights.py",
+        "    RC.POLLING_INFO: _group_topic(GET),\n",
+        "    RC.POLLING_INFO: _group_topic(SUB),  # MUTANT\n",
+        ["tests/unit/actors/auth/test_gate.py::test_pop_probes_need_upstreams_rights"],
+    ),
+    Mutant(
+        "NOTIFICATION: an ordered block's end does not wake the held notifications",
+        "actors/broker/pop/order_service.py",
+        "            self.also_wake.notify_message_arriving(topic, queue_id, -1)\n",
+        "            pass  # MUTANT\n",
+        [_PA + "test_ordered_notification_waits_for_the_block_to_end"],
+    ),
+    Mutant(
+        "admin queries: filter groups count in the correction offsets",
+        "actors/broker/query/answers.py",
+        "        if t != topic or group in excluded:\n",
+        "        if t != topic:  # MUTANT\n",
+        [
+            "tests/unit/actors/broker/query/test_answers.py::test_filter_groups_are_left_out_and_the_table_is_untouched"
+        ],
+    ),
+    Mutant(
+        "admin queries: an offset below the queue minimum counts in the correction offsets",
+        "actors/broker/query/answers.py",
+        "            if offset >= min_offset(topic, queue_id):\n",
+        "            if True:  # MUTANT\n",
+        [
+            "tests/unit/actors/broker/query/test_answers.py::test_an_offset_below_the_queue_minimum_does_not_count"
+        ],
+    ),
+    Mutant(
+        "admin queries: a compare group behind the least offset is not Long.MAX_VALUE",
+        "actors/broker/query/answers.py",
+        "            least[queue_id] = LONG_MAX if known > offset else known\n",
+        "            least[queue_id] = known  # MUTANT\n",
+        [
+            "tests/unit/actors/broker/query/test_answers.py::test_the_compare_group_behind_the_least_offset_is_long_max"
+        ],
+    ),
+    Mutant(
+        "admin queries: a filtered compare group is still compared",
+        "actors/broker/query/answers.py",
+        "    compare = None if compare_group in excluded"
+        " else table.get(offset_key(topic, compare_group))\n",
+        "    compare = table.get(offset_key(topic, compare_group))  # MUTANT\n",
+        [
+            "tests/unit/actors/broker/query/test_answers.py::test_a_filtered_compare_group_is_not_compared"
+        ],
+    ),
+    Mutant(
+        "admin queries: blank filterGroups is a group named blank",
+        "actors/broker/query/answers.py",
+        "    if text is None or not text.strip():\n",
+        "    if text is None:  # MUTANT\n",
+        [
+            "tests/unit/actors/broker/query/test_answers.py::test_filter_groups_split_on_commas_and_blank_is_none"
+        ],
+    ),
+    Mutant(
+        "admin queries: the index equal to the queue's max is readable",
+        "actors/broker/query/answers.py",
+        "    if not low <= h.index < high:\n",
+        "    if not low <= h.index <= high:  # MUTANT\n",
+        [
+            "tests/unit/actors/broker/query/test_answers.py::test_an_index_outside_min_max_is_missing"
+        ],
+    ),
+    Mutant(
+        "admin queries: the consume queue window is not capped at one mapped file",
+        "actors/broker/query/answers.py",
+        "    return max(0, min(h.count, high - h.index, MAX_CQ_ENTRIES))\n",
+        "    return max(0, min(h.count, high - h.index))  # MUTANT\n",
+        [
+            "tests/unit/actors/broker/query/test_answers.py::test_the_window_is_count_at_most_and_never_negative"
+        ],
+    ),
+    Mutant(
+        "admin queries: queue data goes one past count",
+        "actors/broker/query/answers.py",
+        "        if offset - index >= count:\n",
+        "        if offset - index > count:  # MUTANT\n",
+        ["tests/unit/actors/broker/query/test_answers.py::test_queue_data_stops_at_count"],
+    ),
+    Mutant(
+        "admin queries: an offline group's filter data is not the not-online remark",
+        "actors/broker/query/answers.py",
+        '        return None, f"{group}@{topic} is not online!"\n',
+        '        return None, "null"  # MUTANT\n',
+        ["tests/unit/actors/broker/query/test_answers.py::test_group_view_of_an_offline_group"],
+    ),
+    Mutant(
+        "admin queries: topics by consumer without the broker address",
+        "actors/broker/query/feature.py",
+        "        return TopicList(topicList=topics, brokerAddr=self.addr())\n",
+        "        return TopicList(topicList=topics)  # MUTANT\n",
+        ["tests/actor/broker/test_admin_queries.py::test_the_read_only_queries_of_a_broker"],
+    ),
+    Mutant(
+        "admin queries: topic sets sorted, not in HashSet order",
+        "actors/broker/query/feature.py",
+        "    return java_hashmap_order(sorted(names), java_string_hash)\n",
+        "    return sorted(names)  # MUTANT\n",
+        ["tests/unit/protocol/test_query_bodies.py::test_topic_sets_in_java_hashset_order"],
+    ),
+    Mutant(
+        "admin queries: an index out of range is SYSTEM_ERROR, not SUCCESS without a body",
+        "actors/broker/query/feature.py",
+        "                    return ctx.cmd.make_response(ResponseCode.SUCCESS, remark)\n",
+        "                    return ctx.cmd.make_response("
+        "ResponseCode.SYSTEM_ERROR, remark)  # MUTANT\n",
+        ["tests/actor/broker/test_admin_queries.py::test_the_read_only_queries_of_a_broker"],
+    ),
+    Mutant(
+        "queryCq: a null field prints as None",
+        "cli/admin_query_cq.py",
+        '    return "null" if text is None else text\n',
+        "    return str(text)  # MUTANT\n",
+        ["tests/unit/protocol/test_query_bodies.py::test_entry_line_is_upstream_to_string"],
+    ),
+    Mutant(
+        "consumer status: an old client is asked, not refused",
+        "actors/broker/query/consumer_status.py",
+        "        if m.version < V3_0_7_SNAPSHOT:\n",
+        "        if False:  # MUTANT\n",
+        [
+            "tests/unit/actors/broker/query/test_consumer_status.py::test_an_old_member_met_first_is_refused_with_its_version_name"
+        ],
+    ),
+    Mutant(
+        "consumer status: a blank clientAddr asks only a client named blank",
+        "actors/broker/query/consumer_status.py",
+        "    one = origin if origin is not None and origin.strip() else None\n",
+        "    one = origin  # MUTANT\n",
+        [
+            "tests/unit/actors/broker/query/test_consumer_status.py::test_every_member_in_join_order_or_the_one_asked"
+        ],
+    ),
+    Mutant(
+        "consumer status: the asked client does not stop the round",
+        "actors/broker/query/consumer_status.py",
+        "            if one is not None:\n                break\n",
+        "            if False:  # MUTANT\n                break\n",
+        [
+            "tests/unit/actors/broker/query/test_consumer_status.py::test_an_old_member_met_first_is_refused_with_its_version_name"
+        ],
+    ),
+    Mutant(
+        "consumer status: the broker's clients in sorted, not HashMap, order",
+        "actors/broker/query/consumer_status.py",
+        "    order = fastjson.java_hashmap_order(list(table), fastjson.java_string_hash)\n",
+        "    order = sorted(table)  # MUTANT\n",
+        [
+            "tests/unit/actors/broker/query/test_consumer_status.py::test_the_broker_body_lists_clients_in_hashmap_order"
+        ],
+    ),
+    Mutant(
+        "consumer status: a refused member answer is kept",
+        "actors/broker/query/consumer_status.py",
+        "    if isinstance(resp, RemotingError)"
+        " or resp.code != ResponseCode.SUCCESS or not resp.body:\n",
+        "    if isinstance(resp, RemotingError) or not resp.body:  # MUTANT\n",
+        [
+            "tests/unit/actors/broker/query/test_consumer_status.py::test_a_failed_or_empty_answer_is_left_out"
+        ],
+    ),
+    Mutant(
+        "consumer status: a lite pull consumer answers its offsets",
+        "actors/client/consumer_status_reply.py",
+        "    if consumer is None or consumer.consume_type != PUSH or store is None:\n",
+        "    if consumer is None or store is None:  # MUTANT\n",
+        [
+            "tests/unit/actors/broker/query/test_consumer_status.py::test_a_push_consumer_answers_its_offsets_of_the_topic"
+        ],
+    ),
+    Mutant(
+        "consumer status: a client answers every topic's offsets",
+        "actors/client/consumer_status_reply.py",
+        "    return {mq: off for mq, off in store.table.items() if every or mq.topic == topic}\n",
+        "    return dict(store.table.items())  # MUTANT\n",
+        [
+            "tests/unit/actors/broker/query/test_consumer_status.py::test_a_push_consumer_answers_its_offsets_of_the_topic"
+        ],
+    ),
+    Mutant(
+        "getConsumerStatus: a long client id is not cut at 50",
+        "cli/admin_get_consumer_status.py",
+        '                f"{client_id[:50]:<50}  {mq.brokerName:<15}'
+        '  {mq.queueId:<15}  {offset:<20}"\n',
+        '                f"{client_id:<50}  {mq.brokerName:<15}'
+        '  {mq.queueId:<15}  {offset:<20}"  # MUTANT\n',
+        ["tests/unit/actors/broker/query/test_consumer_status.py::test_status_lines_are_mqadmins"],
+    ),
+    Mutant(
+        "consumer status: the client does not answer 221",
+        "actors/client/mq_client.py",
+        "        if cmd.code == RequestCode.GET_CONSUMER_STATUS_FROM_CLIENT:\n",
+        "        if False:  # MUTANT\n",
+        [
+            "tests/actor/cli/test_get_consumer_status.py::test_get_consumer_status_of_a_push_consumer"
+        ],
+    ),
+    Mutant(
+        "admin queries: a dead SQL92 filter is shown alive",
+        "actors/broker/query/feature.py",
+        '        "dead": dead_time >= data.born_ms,\n',
+        '        "dead": False,  # MUTANT\n',
+        [
+            "tests/unit/protocol/test_query_bodies.py::test_sql92_filter_data_is_upstreams_bean_in_the_pretty_layout"
+        ],
+    ),
+    Mutant(
+        "admin queries: the filter's bloom bits are left out",
+        "actors/broker/query/feature.py",
+        "    if data.positions:\n",
+        "    if False:  # MUTANT\n",
+        [
+            "tests/unit/protocol/test_query_bodies.py::test_sql92_filter_data_is_upstreams_bean_in_the_pretty_layout"
+        ],
     ),
     # --- m11-ops: UPDATE_AND_GET_GROUP_FORBIDDEN (353) ---
     Mutant(

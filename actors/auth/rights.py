@@ -177,6 +177,23 @@ def _pop(cmd: RemotingCommand, c: str) -> list[Right]:
     return [*_one("group", "consumerGroup", SUB)(cmd, c), *_one("topic", "topic", SUB)(cmd, c)]
 
 
+def _group_topic(actions: tuple[Action, ...]) -> Rule:
+    """NOTIFICATION (Sub), POLLING_INFO (Get): the group and the topic of the header."""
+
+    def rule(cmd: RemotingCommand, c: str) -> list[Right]:
+        return [
+            *_one("group", "consumerGroup", actions)(cmd, c),
+            *_one("topic", "topic", actions)(cmd, c),
+        ]
+
+    return rule
+
+
+def _peek(cmd: RemotingCommand, c: str) -> list[Right]:
+    """PEEK_MESSAGE: Sub on the topic and the group (its header names the topic first)."""
+    return [*_one("topic", "topic", SUB)(cmd, c), *_one("group", "consumerGroup", SUB)(cmd, c)]
+
+
 def _batch_ack(cmd: RemotingCommand, _c: str) -> list[Right]:
     """BATCH_ACK_MESSAGE: Sub on every group and topic its body acknowledges."""
     try:
@@ -246,6 +263,9 @@ RULES: dict[int, Rule] = {
     RC.CHANGE_MESSAGE_INVISIBLETIME: _pop,
     RC.BATCH_ACK_MESSAGE: _batch_ack,
     RC.GET_POP_INFLIGHT: _consume_stats,
+    RC.PEEK_MESSAGE: _peek,
+    RC.NOTIFICATION: _group_topic(SUB),
+    RC.POLLING_INFO: _group_topic(GET),
     RC.CONSUME_MESSAGE_DIRECTLY: _consume_directly,
     RC.GET_ALL_PRODUCER_INFO: _cluster(GET),
 }

@@ -42,6 +42,7 @@ from rocketrio.actors.broker.ha.master_service import HAMasterService
 from rocketrio.actors.broker.ha.status_service import HAStatusService
 from rocketrio.actors.broker.pop.feature import PopFeature
 from rocketrio.actors.broker.pull.feature import PullFeature
+from rocketrio.actors.broker.query.feature import QueryFeature
 from rocketrio.actors.broker.reply.feature import ReplyFeature
 from rocketrio.actors.broker.roles.role_service import RoleChange, RoleDeps, make_role_service
 from rocketrio.actors.broker.roles.slave_sync import SlaveSynchronize
@@ -282,6 +283,15 @@ class Broker:
         self.assign = AssignFeature(
             io, tables=t, consumers=self._consumer_ids, client=lambda: self._client
         )
+        self.query = QueryFeature(
+            tables=t,
+            view=s.view,
+            consumers=self.clients.consumers,
+            b2c=self.clients.b2c,
+            filter_data=self.filters.manager.get,
+            bit_num=self.filters.manager.bloom.m,
+            addr=lambda: self.addr,
+        )
         self.ha_status = HAStatusService(
             serving_as_master=is_master,
             master=self.ha_master,
@@ -321,6 +331,7 @@ class Broker:
             ("store", self.store.handlers()),
             ("auth", self.auth.handlers()),
             ("assign", self.assign.handlers()),
+            ("query", self.query.handlers()),
             ("boot", self.live_config.handlers()),
         ]
         strict_locks = self.failover.lock_wrapper(self.clients.processor, self.roles.group_members)
@@ -500,7 +511,7 @@ class Broker:
     def _stop_taking_requests(self) -> None:
         self.requests.stop_taking_requests()
         self.pull.hold.stop_holding()
-        self.pop.hold.stop_holding()
+        self.pop.stop_holding()
 
     async def _drain_store(self) -> None:
         # a call runs after every put queued before it has been committed and answered
@@ -508,7 +519,7 @@ class Broker:
 
     async def _answer_held(self) -> None:
         await self.pull.hold.answer_all()
-        await self.pop.hold.answer_all()
+        await self.pop.answer_all()
 
     async def _persist_configs(self) -> None:
         await self.tables.persist()

@@ -8,7 +8,8 @@ naming every group of this client goes to every broker (masters only when there 
 consumers); a broker address that first appears in a route (a new master) gets one at once.
 Server pushes arrive at its processor: NOTIFY_CONSUMER_IDS_CHANGED makes the named consumer
 group rebalance now; GET_CONSUMER_RUNNING_INFO (forwarded by a broker for mqadmin
-consumerStatus) is answered by `running_info_reply.answer`; PUSH_REPLY_MESSAGE_TO_CLIENT by the
+consumerStatus) is answered by `running_info_reply.answer`, GET_CONSUMER_STATUS_FROM_CLIENT
+(mqadmin getConsumerStatus) by `consumer_status_reply.answer`; PUSH_REPLY_MESSAGE_TO_CLIENT by the
 client's `RequestFutures` (request_reply.py), ``reply_waiters``.
 
 Routes are polled every ``pollNameServerInterval`` (30 s), but a master change is noticed at once
@@ -40,7 +41,7 @@ from typing import Any, Protocol
 import structlog
 
 from rocketrio.actors.client import backend as aio
-from rocketrio.actors.client import running_info_reply
+from rocketrio.actors.client import consumer_status_reply, running_info_reply
 from rocketrio.actors.client.api import MQClientAPI
 from rocketrio.actors.client.backend import every
 from rocketrio.actors.client.config import MASTER_ID, ClientConfig
@@ -529,6 +530,8 @@ class MQClientInstance:
             return running_info_reply.answer(self, cmd)
         if cmd.code == RequestCode.RESET_CONSUMER_CLIENT_OFFSET:
             return self._reset_offset(cmd)
+        if cmd.code == RequestCode.GET_CONSUMER_STATUS_FROM_CLIENT:
+            return consumer_status_reply.answer(self, cmd)
         if cmd.code == RequestCode.CONSUME_MESSAGE_DIRECTLY:
             from rocketrio.actors.client import consume_directly  # imports the consumers
 

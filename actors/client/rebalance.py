@@ -1,10 +1,10 @@
 """Pure rebalance decisions: queue allocation and where a newly assigned queue starts.
 
-`allocate_averagely` is upstream's AllocateMessageQueueAveragely: both lists sorted (queues by
-topic, broker name, queue id; client ids as strings), each client gets a contiguous block, and
-the first ``len(queues) % len(clients)`` clients get one extra queue. Every member computes
-the same table from the same inputs, which is what makes clustering consumption split the
-queues without coordination.
+`allocate` sorts a group's queues and client ids as upstream's RebalanceImpl does and splits them
+with upstream's AllocateMessageQueueAveragely (protocol/allocation.py: each client a contiguous
+block, the first ``len(queues) % len(clients)`` one extra queue). Every member computes the same
+table from the same inputs, which is what makes clustering consumption split the queues without
+coordination.
 
 `start_offset` is upstream's RebalancePushImpl.computePullFromWhere as a decision: given the
 offset the broker has for the group (or "none" / "error"), it says which offset to use or which
@@ -22,6 +22,7 @@ import attrs
 
 from rocketrio.actors.client.config import RETRY_GROUP_TOPIC_PREFIX, ConsumeFromWhere
 from rocketrio.actors.client.errors import MQClientError
+from rocketrio.protocol.allocation import allocate_averagely
 from rocketrio.protocol.bodies import MessageQueue
 
 OFFSET_NOT_FOUND = -1  # the broker has no offset for the group (QUERY_NOT_FOUND)
@@ -35,28 +36,6 @@ def mq_sort_key(mq: MessageQueue) -> tuple[str, str, int]:
 
 def sort_queues(mqs: Iterable[MessageQueue]) -> list[MessageQueue]:
     return sorted(mqs, key=mq_sort_key)
-
-
-def allocate_averagely(
-    current_cid: str, mq_all: Sequence[MessageQueue], cid_all: Sequence[str]
-) -> list[MessageQueue]:
-    """The queues ``current_cid`` owns; both lists must already be sorted (see `allocate`)."""
-    if not current_cid:
-        raise ValueError("current client id is empty")
-    if current_cid not in cid_all or not mq_all:
-        return []
-    n_mq, n_cid = len(mq_all), len(cid_all)
-    index = cid_all.index(current_cid)
-    mod = n_mq % n_cid
-    if n_mq <= n_cid:
-        average = 1
-    elif mod > 0 and index < mod:
-        average = n_mq // n_cid + 1
-    else:
-        average = n_mq // n_cid
-    start = index * average if (mod > 0 and index < mod) else index * average + mod
-    count = min(average, n_mq - start)
-    return [mq_all[(start + i) % n_mq] for i in range(count)]
 
 
 def allocate(

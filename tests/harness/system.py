@@ -307,6 +307,28 @@ def wait_for_line(proc: subprocess.Popen[str], text: str, timeout_s: float = 60)
     raise AssertionError(f"{text!r} not printed (exit {proc.poll()})")
 
 
+def launch_ns_and_broker(
+    work: str, procs: list[subprocess.Popen[str]], **broker_conf: str
+) -> tuple[str, str]:
+    """A NameServer and one broker ``broker-a`` (registering every 3 s, extra keys from
+    ``broker_conf``) as processes under ``work``, both booted; appended to ``procs`` as they
+    start, so the caller's ``stop_processes(procs)`` stops them whatever fails. Returns (the
+    NameServer's address, the broker's)."""
+    base = free_port_block(3)
+    logs = os.path.join(work, "logs")
+    procs.append(launch("namesrv", "ns", {"listenPort": str(base), "logDir": logs}, work))
+    wait_for_line(procs[-1], "boot success")
+    ns, broker = f"127.0.0.1:{base}", f"127.0.0.1:{base + 10}"
+    conf = {
+        "namesrvAddr": ns, "brokerIP1": "127.0.0.1", "logDir": logs, "brokerName": "broker-a",
+        "listenPort": str(base + 10), "storePathRootDir": os.path.join(work, "store"),
+        "registerNameServerPeriod": "3000", **broker_conf,
+    }  # fmt: skip
+    procs.append(launch("broker", "broker-a", conf, work))
+    wait_for_line(procs[-1], "boot success")
+    return ns, broker
+
+
 async def send_one(ns: str, topic: str, broker_addr: str) -> str:
     async with MQAdmin(ns) as admin:
         await admin.update_topic(topic, broker_addr=broker_addr, read_queues=1, write_queues=1)

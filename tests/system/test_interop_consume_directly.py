@@ -18,27 +18,17 @@ from rocketrio.actors.client.message import Message
 from rocketrio.actors.client.producer import Producer
 from rocketrio.actors.client.push_consumer import ConsumeStatus, PushConsumer
 from rocketrio.protocol.message import MessageExt
+from tests.harness.java_dist import CP_FILE, DIST, JAVA_OPENS
 from tests.harness.system import start_up
 
 pytestmark = pytest.mark.system
-
-DIST = os.environ.get("RMQ_DIST", "/tmp/rocketmq-5.2.0/rocketmq-all-5.2.0-bin-release")
-CP_FILE = os.environ.get("RMQ_CP_FILE", "/tmp/rocketmq-5.2.0-home/cp2.txt")
-OPENS = [
-    f"--add-{kind}=java.base/{pkg}=ALL-UNNAMED"
-    for kind, pkg in [
-        ("opens", "java.lang"), ("opens", "java.util"), ("opens", "java.nio"),
-        ("opens", "sun.nio.ch"), ("opens", "java.lang.reflect"), ("opens", "java.math"),
-        ("exports", "sun.nio.ch"),
-    ]
-]  # fmt: skip
 
 
 def mqadmin(*args: str) -> list[str]:
     with open(CP_FILE, encoding="utf-8") as f:
         classpath = "conf:" + f.read().strip()
     return [
-        "java", "-Xms256m", "-Xmx512m", *OPENS, "-Duser.home=/tmp/rmq-java-home",
+        "java", "-Xms256m", "-Xmx512m", *JAVA_OPENS, "-Duser.home=/tmp/rmq-java-home",
         "-cp", classpath, f"-Drmq.logback.configurationFile={DIST}/conf/rmq.tools.logback.xml",
         "org.apache.rocketmq.tools.command.MQAdminStartup", *args,
     ]  # fmt: skip

@@ -10,8 +10,6 @@ Skipped without the Java dist (RMQ_DIST, default /tmp/rocketmq-5.2.0/...; CI has
 from __future__ import annotations
 
 import json
-import os
-import shutil
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -20,22 +18,13 @@ import pytest
 import trio
 
 from rocketrio.actors.client.admin import MQAdmin
-from tests.harness.system import free_port_block, launch, stop_processes, wait_for_line
+from tests.harness.java_dist import DIST, java_classpath
+from tests.harness.system import launch_ns_and_broker, stop_processes
 
 pytestmark = [pytest.mark.system]
 
-DIST = os.environ.get("RMQ_DIST", "/tmp/rocketmq-5.2.0/rocketmq-all-5.2.0-bin-release")
-CP_FILE = os.environ.get("RMQ_CP_FILE", "/tmp/rocketmq-5.2.0-home/cp2.txt")
 SOURCE = Path(__file__).parent / "java" / "SqlInterop.java"
 TOPIC = "SqlInteropT"
-
-
-def _classpath() -> str:
-    if not (Path(DIST) / "lib").is_dir() or not Path(CP_FILE).exists():
-        pytest.skip(f"Apache RocketMQ 5.2.0 dist absent ({DIST}, {CP_FILE}); CI has none")
-    if shutil.which("javac") is None:
-        pytest.skip("no JDK (javac) on PATH")
-    return Path(CP_FILE).read_text(encoding="utf-8").strip()
 
 
 async def _create_topic(ns: str, broker: str) -> None:
@@ -48,29 +37,19 @@ async def _create_topic(ns: str, broker: str) -> None:
     "bitmap", [False, pytest.param(True, marks=pytest.mark.long)], ids=["judged", "bitmap"]
 )
 def test_java_consumer_by_sql(tmp_path: Any, bitmap: bool) -> None:
-    cp = _classpath()
+    cp = java_classpath()
     classes = tmp_path / "classes"
     subprocess.run(["javac", "-d", str(classes), "-cp", cp, str(SOURCE)], check=True)
-    work, base = str(tmp_path), free_port_block(3)
-    ns, broker_addr = f"127.0.0.1:{base}", f"127.0.0.1:{base + 10}"
-    logs = os.path.join(work, "logs")
-    procs = [launch("namesrv", "ns", {"listenPort": str(base), "logDir": logs}, work)]
+    work = str(tmp_path)
+    procs: list[subprocess.Popen[str]] = []
     try:
-        wait_for_line(procs[0], "boot success")
-        conf = {
-            "namesrvAddr": ns,
-            "brokerIP1": "127.0.0.1",
-            "logDir": logs,
-            "brokerName": "broker-a",
-            "listenPort": str(base + 10),
-            "storePathRootDir": os.path.join(work, "store"),
-            "enablePropertyFilter": "true",
-            "registerNameServerPeriod": "3000",
-            "enableCalcFilterBitMap": str(bitmap).lower(),
-            "enableConsumeQueueExt": str(bitmap).lower(),
-        }
-        procs.append(launch("broker", "broker-a", conf, work))
-        wait_for_line(procs[1], "boot success")
+        ns, broker_addr = launch_ns_and_broker(
+            work,
+            procs,
+            enablePropertyFilter="true",
+            enableCalcFilterBitMap=str(bitmap).lower(),
+            enableConsumeQueueExt=str(bitmap).lower(),
+        )
         trio.run(_create_topic, ns, broker_addr)
         out = subprocess.run(
             ["java", "-Drocketmq.client.logUseSlf4j=false", "-Duser.home=" + work,

@@ -125,6 +125,12 @@ KNOWN_EDGES: dict[tuple[str, str, str], str] = {
     (FEATURE_RULE, "actors.broker.pull", "actors.broker.stats.broker_stats"): (
         "pulls are counted in the broker's statistics"
     ),
+    (FEATURE_RULE, "actors.broker.query", "actors.broker.clients.client_manager"): (
+        "the admin queries read a group's subscriptions and members from the consumer table"
+    ),
+    (FEATURE_RULE, "actors.broker.query", "actors.broker.clients.consumer_calls"): (
+        "getConsumerStatus asks each member through the broker's bounded calls to clients"
+    ),
     (FEATURE_RULE, "actors.broker.roles", "actors.auth.model"): (
         "a slave syncs the master's users and ACLs"
     ),

@@ -1,5 +1,6 @@
 """Which queues a consumer owns when the broker assigns them (upstream QueryAssignmentProcessor's
-doLoadBalance and allocate4Pop, the AllocateMessageQueueAveragely / ...ByCircle strategies).
+doLoadBalance and allocate4Pop; the AllocateMessageQueueAveragely / ...ByCircle strategies are
+protocol/allocation.py's, shared with the client's rebalance).
 Pure: the shell hands in the topic's queues (its route), the group's client ids (heartbeats) and
 the group's mode for the topic.
 
@@ -27,6 +28,8 @@ from typing import Final
 
 import attrs
 
+from rocketrio.protocol.allocation import allocate_averagely as averagely
+from rocketrio.protocol.allocation import allocate_by_circle as by_circle
 from rocketrio.protocol.assignment import (
     BROADCASTING,
     POP,
@@ -63,29 +66,15 @@ def _check(cid: str, mq_all: Sequence[MessageQueue], cid_all: Sequence[str]) -> 
 def allocate_averagely(
     cid: str, mq_all: Sequence[MessageQueue], cid_all: Sequence[str]
 ) -> list[MessageQueue]:
-    """AVG: contiguous blocks; the first ``len(mq_all) % len(cid_all)`` clients get one more."""
-    if not _check(cid, mq_all, cid_all):
-        return []
-    n_mq, n_cid = len(mq_all), len(cid_all)
-    index, mod = cid_all.index(cid), n_mq % n_cid
-    if n_mq <= n_cid:
-        average = 1
-    elif mod > 0 and index < mod:
-        average = n_mq // n_cid + 1
-    else:
-        average = n_mq // n_cid
-    start = index * average if (mod > 0 and index < mod) else index * average + mod
-    return [mq_all[(start + i) % n_mq] for i in range(min(average, n_mq - start))]
+    """AVG (protocol/allocation.py), after upstream's input check."""
+    return averagely(cid, mq_all, cid_all) if _check(cid, mq_all, cid_all) else []
 
 
 def allocate_by_circle(
     cid: str, mq_all: Sequence[MessageQueue], cid_all: Sequence[str]
 ) -> list[MessageQueue]:
-    """AVG_BY_CIRCLE: queue i to client i mod clients."""
-    if not _check(cid, mq_all, cid_all):
-        return []
-    index = cid_all.index(cid)
-    return [mq_all[i] for i in range(index, len(mq_all)) if i % len(cid_all) == index]
+    """AVG_BY_CIRCLE (protocol/allocation.py), after upstream's input check."""
+    return by_circle(cid, mq_all, cid_all) if _check(cid, mq_all, cid_all) else []
 
 
 STRATEGIES: Final[dict[str, Strategy]] = {

@@ -1,6 +1,8 @@
 """POP consumption as the broker builds it: the held pops (hold.py), ordered POP's state and its
 file (order.py, order_service.py), POP_MESSAGE (processor.py), the acks (ack.py) and the
-master's revive task (revive.py, revive_service.py); their request codes in handlers.py.
+master's revive task (revive.py, revive_service.py); their request codes in handlers.py. The
+probes PEEK_MESSAGE, NOTIFICATION and POLLING_INFO (probe.py, probe_handlers.py) read the same
+tables; held NOTIFICATIONs wait in ``notifications``, a hold service of their own.
 """
 
 from __future__ import annotations
@@ -19,6 +21,8 @@ from rocketrio.actors.broker.pop.handlers import pop_handlers
 from rocketrio.actors.broker.pop.hold import PopLongPollingService
 from rocketrio.actors.broker.pop.order_service import PopOrderService
 from rocketrio.actors.broker.pop.pop_nowait import PopNowait
+from rocketrio.actors.broker.pop.probe import PopProbe
+from rocketrio.actors.broker.pop.probe_handlers import probe_handlers
 from rocketrio.actors.broker.pop.processor import PopConfig, PopMessageProcessor
 from rocketrio.actors.broker.pop.revive_service import PopReviveService, ReviveConfig
 from rocketrio.actors.broker.store.actor import StoreActor
@@ -86,6 +90,9 @@ class PopFeature:
             record_escape=record_escape,
         )
         self.pop.nowait = PopNowait(self.pop).try_serve
+        self.notifications = PopLongPollingService(config.maxPopPollingSize)
+        self.order.also_wake = self.notifications  # an ordered block's end wakes them too
+        self.probe = self._probe(io, t, view, pop_config)
         self.acks = PopAckProcessor(
             pop_config,
             topics=t.topics,
@@ -114,6 +121,22 @@ class PopFeature:
             escape=escape,
         )
 
+    def _probe(
+        self, io: BrokerIO, t: BrokerTables, view: QueueReader, pop_config: PopConfig
+    ) -> PopProbe:
+        return PopProbe(
+            pop_config,
+            topics=t.topics,
+            groups=t.groups,
+            offsets=t.offsets,
+            store=view,
+            pops=self.hold,
+            notifications=self.notifications,
+            order=self.order,
+            now_ms=io.now_ms,
+            rng=io.rng,
+        )
+
     def read_foreign_with(self, read: ForeignRead | None) -> None:
         """How the revive reads a CK's messages that another group's acting slave popped
         (RIP-32: failover/pop_escape.py)."""
@@ -122,7 +145,7 @@ class PopFeature:
     @functools.cached_property
     def _handlers(self) -> Handlers:
         """The request handlers, made once: the direct path checks the table holds this ACK's."""
-        return pop_handlers(self.pop, self.acks, self.revive)
+        return pop_handlers(self.pop, self.acks, self.revive) | probe_handlers(self.probe)
 
     def handlers(self) -> Handlers:
         return self._handlers
@@ -138,6 +161,17 @@ class PopFeature:
 
     def on_arrivals(self, arrived: Mapping[tuple[str, int], int]) -> None:
         self.hold.notify_arrivals(arrived)
+        self.notifications.notify_arrivals(arrived)
+
+    def stop_holding(self) -> None:
+        """Shutdown begins: pops and notifications that find nothing are answered at once."""
+        self.hold.stop_holding()
+        self.notifications.stop_holding()
+
+    async def answer_all(self) -> None:
+        """Shutdown: every held pop and notification answered now."""
+        await self.hold.answer_all()
+        await self.notifications.answer_all()
 
     async def load(self) -> None:
         await self.order.load_file()
@@ -147,6 +181,7 @@ class PopFeature:
     ) -> None:
         async with trio.open_nursery() as n:
             await n.start(self.hold.run)
+            await n.start(self.notifications.run)
             await n.start(self.revive.run)
             await n.start(self.acks.batcher.run)
             await n.start(self.order.run)

@@ -4,7 +4,10 @@
 A POP that found nothing and carries a pollTime is parked with a deadline (pollTime, capped by
 the broker) and the topics that may wake it (the topic and the group's pop retry topics); any
 arrival on one of them re-runs it. At most ``max_held`` pops are held (maxPopPollingSize); one
-more is answered POLLING_FULL by the processor.
+more is answered POLLING_FULL by the processor. A pop parked with a polling key (its topic,
+group and queueId, upstream's pollingMap key) is counted under it until released: POLLING_INFO
+reads `polling_num`. Upstream's NotificationProcessor holds NOTIFICATION requests in a second
+instance of this service (probe.py), bounded the same way and not counted by POLLING_INFO.
 
 The service also runs pops that are not held yet (`try_start`, at most ``max_running`` at a
 time): a pop waits for its CK writes, and running it here keeps the connection reading the next
@@ -15,7 +18,7 @@ while it read.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Hashable, Mapping
 from typing import Any
 
 import trio
@@ -29,8 +32,10 @@ class PopLongPollingService:
         self.max_running = max_running
         self.running = 0
         self._nursery: trio.Nursery | None = None
-        self._poll = LongPoll()
+        self._poll = LongPoll(on_released=self._released)
         self.arrivals = 0
+        self._polling: dict[Hashable, int] = {}  # polling key -> held requests
+        self._keys: dict[Held, Hashable] = {}  # a counted held request -> its polling key
 
     @property
     def holding(self) -> bool:
@@ -40,12 +45,30 @@ class PopLongPollingService:
     def count(self) -> int:
         return self._poll.count
 
-    def suspend(self, held: Held) -> bool:
-        """Park a pop; False when not holding (shutdown) or full (answer it now)."""
+    def suspend(self, held: Held, key: Hashable | None = None) -> bool:
+        """Park a pop (counted under ``key`` while held, when given); False when not holding
+        (shutdown) or full (answer it now)."""
         if not self._poll.holding or self._poll.count >= self.max_held:
             return False
         self._poll.park(held)
+        if key is not None:
+            self._keys[held] = key
+            self._polling[key] = self._polling.get(key, 0) + 1
         return True
+
+    def polling_num(self, key: Hashable) -> int:
+        """How many requests parked under ``key`` are held now."""
+        return self._polling.get(key, 0)
+
+    def _released(self, held: Held) -> None:
+        key = self._keys.pop(held, None)
+        if key is None:
+            return
+        n = self._polling[key] - 1
+        if n:
+            self._polling[key] = n
+        else:
+            del self._polling[key]
 
     def notify_message_arriving(self, topic: str, queue_id: int, max_offset: int) -> None:
         """The store actor's arrival listener: cheap, the re-runs happen in `run`."""

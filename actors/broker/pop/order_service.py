@@ -76,6 +76,7 @@ class PopOrderService(JsonFileTable):
         self.topics = topics
         self.groups = groups
         self.hold = hold
+        self.also_wake: PopLongPollingService | None = None  # held NOTIFICATIONs (probe.py)
         self.now_ms = now_ms
         self.persist_interval_s = persist_interval_s
         self.log = log or structlog.get_logger("broker").bind(actor="pop_order")
@@ -170,7 +171,7 @@ class PopOrderService(JsonFileTable):
         if next_offset >= committed:  # never back: a reset may have moved the offset on
             self.offsets.commit(group, topic, queue_id, next_offset)
             if self.manager.blocked_until(topic, group, queue_id, self.now_ms()) is None:
-                self.hold.notify_message_arriving(topic, queue_id, -1)
+                self._wake(topic, queue_id)
         return None
 
     def change_invisible_time(
@@ -187,10 +188,17 @@ class PopOrderService(JsonFileTable):
         return next_ms - pop_time
 
     # -- waking held pops when a block ends
+    def _wake(self, topic: str, queue_id: int) -> None:
+        """A block of ``topic`` ended: held pops, and held NOTIFICATIONs (``also_wake``, set by
+        the POP feature: upstream's lock manager wakes its notifications too), look again."""
+        self.hold.notify_message_arriving(topic, queue_id, -1)
+        if self.also_wake is not None:
+            self.also_wake.notify_message_arriving(topic, queue_id, -1)
+
     def _wake_at_block_end(self, topic: str, group: str, queue_id: int, now: int) -> None:
         end = self.manager.blocked_until(topic, group, queue_id, now)
         if end is None:
-            self.hold.notify_message_arriving(topic, queue_id, -1)
+            self._wake(topic, queue_id)
         else:
             self._wake_at(end, topic)
 
@@ -220,4 +228,4 @@ class PopOrderService(JsonFileTable):
                     self._pending.discard(entry)
                     due.add(entry[1])
                 for topic in sorted(due):
-                    self.hold.notify_message_arriving(topic, -1, -1)
+                    self._wake(topic, -1)

@@ -298,7 +298,7 @@ class PopMessageProcessor:
             self._rerun,
             self.failed,
         )
-        if self.hold.suspend(held):
+        if self.hold.suspend(held, (h.topic, h.consumerGroup, h.queueId)):
             return None
         return attrs.evolve(popped, polling_full=self.hold.holding)
 

@@ -67,6 +67,11 @@ def unknown_cases(ns: str, ctrl: str) -> list[tuple[list[str], str]]:
             ["updateAndGetGroupReadForbidden", "-n", ns, "-b", NOBODY, "-g", "G", "-t", "T"],
             f"cannot connect to {NOBODY}",
         ),
+        (
+            ["queryCq", "-n", ns, "-t", "NoTopic", "-q", "0", "-i", "0"],
+            "no route for topic NoTopic",
+        ),
+        (["getConsumerStatus", "-n", ns, "-g", "G", "-t", "NoTopic"], "no route for topic NoTopic"),
         (["getControllerMetaData", "-a", "10.0.7.8:9878"], "cannot connect to 10.0.7.8:9878"),
         (["getSyncStateSet", "-a", ctrl, "-b", "NoSet"], "NoSet unknown to the controller"),
         (

@@ -399,3 +399,24 @@ def test_a_changed_acl_changes_the_next_decision_at_once() -> None:
     assert m.put_acl(acl(entry("Topic:T", ["Pub"], ips=["10.0.0.0/8"])), None) is None
     assert isinstance(decide(m, send_v2("T")), Allowed)
     assert isinstance(decide(m, send_v2("T"), ip="192.168.1.1"), Denied)
+
+
+def test_pop_probes_need_upstreams_rights() -> None:
+    """PEEK_MESSAGE and NOTIFICATION: Sub; POLLING_INFO: Get; on the group and the topic (the
+    annotations of upstream's headers, in their field order)."""
+    ext = {"topic": "T", "consumerGroup": "g", "queueId": "0"}
+    topic, group = Resource.topic("T"), Resource.group("g")
+    sub, get = (Action.SUB,), (Action.GET,)
+    assert rights_of(RemotingCommand(RC.PEEK_MESSAGE, ext_fields=ext), "C1") == [
+        Right(topic, sub),
+        Right(group, sub),
+    ]
+    assert rights_of(RemotingCommand(RC.NOTIFICATION, ext_fields=ext), "C1") == [
+        Right(group, sub),
+        Right(topic, sub),
+    ]
+    info = RemotingCommand(RC.POLLING_INFO, ext_fields=ext)
+    assert rights_of(info, "C1") == [Right(group, get), Right(topic, get)]
+    m = meta(entry("Topic:T", ["Sub"]), entry("Group:g", ["Sub"]))
+    assert isinstance(decide(m, RemotingCommand(RC.PEEK_MESSAGE, ext_fields=ext)), Allowed)
+    assert isinstance(decide(m, info), Denied)

@@ -1,0 +1,62 @@
+"""Opt-in interop: Apache RocketMQ 5.2.0's own remoting client and header classes (what its
+MQClientAPIExt.notification and proxy use) against a rocketrio NameServer and broker (real
+processes): a NOTIFICATION on an empty queue is held and answered hasMsg=false at its pollTime;
+one held again is answered hasMsg=true as soon as a Java producer sends to the queue; two
+PEEK_MESSAGEs return the same messages (nothing popped) with restNum; a PEEK of an unknown topic
+is TOPIC_NOT_EXIST; POLLING_INFO counts a held POP_MESSAGE of its queue and no other.
+Skipped without the Java dist (RMQ_DIST, default /tmp/rocketmq-5.2.0/...; CI has none) or a JDK.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+import trio
+
+from rocketrio.actors.client.admin import MQAdmin
+from tests.harness.java_dist import DIST, JAVA_OPENS, java_classpath
+from tests.harness.system import launch_ns_and_broker, stop_processes
+
+pytestmark = [pytest.mark.system]
+
+SOURCE = Path(__file__).parent / "java" / "ProbeInterop.java"
+TOPIC, GROUP = "ProbeT", "probe_g"
+
+
+async def _create_topic(ns: str, broker: str) -> None:
+    async with MQAdmin(ns) as admin:
+        await admin.update_topic(TOPIC, broker_addr=broker, read_queues=4, write_queues=4)
+    await trio.sleep(5)  # the route reaches the NameServer with the broker's next registration
+
+
+def test_java_notification_peek_and_polling_info(tmp_path: Any) -> None:
+    cp = java_classpath()
+    classes = tmp_path / "classes"
+    subprocess.run(["javac", "-d", str(classes), "-cp", cp, str(SOURCE)], check=True)
+    work = str(tmp_path)
+    procs: list[subprocess.Popen[str]] = []
+    try:
+        ns, broker_addr = launch_ns_and_broker(work, procs)
+        trio.run(_create_topic, ns, broker_addr)
+        java = ["java", "-Xms128m", "-Xmx384m", *JAVA_OPENS, "-Duser.home=" + work]
+        out = subprocess.run(
+            [*java, "-Drocketmq.client.logUseSlf4j=false", "-cp", f"{classes}:{cp}",
+             "ProbeInterop", ns, broker_addr, TOPIC, GROUP],
+            capture_output=True, text=True, timeout=180, check=False, cwd=DIST,
+        )  # fmt: skip
+        assert out.returncode == 0, out.stderr[-3000:]
+        res = json.loads(out.stdout.strip().splitlines()[-1])
+        print(json.dumps(res))
+        assert res["timed_out"] == "false" and 1900 <= res["timed_out_ms"] < 6000, res
+        assert res["held"] == "true" and res["woken_ms"] < 5000, res  # not its 20 s pollTime
+        for peek in (res["peek1"], res["peek2"]):  # the second finds the same: nothing popped
+            assert peek == {"code": 0, "remark": "FOUND", "rest": 2, "bodies": ["p0", "p1"]}
+        assert res["peek_bad"]["code"] == 17, res  # TOPIC_NOT_EXIST
+        assert res["polling"] == [1, 0, 0], res  # the held POP of queue 1, then none
+        assert res["popped"] == "0 FOUND", res
+    finally:
+        stop_processes(procs)
