@@ -399,12 +399,21 @@ class ConsumerOffsetSerializeWrapper:
 
 @attrs.define(slots=True)
 class SubscriptionGroupWrapper:
-    """subscriptionGroup.json and GET_ALL_SUBSCRIPTIONGROUP_CONFIG (the broker also sends
-    upstream's ``forbiddenTable``: group -> topic -> forbidden bits; rocketrio keeps none)."""
+    """subscriptionGroup.json and GET_ALL_SUBSCRIPTIONGROUP_CONFIG, with upstream's
+    ``forbiddenTable``: group -> topic -> forbidden bits (UPDATE_AND_GET_GROUP_FORBIDDEN)."""
 
     subscriptionGroupTable: dict[str, SubscriptionGroupConfig] = attrs.field(factory=dict)
     dataVersion: DataVersion = attrs.field(factory=DataVersion)
     forbiddenTable: dict[str, dict[str, int]] = attrs.field(factory=dict)
+
+
+@attrs.define(slots=True)
+class GroupForbidden:
+    """UPDATE_AND_GET_GROUP_FORBIDDEN's answer: may ``group`` read ``topic`` on this broker."""
+
+    group: str
+    topic: str
+    readable: bool
 
 
 @attrs.define(slots=True)

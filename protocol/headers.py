@@ -444,6 +444,22 @@ class DeleteSubscriptionGroupRequestHeader:
 
 
 @attrs.define(slots=True)
+class ResumeCheckHalfMessageRequestHeader:
+    """RESUME_CHECK_HALF_MESSAGE (323): the half's offset message id (nullable upstream)."""
+
+    msgId: str | None = None
+
+
+@attrs.define(slots=True)
+class UpdateGroupForbiddenRequestHeader:
+    """UPDATE_AND_GET_GROUP_FORBIDDEN (353): no ``readable`` only reads the current value."""
+
+    group: str
+    topic: str
+    readable: bool | None = None
+
+
+@attrs.define(slots=True)
 class GetSubscriptionGroupConfigRequestHeader:
     group: str
 

@@ -195,6 +195,15 @@ REFUSED_CODES: Final[Mapping[int, str]] = MappingProxyType(
         2004: "switches upstream's commitlog read between mmap and pread; rocketrio has one read "
         "path",
         **dict.fromkeys((311, 312, 313), _UNIT),
+        60: "the checkpoint of upstream's timing wheel (timerlog flush position, timer queue "
+        "offsets); rocketrio's timers wait in rmq_sys_wheel_timer ConsumeQueues whose progress "
+        "is delayOffset.json's timerOffsetTable (docs/secondary-messages.md)",
+        61: "per-topic counts of waiting timers that upstream's timing wheel keeps; rocketrio's "
+        "wheel keeps no per-timer state in RAM (topicStatus -t rmq_sys_wheel_timer shows what "
+        "waits)",
+        908: "upstream's slave keeps a one-off masterFlushedOffset (copied at start-up or set by "
+        "this command) that only GET_BROKER_HA_STATUS shows; rocketrio's slave reports the "
+        "confirmOffset its master announces live, so there is nothing to reset",
     }
 )
 """code -> why rocketrio deliberately does not serve it: the census page's "refused" rows, and

@@ -394,6 +394,10 @@ class MessageStore:
     def topic_queue_ids(self) -> dict[str, list[int]]:
         return self._queues.topic_queue_ids()
 
+    def queue_topics(self) -> set[str]:
+        """The topics that have at least one ConsumeQueue."""
+        return {topic for topic, _queue_id in self._queues.keys()}
+
     def queue_count(self) -> int:
         """How many ConsumeQueues exist (a slave's metadata sync watches it for new ones)."""
         return self._queues.count()

@@ -72,6 +72,10 @@ _RR = "tests/unit/storage/test_replica_runs.py::"
 _IE = "tests/unit/storage/test_index_entries.py::"
 _AF = "tests/actor/kernel/test_answer_flush.py::"
 _DS = "tests/unit/actors/broker/send/test_direct_send.py::"
+_GF = "tests/actor/broker/test_group_forbidden.py::"
+_UGF = "tests/unit/actors/broker/tables/test_group_forbidden.py::"
+_TR = "tests/actor/client/test_transaction_resume.py::"
+_CU = "tests/actor/broker/test_clean_unused_topic.py::"
 _SD = "tests/system/test_chaos_slow_disk.py::"
 _DA = "tests/unit/actors/broker/pop/test_direct_ack.py::"
 _PN = "tests/actor/broker/test_pop_nowait.py::"
@@ -3241,6 +3245,110 @@ MUTANTS: list[Mutant] = [
         [
             "tests/unit/protocol/test_query_bodies.py::test_sql92_filter_data_is_upstreams_bean_in_the_pretty_layout"
         ],
+    ),
+    # --- m11-ops: UPDATE_AND_GET_GROUP_FORBIDDEN (353) ---
+    Mutant(
+        "group forbidden: a read-forbidden group may still pull",
+        "actors/broker/pull/processor.py",
+        "        if self.groups.is_forbidden(sgc.groupName, h.topic, PERM_INDEX_READ):\n",
+        "        if False:  # MUTANT\n",
+        [_GF + "test_forbid_read_refuses_pull_and_persists"],
+    ),
+    Mutant(
+        "group forbidden: the change is not persisted before the answer",
+        "actors/broker/admin/processor.py",
+        "            h.group, h.topic, PERM_INDEX_READ, not h.readable\n        ):\n"
+        "            await self.groups.persist()\n",
+        "            h.group, h.topic, PERM_INDEX_READ, not h.readable\n        ):\n"
+        "            pass  # MUTANT\n",
+        [_GF + "test_forbid_read_refuses_pull_and_persists"],
+    ),
+    Mutant(
+        "group forbidden: readable=true sets the bit instead of clearing it",
+        "actors/broker/admin/processor.py",
+        "            h.group, h.topic, PERM_INDEX_READ, not h.readable\n",
+        "            h.group, h.topic, PERM_INDEX_READ, True  # MUTANT\n",
+        [_GF + "test_forbid_read_refuses_pull_and_persists"],
+    ),
+    Mutant(
+        "group forbidden: a clear to 0 keeps the group's other topics (not upstream's rule)",
+        "actors/broker/tables/subscription_group.py",
+        "            if self.forbidden.pop(group, None) is None:\n",
+        "            if self.forbidden.get(group, {}).pop(topic, None) is None:  # MUTANT\n",
+        [_UGF + "test_bits_follow_upstreams_rule"],
+    ),
+    Mutant(
+        "group forbidden: the bits are not loaded from subscriptionGroup.json",
+        "actors/broker/tables/subscription_group.py",
+        "        self.forbidden = {g: dict(topics) for g, topics in "
+        "wrapper.forbiddenTable.items()}\n",
+        "        self.forbidden = {}  # MUTANT\n",
+        [_GF + "test_forbid_read_refuses_pull_and_persists"],
+    ),
+    Mutant(
+        "group forbidden: deleting a group keeps its bits",
+        "actors/broker/tables/subscription_group.py",
+        "        had_bits = self.forbidden.pop(group, None) is not None\n",
+        "        had_bits = False  # MUTANT\n",
+        [_GF + "test_clear_drops_the_groups_whole_entry_and_delete_group_drops_it"],
+    ),
+    Mutant(
+        "group forbidden: a slave takes its master's forbidden bits",
+        "actors/broker/roles/slave_sync.py",
+        "            self.groups.load(attrs.evolve(gw, forbiddenTable=self.groups.forbidden))\n",
+        "            self.groups.load(gw)  # MUTANT\n",
+        ["tests/actor/broker/test_slave_sync.py::test_a_slave_keeps_its_own_forbidden_bits"],
+    ),
+    # --- m11-ops: RESUME_CHECK_HALF_MESSAGE (323) ---
+    Mutant(
+        "resume half: the check count is kept instead of reset to 0",
+        "actors/broker/transaction/resume.py",
+        "    return renewed_half(msg, 0, born_host_of(msg))\n",
+        "    return renewed_half(msg, 1, born_host_of(msg))  # MUTANT\n",
+        [_TR + "test_a_discarded_half_is_checked_again_and_committed_once"],
+    ),
+    Mutant(
+        "resume half: a message that is not a half is put into the half queue",
+        "actors/broker/transaction/resume.py",
+        "    if PROPERTY_REAL_TOPIC not in msg.properties:\n",
+        "    if False:  # MUTANT\n",
+        [_TR + "test_bad_ids_non_halves_and_a_slave_are_refused_with_nothing_written"],
+    ),
+    Mutant(
+        "resume half: a slave writes the half",
+        "actors/broker/transaction/resume.py",
+        "    if not is_master():\n",
+        "    if False:  # MUTANT\n",
+        [_TR + "test_bad_ids_non_halves_and_a_slave_are_refused_with_nothing_written"],
+    ),
+    # --- m11-ops: CLEAN_UNUSED_TOPIC (316) ---
+    Mutant(
+        "unused topics: a system topic loses its queues",
+        "actors/broker/admin/unused_topics.py",
+        "    return not in_table and not is_system and not topic.startswith(LMQ_PREFIX)\n",
+        "    return not in_table and not topic.startswith(LMQ_PREFIX)  # MUTANT\n",
+        [_CU + "test_only_topics_without_config_lose_their_queues"],
+    ),
+    Mutant(
+        "unused topics: an LMQ loses its queues",
+        "actors/broker/admin/unused_topics.py",
+        "    return not in_table and not is_system and not topic.startswith(LMQ_PREFIX)\n",
+        "    return not in_table and not is_system  # MUTANT\n",
+        ["tests/unit/actors/broker/admin/test_unused_topics.py::test_the_rule"],
+    ),
+    Mutant(
+        "unused topics: a configured topic loses its queues",
+        "actors/broker/admin/unused_topics.py",
+        "        used = topics.select(topic) is not None\n",
+        "        used = False  # MUTANT\n",
+        [_CU + "test_only_topics_without_config_lose_their_queues"],
+    ),
+    Mutant(
+        "unused topics: a broker not serving as master cleans",
+        "actors/broker/admin/unused_topics.py",
+        "    if not is_master():\n",
+        "    if False:  # MUTANT\n",
+        [_CU + "test_a_broker_not_serving_as_master_removes_nothing"],
     ),
 ]
 

@@ -61,6 +61,7 @@ from rocketrio.actors.broker.store.disk_usage import DiskSpace, disk_space
 from rocketrio.actors.broker.store.view import RunBlocking
 from rocketrio.actors.broker.tables.broker_tables import BrokerTables
 from rocketrio.actors.broker.tables.meta_journal import MetaJournal
+from rocketrio.actors.broker.transaction.resume import resume_handlers
 from rocketrio.actors.broker.transaction.service import build_transaction_service
 from rocketrio.actors.client.message import UniqIdGenerator
 from rocketrio.actors.kernel.clock import wallclock_ms
@@ -322,6 +323,7 @@ class Broker:
             ("stats", self.stats.handlers()),
             ("pop", self.pop.handlers()),
             ("transaction", self.transactions.handlers()),
+            ("transaction_resume", resume_handlers(self.transactions)),
             ("schedule", self.schedule.handlers()),
             ("static_topic", self.static.handlers()),
             ("roles", self.roles.handlers()),

@@ -13,6 +13,7 @@ from rocketrio.actors.broker.admin.offset_reset import (
     offset_reset_handlers,
 )
 from rocketrio.actors.broker.admin.processor import AdminProcessor
+from rocketrio.actors.broker.admin.unused_topics import unused_topic_handlers
 from rocketrio.actors.broker.boot.broker_io import BrokerIO
 from rocketrio.actors.broker.clients.client_manager import ConsumerManager
 from rocketrio.actors.broker.dispatch.table import Handlers
@@ -36,6 +37,7 @@ class AdminFeature:
         journal_settled: Callable[[], Awaitable[str | None]] | None = None,
     ) -> None:
         config = io.config
+        self.store_calls, self.is_master = store.actor, is_master
         self.processor = AdminProcessor(
             config,
             topics=tables.topics,
@@ -59,4 +61,10 @@ class AdminFeature:
         )
 
     def handlers(self) -> Handlers:
-        return {**admin_handlers(self.processor), **offset_reset_handlers(self.offset_reset)}
+        return {
+            **admin_handlers(self.processor),
+            **offset_reset_handlers(self.offset_reset),
+            **unused_topic_handlers(
+                self.store_calls, self.processor.topics, lambda: self.is_master()
+            ),
+        }

@@ -38,6 +38,7 @@ from rocketrio.protocol.headers import (
     QueryMessageRequestHeader,
     QueryMessageResponseHeader,
     SearchOffsetRequestHeader,
+    UpdateGroupForbiddenRequestHeader,
     ViewMessageRequestHeader,
 )
 from rocketrio.protocol.remoting import RemotingCommand
@@ -70,6 +71,9 @@ def admin_handlers(admin: AdminProcessor) -> Handlers:
         rc.GET_ALL_SUBSCRIPTIONGROUP_CONFIG: on_no_args(a.all_groups, answer_json),
         rc.GET_SUBSCRIPTIONGROUP_CONFIG: on_ext(
             GetSubscriptionGroupConfigRequestHeader, a.group_config, answer_json
+        ),
+        rc.UPDATE_AND_GET_GROUP_FORBIDDEN: on_ext_awaited(
+            UpdateGroupForbiddenRequestHeader, a.group_forbidden, answer_json
         ),
         rc.DELETE_SUBSCRIPTIONGROUP: on_ext_awaited(
             DeleteSubscriptionGroupRequestHeader, a.delete_group, answer_done

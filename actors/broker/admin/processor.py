@@ -31,6 +31,7 @@ from rocketrio.actors.broker.clients.client_manager import ConsumerManager
 from rocketrio.actors.broker.dispatch.outcomes import DONE, Done, Refusal
 from rocketrio.actors.broker.stats.broker_stats import BrokerStats
 from rocketrio.actors.broker.store.view import StoreView
+from rocketrio.actors.broker.tables.subscription_group import PERM_INDEX_READ
 from rocketrio.actors.broker.tables.tables import GroupTable, OffsetTable, TopicTable
 from rocketrio.actors.broker.tables.topic_config import (
     check_group_name,
@@ -39,6 +40,7 @@ from rocketrio.actors.broker.tables.topic_config import (
     check_topic_name,
 )
 from rocketrio.protocol.bodies import (
+    GroupForbidden,
     SubscriptionGroupConfig,
     SubscriptionGroupWrapper,
     TopicConfig,
@@ -56,6 +58,7 @@ from rocketrio.protocol.headers import (
     GetSubscriptionGroupConfigRequestHeader,
     QueryMessageRequestHeader,
     SearchOffsetRequestHeader,
+    UpdateGroupForbiddenRequestHeader,
     ViewMessageRequestHeader,
 )
 
@@ -218,6 +221,16 @@ class AdminProcessor:
                 f"The subscription group {h.group} not exist",
             )
         return sgc
+
+    async def group_forbidden(self, h: UpdateGroupForbiddenRequestHeader) -> GroupForbidden:
+        """UPDATE_AND_GET_GROUP_FORBIDDEN: set or clear the group's read-forbidden bit on the
+        topic when ``readable`` is given (persisted before the answer), then answer it."""
+        if h.readable is not None and self.groups.update_forbidden(
+            h.group, h.topic, PERM_INDEX_READ, not h.readable
+        ):
+            await self.groups.persist()
+        readable = not self.groups.is_forbidden(h.group, h.topic, PERM_INDEX_READ)
+        return GroupForbidden(group=h.group, topic=h.topic, readable=readable)
 
     async def delete_group(self, h: DeleteSubscriptionGroupRequestHeader) -> Done | Refusal:
         self.stats.items.on_group_deleted(h.groupName)

@@ -72,6 +72,7 @@ from rocketrio.actors.broker.dispatch.outcomes import (
 from rocketrio.actors.broker.pull.hold import PullRequestHoldService, Suspended
 from rocketrio.actors.broker.stats.broker_stats import BrokerStats
 from rocketrio.actors.broker.store.view import StoreView
+from rocketrio.actors.broker.tables.subscription_group import PERM_INDEX_READ
 from rocketrio.actors.broker.tables.tables import GroupTable, OffsetTable, TopicTable
 from rocketrio.actors.broker.tables.topic_config import check_group_name
 from rocketrio.actors.observe import events
@@ -314,6 +315,11 @@ class PullMessageProcessor:
             return Refusal(
                 ResponseCode.NO_PERMISSION,
                 f"the consumer group[{h.consumerGroup}] can not consume by broadcast way",
+            )
+        if self.groups.is_forbidden(sgc.groupName, h.topic, PERM_INDEX_READ):
+            return Refusal(
+                ResponseCode.NO_PERMISSION,
+                f"the consumer group[{h.consumerGroup}] is forbidden for topic[{h.topic}]",
             )
         sub = group.find_subscription(h.topic)
         if sub is None:

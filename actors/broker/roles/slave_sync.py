@@ -63,6 +63,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+import attrs
 import structlog
 import trio
 
@@ -275,7 +276,8 @@ class SlaveSynchronize:
         groups = await self._get(client, addr, RequestCode.GET_ALL_SUBSCRIPTIONGROUP_CONFIG)
         gw = from_json(SubscriptionGroupWrapper, groups)
         if _differs(gw.dataVersion, self.groups.data_version):
-            self.groups.load(gw)
+            # the forbidden bits are each broker's own (upstream copies only the group configs)
+            self.groups.load(attrs.evolve(gw, forbiddenTable=self.groups.forbidden))
             await self.groups.persist()
         if self.delay_offsets is not None:
             raw = await self._get(client, addr, RequestCode.GET_ALL_DELAY_OFFSET)

@@ -5,6 +5,12 @@ times a message is retried before it goes to the DLQ. With autoCreateSubscriptio
 default) an unknown group gets a default config on first use (heartbeat, pull, send-back),
 like upstream's findSubscriptionGroupConfig. Mutations return True when the table changed so
 the broker can persist it; no I/O here.
+
+It also keeps upstream's forbidden table (UPDATE_AND_GET_GROUP_FORBIDDEN, mqadmin
+updateAndGetGroupReadForbidden): group -> topic -> forbidden bits, bit PERM_INDEX_READ meaning
+"this group may not pull this topic". It travels in subscriptionGroup.json's ``forbiddenTable``
+like upstream's. Clearing a group's last bit for one topic drops the group's whole entry, as
+upstream's updateForbiddenValue does (with one bit in use, a clear for topic A also clears B).
 """
 
 from __future__ import annotations
@@ -12,6 +18,9 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from rocketrio.protocol.bodies import DataVersion, SubscriptionGroupConfig, SubscriptionGroupWrapper
+
+PERM_INDEX_READ = 2
+"""Upstream PermName.INDEX_PERM_READ: the bit index of "read" in a forbidden value."""
 
 # Groups upstream pre-creates for its own tools (MixAll.TOOLS_CONSUMER_GROUP and friends).
 SYSTEM_GROUPS = ("TOOLS_CONSUMER", "FILTERSRV_CONSUMER", "SELF_TEST_C_GROUP", "CID_RMQ_SYS_TRANS")
@@ -23,10 +32,12 @@ class SubscriptionGroupManager:
         self.now_ms = now_ms
         self.table: dict[str, SubscriptionGroupConfig] = {}
         self.data_version = DataVersion()
+        self.forbidden: dict[str, dict[str, int]] = {}
 
     def load(self, wrapper: SubscriptionGroupWrapper) -> None:
         self.table = dict(wrapper.subscriptionGroupTable)
         self.data_version = wrapper.dataVersion
+        self.forbidden = {g: dict(topics) for g, topics in wrapper.forbiddenTable.items()}
         for name in SYSTEM_GROUPS:
             self.table.setdefault(name, SubscriptionGroupConfig(name, consumeBroadcastEnable=True))
 
@@ -35,6 +46,7 @@ class SubscriptionGroupManager:
         return SubscriptionGroupWrapper(
             subscriptionGroupTable=dict(self.table),
             dataVersion=DataVersion(v.stateVersion, v.timestamp, v.counter),
+            forbiddenTable={g: dict(topics) for g, topics in self.forbidden.items()},
         )
 
     def _bump(self) -> None:
@@ -60,7 +72,35 @@ class SubscriptionGroupManager:
         return True
 
     def delete(self, group: str) -> bool:
-        if self.table.pop(group, None) is None:
+        """Drop the group's config and its forbidden bits (upstream); True when either existed
+        (so a group with only forbidden bits is persisted without them too)."""
+        had_bits = self.forbidden.pop(group, None) is not None
+        if self.table.pop(group, None) is None and not had_bits:
             return False
+        self._bump()
+        return True
+
+    # ------------------------------------------------------------------ forbidden bits
+
+    def forbidden_bits(self, group: str, topic: str) -> int:
+        """The group's forbidden bits on the topic (0: nothing forbidden; negatives count as 0)."""
+        return max(self.forbidden.get(group, {}).get(topic, 0), 0)
+
+    def is_forbidden(self, group: str, topic: str, index: int) -> bool:
+        bit = 1 << index
+        return self.forbidden_bits(group, topic) & bit == bit
+
+    def update_forbidden(self, group: str, topic: str, index: int, forbid: bool) -> bool:
+        """Set (forbid) or clear bit ``index`` of the group's value on the topic; True when the
+        table changed. A value that drops to 0 removes the group's whole entry (upstream)."""
+        bits = self.forbidden_bits(group, topic)
+        bits = bits | (1 << index) if forbid else bits & ~(1 << index)
+        if bits <= 0:
+            if self.forbidden.pop(group, None) is None:
+                return False
+        elif self.forbidden.get(group, {}).get(topic) == bits:
+            return False
+        else:
+            self.forbidden.setdefault(group, {})[topic] = bits
         self._bump()
         return True

@@ -85,6 +85,7 @@ from rocketrio.actors.observe.events.broker import (
     TransactionCheckNoProducer,
     TransactionEndRefused,
     UnregisterBrokerFailed,
+    UnusedTopicQueuesDeleted,
 )
 from rocketrio.actors.observe.events.catalogue import (
     CATALOGUE,

@@ -460,3 +460,12 @@ class MessageRequestModeSet(LogEvent):
     group: str
     mode: str
     pop_share_queue_num: int
+
+
+@event("unused_topic_queues_deleted")
+@attrs.frozen(kw_only=True)
+class UnusedTopicQueuesDeleted(LogEvent):
+    """CLEAN_UNUSED_TOPIC dropped the ConsumeQueues of topics without a config here
+    (admin/unused_topics.py)."""
+
+    topics: list[str]

@@ -9,6 +9,7 @@ consumed (system/test_controller_failover.py::test_a_hung_master_...).
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -22,7 +23,17 @@ from rocketrio.actors.broker.roles.slave_sync import (
     SlaveSynchronize,
     SyncRefused,
 )
-from rocketrio.protocol.bodies import ConsumerOffsetSerializeWrapper, TopicConfig
+from rocketrio.actors.broker.tables.subscription_group import PERM_INDEX_READ
+from rocketrio.actors.broker.tables.tables import GROUPS_FILE
+from rocketrio.protocol import fastjson
+from rocketrio.protocol.bodies import (
+    ConsumerOffsetSerializeWrapper,
+    DataVersion,
+    SubscriptionGroupConfig,
+    SubscriptionGroupWrapper,
+    TopicConfig,
+)
+from rocketrio.protocol.codes import RequestCode, ResponseCode
 from rocketrio.protocol.remoting import RemotingCommand
 from tests.harness.slave_sync import GROUP_KEY, OLD, ScriptedMaster, tables
 
@@ -224,3 +235,32 @@ async def test_a_broker_that_never_follows_a_master_does_not_poll(
     with trio.move_on_after(10):
         await sync.run(ScriptedMaster(queues=4, offset=0))  # type: ignore[arg-type]
     assert sync.rounds == 0
+
+
+class GroupsMaster(ScriptedMaster):
+    """A scripted master whose group table is newer and carries its own forbidden bits."""
+
+    async def invoke(self, addr: str, cmd: RemotingCommand, timeout: float) -> RemotingCommand:
+        if cmd.code == RequestCode.GET_ALL_SUBSCRIPTIONGROUP_CONFIG:
+            wrapper = SubscriptionGroupWrapper(
+                subscriptionGroupTable={"MG": SubscriptionGroupConfig("MG")},
+                dataVersion=DataVersion(0, 1, 99),
+                forbiddenTable={"MG": {"T": 4}},
+            )
+            return RemotingCommand(ResponseCode.SUCCESS, body=fastjson.encode(wrapper))
+        return await super().invoke(addr, cmd, timeout)
+
+
+async def test_a_slave_keeps_its_own_forbidden_bits(
+    tmp_path: Path, mock_clock: trio.testing.MockClock
+) -> None:
+    """Upstream's SlaveSynchronize copies the group configs, not the forbidden table: each
+    broker's UPDATE_AND_GET_GROUP_FORBIDDEN bits are its own."""
+    topics, groups, offsets = tables(tmp_path)
+    groups.update_forbidden("SG", "T", PERM_INDEX_READ, True)
+    sync = SlaveSynchronize(topics=topics, groups=groups, offsets=offsets, master_addr=lambda: OLD)
+    await sync.sync_all(GroupsMaster(queues=4, offset=0), OLD)  # type: ignore[arg-type]
+    assert "MG" in groups.table
+    assert groups.forbidden == {"SG": {"T": 4}}
+    on_disk = json.loads((tmp_path / "config" / GROUPS_FILE).read_text())
+    assert on_disk["forbiddenTable"] == {"SG": {"T": 4}}

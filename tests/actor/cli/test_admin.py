@@ -21,6 +21,7 @@ from rocketrio.actors.client.message import Message
 from rocketrio.actors.client.producer import Producer
 from rocketrio.actors.client.push_consumer import ConsumeStatus, PushConsumer
 from rocketrio.cli import admin as cli_admin
+from rocketrio.protocol.message import offset_msg_id
 from tests.harness.admin_cli import HOST, ISO_DATE, Capture, admin, start_broker_node
 from tests.harness.clock import EPOCH_MS
 from tests.harness.replication import cluster
@@ -50,6 +51,22 @@ def unknown_cases(ns: str, ctrl: str) -> list[tuple[list[str], str]]:
             f"cannot connect to {NOBODY}",
         ),
         (["getConsumeMode", "-n", ns, "-c", "NoCluster"], "cluster NoCluster is unknown"),
+        (["cleanUnusedTopic", "-n", ns, "-b", NOBODY], f"cannot connect to {NOBODY}"),
+        (["cleanUnusedTopic", "-n", ns, "-c", "NoCluster"], "cluster NoCluster is unknown"),
+        (
+            [
+                "resumeCheckHalfMessage",
+                "-n",
+                ns,
+                "-i",
+                offset_msg_id(bytes([10, 0, 7, 7]), 10911, 0),
+            ],
+            f"cannot connect to {NOBODY}",
+        ),
+        (
+            ["updateAndGetGroupReadForbidden", "-n", ns, "-b", NOBODY, "-g", "G", "-t", "T"],
+            f"cannot connect to {NOBODY}",
+        ),
         (
             ["queryCq", "-n", ns, "-t", "NoTopic", "-q", "0", "-i", "0"],
             "no route for topic NoTopic",
@@ -292,3 +309,22 @@ async def test_tables_print_local_dates_and_json_keeps_epoch_ms(
             capsys, c, "queryMsgByKey", "-n", ns, "-t", "T", "-k", "k1", "--json"
         )
         assert json.loads(out)[0]["store_timestamp"] >= EPOCH_MS
+
+
+async def test_update_and_get_group_read_forbidden(
+    tmp_path: Path, mock_clock: trio.testing.MockClock, capsys: Capture
+) -> None:
+    async with cluster(tmp_path, 24) as c:
+        await start_broker_node(c)
+        ns, broker = c.namesrv_addr, "10.0.2.1:10911"
+        base = ["updateAndGetGroupReadForbidden", "-n", ns, "-g", "G", "-t", "T"]
+        code, out, err = await admin(capsys, c, *base, "-c", "DefaultCluster", "-r", "false")
+        assert (code, err) == (0, ""), err
+        assert out.strip() == f"{broker}: group[G] topic[T] readable[false]"
+        code, out, _ = await admin(capsys, c, *base, "-b", broker)  # no -r: only read
+        assert code == 0 and out.strip().endswith("readable[false]"), out
+        code, out, _ = await admin(capsys, c, *base, "-b", broker, "-r", "TRUE")
+        assert code == 0 and out.strip().endswith("readable[true]"), out
+        with pytest.raises(SystemExit):  # argparse's usage error
+            await admin(capsys, c, *base, "-b", broker, "-r", "maybe")
+        assert "readable must be true or false" in capsys.readouterr().err

@@ -1,0 +1,97 @@
+"""Opt-in interop: Apache RocketMQ 5.2.0's transaction producer, MQAdminExt.resumeCheckHalfMessage
+and a push consumer against a rocketrio NameServer and broker (real processes,
+transactionCheckMax 1): a half whose producer answered UNKNOW is given up after one check; the
+admin resumes its check by the half's offset message id (RESUME_CHECK_HALF_MESSAGE), the broker
+checks again, the producer now answers COMMIT and the consumer gets the message once. Skipped
+without the Java dist (RMQ_DIST, default /tmp/rocketmq-5.2.0/...; CI has none) or a JDK.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+import trio
+
+from rocketrio.actors.client.admin import MQAdmin
+from tests.harness.system import free_port_block, launch, stop_processes, wait_for_line
+
+pytestmark = [pytest.mark.system]
+
+DIST = os.environ.get("RMQ_DIST", "/tmp/rocketmq-5.2.0/rocketmq-all-5.2.0-bin-release")
+CP_FILE = os.environ.get("RMQ_CP_FILE", "/tmp/rocketmq-5.2.0-home/cp2.txt")
+SOURCE = Path(__file__).parent / "java" / "ResumeHalfInterop.java"
+TOPIC = "ResumeT"
+OPENS = [
+    f"--add-{kind}=java.base/{pkg}=ALL-UNNAMED"
+    for kind, pkg in [
+        ("opens", "java.lang"), ("opens", "java.util"), ("opens", "java.nio"),
+        ("opens", "sun.nio.ch"), ("opens", "java.lang.reflect"), ("opens", "java.math"),
+        ("exports", "sun.nio.ch"),
+    ]
+]  # fmt: skip
+
+
+def _classpath() -> str:
+    if not (Path(DIST) / "lib").is_dir() or not Path(CP_FILE).exists():
+        pytest.skip(f"Apache RocketMQ 5.2.0 dist absent ({DIST}, {CP_FILE}); CI has none")
+    if shutil.which("javac") is None:
+        pytest.skip("no JDK (javac) on PATH")
+    return Path(CP_FILE).read_text(encoding="utf-8").strip()
+
+
+async def _create_topic(ns: str, broker: str) -> None:
+    async with MQAdmin(ns) as admin:
+        await admin.update_topic(TOPIC, broker_addr=broker, read_queues=1, write_queues=1)
+    await trio.sleep(5)  # the route reaches the NameServer with the broker's next registration
+
+
+def test_java_admin_resumes_a_given_up_half_and_the_commit_is_consumed_once(tmp_path: Any) -> None:
+    cp = _classpath()
+    classes = tmp_path / "classes"
+    subprocess.run(["javac", "-d", str(classes), "-cp", cp, str(SOURCE)], check=True)
+    work, base = str(tmp_path), free_port_block(3)
+    ns, broker_addr = f"127.0.0.1:{base}", f"127.0.0.1:{base + 10}"
+    logs = os.path.join(work, "logs")
+    procs = [launch("namesrv", "ns", {"listenPort": str(base), "logDir": logs}, work)]
+    try:
+        wait_for_line(procs[0], "boot success")
+        conf = {
+            "namesrvAddr": ns,
+            "brokerIP1": "127.0.0.1",
+            "logDir": logs,
+            "brokerName": "broker-a",
+            "listenPort": str(base + 10),
+            "storePathRootDir": os.path.join(work, "store"),
+            "registerNameServerPeriod": "3000",
+            "transactionCheckInterval": "1000",
+            "transactionTimeOut": "1000",
+            "transactionCheckMax": "1",
+        }
+        procs.append(launch("broker", "broker-a", conf, work))
+        wait_for_line(procs[1], "boot success")
+        trio.run(_create_topic, ns, broker_addr)
+        java = ["java", "-Xms128m", "-Xmx384m", *OPENS, "-Duser.home=" + work]
+        try:
+            out = subprocess.run(
+                [*java, "-Drocketmq.client.logUseSlf4j=false", "-cp", f"{classes}:{cp}",
+                 "ResumeHalfInterop", ns, TOPIC],
+                capture_output=True, text=True, timeout=170, check=False, cwd=DIST,
+            )  # fmt: skip
+        except subprocess.TimeoutExpired as e:
+            err = e.stderr.decode() if isinstance(e.stderr, bytes) else str(e.stderr)
+            pytest.fail(f"the Java side did not finish: {err[-3000:]}")
+        assert out.returncode == 0, out.stderr[-3000:]
+        res = json.loads(out.stdout.strip().splitlines()[-1])
+        print(json.dumps(res))
+        assert res["resumed"] is True, res
+        assert res["checks_before"] == 1, res  # given up after transactionCheckMax
+        assert res["checks"] == 2, res  # asked once more after the resume
+        assert res["got"] == ["tx0"], res
+    finally:
+        stop_processes(procs)
