@@ -88,7 +88,6 @@ _PR = "tests/unit/protocol/test_pop_records.py::"
 _SS2 = "tests/unit/protocol/test_speedups_send.py::"
 _DJ = "tests/unit/protocol/test_speedups_direct_json.py::"
 _RF = "tests/unit/storage/test_record_fields.py"
-_DS = "tests/unit/actors/broker/send/test_direct_send.py::"
 
 MUTANTS: list[Mutant] = [
     Mutant(

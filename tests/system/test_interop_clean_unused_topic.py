@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -20,28 +19,10 @@ import trio
 from rocketrio.actors.client.admin import MQAdmin
 from rocketrio.actors.client.message import Message
 from rocketrio.actors.client.producer import Producer
+from tests.harness.java_dist import DIST, JAVA_OPENS, java_classpath
 from tests.harness.system import free_port_block, launch, stop_processes, wait_for_line
 
 pytestmark = [pytest.mark.system]
-
-DIST = os.environ.get("RMQ_DIST", "/tmp/rocketmq-5.2.0/rocketmq-all-5.2.0-bin-release")
-CP_FILE = os.environ.get("RMQ_CP_FILE", "/tmp/rocketmq-5.2.0-home/cp2.txt")
-OPENS = [
-    f"--add-{kind}=java.base/{pkg}=ALL-UNNAMED"
-    for kind, pkg in [
-        ("opens", "java.lang"), ("opens", "java.util"), ("opens", "java.nio"),
-        ("opens", "sun.nio.ch"), ("opens", "java.lang.reflect"), ("opens", "java.math"),
-        ("exports", "sun.nio.ch"),
-    ]
-]  # fmt: skip
-
-
-def _classpath() -> str:
-    if not (Path(DIST) / "lib").is_dir() or not Path(CP_FILE).exists():
-        pytest.skip(f"Apache RocketMQ 5.2.0 dist absent ({DIST}, {CP_FILE}); CI has none")
-    if shutil.which("java") is None:
-        pytest.skip("no java on PATH")
-    return Path(CP_FILE).read_text(encoding="utf-8").strip()
 
 
 async def _fill(ns: str, broker: str) -> None:
@@ -55,7 +36,7 @@ async def _fill(ns: str, broker: str) -> None:
 
 
 def test_java_mqadmin_clean_unused_topic(tmp_path: Any) -> None:
-    cp = _classpath()
+    cp = java_classpath(javac=False)
     work, base = str(tmp_path), free_port_block(3)
     ns, broker_addr = f"127.0.0.1:{base}", f"127.0.0.1:{base + 10}"
     logs, store = os.path.join(work, "logs"), os.path.join(work, "store")
@@ -83,7 +64,7 @@ def test_java_mqadmin_clean_unused_topic(tmp_path: Any) -> None:
         wait_for_line(procs[1], "boot success")
         cq = Path(store) / "consumequeue"
         assert (cq / "OrphanT").is_dir() and (cq / "KeptT").is_dir()
-        java = ["java", "-Xms128m", "-Xmx384m", *OPENS, "-Duser.home=" + work]
+        java = ["java", "-Xms128m", "-Xmx384m", *JAVA_OPENS, "-Duser.home=" + work]
         admin = subprocess.run(
             [*java, "-cp", f"conf:{cp}", "org.apache.rocketmq.tools.command.MQAdminStartup",
              "cleanUnusedTopic", "-n", ns, "-b", broker_addr],

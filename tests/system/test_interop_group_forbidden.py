@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -18,30 +17,13 @@ import pytest
 import trio
 
 from rocketrio.actors.client.admin import MQAdmin
+from tests.harness.java_dist import DIST, JAVA_OPENS, java_classpath
 from tests.harness.system import free_port_block, launch, stop_processes, wait_for_line
 
 pytestmark = [pytest.mark.system]
 
-DIST = os.environ.get("RMQ_DIST", "/tmp/rocketmq-5.2.0/rocketmq-all-5.2.0-bin-release")
-CP_FILE = os.environ.get("RMQ_CP_FILE", "/tmp/rocketmq-5.2.0-home/cp2.txt")
 SOURCE = Path(__file__).parent / "java" / "GroupForbiddenInterop.java"
 TOPIC, GROUP = "ForbiddenT", "forbidden_g"
-OPENS = [
-    f"--add-{kind}=java.base/{pkg}=ALL-UNNAMED"
-    for kind, pkg in [
-        ("opens", "java.lang"), ("opens", "java.util"), ("opens", "java.nio"),
-        ("opens", "sun.nio.ch"), ("opens", "java.lang.reflect"), ("opens", "java.math"),
-        ("exports", "sun.nio.ch"),
-    ]
-]  # fmt: skip
-
-
-def _classpath() -> str:
-    if not (Path(DIST) / "lib").is_dir() or not Path(CP_FILE).exists():
-        pytest.skip(f"Apache RocketMQ 5.2.0 dist absent ({DIST}, {CP_FILE}); CI has none")
-    if shutil.which("javac") is None:
-        pytest.skip("no JDK (javac) on PATH")
-    return Path(CP_FILE).read_text(encoding="utf-8").strip()
 
 
 async def _create_topic(ns: str, broker: str) -> None:
@@ -51,7 +33,7 @@ async def _create_topic(ns: str, broker: str) -> None:
 
 
 def test_java_admin_forbids_a_group_and_its_push_consumer_gets_nothing(tmp_path: Any) -> None:
-    cp = _classpath()
+    cp = java_classpath()
     classes = tmp_path / "classes"
     subprocess.run(["javac", "-d", str(classes), "-cp", cp, str(SOURCE)], check=True)
     work, base = str(tmp_path), free_port_block(3)
@@ -72,7 +54,7 @@ def test_java_admin_forbids_a_group_and_its_push_consumer_gets_nothing(tmp_path:
         procs.append(launch("broker", "broker-a", conf, work))
         wait_for_line(procs[1], "boot success")
         trio.run(_create_topic, ns, broker_addr)
-        java = ["java", "-Xms128m", "-Xmx384m", *OPENS, "-Duser.home=" + work]
+        java = ["java", "-Xms128m", "-Xmx384m", *JAVA_OPENS, "-Duser.home=" + work]
         out = subprocess.run(
             [*java, "-Drocketmq.client.logUseSlf4j=false", "-cp", f"{classes}:{cp}",
              "GroupForbiddenInterop", ns, broker_addr, TOPIC, GROUP],
