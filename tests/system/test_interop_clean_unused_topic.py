@@ -22,7 +22,7 @@ from rocketrio.actors.client.producer import Producer
 from tests.harness.java_dist import DIST, JAVA_OPENS, java_classpath
 from tests.harness.system import free_port_block, launch, stop_processes, wait_for_line
 
-pytestmark = [pytest.mark.system]
+pytestmark = [pytest.mark.system, pytest.mark.long]  # a JVM or three: --long (docs/testing.md)
 
 
 async def _fill(ns: str, broker: str) -> None:

@@ -21,7 +21,7 @@ from rocketrio.actors.client.admin import MQAdmin
 from tests.harness.java_dist import DIST, JAVA_OPENS, java_classpath
 from tests.harness.system import launch_ns_and_broker, stop_processes
 
-pytestmark = [pytest.mark.system]
+pytestmark = [pytest.mark.system, pytest.mark.long]  # a JVM or three: --long (docs/testing.md)
 
 SOURCE = Path(__file__).parent / "java" / "PopModeInterop.java"
 TOPIC, GROUP, COUNT = "PopModeT", "pop_mode_g", 12

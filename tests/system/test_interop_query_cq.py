@@ -26,7 +26,7 @@ from rocketrio.actors.client.push_consumer import ConsumeStatus, PushConsumer
 from tests.harness.java_dist import DIST, JAVA_OPENS, java_classpath
 from tests.harness.system import launch_ns_and_broker, rr, stop_processes
 
-pytestmark = [pytest.mark.system]
+pytestmark = [pytest.mark.system, pytest.mark.long]  # a JVM or three: --long (docs/testing.md)
 
 SOURCE = Path(__file__).parent / "java" / "ConsumerStatusInterop.java"
 TOPIC, GROUP, COUNT = "QueryCqT", "query_cq_g", 8
