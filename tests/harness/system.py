@@ -329,6 +329,19 @@ def launch_ns_and_broker(
     return ns, broker
 
 
+async def create_topic_settled(
+    ns: str, broker: str, topic: str, queues: int, settle_s: float = 5
+) -> None:
+    """``topic`` with ``queues`` read and write queues on ``broker``, then ``settle_s`` for its
+    route to reach the NameServer with the broker's next registration (every 3 s in
+    `launch_ns_and_broker`): a Java client asks the NameServer, not this process."""
+    from rocketrio.actors.client.admin import MQAdmin
+
+    async with MQAdmin(ns) as admin:
+        await admin.update_topic(topic, broker_addr=broker, read_queues=queues, write_queues=queues)
+    await trio.sleep(settle_s)
+
+
 async def send_one(ns: str, topic: str, broker_addr: str) -> str:
     async with MQAdmin(ns) as admin:
         await admin.update_topic(topic, broker_addr=broker_addr, read_queues=1, write_queues=1)

@@ -17,20 +17,13 @@ from typing import Any
 import pytest
 import trio
 
-from rocketrio.actors.client.admin import MQAdmin
 from tests.harness.java_dist import DIST, JAVA_OPENS, java_classpath
-from tests.harness.system import launch_ns_and_broker, stop_processes
+from tests.harness.system import create_topic_settled, launch_ns_and_broker, stop_processes
 
 pytestmark = [pytest.mark.system, pytest.mark.long]  # a JVM or three: --long (docs/testing.md)
 
 SOURCE = Path(__file__).parent / "java" / "PopModeInterop.java"
 TOPIC, GROUP, COUNT = "PopModeT", "pop_mode_g", 12
-
-
-async def _create_topic(ns: str, broker: str) -> None:
-    async with MQAdmin(ns) as admin:
-        await admin.update_topic(TOPIC, broker_addr=broker, read_queues=4, write_queues=4)
-    await trio.sleep(5)  # the route reaches the NameServer with the broker's next registration
 
 
 def test_java_mqadmin_sets_pop_mode_and_a_java_push_consumer_pops(tmp_path: Any) -> None:
@@ -41,7 +34,7 @@ def test_java_mqadmin_sets_pop_mode_and_a_java_push_consumer_pops(tmp_path: Any)
     procs: list[subprocess.Popen[str]] = []
     try:
         ns, broker_addr = launch_ns_and_broker(work, procs)
-        trio.run(_create_topic, ns, broker_addr)
+        trio.run(create_topic_settled, ns, broker_addr, TOPIC, 4)
         java = ["java", "-Xms128m", "-Xmx384m", *JAVA_OPENS, "-Duser.home=" + work]
         admin = subprocess.run(
             [*java, "-cp", f"conf:{cp}", "org.apache.rocketmq.tools.command.MQAdminStartup",

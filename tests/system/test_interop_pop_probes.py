@@ -17,20 +17,13 @@ from typing import Any
 import pytest
 import trio
 
-from rocketrio.actors.client.admin import MQAdmin
 from tests.harness.java_dist import DIST, JAVA_OPENS, java_classpath
-from tests.harness.system import launch_ns_and_broker, stop_processes
+from tests.harness.system import create_topic_settled, launch_ns_and_broker, stop_processes
 
 pytestmark = [pytest.mark.system, pytest.mark.long]  # a JVM or three: --long (docs/testing.md)
 
 SOURCE = Path(__file__).parent / "java" / "ProbeInterop.java"
 TOPIC, GROUP = "ProbeT", "probe_g"
-
-
-async def _create_topic(ns: str, broker: str) -> None:
-    async with MQAdmin(ns) as admin:
-        await admin.update_topic(TOPIC, broker_addr=broker, read_queues=4, write_queues=4)
-    await trio.sleep(5)  # the route reaches the NameServer with the broker's next registration
 
 
 def test_java_notification_peek_and_polling_info(tmp_path: Any) -> None:
@@ -41,7 +34,7 @@ def test_java_notification_peek_and_polling_info(tmp_path: Any) -> None:
     procs: list[subprocess.Popen[str]] = []
     try:
         ns, broker_addr = launch_ns_and_broker(work, procs)
-        trio.run(_create_topic, ns, broker_addr)
+        trio.run(create_topic_settled, ns, broker_addr, TOPIC, 4)
         java = ["java", "-Xms128m", "-Xmx384m", *JAVA_OPENS, "-Duser.home=" + work]
         out = subprocess.run(
             [*java, "-Drocketmq.client.logUseSlf4j=false", "-cp", f"{classes}:{cp}",

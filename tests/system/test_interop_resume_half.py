@@ -9,7 +9,6 @@ without the Java dist (RMQ_DIST, default /tmp/rocketmq-5.2.0/...; CI has none) o
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -17,9 +16,8 @@ from typing import Any
 import pytest
 import trio
 
-from rocketrio.actors.client.admin import MQAdmin
 from tests.harness.java_dist import DIST, JAVA_OPENS, java_classpath
-from tests.harness.system import free_port_block, launch, stop_processes, wait_for_line
+from tests.harness.system import create_topic_settled, launch_ns_and_broker, stop_processes
 
 pytestmark = [pytest.mark.system, pytest.mark.long]  # a JVM or three: --long (docs/testing.md)
 
@@ -27,37 +25,21 @@ SOURCE = Path(__file__).parent / "java" / "ResumeHalfInterop.java"
 TOPIC = "ResumeT"
 
 
-async def _create_topic(ns: str, broker: str) -> None:
-    async with MQAdmin(ns) as admin:
-        await admin.update_topic(TOPIC, broker_addr=broker, read_queues=1, write_queues=1)
-    await trio.sleep(5)  # the route reaches the NameServer with the broker's next registration
-
-
 def test_java_admin_resumes_a_given_up_half_and_the_commit_is_consumed_once(tmp_path: Any) -> None:
     cp = java_classpath()
     classes = tmp_path / "classes"
     subprocess.run(["javac", "-d", str(classes), "-cp", cp, str(SOURCE)], check=True)
-    work, base = str(tmp_path), free_port_block(3)
-    ns, broker_addr = f"127.0.0.1:{base}", f"127.0.0.1:{base + 10}"
-    logs = os.path.join(work, "logs")
-    procs = [launch("namesrv", "ns", {"listenPort": str(base), "logDir": logs}, work)]
+    work = str(tmp_path)
+    procs: list[subprocess.Popen[str]] = []
     try:
-        wait_for_line(procs[0], "boot success")
-        conf = {
-            "namesrvAddr": ns,
-            "brokerIP1": "127.0.0.1",
-            "logDir": logs,
-            "brokerName": "broker-a",
-            "listenPort": str(base + 10),
-            "storePathRootDir": os.path.join(work, "store"),
-            "registerNameServerPeriod": "3000",
-            "transactionCheckInterval": "1000",
-            "transactionTimeOut": "1000",
-            "transactionCheckMax": "1",
-        }
-        procs.append(launch("broker", "broker-a", conf, work))
-        wait_for_line(procs[1], "boot success")
-        trio.run(_create_topic, ns, broker_addr)
+        ns, broker_addr = launch_ns_and_broker(
+            work,
+            procs,
+            transactionCheckInterval="1000",
+            transactionTimeOut="1000",
+            transactionCheckMax="1",
+        )
+        trio.run(create_topic_settled, ns, broker_addr, TOPIC, 1)
         java = ["java", "-Xms128m", "-Xmx384m", *JAVA_OPENS, "-Duser.home=" + work]
         try:
             out = subprocess.run(

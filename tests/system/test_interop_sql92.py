@@ -17,20 +17,13 @@ from typing import Any
 import pytest
 import trio
 
-from rocketrio.actors.client.admin import MQAdmin
 from tests.harness.java_dist import DIST, java_classpath
-from tests.harness.system import launch_ns_and_broker, stop_processes
+from tests.harness.system import create_topic_settled, launch_ns_and_broker, stop_processes
 
 pytestmark = [pytest.mark.system]
 
 SOURCE = Path(__file__).parent / "java" / "SqlInterop.java"
 TOPIC = "SqlInteropT"
-
-
-async def _create_topic(ns: str, broker: str) -> None:
-    async with MQAdmin(ns) as admin:
-        await admin.update_topic(TOPIC, broker_addr=broker, read_queues=2, write_queues=2)
-    await trio.sleep(12)  # the route reaches the NameServer with the broker's next registration
 
 
 @pytest.mark.parametrize(
@@ -50,7 +43,7 @@ def test_java_consumer_by_sql(tmp_path: Any, bitmap: bool) -> None:
             enableCalcFilterBitMap=str(bitmap).lower(),
             enableConsumeQueueExt=str(bitmap).lower(),
         )
-        trio.run(_create_topic, ns, broker_addr)
+        trio.run(create_topic_settled, ns, broker_addr, TOPIC, 2, 12)
         out = subprocess.run(
             ["java", "-Drocketmq.client.logUseSlf4j=false", "-Duser.home=" + work,
              "-cp", f"{classes}:{cp}", "SqlInterop", ns, TOPIC,
