@@ -1,12 +1,16 @@
 """Where the opt-in interop tests find Apache RocketMQ 5.2.0 (its binary distribution and the
 classpath file ../shared/tools/rocketmq-5.2.0/setup.sh writes), the JVM flags its tools need on
-Java 17, and the skip when either the distribution or a JDK is absent (CI has neither dist)."""
+Java 17, the skip when either the distribution or a JDK is absent (CI has neither dist), and a
+test's Java driver compiled and run for the JSON line it prints."""
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
+import subprocess
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -31,3 +35,33 @@ def java_classpath(*, javac: bool = True) -> str:
     if shutil.which("javac" if javac else "java") is None:
         pytest.skip("no JDK (javac) on PATH" if javac else "no java on PATH")
     return Path(CP_FILE).read_text(encoding="utf-8").strip()
+
+
+def compile_driver(source: Path, tmp_path: Path, cp: str) -> Path:
+    """A test's Java driver (one .java file) compiled against the distribution; its classes."""
+    classes = tmp_path / "classes"
+    subprocess.run(["javac", "-d", str(classes), "-cp", cp, str(source)], check=True)
+    return classes
+
+
+def run_driver(
+    classes: Path, cp: str, work: str, main: str, *args: str, timeout: float = 180
+) -> dict[str, Any]:
+    """Run a compiled driver's ``main`` class (its JVM's home under ``work``) and return the
+    JSON object its last output line prints; a driver that fails or hangs fails the test with
+    the end of its stderr."""
+    cmd = [
+        "java", "-Xms128m", "-Xmx384m", *JAVA_OPENS, "-Duser.home=" + work,
+        "-Drocketmq.client.logUseSlf4j=false", "-cp", f"{classes}:{cp}", main, *args,
+    ]  # fmt: skip
+    try:
+        out = subprocess.run(
+            cmd, capture_output=True, text=True, timeout=timeout, check=False, cwd=DIST
+        )
+    except subprocess.TimeoutExpired as e:
+        err = e.stderr.decode() if isinstance(e.stderr, bytes) else str(e.stderr)
+        pytest.fail(f"the Java side did not finish: {err[-3000:]}")
+    assert out.returncode == 0, out.stderr[-3000:]
+    res: dict[str, Any] = json.loads(out.stdout.strip().splitlines()[-1])
+    print(json.dumps(res))
+    return res

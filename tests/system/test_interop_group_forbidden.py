@@ -7,7 +7,6 @@ default /tmp/rocketmq-5.2.0/...; CI has none) or a JDK.
 
 from __future__ import annotations
 
-import json
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -15,7 +14,7 @@ from typing import Any
 import pytest
 import trio
 
-from tests.harness.java_dist import DIST, JAVA_OPENS, java_classpath
+from tests.harness.java_dist import compile_driver, java_classpath, run_driver
 from tests.harness.system import create_topic_settled, launch_ns_and_broker, stop_processes
 
 pytestmark = [pytest.mark.system, pytest.mark.long]  # a JVM or three: --long (docs/testing.md)
@@ -26,22 +25,13 @@ TOPIC, GROUP = "ForbiddenT", "forbidden_g"
 
 def test_java_admin_forbids_a_group_and_its_push_consumer_gets_nothing(tmp_path: Any) -> None:
     cp = java_classpath()
-    classes = tmp_path / "classes"
-    subprocess.run(["javac", "-d", str(classes), "-cp", cp, str(SOURCE)], check=True)
+    classes = compile_driver(SOURCE, tmp_path, cp)
     work = str(tmp_path)
     procs: list[subprocess.Popen[str]] = []
     try:
         ns, broker_addr = launch_ns_and_broker(work, procs)
         trio.run(create_topic_settled, ns, broker_addr, TOPIC, 1)
-        java = ["java", "-Xms128m", "-Xmx384m", *JAVA_OPENS, "-Duser.home=" + work]
-        out = subprocess.run(
-            [*java, "-Drocketmq.client.logUseSlf4j=false", "-cp", f"{classes}:{cp}",
-             "GroupForbiddenInterop", ns, broker_addr, TOPIC, GROUP],
-            capture_output=True, text=True, timeout=180, check=False, cwd=DIST,
-        )  # fmt: skip
-        assert out.returncode == 0, out.stderr[-3000:]
-        res = json.loads(out.stdout.strip().splitlines()[-1])
-        print(json.dumps(res))
+        res = run_driver(classes, cp, work, "GroupForbiddenInterop", ns, broker_addr, TOPIC, GROUP)
         forbidden = {"group": GROUP, "topic": TOPIC, "readable": False}
         assert res["forbid"] == forbidden and res["read"] == forbidden, res
         assert res["allow"] == {**forbidden, "readable": True}, res

@@ -8,7 +8,6 @@ Skipped without the Java dist (RMQ_DIST, default /tmp/rocketmq-5.2.0/...; CI has
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 from pathlib import Path
@@ -17,7 +16,7 @@ from typing import Any
 import pytest
 import trio
 
-from tests.harness.java_dist import DIST, JAVA_OPENS, java_classpath
+from tests.harness.java_dist import DIST, JAVA_OPENS, compile_driver, java_classpath, run_driver
 from tests.harness.system import create_topic_settled, launch_ns_and_broker, stop_processes
 
 pytestmark = [pytest.mark.system, pytest.mark.long]  # a JVM or three: --long (docs/testing.md)
@@ -28,8 +27,7 @@ TOPIC, GROUP, COUNT = "PopModeT", "pop_mode_g", 12
 
 def test_java_mqadmin_sets_pop_mode_and_a_java_push_consumer_pops(tmp_path: Any) -> None:
     cp = java_classpath()
-    classes = tmp_path / "classes"
-    subprocess.run(["javac", "-d", str(classes), "-cp", cp, str(SOURCE)], check=True)
+    classes = compile_driver(SOURCE, tmp_path, cp)
     work = str(tmp_path)
     procs: list[subprocess.Popen[str]] = []
     try:
@@ -46,14 +44,7 @@ def test_java_mqadmin_sets_pop_mode_and_a_java_push_consumer_pops(tmp_path: Any)
         assert admin.returncode == 0, admin.stdout + admin.stderr[-3000:]
         assert f"set consume mode to {broker_addr} success." in admin.stdout, admin.stdout
         assert f"topic[{TOPIC}] group[{GROUP}] consume mode[POP]" in admin.stdout, admin.stdout
-        out = subprocess.run(
-            [*java, "-Drocketmq.client.logUseSlf4j=false", "-cp", f"{classes}:{cp}",
-             "PopModeInterop", ns, TOPIC, GROUP, str(COUNT)],
-            capture_output=True, text=True, timeout=180, check=False, cwd=DIST,
-        )  # fmt: skip
-        assert out.returncode == 0, out.stderr[-3000:]
-        res = json.loads(out.stdout.strip().splitlines()[-1])
-        print(json.dumps(res))
+        res = run_driver(classes, cp, work, "PopModeInterop", ns, TOPIC, GROUP, str(COUNT))
         assert sorted(res["received"]) == sorted(f"m{i}" for i in range(COUNT)), res
         assert res["pop_queues"] == [f"{TOPIC}/broker-a/-1"], res
         assert res["pull_queues"] == 0, res

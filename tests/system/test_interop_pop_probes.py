@@ -9,7 +9,6 @@ Skipped without the Java dist (RMQ_DIST, default /tmp/rocketmq-5.2.0/...; CI has
 
 from __future__ import annotations
 
-import json
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -17,7 +16,7 @@ from typing import Any
 import pytest
 import trio
 
-from tests.harness.java_dist import DIST, JAVA_OPENS, java_classpath
+from tests.harness.java_dist import compile_driver, java_classpath, run_driver
 from tests.harness.system import create_topic_settled, launch_ns_and_broker, stop_processes
 
 pytestmark = [pytest.mark.system, pytest.mark.long]  # a JVM or three: --long (docs/testing.md)
@@ -28,22 +27,13 @@ TOPIC, GROUP = "ProbeT", "probe_g"
 
 def test_java_notification_peek_and_polling_info(tmp_path: Any) -> None:
     cp = java_classpath()
-    classes = tmp_path / "classes"
-    subprocess.run(["javac", "-d", str(classes), "-cp", cp, str(SOURCE)], check=True)
+    classes = compile_driver(SOURCE, tmp_path, cp)
     work = str(tmp_path)
     procs: list[subprocess.Popen[str]] = []
     try:
         ns, broker_addr = launch_ns_and_broker(work, procs)
         trio.run(create_topic_settled, ns, broker_addr, TOPIC, 4)
-        java = ["java", "-Xms128m", "-Xmx384m", *JAVA_OPENS, "-Duser.home=" + work]
-        out = subprocess.run(
-            [*java, "-Drocketmq.client.logUseSlf4j=false", "-cp", f"{classes}:{cp}",
-             "ProbeInterop", ns, broker_addr, TOPIC, GROUP],
-            capture_output=True, text=True, timeout=180, check=False, cwd=DIST,
-        )  # fmt: skip
-        assert out.returncode == 0, out.stderr[-3000:]
-        res = json.loads(out.stdout.strip().splitlines()[-1])
-        print(json.dumps(res))
+        res = run_driver(classes, cp, work, "ProbeInterop", ns, broker_addr, TOPIC, GROUP)
         assert res["timed_out"] == "false" and 1900 <= res["timed_out_ms"] < 6000, res
         assert res["held"] == "true" and res["woken_ms"] < 5000, res  # not its 20 s pollTime
         for peek in (res["peek1"], res["peek2"]):  # the second finds the same: nothing popped

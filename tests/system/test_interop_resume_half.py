@@ -8,7 +8,6 @@ without the Java dist (RMQ_DIST, default /tmp/rocketmq-5.2.0/...; CI has none) o
 
 from __future__ import annotations
 
-import json
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -16,7 +15,7 @@ from typing import Any
 import pytest
 import trio
 
-from tests.harness.java_dist import DIST, JAVA_OPENS, java_classpath
+from tests.harness.java_dist import compile_driver, java_classpath, run_driver
 from tests.harness.system import create_topic_settled, launch_ns_and_broker, stop_processes
 
 pytestmark = [pytest.mark.system, pytest.mark.long]  # a JVM or three: --long (docs/testing.md)
@@ -27,8 +26,7 @@ TOPIC = "ResumeT"
 
 def test_java_admin_resumes_a_given_up_half_and_the_commit_is_consumed_once(tmp_path: Any) -> None:
     cp = java_classpath()
-    classes = tmp_path / "classes"
-    subprocess.run(["javac", "-d", str(classes), "-cp", cp, str(SOURCE)], check=True)
+    classes = compile_driver(SOURCE, tmp_path, cp)
     work = str(tmp_path)
     procs: list[subprocess.Popen[str]] = []
     try:
@@ -40,19 +38,7 @@ def test_java_admin_resumes_a_given_up_half_and_the_commit_is_consumed_once(tmp_
             transactionCheckMax="1",
         )
         trio.run(create_topic_settled, ns, broker_addr, TOPIC, 1)
-        java = ["java", "-Xms128m", "-Xmx384m", *JAVA_OPENS, "-Duser.home=" + work]
-        try:
-            out = subprocess.run(
-                [*java, "-Drocketmq.client.logUseSlf4j=false", "-cp", f"{classes}:{cp}",
-                 "ResumeHalfInterop", ns, TOPIC],
-                capture_output=True, text=True, timeout=170, check=False, cwd=DIST,
-            )  # fmt: skip
-        except subprocess.TimeoutExpired as e:
-            err = e.stderr.decode() if isinstance(e.stderr, bytes) else str(e.stderr)
-            pytest.fail(f"the Java side did not finish: {err[-3000:]}")
-        assert out.returncode == 0, out.stderr[-3000:]
-        res = json.loads(out.stdout.strip().splitlines()[-1])
-        print(json.dumps(res))
+        res = run_driver(classes, cp, work, "ResumeHalfInterop", ns, TOPIC, timeout=170)
         assert res["resumed"] is True, res
         assert res["checks_before"] == 1, res  # given up after transactionCheckMax
         assert res["checks"] == 2, res  # asked once more after the resume

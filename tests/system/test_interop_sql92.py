@@ -9,7 +9,6 @@ Skipped without the Java dist (RMQ_DIST, default /tmp/rocketmq-5.2.0/...; CI has
 
 from __future__ import annotations
 
-import json
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -17,7 +16,7 @@ from typing import Any
 import pytest
 import trio
 
-from tests.harness.java_dist import DIST, java_classpath
+from tests.harness.java_dist import compile_driver, java_classpath, run_driver
 from tests.harness.system import create_topic_settled, launch_ns_and_broker, stop_processes
 
 pytestmark = [pytest.mark.system]
@@ -31,8 +30,7 @@ TOPIC = "SqlInteropT"
 )
 def test_java_consumer_by_sql(tmp_path: Any, bitmap: bool) -> None:
     cp = java_classpath()
-    classes = tmp_path / "classes"
-    subprocess.run(["javac", "-d", str(classes), "-cp", cp, str(SOURCE)], check=True)
+    classes = compile_driver(SOURCE, tmp_path, cp)
     work = str(tmp_path)
     procs: list[subprocess.Popen[str]] = []
     try:
@@ -44,15 +42,10 @@ def test_java_consumer_by_sql(tmp_path: Any, bitmap: bool) -> None:
             enableConsumeQueueExt=str(bitmap).lower(),
         )
         trio.run(create_topic_settled, ns, broker_addr, TOPIC, 2, 12)
-        out = subprocess.run(
-            ["java", "-Drocketmq.client.logUseSlf4j=false", "-Duser.home=" + work,
-             "-cp", f"{classes}:{cp}", "SqlInterop", ns, TOPIC,
-             "n BETWEEN 5 AND 9 OR n = 15", "n BETWEEN 9 AND 5", "6"],
-            capture_output=True, text=True, timeout=180, check=False, cwd=DIST,
+        res = run_driver(
+            classes, cp, work, "SqlInterop", ns, TOPIC,
+            "n BETWEEN 5 AND 9 OR n = 15", "n BETWEEN 9 AND 5", "6",
         )  # fmt: skip
-        assert out.returncode == 0, out.stderr[-3000:]
-        res = json.loads(out.stdout.strip().splitlines()[-1])
-        print(json.dumps(res))
         assert sorted(res["received"]) == sorted(f"m{i}" for i in (5, 6, 7, 8, 9, 15)), res
         assert res["bad_start"].startswith("23 "), res
         assert "Illegal values of between" in res["bad_start"], res
