@@ -18,7 +18,6 @@ import trio.testing
 
 from rocketrio.actors.broker.tables.meta_log import META_QUEUE, META_TOPIC
 from rocketrio.actors.client.admin import MQAdmin, wait_for_route
-from rocketrio.actors.client.config import ClientConfig
 from rocketrio.actors.client.message import Message
 from rocketrio.actors.client.producer import Producer
 from rocketrio.actors.client.push_consumer import ConsumeStatus, PushConsumer
@@ -28,6 +27,7 @@ from rocketrio.protocol.codes import RequestCode, ResponseCode
 from rocketrio.protocol.remoting import RemotingCommand
 from rocketrio.protocol.serde import to_ext
 from rocketrio.protocol.stats_bodies import ViewBrokerStatsDataRequestHeader
+from tests.harness.admin_cli import client_kwargs
 from tests.harness.replication import Cluster, cluster, wait_until
 
 Capture = pytest.CaptureFixture[str]
@@ -71,13 +71,6 @@ async def started(c: Cluster) -> Any:
     return node
 
 
-def client_kw(c: Cluster, host: str, name: str) -> dict[str, Any]:
-    return {
-        "transport": c.net.transport(host),
-        "client_config": ClientConfig(clientIP=host, instanceName=name),
-    }
-
-
 async def test_stats_all_cluster_list_and_broker_status_under_load(
     tmp_path: Path, mock_clock: trio.testing.MockClock, capsys: Capture
 ) -> None:
@@ -94,7 +87,10 @@ async def test_stats_all_cluster_list_and_broker_status_under_load(
             return ConsumeStatus.CONSUME_SUCCESS
 
         consumer = PushConsumer(
-            "G", ns, consume_from_where="CONSUME_FROM_FIRST_OFFSET", **client_kw(c, "10.0.9.9", "c")
+            "G",
+            ns,
+            consume_from_where="CONSUME_FROM_FIRST_OFFSET",
+            **client_kwargs(c, "10.0.9.9", "c"),
         )
         consumer.subscribe("T")
         consumer.register_listener(listener)
@@ -102,7 +98,7 @@ async def test_stats_all_cluster_list_and_broker_status_under_load(
 
         async def produce() -> None:  # 10 messages a second for 30 s
             nonlocal sent
-            async with Producer("PG", ns, **client_kw(c, "10.0.9.8", "p")) as p:
+            async with Producer("PG", ns, **client_kwargs(c, "10.0.9.8", "p")) as p:
                 for i in range(300):
                     await p.send(Message("T", f"m{i}".encode()))
                     sent += 1

@@ -14,7 +14,6 @@ import trio
 import trio.testing
 
 from rocketrio.actors.client.admin import MQAdmin, wait_for_route
-from rocketrio.actors.client.config import ClientConfig
 from rocketrio.actors.client.message import Message
 from rocketrio.actors.client.producer import Producer
 from rocketrio.actors.client.pull_consumer import LitePullConsumer
@@ -26,17 +25,10 @@ from rocketrio.protocol.codes import RequestCode, ResponseCode
 from rocketrio.protocol.consumer_status import GetConsumerStatusRequestHeader
 from rocketrio.protocol.remoting import RemotingCommand
 from rocketrio.protocol.serde import to_ext, to_json
-from tests.harness.admin_cli import HOST, Capture, admin, start_broker_node
+from tests.harness.admin_cli import HOST, Capture, admin, client_kwargs, start_broker_node
 from tests.harness.replication import cluster
 
 TITLE = f"{'#clientId':<50}  {'#brokerName':<15}  {'#queueId':<15}  {'#offset':<20}"
-
-
-def _kw(c: Any, ip: str, name: str) -> dict[str, Any]:
-    return {
-        "transport": c.net.transport(ip),
-        "client_config": ClientConfig(clientIP=ip, instanceName=name),
-    }
 
 
 async def test_get_consumer_status_of_a_push_consumer(
@@ -55,11 +47,14 @@ async def test_get_consumer_status_of_a_push_consumer(
             return ConsumeStatus.CONSUME_SUCCESS
 
         consumer = PushConsumer(
-            "G", ns, consume_from_where="CONSUME_FROM_FIRST_OFFSET", **_kw(c, "10.0.9.9", "c")
+            "G",
+            ns,
+            consume_from_where="CONSUME_FROM_FIRST_OFFSET",
+            **client_kwargs(c, "10.0.9.9", "c"),
         )
         consumer.subscribe("T", "*")
         consumer.register_listener(listener)
-        async with Producer("PG", ns, **_kw(c, "10.0.9.8", "p")) as p, consumer:
+        async with Producer("PG", ns, **client_kwargs(c, "10.0.9.8", "p")) as p, consumer:
             for i in range(6):
                 await p.send(Message("T", f"m{i}".encode()))
             with trio.fail_after(60):
@@ -91,7 +86,7 @@ async def test_get_consumer_status_of_a_push_consumer(
             assert code == 1
             assert "No Any Consumer online in the consumer group: [NoGroup]" in err
 
-            async with LitePullConsumer("L", ns, **_kw(c, "10.0.9.10", "l")) as lite:
+            async with LitePullConsumer("L", ns, **client_kwargs(c, "10.0.9.10", "l")) as lite:
                 lite.subscribe("T", "*")
                 await lite.poll(timeout=3.0)
                 header = GetConsumerStatusRequestHeader("T", "L")

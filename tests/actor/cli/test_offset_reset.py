@@ -15,7 +15,6 @@ import trio.testing
 
 from rocketrio.actors.client.admin import MQAdmin, wait_for_route
 from rocketrio.actors.client.api import PullResult, PullStatus
-from rocketrio.actors.client.config import ClientConfig
 from rocketrio.actors.client.consumer_core import QueueState
 from rocketrio.actors.client.message import Message
 from rocketrio.actors.client.offset_store import RemoteBrokerOffsetStore
@@ -26,7 +25,7 @@ from rocketrio.actors.client.subscription import build_subscription
 from rocketrio.protocol.bodies import ConsumerOffsetSerializeWrapper, MessageQueue
 from rocketrio.protocol.message import MessageExt
 from rocketrio.protocol.serde import from_json
-from tests.harness.admin_cli import Capture, admin
+from tests.harness.admin_cli import Capture, admin, client_kwargs
 from tests.harness.replication import Cluster, Node, cluster, wait_until
 from tests.harness.sim_network import SimNetwork
 
@@ -50,13 +49,6 @@ def _persisted(node: Node, topic: str, group: str) -> dict[int, int]:
     return from_json(ConsumerOffsetSerializeWrapper, data).offsetTable.get(f"{topic}@{group}", {})
 
 
-def _kw(c: Cluster, host: str, name: str) -> dict[str, Any]:
-    return {
-        "transport": c.net.transport(host),
-        "client_config": ClientConfig(clientIP=host, instanceName=name),
-    }
-
-
 async def _topic(c: Cluster, queues: int) -> None:
     async with MQAdmin(c.namesrv_addr, c.net.transport("10.0.9.6")) as mq:
         await mq.update_topic(
@@ -66,7 +58,7 @@ async def _topic(c: Cluster, queues: int) -> None:
 
 
 async def _send(c: Cluster, bodies: list[str], gap_s: float = 0.0) -> None:
-    async with Producer("pg", c.namesrv_addr, **_kw(c, "10.0.9.8", "p")) as p:
+    async with Producer("pg", c.namesrv_addr, **client_kwargs(c, "10.0.9.8", "p")) as p:
         for b in bodies:
             await p.send(Message("T", b.encode()))
             if gap_s:
@@ -117,7 +109,7 @@ async def test_reset_by_time_moves_a_running_consumer_back(
             "G",
             c.namesrv_addr,
             consume_from_where="CONSUME_FROM_FIRST_OFFSET",
-            **_kw(c, "10.0.9.9", "c"),
+            **client_kwargs(c, "10.0.9.9", "c"),
         )
         consumer.subscribe("T")
         consumer.register_listener(listener)
@@ -181,7 +173,10 @@ async def test_skip_accumulated_fallback_and_clone(
         # a lagging group: its only member is stuck on its first messages
         await _send(c, [f"a{i}" for i in range(4)])
         consumer = PushConsumer(
-            "L", ns, consume_from_where="CONSUME_FROM_FIRST_OFFSET", **_kw(c, "10.0.9.9", "l")
+            "L",
+            ns,
+            consume_from_where="CONSUME_FROM_FIRST_OFFSET",
+            **client_kwargs(c, "10.0.9.9", "l"),
         )
         consumer.subscribe("T")
         consumer.register_listener(stuck)
@@ -255,7 +250,10 @@ async def test_lite_pull_consumer_cplus_body_and_one_queue(
         await _topic(c, 1)
         await _send(c, [f"m{i}" for i in range(6)], gap_s=1.0)
         consumer = LitePullConsumer(
-            "P", ns, consume_from_where="CONSUME_FROM_FIRST_OFFSET", **_kw(c, "10.0.9.9", "lp")
+            "P",
+            ns,
+            consume_from_where="CONSUME_FROM_FIRST_OFFSET",
+            **client_kwargs(c, "10.0.9.9", "lp"),
         )
         consumer.subscribe("T")
         polled: list[MessageExt] = []
