@@ -58,6 +58,10 @@ _CX = "tests/unit/storage/test_cq_ext.py::"
 _FD = "tests/unit/actors/broker/dispatch/test_filter_data.py::"
 _RC = "tests/unit/protocol/test_request_code_census.py::"
 _PU = "tests/unit/actors/broker/pop/test_probe.py::"
+_CR = (
+    "tests/actor/client/test_client_remoting.py::"
+    "test_a_request_in_flight_is_awaited_in_pieces_until_released"
+)
 _PA = "tests/actor/broker/test_pop_probe.py::"
 _GD = "tests/actor/observe/test_grafana_dashboard.py::"
 _QA = "tests/unit/actors/broker/assign/test_allocation.py::"
@@ -398,6 +402,55 @@ MUTANTS: list[Mutant] = [
         [
             "tests/actor/client/test_stuck_sends_watch.py::test_the_watch_abandons_the_hung_call_once_the_route_moves",
         ],
+    ),
+    Mutant(
+        "a watched request whose master moved is waited out",
+        "actors/client/stuck_sends.py",
+        "            if moved:\n",
+        "            if moved[:0]:  # MUTANT\n",
+        [
+            "tests/actor/client/test_stuck_sends_watch.py::test_a_watched_long_poll_is_given_up_once_the_route_moves_after_its_await"
+        ],
+    ),
+    Mutant(
+        "a watched request given up or answered stays pending on its connection",
+        "actors/client/stuck_sends.py",
+        "            call.release()\n",
+        "            pass  # MUTANT\n",
+        [
+            "tests/actor/client/test_stuck_sends_watch.py::test_a_watched_long_poll_is_given_up_once_the_route_moves_after_its_await",
+            "tests/actor/client/test_stuck_sends_watch.py::test_a_watched_call_returns_its_answer_or_raises_its_own_error_unwrapped",
+        ],
+    ),
+    Mutant(
+        "a watched request's timeout waits for the next look at the route",
+        "actors/client/stuck_sends.py",
+        "            look_at = min(now + poll_s, deadline)\n",
+        "            look_at = now + poll_s  # MUTANT\n",
+        [
+            "tests/actor/client/test_stuck_sends_watch.py::test_a_watched_call_unanswered_by_its_deadline_times_out_there"
+        ],
+    ),
+    Mutant(
+        "a watched request's connect is not watched",
+        "actors/client/stuck_sends.py",
+        "                with aio.move_on_at(look_at):\n",
+        "                with aio.move_on_at(deadline + 60):  # MUTANT\n",
+        ["tests/actor/client/test_stuck_sends_watch.py::test_a_hung_connect_is_watched_too"],
+    ),
+    Mutant(
+        "a released request stays pending on the client connection",
+        "actors/client/remoting.py",
+        "        self._conn._pending.pop(self._opaque, None)\n",
+        "        pass  # MUTANT\n",
+        [_CR],
+    ),
+    Mutant(
+        "a request in flight is forgotten by its first wait",
+        "actors/client/remoting.py",
+        "        return await self._reply.wait(timeout)\n",
+        "        self.release()  # MUTANT\n        return await self._reply.wait(timeout)\n",
+        [_CR],
     ),
     Mutant(
         "a POP parked at a hung master is waited out, not given up when the route moves",

@@ -45,6 +45,7 @@ __all__ = [
     "ClientRemoting",
     "ClientRequestContext",
     "ClientTransport",
+    "InFlight",
     "RemotingError",
     "RemotingTimeout",
     "TcpClientTransport",
@@ -94,6 +95,32 @@ class ClientRequestContext:
 Processor = Callable[[ClientRequestContext], Awaitable[RemotingCommand | None]]
 
 
+class InFlight:
+    """A request written to a connection, its answer not yet taken: awaited in as many pieces
+    as the caller likes (`wait` with a timeout raises `aio.WaitTimeout` and leaves the request
+    pending), then `release`d, which forgets it (a later answer is dropped). What a watched call
+    (stuck_sends.invoke_watched) waits on instead of a task of its own."""
+
+    __slots__ = ("_conn", "_opaque", "_reply")
+
+    def __init__(
+        self, conn: ClientConnection, opaque: int, reply: aio.Reply[RemotingCommand]
+    ) -> None:
+        self._conn = conn
+        self._opaque = opaque
+        self._reply = reply
+
+    async def wait(self, timeout: float = math.inf) -> RemotingCommand:
+        """The answer (or the connection's failure); `aio.WaitTimeout` if none came within
+        ``timeout``. An answer already there is returned whatever the timeout."""
+        if self._reply.done:
+            return self._reply.result()
+        return await self._reply.wait(timeout)
+
+    def release(self) -> None:
+        self._conn._pending.pop(self._opaque, None)
+
+
 class ClientConnection:
     """One connection: a reader task (decodes, matches answers, serves pushes inline) and a
     writer task that coalesces queued frames into few sends."""
@@ -135,6 +162,20 @@ class ClientConnection:
             wake.set()
 
     async def request(self, cmd: RemotingCommand, timeout: float) -> RemotingCommand:
+        call = await self.begin(cmd)
+        try:
+            return await call.wait(timeout)
+        except aio.WaitTimeout:
+            raise RemotingTimeout(
+                f"{request_name(cmd.code)} to {self.remote} timed out after {timeout}s"
+            ) from None
+        finally:
+            call.release()
+
+    async def begin(self, cmd: RemotingCommand) -> InFlight:
+        """Write ``cmd`` (once the connection's unsent bytes are under the high-water mark) and
+        return its `InFlight`, which the caller must `release`. Registered before the wait, so
+        a connection that closes meanwhile fails it."""
         if self.closed:
             raise RemotingError(f"connection to {self.remote} is closed")
         opaque = next(self._opaque)
@@ -143,15 +184,11 @@ class ClientConnection:
         self._pending[opaque] = reply
         try:
             await self._wait_drained()
-            self.send_nowait(cmd)
-            try:
-                return await reply.wait(timeout)
-            except aio.WaitTimeout:
-                raise RemotingTimeout(
-                    f"{request_name(cmd.code)} to {self.remote} timed out after {timeout}s"
-                ) from None
-        finally:
+        except BaseException:
             self._pending.pop(opaque, None)
+            raise
+        self.send_nowait(cmd)
+        return InFlight(self, opaque, reply)
 
     def request_nowait(
         self, cmd: RemotingCommand, on_done: Callable[[aio.Reply[RemotingCommand]], None]
@@ -379,6 +416,13 @@ class ClientRemoting:
         conn = await self.get_connection(addr)
         left = max(0.0, deadline - aio.current_time())
         return await conn.request(cmd, left if left > 0 else math.ulp(0))
+
+    async def begin(self, addr: str, cmd: RemotingCommand) -> InFlight:
+        """``cmd`` written to ``addr`` (connecting first if need be), its answer to be waited on
+        and released by the caller (`InFlight`); `invoke` in pieces, without its timeout."""
+        self.before_request(addr, cmd)
+        conn = await self.get_connection(addr)
+        return await conn.begin(cmd)
 
     async def invoke_oneway(self, addr: str, cmd: RemotingCommand) -> None:
         self.before_request(addr, cmd)

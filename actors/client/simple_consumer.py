@@ -252,7 +252,7 @@ class SimpleConsumer:
         pending = PendingSend(topic, broker_name, addr, aio.current_time(), aio.CancelScope())
         try:
             return await invoke_watched(
-                self.client.remoting.invoke,
+                self.client.remoting.begin,
                 self.client.find_master_addr,
                 self.client.request_route_refresh,
                 pending,

@@ -35,11 +35,13 @@ loses about ``stuck_after_s`` of writes to a hung master, not the detection time
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Iterable
+from typing import Protocol
 
 import attrs
 
 from rocketrio.actors.client import backend as aio
-from rocketrio.actors.kernel.remoting import RemotingError
+from rocketrio.actors.kernel.remoting import RemotingError, RemotingTimeout
+from rocketrio.protocol.codes import request_name
 from rocketrio.protocol.remoting import RemotingCommand
 
 STUCK_AFTER_S = 0.5  # an answer this late is not a normal send (they take milliseconds)
@@ -170,8 +172,19 @@ def avoid_while_stuck(
     return on_stuck
 
 
+class Call(Protocol):
+    """A request written and not yet answered (the client's `remoting.InFlight`)."""
+
+    async def wait(self, timeout: float) -> RemotingCommand:
+        """The answer; `aio.WaitTimeout` (the request stays pending) if none within
+        ``timeout``."""
+
+    def release(self) -> None:
+        """Forget the request (a later answer is dropped)."""
+
+
 async def invoke_watched(
-    invoke: Callable[[str, RemotingCommand, float], Awaitable[RemotingCommand]],
+    begin: Callable[[str, RemotingCommand], Awaitable[Call]],
     master_of: Callable[[str], str | None],
     refresh: Callable[[str], object],
     pending: PendingSend,
@@ -185,40 +198,42 @@ async def invoke_watched(
     ack and change-invisible requests, whose consumer may run in no nursery of its own): once
     unanswered for ``stuck_after_s`` it asks for ``pending.topic``'s route every ``poll_s`` and
     is given up with `MasterChanged` as soon as the route names another master of
-    ``pending.broker_name``. A long poll passes its await as part of ``stuck_after_s``: the
-    broker answers it by then, so only a hung broker or network is later."""
-    outcome: list[RemotingCommand | Exception] = []
+    ``pending.broker_name``; past ``timeout_s`` with no answer it fails with `RemotingTimeout`.
+    A long poll passes its await as part of ``stuck_after_s``: the broker answers it by then,
+    so only a hung broker or network is later.
 
-    async def call() -> None:
-        try:
-            outcome.append(await invoke(pending.addr, cmd, timeout_s))
-        except Exception as e:  # re-raised below, unwrapped by the task group
-            outcome.append(e)
-        tg.cancel_scope.cancel()
-
-    async def watch() -> None:
-        await aio.sleep(stuck_after_s)
+    No task of its own: ``begin`` writes the request (connecting first if need be; that wait is
+    watched too) and the answer is awaited in pieces, each ending where the route is next
+    looked at. An answer in time costs one wait."""
+    deadline = aio.current_time() + timeout_s
+    look_at = min(pending.started + stuck_after_s, deadline)
+    call: Call | None = None
+    try:
         while True:
-            topics, moved = stuck_master_changes(
-                (pending,), aio.current_time(), stuck_after_s, master_of
-            )
+            if call is None:
+                with aio.move_on_at(look_at):
+                    call = await begin(pending.addr, cmd)
+            if call is not None:
+                try:
+                    return await call.wait(max(0.0, look_at - aio.current_time()))
+                except aio.WaitTimeout:
+                    pass
+            now = aio.current_time()
+            if now >= deadline:
+                raise RemotingTimeout(
+                    f"{request_name(cmd.code)} to {pending.addr} timed out after {timeout_s}s"
+                )
+            topics, moved = stuck_master_changes((pending,), now, stuck_after_s, master_of)
             if moved:
                 pending.moved_to = moved[0][1]
-                tg.cancel_scope.cancel()
-                return
+                raise MasterChanged(
+                    f"the master of {pending.broker_name} moved from {pending.addr} to "
+                    f"{pending.moved_to} while the request was unanswered for "
+                    f"{now - pending.started:.2f}s"
+                )
             for topic in topics:
                 refresh(topic)
-            await aio.sleep(poll_s)
-
-    async with aio.create_task_group() as tg:
-        tg.start_soon(call)
-        tg.start_soon(watch)
-    if outcome:
-        if isinstance(outcome[0], Exception):
-            raise outcome[0]
-        return outcome[0]
-    waited = aio.current_time() - pending.started
-    raise MasterChanged(
-        f"the master of {pending.broker_name} moved from {pending.addr} to {pending.moved_to} "
-        f"while the request was unanswered for {waited:.2f}s"
-    )
+            look_at = min(now + poll_s, deadline)
+    finally:
+        if call is not None:
+            call.release()

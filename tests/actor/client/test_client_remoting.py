@@ -11,6 +11,7 @@ import pytest
 from anyio.abc import ByteStream
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
+from rocketrio.actors.client import backend as aio
 from rocketrio.actors.client.remoting import (
     ClientConnection,
     ClientRequestContext,
@@ -121,6 +122,39 @@ async def test_an_unanswered_request_times_out_and_a_close_fails_what_is_pending
         assert conn.closed
         with pytest.raises(RemotingError):
             await conn.request(RemotingCommand(PING), 1.0)
+
+    await with_connection(body)
+
+
+async def test_a_request_in_flight_is_awaited_in_pieces_until_released() -> None:
+    """`begin` writes the request and leaves it pending: a wait that times out keeps it (the
+    answer, when it comes, is the next wait's), `release` forgets it and a later answer to it
+    is dropped."""
+
+    async def body(conn: ClientConnection, peer: Peer) -> None:
+        call = await conn.begin(RemotingCommand(PING))
+        sent = await peer.next_command()
+        with pytest.raises(aio.WaitTimeout):
+            await call.wait(0.02)
+        assert sent.opaque in conn._pending  # still in flight
+        await peer.send(sent.make_response(ResponseCode.SUCCESS, "late"))
+        assert (await call.wait(5.0)).remark == "late"
+        assert (await call.wait(0.0)).remark == "late"  # an answer there is kept, any timeout
+        call.release()
+        assert sent.opaque not in conn._pending
+        gone = await conn.begin(RemotingCommand(PING))
+        sent = await peer.next_command()
+        gone.release()
+        await peer.send(sent.make_response(ResponseCode.SUCCESS, "dropped"))
+
+        async def answer_next() -> None:
+            nxt = await peer.next_command()
+            await peer.send(nxt.make_response(ResponseCode.SUCCESS, "mine"))
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(answer_next)
+            assert (await conn.request(RemotingCommand(PING), 5.0)).remark == "mine"
+        assert not conn._pending
 
     await with_connection(body)
 

@@ -4,10 +4,13 @@ awaited, its set avoided by new sends while it is stuck."""
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
+
 import pytest
 import trio
 import trio.testing
 
+from rocketrio.actors.client import backend as aio
 from rocketrio.actors.client.queue_select import FaultTracker
 from rocketrio.actors.client.stuck_sends import (
     AVOID_S,
@@ -17,7 +20,7 @@ from rocketrio.actors.client.stuck_sends import (
     avoid_while_stuck,
     invoke_watched,
 )
-from rocketrio.actors.kernel.remoting import RemotingError
+from rocketrio.actors.kernel.remoting import RemotingError, RemotingTimeout
 from rocketrio.protocol.remoting import RemotingCommand
 
 OLD, NEW = "10.0.0.1:10911", "10.0.0.2:10911"
@@ -120,18 +123,54 @@ def pending(addr: str = OLD) -> PendingSend:
     return PendingSend("T", "broker-a", addr, trio.current_time(), trio.CancelScope())
 
 
+class FakeCall:
+    """A written request (`remoting.InFlight`'s shape): answered when ``reply`` is set."""
+
+    def __init__(self) -> None:
+        self.reply: aio.Reply[RemotingCommand] = aio.Reply()
+        self.released = False
+
+    async def wait(self, timeout: float) -> RemotingCommand:
+        if self.reply.done:
+            return self.reply.result()
+        return await self.reply.wait(timeout)
+
+    def release(self) -> None:
+        self.released = True
+
+
+def begin_with(
+    calls: list[FakeCall], answer_after: float | None = None, nursery: trio.Nursery | None = None
+) -> Callable[[str, RemotingCommand], Awaitable[FakeCall]]:
+    """A ``begin`` that records its calls; each answered with its own command after
+    ``answer_after`` seconds (never when None)."""
+
+    async def begin(_addr: str, cmd: RemotingCommand) -> FakeCall:
+        call = FakeCall()
+        calls.append(call)
+        if answer_after is not None:
+            assert nursery is not None
+
+            async def answer() -> None:
+                await trio.sleep(answer_after)
+                call.reply.set(cmd)
+
+            nursery.start_soon(answer)
+        return call
+
+    return begin
+
+
 async def test_a_watched_long_poll_is_given_up_once_the_route_moves_after_its_await(
     autojump_clock: trio.testing.MockClock,
 ) -> None:
     """`invoke_watched` (the SimpleConsumer's POP): no route query while the long poll may
     legitimately be held (its await), then a query every poll, and MasterChanged one poll after
-    the route names the new master, long before the call's own timeout."""
+    the route names the new master, long before the call's own timeout; the request is
+    released (its late answer dropped)."""
     route = {"broker-a": OLD}
     refreshed: list[float] = []
-
-    async def hung(_addr: str, _cmd: RemotingCommand, timeout_s: float) -> RemotingCommand:
-        await trio.sleep(timeout_s)
-        raise RemotingError("timeout")
+    calls: list[FakeCall] = []
 
     async with trio.open_nursery() as n:
 
@@ -143,7 +182,7 @@ async def test_a_watched_long_poll_is_given_up_once_the_route_moves_after_its_aw
         t0 = trio.current_time()
         with pytest.raises(MasterChanged):
             await invoke_watched(
-                hung,
+                begin_with(calls),
                 route.get,
                 lambda _t: refreshed.append(trio.current_time() - t0),
                 pending(),
@@ -153,24 +192,69 @@ async def test_a_watched_long_poll_is_given_up_once_the_route_moves_after_its_aw
             )
         assert 3.0 <= trio.current_time() - t0 <= 3.0 + 0.1 + 1e-9
         assert refreshed and min(refreshed) >= 2.5  # nothing asked during the await
+        assert len(refreshed) == 5  # one a poll: 2.5, 2.6, .. 2.9
+        assert len(calls) == 1 and calls[0].released
+
+
+async def test_a_hung_connect_is_watched_too(autojump_clock: trio.testing.MockClock) -> None:
+    """A ``begin`` that never returns (the connect to a hung host) is given up like a hung
+    answer once the route moves; the request never written is nothing to release."""
+    route = {"broker-a": OLD}
+
+    async def hung_connect(_addr: str, _cmd: RemotingCommand) -> FakeCall:
+        await trio.sleep_forever()
+        raise AssertionError("unreachable")
+
+    async with trio.open_nursery() as n:
+
+        async def move_master() -> None:
+            await trio.sleep(1.0)
+            route["broker-a"] = NEW
+
+        n.start_soon(move_master)
+        t0 = trio.current_time()
+        with pytest.raises(MasterChanged), trio.fail_after(10):
+            await invoke_watched(
+                hung_connect, route.get, lambda _t: None, pending(), RemotingCommand(code=200050),
+                3.0, stuck_after_s=0.5,
+            )  # fmt: skip
+        assert 1.0 <= trio.current_time() - t0 <= 1.0 + 0.1 + 1e-9
 
 
 async def test_a_watched_call_returns_its_answer_or_raises_its_own_error_unwrapped(
     autojump_clock: trio.testing.MockClock,
 ) -> None:
-    async def answer(_addr: str, cmd: RemotingCommand, _timeout_s: float) -> RemotingCommand:
-        await trio.sleep(1.0)  # past stuck_after_s: the route did not move, so it is awaited
-        return cmd
-
-    async def refuse(_addr: str, _cmd: RemotingCommand, _timeout_s: float) -> RemotingCommand:
+    async def refuse(_addr: str, _cmd: RemotingCommand) -> FakeCall:
         raise RemotingError("connection refused")
 
+    calls: list[FakeCall] = []
     cmd = RemotingCommand(code=200050)
-    got = await invoke_watched(
-        answer, lambda _b: OLD, lambda _t: None, pending(), cmd, 3.0, stuck_after_s=0.5
-    )
-    assert got is cmd
+    async with trio.open_nursery() as n:
+        # past stuck_after_s: the route did not move, so it is awaited
+        t0 = trio.current_time()
+        got = await invoke_watched(
+            begin_with(calls, 1.0, n), lambda _b: OLD, lambda _t: None, pending(), cmd, 3.0,
+            stuck_after_s=0.5,
+        )  # fmt: skip
+        assert got is cmd and trio.current_time() - t0 == pytest.approx(1.0)
+        assert calls[0].released
     with pytest.raises(RemotingError, match="refused"):
         await invoke_watched(
             refuse, lambda _b: OLD, lambda _t: None, pending(), cmd, 3.0, stuck_after_s=0.5
         )
+
+
+async def test_a_watched_call_unanswered_by_its_deadline_times_out_there(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """The route never moves and no answer comes: `RemotingTimeout` (a `RemotingError`) at the
+    call's own timeout, not a poll later, and the request released."""
+    calls: list[FakeCall] = []
+    t0 = trio.current_time()
+    with pytest.raises(RemotingTimeout, match=r"timed out after 3\.05s"):
+        await invoke_watched(
+            begin_with(calls), lambda _b: OLD, lambda _t: None, pending(), RemotingCommand(code=51),
+            3.05, stuck_after_s=0.5,
+        )  # fmt: skip
+    assert trio.current_time() - t0 == pytest.approx(3.05)
+    assert calls[0].released
