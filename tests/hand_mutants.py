@@ -434,9 +434,18 @@ MUTANTS: list[Mutant] = [
     Mutant(
         "a watched request's connect is not watched",
         "actors/client/stuck_sends.py",
-        "                with aio.move_on_at(look_at):\n",
-        "                with aio.move_on_at(deadline + 60):  # MUTANT\n",
+        "            with aio.move_on_at(look_at):  # the one timeout scope of each piece\n",
+        "            with aio.move_on_at(deadline + 60):  # MUTANT\n",
         ["tests/actor/client/test_stuck_sends_watch.py::test_a_hung_connect_is_watched_too"],
+    ),
+    Mutant(
+        "a watched request answered as its wait ended is given up",
+        "actors/client/stuck_sends.py",
+        "            if call is not None and call.done:  # answered as the scope ended\n",
+        "            if False:  # MUTANT\n",
+        [
+            "tests/actor/client/test_stuck_sends_watch.py::test_an_answer_there_as_the_wait_ends_wins"
+        ],
     ),
     Mutant(
         "a released request stays pending on the client connection",

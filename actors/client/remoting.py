@@ -110,9 +110,15 @@ class InFlight:
         self._opaque = opaque
         self._reply = reply
 
+    @property
+    def done(self) -> bool:
+        """The answer (or the connection's failure) is there."""
+        return self._reply.done
+
     async def wait(self, timeout: float = math.inf) -> RemotingCommand:
         """The answer (or the connection's failure); `aio.WaitTimeout` if none came within
-        ``timeout``. An answer already there is returned whatever the timeout."""
+        ``timeout`` (none: no timeout scope). An answer already there is returned whatever the
+        timeout, without a checkpoint."""
         if self._reply.done:
             return self._reply.result()
         return await self._reply.wait(timeout)

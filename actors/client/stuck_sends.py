@@ -34,6 +34,7 @@ loses about ``stuck_after_s`` of writes to a hung master, not the detection time
 
 from __future__ import annotations
 
+import math
 from collections.abc import Awaitable, Callable, Iterable
 from typing import Protocol
 
@@ -175,9 +176,13 @@ def avoid_while_stuck(
 class Call(Protocol):
     """A request written and not yet answered (the client's `remoting.InFlight`)."""
 
+    @property
+    def done(self) -> bool:
+        """Its answer is there."""
+
     async def wait(self, timeout: float) -> RemotingCommand:
-        """The answer; `aio.WaitTimeout` (the request stays pending) if none within
-        ``timeout``."""
+        """The answer (at once, when `done`); `aio.WaitTimeout` (the request stays pending) if
+        none within ``timeout``."""
 
     def release(self) -> None:
         """Forget the request (a later answer is dropped)."""
@@ -204,20 +209,18 @@ async def invoke_watched(
 
     No task of its own: ``begin`` writes the request (connecting first if need be; that wait is
     watched too) and the answer is awaited in pieces, each ending where the route is next
-    looked at. An answer in time costs one wait."""
+    looked at. An answer in time costs one wait in one timeout scope."""
     deadline = aio.current_time() + timeout_s
     look_at = min(pending.started + stuck_after_s, deadline)
     call: Call | None = None
     try:
         while True:
-            if call is None:
-                with aio.move_on_at(look_at):
+            with aio.move_on_at(look_at):  # the one timeout scope of each piece
+                if call is None:
                     call = await begin(pending.addr, cmd)
-            if call is not None:
-                try:
-                    return await call.wait(max(0.0, look_at - aio.current_time()))
-                except aio.WaitTimeout:
-                    pass
+                return await call.wait(math.inf)
+            if call is not None and call.done:  # answered as the scope ended
+                return await call.wait(0.0)
             now = aio.current_time()
             if now >= deadline:
                 raise RemotingTimeout(

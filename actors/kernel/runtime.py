@@ -89,6 +89,9 @@ class Reply(Generic[T]):
     async def wait(self, timeout: float = math.inf) -> T:
         if self._event is None:
             raise RuntimeError("a callback Reply cannot be awaited")
+        if timeout == math.inf:  # no scope to make (the caller's own scopes bound the wait)
+            await self._event.wait()
+            return self.result()
         with self._move_on_after(timeout):
             await self._event.wait()
             return self.result()

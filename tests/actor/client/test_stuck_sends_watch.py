@@ -130,6 +130,10 @@ class FakeCall:
         self.reply: aio.Reply[RemotingCommand] = aio.Reply()
         self.released = False
 
+    @property
+    def done(self) -> bool:
+        return self.reply.done
+
     async def wait(self, timeout: float) -> RemotingCommand:
         if self.reply.done:
             return self.reply.result()
@@ -258,3 +262,29 @@ async def test_a_watched_call_unanswered_by_its_deadline_times_out_there(
         )  # fmt: skip
     assert trio.current_time() - t0 == pytest.approx(3.05)
     assert calls[0].released
+
+
+async def test_an_answer_there_as_the_wait_ends_wins(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """An answer that arrives as a piece's scope ends the wait is returned, even though the
+    route names another master by then: the request was answered, nothing to give up."""
+    cmd = RemotingCommand(code=200051)
+
+    class AnsweredAsCancelled(FakeCall):
+        async def wait(self, timeout: float) -> RemotingCommand:
+            if self.reply.done:
+                return self.reply.result()
+            try:
+                await trio.sleep_forever()
+            finally:
+                self.reply.set(cmd)
+            raise AssertionError("unreachable")
+
+    async def begin(_addr: str, _cmd: RemotingCommand) -> FakeCall:
+        return AnsweredAsCancelled()
+
+    got = await invoke_watched(
+        begin, lambda _b: NEW, lambda _t: None, pending(), cmd, 3.0, stuck_after_s=0.5
+    )
+    assert got is cmd
