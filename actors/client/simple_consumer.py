@@ -249,7 +249,7 @@ class SimpleConsumer:
         route names another master (a hung master keeps its connections open, so only its
         timeout would end it); a failure that says the broker is gone refreshes the route, so
         the next request goes to the new master (module docstring)."""
-        pending = PendingSend(topic, broker_name, addr, aio.current_time(), aio.CancelScope())
+        pending = PendingSend(topic, broker_name, addr, aio.current_time())
         try:
             return await invoke_watched(
                 self.client.remoting.begin,

@@ -60,7 +60,9 @@ class PendingSend:
     broker_name: str
     addr: str
     started: float
-    scope: aio.CancelScope
+    # the call's scope when a `StuckSendWatch` gives it up by cancelling it (`invoke_watched`
+    # gives its call up itself and needs none)
+    scope: aio.CancelScope | None = None
     moved_to: str | None = None  # the new master's address once the route changed
 
 
@@ -115,13 +117,14 @@ class StuckSendWatch:
         self, topic: str, broker_name: str, addr: str, cmd: RemotingCommand, timeout_s: float
     ) -> RemotingCommand:
         """The remoting call, abandoned with `MasterChanged` when the route moves on."""
-        p = PendingSend(topic, broker_name, addr, aio.current_time(), aio.CancelScope())
+        scope = aio.CancelScope()
+        p = PendingSend(topic, broker_name, addr, aio.current_time(), scope)
         key = id(p)
         self._pending[key] = p
         if len(self._pending) == 1 and self._wake is not None:
             self._wake.set()
         try:
-            with p.scope:
+            with scope:
                 return await self._invoke(addr, cmd, timeout_s)
         finally:
             del self._pending[key]
@@ -147,7 +150,8 @@ class StuckSendWatch:
         )
         for p, master in moved:
             p.moved_to = master
-            p.scope.cancel()
+            if p.scope is not None:
+                p.scope.cancel()
             self.abandoned += 1
         for topic in topics:
             self._refresh(topic)

@@ -120,7 +120,7 @@ async def test_a_stuck_set_is_avoided_while_it_is_stuck(
 
 
 def pending(addr: str = OLD) -> PendingSend:
-    return PendingSend("T", "broker-a", addr, trio.current_time(), trio.CancelScope())
+    return PendingSend("T", "broker-a", addr, trio.current_time())
 
 
 class FakeCall:
