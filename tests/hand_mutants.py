@@ -58,6 +58,7 @@ _CX = "tests/unit/storage/test_cq_ext.py::"
 _FD = "tests/unit/actors/broker/dispatch/test_filter_data.py::"
 _RC = "tests/unit/protocol/test_request_code_census.py::"
 _PU = "tests/unit/actors/broker/pop/test_probe.py::"
+_RW = "tests/actor/client/test_stuck_sends_watch.py::"
 _CR = (
     "tests/actor/client/test_client_remoting.py::"
     "test_a_request_in_flight_is_awaited_in_pieces_until_released"
@@ -406,8 +407,8 @@ MUTANTS: list[Mutant] = [
     Mutant(
         "a watched request whose master moved is waited out",
         "actors/client/stuck_sends.py",
-        "            if moved:\n",
-        "            if moved[:0]:  # MUTANT\n",
+        "                raise master_moved(pending, now)\n",
+        "                pass  # MUTANT\n",
         [
             "tests/actor/client/test_stuck_sends_watch.py::test_a_watched_long_poll_is_given_up_once_the_route_moves_after_its_await"
         ],
@@ -415,8 +416,8 @@ MUTANTS: list[Mutant] = [
     Mutant(
         "a watched request given up or answered stays pending on its connection",
         "actors/client/stuck_sends.py",
-        "            call.release()\n",
-        "            pass  # MUTANT\n",
+        "        if call is not None:\n            call.release()\n",
+        "        pass  # MUTANT\n",
         [
             "tests/actor/client/test_stuck_sends_watch.py::test_a_watched_long_poll_is_given_up_once_the_route_moves_after_its_await",
             "tests/actor/client/test_stuck_sends_watch.py::test_a_watched_call_returns_its_answer_or_raises_its_own_error_unwrapped",
@@ -448,6 +449,64 @@ MUTANTS: list[Mutant] = [
         ],
     ),
     Mutant(
+        "shared watch: a request whose master moved is waited out",
+        "actors/client/stuck_sends.py",
+        "                w.call.fail(master_moved(w.pending, now))\n",
+        "                pass  # MUTANT\n",
+        [_RW + "test_the_shared_watch_gives_a_hung_request_up_once_the_route_moves"],
+    ),
+    Mutant(
+        "shared watch: a request past its deadline is waited out",
+        "actors/client/stuck_sends.py",
+        "                w.call.fail(timed_out(w.cmd, w.pending, w.timeout_s))\n",
+        "                pass  # MUTANT\n",
+        [_RW + "test_the_shared_watch_times_a_request_out_within_a_poll_of_its_deadline"],
+    ),
+    Mutant(
+        "shared watch: a request ended stays pending on its connection",
+        "actors/client/stuck_sends.py",
+        "            del self._watched[key]\n            call.release()\n",
+        "            del self._watched[key]  # MUTANT\n",
+        [_RW + "test_the_shared_watch_gives_a_hung_request_up_once_the_route_moves"],
+    ),
+    Mutant(
+        "shared watch: a request ended stays in the watch",
+        "actors/client/stuck_sends.py",
+        "            del self._watched[key]\n",
+        "            pass  # MUTANT\n",
+        [_RW + "test_the_shared_watch_gives_a_hung_request_up_once_the_route_moves"],
+    ),
+    Mutant(
+        "shared watch: its loop is never started",
+        "actors/client/stuck_sends.py",
+        "            self._spawn(self.run)\n",
+        "            pass  # MUTANT\n",
+        [_RW + "test_the_shared_watch_gives_a_hung_request_up_once_the_route_moves"],
+    ),
+    Mutant(
+        "shared watch: an idle loop is not woken by a new request",
+        "actors/client/stuck_sends.py",
+        "            self._wake.set()\n            self._wake = None\n",
+        "            self._wake = None  # MUTANT\n",
+        [_RW + "test_an_answer_is_returned_and_the_idle_shared_watch_wakes_for_the_next"],
+    ),
+    Mutant(
+        "shared watch: a stuck request asks for no route",
+        "actors/client/stuck_sends.py",
+        "            topics |= t\n",
+        "            pass  # MUTANT\n",
+        [_RW + "test_the_shared_watch_gives_a_hung_request_up_once_the_route_moves"],
+    ),
+    Mutant(
+        "shared watch: a request that cannot be written at once is never sent",
+        "actors/client/stuck_sends.py",
+        "        if call is None:\n            return await invoke_watched(\n",
+        "        if call is None:\n"
+        "            raise RemotingError('no connection')  # MUTANT\n"
+        "            return await invoke_watched(\n",
+        [_RW + "test_without_an_open_connection_the_request_takes_the_scoped_path"],
+    ),
+    Mutant(
         "a released request stays pending on the client connection",
         "actors/client/remoting.py",
         "        self._conn._pending.pop(self._opaque, None)\n",
@@ -464,8 +523,8 @@ MUTANTS: list[Mutant] = [
     Mutant(
         "a POP parked at a hung master is waited out, not given up when the route moves",
         "actors/client/simple_consumer.py",
-        "                stuck_after_s=wait + STUCK_AFTER_S,\n",
-        "                stuck_after_s=math.inf,  # MUTANT\n",
+        "        stuck_after_s = wait + STUCK_AFTER_S\n",
+        "        stuck_after_s = math.inf  # MUTANT\n",
         [
             "tests/actor/client/test_pop_failover.py::test_pop_resumes_soon_after_a_frozen_master_is_replaced",
         ],

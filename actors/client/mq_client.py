@@ -57,6 +57,7 @@ from rocketrio.actors.client.remoting import (
     TcpClientTransport,
 )
 from rocketrio.actors.client.route_refresh import RouteRefresher
+from rocketrio.actors.client.stuck_sends import RequestWatch
 from rocketrio.actors.observe import events
 from rocketrio.protocol.bodies import (
     ConsumerData,
@@ -207,6 +208,7 @@ class MQClientInstance:
         self.refresher = RouteRefresher(self._refresh_fetch)
         self._nursery: aio.TaskGroup | None = None
         self._nursery_cm: Any = None
+        self._request_watch: RequestWatch | None = None  # made on first use, per start
         self.log = log.bind(client_id=self.client_id)
 
     # -- lifecycle
@@ -236,11 +238,23 @@ class MQClientInstance:
             # nothing new starts in it from here on: a connection that closes while it winds
             # down (a cancelled client) must not ask it for a route refresh
             nursery, self._nursery = self._nursery, None
+            self._request_watch = None
             nursery.cancel_scope.cancel()
             try:
                 await self._nursery_cm.__aexit__(None, None, None)
             finally:
                 await self.remoting.__aexit__(None, None, None)
+
+    def request_watch(self) -> RequestWatch | None:
+        """The watch of this client's SimpleConsumer requests (`stuck_sends.RequestWatch`), its
+        loop in the client's task group; None while the client is not started."""
+        if self._nursery is None:
+            return None
+        if self._request_watch is None:
+            self._request_watch = RequestWatch(
+                self.find_master_addr, self.request_route_refresh, self._nursery.start_soon
+            )
+        return self._request_watch
 
     @property
     def nursery(self) -> aio.TaskGroup:

@@ -123,6 +123,11 @@ class InFlight:
             return self._reply.result()
         return await self._reply.wait(timeout)
 
+    def fail(self, exc: BaseException) -> None:
+        """End the wait with ``exc`` (a watch giving the request up); an answer already there
+        stays the answer."""
+        self._reply.fail(exc)
+
     def release(self) -> None:
         self._conn._pending.pop(self._opaque, None)
 
@@ -178,23 +183,24 @@ class ClientConnection:
         finally:
             call.release()
 
-    async def begin(self, cmd: RemotingCommand) -> InFlight:
-        """Write ``cmd`` (once the connection's unsent bytes are under the high-water mark) and
-        return its `InFlight`, which the caller must `release`. Registered before the wait, so
-        a connection that closes meanwhile fails it."""
+    def begin_nowait(self, cmd: RemotingCommand) -> InFlight:
+        """`begin` without the wait for the high-water mark (the caller checked it)."""
         if self.closed:
             raise RemotingError(f"connection to {self.remote} is closed")
         opaque = next(self._opaque)
         cmd.opaque = opaque
         reply: aio.Reply[RemotingCommand] = aio.Reply()
         self._pending[opaque] = reply
-        try:
-            await self._wait_drained()
-        except BaseException:
-            self._pending.pop(opaque, None)
-            raise
         self.send_nowait(cmd)
         return InFlight(self, opaque, reply)
+
+    async def begin(self, cmd: RemotingCommand) -> InFlight:
+        """Write ``cmd`` once the connection's unsent bytes are under the high-water mark and
+        return its `InFlight`, which the caller must `release`."""
+        if self.closed:
+            raise RemotingError(f"connection to {self.remote} is closed")
+        await self._wait_drained()
+        return self.begin_nowait(cmd)
 
     def request_nowait(
         self, cmd: RemotingCommand, on_done: Callable[[aio.Reply[RemotingCommand]], None]
@@ -429,6 +435,15 @@ class ClientRemoting:
         self.before_request(addr, cmd)
         conn = await self.get_connection(addr)
         return await conn.begin(cmd)
+
+    def begin_nowait(self, addr: str, cmd: RemotingCommand) -> InFlight | None:
+        """`begin` when it needs no wait: a connection to ``addr`` is open and under its
+        high-water mark; None (nothing written) otherwise."""
+        conn = self._conns.get(addr)
+        if conn is None or conn.closed or conn._out_bytes > WRITE_HIGH_WATER:
+            return None
+        self.before_request(addr, cmd)
+        return conn.begin_nowait(cmd)
 
     async def invoke_oneway(self, addr: str, cmd: RemotingCommand) -> None:
         self.before_request(addr, cmd)

@@ -250,15 +250,23 @@ class SimpleConsumer:
         timeout would end it); a failure that says the broker is gone refreshes the route, so
         the next request goes to the new master (module docstring)."""
         pending = PendingSend(topic, broker_name, addr, aio.current_time())
+        remoting = self.client.remoting
+        watch = self.client.request_watch()
+        stuck_after_s = wait + STUCK_AFTER_S
         try:
+            if watch is not None:
+                return await watch.invoke(
+                    remoting.begin_nowait, remoting.begin, pending, cmd, self.timeout + wait,
+                    stuck_after_s=stuck_after_s,
+                )  # fmt: skip
             return await invoke_watched(
-                self.client.remoting.begin,
+                remoting.begin,
                 self.client.find_master_addr,
                 self.client.request_route_refresh,
                 pending,
                 cmd,
                 self.timeout + wait,
-                stuck_after_s=wait + STUCK_AFTER_S,
+                stuck_after_s=stuck_after_s,
             )
         except MasterChanged as e:
             events.emit(log, events.PopMoved(group=self.group, topic=topic, old=addr, error=str(e)))

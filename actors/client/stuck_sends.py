@@ -177,6 +177,19 @@ def avoid_while_stuck(
     return on_stuck
 
 
+def timed_out(cmd: RemotingCommand, pending: PendingSend, timeout_s: float) -> RemotingTimeout:
+    return RemotingTimeout(
+        f"{request_name(cmd.code)} to {pending.addr} timed out after {timeout_s}s"
+    )
+
+
+def master_moved(pending: PendingSend, now: float) -> MasterChanged:
+    return MasterChanged(
+        f"the master of {pending.broker_name} moved from {pending.addr} to {pending.moved_to} "
+        f"while the request was unanswered for {now - pending.started:.2f}s"
+    )
+
+
 class Call(Protocol):
     """A request written and not yet answered (the client's `remoting.InFlight`)."""
 
@@ -187,6 +200,9 @@ class Call(Protocol):
     async def wait(self, timeout: float) -> RemotingCommand:
         """The answer (at once, when `done`); `aio.WaitTimeout` (the request stays pending) if
         none within ``timeout``."""
+
+    def fail(self, exc: BaseException) -> None:
+        """End the wait with ``exc`` unless the answer is there."""
 
     def release(self) -> None:
         """Forget the request (a later answer is dropped)."""
@@ -227,20 +243,121 @@ async def invoke_watched(
                 return await call.wait(0.0)
             now = aio.current_time()
             if now >= deadline:
-                raise RemotingTimeout(
-                    f"{request_name(cmd.code)} to {pending.addr} timed out after {timeout_s}s"
-                )
+                raise timed_out(cmd, pending, timeout_s)
             topics, moved = stuck_master_changes((pending,), now, stuck_after_s, master_of)
             if moved:
                 pending.moved_to = moved[0][1]
-                raise MasterChanged(
-                    f"the master of {pending.broker_name} moved from {pending.addr} to "
-                    f"{pending.moved_to} while the request was unanswered for "
-                    f"{now - pending.started:.2f}s"
-                )
+                raise master_moved(pending, now)
             for topic in topics:
                 refresh(topic)
             look_at = min(now + poll_s, deadline)
     finally:
         if call is not None:
             call.release()
+
+
+@attrs.define(eq=False, slots=True)
+class Watched:
+    """One request in a `RequestWatch`."""
+
+    call: Call
+    cmd: RemotingCommand
+    pending: PendingSend
+    deadline: float
+    stuck_after_s: float
+    timeout_s: float
+
+
+class RequestWatch:
+    """The watched requests of one client (the SimpleConsumer's POP, ack and change-invisible
+    requests), looked at by one loop in the client's task group instead of a timeout scope per
+    request: each ``poll_s`` while any is in flight, a request unanswered ``stuck_after_s``
+    asks for its topic's route and is failed with `MasterChanged` once the route names another
+    master of its broker set, and one past its deadline is failed with `RemotingTimeout` (each
+    at most ``poll_s`` late). `invoke` falls back to `invoke_watched`'s scoped pieces when the
+    request cannot be written at once (no open connection: the connect is watched there)."""
+
+    def __init__(
+        self,
+        master_of: Callable[[str], str | None],
+        refresh: Callable[[str], object],
+        spawn: Callable[[Callable[[], Awaitable[None]]], object],
+        *,
+        poll_s: float = POLL_S,
+    ) -> None:
+        self._master_of = master_of
+        self._refresh = refresh
+        self._spawn = spawn
+        self.poll_s = poll_s
+        self._watched: dict[int, Watched] = {}
+        self._wake: aio.Event | None = None
+        self._running = False
+
+    def __len__(self) -> int:
+        return len(self._watched)
+
+    async def invoke(
+        self,
+        begin_nowait: Callable[[str, RemotingCommand], Call | None],
+        begin: Callable[[str, RemotingCommand], Awaitable[Call]],
+        pending: PendingSend,
+        cmd: RemotingCommand,
+        timeout_s: float,
+        *,
+        stuck_after_s: float,
+    ) -> RemotingCommand:
+        """The request at ``pending.addr``, watched (class docstring)."""
+        call = begin_nowait(pending.addr, cmd)
+        if call is None:
+            return await invoke_watched(
+                begin, self._master_of, self._refresh, pending, cmd, timeout_s,
+                stuck_after_s=stuck_after_s, poll_s=self.poll_s,
+            )  # fmt: skip
+        w = Watched(call, cmd, pending, pending.started + timeout_s, stuck_after_s, timeout_s)
+        key = id(w)
+        self._watched[key] = w
+        if not self._running:
+            self._running = True
+            self._spawn(self.run)
+        elif self._wake is not None:
+            self._wake.set()
+            self._wake = None
+        try:
+            return await call.wait(math.inf)
+        finally:
+            del self._watched[key]
+            call.release()
+
+    async def run(self) -> None:
+        """The loop: idle while nothing is watched, a look every ``poll_s`` otherwise."""
+        try:
+            while True:
+                if not self._watched:
+                    self._wake = wake = aio.new_event()
+                    await wake.wait()
+                await aio.sleep(self.poll_s)
+                self.check(aio.current_time())
+        finally:
+            self._running = False
+            self._wake = None
+
+    def check(self, now: float) -> None:
+        """Fail what is past its deadline or whose master moved; ask for the stuck ones'
+        routes (each topic once)."""
+        stuck: list[Watched] = []
+        for w in self._watched.values():
+            if w.call.done:
+                continue
+            if now >= w.deadline:
+                w.call.fail(timed_out(w.cmd, w.pending, w.timeout_s))
+            elif now - w.pending.started >= w.stuck_after_s:
+                stuck.append(w)
+        topics: set[str] = set()
+        for w in stuck:
+            t, moved = stuck_master_changes((w.pending,), now, w.stuck_after_s, self._master_of)
+            if moved:
+                w.pending.moved_to = moved[0][1]
+                w.call.fail(master_moved(w.pending, now))
+            topics |= t
+        for topic in topics:
+            self._refresh(topic)

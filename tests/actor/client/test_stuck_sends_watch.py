@@ -14,8 +14,10 @@ from rocketrio.actors.client import backend as aio
 from rocketrio.actors.client.queue_select import FaultTracker
 from rocketrio.actors.client.stuck_sends import (
     AVOID_S,
+    POLL_S,
     MasterChanged,
     PendingSend,
+    RequestWatch,
     StuckSendWatch,
     avoid_while_stuck,
     invoke_watched,
@@ -138,6 +140,9 @@ class FakeCall:
         if self.reply.done:
             return self.reply.result()
         return await self.reply.wait(timeout)
+
+    def fail(self, exc: BaseException) -> None:
+        self.reply.fail(exc)
 
     def release(self) -> None:
         self.released = True
@@ -288,3 +293,117 @@ async def test_an_answer_there_as_the_wait_ends_wins(
         begin, lambda _b: NEW, lambda _t: None, pending(), cmd, 3.0, stuck_after_s=0.5
     )
     assert got is cmd
+
+
+def nowait_with(calls: list[FakeCall]) -> Callable[[str, RemotingCommand], FakeCall]:
+    """A ``begin_nowait`` over an open connection: each request written at once, unanswered
+    until the test sets its reply."""
+
+    def begin_nowait(_addr: str, _cmd: RemotingCommand) -> FakeCall:
+        calls.append(FakeCall())
+        return calls[-1]
+
+    return begin_nowait
+
+
+async def no_begin(_addr: str, _cmd: RemotingCommand) -> FakeCall:
+    raise AssertionError("the shared watch's request needs no connect")
+
+
+async def test_the_shared_watch_gives_a_hung_request_up_once_the_route_moves(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """`RequestWatch` (one loop for a client's SimpleConsumer requests): a request unanswered
+    past ``stuck_after_s`` asks for its topic's route each poll and is failed with
+    MasterChanged within a poll of the route naming another master; released, out of the
+    watch."""
+    route = {"broker-a": OLD}
+    refreshed: list[float] = []
+    calls: list[FakeCall] = []
+    async with trio.open_nursery() as n:
+        watch = RequestWatch(
+            route.get, lambda _t: refreshed.append(trio.current_time() - t0), n.start_soon
+        )
+
+        async def move_master() -> None:
+            await trio.sleep(1.0)
+            route["broker-a"] = NEW
+
+        n.start_soon(move_master)
+        t0 = trio.current_time()
+        with pytest.raises(MasterChanged), trio.fail_after(10):
+            await watch.invoke(
+                nowait_with(calls), no_begin, pending(), RemotingCommand(code=51), 3.0,
+                stuck_after_s=0.5,
+            )  # fmt: skip
+        assert 1.0 <= trio.current_time() - t0 <= 1.0 + POLL_S + 1e-9
+        assert refreshed and 0.5 <= min(refreshed) <= 0.5 + POLL_S + 1e-9
+        assert calls[0].released and len(watch) == 0
+        n.cancel_scope.cancel()
+
+
+async def test_the_shared_watch_times_a_request_out_within_a_poll_of_its_deadline(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    calls: list[FakeCall] = []
+    async with trio.open_nursery() as n:
+        watch = RequestWatch(lambda _b: OLD, lambda _t: None, n.start_soon)
+        t0 = trio.current_time()
+        with pytest.raises(RemotingTimeout, match=r"timed out after 3\.0s"), trio.fail_after(10):
+            await watch.invoke(
+                nowait_with(calls), no_begin, pending(), RemotingCommand(code=51), 3.0,
+                stuck_after_s=0.5,
+            )  # fmt: skip
+        assert 3.0 <= trio.current_time() - t0 <= 3.0 + POLL_S + 1e-9
+        assert calls[0].released and len(watch) == 0
+        n.cancel_scope.cancel()
+
+
+async def test_an_answer_is_returned_and_the_idle_shared_watch_wakes_for_the_next(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """An answered request returns its answer; the loop, idle once nothing is in flight, looks
+    again as soon as the next request is watched."""
+    calls: list[FakeCall] = []
+    route = {"broker-a": OLD}
+    cmd = RemotingCommand(code=51)
+    async with trio.open_nursery() as n:
+        watch = RequestWatch(route.get, lambda _t: None, n.start_soon)
+
+        async def answer_first() -> None:
+            await trio.sleep(0.2)
+            calls[0].reply.set(cmd)
+
+        n.start_soon(answer_first)
+        assert await watch.invoke(nowait_with(calls), no_begin, pending(), cmd, 3.0,
+                                  stuck_after_s=0.5) is cmd  # fmt: skip
+        await trio.sleep(2.0)  # the loop idles
+        route["broker-a"] = NEW
+        t0 = trio.current_time()
+        with pytest.raises(MasterChanged), trio.fail_after(10):
+            await watch.invoke(nowait_with(calls), no_begin, pending(), cmd, 3.0,
+                               stuck_after_s=0.5)  # fmt: skip
+        assert trio.current_time() - t0 <= 0.5 + POLL_S + 1e-9
+        n.cancel_scope.cancel()
+
+
+async def test_without_an_open_connection_the_request_takes_the_scoped_path(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """No connection to write to at once: the request connects and is watched in
+    `invoke_watched`'s pieces (a hung connect given up once the route moves)."""
+    route = {"broker-a": NEW}
+    connects: list[str] = []
+
+    async def hung_connect(addr: str, _cmd: RemotingCommand) -> FakeCall:
+        connects.append(addr)
+        await trio.sleep_forever()
+        raise AssertionError("unreachable")
+
+    async with trio.open_nursery() as n:
+        watch = RequestWatch(route.get, lambda _t: None, n.start_soon)
+        with pytest.raises(MasterChanged), trio.fail_after(10):
+            await watch.invoke(lambda _a, _c: None, hung_connect, pending(),
+                               RemotingCommand(code=51), 3.0, stuck_after_s=0.5)  # fmt: skip
+        assert connects == [OLD]
+        n.cancel_scope.cancel()
