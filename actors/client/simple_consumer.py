@@ -17,7 +17,8 @@ puts it to the group's pop retry topic), so consumption is at least once.
 Failover (issue 26: the POP group stalled up to 27 s after a master hung, push groups ~5 s):
 a hung master keeps its connections open, and nothing refreshed this consumer's route, so
 every POP went to it and was waited out (timeout + await) until the 30 s route poll. Now every
-request is watched (`stuck_sends.invoke_watched`): unanswered ``STUCK_AFTER_S`` past its await
+request is watched (`stuck_sends.RequestWatch`, one loop per client; `invoke_watched` for a
+request that must connect first): unanswered ``STUCK_AFTER_S`` past its await
 (the broker answers a long poll by then) it asks for the route every 0.1 s and is given up as
 soon as the route names another master of its broker set; a POP is then sent to the new master
 at once (nothing was popped at the old one), an ack or change fails (the message comes back
