@@ -98,8 +98,9 @@ Processor = Callable[[ClientRequestContext], Awaitable[RemotingCommand | None]]
 class InFlight:
     """A request written to a connection, its answer not yet taken: awaited in as many pieces
     as the caller likes (`wait` with a timeout raises `aio.WaitTimeout` and leaves the request
-    pending), then `release`d, which forgets it (a later answer is dropped). What a watched call
-    (stuck_sends.invoke_watched) waits on instead of a task of its own."""
+    pending), or ended early by a watch (`fail`), then `release`d, which forgets it (a later
+    answer is dropped). What a watched request (stuck_sends.RequestWatch, invoke_watched) waits
+    on instead of a task of its own."""
 
     __slots__ = ("_conn", "_opaque", "_reply")
 

@@ -29,7 +29,11 @@ the slowness lasts: the set is marked unavailable for a few polls at a time, unt
 is stuck or the route names its new master), so a producer of a topic spread over several sets
 loses about ``stuck_after_s`` of writes to a hung master, not the detection time.
 
-`stuck_master_changes` is the pure decision; the watch is its thin Trio shell.
+The SimpleConsumer's requests (POP, ack, change-invisible) are watched the same way, with their
+own timeout: by `RequestWatch`, one loop per client that fails a request instead of cancelling
+it, or, for a request that must connect first, by `invoke_watched`'s pieces.
+
+`stuck_master_changes` is the pure decision; the watches are its thin shells.
 """
 
 from __future__ import annotations
@@ -61,7 +65,7 @@ class PendingSend:
     addr: str
     started: float
     # the call's scope when a `StuckSendWatch` gives it up by cancelling it (`invoke_watched`
-    # gives its call up itself and needs none)
+    # and `RequestWatch` give their requests up themselves and need none)
     scope: aio.CancelScope | None = None
     moved_to: str | None = None  # the new master's address once the route changed
 

@@ -45,11 +45,7 @@ async def test_the_watch_abandons_the_hung_call_once_the_route_moves(
     async with trio.open_nursery() as n:
         n.start_soon(watch.run)
 
-        async def move_master() -> None:
-            await trio.sleep(1.0)
-            route["broker-a"] = NEW
-
-        n.start_soon(move_master)
+        n.start_soon(master_moves, route, 1.0)
         t0 = trio.current_time()
         with pytest.raises(MasterChanged) as e:
             await watch.invoke("T", "broker-a", OLD, RemotingCommand(code=10), 3.0)
@@ -121,6 +117,12 @@ async def test_a_stuck_set_is_avoided_while_it_is_stuck(
         n.cancel_scope.cancel()
 
 
+async def master_moves(route: dict[str, str], after_s: float) -> None:
+    """The route names the new master of broker-a ``after_s`` from now."""
+    await trio.sleep(after_s)
+    route["broker-a"] = NEW
+
+
 def pending(addr: str = OLD) -> PendingSend:
     return PendingSend("T", "broker-a", addr, trio.current_time())
 
@@ -182,12 +184,7 @@ async def test_a_watched_long_poll_is_given_up_once_the_route_moves_after_its_aw
     calls: list[FakeCall] = []
 
     async with trio.open_nursery() as n:
-
-        async def move_master() -> None:
-            await trio.sleep(3.0)
-            route["broker-a"] = NEW
-
-        n.start_soon(move_master)
+        n.start_soon(master_moves, route, 3.0)
         t0 = trio.current_time()
         with pytest.raises(MasterChanged):
             await invoke_watched(
@@ -215,12 +212,7 @@ async def test_a_hung_connect_is_watched_too(autojump_clock: trio.testing.MockCl
         raise AssertionError("unreachable")
 
     async with trio.open_nursery() as n:
-
-        async def move_master() -> None:
-            await trio.sleep(1.0)
-            route["broker-a"] = NEW
-
-        n.start_soon(move_master)
+        n.start_soon(master_moves, route, 1.0)
         t0 = trio.current_time()
         with pytest.raises(MasterChanged), trio.fail_after(10):
             await invoke_watched(
@@ -325,11 +317,7 @@ async def test_the_shared_watch_gives_a_hung_request_up_once_the_route_moves(
             route.get, lambda _t: refreshed.append(trio.current_time() - t0), n.start_soon
         )
 
-        async def move_master() -> None:
-            await trio.sleep(1.0)
-            route["broker-a"] = NEW
-
-        n.start_soon(move_master)
+        n.start_soon(master_moves, route, 1.0)
         t0 = trio.current_time()
         with pytest.raises(MasterChanged), trio.fail_after(10):
             await watch.invoke(
