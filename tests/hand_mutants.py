@@ -507,6 +507,29 @@ MUTANTS: list[Mutant] = [
         [_RW + "test_without_an_open_connection_the_request_takes_the_scoped_path"],
     ),
     Mutant(
+        "producer watch, a send written at once: its master moved, it is waited out",
+        "actors/client/stuck_sends.py",
+        '                p.call.fail(master_moved(p, now, "send", "; re-sending"))\n',
+        "                pass  # MUTANT\n",
+        [_RW + "test_a_send_written_at_once_is_failed_once_the_route_moves"],
+    ),
+    Mutant(
+        "producer watch, a send written at once: its deadline is waited out",
+        "actors/client/stuck_sends.py",
+        "            if p.call is not None and now >= p.deadline and p.moved_to is None:\n",
+        "            if False:  # MUTANT\n",
+        [_RW + "test_a_send_written_at_once_times_out_within_a_poll_of_its_deadline"],
+    ),
+    Mutant(
+        "producer watch, a send written at once: it stays pending on its connection",
+        "actors/client/stuck_sends.py",
+        "            del self._pending[key]\n"
+        "            if call is not None:\n"
+        "                call.release()\n",
+        "            del self._pending[key]  # MUTANT\n",
+        [_RW + "test_a_slow_answer_to_a_send_written_at_once_is_awaited"],
+    ),
+    Mutant(
         "a released request stays pending on the client connection",
         "actors/client/remoting.py",
         "        self._conn._pending.pop(self._opaque, None)\n",

@@ -123,6 +123,7 @@ class Producer:
         self.stuck = StuckSendWatch(
             lambda addr, cmd, timeout_s: self.client.remoting.invoke(addr, cmd, timeout_s),
             self.client.find_master_addr, self.client.request_route_refresh,
+            begin_nowait=lambda addr, cmd: self.client.remoting.begin_nowait(addr, cmd),
             on_stuck=avoid_while_stuck(self.publish_routes.available, self.faults.mark_unavailable),
         )  # fmt: skip
         self._nursery: aio.TaskGroup | None = None

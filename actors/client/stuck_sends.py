@@ -68,6 +68,11 @@ class PendingSend:
     # and `RequestWatch` give their requests up themselves and need none)
     scope: aio.CancelScope | None = None
     moved_to: str | None = None  # the new master's address once the route changed
+    # a `StuckSendWatch` send written at once: failed (not cancelled) when given up or when its
+    # deadline passes (the watch's loop is its timer)
+    call: Call | None = None
+    deadline: float = math.inf
+    code: int = 0
 
 
 def stuck_master_changes(
@@ -95,7 +100,11 @@ class StuckSendWatch:
     """Registers sends in flight and abandons the ones whose master changed (module docstring).
 
     ``invoke`` is the remoting call; ``master_of`` reads the client's cached route;
-    ``refresh(topic)`` asks for a route query (non-blocking)."""
+    ``refresh(topic)`` asks for a route query (non-blocking). With ``begin_nowait`` (the
+    client's `ClientRemoting.begin_nowait`) a send over an open connection is written at once
+    and awaited with no cancel scope: the loop fails it (`MasterChanged`, or `RemotingTimeout`
+    once its deadline passed, at most ``poll_s`` late); a send that must connect first goes
+    through ``invoke`` in a scope the loop cancels."""
 
     def __init__(
         self,
@@ -103,11 +112,13 @@ class StuckSendWatch:
         master_of: Callable[[str], str | None],
         refresh: Callable[[str], object],
         *,
+        begin_nowait: Callable[[str, RemotingCommand], Call | None] | None = None,
         on_stuck: Callable[[str, str], object] | None = None,
         stuck_after_s: float = STUCK_AFTER_S,
         poll_s: float = POLL_S,
     ) -> None:
         self._invoke = invoke
+        self._begin_nowait = begin_nowait
         self._master_of = master_of
         self._refresh = refresh
         self._on_stuck = on_stuck
@@ -121,22 +132,29 @@ class StuckSendWatch:
         self, topic: str, broker_name: str, addr: str, cmd: RemotingCommand, timeout_s: float
     ) -> RemotingCommand:
         """The remoting call, abandoned with `MasterChanged` when the route moves on."""
-        scope = aio.CancelScope()
-        p = PendingSend(topic, broker_name, addr, aio.current_time(), scope)
+        now = aio.current_time()
+        call = self._begin_nowait(addr, cmd) if self._begin_nowait is not None else None
+        if call is not None:
+            p = PendingSend(
+                topic, broker_name, addr, now, call=call, deadline=now + timeout_s, code=cmd.code
+            )
+        else:
+            p = PendingSend(topic, broker_name, addr, now, aio.CancelScope())
         key = id(p)
         self._pending[key] = p
         if len(self._pending) == 1 and self._wake is not None:
             self._wake.set()
         try:
-            with scope:
+            if call is not None:
+                return await call.wait(math.inf)
+            assert p.scope is not None
+            with p.scope:
                 return await self._invoke(addr, cmd, timeout_s)
         finally:
             del self._pending[key]
-        waited = aio.current_time() - p.started
-        raise MasterChanged(
-            f"the master of {broker_name} moved from {addr} to {p.moved_to} while the send "
-            f"was unanswered for {waited:.2f}s; re-sending"
-        )
+            if call is not None:
+                call.release()
+        raise master_moved(p, aio.current_time(), "send", "; re-sending")
 
     async def run(self) -> None:
         """The watch loop (in the producer's nursery); idle while nothing is in flight."""
@@ -154,9 +172,17 @@ class StuckSendWatch:
         )
         for p, master in moved:
             p.moved_to = master
-            if p.scope is not None:
+            if p.call is not None:
+                p.call.fail(master_moved(p, now, "send", "; re-sending"))
+            elif p.scope is not None:
                 p.scope.cancel()
             self.abandoned += 1
+        for p in self._pending.values():
+            if p.call is not None and now >= p.deadline and p.moved_to is None:
+                p.call.fail(RemotingTimeout(
+                    f"{request_name(p.code)} to {p.addr} timed out after "
+                    f"{round(p.deadline - p.started, 3)}s"
+                ))  # fmt: skip
         for topic in topics:
             self._refresh(topic)
         if self._on_stuck is not None:
@@ -187,10 +213,12 @@ def timed_out(cmd: RemotingCommand, pending: PendingSend, timeout_s: float) -> R
     )
 
 
-def master_moved(pending: PendingSend, now: float) -> MasterChanged:
+def master_moved(
+    pending: PendingSend, now: float, what: str = "request", then: str = ""
+) -> MasterChanged:
     return MasterChanged(
         f"the master of {pending.broker_name} moved from {pending.addr} to {pending.moved_to} "
-        f"while the request was unanswered for {now - pending.started:.2f}s"
+        f"while the {what} was unanswered for {now - pending.started:.2f}s{then}"
     )
 
 

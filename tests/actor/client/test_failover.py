@@ -29,6 +29,7 @@ from rocketrio.actors.client.message import Message, SendResult, SendStatus
 from rocketrio.actors.client.mq_client import DEGRADED_ROUTE_POLL_S
 from rocketrio.actors.client.producer import Producer
 from rocketrio.actors.client.queue_select import SelectMessageQueueByHash
+from rocketrio.actors.client.remoting import InFlight
 from rocketrio.actors.client.route_refresh import ROUTE_REFRESH_MIN_INTERVAL_S
 from rocketrio.actors.kernel.remoting import RemotingError, RequestContext
 from rocketrio.protocol.bodies import MessageQueue
@@ -410,16 +411,35 @@ async def test_a_not_store_ok_answer_is_a_result_unless_configured(
         await create_topic(c, "T", queues=2)
         cfg = ProducerConfig(producerGroup="pg", retryAnotherBrokerWhenNotStoreOK=retry_not_ok)
         async with producer(c, config=cfg) as p:
-            real = p.client.remoting.invoke
+            real, real_begin = p.client.remoting.invoke, p.client.remoting.begin_nowait
             slow_slave = c.addr("broker-a")
+
+            def slow(resp: RemotingCommand) -> RemotingCommand:
+                resp.code = ResponseCode.FLUSH_SLAVE_TIMEOUT  # stored, the slave did not ack
+                return resp
 
             async def invoke(addr: str, cmd: RemotingCommand, timeout: float) -> RemotingCommand:
                 resp = await real(addr, cmd, timeout)
-                if addr == slow_slave:  # stored, but the slave did not ack in time
-                    resp.code = ResponseCode.FLUSH_SLAVE_TIMEOUT
-                return resp
+                return slow(resp) if addr == slow_slave else resp
+
+            class SlowSlaveCall:  # a send written at once (the watch's path)
+                def __init__(self, call: InFlight) -> None:
+                    self.call = call
+                    self.fail, self.release = call.fail, call.release
+
+                @property
+                def done(self) -> bool:
+                    return self.call.done
+
+                async def wait(self, timeout: float) -> RemotingCommand:
+                    return slow(await self.call.wait(timeout))
+
+            def begin_nowait(addr: str, cmd: RemotingCommand) -> InFlight | SlowSlaveCall | None:
+                call = real_begin(addr, cmd)
+                return SlowSlaveCall(call) if call is not None and addr == slow_slave else call
 
             p.client.remoting.invoke = invoke  # type: ignore[method-assign]
+            p.client.remoting.begin_nowait = begin_nowait  # type: ignore[method-assign,assignment]
             results = [await p.send(Message("T", f"m{i}".encode())) for i in range(6)]
             async_results = [
                 await (await p.send_async(Message("T", b"a"))).wait() for _ in range(4)

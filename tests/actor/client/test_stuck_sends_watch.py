@@ -395,3 +395,63 @@ async def test_without_an_open_connection_the_request_takes_the_scoped_path(
                                RemotingCommand(code=51), 3.0, stuck_after_s=0.5)  # fmt: skip
         assert connects == [OLD]
         n.cancel_scope.cancel()
+
+
+async def never_invoked(_addr: str, _cmd: RemotingCommand, _timeout_s: float) -> RemotingCommand:
+    raise AssertionError("a send over an open connection is written at once")
+
+
+async def test_a_send_written_at_once_is_failed_once_the_route_moves(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """The producer's watch with ``begin_nowait`` (an open connection): the send is awaited
+    with no scope and failed with MasterChanged within a poll of the route moving; released."""
+    route = {"broker-a": OLD}
+    calls: list[FakeCall] = []
+    watch = StuckSendWatch(never_invoked, route.get, lambda _t: None,
+                           begin_nowait=nowait_with(calls))  # fmt: skip
+    async with trio.open_nursery() as n:
+        n.start_soon(watch.run)
+        n.start_soon(master_moves, route, 1.0)
+        t0 = trio.current_time()
+        with pytest.raises(MasterChanged, match="re-sending"), trio.fail_after(10):
+            await watch.invoke("T", "broker-a", OLD, RemotingCommand(code=10), 3.0)
+        assert 1.0 <= trio.current_time() - t0 <= 1.0 + watch.poll_s + 1e-9
+        assert watch.abandoned == 1 and calls[0].released
+        n.cancel_scope.cancel()
+
+
+async def test_a_send_written_at_once_times_out_within_a_poll_of_its_deadline(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    calls: list[FakeCall] = []
+    watch = StuckSendWatch(never_invoked, lambda _b: OLD, lambda _t: None,
+                           begin_nowait=nowait_with(calls))  # fmt: skip
+    async with trio.open_nursery() as n:
+        n.start_soon(watch.run)
+        t0 = trio.current_time()
+        with pytest.raises(RemotingTimeout, match=r"timed out after 3\.0s"), trio.fail_after(10):
+            await watch.invoke("T", "broker-a", OLD, RemotingCommand(code=10), 3.0)
+        assert 3.0 <= trio.current_time() - t0 <= 3.0 + watch.poll_s + 1e-9
+        assert watch.abandoned == 0 and calls[0].released
+        n.cancel_scope.cancel()
+
+
+async def test_a_slow_answer_to_a_send_written_at_once_is_awaited(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    calls: list[FakeCall] = []
+    cmd = RemotingCommand(code=10)
+    watch = StuckSendWatch(never_invoked, lambda _b: OLD, lambda _t: None,
+                           begin_nowait=nowait_with(calls))  # fmt: skip
+    async with trio.open_nursery() as n:
+        n.start_soon(watch.run)
+
+        async def answer() -> None:
+            await trio.sleep(2.0)
+            calls[0].reply.set(cmd)
+
+        n.start_soon(answer)
+        assert await watch.invoke("T", "broker-a", OLD, cmd, 3.0) is cmd
+        assert watch.abandoned == 0 and calls[0].released
+        n.cancel_scope.cancel()
