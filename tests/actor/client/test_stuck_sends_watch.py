@@ -401,6 +401,13 @@ async def never_invoked(_addr: str, _cmd: RemotingCommand, _timeout_s: float) ->
     raise AssertionError("a send over an open connection is written at once")
 
 
+def writing_watch(master_of: Callable[[str], str | None], calls: list[FakeCall]) -> StuckSendWatch:
+    """A producer's watch whose sends are written at once (an open connection each time)."""
+    return StuckSendWatch(
+        never_invoked, master_of, lambda _t: None, begin_nowait=nowait_with(calls)
+    )
+
+
 async def test_a_send_written_at_once_is_failed_once_the_route_moves(
     autojump_clock: trio.testing.MockClock,
 ) -> None:
@@ -408,8 +415,7 @@ async def test_a_send_written_at_once_is_failed_once_the_route_moves(
     with no scope and failed with MasterChanged within a poll of the route moving; released."""
     route = {"broker-a": OLD}
     calls: list[FakeCall] = []
-    watch = StuckSendWatch(never_invoked, route.get, lambda _t: None,
-                           begin_nowait=nowait_with(calls))  # fmt: skip
+    watch = writing_watch(route.get, calls)
     async with trio.open_nursery() as n:
         n.start_soon(watch.run)
         n.start_soon(master_moves, route, 1.0)
@@ -425,8 +431,7 @@ async def test_a_send_written_at_once_times_out_within_a_poll_of_its_deadline(
     autojump_clock: trio.testing.MockClock,
 ) -> None:
     calls: list[FakeCall] = []
-    watch = StuckSendWatch(never_invoked, lambda _b: OLD, lambda _t: None,
-                           begin_nowait=nowait_with(calls))  # fmt: skip
+    watch = writing_watch(lambda _b: OLD, calls)
     async with trio.open_nursery() as n:
         n.start_soon(watch.run)
         t0 = trio.current_time()
@@ -442,8 +447,7 @@ async def test_a_slow_answer_to_a_send_written_at_once_is_awaited(
 ) -> None:
     calls: list[FakeCall] = []
     cmd = RemotingCommand(code=10)
-    watch = StuckSendWatch(never_invoked, lambda _b: OLD, lambda _t: None,
-                           begin_nowait=nowait_with(calls))  # fmt: skip
+    watch = writing_watch(lambda _b: OLD, calls)
     async with trio.open_nursery() as n:
         n.start_soon(watch.run)
 
