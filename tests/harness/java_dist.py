@@ -1,18 +1,25 @@
 """Where the opt-in interop tests find Apache RocketMQ 5.2.0 (its binary distribution and the
 classpath file ../shared/tools/rocketmq-5.2.0/setup.sh writes), the JVM flags its tools need on
 Java 17, the skip when either the distribution or a JDK is absent (CI has neither dist), and a
-test's Java driver compiled and run for the JSON line it prints."""
+test's Java driver compiled and run for the JSON line it prints, and `java_interop`: the driver
+compiled beside a NameServer and a broker with one topic, stopped whatever fails."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
 import subprocess
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import attrs
 import pytest
+import trio
+
+from tests.harness.system import create_topic_settled, launch_ns_and_broker, stop_processes
 
 DIST = os.environ.get("RMQ_DIST", "/tmp/rocketmq-5.2.0/rocketmq-all-5.2.0-bin-release")
 CP_FILE = os.environ.get("RMQ_CP_FILE", "/tmp/rocketmq-5.2.0-home/cp2.txt")
@@ -65,3 +72,38 @@ def run_driver(
     res: dict[str, Any] = json.loads(out.stdout.strip().splitlines()[-1])
     print(json.dumps(res))
     return res
+
+
+@attrs.frozen
+class JavaInterop:
+    """A NameServer and broker ``broker-a`` running for a compiled Java driver."""
+
+    ns: str
+    broker: str
+    cp: str
+    work: str
+    classes: Path
+
+    def run(self, main: str, *args: str, timeout: float = 180) -> dict[str, Any]:
+        """`run_driver` of this interop's compiled driver."""
+        return run_driver(self.classes, self.cp, self.work, main, *args, timeout=timeout)
+
+
+@contextlib.contextmanager
+def java_interop(
+    source: Path, tmp_path: Path, topic: str, queues: int, *, settle_s: float = 5,
+    **broker_conf: str,
+) -> Iterator[JavaInterop]:  # fmt: skip
+    """``source`` compiled (or the test skipped), a NameServer and a broker (extra keys from
+    ``broker_conf``) started under ``tmp_path`` with ``topic`` created and settled in the
+    routes; both processes stopped when the block ends, whatever fails."""
+    cp = java_classpath()
+    classes = compile_driver(source, tmp_path, cp)
+    work = str(tmp_path)
+    procs: list[subprocess.Popen[str]] = []
+    try:
+        ns, broker = launch_ns_and_broker(work, procs, **broker_conf)
+        trio.run(create_topic_settled, ns, broker, topic, queues, settle_s)
+        yield JavaInterop(ns, broker, cp, work, classes)
+    finally:
+        stop_processes(procs)

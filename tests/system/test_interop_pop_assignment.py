@@ -14,10 +14,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import trio
 
-from tests.harness.java_dist import DIST, JAVA_OPENS, compile_driver, java_classpath, run_driver
-from tests.harness.system import create_topic_settled, launch_ns_and_broker, stop_processes
+from tests.harness.java_dist import DIST, JAVA_OPENS, java_interop
 
 pytestmark = [pytest.mark.system, pytest.mark.long]  # a JVM or three: --long (docs/testing.md)
 
@@ -26,16 +24,11 @@ TOPIC, GROUP, COUNT = "PopModeT", "pop_mode_g", 12
 
 
 def test_java_mqadmin_sets_pop_mode_and_a_java_push_consumer_pops(tmp_path: Any) -> None:
-    cp = java_classpath()
-    classes = compile_driver(SOURCE, tmp_path, cp)
-    work = str(tmp_path)
-    procs: list[subprocess.Popen[str]] = []
-    try:
-        ns, broker_addr = launch_ns_and_broker(work, procs)
-        trio.run(create_topic_settled, ns, broker_addr, TOPIC, 4)
-        java = ["java", "-Xms128m", "-Xmx384m", *JAVA_OPENS, "-Duser.home=" + work]
+    with java_interop(SOURCE, tmp_path, TOPIC, 4) as j:
+        ns, broker_addr = j.ns, j.broker
+        java = ["java", "-Xms128m", "-Xmx384m", *JAVA_OPENS, "-Duser.home=" + j.work]
         admin = subprocess.run(
-            [*java, "-cp", f"conf:{cp}", "org.apache.rocketmq.tools.command.MQAdminStartup",
+            [*java, "-cp", f"conf:{j.cp}", "org.apache.rocketmq.tools.command.MQAdminStartup",
              "setConsumeMode", "-n", ns, "-b", broker_addr, "-t", TOPIC, "-g", GROUP,
              "-m", "POP", "-q", "0"],
             capture_output=True, text=True, timeout=120, check=False, cwd=DIST,
@@ -44,9 +37,7 @@ def test_java_mqadmin_sets_pop_mode_and_a_java_push_consumer_pops(tmp_path: Any)
         assert admin.returncode == 0, admin.stdout + admin.stderr[-3000:]
         assert f"set consume mode to {broker_addr} success." in admin.stdout, admin.stdout
         assert f"topic[{TOPIC}] group[{GROUP}] consume mode[POP]" in admin.stdout, admin.stdout
-        res = run_driver(classes, cp, work, "PopModeInterop", ns, TOPIC, GROUP, str(COUNT))
+        res = j.run("PopModeInterop", ns, TOPIC, GROUP, str(COUNT))
         assert sorted(res["received"]) == sorted(f"m{i}" for i in range(COUNT)), res
         assert res["pop_queues"] == [f"{TOPIC}/broker-a/-1"], res
         assert res["pull_queues"] == 0, res
-    finally:
-        stop_processes(procs)

@@ -9,15 +9,12 @@ Skipped without the Java dist (RMQ_DIST, default /tmp/rocketmq-5.2.0/...; CI has
 
 from __future__ import annotations
 
-import subprocess
 from pathlib import Path
 from typing import Any
 
 import pytest
-import trio
 
-from tests.harness.java_dist import compile_driver, java_classpath, run_driver
-from tests.harness.system import create_topic_settled, launch_ns_and_broker, stop_processes
+from tests.harness.java_dist import java_interop
 
 pytestmark = [pytest.mark.system, pytest.mark.long]  # a JVM or three: --long (docs/testing.md)
 
@@ -26,14 +23,8 @@ TOPIC, GROUP = "ProbeT", "probe_g"
 
 
 def test_java_notification_peek_and_polling_info(tmp_path: Any) -> None:
-    cp = java_classpath()
-    classes = compile_driver(SOURCE, tmp_path, cp)
-    work = str(tmp_path)
-    procs: list[subprocess.Popen[str]] = []
-    try:
-        ns, broker_addr = launch_ns_and_broker(work, procs)
-        trio.run(create_topic_settled, ns, broker_addr, TOPIC, 4)
-        res = run_driver(classes, cp, work, "ProbeInterop", ns, broker_addr, TOPIC, GROUP)
+    with java_interop(SOURCE, tmp_path, TOPIC, 4) as j:
+        res = j.run("ProbeInterop", j.ns, j.broker, TOPIC, GROUP)
         assert res["timed_out"] == "false" and 1900 <= res["timed_out_ms"] < 6000, res
         assert res["held"] == "true" and res["woken_ms"] < 5000, res  # not its 20 s pollTime
         for peek in (res["peek1"], res["peek2"]):  # the second finds the same: nothing popped
@@ -41,5 +32,3 @@ def test_java_notification_peek_and_polling_info(tmp_path: Any) -> None:
         assert res["peek_bad"]["code"] == 17, res  # TOPIC_NOT_EXIST
         assert res["polling"] == [1, 0, 0], res  # the held POP of queue 1, then none
         assert res["popped"] == "0 FOUND", res
-    finally:
-        stop_processes(procs)

@@ -8,15 +8,12 @@ without the Java dist (RMQ_DIST, default /tmp/rocketmq-5.2.0/...; CI has none) o
 
 from __future__ import annotations
 
-import subprocess
 from pathlib import Path
 from typing import Any
 
 import pytest
-import trio
 
-from tests.harness.java_dist import compile_driver, java_classpath, run_driver
-from tests.harness.system import create_topic_settled, launch_ns_and_broker, stop_processes
+from tests.harness.java_dist import java_interop
 
 pytestmark = [pytest.mark.system, pytest.mark.long]  # a JVM or three: --long (docs/testing.md)
 
@@ -25,23 +22,12 @@ TOPIC = "ResumeT"
 
 
 def test_java_admin_resumes_a_given_up_half_and_the_commit_is_consumed_once(tmp_path: Any) -> None:
-    cp = java_classpath()
-    classes = compile_driver(SOURCE, tmp_path, cp)
-    work = str(tmp_path)
-    procs: list[subprocess.Popen[str]] = []
-    try:
-        ns, broker_addr = launch_ns_and_broker(
-            work,
-            procs,
-            transactionCheckInterval="1000",
-            transactionTimeOut="1000",
-            transactionCheckMax="1",
-        )
-        trio.run(create_topic_settled, ns, broker_addr, TOPIC, 1)
-        res = run_driver(classes, cp, work, "ResumeHalfInterop", ns, TOPIC, timeout=170)
+    with java_interop(
+        SOURCE, tmp_path, TOPIC, 1,
+        transactionCheckInterval="1000", transactionTimeOut="1000", transactionCheckMax="1",
+    ) as j:  # fmt: skip
+        res = j.run("ResumeHalfInterop", j.ns, TOPIC, timeout=170)
         assert res["resumed"] is True, res
         assert res["checks_before"] == 1, res  # given up after transactionCheckMax
         assert res["checks"] == 2, res  # asked once more after the resume
         assert res["got"] == ["tx0"], res
-    finally:
-        stop_processes(procs)

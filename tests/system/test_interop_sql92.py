@@ -9,15 +9,12 @@ Skipped without the Java dist (RMQ_DIST, default /tmp/rocketmq-5.2.0/...; CI has
 
 from __future__ import annotations
 
-import subprocess
 from pathlib import Path
 from typing import Any
 
 import pytest
-import trio
 
-from tests.harness.java_dist import compile_driver, java_classpath, run_driver
-from tests.harness.system import create_topic_settled, launch_ns_and_broker, stop_processes
+from tests.harness.java_dist import java_interop
 
 pytestmark = [pytest.mark.system]
 
@@ -29,25 +26,15 @@ TOPIC = "SqlInteropT"
     "bitmap", [False, pytest.param(True, marks=pytest.mark.long)], ids=["judged", "bitmap"]
 )
 def test_java_consumer_by_sql(tmp_path: Any, bitmap: bool) -> None:
-    cp = java_classpath()
-    classes = compile_driver(SOURCE, tmp_path, cp)
-    work = str(tmp_path)
-    procs: list[subprocess.Popen[str]] = []
-    try:
-        ns, broker_addr = launch_ns_and_broker(
-            work,
-            procs,
-            enablePropertyFilter="true",
-            enableCalcFilterBitMap=str(bitmap).lower(),
-            enableConsumeQueueExt=str(bitmap).lower(),
+    with java_interop(
+        SOURCE, tmp_path, TOPIC, 2, settle_s=12,
+        enablePropertyFilter="true",
+        enableCalcFilterBitMap=str(bitmap).lower(),
+        enableConsumeQueueExt=str(bitmap).lower(),
+    ) as j:  # fmt: skip
+        res = j.run(
+            "SqlInterop", j.ns, TOPIC, "n BETWEEN 5 AND 9 OR n = 15", "n BETWEEN 9 AND 5", "6"
         )
-        trio.run(create_topic_settled, ns, broker_addr, TOPIC, 2, 12)
-        res = run_driver(
-            classes, cp, work, "SqlInterop", ns, TOPIC,
-            "n BETWEEN 5 AND 9 OR n = 15", "n BETWEEN 9 AND 5", "6",
-        )  # fmt: skip
         assert sorted(res["received"]) == sorted(f"m{i}" for i in (5, 6, 7, 8, 9, 15)), res
         assert res["bad_start"].startswith("23 "), res
         assert "Illegal values of between" in res["bad_start"], res
-    finally:
-        stop_processes(procs)
