@@ -137,16 +137,27 @@ async def lean_send(endpoint: str, count: int, inflight: int = 64) -> float:
 
 
 async def lean_receive_ack(endpoint: str, count: int, workers: int = 4) -> float:
+    """msg/s of ``workers`` receivers: ReceiveMessage(32) of the queue QueryAssignment names
+    (its broker set, as the SDKs ask for it: the proxy can then POP from its gRPC loop), then one
+    AckMessage with an entry per received message."""
     async with grpc.aio.insecure_channel(endpoint) as channel:
         stub = sgrpc.MessagingServiceStub(channel)
         got = 0
+        assigned = await stub.QueryAssignment(
+            spb.QueryAssignmentRequest(
+                topic=pb.Resource(name=TOPIC), group=pb.Resource(name="bench_lean")
+            ),
+            metadata=META,
+        )
+        assert assigned.status.code == pb.OK and assigned.assignments, assigned.status
+        queue = assigned.assignments[0].message_queue
 
         async def worker() -> None:
             nonlocal got
             while got < count:
                 req = spb.ReceiveMessageRequest(
                     group=pb.Resource(name="bench_lean"),
-                    message_queue=pb.MessageQueue(topic=pb.Resource(name=TOPIC)),
+                    message_queue=queue,
                     filter_expression=pb.FilterExpression(type=pb.TAG, expression="*"),
                     batch_size=32,
                     invisible_duration=duration(30),

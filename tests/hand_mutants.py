@@ -1870,6 +1870,46 @@ MUTANTS: list[Mutant] = [
         ],
     ),
     Mutant(
+        "proxy loop batch ack: a refused batch answers every entry OK",
+        "actors/proxy/loop_remoting.py",
+        "            if resp.code == ResponseCode.SUCCESS:\n                return ack_results(",
+        "            if True:  # MUTANT\n                return ack_results(",
+        [
+            "tests/unit/actors/proxy/test_loop_remoting.py::"
+            "test_an_ack_of_many_entries_is_one_batch_on_the_loop_and_each_entry_alone_when_refused"
+        ],
+    ),
+    Mutant(
+        "proxy loop batch ack: entries of two broker sets in one batch",
+        "actors/proxy/loop_remoting.py",
+        "if any(r.extra.broker_name != broker for r in receipts):",
+        "if False:  # MUTANT",
+        [
+            "tests/unit/actors/proxy/test_loop_remoting.py::"
+            "test_an_ack_of_many_entries_is_one_batch_on_the_loop_and_each_entry_alone_when_refused"
+        ],
+    ),
+    Mutant(
+        "proxy loop batch ack: an ordered pop's entry, or one before its checkpoint, batched",
+        "actors/proxy/loop_remoting.py",
+        "if not all(batch_ackable(extra, offset) for _, extra, offset in acked):",
+        "if False:  # MUTANT",
+        [
+            "tests/unit/actors/proxy/test_loop_remoting.py::"
+            "test_an_ack_of_many_entries_is_one_batch_on_the_loop_and_each_entry_alone_when_refused"
+        ],
+    ),
+    Mutant(
+        "proxy loop batch ack: a refused batch's entries keep no status of their own",
+        "actors/proxy/loop_remoting.py",
+        "                statuses.append(ack_status(resp, addr))",
+        "                statuses.append(None)  # MUTANT",
+        [
+            "tests/unit/actors/proxy/test_loop_remoting.py::"
+            "test_an_ack_of_many_entries_is_one_batch_on_the_loop_and_each_entry_alone_when_refused"
+        ],
+    ),
+    Mutant(
         "proxy fast path: the gRPC loop writes only the first frame of a turn",
         "actors/proxy/loop_remoting.py",
         'self._transport.write(out[0] if len(out) == 1 else b"".join(out))',

@@ -70,6 +70,7 @@ from rocketrio.protocol.message import MessageExt, iter_stored
 from rocketrio.protocol.pop_checkpoint import BatchAck, BatchAckMessageRequestBody
 from rocketrio.protocol.pop_extra_info import (
     INIT_MODE_MAX,
+    POP_ORDER_REVIVE_QUEUE,
     PROPERTY_FIRST_POP_TIME,
     PROPERTY_POP_CK,
     ExtraInfo,
@@ -417,32 +418,18 @@ class SimpleConsumer:
 
     async def ack_batch(self, msgs: list[ReceivedMessage]) -> None:
         """Acknowledge many messages with BATCH_ACK_MESSAGE: one request per broker, one bit
-        set per checkpoint (upstream's batch ack)."""
-        groups: dict[str, dict[tuple[str, str, int, int, int, int, int], list[int]]] = {}
+        set per checkpoint (upstream's batch ack, `batch_ack_body`)."""
+        by_broker: dict[str, list[tuple[str, ExtraInfo, int]]] = {}
         for m in msgs:
             e = ExtraInfo.parse(m.receipt_handle)
             offset = e.queue_offset if e.queue_offset is not None else m.queue_offset
-            key = (
-                m.topic,
-                e.retry,
-                e.ck_queue_offset,
-                e.queue_id,
-                e.revive_qid,
-                e.pop_time,
-                e.invisible_time,
-            )
-            groups.setdefault(m.broker_name, {}).setdefault(key, []).append(
-                offset - e.ck_queue_offset
-            )
-        for broker_name, cks in groups.items():
-            acks = tuple(
-                BatchAck(self.group, *key, tuple(sorted(bits))) for key, bits in cks.items()
-            )
-            topic = next(iter(cks))[0]
+            by_broker.setdefault(m.broker_name, []).append((m.topic, e, offset))
+        for broker_name, acked in by_broker.items():
+            topic = acked[0][0]
             addr = await self.client.find_master_addr_refreshing(broker_name, topic)
             if addr is None:
                 raise MQClientError(f"no master of broker {broker_name} to acknowledge at")
-            body = BatchAckMessageRequestBody(broker_name, acks).to_json()
+            body = batch_ack_body(self.group, broker_name, acked)
             resp = await self._invoke(
                 topic, broker_name, addr, RemotingCommand(RequestCode.BATCH_ACK_MESSAGE, body=body)
             )
@@ -482,6 +469,25 @@ class SimpleConsumer:
 async def sleep_until_visible(receipt: str, now_ms: int) -> None:
     """Sleep until the receipt's invisible time is over (tests and demos)."""
     await aio.sleep(max(0, ExtraInfo.parse(receipt).revive_time - now_ms) / 1000)
+
+
+def batch_ack_body(group: str, broker_name: str, acked: list[tuple[str, ExtraInfo, int]]) -> bytes:
+    """The BATCH_ACK_MESSAGE body acknowledging ``acked`` (topic, receipt, queue offset), all
+    popped from ``broker_name``: one BatchAck per checkpoint, a bit per message (upstream's
+    batch ack; `SimpleConsumer.ack_batch` sends it, the gRPC proxy's loop too)."""
+    cks: dict[tuple[str, str, int, int, int, int, int], list[int]] = {}
+    for topic, e, offset in acked:
+        key = (topic, e.retry, e.ck_queue_offset, e.queue_id, e.revive_qid, e.pop_time,
+               e.invisible_time)  # fmt: skip
+        cks.setdefault(key, []).append(offset - e.ck_queue_offset)
+    acks = tuple(BatchAck(group, *key, tuple(sorted(bits))) for key, bits in cks.items())
+    return BatchAckMessageRequestBody(broker_name, acks).to_json()
+
+
+def batch_ackable(extra: ExtraInfo, offset: int) -> bool:
+    """An unordered POP's message in its checkpoint's range: BATCH_ACK_MESSAGE takes it as
+    ACK_MESSAGE would (ordered ones keep their one-by-one ACK, as the consumers expect)."""
+    return extra.revive_qid != POP_ORDER_REVIVE_QUEUE and offset >= extra.ck_queue_offset
 
 
 def ack_command(group: str, msg: ReceivedMessage) -> RemotingCommand:

@@ -18,7 +18,7 @@ INTERNAL_SERVER_ERROR, as when the ack is refused after a move).
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import trio
@@ -93,16 +93,42 @@ class AckNowait:
         return True
 
 
+def ack_status(resp: RemotingCommand, addr: str) -> Any:
+    """An entry's status from the broker's response to its ACK_MESSAGE (or BATCH_ACK_MESSAGE)
+    at ``addr``: what ``ProxyService.ack_message`` gives an acked or a refused entry."""
+    if resp.code == ResponseCode.SUCCESS:
+        return _OK  # protobuf copies it into the answer
+    refused = MQBrokerError(resp.code, resp.remark, addr)
+    return status(mp.code_of_remoting(resp.code), str(refused))
+
+
 def ack_answer(entry: Any, resp: RemotingCommand, addr: str) -> spb.AckMessageResponse:
     """The AckMessage answer of one ``entry`` from the broker's response to its ACK_MESSAGE
     (what ``ProxyService.ack_message`` answers for one entry)."""
-    st = _OK  # protobuf copies it into the answer
-    if resp.code != ResponseCode.SUCCESS:
-        refused = MQBrokerError(resp.code, resp.remark, addr)
-        st = status(mp.code_of_remoting(resp.code), str(refused))
+    st = ack_status(resp, addr)
     out = spb.AckMessageResponse(status=st)
     out.entries.add(message_id=entry.message_id, receipt_handle=entry.receipt_handle, status=st)
     return out
+
+
+def ack_results(entries: Sequence[Any], statuses: Sequence[Any]) -> spb.AckMessageResponse:
+    """The AckMessage answer of ``entries`` with their ``statuses`` (None: acknowledged): OK
+    when every one is, the common status when all failed alike, MULTIPLE_RESULTS otherwise."""
+    results = [
+        spb.AckMessageResultEntry(
+            message_id=e.message_id,
+            receipt_handle=e.receipt_handle,
+            status=st if st is not None else _OK,
+        )
+        for e, st in zip(entries, statuses, strict=True)
+    ]
+    codes = {r.status.code for r in results}
+    overall = (
+        _OK
+        if codes <= {Code.OK}
+        else (results[0].status if len(codes) == 1 else status(Code.MULTIPLE_RESULTS, ""))
+    )
+    return spb.AckMessageResponse(status=overall, entries=results)
 
 
 def ack_ext(group: str, topic: str, receipt: Receipt) -> dict[str, str]:

@@ -5,7 +5,8 @@ A proxied send costs a Trio round trip besides grpcio's own work: the call cross
 thread, Trio writes the request and reads the answer, and the answer crosses back; each crossing
 is a wake-up of the other thread and a hand-over of the GIL, which on this VM cost more than
 the proxy's own Python work (docs/benchmarks.md, issue 28 item 4). `LoopCalls` answers a
-SendMessage, and an AckMessage of one entry (the SDK's per-message ack), on the gRPC loop
+SendMessage, and an AckMessage (one entry: the SDK's per-message ack, one ACK_MESSAGE; several
+of one broker set: one BATCH_ACK_MESSAGE, as the Trio path sends them), on the gRPC loop
 itself: the same mappings (`SendPath`'s, ack_nowait.py's), the request written on a connection
 of the gRPC loop (`LoopRemoting`, an asyncio protocol over the sans-io frame codec of
 protocol/remoting.py; the frames of one loop turn written together), the answer set on the
@@ -39,15 +40,16 @@ from typing import Any
 
 import attrs
 
+from rocketrio.actors.client.simple_consumer import batch_ack_body, batch_ackable
 from rocketrio.actors.client.stuck_sends import POLL_S, STUCK_AFTER_S, MasterChanged
 from rocketrio.actors.kernel.remoting import RemotingError, RemotingTimeout
-from rocketrio.actors.proxy.ack_nowait import ack_answer, ack_ext
+from rocketrio.actors.proxy.ack_nowait import ack_answer, ack_ext, ack_results, ack_status
 from rocketrio.actors.proxy.loop_receive import LoopReceive
 from rocketrio.actors.proxy.mapping import TargetQueue, writable_queues
 from rocketrio.actors.proxy.receipt import decode_receipt
 from rocketrio.actors.proxy.send import SendPath
 from rocketrio.protocol.bodies import TopicRouteData
-from rocketrio.protocol.codes import RequestCode, request_name
+from rocketrio.protocol.codes import RequestCode, ResponseCode, request_name
 from rocketrio.protocol.remoting import (
     DEFAULT_MAX_FRAME,
     FrameDecoder,
@@ -129,6 +131,11 @@ class LoopConnection(asyncio.Protocol):
         self._fail(why, MasterChanged)
 
 
+def _unwatch(watch: list[asyncio.TimerHandle]) -> None:
+    for handle in watch:
+        handle.cancel()
+
+
 def _expire(fut: asyncio.Future[RemotingCommand], code: int, addr: str, timeout_s: float) -> None:
     if not fut.done():
         fut.set_exception(
@@ -198,8 +205,8 @@ class RouteView:
 
 
 class LoopCalls:
-    """`GrpcBridge.on_loop` for SendMessage, one-entry AckMessage and ReceiveMessage
-    (module docstring; receives: loop_receive.py)."""
+    """`GrpcBridge.on_loop` for SendMessage, AckMessage and ReceiveMessage (module
+    docstring; receives: loop_receive.py)."""
 
     def __init__(
         self,
@@ -270,41 +277,80 @@ class LoopCalls:
         return self.remoting.connection(addr) if addr else None
 
     def _start_ack(self, req: Any) -> Awaitable[Any] | None:
-        """A one-entry ack of a group that never received with auto_renew (so no renewal can
-        have replaced its handle: ``AutoRenewer.release`` would return it unchanged)."""
+        """An ack of a group that never received with auto_renew (so no renewal can have
+        replaced its handles: ``AutoRenewer.release`` would return them unchanged): one entry
+        is one ACK_MESSAGE; several, all of one broker set and all unordered in their
+        checkpoint's range, one BATCH_ACK_MESSAGE (`_ack_batch`). Anything else is Trio's."""
         group = req.group.name
-        if len(req.entries) != 1 or not group or group in self.renewing_groups():
+        if not req.entries or not group or group in self.renewing_groups():
             return None
         view = self.routes.get(req.topic.name)
         if view is None:
             return None
-        entry = req.entries[0]
         try:
-            receipt = decode_receipt(entry.receipt_handle)
+            receipts = [decode_receipt(e.receipt_handle) for e in req.entries]
         except Exception:
-            return None  # a bad handle: the Trio path answers the entry's status
-        addr = view.masters.get(receipt.extra.broker_name)
+            return None  # a bad handle: the Trio path answers each entry's status
+        broker = receipts[0].extra.broker_name
+        if any(r.extra.broker_name != broker for r in receipts):
+            return None
+        addr = view.masters.get(broker)
         conn = self._connection(addr)
         if addr is None or conn is None:
             return None
-        cmd = RemotingCommand(
-            RequestCode.ACK_MESSAGE, ext_fields=ack_ext(group, req.topic.name, receipt)
-        )
-        return self._ack(conn, cmd, entry, addr, req.topic.name)
+        topic = req.topic.name
+        if len(receipts) == 1:
+            ext = ack_ext(group, topic, receipts[0])
+            cmd = RemotingCommand(RequestCode.ACK_MESSAGE, ext_fields=ext)
+            return self._ack(conn, cmd, req.entries[0], addr, topic)
+        acked = [(topic, r.extra, r.extra.queue_offset or 0) for r in receipts]
+        if not all(batch_ackable(extra, offset) for _, extra, offset in acked):
+            return None
+        body = batch_ack_body(group, broker, acked)
+        cmd = RemotingCommand(RequestCode.BATCH_ACK_MESSAGE, body=body)
+        return self._ack_batch(conn, cmd, req, receipts, addr)
 
     async def _ack(
         self, conn: LoopConnection, cmd: RemotingCommand, entry: Any, addr: str, topic: str
     ) -> Any:
-        loop = asyncio.get_running_loop()
-        watch: list[asyncio.TimerHandle] = []
-        watch.append(loop.call_later(self.stuck_after_s, self._stuck, topic, watch))
+        watch = self._watch(topic)
         try:
             return ack_answer(entry, await conn.request(cmd, self.sends.timeout_s), addr)
         except Exception as e:
             return self.error_answer("AckMessage", e)
         finally:
-            for handle in watch:
-                handle.cancel()
+            _unwatch(watch)
+
+    async def _ack_batch(
+        self, conn: LoopConnection, cmd: RemotingCommand, req: Any, receipts: list[Any], addr: str
+    ) -> Any:
+        """The entries in one BATCH_ACK_MESSAGE, all OK once the broker takes it; refused, one
+        ACK_MESSAGE each, whose statuses name the entries that failed (as the Trio path's
+        ``ProxyService.ack_message``). A lost or late broker fails the call."""
+        group, topic = req.group.name, req.topic.name
+        watch = self._watch(topic)
+        try:
+            resp = await conn.request(cmd, self.sends.timeout_s)
+            if resp.code == ResponseCode.SUCCESS:
+                return ack_results(req.entries, [None] * len(req.entries))
+            statuses = []
+            for r in receipts:
+                one = RemotingCommand(RequestCode.ACK_MESSAGE, ext_fields=ack_ext(group, topic, r))
+                resp = await conn.request(one, self.sends.timeout_s)
+                statuses.append(ack_status(resp, addr))
+            return ack_results(req.entries, statuses)
+        except Exception as e:
+            return self.error_answer("AckMessage", e)
+        finally:
+            _unwatch(watch)
+
+    def _watch(self, topic: str) -> list[asyncio.TimerHandle]:
+        """An ack's watch: unanswered for ``stuck_after_s``, its topic's route is asked for
+        (`_stuck`); `_unwatch` ends it."""
+        watch: list[asyncio.TimerHandle] = []
+        loop = asyncio.get_running_loop()
+        watch.append(loop.call_later(self.stuck_after_s, self._stuck, topic, watch))
+        return watch
 
     def _stuck(self, topic: str, watch: list[asyncio.TimerHandle]) -> None:
         """An unanswered ack: its topic's route is asked for every `POLL_S` (a new master

@@ -32,12 +32,17 @@ import structlog
 
 from rocketrio.actors.client.errors import MQBrokerError, MQClientError
 from rocketrio.actors.client.mq_client import MQClientInstance
-from rocketrio.actors.client.simple_consumer import MAX_RECEIVE, ReceivedMessage, SimpleConsumer
+from rocketrio.actors.client.simple_consumer import (
+    MAX_RECEIVE,
+    ReceivedMessage,
+    SimpleConsumer,
+    batch_ackable,
+)
 from rocketrio.actors.kernel.clock import wallclock_ms
 from rocketrio.actors.kernel.remoting import RemotingError
 from rocketrio.actors.observe import events
 from rocketrio.actors.proxy import mapping as mp
-from rocketrio.actors.proxy.ack_nowait import AckNowait
+from rocketrio.actors.proxy.ack_nowait import AckNowait, ack_results
 from rocketrio.actors.proxy.auth import ProxyAuth
 from rocketrio.actors.proxy.group_config import TTL_S, GroupConfigCache
 from rocketrio.actors.proxy.grpc_bridge import Call
@@ -63,7 +68,7 @@ from rocketrio.protocol.message import (
     TRANSACTION_ROLLBACK_TYPE,
     MessageExt,
 )
-from rocketrio.protocol.pop_extra_info import POP_ORDER_REVIVE_QUEUE, ExtraInfo
+from rocketrio.protocol.pop_extra_info import ExtraInfo
 from rocketrio.protocol.remoting import RemotingCommand
 from rocketrio.protocol.serde import from_json, to_ext
 
@@ -435,21 +440,7 @@ class ProxyService:
                 statuses[i] = status(b.code, str(b))
             except MQBrokerError as b:
                 statuses[i] = status(mp.code_of_remoting(b.code), str(b))
-        entries = [
-            spb.AckMessageResultEntry(
-                message_id=e.message_id,
-                receipt_handle=e.receipt_handle,
-                status=st if st is not None else status(Code.OK),
-            )
-            for e, st in zip(req.entries, statuses, strict=True)
-        ]
-        codes = {en.status.code for en in entries}
-        overall = (
-            status(Code.OK)
-            if codes <= {Code.OK}
-            else (entries[0].status if len(codes) == 1 else status(Code.MULTIPLE_RESULTS, ""))
-        )
-        return spb.AckMessageResponse(status=overall, entries=entries)
+        return ack_results(req.entries, statuses)
 
     async def change_invisible_duration(self, call: Call) -> spb.ChangeInvisibleDurationResponse:
         req: spb.ChangeInvisibleDurationRequest = call.request
@@ -504,11 +495,9 @@ class ProxyService:
 
 
 def _batchable(r: ReceivedMessage) -> bool:
-    """An unordered POP's message in its checkpoint's range: BATCH_ACK_MESSAGE takes it as
-    ACK_MESSAGE would (ordered ones keep their one-by-one ACK, as the consumers expect)."""
     extra = ExtraInfo.parse(r.receipt_handle)
     offset = extra.queue_offset if extra.queue_offset is not None else r.queue_offset
-    return extra.revive_qid != POP_ORDER_REVIVE_QUEUE and offset >= extra.ck_queue_offset
+    return batch_ackable(extra, offset)
 
 
 _RESPONSES: dict[str, Any] = {

@@ -19,12 +19,15 @@ BROKER = "broker-a"
 
 
 class FakeBroker:
-    """Answers SEND_MESSAGE_V2 with the next queue offset and ACK_MESSAGE with ``ack_code``;
-    ``silent`` answers nothing; ``reads`` counts the frames each read brought."""
+    """Answers SEND_MESSAGE_V2 with the next queue offset, ACK_MESSAGE with ``ack_code`` (or
+    ``ack_codes`` of its offset) and BATCH_ACK_MESSAGE with ``batch_code``; ``silent`` answers
+    nothing; ``reads`` counts the frames each read brought."""
 
     def __init__(self) -> None:
         self.silent = False
         self.ack_code = ResponseCode.SUCCESS
+        self.ack_codes: dict[str, int] = {}  # an ACK_MESSAGE's offset -> its answer's code
+        self.batch_code = ResponseCode.SUCCESS
         self.requests: list[RemotingCommand] = []
         self.reads: list[int] = []
         self.writers: list[asyncio.StreamWriter] = []
@@ -53,7 +56,12 @@ class FakeBroker:
             n = sum(r.code == RequestCode.SEND_MESSAGE_V2 for r in self.requests) - 1
             ext = {"msgId": f"7F00000100002A9F{n:016X}", "queueId": "0", "queueOffset": str(n)}
             return cmd.make_response(ResponseCode.SUCCESS, None, ext)
-        return cmd.make_response(self.ack_code, "no" if self.ack_code else None)
+        code = self.ack_code
+        if cmd.code == RequestCode.BATCH_ACK_MESSAGE:
+            code = self.batch_code
+        elif cmd.code == RequestCode.ACK_MESSAGE:
+            code = self.ack_codes.get(cmd.ext_fields.get("offset", ""), code)
+        return cmd.make_response(code, "no" if code else None)
 
 
 def route(addr: str) -> RouteView:

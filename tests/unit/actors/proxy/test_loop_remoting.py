@@ -23,7 +23,8 @@ from rocketrio.protocol.grpc_v2 import definition_pb2 as pb
 from rocketrio.protocol.grpc_v2 import service_pb2 as spb
 from rocketrio.protocol.headers import SendMessageRequestHeaderV2
 from rocketrio.protocol.message import TRANSACTION_PREPARED_TYPE, encode_properties
-from rocketrio.protocol.pop_extra_info import ExtraInfo
+from rocketrio.protocol.pop_checkpoint import BatchAckMessageRequestBody
+from rocketrio.protocol.pop_extra_info import POP_ORDER_REVIVE_QUEUE, ExtraInfo
 from rocketrio.protocol.serde import to_ext
 from tests.harness.loop_broker import BROKER, TOPIC, FakeBroker, connected, route, send_req
 
@@ -44,6 +45,21 @@ def ack_req(group: str = "G", handle: str | None = None) -> Any:
     entry = spb.AckMessageEntry(message_id="M5", receipt_handle=handle)
     return spb.AckMessageRequest(
         group=pb.Resource(name=group), topic=pb.Resource(name=TOPIC), entries=[entry]
+    )
+
+
+def handle_of(offset: int, ck: int = 4, broker: str = BROKER, revive_qid: int = 0) -> str:
+    """The handle of the message at ``offset`` popped with the checkpoint starting at ``ck``."""
+    extra = ExtraInfo(ck, 1_700_000_000_000, 30_000, revive_qid, "0", broker, 2, offset)
+    return encode_receipt(extra.build(), offset, 1000 + offset)
+
+
+def acks_req(*handles: str) -> Any:
+    entries = [
+        spb.AckMessageEntry(message_id=f"M{i}", receipt_handle=h) for i, h in enumerate(handles)
+    ]
+    return spb.AckMessageRequest(
+        group=pb.Resource(name="G"), topic=pb.Resource(name=TOPIC), entries=entries
     )
 
 
@@ -74,6 +90,65 @@ def test_sends_and_acks_on_the_loop_answer_as_the_trio_path() -> None:
             assert c.start("AckMessage", ack_req(handle="not-a-handle")) is None
             assert c.start("QueryRoute", spb.QueryRouteRequest()) is None
             assert len(broker.requests) == 7
+
+    asyncio.run(main())
+
+
+def test_an_ack_of_many_entries_is_one_batch_on_the_loop_and_each_entry_alone_when_refused() -> (
+    None
+):
+    """Several entries of one broker set, all unordered pops in their checkpoints' ranges: one
+    BATCH_ACK_MESSAGE (a bit per entry in its checkpoint's BatchAck, as the Trio path's
+    ``SimpleConsumer.ack_batch`` writes it), every entry OK; a refused batch: one ACK_MESSAGE
+    per entry, each entry its own status, MULTIPLE_RESULTS overall. Any other mix is Trio's,
+    with nothing written."""
+
+    async def main() -> None:
+        broker = FakeBroker()
+        async with await broker.start():
+            c = calls()
+            await connected(c, broker)
+            ok = await c.start(
+                "AckMessage", acks_req(handle_of(6), handle_of(4), handle_of(9, ck=8))
+            )
+            assert ok.status.code == pb.OK
+            assert [(e.message_id, e.status.code) for e in ok.entries] == [
+                ("M0", pb.OK), ("M1", pb.OK), ("M2", pb.OK)
+            ]  # fmt: skip
+            assert [r.code for r in broker.requests] == [RequestCode.BATCH_ACK_MESSAGE]
+            body = BatchAckMessageRequestBody.from_json(broker.requests[0].body)
+            assert body.broker_name == BROKER
+            assert {(a.start_offset, tuple(a.ack_offsets())) for a in body.acks} == {
+                (4, (4, 6)), (8, (9,))
+            }  # fmt: skip
+            assert {a.consumer_group for a in body.acks} == {"G"}
+            broker.batch_code = ResponseCode.SYSTEM_ERROR
+            broker.ack_codes = {"6": ResponseCode.NO_MESSAGE}
+            mixed = await c.start("AckMessage", acks_req(handle_of(5), handle_of(6), handle_of(7)))
+            codes = [e.status.code for e in mixed.entries]
+            assert codes[0] == codes[2] == pb.OK and codes[1] != pb.OK
+            assert "no" in mixed.entries[1].status.message
+            assert mixed.status.code == pb.MULTIPLE_RESULTS
+            sent = [(r.code, r.ext_fields.get("offset")) for r in broker.requests[1:]]
+            assert sent == [(RequestCode.BATCH_ACK_MESSAGE, None)] + [
+                (RequestCode.ACK_MESSAGE, str(o)) for o in (5, 6, 7)
+            ]
+            broker.ack_codes = {}
+            broker.ack_code = ResponseCode.NO_MESSAGE  # every entry refused alike: its status
+            alike = await c.start("AckMessage", acks_req(handle_of(5), handle_of(7)))
+            assert alike.status.code == alike.entries[0].status.code != pb.OK
+            written = len(broker.requests)
+            # to Trio: two broker sets, an ordered pop's entry, one before its checkpoint, a
+            # bad handle among good ones, no entry at all
+            for req in (
+                acks_req(handle_of(5), handle_of(6, broker="broker-b")),
+                acks_req(handle_of(5), handle_of(6, revive_qid=POP_ORDER_REVIVE_QUEUE)),
+                acks_req(handle_of(5), handle_of(3)),
+                acks_req(handle_of(5), "not-a-handle"),
+                acks_req(),
+            ):
+                assert c.start("AckMessage", req) is None
+            assert len(broker.requests) == written
 
     asyncio.run(main())
 
