@@ -3,12 +3,12 @@ broker behind it, against remoting to a real broker, in the same run.
 
 An echo server answers the lean driver of bench/proxy.py (the same `lean_send` and
 `lean_receive_ack`) without doing anything else: SendMessage gets one OK entry per message,
-ReceiveMessage streams ``batch`` ready-made 1 KiB messages (as the proxy streams them: the
-delivery timestamp, one message a response, the status), AckMessage an OK per entry. It runs
-as the proxy does: its own process, grpc.aio on uvloop, the proxy's server options and grpc
-core experiments (actors/proxy/grpc_env.py). The remoting side is bench/proxy.py's direct
-phases against a NameServer and a broker: rocketrio's Producer with 64 sends in flight, and 4
-SimpleConsumers (POP 32 + BATCH_ACK).
+QueryAssignment one queue, ReceiveMessage streams ``batch`` ready-made 1 KiB messages (as the
+proxy streams them: the delivery timestamp, one message a response, the status), AckMessage an
+OK per entry. It runs as the proxy does: its own process, grpc.aio on uvloop, the proxy's server
+options and grpc core experiments (actors/proxy/grpc_env.py). The remoting side is
+bench/proxy.py's direct phases against a NameServer and a broker: rocketrio's Producer with 64
+sends in flight, and 4 SimpleConsumers (POP 32 + BATCH_ACK).
 
 Prints ONE JSON line:
 - remoting_send_msgs_per_s, grpc_echo_send_msgs_per_s and echo_send_vs_remoting: the lean
@@ -76,6 +76,12 @@ def serve(port: int) -> None:
         async def ReceiveMessage(self, request: Any, context: Any) -> AsyncIterator[Any]:
             for r in streamed:
                 yield r
+
+        async def QueryAssignment(self, request: Any, context: Any) -> Any:
+            queue = pb.MessageQueue(topic=request.topic, id=-1, broker=pb.Broker(name="echo"))
+            return spb.QueryAssignmentResponse(
+                status=ok, assignments=[pb.Assignment(message_queue=queue)]
+            )
 
         async def AckMessage(self, request: Any, context: Any) -> Any:
             out = spb.AckMessageResponse(status=ok)
