@@ -1,6 +1,7 @@
 """POP consumption as the broker builds it: the held pops (hold.py), ordered POP's state and its
 file (order.py, order_service.py), POP_MESSAGE (processor.py), the acks (ack.py) and the
-master's revive task (revive.py, revive_service.py); their request codes in handlers.py. The
+master's revive task (revive.py, revive_service.py, fed what the POP and ACK paths store:
+revive_feed.py); their request codes in handlers.py. The
 probes PEEK_MESSAGE, NOTIFICATION and POLLING_INFO (probe.py, probe_handlers.py) read the same
 tables; held NOTIFICATIONs wait in ``notifications``, a hold service of their own.
 """
@@ -24,6 +25,7 @@ from rocketrio.actors.broker.pop.pop_nowait import PopNowait
 from rocketrio.actors.broker.pop.probe import PopProbe
 from rocketrio.actors.broker.pop.probe_handlers import probe_handlers
 from rocketrio.actors.broker.pop.processor import PopConfig, PopMessageProcessor
+from rocketrio.actors.broker.pop.revive_feed import ReviveFeedWriter
 from rocketrio.actors.broker.pop.revive_service import PopReviveService, ReviveConfig
 from rocketrio.actors.broker.store.actor import StoreActor
 from rocketrio.actors.broker.store.escape_bridge import (
@@ -72,6 +74,8 @@ class PopFeature:
     ) -> None:
         config, now_ms, log, t = io.config, io.now_ms, io.log, tables
         pop_config = PopConfig.of(config)
+        # the CK and ACK records' puts: the revive task is given what they stored (revive_feed.py)
+        records = ReviveFeedWriter(writer, lambda qid, at, r: self.revive.written(qid, at, r))
         self.hold = PopLongPollingService(config.maxPopPollingSize)
         self.order = _order_service(io, t, self.hold)
         self.pop = PopMessageProcessor(
@@ -80,7 +84,7 @@ class PopFeature:
             groups=t.groups,
             offsets=t.offsets,
             store=view,
-            writer=writer,
+            writer=records,
             hold=self.hold,
             order=self.order,
             now_ms=now_ms,
@@ -98,7 +102,7 @@ class PopFeature:
             topics=t.topics,
             order=self.order,
             store=view,
-            writer=writer,
+            writer=records,
             now_ms=now_ms,
             store_host=store_host,
             next_revive_qid=self.pop.next_revive_qid,

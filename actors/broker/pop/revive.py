@@ -11,6 +11,14 @@ offset after a restart) changes nothing.
 invisibleTime``) with the offsets still unacknowledged; the shell re-puts those messages and
 calls `revived`. Time is an argument: the core never reads a clock.
 
+Records this broker stored itself need not be read back: `written` keeps each such record with
+its revive-queue offset, and `catch_up` feeds those that continue the read position exactly as
+a read would have (same record, same order) and moves the position past them; it stops at the
+first offset it was not given (a record another path wrote: an escaped CK, a record stored
+before this core existed), which the shell then reads from the store as before. A record
+given behind the read position (already read) is dropped, and at most `MAX_AHEAD` are kept
+(past that, the store is read).
+
 `revive_offset` is where a restart must read the queue from again: the revive-queue offset of
 the oldest pending CK, or the read position when nothing is pending. Persisting it (as the
 revive group's consumer offset) makes a restart see every CK still in flight and every ACK
@@ -19,11 +27,13 @@ written after it, so an acknowledged message is never revived and an unacknowled
 
 from __future__ import annotations
 
-from collections import Counter
+from collections import Counter, deque
 
 import attrs
 
 from rocketrio.protocol.pop_checkpoint import AckMsg, MergeKey, PopCheckPoint
+
+MAX_AHEAD = 65_536  # written records kept for `catch_up`; past that they are read back
 
 
 @attrs.define
@@ -64,6 +74,32 @@ class ReviveCore:
         self.read_offset = read_offset
         self._pending: dict[MergeKey, _Pending] = {}
         self.unmatched_acks = 0
+        self._ahead: deque[tuple[int, PopCheckPoint | AckMsg]] = deque()
+        self.fed_written = 0  # records fed by `catch_up`, not read back
+
+    # -- records this broker stored
+    def written(self, offset: int, record: PopCheckPoint | AckMsg) -> None:
+        """``record`` is stored at ``offset`` of this revive queue (module docstring)."""
+        if offset >= self.read_offset and len(self._ahead) < MAX_AHEAD:
+            self._ahead.append((offset, record))
+
+    def catch_up(self) -> None:
+        """Feed the written records that continue the read position, up to the first offset
+        not given (module docstring)."""
+        ahead = self._ahead
+        while ahead:
+            offset, record = ahead[0]
+            if offset > self.read_offset:
+                return  # a gap: read from the store
+            ahead.popleft()
+            if offset < self.read_offset:
+                continue  # read back already
+            if isinstance(record, PopCheckPoint):
+                self.on_ck(record, offset)
+            else:
+                self.on_ack(record)
+            self.read_offset = offset + 1
+            self.fed_written += 1
 
     # -- feeding
     def on_ck(self, ck: PopCheckPoint, offset: int) -> None:

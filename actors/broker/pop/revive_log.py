@@ -21,29 +21,40 @@ from rocketrio.storage.message_store import MessageToStore
 Host = tuple[bytes, int]
 
 
+@attrs.define(slots=True)
+class ReviveMessage(MessageToStore):
+    """A CK or ACK record to store, with the record it encodes: once the store says where it
+    put it, the revive task is given the record itself (revive_feed.py) instead of reading its
+    bytes back and decoding them."""
+
+    record: PopCheckPoint | AckMsg = attrs.field(kw_only=True)
+
+
 def ck_message(
     ck: PopCheckPoint, revive_topic: str, revive_qid: int, now_ms: int, host: Host
-) -> MessageToStore:
-    return MessageToStore(
+) -> ReviveMessage:
+    return ReviveMessage(
         topic=revive_topic,
         queue_id=revive_qid,
         body=ck.to_json(),
         properties={PROPERTY_TAGS: CK_TAG, UNIQ_KEY: ck.unique_id()},
         born_timestamp=now_ms,
         born_host=host,
+        record=ck,
     )
 
 
 def ack_message(
     ack: AckMsg, revive_topic: str, revive_qid: int, now_ms: int, host: Host
-) -> MessageToStore:
-    return MessageToStore(
+) -> ReviveMessage:
+    return ReviveMessage(
         topic=revive_topic,
         queue_id=revive_qid,
         body=ack.to_json(),
         properties={PROPERTY_TAGS: ack.tag, UNIQ_KEY: ack.unique_id()},
         born_timestamp=now_ms,
         born_host=host,
+        record=ack,
     )
 
 

@@ -4,7 +4,9 @@ Every round, on the master only (a slave, or a broker without a role, keeps no s
 writes nothing: the seed's "secondary messages are the master's job"):
 
 1. read each revive queue of ``rmq_sys_REVIVE_LOG_<cluster>`` from where it stopped and feed
-   the CK / ACK records to the queue's `ReviveCore`;
+   the CK / ACK records to the queue's `ReviveCore`; the records this broker's own POP and
+   ACK paths stored since the last round are fed as they were given (`written`, from
+   revive_feed.py: no read and no decode), the store read only for the rest;
 2. ask each core what is due at ``now_ms()``; for each due CK re-read the unacknowledged
    messages and put them (one store request per CK, awaited) to the group's pop retry topic
    ``%RETRY%<group>_<topic>`` (queue 0, reconsumeTimes + 1, 1ST_POP_TIME kept or set to the
@@ -200,7 +202,16 @@ class PopReviveService:
         wait = (min(dues) - self.now_ms()) / 1000
         return interval if wait <= 0 else min(interval, wait)
 
+    def written(self, queue_id: int, offset: int, record: PopCheckPoint | AckMsg) -> None:
+        """``record`` was stored at ``offset`` of revive queue ``queue_id`` by this broker: fed
+        at the next round without reading it back (`ReviveCore.written`); nothing while this
+        broker keeps no revive state (not master, or before its first round)."""
+        cores = self.cores
+        if cores is not None and 0 <= queue_id < len(cores):
+            cores[queue_id].written(offset, record)
+
     async def _scan(self, core: ReviveCore) -> None:
+        core.catch_up()  # what this broker wrote, in order; the store for anything else
         topic = self.config.revive_topic
         for _ in range(MAX_SCAN_BATCHES):
             result = await self.store.read_messages(

@@ -16,6 +16,8 @@ import trio
 import trio.testing
 
 from rocketrio.actors.broker.boot.config import BrokerRole, FlushDiskType
+from rocketrio.actors.broker.pop.revive import ReviveCore
+from rocketrio.actors.broker.pop.revive_log import AckRecord, CkRecord, OtherRecord, read_record
 from rocketrio.actors.client.admin import MQAdmin
 from rocketrio.actors.client.config import ClientConfig
 from rocketrio.actors.client.pop_admin import pop_progress
@@ -180,6 +182,56 @@ async def test_ack_just_before_the_invisible_time_ends_is_not_revived(
         await c.ack(m)
         await trio.sleep(30)
         assert await receive_all(c) == []
+
+
+async def test_the_revive_rounds_are_fed_what_the_broker_wrote_as_a_read_back_would_be(
+    tmp_path: Any, mock_clock: trio.testing.MockClock
+) -> None:
+    """The CK and ACK records the broker's POP and ACK paths stored (a pop's CKs, single ACKs
+    merged per turn, a batch ack, a changed invisible time's CK and ACK) reach the revive rounds
+    without being read back (revive_feed.py), and each revive queue's state is the one reading
+    the revive topic from the start gives; what the broker did not write is read as before."""
+    async with harness(tmp_path) as h, simple(h) as c:
+        await send_n(h, 12)
+        await trio.sleep(1.5)  # a revive round: the cores exist, later records are written ahead
+        got = await receive_all(c, invisible=60.0)
+        assert len(got) == 12
+        for m in got[:4]:
+            await c.ack(m)
+        await c.ack_batch(got[4:8])
+        await c.change_invisible_duration(got[8], 90.0)
+        assert h.broker is not None
+        revive = h.broker.pop.revive
+        fed_before = sum(core.fed_written for core in revive.cores or ())
+        # a record no POP path wrote: put straight into a revive queue (read from the store)
+        stray = await h.send(REVIVE, b"{}", queue_id=0, tags="ck")
+        assert stray.code == ResponseCode.SUCCESS
+        await trio.sleep(1.5)
+        cores = revive.cores
+        assert cores is not None
+        assert sum(core.fed_written for core in cores) - fed_before >= 5  # CKs, ACKs, change
+        store = h.broker.store.message_store
+        for core in cores:
+            again = ReviveCore(core.queue_id, 0)
+            res = store.get_messages(REVIVE, core.queue_id, 0, 10_000, 1 << 24)
+            for buf in res.buffers:
+                for msg in iter_stored(buf):
+                    match read_record(msg):
+                        case CkRecord(ck=ck, offset=offset):
+                            again.on_ck(ck, offset)
+                        case AckRecord(ack=ack):
+                            again.on_ack(ack)
+                        case OtherRecord():
+                            pass
+            again.advance_read(res.next_begin_offset)
+            assert again.read_offset == core.read_offset
+            assert again.due(now_ms() + 10**9) == core.due(now_ms() + 10**9)
+            assert again.revive_offset() == core.revive_offset()
+        # pending: the three never acknowledged, and got[8] (under its new CK)
+        pending = {
+            (r.ck.queue_id, o) for c2 in cores for r in c2.due(now_ms() + 10**9) for o in r.offsets
+        }
+        assert pending == {(m.queue_id, m.queue_offset) for m in got[8:]}
 
 
 async def test_batch_ack(tmp_path: Any, mock_clock: trio.testing.MockClock) -> None:

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from rocketrio.actors.auth.model import Action, AuthDataError, Resource
 from rocketrio.actors.auth.rights import Right, rights_of
-from rocketrio.actors.broker.pop.revive import ReviveCore
+from rocketrio.actors.broker.pop.revive import MAX_AHEAD, ReviveCore
 from rocketrio.actors.client.simple_consumer import receipts_of
 from rocketrio.protocol.codes import RequestCode as RC
 from rocketrio.protocol.message import MessageExt
@@ -272,6 +272,65 @@ def test_a_ck_read_twice_keeps_its_acks() -> None:
     core.on_ck(ck(), 0)  # re-scan
     [r] = core.due(PT + 30_000)
     assert r.offsets == (12, 15)
+
+
+def state(core: ReviveCore) -> tuple[object, ...]:
+    """What a core decides from: its pending CKs (due at any time), offsets and counts."""
+    return (core.due(PT + 10**9), core.read_offset, core.revive_offset(), core.unmatched_acks)
+
+
+def test_written_records_are_fed_as_a_read_would_feed_them() -> None:
+    """Records this broker stored, given in order from the read position: `catch_up` leaves the
+    core as reading them back would (same pending CKs and bits, same read offset)."""
+    records: list[PopCheckPoint | AckMsg] = [
+        ck(),
+        ck(pop_time=PT + 1),
+        ack((12,)),
+        ack((10, 15), pop_time=PT + 1),
+        ack((99,)),  # matches nothing
+    ]
+    read, fed = ReviveCore(0, 3), ReviveCore(0, 3)
+    for offset, r in enumerate(records, start=3):
+        if isinstance(r, PopCheckPoint):
+            read.on_ck(r, offset)
+        else:
+            read.on_ack(r)
+        read.advance_read(offset + 1)
+        fed.written(offset, r)
+    assert fed.read_offset == 3  # nothing fed before the round
+    fed.catch_up()
+    assert state(fed) == state(read) and fed.fed_written == 5
+    assert [(r.ck_offset, r.offsets) for r in fed.due(PT + 10**9)] == [(3, (10, 15)), (4, (12,))]
+
+
+def test_catch_up_stops_at_an_offset_not_written_here_and_drops_what_was_read() -> None:
+    core = ReviveCore(0, 0)
+    core.written(0, ck())
+    core.written(2, ack((10,)))  # offset 1 was written by another path: a gap
+    core.written(3, ack((12,)))
+    core.catch_up()
+    assert core.read_offset == 1 and core.fed_written == 1
+    # the store read covers the gap and what follows (offsets 1..3)
+    core.on_ck(ck(pop_time=PT + 7), 1)
+    core.on_ack(ack((10,)))
+    core.on_ack(ack((12,)))
+    core.advance_read(4)
+    core.written(4, ack((15,)))
+    core.catch_up()  # 2 and 3 were read: dropped, not fed twice; 4 fed
+    assert core.read_offset == 5 and core.fed_written == 2
+    assert [r.ck.pop_time for r in core.due(PT + 10**9)] == [PT + 7]
+    core.written(2, ack((10,), pop_time=PT + 7))  # behind the read position: ignored
+    core.catch_up()
+    assert core.read_offset == 5 and core.fed_written == 2
+    assert [r.offsets for r in core.due(PT + 10**9)] == [(10, 12, 15)]
+
+
+def test_written_records_past_the_bound_are_left_to_the_store() -> None:
+    core = ReviveCore(0, 0)
+    for offset in range(MAX_AHEAD + 5):
+        core.written(offset, ack((10,), pop_time=offset))
+    core.catch_up()
+    assert core.read_offset == MAX_AHEAD and core.fed_written == MAX_AHEAD
 
 
 # ------------------------------------------------------------------------- client receipts
