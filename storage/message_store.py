@@ -24,8 +24,11 @@ Durability: SYNC_FLUSH acks need only `flush_commitlog`; `flush` also syncs Cons
 the index and then writes ``dispatch.checkpoint``, the CommitLog offset below which they are
 known to be durable. `open` recovers the CommitLog, cuts ConsumeQueue and index records at or
 above ``min(dispatch checkpoint, highest CommitLog end any ConsumeQueue references)`` and
-re-dispatches the records from there, so a crash never leaves an entry pointing past the log
-and deleting the ConsumeQueue files rebuilds them. A missing index (or one in the old
+re-dispatches the records from there, so a crash never leaves an entry pointing past the log and
+deleting the ConsumeQueue files rebuilds them. Whatever cuts derived data (recovery, repair,
+truncation) first lowers ``dispatch.checkpoint`` to the cut, durably: a checkpoint left above it
+(or unreadable after a crash, its old value still on the disk) would let a later recovery skip
+re-dispatching entries that were cut and never rewritten. A missing index (or one in the old
 ``index.log`` format, or a rebuild a crash interrupted) is rebuilt from the oldest record.
 
 Clean or not. Like upstream, ``<store>/abort`` exists while the store is open: `open` creates it

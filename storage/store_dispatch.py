@@ -149,6 +149,7 @@ class StoreDispatch:
         up to confirmOffset (everything, without replication), as recovery does."""
         clog = self._commitlog
         gate = self._gate
+        self.lower_checkpoint(start)  # as `recover`: never vouching for what is cut
         self.cut_derived(start)
         gate.drop_held()
         self._dispatched = start
@@ -177,13 +178,19 @@ class StoreDispatch:
             limit = max(clog_min, min(clog_max, max(gate.load() or 0, ckpt or 0)))
             redo = min(redo, limit)
         gate.confirm = limit
-        dropped = queues.truncate_and_correct(redo, clog_min)
         index_rebuilt = False
         index_dropped = 0
         start = redo
         if self._index is not None:
             index_rebuilt = not self._index.exists() and clog_max > clog_min
             start = clog_min if index_rebuilt else redo
+        # what is cut below is no longer vouched for: the checkpoint says so, durably, first.
+        # Left as it was (above the cut, or unreadable now and its old value still on disk), a
+        # crash before the next flush would let the next recovery trust it and skip
+        # re-dispatching a queue whose new entries were lost while another queue's were not
+        self.lower_checkpoint(start)
+        dropped = queues.truncate_and_correct(redo, clog_min)
+        if self._index is not None:
             index_dropped = self._index.open(start)
         queues.reset_next_offsets()
         redispatched, dispatched_end = self.redispatch(start, redo, limit)

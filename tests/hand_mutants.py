@@ -1870,6 +1870,49 @@ MUTANTS: list[Mutant] = [
         ],
     ),
     Mutant(
+        "recovery: ConsumeQueue entries cut below a dispatch checkpoint left as it was",
+        "storage/store_dispatch.py",
+        "        self.lower_checkpoint(start)\n        dropped = queues.truncate_and_correct(",
+        "        dropped = queues.truncate_and_correct(  # MUTANT",
+        [
+            "tests/unit/storage/test_message_store_replication.py::"
+            "test_a_recovery_that_cuts_the_queues_lowers_the_dispatch_checkpoint_first"
+        ],
+    ),
+    Mutant(
+        "revive feed: catch_up feeds a written record past a gap (the gap is never read)",
+        "actors/broker/pop/revive.py",
+        "            if offset > self.read_offset:\n                return  # a gap",
+        "            if False:  # MUTANT\n                return  # a gap",
+        [
+            "tests/unit/actors/broker/pop/test_revive.py::"
+            "test_catch_up_stops_at_an_offset_not_written_here_and_drops_what_was_read",
+            "tests/actor/broker/test_pop.py::"
+            "test_the_revive_rounds_are_fed_what_the_broker_wrote_as_a_read_back_would_be",
+        ],
+    ),
+    Mutant(
+        "revive feed: a record read back already is fed again",
+        "actors/broker/pop/revive.py",
+        "            if offset < self.read_offset:\n                continue",
+        "            if False:  # MUTANT\n                continue",
+        [
+            "tests/unit/actors/broker/pop/test_revive.py::"
+            "test_catch_up_stops_at_an_offset_not_written_here_and_drops_what_was_read"
+        ],
+    ),
+    Mutant(
+        "revive feed: the stored records are never handed to the revive rounds",
+        "actors/broker/pop/revive_feed.py",
+        "                    if type(m) is ReviveMessage:",
+        "                    if False:  # MUTANT",
+        [
+            "tests/unit/actors/broker/pop/test_revive_feed.py",
+            "tests/actor/broker/test_pop.py::"
+            "test_the_revive_rounds_are_fed_what_the_broker_wrote_as_a_read_back_would_be",
+        ],
+    ),
+    Mutant(
         "proxy loop batch ack: a refused batch answers every entry OK",
         "actors/proxy/loop_remoting.py",
         "            if resp.code == ResponseCode.SUCCESS:\n                return ack_results(",

@@ -25,10 +25,12 @@ class OffsetCheckpoint:
     """One offset in a small file (offset + CRC32), rewritten in place.
 
     `store` does not fsync unless asked: callers write it only after the data it describes is
-    durable, so a lost update leaves an older, still true, value. A torn or missing file loads
-    as None. A full disk never tears it: the first version is written under a temporary name
-    and renamed into place (the only write that allocates space), later ones overwrite the same
-    12 bytes; when `store` raises, the file holds the previous version (or none).
+    durable, so a lost update leaves an older, still true, value; and before cutting data it
+    describes they lower it with ``sync=True``, so no older value can come back. A torn or
+    missing file loads as None. A full disk never tears it: the first version is written under a
+    temporary name and renamed into place (the only write that allocates space), later ones
+    overwrite the same 12 bytes; when `store` raises, the file holds the previous version (or
+    none).
     """
 
     def __init__(self, path: str, *, fs: FileSystem = OS_FS) -> None:

@@ -8,6 +8,7 @@ the reopened store against what the operation promised.
 
 from __future__ import annotations
 
+import os
 import random
 
 import pytest
@@ -293,6 +294,47 @@ def test_recovery_stays_below_confirm_and_never_reuses_a_queue_offset(disk: Disk
     r.advance_confirm(r.get_commitlog_max_offset())
     assert visible(r, 0) == 8
     r.close()
+
+
+def test_a_recovery_that_cuts_the_queues_lowers_the_dispatch_checkpoint_first() -> None:
+    """Cluster simulation seed 300301 (an acknowledged message gone from its queue): a kill -9
+    left both checkpoints unreadable in the page cache, their old values still on the disk, so
+    the restart trusted nothing and cut every ConsumeQueue entry; the slave dispatched them again
+    as confirmOffset came back, and the power went in a flush that had synced queue 0's entries,
+    not queue 1's. The next restart read the old dispatch checkpoint again: it vouched for queue
+    1's entries, cut since, so re-dispatch began past them and they were never rebuilt (the
+    records stay in the CommitLog, unreachable). The cut must lower the checkpoint durably
+    first: queue 1 is then rebuilt whole."""
+    fs = SimFileSystem(random.Random(11))
+    disk = DiskView(fs, "/sim")
+    rng = random.Random(12)
+    s = store(disk, "s")
+    s.begin_epoch(1)
+    s.put_messages(msgs(40, rng), 1)
+    end = s.get_commitlog_max_offset()
+    s.advance_confirm(end)
+    s.flush()
+    counts = [visible(s, q) for q in (0, 1)]
+    s.close()
+    for name in ("dispatch.checkpoint", "confirm.checkpoint"):
+        fd = fs.open(disk.path("s", name), os.O_RDWR)
+        fs.fsync(fd)  # long written back: both say ``end`` on the disk
+        fs.close(fd)
+        disk.patch(disk.path("s", name), 0, b"\xff" * 4)  # torn, in the page cache only
+    fs.crash(keep_unsynced=True)  # kill -9
+    r = store(disk, "s")
+    assert [visible(r, q) for q in (0, 1)] == [0, 0]  # nothing vouched for: every entry cut
+    r.advance_confirm(end)  # the master's confirmOffset: every entry dispatched again
+    assert [visible(r, q) for q in (0, 1)] == counts
+    fd = fs.open(disk.path("s", "consumequeue", "T", "0", "00000000000000000000"), os.O_RDWR)
+    fs.fsync(fd)  # a flush got as far as queue 0 ...
+    fs.crash(lose_unsynced=True)  # ... when the power went
+    again = store(disk, "s")
+    assert [visible(again, q) for q in (0, 1)] == counts
+    for q in (0, 1):
+        got = again.get_messages("T", q, 0, 1000, 10**9)
+        assert got.message_count == counts[q] and all(got.buffers)
+    again.close()
 
 
 def test_reset_drops_everything_and_restarts_at_a_segment(disk: DiskView) -> None:
