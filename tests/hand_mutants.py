@@ -1870,6 +1870,16 @@ MUTANTS: list[Mutant] = [
         ],
     ),
     Mutant(
+        "quorum acks: a learner master counts its own copy",
+        "actors/broker/ha/sync_state.py",
+        "        counted = members - {self.self_id} if self.policy.learner else members",
+        "        counted = members  # MUTANT",
+        [
+            "tests/unit/actors/broker/ha/test_sync_state.py::"
+            "test_a_learner_master_does_not_count_its_own_copy"
+        ],
+    ),
+    Mutant(
         "recovery: ConsumeQueue entries cut below a dispatch checkpoint left as it was",
         "storage/store_dispatch.py",
         "        self.lower_checkpoint(start)\n        dropped = queues.truncate_and_correct(",

@@ -77,6 +77,7 @@ def ack_policy(config: BrokerConfig) -> AckPolicy:
         all_ack_in_sync_state_set=config.allAckInSyncStateSet,
         in_sync_replicas=config.inSyncReplicas,
         min_in_sync_replicas=config.minInSyncReplicas,
+        learner=config.asyncLearner,
     )
 
 

@@ -19,7 +19,9 @@ The rules, and the upstream failure each one prevents:
 - **Acks.** With allAckInSyncStateSet a write is acknowledged once EVERY member of `possible`
   holds it (so whoever the controller elects from its set has every acknowledged write). With
   inSyncReplicas = k, once k members of `possible` (the master counts) hold it — learners and
-  slaves outside `possible` never count, unlike upstream, since they cannot be elected. In that
+  slaves outside `possible` never count, unlike upstream, since they cannot be elected; nor does
+  a master that is itself an asyncLearner (a cold start's first master may be one): counting
+  its copy, k copies could leave a member that may be elected without the write. In that
   mode the master also needs a valid lease (`lease_valid`), else it falls back to every member
   (see role_core for the lease); the caller passes both.
 - **confirmOffset (#6662, H4).** ``min(master max, ack of every other member of possible)``,
@@ -56,11 +58,14 @@ T = TypeVar("T")
 
 @attrs.frozen(slots=True)
 class AckPolicy:
-    """MessageStoreConfig keys: allAckInSyncStateSet, inSyncReplicas, minInSyncReplicas."""
+    """MessageStoreConfig keys: allAckInSyncStateSet, inSyncReplicas, minInSyncReplicas, and
+    whether this broker is an asyncLearner (``learner``: as master, a cold start's first, its
+    own copy does not count towards inSyncReplicas; see `SyncStateCore.ack_bound`)."""
 
     all_ack_in_sync_state_set: bool = True
     in_sync_replicas: int = 1
     min_in_sync_replicas: int = 1
+    learner: bool = False
 
 
 @attrs.frozen(slots=True)
@@ -168,9 +173,10 @@ class SyncStateCore(Generic[T]):
         if self.policy.all_ack_in_sync_state_set or not lease_valid:
             return min(self._ack_of(m) for m in members)
         k = max(1, self.policy.in_sync_replicas)
-        if k > len(members):
+        counted = members - {self.self_id} if self.policy.learner else members
+        if k > len(counted):
             return 0
-        return sorted((self._ack_of(m) for m in members), reverse=True)[k - 1]
+        return sorted((self._ack_of(m) for m in counted), reverse=True)[k - 1]
 
     @property
     def confirm_offset(self) -> int:

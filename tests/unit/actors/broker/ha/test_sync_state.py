@@ -118,6 +118,31 @@ def test_in_sync_replicas_counts_members_only_and_needs_the_lease() -> None:
     assert c.ack_bound(lease_valid=False) == 0
 
 
+def test_a_learner_master_does_not_count_its_own_copy() -> None:
+    """Cluster simulation seed 300440: an asyncLearner that a cold start made master (upstream's
+    flag only keeps a slave out of the set), inSyncReplicas=2 of its two voting slaves. Counting
+    its own copy it acknowledged a write one slave held, the controller later elected the other,
+    and the write's queue offset went to another message. Its copy does not count: both slaves
+    must hold the write (every member that may be elected), as for a voting master with k=3."""
+    policy = AckPolicy(all_ack_in_sync_state_set=False, in_sync_replicas=2, learner=True)
+    c = core(policy, sss=(0, 1, 2))
+    connect(c, 1, 2)
+    c.on_local_max(100)
+    c.on_ack(1, 100, 1)
+    assert c.ack_bound(lease_valid=True) == 0  # the master and one slave: not enough
+    c.on_ack(2, 60, 1)
+    assert c.ack_bound(lease_valid=True) == 60
+    c.on_ack(2, 100, 1)
+    assert c.ack_bound(lease_valid=True) == 100
+    voting = core(AckPolicy(all_ack_in_sync_state_set=False, in_sync_replicas=2), sss=(0, 1, 2))
+    connect(voting, 1, 2)
+    voting.on_local_max(100)
+    voting.on_ack(1, 100, 1)
+    assert voting.ack_bound(lease_valid=True) == 100  # a voting master's copy counts
+    lone = core(policy, sss=(0,), local_max=100)
+    assert lone.ack_bound(lease_valid=True) == 0  # k=2 and nobody else: as a voting master
+
+
 def test_min_in_sync_replicas_refuses_puts() -> None:
     c = core(AckPolicy(min_in_sync_replicas=2), sss=(0,))
     assert not c.admit_put()
