@@ -174,10 +174,16 @@ class StoreDispatch:
         redo = max(clog_min, min(clog_max, cq_end, clog_min if ckpt is None else ckpt))
         limit = clog_max
         gate = self._gate
+        stored_confirm = gate.load() if gate.gated else None
         if gate.gated:
-            limit = max(clog_min, min(clog_max, max(gate.load() or 0, ckpt or 0)))
+            limit = max(clog_min, min(clog_max, max(stored_confirm or 0, ckpt or 0)))
             redo = min(redo, limit)
         gate.confirm = limit
+        if gate.gated and (stored_confirm is None or stored_confirm > limit):
+            # the same rule for confirmOffset: a persisted value above what recovery trusts (a
+            # log cut shorter, or a file unreadable now whose old value is still on the disk)
+            # must not come back and vouch for records written after this restart
+            gate.persist(sync=True)
         index_rebuilt = False
         index_dropped = 0
         start = redo

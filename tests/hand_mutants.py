@@ -1870,6 +1870,16 @@ MUTANTS: list[Mutant] = [
         ],
     ),
     Mutant(
+        "recovery: a persisted confirmOffset above the recovered log left as it was",
+        "storage/store_dispatch.py",
+        "        if gate.gated and (stored_confirm is None or stored_confirm > limit):",
+        "        if False:  # MUTANT",
+        [
+            "tests/unit/storage/test_message_store_replication.py::"
+            "test_a_recovery_lowers_a_persisted_confirm_offset_above_its_log"
+        ],
+    ),
+    Mutant(
         "quorum acks: a learner master counts its own copy",
         "actors/broker/ha/sync_state.py",
         "        counted = members - {self.self_id} if self.policy.learner else members",

@@ -330,10 +330,47 @@ def test_a_recovery_that_cuts_the_queues_lowers_the_dispatch_checkpoint_first() 
     fs.fsync(fd)  # a flush got as far as queue 0 ...
     fs.crash(lose_unsynced=True)  # ... when the power went
     again = store(disk, "s")
+    again.advance_confirm(end)  # as the master says again (the stale confirm is not trusted)
     assert [visible(again, q) for q in (0, 1)] == counts
     for q in (0, 1):
         got = again.get_messages("T", q, 0, 1000, 10**9)
         assert got.message_count == counts[q] and all(got.buffers)
+    again.close()
+
+
+def test_a_recovery_lowers_a_persisted_confirm_offset_above_its_log() -> None:
+    """The same rule for confirm.checkpoint: a restart whose log ends below the persisted
+    confirmOffset (a damaged last record cut at open) lowers it durably, so records the broker
+    writes afterwards, not yet confirmed, never become visible through the old value after a
+    later kill -9."""
+    fs = SimFileSystem(random.Random(21))
+    disk = DiskView(fs, "/sim")
+    rng = random.Random(22)
+    s = store(disk, "s")
+    s.begin_epoch(1)
+    s.put_messages(msgs(10, rng, queues=1), 1)
+    last = s.put_messages(msgs(1, rng, queues=1), 1)[0]
+    end = s.get_commitlog_max_offset()
+    s.advance_confirm(end)
+    s.flush()
+    s.close()
+    for name in ("confirm.checkpoint", "dispatch.checkpoint"):
+        fd = fs.open(disk.path("s", name), os.O_RDWR)
+        fs.fsync(fd)  # long written back
+        fs.close(fd)
+    # the last record's body damaged, and the CommitLog checked whole at open: the log ends
+    # before that record, below the persisted confirmOffset
+    disk.patch(disk.path("s", "commitlog", "00000000000000000000"), end - 8, b"\xff")
+    disk.patch(disk.path("s", "commitlog", "flushed.checkpoint"), 0, b"\xff" * 4)
+    r = store(disk, "s")
+    assert r.get_commitlog_max_offset() == last.commitlog_offset < end
+    assert visible(r, 0) == 10
+    r.begin_epoch(2)
+    r.put_messages(msgs(3, rng, queues=1), 2)  # as master; no slave confirms them
+    assert visible(r, 0) == 10
+    fs.crash(keep_unsynced=True)  # kill -9 before any flush
+    again = store(disk, "s")
+    assert visible(again, 0) == 10  # the unconfirmed records stay invisible
     again.close()
 
 
