@@ -46,6 +46,12 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         help="run seeds 0..N-1 of the seeded simulators (a soak; by default the cluster "
         "simulation runs a rotating window of seeds, the others 200)",
     )
+    parser.addoption(
+        "--seeds-from",
+        type=int,
+        default=None,
+        help="with --seeds N: the cluster simulation's soak runs seeds K..K+N-1 instead",
+    )
     parser.addoption("--seed", type=int, default=None, help="replay one simulator seed")
     parser.addoption(
         "--long",
@@ -101,6 +107,8 @@ def pytest_configure(config: pytest.Config) -> None:
     # the simulators read these when their test modules are collected
     if config.getoption("--seeds") is not None:
         os.environ["RAFT_SIM_SEEDS"] = str(config.getoption("--seeds"))
+    if config.getoption("--seeds-from") is not None:
+        os.environ[seeds.FROM_ENV] = str(config.getoption("--seeds-from"))
     if config.getoption("--seed") is not None:
         os.environ["RAFT_SIM_SEED"] = str(config.getoption("--seed"))
     if config.getoption("--mutant") is not None:

@@ -1,7 +1,8 @@
 """Which seeds the whole-cluster simulation runs (tests/sim/test_cluster_sim.py).
 
 `cluster_sim_seeds` reads the environment that tests/conftest.py sets from ``--seed``,
-``--seeds`` and the rotating window: a replay (one seed), a soak (seeds 0..N-1), or by default
+``--seeds`` (with ``--seeds-from``) and the rotating window: a replay (one seed), a soak (seeds
+0..N-1, or K..K+N-1: seeds no window reaches), or by default
 `WINDOW` consecutive seeds starting at `window_start`, which moves on every run so that runs
 over time cover ever more of the seed space while each run stays short. The window is chosen
 once per run, in the controlling process (before pytest-xdist starts its workers, which inherit
@@ -16,6 +17,7 @@ import time
 WINDOW = 24
 SEED_SPACE = 100_000  # window starts wrap here, so seeds stay short enough to type
 WINDOW_ENV = "CLUSTER_SIM_WINDOW_START"
+FROM_ENV = "CLUSTER_SIM_SEEDS_FROM"  # a soak's first seed (0 when unset)
 
 
 def window_start(now_s: float | None = None) -> int:
@@ -38,7 +40,8 @@ def cluster_sim_seeds() -> list[int]:
         return [int(one)]
     count = os.environ.get("CLUSTER_SIM_SEEDS") or os.environ.get("RAFT_SIM_SEEDS")
     if count:
-        return list(range(int(count)))
+        first = int(os.environ.get(FROM_ENV) or 0)
+        return list(range(first, first + int(count)))
     start = choose_window()
     return list(range(start, start + WINDOW))
 
@@ -54,5 +57,6 @@ def describe() -> str:
         what = f"seeds {seeds[0]}..{seeds[-1]} (soak)"
     return (
         f"cluster simulation: {what}; replay one with "
-        "`pytest tests/sim/test_cluster_sim.py --seed N`, soak with `--seeds 5000`"
+        "`pytest tests/sim/test_cluster_sim.py --seed N`, soak with `--seeds 5000` "
+        "(`--seeds-from K`: seeds K..)"
     )
