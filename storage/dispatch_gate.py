@@ -6,6 +6,10 @@ ever sees a record that a failover could later truncate. `DispatchGate` owns:
 - ``gated``: False for a broker without replication (dispatch at put time, as before); True for
   a replicated broker from boot (until its role is known, nothing past the stored confirmOffset
   becomes visible; upstream fenced the store the same way, #6609);
+- ``after_flush``: a broker without replication in a set with slaves (classic master/slave) and
+  SYNC_FLUSH: a put is dispatched once the CommitLog's fsync passes it, not at put time. A
+  reader never sees a record a power cut can take back: the restarted master, which classic
+  mode does not replace, would give its queue offset to another message (sim seed 303252);
 - ``confirm``: the offset dispatch may reach, persisted in ``confirm.checkpoint`` (offset + CRC,
   see `OffsetCheckpoint`). Written behind on every store flush — a stale, LOWER value after a
   crash is safe (those records are dispatched again once the role is known), and every change
@@ -51,12 +55,25 @@ class Held:
 class DispatchGate:
     def __init__(self, path: str, *, fs: FileSystem = OS_FS) -> None:
         self.gated = False
+        self.after_flush = False
         self.confirm = 0
         self.held: deque[Held] = deque()
         self.replica: deque[RecordFields] = deque()
         self.replica_end = -1  # where the appends behind `replica` end
         self._ckpt = OffsetCheckpoint(path, fs=fs)
         self._stored = -1
+
+    @property
+    def holds(self) -> bool:
+        """A put's dispatch waits (for confirmOffset or the fsync), not done at put time."""
+        return self.gated or self.after_flush
+
+    def limit(self, max_offset: int, flushed_offset: int) -> int:
+        """How far dispatch may go in a log ending at ``max_offset``, fsynced to
+        ``flushed_offset``."""
+        if self.gated:
+            return self.confirm
+        return flushed_offset if self.after_flush else max_offset
 
     def load(self) -> int | None:
         """The persisted confirmOffset (None: never written or damaged)."""

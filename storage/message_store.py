@@ -117,9 +117,12 @@ class MessageStore:
         store_host: tuple[bytes, int] = (b"\x7f\x00\x00\x01", 10911),
         fs: FileSystem = OS_FS,
         replicated: bool = False,
+        dispatch_after_flush: bool = False,
         epoch_file_path: str | None = None,
     ) -> None:
         """``replicated``: dispatch only up to confirmOffset (a broker with replicas);
+        ``dispatch_after_flush``: dispatch a put once the CommitLog's fsync passes it
+        (`release_flushed`; a classic SYNC_FLUSH master, `DispatchGate.after_flush`);
         ``epoch_file_path``: the store keeps the epoch file in step with the CommitLog."""
         self.store_path = store_path
         self.config = cfg = config or StoreConfig()
@@ -149,6 +152,7 @@ class MessageStore:
         )
         self._gate = gate = DispatchGate(os.path.join(store_path, CONFIRM_CHECKPOINT), fs=fs)
         gate.gated = replicated
+        gate.after_flush = dispatch_after_flush and not replicated
         requests = DispatchRequests(
             parse_delay_levels(cfg.messageDelayLevel), indexed=index is not None
         )
@@ -216,6 +220,9 @@ class MessageStore:
         # with the store; what lies below it is checked when read (`CommitLog.check_read`)
         clog_report = self._commitlog.open(check_crc=self.config.checkCRCOnRecover)
         try:
+            if self._gate.after_flush:
+                # what a kill -9 left in the page cache is fsynced before a reader sees it
+                self._commitlog.flush_recovered()
             report = self._dispatch.recover(clog_report, unclean_shutdown=unclean)
             self._dispatch.load_flushed()
             if self._epoch_file_path is not None:
@@ -446,6 +453,15 @@ class MessageStore:
         """confirmOffset moved: dispatch up to it (`StoreDispatch.advance_confirm`), unless a
         write fault left the derived data unreliable (`StoreRepair.advance_confirm`)."""
         self._repair.advance_confirm(offset)
+
+    @property
+    def dispatch_after_flush(self) -> bool:
+        return self._gate.after_flush
+
+    def release_flushed(self) -> None:
+        """The CommitLog was fsynced: dispatch the puts held for it (``dispatch_after_flush``;
+        `StoreRepair.release_flushed`)."""
+        self._repair.release_flushed(self._commitlog.flushed_offset)
 
     def hold_replicated(self, start: int, end: int, records: list[RecordFields]) -> None:
         self._dispatch.hold_replicated(start, end, records)

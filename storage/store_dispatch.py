@@ -7,6 +7,9 @@ flush made it so (`dispatch_flushed`). It dispatches records as the put path and
 release them (one ConsumeQueue write per queue, index records written behind), reconciles the
 derived data with the recovered CommitLog on open and re-dispatches records after a crash.
 
+A classic SYNC_FLUSH master's store dispatches a put once the CommitLog's fsync passes it
+(`release_flushed`, the same held data); its recovery fsyncs the recovered log first.
+
 Replicated stores dispatch only up to confirmOffset (`DispatchGate`, dispatch_gate.py):
 `advance_confirm` dispatches what the master's put path held back, or scans the CommitLog for
 records without held data (replicated or recovered ones). Recovery re-dispatches only up to the
@@ -153,10 +156,12 @@ class StoreDispatch:
         self.cut_derived(start)
         gate.drop_held()
         self._dispatched = start
-        limit = gate.confirm if gate.gated else clog.max_offset
+        limit = gate.limit(clog.max_offset, clog.flushed_offset)
         _, end = self.redispatch(start, start, limit)
         self._dispatched = clog.max_offset if limit >= clog.max_offset else end
-        if not gate.gated:  # every record is dispatched: the queues say what comes next
+        if not gate.gated and limit >= clog.max_offset:
+            # every record is dispatched: the queues say what comes next (records still held
+            # for an fsync keep the queue offsets the put path gave them)
             self._queues.reset_next_offsets()
 
     # ------------------------------------------------------------------ recovery
@@ -282,6 +287,13 @@ class StoreDispatch:
             gate.confirm = limit
         if self._dispatched < gate.confirm:
             self._dispatch_to(gate.confirm)
+
+    def release_flushed(self, flushed: int) -> None:
+        """The CommitLog is fsynced up to ``flushed``: dispatch the puts held for it
+        (``DispatchGate.after_flush``)."""
+        limit = min(flushed, self._commitlog.max_offset)
+        if self._dispatched < limit:
+            self._dispatch_to(limit)
 
     def hold_replicated(self, start: int, end: int, records: list[RecordFields]) -> None:
         """A slave appended [start, end): keep what the CommitLog's check read of its records

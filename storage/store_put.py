@@ -6,7 +6,8 @@ their dispatch on; it owns the offset message id prefix (store host and port) an
 counters. Put path: assign queue offsets (`ConsumeQueueStore.next_offset`), build every record
 already sealed for its final CommitLog offset (one CRC pass per record), append the batch with
 one write, then dispatch: at once without replication (a dispatch that fails undoes the put,
-store_repair.py), or held in the `DispatchGate` until confirmOffset passes it. `put_messages`
+store_repair.py), or held in the `DispatchGate` until confirmOffset passes it (a classic
+SYNC_FLUSH master's: until the fsync does). `put_messages`
 takes `MessageToStore` objects; `put_batch_body` takes a client's encoded SEND_BATCH_MESSAGE
 body as is and never builds a Python object per message. Transaction PREPARED / ROLLBACK
 records get queue offset 0 and no ConsumeQueue entry, like upstream; ROLLBACK records are not
@@ -97,8 +98,9 @@ class PutPath:
         return self._put_bytes
 
     def _release(self, start: int, dispatch: Callable[[], None]) -> None:
-        """Dispatch a put written at ``start`` now, or hold it until confirmOffset passes."""
-        if self._gate.gated:
+        """Dispatch a put written at ``start`` now, or hold it until confirmOffset (or, with
+        ``after_flush``, the CommitLog's fsync) passes it."""
+        if self._gate.holds:
             self._gate.hold(Held(start, self._commitlog.max_offset, dispatch))
         else:
             self._repair.dispatch_at_put(start, dispatch)

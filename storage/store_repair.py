@@ -126,6 +126,18 @@ class StoreRepair:
             self._derived.fence(self._dispatch.dispatched_offset, f"a dispatch failed: {e!r}")
             raise
 
+    def release_flushed(self, flushed: int) -> None:
+        """`StoreDispatch.release_flushed`, with `advance_confirm`'s rules: nothing while the
+        derived data is unreliable (`repair` re-dispatches up to the flushed offset), and a
+        dispatch that fails marks the derived data from the first record it did not finish."""
+        if self._derived.unsafe_from is not None:
+            return
+        try:
+            self._dispatch.release_flushed(flushed)
+        except BaseException as e:
+            self._derived.fence(self._dispatch.dispatched_offset, f"a dispatch failed: {e!r}")
+            raise
+
     def flush_derived(self) -> None:
         """fsync the ConsumeQueues and the index; a failure marks their data since the last
         dispatch checkpoint unreliable (module docstring)."""

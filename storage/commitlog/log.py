@@ -390,6 +390,13 @@ class CommitLog:
                 self._checkpoint.store(target)
         return self._flushed_offset
 
+    def flush_recovered(self) -> int:
+        """fsync what `open` found past the flushed checkpoint (a kill -9 leaves it in the
+        page cache, in segment files whose directory entries may be unsynced too)."""
+        if self._max_offset > self._flushed_offset:
+            self._segments.give_back_dir(True)
+        return self.flush()
+
     # ------------------------------------------------------------------ reads
 
     def read(self, offset: int, size: int) -> bytes:

@@ -47,6 +47,13 @@ SYNC_FLUSH, and only then are they acknowledged to the HA client (which acks the
 confirmOffset requests (`request_confirm`, from the gate or the HA client) are coalesced and
 applied at the end of a turn: ConsumeQueues are dispatched up to it and long-polling pulls
 woken. The actor implements both HA store ports (ha/ports.py).
+
+A classic master/slave broker with SYNC_FLUSH (no controller: the restarted master is never
+replaced, so nothing can cut a slave or a reader back to what it kept) neither dispatches nor
+ships a turn before its fsync (`MessageStore.dispatch_after_flush`): the HA port's log end is
+the fsynced end and `written` moves after the fsync. A power cut then takes back nothing a
+consumer read or a slave holds (sim seeds 303252, 304415). A controller-mode master ships as it
+syncs (replication_state.py): a failover cuts what it lost from every replica.
 """
 
 from __future__ import annotations
@@ -251,12 +258,23 @@ class StoreActor(Actor[StoreMsg]):
         master's store is standalone until its role service records its epoch)."""
         return self.replication.role is StoreRole.MASTER
 
+    def master_epoch(self) -> int | None:
+        """The epoch of the mastership the store writes in; None when it is not master
+        (confirmed_put.py's port)."""
+        r = self.replication
+        return r.epoch if r.role is StoreRole.MASTER else None
+
     # -- the master's HA port (reads, inline)
     def log_min_offset(self) -> int:
         return self.store.get_commitlog_min_offset()
 
     def log_end_offset(self) -> int:
-        return self.store.get_commitlog_max_offset()
+        """What the master may ship: its log's end; a classic SYNC_FLUSH master's fsynced end
+        (module docstring)."""
+        store = self.store
+        if store.dispatch_after_flush:
+            return store.flushed_offset
+        return store.get_commitlog_max_offset()
 
     def read_commitlog(self, offset: int, size: int) -> bytes:
         return self.store.commitlog.read(offset, size)
@@ -431,13 +449,19 @@ class StoreActor(Actor[StoreMsg]):
             done = self.appender.append(puts)
             if not done:
                 return
-            self.written.advance(self.store.get_commitlog_max_offset())  # shipped as it syncs
+            store = self.store
+            after_flush = store.dispatch_after_flush
+            if not after_flush:
+                self.written.advance(store.get_commitlog_max_offset())  # shipped as it syncs
             status, remark = PutStatus.PUT_OK, None
             if self.sync_flush:
                 flushed = await self._sync_flush(done)
                 if flushed is None:
                     return  # refused: a full disk (module docstring)
                 status, remark = flushed
+                if after_flush:  # a classic SYNC_FLUSH master (module docstring)
+                    store.release_flushed()
+                    self.written.advance(store.flushed_offset)
         finally:
             self._writing_since = None
         end = self.store.get_commitlog_max_offset()

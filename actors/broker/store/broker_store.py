@@ -75,6 +75,8 @@ def message_store(
         fs=fs,
         # controller mode: consume queues only up to confirmOffset (failovers truncate)
         replicated=c.enableControllerMode,
+        # classic master/slave, SYNC_FLUSH: dispatched (and shipped) once fsynced (store/actor.py)
+        dispatch_after_flush=c.flushDiskType == FlushDiskType.SYNC_FLUSH,
         epoch_file_path=c.epoch_file_path,
     )
 

@@ -10,6 +10,9 @@ meet the replication gate, on the simulated disk under MockClock.
   that turn dispatches up to confirmOffset; a master alone in its set does not yield for it.
 - With SYNC_FLUSH the HA writer ships a turn while the master fsyncs it, and the turn is
   answered only once both the fsync and the slave's ack are in.
+- A classic (no controller) SYNC_FLUSH master neither ships nor dispatches a turn before its
+  fsync: a power cut would take back what a slave or a reader already had, and nothing cuts
+  them back to the restarted master's log (sim seeds 303252, 304415).
 """
 
 from __future__ import annotations
@@ -36,13 +39,18 @@ PUTS = 16  # 640 KiB queued at once: more than two replicated turns
 
 
 def _master(
-    members: frozenset[int], *, sync_flush: bool = False, run_blocking: Any = None
+    members: frozenset[int],
+    *,
+    sync_flush: bool = False,
+    run_blocking: Any = None,
+    classic: bool = False,
 ) -> tuple[StoreActor, GroupTransferService]:
     store = MessageStore(
         ROOT,
         StoreConfig(),
         fs=SimFileSystem(random.Random(3)),
-        replicated=True,
+        replicated=not classic,
+        dispatch_after_flush=classic and sync_flush,  # as broker_store.message_store
         epoch_file_path=f"{ROOT}/epochFileCheckpoint",
     )
     store.open()
@@ -53,7 +61,7 @@ def _master(
         flush_interval_ms=600_000,
         sync_flush_timeout_ms=60_000,
         now_ms=lambda: 1_700_000_000_000,
-        role=StoreRole.FENCED,
+        role=StoreRole.STANDALONE if classic else StoreRole.FENCED,
     )
     core: SyncStateCore = SyncStateCore(
         1,
@@ -211,6 +219,48 @@ async def test_a_sync_flush_master_ships_a_turn_while_it_syncs_it(
         await trio.sleep(1)
         assert answers == []  # the slave has it, the master's disk not yet
         fsync_may_end.set()
+        await trio.sleep(1)
+        assert answers == [PutStatus.PUT_OK]
+        nursery.cancel_scope.cancel()
+
+
+async def test_a_classic_sync_flush_master_neither_ships_nor_dispatches_a_turn_before_its_fsync(
+    mock_clock: trio.testing.MockClock,
+) -> None:
+    fsync_may_end = trio.Event()
+
+    async def slow_fsync(fn: Any) -> Any:
+        await fsync_may_end.wait()
+        return fn()
+
+    actor, gate = _master(frozenset({1, 2}), sync_flush=True, run_blocking=slow_fsync, classic=True)
+    store = actor.store
+    async with trio.open_nursery() as nursery:
+        await nursery.start(actor.run)
+        await actor.become_master(1, gate)
+        gate.on_connected(2, learner=False)
+        start = store.get_commitlog_max_offset()
+        shipped: list[int] = []
+
+        async def ha_writer() -> None:
+            await actor.written.wait_above(start)
+            shipped.append(actor.log_end_offset())
+
+        nursery.start_soon(ha_writer)
+        await trio.testing.wait_all_tasks_blocked()
+        answers: list[PutStatus] = []
+        actor.put_nowait([MessageToStore("T", 0, BODY)], lambda _r, st, _m: answers.append(st))
+        await trio.sleep(1)
+        end = store.get_commitlog_max_offset()
+        assert end > start  # written to the page cache ...
+        assert shipped == [] and actor.log_end_offset() == start  # ... not offered to a slave
+        assert store.get_max_offset("T", 0) == 0  # ... nor to a reader
+        assert answers == []
+        fsync_may_end.set()
+        await trio.sleep(1)
+        assert shipped == [end] and store.get_max_offset("T", 0) == 1
+        assert answers == []  # the slave's ack is still to come
+        gate.on_ack(2, end)
         await trio.sleep(1)
         assert answers == [PutStatus.PUT_OK]
         nursery.cancel_scope.cancel()

@@ -85,6 +85,59 @@ def test_an_unreplicated_store_dispatches_at_put_time(disk: DiskView) -> None:
     s.close()
 
 
+def classic_sync_flush_store(disk: DiskView, name: str) -> MessageStore:
+    s = MessageStore(disk.path(name), CFG, store_host=HOST, fs=disk.fs, dispatch_after_flush=True)
+    s.open()
+    return s
+
+
+def test_a_classic_sync_flush_store_dispatches_a_put_once_its_fsync_passes_it() -> None:
+    """Cluster simulation seed 303252: a classic master (never replaced) dispatched a put
+    before its SYNC_FLUSH fsync; a consumer read it, a power cut took it back and the restarted
+    master gave its queue offset to another message. The put now waits for the fsync, keeping
+    the queue offsets its put gave it."""
+    fs = SimFileSystem(random.Random(31))
+    disk = DiskView(fs, "/sim")
+    rng = random.Random(32)
+    s = classic_sync_flush_store(disk, "m")
+    first = s.put_messages(msgs(3, rng, queues=1), 1)
+    second = s.put_messages(msgs(2, rng, queues=1), 1)
+    assert [r.queue_offset for r in first + second] == [0, 1, 2, 3, 4]
+    assert visible(s, 0) == 0 and s.take_arrivals() == {}
+    assert s.query_by_key("T", "k1") == []  # nor indexed
+    s.release_flushed()  # nothing fsynced yet: nothing released
+    assert visible(s, 0) == 0
+    fs.crash(lose_unsynced=True)  # the power goes before the fsync
+    again = classic_sync_flush_store(disk, "m")
+    assert again.get_commitlog_max_offset() == 0 and visible(again, 0) == 0
+    put = again.put_messages(msgs(2, rng, queues=1), 1)
+    assert [r.queue_offset for r in put] == [0, 1]  # offsets nobody has read
+    again.flush_commitlog()
+    again.release_flushed()
+    assert visible(again, 0) == 2 and again.take_arrivals() == {("T", 0): 2}
+    got = again.get_messages("T", 0, 0, 10, 10**9)
+    assert got.message_count == 2 and all(got.buffers)
+    again.close()
+
+
+def test_a_classic_sync_flush_store_fsyncs_what_a_kill_left_before_it_dispatches_it() -> None:
+    """After a kill -9 the page cache still holds records never fsynced: recovery fsyncs them
+    before re-dispatch makes them visible, so a later power cut cannot take a read one back."""
+    fs = SimFileSystem(random.Random(41))
+    disk = DiskView(fs, "/sim")
+    s = classic_sync_flush_store(disk, "m")
+    s.put_messages(msgs(4, random.Random(42), queues=1), 1)
+    end = s.get_commitlog_max_offset()
+    fs.crash(keep_unsynced=True)  # kill -9: the unsynced records survive
+    r = classic_sync_flush_store(disk, "m")
+    assert r.flushed_offset == r.get_commitlog_max_offset() == end
+    assert visible(r, 0) == 4
+    fs.crash(lose_unsynced=True)  # the power goes: what was read stays
+    again = classic_sync_flush_store(disk, "m")
+    assert again.get_commitlog_max_offset() == end and visible(again, 0) == 4
+    again.close()
+
+
 def replicate(master: MessageStore, slave: MessageStore, upto: int, chunk: int) -> None:
     """Copy the master's bytes the way the HA client does: whole records only."""
     from rocketrio.actors.broker.ha.slave_core import whole_records_length
