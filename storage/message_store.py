@@ -37,8 +37,7 @@ means the last run did not shut down cleanly (kill -9, power cut, a crash); the 
 Either way the CommitLog checks the records from its flushed checkpoint on (`CommitLog.open`),
 so restart time does not grow with the store; the records below are checked when read.
 
-Types (`StoreConfig`, `MessageToStore`, the results, the errors) live in store_types.py and are
-re-exported here.
+Types (`StoreConfig`, `MessageToStore`, the results, the errors): store_types.py, re-exported.
 """
 
 from __future__ import annotations
@@ -120,9 +119,8 @@ class MessageStore:
         dispatch_after_flush: bool = False,
         epoch_file_path: str | None = None,
     ) -> None:
-        """``replicated``: dispatch only up to confirmOffset (a broker with replicas);
-        ``dispatch_after_flush``: dispatch a put once the CommitLog's fsync passes it
-        (`release_flushed`; a classic SYNC_FLUSH master, `DispatchGate.after_flush`);
+        """``replicated``: dispatch only up to confirmOffset (a broker with replicas), else with
+        ``dispatch_after_flush`` once the fsync passes a put (`DispatchGate.after_flush`);
         ``epoch_file_path``: the store keeps the epoch file in step with the CommitLog."""
         self.store_path = store_path
         self.config = cfg = config or StoreConfig()
@@ -151,8 +149,7 @@ class MessageStore:
             else None
         )
         self._gate = gate = DispatchGate(os.path.join(store_path, CONFIRM_CHECKPOINT), fs=fs)
-        gate.gated = replicated
-        gate.after_flush = dispatch_after_flush and not replicated
+        gate.gated, gate.after_flush = replicated, dispatch_after_flush and not replicated
         requests = DispatchRequests(
             parse_delay_levels(cfg.messageDelayLevel), indexed=index is not None
         )
@@ -220,9 +217,6 @@ class MessageStore:
         # with the store; what lies below it is checked when read (`CommitLog.check_read`)
         clog_report = self._commitlog.open(check_crc=self.config.checkCRCOnRecover)
         try:
-            if self._gate.after_flush:
-                # what a kill -9 left in the page cache is fsynced before a reader sees it
-                self._commitlog.flush_recovered()
             report = self._dispatch.recover(clog_report, unclean_shutdown=unclean)
             self._dispatch.load_flushed()
             if self._epoch_file_path is not None:
@@ -458,9 +452,7 @@ class MessageStore:
     def dispatch_after_flush(self) -> bool:
         return self._gate.after_flush
 
-    def release_flushed(self) -> None:
-        """The CommitLog was fsynced: dispatch the puts held for it (``dispatch_after_flush``;
-        `StoreRepair.release_flushed`)."""
+    def release_flushed(self) -> None:  # after an fsync: `StoreRepair.release_flushed`
         self._repair.release_flushed(self._commitlog.flushed_offset)
 
     def hold_replicated(self, start: int, end: int, records: list[RecordFields]) -> None:

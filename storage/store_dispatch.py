@@ -171,6 +171,9 @@ class StoreDispatch:
     ) -> RecoveryReport:
         """Load the ConsumeQueues, cut them and the index where they may run ahead of the
         recovered CommitLog or the dispatch checkpoint, and re-dispatch from there."""
+        gate = self._gate
+        if gate.after_flush:  # what a kill -9 left in the page cache is fsynced before it is read
+            self._commitlog.flush_recovered()
         clog_min, clog_max = self._commitlog.min_offset, self._commitlog.max_offset
         queues = self._queues
         torn = queues.load()
@@ -178,7 +181,6 @@ class StoreDispatch:
         cq_end = queues.end_phy()
         redo = max(clog_min, min(clog_max, cq_end, clog_min if ckpt is None else ckpt))
         limit = clog_max
-        gate = self._gate
         stored_confirm = gate.load() if gate.gated else None
         if gate.gated:
             limit = max(clog_min, min(clog_max, max(stored_confirm or 0, ckpt or 0)))

@@ -94,6 +94,9 @@ _SS2 = "tests/unit/protocol/test_speedups_send.py::"
 _DJ = "tests/unit/protocol/test_speedups_direct_json.py::"
 _RF = "tests/unit/storage/test_record_fields.py"
 
+# put_and_wait, from a module that does not import it (the confirmed-put mutants' old calls)
+_PAW = '__import__("rocketrio.actors.broker.store.messages", fromlist=["x"]).put_and_wait'
+
 MUTANTS: list[Mutant] = [
     Mutant(
         "END_TRANSACTION without a task writes the op of a commit the store refused",
@@ -1016,13 +1019,13 @@ MUTANTS: list[Mutant] = [
     Mutant(
         "replication speed: a SYNC_FLUSH master ships a turn only after its fsync",
         "actors/broker/store/actor.py",
-        "            self.written.advance(self.store.get_commitlog_max_offset())  # shipped as it"
+        "            if not after_flush:\n"
+        "                self.written.advance(store.get_commitlog_max_offset())  # shipped as it"
         " syncs\n            status, remark = PutStatus.PUT_OK, None\n"
         "            if self.sync_flush:\n                flushed = await self._sync_flush(done)\n",
         "            status, remark = PutStatus.PUT_OK, None\n"
         "            if self.sync_flush:\n                flushed = await self._sync_flush(done)\n"
-        "            self.written.advance(self.store.get_commitlog_max_offset())  # MUTANT\n"
-        "            if self.sync_flush:\n",
+        "                self.written.advance(store.get_commitlog_max_offset())  # MUTANT\n",
         [_RT + "test_a_sync_flush_master_ships_a_turn_while_it_syncs_it"],
     ),
     Mutant(
@@ -3595,6 +3598,88 @@ MUTANTS: list[Mutant] = [
         "    if not is_master():\n",
         "    if False:  # MUTANT\n",
         [_CU + "test_a_broker_not_serving_as_master_removes_nothing"],
+    ),
+    Mutant(
+        "classic SYNC_FLUSH: a put dispatched before its fsync",
+        "storage/store_put.py",
+        "        if self._gate.holds:",
+        "        if self._gate.gated:  # MUTANT",
+        [
+            "tests/unit/storage/test_message_store_replication.py::"
+            "test_a_classic_sync_flush_store_dispatches_a_put_once_its_fsync_passes_it"
+        ],
+    ),
+    Mutant(
+        "classic SYNC_FLUSH: the HA port offers a slave what is not fsynced",
+        "actors/broker/store/actor.py",
+        "        if store.dispatch_after_flush:\n            return store.flushed_offset",
+        "        if False:  # MUTANT\n            return store.flushed_offset",
+        [
+            "tests/actor/broker/test_replicated_turns.py::"
+            "test_a_classic_sync_flush_master_neither_ships_nor_dispatches_a_turn_before_its_fsync"
+        ],
+    ),
+    Mutant(
+        "classic SYNC_FLUSH: recovery makes what a kill -9 left visible unsynced",
+        "storage/store_dispatch.py",
+        "            self._commitlog.flush_recovered()",
+        "            pass  # MUTANT",
+        [
+            "tests/unit/storage/test_message_store_replication.py::"
+            "test_a_classic_sync_flush_store_fsyncs_what_a_kill_left_before_it_dispatches_it"
+        ],
+    ),
+    Mutant(
+        "confirmed put: a put only the master holds counts as done",
+        "actors/broker/store/confirmed_put.py",
+        "    if answer.status.acknowledged:",
+        "    if answer.status.stored:  # MUTANT",
+        [
+            "tests/unit/actors/broker/store/test_confirmed_put.py::"
+            "test_a_put_only_the_master_holds_waits_for_confirm_offset"
+        ],
+    ),
+    Mutant(
+        "confirmed put: the next mastership's confirmOffset vouches for the put",
+        "actors/broker/store/confirmed_put.py",
+        "        if epoch is None or now != epoch:",
+        "        if now is None:  # MUTANT",
+        [
+            "tests/unit/actors/broker/store/test_confirmed_put.py::"
+            "test_a_mastership_that_ends_first_leaves_the_put_not_done"
+        ],
+    ),
+    Mutant(
+        "schedule service: a re-put only the master holds moves the delay offset",
+        "actors/broker/schedule/service.py",
+        "        got = await put_confirmed(self.writer, here, give_up=self._giving_up)",
+        "        got = await " + _PAW + "(self.writer, here)\n"
+        '        got = None if got.stored else "refused"  # MUTANT',
+        [
+            "tests/actor/broker/test_delay_failover.py::"
+            "test_a_reput_only_the_master_holds_moves_no_delay_offset"
+        ],
+    ),
+    Mutant(
+        "POP revive: a re-put only the master holds forgets its CK",
+        "actors/broker/pop/revive_service.py",
+        "isinstance(await put_confirmed(self.writer, msgs, give_up=self._giving_up), str):",
+        'isinstance((lambda a: None if a.stored else "refused")(  # MUTANT\n'
+        "            await " + _PAW + "(self.writer, msgs)), str):",
+        [
+            "tests/actor/broker/test_pop_revive_replicated.py::"
+            "test_a_revive_reput_only_the_master_holds_keeps_its_ck"
+        ],
+    ),
+    Mutant(
+        "transaction check: a renewed half only the master holds moves the half offset",
+        "actors/broker/transaction/half_store.py",
+        "        got = await put_confirmed(self.writer, [msg])",
+        "        got = await " + _PAW + "(self.writer, [msg])  # MUTANT",
+        [
+            "tests/actor/broker/test_transaction_check_confirmed.py::"
+            "test_a_renewed_half_only_the_master_holds_keeps_the_half_offset"
+        ],
     ),
 ]
 

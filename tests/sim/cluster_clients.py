@@ -85,14 +85,18 @@ class AckTap:
 
     def install(self, proc: BrokerProc, broker: Broker) -> None:
         actor = broker.store.actor
-        original = actor._completion
+        original = actor.acks.completion
         who = f"{proc.name}#{proc.incarnation}"
         addr = proc.addr
 
         def completion(
-            done: list[tuple[AnyPut, Stored]], status: Any, remark: str | None
+            done: list[tuple[AnyPut, Stored]],
+            status: Any,
+            remark: str | None,
+            started: float,
+            epoch_of: Callable[[], int],
         ) -> Callable[[AckOutcome], None]:
-            complete = original(done, status, remark)
+            complete = original(done, status, remark, started, epoch_of)
             epoch = (
                 actor.replication.epoch
             )  # the epoch the write was made in (the store is master of it)
@@ -113,7 +117,7 @@ class AckTap:
 
             return tapped
 
-        actor._completion = completion  # type: ignore[method-assign]
+        actor.acks.completion = completion  # type: ignore[method-assign]
 
     def lookup(self, msg_id: str) -> MasterAck | None:
         return self.acks.get(split_offset_msg_id(msg_id))

@@ -8,7 +8,8 @@ and the gRPC proxy turn those into wire replies. Nothing here knows a RemotingCo
   remark says what to change.
 - `PutStatus`: how the store actor answered a put (upstream PutMessageStatus names). Statuses
   with `PutStatus.stored` true mean the message is in the CommitLog (a flush or replica wait may
-  still have timed out); the others mean nothing was written.
+  still have timed out); the others mean nothing was written. `PutStatus.acknowledged`: stored
+  and as durable as an acknowledged send (no replica wait timed out).
 - Send outcomes, delivered to the send's callback once the store actor answered: `SendStored`
   (one message or a batch) or `PutFailed`; CONSUMER_SEND_MSG_BACK delivers `SentBack` or
   `PutFailed`.
@@ -56,6 +57,14 @@ class PutStatus(enum.Enum):
     def stored(self) -> bool:
         """True when the message is in the CommitLog (upstream's sendOK statuses)."""
         return self in _STORED
+
+    @property
+    def acknowledged(self) -> bool:
+        """True when the message is as durable as the broker's acknowledgement promises:
+        fsynced with SYNC_FLUSH (FLUSH_DISK_TIMEOUT is answered after its slow fsync ended) and
+        held by every replica the ack policy needs. FLUSH_SLAVE_TIMEOUT and SLAVE_NOT_AVAILABLE
+        are stored on the master only: a failover may cut them."""
+        return self is PutStatus.PUT_OK or self is PutStatus.FLUSH_DISK_TIMEOUT
 
 
 _STORED: Final = frozenset(

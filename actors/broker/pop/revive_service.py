@@ -12,7 +12,8 @@ writes nothing: the seed's "secondary messages are the master's job"):
    ``%RETRY%<group>_<topic>`` (queue 0, reconsumeTimes + 1, 1ST_POP_TIME kept or set to the
    CK's pop time), or to ``%DLQ%<group>`` once reconsumeTimes reached the group's
    retryMaxTimes (the rule of CONSUMER_SEND_MSG_BACK); a CK is forgotten only once its put
-   was stored, so a failed put is tried again next round;
+   is as durable as an acknowledged send (store/confirmed_put.py: one only the master holds
+   waits for confirmOffset), so a failed put is tried again next round;
 3. commit each queue's revive offset (the oldest pending CK) as the consumer offset of
    ``CID_RMQ_SYS_REVIVE_GROUP`` on the revive queue, persisted with consumerOffset.json.
 
@@ -54,8 +55,8 @@ from rocketrio.actors.broker.pop.revive_log import (
     OtherRecord,
     read_record,
 )
+from rocketrio.actors.broker.store.confirmed_put import ConfirmingWriter, put_confirmed
 from rocketrio.actors.broker.store.escape_bridge import EscapeBridge, ForeignRead
-from rocketrio.actors.broker.store.messages import StoreWriter, put_and_wait
 from rocketrio.actors.broker.store.queue_reader import QueueReader, QueueReadUnavailable
 from rocketrio.actors.broker.tables.tables import GroupTable, OffsetTable, TopicTable
 from rocketrio.actors.broker.tables.topic_config import (
@@ -123,7 +124,7 @@ class PopReviveService:
         groups: GroupTable,
         offsets: OffsetTable,
         store: QueueReader,
-        writer: StoreWriter,
+        writer: ConfirmingWriter,
         is_master: Callable[[], bool],
         now_ms: Callable[[], int],
         store_host: Host,
@@ -309,8 +310,8 @@ class PopReviveService:
         if bridge is not None:
             if await bridge.put_to_live_master(msgs) is not None:
                 return False
-        elif not (await put_and_wait(self.writer, msgs)).stored:
-            return False
+        elif isinstance(await put_confirmed(self.writer, msgs, give_up=self._giving_up), str):
+            return False  # not as durable as an ack: the revive offset stays (confirmed_put.py)
         for topic, n in targets.items():
             events.emit(
                 self.log,
@@ -323,6 +324,9 @@ class PopReviveService:
                 ),
             )
         return True
+
+    def _giving_up(self) -> bool:
+        return not self.is_master()
 
     async def _read(self, ck: PopCheckPoint, offset: int) -> list[bytes]:
         """The popped message: from this store, or, for a CK an acting slave of another group

@@ -7,8 +7,10 @@ shell that re-puts due delay-level and timer messages. Decisions live in schedul
 - One pass reads each queue of SCHEDULE_TOPIC_XXXX (one per level) and of rmq_sys_wheel_timer
   from its offset, up to `BATCH` entries at a time, and re-puts the due head of the queue in
   one store put (queue order is due order, so a pass stops at the first entry not due). The
-  offset moves only once the store has the re-put messages: a crash re-puts at most what the
-  last delayOffset.json write (every flushDelayOffsetInterval) had not recorded.
+  offset moves only once the re-put is as durable as an acknowledged send
+  (store/confirmed_put.py: a re-put only the master holds waits for confirmOffset, and a
+  mastership that ends first leaves the offset): a crash re-puts at most what the last
+  delayOffset.json write (every flushDelayOffsetInterval) had not recorded.
 - Between passes it sleeps until the earliest head falls due, or until the store dispatches a
   new entry to either topic (`notify_arrivals`, from the store actor's turn): a message due in
   1 s is re-put 1 s after it was stored, not at the next tick of a fixed period.
@@ -43,8 +45,8 @@ from rocketrio.actors.broker.schedule.policy import (
     timer_step,
 )
 from rocketrio.actors.broker.store.broker_store import BrokerStore
+from rocketrio.actors.broker.store.confirmed_put import ConfirmingWriter, put_confirmed
 from rocketrio.actors.broker.store.escape_bridge import EscapeBridge
-from rocketrio.actors.broker.store.messages import StoreWriter, put_and_wait
 from rocketrio.actors.broker.store.reroute import Reroute, store_here
 from rocketrio.actors.broker.store.view import StoreView
 from rocketrio.actors.broker.tables.broker_tables import BrokerTables
@@ -78,7 +80,7 @@ class ScheduleService:
         levels: int,
         offsets: DelayOffsetTable,
         reader: StoreView,
-        writer: StoreWriter,
+        writer: ConfirmingWriter,
         is_master: Callable[[], bool],
         now_ms: Callable[[], int],
         log: Any = None,
@@ -289,8 +291,11 @@ class ScheduleService:
             return here
         if not here:
             return None
-        answer = await put_and_wait(self.writer, here)
-        return None if answer.stored else f"{answer.status.value}: {answer.remark or ''}"
+        got = await put_confirmed(self.writer, here, give_up=self._giving_up)
+        return got if isinstance(got, str) else None
+
+    def _giving_up(self) -> bool:
+        return self._stopping or not self.is_master()
 
 
 def _to_store(msg: MessageExt, topic: str, queue_id: int, props: dict[str, str]) -> MessageToStore:

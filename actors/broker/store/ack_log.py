@@ -2,22 +2,36 @@
 socket as the turn's last one is given, kernel/answer_flush.py) and its sampled account of what
 it answered: events.SendAcked.NAME and events.SendNotAcked.NAME at most once per
 `ACK_LOG_INTERVAL_S` (per reason), never one line per message, and each answered turn's put time
-for the statistics (`PutStats.on_put_turn`)."""
+for the statistics (`PutStats.on_put_turn`). A master's turn is answered through its
+replication gate: `completion` is what the gate calls with the turn's `AckOutcome`."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import trio
 
 from rocketrio.actors.broker.dispatch.outcomes import PutStatus
-from rocketrio.actors.broker.ha.group_transfer import AckOutcome
-from rocketrio.actors.broker.store.messages import AnyPut, PutStats, Stored, stored_count
+from rocketrio.actors.broker.ha.group_transfer import AckOutcome, Completion
+from rocketrio.actors.broker.store.messages import (
+    AnyPut,
+    PutStats,
+    Stored,
+    fail_put,
+    stored_count,
+)
 from rocketrio.actors.kernel.answer_flush import ANSWERS
 from rocketrio.actors.observe import events
 from rocketrio.storage.message_store import BatchPutResult
 
 ACK_LOG_INTERVAL_S = 1.0
+
+
+_ACK_STATUS = {
+    AckOutcome.FLUSH_SLAVE_TIMEOUT: PutStatus.FLUSH_SLAVE_TIMEOUT,
+    AckOutcome.SLAVE_NOT_AVAILABLE: PutStatus.SLAVE_NOT_AVAILABLE,
+}
 
 
 class AckLog:
@@ -85,3 +99,30 @@ class AckLog:
         for reason, n in self._not_acked.items():
             events.emit(self.log, events.SendNotAcked(reason=reason, count=n, epoch=epoch))
         self._not_acked.clear()
+
+    def completion(
+        self,
+        done: list[tuple[AnyPut, Stored]],
+        status: PutStatus,
+        remark: str | None,
+        started: float,
+        epoch: Callable[[], int],
+    ) -> Completion:
+        """How a master's stored turn (begun at ``started``) is answered once its replication
+        gate decides: acknowledged, stored on the master only, or not stored as master."""
+
+        def complete(outcome: AckOutcome) -> None:
+            if outcome is AckOutcome.ACKED:
+                self.answer(done, status, remark, started)
+                return
+            if outcome is AckOutcome.NOT_MASTER:
+                why = "the broker stopped being master before its replicas had the message"
+                for put, _ in done:
+                    fail_put(put, PutStatus.SERVICE_NOT_AVAILABLE, why)
+            else:
+                why = f"{outcome.value}: stored on the master, not acknowledged by its replicas"
+                for put, stored in done:
+                    put.on_done(stored, _ACK_STATUS[outcome], why)  # type: ignore[arg-type]
+            self.not_acked(outcome, len(done), epoch())
+
+        return complete

@@ -67,7 +67,7 @@ import attrs
 import trio
 
 from rocketrio.actors.broker.dispatch.outcomes import PutStatus
-from rocketrio.actors.broker.ha.group_transfer import AckOutcome, Completion, GroupTransferService
+from rocketrio.actors.broker.ha.group_transfer import AckOutcome, GroupTransferService
 from rocketrio.actors.broker.ha.truncation import TruncationPlan
 from rocketrio.actors.broker.store.ack_log import AckLog
 from rocketrio.actors.broker.store.appender import Appender
@@ -109,10 +109,6 @@ T = TypeVar("T")
 MAX_DRAIN = 2048
 
 _WRITABLE = (StoreRole.STANDALONE, StoreRole.MASTER)
-_ACK_STATUS = {
-    AckOutcome.FLUSH_SLAVE_TIMEOUT: PutStatus.FLUSH_SLAVE_TIMEOUT,
-    AckOutcome.SLAVE_NOT_AVAILABLE: PutStatus.SLAVE_NOT_AVAILABLE,
-}
 
 
 class StoreActor(Actor[StoreMsg]):
@@ -162,7 +158,6 @@ class StoreActor(Actor[StoreMsg]):
         # runtime figures (GET_BROKER_RUNTIME_INFO): when the current write (append, and the
         # fsync with SYNC_FLUSH) began, None when no write runs; when the last turn ended
         self._writing_since: float | None = None
-        self._commit_started = 0.0
         self._idle_since = trio.current_time()
         # a full disk (module docstring): why writes are refused, None while they are not
         self.faults = FaultState(on_write_fault)
@@ -444,7 +439,7 @@ class StoreActor(Actor[StoreMsg]):
         if self.faults.fault is not None:
             self.appender.refuse(puts)
             return
-        started = self._writing_since = self._commit_started = trio.current_time()
+        started = self._writing_since = trio.current_time()
         try:
             done = self.appender.append(puts)
             if not done:
@@ -467,34 +462,15 @@ class StoreActor(Actor[StoreMsg]):
         end = self.store.get_commitlog_max_offset()
         if gate is not None:  # a master's write is answered through its completion
             r.note_write(end, gate.has_replicas())
-            complete = self._completion(done, status, remark)
+            complete = self.acks.completion(
+                done, status, remark, started, lambda: self.replication.epoch
+            )
             if gate.stored(end):  # every copy it needs holds it already: no pending entry
                 complete(AckOutcome.ACKED)
             else:
                 gate.submit(end, complete)
             return
         self.acks.answer(done, status, remark, started)
-
-    def _completion(
-        self, done: list[tuple[AnyPut, Stored]], status: PutStatus, remark: str | None
-    ) -> Completion:
-        started = self._commit_started  # the turn being handed over began then
-
-        def complete(outcome: AckOutcome) -> None:
-            if outcome is AckOutcome.ACKED:
-                self.acks.answer(done, status, remark, started)
-                return
-            if outcome is AckOutcome.NOT_MASTER:
-                why = "the broker stopped being master before its replicas had the message"
-                for put, _ in done:
-                    fail_put(put, PutStatus.SERVICE_NOT_AVAILABLE, why)
-            else:
-                why = f"{outcome.value}: stored on the master, not acknowledged by its replicas"
-                for put, stored in done:
-                    put.on_done(stored, _ACK_STATUS[outcome], why)  # type: ignore[arg-type]
-            self.acks.not_acked(outcome, len(done), self.replication.epoch)
-
-        return complete
 
     async def _commit_replica(self, appends: list[ReplicaAppend]) -> None:
         role = self.replication.role

@@ -3,16 +3,14 @@ them (queue 0 of RMQ_SYS_TRANS_HALF_TOPIC and RMQ_SYS_TRANS_OP_HALF_TOPIC).
 
 Reads go through the `StoreView` on the Trio thread in batches of READ_BATCH (upstream
 OP_MSG_PULL_NUMS); a hole in a queue (retention, a failed put) is stepped over. Writes go
-through the store actor, one put per message (each topic counts its own puts), queued in order
-and awaited together.
+through the store actor, one put per message (each topic counts its own puts), each done once
+as durable as an acknowledged send (store/confirmed_put.py).
 """
 
 from __future__ import annotations
 
-import trio
-
-from rocketrio.actors.broker.dispatch.outcomes import PutStatus, Refusal
-from rocketrio.actors.broker.store.messages import PutCallback, StoreWriter
+from rocketrio.actors.broker.dispatch.outcomes import Refusal
+from rocketrio.actors.broker.store.confirmed_put import ConfirmingWriter, put_confirmed
 from rocketrio.actors.broker.store.view import StoreView
 from rocketrio.actors.broker.transaction.policy import (
     HALF_QUEUE_ID,
@@ -47,7 +45,7 @@ def host_of(text: str) -> tuple[bytes, int]:
 class TransactionQueues:
     """Read and write access to the two transaction queues (see the module docstring)."""
 
-    def __init__(self, writer: StoreWriter, view: StoreView) -> None:
+    def __init__(self, writer: ConfirmingWriter, view: StoreView) -> None:
         self.writer = writer
         self.view = view
 
@@ -69,31 +67,13 @@ class TransactionQueues:
         return self.view.get_max_offset(HALF_TOPIC, HALF_QUEUE_ID)
 
     async def put(self, msg: MessageToStore) -> PutResult | Refusal:
-        return (await self.put_all([msg]))[0]
-
-    async def put_all(self, msgs: list[MessageToStore]) -> list[PutResult | Refusal]:
-        """Each message its own put (its own topic's stats), queued in order, all awaited."""
-        left = len(msgs)
-        done = trio.Event()
-        box: list[PutResult | Refusal | None] = [None] * left
-
-        def answer(i: int) -> PutCallback:
-            def on_done(results: list[PutResult], status: PutStatus, remark: str | None) -> None:
-                nonlocal left
-                if results and status.stored:
-                    box[i] = results[0]
-                else:
-                    box[i] = Refusal(ResponseCode.SYSTEM_ERROR, remark or status.value)
-                left -= 1
-                if not left:
-                    done.set()
-
-            return on_done
-
-        for i, msg in enumerate(msgs):
-            await self.writer.put([msg], answer(i))
-        await done.wait()
-        return [b for b in box if b is not None]
+        """Store ``msg``; its result once it is as durable as an acknowledged send (a re-put
+        only the master holds waits for confirmOffset, store/confirmed_put.py): the check
+        round moves the half offset past the half it renewed or discarded only then."""
+        got = await put_confirmed(self.writer, [msg])
+        if isinstance(got, str):
+            return Refusal(ResponseCode.SYSTEM_ERROR, got)
+        return got.results[0]
 
     def ops_from(self, start: int) -> list[tuple[int, list[int]]]:
         """(op offset, half offsets) of every op from ``start`` to the op queue's end."""

@@ -17,7 +17,6 @@ the state, orders the steps and talks to producers.
   of the half's PGROUP; after transactionCheckMax checks the half goes to
   TRANS_CHECK_MAX_TIME_TOPIC. Before a check, a half whose commit reached the real topic but
   whose op did not (a crash between the two writes) gets its op instead: no second commit.
-
 - `escape_round` (RIP-32): on a classic slave acting for its dead master, every half without an
   op is escaped unchecked (as upstream) to a live master of another group as the prepared
   message its producer sent; that master stores it as its own half and checks it. The scan
@@ -45,8 +44,9 @@ from rocketrio.actors.broker.clients.client_manager import ProducerManager
 from rocketrio.actors.broker.dispatch.outcomes import Refusal
 from rocketrio.actors.broker.schedule.policy import parse_message_delay_level, wait_target
 from rocketrio.actors.broker.store.broker_store import BrokerStore
+from rocketrio.actors.broker.store.confirmed_put import ConfirmingWriter
 from rocketrio.actors.broker.store.escape_bridge import EscapeBridge
-from rocketrio.actors.broker.store.messages import StoreWriter, put_and_wait
+from rocketrio.actors.broker.store.messages import put_and_wait
 from rocketrio.actors.broker.store.reroute import Reroute, store_here
 from rocketrio.actors.broker.store.view import StoreView
 from rocketrio.actors.broker.tables.broker_tables import BrokerTables
@@ -119,7 +119,7 @@ class TransactionService:
         self,
         config: BrokerConfig,
         *,
-        writer: StoreWriter,
+        writer: ConfirmingWriter,
         view: StoreView,
         offsets: ConsumerOffsetManager,
         producers: ProducerManager,

@@ -22,7 +22,15 @@ from rocketrio.protocol.serde import to_ext
 from rocketrio.storage.store_dispatch import SCHEDULE_TOPIC
 from tests.harness.clock import EPOCH_MS
 from tests.harness.delay import LATE_MS, LEVELS, delivered, waiting
-from tests.harness.replication import Cluster, Node, awaits_true, cluster, pair, wait_until
+from tests.harness.replication import (
+    Cluster,
+    Node,
+    awaits_equal,
+    awaits_true,
+    cluster,
+    pair,
+    wait_until,
+)
 
 
 async def send_delayed(c: Cluster, node: Node, key: str, level: int) -> None:
@@ -87,3 +95,29 @@ async def test_a_promoted_slave_continues_where_the_master_stopped(
                 due = dues[key]
                 assert due > promoted_ms and due <= stored <= due + LATE_MS
         assert b.b.tables.delay_offsets.table.levels == {1: 25, 4: 20}
+
+
+async def test_a_reput_only_the_master_holds_moves_no_delay_offset(
+    tmp_path: Path, mock_clock: trio.testing.MockClock
+) -> None:
+    """Cluster simulation seed 303789 (a consumer's send-back never came back): a re-put
+    answered FLUSH_SLAVE_TIMEOUT is on the master only, and a failover may cut it, so the delay
+    offset stays until confirmOffset passes the re-put (here: once the controller lets the
+    SyncStateSet shrink to the master), and the re-put is written once, not again while it
+    waits (store/confirmed_put.py)."""
+    async with cluster(tmp_path, 59) as c:
+        a, b = await pair(c, messageDelayLevel=LEVELS)
+        await trio.sleep(11)
+        a.b.tables.topics.update(TopicConfig("D", 4, 4))
+        for i in range(5):
+            await send_delayed(c, a, f"k{i}", 1)  # 1 s; acknowledged by both copies
+        # the slave stops answering (a silent split between the two): the set still names it
+        c.net.partition([a.b.addr.split(":")[0]], [b.b.addr.split(":")[0]])
+        await trio.sleep(1 + 5 + 1)  # due, re-put, and syncFlushTimeout (5 s) past
+        assert await c.sync_state_set() == {1, 2}
+        assert a.b.tables.delay_offsets.table.levels.get(1, 0) == 0
+        await wait_until(lambda: awaits_equal(c.sync_state_set(), {1}), "the set shrank")
+        await trio.sleep(1)
+        assert a.b.tables.delay_offsets.table.levels == {1: 5}
+        keys = Counter(k for k, _, _ in delivered(a.b, "D", 4))
+        assert keys == Counter({f"k{i}": 1 for i in range(5)})
