@@ -2659,7 +2659,7 @@ MUTANTS: list[Mutant] = [
     Mutant(
         "a POP served without a task hands out messages whose CK the store refused",
         "actors/broker/pop/pop_nowait.py",
-        "            if results and status.stored:",
+        "            if results and status.kept_by_failover:",
         "            if True:  # MUTANT",
         [_PN + "test_a_pop_with_messages_is_answered_without_a_task_once_its_ck_is_stored"],
     ),
@@ -3679,6 +3679,36 @@ MUTANTS: list[Mutant] = [
         [
             "tests/actor/broker/test_transaction_check_confirmed.py::"
             "test_a_renewed_half_only_the_master_holds_keeps_the_half_offset"
+        ],
+    ),
+    Mutant(
+        "POP (no task): messages handed out on a CK only the master holds",
+        "actors/broker/pop/pop_nowait.py",
+        "            if results and status.kept_by_failover:",
+        "            if results and status.stored:  # MUTANT",
+        [
+            "tests/actor/broker/test_pop_revive_replicated.py::"
+            "test_a_pop_whose_ck_only_the_master_holds_hands_nothing_out"
+        ],
+    ),
+    Mutant(
+        "POP (task): messages handed out on a CK only the master holds",
+        "actors/broker/pop/processor.py",
+        "        return bool(answer.results) and answer.status.kept_by_failover",
+        "        return bool(answer.results) and answer.status.stored  # MUTANT",
+        [
+            "tests/actor/broker/test_pop_revive_replicated.py::"
+            "test_a_pop_whose_ck_only_the_master_holds_hands_nothing_out"
+        ],
+    ),
+    Mutant(
+        "POP: a classic SYNC_MASTER without its slave hands nothing out",
+        "actors/broker/dispatch/outcomes.py",
+        "        return self.acknowledged or self is PutStatus.SLAVE_NOT_AVAILABLE",
+        "        return self.acknowledged  # MUTANT",
+        [
+            "tests/actor/broker/test_ha_classic.py::"
+            "test_a_sync_master_without_its_slave_still_hands_out_pops"
         ],
     ),
 ]

@@ -66,6 +66,14 @@ class PutStatus(enum.Enum):
         are stored on the master only: a failover may cut them."""
         return self is PutStatus.PUT_OK or self is PutStatus.FLUSH_DISK_TIMEOUT
 
+    @property
+    def kept_by_failover(self) -> bool:
+        """Stored, and no failover cuts it: acknowledged, or SLAVE_NOT_AVAILABLE, which only a
+        classic SYNC_MASTER with no slave answers (nothing replaces a classic master). Not
+        FLUSH_SLAVE_TIMEOUT: the replicas did not take it in time, and the next master may lack
+        it. A POP hands its messages out only on a CK kept so (pop/pop_nowait.py)."""
+        return self.acknowledged or self is PutStatus.SLAVE_NOT_AVAILABLE
+
 
 _STORED: Final = frozenset(
     {

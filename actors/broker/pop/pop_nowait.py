@@ -8,8 +8,10 @@ with `put_nowait`. The pop is answered from that request's completion: once the 
 that the CKs are stored, the group's offsets move past the messages and the pop gets them; a
 refused request returns none of them and leaves every offset where it was (the task path
 refuses queue by queue; one request is stored whole or not at all). So, as on the task path, a
-message is handed out only once its CK is on the CommitLog, and the queues read stay marked as
-being popped until then.
+message is handed out only once its CK is on the CommitLog where no failover cuts it
+(`PutStatus.kept_by_failover`: a CK answered FLUSH_SLAVE_TIMEOUT is on the master only, while
+the moved offsets reach the slaves by slave sync; the messages would never come back), and the
+queues read stay marked as being popped until then.
 
 It declines (False, and the caller serves the pop as before, on a task of the hold service)
 before anything is handed out: an ordered pop, a SQL92 selector, a slave acting for its dead
@@ -172,7 +174,7 @@ class PopNowait:
         proc, h = self.proc, p.h
         outcome: PopOutcome | None
         try:
-            if results and status.stored:
+            if results and status.kept_by_failover:
                 for t in taken:
                     proc.offsets.commit(h.consumerGroup, t.key[0], t.key[2], t.next_offset)
                     acc.rest += t.rest_stored

@@ -547,7 +547,8 @@ class PopMessageProcessor:
         escape = self.record_escape()
         if escape is not None:
             return await escape.put_ck(ck.merge_key, ck.num, msg) is None
-        return (await put_and_wait(self.writer, [msg], nowait_first=True)).stored
+        answer = await put_and_wait(self.writer, [msg], nowait_first=True)
+        return bool(answer.results) and answer.status.kept_by_failover  # pop_nowait.py
 
     def _as_original(self, p: PopAttempt, retry_topic: str, ck_offset: int, record: bytes) -> bytes:
         """A pop retry topic's record re-encoded under the original topic with its receipt in

@@ -16,6 +16,8 @@ import trio.testing
 
 from rocketrio.actors.broker.boot.config import BrokerRole
 from rocketrio.actors.broker.broker import Broker
+from rocketrio.actors.client.config import ClientConfig
+from rocketrio.actors.client.simple_consumer import SimpleConsumer
 from rocketrio.protocol.codes import ResponseCode as RC
 from rocketrio.protocol.headers import (
     PullMessageResponseHeader,
@@ -178,3 +180,26 @@ async def test_a_slave_that_was_away_while_its_master_deleted_resyncs_from_the_o
         assert s2.store.message_store.get_min_offset(
             TOPIC, 0
         ) == m.store.message_store.get_min_offset(TOPIC, 0)
+
+
+async def test_a_sync_master_without_its_slave_still_hands_out_pops(
+    tmp_path: Path, mock_clock: trio.testing.MockClock
+) -> None:
+    """Its CKs are answered SLAVE_NOT_AVAILABLE (stored, no slave to wait for): nothing
+    replaces a classic master, so the POP hands the messages out (`PutStatus.kept_by_failover`),
+    unlike a controller-mode master's FLUSH_SLAVE_TIMEOUT (test_pop_revive_replicated.py)."""
+    async with classic(tmp_path, 43) as c:
+        await c.start(M, BrokerRole.SYNC_MASTER, 0)
+        for i in range(3):
+            assert (await c.send(M, f"p{i}".encode())).code == RC.SLAVE_NOT_AVAILABLE
+        consumer = SimpleConsumer(
+            "PG2",
+            c.ns,
+            transport=c.net.transport("10.3.0.20"),
+            client_config=ClientConfig(clientIP="10.3.0.20", instanceName="pop"),
+            await_duration=0.0,
+        )
+        async with consumer:
+            consumer.subscribe(TOPIC)
+            got = await consumer.receive(32, 60.0, await_duration=0)
+        assert sorted(m.body for m in got) == [b"p0", b"p1", b"p2"]
