@@ -27,11 +27,21 @@ from rocketrio.actors.client.simple_consumer import SimpleConsumer
 from rocketrio.protocol.bodies import TopicConfig
 from rocketrio.protocol.codes import ResponseCode as RC
 from rocketrio.protocol.pop_extra_info import pop_retry_topic
-from tests.harness.replication import awaits_equal, cluster, pair, send, wait_until
+from tests.harness.replication import Cluster, awaits_equal, cluster, pair, send, wait_until
 
 TOPIC, GROUP = "PopT", "PopG"
 INVISIBLE_S = 5.0
 SYNC_FLUSH_TIMEOUT_S = 5  # the broker default (syncFlushTimeout)
+
+
+def pop_consumer(c: Cluster, host: str) -> SimpleConsumer:
+    return SimpleConsumer(
+        GROUP,
+        c.namesrv_addr,
+        transport=c.net.transport(host),
+        client_config=ClientConfig(clientIP=host, instanceName="pop"),
+        await_duration=0.0,
+    )
 
 
 async def test_a_revive_reput_only_the_master_holds_keeps_its_ck(
@@ -44,15 +54,7 @@ async def test_a_revive_reput_only_the_master_holds_keeps_its_ck(
         for i in range(3):
             resp = await send(c, a, f"m{i}".encode(), 0, topic=TOPIC)
             assert resp.code == RC.SUCCESS, resp.remark
-        host = "10.0.9.30"
-        consumer = SimpleConsumer(
-            GROUP,
-            c.namesrv_addr,
-            transport=c.net.transport(host),
-            client_config=ClientConfig(clientIP=host, instanceName="pop"),
-            await_duration=0.0,
-        )
-        async with consumer:
+        async with pop_consumer(c, "10.0.9.30") as consumer:
             consumer.subscribe(TOPIC, "*")
             got = await consumer.receive(32, INVISIBLE_S, await_duration=0)
             assert sorted(m.body for m in got) == [b"m0", b"m1", b"m2"]  # popped, never acked
@@ -83,15 +85,7 @@ async def test_a_pop_whose_ck_only_the_master_holds_hands_nothing_out(
             resp = await send(c, a, f"m{i}".encode(), 0, topic=TOPIC)
             assert resp.code == RC.SUCCESS, resp.remark
         c.net.partition([a.b.addr.split(":")[0]], [b.b.addr.split(":")[0]])
-        host = "10.0.9.31"
-        consumer = SimpleConsumer(
-            GROUP,
-            c.namesrv_addr,
-            transport=c.net.transport(host),
-            client_config=ClientConfig(clientIP=host, instanceName="pop"),
-            await_duration=0.0,
-        )
-        async with consumer:
+        async with pop_consumer(c, "10.0.9.31") as consumer:
             consumer.subscribe(TOPIC, "*", sql=sql)
             with trio.move_on_after(SYNC_FLUSH_TIMEOUT_S + 2):
                 try:
