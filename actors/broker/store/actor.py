@@ -131,6 +131,8 @@ class StoreActor(Actor[StoreMsg]):
         on_write_fault: WriteFaultListener | None = None,
     ) -> None:
         super().__init__("store")
+        if store.dispatch_after_flush and not sync_flush:
+            raise ValueError("a store that dispatches after the fsync needs SYNC_FLUSH")
         self.store = store
         self.sync_flush = sync_flush
         self.now_ms = now_ms

@@ -2,8 +2,9 @@
 a client's acknowledged send.
 
 The schedule service re-puts a due delay message and then moves its delay offset; the POP
-revive service re-puts unacknowledged messages and then moves its revive offset. Those offsets
-live outside the CommitLog (delayOffset.json, the consumer offsets) and reach the slaves by
+revive service re-puts unacknowledged messages and then moves its revive offset; the
+transaction check renews a half and moves its half offset. Those offsets live outside the
+CommitLog (delayOffset.json, the consumer offsets) and reach the slaves by
 slave sync, so the CommitLog's own order does not protect them: an offset moved past a re-put
 that only the master held (FLUSH_SLAVE_TIMEOUT, SLAVE_NOT_AVAILABLE) survives the failover
 that cuts the re-put, and the message is gone (cluster simulation seed 303789: a consumer's
