@@ -120,20 +120,18 @@ class StoreRepair:
             limit = min(offset, self._commitlog.max_offset)
             self._gate.confirm = max(self._gate.confirm, limit)
             return
-        try:
-            self._dispatch.advance_confirm(offset)
-        except BaseException as e:
-            self._derived.fence(self._dispatch.dispatched_offset, f"a dispatch failed: {e!r}")
-            raise
+        self._dispatch_or_fence(self._dispatch.advance_confirm, offset)
 
     def release_flushed(self, flushed: int) -> None:
         """`StoreDispatch.release_flushed`, with `advance_confirm`'s rules: nothing while the
         derived data is unreliable (`repair` re-dispatches up to the flushed offset), and a
         dispatch that fails marks the derived data from the first record it did not finish."""
-        if self._derived.unsafe_from is not None:
-            return
+        if self._derived.unsafe_from is None:
+            self._dispatch_or_fence(self._dispatch.release_flushed, flushed)
+
+    def _dispatch_or_fence(self, dispatch: Callable[[int], None], offset: int) -> None:
         try:
-            self._dispatch.release_flushed(flushed)
+            dispatch(offset)
         except BaseException as e:
             self._derived.fence(self._dispatch.dispatched_offset, f"a dispatch failed: {e!r}")
             raise
