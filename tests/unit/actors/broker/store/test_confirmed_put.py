@@ -5,6 +5,7 @@ FLUSH_SLAVE_TIMEOUT, the failover cut the re-put, and a consumer's send-back nev
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Any
 
 import pytest
@@ -53,6 +54,10 @@ class Store:
         return self.confirm
 
 
+async def put_into(got: list[PutAnswer | str], store: Store, **kw: Any) -> None:
+    got.append(await put_confirmed(store, MSGS, **kw))
+
+
 @pytest.mark.parametrize("status", [PutStatus.PUT_OK, PutStatus.FLUSH_DISK_TIMEOUT])
 async def test_an_acknowledged_put_is_done_at_once(
     status: PutStatus, mock_clock: trio.testing.MockClock
@@ -75,12 +80,8 @@ async def test_a_put_only_the_master_holds_waits_for_confirm_offset(
 ) -> None:
     store = Store(status)
     got: list[PutAnswer | str] = []
-
-    async def go() -> None:
-        got.append(await put_confirmed(store, MSGS))
-
     async with trio.open_nursery() as n:
-        n.start_soon(go)
+        n.start_soon(put_into, got, store)
         await trio.sleep(30)
         assert got == []  # not done while the replicas have not confirmed it
         store.confirm = AT + SIZE - 1
@@ -99,12 +100,8 @@ async def test_a_mastership_that_ends_first_leaves_the_put_not_done(
 ) -> None:
     store = Store(PutStatus.FLUSH_SLAVE_TIMEOUT)
     got: list[PutAnswer | str] = []
-
-    async def go() -> None:
-        got.append(await put_confirmed(store, MSGS))
-
     async with trio.open_nursery() as n:
-        n.start_soon(go)
+        n.start_soon(put_into, got, store)
         await trio.sleep(5)
         store.epoch = after
         store.confirm = 10**9  # the next mastership's confirmOffset says nothing of this put
@@ -116,12 +113,8 @@ async def test_a_stopping_caller_stops_waiting(mock_clock: trio.testing.MockCloc
     store = Store(PutStatus.FLUSH_SLAVE_TIMEOUT)
     stopping = [False]
     got: list[PutAnswer | str] = []
-
-    async def go() -> None:
-        got.append(await put_confirmed(store, MSGS, give_up=lambda: stopping[0]))
-
     async with trio.open_nursery() as n:
-        n.start_soon(go)
+        n.start_soon(partial(put_into, got, store, give_up=lambda: stopping[0]))
         await trio.sleep(5)
         assert got == []
         stopping[0] = True
