@@ -106,13 +106,14 @@ def test_two_orderly_consumers_keep_per_key_order_while_one_restarts(tmp_path: P
             async with trio.open_nursery() as n:
                 n.start_soon(produce, up)
                 await trio.sleep(5)
+                # the waits in threads: a blocked loop would time out the producer's sends
                 workers[1].send_signal(signal.SIGKILL)  # crash: no commit, no unlock
-                workers[1].wait()
-                workers.append(start_worker(up, outs[2]))
+                await trio.to_thread.run_sync(workers[1].wait)
+                workers.append(await trio.to_thread.run_sync(start_worker, up, outs[2]))
                 await trio.sleep(5)
                 workers[0].send_signal(signal.SIGTERM)  # graceful: commit, then unlock
-                workers[0].wait(30)
-                workers.append(start_worker(up, outs[3]))
+                await trio.to_thread.run_sync(workers[0].wait, 30)
+                workers.append(await trio.to_thread.run_sync(start_worker, up, outs[3]))
             deadline = time.monotonic() + 120
             while time.monotonic() < deadline:
                 got = {r["body"] for r in records(outs)}
