@@ -25,8 +25,8 @@ from typing import Any
 
 from rocketrio.actors.broker.boot.config import BrokerConfig
 from rocketrio.actors.broker.pop.ack import PopAckProcessor
+from rocketrio.actors.broker.pop.attempt import PopConfig
 from rocketrio.actors.broker.pop.direct_ack import DirectAck
-from rocketrio.actors.broker.pop.processor import PopConfig
 from rocketrio.actors.broker.static_topic.logic_store import LogicQueueStore
 from rocketrio.actors.broker.store.view import ReadGate, StoreView
 from rocketrio.actors.broker.tables.topic_config import TopicConfig, TopicConfigManager

@@ -241,6 +241,14 @@ class BrokerConfig(RemotingServerConfig):
     enableRetryTopicV2: bool = False
     retrieveMessageFromPopRetryTopicV1: bool = True
     maxPopPollingSize: int = attrs.field(default=100_000, validator=positive)
+    # the POP buffer (upstream PopBufferMergeService; actors/broker/pop/buffer_merge.py): CKs
+    # kept in memory while acknowledged, written after popCkStayBufferTime ms or within
+    # popCkStayBufferTimeOut ms of their revive time; off by default, as upstream
+    enablePopBufferMerge: bool = False
+    popCkStayBufferTime: int = attrs.field(default=10_000, validator=positive)
+    popCkStayBufferTimeOut: int = attrs.field(default=3_000, validator=positive)
+    popCkMaxBufferSize: int = attrs.field(default=200_000, validator=positive)
+    popCkOffsetMaxQueueSize: int = attrs.field(default=20_000, validator=positive)
     # transactional messages (upstream BrokerConfig keys and defaults; transaction_policy.py):
     # a half message without an op gets its first check after transactionTimeOut ms (or its
     # CHECK_IMMUNITY_TIME_IN_SECONDS, whichever is longer), a check round runs every

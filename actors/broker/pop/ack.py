@@ -49,8 +49,9 @@ import trio
 
 from rocketrio.actors.broker.dispatch.outcomes import Done, PutStatus, Refusal
 from rocketrio.actors.broker.pop.ack_batch import AckBatcher
+from rocketrio.actors.broker.pop.attempt import PopConfig
+from rocketrio.actors.broker.pop.buffer_merge import PopBuffer
 from rocketrio.actors.broker.pop.order_service import PopOrderService
-from rocketrio.actors.broker.pop.processor import PopConfig
 from rocketrio.actors.broker.pop.revive_log import Host, ack_message, ck_message
 from rocketrio.actors.broker.store.escape_bridge import PopRecordEscape
 from rocketrio.actors.broker.store.messages import StoreWriter
@@ -107,7 +108,11 @@ class PopAckProcessor:
         record_escape: Callable[[], PopRecordEscape | None] = lambda: None,
         acting: Callable[[], bool] = lambda: False,
         may_act: bool = True,
+        buffer: PopBuffer | None = None,
     ) -> None:
+        # enablePopBufferMerge (buffer_merge.py): an ACK of a CK it holds sets a bit there and
+        # is answered at once; None when off
+        self.buffer = buffer
         self.record_escape = record_escape  # set while this slave acts (module docstring)
         self.acting = acting  # this slave acts for its dead master (RIP-32): see acting_ack
         # False: this broker never acts nor escapes POP records (no enableSlaveActingMaster,
@@ -274,6 +279,10 @@ class PopAckProcessor:
             escape = self.record_escape()
             if escape is not None or self.acting():  # RIP-32's acting slave (module docstring)
                 return self._acting_ack(qid, AckMsg.of_key(key, (offset,)), escape, on_done)
+        buf = self.buffer
+        if buf is not None and buf.ack(key, offset):  # its CK is in memory: nothing to write
+            on_done(DONE)
+            return None
         if self.batcher.queue((qid, key, offset, on_done)):  # `AckBatcher.submit`'s queue
             return None  # answered once the turn's put is stored (ack_batch.py)
         msg = self._ack_record(AckMsg.of_key(key, (offset,)), qid)
@@ -317,6 +326,13 @@ class PopAckProcessor:
                 continue  # upstream skips offsets `_check_offset` refuses: here all of them
             lo, hi = found
             offsets = [o for o in b.ack_offsets() if lo <= o <= hi]
+            buf = self.buffer
+            if buf is not None and offsets:  # those of a CK held in memory: set there
+                key = (
+                    topic, b.consumer_group, b.queue_id, b.start_offset, b.pop_time,
+                    body.broker_name,
+                )  # fmt: skip
+                offsets = [o for o in offsets if not buf.ack(key, o)]
             if not offsets:
                 continue
             ack = AckMsg(
@@ -406,6 +422,9 @@ class PopAckProcessor:
             ack_message(old, c.revive_topic, extra.revive_qid, now, self.store_host),
         ]
         changed = InvisibleTimeChanged(now, h.invisibleTime, revive_qid)
+        buf = self.buffer
+        if buf is not None and buf.ack(old.merge_key, h.offset):
+            del msgs[1]  # the old CK is in memory: its bit set there, no ACK record
         escape = self.record_escape()
         if escape is not None:  # the old CK's pinned master keeps both (module docstring)
             if self.acting_ack is not None and self.acting_ack(extra.revive_qid, old):

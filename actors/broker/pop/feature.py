@@ -1,7 +1,8 @@
 """POP consumption as the broker builds it: the held pops (hold.py), ordered POP's state and its
 file (order.py, order_service.py), POP_MESSAGE (processor.py), the acks (ack.py) and the
 master's revive task (revive.py, revive_service.py, fed what the POP and ACK paths store:
-revive_feed.py); their request codes in handlers.py. The
+revive_feed.py), with ``enablePopBufferMerge`` the buffer of CKs kept in memory while acknowledged
+(buffer_merge.py, buffer_service.py); their request codes in handlers.py. The
 probes PEEK_MESSAGE, NOTIFICATION and POLLING_INFO (probe.py, probe_handlers.py) read the same
 tables; held NOTIFICATIONs wait in ``notifications``, a hold service of their own.
 """
@@ -17,6 +18,9 @@ from rocketrio.actors.broker.boot.broker_io import BrokerIO
 from rocketrio.actors.broker.dispatch.message_filter import FilterSelectors
 from rocketrio.actors.broker.dispatch.table import Handlers
 from rocketrio.actors.broker.pop.ack import PopAckProcessor
+from rocketrio.actors.broker.pop.attempt import PopConfig
+from rocketrio.actors.broker.pop.buffer_merge import BufferConfig, PopBuffer
+from rocketrio.actors.broker.pop.buffer_service import PopBufferService
 from rocketrio.actors.broker.pop.direct_ack import Stopping, direct_handlers
 from rocketrio.actors.broker.pop.handlers import pop_handlers
 from rocketrio.actors.broker.pop.hold import PopLongPollingService
@@ -24,7 +28,7 @@ from rocketrio.actors.broker.pop.order_service import PopOrderService
 from rocketrio.actors.broker.pop.pop_nowait import PopNowait
 from rocketrio.actors.broker.pop.probe import PopProbe
 from rocketrio.actors.broker.pop.probe_handlers import probe_handlers
-from rocketrio.actors.broker.pop.processor import PopConfig, PopMessageProcessor
+from rocketrio.actors.broker.pop.processor import PopMessageProcessor
 from rocketrio.actors.broker.pop.revive_feed import ReviveFeedWriter
 from rocketrio.actors.broker.pop.revive_service import PopReviveService, ReviveConfig
 from rocketrio.actors.broker.store.actor import StoreActor
@@ -37,6 +41,41 @@ from rocketrio.actors.broker.store.queue_reader import QueueReader
 from rocketrio.actors.broker.tables.broker_tables import BrokerTables
 from rocketrio.actors.kernel.remoting import DirectHandler
 from rocketrio.protocol.codes import RequestCode
+
+
+def _buffer(io: BrokerIO, t: BrokerTables) -> PopBuffer:
+    c = io.config
+    config = BufferConfig(
+        c.popCkStayBufferTime,
+        c.popCkStayBufferTimeOut,
+        c.popCkMaxBufferSize,
+        c.popCkOffsetMaxQueueSize,
+    )
+    return PopBuffer(config, t.offsets)
+
+
+def _revive(
+    io: BrokerIO,
+    t: BrokerTables,
+    view: QueueReader,
+    writer: StoreActor,
+    is_master: Callable[[], bool],
+    store_host: tuple[bytes, int],
+    escape: Callable[[], EscapeBridge | None],
+) -> PopReviveService:
+    return PopReviveService(
+        ReviveConfig.of(io.config),
+        topics=t.topics,
+        groups=t.groups,
+        offsets=t.offsets,
+        store=view,
+        writer=writer,
+        is_master=is_master,
+        now_ms=io.now_ms,
+        store_host=store_host,
+        log=io.log.bind(actor="pop_revive"),
+        escape=escape,
+    )
 
 
 def _order_service(io: BrokerIO, t: BrokerTables, hold: PopLongPollingService) -> PopOrderService:
@@ -72,11 +111,12 @@ class PopFeature:
         filters: FilterSelectors | None = None,
         record_escape: Callable[[], PopRecordEscape | None] = lambda: None,
     ) -> None:
-        config, now_ms, log, t = io.config, io.now_ms, io.log, tables
+        config, now_ms, t = io.config, io.now_ms, tables
         pop_config = PopConfig.of(config)
         # the CK and ACK records' puts: the revive task is given what they stored (revive_feed.py)
         records = ReviveFeedWriter(writer, lambda qid, at, r: self.revive.written(qid, at, r))
         self.hold = PopLongPollingService(config.maxPopPollingSize)
+        self.buffer = _buffer(io, t) if config.enablePopBufferMerge else None
         self.order = _order_service(io, t, self.hold)
         self.pop = PopMessageProcessor(
             pop_config,
@@ -92,6 +132,7 @@ class PopFeature:
             rng=io.rng,
             filters=filters,
             record_escape=record_escape,
+            buffer=self.buffer,
         )
         self.pop.nowait = PopNowait(self.pop).try_serve
         self.notifications = PopLongPollingService(config.maxPopPollingSize)
@@ -110,20 +151,27 @@ class PopFeature:
             record_escape=record_escape,
             acting=acting,
             may_act=config.enableSlaveActingMaster,
+            buffer=self.buffer,
         )
-        self.revive = PopReviveService(
-            ReviveConfig.of(config),
-            topics=t.topics,
-            groups=t.groups,
-            offsets=t.offsets,
-            store=view,
-            writer=writer,
-            is_master=is_master,
-            now_ms=now_ms,
-            store_host=store_host,
-            log=log.bind(actor="pop_revive"),
-            escape=escape,
-        )
+        self.buffer_service = self._buffer_service(
+            records, pop_config, store_host, now_ms,
+            lambda: is_master() and not acting() and record_escape() is None,
+        )  # fmt: skip
+        self.revive = _revive(io, t, view, writer, is_master, store_host, escape)
+
+    def _buffer_service(
+        self,
+        records: ReviveFeedWriter,
+        pop_config: PopConfig,
+        store_host: tuple[bytes, int],
+        now_ms: Callable[[], int],
+        serving: Callable[[], bool],
+    ) -> PopBufferService | None:
+        """The buffer's task (buffer_service.py), serving on the master only; None when off."""
+        if self.buffer is None:
+            return None
+        topic = pop_config.revive_topic
+        return PopBufferService(self.buffer, records, topic, store_host, now_ms, serving)
 
     def _probe(
         self, io: BrokerIO, t: BrokerTables, view: QueueReader, pop_config: PopConfig
@@ -139,6 +187,7 @@ class PopFeature:
             order=self.order,
             now_ms=io.now_ms,
             rng=io.rng,
+            buffer=self.buffer,
         )
 
     def read_foreign_with(self, read: ForeignRead | None) -> None:
@@ -189,4 +238,6 @@ class PopFeature:
             await n.start(self.revive.run)
             await n.start(self.acks.batcher.run)
             await n.start(self.order.run)
+            if self.buffer_service is not None:
+                await n.start(self.buffer_service.run)
             task_status.started()

@@ -22,7 +22,8 @@ from rocketrio.actors.broker.dispatch.answers import answer_done
 from rocketrio.actors.broker.dispatch.held_reply import HeldReply
 from rocketrio.actors.broker.dispatch.outcomes import Done, Refusal
 from rocketrio.actors.broker.pop.ack import InvisibleTimeChanged, PopAckProcessor
-from rocketrio.actors.broker.pop.processor import PopMessageProcessor, PopOutcome, Popped
+from rocketrio.actors.broker.pop.attempt import PopOutcome, Popped
+from rocketrio.actors.broker.pop.processor import PopMessageProcessor
 from rocketrio.actors.broker.pop.revive_service import PopReviveService
 from rocketrio.actors.kernel.remoting import RequestContext
 from rocketrio.protocol.answer_frames import empty_answer_frame

@@ -23,6 +23,7 @@ too: the group's first offset of a queue, or an offset the store no longer has m
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from functools import partial
 
 import attrs
@@ -31,16 +32,15 @@ import trio
 from rocketrio.actors.broker.dispatch.long_poll import Waiter
 from rocketrio.actors.broker.dispatch.message_filter import MessageSelector
 from rocketrio.actors.broker.dispatch.outcomes import PutStatus
+from rocketrio.actors.broker.pop.attempt import PopAcc, PopAttempt, PopOutcome
 from rocketrio.actors.broker.pop.processor import (
     RESET_OFFSET,
     SKIPPED,
-    PopAcc,
-    PopAttempt,
     PopMessageProcessor,
-    PopOutcome,
     queue_offsets,
 )
 from rocketrio.actors.kernel.runtime import ActorStopped
+from rocketrio.protocol.pop_checkpoint import PopCheckPoint
 from rocketrio.protocol.pop_headers import PopMessageRequestHeader
 from rocketrio.storage.message_store import MessageToStore, PutResult
 
@@ -75,35 +75,51 @@ class PopNowait:
         p = proc.attempt_of(h, sel)
         acc = PopAcc(h.maxMsgNums)
         taken: list[_Taken] = []
+        kept: list[PopCheckPoint] = []  # CKs the buffer took (buffer_merge.py)
         try:
             retry_topics = proc.retry_topics(h)
             retry_first = p.rand_q < proc.config.pop_from_retry_probability
             if retry_first:
                 for topic in retry_topics:
-                    self._topic(p, acc, topic, True, taken)
-            self._topic(p, acc, h.topic, False, taken)
+                    self._topic(p, acc, topic, True, taken, kept)
+            self._topic(p, acc, h.topic, False, taken, kept)
             if not retry_first and not acc.full:
                 for topic in retry_topics:
-                    self._topic(p, acc, topic, True, taken)
+                    self._topic(p, acc, topic, True, taken, kept)
             if taken:
                 on_done = partial(self._stored, p, acc, taken, reply)
                 proc.writer.put_nowait([t.record for t in taken], on_done)
                 return True
+            if acc.buffers:  # every CK kept by the buffer (buffer_merge.py): answered now
+                outcome = proc.hold_or_answer(h, p.sel, reply, proc.popped(p, acc))
+                if outcome is not None and not reply.gone:
+                    reply.deliver(outcome)
+                return True
         except (_Refused, trio.WouldBlock, ActorStopped):
             pass
         except BaseException:
-            self._release(taken)
+            self._release(taken, kept)
             raise
-        self._release(taken)
+        self._release(taken, kept)
         return False
 
-    def _release(self, taken: list[_Taken]) -> None:
+    def _release(self, taken: list[_Taken], kept: Sequence[PopCheckPoint] = ()) -> None:
         busy = self.proc.busy
         for t in taken:
             busy.discard(t.key)
+        buf = self.proc.buffer
+        if buf is not None:
+            for ck in reversed(kept):  # the attempt hands nothing out: nothing held back
+                buf.withdraw(ck)
 
     def _topic(
-        self, p: PopAttempt, acc: PopAcc, topic: str, is_retry: bool, taken: list[_Taken]
+        self,
+        p: PopAttempt,
+        acc: PopAcc,
+        topic: str,
+        is_retry: bool,
+        taken: list[_Taken],
+        kept: list[PopCheckPoint],
     ) -> None:
         """`PopMessageProcessor._pop_topic`, inline."""
         proc = self.proc
@@ -114,9 +130,9 @@ class PopNowait:
             ids = proc.store.pop_queue_ids(topic, tc.readQueueNums)
             n = len(ids)
             for i in range(n):
-                self._queue(p, acc, topic, ids[(p.rand_q + i) % n], is_retry, taken)
+                self._queue(p, acc, topic, ids[(p.rand_q + i) % n], is_retry, taken, kept)
         else:
-            self._queue(p, acc, topic, p.h.queueId, is_retry, taken)
+            self._queue(p, acc, topic, p.h.queueId, is_retry, taken, kept)
 
     def _queue(
         self,
@@ -126,6 +142,7 @@ class PopNowait:
         queue_id: int,
         is_retry: bool,
         taken: list[_Taken],
+        kept: list[PopCheckPoint],
     ) -> None:
         """`_pop_queue` and `_pop_locked` of a plain pop, inline; a queue that gave messages
         stays marked as being popped until its CK is stored (`_stored`)."""
@@ -133,7 +150,7 @@ class PopNowait:
         group = h.consumerGroup
         key = (topic, group, queue_id)
         store, offsets = proc.store, proc.offsets
-        if acc.full or key in proc.busy:
+        if acc.full or key in proc.busy or proc.held_back(topic, group, queue_id):
             offset = offsets.query(group, topic, queue_id)
             acc.rest += max(0, store.get_max_offset(topic, queue_id) - max(offset, 0))
             return
@@ -144,20 +161,25 @@ class PopNowait:
         result = store.read_nowait(topic, queue_id, offset, want, max_bytes, sel.cq_match)
         if result is not None and result.status in RESET_OFFSET:
             offset = result.next_begin_offset
-            offsets.commit(group, topic, queue_id, offset)
+            proc.commit_offset(group, topic, queue_id, offset)
             result = store.read_nowait(topic, queue_id, offset, want, max_bytes, sel.cq_match)
         if result is None:
             raise _Refused
         if result.message_count:
             qoffsets = queue_offsets(result.buffers)
-            _, record = proc.checkpoint(p, topic, queue_id, offset, qoffsets)
-            proc.busy.add(key)
+            ck = proc.ck_of(p, topic, queue_id, offset, qoffsets)
             nxt, top = result.next_begin_offset, result.max_offset
-            taken.append(_Taken(key, nxt, max(0, top - nxt), top - offset, record))
+            if proc.buffered(p, ck, nxt):  # handed out now, the CK kept in memory
+                kept.append(ck)
+                acc.rest += max(0, top - nxt)
+            else:
+                proc.busy.add(key)
+                record = proc.ck_record(p, ck)
+                taken.append(_Taken(key, nxt, max(0, top - nxt), top - offset, record))
             proc.take(p, acc, (topic, queue_id, offset, is_retry), qoffsets, result.buffers)
             return
         if result.status in SKIPPED and result.next_begin_offset > offset:
-            offsets.commit(group, topic, queue_id, result.next_begin_offset)
+            proc.commit_offset(group, topic, queue_id, result.next_begin_offset)
         acc.rest += max(0, result.max_offset - result.next_begin_offset)
 
     def _stored(
@@ -176,7 +198,7 @@ class PopNowait:
         try:
             if results and status.kept_by_failover:
                 for t in taken:
-                    proc.offsets.commit(h.consumerGroup, t.key[0], t.key[2], t.next_offset)
+                    proc.commit_offset(h.consumerGroup, t.key[0], t.key[2], t.next_offset)
                     acc.rest += t.rest_stored
             else:  # none of the messages goes out (module docstring)
                 acc.buffers.clear()

@@ -30,9 +30,10 @@ import trio
 
 from rocketrio.actors.broker.dispatch.long_poll import Held, Waiter
 from rocketrio.actors.broker.dispatch.outcomes import Refusal
+from rocketrio.actors.broker.pop.attempt import PopConfig
+from rocketrio.actors.broker.pop.buffer_merge import PopBuffer
 from rocketrio.actors.broker.pop.hold import PopLongPollingService
 from rocketrio.actors.broker.pop.order_service import PopOrderService
-from rocketrio.actors.broker.pop.processor import PopConfig
 from rocketrio.actors.broker.store.queue_reader import QueueReader
 from rocketrio.actors.broker.tables.tables import GroupTable, OffsetTable, TopicTable
 from rocketrio.protocol.bodies import PERM_READ
@@ -82,8 +83,10 @@ class PopProbe:
         order: PopOrderService,
         now_ms: Callable[[], int],
         rng: random.Random | None = None,
+        buffer: PopBuffer | None = None,
     ) -> None:
         self.config = config
+        self.buffer = buffer  # the pop offsets it holds back are the ones a pop reads from
         self.topics = topics
         self.groups = groups
         self.offsets = offsets
@@ -125,7 +128,11 @@ class PopProbe:
     # ------------------------------------------------------------------ shared reads
 
     def offset_of(self, group: str, topic: str, queue_id: int) -> int:
-        """The group's pop offset of a queue without initialising it (upstream getPopOffset)."""
+        """The group's pop offset of a queue without initialising it (upstream getPopOffset,
+        which also reads PopBufferMergeService's latest offset first)."""
+        buf = self.buffer
+        if buf is not None and (latest := buf.latest(topic, group, queue_id)) is not None:
+            return latest
         offset = self.offsets.query(group, topic, queue_id)
         return offset if offset >= 0 else self.store.get_min_offset(topic, queue_id)
 

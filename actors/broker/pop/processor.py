@@ -53,7 +53,6 @@ from itertools import chain, repeat
 import attrs
 import trio
 
-from rocketrio.actors.broker.boot.config import BrokerConfig
 from rocketrio.actors.broker.dispatch.filtered_read import read_selected
 from rocketrio.actors.broker.dispatch.long_poll import Held, Waiter
 from rocketrio.actors.broker.dispatch.message_filter import (
@@ -63,6 +62,8 @@ from rocketrio.actors.broker.dispatch.message_filter import (
     no_filters,
 )
 from rocketrio.actors.broker.dispatch.outcomes import Refusal
+from rocketrio.actors.broker.pop.attempt import PopAcc, PopAttempt, PopConfig, PopOutcome, Popped
+from rocketrio.actors.broker.pop.buffer_merge import PopBuffer
 from rocketrio.actors.broker.pop.hold import PopLongPollingService
 from rocketrio.actors.broker.pop.order_service import PopOrderService
 from rocketrio.actors.broker.pop.revive_log import Host, ck_message
@@ -91,7 +92,6 @@ from rocketrio.protocol.pop_extra_info import (
     order_count_entry,
     pop_retry_topic_v1,
     pop_retry_topic_v2,
-    revive_topic,
     start_offset_entry,
 )
 from rocketrio.protocol.pop_headers import PopMessageRequestHeader
@@ -119,92 +119,6 @@ SKIPPED = (
 )
 
 
-@attrs.frozen
-class PopConfig:
-    """The broker config values the POP path reads."""
-
-    broker_name: str
-    cluster: str
-    broker_permission: int
-    broker_ip: str
-    revive_queue_num: int = 8
-    pop_from_retry_probability: int = 20
-    enable_retry_topic_v2: bool = False
-    retrieve_from_retry_v1: bool = True
-    max_transfer_bytes: int = 256 * 1024
-    max_poll_ms: int = 60_000
-    max_held_pops: int = 100_000
-
-    @property
-    def revive_topic(self) -> str:
-        return revive_topic(self.cluster)
-
-    @classmethod
-    def of(cls, c: BrokerConfig) -> PopConfig:
-        return cls(
-            c.brokerName,
-            c.brokerClusterName,
-            c.brokerPermission,
-            c.brokerIP1,
-            c.reviveQueueNum,
-            c.popFromRetryProbability,
-            c.enableRetryTopicV2,
-            c.retrieveMessageFromPopRetryTopicV1,
-            c.maxTransferBytesOnMessageInMemory,
-            c.pullSuspendMaxTimeMillis,
-            int(c.maxPopPollingSize),
-        )
-
-
-@attrs.frozen
-class Popped:
-    """A pop's answer: ``buffers`` the stored records to return (FOUND when not empty)."""
-
-    pop_time: int
-    invisible_time: int
-    revive_qid: int
-    rest_num: int
-    start_offset_info: str
-    msg_offset_info: str
-    buffers: tuple[bytes, ...]
-    polling_full: bool = False
-    order_count_info: str | None = None  # an ordered pop's (None otherwise)
-
-    @property
-    def found(self) -> bool:
-        return bool(self.buffers)
-
-
-PopOutcome = Popped | Refusal
-
-
-@attrs.define
-class PopAcc:
-    """What one pop gathered so far."""
-
-    max_nums: int
-    buffers: list[bytes] = attrs.field(factory=list)
-    start_infos: list[str] = attrs.field(factory=list)
-    msg_infos: list[str] = attrs.field(factory=list)
-    order_infos: list[str] = attrs.field(factory=list)
-    rest: int = 0
-
-    @property
-    def full(self) -> bool:
-        return len(self.buffers) >= self.max_nums
-
-
-@attrs.frozen
-class PopAttempt:
-    """The fixed parts of one pop attempt."""
-
-    h: PopMessageRequestHeader
-    sel: MessageSelector
-    pop_time: int
-    revive_qid: int
-    rand_q: int
-
-
 class PopMessageProcessor:
     def __init__(
         self,
@@ -222,8 +136,10 @@ class PopMessageProcessor:
         rng: random.Random | None = None,
         filters: FilterSelectors | None = None,
         record_escape: Callable[[], PopRecordEscape | None] = lambda: None,
+        buffer: PopBuffer | None = None,
     ) -> None:
         self.config = config
+        self.buffer = buffer  # enablePopBufferMerge (buffer_merge.py); None when off
         self.record_escape = record_escape  # set while this slave acts for its dead master
         self.filters = filters if filters is not None else no_filters()
         self.topics = topics
@@ -434,6 +350,9 @@ class PopMessageProcessor:
             await self._pop_queue(p, acc, topic, p.h.queueId, is_retry)
 
     def pop_offset(self, group: str, topic: str, queue_id: int, init_mode: int) -> int:
+        buf = self.buffer
+        if buf is not None and (latest := buf.latest(topic, group, queue_id)) is not None:
+            return latest  # after the pops whose offsets the buffer holds back
         offset = self.offsets.query(group, topic, queue_id)
         if offset >= 0:
             return offset
@@ -453,7 +372,7 @@ class PopMessageProcessor:
         h = p.h
         group = h.consumerGroup
         key = (topic, group, queue_id)
-        if acc.full or key in self.busy:
+        if acc.full or key in self.busy or self.held_back(topic, group, queue_id):
             offset = self.offsets.query(group, topic, queue_id)
             acc.rest += max(0, self.store.get_max_offset(topic, queue_id) - max(offset, 0))
             return
@@ -478,7 +397,7 @@ class PopMessageProcessor:
         result = await read_selected(self.store, topic, queue_id, offset, want, max_bytes, sel)
         if result.status in RESET_OFFSET:
             offset = result.next_begin_offset
-            self.offsets.commit(group, topic, queue_id, offset)
+            self.commit_offset(group, topic, queue_id, offset)
             result = await read_selected(self.store, topic, queue_id, offset, want, max_bytes, sel)
         if result.message_count:
             qoffsets = queue_offsets(result.buffers)
@@ -496,21 +415,57 @@ class PopMessageProcessor:
                 acc.buffers.extend(result.buffers)
                 acc.rest += max(0, result.max_offset - result.next_begin_offset)
                 return
-            ck, msg = self.checkpoint(p, topic, queue_id, offset, qoffsets)
-            if not await self._put_ck(ck, msg):
-                acc.rest += result.max_offset - offset
-                return
-            self.offsets.commit(group, topic, queue_id, result.next_begin_offset)
+            ck = self.ck_of(p, topic, queue_id, offset, qoffsets)
+            if not self.buffered(p, ck, result.next_begin_offset):
+                if not await self._put_ck(ck, self.ck_record(p, ck)):
+                    acc.rest += result.max_offset - offset
+                    return
+                self.commit_offset(group, topic, queue_id, result.next_begin_offset)
             self.take(p, acc, (topic, queue_id, offset, is_retry), qoffsets, result.buffers)
         elif result.status in SKIPPED and result.next_begin_offset > offset:
-            self.offsets.commit(group, topic, queue_id, result.next_begin_offset)
+            self.commit_offset(group, topic, queue_id, result.next_begin_offset)
         acc.rest += max(0, result.max_offset - result.next_begin_offset)
+
+    def commit_offset(self, group: str, topic: str, queue_id: int, offset: int) -> None:
+        """A pop's offset move: behind the offsets the buffer holds back for the queue, if it
+        holds any (buffer_merge.py), else to the table."""
+        buf = self.buffer
+        if buf is None or not buf.defer_offset(topic, group, queue_id, offset):
+            self.offsets.commit(group, topic, queue_id, offset)
+
+    def held_back(self, topic: str, group: str, queue_id: int) -> bool:
+        """The buffer holds back as many of the queue's pops as it may: skip it for now."""
+        buf = self.buffer
+        return buf is not None and buf.queue_full(topic, group, queue_id)
+
+    def buffered(self, p: PopAttempt, ck: PopCheckPoint, next_offset: int) -> bool:
+        """The CK kept by the buffer instead of written (its offset held back there), when the
+        buffer is on and takes it; never on a slave acting for its dead master."""
+        buf = self.buffer
+        return (
+            buf is not None
+            and buf.takes(ck.invisible_time)
+            and self.record_escape() is None
+            and buf.add_ck(ck, p.revive_qid, next_offset, self.now_ms())
+        )
 
     def checkpoint(
         self, p: PopAttempt, topic: str, queue_id: int, offset: int, qoffsets: list[int]
     ) -> tuple[PopCheckPoint, MessageToStore]:
         """The CK of a read from ``offset`` whose records have ``qoffsets``, and its record."""
-        ck = PopCheckPoint(
+        ck = self.ck_of(p, topic, queue_id, offset, qoffsets)
+        return ck, self.ck_record(p, ck)
+
+    def ck_record(self, p: PopAttempt, ck: PopCheckPoint) -> MessageToStore:
+        """The CK's revive-log record."""
+        c = self.config
+        return ck_message(ck, c.revive_topic, p.revive_qid, self.now_ms(), self.store_host)
+
+    def ck_of(
+        self, p: PopAttempt, topic: str, queue_id: int, offset: int, qoffsets: list[int]
+    ) -> PopCheckPoint:
+        """The CK of a read from ``offset`` whose records have ``qoffsets``."""
+        return PopCheckPoint(
             start_offset=offset,
             pop_time=p.pop_time,
             invisible_time=p.h.invisibleTime,
@@ -521,8 +476,6 @@ class PopMessageProcessor:
             broker_name=self.config.broker_name,
             queue_offset_diff=tuple(map(operator.sub, qoffsets, repeat(offset))),
         )
-        c = self.config
-        return ck, ck_message(ck, c.revive_topic, p.revive_qid, self.now_ms(), self.store_host)
 
     def take(
         self,

@@ -20,7 +20,7 @@ from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
 
 from rocketrio.actors.broker.dispatch.outcomes import Refusal
 from rocketrio.actors.broker.pop.ack import PopAckProcessor
-from rocketrio.actors.broker.pop.processor import PopConfig
+from rocketrio.actors.broker.pop.attempt import PopConfig
 from rocketrio.actors.broker.store.queue_reader import PlainQueues
 from rocketrio.protocol.codes import ResponseCode
 from rocketrio.protocol.pop_extra_info import NORMAL_TOPIC

@@ -21,7 +21,7 @@ from hypothesis import strategies as st
 
 from rocketrio.actors.broker.dispatch.outcomes import Done, PutStatus, Refusal
 from rocketrio.actors.broker.pop.ack import PopAckProcessor
-from rocketrio.actors.broker.pop.processor import PopConfig
+from rocketrio.actors.broker.pop.attempt import PopConfig
 from rocketrio.actors.broker.store.messages import PutCallback
 from rocketrio.actors.broker.store.queue_reader import NoStaticTopics, PlainQueues
 from rocketrio.protocol.codes import ResponseCode

@@ -22,9 +22,9 @@ import trio.testing
 from rocketrio.actors.broker.dispatch.outcomes import PutStatus
 from rocketrio.actors.broker.dispatch.table import RequestTable
 from rocketrio.actors.broker.pop.ack import PopAckProcessor
+from rocketrio.actors.broker.pop.attempt import PopConfig
 from rocketrio.actors.broker.pop.direct_ack import direct_handlers
 from rocketrio.actors.broker.pop.handlers import pop_handlers
-from rocketrio.actors.broker.pop.processor import PopConfig
 from rocketrio.actors.broker.store.messages import PutCallback
 from rocketrio.actors.broker.store.queue_reader import NoStaticTopics, PlainQueues
 from rocketrio.actors.kernel.remoting import Connection, RequestContext, ServerSide

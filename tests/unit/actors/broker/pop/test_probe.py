@@ -18,9 +18,9 @@ import trio.testing
 
 from rocketrio.actors.broker.dispatch.long_poll import Held
 from rocketrio.actors.broker.dispatch.outcomes import Refusal
+from rocketrio.actors.broker.pop.attempt import PopConfig
 from rocketrio.actors.broker.pop.hold import PopLongPollingService
 from rocketrio.actors.broker.pop.probe import Peeked, PopProbe
-from rocketrio.actors.broker.pop.processor import PopConfig
 from rocketrio.protocol.bodies import PERM_READ, PERM_WRITE
 from rocketrio.protocol.codes import ResponseCode
 from rocketrio.protocol.pop_extra_info import pop_retry_topic_v1, pop_retry_topic_v2
