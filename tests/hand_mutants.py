@@ -93,6 +93,13 @@ _PR = "tests/unit/protocol/test_pop_records.py::"
 _SS2 = "tests/unit/protocol/test_speedups_send.py::"
 _DJ = "tests/unit/protocol/test_speedups_direct_json.py::"
 _RF = "tests/unit/storage/test_record_fields.py"
+_PBU = "tests/unit/actors/broker/pop/test_buffer_merge.py::"
+_PBS = "tests/unit/actors/broker/pop/test_buffer_service.py::"
+_PBA = "tests/actor/broker/test_pop_buffer.py::"
+_PBF = "tests/actor/client/test_pop_buffer_failover.py::"
+_LATEST = (
+    "        if buf is not None and (latest := buf.latest(topic, group, queue_id)) is not None:"
+)
 
 # put_and_wait, from a module that does not import it (the confirmed-put mutants' old calls)
 _PAW = '__import__("rocketrio.actors.broker.store.messages", fromlist=["x"]).put_and_wait'
@@ -3710,6 +3717,92 @@ MUTANTS: list[Mutant] = [
             "tests/actor/broker/test_ha_classic.py::"
             "test_a_sync_master_without_its_slave_still_hands_out_pops"
         ],
+    ),
+    Mutant(
+        "POP buffer: a buffered pop's offset committed at once",
+        "actors/broker/pop/processor.py",
+        "            and buf.add_ck(ck, p.revive_qid, next_offset, self.now_ms())\n        )",
+        "            and buf.add_ck(ck, p.revive_qid, next_offset, self.now_ms())\n"
+        "            and (self.offsets.commit(ck.cid, ck.topic, ck.queue_id, next_offset) or True)"
+        "\n        )  # MUTANT",
+        [_PBF + "test_nothing_popped_is_lost_when_the_master_dies_with_cks_in_its_buffer[1]"],
+    ),
+    Mutant(
+        "POP buffer: an entry whose CK is only being written is committable",
+        "actors/broker/pop/buffer_merge.py",
+        "        return self.ck is None or self.bits == self.full or self.ck_state == STORED",
+        "        return self.ck is None or self.bits == self.full or self.ck_state != NOT_STORED",
+        [_PBU + "test_a_ck_not_all_acknowledged_is_written_when_it_stayed_too_long_then_its_acks"],
+    ),
+    Mutant(
+        "POP buffer: a queue's entries committed out of pop order",
+        "actors/broker/pop/buffer_merge.py",
+        "            while entries and entries[0].committable:",
+        "            while entries and entries[-1].committable:  # MUTANT",
+        [_PBU + "test_a_queues_offset_moves_only_past_done_entries_in_pop_order"],
+    ),
+    Mutant(
+        "POP buffer: an offset someone else moved is overwritten",
+        "actors/broker/pop/buffer_merge.py",
+        "                if offsets.query(group, topic, queue_id) != q.expected:",
+        "                if False:  # MUTANT",
+        [_PBU + "test_an_offset_someone_else_moved_wins_over_the_pending_ones"],
+    ),
+    Mutant(
+        "POP buffer: a CK only the master holds counts as stored",
+        "actors/broker/pop/buffer_service.py",
+        "        self.buffer.ck_stored(e, bool(results) and status.kept_by_failover)",
+        "        self.buffer.ck_stored(e, bool(results) and status.stored)  # MUTANT",
+        [_PBS + "test_a_ck_only_the_master_holds_is_written_again"],
+    ),
+    Mutant(
+        "POP buffer: a slave keeps and uses its buffer",
+        "actors/broker/pop/buffer_service.py",
+        "        if not self.serving():",
+        "        if False:  # MUTANT",
+        [_PBS + "test_anything_but_a_serving_master_empties_the_buffer_and_turns_it_off"],
+    ),
+    Mutant(
+        "POP buffer: a pop's skip commits past a buffered pop",
+        "actors/broker/pop/processor.py",
+        "        if buf is None or not buf.defer_offset(topic, group, queue_id, offset):",
+        "        if True:  # MUTANT",
+        [_PBA + "test_a_pops_skip_past_filtered_messages_waits_behind_a_buffered_pop"],
+    ),
+    Mutant(
+        "POP buffer: a declined pop leaves the buffer its CKs",
+        "actors/broker/pop/pop_nowait.py",
+        "                buf.withdraw(ck)",
+        "                pass  # MUTANT",
+        [_PBA + "test_a_pop_declined_half_way_takes_back_what_the_buffer_kept"],
+    ),
+    Mutant(
+        "POP buffer: an ACK of a buffered CK is written",
+        "actors/broker/pop/ack.py",
+        "        if buf is not None and buf.ack(key, offset):",
+        "        if False:  # MUTANT",
+        [_PBA + "test_pops_all_acknowledged_write_nothing_and_move_the_offset"],
+    ),
+    Mutant(
+        "POP buffer: a batch ACK of buffered CKs is written",
+        "actors/broker/pop/ack.py",
+        "                offsets = [o for o in offsets if not buf.ack(key, o)]",
+        "                pass  # MUTANT",
+        [_PBA + "test_a_batch_ack_of_buffered_pops_writes_nothing"],
+    ),
+    Mutant(
+        "POP buffer: a notification reads the committed offset",
+        "actors/broker/pop/probe.py",
+        _LATEST,
+        "        if False:  # MUTANT",
+        [_PBA + "test_a_notification_reads_the_offset_the_buffer_holds_back"],
+    ),
+    Mutant(
+        "POP buffer: a pop reads from the committed offset",
+        "actors/broker/pop/processor.py",
+        _LATEST,
+        "        if False:  # MUTANT",
+        [_PBA + "test_a_pop_not_all_acknowledged_is_written_and_revived_at_its_invisible_time"],
     ),
 ]
 

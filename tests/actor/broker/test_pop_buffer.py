@@ -19,9 +19,10 @@ import trio.testing
 from rocketrio.actors.broker.boot.config import FlushDiskType
 from rocketrio.actors.client.config import ClientConfig
 from rocketrio.actors.client.simple_consumer import ReceivedMessage, SimpleConsumer
-from rocketrio.protocol.codes import ResponseCode
+from rocketrio.protocol.codes import RequestCode, ResponseCode
 from rocketrio.protocol.message import iter_stored
 from rocketrio.protocol.pop_extra_info import revive_topic
+from rocketrio.protocol.remoting import RemotingCommand
 from tests.harness.broker import BrokerHarness, harness
 
 TOPIC, GROUP = "PopBufT", "PopBufG"
@@ -254,3 +255,35 @@ async def test_a_pop_declined_half_way_takes_back_what_the_buffer_kept(
         assert bodies(got) == [b"q0", b"q1"]  # each once, none skipped
         buffer = h.broker.pop.buffer
         assert buffer is not None and len(buffer.cks) == len({m.queue_id for m in got})
+
+
+async def test_a_batch_ack_of_buffered_pops_writes_nothing(
+    tmp_path: Any, mock_clock: trio.testing.MockClock
+) -> None:
+    async with harness(tmp_path, **ON) as h, simple(h) as c:
+        await send_n(h, 5)
+        got = await receive_all(c, invisible=60.0)
+        await c.ack_batch(got[:4])  # BATCH_ACK_MESSAGE: the bits set in memory
+        await trio.sleep(0.2)
+        assert revive_tags(h) == [] and committed(h) <= 0
+        await c.ack_batch(got[4:])
+        await trio.sleep(0.2)
+        assert revive_tags(h) == [] and committed(h) == 5
+
+
+async def test_a_notification_reads_the_offset_the_buffer_holds_back(
+    tmp_path: Any, mock_clock: trio.testing.MockClock
+) -> None:
+    """NOTIFICATION (and PEEK) look from where the next pop reads, as upstream's getPopOffset
+    reads PopBufferMergeService's latest offset: a queue popped to its end has nothing."""
+    async with harness(tmp_path, **ON) as h, simple(h) as c:
+        await send_n(h, 3)
+        assert len(await receive_all(c, invisible=60.0)) == 3
+        assert committed(h) <= 0  # the committed offset is still before them
+        ext = {"consumerGroup": GROUP, "topic": TOPIC, "queueId": "0", "pollTime": "0"}
+        resp = await h.invoke(RemotingCommand(RequestCode.NOTIFICATION, ext_fields=ext))
+        assert resp.code == ResponseCode.SUCCESS, resp.remark
+        assert resp.ext_fields["hasMsg"] == "false"
+        peek = {**ext, "maxMsgNums": "32"}
+        resp = await h.invoke(RemotingCommand(RequestCode.PEEK_MESSAGE, ext_fields=peek))
+        assert resp.code == ResponseCode.PULL_NOT_FOUND
