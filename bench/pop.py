@@ -20,7 +20,10 @@ Prints ONE JSON line with:
                               are the same per message from the scheduler's nanosecond count of
                               the broker's time on a CPU (/proc/<pid>/task/*/schedstat)
 
-    .venv/bin/python bench/pop.py [--count N] [--workers W] [--threads]
+    .venv/bin/python bench/pop.py [--count N] [--workers W] [--threads] [--buffer]
+
+``--buffer`` runs the broker with enablePopBufferMerge=true (the POP buffer: CKs kept in memory
+while acknowledged, broker/pop/buffer_merge.py); the JSON says which (``pop_buffer_merge``).
 
 The default (10,000 messages of 1 KiB) runs in well under a minute.
 """
@@ -145,13 +148,16 @@ def main() -> None:
     ap.add_argument("--count", type=int, default=10_000)
     ap.add_argument("--workers", type=int, default=4)
     ap.add_argument("--threads", action="store_true", help="each broker thread's CPU per phase")
+    ap.add_argument("--buffer", action="store_true", help="the broker with enablePopBufferMerge")
     args = ap.parse_args()
     configure_logging("bench", "bench", None, console=None)
     work = tempfile.mkdtemp(prefix="rocketrio-bench-pop-")
     procs: list[Proc] = []
     result: dict[str, Any] = {"bench": "pop", "body_bytes": len(BODY), "messages": args.count}
+    result["pop_buffer_merge"] = args.buffer
+    conf = {"enablePopBufferMerge": "true"} if args.buffer else {}
     try:
-        ns, broker = one_broker(procs, work, "bench-pop")
+        ns, broker = one_broker(procs, work, "bench-pop", **conf)
         trio.run(create_topics, ns, broker, [TOPIC])
         trio.run(batched_sends, ns, TOPIC, args.count)
         total = args.count + 1  # and the warm-up message

@@ -2,8 +2,9 @@
 
 Upstream batches ACK writes through PopBufferMergeService (enablePopBufferMerge): it keeps CKs
 and ACKs in memory for up to popCkStayBufferTime and answers an ACK before anything is written,
-so a crash loses the ACKs (and the CKs) of that window. This module keeps rocketrio's stronger
-promise and batches only what is already waiting at the same moment:
+so a crash loses the ACKs (and the CKs) of that window. rocketrio has it too, off by default
+(buffer_merge.py: an ACK of a CK still in memory never reaches this batcher). Without it, this
+module keeps write-before-answer and batches only what is already waiting at the same moment:
 
 - every ACK_MESSAGE that passed its checks is handed to `AckBatcher.submit` (no await, no write);
 - the batcher's task wakes once per scheduler turn, takes what is queued (at most MAX_PER_PUT

@@ -11,7 +11,9 @@ refuses queue by queue; one request is stored whole or not at all). So, as on th
 message is handed out only once its CK is on the CommitLog where no failover cuts it
 (`PutStatus.kept_by_failover`: a CK answered FLUSH_SLAVE_TIMEOUT is on the master only, while
 the moved offsets reach the slaves by slave sync; the messages would never come back), and the
-queues read stay marked as being popped until then.
+queues read stay marked as being popped until then. A CK the POP buffer takes (buffer_merge.py)
+is not written: its messages go out with the answer at once, which an attempt whose every CK
+the buffer took gets inline; an attempt declined after the buffer took some takes them back.
 
 It declines (False, and the caller serves the pop as before, on a task of the hold service)
 before anything is handed out: an ordered pop, a SQL92 selector, a slave acting for its dead

@@ -9,6 +9,9 @@ that gave messages it writes a CK (pop_checkpoint.py) to revive queue ``n % revi
 consumer offset move past the messages (the messages are in flight, tracked by the CK). A CK the
 store refused leaves the offset where it was and the messages are not returned. Two pops of one
 group never read one queue at once (a queue being popped is skipped, like upstream's queue lock).
+With ``enablePopBufferMerge`` a CK the buffer takes is kept in memory instead and the messages
+go out at once; the offset then moves only through the buffer (buffer_merge.py), and every other
+offset move of a pop waits behind it there (`commit_offset`).
 ``expType=SQL92`` pops through a compiled selector (dispatch/message_filter.py) that also judges
 the retry topic's messages, as upstream; docs/sql92-filter.md.
 
