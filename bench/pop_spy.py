@@ -5,7 +5,7 @@ sample given to the first area (below) whose frame its stack holds, innermost fi
 Prints ONE JSON line: the samples, the busy ones (the Trio thread outside its epoll wait), and
 each area's share of the busy samples.
 
-    .venv/bin/python bench/pop_spy.py [--count N] [--workers W] [--rate HZ] [--keep]
+    .venv/bin/python bench/pop_spy.py [--count N] [--workers W] [--rate HZ] [--keep] [--buffer]
 
 py-spy must be on PATH or in the venv's bin; it samples without stopping the broker, so on a
 loaded machine it takes fewer samples than asked (the count is printed: read the shares with it).
@@ -41,6 +41,7 @@ AREAS = [
     ("POP_MESSAGE on a task", "._serve", "processor.py"),
     ("POP_MESSAGE handler", "pop_message", "handlers.py"),
     ("the revive scan", "", "revive_service.py"),
+    ("the POP buffer's rounds", "", "buffer_service.py"),
     ("store turns (append, dispatch, completions)", "", "store/actor.py"),
     ("frame decode", ".next_command", "remoting.py"),
     ("the rest of the reader (dispatch, reads)", "._reader", "remoting_connection.py"),
@@ -84,6 +85,7 @@ def main() -> None:
     ap.add_argument("--workers", type=int, default=4)
     ap.add_argument("--rate", type=int, default=250)
     ap.add_argument("--keep", action="store_true", help="keep the raw stacks, print where")
+    ap.add_argument("--buffer", action="store_true", help="the broker with enablePopBufferMerge")
     args = ap.parse_args()
     spy = shutil.which("py-spy") or os.path.join(os.path.dirname(sys.executable), "py-spy")
     configure_logging("bench", "bench", None, console=None)
@@ -91,7 +93,8 @@ def main() -> None:
     raw = os.path.join(tempfile.mkdtemp(prefix="rocketrio-popspy-"), "pop_ack.txt")
     procs: list[Proc] = []
     try:
-        ns, broker = one_broker(procs, work, "bench-pop")
+        conf = {"enablePopBufferMerge": "true"} if args.buffer else {}
+        ns, broker = one_broker(procs, work, "bench-pop", **conf)
         trio.run(create_topics, ns, broker, [TOPIC])
         trio.run(batched_sends, ns, TOPIC, args.count)
         pid = procs[-1].pid
@@ -109,6 +112,7 @@ def main() -> None:
     finally:
         stop_all(procs, work)
     result = {"bench": "pop_spy", "messages": args.count, "rate_hz": args.rate, **shares(raw)}
+    result["pop_buffer_merge"] = args.buffer
     if args.keep:
         result["raw"] = raw
     else:

@@ -171,7 +171,7 @@ class PopNowait:
             qoffsets = queue_offsets(result.buffers)
             ck = proc.ck_of(p, topic, queue_id, offset, qoffsets)
             nxt, top = result.next_begin_offset, result.max_offset
-            if proc.buffered(p, ck, nxt):  # handed out now, the CK kept in memory
+            if proc.buffer is not None and proc.buffered(p, ck, nxt):  # out now, the CK kept
                 kept.append(ck)
                 acc.rest += max(0, top - nxt)
             else:
