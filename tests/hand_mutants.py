@@ -3779,7 +3779,7 @@ MUTANTS: list[Mutant] = [
     Mutant(
         "POP buffer: an ACK of a buffered CK is written",
         "actors/broker/pop/ack.py",
-        "        if buf is not None and buf.ack(key, offset):",
+        "        if buf is not None and buf.ack(key, offset):  # its CK is in memory: nothing to",
         "        if False:  # MUTANT",
         [_PBA + "test_pops_all_acknowledged_write_nothing_and_move_the_offset"],
     ),
@@ -3803,6 +3803,20 @@ MUTANTS: list[Mutant] = [
         _LATEST,
         "        if False:  # MUTANT",
         [_PBA + "test_a_pop_not_all_acknowledged_is_written_and_revived_at_its_invisible_time"],
+    ),
+    Mutant(
+        "POP buffer: a change sets the old CK's bit before its new CK is stored",
+        "actors/broker/pop/ack.py",
+        "        if buf is not None and buf.holds(old.merge_key, h.offset):",
+        "        if buf is not None and buf.ack(old.merge_key, h.offset):  # MUTANT",
+        [_PBA + "test_a_change_whose_new_ck_is_refused_leaves_the_message_to_its_old_ck"],
+    ),
+    Mutant(
+        "POP buffer: a change after its old CK was written records no ACK",
+        "actors/broker/pop/ack.py",
+        "        if not self.batcher.submit(qid, key, offset, answer):",
+        "        if True:  # MUTANT",
+        [_PBA + "test_a_change_stored_after_the_old_ck_was_written_acks_it_in_the_revive_log"],
     ),
 ]
 

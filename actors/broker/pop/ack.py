@@ -371,6 +371,22 @@ class PopAckProcessor:
                 return refusal
         return None
 
+    def _ack_old(
+        self, old: AckMsg, qid: int, changed: InvisibleTimeChanged, on_done: OnChanged
+    ) -> None:
+        """CHANGE_MESSAGE_INVISIBLETIME of a message whose old CK the POP buffer held: the new
+        CK is stored, now the old one's bit (never before: the old CK all acknowledged would be
+        dropped and the message's only CK lost with a refused new one); if the old CK has left
+        the buffer meanwhile (written), its ACK record goes as usual."""
+        key, offset = old.merge_key, old.ack_offsets[0]
+        buf = self.buffer
+        if buf is not None and buf.ack(key, offset):  # still in memory: set there
+            on_done(changed)
+            return
+        answer = _changed_once(changed, on_done)
+        if not self.batcher.submit(qid, key, offset, answer):
+            on_done(changed)  # not recorded: the old CK revives the message once more
+
     async def change_invisible_time(
         self, h: ChangeInvisibleTimeRequestHeader, on_done: OnChanged
     ) -> Refusal | None:
@@ -423,8 +439,10 @@ class PopAckProcessor:
         ]
         changed = InvisibleTimeChanged(now, h.invisibleTime, revive_qid)
         buf = self.buffer
-        if buf is not None and buf.ack(old.merge_key, h.offset):
-            del msgs[1]  # the old CK is in memory: its bit set there, no ACK record
+        if buf is not None and buf.holds(old.merge_key, h.offset):  # the old CK is in memory
+            return await self._put(
+                msgs[:1], lambda: self._ack_old(old, extra.revive_qid, changed, on_done), on_done
+            )
         escape = self.record_escape()
         if escape is not None:  # the old CK's pinned master keeps both (module docstring)
             if self.acting_ack is not None and self.acting_ack(extra.revive_qid, old):
@@ -438,6 +456,12 @@ class PopAckProcessor:
             )
             return _queued(submitted)
         return await self._put(msgs, lambda: on_done(changed), on_done)
+
+
+def _changed_once(changed: InvisibleTimeChanged, on_done: OnChanged) -> OnAcked:
+    """The old receipt's ACK answered as the change: it is made either way, the new CK is
+    stored (an ACK not recorded means one more delivery, not a loss)."""
+    return lambda _: on_done(changed)
 
 
 def _queued(error: str | None) -> Refusal | None:

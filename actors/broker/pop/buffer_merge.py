@@ -194,6 +194,11 @@ class PopBuffer:
             self.queues[lock_key] = q
         return q
 
+    def holds(self, key: MergeKey, offset: int) -> bool:
+        """Whether `ack` of this would be applied here (nothing is set)."""
+        entry = self.cks.get(key)
+        return entry is not None and entry.ck is not None and entry.ck.index_of_ack(offset) >= 0
+
     def ack(self, key: MergeKey, offset: int) -> bool:
         """The ACK of ``offset`` of the CK ``key`` names, applied here: True (answer it, write
         nothing); False when the buffer does not hold that CK or that offset (the ACK goes the

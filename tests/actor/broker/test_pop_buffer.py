@@ -8,6 +8,7 @@ ones delivered once more, the buffer's documented price)."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -17,6 +18,7 @@ import trio
 import trio.testing
 
 from rocketrio.actors.broker.boot.config import FlushDiskType
+from rocketrio.actors.broker.dispatch.outcomes import PutStatus
 from rocketrio.actors.client.config import ClientConfig
 from rocketrio.actors.client.simple_consumer import ReceivedMessage, SimpleConsumer
 from rocketrio.protocol.codes import RequestCode, ResponseCode
@@ -287,3 +289,71 @@ async def test_a_notification_reads_the_offset_the_buffer_holds_back(
         peek = {**ext, "maxMsgNums": "32"}
         resp = await h.invoke(RemotingCommand(RequestCode.PEEK_MESSAGE, ext_fields=peek))
         assert resp.code == ResponseCode.PULL_NOT_FOUND
+
+
+class _Refusing:
+    """A store writer that refuses every put (the store full, stopped ...)."""
+
+    def put_nowait(self, msgs: Any, on_done: Any) -> None:
+        on_done([], PutStatus.SERVICE_NOT_AVAILABLE, "refused in this test")
+
+    async def put(self, msgs: Any, on_done: Any) -> None:
+        self.put_nowait(msgs, on_done)
+
+
+async def test_a_change_whose_new_ck_is_refused_leaves_the_message_to_its_old_ck(
+    tmp_path: Any, mock_clock: trio.testing.MockClock
+) -> None:
+    """The old CK's bit is set only once the new CK is stored: a refused change must not leave
+    the message with no CK at all (its old one dropped as all acknowledged)."""
+    async with harness(tmp_path, **ON) as h, simple(h) as c:
+        assert h.broker is not None
+        await send_n(h, 2)
+        got = sorted(await receive_all(c, invisible=20.0), key=lambda m: m.body)
+        acks = h.broker.pop.acks
+        writer, acks.writer = acks.writer, _Refusing()  # type: ignore[assignment]
+        with contextlib.suppress(Exception):  # refused: the client hears it
+            await c.change_invisible_duration(got[0], 60.0)
+        acks.writer = writer
+        await c.ack(got[1])
+        await trio.sleep(22.0)  # the old CK written at 10 s, due at 20 s
+        back = await receive_all(c, invisible=20.0)
+        assert bodies(back) == [b"m0"]
+
+
+async def test_a_change_stored_after_the_old_ck_was_written_acks_it_in_the_revive_log(
+    tmp_path: Any, mock_clock: trio.testing.MockClock
+) -> None:
+    async with harness(tmp_path, **ON) as h, simple(h) as c:
+        assert h.broker is not None
+        await send_n(h, 1)
+        [m] = await receive_all(c, invisible=20.0)
+        acks = h.broker.pop.acks
+        held: list[tuple[Any, Any]] = []
+
+        class Held:
+            def put_nowait(self, msgs: Any, on_done: Any) -> None:
+                held.append((msgs, on_done))
+
+            async def put(self, msgs: Any, on_done: Any) -> None:
+                self.put_nowait(msgs, on_done)
+
+        writer, acks.writer = acks.writer, Held()  # type: ignore[assignment]
+
+        async def change() -> None:
+            with contextlib.suppress(Exception):  # the client gives up; the broker goes on
+                await c.change_invisible_duration(m, 60.0)
+
+        async with trio.open_nursery() as n:
+            n.start_soon(change)
+            await trio.sleep(10.5)  # meanwhile the old CK stayed 10 s: written by the buffer
+            assert [t for t, _ in revive_tags(h)] == ["ck"]
+            acks.writer = writer
+            [(msgs, on_done)] = held
+            writer.put_nowait(msgs, on_done)  # the new CK stored now
+        await trio.sleep(0.2)
+        assert sorted(t for t, _ in revive_tags(h)) == ["ack", "ck", "ck"]
+        await trio.sleep(20.0)  # past the old revive time: the old CK is acknowledged
+        assert await receive_all(c, invisible=20.0) == []
+        await trio.sleep(35.0)  # the new one's
+        assert bodies(await receive_all(c, invisible=20.0)) == [b"m0"]
