@@ -6,8 +6,6 @@ polling, the revive topic's records on disk, POP in-flight counts for admin."""
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
 from typing import Any
 
 import pytest
@@ -19,7 +17,6 @@ from rocketrio.actors.broker.boot.config import BrokerRole, FlushDiskType
 from rocketrio.actors.broker.pop.revive import ReviveCore
 from rocketrio.actors.broker.pop.revive_log import AckRecord, CkRecord, OtherRecord, read_record
 from rocketrio.actors.client.admin import MQAdmin
-from rocketrio.actors.client.config import ClientConfig
 from rocketrio.actors.client.pop_admin import pop_progress
 from rocketrio.actors.client.simple_consumer import ReceivedMessage, SimpleConsumer
 from rocketrio.cli.failure import Wiring
@@ -30,32 +27,18 @@ from rocketrio.protocol.pop_checkpoint import BatchAck, BatchAckMessageRequestBo
 from rocketrio.protocol.pop_extra_info import (
     REVIVE_GROUP,
     ExtraInfo,
-    revive_topic,
 )
 from rocketrio.protocol.remoting import RemotingCommand
 from tests.harness.broker import BrokerHarness, harness
 from tests.harness.clock import now_ms
+from tests.harness.pop import REVIVE, receive_all, revive_records, simple_consumer
 
 TOPIC = "PopT"
 GROUP = "PopG"
-REVIVE = revive_topic("DefaultCluster")
-
-_hosts = iter(range(20, 250))
 
 
-@asynccontextmanager
-async def simple(h: BrokerHarness, group: str = GROUP, expr: str = "*") -> AsyncIterator[Any]:
-    host = f"10.0.0.{next(_hosts)}"
-    c = SimpleConsumer(
-        group,
-        h.namesrv_addr,
-        transport=h.net.transport(host),
-        client_config=ClientConfig(clientIP=host, instanceName="pop"),
-        await_duration=0.0,
-    )
-    async with c:
-        c.subscribe(TOPIC, expr)
-        yield c
+def simple(h: BrokerHarness, group: str = GROUP, expr: str = "*") -> Any:
+    return simple_consumer(h, group, TOPIC, expr)
 
 
 async def send_n(h: BrokerHarness, n: int, prefix: str = "m", **kw: Any) -> None:
@@ -64,30 +47,8 @@ async def send_n(h: BrokerHarness, n: int, prefix: str = "m", **kw: Any) -> None
         assert r.code == ResponseCode.SUCCESS
 
 
-async def receive_all(c: SimpleConsumer, invisible: float = 30.0) -> list[ReceivedMessage]:
-    out: list[ReceivedMessage] = []
-    while True:
-        got = await c.receive(32, invisible, await_duration=0)
-        if not got:
-            return out
-        out.extend(got)
-
-
 def bodies(msgs: list[ReceivedMessage]) -> list[bytes]:
     return sorted(m.body for m in msgs)
-
-
-def revive_records(h: BrokerHarness) -> list[tuple[str, dict[str, Any]]]:
-    """(tag, JSON body) of every record of the revive topic, read from the store files."""
-    assert h.broker is not None
-    store = h.broker.store.message_store
-    out = []
-    for q in range(8):
-        res = store.get_messages(REVIVE, q, 0, 10_000, 1 << 24)
-        for buf in res.buffers:
-            for m in iter_stored(buf):
-                out.append((m.tags or "", json.loads(m.body)))
-    return out
 
 
 # --------------------------------------------------------------------------------- basics

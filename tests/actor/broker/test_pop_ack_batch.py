@@ -9,8 +9,6 @@ same turn."""
 from __future__ import annotations
 
 import random
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
 from typing import Any
 
 import pytest
@@ -18,39 +16,20 @@ import trio
 import trio.testing
 
 from rocketrio.actors.broker.boot.config import FlushDiskType
-from rocketrio.actors.client.config import ClientConfig
 from rocketrio.actors.client.simple_consumer import ReceivedMessage, SimpleConsumer
 from rocketrio.protocol.codes import ResponseCode
 from rocketrio.protocol.message import iter_stored
 from rocketrio.protocol.pop_extra_info import ACK_TAG, BATCH_ACK_TAG, revive_topic
 from tests.harness.broker import BrokerHarness, harness
+from tests.harness.pop import receive_all, simple_consumer
 from tests.harness.sim_disk import SimFileSystem
 
 SYNC = FlushDiskType.SYNC_FLUSH
 TOPIC, GROUP = "PopBatchT", "PopBatchG"
-_hosts = iter(range(20, 250))
 
 
-@asynccontextmanager
-async def simple(h: BrokerHarness) -> AsyncIterator[SimpleConsumer]:
-    host = f"10.0.0.{next(_hosts)}"
-    c = SimpleConsumer(
-        GROUP,
-        h.namesrv_addr,
-        transport=h.net.transport(host),
-        client_config=ClientConfig(clientIP=host, instanceName="pop"),
-        await_duration=0.0,
-    )
-    async with c:
-        c.subscribe(TOPIC, "*")
-        yield c
-
-
-async def receive_all(c: SimpleConsumer) -> list[ReceivedMessage]:
-    out: list[ReceivedMessage] = []
-    while got := await c.receive(32, 30.0, await_duration=0):
-        out.extend(got)
-    return out
+def simple(h: BrokerHarness) -> Any:
+    return simple_consumer(h, GROUP, TOPIC)
 
 
 def ack_tags(h: BrokerHarness) -> list[str]:

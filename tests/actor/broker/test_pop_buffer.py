@@ -10,8 +10,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
 from typing import Any
 
 import trio
@@ -19,33 +17,18 @@ import trio.testing
 
 from rocketrio.actors.broker.boot.config import FlushDiskType
 from rocketrio.actors.broker.dispatch.outcomes import PutStatus
-from rocketrio.actors.client.config import ClientConfig
-from rocketrio.actors.client.simple_consumer import ReceivedMessage, SimpleConsumer
+from rocketrio.actors.client.simple_consumer import ReceivedMessage
 from rocketrio.protocol.codes import RequestCode, ResponseCode
-from rocketrio.protocol.message import iter_stored
-from rocketrio.protocol.pop_extra_info import revive_topic
 from rocketrio.protocol.remoting import RemotingCommand
 from tests.harness.broker import BrokerHarness, harness
+from tests.harness.pop import receive_all, revive_records, simple_consumer
 
 TOPIC, GROUP = "PopBufT", "PopBufG"
-REVIVE = revive_topic("DefaultCluster")
 ON = {"enablePopBufferMerge": True}
-_hosts = iter(range(20, 250))
 
 
-@asynccontextmanager
-async def simple(h: BrokerHarness) -> AsyncIterator[SimpleConsumer]:
-    host = f"10.0.0.{next(_hosts)}"
-    c = SimpleConsumer(
-        GROUP,
-        h.namesrv_addr,
-        transport=h.net.transport(host),
-        client_config=ClientConfig(clientIP=host, instanceName="popbuf"),
-        await_duration=0.0,
-    )
-    async with c:
-        c.subscribe(TOPIC, "*")
-        yield c
+def simple(h: BrokerHarness) -> Any:
+    return simple_consumer(h, GROUP, TOPIC)
 
 
 async def send_n(h: BrokerHarness, n: int) -> None:
@@ -54,28 +37,8 @@ async def send_n(h: BrokerHarness, n: int) -> None:
         assert r.code == ResponseCode.SUCCESS
 
 
-async def receive_all(c: SimpleConsumer, invisible: float) -> list[ReceivedMessage]:
-    out: list[ReceivedMessage] = []
-    while got := await c.receive(32, invisible, await_duration=0):
-        out.extend(got)
-    return out
-
-
 def bodies(msgs: list[ReceivedMessage]) -> list[bytes]:
     return sorted(m.body for m in msgs)
-
-
-def revive_tags(h: BrokerHarness) -> list[tuple[str, dict[str, Any]]]:
-    """(tag, JSON body) of every record of the revive topic, read from the store."""
-    assert h.broker is not None
-    store = h.broker.store.message_store
-    out = []
-    for q in range(8):
-        res = store.get_messages(REVIVE, q, 0, 10_000, 1 << 24)
-        for buf in res.buffers:
-            for m in iter_stored(buf):
-                out.append((m.tags or "", json.loads(m.body)))
-    return out
 
 
 def committed(h: BrokerHarness) -> int:
@@ -96,11 +59,11 @@ async def test_pops_all_acknowledged_write_nothing_and_move_the_offset(
             await c.ack(m)
         await trio.sleep(0.2)  # a few buffer rounds
         assert committed(h) == 40
-        assert revive_tags(h) == []  # no CK, no ACK: nothing written
+        assert revive_records(h) == []  # no CK, no ACK: nothing written
         assert h.broker.pop.buffer.dropped == 2  # two pops of 32 and 8
         await trio.sleep(90)
         assert await receive_all(c, invisible=60.0) == []  # nothing revived
-        assert revive_tags(h) == []
+        assert revive_records(h) == []
 
 
 def bodies_of(n: int) -> list[bytes]:
@@ -117,14 +80,14 @@ async def test_a_pop_not_all_acknowledged_is_written_and_revived_at_its_invisibl
         for b in (b"m0", b"m2", b"m4"):
             await c.ack(got[b])
         await trio.sleep(9.5 - (trio.current_time() - popped_at))
-        assert revive_tags(h) == [] and committed(h) <= 0  # still only in memory
+        assert revive_records(h) == [] and committed(h) <= 0  # still only in memory
         await trio.sleep(1.0)  # popCkStayBufferTime (10 s) passed: the CK, then its ACKs
-        tags = revive_tags(h)
+        tags = revive_records(h)
         assert [t for t, _ in tags] == ["ck", "bAck"], tags
         assert sorted(tags[1][1]["aol"]) == [0, 2, 4]
         assert committed(h) == 6  # the CK is stored: the offset may pass it
         await c.ack(got[b"m1"])  # after the CK was written: an ACK record of its own
-        assert [t for t, _ in revive_tags(h)] == ["ck", "bAck", "ack"]
+        assert [t for t, _ in revive_records(h)] == ["ck", "bAck", "ack"]
         assert await receive_all(c, invisible=20.0) == []  # nothing before its invisible time
         await trio.sleep(20.0 - (trio.current_time() - popped_at) + 1.5)
         back = await receive_all(c, invisible=20.0)
@@ -141,7 +104,7 @@ async def test_a_changed_invisible_time_of_a_buffered_message(
         await c.change_invisible_duration(got[0], 60.0)  # its bit set in the buffer
         await c.ack(got[1])
         await trio.sleep(0.2)
-        assert [t for t, _ in revive_tags(h)] == ["ck"]  # the new CK only
+        assert [t for t, _ in revive_records(h)] == ["ck"]  # the new CK only
         assert committed(h) == 2  # the old CK was done: dropped, its offset passed
         await trio.sleep(30)
         assert await receive_all(c, invisible=20.0) == []  # not at the old 20 s
@@ -174,7 +137,7 @@ async def test_a_held_pop_answered_on_arrival_goes_through_the_buffer(
         for m in got:
             await c.ack(m)
         await trio.sleep(0.2)
-        assert committed(h) == 4 and revive_tags(h) == []
+        assert committed(h) == 4 and revive_records(h) == []
 
 
 async def test_a_kill_before_a_pop_is_done_pops_its_messages_again_at_once(
@@ -267,10 +230,10 @@ async def test_a_batch_ack_of_buffered_pops_writes_nothing(
         got = await receive_all(c, invisible=60.0)
         await c.ack_batch(got[:4])  # BATCH_ACK_MESSAGE: the bits set in memory
         await trio.sleep(0.2)
-        assert revive_tags(h) == [] and committed(h) <= 0
+        assert revive_records(h) == [] and committed(h) <= 0
         await c.ack_batch(got[4:])
         await trio.sleep(0.2)
-        assert revive_tags(h) == [] and committed(h) == 5
+        assert revive_records(h) == [] and committed(h) == 5
 
 
 async def test_a_notification_reads_the_offset_the_buffer_holds_back(
@@ -347,12 +310,12 @@ async def test_a_change_stored_after_the_old_ck_was_written_acks_it_in_the_reviv
         async with trio.open_nursery() as n:
             n.start_soon(change)
             await trio.sleep(10.5)  # meanwhile the old CK stayed 10 s: written by the buffer
-            assert [t for t, _ in revive_tags(h)] == ["ck"]
+            assert [t for t, _ in revive_records(h)] == ["ck"]
             acks.writer = writer
             [(msgs, on_done)] = held
             writer.put_nowait(msgs, on_done)  # the new CK stored now
         await trio.sleep(0.2)
-        assert sorted(t for t, _ in revive_tags(h)) == ["ack", "ck", "ck"]
+        assert sorted(t for t, _ in revive_records(h)) == ["ack", "ck", "ck"]
         await trio.sleep(20.0)  # past the old revive time: the old CK is acknowledged
         assert await receive_all(c, invisible=20.0) == []
         await trio.sleep(35.0)  # the new one's
