@@ -34,6 +34,8 @@ written by the pop as without the buffer, its offset queued behind the pending o
 
 from __future__ import annotations
 
+import heapq
+import itertools
 from collections import deque
 from collections.abc import Iterator
 from typing import Protocol
@@ -78,6 +80,7 @@ class Entry:
     stored_bits: int = 0  # acknowledged, their ACK record stored
     writing_bits: int = 0  # acknowledged, their ACK record being written
     ck_state: int = NOT_STORED
+    due: bool = False  # stayed long enough, or near its revive time: the CK must be written
 
     @property
     def committable(self) -> bool:
@@ -120,6 +123,11 @@ class PopBuffer:
         self.offsets = offsets
         self.cks: dict[MergeKey, Entry] = {}
         self.queues: dict[LockKey, OffsetQueue] = {}
+        # when each kept CK falls due (ms, a tie-break, its key), and the CKs whose state
+        # changed since the last scan: a scan looks at those only, not at every CK
+        self._due: list[tuple[int, int, MergeKey]] = []
+        self._seq = itertools.count()
+        self._changed: dict[MergeKey, None] = {}
         self.committed = 0  # offsets the buffer moved (figures)
         self.dropped = 0  # CKs dropped all acknowledged, never written
         # set by the shell: True on a master serving (not a slave, not acting for one); pops
@@ -165,6 +173,9 @@ class PopBuffer:
         entry = Entry(lock_key, next_offset, ck, revive_qid, (1 << ck.num) - 1)
         self._queue(lock_key, q).entries.append(entry)
         self.cks[key] = entry
+        # due once it stayed stay_ms, or stay_timeout_ms before its revive time
+        due = min(ck.pop_time + c.stay_ms, ck.revive_time - c.stay_timeout_ms)
+        heapq.heappush(self._due, (due, next(self._seq), key))
         return True
 
     def withdraw(self, ck: PopCheckPoint) -> None:
@@ -211,24 +222,35 @@ class PopBuffer:
         if i < 0:
             return False
         entry.bits |= 1 << i
+        if entry.bits == entry.full or entry.ck_state == STORED:
+            self._changed[key] = None  # all acknowledged, or an ACK record to write
         return True
 
     def scan(self, now_ms: int) -> list[Write]:
         """One round: drop the CKs all acknowledged and not written, commit every queue's
         committable head entries in order, and return the writes due: the CKs that stayed too
         long or near their revive time, and the ACKs of stored CKs not written yet. A CK stored
-        with all its ACKs written leaves the buffer."""
-        stay, stay_timeout = self.config.stay_ms, self.config.stay_timeout_ms
+        with all its ACKs written leaves the buffer. Looks only at the CKs fallen due since the
+        last round and those whose state changed (`_changed`), not at every CK."""
+        due, changed, cks = self._due, self._changed, self.cks
+        while due and due[0][0] < now_ms:
+            key = heapq.heappop(due)[2]
+            entry = cks.get(key)
+            if entry is not None:
+                entry.due = True
+                changed[key] = None
         writes: list[Write] = []
-        gone: list[MergeKey] = []
-        for key, e in self.cks.items():
+        for key in changed:
+            e = cks.get(key)
+            if e is None:
+                continue  # gone (withdrawn, dropped, cleared)
             ck = e.ck
             assert ck is not None
             if e.ck_state == NOT_STORED:
                 if e.bits == e.full:
-                    gone.append(key)
+                    del cks[key]
                     self.dropped += 1
-                elif now_ms - ck.pop_time > stay or ck.revive_time - now_ms < stay_timeout:
+                elif e.due:
                     e.ck_state = STORING
                     writes.append(CkWrite(e))
             elif e.ck_state == STORED:
@@ -238,9 +260,8 @@ class PopBuffer:
                     offsets = tuple(ck.ack_offset_by_index(i) for i in _bits(todo))
                     writes.append(AckWrite(e, todo, offsets))
                 elif e.stored_bits == e.bits and not e.writing_bits:
-                    gone.append(key)
-        for key in gone:
-            del self.cks[key]
+                    del cks[key]
+        changed.clear()
         self._commit_heads()
         return writes
 
@@ -270,18 +291,26 @@ class PopBuffer:
         next scan writes it again)."""
         if entry.ck_state == STORING:
             entry.ck_state = STORED if ok else NOT_STORED
+            self._touch(entry)
 
     def acks_stored(self, entry: Entry, bits: int, ok: bool) -> None:
         """The store answered an entry's ACK record of ``bits``."""
         entry.writing_bits &= ~bits
         if ok:
             entry.stored_bits |= bits
+        self._touch(entry)
+
+    def _touch(self, entry: Entry) -> None:
+        if entry.ck is not None:
+            self._changed[entry.ck.merge_key] = None
 
     def clear(self) -> None:
         """Forget everything (no longer the master): no offset is committed for what was
         pending, so the next master pops those messages again."""
         self.cks.clear()
         self.queues.clear()
+        self._due.clear()
+        self._changed.clear()
 
 
 def _bits(mask: int) -> Iterator[int]:
