@@ -70,12 +70,14 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 @pytest.fixture(scope="session")
 def spark() -> Iterator[Any]:
     """One local SparkSession for every test that runs the incident job in-process (starting
-    Spark takes seconds), with the settings for tiny inputs (`TINY_INPUT_CONF`); the
-    `rocketrio analyze` system test runs the job with the product's own."""
+    Spark takes seconds), with the settings for tiny inputs (`TINY_INPUT_CONF`) and a driver
+    JVM that compiles with C1 only (`quick_jvm`); the `rocketrio analyze` system test runs the
+    job with the product's own settings (on such a JVM too)."""
     from rocketrio.analysis.incidents import session
-    from tests.harness.spark import TINY_INPUT_CONF
+    from tests.harness.spark import TINY_INPUT_CONF, quick_jvm
 
-    s = session("local[2]", app="rocketrio-tests")
+    with quick_jvm():
+        s = session("local[2]", app="rocketrio-tests")
     for key, value in TINY_INPUT_CONF.items():
         s.conf.set(key, value)
     yield s

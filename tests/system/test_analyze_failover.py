@@ -28,6 +28,7 @@ from rocketrio.actors.client.producer import Producer
 from rocketrio.actors.client.push_consumer import ConsumeStatus, PushConsumer
 from rocketrio.actors.observe.logs import configure_logging
 from rocketrio.analysis.incidents import run
+from tests.harness.spark import quick_jvm_env
 from tests.harness.system import UpProcess, master_name, role_changes, start_up, wait_for
 
 pytestmark = pytest.mark.system
@@ -106,6 +107,7 @@ def analyze(logs: str, out: str, *extra: str) -> dict[str, Any]:
         capture_output=True,
         text=True,
         timeout=300,
+        env=quick_jvm_env(os.environ),
     )
     assert run.returncode == 0, run.stderr[-3000:]
     assert "finding incidents" in run.stderr  # the progress lines
