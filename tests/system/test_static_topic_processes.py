@@ -111,6 +111,18 @@ async def _run(ns: str, work: str, ports: list[int], procs: dict[str, Any]) -> R
             while not sent <= run.consumed.keys():
                 await trio.sleep(0.2)
 
+    async def offsets_persisted() -> None:
+        """Until the broker leading each logic queue holds the consumer's offset of it (the
+        consumer persists its offsets every 5 s)."""
+        store = c.offset_store
+        assert store is not None
+        with trio.fail_after(30):
+            while True:
+                mqs = [q for q in c.assigned_queues() if q.topic == TOPIC]
+                if mqs and all([await store.fetch(q) == store.table.read(q) for q in mqs]):
+                    return
+                await trio.sleep(0.5)
+
     async with Producer("sys_static_p", ns) as p, c:
         with trio.fail_after(60):
             while len(c.assigned_queues()) < 8:
@@ -130,7 +142,7 @@ async def _run(ns: str, work: str, ports: list[int], procs: dict[str, Any]) -> R
                 assert r.returncode == 0, r.stderr
             await send(p, n)
         await all_consumed()
-        await trio.sleep(7)  # the consumer persists its offsets every 5 s
+        await offsets_persisted()
         # broker-a leads nothing any more and its generations are read: retire it
         stop_processes([procs.pop("broker-a")])
         async with MQAdmin(ns) as mq:
