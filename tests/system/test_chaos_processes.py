@@ -3,7 +3,7 @@
 runs here, the traced workload, and the verdict.
 
 - a clean build under kills, suspends, partitions and a controller kill loses nothing
-  acknowledged and exits 0 (about 90 s), and its POP group recovers from each fault about as
+  acknowledged and exits 0 (about 65 s), and its POP group recovers from each fault about as
   fast as its push groups (issue 26);
 - chaos tested on itself: a broken build (a broker that acknowledges before its slave has the
   data, allAckInSyncStateSet on) must make chaos report lost messages and exit 1. The break is
@@ -86,10 +86,14 @@ def lo_qdisc() -> str:
 
 
 def _faults() -> list[str]:
-    names = ["kill-master", "suspend-slave+kill-master", "kill-controller-leader+kill-master",
-             "suspend-master"]  # fmt: skip
+    """Every fault kind that runs here, once each (8 s apart: six faults in 64 s). A fault
+    that needs a slave never comes right after a lone kill-master, whose victim is the slave
+    only once its process has restarted: it follows a heal, on which the master that was cut
+    off or suspended steps down to slave at once."""
+    names = ["kill-master", "suspend-master", "suspend-slave+kill-master",
+             "kill-controller-leader+kill-master"]  # fmt: skip
     if ROOT:
-        names[1:1] = ["partition-slave-from-master+kill-master", "partition-master"]
+        names[1:1] = ["partition-master", "partition-slave-from-master+kill-master"]
     return [f for n in names for f in ("--fault", n)]
 
 
@@ -121,8 +125,8 @@ def test_a_clean_cluster_under_chaos_loses_nothing_acknowledged(tmp_path: Path) 
     out = tmp_path / "chaos"
     try:
         code, text = run_chaos(
-            up, out, "--duration", "75s", *_faults(), "--every", "9s", "--hold", "4s",
-            "--warmup", "6s", "--drain", "12s", "--drain-timeout", "30s", timeout=150,
+            up, out, "--duration", "64s", *_faults(), "--every", "8s", "--hold", "4s",
+            "--warmup", "5s", "--drain", "12s", "--drain-timeout", "30s", timeout=150,
         )  # fmt: skip
         res = result(out)
         assert code == 0, text
