@@ -15,6 +15,7 @@ consumed afterwards.
 
 from __future__ import annotations
 
+import json
 import os
 import random
 import shutil
@@ -22,7 +23,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
@@ -174,11 +175,32 @@ async def master_ip(namesrv: str, replicas: int = 1) -> str:
                 await trio.sleep(0.2)
 
 
+def sync_state_set(up: Up, node: str) -> list[int]:
+    """The SyncStateSet ``node`` (a master) last had accepted, from its log ([] before any)."""
+    path = os.path.join(up.base_dir, "logs", f"{node}.jsonl")
+    last: list[int] = []
+    with open(path, encoding="utf-8") as f:
+        for line in f:
+            rec = json.loads(line)
+            if rec.get("event") == "sync_state_set_accepted":
+                last = rec["sync_state_set"]
+    return last
+
+
+async def until(cond: Callable[[], bool], timeout_s: float, what: str) -> None:
+    with trio.move_on_after(timeout_s):
+        while not cond():
+            await trio.sleep(0.1)
+        return
+    raise AssertionError(f"not within {timeout_s}s: {what}")
+
+
 async def run_scenario(hosts: Hosts, up: Up) -> tuple[set[str], str, float]:
     acked: set[str] = set()
     host_by_ip = {ip: name for name, ip in hosts.ip_of.items()}
     old = host_by_ip[await master_ip(up.namesrv, 2)]
-    await trio.sleep(3)  # the slave catches up and joins the SyncStateSet
+    node = f"broker-a-{old}"
+    await until(lambda: len(sync_state_set(up, node)) == 2, 30, "the slave in the SyncStateSet")
     async with Producer("part_producer", up.namesrv, send_timeout=1.0, retries=4) as producer:
         stop = trio.Event()
         limiter = trio.CapacityLimiter(16)
@@ -213,7 +235,12 @@ async def run_scenario(hosts: Hosts, up: Up) -> tuple[set[str], str, float]:
             elected_after = trio.current_time() - cut_at
             await trio.sleep(5)  # the old master stays isolated from the controller a while
             hosts.heal(old, "ns")
-            await trio.sleep(5)
+            await until(
+                lambda: role_changes(up, node)[-1]["broker_role"] == "SLAVE",
+                30,
+                "the old master stepped down",
+            )
+            await trio.sleep(2)  # sends go on to the new master beside its new slave
             stop.set()
     return acked, old, elected_after
 
