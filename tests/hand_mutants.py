@@ -3818,6 +3818,26 @@ MUTANTS: list[Mutant] = [
         "        if True:  # MUTANT",
         [_PBA + "test_a_change_stored_after_the_old_ck_was_written_acks_it_in_the_revive_log"],
     ),
+    Mutant(
+        "a pull parked at a hung master asks for no route",
+        "actors/client/stuck_pulls.py",
+        "            consumer.client.request_route_refresh(topic)",
+        "            pass  # MUTANT",
+        [
+            "tests/actor/client/test_stuck_pulls.py::"
+            "test_a_push_consumer_leaves_a_frozen_master_within_the_pull_hold[1]"
+        ],
+    ),
+    Mutant(
+        "a pull in flight is stuck before the broker's hold ends",
+        "actors/client/stuck_pulls.py",
+        "    late = now - hold_s - STUCK_AFTER_S",
+        "    late = now - STUCK_AFTER_S  # MUTANT",
+        [
+            "tests/actor/client/test_stuck_pulls.py::"
+            "test_only_pulls_in_flight_past_the_hold_are_stuck"
+        ],
+    ),
 ]
 
 

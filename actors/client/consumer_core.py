@@ -16,8 +16,8 @@ replica a queue is pulled from, the header, the processing of an answer and the 
 are pull_api.py's (upstream PullAPIWrapper). A pull that fails because the broker is gone asks
 for a fresh route at once and retries soon (`pull_retry_delay`); other errors pause the queue
 for 3 s. When a route update changes where a queue should be pulled from (its master is back,
-or moved), the pull in flight at the old address (perhaps held there for 15 s) is abandoned and
-the queue is pulled at once from the new one.
+or moved), the pull in flight at the old address (perhaps held there for 15 s, or parked at a
+hung master: stuck_pulls.py asks for the route) is abandoned and pulled at once from the new one.
 """
 
 from __future__ import annotations
@@ -74,6 +74,7 @@ from rocketrio.actors.client.rebalance import (
 from rocketrio.actors.client.remoting import ClientTransport as Transport
 from rocketrio.actors.client.running_info_reply import consumer_running_info
 from rocketrio.actors.client.sql_subscription import check_client_in_broker, subscription_of
+from rocketrio.actors.client.stuck_pulls import watch_stuck_pulls
 from rocketrio.actors.client.subscription import build_subscription
 from rocketrio.actors.kernel.clock import wallclock_ms
 from rocketrio.actors.observe import events
@@ -249,6 +250,7 @@ class ConsumerCore(abc.ABC):
         self._start_workers(nursery)
         nursery.start_soon(self._rebalance_loop)
         nursery.start_soon(self._stats_loop)
+        nursery.start_soon(watch_stuck_pulls, self)  # pulls parked at a hung master
         interval = self._persist_interval_s()
         if interval is not None:
             nursery.start_soon(self._persist_loop, interval)
@@ -527,8 +529,7 @@ class ConsumerCore(abc.ABC):
         by every topic) abandon pulls in flight at an address that is no longer where their
         queue should be pulled from."""
         queues = subscribe_queues(topic, route)
-        # a first route too: a topic that appears after start (a %RETRY% topic created by
-        # the first heartbeat) is owned at once
+        # a first route too: a topic appearing after start (a first heartbeat's %RETRY%) is owned
         if self._route_queues.get(topic) != queues and topic in self._rebalance_topics():
             self.request_rebalance()
         self._route_queues[topic] = queues
