@@ -3838,6 +3838,13 @@ MUTANTS: list[Mutant] = [
             "test_only_pulls_in_flight_past_the_hold_are_stuck"
         ],
     ),
+    Mutant(
+        "POP buffer: a graceful shutdown leaves the buffer unwritten",
+        "actors/broker/pop/buffer_service.py",
+        "        self.buffer.flush_all()",
+        "        pass  # MUTANT",
+        [_PBA + "test_a_graceful_restart_writes_the_buffer_out_first"],
+    ),
 ]
 
 

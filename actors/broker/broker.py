@@ -436,6 +436,7 @@ class Broker:
                 ("drain_store", self._drain_store),
                 ("answer_held_pulls", self._answer_held),
                 ("drain_connections", partial(drain_connections, lambda: self.server.connections)),
+                ("drain_pop_buffer", self.pop.drain_buffer),
                 ("persist_configs", self._persist_configs),
             ],
             close=partial(self.io.run_blocking, self.store.message_store.close),

@@ -265,6 +265,17 @@ class PopBuffer:
         self._commit_heads()
         return writes
 
+    def flush_all(self) -> None:
+        """Shutdown: every CK not all acknowledged falls due now (the next scans write them
+        and their ACKs), so the offsets pass them and a restart re-delivers nothing."""
+        for key, entry in self.cks.items():
+            entry.due = True
+            self._changed[key] = None
+
+    def settled(self) -> bool:
+        """Nothing left to write or being written (after `flush_all`: all stored)."""
+        return not self.cks
+
     def _commit_heads(self) -> None:
         offsets = self.offsets
         empty: list[LockKey] = []

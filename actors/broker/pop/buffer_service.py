@@ -5,7 +5,8 @@ buffer. The buffer and its promises are buffer_merge.py's; this shell only build
 store answered: a CK counts as stored only where no failover cuts it
 (`PutStatus.kept_by_failover`), an ACK record when it is stored at all (an ACK lost means one
 more delivery, as on the usual path). A write the store cannot take now (its inbox full, or
-stopped) is left to the next round.
+stopped) is left to the next round. A graceful shutdown `drain`s the buffer: every CK and its
+ACKs written, the offsets moved past them, before the broker persists its offsets.
 """
 
 from __future__ import annotations
@@ -24,7 +25,9 @@ from rocketrio.actors.kernel.runtime import ActorStopped
 from rocketrio.protocol.pop_checkpoint import AckMsg
 from rocketrio.storage.message_store import PutResult
 
-SCAN_INTERVAL_S = 0.05  # upstream scans every 5 ms; a round here costs a pass over the buffer
+SCAN_INTERVAL_S = 0.05  # upstream scans every 5 ms; a round looks at what changed only
+DRAIN_TIMEOUT_S = 5.0  # at shutdown, how long the buffer's last writes may take
+DRAIN_POLL_S = 0.01
 
 
 class PopBufferService:
@@ -55,6 +58,22 @@ class PopBufferService:
         while True:
             await trio.sleep(self.interval_s)
             self.round()
+
+    async def drain(self, timeout_s: float = DRAIN_TIMEOUT_S) -> None:
+        """Graceful shutdown, before the offsets are persisted: every CK still in memory and
+        its ACKs written, and the offsets moved past them (upstream stores its buffer on
+        shutdown too); what the store does not take within ``timeout_s`` is left (popped
+        again after the restart, as after a crash)."""
+        if not self.buffer.enabled:
+            return
+        self.buffer.flush_all()
+        with trio.move_on_after(timeout_s):
+            while True:
+                self.round()
+                if self.buffer.settled():
+                    break
+                await trio.sleep(DRAIN_POLL_S)
+        self.round()  # the offsets of what was stored meanwhile
 
     def round(self) -> None:
         """One scan and its writes; on anything but a serving master, the buffer emptied and

@@ -226,6 +226,11 @@ class PopFeature:
         await self.hold.answer_all()
         await self.notifications.answer_all()
 
+    async def drain_buffer(self) -> None:
+        """Shutdown, before the offsets are persisted: the POP buffer written out."""
+        if self.buffer_service is not None:
+            await self.buffer_service.drain()
+
     async def load(self) -> None:
         await self.order.load_file()
 

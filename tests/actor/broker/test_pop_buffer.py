@@ -320,3 +320,28 @@ async def test_a_change_stored_after_the_old_ck_was_written_acks_it_in_the_reviv
         assert await receive_all(c, invisible=20.0) == []
         await trio.sleep(35.0)  # the new one's
         assert bodies(await receive_all(c, invisible=20.0)) == [b"m0"]
+
+
+async def test_a_graceful_restart_writes_the_buffer_out_first(
+    tmp_path: Any, mock_clock: trio.testing.MockClock
+) -> None:
+    """Shutdown writes every CK still in memory and its ACKs and moves the offset past them
+    before the offsets are persisted: after the restart nothing comes back early, the
+    unacknowledged message at its invisible time, the acknowledged never."""
+    async with harness(tmp_path, **ON) as h:
+        async with simple(h) as c:
+            await send_n(h, 3)
+            got = {m.body: m for m in await receive_all(c, invisible=30.0)}
+            await c.ack(got[b"m0"])
+            await c.ack(got[b"m1"])
+            popped_at = trio.current_time()
+            assert revive_records(h) == []  # still in memory
+        await h.stop_broker()
+        await h.start_broker(**ON)
+        assert sorted(t for t, _ in revive_records(h)) == ["bAck", "ck"]
+        assert committed(h) == 3
+        async with simple(h) as c:
+            assert await receive_all(c, invisible=30.0) == []  # nothing early
+            await trio.sleep(30.0 - (trio.current_time() - popped_at) + 2.0)
+            back = await receive_all(c, invisible=30.0)
+            assert bodies(back) == [b"m2"]
