@@ -48,19 +48,16 @@ from __future__ import annotations
 
 import random
 from pathlib import Path
-from typing import Any
 
 import pytest
 import trio
 import trio.testing
 
 from rocketrio.actors.client.admin import MQAdmin, wait_for_route
-from rocketrio.actors.client.config import ClientConfig
-from rocketrio.actors.client.message import Message
-from rocketrio.actors.client.producer import Producer
 from rocketrio.actors.client.route_refresh import ROUTE_REFRESH_MIN_INTERVAL_S
 from rocketrio.actors.client.simple_consumer import SimpleConsumer
 from rocketrio.actors.client.stuck_sends import POLL_S, STUCK_AFTER_S
+from tests.harness.failover_clients import client_kw, produce_forever
 from tests.harness.replication import (
     CLIENT_HOST,
     CLUSTER,
@@ -87,24 +84,8 @@ PARTITION_HOLD_S = 4.0  # chaos's --hold
 PRODUCER_HOST, CONSUMER_HOST = "10.0.9.21", "10.0.9.22"
 
 
-def client_kw(c: Cluster, host: str) -> dict[str, Any]:
-    return {
-        "transport": c.net.transport(host),
-        "client_config": ClientConfig(namesrvAddr=c.namesrv_addr, clientIP=host),
-    }
-
-
 async def produce(c: Cluster) -> None:
-    kw = client_kw(c, PRODUCER_HOST)
-    async with Producer("pop_p", c.namesrv_addr, rng=random.Random(5), **kw) as p:
-        i = 0
-        while True:
-            try:
-                await p.send(Message(TOPIC, f"m{i}".encode()))
-            except Exception:  # mid-failover; the producer's own retries are not under test
-                await trio.sleep(0.1)
-            i += 1
-            await trio.sleep(SEND_PERIOD_S)
+    await produce_forever(c, PRODUCER_HOST, TOPIC, "pop_p", SEND_PERIOD_S)
 
 
 async def consume(c: Cluster, got: list[tuple[float, str]], errors: list[Exception]) -> None:

@@ -28,15 +28,13 @@ import trio
 import trio.testing
 
 from rocketrio.actors.client.admin import MQAdmin, wait_for_route
-from rocketrio.actors.client.config import ClientConfig
-from rocketrio.actors.client.message import Message
-from rocketrio.actors.client.producer import Producer
 from rocketrio.actors.client.pull_api import QueueState
 from rocketrio.actors.client.push_consumer import ConsumeStatus, PushConsumer
 from rocketrio.actors.client.route_refresh import ROUTE_REFRESH_MIN_INTERVAL_S
 from rocketrio.actors.client.stuck_pulls import POLL_S, stuck_topics
 from rocketrio.actors.client.stuck_sends import STUCK_AFTER_S
 from rocketrio.protocol.bodies import MessageQueue, SubscriptionData
+from tests.harness.failover_clients import client_kw, produce_forever
 from tests.harness.replication import (
     CLIENT_HOST,
     CLUSTER,
@@ -74,24 +72,8 @@ async def test_only_pulls_in_flight_past_the_hold_are_stuck() -> None:
     assert stuck_topics(queues, 200.0, HOLD_S) == {"A", "B"}
 
 
-def client_kw(c: Cluster, host: str) -> dict[str, Any]:
-    return {
-        "transport": c.net.transport(host),
-        "client_config": ClientConfig(namesrvAddr=c.namesrv_addr, clientIP=host),
-    }
-
-
 async def produce(c: Cluster) -> None:
-    kw = client_kw(c, PRODUCER_HOST)
-    async with Producer("pull_p", c.namesrv_addr, rng=random.Random(5), **kw) as p:
-        i = 0
-        while True:
-            try:
-                await p.send(Message(TOPIC, f"m{i}".encode()))
-            except Exception:  # mid-failover; the producer's own retries are not under test
-                await trio.sleep(0.1)
-            i += 1
-            await trio.sleep(SEND_PERIOD_S)
+    await produce_forever(c, PRODUCER_HOST, TOPIC, "pull_p", SEND_PERIOD_S)
 
 
 async def consume(c: Cluster, got: list[float], ready: trio.Event) -> None:
