@@ -139,10 +139,6 @@ class PopBuffer:
         q = self.queues.get((topic, group, queue_id))
         return q.entries[-1].next_offset if q is not None and q.entries else None
 
-    def pending(self) -> int:
-        """Entries whose offset is not committed yet."""
-        return sum(len(q.entries) for q in self.queues.values())
-
     def takes(self, invisible_ms: int) -> bool:
         """Whether a pop with this invisible time may use the buffer now: it is enabled, not
         full, and such a CK would not be due within the stay timeout (and a margin, as
