@@ -128,7 +128,6 @@ class PopBuffer:
         self._due: list[tuple[int, int, MergeKey]] = []
         self._seq = itertools.count()
         self._changed: dict[MergeKey, None] = {}
-        self.committed = 0  # offsets the buffer moved (figures)
         self.dropped = 0  # CKs dropped all acknowledged, never written
         # set by the shell: True on a master serving (not a slave, not acting for one); pops
         # use the buffer only then
@@ -287,7 +286,6 @@ class PopBuffer:
                 else:
                     offsets.commit(group, topic, queue_id, last)
                     q.expected = last
-                    self.committed += 1
             if not entries:
                 empty.append(lock_key)
         for lock_key in empty:
