@@ -7,18 +7,15 @@ leaves the offset where it was, and the next pop gets them."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
 from typing import Any
 
 import trio
 import trio.testing
 
 from rocketrio.actors.broker.dispatch.outcomes import PutStatus
-from rocketrio.actors.client.config import ClientConfig
-from rocketrio.actors.client.simple_consumer import SimpleConsumer
 from rocketrio.protocol.codes import ResponseCode
 from tests.harness.broker import harness
+from tests.harness.pop import simple_consumer
 
 TOPIC, GROUP = "PopN", "PopNG"
 
@@ -46,20 +43,6 @@ class HeldPuts:
         self.held.clear()
 
 
-@asynccontextmanager
-async def consumer(h: Any, host: str) -> AsyncIterator[SimpleConsumer]:
-    c = SimpleConsumer(
-        GROUP,
-        h.namesrv_addr,
-        transport=h.net.transport(host),
-        client_config=ClientConfig(clientIP=host, instanceName="pop"),
-        await_duration=0.0,
-    )
-    async with c:
-        c.subscribe(TOPIC, "*")
-        yield c
-
-
 async def until_held(writer: HeldPuts) -> None:
     with trio.fail_after(5):
         while not writer.held:
@@ -80,7 +63,7 @@ async def test_a_pop_with_messages_is_answered_without_a_task_once_its_ck_is_sto
         for i in range(4):
             assert (await h.send(TOPIC, f"n{i}".encode(), queue_id=0)).code == ResponseCode.SUCCESS
         offsets = h.broker.tables.offsets
-        async with consumer(h, "10.0.0.7") as c:
+        async with simple_consumer(h, GROUP, TOPIC) as c:
             await trio.sleep(0.5)
             got: list[Any] = []
 
@@ -107,7 +90,7 @@ async def test_a_pop_with_messages_is_answered_without_a_task_once_its_ck_is_sto
                 assert got == [] and len(writer.held) == 1
                 assert offsets.query(GROUP, TOPIC, 0) <= 0
                 # the queue stays being popped: another consumer of the group gets none of it
-                async with consumer(h, "10.0.0.8") as other:
+                async with simple_consumer(h, GROUP, TOPIC) as other:
                     await trio.sleep(0.5)
                     assert await other.receive(32, 30.0, await_duration=0) == []
                 assert len(started) == 1  # that empty pop went to the task path

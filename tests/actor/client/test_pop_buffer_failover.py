@@ -25,10 +25,10 @@ import trio
 import trio.testing
 
 from rocketrio.actors.client.admin import MQAdmin, wait_for_route
-from rocketrio.actors.client.config import ClientConfig
 from rocketrio.actors.client.message import Message
 from rocketrio.actors.client.producer import Producer
 from rocketrio.actors.client.simple_consumer import SimpleConsumer
+from tests.harness.failover_clients import client_kw
 from tests.harness.replication import CLIENT_HOST, CLUSTER, Cluster, cluster, pair, wait_until
 
 TOPIC, GROUP = "PopBufF", "pop_buf_g"
@@ -42,13 +42,9 @@ BROKER = {
 PRODUCER_HOST, CONSUMER_HOST = "10.0.9.31", "10.0.9.32"
 
 
-def client_config(host: str, c: Cluster) -> ClientConfig:
-    return ClientConfig(namesrvAddr=c.namesrv_addr, clientIP=host)
-
-
 async def produce(c: Cluster, sent: set[bytes], count: int) -> None:
-    kw = {"transport": c.net.transport(PRODUCER_HOST), "rng": random.Random(3)}
-    async with Producer("pop_buf_p", c.namesrv_addr, **kw) as p:  # type: ignore[arg-type]
+    kw = client_kw(c, PRODUCER_HOST)
+    async with Producer("pop_buf_p", c.namesrv_addr, rng=random.Random(3), **kw) as p:
         for i in range(count):
             body = f"m{i}".encode()
             try:
@@ -62,9 +58,7 @@ async def produce(c: Cluster, sent: set[bytes], count: int) -> None:
 async def consume(c: Cluster, acked: set[bytes], rng: random.Random) -> None:
     """Receive and acknowledge, leaving a quarter of first deliveries unacknowledged."""
     seen: set[bytes] = set()
-    tp = c.net.transport(CONSUMER_HOST)
-    cfg = client_config(CONSUMER_HOST, c)
-    async with SimpleConsumer(GROUP, c.namesrv_addr, transport=tp, client_config=cfg) as sc:
+    async with SimpleConsumer(GROUP, c.namesrv_addr, **client_kw(c, CONSUMER_HOST)) as sc:
         sc.subscribe(TOPIC)
         while True:
             try:
