@@ -3845,6 +3845,30 @@ MUTANTS: list[Mutant] = [
         "        pass  # MUTANT",
         [_PBA + "test_a_graceful_restart_writes_the_buffer_out_first"],
     ),
+    Mutant(
+        "a static topic's old leader keeps the pulls held on a moved queue",
+        "actors/broker/static_topic/admin.py",
+        "        self.release_held(mapping.topic, [was_led[gid] for gid in released])",
+        "        pass  # MUTANT",
+        [
+            "tests/actor/broker/test_static_topic_held_pull.py::"
+            "test_a_held_pull_ends_when_its_queue_moves"
+        ],
+    ),
+    Mutant(
+        "a released key's held pulls wait for their deadline",
+        "actors/broker/dispatch/long_poll.py",
+        "                    await self._answer(held, final=True)\n"
+        "        self._forget_done(released)",
+        "                    await self._answer(held, final=False)  # MUTANT\n"
+        "        self._forget_done(released)",
+        [
+            "tests/unit/actors/broker/dispatch/test_long_poll.py::"
+            "test_release_answers_a_keys_held_requests_now",
+            "tests/actor/broker/test_static_topic_held_pull.py::"
+            "test_a_held_pull_ends_when_its_queue_moves",
+        ],
+    ),
 ]
 
 

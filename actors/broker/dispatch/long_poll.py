@@ -8,7 +8,9 @@ only notes the key and wakes this loop's task, which re-runs each held request o
 (`rerun(held, final=False)`: the outcome, or None to keep holding) whose `offset` the new max
 passed. The reads never run inside the store actor's turn. The same task sleeps until the
 earliest deadline and answers expired requests with a last attempt (`final=True`). No thread,
-no busy loop: an idle request costs a heap entry.
+no busy loop: an idle request costs a heap entry. `release` answers a key's held requests at
+once with that last attempt, for a key nothing will arrive at any more (a static topic's queue
+whose logic queue moved to another broker).
 
 The loop knows no wire format and no limits: a held request carries its `Waiter` (the handle on
 the waiting connection, dispatch/held_reply.py) and its processor's `rerun` and `failed`
@@ -75,6 +77,7 @@ class LongPoll:
         self._by_key: dict[Hashable, list[Held]] = {}
         self._heap: list[tuple[float, int, Held]] = []
         self._grown: dict[Hashable, int] = {}  # keys with held requests that got messages
+        self._released: set[Hashable] = set()  # keys whose held requests end now (`release`)
         self._seq = itertools.count()
         self._wakeup = trio.Event()
         self.holding = True  # False from shutdown on: requests are answered at once
@@ -104,6 +107,15 @@ class LongPoll:
                 self._grown[key] = max_offset
                 self._wakeup.set()
 
+    def release(self, keys: Iterable[Hashable]) -> None:
+        """Answer the requests held on ``keys`` now, each with its last attempt (no arrival
+        will wake them: what they wait for moved elsewhere). Cheap: the answers happen in
+        `run`."""
+        held = [key for key in keys if key in self._by_key]
+        if held:
+            self._released.update(held)
+            self._wakeup.set()
+
     def stop_holding(self) -> None:
         """Shutdown begins: from now on a request that finds nothing is answered at once."""
         self.holding = False
@@ -117,16 +129,26 @@ class LongPoll:
         self._heap.clear()
         self._by_key.clear()
         self._grown.clear()
+        self._released.clear()
 
     async def run(self) -> None:
         while True:
-            if not self._grown:
+            if not self._grown and not self._released:
                 self._wakeup = trio.Event()
                 deadline = self._heap[0][0] if self._heap else math.inf
                 with trio.move_on_at(deadline):
                     await self._wakeup.wait()
+            await self._serve_released()
             await self._serve_grown()
             await self._expire(trio.current_time())
+
+    async def _serve_released(self) -> None:
+        released, self._released = self._released, set()
+        for key in released:
+            for held in list(self._by_key.get(key, ())):
+                if not held.done:
+                    await self._answer(held, final=True)
+        self._forget_done(released)
 
     async def _serve_grown(self) -> None:
         grown, self._grown = self._grown, {}

@@ -11,7 +11,7 @@ and in all (maxHeldPulls), refused with SYSTEM_BUSY and a rate-limited log line.
 from __future__ import annotations
 
 import enum
-from collections.abc import Hashable, Mapping
+from collections.abc import Hashable, Iterable, Mapping
 
 import attrs
 import structlog
@@ -114,6 +114,12 @@ class PullRequestHoldService:
         """The store actor's arrival listener, once a turn: (topic, queue id) -> new max
         offset. Cheap: the re-runs happen in `run`."""
         self._poll.notify_many(arrived.items())
+
+    def release_queues(self, topic: str, queue_ids: Iterable[int]) -> None:
+        """Answer the pulls held on these queues now (a static topic's logic queues this broker
+        stopped leading: nothing arrives there any more, and the answer sends the consumer on
+        to the new leader instead of leaving it held until its suspend timeout)."""
+        self._poll.release((topic, q) for q in queue_ids)
 
     def stop_holding(self) -> None:
         """Shutdown begins: from now on a pull that finds nothing is answered at once."""

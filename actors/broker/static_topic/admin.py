@@ -65,8 +65,12 @@ class StaticTopicProcessor:
         admin: AdminProcessor,
         on_change: Callable[[], None] = lambda: None,
         store_barrier: Callable[[], Awaitable[int]] | None = None,
+        release_held: Callable[[str, list[int]], None] = lambda topic, queues: None,
     ) -> None:
         self.on_change = on_change  # a mapping changed: register with the NameServers (S3)
+        # (topic, physical queue ids): answer the pulls held on queues whose logic queue this
+        # broker stopped leading (pull/hold.py release_queues)
+        self.release_held = release_held
         # returns once every put queued before is stored (the CommitLog end then)
         self.store_barrier = store_barrier
         self.topics = topics
@@ -154,13 +158,18 @@ class StaticTopicProcessor:
         leader"): from now on their sends are refused (static_topic_send), and before the
         admin gets its answer and reads this broker's max offsets to decide the new logic
         offsets, every send accepted while it still led them is stored. Otherwise a message in
-        the store's inbox would land past the sealed end and never be read."""
-        if held is None or self.store_barrier is None:
+        the store's inbox would land past the sealed end and never be read. Then the pulls held
+        on those queues are answered: nothing arrives there any more, and the consumers'
+        next pulls are refused (NOT_LEADER_FOR_QUEUE), which sends them to the new leader at
+        once instead of after their hold (up to brokerSuspendMaxTimeMillis, 15 s)."""
+        if held is None:
             return
-        released = sorted(set(held.leader_id_map()) - set(mapping.leader_id_map()))
+        was_led = held.leader_id_map()
+        released = sorted(set(was_led) - set(mapping.leader_id_map()))
         if not released:
             return
-        end = await self.store_barrier()
+        end = await self.store_barrier() if self.store_barrier is not None else -1
+        self.release_held(mapping.topic, [was_led[gid] for gid in released])
         events.emit(
             self.log,
             events.StaticTopicLeadershipReleased(

@@ -65,6 +65,7 @@ class StaticTopicFeature:
             admin=admin,
             on_change=on_change,
             store_barrier=store_barrier,
+            release_held=pull.hold.release_queues,
         )
         self.remote = RemoteBrokers(client, lambda: config.namesrv_addrs)
         self.offsets = StaticTopicOffsets(

@@ -1,6 +1,7 @@
 """The one long-polling loop (actors/broker/dispatch/long_poll.py) under the mock clock: a held
 request is re-run when its key grows past its offset, kept while its re-run finds nothing,
-answered once at its deadline with a final attempt, answered at once at shutdown, and a re-run
+answered once at its deadline with a final attempt, answered at once with that attempt when its
+key is released, answered at once at shutdown, and a re-run
 that raises is answered with the request's own failure; the held reply writes to its
 connection (held_reply.py)."""
 
@@ -81,6 +82,33 @@ async def test_deadline_gives_one_final_attempt(mock_clock: trio.testing.MockClo
         assert reply.delivered == []
         await trio.sleep(0.2)
         assert reply.delivered == ["final"] and h.request == [True] and h.done
+        n.cancel_scope.cancel()
+
+
+async def test_release_answers_a_keys_held_requests_now(
+    mock_clock: trio.testing.MockClock,
+) -> None:
+    poll = LongPoll()
+    moved, other, both = Waiting(), Waiting(), Waiting()
+    deadline = trio.current_time() + 15
+    h_moved = held(moved, (("T", 0),), deadline, [])
+    h_other = held(other, (("T", 1),), deadline, [])
+    h_both = held(both, (("T", 1), ("T", 0)), deadline, [])
+    async with trio.open_nursery() as n:
+        n.start_soon(poll.run)
+        for h in (h_moved, h_other, h_both):
+            poll.park(h)
+        poll.release([("T", 0), ("T", 9)])  # a key nothing is held on is ignored
+        await trio.testing.wait_all_tasks_blocked()
+        # the last attempt, at once: final=True, its outcome answered
+        assert h_moved.request == [True] and moved.delivered == ["final"]
+        assert h_both.request == [True] and both.delivered == ["final"]
+        assert h_other.request == [] and other.delivered == [] and poll.count == 1
+        poll.notify(("T", 0), 100)  # nothing left held there
+        await trio.testing.wait_all_tasks_blocked()
+        assert h_moved.request == [True] and h_both.request == [True]
+        await trio.sleep(16)  # the others wait for their deadline
+        assert other.delivered == ["final"] and poll.count == 0
         n.cancel_scope.cancel()
 
 
