@@ -3846,6 +3846,24 @@ MUTANTS: list[Mutant] = [
         [_PBA + "test_a_graceful_restart_writes_the_buffer_out_first"],
     ),
     Mutant(
+        "POP buffer: popProgress leaves out the buffer's messages in flight",
+        "actors/broker/pop/handlers.py",
+        "        if counts is not None and buffer is not None:",
+        "        if False:  # MUTANT",
+        [_PBA + "test_pop_progress_counts_the_buffers_messages_in_flight"],
+    ),
+    Mutant(
+        "POP buffer: a stored CK counted in flight twice",
+        "actors/broker/pop/buffer_merge.py",
+        "            if ck is None or ck.cid != group or entry.ck_state == STORED:",
+        "            if ck is None or ck.cid != group:  # MUTANT",
+        [
+            "tests/unit/actors/broker/pop/test_buffer_merge.py::"
+            "test_inflight_counts_the_unacknowledged_messages_of_cks_not_yet_stored",
+            _PBA + "test_pop_progress_counts_the_buffers_messages_in_flight",
+        ],
+    ),
+    Mutant(
         "a static topic's old leader keeps the pulls held on a moved queue",
         "actors/broker/static_topic/admin.py",
         "        self.release_held(mapping.topic, [was_led[gid] for gid in released])",

@@ -138,6 +138,20 @@ class PopBuffer:
         q = self.queues.get((topic, group, queue_id))
         return q.entries[-1].next_offset if q is not None and q.entries else None
 
+    def inflight(self, group: str) -> dict[tuple[str, int], int]:
+        """Messages of ``group`` popped and not acknowledged per (topic, queue id) whose CK is
+        only here (not yet stored, so the revive service has not read it)."""
+        out: dict[tuple[str, int], int] = {}
+        for entry in self.cks.values():
+            ck = entry.ck
+            if ck is None or ck.cid != group or entry.ck_state == STORED:
+                continue
+            left = (entry.full & ~entry.bits).bit_count()
+            if left:
+                key = (ck.topic, ck.queue_id)
+                out[key] = out.get(key, 0) + left
+        return out
+
     def takes(self, invisible_ms: int) -> bool:
         """Whether a pop with this invisible time may use the buffer now: it is enabled, not
         full, and such a CK would not be due within the stay timeout (and a margin, as

@@ -198,7 +198,9 @@ class PopFeature:
     @functools.cached_property
     def _handlers(self) -> Handlers:
         """The request handlers, made once: the direct path checks the table holds this ACK's."""
-        return pop_handlers(self.pop, self.acks, self.revive) | probe_handlers(self.probe)
+        return pop_handlers(self.pop, self.acks, self.revive, self.buffer) | probe_handlers(
+            self.probe
+        )
 
     def handlers(self) -> Handlers:
         return self._handlers

@@ -8,8 +8,8 @@ to back and a PopMessageResponseHeader (popTime, invisibleTime, reviveQid, restN
 startOffsetInfo, msgOffsetInfo and, for an ordered pop, orderCountInfo); one that found none is
 POLLING_TIMEOUT (POLLING_FULL when no more pops may be held) with remark NO_MESSAGE_IN_QUEUE;
 CHANGE_MESSAGE_INVISIBLETIME answers a ChangeInvisibleTimeResponseHeader. GET_POP_INFLIGHT
-(rocketrio's own code) answers the revive service's in-flight counts of a group for
-`rocketrio admin popProgress`.
+(rocketrio's own code) answers the in-flight counts of a group for `rocketrio admin
+popProgress`: the revive service's, plus the POP buffer's CKs not yet written.
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ from rocketrio.actors.broker.dispatch.held_reply import HeldReply
 from rocketrio.actors.broker.dispatch.outcomes import Done, Refusal
 from rocketrio.actors.broker.pop.ack import InvisibleTimeChanged, PopAckProcessor
 from rocketrio.actors.broker.pop.attempt import PopOutcome, Popped
+from rocketrio.actors.broker.pop.buffer_merge import PopBuffer
 from rocketrio.actors.broker.pop.processor import PopMessageProcessor
 from rocketrio.actors.broker.pop.revive_service import PopReviveService
 from rocketrio.actors.kernel.remoting import RequestContext
@@ -102,9 +103,13 @@ async def _answer_after(
 
 
 def pop_handlers(
-    pop: PopMessageProcessor, acks: PopAckProcessor, revive: PopReviveService
+    pop: PopMessageProcessor,
+    acks: PopAckProcessor,
+    revive: PopReviveService,
+    buffer: PopBuffer | None = None,
 ) -> dict[int, Any]:
-    """The request-code -> handler entries of POP for the RemotingAdapter."""
+    """The request-code -> handler entries of POP for the RemotingAdapter. GET_POP_INFLIGHT
+    counts the revive service's CKs and the POP buffer's not yet stored."""
 
     async def pop_message(ctx: RequestContext) -> RemotingCommand | None:
         h = from_ext(PopMessageRequestHeader, ctx.cmd.ext_fields)
@@ -148,6 +153,9 @@ def pop_handlers(
     async def pop_inflight(ctx: RequestContext) -> RemotingCommand:
         h = from_ext(GetConsumeStatsRequestHeader, ctx.cmd.ext_fields)
         counts = revive.inflight(h.consumerGroup)
+        if counts is not None and buffer is not None:
+            for key, n in buffer.inflight(h.consumerGroup).items():
+                counts[key] = counts.get(key, 0) + n
         items = [
             PopInflightItem(topic, qid, n)
             for (topic, qid), n in sorted((counts or {}).items())

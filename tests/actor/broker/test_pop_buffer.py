@@ -4,7 +4,8 @@ not all acknowledged is written once it stayed popCkStayBufferTime (the CK, then
 ``bAck``), and its unacknowledged messages come back at their invisible time, not before, the
 acknowledged never; a changed invisible time; a held pop answered on arrival; and a kill -9
 before a pop is done: its messages are popped again at once (nothing lost, the acknowledged
-ones delivered once more, the buffer's documented price)."""
+ones delivered once more, the buffer's documented price); popProgress counts the buffer's
+messages in flight."""
 
 from __future__ import annotations
 
@@ -17,6 +18,8 @@ import trio.testing
 
 from rocketrio.actors.broker.boot.config import FlushDiskType
 from rocketrio.actors.broker.dispatch.outcomes import PutStatus
+from rocketrio.actors.client.admin import MQAdmin
+from rocketrio.actors.client.pop_admin import pop_progress
 from rocketrio.actors.client.simple_consumer import ReceivedMessage
 from rocketrio.protocol.codes import RequestCode, ResponseCode
 from rocketrio.protocol.remoting import RemotingCommand
@@ -345,3 +348,25 @@ async def test_a_graceful_restart_writes_the_buffer_out_first(
             await trio.sleep(30.0 - (trio.current_time() - popped_at) + 2.0)
             back = await receive_all(c, invisible=30.0)
             assert bodies(back) == [b"m2"]
+
+
+async def test_pop_progress_counts_the_buffers_messages_in_flight(
+    tmp_path: Any, mock_clock: trio.testing.MockClock
+) -> None:
+    """`rocketrio admin popProgress` (GET_POP_INFLIGHT) counts a pop whose CK is only in the
+    buffer: its unacknowledged messages are in flight, before and after the CK is written."""
+    async with harness(tmp_path, **ON) as h, simple(h) as c:
+        await send_n(h, 5)
+        got = await receive_all(c, invisible=60.0)
+        await c.ack(got[0])
+        async with MQAdmin(h.namesrv_addr, h.net.transport("10.0.0.250")) as admin:
+            await trio.sleep(1.5)  # a revive scan: it has nothing to read
+            assert revive_records(h) == []
+            prog = await pop_progress(admin, GROUP, TOPIC)
+            [q0] = [q for q in prog.queues if q.queueId == 0]
+            assert q0.inflight == 4 and prog.total_inflight == 4
+            await c.ack(got[1])
+            assert (await pop_progress(admin, GROUP, TOPIC)).total_inflight == 3
+            await trio.sleep(12)  # stayed popCkStayBufferTime: the CK and its ACKs written
+            assert sorted(t for t, _ in revive_records(h)) == ["bAck", "ck"]
+            assert (await pop_progress(admin, GROUP, TOPIC)).total_inflight == 3

@@ -1,7 +1,7 @@
 """`PopBuffer` (buffer_merge.py), the POP buffer's pure core: a CK all acknowledged is dropped
 unwritten; one not is written once due and its ACKs after it; a queue's offset moves past a
 pop only when its entry is done or its CK stored, in pop order; an offset someone else moved
-wins; its bounds; what a withdrawn pop leaves."""
+wins; its bounds; what a withdrawn pop leaves; what it counts in flight."""
 
 from __future__ import annotations
 
@@ -74,6 +74,23 @@ def test_a_ck_all_acknowledged_is_dropped_unwritten_and_its_offset_committed() -
     assert buf.cks == {} and buf.queues == {} and buf.dropped == 1
     assert buf.latest("T", "G", 0) is None
     assert not buf.ack(c.merge_key, 0)  # gone: a late ACK goes the usual way
+
+
+def test_inflight_counts_the_unacknowledged_messages_of_cks_not_yet_stored() -> None:
+    buf, _ = make(stay_ms=10_000)
+    a, b = ck(0, 3), ck(0, 2, queue=1)
+    buf.add_ck(a, 0, 3, T0)
+    buf.add_ck(b, 0, 2, T0)
+    buf.ack(a.merge_key, 1)
+    assert buf.inflight("G") == {("T", 0): 2, ("T", 1): 2}
+    assert buf.inflight("other") == {}
+    buf.ack(b.merge_key, 0)
+    buf.ack(b.merge_key, 1)  # all acknowledged: none left in flight
+    assert buf.inflight("G") == {("T", 0): 2}
+    [w] = [w for w in buf.scan(T0 + 10_001) if isinstance(w, CkWrite)]
+    assert buf.inflight("G") == {("T", 0): 2}  # being written: still only here
+    buf.ck_stored(w.entry, True)
+    assert buf.inflight("G") == {}  # stored: the revive service counts it from now on
 
 
 def test_an_ack_the_buffer_does_not_hold_is_left_to_the_usual_path() -> None:
