@@ -3864,6 +3864,26 @@ MUTANTS: list[Mutant] = [
         ],
     ),
     Mutant(
+        "a live transactionCheckInterval waits for the sleep in progress",
+        "actors/broker/broker.py",
+        "                self.transactions.check_timer,\n",
+        "",
+        [
+            "tests/actor/client/test_transactions.py::"
+            "test_a_shorter_check_interval_applies_to_the_sleep_in_progress"
+        ],
+    ),
+    Mutant(
+        "a changed interval ends the sleep in progress at once",
+        "actors/kernel/live_interval.py",
+        "                continue  # re-aimed: the period changed",
+        "                return  # MUTANT",
+        [
+            "tests/unit/actors/kernel/test_live_interval.py::"
+            "test_a_sleep_follows_a_period_changed_while_asleep"
+        ],
+    ),
+    Mutant(
         "a static topic's old leader keeps the pulls held on a moved queue",
         "actors/broker/static_topic/admin.py",
         "        self.release_held(mapping.topic, [was_led[gid] for gid in released])",

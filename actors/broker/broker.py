@@ -303,8 +303,12 @@ class Broker:
             io, t, s.view, self.roles.master_to_sync, self.roles.may_follow()
         )
         self.live_config = LiveConfig(
-            io, [self.send, self.reply, self.pull, self.clients, self.filters, t, s]
-        )
+            io,
+            [
+                self.send, self.reply, self.pull, self.clients, self.filters, t, s,
+                self.transactions.check_timer,
+            ],
+        )  # fmt: skip
 
     def _consumer_ids(self, group: str) -> list[str] | None:
         """The client ids of ``group``'s heartbeats here (None: no such group)."""

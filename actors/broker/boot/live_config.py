@@ -42,7 +42,8 @@ every collaborator's own ``reconfigure(config, changed)``, which takes the keys 
   `FilterConfig` (dispatch/message_filter.py FILTER_KEYS);
 - rejectTransactionMessage: the send path's rebuilt `SendConfig`; transactionTimeOut,
   transactionCheckMax, transactionCheckInterval: the transaction service reads them at each
-  END_TRANSACTION and check round (transaction_service.py; a new interval from the next sleep).
+  END_TRANSACTION and check round (transaction/service.py); a new interval re-aims the check
+  sleep in progress (its `check_timer`, kernel/live_interval.py).
 """
 
 from __future__ import annotations

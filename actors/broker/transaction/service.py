@@ -3,20 +3,20 @@
 Owns the broker's transaction state: the scan offsets of the half and op queues (committed as
 consumer offsets of group CID_RMQ_SYS_TRANS, persisted with consumerOffset.json like upstream)
 and the `DecidedSet` of UNIQ_KEYs that makes END_TRANSACTION idempotent. Every decision is
-transaction_policy.py's; transaction_store.py reads and writes the two queues; this module keeps
-the state, orders the steps and talks to producers.
+policy.py's; half_store.py reads and writes the two queues; this module keeps the state, orders
+the steps and talks to producers.
 
 - `end_transaction` (upstream EndTransactionProcessor): commit re-puts the half to its real
   topic then writes the op; rollback writes the op only. A second END_TRANSACTION for a decided
   transaction changes nothing; one naming a half copy the check scan already passed applies to
   the pending copy (and the op names both), or is refused when none is pending.
 - `check_round` (upstream TransactionalMessageServiceImpl.check), every
-  transactionCheckInterval ms and only while this broker serves as master: halves without an op
-  older than transactionTimeOut (or CHECK_IMMUNITY_TIME_IN_SECONDS) are re-put with
-  TRANSACTION_CHECK_TIMES + 1 and CHECK_TRANSACTION_STATE goes to one live producer connection
-  of the half's PGROUP; after transactionCheckMax checks the half goes to
-  TRANS_CHECK_MAX_TIME_TOPIC. Before a check, a half whose commit reached the real topic but
-  whose op did not (a crash between the two writes) gets its op instead: no second commit.
+  transactionCheckInterval ms (a live change re-aims the sleep in progress: `check_timer`) and
+  only while master: halves without an op older than transactionTimeOut (or
+  CHECK_IMMUNITY_TIME_IN_SECONDS) are re-put with TRANSACTION_CHECK_TIMES + 1 and
+  CHECK_TRANSACTION_STATE goes to one live producer connection of the half's PGROUP; after
+  transactionCheckMax checks the half goes to TRANS_CHECK_MAX_TIME_TOPIC. Before a check, a
+  half whose commit reached the real topic but whose op did not gets its op: no second commit.
 - `escape_round` (RIP-32): on a classic slave acting for its dead master, every half without an
   op is escaped unchecked (as upstream) to a live master of another group as the prepared
   message its producer sent; that master stores it as its own half and checks it. The scan
@@ -80,6 +80,7 @@ from rocketrio.actors.broker.transaction.policy import (
     renewed_half,
     transaction_value,
 )
+from rocketrio.actors.kernel.live_interval import LiveInterval
 from rocketrio.actors.kernel.remoting import Connection, RequestContext
 from rocketrio.actors.observe import events
 from rocketrio.protocol.bodies import PERM_READ, PERM_WRITE
@@ -160,13 +161,13 @@ class TransactionService:
         self.halves = HalfCache()  # filled by the send path's half puts (half_cache.py)
         self._delay_text: str | None = None
         self._delay_levels = 0
+        self.check_timer = LiveInterval.of_ms(config, "transactionCheckInterval")
 
     # ------------------------------------------------------------------ store access
 
     def _scan_start(self, topic: str) -> int:
         committed = self.offsets.query(CID_SYS_RMQ_TRANS, topic, HALF_QUEUE_ID)
-        low = self.view.get_min_offset(topic, HALF_QUEUE_ID)
-        return max(committed, low)
+        return max(committed, self.view.get_min_offset(topic, HALF_QUEUE_ID))
 
     def _commit_progress(self) -> None:
         self.offsets.commit(CID_SYS_RMQ_TRANS, HALF_TOPIC, HALF_QUEUE_ID, self.half_offset)
@@ -517,10 +518,9 @@ class TransactionService:
             await nursery.start(self.ops.run)
             task_status.started()
             try:
-                while True:
-                    await trio.sleep(self.config.transactionCheckInterval / 1000)
-                    bridge = self.escape()
-                    if bridge is not None:
+                while True:  # a new interval applies to the sleep in progress (live_interval.py)
+                    await self.check_timer.sleep_from(trio.current_time())
+                    if (bridge := self.escape()) is not None:
                         await self.escape_round(bridge)
                     elif not self.is_master():
                         self.role_changed()

@@ -28,6 +28,7 @@ from rocketrio.actors.broker.transaction.policy import (
     op_message,
 )
 from rocketrio.actors.client.admin import wait_for_route
+from rocketrio.actors.client.config_admin import update_broker_config
 from rocketrio.actors.client.message import Message, SendStatus
 from rocketrio.actors.client.transaction_producer import (
     LocalTransactionState,
@@ -186,6 +187,31 @@ async def test_an_unknown_transaction_is_checked_then_committed_by_the_check(
             await trio.sleep(3 * CHECK_INTERVAL_MS / 1000)
             assert len(listener.checked) == 1  # decided: no second check
         assert await consume_all(c, 1) == [b"later"]
+
+
+async def test_a_shorter_check_interval_applies_to_the_sleep_in_progress(
+    tmp_path: Path, mock_clock: trio.testing.MockClock
+) -> None:
+    """UPDATE_BROKER_CONFIG transactionCheckInterval 60 s -> 2 s while the check service sleeps:
+    the next round comes 2 s after the last one began its sleep, not after the 60 s."""
+    async with tx_cluster(tmp_path, transactionCheckInterval=60_000) as c:
+        listener = Listener(S.UNKNOW, check=S.COMMIT_MESSAGE)
+        async with tx_producer(c, listener) as p:
+            r = await p.send_message_in_transaction(Message("T", b"orphan"))
+            assert r.local_transaction_state is S.UNKNOW
+            await trio.sleep(TIMEOUT_MS / 1000 + 1)  # past its immunity, checked by no round yet
+            assert listener.checked == []
+            async with c.admin() as admin:
+                await update_broker_config(
+                    admin, c.brokers["broker-a"].addr, {"transactionCheckInterval": "2000"}
+                )
+            changed_at = trio.current_time()
+            await wait_for(lambda: len(read_topic(c, "T")) == 1)
+            assert len(listener.checked) == 1
+            # the sleep began at the broker's start, well over 2 s ago: the round runs at once
+            assert trio.current_time() - changed_at < 1.0
+            await trio.sleep(2.5)
+            assert len(listener.checked) == 1  # decided: the next rounds check nothing
 
 
 async def test_a_check_answered_unknown_is_discarded_after_transaction_check_max(
