@@ -3866,8 +3866,8 @@ MUTANTS: list[Mutant] = [
     Mutant(
         "a live transactionCheckInterval waits for the sleep in progress",
         "actors/broker/broker.py",
-        "                self.transactions.check_timer,\n",
-        "",
+        "        parts += [self.transactions.check_timer, self.registration]",
+        "        parts += [self.registration]  # MUTANT",
         [
             "tests/actor/client/test_transactions.py::"
             "test_a_shorter_check_interval_applies_to_the_sleep_in_progress"
@@ -3882,6 +3882,13 @@ MUTANTS: list[Mutant] = [
             "tests/unit/actors/kernel/test_live_interval.py::"
             "test_a_sleep_follows_a_period_changed_while_asleep"
         ],
+    ),
+    Mutant(
+        "a live registerNameServerPeriod waits for the period in progress",
+        "actors/broker/boot/registration.py",
+        '        if "registerNameServerPeriod" in changed:\n            self.request()',
+        '        if "registerNameServerPeriod" in changed:\n            pass  # MUTANT',
+        ["tests/actor/cli/test_admin_config.py::test_register_period_applies_at_once"],
     ),
     Mutant(
         "a static topic's old leader keeps the pulls held on a moved queue",

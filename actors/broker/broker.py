@@ -28,7 +28,7 @@ from rocketrio.actors.broker.boot.broker_io import BrokerIO
 from rocketrio.actors.broker.boot.config import BrokerConfig, BrokerRole
 from rocketrio.actors.broker.boot.fault_sites import NO_FAULTS, FaultSites
 from rocketrio.actors.broker.boot.lifecycle import Lifecycle, Service, Stages, announce_boot
-from rocketrio.actors.broker.boot.live_config import LiveConfig
+from rocketrio.actors.broker.boot.live_config import LiveConfig, Reconfigurable
 from rocketrio.actors.broker.boot.registration import Registration, broker_client
 from rocketrio.actors.broker.boot.shutdown import drain_connections
 from rocketrio.actors.broker.boot.store_open import open_store
@@ -302,13 +302,11 @@ class Broker:
         self.slave_sync = SlaveSynchronize.of(
             io, t, s.view, self.roles.master_to_sync, self.roles.may_follow()
         )
-        self.live_config = LiveConfig(
-            io,
-            [
-                self.send, self.reply, self.pull, self.clients, self.filters, t, s,
-                self.transactions.check_timer,
-            ],
-        )  # fmt: skip
+        self.registration = Registration(self.config, t, lambda: self.roles.role_known)
+        parts: list[Reconfigurable] = [self.send, self.reply, self.pull, self.clients, self.filters]
+        parts += [t, s]
+        parts += [self.transactions.check_timer, self.registration]
+        self.live_config = LiveConfig(io, parts)
 
     def _consumer_ids(self, group: str) -> list[str] | None:
         """The client ids of ``group``'s heartbeats here (None: no such group)."""
@@ -359,9 +357,6 @@ class Broker:
             limits=self.config.server_limits(),
             rpc_latency=self.stats.rpc_latency,
             direct=direct,
-        )
-        self.registration = Registration(
-            self.config, self.tables, role_known=lambda: self.roles.role_known
         )
 
     # ------------------------------------------------------------------ listeners

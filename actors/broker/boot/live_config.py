@@ -31,7 +31,8 @@ every collaborator's own ``reconfigure(config, changed)``, which takes the keys 
   flush) and sync-flush wait;
 - scrubBytesPerSecond, scrubLapIntervalSeconds: the background scrub reads them before each
   chunk (scrub_service.py);
-- registerNameServerPeriod: the registration loop reads it at each period;
+- registerNameServerPeriod: the registration loop registers at once, then reads it at each
+  period (boot/registration.py `reconfigure`);
 - brokerNotActiveTimeoutMillis, sendHeartbeatTimeoutMillis, registerBrokerTimeoutMills: read
   from the config object at each registration / heartbeat;
 - rebalanceLockMaxLiveTime: the queue-lock manager's expiry, from the next lock check;

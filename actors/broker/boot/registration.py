@@ -1,11 +1,12 @@
 """The broker's presence on the NameServers (upstream BrokerController's registration tasks).
 
-Registers at start, every registerNameServerPeriod and right after a topic, mapping or role
-change (`request`), with the topic table masked by brokerPermission (live_config.py
-`registered_topics`) and the static-topic mappings; a NameServer the last registration did not
-reach is retried sooner (outer_api.py `retry_delay`). BROKER_HEARTBEAT goes out every
-brokerHeartbeatInterval. A broker whose role is not known yet (controller mode, before the
-controller named one) stays off the NameServers. Unregisters at shutdown.
+Registers at start, every registerNameServerPeriod (a live change of it: at once, then the
+new period) and right after a topic, mapping or role change (`request`), with the topic table
+masked by brokerPermission (live_config.py `registered_topics`) and the static-topic mappings;
+a NameServer the last registration did not reach is retried sooner (outer_api.py
+`retry_delay`). BROKER_HEARTBEAT goes out every brokerHeartbeatInterval. A broker whose role is
+not known yet (controller mode, before the controller named one) stays off the NameServers.
+Unregisters at shutdown.
 """
 
 from __future__ import annotations
@@ -40,6 +41,12 @@ class Registration:
     def request(self) -> None:
         """Re-register with the NameServers now (a topic, a mapping or the role changed)."""
         self._now.set()
+
+    def reconfigure(self, config: BrokerConfig, changed: frozenset[str]) -> None:
+        """UPDATE_BROKER_CONFIG: a new registerNameServerPeriod applies now (one registration
+        at once, then the new period), not after the period in progress."""
+        if "registerNameServerPeriod" in changed:
+            self.request()
 
     async def register_all(self) -> None:
         if self.outer_api is None or not self.config.namesrv_addrs or not self.role_known():

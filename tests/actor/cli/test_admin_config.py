@@ -162,6 +162,37 @@ async def test_flush_interval_changes_the_running_flush_period(
         assert await flushes_in_10s() <= 2
 
 
+async def test_register_period_applies_at_once(
+    tmp_path: Path, mock_clock: trio.testing.MockClock, capsys: Capture
+) -> None:
+    """registerNameServerPeriod 30 s -> 2 s: the broker registers at once and then every 2 s,
+    not first at the end of the 30 s period in progress."""
+    async with cluster(tmp_path, ("broker-a",)) as c:
+        reg = c.brokers["broker-a"].registration
+        assert c.brokers["broker-a"].config.registerNameServerPeriod == 30_000
+        done: list[float] = []
+        plain = reg.register_all
+
+        async def counted() -> None:
+            await plain()
+            done.append(trio.current_time())
+
+        reg.register_all = counted  # type: ignore[method-assign]
+        await trio.sleep(31)  # a periodic registration: the next one is 30 s away
+        assert len(done) >= 1
+        done.clear()
+        code, _, err, _ = await run(
+            capsys, c.net, "updateBrokerConfig", "-n", c.ns_addr, "-b", c.addr("broker-a"),
+            "-k", "registerNameServerPeriod", "-v", "2000",
+        )  # fmt: skip
+        assert code == 0, err
+        changed_at = trio.current_time()
+        await trio.sleep(0.5)
+        assert len(done) == 1 and done[0] - changed_at < 0.5  # at once
+        await trio.sleep(10)
+        assert 5 <= len(done) <= 7  # then every 2 s
+
+
 async def test_refused_broker_keys_change_nothing(
     tmp_path: Path, mock_clock: trio.testing.MockClock, capsys: Capture
 ) -> None:
