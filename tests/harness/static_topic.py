@@ -11,7 +11,7 @@ from rocketrio.actors.client.admin import MQAdmin, wait_for_route
 from rocketrio.actors.client.static_topic_admin import (
     update_static_topic,
 )
-from rocketrio.protocol.bodies import TopicRouteData
+from rocketrio.protocol.bodies import MessageQueue, TopicRouteData
 from rocketrio.protocol.codes import RequestCode, ResponseCode
 from rocketrio.protocol.headers import (
     PULL_FLAG_COMMIT_OFFSET,
@@ -26,6 +26,8 @@ from tests.harness.clients import Cluster
 from tests.harness.clock import now_ms
 
 T = "ST"
+LQ = "__syslo__global__"  # a global static topic's logic broker name
+QUEUES = {MessageQueue(T, LQ, i) for i in range(8)}  # `static_topic`'s 8 logic queues
 
 
 async def route_until(admin: MQAdmin, pred: object, timeout: float = 60.0) -> TopicRouteData:

@@ -23,11 +23,7 @@ from rocketrio.protocol.codes import ResponseCode
 from rocketrio.protocol.message_format import MessageExt
 from tests.harness.clients import Collector, cluster, consumer, wait_for
 from tests.harness.clock import now_ms
-from tests.harness.static_topic import leaders, route_until, static_topic
-
-T = "ST"
-LQ = "__syslo__global__"
-QUEUES = {MessageQueue(T, LQ, i) for i in range(8)}
+from tests.harness.static_topic import QUEUES, T, leaders, route_until, static_topic
 
 
 async def test_produce_and_consume_through_a_remapping(

@@ -18,15 +18,10 @@ from rocketrio.actors.client.message import Message
 from rocketrio.actors.client.producer import Producer
 from rocketrio.actors.client.push_consumer import ConsumeStatus
 from rocketrio.actors.client.static_topic_admin import remapping_static_topic
-from rocketrio.protocol.bodies import MessageQueue
 from rocketrio.protocol.message_format import MessageExt
 from tests.harness.clients import Collector, cluster, consumer, wait_for
 from tests.harness.clock import now_ms
-from tests.harness.static_topic import leaders, route_until, static_topic
-
-T = "ST"
-LQ = "__syslo__global__"
-QUEUES = {MessageQueue(T, LQ, i) for i in range(8)}
+from tests.harness.static_topic import QUEUES, T, leaders, route_until, static_topic
 
 
 async def test_a_held_pull_ends_when_its_queue_moves(
