@@ -13,6 +13,7 @@ product files while it runs (and restores them, even when interrupted).
 """
 
 import json
+import signal
 import subprocess
 import sys
 import time
@@ -3918,6 +3919,9 @@ MUTANTS: list[Mutant] = [
 
 
 def main() -> None:
+    # a SIGTERM (kill, timeout) ends the run through `run_one`'s finally, which puts the file
+    # back: without this the mutant stayed in the tree
+    signal.signal(signal.SIGTERM, lambda _sig, _frame: sys.exit(143))
     only = sys.argv[1:]
     for m in MUTANTS:
         if not only or any(o in m.name for o in only):
