@@ -141,6 +141,13 @@ class TopicQueueMappingDetail:
             if items and items[-1].bname == self.bname
         }
 
+    def released_by(self, new: TopicQueueMappingDetail | None) -> dict[int, int]:
+        """Logic id -> physical queue id of the logic queues this detail leads and ``new`` (the
+        same broker's next detail of the topic; None: the topic removed) does not: a
+        remapping moved them away, and nothing will arrive at those physical queues again."""
+        now = {} if new is None else new.leader_id_map()
+        return {gid: q for gid, q in self.leader_id_map().items() if gid not in now}
+
     def to_info(self) -> TopicQueueMappingInfo:
         """What registration carries (upstream TopicQueueMappingDetail.cloneAsMappingInfo):
         the logic queues led here, never the item lists."""

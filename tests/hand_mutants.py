@@ -3894,11 +3894,31 @@ MUTANTS: list[Mutant] = [
     Mutant(
         "a static topic's old leader keeps the pulls held on a moved queue",
         "actors/broker/static_topic/admin.py",
-        "        self.release_held(mapping.topic, [was_led[gid] for gid in released])",
+        "        self.release_held(mapping.topic, [moved[gid] for gid in released])",
         "        pass  # MUTANT",
         [
             "tests/actor/broker/test_static_topic_held_pull.py::"
             "test_a_held_pull_ends_when_its_queue_moves"
+        ],
+    ),
+    Mutant(
+        "a slave keeps the pulls held on a logic queue its synced mapping moved",
+        "actors/broker/roles/slave_sync.py",
+        "                    self.release_held(topic, sorted(moved.values()))",
+        "                    pass  # MUTANT",
+        [
+            "tests/actor/broker/test_static_topic_slave_sync.py::"
+            "test_a_logic_queue_moved_away_releases_its_held_pulls"
+        ],
+    ),
+    Mutant(
+        "a broker's slave sync is not given the pull hold service",
+        "actors/broker/broker.py",
+        "            release_held=self.pull.hold.release_queues,\n        )  # fmt: skip",
+        "        )  # fmt: skip  MUTANT",
+        [
+            "tests/actor/broker/test_static_topic_slave_read.py::"
+            "test_a_pull_held_at_the_slave_ends_when_the_synced_mapping_moves_its_queue"
         ],
     ),
     Mutant(

@@ -300,8 +300,9 @@ class Broker:
             wall_now_ms=io.now_ms,
         )
         self.slave_sync = SlaveSynchronize.of(
-            io, t, s.view, self.roles.master_to_sync, self.roles.may_follow()
-        )
+            io, t, s.view, self.roles.master_to_sync, self.roles.may_follow(),
+            release_held=self.pull.hold.release_queues,
+        )  # fmt: skip
         self.registration = Registration(self.config, t, lambda: self.roles.role_known)
         parts: list[Reconfigurable] = [self.send, self.reply, self.pull, self.clients, self.filters]
         parts += [t, s]

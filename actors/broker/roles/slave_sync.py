@@ -15,7 +15,9 @@ GET_ALL_SUBSCRIPTIONGROUP_CONFIG and GET_ALL_CONSUMER_OFFSET and adopts them:
   its DataVersion differs and is written before topics.json. A mapping names its broker set
   (``bname`` = brokerName, shared by master and slaves), so the slave keeps its own set's
   mappings and refuses (logs, never uses) one naming another set. A promoted slave thus leads
-  the same logic queues; their consumer offsets are logic values in the offset table below;
+  the same logic queues; their consumer offsets are logic values in the offset table below.
+  A logic queue the new mapping moved away from this set has its held pulls answered
+  (``release_held``): nothing arrives at its physical queue here any more;
 - consumer offsets: the master's offset for a queue replaces ours (upstream's putAll), so a
   consumer that committed to this slave while the master was down may re-read a little once the
   master is back (at-least-once); persisted by the offset table's periodic writer. With
@@ -113,8 +115,10 @@ class SlaveSynchronize:
         view: StoreView,
         master_addr: Callable[[], str | None],
         may_follow: bool = True,
+        release_held: Callable[[str, list[int]], None] = lambda topic, queues: None,
     ) -> SlaveSynchronize:
-        """A broker's slave sync over all its tables (``may_follow``: `RoleService.may_follow`)."""
+        """A broker's slave sync over all its tables (``may_follow``: `RoleService.may_follow`;
+        ``release_held``: the pull hold service's `release_queues`)."""
         return cls(
             topics=tables.topics,
             groups=tables.groups,
@@ -128,6 +132,7 @@ class SlaveSynchronize:
             keep_higher=io.config.enableSlaveActingMaster,
             may_follow=may_follow,
             request_modes=tables.request_modes,
+            release_held=release_held,
         )
 
     def __init__(
@@ -145,7 +150,11 @@ class SlaveSynchronize:
         keep_higher: bool = False,
         may_follow: bool = True,
         request_modes: RequestModeTable | None = None,
+        release_held: Callable[[str, list[int]], None] = lambda topic, queues: None,
     ) -> None:
+        # (topic, physical queue ids): answer the pulls held on queues whose logic queue the
+        # synced mapping moved away from this set (pull/hold.py release_queues)
+        self.release_held = release_held
         self.may_follow = may_follow
         self.request_modes = request_modes
         self.keep_higher = keep_higher
@@ -256,6 +265,7 @@ class SlaveSynchronize:
         wrapper = from_json(TopicConfigAndMappingDetailWrapper, topics)
         mappings = self.mappings
         refused: list[TopicQueueMappingDetail] | None = None
+        held = dict(mappings.table) if mappings is not None else {}
         if mappings is not None and _differs(wrapper.mappingDataVersion, mappings.data_version):
             refused = mappings.adopt(
                 TopicQueueMappingSerializeWrapper(
@@ -271,6 +281,9 @@ class SlaveSynchronize:
         if mappings is not None and refused is not None:  # the source of truth first
             self._mappings_adopted(addr, mappings, refused)
             await mappings.persist()
+            for topic, before in held.items():
+                if moved := before.released_by(mappings.table.get(topic)):
+                    self.release_held(topic, sorted(moved.values()))
         if topics_changed:
             await self.topics.persist()
         groups = await self._get(client, addr, RequestCode.GET_ALL_SUBSCRIPTIONGROUP_CONFIG)

@@ -164,12 +164,12 @@ class StaticTopicProcessor:
         once instead of after their hold (up to brokerSuspendMaxTimeMillis, 15 s)."""
         if held is None:
             return
-        was_led = held.leader_id_map()
-        released = sorted(set(was_led) - set(mapping.leader_id_map()))
-        if not released:
+        moved = held.released_by(mapping)
+        if not moved:
             return
+        released = sorted(moved)
         end = await self.store_barrier() if self.store_barrier is not None else -1
-        self.release_held(mapping.topic, [was_led[gid] for gid in released])
+        self.release_held(mapping.topic, [moved[gid] for gid in released])
         events.emit(
             self.log,
             events.StaticTopicLeadershipReleased(

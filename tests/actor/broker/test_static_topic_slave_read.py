@@ -2,12 +2,14 @@
 classic master/slave on the simulated network, MockClock): a static topic first led by
 broker-a is remapped to broker-b; broker-b's slave, holding the mapping its sync wrote, serves
 the whole logic queue: the old generation read remotely from broker-a, the new one from its
-own replicated store, with the same logic offsets as broker-b's master."""
+own replicated store, with the same logic offsets as broker-b's master; and a pull held at the
+slave ends when the slave's synced mapping moves its logic queue away."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
+import attrs
 import trio
 import trio.testing
 
@@ -19,6 +21,7 @@ from rocketrio.actors.client.static_topic_admin import (
     update_static_topic,
 )
 from rocketrio.protocol.codes import ResponseCode
+from rocketrio.protocol.headers import PULL_FLAG_SUSPEND
 from tests.harness.classic_ha import M, S, classic, until
 from tests.harness.clock import now_ms
 from tests.harness.static_topic import T, pull_header, raw_send
@@ -73,3 +76,45 @@ async def test_a_slave_reads_the_older_generation_from_the_other_broker(
             with trio.fail_after(120):
                 while not await slave_serves_all():
                     await trio.sleep(1)
+
+
+async def test_a_pull_held_at_the_slave_ends_when_the_synced_mapping_moves_its_queue(
+    tmp_path: Path, mock_clock: trio.testing.MockClock
+) -> None:
+    """A logic queue's pull long-polling at broker-b's slave is answered once the slave's sync
+    (every 3 s) brings the mapping that moved the queue to broker-a, not after its 15 s hold."""
+    async with classic(tmp_path, 44) as c:
+        await c.start(A, BrokerRole.ASYNC_MASTER, 0, brokerName="broker-a")
+        await c.start(M, BrokerRole.ASYNC_MASTER, 0, brokerName="broker-b")
+        slave = await c.start(S, BrokerRole.SLAVE, 1, brokerName="broker-b")
+        async with MQAdmin(c.ns, c.net.transport(ADMIN)) as admin:
+            await trio.sleep(5)  # every broker registered
+            await update_static_topic(admin, T, 1, brokers="broker-b", now_ms=now_ms)
+            for _ in range(3):
+                r = await raw_send(admin, f"{M}:10911", 0)
+                assert r.code == ResponseCode.SUCCESS, r.remark
+            mapping = slave.tables.mappings
+            await until(lambda: T in mapping.table and mapping.table[T].leader_id_map() == {0: 0})
+            assert await read_all(admin, f"{S}:10911", 0) == [0, 1, 2]
+            held = attrs.evolve(
+                pull_header(0, 3),
+                sysFlag=pull_header(0, 3).sysFlag | PULL_FLAG_SUSPEND,
+                suspendTimeoutMillis=15_000,
+            )
+            answered: list[float] = []
+
+            async def long_poll() -> None:
+                res = await admin.api.pull(f"{S}:10911", held, 30)
+                assert res.status is PullStatus.NO_NEW_MSG, res.status
+                answered.append(trio.current_time())
+
+            async with trio.open_nursery() as n:
+                n.start_soon(long_poll)
+                await trio.sleep(1)
+                assert answered == [] and slave.pull.hold.count == 1  # held at the slave
+                await remapping_static_topic(admin, T, brokers="broker-a", now_ms=now_ms)
+                moved_at = trio.current_time()
+                await until(lambda: mapping.table[T].leader_id_map() == {})
+                await until(lambda: bool(answered))
+            # within the slave's 3 s sync period (and its answer), well before the 15 s hold
+            assert answered[0] - moved_at < 4.0, answered[0] - moved_at

@@ -1,7 +1,7 @@
 """A slave syncs its master's static-topic mappings (RIP-21 SOT) with the topics, against a
 scripted master (no network): its own broker set's mappings land in its topicQueueMapping.json,
-one naming another broker set is refused, and a late answer from a former master is not
-applied."""
+one naming another broker set is refused, a logic queue the new mapping moves away has its held
+pulls released, and a late answer from a former master is not applied."""
 
 from __future__ import annotations
 
@@ -73,10 +73,11 @@ class Master:
 
 
 def slave(
-    tmp_path: Path, master: list[str | None]
+    tmp_path: Path, master: list[str | None], released: list[tuple[str, list[int]]] | None = None
 ) -> tuple[SlaveSynchronize, TopicQueueMappingTable]:
     config = BrokerConfig(brokerName="broker-a", storePathRootDir=str(tmp_path))
     now = lambda: NOW_MS  # noqa: E731
+    sink = released if released is not None else []
     mappings = TopicQueueMappingTable(config, now, run_blocking=inline)
     sync = SlaveSynchronize(
         topics=TopicTable(config, now, run_blocking=inline),
@@ -84,6 +85,7 @@ def slave(
         offsets=OffsetTable(config, now, run_blocking=inline),
         master_addr=lambda: master[0],
         mappings=mappings,
+        release_held=lambda topic, queues: sink.append((topic, queues)),
     )
     return sync, mappings
 
@@ -125,6 +127,33 @@ async def test_the_slave_writes_its_sets_mappings_and_refuses_another_sets(
     master.answer.mappingDataVersion = DataVersion(0, NOW_MS, 4)
     await sync.sync_all(master, MASTER)  # type: ignore[arg-type]
     assert on_disk(tmp_path)["topicQueueMappingInfoMap"]["ST"]["epoch"] == 9
+
+
+async def test_a_logic_queue_moved_away_releases_its_held_pulls(
+    tmp_path: Path, mock_clock: trio.testing.MockClock
+) -> None:
+    released: list[tuple[str, list[int]]] = []
+    sync, mappings = slave(tmp_path, [MASTER], released)
+    two = detail("ST", "broker-a")
+    two.hostedQueues[1] = [LogicQueueMappingItem(0, 1, "broker-a", 0, 0, -1, -1, -1)]
+    two.totalQueues = 2
+    master = Master({"ST": two}, 3)
+    await sync.sync_all(master, MASTER)  # type: ignore[arg-type]
+    assert mappings.table["ST"].leader_id_map() == {0: 0, 1: 1} and released == []
+    # a remapping moved logic queue 1 to broker-b: its newest item is broker-b's
+    moved = two.copy()
+    moved.epoch = 9
+    moved.hostedQueues[1] = [
+        LogicQueueMappingItem(0, 1, "broker-a", 0, 0, 10, 0, 10),
+        LogicQueueMappingItem(1, 0, "broker-b", 10_000, 0, -1, -1, -1),
+    ]
+    master.answer.topicQueueMappingDetailMap = {"ST": moved}
+    master.answer.mappingDataVersion = DataVersion(0, NOW_MS, 4)
+    await sync.sync_all(master, MASTER)  # type: ignore[arg-type]
+    assert mappings.table["ST"].leader_id_map() == {0: 0}
+    assert released == [("ST", [1])]  # the physical queue it led here
+    await sync.sync_all(master, MASTER)  # type: ignore[arg-type]
+    assert released == [("ST", [1])]  # an unchanged mapping releases nothing again
 
 
 async def test_a_late_answer_from_a_former_master_leaves_the_mappings_alone(

@@ -302,3 +302,19 @@ def test_topic_configs_to_repair_after_a_crash_between_the_writes() -> None:
     (short,) = m.topic_configs_to_repair({"T": TopicConfig("T", 1, 1, perm=4)})
     assert (short.writeQueueNums, short.perm) == (3, 4)
     assert m.topic_configs_to_repair({"T": TopicConfig("T", 3, 3)}) == []
+
+
+def test_released_by_names_the_queues_a_new_detail_no_longer_leads_here() -> None:
+    def item(gen: int, qid: int, bname: str) -> LogicQueueMappingItem:
+        return LogicQueueMappingItem(gen, qid, bname, gen * 10_000, 0)
+
+    old = TopicQueueMappingDetail(
+        "T", totalQueues=3, bname="a", epoch=1,
+        hostedQueues={0: [item(0, 0, "a")], 1: [item(0, 1, "a")], 2: [item(0, 0, "b")]},
+    )  # fmt: skip
+    new = old.copy()
+    new.hostedQueues[1] = [item(0, 1, "a"), item(1, 0, "c")]  # logic 1 moved to c
+    assert old.released_by(new) == {1: 1}
+    assert old.released_by(old.copy()) == {}
+    assert old.released_by(None) == {0: 0, 1: 1}  # the topic gone: all it led here
+    assert new.released_by(old) == {}  # led more after: nothing released
