@@ -345,6 +345,15 @@ async def send_many(c: Cluster, node: Node, n: int, tag: str, acked: Acked) -> i
     return ok
 
 
+async def routed_topic(c: Cluster, topic: str, queues: int = 4) -> None:
+    """``topic`` created on the cluster (``queues`` read and write queues) and in the routes."""
+    from rocketrio.actors.client.admin import MQAdmin, wait_for_route
+
+    async with MQAdmin(c.namesrv_addr, c.net.transport(CLIENT_HOST)) as admin:
+        await admin.update_topic(topic, cluster=CLUSTER, read_queues=queues, write_queues=queues)
+        await wait_for_route(admin, topic)
+
+
 async def pair(c: Cluster, **overrides: object) -> tuple[Node, Node]:
     """broker-a with two replicas, both in the SyncStateSet, A master."""
     a, b = c.node(), c.node()

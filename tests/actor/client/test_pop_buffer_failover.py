@@ -24,12 +24,11 @@ import pytest
 import trio
 import trio.testing
 
-from rocketrio.actors.client.admin import MQAdmin, wait_for_route
 from rocketrio.actors.client.message import Message
 from rocketrio.actors.client.producer import Producer
 from rocketrio.actors.client.simple_consumer import SimpleConsumer
 from tests.harness.failover_clients import client_kw
-from tests.harness.replication import CLIENT_HOST, CLUSTER, Cluster, cluster, pair, wait_until
+from tests.harness.replication import Cluster, cluster, pair, routed_topic, wait_until
 
 TOPIC, GROUP = "PopBufF", "pop_buf_g"
 SEND_PERIOD_S = 0.05
@@ -85,9 +84,7 @@ async def test_nothing_popped_is_lost_when_the_master_dies_with_cks_in_its_buffe
     ctrl = {"scanNotActiveBrokerInterval": 100}
     async with cluster(tmp_path, seed, controller_overrides=ctrl) as c:
         a, b = await pair(c, **BROKER)
-        async with MQAdmin(c.namesrv_addr, c.net.transport(CLIENT_HOST)) as admin:
-            await admin.update_topic(TOPIC, cluster=CLUSTER, read_queues=4, write_queues=4)
-            await wait_for_route(admin, TOPIC)
+        await routed_topic(c, TOPIC)
         sent: set[bytes] = set()
         acked: set[bytes] = set()
         rng = random.Random(seed)

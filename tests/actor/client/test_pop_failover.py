@@ -53,20 +53,18 @@ import pytest
 import trio
 import trio.testing
 
-from rocketrio.actors.client.admin import MQAdmin, wait_for_route
 from rocketrio.actors.client.route_refresh import ROUTE_REFRESH_MIN_INTERVAL_S
 from rocketrio.actors.client.simple_consumer import SimpleConsumer
 from rocketrio.actors.client.stuck_sends import POLL_S, STUCK_AFTER_S
 from tests.harness.failover_clients import client_kw, produce_forever
 from tests.harness.replication import (
-    CLIENT_HOST,
-    CLUSTER,
     CTRL_HOSTS,
     NS_HOST,
     Cluster,
     Node,
     cluster,
     pair,
+    routed_topic,
     wait_until,
 )
 
@@ -122,9 +120,7 @@ async def run_failover(tmp_path: Path, seed: int, fault: str) -> tuple[float, li
         tmp_path, seed, controller_overrides={"scanNotActiveBrokerInterval": 100}
     ) as c:
         a, b = await pair(c, **TIMINGS)
-        async with MQAdmin(c.namesrv_addr, c.net.transport(CLIENT_HOST)) as admin:
-            await admin.update_topic(TOPIC, cluster=CLUSTER, read_queues=4, write_queues=4)
-            await wait_for_route(admin, TOPIC)
+        await routed_topic(c, TOPIC)
         got: list[tuple[float, str]] = []
         errors: list[Exception] = []
         async with trio.open_nursery() as n:

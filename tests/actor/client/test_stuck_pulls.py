@@ -27,7 +27,6 @@ import pytest
 import trio
 import trio.testing
 
-from rocketrio.actors.client.admin import MQAdmin, wait_for_route
 from rocketrio.actors.client.pull_api import QueueState
 from rocketrio.actors.client.push_consumer import ConsumeStatus, PushConsumer
 from rocketrio.actors.client.route_refresh import ROUTE_REFRESH_MIN_INTERVAL_S
@@ -36,14 +35,13 @@ from rocketrio.actors.client.stuck_sends import STUCK_AFTER_S
 from rocketrio.protocol.bodies import MessageQueue, SubscriptionData
 from tests.harness.failover_clients import client_kw, produce_forever
 from tests.harness.replication import (
-    CLIENT_HOST,
-    CLUSTER,
     CTRL_HOSTS,
     NS_HOST,
     Cluster,
     Node,
     cluster,
     pair,
+    routed_topic,
 )
 
 TOPIC, GROUP = "PullT", "pull_g"
@@ -107,9 +105,7 @@ async def test_a_push_consumer_leaves_a_frozen_master_within_the_pull_hold(
     ctrl = {"scanNotActiveBrokerInterval": 100}
     async with cluster(tmp_path, seed, controller_overrides=ctrl) as c:
         a, b = await pair(c, **TIMINGS)
-        async with MQAdmin(c.namesrv_addr, c.net.transport(CLIENT_HOST)) as admin:
-            await admin.update_topic(TOPIC, cluster=CLUSTER, read_queues=4, write_queues=4)
-            await wait_for_route(admin, TOPIC)
+        await routed_topic(c, TOPIC)
         got: list[float] = []
         ready = trio.Event()
         async with trio.open_nursery() as n:
