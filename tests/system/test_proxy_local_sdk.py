@@ -98,9 +98,12 @@ def test_sdk_through_local_proxies_of_two_brokers(tmp_path: Path) -> None:
         for port in (grpc_a, grpc_b):
             with grpc.insecure_channel(f"127.0.0.1:{port}") as channel:
                 grpc.channel_ready_future(channel).result(timeout=30)
-        r = rr("admin", "updateTopic", "-n", ns, "-t", "LocalT", "-c", "DefaultCluster",
-               "-r", "2", "-w", "2")  # fmt: skip
-        assert r.returncode == 0, r.stdout + r.stderr
+        # on each broker by address: `-c DefaultCluster` would create it only on the brokers
+        # whose registration the NameServer already has (the boot line can come first)
+        for port in (base + 10, base + 20):
+            r = rr("admin", "updateTopic", "-n", ns, "-t", "LocalT", "-b", f"127.0.0.1:{port}",
+                   "-r", "2", "-w", "2")  # fmt: skip
+            assert r.returncode == 0, r.stdout + r.stderr
         want = {("broker-a", "127.0.0.1", grpc_a), ("broker-b", "127.0.0.1", grpc_b)}
         deadline = time.monotonic() + 20
         while route_endpoints(grpc_a, "LocalT") != want and time.monotonic() < deadline:

@@ -56,7 +56,14 @@ def test_tiny_run_prints_every_figure_and_cleans_up() -> None:
     ratios = result["ratio_static_vs_ordinary"]
     for fig, keys in FIGURE_KEYS.items():
         for k in keys:
-            assert ratios[f"{fig}_{k}"] is not None and ratios[f"{fig}_{k}"] > 0, (fig, k)
+            value = ratios[f"{fig}_{k}"]
+            if value is None and k.endswith("_cpu_us_per_msg"):
+                # /proc counts CPU in 10 ms ticks: a phase this small can measure 0 for a side
+                # (then there is no ratio), never a missing figure
+                sides = [result["topics"][kind][fig][k] for kind in ("ordinary", "static")]
+                assert 0 in sides, (fig, k, sides)
+                continue
+            assert value is not None and value > 0, (fig, k)
     remote = result["remote_read"]
     assert remote["complete"] is True
     assert remote["logic_queues_moved"] == 4
