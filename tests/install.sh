@@ -12,10 +12,6 @@
 #   process start (`rocketrio admin` 1.25 -> 0.9 s; four process-heavy test files 70 -> 41 s,
 #   docs/testing.md). Python reads a .pyc whatever that variable says, and ignores one whose
 #   source changed since;
-# - pytest's cache of its assert-rewritten test modules, written by two collections in parallel
-#   with that variable unset (13 s): each of the three xdist workers then collects in 5 s instead
-#   of 24 s (docs/testing.md). pytest checks each cached module against its source; a failed
-#   collection here only leaves the cache unwritten (the test run reports the error);
 # - tests/install-browser.sh (Debian's Chromium and ChromeDriver for the two browser tests),
 #   started first so its apt download overlaps the Python one; it never fails the command.
 # Exits non-zero if the Python side fails.
@@ -27,9 +23,4 @@ python3 -m venv .venv
 .venv/bin/pip install -q uv
 .venv/bin/uv pip install -q --compile-bytecode --python .venv/bin/python -e '.[test,analysis,proxy]'
 .venv/bin/python -m compileall -q -j 0 actors analysis cli client protocol storage tests bench > /dev/null
-rewrite_cache() { env -u PYTHONDONTWRITEBYTECODE .venv/bin/pytest --collect-only -q "$@" > /dev/null 2>&1 || true; }
-rewrite_cache tests/unit &
-unit=$!
-rewrite_cache tests --ignore=tests/unit
-wait "$unit"
 wait "$browser"
