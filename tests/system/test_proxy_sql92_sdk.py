@@ -79,7 +79,8 @@ def test_sdk_consumers_with_sql92_expressions_get_exactly_their_matches(tmp_path
         wait_for_line(procs[1], "boot success", 60)
         with grpc.insecure_channel(f"127.0.0.1:{grpc_port}") as channel:
             grpc.channel_ready_future(channel).result(timeout=30)
-        r = rr("admin", "updateTopic", "-n", ns, "-t", TOPIC, "-c", "DefaultCluster",
+        # by address: the boot line can come before the NameServer has the broker's registration
+        r = rr("admin", "updateTopic", "-n", ns, "-t", TOPIC, "-b", f"127.0.0.1:{base + 10}",
                "-r", "1", "-w", "1")  # fmt: skip
         assert r.returncode == 0, r.stdout + r.stderr
         run = subprocess.run(
