@@ -19,9 +19,11 @@ ever sees a record that a failover could later truncate. `DispatchGate` owns:
   here (`Held`, in CommitLog order, contiguous) until confirm passes its end. Records without
   held data (replicated to a slave, recovered after a restart) are dispatched by scanning the
   CommitLog instead; any truncation or role change simply drops the held data;
-- ``replica``: the same for a slave, per record: what `CommitLog.append_raw` parsed while it
-  checked the master's bytes (`RecordFields`: offset, size, topic, queue, ...), in CommitLog order,
-  contiguous, so confirmOffset may release part of an append. Bounded (`REPLICA_HELD_MAX`
+- ``replica``: the same for a slave: what `CommitLog.append_raw` parsed of every record while
+  it checked the master's bytes (`RecordFields`: offset, size, topic, queue, ...), one list per
+  append, in CommitLog order, contiguous, so confirmOffset may release part of an append (found
+  by bisection, not record by record: a slave's confirmOffset is usually an append or more
+  behind its log end, so nearly every release is partial). Bounded (`REPLICA_HELD_MAX`
   records): past it the data is dropped and dispatch scans the CommitLog until it has caught
   up with the appends again.
 
@@ -30,6 +32,7 @@ The store calls `MessageStore.advance_confirm`, which releases what this gate al
 
 from __future__ import annotations
 
+from bisect import bisect_right
 from collections import deque
 from collections.abc import Callable
 
@@ -40,6 +43,10 @@ from rocketrio.storage.fs import OS_FS, FileSystem
 
 CONFIRM_CHECKPOINT = "confirm.checkpoint"
 REPLICA_HELD_MAX = 65536
+
+
+def _record_end(r: RecordFields) -> int:
+    return r[0] + r[1]
 
 
 @attrs.frozen(slots=True)
@@ -58,7 +65,8 @@ class DispatchGate:
         self.after_flush = False
         self.confirm = 0
         self.held: deque[Held] = deque()
-        self.replica: deque[RecordFields] = deque()
+        self.replica: deque[list[RecordFields]] = deque()  # one non-empty list per append
+        self.replica_held = 0  # records in `replica`
         self.replica_end = -1  # where the appends behind `replica` end
         self._ckpt = OffsetCheckpoint(path, fs=fs)
         self._stored = -1
@@ -102,16 +110,39 @@ class DispatchGate:
         what is held (or, with nothing held, what is dispatched) and the bound allows."""
         replica = self.replica
         follows = start == self.replica_end if replica else start == dispatched
-        if not follows or len(replica) + len(records) > REPLICA_HELD_MAX:
-            replica.clear()
+        if not follows or self.replica_held + len(records) > REPLICA_HELD_MAX:
+            self.drop_replica()
             return
-        replica.extend(records)
+        if records:
+            replica.append(records)
+            self.replica_held += len(records)
         self.replica_end = end
+
+    def release_replica(self, limit: int) -> list[RecordFields]:
+        """Take the held records (from the first) that end at or below ``limit``."""
+        replica, out = self.replica, []
+        while replica:
+            records = replica[0]
+            last = records[-1]
+            if last[0] + last[1] <= limit:
+                out += replica.popleft()
+                continue
+            n = bisect_right(records, limit, key=_record_end)
+            if n:
+                out += records[:n]
+                replica[0] = records[n:]
+            break
+        self.replica_held -= len(out)
+        return out
+
+    def drop_replica(self) -> None:
+        self.replica.clear()
+        self.replica_held = 0
 
     def drop_held(self) -> None:
         """Forget all held dispatch data (truncation, role change): dispatch scans instead."""
         self.held.clear()
-        self.replica.clear()
+        self.drop_replica()
 
     def close(self) -> None:
         self._ckpt.close()

@@ -306,20 +306,12 @@ class StoreDispatch:
         """Dispatch held replicated records that end at or below ``limit``; False when there
         are none to continue from where dispatch stands (it must scan)."""
         gate = self._gate
-        replica = gate.replica
-        if not replica:
+        if not gate.replica:
             return False
-        if replica[0][0] != self._dispatched:
-            replica.clear()  # cannot happen unless the log moved under the held data
+        if gate.replica[0][0][0] != self._dispatched:
+            gate.drop_replica()  # cannot happen unless the log moved under the held data
             return False
-        last = replica[-1]
-        if last[0] + last[1] <= limit:  # the usual case: confirmOffset passes them all
-            items = list(replica)
-            replica.clear()
-        else:
-            items = []
-            while replica and replica[0][0] + replica[0][1] <= limit:
-                items.append(replica.popleft())
+        items = gate.release_replica(limit)
         if not items:
             return False
         if self._queues.ext_bits:  # filter bit-maps: `dispatch` reads the records back
@@ -337,7 +329,7 @@ class StoreDispatch:
             if hashes and self._index is not None:
                 self._index.add_pairs(hashes, offsets)
             self._dispatched = items[-1][0] + items[-1][1]
-        if not replica and gate.replica_end <= limit:
+        if not gate.replica and gate.replica_end <= limit:
             self._dispatched = gate.replica_end  # past a BLANK record closing a segment
         return True
 

@@ -45,6 +45,7 @@ _HA = "tests/unit/protocol/test_ha.py::"
 _SR = "tests/unit/actors/broker/ha/test_slave_reads.py"
 _SLR = _HS + "test_a_reads_packets_reach_the_slave_core_as_one_run"
 _MC = "tests/unit/actors/broker/ha/test_master_core.py::"
+_DG = "tests/unit/storage/test_dispatch_gate_replica.py::"
 _SS = "tests/unit/actors/broker/ha/test_sync_state.py::"
 _AC = "tests/unit/actors/broker/failover/test_acting_core.py::"
 _AP = "tests/actor/broker/test_acting_master_pop.py::"
@@ -2325,6 +2326,28 @@ MUTANTS: list[Mutant] = [
         "if (tran != TRAN_PREPARED && tran != TRAN_ROLLBACK) {",
         "if (tran != TRAN_PREPARED) {",
         [_RR + "test_a_run_keeps_its_queues_in_order_of_first_appearance"],
+    ),
+    # a slave's held records released by bisection (storage/dispatch_gate.py)
+    Mutant(
+        "a partial release drops the first record it keeps",
+        "storage/dispatch_gate.py",
+        "replica[0] = records[n:]",
+        "replica[0] = records[n + 1 :]",
+        [_DG + "test_release_takes_exactly_the_records_that_end_at_or_below_the_limit"],
+    ),
+    Mutant(
+        "a partial release keeps the record that ends at the limit",
+        "storage/dispatch_gate.py",
+        "bisect_right(records, limit, key=_record_end)",
+        "bisect_right(records, limit - 1, key=_record_end)",
+        [_DG + "test_release_takes_exactly_the_records_that_end_at_or_below_the_limit"],
+    ),
+    Mutant(
+        "released records still count against the bound",
+        "storage/dispatch_gate.py",
+        "        self.replica_held -= len(out)\n",
+        "",
+        [_DG + "test_the_bound_counts_records_not_appends"],
     ),
     Mutant(
         "the compiled replica runs seed a key's Adler-32 from 0",
